@@ -1,0 +1,431 @@
+//! A deterministic in-memory key-value store: the state machine replicated by a VR group.
+//!
+//! Commands and outcomes travel as postcard bytes inside VR's opaque `operation` and `result`.
+//! Execution never panics on any input: malformed bytes become `Outcome::Error`.
+#![forbid(unsafe_code)]
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use vr::{RestoreError, StateMachine};
+
+/// A key or a value: raw bytes, as in Redis.
+pub type Bytes = Vec<u8>;
+
+/// A command on the store. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Command {
+    /// Slot 0. Read one key.
+    Get { key: Bytes },
+    /// Slot 1. Write one key.
+    Put { key: Bytes, value: Bytes },
+    /// Slot 2. Remove one key; says whether it existed.
+    Delete { key: Bytes },
+    /// Slot 3. Add `by` to the decimal integer stored at `key` (absent counts as 0).
+    Increment { key: Bytes, by: i64 },
+    /// Slot 4. Append to the value at `key` (absent counts as empty); returns the new length.
+    Append { key: Bytes, value: Bytes },
+    /// Slot 5. Write several keys atomically.
+    MultiPut { pairs: Vec<(Bytes, Bytes)> },
+    /// Slot 6. Read several keys atomically.
+    MultiGet { keys: Vec<Bytes> },
+    /// Slot 7. Count the keys.
+    Count,
+    /// Slot 8. Write one key and return its previous value.
+    GetSet { key: Bytes, value: Bytes },
+    /// Slot 9. Remove several keys atomically; returns how many existed.
+    MultiDelete { keys: Vec<Bytes> },
+}
+
+impl Command {
+    /// Whether the command only reads: reads are served by the primary without being logged.
+    pub fn is_read(&self) -> bool {
+        matches!(
+            self,
+            Command::Get { .. } | Command::MultiGet { .. } | Command::Count
+        )
+    }
+
+    pub fn encode(&self) -> Bytes {
+        postcard::to_allocvec(self).expect("commands serialise")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Command, KvError> {
+        postcard::from_bytes(bytes).map_err(|_| KvError::Malformed)
+    }
+}
+
+/// Why a command failed. The texts follow Redis where Redis has one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KvError {
+    /// Slot 0. The operation bytes are not a command.
+    Malformed,
+    /// Slot 1. INCR on a value that is not a decimal 64-bit integer.
+    NotAnInteger,
+    /// Slot 2. INCR would overflow.
+    Overflow,
+    /// Slot 3. A read-only entry point was given a write.
+    NotARead,
+}
+
+impl std::fmt::Display for KvError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(match self {
+            KvError::Malformed => "malformed command",
+            KvError::NotAnInteger => "value is not an integer or out of range",
+            KvError::Overflow => "increment or decrement would overflow",
+            KvError::NotARead => "command is not a read",
+        })
+    }
+}
+
+/// What a command returned. Slots are fixed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Slot 0.
+    Ok,
+    /// Slot 1.
+    Value(Option<Bytes>),
+    /// Slot 2.
+    Values(Vec<Option<Bytes>>),
+    /// Slot 3.
+    Integer(i64),
+    /// Slot 4.
+    Error(KvError),
+}
+
+impl Outcome {
+    pub fn encode(&self) -> Bytes {
+        postcard::to_allocvec(self).expect("outcomes serialise")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Outcome, KvError> {
+        postcard::from_bytes(bytes).map_err(|_| KvError::Malformed)
+    }
+}
+
+/// The store. A `BTreeMap` so that iteration, snapshots and digests are deterministic.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KvStore {
+    entries: BTreeMap<Bytes, Bytes>,
+}
+
+impl KvStore {
+    pub fn new() -> KvStore {
+        KvStore::default()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&Bytes> {
+        self.entries.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Executes any command, reads included.
+    pub fn execute(&mut self, command: &Command) -> Outcome {
+        match command {
+            Command::Get { .. } | Command::MultiGet { .. } | Command::Count => self.read(command),
+            Command::Put { key, value } => {
+                self.entries.insert(key.clone(), value.clone());
+                Outcome::Ok
+            }
+            Command::Delete { key } => {
+                Outcome::Integer(i64::from(self.entries.remove(key).is_some()))
+            }
+            Command::Increment { key, by } => self.increment(key, *by),
+            Command::Append { key, value } => {
+                let stored = self.entries.entry(key.clone()).or_default();
+                stored.extend_from_slice(value);
+                Outcome::Integer(stored.len() as i64)
+            }
+            Command::MultiPut { pairs } => {
+                for (key, value) in pairs {
+                    self.entries.insert(key.clone(), value.clone());
+                }
+                Outcome::Ok
+            }
+            Command::GetSet { key, value } => {
+                Outcome::Value(self.entries.insert(key.clone(), value.clone()))
+            }
+            Command::MultiDelete { keys } => {
+                let removed = keys
+                    .iter()
+                    .filter(|key| self.entries.remove(*key).is_some())
+                    .count();
+                Outcome::Integer(removed as i64)
+            }
+        }
+    }
+
+    /// Executes a read-only command without changing anything.
+    pub fn read(&self, command: &Command) -> Outcome {
+        match command {
+            Command::Get { key } => Outcome::Value(self.entries.get(key).cloned()),
+            Command::MultiGet { keys } => Outcome::Values(
+                keys.iter()
+                    .map(|key| self.entries.get(key).cloned())
+                    .collect(),
+            ),
+            Command::Count => Outcome::Integer(self.entries.len() as i64),
+            _ => Outcome::Error(KvError::NotARead),
+        }
+    }
+
+    fn increment(&mut self, key: &[u8], by: i64) -> Outcome {
+        let current = match self.entries.get(key) {
+            None => 0,
+            Some(bytes) => match std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| text.parse::<i64>().ok())
+            {
+                Some(value) => value,
+                None => return Outcome::Error(KvError::NotAnInteger),
+            },
+        };
+        match current.checked_add(by) {
+            Some(next) => {
+                self.entries
+                    .insert(key.to_vec(), next.to_string().into_bytes());
+                Outcome::Integer(next)
+            }
+            None => Outcome::Error(KvError::Overflow),
+        }
+    }
+}
+
+impl StateMachine for KvStore {
+    fn apply(&mut self, operation: &[u8]) -> Vec<u8> {
+        match Command::decode(operation) {
+            Ok(command) => self.execute(&command).encode(),
+            Err(error) => Outcome::Error(error).encode(),
+        }
+    }
+
+    fn query(&self, operation: &[u8]) -> Vec<u8> {
+        match Command::decode(operation) {
+            Ok(command) => self.read(&command).encode(),
+            Err(error) => Outcome::Error(error).encode(),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        let pairs: Vec<(&Bytes, &Bytes)> = self.entries.iter().collect();
+        postcard::to_allocvec(&pairs).expect("snapshots serialise")
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
+        let pairs: Vec<(Bytes, Bytes)> =
+            postcard::from_bytes(snapshot).map_err(|error| RestoreError::Malformed {
+                reason: error.to_string(),
+            })?;
+        let mut entries = BTreeMap::new();
+        for (key, value) in pairs {
+            if entries.insert(key, value).is_some() {
+                return Err(RestoreError::Malformed {
+                    reason: "duplicate key in snapshot".into(),
+                });
+            }
+        }
+        self.entries = entries;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(store: &mut KvStore, command: Command) -> Outcome {
+        Outcome::decode(&store.apply(&command.encode())).unwrap()
+    }
+
+    #[test]
+    fn put_get_delete_follow_redis_semantics() {
+        let mut store = KvStore::new();
+        assert_eq!(
+            run(&mut store, Command::Get { key: b"a".to_vec() }),
+            Outcome::Value(None)
+        );
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Put {
+                    key: b"a".to_vec(),
+                    value: b"1".to_vec()
+                }
+            ),
+            Outcome::Ok
+        );
+        assert_eq!(
+            run(&mut store, Command::Get { key: b"a".to_vec() }),
+            Outcome::Value(Some(b"1".to_vec()))
+        );
+        assert_eq!(
+            run(&mut store, Command::Delete { key: b"a".to_vec() }),
+            Outcome::Integer(1)
+        );
+        assert_eq!(
+            run(&mut store, Command::Delete { key: b"a".to_vec() }),
+            Outcome::Integer(0)
+        );
+    }
+
+    #[test]
+    fn increment_parses_decimal_and_refuses_other_values_and_overflow() {
+        let mut store = KvStore::new();
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Increment {
+                    key: b"n".to_vec(),
+                    by: 5
+                }
+            ),
+            Outcome::Integer(5)
+        );
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Increment {
+                    key: b"n".to_vec(),
+                    by: -7
+                }
+            ),
+            Outcome::Integer(-2)
+        );
+        run(
+            &mut store,
+            Command::Put {
+                key: b"s".to_vec(),
+                value: b"abc".to_vec(),
+            },
+        );
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Increment {
+                    key: b"s".to_vec(),
+                    by: 1
+                }
+            ),
+            Outcome::Error(KvError::NotAnInteger)
+        );
+        run(
+            &mut store,
+            Command::Put {
+                key: b"m".to_vec(),
+                value: i64::MAX.to_string().into_bytes(),
+            },
+        );
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Increment {
+                    key: b"m".to_vec(),
+                    by: 1
+                }
+            ),
+            Outcome::Error(KvError::Overflow)
+        );
+        assert_eq!(
+            store.get(b"m"),
+            Some(&i64::MAX.to_string().into_bytes()),
+            "a failed increment changes nothing"
+        );
+    }
+
+    #[test]
+    fn append_returns_the_new_length_and_multi_ops_are_all_or_nothing_in_one_step() {
+        let mut store = KvStore::new();
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Append {
+                    key: b"x".to_vec(),
+                    value: b"ab".to_vec()
+                }
+            ),
+            Outcome::Integer(2)
+        );
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Append {
+                    key: b"x".to_vec(),
+                    value: b"c".to_vec()
+                }
+            ),
+            Outcome::Integer(3)
+        );
+        let pairs = vec![
+            (b"p".to_vec(), b"1".to_vec()),
+            (b"q".to_vec(), b"2".to_vec()),
+        ];
+        assert_eq!(run(&mut store, Command::MultiPut { pairs }), Outcome::Ok);
+        assert_eq!(
+            run(
+                &mut store,
+                Command::MultiGet {
+                    keys: vec![b"p".to_vec(), b"z".to_vec(), b"x".to_vec()]
+                }
+            ),
+            Outcome::Values(vec![Some(b"1".to_vec()), None, Some(b"abc".to_vec())])
+        );
+        assert_eq!(run(&mut store, Command::Count), Outcome::Integer(3));
+    }
+
+    #[test]
+    fn malformed_operation_bytes_are_an_error_outcome_not_a_panic() {
+        let mut store = KvStore::new();
+        for bytes in [&b""[..], &[0xff, 0xff, 0xff][..], &[1, 200, 1][..]] {
+            assert_eq!(
+                Outcome::decode(&store.apply(bytes)).unwrap(),
+                Outcome::Error(KvError::Malformed)
+            );
+            assert_eq!(
+                Outcome::decode(&store.query(bytes)).unwrap(),
+                Outcome::Error(KvError::Malformed)
+            );
+        }
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_query_refuses_writes_and_changes_nothing() {
+        let store = KvStore::new();
+        let put = Command::Put {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+        }
+        .encode();
+        assert_eq!(
+            Outcome::decode(&store.query(&put)).unwrap(),
+            Outcome::Error(KvError::NotARead)
+        );
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn snapshot_restores_an_equal_store_and_refuses_garbage() {
+        let mut store = KvStore::new();
+        for index in 0..50u32 {
+            run(
+                &mut store,
+                Command::Put {
+                    key: index.to_le_bytes().to_vec(),
+                    value: vec![index as u8; 3],
+                },
+            );
+        }
+        let mut copy = KvStore::new();
+        copy.restore(&store.snapshot()).unwrap();
+        assert_eq!(copy, store);
+        assert!(copy.restore(&[0xff, 0xff]).is_err());
+        assert_eq!(copy, store, "a failed restore leaves the store as it was");
+    }
+}

@@ -1,0 +1,21 @@
+//! Checkers sit outside the replicas: they observe replicas after every step and the client
+//! history at the end, one file per property.
+
+pub mod commit_monotonic;
+pub mod committed_prefix;
+pub mod linearizability;
+pub mod liveness;
+pub mod one_primary_per_view;
+
+/// A property that did not hold, with the checker's explanation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub checker: &'static str,
+    pub report: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "violation of {}: {}", self.checker, self.report)
+    }
+}

@@ -1,0 +1,83 @@
+//! A simulated client: one outstanding request at a time (VRR's client model), retried with the
+//! same request number until a reply comes, following NotPrimary hints to the primary.
+
+use wire::{ClientId, Message, ReplicaIndex, Request, RequestNumber, View};
+
+#[derive(Debug)]
+pub struct Outstanding {
+    pub request: Request,
+    pub history_index: usize,
+    pub sent_at: u64,
+}
+
+#[derive(Debug)]
+pub struct Client {
+    pub id: ClientId,
+    pub request_next: RequestNumber,
+    pub outstanding: Option<Outstanding>,
+    pub view_guess: View,
+    pub target: ReplicaIndex,
+    pub idle_until: u64,
+    pub writes: u64,
+}
+
+/// What the simulation must do after a client handles a message.
+pub enum ClientAction {
+    Nothing,
+    /// Send the outstanding request (again) to `target`.
+    Resend,
+    /// The outstanding request completed with this reply.
+    Completed {
+        history_index: usize,
+        request: Request,
+        result: Vec<u8>,
+    },
+}
+
+impl Client {
+    pub fn new(id: ClientId) -> Client {
+        Client {
+            id,
+            request_next: RequestNumber(1),
+            outstanding: None,
+            view_guess: View(0),
+            target: ReplicaIndex(0),
+            idle_until: 0,
+            writes: 0,
+        }
+    }
+
+    pub fn on_message(&mut self, message: Message, replica_count: u8) -> ClientAction {
+        let Some(outstanding) = &self.outstanding else {
+            return ClientAction::Nothing;
+        };
+        match message {
+            Message::Reply(reply) if reply.request == outstanding.request.request => {
+                self.view_guess = self.view_guess.max(reply.view);
+                let outstanding = self.outstanding.take().expect("checked above");
+                ClientAction::Completed {
+                    history_index: outstanding.history_index,
+                    request: outstanding.request,
+                    result: reply.result,
+                }
+            }
+            Message::NotPrimary { view, request, .. } if request == outstanding.request.request => {
+                if view > self.view_guess {
+                    self.view_guess = view;
+                    let primary = ReplicaIndex((view.0 % u64::from(replica_count)) as u8);
+                    if primary != self.target {
+                        self.target = primary;
+                        return ClientAction::Resend;
+                    }
+                }
+                ClientAction::Nothing
+            }
+            _ => ClientAction::Nothing,
+        }
+    }
+
+    /// On a retry timeout, try the next replica.
+    pub fn rotate_target(&mut self, replica_count: u8) {
+        self.target = ReplicaIndex((self.target.0 + 1) % replica_count);
+    }
+}

@@ -1,0 +1,226 @@
+//! `cargo run -p sim --release -- --seed S` replays one run; `--seeds N` sweeps N seeds.
+
+use sim::{run, run_with_trace_on_failure, Options, RunReport};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+const USAGE: &str =
+    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--canary] [--trace LINES]
+
+  --seed S       replay one seed: prints its configuration, statistics and trace hash
+  --seeds N      sweep N seeds (from --start, default a seed drawn from the clock)
+  --jobs J       sweep on J threads (default: the machine's cores)
+  --canary       run the deliberately broken protocol variant (must fail)
+  --trace LINES  on failure, print the last LINES transcript lines (default 200)
+  --verbose      print the whole transcript as it happens (for a run that panics)";
+
+struct Arguments {
+    seed: Option<u64>,
+    seeds: Option<u64>,
+    start: Option<u64>,
+    jobs: usize,
+    canary: bool,
+    trace_lines: usize,
+}
+
+fn parse(arguments: &[String]) -> Result<Arguments, String> {
+    let mut parsed = Arguments {
+        seed: None,
+        seeds: None,
+        start: None,
+        jobs: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+        canary: false,
+        trace_lines: 200,
+    };
+    let mut iter = arguments.iter();
+    while let Some(argument) = iter.next() {
+        let mut number = |name: &str| -> Result<u64, String> {
+            let text = iter.next().ok_or(format!("{name} needs a number"))?;
+            text.parse::<u64>()
+                .map_err(|_| format!("{name}: '{text}' is not a number"))
+        };
+        match argument.as_str() {
+            "--seed" => parsed.seed = Some(number("--seed")?),
+            "--seeds" => parsed.seeds = Some(number("--seeds")?),
+            "--start" => parsed.start = Some(number("--start")?),
+            "--jobs" => parsed.jobs = number("--jobs")?.max(1) as usize,
+            "--trace" => parsed.trace_lines = number("--trace")? as usize,
+            "--canary" => parsed.canary = true,
+            "--verbose" => parsed.trace_lines = usize::MAX,
+            "--help" | "-h" => return Err(String::new()),
+            other => return Err(format!("unknown argument '{other}'")),
+        }
+    }
+    if parsed.seed.is_none() && parsed.seeds.is_none() {
+        return Err("give --seed or --seeds".to_string());
+    }
+    Ok(parsed)
+}
+
+fn options(seed: u64, canary: bool) -> Options {
+    if canary {
+        Options::canary(seed)
+    } else {
+        Options::from_seed(seed)
+    }
+}
+
+fn print_report(report: &RunReport) {
+    let stats = &report.stats;
+    println!(
+        "seed={} trace_hash={:016x} ticks={} ops={} completed={} messages={} dropped={} crashes={} pauses={} \
+         partitions={} view_max={} op_max={} result={}",
+        report.seed,
+        report.trace_hash,
+        stats.ticks,
+        stats.operations,
+        stats.completed,
+        stats.messages_sent,
+        stats.messages_dropped,
+        stats.crashes,
+        stats.pauses,
+        stats.partitions,
+        stats.view_max,
+        stats.op_max,
+        match &report.result {
+            Ok(()) => "ok".to_string(),
+            Err(violation) => format!("FAILED ({})", violation.checker),
+        }
+    );
+    if let Err(violation) = &report.result {
+        if !report.trace.is_empty() {
+            println!("--- last {} trace lines ---", report.trace.len());
+            for line in &report.trace {
+                println!("{line}");
+            }
+        }
+        println!("--- {violation}");
+    }
+}
+
+fn replay(seed: u64, arguments: &Arguments) -> ExitCode {
+    let options = options(seed, arguments.canary);
+    println!(
+        "seed={seed} commit={}",
+        option_env!("TESSERA_COMMIT").unwrap_or("unknown")
+    );
+    println!("{}", options.describe());
+    let report = if arguments.trace_lines == usize::MAX {
+        run(options, usize::MAX)
+    } else {
+        run_with_trace_on_failure(options, arguments.trace_lines)
+    };
+    print_report(&report);
+    if report.result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
+    let start = arguments.start.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |elapsed| elapsed.as_secs())
+    });
+    println!(
+        "sweep seeds {start}..{} on {} threads{}",
+        start + count,
+        arguments.jobs,
+        if arguments.canary { " (canary)" } else { "" }
+    );
+    let started = Instant::now();
+    let next = Arc::new(AtomicU64::new(start));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..arguments.jobs)
+        .map(|_| {
+            let (next, failures, done) = (next.clone(), failures.clone(), done.clone());
+            let canary = arguments.canary;
+            std::thread::spawn(move || loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= start + count {
+                    return;
+                }
+                let outcome = std::panic::catch_unwind(|| run(options(seed, canary), 0).result);
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(violation)) => Some(violation.to_string()),
+                    Err(panic) => Some(format!("panic: {}", panic_message(&panic))),
+                };
+                if let Some(failure) = failure {
+                    failures
+                        .lock()
+                        .expect("no thread panics holding it")
+                        .push((seed, failure));
+                }
+                let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if finished % 1000 == 0 {
+                    eprintln!(
+                        "  {finished}/{count} seeds, {:.0}s",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("sweep threads do not panic");
+    }
+    let mut failures = failures.lock().expect("threads are done").clone();
+    failures.sort();
+    for (seed, violation) in failures.iter().take(20) {
+        println!(
+            "FAILED seed={seed}: {}",
+            violation.lines().next().unwrap_or("")
+        );
+    }
+    println!(
+        "{} passed, {} failed in {:.1}s",
+        count - failures.len() as u64,
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if let Some((seed, _)) = failures.first() {
+        println!("replay the first failure: cargo run -p sim --release -- --seed {seed}");
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+fn main() -> ExitCode {
+    // Sweeps report a panicking seed like any failure; keep the default hook quiet there.
+    if std::env::args().any(|argument| argument == "--seeds") {
+        std::panic::set_hook(Box::new(|_| {}));
+    }
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let arguments = match parse(&arguments) {
+        Ok(arguments) => arguments,
+        Err(error) => {
+            if !error.is_empty() {
+                eprintln!("sim: {error}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match (arguments.seed, arguments.seeds) {
+        (Some(seed), _) => replay(seed, &arguments),
+        (None, Some(count)) => sweep(count, &arguments),
+        (None, None) => unreachable!("parse requires one"),
+    }
+}

@@ -1,0 +1,147 @@
+use std::fmt;
+
+/// How a replica makes its state survive a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// Diskless: an op is durable once f + 1 replicas hold it in memory. A restarted replica
+    /// has lost everything and runs VRR's recovery protocol (§4.3) before it takes part again.
+    Memory,
+    /// Every entry is persisted before it is acknowledged; a restarted replica replays its own
+    /// records, then catches up. Survives the loss of every replica at once.
+    Disk,
+}
+
+/// A group's knobs. Durations are in ticks, the protocol's only notion of time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub replica_count: u8,
+    pub durability: Durability,
+    /// Requests in one log entry at most.
+    pub batch_requests_max: usize,
+    /// How long the primary may hold a partial batch while other entries are in flight.
+    pub batch_linger_ticks: u64,
+    /// Uncommitted entries the primary keeps in flight at most.
+    pub pipeline_ops_max: u64,
+    /// Requests waiting for a batch at most; more are dropped (the client retries).
+    pub request_queue_max: usize,
+    /// Reads waiting for a read probe at most; more are dropped (the client retries).
+    pub read_queue_max: usize,
+    /// The primary sends a Commit heartbeat this often when it has nothing else to send.
+    pub heartbeat_ticks: u64,
+    /// A backup that hears nothing from its primary for this long starts a view change.
+    pub primary_timeout_ticks: u64,
+    /// A view change that has not finished after this long moves on to the next view.
+    pub view_change_timeout_ticks: u64,
+    /// Unanswered protocol messages (Prepare, probes, view change, GetState, Recovery) are resent
+    /// this often.
+    pub resend_ticks: u64,
+    /// A checkpoint is taken every this many executed ops.
+    pub checkpoint_interval_ops: u64,
+    /// Entries kept behind the latest checkpoint, so that slightly lagging replicas catch up
+    /// from the log instead of a snapshot.
+    pub log_retained_ops: u64,
+    /// A deliberately broken behaviour, for proving that the simulator's checkers catch real
+    /// bugs. Never set outside tests: no configuration file or command line can reach it.
+    #[doc(hidden)]
+    pub canary: Option<Canary>,
+}
+
+/// Deliberate protocol bugs (see `Config::canary`).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Canary {
+    /// The primary commits an entry as soon as it prepares it, without a quorum.
+    CommitWithoutQuorum,
+}
+
+/// Why a configuration is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A group has 1 to 255 replicas.
+    ReplicaCount { replica_count: u8 },
+    /// A named knob must be positive.
+    Zero { knob: &'static str },
+    /// A backup must wait for several heartbeats before it suspects its primary.
+    TimeoutBelowHeartbeat,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::ReplicaCount { replica_count } => {
+                write!(
+                    formatter,
+                    "a group needs at least one replica, not {replica_count}"
+                )
+            }
+            ConfigError::Zero { knob } => write!(formatter, "{knob} must be positive"),
+            ConfigError::TimeoutBelowHeartbeat => {
+                write!(
+                    formatter,
+                    "primary_timeout_ticks must be at least twice heartbeat_ticks"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Sensible defaults for a group of `replica_count` replicas with a 1 ms tick.
+    pub fn new(replica_count: u8, durability: Durability) -> Config {
+        Config {
+            replica_count,
+            durability,
+            batch_requests_max: 64,
+            batch_linger_ticks: 1,
+            pipeline_ops_max: 16,
+            request_queue_max: 4096,
+            read_queue_max: 4096,
+            heartbeat_ticks: 10,
+            primary_timeout_ticks: 100,
+            view_change_timeout_ticks: 100,
+            resend_ticks: 20,
+            checkpoint_interval_ops: 1024,
+            log_retained_ops: 256,
+            canary: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.replica_count == 0 {
+            return Err(ConfigError::ReplicaCount {
+                replica_count: self.replica_count,
+            });
+        }
+        let knobs = [
+            ("batch_requests_max", self.batch_requests_max as u64),
+            ("batch_linger_ticks", self.batch_linger_ticks),
+            ("pipeline_ops_max", self.pipeline_ops_max),
+            ("request_queue_max", self.request_queue_max as u64),
+            ("read_queue_max", self.read_queue_max as u64),
+            ("heartbeat_ticks", self.heartbeat_ticks),
+            ("primary_timeout_ticks", self.primary_timeout_ticks),
+            ("view_change_timeout_ticks", self.view_change_timeout_ticks),
+            ("resend_ticks", self.resend_ticks),
+            ("checkpoint_interval_ops", self.checkpoint_interval_ops),
+        ];
+        if let Some((knob, _)) = knobs.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Zero { knob });
+        }
+        if self.primary_timeout_ticks < 2 * self.heartbeat_ticks {
+            return Err(ConfigError::TimeoutBelowHeartbeat);
+        }
+        Ok(())
+    }
+
+    /// f: how many replicas may fail.
+    pub fn replicas_tolerated(&self) -> u8 {
+        crate::quorum::replicas_tolerated(self.replica_count)
+    }
+
+    /// f + 1.
+    pub fn majority(&self) -> usize {
+        crate::quorum::majority(self.replica_count) as usize
+    }
+}

@@ -1,0 +1,29 @@
+//! Viewstamped Replication as a pure state machine.
+//!
+//! The protocol is Liskov & Cowling, "Viewstamped Replication Revisited" (2012), with batching,
+//! a read-index round for linearisable reads, checkpoints and two durability modes. A
+//! [`Replica`] takes an [`Input`] (a message, a tick, a storage completion) and appends
+//! [`Effect`]s (messages to send, records to persist, replies) to a caller-owned buffer. It
+//! never touches a socket, a clock, a thread, a file or the OS random source, so the runtime and
+//! the simulator drive the very same code. `docs/internals/vr.md` is the protocol's manual.
+#![forbid(unsafe_code)]
+
+mod client_table;
+mod config;
+mod durable;
+mod journal;
+mod quorum;
+mod replica;
+mod state_machine;
+
+pub use client_table::ClientTable;
+pub use config::{Canary, Config, ConfigError, Durability};
+pub use durable::{DurableState, Record};
+pub use journal::Journal;
+pub use quorum::{majority, replicas_tolerated};
+pub use replica::{Effect, Input, Replica, StatusName};
+pub use state_machine::{RestoreError, StateMachine};
+pub use wire::{
+    Checkpoint, ClientId, ClientTableEntry, Entry, Message, Nonce, Op, ReplicaIndex, Reply,
+    Request, RequestKind, RequestNumber, View,
+};

@@ -1,0 +1,1791 @@
+//! The VR replica: one state machine per group member, driven by `step`.
+//!
+//! Handlers are named `on_<message>`; transitions `become_<status>`; `maybe_<action>` acts only
+//! when its preconditions hold. Section numbers refer to VR Revisited (Liskov & Cowling, 2012).
+
+use crate::client_table::ClientTable;
+use crate::config::{Config, Durability};
+use crate::durable::{DurableState, Record};
+use crate::journal::Journal;
+use crate::quorum::majority_value;
+use crate::state_machine::{RestoreError, StateMachine};
+use std::collections::{BTreeMap, VecDeque};
+use stdx::Timeout;
+use wire::RecoveryState;
+use wire::{
+    Checkpoint, ClientId, Entry, Message, Nonce, Op, ReplicaIndex, Reply, Request, RequestKind,
+    RequestNumber, View,
+};
+
+/// What a replica reacts to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// One unit of logical time passed.
+    Tick,
+    /// A message arrived, from a peer or a client.
+    Message(Message),
+    /// Every record up to and including the one with this sequence number is durable.
+    Persisted { sequence: u64 },
+}
+
+/// What a replica asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Send a protocol message to a peer. May be executed in any order, or lost.
+    Send { to: ReplicaIndex, message: Message },
+    /// Send a message (`Reply` or `NotPrimary`) to a client.
+    Reply { client: ClientId, message: Message },
+    /// Persist a record (disk durability only). Records are written in sequence order; the
+    /// driver reports completion with `Input::Persisted`.
+    Persist { sequence: u64, record: Record },
+}
+
+/// The replica's status, for observers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StatusName {
+    Normal,
+    ViewChange,
+    Recovering,
+}
+
+#[derive(Debug)]
+enum Status {
+    Normal,
+    ViewChange(ViewChangeState),
+    Recovering(RecoveringState),
+}
+
+/// A DoViewChange as the new primary keeps it.
+#[derive(Clone, Debug)]
+struct DoViewChange {
+    log_view: View,
+    op: Op,
+    commit: Op,
+    checkpoint_op: Op,
+    log: Vec<Entry>,
+}
+
+#[derive(Debug, Default)]
+struct ViewChangeState {
+    /// Replicas (other than this one) whose StartViewChange for this view arrived; a bitset.
+    start_view_change_from: u64,
+    do_view_change_sent: bool,
+    /// At the new primary: DoViewChange messages by sender.
+    do_view_change_from: BTreeMap<ReplicaIndex, DoViewChange>,
+    /// At the new primary: the chosen log starts past our state; waiting for its checkpoint.
+    awaiting_checkpoint_from: Option<ReplicaIndex>,
+}
+
+#[derive(Debug)]
+struct RecoveringState {
+    nonce: Nonce,
+    /// Responses by sender: the sender's view and, from a primary, its state.
+    responses: BTreeMap<ReplicaIndex, (View, Option<RecoveryState>)>,
+}
+
+#[derive(Debug)]
+struct PendingRead {
+    request: Request,
+    /// The read may be served once this op is executed: every write that completed before the
+    /// read arrived is at or below it.
+    read_index: Op,
+    /// The read may be served once a probe of this round is confirmed: that probe was sent
+    /// after the read arrived.
+    round: u64,
+}
+
+#[derive(Debug)]
+struct Probe {
+    round: u64,
+    acknowledged_by: u64,
+}
+
+/// State only the primary of the current view has.
+#[derive(Debug)]
+struct PrimaryState {
+    /// The highest op each replica acknowledged in this view (this replica included).
+    acknowledged_op: Vec<Op>,
+    /// The op number when the view started: ops up to it may have committed in older views.
+    view_start_op: Op,
+    batch: Vec<Request>,
+    batch_age_ticks: u64,
+    /// Write requests queued or prepared but not executed, by client.
+    in_flight: BTreeMap<ClientId, RequestNumber>,
+    reads: VecDeque<PendingRead>,
+    probe: Option<Probe>,
+    probe_round_next: u64,
+    probe_round_confirmed: u64,
+}
+
+/// State only a backup in normal status has.
+#[derive(Debug, Default)]
+struct BackupState {
+    /// Prepares that arrived ahead of a gap, by op.
+    reorder: BTreeMap<Op, Entry>,
+    /// A GetState is outstanding (or about to be sent when the lag timeout fires).
+    lagging: bool,
+}
+
+#[derive(Debug)]
+struct Timeouts {
+    /// Backup: no word from the primary for this long starts a view change.
+    primary: Timeout,
+    /// Primary: send a heartbeat.
+    heartbeat: Timeout,
+    /// Resend what is unanswered (Prepare, probe, StartViewChange, DoViewChange, Recovery).
+    resend: Timeout,
+    /// View change that does not finish moves on.
+    view_change: Timeout,
+    /// Backup: a gap that lasts this long triggers state transfer.
+    lag: Timeout,
+}
+
+/// One member of a VR group.
+pub struct Replica<S: StateMachine> {
+    config: Config,
+    index: ReplicaIndex,
+    state_machine: S,
+    client_table: ClientTable,
+    status: Status,
+    /// The current view. Never decreases while the replica runs.
+    view: View,
+    /// The latest view in which this replica's log was normal (VRR's "last normal view").
+    log_view: View,
+    journal: Journal,
+    /// Every op up to commit_min is executed. commit_min <= journal.op().
+    commit_min: Op,
+    /// Every op up to commit_max is known to be committed. commit_min <= commit_max.
+    commit_max: Op,
+    /// The latest checkpoint. checkpoint.op <= commit_min.
+    checkpoint: Checkpoint,
+    primary: Option<PrimaryState>,
+    backup: BackupState,
+    timeouts: Timeouts,
+    // Disk durability bookkeeping.
+    persist_sequence_next: u64,
+    /// Records written but not yet reported durable: (sequence, the op and its view, if the
+    /// record ends the log at that entry; the view the record promises).
+    persist_pending: VecDeque<(u64, Option<(Op, View)>, View)>,
+    /// Every entry up to op_persisted (of the current journal) is durable.
+    op_persisted: Op,
+    /// The highest view this replica has durably promised.
+    view_persisted: View,
+    /// Messages held until the view they speak for is durable.
+    deferred: Vec<Effect>,
+    /// Effects to emit at the next step (set up by a constructor, which cannot emit).
+    startup: Vec<Effect>,
+}
+
+impl<S: StateMachine> Replica<S> {
+    /// A replica of a new group: normal in view 0 with an empty log.
+    pub fn new(config: Config, index: ReplicaIndex, state_machine: S) -> Replica<S> {
+        Replica::build(config, index, state_machine, Status::Normal)
+    }
+
+    /// A `memory`-durability replica that restarted and lost its state: it runs VRR's
+    /// recovery protocol (§4.3) with `nonce` before taking part again.
+    pub fn recovering(
+        config: Config,
+        index: ReplicaIndex,
+        state_machine: S,
+        nonce: Nonce,
+    ) -> Replica<S> {
+        assert_eq!(config.durability, Durability::Memory);
+        let recovering = RecoveringState {
+            nonce,
+            responses: BTreeMap::new(),
+        };
+        let mut replica =
+            Replica::build(config, index, state_machine, Status::Recovering(recovering));
+        replica.timeouts.resend.start();
+        let message = Message::Recovery {
+            replica: index,
+            nonce,
+        };
+        replica.startup = replica
+            .others()
+            .map(|to| Effect::Send {
+                to,
+                message: message.clone(),
+            })
+            .collect();
+        replica
+    }
+
+    /// A `disk`-durability replica restarted from its records.
+    pub fn open(
+        config: Config,
+        index: ReplicaIndex,
+        mut state_machine: S,
+        durable: DurableState,
+    ) -> Result<Replica<S>, RestoreError> {
+        assert_eq!(config.durability, Durability::Disk);
+        let mut client_table = ClientTable::default();
+        if let Some(checkpoint) = &durable.checkpoint {
+            state_machine.restore(&checkpoint.state)?;
+            client_table = ClientTable::from_entries(&checkpoint.client_table);
+        }
+        let mut replica = Replica::build(config, index, state_machine, Status::Normal);
+        replica.client_table = client_table;
+        replica.checkpoint = durable.checkpoint.clone().unwrap_or_else(empty_checkpoint);
+        replica.commit_min = replica.checkpoint.op;
+        replica.commit_max = replica.checkpoint.op;
+        replica.journal = durable.journal;
+        replica.view = durable.view;
+        replica.log_view = durable.log_view;
+        replica.view_persisted = durable.view;
+        replica.op_persisted = replica.journal.op();
+        // The journal may hold entries from before the checkpoint (retained ones): drop the
+        // part the checkpoint covers only if it does not reach past it.
+        if replica.journal.op() < replica.commit_min {
+            replica.journal = Journal::new(replica.commit_min);
+            replica.op_persisted = replica.commit_min;
+        }
+        if replica.view > replica.log_view || replica.is_primary_of(replica.view) {
+            // Mid-view-change, or the primary of its view, which lost its volatile state (its
+            // pipeline and op assignments): in both cases move to a new view.
+            let next = replica.view.next();
+            let mut effects = Vec::new();
+            replica.become_view_change(next, &mut effects);
+            replica.startup = effects;
+        } else {
+            replica.become_backup();
+        }
+        Ok(replica)
+    }
+
+    fn build(config: Config, index: ReplicaIndex, state_machine: S, status: Status) -> Replica<S> {
+        config
+            .validate()
+            .expect("a replica needs a valid configuration");
+        assert!(index.0 < config.replica_count);
+        assert!(
+            config.replica_count <= 64,
+            "acknowledgement bitsets are u64"
+        );
+        let timeouts = Timeouts {
+            primary: Timeout::new("primary", config.primary_timeout_ticks),
+            heartbeat: Timeout::new("heartbeat", config.heartbeat_ticks),
+            resend: Timeout::new("resend", config.resend_ticks),
+            view_change: Timeout::new("view_change", config.view_change_timeout_ticks),
+            lag: Timeout::new("lag", config.resend_ticks),
+        };
+        let mut replica = Replica {
+            config,
+            index,
+            state_machine,
+            client_table: ClientTable::default(),
+            status,
+            view: View(0),
+            log_view: View(0),
+            journal: Journal::new(Op(0)),
+            commit_min: Op(0),
+            commit_max: Op(0),
+            checkpoint: empty_checkpoint(),
+            primary: None,
+            backup: BackupState::default(),
+            timeouts,
+            persist_sequence_next: 1,
+            persist_pending: VecDeque::new(),
+            op_persisted: Op(0),
+            view_persisted: View(0),
+            deferred: Vec::new(),
+            startup: Vec::new(),
+        };
+        if matches!(replica.status, Status::Normal) {
+            if replica.is_primary_of(View(0)) {
+                replica.become_primary(Op(0));
+            } else {
+                replica.become_backup();
+            }
+        }
+        replica.checkpoint.state = replica.state_machine.snapshot();
+        replica
+    }
+
+    // ----- Observers (for the simulator's checkers and for status reporting). -----
+
+    pub fn index(&self) -> ReplicaIndex {
+        self.index
+    }
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+    pub fn view(&self) -> View {
+        self.view
+    }
+    pub fn log_view(&self) -> View {
+        self.log_view
+    }
+    pub fn status(&self) -> StatusName {
+        match self.status {
+            Status::Normal => StatusName::Normal,
+            Status::ViewChange(_) => StatusName::ViewChange,
+            Status::Recovering(_) => StatusName::Recovering,
+        }
+    }
+    /// Whether this replica is the primary of its view and in normal status.
+    pub fn is_primary(&self) -> bool {
+        self.primary.is_some()
+    }
+    pub fn op(&self) -> Op {
+        self.journal.op()
+    }
+    pub fn commit_min(&self) -> Op {
+        self.commit_min
+    }
+    pub fn commit_max(&self) -> Op {
+        self.commit_max
+    }
+    pub fn checkpoint_op(&self) -> Op {
+        self.checkpoint.op
+    }
+    /// The highest view this replica durably promised (disk durability; else its view).
+    pub fn view_persisted(&self) -> View {
+        if self.durable() {
+            self.view_persisted
+        } else {
+            self.view
+        }
+    }
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+    pub fn state_machine(&self) -> &S {
+        &self.state_machine
+    }
+    pub fn client_table(&self) -> &ClientTable {
+        &self.client_table
+    }
+    /// The primary of `view`: derived, never stored.
+    pub fn primary_of(&self, view: View) -> ReplicaIndex {
+        ReplicaIndex((view.0 % u64::from(self.config.replica_count)) as u8)
+    }
+
+    // ----- The single entry point. -----
+
+    /// Reacts to one input, appending effects. Never performs I/O.
+    pub fn step(&mut self, input: Input, effects: &mut Vec<Effect>) {
+        effects.append(&mut self.startup);
+        match input {
+            Input::Tick => self.on_tick(effects),
+            Input::Message(message) => self.on_message(message, effects),
+            Input::Persisted { sequence } => self.on_persisted(sequence, effects),
+        }
+        self.invariants();
+    }
+
+    fn on_message(&mut self, message: Message, effects: &mut Vec<Effect>) {
+        if let Some(sender) = sender_of(&message) {
+            if sender.0 >= self.config.replica_count || sender == self.index {
+                return; // Foreign or looped-back message: drop.
+            }
+        }
+        if let Status::Recovering(_) = self.status {
+            if let Message::RecoveryResponse {
+                view,
+                nonce,
+                replica,
+                primary,
+            } = message
+            {
+                self.on_recovery_response(view, nonce, replica, primary, effects);
+            }
+            return; // A recovering replica takes part in nothing else (VRR §4.3).
+        }
+        match message {
+            Message::Request(request) => self.on_request(request, effects),
+            Message::Prepare {
+                view,
+                commit,
+                entry,
+            } => self.on_prepare(view, commit, entry, effects),
+            Message::PrepareOk { view, op, replica } => {
+                self.on_prepare_ok(view, op, replica, effects)
+            }
+            Message::Commit { view, commit } => self.on_commit(view, commit, effects),
+            Message::StartViewChange { view, replica } => {
+                self.on_start_view_change(view, replica, effects)
+            }
+            Message::DoViewChange {
+                view,
+                log_view,
+                op,
+                commit,
+                checkpoint_op,
+                replica,
+                log,
+            } => {
+                let message = DoViewChange {
+                    log_view,
+                    op,
+                    commit,
+                    checkpoint_op,
+                    log,
+                };
+                self.on_do_view_change(view, replica, message, effects);
+            }
+            Message::StartView {
+                view,
+                op,
+                commit,
+                checkpoint_op,
+                log,
+            } => self.on_start_view(view, op, commit, checkpoint_op, log, effects),
+            Message::GetState { view, op, replica } => {
+                self.on_get_state(view, op, replica, effects)
+            }
+            Message::NewState {
+                view,
+                op: _,
+                commit,
+                checkpoint,
+                log,
+                replica,
+            } => self.on_new_state(view, commit, checkpoint, log, replica, effects),
+            Message::Recovery { replica, nonce } => self.on_recovery(replica, nonce, effects),
+            Message::ReadProbe { view, round } => self.on_read_probe(view, round, effects),
+            Message::ReadProbeOk {
+                view,
+                round,
+                replica,
+            } => self.on_read_probe_ok(view, round, replica, effects),
+            // Client-bound or stale: nothing to do.
+            Message::Reply(_) | Message::NotPrimary { .. } | Message::RecoveryResponse { .. } => {}
+        }
+    }
+
+    // ----- Time. -----
+
+    fn on_tick(&mut self, effects: &mut Vec<Effect>) {
+        // Compaction is lazy (once a tick, not when the checkpoint is taken) so that observers
+        // see every entry a step executed before it goes.
+        let keep_from = self
+            .checkpoint
+            .op
+            .0
+            .saturating_sub(self.config.log_retained_ops);
+        self.journal.compact_through(Op(keep_from));
+        let timeouts = &mut self.timeouts;
+        for timeout in [
+            &mut timeouts.primary,
+            &mut timeouts.heartbeat,
+            &mut timeouts.resend,
+            &mut timeouts.view_change,
+            &mut timeouts.lag,
+        ] {
+            timeout.tick();
+        }
+        match self.status {
+            Status::Normal if self.primary.is_some() => self.on_tick_primary(effects),
+            Status::Normal => self.on_tick_backup(effects),
+            Status::ViewChange(_) => self.on_tick_view_change(effects),
+            Status::Recovering(_) => self.on_tick_recovering(effects),
+        }
+    }
+
+    fn on_tick_primary(&mut self, effects: &mut Vec<Effect>) {
+        if self.timeouts.heartbeat.fired() {
+            self.timeouts.heartbeat.start();
+            let message = Message::Commit {
+                view: self.view,
+                commit: self.commit_max,
+            };
+            self.broadcast(message, effects);
+        }
+        if self.timeouts.resend.fired() {
+            self.timeouts.resend.start();
+            self.resend_prepares(effects);
+            let probe = self
+                .primary
+                .as_ref()
+                .and_then(|primary| primary.probe.as_ref().map(|probe| probe.round));
+            if let Some(round) = probe {
+                self.broadcast(
+                    Message::ReadProbe {
+                        view: self.view,
+                        round,
+                    },
+                    effects,
+                );
+            }
+        }
+        if let Some(primary) = &mut self.primary {
+            if !primary.batch.is_empty() {
+                primary.batch_age_ticks += 1;
+            }
+        }
+        self.maybe_prepare(effects);
+    }
+
+    fn on_tick_backup(&mut self, effects: &mut Vec<Effect>) {
+        if self.timeouts.primary.fired() {
+            self.become_view_change(self.view.next(), effects);
+            return;
+        }
+        if self.timeouts.lag.fired() {
+            if self.backup.lagging {
+                self.send_get_state(effects);
+                self.timeouts.lag.start();
+            } else {
+                self.timeouts.lag.stop();
+            }
+        }
+    }
+
+    fn on_tick_view_change(&mut self, effects: &mut Vec<Effect>) {
+        if self.timeouts.view_change.fired() {
+            self.become_view_change(self.view.next(), effects);
+            return;
+        }
+        if self.timeouts.resend.fired() {
+            self.timeouts.resend.start();
+            self.broadcast(
+                Message::StartViewChange {
+                    view: self.view,
+                    replica: self.index,
+                },
+                effects,
+            );
+            let Status::ViewChange(state) = &self.status else {
+                unreachable!()
+            };
+            let (resend_do_view_change, awaiting) =
+                (state.do_view_change_sent, state.awaiting_checkpoint_from);
+            if resend_do_view_change {
+                self.send_do_view_change(effects);
+            }
+            if let Some(from) = awaiting {
+                let message = Message::GetState {
+                    view: self.view,
+                    op: self.commit_min,
+                    replica: self.index,
+                };
+                self.send(from, message, effects);
+            }
+        }
+    }
+
+    fn on_tick_recovering(&mut self, effects: &mut Vec<Effect>) {
+        if self.timeouts.resend.fired() {
+            self.timeouts.resend.start();
+            let Status::Recovering(state) = &self.status else {
+                unreachable!()
+            };
+            let message = Message::Recovery {
+                replica: self.index,
+                nonce: state.nonce,
+            };
+            self.broadcast(message, effects);
+        }
+    }
+
+    // ----- Normal operation (§4.1). -----
+
+    fn on_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        if !matches!(self.status, Status::Normal) {
+            return; // Mid view change: the client retries.
+        }
+        if self.primary.is_none() {
+            let message = Message::NotPrimary {
+                view: self.view,
+                client: request.client,
+                request: request.request,
+            };
+            effects.push(Effect::Reply {
+                client: request.client,
+                message,
+            });
+            return;
+        }
+        match request.kind {
+            RequestKind::Read => self.on_read_request(request, effects),
+            RequestKind::Write => self.on_write_request(request, effects),
+        }
+    }
+
+    fn on_write_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        if let Some((latest, result)) = self.client_table.get(request.client) {
+            if request.request < latest {
+                return; // Stale: the client has moved on.
+            }
+            if request.request == latest {
+                let reply = Reply {
+                    view: self.view,
+                    client: request.client,
+                    request: latest,
+                    result: result.to_vec(),
+                };
+                effects.push(Effect::Reply {
+                    client: request.client,
+                    message: Message::Reply(reply),
+                });
+                return;
+            }
+        }
+        let primary = self
+            .primary
+            .as_mut()
+            .expect("on_write_request runs at the primary");
+        if primary
+            .in_flight
+            .get(&request.client)
+            .is_some_and(|in_flight| request.request <= *in_flight)
+        {
+            return; // Already queued or prepared: its reply will come.
+        }
+        if primary.batch.len() >= self.config.request_queue_max {
+            return; // Overloaded: the client retries.
+        }
+        primary.in_flight.insert(request.client, request.request);
+        primary.batch.push(request);
+        self.maybe_prepare(effects);
+    }
+
+    /// Closes the batch into a new entry when it is full, or when the pipeline has room and
+    /// either nothing is in flight or the batch has lingered long enough.
+    fn maybe_prepare(&mut self, effects: &mut Vec<Effect>) {
+        loop {
+            let Some(primary) = self.primary.as_mut() else {
+                return;
+            };
+            if primary.batch.is_empty() {
+                return;
+            }
+            let in_flight_ops = self.journal.op().0 - self.commit_max.0;
+            if in_flight_ops >= self.config.pipeline_ops_max {
+                return;
+            }
+            let full = primary.batch.len() >= self.config.batch_requests_max;
+            let lingered = primary.batch_age_ticks >= self.config.batch_linger_ticks;
+            if !(full || lingered || in_flight_ops == 0) {
+                return;
+            }
+            let take = primary.batch.len().min(self.config.batch_requests_max);
+            let requests: Vec<Request> = primary.batch.drain(..take).collect();
+            primary.batch_age_ticks = 0;
+            self.prepare(requests, effects);
+        }
+    }
+
+    fn prepare(&mut self, requests: Vec<Request>, effects: &mut Vec<Effect>) {
+        assert!(self.primary.is_some());
+        assert!(!requests.is_empty());
+        let entry = Entry {
+            view: self.view,
+            op: self.journal.op().next(),
+            requests,
+        };
+        self.journal.append(entry.clone());
+        if self.durable() {
+            self.persist(Record::Entry(entry.clone()), effects);
+        }
+        let message = Message::Prepare {
+            view: self.view,
+            commit: self.commit_max,
+            entry,
+        };
+        self.broadcast(message, effects);
+        self.timeouts.heartbeat.start();
+        self.maybe_commit(effects);
+    }
+
+    fn resend_prepares(&mut self, effects: &mut Vec<Effect>) {
+        let Some(primary) = &self.primary else { return };
+        let mut sends = Vec::new();
+        for to in self.others() {
+            let acknowledged = primary.acknowledged_op[to.0 as usize];
+            let from = acknowledged.max(self.commit_max).next();
+            for op in from.0..=self.journal.op().0 {
+                if let Some(entry) = self.journal.get(Op(op)) {
+                    let message = Message::Prepare {
+                        view: self.view,
+                        commit: self.commit_max,
+                        entry: entry.clone(),
+                    };
+                    sends.push((to, message));
+                }
+            }
+        }
+        for (to, message) in sends {
+            self.send(to, message, effects);
+        }
+    }
+
+    fn on_prepare(&mut self, view: View, commit: Op, entry: Entry, effects: &mut Vec<Effect>) {
+        if !self.accept_from_primary(view, effects) {
+            return;
+        }
+        if self.log_view != self.view {
+            // Our log past commit_min may be from an older view: wait for this view's log.
+            if entry.op > self.commit_min
+                && entry.op.0 <= self.commit_min.0 + 2 * self.config.pipeline_ops_max
+            {
+                self.backup.reorder.insert(entry.op, entry);
+            }
+            self.mark_lagging();
+        } else if entry.op <= self.journal.op() {
+            self.send_prepare_ok(effects); // A duplicate: acknowledge again.
+        } else if entry.op == self.journal.op().next() {
+            self.append_as_backup(entry, effects);
+            self.drain_reorder(effects);
+            self.send_prepare_ok(effects);
+        } else if entry.op.0 <= self.journal.op().0 + 2 * self.config.pipeline_ops_max {
+            self.backup.reorder.insert(entry.op, entry);
+            self.mark_lagging();
+        } else {
+            self.mark_lagging();
+        }
+        self.advance_commit_max(commit, effects);
+    }
+
+    fn on_commit(&mut self, view: View, commit: Op, effects: &mut Vec<Effect>) {
+        if !self.accept_from_primary(view, effects) {
+            return;
+        }
+        self.advance_commit_max(commit, effects);
+    }
+
+    /// Filters a message from the primary of `view` to a backup, adopting a newer view first.
+    /// Returns whether the message is for this replica's current view and status.
+    fn accept_from_primary(&mut self, view: View, effects: &mut Vec<Effect>) -> bool {
+        if view < self.view {
+            return false;
+        }
+        let behind = view > self.view || !matches!(self.status, Status::Normal);
+        if behind {
+            if self.is_primary_of(view) {
+                return false; // Our own view, which we have not started: a stale or foreign message.
+            }
+            self.become_lagging_backup(view, effects);
+        }
+        if self.primary.is_some() {
+            return false; // Only one primary per view: this cannot be from a peer primary.
+        }
+        self.timeouts.primary.start();
+        true
+    }
+
+    fn advance_commit_max(&mut self, commit: Op, effects: &mut Vec<Effect>) {
+        self.commit_max = self.commit_max.max(commit);
+        if self.commit_max > self.journal.op() {
+            self.mark_lagging();
+        }
+        self.execute_committed(effects);
+    }
+
+    fn append_as_backup(&mut self, entry: Entry, effects: &mut Vec<Effect>) {
+        assert!(self.primary.is_none());
+        assert_eq!(entry.op, self.journal.op().next());
+        assert_eq!(
+            self.log_view, self.view,
+            "a backup appends only to its view's log"
+        );
+        if self.durable() {
+            self.persist(Record::Entry(entry.clone()), effects);
+        }
+        self.journal.append(entry);
+    }
+
+    fn drain_reorder(&mut self, effects: &mut Vec<Effect>) {
+        if self.log_view != self.view {
+            return;
+        }
+        while let Some(entry) = self.backup.reorder.remove(&self.journal.op().next()) {
+            self.append_as_backup(entry, effects);
+        }
+        let op = self.journal.op();
+        self.backup.reorder.retain(|pending, _| *pending > op);
+        if self.backup.reorder.is_empty() && self.commit_max <= self.journal.op() {
+            self.backup.lagging = false;
+        }
+    }
+
+    fn mark_lagging(&mut self) {
+        self.backup.lagging = true;
+        if !self.timeouts.lag.running() {
+            self.timeouts.lag.start();
+        }
+    }
+
+    fn send_prepare_ok(&mut self, effects: &mut Vec<Effect>) {
+        let op = if self.durable() {
+            self.op_persisted
+        } else {
+            self.journal.op()
+        };
+        if op == Op(0) || self.log_view != self.view {
+            return;
+        }
+        let message = Message::PrepareOk {
+            view: self.view,
+            op,
+            replica: self.index,
+        };
+        self.send(self.primary_of(self.view), message, effects);
+    }
+
+    fn on_prepare_ok(
+        &mut self,
+        view: View,
+        op: Op,
+        replica: ReplicaIndex,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view != self.view || self.primary.is_none() {
+            return;
+        }
+        let op = op.min(self.journal.op());
+        let primary = self.primary.as_mut().expect("checked above");
+        let acknowledged = &mut primary.acknowledged_op[replica.0 as usize];
+        *acknowledged = (*acknowledged).max(op);
+        self.maybe_commit(effects);
+    }
+
+    fn maybe_commit(&mut self, effects: &mut Vec<Effect>) {
+        let own = if self.durable() {
+            self.op_persisted
+        } else {
+            self.journal.op()
+        };
+        let Some(primary) = self.primary.as_mut() else {
+            return;
+        };
+        primary.acknowledged_op[self.index.0 as usize] = own;
+        let acknowledged: Vec<u64> = primary.acknowledged_op.iter().map(|op| op.0).collect();
+        let mut commit = Op(majority_value(&acknowledged));
+        if self.config.canary == Some(crate::config::Canary::CommitWithoutQuorum) {
+            commit = own;
+        }
+        if commit <= self.commit_max {
+            return;
+        }
+        assert!(commit <= self.journal.op());
+        self.commit_max = commit;
+        self.execute_committed(effects);
+        self.maybe_prepare(effects);
+        self.maybe_serve_reads(effects);
+    }
+
+    /// Executes every committed op this replica holds, in order; the primary replies.
+    fn execute_committed(&mut self, effects: &mut Vec<Effect>) {
+        // Entries past commit_min are this view's only when the log is this view's log.
+        let executable = if self.log_view == self.view {
+            self.journal.op()
+        } else {
+            self.commit_min
+        };
+        let target = self.commit_max.min(executable);
+        while self.commit_min < target {
+            let op = self.commit_min.next();
+            let entry = self
+                .journal
+                .get(op)
+                .expect("ops above commit_min are retained")
+                .clone();
+            for request in &entry.requests {
+                self.execute(request, effects);
+            }
+            self.commit_min = op;
+        }
+        self.maybe_checkpoint(effects);
+    }
+
+    fn execute(&mut self, request: &Request, effects: &mut Vec<Effect>) {
+        if let Some(primary) = &mut self.primary {
+            if primary
+                .in_flight
+                .get(&request.client)
+                .is_some_and(|in_flight| *in_flight <= request.request)
+            {
+                primary.in_flight.remove(&request.client);
+            }
+        }
+        if self.client_table.executed(request.client, request.request) {
+            return; // Logged twice (retried across a view change): at most once.
+        }
+        let result = self.state_machine.apply(&request.operation);
+        self.client_table
+            .record(request.client, request.request, result.clone());
+        if self.primary.is_some() {
+            let reply = Reply {
+                view: self.view,
+                client: request.client,
+                request: request.request,
+                result,
+            };
+            effects.push(Effect::Reply {
+                client: request.client,
+                message: Message::Reply(reply),
+            });
+        }
+    }
+
+    fn maybe_checkpoint(&mut self, effects: &mut Vec<Effect>) {
+        if self.commit_min.0 - self.checkpoint.op.0 < self.config.checkpoint_interval_ops {
+            return;
+        }
+        self.checkpoint = Checkpoint {
+            op: self.commit_min,
+            state: self.state_machine.snapshot(),
+            client_table: self.client_table.to_entries(),
+        };
+        if self.durable() {
+            self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
+        }
+    }
+
+    // ----- Linearisable reads: a read-index round (see docs/internals/vr.md). -----
+
+    fn on_read_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        let read_index = {
+            let primary = self
+                .primary
+                .as_ref()
+                .expect("reads are handled at the primary");
+            self.commit_max.max(primary.view_start_op)
+        };
+        let primary = self.primary.as_mut().expect("checked above");
+        if primary.reads.len() >= self.config.read_queue_max {
+            return; // Overloaded: the client retries.
+        }
+        let round = primary.probe_round_next;
+        primary.reads.push_back(PendingRead {
+            request,
+            read_index,
+            round,
+        });
+        self.maybe_send_probe(effects);
+        self.maybe_serve_reads(effects);
+    }
+
+    fn maybe_send_probe(&mut self, effects: &mut Vec<Effect>) {
+        let majority = self.config.majority();
+        let Some(primary) = self.primary.as_mut() else {
+            return;
+        };
+        let waiting = primary
+            .reads
+            .back()
+            .is_some_and(|read| read.round > primary.probe_round_confirmed);
+        if primary.probe.is_some() || !waiting {
+            return;
+        }
+        let round = primary.probe_round_next;
+        primary.probe_round_next += 1;
+        primary.probe = Some(Probe {
+            round,
+            acknowledged_by: 0,
+        });
+        if majority == 1 {
+            primary.probe = None;
+            primary.probe_round_confirmed = round;
+            return;
+        }
+        self.broadcast(
+            Message::ReadProbe {
+                view: self.view,
+                round,
+            },
+            effects,
+        );
+    }
+
+    fn on_read_probe(&mut self, view: View, round: u64, effects: &mut Vec<Effect>) {
+        if view != self.view || !matches!(self.status, Status::Normal) || self.primary.is_some() {
+            return;
+        }
+        self.timeouts.primary.start();
+        let message = Message::ReadProbeOk {
+            view,
+            round,
+            replica: self.index,
+        };
+        self.send(self.primary_of(view), message, effects);
+    }
+
+    fn on_read_probe_ok(
+        &mut self,
+        view: View,
+        round: u64,
+        replica: ReplicaIndex,
+        effects: &mut Vec<Effect>,
+    ) {
+        let majority = self.config.majority();
+        if view != self.view {
+            return;
+        }
+        let Some(primary) = self.primary.as_mut() else {
+            return;
+        };
+        let Some(probe) = primary.probe.as_mut() else {
+            return;
+        };
+        if probe.round != round {
+            return;
+        }
+        probe.acknowledged_by |= 1 << replica.0;
+        if probe.acknowledged_by.count_ones() as usize + 1 < majority {
+            return;
+        }
+        primary.probe_round_confirmed = round;
+        primary.probe = None;
+        self.maybe_serve_reads(effects);
+        self.maybe_send_probe(effects);
+    }
+
+    fn maybe_serve_reads(&mut self, effects: &mut Vec<Effect>) {
+        let Some(primary) = self.primary.as_mut() else {
+            return;
+        };
+        while let Some(read) = primary.reads.front() {
+            if read.round > primary.probe_round_confirmed || read.read_index > self.commit_min {
+                break;
+            }
+            let read = primary.reads.pop_front().expect("front exists");
+            let result = self.state_machine.query(&read.request.operation);
+            let reply = Reply {
+                view: self.view,
+                client: read.request.client,
+                request: read.request.request,
+                result,
+            };
+            effects.push(Effect::Reply {
+                client: read.request.client,
+                message: Message::Reply(reply),
+            });
+        }
+    }
+
+    // ----- View change (§4.2). -----
+
+    fn become_view_change(&mut self, view: View, effects: &mut Vec<Effect>) {
+        assert!(view > self.view || (view == self.view && matches!(self.status, Status::Normal)));
+        self.view = view;
+        self.status = Status::ViewChange(ViewChangeState::default());
+        self.primary = None;
+        self.backup = BackupState::default();
+        self.timeouts.primary.stop();
+        self.timeouts.heartbeat.stop();
+        self.timeouts.lag.stop();
+        self.timeouts.view_change.start();
+        self.timeouts.resend.start();
+        if self.durable() {
+            self.persist(Record::View { view }, effects);
+        }
+        self.broadcast(
+            Message::StartViewChange {
+                view,
+                replica: self.index,
+            },
+            effects,
+        );
+        self.maybe_send_do_view_change(effects);
+    }
+
+    fn on_start_view_change(
+        &mut self,
+        view: View,
+        replica: ReplicaIndex,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view < self.view || (view == self.view && matches!(self.status, Status::Normal)) {
+            return;
+        }
+        if view > self.view {
+            self.become_view_change(view, effects);
+        }
+        let Status::ViewChange(state) = &mut self.status else {
+            unreachable!("in view change for this view")
+        };
+        state.start_view_change_from |= 1 << replica.0;
+        self.maybe_send_do_view_change(effects);
+    }
+
+    fn maybe_send_do_view_change(&mut self, effects: &mut Vec<Effect>) {
+        let tolerated = self.config.replicas_tolerated() as u32;
+        let Status::ViewChange(state) = &mut self.status else {
+            return;
+        };
+        if state.do_view_change_sent || state.start_view_change_from.count_ones() < tolerated {
+            return;
+        }
+        state.do_view_change_sent = true;
+        self.send_do_view_change(effects);
+    }
+
+    fn send_do_view_change(&mut self, effects: &mut Vec<Effect>) {
+        let message = DoViewChange {
+            log_view: self.log_view,
+            op: self.journal.op(),
+            commit: self.commit_max,
+            checkpoint_op: self.checkpoint.op,
+            log: self.journal.entries_after(self.checkpoint.op),
+        };
+        let primary = self.primary_of(self.view);
+        if primary == self.index {
+            self.on_do_view_change(self.view, self.index, message, effects);
+        } else {
+            let DoViewChange {
+                log_view,
+                op,
+                commit,
+                checkpoint_op,
+                log,
+            } = message;
+            let message = Message::DoViewChange {
+                view: self.view,
+                log_view,
+                op,
+                commit,
+                checkpoint_op,
+                replica: self.index,
+                log,
+            };
+            self.send(primary, message, effects);
+        }
+    }
+
+    fn on_do_view_change(
+        &mut self,
+        view: View,
+        replica: ReplicaIndex,
+        message: DoViewChange,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view < self.view || !self.is_primary_of(view) {
+            return;
+        }
+        if view == self.view && matches!(self.status, Status::Normal) {
+            return; // The view has started; a late DoViewChange.
+        }
+        if message.log_view > view || message.op < message.checkpoint_op {
+            return; // Malformed.
+        }
+        if view > self.view {
+            self.become_view_change(view, effects);
+        }
+        let Status::ViewChange(state) = &mut self.status else {
+            unreachable!("in view change for this view")
+        };
+        state.do_view_change_from.insert(replica, message);
+        self.maybe_start_view(effects);
+    }
+
+    /// The new primary starts the view once f + 1 DoViewChange messages (its own included)
+    /// arrived: it takes the log with the latest (log_view, op) and the highest commit.
+    fn maybe_start_view(&mut self, effects: &mut Vec<Effect>) {
+        let majority = self.config.majority();
+        let Status::ViewChange(state) = &mut self.status else {
+            return;
+        };
+        if state.awaiting_checkpoint_from.is_some()
+            || state.do_view_change_from.len() < majority
+            || !state.do_view_change_from.contains_key(&self.index)
+        {
+            return;
+        }
+        let (best_replica, best) = state
+            .do_view_change_from
+            .iter()
+            .max_by_key(|(replica, message)| {
+                (message.log_view, message.op, std::cmp::Reverse(**replica))
+            })
+            .expect("a majority is not empty");
+        let best_replica = *best_replica;
+        let commit = state
+            .do_view_change_from
+            .values()
+            .map(|message| message.commit)
+            .max()
+            .expect("not empty");
+        assert!(
+            best.op >= self.commit_min,
+            "the chosen log holds every committed op"
+        );
+        if best.checkpoint_op > self.commit_min {
+            // The chosen log starts after our state ends: fetch its checkpoint first.
+            state.awaiting_checkpoint_from = Some(best_replica);
+            let message = Message::GetState {
+                view: self.view,
+                op: self.commit_min,
+                replica: self.index,
+            };
+            self.send(best_replica, message, effects);
+            return;
+        }
+        let entries: Vec<Entry> = best
+            .log
+            .iter()
+            .filter(|entry| entry.op > self.commit_min)
+            .cloned()
+            .collect();
+        self.install_log(entries, effects);
+        self.commit_max = self.commit_max.max(commit.min(self.journal.op()));
+        self.status = Status::Normal;
+        self.become_primary(self.journal.op());
+        self.timeouts.view_change.stop();
+        let message = Message::StartView {
+            view: self.view,
+            op: self.journal.op(),
+            commit: self.commit_max,
+            checkpoint_op: self.checkpoint.op,
+            log: self.journal.entries_after(self.checkpoint.op),
+        };
+        self.broadcast(message, effects);
+        self.execute_committed(effects);
+        self.maybe_commit(effects);
+    }
+
+    /// Replaces everything after commit_min with `entries` (which start at commit_min + 1) and
+    /// makes this view the log's view.
+    fn install_log(&mut self, entries: Vec<Entry>, effects: &mut Vec<Effect>) {
+        self.journal.truncate_after(self.commit_min);
+        for entry in &entries {
+            assert_eq!(
+                entry.op,
+                self.journal.op().next(),
+                "an installed log is contiguous"
+            );
+            self.journal.append(entry.clone());
+        }
+        self.log_view = self.view;
+        if self.durable() {
+            self.op_persisted = self.op_persisted.min(self.commit_min);
+            let record = Record::Log {
+                view: self.view,
+                log_view: self.view,
+                truncate_after: self.commit_min,
+                entries,
+            };
+            self.persist(record, effects);
+        }
+    }
+
+    fn on_start_view(
+        &mut self,
+        view: View,
+        op: Op,
+        commit: Op,
+        checkpoint_op: Op,
+        log: Vec<Entry>,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view < self.view || (view == self.view && matches!(self.status, Status::Normal)) {
+            return;
+        }
+        if self.is_primary_of(view) {
+            return;
+        }
+        let connects = checkpoint_op <= self.commit_min
+            && log
+                .first()
+                .is_none_or(|first| first.op <= self.commit_min.next())
+            && log.last().map_or(checkpoint_op, |last| last.op) == op
+            && log.windows(2).all(|pair| pair[1].op == pair[0].op.next());
+        if !connects {
+            // The new primary's log starts past our state: catch up by state transfer.
+            self.become_lagging_backup(view, effects);
+            self.commit_max = self.commit_max.max(commit);
+            self.mark_lagging();
+            self.send_get_state(effects);
+            return;
+        }
+        self.view = view;
+        let entries: Vec<Entry> = log
+            .into_iter()
+            .filter(|entry| entry.op > self.commit_min)
+            .collect();
+        self.install_log(entries, effects);
+        self.status = Status::Normal;
+        self.become_backup();
+        self.timeouts.view_change.stop();
+        self.commit_max = self.commit_max.max(commit);
+        self.execute_committed(effects);
+        self.send_prepare_ok(effects);
+    }
+
+    fn become_primary(&mut self, view_start_op: Op) {
+        assert!(matches!(self.status, Status::Normal));
+        assert!(self.is_primary_of(self.view));
+        self.backup = BackupState::default();
+        self.primary = Some(PrimaryState {
+            acknowledged_op: vec![Op(0); self.config.replica_count as usize],
+            view_start_op,
+            batch: Vec::new(),
+            batch_age_ticks: 0,
+            in_flight: BTreeMap::new(),
+            reads: VecDeque::new(),
+            probe: None,
+            probe_round_next: 1,
+            probe_round_confirmed: 0,
+        });
+        self.timeouts.primary.stop();
+        self.timeouts.lag.stop();
+        self.timeouts.heartbeat.start();
+        // Always running at a primary: resending finds nothing to do when nothing is pending.
+        self.timeouts.resend.start();
+    }
+
+    fn become_backup(&mut self) {
+        assert!(matches!(self.status, Status::Normal));
+        assert!(!self.is_primary_of(self.view));
+        self.primary = None;
+        self.backup = BackupState::default();
+        self.timeouts.heartbeat.stop();
+        self.timeouts.resend.stop();
+        self.timeouts.primary.start();
+    }
+
+    /// Learned of `view` (newer, or one whose start we missed) from its primary: become its
+    /// backup and fetch that view's log (§4.2, §5.2).
+    ///
+    /// Deviation from VRR, which truncates the log to the commit number here: our log is kept,
+    /// with its old log view, until this view's log arrives. The entries past commit_min may be
+    /// committed ops that this replica acknowledged (its commit number can lag, e.g. after a
+    /// restart), and if the new primary fails before anyone else holds its log, a later view
+    /// change needs them. Until then nothing past commit_min is executed or acknowledged.
+    fn become_lagging_backup(&mut self, view: View, effects: &mut Vec<Effect>) {
+        assert!(view >= self.view);
+        self.view = view;
+        self.status = Status::Normal;
+        if self.durable() {
+            self.persist(Record::View { view }, effects);
+        }
+        self.become_backup();
+        self.timeouts.view_change.stop();
+        self.mark_lagging();
+    }
+
+    // ----- State transfer (§5.2). -----
+
+    fn send_get_state(&mut self, effects: &mut Vec<Effect>) {
+        let after = if self.log_view == self.view {
+            self.journal.op()
+        } else {
+            self.commit_min
+        };
+        let message = Message::GetState {
+            view: self.view,
+            op: after,
+            replica: self.index,
+        };
+        self.send(self.primary_of(self.view), message, effects);
+    }
+
+    fn on_get_state(
+        &mut self,
+        view: View,
+        op: Op,
+        replica: ReplicaIndex,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view != self.view {
+            return;
+        }
+        // A replica in view change answers only the new primary, which needs a checkpoint to
+        // take its log; its own log is frozen then.
+        let answers = match &self.status {
+            Status::Normal => self.log_view == view,
+            Status::ViewChange(_) => replica == self.primary_of(view),
+            Status::Recovering(_) => false,
+        };
+        if !answers {
+            return;
+        }
+        let needs_checkpoint = op < self.checkpoint.op
+            || (op < self.journal.op() && !self.journal.contains(op.next()));
+        let (checkpoint, log) = if needs_checkpoint {
+            (
+                Some(self.checkpoint.clone()),
+                self.journal.entries_after(self.checkpoint.op),
+            )
+        } else {
+            (None, self.journal.entries_after(op))
+        };
+        let message = Message::NewState {
+            view,
+            op: self.journal.op(),
+            commit: self.commit_max,
+            checkpoint,
+            log,
+            replica: self.index,
+        };
+        self.send(replica, message, effects);
+    }
+
+    fn on_new_state(
+        &mut self,
+        view: View,
+        commit: Op,
+        checkpoint: Option<Checkpoint>,
+        log: Vec<Entry>,
+        replica: ReplicaIndex,
+        effects: &mut Vec<Effect>,
+    ) {
+        if view != self.view {
+            return;
+        }
+        if let Status::ViewChange(state) = &mut self.status {
+            if state.awaiting_checkpoint_from != Some(replica) {
+                return;
+            }
+            let Some(checkpoint) = checkpoint else { return };
+            if checkpoint.op > self.commit_min
+                && self.install_checkpoint(checkpoint, effects).is_err()
+            {
+                return;
+            }
+            let Status::ViewChange(state) = &mut self.status else {
+                unreachable!()
+            };
+            state.awaiting_checkpoint_from = None;
+            self.maybe_start_view(effects);
+            return;
+        }
+        if !matches!(self.status, Status::Normal) || self.primary.is_some() {
+            return;
+        }
+        if let Some(checkpoint) = checkpoint {
+            if checkpoint.op > self.commit_min
+                && self.install_checkpoint(checkpoint, effects).is_err()
+            {
+                return;
+            }
+        }
+        if self.log_view != self.view {
+            // The sender's log is this view's log: it replaces everything past commit_min.
+            let entries: Vec<Entry> = log
+                .into_iter()
+                .filter(|entry| entry.op > self.commit_min)
+                .collect();
+            let connects = entries
+                .first()
+                .is_none_or(|first| first.op == self.commit_min.next())
+                && entries
+                    .windows(2)
+                    .all(|pair| pair[1].op == pair[0].op.next());
+            if !connects {
+                return; // Not the state we asked for (a stale answer): the lag timer asks again.
+            }
+            self.install_log(entries, effects);
+        } else {
+            for entry in log {
+                if entry.op == self.journal.op().next() {
+                    self.append_as_backup(entry, effects);
+                }
+            }
+        }
+        self.drain_reorder(effects);
+        self.advance_commit_max(commit, effects);
+        self.send_prepare_ok(effects);
+    }
+
+    /// Replaces the state with a checkpoint from a peer. Our log is dropped: what follows the
+    /// checkpoint comes from the same message.
+    fn install_checkpoint(
+        &mut self,
+        checkpoint: Checkpoint,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), RestoreError> {
+        assert!(checkpoint.op > self.commit_min);
+        self.state_machine.restore(&checkpoint.state)?;
+        self.client_table = ClientTable::from_entries(&checkpoint.client_table);
+        self.commit_min = checkpoint.op;
+        self.commit_max = self.commit_max.max(checkpoint.op);
+        if self.journal.contains(checkpoint.op.next()) {
+            // Keep what follows (as a replay of the records would): it may hold acknowledged ops.
+            self.journal.compact_through(checkpoint.op);
+        } else {
+            self.journal = Journal::new(checkpoint.op);
+            self.op_persisted = self.op_persisted.min(checkpoint.op);
+        }
+        self.checkpoint = checkpoint;
+        if self.durable() {
+            self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
+        }
+        Ok(())
+    }
+
+    // ----- Recovery of a diskless replica (§4.3). -----
+
+    fn on_recovery(&mut self, replica: ReplicaIndex, nonce: Nonce, effects: &mut Vec<Effect>) {
+        if !matches!(self.status, Status::Normal) {
+            return;
+        }
+        let primary = self.primary.is_some().then(|| RecoveryState {
+            op: self.journal.op(),
+            commit: self.commit_max,
+            checkpoint: self.checkpoint.clone(),
+            log: self.journal.entries_after(self.checkpoint.op),
+        });
+        let message = Message::RecoveryResponse {
+            view: self.view,
+            nonce,
+            replica: self.index,
+            primary,
+        };
+        self.send(replica, message, effects);
+    }
+
+    fn on_recovery_response(
+        &mut self,
+        view: View,
+        nonce: Nonce,
+        replica: ReplicaIndex,
+        primary: Option<RecoveryState>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let majority = self.config.majority();
+        let replica_count = u64::from(self.config.replica_count);
+        let Status::Recovering(state) = &mut self.status else {
+            return;
+        };
+        if nonce != state.nonce {
+            return;
+        }
+        let newer = state
+            .responses
+            .get(&replica)
+            .is_none_or(|(known, _)| *known <= view);
+        if newer {
+            state.responses.insert(replica, (view, primary));
+        }
+        // Need f + 1 responses, one of them from the primary of the latest view among them.
+        if state.responses.len() < majority {
+            return;
+        }
+        let latest = state
+            .responses
+            .values()
+            .map(|(view, _)| *view)
+            .max()
+            .expect("not empty");
+        let latest_primary = ReplicaIndex((latest.0 % replica_count) as u8);
+        let Some((_, Some(recovered))) = state.responses.get(&latest_primary) else {
+            return;
+        };
+        if state.responses.get(&latest_primary).map(|(view, _)| *view) != Some(latest) {
+            return;
+        }
+        let recovered = recovered.clone();
+        self.recover_from(latest, recovered, effects);
+    }
+
+    fn recover_from(&mut self, view: View, recovered: RecoveryState, effects: &mut Vec<Effect>) {
+        let RecoveryState {
+            op,
+            commit,
+            checkpoint,
+            log,
+        } = recovered;
+        let contiguous = log
+            .first()
+            .is_none_or(|first| first.op == checkpoint.op.next())
+            && log.windows(2).all(|pair| pair[1].op == pair[0].op.next())
+            && log.last().map_or(checkpoint.op, |last| last.op) == op;
+        if !contiguous || self.state_machine.restore(&checkpoint.state).is_err() {
+            return; // Malformed response: wait for another.
+        }
+        self.client_table = ClientTable::from_entries(&checkpoint.client_table);
+        self.journal = Journal::new(checkpoint.op);
+        self.commit_min = checkpoint.op;
+        self.commit_max = commit.max(checkpoint.op);
+        self.checkpoint = checkpoint;
+        for entry in log {
+            self.journal.append(entry);
+        }
+        self.view = view;
+        self.log_view = view;
+        self.status = Status::Normal;
+        self.become_backup();
+        self.execute_committed(effects);
+        self.send_prepare_ok(effects);
+    }
+
+    // ----- Durability. -----
+
+    fn durable(&self) -> bool {
+        self.config.durability == Durability::Disk
+    }
+
+    fn persist(&mut self, record: Record, effects: &mut Vec<Effect>) {
+        assert!(self.durable());
+        let sequence = self.persist_sequence_next;
+        self.persist_sequence_next += 1;
+        let (ends_at, view) = match &record {
+            Record::Entry(entry) => (Some((entry.op, entry.view)), self.view),
+            Record::View { view } => (None, *view),
+            Record::Log {
+                view,
+                entries,
+                truncate_after,
+                ..
+            } => {
+                let last = entries.last().map(|entry| (entry.op, entry.view));
+                (last.or(Some((*truncate_after, View(u64::MAX)))), *view)
+            }
+            Record::Checkpoint(_) => (None, self.view_persisted),
+        };
+        self.persist_pending.push_back((sequence, ends_at, view));
+        effects.push(Effect::Persist { sequence, record });
+    }
+
+    fn on_persisted(&mut self, sequence: u64, effects: &mut Vec<Effect>) {
+        if !self.durable() {
+            return;
+        }
+        while self
+            .persist_pending
+            .front()
+            .is_some_and(|(pending, _, _)| *pending <= sequence)
+        {
+            let (_, ends_at, view) = self.persist_pending.pop_front().expect("front exists");
+            self.view_persisted = self.view_persisted.max(view);
+            match ends_at {
+                // A truncation with no entries: the log up to that op is what it was.
+                Some((op, View(u64::MAX))) => self.op_persisted = self.op_persisted.min(op),
+                Some((op, view))
+                    if self.journal.get(op).is_some_and(|entry| entry.view == view) =>
+                {
+                    self.op_persisted = op;
+                }
+                _ => {}
+            }
+        }
+        self.op_persisted = self.op_persisted.min(self.journal.op());
+        self.flush_deferred(effects);
+        if matches!(self.status, Status::Normal) {
+            if self.primary.is_some() {
+                self.maybe_commit(effects);
+            } else {
+                self.send_prepare_ok(effects);
+            }
+        }
+    }
+
+    fn flush_deferred(&mut self, effects: &mut Vec<Effect>) {
+        let view_persisted = self.view_persisted;
+        let (ready, waiting): (Vec<Effect>, Vec<Effect>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|effect| match effect {
+                Effect::Send { message, .. } => {
+                    message.view().is_none_or(|view| view <= view_persisted)
+                }
+                _ => true,
+            });
+        self.deferred = waiting;
+        effects.extend(ready);
+    }
+
+    // ----- Sending. -----
+
+    /// Sends to one peer. With disk durability a message that speaks for a view this replica
+    /// has not yet durably promised waits until it has (a view promise must survive a crash).
+    fn send(&mut self, to: ReplicaIndex, message: Message, effects: &mut Vec<Effect>) {
+        assert_ne!(to, self.index);
+        let effect = Effect::Send { to, message };
+        let Effect::Send { message, .. } = &effect else {
+            unreachable!()
+        };
+        if self.durable()
+            && message
+                .view()
+                .is_some_and(|view| view > self.view_persisted)
+        {
+            self.deferred.push(effect);
+        } else {
+            effects.push(effect);
+        }
+    }
+
+    fn broadcast(&mut self, message: Message, effects: &mut Vec<Effect>) {
+        let others: Vec<ReplicaIndex> = self.others().collect();
+        for to in others {
+            self.send(to, message.clone(), effects);
+        }
+    }
+
+    fn others(&self) -> impl Iterator<Item = ReplicaIndex> + '_ {
+        (0..self.config.replica_count)
+            .map(ReplicaIndex)
+            .filter(move |replica| *replica != self.index)
+    }
+
+    fn is_primary_of(&self, view: View) -> bool {
+        self.primary_of(view) == self.index
+    }
+
+    // ----- Invariants, checked after every step. -----
+
+    fn invariants(&self) {
+        assert!(
+            self.commit_min <= self.commit_max,
+            "commit_min <= commit_max"
+        );
+        assert!(
+            self.commit_min <= self.journal.op(),
+            "executed ops are in the log"
+        );
+        assert!(
+            self.checkpoint.op <= self.commit_min,
+            "checkpoints cover executed ops only"
+        );
+        assert!(
+            self.journal.first_op() <= self.commit_min.next(),
+            "unexecuted ops are retained"
+        );
+        assert!(
+            self.log_view <= self.view,
+            "the log's view is not ahead of the view"
+        );
+        match &self.status {
+            Status::Normal => {
+                assert_eq!(
+                    self.primary.is_some(),
+                    self.is_primary_of(self.view),
+                    "one role per view"
+                );
+                if self.primary.is_some() {
+                    assert_eq!(
+                        self.log_view, self.view,
+                        "a primary's log is its view's log"
+                    );
+                    assert!(
+                        self.commit_max <= self.journal.op(),
+                        "a primary commits only what it holds"
+                    );
+                }
+            }
+            Status::ViewChange(_) | Status::Recovering(_) => {
+                assert!(self.primary.is_none(), "no primary outside normal status");
+            }
+        }
+        if self.durable() {
+            assert!(self.op_persisted <= self.journal.op());
+        }
+    }
+}
+
+fn empty_checkpoint() -> Checkpoint {
+    Checkpoint {
+        op: Op(0),
+        state: Vec::new(),
+        client_table: Vec::new(),
+    }
+}
+
+/// The replica a peer message claims to come from.
+fn sender_of(message: &Message) -> Option<ReplicaIndex> {
+    match message {
+        Message::PrepareOk { replica, .. }
+        | Message::StartViewChange { replica, .. }
+        | Message::DoViewChange { replica, .. }
+        | Message::GetState { replica, .. }
+        | Message::NewState { replica, .. }
+        | Message::Recovery { replica, .. }
+        | Message::RecoveryResponse { replica, .. }
+        | Message::ReadProbeOk { replica, .. } => Some(*replica),
+        _ => None,
+    }
+}

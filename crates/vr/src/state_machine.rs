@@ -1,0 +1,35 @@
+use std::fmt;
+
+/// The deterministic service a VR group replicates.
+///
+/// Every replica executes the same committed operations in the same order, so every method must
+/// be a pure function of the state and its arguments: no clocks, no randomness, no iteration over
+/// unordered collections. Operations arrive as opaque bytes from clients: a method must never
+/// panic on them, and must report malformed input in its result instead.
+pub trait StateMachine {
+    /// Executes one committed write and returns its result.
+    fn apply(&mut self, operation: &[u8]) -> Vec<u8>;
+    /// Executes a read-only operation without changing any state.
+    fn query(&self, operation: &[u8]) -> Vec<u8>;
+    /// Serialises the whole state, for checkpoints and state transfer.
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replaces the whole state with a snapshot. On error the state must be unchanged.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
+}
+
+/// Why a snapshot could not be restored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// The snapshot bytes are not a valid encoding of the state.
+    Malformed { reason: String },
+}
+
+impl fmt::Display for RestoreError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RestoreError::Malformed { reason } => write!(formatter, "malformed snapshot: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for RestoreError {}

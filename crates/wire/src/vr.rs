@@ -1,0 +1,198 @@
+//! Viewstamped Replication messages (Liskov & Cowling, "Viewstamped Replication Revisited",
+//! 2012), with Tessera's additions: batched entries, read probes for linearisable reads, and
+//! checkpoints in state transfer. See `docs/internals/vr.md` for the message table.
+
+use crate::ids::{ClientId, Nonce, Op, ReplicaIndex, RequestNumber, View};
+use serde::{Deserialize, Serialize};
+
+/// Whether a request changes state (ordered through the log) or only reads it (served by the
+/// primary after a read probe, never logged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RequestKind {
+    /// Slot 0.
+    Write,
+    /// Slot 1.
+    Read,
+}
+
+/// A client's request. `operation` is opaque to VR: the state machine decodes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Request {
+    pub client: ClientId,
+    pub request: RequestNumber,
+    pub kind: RequestKind,
+    pub operation: Vec<u8>,
+}
+
+/// The primary's answer to one request. `result` is opaque to VR.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Reply {
+    pub view: View,
+    pub client: ClientId,
+    pub request: RequestNumber,
+    pub result: Vec<u8>,
+}
+
+/// One log entry: a batch of write requests prepared together under one op number.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    /// The view in which the entry was prepared.
+    pub view: View,
+    pub op: Op,
+    pub requests: Vec<Request>,
+}
+
+/// The latest request a client had executed, with its reply (VRR's client table).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClientTableEntry {
+    pub client: ClientId,
+    pub request: RequestNumber,
+    pub result: Vec<u8>,
+}
+
+/// The state after executing every op up to and including `op`: the state machine's snapshot
+/// and the client table, sorted by client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub op: Op,
+    pub state: Vec<u8>,
+    pub client_table: Vec<ClientTableEntry>,
+}
+
+/// Every message of the VR protocol, between replicas and between clients and replicas.
+///
+/// Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// Slot 0. Client → primary.
+    Request(Request),
+    /// Slot 1. Primary → client.
+    Reply(Reply),
+    /// Slot 2. Backup → client: "I am not the primary of `view`; try `view % n`".
+    NotPrimary {
+        view: View,
+        client: ClientId,
+        request: RequestNumber,
+    },
+    /// Slot 3. Primary → backups: append `entry`; everything up to `commit` is committed.
+    Prepare {
+        view: View,
+        commit: Op,
+        entry: Entry,
+    },
+    /// Slot 4. Backup → primary: I hold (durably, in `disk` mode) every entry up to `op`.
+    PrepareOk {
+        view: View,
+        op: Op,
+        replica: ReplicaIndex,
+    },
+    /// Slot 5. Primary → backups, when idle: heartbeat carrying the commit number.
+    Commit { view: View, commit: Op },
+    /// Slot 6. Any → all: I am moving to `view`.
+    StartViewChange { view: View, replica: ReplicaIndex },
+    /// Slot 7. Any → new primary: my log, for the new primary to choose from.
+    /// `log` holds every retained entry after `checkpoint_op`.
+    DoViewChange {
+        view: View,
+        log_view: View,
+        op: Op,
+        commit: Op,
+        checkpoint_op: Op,
+        replica: ReplicaIndex,
+        log: Vec<Entry>,
+    },
+    /// Slot 8. New primary → all: the view has started with this log.
+    /// `log` holds the new primary's entries after `checkpoint_op`.
+    StartView {
+        view: View,
+        op: Op,
+        commit: Op,
+        checkpoint_op: Op,
+        log: Vec<Entry>,
+    },
+    /// Slot 9. Lagging replica → a replica of `view`: send me what follows `op`.
+    GetState {
+        view: View,
+        op: Op,
+        replica: ReplicaIndex,
+    },
+    /// Slot 10. Answer to GetState. When the asker's `op` is older than the sender's retained
+    /// log, `checkpoint` carries the state to install first; `log` follows it.
+    NewState {
+        view: View,
+        op: Op,
+        commit: Op,
+        checkpoint: Option<Checkpoint>,
+        log: Vec<Entry>,
+        replica: ReplicaIndex,
+    },
+    /// Slot 11. Recovering replica (memory durability) → all.
+    Recovery { replica: ReplicaIndex, nonce: Nonce },
+    /// Slot 12. Answer to Recovery; only the primary of `view` fills `primary`.
+    RecoveryResponse {
+        view: View,
+        nonce: Nonce,
+        replica: ReplicaIndex,
+        primary: Option<RecoveryState>,
+    },
+    /// Slot 13. Primary → backups: "am I still the primary of `view`?" (read-index round).
+    ReadProbe { view: View, round: u64 },
+    /// Slot 14. Backup → primary: yes, I am in `view`, normal, and you are its primary.
+    ReadProbeOk {
+        view: View,
+        round: u64,
+        replica: ReplicaIndex,
+    },
+}
+
+/// The primary's state carried in a RecoveryResponse.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryState {
+    pub op: Op,
+    pub commit: Op,
+    pub checkpoint: Checkpoint,
+    pub log: Vec<Entry>,
+}
+
+impl Message {
+    /// The view a message speaks for, if any (client requests and recovery carry none).
+    pub fn view(&self) -> Option<View> {
+        match self {
+            Message::Request(_) | Message::Recovery { .. } => None,
+            Message::Reply(reply) => Some(reply.view),
+            Message::NotPrimary { view, .. }
+            | Message::Prepare { view, .. }
+            | Message::PrepareOk { view, .. }
+            | Message::Commit { view, .. }
+            | Message::StartViewChange { view, .. }
+            | Message::DoViewChange { view, .. }
+            | Message::StartView { view, .. }
+            | Message::GetState { view, .. }
+            | Message::NewState { view, .. }
+            | Message::RecoveryResponse { view, .. }
+            | Message::ReadProbe { view, .. }
+            | Message::ReadProbeOk { view, .. } => Some(*view),
+        }
+    }
+
+    /// A short name for traces and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Request(_) => "request",
+            Message::Reply(_) => "reply",
+            Message::NotPrimary { .. } => "not_primary",
+            Message::Prepare { .. } => "prepare",
+            Message::PrepareOk { .. } => "prepare_ok",
+            Message::Commit { .. } => "commit",
+            Message::StartViewChange { .. } => "start_view_change",
+            Message::DoViewChange { .. } => "do_view_change",
+            Message::StartView { .. } => "start_view",
+            Message::GetState { .. } => "get_state",
+            Message::NewState { .. } => "new_state",
+            Message::Recovery { .. } => "recovery",
+            Message::RecoveryResponse { .. } => "recovery_response",
+            Message::ReadProbe { .. } => "read_probe",
+            Message::ReadProbeOk { .. } => "read_probe_ok",
+        }
+    }
+}
