@@ -2,7 +2,8 @@
 //!
 //! Checks a simulated linearizable register-map history of 5,000 operations
 //! over 100 keys from 16 concurrent clients, then the same history with one
-//! read corrupted, five times each, and prints min/median times.
+//! read corrupted, five times each, and prints min/median times; then a
+//! single-key stress history of the same size.
 
 use std::time::{Duration, Instant};
 
@@ -96,9 +97,19 @@ fn main() {
         other => panic!("corrupted history must be illegal, got {other:?}"),
     }
 
-    let single_key = MapHistoryParams { keys: 1, ..params };
+    // Stress case beyond the target: no partitioning, 16-way concurrency on
+    // a single register.
+    let single_key = MapHistoryParams {
+        keys: 1,
+        pending_percent: 0,
+        ..params
+    };
     let history = linearizable_map_history(&single_key, &mut SplitMix64::new(7));
-    describe_history("single-key history (no partitioning possible)", &history, 1);
+    describe_history(
+        "stress: single-key history (no partitioning possible)",
+        &history,
+        1,
+    );
     let verdict = run("single key", &history);
     assert!(
         verdict.is_ok(),

@@ -19,7 +19,13 @@
 //! linearizability checking via P-compositionality").
 //!
 //! Pending operations (no response observed) may take effect at any point
-//! after their invocation, or never.
+//! after their invocation, or never. Two reductions keep the search small
+//! while remaining exact: a configuration is also pruned when a cached one
+//! has the same state and completed operations but only a subset of its
+//! pending ones (pending operations are optional, so that one can do
+//! everything this one can); and an operation the model declares read-only
+//! ([`Model::is_read_only`]) is linearized as soon as it is legal, without
+//! trying alternatives, since moving it earlier never affects the others.
 //!
 //! ```
 //! use lincheck::{check, Budget, MapInput, MapOutput, Operation, RegisterMapModel};
@@ -121,6 +127,15 @@ pub trait Model {
     /// part with everything.
     fn partition(&self, history: &[Operation<Self::Input, Self::Output>]) -> Vec<Vec<usize>> {
         vec![(0..history.len()).collect()]
+    }
+
+    /// True if `step` never changes the state for this input, whatever the
+    /// state and output (e.g. a read). The search then linearizes such an
+    /// operation as soon as it is legal, without trying alternatives, which
+    /// prunes much of the search. Default: false, which is always correct.
+    fn is_read_only(&self, input: &Self::Input) -> bool {
+        let _ = input;
+        false
     }
 
     /// Human-readable description of an operation for failure reports.

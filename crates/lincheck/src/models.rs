@@ -92,6 +92,10 @@ impl Model for RegisterMapModel {
         by_key.into_values().collect()
     }
 
+    fn is_read_only(&self, input: &MapInput) -> bool {
+        matches!(input, MapInput::Get { .. })
+    }
+
     fn describe(&self, input: &MapInput, output: Option<&MapOutput>) -> String {
         let call = match input {
             MapInput::Get { key } => format!("get({key})"),
@@ -149,6 +153,14 @@ mod tests {
             m.step(&None, &MapInput::Get { key: 1 }, Some(&MapOutput::Ok)),
             None
         );
+    }
+
+    #[test]
+    fn only_gets_are_read_only() {
+        let m = RegisterMapModel;
+        assert!(m.is_read_only(&MapInput::Get { key: 1 }));
+        assert!(!m.is_read_only(&MapInput::Put { key: 1, value: 1 }));
+        assert!(!m.is_read_only(&MapInput::Delete { key: 1 }));
     }
 
     #[test]

@@ -109,50 +109,76 @@ impl EntryList {
     }
 }
 
-/// Set of linearized operations.
+/// Set of linearized operations of the current configuration.
 ///
-/// Also knows which operations are pending (optional), and maintains an
-/// order-independent hash of the completed members only (XOR of a
-/// per-operation mix), so that configurations differing only in linearized
-/// pending operations land in the same cache chain (see [`Cache`]).
+/// Operation ids are ranks by return time (see [`check_partition`]), pending
+/// operations last, from `completed` on. The hash covers the completed members
+/// only (XOR of a per-operation mix, maintained incrementally), so that
+/// configurations differing only in linearized pending operations land in the
+/// same cache chain (see [`Cache`]).
 struct Bitset {
     words: Vec<u64>,
-    pending: Vec<u64>,
+    /// Number of completed operations; ids from here on are pending.
+    completed: usize,
+    /// Index of the first word that is not all ones.
+    low: usize,
+    /// Number of members.
+    count: usize,
     hash: u64,
 }
 
 impl Bitset {
-    fn new(pending_ops: impl IntoIterator<Item = usize>, len: usize) -> Self {
-        let mut pending = vec![0; len.div_ceil(64)];
-        for op in pending_ops {
-            pending[op / 64] |= 1 << (op % 64);
-        }
+    fn new(completed: usize, len: usize) -> Self {
         Self {
-            words: vec![0; pending.len()],
-            pending,
+            words: vec![0; len.div_ceil(64)],
+            completed,
+            low: 0,
+            count: 0,
             hash: 0,
         }
     }
 
     /// Flips membership of `op` (used both to insert and to remove).
     fn toggle(&mut self, op: usize) {
-        let bit = 1 << (op % 64);
-        self.words[op / 64] ^= bit;
-        if self.pending[op / 64] & bit == 0 {
+        let (word, bit) = (op / 64, 1 << (op % 64));
+        self.words[word] ^= bit;
+        if self.words[word] & bit == 0 {
+            self.count -= 1;
+            self.low = self.low.min(word);
+        } else {
+            self.count += 1;
+            while self.low < self.words.len() && self.words[self.low] == u64::MAX {
+                self.low += 1;
+            }
+        }
+        if op < self.completed {
             self.hash ^= mix64(op as u64 ^ 0x243f_6a88_85a3_08d3);
         }
     }
 
-    /// True if a configuration with linearized set `cached` is at least as
-    /// good as one with this set: same completed operations, and a subset of
-    /// the pending ones (pending operations are optional, so having linearized
-    /// fewer of them leaves every option open).
-    fn is_covered_by(&self, cached: &[u64]) -> bool {
-        self.words
-            .iter()
-            .zip(&self.pending)
-            .zip(cached)
-            .all(|((&now, &pending), &old)| old & !now == 0 && now & !old & !pending == 0)
+    /// Compact form: returns `k` such that exactly the operations `0..k` and
+    /// those appended to `extras` (in increasing order, all above `k`) are
+    /// members. Since all operations returning before the search frontier
+    /// are linearized, the extras are few: the operations concurrent with the
+    /// frontier and linearized pending ones.
+    fn compact(&self, extras: &mut Vec<u32>) -> usize {
+        let Some(&first) = self.words.get(self.low) else {
+            return self.count;
+        };
+        let k = self.low * 64 + first.trailing_ones() as usize;
+        let mut left = self.count - k;
+        let mut word = first >> (k % 64) << (k % 64);
+        let mut index = self.low;
+        while left > 0 {
+            while word != 0 {
+                extras.push((index * 64) as u32 + word.trailing_zeros());
+                word &= word - 1;
+                left -= 1;
+            }
+            index += 1;
+            word = self.words.get(index).copied().unwrap_or(0);
+        }
+        k
     }
 }
 
@@ -243,35 +269,67 @@ impl Hasher for IdentityHasher {
 ///
 /// A new configuration is pruned if a cached one *covers* it: same model
 /// state, same completed operations linearized, and a subset of its
-/// linearized pending operations (see [`Bitset::is_covered_by`]). Covering is
-/// a simulation (the coverer can mirror every move of the covered
-/// configuration), so pruning covered configurations is complete for this
+/// linearized pending operations. Covering is a simulation (the coverer can
+/// mirror every move of the covered configuration, and pending operations
+/// are optional, so having linearized fewer of them leaves every option
+/// open), which makes pruning covered configurations complete for this
 /// reachability search; without pending operations it is plain equality.
 /// This keeps histories with pending writes from exploring every subset of
 /// them. Entries are keyed by a hash of (completed set, state); colliding
-/// entries are chained and compared exactly.
+/// entries are chained and compared exactly. Linearized sets are stored in
+/// the compact form of [`Bitset::compact`], so memory per entry does not grow
+/// with the length of the history.
 struct Cache<S> {
     heads: HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>,
     arena: Arena<S>,
+    /// Operations with an id from here on are pending.
+    completed: usize,
+    /// Scratch space for the compact form of the set being inserted.
+    scratch: Vec<u32>,
 }
 
-/// Cached configurations; bitsets live in one flat vector with a fixed stride.
+/// Cached configurations, in insertion order.
 struct Arena<S> {
-    stride: usize,
-    words: Vec<u64>,
     states: Vec<S>,
+    /// Compact sets: entry `i` is `0..prefix[i]` plus
+    /// `extras[starts[i]..starts[i + 1]]`.
+    prefix: Vec<usize>,
+    starts: Vec<usize>,
+    extras: Vec<u32>,
     /// Next entry with the same hash, or `NIL`.
     chain: Vec<usize>,
 }
 
 impl<S: Clone + Eq> Arena<S> {
-    fn bits(&self, id: usize) -> &[u64] {
-        &self.words[id * self.stride..(id + 1) * self.stride]
+    /// True if entry `id`, with the same prefix, covers the set with
+    /// `extras`: its extras are a subset, missing only pending operations.
+    fn extras_cover(&self, id: usize, extras: &[u32], completed: usize) -> bool {
+        let mut cached = self.extras[self.starts[id]..self.starts[id + 1]]
+            .iter()
+            .peekable();
+        for &op in extras {
+            if cached.peek() == Some(&&op) {
+                cached.next();
+            } else if (op as usize) < completed {
+                return false;
+            }
+        }
+        cached.peek().is_none()
     }
 
-    fn covers_from(&self, mut id: usize, bits: &Bitset, state: &S) -> bool {
+    fn covers_from(
+        &self,
+        mut id: usize,
+        k: usize,
+        extras: &[u32],
+        state: &S,
+        completed: usize,
+    ) -> bool {
         while id != NIL {
-            if self.states[id] == *state && bits.is_covered_by(self.bits(id)) {
+            if self.prefix[id] == k
+                && self.states[id] == *state
+                && self.extras_cover(id, extras, completed)
+            {
                 return true;
             }
             id = self.chain[id];
@@ -280,8 +338,10 @@ impl<S: Clone + Eq> Arena<S> {
     }
 
     /// Appends an entry chained to `chain`; returns its id.
-    fn push(&mut self, bits: &Bitset, state: &S, chain: usize) -> usize {
-        self.words.extend_from_slice(&bits.words);
+    fn push(&mut self, k: usize, extras: &[u32], state: &S, chain: usize) -> usize {
+        self.prefix.push(k);
+        self.extras.extend_from_slice(extras);
+        self.starts.push(self.extras.len());
         self.states.push(state.clone());
         self.chain.push(chain);
         self.states.len() - 1
@@ -289,16 +349,19 @@ impl<S: Clone + Eq> Arena<S> {
 }
 
 impl<S: Clone + Eq + Hash> Cache<S> {
-    fn new(stride: usize) -> Self {
+    fn new(completed: usize) -> Self {
         let arena = Arena {
-            stride,
-            words: Vec::new(),
             states: Vec::new(),
+            prefix: Vec::new(),
+            starts: vec![0],
+            extras: Vec::new(),
             chain: Vec::new(),
         };
         Self {
             heads: HashMap::default(),
             arena,
+            completed,
+            scratch: Vec::new(),
         }
     }
 
@@ -307,19 +370,32 @@ impl<S: Clone + Eq + Hash> Cache<S> {
         let mut hasher = FastHasher::default();
         state.hash(&mut hasher);
         let key = mix64(bits.hash ^ hasher.finish().rotate_left(29));
-        match self.heads.entry(key) {
+        let mut extras = std::mem::take(&mut self.scratch);
+        extras.clear();
+        let k = bits.compact(&mut extras);
+        let fresh = match self.heads.entry(key) {
             Entry::Occupied(mut slot) => {
                 let head = *slot.get();
-                if self.arena.covers_from(head, bits, state) {
-                    return false;
+                let covered = self
+                    .arena
+                    .covers_from(head, k, &extras, state, self.completed);
+                if !covered {
+                    *slot.get_mut() = self.arena.push(k, &extras, state, head);
                 }
-                *slot.get_mut() = self.arena.push(bits, state, head);
+                !covered
             }
             Entry::Vacant(slot) => {
-                slot.insert(self.arena.push(bits, state, NIL));
+                slot.insert(self.arena.push(k, &extras, state, NIL));
+                true
             }
-        }
-        true
+        };
+        self.scratch = extras;
+        fresh
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.arena.states.len()
     }
 }
 
@@ -349,6 +425,9 @@ struct Frame<S> {
     /// For a pending `op`: the pending siblings still to try from the same
     /// configuration, with the state each leads to (already cached).
     siblings: Vec<(usize, S)>,
+    /// `op` is read-only and was linearized as soon as it was legal: the
+    /// configuration below has no other alternative worth trying.
+    forced: bool,
 }
 
 /// How a walk over the candidates of a configuration ended.
@@ -357,19 +436,34 @@ enum Walk {
     Linearizable,
     /// A return entry was reached: no completed candidate is left.
     Stuck,
+    /// The configuration cannot lead to a linearization.
+    Dead,
     /// The step budget ran out.
     Exhausted,
 }
 
+/// Outcome of [`Search::force_read_only`].
+enum Force {
+    /// A read-only operation was linearized: a new configuration.
+    Pushed,
+    /// No legal read-only candidate.
+    Nothing,
+    /// The walk of this configuration is over.
+    End(Walk),
+}
+
 /// Search state for one partition.
 ///
-/// The candidates of a configuration are the calls that precede the first
-/// return entry still in the list. Completed candidates are tried first, by
-/// walking the list as in Porcupine. Pending candidates (optional, and
-/// eligible until the very end) are tried afterwards, and all their successor
-/// configurations are cached before any of them is explored: a sequence of
-/// pending operations then cannot be explored again through every subset of
-/// them, since e.g. {a, b} is covered by {b} when both end in the same state.
+/// A configuration is the set of linearized operations and the model state;
+/// its candidates are the calls that precede the first return entry still in
+/// the list. On entering a configuration, a legal read-only candidate, if
+/// any, is linearized with no alternative (see [`Search::force_read_only`]).
+/// Otherwise completed candidates are tried first, by walking the list as in
+/// Porcupine. Pending candidates (optional, and eligible until the very end)
+/// are tried afterwards, and all their successor configurations are cached
+/// before any of them is explored: a sequence of pending operations then
+/// cannot be explored again through every subset of them, since e.g. {a, b}
+/// is covered by {b} when both end in the same state (see [`Cache`]).
 struct Search<'a, M: Model> {
     model: &'a M,
     ops: &'a [&'a Operation<M::Input, M::Output>],
@@ -379,6 +473,9 @@ struct Search<'a, M: Model> {
     stack: Vec<Frame<M::State>>,
     /// Pending operations not linearized.
     pending_left: usize,
+    /// Completed operations the model declares read-only.
+    read_only: Vec<bool>,
+    any_read_only: bool,
     state: M::State,
     longest: Vec<usize>,
 }
@@ -386,12 +483,18 @@ struct Search<'a, M: Model> {
 impl<'a, M: Model> Search<'a, M> {
     fn new(model: &'a M, ops: &'a [&'a Operation<M::Input, M::Output>]) -> Self {
         let n = ops.len();
-        let linearized = Bitset::new((0..n).filter(|&op| ops[op].is_pending()), n);
+        let completed = ops.iter().filter(|op| !op.is_pending()).count();
+        debug_assert!(ops[completed..].iter().all(|op| op.is_pending()));
+        let linearized = Bitset::new(completed, n);
         let state = model.init();
         // The initial configuration is cached too, so that it can cover later
         // ones (e.g. after a pending operation that leaves the state as is).
-        let mut cache = Cache::new(n.div_ceil(64));
+        let mut cache = Cache::new(completed);
         cache.insert(&linearized, &state);
+        let read_only: Vec<bool> = ops
+            .iter()
+            .map(|op| !op.is_pending() && model.is_read_only(&op.input))
+            .collect();
         Self {
             model,
             ops,
@@ -399,7 +502,9 @@ impl<'a, M: Model> Search<'a, M> {
             linearized,
             cache,
             stack: Vec::new(),
-            pending_left: ops.iter().filter(|op| op.is_pending()).count(),
+            pending_left: n - completed,
+            any_read_only: read_only.contains(&true),
+            read_only,
             state,
             longest: Vec::new(),
         }
@@ -412,7 +517,7 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Makes `op` the next linearized operation, leading to state `next`.
-    fn push(&mut self, op: usize, next: M::State, siblings: Vec<(usize, M::State)>) {
+    fn push(&mut self, op: usize, next: M::State, siblings: Vec<(usize, M::State)>, forced: bool) {
         self.linearized.toggle(op);
         if self.ops[op].is_pending() {
             self.pending_left -= 1;
@@ -422,6 +527,7 @@ impl<'a, M: Model> Search<'a, M> {
             op,
             before,
             siblings,
+            forced,
         });
         self.list.lift(call_entry(op));
     }
@@ -435,26 +541,73 @@ impl<'a, M: Model> Search<'a, M> {
         let fresh = self.cache.insert(&self.linearized, &next);
         self.linearized.toggle(op);
         if fresh {
-            self.push(op, next, Vec::new());
+            self.push(op, next, Vec::new(), false);
         }
         fresh
     }
 
+    /// Linearizes a legal read-only candidate, if there is one.
+    ///
+    /// This is a partial-order reduction: a read-only operation that is legal
+    /// now can be moved to the front of any linearization from here (it does
+    /// not change the state seen by the others), so the configuration can
+    /// succeed iff the one with it linearized can; no alternative is needed.
+    fn force_read_only(&mut self, steps: &mut Steps) -> Force {
+        if !self.any_read_only {
+            return Force::Nothing;
+        }
+        let mut entry = self.list.first();
+        while entry != NIL && entry % 2 == 0 {
+            if !steps.take() {
+                return Force::End(Walk::Exhausted);
+            }
+            let op = entry / 2;
+            entry = self.list.next(entry);
+            if !self.read_only[op] {
+                continue;
+            }
+            let Some(next) = self.step(op).filter(|next| *next == self.state) else {
+                continue;
+            };
+            self.linearized.toggle(op);
+            let fresh = self.cache.insert(&self.linearized, &next);
+            self.linearized.toggle(op);
+            if !fresh {
+                // Already explored without success, so this one fails too.
+                return Force::End(Walk::Dead);
+            }
+            self.push(op, next, Vec::new(), true);
+            return Force::Pushed;
+        }
+        Force::Nothing
+    }
+
     /// Walks from `entry`, linearizing the first completed candidate that
-    /// leads to a new configuration and restarting from the head.
-    fn walk(&mut self, mut entry: usize, steps: &mut Steps) -> Walk {
-        while entry != NIL {
+    /// leads to a new configuration and restarting from the head. `fresh`
+    /// tells that the configuration has not been walked yet.
+    fn walk(&mut self, mut entry: usize, mut fresh: bool, steps: &mut Steps) -> Walk {
+        loop {
+            if fresh {
+                match self.force_read_only(steps) {
+                    Force::Pushed => continue,
+                    Force::End(end) => return end,
+                    Force::Nothing => (entry, fresh) = (self.list.first(), false),
+                }
+            }
+            if entry == NIL {
+                return Walk::Linearizable;
+            }
             if !steps.take() {
                 return Walk::Exhausted;
             }
             let op = entry / 2;
             if entry % 2 == 0 {
                 let pending = self.ops[op].is_pending();
-                entry = if !pending && self.try_linearize(op) {
-                    self.list.first()
+                if !pending && self.try_linearize(op) {
+                    fresh = true;
                 } else {
-                    self.list.next(entry)
-                };
+                    entry = self.list.next(entry);
+                }
             } else if self.ops[op].is_pending() {
                 // Pending returns come last, so every completed operation is
                 // linearized; the remaining pending ones never took effect.
@@ -463,7 +616,6 @@ impl<'a, M: Model> Search<'a, M> {
                 return Walk::Stuck;
             }
         }
-        Walk::Linearizable
     }
 
     /// The pending candidates of the current configuration that lead to new
@@ -498,7 +650,7 @@ impl<'a, M: Model> Search<'a, M> {
     fn descend(&mut self, mut children: Vec<(usize, M::State)>) -> bool {
         match children.pop() {
             Some((op, next)) => {
-                self.push(op, next, children);
+                self.push(op, next, children, false);
                 true
             }
             None => false,
@@ -506,8 +658,9 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Undoes linearizations until one has an alternative left; returns the
-    /// entry to resume walking from, or `None` if the search space is empty.
-    fn backtrack(&mut self) -> Option<usize> {
+    /// entry to resume walking from and whether it starts a fresh
+    /// configuration, or `None` if the search space is exhausted.
+    fn backtrack(&mut self) -> Option<(usize, bool)> {
         if self.stack.len() > self.longest.len() {
             self.longest.clear();
             self.longest.extend(self.stack.iter().map(|frame| frame.op));
@@ -516,34 +669,39 @@ impl<'a, M: Model> Search<'a, M> {
             self.state = frame.before;
             self.linearized.toggle(frame.op);
             self.list.unlift(call_entry(frame.op));
+            if frame.forced {
+                continue;
+            }
             if !self.ops[frame.op].is_pending() {
-                return Some(self.list.next(call_entry(frame.op)));
+                return Some((self.list.next(call_entry(frame.op)), false));
             }
             self.pending_left += 1;
             if self.descend(frame.siblings) {
-                return Some(self.list.first());
+                return Some((self.list.first(), true));
             }
         }
         None
     }
 
     fn run(mut self, steps: &mut Steps) -> Outcome {
-        let mut entry = self.list.first();
+        let (mut entry, mut fresh) = (self.list.first(), true);
         loop {
-            match self.walk(entry, steps) {
+            match self.walk(entry, fresh, steps) {
                 Walk::Linearizable => return Outcome::Linearizable,
                 Walk::Exhausted => return Outcome::Exhausted,
-                Walk::Stuck => {}
-            }
-            let Some(children) = self.pending_children(steps) else {
-                return Outcome::Exhausted;
-            };
-            if self.descend(children) {
-                entry = self.list.first();
-                continue;
+                Walk::Dead => {}
+                Walk::Stuck => {
+                    let Some(children) = self.pending_children(steps) else {
+                        return Outcome::Exhausted;
+                    };
+                    if self.descend(children) {
+                        (entry, fresh) = (self.list.first(), true);
+                        continue;
+                    }
+                }
             }
             match self.backtrack() {
-                Some(resume) => entry = resume,
+                Some(resume) => (entry, fresh) = resume,
                 None => {
                     return Outcome::Illegal {
                         longest: self.longest,
@@ -556,12 +714,33 @@ impl<'a, M: Model> Search<'a, M> {
 
 /// Checks one partition (`ops` in partition order) from the model's initial
 /// state, charging every visited list entry to `steps`.
+///
+/// The search numbers operations by return time (pending ones last), which
+/// keeps the cached linearized sets compact; the outcome uses partition
+/// positions again.
 pub(crate) fn check_partition<M: Model>(
     model: &M,
     ops: &[&Operation<M::Input, M::Output>],
     steps: &mut Steps,
 ) -> Outcome {
-    Search::new(model, ops).run(steps)
+    assert!(ops.len() < u32::MAX as usize, "partition too large");
+    let mut by_return: Vec<usize> = (0..ops.len()).collect();
+    by_return.sort_by_key(|&i| {
+        let op = ops[i];
+        (
+            op.is_pending(),
+            op.return_time.map(|ret| ret.max(op.call)),
+            op.call,
+            i,
+        )
+    });
+    let ranked: Vec<&Operation<M::Input, M::Output>> = by_return.iter().map(|&i| ops[i]).collect();
+    match Search::new(model, &ranked).run(steps) {
+        Outcome::Illegal { longest } => Outcome::Illegal {
+            longest: longest.into_iter().map(|rank| by_return[rank]).collect(),
+        },
+        outcome => outcome,
+    }
 }
 
 #[cfg(test)]
@@ -606,9 +785,34 @@ mod tests {
     }
 
     #[test]
+    fn compact_sets_are_a_full_prefix_plus_sorted_extras() {
+        let mut bits = Bitset::new(100, 100);
+        for op in [0, 1, 2, 5, 70, 99] {
+            bits.toggle(op);
+        }
+        let mut extras = Vec::new();
+        assert_eq!(bits.compact(&mut extras), 3);
+        assert_eq!(extras, vec![5, 70, 99]);
+        bits.toggle(1);
+        extras.clear();
+        assert_eq!(bits.compact(&mut extras), 1);
+        assert_eq!(extras, vec![2, 5, 70, 99]);
+        let mut full = Bitset::new(128, 128);
+        for op in 0..128 {
+            full.toggle(op);
+        }
+        extras.clear();
+        assert_eq!(full.compact(&mut extras), 128);
+        assert!(extras.is_empty());
+        full.toggle(64);
+        assert_eq!(full.compact(&mut extras), 64);
+        assert_eq!(extras, (65..128).collect::<Vec<u32>>());
+    }
+
+    #[test]
     fn cache_detects_repeated_configurations_only() {
-        let mut cache = Cache::new(2);
-        let mut bits = Bitset::new([], 100);
+        let mut cache = Cache::new(100);
+        let mut bits = Bitset::new(100, 100);
         bits.toggle(3);
         bits.toggle(70);
         assert!(cache.insert(&bits, &7u64));
@@ -618,22 +822,23 @@ mod tests {
         assert!(cache.insert(&bits, &7u64));
         bits.toggle(70);
         assert!(!cache.insert(&bits, &8u64));
+        assert_eq!(cache.len(), 3);
     }
 
     #[test]
     fn cached_configurations_cover_those_with_more_pending_ops_only() {
-        // Ops 1 and 65 are pending; 0 and 64 are completed.
-        let mut cache = Cache::new(2);
-        let mut bits = Bitset::new([1, 65], 100);
+        // Ops from 64 on are pending.
+        let mut cache = Cache::new(64);
+        let mut bits = Bitset::new(64, 100);
         bits.toggle(0);
-        bits.toggle(1);
+        bits.toggle(64);
         assert!(cache.insert(&bits, &()));
         bits.toggle(65);
         assert!(
             !cache.insert(&bits, &()),
             "superset of pending ops is covered"
         );
-        bits.toggle(1);
+        bits.toggle(64);
         assert!(
             cache.insert(&bits, &()),
             "different pending ops are not covered"
@@ -643,7 +848,7 @@ mod tests {
             cache.insert(&bits, &()),
             "subset of pending ops is not covered"
         );
-        bits.toggle(64);
+        bits.toggle(1);
         assert!(
             cache.insert(&bits, &()),
             "more completed ops is not covered"

@@ -236,10 +236,26 @@ fn a_tiny_budget_returns_unknown() {
 
 #[test]
 fn the_budget_is_shared_across_partitions() {
-    // Three single-operation partitions need one step each.
-    let history = [put(1, 0, 1, 1, 1), put(1, 0, 1, 2, 2), put(1, 0, 1, 3, 3)];
-    assert!(check(&RegisterMapModel, &history, Budget::steps(2)).is_unknown());
-    assert!(check(&RegisterMapModel, &history, Budget::steps(3)).is_ok());
+    let on_key = |key| {
+        [
+            put(1, 0, 10, key, 1),
+            put(2, 1, 9, key, 2),
+            get(3, 11, 12, key, Some(1)),
+        ]
+    };
+    let one_key = on_key(0);
+    let needed = (0..1000)
+        .find(|&steps| check(&RegisterMapModel, &one_key, Budget::steps(steps)).is_ok())
+        .expect("a small history needs few steps");
+    assert!(needed > 1);
+    let three_keys: Vec<Op> = (0..3).flat_map(on_key).collect();
+    assert!(check(
+        &RegisterMapModel,
+        &three_keys,
+        Budget::steps(3 * needed - 1)
+    )
+    .is_unknown());
+    assert!(check(&RegisterMapModel, &three_keys, Budget::steps(3 * needed)).is_ok());
 }
 
 #[test]

@@ -33,6 +33,16 @@ fn shapes() -> Vec<MapHistoryParams> {
             max_think: 2,
             max_latency: 40,
         },
+        MapHistoryParams {
+            ops: 400,
+            keys: 1,
+            clients: 16,
+            put_percent: 50,
+            delete_percent: 5,
+            pending_percent: 8,
+            max_think: 5,
+            max_latency: 60,
+        },
     ]
 }
 
@@ -44,6 +54,12 @@ fn simulated_linearizable_histories_are_always_accepted() {
             let history = linearizable_map_history(params, &mut rng);
             let result = check(&RegisterMapModel, &history, Budget::unlimited());
             assert!(result.is_ok(), "shape {shape} seed {seed}: {result:?}");
+            // One partition, no read-only reduction, a different state type.
+            let result = check(&Unreduced, &history, Budget::unlimited());
+            assert!(
+                result.is_ok(),
+                "shape {shape} seed {seed} (unreduced): {result:?}"
+            );
         }
     }
 }
@@ -119,6 +135,38 @@ fn brute_force(history: &[Op]) -> bool {
     )
 }
 
+/// The register map as one object: no partitioning, no read-only hint.
+struct Unreduced;
+
+impl Model for Unreduced {
+    type State = Vec<Option<u64>>;
+    type Input = MapInput;
+    type Output = MapOutput;
+
+    fn init(&self) -> Self::State {
+        Vec::new()
+    }
+
+    fn step(
+        &self,
+        state: &Self::State,
+        input: &MapInput,
+        output: Option<&MapOutput>,
+    ) -> Option<Self::State> {
+        let key = input.key() as usize;
+        let value = RegisterMapModel.step(&state.get(key).copied().flatten(), input, output)?;
+        let mut next = state.clone();
+        if next.len() <= key {
+            next.resize(key + 1, None);
+        }
+        next[key] = value;
+        while next.last() == Some(&None) {
+            next.pop();
+        }
+        Some(next)
+    }
+}
+
 /// Shape of a tiny random history (outputs are random, so many are illegal).
 struct Tiny {
     max_ops: u64,
@@ -163,6 +211,13 @@ fn agree_with_brute_force(seed: u64, cases: usize, shape: &Tiny) {
             result.is_ok(),
             expected,
             "case {case}: {history:#?}\n{result:?}"
+        );
+        // Without the read-only reduction and without partitioning.
+        let plain = check(&Unreduced, &history, Budget::unlimited());
+        assert_eq!(
+            plain.is_ok(),
+            expected,
+            "case {case} (unreduced): {history:#?}"
         );
         if expected {
             ok += 1;

@@ -5,14 +5,16 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use vr::Canary;
 
 const USAGE: &str =
-    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--canary] [--trace LINES]
+    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--canary NAME] [--trace LINES] [--verbose]
 
   --seed S       replay one seed: prints its configuration, statistics and trace hash
   --seeds N      sweep N seeds (from --start, default a seed drawn from the clock)
   --jobs J       sweep on J threads (default: the machine's cores)
-  --canary       run the deliberately broken protocol variant (must fail)
+  --canary NAME  run a deliberately broken protocol variant (must fail):
+                 commit-without-quorum | read-without-probe
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
 
@@ -21,7 +23,7 @@ struct Arguments {
     seeds: Option<u64>,
     start: Option<u64>,
     jobs: usize,
-    canary: bool,
+    canary: Option<Canary>,
     trace_lines: usize,
 }
 
@@ -31,7 +33,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         seeds: None,
         start: None,
         jobs: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
-        canary: false,
+        canary: None,
         trace_lines: 200,
     };
     let mut iter = arguments.iter();
@@ -47,7 +49,13 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--start" => parsed.start = Some(number("--start")?),
             "--jobs" => parsed.jobs = number("--jobs")?.max(1) as usize,
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
-            "--canary" => parsed.canary = true,
+            "--canary" => {
+                parsed.canary = Some(match iter.next().map(String::as_str) {
+                    Some("commit-without-quorum") => Canary::CommitWithoutQuorum,
+                    Some("read-without-probe") => Canary::ReadWithoutProbe,
+                    other => return Err(format!("--canary: unknown canary {other:?}")),
+                })
+            }
             "--verbose" => parsed.trace_lines = usize::MAX,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
@@ -59,11 +67,10 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     Ok(parsed)
 }
 
-fn options(seed: u64, canary: bool) -> Options {
-    if canary {
-        Options::canary(seed)
-    } else {
-        Options::from_seed(seed)
+fn options(seed: u64, canary: Option<Canary>) -> Options {
+    match canary {
+        Some(canary) => Options::canary(seed, canary),
+        None => Options::from_seed(seed),
     }
 }
 
@@ -130,7 +137,9 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         "sweep seeds {start}..{} on {} threads{}",
         start + count,
         arguments.jobs,
-        if arguments.canary { " (canary)" } else { "" }
+        arguments
+            .canary
+            .map_or(String::new(), |canary| format!(" (canary {canary:?})"))
     );
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(start));

@@ -109,10 +109,10 @@ impl Options {
             disk_ticks_max: prng.range_inclusive(1, 4),
         };
         let workload = Workload {
-            clients: prng.range_inclusive(2, 12) as usize,
+            clients: prng.range_inclusive(2, 24) as usize,
             families: prng.range_inclusive(2, 8) as usize,
             family_size: prng.range_inclusive(1, 3) as usize,
-            think_ticks_max: prng.range_inclusive(0, 20),
+            think_ticks_max: prng.range_inclusive(0, 10),
             retry_ticks: prng.range_inclusive(40, 120),
         };
         Options {
@@ -120,15 +120,15 @@ impl Options {
             config,
             faults,
             workload,
-            fault_ticks: prng.range_inclusive(1_500, 4_000),
+            fault_ticks: prng.range_inclusive(2_000, 6_000),
             liveness_ticks_max: 4_000,
         }
     }
 
-    /// The deliberately broken variant: commits without a quorum, under loss and crashes.
-    pub fn canary(seed: u64) -> Options {
+    /// A deliberately broken variant, under enough loss, crashes and partitions to show it.
+    pub fn canary(seed: u64, canary: Canary) -> Options {
         let mut options = Options::from_seed(seed);
-        options.config.canary = Some(Canary::CommitWithoutQuorum);
+        options.config.canary = Some(canary);
         options.faults.loss_percent = options.faults.loss_percent.max(10);
         options.faults.crash_per_10000 = options.faults.crash_per_10000.max(20);
         options.faults.partition_per_10000 = options.faults.partition_per_10000.max(20);
@@ -163,7 +163,7 @@ impl Options {
             faults.pause_per_10000,
             faults.clock_rate_percent,
             self.fault_ticks,
-            if config.canary.is_some() { " CANARY" } else { "" },
+            config.canary.map_or(String::new(), |canary| format!(" canary={canary:?}")),
         )
     }
 }

@@ -10,7 +10,7 @@ pub fn key(family: usize, member: usize) -> Vec<u8> {
 
 /// Counter families only see increments, reads and deletes; register families see the rest.
 pub fn is_counter_family(family: usize) -> bool {
-    family % 3 == 0
+    family.is_multiple_of(3)
 }
 
 /// Draws the next command of a client. `unique` is a value no other write uses.

@@ -52,6 +52,9 @@ pub struct Config {
 pub enum Canary {
     /// The primary commits an entry as soon as it prepares it, without a quorum.
     CommitWithoutQuorum,
+    /// The primary serves reads at once, without a read probe: a deposed primary that does not
+    /// know it yet serves stale values. Only a history checker can see this.
+    ReadWithoutProbe,
 }
 
 /// Why a configuration is refused.

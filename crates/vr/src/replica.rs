@@ -140,6 +140,28 @@ struct Timeouts {
     lag: Timeout,
 }
 
+/// A record written but not yet reported durable, and what its completion proves.
+#[derive(Debug)]
+struct PendingRecord {
+    sequence: u64,
+    /// The view the record promises.
+    view: View,
+    log: LogMark,
+}
+
+/// What a record's completion says about the log.
+#[derive(Debug)]
+enum LogMark {
+    /// Nothing about the log.
+    Unchanged,
+    /// The log now ends with the entry at this op of this view (if it still does).
+    EndsAt { op: Op, view: View },
+    /// The log was cut back to this op.
+    TruncatedAt(Op),
+    /// The state up to this op is durable as a checkpoint.
+    CheckpointAt(Op),
+}
+
 /// One member of a VR group.
 pub struct Replica<S: StateMachine> {
     config: Config,
@@ -165,7 +187,7 @@ pub struct Replica<S: StateMachine> {
     persist_sequence_next: u64,
     /// Records written but not yet reported durable: (sequence, the op and its view, if the
     /// record ends the log at that entry; the view the record promises).
-    persist_pending: VecDeque<(u64, Option<(Op, View)>, View)>,
+    persist_pending: VecDeque<PendingRecord>,
     /// Every entry up to op_persisted (of the current journal) is durable.
     op_persisted: Op,
     /// The highest view this replica has durably promised.
@@ -949,7 +971,10 @@ impl<S: StateMachine> Replica<S> {
         if primary.reads.len() >= self.config.read_queue_max {
             return; // Overloaded: the client retries.
         }
-        let round = primary.probe_round_next;
+        let mut round = primary.probe_round_next;
+        if self.config.canary == Some(crate::config::Canary::ReadWithoutProbe) {
+            round = primary.probe_round_confirmed;
+        }
         primary.reads.push_back(PendingRead {
             request,
             read_index,
@@ -1613,21 +1638,39 @@ impl<S: StateMachine> Replica<S> {
         assert!(self.durable());
         let sequence = self.persist_sequence_next;
         self.persist_sequence_next += 1;
-        let (ends_at, view) = match &record {
-            Record::Entry(entry) => (Some((entry.op, entry.view)), self.view),
-            Record::View { view } => (None, *view),
+        let (log, view) = match &record {
+            Record::Entry(entry) => (
+                LogMark::EndsAt {
+                    op: entry.op,
+                    view: entry.view,
+                },
+                self.view,
+            ),
+            Record::View { view } => (LogMark::Unchanged, *view),
             Record::Log {
                 view,
                 entries,
                 truncate_after,
                 ..
-            } => {
-                let last = entries.last().map(|entry| (entry.op, entry.view));
-                (last.or(Some((*truncate_after, View(u64::MAX)))), *view)
+            } => match entries.last() {
+                Some(last) => (
+                    LogMark::EndsAt {
+                        op: last.op,
+                        view: last.view,
+                    },
+                    *view,
+                ),
+                None => (LogMark::TruncatedAt(*truncate_after), *view),
+            },
+            Record::Checkpoint(checkpoint) => {
+                (LogMark::CheckpointAt(checkpoint.op), self.view_persisted)
             }
-            Record::Checkpoint(_) => (None, self.view_persisted),
         };
-        self.persist_pending.push_back((sequence, ends_at, view));
+        self.persist_pending.push_back(PendingRecord {
+            sequence,
+            view,
+            log,
+        });
         effects.push(Effect::Persist { sequence, record });
     }
 
@@ -1638,19 +1681,22 @@ impl<S: StateMachine> Replica<S> {
         while self
             .persist_pending
             .front()
-            .is_some_and(|(pending, _, _)| *pending <= sequence)
+            .is_some_and(|pending| pending.sequence <= sequence)
         {
-            let (_, ends_at, view) = self.persist_pending.pop_front().expect("front exists");
-            self.view_persisted = self.view_persisted.max(view);
-            match ends_at {
-                // A truncation with no entries: the log up to that op is what it was.
-                Some((op, View(u64::MAX))) => self.op_persisted = self.op_persisted.min(op),
-                Some((op, view))
-                    if self.journal.get(op).is_some_and(|entry| entry.view == view) =>
-                {
-                    self.op_persisted = op;
+            let pending = self.persist_pending.pop_front().expect("front exists");
+            self.view_persisted = self.view_persisted.max(pending.view);
+            match pending.log {
+                LogMark::Unchanged => {}
+                LogMark::TruncatedAt(op) => self.op_persisted = self.op_persisted.min(op),
+                // Records complete in order: every earlier entry is durable too. A later record
+                // may have replaced this entry since; then this completion proves nothing.
+                LogMark::EndsAt { op, view } => {
+                    if self.journal.get(op).is_some_and(|entry| entry.view == view) {
+                        self.op_persisted = op;
+                    }
                 }
-                _ => {}
+                // Committed state is the same on every replica: the op is durable here.
+                LogMark::CheckpointAt(op) => self.op_persisted = self.op_persisted.max(op),
             }
         }
         self.op_persisted = self.op_persisted.min(self.journal.op());

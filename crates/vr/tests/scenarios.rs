@@ -1,0 +1,512 @@
+//! Scripted scenarios: a hand-driven group where each test decides exactly which messages
+//! arrive, which persist and which replicas crash. Section numbers refer to VR Revisited.
+
+use kv::{Command, KvStore, Outcome};
+use std::collections::VecDeque;
+use vr::{
+    ClientId, Config, Durability, DurableState, Effect, Input, Message, Nonce, Op, Record, Replica,
+    ReplicaIndex, Request, RequestKind, RequestNumber, StatusName, View,
+};
+
+struct Node {
+    replica: Option<Replica<KvStore>>,
+    /// Durable records (disk mode); `unpersisted` are written but not reported yet.
+    records: Vec<Record>,
+    unpersisted: Vec<(u64, Record)>,
+    /// When false, Persist effects stay unpersisted until `persist` is called.
+    auto_persist: bool,
+}
+
+struct Group {
+    config: Config,
+    nodes: Vec<Node>,
+    /// Messages in flight: (from, to, message).
+    network: VecDeque<(ReplicaIndex, ReplicaIndex, Message)>,
+    replies: Vec<(ClientId, Message)>,
+}
+
+impl Group {
+    fn new(replica_count: u8, durability: Durability) -> Group {
+        let mut config = Config::new(replica_count, durability);
+        config.checkpoint_interval_ops = 1_000;
+        config.batch_requests_max = 1;
+        let nodes = (0..replica_count)
+            .map(|index| Node {
+                replica: Some(Replica::new(
+                    config.clone(),
+                    ReplicaIndex(index),
+                    KvStore::new(),
+                )),
+                records: Vec::new(),
+                unpersisted: Vec::new(),
+                auto_persist: true,
+            })
+            .collect();
+        Group {
+            config,
+            nodes,
+            network: VecDeque::new(),
+            replies: Vec::new(),
+        }
+    }
+
+    fn replica(&self, index: u8) -> &Replica<KvStore> {
+        self.nodes[index as usize]
+            .replica
+            .as_ref()
+            .expect("replica is up")
+    }
+
+    fn step(&mut self, index: u8, input: Input) {
+        let mut effects = Vec::new();
+        let node = &mut self.nodes[index as usize];
+        let Some(replica) = node.replica.as_mut() else {
+            return;
+        };
+        replica.step(input, &mut effects);
+        let mut persisted = None;
+        for effect in effects {
+            match effect {
+                Effect::Send { to, message } => {
+                    self.network.push_back((ReplicaIndex(index), to, message))
+                }
+                Effect::Reply { client, message } => self.replies.push((client, message)),
+                Effect::Persist { sequence, record } => {
+                    let node = &mut self.nodes[index as usize];
+                    node.unpersisted.push((sequence, record));
+                    if node.auto_persist {
+                        persisted = Some(sequence);
+                    }
+                }
+            }
+        }
+        if let Some(sequence) = persisted {
+            self.persist(index, sequence);
+        }
+    }
+
+    /// Makes every record up to `sequence` durable and tells the replica.
+    fn persist(&mut self, index: u8, sequence: u64) {
+        let node = &mut self.nodes[index as usize];
+        let (done, waiting): (Vec<_>, Vec<_>) = node
+            .unpersisted
+            .drain(..)
+            .partition(|(pending, _)| *pending <= sequence);
+        node.unpersisted = waiting;
+        node.records
+            .extend(done.into_iter().map(|(_, record)| record));
+        self.step(index, Input::Persisted { sequence });
+    }
+
+    /// Delivers messages until none is left, dropping those `blocked` says to drop.
+    fn deliver(&mut self, blocked: impl Fn(u8, u8, &Message) -> bool) {
+        let mut budget = 100_000;
+        while let Some((from, to, message)) = self.network.pop_front() {
+            budget -= 1;
+            assert!(budget > 0, "messages keep flowing");
+            if blocked(from.0, to.0, &message) || self.nodes[to.0 as usize].replica.is_none() {
+                continue;
+            }
+            self.step(to.0, Input::Message(message));
+        }
+    }
+
+    fn deliver_all(&mut self) {
+        self.deliver(|_, _, _| false);
+    }
+
+    fn tick(&mut self, ticks: u64, up: &[u8]) {
+        for _ in 0..ticks {
+            for index in up {
+                self.step(*index, Input::Tick);
+            }
+        }
+    }
+
+    /// Ticks the `up` replicas one tick at a time, delivering messages after each tick except
+    /// those to or from replicas not in `up`.
+    fn run(&mut self, ticks: u64, up: &[u8]) {
+        for _ in 0..ticks {
+            self.tick(1, up);
+            self.deliver(|from, to, _| !up.contains(&from) || !up.contains(&to));
+        }
+    }
+
+    /// Replies to one client (a new primary re-sends replies for ops it executes: clients
+    /// ignore those duplicates, and so do these tests).
+    fn outcomes_for(&mut self, client: u64) -> Vec<(u64, Outcome)> {
+        self.take_outcomes()
+            .into_iter()
+            .filter(|(to, _, _)| *to == client)
+            .map(|(_, number, outcome)| (number, outcome))
+            .collect()
+    }
+
+    fn request(&mut self, to: u8, client: u64, number: u64, command: Command) {
+        let kind = if command.is_read() {
+            RequestKind::Read
+        } else {
+            RequestKind::Write
+        };
+        let request = Request {
+            client: ClientId(client),
+            request: RequestNumber(number),
+            kind,
+            operation: command.encode(),
+        };
+        self.step(to, Input::Message(Message::Request(request)));
+    }
+
+    fn take_outcomes(&mut self) -> Vec<(u64, u64, Outcome)> {
+        self.replies
+            .drain(..)
+            .filter_map(|(_, message)| match message {
+                Message::Reply(reply) => Some((
+                    reply.client.0,
+                    reply.request.0,
+                    Outcome::decode(&reply.result).unwrap(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn crash(&mut self, index: u8) {
+        let node = &mut self.nodes[index as usize];
+        node.replica = None;
+        node.unpersisted.clear();
+        self.network.retain(|(_, to, _)| to.0 != index);
+    }
+
+    fn restart_from_disk(&mut self, index: u8) {
+        let node = &mut self.nodes[index as usize];
+        let durable = DurableState::replay(&node.records);
+        node.replica = Some(
+            Replica::open(
+                self.config.clone(),
+                ReplicaIndex(index),
+                KvStore::new(),
+                durable,
+            )
+            .unwrap(),
+        );
+    }
+}
+
+fn put(key: &str, value: &str) -> Command {
+    Command::Put {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+    }
+}
+
+fn get(key: &str) -> Command {
+    Command::Get {
+        key: key.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn a_write_commits_at_a_majority_and_the_primary_replies_once() {
+    let mut group = Group::new(3, Durability::Memory);
+    group.request(0, 1, 1, put("a", "1"));
+    // Only replica 1 hears the prepare: a majority (0 and 1) is enough (§4.1).
+    group.deliver(|_, to, _| to == 2);
+    assert_eq!(group.take_outcomes(), vec![(1, 1, Outcome::Ok)]);
+    assert_eq!(group.replica(0).commit_max(), Op(1));
+    assert_eq!(
+        group.replica(2).op(),
+        Op(0),
+        "the cut-off backup has nothing"
+    );
+}
+
+#[test]
+fn a_write_without_a_majority_does_not_commit() {
+    let mut group = Group::new(3, Durability::Memory);
+    group.request(0, 1, 1, put("a", "1"));
+    group.deliver(|from, to, _| from == 0 && to != 0);
+    assert!(group.take_outcomes().is_empty());
+    assert_eq!(group.replica(0).commit_max(), Op(0));
+}
+
+#[test]
+fn a_retried_request_gets_the_saved_reply_without_executing_again() {
+    let mut group = Group::new(3, Durability::Memory);
+    let incr = Command::Increment {
+        key: b"n".to_vec(),
+        by: 5,
+    };
+    group.request(0, 7, 1, incr.clone());
+    group.deliver_all();
+    assert_eq!(group.take_outcomes(), vec![(7, 1, Outcome::Integer(5))]);
+    group.request(0, 7, 1, incr.clone());
+    group.deliver_all();
+    assert_eq!(
+        group.take_outcomes(),
+        vec![(7, 1, Outcome::Integer(5))],
+        "the saved result, not 10"
+    );
+    assert_eq!(group.replica(0).op(), Op(1), "nothing new was logged");
+    // An older request number is stale and dropped.
+    group.request(0, 7, 0, incr);
+    group.deliver_all();
+    assert!(group.take_outcomes().is_empty());
+}
+
+#[test]
+fn a_backup_redirects_clients_to_the_primary() {
+    let mut group = Group::new(3, Durability::Memory);
+    group.request(1, 1, 1, put("a", "1"));
+    let redirected = group.replies.drain(..).collect::<Vec<_>>();
+    assert_eq!(
+        redirected,
+        vec![(
+            ClientId(1),
+            Message::NotPrimary {
+                view: View(0),
+                client: ClientId(1),
+                request: RequestNumber(1)
+            }
+        )]
+    );
+}
+
+#[test]
+fn backup_acknowledges_prepare_only_after_persist() {
+    let mut group = Group::new(3, Durability::Disk);
+    group.nodes[1].auto_persist = false;
+    group.request(0, 1, 1, put("a", "1"));
+    // The primary persisted its own entry; deliver the prepares, and see what backup 1 sends.
+    group.deliver(|_, to, _| to == 2);
+    assert!(
+        group.take_outcomes().is_empty(),
+        "backup 1 has not persisted: no quorum yet"
+    );
+    let sequence = group.nodes[1]
+        .unpersisted
+        .last()
+        .map(|(sequence, _)| *sequence)
+        .unwrap();
+    group.persist(1, sequence);
+    group.deliver(|_, to, _| to == 2);
+    assert_eq!(group.take_outcomes(), vec![(1, 1, Outcome::Ok)]);
+}
+
+#[test]
+fn a_read_is_served_only_after_a_majority_confirms_the_primary() {
+    let mut group = Group::new(3, Durability::Memory);
+    group.request(0, 1, 1, put("a", "1"));
+    group.deliver_all();
+    group.take_outcomes();
+    group.request(0, 2, 1, get("a"));
+    assert!(
+        group.take_outcomes().is_empty(),
+        "not before the probe round"
+    );
+    assert!(group
+        .network
+        .iter()
+        .any(|(_, _, message)| matches!(message, Message::ReadProbe { .. })));
+    assert!(
+        group
+            .network
+            .iter()
+            .all(|(_, _, message)| !matches!(message, Message::Prepare { .. })),
+        "reads are not logged"
+    );
+    group.deliver_all();
+    assert_eq!(
+        group.take_outcomes(),
+        vec![(2, 1, Outcome::Value(Some(b"1".to_vec())))]
+    );
+}
+
+#[test]
+fn a_deposed_primary_cannot_serve_a_read() {
+    let mut group = Group::new(3, Durability::Memory);
+    // Replicas 1 and 2 move to view 1 without replica 0.
+    group.run(300, &[1, 2]);
+    assert!(group.replica(1).is_primary());
+    assert_eq!(
+        group.replica(0).view(),
+        View(0),
+        "replica 0 has not heard of the new view"
+    );
+    group.request(0, 2, 1, get("a"));
+    group.deliver_all();
+    assert!(
+        group.take_outcomes().is_empty(),
+        "the old primary's probe is refused by the new view"
+    );
+}
+
+#[test]
+fn a_view_change_keeps_every_committed_op() {
+    let mut group = Group::new(3, Durability::Memory);
+    for number in 1..=5 {
+        group.request(0, 1, number, put("a", &number.to_string()));
+        // Only backup 1 hears anything: backup 2 lags.
+        group.deliver(|_, to, _| to == 2);
+    }
+    assert_eq!(group.take_outcomes().len(), 5);
+    group.crash(0);
+    group.run(300, &[1, 2]);
+    let primary = (1..3)
+        .find(|index| group.replica(*index).is_primary())
+        .expect("a new primary");
+    group.request(primary, 2, 1, get("a"));
+    group.deliver_all();
+    assert_eq!(
+        group.outcomes_for(2),
+        vec![(1, Outcome::Value(Some(b"5".to_vec())))]
+    );
+}
+
+/// Found by the simulator (seed 1973 before the fix): a backup that learned of a newer view
+/// truncated its log to its commit number, which after a disk restart lagged behind ops it had
+/// acknowledged; when the new primary then failed, the next view lost committed ops.
+#[test]
+fn a_backup_learning_of_a_newer_view_keeps_the_entries_it_acknowledged() {
+    let mut group = Group::new(3, Durability::Disk);
+    // Ops 1..=3 commit with replicas 0 and 2; replica 1 sees nothing.
+    for number in 1..=3 {
+        group.request(0, 1, number, put("k", &number.to_string()));
+        group.deliver(|from, to, _| from == 1 || to == 1);
+    }
+    assert_eq!(group.take_outcomes().len(), 3);
+    // Replica 2 restarts: its records hold ops 1..=3 but its commit number is back to 0.
+    group.crash(2);
+    group.restart_from_disk(2);
+    assert_eq!(group.replica(2).op(), Op(3));
+    assert_eq!(group.replica(2).commit_min(), Op(0));
+    // Replica 0 moves to view 3 (it is its primary) with replica 1, and prepares in it; replica 2
+    // hears only that prepare, then replica 0 crashes.
+    let config = group.config.clone();
+    group.crash(0);
+    let mut records = group.nodes[0].records.clone();
+    records.push(Record::Log {
+        view: View(3),
+        log_view: View(3),
+        truncate_after: Op(3),
+        entries: Vec::new(),
+    });
+    group.nodes[0].replica = Some(
+        Replica::open(
+            config,
+            ReplicaIndex(0),
+            KvStore::new(),
+            DurableState::replay(&records),
+        )
+        .unwrap(),
+    );
+    group.crash(0);
+    let prepare_in_view_3 = Message::Commit {
+        view: View(3),
+        commit: Op(3),
+    };
+    group.step(2, Input::Message(prepare_in_view_3));
+    assert_eq!(group.replica(2).view(), View(3));
+    assert_eq!(
+        group.replica(2).op(),
+        Op(3),
+        "the acknowledged entries are kept"
+    );
+    // Replicas 1 and 2 change view without replica 0: the ops must survive.
+    group.run(400, &[1, 2]);
+    let primary = (1..3)
+        .find(|index| group.replica(*index).is_primary())
+        .expect("a new primary");
+    group.request(primary, 2, 1, get("k"));
+    group.deliver_all();
+    assert_eq!(
+        group.outcomes_for(2),
+        vec![(1, Outcome::Value(Some(b"3".to_vec())))]
+    );
+}
+
+#[test]
+fn every_replica_restarts_from_disk_and_nothing_acknowledged_is_lost() {
+    let mut group = Group::new(3, Durability::Disk);
+    for number in 1..=4 {
+        group.request(0, 1, number, put("k", &number.to_string()));
+        group.deliver_all();
+    }
+    assert_eq!(group.take_outcomes().len(), 4);
+    for index in 0..3 {
+        group.crash(index);
+    }
+    for index in 0..3 {
+        group.restart_from_disk(index);
+    }
+    group.run(400, &[0, 1, 2]);
+    let primary = (0..3)
+        .find(|index| group.replica(*index).is_primary())
+        .expect("a primary after restart");
+    group.request(primary, 2, 1, get("k"));
+    group.deliver_all();
+    assert_eq!(
+        group.outcomes_for(2),
+        vec![(1, Outcome::Value(Some(b"4".to_vec())))]
+    );
+}
+
+#[test]
+fn a_diskless_replica_recovers_its_state_from_the_primary() {
+    let mut group = Group::new(3, Durability::Memory);
+    for number in 1..=3 {
+        group.request(0, 1, number, put("k", &number.to_string()));
+        group.deliver_all();
+    }
+    group.take_outcomes();
+    group.crash(2);
+    let config = group.config.clone();
+    group.nodes[2].replica = Some(Replica::recovering(
+        config,
+        ReplicaIndex(2),
+        KvStore::new(),
+        Nonce(99),
+    ));
+    assert_eq!(group.replica(2).status(), StatusName::Recovering);
+    group.tick(1, &[2]);
+    group.deliver_all();
+    group.tick(30, &[0]);
+    group.deliver_all();
+    assert_eq!(group.replica(2).status(), StatusName::Normal);
+    assert_eq!(group.replica(2).commit_min(), Op(3));
+    assert_eq!(
+        group.replica(2).state_machine().get(b"k"),
+        Some(&b"3".to_vec())
+    );
+}
+
+#[test]
+fn a_lagging_backup_catches_up_from_a_checkpoint_after_compaction() {
+    let mut group = Group::new(3, Durability::Memory);
+    group.config.checkpoint_interval_ops = 4;
+    group.config.log_retained_ops = 0;
+    for index in 0..3u8 {
+        let config = group.config.clone();
+        group.nodes[index as usize].replica =
+            Some(Replica::new(config, ReplicaIndex(index), KvStore::new()));
+    }
+    for number in 1..=12 {
+        group.request(0, 1, number, put(&format!("k{number}"), "v"));
+        group.deliver(|_, to, _| to == 2);
+        group.tick(1, &[0, 1]);
+    }
+    assert!(
+        group.replica(0).journal().first_op() > Op(1),
+        "the primary compacted its log"
+    );
+    // Replica 2 hears the next prepare, sees the gap, and catches up.
+    group.request(0, 1, 13, put("k13", "v"));
+    group.deliver_all();
+    group.tick(60, &[0, 1, 2]);
+    group.deliver_all();
+    assert_eq!(group.replica(2).commit_min(), group.replica(0).commit_min());
+    assert_eq!(
+        group.replica(2).state_machine(),
+        group.replica(0).state_machine()
+    );
+}
