@@ -5,10 +5,11 @@
 //! record is atomic: a torn write loses the whole record (the runtime's frames carry a CRC).
 
 use crate::journal::Journal;
+use serde::{Deserialize, Serialize};
 use wire::{Checkpoint, Entry, Op, View};
 
-/// One persisted record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One persisted record. Slots are fixed (records live on disk): append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Record {
     /// An entry appended in normal operation (`entry.op` follows the log).
     Entry(Entry),
@@ -152,6 +153,19 @@ mod tests {
             state.journal.get(Op(2)).is_none(),
             "entries behind the checkpoint are compacted"
         );
+    }
+
+    #[test]
+    fn compacted_records_replay_to_the_same_state() {
+        let records = vec![
+            Record::Entry(entry(0, 1)),
+            Record::Entry(entry(0, 2)),
+            Record::Checkpoint(Checkpoint { op: Op(1), state: vec![7], client_table: vec![] }),
+            Record::View { view: View(2) },
+            Record::Log { view: View(2), log_view: View(2), truncate_after: Op(2), entries: vec![entry(2, 3)] },
+        ];
+        let state = DurableState::replay(&records);
+        assert_eq!(DurableState::replay(&state.to_records()), state);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-const ALLOWED_DEPENDENCIES: &[&str] = &["stdx", "wire"];
+const ALLOWED_DEPENDENCIES: &[&str] = &["stdx", "wire", "serde"];
 const FORBIDDEN_IN_SOURCES: &[&str] = &[
     "std::net",
     "std::fs",
