@@ -34,6 +34,37 @@ pub enum Command {
     GetSet { key: Bytes, value: Bytes },
     /// Slot 9. Remove several keys atomically; returns how many existed.
     MultiDelete { keys: Vec<Bytes> },
+    /// Slot 10. Write one key if `condition` holds. Returns the previous value
+    /// (`Outcome::Value`, whether or not it wrote) if `return_previous`, else whether it wrote
+    /// (`Outcome::Integer(1)` or `Outcome::Integer(0)`). Redis `SET` with `NX`, `XX` or `GET`.
+    Set {
+        key: Bytes,
+        value: Bytes,
+        condition: SetCondition,
+        return_previous: bool,
+    },
+}
+
+/// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SetCondition {
+    /// Slot 0. Write unconditionally.
+    Always,
+    /// Slot 1. Write only if the key is absent (Redis `NX`).
+    IfAbsent,
+    /// Slot 2. Write only if the key is present (Redis `XX`).
+    IfPresent,
+}
+
+impl SetCondition {
+    /// Whether a write happens, given whether the key is present now.
+    pub fn holds(self, present: bool) -> bool {
+        match self {
+            SetCondition::Always => true,
+            SetCondition::IfAbsent => !present,
+            SetCondition::IfPresent => present,
+        }
+    }
 }
 
 impl Command {
@@ -43,6 +74,24 @@ impl Command {
             self,
             Command::Get { .. } | Command::MultiGet { .. } | Command::Count
         )
+    }
+
+    /// The keys the command touches, in argument order (duplicates kept); empty for `Count`.
+    pub fn keys(&self) -> Vec<&[u8]> {
+        match self {
+            Command::Get { key }
+            | Command::Put { key, .. }
+            | Command::Delete { key }
+            | Command::Increment { key, .. }
+            | Command::Append { key, .. }
+            | Command::GetSet { key, .. }
+            | Command::Set { key, .. } => vec![key.as_slice()],
+            Command::MultiPut { pairs } => pairs.iter().map(|(key, _)| key.as_slice()).collect(),
+            Command::MultiGet { keys } | Command::MultiDelete { keys } => {
+                keys.iter().map(Vec::as_slice).collect()
+            }
+            Command::Count => Vec::new(),
+        }
     }
 
     pub fn encode(&self) -> Bytes {
@@ -65,6 +114,9 @@ pub enum KvError {
     Overflow,
     /// Slot 3. A read-only entry point was given a write.
     NotARead,
+    /// Slot 4. Not from the store: the gateway got no answer from any primary in time. A write
+    /// may or may not have been applied.
+    Unavailable,
 }
 
 impl std::fmt::Display for KvError {
@@ -74,6 +126,9 @@ impl std::fmt::Display for KvError {
             KvError::NotAnInteger => "value is not an integer or out of range",
             KvError::Overflow => "increment or decrement would overflow",
             KvError::NotARead => "command is not a read",
+            KvError::Unavailable => {
+                "no primary answered in time; a write may or may not have been applied"
+            }
         })
     }
 }
@@ -158,6 +213,28 @@ impl KvStore {
                     .filter(|key| self.entries.remove(*key).is_some())
                     .count();
                 Outcome::Integer(removed as i64)
+            }
+            Command::Set {
+                key,
+                value,
+                condition,
+                return_previous,
+            } => {
+                let previous = self.entries.get(key);
+                let writes = condition.holds(previous.is_some());
+                let previous = if *return_previous {
+                    previous.cloned()
+                } else {
+                    None
+                };
+                if writes {
+                    self.entries.insert(key.clone(), value.clone());
+                }
+                if *return_previous {
+                    Outcome::Value(previous)
+                } else {
+                    Outcome::Integer(i64::from(writes))
+                }
             }
         }
     }
@@ -408,6 +485,107 @@ mod tests {
             Outcome::Error(KvError::NotARead)
         );
         assert!(store.is_empty());
+    }
+
+    fn set(key: &str, value: &str, condition: SetCondition, return_previous: bool) -> Command {
+        Command::Set {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+            condition,
+            return_previous,
+        }
+    }
+
+    #[test]
+    fn conditional_set_writes_only_when_its_condition_holds() {
+        // (condition, key present beforehand, expected to write)
+        let table = [
+            (SetCondition::Always, false, true),
+            (SetCondition::Always, true, true),
+            (SetCondition::IfAbsent, false, true),
+            (SetCondition::IfAbsent, true, false),
+            (SetCondition::IfPresent, false, false),
+            (SetCondition::IfPresent, true, true),
+        ];
+        for (condition, present, writes) in table {
+            for return_previous in [false, true] {
+                let mut store = KvStore::new();
+                if present {
+                    run(
+                        &mut store,
+                        Command::Put {
+                            key: b"k".to_vec(),
+                            value: b"old".to_vec(),
+                        },
+                    );
+                }
+                let outcome = run(&mut store, set("k", "new", condition, return_previous));
+                let expected = if return_previous {
+                    Outcome::Value(present.then(|| b"old".to_vec()))
+                } else {
+                    Outcome::Integer(i64::from(writes))
+                };
+                let context = format!("{condition:?} present={present} get={return_previous}");
+                assert_eq!(outcome, expected, "{context}");
+                let stored = match (writes, present) {
+                    (true, _) => Some(b"new".to_vec()),
+                    (false, true) => Some(b"old".to_vec()),
+                    (false, false) => None,
+                };
+                assert_eq!(store.get(b"k").cloned(), stored, "{context}");
+                assert_eq!(store.len(), usize::from(stored.is_some()), "{context}");
+            }
+        }
+    }
+
+    #[test]
+    fn conditional_set_is_a_write_and_keeps_its_wire_slots() {
+        let command = set("k", "v", SetCondition::IfPresent, true);
+        assert!(!command.is_read());
+        assert_eq!(command.keys(), vec![&b"k"[..]]);
+        let store = KvStore::new();
+        assert_eq!(store.read(&command), Outcome::Error(KvError::NotARead));
+        let bytes = command.encode();
+        assert_eq!(bytes[0], 10, "Command::Set is slot 10");
+        assert_eq!(Command::decode(&bytes).unwrap(), command);
+        for (condition, slot) in [
+            (SetCondition::Always, 0u8),
+            (SetCondition::IfAbsent, 1),
+            (SetCondition::IfPresent, 2),
+        ] {
+            assert_eq!(postcard::to_allocvec(&condition).unwrap(), vec![slot]);
+        }
+        // Slot 10 with condition slot 3 does not exist: decoding refuses it.
+        assert_eq!(
+            Command::decode(&[10, 1, b'k', 1, b'v', 3, 0]),
+            Err(KvError::Malformed)
+        );
+    }
+
+    #[test]
+    fn keys_lists_every_key_a_command_touches() {
+        let pairs = vec![
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"2".to_vec()),
+        ];
+        assert_eq!(
+            Command::MultiPut { pairs }.keys(),
+            vec![&b"a"[..], &b"b"[..]]
+        );
+        let keys = vec![b"x".to_vec(), b"x".to_vec()];
+        assert_eq!(
+            Command::MultiGet { keys }.keys(),
+            vec![&b"x"[..], &b"x"[..]]
+        );
+        assert!(Command::Count.keys().is_empty());
+        assert_eq!(
+            Command::Increment {
+                key: b"n".to_vec(),
+                by: 1
+            }
+            .keys(),
+            vec![&b"n"[..]]
+        );
     }
 
     #[test]

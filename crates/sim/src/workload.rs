@@ -80,17 +80,5 @@ pub fn next_command(
 
 /// The keys a command touches.
 pub fn keys_of(command: &Command) -> Vec<&[u8]> {
-    match command {
-        Command::Get { key }
-        | Command::Put { key, .. }
-        | Command::Delete { key }
-        | Command::Increment { key, .. }
-        | Command::Append { key, .. }
-        | Command::GetSet { key, .. } => vec![key.as_slice()],
-        Command::MultiPut { pairs } => pairs.iter().map(|(key, _)| key.as_slice()).collect(),
-        Command::MultiGet { keys } | Command::MultiDelete { keys } => {
-            keys.iter().map(Vec::as_slice).collect()
-        }
-        Command::Count => Vec::new(),
-    }
+    command.keys()
 }

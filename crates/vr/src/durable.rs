@@ -109,6 +109,22 @@ impl DurableState {
             .as_ref()
             .map_or(Op(0), |checkpoint| checkpoint.op)
     }
+
+    /// The fewest records that replay to this state: a checkpoint (if any) and one log record.
+    /// A write-ahead log rewrites itself to these when it drops old segments.
+    pub fn to_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        if let Some(checkpoint) = &self.checkpoint {
+            records.push(Record::Checkpoint(checkpoint.clone()));
+        }
+        records.push(Record::Log {
+            view: self.view,
+            log_view: self.log_view,
+            truncate_after: self.checkpoint_op(),
+            entries: self.journal.entries_after(self.checkpoint_op()),
+        });
+        records
+    }
 }
 
 #[cfg(test)]
@@ -160,9 +176,18 @@ mod tests {
         let records = vec![
             Record::Entry(entry(0, 1)),
             Record::Entry(entry(0, 2)),
-            Record::Checkpoint(Checkpoint { op: Op(1), state: vec![7], client_table: vec![] }),
+            Record::Checkpoint(Checkpoint {
+                op: Op(1),
+                state: vec![7],
+                client_table: vec![],
+            }),
             Record::View { view: View(2) },
-            Record::Log { view: View(2), log_view: View(2), truncate_after: Op(2), entries: vec![entry(2, 3)] },
+            Record::Log {
+                view: View(2),
+                log_view: View(2),
+                truncate_after: Op(2),
+                entries: vec![entry(2, 3)],
+            },
         ];
         let state = DurableState::replay(&records);
         assert_eq!(DurableState::replay(&state.to_records()), state);

@@ -125,6 +125,19 @@ fn describe_command(command: &Command) -> String {
             )
         }
         Command::Count => "count".to_string(),
+        Command::Set {
+            key,
+            value,
+            condition,
+            return_previous,
+        } => {
+            format!(
+                "set {} {} {condition:?}{}",
+                text(key),
+                text(value),
+                if *return_previous { " get" } else { "" }
+            )
+        }
     }
 }
 

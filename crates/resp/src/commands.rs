@@ -1,0 +1,569 @@
+//! Planning commands and finishing their replies.
+
+use crate::table::{self, Spec, COMMANDS};
+use crate::text::{c_prefix, error_text, glob_matches, is, is_printable_token, parse_i64};
+use crate::{Plan, Value, CLIENT_ID};
+use kv::{Command, Outcome, SetCondition};
+
+/// A store operation waiting for its outcome: what to run and how to reply.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pending {
+    /// The operation to run: a read (`command.is_read()`) is served without logging, a write is
+    /// replicated first.
+    pub command: Command,
+    reply: Shape,
+}
+
+/// How an outcome becomes a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Shape {
+    /// `Outcome::Ok` → `+OK`. Plain SET, MSET: the only nil-externalising shape.
+    Ok,
+    /// `Outcome::Integer(1)` → `+OK`, `Outcome::Integer(0)` → nil. SET with NX or XX.
+    Written,
+    /// `Outcome::Value` → bulk or nil. GET, GETSET, SET … GET.
+    Bulk,
+    /// `Outcome::Integer` as is. DEL, UNLINK, INCR…, APPEND, DBSIZE.
+    Integer,
+    /// `Outcome::Values` → array of bulks and nils. MGET.
+    Bulks,
+    /// `Outcome::Values` → how many are present, duplicates counted each time. EXISTS.
+    CountPresent,
+    /// `Outcome::Value` → its length, 0 if absent. STRLEN.
+    Length,
+}
+
+impl Pending {
+    fn plan(command: Command, reply: Shape) -> Plan {
+        Plan::Execute(Pending { command, reply })
+    }
+}
+
+/// Turns one command (the array of bulk strings a client sent; the name first, any case) into
+/// what the runtime must do. Never panics; every malformed command becomes `Plan::Reply` with a
+/// Redis error, before anything reaches the store.
+pub fn plan(arguments: &[Vec<u8>]) -> Plan {
+    let Some(name) = arguments.first() else {
+        // Redis silently skips an empty command; the runtime should too, without calling `plan`.
+        return error("ERR empty command");
+    };
+    let Some(mut spec) = table::lookup(name) else {
+        return Plan::Reply(unknown_command(arguments));
+    };
+    if !spec.subcommands.is_empty() {
+        if let Some(subcommand) = arguments.get(1) {
+            match spec.subcommand(subcommand) {
+                Some(found) => spec = found,
+                None => return Plan::Reply(unknown_subcommand(name, subcommand)),
+            }
+        }
+    }
+    if !spec.arity_allows(arguments.len()) {
+        return Plan::Reply(wrong_arity(spec.name));
+    }
+    (spec.handler)(arguments)
+}
+
+/// Turns the outcome of `pending.command` into the reply Redis would send.
+pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
+    if let Outcome::Error(error) = outcome {
+        let code = if *error == kv::KvError::Unavailable {
+            "TRYAGAIN"
+        } else {
+            "ERR"
+        };
+        return Value::Error(format!("{code} {error}"));
+    }
+    match (pending.reply, outcome) {
+        (Shape::Ok, Outcome::Ok) | (Shape::Written, Outcome::Integer(1)) => Value::ok(),
+        (Shape::Written, Outcome::Integer(0)) => Value::Null,
+        (Shape::Bulk, Outcome::Value(value)) => bulk_or_null(value),
+        (Shape::Integer, Outcome::Integer(number)) => Value::Integer(*number),
+        (Shape::Bulks, Outcome::Values(values)) => {
+            Value::Array(values.iter().map(bulk_or_null).collect())
+        }
+        (Shape::CountPresent, Outcome::Values(values)) => {
+            Value::Integer(values.iter().filter(|value| value.is_some()).count() as i64)
+        }
+        (Shape::Length, Outcome::Value(value)) => {
+            Value::Integer(value.as_ref().map_or(0, |bytes| bytes.len() as i64))
+        }
+        _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
+    }
+}
+
+/// Whether the reply to `pending` is nil-externalising: it reveals nothing about the store's
+/// state (always `+OK`, and the operation cannot fail once planned). True exactly for plain
+/// SET (and SET … KEEPTTL) and MSET; false for every other write and for every read.
+pub fn is_nilext(pending: &Pending) -> bool {
+    pending.reply == Shape::Ok
+}
+
+fn bulk_or_null(value: &Option<Vec<u8>>) -> Value {
+    value
+        .as_ref()
+        .map_or(Value::Null, |bytes| Value::Bulk(bytes.clone()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors, with Redis's texts.
+
+fn error(text: &str) -> Plan {
+    Plan::Reply(Value::Error(text.to_string()))
+}
+
+fn reply(value: Value) -> Plan {
+    Plan::Reply(value)
+}
+
+fn wrong_arity(full_name: &str) -> Value {
+    Value::Error(format!(
+        "ERR wrong number of arguments for '{full_name}' command"
+    ))
+}
+
+const SYNTAX: &str = "ERR syntax error";
+const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+
+/// Redis 7's text: the name and the first arguments, quoted, each cut at a NUL byte, the
+/// arguments together cut near 128 bytes.
+fn unknown_command(arguments: &[Vec<u8>]) -> Value {
+    const LIMIT: usize = 128;
+    let mut quoted: Vec<u8> = Vec::new();
+    for argument in arguments.iter().skip(1) {
+        if quoted.len() >= LIMIT {
+            break;
+        }
+        let room = LIMIT - quoted.len();
+        quoted.push(b'\'');
+        quoted.extend_from_slice(c_prefix(argument, room));
+        quoted.extend_from_slice(b"' ");
+    }
+    let mut text = b"ERR unknown command '".to_vec();
+    text.extend_from_slice(c_prefix(&arguments[0], LIMIT));
+    text.extend_from_slice(b"', with args beginning with: ");
+    text.extend_from_slice(&quoted);
+    Value::Error(error_text(text))
+}
+
+fn unknown_subcommand(container: &[u8], subcommand: &[u8]) -> Value {
+    let mut text = b"ERR unknown subcommand '".to_vec();
+    text.extend_from_slice(c_prefix(subcommand, 128));
+    text.extend_from_slice(b"'. Try ");
+    text.extend(c_prefix(container, usize::MAX).to_ascii_uppercase());
+    text.extend_from_slice(b" HELP.");
+    Value::Error(error_text(text))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store commands. Arity is checked before a handler runs.
+
+pub(crate) fn get(arguments: &[Vec<u8>]) -> Plan {
+    let key = arguments[1].clone();
+    Pending::plan(Command::Get { key }, Shape::Bulk)
+}
+
+pub(crate) fn getset(arguments: &[Vec<u8>]) -> Plan {
+    let (key, value) = (arguments[1].clone(), arguments[2].clone());
+    Pending::plan(Command::GetSet { key, value }, Shape::Bulk)
+}
+
+pub(crate) fn append(arguments: &[Vec<u8>]) -> Plan {
+    let (key, value) = (arguments[1].clone(), arguments[2].clone());
+    Pending::plan(Command::Append { key, value }, Shape::Integer)
+}
+
+pub(crate) fn strlen(arguments: &[Vec<u8>]) -> Plan {
+    let key = arguments[1].clone();
+    Pending::plan(Command::Get { key }, Shape::Length)
+}
+
+fn increment(arguments: &[Vec<u8>], by: i64) -> Plan {
+    let key = arguments[1].clone();
+    Pending::plan(Command::Increment { key, by }, Shape::Integer)
+}
+
+pub(crate) fn incr(arguments: &[Vec<u8>]) -> Plan {
+    increment(arguments, 1)
+}
+
+pub(crate) fn decr(arguments: &[Vec<u8>]) -> Plan {
+    increment(arguments, -1)
+}
+
+pub(crate) fn incrby(arguments: &[Vec<u8>]) -> Plan {
+    match parse_i64(&arguments[2]) {
+        Some(by) => increment(arguments, by),
+        None => error(NOT_AN_INTEGER),
+    }
+}
+
+pub(crate) fn decrby(arguments: &[Vec<u8>]) -> Plan {
+    match parse_i64(&arguments[2]) {
+        // Negating i64::MIN overflows; Redis refuses it before touching the key.
+        Some(i64::MIN) => error("ERR decrement would overflow"),
+        Some(by) => increment(arguments, -by),
+        None => error(NOT_AN_INTEGER),
+    }
+}
+
+pub(crate) fn mget(arguments: &[Vec<u8>]) -> Plan {
+    let keys = arguments[1..].to_vec();
+    Pending::plan(Command::MultiGet { keys }, Shape::Bulks)
+}
+
+pub(crate) fn mset(arguments: &[Vec<u8>]) -> Plan {
+    let pairs = arguments[1..].chunks_exact(2);
+    if !pairs.remainder().is_empty() {
+        return reply(wrong_arity("mset"));
+    }
+    let pairs = pairs
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    Pending::plan(Command::MultiPut { pairs }, Shape::Ok)
+}
+
+/// DEL and UNLINK: without lazy freeing they are the same operation.
+pub(crate) fn del(arguments: &[Vec<u8>]) -> Plan {
+    let keys = arguments[1..].to_vec();
+    Pending::plan(Command::MultiDelete { keys }, Shape::Integer)
+}
+
+pub(crate) fn exists(arguments: &[Vec<u8>]) -> Plan {
+    let keys = arguments[1..].to_vec();
+    Pending::plan(Command::MultiGet { keys }, Shape::CountPresent)
+}
+
+pub(crate) fn dbsize(_: &[Vec<u8>]) -> Plan {
+    Pending::plan(Command::Count, Shape::Integer)
+}
+
+/// The expiry options of SET. Tessera has no expiring keys yet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    Seconds,
+    Milliseconds,
+    UnixSeconds,
+    UnixMilliseconds,
+}
+
+impl Expiry {
+    fn parse(option: &[u8]) -> Option<Expiry> {
+        [
+            ("EX", Expiry::Seconds),
+            ("PX", Expiry::Milliseconds),
+            ("EXAT", Expiry::UnixSeconds),
+            ("PXAT", Expiry::UnixMilliseconds),
+        ]
+        .into_iter()
+        .find_map(|(name, expiry)| is(option, name).then_some(expiry))
+    }
+
+    fn in_seconds(self) -> bool {
+        matches!(self, Expiry::Seconds | Expiry::UnixSeconds)
+    }
+}
+
+/// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]`, with the option
+/// grammar of Redis 7 (`parseExtendedStringArgumentsOrReply`): options in any order, repeats
+/// allowed, NX with XX and KEEPTTL or two different expiries with each other refused.
+pub(crate) fn set(arguments: &[Vec<u8>]) -> Plan {
+    let (mut if_absent, mut if_present, mut get, mut keep_ttl) = (false, false, false, false);
+    let mut expiry: Option<(Expiry, &[u8])> = None;
+    let mut index = 3;
+    while index < arguments.len() {
+        let option = arguments[index].as_slice();
+        if is(option, "NX") && !if_present {
+            if_absent = true;
+        } else if is(option, "XX") && !if_absent {
+            if_present = true;
+        } else if is(option, "GET") {
+            get = true;
+        } else if is(option, "KEEPTTL") && expiry.is_none() {
+            keep_ttl = true;
+        } else if let Some(kind) = Expiry::parse(option) {
+            let clashes = keep_ttl || expiry.is_some_and(|(earlier, _)| earlier != kind);
+            match arguments.get(index + 1) {
+                Some(amount) if !clashes => {
+                    expiry = Some((kind, amount));
+                    index += 1;
+                }
+                _ => return error(SYNTAX),
+            }
+        } else {
+            return error(SYNTAX);
+        }
+        index += 1;
+    }
+    if let Some((kind, amount)) = expiry {
+        return match parse_i64(amount) {
+            None => error(NOT_AN_INTEGER),
+            Some(amount) if amount <= 0 || (kind.in_seconds() && amount > i64::MAX / 1000) => {
+                error("ERR invalid expire time in 'set' command")
+            }
+            Some(_) => error("ERR expiring keys are not supported by Tessera yet"),
+        };
+    }
+    let (key, value) = (arguments[1].clone(), arguments[2].clone());
+    let condition = if if_absent {
+        SetCondition::IfAbsent
+    } else if if_present {
+        SetCondition::IfPresent
+    } else {
+        SetCondition::Always
+    };
+    match (condition, get) {
+        (SetCondition::Always, false) => Pending::plan(Command::Put { key, value }, Shape::Ok),
+        (SetCondition::Always, true) => Pending::plan(Command::GetSet { key, value }, Shape::Bulk),
+        (condition, return_previous) => Pending::plan(
+            Command::Set {
+                key,
+                value,
+                condition,
+                return_previous,
+            },
+            if return_previous {
+                Shape::Bulk
+            } else {
+                Shape::Written
+            },
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connection and server commands.
+
+pub(crate) fn ping(arguments: &[Vec<u8>]) -> Plan {
+    match arguments {
+        [_] => reply(Value::Simple("PONG".into())),
+        [_, message] => reply(Value::Bulk(message.clone())),
+        _ => reply(wrong_arity("ping")),
+    }
+}
+
+pub(crate) fn echo(arguments: &[Vec<u8>]) -> Plan {
+    reply(Value::Bulk(arguments[1].clone()))
+}
+
+pub(crate) fn quit(_: &[Vec<u8>]) -> Plan {
+    Plan::Quit
+}
+
+pub(crate) fn select(arguments: &[Vec<u8>]) -> Plan {
+    match parse_i64(&arguments[1]).and_then(|index| i32::try_from(index).ok()) {
+        None => error(NOT_AN_INTEGER),
+        Some(0) => reply(Value::ok()),
+        Some(_) => error("ERR DB index is out of range"),
+    }
+}
+
+pub(crate) fn info(arguments: &[Vec<u8>]) -> Plan {
+    let section = (arguments.len() > 1).then(|| {
+        arguments[1..]
+            .iter()
+            .map(|section| String::from_utf8_lossy(section).into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    Plan::Info { section }
+}
+
+const NAME_CHARACTERS: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+const AUTH_UNSUPPORTED: &str = "ERR AUTH is not supported: Tessera has no users or passwords";
+
+/// `HELLO [protover [AUTH username password] [SETNAME clientname]]`.
+pub(crate) fn hello(arguments: &[Vec<u8>]) -> Plan {
+    let mut protocol = 0;
+    let mut index = 1;
+    if let Some(version) = arguments.get(1) {
+        protocol = match parse_i64(version) {
+            None => return error("ERR Protocol version is not an integer or out of range"),
+            Some(version @ 2..=3) => version as u8,
+            Some(_) => return error("NOPROTO unsupported protocol version"),
+        };
+        index = 2;
+    }
+    let (mut authenticate, mut client_name) = (false, None);
+    while index < arguments.len() {
+        let option = &arguments[index];
+        let remaining = arguments.len() - 1 - index;
+        if is(option, "AUTH") && remaining >= 2 {
+            authenticate = true;
+            index += 3;
+        } else if is(option, "SETNAME") && remaining >= 1 {
+            let name = &arguments[index + 1];
+            if !is_printable_token(name) {
+                return error(NAME_CHARACTERS);
+            }
+            client_name = Some(name.clone());
+            index += 2;
+        } else {
+            let mut text = b"ERR Syntax error in HELLO option '".to_vec();
+            text.extend_from_slice(c_prefix(option, usize::MAX));
+            text.push(b'\'');
+            return reply(Value::Error(error_text(text)));
+        }
+    }
+    if authenticate {
+        return error(AUTH_UNSUPPORTED);
+    }
+    Plan::Hello {
+        protocol,
+        client_name,
+    }
+}
+
+/// `AUTH [username] password`. Tessera has no passwords: answer as a Redis without one does.
+pub(crate) fn auth(arguments: &[Vec<u8>]) -> Plan {
+    match arguments.len() {
+        2 => error(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        ),
+        3 => error(AUTH_UNSUPPORTED),
+        _ => error(SYNTAX),
+    }
+}
+
+/// A container command (CLIENT, CONFIG) given no subcommand is refused by its arity before
+/// this runs; kept so the table has a handler for every row.
+pub(crate) fn container_without_subcommand(arguments: &[Vec<u8>]) -> Plan {
+    let name = String::from_utf8_lossy(&arguments[0]).to_ascii_lowercase();
+    reply(wrong_arity(&name))
+}
+
+fn help(lines: &[&str]) -> Plan {
+    reply(Value::Array(
+        lines
+            .iter()
+            .map(|line| Value::Simple(line.to_string()))
+            .collect(),
+    ))
+}
+
+pub(crate) fn client_id(_: &[Vec<u8>]) -> Plan {
+    reply(Value::Integer(CLIENT_ID))
+}
+
+pub(crate) fn client_getname(_: &[Vec<u8>]) -> Plan {
+    Plan::GetName
+}
+
+pub(crate) fn client_setname(arguments: &[Vec<u8>]) -> Plan {
+    if is_printable_token(&arguments[2]) {
+        Plan::SetName(arguments[2].clone())
+    } else {
+        error(NAME_CHARACTERS)
+    }
+}
+
+/// `CLIENT SETINFO LIB-NAME|LIB-VER value`: validated and acknowledged, not stored.
+pub(crate) fn client_setinfo(arguments: &[Vec<u8>]) -> Plan {
+    let (attribute, value) = (&arguments[2], &arguments[3]);
+    let mut text = b"ERR ".to_vec();
+    if !is(attribute, "LIB-NAME") && !is(attribute, "LIB-VER") {
+        text.extend_from_slice(b"Unrecognized option '");
+        text.extend_from_slice(c_prefix(attribute, usize::MAX));
+        text.push(b'\'');
+        return reply(Value::Error(error_text(text)));
+    }
+    if !is_printable_token(value) {
+        text.extend_from_slice(c_prefix(attribute, usize::MAX));
+        text.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
+        return reply(Value::Error(error_text(text)));
+    }
+    reply(Value::ok())
+}
+
+pub(crate) fn client_help(_: &[Vec<u8>]) -> Plan {
+    help(&[
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "SETINFO <option> <value>",
+        "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "HELP",
+        "    Print this help.",
+    ])
+}
+
+/// The configuration Tessera reports: enough for redis-benchmark, which asks for these two.
+const CONFIGURATION: &[(&str, &str)] = &[("save", ""), ("appendonly", "no")];
+
+/// `CONFIG GET pattern [pattern ...]`: a map of every matching parameter, each once.
+pub(crate) fn config_get(arguments: &[Vec<u8>]) -> Plan {
+    let pairs = CONFIGURATION
+        .iter()
+        .filter(|(name, _)| {
+            arguments[2..]
+                .iter()
+                .any(|pattern| glob_matches(pattern, name.as_bytes(), true))
+        })
+        .map(|(name, value)| {
+            (
+                Value::Bulk(name.as_bytes().to_vec()),
+                Value::Bulk(value.as_bytes().to_vec()),
+            )
+        })
+        .collect();
+    reply(Value::Map(pairs))
+}
+
+pub(crate) fn config_help(_: &[Vec<u8>]) -> Plan {
+    help(&[
+        "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET <pattern>",
+        "    Return parameters matching the glob-like <pattern> and their values.",
+        "HELP",
+        "    Print this help.",
+    ])
+}
+
+pub(crate) fn command_all(_: &[Vec<u8>]) -> Plan {
+    reply(Value::Array(COMMANDS.iter().map(Spec::info).collect()))
+}
+
+pub(crate) fn command_count(_: &[Vec<u8>]) -> Plan {
+    reply(Value::Integer(COMMANDS.len() as i64))
+}
+
+/// `COMMAND INFO [name ...]`: every command without names, else one entry (or nil) per name.
+pub(crate) fn command_info(arguments: &[Vec<u8>]) -> Plan {
+    if arguments.len() == 2 {
+        return command_all(arguments);
+    }
+    reply(Value::Array(
+        arguments[2..]
+            .iter()
+            .map(|name| table::lookup_full_name(name).map_or(Value::Null, Spec::info))
+            .collect(),
+    ))
+}
+
+/// `COMMAND DOCS [name ...]`: an empty map. redis-cli asks on connect and falls back to its
+/// built-in help.
+pub(crate) fn command_docs(_: &[Vec<u8>]) -> Plan {
+    reply(Value::Map(Vec::new()))
+}
+
+pub(crate) fn command_help(_: &[Vec<u8>]) -> Plan {
+    help(&[
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all commands.",
+        "COUNT",
+        "    Return the total number of commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentary information about commands (none yet).",
+        "INFO [<command-name> ...]",
+        "    Return details about the given commands, or all of them.",
+        "HELP",
+        "    Print this help.",
+    ])
+}

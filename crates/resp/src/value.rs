@@ -1,0 +1,108 @@
+//! Reply values.
+
+/// A reply, rich enough for RESP2 and RESP3. The runtime encodes it for the connection's
+/// protocol version; [`Value::into_resp2`] performs the RESP3 → RESP2 downgrade Redis performs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// `+text`. Never contains `\r` or `\n`.
+    Simple(String),
+    /// `-text`: the full text including its prefix, e.g. `ERR syntax error` or
+    /// `NOPROTO unsupported protocol version`. Never contains `\r` or `\n`.
+    Error(String),
+    /// `:n`.
+    Integer(i64),
+    /// `$len` + bytes.
+    Bulk(Vec<u8>),
+    /// RESP3 `_`; RESP2 null bulk string `$-1`.
+    Null,
+    /// `*n`.
+    Array(Vec<Value>),
+    /// RESP3 `%n`. In RESP2 a map is sent as a flat array `[k1, v1, k2, v2, …]`
+    /// (see [`Value::into_resp2`]).
+    Map(Vec<(Value, Value)>),
+    /// RESP3 `,`. In RESP2 a bulk string of its decimal text.
+    Double(f64),
+    /// RESP3 `#t`/`#f`. In RESP2 the integer 1 or 0.
+    Boolean(bool),
+    /// RESP3 verbatim string of format `txt` (`=len\r\ntxt:…`); the text here has no `txt:`
+    /// prefix. In RESP2 a bulk string.
+    Verbatim(String),
+}
+
+impl Value {
+    /// `+OK`.
+    pub fn ok() -> Value {
+        Value::Simple("OK".to_string())
+    }
+
+    /// Whether this is an error reply.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Value::Error(_))
+    }
+
+    /// The same reply expressed with RESP2 types only, as Redis downgrades replies for a RESP2
+    /// connection: maps become flat arrays, doubles become bulk text, booleans become 1 or 0,
+    /// verbatim strings become bulk strings. `Null` stays `Null` (the encoder writes `$-1`).
+    pub fn into_resp2(self) -> Value {
+        match self {
+            Value::Array(items) => Value::Array(items.into_iter().map(Value::into_resp2).collect()),
+            Value::Map(pairs) => Value::Array(
+                pairs
+                    .into_iter()
+                    .flat_map(|(key, value)| [key.into_resp2(), value.into_resp2()])
+                    .collect(),
+            ),
+            Value::Double(number) => Value::Bulk(double_text(number).into_bytes()),
+            Value::Boolean(flag) => Value::Integer(i64::from(flag)),
+            Value::Verbatim(text) => Value::Bulk(text.into_bytes()),
+            other => other,
+        }
+    }
+}
+
+/// Redis spells infinities `inf` and `-inf` and NaN `nan`.
+fn double_text(number: f64) -> String {
+    if number.is_nan() {
+        "nan".to_string()
+    } else if number.is_infinite() {
+        if number > 0.0 { "inf" } else { "-inf" }.to_string()
+    } else {
+        number.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resp2_downgrade_flattens_maps_recursively() {
+        let value = Value::Map(vec![
+            (
+                Value::Bulk(b"a".to_vec()),
+                Value::Map(vec![(Value::Bulk(b"x".to_vec()), Value::Boolean(true))]),
+            ),
+            (Value::Bulk(b"b".to_vec()), Value::Double(1.5)),
+            (
+                Value::Bulk(b"c".to_vec()),
+                Value::Array(vec![Value::Verbatim("t".into()), Value::Null]),
+            ),
+        ]);
+        assert_eq!(
+            value.into_resp2(),
+            Value::Array(vec![
+                Value::Bulk(b"a".to_vec()),
+                Value::Array(vec![Value::Bulk(b"x".to_vec()), Value::Integer(1)]),
+                Value::Bulk(b"b".to_vec()),
+                Value::Bulk(b"1.5".to_vec()),
+                Value::Bulk(b"c".to_vec()),
+                Value::Array(vec![Value::Bulk(b"t".to_vec()), Value::Null]),
+            ])
+        );
+        assert_eq!(
+            Value::Double(f64::NEG_INFINITY).into_resp2(),
+            Value::Bulk(b"-inf".to_vec())
+        );
+        assert_eq!(Value::ok().into_resp2(), Value::ok());
+    }
+}

@@ -1,0 +1,271 @@
+//! A node's configuration file (`tessera node --config FILE`), TOML:
+//!
+//! ```toml
+//! cluster = 7                    # any number; nodes of different clusters refuse each other
+//! replica = 0                    # this node's index in `replicas`
+//! durability = "memory"          # or "disk"
+//! data_dir = "/var/lib/tessera/0"
+//! tick_ms = 5
+//!
+//! [[replicas]]
+//! peer = "10.0.0.1:7100"         # replica-to-replica TCP
+//! client = "10.0.0.1:6379"       # RESP
+//! # … one [[replicas]] table per replica, in index order
+//!
+//! [protocol]                     # optional; durations in ticks
+//! heartbeat_ticks = 10
+//!
+//! [limits]                       # optional
+//! bulk_bytes_max = 536870912
+//! ```
+
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use vr::{Config, Durability};
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    pub cluster: u64,
+    pub replica: u8,
+    pub durability: DurabilityName,
+    pub data_dir: PathBuf,
+    #[serde(default = "default_tick_ms")]
+    pub tick_ms: u64,
+    pub replicas: Vec<ReplicaAddress>,
+    #[serde(default)]
+    pub protocol: ProtocolKnobs,
+    #[serde(default)]
+    pub limits: LimitKnobs,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityName {
+    Memory,
+    Disk,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaAddress {
+    pub peer: SocketAddr,
+    pub client: SocketAddr,
+}
+
+/// Protocol overrides; anything left out keeps `vr::Config::new`'s default.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolKnobs {
+    pub batch_requests_max: Option<usize>,
+    pub batch_linger_ticks: Option<u64>,
+    pub pipeline_ops_max: Option<u64>,
+    pub heartbeat_ticks: Option<u64>,
+    pub primary_timeout_ticks: Option<u64>,
+    pub view_change_timeout_ticks: Option<u64>,
+    pub resend_ticks: Option<u64>,
+    pub checkpoint_interval_ops: Option<u64>,
+    pub log_retained_ops: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitKnobs {
+    pub inline_bytes_max: usize,
+    pub bulk_bytes_max: usize,
+    pub array_elements_max: usize,
+    /// Replica-to-replica frames (checkpoints travel in them).
+    pub peer_frame_bytes_max: usize,
+    /// A client's pending request bytes at most; past it the connection is closed.
+    pub connection_buffer_bytes_max: usize,
+}
+
+impl Default for LimitKnobs {
+    fn default() -> LimitKnobs {
+        let resp = crate::resp_codec::Limits::default();
+        LimitKnobs {
+            inline_bytes_max: resp.inline_bytes_max,
+            bulk_bytes_max: resp.bulk_bytes_max,
+            array_elements_max: resp.array_elements_max,
+            peer_frame_bytes_max: 1 << 30,
+            connection_buffer_bytes_max: 1 << 30,
+        }
+    }
+}
+
+fn default_tick_ms() -> u64 {
+    5
+}
+
+/// Why a configuration file is refused.
+#[derive(Debug)]
+pub enum ConfigFileError {
+    /// The file could not be read.
+    Read { path: PathBuf, reason: String },
+    /// The TOML does not parse or has unknown or missing fields.
+    Parse { path: PathBuf, reason: String },
+    /// The values do not make a valid node.
+    Invalid { reason: String },
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigFileError::Read { path, reason } => {
+                write!(formatter, "cannot read {}: {reason}", path.display())
+            }
+            ConfigFileError::Parse { path, reason } => write!(
+                formatter,
+                "invalid configuration {}: {reason}",
+                path.display()
+            ),
+            ConfigFileError::Invalid { reason } => {
+                write!(formatter, "invalid configuration: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+impl NodeConfig {
+    pub fn load(path: &std::path::Path) -> Result<NodeConfig, ConfigFileError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigFileError::Read {
+            path: path.to_path_buf(),
+            reason: error.to_string(),
+        })?;
+        let config: NodeConfig = toml::from_str(&text).map_err(|error| ConfigFileError::Parse {
+            path: path.to_path_buf(),
+            reason: error.to_string(),
+        })?;
+        config.protocol_config()?;
+        Ok(config)
+    }
+
+    /// The protocol configuration this node runs with, validated.
+    pub fn protocol_config(&self) -> Result<Config, ConfigFileError> {
+        let replica_count =
+            u8::try_from(self.replicas.len()).map_err(|_| ConfigFileError::Invalid {
+                reason: "at most 255 replicas".into(),
+            })?;
+        if self.replica >= replica_count {
+            return Err(ConfigFileError::Invalid {
+                reason: format!(
+                    "replica {} is not in a list of {replica_count} replicas",
+                    self.replica
+                ),
+            });
+        }
+        if self.tick_ms == 0 {
+            return Err(ConfigFileError::Invalid {
+                reason: "tick_ms must be positive".into(),
+            });
+        }
+        let durability = match self.durability {
+            DurabilityName::Memory => Durability::Memory,
+            DurabilityName::Disk => Durability::Disk,
+        };
+        let mut config = Config::new(replica_count, durability);
+        let knobs = &self.protocol;
+        macro_rules! knob {
+            ($name:ident) => {
+                if let Some(value) = knobs.$name {
+                    config.$name = value;
+                }
+            };
+        }
+        knob!(batch_requests_max);
+        knob!(batch_linger_ticks);
+        knob!(pipeline_ops_max);
+        knob!(heartbeat_ticks);
+        knob!(primary_timeout_ticks);
+        knob!(view_change_timeout_ticks);
+        knob!(resend_ticks);
+        knob!(checkpoint_interval_ops);
+        knob!(log_retained_ops);
+        config
+            .validate()
+            .map_err(|error| ConfigFileError::Invalid {
+                reason: error.to_string(),
+            })?;
+        Ok(config)
+    }
+
+    pub fn resp_limits(&self) -> crate::resp_codec::Limits {
+        crate::resp_codec::Limits {
+            inline_bytes_max: self.limits.inline_bytes_max,
+            bulk_bytes_max: self.limits.bulk_bytes_max,
+            array_elements_max: self.limits.array_elements_max,
+        }
+    }
+
+    /// A configuration file's text for one node of a cluster on the given addresses.
+    pub fn render(
+        cluster: u64,
+        replica: u8,
+        durability: DurabilityName,
+        data_dir: &std::path::Path,
+        replicas: &[ReplicaAddress],
+    ) -> String {
+        let durability = match durability {
+            DurabilityName::Memory => "memory",
+            DurabilityName::Disk => "disk",
+        };
+        let mut text = format!(
+            "cluster = {cluster}\nreplica = {replica}\ndurability = \"{durability}\"\ndata_dir = {:?}\ntick_ms = {}\n",
+            data_dir.display().to_string(),
+            default_tick_ms()
+        );
+        for address in replicas {
+            text.push_str(&format!(
+                "\n[[replicas]]\npeer = \"{}\"\nclient = \"{}\"\n",
+                address.peer, address.client
+            ));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rendered_configuration_parses_back() {
+        let replicas: Vec<ReplicaAddress> = (0..3)
+            .map(|index| ReplicaAddress {
+                peer: format!("127.0.0.1:{}", 7100 + index).parse().unwrap(),
+                client: format!("127.0.0.1:{}", 7000 + index).parse().unwrap(),
+            })
+            .collect();
+        let text = NodeConfig::render(
+            9,
+            1,
+            DurabilityName::Disk,
+            std::path::Path::new("/tmp/x"),
+            &replicas,
+        );
+        let config: NodeConfig = toml::from_str(&text).unwrap();
+        assert_eq!(config.replica, 1);
+        assert_eq!(config.replicas.len(), 3);
+        assert_eq!(
+            config.protocol_config().unwrap().durability,
+            Durability::Disk
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused_with_a_reason() {
+        let bad = "cluster = 1\nreplica = 3\ndurability = \"memory\"\ndata_dir = \"/tmp\"\n[[replicas]]\npeer = \"127.0.0.1:1\"\nclient = \"127.0.0.1:2\"\n";
+        let config: NodeConfig = toml::from_str(bad).unwrap();
+        assert!(config
+            .protocol_config()
+            .unwrap_err()
+            .to_string()
+            .contains("replica 3"));
+        let unknown = format!("{bad}\n[protocol]\nwarp_speed = 9\n");
+        assert!(toml::from_str::<NodeConfig>(&unknown).is_err());
+    }
+}

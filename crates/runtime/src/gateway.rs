@@ -1,0 +1,268 @@
+//! The RESP front end: every connection is a VR client (its own client id and request numbers).
+//! Commands are planned by the pure `resp` crate; store operations are submitted to the local
+//! protocol loop, which hands them to the primary (forwarding from a backup), and retried with
+//! the same request number until a reply comes, so a retry never executes twice.
+
+use crate::log;
+use crate::node::{random_u64, Event, NodeHandle, NodeStatus};
+use crate::resp_codec::{encode_reply, parse_request, Limits};
+use kv::{Command, Outcome};
+use resp::{Plan, ServerInfo, Value};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use wire::{ClientId, Message, Request, RequestKind, RequestNumber};
+
+/// A request is resent this often while unanswered.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+/// After a NotPrimary, wait this long before resending (a view change is under way).
+const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(20);
+/// A command gives up after this long without any primary answering.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
+
+pub async fn serve(
+    listener: TcpListener,
+    node: NodeHandle,
+    limits: Limits,
+    buffer_bytes_max: usize,
+) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                log::warn(format_args!("accepting a client failed: {error}"));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (node, limits) = (node.clone(), limits.clone());
+        tokio::spawn(async move {
+            let client = ClientId(random_u64());
+            let (replies, receiver) = mpsc::unbounded_channel();
+            if node
+                .events
+                .send(Event::ClientOpened { client, replies })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let mut connection = Connection {
+                node: node.clone(),
+                client,
+                request_next: RequestNumber(1),
+                protocol: 2,
+                name: None,
+                replies: receiver,
+            };
+            connection.run(stream, &limits, buffer_bytes_max).await;
+            let _ = node.events.send(Event::ClientClosed { client }).await;
+        });
+    }
+}
+
+struct Connection {
+    node: NodeHandle,
+    client: ClientId,
+    request_next: RequestNumber,
+    /// RESP protocol version, 2 or 3 (HELLO switches it).
+    protocol: u8,
+    name: Option<Vec<u8>>,
+    replies: mpsc::UnboundedReceiver<Message>,
+}
+
+enum Next {
+    Continue,
+    Close,
+}
+
+impl Connection {
+    async fn run(&mut self, mut stream: TcpStream, limits: &Limits, buffer_bytes_max: usize) {
+        let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
+        let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let read = match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            };
+            input.extend_from_slice(&chunk[..read]);
+            if input.len() > buffer_bytes_max {
+                output.extend_from_slice(
+                    b"-ERR Protocol error: request buffer over the connection limit\r\n",
+                );
+                let _ = stream.write_all(&output).await;
+                return;
+            }
+            let mut consumed_total = 0;
+            let mut close = false;
+            loop {
+                match parse_request(&input[consumed_total..], limits) {
+                    Ok(None) => break,
+                    Ok(Some((arguments, consumed))) => {
+                        consumed_total += consumed;
+                        if let Next::Close = self.on_command(&arguments, &mut output).await {
+                            close = true;
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        encode_reply(
+                            &Value::Error(format!("ERR {}", error.0)),
+                            self.protocol,
+                            &mut output,
+                        );
+                        close = true;
+                        break;
+                    }
+                }
+            }
+            input.drain(..consumed_total);
+            if stream.write_all(&output).await.is_err() || close {
+                return;
+            }
+            output.clear();
+        }
+    }
+
+    async fn on_command(&mut self, arguments: &[Vec<u8>], output: &mut Vec<u8>) -> Next {
+        if arguments.is_empty() {
+            return Next::Continue;
+        }
+        let value = match resp::plan(arguments) {
+            Plan::Reply(value) => value,
+            Plan::Execute(pending) => {
+                let outcome = self.execute(&pending.command).await;
+                resp::finish(&pending, &outcome)
+            }
+            Plan::Hello {
+                protocol,
+                client_name,
+            } => {
+                // HELLO without a version keeps the connection's protocol.
+                if protocol != 0 {
+                    self.protocol = protocol;
+                }
+                if let Some(name) = client_name {
+                    self.set_name(name);
+                }
+                let info = self.server_info().await;
+                resp::hello_reply(self.protocol, &info)
+            }
+            Plan::Info { section } => {
+                let info = self.server_info().await;
+                resp::info_reply(&info, section.as_deref())
+            }
+            Plan::SetName(name) => {
+                self.set_name(name);
+                Value::Simple("OK".to_string())
+            }
+            Plan::GetName => self.name.clone().map_or(Value::Null, Value::Bulk),
+            Plan::Quit => {
+                encode_reply(&Value::Simple("OK".to_string()), self.protocol, output);
+                return Next::Close;
+            }
+        };
+        encode_reply(&value, self.protocol, output);
+        Next::Continue
+    }
+
+    /// Runs one store operation through the replicated log (writes) or the primary's read path
+    /// (reads), resending the same request until a reply comes.
+    async fn execute(&mut self, command: &Command) -> Outcome {
+        let kind = if command.is_read() {
+            RequestKind::Read
+        } else {
+            RequestKind::Write
+        };
+        let number = self.request_next;
+        self.request_next = RequestNumber(number.0 + 1);
+        let request = Request {
+            client: self.client,
+            request: number,
+            kind,
+            operation: command.encode(),
+        };
+        let started = Instant::now();
+        while started.elapsed() < GIVE_UP_AFTER {
+            if self
+                .node
+                .events
+                .send(Event::Submit {
+                    request: request.clone(),
+                })
+                .await
+                .is_err()
+            {
+                break;
+            }
+            let deadline = tokio::time::sleep(RETRY_AFTER);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    message = self.replies.recv() => match message {
+                        Some(Message::Reply(reply)) if reply.request == number => {
+                            return Outcome::decode(&reply.result).unwrap_or(Outcome::Error(kv::KvError::Malformed));
+                        }
+                        Some(Message::NotPrimary { request, .. }) if request == number => {
+                            tokio::time::sleep(NOT_PRIMARY_BACKOFF).await;
+                            break;
+                        }
+                        Some(_) => continue, // A late answer to an earlier attempt.
+                        None => return unavailable(),
+                    },
+                    () = &mut deadline => break,
+                }
+            }
+        }
+        unavailable()
+    }
+
+    /// An empty name clears the name, as in Redis.
+    fn set_name(&mut self, name: Vec<u8>) {
+        self.name = (!name.is_empty()).then_some(name);
+    }
+
+    async fn server_info(&self) -> ServerInfo {
+        let status = self.node.status().await;
+        server_info(status, self.node.replica_count, self.node.local.0)
+    }
+}
+
+fn unavailable() -> Outcome {
+    Outcome::Error(kv::KvError::Unavailable)
+}
+
+fn server_info(status: Option<NodeStatus>, replicas: u8, replica_index: u8) -> ServerInfo {
+    let status = status.unwrap_or(NodeStatus {
+        replica: replica_index,
+        replicas,
+        view: 0,
+        status: "unavailable",
+        is_primary: false,
+        primary: 0,
+        op: 0,
+        commit: 0,
+        checkpoint: 0,
+        durability: "memory",
+        keys: 0,
+    });
+    let role = match (status.status, status.is_primary) {
+        ("normal", true) => "primary",
+        ("normal", false) => "backup",
+        (other, _) => other,
+    };
+    ServerInfo {
+        role: role.to_string(),
+        view: status.view,
+        commit_number: status.commit,
+        replica_index: status.replica,
+        replicas: status.replicas,
+        protocol: "vr".to_string(),
+        durability: status.durability.to_string(),
+        keys: Some(status.keys),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}

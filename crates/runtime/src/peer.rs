@@ -1,0 +1,211 @@
+//! Replica-to-replica links: one TCP connection per pair (the lower index dials the higher one,
+//! with reconnect and backoff), a Hello frame first, then wire frames of VR messages in both
+//! directions. Outgoing messages queue in a bounded per-peer outbox; the writer coalesces every
+//! queued message into one write. A full outbox drops messages: the protocol resends.
+
+use crate::log;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Mutex};
+use wire::{Message, ReplicaIndex};
+
+/// The first frame on every peer connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub cluster: u64,
+    pub replica: ReplicaIndex,
+}
+
+/// Messages arriving from peers.
+pub type Inbound = mpsc::Sender<(ReplicaIndex, Message)>;
+
+/// One peer's outbox, shared by whichever connection to that peer is current.
+pub type Outbox = Arc<Mutex<mpsc::Receiver<Message>>>;
+
+pub const OUTBOX_MESSAGES_MAX: usize = 65_536;
+
+#[derive(Clone)]
+pub struct Links {
+    pub cluster: u64,
+    pub local: ReplicaIndex,
+    pub frame_bytes_max: usize,
+}
+
+/// Dials `peer` forever, running one connection at a time.
+pub async fn dial(
+    links: Links,
+    peer: ReplicaIndex,
+    address: SocketAddr,
+    outbox: Outbox,
+    inbound: Inbound,
+) {
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        match TcpStream::connect(address).await {
+            Ok(mut stream) => {
+                backoff = Duration::from_millis(20);
+                let hello = Hello {
+                    cluster: links.cluster,
+                    replica: links.local,
+                };
+                if stream.write_all(&wire::encode(&hello)).await.is_ok() {
+                    log::info(format_args!("connected to replica {peer} at {address}"));
+                    run_connection(&links, peer, stream, outbox.clone(), inbound.clone()).await;
+                    log::info(format_args!("connection to replica {peer} closed"));
+                }
+            }
+            Err(_) => backoff = (backoff * 2).min(Duration::from_millis(500)),
+        }
+        tokio::time::sleep(backoff).await;
+    }
+}
+
+/// Accepts peer connections forever.
+pub async fn accept(
+    links: Links,
+    listener: TcpListener,
+    outboxes: Vec<Option<Outbox>>,
+    inbound: Inbound,
+) {
+    loop {
+        let Ok((stream, remote)) = listener.accept().await else {
+            continue;
+        };
+        let (links, outboxes, inbound) = (links.clone(), outboxes.clone(), inbound.clone());
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let _ = stream.set_nodelay(true);
+            let hello = match read_hello(&mut stream, &links).await {
+                Ok(hello) => hello,
+                Err(reason) => {
+                    log::warn(format_args!(
+                        "refused peer connection from {remote}: {reason}"
+                    ));
+                    return;
+                }
+            };
+            let Some(Some(outbox)) = outboxes.get(hello.replica.0 as usize).cloned() else {
+                log::warn(format_args!(
+                    "refused peer connection from {remote}: unknown replica {}",
+                    hello.replica
+                ));
+                return;
+            };
+            log::info(format_args!(
+                "replica {} connected from {remote}",
+                hello.replica
+            ));
+            run_connection(&links, hello.replica, stream, outbox, inbound).await;
+            log::info(format_args!(
+                "connection from replica {} closed",
+                hello.replica
+            ));
+        });
+    }
+}
+
+async fn read_hello(stream: &mut TcpStream, links: &Links) -> Result<Hello, String> {
+    let mut buffer = Vec::with_capacity(64);
+    let read = async {
+        loop {
+            match wire::decode::<Hello>(&buffer, 1024) {
+                Ok((hello, _)) => return Ok(hello),
+                Err(wire::DecodeError::Incomplete { .. }) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+            let mut chunk = [0u8; 64];
+            let read = stream
+                .read(&mut chunk)
+                .await
+                .map_err(|error| error.to_string())?;
+            if read == 0 {
+                return Err("closed before hello".to_string());
+            }
+            // Only the hello's bytes are read here: it is sent alone before any message.
+            buffer.extend_from_slice(&chunk[..read]);
+            if buffer.len() > 1024 {
+                return Err("hello too long".to_string());
+            }
+        }
+    };
+    let hello = tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .map_err(|_| "no hello within 5 s".to_string())??;
+    if hello.cluster != links.cluster {
+        return Err(format!(
+            "cluster {} is not this cluster ({})",
+            hello.cluster, links.cluster
+        ));
+    }
+    if hello.replica == links.local {
+        return Err("a replica cannot connect to itself".to_string());
+    }
+    Ok(hello)
+}
+
+async fn run_connection(
+    links: &Links,
+    peer: ReplicaIndex,
+    stream: TcpStream,
+    outbox: Outbox,
+    inbound: Inbound,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+    let frame_bytes_max = links.frame_bytes_max;
+    let read = async move {
+        let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            let read = match reader.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => read,
+            };
+            buffer.extend_from_slice(&chunk[..read]);
+            let mut consumed_total = 0;
+            loop {
+                match wire::decode::<Message>(&buffer[consumed_total..], frame_bytes_max) {
+                    Ok((message, consumed)) => {
+                        consumed_total += consumed;
+                        if inbound.send((peer, message)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(wire::DecodeError::Incomplete { .. }) => break,
+                    Err(error) => {
+                        log::warn(format_args!(
+                            "closing connection with replica {peer}: {error}"
+                        ));
+                        return;
+                    }
+                }
+            }
+            buffer.drain(..consumed_total);
+        }
+    };
+    let write = async move {
+        let mut outbox = outbox.lock().await;
+        let mut buffer = Vec::with_capacity(64 * 1024);
+        while let Some(message) = outbox.recv().await {
+            wire::encode_into(&message, &mut buffer);
+            while buffer.len() < 1 << 20 {
+                match outbox.try_recv() {
+                    Ok(message) => wire::encode_into(&message, &mut buffer),
+                    Err(_) => break,
+                }
+            }
+            if writer.write_all(&buffer).await.is_err() {
+                return;
+            }
+            buffer.clear();
+        }
+    };
+    tokio::select! {
+        () = read => {}
+        () = write => {}
+    }
+}

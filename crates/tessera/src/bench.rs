@@ -1,0 +1,430 @@
+//! `tessera bench kv`: closed-loop load over RESP against Tessera or any Redis-compatible server.
+//!
+//! Each client owns one connection and keeps exactly `pipeline` requests in flight; latency is
+//! measured per request from send to reply into an HDR histogram. A progress line shows while it
+//! runs; the result prints as a table and, with `--json`, as a JSON file.
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stdx::Prng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[derive(Args, Clone)]
+pub struct KvArguments {
+    /// RESP addresses; clients are spread over them round-robin.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7001")]
+    nodes: Vec<String>,
+    /// Concurrent clients (connections).
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Requests each client keeps in flight.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Percentage of GETs; the rest are SETs.
+    #[arg(long, default_value_t = 50)]
+    read_percent: u64,
+    #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
+    distribution: Distribution,
+    /// Measured duration in seconds (after warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Stop after this many measured operations instead (whichever comes first).
+    #[arg(long)]
+    operations: Option<u64>,
+    /// Warm-up seconds, not measured.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Write the result as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// A label for the result (e.g. "tessera-vr-3" or "redis").
+    #[arg(long, default_value = "tessera")]
+    label: String,
+    /// PRNG seed for keys and operations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug)]
+pub enum Distribution {
+    Uniform,
+    /// YCSB's zipfian with constant 0.99 (popular keys scattered over the key space).
+    Zipfian,
+}
+
+/// What one run measured.
+pub struct Outcome {
+    pub operations: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub histogram: Histogram<u64>,
+}
+
+pub fn run(arguments: KvArguments) -> anyhow::Result<()> {
+    if arguments.clients == 0 || arguments.pipeline == 0 || arguments.keys == 0 {
+        bail!("--clients, --pipeline and --keys must be positive");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(drive(arguments.clone()))?;
+    report(&arguments, &outcome)
+}
+
+async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let completed = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for client in 0..arguments.clients {
+        let address = arguments.nodes[client % arguments.nodes.len()].clone();
+        let stream = TcpStream::connect(&address)
+            .await
+            .with_context(|| format!("cannot connect to {address}"))?;
+        stream.set_nodelay(true)?;
+        let (arguments, measuring, stop, completed) = (
+            arguments.clone(),
+            measuring.clone(),
+            stop.clone(),
+            completed.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            client_loop(
+                stream,
+                client as u64,
+                &arguments,
+                &measuring,
+                &stop,
+                &completed,
+            )
+            .await
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(arguments.warmup)).await;
+    completed.store(0, Ordering::SeqCst);
+    measuring.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_print = Instant::now();
+    let mut last_completed = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        let done = completed.load(Ordering::Relaxed);
+        let finished = elapsed >= arguments.duration
+            || arguments
+                .operations
+                .is_some_and(|operations| done >= operations);
+        if last_print.elapsed() >= Duration::from_millis(500) || finished {
+            let rate = (done - last_completed) as f64 / last_print.elapsed().as_secs_f64();
+            let fraction = match arguments.operations {
+                Some(operations) => (done as f64 / operations as f64)
+                    .min(elapsed / arguments.duration)
+                    .max(done as f64 / operations as f64),
+                None => elapsed / arguments.duration,
+            }
+            .min(1.0);
+            progress(interactive, fraction, done, rate, elapsed);
+            last_print = Instant::now();
+            last_completed = done;
+        }
+        if finished {
+            break;
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!();
+    let mut histogram = new_histogram();
+    let mut operations = 0;
+    let mut errors = 0;
+    for task in tasks {
+        let (client_histogram, client_errors) = task.await.context("a client task failed")??;
+        operations += client_histogram.len();
+        errors += client_errors;
+        histogram
+            .add(&client_histogram)
+            .context("merging histograms")?;
+    }
+    Ok(Outcome {
+        operations,
+        errors,
+        seconds,
+        histogram,
+    })
+}
+
+fn progress(interactive: bool, fraction: f64, done: u64, rate: f64, elapsed: f64) {
+    let width = 30;
+    let filled = (fraction * width as f64) as usize;
+    let bar: String = (0..width)
+        .map(|index| {
+            if index < filled {
+                '='
+            } else if index == filled {
+                '>'
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let line = format!(
+        "[{bar}] {:>3.0}% {done} ops, {rate:.0} ops/s, {elapsed:.1}s",
+        fraction * 100.0
+    );
+    if interactive {
+        eprint!("\r{line}\x1b[K");
+    } else {
+        eprintln!("{line}");
+    }
+    let _ = std::io::stderr().flush();
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
+async fn client_loop(
+    mut stream: TcpStream,
+    client: u64,
+    arguments: &KvArguments,
+    measuring: &AtomicBool,
+    stop: &AtomicBool,
+    completed: &AtomicU64,
+) -> anyhow::Result<(Histogram<u64>, u64)> {
+    let mut prng = Prng::new(arguments.seed.wrapping_mul(1_000_003).wrapping_add(client));
+    let zipfian = Zipfian::new(arguments.keys);
+    let value = vec![b'x'; arguments.value_size];
+    let mut histogram = new_histogram();
+    let mut errors = 0u64;
+    let mut in_flight: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
+    let mut output = Vec::with_capacity(64 * 1024);
+    let mut input: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    while !stop.load(Ordering::Relaxed) || !in_flight.is_empty() {
+        while in_flight.len() < arguments.pipeline && !stop.load(Ordering::Relaxed) {
+            let key_index = match arguments.distribution {
+                Distribution::Uniform => prng.below(arguments.keys),
+                Distribution::Zipfian => zipfian.next(&mut prng),
+            };
+            let key = format!("key:{key_index:012}");
+            if prng.percent(arguments.read_percent) {
+                encode_command(&[b"GET", key.as_bytes()], &mut output);
+            } else {
+                encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
+            }
+            in_flight.push_back(Instant::now());
+        }
+        if !output.is_empty() {
+            stream.write_all(&output).await?;
+            output.clear();
+        }
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            bail!("the server closed the connection");
+        }
+        input.extend_from_slice(&chunk[..read]);
+        let mut consumed_total = 0;
+        while let Some((is_error, consumed)) = parse_reply(&input[consumed_total..]) {
+            consumed_total += consumed;
+            let Some(sent) = in_flight.pop_front() else {
+                bail!("a reply to no request")
+            };
+            errors += u64::from(is_error);
+            if measuring.load(Ordering::Relaxed) {
+                let micros = sent.elapsed().as_micros().clamp(1, 60_000_000) as u64;
+                histogram.record(micros).context("recording a latency")?;
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        input.drain(..consumed_total);
+    }
+    Ok((histogram, errors))
+}
+
+fn encode_command(arguments: &[&[u8]], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("*{}\r\n", arguments.len()).as_bytes());
+    for argument in arguments {
+        out.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+        out.extend_from_slice(argument);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Parses one reply; returns (whether it is an error, bytes consumed), or None if incomplete.
+fn parse_reply(buffer: &[u8]) -> Option<(bool, usize)> {
+    let line_end = buffer.windows(2).position(|pair| pair == b"\r\n")?;
+    let header = &buffer[..line_end];
+    let after = line_end + 2;
+    match header.first()? {
+        b'+' | b':' | b'_' | b',' | b'#' => Some((false, after)),
+        b'-' => Some((true, after)),
+        b'$' => {
+            let length: i64 = std::str::from_utf8(&header[1..]).ok()?.parse().ok()?;
+            if length < 0 {
+                return Some((false, after));
+            }
+            let end = after + length as usize + 2;
+            (buffer.len() >= end).then_some((false, end))
+        }
+        b'*' => {
+            let count: i64 = std::str::from_utf8(&header[1..]).ok()?.parse().ok()?;
+            let mut position = after;
+            for _ in 0..count.max(0) {
+                let (_, consumed) = parse_reply(&buffer[position..])?;
+                position += consumed;
+            }
+            Some((false, position))
+        }
+        _ => Some((true, after)),
+    }
+}
+
+/// YCSB's scrambled zipfian generator (Gray et al., "Quickly generating billion-record synthetic
+/// databases"), constant 0.99.
+struct Zipfian {
+    items: u64,
+    theta: f64,
+    alpha: f64,
+    zeta_n: f64,
+    eta: f64,
+}
+
+impl Zipfian {
+    fn new(items: u64) -> Zipfian {
+        let theta = 0.99;
+        let zeta = |count: u64| {
+            (1..=count)
+                .map(|index| 1.0 / (index as f64).powf(theta))
+                .sum::<f64>()
+        };
+        let zeta_n = zeta(items);
+        let zeta_2 = zeta(2.min(items));
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta_2 / zeta_n);
+        Zipfian {
+            items,
+            theta,
+            alpha,
+            zeta_n,
+            eta,
+        }
+    }
+
+    fn next(&self, prng: &mut Prng) -> u64 {
+        let u = prng.below(1 << 53) as f64 / (1u64 << 53) as f64;
+        let uz = u * self.zeta_n;
+        let rank = if uz < 1.0 {
+            0
+        } else if uz < 1.0 + 0.5f64.powf(self.theta) {
+            1
+        } else {
+            ((self.items as f64) * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        };
+        // Scramble so that popular keys are not neighbours.
+        stdx::Fnv64::digest(&rank.min(self.items - 1).to_le_bytes()) % self.items
+    }
+}
+
+fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
+    let histogram = &outcome.histogram;
+    let throughput = outcome.operations as f64 / outcome.seconds;
+    let quantile = |q: f64| histogram.value_at_quantile(q);
+    println!(
+        "{}: {} clients x {} in flight, {} keys, {} B values, {}% reads, {:?}",
+        arguments.label,
+        arguments.clients,
+        arguments.pipeline,
+        arguments.keys,
+        arguments.value_size,
+        arguments.read_percent,
+        arguments.distribution
+    );
+    println!(
+        "  {:.0} ops/s over {:.1}s ({} ops, {} errors); latency us: p50 {} p90 {} p99 {} p99.9 {} max {} mean {:.0}",
+        throughput,
+        outcome.seconds,
+        outcome.operations,
+        outcome.errors,
+        quantile(0.5),
+        quantile(0.9),
+        quantile(0.99),
+        quantile(0.999),
+        histogram.max(),
+        histogram.mean()
+    );
+    if let Some(path) = &arguments.json {
+        let json = format!(
+            "{{\"label\":\"{}\",\"nodes\":\"{}\",\"clients\":{},\"pipeline\":{},\"keys\":{},\"value_size\":{},\"read_percent\":{},\
+             \"distribution\":\"{:?}\",\"seconds\":{:.3},\"operations\":{},\"errors\":{},\"throughput_ops_per_s\":{:.1},\
+             \"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{:.1}}}}}\n",
+            arguments.label.replace('"', "'"),
+            arguments.nodes.join(","),
+            arguments.clients,
+            arguments.pipeline,
+            arguments.keys,
+            arguments.value_size,
+            arguments.read_percent,
+            arguments.distribution,
+            outcome.seconds,
+            outcome.operations,
+            outcome.errors,
+            throughput,
+            quantile(0.5),
+            quantile(0.9),
+            quantile(0.99),
+            quantile(0.999),
+            histogram.max(),
+            histogram.mean()
+        );
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_only_when_complete() {
+        let replies = b"+OK\r\n$5\r\nhello\r\n$-1\r\n-ERR x\r\n*2\r\n:1\r\n$1\r\na\r\n";
+        let mut position = 0;
+        let mut kinds = Vec::new();
+        while let Some((is_error, consumed)) = parse_reply(&replies[position..]) {
+            kinds.push(is_error);
+            position += consumed;
+        }
+        assert_eq!(kinds, vec![false, false, false, true, false]);
+        assert_eq!(position, replies.len());
+        assert_eq!(parse_reply(b"$5\r\nhel"), None);
+    }
+
+    #[test]
+    fn zipfian_keys_stay_in_range_and_favour_a_few() {
+        let zipfian = Zipfian::new(1000);
+        let mut prng = Prng::new(3);
+        let mut counts = vec![0u32; 1000];
+        for _ in 0..100_000 {
+            counts[zipfian.next(&mut prng) as usize] += 1;
+        }
+        let top = counts.iter().max().copied().unwrap();
+        assert!(
+            top > 5_000,
+            "the most popular key gets a large share, got {top}"
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! `tessera dev`: a local cluster of separate `tessera node` processes on 127.0.0.1.
+//!
+//! It writes one configuration file per replica, starts the nodes (each exits when this process
+//! goes, through its standard input), waits for a primary, prints how to connect, then prints a
+//! status line every second until Ctrl-C, when it stops every node.
+
+use crate::info;
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use runtime::config::{DurabilityName, NodeConfig, ReplicaAddress};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct DevArguments {
+    /// Replicas in the group (3 tolerates one failure, 5 two).
+    #[arg(long, default_value_t = 3)]
+    replicas: u8,
+    /// `memory`: diskless, an op is durable on a majority; `disk`: a write-ahead log per node.
+    #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
+    durability: DurabilityArgument,
+    /// Where configurations, logs and (with disk durability) data go. Memory durability starts
+    /// from an empty directory every time; disk durability keeps the data between runs.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// RESP port of replica 0; replica i listens on port + i, and on port + 100 + i for peers.
+    #[arg(long, default_value_t = 7001)]
+    port: u16,
+    /// Stop after starting and reporting readiness (for scripts and tests).
+    #[arg(long)]
+    no_wait: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DurabilityArgument {
+    Memory,
+    Disk,
+}
+
+pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
+    if !(1..=9).contains(&arguments.replicas) {
+        bail!("--replicas must be between 1 and 9");
+    }
+    let durability = match arguments.durability {
+        DurabilityArgument::Memory => DurabilityName::Memory,
+        DurabilityArgument::Disk => DurabilityName::Disk,
+    };
+    let data_dir = arguments
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("tessera-dev"));
+    if durability == DurabilityName::Memory && data_dir.exists() {
+        std::fs::remove_dir_all(&data_dir)
+            .with_context(|| format!("cannot clear {}", data_dir.display()))?;
+    }
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let addresses: Vec<ReplicaAddress> = (0..arguments.replicas)
+        .map(|index| {
+            let port = |base: u16| {
+                base.checked_add(u16::from(index))
+                    .context("port out of range")
+            };
+            Ok(ReplicaAddress {
+                client: format!("127.0.0.1:{}", port(arguments.port)?).parse()?,
+                peer: format!(
+                    "127.0.0.1:{}",
+                    port(
+                        arguments
+                            .port
+                            .checked_add(100)
+                            .context("port out of range")?
+                    )?
+                )
+                .parse()?,
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let cluster = std::process::id() as u64 ^ 0x7e55_e7a0;
+    let mut nodes = Vec::new();
+    for index in 0..arguments.replicas {
+        nodes.push(start_node(
+            &data_dir, index, cluster, durability, &addresses,
+        )?);
+    }
+    let clients: Vec<String> = addresses
+        .iter()
+        .map(|address| address.client.to_string())
+        .collect();
+    let outcome = wait_and_report(&arguments, &data_dir, &clients, &mut nodes);
+    stop(&mut nodes);
+    outcome
+}
+
+fn start_node(
+    data_dir: &Path,
+    index: u8,
+    cluster: u64,
+    durability: DurabilityName,
+    addresses: &[ReplicaAddress],
+) -> anyhow::Result<Child> {
+    let node_dir = data_dir.join(format!("r{index}"));
+    std::fs::create_dir_all(&node_dir)?;
+    let config_path = data_dir.join(format!("r{index}.toml"));
+    std::fs::write(
+        &config_path,
+        NodeConfig::render(cluster, index, durability, &node_dir, addresses),
+    )?;
+    let log = std::fs::File::create(data_dir.join(format!("r{index}.log")))?;
+    let executable = std::env::current_exe().context("cannot find the tessera executable")?;
+    Command::new(executable)
+        .arg("node")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--exit-with-parent")
+        .stdin(Stdio::piped())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start replica {index}"))
+}
+
+fn wait_and_report(
+    arguments: &DevArguments,
+    data_dir: &Path,
+    clients: &[String],
+    nodes: &mut [Child],
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let primary = loop {
+        check_alive(nodes, data_dir)?;
+        if let Some(primary) = find_primary(clients) {
+            break primary;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "no primary was elected within 30 s; see the logs in {}",
+                data_dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!(
+        "Tessera dev cluster ready in {:.1}s: {} replicas, {} durability, primary is replica {primary}.",
+        started.elapsed().as_secs_f64(),
+        clients.len(),
+        match arguments.durability {
+            DurabilityArgument::Memory => "memory",
+            DurabilityArgument::Disk => "disk",
+        }
+    );
+    for (index, client) in clients.iter().enumerate() {
+        let port = client.rsplit(':').next().unwrap_or("?");
+        println!("  replica {index}: redis-cli -p {port}");
+    }
+    println!(
+        "Any replica serves every command (backups forward to the primary). Logs: {}",
+        data_dir.display()
+    );
+    println!("Ctrl-C stops the cluster.");
+    if arguments.no_wait {
+        return Ok(());
+    }
+    let stop_requested = install_ctrl_c()?;
+    while !stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
+        check_alive(nodes, data_dir)?;
+        print!("\r{}\x1b[K", status_line(clients));
+        std::io::stdout().flush()?;
+        for _ in 0..10 {
+            if stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    println!("\nstopping");
+    Ok(())
+}
+
+fn install_ctrl_c() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let set = flag.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async {
+            let _ = tokio::signal::ctrl_c().await;
+        });
+        set.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    Ok(flag)
+}
+
+fn find_primary(clients: &[String]) -> Option<usize> {
+    clients.iter().position(|client| {
+        info::info(client).is_ok_and(|fields| {
+            fields
+                .get("tessera_role")
+                .is_some_and(|role| role == "primary")
+        })
+    })
+}
+
+fn status_line(clients: &[String]) -> String {
+    let mut parts = Vec::new();
+    for (index, client) in clients.iter().enumerate() {
+        match info::info(client) {
+            Ok(fields) => {
+                let field =
+                    |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());
+                parts.push(format!(
+                    "r{index} {} v{} commit {}",
+                    field("tessera_role"),
+                    field("tessera_view"),
+                    field("tessera_commit_number")
+                ));
+            }
+            Err(_) => parts.push(format!("r{index} down")),
+        }
+    }
+    parts.join(" | ")
+}
+
+fn check_alive(nodes: &mut [Child], data_dir: &Path) -> anyhow::Result<()> {
+    for (index, node) in nodes.iter_mut().enumerate() {
+        if let Some(status) = node.try_wait()? {
+            bail!(
+                "replica {index} exited ({status}); see {}",
+                data_dir.join(format!("r{index}.log")).display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Closes every node's standard input (they exit), then kills whatever is left.
+fn stop(nodes: &mut [Child]) {
+    for node in nodes.iter_mut() {
+        drop(node.stdin.take());
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for node in nodes.iter_mut() {
+        while Instant::now() < deadline && matches!(node.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = node.kill();
+        let _ = node.wait();
+    }
+}

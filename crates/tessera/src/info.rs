@@ -1,0 +1,93 @@
+//! A tiny synchronous RESP client for `INFO`: enough for `tessera status` and `tessera dev`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// INFO's fields, key → value.
+pub type Fields = BTreeMap<String, String>;
+
+/// The fields of `INFO` as key → value.
+pub fn info(address: &str) -> Result<Fields, String> {
+    let socket_address = address
+        .parse()
+        .map_err(|_| format!("{address} is not an address"))?;
+    let mut stream = TcpStream::connect_timeout(&socket_address, Duration::from_millis(300))
+        .map_err(|error| error.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|error| error.to_string())?;
+    stream
+        .write_all(b"*1\r\n$4\r\nINFO\r\n")
+        .map_err(|error| error.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader
+        .read_line(&mut header)
+        .map_err(|error| error.to_string())?;
+    let length: usize = header
+        .strip_prefix('$')
+        .and_then(|rest| rest.trim().parse().ok())
+        .ok_or_else(|| format!("unexpected reply {:?}", header.trim()))?;
+    if length > 16 << 20 {
+        return Err("INFO reply too large".to_string());
+    }
+    let mut body = vec![0u8; length];
+    reader
+        .read_exact(&mut body)
+        .map_err(|error| error.to_string())?;
+    let text = String::from_utf8_lossy(&body);
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(key, value)| (key.to_string(), value.trim().to_string()))
+        .collect())
+}
+
+/// One line per replica: role, status, view, commit number, lag behind the highest.
+pub fn status_table(nodes: &[String]) -> String {
+    let answers: Vec<(String, Result<Fields, String>)> = nodes
+        .iter()
+        .map(|node| (node.clone(), info(node)))
+        .collect();
+    let commit_max = answers
+        .iter()
+        .filter_map(|(_, answer)| {
+            answer
+                .as_ref()
+                .ok()?
+                .get("tessera_commit_number")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    let mut table = format!(
+        "{:<22} {:>7} {:<12} {:>6} {:>12} {:>8}\n",
+        "node", "replica", "role", "view", "commit", "lag"
+    );
+    for (node, answer) in answers {
+        match answer {
+            Ok(fields) => {
+                let field =
+                    |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());
+                let commit = field("tessera_commit_number");
+                let lag = commit.parse::<u64>().map_or("?".to_string(), |commit| {
+                    (commit_max - commit.min(commit_max)).to_string()
+                });
+                table.push_str(&format!(
+                    "{:<22} {:>7} {:<12} {:>6} {:>12} {:>8}\n",
+                    node,
+                    field("tessera_replica_index"),
+                    field("tessera_role"),
+                    field("tessera_view"),
+                    commit,
+                    lag
+                ));
+            }
+            Err(reason) => table.push_str(&format!("{node:<22} unreachable: {reason}\n")),
+        }
+    }
+    table
+}

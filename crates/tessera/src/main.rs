@@ -1,0 +1,96 @@
+//! `tessera`: run a local cluster, run one node of a deployment, or ask a cluster for its status.
+
+mod bench;
+mod dev;
+mod info;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a strongly consistent, elastic, main-memory data store"
+)]
+struct Arguments {
+    #[command(subcommand)]
+    command: Subcommands,
+}
+
+#[derive(Subcommand)]
+enum Subcommands {
+    /// Run a local cluster of separate processes on 127.0.0.1, ready for redis-cli.
+    Dev(dev::DevArguments),
+    /// Run one node of a deployment from its configuration file.
+    Node {
+        /// The node's TOML configuration (see `crates/runtime/src/config.rs`).
+        #[arg(long)]
+        config: PathBuf,
+        /// Exit when standard input closes (used by `tessera dev` so no node outlives it).
+        #[arg(long)]
+        exit_with_parent: bool,
+    },
+    /// Workload generators.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Print each replica's role, view, commit number and lag.
+    Status {
+        /// Client (RESP) addresses of the replicas.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+        )]
+        nodes: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Closed-loop GET/SET load over RESP (works against redis-server too).
+    Kv(bench::KvArguments),
+}
+
+fn main() -> anyhow::Result<()> {
+    let arguments = Arguments::parse();
+    match arguments.command {
+        Subcommands::Dev(arguments) => dev::run(arguments),
+        Subcommands::Node {
+            config,
+            exit_with_parent,
+        } => run_node(config, exit_with_parent),
+        Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
+        Subcommands::Status { nodes } => {
+            print!("{}", info::status_table(&nodes));
+            Ok(())
+        }
+    }
+}
+
+fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
+    let config = runtime::config::NodeConfig::load(&path)?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    tokio.block_on(async move {
+        runtime::node::start(config).await?;
+        if exit_with_parent {
+            // The parent holds our standard input open; when it goes, so do we.
+            tokio::task::spawn_blocking(|| {
+                let mut sink = [0u8; 64];
+                while matches!(std::io::Read::read(&mut std::io::stdin(), &mut sink), Ok(read) if read > 0) {}
+                std::process::exit(0);
+            });
+        }
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        Ok(())
+    })
+}
