@@ -12,8 +12,8 @@
 //! be left unlinearized past its response, so the search backtracks. Every
 //! (set of linearized operations, model state) configuration already explored
 //! is memoized, which bounds the search and makes it fast in practice. The
-//! data layout (entry list, bitsets, configuration cache) follows Porcupine
-//! (Athalye), and histories are split with the model's [`Model::partition`]
+//! entry list and configuration cache follow Porcupine (Athalye), and
+//! histories are split with the model's [`Model::partition`]
 //! into independent sub-histories, which is sound for P-compositional
 //! objects such as a key-value map split per key (Horn & Kroening, "Faster
 //! linearizability checking via P-compositionality").
@@ -26,6 +26,12 @@
 //! everything this one can); and an operation the model declares read-only
 //! ([`Model::is_read_only`]) is linearized as soon as it is legal, without
 //! trying alternatives, since moving it earlier never affects the others.
+//!
+//! Deciding linearizability is NP-complete, so some histories are expensive:
+//! cost grows with the number of operations concurrent within one partition,
+//! and every pending operation stays concurrent with everything after its
+//! call. A [`Budget`] bounds the work; [`CheckResult::Unknown`] reports that
+//! it ran out.
 //!
 //! ```
 //! use lincheck::{check, Budget, MapInput, MapOutput, Operation, RegisterMapModel};

@@ -12,22 +12,36 @@ fn redis_cli(port: u16, words: &[&str]) -> String {
         .args(words)
         .output()
         .expect("redis-cli is installed (scripts/test installs redis-tools)");
-    assert!(output.status.success(), "redis-cli {words:?} failed: {output:?}");
+    assert!(
+        output.status.success(),
+        "redis-cli {words:?} failed: {output:?}"
+    );
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 fn node_processes(data_dir: &str) -> usize {
-    let output = Command::new("pgrep").arg("-f").arg(format!("node --config {data_dir}")).output().unwrap();
+    let output = Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("node --config {data_dir}"))
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&output.stdout).lines().count()
 }
 
 #[test]
 fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
     let port = 7801;
-    let data_dir = std::env::temp_dir().join(format!("tessera-test-redis-tools-{}", std::process::id()));
+    let data_dir =
+        std::env::temp_dir().join(format!("tessera-test-redis-tools-{}", std::process::id()));
     let data_dir_text = data_dir.display().to_string();
     let mut dev = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["dev", "--port", &port.to_string(), "--data-dir", &data_dir_text])
+        .args([
+            "dev",
+            "--port",
+            &port.to_string(),
+            "--data-dir",
+            &data_dir_text,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -36,7 +50,10 @@ fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
     let ready = lines.next().expect("tessera dev prints a line").unwrap();
     assert!(ready.starts_with("Tessera dev cluster ready"), "{ready}");
     let connect_hint = lines.next().unwrap().unwrap();
-    assert!(connect_hint.contains(&format!("redis-cli -p {port}")), "{connect_hint}");
+    assert!(
+        connect_hint.contains(&format!("redis-cli -p {port}")),
+        "{connect_hint}"
+    );
     std::thread::spawn(move || for _ in lines {});
 
     // Every replica serves every command; backups forward to the primary.
@@ -52,24 +69,49 @@ fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
     assert!(redis_cli(port, &["INFO", "replication"]).contains("role:"));
 
     let output = Command::new("redis-benchmark")
-        .args(["-p", &port.to_string(), "-t", "set,get,incr,mset", "-n", "3000", "-c", "10", "-q"])
+        .args([
+            "-p",
+            &port.to_string(),
+            "-t",
+            "set,get,incr,mset",
+            "-n",
+            "3000",
+            "-c",
+            "10",
+            "-q",
+        ])
         .output()
         .expect("redis-benchmark is installed (scripts/test installs redis-tools)");
     let report = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{report}");
     for test in ["SET", "GET", "INCR", "MSET"] {
-        assert!(report.lines().any(|line| line.contains(test) && line.contains("requests per second")), "{test} missing in:\n{report}");
+        assert!(
+            report
+                .lines()
+                .any(|line| line.contains(test) && line.contains("requests per second")),
+            "{test} missing in:\n{report}"
+        );
     }
 
     // Ctrl-C stops every node.
     assert_eq!(node_processes(&data_dir_text), 3);
-    Command::new("kill").args(["-INT", &dev.id().to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-INT", &dev.id().to_string()])
+        .status()
+        .unwrap();
     let status = dev.wait().unwrap();
-    assert!(status.success(), "tessera dev exits cleanly on Ctrl-C: {status}");
+    assert!(
+        status.success(),
+        "tessera dev exits cleanly on Ctrl-C: {status}"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while node_processes(&data_dir_text) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(node_processes(&data_dir_text), 0, "no node outlives tessera dev");
+    assert_eq!(
+        node_processes(&data_dir_text),
+        0,
+        "no node outlives tessera dev"
+    );
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -31,6 +31,10 @@ impl Model for KvModel {
         }
     }
 
+    fn is_read_only(&self, input: &Command) -> bool {
+        input.is_read()
+    }
+
     fn partition(&self, history: &[Operation<Command, Outcome>]) -> Vec<Vec<usize>> {
         partition_by_keys(history.iter().map(|operation| keys_of(&operation.input)))
     }

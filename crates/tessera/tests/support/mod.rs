@@ -269,6 +269,10 @@ impl Model for RespModel {
         }
     }
 
+    fn is_read_only(&self, input: &Vec<Vec<u8>>) -> bool {
+        planned(input).is_some_and(|pending| pending.command.is_read())
+    }
+
     fn partition(&self, history: &[Operation<Vec<Vec<u8>>, Value>]) -> Vec<Vec<usize>> {
         let mut parts: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
         for (index, operation) in history.iter().enumerate() {
