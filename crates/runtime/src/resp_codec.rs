@@ -328,7 +328,7 @@ mod tests {
                 b"c d".to_vec()
             ]
         );
-        assert_eq!(consumed, 22);
+        assert_eq!(consumed, 21);
         assert!(parse(b"set k \"unterminated\r\n").is_err());
         assert_eq!(parse(b"\r\n").unwrap().unwrap().0, Vec::<Vec<u8>>::new());
     }
