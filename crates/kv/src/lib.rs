@@ -43,6 +43,10 @@ pub enum Command {
         condition: SetCondition,
         return_previous: bool,
     },
+    /// Slot 11. Several commands executed in order as one operation (a client's pipeline):
+    /// returns `Outcome::Pipeline` with one outcome each. A pipeline inside a pipeline is
+    /// refused (`KvError::Malformed`); a pipeline is a read when every command in it is.
+    Pipeline { commands: Vec<Command> },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -70,10 +74,13 @@ impl SetCondition {
 impl Command {
     /// Whether the command only reads: reads are served by the primary without being logged.
     pub fn is_read(&self) -> bool {
-        matches!(
-            self,
-            Command::Get { .. } | Command::MultiGet { .. } | Command::Count
-        )
+        match self {
+            Command::Get { .. } | Command::MultiGet { .. } | Command::Count => true,
+            Command::Pipeline { commands } => commands
+                .iter()
+                .all(|command| !matches!(command, Command::Pipeline { .. }) && command.is_read()),
+            _ => false,
+        }
     }
 
     /// The keys the command touches, in argument order (duplicates kept); empty for `Count`.
@@ -91,6 +98,7 @@ impl Command {
                 keys.iter().map(Vec::as_slice).collect()
             }
             Command::Count => Vec::new(),
+            Command::Pipeline { commands } => commands.iter().flat_map(Command::keys).collect(),
         }
     }
 
@@ -146,6 +154,8 @@ pub enum Outcome {
     Integer(i64),
     /// Slot 4.
     Error(KvError),
+    /// Slot 5. The outcomes of a `Command::Pipeline`, in order.
+    Pipeline(Vec<Outcome>),
 }
 
 impl Outcome {
@@ -185,6 +195,15 @@ impl KvStore {
     pub fn execute(&mut self, command: &Command) -> Outcome {
         match command {
             Command::Get { .. } | Command::MultiGet { .. } | Command::Count => self.read(command),
+            Command::Pipeline { commands } => Outcome::Pipeline(
+                commands
+                    .iter()
+                    .map(|command| match command {
+                        Command::Pipeline { .. } => Outcome::Error(KvError::Malformed),
+                        command => self.execute(command),
+                    })
+                    .collect(),
+            ),
             Command::Put { key, value } => {
                 self.entries.insert(key.clone(), value.clone());
                 Outcome::Ok
@@ -249,6 +268,9 @@ impl KvStore {
                     .collect(),
             ),
             Command::Count => Outcome::Integer(self.entries.len() as i64),
+            Command::Pipeline { commands } if command.is_read() => {
+                Outcome::Pipeline(commands.iter().map(|command| self.read(command)).collect())
+            }
             _ => Outcome::Error(KvError::NotARead),
         }
     }
@@ -454,6 +476,47 @@ mod tests {
             Outcome::Values(vec![Some(b"1".to_vec()), None, Some(b"abc".to_vec())])
         );
         assert_eq!(run(&mut store, Command::Count), Outcome::Integer(3));
+    }
+
+    #[test]
+    fn a_pipeline_executes_in_order_and_refuses_nesting() {
+        let mut store = KvStore::new();
+        let pipeline = Command::Pipeline {
+            commands: vec![
+                Command::Put {
+                    key: b"a".to_vec(),
+                    value: b"1".to_vec(),
+                },
+                Command::Get { key: b"a".to_vec() },
+                Command::Pipeline { commands: vec![] },
+                Command::Increment {
+                    key: b"a".to_vec(),
+                    by: 1,
+                },
+            ],
+        };
+        assert!(!pipeline.is_read());
+        assert_eq!(pipeline.keys().len(), 3);
+        assert_eq!(
+            run(&mut store, pipeline),
+            Outcome::Pipeline(vec![
+                Outcome::Ok,
+                Outcome::Value(Some(b"1".to_vec())),
+                Outcome::Error(KvError::Malformed),
+                Outcome::Integer(2),
+            ])
+        );
+        let reads = Command::Pipeline {
+            commands: vec![Command::Get { key: b"a".to_vec() }, Command::Count],
+        };
+        assert!(reads.is_read());
+        assert_eq!(
+            Outcome::decode(&store.query(&reads.encode())).unwrap(),
+            Outcome::Pipeline(vec![
+                Outcome::Value(Some(b"2".to_vec())),
+                Outcome::Integer(1)
+            ])
+        );
     }
 
     #[test]

@@ -18,6 +18,8 @@ use wire::{ClientId, Message, Request, RequestKind, RequestNumber};
 const RETRY_AFTER: Duration = Duration::from_millis(100);
 /// After a NotPrimary, wait this long before resending (a view change is under way).
 const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(20);
+/// Consecutive pipelined store commands sent as one operation at most.
+const PIPELINE_COMMANDS_MAX: usize = 1024;
 /// A command gives up after this long without any primary answering.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 
@@ -96,30 +98,34 @@ impl Connection {
                 let _ = stream.write_all(&output).await;
                 return;
             }
+            // Every complete command in the buffer is one pipeline, answered in order.
             let mut consumed_total = 0;
-            let mut close = false;
+            let mut commands = Vec::new();
+            let mut malformed = None;
             loop {
                 match parse_request(&input[consumed_total..], limits) {
                     Ok(None) => break,
                     Ok(Some((arguments, consumed))) => {
                         consumed_total += consumed;
-                        if let Next::Close = self.on_command(&arguments, &mut output).await {
-                            close = true;
-                            break;
+                        if !arguments.is_empty() {
+                            commands.push(arguments);
                         }
                     }
                     Err(error) => {
-                        encode_reply(
-                            &Value::Error(format!("ERR {}", error.0)),
-                            self.protocol,
-                            &mut output,
-                        );
-                        close = true;
+                        malformed = Some(error);
                         break;
                     }
                 }
             }
             input.drain(..consumed_total);
+            let mut close = matches!(self.on_commands(commands, &mut output).await, Next::Close);
+            if let Some(error) = malformed {
+                if !close {
+                    let reply = Value::Error(format!("ERR {}", error.0));
+                    encode_reply(&reply, self.protocol, &mut output);
+                }
+                close = true;
+            }
             if stream.write_all(&output).await.is_err() || close {
                 return;
             }
@@ -127,11 +133,52 @@ impl Connection {
         }
     }
 
-    async fn on_command(&mut self, arguments: &[Vec<u8>], output: &mut Vec<u8>) -> Next {
-        if arguments.is_empty() {
-            return Next::Continue;
+    /// Answers a pipeline of commands in order. Consecutive store commands travel as one
+    /// operation (`kv::Command::Pipeline`): one round through the log instead of one each. They
+    /// then also execute atomically, which Redis does not promise but no client can mind.
+    async fn on_commands(&mut self, commands: Vec<Vec<Vec<u8>>>, output: &mut Vec<u8>) -> Next {
+        let mut run: Vec<resp::Pending> = Vec::new();
+        for arguments in commands {
+            match resp::plan(&arguments) {
+                Plan::Execute(pending) => {
+                    run.push(pending);
+                    if run.len() == PIPELINE_COMMANDS_MAX {
+                        self.execute_run(std::mem::take(&mut run), output).await;
+                    }
+                }
+                plan => {
+                    self.execute_run(std::mem::take(&mut run), output).await;
+                    if let Next::Close = self.on_plan(plan, output).await {
+                        return Next::Close;
+                    }
+                }
+            }
         }
-        let value = match resp::plan(arguments) {
+        self.execute_run(run, output).await;
+        Next::Continue
+    }
+
+    async fn execute_run(&mut self, mut run: Vec<resp::Pending>, output: &mut Vec<u8>) {
+        if run.len() <= 1 {
+            if let Some(pending) = run.pop() {
+                let outcome = self.execute(&pending.command).await;
+                encode_reply(&resp::finish(&pending, &outcome), self.protocol, output);
+            }
+            return;
+        }
+        let commands = run.iter().map(|pending| pending.command.clone()).collect();
+        let outcomes = match self.execute(&Command::Pipeline { commands }).await {
+            Outcome::Pipeline(outcomes) if outcomes.len() == run.len() => outcomes,
+            // One answer for all (unavailable): every command gets it.
+            other => vec![other; run.len()],
+        };
+        for (pending, outcome) in run.iter().zip(&outcomes) {
+            encode_reply(&resp::finish(pending, outcome), self.protocol, output);
+        }
+    }
+
+    async fn on_plan(&mut self, plan: Plan, output: &mut Vec<u8>) -> Next {
+        let value = match plan {
             Plan::Reply(value) => value,
             Plan::Execute(pending) => {
                 let outcome = self.execute(&pending.command).await;

@@ -129,6 +129,16 @@ fn describe_command(command: &Command) -> String {
             )
         }
         Command::Count => "count".to_string(),
+        Command::Pipeline { commands } => {
+            format!(
+                "pipeline [{}]",
+                commands
+                    .iter()
+                    .map(describe_command)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }
         Command::Set {
             key,
             value,
@@ -160,6 +170,14 @@ fn describe_outcome(outcome: &Outcome) -> String {
         ),
         Outcome::Integer(number) => number.to_string(),
         Outcome::Error(error) => format!("error: {error}"),
+        Outcome::Pipeline(outcomes) => format!(
+            "[{}]",
+            outcomes
+                .iter()
+                .map(describe_outcome)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
     }
 }
 
