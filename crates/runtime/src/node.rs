@@ -219,6 +219,8 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         local_clients: HashMap::new(),
         remote_clients: HashMap::new(),
         effects: Vec::new(),
+        observed: (u64::MAX, StatusName::Normal, false),
+        ticks: 0,
     };
     tokio::spawn(protocol_loop.run(receiver));
     tokio::spawn(crate::gateway::serve(
@@ -343,6 +345,9 @@ struct ProtocolLoop {
     /// Clients whose requests another node forwarded here: where their replies go.
     remote_clients: HashMap<ClientId, ReplicaIndex>,
     effects: Vec<Effect>,
+    ticks: u64,
+    /// (view, status, primary) after the last step: a change is logged.
+    observed: (u64, StatusName, bool),
 }
 
 const REMOTE_CLIENTS_MAX: usize = 1 << 20;
@@ -356,7 +361,15 @@ impl ProtocolLoop {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Tick => self.step(Input::Tick),
+            Event::Tick => {
+                self.step(Input::Tick);
+                self.ticks += 1;
+                if self.ticks % 200 == 0 {
+                    if let Some(responses) = self.replica.recovery_responses() {
+                        log::info(format_args!("still recovering; responses so far (replica, view, primary state): {responses:?}"));
+                    }
+                }
+            }
             Event::Persisted { sequence } => self.step(Input::Persisted { sequence }),
             Event::Peer { from, message } => self.on_peer_message(from, message),
             Event::Submit { request } => self.on_submit(request),
@@ -430,6 +443,22 @@ impl ProtocolLoop {
             }
         }
         self.effects = effects;
+        let now = (
+            self.replica.view().0,
+            self.replica.status(),
+            self.replica.is_primary(),
+        );
+        if now != self.observed {
+            self.observed = now;
+            log::info(format_args!(
+                "view {} {:?}{}: op {}, commit {}",
+                now.0,
+                now.1,
+                if now.2 { " (primary)" } else { "" },
+                self.replica.op(),
+                self.replica.commit_min()
+            ));
+        }
     }
 
     fn send(&self, to: ReplicaIndex, message: Message) {

@@ -54,7 +54,15 @@ pub async fn dial(
                 };
                 if stream.write_all(&wire::encode(&hello)).await.is_ok() {
                     log::info(format_args!("connected to replica {peer} at {address}"));
-                    run_connection(&links, peer, stream, outbox.clone(), inbound.clone()).await;
+                    run_connection(
+                        &links,
+                        peer,
+                        stream,
+                        Vec::new(),
+                        outbox.clone(),
+                        inbound.clone(),
+                    )
+                    .await;
                     log::info(format_args!("connection to replica {peer} closed"));
                 }
             }
@@ -79,7 +87,7 @@ pub async fn accept(
         tokio::spawn(async move {
             let mut stream = stream;
             let _ = stream.set_nodelay(true);
-            let hello = match read_hello(&mut stream, &links).await {
+            let (hello, already_read) = match read_hello(&mut stream, &links).await {
                 Ok(hello) => hello,
                 Err(reason) => {
                     log::warn(format_args!(
@@ -99,7 +107,7 @@ pub async fn accept(
                 "replica {} connected from {remote}",
                 hello.replica
             ));
-            run_connection(&links, hello.replica, stream, outbox, inbound).await;
+            run_connection(&links, hello.replica, stream, already_read, outbox, inbound).await;
             log::info(format_args!(
                 "connection from replica {} closed",
                 hello.replica
@@ -108,12 +116,14 @@ pub async fn accept(
     }
 }
 
-async fn read_hello(stream: &mut TcpStream, links: &Links) -> Result<Hello, String> {
+/// Reads the Hello frame; returns it with the bytes read past it (the dialer sends messages
+/// right behind its Hello, so one read may hold the start of the next frames).
+async fn read_hello(stream: &mut TcpStream, links: &Links) -> Result<(Hello, Vec<u8>), String> {
     let mut buffer = Vec::with_capacity(64);
     let read = async {
         loop {
             match wire::decode::<Hello>(&buffer, 1024) {
-                Ok((hello, _)) => return Ok(hello),
+                Ok((hello, consumed)) => return Ok((hello, buffer[consumed..].to_vec())),
                 Err(wire::DecodeError::Incomplete { .. }) => {}
                 Err(error) => return Err(error.to_string()),
             }
@@ -125,14 +135,13 @@ async fn read_hello(stream: &mut TcpStream, links: &Links) -> Result<Hello, Stri
             if read == 0 {
                 return Err("closed before hello".to_string());
             }
-            // Only the hello's bytes are read here: it is sent alone before any message.
             buffer.extend_from_slice(&chunk[..read]);
             if buffer.len() > 1024 {
-                return Err("hello too long".to_string());
+                return Err("no hello in the first 1 KiB".to_string());
             }
         }
     };
-    let hello = tokio::time::timeout(Duration::from_secs(5), read)
+    let (hello, already_read) = tokio::time::timeout(Duration::from_secs(5), read)
         .await
         .map_err(|_| "no hello within 5 s".to_string())??;
     if hello.cluster != links.cluster {
@@ -144,13 +153,16 @@ async fn read_hello(stream: &mut TcpStream, links: &Links) -> Result<Hello, Stri
     if hello.replica == links.local {
         return Err("a replica cannot connect to itself".to_string());
     }
-    Ok(hello)
+    Ok((hello, already_read))
 }
 
+/// Runs one connection until either direction fails. `already_read` holds bytes of the stream
+/// read before (behind the Hello): the reader decodes them first.
 async fn run_connection(
     links: &Links,
     peer: ReplicaIndex,
     stream: TcpStream,
+    already_read: Vec<u8>,
     outbox: Outbox,
     inbound: Inbound,
 ) {
@@ -158,14 +170,18 @@ async fn run_connection(
     let (mut reader, mut writer) = stream.into_split();
     let frame_bytes_max = links.frame_bytes_max;
     let read = async move {
-        let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+        let mut buffer: Vec<u8> = already_read;
         let mut chunk = vec![0u8; 64 * 1024];
+        let mut pending_first = !buffer.is_empty();
         loop {
-            let read = match reader.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(read) => read,
-            };
-            buffer.extend_from_slice(&chunk[..read]);
+            // Bytes that came with the Hello are decoded before anything new is read.
+            if !std::mem::take(&mut pending_first) {
+                let read = match reader.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(read) => read,
+                };
+                buffer.extend_from_slice(&chunk[..read]);
+            }
             let mut consumed_total = 0;
             loop {
                 match wire::decode::<Message>(&buffer[consumed_total..], frame_bytes_max) {
@@ -207,5 +223,51 @@ async fn run_connection(
     tokio::select! {
         () = read => {}
         () = write => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dialer writes its Hello and its first messages in one write; none may be lost or
+    /// misread (they once were: the Hello reader discarded the bytes behind the Hello).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn messages_sent_right_behind_the_hello_all_arrive() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let links = Links {
+            cluster: 9,
+            local: ReplicaIndex(1),
+            frame_bytes_max: 1 << 20,
+        };
+        let (_sender, receiver) = mpsc::channel(16);
+        let outboxes = vec![Some(Arc::new(Mutex::new(receiver))), None];
+        let (inbound, mut arrived) = mpsc::channel(16);
+        tokio::spawn(accept(links, listener, outboxes, inbound));
+
+        let mut bytes = wire::encode(&Hello {
+            cluster: 9,
+            replica: ReplicaIndex(0),
+        });
+        let messages: Vec<Message> = (0..5)
+            .map(|commit| Message::Commit {
+                view: wire::View(1),
+                commit: wire::Op(commit),
+            })
+            .collect();
+        for message in &messages {
+            wire::encode_into(message, &mut bytes);
+        }
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream.write_all(&bytes).await.unwrap();
+        for expected in messages {
+            let arrival = tokio::time::timeout(Duration::from_secs(5), arrived.recv()).await;
+            let (from, message) = arrival
+                .expect("the message arrives")
+                .expect("the channel is open");
+            assert_eq!(from, ReplicaIndex(0));
+            assert_eq!(message, expected);
+        }
     }
 }

@@ -22,8 +22,8 @@ struct Shared {
     history: History,
     started: Instant,
     stop: AtomicBool,
-    /// Microseconds since start of the latest successful operation.
-    last_success_us: AtomicU64,
+    /// Microseconds since start at which the latest successful operation was invoked.
+    last_success_call_us: AtomicU64,
     completed: AtomicU64,
     ports: Vec<u16>,
 }
@@ -101,8 +101,8 @@ fn client_loop(shared: Arc<Shared>, client: u64) {
                     .history
                     .record(client, call, Some(returned), command, Some(value));
                 shared
-                    .last_success_us
-                    .fetch_max(returned, Ordering::Relaxed);
+                    .last_success_call_us
+                    .fetch_max(call, Ordering::Relaxed);
                 shared.completed.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
@@ -166,18 +166,17 @@ impl Nemesis {
                 if primary.is_some() {
                     self.primary_kills += 1;
                 }
+                // Service has resumed once an operation invoked after the kill succeeded.
                 let deadline = Instant::now() + Duration::from_secs(15);
-                while shared.last_success_us.load(Ordering::Relaxed) <= killed_at
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(5));
+                let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > killed_at;
+                while !resumed() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
                 }
-                let recovered = shared.last_success_us.load(Ordering::Relaxed);
                 assert!(
-                    recovered > killed_at,
-                    "no operation completed within 15 s of killing the primary"
+                    resumed(),
+                    "no operation invoked after killing the primary succeeded within 15 s"
                 );
-                self.recovery_ms.push((recovered - killed_at) / 1000);
+                self.recovery_ms.push((shared.now_us() - killed_at) / 1000);
                 std::thread::sleep(Duration::from_millis(self.prng.range_inclusive(100, 800)));
                 cluster.restart(victim);
             }
@@ -215,7 +214,7 @@ fn run_chaos(name: &str, durability: &'static str, port: u16, faults: u32, kill_
         history: History::default(),
         started: Instant::now(),
         stop: AtomicBool::new(false),
-        last_success_us: AtomicU64::new(0),
+        last_success_call_us: AtomicU64::new(0),
         completed: AtomicU64::new(0),
         ports: cluster.client_ports.clone(),
     });
@@ -260,7 +259,7 @@ fn run_chaos(name: &str, durability: &'static str, port: u16, faults: u32, kill_
     let operations = shared.history.operations.lock().unwrap().len();
     eprintln!(
         "{name}: {operations} operations ({completed} completed), {} kills ({} of the primary), {} pauses; \
-         first success after a primary kill (ms): {:?}",
+         service resumed after a primary kill (ms): {:?}",
         nemesis.kills, nemesis.primary_kills, nemesis.pauses, nemesis.recovery_ms
     );
     assert!(
@@ -303,9 +302,8 @@ fn the_history_checker_catches_a_lost_write_and_a_stale_read() {
         arguments(&["GET", "g0.0"]),
         Some(Value::Null),
     );
-    let caught = std::panic::catch_unwind(|| lost.check()).is_err();
     assert!(
-        caught,
+        lost.verdict().is_illegal(),
         "a read after an acknowledged write that misses it is not linearisable"
     );
 
@@ -331,10 +329,7 @@ fn the_history_checker_catches_a_lost_write_and_a_stale_read() {
         arguments(&["GET", "g0.0"]),
         Some(Value::Bulk(b"a".to_vec())),
     );
-    assert!(
-        std::panic::catch_unwind(|| stale.check()).is_err(),
-        "a stale read is caught"
-    );
+    assert!(stale.verdict().is_illegal(), "a stale read is caught");
 
     let fine = History::default();
     fine.record(1, 0, Some(10), arguments(&["SET", "g0.0", "a"]), Some(ok));

@@ -362,6 +362,19 @@ impl<S: StateMachine> Replica<S> {
     pub fn checkpoint_op(&self) -> Op {
         self.checkpoint.op
     }
+    /// While recovering (VRR §4.3): each responder's view and whether it sent the primary's
+    /// state. For logging why a recovery is waiting.
+    pub fn recovery_responses(&self) -> Option<Vec<(ReplicaIndex, View, bool)>> {
+        let Status::Recovering(state) = &self.status else {
+            return None;
+        };
+        let responses = state
+            .responses
+            .iter()
+            .map(|(replica, (view, primary))| (*replica, *view, primary.is_some()));
+        Some(responses.collect())
+    }
+
     /// The highest view this replica durably promised (disk durability; else its view).
     pub fn view_persisted(&self) -> View {
         if self.durable() {

@@ -144,6 +144,13 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let roles: Vec<Option<String>> = (0..self.nodes.len())
+            .map(|index| self.role(index))
+            .collect();
+        eprintln!(
+            "not healthy after {timeout:?}: roles {roles:?}; logs in {}",
+            self.directory.display()
+        );
         false
     }
 }
@@ -325,10 +332,15 @@ impl History {
         });
     }
 
+    /// The checker's verdict on the history so far.
+    pub fn verdict(&self) -> CheckResult {
+        let operations = self.operations.lock().unwrap();
+        lincheck::check(&RespModel, &operations, Budget::steps(200_000_000))
+    }
+
     /// Checks linearisability; panics with the checker's report on a violation.
     pub fn check(&self) {
-        let operations = self.operations.lock().unwrap();
-        match lincheck::check(&RespModel, &operations, Budget::steps(200_000_000)) {
+        match self.verdict() {
             CheckResult::Ok => {}
             CheckResult::Illegal(violation) => {
                 panic!("history is not linearisable:\n{}", violation.report)
