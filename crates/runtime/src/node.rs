@@ -364,7 +364,7 @@ impl ProtocolLoop {
             Event::Tick => {
                 self.step(Input::Tick);
                 self.ticks += 1;
-                if self.ticks % 200 == 0 {
+                if self.ticks.is_multiple_of(200) {
                     if let Some(responses) = self.replica.recovery_responses() {
                         log::info(format_args!("still recovering; responses so far (replica, view, primary state): {responses:?}"));
                     }
