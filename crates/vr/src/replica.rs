@@ -1197,8 +1197,11 @@ impl<S: StateMachine> Replica<S> {
         if view == self.view && matches!(self.status, Status::Normal) {
             return; // The view has started; a late DoViewChange.
         }
-        if message.log_view > view || message.op < message.checkpoint_op {
-            return; // Malformed.
+        if message.log_view > view
+            || message.op < message.checkpoint_op
+            || !log_is_contiguous(&message)
+        {
+            return; // Malformed: the log must run from checkpoint_op + 1 to op without a gap.
         }
         if view > self.view {
             self.become_view_change(view, effects);
@@ -1824,6 +1827,24 @@ impl<S: StateMachine> Replica<S> {
             assert!(self.op_persisted <= self.journal.op());
         }
     }
+}
+
+/// Whether a DoViewChange's entries run from its checkpoint to its op, in order, without a gap.
+fn log_is_contiguous(message: &DoViewChange) -> bool {
+    let first = message
+        .log
+        .first()
+        .map_or(message.op.next(), |entry| entry.op);
+    let last = message
+        .log
+        .last()
+        .map_or(message.checkpoint_op, |entry| entry.op);
+    first == message.checkpoint_op.next()
+        && last == message.op
+        && message
+            .log
+            .windows(2)
+            .all(|pair| pair[1].op == pair[0].op.next())
 }
 
 fn empty_checkpoint() -> Checkpoint {

@@ -510,3 +510,42 @@ fn a_lagging_backup_catches_up_from_a_checkpoint_after_compaction() {
         group.replica(0).state_machine()
     );
 }
+
+#[test]
+fn a_do_view_change_with_a_gap_in_its_log_is_dropped_not_a_panic() {
+    let mut group = Group::new(3, Durability::Memory);
+    for number in 1..=3 {
+        group.request(0, 1, number, put("k", &number.to_string()));
+        group.deliver_all();
+    }
+    let entries: Vec<vr::Entry> = group.replica(0).journal().iter().cloned().collect();
+    // Replica 1, the primary of view 1, joins the view change and records its own DoViewChange.
+    group.step(
+        1,
+        Input::Message(Message::StartViewChange {
+            view: View(1),
+            replica: ReplicaIndex(2),
+        }),
+    );
+    assert_eq!(group.replica(1).status(), StatusName::ViewChange);
+    // A DoViewChange that would win the log selection (the highest log view) but skips op 2.
+    let message = Message::DoViewChange {
+        view: View(1),
+        log_view: View(1),
+        op: Op(3),
+        commit: Op(3),
+        checkpoint_op: Op(0),
+        replica: ReplicaIndex(2),
+        log: vec![entries[0].clone(), entries[2].clone()],
+    };
+    group.step(1, Input::Message(message));
+    assert_eq!(
+        group.replica(1).status(),
+        StatusName::ViewChange,
+        "a malformed DoViewChange does not count"
+    );
+    // The view change still completes with well-formed messages.
+    group.network.clear();
+    group.run(400, &[1, 2]);
+    assert!((1..3).any(|index| group.replica(index).is_primary()));
+}
