@@ -21,6 +21,25 @@ pub fn next_command(
     unique: String,
 ) -> Command {
     let family = prng.below(families as u64) as usize;
+    // Some operations are a client's pipeline: several commands on one family, executed in
+    // order as one operation.
+    if prng.percent(8) {
+        let count = prng.range_inclusive(2, 4);
+        let commands = (0..count)
+            .map(|index| command_in_family(prng, family, family_size, format!("{unique}.p{index}")))
+            .collect();
+        return Command::Pipeline { commands };
+    }
+    command_in_family(prng, family, family_size, unique)
+}
+
+/// One command on one key family.
+fn command_in_family(
+    prng: &mut Prng,
+    family: usize,
+    family_size: usize,
+    unique: String,
+) -> Command {
     let member = prng.below(family_size as u64) as usize;
     let one = key(family, member);
     let some_keys = |prng: &mut Prng| -> Vec<Vec<u8>> {
@@ -69,8 +88,18 @@ pub fn next_command(
                 .collect();
             Command::MultiPut { pairs }
         }
-        83..=94 => Command::MultiGet {
+        83..=89 => Command::MultiGet {
             keys: some_keys(prng),
+        },
+        90..=94 => Command::Set {
+            key: one,
+            value,
+            condition: *prng.pick(&[
+                kv::SetCondition::Always,
+                kv::SetCondition::IfAbsent,
+                kv::SetCondition::IfPresent,
+            ]),
+            return_previous: prng.percent(50),
         },
         _ => Command::MultiDelete {
             keys: some_keys(prng),
