@@ -69,10 +69,15 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// Tokio worker threads per node: `TESSERA_WORKER_THREADS`, default 2.
+fn worker_threads() -> usize {
+    std::env::var("TESSERA_WORKER_THREADS").ok().and_then(|text| text.parse().ok()).filter(|threads| *threads > 0).unwrap_or(2)
+}
+
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

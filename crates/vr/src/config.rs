@@ -105,8 +105,8 @@ impl Config {
             primary_timeout_ticks: 100,
             view_change_timeout_ticks: 100,
             resend_ticks: 20,
-            checkpoint_interval_ops: 1024,
-            log_retained_ops: 256,
+            checkpoint_interval_ops: 16_384,
+            log_retained_ops: 1024,
             canary: None,
         }
     }
