@@ -71,7 +71,11 @@ fn main() -> anyhow::Result<()> {
 
 /// Tokio worker threads per node: `TESSERA_WORKER_THREADS`, default 2.
 fn worker_threads() -> usize {
-    std::env::var("TESSERA_WORKER_THREADS").ok().and_then(|text| text.parse().ok()).filter(|threads| *threads > 0).unwrap_or(2)
+    std::env::var("TESSERA_WORKER_THREADS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .filter(|threads| *threads > 0)
+        .unwrap_or(2)
 }
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
