@@ -3,7 +3,7 @@
 //! ```toml
 //! cluster = 7                    # any number; nodes of different clusters refuse each other
 //! replica = 0                    # this node's index in `replicas`
-//! durability = "memory"          # or "disk"
+//! durability = "memory"          # or "disk"; see below
 //! data_dir = "/var/lib/tessera/0"
 //! tick_ms = 5
 //!
@@ -18,6 +18,12 @@
 //! [limits]                       # optional
 //! bulk_bytes_max = 536870912
 //! ```
+//!
+//! Durability: `disk` keeps a write-ahead log in `data_dir/wal` and survives any restart. `memory`
+//! writes nothing but a marker file: a replica that restarts recovers its state from f + 1 peers
+//! (VRR §4.3), so the group survives up to f replicas restarting at once, not more. If every
+//! replica restarts, they all wait for a peer that still has the state (the log says so every
+//! second); start a new cluster with empty data directories instead.
 
 use serde::Deserialize;
 use std::fmt;
