@@ -43,15 +43,15 @@ fn sweep(start: u64, count: u64, canary: Option<Canary>) -> Vec<(u64, String, &'
 }
 
 #[test]
-fn three_hundred_seeds_pass_every_checker() {
-    let failures = sweep(1, 300, None);
+fn a_thousand_seeds_pass_every_checker() {
+    let failures = sweep(1, 1000, None);
     for (seed, report, _) in &failures {
         eprintln!("seed {seed}: {}", report.lines().next().unwrap_or(""));
         eprintln!("  replay: cargo run -p sim --release -- --seed {seed}");
     }
     assert!(
         failures.is_empty(),
-        "{} of 300 seeds failed",
+        "{} of 1000 seeds failed",
         failures.len()
     );
 }
