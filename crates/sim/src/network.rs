@@ -127,8 +127,4 @@ impl Network {
             row.iter_mut().for_each(|blocked| *blocked = false);
         }
     }
-
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
 }

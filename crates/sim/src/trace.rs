@@ -26,10 +26,6 @@ impl Trace {
         }
     }
 
-    pub fn enabled(&self) -> bool {
-        self.lines.is_some() || self.live
-    }
-
     pub fn hash(&mut self, words: &[u64]) {
         for word in words {
             self.hash.write_u64(*word);
