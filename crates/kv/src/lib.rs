@@ -83,6 +83,26 @@ impl Command {
         }
     }
 
+    /// Whether the command's reply is independent of the state (nil-externalizing, Skyros
+    /// §2): a plain put or multi-put replies OK whatever the store holds.
+    pub fn is_nilext(&self) -> bool {
+        self.nilext_outcome().is_some()
+    }
+
+    /// The reply of a nilext command, which it has whatever the state (None if not nilext).
+    pub fn nilext_outcome(&self) -> Option<Outcome> {
+        match self {
+            Command::Put { .. } | Command::MultiPut { .. } => Some(Outcome::Ok),
+            Command::Pipeline { commands } if !commands.is_empty() => {
+                let all = commands.iter().all(|command| {
+                    matches!(command, Command::Put { .. } | Command::MultiPut { .. })
+                });
+                all.then(|| Outcome::Pipeline(vec![Outcome::Ok; commands.len()]))
+            }
+            _ => None,
+        }
+    }
+
     /// The keys the command touches, in argument order (duplicates kept); empty for `Count`.
     pub fn keys(&self) -> Vec<&[u8]> {
         match self {
@@ -310,6 +330,14 @@ impl StateMachine for KvStore {
             Ok(command) => self.read(&command).encode(),
             Err(error) => Outcome::Error(error).encode(),
         }
+    }
+
+    fn keys(&self, operation: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let command = Command::decode(operation).ok()?;
+        if matches!(command, Command::Count) {
+            return None; // Reads every key.
+        }
+        Some(command.keys().into_iter().map(<[u8]>::to_vec).collect())
     }
 
     fn snapshot(&self) -> Vec<u8> {

@@ -11,11 +11,22 @@ pub enum Durability {
     Disk,
 }
 
+/// How a group replicates writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Viewstamped Replication: every write is ordered by the primary before it completes.
+    Vr,
+    /// Skyros: nilext writes complete at a supermajority of durability logs in one round trip;
+    /// the primary orders them in the background (`docs/internals/skyros.md`).
+    Skyros,
+}
+
 /// A group's knobs. Durations are in ticks, the protocol's only notion of time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub replica_count: u8,
     pub durability: Durability,
+    pub protocol: Protocol,
     /// Requests in one log entry at most.
     pub batch_requests_max: usize,
     /// How long the primary may hold a partial batch while other entries are in flight.
@@ -55,6 +66,11 @@ pub enum Canary {
     /// The primary serves reads at once, without a read probe: a deposed primary that does not
     /// know it yet serves stale values. Only a history checker can see this.
     ReadWithoutProbe,
+    /// Skyros: durability-log recovery wants a request on ⌈f/2⌉ + 2 logs (one more than the
+    /// paper's ⌈f/2⌉ + 1), so a completed nilext write missing from one participant's log is
+    /// lost in a view change. (One fewer only adds requests that never completed, and misorders
+    /// only in rare vote patterns: the simulator does not reliably see it.)
+    RecoveryThresholdTooHigh,
 }
 
 /// Why a configuration is refused.
@@ -96,6 +112,7 @@ impl Config {
         Config {
             replica_count,
             durability,
+            protocol: Protocol::Vr,
             batch_requests_max: 64,
             batch_linger_ticks: 1,
             pipeline_ops_max: 16,

@@ -6,7 +6,7 @@
 
 use crate::journal::Journal;
 use serde::{Deserialize, Serialize};
-use wire::{Checkpoint, Entry, Op, View};
+use wire::{Checkpoint, DurableRequest, Entry, Op, View};
 
 /// One persisted record. Slots are fixed (records live on disk): append new variants at the end.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,8 @@ pub enum Record {
     },
     /// The state after executing every op up to `checkpoint.op`.
     Checkpoint(Checkpoint),
+    /// Skyros: a nilext request appended to the durability log of `view`'s normal log.
+    Durable { view: View, entry: DurableRequest },
 }
 
 /// The state a restarted replica rebuilds from its records.
@@ -34,6 +36,9 @@ pub struct DurableState {
     pub log_view: View,
     pub checkpoint: Option<Checkpoint>,
     pub journal: Journal,
+    /// Skyros: the durability log of `log_view`, in arrival order (executed ones included:
+    /// the replica drops them when it executes them again).
+    pub durability_log: Vec<DurableRequest>,
 }
 
 impl Default for DurableState {
@@ -43,6 +48,7 @@ impl Default for DurableState {
             log_view: View(0),
             checkpoint: None,
             journal: Journal::new(Op(0)),
+            durability_log: Vec::new(),
         }
     }
 }
@@ -78,6 +84,9 @@ impl DurableState {
                 entries,
             } => {
                 self.view = self.view.max(*view);
+                if *log_view != self.log_view {
+                    self.durability_log.clear();
+                }
                 self.log_view = *log_view;
                 let checkpoint_op = self.checkpoint_op();
                 let truncate_after = (*truncate_after).max(checkpoint_op).min(self.journal.op());
@@ -99,9 +108,38 @@ impl DurableState {
                         self.journal.compact_through(checkpoint.op);
                     }
                     self.checkpoint = Some(checkpoint.clone());
+                    self.prune_durability_log();
+                }
+            }
+            Record::Durable { view, entry } => {
+                if *view == self.log_view {
+                    self.durability_log.push(entry.clone());
                 }
             }
         }
+    }
+
+    /// Drops durability-log entries the checkpoint executed, except the last entry, which
+    /// carries the view's running digest.
+    fn prune_durability_log(&mut self) {
+        let Some(checkpoint) = &self.checkpoint else {
+            return;
+        };
+        let executed: std::collections::BTreeMap<_, _> = checkpoint
+            .client_table
+            .iter()
+            .map(|entry| (entry.client, entry.request))
+            .collect();
+        let last = self.durability_log.len().saturating_sub(1);
+        let mut position = 0;
+        self.durability_log.retain(|entry| {
+            let keep = position == last
+                || executed
+                    .get(&entry.request.client)
+                    .is_none_or(|latest| entry.request.request > *latest);
+            position += 1;
+            keep
+        });
     }
 
     pub fn checkpoint_op(&self) -> Op {
@@ -123,6 +161,12 @@ impl DurableState {
             truncate_after: self.checkpoint_op(),
             entries: self.journal.entries_after(self.checkpoint_op()),
         });
+        for entry in &self.durability_log {
+            records.push(Record::Durable {
+                view: self.log_view,
+                entry: entry.clone(),
+            });
+        }
         records
     }
 }

@@ -10,20 +10,26 @@
 
 mod client_table;
 mod config;
+mod durability_log;
 mod durable;
 mod journal;
+mod nilext_quorum;
 mod quorum;
 mod replica;
 mod state_machine;
 
 pub use client_table::ClientTable;
-pub use config::{Canary, Config, ConfigError, Durability};
+pub use config::{Canary, Config, ConfigError, Durability, Protocol};
+pub use durability_log::{
+    recover, recovery_threshold, request_digest, supermajority, DurabilityLog,
+};
 pub use durable::{DurableState, Record};
 pub use journal::Journal;
+pub use nilext_quorum::NilextQuorum;
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, StatusName};
 pub use state_machine::{RestoreError, StateMachine};
 pub use wire::{
-    Checkpoint, ClientId, ClientTableEntry, Entry, Message, Nonce, Op, ReplicaIndex, Reply,
-    Request, RequestKind, RequestNumber, View,
+    Checkpoint, ClientId, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,
+    Nonce, Op, ReplicaIndex, Reply, Request, RequestKind, RequestNumber, View,
 };

@@ -4,12 +4,13 @@
 //! when its preconditions hold. Section numbers refer to VR Revisited (Liskov & Cowling, 2012).
 
 use crate::client_table::ClientTable;
-use crate::config::{Config, Durability};
+use crate::config::{Canary, Config, Durability, Protocol};
+use crate::durability_log::{self, DurabilityLog};
 use crate::durable::{DurableState, Record};
 use crate::journal::Journal;
 use crate::quorum::majority_value;
 use crate::state_machine::{RestoreError, StateMachine};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Timeout;
 use wire::RecoveryState;
 use wire::{
@@ -63,6 +64,17 @@ struct DoViewChange {
     commit: Op,
     checkpoint_op: Op,
     log: Vec<Entry>,
+    durability_log: Vec<Request>,
+}
+
+/// A NewState message's fields, as `on_new_state` takes them.
+struct NewState {
+    view: View,
+    commit: Op,
+    checkpoint: Option<Checkpoint>,
+    log: Vec<Entry>,
+    replica: ReplicaIndex,
+    durability: Option<wire::DurabilityLogState>,
 }
 
 #[derive(Debug, Default)]
@@ -115,6 +127,12 @@ struct PrimaryState {
     probe: Option<Probe>,
     probe_round_next: u64,
     probe_round_confirmed: u64,
+    /// Skyros: nilext requests whose client asked again on the slow path; they get a Reply
+    /// when they execute.
+    slow_waiters: BTreeSet<(ClientId, RequestNumber)>,
+    /// Skyros: the keys of queued or prepared non-nilext writes not yet executed (only the
+    /// key index is used; see `on_read_request`).
+    ordered_writes: DurabilityLog,
 }
 
 /// State only a backup in normal status has.
@@ -196,6 +214,10 @@ pub struct Replica<S: StateMachine> {
     deferred: Vec<Effect>,
     /// Effects to emit at the next step (set up by a constructor, which cannot emit).
     startup: Vec<Effect>,
+    /// Skyros: nilext requests held but not executed, in arrival order.
+    durability_log: DurabilityLog,
+    /// Skyros, disk durability: acknowledgements waiting for their record's sequence.
+    acks_pending: VecDeque<(u64, Effect)>,
 }
 
 impl<S: StateMachine> Replica<S> {
@@ -257,6 +279,14 @@ impl<S: StateMachine> Replica<S> {
         replica.log_view = durable.log_view;
         replica.view_persisted = durable.view;
         replica.op_persisted = replica.journal.op();
+        for entry in durable.durability_log {
+            let keys = replica.state_machine.keys(&entry.request.operation);
+            replica.durability_log.restore_entry(entry.clone(), keys);
+            let (client, request) = (entry.request.client, entry.request.request);
+            if replica.client_table.executed(client, request) {
+                replica.durability_log.remove_executed(client, request);
+            }
+        }
         // The journal may hold entries from before the checkpoint (retained ones): drop the
         // part the checkpoint covers only if it does not reach past it.
         if replica.journal.op() < replica.commit_min {
@@ -313,6 +343,8 @@ impl<S: StateMachine> Replica<S> {
             view_persisted: View(0),
             deferred: Vec::new(),
             startup: Vec::new(),
+            durability_log: DurabilityLog::default(),
+            acks_pending: VecDeque::new(),
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -389,6 +421,11 @@ impl<S: StateMachine> Replica<S> {
     pub fn state_machine(&self) -> &S {
         &self.state_machine
     }
+    /// Skyros: the nilext requests this replica holds but has not executed.
+    pub fn durability_log(&self) -> &DurabilityLog {
+        &self.durability_log
+    }
+
     pub fn client_table(&self) -> &ClientTable {
         &self.client_table
     }
@@ -450,6 +487,7 @@ impl<S: StateMachine> Replica<S> {
                 checkpoint_op,
                 replica,
                 log,
+                durability_log,
             } => {
                 let message = DoViewChange {
                     log_view,
@@ -457,6 +495,7 @@ impl<S: StateMachine> Replica<S> {
                     commit,
                     checkpoint_op,
                     log,
+                    durability_log,
                 };
                 self.on_do_view_change(view, replica, message, effects);
             }
@@ -477,7 +516,18 @@ impl<S: StateMachine> Replica<S> {
                 checkpoint,
                 log,
                 replica,
-            } => self.on_new_state(view, commit, checkpoint, log, replica, effects),
+                durability,
+            } => {
+                let state = NewState {
+                    view,
+                    commit,
+                    checkpoint,
+                    log,
+                    replica,
+                    durability,
+                };
+                self.on_new_state(state, effects);
+            }
             Message::Recovery { replica, nonce } => self.on_recovery(replica, nonce, effects),
             Message::ReadProbe { view, round } => self.on_read_probe(view, round, effects),
             Message::ReadProbeOk {
@@ -486,7 +536,10 @@ impl<S: StateMachine> Replica<S> {
                 replica,
             } => self.on_read_probe_ok(view, round, replica, effects),
             // Client-bound or stale: nothing to do.
-            Message::Reply(_) | Message::NotPrimary { .. } | Message::RecoveryResponse { .. } => {}
+            Message::Reply(_)
+            | Message::NotPrimary { .. }
+            | Message::RecoveryResponse { .. }
+            | Message::NilextAck { .. } => {}
         }
     }
 
@@ -621,6 +674,10 @@ impl<S: StateMachine> Replica<S> {
         if !matches!(self.status, Status::Normal) {
             return; // Mid view change: the client retries.
         }
+        if request.kind == RequestKind::Nilext {
+            self.on_nilext_request(request, effects);
+            return;
+        }
         if self.primary.is_none() {
             let message = Message::NotPrimary {
                 view: self.view,
@@ -636,7 +693,106 @@ impl<S: StateMachine> Replica<S> {
         match request.kind {
             RequestKind::Read => self.on_read_request(request, effects),
             RequestKind::Write => self.on_write_request(request, effects),
+            RequestKind::Nilext => unreachable!("handled above"),
         }
+    }
+
+    // ----- Skyros: nilext writes (Skyros §4.2–4.3). -----
+
+    /// Any replica of the view: hold the request in the durability log and acknowledge it.
+    fn on_nilext_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        if self.config.protocol != Protocol::Skyros || self.log_view != self.view {
+            return; // Not Skyros, or our log is not yet this view's: the client retries.
+        }
+        let (client, number) = (request.client, request.request);
+        if let Some((latest, _)) = self.client_table.get(client) {
+            if number < latest {
+                return; // Stale: the client has moved on.
+            }
+            if number == latest {
+                self.acknowledge_nilext(client, number, 0, true, effects);
+                return;
+            }
+        }
+        if let Some(entry) = self.durability_log.get(client, number) {
+            let prefix_digest = entry.prefix_digest;
+            let persisting = self.acks_pending.iter().any(|(_, effect)| {
+                matches!(effect, Effect::Reply { message: Message::NilextAck { client: c, request: r, .. }, .. } if *c == client && *r == number)
+            });
+            if !persisting {
+                self.acknowledge_nilext(client, number, prefix_digest, false, effects);
+            }
+            return;
+        }
+        if let Some(primary) = &self.primary {
+            if primary
+                .in_flight
+                .get(&client)
+                .is_some_and(|in_flight| number <= *in_flight)
+            {
+                return; // Already ordered on the slow path: its reply will come.
+            }
+        }
+        if self.durability_log.len() >= self.config.request_queue_max {
+            return; // Overloaded: the client retries.
+        }
+        let keys = self.state_machine.keys(&request.operation);
+        let prefix_digest = self.durability_log.append(request.clone(), keys);
+        if self.durable() {
+            let entry = self
+                .durability_log
+                .get(client, number)
+                .expect("just appended")
+                .clone();
+            let record = Record::Durable {
+                view: self.view,
+                entry,
+            };
+            let sequence = self.persist_sequence_next;
+            self.persist(record, effects);
+            let ack = self.nilext_ack(client, number, prefix_digest, false);
+            self.acks_pending.push_back((sequence, ack));
+        } else {
+            self.acknowledge_nilext(client, number, prefix_digest, false, effects);
+        }
+        if let Some(primary) = &mut self.primary {
+            // The primary orders its durability log in arrival order (§4.3): the batch is
+            // that order, and non-nilext writes queue behind every earlier nilext one (§4.5).
+            primary.in_flight.insert(client, number);
+            primary.batch.push(request);
+            self.maybe_prepare(effects);
+        }
+    }
+
+    fn nilext_ack(
+        &self,
+        client: ClientId,
+        request: RequestNumber,
+        prefix_digest: u64,
+        executed: bool,
+    ) -> Effect {
+        Effect::Reply {
+            client,
+            message: Message::NilextAck {
+                view: self.view,
+                replica: self.index,
+                client,
+                request,
+                prefix_digest,
+                executed,
+            },
+        }
+    }
+
+    fn acknowledge_nilext(
+        &mut self,
+        client: ClientId,
+        request: RequestNumber,
+        prefix_digest: u64,
+        executed: bool,
+        effects: &mut Vec<Effect>,
+    ) {
+        effects.push(self.nilext_ack(client, request, prefix_digest, executed));
     }
 
     fn on_write_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
@@ -658,6 +814,19 @@ impl<S: StateMachine> Replica<S> {
                 return;
             }
         }
+        if self
+            .durability_log
+            .get(request.client, request.request)
+            .is_some()
+        {
+            // Skyros slow path for a nilext request the primary already holds: it is queued
+            // or prepared; reply when it executes.
+            let primary = self.primary.as_mut().expect("at the primary");
+            primary
+                .slow_waiters
+                .insert((request.client, request.request));
+            return;
+        }
         let primary = self
             .primary
             .as_mut()
@@ -673,6 +842,10 @@ impl<S: StateMachine> Replica<S> {
             return; // Overloaded: the client retries.
         }
         primary.in_flight.insert(request.client, request.request);
+        if self.config.protocol == Protocol::Skyros {
+            let keys = self.state_machine.keys(&request.operation);
+            primary.ordered_writes.append(request.clone(), keys);
+        }
         primary.batch.push(request);
         self.maybe_prepare(effects);
     }
@@ -723,6 +896,20 @@ impl<S: StateMachine> Replica<S> {
         self.broadcast(message, effects);
         self.timeouts.heartbeat.start();
         self.maybe_commit(effects);
+    }
+
+    /// Prepares the whole batch now, past the pipeline limit (a Skyros read waits for it).
+    fn prepare_everything(&mut self, effects: &mut Vec<Effect>) {
+        loop {
+            let primary = self.primary.as_mut().expect("at the primary");
+            if primary.batch.is_empty() {
+                return;
+            }
+            let take = primary.batch.len().min(self.config.batch_requests_max);
+            let requests: Vec<Request> = primary.batch.drain(..take).collect();
+            primary.batch_age_ticks = 0;
+            self.prepare(requests, effects);
+        }
     }
 
     fn resend_prepares(&mut self, effects: &mut Vec<Effect>) {
@@ -936,13 +1123,29 @@ impl<S: StateMachine> Replica<S> {
                 primary.in_flight.remove(&request.client);
             }
         }
+        self.durability_log
+            .remove_executed(request.client, request.request);
+        if let Some(primary) = &mut self.primary {
+            primary
+                .ordered_writes
+                .remove_executed(request.client, request.request);
+        }
         if self.client_table.executed(request.client, request.request) {
             return; // Logged twice (retried across a view change): at most once.
         }
         let result = self.state_machine.apply(&request.operation);
         self.client_table
             .record(request.client, request.request, result.clone());
-        if self.primary.is_some() {
+        let reply_wanted = match &mut self.primary {
+            None => false,
+            Some(primary) => {
+                request.kind != RequestKind::Nilext
+                    || primary
+                        .slow_waiters
+                        .remove(&(request.client, request.request))
+            }
+        };
+        if reply_wanted {
             let reply = Reply {
                 view: self.view,
                 client: request.client,
@@ -973,6 +1176,43 @@ impl<S: StateMachine> Replica<S> {
     // ----- Linearisable reads: a read-index round (see docs/internals/vr.md). -----
 
     fn on_read_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        if self.config.protocol == Protocol::Skyros {
+            let keys = self.state_machine.keys(&request.operation);
+            // A pending non-nilext write ordered before a pending nilext one may have to be
+            // seen too: the nilext one may have completed, and the write precedes it (a
+            // multi-key write can make that order observable). So while the durability log is
+            // not empty, conflicting pending writes of either kind make the read wait.
+            let ordered_writes = &self
+                .primary
+                .as_ref()
+                .expect("at the primary")
+                .ordered_writes;
+            let conflicts = self.durability_log.conflicts(keys.as_deref())
+                || (!self.durability_log.is_empty() && ordered_writes.conflicts(keys.as_deref()));
+            if conflicts {
+                // Skyros §4.4: the read touches unfinalised updates: order every pending one
+                // now, and serve the read once they have executed.
+                self.prepare_everything(effects);
+                let primary = self.primary.as_mut().expect("reads run at the primary");
+                if primary.reads.len() >= self.config.read_queue_max {
+                    return;
+                }
+                let mut round = primary.probe_round_next;
+                if self.config.canary == Some(Canary::ReadWithoutProbe) {
+                    // As below: every read skips the probe, or one that waits would wait for a
+                    // probe that no later read asks for.
+                    round = primary.probe_round_confirmed;
+                }
+                primary.reads.push_back(PendingRead {
+                    request,
+                    read_index: self.journal.op(),
+                    round,
+                });
+                self.maybe_send_probe(effects);
+                self.maybe_serve_reads(effects);
+                return;
+            }
+        }
         let read_index = {
             let primary = self
                 .primary
@@ -1159,6 +1399,7 @@ impl<S: StateMachine> Replica<S> {
             commit: self.commit_max,
             checkpoint_op: self.checkpoint.op,
             log: self.journal.entries_after(self.checkpoint.op),
+            durability_log: self.durability_log.requests(),
         };
         let primary = self.primary_of(self.view);
         if primary == self.index {
@@ -1170,6 +1411,7 @@ impl<S: StateMachine> Replica<S> {
                 commit,
                 checkpoint_op,
                 log,
+                durability_log,
             } = message;
             let message = Message::DoViewChange {
                 view: self.view,
@@ -1179,6 +1421,7 @@ impl<S: StateMachine> Replica<S> {
                 checkpoint_op,
                 replica: self.index,
                 log,
+                durability_log,
             };
             self.send(primary, message, effects);
         }
@@ -1261,10 +1504,43 @@ impl<S: StateMachine> Replica<S> {
             .filter(|entry| entry.op > self.commit_min)
             .cloned()
             .collect();
+        // Skyros: the durability logs of at most f + 1 participants from the latest normal
+        // view, ours first. Never more: the recovery's thresholds are majorities of f + 1.
+        let best_log_view = best.log_view;
+        let own = self.index;
+        let durability_logs: Vec<Vec<Request>> = state
+            .do_view_change_from
+            .get(&own)
+            .into_iter()
+            .chain(
+                state
+                    .do_view_change_from
+                    .iter()
+                    .filter(|(replica, _)| **replica != own)
+                    .map(|(_, message)| message),
+            )
+            .filter(|message| message.log_view == best_log_view)
+            .take(majority)
+            .map(|message| message.durability_log.clone())
+            .collect();
         self.install_log(entries, effects);
         self.commit_max = self.commit_max.max(commit.min(self.journal.op()));
+        let recovered = if self.config.protocol == Protocol::Skyros {
+            self.recover_durability_logs(&durability_logs, effects)
+        } else {
+            Vec::new()
+        };
         self.status = Status::Normal;
         self.become_primary(self.journal.op());
+        if let Some(primary) = &mut self.primary {
+            for request in &recovered {
+                let slot = primary
+                    .in_flight
+                    .entry(request.client)
+                    .or_insert(request.request);
+                *slot = (*slot).max(request.request);
+            }
+        }
         self.timeouts.view_change.stop();
         let message = Message::StartView {
             view: self.view,
@@ -1278,9 +1554,55 @@ impl<S: StateMachine> Replica<S> {
         self.maybe_commit(effects);
     }
 
+    /// Skyros §4.6: the new primary recovers the durability logs of the participants from the
+    /// latest normal view and appends them, in a real-time-safe order, to its log as entries
+    /// of the new view, so that StartView carries them. Returns the appended requests.
+    fn recover_durability_logs(
+        &mut self,
+        logs: &[Vec<Request>],
+        effects: &mut Vec<Effect>,
+    ) -> Vec<Request> {
+        let tolerated = self.config.replicas_tolerated() as usize;
+        let mut threshold = durability_log::recovery_threshold(tolerated);
+        if self.config.canary == Some(Canary::RecoveryThresholdTooHigh) {
+            threshold += 1;
+        }
+        let mut logged: BTreeSet<(ClientId, RequestNumber)> = BTreeSet::new();
+        for entry in self.journal.iter() {
+            if entry.op > self.commit_min {
+                for request in &entry.requests {
+                    logged.insert((request.client, request.request));
+                }
+            }
+        }
+        let client_table = &self.client_table;
+        let recovered = durability_log::recover(logs, tolerated, threshold, |request| {
+            client_table.executed(request.client, request.request)
+                || logged.contains(&(request.client, request.request))
+        });
+        self.durability_log.clear();
+        for chunk in recovered.chunks(self.config.batch_requests_max) {
+            let entry = Entry {
+                view: self.view,
+                op: self.journal.op().next(),
+                requests: chunk.to_vec(),
+            };
+            self.journal.append(entry.clone());
+            if self.durable() {
+                self.persist(Record::Entry(entry), effects);
+            }
+        }
+        recovered
+    }
+
     /// Replaces everything after commit_min with `entries` (which start at commit_min + 1) and
     /// makes this view the log's view.
     fn install_log(&mut self, entries: Vec<Entry>, effects: &mut Vec<Effect>) {
+        if self.log_view != self.view {
+            // Skyros: what the old view's durability log held that completed is in this
+            // view's log now (§4.6); the rest never completed.
+            self.durability_log.clear();
+        }
         self.journal.truncate_after(self.commit_min);
         for entry in &entries {
             assert_eq!(
@@ -1360,6 +1682,8 @@ impl<S: StateMachine> Replica<S> {
             probe: None,
             probe_round_next: 1,
             probe_round_confirmed: 0,
+            slow_waiters: BTreeSet::new(),
+            ordered_writes: DurabilityLog::default(),
         });
         self.timeouts.primary.stop();
         self.timeouts.lag.stop();
@@ -1444,6 +1768,8 @@ impl<S: StateMachine> Replica<S> {
         } else {
             (None, self.journal.entries_after(op))
         };
+        let durability = (self.config.protocol == Protocol::Skyros && self.primary.is_some())
+            .then(|| self.durability_log.to_state());
         let message = Message::NewState {
             view,
             op: self.journal.op(),
@@ -1451,19 +1777,20 @@ impl<S: StateMachine> Replica<S> {
             checkpoint,
             log,
             replica: self.index,
+            durability,
         };
         self.send(replica, message, effects);
     }
 
-    fn on_new_state(
-        &mut self,
-        view: View,
-        commit: Op,
-        checkpoint: Option<Checkpoint>,
-        log: Vec<Entry>,
-        replica: ReplicaIndex,
-        effects: &mut Vec<Effect>,
-    ) {
+    fn on_new_state(&mut self, state: NewState, effects: &mut Vec<Effect>) {
+        let NewState {
+            view,
+            commit,
+            checkpoint,
+            log,
+            replica,
+            durability,
+        } = state;
         if view != self.view {
             return;
         }
@@ -1510,6 +1837,11 @@ impl<S: StateMachine> Replica<S> {
                 return; // Not the state we asked for (a stale answer): the lag timer asks again.
             }
             self.install_log(entries, effects);
+            if let (Some(durability), true) = (durability, replica == self.primary_of(view)) {
+                // Skyros: adopt the primary's durability log (its order is the real-time one)
+                // and running digest, so that our acknowledgements match the primary's again.
+                self.adopt_durability_log(&durability, effects);
+            }
         } else {
             for entry in log {
                 if entry.op == self.journal.op().next() {
@@ -1520,6 +1852,34 @@ impl<S: StateMachine> Replica<S> {
         self.drain_reorder(effects);
         self.advance_commit_max(commit, effects);
         self.send_prepare_ok(effects);
+    }
+
+    /// Skyros: takes the primary's durability log as ours (state transfer, recovery).
+    fn adopt_durability_log(
+        &mut self,
+        durability: &wire::DurabilityLogState,
+        effects: &mut Vec<Effect>,
+    ) {
+        let state_machine = &self.state_machine;
+        let mut log =
+            DurabilityLog::from_state(durability, |request| state_machine.keys(&request.operation));
+        for entry in &durability.entries {
+            let (client, request) = (entry.request.client, entry.request.request);
+            if self.client_table.executed(client, request) {
+                log.remove_executed(client, request);
+            }
+        }
+        self.durability_log = log;
+        if self.durable() {
+            let entries: Vec<_> = self.durability_log.iter().cloned().collect();
+            for entry in entries {
+                let record = Record::Durable {
+                    view: self.view,
+                    entry,
+                };
+                self.persist(record, effects);
+            }
+        }
     }
 
     /// Replaces the state with a checkpoint from a peer. Our log is dropped: what follows the
@@ -1559,6 +1919,7 @@ impl<S: StateMachine> Replica<S> {
             commit: self.commit_max,
             checkpoint: self.checkpoint.clone(),
             log: self.journal.entries_after(self.checkpoint.op),
+            durability: self.durability_log.to_state(),
         });
         let message = Message::RecoveryResponse {
             view: self.view,
@@ -1619,6 +1980,7 @@ impl<S: StateMachine> Replica<S> {
             commit,
             checkpoint,
             log,
+            durability,
         } = recovered;
         let contiguous = log
             .first()
@@ -1640,6 +2002,7 @@ impl<S: StateMachine> Replica<S> {
         self.log_view = view;
         self.status = Status::Normal;
         self.become_backup();
+        self.adopt_durability_log(&durability, effects);
         self.execute_committed(effects);
         self.send_prepare_ok(effects);
     }
@@ -1681,6 +2044,7 @@ impl<S: StateMachine> Replica<S> {
             Record::Checkpoint(checkpoint) => {
                 (LogMark::CheckpointAt(checkpoint.op), self.view_persisted)
             }
+            Record::Durable { .. } => (LogMark::Unchanged, self.view_persisted),
         };
         self.persist_pending.push_back(PendingRecord {
             sequence,
@@ -1716,6 +2080,14 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         self.op_persisted = self.op_persisted.min(self.journal.op());
+        while self
+            .acks_pending
+            .front()
+            .is_some_and(|(pending, _)| *pending <= sequence)
+        {
+            let (_, ack) = self.acks_pending.pop_front().expect("front exists");
+            effects.push(ack);
+        }
         self.flush_deferred(effects);
         if matches!(self.status, Status::Normal) {
             if self.primary.is_some() {

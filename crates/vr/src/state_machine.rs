@@ -15,6 +15,12 @@ pub trait StateMachine {
     fn snapshot(&self) -> Vec<u8>;
     /// Replaces the whole state with a snapshot. On error the state must be unchanged.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
+    /// The keys an operation reads or writes, for Skyros's per-key read check; `None` means
+    /// "it may touch anything" (the safe answer for bytes that do not decode).
+    fn keys(&self, operation: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let _ = operation;
+        None
+    }
 }
 
 /// Why a snapshot could not be restored.

@@ -537,6 +537,7 @@ fn a_do_view_change_with_a_gap_in_its_log_is_dropped_not_a_panic() {
         checkpoint_op: Op(0),
         replica: ReplicaIndex(2),
         log: vec![entries[0].clone(), entries[2].clone()],
+        durability_log: vec![],
     };
     group.step(1, Input::Message(message));
     assert_eq!(
@@ -548,4 +549,108 @@ fn a_do_view_change_with_a_gap_in_its_log_is_dropped_not_a_panic() {
     group.network.clear();
     group.run(400, &[1, 2]);
     assert!((1..3).any(|index| group.replica(index).is_primary()));
+}
+
+// ----- Skyros (docs/internals/skyros.md). -----
+
+fn skyros_group(replica_count: u8) -> Group {
+    let mut group = Group::new(replica_count, Durability::Memory);
+    group.config.protocol = vr::Protocol::Skyros;
+    for (index, node) in group.nodes.iter_mut().enumerate() {
+        node.replica = Some(Replica::new(
+            group.config.clone(),
+            ReplicaIndex(index as u8),
+            KvStore::new(),
+        ));
+    }
+    group
+}
+
+impl Group {
+    /// Sends a nilext request to `to`, in that order; returns whether the acknowledgements
+    /// complete it (`vr::NilextQuorum`).
+    fn nilext(&mut self, to: &[u8], client: u64, number: u64, command: Command) -> bool {
+        let request = Request {
+            client: ClientId(client),
+            request: RequestNumber(number),
+            kind: RequestKind::Nilext,
+            operation: command.encode(),
+        };
+        for replica in to {
+            self.step(*replica, Input::Message(Message::Request(request.clone())));
+        }
+        let mut quorum = vr::NilextQuorum::new();
+        let mut complete = false;
+        for (_, message) in self.replies.drain(..) {
+            if let Message::NilextAck {
+                view,
+                replica,
+                client: acked_client,
+                request: acked,
+                prefix_digest,
+                executed,
+            } = message
+            {
+                if acked_client == ClientId(client) && acked == RequestNumber(number) {
+                    complete |= quorum.on_ack(
+                        self.config.replica_count,
+                        view,
+                        replica,
+                        prefix_digest,
+                        executed,
+                    );
+                }
+            }
+        }
+        complete
+    }
+}
+
+#[test]
+fn skyros_a_nilext_write_completes_at_a_supermajority_before_it_is_ordered() {
+    let mut group = skyros_group(5);
+    // Four of five (f + ⌈f/2⌉ + 1 with f = 2), the primary among them: complete.
+    assert!(group.nilext(&[0, 1, 2, 3], 1, 1, put("k", "v")));
+    // Three are not enough, with or without the primary.
+    assert!(!group.nilext(&[0, 1, 2], 2, 1, put("x", "1")));
+    assert!(!group.nilext(&[1, 2, 3, 4], 3, 1, put("y", "1")));
+    assert_eq!(
+        group.replica(0).durability_log().len(),
+        2,
+        "the primary holds what it acknowledged (k and x; y never reached it)"
+    );
+    // A read of k makes the primary order and execute k's pending write first (§4.4).
+    group.network.clear();
+    group.request(0, 9, 1, get("k"));
+    group.run(50, &[0, 1, 2, 3, 4]);
+    assert_eq!(
+        group.outcomes_for(9),
+        vec![(1, Outcome::Value(Some(b"v".to_vec())))]
+    );
+}
+
+#[test]
+fn skyros_completed_nilext_writes_survive_the_primary_and_keep_their_real_time_order() {
+    let mut group = skyros_group(5);
+    // a completes on 0, 1, 2, 3 and is never prepared (the primary's messages are lost).
+    assert!(group.nilext(&[0, 1, 2, 3], 1, 1, put("k", "a")));
+    group.network.clear();
+    // b starts after a completed; it reaches replica 4 first, then everyone else, and a reaches
+    // replica 4 late: replica 4's log says b before a.
+    assert!(group.nilext(&[4, 0, 1, 2, 3], 2, 1, put("k", "b")));
+    assert!(!group.nilext(&[4], 1, 1, put("k", "a")));
+    group.network.clear();
+    // The primary crashes; 1, 2 and 4 (4 with the misordered log) elect replica 1.
+    group.crash(0);
+    group.crash(3);
+    group.run(400, &[1, 2, 4]);
+    assert_eq!(group.replica(1).status(), StatusName::Normal);
+    assert!(group.replica(1).is_primary());
+    group.request(1, 9, 1, get("k"));
+    group.run(50, &[1, 2, 4]);
+    assert_eq!(
+        group.outcomes_for(9),
+        vec![(1, Outcome::Value(Some(b"b".to_vec())))],
+        "b follows a in real time, so the recovered order puts b last"
+    );
 }

@@ -12,5 +12,6 @@ mod vr;
 pub use codec::{decode, encode, encode_into, DecodeError, FRAME_HEADER_BYTES, FRAME_VERSION};
 pub use ids::{ClientId, Nonce, Op, ReplicaIndex, RequestNumber, View};
 pub use vr::{
-    Checkpoint, ClientTableEntry, Entry, Message, RecoveryState, Reply, Request, RequestKind,
+    Checkpoint, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,
+    RecoveryState, Reply, Request, RequestKind,
 };

@@ -13,6 +13,9 @@ pub enum RequestKind {
     Write,
     /// Slot 1.
     Read,
+    /// Slot 2. A nil-externalizing write (Skyros): its reply carries no state, so it completes
+    /// once a supermajority holds it in their durability logs; ordering comes later.
+    Nilext,
 }
 
 /// A client's request. `operation` is opaque to VR: the state machine decodes it.
@@ -40,6 +43,23 @@ pub struct Entry {
     pub view: View,
     pub op: Op,
     pub requests: Vec<Request>,
+}
+
+/// A nilext request as a durability log holds it, with the digest of every request appended
+/// before it in the same view (see `docs/internals/skyros.md`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DurableRequest {
+    pub request: Request,
+    pub prefix_digest: u64,
+}
+
+/// A durability log handed to a replica that missed part of the view (state transfer,
+/// recovery): the entries not yet executed, and the running digest of everything appended in
+/// the view so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DurabilityLogState {
+    pub digest: u64,
+    pub entries: Vec<DurableRequest>,
 }
 
 /// The latest request a client had executed, with its reply (VRR's client table).
@@ -100,6 +120,8 @@ pub enum Message {
         checkpoint_op: Op,
         replica: ReplicaIndex,
         log: Vec<Entry>,
+        /// Skyros: the sender's durability log, in its order (empty under VR).
+        durability_log: Vec<Request>,
     },
     /// Slot 8. New primary → all: the view has started with this log.
     /// `log` holds the new primary's entries after `checkpoint_op`.
@@ -125,6 +147,8 @@ pub enum Message {
         checkpoint: Option<Checkpoint>,
         log: Vec<Entry>,
         replica: ReplicaIndex,
+        /// Skyros: when the asker's log is not yet this view's, the sender's durability log.
+        durability: Option<DurabilityLogState>,
     },
     /// Slot 11. Recovering replica (memory durability) → all.
     Recovery { replica: ReplicaIndex, nonce: Nonce },
@@ -143,6 +167,17 @@ pub enum Message {
         round: u64,
         replica: ReplicaIndex,
     },
+    /// Slot 15. Replica → client (Skyros): I hold your nilext request in my durability log
+    /// for `view`, after requests whose digest is `prefix_digest`; or, when `executed`, it is
+    /// already executed (committed) here.
+    NilextAck {
+        view: View,
+        replica: ReplicaIndex,
+        client: ClientId,
+        request: RequestNumber,
+        prefix_digest: u64,
+        executed: bool,
+    },
 }
 
 /// The primary's state carried in a RecoveryResponse.
@@ -152,6 +187,8 @@ pub struct RecoveryState {
     pub commit: Op,
     pub checkpoint: Checkpoint,
     pub log: Vec<Entry>,
+    /// Skyros: the primary's durability log.
+    pub durability: DurabilityLogState,
 }
 
 impl Message {
@@ -171,7 +208,8 @@ impl Message {
             | Message::NewState { view, .. }
             | Message::RecoveryResponse { view, .. }
             | Message::ReadProbe { view, .. }
-            | Message::ReadProbeOk { view, .. } => Some(*view),
+            | Message::ReadProbeOk { view, .. }
+            | Message::NilextAck { view, .. } => Some(*view),
         }
     }
 
@@ -193,6 +231,7 @@ impl Message {
             Message::RecoveryResponse { .. } => "recovery_response",
             Message::ReadProbe { .. } => "read_probe",
             Message::ReadProbeOk { .. } => "read_probe_ok",
+            Message::NilextAck { .. } => "nilext_ack",
         }
     }
 }
