@@ -1,13 +1,24 @@
 //! A simulated client: one outstanding request at a time (VRR's client model), retried with the
 //! same request number until a reply comes, following NotPrimary hints to the primary.
+//!
+//! Under Skyros a nilext write goes to every replica and completes on a supermajority of
+//! matching acknowledgements (`vr::NilextQuorum`); after two unanswered rounds the client
+//! takes the slow path: the same request, as an ordinary write, to the primary.
 
-use wire::{ClientId, Message, ReplicaIndex, Request, RequestNumber, View};
+use vr::NilextQuorum;
+use wire::{ClientId, Message, ReplicaIndex, Request, RequestKind, RequestNumber, View};
+
+/// Unanswered rounds of a nilext write before the client falls back to the slow path.
+pub const NILEXT_ROUNDS_MAX: u32 = 2;
 
 #[derive(Debug)]
 pub struct Outstanding {
     pub request: Request,
     pub history_index: usize,
     pub sent_at: u64,
+    /// Skyros: the reply a nilext request has whatever the state, and its acknowledgements.
+    pub nilext: Option<(Vec<u8>, NilextQuorum)>,
+    pub rounds: u32,
 }
 
 #[derive(Debug)]
@@ -31,6 +42,8 @@ pub enum ClientAction {
         history_index: usize,
         request: Request,
         result: Vec<u8>,
+        /// Whether the reply came from the primary after execution (not from nilext acks).
+        executed: bool,
     },
 }
 
@@ -52,6 +65,31 @@ impl Client {
             return ClientAction::Nothing;
         };
         match message {
+            Message::NilextAck {
+                view,
+                replica,
+                request,
+                prefix_digest,
+                executed,
+                ..
+            } if request == outstanding.request.request => {
+                let outstanding = self.outstanding.as_mut().expect("checked above");
+                let Some((result, quorum)) = &mut outstanding.nilext else {
+                    return ClientAction::Nothing;
+                };
+                if !quorum.on_ack(replica_count, view, replica, prefix_digest, executed) {
+                    return ClientAction::Nothing;
+                }
+                let result = result.clone();
+                self.view_guess = self.view_guess.max(view);
+                let outstanding = self.outstanding.take().expect("checked above");
+                ClientAction::Completed {
+                    history_index: outstanding.history_index,
+                    request: outstanding.request,
+                    result,
+                    executed: false,
+                }
+            }
             Message::Reply(reply) if reply.request == outstanding.request.request => {
                 self.view_guess = self.view_guess.max(reply.view);
                 let outstanding = self.outstanding.take().expect("checked above");
@@ -59,6 +97,7 @@ impl Client {
                     history_index: outstanding.history_index,
                     request: outstanding.request,
                     result: reply.result,
+                    executed: true,
                 }
             }
             Message::NotPrimary { view, request, .. } if request == outstanding.request.request => {
@@ -76,8 +115,17 @@ impl Client {
         }
     }
 
-    /// On a retry timeout, try the next replica.
+    /// On a retry timeout, try the next replica; a nilext write unanswered for
+    /// `NILEXT_ROUNDS_MAX` rounds becomes an ordinary write (the slow path).
     pub fn rotate_target(&mut self, replica_count: u8) {
         self.target = ReplicaIndex((self.target.0 + 1) % replica_count);
+        if let Some(outstanding) = &mut self.outstanding {
+            outstanding.rounds += 1;
+            if outstanding.request.kind == RequestKind::Nilext
+                && outstanding.rounds >= NILEXT_ROUNDS_MAX
+            {
+                outstanding.request.kind = RequestKind::Write;
+            }
+        }
     }
 }

@@ -5,16 +5,17 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use vr::Canary;
+use vr::{Canary, Protocol};
 
 const USAGE: &str =
-    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--canary NAME] [--trace LINES] [--verbose]
+    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--protocol P] [--canary NAME] [--trace LINES] [--verbose]
 
   --seed S       replay one seed: prints its configuration, statistics and trace hash
   --seeds N      sweep N seeds (from --start, default a seed drawn from the clock)
   --jobs J       sweep on J threads (default: the machine's cores)
   --canary NAME  run a deliberately broken protocol variant (must fail):
-                 commit-without-quorum | read-without-probe
+                 commit-without-quorum | read-without-probe | recovery-threshold-too-high (skyros)
+  --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
 
@@ -24,6 +25,7 @@ struct Arguments {
     start: Option<u64>,
     jobs: usize,
     canary: Option<Canary>,
+    protocol: Option<Protocol>,
     trace_lines: usize,
 }
 
@@ -34,6 +36,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         start: None,
         jobs: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
         canary: None,
+        protocol: None,
         trace_lines: 200,
     };
     let mut iter = arguments.iter();
@@ -53,7 +56,15 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                 parsed.canary = Some(match iter.next().map(String::as_str) {
                     Some("commit-without-quorum") => Canary::CommitWithoutQuorum,
                     Some("read-without-probe") => Canary::ReadWithoutProbe,
+                    Some("recovery-threshold-too-high") => Canary::RecoveryThresholdTooHigh,
                     other => return Err(format!("--canary: unknown canary {other:?}")),
+                })
+            }
+            "--protocol" => {
+                parsed.protocol = Some(match iter.next().map(String::as_str) {
+                    Some("vr") => Protocol::Vr,
+                    Some("skyros") => Protocol::Skyros,
+                    other => return Err(format!("--protocol: unknown protocol {other:?}")),
                 })
             }
             "--verbose" => parsed.trace_lines = usize::MAX,
@@ -67,11 +78,15 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     Ok(parsed)
 }
 
-fn options(seed: u64, canary: Option<Canary>) -> Options {
-    match canary {
+fn options(seed: u64, canary: Option<Canary>, protocol: Option<Protocol>) -> Options {
+    let mut options = match canary {
         Some(canary) => Options::canary(seed, canary),
         None => Options::from_seed(seed),
+    };
+    if let Some(protocol) = protocol {
+        options.config.protocol = protocol;
     }
+    options
 }
 
 fn print_report(report: &RunReport) {
@@ -108,7 +123,7 @@ fn print_report(report: &RunReport) {
 }
 
 fn replay(seed: u64, arguments: &Arguments) -> ExitCode {
-    let options = options(seed, arguments.canary);
+    let options = options(seed, arguments.canary, arguments.protocol);
     println!(
         "seed={seed} commit={}",
         option_env!("TESSERA_COMMIT").unwrap_or("unknown")
@@ -148,13 +163,14 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     let threads: Vec<_> = (0..arguments.jobs)
         .map(|_| {
             let (next, failures, done) = (next.clone(), failures.clone(), done.clone());
-            let canary = arguments.canary;
+            let (canary, protocol) = (arguments.canary, arguments.protocol);
             std::thread::spawn(move || loop {
                 let seed = next.fetch_add(1, Ordering::Relaxed);
                 if seed >= start + count {
                     return;
                 }
-                let outcome = std::panic::catch_unwind(|| run(options(seed, canary), 0).result);
+                let outcome =
+                    std::panic::catch_unwind(|| run(options(seed, canary, protocol), 0).result);
                 let failure = match outcome {
                     Ok(Ok(())) => None,
                     Ok(Err(violation)) => Some(violation.to_string()),

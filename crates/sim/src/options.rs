@@ -1,7 +1,7 @@
 //! Everything one seed decides: cluster shape, protocol knobs, fault mix and workload.
 
 use stdx::Prng;
-use vr::{Canary, Config, Durability};
+use vr::{Canary, Config, Durability, Protocol};
 
 /// The fault mix of one run. Percentages are per message (or per tick for the nemesis).
 #[derive(Clone, Debug)]
@@ -118,12 +118,19 @@ impl Options {
             think_ticks_max: prng.range_inclusive(0, 10),
             retry_ticks: prng.range_inclusive(40, 120),
         };
+        let fault_ticks = prng.range_inclusive(2_000, 6_000);
+        // Drawn last, so that every other draw of a seed is the same under either protocol.
+        config.protocol = if prng.percent(50) {
+            Protocol::Skyros
+        } else {
+            Protocol::Vr
+        };
         Options {
             seed,
             config,
             faults,
             workload,
-            fault_ticks: prng.range_inclusive(2_000, 6_000),
+            fault_ticks,
             liveness_ticks_max: 4_000,
         }
     }
@@ -132,6 +139,9 @@ impl Options {
     pub fn canary(seed: u64, canary: Canary) -> Options {
         let mut options = Options::from_seed(seed);
         options.config.canary = Some(canary);
+        if canary == Canary::RecoveryThresholdTooHigh {
+            options.config.protocol = Protocol::Skyros;
+        }
         options.faults.loss_percent = options.faults.loss_percent.max(10);
         options.faults.crash_per_10000 = options.faults.crash_per_10000.max(20);
         options.faults.partition_per_10000 = options.faults.partition_per_10000.max(20);
@@ -143,10 +153,11 @@ impl Options {
         let config = &self.config;
         let faults = &self.faults;
         format!(
-            "replicas={} durability={:?} batch={} linger={} pipeline={} heartbeat={} primary_timeout={} \
+            "replicas={} protocol={:?} durability={:?} batch={} linger={} pipeline={} heartbeat={} primary_timeout={} \
              checkpoint_interval={} retained={} clients={} families={}x{} loss={}% dup={}% delay<={} \
              partitions={} crashes={} pauses={} skew={:?} fault_ticks={}{}",
             config.replica_count,
+            config.protocol,
             config.durability,
             config.batch_requests_max,
             config.batch_linger_ticks,

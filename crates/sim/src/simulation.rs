@@ -554,8 +554,15 @@ impl Simulation {
     fn issue(&mut self, index: usize, command: Command) {
         self.event += 1;
         let client = &mut self.clients[index];
+        let skyros = self.options.config.protocol == vr::Protocol::Skyros;
+        let nilext = command
+            .nilext_outcome()
+            .filter(|_| skyros)
+            .map(|outcome| (outcome.encode(), vr::NilextQuorum::new()));
         let kind = if command.is_read() {
             RequestKind::Read
+        } else if nilext.is_some() {
+            RequestKind::Nilext
         } else {
             RequestKind::Write
         };
@@ -573,6 +580,8 @@ impl Simulation {
             request,
             history_index,
             sent_at: self.now,
+            nilext,
+            rounds: 0,
         });
         self.send_outstanding(index);
     }
@@ -581,12 +590,21 @@ impl Simulation {
         let client = &mut self.clients[index];
         let outstanding = client.outstanding.as_mut().expect("a request to send");
         outstanding.sent_at = self.now;
-        let packet = Packet {
-            from: Endpoint::Client(client.id),
-            to: Endpoint::Replica(client.target),
-            message: Message::Request(outstanding.request.clone()),
+        let targets: Vec<ReplicaIndex> = if outstanding.request.kind == RequestKind::Nilext {
+            (0..self.options.config.replica_count)
+                .map(ReplicaIndex)
+                .collect()
+        } else {
+            vec![client.target]
         };
-        self.network.send(&mut self.prng, self.now, packet);
+        for target in targets {
+            let packet = Packet {
+                from: Endpoint::Client(client.id),
+                to: Endpoint::Replica(target),
+                message: Message::Request(outstanding.request.clone()),
+            };
+            self.network.send(&mut self.prng, self.now, packet);
+        }
     }
 
     fn deliver_to_client(
@@ -609,6 +627,7 @@ impl Simulation {
                 history_index,
                 request,
                 result,
+                executed,
             } => {
                 self.event += 1;
                 let outcome =
@@ -626,8 +645,10 @@ impl Simulation {
                     .prng
                     .range_inclusive(0, self.options.workload.think_ticks_max);
                 self.clients[index].idle_until = self.now + think;
-                if request.kind == RequestKind::Write {
-                    // Checked when the client learns of it: the write must be committed.
+                if request.kind == RequestKind::Write && executed {
+                    // Checked when the client learns of it: the write must be committed. (A
+                    // nilext write completes before it is ordered: only the history and the
+                    // final reads judge it.)
                     self.committed
                         .acknowledged(request.client, request.request)?;
                 }

@@ -70,18 +70,20 @@ pub fn summarize(message: &Message) -> String {
         Message::PrepareOk { view, op, replica } => format!("prepare_ok {view} {op} from {replica}"),
         Message::Commit { view, commit } => format!("commit {view} {commit}"),
         Message::StartViewChange { view, replica } => format!("start_view_change {view} from {replica}"),
-        Message::DoViewChange { view, log_view, op, commit, checkpoint_op, replica, log } => format!(
-            "do_view_change {view} log_view {log_view} {op} commit {commit} checkpoint {checkpoint_op} from {replica} ({} entries)",
-            log.len()
+        Message::DoViewChange { view, log_view, op, commit, checkpoint_op, replica, log, durability_log } => format!(
+            "do_view_change {view} log_view {log_view} {op} commit {commit} checkpoint {checkpoint_op} from {replica} ({} entries, {} durable)",
+            log.len(),
+            durability_log.len()
         ),
         Message::StartView { view, op, commit, checkpoint_op, log } => {
             format!("start_view {view} {op} commit {commit} checkpoint {checkpoint_op} ({} entries)", log.len())
         }
         Message::GetState { view, op, replica } => format!("get_state {view} after {op} from {replica}"),
-        Message::NewState { view, op, commit, checkpoint, log, replica } => format!(
-            "new_state {view} {op} commit {commit} checkpoint {:?} ({} entries) from {replica}",
+        Message::NewState { view, op, commit, checkpoint, log, replica, durability } => format!(
+            "new_state {view} {op} commit {commit} checkpoint {:?} ({} entries, durable {:?}) from {replica}",
             checkpoint.as_ref().map(|checkpoint| checkpoint.op.0),
-            log.len()
+            log.len(),
+            durability.as_ref().map(|durability| durability.entries.len())
         ),
         Message::Recovery { replica, nonce } => format!("recovery from {replica} {nonce}"),
         Message::RecoveryResponse { view, nonce, replica, primary } => {
@@ -89,5 +91,8 @@ pub fn summarize(message: &Message) -> String {
         }
         Message::ReadProbe { view, round } => format!("read_probe {view} round {round}"),
         Message::ReadProbeOk { view, round, replica } => format!("read_probe_ok {view} round {round} from {replica}"),
+        Message::NilextAck { view, replica, client, request, prefix_digest, executed } => {
+            format!("nilext_ack {view} {client} {request} from {replica} digest {prefix_digest:x} executed={executed}")
+        }
     }
 }
