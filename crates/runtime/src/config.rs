@@ -4,6 +4,7 @@
 //! cluster = 7                    # any number; nodes of different clusters refuse each other
 //! replica = 0                    # this node's index in `replicas`
 //! durability = "memory"          # or "disk"; see below
+//! replication = "vr"             # or "skyros": nilext writes in one round trip (optional)
 //! data_dir = "/var/lib/tessera/0"
 //! tick_ms = 5
 //!
@@ -29,7 +30,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use vr::{Config, Durability};
+use vr::{Config, Durability, Protocol};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +38,8 @@ pub struct NodeConfig {
     pub cluster: u64,
     pub replica: u8,
     pub durability: DurabilityName,
+    #[serde(default)]
+    pub replication: ReplicationName,
     pub data_dir: PathBuf,
     #[serde(default = "default_tick_ms")]
     pub tick_ms: u64,
@@ -52,6 +55,24 @@ pub struct NodeConfig {
 pub enum DurabilityName {
     Memory,
     Disk,
+}
+
+/// The group's replication protocol.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplicationName {
+    #[default]
+    Vr,
+    Skyros,
+}
+
+impl ReplicationName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicationName::Vr => "vr",
+            ReplicationName::Skyros => "skyros",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -174,6 +195,10 @@ impl NodeConfig {
             DurabilityName::Disk => Durability::Disk,
         };
         let mut config = Config::new(replica_count, durability);
+        config.protocol = match self.replication {
+            ReplicationName::Vr => Protocol::Vr,
+            ReplicationName::Skyros => Protocol::Skyros,
+        };
         let knobs = &self.protocol;
         macro_rules! knob {
             ($name:ident) => {
@@ -212,6 +237,7 @@ impl NodeConfig {
         cluster: u64,
         replica: u8,
         durability: DurabilityName,
+        replication: ReplicationName,
         data_dir: &std::path::Path,
         replicas: &[ReplicaAddress],
     ) -> String {
@@ -220,7 +246,8 @@ impl NodeConfig {
             DurabilityName::Disk => "disk",
         };
         let mut text = format!(
-            "cluster = {cluster}\nreplica = {replica}\ndurability = \"{durability}\"\ndata_dir = {:?}\ntick_ms = {}\n",
+            "cluster = {cluster}\nreplica = {replica}\ndurability = \"{durability}\"\nreplication = \"{}\"\ndata_dir = {:?}\ntick_ms = {}\n",
+            replication.as_str(),
             data_dir.display().to_string(),
             default_tick_ms()
         );
@@ -250,11 +277,13 @@ mod tests {
             9,
             1,
             DurabilityName::Disk,
+            ReplicationName::Skyros,
             std::path::Path::new("/tmp/x"),
             &replicas,
         );
         let config: NodeConfig = toml::from_str(&text).unwrap();
         assert_eq!(config.replica, 1);
+        assert_eq!(config.protocol_config().unwrap().protocol, Protocol::Skyros);
         assert_eq!(config.replicas.len(), 3);
         assert_eq!(
             config.protocol_config().unwrap().durability,

@@ -20,6 +20,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(100);
 const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(20);
 /// Consecutive pipelined store commands sent as one operation at most.
 const PIPELINE_COMMANDS_MAX: usize = 1024;
+/// Skyros: unanswered rounds of a nilext write before it takes the slow path.
+const NILEXT_ROUNDS_MAX: u32 = 2;
 /// A command gives up after this long without any primary answering.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 
@@ -219,14 +221,21 @@ impl Connection {
     /// Runs one store operation through the replicated log (writes) or the primary's read path
     /// (reads), resending the same request until a reply comes.
     async fn execute(&mut self, command: &Command) -> Outcome {
-        let kind = if command.is_read() {
+        // Skyros: a nilext write's reply is known in advance; it completes on a supermajority
+        // of matching acknowledgements (one round trip), else on the slow path.
+        let nilext = command.nilext_outcome().filter(|_| self.node.skyros);
+        let mut quorum = vr::NilextQuorum::new();
+        let mut rounds = 0;
+        let mut kind = if command.is_read() {
             RequestKind::Read
+        } else if nilext.is_some() {
+            RequestKind::Nilext
         } else {
             RequestKind::Write
         };
         let number = self.request_next;
         self.request_next = RequestNumber(number.0 + 1);
-        let request = Request {
+        let mut request = Request {
             client: self.client,
             request: number,
             kind,
@@ -234,6 +243,12 @@ impl Connection {
         };
         let started = Instant::now();
         while started.elapsed() < GIVE_UP_AFTER {
+            if kind == RequestKind::Nilext && rounds >= NILEXT_ROUNDS_MAX {
+                // The slow path: the same request, ordered by the primary before it replies.
+                kind = RequestKind::Write;
+                request.kind = kind;
+            }
+            rounds += 1;
             if self
                 .node
                 .events
@@ -252,6 +267,16 @@ impl Connection {
                     message = self.replies.recv() => match message {
                         Some(Message::Reply(reply)) if reply.request == number => {
                             return Outcome::decode(&reply.result).unwrap_or(Outcome::Error(kv::KvError::Malformed));
+                        }
+                        Some(Message::NilextAck { view, replica, request, prefix_digest, executed, .. })
+                            if request == number =>
+                        {
+                            let replicas = self.node.replica_count;
+                            if quorum.on_ack(replicas, view, replica, prefix_digest, executed) {
+                                if let Some(outcome) = &nilext {
+                                    return outcome.clone();
+                                }
+                            }
                         }
                         Some(Message::NotPrimary { request, .. }) if request == number => {
                             tokio::time::sleep(NOT_PRIMARY_BACKOFF).await;
@@ -274,7 +299,12 @@ impl Connection {
 
     async fn server_info(&self) -> ServerInfo {
         let status = self.node.status().await;
-        server_info(status, self.node.replica_count, self.node.local.0)
+        server_info(
+            status,
+            self.node.replica_count,
+            self.node.local.0,
+            self.node.skyros,
+        )
     }
 }
 
@@ -282,7 +312,12 @@ fn unavailable() -> Outcome {
     Outcome::Error(kv::KvError::Unavailable)
 }
 
-fn server_info(status: Option<NodeStatus>, replicas: u8, replica_index: u8) -> ServerInfo {
+fn server_info(
+    status: Option<NodeStatus>,
+    replicas: u8,
+    replica_index: u8,
+    skyros: bool,
+) -> ServerInfo {
     let status = status.unwrap_or(NodeStatus {
         replica: replica_index,
         replicas,
@@ -307,7 +342,7 @@ fn server_info(status: Option<NodeStatus>, replicas: u8, replica_index: u8) -> S
         commit_number: status.commit,
         replica_index: status.replica,
         replicas: status.replicas,
-        protocol: "vr".to_string(),
+        protocol: if skyros { "skyros" } else { "vr" }.to_string(),
         durability: status.durability.to_string(),
         keys: Some(status.keys),
         version: env!("CARGO_PKG_VERSION").to_string(),

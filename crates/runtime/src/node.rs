@@ -69,6 +69,8 @@ pub struct NodeHandle {
     pub events: mpsc::Sender<Event>,
     pub replica_count: u8,
     pub local: ReplicaIndex,
+    /// Skyros: the gateway sends nilext writes to every replica.
+    pub skyros: bool,
 }
 
 impl NodeHandle {
@@ -211,6 +213,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         events: events.clone(),
         replica_count: config.replicas.len() as u8,
         local,
+        skyros: config.replication == crate::config::ReplicationName::Skyros,
     };
     let protocol_loop = ProtocolLoop {
         replica,
@@ -398,6 +401,7 @@ impl ProtocolLoop {
             Message::Reply(reply) => {
                 self.deliver_to_local_client(reply.client, Message::Reply(reply))
             }
+            Message::NilextAck { client, .. } => self.deliver_to_local_client(client, message),
             Message::NotPrimary {
                 view,
                 client,
@@ -417,6 +421,16 @@ impl ProtocolLoop {
     /// A local gateway's request: the primary takes it; a backup forwards it to the primary of
     /// its view (the reply comes back through `remote_clients` there).
     fn on_submit(&mut self, request: Request) {
+        if request.kind == wire::RequestKind::Nilext {
+            // Skyros: a nilext write goes to every replica; each acknowledges to the origin.
+            for peer in 0..self.replica.config().replica_count {
+                if ReplicaIndex(peer) != self.replica.index() {
+                    self.send(ReplicaIndex(peer), Message::Request(request.clone()));
+                }
+            }
+            self.step(Input::Message(Message::Request(request)));
+            return;
+        }
         let backup = self.replica.status() == StatusName::Normal && !self.replica.is_primary();
         if backup {
             let primary = self.replica.primary_of(self.replica.view());

@@ -7,7 +7,7 @@
 use crate::info;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use runtime::config::{DurabilityName, NodeConfig, ReplicaAddress};
+use runtime::config::{DurabilityName, NodeConfig, ReplicaAddress, ReplicationName};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +21,10 @@ pub struct DevArguments {
     /// `memory`: diskless, an op is durable on a majority; `disk`: a write-ahead log per node.
     #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
     durability: DurabilityArgument,
+    /// `vr`: every write is ordered before it completes; `skyros`: nil-externalizing writes
+    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later.
+    #[arg(long, value_enum, default_value_t = ProtocolArgument::Vr)]
+    protocol: ProtocolArgument,
     /// Where configurations, logs and (with disk durability) data go. Memory durability starts
     /// from an empty directory every time; disk durability keeps the data between runs.
     #[arg(long)]
@@ -31,6 +35,12 @@ pub struct DevArguments {
     /// Stop after starting and reporting readiness (for scripts and tests).
     #[arg(long)]
     no_wait: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProtocolArgument {
+    Vr,
+    Skyros,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -46,6 +56,10 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     let durability = match arguments.durability {
         DurabilityArgument::Memory => DurabilityName::Memory,
         DurabilityArgument::Disk => DurabilityName::Disk,
+    };
+    let replication = match arguments.protocol {
+        ProtocolArgument::Vr => ReplicationName::Vr,
+        ProtocolArgument::Skyros => ReplicationName::Skyros,
     };
     let data_dir = arguments
         .data_dir
@@ -82,7 +96,12 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     let mut nodes = Vec::new();
     for index in 0..arguments.replicas {
         nodes.push(start_node(
-            &data_dir, index, cluster, durability, &addresses,
+            &data_dir,
+            index,
+            cluster,
+            durability,
+            replication,
+            &addresses,
         )?);
     }
     let clients: Vec<String> = addresses
@@ -99,6 +118,7 @@ fn start_node(
     index: u8,
     cluster: u64,
     durability: DurabilityName,
+    replication: ReplicationName,
     addresses: &[ReplicaAddress],
 ) -> anyhow::Result<Child> {
     let node_dir = data_dir.join(format!("r{index}"));
@@ -106,7 +126,14 @@ fn start_node(
     let config_path = data_dir.join(format!("r{index}.toml"));
     std::fs::write(
         &config_path,
-        NodeConfig::render(cluster, index, durability, &node_dir, addresses),
+        NodeConfig::render(
+            cluster,
+            index,
+            durability,
+            replication,
+            &node_dir,
+            addresses,
+        ),
     )?;
     let log = std::fs::File::create(data_dir.join(format!("r{index}.log")))?;
     let executable = std::env::current_exe().context("cannot find the tessera executable")?;
@@ -143,9 +170,13 @@ fn wait_and_report(
         std::thread::sleep(Duration::from_millis(50));
     };
     println!(
-        "Tessera dev cluster ready in {:.1}s: {} replicas, {} durability, primary is replica {primary}.",
+        "Tessera dev cluster ready in {:.1}s: {} replicas, {}, {} durability, primary is replica {primary}.",
         started.elapsed().as_secs_f64(),
         clients.len(),
+        match arguments.protocol {
+            ProtocolArgument::Vr => "vr",
+            ProtocolArgument::Skyros => "skyros",
+        },
         match arguments.durability {
             DurabilityArgument::Memory => "memory",
             DurabilityArgument::Disk => "disk",

@@ -204,8 +204,15 @@ impl Nemesis {
     }
 }
 
-fn run_chaos(name: &str, durability: &'static str, port: u16, faults: u32, kill_all_at_end: bool) {
-    let mut cluster = Cluster::start(name, 3, durability, port);
+fn run_chaos(
+    name: &str,
+    durability: &'static str,
+    replication: &str,
+    port: u16,
+    faults: u32,
+    kill_all_at_end: bool,
+) {
+    let mut cluster = Cluster::start_with(name, 3, durability, replication, port);
     assert!(
         cluster.wait_until_healthy(Duration::from_secs(20)),
         "no primary at start"
@@ -275,12 +282,22 @@ fn run_chaos(name: &str, durability: &'static str, port: u16, faults: u32, kill_
 
 #[test]
 fn memory_durability_stays_linearizable_while_replicas_are_killed_and_paused() {
-    run_chaos("chaos-memory", "memory", 7401, 8, false);
+    run_chaos("chaos-memory", "memory", "vr", 7401, 8, false);
+}
+
+#[test]
+fn skyros_memory_durability_stays_linearizable_while_replicas_are_killed_and_paused() {
+    run_chaos("chaos-skyros-memory", "memory", "skyros", 7901, 8, false);
+}
+
+#[test]
+fn skyros_disk_durability_stays_linearizable_and_survives_killing_every_replica() {
+    run_chaos("chaos-skyros-disk", "disk", "skyros", 8101, 8, true);
 }
 
 #[test]
 fn disk_durability_stays_linearizable_and_survives_killing_every_replica() {
-    run_chaos("chaos-disk", "disk", 7601, 8, true);
+    run_chaos("chaos-disk", "disk", "vr", 7601, 8, true);
 }
 
 /// The checker used above must catch real bugs: a lost acknowledged write and a stale read.

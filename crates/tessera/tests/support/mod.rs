@@ -23,6 +23,17 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `replicas` nodes with RESP on `port..` and peers on `port + 100..`.
     pub fn start(name: &str, replicas: u8, durability: &'static str, port: u16) -> Cluster {
+        Cluster::start_with(name, replicas, durability, "vr", port)
+    }
+
+    /// As `start`, with a replication protocol (`vr` or `skyros`).
+    pub fn start_with(
+        name: &str,
+        replicas: u8,
+        durability: &'static str,
+        replication: &str,
+        port: u16,
+    ) -> Cluster {
         let directory =
             std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&directory);
@@ -37,7 +48,7 @@ impl Cluster {
         }
         for index in 0..replicas {
             let text = format!(
-                "cluster = {port}\nreplica = {index}\ndurability = \"{durability}\"\ndata_dir = {:?}\ntick_ms = 5\n{}",
+                "cluster = {port}\nreplica = {index}\ndurability = \"{durability}\"\nreplication = \"{replication}\"\ndata_dir = {:?}\ntick_ms = 5\n{}",
                 directory.join(format!("r{index}")).display().to_string(),
                 configuration.concat()
             );
