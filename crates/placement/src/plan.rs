@@ -540,3 +540,48 @@ fn score(migration: &Migration, senders: &BTreeMap<ProcessId, BTreeSet<ProcessId
         edges,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_groups_with_two_failed_beat_one_group_with_three() {
+        // f = 3: profile[0] counts groups with 3 failed, profile[1] groups with 2.
+        let spread = Score {
+            profile: vec![0, 3, 0],
+            busy_groups: 0,
+            edges: 1,
+        };
+        let concentrated = Score {
+            profile: vec![1, 0, 0],
+            busy_groups: 0,
+            edges: 1,
+        };
+        assert!(spread < concentrated);
+        // With equal failure profiles, leaving a replica of every group idle wins.
+        let idle_replica = Score {
+            profile: vec![0, 3, 0],
+            busy_groups: 0,
+            edges: 2,
+        };
+        let all_busy = Score {
+            profile: vec![0, 3, 0],
+            busy_groups: 1,
+            edges: 1,
+        };
+        assert!(idle_replica < all_busy);
+    }
+
+    #[test]
+    fn flooding_follows_chains_of_senders() {
+        let (a, b, c, d) = (ProcessId(1), ProcessId(2), ProcessId(3), ProcessId(4));
+        let senders = BTreeMap::from([
+            (b, BTreeSet::from([a])),
+            (c, BTreeSet::from([b])),
+            (d, BTreeSet::from([c])),
+        ]);
+        assert_eq!(flood(&senders, b), BTreeSet::from([b, c, d]));
+        assert_eq!(flood(&senders, d), BTreeSet::from([d]));
+    }
+}
