@@ -22,6 +22,8 @@ pub struct ServerInfo {
     pub keys: Option<u64>,
     /// Tessera's version (INFO `tessera_version`). Redis clients see [`REDIS_VERSION`].
     pub version: String,
+    /// More `# Tessera` lines (`tessera_<name>:<value>`), e.g. Skyros's path counters.
+    pub counters: Vec<(String, u64)>,
 }
 
 impl ServerInfo {
@@ -101,6 +103,9 @@ fn render_section(text: &mut String, name: &str, info: &ServerInfo) {
             line("tessera_replicas", &info.replicas.to_string());
             line("tessera_protocol", &info.protocol);
             line("tessera_durability", &info.durability);
+            for (name, value) in &info.counters {
+                line(&format!("tessera_{name}"), &value.to_string());
+            }
         }
     }
 }

@@ -34,6 +34,7 @@ fn primary() -> ServerInfo {
         durability: "fsync".into(),
         keys: Some(5),
         version: "0.1.0".into(),
+        counters: vec![("skyros_nilext_fast".into(), 3)],
     }
 }
 
@@ -813,6 +814,7 @@ fn info_reports_redis_and_tessera_sections() {
         "tessera_replicas:3",
         "tessera_protocol:vr",
         "tessera_durability:fsync",
+        "tessera_skyros_nilext_fast:3",
     ] {
         assert!(
             text.contains(&format!("{line}\r\n")),

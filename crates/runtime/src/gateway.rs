@@ -8,6 +8,7 @@ use crate::node::{random_u64, Event, NodeHandle, NodeStatus};
 use crate::resp_codec::{encode_reply, parse_request, Limits};
 use kv::{Command, Outcome};
 use resp::{Plan, ServerInfo, Value};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -266,6 +267,9 @@ impl Connection {
                 tokio::select! {
                     message = self.replies.recv() => match message {
                         Some(Message::Reply(reply)) if reply.request == number => {
+                            if nilext.is_some() {
+                                self.node.nilext.slow.fetch_add(1, Ordering::Relaxed);
+                            }
                             return Outcome::decode(&reply.result).unwrap_or(Outcome::Error(kv::KvError::Malformed));
                         }
                         Some(Message::NilextAck { view, replica, request, prefix_digest, executed, .. })
@@ -274,6 +278,7 @@ impl Connection {
                             let replicas = self.node.replica_count;
                             if quorum.on_ack(replicas, view, replica, prefix_digest, executed) {
                                 if let Some(outcome) = &nilext {
+                                    self.node.nilext.fast.fetch_add(1, Ordering::Relaxed);
                                     return outcome.clone();
                                 }
                             }
@@ -299,12 +304,32 @@ impl Connection {
 
     async fn server_info(&self) -> ServerInfo {
         let status = self.node.status().await;
-        server_info(
-            status,
+        let mut info = server_info(
+            status.clone(),
             self.node.replica_count,
             self.node.local.0,
             self.node.skyros,
-        )
+        );
+        if self.node.skyros {
+            let stats = status.map(|status| status.stats).unwrap_or_default();
+            let nilext = &self.node.nilext;
+            info.counters = vec![
+                (
+                    "skyros_nilext_fast".into(),
+                    nilext.fast.load(Ordering::Relaxed),
+                ),
+                (
+                    "skyros_nilext_slow".into(),
+                    nilext.slow.load(Ordering::Relaxed),
+                ),
+                (
+                    "skyros_reads_immediate".into(),
+                    stats.skyros_reads_immediate,
+                ),
+                ("skyros_reads_ordered".into(), stats.skyros_reads_ordered),
+            ];
+        }
+        info
     }
 }
 
@@ -330,6 +355,7 @@ fn server_info(
         checkpoint: 0,
         durability: "memory",
         keys: 0,
+        stats: vr::ReplicaStats::default(),
     });
     let role = match (status.status, status.is_primary) {
         ("normal", true) => "primary",
@@ -346,5 +372,6 @@ fn server_info(
         durability: status.durability.to_string(),
         keys: Some(status.keys),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        counters: Vec::new(),
     }
 }

@@ -61,6 +61,16 @@ pub struct NodeStatus {
     pub checkpoint: u64,
     pub durability: &'static str,
     pub keys: u64,
+    pub stats: vr::ReplicaStats,
+}
+
+/// Skyros: how this node's gateway completed nilext writes.
+#[derive(Debug, Default)]
+pub struct NilextCounters {
+    /// In one round trip, on a supermajority of matching acknowledgements.
+    pub fast: std::sync::atomic::AtomicU64,
+    /// On the slow path, ordered by the primary first.
+    pub slow: std::sync::atomic::AtomicU64,
 }
 
 /// Handles the gateway uses to talk to the protocol loop.
@@ -71,6 +81,7 @@ pub struct NodeHandle {
     pub local: ReplicaIndex,
     /// Skyros: the gateway sends nilext writes to every replica.
     pub skyros: bool,
+    pub nilext: std::sync::Arc<NilextCounters>,
 }
 
 impl NodeHandle {
@@ -214,6 +225,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         replica_count: config.replicas.len() as u8,
         local,
         skyros: config.replication == crate::config::ReplicationName::Skyros,
+        nilext: Default::default(),
     };
     let protocol_loop = ProtocolLoop {
         replica,
@@ -519,6 +531,7 @@ impl ProtocolLoop {
                 Durability::Disk => "disk",
             },
             keys: replica.state_machine().len() as u64,
+            stats: replica.stats(),
         }
     }
 }

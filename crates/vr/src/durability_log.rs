@@ -2,9 +2,12 @@
 //!
 //! Every replica appends a nilext request here and acknowledges it at once; the primary later
 //! orders the requests into the consensus log, and a request leaves the log when it executes.
-//! Each entry remembers the *prefix digest*: a digest of the set of requests appended before it
-//! in this view. A client counts an acknowledgement only if its prefix digest equals the
-//! primary's; that is Tessera's deviation from the paper which makes recovery sound for f ≥ 2.
+//! Each entry remembers the *prefix digest*: a digest of the set of requests the replica had
+//! executed or held here when it appended the entry (the caller passes the executed part). A
+//! client counts an acknowledgement only if its prefix digest equals the primary's; that is
+//! Tessera's deviation from the paper which makes recovery sound for f ≥ 2. Executed requests
+//! are the same on every replica once it catches up, so the sets of two replicas differ only
+//! while requests are in flight: a divergence never lasts.
 
 use std::collections::BTreeMap;
 use wire::{ClientId, DurabilityLogState, DurableRequest, Request, RequestNumber};
@@ -35,8 +38,8 @@ pub struct DurabilityLog {
     wildcards: usize,
     by_id: BTreeMap<Id, u64>,
     sequence_next: u64,
-    /// The digest of every request appended in this view (executed ones included).
-    digest: u64,
+    /// The digest of the entries held now.
+    sum: u64,
 }
 
 impl DurabilityLog {
@@ -48,8 +51,9 @@ impl DurabilityLog {
         self.entries.is_empty()
     }
 
-    pub fn digest(&self) -> u64 {
-        self.digest
+    /// The digest of the entries held now (a wrapping sum of `request_digest`s).
+    pub fn sum(&self) -> u64 {
+        self.sum
     }
 
     /// The entry for (client, request), if held.
@@ -98,13 +102,19 @@ impl DurabilityLog {
         }
     }
 
-    /// Appends a request not held yet; returns its prefix digest.
-    pub fn append(&mut self, request: Request, keys: Option<Vec<Vec<u8>>>) -> u64 {
+    /// Appends a request not held yet; returns its prefix digest: `executed_digest` (the
+    /// digest of the requests the replica has executed) plus the digest of the entries held.
+    pub fn append(
+        &mut self,
+        request: Request,
+        keys: Option<Vec<Vec<u8>>>,
+        executed_digest: u64,
+    ) -> u64 {
         let id = (request.client, request.request);
         assert!(!self.by_id.contains_key(&id), "appended twice");
-        let prefix_digest = self.digest;
-        self.digest = self
-            .digest
+        let prefix_digest = executed_digest.wrapping_add(self.sum);
+        self.sum = self
+            .sum
             .wrapping_add(request_digest(request.client, request.request));
         let sequence = self.sequence_next;
         self.sequence_next += 1;
@@ -126,7 +136,7 @@ impl DurabilityLog {
         if self.by_id.contains_key(&id) {
             return;
         }
-        self.digest = entry.prefix_digest.wrapping_add(request_digest(id.0, id.1));
+        self.sum = self.sum.wrapping_add(request_digest(id.0, id.1));
         let sequence = self.sequence_next;
         self.sequence_next += 1;
         self.by_id.insert(id, sequence);
@@ -145,6 +155,7 @@ impl DurabilityLog {
             let sequence = self.by_id.remove(&id).expect("listed above");
             self.entries.remove(&sequence);
             self.unindex_keys(sequence);
+            self.sum = self.sum.wrapping_sub(request_digest(id.0, id.1));
         }
     }
 
@@ -163,7 +174,6 @@ impl DurabilityLog {
 
     pub fn to_state(&self) -> DurabilityLogState {
         DurabilityLogState {
-            digest: self.digest,
             entries: self.iter().cloned().collect(),
         }
     }
@@ -176,7 +186,6 @@ impl DurabilityLog {
         for entry in &state.entries {
             log.restore_entry(entry.clone(), keys(&entry.request));
         }
-        log.digest = state.digest;
         log
     }
 }
@@ -336,16 +345,18 @@ mod tests {
     fn prefix_digests_depend_on_the_set_not_the_order() {
         let mut a = DurabilityLog::default();
         let mut b = DurabilityLog::default();
-        a.append(op(1), None);
-        a.append(op(2), None);
-        b.append(op(2), None);
-        b.append(op(1), None);
-        assert_eq!(a.append(op(3), None), b.append(op(3), None));
+        a.append(op(1), None, 0);
+        a.append(op(2), None, 0);
+        b.append(op(2), None, 0);
+        b.append(op(1), None, 0);
+        assert_eq!(a.append(op(3), None, 0), b.append(op(3), None, 0));
+        // a executes request 1: it moves from a's log to a's executed digest.
         a.remove_executed(ClientId(1), RequestNumber(1));
         assert_eq!(a.len(), 2);
+        let executed = request_digest(ClientId(1), RequestNumber(1));
         assert_eq!(
-            a.append(op(4), None),
-            b.append(op(4), None),
+            a.append(op(4), None, executed),
+            b.append(op(4), None, 0),
             "executing does not change digests"
         );
     }
@@ -423,7 +434,7 @@ mod tests {
             let mut prefix: Vec<Vec<Option<u64>>> = vec![vec![None; replicas]; requests];
             let mut arrived_at: Vec<Vec<u64>> = vec![vec![u64::MAX; replicas]; requests];
             for (time, replica, i) in &arrivals {
-                let digest = logs[*replica].append(op(*i as u64 + 1), None);
+                let digest = logs[*replica].append(op(*i as u64 + 1), None, 0);
                 prefix[*i][*replica] = Some(digest);
                 arrived_at[*i][*replica] = *time;
             }

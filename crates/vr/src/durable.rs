@@ -201,6 +201,7 @@ mod tests {
                 op: Op(2),
                 state: vec![],
                 client_table: vec![],
+                executed_digest: 0,
             }),
         ];
         let state = DurableState::replay(&records);
@@ -224,6 +225,7 @@ mod tests {
                 op: Op(1),
                 state: vec![7],
                 client_table: vec![],
+                executed_digest: 0,
             }),
             Record::View { view: View(2) },
             Record::Log {

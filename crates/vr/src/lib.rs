@@ -27,7 +27,7 @@ pub use durable::{DurableState, Record};
 pub use journal::Journal;
 pub use nilext_quorum::NilextQuorum;
 pub use quorum::{majority, replicas_tolerated};
-pub use replica::{Effect, Input, Replica, StatusName};
+pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
 pub use state_machine::{RestoreError, StateMachine};
 pub use wire::{
     Checkpoint, ClientId, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,

@@ -41,6 +41,15 @@ pub enum Effect {
     Persist { sequence: u64, record: Record },
 }
 
+/// Counters for observers (INFO, benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaStats {
+    /// Skyros, at the primary: reads served without ordering anything first.
+    pub skyros_reads_immediate: u64,
+    /// Skyros, at the primary: reads that touched unfinalised updates and waited for them.
+    pub skyros_reads_ordered: u64,
+}
+
 /// The replica's status, for observers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StatusName {
@@ -218,6 +227,9 @@ pub struct Replica<S: StateMachine> {
     durability_log: DurabilityLog,
     /// Skyros, disk durability: acknowledgements waiting for their record's sequence.
     acks_pending: VecDeque<(u64, Effect)>,
+    stats: ReplicaStats,
+    /// Skyros: the digest of every request executed so far (`Checkpoint::executed_digest`).
+    executed_digest: u64,
 }
 
 impl<S: StateMachine> Replica<S> {
@@ -269,8 +281,13 @@ impl<S: StateMachine> Replica<S> {
             state_machine.restore(&checkpoint.state)?;
             client_table = ClientTable::from_entries(&checkpoint.client_table);
         }
+        let executed_digest = durable
+            .checkpoint
+            .as_ref()
+            .map_or(0, |checkpoint| checkpoint.executed_digest);
         let mut replica = Replica::build(config, index, state_machine, Status::Normal);
         replica.client_table = client_table;
+        replica.executed_digest = executed_digest;
         replica.checkpoint = durable.checkpoint.clone().unwrap_or_else(empty_checkpoint);
         replica.commit_min = replica.checkpoint.op;
         replica.commit_max = replica.checkpoint.op;
@@ -345,6 +362,8 @@ impl<S: StateMachine> Replica<S> {
             startup: Vec::new(),
             durability_log: DurabilityLog::default(),
             acks_pending: VecDeque::new(),
+            stats: ReplicaStats::default(),
+            executed_digest: 0,
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -421,6 +440,10 @@ impl<S: StateMachine> Replica<S> {
     pub fn state_machine(&self) -> &S {
         &self.state_machine
     }
+    pub fn stats(&self) -> ReplicaStats {
+        self.stats
+    }
+
     /// Skyros: the nilext requests this replica holds but has not executed.
     pub fn durability_log(&self) -> &DurabilityLog {
         &self.durability_log
@@ -737,7 +760,9 @@ impl<S: StateMachine> Replica<S> {
             return; // Overloaded: the client retries.
         }
         let keys = self.state_machine.keys(&request.operation);
-        let prefix_digest = self.durability_log.append(request.clone(), keys);
+        let prefix_digest = self
+            .durability_log
+            .append(request.clone(), keys, self.executed_digest);
         if self.durable() {
             let entry = self
                 .durability_log
@@ -844,7 +869,7 @@ impl<S: StateMachine> Replica<S> {
         primary.in_flight.insert(request.client, request.request);
         if self.config.protocol == Protocol::Skyros {
             let keys = self.state_machine.keys(&request.operation);
-            primary.ordered_writes.append(request.clone(), keys);
+            primary.ordered_writes.append(request.clone(), keys, 0);
         }
         primary.batch.push(request);
         self.maybe_prepare(effects);
@@ -1136,6 +1161,12 @@ impl<S: StateMachine> Replica<S> {
         let result = self.state_machine.apply(&request.operation);
         self.client_table
             .record(request.client, request.request, result.clone());
+        self.executed_digest = self
+            .executed_digest
+            .wrapping_add(durability_log::request_digest(
+                request.client,
+                request.request,
+            ));
         let reply_wanted = match &mut self.primary {
             None => false,
             Some(primary) => {
@@ -1167,6 +1198,7 @@ impl<S: StateMachine> Replica<S> {
             op: self.commit_min,
             state: self.state_machine.snapshot(),
             client_table: self.client_table.to_entries(),
+            executed_digest: self.executed_digest,
         };
         if self.durable() {
             self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
@@ -1190,6 +1222,7 @@ impl<S: StateMachine> Replica<S> {
             let conflicts = self.durability_log.conflicts(keys.as_deref())
                 || (!self.durability_log.is_empty() && ordered_writes.conflicts(keys.as_deref()));
             if conflicts {
+                self.stats.skyros_reads_ordered += 1;
                 // Skyros §4.4: the read touches unfinalised updates: order every pending one
                 // now, and serve the read once they have executed.
                 self.prepare_everything(effects);
@@ -1212,6 +1245,7 @@ impl<S: StateMachine> Replica<S> {
                 self.maybe_serve_reads(effects);
                 return;
             }
+            self.stats.skyros_reads_immediate += 1;
         }
         let read_index = {
             let primary = self
@@ -1892,6 +1926,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(checkpoint.op > self.commit_min);
         self.state_machine.restore(&checkpoint.state)?;
         self.client_table = ClientTable::from_entries(&checkpoint.client_table);
+        self.executed_digest = checkpoint.executed_digest;
         self.commit_min = checkpoint.op;
         self.commit_max = self.commit_max.max(checkpoint.op);
         if self.journal.contains(checkpoint.op.next()) {
@@ -1991,6 +2026,7 @@ impl<S: StateMachine> Replica<S> {
             return; // Malformed response: wait for another.
         }
         self.client_table = ClientTable::from_entries(&checkpoint.client_table);
+        self.executed_digest = checkpoint.executed_digest;
         self.journal = Journal::new(checkpoint.op);
         self.commit_min = checkpoint.op;
         self.commit_max = commit.max(checkpoint.op);
@@ -2224,6 +2260,7 @@ fn empty_checkpoint() -> Checkpoint {
         op: Op(0),
         state: Vec::new(),
         client_table: Vec::new(),
+        executed_digest: 0,
     }
 }
 

@@ -566,6 +566,7 @@ mod tests {
             op: Op(25),
             state: b"the state through op 25".to_vec(),
             client_table: vec![],
+            executed_digest: 0,
         }));
         records.push(Record::View { view: View(1) });
         records

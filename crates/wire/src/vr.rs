@@ -45,8 +45,9 @@ pub struct Entry {
     pub requests: Vec<Request>,
 }
 
-/// A nilext request as a durability log holds it, with the digest of every request appended
-/// before it in the same view (see `docs/internals/skyros.md`).
+/// A nilext request as a durability log holds it, with its prefix digest: the digest of every
+/// request the replica had executed or held in its durability log when it appended this one
+/// (see `docs/internals/skyros.md`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DurableRequest {
     pub request: Request,
@@ -54,11 +55,9 @@ pub struct DurableRequest {
 }
 
 /// A durability log handed to a replica that missed part of the view (state transfer,
-/// recovery): the entries not yet executed, and the running digest of everything appended in
-/// the view so far.
+/// recovery): the entries not yet executed, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DurabilityLogState {
-    pub digest: u64,
     pub entries: Vec<DurableRequest>,
 }
 
@@ -77,6 +76,8 @@ pub struct Checkpoint {
     pub op: Op,
     pub state: Vec<u8>,
     pub client_table: Vec<ClientTableEntry>,
+    /// Skyros: the digest of every request executed up to `op` (see `DurableRequest`).
+    pub executed_digest: u64,
 }
 
 /// Every message of the VR protocol, between replicas and between clients and replicas.

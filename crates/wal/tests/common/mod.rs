@@ -31,6 +31,7 @@ pub fn checkpoint(op: u64) -> Record {
         op: Op(op),
         state: format!("state through {op}").into_bytes(),
         client_table: vec![],
+        executed_digest: 0,
     })
 }
 
