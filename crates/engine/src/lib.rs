@@ -2,6 +2,8 @@
 #![forbid(unsafe_code)]
 
 pub mod engine;
+#[cfg(test)]
+mod engine_tests;
 pub mod error;
 pub mod operation;
 pub mod planner;

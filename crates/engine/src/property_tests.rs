@@ -10,18 +10,30 @@ use crate::schema::{ColumnDef, TableSchema};
 use crate::value::{DataType, Value};
 
 /// xorshift64*: a tiny seeded PRNG, so the crate needs no `rand`.
-struct Prng(u64);
+/// `key_range` sets how many distinct primary key values the generator draws from (small:
+/// many conflicts; large: larger tables).
+struct Prng {
+    state: u64,
+    key_range: u64,
+}
 
 impl Prng {
     fn new(seed: u64) -> Prng {
-        Prng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        Prng::with_key_range(seed, 12)
+    }
+
+    fn with_key_range(seed: u64, key_range: u64) -> Prng {
+        Prng {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            key_range,
+        }
     }
 
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
     fn below(&mut self, bound: u64) -> u64 {
@@ -77,7 +89,7 @@ fn value_for(prng: &mut Prng, column: &str) -> Value {
         return Value::Null;
     }
     match column {
-        "id" | "k1" => Value::Int(prng.below(12) as i32),
+        "id" | "k1" => Value::Int(prng.below(prng.key_range) as i32),
         "a" | "v" => Value::Int(prng.below(6) as i32),
         "b" => Value::BigInt(prng.below(6) as i64),
         "d" => Value::Double(prng.below(4) as f64 - 1.5),
@@ -269,7 +281,10 @@ fn populated_engine(prng: &mut Prng) -> Engine {
 
 /// Runs one seed; returns a description of the first difference, if any.
 fn check_seed(seed: u64, canary: Canary) -> Result<(), String> {
-    let mut prng = Prng::new(seed);
+    check_seed_with(Prng::new(seed), seed, canary)
+}
+
+fn check_seed_with(mut prng: Prng, seed: u64, canary: Canary) -> Result<(), String> {
     let mut shared = populated_engine(&mut prng);
     shared.canary = canary;
     let mut reference = shared.clone();
@@ -304,6 +319,16 @@ fn successes(results: &[OperationResult]) -> usize {
 fn shared_scan_equals_sequential_execution_over_random_batches() {
     for seed in 0..4_000 {
         if let Err(difference) = check_seed(seed, Canary::None) {
+            panic!("{difference}");
+        }
+    }
+}
+
+#[test]
+fn shared_scan_equals_sequential_execution_over_larger_tables() {
+    for seed in 0..500 {
+        let prng = Prng::with_key_range(seed, 150);
+        if let Err(difference) = check_seed_with(prng, seed, Canary::None) {
             panic!("{difference}");
         }
     }
@@ -355,4 +380,36 @@ fn canary_that_skips_the_residual_list_is_caught() {
 #[test]
 fn canary_that_does_not_reprobe_after_an_update_is_caught() {
     assert!(canary_is_caught(Canary::SkipReprobe));
+}
+
+#[test]
+fn read_path_with_index_access_equals_a_naive_scan() {
+    let mut index_paths = 0;
+    for seed in 0..1_000 {
+        let mut prng = Prng::with_key_range(seed, 40);
+        let engine = populated_engine(&mut prng);
+        for _ in 0..10 {
+            let select = Operation::Select {
+                table: "t".into(),
+                columns: Vec::new(),
+                predicate: Some(predicate(&mut prng, columns_of("t"), 2)),
+                limit: None,
+            };
+            let read = engine.read(&select);
+            let expected = engine
+                .clone()
+                .execute_sequentially(std::slice::from_ref(&select));
+            assert_eq!(vec![read], expected, "seed {seed}: {select:?}");
+            if engine
+                .explain(&select)
+                .is_ok_and(|text| text.starts_with("Index"))
+            {
+                index_paths += 1;
+            }
+        }
+    }
+    assert!(
+        index_paths > 1_000,
+        "{index_paths} selects took an index path"
+    );
 }
