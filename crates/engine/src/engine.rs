@@ -195,7 +195,10 @@ impl Engine {
     fn bind(&self, operation: &Operation) -> Option<Result<(String, ScanOperation), EngineError>> {
         if !matches!(
             operation,
-            Operation::Select { .. } | Operation::Update { .. } | Operation::Delete { .. }
+            Operation::Select { .. }
+                | Operation::Update { .. }
+                | Operation::Delete { .. }
+                | Operation::Aggregate { .. }
         ) {
             return None;
         }
@@ -277,7 +280,10 @@ impl Engine {
                 }
                 self.table_mut(table)?.insert(columns, rows, on_conflict)
             }
-            Operation::Select { .. } | Operation::Update { .. } | Operation::Delete { .. } => {
+            Operation::Select { .. }
+            | Operation::Update { .. }
+            | Operation::Delete { .. }
+            | Operation::Aggregate { .. } => {
                 unreachable!("scan operations are bound, not executed here")
             }
         }

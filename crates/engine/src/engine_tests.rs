@@ -1,6 +1,8 @@
 //! Behaviour of the engine through its public operations.
 
-use crate::operation::{Assignment, OnConflict, Operation, Output};
+use crate::operation::{
+    Aggregate, AggregateFunction, Assignment, Group, OnConflict, Operation, Output, Partial,
+};
 use crate::predicate::{CompareOp, Predicate};
 use crate::schema::{ColumnDef, TableSchema};
 use crate::state_machine::{Command, Outcome};
@@ -534,4 +536,89 @@ fn snapshot_restore_round_trips_tables_and_rebuilds_indexes() {
     assert!(restored.restore(&truncated).is_err());
     assert_eq!(restored, before);
     assert!(restored.restore(&[]).is_err());
+}
+
+#[test]
+fn aggregates_return_mergeable_partials_per_group_in_key_order() {
+    let mut engine = engine();
+    engine
+        .execute(&Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("name", Value::Null)],
+            predicate: Some(Predicate::equal("id", Value::Int(4))),
+        })
+        .unwrap();
+    let aggregate = |function, column: Option<&str>| Aggregate {
+        function,
+        column: column.map(str::to_string),
+    };
+    let grouped = Operation::Aggregate {
+        table: "t".into(),
+        group_by: vec!["y".into()],
+        aggregates: vec![
+            aggregate(AggregateFunction::CountRows, None),
+            aggregate(AggregateFunction::Count, Some("name")),
+            aggregate(AggregateFunction::Sum, Some("id")),
+            aggregate(AggregateFunction::Min, Some("name")),
+            aggregate(AggregateFunction::Max, Some("x")),
+            aggregate(AggregateFunction::Avg, Some("x")),
+        ],
+        predicate: None,
+    };
+    assert_eq!(
+        engine.execute(&grouped),
+        Ok(Output::Groups {
+            group_by: vec!["y".into()],
+            groups: vec![
+                Group {
+                    key: vec![Value::Int(0)],
+                    partials: vec![
+                        Partial::Count(3),
+                        Partial::Count(2),
+                        Partial::SumInteger(Some(12)),
+                        Partial::Min(text("n2")),
+                        Partial::Max(Value::Int(2)),
+                        Partial::AvgInteger { sum: 3, count: 3 },
+                    ],
+                },
+                Group {
+                    key: vec![Value::Int(1)],
+                    partials: vec![
+                        Partial::Count(3),
+                        Partial::Count(3),
+                        Partial::SumInteger(Some(9)),
+                        Partial::Min(text("n1")),
+                        Partial::Max(Value::Int(2)),
+                        Partial::AvgInteger { sum: 3, count: 3 },
+                    ],
+                },
+            ],
+        })
+    );
+    let empty = Operation::Aggregate {
+        table: "t".into(),
+        group_by: Vec::new(),
+        aggregates: vec![
+            aggregate(AggregateFunction::CountRows, None),
+            aggregate(AggregateFunction::Sum, Some("x")),
+        ],
+        predicate: Some(Predicate::equal("y", Value::Int(5))),
+    };
+    assert_eq!(
+        engine.read(&empty),
+        Ok(Output::Groups {
+            group_by: Vec::new(),
+            groups: vec![Group {
+                key: Vec::new(),
+                partials: vec![Partial::Count(0), Partial::SumInteger(None)],
+            }],
+        })
+    );
+    let sum_text = Operation::Aggregate {
+        table: "t".into(),
+        group_by: Vec::new(),
+        aggregates: vec![aggregate(AggregateFunction::Sum, Some("name"))],
+        predicate: None,
+    };
+    assert_eq!(code(engine.execute(&sum_text)), "42804");
 }

@@ -78,12 +78,194 @@ pub enum Operation {
         table: String,
         predicate: Option<Predicate>,
     },
+    /// Slot 7. SELECT group_by, aggregates FROM table WHERE predicate GROUP BY group_by, as
+    /// mergeable partials (the SQL layer combines partitions and finishes AVG).
+    Aggregate {
+        table: String,
+        group_by: Vec<String>,
+        aggregates: Vec<Aggregate>,
+        predicate: Option<Predicate>,
+    },
+}
+
+/// Most aggregates in one operation.
+pub const AGGREGATES_MAX: usize = 64;
+
+/// An aggregate function. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggregateFunction {
+    /// Slot 0. COUNT(*): rows.
+    CountRows,
+    /// Slot 1. COUNT(column): non-NULL values.
+    Count,
+    /// Slot 2. SUM(column) of a numeric column.
+    Sum,
+    /// Slot 3. MIN(column) in the total order of `Value`.
+    Min,
+    /// Slot 4. MAX(column).
+    Max,
+    /// Slot 5. AVG(column) of a numeric column, as sum and count.
+    Avg,
+}
+
+/// One aggregate: a function and its column (`None` only for `CountRows`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub function: AggregateFunction,
+    pub column: Option<String>,
+}
+
+/// The partial state of one aggregate over one group: partials of several partitions merge
+/// (counts and sums add, minima take the least). Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Partial {
+    /// Slot 0. COUNT(*) or COUNT(column).
+    Count(u64),
+    /// Slot 1. SUM of INT or BIGINT (i128: cannot overflow); `None` when no value was summed.
+    SumInteger(Option<i128>),
+    /// Slot 2. SUM of DOUBLE, added in primary key order; `None` when no value was summed.
+    SumDouble(Option<f64>),
+    /// Slot 3. MIN; NULL when no value was seen.
+    Min(Value),
+    /// Slot 4. MAX; NULL when no value was seen.
+    Max(Value),
+    /// Slot 5. AVG of INT or BIGINT.
+    AvgInteger { sum: i128, count: u64 },
+    /// Slot 6. AVG of DOUBLE.
+    AvgDouble { sum: f64, count: u64 },
+}
+
+impl Partial {
+    /// Folds one row's value of the aggregate's column (`Value::Null` for COUNT(*)) in.
+    pub fn add(&mut self, value: &Value) {
+        let integer = match value {
+            Value::Int(number) => Some(i128::from(*number)),
+            Value::BigInt(number) => Some(i128::from(*number)),
+            _ => None,
+        };
+        let double = match value {
+            Value::Double(number) => Some(*number),
+            _ => None,
+        };
+        match self {
+            Partial::Count(count) => *count += 1,
+            Partial::SumInteger(sum) => {
+                if let Some(number) = integer {
+                    *sum = Some(sum.unwrap_or(0) + number);
+                }
+            }
+            Partial::SumDouble(sum) => {
+                if let Some(number) = double {
+                    *sum = Some(sum.unwrap_or(0.0) + number);
+                }
+            }
+            Partial::Min(least) => {
+                if !value.is_null() && (least.is_null() || value < least) {
+                    *least = value.clone();
+                }
+            }
+            Partial::Max(greatest) => {
+                if !value.is_null() && (greatest.is_null() || value > greatest) {
+                    *greatest = value.clone();
+                }
+            }
+            Partial::AvgInteger { sum, count } => {
+                if let Some(number) = integer {
+                    *sum += number;
+                    *count += 1;
+                }
+            }
+            Partial::AvgDouble { sum, count } => {
+                if let Some(number) = double {
+                    *sum += number;
+                    *count += 1;
+                }
+            }
+        }
+    }
+}
+
+/// One group of an aggregate's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    /// The group-by columns' values.
+    pub key: Vec<Value>,
+    /// One partial per aggregate, in the operation's order.
+    pub partials: Vec<Partial>,
+}
+
+/// An aggregate bound to a table: the function, the column position, the initial partial.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundAggregate {
+    pub column: Option<usize>,
+    pub initial: Partial,
+}
+
+impl BoundAggregate {
+    /// Folds a qualifying row in. COUNT(column) counts non-NULL values only.
+    pub fn add(&self, partial: &mut Partial, row: &[Value]) {
+        match self.column {
+            None => partial.add(&Value::Null),
+            Some(column) if row[column].is_null() => {}
+            Some(column) => partial.add(&row[column]),
+        }
+    }
+}
+
+fn bind_aggregate(
+    aggregate: &Aggregate,
+    schema: &TableSchema,
+) -> Result<BoundAggregate, EngineError> {
+    use crate::value::DataType;
+    let column = aggregate
+        .column
+        .as_ref()
+        .map(|column| schema.column_position(column))
+        .transpose()?;
+    let Some(position) = column else {
+        return match aggregate.function {
+            AggregateFunction::CountRows => Ok(BoundAggregate {
+                column: None,
+                initial: Partial::Count(0),
+            }),
+            _ => Err(EngineError::SyntaxError {
+                reason: "only COUNT(*) has no column".into(),
+            }),
+        };
+    };
+    let data_type = schema.columns[position].data_type;
+    let not_numeric = || EngineError::DatatypeMismatch {
+        column: schema.columns[position].name.clone(),
+        expected: "a numeric type".into(),
+        found: data_type.name(),
+    };
+    let initial = match (aggregate.function, data_type) {
+        (AggregateFunction::CountRows, _) => {
+            return Err(EngineError::SyntaxError {
+                reason: "COUNT(*) takes no column".into(),
+            })
+        }
+        (AggregateFunction::Count, _) => Partial::Count(0),
+        (AggregateFunction::Min, _) => Partial::Min(Value::Null),
+        (AggregateFunction::Max, _) => Partial::Max(Value::Null),
+        (AggregateFunction::Sum, DataType::Int | DataType::BigInt) => Partial::SumInteger(None),
+        (AggregateFunction::Sum, DataType::Double) => Partial::SumDouble(None),
+        (AggregateFunction::Avg, DataType::Int | DataType::BigInt) => {
+            Partial::AvgInteger { sum: 0, count: 0 }
+        }
+        (AggregateFunction::Avg, DataType::Double) => Partial::AvgDouble { sum: 0.0, count: 0 },
+        (AggregateFunction::Sum | AggregateFunction::Avg, _) => return Err(not_numeric()),
+    };
+    Ok(BoundAggregate {
+        column: Some(position),
+        initial,
+    })
 }
 
 impl Operation {
     /// Whether the operation only reads.
     pub fn is_read(&self) -> bool {
-        matches!(self, Operation::Select { .. })
+        matches!(self, Operation::Select { .. } | Operation::Aggregate { .. })
     }
 
     /// The table the operation names.
@@ -95,7 +277,8 @@ impl Operation {
             | Operation::Insert { table, .. }
             | Operation::Select { table, .. }
             | Operation::Update { table, .. }
-            | Operation::Delete { table, .. } => table,
+            | Operation::Delete { table, .. }
+            | Operation::Aggregate { table, .. } => table,
         }
     }
 
@@ -104,7 +287,8 @@ impl Operation {
         match self {
             Operation::Select { predicate, .. }
             | Operation::Update { predicate, .. }
-            | Operation::Delete { predicate, .. } => predicate.as_ref(),
+            | Operation::Delete { predicate, .. }
+            | Operation::Aggregate { predicate, .. } => predicate.as_ref(),
             _ => None,
         }
     }
@@ -128,6 +312,12 @@ pub enum Output {
     Updated { count: u64 },
     /// Slot 5. Rows deleted.
     Deleted { count: u64 },
+    /// Slot 6. Aggregate partials per group, in group key order. Without GROUP BY there is
+    /// exactly one group (key empty), even over no rows.
+    Groups {
+        group_by: Vec<String>,
+        groups: Vec<Group>,
+    },
 }
 
 /// The result of one operation.
@@ -149,6 +339,11 @@ pub enum ScanOperation {
     Delete {
         predicate: Option<BoundPredicate>,
     },
+    Aggregate {
+        group_by: Vec<usize>,
+        aggregates: Vec<BoundAggregate>,
+        predicate: Option<BoundPredicate>,
+    },
 }
 
 impl ScanOperation {
@@ -156,12 +351,16 @@ impl ScanOperation {
         match self {
             ScanOperation::Select { predicate, .. }
             | ScanOperation::Update { predicate, .. }
-            | ScanOperation::Delete { predicate } => predicate.as_ref(),
+            | ScanOperation::Delete { predicate }
+            | ScanOperation::Aggregate { predicate, .. } => predicate.as_ref(),
         }
     }
 
     pub fn writes(&self) -> bool {
-        !matches!(self, ScanOperation::Select { .. })
+        matches!(
+            self,
+            ScanOperation::Update { .. } | ScanOperation::Delete { .. }
+        )
     }
 }
 
@@ -202,6 +401,31 @@ pub fn bind_scan_operation(
         Operation::Delete { predicate, .. } => {
             bind_predicate(predicate).map(|predicate| ScanOperation::Delete { predicate })
         }
+        Operation::Aggregate {
+            group_by,
+            aggregates,
+            predicate,
+            ..
+        } => (|| {
+            if aggregates.len() > AGGREGATES_MAX || group_by.len() > AGGREGATES_MAX {
+                return Err(EngineError::ProgramLimitExceeded {
+                    limit: format!("at most {AGGREGATES_MAX} aggregates and grouping columns"),
+                });
+            }
+            let group_by = group_by
+                .iter()
+                .map(|column| schema.column_position(column))
+                .collect::<Result<_, _>>()?;
+            let aggregates = aggregates
+                .iter()
+                .map(|aggregate| bind_aggregate(aggregate, schema))
+                .collect::<Result<_, _>>()?;
+            Ok(ScanOperation::Aggregate {
+                group_by,
+                aggregates,
+                predicate: bind_predicate(predicate)?,
+            })
+        })(),
         _ => return None,
     };
     Some(bound)

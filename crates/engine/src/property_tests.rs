@@ -4,7 +4,9 @@
 //! The canaries (deliberately broken shared scans) must be caught.
 
 use crate::engine::{Canary, Engine};
-use crate::operation::{Assignment, OnConflict, Operation, OperationResult};
+use crate::operation::{
+    Aggregate, AggregateFunction, Assignment, OnConflict, Operation, OperationResult,
+};
 use crate::predicate::{CompareOp, Predicate};
 use crate::schema::{ColumnDef, TableSchema};
 use crate::value::{DataType, Value};
@@ -224,7 +226,17 @@ fn operation(prng: &mut Prng) -> Operation {
             table: table.into(),
             predicate: maybe_predicate(prng),
         },
-        80..=97 => Operation::Insert {
+        80..=87 => Operation::Aggregate {
+            table: table.into(),
+            group_by: (0..prng.below(3))
+                .map(|_| prng.pick(columns).to_string())
+                .collect(),
+            aggregates: (0..1 + prng.below(3))
+                .map(|_| aggregate(prng, columns))
+                .collect(),
+            predicate: maybe_predicate(prng),
+        },
+        88..=97 => Operation::Insert {
             table: table.into(),
             columns: Vec::new(),
             rows: (0..1 + prng.below(3))
@@ -243,6 +255,24 @@ fn operation(prng: &mut Prng) -> Operation {
             limit: None,
         },
     }
+}
+
+fn aggregate(prng: &mut Prng, columns: &[&str]) -> Aggregate {
+    let function = *prng.pick(&[
+        AggregateFunction::CountRows,
+        AggregateFunction::Count,
+        AggregateFunction::Sum,
+        AggregateFunction::Min,
+        AggregateFunction::Max,
+        AggregateFunction::Avg,
+    ]);
+    let column = match function {
+        AggregateFunction::CountRows => None,
+        // Mostly numeric columns; text columns exercise the 42804 refusal of SUM and AVG.
+        _ if prng.chance(80) => Some(prng.pick(&["a", "b", "d", "id", "k1", "v"]).to_string()),
+        _ => Some(prng.pick(columns).to_string()),
+    };
+    Aggregate { function, column }
 }
 
 /// A fresh engine with both tables, some rows, and (depending on the seed) secondary indexes,

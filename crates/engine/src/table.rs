@@ -2,7 +2,9 @@
 //! executor (shared scan, index lookup, sequential reference) shares.
 
 use crate::error::EngineError;
-use crate::operation::{bind_assignments, OnConflict, OperationResult, Output, ScanOperation};
+use crate::operation::{
+    bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
+};
 use crate::schema::TableSchema;
 use crate::value::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +45,8 @@ pub enum RowChange {
 pub struct OperationState {
     pub rows: Vec<Row>,
     pub count: u64,
+    /// An aggregate's partials by group key.
+    pub groups: BTreeMap<Vec<Value>, Vec<Partial>>,
 }
 
 impl OperationState {
@@ -68,31 +72,70 @@ impl OperationState {
             },
             ScanOperation::Update { .. } => Output::Updated { count: self.count },
             ScanOperation::Delete { .. } => Output::Deleted { count: self.count },
+            ScanOperation::Aggregate {
+                group_by,
+                aggregates,
+                ..
+            } => {
+                let mut groups = self.groups;
+                if group_by.is_empty() && groups.is_empty() {
+                    let initial = aggregates.iter().map(|aggregate| aggregate.initial.clone());
+                    groups.insert(Vec::new(), initial.collect());
+                }
+                Output::Groups {
+                    group_by: group_by
+                        .iter()
+                        .map(|position| schema.columns[*position].name.clone())
+                        .collect(),
+                    groups: groups
+                        .into_iter()
+                        .map(|(key, partials)| Group { key, partials })
+                        .collect(),
+                }
+            }
         }
     }
 }
 
-/// Reads one row for a select (no change). Precondition: the select is not done.
-pub fn select_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
-    let ScanOperation::Select {
-        projection,
-        predicate,
-        ..
-    } = operation
-    else {
-        unreachable!("select_row is given selects only");
-    };
+/// Reads one row for a select or an aggregate (no change). Precondition: not done.
+pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
+    assert!(!operation.writes());
     assert!(!state.is_done(operation));
-    if predicate
-        .as_ref()
+    if !operation
+        .predicate()
         .is_none_or(|predicate| predicate.matches(row))
     {
-        state.rows.push(
+        return;
+    }
+    match operation {
+        ScanOperation::Select { projection, .. } => state.rows.push(
             projection
                 .iter()
                 .map(|position| row[*position].clone())
                 .collect(),
-        );
+        ),
+        ScanOperation::Aggregate {
+            group_by,
+            aggregates,
+            ..
+        } => {
+            let key: Vec<Value> = group_by
+                .iter()
+                .map(|position| row[*position].clone())
+                .collect();
+            let partials = state.groups.entry(key).or_insert_with(|| {
+                aggregates
+                    .iter()
+                    .map(|aggregate| aggregate.initial.clone())
+                    .collect()
+            });
+            for (aggregate, partial) in aggregates.iter().zip(partials.iter_mut()) {
+                aggregate.add(partial, row);
+            }
+        }
+        ScanOperation::Update { .. } | ScanOperation::Delete { .. } => {
+            unreachable!("reads only")
+        }
     }
 }
 
@@ -101,13 +144,16 @@ pub fn step_row(operation: &ScanOperation, state: &mut OperationState, row: &mut
     if state.is_done(operation) {
         return RowChange::Unchanged;
     }
+    if !operation.writes() {
+        read_row(operation, state, row);
+        return RowChange::Unchanged;
+    }
     let qualifies = operation
         .predicate()
         .is_none_or(|predicate| predicate.matches(row));
     match operation {
-        ScanOperation::Select { .. } => {
-            select_row(operation, state, row);
-            RowChange::Unchanged
+        ScanOperation::Select { .. } | ScanOperation::Aggregate { .. } => {
+            unreachable!("reads are handled above")
         }
         _ if !qualifies => RowChange::Unchanged,
         ScanOperation::Update { assignments, .. } => {
@@ -316,7 +362,7 @@ impl Table {
                 break;
             }
             if let Some(row) = self.rows.get(key) {
-                select_row(operation, &mut state, row);
+                read_row(operation, &mut state, row);
             }
         }
         state.finish(operation, &self.schema)
