@@ -13,6 +13,7 @@ use engine::{
 use std::time::Instant;
 
 const FLIGHTS: u64 = 10_000;
+const REPETITIONS: usize = 5;
 const AIRPORTS: [&str; 8] = ["LHR", "LAX", "SFO", "ZRH", "JFK", "CDG", "FRA", "NRT"];
 
 fn schema() -> TableSchema {
@@ -96,25 +97,47 @@ fn main() {
         payload_bytes as f64 / 1e9,
         load_started.elapsed().as_secs_f64()
     );
+    // The floor: one pass over the same rows reading the queried column, with no engine logic.
+    let table = engine.table("ticket").expect("loaded");
+    let started = Instant::now();
+    let matching = table
+        .rows
+        .values()
+        .filter(|row| std::hint::black_box(&row[1]) == &Value::Int(0))
+        .count();
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "baseline: plain iteration comparing one column: {:.1} ms ({:.2e} rows/s, {matching} rows)",
+        seconds * 1e3,
+        rows as f64 / seconds
+    );
     let example = query(0);
     println!("plan: {}", engine.explain(&example).expect("explains"));
     println!();
+    println!("median of {REPETITIONS} cycles per row");
     println!("| queries | cycle ms | rows/s | GB/s | queries/s | rows returned |");
     println!("|--------:|---------:|-------:|-----:|----------:|--------------:|");
     for queries in [1u64, 10, 100, 1_000] {
         let batch: Vec<Operation> = (0..queries)
             .map(|at| query((at * 7_919) % FLIGHTS))
             .collect();
-        let started = Instant::now();
-        let results = engine.execute_batch(&batch);
-        let seconds = started.elapsed().as_secs_f64();
-        let returned: usize = results
-            .iter()
-            .map(|result| match result {
-                Ok(Output::Rows { rows, .. }) => rows.len(),
-                other => panic!("query failed: {other:?}"),
-            })
-            .sum();
+        // Five cycles; the median is reported (the machine is shared, single runs are noisy).
+        let mut timings = Vec::new();
+        let mut returned = 0;
+        for _ in 0..REPETITIONS {
+            let started = Instant::now();
+            let results = engine.execute_batch(&batch);
+            timings.push(started.elapsed().as_secs_f64());
+            returned = results
+                .iter()
+                .map(|result| match result {
+                    Ok(Output::Rows { rows, .. }) => rows.len(),
+                    other => panic!("query failed: {other:?}"),
+                })
+                .sum::<usize>();
+        }
+        timings.sort_by(f64::total_cmp);
+        let seconds = timings[REPETITIONS / 2];
         println!(
             "| {queries} | {:.1} | {:.2e} | {:.2} | {:.0} | {returned} |",
             seconds * 1e3,

@@ -20,17 +20,62 @@
 
 use crate::predicate::{BoundPredicate, Interval};
 use crate::value::Value;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 
 /// Most (region, operation) entries in one cycle's range structure; operations beyond it go to
 /// the residual list (correct, only slower). Bounds memory at 16 MiB however the ranges overlap.
 pub const RANGE_ENTRIES_MAX: usize = 4 << 20;
 
-/// A fixed-key hasher: lookups only, and no OS randomness in the engine.
-type FixedHasher = BuildHasherDefault<DefaultHasher>;
+/// A fast deterministic hasher (FxHash's multiply-rotate) for the lookup-only maps: no OS
+/// randomness in the engine, and nothing iterates these maps. Like any fixed-key hash it can be
+/// fed colliding constants on purpose; that costs time, never correctness.
+#[derive(Default)]
+pub struct FoldHasher {
+    hash: u64,
+}
+
+impl FoldHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FoldHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("eight bytes")));
+        }
+        let mut tail = [0u8; 8];
+        let remainder = chunks.remainder();
+        tail[..remainder.len()].copy_from_slice(remainder);
+        self.add(u64::from_le_bytes(tail) ^ (remainder.len() as u64) << 56);
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+type FixedHasher = BuildHasherDefault<FoldHasher>;
 
 /// Equality constants of one column to the operations demanding them, ascending.
 type ConstantMap = HashMap<Value, Vec<u32>, FixedHasher>;
@@ -337,6 +382,27 @@ mod tests {
         assert_eq!(probe(&index, 4, 7, 0), vec![3, 4]);
         assert_eq!(probe(&index, 5, 7, 0), vec![3]);
         assert_eq!(probe(&index, 3, 2, 2), vec![3, 4]);
+    }
+
+    #[test]
+    fn fold_hasher_agrees_with_value_equality_and_spreads_small_integers() {
+        use std::hash::BuildHasher;
+        let hash = |value: &Value| FixedHasher::default().hash_one(value);
+        assert_eq!(hash(&Value::Double(0.0)), hash(&Value::Double(-0.0)));
+        assert_eq!(
+            hash(&Value::Text("abcdefghij".into())),
+            hash(&Value::Text("abcdefghij".into()))
+        );
+        assert_ne!(
+            hash(&Value::Text("ab".into())),
+            hash(&Value::Text("ab\0".into()))
+        );
+        let mut hashes: Vec<u64> = (0..10_000)
+            .map(|number| hash(&Value::Int(number)))
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        assert_eq!(hashes.len(), 10_000);
     }
 
     #[test]
