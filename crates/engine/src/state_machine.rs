@@ -38,8 +38,12 @@ impl Command {
         postcard::to_allocvec(self).expect("commands serialise")
     }
 
+    /// Decodes a command; refuses malformed bytes and trailing bytes.
     pub fn decode(bytes: &[u8]) -> Result<Command, EngineError> {
-        postcard::from_bytes(bytes).map_err(|_| EngineError::Malformed)
+        match postcard::take_from_bytes(bytes) {
+            Ok((command, [])) => Ok(command),
+            _ => Err(EngineError::Malformed),
+        }
     }
 }
 
@@ -138,7 +142,11 @@ impl Engine {
 
     /// Rebuilds an engine from snapshot bytes, checking every schema, row, key and name.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
-        let snapshot: Snapshot = postcard::from_bytes(bytes).map_err(|error| error.to_string())?;
+        let (snapshot, rest): (Snapshot, &[u8]) =
+            postcard::take_from_bytes(bytes).map_err(|error| error.to_string())?;
+        if !rest.is_empty() {
+            return Err("trailing bytes after the snapshot".into());
+        }
         if snapshot.version != SNAPSHOT_VERSION {
             return Err(format!("unknown snapshot version {}", snapshot.version));
         }
@@ -201,5 +209,65 @@ impl StateMachine for Engine {
             Engine::from_snapshot(snapshot).map_err(|reason| RestoreError::Malformed { reason })?;
         *self = engine;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnDef;
+    use crate::value::{DataType, Value};
+
+    fn table(rows: Vec<Row>, indexes: Vec<(String, String)>) -> TableSnapshot {
+        TableSnapshot {
+            schema: TableSchema::new(
+                "t",
+                vec![
+                    ColumnDef::new("id", DataType::Int),
+                    ColumnDef::new("v", DataType::Int).not_null(),
+                ],
+                &["id"],
+            )
+            .unwrap(),
+            indexes,
+            rows,
+        }
+    }
+
+    fn restore(version: u32, tables: Vec<TableSnapshot>) -> Result<Engine, String> {
+        Engine::from_snapshot(&postcard::to_allocvec(&Snapshot { version, tables }).unwrap())
+    }
+
+    fn row(id: i32, v: Value) -> Row {
+        vec![Value::Int(id), v]
+    }
+
+    #[test]
+    fn restore_checks_versions_keys_rows_and_index_definitions() {
+        let good = || vec![row(1, Value::Int(1)), row(2, Value::Int(1))];
+        let index = || vec![("t_v".to_string(), "v".to_string())];
+        let engine = restore(SNAPSHOT_VERSION, vec![table(good(), index())]).unwrap();
+        assert_eq!(engine.table("t").unwrap().indexes["t_v"].entries.len(), 2);
+        assert!(restore(SNAPSHOT_VERSION + 1, vec![table(good(), index())]).is_err());
+        let duplicate = vec![row(1, Value::Int(1)), row(1, Value::Int(2))];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(duplicate, index())]).is_err());
+        let null = vec![row(1, Value::Null)];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(null, index())]).is_err());
+        let mistyped = vec![row(1, Value::BigInt(1))];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(mistyped, index())]).is_err());
+        let short = vec![vec![Value::Int(1)]];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(short, index())]).is_err());
+        let bad_index = vec![("t_w".to_string(), "w".to_string())];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(good(), bad_index)]).is_err());
+        let twice = vec![table(good(), index()), table(good(), Vec::new())];
+        assert!(restore(SNAPSHOT_VERSION, twice).is_err());
+    }
+
+    #[test]
+    fn commands_with_trailing_bytes_are_malformed() {
+        let mut bytes = Command::Batch(Vec::new()).encode();
+        assert_eq!(Command::decode(&bytes), Ok(Command::Batch(Vec::new())));
+        bytes.push(0);
+        assert_eq!(Command::decode(&bytes), Err(EngineError::Malformed));
     }
 }

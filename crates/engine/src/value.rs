@@ -277,9 +277,12 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
         }
         (Value::Int(number), DataType::Double) => Ok(Value::Double(f64::from(*number))),
         (Value::BigInt(number), DataType::Double) => Ok(Value::Double(*number as f64)),
-        (Value::Date(days), DataType::Timestamp) => {
-            Ok(Value::Timestamp(i64::from(*days) * MICROSECONDS_PER_DAY))
-        }
+        (Value::Date(days), DataType::Timestamp) => i64::from(*days)
+            .checked_mul(MICROSECONDS_PER_DAY)
+            .map(Value::Timestamp)
+            .ok_or_else(|| EngineError::NumericValueOutOfRange {
+                column: column.to_string(),
+            }),
         (Value::Text(text), data_type) => parse_text(text, data_type),
         _ => Err(mismatch()),
     }
@@ -547,6 +550,8 @@ mod tests {
             Ok(Value::Timestamp(86_400_000_000))
         );
         assert_eq!(coerce(&Value::Null, DataType::Int, "c"), Ok(Value::Null));
+        let far_future = coerce(&Value::Date(i32::MAX), DataType::Timestamp, "c");
+        assert_eq!(far_future.unwrap_err().code(), "22003");
     }
 
     #[test]
