@@ -139,6 +139,41 @@ pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Va
     }
 }
 
+/// What an INSERT does on a key conflict, bound to the table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Conflict {
+    Error,
+    DoNothing,
+    DoUpdate(Vec<(usize, Value)>),
+}
+
+/// An INSERT checked against its table: complete rows and their keys, in statement order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundInsert {
+    pub rows: Vec<(Key, Row)>,
+    pub on_conflict: Conflict,
+}
+
+/// Inserts one row of a statement given the key's current row (`None`: absent); says whether
+/// it counts (inserted, or updated by DO UPDATE). Precondition: not `Conflict::Error` with a
+/// present row (the caller fails the statement instead).
+pub fn insert_row(on_conflict: &Conflict, current: &mut Option<Row>, row: &Row) -> bool {
+    match (current.as_mut(), on_conflict) {
+        (None, _) => {
+            *current = Some(row.clone());
+            true
+        }
+        (Some(_), Conflict::Error) => unreachable!("the caller refuses conflicting plain inserts"),
+        (Some(_), Conflict::DoNothing) => false,
+        (Some(existing), Conflict::DoUpdate(assignments)) => {
+            for (position, value) in assignments {
+                existing[*position] = value.clone();
+            }
+            true
+        }
+    }
+}
+
 /// Executes one operation on one row, exactly as it would alone.
 pub fn step_row(operation: &ScanOperation, state: &mut OperationState, row: &mut Row) -> RowChange {
     if state.is_done(operation) {
@@ -227,13 +262,15 @@ impl Table {
         }
     }
 
-    /// INSERT: checks every row first, then writes all of them, so a failure changes nothing.
-    pub fn insert(
-        &mut self,
+    /// Checks an INSERT against the schema without looking at the rows: column list, arity,
+    /// types, NOT NULL, lengths, the SET clause, and (for DO UPDATE) that no key repeats within
+    /// the statement (21000). What remains depends on the stored rows: conflicts.
+    pub fn bind_insert(
+        &self,
         columns: &[String],
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
-    ) -> OperationResult {
+    ) -> Result<BoundInsert, EngineError> {
         let positions = crate::operation::project(columns, &self.schema)?;
         for (at, position) in positions.iter().enumerate() {
             if positions[..at].contains(position) {
@@ -245,54 +282,63 @@ impl Table {
                 });
             }
         }
-        let assignments = match on_conflict {
-            OnConflict::DoUpdate(assignments) => Some(bind_assignments(assignments, &self.schema)?),
-            _ => None,
+        let on_conflict = match on_conflict {
+            OnConflict::Error => Conflict::Error,
+            OnConflict::DoNothing => Conflict::DoNothing,
+            OnConflict::DoUpdate(assignments) => {
+                Conflict::DoUpdate(bind_assignments(assignments, &self.schema)?)
+            }
         };
-        // Planned writes by key; `None` marks a key skipped by DO NOTHING.
-        let mut planned: BTreeMap<Key, Option<Row>> = BTreeMap::new();
+        let mut bound = Vec::with_capacity(rows.len());
         for values in rows {
             let row = self.complete_row(&positions, values)?;
-            let key = self.schema.key_of(&row);
-            let existing = self.rows.get(&key);
-            if planned.contains_key(&key) || existing.is_some() {
-                match (on_conflict, &assignments) {
-                    (OnConflict::Error, _) => {
-                        return Err(EngineError::UniqueViolation {
-                            table: self.schema.name.clone(),
-                            constraint: self.schema.primary_key_name(),
-                        })
-                    }
-                    (OnConflict::DoNothing, _) => {
-                        planned.entry(key).or_insert(None);
-                    }
-                    (OnConflict::DoUpdate(_), Some(assignments)) => {
-                        if planned.contains_key(&key) {
-                            return Err(EngineError::CardinalityViolation);
-                        }
-                        let mut updated = existing.expect("conflict with a stored row").clone();
-                        for (position, value) in assignments {
-                            updated[*position] = value.clone();
-                        }
-                        planned.insert(key, Some(updated));
-                    }
-                    (OnConflict::DoUpdate(_), None) => unreachable!("assignments bound above"),
-                }
-            } else {
-                planned.insert(key, Some(row));
+            bound.push((self.schema.key_of(&row), row));
+        }
+        if matches!(on_conflict, Conflict::DoUpdate(_)) {
+            let mut keys: Vec<&Key> = bound.iter().map(|(key, _)| key).collect();
+            keys.sort();
+            if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+                return Err(EngineError::CardinalityViolation);
             }
         }
+        Ok(BoundInsert {
+            rows: bound,
+            on_conflict,
+        })
+    }
+
+    /// INSERT: checks every row first, then writes all of them, so a failure changes nothing.
+    pub fn insert(
+        &mut self,
+        columns: &[String],
+        rows: &[Vec<Value>],
+        on_conflict: &OnConflict,
+    ) -> OperationResult {
+        let bound = self.bind_insert(columns, rows, on_conflict)?;
+        // The statement's effect per key, starting from the stored row.
+        let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;
+        for (key, row) in &bound.rows {
+            let current = planned
+                .entry(key)
+                .or_insert_with(|| self.rows.get(key).cloned());
+            if current.is_some() && bound.on_conflict == Conflict::Error {
+                return Err(EngineError::UniqueViolation {
+                    table: self.schema.name.clone(),
+                    constraint: self.schema.primary_key_name(),
+                });
+            }
+            if insert_row(&bound.on_conflict, current, row) {
+                count += 1;
+            }
+        }
         for (key, row) in planned {
-            let Some(row) = row else { continue };
+            let row = row.expect("inserts never remove a row");
+            if self.rows.get(key) == Some(&row) {
+                continue;
+            }
             let before = self.rows.insert(key.clone(), row);
-            Table::reindex(
-                &mut self.indexes,
-                &key,
-                before.as_ref(),
-                self.rows.get(&key),
-            );
-            count += 1;
+            Table::reindex(&mut self.indexes, key, before.as_ref(), self.rows.get(key));
         }
         Ok(Output::Inserted { count })
     }
