@@ -2,12 +2,13 @@
 
 use crate::error::EngineError;
 use crate::operation::{
-    bind_scan_operation, check_ddl_names, Operation, OperationResult, Output, ScanOperation,
-    BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+    bind_scan_operation, check_ddl_names, OnConflict, Operation, OperationResult, Output,
+    ScanOperation, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
-use crate::query_index::{Filing, QueryIndex};
-use crate::table::{step_row, Key, OperationState, Row, RowChange, Table};
+use crate::query_index::{Candidacy, Filing, QueryIndex};
+use crate::shared_scan::{shared_scan, CycleOperation};
+use crate::table::{Key, Table};
 use std::collections::BTreeMap;
 
 /// A deliberately broken shared scan, for proving that the property test detects bugs.
@@ -20,6 +21,9 @@ pub(crate) enum Canary {
     SkipResidual,
     /// After an update changes a row, later operations keep the candidates of the old row.
     SkipReprobe,
+    /// Inserts riding a cycle act on their key before every scan operation, whatever their
+    /// batch position.
+    InsertsFirst,
 }
 
 /// The tables of one partition. Deterministic: every method is a pure function of the state
@@ -66,9 +70,10 @@ impl Engine {
     }
 
     /// Executes a batch with the effect of executing its operations one after another, in
-    /// order. Each maximal run of consecutive operations the planner sends to the shared scan
-    /// becomes one scan cycle per table; everything else (DDL, inserts, index lookups) runs
-    /// alone at its position.
+    /// order. Each maximal run of consecutive operations that can share a cursor (selects,
+    /// updates, deletes and aggregates the planner sends to the shared scan, and inserts that
+    /// cannot fail on a conflict) becomes one scan cycle per table; everything else (DDL, plain
+    /// inserts, index lookups) runs alone at its position.
     pub fn execute_batch(&mut self, operations: &[Operation]) -> Vec<OperationResult> {
         if operations.len() > BATCH_OPERATIONS_MAX {
             let error = EngineError::ProgramLimitExceeded {
@@ -79,9 +84,9 @@ impl Engine {
         let mut results: Vec<Option<OperationResult>> = vec![None; operations.len()];
         let mut at = 0;
         while at < operations.len() {
-            let mut run: BTreeMap<String, Vec<(usize, ScanOperation)>> = BTreeMap::new();
+            let mut run: BTreeMap<String, Vec<(usize, CycleOperation)>> = BTreeMap::new();
             while let Some(operation) = operations.get(at) {
-                let Some(bound) = self.shared_scan_operation(operation) else {
+                let Some(bound) = self.cycle_operation(operation) else {
                     break;
                 };
                 run.entry(operation.table_name().to_string())
@@ -95,24 +100,42 @@ impl Engine {
                 continue;
             }
             // Operations on different tables commute, so one cycle per table is exact.
-            let canary = self.canary();
             for (name, members) in run {
-                let table = self
-                    .tables
-                    .get_mut(&name)
-                    .expect("bound against this table");
-                let (positions, bound): (Vec<usize>, Vec<ScanOperation>) =
-                    members.into_iter().unzip();
-                let outputs = shared_scan(table, &bound, canary);
-                for (position, output) in positions.into_iter().zip(outputs) {
-                    results[position] = Some(Ok(output));
-                }
+                self.run_cycle(&name, members, operations, &mut results);
             }
         }
         results
             .into_iter()
             .map(|result| result.expect("every operation executed"))
             .collect()
+    }
+
+    /// Executes one table's share of a run: one cycle, unless the run holds only inserts for
+    /// the table, which then run alone (a pass over every row would be wasted on them).
+    fn run_cycle(
+        &mut self,
+        name: &str,
+        members: Vec<(usize, CycleOperation)>,
+        operations: &[Operation],
+        results: &mut [Option<OperationResult>],
+    ) {
+        let scans = members
+            .iter()
+            .any(|(_, operation)| matches!(operation, CycleOperation::Scan(_)));
+        if !scans {
+            for (position, _) in members {
+                results[position] = Some(self.execute_alone(&operations[position]));
+            }
+            return;
+        }
+        let canary = self.canary();
+        let table = self.tables.get_mut(name).expect("bound against this table");
+        let (positions, bound): (Vec<usize>, Vec<CycleOperation>) = members.into_iter().unzip();
+        let outputs = shared_scan(table, &bound, canary);
+        assert_eq!(outputs.len(), positions.len());
+        for (position, output) in positions.into_iter().zip(outputs) {
+            results[position] = Some(Ok(output));
+        }
     }
 
     /// The reference executor: one operation after another, each select, update and delete a
@@ -155,7 +178,11 @@ impl Engine {
             Some(Ok((name, bound))) => {
                 let table = &self.tables[&name];
                 let path = choose_access_path(table, bound.predicate());
-                let index = QueryIndex::build(&[bound.predicate()]);
+                let candidacy = match bound.predicate() {
+                    Some(predicate) => Candidacy::Qualifying(predicate),
+                    None => Candidacy::EveryRow,
+                };
+                let index = QueryIndex::build(&[candidacy]);
                 let filing = match &index.filings()[0] {
                     Filing::Equality { column } => {
                         format!("equality on col {}", table.schema.columns[*column].name)
@@ -164,6 +191,7 @@ impl Engine {
                         format!("range on col {}", table.schema.columns[*column].name)
                     }
                     Filing::Residual => "residual".to_string(),
+                    Filing::NoRow => unreachable!("scan operations read rows"),
                 };
                 Ok(describe(table, &path, &filing))
             }
@@ -174,9 +202,16 @@ impl Engine {
                 Operation::CreateIndex { name, table, .. } => {
                     format!("Create Index {name} on {table}")
                 }
-                Operation::Insert { table, rows, .. } => {
-                    format!("Insert on {table} ({} rows)", rows.len())
-                }
+                Operation::Insert {
+                    table,
+                    rows,
+                    on_conflict: OnConflict::Error,
+                    ..
+                } => format!("Insert on {table} ({} rows)", rows.len()),
+                Operation::Insert { table, rows, .. } => format!(
+                    "Insert on {table} ({} rows, joins a shared scan cycle)",
+                    rows.len()
+                ),
                 _ => unreachable!("selects, updates and deletes bind"),
             }),
         }
@@ -212,11 +247,29 @@ impl Engine {
         Some(bound.map(|bound| (name.to_string(), bound)))
     }
 
-    /// The bound operation if it binds and the planner sends it to the shared scan.
-    fn shared_scan_operation(&self, operation: &Operation) -> Option<ScanOperation> {
+    /// The operation bound for a cycle, if it binds and can share the cursor: a scan
+    /// operation the planner sends to the shared scan, or an insert that cannot fail on a
+    /// conflict.
+    fn cycle_operation(&self, operation: &Operation) -> Option<CycleOperation> {
+        if let Operation::Insert {
+            table,
+            columns,
+            rows,
+            on_conflict,
+        } = operation
+        {
+            if *on_conflict == OnConflict::Error || rows.len() > INSERT_ROWS_MAX {
+                return None;
+            }
+            let bound = self
+                .tables
+                .get(table)?
+                .bind_insert(columns, rows, on_conflict);
+            return bound.ok().map(CycleOperation::Insert);
+        }
         let (name, bound) = self.bind(operation)?.ok()?;
         let path = choose_access_path(&self.tables[&name], bound.predicate());
-        (path == AccessPath::SharedScan).then_some(bound)
+        (path == AccessPath::SharedScan).then_some(CycleOperation::Scan(bound))
     }
 
     /// Executes one operation outside a shared scan cycle.
@@ -233,7 +286,7 @@ impl Engine {
         let path = choose_access_path(table, bound.predicate());
         Ok(match candidate_keys(table, &path) {
             Some(keys) => table.execute_on_keys(&bound, &keys),
-            None => shared_scan(table, std::slice::from_ref(&bound), canary)
+            None => shared_scan(table, &[CycleOperation::Scan(bound)], canary)
                 .pop()
                 .expect("one output"),
         })
@@ -316,70 +369,4 @@ impl Engine {
     pub(crate) fn insert_tables(&mut self, tables: BTreeMap<String, Table>) {
         self.tables.extend(tables);
     }
-}
-
-/// One scan cycle (Crescando §3.1): every operation of `operations` (one table, batch order)
-/// shares one pass over the rows in primary key order. For each row the query index yields the
-/// candidate operations; each runs on the row in batch order, so an earlier operation's update
-/// or delete is what a later one sees. After an update the row is probed again for the later
-/// operations, since the new values may qualify or disqualify them.
-fn shared_scan(table: &mut Table, operations: &[ScanOperation], canary: Canary) -> Vec<Output> {
-    let predicates: Vec<_> = operations.iter().map(ScanOperation::predicate).collect();
-    let index = QueryIndex::build(&predicates);
-    let skip_residual = canary == Canary::SkipResidual;
-    let mut states = vec![OperationState::default(); operations.len()];
-    // Index maintenance waits until after the pass: (key, row before the cycle, row after).
-    let mut reindexing: Vec<(Key, Row, Option<Row>)> = Vec::new();
-    let mut candidates: Vec<u32> = Vec::new();
-    let visit = |key: &Key, row: &mut Row| -> bool {
-        let mut before: Option<Row> = None;
-        index.probe(row, 0, &mut candidates, skip_residual);
-        let mut cursor = 0;
-        while let Some(&at) = candidates.get(cursor) {
-            cursor += 1;
-            let operation = &operations[at as usize];
-            if operation.writes() && before.is_none() {
-                before = Some(row.clone());
-            }
-            match step_row(operation, &mut states[at as usize], row) {
-                RowChange::Unchanged => {}
-                RowChange::Modified if canary == Canary::SkipReprobe => {}
-                RowChange::Modified => {
-                    index.probe(row, at + 1, &mut candidates, skip_residual);
-                    cursor = 0;
-                }
-                RowChange::Deleted => {
-                    let before = before.take().expect("writes save the row first");
-                    reindexing.push((key.clone(), before, None));
-                    return false;
-                }
-            }
-        }
-        if let Some(before) = before {
-            if before != *row {
-                reindexing.push((key.clone(), before, Some(row.clone())));
-            }
-        }
-        true
-    };
-    let mut visit = visit;
-    if operations
-        .iter()
-        .any(|operation| matches!(operation, ScanOperation::Delete { .. }))
-    {
-        table.rows.retain(|key, row| visit(key, row));
-    } else {
-        for (key, row) in table.rows.iter_mut() {
-            let kept = visit(key, row);
-            assert!(kept, "only deletes remove rows");
-        }
-    }
-    for (key, before, after) in &reindexing {
-        Table::reindex(&mut table.indexes, key, Some(before), after.as_ref());
-    }
-    states
-        .into_iter()
-        .zip(operations)
-        .map(|(state, operation)| state.finish(operation, &table.schema))
-        .collect()
 }

@@ -622,3 +622,61 @@ fn aggregates_return_mergeable_partials_per_group_in_key_order() {
     };
     assert_eq!(code(engine.execute(&sum_text)), "42804");
 }
+
+#[test]
+fn inserts_that_cannot_fail_ride_the_cycle_in_batch_order() {
+    let mut engine = engine();
+    let y_is = |value: i32| Some(Predicate::equal("y", Value::Int(value)));
+    let row = |id: i32, y: i32, name: &str| {
+        vec![Value::Int(id), Value::Int(0), Value::Int(y), text(name)]
+    };
+    let upsert = |rows: Vec<Vec<Value>>, on_conflict: OnConflict| Operation::Insert {
+        table: "t".into(),
+        columns: Vec::new(),
+        rows,
+        on_conflict,
+    };
+    let batch = vec![
+        select(y_is(1)),
+        upsert(
+            vec![row(3, 0, "a"), row(7, 1, "n7"), row(2, 1, "b")],
+            OnConflict::DoNothing,
+        ),
+        Operation::Delete {
+            table: "t".into(),
+            predicate: y_is(1),
+        },
+        upsert(
+            vec![row(1, 0, "r1"), row(2, 0, "r2")],
+            OnConflict::DoUpdate(vec![Assignment::new("name", text("u"))]),
+        ),
+        Operation::Select {
+            table: "t".into(),
+            columns: vec!["id".into(), "name".into()],
+            predicate: y_is(0),
+            limit: None,
+        },
+    ];
+    for operation in &batch {
+        let plan = engine.explain(operation).unwrap();
+        assert!(
+            plan.starts_with("Shared Scan") || plan.ends_with("joins a shared scan cycle)"),
+            "{plan}"
+        );
+    }
+    let results = engine.execute_batch(&batch);
+    assert_eq!(ids(results[0].as_ref().unwrap()), vec![1, 3, 5]);
+    assert_eq!(results[1], Ok(Output::Inserted { count: 1 }));
+    assert_eq!(results[2], Ok(Output::Deleted { count: 4 }));
+    assert_eq!(results[3], Ok(Output::Inserted { count: 2 }));
+    let Ok(Output::Rows { rows, .. }) = &results[4] else {
+        panic!("select fails");
+    };
+    let expected: Vec<Vec<Value>> = [(1, "r1"), (2, "u"), (4, "n4"), (6, "n6")]
+        .iter()
+        .map(|(id, name)| vec![Value::Int(*id), text(name)])
+        .collect();
+    assert_eq!(*rows, expected);
+    engine.check_invariants().unwrap();
+    assert_eq!(engine.table("t").unwrap().rows.len(), 4);
+}

@@ -18,7 +18,8 @@
 //! | `table` | `Table`, `SecondaryIndex`, inserts, the row-level step all executors share |
 //! | `query_index` | the per-cycle index over predicates: equality hash, interval regions, residual list |
 //! | `planner` | `AccessPath`: primary key / secondary index lookup or range, else shared scan; EXPLAIN text |
-//! | `engine` | `Engine`: `execute_batch` (scan cycles), `execute_sequentially` (the reference), `read`, `explain` |
+//! | `shared_scan` | one scan cycle: the pass over a table, per-row candidates in batch order, inserts riding along |
+//! | `engine` | `Engine`: `execute_batch` (runs cut into cycles), `execute_sequentially` (the reference), `read`, `explain` |
 //! | `state_machine` | `Command`, `Outcome`, snapshots, `impl vr::StateMachine for Engine` |
 //!
 //! ## Invariants
@@ -29,8 +30,9 @@
 //! - **A batch is its operations executed one after another.** `execute_batch(ops)` returns the
 //!   same results and leaves the same tables and indexes as `execute_sequentially(ops)`, the naive
 //!   reference. `property_tests.rs` checks this on 4,500 seeded random batches of mixed selects,
-//!   updates, deletes, inserts and errors, and checks that two deliberately broken scans (the
-//!   canaries: skip the residual list; do not re-probe after an update) are caught.
+//!   aggregates, updates, deletes, inserts and errors, and checks that three deliberately broken
+//!   scans (the canaries: skip the residual list; do not re-probe after an update; apply riding
+//!   inserts before the scan operations) are caught (by 2,879, 67 and 237 of 4,000 seeds).
 //! - **Statements are atomic.** Every check that can fail (types, NOT NULL, VARCHAR length,
 //!   key columns, unique keys) happens before the first write of a statement: bind time for
 //!   updates (their values are constants), a planning pass for inserts.
@@ -49,13 +51,14 @@
 //! | Crescando | here |
 //! |---|---|
 //! | operations queued at a scan thread | the slice given to `Engine::execute_batch` (delivery order = slice order) |
-//! | one scan cycle, shared cursor | `engine::shared_scan`: one pass over `Table::rows` per table per run of scan operations |
+//! | one scan cycle, shared cursor | `shared_scan::shared_scan`: one pass over `Table::rows` per table per run |
 //! | predicate index over the queued queries and updates (§3.1) | `query_index::QueryIndex`, rebuilt every cycle |
 //! | hash index over equality constants of a common attribute | per-column map constant → operations; an operation is filed under its equality column that the most operations of the cycle share |
 //! | range predicates | per column, sorted distinct endpoints cutting the domain into regions, each listing the covering operations |
 //! | unindexed predicates | the residual list, a candidate for every row |
 //! | index join of table and query "table" | per row: probe, then evaluate each candidate's full predicate |
 //! | updates and deletes share the cursor, executed in delivery order | per row, candidates run in batch order; after an update the row is probed again for the later operations |
+//! | inserts queued with the scan | inserts with ON CONFLICT DO NOTHING / DO UPDATE: their rows are merged into the pass by key and applied at their batch position |
 //!
 //! ## Deviations from the paper, and why
 //!
@@ -63,11 +66,14 @@
 //!   (one per core) with a "clock scan" of read and write cursors. A replicated state machine must
 //!   be deterministic and the runtime gives a partition one thread; parallelism belongs across
 //!   partitions. The results are the same as Crescando's for a batch.
-//! - **Batches are cut by what cannot share the cursor.** Inserts, DDL and operations the planner
-//!   sends to an index run alone at their batch position; each maximal run of consecutive shared
-//!   scan operations becomes one cycle per table (operations on different tables commute). This
-//!   keeps "exactly as if one after another" trivially true for them. Crescando queues inserts in
-//!   the scan too; doing that here would need a pre-pass for all-or-nothing multi-row inserts.
+//! - **Batches are cut by what cannot share the cursor.** DDL, plain inserts and operations the
+//!   planner sends to an index run alone at their batch position; each maximal run of the rest
+//!   becomes one cycle per table (operations on different tables commute). A plain INSERT fails
+//!   as a whole when any one of its keys conflicts, which a single pass in key order cannot know
+//!   before it has already applied the statement's smaller keys; inserts that cannot fail on a
+//!   conflict (DO NOTHING, DO UPDATE; 21000 is checked before the cycle) have per-key effects
+//!   and do ride the cycle. A run holding only inserts for a table executes them alone rather
+//!   than scanning every row for them.
 //! - **Scan-only is not enforced.** Crescando deliberately has no data indexes. Tessera also wants
 //!   key lookups to be cheap, so a planner sends statements with a key or indexed-column conjunct
 //!   to a primary key or secondary index path (`planner.rs`), and only the rest to the shared scan.
@@ -90,6 +96,7 @@ pub mod predicate;
 mod property_tests;
 pub mod query_index;
 pub mod schema;
+pub mod shared_scan;
 pub mod state_machine;
 pub mod table;
 pub mod value;

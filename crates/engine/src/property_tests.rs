@@ -368,33 +368,46 @@ fn shared_scan_equals_sequential_execution_over_larger_tables() {
 fn random_batches_exercise_successes_errors_and_multi_operation_cycles() {
     // Guards the generator: a property test over batches that all fail, or that never share a
     // cycle, would prove nothing.
-    let (mut ok, mut failed, mut shared_cycles) = (0, 0, 0);
+    let (mut ok, mut failed, mut scan_pairs, mut riding_inserts) = (0, 0, 0, 0);
     for seed in 0..300 {
         let mut prng = Prng::new(seed);
         let mut engine = populated_engine(&mut prng);
         let batch: Vec<Operation> = (0..1 + prng.below(40))
             .map(|_| operation(&mut prng))
             .collect();
+        let plans: Vec<String> = batch
+            .iter()
+            .map(|operation| engine.explain(operation).unwrap_or_default())
+            .collect();
         let results = engine.execute_batch(&batch);
         ok += successes(&results);
         failed += results.len() - successes(&results);
-        let scan_operations = batch
-            .windows(2)
-            .filter(|pair| {
-                pair.iter().all(|operation| {
-                    engine
-                        .explain(operation)
-                        .is_ok_and(|text| text.starts_with("Shared Scan"))
-                })
-            })
-            .count();
-        shared_cycles += scan_operations;
+        for pair in plans.windows(2) {
+            let scans = pair
+                .iter()
+                .filter(|plan| plan.starts_with("Shared Scan"))
+                .count();
+            if scans == 2 {
+                scan_pairs += 1;
+            }
+            if scans == 1
+                && pair
+                    .iter()
+                    .any(|plan| plan.ends_with("joins a shared scan cycle)"))
+            {
+                riding_inserts += 1;
+            }
+        }
     }
     assert!(ok > 2_000, "{ok} successes");
     assert!(failed > 100, "{failed} failures");
     assert!(
-        shared_cycles > 1_000,
-        "{shared_cycles} adjacent shared-scan pairs"
+        scan_pairs > 1_000,
+        "{scan_pairs} adjacent shared-scan pairs"
+    );
+    assert!(
+        riding_inserts > 200,
+        "{riding_inserts} inserts next to a shared scan operation"
     );
 }
 
@@ -410,6 +423,11 @@ fn canary_that_skips_the_residual_list_is_caught() {
 #[test]
 fn canary_that_does_not_reprobe_after_an_update_is_caught() {
     assert!(canary_is_caught(Canary::SkipReprobe));
+}
+
+#[test]
+fn canary_that_applies_riding_inserts_out_of_batch_order_is_caught() {
+    assert!(canary_is_caught(Canary::InsertsFirst));
 }
 
 #[test]

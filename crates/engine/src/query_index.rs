@@ -89,6 +89,19 @@ pub enum Filing {
     Range { column: usize },
     /// In the residual list.
     Residual,
+    /// Nowhere: the operation reads no row through the cursor (an insert riding the cycle).
+    NoRow,
+}
+
+/// Which rows an operation of a cycle may want.
+#[derive(Clone, Copy, Debug)]
+pub enum Candidacy<'a> {
+    /// Every row (no predicate).
+    EveryRow,
+    /// Rows the predicate may hold for.
+    Qualifying(&'a BoundPredicate),
+    /// No row (an insert: it reaches its keys without the query index).
+    NoRow,
 }
 
 /// Regions of one column's domain between sorted distinct endpoints p0 < p1 < …: region 2i is
@@ -139,14 +152,14 @@ enum Choice<'a> {
     Equality(usize, Vec<&'a Value>),
     Range(usize, Interval),
     Residual,
+    NoRow,
 }
 
-fn choose<'a>(
-    predicate: Option<&'a BoundPredicate>,
-    popularity: &BTreeMap<usize, usize>,
-) -> Choice<'a> {
-    let Some(predicate) = predicate else {
-        return Choice::Residual;
+fn choose<'a>(candidacy: Candidacy<'a>, popularity: &BTreeMap<usize, usize>) -> Choice<'a> {
+    let predicate = match candidacy {
+        Candidacy::EveryRow => return Choice::Residual,
+        Candidacy::NoRow => return Choice::NoRow,
+        Candidacy::Qualifying(predicate) => predicate,
     };
     let conjuncts = predicate.conjuncts();
     let best_equality = conjuncts
@@ -179,12 +192,15 @@ fn choose<'a>(
 }
 
 impl QueryIndex {
-    /// Builds the index over the cycle's predicates (`None`: no predicate), in batch order.
-    pub fn build(predicates: &[Option<&BoundPredicate>]) -> QueryIndex {
-        assert!(predicates.len() <= u32::MAX as usize);
+    /// Builds the index over the cycle's operations, in batch order.
+    pub fn build(candidacies: &[Candidacy]) -> QueryIndex {
+        assert!(candidacies.len() <= u32::MAX as usize);
         // How many operations have an equality on each column.
         let mut popularity: BTreeMap<usize, usize> = BTreeMap::new();
-        for predicate in predicates.iter().flatten() {
+        for candidacy in candidacies {
+            let Candidacy::Qualifying(predicate) = candidacy else {
+                continue;
+            };
             let mut columns: Vec<usize> = predicate
                 .conjuncts()
                 .iter()
@@ -195,9 +211,9 @@ impl QueryIndex {
                 *popularity.entry(column).or_default() += 1;
             }
         }
-        let choices: Vec<Choice> = predicates
+        let choices: Vec<Choice> = candidacies
             .iter()
-            .map(|predicate| choose(*predicate, &popularity))
+            .map(|candidacy| choose(*candidacy, &popularity))
             .collect();
         let mut index = QueryIndex::default();
         index.file_equalities(&choices);
@@ -214,6 +230,9 @@ impl QueryIndex {
         self.filings = vec![Filing::Residual; choices.len()];
         let mut by_column: BTreeMap<usize, ConstantMap> = BTreeMap::new();
         for (at, choice) in choices.iter().enumerate() {
+            if let Choice::NoRow = choice {
+                self.filings[at] = Filing::NoRow;
+            }
             let Choice::Equality(column, constants) = choice else {
                 continue;
             };
@@ -344,7 +363,7 @@ mod tests {
     }
 
     #[test]
-    fn operations_are_filed_by_equality_then_range_then_residual() {
+    fn operations_are_filed_by_equality_then_range_then_residual_and_inserts_nowhere() {
         let schema = schema();
         let predicates: Vec<BoundPredicate> = [
             Predicate::equal("b", Value::Int(1)),
@@ -365,7 +384,9 @@ mod tests {
         .iter()
         .map(|predicate| bind(predicate, &schema).unwrap())
         .collect();
-        let references: Vec<Option<&BoundPredicate>> = predicates.iter().map(Some).collect();
+        let mut references: Vec<Candidacy> = predicates.iter().map(Candidacy::Qualifying).collect();
+        references.push(Candidacy::EveryRow);
+        references.push(Candidacy::NoRow);
         let index = QueryIndex::build(&references);
         assert_eq!(
             index.filings(),
@@ -375,13 +396,15 @@ mod tests {
                 Filing::Range { column: 0 },
                 Filing::Residual,
                 Filing::Range { column: 0 },
+                Filing::Residual,
+                Filing::NoRow,
             ]
         );
-        assert_eq!(probe(&index, 0, 1, 0), vec![0, 2, 3]);
-        assert_eq!(probe(&index, 3, 2, 0), vec![1, 3, 4]);
-        assert_eq!(probe(&index, 4, 7, 0), vec![3, 4]);
-        assert_eq!(probe(&index, 5, 7, 0), vec![3]);
-        assert_eq!(probe(&index, 3, 2, 2), vec![3, 4]);
+        assert_eq!(probe(&index, 0, 1, 0), vec![0, 2, 3, 5]);
+        assert_eq!(probe(&index, 3, 2, 0), vec![1, 3, 4, 5]);
+        assert_eq!(probe(&index, 4, 7, 0), vec![3, 4, 5]);
+        assert_eq!(probe(&index, 5, 7, 0), vec![3, 5]);
+        assert_eq!(probe(&index, 3, 2, 2), vec![3, 4, 5]);
     }
 
     #[test]
@@ -422,7 +445,7 @@ mod tests {
         .iter()
         .map(|predicate| bind(predicate, &schema).unwrap())
         .collect();
-        let references: Vec<Option<&BoundPredicate>> = predicates.iter().map(Some).collect();
+        let references: Vec<Candidacy> = predicates.iter().map(Candidacy::Qualifying).collect();
         let index = QueryIndex::build(&references);
         for a in 0..7 {
             assert_eq!(probe(&index, a, a, 0), Vec::<u32>::new());
