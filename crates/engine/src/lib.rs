@@ -42,6 +42,7 @@
 //!   predicates travel as postcard postfix node lists rebuilt without recursion and refused beyond
 //!   `PREDICATE_DEPTH_MAX` nesting, so decoding cannot overflow the stack. Explicit limits:
 //!   `INSERT_ROWS_MAX`, `BATCH_OPERATIONS_MAX`, `PREDICATE_NODES_MAX`, `PREDICATE_CONSTANTS_MAX`,
+//!   `LIKE_PATTERN_BYTES_MAX`, `AGGREGATES_MAX`,
 //!   `VALUE_BYTES_MAX`, `COLUMNS_MAX`, `NAME_BYTES_MAX`, `LOOKUP_KEYS_MAX`, `RANGE_ENTRIES_MAX`.
 //! - **Wire enums never renumber.** `Command`, `Outcome`, `Operation`, `Output`, `Value`,
 //!   `DataType`, `EngineError`, … : append new variants at the end.

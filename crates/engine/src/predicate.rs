@@ -20,6 +20,8 @@ pub const PREDICATE_DEPTH_MAX: usize = 64;
 pub const PREDICATE_NODES_MAX: usize = 4_096;
 /// Most constants in one predicate (IN lists included).
 pub const PREDICATE_CONSTANTS_MAX: usize = 65_536;
+/// Longest LIKE pattern in bytes: matching costs up to text length × pattern length per row.
+pub const LIKE_PATTERN_BYTES_MAX: usize = 1_024;
 
 /// A comparison operator. Slots are fixed: append new variants at the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -635,6 +637,11 @@ fn bind_checked(
         }
         Predicate::Like { column, pattern } => {
             let position = schema.column_position(column)?;
+            if pattern.len() > LIKE_PATTERN_BYTES_MAX {
+                return Err(EngineError::ProgramLimitExceeded {
+                    limit: format!("LIKE patterns of at most {LIKE_PATTERN_BYTES_MAX} bytes"),
+                });
+            }
             let data_type = schema.columns[position].data_type;
             if !matches!(data_type, DataType::Text { .. }) {
                 return Err(EngineError::DatatypeMismatch {
@@ -793,6 +800,11 @@ mod tests {
             pattern: "1%".into(),
         };
         assert_eq!(bind(&like, &schema()).unwrap_err().code(), "42804");
+        let long = Predicate::Like {
+            column: "name".into(),
+            pattern: "%".repeat(LIKE_PATTERN_BYTES_MAX + 1),
+        };
+        assert_eq!(bind(&long, &schema()).unwrap_err().code(), "54000");
     }
 
     #[test]
