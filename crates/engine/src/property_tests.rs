@@ -431,6 +431,28 @@ fn canary_that_applies_riding_inserts_out_of_batch_order_is_caught() {
 }
 
 #[test]
+fn a_replica_restored_from_a_snapshot_continues_exactly_like_the_original() {
+    use vr::StateMachine;
+    for seed in 0..300 {
+        let mut prng = Prng::with_key_range(seed, 30);
+        let mut original = populated_engine(&mut prng);
+        let first: Vec<Operation> = (0..20).map(|_| operation(&mut prng)).collect();
+        original.execute_batch(&first);
+        let mut restored = Engine::new();
+        restored.restore(&original.snapshot()).expect("restores");
+        assert_eq!(restored, original, "seed {seed}");
+        let second: Vec<Operation> = (0..20).map(|_| operation(&mut prng)).collect();
+        let command = crate::state_machine::Command::Batch(second).encode();
+        assert_eq!(
+            original.apply(&command),
+            restored.apply(&command),
+            "seed {seed}"
+        );
+        assert_eq!(original.snapshot(), restored.snapshot(), "seed {seed}");
+    }
+}
+
+#[test]
 fn read_path_with_index_access_equals_a_naive_scan() {
     let mut index_paths = 0;
     for seed in 0..1_000 {

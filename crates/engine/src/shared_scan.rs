@@ -76,8 +76,17 @@ impl Cycle<'_> {
         while let Some(&at) = self.candidates.get(cursor) {
             cursor += 1;
             let operation = scan_operation(self.operations, at);
-            if operation.writes() && before.is_none() {
-                before = Some(row.clone());
+            if operation.writes() {
+                // Save the row before the first write only, and only if the write applies.
+                let qualifies = operation
+                    .predicate()
+                    .is_none_or(|predicate| predicate.matches(row));
+                if !qualifies {
+                    continue;
+                }
+                if before.is_none() {
+                    before = Some(row.clone());
+                }
             }
             match step_row(operation, &mut self.states[at as usize], row) {
                 RowChange::Unchanged => {}
