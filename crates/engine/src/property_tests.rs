@@ -17,6 +17,8 @@ use crate::value::{DataType, Value};
 struct Prng {
     state: u64,
     key_range: u64,
+    /// Longest batch drawn.
+    batch_max: u64,
 }
 
 impl Prng {
@@ -28,6 +30,7 @@ impl Prng {
         Prng {
             state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
             key_range,
+            batch_max: 40,
         }
     }
 
@@ -319,7 +322,7 @@ fn check_seed_with(mut prng: Prng, seed: u64, canary: Canary) -> Result<(), Stri
     shared.canary = canary;
     let mut reference = shared.clone();
     reference.canary = Canary::None;
-    let batch: Vec<Operation> = (0..1 + prng.below(40))
+    let batch: Vec<Operation> = (0..1 + prng.below(prng.batch_max))
         .map(|_| operation(&mut prng))
         .collect();
     let shared_results = shared.execute_batch(&batch);
@@ -358,6 +361,18 @@ fn shared_scan_equals_sequential_execution_over_random_batches() {
 fn shared_scan_equals_sequential_execution_over_larger_tables() {
     for seed in 0..500 {
         let prng = Prng::with_key_range(seed, 150);
+        if let Err(difference) = check_seed_with(prng, seed, Canary::None) {
+            panic!("{difference}");
+        }
+    }
+}
+
+#[test]
+fn shared_scan_equals_sequential_execution_for_long_batches() {
+    // Long batches build query indexes with many constants and interval endpoints per column.
+    for seed in 0..100 {
+        let mut prng = Prng::with_key_range(seed, 200);
+        prng.batch_max = 600;
         if let Err(difference) = check_seed_with(prng, seed, Canary::None) {
             panic!("{difference}");
         }
