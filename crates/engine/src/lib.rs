@@ -29,10 +29,11 @@
 //!   indexes are `BTreeMap`s; scans and results are in primary key order.
 //! - **A batch is its operations executed one after another.** `execute_batch(ops)` returns the
 //!   same results and leaves the same tables and indexes as `execute_sequentially(ops)`, the naive
-//!   reference. `property_tests.rs` checks this on 4,600 seeded random batches (up to 600 operations) of mixed selects,
-//!   aggregates, updates, deletes, inserts and errors, and checks that three deliberately broken
-//!   scans (the canaries: skip the residual list; do not re-probe after an update; apply riding
-//!   inserts before the scan operations) are caught (by 2,879, 67 and 237 of 4,000 seeds).
+//!   reference. `property_tests.rs` checks this on 4,600 seeded random batches (up to 600
+//!   operations) of mixed selects, aggregates, updates, deletes, inserts and errors, and checks
+//!   that three deliberately broken scans (the canaries: skip the residual list; do not re-probe
+//!   after an update; apply riding inserts before the scan operations) are caught (by 2,879, 67
+//!   and 237 of 4,000 seeds).
 //! - **Statements are atomic.** Every check that can fail (types, NOT NULL, VARCHAR length,
 //!   key columns, unique keys) happens before the first write of a statement: bind time for
 //!   updates (their values are constants), a planning pass for inserts.
@@ -84,6 +85,26 @@
 //! - **Index choice per cycle, not adaptive across cycles.** The query index is rebuilt from
 //!   scratch every cycle, as in the paper; the choice of attribute is a count over the cycle.
 //! - **Primary key columns cannot be updated** (0A000): a row never moves during a cycle.
+//!
+//! ## Measured
+//!
+//! `cargo run -p engine --release --example scan_speed` (1,000,000 rows of 349 payload bytes,
+//! one cycle of N `SELECT id, passenger FROM ticket WHERE flight = c` on the unindexed `flight`,
+//! median of 5 cycles; shared 2-core machine, so runs vary by about ±15 %):
+//!
+//! | queries | cycle ms | rows/s | payload GB/s | queries/s |
+//! |--:|--:|--:|--:|--:|
+//! | 1 | 108.6 | 9.2 M | 3.2 | 9 |
+//! | 10 | 102.6 | 9.7 M | 3.4 | 97 |
+//! | 100 | 108.5 | 9.2 M | 3.2 | 921 |
+//! | 1,000 | 152.4 | 6.6 M | 2.3 | 6,562 |
+//!
+//! A plain iteration over the same `BTreeMap` comparing one column takes about 50 ms: the pass is
+//! memory-bound (each row is a separate `Vec<Value>` allocation; the first touch of a row's cells
+//! dominates the profile), and a cycle costs about twice the bare iteration whatever the number
+//! of equality queries, which is the point of the query index. The extra time at 1,000 queries
+//! is mostly copying 100,000 result rows. "GB/s" is payload bytes of the table divided by the
+//! cycle time; the scan does not read every byte (only the probed column and matching rows).
 #![forbid(unsafe_code)]
 
 pub mod engine;
