@@ -334,8 +334,12 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
             "f" | "false" | "no" | "off" | "0" => Ok(Value::Boolean(false)),
             _ => Err(invalid()),
         },
-        DataType::Int => trimmed.parse().map(Value::Int).map_err(|_| invalid()),
-        DataType::BigInt => trimmed.parse().map(Value::BigInt).map_err(|_| invalid()),
+        DataType::Int => parse_integer(trimmed, data_type)
+            .and_then(|number| i32::try_from(number).map_err(|_| out_of_range(data_type)))
+            .map(Value::Int),
+        DataType::BigInt => parse_integer(trimmed, data_type)
+            .and_then(|number| i64::try_from(number).map_err(|_| out_of_range(data_type)))
+            .map(Value::BigInt),
         DataType::Double => match trimmed.to_ascii_lowercase().as_str() {
             "nan" => Ok(Value::Double(f64::NAN)),
             "infinity" => Ok(Value::Double(f64::INFINITY)),
@@ -352,6 +356,24 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::Timestamp => parse_timestamp(trimmed)
             .map(Value::Timestamp)
             .ok_or_else(invalid),
+    }
+}
+
+/// An integer literal: 22P02 when it is not one, 22003 when it exceeds even i128.
+fn parse_integer(text: &str, data_type: DataType) -> Result<i128, EngineError> {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(EngineError::InvalidTextRepresentation {
+            type_name: data_type.name(),
+            text: text.chars().take(64).collect(),
+        });
+    }
+    text.parse().map_err(|_| out_of_range(data_type))
+}
+
+fn out_of_range(data_type: DataType) -> EngineError {
+    EngineError::NumericValueOutOfRange {
+        column: format!("(value of type {})", data_type.name()),
     }
 }
 
@@ -477,6 +499,22 @@ mod tests {
     #[test]
     fn text_parses_into_each_type_or_reports_22p02() {
         assert_eq!(parse_text(" 42 ", DataType::Int), Ok(Value::Int(42)));
+        assert_eq!(
+            parse_text("-2147483648", DataType::Int),
+            Ok(Value::Int(i32::MIN))
+        );
+        assert_eq!(
+            parse_text("99999999999", DataType::BigInt),
+            Ok(Value::BigInt(99_999_999_999))
+        );
+        for (text, data_type) in [
+            ("99999999999", DataType::Int),
+            ("9223372036854775808", DataType::BigInt),
+            ("9".repeat(60).as_str(), DataType::BigInt),
+        ] {
+            let error = parse_text(text, data_type).unwrap_err();
+            assert_eq!(error.code(), "22003", "{text}");
+        }
         assert_eq!(parse_text("t", DataType::Boolean), Ok(Value::Boolean(true)));
         assert_eq!(parse_text("1970-01-02", DataType::Date), Ok(Value::Date(1)));
         assert_eq!(
@@ -497,7 +535,6 @@ mod tests {
         );
         for (text, data_type) in [
             ("12x", DataType::Int),
-            ("99999999999", DataType::Int),
             ("2023-02-29", DataType::Date),
             ("maybe", DataType::Boolean),
             ("inf", DataType::Double),
