@@ -1,0 +1,159 @@
+//! Measures one shared scan cycle over 1,000,000 rows of about 350 bytes (the paper's Ticket
+//! record size) with 1, 10, 100 and 1,000 concurrent non-key equality queries.
+//!
+//! Run: `cargo run -p engine --release --example scan_speed [rows]`
+//!
+//! rows/s is table rows visited per second by the one cycle; GB/s is the rows' payload bytes
+//! (`Value::payload_bytes`, the data a scan must look at) per second. Timing lives here, in a
+//! binary, never in the engine or its tests.
+
+use engine::{
+    ColumnDef, DataType, Engine, OnConflict, Operation, Output, Predicate, TableSchema, Value,
+};
+use std::time::Instant;
+
+const FLIGHTS: u64 = 10_000;
+const REPETITIONS: usize = 5;
+const AIRPORTS: [&str; 8] = ["LHR", "LAX", "SFO", "ZRH", "JFK", "CDG", "FRA", "NRT"];
+
+fn schema() -> TableSchema {
+    TableSchema::new(
+        "ticket",
+        vec![
+            ColumnDef::new("id", DataType::BigInt),
+            ColumnDef::new("flight", DataType::Int).not_null(),
+            ColumnDef::new(
+                "airport",
+                DataType::Text {
+                    length_max: Some(3),
+                },
+            ),
+            ColumnDef::new("class", DataType::Int),
+            ColumnDef::new("departure", DataType::Date),
+            ColumnDef::new("booked_at", DataType::Timestamp),
+            ColumnDef::new("price", DataType::Double),
+            ColumnDef::new("wheelchair", DataType::Boolean),
+            ColumnDef::new(
+                "passenger",
+                DataType::Text {
+                    length_max: Some(64),
+                },
+            ),
+            ColumnDef::new("remarks", DataType::Text { length_max: None }),
+        ],
+        &["id"],
+    )
+    .expect("valid schema")
+}
+
+/// A deterministic pseudo-random row of about 350 payload bytes.
+fn row(id: u64) -> Vec<Value> {
+    let mix = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17;
+    vec![
+        Value::BigInt(id as i64),
+        Value::Int((mix % FLIGHTS) as i32),
+        Value::Text(AIRPORTS[(mix % 8) as usize].to_string()),
+        Value::Int((mix % 3) as i32),
+        Value::Date(19_000 + (mix % 365) as i32),
+        Value::Timestamp(1_600_000_000_000_000 + (mix % 1_000_000) as i64),
+        Value::Double((mix % 100_000) as f64 / 100.0),
+        Value::Boolean(mix.is_multiple_of(50)),
+        Value::Text(format!("PASSENGER {id:>12} {:>16}", mix % 1_000_003)),
+        Value::Text(format!("{:0>270}", mix)),
+    ]
+}
+
+fn main() {
+    let rows: u64 = std::env::args()
+        .nth(1)
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1_000_000);
+    let mut engine = Engine::new();
+    engine
+        .execute(&Operation::CreateTable { schema: schema() })
+        .expect("creates");
+    let load_started = Instant::now();
+    let mut payload_bytes = 0usize;
+    for chunk_start in (0..rows).step_by(50_000) {
+        let chunk: Vec<Vec<Value>> = (chunk_start..(chunk_start + 50_000).min(rows))
+            .map(row)
+            .collect();
+        payload_bytes += chunk
+            .iter()
+            .flatten()
+            .map(Value::payload_bytes)
+            .sum::<usize>();
+        let insert = Operation::Insert {
+            table: "ticket".into(),
+            columns: Vec::new(),
+            rows: chunk,
+            on_conflict: OnConflict::Error,
+        };
+        engine.execute(&insert).expect("loads");
+    }
+    println!(
+        "loaded {rows} rows, {:.1} payload bytes/row, {:.2} GB payload, in {:.1} s",
+        payload_bytes as f64 / rows as f64,
+        payload_bytes as f64 / 1e9,
+        load_started.elapsed().as_secs_f64()
+    );
+    // The floor: one pass over the same rows reading the queried column, with no engine logic.
+    let table = engine.table("ticket").expect("loaded");
+    let started = Instant::now();
+    let matching = table
+        .rows
+        .values()
+        .filter(|row| std::hint::black_box(&row[1]) == &Value::Int(0))
+        .count();
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "baseline: plain iteration comparing one column: {:.1} ms ({:.2e} rows/s, {matching} rows)",
+        seconds * 1e3,
+        rows as f64 / seconds
+    );
+    let example = query(0);
+    println!("plan: {}", engine.explain(&example).expect("explains"));
+    println!();
+    println!("median of {REPETITIONS} cycles per row");
+    println!("| queries | cycle ms | rows/s | GB/s | queries/s | rows returned |");
+    println!("|--------:|---------:|-------:|-----:|----------:|--------------:|");
+    for queries in [1u64, 10, 100, 1_000] {
+        let batch: Vec<Operation> = (0..queries)
+            .map(|at| query((at * 7_919) % FLIGHTS))
+            .collect();
+        // Five cycles; the median is reported (the machine is shared, single runs are noisy).
+        let mut timings = Vec::new();
+        let mut returned = 0;
+        for _ in 0..REPETITIONS {
+            let started = Instant::now();
+            let results = engine.execute_batch(&batch);
+            timings.push(started.elapsed().as_secs_f64());
+            returned = results
+                .iter()
+                .map(|result| match result {
+                    Ok(Output::Rows { rows, .. }) => rows.len(),
+                    other => panic!("query failed: {other:?}"),
+                })
+                .sum::<usize>();
+        }
+        timings.sort_by(f64::total_cmp);
+        let seconds = timings[REPETITIONS / 2];
+        println!(
+            "| {queries} | {:.1} | {:.2e} | {:.2} | {:.0} | {returned} |",
+            seconds * 1e3,
+            rows as f64 / seconds,
+            payload_bytes as f64 / seconds / 1e9,
+            queries as f64 / seconds,
+        );
+    }
+}
+
+/// `SELECT id, passenger FROM ticket WHERE flight = …`: a non-key equality (no index on flight).
+fn query(flight: u64) -> Operation {
+    Operation::Select {
+        table: "ticket".into(),
+        columns: vec!["id".into(), "passenger".into()],
+        predicate: Some(Predicate::equal("flight", Value::Int(flight as i32))),
+        limit: None,
+    }
+}

@@ -1,0 +1,372 @@
+//! The engine: the tables of one partition, and the executors.
+
+use crate::error::EngineError;
+use crate::operation::{
+    bind_scan_operation, check_ddl_names, OnConflict, Operation, OperationResult, Output,
+    ScanOperation, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+};
+use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
+use crate::query_index::{Candidacy, Filing, QueryIndex};
+use crate::shared_scan::{shared_scan, CycleOperation};
+use crate::table::{Key, Table};
+use std::collections::BTreeMap;
+
+/// A deliberately broken shared scan, for proving that the property test detects bugs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) enum Canary {
+    #[default]
+    None,
+    /// Probes ignore the residual list: OR, LIKE, NOT … operations miss rows.
+    SkipResidual,
+    /// After an update changes a row, later operations keep the candidates of the old row.
+    SkipReprobe,
+    /// Inserts riding a cycle act on their key before every scan operation, whatever their
+    /// batch position.
+    InsertsFirst,
+}
+
+/// The tables of one partition. Deterministic: every method is a pure function of the state
+/// and its arguments.
+#[derive(Clone, Debug, Default)]
+pub struct Engine {
+    /// By table name.
+    tables: BTreeMap<String, Table>,
+    #[cfg(test)]
+    pub(crate) canary: Canary,
+}
+
+impl PartialEq for Engine {
+    fn eq(&self, other: &Engine) -> bool {
+        self.tables == other.tables
+    }
+}
+
+impl Engine {
+    pub fn new() -> Engine {
+        Engine::default()
+    }
+
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name)
+    }
+
+    pub fn tables(&self) -> impl Iterator<Item = &Table> {
+        self.tables.values()
+    }
+
+    fn canary(&self) -> Canary {
+        #[cfg(test)]
+        return self.canary;
+        #[cfg(not(test))]
+        Canary::None
+    }
+
+    /// Executes one operation.
+    pub fn execute(&mut self, operation: &Operation) -> OperationResult {
+        let mut results = self.execute_batch(std::slice::from_ref(operation));
+        assert_eq!(results.len(), 1);
+        results.pop().expect("one result")
+    }
+
+    /// Executes a batch with the effect of executing its operations one after another, in
+    /// order. Each maximal run of consecutive operations that can share a cursor (selects,
+    /// updates, deletes and aggregates the planner sends to the shared scan, and inserts that
+    /// cannot fail on a conflict) becomes one scan cycle per table; everything else (DDL, plain
+    /// inserts, index lookups) runs alone at its position.
+    pub fn execute_batch(&mut self, operations: &[Operation]) -> Vec<OperationResult> {
+        if operations.len() > BATCH_OPERATIONS_MAX {
+            let error = EngineError::ProgramLimitExceeded {
+                limit: format!("at most {BATCH_OPERATIONS_MAX} operations in a batch"),
+            };
+            return vec![Err(error); operations.len()];
+        }
+        let mut results: Vec<Option<OperationResult>> = vec![None; operations.len()];
+        let mut at = 0;
+        while at < operations.len() {
+            let mut run: BTreeMap<String, Vec<(usize, CycleOperation)>> = BTreeMap::new();
+            while let Some(operation) = operations.get(at) {
+                let Some(bound) = self.cycle_operation(operation) else {
+                    break;
+                };
+                run.entry(operation.table_name().to_string())
+                    .or_default()
+                    .push((at, bound));
+                at += 1;
+            }
+            if run.is_empty() {
+                results[at] = Some(self.execute_alone(&operations[at]));
+                at += 1;
+                continue;
+            }
+            // Operations on different tables commute, so one cycle per table is exact.
+            for (name, members) in run {
+                self.run_cycle(&name, members, operations, &mut results);
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every operation executed"))
+            .collect()
+    }
+
+    /// Executes one table's share of a run: one cycle, unless the run holds only inserts for
+    /// the table, which then run alone (a pass over every row would be wasted on them).
+    fn run_cycle(
+        &mut self,
+        name: &str,
+        members: Vec<(usize, CycleOperation)>,
+        operations: &[Operation],
+        results: &mut [Option<OperationResult>],
+    ) {
+        let scans = members
+            .iter()
+            .any(|(_, operation)| matches!(operation, CycleOperation::Scan(_)));
+        if !scans {
+            for (position, _) in members {
+                results[position] = Some(self.execute_alone(&operations[position]));
+            }
+            return;
+        }
+        let canary = self.canary();
+        let table = self.tables.get_mut(name).expect("bound against this table");
+        let (positions, bound): (Vec<usize>, Vec<CycleOperation>) = members.into_iter().unzip();
+        let outputs = shared_scan(table, &bound, canary);
+        assert_eq!(outputs.len(), positions.len());
+        for (position, output) in positions.into_iter().zip(outputs) {
+            results[position] = Some(Ok(output));
+        }
+    }
+
+    /// The reference executor: one operation after another, each select, update and delete a
+    /// naive pass over every row with no query index and no access path.
+    pub fn execute_sequentially(&mut self, operations: &[Operation]) -> Vec<OperationResult> {
+        operations
+            .iter()
+            .map(|operation| match self.bind(operation) {
+                Some(Ok((name, bound))) => {
+                    let table = self
+                        .tables
+                        .get_mut(&name)
+                        .expect("bound against this table");
+                    let keys: Vec<Key> = table.rows.keys().cloned().collect();
+                    Ok(table.execute_on_keys(&bound, &keys))
+                }
+                Some(Err(error)) => Err(error),
+                None => self.execute_other(operation),
+            })
+            .collect()
+    }
+
+    /// Executes a read-only operation (a select) without changing anything.
+    pub fn read(&self, operation: &Operation) -> OperationResult {
+        if !operation.is_read() {
+            return Err(EngineError::ReadOnly);
+        }
+        let (name, bound) = self.bind(operation).expect("selects bind")?;
+        let table = &self.tables[&name];
+        let path = choose_access_path(table, bound.predicate());
+        Ok(match candidate_keys(table, &path) {
+            Some(keys) => table.select_on_keys(&bound, keys.iter()),
+            None => table.select_on_keys(&bound, table.rows.keys()),
+        })
+    }
+
+    /// States the access path the planner chooses for an operation executed alone.
+    pub fn explain(&self, operation: &Operation) -> Result<String, EngineError> {
+        match self.bind(operation) {
+            Some(Ok((name, bound))) => {
+                let table = &self.tables[&name];
+                let path = choose_access_path(table, bound.predicate());
+                let candidacy = match bound.predicate() {
+                    Some(predicate) => Candidacy::Qualifying(predicate),
+                    None => Candidacy::EveryRow,
+                };
+                let index = QueryIndex::build(&[candidacy]);
+                let filing = match &index.filings()[0] {
+                    Filing::Equality { column } => {
+                        format!("equality on col {}", table.schema.columns[*column].name)
+                    }
+                    Filing::Range { column } => {
+                        format!("range on col {}", table.schema.columns[*column].name)
+                    }
+                    Filing::Residual => "residual".to_string(),
+                    Filing::NoRow => unreachable!("scan operations read rows"),
+                };
+                Ok(describe(table, &path, &filing))
+            }
+            Some(Err(error)) => Err(error),
+            None => Ok(match operation {
+                Operation::CreateTable { schema } => format!("Create Table {}", schema.name),
+                Operation::DropTable { name, .. } => format!("Drop Table {name}"),
+                Operation::CreateIndex { name, table, .. } => {
+                    format!("Create Index {name} on {table}")
+                }
+                Operation::Insert {
+                    table,
+                    rows,
+                    on_conflict: OnConflict::Error,
+                    ..
+                } => format!("Insert on {table} ({} rows)", rows.len()),
+                Operation::Insert { table, rows, .. } => format!(
+                    "Insert on {table} ({} rows, joins a shared scan cycle)",
+                    rows.len()
+                ),
+                _ => unreachable!("selects, updates and deletes bind"),
+            }),
+        }
+    }
+
+    /// Checks every table's invariants.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (name, table) in &self.tables {
+            assert_eq!(*name, table.schema.name);
+            table.check_invariants()?;
+        }
+        Ok(())
+    }
+
+    /// Binds a select, update or delete: `None` for other operations.
+    fn bind(&self, operation: &Operation) -> Option<Result<(String, ScanOperation), EngineError>> {
+        if !matches!(
+            operation,
+            Operation::Select { .. }
+                | Operation::Update { .. }
+                | Operation::Delete { .. }
+                | Operation::Aggregate { .. }
+        ) {
+            return None;
+        }
+        let name = operation.table_name();
+        let Some(table) = self.tables.get(name) else {
+            return Some(Err(EngineError::UndefinedTable {
+                table: name.to_string(),
+            }));
+        };
+        let bound = bind_scan_operation(operation, &table.schema).expect("scan operations bind");
+        Some(bound.map(|bound| (name.to_string(), bound)))
+    }
+
+    /// The operation bound for a cycle, if it binds and can share the cursor: a scan
+    /// operation the planner sends to the shared scan, or an insert that cannot fail on a
+    /// conflict.
+    fn cycle_operation(&self, operation: &Operation) -> Option<CycleOperation> {
+        if let Operation::Insert {
+            table,
+            columns,
+            rows,
+            on_conflict,
+        } = operation
+        {
+            if *on_conflict == OnConflict::Error || rows.len() > INSERT_ROWS_MAX {
+                return None;
+            }
+            let bound = self
+                .tables
+                .get(table)?
+                .bind_insert(columns, rows, on_conflict);
+            return bound.ok().map(CycleOperation::Insert);
+        }
+        let (name, bound) = self.bind(operation)?.ok()?;
+        let path = choose_access_path(&self.tables[&name], bound.predicate());
+        (path == AccessPath::SharedScan).then_some(CycleOperation::Scan(bound))
+    }
+
+    /// Executes one operation outside a shared scan cycle.
+    fn execute_alone(&mut self, operation: &Operation) -> OperationResult {
+        let Some(bound) = self.bind(operation) else {
+            return self.execute_other(operation);
+        };
+        let (name, bound) = bound?;
+        let canary = self.canary();
+        let table = self
+            .tables
+            .get_mut(&name)
+            .expect("bound against this table");
+        let path = choose_access_path(table, bound.predicate());
+        Ok(match candidate_keys(table, &path) {
+            Some(keys) => table.execute_on_keys(&bound, &keys),
+            None => shared_scan(table, &[CycleOperation::Scan(bound)], canary)
+                .pop()
+                .expect("one output"),
+        })
+    }
+
+    /// DDL and inserts.
+    fn execute_other(&mut self, operation: &Operation) -> OperationResult {
+        check_ddl_names(operation)?;
+        match operation {
+            Operation::CreateTable { schema } => {
+                self.check_name_free(&schema.name)?;
+                self.check_name_free(&schema.primary_key_name())?;
+                self.tables
+                    .insert(schema.name.clone(), Table::new(schema.clone()));
+                Ok(Output::Created)
+            }
+            Operation::DropTable { name, if_exists } => match self.tables.remove(name) {
+                Some(_) => Ok(Output::Dropped { existed: true }),
+                None if *if_exists => Ok(Output::Dropped { existed: false }),
+                None => Err(EngineError::UndefinedTable {
+                    table: name.clone(),
+                }),
+            },
+            Operation::CreateIndex {
+                name,
+                table,
+                column,
+            } => {
+                self.check_name_free(name)?;
+                let table = self.table_mut(table)?;
+                table.create_index(name, column)?;
+                Ok(Output::Created)
+            }
+            Operation::Insert {
+                table,
+                columns,
+                rows,
+                on_conflict,
+            } => {
+                if rows.len() > INSERT_ROWS_MAX {
+                    return Err(EngineError::ProgramLimitExceeded {
+                        limit: format!("at most {INSERT_ROWS_MAX} rows per insert"),
+                    });
+                }
+                self.table_mut(table)?.insert(columns, rows, on_conflict)
+            }
+            Operation::Select { .. }
+            | Operation::Update { .. }
+            | Operation::Delete { .. }
+            | Operation::Aggregate { .. } => {
+                unreachable!("scan operations are bound, not executed here")
+            }
+        }
+    }
+
+    fn table_mut(&mut self, name: &str) -> Result<&mut Table, EngineError> {
+        self.tables
+            .get_mut(name)
+            .ok_or_else(|| EngineError::UndefinedTable {
+                table: name.to_string(),
+            })
+    }
+
+    /// Tables, primary key constraints and indexes share one namespace, as in PostgreSQL.
+    fn check_name_free(&self, name: &str) -> Result<(), EngineError> {
+        let taken = self.tables.values().any(|table| {
+            table.schema.name == name
+                || table.schema.primary_key_name() == name
+                || table.indexes.contains_key(name)
+        });
+        if taken {
+            return Err(EngineError::DuplicateTable {
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces the named tables (used by `from_snapshot`).
+    pub(crate) fn insert_tables(&mut self, tables: BTreeMap<String, Table>) {
+        self.tables.extend(tables);
+    }
+}

@@ -1,0 +1,682 @@
+//! Behaviour of the engine through its public operations.
+
+use crate::operation::{
+    Aggregate, AggregateFunction, Assignment, Group, OnConflict, Operation, Output, Partial,
+};
+use crate::predicate::{CompareOp, Predicate};
+use crate::schema::{ColumnDef, TableSchema};
+use crate::state_machine::{Command, Outcome};
+use crate::value::{DataType, Value};
+use crate::{Engine, EngineError};
+use vr::StateMachine;
+
+fn text(value: &str) -> Value {
+    Value::Text(value.to_string())
+}
+
+/// t(id INT PRIMARY KEY, x INT, y INT, name VARCHAR(8)) with index t_x_idx on x, rows 1..=6
+/// with x = id % 3, y = id % 2, name = "n<id>".
+fn engine() -> Engine {
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "t",
+        vec![
+            ColumnDef::new("id", DataType::Int),
+            ColumnDef::new("x", DataType::Int),
+            ColumnDef::new("y", DataType::Int),
+            ColumnDef::new(
+                "name",
+                DataType::Text {
+                    length_max: Some(8),
+                },
+            ),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    engine
+        .execute(&Operation::CreateIndex {
+            name: "t_x_idx".into(),
+            table: "t".into(),
+            column: "x".into(),
+        })
+        .unwrap();
+    let rows = (1..=6)
+        .map(|id| {
+            vec![
+                Value::Int(id),
+                Value::Int(id % 3),
+                Value::Int(id % 2),
+                text(&format!("n{id}")),
+            ]
+        })
+        .collect();
+    engine.execute(&insert("t", rows)).unwrap();
+    engine
+}
+
+fn insert(table: &str, rows: Vec<Vec<Value>>) -> Operation {
+    Operation::Insert {
+        table: table.into(),
+        columns: Vec::new(),
+        rows,
+        on_conflict: OnConflict::Error,
+    }
+}
+
+fn select(predicate: Option<Predicate>) -> Operation {
+    Operation::Select {
+        table: "t".into(),
+        columns: vec!["id".into()],
+        predicate,
+        limit: None,
+    }
+}
+
+fn ids(output: &Output) -> Vec<i32> {
+    let Output::Rows { rows, .. } = output else {
+        panic!("not rows: {output:?}");
+    };
+    rows.iter()
+        .map(|row| match row[0] {
+            Value::Int(id) => id,
+            _ => panic!("not an id"),
+        })
+        .collect()
+}
+
+fn code(result: Result<Output, EngineError>) -> &'static str {
+    result.unwrap_err().code()
+}
+
+#[test]
+fn ddl_errors_carry_sqlstate_codes() {
+    let mut engine = engine();
+    let schema = engine.table("t").unwrap().schema.clone();
+    assert_eq!(
+        code(engine.execute(&Operation::CreateTable { schema })),
+        "42P07"
+    );
+    let clash = Operation::CreateIndex {
+        name: "t_pkey".into(),
+        table: "t".into(),
+        column: "y".into(),
+    };
+    assert_eq!(code(engine.execute(&clash)), "42P07");
+    let unknown_column = Operation::CreateIndex {
+        name: "t_z".into(),
+        table: "t".into(),
+        column: "z".into(),
+    };
+    assert_eq!(code(engine.execute(&unknown_column)), "42703");
+    let drop_missing = Operation::DropTable {
+        name: "nope".into(),
+        if_exists: false,
+    };
+    assert_eq!(code(engine.execute(&drop_missing)), "42P01");
+    let drop_if_exists = Operation::DropTable {
+        name: "nope".into(),
+        if_exists: true,
+    };
+    assert_eq!(
+        engine.execute(&drop_if_exists),
+        Ok(Output::Dropped { existed: false })
+    );
+    let unknown = Operation::Select {
+        table: "t".into(),
+        columns: vec!["nope".into()],
+        predicate: None,
+        limit: None,
+    };
+    assert_eq!(code(engine.execute(&unknown)), "42703");
+    let drop = Operation::DropTable {
+        name: "t".into(),
+        if_exists: false,
+    };
+    assert_eq!(engine.execute(&drop), Ok(Output::Dropped { existed: true }));
+    assert_eq!(code(engine.execute(&select(None))), "42P01");
+}
+
+#[test]
+fn every_type_is_stored_typed_and_text_literals_are_parsed() {
+    let mut engine = Engine::new();
+    let columns = vec![
+        ColumnDef::new("k", DataType::BigInt),
+        ColumnDef::new("flag", DataType::Boolean),
+        ColumnDef::new("n", DataType::Int),
+        ColumnDef::new("price", DataType::Double),
+        ColumnDef::new(
+            "code",
+            DataType::Text {
+                length_max: Some(3),
+            },
+        ),
+        ColumnDef::new("blob", DataType::Bytea),
+        ColumnDef::new("day", DataType::Date),
+        ColumnDef::new("at", DataType::Timestamp),
+    ];
+    let schema = TableSchema::new("all_types", columns, &["k"]).unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let literals = vec![
+        text("1"),
+        text("true"),
+        text("-7"),
+        text("2.5"),
+        text("LHR"),
+        text("\\x0aff"),
+        text("2024-02-29"),
+        text("2024-02-29 12:00:00"),
+    ];
+    engine
+        .execute(&insert("all_types", vec![literals.clone()]))
+        .unwrap();
+    let all = Operation::Select {
+        table: "all_types".into(),
+        columns: Vec::new(),
+        predicate: Some(Predicate::equal("day", text("2024-02-29"))),
+        limit: None,
+    };
+    let Ok(Output::Rows { rows, .. }) = engine.execute(&all) else {
+        panic!("select fails");
+    };
+    assert_eq!(
+        rows,
+        vec![vec![
+            Value::BigInt(1),
+            Value::Boolean(true),
+            Value::Int(-7),
+            Value::Double(2.5),
+            text("LHR"),
+            Value::Bytea(vec![10, 255]),
+            Value::Date(19_782),
+            Value::Timestamp(19_782 * 86_400_000_000 + 12 * 3_600_000_000),
+        ]]
+    );
+    let mut too_long = literals.clone();
+    too_long[0] = text("2");
+    too_long[4] = text("LHRX");
+    assert_eq!(
+        code(engine.execute(&insert("all_types", vec![too_long]))),
+        "22001"
+    );
+    let mut bad_date = literals.clone();
+    bad_date[0] = text("3");
+    bad_date[6] = text("2023-02-29");
+    assert_eq!(
+        code(engine.execute(&insert("all_types", vec![bad_date]))),
+        "22P02"
+    );
+    let mut wrong_type = literals;
+    wrong_type[0] = text("4");
+    wrong_type[2] = Value::Boolean(true);
+    assert_eq!(
+        code(engine.execute(&insert("all_types", vec![wrong_type]))),
+        "42804"
+    );
+}
+
+#[test]
+fn explain_states_the_planners_choice() {
+    let engine = engine();
+    let explain = |predicate: Predicate| engine.explain(&select(Some(predicate))).unwrap();
+    assert_eq!(
+        explain(Predicate::equal("id", Value::Int(5))),
+        "Index Lookup on t using t_pkey (id = 5)"
+    );
+    assert_eq!(
+        explain(Predicate::In {
+            column: "id".into(),
+            values: vec![Value::Int(2), Value::Int(1)],
+        }),
+        "Index Lookup on t using t_pkey (id IN (1, 2))"
+    );
+    assert_eq!(
+        explain(Predicate::equal("x", Value::Int(2))),
+        "Index Lookup on t using t_x_idx (x = 2)"
+    );
+    assert_eq!(
+        explain(Predicate::And(vec![
+            Predicate::compare("id", CompareOp::Greater, Value::Int(2)),
+            Predicate::compare("id", CompareOp::LessOrEqual, Value::Int(4)),
+        ])),
+        "Index Range Scan on t using t_pkey (id > 2 AND id <= 4)"
+    );
+    assert_eq!(
+        explain(Predicate::compare("x", CompareOp::Less, Value::Int(1))),
+        "Index Range Scan on t using t_x_idx (x < 1)"
+    );
+    assert_eq!(
+        explain(Predicate::equal("y", Value::Int(1))),
+        "Shared Scan on t (query index: equality on col y)"
+    );
+    assert_eq!(
+        explain(Predicate::compare(
+            "y",
+            CompareOp::GreaterOrEqual,
+            Value::Int(1)
+        )),
+        "Shared Scan on t (query index: range on col y)"
+    );
+    assert_eq!(
+        explain(Predicate::Like {
+            column: "name".into(),
+            pattern: "n%".into(),
+        }),
+        "Shared Scan on t (query index: residual)"
+    );
+    assert_eq!(
+        engine.explain(&insert("t", vec![])).unwrap(),
+        "Insert on t (0 rows)"
+    );
+}
+
+#[test]
+fn composite_primary_key_prefix_is_a_range_scan() {
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "flights",
+        vec![
+            ColumnDef::new("airport", DataType::Text { length_max: None }),
+            ColumnDef::new("number", DataType::Int),
+        ],
+        &["airport", "number"],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let rows = ["LAX", "LHR", "SFO"]
+        .iter()
+        .flat_map(|airport| (1..=3).map(move |number| vec![text(airport), Value::Int(number)]))
+        .collect();
+    engine.execute(&insert("flights", rows)).unwrap();
+    let query = Operation::Select {
+        table: "flights".into(),
+        columns: vec!["number".into()],
+        predicate: Some(Predicate::And(vec![
+            Predicate::equal("airport", text("LHR")),
+            Predicate::compare("number", CompareOp::GreaterOrEqual, Value::Int(2)),
+        ])),
+        limit: None,
+    };
+    assert_eq!(
+        engine.explain(&query).unwrap(),
+        "Index Range Scan on flights using flights_pkey (airport = 'LHR' AND number >= 2)"
+    );
+    assert_eq!(ids(&engine.execute(&query).unwrap()), vec![2, 3]);
+    assert_eq!(ids(&engine.read(&query).unwrap()), vec![2, 3]);
+}
+
+#[test]
+fn one_cycle_applies_updates_and_deletes_in_batch_order_for_every_row() {
+    let mut engine = engine();
+    let set_y = |value: i32, predicate: Predicate| Operation::Update {
+        table: "t".into(),
+        assignments: vec![Assignment::new("y", Value::Int(value))],
+        predicate: Some(predicate),
+    };
+    let y_is = |value: i32| Predicate::equal("y", Value::Int(value));
+    let batch = vec![
+        select(Some(y_is(1))),
+        set_y(7, y_is(1)),
+        select(Some(y_is(7))),
+        set_y(8, y_is(7)),
+        select(Some(y_is(7))),
+        Operation::Delete {
+            table: "t".into(),
+            predicate: Some(y_is(8)),
+        },
+        select(Some(Predicate::Or(vec![y_is(8), y_is(0)]))),
+    ];
+    for operation in &batch {
+        assert!(engine
+            .explain(operation)
+            .unwrap()
+            .starts_with("Shared Scan"));
+    }
+    let results = engine.execute_batch(&batch);
+    assert_eq!(ids(results[0].as_ref().unwrap()), vec![1, 3, 5]);
+    assert_eq!(results[1], Ok(Output::Updated { count: 3 }));
+    assert_eq!(ids(results[2].as_ref().unwrap()), vec![1, 3, 5]);
+    assert_eq!(results[3], Ok(Output::Updated { count: 3 }));
+    assert_eq!(ids(results[4].as_ref().unwrap()), Vec::<i32>::new());
+    assert_eq!(results[5], Ok(Output::Deleted { count: 3 }));
+    assert_eq!(ids(results[6].as_ref().unwrap()), vec![2, 4, 6]);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn index_lookups_in_a_batch_see_earlier_scans_and_keep_indexes_current() {
+    let mut engine = engine();
+    let batch = vec![
+        Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("x", Value::Int(9))],
+            predicate: Some(Predicate::equal("y", Value::Int(0))),
+        },
+        select(Some(Predicate::equal("x", Value::Int(9)))),
+        Operation::Delete {
+            table: "t".into(),
+            predicate: Some(Predicate::equal("id", Value::Int(4))),
+        },
+        select(Some(Predicate::equal("x", Value::Int(9)))),
+    ];
+    assert!(engine
+        .explain(&batch[1])
+        .unwrap()
+        .starts_with("Index Lookup"));
+    let results = engine.execute_batch(&batch);
+    assert_eq!(ids(results[1].as_ref().unwrap()), vec![2, 4, 6]);
+    assert_eq!(results[2], Ok(Output::Deleted { count: 1 }));
+    assert_eq!(ids(results[3].as_ref().unwrap()), vec![2, 6]);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn updates_refuse_key_columns_nulls_in_not_null_and_long_strings() {
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "t",
+        vec![
+            ColumnDef::new("id", DataType::Int),
+            ColumnDef::new(
+                "v",
+                DataType::Text {
+                    length_max: Some(2),
+                },
+            )
+            .not_null(),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let update = |column: &str, value: Value| Operation::Update {
+        table: "t".into(),
+        assignments: vec![Assignment::new(column, value)],
+        predicate: None,
+    };
+    assert_eq!(code(engine.execute(&update("id", Value::Int(1)))), "0A000");
+    assert_eq!(code(engine.execute(&update("v", Value::Null))), "23502");
+    assert_eq!(code(engine.execute(&update("v", text("abc")))), "22001");
+    assert_eq!(code(engine.execute(&update("w", text("a")))), "42703");
+    assert_eq!(
+        engine.execute(&update("v", text("ab"))),
+        Ok(Output::Updated { count: 0 })
+    );
+}
+
+#[test]
+fn limit_stops_a_select_after_that_many_rows_in_key_order() {
+    let mut engine = engine();
+    let limited = Operation::Select {
+        table: "t".into(),
+        columns: vec!["id".into()],
+        predicate: Some(Predicate::compare(
+            "y",
+            CompareOp::GreaterOrEqual,
+            Value::Int(0),
+        )),
+        limit: Some(2),
+    };
+    assert_eq!(ids(&engine.execute(&limited).unwrap()), vec![1, 2]);
+    assert_eq!(ids(&engine.read(&limited).unwrap()), vec![1, 2]);
+}
+
+fn apply(engine: &mut Engine, command: &Command) -> Outcome {
+    Outcome::decode(&engine.apply(&command.encode())).unwrap()
+}
+
+#[test]
+fn state_machine_executes_commands_and_query_refuses_writes() {
+    let mut engine = engine();
+    let read = Command::Execute(select(Some(Predicate::equal("id", Value::Int(3)))));
+    let Outcome::Executed(Ok(output)) = Outcome::decode(&engine.query(&read.encode())).unwrap()
+    else {
+        panic!("query fails");
+    };
+    assert_eq!(ids(&output), vec![3]);
+    let write = Command::Execute(Operation::Delete {
+        table: "t".into(),
+        predicate: None,
+    });
+    assert_eq!(
+        Outcome::decode(&engine.query(&write.encode())).unwrap(),
+        Outcome::Error(EngineError::ReadOnly)
+    );
+    assert_eq!(engine.table("t").unwrap().rows.len(), 6);
+    assert_eq!(
+        apply(&mut engine, &write),
+        Outcome::Executed(Ok(Output::Deleted { count: 6 }))
+    );
+    assert_eq!(
+        Outcome::decode(&engine.apply(&[0xff, 0xff, 0xff])).unwrap(),
+        Outcome::Error(EngineError::Malformed)
+    );
+}
+
+#[test]
+fn state_machine_never_panics_on_random_or_mutated_bytes() {
+    let mut engine = engine();
+    let valid = Command::Batch(vec![
+        select(Some(Predicate::And(vec![
+            Predicate::equal("x", Value::Int(1)),
+            Predicate::Not(Box::new(Predicate::Like {
+                column: "name".into(),
+                pattern: "n_".into(),
+            })),
+        ]))),
+        Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("name", text("z"))],
+            predicate: Some(Predicate::Between {
+                column: "id".into(),
+                low: Value::Int(2),
+                high: Value::Int(4),
+            }),
+        },
+    ])
+    .encode();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut decoded, mut malformed) = (0, 0);
+    for round in 0..20_000 {
+        let bytes: Vec<u8> = if round % 2 == 0 {
+            let length = (random() % 64) as usize;
+            (0..length).map(|_| random() as u8).collect()
+        } else {
+            let mut bytes = valid.clone();
+            for _ in 0..1 + random() % 3 {
+                let at = (random() as usize) % bytes.len();
+                bytes[at] = random() as u8;
+            }
+            bytes.truncate(bytes.len() - (random() % 3) as usize);
+            bytes
+        };
+        let outcome = Outcome::decode(&engine.apply(&bytes)).expect("outcomes decode");
+        let _ = Outcome::decode(&engine.query(&bytes)).expect("outcomes decode");
+        match outcome {
+            Outcome::Error(EngineError::Malformed) => malformed += 1,
+            _ => decoded += 1,
+        }
+        assert!(engine.restore(&bytes).is_err() || engine.check_invariants().is_ok());
+        engine.check_invariants().unwrap();
+    }
+    assert!(malformed > 1_000, "{malformed} refused");
+    assert!(decoded > 100, "{decoded} executed");
+}
+
+#[test]
+fn snapshot_restore_round_trips_tables_and_rebuilds_indexes() {
+    let mut engine = engine();
+    engine
+        .execute(&Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("name", Value::Null)],
+            predicate: Some(Predicate::equal("id", Value::Int(2))),
+        })
+        .unwrap();
+    let snapshot = engine.snapshot();
+    let mut restored = Engine::new();
+    restored.restore(&snapshot).unwrap();
+    assert_eq!(restored, engine);
+    assert_eq!(
+        restored.table("t").unwrap().indexes,
+        engine.table("t").unwrap().indexes
+    );
+    assert_eq!(restored.snapshot(), snapshot);
+
+    let mut truncated = snapshot.clone();
+    truncated.truncate(snapshot.len() / 2);
+    let before = restored.clone();
+    assert!(restored.restore(&truncated).is_err());
+    assert_eq!(restored, before);
+    assert!(restored.restore(&[]).is_err());
+}
+
+#[test]
+fn aggregates_return_mergeable_partials_per_group_in_key_order() {
+    let mut engine = engine();
+    engine
+        .execute(&Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("name", Value::Null)],
+            predicate: Some(Predicate::equal("id", Value::Int(4))),
+        })
+        .unwrap();
+    let aggregate = |function, column: Option<&str>| Aggregate {
+        function,
+        column: column.map(str::to_string),
+    };
+    let grouped = Operation::Aggregate {
+        table: "t".into(),
+        group_by: vec!["y".into()],
+        aggregates: vec![
+            aggregate(AggregateFunction::CountRows, None),
+            aggregate(AggregateFunction::Count, Some("name")),
+            aggregate(AggregateFunction::Sum, Some("id")),
+            aggregate(AggregateFunction::Min, Some("name")),
+            aggregate(AggregateFunction::Max, Some("x")),
+            aggregate(AggregateFunction::Avg, Some("x")),
+        ],
+        predicate: None,
+    };
+    assert_eq!(
+        engine.execute(&grouped),
+        Ok(Output::Groups {
+            group_by: vec!["y".into()],
+            groups: vec![
+                Group {
+                    key: vec![Value::Int(0)],
+                    partials: vec![
+                        Partial::Count(3),
+                        Partial::Count(2),
+                        Partial::SumInteger(Some(12)),
+                        Partial::Min(text("n2")),
+                        Partial::Max(Value::Int(2)),
+                        Partial::AvgInteger { sum: 3, count: 3 },
+                    ],
+                },
+                Group {
+                    key: vec![Value::Int(1)],
+                    partials: vec![
+                        Partial::Count(3),
+                        Partial::Count(3),
+                        Partial::SumInteger(Some(9)),
+                        Partial::Min(text("n1")),
+                        Partial::Max(Value::Int(2)),
+                        Partial::AvgInteger { sum: 3, count: 3 },
+                    ],
+                },
+            ],
+        })
+    );
+    let empty = Operation::Aggregate {
+        table: "t".into(),
+        group_by: Vec::new(),
+        aggregates: vec![
+            aggregate(AggregateFunction::CountRows, None),
+            aggregate(AggregateFunction::Sum, Some("x")),
+        ],
+        predicate: Some(Predicate::equal("y", Value::Int(5))),
+    };
+    assert_eq!(
+        engine.read(&empty),
+        Ok(Output::Groups {
+            group_by: Vec::new(),
+            groups: vec![Group {
+                key: Vec::new(),
+                partials: vec![Partial::Count(0), Partial::SumInteger(None)],
+            }],
+        })
+    );
+    let sum_text = Operation::Aggregate {
+        table: "t".into(),
+        group_by: Vec::new(),
+        aggregates: vec![aggregate(AggregateFunction::Sum, Some("name"))],
+        predicate: None,
+    };
+    assert_eq!(code(engine.execute(&sum_text)), "42804");
+}
+
+#[test]
+fn inserts_that_cannot_fail_ride_the_cycle_in_batch_order() {
+    let mut engine = engine();
+    let y_is = |value: i32| Some(Predicate::equal("y", Value::Int(value)));
+    let row = |id: i32, y: i32, name: &str| {
+        vec![Value::Int(id), Value::Int(0), Value::Int(y), text(name)]
+    };
+    let upsert = |rows: Vec<Vec<Value>>, on_conflict: OnConflict| Operation::Insert {
+        table: "t".into(),
+        columns: Vec::new(),
+        rows,
+        on_conflict,
+    };
+    let batch = vec![
+        select(y_is(1)),
+        upsert(
+            vec![row(3, 0, "a"), row(7, 1, "n7"), row(2, 1, "b")],
+            OnConflict::DoNothing,
+        ),
+        Operation::Delete {
+            table: "t".into(),
+            predicate: y_is(1),
+        },
+        upsert(
+            vec![row(1, 0, "r1"), row(2, 0, "r2")],
+            OnConflict::DoUpdate(vec![Assignment::new("name", text("u"))]),
+        ),
+        Operation::Select {
+            table: "t".into(),
+            columns: vec!["id".into(), "name".into()],
+            predicate: y_is(0),
+            limit: None,
+        },
+    ];
+    for operation in &batch {
+        let plan = engine.explain(operation).unwrap();
+        assert!(
+            plan.starts_with("Shared Scan") || plan.ends_with("joins a shared scan cycle)"),
+            "{plan}"
+        );
+    }
+    let results = engine.execute_batch(&batch);
+    assert_eq!(ids(results[0].as_ref().unwrap()), vec![1, 3, 5]);
+    assert_eq!(results[1], Ok(Output::Inserted { count: 1 }));
+    assert_eq!(results[2], Ok(Output::Deleted { count: 4 }));
+    assert_eq!(results[3], Ok(Output::Inserted { count: 2 }));
+    let Ok(Output::Rows { rows, .. }) = &results[4] else {
+        panic!("select fails");
+    };
+    let expected: Vec<Vec<Value>> = [(1, "r1"), (2, "u"), (4, "n4"), (6, "n6")]
+        .iter()
+        .map(|(id, name)| vec![Value::Int(*id), text(name)])
+        .collect();
+    assert_eq!(*rows, expected);
+    engine.check_invariants().unwrap();
+    assert_eq!(engine.table("t").unwrap().rows.len(), 4);
+}

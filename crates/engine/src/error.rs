@@ -1,0 +1,135 @@
+//! Typed errors with SQLSTATE codes.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why an operation failed. Every variant maps to a PostgreSQL SQLSTATE code (`code`).
+/// Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EngineError {
+    /// Slot 0. 23505: a row with the same primary key exists.
+    UniqueViolation { table: String, constraint: String },
+    /// Slot 1. 23502: NULL given for a NOT NULL column.
+    NotNullViolation { table: String, column: String },
+    /// Slot 2. 22001: a string longer than its VARCHAR(n).
+    StringTooLong { column: String, length_max: u32 },
+    /// Slot 3. 42P01: no such table.
+    UndefinedTable { table: String },
+    /// Slot 4. 42703: no such column.
+    UndefinedColumn { column: String },
+    /// Slot 5. 42P07: a table or index with that name exists.
+    DuplicateTable { name: String },
+    /// Slot 6. 22P02: text that does not parse as the column's type.
+    InvalidTextRepresentation { type_name: String, text: String },
+    /// Slot 7. 42804: a value of the wrong type for the column or the operator.
+    DatatypeMismatch {
+        column: String,
+        expected: String,
+        found: String,
+    },
+    /// Slot 8. 22003: a number outside the column type's range.
+    NumericValueOutOfRange { column: String },
+    /// Slot 9. 0A000: a feature the engine does not offer (e.g. updating a primary key column).
+    FeatureNotSupported { feature: String },
+    /// Slot 10. 54000: an explicit limit was exceeded (rows per insert, predicate depth, …).
+    ProgramLimitExceeded { limit: String },
+    /// Slot 11. 21000: ON CONFLICT DO UPDATE would touch the same row twice in one statement.
+    CardinalityViolation,
+    /// Slot 12. 42P10 / 42601: a malformed definition (empty primary key, duplicate column, …).
+    InvalidDefinition { reason: String },
+    /// Slot 13. 08P01: the operation bytes are not a command.
+    Malformed,
+    /// Slot 14. 25006: a read-only entry point was given a write.
+    ReadOnly,
+    /// Slot 15. 42601: wrong number of values for the insert's columns.
+    SyntaxError { reason: String },
+    /// Slot 16. 42704: no such index.
+    UndefinedObject { name: String },
+}
+
+impl EngineError {
+    /// The SQLSTATE code, as PostgreSQL spells it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::UniqueViolation { .. } => "23505",
+            EngineError::NotNullViolation { .. } => "23502",
+            EngineError::StringTooLong { .. } => "22001",
+            EngineError::UndefinedTable { .. } => "42P01",
+            EngineError::UndefinedColumn { .. } => "42703",
+            EngineError::DuplicateTable { .. } => "42P07",
+            EngineError::InvalidTextRepresentation { .. } => "22P02",
+            EngineError::DatatypeMismatch { .. } => "42804",
+            EngineError::NumericValueOutOfRange { .. } => "22003",
+            EngineError::FeatureNotSupported { .. } => "0A000",
+            EngineError::ProgramLimitExceeded { .. } => "54000",
+            EngineError::CardinalityViolation => "21000",
+            EngineError::InvalidDefinition { .. } => "42P10",
+            EngineError::Malformed => "08P01",
+            EngineError::ReadOnly => "25006",
+            EngineError::SyntaxError { .. } => "42601",
+            EngineError::UndefinedObject { .. } => "42704",
+        }
+    }
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::UniqueViolation { table, constraint } => write!(
+                formatter,
+                "duplicate key value violates unique constraint \"{constraint}\" on \"{table}\""
+            ),
+            EngineError::NotNullViolation { table, column } => write!(
+                formatter,
+                "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
+            ),
+            EngineError::StringTooLong { column, length_max } => write!(
+                formatter,
+                "value too long for type character varying({length_max}) in column \"{column}\""
+            ),
+            EngineError::UndefinedTable { table } => {
+                write!(formatter, "relation \"{table}\" does not exist")
+            }
+            EngineError::UndefinedColumn { column } => {
+                write!(formatter, "column \"{column}\" does not exist")
+            }
+            EngineError::DuplicateTable { name } => {
+                write!(formatter, "relation \"{name}\" already exists")
+            }
+            EngineError::InvalidTextRepresentation { type_name, text } => write!(
+                formatter,
+                "invalid input syntax for type {type_name}: \"{text}\""
+            ),
+            EngineError::DatatypeMismatch {
+                column,
+                expected,
+                found,
+            } => write!(
+                formatter,
+                "column \"{column}\" is of type {expected} but expression is of type {found}"
+            ),
+            EngineError::NumericValueOutOfRange { column } => {
+                write!(formatter, "value out of range for column \"{column}\"")
+            }
+            EngineError::FeatureNotSupported { feature } => {
+                write!(formatter, "not supported: {feature}")
+            }
+            EngineError::ProgramLimitExceeded { limit } => {
+                write!(formatter, "limit exceeded: {limit}")
+            }
+            EngineError::CardinalityViolation => formatter
+                .write_str("on conflict do update command cannot affect row a second time"),
+            EngineError::InvalidDefinition { reason } => {
+                write!(formatter, "invalid definition: {reason}")
+            }
+            EngineError::Malformed => formatter.write_str("malformed command"),
+            EngineError::ReadOnly => formatter.write_str("command is not a read"),
+            EngineError::SyntaxError { reason } => write!(formatter, "syntax error: {reason}"),
+            EngineError::UndefinedObject { name } => {
+                write!(formatter, "index \"{name}\" does not exist")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}

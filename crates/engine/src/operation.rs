@@ -1,0 +1,476 @@
+//! Operations a partition executes, their results, and their binding to a table.
+
+use crate::error::EngineError;
+use crate::predicate::{bind, BoundPredicate, Predicate};
+use crate::schema::{check_name, TableSchema};
+use crate::value::Value;
+use serde::{Deserialize, Serialize};
+
+/// Most rows in one INSERT.
+pub const INSERT_ROWS_MAX: usize = 100_000;
+/// Most operations in one batch.
+pub const BATCH_OPERATIONS_MAX: usize = 100_000;
+
+/// `SET column = value`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub column: String,
+    pub value: Value,
+}
+
+impl Assignment {
+    pub fn new(column: &str, value: Value) -> Assignment {
+        Assignment {
+            column: column.to_string(),
+            value,
+        }
+    }
+}
+
+/// What an INSERT does when a row's primary key exists. Slots are fixed: append at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OnConflict {
+    /// Slot 0. Fail the whole statement with 23505.
+    Error,
+    /// Slot 1. `ON CONFLICT DO NOTHING`: skip the row.
+    DoNothing,
+    /// Slot 2. `ON CONFLICT (pk) DO UPDATE SET …` with constants.
+    DoUpdate(Vec<Assignment>),
+}
+
+/// One operation on the partition. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Operation {
+    /// Slot 0. CREATE TABLE.
+    CreateTable { schema: TableSchema },
+    /// Slot 1. DROP TABLE [IF EXISTS]; drops the table's indexes too.
+    DropTable { name: String, if_exists: bool },
+    /// Slot 2. CREATE INDEX name ON table (column): a non-unique secondary index.
+    CreateIndex {
+        name: String,
+        table: String,
+        column: String,
+    },
+    /// Slot 3. INSERT INTO table (columns) VALUES rows …; no columns means all, in order;
+    /// columns left out are NULL. Atomic: either every row is written or none.
+    Insert {
+        table: String,
+        columns: Vec<String>,
+        rows: Vec<Vec<Value>>,
+        on_conflict: OnConflict,
+    },
+    /// Slot 4. SELECT columns FROM table WHERE predicate LIMIT limit; no columns means all.
+    /// Rows come in primary key order.
+    Select {
+        table: String,
+        columns: Vec<String>,
+        predicate: Option<Predicate>,
+        limit: Option<u64>,
+    },
+    /// Slot 5. UPDATE table SET assignments WHERE predicate.
+    Update {
+        table: String,
+        assignments: Vec<Assignment>,
+        predicate: Option<Predicate>,
+    },
+    /// Slot 6. DELETE FROM table WHERE predicate.
+    Delete {
+        table: String,
+        predicate: Option<Predicate>,
+    },
+    /// Slot 7. SELECT group_by, aggregates FROM table WHERE predicate GROUP BY group_by, as
+    /// mergeable partials (the SQL layer combines partitions and finishes AVG).
+    Aggregate {
+        table: String,
+        group_by: Vec<String>,
+        aggregates: Vec<Aggregate>,
+        predicate: Option<Predicate>,
+    },
+}
+
+/// Most aggregates in one operation.
+pub const AGGREGATES_MAX: usize = 64;
+
+/// An aggregate function. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggregateFunction {
+    /// Slot 0. COUNT(*): rows.
+    CountRows,
+    /// Slot 1. COUNT(column): non-NULL values.
+    Count,
+    /// Slot 2. SUM(column) of a numeric column.
+    Sum,
+    /// Slot 3. MIN(column) in the total order of `Value`.
+    Min,
+    /// Slot 4. MAX(column).
+    Max,
+    /// Slot 5. AVG(column) of a numeric column, as sum and count.
+    Avg,
+}
+
+/// One aggregate: a function and its column (`None` only for `CountRows`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub function: AggregateFunction,
+    pub column: Option<String>,
+}
+
+/// The partial state of one aggregate over one group: partials of several partitions merge
+/// (counts and sums add, minima take the least). Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Partial {
+    /// Slot 0. COUNT(*) or COUNT(column).
+    Count(u64),
+    /// Slot 1. SUM of INT or BIGINT (i128: cannot overflow); `None` when no value was summed.
+    SumInteger(Option<i128>),
+    /// Slot 2. SUM of DOUBLE, added in primary key order; `None` when no value was summed.
+    SumDouble(Option<f64>),
+    /// Slot 3. MIN; NULL when no value was seen.
+    Min(Value),
+    /// Slot 4. MAX; NULL when no value was seen.
+    Max(Value),
+    /// Slot 5. AVG of INT or BIGINT.
+    AvgInteger { sum: i128, count: u64 },
+    /// Slot 6. AVG of DOUBLE.
+    AvgDouble { sum: f64, count: u64 },
+}
+
+impl Partial {
+    /// Folds one row's value of the aggregate's column (`Value::Null` for COUNT(*)) in.
+    pub fn add(&mut self, value: &Value) {
+        let integer = match value {
+            Value::Int(number) => Some(i128::from(*number)),
+            Value::BigInt(number) => Some(i128::from(*number)),
+            _ => None,
+        };
+        let double = match value {
+            Value::Double(number) => Some(*number),
+            _ => None,
+        };
+        match self {
+            Partial::Count(count) => *count += 1,
+            Partial::SumInteger(sum) => {
+                if let Some(number) = integer {
+                    *sum = Some(sum.unwrap_or(0) + number);
+                }
+            }
+            Partial::SumDouble(sum) => {
+                if let Some(number) = double {
+                    *sum = Some(sum.unwrap_or(0.0) + number);
+                }
+            }
+            Partial::Min(least) => {
+                if !value.is_null() && (least.is_null() || value < least) {
+                    *least = value.clone();
+                }
+            }
+            Partial::Max(greatest) => {
+                if !value.is_null() && (greatest.is_null() || value > greatest) {
+                    *greatest = value.clone();
+                }
+            }
+            Partial::AvgInteger { sum, count } => {
+                if let Some(number) = integer {
+                    *sum += number;
+                    *count += 1;
+                }
+            }
+            Partial::AvgDouble { sum, count } => {
+                if let Some(number) = double {
+                    *sum += number;
+                    *count += 1;
+                }
+            }
+        }
+    }
+}
+
+/// One group of an aggregate's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    /// The group-by columns' values.
+    pub key: Vec<Value>,
+    /// One partial per aggregate, in the operation's order.
+    pub partials: Vec<Partial>,
+}
+
+/// An aggregate bound to a table: the function, the column position, the initial partial.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundAggregate {
+    pub column: Option<usize>,
+    pub initial: Partial,
+}
+
+impl BoundAggregate {
+    /// Folds a qualifying row in. COUNT(column) counts non-NULL values only.
+    pub fn add(&self, partial: &mut Partial, row: &[Value]) {
+        match self.column {
+            None => partial.add(&Value::Null),
+            Some(column) if row[column].is_null() => {}
+            Some(column) => partial.add(&row[column]),
+        }
+    }
+}
+
+fn bind_aggregate(
+    aggregate: &Aggregate,
+    schema: &TableSchema,
+) -> Result<BoundAggregate, EngineError> {
+    use crate::value::DataType;
+    let column = aggregate
+        .column
+        .as_ref()
+        .map(|column| schema.column_position(column))
+        .transpose()?;
+    let Some(position) = column else {
+        return match aggregate.function {
+            AggregateFunction::CountRows => Ok(BoundAggregate {
+                column: None,
+                initial: Partial::Count(0),
+            }),
+            _ => Err(EngineError::SyntaxError {
+                reason: "only COUNT(*) has no column".into(),
+            }),
+        };
+    };
+    let data_type = schema.columns[position].data_type;
+    let not_numeric = || EngineError::DatatypeMismatch {
+        column: schema.columns[position].name.clone(),
+        expected: "a numeric type".into(),
+        found: data_type.name(),
+    };
+    let initial = match (aggregate.function, data_type) {
+        (AggregateFunction::CountRows, _) => {
+            return Err(EngineError::SyntaxError {
+                reason: "COUNT(*) takes no column".into(),
+            })
+        }
+        (AggregateFunction::Count, _) => Partial::Count(0),
+        (AggregateFunction::Min, _) => Partial::Min(Value::Null),
+        (AggregateFunction::Max, _) => Partial::Max(Value::Null),
+        (AggregateFunction::Sum, DataType::Int | DataType::BigInt) => Partial::SumInteger(None),
+        (AggregateFunction::Sum, DataType::Double) => Partial::SumDouble(None),
+        (AggregateFunction::Avg, DataType::Int | DataType::BigInt) => {
+            Partial::AvgInteger { sum: 0, count: 0 }
+        }
+        (AggregateFunction::Avg, DataType::Double) => Partial::AvgDouble { sum: 0.0, count: 0 },
+        (AggregateFunction::Sum | AggregateFunction::Avg, _) => return Err(not_numeric()),
+    };
+    Ok(BoundAggregate {
+        column: Some(position),
+        initial,
+    })
+}
+
+impl Operation {
+    /// Whether the operation only reads.
+    pub fn is_read(&self) -> bool {
+        matches!(self, Operation::Select { .. } | Operation::Aggregate { .. })
+    }
+
+    /// The table the operation names.
+    pub fn table_name(&self) -> &str {
+        match self {
+            Operation::CreateTable { schema } => &schema.name,
+            Operation::DropTable { name, .. } => name,
+            Operation::CreateIndex { table, .. }
+            | Operation::Insert { table, .. }
+            | Operation::Select { table, .. }
+            | Operation::Update { table, .. }
+            | Operation::Delete { table, .. }
+            | Operation::Aggregate { table, .. } => table,
+        }
+    }
+
+    /// The predicate of a select, update or delete.
+    pub fn predicate(&self) -> Option<&Predicate> {
+        match self {
+            Operation::Select { predicate, .. }
+            | Operation::Update { predicate, .. }
+            | Operation::Delete { predicate, .. }
+            | Operation::Aggregate { predicate, .. } => predicate.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// What an operation returned. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Output {
+    /// Slot 0. CREATE TABLE or CREATE INDEX done.
+    Created,
+    /// Slot 1. DROP TABLE done (`existed` is false for IF EXISTS on a missing table).
+    Dropped { existed: bool },
+    /// Slot 2. Rows inserted, plus rows updated by ON CONFLICT DO UPDATE.
+    Inserted { count: u64 },
+    /// Slot 3. Selected rows, projected, in primary key order.
+    Rows {
+        columns: Vec<String>,
+        rows: Vec<Vec<Value>>,
+    },
+    /// Slot 4. Rows that matched an UPDATE.
+    Updated { count: u64 },
+    /// Slot 5. Rows deleted.
+    Deleted { count: u64 },
+    /// Slot 6. Aggregate partials per group, in group key order. Without GROUP BY there is
+    /// exactly one group (key empty), even over no rows.
+    Groups {
+        group_by: Vec<String>,
+        groups: Vec<Group>,
+    },
+}
+
+/// The result of one operation.
+pub type OperationResult = Result<Output, EngineError>;
+
+/// A select, update or delete checked against its table: what a scan or a lookup executes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ScanOperation {
+    Select {
+        projection: Vec<usize>,
+        predicate: Option<BoundPredicate>,
+        limit: Option<u64>,
+    },
+    Update {
+        /// Column positions (never primary key columns) and checked values.
+        assignments: Vec<(usize, Value)>,
+        predicate: Option<BoundPredicate>,
+    },
+    Delete {
+        predicate: Option<BoundPredicate>,
+    },
+    Aggregate {
+        group_by: Vec<usize>,
+        aggregates: Vec<BoundAggregate>,
+        predicate: Option<BoundPredicate>,
+    },
+}
+
+impl ScanOperation {
+    pub fn predicate(&self) -> Option<&BoundPredicate> {
+        match self {
+            ScanOperation::Select { predicate, .. }
+            | ScanOperation::Update { predicate, .. }
+            | ScanOperation::Delete { predicate }
+            | ScanOperation::Aggregate { predicate, .. } => predicate.as_ref(),
+        }
+    }
+
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            ScanOperation::Update { .. } | ScanOperation::Delete { .. }
+        )
+    }
+}
+
+/// Binds a select, update or delete to its table's schema; `None` for other operations.
+pub fn bind_scan_operation(
+    operation: &Operation,
+    schema: &TableSchema,
+) -> Option<Result<ScanOperation, EngineError>> {
+    let bind_predicate = |predicate: &Option<Predicate>| {
+        predicate
+            .as_ref()
+            .map(|predicate| bind(predicate, schema))
+            .transpose()
+    };
+    let bound = match operation {
+        Operation::Select {
+            columns,
+            predicate,
+            limit,
+            ..
+        } => (|| {
+            Ok(ScanOperation::Select {
+                projection: project(columns, schema)?,
+                predicate: bind_predicate(predicate)?,
+                limit: *limit,
+            })
+        })(),
+        Operation::Update {
+            assignments,
+            predicate,
+            ..
+        } => (|| {
+            Ok(ScanOperation::Update {
+                assignments: bind_assignments(assignments, schema)?,
+                predicate: bind_predicate(predicate)?,
+            })
+        })(),
+        Operation::Delete { predicate, .. } => {
+            bind_predicate(predicate).map(|predicate| ScanOperation::Delete { predicate })
+        }
+        Operation::Aggregate {
+            group_by,
+            aggregates,
+            predicate,
+            ..
+        } => (|| {
+            if aggregates.len() > AGGREGATES_MAX || group_by.len() > AGGREGATES_MAX {
+                return Err(EngineError::ProgramLimitExceeded {
+                    limit: format!("at most {AGGREGATES_MAX} aggregates and grouping columns"),
+                });
+            }
+            let group_by = group_by
+                .iter()
+                .map(|column| schema.column_position(column))
+                .collect::<Result<_, _>>()?;
+            let aggregates = aggregates
+                .iter()
+                .map(|aggregate| bind_aggregate(aggregate, schema))
+                .collect::<Result<_, _>>()?;
+            Ok(ScanOperation::Aggregate {
+                group_by,
+                aggregates,
+                predicate: bind_predicate(predicate)?,
+            })
+        })(),
+        _ => return None,
+    };
+    Some(bound)
+}
+
+/// Column positions for a projection; all columns when empty.
+pub fn project(columns: &[String], schema: &TableSchema) -> Result<Vec<usize>, EngineError> {
+    if columns.is_empty() {
+        return Ok((0..schema.columns.len()).collect());
+    }
+    columns
+        .iter()
+        .map(|column| schema.column_position(column))
+        .collect()
+}
+
+/// Checks SET clauses: known columns, each at most once, not in the primary key, values of the
+/// column's type satisfying NOT NULL and VARCHAR length.
+pub fn bind_assignments(
+    assignments: &[Assignment],
+    schema: &TableSchema,
+) -> Result<Vec<(usize, Value)>, EngineError> {
+    let mut bound: Vec<(usize, Value)> = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let position = schema.column_position(&assignment.column)?;
+        if schema.is_primary_key_column(position) {
+            return Err(EngineError::FeatureNotSupported {
+                feature: format!("updating primary key column \"{}\"", assignment.column),
+            });
+        }
+        if bound.iter().any(|(other, _)| *other == position) {
+            return Err(EngineError::SyntaxError {
+                reason: format!("multiple assignments to column \"{}\"", assignment.column),
+            });
+        }
+        bound.push((position, schema.check_value(position, &assignment.value)?));
+    }
+    Ok(bound)
+}
+
+/// Checks the names in a DDL operation.
+pub fn check_ddl_names(operation: &Operation) -> Result<(), EngineError> {
+    match operation {
+        Operation::CreateTable { schema } => schema.validate(),
+        Operation::CreateIndex { name, .. } => check_name(name),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,249 @@
+//! Table definitions and their validation.
+
+use crate::error::EngineError;
+use crate::value::{check_length, coerce, DataType, Value};
+use serde::{Deserialize, Serialize};
+
+/// Most columns in one table (PostgreSQL's limit).
+pub const COLUMNS_MAX: usize = 1_600;
+/// Longest table, column or index name in bytes (PostgreSQL's NAMEDATALEN - 1).
+pub const NAME_BYTES_MAX: usize = 63;
+
+/// One column of a table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    pub name: String,
+    pub data_type: DataType,
+    /// False for NOT NULL. Primary key columns are NOT NULL whatever this says.
+    pub nullable: bool,
+}
+
+impl ColumnDef {
+    pub fn new(name: &str, data_type: DataType) -> ColumnDef {
+        ColumnDef {
+            name: name.to_string(),
+            data_type,
+            nullable: true,
+        }
+    }
+
+    pub fn not_null(mut self) -> ColumnDef {
+        self.nullable = false;
+        self
+    }
+}
+
+/// A table's definition: its columns and its primary key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSchema {
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// Positions in `columns`, in key order; not empty, no duplicates.
+    pub primary_key: Vec<usize>,
+}
+
+impl TableSchema {
+    /// Builds a schema from column definitions and primary key column names.
+    pub fn new(
+        name: &str,
+        columns: Vec<ColumnDef>,
+        primary_key: &[&str],
+    ) -> Result<TableSchema, EngineError> {
+        let positions = primary_key
+            .iter()
+            .map(|column| {
+                columns
+                    .iter()
+                    .position(|definition| definition.name == *column)
+                    .ok_or_else(|| EngineError::UndefinedColumn {
+                        column: column.to_string(),
+                    })
+            })
+            .collect::<Result<Vec<usize>, EngineError>>()?;
+        let schema = TableSchema {
+            name: name.to_string(),
+            columns,
+            primary_key: positions,
+        };
+        schema.validate()?;
+        Ok(schema)
+    }
+
+    /// Checks a definition that may have come from untrusted bytes.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let invalid = |reason: String| Err(EngineError::InvalidDefinition { reason });
+        check_name(&self.name)?;
+        if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
+            return invalid(format!("a table needs 1 to {COLUMNS_MAX} columns"));
+        }
+        for (position, column) in self.columns.iter().enumerate() {
+            check_name(&column.name)?;
+            if self.columns[..position]
+                .iter()
+                .any(|other| other.name == column.name)
+            {
+                return invalid(format!(
+                    "column \"{}\" specified more than once",
+                    column.name
+                ));
+            }
+        }
+        if self.primary_key.is_empty() {
+            return invalid("a table needs a primary key".into());
+        }
+        for (at, position) in self.primary_key.iter().enumerate() {
+            if *position >= self.columns.len() || self.primary_key[..at].contains(position) {
+                return invalid("primary key columns must be distinct columns".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The position of a column, or 42703.
+    pub fn column_position(&self, column: &str) -> Result<usize, EngineError> {
+        self.columns
+            .iter()
+            .position(|definition| definition.name == column)
+            .ok_or_else(|| EngineError::UndefinedColumn {
+                column: column.to_string(),
+            })
+    }
+
+    pub fn is_primary_key_column(&self, position: usize) -> bool {
+        self.primary_key.contains(&position)
+    }
+
+    /// The name of the primary key constraint (and index), PostgreSQL style.
+    pub fn primary_key_name(&self) -> String {
+        format!("{}_pkey", self.name)
+    }
+
+    /// Coerces a value to the column's type and checks NOT NULL and VARCHAR length.
+    pub fn check_value(&self, position: usize, value: &Value) -> Result<Value, EngineError> {
+        let column = &self.columns[position];
+        let value = coerce(value, column.data_type, &column.name)?;
+        if value.is_null() && (!column.nullable || self.is_primary_key_column(position)) {
+            return Err(EngineError::NotNullViolation {
+                table: self.name.clone(),
+                column: column.name.clone(),
+            });
+        }
+        check_length(&value, column.data_type, &column.name)?;
+        Ok(value)
+    }
+
+    /// Checks a complete row (e.g. from a snapshot): arity, exact types, NOT NULL, lengths.
+    pub fn check_row(&self, row: &[Value]) -> Result<(), EngineError> {
+        if row.len() != self.columns.len() {
+            return Err(EngineError::SyntaxError {
+                reason: format!(
+                    "row has {} values, table has {} columns",
+                    row.len(),
+                    self.columns.len()
+                ),
+            });
+        }
+        for (position, value) in row.iter().enumerate() {
+            let column = &self.columns[position];
+            if !value.is_null() && !value.has_type(column.data_type) {
+                return Err(EngineError::DatatypeMismatch {
+                    column: column.name.clone(),
+                    expected: column.data_type.name(),
+                    found: value.type_name().to_string(),
+                });
+            }
+            self.check_value(position, value)?;
+        }
+        Ok(())
+    }
+
+    /// The primary key of a row.
+    pub fn key_of(&self, row: &[Value]) -> Vec<Value> {
+        assert_eq!(row.len(), self.columns.len());
+        self.primary_key
+            .iter()
+            .map(|position| row[*position].clone())
+            .collect()
+    }
+}
+
+/// Checks a table, column or index name.
+pub fn check_name(name: &str) -> Result<(), EngineError> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(EngineError::InvalidDefinition {
+            reason: format!("names must be 1 to {NAME_BYTES_MAX} bytes"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> TableSchema {
+        TableSchema::new(
+            "t",
+            vec![
+                ColumnDef::new("id", DataType::Int),
+                ColumnDef::new(
+                    "name",
+                    DataType::Text {
+                        length_max: Some(4),
+                    },
+                )
+                .not_null(),
+                ColumnDef::new("note", DataType::Text { length_max: None }),
+            ],
+            &["id"],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn definitions_refuse_missing_keys_duplicate_columns_and_unknown_key_columns() {
+        let columns = vec![ColumnDef::new("a", DataType::Int)];
+        assert_eq!(
+            TableSchema::new("t", columns.clone(), &[])
+                .unwrap_err()
+                .code(),
+            "42P10"
+        );
+        assert_eq!(
+            TableSchema::new("t", columns.clone(), &["b"])
+                .unwrap_err()
+                .code(),
+            "42703"
+        );
+        let doubled = vec![columns[0].clone(), columns[0].clone()];
+        assert_eq!(
+            TableSchema::new("t", doubled, &["a"]).unwrap_err().code(),
+            "42P10"
+        );
+    }
+
+    #[test]
+    fn check_value_enforces_not_null_on_declared_and_key_columns() {
+        let schema = schema();
+        assert_eq!(
+            schema.check_value(0, &Value::Null).unwrap_err().code(),
+            "23502"
+        );
+        assert_eq!(
+            schema.check_value(1, &Value::Null).unwrap_err().code(),
+            "23502"
+        );
+        assert_eq!(schema.check_value(2, &Value::Null), Ok(Value::Null));
+        assert_eq!(
+            schema
+                .check_value(1, &Value::Text("toolong".into()))
+                .unwrap_err()
+                .code(),
+            "22001"
+        );
+        assert_eq!(
+            schema.check_value(0, &Value::Text("7".into())),
+            Ok(Value::Int(7))
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! One scan cycle (Crescando §3.1): the operations of a batch on one table share one pass over
+//! the rows in primary key order.
+//!
+//! For each row the query index yields the candidate operations; each runs on the row in batch
+//! order, so an earlier operation's update or delete is what a later one sees, exactly as if
+//! the operations ran one after another. After an update the row is probed again for the later
+//! operations, since its new values may qualify or disqualify them.
+//!
+//! Inserts with ON CONFLICT DO NOTHING / DO UPDATE ride the cycle too: their effect on a key
+//! depends only on that key's row at their batch position, so they are merged into the pass by
+//! key (a "pending" map visited in key order alongside the stored rows). Plain inserts can fail
+//! the whole statement on one key's conflict, so they never join a cycle.
+
+use crate::engine::Canary;
+use crate::operation::{Output, ScanOperation};
+use crate::query_index::{Candidacy, QueryIndex};
+use crate::table::{
+    insert_row, step_row, BoundInsert, Conflict, Key, OperationState, Row, RowChange, Table,
+};
+use std::collections::BTreeMap;
+
+/// An operation of a cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CycleOperation {
+    /// A select, update, delete or aggregate: reaches rows through the query index.
+    Scan(ScanOperation),
+    /// An insert that cannot fail on a conflict (DO NOTHING or DO UPDATE).
+    Insert(BoundInsert),
+}
+
+impl CycleOperation {
+    fn candidacy(&self) -> Candidacy<'_> {
+        match self {
+            CycleOperation::Scan(operation) => match operation.predicate() {
+                Some(predicate) => Candidacy::Qualifying(predicate),
+                None => Candidacy::EveryRow,
+            },
+            CycleOperation::Insert(_) => Candidacy::NoRow,
+        }
+    }
+}
+
+/// The select, update, delete or aggregate at a batch position of the cycle.
+fn scan_operation(operations: &[CycleOperation], at: u32) -> &ScanOperation {
+    match &operations[at as usize] {
+        CycleOperation::Scan(operation) => operation,
+        CycleOperation::Insert(_) => unreachable!("inserts are filed nowhere"),
+    }
+}
+
+/// The state of one cycle while it passes over the rows.
+struct Cycle<'a> {
+    operations: &'a [CycleOperation],
+    index: QueryIndex,
+    states: Vec<OperationState>,
+    /// Index maintenance waits until after the pass: (key, row before, row after).
+    reindexing: Vec<(Key, Option<Row>, Option<Row>)>,
+    /// Rows inserted at keys that had no row, added after the pass.
+    created: Vec<(Key, Row)>,
+    candidates: Vec<u32>,
+    canary: Canary,
+}
+
+impl Cycle<'_> {
+    fn probe(&mut self, row: &[crate::value::Value], from: u32) {
+        let skip_residual = self.canary == Canary::SkipResidual;
+        self.index
+            .probe(row, from, &mut self.candidates, skip_residual);
+    }
+
+    /// Visits a stored row no insert targets; returns whether it stays. The hot path.
+    fn visit_stored(&mut self, key: &Key, row: &mut Row) -> bool {
+        let mut before: Option<Row> = None;
+        self.probe(row, 0);
+        let mut cursor = 0;
+        while let Some(&at) = self.candidates.get(cursor) {
+            cursor += 1;
+            let operation = scan_operation(self.operations, at);
+            if operation.writes() {
+                // Save the row before the first write only, and only if the write applies.
+                let qualifies = operation
+                    .predicate()
+                    .is_none_or(|predicate| predicate.matches(row));
+                if !qualifies {
+                    continue;
+                }
+                if before.is_none() {
+                    before = Some(row.clone());
+                }
+            }
+            match step_row(operation, &mut self.states[at as usize], row) {
+                RowChange::Unchanged => {}
+                RowChange::Modified if self.canary == Canary::SkipReprobe => {}
+                RowChange::Modified => {
+                    self.probe(row, at + 1);
+                    cursor = 0;
+                }
+                RowChange::Deleted => {
+                    let before = before.take().expect("writes save the row first");
+                    self.reindexing.push((key.clone(), Some(before), None));
+                    return false;
+                }
+            }
+        }
+        if let Some(before) = before {
+            if before != *row {
+                self.reindexing
+                    .push((key.clone(), Some(before), Some(row.clone())));
+            }
+        }
+        true
+    }
+
+    /// Visits a key some inserts target (`initial`: its stored row, if any), merging the
+    /// inserts (batch positions ascending) with the candidates in batch order; returns the
+    /// key's row after the cycle.
+    fn visit_with_inserts(
+        &mut self,
+        key: &Key,
+        initial: Option<Row>,
+        inserts: &[(u32, &Row)],
+    ) -> Option<Row> {
+        let mut current = initial.clone();
+        let mut next_insert = 0;
+        let mut from = 0u32;
+        'probe: loop {
+            match &current {
+                Some(row) => self.probe(row, from),
+                None => self.candidates.clear(),
+            }
+            let mut cursor = 0;
+            loop {
+                let scan_at = self.candidates.get(cursor).copied();
+                let insert = inserts.get(next_insert);
+                match (scan_at, insert) {
+                    (None, None) => break 'probe,
+                    (Some(at), insert)
+                        if insert.is_none_or(|(position, _)| {
+                            at < *position && self.canary != Canary::InsertsFirst
+                        }) =>
+                    {
+                        cursor += 1;
+                        let operation = scan_operation(self.operations, at);
+                        let row = current.as_mut().expect("candidates only for a present row");
+                        match step_row(operation, &mut self.states[at as usize], row) {
+                            RowChange::Unchanged => continue,
+                            RowChange::Modified => {}
+                            RowChange::Deleted => current = None,
+                        }
+                        from = at + 1;
+                        continue 'probe;
+                    }
+                    (_, Some((position, row))) => {
+                        next_insert += 1;
+                        let CycleOperation::Insert(insert) = &self.operations[*position as usize]
+                        else {
+                            unreachable!("pending rows come from inserts");
+                        };
+                        assert!(insert.on_conflict != Conflict::Error);
+                        if insert_row(&insert.on_conflict, &mut current, row) {
+                            self.states[*position as usize].count += 1;
+                        }
+                        from = position + 1;
+                        continue 'probe;
+                    }
+                    (Some(_), None) => unreachable!("the guard above takes this case"),
+                }
+            }
+        }
+        if initial != current {
+            self.reindexing
+                .push((key.clone(), initial, current.clone()));
+        }
+        current
+    }
+
+    fn visit_created(&mut self, key: Key, inserts: &[(u32, &Row)]) {
+        if let Some(row) = self.visit_with_inserts(&key, None, inserts) {
+            self.created.push((key, row));
+        }
+    }
+}
+
+/// Visits a stored row, after the keys only inserts know that come before it; returns whether
+/// the row stays.
+fn visit_in_order(
+    key: &Key,
+    row: &mut Row,
+    cycle: &mut Cycle,
+    pending: &mut BTreeMap<Key, Vec<(u32, &Row)>>,
+) -> bool {
+    while pending
+        .first_key_value()
+        .is_some_and(|(first, _)| first < key)
+    {
+        let (created, inserts) = pending.pop_first().expect("checked above");
+        cycle.visit_created(created, &inserts);
+    }
+    match pending.remove(key) {
+        None => cycle.visit_stored(key, row),
+        Some(inserts) => match cycle.visit_with_inserts(key, Some(row.clone()), &inserts) {
+            Some(after) => {
+                *row = after;
+                true
+            }
+            None => false,
+        },
+    }
+}
+
+/// Runs one cycle of `operations` (one table, batch order) and returns their outputs.
+pub(crate) fn shared_scan(
+    table: &mut Table,
+    operations: &[CycleOperation],
+    canary: Canary,
+) -> Vec<Output> {
+    let candidacies: Vec<Candidacy> = operations.iter().map(CycleOperation::candidacy).collect();
+    let mut cycle = Cycle {
+        operations,
+        index: QueryIndex::build(&candidacies),
+        states: vec![OperationState::default(); operations.len()],
+        reindexing: Vec::new(),
+        created: Vec::new(),
+        candidates: Vec::new(),
+        canary,
+    };
+    // The inserts' rows by key, each key's list in batch (and statement) order.
+    let mut pending: BTreeMap<Key, Vec<(u32, &Row)>> = BTreeMap::new();
+    for (at, operation) in operations.iter().enumerate() {
+        if let CycleOperation::Insert(insert) = operation {
+            for (key, row) in &insert.rows {
+                pending
+                    .entry(key.clone())
+                    .or_default()
+                    .push((at as u32, row));
+            }
+        }
+    }
+    let deletes = operations.iter().any(|operation| {
+        matches!(
+            operation,
+            CycleOperation::Scan(ScanOperation::Delete { .. })
+        )
+    });
+    if deletes || !pending.is_empty() {
+        table
+            .rows
+            .retain(|key, row| visit_in_order(key, row, &mut cycle, &mut pending));
+    } else {
+        for (key, row) in table.rows.iter_mut() {
+            let kept = visit_in_order(key, row, &mut cycle, &mut pending);
+            assert!(kept, "only deletes and inserts remove rows");
+        }
+    }
+    while let Some((created, inserts)) = pending.pop_first() {
+        cycle.visit_created(created, &inserts);
+    }
+    for (key, row) in std::mem::take(&mut cycle.created) {
+        let previous = table.rows.insert(key, row);
+        assert!(previous.is_none(), "created keys had no row");
+    }
+    for (key, before, after) in &cycle.reindexing {
+        Table::reindex(&mut table.indexes, key, before.as_ref(), after.as_ref());
+    }
+    cycle
+        .states
+        .into_iter()
+        .zip(operations)
+        .map(|(state, operation)| match operation {
+            CycleOperation::Scan(operation) => state.finish(operation, &table.schema),
+            CycleOperation::Insert(_) => Output::Inserted { count: state.count },
+        })
+        .collect()
+}

@@ -1,0 +1,273 @@
+//! The engine as a `vr::StateMachine`: commands and outcomes as postcard bytes.
+//!
+//! Execution never panics on any input: malformed bytes become `Outcome::Error`. Snapshots
+//! hold every table's schema, index definitions and rows; `restore` checks everything and
+//! rebuilds the indexes, leaving the engine unchanged on error.
+
+use crate::engine::Engine;
+use crate::error::EngineError;
+use crate::operation::{Operation, OperationResult};
+use crate::schema::TableSchema;
+use crate::table::{Row, Table};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use vr::{RestoreError, StateMachine};
+
+/// A command on the engine. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    /// Slot 0. One operation.
+    Execute(Operation),
+    /// Slot 1. A batch, executed as if one operation after another (shared scan cycles).
+    Batch(Vec<Operation>),
+    /// Slot 2. The planner's choice for an operation, as text.
+    Explain(Operation),
+}
+
+impl Command {
+    /// Whether the command only reads, so that `query` may serve it.
+    pub fn is_read(&self) -> bool {
+        match self {
+            Command::Execute(operation) => operation.is_read(),
+            Command::Batch(operations) => operations.iter().all(Operation::is_read),
+            Command::Explain(_) => true,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("commands serialise")
+    }
+
+    /// Decodes a command; refuses malformed bytes and trailing bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Command, EngineError> {
+        match postcard::take_from_bytes(bytes) {
+            Ok((command, [])) => Ok(command),
+            _ => Err(EngineError::Malformed),
+        }
+    }
+}
+
+/// What a command returned. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Slot 0. The result of `Command::Execute`.
+    Executed(OperationResult),
+    /// Slot 1. The results of `Command::Batch`, in order.
+    Batch(Vec<OperationResult>),
+    /// Slot 2. The answer to `Command::Explain`.
+    Explained(Result<String, EngineError>),
+    /// Slot 3. The command could not be executed at all (malformed, or a write given to
+    /// `query`).
+    Error(EngineError),
+}
+
+impl Outcome {
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("outcomes serialise")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Outcome, EngineError> {
+        postcard::from_bytes(bytes).map_err(|_| EngineError::Malformed)
+    }
+}
+
+/// The snapshot format. `version` is checked first.
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    version: u32,
+    tables: Vec<TableSnapshot>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TableSnapshot {
+    schema: TableSchema,
+    /// (index name, column name), by index name.
+    indexes: Vec<(String, String)>,
+    /// In primary key order.
+    rows: Vec<Row>,
+}
+
+const SNAPSHOT_VERSION: u32 = 1;
+
+impl Engine {
+    /// Executes a command (reads included).
+    pub fn execute_command(&mut self, command: &Command) -> Outcome {
+        match command {
+            Command::Execute(operation) => Outcome::Executed(self.execute(operation)),
+            Command::Batch(operations) => Outcome::Batch(self.execute_batch(operations)),
+            Command::Explain(operation) => Outcome::Explained(self.explain(operation)),
+        }
+    }
+
+    /// Executes a read-only command without changing anything.
+    pub fn read_command(&self, command: &Command) -> Outcome {
+        if !command.is_read() {
+            return Outcome::Error(EngineError::ReadOnly);
+        }
+        match command {
+            Command::Execute(operation) => Outcome::Executed(self.read(operation)),
+            Command::Batch(operations) => Outcome::Batch(
+                operations
+                    .iter()
+                    .map(|operation| self.read(operation))
+                    .collect(),
+            ),
+            Command::Explain(operation) => Outcome::Explained(self.explain(operation)),
+        }
+    }
+
+    /// The snapshot bytes of every table.
+    pub fn snapshot_bytes(&self) -> Vec<u8> {
+        let tables = self
+            .tables()
+            .map(|table| TableSnapshot {
+                schema: table.schema.clone(),
+                indexes: table
+                    .indexes
+                    .values()
+                    .map(|index| {
+                        let column = table.schema.columns[index.column].name.clone();
+                        (index.name.clone(), column)
+                    })
+                    .collect(),
+                rows: table.rows.values().cloned().collect(),
+            })
+            .collect();
+        let snapshot = Snapshot {
+            version: SNAPSHOT_VERSION,
+            tables,
+        };
+        postcard::to_allocvec(&snapshot).expect("snapshots serialise")
+    }
+
+    /// Rebuilds an engine from snapshot bytes, checking every schema, row, key and name.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
+        let (snapshot, rest): (Snapshot, &[u8]) =
+            postcard::take_from_bytes(bytes).map_err(|error| error.to_string())?;
+        if !rest.is_empty() {
+            return Err("trailing bytes after the snapshot".into());
+        }
+        if snapshot.version != SNAPSHOT_VERSION {
+            return Err(format!("unknown snapshot version {}", snapshot.version));
+        }
+        let mut engine = Engine::new();
+        for table in snapshot.tables {
+            let name = table.schema.name.clone();
+            let created = engine.execute(&Operation::CreateTable {
+                schema: table.schema,
+            });
+            created.map_err(|error| format!("table {name}: {error}"))?;
+            let mut rebuilt: BTreeMap<String, Table> = BTreeMap::new();
+            let mut loaded = engine.table(&name).expect("just created").clone();
+            for row in table.rows {
+                loaded
+                    .schema
+                    .check_row(&row)
+                    .map_err(|error| error.to_string())?;
+                let key = loaded.schema.key_of(&row);
+                if loaded.rows.insert(key, row).is_some() {
+                    return Err(format!("table {name}: duplicate primary key"));
+                }
+            }
+            rebuilt.insert(name.clone(), loaded);
+            engine.insert_tables(rebuilt);
+            for (index, column) in table.indexes {
+                let created = engine.execute(&Operation::CreateIndex {
+                    name: index.clone(),
+                    table: name.clone(),
+                    column,
+                });
+                created.map_err(|error| format!("index {index}: {error}"))?;
+            }
+        }
+        engine.check_invariants()?;
+        Ok(engine)
+    }
+}
+
+impl StateMachine for Engine {
+    fn apply(&mut self, operation: &[u8]) -> Vec<u8> {
+        match Command::decode(operation) {
+            Ok(command) => self.execute_command(&command).encode(),
+            Err(error) => Outcome::Error(error).encode(),
+        }
+    }
+
+    fn query(&self, operation: &[u8]) -> Vec<u8> {
+        match Command::decode(operation) {
+            Ok(command) => self.read_command(&command).encode(),
+            Err(error) => Outcome::Error(error).encode(),
+        }
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.snapshot_bytes()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
+        let engine =
+            Engine::from_snapshot(snapshot).map_err(|reason| RestoreError::Malformed { reason })?;
+        *self = engine;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ColumnDef;
+    use crate::value::{DataType, Value};
+
+    fn table(rows: Vec<Row>, indexes: Vec<(String, String)>) -> TableSnapshot {
+        TableSnapshot {
+            schema: TableSchema::new(
+                "t",
+                vec![
+                    ColumnDef::new("id", DataType::Int),
+                    ColumnDef::new("v", DataType::Int).not_null(),
+                ],
+                &["id"],
+            )
+            .unwrap(),
+            indexes,
+            rows,
+        }
+    }
+
+    fn restore(version: u32, tables: Vec<TableSnapshot>) -> Result<Engine, String> {
+        Engine::from_snapshot(&postcard::to_allocvec(&Snapshot { version, tables }).unwrap())
+    }
+
+    fn row(id: i32, v: Value) -> Row {
+        vec![Value::Int(id), v]
+    }
+
+    #[test]
+    fn restore_checks_versions_keys_rows_and_index_definitions() {
+        let good = || vec![row(1, Value::Int(1)), row(2, Value::Int(1))];
+        let index = || vec![("t_v".to_string(), "v".to_string())];
+        let engine = restore(SNAPSHOT_VERSION, vec![table(good(), index())]).unwrap();
+        assert_eq!(engine.table("t").unwrap().indexes["t_v"].entries.len(), 2);
+        assert!(restore(SNAPSHOT_VERSION + 1, vec![table(good(), index())]).is_err());
+        let duplicate = vec![row(1, Value::Int(1)), row(1, Value::Int(2))];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(duplicate, index())]).is_err());
+        let null = vec![row(1, Value::Null)];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(null, index())]).is_err());
+        let mistyped = vec![row(1, Value::BigInt(1))];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(mistyped, index())]).is_err());
+        let short = vec![vec![Value::Int(1)]];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(short, index())]).is_err());
+        let bad_index = vec![("t_w".to_string(), "w".to_string())];
+        assert!(restore(SNAPSHOT_VERSION, vec![table(good(), bad_index)]).is_err());
+        let twice = vec![table(good(), index()), table(good(), Vec::new())];
+        assert!(restore(SNAPSHOT_VERSION, twice).is_err());
+    }
+
+    #[test]
+    fn commands_with_trailing_bytes_are_malformed() {
+        let mut bytes = Command::Batch(Vec::new()).encode();
+        assert_eq!(Command::decode(&bytes), Ok(Command::Batch(Vec::new())));
+        bytes.push(0);
+        assert_eq!(Command::decode(&bytes), Err(EngineError::Malformed));
+    }
+}

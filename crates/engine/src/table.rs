@@ -1,0 +1,537 @@
+//! One table: rows in primary key order, secondary indexes, and the row-level steps every
+//! executor (shared scan, index lookup, sequential reference) shares.
+
+use crate::error::EngineError;
+use crate::operation::{
+    bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
+};
+use crate::schema::TableSchema;
+use crate::value::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A primary key: the key columns' values in key order.
+pub type Key = Vec<Value>;
+/// A row: one value per column, in column order.
+pub type Row = Vec<Value>;
+
+/// A non-unique index on one column: (value, primary key) pairs, NULLs included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecondaryIndex {
+    pub name: String,
+    pub column: usize,
+    pub entries: BTreeSet<(Value, Key)>,
+}
+
+/// A table. Invariants (checked by `check_invariants`): every row satisfies the schema, is
+/// stored under its own key, and every index holds exactly one entry per row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    pub schema: TableSchema,
+    pub rows: BTreeMap<Key, Row>,
+    /// By index name.
+    pub indexes: BTreeMap<String, SecondaryIndex>,
+}
+
+/// The change a step made to one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowChange {
+    Unchanged,
+    Modified,
+    Deleted,
+}
+
+/// What one select, update or delete has produced so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OperationState {
+    pub rows: Vec<Row>,
+    pub count: u64,
+    /// An aggregate's partials by group key.
+    pub groups: BTreeMap<Vec<Value>, Vec<Partial>>,
+}
+
+impl OperationState {
+    /// Whether a select has all the rows its limit allows: it need not see more rows.
+    pub fn is_done(&self, operation: &ScanOperation) -> bool {
+        match operation {
+            ScanOperation::Select {
+                limit: Some(limit), ..
+            } => self.rows.len() as u64 >= *limit,
+            _ => false,
+        }
+    }
+
+    /// The operation's output.
+    pub fn finish(self, operation: &ScanOperation, schema: &TableSchema) -> Output {
+        match operation {
+            ScanOperation::Select { projection, .. } => Output::Rows {
+                columns: projection
+                    .iter()
+                    .map(|position| schema.columns[*position].name.clone())
+                    .collect(),
+                rows: self.rows,
+            },
+            ScanOperation::Update { .. } => Output::Updated { count: self.count },
+            ScanOperation::Delete { .. } => Output::Deleted { count: self.count },
+            ScanOperation::Aggregate {
+                group_by,
+                aggregates,
+                ..
+            } => {
+                let mut groups = self.groups;
+                if group_by.is_empty() && groups.is_empty() {
+                    let initial = aggregates.iter().map(|aggregate| aggregate.initial.clone());
+                    groups.insert(Vec::new(), initial.collect());
+                }
+                Output::Groups {
+                    group_by: group_by
+                        .iter()
+                        .map(|position| schema.columns[*position].name.clone())
+                        .collect(),
+                    groups: groups
+                        .into_iter()
+                        .map(|(key, partials)| Group { key, partials })
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
+/// Reads one row for a select or an aggregate (no change). Precondition: not done.
+pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
+    assert!(!operation.writes());
+    assert!(!state.is_done(operation));
+    if !operation
+        .predicate()
+        .is_none_or(|predicate| predicate.matches(row))
+    {
+        return;
+    }
+    match operation {
+        ScanOperation::Select { projection, .. } => state.rows.push(
+            projection
+                .iter()
+                .map(|position| row[*position].clone())
+                .collect(),
+        ),
+        ScanOperation::Aggregate {
+            group_by,
+            aggregates,
+            ..
+        } => {
+            let key: Vec<Value> = group_by
+                .iter()
+                .map(|position| row[*position].clone())
+                .collect();
+            let partials = state.groups.entry(key).or_insert_with(|| {
+                aggregates
+                    .iter()
+                    .map(|aggregate| aggregate.initial.clone())
+                    .collect()
+            });
+            for (aggregate, partial) in aggregates.iter().zip(partials.iter_mut()) {
+                aggregate.add(partial, row);
+            }
+        }
+        ScanOperation::Update { .. } | ScanOperation::Delete { .. } => {
+            unreachable!("reads only")
+        }
+    }
+}
+
+/// What an INSERT does on a key conflict, bound to the table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Conflict {
+    Error,
+    DoNothing,
+    DoUpdate(Vec<(usize, Value)>),
+}
+
+/// An INSERT checked against its table: complete rows and their keys, in statement order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundInsert {
+    pub rows: Vec<(Key, Row)>,
+    pub on_conflict: Conflict,
+}
+
+/// Inserts one row of a statement given the key's current row (`None`: absent); says whether
+/// it counts (inserted, or updated by DO UPDATE). Precondition: not `Conflict::Error` with a
+/// present row (the caller fails the statement instead).
+pub fn insert_row(on_conflict: &Conflict, current: &mut Option<Row>, row: &Row) -> bool {
+    match (current.as_mut(), on_conflict) {
+        (None, _) => {
+            *current = Some(row.clone());
+            true
+        }
+        (Some(_), Conflict::Error) => unreachable!("the caller refuses conflicting plain inserts"),
+        (Some(_), Conflict::DoNothing) => false,
+        (Some(existing), Conflict::DoUpdate(assignments)) => {
+            for (position, value) in assignments {
+                existing[*position] = value.clone();
+            }
+            true
+        }
+    }
+}
+
+/// Executes one operation on one row, exactly as it would alone.
+pub fn step_row(operation: &ScanOperation, state: &mut OperationState, row: &mut Row) -> RowChange {
+    if state.is_done(operation) {
+        return RowChange::Unchanged;
+    }
+    if !operation.writes() {
+        read_row(operation, state, row);
+        return RowChange::Unchanged;
+    }
+    let qualifies = operation
+        .predicate()
+        .is_none_or(|predicate| predicate.matches(row));
+    match operation {
+        ScanOperation::Select { .. } | ScanOperation::Aggregate { .. } => {
+            unreachable!("reads are handled above")
+        }
+        _ if !qualifies => RowChange::Unchanged,
+        ScanOperation::Update { assignments, .. } => {
+            state.count += 1;
+            for (position, value) in assignments {
+                row[*position] = value.clone();
+            }
+            RowChange::Modified
+        }
+        ScanOperation::Delete { .. } => {
+            state.count += 1;
+            RowChange::Deleted
+        }
+    }
+}
+
+impl Table {
+    pub fn new(schema: TableSchema) -> Table {
+        Table {
+            schema,
+            rows: BTreeMap::new(),
+            indexes: BTreeMap::new(),
+        }
+    }
+
+    /// Creates a secondary index over the existing rows.
+    pub fn create_index(&mut self, name: &str, column: &str) -> Result<(), EngineError> {
+        let column = self.schema.column_position(column)?;
+        let entries = self
+            .rows
+            .iter()
+            .map(|(key, row)| (row[column].clone(), key.clone()))
+            .collect();
+        let index = SecondaryIndex {
+            name: name.to_string(),
+            column,
+            entries,
+        };
+        let previous = self.indexes.insert(name.to_string(), index);
+        assert!(previous.is_none(), "index names are checked by the engine");
+        Ok(())
+    }
+
+    /// The index on a column, if any (the first by name).
+    pub fn index_on(&self, column: usize) -> Option<&SecondaryIndex> {
+        self.indexes.values().find(|index| index.column == column)
+    }
+
+    /// Brings the indexes up to date after a row changed from `before` to `after` (`None`:
+    /// absent).
+    pub fn reindex(
+        indexes: &mut BTreeMap<String, SecondaryIndex>,
+        key: &Key,
+        before: Option<&Row>,
+        after: Option<&Row>,
+    ) {
+        for index in indexes.values_mut() {
+            let old = before.map(|row| &row[index.column]);
+            let new = after.map(|row| &row[index.column]);
+            if old == new {
+                continue;
+            }
+            if let Some(old) = old {
+                let removed = index.entries.remove(&(old.clone(), key.clone()));
+                assert!(removed, "index {} lacks an entry for a row", index.name);
+            }
+            if let Some(new) = new {
+                let added = index.entries.insert((new.clone(), key.clone()));
+                assert!(added, "index {} has a stale entry", index.name);
+            }
+        }
+    }
+
+    /// Checks an INSERT against the schema without looking at the rows: column list, arity,
+    /// types, NOT NULL, lengths, the SET clause, and (for DO UPDATE) that no key repeats within
+    /// the statement (21000). What remains depends on the stored rows: conflicts.
+    pub fn bind_insert(
+        &self,
+        columns: &[String],
+        rows: &[Vec<Value>],
+        on_conflict: &OnConflict,
+    ) -> Result<BoundInsert, EngineError> {
+        let positions = crate::operation::project(columns, &self.schema)?;
+        for (at, position) in positions.iter().enumerate() {
+            if positions[..at].contains(position) {
+                return Err(EngineError::SyntaxError {
+                    reason: format!(
+                        "column \"{}\" specified more than once",
+                        self.schema.columns[*position].name
+                    ),
+                });
+            }
+        }
+        let on_conflict = match on_conflict {
+            OnConflict::Error => Conflict::Error,
+            OnConflict::DoNothing => Conflict::DoNothing,
+            OnConflict::DoUpdate(assignments) => {
+                Conflict::DoUpdate(bind_assignments(assignments, &self.schema)?)
+            }
+        };
+        let mut bound = Vec::with_capacity(rows.len());
+        for values in rows {
+            let row = self.complete_row(&positions, values)?;
+            bound.push((self.schema.key_of(&row), row));
+        }
+        if matches!(on_conflict, Conflict::DoUpdate(_)) {
+            let mut keys: Vec<&Key> = bound.iter().map(|(key, _)| key).collect();
+            keys.sort();
+            if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+                return Err(EngineError::CardinalityViolation);
+            }
+        }
+        Ok(BoundInsert {
+            rows: bound,
+            on_conflict,
+        })
+    }
+
+    /// INSERT: checks every row first, then writes all of them, so a failure changes nothing.
+    pub fn insert(
+        &mut self,
+        columns: &[String],
+        rows: &[Vec<Value>],
+        on_conflict: &OnConflict,
+    ) -> OperationResult {
+        let bound = self.bind_insert(columns, rows, on_conflict)?;
+        // The statement's effect per key, starting from the stored row.
+        let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
+        let mut count = 0;
+        for (key, row) in &bound.rows {
+            let current = planned
+                .entry(key)
+                .or_insert_with(|| self.rows.get(key).cloned());
+            if current.is_some() && bound.on_conflict == Conflict::Error {
+                return Err(EngineError::UniqueViolation {
+                    table: self.schema.name.clone(),
+                    constraint: self.schema.primary_key_name(),
+                });
+            }
+            if insert_row(&bound.on_conflict, current, row) {
+                count += 1;
+            }
+        }
+        for (key, row) in planned {
+            let row = row.expect("inserts never remove a row");
+            if self.rows.get(key) == Some(&row) {
+                continue;
+            }
+            let before = self.rows.insert(key.clone(), row);
+            Table::reindex(&mut self.indexes, key, before.as_ref(), self.rows.get(key));
+        }
+        Ok(Output::Inserted { count })
+    }
+
+    /// A full row from the given columns' values (others NULL), checked against the schema.
+    fn complete_row(&self, positions: &[usize], values: &[Value]) -> Result<Row, EngineError> {
+        if values.len() != positions.len() {
+            return Err(EngineError::SyntaxError {
+                reason: format!(
+                    "insert has {} values for {} columns",
+                    values.len(),
+                    positions.len()
+                ),
+            });
+        }
+        let mut row = vec![Value::Null; self.schema.columns.len()];
+        for (position, value) in positions.iter().zip(values) {
+            row[*position] = value.clone();
+        }
+        for (position, value) in row.iter_mut().enumerate() {
+            *value = self.schema.check_value(position, value)?;
+        }
+        Ok(row)
+    }
+
+    /// Executes one operation on the given rows (keys in primary key order), as it would alone.
+    /// The reference executor passes every key; index lookups pass their candidates.
+    pub fn execute_on_keys(&mut self, operation: &ScanOperation, keys: &[Key]) -> Output {
+        let mut state = OperationState::default();
+        for key in keys {
+            if state.is_done(operation) {
+                break;
+            }
+            let Some(row) = self.rows.get_mut(key) else {
+                continue;
+            };
+            let before = if operation.writes() {
+                Some(row.clone())
+            } else {
+                None
+            };
+            match step_row(operation, &mut state, row) {
+                RowChange::Unchanged => {}
+                RowChange::Modified => {
+                    let after = row.clone();
+                    Table::reindex(&mut self.indexes, key, before.as_ref(), Some(&after));
+                }
+                RowChange::Deleted => {
+                    let removed = self.rows.remove(key);
+                    Table::reindex(&mut self.indexes, key, removed.as_ref(), None);
+                }
+            }
+        }
+        state.finish(operation, &self.schema)
+    }
+
+    /// Executes a select on the given rows without changing anything.
+    pub fn select_on_keys<'a>(
+        &self,
+        operation: &ScanOperation,
+        keys: impl Iterator<Item = &'a Key>,
+    ) -> Output {
+        assert!(!operation.writes());
+        let mut state = OperationState::default();
+        for key in keys {
+            if state.is_done(operation) {
+                break;
+            }
+            if let Some(row) = self.rows.get(key) {
+                read_row(operation, &mut state, row);
+            }
+        }
+        state.finish(operation, &self.schema)
+    }
+
+    /// Checks the table's invariants; returns a description of the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (key, row) in &self.rows {
+            self.schema
+                .check_row(row)
+                .map_err(|error| error.to_string())?;
+            if self.schema.key_of(row) != *key {
+                return Err("a row is stored under another key".into());
+            }
+        }
+        for index in self.indexes.values() {
+            let expected: BTreeSet<(Value, Key)> = self
+                .rows
+                .iter()
+                .map(|(key, row)| (row[index.column].clone(), key.clone()))
+                .collect();
+            if expected != index.entries {
+                return Err(format!("index {} does not match the rows", index.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::Assignment;
+    use crate::schema::ColumnDef;
+    use crate::value::DataType;
+
+    fn table() -> Table {
+        let schema = TableSchema::new(
+            "t",
+            vec![
+                ColumnDef::new("id", DataType::Int),
+                ColumnDef::new("v", DataType::Int).not_null(),
+            ],
+            &["id"],
+        )
+        .unwrap();
+        let mut table = Table::new(schema);
+        table.create_index("t_v", "v").unwrap();
+        table
+    }
+
+    fn row(id: i32, v: i32) -> Vec<Value> {
+        vec![Value::Int(id), Value::Int(v)]
+    }
+
+    #[test]
+    fn insert_is_atomic_on_unique_violation() {
+        let mut table = table();
+        table.insert(&[], &[row(1, 1)], &OnConflict::Error).unwrap();
+        let error = table
+            .insert(&[], &[row(2, 2), row(1, 3)], &OnConflict::Error)
+            .unwrap_err();
+        assert_eq!(error.code(), "23505");
+        assert_eq!(table.rows.len(), 1);
+        let error = table
+            .insert(&[], &[row(3, 3), row(3, 4)], &OnConflict::Error)
+            .unwrap_err();
+        assert_eq!(error.code(), "23505");
+        assert_eq!(table.rows.len(), 1);
+        table.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn on_conflict_do_nothing_skips_and_do_update_sets_and_reindexes() {
+        let mut table = table();
+        table.insert(&[], &[row(1, 1)], &OnConflict::Error).unwrap();
+        let inserted = table
+            .insert(
+                &[],
+                &[row(1, 9), row(2, 2), row(2, 5)],
+                &OnConflict::DoNothing,
+            )
+            .unwrap();
+        assert_eq!(inserted, Output::Inserted { count: 1 });
+        assert_eq!(table.rows[&vec![Value::Int(1)]], row(1, 1));
+        let update = OnConflict::DoUpdate(vec![Assignment::new("v", Value::Int(7))]);
+        let inserted = table.insert(&[], &[row(1, 0), row(3, 3)], &update).unwrap();
+        assert_eq!(inserted, Output::Inserted { count: 2 });
+        assert_eq!(table.rows[&vec![Value::Int(1)]], row(1, 7));
+        table.check_invariants().unwrap();
+        let twice = table
+            .insert(&[], &[row(4, 0), row(4, 0)], &update)
+            .unwrap_err();
+        assert_eq!(twice.code(), "21000");
+    }
+
+    #[test]
+    fn insert_checks_arity_columns_and_not_null() {
+        let mut table = table();
+        let columns = vec!["id".to_string()];
+        let error = table
+            .insert(&columns, &[vec![Value::Int(1)]], &OnConflict::Error)
+            .unwrap_err();
+        assert_eq!(error.code(), "23502");
+        let error = table
+            .insert(&[], &[vec![Value::Int(1)]], &OnConflict::Error)
+            .unwrap_err();
+        assert_eq!(error.code(), "42601");
+        let error = table
+            .insert(
+                &["nope".to_string()],
+                &[vec![Value::Int(1)]],
+                &OnConflict::Error,
+            )
+            .unwrap_err();
+        assert_eq!(error.code(), "42703");
+        let error = table
+            .insert(
+                &[],
+                &[vec![Value::Int(1), Value::Text("x".into())]],
+                &OnConflict::Error,
+            )
+            .unwrap_err();
+        assert_eq!(error.code(), "22P02");
+    }
+}

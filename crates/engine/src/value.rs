@@ -1,0 +1,607 @@
+//! Column types, values, their total order, and coercion of constants to a column's type.
+
+use crate::error::EngineError;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+
+/// The longest TEXT or BYTEA value accepted, in bytes (PostgreSQL's limit is 1 GiB; a replicated
+/// log entry should stay far smaller).
+pub const VALUE_BYTES_MAX: usize = 1 << 20;
+
+/// A column's type. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DataType {
+    /// Slot 0. BOOLEAN.
+    Boolean,
+    /// Slot 1. INT: 32-bit signed.
+    Int,
+    /// Slot 2. BIGINT: 64-bit signed.
+    BigInt,
+    /// Slot 3. DOUBLE PRECISION. Totally ordered: -0.0 equals 0.0, NaN equals NaN and sorts last.
+    Double,
+    /// Slot 4. TEXT (`None`) or VARCHAR(n): at most n characters.
+    Text { length_max: Option<u32> },
+    /// Slot 5. BYTEA.
+    Bytea,
+    /// Slot 6. DATE: days since 1970-01-01.
+    Date,
+    /// Slot 7. TIMESTAMP: microseconds since 1970-01-01 00:00:00 (no time zone).
+    Timestamp,
+}
+
+impl DataType {
+    /// The SQL name, as used in error messages.
+    pub fn name(self) -> String {
+        match self {
+            DataType::Boolean => "boolean".into(),
+            DataType::Int => "integer".into(),
+            DataType::BigInt => "bigint".into(),
+            DataType::Double => "double precision".into(),
+            DataType::Text { length_max: None } => "text".into(),
+            DataType::Text {
+                length_max: Some(n),
+            } => format!("character varying({n})"),
+            DataType::Bytea => "bytea".into(),
+            DataType::Date => "date".into(),
+            DataType::Timestamp => "timestamp".into(),
+        }
+    }
+}
+
+/// One value of a row or a constant of an operation.
+///
+/// `Ord`, `Eq` and `Hash` form a total order used by indexes: values of different types order
+/// by type (NULL first), doubles by `f64::total_cmp` after folding -0.0 into 0.0 and every NaN
+/// into one NaN. SQL comparison (where NULL is unknown) is `predicate::compare_sql`, not `Ord`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Value {
+    /// Slot 0.
+    Null,
+    /// Slot 1.
+    Boolean(bool),
+    /// Slot 2.
+    Int(i32),
+    /// Slot 3.
+    BigInt(i64),
+    /// Slot 4.
+    Double(f64),
+    /// Slot 5.
+    Text(String),
+    /// Slot 6.
+    Bytea(Vec<u8>),
+    /// Slot 7. Days since 1970-01-01.
+    Date(i32),
+    /// Slot 8. Microseconds since 1970-01-01 00:00:00.
+    Timestamp(i64),
+}
+
+fn canonical_double(value: f64) -> f64 {
+    if value.is_nan() {
+        f64::NAN
+    } else if value == 0.0 {
+        0.0
+    } else {
+        value
+    }
+}
+
+impl Value {
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Null => 0,
+            Value::Boolean(_) => 1,
+            Value::Int(_) => 2,
+            Value::BigInt(_) => 3,
+            Value::Double(_) => 4,
+            Value::Text(_) => 5,
+            Value::Bytea(_) => 6,
+            Value::Date(_) => 7,
+            Value::Timestamp(_) => 8,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The SQL name of the value's type ("unknown" for NULL).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "unknown",
+            Value::Boolean(_) => "boolean",
+            Value::Int(_) => "integer",
+            Value::BigInt(_) => "bigint",
+            Value::Double(_) => "double precision",
+            Value::Text(_) => "text",
+            Value::Bytea(_) => "bytea",
+            Value::Date(_) => "date",
+            Value::Timestamp(_) => "timestamp",
+        }
+    }
+
+    /// The value's payload size in bytes (what a scan reads), for throughput measurements.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            Value::Null => 0,
+            Value::Boolean(_) => 1,
+            Value::Int(_) | Value::Date(_) => 4,
+            Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) => 8,
+            Value::Text(text) => text.len(),
+            Value::Bytea(bytes) => bytes.len(),
+        }
+    }
+
+    /// Whether the (non-NULL) value is of the column type, ignoring VARCHAR length.
+    pub fn has_type(&self, data_type: DataType) -> bool {
+        matches!(
+            (self, data_type),
+            (Value::Boolean(_), DataType::Boolean)
+                | (Value::Int(_), DataType::Int)
+                | (Value::BigInt(_), DataType::BigInt)
+                | (Value::Double(_), DataType::Double)
+                | (Value::Text(_), DataType::Text { .. })
+                | (Value::Bytea(_), DataType::Bytea)
+                | (Value::Date(_), DataType::Date)
+                | (Value::Timestamp(_), DataType::Timestamp)
+        )
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Value {}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Value) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Value {
+    fn cmp(&self, other: &Value) -> Ordering {
+        match (self, other) {
+            (Value::Null, Value::Null) => Ordering::Equal,
+            (Value::Boolean(a), Value::Boolean(b)) => a.cmp(b),
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::BigInt(a), Value::BigInt(b)) => a.cmp(b),
+            (Value::Double(a), Value::Double(b)) => {
+                canonical_double(*a).total_cmp(&canonical_double(*b))
+            }
+            (Value::Text(a), Value::Text(b)) => a.cmp(b),
+            (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
+            (Value::Date(a), Value::Date(b)) => a.cmp(b),
+            (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u8(self.rank());
+        match self {
+            Value::Null => {}
+            Value::Boolean(value) => value.hash(state),
+            Value::Int(value) | Value::Date(value) => value.hash(state),
+            Value::BigInt(value) | Value::Timestamp(value) => value.hash(state),
+            Value::Double(value) => canonical_double(*value).to_bits().hash(state),
+            Value::Text(value) => value.hash(state),
+            Value::Bytea(value) => value.hash(state),
+        }
+    }
+}
+
+/// The (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// SQL literal syntax, for EXPLAIN and messages.
+impl std::fmt::Display for Value {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Null => formatter.write_str("NULL"),
+            Value::Boolean(value) => write!(formatter, "{value}"),
+            Value::Int(value) => write!(formatter, "{value}"),
+            Value::BigInt(value) => write!(formatter, "{value}"),
+            Value::Double(value) => write!(formatter, "{value:?}"),
+            Value::Text(text) => write!(formatter, "'{}'", text.replace('\'', "''")),
+            Value::Bytea(bytes) => {
+                formatter.write_str("'\\x")?;
+                for byte in bytes {
+                    write!(formatter, "{byte:02x}")?;
+                }
+                formatter.write_str("'")
+            }
+            Value::Date(days) => {
+                let (year, month, day) = civil_from_days(i64::from(*days));
+                write!(formatter, "DATE '{year:04}-{month:02}-{day:02}'")
+            }
+            Value::Timestamp(microseconds) => {
+                let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
+                let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
+                let (year, month, day) = civil_from_days(days);
+                let seconds = within / 1_000_000;
+                write!(
+                    formatter,
+                    "TIMESTAMP '{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:06}'",
+                    seconds / 3_600,
+                    seconds / 60 % 60,
+                    seconds % 60,
+                    within % 1_000_000
+                )
+            }
+        }
+    }
+}
+
+/// Converts a constant to a column's type, as PostgreSQL does for an untyped literal: integers
+/// widen (and narrow when they fit), integers become doubles, a date becomes midnight, text is
+/// parsed. NULL stays NULL (NOT NULL is the caller's check); VARCHAR length is not checked here.
+pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value, EngineError> {
+    let mismatch = || EngineError::DatatypeMismatch {
+        column: column.to_string(),
+        expected: data_type.name(),
+        found: value.type_name().to_string(),
+    };
+    if value.is_null() || value.has_type(data_type) {
+        return Ok(value.clone());
+    }
+    match (value, data_type) {
+        (Value::Int(number), DataType::BigInt) => Ok(Value::BigInt(i64::from(*number))),
+        (Value::BigInt(number), DataType::Int) => {
+            i32::try_from(*number).map(Value::Int).map_err(|_| {
+                EngineError::NumericValueOutOfRange {
+                    column: column.to_string(),
+                }
+            })
+        }
+        (Value::Int(number), DataType::Double) => Ok(Value::Double(f64::from(*number))),
+        (Value::BigInt(number), DataType::Double) => Ok(Value::Double(*number as f64)),
+        (Value::Date(days), DataType::Timestamp) => i64::from(*days)
+            .checked_mul(MICROSECONDS_PER_DAY)
+            .map(Value::Timestamp)
+            .ok_or_else(|| EngineError::NumericValueOutOfRange {
+                column: column.to_string(),
+            }),
+        (Value::Text(text), data_type) => parse_text(text, data_type),
+        _ => Err(mismatch()),
+    }
+}
+
+/// Checks a VARCHAR(n) length limit (in characters, as PostgreSQL counts) and the engine's byte
+/// limit on TEXT and BYTEA values.
+pub fn check_length(value: &Value, data_type: DataType, column: &str) -> Result<(), EngineError> {
+    let too_big = |bytes: usize| {
+        if bytes > VALUE_BYTES_MAX {
+            Err(EngineError::ProgramLimitExceeded {
+                limit: format!("value of column \"{column}\" exceeds {VALUE_BYTES_MAX} bytes"),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    match (value, data_type) {
+        (Value::Text(text), DataType::Text { length_max }) => {
+            too_big(text.len())?;
+            match length_max {
+                Some(length_max) if text.chars().count() > length_max as usize => {
+                    Err(EngineError::StringTooLong {
+                        column: column.to_string(),
+                        length_max,
+                    })
+                }
+                _ => Ok(()),
+            }
+        }
+        (Value::Bytea(bytes), _) => too_big(bytes.len()),
+        _ => Ok(()),
+    }
+}
+
+const MICROSECONDS_PER_DAY: i64 = 86_400_000_000;
+
+/// Parses a text literal as `data_type` (22P02 when it does not parse).
+pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError> {
+    let invalid = || EngineError::InvalidTextRepresentation {
+        type_name: data_type.name(),
+        text: text.chars().take(64).collect(),
+    };
+    let trimmed = text.trim();
+    match data_type {
+        DataType::Text { .. } => Ok(Value::Text(text.to_string())),
+        DataType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
+            "t" | "true" | "yes" | "on" | "1" => Ok(Value::Boolean(true)),
+            "f" | "false" | "no" | "off" | "0" => Ok(Value::Boolean(false)),
+            _ => Err(invalid()),
+        },
+        DataType::Int => parse_integer(trimmed, data_type)
+            .and_then(|number| i32::try_from(number).map_err(|_| out_of_range(data_type)))
+            .map(Value::Int),
+        DataType::BigInt => parse_integer(trimmed, data_type)
+            .and_then(|number| i64::try_from(number).map_err(|_| out_of_range(data_type)))
+            .map(Value::BigInt),
+        DataType::Double => match trimmed.to_ascii_lowercase().as_str() {
+            "nan" => Ok(Value::Double(f64::NAN)),
+            "infinity" => Ok(Value::Double(f64::INFINITY)),
+            "-infinity" => Ok(Value::Double(f64::NEG_INFINITY)),
+            _ if trimmed.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') => {
+                Err(invalid())
+            }
+            _ => trimmed.parse().map(Value::Double).map_err(|_| invalid()),
+        },
+        DataType::Bytea => parse_bytea_hex(trimmed)
+            .map(Value::Bytea)
+            .ok_or_else(invalid),
+        DataType::Date => parse_date(trimmed).map(Value::Date).ok_or_else(invalid),
+        DataType::Timestamp => parse_timestamp(trimmed)
+            .map(Value::Timestamp)
+            .ok_or_else(invalid),
+    }
+}
+
+/// An integer literal: 22P02 when it is not one, 22003 when it exceeds even i128.
+fn parse_integer(text: &str, data_type: DataType) -> Result<i128, EngineError> {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(EngineError::InvalidTextRepresentation {
+            type_name: data_type.name(),
+            text: text.chars().take(64).collect(),
+        });
+    }
+    text.parse().map_err(|_| out_of_range(data_type))
+}
+
+fn out_of_range(data_type: DataType) -> EngineError {
+    EngineError::NumericValueOutOfRange {
+        column: format!("(value of type {})", data_type.name()),
+    }
+}
+
+fn parse_bytea_hex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.strip_prefix("\\x")?;
+    if digits.len() % 2 != 0 || !digits.is_ascii() {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&digits[at..at + 2], 16).ok())
+        .collect()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    assert!((1..=12).contains(&month));
+    assert!((1..=31).contains(&day));
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month = i64::from(month);
+    let day_of_year =
+        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+fn days_in_month(year: i64, month: u32) -> u32 {
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+fn parse_number<T: std::str::FromStr>(text: &str, digits: usize) -> Option<T> {
+    if text.len() != digits || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Parses `YYYY-MM-DD` (years 0001–9999).
+fn parse_date(text: &str) -> Option<i32> {
+    let mut parts = text.split('-');
+    let year: i64 = parse_number(parts.next()?, 4)?;
+    let month: u32 = parse_number(parts.next()?, 2)?;
+    let day: u32 = parse_number(parts.next()?, 2)?;
+    if parts.next().is_some() || year == 0 || !(1..=12).contains(&month) {
+        return None;
+    }
+    if day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    i32::try_from(days_from_civil(year, month, day)).ok()
+}
+
+/// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (a `T` may separate date and time).
+fn parse_timestamp(text: &str) -> Option<i64> {
+    let (date, time) = match text.find([' ', 'T']) {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text, None),
+    };
+    let days = i64::from(parse_date(date)?);
+    let mut microseconds = days * MICROSECONDS_PER_DAY;
+    if let Some(time) = time {
+        let (clock, fraction) = match time.split_once('.') {
+            Some((clock, fraction)) => (clock, Some(fraction)),
+            None => (time, None),
+        };
+        let mut parts = clock.split(':');
+        let hour: i64 = parse_number(parts.next()?, 2)?;
+        let minute: i64 = parse_number(parts.next()?, 2)?;
+        let second: i64 = parse_number(parts.next()?, 2)?;
+        if parts.next().is_some() || hour > 23 || minute > 59 || second > 59 {
+            return None;
+        }
+        microseconds += ((hour * 60 + minute) * 60 + second) * 1_000_000;
+        if let Some(fraction) = fraction {
+            if fraction.is_empty() || fraction.len() > 6 {
+                return None;
+            }
+            let padded = format!("{fraction:0<6}");
+            let fraction: i64 = parse_number(&padded, 6)?;
+            microseconds += fraction;
+        }
+    }
+    Some(microseconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_are_totally_ordered_with_folded_zero_and_nan() {
+        assert_eq!(Value::Double(-0.0), Value::Double(0.0));
+        assert_eq!(Value::Double(f64::NAN), Value::Double(-f64::NAN));
+        assert!(Value::Double(f64::INFINITY) < Value::Double(f64::NAN));
+        assert!(Value::Double(-1.0) < Value::Double(0.0));
+        assert!(Value::Null < Value::Boolean(false));
+    }
+
+    #[test]
+    fn equal_values_hash_equally() {
+        use std::collections::hash_map::DefaultHasher;
+        let hash = |value: &Value| {
+            let mut hasher = DefaultHasher::new();
+            value.hash(&mut hasher);
+            hasher.finish()
+        };
+        assert_eq!(hash(&Value::Double(-0.0)), hash(&Value::Double(0.0)));
+        assert_eq!(
+            hash(&Value::Double(f64::NAN)),
+            hash(&Value::Double(-f64::NAN))
+        );
+        assert_ne!(hash(&Value::Int(1)), hash(&Value::Date(1)));
+    }
+
+    #[test]
+    fn text_parses_into_each_type_or_reports_22p02() {
+        assert_eq!(parse_text(" 42 ", DataType::Int), Ok(Value::Int(42)));
+        assert_eq!(
+            parse_text("-2147483648", DataType::Int),
+            Ok(Value::Int(i32::MIN))
+        );
+        assert_eq!(
+            parse_text("99999999999", DataType::BigInt),
+            Ok(Value::BigInt(99_999_999_999))
+        );
+        for (text, data_type) in [
+            ("99999999999", DataType::Int),
+            ("9223372036854775808", DataType::BigInt),
+            ("9".repeat(60).as_str(), DataType::BigInt),
+        ] {
+            let error = parse_text(text, data_type).unwrap_err();
+            assert_eq!(error.code(), "22003", "{text}");
+        }
+        assert_eq!(parse_text("t", DataType::Boolean), Ok(Value::Boolean(true)));
+        assert_eq!(parse_text("1970-01-02", DataType::Date), Ok(Value::Date(1)));
+        assert_eq!(
+            parse_text("1969-12-31", DataType::Date),
+            Ok(Value::Date(-1))
+        );
+        assert_eq!(
+            parse_text("2000-03-01", DataType::Date),
+            Ok(Value::Date(11_017))
+        );
+        assert_eq!(
+            parse_text("1970-01-01 00:00:01.5", DataType::Timestamp),
+            Ok(Value::Timestamp(1_500_000))
+        );
+        assert_eq!(
+            parse_text("\\x00ff", DataType::Bytea),
+            Ok(Value::Bytea(vec![0, 255]))
+        );
+        for (text, data_type) in [
+            ("12x", DataType::Int),
+            ("2023-02-29", DataType::Date),
+            ("maybe", DataType::Boolean),
+            ("inf", DataType::Double),
+            ("\\x0", DataType::Bytea),
+            ("2020-01-01 24:00:00", DataType::Timestamp),
+        ] {
+            let error = parse_text(text, data_type).unwrap_err();
+            assert_eq!(error.code(), "22P02", "{text}");
+        }
+    }
+
+    #[test]
+    fn civil_dates_round_trip_and_display() {
+        for days in [-800_000i64, -1, 0, 1, 59, 11_017, 2_932_896] {
+            let (year, month, day) = civil_from_days(days);
+            assert_eq!(days_from_civil(year, month, day), days);
+        }
+        assert_eq!(Value::Date(11_017).to_string(), "DATE '2000-03-01'");
+        assert_eq!(
+            Value::Timestamp(1_500_000).to_string(),
+            "TIMESTAMP '1970-01-01 00:00:01.500000'"
+        );
+        assert_eq!(Value::Text("it's".into()).to_string(), "'it''s'");
+    }
+
+    #[test]
+    fn coercion_widens_narrows_when_it_fits_and_refuses_other_types() {
+        assert_eq!(
+            coerce(&Value::Int(3), DataType::BigInt, "c"),
+            Ok(Value::BigInt(3))
+        );
+        assert_eq!(
+            coerce(&Value::BigInt(3), DataType::Int, "c"),
+            Ok(Value::Int(3))
+        );
+        assert_eq!(
+            coerce(&Value::BigInt(1 << 40), DataType::Int, "c")
+                .unwrap_err()
+                .code(),
+            "22003"
+        );
+        assert_eq!(
+            coerce(&Value::Boolean(true), DataType::Int, "c")
+                .unwrap_err()
+                .code(),
+            "42804"
+        );
+        assert_eq!(
+            coerce(&Value::Date(1), DataType::Timestamp, "c"),
+            Ok(Value::Timestamp(86_400_000_000))
+        );
+        assert_eq!(coerce(&Value::Null, DataType::Int, "c"), Ok(Value::Null));
+        let far_future = coerce(&Value::Date(i32::MAX), DataType::Timestamp, "c");
+        assert_eq!(far_future.unwrap_err().code(), "22003");
+    }
+
+    #[test]
+    fn varchar_length_counts_characters() {
+        let varchar = DataType::Text {
+            length_max: Some(3),
+        };
+        assert!(check_length(&Value::Text("äöü".into()), varchar, "c").is_ok());
+        assert_eq!(
+            check_length(&Value::Text("abcd".into()), varchar, "c")
+                .unwrap_err()
+                .code(),
+            "22001"
+        );
+    }
+}
