@@ -443,6 +443,19 @@ fn help(lines: &[&str]) -> Plan {
     ))
 }
 
+/// `DEBUG PEER-DELAY <microseconds>`: delay every message this node sends to its peer
+/// replicas (0: none). For benchmarks that need a slow replica (Skyros-Adapt).
+pub(crate) fn debug_peer_delay(arguments: &[Vec<u8>]) -> Plan {
+    match std::str::from_utf8(&arguments[2])
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .filter(|micros| *micros <= 10_000_000)
+    {
+        Some(micros) => Plan::PeerDelay { micros },
+        None => error("ERR the delay must be a number of microseconds from 0 to 10000000"),
+    }
+}
+
 pub(crate) fn client_id(_: &[Vec<u8>]) -> Plan {
     reply(Value::Integer(CLIENT_ID))
 }

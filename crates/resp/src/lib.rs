@@ -111,4 +111,6 @@ pub enum Plan {
     SetName(Vec<u8>),
     /// CLIENT GETNAME: reply the connection's name as a bulk string, or `Value::Null`.
     GetName,
+    /// DEBUG PEER-DELAY: delay this node's messages to its peers by `micros`, reply `+OK`.
+    PeerDelay { micros: u64 },
 }

@@ -225,6 +225,14 @@ pub(crate) static COMMANDS: &[Spec] = &[
         c::container_without_subcommand,
     ),
     container(
+        "debug",
+        -2,
+        &["admin", "noscript", "loading", "stale"],
+        &["@admin", "@slow", "@dangerous"],
+        DEBUG_SUBCOMMANDS,
+        c::container_without_subcommand,
+    ),
+    container(
         "config",
         -2,
         &[],
@@ -272,6 +280,16 @@ static COMMAND_SUBCOMMANDS: &[Spec] = &[
         c::command_help,
     ),
 ];
+
+/// Tessera's own DEBUG subcommands (Redis's are not offered).
+static DEBUG_SUBCOMMANDS: &[Spec] = &[spec(
+    "debug|peer-delay",
+    3,
+    &["admin", "noscript", "loading", "stale"],
+    NO_KEYS,
+    &["@admin", "@slow", "@dangerous"],
+    c::debug_peer_delay,
+)];
 
 static CLIENT_SUBCOMMANDS: &[Spec] = &[
     spec(

@@ -187,7 +187,7 @@ fn random_commands_never_panic_and_errors_stay_on_one_line() {
                 assert!(matches!(reply, Value::Verbatim(_)));
             }
             Plan::SetName(name) => assert!(name.iter().all(|byte| (b'!'..=b'~').contains(byte))),
-            Plan::Quit | Plan::GetName => {}
+            Plan::Quit | Plan::GetName | Plan::PeerDelay { .. } => {}
         }
     }
     assert!(

@@ -23,6 +23,8 @@ const NOT_PRIMARY_BACKOFF: Duration = Duration::from_millis(20);
 const PIPELINE_COMMANDS_MAX: usize = 1024;
 /// Skyros: unanswered rounds of a nilext write before it takes the slow path.
 const NILEXT_ROUNDS_MAX: u32 = 2;
+/// Skyros-Adapt re-decides its mode at most this often (the paper: every 10 s).
+const ADAPT_DECIDE_EVERY: Duration = Duration::from_millis(200);
 /// A command gives up after this long without any primary answering.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 
@@ -210,6 +212,13 @@ impl Connection {
                 Value::Simple("OK".to_string())
             }
             Plan::GetName => self.name.clone().map_or(Value::Null, Value::Bulk),
+            Plan::PeerDelay { micros } => {
+                self.node.peer_delay_micros.store(micros, Ordering::Relaxed);
+                log::info(format_args!(
+                    "DEBUG PEER-DELAY: peer writes wait {micros} us"
+                ));
+                Value::Simple("OK".to_string())
+            }
             Plan::Quit => {
                 encode_reply(&Value::Simple("OK".to_string()), self.protocol, output);
                 return Next::Close;
@@ -223,11 +232,11 @@ impl Connection {
     /// (reads), resending the same request until a reply comes.
     async fn execute(&mut self, command: &Command) -> Outcome {
         // Skyros: a nilext write's reply is known in advance; it completes on a supermajority
-        // of matching acknowledgements (one round trip), else on the slow path.
+        // of matching acknowledgements (one round trip). In Skyros-Adapt's 2-RTT mode, and after
+        // two unanswered rounds, the same request also goes to the primary as an ordinary write
+        // (the slow path), and the first of the two answers wins.
         let nilext = command.nilext_outcome().filter(|_| self.node.skyros);
-        let mut quorum = vr::NilextQuorum::new();
-        let mut rounds = 0;
-        let mut kind = if command.is_read() {
+        let kind = if command.is_read() {
             RequestKind::Read
         } else if nilext.is_some() {
             RequestKind::Nilext
@@ -236,30 +245,37 @@ impl Connection {
         };
         let number = self.request_next;
         self.request_next = RequestNumber(number.0 + 1);
-        let mut request = Request {
+        let request = Request {
             client: self.client,
             request: number,
             kind,
             operation: command.encode(),
         };
+        let mut slow_path = nilext.is_some() && self.adapt_mode() == vr::AdaptMode::TwoRtt;
+        let mut quorum = vr::NilextQuorum::new();
+        let mut rounds = 0;
         let started = Instant::now();
         while started.elapsed() < GIVE_UP_AFTER {
-            if kind == RequestKind::Nilext && rounds >= NILEXT_ROUNDS_MAX {
-                // The slow path: the same request, ordered by the primary before it replies.
-                kind = RequestKind::Write;
-                request.kind = kind;
+            if nilext.is_some() && rounds >= NILEXT_ROUNDS_MAX {
+                slow_path = true;
             }
             rounds += 1;
-            if self
-                .node
-                .events
-                .send(Event::Submit {
-                    request: request.clone(),
-                })
-                .await
-                .is_err()
-            {
-                break;
+            let round_started = Instant::now();
+            let mut acknowledged: u64 = 0;
+            let mut submissions = vec![request.clone()];
+            if nilext.is_some() && slow_path {
+                submissions.push(Request {
+                    kind: RequestKind::Write,
+                    ..request.clone()
+                });
+            }
+            for submission in submissions {
+                let event = Event::Submit {
+                    request: submission,
+                };
+                if self.node.events.send(event).await.is_err() {
+                    return unavailable();
+                }
             }
             let deadline = tokio::time::sleep(RETRY_AFTER);
             tokio::pin!(deadline);
@@ -275,6 +291,10 @@ impl Connection {
                         Some(Message::NilextAck { view, replica, request, prefix_digest, executed, .. })
                             if request == number =>
                         {
+                            if replica.0 < 64 && acknowledged & (1 << replica.0) == 0 {
+                                acknowledged |= 1 << replica.0;
+                                self.adapt_record(replica.0, round_started.elapsed());
+                            }
                             let replicas = self.node.replica_count;
                             if quorum.on_ack(replicas, view, replica, prefix_digest, executed) {
                                 if let Some(outcome) = &nilext {
@@ -290,11 +310,52 @@ impl Connection {
                         Some(_) => continue, // A late answer to an earlier attempt.
                         None => return unavailable(),
                     },
-                    () = &mut deadline => break,
+                    () = &mut deadline => {
+                        if nilext.is_some() {
+                            // A replica that did not answer within the round counts the round.
+                            for replica in 0..self.node.replica_count.min(64) {
+                                if acknowledged & (1 << replica) == 0 {
+                                    self.adapt_record(replica, RETRY_AFTER);
+                                }
+                            }
+                        }
+                        break;
+                    }
                 }
             }
         }
         unavailable()
+    }
+
+    /// Skyros-Adapt's current mode for this node's gateway.
+    fn adapt_mode(&self) -> vr::AdaptMode {
+        let adapt = self
+            .node
+            .adapt
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        adapt.0.mode()
+    }
+
+    /// Feeds one acknowledgement latency to Skyros-Adapt, re-deciding the mode now and then.
+    fn adapt_record(&self, replica: u8, latency: Duration) {
+        let mut adapt = self
+            .node
+            .adapt
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        adapt.0.record(replica, latency.as_micros() as u64);
+        if adapt.1.elapsed() >= ADAPT_DECIDE_EVERY {
+            adapt.1 = Instant::now();
+            let before = adapt.0.mode();
+            let after = adapt.0.decide();
+            if before != after {
+                log::info(format_args!(
+                    "skyros-adapt: {before:?} -> {after:?} (replica latency averages, us: {:?})",
+                    adapt.0.averages()
+                ));
+            }
+        }
     }
 
     /// An empty name clears the name, as in Redis.
@@ -327,6 +388,10 @@ impl Connection {
                     stats.skyros_reads_immediate,
                 ),
                 ("skyros_reads_ordered".into(), stats.skyros_reads_ordered),
+                (
+                    "skyros_adapt_two_rtt".into(),
+                    u64::from(self.adapt_mode() == vr::AdaptMode::TwoRtt),
+                ),
             ];
         }
         info

@@ -82,6 +82,11 @@ pub struct NodeHandle {
     /// Skyros: the gateway sends nilext writes to every replica.
     pub skyros: bool,
     pub nilext: std::sync::Arc<NilextCounters>,
+    /// Skyros-Adapt: replica latencies as this node's gateway sees them, and when the mode was
+    /// last decided.
+    pub adapt: std::sync::Arc<std::sync::Mutex<(vr::Adapt, std::time::Instant)>>,
+    /// `DEBUG PEER-DELAY`: microseconds every peer write waits.
+    pub peer_delay_micros: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NodeHandle {
@@ -166,10 +171,12 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
     ));
 
     // Peer links.
+    let peer_delay_micros: std::sync::Arc<std::sync::atomic::AtomicU64> = Default::default();
     let links = Links {
         cluster: config.cluster,
         local,
         frame_bytes_max: config.limits.peer_frame_bytes_max,
+        send_delay_micros: peer_delay_micros.clone(),
     };
     let (peer_inbound, mut peer_messages) = mpsc::channel::<(ReplicaIndex, Message)>(65_536);
     let mut outboxes: Vec<Option<Outbox>> = Vec::new();
@@ -226,6 +233,11 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         local,
         skyros: config.replication == crate::config::ReplicationName::Skyros,
         nilext: Default::default(),
+        peer_delay_micros,
+        adapt: std::sync::Arc::new(std::sync::Mutex::new((
+            vr::Adapt::new(config.replicas.len() as u8),
+            std::time::Instant::now(),
+        ))),
     };
     let protocol_loop = ProtocolLoop {
         replica,

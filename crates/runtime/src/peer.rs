@@ -33,6 +33,9 @@ pub struct Links {
     pub cluster: u64,
     pub local: ReplicaIndex,
     pub frame_bytes_max: usize,
+    /// Every write to a peer waits this many microseconds first (`DEBUG PEER-DELAY`, for
+    /// benchmarks with a slow replica; tokio's timers round it up to whole milliseconds).
+    pub send_delay_micros: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Dials `peer` forever, running one connection at a time.
@@ -169,6 +172,7 @@ async fn run_connection(
     let _ = stream.set_nodelay(true);
     let (mut reader, mut writer) = stream.into_split();
     let frame_bytes_max = links.frame_bytes_max;
+    let send_delay_micros = links.send_delay_micros.clone();
     let read = async move {
         let mut buffer: Vec<u8> = already_read;
         let mut chunk = vec![0u8; 64 * 1024];
@@ -207,6 +211,10 @@ async fn run_connection(
         let mut outbox = outbox.lock().await;
         let mut buffer = Vec::with_capacity(64 * 1024);
         while let Some(message) = outbox.recv().await {
+            let delay = send_delay_micros.load(std::sync::atomic::Ordering::Relaxed);
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_micros(delay)).await;
+            }
             wire::encode_into(&message, &mut buffer);
             while buffer.len() < 1 << 20 {
                 match outbox.try_recv() {
@@ -240,6 +248,7 @@ mod tests {
             cluster: 9,
             local: ReplicaIndex(1),
             frame_bytes_max: 1 << 20,
+            send_delay_micros: Default::default(),
         };
         let (_sender, receiver) = mpsc::channel(16);
         let outboxes = vec![Some(Arc::new(Mutex::new(receiver))), None];

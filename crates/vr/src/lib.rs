@@ -8,6 +8,7 @@
 //! the simulator drive the very same code. `docs/internals/vr.md` is the protocol's manual.
 #![forbid(unsafe_code)]
 
+mod adapt;
 mod client_table;
 mod config;
 mod durability_log;
@@ -18,6 +19,7 @@ mod quorum;
 mod replica;
 mod state_machine;
 
+pub use adapt::{Adapt, AdaptMode};
 pub use client_table::ClientTable;
 pub use config::{Canary, Config, ConfigError, Durability, Protocol};
 pub use durability_log::{
