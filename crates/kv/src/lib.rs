@@ -103,6 +103,15 @@ impl Command {
         }
     }
 
+    /// Whether the command (or a command of its pipeline) counts the whole store.
+    pub fn counts(&self) -> bool {
+        match self {
+            Command::Count => true,
+            Command::Pipeline { commands } => commands.iter().any(Command::counts),
+            _ => false,
+        }
+    }
+
     /// The keys the command touches, in argument order (duplicates kept); empty for `Count`.
     pub fn keys(&self) -> Vec<&[u8]> {
         match self {
@@ -334,10 +343,25 @@ impl StateMachine for KvStore {
 
     fn keys(&self, operation: &[u8]) -> Option<Vec<Vec<u8>>> {
         let command = Command::decode(operation).ok()?;
-        if matches!(command, Command::Count) {
+        if command.counts() {
             return None; // Reads every key.
         }
         Some(command.keys().into_iter().map(<[u8]>::to_vec).collect())
+    }
+
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        let command = Command::decode(operation).ok()?;
+        if command.is_read() || command.counts() {
+            return None;
+        }
+        // Only the keys the command touches matter: run it on a copy of just those.
+        let mut scratch = KvStore::new();
+        for key in command.keys() {
+            if let Some(value) = self.entries.get(key) {
+                scratch.entries.insert(key.to_vec(), value.clone());
+            }
+        }
+        Some(scratch.execute(&command).encode())
     }
 
     fn snapshot(&self) -> Vec<u8> {

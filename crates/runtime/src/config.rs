@@ -5,6 +5,7 @@
 //! replica = 0                    # this node's index in `replicas`
 //! durability = "memory"          # or "disk"; see below
 //! replication = "vr"             # or "skyros": nilext writes in one round trip (optional)
+//! skyros_comm = true             # skyros: other writes too, when they commute (optional)
 //! data_dir = "/var/lib/tessera/0"
 //! tick_ms = 5
 //!
@@ -40,6 +41,10 @@ pub struct NodeConfig {
     pub durability: DurabilityName,
     #[serde(default)]
     pub replication: ReplicationName,
+    /// Skyros-Comm: this node's gateway sends non-nilext writes to every replica, and they
+    /// complete in one round trip when they commute with every pending update.
+    #[serde(default = "default_true")]
+    pub skyros_comm: bool,
     pub data_dir: PathBuf,
     #[serde(default = "default_tick_ms")]
     pub tick_ms: u64,
@@ -48,6 +53,10 @@ pub struct NodeConfig {
     pub protocol: ProtocolKnobs,
     #[serde(default)]
     pub limits: LimitKnobs,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]

@@ -235,13 +235,26 @@ impl Connection {
         // of matching acknowledgements (one round trip). In Skyros-Adapt's 2-RTT mode, and after
         // two unanswered rounds, the same request also goes to the primary as an ordinary write
         // (the slow path), and the first of the two answers wins.
-        let nilext = command.nilext_outcome().filter(|_| self.node.skyros);
-        let kind = if command.is_read() {
-            RequestKind::Read
-        } else if nilext.is_some() {
-            RequestKind::Nilext
+        // Skyros-Comm: another write goes the same way; it completes in one round trip when
+        // the primary's acknowledgement carries its result (it commuted with everything
+        // pending), else on the primary's reply after ordering.
+        let skyros = self.node.skyros;
+        let (kind, nilext, mut quorum) = if command.is_read() {
+            (RequestKind::Read, None, vr::NilextQuorum::new())
+        } else if let (true, Some(outcome)) = (skyros, command.nilext_outcome()) {
+            (
+                RequestKind::Nilext,
+                Some(Some(outcome)),
+                vr::NilextQuorum::new(),
+            )
+        } else if skyros && self.node.skyros_comm {
+            (
+                RequestKind::Commutative,
+                Some(None),
+                vr::NilextQuorum::commutative(),
+            )
         } else {
-            RequestKind::Write
+            (RequestKind::Write, None, vr::NilextQuorum::new())
         };
         let number = self.request_next;
         self.request_next = RequestNumber(number.0 + 1);
@@ -252,7 +265,6 @@ impl Connection {
             operation: command.encode(),
         };
         let mut slow_path = nilext.is_some() && self.adapt_mode() == vr::AdaptMode::TwoRtt;
-        let mut quorum = vr::NilextQuorum::new();
         let mut rounds = 0;
         let started = Instant::now();
         while started.elapsed() < GIVE_UP_AFTER {
@@ -288,7 +300,7 @@ impl Connection {
                             }
                             return Outcome::decode(&reply.result).unwrap_or(Outcome::Error(kv::KvError::Malformed));
                         }
-                        Some(Message::NilextAck { view, replica, request, prefix_digest, executed, .. })
+                        Some(Message::NilextAck { view, replica, request, prefix_digest, executed, result, .. })
                             if request == number =>
                         {
                             if replica.0 < 64 && acknowledged & (1 << replica.0) == 0 {
@@ -296,10 +308,15 @@ impl Connection {
                                 self.adapt_record(replica.0, round_started.elapsed());
                             }
                             let replicas = self.node.replica_count;
-                            if quorum.on_ack(replicas, view, replica, prefix_digest, executed) {
-                                if let Some(outcome) = &nilext {
+                            if quorum.on_ack(replicas, view, replica, prefix_digest, executed, result) {
+                                if let Some(known) = &nilext {
                                     self.node.nilext.fast.fetch_add(1, Ordering::Relaxed);
-                                    return outcome.clone();
+                                    return match (known, quorum.result()) {
+                                        (Some(outcome), _) => outcome.clone(),
+                                        (None, result) => result
+                                            .and_then(|result| Outcome::decode(result).ok())
+                                            .unwrap_or(Outcome::Error(kv::KvError::Malformed)),
+                                    };
                                 }
                             }
                         }

@@ -81,6 +81,8 @@ pub struct NodeHandle {
     pub local: ReplicaIndex,
     /// Skyros: the gateway sends nilext writes to every replica.
     pub skyros: bool,
+    /// Skyros-Comm: and other writes too (`NodeConfig::skyros_comm`).
+    pub skyros_comm: bool,
     pub nilext: std::sync::Arc<NilextCounters>,
     /// Skyros-Adapt: replica latencies as this node's gateway sees them, and when the mode was
     /// last decided.
@@ -232,6 +234,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         replica_count: config.replicas.len() as u8,
         local,
         skyros: config.replication == crate::config::ReplicationName::Skyros,
+        skyros_comm: config.skyros_comm,
         nilext: Default::default(),
         peer_delay_micros,
         adapt: std::sync::Arc::new(std::sync::Mutex::new((
@@ -445,7 +448,10 @@ impl ProtocolLoop {
     /// A local gateway's request: the primary takes it; a backup forwards it to the primary of
     /// its view (the reply comes back through `remote_clients` there).
     fn on_submit(&mut self, request: Request) {
-        if request.kind == wire::RequestKind::Nilext {
+        if matches!(
+            request.kind,
+            wire::RequestKind::Nilext | wire::RequestKind::Commutative
+        ) {
             // Skyros: a nilext write goes to every replica; each acknowledges to the origin.
             for peer in 0..self.replica.config().replica_count {
                 if ReplicaIndex(peer) != self.replica.index() {

@@ -16,8 +16,9 @@ pub struct Outstanding {
     pub request: Request,
     pub history_index: usize,
     pub sent_at: u64,
-    /// Skyros: the reply a nilext request has whatever the state, and its acknowledgements.
-    pub nilext: Option<(Vec<u8>, NilextQuorum)>,
+    /// Skyros: the reply a nilext request has whatever the state (none for a commutative
+    /// write, whose result comes with the primary's acknowledgement), and its acknowledgements.
+    pub nilext: Option<(Option<Vec<u8>>, NilextQuorum)>,
     pub rounds: u32,
 }
 
@@ -71,16 +72,27 @@ impl Client {
                 request,
                 prefix_digest,
                 executed,
+                result: previewed,
                 ..
             } if request == outstanding.request.request => {
                 let outstanding = self.outstanding.as_mut().expect("checked above");
                 let Some((result, quorum)) = &mut outstanding.nilext else {
                     return ClientAction::Nothing;
                 };
-                if !quorum.on_ack(replica_count, view, replica, prefix_digest, executed) {
+                if !quorum.on_ack(
+                    replica_count,
+                    view,
+                    replica,
+                    prefix_digest,
+                    executed,
+                    previewed,
+                ) {
                     return ClientAction::Nothing;
                 }
-                let result = result.clone();
+                let result = match result {
+                    Some(result) => result.clone(),
+                    None => quorum.result().expect("completed with a result").to_vec(),
+                };
                 self.view_guess = self.view_guess.max(view);
                 let outstanding = self.outstanding.take().expect("checked above");
                 ClientAction::Completed {
@@ -121,8 +133,10 @@ impl Client {
         self.target = ReplicaIndex((self.target.0 + 1) % replica_count);
         if let Some(outstanding) = &mut self.outstanding {
             outstanding.rounds += 1;
-            if outstanding.request.kind == RequestKind::Nilext
-                && outstanding.rounds >= NILEXT_ROUNDS_MAX
+            if matches!(
+                outstanding.request.kind,
+                RequestKind::Nilext | RequestKind::Commutative
+            ) && outstanding.rounds >= NILEXT_ROUNDS_MAX
             {
                 outstanding.request.kind = RequestKind::Write;
             }

@@ -36,6 +36,9 @@ pub struct Workload {
     pub think_ticks_max: u64,
     /// A client resends an unanswered request after this long (to the next replica).
     pub retry_ticks: u64,
+    /// Skyros: non-nilext writes go the Skyros-Comm way (to every replica, completing in one
+    /// round trip when they commute with every pending update).
+    pub skyros_comm: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -117,6 +120,7 @@ impl Options {
             family_size: prng.range_inclusive(1, 3) as usize,
             think_ticks_max: prng.range_inclusive(0, 10),
             retry_ticks: prng.range_inclusive(40, 120),
+            skyros_comm: false,
         };
         let fault_ticks = prng.range_inclusive(2_000, 6_000);
         // Drawn last, so that every other draw of a seed is the same under either protocol.
@@ -125,6 +129,8 @@ impl Options {
         } else {
             Protocol::Vr
         };
+        let mut workload = workload;
+        workload.skyros_comm = prng.percent(50);
         Options {
             seed,
             config,
@@ -155,7 +161,7 @@ impl Options {
         format!(
             "replicas={} protocol={:?} durability={:?} batch={} linger={} pipeline={} heartbeat={} primary_timeout={} \
              checkpoint_interval={} retained={} clients={} families={}x{} loss={}% dup={}% delay<={} \
-             partitions={} crashes={} pauses={} skew={:?} fault_ticks={}{}",
+             partitions={} crashes={} pauses={} skew={:?} fault_ticks={} skyros_comm={}{}",
             config.replica_count,
             config.protocol,
             config.durability,
@@ -177,6 +183,7 @@ impl Options {
             faults.pause_per_10000,
             faults.clock_rate_percent,
             self.fault_ticks,
+            self.workload.skyros_comm,
             config.canary.map_or(String::new(), |canary| format!(" canary={canary:?}")),
         )
     }

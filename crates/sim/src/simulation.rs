@@ -39,6 +39,8 @@ pub struct Stats {
     pub partitions: u64,
     pub view_max: u64,
     pub op_max: u64,
+    /// Skyros: writes completed in one round trip (nilext, and commutative with a result).
+    pub one_round_trip: u64,
 }
 
 pub struct RunReport {
@@ -555,16 +557,17 @@ impl Simulation {
         self.event += 1;
         let client = &mut self.clients[index];
         let skyros = self.options.config.protocol == vr::Protocol::Skyros;
-        let nilext = command
-            .nilext_outcome()
-            .filter(|_| skyros)
-            .map(|outcome| (outcome.encode(), vr::NilextQuorum::new()));
-        let kind = if command.is_read() {
-            RequestKind::Read
-        } else if nilext.is_some() {
-            RequestKind::Nilext
+        let comm = skyros && self.options.workload.skyros_comm;
+        let (kind, nilext) = if command.is_read() {
+            (RequestKind::Read, None)
+        } else if let (true, Some(outcome)) = (skyros, command.nilext_outcome()) {
+            let quorum = vr::NilextQuorum::new();
+            (RequestKind::Nilext, Some((Some(outcome.encode()), quorum)))
+        } else if comm {
+            let quorum = vr::NilextQuorum::commutative();
+            (RequestKind::Commutative, Some((None, quorum)))
         } else {
-            RequestKind::Write
+            (RequestKind::Write, None)
         };
         let request = Request {
             client: client.id,
@@ -590,7 +593,11 @@ impl Simulation {
         let client = &mut self.clients[index];
         let outstanding = client.outstanding.as_mut().expect("a request to send");
         outstanding.sent_at = self.now;
-        let targets: Vec<ReplicaIndex> = if outstanding.request.kind == RequestKind::Nilext {
+        let to_all = matches!(
+            outstanding.request.kind,
+            RequestKind::Nilext | RequestKind::Commutative
+        );
+        let targets: Vec<ReplicaIndex> = if to_all {
             (0..self.options.config.replica_count)
                 .map(ReplicaIndex)
                 .collect()
@@ -641,6 +648,9 @@ impl Simulation {
                     )
                 });
                 self.history.end(history_index, outcome, self.event);
+                if !executed {
+                    self.stats.one_round_trip += 1;
+                }
                 let think = self
                     .prng
                     .range_inclusive(0, self.options.workload.think_ticks_max);

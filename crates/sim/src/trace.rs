@@ -91,8 +91,11 @@ pub fn summarize(message: &Message) -> String {
         }
         Message::ReadProbe { view, round } => format!("read_probe {view} round {round}"),
         Message::ReadProbeOk { view, round, replica } => format!("read_probe_ok {view} round {round} from {replica}"),
-        Message::NilextAck { view, replica, client, request, prefix_digest, executed } => {
-            format!("nilext_ack {view} {client} {request} from {replica} digest {prefix_digest:x} executed={executed}")
+        Message::NilextAck { view, replica, client, request, prefix_digest, executed, result } => {
+            format!(
+                "nilext_ack {view} {client} {request} from {replica} digest {prefix_digest:x} executed={executed} result={}",
+                result.is_some()
+            )
         }
     }
 }

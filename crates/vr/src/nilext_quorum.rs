@@ -15,11 +15,32 @@ use wire::{ReplicaIndex, View};
 pub struct NilextQuorum {
     /// Per view: the primary's digest (once heard) and every replica's digest.
     acks: BTreeMap<View, BTreeMap<ReplicaIndex, u64>>,
+    /// Skyros-Comm: the request needs a result, which only the primary's acknowledgement (or an
+    /// `executed` one) carries.
+    wants_result: bool,
+    /// Per view: the primary's previewed result.
+    results: BTreeMap<View, Vec<u8>>,
+    /// The result the request completed with.
+    result: Option<Vec<u8>>,
 }
 
 impl NilextQuorum {
+    /// For a nilext request, whose reply is known in advance.
     pub fn new() -> NilextQuorum {
         NilextQuorum::default()
+    }
+
+    /// For a commutative (Skyros-Comm) request: completion also needs the primary's result.
+    pub fn commutative() -> NilextQuorum {
+        NilextQuorum {
+            wants_result: true,
+            ..NilextQuorum::default()
+        }
+    }
+
+    /// The result a commutative request completed with.
+    pub fn result(&self) -> Option<&[u8]> {
+        self.result.as_deref()
     }
 
     /// Records an acknowledgement; returns whether the request is now complete.
@@ -30,16 +51,27 @@ impl NilextQuorum {
         replica: ReplicaIndex,
         prefix_digest: u64,
         executed: bool,
+        result: Option<Vec<u8>>,
     ) -> bool {
         if executed {
-            return true;
+            if !self.wants_result {
+                return true;
+            }
+            if result.is_some() {
+                self.result = result;
+                return true;
+            }
+            return false;
         }
         if replica.0 >= replica_count {
             return false;
         }
+        let primary = ReplicaIndex((view.0 % u64::from(replica_count)) as u8);
+        if let (true, Some(result)) = (replica == primary, result) {
+            self.results.insert(view, result);
+        }
         let acks = self.acks.entry(view).or_default();
         acks.insert(replica, prefix_digest);
-        let primary = ReplicaIndex((view.0 % u64::from(replica_count)) as u8);
         let Some(primary_digest) = acks.get(&primary) else {
             return false;
         };
@@ -47,7 +79,19 @@ impl NilextQuorum {
             .values()
             .filter(|digest| **digest == *primary_digest)
             .count();
-        matching >= supermajority(replicas_tolerated(replica_count) as usize)
+        if matching < supermajority(replicas_tolerated(replica_count) as usize) {
+            return false;
+        }
+        if !self.wants_result {
+            return true;
+        }
+        match self.results.get(&view) {
+            Some(result) => {
+                self.result = Some(result.clone());
+                true
+            }
+            None => false,
+        }
     }
 
     /// The replicas that acknowledged in `view` (for resending to the others).
@@ -72,29 +116,52 @@ mod tests {
     fn completes_at_the_supermajority_with_the_primary_and_matching_digests() {
         let mut quorum = NilextQuorum::new();
         // 5 replicas, view 1: primary is replica 1; 4 matching acks needed.
-        assert!(!quorum.on_ack(5, View(1), ReplicaIndex(0), 7, false));
-        assert!(!quorum.on_ack(5, View(1), ReplicaIndex(2), 7, false));
+        assert!(!quorum.on_ack(5, View(1), ReplicaIndex(0), 7, false, None));
+        assert!(!quorum.on_ack(5, View(1), ReplicaIndex(2), 7, false, None));
         assert!(
-            !quorum.on_ack(5, View(1), ReplicaIndex(3), 9, false),
+            !quorum.on_ack(5, View(1), ReplicaIndex(3), 9, false, None),
             "other digest"
         );
         assert!(
-            !quorum.on_ack(5, View(1), ReplicaIndex(4), 7, false),
+            !quorum.on_ack(5, View(1), ReplicaIndex(4), 7, false, None),
             "no primary yet"
         );
-        assert!(quorum.on_ack(5, View(1), ReplicaIndex(1), 7, false));
+        assert!(quorum.on_ack(5, View(1), ReplicaIndex(1), 7, false, None));
+    }
+
+    #[test]
+    fn a_commutative_request_completes_only_with_the_primarys_result() {
+        let mut quorum = NilextQuorum::commutative();
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(1), 4, false, None));
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(2), 4, false, None));
+        assert!(
+            !quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, None),
+            "the primary did not preview a result: the request waits for its reply"
+        );
+        let mut quorum = NilextQuorum::commutative();
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, Some(vec![7])));
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(1), 4, false, Some(vec![8])));
+        assert!(quorum.on_ack(3, View(0), ReplicaIndex(2), 4, false, None));
+        assert_eq!(
+            quorum.result(),
+            Some([7].as_slice()),
+            "a backup's result is ignored"
+        );
+        let mut quorum = NilextQuorum::commutative();
+        assert!(!quorum.on_ack(3, View(5), ReplicaIndex(1), 0, true, None));
+        assert!(quorum.on_ack(3, View(5), ReplicaIndex(1), 0, true, Some(vec![1])));
     }
 
     #[test]
     fn acknowledgements_of_different_views_do_not_mix() {
         let mut quorum = NilextQuorum::new();
-        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 1, false));
-        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(1), 1, false));
-        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(2), 1, false));
-        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(1), 1, false));
-        assert!(quorum.on_ack(3, View(0), ReplicaIndex(2), 1, false));
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 1, false, None));
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(1), 1, false, None));
+        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(2), 1, false, None));
+        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(1), 1, false, None));
+        assert!(quorum.on_ack(3, View(0), ReplicaIndex(2), 1, false, None));
         assert!(
-            quorum.on_ack(3, View(9), ReplicaIndex(0), 0, true),
+            quorum.on_ack(3, View(9), ReplicaIndex(0), 0, true, None),
             "executed"
         );
     }

@@ -697,7 +697,7 @@ impl<S: StateMachine> Replica<S> {
         if !matches!(self.status, Status::Normal) {
             return; // Mid view change: the client retries.
         }
-        if request.kind == RequestKind::Nilext {
+        if matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative) {
             self.on_nilext_request(request, effects);
             return;
         }
@@ -716,24 +716,28 @@ impl<S: StateMachine> Replica<S> {
         match request.kind {
             RequestKind::Read => self.on_read_request(request, effects),
             RequestKind::Write => self.on_write_request(request, effects),
-            RequestKind::Nilext => unreachable!("handled above"),
+            RequestKind::Nilext | RequestKind::Commutative => unreachable!("handled above"),
         }
     }
 
     // ----- Skyros: nilext writes (Skyros §4.2–4.3). -----
 
     /// Any replica of the view: hold the request in the durability log and acknowledge it.
+    /// A commutative write (Skyros-Comm) is held the same way; the primary also previews its
+    /// result when it commutes with every pending update, else it will reply after ordering it.
     fn on_nilext_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
         if self.config.protocol != Protocol::Skyros || self.log_view != self.view {
             return; // Not Skyros, or our log is not yet this view's: the client retries.
         }
+        let commutative = request.kind == RequestKind::Commutative;
         let (client, number) = (request.client, request.request);
-        if let Some((latest, _)) = self.client_table.get(client) {
+        if let Some((latest, result)) = self.client_table.get(client) {
             if number < latest {
                 return; // Stale: the client has moved on.
             }
             if number == latest {
-                self.acknowledge_nilext(client, number, 0, true, effects);
+                let result = commutative.then(|| result.to_vec());
+                self.acknowledge_nilext(client, number, 0, true, result, effects);
                 return;
             }
         }
@@ -742,8 +746,12 @@ impl<S: StateMachine> Replica<S> {
             let persisting = self.acks_pending.iter().any(|(_, effect)| {
                 matches!(effect, Effect::Reply { message: Message::NilextAck { client: c, request: r, .. }, .. } if *c == client && *r == number)
             });
+            if let (true, Some(primary)) = (commutative, self.primary.as_mut()) {
+                // A retry: the reply comes when it executes.
+                primary.slow_waiters.insert((client, number));
+            }
             if !persisting {
-                self.acknowledge_nilext(client, number, prefix_digest, false, effects);
+                self.acknowledge_nilext(client, number, prefix_digest, false, None, effects);
             }
             return;
         }
@@ -760,6 +768,22 @@ impl<S: StateMachine> Replica<S> {
             return; // Overloaded: the client retries.
         }
         let keys = self.state_machine.keys(&request.operation);
+        let mut result = None;
+        if let (true, Some(primary)) = (commutative, &self.primary) {
+            // Skyros-Comm: every unexecuted update ordered before this one is in the durability
+            // log or among the ordered writes (once the view's inherited entries executed).
+            // If none touches its keys, executing it now gives the same result as at its
+            // position in the order.
+            let commutes = self.commit_min >= primary.view_start_op
+                && !self.durability_log.conflicts(keys.as_deref())
+                && !primary.ordered_writes.conflicts(keys.as_deref());
+            if commutes {
+                result = self.state_machine.preview(&request.operation);
+            }
+        }
+        if let (true, None, Some(primary)) = (commutative, &result, self.primary.as_mut()) {
+            primary.slow_waiters.insert((client, number));
+        }
         let prefix_digest = self
             .durability_log
             .append(request.clone(), keys, self.executed_digest);
@@ -775,10 +799,10 @@ impl<S: StateMachine> Replica<S> {
             };
             let sequence = self.persist_sequence_next;
             self.persist(record, effects);
-            let ack = self.nilext_ack(client, number, prefix_digest, false);
+            let ack = self.nilext_ack(client, number, prefix_digest, false, result);
             self.acks_pending.push_back((sequence, ack));
         } else {
-            self.acknowledge_nilext(client, number, prefix_digest, false, effects);
+            self.acknowledge_nilext(client, number, prefix_digest, false, result, effects);
         }
         if let Some(primary) = &mut self.primary {
             // The primary orders its durability log in arrival order (§4.3): the batch is
@@ -795,6 +819,7 @@ impl<S: StateMachine> Replica<S> {
         request: RequestNumber,
         prefix_digest: u64,
         executed: bool,
+        result: Option<Vec<u8>>,
     ) -> Effect {
         Effect::Reply {
             client,
@@ -805,6 +830,7 @@ impl<S: StateMachine> Replica<S> {
                 request,
                 prefix_digest,
                 executed,
+                result,
             },
         }
     }
@@ -815,9 +841,10 @@ impl<S: StateMachine> Replica<S> {
         request: RequestNumber,
         prefix_digest: u64,
         executed: bool,
+        result: Option<Vec<u8>>,
         effects: &mut Vec<Effect>,
     ) {
-        effects.push(self.nilext_ack(client, request, prefix_digest, executed));
+        effects.push(self.nilext_ack(client, request, prefix_digest, executed, result));
     }
 
     fn on_write_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
@@ -1170,7 +1197,7 @@ impl<S: StateMachine> Replica<S> {
         let reply_wanted = match &mut self.primary {
             None => false,
             Some(primary) => {
-                request.kind != RequestKind::Nilext
+                !matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative)
                     || primary
                         .slow_waiters
                         .remove(&(request.client, request.request))

@@ -21,6 +21,12 @@ pub trait StateMachine {
         let _ = operation;
         None
     }
+    /// Skyros-Comm: the result `apply(operation)` would return now, without changing anything;
+    /// `None` when it cannot tell (the write then takes two round trips).
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        let _ = operation;
+        None
+    }
 }
 
 /// Why a snapshot could not be restored.

@@ -589,6 +589,7 @@ impl Group {
                 request: acked,
                 prefix_digest,
                 executed,
+                result,
             } = message
             {
                 if acked_client == ClientId(client) && acked == RequestNumber(number) {
@@ -598,6 +599,7 @@ impl Group {
                         replica,
                         prefix_digest,
                         executed,
+                        result,
                     );
                 }
             }
@@ -652,5 +654,97 @@ fn skyros_completed_nilext_writes_survive_the_primary_and_keep_their_real_time_o
         group.outcomes_for(9),
         vec![(1, Outcome::Value(Some(b"b".to_vec())))],
         "b follows a in real time, so the recovered order puts b last"
+    );
+}
+
+impl Group {
+    /// Sends a Skyros-Comm write to `to`; returns the result it completed with in one round
+    /// trip, if it did.
+    fn commutative(
+        &mut self,
+        to: &[u8],
+        client: u64,
+        number: u64,
+        command: Command,
+    ) -> Option<Outcome> {
+        let request = Request {
+            client: ClientId(client),
+            request: RequestNumber(number),
+            kind: RequestKind::Commutative,
+            operation: command.encode(),
+        };
+        for replica in to {
+            self.step(*replica, Input::Message(Message::Request(request.clone())));
+        }
+        let mut quorum = vr::NilextQuorum::commutative();
+        let mut completed = None;
+        for (_, message) in self.replies.drain(..) {
+            if let Message::NilextAck {
+                view,
+                replica,
+                request: acked,
+                prefix_digest,
+                executed,
+                result,
+                ..
+            } = message
+            {
+                if acked == RequestNumber(number)
+                    && quorum.on_ack(
+                        self.config.replica_count,
+                        view,
+                        replica,
+                        prefix_digest,
+                        executed,
+                        result,
+                    )
+                {
+                    completed = quorum
+                        .result()
+                        .map(|result| Outcome::decode(result).unwrap());
+                }
+            }
+        }
+        completed
+    }
+}
+
+#[test]
+fn skyros_comm_a_commuting_write_completes_in_one_round_trip_with_its_result() {
+    let mut group = skyros_group(3);
+    group.request(
+        0,
+        1,
+        1,
+        Command::Increment {
+            key: b"n".to_vec(),
+            by: 5,
+        },
+    );
+    group.run(20, &[0, 1, 2]);
+    assert_eq!(group.outcomes_for(1), vec![(1, Outcome::Integer(5))]);
+    // Nothing pending on n: INCR n completes at once with the value it will have.
+    let incr = || Command::Increment {
+        key: b"n".to_vec(),
+        by: 2,
+    };
+    assert_eq!(
+        group.commutative(&[0, 1, 2], 2, 1, incr()),
+        Some(Outcome::Integer(7))
+    );
+    // It is pending now (nothing was delivered): a second INCR n does not commute with it, so
+    // the primary previews nothing and replies once both are ordered.
+    assert_eq!(group.commutative(&[0, 1, 2], 3, 1, incr()), None);
+    group.run(20, &[0, 1, 2]);
+    assert_eq!(group.outcomes_for(3), vec![(1, Outcome::Integer(9))]);
+    // A write on another key commutes even while n's are pending.
+    assert!(group.nilext(&[0, 1, 2], 4, 1, put("n", "x")));
+    let other = Command::Append {
+        key: b"m".to_vec(),
+        value: b"abc".to_vec(),
+    };
+    assert_eq!(
+        group.commutative(&[0, 1, 2], 5, 1, other),
+        Some(Outcome::Integer(3))
     );
 }

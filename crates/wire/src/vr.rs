@@ -16,6 +16,11 @@ pub enum RequestKind {
     /// Slot 2. A nil-externalizing write (Skyros): its reply carries no state, so it completes
     /// once a supermajority holds it in their durability logs; ordering comes later.
     Nilext,
+    /// Slot 3. A non-nilext write sent the Skyros-Comm way (§6.1): held in durability logs like
+    /// a nilext one; when it commutes with every pending update the primary's acknowledgement
+    /// carries its result and it completes in one round trip, else the primary replies after
+    /// ordering it.
+    Commutative,
 }
 
 /// A client's request. `operation` is opaque to VR: the state machine decodes it.
@@ -178,6 +183,9 @@ pub enum Message {
         request: RequestNumber,
         prefix_digest: u64,
         executed: bool,
+        /// Skyros-Comm: from the primary, the result of a commutative write computed ahead of
+        /// its execution (or, when `executed`, its saved result).
+        result: Option<Vec<u8>>,
     },
 }
 
