@@ -567,19 +567,26 @@ fn skyros_group(replica_count: u8) -> Group {
 }
 
 impl Group {
-    /// Sends a nilext request to `to`, in that order; returns whether the acknowledgements
-    /// complete it (`vr::NilextQuorum`).
-    fn nilext(&mut self, to: &[u8], client: u64, number: u64, command: Command) -> bool {
+    /// Sends a Skyros request of `kind` to `to`, in that order, and feeds the acknowledgements
+    /// to `quorum`; returns whether they complete it.
+    fn skyros_request(
+        &mut self,
+        to: &[u8],
+        client: u64,
+        number: u64,
+        kind: RequestKind,
+        command: Command,
+        quorum: &mut vr::NilextQuorum,
+    ) -> bool {
         let request = Request {
             client: ClientId(client),
             request: RequestNumber(number),
-            kind: RequestKind::Nilext,
+            kind,
             operation: command.encode(),
         };
         for replica in to {
             self.step(*replica, Input::Message(Message::Request(request.clone())));
         }
-        let mut quorum = vr::NilextQuorum::new();
         let mut complete = false;
         for (_, message) in self.replies.drain(..) {
             if let Message::NilextAck {
@@ -593,18 +600,40 @@ impl Group {
             } = message
             {
                 if acked_client == ClientId(client) && acked == RequestNumber(number) {
-                    complete |= quorum.on_ack(
-                        self.config.replica_count,
-                        view,
-                        replica,
-                        prefix_digest,
-                        executed,
-                        result,
-                    );
+                    let replicas = self.config.replica_count;
+                    complete |=
+                        quorum.on_ack(replicas, view, replica, prefix_digest, executed, result);
                 }
             }
         }
         complete
+    }
+
+    /// A nilext write (`vr::NilextQuorum::new`): whether it completed.
+    fn nilext(&mut self, to: &[u8], client: u64, number: u64, command: Command) -> bool {
+        let mut quorum = vr::NilextQuorum::new();
+        self.skyros_request(
+            to,
+            client,
+            number,
+            RequestKind::Nilext,
+            command,
+            &mut quorum,
+        )
+    }
+
+    /// A Skyros-Comm write: the result it completed with in one round trip, if it did.
+    fn commutative(
+        &mut self,
+        to: &[u8],
+        client: u64,
+        number: u64,
+        command: Command,
+    ) -> Option<Outcome> {
+        let mut quorum = vr::NilextQuorum::commutative();
+        let kind = RequestKind::Commutative;
+        self.skyros_request(to, client, number, kind, command, &mut quorum)
+            .then(|| Outcome::decode(quorum.result().expect("completed with a result")).unwrap())
     }
 }
 
@@ -655,58 +684,6 @@ fn skyros_completed_nilext_writes_survive_the_primary_and_keep_their_real_time_o
         vec![(1, Outcome::Value(Some(b"b".to_vec())))],
         "b follows a in real time, so the recovered order puts b last"
     );
-}
-
-impl Group {
-    /// Sends a Skyros-Comm write to `to`; returns the result it completed with in one round
-    /// trip, if it did.
-    fn commutative(
-        &mut self,
-        to: &[u8],
-        client: u64,
-        number: u64,
-        command: Command,
-    ) -> Option<Outcome> {
-        let request = Request {
-            client: ClientId(client),
-            request: RequestNumber(number),
-            kind: RequestKind::Commutative,
-            operation: command.encode(),
-        };
-        for replica in to {
-            self.step(*replica, Input::Message(Message::Request(request.clone())));
-        }
-        let mut quorum = vr::NilextQuorum::commutative();
-        let mut completed = None;
-        for (_, message) in self.replies.drain(..) {
-            if let Message::NilextAck {
-                view,
-                replica,
-                request: acked,
-                prefix_digest,
-                executed,
-                result,
-                ..
-            } = message
-            {
-                if acked == RequestNumber(number)
-                    && quorum.on_ack(
-                        self.config.replica_count,
-                        view,
-                        replica,
-                        prefix_digest,
-                        executed,
-                        result,
-                    )
-                {
-                    completed = quorum
-                        .result()
-                        .map(|result| Outcome::decode(result).unwrap());
-                }
-            }
-        }
-        completed
-    }
 }
 
 #[test]
