@@ -30,13 +30,25 @@ fn node_processes(data_dir: &str) -> usize {
 
 #[test]
 fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
-    let port = 7801;
-    let data_dir =
-        std::env::temp_dir().join(format!("tessera-test-redis-tools-{}", std::process::id()));
+    run_redis_tools("vr", 7801);
+}
+
+#[test]
+fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev_under_skyros() {
+    run_redis_tools("skyros", 7851);
+}
+
+fn run_redis_tools(protocol: &str, port: u16) {
+    let data_dir = std::env::temp_dir().join(format!(
+        "tessera-test-redis-tools-{protocol}-{}",
+        std::process::id()
+    ));
     let data_dir_text = data_dir.display().to_string();
     let mut dev = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args([
             "dev",
+            "--protocol",
+            protocol,
             "--port",
             &port.to_string(),
             "--data-dir",
@@ -67,6 +79,11 @@ fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
     assert!(redis_cli(port, &["SET", "t", "v", "EX", "10"]).contains("not supported"));
     assert!(redis_cli(port, &["NOSUCHCOMMAND"]).contains("unknown command"));
     assert!(redis_cli(port, &["INFO", "replication"]).contains("role:"));
+    let info = redis_cli(port + 1, &["INFO", "tessera"]);
+    assert!(
+        info.contains(&format!("tessera_protocol:{protocol}")),
+        "{info}"
+    );
 
     let output = Command::new("redis-benchmark")
         .args([
@@ -91,6 +108,16 @@ fn redis_cli_and_redis_benchmark_run_unmodified_against_tessera_dev() {
                 .any(|line| line.contains(test) && line.contains("requests per second")),
             "{test} missing in:\n{report}"
         );
+    }
+    if protocol == "skyros" {
+        // The writes went the one-round-trip way (redis-benchmark's SET and MSET are nilext).
+        let info = redis_cli(port, &["INFO", "tessera"]);
+        let fast: u64 = info
+            .lines()
+            .find_map(|line| line.strip_prefix("tessera_skyros_nilext_fast:"))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(fast >= 3000, "few one-round-trip writes: {info}");
     }
 
     // Ctrl-C stops every node.
