@@ -2,7 +2,13 @@
 //!
 //! Each client owns one connection and keeps exactly `pipeline` requests in flight; latency is
 //! measured per request from send to reply into an HDR histogram. A progress line shows while it
-//! runs; the result prints as a table and, with `--json`, as a JSON file.
+//! runs; the result prints as a table and, with `--json`, as a JSON file (with reads and writes
+//! also apart, and the completions of every measured second).
+//!
+//! Workloads: `mix` (GET/SET by `--read-percent`; `--non-nilext-percent` of the writes become
+//! INCR or APPEND; `--read-latest-percent` of the reads read the key this client wrote last), and
+//! YCSB's core workloads A, B, C and F (read-modify-write: GET, then SET of the same key when the
+//! GET's reply arrives, timed as one operation).
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -33,9 +39,25 @@ pub struct KvArguments {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Percentage of GETs; the rest are SETs.
+    /// Percentage of GETs; the rest are SETs (the `mix` workload only).
     #[arg(long, default_value_t = 50)]
     read_percent: u64,
+    /// `mix`: GET/SET by `--read-percent`; `ycsb-a`: 50% GET, 50% SET; `ycsb-b`: 95/5; `ycsb-c`:
+    /// GET only; `ycsb-f`: 50% GET, 50% read-modify-write (GET then SET of the same key, one
+    /// operation). Pass `--distribution zipfian` for YCSB's key choice.
+    #[arg(long, value_enum, default_value_t = Workload::Mix)]
+    workload: Workload,
+    /// Percentage of the writes sent as `--non-nilext-command` instead of SET (`mix` only).
+    #[arg(long, default_value_t = 0)]
+    non_nilext_percent: u64,
+    /// The non-nil-externalizing write: INCR (of `ctr:<key>`, so the value stays an integer) or
+    /// APPEND (of 8 bytes to the key).
+    #[arg(long, value_enum, default_value_t = NonNilext::Incr)]
+    non_nilext_command: NonNilext,
+    /// Percentage of the GETs that read the key this client wrote last (once it has written one)
+    /// instead of a key from `--distribution` (`mix` only).
+    #[arg(long, default_value_t = 0)]
+    read_latest_percent: u64,
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
     distribution: Distribution,
     /// Measured duration in seconds (after warm-up).
@@ -65,17 +87,55 @@ pub enum Distribution {
     Zipfian,
 }
 
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Mix,
+    YcsbA,
+    YcsbB,
+    YcsbC,
+    YcsbF,
+}
+
+#[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq)]
+pub enum NonNilext {
+    Incr,
+    Append,
+}
+
 /// What one run measured.
 pub struct Outcome {
     pub operations: u64,
     pub errors: u64,
     pub seconds: f64,
     pub histogram: Histogram<u64>,
+    /// GETs only (a read-modify-write counts as a write).
+    pub reads: Histogram<u64>,
+    /// Everything else.
+    pub writes: Histogram<u64>,
+    /// Operations completed in each whole measured second.
+    pub timeline: Vec<u64>,
+}
+
+/// What one client measured.
+struct ClientOutcome {
+    reads: Histogram<u64>,
+    writes: Histogram<u64>,
+    errors: u64,
 }
 
 pub fn run(arguments: KvArguments) -> anyhow::Result<()> {
     if arguments.clients == 0 || arguments.pipeline == 0 || arguments.keys == 0 {
         bail!("--clients, --pipeline and --keys must be positive");
+    }
+    if [
+        arguments.read_percent,
+        arguments.non_nilext_percent,
+        arguments.read_latest_percent,
+    ]
+    .iter()
+    .any(|percent| *percent > 100)
+    {
+        bail!("percentages must be at most 100");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -120,10 +180,18 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut last_print = Instant::now();
     let mut last_completed = 0;
+    let mut timeline = Vec::new();
+    let mut completed_at_second = 0;
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let next_second = started + Duration::from_secs(timeline.len() as u64 + 1);
+        let wake = (Instant::now() + Duration::from_millis(100)).min(next_second);
+        tokio::time::sleep_until(wake.into()).await;
         let elapsed = started.elapsed().as_secs_f64();
         let done = completed.load(Ordering::Relaxed);
+        if Instant::now() >= next_second && elapsed <= arguments.duration + 0.05 {
+            timeline.push(done - completed_at_second);
+            completed_at_second = done;
+        }
         let finished = elapsed >= arguments.duration
             || arguments
                 .operations
@@ -149,21 +217,25 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
     let seconds = started.elapsed().as_secs_f64();
     eprintln!();
     let mut histogram = new_histogram();
-    let mut operations = 0;
+    let mut reads = new_histogram();
+    let mut writes = new_histogram();
     let mut errors = 0;
     for task in tasks {
-        let (client_histogram, client_errors) = task.await.context("a client task failed")??;
-        operations += client_histogram.len();
-        errors += client_errors;
-        histogram
-            .add(&client_histogram)
-            .context("merging histograms")?;
+        let client = task.await.context("a client task failed")??;
+        errors += client.errors;
+        for (total, part) in [(&mut reads, &client.reads), (&mut writes, &client.writes)] {
+            total.add(part).context("merging histograms")?;
+            histogram.add(part).context("merging histograms")?;
+        }
     }
     Ok(Outcome {
-        operations,
+        operations: histogram.len(),
         errors,
         seconds,
         histogram,
+        reads,
+        writes,
+        timeline,
     })
 }
 
@@ -197,6 +269,14 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
 }
 
+/// A request on the wire, oldest first: when its operation started, whether it is a read, and for
+/// the GET of a read-modify-write the key to SET when its reply comes.
+struct Pending {
+    started: Instant,
+    read: bool,
+    then_set: Option<String>,
+}
+
 async fn client_loop(
     mut stream: TcpStream,
     client: u64,
@@ -204,29 +284,66 @@ async fn client_loop(
     measuring: &AtomicBool,
     stop: &AtomicBool,
     completed: &AtomicU64,
-) -> anyhow::Result<(Histogram<u64>, u64)> {
+) -> anyhow::Result<ClientOutcome> {
     let mut prng = Prng::new(arguments.seed.wrapping_mul(1_000_003).wrapping_add(client));
     let zipfian = Zipfian::new(arguments.keys);
     let value = vec![b'x'; arguments.value_size];
-    let mut histogram = new_histogram();
+    let mut reads = new_histogram();
+    let mut writes = new_histogram();
     let mut errors = 0u64;
-    let mut in_flight: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
+    let mut last_written: Option<u64> = None;
+    let mut in_flight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut output = Vec::with_capacity(64 * 1024);
     let mut input: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     while !stop.load(Ordering::Relaxed) || !in_flight.is_empty() {
         while in_flight.len() < arguments.pipeline && !stop.load(Ordering::Relaxed) {
-            let key_index = match arguments.distribution {
+            let mut key_index = match arguments.distribution {
                 Distribution::Uniform => prng.below(arguments.keys),
                 Distribution::Zipfian => zipfian.next(&mut prng),
             };
-            let key = format!("key:{key_index:012}");
-            if prng.percent(arguments.read_percent) {
-                encode_command(&[b"GET", key.as_bytes()], &mut output);
-            } else {
-                encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
+            let operation = next_operation(arguments, &mut prng);
+            if operation == Operation::Get && arguments.read_latest_percent > 0 {
+                if let Some(latest) = last_written {
+                    if prng.percent(arguments.read_latest_percent) {
+                        key_index = latest;
+                    }
+                }
             }
-            in_flight.push_back(Instant::now());
+            let key = format!("key:{key_index:012}");
+            let mut pending = Pending {
+                started: Instant::now(),
+                read: false,
+                then_set: None,
+            };
+            match operation {
+                Operation::Get => {
+                    encode_command(&[b"GET", key.as_bytes()], &mut output);
+                    pending.read = true;
+                }
+                Operation::Set => {
+                    encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
+                    last_written = Some(key_index);
+                }
+                Operation::NonNilext => {
+                    match arguments.non_nilext_command {
+                        NonNilext::Incr => {
+                            let counter = format!("ctr:{key_index:012}");
+                            encode_command(&[b"INCR", counter.as_bytes()], &mut output);
+                        }
+                        NonNilext::Append => {
+                            encode_command(&[b"APPEND", key.as_bytes(), b"appended"], &mut output)
+                        }
+                    }
+                    last_written = Some(key_index);
+                }
+                Operation::ReadModifyWrite => {
+                    encode_command(&[b"GET", key.as_bytes()], &mut output);
+                    pending.then_set = Some(key);
+                    last_written = Some(key_index);
+                }
+            }
+            in_flight.push_back(pending);
         }
         if !output.is_empty() {
             stream.write_all(&output).await?;
@@ -240,19 +357,81 @@ async fn client_loop(
         let mut consumed_total = 0;
         while let Some((is_error, consumed)) = parse_reply(&input[consumed_total..]) {
             consumed_total += consumed;
-            let Some(sent) = in_flight.pop_front() else {
+            let Some(pending) = in_flight.pop_front() else {
                 bail!("a reply to no request")
             };
+            if let (Some(key), false) = (&pending.then_set, is_error) {
+                // The modify-write half of a read-modify-write: the same operation, still open.
+                encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
+                in_flight.push_back(Pending {
+                    started: pending.started,
+                    read: false,
+                    then_set: None,
+                });
+                continue;
+            }
             errors += u64::from(is_error);
             if measuring.load(Ordering::Relaxed) {
-                let micros = sent.elapsed().as_micros().clamp(1, 60_000_000) as u64;
+                let micros = pending.started.elapsed().as_micros().clamp(1, 60_000_000) as u64;
+                let histogram = if pending.read {
+                    &mut reads
+                } else {
+                    &mut writes
+                };
                 histogram.record(micros).context("recording a latency")?;
                 completed.fetch_add(1, Ordering::Relaxed);
             }
         }
         input.drain(..consumed_total);
     }
-    Ok((histogram, errors))
+    Ok(ClientOutcome {
+        reads,
+        writes,
+        errors,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Operation {
+    Get,
+    Set,
+    NonNilext,
+    ReadModifyWrite,
+}
+
+fn next_operation(arguments: &KvArguments, prng: &mut Prng) -> Operation {
+    match arguments.workload {
+        Workload::Mix => {
+            if prng.percent(arguments.read_percent) {
+                Operation::Get
+            } else if arguments.non_nilext_percent > 0 && prng.percent(arguments.non_nilext_percent)
+            {
+                Operation::NonNilext
+            } else {
+                Operation::Set
+            }
+        }
+        Workload::YcsbA | Workload::YcsbB => {
+            let reads = if arguments.workload == Workload::YcsbA {
+                50
+            } else {
+                95
+            };
+            if prng.percent(reads) {
+                Operation::Get
+            } else {
+                Operation::Set
+            }
+        }
+        Workload::YcsbC => Operation::Get,
+        Workload::YcsbF => {
+            if prng.percent(50) {
+                Operation::Get
+            } else {
+                Operation::ReadModifyWrite
+            }
+        }
+    }
 }
 
 fn encode_command(arguments: &[&[u8]], out: &mut Vec<u8>) {
@@ -344,13 +523,13 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
     let throughput = outcome.operations as f64 / outcome.seconds;
     let quantile = |q: f64| histogram.value_at_quantile(q);
     println!(
-        "{}: {} clients x {} in flight, {} keys, {} B values, {}% reads, {:?}",
+        "{}: {} clients x {} in flight, {} keys, {} B values, {}, {:?}",
         arguments.label,
         arguments.clients,
         arguments.pipeline,
         arguments.keys,
         arguments.value_size,
-        arguments.read_percent,
+        describe_workload(arguments),
         arguments.distribution
     );
     println!(
@@ -366,11 +545,41 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
         histogram.max(),
         histogram.mean()
     );
+    for (name, part) in [("reads", &outcome.reads), ("writes", &outcome.writes)] {
+        if !part.is_empty() && part.len() != histogram.len() {
+            println!(
+                "  {name}: {} ops; latency us: p50 {} p99 {} mean {:.0}",
+                part.len(),
+                part.value_at_quantile(0.5),
+                part.value_at_quantile(0.99),
+                part.mean()
+            );
+        }
+    }
     if let Some(path) = &arguments.json {
+        let part_json = |part: &Histogram<u64>| {
+            if part.is_empty() {
+                "null".to_string()
+            } else {
+                format!(
+                    "{{\"operations\":{},\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{:.1}}}",
+                    part.len(),
+                    part.value_at_quantile(0.5),
+                    part.value_at_quantile(0.9),
+                    part.value_at_quantile(0.99),
+                    part.value_at_quantile(0.999),
+                    part.max(),
+                    part.mean()
+                )
+            }
+        };
+        let timeline: Vec<String> = outcome.timeline.iter().map(u64::to_string).collect();
         let json = format!(
             "{{\"label\":\"{}\",\"nodes\":\"{}\",\"clients\":{},\"pipeline\":{},\"keys\":{},\"value_size\":{},\"read_percent\":{},\
              \"distribution\":\"{:?}\",\"seconds\":{:.3},\"operations\":{},\"errors\":{},\"throughput_ops_per_s\":{:.1},\
-             \"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{:.1}}}}}\n",
+             \"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{:.1}}},\
+             \"workload\":\"{}\",\"non_nilext_percent\":{},\"non_nilext_command\":\"{:?}\",\"read_latest_percent\":{},\
+             \"read_latency_us\":{},\"write_latency_us\":{},\"timeline_ops_per_s\":[{}]}}\n",
             arguments.label.replace('"', "'"),
             arguments.nodes.join(","),
             arguments.clients,
@@ -388,11 +597,37 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
             quantile(0.99),
             quantile(0.999),
             histogram.max(),
-            histogram.mean()
+            histogram.mean(),
+            arguments.workload.to_possible_value().map_or_else(String::new, |value| value.get_name().to_string()),
+            arguments.non_nilext_percent,
+            arguments.non_nilext_command,
+            arguments.read_latest_percent,
+            part_json(&outcome.reads),
+            part_json(&outcome.writes),
+            timeline.join(",")
         );
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+fn describe_workload(arguments: &KvArguments) -> String {
+    match arguments.workload {
+        Workload::Mix => {
+            let mut text = format!("{}% reads", arguments.read_percent);
+            if arguments.non_nilext_percent > 0 {
+                text += &format!(
+                    ", {}% of writes {:?}",
+                    arguments.non_nilext_percent, arguments.non_nilext_command
+                );
+            }
+            if arguments.read_latest_percent > 0 {
+                text += &format!(", {}% of reads latest", arguments.read_latest_percent);
+            }
+            text
+        }
+        other => format!("{other:?}"),
+    }
 }
 
 #[cfg(test)]
