@@ -265,6 +265,10 @@ impl Connection {
             operation: command.encode(),
         };
         let mut slow_path = nilext.is_some() && self.adapt_mode() == vr::AdaptMode::TwoRtt;
+        let hedge = Request {
+            kind: RequestKind::Write,
+            ..request.clone()
+        };
         let mut rounds = 0;
         let started = Instant::now();
         while started.elapsed() < GIVE_UP_AFTER {
@@ -308,7 +312,21 @@ impl Connection {
                                 self.adapt_record(replica.0, round_started.elapsed());
                             }
                             let replicas = self.node.replica_count;
-                            if quorum.on_ack(replicas, view, replica, prefix_digest, executed, result) {
+                            let done = quorum.on_ack(replicas, view, replica, prefix_digest, executed, result);
+                            if !done && !slow_path && quorum.hopeless(replicas) {
+                                // The acknowledgements disagree too much to complete: take the
+                                // slow path now instead of waiting out the round. A
+                                // commutative write without a preview needs nothing more:
+                                // the primary replies once it is ordered.
+                                slow_path = true;
+                                if kind == RequestKind::Nilext {
+                                    let hedge = hedge.clone();
+                                    if self.node.events.send(Event::Submit { request: hedge }).await.is_err() {
+                                        return unavailable();
+                                    }
+                                }
+                            }
+                            if done {
                                 if let Some(known) = &nilext {
                                     self.node.nilext.fast.fetch_add(1, Ordering::Relaxed);
                                     return match (known, quorum.result()) {

@@ -182,7 +182,7 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
     };
     let (peer_inbound, mut peer_messages) = mpsc::channel::<(ReplicaIndex, Message)>(65_536);
     let mut outboxes: Vec<Option<Outbox>> = Vec::new();
-    let mut senders: Vec<Option<mpsc::Sender<Message>>> = Vec::new();
+    let mut senders: Vec<Option<mpsc::Sender<peer::Outgoing>>> = Vec::new();
     for (index, address) in config.replicas.iter().enumerate() {
         if index == config.replica as usize {
             outboxes.push(None);
@@ -369,7 +369,7 @@ pub fn random_u64() -> u64 {
 
 struct ProtocolLoop {
     replica: Replica<KvStore>,
-    senders: Vec<Option<mpsc::Sender<Message>>>,
+    senders: Vec<Option<mpsc::Sender<peer::Outgoing>>>,
     wal: Option<WalSender>,
     local_clients: HashMap<ClientId, mpsc::UnboundedSender<Message>>,
     /// Clients whose requests another node forwarded here: where their replies go.
@@ -508,7 +508,7 @@ impl ProtocolLoop {
     fn send(&self, to: ReplicaIndex, message: Message) {
         if let Some(Some(sender)) = self.senders.get(to.0 as usize) {
             // A full outbox (peer down or slow) drops the message: the protocol resends.
-            let _ = sender.try_send(message);
+            let _ = sender.try_send((tokio::time::Instant::now(), message));
         }
     }
 

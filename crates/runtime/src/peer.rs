@@ -24,7 +24,10 @@ pub struct Hello {
 pub type Inbound = mpsc::Sender<(ReplicaIndex, Message)>;
 
 /// One peer's outbox, shared by whichever connection to that peer is current.
-pub type Outbox = Arc<Mutex<mpsc::Receiver<Message>>>;
+pub type Outbox = Arc<Mutex<mpsc::Receiver<Outgoing>>>;
+
+/// A message queued for a peer, with when it was queued (for `DEBUG PEER-DELAY`).
+pub type Outgoing = (tokio::time::Instant, Message);
 
 pub const OUTBOX_MESSAGES_MAX: usize = 65_536;
 
@@ -210,15 +213,32 @@ async fn run_connection(
     let write = async move {
         let mut outbox = outbox.lock().await;
         let mut buffer = Vec::with_capacity(64 * 1024);
-        while let Some(message) = outbox.recv().await {
-            let delay = send_delay_micros.load(std::sync::atomic::Ordering::Relaxed);
-            if delay > 0 {
-                tokio::time::sleep(Duration::from_micros(delay)).await;
+        // With a send delay, every message leaves no earlier than `delay` after it was queued
+        // (a message not yet due waits for the next write).
+        let mut held: Option<Outgoing> = None;
+        loop {
+            let (queued, message) = match held.take() {
+                Some(outgoing) => outgoing,
+                None => match outbox.recv().await {
+                    Some(outgoing) => outgoing,
+                    None => return,
+                },
+            };
+            let delay =
+                Duration::from_micros(send_delay_micros.load(std::sync::atomic::Ordering::Relaxed));
+            if !delay.is_zero() {
+                tokio::time::sleep_until(queued + delay).await;
             }
             wire::encode_into(&message, &mut buffer);
             while buffer.len() < 1 << 20 {
                 match outbox.try_recv() {
-                    Ok(message) => wire::encode_into(&message, &mut buffer),
+                    Ok((queued, message)) => {
+                        if !delay.is_zero() && queued + delay > tokio::time::Instant::now() {
+                            held = Some((queued, message));
+                            break;
+                        }
+                        wire::encode_into(&message, &mut buffer);
+                    }
                     Err(_) => break,
                 }
             }

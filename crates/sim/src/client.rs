@@ -87,6 +87,14 @@ impl Client {
                     executed,
                     previewed,
                 ) {
+                    if quorum.hopeless(replica_count)
+                        && outstanding.request.kind == RequestKind::Nilext
+                    {
+                        // Take the slow path now: the same request, ordered by the primary.
+                        outstanding.request.kind = RequestKind::Write;
+                        self.target = ReplicaIndex((view.0 % u64::from(replica_count)) as u8);
+                        return ClientAction::Resend;
+                    }
                     return ClientAction::Nothing;
                 }
                 let result = match result {

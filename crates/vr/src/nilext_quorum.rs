@@ -94,6 +94,31 @@ impl NilextQuorum {
         }
     }
 
+    /// Whether the acknowledgements heard already rule out completion in one round trip, so
+    /// that the client should take the slow path now rather than wait out its round: in the
+    /// latest view the primary acknowledged, more replicas disagree with its prefix digest than
+    /// a supermajority can spare; or, for a commutative request, the primary acknowledged
+    /// without a result (it will reply once the request is ordered).
+    pub fn hopeless(&self, replica_count: u8) -> bool {
+        let Some((view, acks)) = self.acks.iter().next_back() else {
+            return false;
+        };
+        let primary = ReplicaIndex((view.0 % u64::from(replica_count)) as u8);
+        let Some(primary_digest) = acks.get(&primary) else {
+            return false;
+        };
+        if self.wants_result && !self.results.contains_key(view) {
+            return true;
+        }
+        let disagreeing = acks
+            .values()
+            .filter(|digest| **digest != *primary_digest)
+            .count();
+        let spare = replica_count as usize
+            - supermajority(replicas_tolerated(replica_count) as usize).min(replica_count as usize);
+        disagreeing > spare
+    }
+
     /// The replicas that acknowledged in `view` (for resending to the others).
     pub fn acknowledged(&self, view: View) -> impl Iterator<Item = ReplicaIndex> + '_ {
         self.acks
@@ -150,6 +175,27 @@ mod tests {
         let mut quorum = NilextQuorum::commutative();
         assert!(!quorum.on_ack(3, View(5), ReplicaIndex(1), 0, true, None));
         assert!(quorum.on_ack(3, View(5), ReplicaIndex(1), 0, true, Some(vec![1])));
+    }
+
+    #[test]
+    fn a_disagreeing_replica_too_many_makes_the_round_hopeless() {
+        let mut quorum = NilextQuorum::new();
+        assert!(!quorum.on_ack(5, View(0), ReplicaIndex(1), 3, false, None));
+        assert!(!quorum.hopeless(5), "no word from the primary yet");
+        assert!(!quorum.on_ack(5, View(0), ReplicaIndex(0), 4, false, None));
+        assert!(
+            !quorum.hopeless(5),
+            "one of five may disagree (4 of 5 needed)"
+        );
+        assert!(!quorum.on_ack(5, View(0), ReplicaIndex(2), 5, false, None));
+        assert!(quorum.hopeless(5), "two of five disagree");
+        let mut quorum = NilextQuorum::new();
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, None));
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(2), 3, false, None));
+        assert!(quorum.hopeless(3), "3 of 3 needed");
+        let mut quorum = NilextQuorum::commutative();
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, None));
+        assert!(quorum.hopeless(3), "the primary previewed no result");
     }
 
     #[test]
