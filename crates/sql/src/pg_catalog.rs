@@ -1,0 +1,764 @@
+//! The virtual catalog: `pg_catalog.*` and `information_schema.*` tables materialised from the
+//! `Catalog` at planning time, so that the catalog queries of psql and drivers run through the
+//! ordinary gateway pipeline (filter, group, sort, limit, project) with no engine involved.
+//!
+//! Supported: the tables below with the columns those clients read, comma and `[INNER|LEFT]
+//! JOIN … ON` joins between them (nested loops; catalogs are small), every expression the
+//! gateway evaluates (including `~`/`!~` with a small regex subset, `OPERATOR(pg_catalog.~)`,
+//! `COLLATE`, and constant answers for `pg_get_userbyid`, `pg_table_is_visible`,
+//! `format_type`, `obj_description`, …). Not supported (0A000): subqueries (psql's `\d table`
+//! footer queries use them), `::regclass` of a name (compare `oid` with a number instead),
+//! arrays (`indkey` is text such as "1 2"), and catalog tables not listed here (42P01).
+//!
+//! | table | rows |
+//! |---|---|
+//! | `pg_namespace` | pg_catalog, public, information_schema |
+//! | `pg_class` | one per table (relkind 'r') and per index (relkind 'i', the primary key index included) |
+//! | `pg_attribute` | one per table column (attnum from 1) |
+//! | `pg_type` | the nine engine types |
+//! | `pg_index` | the primary key index and each secondary index |
+//! | `pg_am`, `pg_database`, `pg_description`, `pg_attrdef`, `pg_constraint` (primary keys), `pg_inherits`, `pg_roles`, `pg_settings`-free | |
+//! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | |
+
+use crate::catalog::Catalog;
+use crate::error::{sqlstate, SqlError};
+use crate::expr::{ident_name, object_name_parts, Compiler, Mode, Parameters, Scope, ScopeColumn};
+use crate::types::{pg_type, type_modifier};
+use engine::{DataType, Value};
+use sqlparser::ast::{self, TableFactor};
+
+/// Most rows a join of virtual tables may produce.
+pub const JOIN_ROWS_MAX: usize = 1_000_000;
+
+const PG_CATALOG_OID: i64 = 11;
+const PUBLIC_OID: i64 = 2200;
+const INFORMATION_SCHEMA_OID: i64 = 13_000;
+const FIRST_TABLE_OID: i64 = 16_384;
+const HEAP_AM_OID: i64 = 2;
+const BTREE_AM_OID: i64 = 403;
+
+const VIRTUAL_PG_CATALOG: &[&str] = &[
+    "pg_namespace",
+    "pg_class",
+    "pg_attribute",
+    "pg_type",
+    "pg_index",
+    "pg_am",
+    "pg_database",
+    "pg_description",
+    "pg_attrdef",
+    "pg_constraint",
+    "pg_inherits",
+    "pg_roles",
+    "pg_user",
+    "pg_tables",
+    "pg_collation",
+    "pg_policy",
+    "pg_statistic_ext",
+    "pg_publication",
+    "pg_trigger",
+];
+const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
+    "tables",
+    "columns",
+    "table_constraints",
+    "key_column_usage",
+    "schemata",
+];
+
+/// Whether a FROM name is a virtual catalog table.
+pub fn is_virtual(schema: Option<&str>, table: &str) -> bool {
+    match schema {
+        Some("pg_catalog") => true,
+        Some("information_schema") => true,
+        None | Some("public") => VIRTUAL_PG_CATALOG.contains(&table) && table.starts_with("pg_"),
+        _ => false,
+    }
+}
+
+type Table = (Vec<(&'static str, DataType)>, Vec<Vec<Value>>);
+
+fn text(value: &str) -> Value {
+    Value::Text(value.to_string())
+}
+
+fn int8(value: i64) -> Value {
+    Value::BigInt(value)
+}
+
+const TEXT: DataType = DataType::Text { length_max: None };
+const INT8: DataType = DataType::BigInt;
+const INT4: DataType = DataType::Int;
+const BOOL: DataType = DataType::Boolean;
+
+/// The object ids of a catalog: tables by sorted name, 100 apart; the primary key index at
+/// +1, secondary indexes from +2.
+struct Oids {
+    tables: Vec<crate::catalog::TableEntry>,
+}
+
+impl Oids {
+    fn table_oid(&self, at: usize) -> i64 {
+        FIRST_TABLE_OID + 100 * at as i64
+    }
+}
+
+fn type_rows() -> Vec<Vec<Value>> {
+    let types = [
+        DataType::Boolean,
+        DataType::Int,
+        DataType::BigInt,
+        DataType::Double,
+        DataType::Text { length_max: None },
+        DataType::Text {
+            length_max: Some(1),
+        },
+        DataType::Bytea,
+        DataType::Date,
+        DataType::Timestamp,
+    ];
+    types
+        .iter()
+        .map(|data_type| {
+            let pg = pg_type(*data_type);
+            let category = match data_type {
+                DataType::Boolean => "B",
+                DataType::Int | DataType::BigInt | DataType::Double => "N",
+                DataType::Text { .. } => "S",
+                DataType::Bytea => "U",
+                DataType::Date | DataType::Timestamp => "D",
+            };
+            vec![
+                int8(i64::from(pg.oid)),
+                text(pg.name),
+                int8(PG_CATALOG_OID),
+                Value::Int(i32::from(pg.typlen)),
+                text("b"),
+                text(category),
+                int8(0),
+                Value::Int(-1),
+                Value::Boolean(false),
+                int8(0),
+                int8(0),
+            ]
+        })
+        .collect()
+}
+
+fn sql_type_name(data_type: DataType) -> String {
+    data_type.name()
+}
+
+fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table, SqlError> {
+    let information_schema = schema == Some("information_schema");
+    if information_schema && !VIRTUAL_INFORMATION_SCHEMA.contains(&name)
+        || !information_schema && !VIRTUAL_PG_CATALOG.contains(&name)
+    {
+        let qualified = schema.map_or(name.to_string(), |schema| format!("{schema}.{name}"));
+        return Err(SqlError::undefined_table(&qualified)
+            .with_hint("Tessera emulates only part of the system catalog"));
+    }
+    let tables = &oids.tables;
+    let mut rows = Vec::new();
+    let columns: Vec<(&'static str, DataType)> = match (information_schema, name) {
+        (false, "pg_namespace") => {
+            for (oid, name) in [
+                (PG_CATALOG_OID, "pg_catalog"),
+                (PUBLIC_OID, "public"),
+                (INFORMATION_SCHEMA_OID, "information_schema"),
+            ] {
+                rows.push(vec![int8(oid), text(name), int8(10), Value::Null]);
+            }
+            vec![
+                ("oid", INT8),
+                ("nspname", TEXT),
+                ("nspowner", INT8),
+                ("nspacl", TEXT),
+            ]
+        }
+        (false, "pg_class") => {
+            for (at, entry) in tables.iter().enumerate() {
+                let oid = oids.table_oid(at);
+                let schema = &entry.schema;
+                let class = |oid: i64,
+                             name: &str,
+                             kind: &str,
+                             am: i64,
+                             attributes: usize,
+                             has_index: bool| {
+                    vec![
+                        int8(oid),
+                        text(name),
+                        int8(PUBLIC_OID),
+                        text(kind),
+                        int8(10),
+                        int8(am),
+                        Value::Double(-1.0),
+                        Value::Boolean(has_index),
+                        text("p"),
+                        Value::Int(0),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        int8(0),
+                        Value::Null,
+                        int8(0),
+                        Value::Int(i32::try_from(attributes).unwrap_or(i32::MAX)),
+                        text("d"),
+                        Value::Null,
+                        int8(0),
+                    ]
+                };
+                rows.push(class(
+                    oid,
+                    &schema.name,
+                    "r",
+                    HEAP_AM_OID,
+                    schema.columns.len(),
+                    true,
+                ));
+                rows.push(class(
+                    oid + 1,
+                    &schema.primary_key_name(),
+                    "i",
+                    BTREE_AM_OID,
+                    schema.primary_key.len(),
+                    false,
+                ));
+                for (index_at, (index, _)) in entry.indexes.iter().enumerate() {
+                    rows.push(class(
+                        oid + 2 + index_at as i64,
+                        index,
+                        "i",
+                        BTREE_AM_OID,
+                        1,
+                        false,
+                    ));
+                }
+            }
+            vec![
+                ("oid", INT8),
+                ("relname", TEXT),
+                ("relnamespace", INT8),
+                ("relkind", TEXT),
+                ("relowner", INT8),
+                ("relam", INT8),
+                ("reltuples", DataType::Double),
+                ("relhasindex", BOOL),
+                ("relpersistence", TEXT),
+                ("relchecks", INT4),
+                ("relhasrules", BOOL),
+                ("relhastriggers", BOOL),
+                ("relrowsecurity", BOOL),
+                ("relforcerowsecurity", BOOL),
+                ("relispartition", BOOL),
+                ("reloftype", INT8),
+                ("relpartbound", TEXT),
+                ("reltablespace", INT8),
+                ("relnatts", INT4),
+                ("relreplident", TEXT),
+                ("reloptions", TEXT),
+                ("reltoastrelid", INT8),
+            ]
+        }
+        (false, "pg_attribute") => {
+            for (at, entry) in tables.iter().enumerate() {
+                for (position, column) in entry.schema.columns.iter().enumerate() {
+                    let pg = pg_type(column.data_type);
+                    let not_null = !column.nullable || entry.schema.is_primary_key_column(position);
+                    rows.push(vec![
+                        int8(oids.table_oid(at)),
+                        text(&column.name),
+                        int8(i64::from(pg.oid)),
+                        Value::Int(i32::from(pg.typlen)),
+                        Value::Int(position as i32 + 1),
+                        Value::Int(type_modifier(column.data_type)),
+                        Value::Boolean(not_null),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        text(""),
+                        text(""),
+                        int8(0),
+                        Value::Int(0),
+                        Value::Null,
+                    ]);
+                }
+            }
+            vec![
+                ("attrelid", INT8),
+                ("attname", TEXT),
+                ("atttypid", INT8),
+                ("attlen", INT4),
+                ("attnum", INT4),
+                ("atttypmod", INT4),
+                ("attnotnull", BOOL),
+                ("atthasdef", BOOL),
+                ("attisdropped", BOOL),
+                ("attidentity", TEXT),
+                ("attgenerated", TEXT),
+                ("attcollation", INT8),
+                ("attndims", INT4),
+                ("attoptions", TEXT),
+            ]
+        }
+        (false, "pg_type") => {
+            rows = type_rows();
+            vec![
+                ("oid", INT8),
+                ("typname", TEXT),
+                ("typnamespace", INT8),
+                ("typlen", INT4),
+                ("typtype", TEXT),
+                ("typcategory", TEXT),
+                ("typbasetype", INT8),
+                ("typtypmod", INT4),
+                ("typnotnull", BOOL),
+                ("typelem", INT8),
+                ("typrelid", INT8),
+            ]
+        }
+        (false, "pg_index") => {
+            for (at, entry) in tables.iter().enumerate() {
+                let oid = oids.table_oid(at);
+                let key: Vec<String> = entry
+                    .schema
+                    .primary_key
+                    .iter()
+                    .map(|position| (position + 1).to_string())
+                    .collect();
+                rows.push(vec![
+                    int8(oid + 1),
+                    int8(oid),
+                    Value::Boolean(true),
+                    Value::Boolean(true),
+                    text(&key.join(" ")),
+                    Value::Int(key.len() as i32),
+                    Value::Boolean(false),
+                    Value::Boolean(true),
+                    Value::Null,
+                ]);
+                for (index_at, (_, column)) in entry.indexes.iter().enumerate() {
+                    let position = entry
+                        .schema
+                        .column_position(column)
+                        .map(|position| position + 1)
+                        .unwrap_or(0);
+                    rows.push(vec![
+                        int8(oid + 2 + index_at as i64),
+                        int8(oid),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        text(&position.to_string()),
+                        Value::Int(1),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Null,
+                    ]);
+                }
+            }
+            vec![
+                ("indexrelid", INT8),
+                ("indrelid", INT8),
+                ("indisprimary", BOOL),
+                ("indisunique", BOOL),
+                ("indkey", TEXT),
+                ("indnatts", INT4),
+                ("indisclustered", BOOL),
+                ("indisvalid", BOOL),
+                ("indpred", TEXT),
+            ]
+        }
+        (false, "pg_am") => {
+            rows.push(vec![int8(HEAP_AM_OID), text("heap"), text("t")]);
+            rows.push(vec![int8(BTREE_AM_OID), text("btree"), text("i")]);
+            vec![("oid", INT8), ("amname", TEXT), ("amtype", TEXT)]
+        }
+        (false, "pg_database") => {
+            rows.push(vec![
+                int8(16_383),
+                text("tessera"),
+                int8(10),
+                Value::Int(6),
+                Value::Boolean(true),
+            ]);
+            vec![
+                ("oid", INT8),
+                ("datname", TEXT),
+                ("datdba", INT8),
+                ("encoding", INT4),
+                ("datallowconn", BOOL),
+            ]
+        }
+        (false, "pg_roles" | "pg_user") => {
+            rows.push(vec![int8(10), text("tessera"), Value::Boolean(true)]);
+            vec![
+                ("oid", INT8),
+                (
+                    if name == "pg_user" {
+                        "usename"
+                    } else {
+                        "rolname"
+                    },
+                    TEXT,
+                ),
+                (
+                    if name == "pg_user" {
+                        "usesuper"
+                    } else {
+                        "rolsuper"
+                    },
+                    BOOL,
+                ),
+            ]
+        }
+        (false, "pg_tables") => {
+            for entry in tables {
+                rows.push(vec![
+                    text("public"),
+                    text(&entry.schema.name),
+                    text("tessera"),
+                    Value::Boolean(true),
+                ]);
+            }
+            vec![
+                ("schemaname", TEXT),
+                ("tablename", TEXT),
+                ("tableowner", TEXT),
+                ("hasindexes", BOOL),
+            ]
+        }
+        (false, "pg_constraint") => {
+            for (at, entry) in tables.iter().enumerate() {
+                let oid = oids.table_oid(at);
+                let key: Vec<String> = entry
+                    .schema
+                    .primary_key
+                    .iter()
+                    .map(|position| (position + 1).to_string())
+                    .collect();
+                rows.push(vec![
+                    int8(oid + 50),
+                    text(&entry.schema.primary_key_name()),
+                    int8(PUBLIC_OID),
+                    text("p"),
+                    int8(oid),
+                    int8(oid + 1),
+                    text(&key.join(" ")),
+                ]);
+            }
+            vec![
+                ("oid", INT8),
+                ("conname", TEXT),
+                ("connamespace", INT8),
+                ("contype", TEXT),
+                ("conrelid", INT8),
+                ("conindid", INT8),
+                ("conkey", TEXT),
+            ]
+        }
+        (false, "pg_description") => vec![
+            ("objoid", INT8),
+            ("classoid", INT8),
+            ("objsubid", INT4),
+            ("description", TEXT),
+        ],
+        (false, "pg_attrdef") => vec![
+            ("oid", INT8),
+            ("adrelid", INT8),
+            ("adnum", INT4),
+            ("adbin", TEXT),
+        ],
+        (false, "pg_inherits") => vec![("inhrelid", INT8), ("inhparent", INT8), ("inhseqno", INT4)],
+        (false, "pg_collation") => vec![("oid", INT8), ("collname", TEXT)],
+        (false, "pg_policy" | "pg_statistic_ext" | "pg_publication" | "pg_trigger") => {
+            vec![("oid", INT8)]
+        }
+        (true, "schemata") => {
+            for schema in ["pg_catalog", "public", "information_schema"] {
+                rows.push(vec![text("tessera"), text(schema), text("tessera")]);
+            }
+            vec![
+                ("catalog_name", TEXT),
+                ("schema_name", TEXT),
+                ("schema_owner", TEXT),
+            ]
+        }
+        (true, "tables") => {
+            for entry in tables {
+                rows.push(vec![
+                    text("tessera"),
+                    text("public"),
+                    text(&entry.schema.name),
+                    text("BASE TABLE"),
+                    text("YES"),
+                    text("NO"),
+                ]);
+            }
+            vec![
+                ("table_catalog", TEXT),
+                ("table_schema", TEXT),
+                ("table_name", TEXT),
+                ("table_type", TEXT),
+                ("is_insertable_into", TEXT),
+                ("is_typed", TEXT),
+            ]
+        }
+        (true, "columns") => {
+            for entry in tables {
+                for (position, column) in entry.schema.columns.iter().enumerate() {
+                    let nullable = column.nullable && !entry.schema.is_primary_key_column(position);
+                    let length = match column.data_type {
+                        DataType::Text {
+                            length_max: Some(length),
+                        } => Value::Int(i32::try_from(length).unwrap_or(i32::MAX)),
+                        _ => Value::Null,
+                    };
+                    rows.push(vec![
+                        text("tessera"),
+                        text("public"),
+                        text(&entry.schema.name),
+                        text(&column.name),
+                        Value::Int(position as i32 + 1),
+                        Value::Null,
+                        text(if nullable { "YES" } else { "NO" }),
+                        text(&sql_type_name(column.data_type)),
+                        length,
+                        text(pg_type(column.data_type).name),
+                    ]);
+                }
+            }
+            vec![
+                ("table_catalog", TEXT),
+                ("table_schema", TEXT),
+                ("table_name", TEXT),
+                ("column_name", TEXT),
+                ("ordinal_position", INT4),
+                ("column_default", TEXT),
+                ("is_nullable", TEXT),
+                ("data_type", TEXT),
+                ("character_maximum_length", INT4),
+                ("udt_name", TEXT),
+            ]
+        }
+        (true, "table_constraints") => {
+            for entry in tables {
+                rows.push(vec![
+                    text("tessera"),
+                    text("public"),
+                    text(&entry.schema.primary_key_name()),
+                    text("public"),
+                    text(&entry.schema.name),
+                    text("PRIMARY KEY"),
+                ]);
+            }
+            vec![
+                ("constraint_catalog", TEXT),
+                ("constraint_schema", TEXT),
+                ("constraint_name", TEXT),
+                ("table_schema", TEXT),
+                ("table_name", TEXT),
+                ("constraint_type", TEXT),
+            ]
+        }
+        (true, "key_column_usage") => {
+            for entry in tables {
+                for (at, position) in entry.schema.primary_key.iter().enumerate() {
+                    rows.push(vec![
+                        text("tessera"),
+                        text("public"),
+                        text(&entry.schema.primary_key_name()),
+                        text("public"),
+                        text(&entry.schema.name),
+                        text(&entry.schema.columns[*position].name),
+                        Value::Int(at as i32 + 1),
+                    ]);
+                }
+            }
+            vec![
+                ("constraint_catalog", TEXT),
+                ("constraint_schema", TEXT),
+                ("constraint_name", TEXT),
+                ("table_schema", TEXT),
+                ("table_name", TEXT),
+                ("column_name", TEXT),
+                ("ordinal_position", INT4),
+            ]
+        }
+        _ => unreachable!("listed above"),
+    };
+    for row in &rows {
+        assert_eq!(row.len(), columns.len(), "virtual table {name} row width");
+    }
+    Ok((columns, rows))
+}
+
+fn relation(factor: &TableFactor, oids: &Oids) -> Result<(Scope, Vec<Vec<Value>>), SqlError> {
+    let TableFactor::Table {
+        name,
+        alias,
+        args: None,
+        ..
+    } = factor
+    else {
+        return Err(SqlError::unsupported(format!(
+            "FROM {factor} in a catalog query"
+        )));
+    };
+    let parts = object_name_parts(name)?;
+    let (schema, table) = match parts.as_slice() {
+        [table] => (None, table.clone()),
+        [.., schema, table] => (Some(schema.as_str()), table.clone()),
+        [] => return Err(SqlError::syntax("empty table name")),
+    };
+    if !is_virtual(schema, &table) {
+        return Err(SqlError::unsupported("joins of catalog and user tables"));
+    }
+    let (columns, rows) = virtual_table(schema, &table, oids)?;
+    let qualifier = alias
+        .as_ref()
+        .map(|alias| ident_name(&alias.name))
+        .unwrap_or(table);
+    let scope = Scope {
+        columns: columns
+            .into_iter()
+            .map(|(name, data_type)| ScopeColumn {
+                table: Some(qualifier.clone()),
+                name: name.to_string(),
+                data_type,
+            })
+            .collect(),
+    };
+    Ok((scope, rows))
+}
+
+/// Materialises a FROM clause of virtual tables, joins included: the joined rows and their scope.
+pub fn from_clause(
+    from: &[ast::TableWithJoins],
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<(Vec<Vec<Value>>, Scope), SqlError> {
+    let oids = Oids {
+        tables: catalog
+            .table_names()
+            .iter()
+            .filter_map(|name| catalog.table(name))
+            .collect(),
+    };
+    let mut scope = Scope::default();
+    let mut rows: Vec<Vec<Value>> = vec![Vec::new()];
+    for item in from {
+        let (right_scope, right_rows) = relation(&item.relation, &oids)?;
+        rows = join(
+            rows,
+            &mut scope,
+            right_scope,
+            right_rows,
+            None,
+            false,
+            parameters,
+        )?;
+        for joined in &item.joins {
+            let (constraint, left_outer) = match &joined.join_operator {
+                ast::JoinOperator::Join(constraint) | ast::JoinOperator::Inner(constraint) => {
+                    (constraint, false)
+                }
+                ast::JoinOperator::Left(constraint) | ast::JoinOperator::LeftOuter(constraint) => {
+                    (constraint, true)
+                }
+                ast::JoinOperator::CrossJoin(constraint) => (constraint, false),
+                other => {
+                    return Err(SqlError::unsupported(
+                        format!("join {other:?}")
+                            .chars()
+                            .take(60)
+                            .collect::<String>(),
+                    ))
+                }
+            };
+            let on = match constraint {
+                ast::JoinConstraint::On(expr) => Some(expr),
+                ast::JoinConstraint::None => None,
+                _ => return Err(SqlError::unsupported("USING and NATURAL joins")),
+            };
+            let (right_scope, right_rows) = relation(&joined.relation, &oids)?;
+            rows = join(
+                rows,
+                &mut scope,
+                right_scope,
+                right_rows,
+                on,
+                left_outer,
+                parameters,
+            )?;
+        }
+    }
+    Ok((rows, scope))
+}
+
+fn join(
+    left: Vec<Vec<Value>>,
+    scope: &mut Scope,
+    right_scope: Scope,
+    right: Vec<Vec<Value>>,
+    on: Option<&ast::Expr>,
+    left_outer: bool,
+    parameters: &mut Parameters,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    let right_width = right_scope.columns.len();
+    scope.columns.extend(right_scope.columns);
+    let condition = match on {
+        Some(expr) => Some(
+            Compiler {
+                scope,
+                parameters,
+                mode: Mode::Row,
+            }
+            .compile(expr, Some(DataType::Boolean))?,
+        ),
+        None => None,
+    };
+    let mut joined = Vec::new();
+    for left_row in left {
+        let mut matched = false;
+        for right_row in &right {
+            let mut row = left_row.clone();
+            row.extend(right_row.iter().cloned());
+            if let Some(condition) = &condition {
+                if !condition.qualifies(&row)? {
+                    continue;
+                }
+            }
+            matched = true;
+            if joined.len() >= JOIN_ROWS_MAX {
+                return Err(SqlError::new(
+                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                    format!("catalog joins are limited to {JOIN_ROWS_MAX} rows"),
+                ));
+            }
+            joined.push(row);
+        }
+        if left_outer && !matched {
+            let mut row = left_row;
+            row.extend(std::iter::repeat_n(Value::Null, right_width));
+            joined.push(row);
+        }
+    }
+    Ok(joined)
+}
+
+/// `format_type(oid, typmod)` for the types the catalog lists.
+pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
+    let oid = u32::try_from(oid).ok()?;
+    let data_type = crate::types::data_type_for_oid(oid)?;
+    Some(match (oid, data_type) {
+        (crate::types::VARCHAR_OID, _) if modifier > 4 => {
+            format!("character varying({})", modifier - 4)
+        }
+        (crate::types::VARCHAR_OID, _) => "character varying".into(),
+        (_, data_type) => data_type
+            .name()
+            .replace("timestamp", "timestamp without time zone"),
+    })
+}
