@@ -98,6 +98,10 @@ pub mod session;
 pub mod types;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, Replication, TableEntry, TableOptions};

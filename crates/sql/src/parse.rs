@@ -14,6 +14,11 @@ pub const QUERY_BYTES_MAX: usize = 16 << 20;
 /// Deepest expression or query nesting the parser accepts: it bounds every recursion over the
 /// AST in this crate (compiler, evaluator, planner), so no client input can overflow the stack.
 pub const RECURSION_LIMIT: usize = 48;
+/// Most operators (arithmetic, comparison, AND, OR, NOT, LIKE, IS, …) in one statement. The
+/// parser builds operator chains (`a OR b OR c …`) iteratively into trees as deep as the chain,
+/// which the planner, the evaluator and even dropping the tree then walk recursively: this
+/// bounds that depth (PostgreSQL refuses such statements too, with 54001).
+pub const OPERATORS_MAX: usize = 1_000;
 /// Most parameters in one statement (the protocol's Int16 count).
 pub const PARAMETERS_MAX: usize = 65_535;
 
@@ -40,12 +45,71 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
     if sql.trim().trim_matches(';').trim().is_empty() {
         return Ok(Vec::new());
     }
+    check_operator_count(sql)?;
     let dialect = PostgreSqlDialect {};
     Parser::new(&dialect)
         .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_statements())
         .map_err(parse_error)
+}
+
+/// Refuses statements with more than `OPERATORS_MAX` operators (54001). Text that does not
+/// tokenize is left for the parser to report.
+fn check_operator_count(sql: &str) -> Result<(), SqlError> {
+    use sqlparser::keywords::Keyword;
+    let dialect = PostgreSqlDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return Ok(());
+    };
+    let mut operators = 0usize;
+    for token in tokens {
+        let counts = match &token {
+            Token::SemiColon => {
+                operators = 0;
+                false
+            }
+            Token::Word(word) => matches!(
+                word.keyword,
+                Keyword::AND
+                    | Keyword::OR
+                    | Keyword::NOT
+                    | Keyword::LIKE
+                    | Keyword::ILIKE
+                    | Keyword::IS
+                    | Keyword::BETWEEN
+                    | Keyword::IN
+                    | Keyword::COLLATE
+            ),
+            Token::EOF
+            | Token::Number(..)
+            | Token::Comma
+            | Token::Whitespace(_)
+            | Token::LParen
+            | Token::RParen
+            | Token::Period
+            | Token::Placeholder(_) => false,
+            Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::DollarQuotedString(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::NationalStringLiteral(_)
+            | Token::UnicodeStringLiteral(_)
+            | Token::HexStringLiteral(_) => false,
+            _ => true,
+        };
+        if counts {
+            operators += 1;
+            if operators > OPERATORS_MAX {
+                return Err(SqlError::new(
+                    "54001",
+                    format!("statement too complex: more than {OPERATORS_MAX} operators"),
+                )
+                .with_hint("use IN (…) for long lists of alternatives"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The number of parameters a statement uses: the highest `$n` in it.

@@ -518,7 +518,7 @@ impl Planner<'_, '_> {
                 op: ast::BinaryOperator::And,
                 right,
             } => match (self.translate(left, scope)?, self.translate(right, scope)?) {
-                (Some(left), Some(right)) => Some(Predicate::And(vec![left, right])),
+                (Some(left), Some(right)) => Some(flattened(left, right, true)),
                 _ => None,
             },
             Expr::BinaryOp {
@@ -526,7 +526,7 @@ impl Planner<'_, '_> {
                 op: ast::BinaryOperator::Or,
                 right,
             } => match (self.translate(left, scope)?, self.translate(right, scope)?) {
-                (Some(left), Some(right)) => Some(Predicate::Or(vec![left, right])),
+                (Some(left), Some(right)) => Some(flattened(left, right, false)),
                 _ => None,
             },
             Expr::UnaryOp {
@@ -1764,6 +1764,23 @@ fn flip(op: CompareOp) -> CompareOp {
         CompareOp::Greater => CompareOp::Less,
         CompareOp::GreaterOrEqual => CompareOp::LessOrEqual,
         other => other,
+    }
+}
+
+/// `left AND right` (or OR) with chains flattened into one n-ary node, so that a long chain
+/// does not exceed the engine's predicate depth.
+fn flattened(left: Predicate, right: Predicate, conjunction: bool) -> Predicate {
+    let mut operands = Vec::new();
+    for operand in [left, right] {
+        match (operand, conjunction) {
+            (Predicate::And(inner), true) | (Predicate::Or(inner), false) => operands.extend(inner),
+            (other, _) => operands.push(other),
+        }
+    }
+    if conjunction {
+        Predicate::And(operands)
+    } else {
+        Predicate::Or(operands)
     }
 }
 

@@ -8,9 +8,9 @@ use crate::{
 use engine::{DataType, Engine, Operation, OperationResult, Value};
 
 /// A gateway over K partitions, each an engine, with the directory as a `MemoryCatalog`.
-struct Cluster {
+pub(crate) struct Cluster {
     engines: Vec<Engine>,
-    catalog: MemoryCatalog,
+    pub(crate) catalog: MemoryCatalog,
     session: Session,
 }
 
@@ -23,7 +23,7 @@ fn partition_of(value: &Value, partitions: usize) -> usize {
 }
 
 impl Cluster {
-    fn new(partitions: usize) -> Cluster {
+    pub(crate) fn new(partitions: usize) -> Cluster {
         Cluster {
             engines: vec![Engine::new(); partitions],
             catalog: MemoryCatalog::new(),
@@ -32,7 +32,7 @@ impl Cluster {
     }
 
     /// Runs every statement of a query string; the last statement's result.
-    fn run(&mut self, sql: &str) -> Result<StatementResult, SqlError> {
+    pub(crate) fn run(&mut self, sql: &str) -> Result<StatementResult, SqlError> {
         let mut last = StatementResult::Command {
             tag: "EMPTY".into(),
         };
@@ -43,7 +43,7 @@ impl Cluster {
         Ok(last)
     }
 
-    fn execute(&mut self, plan: Plan) -> Result<StatementResult, SqlError> {
+    pub(crate) fn execute(&mut self, plan: Plan) -> Result<StatementResult, SqlError> {
         match plan {
             Plan::Empty => Ok(StatementResult::Command {
                 tag: "EMPTY".into(),
@@ -132,7 +132,7 @@ impl Cluster {
         }
     }
 
-    fn copy(&mut self, sql: &str, data: &str) -> Result<StatementResult, SqlError> {
+    pub(crate) fn copy(&mut self, sql: &str, data: &str) -> Result<StatementResult, SqlError> {
         let statement = parse(sql)?.pop().expect("one statement");
         let Plan::CopyIn(copy) = plan_statement(&statement, &self.catalog)? else {
             panic!("not a COPY")
@@ -148,7 +148,7 @@ impl Cluster {
         }
     }
 
-    fn tag(&mut self, sql: &str) -> String {
+    pub(crate) fn tag(&mut self, sql: &str) -> String {
         match self.run(sql) {
             Ok(StatementResult::Command { tag }) | Ok(StatementResult::Rows { tag, .. }) => tag,
             Err(error) => panic!("{sql}: {error}"),
