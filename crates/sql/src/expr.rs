@@ -20,23 +20,53 @@ pub struct ScopeColumn {
     pub table: Option<String>,
     pub name: String,
     pub data_type: DataType,
+    /// A column of a virtual catalog table.
+    pub virtual_catalog: bool,
 }
 
 /// The columns of the rows an expression is evaluated on, by position.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scope {
     pub columns: Vec<ScopeColumn>,
+    /// In a subquery, where the enclosing query's columns start: names resolve among the
+    /// subquery's own columns first, as in SQL.
+    pub outer_start: Option<usize>,
 }
 
 impl Scope {
+    pub fn new(columns: Vec<ScopeColumn>) -> Scope {
+        Scope {
+            columns,
+            outer_start: None,
+        }
+    }
+
     /// The position of a column named by one or more identifier parts (`c`, `t.c`, `s.t.c`).
     pub fn resolve(&self, parts: &[String]) -> Result<usize, SqlError> {
+        let Some(outer_start) = self.outer_start else {
+            return resolve_in(&self.columns, parts);
+        };
+        match resolve_in(&self.columns[..outer_start], parts) {
+            Err(error) if error.code == sqlstate::UNDEFINED_COLUMN => {
+                resolve_in(&self.columns[outer_start..], parts).map(|at| at + outer_start)
+            }
+            other => other,
+        }
+    }
+
+    pub fn types(&self) -> Vec<DataType> {
+        self.columns.iter().map(|column| column.data_type).collect()
+    }
+}
+
+fn resolve_in(columns: &[ScopeColumn], parts: &[String]) -> Result<usize, SqlError> {
+    {
         let (table, name) = match parts {
             [name] => (None, name),
             [.., table, name] => (Some(table), name),
             [] => return Err(SqlError::syntax("empty column name")),
         };
-        let mut found = self.columns.iter().enumerate().filter(|(_, column)| {
+        let mut found = columns.iter().enumerate().filter(|(_, column)| {
             column.name == *name
                 && table.is_none_or(|table| column.table.as_deref() == Some(table.as_str()))
         });
@@ -48,10 +78,6 @@ impl Scope {
             )),
             (None, _) => Err(SqlError::undefined_column(&parts.join("."))),
         }
-    }
-
-    pub fn types(&self) -> Vec<DataType> {
-        self.columns.iter().map(|column| column.data_type).collect()
     }
 }
 
@@ -82,6 +108,10 @@ pub enum Function {
     NullIf,
     /// `format_type(type_oid, typmod)`, for catalog queries.
     FormatType,
+    /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
+    Record,
+    /// Field `k` of a record built by `Record`.
+    RecordField(usize),
     /// A function answering a constant (`version()`, `current_schema()`, …): evaluated at
     /// compile time, so it never appears in a compiled expression.
     Constant,
@@ -109,6 +139,88 @@ pub enum Scalar {
     },
     Cast(Box<Scalar>, DataType),
     Call(Function, Vec<Scalar>),
+    /// A subquery over materialised catalog rows, correlated through the outer row.
+    Subquery(Box<Subquery>),
+    /// A text looked up by an object id (`pg_get_indexdef`, `pg_get_constraintdef`); NULL when
+    /// absent.
+    Lookup(Box<Scalar>, std::collections::BTreeMap<i64, String>),
+}
+
+/// What a subquery answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubqueryKind {
+    /// `(SELECT x …)`: the one value, NULL for no row, 21000 for several.
+    Scalar,
+    /// `EXISTS (…)`.
+    Exists,
+    /// `operand [NOT] IN (SELECT x …)`.
+    In(Box<Scalar>, bool),
+}
+
+/// A subquery over rows materialised at planning time; its expressions see the subquery's
+/// row followed by the enclosing row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subquery {
+    pub rows: Vec<Vec<Value>>,
+    pub filter: Option<Scalar>,
+    pub projection: Option<Scalar>,
+    pub data_type: Option<DataType>,
+    pub kind: SubqueryKind,
+    /// At most this many matching rows are considered (LIMIT).
+    pub limit: Option<u64>,
+}
+
+impl Subquery {
+    fn evaluate(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        let mut found: Option<Value> = None;
+        let mut matches = 0u64;
+        let mut unknown = false;
+        for inner in &self.rows {
+            if self.limit.is_some_and(|limit| matches >= limit) {
+                break;
+            }
+            let mut row = inner.clone();
+            row.extend_from_slice(outer);
+            if let Some(filter) = &self.filter {
+                if !filter.qualifies(&row)? {
+                    continue;
+                }
+            }
+            matches += 1;
+            let value = match &self.projection {
+                Some(projection) => projection.evaluate(&row)?,
+                None => Value::Null,
+            };
+            match &self.kind {
+                SubqueryKind::Exists => return Ok(Value::Boolean(true)),
+                SubqueryKind::Scalar if found.is_some() => {
+                    return Err(SqlError::new(
+                        sqlstate::CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    ))
+                }
+                SubqueryKind::Scalar => found = Some(value),
+                SubqueryKind::In(operand, negated) => {
+                    match compare_values(&operand.evaluate(outer)?, &value)? {
+                        Some(Ordering::Equal) => return Ok(Value::Boolean(!*negated)),
+                        Some(_) => {}
+                        None => unknown = true,
+                    }
+                }
+            }
+        }
+        Ok(match &self.kind {
+            SubqueryKind::Exists => Value::Boolean(false),
+            SubqueryKind::Scalar => found.unwrap_or(Value::Null),
+            SubqueryKind::In(operand, negated) => {
+                if unknown || operand.evaluate(outer)?.is_null() && matches > 0 {
+                    Value::Null
+                } else {
+                    Value::Boolean(*negated)
+                }
+            }
+        })
+    }
 }
 
 /// An aggregate call found in a grouped query's expressions.
@@ -172,6 +284,8 @@ pub struct Compiler<'a, 'p> {
     pub scope: &'a Scope,
     pub parameters: &'p mut Parameters,
     pub mode: Mode<'a>,
+    /// For subqueries over the virtual catalog and catalog lookups (`pg_get_indexdef`).
+    pub catalog: Option<&'a dyn crate::catalog::Catalog>,
 }
 
 /// Lowercases unquoted identifiers, as PostgreSQL does.
@@ -237,6 +351,14 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Custom(name, modifiers) if modifiers.is_empty() => {
             let parts = object_name_parts(name)?;
             match parts.last().map(String::as_str) {
+                Some("text" | "varchar" | "bpchar" | "char") => DataType::Text { length_max: None },
+                Some("int4" | "int2" | "integer" | "smallint") => DataType::Int,
+                Some("int8" | "bigint") => DataType::BigInt,
+                Some("float8" | "float4") => DataType::Double,
+                Some("bool" | "boolean") => DataType::Boolean,
+                Some("bytea") => DataType::Bytea,
+                Some("date") => DataType::Date,
+                Some("timestamp") => DataType::Timestamp,
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -416,11 +538,60 @@ impl Compiler<'_, '_> {
                 expr, data_type, ..
             } => self.cast(expr, data_type)?,
             Expr::Function(function) => self.function(function, hint)?,
-            Expr::Subquery(_) | Expr::InSubquery { .. } | Expr::Exists { .. } => {
-                return Err(SqlError::unsupported("subqueries"))
+            Expr::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
+                [ast::AccessExpr::Dot(Expr::Identifier(field))] => {
+                    let index = match ident_name(field).as_str() {
+                        "x" => 0,
+                        "n" => 1,
+                        other => {
+                            return Err(SqlError::unsupported(format!("field access .{other}")))
+                        }
+                    };
+                    let record = self.compile(root, None)?;
+                    Scalar::Call(Function::RecordField(index), vec![record])
+                }
+                _ => return Err(SqlError::unsupported(format!("expression {expr}"))),
+            },
+            Expr::Subquery(query) => self.subquery(query, SubqueryKind::Scalar)?,
+            Expr::Exists { subquery, negated } => {
+                let exists = self.subquery(subquery, SubqueryKind::Exists)?;
+                if *negated {
+                    Scalar::Not(Box::new(exists))
+                } else {
+                    exists
+                }
+            }
+            Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => {
+                let operand = self.compile(expr, None)?;
+                self.subquery(subquery, SubqueryKind::In(Box::new(operand), *negated))?
             }
             other => return Err(SqlError::unsupported(format!("expression {other}"))),
         })
+    }
+
+    /// A subquery: over the virtual catalog only, in a row context. In a catalog query a
+    /// subquery this emulation cannot evaluate reads as NULL, so that the catalog queries of
+    /// tools degrade rather than fail (documented in `pg_catalog`).
+    fn subquery(&mut self, query: &ast::Query, kind: SubqueryKind) -> Result<Scalar, SqlError> {
+        let (Some(catalog), Mode::Row) = (self.catalog, &self.mode) else {
+            return Err(SqlError::unsupported("subqueries"));
+        };
+        let catalog_query = self
+            .scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog);
+        match crate::pg_catalog::subquery(query, self.scope, catalog, self.parameters, kind) {
+            Ok(subquery) => Ok(Scalar::Subquery(Box::new(subquery))),
+            Err(error) if catalog_query && error.code == sqlstate::FEATURE_NOT_SUPPORTED => {
+                Ok(Scalar::Constant(Value::Null))
+            }
+            Err(error) => Err(error),
+        }
     }
 
     fn column(&mut self, parts: &[String]) -> Result<Scalar, SqlError> {
@@ -612,6 +783,9 @@ impl Compiler<'_, '_> {
     ) -> Result<Scalar, SqlError> {
         let parts = object_name_parts(&function.name)?;
         let name = parts.last().cloned().unwrap_or_default();
+        if let Some(scalar) = self.catalog_function_call(&name, function)? {
+            return Ok(scalar);
+        }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
         if let Some(aggregate) = aggregate_function(&name, star) {
@@ -652,6 +826,15 @@ impl Compiler<'_, '_> {
             }
             return Ok(Scalar::Call(builtin, compiled));
         }
+        if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
+            (name.as_str(), self.catalog, arguments.first())
+        {
+            let key = self.compile(first, None)?;
+            return Ok(Scalar::Lookup(
+                Box::new(key),
+                crate::pg_catalog::definitions(catalog),
+            ));
+        }
         // Catalog helpers psql and drivers call; their arguments are evaluated for errors only.
         for argument in &arguments {
             self.compile(argument, None)?;
@@ -664,6 +847,52 @@ impl Compiler<'_, '_> {
                     format!("function {name}() does not exist"),
                 )
             })
+    }
+
+    /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
+    /// o)` is `o` (exact for `attnum`, dense from 1 per table here) and
+    /// `_pg_expandarray(a)` the record of the row's expanded element (`expand_set_returning`).
+    fn catalog_function_call(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+    ) -> Result<Option<Scalar>, SqlError> {
+        let catalog_query = self
+            .scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog);
+        if !catalog_query {
+            return Ok(None);
+        }
+        match name {
+            "row_number" => {
+                let Some(ast::WindowType::WindowSpec(spec)) = &function.over else {
+                    return Ok(None);
+                };
+                let [order] = spec.order_by.as_slice() else {
+                    return Err(SqlError::unsupported("window functions"));
+                };
+                let key = self.compile(&order.expr, None)?;
+                Ok(Some(Scalar::Cast(Box::new(key), DataType::BigInt)))
+            }
+            "_pg_expandarray" => {
+                let x = self
+                    .scope
+                    .resolve(&[crate::pg_catalog::EXPANDED_ELEMENT.to_string()]);
+                let n = self
+                    .scope
+                    .resolve(&[crate::pg_catalog::EXPANDED_INDEX.to_string()]);
+                match (x, n) {
+                    (Ok(x), Ok(n)) => Ok(Some(Scalar::Call(
+                        Function::Record,
+                        vec![Scalar::Column(x), Scalar::Column(n)],
+                    ))),
+                    _ => Err(SqlError::unsupported("_pg_expandarray here")),
+                }
+            }
+            _ => Ok(None),
+        }
     }
 
     fn aggregate(
@@ -689,6 +918,7 @@ impl Compiler<'_, '_> {
                     scope: self.scope,
                     parameters: self.parameters,
                     mode: Mode::Row,
+                    catalog: self.catalog,
                 };
                 Some(inner.compile(expr, None)?)
             }
@@ -891,8 +1121,16 @@ impl Scalar {
                 .chain(otherwise.as_deref())
                 .find_map(|result| result.data_type(types)),
             Scalar::Cast(_, data_type) => Some(*data_type),
+            Scalar::Subquery(subquery) => match subquery.kind {
+                SubqueryKind::Scalar => subquery.data_type,
+                _ => Some(DataType::Boolean),
+            },
+            Scalar::Lookup(..) => Some(text),
             Scalar::Call(function, arguments) => match function {
-                Function::Lower | Function::Upper | Function::FormatType => Some(text),
+                Function::Lower | Function::Upper | Function::FormatType | Function::Record => {
+                    Some(text)
+                }
+                Function::RecordField(_) => Some(DataType::Int),
                 Function::Length => Some(DataType::Int),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
@@ -1090,6 +1328,17 @@ impl Scalar {
             }
             Scalar::Cast(operand, target) => cast_value(&operand.evaluate(row)?, *target)?,
             Scalar::Call(function, arguments) => call(*function, arguments, row)?,
+            Scalar::Subquery(subquery) => subquery.evaluate(row)?,
+            Scalar::Lookup(key, texts) => {
+                let key = match key.evaluate(row)? {
+                    Value::Int(number) => Some(i64::from(number)),
+                    Value::BigInt(number) => Some(number),
+                    Value::Text(text) => text.trim().parse().ok(),
+                    _ => None,
+                };
+                key.and_then(|key| texts.get(&key).cloned())
+                    .map_or(Value::Null, Value::Text)
+            }
         })
     }
 
@@ -1286,6 +1535,23 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
                 (None, _) => Value::Null,
             }
         }
+        Function::Record => {
+            let fields: Vec<String> = values
+                .iter()
+                .map(|value| crate::types::encode_text(value).unwrap_or_default())
+                .collect();
+            Value::Text(format!("({})", fields.join(",")))
+        }
+        Function::RecordField(index) => match &values[0] {
+            Value::Text(record) => record
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split(',')
+                .nth(index)
+                .and_then(|field| field.trim().parse().ok())
+                .map_or(Value::Null, Value::Int),
+            _ => Value::Null,
+        },
         Function::Constant => Value::Null,
     })
 }

@@ -22,7 +22,10 @@
 
 use crate::catalog::Catalog;
 use crate::error::{sqlstate, SqlError};
-use crate::expr::{ident_name, object_name_parts, Compiler, Mode, Parameters, Scope, ScopeColumn};
+use crate::expr::{
+    ident_name, object_name_parts, Compiler, Mode, Parameters, Scope, ScopeColumn, Subquery,
+    SubqueryKind,
+};
 use crate::types::{pg_type, type_modifier};
 use engine::{DataType, Value};
 use sqlparser::ast::{self, TableFactor};
@@ -138,6 +141,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                 int8(0),
                 Value::Int(-1),
                 Value::Boolean(false),
+                int8(0),
                 int8(0),
                 int8(0),
             ]
@@ -317,6 +321,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("typnotnull", BOOL),
                 ("typelem", INT8),
                 ("typrelid", INT8),
+                ("typcollation", INT8),
             ]
         }
         (false, "pg_index") => {
@@ -338,6 +343,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     Value::Boolean(false),
                     Value::Boolean(true),
                     Value::Null,
+                    Value::Boolean(false),
                 ]);
                 for (index_at, (_, column)) in entry.indexes.iter().enumerate() {
                     let position = entry
@@ -355,6 +361,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Boolean(false),
                         Value::Boolean(true),
                         Value::Null,
+                        Value::Boolean(false),
                     ]);
                 }
             }
@@ -368,6 +375,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("indisclustered", BOOL),
                 ("indisvalid", BOOL),
                 ("indpred", TEXT),
+                ("indisreplident", BOOL),
             ]
         }
         (false, "pg_am") => {
@@ -446,6 +454,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     int8(oid),
                     int8(oid + 1),
                     text(&key.join(" ")),
+                    int8(0),
+                    int8(0),
+                    Value::Boolean(false),
+                    Value::Boolean(false),
+                    Value::Boolean(true),
                 ]);
             }
             vec![
@@ -456,6 +469,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("conrelid", INT8),
                 ("conindid", INT8),
                 ("conkey", TEXT),
+                ("conparentid", INT8),
+                ("confrelid", INT8),
+                ("condeferrable", BOOL),
+                ("condeferred", BOOL),
+                ("convalidated", BOOL),
             ]
         }
         (false, "pg_description") => vec![
@@ -470,7 +488,12 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("adnum", INT4),
             ("adbin", TEXT),
         ],
-        (false, "pg_inherits") => vec![("inhrelid", INT8), ("inhparent", INT8), ("inhseqno", INT4)],
+        (false, "pg_inherits") => vec![
+            ("inhrelid", INT8),
+            ("inhparent", INT8),
+            ("inhseqno", INT4),
+            ("inhdetachpending", BOOL),
+        ],
         (false, "pg_collation") => vec![("oid", INT8), ("collname", TEXT)],
         (false, "pg_policy" | "pg_statistic_ext" | "pg_publication" | "pg_trigger") => {
             vec![("oid", INT8)]
@@ -594,43 +617,131 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
     Ok((columns, rows))
 }
 
-fn relation(factor: &TableFactor, oids: &Oids) -> Result<(Scope, Vec<Vec<Value>>), SqlError> {
-    let TableFactor::Table {
-        name,
-        alias,
-        args: None,
-        ..
-    } = factor
-    else {
-        return Err(SqlError::unsupported(format!(
-            "FROM {factor} in a catalog query"
-        )));
-    };
-    let parts = object_name_parts(name)?;
-    let (schema, table) = match parts.as_slice() {
-        [table] => (None, table.clone()),
-        [.., schema, table] => (Some(schema.as_str()), table.clone()),
-        [] => return Err(SqlError::syntax("empty table name")),
-    };
-    if !is_virtual(schema, &table) {
-        return Err(SqlError::unsupported("joins of catalog and user tables"));
+/// Whether a FROM item belongs to the virtual catalog: a catalog table, a derived table (whose
+/// own FROM is then checked), or a catalog table function.
+pub fn is_catalog_relation(factor: &TableFactor) -> Result<bool, SqlError> {
+    Ok(match factor {
+        TableFactor::Table { name, args, .. } => {
+            let parts = object_name_parts(name)?;
+            let (schema, table) = split_name(&parts)?;
+            match args {
+                None => is_virtual(schema, table),
+                Some(_) => table == "pg_partition_ancestors",
+            }
+        }
+        TableFactor::Derived { .. } => true,
+        _ => false,
+    })
+}
+
+fn split_name(parts: &[String]) -> Result<(Option<&str>, &str), SqlError> {
+    match parts {
+        [table] => Ok((None, table)),
+        [.., schema, table] => Ok((Some(schema.as_str()), table)),
+        [] => Err(SqlError::syntax("empty table name")),
     }
-    let (columns, rows) = virtual_table(schema, &table, oids)?;
-    let qualifier = alias
-        .as_ref()
-        .map(|alias| ident_name(&alias.name))
-        .unwrap_or(table);
-    let scope = Scope {
-        columns: columns
+}
+
+fn virtual_scope(qualifier: &str, columns: Vec<(String, DataType)>) -> Scope {
+    Scope::new(
+        columns
             .into_iter()
             .map(|(name, data_type)| ScopeColumn {
-                table: Some(qualifier.clone()),
-                name: name.to_string(),
+                table: Some(qualifier.to_string()),
+                name,
                 data_type,
+                virtual_catalog: true,
             })
             .collect(),
-    };
-    Ok((scope, rows))
+    )
+}
+
+fn relation(
+    factor: &TableFactor,
+    oids: &Oids,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<(Scope, Vec<Vec<Value>>), SqlError> {
+    match factor {
+        TableFactor::Table {
+            name, alias, args, ..
+        } => {
+            let parts = object_name_parts(name)?;
+            let (schema, table) = split_name(&parts)?;
+            let qualifier = alias
+                .as_ref()
+                .map(|alias| ident_name(&alias.name))
+                .unwrap_or(table.to_string());
+            if let Some(args) = args {
+                // pg_partition_ancestors(rel): a table is its own only ancestor here.
+                if table != "pg_partition_ancestors" || args.args.len() != 1 {
+                    return Err(SqlError::unsupported(format!("table function {name}")));
+                }
+                let scope = Scope::default();
+                let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) = &args.args[0]
+                else {
+                    return Err(SqlError::unsupported(format!("arguments of {name}")));
+                };
+                let value = Compiler {
+                    scope: &scope,
+                    parameters,
+                    mode: Mode::Row,
+                    catalog: Some(catalog),
+                }
+                .compile(expr, None)?
+                .evaluate(&[])?;
+                let relid = crate::expr::cast_value(&value, INT8)?;
+                let name = alias
+                    .as_ref()
+                    .and_then(|alias| alias.columns.first())
+                    .map_or("relid".to_string(), |column| ident_name(&column.name));
+                return Ok((
+                    virtual_scope(&qualifier, vec![(name, INT8)]),
+                    vec![vec![relid]],
+                ));
+            }
+            if !is_virtual(schema, table) {
+                return Err(SqlError::unsupported("joins of catalog and user tables"));
+            }
+            let (columns, rows) = virtual_table(schema, table, oids)?;
+            let columns = columns
+                .into_iter()
+                .map(|(name, data_type)| (name.to_string(), data_type))
+                .collect();
+            Ok((virtual_scope(&qualifier, columns), rows))
+        }
+        TableFactor::Derived {
+            lateral: false,
+            subquery,
+            alias,
+            ..
+        } => {
+            let statement = ast::Statement::Query(subquery.clone());
+            let plan = crate::plan::plan(&statement, catalog, parameters)?;
+            let crate::Plan::Execute(execution) = plan else {
+                return Err(SqlError::unsupported("this derived table"));
+            };
+            if execution.routing != crate::Routing::None {
+                return Err(SqlError::unsupported("subqueries over user tables"));
+            }
+            let crate::StatementResult::Rows { columns, rows, .. } = execution.finish(Vec::new())?
+            else {
+                return Err(SqlError::unsupported("this derived table"));
+            };
+            let qualifier = alias
+                .as_ref()
+                .map(|alias| ident_name(&alias.name))
+                .unwrap_or_default();
+            let columns = columns
+                .into_iter()
+                .map(|column| (column.name, column.data_type))
+                .collect();
+            Ok((virtual_scope(&qualifier, columns), rows))
+        }
+        other => Err(SqlError::unsupported(format!(
+            "FROM {other} in a catalog query"
+        ))),
+    }
 }
 
 /// Materialises a FROM clause of virtual tables, joins included: the joined rows and their scope.
@@ -638,6 +749,17 @@ pub fn from_clause(
     from: &[ast::TableWithJoins],
     catalog: &dyn Catalog,
     parameters: &mut Parameters,
+) -> Result<(Vec<Vec<Value>>, Scope), SqlError> {
+    from_clause_within(from, catalog, parameters, &Scope::default())
+}
+
+/// `from_clause` inside a subquery: ON conditions may refer to the enclosing row too (not
+/// supported: they see the subquery's tables only).
+fn from_clause_within(
+    from: &[ast::TableWithJoins],
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+    _outer: &Scope,
 ) -> Result<(Vec<Vec<Value>>, Scope), SqlError> {
     let oids = Oids {
         tables: catalog
@@ -649,7 +771,7 @@ pub fn from_clause(
     let mut scope = Scope::default();
     let mut rows: Vec<Vec<Value>> = vec![Vec::new()];
     for item in from {
-        let (right_scope, right_rows) = relation(&item.relation, &oids)?;
+        let (right_scope, right_rows) = relation(&item.relation, &oids, catalog, parameters)?;
         rows = join(
             rows,
             &mut scope,
@@ -658,6 +780,7 @@ pub fn from_clause(
             None,
             false,
             parameters,
+            catalog,
         )?;
         for joined in &item.joins {
             let (constraint, left_outer) = match &joined.join_operator {
@@ -668,21 +791,14 @@ pub fn from_clause(
                     (constraint, true)
                 }
                 ast::JoinOperator::CrossJoin(constraint) => (constraint, false),
-                other => {
-                    return Err(SqlError::unsupported(
-                        format!("join {other:?}")
-                            .chars()
-                            .take(60)
-                            .collect::<String>(),
-                    ))
-                }
+                _ => return Err(SqlError::unsupported("RIGHT, FULL and other joins")),
             };
             let on = match constraint {
                 ast::JoinConstraint::On(expr) => Some(expr),
                 ast::JoinConstraint::None => None,
                 _ => return Err(SqlError::unsupported("USING and NATURAL joins")),
             };
-            let (right_scope, right_rows) = relation(&joined.relation, &oids)?;
+            let (right_scope, right_rows) = relation(&joined.relation, &oids, catalog, parameters)?;
             rows = join(
                 rows,
                 &mut scope,
@@ -691,12 +807,14 @@ pub fn from_clause(
                 on,
                 left_outer,
                 parameters,
+                catalog,
             )?;
         }
     }
     Ok((rows, scope))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn join(
     left: Vec<Vec<Value>>,
     scope: &mut Scope,
@@ -705,6 +823,7 @@ fn join(
     on: Option<&ast::Expr>,
     left_outer: bool,
     parameters: &mut Parameters,
+    catalog: &dyn Catalog,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
     let right_width = right_scope.columns.len();
     scope.columns.extend(right_scope.columns);
@@ -714,6 +833,7 @@ fn join(
                 scope,
                 parameters,
                 mode: Mode::Row,
+                catalog: Some(catalog),
             }
             .compile(expr, Some(DataType::Boolean))?,
         ),
@@ -746,6 +866,304 @@ fn join(
         }
     }
     Ok(joined)
+}
+
+/// The hidden columns `expand_set_returning` adds: the element and its 1-based index.
+pub const EXPANDED_ELEMENT: &str = "_pg_expandarray.x";
+pub const EXPANDED_INDEX: &str = "_pg_expandarray.n";
+
+/// `information_schema._pg_expandarray(array)` in a catalog select list is set-returning: each
+/// row becomes one row per element of the array (our arrays are space-separated text such as
+/// `indkey` "1 2"), with the element and its index in two hidden columns.
+pub fn expand_set_returning(
+    select: &ast::Select,
+    rows: &mut Vec<Vec<Value>>,
+    scope: &mut Scope,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<(), SqlError> {
+    let mut argument: Option<&ast::Expr> = None;
+    for item in &select.projection {
+        let (ast::SelectItem::UnnamedExpr(expr) | ast::SelectItem::ExprWithAlias { expr, .. }) =
+            item
+        else {
+            continue;
+        };
+        let call = match expr {
+            ast::Expr::CompoundFieldAccess { root, .. } => match root.as_ref() {
+                ast::Expr::Nested(inner) => inner.as_ref(),
+                other => other,
+            },
+            other => other,
+        };
+        if let ast::Expr::Function(function) = call {
+            let is_expand = function
+                .name
+                .0
+                .last()
+                .and_then(|part| part.as_ident())
+                .is_some_and(|ident| ident_name(ident) == "_pg_expandarray");
+            if let (true, ast::FunctionArguments::List(list)) = (is_expand, &function.args) {
+                if let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(argument_expr))] =
+                    list.args.as_slice()
+                {
+                    argument = Some(argument_expr);
+                }
+            }
+        }
+    }
+    let Some(argument) = argument else {
+        return Ok(());
+    };
+    let array = Compiler {
+        scope,
+        parameters,
+        mode: Mode::Row,
+        catalog: Some(catalog),
+    }
+    .compile(argument, None)?;
+    let mut expanded = Vec::new();
+    for row in rows.iter() {
+        let Value::Text(elements) = array.evaluate(row)? else {
+            continue;
+        };
+        for (index, element) in elements.split_whitespace().enumerate() {
+            let Ok(element) = element.parse::<i32>() else {
+                continue;
+            };
+            let mut row = row.clone();
+            row.push(Value::Int(element));
+            row.push(Value::Int(index as i32 + 1));
+            expanded.push(row);
+        }
+    }
+    *rows = expanded;
+    for name in [EXPANDED_ELEMENT, EXPANDED_INDEX] {
+        scope.columns.push(ScopeColumn {
+            table: None,
+            name: name.to_string(),
+            data_type: INT4,
+            virtual_catalog: true,
+        });
+    }
+    Ok(())
+}
+
+/// A subquery over the virtual catalog inside an expression whose row has scope `outer`.
+pub fn subquery(
+    query: &ast::Query,
+    outer: &Scope,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+    kind: SubqueryKind,
+) -> Result<Subquery, SqlError> {
+    let ast::SetExpr::Select(select) = query.body.as_ref() else {
+        return Err(SqlError::unsupported("UNION and VALUES in subqueries"));
+    };
+    if query.order_by.is_some()
+        || query.with.is_some()
+        || select.distinct.is_some()
+        || select.having.is_some()
+    {
+        return Err(SqlError::unsupported(
+            "ORDER BY, WITH, DISTINCT and HAVING in subqueries",
+        ));
+    }
+    if !matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, _) if exprs.is_empty())
+        || crate::plan::uses_aggregates(select, query)
+    {
+        return Err(SqlError::unsupported("aggregates in subqueries"));
+    }
+    let limit = match &query.limit_clause {
+        None => None,
+        Some(ast::LimitClause::LimitOffset {
+            limit: Some(ast::Expr::Value(value)),
+            offset: None,
+            ..
+        }) => match &value.value {
+            ast::Value::Number(text, _) => text.parse().ok(),
+            _ => None,
+        },
+        Some(_) => return Err(SqlError::unsupported("this LIMIT in a subquery")),
+    };
+    let (rows, inner) = if select.from.is_empty() {
+        (vec![Vec::new()], Scope::default())
+    } else {
+        if !select
+            .from
+            .iter()
+            .all(|item| is_catalog_relation(&item.relation).unwrap_or(false))
+        {
+            return Err(SqlError::unsupported("subqueries over user tables"));
+        }
+        from_clause_within(&select.from, catalog, parameters, outer)?
+    };
+    let outer_start = inner.columns.len();
+    let mut columns = inner.columns;
+    columns.extend(outer.columns.iter().cloned());
+    let scope = Scope {
+        columns,
+        outer_start: Some(outer_start),
+    };
+    let mut compiler = Compiler {
+        scope: &scope,
+        parameters,
+        mode: Mode::Row,
+        catalog: Some(catalog),
+    };
+    let filter = select
+        .selection
+        .as_ref()
+        .map(|selection| compiler.compile(selection, Some(DataType::Boolean)))
+        .transpose()?;
+    let projection = match (&kind, select.projection.as_slice()) {
+        (SubqueryKind::Exists, _) => None,
+        (
+            _,
+            [ast::SelectItem::UnnamedExpr(expr)] | [ast::SelectItem::ExprWithAlias { expr, .. }],
+        ) => Some(compiler.compile(expr, None)?),
+        _ => return Err(SqlError::syntax("subquery must return only one column")),
+    };
+    let data_type = projection
+        .as_ref()
+        .and_then(|projection| compiler.type_of(projection));
+    Ok(Subquery {
+        rows,
+        filter,
+        projection,
+        data_type,
+        kind,
+        limit,
+    })
+}
+
+/// Catalog tables that are always empty here; a query that inner-joins one (or an unknown
+/// catalog table) answers no rows without being compiled.
+const EMPTY_TABLES: &[&str] = &[
+    "pg_description",
+    "pg_attrdef",
+    "pg_inherits",
+    "pg_collation",
+    "pg_policy",
+    "pg_statistic_ext",
+    "pg_publication",
+    "pg_trigger",
+];
+
+fn empty_relation(factor: &TableFactor) -> bool {
+    let TableFactor::Table {
+        name, args: None, ..
+    } = factor
+    else {
+        return false;
+    };
+    let Ok(parts) = object_name_parts(name) else {
+        return false;
+    };
+    let Ok((schema, table)) = split_name(&parts) else {
+        return false;
+    };
+    let known = match schema {
+        Some("information_schema") => VIRTUAL_INFORMATION_SCHEMA.contains(&table),
+        Some("pg_catalog") => VIRTUAL_PG_CATALOG.contains(&table),
+        None | Some("public") if table.starts_with("pg_") => {
+            VIRTUAL_PG_CATALOG.contains(&table) || !table.starts_with("pg_")
+        }
+        _ => return false,
+    };
+    EMPTY_TABLES.contains(&table)
+        || !known && matches!(schema, Some("pg_catalog" | "information_schema"))
+        || !known && schema.is_none() && table.starts_with("pg_")
+}
+
+/// If a catalog query provably answers no rows (every UNION branch inner-joins an empty or
+/// unknown catalog table, and none aggregates without GROUP BY), the names of its columns.
+pub fn provably_empty(query: &ast::Query) -> Option<Vec<String>> {
+    fn branch(body: &ast::SetExpr, query: &ast::Query) -> Option<Vec<String>> {
+        match body {
+            ast::SetExpr::Select(select) => {
+                let inner_empty = select.from.iter().any(|item| {
+                    empty_relation(&item.relation)
+                        || item.joins.iter().any(|join| {
+                            matches!(
+                                join.join_operator,
+                                ast::JoinOperator::Join(_)
+                                    | ast::JoinOperator::Inner(_)
+                                    | ast::JoinOperator::CrossJoin(_)
+                            ) && empty_relation(&join.relation)
+                        })
+                });
+                let grouped = matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, _) if !exprs.is_empty());
+                if !inner_empty || (!grouped && crate::plan::uses_aggregates(select, query)) {
+                    return None;
+                }
+                Some(
+                    select
+                        .projection
+                        .iter()
+                        .map(|item| match item {
+                            ast::SelectItem::UnnamedExpr(expr) => crate::plan::column_name(expr),
+                            ast::SelectItem::ExprWithAlias { alias, .. } => ident_name(alias),
+                            _ => "?column?".to_string(),
+                        })
+                        .collect(),
+                )
+            }
+            ast::SetExpr::SetOperation {
+                left, right, op, ..
+            } if *op != ast::SetOperator::Except => {
+                let names = branch(left, query)?;
+                branch(right, query)?;
+                Some(names)
+            }
+            ast::SetExpr::SetOperation { left, .. } => branch(left, query),
+            ast::SetExpr::Query(inner) => branch(&inner.body, inner),
+            _ => None,
+        }
+    }
+    branch(&query.body, query)
+}
+
+/// Object definitions by oid: `CREATE INDEX …` for index oids, `PRIMARY KEY (…)` for
+/// constraint oids (for `pg_get_indexdef`, `pg_get_constraintdef`).
+pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
+    let oids = Oids {
+        tables: catalog
+            .table_names()
+            .iter()
+            .filter_map(|name| catalog.table(name))
+            .collect(),
+    };
+    let mut texts = std::collections::BTreeMap::new();
+    for (at, entry) in oids.tables.iter().enumerate() {
+        let oid = oids.table_oid(at);
+        let schema = &entry.schema;
+        let key: Vec<&str> = schema
+            .primary_key
+            .iter()
+            .map(|position| schema.columns[*position].name.as_str())
+            .collect();
+        texts.insert(
+            oid + 1,
+            format!(
+                "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+                schema.primary_key_name(),
+                schema.name,
+                key.join(", ")
+            ),
+        );
+        texts.insert(oid + 50, format!("PRIMARY KEY ({})", key.join(", ")));
+        for (index_at, (index, column)) in entry.indexes.iter().enumerate() {
+            texts.insert(
+                oid + 2 + index_at as i64,
+                format!(
+                    "CREATE INDEX {index} ON public.{} USING btree ({column})",
+                    schema.name
+                ),
+            );
+        }
+    }
+    texts
 }
 
 /// `format_type(oid, typmod)` for the types the catalog lists.

@@ -298,6 +298,7 @@ impl Planner<'_, '_> {
             scope,
             parameters: self.parameters,
             mode: Mode::Row,
+            catalog: Some(self.catalog),
         }
     }
 
@@ -324,6 +325,9 @@ impl Planner<'_, '_> {
     // ----- SELECT -----
 
     fn query(&mut self, query: &ast::Query) -> Result<Execution, SqlError> {
+        if let Some(names) = crate::pg_catalog::provably_empty(query) {
+            return Ok(empty_result(names));
+        }
         if query.with.is_some() {
             return Err(SqlError::unsupported("WITH queries"));
         }
@@ -353,7 +357,18 @@ impl Planner<'_, '_> {
                 "SELECT INTO, TOP, WINDOW and QUALIFY",
             ));
         }
-        let (source, scope, table) = self.from(&select.from)?;
+        let (mut source, mut scope, table) = self.from(&select.from)?;
+        if let Source::Rows(rows) = &mut source {
+            if scope.columns.iter().any(|column| column.virtual_catalog) {
+                crate::pg_catalog::expand_set_returning(
+                    select,
+                    rows,
+                    &mut scope,
+                    self.catalog,
+                    self.parameters,
+                )?;
+            }
+        }
         let (operation, residual) = match (&source, &table) {
             (Source::Engine { .. }, Some(entry)) => {
                 let (predicate, residual) = match &select.selection {
@@ -444,6 +459,11 @@ impl Planner<'_, '_> {
             return Ok((Source::Rows(vec![Vec::new()]), Scope::default(), None));
         }
         let first = &from[0];
+        if crate::pg_catalog::is_catalog_relation(&first.relation)? {
+            let (rows, scope) =
+                crate::pg_catalog::from_clause(from, self.catalog, self.parameters)?;
+            return Ok((Source::Rows(rows), scope, None));
+        }
         if let TableFactor::Table {
             name,
             alias,
@@ -712,6 +732,7 @@ impl Planner<'_, '_> {
                 } else {
                     Mode::Row
                 },
+                catalog: Some(self.catalog),
             };
             for item in &select.projection {
                 match item {
@@ -781,6 +802,7 @@ impl Planner<'_, '_> {
                         group_by: &group_by,
                         aggregates: &mut aggregates,
                     },
+                    catalog: Some(self.catalog),
                 };
                 Some(compiler.compile(having, Some(DataType::Boolean))?)
             }
@@ -903,6 +925,7 @@ impl Planner<'_, '_> {
                         } else {
                             Mode::Row
                         },
+                        catalog: Some(self.catalog),
                     };
                     compiler.compile(expr, None)?
                 }
@@ -1630,6 +1653,33 @@ impl Planner<'_, '_> {
     }
 }
 
+/// A query answered with no rows and text columns of these names.
+fn empty_result(names: Vec<String>) -> Execution {
+    let text = DataType::Text { length_max: None };
+    Execution {
+        operations: Vec::new(),
+        routing: Routing::None,
+        finish: Finish::Query(QueryPlan {
+            source: Source::Rows(Vec::new()),
+            input_types: Vec::new(),
+            residual: None,
+            grouping: None,
+            projection: names
+                .iter()
+                .map(|_| Scalar::Constant(Value::Null))
+                .collect(),
+            order_by: Vec::new(),
+            offset: 0,
+            limit: None,
+            columns: names
+                .iter()
+                .map(|name| OutputColumn::new(name, text))
+                .collect(),
+        }),
+        created_table: None,
+    }
+}
+
 fn column_of_nested(expr: &Expr, scope: &Scope) -> Option<usize> {
     match expr {
         Expr::Identifier(ident) => scope.resolve(&[ident_name(ident)]).ok(),
@@ -1701,10 +1751,12 @@ fn table_option_pairs(
 
 fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
     Scope {
+        outer_start: None,
         columns: schema
             .columns
             .iter()
             .map(|column| ScopeColumn {
+                virtual_catalog: false,
                 table: Some(qualifier.to_string()),
                 name: column.name.clone(),
                 data_type: column.data_type,
@@ -1836,7 +1888,7 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
 }
 
 /// Whether the select list, HAVING or ORDER BY call an aggregate function.
-fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool {
+pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool {
     let mut text = String::new();
     for item in &select.projection {
         text.push_str(&item.to_string().to_lowercase());
@@ -1860,7 +1912,7 @@ fn contains_call(text: &str, call: &str) -> bool {
 }
 
 /// The column name PostgreSQL gives an unaliased select item.
-fn column_name(expr: &Expr) -> String {
+pub(crate) fn column_name(expr: &Expr) -> String {
     match expr {
         Expr::Identifier(ident) => ident_name(ident),
         Expr::CompoundIdentifier(idents) => idents.last().map(ident_name).unwrap_or_default(),
