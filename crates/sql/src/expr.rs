@@ -1282,6 +1282,11 @@ impl Scalar {
             }
             Scalar::Like(text, pattern, negated, insensitive) => {
                 match (text.evaluate(row)?, pattern.evaluate(row)?) {
+                    (Value::Text(_), Value::Text(pattern))
+                        if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
+                    {
+                        return Err(pattern_too_long());
+                    }
                     (Value::Text(text), Value::Text(pattern)) => {
                         let (text, pattern) = if *insensitive {
                             (text.to_lowercase(), pattern.to_lowercase())
@@ -1348,6 +1353,17 @@ impl Scalar {
     }
 }
 
+/// Matching costs text length × pattern length per row: patterns are capped as in the engine.
+fn pattern_too_long() -> SqlError {
+    SqlError::new(
+        sqlstate::PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "LIKE and regular expression patterns are limited to {} bytes",
+            engine::predicate::LIKE_PATTERN_BYTES_MAX
+        ),
+    )
+}
+
 fn and(left: Option<bool>, right: Option<bool>) -> Option<bool> {
     match (left, right) {
         (Some(false), _) | (_, Some(false)) => Some(false),
@@ -1402,6 +1418,11 @@ fn binary(
             }
         }
         Operator::RegexMatch => match (&left, &right) {
+            (Value::Text(_), Value::Text(pattern))
+                if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
+            {
+                return Err(pattern_too_long());
+            }
             (Value::Text(text), Value::Text(pattern)) => {
                 Value::Boolean(crate::regex::matches(pattern, text)?)
             }

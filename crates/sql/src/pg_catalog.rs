@@ -31,7 +31,7 @@ use engine::{DataType, Value};
 use sqlparser::ast::{self, TableFactor};
 
 /// Most rows a join of virtual tables may produce.
-pub const JOIN_ROWS_MAX: usize = 1_000_000;
+pub const JOIN_ROWS_MAX: usize = 200_000;
 
 const PG_CATALOG_OID: i64 = 11;
 const PUBLIC_OID: i64 = 2200;
@@ -749,18 +749,26 @@ pub fn from_clause(
     from: &[ast::TableWithJoins],
     catalog: &dyn Catalog,
     parameters: &mut Parameters,
+    selection: Option<&ast::Expr>,
 ) -> Result<(Vec<Vec<Value>>, Scope), SqlError> {
-    from_clause_within(from, catalog, parameters, &Scope::default())
+    from_clause_within(from, catalog, parameters, selection)
 }
 
-/// `from_clause` inside a subquery: ON conditions may refer to the enclosing row too (not
-/// supported: they see the subquery's tables only).
+/// `from_clause`, filtering early: after each table joins, every WHERE conjunct whose columns
+/// are all in scope by then is applied, so that comma joins (`FROM pg_class c, pg_class c2,
+/// pg_index i WHERE …`, as psql writes them) do not materialise the whole cross product. The
+/// caller still evaluates the whole WHERE afterwards (applying a conjunct twice is harmless);
+/// ON conditions see only the tables joined so far.
 fn from_clause_within(
     from: &[ast::TableWithJoins],
     catalog: &dyn Catalog,
     parameters: &mut Parameters,
-    _outer: &Scope,
+    selection: Option<&ast::Expr>,
 ) -> Result<(Vec<Vec<Value>>, Scope), SqlError> {
+    let mut pending: Vec<&ast::Expr> = Vec::new();
+    if let Some(selection) = selection {
+        flatten_and(selection, &mut pending);
+    }
     let oids = Oids {
         tables: catalog
             .table_names()
@@ -782,6 +790,7 @@ fn from_clause_within(
             parameters,
             catalog,
         )?;
+        apply_ready(&mut rows, &scope, &mut pending, parameters, catalog)?;
         for joined in &item.joins {
             let (constraint, left_outer) = match &joined.join_operator {
                 ast::JoinOperator::Join(constraint) | ast::JoinOperator::Inner(constraint) => {
@@ -809,9 +818,68 @@ fn from_clause_within(
                 parameters,
                 catalog,
             )?;
+            apply_ready(&mut rows, &scope, &mut pending, parameters, catalog)?;
         }
     }
     Ok((rows, scope))
+}
+
+fn flatten_and<'e>(expr: &'e ast::Expr, conjuncts: &mut Vec<&'e ast::Expr>) {
+    match expr {
+        ast::Expr::BinaryOp {
+            left,
+            op: ast::BinaryOperator::And,
+            right,
+        } => {
+            flatten_and(left, conjuncts);
+            flatten_and(right, conjuncts);
+        }
+        ast::Expr::Nested(inner)
+            if matches!(
+                inner.as_ref(),
+                ast::Expr::BinaryOp {
+                    op: ast::BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
+            flatten_and(inner, conjuncts)
+        }
+        other => conjuncts.push(other),
+    }
+}
+
+/// Filters the rows by the pending conjuncts that compile in the current scope.
+fn apply_ready(
+    rows: &mut Vec<Vec<Value>>,
+    scope: &Scope,
+    pending: &mut Vec<&ast::Expr>,
+    parameters: &mut Parameters,
+    catalog: &dyn Catalog,
+) -> Result<(), SqlError> {
+    let mut waiting = Vec::with_capacity(pending.len());
+    for conjunct in pending.drain(..) {
+        let compiled = Compiler {
+            scope,
+            parameters,
+            mode: Mode::Row,
+            catalog: Some(catalog),
+        }
+        .compile(conjunct, Some(DataType::Boolean));
+        let Ok(filter) = compiled else {
+            waiting.push(conjunct);
+            continue;
+        };
+        let mut kept = Vec::with_capacity(rows.len());
+        for row in rows.drain(..) {
+            if filter.qualifies(&row)? {
+                kept.push(row);
+            }
+        }
+        *rows = kept;
+    }
+    *pending = waiting;
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -996,7 +1064,7 @@ pub fn subquery(
         {
             return Err(SqlError::unsupported("subqueries over user tables"));
         }
-        from_clause_within(&select.from, catalog, parameters, outer)?
+        from_clause_within(&select.from, catalog, parameters, select.selection.as_ref())?
     };
     let outer_start = inner.columns.len();
     let mut columns = inner.columns;

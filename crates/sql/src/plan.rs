@@ -357,7 +357,7 @@ impl Planner<'_, '_> {
                 "SELECT INTO, TOP, WINDOW and QUALIFY",
             ));
         }
-        let (mut source, mut scope, table) = self.from(&select.from)?;
+        let (mut source, mut scope, table) = self.from(&select.from, select.selection.as_ref())?;
         if let Source::Rows(rows) = &mut source {
             if scope.columns.iter().any(|column| column.virtual_catalog) {
                 crate::pg_catalog::expand_set_returning(
@@ -454,6 +454,7 @@ impl Planner<'_, '_> {
     fn from(
         &mut self,
         from: &[ast::TableWithJoins],
+        selection: Option<&Expr>,
     ) -> Result<(Source, Scope, Option<TableEntry>), SqlError> {
         if from.is_empty() {
             return Ok((Source::Rows(vec![Vec::new()]), Scope::default(), None));
@@ -461,7 +462,7 @@ impl Planner<'_, '_> {
         let first = &from[0];
         if crate::pg_catalog::is_catalog_relation(&first.relation)? {
             let (rows, scope) =
-                crate::pg_catalog::from_clause(from, self.catalog, self.parameters)?;
+                crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
             return Ok((Source::Rows(rows), scope, None));
         }
         if let TableFactor::Table {
@@ -474,7 +475,7 @@ impl Planner<'_, '_> {
             let (schema, table) = table_name(name)?;
             if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
                 let (rows, scope) =
-                    crate::pg_catalog::from_clause(from, self.catalog, self.parameters)?;
+                    crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
                 return Ok((Source::Rows(rows), scope, None));
             }
             if from.len() > 1 || !first.joins.is_empty() {

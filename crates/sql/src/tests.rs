@@ -1014,6 +1014,16 @@ fn information_schema_answers_driver_metadata_queries() {
 fn psql_describe_table_queries_all_answer() {
     let mut cluster = people(1);
     cluster.tag("CREATE INDEX people_city ON people (city)");
+    // Enough tables that an unfiltered comma join of pg_class × pg_class × pg_index would
+    // pass the join limit.
+    for table in 0..70 {
+        cluster.tag(&format!(
+            "CREATE TABLE filler{table} (k INT PRIMARY KEY, v TEXT)"
+        ));
+        cluster.tag(&format!(
+            "CREATE INDEX filler{table}_v ON filler{table} (v)"
+        ));
+    }
     let find = "SELECT c.oid,\n  n.nspname,\n  c.relname\nFROM pg_catalog.pg_class c\n     LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace\nWHERE c.relname OPERATOR(pg_catalog.~) '^(people)$' COLLATE pg_catalog.default\n  AND pg_catalog.pg_table_is_visible(c.oid)\nORDER BY 2, 3;";
     let oid = cluster.rows(find)[0][0].to_string();
     let table = format!("SELECT c.relchecks, c.relkind, c.relhasindex, c.relhasrules, c.relhastriggers, c.relrowsecurity, c.relforcerowsecurity, false AS relhasoids, c.relispartition, '', c.reltablespace, CASE WHEN c.reloftype = 0 THEN '' ELSE c.reloftype::pg_catalog.regtype::pg_catalog.text END, c.relpersistence, c.relreplident, am.amname\nFROM pg_catalog.pg_class c\n LEFT JOIN pg_catalog.pg_class tc ON (c.reltoastrelid = tc.oid)\nLEFT JOIN pg_catalog.pg_am am ON (c.relam = am.oid)\nWHERE c.oid = '{oid}';");
