@@ -9,13 +9,13 @@
 //! ## Pipeline
 //!
 //! ```text
-//!  query string ──parse──► [Statement] ──plan_statement(catalog)──► Plan
+//!  query string ──parse──► \[Statement\] ──plan_statement(catalog)──► Plan
 //!  Parse message ──prepare(catalog)──► Prepared ──bind(catalog, params)──► Plan
 //!
 //!  Plan::Session(command)  ─► Session::apply ─────────────────────────────► StatementResult
 //!  Plan::Execute(execution):
 //!     execution.operations ─(routing: every partition | key partitions | rows split by key)─►
-//!     engines: Command::Batch(operations) ─► results[partition][operation]
+//!     engines: Command::Batch(operations) ─► results\[partition\]\[operation\]
 //!     execution.finish(results) (merge: key-ordered union or partial merge, residual filter,
 //!                                group, HAVING, sort, offset/limit, project) ─► StatementResult
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
@@ -33,7 +33,7 @@
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
 //! | `session` | `Session`: SET/SHOW/RESET/DISCARD, BEGIN/COMMIT/ROLLBACK (autocommit) |
 //! | `catalog` | the `Catalog` trait, `TableEntry`, `TableOptions` (`WITH (…)` placement) |
-//! | `pg_catalog` | virtual catalog tables for psql and drivers |
+//! | `pg_catalog` | virtual catalog tables for psql (`\\dt`, `\\d table`) and pgjdbc metadata |
 //! | `regex` | the `~` subset psql's catalog queries need |
 //! | `types` | PG type OIDs, typlen, typmod; text and binary value formats |
 //! | `copy` | COPY FROM STDIN text format → inserts |
@@ -58,12 +58,12 @@
 //! ## Supported, and refused
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
-//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP [WITHOUT TIME ZONE]; NOT NULL; PRIMARY
+//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
 //! KEY as column or table constraint, required; `WITH (partition_key, placement, replication,
 //! replication_factor)`), DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
-//! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT [(pk)] DO NOTHING | DO
+//! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
-//! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS [NOT] NULL/TRUE/FALSE,
+//! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
 //! UPDATE … SET col = constant WHERE …, DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
@@ -77,12 +77,37 @@
 //! non-primary-key unique indexes, multi-column indexes, DROP INDEX, ALTER, savepoints,
 //! COPY TO and COPY in CSV/binary formats, EXPLAIN ANALYZE.
 //!
+//! Catalog queries (`pg_catalog.*`, `information_schema.*`) run over virtual tables at the
+//! gateway, joins and correlated subqueries included; see `pg_catalog` for what is emulated.
+//!
 //! Deviations from PostgreSQL: AVG answers DOUBLE PRECISION (not NUMERIC); SUM of integers
 //! answers BIGINT and fails with 22003 beyond it; numeric literals with a fraction are DOUBLE;
 //! SELECT fetches every column of the table from the engine (projection happens at the
 //! gateway); a multi-row INSERT with `EXCLUDED.col` assignments, and COPY beyond
 //! `INSERT_ROWS_MAX` rows, run as several engine inserts in one batch and are not atomic if a
 //! later one fails.
+//!
+//! ## What the wire server does around this crate
+//!
+//! - Sockets, startup (report `Session::reported()` as ParameterStatus, `BackendKeyData`),
+//!   authentication, SSL refusal, cancel requests, and the message framing of both protocols.
+//! - Simple query: `parse`, then for each statement `plan_statement` *after* the previous one
+//!   executed; stop at the first error (autocommit: earlier statements stay committed). An
+//!   empty string is EmptyQueryResponse. ReadyForQuery is always idle ('I').
+//! - Extended query: Parse → `prepare` (declared OIDs via `types::data_type_for_oid`), keep
+//!   `Prepared` by name; Describe → `parameter_types` (`types::pg_type(..).oid`) and
+//!   `columns` (RowDescription, with `type_modifier`); Bind → decode each parameter with
+//!   `types::decode_text`/`decode_binary` by its format code, then `Prepared::bind`; Execute
+//!   (honouring the row limit and PortalSuspended), Sync, Close, Flush.
+//! - Execution: map `Routing` to partitions through the placement directory, split inserts
+//!   with `split_insert`, send `engine::Command::Batch(operations)` to each (reads through the
+//!   path `Session::read_isolation` asks for), collect `results[partition][operation]`, call
+//!   `Execution::finish`; register `Execution::created_table` (and index/drop changes) in the
+//!   directory; EXPLAIN sends `Command::Explain`; COPY FROM STDIN answers CopyInResponse,
+//!   gathers CopyData until CopyDone and calls `CopyIn::execution`.
+//! - Encode rows per column format with `types::encode_text`/`encode_binary`; send errors as
+//!   ErrorResponse (severity ERROR, `code`, `message`, `detail`, `hint`) and keep the
+//!   connection usable; a NOTICE for ROLLBACK (nothing is undone) is a kindness.
 #![forbid(unsafe_code)]
 
 pub mod catalog;
