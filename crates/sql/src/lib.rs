@@ -9,13 +9,13 @@
 //! ## Pipeline
 //!
 //! ```text
-//!  query string ──parse──► \[Statement\] ──plan_statement(catalog)──► Plan
+//!  query string ──parse──► [Statement] ──plan_statement(catalog)──► Plan
 //!  Parse message ──prepare(catalog)──► Prepared ──bind(catalog, params)──► Plan
 //!
 //!  Plan::Session(command)  ─► Session::apply ─────────────────────────────► StatementResult
 //!  Plan::Execute(execution):
 //!     execution.operations ─(routing: every partition | key partitions | rows split by key)─►
-//!     engines: Command::Batch(operations) ─► results\[partition\]\[operation\]
+//!     engines: Command::Batch(operations) ─► results[partition][operation]
 //!     execution.finish(results) (merge: key-ordered union or partial merge, residual filter,
 //!                                group, HAVING, sort, offset/limit, project) ─► StatementResult
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
