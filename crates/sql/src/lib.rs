@@ -82,10 +82,15 @@
 //!
 //! Deviations from PostgreSQL: AVG answers DOUBLE PRECISION (not NUMERIC); SUM of integers
 //! answers BIGINT and fails with 22003 beyond it; numeric literals with a fraction are DOUBLE;
-//! SELECT fetches every column of the table from the engine (projection happens at the
-//! gateway); a multi-row INSERT with `EXCLUDED.col` assignments, and COPY beyond
-//! `INSERT_ROWS_MAX` rows, run as several engine inserts in one batch and are not atomic if a
-//! later one fails.
+//! ORDER BY ties come in primary key order (PostgreSQL leaves them unspecified); a multi-row
+//! INSERT with `EXCLUDED.col` assignments, and COPY beyond `INSERT_ROWS_MAX` rows, run as
+//! several engine inserts in one batch and are not atomic if a later one fails; statements
+//! over `parse::OPERATORS_MAX` operators are refused (54001).
+//!
+//! A SELECT fetches from the engine only the columns the gateway uses, plus the primary key
+//! (the merge order); LIMIT (plus OFFSET) is pushed to each partition when the gateway neither
+//! filters, groups nor sorts; aggregates over plain columns without a residual run in the
+//! engine as mergeable partials.
 //!
 //! ## What the wire server does around this crate
 //!

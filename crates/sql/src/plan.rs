@@ -434,9 +434,13 @@ impl Planner<'_, '_> {
                     .limit
                     .filter(|_| pushable)
                     .map(|limit| limit.saturating_add(plan.offset));
+                let columns = prune_columns(&mut plan)
+                    .into_iter()
+                    .map(|position| entry.schema.columns[position].name.clone())
+                    .collect();
                 Operation::Select {
                     table,
-                    columns: Vec::new(),
+                    columns,
                     predicate,
                     limit,
                 }
@@ -1651,6 +1655,146 @@ impl Planner<'_, '_> {
             null,
             key_position,
         }))
+    }
+}
+
+/// Narrows a row query to the table columns it uses (plus the primary key, the merge order):
+/// rewrites the plan's column positions and answers the table positions to fetch, in order.
+/// Plans holding a subquery fetch every column (their inner rows carry positions too).
+fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
+    let every: Vec<usize> = (0..plan.input_types.len()).collect();
+    let Source::Engine { key_positions } = &plan.source else {
+        return every;
+    };
+    let mut used = vec![false; plan.input_types.len()];
+    for position in key_positions {
+        used[*position] = true;
+    }
+    let mut scalars: Vec<&Scalar> = plan.residual.iter().collect();
+    match &plan.grouping {
+        Some(grouping) => {
+            for position in &grouping.group_by {
+                used[*position] = true;
+            }
+            scalars.extend(
+                grouping
+                    .aggregates
+                    .iter()
+                    .filter_map(|call| call.argument.as_ref()),
+            );
+        }
+        None => {
+            scalars.extend(plan.projection.iter());
+            scalars.extend(plan.order_by.iter().map(|key| &key.scalar));
+        }
+    }
+    for scalar in scalars {
+        if !mark_columns(scalar, &mut used) {
+            return every;
+        }
+    }
+    let kept: Vec<usize> = (0..used.len()).filter(|position| used[*position]).collect();
+    let mut map = vec![usize::MAX; used.len()];
+    for (new, old) in kept.iter().enumerate() {
+        map[*old] = new;
+    }
+    let Source::Engine { key_positions } = &mut plan.source else {
+        unreachable!("checked above")
+    };
+    for position in key_positions.iter_mut() {
+        *position = map[*position];
+    }
+    if let Some(residual) = &mut plan.residual {
+        remap_columns(residual, &map);
+    }
+    match &mut plan.grouping {
+        Some(grouping) => {
+            for position in grouping.group_by.iter_mut() {
+                *position = map[*position];
+            }
+            for call in grouping.aggregates.iter_mut() {
+                if let Some(argument) = &mut call.argument {
+                    remap_columns(argument, &map);
+                }
+            }
+        }
+        None => {
+            for scalar in plan.projection.iter_mut() {
+                remap_columns(scalar, &map);
+            }
+            for key in plan.order_by.iter_mut() {
+                remap_columns(&mut key.scalar, &map);
+            }
+        }
+    }
+    plan.input_types = kept
+        .iter()
+        .map(|position| plan.input_types[*position])
+        .collect();
+    kept
+}
+
+/// The direct operands of a scalar.
+fn operands_mut(scalar: &mut Scalar) -> Vec<&mut Scalar> {
+    match scalar {
+        Scalar::Column(_) | Scalar::Constant(_) | Scalar::Subquery(_) => Vec::new(),
+        Scalar::Not(operand)
+        | Scalar::Negate(operand)
+        | Scalar::IsNull(operand, _)
+        | Scalar::IsBoolean(operand, ..)
+        | Scalar::Cast(operand, _)
+        | Scalar::Lookup(operand, _) => vec![operand.as_mut()],
+        Scalar::Binary(_, left, right) | Scalar::Like(left, right, ..) => {
+            vec![left.as_mut(), right.as_mut()]
+        }
+        Scalar::InList(operand, list, _) => std::iter::once(operand.as_mut())
+            .chain(list.iter_mut())
+            .collect(),
+        Scalar::Between(operand, low, high, _) => {
+            vec![operand.as_mut(), low.as_mut(), high.as_mut()]
+        }
+        Scalar::Case {
+            operand,
+            branches,
+            otherwise,
+        } => operand
+            .iter_mut()
+            .map(|operand| operand.as_mut())
+            .chain(
+                branches
+                    .iter_mut()
+                    .flat_map(|(condition, result)| [condition, result]),
+            )
+            .chain(otherwise.iter_mut().map(|otherwise| otherwise.as_mut()))
+            .collect(),
+        Scalar::Call(_, arguments) => arguments.iter_mut().collect(),
+    }
+}
+
+/// Marks the columns a scalar reads; false if it holds a subquery.
+fn mark_columns(scalar: &Scalar, used: &mut [bool]) -> bool {
+    let mut copy = scalar.clone();
+    let mut pending = vec![&mut copy];
+    while let Some(scalar) = pending.pop() {
+        match scalar {
+            Scalar::Column(position) => used[*position] = true,
+            Scalar::Subquery(_) => return false,
+            other => pending.extend(operands_mut(other)),
+        }
+    }
+    true
+}
+
+fn remap_columns(scalar: &mut Scalar, map: &[usize]) {
+    let mut pending = vec![scalar];
+    while let Some(scalar) = pending.pop() {
+        match scalar {
+            Scalar::Column(position) => {
+                assert!(map[*position] != usize::MAX, "a used column is kept");
+                *position = map[*position];
+            }
+            other => pending.extend(operands_mut(other)),
+        }
     }
 }
 

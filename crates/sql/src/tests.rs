@@ -626,6 +626,31 @@ fn key_predicates_route_to_the_key_partitions_only() {
 }
 
 #[test]
+fn selects_fetch_only_the_columns_the_gateway_uses() {
+    let catalog = people(1).catalog;
+    let columns_of = |sql: &str| match plan_statement(&parse(sql).unwrap()[0], &catalog).unwrap() {
+        Plan::Execute(execution) => match &execution.operations[0] {
+            Operation::Select { columns, .. } => columns.clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        columns_of("SELECT name FROM people WHERE age > id ORDER BY city"),
+        vec!["id", "name", "age", "city"]
+    );
+    assert_eq!(
+        columns_of("SELECT upper(city) FROM people"),
+        vec!["id", "city"]
+    );
+    assert_eq!(
+        columns_of("SELECT sum(score * 2) FROM people GROUP BY city"),
+        vec!["id", "city", "score"]
+    );
+    assert_eq!(columns_of("SELECT * FROM people").len(), 5);
+}
+
+#[test]
 fn explain_shows_gateway_steps_and_each_partitions_engine_plan() {
     let mut cluster = people(2);
     let rows = cluster
