@@ -685,7 +685,11 @@ impl Compiler<'_, '_> {
         // Compile the side that is not a parameter first, so the parameter takes its type.
         let (left, right) = if is_placeholder(left) && !is_placeholder(right) {
             let right_compiled = self.compile(right, left_hint)?;
-            let hint = left_hint.or(self.type_of(&right_compiled));
+            let hint = if matches!(operator, Operator::Concat | Operator::RegexMatch) {
+                Some(DataType::Text { length_max: None })
+            } else {
+                left_hint.or(self.type_of(&right_compiled))
+            };
             (self.compile(left, hint)?, right_compiled)
         } else {
             let left_compiled = self.compile(left, left_hint)?;

@@ -197,6 +197,21 @@ impl QueryPlan {
         outputs: Vec<Output>,
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let mut groups: BTreeMap<Vec<Value>, Vec<Partial>> = BTreeMap::new();
+        let argument_types: Vec<Option<DataType>> = grouping
+            .aggregates
+            .iter()
+            .map(|call| {
+                call.argument
+                    .as_ref()
+                    .and_then(|argument| argument.data_type(&self.input_types))
+            })
+            .collect();
+        let initial = grouping
+            .aggregates
+            .iter()
+            .zip(&argument_types)
+            .map(|(call, data_type)| initial_partial(call.function, *data_type))
+            .collect::<Result<Vec<_>, _>>()?;
         if let Source::EngineGroups = self.source {
             for output in outputs {
                 let Output::Groups {
@@ -216,21 +231,6 @@ impl QueryPlan {
                 }
             }
         } else {
-            let argument_types: Vec<Option<DataType>> = grouping
-                .aggregates
-                .iter()
-                .map(|call| {
-                    call.argument
-                        .as_ref()
-                        .and_then(|argument| argument.data_type(&self.input_types))
-                })
-                .collect();
-            let initial = grouping
-                .aggregates
-                .iter()
-                .zip(&argument_types)
-                .map(|(call, data_type)| initial_partial(call.function, *data_type))
-                .collect::<Result<Vec<_>, _>>()?;
             for row in self.input_rows(outputs)? {
                 let key: Vec<Value> = grouping
                     .group_by
@@ -259,9 +259,10 @@ impl QueryPlan {
                     }
                 }
             }
-            if grouping.group_by.is_empty() && groups.is_empty() {
-                groups.insert(Vec::new(), initial);
-            }
+        }
+        // Without GROUP BY there is exactly one group, even over no rows and no partitions.
+        if grouping.group_by.is_empty() && groups.is_empty() {
+            groups.insert(Vec::new(), initial);
         }
         let mut rows = Vec::with_capacity(groups.len());
         for (key, partials) in groups {

@@ -1154,3 +1154,80 @@ fn pgjdbc_metadata_queries_answer() {
         vec![(text("b"), int(1)), (text("a"), int(2))]
     );
 }
+
+#[test]
+fn aggregates_without_group_by_answer_one_row_even_from_no_partition() {
+    let catalog = people(1).catalog;
+    let Plan::Execute(execution) = plan_statement(
+        &parse("SELECT count(*), sum(age), max(name) FROM people").unwrap()[0],
+        &catalog,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    let StatementResult::Rows { rows, .. } = execution.finish(Vec::new()).unwrap() else {
+        panic!()
+    };
+    assert_eq!(rows, vec![vec![big(0), Value::Null, Value::Null]]);
+}
+
+#[test]
+fn a_query_string_runs_statements_in_order_each_seeing_the_last() {
+    let mut cluster = Cluster::new(2);
+    let answer = cluster.run("CREATE TABLE kv (k TEXT PRIMARY KEY, v BIGINT); INSERT INTO kv VALUES ('a', 1), ('b', 2); UPDATE kv SET v = 5 WHERE k = 'b'; SELECT sum(v) FROM kv").unwrap();
+    assert_eq!(
+        answer,
+        StatementResult::Rows {
+            columns: vec![crate::OutputColumn::new("sum", DataType::BigInt)],
+            rows: vec![vec![big(6)]],
+            tag: "SELECT 1".into()
+        }
+    );
+    // An error stops the string; what ran before it stays (autocommit).
+    assert_eq!(cluster.run("INSERT INTO kv VALUES ('c', 3); INSERT INTO kv VALUES ('a', 9); INSERT INTO kv VALUES ('d', 4)").unwrap_err().code, "23505");
+    assert_eq!(
+        cluster.rows("SELECT k FROM kv ORDER BY k"),
+        vec![vec![text("a")], vec![text("b")], vec![text("c")]]
+    );
+}
+
+#[test]
+fn parameters_take_their_types_from_in_between_like_limit_and_set() {
+    let catalog = people(1).catalog;
+    let types = |sql: &str| prepare(sql, &catalog, &[]).unwrap().parameter_types;
+    let text = DataType::Text { length_max: None };
+    assert_eq!(
+        types("SELECT id FROM people WHERE age IN ($1, $2) AND score BETWEEN $3 AND $4"),
+        vec![
+            DataType::Int,
+            DataType::Int,
+            DataType::Double,
+            DataType::Double
+        ]
+    );
+    assert_eq!(
+        types("SELECT id FROM people WHERE city LIKE $1 OFFSET $2"),
+        vec![text, DataType::BigInt]
+    );
+    assert_eq!(
+        types("UPDATE people SET score = $1, city = $2 WHERE id = $3"),
+        vec![DataType::Double, text, DataType::Int]
+    );
+    assert_eq!(
+        types("DELETE FROM people WHERE $1 < age"),
+        vec![DataType::Int]
+    );
+    assert_eq!(types("SELECT $1 || name FROM people"), vec![text]);
+    assert_eq!(
+        types(
+            "INSERT INTO people (id, name) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET age = $3"
+        ),
+        vec![
+            DataType::Int,
+            DataType::Text {
+                length_max: Some(20)
+            },
+            DataType::Int
+        ]
+    );
+}
