@@ -21,8 +21,9 @@
 //!
 //! `Routing` is the decomposition seam (Sprint §6.1): a statement whose pushed predicate pins
 //! the partition key to constants (`key = c`, `key IN (…)` as a top-level conjunct) names those
-//! keys, and only their partitions need the operation; inserts are split by each row's key;
-//! everything else goes to every partition. Today there is one partition and the server may
+//! keys, and only their partitions need the operation; for a table placed by range, top-level
+//! range conjuncts on the partition key (`<`, `<=`, `>`, `>=`, BETWEEN) name an interval;
+//! inserts are split by each row's key; everything else goes to every partition. Today there is one partition and the server may
 //! ignore routing; the merge (`merge.rs`) is written for any number of partitions.
 
 use crate::catalog::{Catalog, TableEntry, TableOptions};
@@ -33,12 +34,14 @@ use crate::expr::{
 };
 use crate::session::SessionCommand;
 use crate::{OutputColumn, StatementResult};
+use engine::predicate::Interval;
 use engine::value::coerce;
 use engine::{
     Aggregate, AggregateFunction, Assignment, ColumnDef, CompareOp, DataType, EngineError,
     OnConflict, Operation, Predicate, TableSchema, Value,
 };
 use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
+use std::ops::Bound;
 
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +50,13 @@ pub enum Routing {
     Every,
     /// Only the partitions owning these values of the partition key.
     Keys { column: String, values: Vec<Value> },
+    /// A table placed by range: only the partitions whose key ranges meet this interval of
+    /// the partition key.
+    KeyRange {
+        column: String,
+        low: Bound<Value>,
+        high: Bound<Value>,
+    },
     /// An insert: each row goes to the partition of its value at `position` (the partition
     /// key's position in the insert's row); see `split_insert`.
     RowsByKey { position: usize },
@@ -199,6 +209,23 @@ fn describe_routing(routing: &Routing) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Routing::KeyRange { column, low, high } => {
+            let low = match low {
+                Bound::Included(value) => format!("{column} >= {value}"),
+                Bound::Excluded(value) => format!("{column} > {value}"),
+                Bound::Unbounded => String::new(),
+            };
+            let high = match high {
+                Bound::Included(value) => format!("{column} <= {value}"),
+                Bound::Excluded(value) => format!("{column} < {value}"),
+                Bound::Unbounded => String::new(),
+            };
+            let bounds: Vec<String> = [low, high]
+                .into_iter()
+                .filter(|bound| !bound.is_empty())
+                .collect();
+            format!("partitions with {}", bounds.join(" and "))
+        }
         Routing::RowsByKey { .. } => "each row to its key's partition".into(),
         Routing::None => "gateway only".into(),
     }
@@ -2008,7 +2035,7 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
         Predicate::And(operands) => operands.iter().collect(),
         other => vec![other],
     };
-    for conjunct in conjuncts {
+    for conjunct in &conjuncts {
         match conjunct {
             Predicate::Compare {
                 column,
@@ -2029,7 +2056,45 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
             _ => {}
         }
     }
-    Routing::Every
+    if options.placement != crate::catalog::Placement::Range {
+        return Routing::Every;
+    }
+    // Range placement: the interval the top-level range conjuncts leave the partition key.
+    let mut interval: Option<Interval> = None;
+    for conjunct in conjuncts {
+        let (low, high) = match conjunct {
+            Predicate::Compare { column, op, value }
+                if *column == options.partition_key && !value.is_null() =>
+            {
+                match op {
+                    CompareOp::Less => (Bound::Unbounded, Bound::Excluded(value.clone())),
+                    CompareOp::LessOrEqual => (Bound::Unbounded, Bound::Included(value.clone())),
+                    CompareOp::Greater => (Bound::Excluded(value.clone()), Bound::Unbounded),
+                    CompareOp::GreaterOrEqual => (Bound::Included(value.clone()), Bound::Unbounded),
+                    _ => continue,
+                }
+            }
+            Predicate::Between { column, low, high }
+                if *column == options.partition_key && !low.is_null() && !high.is_null() =>
+            {
+                (Bound::Included(low.clone()), Bound::Included(high.clone()))
+            }
+            _ => continue,
+        };
+        let next = Interval { low, high };
+        interval = Some(match interval {
+            Some(interval) => interval.intersect(next),
+            None => next,
+        });
+    }
+    match interval {
+        Some(Interval { low, high }) => Routing::KeyRange {
+            column: options.partition_key.clone(),
+            low,
+            high,
+        },
+        None => Routing::Every,
+    }
 }
 
 /// Whether the select list, HAVING or ORDER BY call an aggregate function.

@@ -128,6 +128,7 @@ impl Cluster {
                 partitions
             }
             Routing::None => Vec::new(),
+            // The test cluster places by hash: a key range may live anywhere.
             _ => (0..count).collect(),
         }
     }
@@ -623,6 +624,27 @@ fn key_predicates_route_to_the_key_partitions_only() {
         Routing::RowsByKey { position: 1 }
     );
     assert_eq!(plan_of("SELECT 1"), Routing::None);
+    // Hash placement cannot narrow a range; range placement can.
+    assert_eq!(plan_of("SELECT * FROM people WHERE id > 3"), Routing::Every);
+    let mut ranged = Cluster::new(1);
+    ranged.tag("CREATE TABLE events (at BIGINT PRIMARY KEY, what TEXT) WITH (placement = range)");
+    let routing = match plan_statement(
+        &parse("DELETE FROM events WHERE at >= 10 AND at < 20 AND at BETWEEN 5 AND 15").unwrap()[0],
+        &ranged.catalog,
+    )
+    .unwrap()
+    {
+        Plan::Execute(execution) => execution.routing,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        routing,
+        Routing::KeyRange {
+            column: "at".into(),
+            low: std::ops::Bound::Included(big(10)),
+            high: std::ops::Bound::Included(big(15))
+        }
+    );
 }
 
 #[test]
