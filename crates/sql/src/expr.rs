@@ -1,0 +1,1582 @@
+//! Scalar expressions evaluated at the gateway: compiled from sqlparser's AST against a scope
+//! (the columns a row offers), typed, and evaluated with SQL's three-valued logic.
+//!
+//! The parser bounds nesting (`parse::RECURSION_LIMIT`), so the recursive compiler and
+//! evaluator here cannot overflow the stack on client input.
+
+use crate::error::{sqlstate, SqlError};
+use engine::value::coerce;
+use engine::{DataType, Value};
+use sqlparser::ast::{
+    self, BinaryOperator, CharacterLength, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    ObjectName, ObjectNamePart, TimezoneInfo, UnaryOperator,
+};
+use std::cmp::Ordering;
+
+/// One column a row offers to expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeColumn {
+    /// The table name or alias that qualifies the column, if any.
+    pub table: Option<String>,
+    pub name: String,
+    pub data_type: DataType,
+    /// A column of a virtual catalog table.
+    pub virtual_catalog: bool,
+}
+
+/// The columns of the rows an expression is evaluated on, by position.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scope {
+    pub columns: Vec<ScopeColumn>,
+    /// In a subquery, where the enclosing query's columns start: names resolve among the
+    /// subquery's own columns first, as in SQL.
+    pub outer_start: Option<usize>,
+}
+
+impl Scope {
+    pub fn new(columns: Vec<ScopeColumn>) -> Scope {
+        Scope {
+            columns,
+            outer_start: None,
+        }
+    }
+
+    /// The position of a column named by one or more identifier parts (`c`, `t.c`, `s.t.c`).
+    pub fn resolve(&self, parts: &[String]) -> Result<usize, SqlError> {
+        let Some(outer_start) = self.outer_start else {
+            return resolve_in(&self.columns, parts);
+        };
+        match resolve_in(&self.columns[..outer_start], parts) {
+            Err(error) if error.code == sqlstate::UNDEFINED_COLUMN => {
+                resolve_in(&self.columns[outer_start..], parts).map(|at| at + outer_start)
+            }
+            other => other,
+        }
+    }
+
+    pub fn types(&self) -> Vec<DataType> {
+        self.columns.iter().map(|column| column.data_type).collect()
+    }
+}
+
+fn resolve_in(columns: &[ScopeColumn], parts: &[String]) -> Result<usize, SqlError> {
+    {
+        let (table, name) = match parts {
+            [name] => (None, name),
+            [.., table, name] => (Some(table), name),
+            [] => return Err(SqlError::syntax("empty column name")),
+        };
+        let mut found = columns.iter().enumerate().filter(|(_, column)| {
+            column.name == *name
+                && table.is_none_or(|table| column.table.as_deref() == Some(table.as_str()))
+        });
+        match (found.next(), found.next()) {
+            (Some((position, _)), None) => Ok(position),
+            (Some(_), Some(_)) => Err(SqlError::new(
+                sqlstate::AMBIGUOUS_COLUMN,
+                format!("column reference \"{name}\" is ambiguous"),
+            )),
+            (None, _) => Err(SqlError::undefined_column(&parts.join("."))),
+        }
+    }
+}
+
+/// An arithmetic, comparison, logical or string operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Modulo,
+    Concat,
+    Compare(engine::CompareOp),
+    And,
+    Or,
+    /// `~` (and `!~` when negated is wrapped in NOT), a small regular-expression subset.
+    RegexMatch,
+}
+
+/// A built-in function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Function {
+    Lower,
+    Upper,
+    Length,
+    Abs,
+    Coalesce,
+    NullIf,
+    /// `format_type(type_oid, typmod)`, for catalog queries.
+    FormatType,
+    /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
+    Record,
+    /// Field `k` of a record built by `Record`.
+    RecordField(usize),
+    /// A function answering a constant (`version()`, `current_schema()`, …): evaluated at
+    /// compile time, so it never appears in a compiled expression.
+    Constant,
+}
+
+/// A compiled expression over one row (positions in a `Scope`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar {
+    Column(usize),
+    Constant(Value),
+    Not(Box<Scalar>),
+    Negate(Box<Scalar>),
+    Binary(Operator, Box<Scalar>, Box<Scalar>),
+    IsNull(Box<Scalar>, bool),
+    /// `IS [NOT] TRUE/FALSE`: (operand, expected, negated).
+    IsBoolean(Box<Scalar>, bool, bool),
+    InList(Box<Scalar>, Vec<Scalar>, bool),
+    Between(Box<Scalar>, Box<Scalar>, Box<Scalar>, bool),
+    /// (text, pattern, negated, case_insensitive).
+    Like(Box<Scalar>, Box<Scalar>, bool, bool),
+    Case {
+        operand: Option<Box<Scalar>>,
+        branches: Vec<(Scalar, Scalar)>,
+        otherwise: Option<Box<Scalar>>,
+    },
+    Cast(Box<Scalar>, DataType),
+    Call(Function, Vec<Scalar>),
+    /// A subquery over materialised catalog rows, correlated through the outer row.
+    Subquery(Box<Subquery>),
+    /// A text looked up by an object id (`pg_get_indexdef`, `pg_get_constraintdef`); NULL when
+    /// absent.
+    Lookup(Box<Scalar>, std::collections::BTreeMap<i64, String>),
+}
+
+/// What a subquery answers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubqueryKind {
+    /// `(SELECT x …)`: the one value, NULL for no row, 21000 for several.
+    Scalar,
+    /// `EXISTS (…)`.
+    Exists,
+    /// `operand [NOT] IN (SELECT x …)`.
+    In(Box<Scalar>, bool),
+}
+
+/// A subquery over rows materialised at planning time; its expressions see the subquery's
+/// row followed by the enclosing row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subquery {
+    pub rows: Vec<Vec<Value>>,
+    pub filter: Option<Scalar>,
+    pub projection: Option<Scalar>,
+    pub data_type: Option<DataType>,
+    pub kind: SubqueryKind,
+    /// At most this many matching rows are considered (LIMIT).
+    pub limit: Option<u64>,
+}
+
+impl Subquery {
+    fn evaluate(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        let mut found: Option<Value> = None;
+        let mut matches = 0u64;
+        let mut unknown = false;
+        for inner in &self.rows {
+            if self.limit.is_some_and(|limit| matches >= limit) {
+                break;
+            }
+            let mut row = inner.clone();
+            row.extend_from_slice(outer);
+            if let Some(filter) = &self.filter {
+                if !filter.qualifies(&row)? {
+                    continue;
+                }
+            }
+            matches += 1;
+            let value = match &self.projection {
+                Some(projection) => projection.evaluate(&row)?,
+                None => Value::Null,
+            };
+            match &self.kind {
+                SubqueryKind::Exists => return Ok(Value::Boolean(true)),
+                SubqueryKind::Scalar if found.is_some() => {
+                    return Err(SqlError::new(
+                        sqlstate::CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    ))
+                }
+                SubqueryKind::Scalar => found = Some(value),
+                SubqueryKind::In(operand, negated) => {
+                    match compare_values(&operand.evaluate(outer)?, &value)? {
+                        Some(Ordering::Equal) => return Ok(Value::Boolean(!*negated)),
+                        Some(_) => {}
+                        None => unknown = true,
+                    }
+                }
+            }
+        }
+        Ok(match &self.kind {
+            SubqueryKind::Exists => Value::Boolean(false),
+            SubqueryKind::Scalar => found.unwrap_or(Value::Null),
+            SubqueryKind::In(operand, negated) => {
+                if unknown || operand.evaluate(outer)?.is_null() && matches > 0 {
+                    Value::Null
+                } else {
+                    Value::Boolean(*negated)
+                }
+            }
+        })
+    }
+}
+
+/// An aggregate call found in a grouped query's expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggregateCall {
+    pub function: engine::AggregateFunction,
+    /// The argument over the input scope; `None` for COUNT(*).
+    pub argument: Option<Scalar>,
+}
+
+/// Statement parameters ($1, $2, …): their values, and the types the statement implies for
+/// them (recorded while compiling, for ParameterDescription).
+#[derive(Clone, Debug, Default)]
+pub struct Parameters {
+    pub values: Vec<Value>,
+    pub inferred: Vec<Option<DataType>>,
+}
+
+impl Parameters {
+    pub fn new(values: Vec<Value>) -> Parameters {
+        let inferred = vec![None; values.len()];
+        Parameters { values, inferred }
+    }
+
+    /// The value of `$n`; records `hint` as its type if none is known yet.
+    pub fn value(&mut self, placeholder: &str, hint: Option<DataType>) -> Result<Value, SqlError> {
+        let index = placeholder
+            .strip_prefix('$')
+            .and_then(|digits| digits.parse::<usize>().ok())
+            .filter(|index| (1..=self.values.len()).contains(index))
+            .ok_or_else(|| {
+                SqlError::new(
+                    sqlstate::UNDEFINED_OBJECT,
+                    format!("there is no parameter {placeholder}"),
+                )
+            })?;
+        if let Some(hint) = hint {
+            self.inferred[index - 1].get_or_insert(hint);
+        }
+        let value = self.values[index - 1].clone();
+        match hint {
+            Some(data_type) => Ok(coerce(&value, data_type, placeholder)?),
+            None => Ok(value),
+        }
+    }
+}
+
+/// How column references and aggregate calls compile.
+pub enum Mode<'a> {
+    /// Over the input rows; aggregates are refused (42803).
+    Row,
+    /// Over a grouped row: the group-by columns (input positions), then the aggregate results.
+    Grouped {
+        group_by: &'a [usize],
+        aggregates: &'a mut Vec<AggregateCall>,
+    },
+}
+
+/// Compiles expressions against a scope.
+pub struct Compiler<'a, 'p> {
+    pub scope: &'a Scope,
+    pub parameters: &'p mut Parameters,
+    pub mode: Mode<'a>,
+    /// For subqueries over the virtual catalog and catalog lookups (`pg_get_indexdef`).
+    pub catalog: Option<&'a dyn crate::catalog::Catalog>,
+}
+
+/// Lowercases unquoted identifiers, as PostgreSQL does.
+pub fn ident_name(ident: &ast::Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
+/// The identifier parts of an object name, case-folded.
+pub fn object_name_parts(name: &ObjectName) -> Result<Vec<String>, SqlError> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Ok(ident_name(ident)),
+            ObjectNamePart::Function(_) => Err(SqlError::unsupported("a function in a name")),
+        })
+        .collect()
+}
+
+/// Maps a SQL type name to the engine's type.
+pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
+    use ast::DataType as Sql;
+    let varchar_length = |length: &Option<CharacterLength>| -> Result<Option<u32>, SqlError> {
+        match length {
+            None | Some(CharacterLength::Max) => Ok(None),
+            Some(CharacterLength::IntegerLength { length, .. }) => u32::try_from(*length)
+                .ok()
+                .filter(|length| (1..=10_485_760).contains(length))
+                .map(Some)
+                .ok_or_else(|| {
+                    SqlError::invalid_parameter(
+                        "length for type varchar must be between 1 and 10485760",
+                    )
+                }),
+        }
+    };
+    Ok(match data_type {
+        Sql::Bool | Sql::Boolean => DataType::Boolean,
+        Sql::Int(_) | Sql::Int4(_) | Sql::Integer(_) | Sql::SmallInt(_) | Sql::Int2(_) => {
+            DataType::Int
+        }
+        Sql::BigInt(_) | Sql::Int8(_) => DataType::BigInt,
+        Sql::DoublePrecision
+        | Sql::Float8
+        | Sql::Double(_)
+        | Sql::Float(_)
+        | Sql::Real
+        | Sql::Float4 => DataType::Double,
+        Sql::Text | Sql::String(None) => DataType::Text { length_max: None },
+        Sql::Varchar(length) | Sql::CharacterVarying(length) | Sql::CharVarying(length) => {
+            DataType::Text {
+                length_max: varchar_length(length)?,
+            }
+        }
+        Sql::Bytea => DataType::Bytea,
+        Sql::Date => DataType::Date,
+        Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
+            DataType::Timestamp
+        }
+        Sql::Custom(name, modifiers) if modifiers.is_empty() => {
+            let parts = object_name_parts(name)?;
+            match parts.last().map(String::as_str) {
+                Some("text" | "varchar" | "bpchar" | "char") => DataType::Text { length_max: None },
+                Some("int4" | "int2" | "integer" | "smallint") => DataType::Int,
+                Some("int8" | "bigint") => DataType::BigInt,
+                Some("float8" | "float4") => DataType::Double,
+                Some("bool" | "boolean") => DataType::Boolean,
+                Some("bytea") => DataType::Bytea,
+                Some("date") => DataType::Date,
+                Some("timestamp") => DataType::Timestamp,
+                Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
+                    return Err(SqlError::unsupported(format!("type {name}")));
+                }
+                _ => {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_OBJECT,
+                        format!("type \"{name}\" does not exist"),
+                    ))
+                }
+            }
+        }
+        other => return Err(SqlError::unsupported(format!("type {other}"))),
+    })
+}
+
+/// A numeric literal: INT when it fits, else BIGINT, else DOUBLE.
+pub fn number_literal(text: &str) -> Result<Value, SqlError> {
+    if let Ok(number) = text.parse::<i32>() {
+        return Ok(Value::Int(number));
+    }
+    if let Ok(number) = text.parse::<i64>() {
+        return Ok(Value::BigInt(number));
+    }
+    text.parse::<f64>()
+        .map(Value::Double)
+        .map_err(|_| SqlError::syntax(format!("invalid number \"{text}\"")))
+}
+
+fn compare_op(op: &BinaryOperator) -> Option<engine::CompareOp> {
+    use engine::CompareOp;
+    Some(match op {
+        BinaryOperator::Eq => CompareOp::Equal,
+        BinaryOperator::NotEq => CompareOp::NotEqual,
+        BinaryOperator::Lt => CompareOp::Less,
+        BinaryOperator::LtEq => CompareOp::LessOrEqual,
+        BinaryOperator::Gt => CompareOp::Greater,
+        BinaryOperator::GtEq => CompareOp::GreaterOrEqual,
+        _ => return None,
+    })
+}
+
+/// The aggregate function a call names, if it is one.
+pub fn aggregate_function(name: &str, star: bool) -> Option<engine::AggregateFunction> {
+    use engine::AggregateFunction as F;
+    Some(match (name, star) {
+        ("count", true) => F::CountRows,
+        ("count", false) => F::Count,
+        ("sum", false) => F::Sum,
+        ("min", false) => F::Min,
+        ("max", false) => F::Max,
+        ("avg", false) => F::Avg,
+        _ => return None,
+    })
+}
+
+/// The arguments of a function call: expressions, or `None` for `*`.
+fn function_arguments(function: &ast::Function) -> Result<Vec<Option<&Expr>>, SqlError> {
+    if function.over.is_some() {
+        return Err(SqlError::unsupported("window functions"));
+    }
+    if function.filter.is_some() || !function.within_group.is_empty() {
+        return Err(SqlError::unsupported("FILTER and WITHIN GROUP"));
+    }
+    match &function.args {
+        FunctionArguments::None => Ok(Vec::new()),
+        FunctionArguments::Subquery(_) => Err(SqlError::unsupported("subqueries")),
+        FunctionArguments::List(list) => {
+            if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+                return Err(SqlError::unsupported(
+                    "DISTINCT or ORDER BY in function arguments",
+                ));
+            }
+            list.args
+                .iter()
+                .map(|argument| match argument {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Ok(Some(expr)),
+                    FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => Ok(None),
+                    _ => Err(SqlError::unsupported(
+                        "named or qualified function arguments",
+                    )),
+                })
+                .collect()
+        }
+    }
+}
+
+impl Compiler<'_, '_> {
+    /// Compiles an expression; `hint` is the type a parameter or literal here should take.
+    pub fn compile(&mut self, expr: &Expr, hint: Option<DataType>) -> Result<Scalar, SqlError> {
+        Ok(match expr {
+            Expr::Identifier(ident) => self.column(&[ident_name(ident)])?,
+            Expr::CompoundIdentifier(idents) => {
+                let parts: Vec<String> = idents.iter().map(ident_name).collect();
+                self.column(&parts)?
+            }
+            Expr::Value(value) => Scalar::Constant(self.literal(&value.value, hint)?),
+            Expr::TypedString(typed) => {
+                let data_type = data_type_of(&typed.data_type)?;
+                let text = typed
+                    .value
+                    .clone()
+                    .into_string()
+                    .ok_or_else(|| SqlError::syntax("a typed literal needs a string"))?;
+                Scalar::Constant(crate::types::decode_text(&text, data_type)?)
+            }
+            Expr::Nested(inner) => self.compile(inner, hint)?,
+            Expr::Collate { expr, .. } => self.compile(expr, hint)?,
+            Expr::UnaryOp { op, expr } => match op {
+                UnaryOperator::Not => {
+                    Scalar::Not(Box::new(self.compile(expr, Some(DataType::Boolean))?))
+                }
+                UnaryOperator::Minus => match self.compile(expr, hint)? {
+                    Scalar::Constant(value) => Scalar::Constant(negate(&value)?),
+                    operand => Scalar::Negate(Box::new(operand)),
+                },
+                UnaryOperator::Plus => self.compile(expr, hint)?,
+                other => return Err(SqlError::unsupported(format!("operator {other}"))),
+            },
+            Expr::BinaryOp { left, op, right } => self.binary(left, op, right)?,
+            Expr::IsNull(operand) => Scalar::IsNull(Box::new(self.compile(operand, None)?), false),
+            Expr::IsNotNull(operand) => {
+                Scalar::IsNull(Box::new(self.compile(operand, None)?), true)
+            }
+            Expr::IsTrue(operand) => self.is_boolean(operand, true, false)?,
+            Expr::IsNotTrue(operand) => self.is_boolean(operand, true, true)?,
+            Expr::IsFalse(operand) => self.is_boolean(operand, false, false)?,
+            Expr::IsNotFalse(operand) => self.is_boolean(operand, false, true)?,
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let operand = self.compile(expr, None)?;
+                let hint = self.type_of(&operand);
+                let list = list
+                    .iter()
+                    .map(|item| self.compile(item, hint))
+                    .collect::<Result<_, _>>()?;
+                Scalar::InList(Box::new(operand), list, *negated)
+            }
+            Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let operand = self.compile(expr, None)?;
+                let hint = self.type_of(&operand);
+                Scalar::Between(
+                    Box::new(operand),
+                    Box::new(self.compile(low, hint)?),
+                    Box::new(self.compile(high, hint)?),
+                    *negated,
+                )
+            }
+            Expr::Like {
+                negated,
+                any: false,
+                expr,
+                pattern,
+                escape_char: None,
+            } => self.like(expr, pattern, *negated, false)?,
+            Expr::ILike {
+                negated,
+                any: false,
+                expr,
+                pattern,
+                escape_char: None,
+            } => self.like(expr, pattern, *negated, true)?,
+            Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.case(operand.as_deref(), conditions, else_result.as_deref(), hint)?,
+            Expr::Cast {
+                expr, data_type, ..
+            } => self.cast(expr, data_type)?,
+            Expr::Function(function) => self.function(function, hint)?,
+            Expr::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
+                [ast::AccessExpr::Dot(Expr::Identifier(field))] => {
+                    let index = match ident_name(field).as_str() {
+                        "x" => 0,
+                        "n" => 1,
+                        other => {
+                            return Err(SqlError::unsupported(format!("field access .{other}")))
+                        }
+                    };
+                    let record = self.compile(root, None)?;
+                    Scalar::Call(Function::RecordField(index), vec![record])
+                }
+                _ => return Err(SqlError::unsupported(format!("expression {expr}"))),
+            },
+            Expr::Subquery(query) => self.subquery(query, SubqueryKind::Scalar)?,
+            Expr::Exists { subquery, negated } => {
+                let exists = self.subquery(subquery, SubqueryKind::Exists)?;
+                if *negated {
+                    Scalar::Not(Box::new(exists))
+                } else {
+                    exists
+                }
+            }
+            Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => {
+                let operand = self.compile(expr, None)?;
+                self.subquery(subquery, SubqueryKind::In(Box::new(operand), *negated))?
+            }
+            other => return Err(SqlError::unsupported(format!("expression {other}"))),
+        })
+    }
+
+    /// A subquery: over the virtual catalog only, in a row context. In a catalog query a
+    /// subquery this emulation cannot evaluate reads as NULL, so that the catalog queries of
+    /// tools degrade rather than fail (documented in `pg_catalog`).
+    fn subquery(&mut self, query: &ast::Query, kind: SubqueryKind) -> Result<Scalar, SqlError> {
+        let (Some(catalog), Mode::Row) = (self.catalog, &self.mode) else {
+            return Err(SqlError::unsupported("subqueries"));
+        };
+        let catalog_query = self
+            .scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog);
+        match crate::pg_catalog::subquery(query, self.scope, catalog, self.parameters, kind) {
+            Ok(subquery) => Ok(Scalar::Subquery(Box::new(subquery))),
+            Err(error) if catalog_query && error.code == sqlstate::FEATURE_NOT_SUPPORTED => {
+                Ok(Scalar::Constant(Value::Null))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    fn column(&mut self, parts: &[String]) -> Result<Scalar, SqlError> {
+        let position = match self.scope.resolve(parts) {
+            Ok(position) => position,
+            // Unquoted `current_user` and friends parse as identifiers.
+            Err(error) => {
+                return match parts {
+                    [name] => constant_function(name).map(Scalar::Constant).ok_or(error),
+                    _ => Err(error),
+                }
+            }
+        };
+        match &self.mode {
+            Mode::Row => Ok(Scalar::Column(position)),
+            Mode::Grouped { group_by, .. } => group_by
+                .iter()
+                .position(|grouped| *grouped == position)
+                .map(Scalar::Column)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::GROUPING_ERROR,
+                        format!(
+                            "column \"{}\" must appear in the GROUP BY clause or be used in an aggregate function",
+                            parts.join(".")
+                        ),
+                    )
+                }),
+        }
+    }
+
+    fn literal(&mut self, value: &ast::Value, hint: Option<DataType>) -> Result<Value, SqlError> {
+        use ast::Value as Sql;
+        let value = match value {
+            Sql::Number(text, _) => number_literal(text)?,
+            Sql::SingleQuotedString(text)
+            | Sql::EscapedStringLiteral(text)
+            | Sql::UnicodeStringLiteral(text)
+            | Sql::NationalStringLiteral(text) => Value::Text(text.clone()),
+            Sql::DollarQuotedString(quoted) => Value::Text(quoted.value.clone()),
+            Sql::Boolean(flag) => Value::Boolean(*flag),
+            Sql::Null => Value::Null,
+            Sql::Placeholder(placeholder) => return self.parameters.value(placeholder, hint),
+            other => return Err(SqlError::unsupported(format!("literal {other}"))),
+        };
+        Ok(value)
+    }
+
+    fn binary(
+        &mut self,
+        left: &Expr,
+        op: &BinaryOperator,
+        right: &Expr,
+    ) -> Result<Scalar, SqlError> {
+        let operator = match op {
+            BinaryOperator::Plus => Operator::Add,
+            BinaryOperator::Minus => Operator::Subtract,
+            BinaryOperator::Multiply => Operator::Multiply,
+            BinaryOperator::Divide => Operator::Divide,
+            BinaryOperator::Modulo => Operator::Modulo,
+            BinaryOperator::StringConcat => Operator::Concat,
+            BinaryOperator::And => Operator::And,
+            BinaryOperator::Or => Operator::Or,
+            BinaryOperator::PGRegexMatch => Operator::RegexMatch,
+            BinaryOperator::PGRegexNotMatch => {
+                let inner = self.binary(left, &BinaryOperator::PGRegexMatch, right)?;
+                return Ok(Scalar::Not(Box::new(inner)));
+            }
+            BinaryOperator::PGCustomBinaryOperator(parts) => {
+                let symbol = parts.last().map(String::as_str).unwrap_or("");
+                let plain = match symbol {
+                    "~" => BinaryOperator::PGRegexMatch,
+                    "!~" => BinaryOperator::PGRegexNotMatch,
+                    "=" => BinaryOperator::Eq,
+                    "<>" => BinaryOperator::NotEq,
+                    "<" => BinaryOperator::Lt,
+                    ">" => BinaryOperator::Gt,
+                    "<=" => BinaryOperator::LtEq,
+                    ">=" => BinaryOperator::GtEq,
+                    _ => return Err(SqlError::unsupported(format!("operator {op}"))),
+                };
+                return self.binary(left, &plain, right);
+            }
+            other => match compare_op(other) {
+                Some(compare) => Operator::Compare(compare),
+                None => return Err(SqlError::unsupported(format!("operator {other}"))),
+            },
+        };
+        let boolean = matches!(operator, Operator::And | Operator::Or);
+        let left_hint = boolean.then_some(DataType::Boolean);
+        // Compile the side that is not a parameter first, so the parameter takes its type.
+        let (left, right) = if is_placeholder(left) && !is_placeholder(right) {
+            let right_compiled = self.compile(right, left_hint)?;
+            let hint = if matches!(operator, Operator::Concat | Operator::RegexMatch) {
+                Some(DataType::Text { length_max: None })
+            } else {
+                left_hint.or(self.type_of(&right_compiled))
+            };
+            (self.compile(left, hint)?, right_compiled)
+        } else {
+            let left_compiled = self.compile(left, left_hint)?;
+            let hint = left_hint.or(self.type_of(&left_compiled));
+            let right_hint = if matches!(operator, Operator::Concat | Operator::RegexMatch) {
+                Some(DataType::Text { length_max: None })
+            } else {
+                hint
+            };
+            (left_compiled, self.compile(right, right_hint)?)
+        };
+        Ok(Scalar::Binary(operator, Box::new(left), Box::new(right)))
+    }
+
+    fn is_boolean(
+        &mut self,
+        operand: &Expr,
+        expected: bool,
+        negated: bool,
+    ) -> Result<Scalar, SqlError> {
+        let operand = self.compile(operand, Some(DataType::Boolean))?;
+        Ok(Scalar::IsBoolean(Box::new(operand), expected, negated))
+    }
+
+    fn like(
+        &mut self,
+        expr: &Expr,
+        pattern: &Expr,
+        negated: bool,
+        insensitive: bool,
+    ) -> Result<Scalar, SqlError> {
+        let text = Some(DataType::Text { length_max: None });
+        Ok(Scalar::Like(
+            Box::new(self.compile(expr, text)?),
+            Box::new(self.compile(pattern, text)?),
+            negated,
+            insensitive,
+        ))
+    }
+
+    fn case(
+        &mut self,
+        operand: Option<&Expr>,
+        conditions: &[ast::CaseWhen],
+        otherwise: Option<&Expr>,
+        hint: Option<DataType>,
+    ) -> Result<Scalar, SqlError> {
+        let operand = operand
+            .map(|operand| self.compile(operand, None))
+            .transpose()?;
+        let condition_hint = match &operand {
+            Some(operand) => self.type_of(operand),
+            None => Some(DataType::Boolean),
+        };
+        let mut branches = Vec::with_capacity(conditions.len());
+        for when in conditions {
+            let condition = self.compile(&when.condition, condition_hint)?;
+            let result = self.compile(&when.result, hint)?;
+            branches.push((condition, result));
+        }
+        let otherwise = otherwise.map(|expr| self.compile(expr, hint)).transpose()?;
+        Ok(Scalar::Case {
+            operand: operand.map(Box::new),
+            branches,
+            otherwise: otherwise.map(Box::new),
+        })
+    }
+
+    fn cast(&mut self, expr: &Expr, data_type: &ast::DataType) -> Result<Scalar, SqlError> {
+        // Casts to catalog types (`'t'::regclass`, `x::oid`) keep the operand: the virtual
+        // catalog uses plain names and integers for them.
+        let is_catalog_type = match data_type {
+            ast::DataType::Regclass => true,
+            ast::DataType::Custom(name, _) => matches!(
+                object_name_parts(name)?.last().map(String::as_str),
+                Some("regclass" | "oid" | "name" | "regtype" | "regproc" | "regnamespace")
+            ),
+            _ => false,
+        };
+        if is_catalog_type {
+            return self.compile(expr, None);
+        }
+        let target = data_type_of(data_type)?;
+        let operand = self.compile(expr, Some(target))?;
+        Ok(match operand {
+            Scalar::Constant(value) => Scalar::Constant(cast_value(&value, target)?),
+            operand => Scalar::Cast(Box::new(operand), target),
+        })
+    }
+
+    fn function(
+        &mut self,
+        function: &ast::Function,
+        hint: Option<DataType>,
+    ) -> Result<Scalar, SqlError> {
+        let parts = object_name_parts(&function.name)?;
+        let name = parts.last().cloned().unwrap_or_default();
+        if let Some(scalar) = self.catalog_function_call(&name, function)? {
+            return Ok(scalar);
+        }
+        let arguments = function_arguments(function)?;
+        let star = arguments.len() == 1 && arguments[0].is_none();
+        if let Some(aggregate) = aggregate_function(&name, star) {
+            return self.aggregate(aggregate, &arguments, function);
+        }
+        if arguments.iter().any(Option::is_none) {
+            return Err(SqlError::syntax(format!(
+                "{name}(*) is not a function call"
+            )));
+        }
+        let arguments: Vec<&Expr> = arguments.into_iter().flatten().collect();
+        let builtin = match name.as_str() {
+            "lower" => Some((Function::Lower, 1..=1)),
+            "upper" => Some((Function::Upper, 1..=1)),
+            "length" | "char_length" | "character_length" => Some((Function::Length, 1..=1)),
+            "abs" => Some((Function::Abs, 1..=1)),
+            "coalesce" => Some((Function::Coalesce, 1..=usize::MAX)),
+            "nullif" => Some((Function::NullIf, 2..=2)),
+            "format_type" => Some((Function::FormatType, 2..=2)),
+            _ => None,
+        };
+        if let Some((builtin, arity)) = builtin {
+            if !arity.contains(&arguments.len()) {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!(
+                        "function {name} does not take {} arguments",
+                        arguments.len()
+                    ),
+                ));
+            }
+            let mut compiled = Vec::with_capacity(arguments.len());
+            let mut argument_hint = hint;
+            for argument in arguments {
+                let scalar = self.compile(argument, argument_hint)?;
+                argument_hint = argument_hint.or(self.type_of(&scalar));
+                compiled.push(scalar);
+            }
+            return Ok(Scalar::Call(builtin, compiled));
+        }
+        if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
+            (name.as_str(), self.catalog, arguments.first())
+        {
+            let key = self.compile(first, None)?;
+            return Ok(Scalar::Lookup(
+                Box::new(key),
+                crate::pg_catalog::definitions(catalog),
+            ));
+        }
+        // Catalog helpers psql and drivers call; their arguments are evaluated for errors only.
+        for argument in &arguments {
+            self.compile(argument, None)?;
+        }
+        catalog_function(&name, arguments.len())
+            .map(Scalar::Constant)
+            .ok_or_else(|| {
+                SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("function {name}() does not exist"),
+                )
+            })
+    }
+
+    /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
+    /// o)` is `o` (exact for `attnum`, dense from 1 per table here) and
+    /// `_pg_expandarray(a)` the record of the row's expanded element (`expand_set_returning`).
+    fn catalog_function_call(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+    ) -> Result<Option<Scalar>, SqlError> {
+        let catalog_query = self
+            .scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog);
+        if !catalog_query {
+            return Ok(None);
+        }
+        match name {
+            "row_number" => {
+                let Some(ast::WindowType::WindowSpec(spec)) = &function.over else {
+                    return Ok(None);
+                };
+                let [order] = spec.order_by.as_slice() else {
+                    return Err(SqlError::unsupported("window functions"));
+                };
+                let key = self.compile(&order.expr, None)?;
+                Ok(Some(Scalar::Cast(Box::new(key), DataType::BigInt)))
+            }
+            "_pg_expandarray" => {
+                let x = self
+                    .scope
+                    .resolve(&[crate::pg_catalog::EXPANDED_ELEMENT.to_string()]);
+                let n = self
+                    .scope
+                    .resolve(&[crate::pg_catalog::EXPANDED_INDEX.to_string()]);
+                match (x, n) {
+                    (Ok(x), Ok(n)) => Ok(Some(Scalar::Call(
+                        Function::Record,
+                        vec![Scalar::Column(x), Scalar::Column(n)],
+                    ))),
+                    _ => Err(SqlError::unsupported("_pg_expandarray here")),
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn aggregate(
+        &mut self,
+        function: engine::AggregateFunction,
+        arguments: &[Option<&Expr>],
+        call: &ast::Function,
+    ) -> Result<Scalar, SqlError> {
+        let Mode::Grouped {
+            group_by,
+            aggregates,
+        } = &mut self.mode
+        else {
+            return Err(SqlError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("aggregate functions are not allowed here: {call}"),
+            ));
+        };
+        let argument = match arguments {
+            [None] => None,
+            [Some(expr)] => {
+                let mut inner = Compiler {
+                    scope: self.scope,
+                    parameters: self.parameters,
+                    mode: Mode::Row,
+                    catalog: self.catalog,
+                };
+                Some(inner.compile(expr, None)?)
+            }
+            _ => {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("{call} takes exactly one argument"),
+                ))
+            }
+        };
+        let call = AggregateCall { function, argument };
+        let slot = match aggregates.iter().position(|known| *known == call) {
+            Some(slot) => slot,
+            None => {
+                aggregates.push(call);
+                aggregates.len() - 1
+            }
+        };
+        Ok(Scalar::Column(group_by.len() + slot))
+    }
+
+    /// The static type of a compiled expression in this compiler's scope (`None` when only
+    /// NULL is known).
+    pub fn type_of(&self, scalar: &Scalar) -> Option<DataType> {
+        let types = match &self.mode {
+            Mode::Row => self.scope.types(),
+            Mode::Grouped {
+                group_by,
+                aggregates,
+            } => grouped_types(&self.scope.types(), group_by, aggregates),
+        };
+        scalar.data_type(&types)
+    }
+}
+
+fn is_placeholder(expr: &Expr) -> bool {
+    matches!(expr, Expr::Value(value) if matches!(value.value, ast::Value::Placeholder(_)))
+}
+
+/// The types of a grouped row: group-by columns, then each aggregate's result type.
+pub fn grouped_types(
+    input: &[DataType],
+    group_by: &[usize],
+    aggregates: &[AggregateCall],
+) -> Vec<DataType> {
+    let mut types: Vec<DataType> = group_by.iter().map(|position| input[*position]).collect();
+    for call in aggregates {
+        let argument = call
+            .argument
+            .as_ref()
+            .and_then(|argument| argument.data_type(input));
+        types.push(aggregate_result_type(call.function, argument));
+    }
+    types
+}
+
+/// COUNT is BIGINT; SUM of integers BIGINT, of doubles DOUBLE; AVG DOUBLE; MIN and MAX keep
+/// their argument's type.
+pub fn aggregate_result_type(
+    function: engine::AggregateFunction,
+    argument: Option<DataType>,
+) -> DataType {
+    use engine::AggregateFunction as F;
+    match function {
+        F::CountRows | F::Count => DataType::BigInt,
+        F::Sum => match argument {
+            Some(DataType::Double) => DataType::Double,
+            _ => DataType::BigInt,
+        },
+        F::Avg => DataType::Double,
+        F::Min | F::Max => argument.unwrap_or(DataType::Text { length_max: None }),
+    }
+}
+
+/// Answers of constant functions written without parentheses (`current_user`).
+fn constant_function(name: &str) -> Option<Value> {
+    catalog_function(name, 0)
+}
+
+/// Constant answers for the functions clients call on connect and in catalog queries.
+fn catalog_function(name: &str, arity: usize) -> Option<Value> {
+    let text = |text: &str| Some(Value::Text(text.to_string()));
+    match (name, arity) {
+        ("version", 0) => text(crate::session::VERSION_STRING),
+        ("current_schema", 0) => text("public"),
+        ("current_database" | "current_catalog", 0) => text("tessera"),
+        ("current_user" | "session_user" | "user" | "current_role", 0) => text("tessera"),
+        ("pg_get_userbyid", 1) => text("tessera"),
+        ("pg_encoding_to_char", 1) => text("UTF8"),
+        ("pg_table_is_visible" | "pg_type_is_visible" | "has_table_privilege", _) => {
+            Some(Value::Boolean(true))
+        }
+        ("obj_description" | "col_description" | "shobj_description" | "pg_get_expr", _) => {
+            Some(Value::Null)
+        }
+        ("pg_backend_pid", 0) => Some(Value::Int(1)),
+        _ => None,
+    }
+}
+
+fn negate(value: &Value) -> Result<Value, SqlError> {
+    let overflow = || SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range");
+    Ok(match value {
+        Value::Null => Value::Null,
+        Value::Int(number) => Value::Int(number.checked_neg().ok_or_else(overflow)?),
+        Value::BigInt(number) => Value::BigInt(number.checked_neg().ok_or_else(overflow)?),
+        Value::Double(number) => Value::Double(-number),
+        other => {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("operator does not exist: - {}", other.type_name()),
+            ))
+        }
+    })
+}
+
+/// A value converted to a type as an explicit CAST does: numbers convert (doubles round to
+/// integers), anything converts to text through its text form, text parses.
+pub fn cast_value(value: &Value, target: DataType) -> Result<Value, SqlError> {
+    let out_of_range = || {
+        SqlError::new(
+            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("{} out of range", target.name()),
+        )
+    };
+    Ok(match (value, target) {
+        (Value::Null, _) => Value::Null,
+        (_, DataType::Text { length_max }) => {
+            let text = crate::types::encode_text(value).unwrap_or_default();
+            match length_max {
+                Some(length) => Value::Text(text.chars().take(length as usize).collect()),
+                None => Value::Text(text),
+            }
+        }
+        (Value::Double(number), DataType::Int) => {
+            let rounded = number.round_ties_even();
+            if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&rounded) {
+                return Err(out_of_range());
+            }
+            Value::Int(rounded as i32)
+        }
+        (Value::Double(number), DataType::BigInt) => {
+            let rounded = number.round_ties_even();
+            if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&rounded) {
+                return Err(out_of_range());
+            }
+            Value::BigInt(rounded as i64)
+        }
+        (Value::Int(number), DataType::Boolean) => Value::Boolean(*number != 0),
+        (Value::Boolean(flag), DataType::Int) => Value::Int(i32::from(*flag)),
+        (Value::Timestamp(microseconds), DataType::Date) => {
+            let days = microseconds.div_euclid(86_400_000_000);
+            Value::Date(i32::try_from(days).map_err(|_| out_of_range())?)
+        }
+        _ => coerce(value, target, "(cast)").map_err(|error| match error {
+            engine::EngineError::DatatypeMismatch { .. } => SqlError::new(
+                sqlstate::DATATYPE_MISMATCH,
+                format!(
+                    "cannot cast type {} to {}",
+                    value.type_name(),
+                    target.name()
+                ),
+            ),
+            other => other.into(),
+        })?,
+    })
+}
+
+impl Scalar {
+    /// The static type over rows of `types` (`None` when only NULL is known).
+    pub fn data_type(&self, types: &[DataType]) -> Option<DataType> {
+        let text = DataType::Text { length_max: None };
+        match self {
+            Scalar::Column(position) => types.get(*position).copied(),
+            Scalar::Constant(value) => value_type(value),
+            Scalar::Negate(operand) => operand.data_type(types),
+            Scalar::Not(_)
+            | Scalar::IsNull(..)
+            | Scalar::IsBoolean(..)
+            | Scalar::InList(..)
+            | Scalar::Between(..)
+            | Scalar::Like(..) => Some(DataType::Boolean),
+            Scalar::Binary(operator, left, right) => match operator {
+                Operator::Compare(_) | Operator::And | Operator::Or | Operator::RegexMatch => {
+                    Some(DataType::Boolean)
+                }
+                Operator::Concat => Some(text),
+                _ => {
+                    let (left, right) = (left.data_type(types), right.data_type(types));
+                    Some(numeric_result(left.or(right)?, right.or(left)?))
+                }
+            },
+            Scalar::Case {
+                branches,
+                otherwise,
+                ..
+            } => branches
+                .iter()
+                .map(|(_, result)| result)
+                .chain(otherwise.as_deref())
+                .find_map(|result| result.data_type(types)),
+            Scalar::Cast(_, data_type) => Some(*data_type),
+            Scalar::Subquery(subquery) => match subquery.kind {
+                SubqueryKind::Scalar => subquery.data_type,
+                _ => Some(DataType::Boolean),
+            },
+            Scalar::Lookup(..) => Some(text),
+            Scalar::Call(function, arguments) => match function {
+                Function::Lower | Function::Upper | Function::FormatType | Function::Record => {
+                    Some(text)
+                }
+                Function::RecordField(_) => Some(DataType::Int),
+                Function::Length => Some(DataType::Int),
+                Function::Constant => None,
+                Function::Abs | Function::Coalesce | Function::NullIf => arguments
+                    .iter()
+                    .find_map(|argument| argument.data_type(types)),
+            },
+        }
+    }
+}
+
+/// The type of a value (`None` for NULL). Text literals are plain TEXT.
+pub fn value_type(value: &Value) -> Option<DataType> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Boolean(_) => DataType::Boolean,
+        Value::Int(_) => DataType::Int,
+        Value::BigInt(_) => DataType::BigInt,
+        Value::Double(_) => DataType::Double,
+        Value::Text(_) => DataType::Text { length_max: None },
+        Value::Bytea(_) => DataType::Bytea,
+        Value::Date(_) => DataType::Date,
+        Value::Timestamp(_) => DataType::Timestamp,
+    })
+}
+
+fn numeric_result(left: DataType, right: DataType) -> DataType {
+    match (left, right) {
+        (DataType::Double, _) | (_, DataType::Double) => DataType::Double,
+        (DataType::BigInt, _) | (_, DataType::BigInt) => DataType::BigInt,
+        (DataType::Int, _) | (_, DataType::Int) => DataType::Int,
+        (other, _) => other,
+    }
+}
+
+/// SQL comparison across types: numbers compare numerically, a date with a timestamp as
+/// timestamps, text with another type by reading the text as that type (an untyped literal).
+/// `None` when either side is NULL.
+pub fn compare_values(left: &Value, right: &Value) -> Result<Option<Ordering>, SqlError> {
+    if left.is_null() || right.is_null() {
+        return Ok(None);
+    }
+    let integer = |value: &Value| match value {
+        Value::Int(number) => Some(i64::from(*number)),
+        Value::BigInt(number) => Some(*number),
+        _ => None,
+    };
+    let double = |value: &Value| match value {
+        Value::Double(number) => Some(*number),
+        other => integer(other).map(|number| number as f64),
+    };
+    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
+        return Ok(Some(a.cmp(&b)));
+    }
+    if let (Some(a), Some(b)) = (double(left), double(right)) {
+        return Ok(Some(Value::Double(a).cmp(&Value::Double(b))));
+    }
+    let same_kind = std::mem::discriminant(left) == std::mem::discriminant(right);
+    if same_kind {
+        return Ok(Some(left.cmp(right)));
+    }
+    match (left, right) {
+        (Value::Date(_), Value::Timestamp(_)) => {
+            compare_values(&coerce(left, DataType::Timestamp, "")?, right)
+        }
+        (Value::Timestamp(_), Value::Date(_)) => {
+            compare_values(left, &coerce(right, DataType::Timestamp, "")?)
+        }
+        (Value::Text(_), other) | (other, Value::Text(_)) => {
+            let data_type = value_type(other).expect("not null");
+            let left = coerce(left, data_type, "")?;
+            let right = coerce(right, data_type, "")?;
+            Ok(Some(left.cmp(&right)))
+        }
+        _ => Err(SqlError::new(
+            sqlstate::UNDEFINED_FUNCTION,
+            format!(
+                "operator does not exist: {} = {}",
+                left.type_name(),
+                right.type_name()
+            ),
+        )
+        .with_hint("add an explicit cast")),
+    }
+}
+
+fn truth(value: &Value) -> Result<Option<bool>, SqlError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Boolean(flag) => Ok(Some(*flag)),
+        Value::Text(text) => match engine::value::parse_text(text, DataType::Boolean)? {
+            Value::Boolean(flag) => Ok(Some(flag)),
+            _ => Ok(None),
+        },
+        other => Err(SqlError::new(
+            sqlstate::DATATYPE_MISMATCH,
+            format!(
+                "argument must be type boolean, not type {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+fn boolean(flag: Option<bool>) -> Value {
+    flag.map_or(Value::Null, Value::Boolean)
+}
+
+impl Scalar {
+    /// Evaluates over one row.
+    pub fn evaluate(&self, row: &[Value]) -> Result<Value, SqlError> {
+        Ok(match self {
+            Scalar::Column(position) => row
+                .get(*position)
+                .cloned()
+                .ok_or_else(|| SqlError::new(sqlstate::INTERNAL_ERROR, "column out of row"))?,
+            Scalar::Constant(value) => value.clone(),
+            Scalar::Not(operand) => boolean(truth(&operand.evaluate(row)?)?.map(|flag| !flag)),
+            Scalar::Negate(operand) => negate(&operand.evaluate(row)?)?,
+            Scalar::Binary(operator, left, right) => binary(*operator, left, right, row)?,
+            Scalar::IsNull(operand, negated) => {
+                Value::Boolean(operand.evaluate(row)?.is_null() != *negated)
+            }
+            Scalar::IsBoolean(operand, expected, negated) => {
+                let value = truth(&operand.evaluate(row)?)?;
+                Value::Boolean((value == Some(*expected)) != *negated)
+            }
+            Scalar::InList(operand, list, negated) => {
+                let value = operand.evaluate(row)?;
+                let mut result = Some(false);
+                for item in list {
+                    match compare_values(&value, &item.evaluate(row)?)? {
+                        Some(Ordering::Equal) => {
+                            result = Some(true);
+                            break;
+                        }
+                        Some(_) => {}
+                        None => result = None,
+                    }
+                }
+                boolean(result.map(|found| found != *negated))
+            }
+            Scalar::Between(operand, low, high, negated) => {
+                let value = operand.evaluate(row)?;
+                let above =
+                    compare_values(&value, &low.evaluate(row)?)?.map(|o| o != Ordering::Less);
+                let below =
+                    compare_values(&value, &high.evaluate(row)?)?.map(|o| o != Ordering::Greater);
+                boolean(and(above, below).map(|inside| inside != *negated))
+            }
+            Scalar::Like(text, pattern, negated, insensitive) => {
+                match (text.evaluate(row)?, pattern.evaluate(row)?) {
+                    (Value::Text(_), Value::Text(pattern))
+                        if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
+                    {
+                        return Err(pattern_too_long());
+                    }
+                    (Value::Text(text), Value::Text(pattern)) => {
+                        let (text, pattern) = if *insensitive {
+                            (text.to_lowercase(), pattern.to_lowercase())
+                        } else {
+                            (text, pattern)
+                        };
+                        let tokens = engine::predicate::compile_like(&pattern);
+                        Value::Boolean(engine::predicate::like_matches(&tokens, &text) != *negated)
+                    }
+                    (Value::Null, _) | (_, Value::Null) => Value::Null,
+                    (other, _) => {
+                        return Err(SqlError::new(
+                            sqlstate::UNDEFINED_FUNCTION,
+                            format!("operator does not exist: {} ~~ text", other.type_name()),
+                        ))
+                    }
+                }
+            }
+            Scalar::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                let operand = operand
+                    .as_ref()
+                    .map(|operand| operand.evaluate(row))
+                    .transpose()?;
+                for (condition, result) in branches {
+                    let condition = condition.evaluate(row)?;
+                    let taken = match &operand {
+                        Some(operand) => {
+                            compare_values(operand, &condition)? == Some(Ordering::Equal)
+                        }
+                        None => truth(&condition)? == Some(true),
+                    };
+                    if taken {
+                        return result.evaluate(row);
+                    }
+                }
+                match otherwise {
+                    Some(otherwise) => otherwise.evaluate(row)?,
+                    None => Value::Null,
+                }
+            }
+            Scalar::Cast(operand, target) => cast_value(&operand.evaluate(row)?, *target)?,
+            Scalar::Call(function, arguments) => call(*function, arguments, row)?,
+            Scalar::Subquery(subquery) => subquery.evaluate(row)?,
+            Scalar::Lookup(key, texts) => {
+                let key = match key.evaluate(row)? {
+                    Value::Int(number) => Some(i64::from(number)),
+                    Value::BigInt(number) => Some(number),
+                    Value::Text(text) => text.trim().parse().ok(),
+                    _ => None,
+                };
+                key.and_then(|key| texts.get(&key).cloned())
+                    .map_or(Value::Null, Value::Text)
+            }
+        })
+    }
+
+    /// Whether the row qualifies: the expression is true (not false, not NULL).
+    pub fn qualifies(&self, row: &[Value]) -> Result<bool, SqlError> {
+        Ok(truth(&self.evaluate(row)?)? == Some(true))
+    }
+}
+
+/// Matching costs text length × pattern length per row: patterns are capped as in the engine.
+fn pattern_too_long() -> SqlError {
+    SqlError::new(
+        sqlstate::PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "LIKE and regular expression patterns are limited to {} bytes",
+            engine::predicate::LIKE_PATTERN_BYTES_MAX
+        ),
+    )
+}
+
+fn and(left: Option<bool>, right: Option<bool>) -> Option<bool> {
+    match (left, right) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn or(left: Option<bool>, right: Option<bool>) -> Option<bool> {
+    match (left, right) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+fn binary(
+    operator: Operator,
+    left: &Scalar,
+    right: &Scalar,
+    row: &[Value],
+) -> Result<Value, SqlError> {
+    let left = left.evaluate(row)?;
+    if operator == Operator::And && truth(&left)? == Some(false) {
+        return Ok(Value::Boolean(false));
+    }
+    if operator == Operator::Or && truth(&left)? == Some(true) {
+        return Ok(Value::Boolean(true));
+    }
+    let right = right.evaluate(row)?;
+    Ok(match operator {
+        Operator::And => boolean(and(truth(&left)?, truth(&right)?)),
+        Operator::Or => boolean(or(truth(&left)?, truth(&right)?)),
+        Operator::Compare(op) => boolean(compare_values(&left, &right)?.map(|ordering| {
+            use engine::CompareOp as C;
+            match op {
+                C::Equal => ordering == Ordering::Equal,
+                C::NotEqual => ordering != Ordering::Equal,
+                C::Less => ordering == Ordering::Less,
+                C::LessOrEqual => ordering != Ordering::Greater,
+                C::Greater => ordering == Ordering::Greater,
+                C::GreaterOrEqual => ordering != Ordering::Less,
+            }
+        })),
+        Operator::Concat => {
+            if left.is_null() || right.is_null() {
+                Value::Null
+            } else {
+                let mut text = crate::types::encode_text(&left).unwrap_or_default();
+                text.push_str(&crate::types::encode_text(&right).unwrap_or_default());
+                Value::Text(text)
+            }
+        }
+        Operator::RegexMatch => match (&left, &right) {
+            (Value::Text(_), Value::Text(pattern))
+                if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
+            {
+                return Err(pattern_too_long());
+            }
+            (Value::Text(text), Value::Text(pattern)) => {
+                Value::Boolean(crate::regex::matches(pattern, text)?)
+            }
+            _ => Value::Null,
+        },
+        arithmetic => arithmetic_value(arithmetic, &left, &right)?,
+    })
+}
+
+fn arithmetic_value(operator: Operator, left: &Value, right: &Value) -> Result<Value, SqlError> {
+    if left.is_null() || right.is_null() {
+        return Ok(Value::Null);
+    }
+    let symbol = match operator {
+        Operator::Add => "+",
+        Operator::Subtract => "-",
+        Operator::Multiply => "*",
+        Operator::Divide => "/",
+        _ => "%",
+    };
+    let no_operator = || {
+        SqlError::new(
+            sqlstate::UNDEFINED_FUNCTION,
+            format!(
+                "operator does not exist: {} {symbol} {}",
+                left.type_name(),
+                right.type_name()
+            ),
+        )
+    };
+    let divide_by_zero = || SqlError::new(sqlstate::DIVISION_BY_ZERO, "division by zero");
+    let integer = |value: &Value| match value {
+        Value::Int(number) => Some(i64::from(*number)),
+        Value::BigInt(number) => Some(*number),
+        _ => None,
+    };
+    let both_int = matches!((left, right), (Value::Int(_), Value::Int(_)));
+    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
+        let result = match operator {
+            Operator::Add => a.checked_add(b),
+            Operator::Subtract => a.checked_sub(b),
+            Operator::Multiply => a.checked_mul(b),
+            Operator::Divide if b == 0 => return Err(divide_by_zero()),
+            Operator::Divide => a.checked_div(b),
+            _ if b == 0 => return Err(divide_by_zero()),
+            _ => a.checked_rem(b),
+        };
+        let overflow = |name: &str| {
+            SqlError::new(
+                sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("{name} out of range"),
+            )
+        };
+        let result = result.ok_or_else(|| overflow("bigint"))?;
+        return if both_int {
+            i32::try_from(result)
+                .map(Value::Int)
+                .map_err(|_| overflow("integer"))
+        } else {
+            Ok(Value::BigInt(result))
+        };
+    }
+    let double = |value: &Value| match value {
+        Value::Double(number) => Some(*number),
+        other => integer(other).map(|number| number as f64),
+    };
+    let (Some(a), Some(b)) = (double(left), double(right)) else {
+        return Err(no_operator());
+    };
+    Ok(Value::Double(match operator {
+        Operator::Add => a + b,
+        Operator::Subtract => a - b,
+        Operator::Multiply => a * b,
+        Operator::Divide if b == 0.0 => return Err(divide_by_zero()),
+        Operator::Divide => a / b,
+        _ if b == 0.0 => return Err(divide_by_zero()),
+        _ => a % b,
+    }))
+}
+
+fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value, SqlError> {
+    let values = arguments
+        .iter()
+        .map(|argument| argument.evaluate(row))
+        .collect::<Result<Vec<_>, _>>()?;
+    let text_of = |value: &Value| crate::types::encode_text(value);
+    Ok(match function {
+        Function::Lower => {
+            text_of(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_lowercase()))
+        }
+        Function::Upper => {
+            text_of(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_uppercase()))
+        }
+        Function::Length => match &values[0] {
+            Value::Null => Value::Null,
+            Value::Bytea(bytes) => Value::Int(i32::try_from(bytes.len()).unwrap_or(i32::MAX)),
+            other => Value::Int(
+                i32::try_from(text_of(other).unwrap_or_default().chars().count())
+                    .unwrap_or(i32::MAX),
+            ),
+        },
+        Function::Abs => match &values[0] {
+            Value::Double(number) => Value::Double(number.abs()),
+            Value::Null => Value::Null,
+            other if compare_values(other, &Value::Int(0))? == Some(Ordering::Less) => {
+                negate(other)?
+            }
+            other => other.clone(),
+        },
+        Function::Coalesce => values
+            .into_iter()
+            .find(|value| !value.is_null())
+            .unwrap_or(Value::Null),
+        Function::NullIf => {
+            if compare_values(&values[0], &values[1])? == Some(Ordering::Equal) {
+                Value::Null
+            } else {
+                values[0].clone()
+            }
+        }
+        Function::FormatType => {
+            let number = |value: &Value| match value {
+                Value::Int(number) => Some(i64::from(*number)),
+                Value::BigInt(number) => Some(*number),
+                Value::Text(text) => text.trim().parse().ok(),
+                _ => None,
+            };
+            match (number(&values[0]), number(&values[1]).unwrap_or(-1)) {
+                (Some(oid), modifier) => crate::pg_catalog::format_type(oid, modifier)
+                    .map_or(Value::Text("???".into()), Value::Text),
+                (None, _) => Value::Null,
+            }
+        }
+        Function::Record => {
+            let fields: Vec<String> = values
+                .iter()
+                .map(|value| crate::types::encode_text(value).unwrap_or_default())
+                .collect();
+            Value::Text(format!("({})", fields.join(",")))
+        }
+        Function::RecordField(index) => match &values[0] {
+            Value::Text(record) => record
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .split(',')
+                .nth(index)
+                .and_then(|field| field.trim().parse().ok())
+                .map_or(Value::Null, Value::Int),
+            _ => Value::Null,
+        },
+        Function::Constant => Value::Null,
+    })
+}

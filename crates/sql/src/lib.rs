@@ -1,0 +1,296 @@
+//! # sql — the SQL front end's pure core
+//!
+//! What a PostgreSQL wire server (pgwire) calls to turn SQL text into engine operations and
+//! the partitions' outputs back into rows: parsing (sqlparser, PostgreSQL dialect), planning
+//! against a `Catalog`, the gateway's merge of partition results, session settings, a virtual
+//! `pg_catalog`/`information_schema`, PostgreSQL type OIDs and value encodings, and SQLSTATE
+//! errors. No I/O, no clocks, no threads: the wire server owns sockets and partitions.
+//!
+//! ## Pipeline
+//!
+//! ```text
+//!  query string ──parse──► [Statement] ──plan_statement(catalog)──► Plan
+//!  Parse message ──prepare(catalog)──► Prepared ──bind(catalog, params)──► Plan
+//!
+//!  Plan::Session(command)  ─► Session::apply ─────────────────────────────► StatementResult
+//!  Plan::Execute(execution):
+//!     execution.operations ─(routing: every partition | key partitions | rows split by key)─►
+//!     engines: Command::Batch(operations) ─► results[partition][operation]
+//!     execution.finish(results) (merge: key-ordered union or partial merge, residual filter,
+//!                                group, HAVING, sort, offset/limit, project) ─► StatementResult
+//!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
+//!  Plan::CopyIn(copy):      CopyData bytes ─► copy.execution(bytes) ─► as Plan::Execute
+//!  StatementResult rows ─► types::encode_text / encode_binary per value, types::pg_type per column
+//! ```
+//!
+//! ## Code map
+//!
+//! | module | what it is |
+//! |---|---|
+//! | `parse` | `parse`, limits (`QUERY_BYTES_MAX`, `RECURSION_LIMIT`), `$n` counting, session statements |
+//! | `plan` | the planner: `Plan`, `Execution`, `Routing`, `QueryPlan`; WHERE pushdown and its residual rule |
+//! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
+//! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
+//! | `session` | `Session`: SET/SHOW/RESET/DISCARD, BEGIN/COMMIT/ROLLBACK (autocommit) |
+//! | `catalog` | the `Catalog` trait, `TableEntry`, `TableOptions` (`WITH (…)` placement) |
+//! | `pg_catalog` | virtual catalog tables for psql (`\\dt`, `\\d table`) and pgjdbc metadata |
+//! | `regex` | the `~` subset psql's catalog queries need |
+//! | `types` | PG type OIDs, typlen, typmod; text and binary value formats |
+//! | `copy` | COPY FROM STDIN text format → inserts |
+//! | `error` | `SqlError`: SQLSTATE, message, detail, hint |
+//!
+//! ## Invariants
+//!
+//! - **Pure.** No I/O, clock, thread, randomness or unordered iteration; equal inputs give equal
+//!   plans and results.
+//! - **Client input never panics.** Query strings are length-limited; the parser's recursion
+//!   limit bounds every recursion over the AST here; numbers overflow into 22003 errors, not
+//!   wrap-around; malformed binary values and COPY data become 22P03/22P04. `tests.rs` feeds
+//!   random and mutated SQL through parse, prepare, plan and execute.
+//! - **A merge of partitions equals one partition.** For any split of a table's rows over K
+//!   engines by primary key, `Execution::finish` over the K outputs answers what one engine
+//!   holding every row answers (tests: seeded random SELECTs with WHERE, ORDER BY, LIMIT,
+//!   GROUP BY and aggregates). Ties in ORDER BY are broken by primary key (by group key for
+//!   grouped queries), so results do not depend on the split.
+//! - **Every error has a SQLSTATE.** Parse errors 42601, unsupported features 0A000, engine
+//!   errors keep the engine's code.
+//!
+//! ## Supported, and refused
+//!
+//! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
+//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
+//! KEY as column or table constraint, required; `WITH (partition_key, placement, replication,
+//! replication_factor)`), DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
+//! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
+//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
+//! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
+//! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
+//! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
+//! UPDATE … SET col = constant WHERE …, DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
+//! format), SET/SHOW/RESET/DISCARD ALL, BEGIN/COMMIT/ROLLBACK (no-ops: autocommit only, see
+//! `session`).
+//!
+//! Refused with 0A000 and a message naming the feature: joins of user tables, subqueries,
+//! UNION/INTERSECT/EXCEPT, WITH, DISTINCT, window functions, GROUP BY expressions, UPDATE SET
+//! col = expression over columns, UPDATE/DELETE whose WHERE the engine cannot evaluate (see
+//! `plan`), RETURNING, INSERT … SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints,
+//! non-primary-key unique indexes, multi-column indexes, DROP INDEX, ALTER, savepoints,
+//! COPY TO and COPY in CSV/binary formats, EXPLAIN ANALYZE.
+//!
+//! Catalog queries (`pg_catalog.*`, `information_schema.*`) run over virtual tables at the
+//! gateway, joins and correlated subqueries included; see `pg_catalog` for what is emulated.
+//!
+//! Deviations from PostgreSQL: AVG answers DOUBLE PRECISION (not NUMERIC); SUM of integers
+//! answers BIGINT and fails with 22003 beyond it; numeric literals with a fraction are DOUBLE;
+//! ORDER BY ties come in primary key order (PostgreSQL leaves them unspecified); a multi-row
+//! INSERT with `EXCLUDED.col` assignments, and COPY beyond `INSERT_ROWS_MAX` rows, run as
+//! several engine inserts in one batch and are not atomic if a later one fails; statements
+//! over `parse::OPERATORS_MAX` operators are refused (54001).
+//!
+//! A SELECT fetches from the engine only the columns the gateway uses, plus the primary key
+//! (the merge order); LIMIT (plus OFFSET) is pushed to each partition when the gateway neither
+//! filters, groups nor sorts; aggregates over plain columns without a residual run in the
+//! engine as mergeable partials.
+//!
+//! ## What the wire server does around this crate
+//!
+//! - Sockets, startup (report `Session::reported()` as ParameterStatus, `BackendKeyData`),
+//!   authentication, SSL refusal, cancel requests, and the message framing of both protocols.
+//! - Simple query: `parse`, then for each statement `plan_statement` *after* the previous one
+//!   executed; stop at the first error (autocommit: earlier statements stay committed). An
+//!   empty string is EmptyQueryResponse. ReadyForQuery is always idle ('I').
+//! - Extended query: Parse → `prepare` (declared OIDs via `types::data_type_for_oid`), keep
+//!   `Prepared` by name; Describe → `parameter_types` (`types::pg_type(..).oid`) and
+//!   `columns` (RowDescription, with `type_modifier`); Bind → decode each parameter with
+//!   `types::decode_text`/`decode_binary` by its format code, then `Prepared::bind`; Execute
+//!   (honouring the row limit and PortalSuspended), Sync, Close, Flush.
+//! - Execution: map `Routing` to partitions through the placement directory, split inserts
+//!   with `split_insert`, send `engine::Command::Batch(operations)` to each (reads through the
+//!   path `Session::read_isolation` asks for), collect `results[partition][operation]`, call
+//!   `Execution::finish`; register `Execution::created_table` (and index/drop changes) in the
+//!   directory; EXPLAIN sends `Command::Explain`; COPY FROM STDIN answers CopyInResponse,
+//!   gathers CopyData until CopyDone and calls `CopyIn::execution`.
+//! - Encode rows per column format with `types::encode_text`/`encode_binary`; send errors as
+//!   ErrorResponse (severity ERROR, `code`, `message`, `detail`, `hint`) and keep the
+//!   connection usable; a NOTICE for ROLLBACK (nothing is undone) is a kindness.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod copy;
+pub mod error;
+pub mod expr;
+pub mod merge;
+pub mod parse;
+pub mod pg_catalog;
+pub mod plan;
+pub mod regex;
+pub mod session;
+pub mod types;
+
+#[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
+mod tests;
+
+pub use catalog::{Catalog, MemoryCatalog, Placement, Replication, TableEntry, TableOptions};
+pub use error::SqlError;
+pub use parse::parse;
+pub use plan::{split_insert, CopyIn, Execution, Explain, Finish, Plan, Routing};
+pub use session::{ReadIsolation, Session, SessionCommand};
+pub use sqlparser::ast::Statement;
+
+use engine::{DataType, Value};
+use expr::Parameters;
+
+/// One column of a result, as RowDescription describes it (`types::pg_type(data_type)`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputColumn {
+    pub name: String,
+    pub data_type: DataType,
+}
+
+impl OutputColumn {
+    pub fn new(name: &str, data_type: DataType) -> OutputColumn {
+        OutputColumn {
+            name: name.to_string(),
+            data_type,
+        }
+    }
+}
+
+/// What a statement answered.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatementResult {
+    /// RowDescription, DataRows, CommandComplete(tag).
+    Rows {
+        columns: Vec<OutputColumn>,
+        rows: Vec<Vec<Value>>,
+        tag: String,
+    },
+    /// CommandComplete(tag) only.
+    Command { tag: String },
+}
+
+/// Plans one parsed statement of a simple query (no parameters). Plan each statement after the
+/// previous one executed: a CREATE TABLE changes the catalog the next one sees.
+pub fn plan_statement(statement: &Statement, catalog: &dyn Catalog) -> Result<Plan, SqlError> {
+    let mut parameters = Parameters::default();
+    plan::plan(statement, catalog, &mut parameters)
+}
+
+/// A statement prepared by the extended protocol's Parse.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// `None` for an empty query string.
+    statement: Option<Statement>,
+    /// One per `$n`: declared in Parse, else inferred from the statement (the column a
+    /// parameter is compared with or assigned to, BIGINT for LIMIT/OFFSET), else TEXT.
+    pub parameter_types: Vec<DataType>,
+    /// The result columns (RowDescription for Describe); empty when the statement returns no
+    /// rows.
+    pub columns: Vec<OutputColumn>,
+}
+
+/// Prepares one statement (Parse): checks it against the catalog, counts its parameters and
+/// infers their types. `declared` holds the types Parse named (`None`: unspecified, OID 0).
+pub fn prepare(
+    sql: &str,
+    catalog: &dyn Catalog,
+    declared: &[Option<DataType>],
+) -> Result<Prepared, SqlError> {
+    let mut statements = parse(sql)?;
+    if statements.len() > 1 {
+        return Err(SqlError::syntax(
+            "cannot insert multiple commands into a prepared statement",
+        ));
+    }
+    let Some(statement) = statements.pop() else {
+        return Ok(Prepared {
+            statement: None,
+            parameter_types: Vec::new(),
+            columns: Vec::new(),
+        });
+    };
+    let count = parse::parameter_count(sql)?.max(declared.len());
+    let mut parameters = Parameters::new(vec![Value::Null; count]);
+    for (at, data_type) in declared.iter().enumerate() {
+        parameters.inferred[at] = *data_type;
+    }
+    let plan = plan::plan(&statement, catalog, &mut parameters)?;
+    let parameter_types = parameters
+        .inferred
+        .iter()
+        .map(|data_type| data_type.unwrap_or(DataType::Text { length_max: None }))
+        .collect();
+    Ok(Prepared {
+        statement: Some(statement),
+        parameter_types,
+        columns: result_columns(&plan),
+    })
+}
+
+/// The columns a plan's result will have.
+pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
+    let text = DataType::Text { length_max: None };
+    match plan {
+        Plan::Execute(Execution {
+            finish: Finish::Query(query),
+            ..
+        }) => query.columns.clone(),
+        Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
+        Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
+            vec![
+                OutputColumn::new("name", text),
+                OutputColumn::new("setting", text),
+            ]
+        }
+        Plan::Session(SessionCommand::Show { name }) => {
+            vec![OutputColumn::new(&name.to_lowercase(), text)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+impl Prepared {
+    /// Binds parameter values (Bind; `None` is NULL; values as decoded with
+    /// `types::decode_text`/`decode_binary` for `parameter_types`) and plans the statement
+    /// against the current catalog. Planning again at bind time, rather than keeping the
+    /// prepare-time plan, means a table dropped or recreated since Parse is seen as it is now.
+    pub fn bind(&self, catalog: &dyn Catalog, values: &[Option<Value>]) -> Result<Plan, SqlError> {
+        if values.len() != self.parameter_types.len() {
+            return Err(SqlError::new(
+                error::sqlstate::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement requires {}",
+                    values.len(),
+                    self.parameter_types.len()
+                ),
+            ));
+        }
+        let Some(statement) = &self.statement else {
+            return Ok(Plan::Empty);
+        };
+        let values = values
+            .iter()
+            .zip(&self.parameter_types)
+            .map(|(value, data_type)| match value {
+                None => Ok(Value::Null),
+                Some(value) => expr::cast_value(value, *data_type).or_else(|_| Ok(value.clone())),
+            })
+            .collect::<Result<Vec<_>, SqlError>>()?;
+        let mut parameters = Parameters::new(values);
+        parameters.inferred = self
+            .parameter_types
+            .iter()
+            .map(|data_type| Some(*data_type))
+            .collect();
+        plan::plan(statement, catalog, &mut parameters)
+    }
+
+    /// Whether Parse was given an empty query string (EmptyQueryResponse).
+    pub fn is_empty(&self) -> bool {
+        self.statement.is_none()
+    }
+}

@@ -1,0 +1,424 @@
+//! The gateway's merge: partitions' outputs → one statement result.
+//!
+//! Rows: each partition returns its rows in primary key order; the merge orders the union by
+//! primary key (a merge of sorted runs), so the input to everything after it is exactly what a
+//! single partition holding every row would have returned. Then, in SQL's order: residual
+//! filter, grouping (engine partials merged per group key, or partials folded from rows here),
+//! HAVING, ORDER BY (a stable sort, so ties keep primary key or group key order — which makes
+//! the answer independent of how rows are split), OFFSET/LIMIT, projection. Aggregate partials
+//! merge as the engine defines them: counts and sums add, minima and maxima compare, averages
+//! carry (sum, count) and divide only at the end.
+
+use crate::error::{sqlstate, SqlError};
+use crate::expr::{cast_value, compare_values, Scalar};
+use crate::plan::{CommandKind, Execution, Finish, Grouping, QueryPlan, Source};
+use crate::StatementResult;
+use engine::{AggregateFunction, DataType, Operation, OperationResult, Output, Partial, Value};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+impl Execution {
+    /// Merges the partitions' results: `results[partition][operation]`, one entry per
+    /// partition the operations were sent to, each with one result per operation (for a
+    /// split insert, the partitions that received no rows may be left out).
+    pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
+        let mut outputs: Vec<Output> = Vec::new();
+        for partition in results {
+            for result in partition {
+                outputs.push(result?);
+            }
+        }
+        match &self.finish {
+            Finish::Command(kind) => Ok(StatementResult::Command {
+                tag: command_tag(*kind, &outputs),
+            }),
+            Finish::Query(plan) => plan.finish(outputs),
+        }
+    }
+}
+
+fn command_tag(kind: CommandKind, outputs: &[Output]) -> String {
+    let count: u64 = outputs
+        .iter()
+        .map(|output| match output {
+            Output::Inserted { count } | Output::Updated { count } | Output::Deleted { count } => {
+                *count
+            }
+            _ => 0,
+        })
+        .sum();
+    match kind {
+        CommandKind::CreateTable => "CREATE TABLE".into(),
+        CommandKind::CreateIndex => "CREATE INDEX".into(),
+        CommandKind::DropTable => "DROP TABLE".into(),
+        CommandKind::Insert => format!("INSERT 0 {count}"),
+        CommandKind::Update => format!("UPDATE {count}"),
+        CommandKind::Delete => format!("DELETE {count}"),
+        CommandKind::Copy => format!("COPY {count}"),
+    }
+}
+
+/// Orders values for ORDER BY: SQL comparison, falling back to the engine's total order for
+/// values SQL cannot compare (so sorting never fails half-way).
+fn sort_compare(left: &Value, right: &Value) -> Ordering {
+    compare_values(left, right)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| left.cmp(right))
+}
+
+impl QueryPlan {
+    /// Merges the partitions' outputs for this query (one output per partition; none when
+    /// the source is `Rows`).
+    pub fn finish(&self, outputs: Vec<Output>) -> Result<StatementResult, SqlError> {
+        let rows = match &self.grouping {
+            Some(grouping) => self.grouped_rows(grouping, outputs)?,
+            None => self.input_rows(outputs)?,
+        };
+        // Evaluate the projection and the sort keys, sort stably, cut, keep the projection.
+        let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let projected = evaluate_all(&self.projection, row)?;
+            let keys = self
+                .order_by
+                .iter()
+                .map(|key| key.scalar.evaluate(row))
+                .collect::<Result<Vec<_>, _>>()?;
+            keyed.push((keys, projected));
+        }
+        if !self.order_by.is_empty() {
+            keyed.sort_by(|(left, _), (right, _)| {
+                for ((a, b), key) in left.iter().zip(right).zip(&self.order_by) {
+                    let ordering = match (a.is_null(), b.is_null()) {
+                        (true, true) => Ordering::Equal,
+                        (true, false) => {
+                            if key.nulls_first {
+                                Ordering::Less
+                            } else {
+                                Ordering::Greater
+                            }
+                        }
+                        (false, true) => {
+                            if key.nulls_first {
+                                Ordering::Greater
+                            } else {
+                                Ordering::Less
+                            }
+                        }
+                        (false, false) => {
+                            let ordering = sort_compare(a, b);
+                            if key.descending {
+                                ordering.reverse()
+                            } else {
+                                ordering
+                            }
+                        }
+                    };
+                    if ordering != Ordering::Equal {
+                        return ordering;
+                    }
+                }
+                Ordering::Equal
+            });
+        }
+        let offset = usize::try_from(self.offset).unwrap_or(usize::MAX);
+        let limit = self.limit.map_or(usize::MAX, |limit| {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        });
+        let rows = keyed
+            .into_iter()
+            .skip(offset)
+            .take(limit)
+            .map(|(_, projected)| {
+                projected
+                    .into_iter()
+                    .zip(&self.columns)
+                    .map(|(value, column)| cast_value(&value, column.data_type))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let tag = format!("SELECT {}", rows.len());
+        Ok(StatementResult::Rows {
+            columns: self.columns.clone(),
+            rows,
+            tag,
+        })
+    }
+
+    /// The input rows: merged in key order, residual applied.
+    fn input_rows(&self, outputs: Vec<Output>) -> Result<Vec<Vec<Value>>, SqlError> {
+        let mut rows = match &self.source {
+            Source::Rows(rows) => rows.clone(),
+            Source::Engine { key_positions } => {
+                let mut rows = Vec::new();
+                for output in outputs {
+                    match output {
+                        Output::Rows {
+                            rows: partition_rows,
+                            ..
+                        } => rows.extend(partition_rows),
+                        other => return Err(unexpected(&other)),
+                    }
+                }
+                // Each partition's rows are in key order; order the union the same way.
+                rows.sort_by(|left, right| {
+                    key_positions
+                        .iter()
+                        .map(|at| left[*at].cmp(&right[*at]))
+                        .find(|ordering| ordering.is_ne())
+                        .unwrap_or(Ordering::Equal)
+                });
+                rows
+            }
+            Source::EngineGroups => {
+                return Err(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    "groups where rows were expected",
+                ))
+            }
+        };
+        if let Some(residual) = &self.residual {
+            let mut kept = Vec::with_capacity(rows.len());
+            for row in rows {
+                if residual.qualifies(&row)? {
+                    kept.push(row);
+                }
+            }
+            rows = kept;
+        }
+        Ok(rows)
+    }
+
+    /// The grouped rows (group columns, then aggregate results), HAVING applied, in group key
+    /// order.
+    fn grouped_rows(
+        &self,
+        grouping: &Grouping,
+        outputs: Vec<Output>,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        let mut groups: BTreeMap<Vec<Value>, Vec<Partial>> = BTreeMap::new();
+        let argument_types: Vec<Option<DataType>> = grouping
+            .aggregates
+            .iter()
+            .map(|call| {
+                call.argument
+                    .as_ref()
+                    .and_then(|argument| argument.data_type(&self.input_types))
+            })
+            .collect();
+        let initial = grouping
+            .aggregates
+            .iter()
+            .zip(&argument_types)
+            .map(|(call, data_type)| initial_partial(call.function, *data_type))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Source::EngineGroups = self.source {
+            for output in outputs {
+                let Output::Groups {
+                    groups: partition_groups,
+                    ..
+                } = output
+                else {
+                    return Err(unexpected(&output));
+                };
+                for group in partition_groups {
+                    match groups.get_mut(&group.key) {
+                        Some(partials) => merge_partials(partials, &group.partials)?,
+                        None => {
+                            groups.insert(group.key, group.partials);
+                        }
+                    }
+                }
+            }
+        } else {
+            for row in self.input_rows(outputs)? {
+                let key: Vec<Value> = grouping
+                    .group_by
+                    .iter()
+                    .map(|at| row[*at].clone())
+                    .collect();
+                let partials = groups.entry(key).or_insert_with(|| initial.clone());
+                for ((call, partial), data_type) in grouping
+                    .aggregates
+                    .iter()
+                    .zip(partials.iter_mut())
+                    .zip(&argument_types)
+                {
+                    match &call.argument {
+                        None => partial.add(&Value::Null),
+                        Some(argument) => {
+                            let value = argument.evaluate(&row)?;
+                            if !value.is_null() {
+                                let value = match data_type {
+                                    Some(data_type) => cast_value(&value, *data_type)?,
+                                    None => value,
+                                };
+                                partial.add(&value);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Without GROUP BY there is exactly one group, even over no rows and no partitions.
+        if grouping.group_by.is_empty() && groups.is_empty() {
+            groups.insert(Vec::new(), initial);
+        }
+        let mut rows = Vec::with_capacity(groups.len());
+        for (key, partials) in groups {
+            let mut row = key;
+            for partial in &partials {
+                row.push(finish_partial(partial)?);
+            }
+            if let Some(having) = &grouping.having {
+                if !having.qualifies(&row)? {
+                    continue;
+                }
+            }
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+}
+
+fn evaluate_all(scalars: &[Scalar], row: &[Value]) -> Result<Vec<Value>, SqlError> {
+    scalars.iter().map(|scalar| scalar.evaluate(row)).collect()
+}
+
+fn unexpected(output: &Output) -> SqlError {
+    SqlError::new(
+        sqlstate::INTERNAL_ERROR,
+        format!("unexpected engine output {output:?}"),
+    )
+}
+
+/// The partial an aggregate starts from, as the engine would bind it.
+fn initial_partial(
+    function: AggregateFunction,
+    argument: Option<DataType>,
+) -> Result<Partial, SqlError> {
+    let not_numeric = || {
+        SqlError::new(
+            sqlstate::UNDEFINED_FUNCTION,
+            format!(
+                "function {}({}) does not exist",
+                function_name(function),
+                argument.map_or("unknown".into(), DataType::name)
+            ),
+        )
+    };
+    Ok(match function {
+        AggregateFunction::CountRows | AggregateFunction::Count => Partial::Count(0),
+        AggregateFunction::Min => Partial::Min(Value::Null),
+        AggregateFunction::Max => Partial::Max(Value::Null),
+        AggregateFunction::Sum => match argument {
+            Some(DataType::Int | DataType::BigInt) | None => Partial::SumInteger(None),
+            Some(DataType::Double) => Partial::SumDouble(None),
+            _ => return Err(not_numeric()),
+        },
+        AggregateFunction::Avg => match argument {
+            Some(DataType::Int | DataType::BigInt) | None => {
+                Partial::AvgInteger { sum: 0, count: 0 }
+            }
+            Some(DataType::Double) => Partial::AvgDouble { sum: 0.0, count: 0 },
+            _ => return Err(not_numeric()),
+        },
+    })
+}
+
+fn function_name(function: AggregateFunction) -> &'static str {
+    match function {
+        AggregateFunction::CountRows | AggregateFunction::Count => "count",
+        AggregateFunction::Sum => "sum",
+        AggregateFunction::Min => "min",
+        AggregateFunction::Max => "max",
+        AggregateFunction::Avg => "avg",
+    }
+}
+
+/// Folds another partition's partials for the same group into `into`.
+pub fn merge_partials(into: &mut [Partial], from: &[Partial]) -> Result<(), SqlError> {
+    if into.len() != from.len() {
+        return Err(SqlError::new(
+            sqlstate::INTERNAL_ERROR,
+            "partitions returned different aggregates",
+        ));
+    }
+    for (into, from) in into.iter_mut().zip(from) {
+        match (into, from) {
+            (Partial::Count(a), Partial::Count(b)) => *a += b,
+            (Partial::SumInteger(a), Partial::SumInteger(b)) => {
+                if let Some(b) = b {
+                    *a = Some(a.unwrap_or(0) + b);
+                }
+            }
+            (Partial::SumDouble(a), Partial::SumDouble(b)) => {
+                if let Some(b) = b {
+                    *a = Some(a.unwrap_or(0.0) + b);
+                }
+            }
+            (Partial::Min(a), Partial::Min(b)) => {
+                if !b.is_null() && (a.is_null() || b < a) {
+                    *a = b.clone();
+                }
+            }
+            (Partial::Max(a), Partial::Max(b)) => {
+                if !b.is_null() && (a.is_null() || b > a) {
+                    *a = b.clone();
+                }
+            }
+            (
+                Partial::AvgInteger { sum, count },
+                Partial::AvgInteger {
+                    sum: other_sum,
+                    count: other_count,
+                },
+            ) => {
+                *sum += other_sum;
+                *count += other_count;
+            }
+            (
+                Partial::AvgDouble { sum, count },
+                Partial::AvgDouble {
+                    sum: other_sum,
+                    count: other_count,
+                },
+            ) => {
+                *sum += other_sum;
+                *count += other_count;
+            }
+            _ => {
+                return Err(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    "partitions returned partials of different kinds",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An aggregate's final value.
+pub fn finish_partial(partial: &Partial) -> Result<Value, SqlError> {
+    Ok(match partial {
+        Partial::Count(count) => Value::BigInt(i64::try_from(*count).unwrap_or(i64::MAX)),
+        Partial::SumInteger(None) | Partial::SumDouble(None) => Value::Null,
+        Partial::SumInteger(Some(sum)) => Value::BigInt(i64::try_from(*sum).map_err(|_| {
+            SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range")
+        })?),
+        Partial::SumDouble(Some(sum)) => Value::Double(*sum),
+        Partial::Min(value) | Partial::Max(value) => value.clone(),
+        Partial::AvgInteger { count: 0, .. } | Partial::AvgDouble { count: 0, .. } => Value::Null,
+        Partial::AvgInteger { sum, count } => Value::Double(*sum as f64 / *count as f64),
+        Partial::AvgDouble { sum, count } => Value::Double(sum / *count as f64),
+    })
+}
+
+/// For a gateway that merges partial results of an operation it split (e.g. an aggregate
+/// sent to several partitions), whether an operation's outputs can be merged by `finish`.
+pub fn is_mergeable(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Select { .. } | Operation::Aggregate { .. }
+    )
+}

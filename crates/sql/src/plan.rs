@@ -1,0 +1,2187 @@
+//! The planner: one parsed statement → a `Plan` (engine operations to send, where to send
+//! them, and what the gateway does with their results).
+//!
+//! ## WHERE: what the engine evaluates and what the gateway does
+//!
+//! The WHERE clause is split into its top-level AND conjuncts. A conjunct the engine's predicate
+//! language expresses — `column op constant` (either side), `column [NOT] IN (constants)`,
+//! `column [NOT] BETWEEN constant AND constant`, `text_column [NOT] LIKE 'pattern'`,
+//! `column IS [NOT] NULL`, a bare boolean column, `column IS TRUE/FALSE`, and AND/OR/NOT of
+//! these — is pushed into the engine operation, its constants coerced to the column's type
+//! (so `int_col = 'x'` fails with 22P02 as in PostgreSQL). Every other conjunct
+//! (column-to-column comparisons, arithmetic, functions, ILIKE, a number that does not convert
+//! to the column's type such as `int_col < 2.5`, …) is a *residual*:
+//!
+//! - for SELECT, the engine returns the rows that satisfy the pushed conjuncts (a looser
+//!   predicate, possibly none) and the gateway evaluates the residual conjuncts on them;
+//! - for UPDATE and DELETE, a residual is refused with 0A000: reading, filtering and then
+//!   writing at the gateway would not be atomic without transactions.
+//!
+//! ## Routing
+//!
+//! `Routing` is the decomposition seam (Sprint §6.1): a statement whose pushed predicate pins
+//! the partition key to constants (`key = c`, `key IN (…)` as a top-level conjunct) names those
+//! keys, and only their partitions need the operation; for a table placed by range, top-level
+//! range conjuncts on the partition key (`<`, `<=`, `>`, `>=`, BETWEEN) name an interval;
+//! inserts are split by each row's key; everything else goes to every partition. Today there is one partition and the server may
+//! ignore routing; the merge (`merge.rs`) is written for any number of partitions.
+
+use crate::catalog::{Catalog, TableEntry, TableOptions};
+use crate::error::{sqlstate, SqlError};
+use crate::expr::{
+    data_type_of, ident_name, object_name_parts, AggregateCall, Compiler, Mode, Parameters, Scalar,
+    Scope, ScopeColumn,
+};
+use crate::session::SessionCommand;
+use crate::{OutputColumn, StatementResult};
+use engine::predicate::Interval;
+use engine::value::coerce;
+use engine::{
+    Aggregate, AggregateFunction, Assignment, ColumnDef, CompareOp, DataType, EngineError,
+    OnConflict, Operation, Predicate, TableSchema, Value,
+};
+use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
+use std::ops::Bound;
+
+/// Which partitions an operation must reach.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Routing {
+    /// Every partition of the table (scans, DDL).
+    Every,
+    /// Only the partitions owning these values of the partition key.
+    Keys { column: String, values: Vec<Value> },
+    /// A table placed by range: only the partitions whose key ranges meet this interval of
+    /// the partition key.
+    KeyRange {
+        column: String,
+        low: Bound<Value>,
+        high: Bound<Value>,
+    },
+    /// An insert: each row goes to the partition of its value at `position` (the partition
+    /// key's position in the insert's row); see `split_insert`.
+    RowsByKey { position: usize },
+    /// No partition: the gateway answers alone (constant SELECTs, the virtual catalog).
+    None,
+}
+
+/// A statement, planned.
+// One plan per statement, built and consumed once: boxing the large variant buys nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// An empty query string or statement.
+    Empty,
+    /// SET, SHOW, BEGIN, … : `Session::apply`.
+    Session(SessionCommand),
+    /// Operations for the partitions, then the gateway's finish.
+    Execute(Execution),
+    /// EXPLAIN: send `Command::Explain(operation)` for each operation to the routed
+    /// partitions, then `Explain::finish` with the texts.
+    Explain(Explain),
+    /// COPY … FROM STDIN: the server collects CopyData and calls `CopyIn::operations`.
+    CopyIn(CopyIn),
+}
+
+/// Engine operations and the gateway's post-processing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Execution {
+    /// Executed in order, as one engine batch per partition.
+    pub operations: Vec<Operation>,
+    pub routing: Routing,
+    pub finish: Finish,
+    /// For CREATE TABLE: the table with its placement, for the gateway's directory.
+    pub created_table: Option<TableEntry>,
+}
+
+/// What the gateway does with the partitions' outputs.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Finish {
+    /// Add up the counts and answer with a command tag.
+    Command(CommandKind),
+    /// Merge rows or aggregate partials, filter, sort, limit, project.
+    Query(QueryPlan),
+}
+
+/// The kind of a command's completion tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommandKind {
+    CreateTable,
+    CreateIndex,
+    DropTable,
+    Insert,
+    Update,
+    Delete,
+    Copy,
+}
+
+/// Where a query's input rows come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Source {
+    /// `Output::Rows` of every table column from each partition, in primary key order;
+    /// `key_positions` are the primary key's positions (the merge order).
+    Engine { key_positions: Vec<usize> },
+    /// `Output::Groups` from each partition (an engine `Operation::Aggregate`).
+    EngineGroups,
+    /// Rows the gateway already holds (no FROM, or the virtual catalog).
+    Rows(Vec<Vec<Value>>),
+}
+
+/// GROUP BY and aggregates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grouping {
+    /// Input positions of the GROUP BY columns.
+    pub group_by: Vec<usize>,
+    pub aggregates: Vec<AggregateCall>,
+    /// Over the grouped row (group columns, then aggregate results).
+    pub having: Option<Scalar>,
+}
+
+/// One ORDER BY key, over the same row as the projection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SortKey {
+    pub scalar: Scalar,
+    pub descending: bool,
+    pub nulls_first: bool,
+}
+
+/// The gateway's part of a SELECT.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryPlan {
+    pub source: Source,
+    /// The input row's types (table columns, or virtual columns).
+    pub input_types: Vec<DataType>,
+    /// Conjuncts the engine could not evaluate, over the input row.
+    pub residual: Option<Scalar>,
+    pub grouping: Option<Grouping>,
+    /// Over the input row, or the grouped row when grouping.
+    pub projection: Vec<Scalar>,
+    pub order_by: Vec<SortKey>,
+    pub offset: u64,
+    pub limit: Option<u64>,
+    pub columns: Vec<OutputColumn>,
+}
+
+/// An EXPLAIN, planned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explain {
+    pub operations: Vec<Operation>,
+    pub routing: Routing,
+    /// What the gateway does, one line each.
+    pub gateway_steps: Vec<String>,
+}
+
+impl Explain {
+    /// The QUERY PLAN rows: the gateway's steps, then each partition's engine text
+    /// (`texts[partition][operation]`).
+    pub fn finish(&self, texts: &[Vec<String>]) -> StatementResult {
+        let mut lines: Vec<String> = self.gateway_steps.clone();
+        lines.push(format!("Routing: {}", describe_routing(&self.routing)));
+        for (partition, texts) in texts.iter().enumerate() {
+            for text in texts {
+                for line in text.lines() {
+                    lines.push(format!("  Partition {partition}: {line}"));
+                }
+            }
+        }
+        StatementResult::Rows {
+            columns: vec![OutputColumn::new(
+                "QUERY PLAN",
+                DataType::Text { length_max: None },
+            )],
+            rows: lines
+                .into_iter()
+                .map(|line| vec![Value::Text(line)])
+                .collect(),
+            tag: "EXPLAIN".into(),
+        }
+    }
+}
+
+fn describe_routing(routing: &Routing) -> String {
+    match routing {
+        Routing::Every => "every partition".into(),
+        Routing::Keys { column, values } => format!(
+            "partitions of {column} in ({})",
+            values
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Routing::KeyRange { column, low, high } => {
+            let low = match low {
+                Bound::Included(value) => format!("{column} >= {value}"),
+                Bound::Excluded(value) => format!("{column} > {value}"),
+                Bound::Unbounded => String::new(),
+            };
+            let high = match high {
+                Bound::Included(value) => format!("{column} <= {value}"),
+                Bound::Excluded(value) => format!("{column} < {value}"),
+                Bound::Unbounded => String::new(),
+            };
+            let bounds: Vec<String> = [low, high]
+                .into_iter()
+                .filter(|bound| !bound.is_empty())
+                .collect();
+            format!("partitions with {}", bounds.join(" and "))
+        }
+        Routing::RowsByKey { .. } => "each row to its key's partition".into(),
+        Routing::None => "gateway only".into(),
+    }
+}
+
+/// COPY table (columns) FROM STDIN, text format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyIn {
+    pub table: String,
+    pub columns: Vec<String>,
+    pub types: Vec<DataType>,
+    pub delimiter: char,
+    pub null: String,
+    /// The partition key's position in a copied row.
+    pub key_position: usize,
+}
+
+/// Plans one statement against a catalog with parameter values (`Value::Null` for each while
+/// only inferring parameter types at prepare time).
+pub fn plan(
+    statement: &Statement,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<Plan, SqlError> {
+    Planner {
+        catalog,
+        parameters,
+    }
+    .statement(statement)
+}
+
+struct Planner<'a, 'p> {
+    catalog: &'a dyn Catalog,
+    parameters: &'p mut Parameters,
+}
+
+/// A table name: strips `public.`; `None` for names in another schema.
+fn table_name(name: &ast::ObjectName) -> Result<(Option<String>, String), SqlError> {
+    let parts = object_name_parts(name)?;
+    match parts.as_slice() {
+        [table] => Ok((None, table.clone())),
+        [schema, table] | [_, schema, table] => Ok((Some(schema.clone()), table.clone())),
+        _ => Err(SqlError::syntax(format!("improper qualified name: {name}"))),
+    }
+}
+
+impl Planner<'_, '_> {
+    fn statement(&mut self, statement: &Statement) -> Result<Plan, SqlError> {
+        match statement {
+            Statement::Query(query) => self.query(query).map(Plan::Execute),
+            Statement::Insert(insert) => self.insert(insert).map(Plan::Execute),
+            Statement::Update(update) => self.update(update).map(Plan::Execute),
+            Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
+            Statement::CreateTable(create) => self.create_table(create),
+            Statement::CreateIndex(create) => self.create_index(create),
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => self.drop(object_type, *if_exists, names),
+            Statement::Explain {
+                analyze, statement, ..
+            } => {
+                if *analyze {
+                    return Err(SqlError::unsupported("EXPLAIN ANALYZE"));
+                }
+                self.explain(statement)
+            }
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                ..
+            } => self.copy(source, *to, target, options, legacy_options),
+            other => crate::parse::session_command(other).map(Plan::Session),
+        }
+    }
+
+    fn entry(&self, name: &ast::ObjectName) -> Result<TableEntry, SqlError> {
+        let (schema, table) = table_name(name)?;
+        if let Some(schema) = schema.filter(|schema| schema != "public") {
+            return Err(SqlError::new(
+                "3F000",
+                format!("schema \"{schema}\" does not exist"),
+            ));
+        }
+        self.catalog
+            .table(&table)
+            .ok_or_else(|| SqlError::undefined_table(&table))
+    }
+
+    fn compiler<'s>(&'s mut self, scope: &'s Scope) -> Compiler<'s, 's> {
+        Compiler {
+            scope,
+            parameters: self.parameters,
+            mode: Mode::Row,
+            catalog: Some(self.catalog),
+        }
+    }
+
+    /// An expression that must be a constant (VALUES, SET, LIMIT): compiled with no columns
+    /// in scope, then evaluated.
+    fn constant(
+        &mut self,
+        expr: &Expr,
+        hint: Option<DataType>,
+        what: &str,
+    ) -> Result<Value, SqlError> {
+        let scope = Scope::default();
+        let scalar = self.compiler(&scope).compile(expr, hint).map_err(|error| {
+            if error.code == sqlstate::UNDEFINED_COLUMN {
+                SqlError::unsupported(format!("{what} referring to columns ({expr})"))
+                    .with_hint("the engine applies constants only")
+            } else {
+                error
+            }
+        })?;
+        scalar.evaluate(&[])
+    }
+
+    // ----- SELECT -----
+
+    fn query(&mut self, query: &ast::Query) -> Result<Execution, SqlError> {
+        if let Some(names) = crate::pg_catalog::provably_empty(query) {
+            return Ok(empty_result(names));
+        }
+        if query.with.is_some() {
+            return Err(SqlError::unsupported("WITH queries"));
+        }
+        if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
+            return Err(SqlError::unsupported("FETCH, FOR UPDATE and FOR clauses"));
+        }
+        let select = match query.body.as_ref() {
+            SetExpr::Select(select) => select,
+            SetExpr::Query(inner) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                return self.query(inner)
+            }
+            SetExpr::SetOperation { .. } => {
+                return Err(SqlError::unsupported("UNION, INTERSECT and EXCEPT"))
+            }
+            SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
+            _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
+        };
+        if select.distinct.is_some() {
+            return Err(SqlError::unsupported("SELECT DISTINCT"));
+        }
+        if select.into.is_some()
+            || select.top.is_some()
+            || !select.named_window.is_empty()
+            || select.qualify.is_some()
+        {
+            return Err(SqlError::unsupported(
+                "SELECT INTO, TOP, WINDOW and QUALIFY",
+            ));
+        }
+        let (mut source, mut scope, table) = self.from(&select.from, select.selection.as_ref())?;
+        if let Source::Rows(rows) = &mut source {
+            if scope.columns.iter().any(|column| column.virtual_catalog) {
+                crate::pg_catalog::expand_set_returning(
+                    select,
+                    rows,
+                    &mut scope,
+                    self.catalog,
+                    self.parameters,
+                )?;
+            }
+        }
+        let (operation, residual) = match (&source, &table) {
+            (Source::Engine { .. }, Some(entry)) => {
+                let (predicate, residual) = match &select.selection {
+                    Some(selection) => self.split_where(selection, &scope)?,
+                    None => (None, Vec::new()),
+                };
+                (Some((entry.clone(), predicate)), residual)
+            }
+            _ => {
+                let residual = match &select.selection {
+                    Some(selection) => vec![self
+                        .compiler(&scope)
+                        .compile(selection, Some(DataType::Boolean))?],
+                    None => Vec::new(),
+                };
+                (None, residual)
+            }
+        };
+        let residual = conjunction(residual);
+        let mut plan = self.select_list(select, query, &scope, source, residual)?;
+        let Some((entry, predicate)) = operation else {
+            return Ok(Execution {
+                operations: Vec::new(),
+                routing: Routing::None,
+                finish: Finish::Query(plan),
+                created_table: None,
+            });
+        };
+        let routing = routing_of(predicate.as_ref(), &entry.options);
+        let table = entry.schema.name.clone();
+        let operation = match &plan.grouping {
+            Some(grouping) if plan.residual.is_none() && engine_aggregable(grouping) => {
+                plan.source = Source::EngineGroups;
+                Operation::Aggregate {
+                    table,
+                    group_by: grouping
+                        .group_by
+                        .iter()
+                        .map(|position| entry.schema.columns[*position].name.clone())
+                        .collect(),
+                    aggregates: grouping
+                        .aggregates
+                        .iter()
+                        .map(|call| Aggregate {
+                            function: call.function,
+                            column: match &call.argument {
+                                Some(Scalar::Column(position)) => {
+                                    Some(entry.schema.columns[*position].name.clone())
+                                }
+                                _ => None,
+                            },
+                        })
+                        .collect(),
+                    predicate,
+                }
+            }
+            _ => {
+                // Each partition may stop after offset + limit rows in key order when the
+                // gateway neither filters, groups nor sorts.
+                let pushable =
+                    plan.residual.is_none() && plan.grouping.is_none() && plan.order_by.is_empty();
+                let limit = plan
+                    .limit
+                    .filter(|_| pushable)
+                    .map(|limit| limit.saturating_add(plan.offset));
+                let columns = prune_columns(&mut plan)
+                    .into_iter()
+                    .map(|position| entry.schema.columns[position].name.clone())
+                    .collect();
+                Operation::Select {
+                    table,
+                    columns,
+                    predicate,
+                    limit,
+                }
+            }
+        };
+        Ok(Execution {
+            operations: vec![operation],
+            routing,
+            finish: Finish::Query(plan),
+            created_table: None,
+        })
+    }
+
+    /// The FROM clause: an engine table, the virtual catalog (joins allowed), or nothing.
+    fn from(
+        &mut self,
+        from: &[ast::TableWithJoins],
+        selection: Option<&Expr>,
+    ) -> Result<(Source, Scope, Option<TableEntry>), SqlError> {
+        if from.is_empty() {
+            return Ok((Source::Rows(vec![Vec::new()]), Scope::default(), None));
+        }
+        let first = &from[0];
+        if crate::pg_catalog::is_catalog_relation(&first.relation)? {
+            let (rows, scope) =
+                crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
+            return Ok((Source::Rows(rows), scope, None));
+        }
+        if let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } = &first.relation
+        {
+            let (schema, table) = table_name(name)?;
+            if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
+                let (rows, scope) =
+                    crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
+                return Ok((Source::Rows(rows), scope, None));
+            }
+            if from.len() > 1 || !first.joins.is_empty() {
+                return Err(SqlError::unsupported("joins")
+                    .with_hint("Tessera's SQL front end reads one table per query for now"));
+            }
+            let entry = self.entry(name)?;
+            let qualifier = alias
+                .as_ref()
+                .map(|alias| ident_name(&alias.name))
+                .unwrap_or(table);
+            let scope = table_scope(&entry.schema, &qualifier);
+            let key_positions = entry.schema.primary_key.clone();
+            return Ok((Source::Engine { key_positions }, scope, Some(entry)));
+        }
+        Err(SqlError::unsupported(format!("FROM {}", first.relation)))
+    }
+
+    /// Splits WHERE into the engine predicate and residual conjuncts (compiled).
+    fn split_where(
+        &mut self,
+        selection: &Expr,
+        scope: &Scope,
+    ) -> Result<(Option<Predicate>, Vec<Scalar>), SqlError> {
+        let mut conjuncts = Vec::new();
+        flatten_and(selection, &mut conjuncts);
+        let mut pushed = Vec::new();
+        let mut residual = Vec::new();
+        for conjunct in conjuncts {
+            match self.translate(conjunct, scope)? {
+                Some(predicate) => pushed.push(predicate),
+                None => residual.push(
+                    self.compiler(scope)
+                        .compile(conjunct, Some(DataType::Boolean))?,
+                ),
+            }
+        }
+        let predicate = match pushed.len() {
+            0 => None,
+            1 => pushed.pop(),
+            _ => Some(Predicate::And(pushed)),
+        };
+        Ok((predicate, residual))
+    }
+
+    /// The engine predicate for an expression, or `None` when the engine cannot express it.
+    fn translate(&mut self, expr: &Expr, scope: &Scope) -> Result<Option<Predicate>, SqlError> {
+        let column_of = |expr: &Expr| -> Option<usize> {
+            let parts: Vec<String> = match expr {
+                Expr::Identifier(ident) => vec![ident_name(ident)],
+                Expr::CompoundIdentifier(idents) => idents.iter().map(ident_name).collect(),
+                Expr::Nested(inner) => return column_of_nested(inner, scope),
+                _ => return None,
+            };
+            scope.resolve(&parts).ok()
+        };
+        Ok(match expr {
+            Expr::Nested(inner) => self.translate(inner, scope)?,
+            Expr::BinaryOp {
+                left,
+                op: ast::BinaryOperator::And,
+                right,
+            } => match (self.translate(left, scope)?, self.translate(right, scope)?) {
+                (Some(left), Some(right)) => Some(flattened(left, right, true)),
+                _ => None,
+            },
+            Expr::BinaryOp {
+                left,
+                op: ast::BinaryOperator::Or,
+                right,
+            } => match (self.translate(left, scope)?, self.translate(right, scope)?) {
+                (Some(left), Some(right)) => Some(flattened(left, right, false)),
+                _ => None,
+            },
+            Expr::UnaryOp {
+                op: ast::UnaryOperator::Not,
+                expr,
+            } => self
+                .translate(expr, scope)?
+                .map(|inner| Predicate::Not(Box::new(inner))),
+            Expr::BinaryOp { left, op, right } => {
+                let Some(compare) = compare_op(op) else {
+                    return Ok(None);
+                };
+                let (column, constant, compare) = match (column_of(left), column_of(right)) {
+                    (Some(column), None) => (column, right, compare),
+                    (None, Some(column)) => (column, left, flip(compare)),
+                    _ => return Ok(None),
+                };
+                let Some(value) = self.engine_constant(constant, scope, column)? else {
+                    return Ok(None);
+                };
+                Some(Predicate::compare(
+                    &scope.columns[column].name,
+                    compare,
+                    value,
+                ))
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let Some(column) = column_of(expr) else {
+                    return Ok(None);
+                };
+                let mut values = Vec::with_capacity(list.len());
+                for item in list {
+                    let Some(value) = self.engine_constant(item, scope, column)? else {
+                        return Ok(None);
+                    };
+                    values.push(value);
+                }
+                let predicate = Predicate::In {
+                    column: scope.columns[column].name.clone(),
+                    values,
+                };
+                Some(negate_if(predicate, *negated))
+            }
+            Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let Some(column) = column_of(expr) else {
+                    return Ok(None);
+                };
+                let Some(low) = self.engine_constant(low, scope, column)? else {
+                    return Ok(None);
+                };
+                let Some(high) = self.engine_constant(high, scope, column)? else {
+                    return Ok(None);
+                };
+                let predicate = Predicate::Between {
+                    column: scope.columns[column].name.clone(),
+                    low,
+                    high,
+                };
+                Some(negate_if(predicate, *negated))
+            }
+            Expr::Like {
+                negated,
+                any: false,
+                expr,
+                pattern,
+                escape_char: None,
+            } => {
+                let Some(column) = column_of(expr) else {
+                    return Ok(None);
+                };
+                if !matches!(scope.columns[column].data_type, DataType::Text { .. }) {
+                    return Ok(None);
+                }
+                let Some(Value::Text(pattern)) = self.engine_constant(pattern, scope, column)?
+                else {
+                    return Ok(None);
+                };
+                let predicate = Predicate::Like {
+                    column: scope.columns[column].name.clone(),
+                    pattern,
+                };
+                Some(negate_if(predicate, *negated))
+            }
+            Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
+                column_of(inner).map(|column| Predicate::IsNull {
+                    column: scope.columns[column].name.clone(),
+                    negated: matches!(expr, Expr::IsNotNull(_)),
+                })
+            }
+            Expr::IsTrue(inner) | Expr::IsFalse(inner) => column_of(inner)
+                .filter(|column| scope.columns[*column].data_type == DataType::Boolean)
+                .map(|column| {
+                    Predicate::equal(
+                        &scope.columns[column].name,
+                        Value::Boolean(matches!(expr, Expr::IsTrue(_))),
+                    )
+                }),
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => column_of(expr)
+                .filter(|column| scope.columns[*column].data_type == DataType::Boolean)
+                .map(|column| Predicate::equal(&scope.columns[column].name, Value::Boolean(true))),
+            _ => None,
+        })
+    }
+
+    /// A constant for a comparison with `column`, coerced to its type; `None` when the
+    /// expression is not constant or does not convert (a residual then compares it).
+    fn engine_constant(
+        &mut self,
+        expr: &Expr,
+        scope: &Scope,
+        column: usize,
+    ) -> Result<Option<Value>, SqlError> {
+        let definition = &scope.columns[column];
+        let scalar = self
+            .compiler(scope)
+            .compile(expr, Some(definition.data_type))?;
+        let Scalar::Constant(value) = scalar else {
+            return Ok(None);
+        };
+        match coerce(&value, definition.data_type, &definition.name) {
+            Ok(value) => Ok(Some(value)),
+            Err(EngineError::DatatypeMismatch { .. }) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Projection, GROUP BY, HAVING, ORDER BY, LIMIT/OFFSET.
+    fn select_list(
+        &mut self,
+        select: &ast::Select,
+        query: &ast::Query,
+        scope: &Scope,
+        source: Source,
+        residual: Option<Scalar>,
+    ) -> Result<QueryPlan, SqlError> {
+        let group_exprs: &[Expr] = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => exprs,
+            _ => {
+                return Err(SqlError::unsupported(
+                    "GROUP BY ALL, ROLLUP, CUBE and GROUPING SETS",
+                ))
+            }
+        };
+        let mut group_by = Vec::with_capacity(group_exprs.len());
+        for expr in group_exprs {
+            let position = match self.compiler(scope).compile(expr, None)? {
+                Scalar::Column(position) => position,
+                Scalar::Constant(Value::Int(index)) => {
+                    return Err(SqlError::unsupported(format!("GROUP BY position {index}")))
+                }
+                _ => {
+                    return Err(SqlError::unsupported(format!("GROUP BY expression {expr}"))
+                        .with_hint("group by plain columns"))
+                }
+            };
+            if !group_by.contains(&position) {
+                group_by.push(position);
+            }
+        }
+        let grouped =
+            !group_by.is_empty() || select.having.is_some() || uses_aggregates(select, query);
+        let mut aggregates: Vec<AggregateCall> = Vec::new();
+        let mut projection = Vec::new();
+        let mut names = Vec::new();
+        {
+            let mut compiler = Compiler {
+                scope,
+                parameters: self.parameters,
+                mode: if grouped {
+                    Mode::Grouped {
+                        group_by: &group_by,
+                        aggregates: &mut aggregates,
+                    }
+                } else {
+                    Mode::Row
+                },
+                catalog: Some(self.catalog),
+            };
+            for item in &select.projection {
+                match item {
+                    SelectItem::UnnamedExpr(expr) => {
+                        projection.push(compiler.compile(expr, None)?);
+                        names.push(column_name(expr));
+                    }
+                    SelectItem::ExprWithAlias { expr, alias } => {
+                        projection.push(compiler.compile(expr, None)?);
+                        names.push(ident_name(alias));
+                    }
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                        let qualifier = match item {
+                            SelectItem::QualifiedWildcard(
+                                ast::SelectItemQualifiedWildcardKind::ObjectName(name),
+                                _,
+                            ) => object_name_parts(name)?.last().cloned(),
+                            SelectItem::QualifiedWildcard(..) => {
+                                return Err(SqlError::unsupported("expression.*"))
+                            }
+                            _ => None,
+                        };
+                        let mut any = false;
+                        for (position, column) in scope.columns.iter().enumerate() {
+                            if qualifier
+                                .as_ref()
+                                .is_some_and(|qualifier| column.table.as_ref() != Some(qualifier))
+                            {
+                                continue;
+                            }
+                            any = true;
+                            let parts = match &column.table {
+                                Some(table) => vec![table.clone(), column.name.clone()],
+                                None => vec![column.name.clone()],
+                            };
+                            let expr = Expr::CompoundIdentifier(
+                                parts
+                                    .iter()
+                                    .map(|part| ast::Ident::with_quote('"', part))
+                                    .collect(),
+                            );
+                            let _ = position;
+                            projection.push(compiler.compile(&expr, None)?);
+                            names.push(column.name.clone());
+                        }
+                        if !any && qualifier.is_some() {
+                            return Err(SqlError::undefined_table(
+                                qualifier.as_deref().unwrap_or_default(),
+                            ));
+                        }
+                        if scope.columns.is_empty() {
+                            return Err(SqlError::syntax(
+                                "SELECT * with no tables specified is not valid",
+                            ));
+                        }
+                    }
+                    other => return Err(SqlError::unsupported(format!("select item {other}"))),
+                }
+            }
+        }
+        let having = match &select.having {
+            Some(having) => {
+                let mut compiler = Compiler {
+                    scope,
+                    parameters: self.parameters,
+                    mode: Mode::Grouped {
+                        group_by: &group_by,
+                        aggregates: &mut aggregates,
+                    },
+                    catalog: Some(self.catalog),
+                };
+                Some(compiler.compile(having, Some(DataType::Boolean))?)
+            }
+            None => None,
+        };
+        let order_by = self.order_by(
+            query,
+            scope,
+            &projection,
+            &names,
+            grouped,
+            &group_by,
+            &mut aggregates,
+        )?;
+        let (offset, limit) = self.limit(query)?;
+        let input_types = scope.types();
+        let output_types = if grouped {
+            crate::expr::grouped_types(&input_types, &group_by, &aggregates)
+        } else {
+            input_types.clone()
+        };
+        let columns = projection
+            .iter()
+            .zip(names)
+            .map(|(scalar, name)| {
+                OutputColumn::new(
+                    &name,
+                    scalar
+                        .data_type(&output_types)
+                        .unwrap_or(DataType::Text { length_max: None }),
+                )
+            })
+            .collect();
+        let grouping = grouped.then_some(Grouping {
+            group_by,
+            aggregates,
+            having,
+        });
+        Ok(QueryPlan {
+            source,
+            input_types,
+            residual,
+            grouping,
+            projection,
+            order_by,
+            offset,
+            limit,
+            columns,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn order_by(
+        &mut self,
+        query: &ast::Query,
+        scope: &Scope,
+        projection: &[Scalar],
+        names: &[String],
+        grouped: bool,
+        group_by: &[usize],
+        aggregates: &mut Vec<AggregateCall>,
+    ) -> Result<Vec<SortKey>, SqlError> {
+        let Some(order_by) = &query.order_by else {
+            return Ok(Vec::new());
+        };
+        let ast::OrderByKind::Expressions(exprs) = &order_by.kind else {
+            return Err(SqlError::unsupported("ORDER BY ALL"));
+        };
+        let mut keys = Vec::with_capacity(exprs.len());
+        for item in exprs {
+            let descending = match item.options.sort {
+                None | Some(ast::OrderBySort::Asc) => false,
+                Some(ast::OrderBySort::Desc) => true,
+                Some(_) => return Err(SqlError::unsupported("ORDER BY … USING")),
+            };
+            if item.with_fill.is_some() {
+                return Err(SqlError::unsupported("WITH FILL"));
+            }
+            let nulls_first = item.options.nulls_first.unwrap_or(descending);
+            let scalar = match &item.expr {
+                Expr::Value(value) if matches!(value.value, ast::Value::Number(..)) => {
+                    let ast::Value::Number(text, _) = &value.value else {
+                        unreachable!()
+                    };
+                    let index: usize = text.parse().unwrap_or(0);
+                    projection
+                        .get(index.wrapping_sub(1))
+                        .cloned()
+                        .ok_or_else(|| {
+                            SqlError::new(
+                                sqlstate::INVALID_DEFINITION,
+                                format!("ORDER BY position {text} is not in select list"),
+                            )
+                        })?
+                }
+                Expr::Identifier(ident) if names.contains(&ident_name(ident)) => {
+                    let name = ident_name(ident);
+                    let mut matching = names
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, known)| **known == name);
+                    let (index, _) = matching.next().expect("contains");
+                    if matching.next().is_some() {
+                        return Err(SqlError::new(
+                            sqlstate::AMBIGUOUS_COLUMN,
+                            format!("ORDER BY \"{name}\" is ambiguous"),
+                        ));
+                    }
+                    projection[index].clone()
+                }
+                expr => {
+                    let mut compiler = Compiler {
+                        scope,
+                        parameters: self.parameters,
+                        mode: if grouped {
+                            Mode::Grouped {
+                                group_by,
+                                aggregates,
+                            }
+                        } else {
+                            Mode::Row
+                        },
+                        catalog: Some(self.catalog),
+                    };
+                    compiler.compile(expr, None)?
+                }
+            };
+            keys.push(SortKey {
+                scalar,
+                descending,
+                nulls_first,
+            });
+        }
+        Ok(keys)
+    }
+
+    fn limit(&mut self, query: &ast::Query) -> Result<(u64, Option<u64>), SqlError> {
+        let (limit, offset) = match &query.limit_clause {
+            None => (None, None),
+            Some(ast::LimitClause::LimitOffset {
+                limit,
+                offset,
+                limit_by,
+            }) => {
+                if !limit_by.is_empty() {
+                    return Err(SqlError::unsupported("LIMIT BY"));
+                }
+                (limit.as_ref(), offset.as_ref().map(|offset| &offset.value))
+            }
+            Some(ast::LimitClause::OffsetCommaLimit { .. }) => {
+                return Err(SqlError::syntax("LIMIT #,# syntax is not supported")
+                    .with_hint("use separate LIMIT and OFFSET clauses"))
+            }
+        };
+        let mut count = |expr: Option<&Expr>, what: &str| -> Result<Option<u64>, SqlError> {
+            let Some(expr) = expr else { return Ok(None) };
+            match self.constant(expr, Some(DataType::BigInt), what)? {
+                Value::Null => Ok(None),
+                Value::Int(number) if number >= 0 => Ok(Some(number as u64)),
+                Value::Int(_) => Err(SqlError::new(
+                    "2201W",
+                    format!("{what} must not be negative"),
+                )),
+                Value::BigInt(number) => u64::try_from(number)
+                    .map(Some)
+                    .map_err(|_| SqlError::new("2201W", format!("{what} must not be negative"))),
+                other => Err(SqlError::new(
+                    sqlstate::DATATYPE_MISMATCH,
+                    format!(
+                        "argument of {what} must be type bigint, not type {}",
+                        other.type_name()
+                    ),
+                )),
+            }
+        };
+        let limit = count(limit, "LIMIT")?;
+        let offset = count(offset, "OFFSET")?.unwrap_or(0);
+        Ok((offset, limit))
+    }
+
+    // ----- writes -----
+
+    fn insert(&mut self, insert: &ast::Insert) -> Result<Execution, SqlError> {
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(SqlError::unsupported("INSERT INTO a table function"));
+        };
+        if insert.returning.is_some() {
+            return Err(SqlError::unsupported("RETURNING"));
+        }
+        if !insert.assignments.is_empty()
+            || insert.partitioned.is_some()
+            || insert.or.is_some()
+            || insert.ignore
+            || insert.overwrite
+        {
+            return Err(SqlError::unsupported("this form of INSERT"));
+        }
+        let entry = self.entry(name)?;
+        let schema = &entry.schema;
+        let columns: Vec<usize> = if insert.columns.is_empty() {
+            (0..schema.columns.len()).collect()
+        } else {
+            insert
+                .columns
+                .iter()
+                .map(|column| {
+                    let parts = object_name_parts(column)?;
+                    let name = parts.last().cloned().unwrap_or_default();
+                    schema.column_position(&name).map_err(SqlError::from)
+                })
+                .collect::<Result<_, _>>()?
+        };
+        for (at, column) in columns.iter().enumerate() {
+            if columns[..at].contains(column) {
+                return Err(SqlError::syntax(format!(
+                    "column \"{}\" specified more than once",
+                    schema.columns[*column].name
+                )));
+            }
+        }
+        let Some(source) = &insert.source else {
+            return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
+        };
+        let SetExpr::Values(values) = source.body.as_ref() else {
+            return Err(SqlError::unsupported("INSERT … SELECT"));
+        };
+        if values.rows.len() > engine::operation::INSERT_ROWS_MAX {
+            return Err(SqlError::new(
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "at most {} rows per INSERT",
+                    engine::operation::INSERT_ROWS_MAX
+                ),
+            ));
+        }
+        let mut rows = Vec::with_capacity(values.rows.len());
+        for row in &values.rows {
+            if row.len() != columns.len() {
+                return Err(SqlError::syntax(if row.len() > columns.len() {
+                    "INSERT has more expressions than target columns"
+                } else {
+                    "INSERT has more target columns than expressions"
+                }));
+            }
+            let mut values = Vec::with_capacity(row.len());
+            for (expr, column) in row.iter().zip(&columns) {
+                let data_type = schema.columns[*column].data_type;
+                let value = self.constant(expr, Some(data_type), "VALUES")?;
+                values.push(assign(&value, data_type, &schema.columns[*column].name)?);
+            }
+            rows.push(values);
+        }
+        let column_names: Vec<String> = columns
+            .iter()
+            .map(|column| schema.columns[*column].name.clone())
+            .collect();
+        let key_column = schema.column_position(&entry.options.partition_key)?;
+        let routing = match columns.iter().position(|column| *column == key_column) {
+            Some(position) => Routing::RowsByKey { position },
+            None => Routing::Every,
+        };
+        let operations =
+            self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
+        Ok(Execution {
+            operations,
+            routing,
+            finish: Finish::Command(CommandKind::Insert),
+            created_table: None,
+        })
+    }
+
+    /// ON CONFLICT: DO NOTHING; DO UPDATE SET col = constant | EXCLUDED.col. Assignments from
+    /// EXCLUDED split the statement into one engine insert per row (the engine applies constant
+    /// assignments only), after the gateway checks the rows' keys are distinct (21000).
+    fn on_conflict(
+        &mut self,
+        on: Option<&ast::OnInsert>,
+        entry: &TableEntry,
+        columns: &[usize],
+        column_names: &[String],
+        rows: Vec<Vec<Value>>,
+    ) -> Result<Vec<Operation>, SqlError> {
+        let schema = &entry.schema;
+        let single = |on_conflict: OnConflict, rows: Vec<Vec<Value>>| Operation::Insert {
+            table: schema.name.clone(),
+            columns: column_names.to_vec(),
+            rows,
+            on_conflict,
+        };
+        let conflict = match on {
+            None => return Ok(vec![single(OnConflict::Error, rows)]),
+            Some(ast::OnInsert::OnConflict(conflict)) => conflict,
+            Some(_) => return Err(SqlError::unsupported("ON DUPLICATE KEY UPDATE")),
+        };
+        match &conflict.conflict_target {
+            None => {}
+            Some(ast::ConflictTarget::Columns(targets)) => {
+                let mut positions: Vec<usize> = targets
+                    .iter()
+                    .map(|target| {
+                        schema
+                            .column_position(&ident_name(target))
+                            .map_err(SqlError::from)
+                    })
+                    .collect::<Result<_, _>>()?;
+                positions.sort_unstable();
+                let mut key = schema.primary_key.clone();
+                key.sort_unstable();
+                if positions != key {
+                    return Err(SqlError::new(sqlstate::INVALID_DEFINITION, "there is no unique or exclusion constraint matching the ON CONFLICT specification").with_hint("the conflict target must be the primary key"));
+                }
+            }
+            Some(ast::ConflictTarget::OnConstraint(name)) => {
+                let parts = object_name_parts(name)?;
+                if parts.last() != Some(&schema.primary_key_name()) {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_OBJECT,
+                        format!(
+                            "constraint \"{name}\" for table \"{}\" does not exist",
+                            schema.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let update = match &conflict.action {
+            ast::OnConflictAction::DoNothing => {
+                return Ok(vec![single(OnConflict::DoNothing, rows)])
+            }
+            ast::OnConflictAction::DoUpdate(update) => update,
+        };
+        if update.selection.is_some() {
+            return Err(SqlError::unsupported("ON CONFLICT DO UPDATE … WHERE"));
+        }
+        // Each assignment: a constant, or the position in the inserted row of an EXCLUDED column.
+        let mut assignments: Vec<(String, Result<Value, usize>)> = Vec::new();
+        for assignment in &update.assignments {
+            let column = assignment_column(&assignment.target)?;
+            let position = schema.column_position(&column)?;
+            let excluded = match &assignment.value {
+                Expr::CompoundIdentifier(parts)
+                    if parts.len() == 2 && ident_name(&parts[0]) == "excluded" =>
+                {
+                    Some(ident_name(&parts[1]))
+                }
+                _ => None,
+            };
+            let value = match excluded {
+                Some(source) => {
+                    let source_position = schema.column_position(&source)?;
+                    match columns.iter().position(|column| *column == source_position) {
+                        Some(at) => Err(at),
+                        None => Ok(Value::Null),
+                    }
+                }
+                None => {
+                    let data_type = schema.columns[position].data_type;
+                    Ok(assign(
+                        &self.constant(
+                            &assignment.value,
+                            Some(data_type),
+                            "ON CONFLICT DO UPDATE SET",
+                        )?,
+                        data_type,
+                        &column,
+                    )?)
+                }
+            };
+            assignments.push((column, value));
+        }
+        let from_excluded = assignments.iter().any(|(_, value)| value.is_err());
+        let constant_assignments = |row: &[Value]| -> Vec<Assignment> {
+            assignments
+                .iter()
+                .map(|(column, value)| {
+                    Assignment::new(column, value.clone().unwrap_or_else(|at| row[at].clone()))
+                })
+                .collect()
+        };
+        if !from_excluded {
+            let assignments = constant_assignments(&[]);
+            return Ok(vec![single(OnConflict::DoUpdate(assignments), rows)]);
+        }
+        let key_at: Vec<Option<usize>> = schema
+            .primary_key
+            .iter()
+            .map(|key| columns.iter().position(|column| column == key))
+            .collect();
+        let mut keys: Vec<Vec<Value>> = rows
+            .iter()
+            .map(|row| {
+                key_at
+                    .iter()
+                    .map(|at| at.map_or(Value::Null, |at| row[at].clone()))
+                    .collect()
+            })
+            .collect();
+        keys.sort();
+        if keys.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(EngineError::CardinalityViolation.into());
+        }
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let assignments = constant_assignments(&row);
+                single(OnConflict::DoUpdate(assignments), vec![row])
+            })
+            .collect())
+    }
+
+    fn update(&mut self, update: &ast::Update) -> Result<Execution, SqlError> {
+        if update.from.is_some() || !update.table.joins.is_empty() {
+            return Err(SqlError::unsupported("UPDATE … FROM"));
+        }
+        if update.returning.is_some() || update.limit.is_some() || !update.order_by.is_empty() {
+            return Err(SqlError::unsupported(
+                "RETURNING, ORDER BY and LIMIT in UPDATE",
+            ));
+        }
+        let TableFactor::Table { name, alias, .. } = &update.table.relation else {
+            return Err(SqlError::unsupported(format!(
+                "UPDATE {}",
+                update.table.relation
+            )));
+        };
+        let entry = self.entry(name)?;
+        let qualifier = alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.name))
+            .unwrap_or(entry.schema.name.clone());
+        let scope = table_scope(&entry.schema, &qualifier);
+        let mut assignments = Vec::with_capacity(update.assignments.len());
+        for assignment in &update.assignments {
+            let column = assignment_column(&assignment.target)?;
+            let position = entry.schema.column_position(&column)?;
+            let data_type = entry.schema.columns[position].data_type;
+            let value = self.constant(&assignment.value, Some(data_type), "SET")?;
+            assignments.push(Assignment::new(
+                &column,
+                assign(&value, data_type, &column)?,
+            ));
+        }
+        let predicate = self.write_predicate(update.selection.as_ref(), &scope, "UPDATE")?;
+        let routing = routing_of(predicate.as_ref(), &entry.options);
+        Ok(Execution {
+            operations: vec![Operation::Update {
+                table: entry.schema.name.clone(),
+                assignments,
+                predicate,
+            }],
+            routing,
+            finish: Finish::Command(CommandKind::Update),
+            created_table: None,
+        })
+    }
+
+    fn delete(&mut self, delete: &ast::Delete) -> Result<Execution, SqlError> {
+        if delete.using.is_some() || !delete.tables.is_empty() {
+            return Err(SqlError::unsupported("DELETE … USING"));
+        }
+        if delete.returning.is_some() || delete.limit.is_some() || !delete.order_by.is_empty() {
+            return Err(SqlError::unsupported(
+                "RETURNING, ORDER BY and LIMIT in DELETE",
+            ));
+        }
+        let tables = match &delete.from {
+            ast::FromTable::WithFromKeyword(tables) | ast::FromTable::WithoutKeyword(tables) => {
+                tables
+            }
+        };
+        let [table] = tables.as_slice() else {
+            return Err(SqlError::unsupported("DELETE from several tables"));
+        };
+        let TableFactor::Table { name, alias, .. } = &table.relation else {
+            return Err(SqlError::unsupported(format!(
+                "DELETE FROM {}",
+                table.relation
+            )));
+        };
+        if !table.joins.is_empty() {
+            return Err(SqlError::unsupported("joins"));
+        }
+        let entry = self.entry(name)?;
+        let qualifier = alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.name))
+            .unwrap_or(entry.schema.name.clone());
+        let scope = table_scope(&entry.schema, &qualifier);
+        let predicate = self.write_predicate(delete.selection.as_ref(), &scope, "DELETE")?;
+        let routing = routing_of(predicate.as_ref(), &entry.options);
+        Ok(Execution {
+            operations: vec![Operation::Delete {
+                table: entry.schema.name.clone(),
+                predicate,
+            }],
+            routing,
+            finish: Finish::Command(CommandKind::Delete),
+            created_table: None,
+        })
+    }
+
+    /// The WHERE of an UPDATE or DELETE: the engine must evaluate all of it.
+    fn write_predicate(
+        &mut self,
+        selection: Option<&Expr>,
+        scope: &Scope,
+        statement: &str,
+    ) -> Result<Option<Predicate>, SqlError> {
+        let Some(selection) = selection else {
+            return Ok(None);
+        };
+        let mut conjuncts = Vec::new();
+        flatten_and(selection, &mut conjuncts);
+        let mut pushed = Vec::with_capacity(conjuncts.len());
+        for conjunct in conjuncts {
+            match self.translate(conjunct, scope)? {
+                Some(predicate) => pushed.push(predicate),
+                None => {
+                    // Compile it for the better error (unknown column, type mismatch) first.
+                    self.compiler(scope)
+                        .compile(conjunct, Some(DataType::Boolean))?;
+                    return Err(SqlError::unsupported(format!("this WHERE condition in {statement}: {conjunct}"))
+                        .with_detail("the engine evaluates comparisons of a column with a constant, IN, BETWEEN, LIKE and IS NULL, combined with AND, OR and NOT")
+                        .with_hint("writes cannot be filtered at the gateway without transactions; rewrite the condition, or SELECT the keys first"));
+                }
+            }
+        }
+        Ok(if pushed.len() == 1 {
+            pushed.pop()
+        } else {
+            Some(Predicate::And(pushed))
+        })
+    }
+
+    // ----- DDL -----
+
+    fn create_table(&mut self, create: &ast::CreateTable) -> Result<Plan, SqlError> {
+        if create.query.is_some() || create.like.is_some() || create.clone.is_some() {
+            return Err(SqlError::unsupported("CREATE TABLE AS, LIKE and CLONE"));
+        }
+        if create.or_replace
+            || create.temporary
+            || create.external
+            || create.partition_by.is_some()
+            || create.inherits.is_some()
+            || create.partition_of.is_some()
+        {
+            return Err(SqlError::unsupported(
+                "OR REPLACE, TEMPORARY, EXTERNAL, PARTITION BY and INHERITS",
+            )
+            .with_hint("use WITH (partition_key = …, placement = hash|range) for placement"));
+        }
+        let (schema_name, name) = table_name(&create.name)?;
+        if schema_name
+            .as_deref()
+            .is_some_and(|schema| schema != "public")
+        {
+            return Err(SqlError::new(
+                "3F000",
+                format!(
+                    "schema \"{}\" does not exist",
+                    schema_name.unwrap_or_default()
+                ),
+            ));
+        }
+        let mut columns = Vec::with_capacity(create.columns.len());
+        let mut primary_key: Vec<String> = Vec::new();
+        for column in &create.columns {
+            let column_name = ident_name(&column.name);
+            let mut definition = ColumnDef::new(&column_name, data_type_of(&column.data_type)?);
+            for option in &column.options {
+                match &option.option {
+                    ast::ColumnOption::NotNull => definition.nullable = false,
+                    ast::ColumnOption::Null => {}
+                    ast::ColumnOption::PrimaryKey(_) => {
+                        if !primary_key.is_empty() {
+                            return Err(SqlError::new(
+                                sqlstate::INVALID_TABLE_DEFINITION,
+                                format!(
+                                    "multiple primary keys for table \"{name}\" are not allowed"
+                                ),
+                            ));
+                        }
+                        primary_key.push(column_name.clone());
+                    }
+                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+                }
+            }
+            columns.push(definition);
+        }
+        for constraint in &create.constraints {
+            match constraint {
+                ast::TableConstraint::PrimaryKey(key) => {
+                    if !primary_key.is_empty() {
+                        return Err(SqlError::new(
+                            sqlstate::INVALID_TABLE_DEFINITION,
+                            format!("multiple primary keys for table \"{name}\" are not allowed"),
+                        ));
+                    }
+                    for column in &key.columns {
+                        match &column.column.expr {
+                            Expr::Identifier(ident) => primary_key.push(ident_name(ident)),
+                            other => {
+                                return Err(SqlError::syntax(format!(
+                                    "primary key column must be a name, not {other}"
+                                )))
+                            }
+                        }
+                    }
+                }
+                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+            }
+        }
+        if primary_key.is_empty() {
+            return Err(
+                SqlError::unsupported(format!("table \"{name}\" without a PRIMARY KEY")).with_hint(
+                    "every Tessera table needs a primary key: it decides the row's partition",
+                ),
+            );
+        }
+        let key_names: Vec<&str> = primary_key.iter().map(String::as_str).collect();
+        let schema = TableSchema::new(&name, columns, &key_names)?;
+        let pairs = table_option_pairs(&create.table_options)?;
+        let options = TableOptions::parse(&schema, &pairs)?;
+        if create.if_not_exists && self.catalog.table(&name).is_some() {
+            return Ok(Plan::Execute(Execution {
+                operations: Vec::new(),
+                routing: Routing::None,
+                finish: Finish::Command(CommandKind::CreateTable),
+                created_table: None,
+            }));
+        }
+        let entry = TableEntry {
+            schema: schema.clone(),
+            indexes: Vec::new(),
+            options,
+        };
+        Ok(Plan::Execute(Execution {
+            operations: vec![Operation::CreateTable { schema }],
+            routing: Routing::Every,
+            finish: Finish::Command(CommandKind::CreateTable),
+            created_table: Some(entry),
+        }))
+    }
+
+    fn create_index(&mut self, create: &ast::CreateIndex) -> Result<Plan, SqlError> {
+        if create.unique {
+            return Err(
+                SqlError::unsupported("UNIQUE indexes").with_hint("only the primary key is unique")
+            );
+        }
+        if create.predicate.is_some()
+            || !create.include.is_empty()
+            || create.using.is_some()
+            || !create.with.is_empty()
+        {
+            return Err(SqlError::unsupported(
+                "partial indexes, INCLUDE, USING and WITH on indexes",
+            ));
+        }
+        let entry = self.entry(&create.table_name)?;
+        let [column] = create.columns.as_slice() else {
+            return Err(SqlError::unsupported("indexes on several columns"));
+        };
+        let Expr::Identifier(ident) = &column.column.expr else {
+            return Err(SqlError::unsupported("indexes on expressions"));
+        };
+        let column = ident_name(ident);
+        entry.schema.column_position(&column)?;
+        let name = match &create.name {
+            Some(name) => object_name_parts(name)?.last().cloned().unwrap_or_default(),
+            None => format!("{}_{column}_idx", entry.schema.name),
+        };
+        if create.if_not_exists && entry.indexes.iter().any(|(index, _)| *index == name) {
+            return Ok(Plan::Execute(Execution {
+                operations: Vec::new(),
+                routing: Routing::None,
+                finish: Finish::Command(CommandKind::CreateIndex),
+                created_table: None,
+            }));
+        }
+        Ok(Plan::Execute(Execution {
+            operations: vec![Operation::CreateIndex {
+                name,
+                table: entry.schema.name.clone(),
+                column,
+            }],
+            routing: Routing::Every,
+            finish: Finish::Command(CommandKind::CreateIndex),
+            created_table: None,
+        }))
+    }
+
+    fn drop(
+        &mut self,
+        object_type: &ast::ObjectType,
+        if_exists: bool,
+        names: &[ast::ObjectName],
+    ) -> Result<Plan, SqlError> {
+        if *object_type != ast::ObjectType::Table {
+            return Err(SqlError::unsupported(format!("DROP {object_type}")));
+        }
+        let mut operations = Vec::with_capacity(names.len());
+        for name in names {
+            let (_, table) = table_name(name)?;
+            if !if_exists && self.catalog.table(&table).is_none() {
+                return Err(SqlError::undefined_table(&table));
+            }
+            operations.push(Operation::DropTable {
+                name: table,
+                if_exists,
+            });
+        }
+        Ok(Plan::Execute(Execution {
+            operations,
+            routing: Routing::Every,
+            finish: Finish::Command(CommandKind::DropTable),
+            created_table: None,
+        }))
+    }
+
+    fn explain(&mut self, statement: &Statement) -> Result<Plan, SqlError> {
+        let Plan::Execute(execution) = self.statement(statement)? else {
+            return Err(SqlError::unsupported(format!("EXPLAIN of {statement}")));
+        };
+        let mut steps = Vec::new();
+        if let Finish::Query(plan) = &execution.finish {
+            steps.push(format!(
+                "Gateway: merge {}",
+                match &plan.source {
+                    Source::Engine { .. } => "rows from the partitions in primary key order",
+                    Source::EngineGroups => "aggregate partials from the partitions by group",
+                    Source::Rows(_) => "nothing (rows computed at the gateway)",
+                }
+            ));
+            if plan.residual.is_some() {
+                steps.push(
+                    "Gateway: filter rows by the conditions the engine cannot evaluate".into(),
+                );
+            }
+            if let Some(grouping) = &plan.grouping {
+                steps.push(format!(
+                    "Gateway: aggregate {} functions over {} grouping columns",
+                    grouping.aggregates.len(),
+                    grouping.group_by.len()
+                ));
+                if grouping.having.is_some() {
+                    steps.push("Gateway: filter groups by HAVING".into());
+                }
+            }
+            if !plan.order_by.is_empty() {
+                steps.push(format!("Gateway: sort by {} keys", plan.order_by.len()));
+            }
+            if plan.limit.is_some() || plan.offset > 0 {
+                steps.push(format!(
+                    "Gateway: offset {} limit {}",
+                    plan.offset,
+                    plan.limit
+                        .map_or("all".to_string(), |limit| limit.to_string())
+                ));
+            }
+        }
+        Ok(Plan::Explain(Explain {
+            operations: execution.operations,
+            routing: execution.routing,
+            gateway_steps: steps,
+        }))
+    }
+
+    fn copy(
+        &mut self,
+        source: &ast::CopySource,
+        to: bool,
+        target: &ast::CopyTarget,
+        options: &[ast::CopyOption],
+        legacy_options: &[ast::CopyLegacyOption],
+    ) -> Result<Plan, SqlError> {
+        if to {
+            return Err(SqlError::unsupported("COPY … TO"));
+        }
+        if *target != ast::CopyTarget::Stdin {
+            return Err(SqlError::unsupported("COPY FROM a file or program")
+                .with_hint("use COPY … FROM STDIN"));
+        }
+        if !legacy_options.is_empty() {
+            return Err(SqlError::unsupported("COPY's pre-9.0 options"));
+        }
+        let ast::CopySource::Table {
+            table_name,
+            columns,
+        } = source
+        else {
+            return Err(SqlError::unsupported("COPY (query)"));
+        };
+        let entry = self.entry(table_name)?;
+        let positions: Vec<usize> = if columns.is_empty() {
+            (0..entry.schema.columns.len()).collect()
+        } else {
+            columns
+                .iter()
+                .map(|column| {
+                    entry
+                        .schema
+                        .column_position(&ident_name(column))
+                        .map_err(SqlError::from)
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let (mut delimiter, mut null) = ('\t', "\\N".to_string());
+        for option in options {
+            match option {
+                ast::CopyOption::Format(format) if ident_name(format) == "text" => {}
+                ast::CopyOption::Delimiter(character) => delimiter = *character,
+                ast::CopyOption::Null(text) => null = text.clone(),
+                other => {
+                    return Err(SqlError::unsupported(format!("COPY option {other}"))
+                        .with_hint("only the text format is supported"))
+                }
+            }
+        }
+        let key = entry.schema.column_position(&entry.options.partition_key)?;
+        let key_position = positions
+            .iter()
+            .position(|position| *position == key)
+            .ok_or_else(|| {
+                SqlError::new(
+                    sqlstate::INVALID_PARAMETER_VALUE,
+                    format!(
+                        "COPY must include the partition key column \"{}\"",
+                        entry.options.partition_key
+                    ),
+                )
+            })?;
+        Ok(Plan::CopyIn(CopyIn {
+            table: entry.schema.name.clone(),
+            columns: positions
+                .iter()
+                .map(|position| entry.schema.columns[*position].name.clone())
+                .collect(),
+            types: positions
+                .iter()
+                .map(|position| entry.schema.columns[*position].data_type)
+                .collect(),
+            delimiter,
+            null,
+            key_position,
+        }))
+    }
+}
+
+/// Narrows a row query to the table columns it uses (plus the primary key, the merge order):
+/// rewrites the plan's column positions and answers the table positions to fetch, in order.
+/// Plans holding a subquery fetch every column (their inner rows carry positions too).
+fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
+    let every: Vec<usize> = (0..plan.input_types.len()).collect();
+    let Source::Engine { key_positions } = &plan.source else {
+        return every;
+    };
+    let mut used = vec![false; plan.input_types.len()];
+    for position in key_positions {
+        used[*position] = true;
+    }
+    let mut scalars: Vec<&Scalar> = plan.residual.iter().collect();
+    match &plan.grouping {
+        Some(grouping) => {
+            for position in &grouping.group_by {
+                used[*position] = true;
+            }
+            scalars.extend(
+                grouping
+                    .aggregates
+                    .iter()
+                    .filter_map(|call| call.argument.as_ref()),
+            );
+        }
+        None => {
+            scalars.extend(plan.projection.iter());
+            scalars.extend(plan.order_by.iter().map(|key| &key.scalar));
+        }
+    }
+    for scalar in scalars {
+        if !mark_columns(scalar, &mut used) {
+            return every;
+        }
+    }
+    let kept: Vec<usize> = (0..used.len()).filter(|position| used[*position]).collect();
+    let mut map = vec![usize::MAX; used.len()];
+    for (new, old) in kept.iter().enumerate() {
+        map[*old] = new;
+    }
+    let Source::Engine { key_positions } = &mut plan.source else {
+        unreachable!("checked above")
+    };
+    for position in key_positions.iter_mut() {
+        *position = map[*position];
+    }
+    if let Some(residual) = &mut plan.residual {
+        remap_columns(residual, &map);
+    }
+    match &mut plan.grouping {
+        Some(grouping) => {
+            for position in grouping.group_by.iter_mut() {
+                *position = map[*position];
+            }
+            for call in grouping.aggregates.iter_mut() {
+                if let Some(argument) = &mut call.argument {
+                    remap_columns(argument, &map);
+                }
+            }
+        }
+        None => {
+            for scalar in plan.projection.iter_mut() {
+                remap_columns(scalar, &map);
+            }
+            for key in plan.order_by.iter_mut() {
+                remap_columns(&mut key.scalar, &map);
+            }
+        }
+    }
+    plan.input_types = kept
+        .iter()
+        .map(|position| plan.input_types[*position])
+        .collect();
+    kept
+}
+
+/// The direct operands of a scalar.
+fn operands_mut(scalar: &mut Scalar) -> Vec<&mut Scalar> {
+    match scalar {
+        Scalar::Column(_) | Scalar::Constant(_) | Scalar::Subquery(_) => Vec::new(),
+        Scalar::Not(operand)
+        | Scalar::Negate(operand)
+        | Scalar::IsNull(operand, _)
+        | Scalar::IsBoolean(operand, ..)
+        | Scalar::Cast(operand, _)
+        | Scalar::Lookup(operand, _) => vec![operand.as_mut()],
+        Scalar::Binary(_, left, right) | Scalar::Like(left, right, ..) => {
+            vec![left.as_mut(), right.as_mut()]
+        }
+        Scalar::InList(operand, list, _) => std::iter::once(operand.as_mut())
+            .chain(list.iter_mut())
+            .collect(),
+        Scalar::Between(operand, low, high, _) => {
+            vec![operand.as_mut(), low.as_mut(), high.as_mut()]
+        }
+        Scalar::Case {
+            operand,
+            branches,
+            otherwise,
+        } => operand
+            .iter_mut()
+            .map(|operand| operand.as_mut())
+            .chain(
+                branches
+                    .iter_mut()
+                    .flat_map(|(condition, result)| [condition, result]),
+            )
+            .chain(otherwise.iter_mut().map(|otherwise| otherwise.as_mut()))
+            .collect(),
+        Scalar::Call(_, arguments) => arguments.iter_mut().collect(),
+    }
+}
+
+/// Marks the columns a scalar reads; false if it holds a subquery.
+fn mark_columns(scalar: &Scalar, used: &mut [bool]) -> bool {
+    let mut copy = scalar.clone();
+    let mut pending = vec![&mut copy];
+    while let Some(scalar) = pending.pop() {
+        match scalar {
+            Scalar::Column(position) => used[*position] = true,
+            Scalar::Subquery(_) => return false,
+            other => pending.extend(operands_mut(other)),
+        }
+    }
+    true
+}
+
+fn remap_columns(scalar: &mut Scalar, map: &[usize]) {
+    let mut pending = vec![scalar];
+    while let Some(scalar) = pending.pop() {
+        match scalar {
+            Scalar::Column(position) => {
+                assert!(map[*position] != usize::MAX, "a used column is kept");
+                *position = map[*position];
+            }
+            other => pending.extend(operands_mut(other)),
+        }
+    }
+}
+
+/// A query answered with no rows and text columns of these names.
+fn empty_result(names: Vec<String>) -> Execution {
+    let text = DataType::Text { length_max: None };
+    Execution {
+        operations: Vec::new(),
+        routing: Routing::None,
+        finish: Finish::Query(QueryPlan {
+            source: Source::Rows(Vec::new()),
+            input_types: Vec::new(),
+            residual: None,
+            grouping: None,
+            projection: names
+                .iter()
+                .map(|_| Scalar::Constant(Value::Null))
+                .collect(),
+            order_by: Vec::new(),
+            offset: 0,
+            limit: None,
+            columns: names
+                .iter()
+                .map(|name| OutputColumn::new(name, text))
+                .collect(),
+        }),
+        created_table: None,
+    }
+}
+
+fn column_of_nested(expr: &Expr, scope: &Scope) -> Option<usize> {
+    match expr {
+        Expr::Identifier(ident) => scope.resolve(&[ident_name(ident)]).ok(),
+        Expr::CompoundIdentifier(idents) => scope
+            .resolve(&idents.iter().map(ident_name).collect::<Vec<_>>())
+            .ok(),
+        Expr::Nested(inner) => column_of_nested(inner, scope),
+        _ => None,
+    }
+}
+
+/// A value assigned to a column of `data_type`: as an untyped constant, and doubles round into
+/// integer columns as PostgreSQL's assignment cast does.
+fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, SqlError> {
+    match (value, data_type) {
+        (Value::Double(_), DataType::Int | DataType::BigInt) => {
+            crate::expr::cast_value(value, data_type)
+        }
+        _ => Ok(coerce(value, data_type, column)?),
+    }
+}
+
+fn assignment_column(target: &ast::AssignmentTarget) -> Result<String, SqlError> {
+    match target {
+        ast::AssignmentTarget::ColumnName(name) => {
+            Ok(object_name_parts(name)?.last().cloned().unwrap_or_default())
+        }
+        ast::AssignmentTarget::Tuple(_) => Err(SqlError::unsupported("SET (a, b) = …")),
+    }
+}
+
+fn table_option_pairs(
+    options: &ast::CreateTableOptions,
+) -> Result<Vec<(String, String)>, SqlError> {
+    let list = match options {
+        ast::CreateTableOptions::None => return Ok(Vec::new()),
+        ast::CreateTableOptions::With(list) => list,
+        other => return Err(SqlError::unsupported(format!("table options {other}")).with_hint("use WITH (partition_key = …, placement = …, replication = …, replication_factor = …)")),
+    };
+    list.iter()
+        .map(|option| match option {
+            ast::SqlOption::KeyValue { key, value } => {
+                let value = match value {
+                    Expr::Identifier(ident) => ident_name(ident),
+                    Expr::Value(value) => match &value.value {
+                        ast::Value::Number(text, _) => text.clone(),
+                        ast::Value::SingleQuotedString(text) => text.clone(),
+                        ast::Value::Boolean(flag) => flag.to_string(),
+                        other => {
+                            return Err(SqlError::invalid_parameter(format!(
+                                "invalid value {other} for option \"{key}\""
+                            )))
+                        }
+                    },
+                    other => {
+                        return Err(SqlError::invalid_parameter(format!(
+                            "invalid value {other} for option \"{key}\""
+                        )))
+                    }
+                };
+                Ok((ident_name(key), value))
+            }
+            other => Err(SqlError::syntax(format!(
+                "table option {other} must be key = value"
+            ))),
+        })
+        .collect()
+}
+
+fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
+    Scope {
+        outer_start: None,
+        columns: schema
+            .columns
+            .iter()
+            .map(|column| ScopeColumn {
+                virtual_catalog: false,
+                table: Some(qualifier.to_string()),
+                name: column.name.clone(),
+                data_type: column.data_type,
+            })
+            .collect(),
+    }
+}
+
+fn flatten_and<'e>(expr: &'e Expr, conjuncts: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::BinaryOp {
+            left,
+            op: ast::BinaryOperator::And,
+            right,
+        } => {
+            flatten_and(left, conjuncts);
+            flatten_and(right, conjuncts);
+        }
+        Expr::Nested(inner)
+            if matches!(
+                inner.as_ref(),
+                Expr::BinaryOp {
+                    op: ast::BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
+            flatten_and(inner, conjuncts)
+        }
+        other => conjuncts.push(other),
+    }
+}
+
+fn conjunction(mut scalars: Vec<Scalar>) -> Option<Scalar> {
+    let first = scalars.pop()?;
+    Some(scalars.into_iter().rev().fold(first, |right, left| {
+        Scalar::Binary(crate::expr::Operator::And, Box::new(left), Box::new(right))
+    }))
+}
+
+fn compare_op(op: &ast::BinaryOperator) -> Option<CompareOp> {
+    Some(match op {
+        ast::BinaryOperator::Eq => CompareOp::Equal,
+        ast::BinaryOperator::NotEq => CompareOp::NotEqual,
+        ast::BinaryOperator::Lt => CompareOp::Less,
+        ast::BinaryOperator::LtEq => CompareOp::LessOrEqual,
+        ast::BinaryOperator::Gt => CompareOp::Greater,
+        ast::BinaryOperator::GtEq => CompareOp::GreaterOrEqual,
+        _ => return None,
+    })
+}
+
+fn flip(op: CompareOp) -> CompareOp {
+    match op {
+        CompareOp::Less => CompareOp::Greater,
+        CompareOp::LessOrEqual => CompareOp::GreaterOrEqual,
+        CompareOp::Greater => CompareOp::Less,
+        CompareOp::GreaterOrEqual => CompareOp::LessOrEqual,
+        other => other,
+    }
+}
+
+/// `left AND right` (or OR) with chains flattened into one n-ary node, so that a long chain
+/// does not exceed the engine's predicate depth.
+fn flattened(left: Predicate, right: Predicate, conjunction: bool) -> Predicate {
+    let mut operands = Vec::new();
+    for operand in [left, right] {
+        match (operand, conjunction) {
+            (Predicate::And(inner), true) | (Predicate::Or(inner), false) => operands.extend(inner),
+            (other, _) => operands.push(other),
+        }
+    }
+    if conjunction {
+        Predicate::And(operands)
+    } else {
+        Predicate::Or(operands)
+    }
+}
+
+fn negate_if(predicate: Predicate, negated: bool) -> Predicate {
+    if negated {
+        Predicate::Not(Box::new(predicate))
+    } else {
+        predicate
+    }
+}
+
+/// Whether the engine can compute the aggregates: plain column arguments only.
+fn engine_aggregable(grouping: &Grouping) -> bool {
+    grouping.aggregates.iter().all(|call| {
+        matches!(
+            (&call.argument, call.function),
+            (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
+        )
+    })
+}
+
+/// The partition keys a predicate pins, from its top-level conjuncts.
+fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing {
+    let Some(predicate) = predicate else {
+        return Routing::Every;
+    };
+    let conjuncts: Vec<&Predicate> = match predicate {
+        Predicate::And(operands) => operands.iter().collect(),
+        other => vec![other],
+    };
+    for conjunct in &conjuncts {
+        match conjunct {
+            Predicate::Compare {
+                column,
+                op: CompareOp::Equal,
+                value,
+            } if *column == options.partition_key => {
+                return Routing::Keys {
+                    column: column.clone(),
+                    values: vec![value.clone()],
+                };
+            }
+            Predicate::In { column, values } if *column == options.partition_key => {
+                return Routing::Keys {
+                    column: column.clone(),
+                    values: values.clone(),
+                };
+            }
+            _ => {}
+        }
+    }
+    if options.placement != crate::catalog::Placement::Range {
+        return Routing::Every;
+    }
+    // Range placement: the interval the top-level range conjuncts leave the partition key.
+    let mut interval: Option<Interval> = None;
+    for conjunct in conjuncts {
+        let (low, high) = match conjunct {
+            Predicate::Compare { column, op, value }
+                if *column == options.partition_key && !value.is_null() =>
+            {
+                match op {
+                    CompareOp::Less => (Bound::Unbounded, Bound::Excluded(value.clone())),
+                    CompareOp::LessOrEqual => (Bound::Unbounded, Bound::Included(value.clone())),
+                    CompareOp::Greater => (Bound::Excluded(value.clone()), Bound::Unbounded),
+                    CompareOp::GreaterOrEqual => (Bound::Included(value.clone()), Bound::Unbounded),
+                    _ => continue,
+                }
+            }
+            Predicate::Between { column, low, high }
+                if *column == options.partition_key && !low.is_null() && !high.is_null() =>
+            {
+                (Bound::Included(low.clone()), Bound::Included(high.clone()))
+            }
+            _ => continue,
+        };
+        let next = Interval { low, high };
+        interval = Some(match interval {
+            Some(interval) => interval.intersect(next),
+            None => next,
+        });
+    }
+    match interval {
+        Some(Interval { low, high }) => Routing::KeyRange {
+            column: options.partition_key.clone(),
+            low,
+            high,
+        },
+        None => Routing::Every,
+    }
+}
+
+/// Whether the select list, HAVING or ORDER BY call an aggregate function.
+pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool {
+    let mut text = String::new();
+    for item in &select.projection {
+        text.push_str(&item.to_string().to_lowercase());
+        text.push(' ');
+    }
+    if let Some(order_by) = &query.order_by {
+        text.push_str(&order_by.to_string().to_lowercase());
+    }
+    // Cheap, conservative scan of the rendered SQL; a false positive only switches to grouped
+    // compilation, where a plain column then fails with 42803 exactly as PostgreSQL would.
+    ["count(", "sum(", "min(", "max(", "avg("]
+        .iter()
+        .any(|call| contains_call(&text, call))
+}
+
+fn contains_call(text: &str, call: &str) -> bool {
+    text.match_indices(call).any(|(at, _)| {
+        at == 0
+            || !text.as_bytes()[at - 1].is_ascii_alphanumeric() && text.as_bytes()[at - 1] != b'_'
+    })
+}
+
+/// The column name PostgreSQL gives an unaliased select item.
+pub(crate) fn column_name(expr: &Expr) -> String {
+    match expr {
+        Expr::Identifier(ident) => ident_name(ident),
+        Expr::CompoundIdentifier(idents) => idents.last().map(ident_name).unwrap_or_default(),
+        Expr::Function(function) => function
+            .name
+            .0
+            .last()
+            .and_then(|part| part.as_ident())
+            .map(ident_name)
+            .unwrap_or_else(|| "?column?".into()),
+        Expr::Cast {
+            expr, data_type, ..
+        } => match expr.as_ref() {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Function(_) => {
+                column_name(expr)
+            }
+            _ => data_type.to_string().to_lowercase(),
+        },
+        Expr::Nested(inner) => column_name(inner),
+        Expr::Case { .. } => "case".into(),
+        _ => "?column?".into(),
+    }
+}
+
+/// Splits an insert over partitions: `partition_of` maps a row's partition key value to a
+/// partition in `0..partitions`; partitions without rows get no operation (`None`).
+pub fn split_insert(
+    operation: &Operation,
+    position: usize,
+    partitions: usize,
+    mut partition_of: impl FnMut(&Value) -> usize,
+) -> Vec<Option<Operation>> {
+    let Operation::Insert {
+        table,
+        columns,
+        rows,
+        on_conflict,
+    } = operation
+    else {
+        return vec![Some(operation.clone()); partitions];
+    };
+    let mut split: Vec<Vec<Vec<Value>>> = vec![Vec::new(); partitions];
+    for row in rows {
+        let partition = partition_of(&row[position]);
+        assert!(
+            partition < partitions,
+            "partition_of answered outside 0..partitions"
+        );
+        split[partition].push(row.clone());
+    }
+    split
+        .into_iter()
+        .map(|rows| {
+            (!rows.is_empty()).then(|| Operation::Insert {
+                table: table.clone(),
+                columns: columns.clone(),
+                rows,
+                on_conflict: on_conflict.clone(),
+            })
+        })
+        .collect()
+}

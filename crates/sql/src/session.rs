@@ -1,0 +1,370 @@
+//! Per-connection settings: SET, SHOW, RESET, DISCARD ALL, and the transaction statements.
+//!
+//! Transactions: Tessera's SQL front end is autocommit only. Every statement commits on its
+//! own. BEGIN, START TRANSACTION, COMMIT, END and ROLLBACK are accepted so that drivers and
+//! tools that wrap statements in a transaction keep working, but they do nothing: a statement
+//! inside "a transaction" is committed when it completes, and ROLLBACK undoes nothing (it
+//! answers with a NOTICE-worthy `rollback_is_no_op` flag so the server can warn). The
+//! transaction status the server reports in ReadyForQuery is therefore always idle ('I').
+
+use crate::error::{sqlstate, SqlError};
+use std::collections::BTreeMap;
+
+/// What `SHOW server_version` answers, and `version()`.
+pub const SERVER_VERSION: &str = "15.0";
+pub const VERSION_STRING: &str = "PostgreSQL 15.0 (Tessera) on x86_64, compiled by rustc";
+
+/// The read isolation a session asks for (`SET tessera.read_isolation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReadIsolation {
+    /// Reads go through the log with writes: linearisable.
+    #[default]
+    Sequential,
+    /// Reads from a snapshot at a committed position.
+    Snapshot,
+    /// Reads from any replica's current state.
+    Basic,
+}
+
+/// A setting: its name as shown, default, whether the client may change it, and the values
+/// allowed (`None`: any).
+struct Setting {
+    name: &'static str,
+    default: &'static str,
+    settable: bool,
+    allowed: Option<&'static [&'static str]>,
+}
+
+const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "server_version",
+        default: SERVER_VERSION,
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "server_version_num",
+        default: "150000",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "server_encoding",
+        default: "UTF8",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "client_encoding",
+        default: "UTF8",
+        settable: true,
+        allowed: Some(&["utf8", "utf-8", "unicode"]),
+    },
+    Setting {
+        name: "DateStyle",
+        default: "ISO, MDY",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "TimeZone",
+        default: "UTC",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "IntervalStyle",
+        default: "postgres",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "standard_conforming_strings",
+        default: "on",
+        settable: true,
+        allowed: Some(&["on", "true"]),
+    },
+    Setting {
+        name: "integer_datetimes",
+        default: "on",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "transaction_isolation",
+        default: "serializable",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "default_transaction_isolation",
+        default: "serializable",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "transaction_read_only",
+        default: "off",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "application_name",
+        default: "",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "search_path",
+        default: "\"$user\", public",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "extra_float_digits",
+        default: "1",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "statement_timeout",
+        default: "0",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "lock_timeout",
+        default: "0",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "idle_in_transaction_session_timeout",
+        default: "0",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "is_superuser",
+        default: "on",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "session_authorization",
+        default: "tessera",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "max_identifier_length",
+        default: "63",
+        settable: false,
+        allowed: None,
+    },
+    Setting {
+        name: "client_min_messages",
+        default: "notice",
+        settable: true,
+        allowed: None,
+    },
+    Setting {
+        name: "bytea_output",
+        default: "hex",
+        settable: true,
+        allowed: Some(&["hex"]),
+    },
+    Setting {
+        name: "tessera.read_isolation",
+        default: "sequential",
+        settable: true,
+        allowed: Some(&["sequential", "snapshot", "basic"]),
+    },
+];
+
+/// Parameters the server reports in ParameterStatus at startup and when they change.
+pub const REPORTED_SETTINGS: &[&str] = &[
+    "server_version",
+    "server_encoding",
+    "client_encoding",
+    "DateStyle",
+    "TimeZone",
+    "IntervalStyle",
+    "standard_conforming_strings",
+    "integer_datetimes",
+    "is_superuser",
+    "session_authorization",
+    "application_name",
+];
+
+fn setting(name: &str) -> Option<&'static Setting> {
+    SETTINGS
+        .iter()
+        .find(|setting| setting.name.eq_ignore_ascii_case(name))
+}
+
+/// One connection's settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Session {
+    /// Values set by the client, by canonical setting name.
+    overrides: BTreeMap<&'static str, String>,
+}
+
+/// A session statement, planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionCommand {
+    /// `SET name = value` (`value` None: `SET name TO DEFAULT` or `RESET name`).
+    Set { name: String, value: Option<String> },
+    /// `SHOW name` (`ALL` lists everything).
+    Show { name: String },
+    /// `RESET ALL` and `DISCARD ALL`.
+    ResetAll { tag: &'static str },
+    /// BEGIN / START TRANSACTION: accepted, autocommit continues.
+    Begin,
+    /// COMMIT / END.
+    Commit,
+    /// ROLLBACK: accepted; nothing is undone, every statement has already committed.
+    Rollback,
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// The current value of a setting (case-insensitive name).
+    pub fn get(&self, name: &str) -> Option<String> {
+        let setting = setting(name)?;
+        Some(
+            self.overrides
+                .get(setting.name)
+                .cloned()
+                .unwrap_or_else(|| setting.default.to_string()),
+        )
+    }
+
+    /// The read isolation in force.
+    pub fn read_isolation(&self) -> ReadIsolation {
+        match self.get("tessera.read_isolation").as_deref() {
+            Some("snapshot") => ReadIsolation::Snapshot,
+            Some("basic") => ReadIsolation::Basic,
+            _ => ReadIsolation::Sequential,
+        }
+    }
+
+    /// Every (name, value) the server reports in ParameterStatus.
+    pub fn reported(&self) -> Vec<(String, String)> {
+        REPORTED_SETTINGS
+            .iter()
+            .map(|name| (name.to_string(), self.get(name).unwrap_or_default()))
+            .collect()
+    }
+
+    /// Applies a session command.
+    pub fn apply(&mut self, command: &SessionCommand) -> Result<crate::StatementResult, SqlError> {
+        use crate::StatementResult;
+        Ok(match command {
+            SessionCommand::Set { name, value } => {
+                self.set(name, value.as_deref())?;
+                StatementResult::Command { tag: "SET".into() }
+            }
+            SessionCommand::Show { name } => self.show(name)?,
+            SessionCommand::ResetAll { tag } => {
+                self.overrides.clear();
+                StatementResult::Command {
+                    tag: tag.to_string(),
+                }
+            }
+            SessionCommand::Begin => StatementResult::Command {
+                tag: "BEGIN".into(),
+            },
+            SessionCommand::Commit => StatementResult::Command {
+                tag: "COMMIT".into(),
+            },
+            SessionCommand::Rollback => StatementResult::Command {
+                tag: "ROLLBACK".into(),
+            },
+        })
+    }
+
+    fn set(&mut self, name: &str, value: Option<&str>) -> Result<(), SqlError> {
+        let Some(setting) = setting(name) else {
+            // PostgreSQL accepts any custom "prefix.name"; unknown plain names are 42704.
+            if name.contains('.') && !name.starts_with("tessera.") {
+                return Ok(());
+            }
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_OBJECT,
+                format!("unrecognized configuration parameter \"{name}\""),
+            ));
+        };
+        if !setting.settable {
+            return Err(SqlError::new(
+                "55P02",
+                format!("parameter \"{}\" cannot be changed", setting.name),
+            ));
+        }
+        let Some(value) = value else {
+            self.overrides.remove(setting.name);
+            return Ok(());
+        };
+        if let Some(allowed) = setting.allowed {
+            if !allowed
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(value))
+            {
+                return Err(SqlError::invalid_parameter(format!(
+                    "invalid value for parameter \"{}\": \"{value}\"",
+                    setting.name
+                ))
+                .with_hint(format!("Available values: {}.", allowed.join(", "))));
+            }
+        }
+        let value = if setting.allowed.is_some() && setting.name != "client_encoding" {
+            value.to_ascii_lowercase()
+        } else if setting.name == "client_encoding" {
+            "UTF8".to_string()
+        } else {
+            value.to_string()
+        };
+        self.overrides.insert(setting.name, value);
+        Ok(())
+    }
+
+    fn show(&self, name: &str) -> Result<crate::StatementResult, SqlError> {
+        use crate::{OutputColumn, StatementResult};
+        use engine::{DataType, Value};
+        let text = DataType::Text { length_max: None };
+        if name.eq_ignore_ascii_case("all") {
+            let rows = SETTINGS
+                .iter()
+                .map(|setting| {
+                    vec![
+                        Value::Text(setting.name.to_string()),
+                        Value::Text(self.get(setting.name).unwrap_or_default()),
+                    ]
+                })
+                .collect();
+            return Ok(StatementResult::Rows {
+                columns: vec![
+                    OutputColumn::new("name", text),
+                    OutputColumn::new("setting", text),
+                ],
+                rows,
+                tag: format!("SHOW {}", SETTINGS.len()),
+            });
+        }
+        let Some(value) = self.get(name) else {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_OBJECT,
+                format!("unrecognized configuration parameter \"{name}\""),
+            ));
+        };
+        let setting = setting(name).expect("get found it");
+        Ok(StatementResult::Rows {
+            columns: vec![OutputColumn::new(&setting.name.to_lowercase(), text)],
+            rows: vec![vec![Value::Text(value)]],
+            tag: "SHOW".into(),
+        })
+    }
+}

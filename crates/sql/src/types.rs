@@ -1,0 +1,441 @@
+//! PostgreSQL's view of the engine's types: type OIDs, lengths and modifiers for RowDescription
+//! and ParameterDescription, and the text and binary wire formats of values. Pure functions;
+//! the wire server calls them per column and per parameter.
+//!
+//! | engine `DataType` | PG type | OID | typlen | binary format |
+//! |---|---|--:|--:|---|
+//! | `Boolean` | bool | 16 | 1 | one byte, 0 or 1 |
+//! | `Int` | int4 | 23 | 4 | big-endian i32 |
+//! | `BigInt` | int8 | 20 | 8 | big-endian i64 |
+//! | `Double` | float8 | 701 | 8 | big-endian IEEE 754 bits |
+//! | `Text { None }` | text | 25 | -1 | UTF-8 bytes |
+//! | `Text { Some(n) }` | varchar | 1043 | -1 (typmod n + 4) | UTF-8 bytes |
+//! | `Bytea` | bytea | 17 | -1 | the bytes |
+//! | `Date` | date | 1082 | 4 | big-endian i32 days since 2000-01-01 |
+//! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
+
+use crate::error::{sqlstate, SqlError};
+use engine::value::{civil_from_days, days_from_civil, parse_text};
+use engine::{DataType, Value};
+
+/// A PostgreSQL type as RowDescription describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PgType {
+    pub oid: u32,
+    pub name: &'static str,
+    /// Bytes of the fixed-size representation, -1 for variable length.
+    pub typlen: i16,
+}
+
+pub const BOOL_OID: u32 = 16;
+pub const BYTEA_OID: u32 = 17;
+pub const INT8_OID: u32 = 20;
+pub const INT2_OID: u32 = 21;
+pub const INT4_OID: u32 = 23;
+pub const TEXT_OID: u32 = 25;
+pub const OID_OID: u32 = 26;
+pub const FLOAT4_OID: u32 = 700;
+pub const FLOAT8_OID: u32 = 701;
+pub const BPCHAR_OID: u32 = 1042;
+pub const VARCHAR_OID: u32 = 1043;
+pub const DATE_OID: u32 = 1082;
+pub const TIMESTAMP_OID: u32 = 1114;
+pub const NAME_OID: u32 = 19;
+pub const CHAR_OID: u32 = 18;
+pub const NUMERIC_OID: u32 = 1700;
+
+/// Days from 1970-01-01 to PostgreSQL's epoch 2000-01-01.
+const PG_EPOCH_DAYS: i64 = 10_957;
+const MICROSECONDS_PER_DAY: i64 = 86_400_000_000;
+
+/// The PostgreSQL type of an engine type.
+pub fn pg_type(data_type: DataType) -> PgType {
+    let (oid, name, typlen) = match data_type {
+        DataType::Boolean => (BOOL_OID, "bool", 1),
+        DataType::Int => (INT4_OID, "int4", 4),
+        DataType::BigInt => (INT8_OID, "int8", 8),
+        DataType::Double => (FLOAT8_OID, "float8", 8),
+        DataType::Text { length_max: None } => (TEXT_OID, "text", -1),
+        DataType::Text {
+            length_max: Some(_),
+        } => (VARCHAR_OID, "varchar", -1),
+        DataType::Bytea => (BYTEA_OID, "bytea", -1),
+        DataType::Date => (DATE_OID, "date", 4),
+        DataType::Timestamp => (TIMESTAMP_OID, "timestamp", 8),
+    };
+    PgType { oid, name, typlen }
+}
+
+/// The type modifier (atttypmod): VARCHAR(n) is n + 4, everything else -1.
+pub fn type_modifier(data_type: DataType) -> i32 {
+    match data_type {
+        DataType::Text {
+            length_max: Some(length_max),
+        } => i32::try_from(length_max).map_or(-1, |length| length.saturating_add(4)),
+        _ => -1,
+    }
+}
+
+/// The engine type for a parameter type OID a client declared in Parse; `None` for OID 0
+/// (unspecified) and for types the engine lacks. int2 and float4 widen; char/name read as text.
+pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
+    Some(match oid {
+        BOOL_OID => DataType::Boolean,
+        INT2_OID | INT4_OID => DataType::Int,
+        INT8_OID => DataType::BigInt,
+        FLOAT4_OID | FLOAT8_OID | NUMERIC_OID => DataType::Double,
+        TEXT_OID | VARCHAR_OID | BPCHAR_OID | NAME_OID | CHAR_OID => {
+            DataType::Text { length_max: None }
+        }
+        BYTEA_OID => DataType::Bytea,
+        DATE_OID => DataType::Date,
+        TIMESTAMP_OID => DataType::Timestamp,
+        _ => return None,
+    })
+}
+
+/// PostgreSQL's text output of a value (`None` for NULL).
+pub fn encode_text(value: &Value) -> Option<String> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Boolean(true) => "t".into(),
+        Value::Boolean(false) => "f".into(),
+        Value::Int(number) => number.to_string(),
+        Value::BigInt(number) => number.to_string(),
+        Value::Double(number) => format_double(*number),
+        Value::Text(text) => text.clone(),
+        Value::Bytea(bytes) => {
+            let mut text = String::with_capacity(2 + 2 * bytes.len());
+            text.push_str("\\x");
+            for byte in bytes {
+                text.push_str(&format!("{byte:02x}"));
+            }
+            text
+        }
+        Value::Date(days) => format_date(i64::from(*days)),
+        Value::Timestamp(microseconds) => format_timestamp(*microseconds),
+    })
+}
+
+/// float8out: the shortest text that reads back exactly, in `%g` style (exponent when it is
+/// below -4 or at least 15), with PostgreSQL's spellings of the special values.
+pub fn format_double(number: f64) -> String {
+    if number.is_nan() {
+        return "NaN".into();
+    }
+    if number.is_infinite() {
+        return if number > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        }
+        .into();
+    }
+    if number == 0.0 {
+        return if number.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let scientific = format!("{number:e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} has an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} exponent is an integer");
+    if (-4..15).contains(&exponent) {
+        format!("{number}")
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
+}
+
+fn format_date(days: i64) -> String {
+    let (year, month, day) = civil_from_days(days);
+    if year <= 0 {
+        format!("{:04}-{month:02}-{day:02} BC", 1 - year)
+    } else {
+        format!("{year:04}-{month:02}-{day:02}")
+    }
+}
+
+fn format_timestamp(microseconds: i64) -> String {
+    let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
+    let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
+    let (year, month, day) = civil_from_days(days);
+    let seconds = within / 1_000_000;
+    let fraction = within % 1_000_000;
+    let mut text = if year <= 0 {
+        format!("{:04}-{month:02}-{day:02}", 1 - year)
+    } else {
+        format!("{year:04}-{month:02}-{day:02}")
+    };
+    text.push_str(&format!(
+        " {:02}:{:02}:{:02}",
+        seconds / 3_600,
+        seconds / 60 % 60,
+        seconds % 60
+    ));
+    if fraction != 0 {
+        let digits = format!(".{fraction:06}");
+        text.push_str(digits.trim_end_matches('0'));
+    }
+    if year <= 0 {
+        text.push_str(" BC");
+    }
+    text
+}
+
+/// Reads a value in PostgreSQL's text format as `data_type` (22P02 when it does not parse).
+pub fn decode_text(text: &str, data_type: DataType) -> Result<Value, SqlError> {
+    // Years before 1 AD, as PostgreSQL writes them: "0044-03-15 BC" is year -43.
+    if let (DataType::Date | DataType::Timestamp, Some(rest)) =
+        (data_type, text.trim().strip_suffix(" BC"))
+    {
+        let value = parse_text(rest, data_type)?;
+        let (days, within) = match value {
+            Value::Date(days) => (i64::from(days), 0),
+            Value::Timestamp(microseconds) => (
+                microseconds.div_euclid(MICROSECONDS_PER_DAY),
+                microseconds.rem_euclid(MICROSECONDS_PER_DAY),
+            ),
+            _ => unreachable!("dates and timestamps parse as such"),
+        };
+        let (year, month, day) = civil_from_days(days);
+        let days = days_from_civil(1 - year, month, day);
+        let out_of_range = || {
+            SqlError::new(
+                sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                format!("{} out of range", data_type.name()),
+            )
+        };
+        return match data_type {
+            DataType::Date => i32::try_from(days)
+                .map(Value::Date)
+                .map_err(|_| out_of_range()),
+            _ => days
+                .checked_mul(MICROSECONDS_PER_DAY)
+                .and_then(|microseconds| microseconds.checked_add(within))
+                .map(Value::Timestamp)
+                .ok_or_else(out_of_range),
+        };
+    }
+    Ok(parse_text(text, data_type)?)
+}
+
+/// PostgreSQL's binary output of a value (`None` for NULL).
+pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Boolean(flag) => vec![u8::from(*flag)],
+        Value::Int(number) => number.to_be_bytes().to_vec(),
+        Value::BigInt(number) => number.to_be_bytes().to_vec(),
+        Value::Double(number) => number.to_bits().to_be_bytes().to_vec(),
+        Value::Text(text) => text.as_bytes().to_vec(),
+        Value::Bytea(bytes) => bytes.clone(),
+        Value::Date(days) => {
+            // Engine dates are i32 days since 1970; shifting by 10,957 days may leave i32 only
+            // at the very ends of the range, which saturate.
+            let shifted = i64::from(*days) - PG_EPOCH_DAYS;
+            let clamped =
+                i32::try_from(shifted).unwrap_or(if shifted < 0 { i32::MIN } else { i32::MAX });
+            clamped.to_be_bytes().to_vec()
+        }
+        Value::Timestamp(microseconds) => microseconds
+            .saturating_sub(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
+            .to_be_bytes()
+            .to_vec(),
+    })
+}
+
+/// Reads a value in PostgreSQL's binary format as `data_type` (22P03 on a wrong length or
+/// invalid UTF-8).
+pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlError> {
+    let invalid = || {
+        SqlError::new(
+            sqlstate::INVALID_BINARY_REPRESENTATION,
+            format!(
+                "incorrect binary data format for type {} ({} bytes)",
+                data_type.name(),
+                bytes.len()
+            ),
+        )
+    };
+    let fixed = |length: usize| -> Result<&[u8], SqlError> {
+        if bytes.len() == length {
+            Ok(bytes)
+        } else {
+            Err(invalid())
+        }
+    };
+    Ok(match data_type {
+        DataType::Boolean => Value::Boolean(fixed(1)?[0] != 0),
+        DataType::Int => Value::Int(i32::from_be_bytes(
+            fixed(4)?.try_into().map_err(|_| invalid())?,
+        )),
+        DataType::BigInt => Value::BigInt(i64::from_be_bytes(
+            fixed(8)?.try_into().map_err(|_| invalid())?,
+        )),
+        DataType::Double => Value::Double(f64::from_bits(u64::from_be_bytes(
+            fixed(8)?.try_into().map_err(|_| invalid())?,
+        ))),
+        DataType::Text { .. } => Value::Text(
+            std::str::from_utf8(bytes)
+                .map_err(|_| invalid())?
+                .to_string(),
+        ),
+        DataType::Bytea => Value::Bytea(bytes.to_vec()),
+        DataType::Date => {
+            let days = i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| invalid())?);
+            let shifted = i64::from(days) + PG_EPOCH_DAYS;
+            Value::Date(i32::try_from(shifted).map_err(|_| {
+                SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "date out of range")
+            })?)
+        }
+        DataType::Timestamp => {
+            let microseconds = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| invalid())?);
+            Value::Timestamp(
+                microseconds
+                    .checked_add(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                            "timestamp out of range",
+                        )
+                    })?,
+            )
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<(Value, DataType)> {
+        vec![
+            (Value::Boolean(true), DataType::Boolean),
+            (Value::Boolean(false), DataType::Boolean),
+            (Value::Int(-42), DataType::Int),
+            (Value::Int(i32::MAX), DataType::Int),
+            (Value::BigInt(i64::MIN), DataType::BigInt),
+            (Value::Double(1.5), DataType::Double),
+            (Value::Double(-1e100), DataType::Double),
+            (Value::Double(1.25e-7), DataType::Double),
+            (Value::Double(0.1), DataType::Double),
+            (Value::Double(123456789012345.0), DataType::Double),
+            (Value::Double(f64::INFINITY), DataType::Double),
+            (
+                Value::Text("héllo\tworld".into()),
+                DataType::Text { length_max: None },
+            ),
+            (
+                Value::Text("ab".into()),
+                DataType::Text {
+                    length_max: Some(5),
+                },
+            ),
+            (Value::Bytea(vec![0, 1, 0xfe, 0xff]), DataType::Bytea),
+            (Value::Date(0), DataType::Date),
+            (Value::Date(19_000), DataType::Date),
+            (Value::Date(-800_000), DataType::Date),
+            (Value::Timestamp(1_700_000_000_123_450), DataType::Timestamp),
+            (Value::Timestamp(-1), DataType::Timestamp),
+            (
+                Value::Timestamp(-70_000_000_000_000_000),
+                DataType::Timestamp,
+            ),
+        ]
+    }
+
+    #[test]
+    fn text_format_round_trips_every_type() {
+        for (value, data_type) in samples() {
+            let text = encode_text(&value).expect("not null");
+            let back = decode_text(&text, data_type).unwrap_or_else(|error| {
+                panic!("{text:?} as {data_type:?}: {error}");
+            });
+            assert_eq!(back, value, "{text}");
+        }
+    }
+
+    #[test]
+    fn binary_format_round_trips_every_type() {
+        for (value, data_type) in samples() {
+            let bytes = encode_binary(&value).expect("not null");
+            assert_eq!(decode_binary(&bytes, data_type).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn nan_round_trips_in_both_formats() {
+        let nan = Value::Double(f64::NAN);
+        assert_eq!(encode_text(&nan).unwrap(), "NaN");
+        assert!(matches!(decode_text("NaN", DataType::Double), Ok(Value::Double(x)) if x.is_nan()));
+        let bytes = encode_binary(&nan).unwrap();
+        assert!(
+            matches!(decode_binary(&bytes, DataType::Double), Ok(Value::Double(x)) if x.is_nan())
+        );
+    }
+
+    #[test]
+    fn text_output_spells_values_as_postgres_does() {
+        assert_eq!(encode_text(&Value::Boolean(true)).unwrap(), "t");
+        assert_eq!(encode_text(&Value::Double(1e100)).unwrap(), "1e+100");
+        assert_eq!(encode_text(&Value::Double(1.5e-5)).unwrap(), "1.5e-05");
+        assert_eq!(encode_text(&Value::Double(0.0001)).unwrap(), "0.0001");
+        assert_eq!(encode_text(&Value::Double(100.0)).unwrap(), "100");
+        assert_eq!(
+            encode_text(&Value::Bytea(vec![0xde, 0xad])).unwrap(),
+            "\\xdead"
+        );
+        assert_eq!(encode_text(&Value::Date(0)).unwrap(), "1970-01-01");
+        assert_eq!(
+            encode_text(&Value::Timestamp(1_500_000)).unwrap(),
+            "1970-01-01 00:00:01.5"
+        );
+        assert_eq!(encode_text(&Value::Null), None);
+    }
+
+    #[test]
+    fn binary_dates_count_from_the_year_2000() {
+        assert_eq!(
+            encode_binary(&Value::Date(10_957)).unwrap(),
+            vec![0, 0, 0, 0]
+        );
+        assert_eq!(
+            decode_binary(&[0, 0, 0, 0, 0, 0, 0, 0], DataType::Timestamp).unwrap(),
+            Value::Timestamp(946_684_800_000_000)
+        );
+    }
+
+    #[test]
+    fn malformed_binary_values_are_refused_not_panicked_on() {
+        assert_eq!(
+            decode_binary(&[1, 2, 3], DataType::Int).unwrap_err().code,
+            "22P03"
+        );
+        assert_eq!(
+            decode_binary(&[0xff, 0xfe], DataType::Text { length_max: None })
+                .unwrap_err()
+                .code,
+            "22P03"
+        );
+        assert_eq!(decode_text("abc", DataType::Int).unwrap_err().code, "22P02");
+    }
+
+    #[test]
+    fn types_map_to_their_oids() {
+        assert_eq!(pg_type(DataType::Int).oid, 23);
+        assert_eq!(
+            pg_type(DataType::Text {
+                length_max: Some(10)
+            })
+            .oid,
+            1043
+        );
+        assert_eq!(
+            type_modifier(DataType::Text {
+                length_max: Some(10)
+            }),
+            14
+        );
+        assert_eq!(data_type_for_oid(20), Some(DataType::BigInt));
+        assert_eq!(data_type_for_oid(0), None);
+    }
+}
