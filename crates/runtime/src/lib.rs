@@ -10,3 +10,4 @@ pub mod log;
 pub mod node;
 pub mod peer;
 pub mod resp_codec;
+pub mod sql_backend;
