@@ -9,5 +9,6 @@ pub mod gateway;
 pub mod log;
 pub mod node;
 pub mod peer;
+pub mod pg;
 pub mod resp_codec;
 pub mod sql_backend;

@@ -1,0 +1,795 @@
+//! One client connection: the startup phase, then the simple and extended query protocols and
+//! COPY FROM STDIN, over a backend.
+
+use super::protocol::{
+    protocol_violation, read_frame, read_startup, Body, Fail, Out, CANCEL_REQUEST, GSSENC_REQUEST,
+    PROTOCOL_3_0, SSL_REQUEST,
+};
+use super::PgLimits;
+use crate::sql_backend::{BackendError, SqlBackend};
+use engine::{Command, Outcome, Value};
+use sql::error::sqlstate;
+use sql::{OutputColumn, Plan, Prepared, SessionCommand, SqlError, StatementResult};
+use std::collections::{HashMap, VecDeque};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// Output is written to the socket once this much is buffered, and at every ReadyForQuery,
+/// Flush and CopyInResponse.
+const FLUSH_BYTES: usize = 64 * 1024;
+
+/// A bound statement (extended protocol).
+struct Portal {
+    state: PortalState,
+    columns: Vec<OutputColumn>,
+    /// One format code per result column (0 text, 1 binary).
+    formats: Vec<i16>,
+}
+
+// One per portal, replaced in place: boxing the plan buys nothing.
+#[allow(clippy::large_enum_variant)]
+enum PortalState {
+    /// Bound, not yet executed.
+    Pending(Plan),
+    /// Executed with a row limit that left rows over.
+    Suspended {
+        rows: VecDeque<Vec<Value>>,
+        tag: String,
+    },
+    /// Ran to completion: its tag (`None`: an empty query).
+    Done(Option<String>),
+}
+
+pub(crate) struct Connection<B, R, W> {
+    backend: B,
+    limits: PgLimits,
+    reader: BufReader<R>,
+    writer: W,
+    out: Out,
+    session: sql::Session,
+    statements: HashMap<String, Prepared>,
+    portals: HashMap<String, Portal>,
+    /// After an error in an extended-protocol message: discard messages until Sync.
+    ignore_till_sync: bool,
+    /// Between BEGIN and COMMIT/ROLLBACK: statements still autocommit, but portals outlive
+    /// Sync (as in a PostgreSQL transaction block), so that clients can fetch in chunks.
+    in_block: bool,
+}
+
+fn backend_error(error: BackendError) -> SqlError {
+    match error {
+        BackendError::Unavailable => SqlError::new("08007", error.to_string()).with_hint(
+            "the statement may or may not have taken effect (reads never change anything)",
+        ),
+    }
+}
+
+impl<B, R, W> Connection<B, R, W>
+where
+    B: SqlBackend,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    pub(crate) fn new(backend: B, limits: PgLimits, reader: R, writer: W) -> Self {
+        Connection {
+            backend,
+            limits,
+            reader: BufReader::with_capacity(16 * 1024, reader),
+            writer,
+            out: Out::default(),
+            session: sql::Session::new(),
+            statements: HashMap::new(),
+            portals: HashMap::new(),
+            ignore_till_sync: false,
+            in_block: false,
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), Fail> {
+        if !self.out.bytes.is_empty() {
+            self.writer
+                .write_all(&self.out.bytes)
+                .await
+                .map_err(|_| Fail::Io)?;
+            self.out.bytes.clear();
+        }
+        self.writer.flush().await.map_err(|_| Fail::Io)
+    }
+
+    async fn flush_if_full(&mut self) -> Result<(), Fail> {
+        if self.out.bytes.len() >= FLUSH_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Refuses the connection (too many clients) with a FATAL error.
+    pub(crate) async fn refuse(mut self, error: SqlError) {
+        self.out.error_response("FATAL", &error);
+        let _ = self.flush().await;
+    }
+
+    /// Runs the connection to its end. Never panics on client input.
+    pub(crate) async fn run(mut self, process_id: i32, secret: i32) {
+        let result = match tokio::time::timeout(self.limits.startup_timeout, self.startup()).await {
+            Ok(result) => result,
+            Err(_) => Err(protocol_violation("startup timed out")),
+        };
+        let result = match result {
+            Ok(true) => {
+                self.out.authentication_ok();
+                for (name, value) in self.session.reported() {
+                    self.out.parameter_status(&name, &value);
+                }
+                self.out.backend_key_data(process_id, secret);
+                self.out.ready_for_query();
+                match self.flush().await {
+                    Ok(()) => self.serve().await,
+                    Err(fail) => Err(fail),
+                }
+            }
+            Ok(false) => Ok(()),
+            Err(fail) => Err(fail),
+        };
+        if let Err(Fail::Fatal(error) | Fail::Error(error)) = result {
+            self.out.error_response("FATAL", &error);
+        }
+        let _ = self.flush().await;
+        let _ = self.writer.shutdown().await;
+    }
+
+    /// The startup phase: `Ok(true)` when a StartupMessage was accepted, `Ok(false)` when the
+    /// client left (or sent a CancelRequest, which is ignored).
+    async fn startup(&mut self) -> Result<bool, Fail> {
+        loop {
+            let Some(body) = read_startup(&mut self.reader, self.limits.startup_bytes_max).await?
+            else {
+                return Ok(false);
+            };
+            let mut body = Body::new(&body);
+            let code = body.i32()?;
+            match code {
+                SSL_REQUEST | GSSENC_REQUEST => {
+                    // Refused: the client goes on unencrypted (or gives up).
+                    self.out.bytes.push(b'N');
+                    self.flush().await?;
+                }
+                CANCEL_REQUEST => return Ok(false),
+                _ if code >> 16 == 3 => {
+                    let minor = code & 0xffff;
+                    let mut user = None;
+                    let mut unrecognized = Vec::new();
+                    loop {
+                        let name = body.cstr().map_err(fatal)?;
+                        if name.is_empty() {
+                            break;
+                        }
+                        let value = body.cstr().map_err(fatal)?;
+                        match name {
+                            "user" => user = Some(value.to_string()),
+                            "database" | "options" | "replication" => {}
+                            _ if name.starts_with("_pq_.") => unrecognized.push(name.to_string()),
+                            _ => {
+                                // Settings from the startup packet (client_encoding,
+                                // DateStyle, application_name, …): applied when valid,
+                                // ignored otherwise.
+                                let _ = self.session.apply(&SessionCommand::Set {
+                                    name: name.to_string(),
+                                    value: Some(value.to_string()),
+                                });
+                            }
+                        }
+                    }
+                    body.end()?;
+                    if user.is_none() {
+                        return Err(Fail::Fatal(SqlError::new(
+                            "28000",
+                            "no PostgreSQL user name specified in startup packet",
+                        )));
+                    }
+                    if code != PROTOCOL_3_0 || !unrecognized.is_empty() {
+                        let _ = minor;
+                        self.out.negotiate_protocol_version(0, &unrecognized);
+                    }
+                    return Ok(true);
+                }
+                _ => {
+                    return Err(Fail::Fatal(SqlError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        format!(
+                            "unsupported frontend protocol {}.{}: server supports 3.0",
+                            code >> 16,
+                            code & 0xffff
+                        ),
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The message loop after startup.
+    async fn serve(&mut self) -> Result<(), Fail> {
+        loop {
+            self.flush_if_full().await?;
+            let Some((tag, body)) =
+                read_frame(&mut self.reader, self.limits.message_bytes_max).await?
+            else {
+                return Ok(());
+            };
+            if self.ignore_till_sync && tag != b'S' && tag != b'X' {
+                continue;
+            }
+            let result = match tag {
+                b'Q' => self.simple_query(&body).await,
+                b'P' => self.parse(&body).await,
+                b'B' => self.bind(&body).await,
+                b'D' => self.describe(&body),
+                b'E' => self.execute(&body).await,
+                b'C' => self.close(&body),
+                b'H' => self.flush().await,
+                b'S' => {
+                    self.ignore_till_sync = false;
+                    // Sync ends the implicit transaction, and with it every portal (unless
+                    // the client opened a block with BEGIN).
+                    if !self.in_block {
+                        self.portals.clear();
+                    }
+                    self.out.ready_for_query();
+                    self.flush().await
+                }
+                b'X' => return Ok(()),
+                // CopyData, CopyDone, CopyFail outside COPY: dropped, as PostgreSQL does
+                // (they follow a COPY that failed).
+                b'd' | b'c' | b'f' => Ok(()),
+                b'F' => Err(Fail::Error(SqlError::unsupported(
+                    "the function call protocol",
+                ))),
+                other => Err(protocol_violation(format!(
+                    "invalid frontend message type {other}"
+                ))),
+            };
+            match result {
+                Ok(()) => {}
+                Err(Fail::Error(error)) => {
+                    self.out.error_response("ERROR", &error);
+                    if tag != b'Q' {
+                        self.ignore_till_sync = true;
+                    }
+                }
+                Err(fail) => return Err(fail),
+            }
+        }
+    }
+
+    async fn catalog(&self) -> Result<sql::MemoryCatalog, Fail> {
+        Ok(self.backend.catalog().await.map_err(backend_error)?)
+    }
+
+    /// Runs a plan. `None`: an empty query.
+    async fn run_plan(&mut self, plan: Plan) -> Result<Option<StatementResult>, Fail> {
+        match plan {
+            Plan::Empty => Ok(None),
+            Plan::Session(command) => {
+                let before = self.session.reported();
+                let result = self.session.apply(&command)?;
+                for (name, value) in self.session.reported() {
+                    if !before.contains(&(name.clone(), value.clone())) {
+                        self.out.parameter_status(&name, &value);
+                    }
+                }
+                match command {
+                    SessionCommand::Begin => self.in_block = true,
+                    SessionCommand::Commit | SessionCommand::Rollback => {
+                        self.in_block = false;
+                    }
+                    _ => {}
+                }
+                if command == SessionCommand::Rollback {
+                    self.out.notice_response(
+                        "WARNING",
+                        &SqlError::new(
+                            "25P01",
+                            "there is no transaction in progress: every statement has already \
+                             committed (autocommit), ROLLBACK undoes nothing",
+                        ),
+                    );
+                }
+                Ok(Some(result))
+            }
+            Plan::Execute(execution) => Ok(Some(self.run_execution(execution).await?)),
+            Plan::Explain(explain) => {
+                let mut texts = Vec::with_capacity(explain.operations.len());
+                for operation in &explain.operations {
+                    let outcome = self
+                        .backend
+                        .execute(Command::Explain(operation.clone()))
+                        .await
+                        .map_err(backend_error)?;
+                    match outcome {
+                        Outcome::Explained(Ok(text)) => texts.push(text),
+                        Outcome::Explained(Err(error)) | Outcome::Error(error) => {
+                            return Err(Fail::Error(error.into()))
+                        }
+                        _ => {
+                            return Err(Fail::Error(SqlError::new(
+                                sqlstate::INTERNAL_ERROR,
+                                "the engine answered EXPLAIN with another kind of outcome",
+                            )))
+                        }
+                    }
+                }
+                Ok(Some(explain.finish(&[texts])))
+            }
+            Plan::CopyIn(copy) => {
+                let data = self.copy_in(copy.columns.len()).await?;
+                let execution = copy.execution(&data)?;
+                Ok(Some(self.run_execution(execution).await?))
+            }
+        }
+    }
+
+    /// Sends an execution's operations to the backend and merges the results.
+    async fn run_execution(&mut self, execution: sql::Execution) -> Result<StatementResult, Fail> {
+        if execution.operations.is_empty() {
+            return Ok(execution.finish(Vec::new())?);
+        }
+        // One partition today: the whole batch goes to this node's group, whatever
+        // the routing says.
+        let outcome = self
+            .backend
+            .execute(Command::Batch(execution.operations.clone()))
+            .await
+            .map_err(backend_error)?;
+        let results = match outcome {
+            Outcome::Batch(results) => results,
+            Outcome::Error(error) => return Err(Fail::Error(error.into())),
+            _ => {
+                return Err(Fail::Error(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    "the engine answered a batch with another kind of outcome",
+                )))
+            }
+        };
+        Ok(execution.finish(vec![results])?)
+    }
+
+    /// COPY FROM STDIN: CopyInResponse, then CopyData until CopyDone. Errors leave copy mode
+    /// at once; the client's remaining copy messages are dropped by the main loop.
+    async fn copy_in(&mut self, columns: usize) -> Result<Vec<u8>, Fail> {
+        self.out.copy_in_response(columns);
+        self.flush().await?;
+        let mut data = Vec::new();
+        loop {
+            let Some((tag, body)) =
+                read_frame(&mut self.reader, self.limits.message_bytes_max).await?
+            else {
+                return Err(Fail::Io);
+            };
+            match tag {
+                b'd' => {
+                    if data.len().saturating_add(body.len()) > self.limits.copy_bytes_max {
+                        return Err(Fail::Error(SqlError::new(
+                            sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                            format!(
+                                "COPY data exceeds the limit of {} bytes",
+                                self.limits.copy_bytes_max
+                            ),
+                        )));
+                    }
+                    data.extend_from_slice(&body);
+                }
+                b'c' => return Ok(data),
+                b'f' => {
+                    let mut body = Body::new(&body);
+                    let reason = body.cstr().unwrap_or("").to_string();
+                    return Err(Fail::Error(SqlError::new(
+                        "57014",
+                        format!("COPY from stdin failed: {reason}"),
+                    )));
+                }
+                // Flush and Sync are ignored in copy-in mode (libraries send them after every
+                // Execute without checking for COPY).
+                b'H' | b'S' => {}
+                b'X' => return Err(Fail::Io),
+                other => {
+                    return Err(Fail::Error(SqlError::new(
+                        sqlstate::PROTOCOL_VIOLATION,
+                        format!("unexpected message type 0x{other:02x} during COPY from stdin"),
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Simple query: every statement in turn, each planned after the previous one ran; stops
+    /// at the first error; ReadyForQuery at the end.
+    async fn simple_query(&mut self, body: &[u8]) -> Result<(), Fail> {
+        // A simple query destroys the unnamed statement and portal.
+        self.statements.remove("");
+        self.portals.remove("");
+        let result = self.simple_query_statements(body).await;
+        match result {
+            Ok(()) => {}
+            Err(Fail::Error(error)) => self.out.error_response("ERROR", &error),
+            Err(fail) => return Err(fail),
+        }
+        self.out.ready_for_query();
+        self.flush().await
+    }
+
+    async fn simple_query_statements(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let query = body.cstr()?;
+        body.end()?;
+        let statements = sql::parse(query)?;
+        if statements.is_empty() {
+            self.out.empty_query_response();
+            return Ok(());
+        }
+        for statement in &statements {
+            let catalog = self.catalog().await?;
+            let plan = sql::plan_statement(statement, &catalog)?;
+            match self.run_plan(plan).await? {
+                None => self.out.empty_query_response(),
+                Some(StatementResult::Command { tag }) => self.out.command_complete(&tag),
+                Some(StatementResult::Rows { columns, rows, tag }) => {
+                    self.out.row_description(&columns, &[]);
+                    for row in &rows {
+                        self.out.data_row(row, &[]);
+                        self.flush_if_full().await?;
+                    }
+                    self.out.command_complete(&tag);
+                }
+            }
+            self.flush_if_full().await?;
+        }
+        Ok(())
+    }
+
+    /// Parse: name, query, declared parameter type OIDs.
+    async fn parse(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let name = body.cstr().map_err(fatal)?.to_string();
+        let query = body.cstr()?.to_string();
+        let count = body.count()?;
+        let mut declared = Vec::with_capacity(count);
+        for _ in 0..count {
+            let oid = body.i32()? as u32;
+            declared.push(sql::types::data_type_for_oid(oid));
+        }
+        body.end()?;
+        if !name.is_empty() {
+            if self.statements.contains_key(&name) {
+                return Err(Fail::Error(SqlError::new(
+                    "42P05",
+                    format!("prepared statement \"{name}\" already exists"),
+                )));
+            }
+            if self.statements.len() >= self.limits.statements_max {
+                return Err(Fail::Error(SqlError::new(
+                    sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                    format!(
+                        "too many prepared statements (at most {})",
+                        self.limits.statements_max
+                    ),
+                )));
+            }
+        }
+        let catalog = self.catalog().await?;
+        let prepared = sql::prepare(&query, &catalog, &declared)?;
+        self.statements.insert(name, prepared);
+        self.out.parse_complete();
+        Ok(())
+    }
+
+    /// Bind: portal, statement, parameter formats and values, result formats. Plans the
+    /// statement against the current catalog; it runs at Execute.
+    async fn bind(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let portal_name = body.cstr().map_err(fatal)?.to_string();
+        let statement_name = body.cstr().map_err(fatal)?.to_string();
+        let format_count = body.count()?;
+        let mut parameter_formats = Vec::with_capacity(format_count);
+        for _ in 0..format_count {
+            parameter_formats.push(body.i16()?);
+        }
+        let parameter_count = body.count()?;
+        let mut raw: Vec<Option<&[u8]>> = Vec::with_capacity(parameter_count);
+        for _ in 0..parameter_count {
+            let length = body.i32()?;
+            if length == -1 {
+                raw.push(None);
+            } else {
+                let length = usize::try_from(length)
+                    .map_err(|_| protocol_violation("invalid parameter length in Bind"))?;
+                raw.push(Some(body.take(length)?));
+            }
+        }
+        let result_format_count = body.count()?;
+        let mut result_formats = Vec::with_capacity(result_format_count);
+        for _ in 0..result_format_count {
+            result_formats.push(body.i16()?);
+        }
+        body.end()?;
+
+        let Some(prepared) = self.statements.get(&statement_name) else {
+            return Err(Fail::Error(SqlError::new(
+                "26000",
+                format!("prepared statement \"{statement_name}\" does not exist"),
+            )));
+        };
+        if !portal_name.is_empty() && self.portals.contains_key(&portal_name) {
+            return Err(Fail::Error(SqlError::new(
+                "42P03",
+                format!("cursor \"{portal_name}\" already exists"),
+            )));
+        }
+        if self.portals.len() >= self.limits.portals_max {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::PROGRAM_LIMIT_EXCEEDED,
+                format!("too many portals (at most {})", self.limits.portals_max),
+            )));
+        }
+        if parameter_formats.len() > 1 && parameter_formats.len() != raw.len() {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message has {} parameter formats but {} parameters",
+                    parameter_formats.len(),
+                    raw.len()
+                ),
+            )));
+        }
+        if raw.len() != prepared.parameter_types.len() {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::PROTOCOL_VIOLATION,
+                format!(
+                    "bind message supplies {} parameters, but prepared statement \"{}\" \
+                     requires {}",
+                    raw.len(),
+                    statement_name,
+                    prepared.parameter_types.len()
+                ),
+            )));
+        }
+        let mut values = Vec::with_capacity(raw.len());
+        for (index, (bytes, data_type)) in raw.iter().zip(&prepared.parameter_types).enumerate() {
+            let format = match parameter_formats.len() {
+                0 => 0,
+                1 => parameter_formats[0],
+                _ => parameter_formats[index],
+            };
+            let Some(bytes) = bytes else {
+                values.push(None);
+                continue;
+            };
+            let value = match format {
+                0 => {
+                    let text = std::str::from_utf8(bytes).map_err(|_| {
+                        SqlError::new("22021", "invalid byte sequence for encoding \"UTF8\"")
+                    })?;
+                    sql::types::decode_text(text, *data_type)?
+                }
+                1 => sql::types::decode_binary(bytes, *data_type)?,
+                other => {
+                    return Err(Fail::Error(SqlError::new(
+                        sqlstate::PROTOCOL_VIOLATION,
+                        format!("unsupported format code: {other}"),
+                    )))
+                }
+            };
+            values.push(Some(value));
+        }
+        let prepared = prepared.clone();
+        let catalog = self.catalog().await?;
+        let plan = prepared.bind(&catalog, &values)?;
+        let columns = sql::result_columns(&plan);
+        let formats = match result_formats.len() {
+            0 => vec![0; columns.len()],
+            1 => vec![result_formats[0]; columns.len()],
+            count if count == columns.len() => result_formats,
+            count => {
+                return Err(Fail::Error(SqlError::new(
+                    sqlstate::PROTOCOL_VIOLATION,
+                    format!(
+                        "bind message has {count} result formats but query has {} columns",
+                        columns.len()
+                    ),
+                )))
+            }
+        };
+        if let Some(other) = formats.iter().find(|format| !matches!(format, 0 | 1)) {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::PROTOCOL_VIOLATION,
+                format!("unsupported format code: {other}"),
+            )));
+        }
+        self.portals.insert(
+            portal_name,
+            Portal {
+                state: PortalState::Pending(plan),
+                columns,
+                formats,
+            },
+        );
+        self.out.bind_complete();
+        Ok(())
+    }
+
+    /// Describe a statement (ParameterDescription, then RowDescription or NoData) or a portal
+    /// (RowDescription or NoData).
+    fn describe(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let kind = body.u8()?;
+        let name = body.cstr().map_err(fatal)?;
+        body.end()?;
+        match kind {
+            b'S' => {
+                let Some(prepared) = self.statements.get(name) else {
+                    return Err(Fail::Error(SqlError::new(
+                        "26000",
+                        format!("prepared statement \"{name}\" does not exist"),
+                    )));
+                };
+                let oids: Vec<u32> = prepared
+                    .parameter_types
+                    .iter()
+                    .map(|data_type| sql::types::pg_type(*data_type).oid)
+                    .collect();
+                self.out.parameter_description(&oids);
+                if prepared.columns.is_empty() {
+                    self.out.no_data();
+                } else {
+                    self.out.row_description(&prepared.columns, &[]);
+                }
+            }
+            b'P' => {
+                let Some(portal) = self.portals.get(name) else {
+                    return Err(Fail::Error(SqlError::new(
+                        "34000",
+                        format!("portal \"{name}\" does not exist"),
+                    )));
+                };
+                if portal.columns.is_empty() {
+                    self.out.no_data();
+                } else {
+                    self.out.row_description(&portal.columns, &portal.formats);
+                }
+            }
+            other => {
+                return Err(protocol_violation(format!(
+                    "invalid DESCRIBE message subtype {other}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Execute: runs a pending portal, then sends up to `max_rows` rows (0: all);
+    /// PortalSuspended when rows remain.
+    async fn execute(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let name = body.cstr().map_err(fatal)?.to_string();
+        let max_rows = body.i32()?;
+        body.end()?;
+        let Some(portal) = self.portals.get_mut(&name) else {
+            return Err(Fail::Error(SqlError::new(
+                "34000",
+                format!("portal \"{name}\" does not exist"),
+            )));
+        };
+        let state = std::mem::replace(&mut portal.state, PortalState::Done(None));
+        let (mut rows, tag, resumed) = match state {
+            PortalState::Done(None) => {
+                self.out.empty_query_response();
+                return Ok(());
+            }
+            PortalState::Done(Some(tag)) => {
+                portal.state = PortalState::Done(Some(tag.clone()));
+                let tag = if tag.starts_with("SELECT ") {
+                    "SELECT 0".to_string()
+                } else {
+                    tag
+                };
+                self.out.command_complete(&tag);
+                return Ok(());
+            }
+            PortalState::Suspended { rows, tag } => (rows, tag, true),
+            PortalState::Pending(plan) => match self.run_plan(plan).await? {
+                None => {
+                    self.out.empty_query_response();
+                    return Ok(());
+                }
+                Some(StatementResult::Command { tag }) => {
+                    if let Some(portal) = self.portals.get_mut(&name) {
+                        portal.state = PortalState::Done(Some(tag.clone()));
+                    }
+                    self.out.command_complete(&tag);
+                    return Ok(());
+                }
+                Some(StatementResult::Rows { rows, tag, .. }) => (VecDeque::from(rows), tag, false),
+            },
+        };
+        let formats = match self.portals.get(&name) {
+            Some(portal) => portal.formats.clone(),
+            None => Vec::new(),
+        };
+        let limit = usize::try_from(max_rows)
+            .ok()
+            .filter(|limit| *limit > 0)
+            .unwrap_or(usize::MAX);
+        let mut sent = 0usize;
+        while sent < limit {
+            let Some(row) = rows.pop_front() else { break };
+            self.out.data_row(&row, &formats);
+            sent += 1;
+            self.flush_if_full().await?;
+        }
+        let state = if rows.is_empty() {
+            // After a suspension, PostgreSQL counts the rows of the last Execute.
+            let tag = if resumed && tag.starts_with("SELECT ") {
+                format!("SELECT {sent}")
+            } else {
+                tag
+            };
+            self.out.command_complete(&tag);
+            PortalState::Done(Some(tag))
+        } else {
+            self.out.portal_suspended();
+            PortalState::Suspended { rows, tag }
+        };
+        if let Some(portal) = self.portals.get_mut(&name) {
+            portal.state = state;
+        }
+        Ok(())
+    }
+
+    /// Close a statement or portal; closing one that does not exist is not an error.
+    fn close(&mut self, body: &[u8]) -> Result<(), Fail> {
+        let mut body = Body::new(body);
+        let kind = body.u8()?;
+        let name = body.cstr().map_err(fatal)?;
+        body.end()?;
+        match kind {
+            b'S' => {
+                self.statements.remove(name);
+            }
+            b'P' => {
+                self.portals.remove(name);
+            }
+            other => {
+                return Err(protocol_violation(format!(
+                    "invalid CLOSE message subtype {other}"
+                )))
+            }
+        }
+        self.out.close_complete();
+        Ok(())
+    }
+}
+
+/// Statement and portal names that are not UTF-8 are a protocol violation, not a statement
+/// error.
+fn fatal(fail: Fail) -> Fail {
+    match fail {
+        Fail::Error(error) => Fail::Fatal(error),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Body;
+
+    #[test]
+    fn body_reads_fail_instead_of_panicking() {
+        let mut body = Body::new(&[0, 1, b'a']);
+        assert!(body.i32().is_err());
+        let mut body = Body::new(b"abc");
+        assert!(body.cstr().is_err());
+        let mut body = Body::new(&[0xff, 0]);
+        assert!(body.cstr().is_err());
+        let mut body = Body::new(&[0, 5]);
+        assert_eq!(body.count().ok(), Some(5));
+        assert!(body.end().is_ok());
+    }
+}

@@ -1,0 +1,151 @@
+//! # pg — the PostgreSQL wire-protocol front end
+//!
+//! Speaks protocol 3.0 to PostgreSQL clients (psql, libpq, tokio-postgres, …) over TCP, with a
+//! hand-written codec on tokio (`protocol`), and runs their SQL through the pure `sql` crate and
+//! a `SqlBackend` (the node's replicated engine, or `LocalBackend` in tests).
+//!
+//! ## Message flow
+//!
+//! ```text
+//!  startup:  [SSLRequest → 'N'] [GSSENCRequest → 'N']  (CancelRequest: accepted, ignored, closed)
+//!            StartupMessage(user, database, settings) → AuthenticationOk, ParameterStatus × n
+//!            (Session::reported), BackendKeyData, ReadyForQuery('I')
+//!  simple:   Query(sql) → for each statement, planned against a fresh catalog after the
+//!            previous one ran: [RowDescription, DataRow × n (text)] CommandComplete
+//!            | EmptyQueryResponse | ErrorResponse (stops the rest); then ReadyForQuery
+//!  extended: Parse → ParseComplete        (declared OIDs → types::data_type_for_oid)
+//!            Bind → BindComplete          (text/binary parameters decoded, planned now)
+//!            Describe S → ParameterDescription, RowDescription | NoData
+//!            Describe P → RowDescription | NoData
+//!            Execute(max_rows) → DataRow × n, CommandComplete | PortalSuspended
+//!            Close → CloseComplete;  Flush → (output written);  Sync → ReadyForQuery
+//!            after an error, messages are discarded until Sync (as PostgreSQL does)
+//!  copy:     COPY t FROM STDIN → CopyInResponse; CopyData × n; CopyDone → CommandComplete
+//!            "COPY n" | CopyFail → ErrorResponse. Flush/Sync are ignored in copy mode; copy
+//!            messages arriving after a failed COPY are dropped.
+//!  Terminate → close.
+//! ```
+//!
+//! Execution: today a node holds one partition, so an `Execution`'s operations go to the
+//! backend as one `engine::Command::Batch` and `Execution::finish` gets the results as one
+//! partition; `Routing` and `Execution::created_table` (the placement directory) are not used
+//! yet. EXPLAIN sends `Command::Explain` per operation. `Session::read_isolation` is not passed
+//! on: the backend decides the read path. Operations of a simple query with several
+//! statements are separate batches (autocommit per statement).
+//!
+//! ## Limits (`PgLimits`)
+//!
+//! Every frame's length is checked before its body is read, and the body buffer grows only as
+//! bytes arrive. A frame over `message_bytes_max` (or with a length under 4) is a protocol
+//! violation: ErrorResponse 08P01 (FATAL), then the connection closes; so is a startup packet
+//! outside 8..=`startup_bytes_max`, an unknown message type, or a body that does not parse.
+//! COPY data beyond `copy_bytes_max` fails the COPY (54000) and the session goes on. Prepared
+//! statements and portals per connection are bounded (54000); portals end at Sync. Clients
+//! beyond `connections_max` get FATAL 53300. A client that does not finish startup within
+//! `startup_timeout` is dropped. Nothing a client sends can panic the server: every read of a
+//! body is checked (`protocol::Body`), and values decode through `sql::types` into SQLSTATE
+//! errors.
+//!
+//! ## Not supported
+//!
+//! - Authentication: every user is accepted without a password (AuthenticationOk at once);
+//!   the user and database names are read and ignored. Put the port behind a trusted network.
+//! - SSL and GSS encryption: refused with 'N' (clients with sslmode=prefer continue in plain
+//!   text; sslmode=require fails).
+//! - Cancel requests: accepted and ignored (the connection is closed); BackendKeyData carries
+//!   a process id and secret only because clients expect them.
+//! - COPY TO, COPY in CSV or binary format (the planner refuses them), the function call
+//!   protocol, replication connections, protocol versions other than 3.0 (3.x minor versions
+//!   get NegotiateProtocolVersion for 3.0).
+//! - Transactions beyond autocommit: BEGIN/COMMIT/ROLLBACK are accepted, every statement
+//!   commits on its own; ReadyForQuery is always 'I'; ROLLBACK sends a WARNING saying nothing
+//!   was undone.
+//! - Later steps: pgjdbc and pgbench against a node (the extended protocol they use is here),
+//!   routing over several partitions, NOTIFY, cursors by name beyond portals.
+
+mod connection;
+mod protocol;
+
+use crate::log;
+use crate::sql_backend::SqlBackend;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Per-server limits on what clients may send and hold.
+#[derive(Clone, Debug)]
+pub struct PgLimits {
+    /// The largest message body accepted (a Query's text, a Bind's parameters, one CopyData).
+    pub message_bytes_max: usize,
+    /// The largest startup packet (PostgreSQL: 10,000 bytes).
+    pub startup_bytes_max: usize,
+    /// All CopyData of one COPY together.
+    pub copy_bytes_max: usize,
+    /// Named prepared statements per connection.
+    pub statements_max: usize,
+    /// Portals per connection (they end at Sync).
+    pub portals_max: usize,
+    /// Concurrent connections.
+    pub connections_max: usize,
+    /// Time for a new connection to finish its startup packets.
+    pub startup_timeout: Duration,
+}
+
+impl Default for PgLimits {
+    fn default() -> PgLimits {
+        PgLimits {
+            message_bytes_max: sql::parse::QUERY_BYTES_MAX + 64 * 1024,
+            startup_bytes_max: 10_000,
+            copy_bytes_max: 256 * 1024 * 1024,
+            statements_max: 10_000,
+            portals_max: 1_000,
+            connections_max: 1_000,
+            startup_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
+/// `backend`.
+pub async fn serve<B: SqlBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
+    let slots = Arc::new(Semaphore::new(limits.connections_max));
+    let next_process_id = AtomicI32::new(1);
+    let secrets = std::collections::hash_map::RandomState::new();
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                log::warn(format_args!(
+                    "accepting a PostgreSQL client failed: {error}"
+                ));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let process_id = next_process_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let secret = {
+            use std::hash::BuildHasher;
+            secrets.hash_one(process_id) as i32
+        };
+        let permit = slots.clone().try_acquire_owned();
+        let (backend, limits) = (backend.clone(), limits.clone());
+        tokio::spawn(async move {
+            let (reader, writer) = stream.into_split();
+            let connection = connection::Connection::new(backend, limits, reader, writer);
+            match permit {
+                Ok(_permit) => connection.run(process_id, secret).await,
+                Err(_) => {
+                    connection
+                        .refuse(sql::SqlError::new(
+                            "53300",
+                            "sorry, too many clients already",
+                        ))
+                        .await
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,227 @@
+//! The PostgreSQL front end's extended query protocol against a real client, tokio-postgres:
+//! it prepares statements (Parse, Describe), binds every parameter in binary and asks for
+//! binary results, and fetches portals in chunks (Execute with a row limit).
+
+use runtime::pg::{serve, PgLimits};
+use runtime::sql_backend::LocalBackend;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls};
+
+async fn connect() -> Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(serve(
+        listener,
+        LocalBackend::default(),
+        PgLimits::default(),
+    ));
+    let (client, connection) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=tessera dbname=tessera"),
+        NoTls,
+    )
+    .await
+    .expect("connects");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_with_binary_parameters_and_results() {
+    let client = connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT, price DOUBLE PRECISION, \
+             stock INT, fresh BOOLEAN, blob BYTEA)",
+        )
+        .await
+        .expect("create");
+    let insert = client
+        .prepare("INSERT INTO items VALUES ($1, $2, $3, $4, $5, $6)")
+        .await
+        .expect("prepare insert");
+    assert_eq!(
+        insert.params(),
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::FLOAT8,
+            Type::INT4,
+            Type::BOOL,
+            Type::BYTEA
+        ]
+    );
+    for id in 1..=5i64 {
+        let name = format!("item {id}");
+        let price = id as f64 * 1.5;
+        let stock = (id * 10) as i32;
+        let fresh = id % 2 == 0;
+        let blob: Vec<u8> = vec![0, 1, 2, id as u8];
+        let name: Option<&str> = if id == 5 { None } else { Some(&name) };
+        let inserted = client
+            .execute(&insert, &[&id, &name, &price, &stock, &fresh, &blob])
+            .await
+            .expect("insert");
+        assert_eq!(inserted, 1);
+    }
+
+    let select = client
+        .prepare(
+            "SELECT id, name, price, stock, fresh, blob FROM items WHERE price > $1 ORDER BY id",
+        )
+        .await
+        .expect("prepare select");
+    assert_eq!(select.params(), &[Type::FLOAT8]);
+    assert_eq!(select.columns().len(), 6);
+    assert_eq!(select.columns()[2].type_(), &Type::FLOAT8);
+    let rows = client.query(&select, &[&3.0f64]).await.expect("select");
+    assert_eq!(rows.len(), 3);
+    let first = &rows[0];
+    assert_eq!(first.get::<_, i64>(0), 3);
+    assert_eq!(first.get::<_, Option<String>>(1).as_deref(), Some("item 3"));
+    assert_eq!(first.get::<_, f64>(2), 4.5);
+    assert_eq!(first.get::<_, i32>(3), 30);
+    assert!(!first.get::<_, bool>(4));
+    assert_eq!(first.get::<_, Vec<u8>>(5), vec![0, 1, 2, 3]);
+    assert_eq!(rows[2].get::<_, Option<String>>(1), None);
+
+    // Unprepared queries with parameters (unnamed statement), UPDATE and DELETE.
+    let updated = client
+        .execute("UPDATE items SET stock = 0 WHERE fresh = $1", &[&true])
+        .await
+        .expect("update");
+    assert_eq!(updated, 2);
+    let deleted = client
+        .execute("DELETE FROM items WHERE stock = $1", &[&0i32])
+        .await
+        .expect("delete");
+    assert_eq!(deleted, 2);
+    let count = client
+        .query_one("SELECT count(*) FROM items", &[])
+        .await
+        .expect("count");
+    assert_eq!(count.get::<_, i64>(0), 3);
+
+    // An error keeps the connection usable, with its SQLSTATE.
+    let error = client
+        .execute(
+            &insert,
+            &[&1i64, &"again", &1.0f64, &1i32, &true, &vec![1u8]],
+        )
+        .await
+        .expect_err("duplicate key");
+    assert_eq!(error.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    let error = client
+        .query("SELECT nope FROM items", &[])
+        .await
+        .expect_err("undefined column");
+    assert_eq!(error.code(), Some(&SqlState::UNDEFINED_COLUMN));
+    let rows = client
+        .query("SELECT id FROM items WHERE id = $1", &[&1i64])
+        .await
+        .expect("still usable");
+    assert_eq!(rows.len(), 1);
+
+    // Simple query protocol from the same client.
+    let messages = client
+        .simple_query("SELECT name FROM items WHERE id = 1; SELECT 2")
+        .await
+        .expect("simple query");
+    let texts: Vec<String> = messages
+        .iter()
+        .filter_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, vec!["item 1".to_string(), "2".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_fetch_in_chunks() {
+    let mut client = connect().await;
+    client
+        .batch_execute("CREATE TABLE numbers (n INT PRIMARY KEY, square BIGINT)")
+        .await
+        .expect("create");
+    let values: Vec<String> = (1..=7).map(|n| format!("({n}, {})", n * n)).collect();
+    client
+        .batch_execute(&format!("INSERT INTO numbers VALUES {}", values.join(", ")))
+        .await
+        .expect("insert");
+    let transaction = client.transaction().await.expect("begin");
+    let statement = transaction
+        .prepare("SELECT n, square FROM numbers WHERE n >= $1 ORDER BY n")
+        .await
+        .expect("prepare");
+    let portal = transaction.bind(&statement, &[&2i32]).await.expect("bind");
+    let mut seen = Vec::new();
+    let mut chunks = 0;
+    loop {
+        let rows = transaction.query_portal(&portal, 2).await.expect("fetch");
+        if rows.is_empty() {
+            break;
+        }
+        assert!(rows.len() <= 2);
+        chunks += 1;
+        for row in rows {
+            seen.push((row.get::<_, i32>(0), row.get::<_, i64>(1)));
+        }
+    }
+    transaction.commit().await.expect("commit");
+    assert_eq!(chunks, 3);
+    assert_eq!(
+        seen,
+        (2..=7).map(|n| (n, i64::from(n * n))).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_through_the_extended_protocol() {
+    use copy::send_all;
+    let client = connect().await;
+    client
+        .batch_execute("CREATE TABLE kv (k TEXT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    let copied = send_all(
+        &client,
+        "COPY kv (k, v) FROM STDIN",
+        b"a\t1\nb\t2\nc\t\\N\n",
+    )
+    .await;
+    assert_eq!(copied, 3);
+    let rows = client
+        .query("SELECT k, v FROM kv ORDER BY k", &[])
+        .await
+        .expect("select");
+    let got: Vec<(String, Option<i32>)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("a".to_string(), Some(1)),
+            ("b".to_string(), Some(2)),
+            ("c".to_string(), None)
+        ]
+    );
+}
+
+/// `copy_in` with one CopyData.
+mod copy {
+    use futures_util::SinkExt;
+    use std::pin::pin;
+
+    pub async fn send_all(client: &tokio_postgres::Client, sql: &str, data: &'static [u8]) -> u64 {
+        let sink = client
+            .copy_in::<_, &'static [u8]>(sql)
+            .await
+            .expect("copy in");
+        let mut sink = pin!(sink);
+        sink.send(data).await.expect("send");
+        sink.as_mut().finish().await.expect("finish")
+    }
+}
