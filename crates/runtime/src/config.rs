@@ -12,6 +12,7 @@
 //! [[replicas]]
 //! peer = "10.0.0.1:7100"         # replica-to-replica TCP
 //! client = "10.0.0.1:6379"       # RESP
+//! pg = "10.0.0.1:5433"           # PostgreSQL wire protocol (optional)
 //! # … one [[replicas]] table per replica, in index order
 //!
 //! [protocol]                     # optional; durations in ticks
@@ -89,6 +90,9 @@ impl ReplicationName {
 pub struct ReplicaAddress {
     pub peer: SocketAddr,
     pub client: SocketAddr,
+    /// The PostgreSQL wire protocol (psql, pgjdbc); none when left out.
+    #[serde(default)]
+    pub pg: Option<SocketAddr>,
 }
 
 /// Protocol overrides; anything left out keeps `vr::Config::new`'s default.
@@ -265,6 +269,9 @@ impl NodeConfig {
                 "\n[[replicas]]\npeer = \"{}\"\nclient = \"{}\"\n",
                 address.peer, address.client
             ));
+            if let Some(pg) = address.pg {
+                text.push_str(&format!("pg = \"{pg}\"\n"));
+            }
         }
         text
     }
@@ -280,6 +287,7 @@ mod tests {
             .map(|index| ReplicaAddress {
                 peer: format!("127.0.0.1:{}", 7100 + index).parse().unwrap(),
                 client: format!("127.0.0.1:{}", 7000 + index).parse().unwrap(),
+                pg: Some(format!("127.0.0.1:{}", 5433 + index).parse().unwrap()),
             })
             .collect();
         let text = NodeConfig::render(

@@ -262,7 +262,7 @@ impl Connection {
             client: self.client,
             request: number,
             kind,
-            operation: command.encode(),
+            operation: crate::store::kv_operation(command),
         };
         let mut slow_path = nilext.is_some() && self.adapt_mode() == vr::AdaptMode::TwoRtt;
         let hedge = Request {

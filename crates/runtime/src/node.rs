@@ -9,7 +9,7 @@
 use crate::config::{DurabilityName, NodeConfig};
 use crate::log;
 use crate::peer::{self, Links, Outbox};
-use kv::KvStore;
+use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +44,10 @@ pub enum Event {
     },
     Status {
         reply: oneshot::Sender<NodeStatus>,
+    },
+    /// The SQL tables as this replica's state knows them.
+    Catalog {
+        reply: oneshot::Sender<sql::MemoryCatalog>,
     },
 }
 
@@ -153,6 +157,19 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
             address: own.client,
             reason: error.to_string(),
         })?;
+    let pg_listener = match own.pg {
+        None => None,
+        Some(address) => {
+            Some(
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|error| NodeError::Bind {
+                        address,
+                        reason: error.to_string(),
+                    })?,
+            )
+        }
+    };
 
     let (events, receiver) = mpsc::channel::<Event>(65_536);
     let (replica, wal) = match config.durability {
@@ -259,12 +276,20 @@ pub async fn start(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         config.resp_limits(),
         config.limits.connection_buffer_bytes_max,
     ));
+    if let Some(listener) = pg_listener {
+        let backend = crate::sql_backend::NodeBackend::new(handle.clone());
+        tokio::spawn(crate::pg::serve(
+            listener,
+            backend,
+            crate::pg::PgLimits::default(),
+        ));
+    }
     Ok(handle)
 }
 
 /// A `memory` replica: fresh on the first start of its data directory, recovering (VRR §4.3)
 /// on any later start, since whatever it knew is gone.
-fn open_memory(config: &NodeConfig, protocol: vr::Config) -> Result<Replica<KvStore>, NodeError> {
+fn open_memory(config: &NodeConfig, protocol: vr::Config) -> Result<Replica<Store>, NodeError> {
     let marker = config.data_dir.join("memory-replica-started");
     let restarted = marker.exists();
     std::fs::write(
@@ -280,9 +305,9 @@ fn open_memory(config: &NodeConfig, protocol: vr::Config) -> Result<Replica<KvSt
         log::info(format_args!(
             "restarted without durable state: recovering from peers ({nonce})"
         ));
-        Replica::recovering(protocol, index, KvStore::new(), nonce)
+        Replica::recovering(protocol, index, Store::new(), nonce)
     } else {
-        Replica::new(protocol, index, KvStore::new())
+        Replica::new(protocol, index, Store::new())
     })
 }
 
@@ -291,7 +316,7 @@ fn open_disk(
     config: &NodeConfig,
     protocol: vr::Config,
     events: mpsc::Sender<Event>,
-) -> Result<(Replica<KvStore>, WalSender), NodeError> {
+) -> Result<(Replica<Store>, WalSender), NodeError> {
     let wal_config = wal::WalConfig {
         directory: config.data_dir.join("wal"),
         segment_bytes_max: 64 << 20,
@@ -318,7 +343,7 @@ fn open_disk(
     let replica = Replica::open(
         protocol,
         ReplicaIndex(config.replica),
-        KvStore::new(),
+        Store::new(),
         durable,
     )
     .map_err(|error| NodeError::Storage {
@@ -368,7 +393,7 @@ pub fn random_u64() -> u64 {
 }
 
 struct ProtocolLoop {
-    replica: Replica<KvStore>,
+    replica: Replica<Store>,
     senders: Vec<Option<mpsc::Sender<peer::Outgoing>>>,
     wal: Option<WalSender>,
     local_clients: HashMap<ClientId, mpsc::UnboundedSender<Message>>,
@@ -411,6 +436,10 @@ impl ProtocolLoop {
             }
             Event::Status { reply } => {
                 let _ = reply.send(self.status());
+            }
+            Event::Catalog { reply } => {
+                let engine = &self.replica.state_machine().engine;
+                let _ = reply.send(crate::sql_backend::catalog_of(engine));
             }
         }
     }
@@ -548,7 +577,7 @@ impl ProtocolLoop {
                 Durability::Memory => "memory",
                 Durability::Disk => "disk",
             },
-            keys: replica.state_machine().len() as u64,
+            keys: replica.state_machine().kv.len() as u64,
             stats: replica.stats(),
         }
     }

@@ -56,14 +56,192 @@ pub struct LocalBackend {
 
 impl SqlBackend for LocalBackend {
     async fn catalog(&self) -> Result<sql::MemoryCatalog, BackendError> {
-        let engine = self.engine.lock().unwrap_or_else(|poison| poison.into_inner());
+        let engine = self
+            .engine
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         Ok(catalog_of(&engine))
     }
 
     async fn execute(&self, command: engine::Command) -> Result<engine::Outcome, BackendError> {
         use vr::StateMachine;
-        let mut engine = self.engine.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut engine = self
+            .engine
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         let bytes = engine.apply(&command.encode());
         Ok(engine::Outcome::decode(&bytes).unwrap_or(engine::Outcome::Error(error_malformed())))
+    }
+}
+
+/// A node as the SQL front end's backend: engine commands travel through the node's replicated
+/// group like RESP commands do (the node's gateway is the VR client), each on a client id from
+/// a small pool, so that a retried command executes once and the client table stays bounded by
+/// the number of concurrent statements.
+#[derive(Clone)]
+pub struct NodeBackend {
+    node: crate::node::NodeHandle,
+    pool: Arc<Mutex<Vec<PooledClient>>>,
+}
+
+struct PooledClient {
+    client: wire::ClientId,
+    next: wire::RequestNumber,
+    replies: tokio::sync::mpsc::UnboundedReceiver<wire::Message>,
+}
+
+/// Clients kept for reuse at most; more concurrent statements open (and close) their own.
+const POOL_MAX: usize = 64;
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+const NOT_PRIMARY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl NodeBackend {
+    pub fn new(node: crate::node::NodeHandle) -> NodeBackend {
+        NodeBackend {
+            node,
+            pool: Arc::default(),
+        }
+    }
+
+    async fn client(&self) -> Result<PooledClient, BackendError> {
+        if let Some(pooled) = self.lock_pool().pop() {
+            return Ok(pooled);
+        }
+        let client = wire::ClientId(crate::node::random_u64());
+        let (replies, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let event = crate::node::Event::ClientOpened { client, replies };
+        self.node
+            .events
+            .send(event)
+            .await
+            .map_err(|_| BackendError::Unavailable)?;
+        Ok(PooledClient {
+            client,
+            next: wire::RequestNumber(1),
+            replies: receiver,
+        })
+    }
+
+    async fn release(&self, pooled: PooledClient) {
+        let client = pooled.client;
+        {
+            let mut pool = self.lock_pool();
+            if pool.len() < POOL_MAX {
+                pool.push(pooled);
+                return;
+            }
+        }
+        let _ = self
+            .node
+            .events
+            .send(crate::node::Event::ClientClosed { client })
+            .await;
+    }
+
+    fn lock_pool(&self) -> std::sync::MutexGuard<'_, Vec<PooledClient>> {
+        self.pool
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Sends the request until a reply comes (the same request number every time).
+    async fn submit(
+        &self,
+        pooled: &mut PooledClient,
+        kind: wire::RequestKind,
+        operation: Vec<u8>,
+    ) -> Result<Vec<u8>, BackendError> {
+        let number = pooled.next;
+        pooled.next = wire::RequestNumber(number.0 + 1);
+        let request = wire::Request {
+            client: pooled.client,
+            request: number,
+            kind,
+            operation,
+        };
+        let started = std::time::Instant::now();
+        while started.elapsed() < GIVE_UP_AFTER {
+            let event = crate::node::Event::Submit {
+                request: request.clone(),
+            };
+            if self.node.events.send(event).await.is_err() {
+                return Err(BackendError::Unavailable);
+            }
+            let deadline = tokio::time::sleep(RETRY_AFTER);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    message = pooled.replies.recv() => match message {
+                        Some(wire::Message::Reply(reply)) if reply.request == number => {
+                            return Ok(reply.result);
+                        }
+                        Some(wire::Message::NotPrimary { request, .. }) if request == number => {
+                            tokio::time::sleep(NOT_PRIMARY_BACKOFF).await;
+                            break;
+                        }
+                        Some(_) => continue, // A late answer to an earlier attempt.
+                        None => return Err(BackendError::Unavailable),
+                    },
+                    () = &mut deadline => break,
+                }
+            }
+        }
+        Err(BackendError::Unavailable)
+    }
+}
+
+impl SqlBackend for NodeBackend {
+    /// Read through the primary like any read (linearisable): a statement planned on a
+    /// backup sees every table created before it started, wherever that happened.
+    async fn catalog(&self) -> Result<sql::MemoryCatalog, BackendError> {
+        let mut pooled = self.client().await?;
+        let operation = crate::store::catalog_operation();
+        match self
+            .submit(&mut pooled, wire::RequestKind::Read, operation)
+            .await
+        {
+            Ok(bytes) => {
+                self.release(pooled).await;
+                crate::store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)
+            }
+            Err(error) => {
+                let client = pooled.client;
+                let _ = self
+                    .node
+                    .events
+                    .send(crate::node::Event::ClientClosed { client })
+                    .await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn execute(&self, command: engine::Command) -> Result<engine::Outcome, BackendError> {
+        let kind = if command.is_read() {
+            wire::RequestKind::Read
+        } else {
+            wire::RequestKind::Write
+        };
+        let operation = crate::store::sql_operation(&command);
+        let mut pooled = self.client().await?;
+        let result = self.submit(&mut pooled, kind, operation).await;
+        match result {
+            Ok(bytes) => {
+                self.release(pooled).await;
+                Ok(engine::Outcome::decode(&bytes)
+                    .unwrap_or(engine::Outcome::Error(error_malformed())))
+            }
+            Err(error) => {
+                // The request may still execute later: this client id is not reused.
+                let client = pooled.client;
+                let _ = self
+                    .node
+                    .events
+                    .send(crate::node::Event::ClientClosed { client })
+                    .await;
+                Err(error)
+            }
+        }
     }
 }

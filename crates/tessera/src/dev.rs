@@ -32,6 +32,9 @@ pub struct DevArguments {
     /// RESP port of replica 0; replica i listens on port + i, and on port + 100 + i for peers.
     #[arg(long, default_value_t = 7001)]
     port: u16,
+    /// PostgreSQL wire protocol port of replica 0 (replica i: port + i); 0 for none.
+    #[arg(long, default_value_t = 5433)]
+    pg_port: u16,
     /// Stop after starting and reporting readiness (for scripts and tests).
     #[arg(long)]
     no_wait: bool,
@@ -89,6 +92,10 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
                     )?
                 )
                 .parse()?,
+                pg: match arguments.pg_port {
+                    0 => None,
+                    base => Some(format!("127.0.0.1:{}", port(base)?).parse()?),
+                },
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -184,7 +191,13 @@ fn wait_and_report(
     );
     for (index, client) in clients.iter().enumerate() {
         let port = client.rsplit(':').next().unwrap_or("?");
-        println!("  replica {index}: redis-cli -p {port}");
+        match arguments.pg_port {
+            0 => println!("  replica {index}: redis-cli -p {port}"),
+            base => println!(
+                "  replica {index}: redis-cli -p {port}    psql -h 127.0.0.1 -p {}",
+                u32::from(base) + index as u32
+            ),
+        }
     }
     println!(
         "Any replica serves every command (backups forward to the primary). Logs: {}",

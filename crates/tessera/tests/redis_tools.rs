@@ -51,6 +51,8 @@ fn run_redis_tools(protocol: &str, port: u16) {
             protocol,
             "--port",
             &port.to_string(),
+            "--pg-port",
+            &(port + 300).to_string(),
             "--data-dir",
             &data_dir_text,
         ])
