@@ -151,3 +151,66 @@ fn psql_reports_an_error_code_with_verbose_errors() {
     assert!(stderr.contains("ERROR:  23505"), "stderr: {stderr}");
     assert!(stdout.contains(" k \n---\n 1\n(1 row)"), "stdout: {stdout}");
 }
+
+/// pgbench (from the same Debian package) with a custom script, in the simple, extended and
+/// prepared query modes (its built-in TPC-B-like schema needs statements the planner refuses).
+#[test]
+fn pgbench_custom_script_in_every_query_mode() {
+    let available = Command::new("pgbench")
+        .arg("--version")
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false);
+    if !available || !psql_available() {
+        eprintln!("pgbench or psql is not installed: skipped");
+        return;
+    }
+    let address = start_server();
+    let values: Vec<String> = (1..=100).map(|id| format!("({id}, 0)")).collect();
+    let (_, stderr) = psql(
+        address,
+        &format!(
+            "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT);\nINSERT INTO accounts VALUES {};\n",
+            values.join(", ")
+        ),
+    );
+    assert!(stderr.is_empty(), "{stderr}");
+    let script = std::env::temp_dir().join(format!("tessera-pgbench-{}.sql", address.port()));
+    std::fs::write(
+        &script,
+        "\\set id random(1, 100)\nUPDATE accounts SET balance = 1 WHERE id = :id;\nSELECT balance FROM accounts WHERE id = :id;\n",
+    )
+    .expect("script");
+    for mode in ["simple", "extended", "prepared"] {
+        let output = Command::new("pgbench")
+            .args([
+                "-n",
+                "-h",
+                &address.ip().to_string(),
+                "-p",
+                &address.port().to_string(),
+                "-U",
+                "tessera",
+                "-c",
+                "2",
+                "-t",
+                "50",
+                "-M",
+                mode,
+                "-f",
+                &script.to_string_lossy(),
+                "tessera",
+            ])
+            .env("PGGSSENCMODE", "disable")
+            .output()
+            .expect("pgbench runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{mode}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("number of transactions actually processed: 100/100"),
+            "{mode}: {stdout}\n{stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&script);
+}

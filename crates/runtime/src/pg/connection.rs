@@ -155,7 +155,6 @@ where
                 }
                 CANCEL_REQUEST => return Ok(false),
                 _ if code >> 16 == 3 => {
-                    let minor = code & 0xffff;
                     let mut user = None;
                     let mut unrecognized = Vec::new();
                     loop {
@@ -187,7 +186,6 @@ where
                         )));
                     }
                     if code != PROTOCOL_3_0 || !unrecognized.is_empty() {
-                        let _ = minor;
                         self.out.negotiate_protocol_version(0, &unrecognized);
                     }
                     return Ok(true);
@@ -523,7 +521,8 @@ where
                 format!("cursor \"{portal_name}\" already exists"),
             )));
         }
-        if self.portals.len() >= self.limits.portals_max {
+        if !self.portals.contains_key(&portal_name) && self.portals.len() >= self.limits.portals_max
+        {
             return Err(Fail::Error(SqlError::new(
                 sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!("too many portals (at most {})", self.limits.portals_max),

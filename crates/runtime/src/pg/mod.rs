@@ -60,8 +60,14 @@
 //! - Transactions beyond autocommit: BEGIN/COMMIT/ROLLBACK are accepted, every statement
 //!   commits on its own; ReadyForQuery is always 'I'; ROLLBACK sends a WARNING saying nothing
 //!   was undone.
-//! - Later steps: pgjdbc and pgbench against a node (the extended protocol they use is here),
-//!   routing over several partitions, NOTIFY, cursors by name beyond portals.
+//! - Later steps: pgjdbc (its extended-protocol flow is implemented but untested here);
+//!   pgbench's built-in TPC-B schema (`pgbench -i` needs statements the planner refuses —
+//!   custom scripts run in all three query modes, see `tests/pg_psql.rs`); routing over several
+//!   partitions; NOTIFY; DECLARE/FETCH cursors.
+//!
+//! Tests: `tests/pg_psql.rs` (psql, pgbench), `tests/pg_extended.rs` (tokio-postgres: binary
+//! parameters and results, portals fetched in chunks, COPY), `tests/pg_protocol.rs` (raw bytes:
+//! startup, 08P01 on bad frames, discard until Sync, limits, random input).
 
 mod connection;
 mod protocol;
