@@ -34,6 +34,18 @@ impl Cluster {
         replication: &str,
         port: u16,
     ) -> Cluster {
+        Cluster::start_with_pg(name, replicas, durability, replication, port, 0)
+    }
+
+    /// As `start_with`; replica i also serves PostgreSQL on `pg_port + i` (0: not at all).
+    pub fn start_with_pg(
+        name: &str,
+        replicas: u8,
+        durability: &'static str,
+        replication: &str,
+        port: u16,
+        pg_port: u16,
+    ) -> Cluster {
         let directory =
             std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&directory);
@@ -45,6 +57,12 @@ impl Cluster {
                 port + 100 + u16::from(index),
                 port + u16::from(index)
             ));
+            if pg_port != 0 {
+                configuration.push(format!(
+                    "pg = \"127.0.0.1:{}\"\n",
+                    pg_port + u16::from(index)
+                ));
+            }
         }
         for index in 0..replicas {
             let text = format!(

@@ -1,0 +1,109 @@
+//! psql against `tessera dev`: SQL statements replicate through the group like RESP commands,
+//! every node serves them, a statement sees tables created through another node, and the data
+//! survives the primary's death. `scripts/test` installs postgresql-client (psql) if missing.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::Cluster;
+
+/// Runs psql commands against one node; returns stdout (errors go to stdout too, `-v
+/// ON_ERROR_STOP=0`), failing the test if psql itself cannot run.
+fn psql(port: u16, commands: &[&str]) -> String {
+    let mut command = Command::new("psql");
+    command.args([
+        "-X",
+        "-q",
+        "-A",
+        "-t",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
+    command.args(["-U", "tessera", "-d", "tessera"]);
+    for sql in commands {
+        command.args(["-c", sql]);
+    }
+    let output = command
+        .output()
+        .expect("psql is installed (scripts/test installs postgresql-client)");
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    text.trim().to_string()
+}
+
+/// Retries a psql call until its output contains `expected` (a view change in progress
+/// answers with an error the client may retry), for at most 20 s.
+fn psql_until(port: u16, commands: &[&str], expected: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let output = psql(port, commands);
+        if output.contains(expected) || started.elapsed() > Duration::from_secs(20) {
+            return output;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn psql_creates_loads_queries_and_updates_through_any_node_and_survives_the_primary() {
+    let mut cluster = Cluster::start_with_pg("psql", 3, "memory", "vr", 8401, 8701);
+    assert!(cluster.wait_until_healthy(Duration::from_secs(20)));
+    let [pg0, pg1, pg2] = [8701, 8702, 8703];
+
+    // DDL and writes through a backup; reads through the other backup.
+    let created = psql(
+        pg1,
+        &[
+            "CREATE TABLE ticket (id BIGINT PRIMARY KEY, flight TEXT NOT NULL, \
+             seat VARCHAR(4), price DOUBLE PRECISION, wheelchair BOOLEAN)",
+            "CREATE INDEX ticket_flight ON ticket (flight)",
+            "INSERT INTO ticket VALUES (1,'LX318','1A',900.5,true),(2,'LX318','12C',120,false),\
+             (3,'UA900',NULL,450,true),(4,'UA900','30F',99.9,false)",
+        ],
+    );
+    assert!(!created.contains("ERROR"), "{created}");
+    let summary = psql(
+        pg2,
+        &[
+            "SELECT flight, count(*), sum(price) FROM ticket WHERE wheelchair OR price < 100 \
+           GROUP BY flight ORDER BY flight",
+        ],
+    );
+    assert_eq!(summary, "LX318|1|900.5\nUA900|2|549.9");
+
+    // Non-key predicates in updates and deletes; a constraint error leaves the session usable.
+    let changed = psql(
+        pg0,
+        &[
+            "UPDATE ticket SET seat = '2B' WHERE flight = 'UA900' AND seat IS NULL",
+            "DELETE FROM ticket WHERE price BETWEEN 100 AND 200",
+            "INSERT INTO ticket VALUES (1,'XX1','1A',1,false)",
+            "SELECT id, seat FROM ticket ORDER BY id",
+        ],
+    );
+    assert!(
+        changed.contains("23505") || changed.contains("duplicate key"),
+        "{changed}"
+    );
+    assert!(changed.contains("1|1A\n3|2B\n4|30F"), "{changed}");
+
+    // psql's catalog commands.
+    let tables = psql(pg2, &["\\dt"]);
+    assert!(tables.contains("ticket|table"), "{tables}");
+    let described = psql(pg1, &["\\d ticket"]);
+    assert!(described.contains("id|bigint||not null|"), "{described}");
+    assert!(
+        described.contains("seat|character varying(4)|||"),
+        "{described}"
+    );
+
+    // The primary dies: the SQL data is replicated like everything else.
+    let primary = cluster.primary().expect("a primary");
+    cluster.kill(primary);
+    let survivor = [pg0, pg1, pg2][(primary + 1) % 3];
+    let after = psql_until(survivor, &["SELECT count(*) FROM ticket"], "3");
+    assert_eq!(after, "3", "every acknowledged row survives the primary");
+}
