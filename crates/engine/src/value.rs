@@ -419,8 +419,37 @@ fn parse_number<T: std::str::FromStr>(text: &str, digits: usize) -> Option<T> {
     text.parse().ok()
 }
 
-/// Parses `YYYY-MM-DD` (years 0001–9999).
+/// Drops a trailing time-zone offset (`Z`, `±HH`, `±HHMM`, `±HH:MM`, optionally after a space)
+/// from date or timestamp text. The types have no time zone; PostgreSQL's input for `date` and
+/// `timestamp` (without time zone) ignores the offset, and clients such as pgjdbc send one.
+fn without_zone(text: &str) -> &str {
+    let text = text.trim_end();
+    if let Some(rest) = text.strip_suffix('Z') {
+        return rest.trim_end();
+    }
+    // The offset starts at the last sign after the date part (10 bytes of YYYY-MM-DD).
+    let Some(at) = text
+        .get(10..)
+        .and_then(|tail| tail.rfind(['+', '-']))
+        .map(|index| index + 10)
+    else {
+        return text;
+    };
+    let offset = &text[at + 1..];
+    let digits: String = offset.chars().filter(|c| *c != ':').collect();
+    let well_formed = matches!(digits.len(), 2 | 4)
+        && digits.bytes().all(|byte| byte.is_ascii_digit())
+        && (offset.len() == digits.len() || offset.as_bytes().get(2) == Some(&b':'));
+    if well_formed {
+        text[..at].trim_end()
+    } else {
+        text
+    }
+}
+
+/// Parses `YYYY-MM-DD` (years 0001–9999), ignoring a trailing time-zone offset.
 fn parse_date(text: &str) -> Option<i32> {
+    let text = without_zone(text);
     let mut parts = text.split('-');
     let year: i64 = parse_number(parts.next()?, 4)?;
     let month: u32 = parse_number(parts.next()?, 2)?;
@@ -434,8 +463,10 @@ fn parse_date(text: &str) -> Option<i32> {
     i32::try_from(days_from_civil(year, month, day)).ok()
 }
 
-/// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (a `T` may separate date and time).
+/// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (a `T` may separate date and time), ignoring a
+/// trailing time-zone offset.
 fn parse_timestamp(text: &str) -> Option<i64> {
+    let text = without_zone(text);
     let (date, time) = match text.find([' ', 'T']) {
         Some(at) => (&text[..at], Some(&text[at + 1..])),
         None => (text, None),
@@ -470,6 +501,31 @@ fn parse_timestamp(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_and_timestamps_ignore_a_trailing_zone_offset_as_postgresql_does() {
+        assert_eq!(parse_date("2024-02-29 +00"), parse_date("2024-02-29"));
+        assert!(parse_date("2024-02-29").is_some());
+        assert_eq!(
+            parse_timestamp("2024-02-29 23:59:58.123456+00"),
+            parse_timestamp("2024-02-29 23:59:58.123456")
+        );
+        assert_eq!(
+            parse_timestamp("2024-02-29 23:59:58-05:30"),
+            parse_timestamp("2024-02-29 23:59:58")
+        );
+        assert_eq!(
+            parse_timestamp("2024-02-29T23:59:58Z"),
+            parse_timestamp("2024-02-29 23:59:58")
+        );
+        assert_eq!(
+            parse_date("2024-02-29 +0"),
+            None,
+            "one digit is not an offset"
+        );
+        assert_eq!(parse_date("2024-02-3"), None);
+        assert_eq!(parse_date("2024-02-30"), None);
+    }
 
     #[test]
     fn doubles_are_totally_ordered_with_folded_zero_and_nan() {

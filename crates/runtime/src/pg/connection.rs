@@ -46,7 +46,8 @@ pub(crate) struct Connection<B, R, W> {
     writer: W,
     out: Out,
     session: sql::Session,
-    statements: HashMap<String, Prepared>,
+    /// Prepared statements, with the parameter type OIDs their Parse declared (0: none).
+    statements: HashMap<String, (Prepared, Vec<u32>)>,
     portals: HashMap<String, Portal>,
     /// After an error in an extended-protocol message: discard messages until Sync.
     ignore_till_sync: bool,
@@ -450,9 +451,11 @@ where
         let query = body.cstr()?.to_string();
         let count = body.count()?;
         let mut declared = Vec::with_capacity(count);
+        let mut declared_oids = Vec::with_capacity(count);
         for _ in 0..count {
             let oid = body.i32()? as u32;
             declared.push(sql::types::data_type_for_oid(oid));
+            declared_oids.push(oid);
         }
         body.end()?;
         if !name.is_empty() {
@@ -474,7 +477,7 @@ where
         }
         let catalog = self.catalog().await?;
         let prepared = sql::prepare(&query, &catalog, &declared)?;
-        self.statements.insert(name, prepared);
+        self.statements.insert(name, (prepared, declared_oids));
         self.out.parse_complete();
         Ok(())
     }
@@ -509,7 +512,7 @@ where
         }
         body.end()?;
 
-        let Some(prepared) = self.statements.get(&statement_name) else {
+        let Some((prepared, _)) = self.statements.get(&statement_name) else {
             return Err(Fail::Error(SqlError::new(
                 "26000",
                 format!("prepared statement \"{statement_name}\" does not exist"),
@@ -623,16 +626,22 @@ where
         body.end()?;
         match kind {
             b'S' => {
-                let Some(prepared) = self.statements.get(name) else {
+                let Some((prepared, declared)) = self.statements.get(name) else {
                     return Err(Fail::Error(SqlError::new(
                         "26000",
                         format!("prepared statement \"{name}\" does not exist"),
                     )));
                 };
+                // A type the client declared is reported back as declared (PostgreSQL does;
+                // pgjdbc refuses to see a declared varchar come back as text).
                 let oids: Vec<u32> = prepared
                     .parameter_types
                     .iter()
-                    .map(|data_type| sql::types::pg_type(*data_type).oid)
+                    .enumerate()
+                    .map(|(index, data_type)| match declared.get(index) {
+                        Some(&oid) if oid != 0 => oid,
+                        _ => sql::types::pg_type(*data_type).oid,
+                    })
                     .collect();
                 self.out.parameter_description(&oids);
                 if prepared.columns.is_empty() {
