@@ -29,6 +29,14 @@ fn start_server() -> SocketAddr {
     receiver.recv().expect("server address")
 }
 
+/// The real-client tests must run, not skip: `scripts/test` installs postgresql-client.
+fn require_psql() {
+    assert!(
+        psql_available(),
+        "psql is not installed: scripts/test installs postgresql-client"
+    );
+}
+
 fn psql_available() -> bool {
     Command::new("psql")
         .arg("--version")
@@ -82,10 +90,7 @@ fn psql(address: SocketAddr, script: &str) -> (String, String) {
 
 #[test]
 fn psql_session_with_ddl_dml_copy_catalog_and_errors() {
-    if !psql_available() {
-        eprintln!("psql is not installed (scripts/test installs postgresql-client): skipped");
-        return;
-    }
+    require_psql();
     let address = start_server();
     let script = r#"
 CREATE TABLE users (id INT PRIMARY KEY, name TEXT NOT NULL, age INT, city VARCHAR(20));
@@ -141,10 +146,7 @@ SHOW server_version;
 
 #[test]
 fn psql_reports_an_error_code_with_verbose_errors() {
-    if !psql_available() {
-        eprintln!("psql is not installed: skipped");
-        return;
-    }
+    require_psql();
     let address = start_server();
     let script = "\\set VERBOSITY verbose\nCREATE TABLE t (k INT PRIMARY KEY);\nINSERT INTO t VALUES (1);\nINSERT INTO t VALUES (1);\nSELECT k FROM t;\n";
     let (stdout, stderr) = psql(address, script);
@@ -161,10 +163,11 @@ fn pgbench_custom_script_in_every_query_mode() {
         .output()
         .map(|output| output.status.success())
         .unwrap_or(false);
-    if !available || !psql_available() {
-        eprintln!("pgbench or psql is not installed: skipped");
-        return;
-    }
+    assert!(
+        available,
+        "pgbench is not installed: scripts/test installs postgresql-client"
+    );
+    require_psql();
     let address = start_server();
     let values: Vec<String> = (1..=100).map(|id| format!("({id}, 0)")).collect();
     let (_, stderr) = psql(

@@ -107,3 +107,47 @@ fn psql_creates_loads_queries_and_updates_through_any_node_and_survives_the_prim
     let after = psql_until(survivor, &["SELECT count(*) FROM ticket"], "3");
     assert_eq!(after, "3", "every acknowledged row survives the primary");
 }
+
+/// pgbench (Debian's postgresql-client) with a custom script against a replicated cluster, in
+/// every query mode, through a backup.
+#[test]
+fn pgbench_custom_scripts_run_against_a_replicated_cluster() {
+    let cluster = Cluster::start_with_pg("pgbench", 3, "memory", "skyros", 8451, 8751);
+    assert!(cluster.wait_until_healthy(Duration::from_secs(20)));
+    let values: Vec<String> = (1..=50).map(|id| format!("({id}, 0)")).collect();
+    let created = psql(
+        8752,
+        &[
+            "CREATE TABLE accounts (id INT PRIMARY KEY, balance BIGINT)",
+            &format!("INSERT INTO accounts VALUES {}", values.join(", ")),
+        ],
+    );
+    assert!(!created.contains("ERROR"), "{created}");
+    let script = std::env::temp_dir().join(format!("tessera-pgbench-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        "\\set id random(1, 50)\n\\set amount random(1, 9)\n\
+         UPDATE accounts SET balance = :amount WHERE id = :id;\n\
+         SELECT balance FROM accounts WHERE id = :id;\n\
+         SELECT count(*) FROM accounts WHERE balance > 4;\n",
+    )
+    .unwrap();
+    for mode in ["simple", "extended", "prepared"] {
+        let output = Command::new("pgbench")
+            .args(["-n", "-h", "127.0.0.1", "-p", "8752", "-U", "tessera"])
+            .args(["-c", "4", "-t", "25", "-M", mode, "-f"])
+            .arg(&script)
+            .arg("tessera")
+            .env("PGGSSENCMODE", "disable")
+            .output()
+            .expect("pgbench is installed (scripts/test installs postgresql-client)");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{mode}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("number of transactions actually processed: 100/100"),
+            "{mode}: {stdout}\n{stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&script);
+}
