@@ -3,6 +3,7 @@
 mod bench;
 mod dev;
 mod info;
+mod ticket;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -51,6 +52,8 @@ enum Subcommands {
 enum BenchCommand {
     /// Closed-loop GET/SET load over RESP (works against redis-server too).
     Kv(bench::KvArguments),
+    /// The Amadeus Ticket workload (Crescando/RB) over the PostgreSQL protocol.
+    Ticket(ticket::TicketArguments),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,6 +65,7 @@ fn main() -> anyhow::Result<()> {
             exit_with_parent,
         } => run_node(config, exit_with_parent),
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
+        Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
         Subcommands::Status { nodes } => {
             print!("{}", info::status_table(&nodes));
             Ok(())

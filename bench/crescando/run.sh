@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Crescando Ticket benchmark: Tessera (`tessera dev`, 3 replicas, memory durability) against a
+# private PostgreSQL 15 (Debian 12's server) without and with indexes on the queried columns, all
+# on 127.0.0.1, with the same rows (`tessera bench ticket --load N`, COPY) and the same statements.
+# One system runs at a time. Also runs the engine's scan-speed example.
+#
+# Writes docs/bench/crescando.json, docs/bench/crescando.md and docs/bench/crescando-*.png.
+#
+# Usage: bench/crescando/run.sh
+# Environment (all optional):
+#   ROWS=200000            rows loaded into each system
+#   DURATION=5             seconds each (mix, concurrency) issues statements
+#   DRAIN=60               seconds to wait for statements in flight afterwards (the rest: unfinished)
+#   LEVELS=1,10,100,1000   concurrency levels of the default mix
+#   MIX_LEVEL=1            concurrency of the per-mix sweep
+#   MIXES=default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin   the sweep's mixes
+#   TESSERA_LEVELS=...     Tessera's levels if different (default: LEVELS)
+#   SKIP_TESSERA_BUILD=1 SKIP_INSTALL=1 SKIP_SCAN_SPEED=1
+#   SCAN_SPEED_FROM=file   use this earlier scan_speed output instead of running it again
+set -euo pipefail
+
+ROWS=${ROWS:-200000}
+DURATION=${DURATION:-5}
+DRAIN=${DRAIN:-60}
+LEVELS=${LEVELS:-1,10,100,1000}
+TESSERA_LEVELS=${TESSERA_LEVELS:-$LEVELS}
+MIX_LEVEL=${MIX_LEVEL:-1}
+MIXES=${MIXES:-default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin}
+PG_PORT=55432
+TESSERA_PG=5701
+TESSERA_RESP=7701
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/crescando.XXXXXX)
+RAW=$WORK/raw.jsonl
+TESSERA=$ROOT/target/release/tessera
+DEV_PID=""
+PGBIN=/usr/lib/postgresql/15/bin
+log() { echo "[$(date +%T)] $*" >&2; }
+
+cleanup() {
+    trap - EXIT INT TERM
+    if [[ -n "$DEV_PID" ]]; then kill "$DEV_PID" 2>/dev/null || true; wait "$DEV_PID" 2>/dev/null || true; fi
+    if [[ -f $WORK/pg/postmaster.pid ]]; then runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+    if [[ ! -x $PGBIN/postgres ]]; then
+        log "installing postgresql (Debian 12: 15)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    if ! python3 -c 'import matplotlib' 2>/dev/null; then
+        log "installing matplotlib"
+        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || python3 -m pip install -q matplotlib
+    fi
+fi
+if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
+    log "cargo build --release -p tessera"
+    (cd "$ROOT" && cargo build --release -p tessera)
+fi
+
+bench() { # label hosts extra-arguments...
+    local label=$1 hosts=$2; shift 2
+    "$TESSERA" bench ticket --label "$label" --hosts "$hosts" --json "$RAW" --seed 42 \
+        --duration "$DURATION" --drain "$DRAIN" "$@" 2>>"$WORK/bench-$label.err" ||
+        log "$label: tessera bench ticket $* failed: $(grep -m1 -A3 '^Error' "$WORK/bench-$label.err" | tr '\n' ' ')"
+}
+
+# --- Tessera -------------------------------------------------------------------------------
+log "starting tessera dev (3 replicas, memory durability)"
+"$TESSERA" dev --replicas 3 --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
+    --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
+DEV_PID=$!
+for _ in $(seq 1 100); do
+    if grep -q "primary" "$WORK/tessera-dev.log" 2>/dev/null; then break; fi
+    sleep 0.2
+done
+sleep 1
+HOSTS="127.0.0.1:$TESSERA_PG,127.0.0.1:$((TESSERA_PG + 1)),127.0.0.1:$((TESSERA_PG + 2))"
+log "tessera: load $ROWS rows, mixes at $MIX_LEVEL clients"
+bench tessera "$HOSTS" --load "$ROWS" --concurrency "$MIX_LEVEL" --mixes "$MIXES"
+log "tessera: levels $TESSERA_LEVELS"
+bench tessera "$HOSTS" --concurrency "$TESSERA_LEVELS" --mixes default
+ps -o rss=,args= -C tessera | awk '{printf "tessera rss MB %.0f %s\n", $1/1024, $0}' | head -3 >"$WORK/tessera-rss.txt" || true
+kill "$DEV_PID"; wait "$DEV_PID" 2>/dev/null || true; DEV_PID=""
+grep -h "view" "$WORK"/tessera/r*.log | tail -n 5 >"$WORK/tessera-views.txt" || true
+grep -c "ViewChange" "$WORK"/tessera/r0.log >"$WORK/tessera-view-changes.txt" || true
+
+# --- PostgreSQL 15 -------------------------------------------------------------------------
+log "starting PostgreSQL 15 on 127.0.0.1:$PG_PORT (fsync=off, synchronous_commit=off)"
+mkdir -p "$WORK/pg" && chown postgres "$WORK" "$WORK/pg"
+runuser -u postgres -- "$PGBIN/initdb" -D "$WORK/pg" --username=postgres --auth=trust >/dev/null
+cat >>"$WORK/pg/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$WORK/pg'
+max_connections = 2100
+shared_buffers = 1GB
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+CONF
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w start >/dev/null
+"$PGBIN/postgres" --version >"$WORK/pg-version.txt"
+for variant in postgres postgres-indexed; do
+    extra=()
+    if [[ $variant == postgres-indexed ]]; then extra=(--indexes); fi
+    log "$variant: load $ROWS rows, mixes at $MIX_LEVEL clients"
+    bench "$variant" "127.0.0.1:$PG_PORT" --load "$ROWS" "${extra[@]}" --concurrency "$MIX_LEVEL" --mixes "$MIXES"
+    log "$variant: levels $LEVELS"
+    bench "$variant" "127.0.0.1:$PG_PORT" --concurrency "$LEVELS" --mixes default
+done
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -m fast stop >/dev/null
+
+# --- The engine's scan speed ----------------------------------------------------------------
+if [[ -n "${SCAN_SPEED_FROM:-}" ]]; then
+    cp "$SCAN_SPEED_FROM" "$WORK/scan_speed.txt"
+elif [[ -z "${SKIP_SCAN_SPEED:-}" ]]; then
+    log "cargo run -p engine --release --example scan_speed"
+    (cd "$ROOT" && cargo run -q -p engine --release --example scan_speed) >"$WORK/scan_speed.txt"
+fi
+
+python3 "$ROOT/bench/crescando/report.py" "$WORK" "$ROOT/docs/bench"
+log "done: docs/bench/crescando.{json,md} and plots (raw data in $WORK)"
