@@ -16,6 +16,8 @@
 #   MIXES=default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin   the sweep's mixes
 #   TESSERA_LEVELS=...     Tessera's levels if different (default: LEVELS)
 #   SKIP_TESSERA_BUILD=1 SKIP_INSTALL=1 SKIP_SCAN_SPEED=1
+#   TESSERA_FROM=dir       reuse the Tessera results of an earlier work directory
+#   PG_PORT=25432          first port tried for PostgreSQL
 #   SCAN_SPEED_FROM=file   use this earlier scan_speed output instead of running it again
 set -euo pipefail
 
@@ -26,7 +28,8 @@ LEVELS=${LEVELS:-1,10,100,1000}
 TESSERA_LEVELS=${TESSERA_LEVELS:-$LEVELS}
 MIX_LEVEL=${MIX_LEVEL:-1}
 MIXES=${MIXES:-default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin}
-PG_PORT=55432
+PG_PORT=${PG_PORT:-25432}  # below the ephemeral range: thousands of closed client sockets linger there
+while ss -ltn | grep -q ":$PG_PORT\b"; do PG_PORT=$((PG_PORT + 1)); done
 TESSERA_PG=5701
 TESSERA_RESP=7701
 
@@ -69,6 +72,10 @@ bench() { # label hosts extra-arguments...
 }
 
 # --- Tessera -------------------------------------------------------------------------------
+if [[ -n "${TESSERA_FROM:-}" ]]; then
+    # Reuse an earlier run's Tessera results (its raw.jsonl and files) and measure PostgreSQL only.
+    cp "$TESSERA_FROM"/raw.jsonl "$TESSERA_FROM"/tessera-*.txt "$WORK"/
+else
 log "starting tessera dev (3 replicas, memory durability)"
 "$TESSERA" dev --replicas 3 --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
     --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
@@ -87,6 +94,7 @@ ps -o rss=,args= -C tessera | awk '{printf "tessera rss MB %.0f %s\n", $1/1024, 
 kill "$DEV_PID"; wait "$DEV_PID" 2>/dev/null || true; DEV_PID=""
 grep -h "view" "$WORK"/tessera/r*.log | tail -n 5 >"$WORK/tessera-views.txt" || true
 grep -c "ViewChange" "$WORK"/tessera/r0.log >"$WORK/tessera-view-changes.txt" || true
+fi
 
 # --- PostgreSQL 15 -------------------------------------------------------------------------
 log "starting PostgreSQL 15 on 127.0.0.1:$PG_PORT (fsync=off, synchronous_commit=off)"
