@@ -12,4 +12,4 @@ pub mod peer;
 pub mod pg;
 pub mod resp_codec;
 pub mod sql_backend;
-pub mod store;
+pub use store;

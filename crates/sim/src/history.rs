@@ -1,7 +1,57 @@
 //! The client-visible history: what was asked, when, and what came back.
+//!
+//! A run replicates `store::Store`, so an operation is either a RESP key-value command or an
+//! engine (SQL) command, and so is its outcome.
 
-use kv::{Command, Outcome};
 use wire::{ClientId, RequestNumber};
+
+/// One client operation on the replicated store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// A key-value command (tag 0).
+    Kv(kv::Command),
+    /// An engine command (tag 1): one operation or a batch.
+    Sql(engine::Command),
+}
+
+/// What an operation returned, in its front end's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Kv(kv::Outcome),
+    Sql(engine::Outcome),
+}
+
+impl Command {
+    /// Whether the command only reads (goes the primary's read path).
+    pub fn is_read(&self) -> bool {
+        match self {
+            Command::Kv(command) => command.is_read(),
+            Command::Sql(command) => command.is_read(),
+        }
+    }
+
+    /// The store operation: a tag byte and the front end's encoding.
+    pub fn operation(&self) -> Vec<u8> {
+        match self {
+            Command::Kv(command) => store::kv_operation(command),
+            Command::Sql(command) => store::sql_operation(command),
+        }
+    }
+
+    /// Decodes the store's result bytes for this command (a malformed answer becomes the front
+    /// end's own error, which no model produces).
+    pub fn decode_outcome(&self, result: &[u8]) -> Outcome {
+        match self {
+            Command::Kv(_) => Outcome::Kv(
+                kv::Outcome::decode(result).unwrap_or(kv::Outcome::Error(kv::KvError::Malformed)),
+            ),
+            Command::Sql(_) => Outcome::Sql(
+                engine::Outcome::decode(result)
+                    .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed)),
+            ),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct Invocation {

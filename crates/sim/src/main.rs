@@ -93,7 +93,7 @@ fn print_report(report: &RunReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} messages={} dropped={} crashes={} pauses={} \
-         partitions={} view_max={} op_max={} one_rtt={} result={}",
+         partitions={} view_max={} op_max={} one_rtt={} sql={}/{} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -107,6 +107,8 @@ fn print_report(report: &RunReport) {
         stats.view_max,
         stats.op_max,
         stats.one_round_trip,
+        stats.sql_completed,
+        stats.sql_operations,
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),

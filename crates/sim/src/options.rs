@@ -39,6 +39,17 @@ pub struct Workload {
     /// Skyros: non-nilext writes go the Skyros-Comm way (to every replica, completing in one
     /// round trip when they commute with every pending update).
     pub skyros_comm: bool,
+    /// SQL seeds: tables in every replica's initial store and engine commands among the KV ones.
+    pub sql: Option<SqlWorkload>,
+}
+
+/// The SQL half of a workload.
+#[derive(Clone, Debug)]
+pub struct SqlWorkload {
+    /// Per table `acct_<n>`: the column of its secondary index, if it has one.
+    pub indexes: Vec<Option<&'static str>>,
+    /// The share of a client's operations that are SQL commands.
+    pub percent: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -121,6 +132,7 @@ impl Options {
             think_ticks_max: prng.range_inclusive(0, 10),
             retry_ticks: prng.range_inclusive(40, 120),
             skyros_comm: false,
+            sql: None,
         };
         let fault_ticks = prng.range_inclusive(2_000, 6_000);
         // Drawn last, so that every other draw of a seed is the same under either protocol.
@@ -131,6 +143,23 @@ impl Options {
         };
         let mut workload = workload;
         workload.skyros_comm = prng.percent(50);
+        // Drawn after everything else, so a seed's other draws are what they were before SQL.
+        // About four clients per table: the strict serialisability check searches each table's
+        // history, and "unknown" (budget spent) counts as a failure.
+        if prng.percent(50) {
+            let tables = (prng.range_inclusive(1, 3) as usize).max(clients.div_ceil(4));
+            let indexes = (0..tables)
+                .map(|_| match prng.below(4) {
+                    0 => Some("owner"),
+                    1 => Some("balance"),
+                    _ => None,
+                })
+                .collect();
+            workload.sql = Some(SqlWorkload {
+                indexes,
+                percent: prng.range_inclusive(30, 80),
+            });
+        }
         Options {
             seed,
             config,
@@ -161,7 +190,7 @@ impl Options {
         format!(
             "replicas={} protocol={:?} durability={:?} batch={} linger={} pipeline={} heartbeat={} primary_timeout={} \
              checkpoint_interval={} retained={} clients={} families={}x{} loss={}% dup={}% delay<={} \
-             partitions={} crashes={} pauses={} skew={:?} fault_ticks={} skyros_comm={}{}",
+             partitions={} crashes={} pauses={} skew={:?} fault_ticks={} skyros_comm={}{}{}",
             config.replica_count,
             config.protocol,
             config.durability,
@@ -184,6 +213,12 @@ impl Options {
             faults.clock_rate_percent,
             self.fault_ticks,
             self.workload.skyros_comm,
+            self.workload.sql.as_ref().map_or(String::new(), |sql| format!(
+                " sql={}%x{} indexes={:?}",
+                sql.percent,
+                sql.indexes.len(),
+                sql.indexes
+            )),
             config.canary.map_or(String::new(), |canary| format!(" canary={canary:?}")),
         )
     }

@@ -1,25 +1,26 @@
-//! One simulated run: a VR group of KV replicas, a simulated network and disks, a nemesis, and
+//! One simulated run: a VR group of `store::Store` replicas (the RESP key-value namespace and the
+//! SQL engine, as a node runs them), a simulated network and disks, a nemesis, and
 //! simulated clients, all driven by one seeded PRNG on one thread.
 
 use crate::checkers::{
     commit_monotonic::CommitMonotonic, committed_prefix::CommittedPrefix, linearizability,
-    liveness, one_primary_per_view::OnePrimaryPerView, Violation,
+    liveness, one_primary_per_view::OnePrimaryPerView, strict_serializability, Violation,
 };
 use crate::client::{Client, ClientAction, Outstanding};
 use crate::disk::Disk;
-use crate::history::History;
+use crate::history::{Command, History};
 use crate::network::{Endpoint, Network, Packet};
 use crate::options::Options;
 use crate::trace::{summarize, Trace};
 use crate::workload;
-use kv::{Command, KvStore, Outcome};
 use stdx::{Fnv64, Prng};
+use store::Store;
 use vr::{Durability, DurableState, Effect, Input, Replica, StateMachine, StatusName};
 use wire::{ClientId, Message, Nonce, ReplicaIndex, Request, RequestKind};
 
 /// One simulated process.
 struct Node {
-    replica: Option<Replica<KvStore>>,
+    replica: Option<Replica<Store>>,
     disk: Disk,
     paused_until: Option<u64>,
     crashed_until: Option<u64>,
@@ -41,6 +42,9 @@ pub struct Stats {
     pub op_max: u64,
     /// Skyros: writes completed in one round trip (nilext, and commutative with a result).
     pub one_round_trip: u64,
+    /// SQL commands among `operations` (and among `completed`).
+    pub sql_operations: usize,
+    pub sql_completed: usize,
 }
 
 pub struct RunReport {
@@ -81,7 +85,7 @@ impl Simulation {
                 replica: Some(Replica::new(
                     options.config.clone(),
                     ReplicaIndex(index as u8),
-                    KvStore::new(),
+                    initial_store(&options),
                 )),
                 disk: Disk::default(),
                 paused_until: None,
@@ -126,6 +130,16 @@ impl Simulation {
         self.stats.ticks = self.now;
         self.stats.operations = self.history.invocations.len();
         self.stats.completed = self.history.completed();
+        let sql = || {
+            self.history
+                .invocations
+                .iter()
+                .filter(|invocation| matches!(invocation.command, Command::Sql(_)))
+        };
+        self.stats.sql_operations = sql().count();
+        self.stats.sql_completed = sql()
+            .filter(|invocation| invocation.return_time.is_some())
+            .count();
         self.stats.messages_sent = self.network.sent;
         self.stats.messages_dropped = self.network.dropped;
         self.stats.op_max = self.committed.op_max().0;
@@ -154,7 +168,8 @@ impl Simulation {
         }
         liveness::converged(self.divergence(), self.now - healed_at)?;
         self.final_reads()?;
-        linearizability::check(&self.history)
+        linearizability::check(&self.history)?;
+        strict_serializability::check(&self.history, &initial_store(&self.options).engine)
     }
 
     fn outstanding(&self) -> usize {
@@ -184,7 +199,7 @@ impl Simulation {
     /// Every key's final value, read through the protocol by one more client per family, so
     /// that a lost write shows up in the history.
     fn final_reads(&mut self) -> Result<(), Violation> {
-        let workload = &self.options.workload;
+        let workload = self.options.workload.clone();
         let keys_by_family: Vec<Vec<Vec<u8>>> = (0..workload.families)
             .map(|family| {
                 (0..workload.family_size)
@@ -204,7 +219,29 @@ impl Simulation {
             client.target = ReplicaIndex((client.view_guess.0 % self.nodes.len() as u64) as u8);
             self.clients.push(client);
             let index = self.clients.len() - 1;
-            self.issue(index, Command::MultiGet { keys });
+            self.issue(index, Command::Kv(kv::Command::MultiGet { keys }));
+        }
+        // And every SQL table's final rows.
+        let tables = workload.sql.as_ref().map_or(0, |sql| sql.indexes.len());
+        for table in 0..tables {
+            let mut client = Client::new(ClientId(self.prng.next_u64()));
+            client.view_guess = self
+                .nodes
+                .iter()
+                .filter_map(|node| node.replica.as_ref())
+                .map(|replica| replica.view())
+                .max()
+                .unwrap_or_default();
+            client.target = ReplicaIndex((client.view_guess.0 % self.nodes.len() as u64) as u8);
+            self.clients.push(client);
+            let index = self.clients.len() - 1;
+            let select = engine::Operation::Select {
+                table: workload::table_name(table),
+                columns: vec![],
+                predicate: None,
+                limit: None,
+            };
+            self.issue(index, Command::Sql(engine::Command::Execute(select)));
         }
         let started = self.now;
         while self.outstanding() > 0 && self.now - started < self.options.liveness_ticks_max {
@@ -349,7 +386,7 @@ impl Simulation {
                 Replica::recovering(
                     config,
                     replica_index,
-                    KvStore::new(),
+                    initial_store(&self.options),
                     Nonce(self.prng.next_u64()),
                 )
             }
@@ -370,7 +407,7 @@ impl Simulation {
                         println!("  disk r{index}: {text}");
                     }
                 }
-                Replica::open(config, replica_index, KvStore::new(), durable)
+                Replica::open(config, replica_index, initial_store(&self.options), durable)
                     .expect("the simulated disk holds only snapshots this store wrote")
             }
         };
@@ -541,12 +578,22 @@ impl Simulation {
                 client.writes += 1;
                 let unique = format!("{}-{}", client.id.0 % 100_000, client.writes);
                 let workload = &self.options.workload;
-                let command = workload::next_command(
-                    &mut self.prng,
-                    workload.families,
-                    workload.family_size,
-                    unique,
-                );
+                // (A KV-only seed draws exactly what it drew before SQL existed.)
+                let sql = match &workload.sql {
+                    Some(sql) => self.prng.percent(sql.percent).then_some(sql.indexes.len()),
+                    None => None,
+                };
+                let command = match sql {
+                    Some(tables) => {
+                        Command::Sql(workload::next_sql_command(&mut self.prng, tables))
+                    }
+                    None => Command::Kv(workload::next_command(
+                        &mut self.prng,
+                        workload.families,
+                        workload.family_size,
+                        unique,
+                    )),
+                };
                 self.issue(index, command);
             }
             None => {}
@@ -558,9 +605,17 @@ impl Simulation {
         let client = &mut self.clients[index];
         let skyros = self.options.config.protocol == vr::Protocol::Skyros;
         let comm = skyros && self.options.workload.skyros_comm;
+        let nilext_outcome = match &command {
+            Command::Kv(command) => command.nilext_outcome(),
+            Command::Sql(_) => None,
+        };
         let (kind, nilext) = if command.is_read() {
             (RequestKind::Read, None)
-        } else if let (true, Some(outcome)) = (skyros, command.nilext_outcome()) {
+        } else if matches!(command, Command::Sql(_)) {
+            // Engine writes are ordinary writes under either protocol: Skyros's nilext and
+            // commutative paths are RESP-only (the store gives SQL no preview and one key).
+            (RequestKind::Write, None)
+        } else if let (true, Some(outcome)) = (skyros, nilext_outcome) {
             let quorum = vr::NilextQuorum::new();
             (RequestKind::Nilext, Some((Some(outcome.encode()), quorum)))
         } else if comm {
@@ -573,7 +628,7 @@ impl Simulation {
             client: client.id,
             request: client.request_next,
             kind,
-            operation: command.encode(),
+            operation: command.operation(),
         };
         client.request_next = wire::RequestNumber(client.request_next.0 + 1);
         let history_index = self
@@ -637,8 +692,9 @@ impl Simulation {
                 executed,
             } => {
                 self.event += 1;
-                let outcome =
-                    Outcome::decode(&result).unwrap_or(Outcome::Error(kv::KvError::Malformed));
+                let outcome = self.history.invocations[history_index]
+                    .command
+                    .decode_outcome(&result);
                 self.trace.hash(&[self.event, history_index as u64]);
                 self.trace.hash_bytes(&result);
                 self.trace.line(|| {
@@ -665,5 +721,14 @@ impl Simulation {
             }
         }
         Ok(())
+    }
+}
+
+/// The store a replica starts from (and restarts from): empty, or on a SQL seed holding the
+/// seed's tables, created identically on every replica before any operation.
+fn initial_store(options: &Options) -> Store {
+    match &options.workload.sql {
+        Some(sql) => workload::initial_store(&sql.indexes),
+        None => Store::new(),
     }
 }

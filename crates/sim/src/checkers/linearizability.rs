@@ -1,10 +1,11 @@
 //! Linearisability of the whole client history (Herlihy & Wing), checked with the `lincheck`
 //! crate: the history is split into independent parts by the keys the operations touch
 //! (P-compositionality; multi-key operations join their keys' parts), and each part is searched
-//! against a sequential model of the key-value store.
+//! against a sequential model of the key-value store. (The history's SQL operations are
+//! checked by `strict_serializability`.)
 
 use super::Violation;
-use crate::history::History;
+use crate::history::{self, History};
 use crate::workload::keys_of;
 use kv::{Command, KvStore, Outcome};
 use lincheck::{Budget, CheckResult, Model, Operation};
@@ -192,12 +193,24 @@ pub fn check(history: &History) -> Result<(), Violation> {
         .invocations
         .iter()
         .filter(|invocation| invocation.return_time.is_some() || !invocation.command.is_read())
-        .map(|invocation| Operation {
-            client: invocation.client.0,
-            call: invocation.call,
-            return_time: invocation.return_time,
-            input: invocation.command.clone(),
-            output: invocation.outcome.clone(),
+        .filter_map(|invocation| {
+            let history::Command::Kv(command) = &invocation.command else {
+                return None;
+            };
+            let output = match &invocation.outcome {
+                Some(history::Outcome::Kv(outcome)) => Some(outcome.clone()),
+                Some(history::Outcome::Sql(outcome)) => {
+                    unreachable!("a KV command answered with {outcome:?}")
+                }
+                None => None,
+            };
+            Some(Operation {
+                client: invocation.client.0,
+                call: invocation.call,
+                return_time: invocation.return_time,
+                input: command.clone(),
+                output,
+            })
         })
         .collect();
     match lincheck::check(&KvModel, &operations, Budget::steps(SEARCH_STEPS_MAX)) {

@@ -6,6 +6,7 @@ pub mod committed_prefix;
 pub mod linearizability;
 pub mod liveness;
 pub mod one_primary_per_view;
+pub mod strict_serializability;
 
 /// A property that did not hold, with the checker's explanation.
 #[derive(Clone, Debug, PartialEq, Eq)]

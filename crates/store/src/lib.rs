@@ -5,6 +5,9 @@
 //! an `engine::Command`. Results are the front end's own outcome bytes. Both halves are
 //! deterministic, so the pair is; a snapshot is both halves' snapshots.
 //!
+//! The crate is pure (`tests/purity.rs`): the runtime replicates it over TCP and the simulator
+//! (`crates/sim`) replicates the same type, so a seed exercises exactly what a node runs.
+//!
 //! Today the two namespaces are separate: a SQL statement cannot read a RESP key. (Issue 7 asks
 //! for the KV namespace as a built-in table; that is not built yet.)
 
