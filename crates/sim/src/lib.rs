@@ -2,7 +2,8 @@
 //!
 //! One seed draws the cluster (3 or 5 replicas, durability mode, protocol knobs), the fault mix
 //! (delay, loss, duplication, reordering, partitions, crashes with torn disk tails, pauses,
-//! clock skew) and the workload (concurrent clients on key families). The run has a safety
+//! clock skew) and the workload (concurrent clients on key families, and on half the seeds SQL
+//! commands on small tables; the replicas run `store::Store`). The run has a safety
 //! phase with faults and a liveness phase without; checkers outside the replicas judge it. The
 //! same seed replays the same run bit for bit: the trace hash proves it.
 #![forbid(unsafe_code)]
