@@ -3,6 +3,7 @@
 //! A run replicates `store::Store`, so an operation is either a RESP key-value command or an
 //! engine (SQL) command, and so is its outcome.
 
+use lincheck::Operation;
 use wire::{ClientId, RequestNumber};
 
 /// One client operation on the replicated store.
@@ -104,5 +105,38 @@ impl History {
             .iter()
             .filter(|invocation| invocation.return_time.is_some())
             .count()
+    }
+}
+
+impl History {
+    /// One front end's operations, as `lincheck` operations: `command` and `outcome` pick that
+    /// front end's commands and outcomes out of the history. Reads that never got a reply had
+    /// no effect and are left out; writes without one are pending (they may have taken effect).
+    pub fn operations<C: Clone, O: Clone>(
+        &self,
+        command: impl Fn(&Command) -> Option<&C>,
+        outcome: impl Fn(&Outcome) -> Option<&O>,
+    ) -> Vec<Operation<C, O>> {
+        self.invocations
+            .iter()
+            .filter(|invocation| invocation.return_time.is_some() || !invocation.command.is_read())
+            .filter_map(|invocation| {
+                let input = command(&invocation.command)?.clone();
+                let output = invocation.outcome.as_ref().map(|answer| {
+                    outcome(answer)
+                        .unwrap_or_else(|| {
+                            panic!("{:?} answered with {answer:?}", invocation.command)
+                        })
+                        .clone()
+                });
+                Some(Operation {
+                    client: invocation.client.0,
+                    call: invocation.call,
+                    return_time: invocation.return_time,
+                    input,
+                    output,
+                })
+            })
+            .collect()
     }
 }

@@ -189,30 +189,16 @@ pub const SEARCH_STEPS_MAX: u64 = 50_000_000;
 /// Checks the history. Reads that never got a reply had no effect and are left out; writes
 /// that never got one may or may not have taken effect, and are kept as pending.
 pub fn check(history: &History) -> Result<(), Violation> {
-    let operations: Vec<Operation<Command, Outcome>> = history
-        .invocations
-        .iter()
-        .filter(|invocation| invocation.return_time.is_some() || !invocation.command.is_read())
-        .filter_map(|invocation| {
-            let history::Command::Kv(command) = &invocation.command else {
-                return None;
-            };
-            let output = match &invocation.outcome {
-                Some(history::Outcome::Kv(outcome)) => Some(outcome.clone()),
-                Some(history::Outcome::Sql(outcome)) => {
-                    unreachable!("a KV command answered with {outcome:?}")
-                }
-                None => None,
-            };
-            Some(Operation {
-                client: invocation.client.0,
-                call: invocation.call,
-                return_time: invocation.return_time,
-                input: command.clone(),
-                output,
-            })
-        })
-        .collect();
+    let operations: Vec<Operation<Command, Outcome>> = history.operations(
+        |command| match command {
+            history::Command::Kv(command) => Some(command),
+            history::Command::Sql(_) => None,
+        },
+        |outcome| match outcome {
+            history::Outcome::Kv(outcome) => Some(outcome),
+            history::Outcome::Sql(_) => None,
+        },
+    );
     match lincheck::check(&KvModel, &operations, Budget::steps(SEARCH_STEPS_MAX)) {
         CheckResult::Ok => Ok(()),
         CheckResult::Illegal(violation) => Err(Violation {

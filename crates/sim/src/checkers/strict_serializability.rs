@@ -132,30 +132,16 @@ pub const SEARCH_STEPS_MAX: u64 = super::linearizability::SEARCH_STEPS_MAX;
 /// The SQL operations of a history, as `lincheck` operations: reads that never got a reply
 /// had no effect and are left out; writes without one are pending (they may have taken effect).
 pub fn operations(history: &History) -> Vec<Operation<Command, Outcome>> {
-    history
-        .invocations
-        .iter()
-        .filter(|invocation| invocation.return_time.is_some() || !invocation.command.is_read())
-        .filter_map(|invocation| {
-            let history::Command::Sql(command) = &invocation.command else {
-                return None;
-            };
-            let output = match &invocation.outcome {
-                Some(history::Outcome::Sql(outcome)) => Some(outcome.clone()),
-                Some(history::Outcome::Kv(outcome)) => {
-                    unreachable!("a SQL command answered with {outcome:?}")
-                }
-                None => None,
-            };
-            Some(Operation {
-                client: invocation.client.0,
-                call: invocation.call,
-                return_time: invocation.return_time,
-                input: command.clone(),
-                output,
-            })
-        })
-        .collect()
+    history.operations(
+        |command| match command {
+            history::Command::Sql(command) => Some(command),
+            history::Command::Kv(_) => None,
+        },
+        |outcome| match outcome {
+            history::Outcome::Sql(outcome) => Some(outcome),
+            history::Outcome::Kv(_) => None,
+        },
+    )
 }
 
 /// Checks the SQL part of a history against tables starting as `initial`.
