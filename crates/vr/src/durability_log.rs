@@ -204,14 +204,13 @@ impl DurabilityLog {
 /// 3. Constraints: c before z for every candidate c and every z in E outside D(c). Every
 ///    real-time edge x → y has x completed and y outside D(x), so it is a constraint; and the
 ///    constraints are acyclic, because along c → z the sets D strictly grow (D(c) ⊂ D(z)).
-/// 4. A topological sort, ties broken by the first log's order, then by id.
+/// 4. A topological sort, ties broken by the order in which requests were first seen (the
+///    first log's order, then each later log's new requests).
 pub fn recover(
     logs: &[Vec<Request>],
-    tolerated: usize,
     threshold: usize,
     is_duplicate: impl Fn(&Request) -> bool,
 ) -> Vec<Request> {
-    let _ = tolerated;
     // E, in first-seen order.
     let mut count: BTreeMap<Id, usize> = BTreeMap::new();
     let mut first_seen: Vec<Request> = Vec::new();
@@ -374,7 +373,7 @@ mod tests {
             vec![x.clone(), y.clone(), c.clone()],
             vec![y.clone(), c.clone(), x.clone()],
         ];
-        let order = recover(&logs, 2, recovery_threshold(2), |_| false);
+        let order = recover(&logs, recovery_threshold(2), |_| false);
         assert_eq!(order.len(), 3);
     }
 
@@ -388,11 +387,11 @@ mod tests {
             vec![x.clone(), y.clone()],
             vec![y.clone(), x.clone()],
         ];
-        let order = recover(&logs, 2, recovery_threshold(2), |_| false);
+        let order = recover(&logs, recovery_threshold(2), |_| false);
         assert_eq!(ids(&order), vec![1, 2]);
         // The same with the late log first, whose order breaks ties.
         let logs = vec![logs[2].clone(), logs[0].clone(), logs[1].clone()];
-        let order = recover(&logs, 2, recovery_threshold(2), |_| false);
+        let order = recover(&logs, recovery_threshold(2), |_| false);
         assert_eq!(ids(&order), vec![1, 2]);
     }
 
@@ -400,7 +399,7 @@ mod tests {
     fn requests_on_too_few_logs_and_duplicates_are_left_out() {
         let (x, y, z) = (op(1), op(2), op(3));
         let logs = vec![vec![x.clone(), y.clone()], vec![x.clone(), z.clone()]];
-        let order = recover(&logs, 1, recovery_threshold(1), |request| {
+        let order = recover(&logs, recovery_threshold(1), |request| {
             request.client == ClientId(1)
         });
         assert!(
@@ -454,12 +453,7 @@ mod tests {
             }
             let participants: Vec<Vec<Request>> =
                 (1..=tolerated + 1).map(|r| logs[r].requests()).collect();
-            let order = recover(
-                &participants,
-                tolerated,
-                recovery_threshold(tolerated),
-                |_| false,
-            );
+            let order = recover(&participants, recovery_threshold(tolerated), |_| false);
             let position: BTreeMap<u64, usize> = order
                 .iter()
                 .enumerate()

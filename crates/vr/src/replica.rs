@@ -1637,7 +1637,7 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         let client_table = &self.client_table;
-        let recovered = durability_log::recover(logs, tolerated, threshold, |request| {
+        let recovered = durability_log::recover(logs, threshold, |request| {
             client_table.executed(request.client, request.request)
                 || logged.contains(&(request.client, request.request))
         });
