@@ -7,7 +7,7 @@ use crate::operation::{
 };
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
 use crate::query_index::{Candidacy, Filing, QueryIndex};
-use crate::shared_scan::{shared_scan, CycleOperation};
+use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::table::{Key, Table};
 use std::collections::BTreeMap;
 
@@ -170,6 +170,47 @@ impl Engine {
             Some(keys) => table.select_on_keys(&bound, keys.iter()),
             None => table.select_on_keys(&bound, table.rows.keys()),
         })
+    }
+
+    /// Executes read-only operations without changing anything, with the effect of reading
+    /// each alone. The selects and aggregates the planner sends to the shared scan share one
+    /// pass per table (Crescando's scan cycle, for reads the primary serves together); index
+    /// lookups run alone.
+    pub fn read_batch(&self, operations: &[Operation]) -> Vec<OperationResult> {
+        let mut results: Vec<Option<OperationResult>> = vec![None; operations.len()];
+        let mut cycles: BTreeMap<&str, (Vec<usize>, Vec<ScanOperation>)> = BTreeMap::new();
+        for (at, operation) in operations.iter().enumerate() {
+            if !operation.is_read() {
+                results[at] = Some(Err(EngineError::ReadOnly));
+                continue;
+            }
+            let bound = match self.bind(operation).expect("selects bind") {
+                Ok((_, bound)) => bound,
+                Err(error) => {
+                    results[at] = Some(Err(error));
+                    continue;
+                }
+            };
+            let name = operation.table_name();
+            let table = &self.tables[name];
+            if choose_access_path(table, bound.predicate()) == AccessPath::SharedScan {
+                let cycle = cycles.entry(name).or_default();
+                cycle.0.push(at);
+                cycle.1.push(bound);
+            } else {
+                results[at] = Some(self.read(operation));
+            }
+        }
+        for (name, (positions, bound)) in cycles {
+            let outputs = shared_read(&self.tables[name], &bound);
+            for (position, output) in positions.into_iter().zip(outputs) {
+                results[position] = Some(Ok(output));
+            }
+        }
+        results
+            .into_iter()
+            .map(|result| result.expect("every operation read"))
+            .collect()
     }
 
     /// States the access path the planner chooses for an operation executed alone.

@@ -4,6 +4,7 @@
 //! The canaries (deliberately broken shared scans) must be caught.
 
 use crate::engine::{Canary, Engine};
+use crate::error::EngineError;
 use crate::operation::{
     Aggregate, AggregateFunction, Assignment, OnConflict, Operation, OperationResult,
 };
@@ -497,5 +498,64 @@ fn read_path_with_index_access_equals_a_naive_scan() {
     assert!(
         index_paths > 1_000,
         "{index_paths} selects took an index path"
+    );
+}
+
+#[test]
+fn read_batches_equal_reading_each_operation_alone() {
+    let mut shared_cycles = 0;
+    for seed in 0..1_000 {
+        let mut prng = Prng::with_key_range(seed, 40);
+        let engine = populated_engine(&mut prng);
+        // Reads of both tables, some with limits, some aggregates, and a write or an unknown
+        // table now and then (refused per operation, the rest still answered).
+        let batch: Vec<Operation> = (0..1 + prng.below(12))
+            .map(|_| {
+                let table = *prng.pick(&["t", "u", "t", "missing"]);
+                if prng.chance(8) {
+                    return operation(&mut prng);
+                }
+                let columns = if table == "missing" {
+                    columns_of("t")
+                } else {
+                    columns_of(table)
+                };
+                let predicate = prng.chance(80).then(|| predicate(&mut prng, columns, 2));
+                if prng.chance(25) {
+                    Operation::Aggregate {
+                        table: table.into(),
+                        group_by: Vec::new(),
+                        aggregates: vec![aggregate(&mut prng, columns)],
+                        predicate,
+                    }
+                } else {
+                    Operation::Select {
+                        table: table.into(),
+                        columns: Vec::new(),
+                        predicate,
+                        limit: prng.chance(20).then(|| prng.below(4)),
+                    }
+                }
+            })
+            .collect();
+        let together = engine.read_batch(&batch);
+        let alone: Vec<OperationResult> = batch
+            .iter()
+            .map(|operation| {
+                if operation.is_read() {
+                    engine.read(operation)
+                } else {
+                    Err(EngineError::ReadOnly)
+                }
+            })
+            .collect();
+        assert_eq!(together, alone, "seed {seed}: {batch:?}");
+        if batch.iter().filter(|operation| operation.is_read()).count() > 1 {
+            shared_cycles += 1;
+        }
+    }
+    assert!(
+        shared_cycles > 500,
+        "{shared_cycles} batches shared a cycle"
     );
 }

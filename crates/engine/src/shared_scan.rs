@@ -15,7 +15,8 @@ use crate::engine::Canary;
 use crate::operation::{Output, ScanOperation};
 use crate::query_index::{Candidacy, QueryIndex};
 use crate::table::{
-    insert_row, step_row, BoundInsert, Conflict, Key, OperationState, Row, RowChange, Table,
+    insert_row, read_row, step_row, BoundInsert, Conflict, Key, OperationState, Row, RowChange,
+    Table,
 };
 use std::collections::BTreeMap;
 
@@ -270,5 +271,37 @@ pub(crate) fn shared_scan(
             CycleOperation::Scan(operation) => state.finish(operation, &table.schema),
             CycleOperation::Insert(_) => Output::Inserted { count: state.count },
         })
+        .collect()
+}
+
+/// Runs one read-only cycle: `operations` (selects and aggregates on one table) share one pass
+/// over the rows, each row probed once against their query index. Reads commute, so their
+/// order in the cycle does not matter; the outputs are in `operations` order.
+pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Output> {
+    assert!(operations.iter().all(|operation| !operation.writes()));
+    let candidacies: Vec<Candidacy> = operations
+        .iter()
+        .map(|operation| match operation.predicate() {
+            Some(predicate) => Candidacy::Qualifying(predicate),
+            None => Candidacy::EveryRow,
+        })
+        .collect();
+    let index = QueryIndex::build(&candidacies);
+    let mut states = vec![OperationState::default(); operations.len()];
+    let mut candidates = Vec::new();
+    for row in table.rows.values() {
+        index.probe(row, 0, &mut candidates, false);
+        for &at in &candidates {
+            let operation = &operations[at as usize];
+            let state = &mut states[at as usize];
+            if !state.is_done(operation) {
+                read_row(operation, state, row);
+            }
+        }
+    }
+    states
+        .into_iter()
+        .zip(operations)
+        .map(|(state, operation)| state.finish(operation, &table.schema))
         .collect()
 }

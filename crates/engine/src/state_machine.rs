@@ -106,12 +106,7 @@ impl Engine {
         }
         match command {
             Command::Execute(operation) => Outcome::Executed(self.read(operation)),
-            Command::Batch(operations) => Outcome::Batch(
-                operations
-                    .iter()
-                    .map(|operation| self.read(operation))
-                    .collect(),
-            ),
+            Command::Batch(operations) => Outcome::Batch(self.read_batch(operations)),
             Command::Explain(operation) => Outcome::Explained(self.explain(operation)),
         }
     }

@@ -1157,15 +1157,43 @@ impl<S: StateMachine> Replica<S> {
                 .get(op)
                 .expect("ops above commit_min are retained")
                 .clone();
-            for request in &entry.requests {
-                self.execute(request, effects);
-            }
+            self.execute_entry(&entry.requests, effects);
             self.commit_min = op;
         }
         self.maybe_checkpoint(effects);
     }
 
-    fn execute(&mut self, request: &Request, effects: &mut Vec<Effect>) {
+    /// Executes a log entry's requests in order, as one `apply_batch` of the requests not
+    /// executed before (a request logged twice, retried across a view change, runs once).
+    fn execute_entry(&mut self, requests: &[Request], effects: &mut Vec<Effect>) {
+        let mut fresh: Vec<&Request> = Vec::with_capacity(requests.len());
+        for request in requests {
+            self.forget_pending(request);
+            let again = self.client_table.executed(request.client, request.request)
+                || fresh.iter().any(|earlier| {
+                    earlier.client == request.client && earlier.request >= request.request
+                });
+            if !again {
+                fresh.push(request);
+            }
+        }
+        let operations: Vec<&[u8]> = fresh
+            .iter()
+            .map(|request| request.operation.as_slice())
+            .collect();
+        let results = self.state_machine.apply_batch(&operations);
+        assert_eq!(
+            results.len(),
+            fresh.len(),
+            "apply_batch returns one result each"
+        );
+        for (request, result) in fresh.into_iter().zip(results) {
+            self.executed(request, result, effects);
+        }
+    }
+
+    /// Drops an executing request from the primary's and the durability log's bookkeeping.
+    fn forget_pending(&mut self, request: &Request) {
         if let Some(primary) = &mut self.primary {
             if primary
                 .in_flight
@@ -1182,10 +1210,10 @@ impl<S: StateMachine> Replica<S> {
                 .ordered_writes
                 .remove_executed(request.client, request.request);
         }
-        if self.client_table.executed(request.client, request.request) {
-            return; // Logged twice (retried across a view change): at most once.
-        }
-        let result = self.state_machine.apply(&request.operation);
+    }
+
+    /// Records an executed request's result; the primary replies.
+    fn executed(&mut self, request: &Request, result: Vec<u8>, effects: &mut Vec<Effect>) {
         self.client_table
             .record(request.client, request.request, result.clone());
         self.executed_digest = self
@@ -1377,12 +1405,27 @@ impl<S: StateMachine> Replica<S> {
         let Some(primary) = self.primary.as_mut() else {
             return;
         };
+        let mut ready = Vec::new();
         while let Some(read) = primary.reads.front() {
             if read.round > primary.probe_round_confirmed || read.read_index > self.commit_min {
                 break;
             }
-            let read = primary.reads.pop_front().expect("front exists");
-            let result = self.state_machine.query(&read.request.operation);
+            ready.push(primary.reads.pop_front().expect("front exists"));
+        }
+        if ready.is_empty() {
+            return;
+        }
+        let operations: Vec<&[u8]> = ready
+            .iter()
+            .map(|read| read.request.operation.as_slice())
+            .collect();
+        let results = self.state_machine.query_batch(&operations);
+        assert_eq!(
+            results.len(),
+            ready.len(),
+            "query_batch returns one result each"
+        );
+        for (read, result) in ready.into_iter().zip(results) {
             let reply = Reply {
                 view: self.view,
                 client: read.request.client,

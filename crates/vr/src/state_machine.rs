@@ -11,6 +11,25 @@ pub trait StateMachine {
     fn apply(&mut self, operation: &[u8]) -> Vec<u8>;
     /// Executes a read-only operation without changing any state.
     fn query(&self, operation: &[u8]) -> Vec<u8>;
+    /// Executes committed writes one after another, as `apply` on each in order would, and
+    /// returns their results in order. A state machine overrides it to share work between
+    /// them (the table engine runs a batch's scans as one shared scan cycle); the replica hands
+    /// it every request of a log entry.
+    fn apply_batch(&mut self, operations: &[&[u8]]) -> Vec<Vec<u8>> {
+        operations
+            .iter()
+            .map(|operation| self.apply(operation))
+            .collect()
+    }
+    /// Executes read-only operations as `query` on each would, results in order. The primary
+    /// hands it every read that became ready at once (the reads that queued behind one
+    /// read-index probe), so that a state machine can answer them in one pass.
+    fn query_batch(&self, operations: &[&[u8]]) -> Vec<Vec<u8>> {
+        operations
+            .iter()
+            .map(|operation| self.query(operation))
+            .collect()
+    }
     /// Serialises the whole state, for checkpoints and state transfer.
     fn snapshot(&self) -> Vec<u8>;
     /// Replaces the whole state with a snapshot. On error the state must be unchanged.
