@@ -258,6 +258,28 @@ impl Engine {
         }
     }
 
+    /// A digest of the catalog: every table's schema and index definitions, in name order.
+    /// Equal on every replica that executed the same DDL; changes with any DDL that succeeds.
+    pub fn catalog_digest(&self) -> u64 {
+        // FNV-1a 64.
+        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut write = |bytes: &[u8]| {
+            for byte in bytes {
+                digest = (digest ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for table in self.tables.values() {
+            write(&postcard::to_allocvec(&table.schema).expect("schemas serialise"));
+            for index in table.indexes.values() {
+                write(index.name.as_bytes());
+                write(&[0xff]);
+                write(&(index.column as u64).to_le_bytes());
+            }
+            write(&[0xfe]);
+        }
+        digest
+    }
+
     /// Checks every table's invariants.
     pub fn check_invariants(&self) -> Result<(), String> {
         for (name, table) in &self.tables {

@@ -45,6 +45,9 @@ pub enum EngineError {
     SyntaxError { reason: String },
     /// Slot 16. 42704: no such index.
     UndefinedObject { name: String },
+    /// A `Command::Guarded` planned against another catalog than the one it met: the gateway
+    /// re-plans and retries; a client sees it only if that keeps failing.
+    StaleCatalog,
 }
 
 impl EngineError {
@@ -68,6 +71,7 @@ impl EngineError {
             EngineError::ReadOnly => "25006",
             EngineError::SyntaxError { .. } => "42601",
             EngineError::UndefinedObject { .. } => "42704",
+            EngineError::StaleCatalog => "40001",
         }
     }
 }
@@ -128,6 +132,10 @@ impl fmt::Display for EngineError {
             EngineError::UndefinedObject { name } => {
                 write!(formatter, "index \"{name}\" does not exist")
             }
+            EngineError::StaleCatalog => write!(
+                formatter,
+                "the tables changed while the statement was planned; it did not run (retry it)"
+            ),
         }
     }
 }

@@ -22,6 +22,11 @@ pub enum Command {
     Batch(Vec<Operation>),
     /// Slot 2. The planner's choice for an operation, as text.
     Explain(Operation),
+    /// Slot 3. `command`, if the catalog (every table's schema and indexes) still has the
+    /// digest it was planned against (`Engine::catalog_digest`); otherwise
+    /// `Outcome::Error(StaleCatalog)` and nothing runs. Lets a gateway plan against a cached
+    /// catalog and still run every statement against the tables it was planned for.
+    Guarded { catalog: u64, command: Box<Command> },
 }
 
 impl Command {
@@ -31,6 +36,7 @@ impl Command {
             Command::Execute(operation) => operation.is_read(),
             Command::Batch(operations) => operations.iter().all(Operation::is_read),
             Command::Explain(_) => true,
+            Command::Guarded { command, .. } => command.is_read(),
         }
     }
 
@@ -96,6 +102,12 @@ impl Engine {
             Command::Execute(operation) => Outcome::Executed(self.execute(operation)),
             Command::Batch(operations) => Outcome::Batch(self.execute_batch(operations)),
             Command::Explain(operation) => Outcome::Explained(self.explain(operation)),
+            Command::Guarded { catalog, command } => {
+                if *catalog != self.catalog_digest() {
+                    return Outcome::Error(EngineError::StaleCatalog);
+                }
+                self.execute_command(command)
+            }
         }
     }
 
@@ -108,6 +120,12 @@ impl Engine {
             Command::Execute(operation) => Outcome::Executed(self.read(operation)),
             Command::Batch(operations) => Outcome::Batch(self.read_batch(operations)),
             Command::Explain(operation) => Outcome::Explained(self.explain(operation)),
+            Command::Guarded { catalog, command } => {
+                if *catalog != self.catalog_digest() {
+                    return Outcome::Error(EngineError::StaleCatalog);
+                }
+                self.read_command(command)
+            }
         }
     }
 

@@ -21,9 +21,14 @@ impl std::fmt::Display for BackendError {
 }
 
 pub trait SqlBackend: Clone + Send + Sync + 'static {
-    /// The tables as this node knows them now (for planning; DDL reaches a backup's copy once
-    /// it has executed it).
-    fn catalog(&self) -> impl Future<Output = Result<sql::MemoryCatalog, BackendError>> + Send;
+    /// The tables to plan against, with the catalog digest to guard the plan's commands with
+    /// (`engine::Command::Guarded`). `fresh`: read through the primary now (linearisable);
+    /// otherwise a cached copy may do, since a guarded command meeting another catalog does
+    /// not run.
+    fn catalog(
+        &self,
+        fresh: bool,
+    ) -> impl Future<Output = Result<(u64, sql::MemoryCatalog), BackendError>> + Send;
     /// Runs one engine command: read-only commands through the primary's linearisable read
     /// path, others through the replicated log. Exactly once, however often it is retried.
     fn execute(
@@ -55,12 +60,12 @@ pub struct LocalBackend {
 }
 
 impl SqlBackend for LocalBackend {
-    async fn catalog(&self) -> Result<sql::MemoryCatalog, BackendError> {
+    async fn catalog(&self, _fresh: bool) -> Result<(u64, sql::MemoryCatalog), BackendError> {
         let engine = self
             .engine
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        Ok(catalog_of(&engine))
+        Ok((engine.catalog_digest(), catalog_of(&engine)))
     }
 
     async fn execute(&self, command: engine::Command) -> Result<engine::Outcome, BackendError> {
@@ -82,6 +87,9 @@ impl SqlBackend for LocalBackend {
 pub struct NodeBackend {
     node: crate::node::NodeHandle,
     pool: Arc<Mutex<Vec<PooledClient>>>,
+    /// The catalog as last read through the primary, with its digest; shared by the node's
+    /// connections.
+    catalog: Arc<Mutex<Option<(u64, sql::MemoryCatalog)>>>,
 }
 
 struct PooledClient {
@@ -93,6 +101,7 @@ struct PooledClient {
 /// Clients kept for reuse at most; more concurrent statements open (and close) their own.
 const POOL_MAX: usize = 64;
 const RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+const RETRY_AFTER_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 const NOT_PRIMARY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
 const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -101,6 +110,7 @@ impl NodeBackend {
         NodeBackend {
             node,
             pool: Arc::default(),
+            catalog: Arc::default(),
         }
     }
 
@@ -161,6 +171,7 @@ impl NodeBackend {
             operation,
         };
         let started = std::time::Instant::now();
+        let mut retry_after = RETRY_AFTER;
         while started.elapsed() < GIVE_UP_AFTER {
             let event = crate::node::Event::Submit {
                 request: request.clone(),
@@ -168,7 +179,10 @@ impl NodeBackend {
             if self.node.events.send(event).await.is_err() {
                 return Err(BackendError::Unavailable);
             }
-            let deadline = tokio::time::sleep(RETRY_AFTER);
+            // Resend after 100 ms, then back off to 1 s: a statement waiting behind a long
+            // scan cycle is not lost, and its resends (dropped as duplicates) cost little.
+            let deadline = tokio::time::sleep(retry_after);
+            retry_after = (retry_after * 2).min(RETRY_AFTER_MAX);
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
@@ -194,7 +208,17 @@ impl NodeBackend {
 impl SqlBackend for NodeBackend {
     /// Read through the primary like any read (linearisable): a statement planned on a
     /// backup sees every table created before it started, wherever that happened.
-    async fn catalog(&self) -> Result<sql::MemoryCatalog, BackendError> {
+    async fn catalog(&self, fresh: bool) -> Result<(u64, sql::MemoryCatalog), BackendError> {
+        if !fresh {
+            let cached = self
+                .catalog
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner())
+                .clone();
+            if let Some(cached) = cached {
+                return Ok(cached);
+            }
+        }
         let mut pooled = self.client().await?;
         let operation = crate::store::catalog_operation();
         match self
@@ -203,7 +227,12 @@ impl SqlBackend for NodeBackend {
         {
             Ok(bytes) => {
                 self.release(pooled).await;
-                crate::store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)
+                let read = crate::store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)?;
+                *self
+                    .catalog
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner()) = Some(read.clone());
+                Ok(read)
             }
             Err(error) => {
                 let client = pooled.client;

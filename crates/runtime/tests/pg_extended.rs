@@ -225,3 +225,110 @@ mod copy {
         sink.as_mut().finish().await.expect("finish")
     }
 }
+
+/// A backend that caches the catalog as `NodeBackend` does (only `fresh` reads refresh it),
+/// over one local engine, counting the fresh reads.
+#[derive(Clone, Default)]
+struct CachingBackend {
+    inner: LocalBackend,
+    cache: std::sync::Arc<std::sync::Mutex<Option<(u64, sql::MemoryCatalog)>>>,
+    fresh_reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl runtime::sql_backend::SqlBackend for CachingBackend {
+    async fn catalog(
+        &self,
+        fresh: bool,
+    ) -> Result<(u64, sql::MemoryCatalog), runtime::sql_backend::BackendError> {
+        if !fresh {
+            if let Some(cached) = self.cache.lock().unwrap().clone() {
+                return Ok(cached);
+            }
+        }
+        self.fresh_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let read = self.inner.catalog(true).await?;
+        *self.cache.lock().unwrap() = Some(read.clone());
+        Ok(read)
+    }
+
+    async fn execute(
+        &self,
+        command: engine::Command,
+    ) -> Result<engine::Outcome, runtime::sql_backend::BackendError> {
+        self.inner.execute(command).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_planned_against_a_stale_catalog_is_planned_again_not_run() {
+    let backend = CachingBackend::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(serve(listener, backend.clone(), PgLimits::default()));
+    let (client, connection) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=tessera dbname=tessera"),
+        NoTls,
+    )
+    .await
+    .expect("connects");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+        .batch_execute(
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, a TEXT); \
+             INSERT INTO t VALUES (1, 'one'), (2, 'two')",
+        )
+        .await
+        .expect("create and insert");
+    let select = client
+        .prepare("SELECT a FROM t WHERE id = $1")
+        .await
+        .expect("prepare");
+    let rows = client.query(&select, &[&2i64]).await.expect("select");
+    assert_eq!(rows[0].get::<_, &str>(0), "two");
+
+    // The catalog changes behind the cache (an index: same columns, another digest); the
+    // cache is not refreshed by the DDL itself, so the next bind plans against a stale
+    // catalog, its guarded command is refused, and the gateway plans again and runs it.
+    let direct = LocalBackend::clone(&backend.inner);
+    let index = engine::Command::Execute(engine::Operation::CreateIndex {
+        name: "t_a".into(),
+        table: "t".into(),
+        column: "a".into(),
+    });
+    let created = runtime::sql_backend::SqlBackend::execute(&direct, index)
+        .await
+        .expect("index");
+    assert!(!matches!(created, engine::Outcome::Error(_)), "{created:?}");
+    let before = backend
+        .fresh_reads
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let rows = client.query(&select, &[&1i64]).await.expect("select");
+    assert_eq!(rows[0].get::<_, &str>(0), "one");
+    let after = backend
+        .fresh_reads
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        after,
+        before + 1,
+        "one stale plan, one fresh read, one rerun"
+    );
+
+    // The same through the simple protocol.
+    let drop = engine::Command::Execute(engine::Operation::DropTable {
+        name: "t".into(),
+        if_exists: false,
+    });
+    runtime::sql_backend::SqlBackend::execute(&direct, drop)
+        .await
+        .expect("drop");
+    let error = client
+        .simple_query("SELECT a FROM t")
+        .await
+        .expect_err("the table is gone, whatever the cache says");
+    assert_eq!(error.code(), Some(&SqlState::UNDEFINED_TABLE));
+}

@@ -29,9 +29,10 @@ pub fn catalog_operation() -> Vec<u8> {
 /// returns them.
 pub type CatalogTables = Vec<(engine::TableSchema, Vec<(String, String)>)>;
 
-/// Decodes the answer to `catalog_operation` into a catalog.
-pub fn decode_catalog(bytes: &[u8]) -> Option<sql::MemoryCatalog> {
-    let tables: CatalogTables = postcard::from_bytes(bytes).ok()?;
+/// Decodes the answer to `catalog_operation`: the catalog's digest (for `Command::Guarded`)
+/// and the catalog.
+pub fn decode_catalog(bytes: &[u8]) -> Option<(u64, sql::MemoryCatalog)> {
+    let (digest, tables): (u64, CatalogTables) = postcard::from_bytes(bytes).ok()?;
     let mut catalog = sql::MemoryCatalog::new();
     for (schema, indexes) in tables {
         let options = sql::TableOptions::defaults(&schema);
@@ -41,7 +42,7 @@ pub fn decode_catalog(bytes: &[u8]) -> Option<sql::MemoryCatalog> {
             options,
         });
     }
-    Some(catalog)
+    Some((digest, catalog))
 }
 
 fn encode_catalog(engine: &engine::Engine) -> Vec<u8> {
@@ -51,7 +52,7 @@ fn encode_catalog(engine: &engine::Engine) -> Vec<u8> {
         .filter_map(|name| Catalog::table(engine, &name))
         .map(|entry| (entry.schema, entry.indexes))
         .collect();
-    postcard::to_allocvec(&tables).expect("schemas serialise")
+    postcard::to_allocvec(&(engine.catalog_digest(), tables)).expect("schemas serialise")
 }
 
 /// A RESP command as an operation of the store.
@@ -124,8 +125,21 @@ fn operations_of(command: &engine::Command) -> &[engine::Operation] {
     match command {
         engine::Command::Execute(operation) => std::slice::from_ref(operation),
         engine::Command::Batch(operations) => operations,
-        engine::Command::Explain(_) => unreachable!("explains are never batched"),
+        engine::Command::Explain(_) | engine::Command::Guarded { .. } => {
+            unreachable!("explains and guards are never batched")
+        }
     }
+}
+
+fn has_ddl(command: &engine::Command) -> bool {
+    operations_of(command).iter().any(|operation| {
+        matches!(
+            operation,
+            engine::Operation::CreateTable { .. }
+                | engine::Operation::DropTable { .. }
+                | engine::Operation::CreateIndex { .. }
+        )
+    })
 }
 
 fn batch_len(command: &engine::Command) -> usize {
@@ -145,7 +159,9 @@ fn outcome_of(
         engine::Command::Batch(operations) => {
             engine::Outcome::Batch(outputs.by_ref().take(operations.len()).collect())
         }
-        engine::Command::Explain(_) => unreachable!("explains are never batched"),
+        engine::Command::Explain(_) | engine::Command::Guarded { .. } => {
+            unreachable!("explains and guards are never batched")
+        }
     }
 }
 
@@ -175,9 +191,32 @@ impl StateMachine for Store {
         let mut run: Vec<engine::Command> = Vec::new();
         let mut run_operations = 0;
         for operation in operations {
-            let batchable = command_of(operation).filter(|command| {
-                !matches!(command, engine::Command::Explain(_))
-                    && batch_len(command) <= engine::BATCH_OPERATIONS_MAX
+            let mut command = command_of(operation);
+            if let Some(engine::Command::Guarded {
+                catalog,
+                command: inner,
+            }) = command
+            {
+                // The guard is checked at the command's place in the batch: after the DDL
+                // before it has run.
+                if run.iter().any(has_ddl) {
+                    self.flush_engine_run(&mut run, &mut results);
+                    run_operations = 0;
+                }
+                if catalog != self.engine.catalog_digest() {
+                    self.flush_engine_run(&mut run, &mut results);
+                    run_operations = 0;
+                    results
+                        .push(engine::Outcome::Error(engine::EngineError::StaleCatalog).encode());
+                    continue;
+                }
+                command = Some(*inner);
+            }
+            let batchable = command.filter(|command| {
+                matches!(
+                    command,
+                    engine::Command::Execute(_) | engine::Command::Batch(_)
+                ) && batch_len(command) <= engine::BATCH_OPERATIONS_MAX
             });
             match batchable {
                 Some(command) => {
@@ -205,20 +244,32 @@ impl StateMachine for Store {
         let mut results: Vec<Option<Vec<u8>>> = vec![None; operations.len()];
         let mut reads: Vec<(usize, engine::Command)> = Vec::new();
         let mut catalog: Option<Vec<u8>> = None;
+        let mut digest: Option<u64> = None;
         for (at, operation) in operations.iter().enumerate() {
             match operation.split_first() {
                 Some((&TAG_CATALOG, [])) => {
                     let bytes = catalog.get_or_insert_with(|| encode_catalog(&self.engine));
                     results[at] = Some(bytes.clone());
                 }
-                Some((&TAG_SQL, rest)) => match engine::Command::decode(rest) {
-                    Ok(command @ (engine::Command::Execute(_) | engine::Command::Batch(_)))
-                        if command.is_read() =>
-                    {
-                        reads.push((at, command));
+                Some((&TAG_SQL, rest)) => {
+                    let command = match engine::Command::decode(rest) {
+                        Ok(engine::Command::Guarded { catalog, command })
+                            if catalog
+                                == *digest.get_or_insert_with(|| self.engine.catalog_digest()) =>
+                        {
+                            Ok(*command)
+                        }
+                        other => other,
+                    };
+                    match command {
+                        Ok(command @ (engine::Command::Execute(_) | engine::Command::Batch(_)))
+                            if command.is_read() =>
+                        {
+                            reads.push((at, command));
+                        }
+                        _ => results[at] = Some(self.query(operation)),
                     }
-                    _ => results[at] = Some(self.query(operation)),
-                },
+                }
                 _ => results[at] = Some(self.query(operation)),
             }
         }
@@ -307,7 +358,8 @@ mod tests {
         copy.restore(&store.snapshot()).unwrap();
         assert_eq!(copy.kv.get(b"k"), Some(&b"v".to_vec()));
         assert!(sql::Catalog::table(&copy.engine, "t").is_some());
-        let catalog = decode_catalog(&copy.query(&catalog_operation())).unwrap();
+        let (digest, catalog) = decode_catalog(&copy.query(&catalog_operation())).unwrap();
+        assert_eq!(digest, copy.engine.catalog_digest());
         assert_eq!(catalog.tables.keys().collect::<Vec<_>>(), vec!["t"]);
         assert!(copy.restore(b"garbage").is_err());
         assert_eq!(
@@ -383,8 +435,28 @@ mod batch_tests {
                 predicate: Some(Predicate::equal("v", Value::BigInt(v))),
             })
         };
+        let mut scratch = engine::Engine::new();
+        scratch
+            .execute(&Operation::CreateTable {
+                schema: schema.clone(),
+            })
+            .expect("creates");
+        let created = scratch.catalog_digest();
+        let guarded = |catalog: u64, predicate: Predicate| {
+            sql_operation(&Command::Guarded {
+                catalog,
+                command: Box::new(Command::Batch(vec![Operation::Select {
+                    table: "t".into(),
+                    columns: Vec::new(),
+                    predicate: Some(predicate),
+                    limit: None,
+                }])),
+            })
+        };
         vec![
+            guarded(created, Predicate::equal("v", Value::BigInt(1))),
             sql(Operation::CreateTable { schema }),
+            guarded(created, Predicate::equal("v", Value::BigInt(1))),
             insert(0, OnConflict::Error),
             select(Predicate::equal("v", Value::BigInt(3))),
             bump(3, 100),
@@ -426,6 +498,13 @@ mod batch_tests {
                 if_exists: false,
             }),
             select(Predicate::equal("v", Value::BigInt(4))),
+            guarded(created, Predicate::equal("v", Value::BigInt(2))),
+            sql(Operation::CreateIndex {
+                name: "t_v".into(),
+                table: "t".into(),
+                column: "v".into(),
+            }),
+            guarded(created, Predicate::equal("v", Value::BigInt(2))),
         ]
     }
 
@@ -455,8 +534,21 @@ mod batch_tests {
             engine::Outcome::Executed(Ok(engine::Output::Rows { rows, .. })) => rows.len(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(rows(&each[2]), 3);
-        assert_eq!(rows(&each[7]), 3);
+        assert_eq!(rows(&each[4]), 3);
+        assert_eq!(rows(&each[9]), 3);
+        // Guards: stale before the CREATE TABLE and after the CREATE INDEX, run in between.
+        let stale = engine::Outcome::Error(engine::EngineError::StaleCatalog).encode();
+        assert_eq!(each[0], stale);
+        assert!(matches!(
+            engine::Outcome::decode(&each[2]).unwrap(),
+            engine::Outcome::Batch(results) if results.len() == 1 && results[0].is_ok()
+        ));
+        let last = each.len() - 1;
+        assert!(matches!(
+            engine::Outcome::decode(&each[last - 2]).unwrap(),
+            engine::Outcome::Batch(results) if results.len() == 1 && results[0].is_ok()
+        ));
+        assert_eq!(each[last], stale);
     }
 
     #[test]
@@ -487,11 +579,37 @@ mod batch_tests {
                 table: "t".into(),
                 predicate: None,
             }),
+            sql_operation(&Command::Guarded {
+                catalog: store.engine.catalog_digest(),
+                command: Box::new(Command::Execute(Operation::Select {
+                    table: "t".into(),
+                    columns: Vec::new(),
+                    predicate: Some(Predicate::equal("v", Value::BigInt(4))),
+                    limit: None,
+                })),
+            }),
+            sql_operation(&Command::Guarded {
+                catalog: store.engine.catalog_digest() ^ 1,
+                command: Box::new(Command::Execute(Operation::Select {
+                    table: "t".into(),
+                    columns: Vec::new(),
+                    predicate: None,
+                    limit: None,
+                })),
+            }),
         ];
         let borrowed: Vec<&[u8]> = reads.iter().map(Vec::as_slice).collect();
         let together = store.query_batch(&borrowed);
         let alone: Vec<Vec<u8>> = borrowed.iter().map(|read| store.query(read)).collect();
         assert_eq!(together, alone);
+        assert_eq!(
+            alone[9], alone[0],
+            "a guard with the current digest runs its command"
+        );
+        assert_eq!(
+            alone[10],
+            engine::Outcome::Error(engine::EngineError::StaleCatalog).encode()
+        );
         assert!(matches!(
             engine::Outcome::decode(&alone[0]).unwrap(),
             engine::Outcome::Executed(Ok(engine::Output::Rows { rows, .. })) if rows.len() > 1

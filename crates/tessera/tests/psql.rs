@@ -100,6 +100,55 @@ fn psql_creates_loads_queries_and_updates_through_any_node_and_survives_the_prim
         "{described}"
     );
 
+    // Gateways plan against a cached catalog and guard each statement with its digest: a
+    // table dropped and re-created with other columns through one node is what another node's
+    // next statement runs against, not its cached copy.
+    let cached = psql(
+        pg2,
+        &[
+            "CREATE TABLE shape (id INT PRIMARY KEY, a TEXT)",
+            "INSERT INTO shape VALUES (1, 'old')",
+            "SELECT * FROM shape",
+        ],
+    );
+    assert_eq!(cached, "1|old", "{cached}");
+    let reshaped = psql(
+        pg0,
+        &[
+            "DROP TABLE shape",
+            "CREATE TABLE shape (id INT PRIMARY KEY, b BIGINT, c TEXT)",
+            "INSERT INTO shape VALUES (7, 70, 'new')",
+        ],
+    );
+    assert!(!reshaped.contains("ERROR"), "{reshaped}");
+    let seen = psql(
+        pg2,
+        &[
+            "SELECT * FROM shape",
+            "\\d shape",
+            "SELECT c FROM shape WHERE b = 70",
+            "SELECT a FROM shape",
+        ],
+    );
+    assert!(
+        seen.starts_with(
+            "7|70|new
+"
+        ),
+        "{seen}"
+    );
+    assert!(seen.contains("b|bigint|||"), "{seen}");
+    assert!(
+        seen.contains("\nnew\n")
+            || seen.contains(
+                "
+new
+"
+            ),
+        "{seen}"
+    );
+    assert!(seen.contains("column \"a\" does not exist"), "{seen}");
+
     // The primary dies: the SQL data is replicated like everything else.
     let primary = cluster.primary().expect("a primary");
     cluster.kill(primary);

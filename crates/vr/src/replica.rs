@@ -133,6 +133,9 @@ struct PrimaryState {
     /// Write requests queued or prepared but not executed, by client.
     in_flight: BTreeMap<ClientId, RequestNumber>,
     reads: VecDeque<PendingRead>,
+    /// The (client, request) of every read in `reads`: a client resending a read that waits
+    /// (behind a long scan, say) must not queue it twice.
+    reads_queued: BTreeSet<(ClientId, RequestNumber)>,
     probe: Option<Probe>,
     probe_round_next: u64,
     probe_round_confirmed: u64,
@@ -1263,6 +1266,13 @@ impl<S: StateMachine> Replica<S> {
     // ----- Linearisable reads: a read-index round (see docs/internals/vr.md). -----
 
     fn on_read_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        if self.primary.as_ref().is_some_and(|primary| {
+            primary
+                .reads_queued
+                .contains(&(request.client, request.request))
+        }) {
+            return; // A resend of a read that is queued: it will be answered once.
+        }
         if self.config.protocol == Protocol::Skyros {
             let keys = self.state_machine.keys(&request.operation);
             // A pending non-nilext write ordered before a pending nilext one may have to be
@@ -1291,6 +1301,12 @@ impl<S: StateMachine> Replica<S> {
                     // probe that no later read asks for.
                     round = primary.probe_round_confirmed;
                 }
+                primary
+                    .reads_queued
+                    .insert((request.client, request.request));
+                primary
+                    .reads_queued
+                    .insert((request.client, request.request));
                 primary.reads.push_back(PendingRead {
                     request,
                     read_index: self.journal.op(),
@@ -1317,6 +1333,9 @@ impl<S: StateMachine> Replica<S> {
         if self.config.canary == Some(crate::config::Canary::ReadWithoutProbe) {
             round = primary.probe_round_confirmed;
         }
+        primary
+            .reads_queued
+            .insert((request.client, request.request));
         primary.reads.push_back(PendingRead {
             request,
             read_index,
@@ -1410,7 +1429,11 @@ impl<S: StateMachine> Replica<S> {
             if read.round > primary.probe_round_confirmed || read.read_index > self.commit_min {
                 break;
             }
-            ready.push(primary.reads.pop_front().expect("front exists"));
+            let read = primary.reads.pop_front().expect("front exists");
+            primary
+                .reads_queued
+                .remove(&(read.request.client, read.request.request));
+            ready.push(read);
         }
         if ready.is_empty() {
             return;
@@ -1783,6 +1806,7 @@ impl<S: StateMachine> Replica<S> {
             batch_age_ticks: 0,
             in_flight: BTreeMap::new(),
             reads: VecDeque::new(),
+            reads_queued: BTreeSet::new(),
             probe: None,
             probe_round_next: 1,
             probe_round_confirmed: 0,
@@ -2263,6 +2287,13 @@ impl<S: StateMachine> Replica<S> {
             self.commit_min <= self.commit_max,
             "commit_min <= commit_max"
         );
+        if let Some(primary) = &self.primary {
+            assert_eq!(
+                primary.reads_queued.len(),
+                primary.reads.len(),
+                "every queued read is indexed once"
+            );
+        }
         assert!(
             self.commit_min <= self.journal.op(),
             "executed ops are in the log"

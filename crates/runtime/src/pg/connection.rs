@@ -20,6 +20,10 @@ const FLUSH_BYTES: usize = 64 * 1024;
 /// A bound statement (extended protocol).
 struct Portal {
     state: PortalState,
+    /// The catalog digest the pending plan was bound against.
+    planned_against: u64,
+    /// The statement and parameters, to bind again if the catalog changed before Execute.
+    rebind: (Prepared, Vec<Option<Value>>),
     columns: Vec<OutputColumn>,
     /// One format code per result column (0 text, 1 binary).
     formats: Vec<i16>,
@@ -54,6 +58,14 @@ pub(crate) struct Connection<B, R, W> {
     /// Between BEGIN and COMMIT/ROLLBACK: statements still autocommit, but portals outlive
     /// Sync (as in a PostgreSQL transaction block), so that clients can fetch in chunks.
     in_block: bool,
+}
+
+/// What `Command::Guarded` answers when the catalog changed since planning.
+const STALE_CATALOG: &str = "40001";
+
+/// Whether a plan is answered at the gateway from the catalog alone (no engine operation).
+fn answered_here(plan: &Plan) -> bool {
+    matches!(plan, Plan::Execute(execution) if execution.operations.is_empty())
 }
 
 fn backend_error(error: BackendError) -> SqlError {
@@ -259,12 +271,53 @@ where
         }
     }
 
-    async fn catalog(&self) -> Result<sql::MemoryCatalog, Fail> {
-        Ok(self.backend.catalog().await.map_err(backend_error)?)
+    async fn catalog(&self, fresh: bool) -> Result<(u64, sql::MemoryCatalog), Fail> {
+        Ok(self.backend.catalog(fresh).await.map_err(backend_error)?)
+    }
+
+    /// Plans against the cached catalog, and again against one read through the primary when
+    /// that fails (a table created through another node is not cached yet) or when the plan
+    /// would be answered here from the catalog alone (`pg_catalog` and friends must be
+    /// linearisable too). Returns the plan with the digest it was planned against.
+    async fn planned<T>(
+        &self,
+        plan: impl Fn(&sql::MemoryCatalog) -> Result<T, SqlError>,
+        answered_here: impl Fn(&T) -> bool,
+    ) -> Result<(u64, T), Fail> {
+        let (digest, catalog) = self.catalog(false).await?;
+        if let Ok(planned) = plan(&catalog) {
+            if !answered_here(&planned) {
+                return Ok((digest, planned));
+            }
+        }
+        let (digest, catalog) = self.catalog(true).await?;
+        Ok((digest, plan(&catalog)?))
+    }
+
+    /// Runs a plan; if the tables changed between planning and running (the guard refused
+    /// it, nothing ran), plans again with `replan` against a fresh catalog and retries.
+    async fn run_planned(
+        &mut self,
+        mut digest: u64,
+        mut plan: Plan,
+        replan: impl Fn(&sql::MemoryCatalog) -> Result<Plan, SqlError>,
+    ) -> Result<Option<StatementResult>, Fail> {
+        let mut attempts = 0;
+        loop {
+            match self.run_plan(plan, digest).await {
+                Err(Fail::Error(error)) if error.code == STALE_CATALOG && attempts < 8 => {
+                    attempts += 1;
+                    let (fresh, catalog) = self.catalog(true).await?;
+                    digest = fresh;
+                    plan = replan(&catalog)?;
+                }
+                result => return result,
+            }
+        }
     }
 
     /// Runs a plan. `None`: an empty query.
-    async fn run_plan(&mut self, plan: Plan) -> Result<Option<StatementResult>, Fail> {
+    async fn run_plan(&mut self, plan: Plan, digest: u64) -> Result<Option<StatementResult>, Fail> {
         match plan {
             Plan::Empty => Ok(None),
             Plan::Session(command) => {
@@ -294,13 +347,16 @@ where
                 }
                 Ok(Some(result))
             }
-            Plan::Execute(execution) => Ok(Some(self.run_execution(execution).await?)),
+            Plan::Execute(execution) => Ok(Some(self.run_execution(execution, digest).await?)),
             Plan::Explain(explain) => {
                 let mut texts = Vec::with_capacity(explain.operations.len());
                 for operation in &explain.operations {
                     let outcome = self
                         .backend
-                        .execute(Command::Explain(operation.clone()))
+                        .execute(Command::Guarded {
+                            catalog: digest,
+                            command: Box::new(Command::Explain(operation.clone())),
+                        })
                         .await
                         .map_err(backend_error)?;
                     match outcome {
@@ -321,13 +377,17 @@ where
             Plan::CopyIn(copy) => {
                 let data = self.copy_in(copy.columns.len()).await?;
                 let execution = copy.execution(&data)?;
-                Ok(Some(self.run_execution(execution).await?))
+                Ok(Some(self.run_execution(execution, digest).await?))
             }
         }
     }
 
     /// Sends an execution's operations to the backend and merges the results.
-    async fn run_execution(&mut self, execution: sql::Execution) -> Result<StatementResult, Fail> {
+    async fn run_execution(
+        &mut self,
+        execution: sql::Execution,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
         if execution.operations.is_empty() {
             return Ok(execution.finish(Vec::new())?);
         }
@@ -335,7 +395,10 @@ where
         // the routing says.
         let outcome = self
             .backend
-            .execute(Command::Batch(execution.operations.clone()))
+            .execute(Command::Guarded {
+                catalog: digest,
+                command: Box::new(Command::Batch(execution.operations.clone())),
+            })
             .await
             .map_err(backend_error)?;
         let results = match outcome {
@@ -425,9 +488,9 @@ where
             return Ok(());
         }
         for statement in &statements {
-            let catalog = self.catalog().await?;
-            let plan = sql::plan_statement(statement, &catalog)?;
-            match self.run_plan(plan).await? {
+            let replan = |catalog: &sql::MemoryCatalog| sql::plan_statement(statement, catalog);
+            let (digest, plan) = self.planned(replan, answered_here).await?;
+            match self.run_planned(digest, plan, replan).await? {
                 None => self.out.empty_query_response(),
                 Some(StatementResult::Command { tag }) => self.out.command_complete(&tag),
                 Some(StatementResult::Rows { columns, rows, tag }) => {
@@ -475,8 +538,12 @@ where
                 )));
             }
         }
-        let catalog = self.catalog().await?;
-        let prepared = sql::prepare(&query, &catalog, &declared)?;
+        let (_, prepared) = self
+            .planned(
+                |catalog| sql::prepare(&query, catalog, &declared),
+                |_| false,
+            )
+            .await?;
         self.statements.insert(name, (prepared, declared_oids));
         self.out.parse_complete();
         Ok(())
@@ -582,8 +649,9 @@ where
             values.push(Some(value));
         }
         let prepared = prepared.clone();
-        let catalog = self.catalog().await?;
-        let plan = prepared.bind(&catalog, &values)?;
+        let (digest, plan) = self
+            .planned(|catalog| prepared.bind(catalog, &values), answered_here)
+            .await?;
         let columns = sql::result_columns(&plan);
         let formats = match result_formats.len() {
             0 => vec![0; columns.len()],
@@ -609,6 +677,8 @@ where
             portal_name,
             Portal {
                 state: PortalState::Pending(plan),
+                planned_against: digest,
+                rebind: (prepared, values),
                 columns,
                 formats,
             },
@@ -702,20 +772,28 @@ where
                 return Ok(());
             }
             PortalState::Suspended { rows, tag } => (rows, tag, true),
-            PortalState::Pending(plan) => match self.run_plan(plan).await? {
-                None => {
-                    self.out.empty_query_response();
-                    return Ok(());
-                }
-                Some(StatementResult::Command { tag }) => {
-                    if let Some(portal) = self.portals.get_mut(&name) {
-                        portal.state = PortalState::Done(Some(tag.clone()));
+            PortalState::Pending(plan) => {
+                let digest = portal.planned_against;
+                let (prepared, values) = portal.rebind.clone();
+                let rebind = move |catalog: &sql::MemoryCatalog| prepared.bind(catalog, &values);
+                let result = self.run_planned(digest, plan, rebind).await?;
+                match result {
+                    None => {
+                        self.out.empty_query_response();
+                        return Ok(());
                     }
-                    self.out.command_complete(&tag);
-                    return Ok(());
+                    Some(StatementResult::Command { tag }) => {
+                        if let Some(portal) = self.portals.get_mut(&name) {
+                            portal.state = PortalState::Done(Some(tag.clone()));
+                        }
+                        self.out.command_complete(&tag);
+                        return Ok(());
+                    }
+                    Some(StatementResult::Rows { rows, tag, .. }) => {
+                        (VecDeque::from(rows), tag, false)
+                    }
                 }
-                Some(StatementResult::Rows { rows, tag, .. }) => (VecDeque::from(rows), tag, false),
-            },
+            }
         };
         let formats = match self.portals.get(&name) {
             Some(portal) => portal.formats.clone(),
