@@ -8,7 +8,7 @@ use crate::checkers::{
 };
 use crate::client::{Client, ClientAction, Outstanding};
 use crate::disk::Disk;
-use crate::history::{Command, History};
+use crate::history::{Command, History, Outcome};
 use crate::network::{Endpoint, Network, Packet};
 use crate::options::Options;
 use crate::trace::{summarize, Trace};
@@ -45,6 +45,8 @@ pub struct Stats {
     /// SQL commands among `operations` (and among `completed`).
     pub sql_operations: usize,
     pub sql_completed: usize,
+    /// SQL commands refused by their catalog guard (`Command::Guarded` with a wrong digest).
+    pub sql_stale: usize,
 }
 
 pub struct RunReport {
@@ -59,6 +61,8 @@ pub struct RunReport {
 pub struct Simulation {
     options: Options,
     prng: Prng,
+    /// The SQL tables' catalog digest (the workload runs no DDL), for guarded commands.
+    catalog_digest: u64,
     now: u64,
     /// Logical event counter: the history's clock.
     event: u64,
@@ -104,6 +108,7 @@ impl Simulation {
             faults.delay_ticks_max,
         );
         Simulation {
+            catalog_digest: initial_store(&options).engine.catalog_digest(),
             prng,
             now: 0,
             event: 0,
@@ -139,6 +144,16 @@ impl Simulation {
         self.stats.sql_operations = sql().count();
         self.stats.sql_completed = sql()
             .filter(|invocation| invocation.return_time.is_some())
+            .count();
+        self.stats.sql_stale = sql()
+            .filter(|invocation| {
+                matches!(
+                    &invocation.outcome,
+                    Some(Outcome::Sql(engine::Outcome::Error(
+                        engine::EngineError::StaleCatalog
+                    )))
+                )
+            })
             .count();
         self.stats.messages_sent = self.network.sent;
         self.stats.messages_dropped = self.network.dropped;
@@ -585,7 +600,12 @@ impl Simulation {
                 };
                 let command = match sql {
                     Some(tables) => {
-                        Command::Sql(workload::next_sql_command(&mut self.prng, tables))
+                        let command = workload::next_sql_command(&mut self.prng, tables);
+                        Command::Sql(workload::maybe_guard(
+                            &mut self.prng,
+                            command,
+                            self.catalog_digest,
+                        ))
                     }
                     None => Command::Kv(workload::next_command(
                         &mut self.prng,

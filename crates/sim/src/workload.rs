@@ -185,6 +185,23 @@ pub fn next_sql_command(prng: &mut Prng, tables: usize) -> engine::Command {
     engine::Command::Execute(sql_operation(prng, &table, reads_only))
 }
 
+/// Wraps some commands in `Command::Guarded` as a gateway planning against a cached catalog
+/// does: mostly with the tables' digest (the workload runs no DDL, so the guard passes), now
+/// and then with a wrong one (refused, nothing runs).
+pub fn maybe_guard(prng: &mut Prng, command: engine::Command, catalog: u64) -> engine::Command {
+    match prng.below(100) {
+        0..=14 => engine::Command::Guarded {
+            catalog,
+            command: Box::new(command),
+        },
+        15..=16 => engine::Command::Guarded {
+            catalog: catalog ^ 0x5a5a,
+            command: Box::new(command),
+        },
+        _ => command,
+    }
+}
+
 fn sql_operation(prng: &mut Prng, table: &str, reads_only: bool) -> engine::Operation {
     use engine::{
         Aggregate, AggregateFunction, Assignment, CompareOp, OnConflict, Operation, Predicate,

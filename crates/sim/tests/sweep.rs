@@ -146,6 +146,7 @@ fn about_half_the_seeds_run_a_sql_workload_and_complete_sql_commands() {
         "{} of 40 seeds draw SQL",
         sql_seeds.len()
     );
+    let mut stale = 0;
     for seed in sql_seeds.iter().take(4) {
         let report = run(Options::from_seed(*seed), 0);
         assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
@@ -153,9 +154,14 @@ fn about_half_the_seeds_run_a_sql_workload_and_complete_sql_commands() {
             report.stats.sql_completed > 0,
             "seed {seed} completed no SQL command"
         );
+        stale += report.stats.sql_stale;
         let again = run(Options::from_seed(*seed), 0);
         assert_eq!(report.trace_hash, again.trace_hash, "seed {seed} replays");
     }
+    assert!(
+        stale > 0,
+        "some guarded commands met a catalog they were not planned for"
+    );
 }
 
 #[test]

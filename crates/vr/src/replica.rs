@@ -233,7 +233,15 @@ pub struct Replica<S: StateMachine> {
     stats: ReplicaStats,
     /// Skyros: the digest of every request executed so far (`Checkpoint::executed_digest`).
     executed_digest: u64,
+    /// View changes in a row that timed out since this replica was last normal. Each doubles
+    /// the view change timeout and the resend interval (up to 2^VIEW_CHANGE_BACKOFF_MAX), so
+    /// that a view change whose messages are large (a log of big SQL batches) finishes
+    /// instead of being overtaken by the next one forever.
+    view_change_attempts: u32,
 }
+
+/// The view change timeout grows to at most 2^this times its configured length.
+const VIEW_CHANGE_BACKOFF_MAX: u32 = 5;
 
 impl<S: StateMachine> Replica<S> {
     /// A replica of a new group: normal in view 0 with an empty log.
@@ -367,6 +375,7 @@ impl<S: StateMachine> Replica<S> {
             acks_pending: VecDeque::new(),
             stats: ReplicaStats::default(),
             executed_digest: 0,
+            view_change_attempts: 0,
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -649,6 +658,8 @@ impl<S: StateMachine> Replica<S> {
 
     fn on_tick_view_change(&mut self, effects: &mut Vec<Effect>) {
         if self.timeouts.view_change.fired() {
+            self.view_change_attempts =
+                (self.view_change_attempts + 1).min(VIEW_CHANGE_BACKOFF_MAX);
             self.become_view_change(self.view.next(), effects);
             return;
         }
@@ -1464,6 +1475,16 @@ impl<S: StateMachine> Replica<S> {
 
     // ----- View change (§4.2). -----
 
+    fn reset_view_change_backoff(&mut self) {
+        self.view_change_attempts = 0;
+        self.timeouts
+            .view_change
+            .set_after_ticks(self.config.view_change_timeout_ticks);
+        self.timeouts
+            .resend
+            .set_after_ticks(self.config.resend_ticks);
+    }
+
     fn become_view_change(&mut self, view: View, effects: &mut Vec<Effect>) {
         assert!(view > self.view || (view == self.view && matches!(self.status, Status::Normal)));
         self.view = view;
@@ -1473,6 +1494,13 @@ impl<S: StateMachine> Replica<S> {
         self.timeouts.primary.stop();
         self.timeouts.heartbeat.stop();
         self.timeouts.lag.stop();
+        let backoff = 1u64 << self.view_change_attempts;
+        self.timeouts
+            .view_change
+            .set_after_ticks(self.config.view_change_timeout_ticks * backoff);
+        self.timeouts
+            .resend
+            .set_after_ticks(self.config.resend_ticks * backoff);
         self.timeouts.view_change.start();
         self.timeouts.resend.start();
         if self.durable() {
@@ -1658,6 +1686,7 @@ impl<S: StateMachine> Replica<S> {
             Vec::new()
         };
         self.status = Status::Normal;
+        self.reset_view_change_backoff();
         self.become_primary(self.journal.op());
         if let Some(primary) = &mut self.primary {
             for request in &recovered {
@@ -1788,6 +1817,7 @@ impl<S: StateMachine> Replica<S> {
             .collect();
         self.install_log(entries, effects);
         self.status = Status::Normal;
+        self.reset_view_change_backoff();
         self.become_backup();
         self.timeouts.view_change.stop();
         self.commit_max = self.commit_max.max(commit);
@@ -1842,6 +1872,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(view >= self.view);
         self.view = view;
         self.status = Status::Normal;
+        self.reset_view_change_backoff();
         if self.durable() {
             self.persist(Record::View { view }, effects);
         }
@@ -2131,6 +2162,7 @@ impl<S: StateMachine> Replica<S> {
         self.view = view;
         self.log_view = view;
         self.status = Status::Normal;
+        self.reset_view_change_backoff();
         self.become_backup();
         self.adopt_durability_log(&durability, effects);
         self.execute_committed(effects);

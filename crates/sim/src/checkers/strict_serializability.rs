@@ -59,6 +59,12 @@ pub fn execute_sequentially(engine: &mut Engine, command: &Command) -> Outcome {
         Command::Execute(operation) => Outcome::Executed(engine.execute(operation)),
         Command::Batch(operations) => Outcome::Batch(engine.execute_sequentially(operations)),
         Command::Explain(operation) => Outcome::Explained(engine.explain(operation)),
+        Command::Guarded { catalog, command } => {
+            if *catalog != engine.catalog_digest() {
+                return Outcome::Error(engine::EngineError::StaleCatalog);
+            }
+            execute_sequentially(engine, command)
+        }
     }
 }
 
@@ -72,6 +78,9 @@ pub fn tables_of(command: &Command) -> Vec<String> {
             .iter()
             .map(|operation| operation.table_name().to_string())
             .collect(),
+        // The guard reads the whole catalog; the workload runs no DDL, so the catalog never
+        // changes and the guard's outcome depends on no table's history.
+        Command::Guarded { command, .. } => tables_of(command),
     };
     tables.sort();
     tables.dedup();
