@@ -127,7 +127,7 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use operation::{
     Aggregate, AggregateFunction, Assignment, Group, OnConflict, Operation, OperationResult,
-    Output, Partial, BATCH_OPERATIONS_MAX,
+    Output, Partial, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 pub use predicate::{CompareOp, Predicate};
 pub use schema::{ColumnDef, TableSchema};

@@ -40,7 +40,14 @@ pub struct TableSchema {
     pub columns: Vec<ColumnDef>,
     /// Positions in `columns`, in key order; not empty, no duplicates.
     pub primary_key: Vec<usize>,
+    /// The front end's table options (`CREATE TABLE … WITH (key = value, …)`: placement),
+    /// kept with the schema and replicated with it; the engine only bounds their size.
+    pub options: Vec<(String, String)>,
 }
+
+/// Most options a table keeps, and most bytes in one option's key or value.
+pub const TABLE_OPTIONS_MAX: usize = 16;
+pub const TABLE_OPTION_BYTES_MAX: usize = 256;
 
 impl TableSchema {
     /// Builds a schema from column definitions and primary key column names.
@@ -64,6 +71,7 @@ impl TableSchema {
             name: name.to_string(),
             columns,
             primary_key: positions,
+            options: Vec::new(),
         };
         schema.validate()?;
         Ok(schema)
@@ -73,6 +81,16 @@ impl TableSchema {
     pub fn validate(&self) -> Result<(), EngineError> {
         let invalid = |reason: String| Err(EngineError::InvalidDefinition { reason });
         check_name(&self.name)?;
+        if self.options.len() > TABLE_OPTIONS_MAX
+            || self.options.iter().any(|(key, value)| {
+                key.len() > TABLE_OPTION_BYTES_MAX || value.len() > TABLE_OPTION_BYTES_MAX
+            })
+        {
+            return invalid(format!(
+                "a table keeps at most {TABLE_OPTIONS_MAX} options of at most \
+                 {TABLE_OPTION_BYTES_MAX} bytes each"
+            ));
+        }
         if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
             return invalid(format!("a table needs 1 to {COLUMNS_MAX} columns"));
         }

@@ -93,7 +93,8 @@ struct TableSnapshot {
     rows: Vec<Row>,
 }
 
-const SNAPSHOT_VERSION: u32 = 1;
+/// 2: schemas carry their table options.
+const SNAPSHOT_VERSION: u32 = 2;
 
 impl Engine {
     /// Executes a command (reads included).

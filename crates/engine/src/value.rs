@@ -349,9 +349,7 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
             }
             _ => trimmed.parse().map(Value::Double).map_err(|_| invalid()),
         },
-        DataType::Bytea => parse_bytea_hex(trimmed)
-            .map(Value::Bytea)
-            .ok_or_else(invalid),
+        DataType::Bytea => parse_bytea(text).map(Value::Bytea).ok_or_else(invalid),
         DataType::Date => parse_date(trimmed).map(Value::Date).ok_or_else(invalid),
         DataType::Timestamp => parse_timestamp(trimmed)
             .map(Value::Timestamp)
@@ -377,15 +375,55 @@ fn out_of_range(data_type: DataType) -> EngineError {
     }
 }
 
-fn parse_bytea_hex(text: &str) -> Option<Vec<u8>> {
-    let digits = text.strip_prefix("\\x")?;
-    if digits.len() % 2 != 0 || !digits.is_ascii() {
-        return None;
+/// PostgreSQL's two bytea input formats: hex (`\\x` then pairs of hex digits, whitespace
+/// between pairs allowed) and escape (the text's bytes, with `\\\\` for a backslash and
+/// `\\ooo` for an octal byte; any other backslash is an error).
+fn parse_bytea(text: &str) -> Option<Vec<u8>> {
+    if let Some(digits) = text.strip_prefix("\\x") {
+        let digits: Vec<u8> = digits
+            .bytes()
+            .filter(|byte| !byte.is_ascii_whitespace())
+            .collect();
+        if !digits.len().is_multiple_of(2) {
+            return None;
+        }
+        if !digits.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        return digits
+            .chunks(2)
+            .map(|pair| {
+                let pair = std::str::from_utf8(pair).ok()?;
+                u8::from_str_radix(pair, 16).ok()
+            })
+            .collect();
     }
-    (0..digits.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(&digits[at..at + 2], 16).ok())
-        .collect()
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] != b'\\' {
+            out.push(bytes[at]);
+            at += 1;
+            continue;
+        }
+        match bytes.get(at + 1..at + 4) {
+            Some([b'\\', ..]) => {
+                out.push(b'\\');
+                at += 2;
+            }
+            Some(&[first @ b'0'..=b'3', second @ b'0'..=b'7', third @ b'0'..=b'7']) => {
+                out.push((first - b'0') * 64 + (second - b'0') * 8 + (third - b'0'));
+                at += 4;
+            }
+            _ if bytes.get(at + 1) == Some(&b'\\') => {
+                out.push(b'\\');
+                at += 2;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -589,12 +627,31 @@ mod tests {
             parse_text("\\x00ff", DataType::Bytea),
             Ok(Value::Bytea(vec![0, 255]))
         );
+        // The escape format, as PostgreSQL reads 'user:1'::bytea.
+        for (text, bytes) in [
+            ("user:1", b"user:1".to_vec()),
+            (" a b ", b" a b ".to_vec()),
+            ("a\\\\b", b"a\\b".to_vec()),
+            ("\\000\\377x", vec![0, 255, b'x']),
+            ("\\x 00 ff ", vec![0, 255]),
+            ("", Vec::new()),
+        ] {
+            assert_eq!(
+                parse_text(text, DataType::Bytea),
+                Ok(Value::Bytea(bytes)),
+                "{text:?}"
+            );
+        }
         for (text, data_type) in [
             ("12x", DataType::Int),
             ("2023-02-29", DataType::Date),
             ("maybe", DataType::Boolean),
             ("inf", DataType::Double),
             ("\\x0", DataType::Bytea),
+            ("\\x+1", DataType::Bytea),
+            ("a\\b", DataType::Bytea),
+            ("\\400", DataType::Bytea),
+            ("tail\\", DataType::Bytea),
             ("2020-01-01 24:00:00", DataType::Timestamp),
         ] {
             let error = parse_text(text, data_type).unwrap_err();

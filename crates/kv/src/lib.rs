@@ -220,6 +220,16 @@ impl KvStore {
         self.entries.is_empty()
     }
 
+    /// Every entry, in key order (the SQL front end reads them as the built-in table `kv`).
+    pub fn entries(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        self.entries.iter()
+    }
+
+    /// Replaces every entry (the SQL front end's writes to the built-in table `kv`).
+    pub fn replace_entries(&mut self, entries: BTreeMap<Bytes, Bytes>) {
+        self.entries = entries;
+    }
+
     /// Executes any command, reads included.
     pub fn execute(&mut self, command: &Command) -> Outcome {
         match command {

@@ -51,6 +51,35 @@ impl TableOptions {
         }
     }
 
+    /// The options a schema carries (stored by CREATE TABLE), or the defaults if it carries
+    /// none or they no longer parse.
+    pub fn of(schema: &TableSchema) -> TableOptions {
+        TableOptions::parse(schema, &schema.options)
+            .unwrap_or_else(|_| TableOptions::defaults(schema))
+    }
+
+    /// The canonical `WITH` pairs of these options, as CREATE TABLE stores them.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        let placement = match self.placement {
+            Placement::Hash => "hash",
+            Placement::Range => "range",
+        };
+        let replication = match self.replication {
+            Replication::Vr => "vr",
+            Replication::Skyros => "skyros",
+            Replication::Sequenced => "sequenced",
+        };
+        vec![
+            ("partition_key".into(), self.partition_key.clone()),
+            ("placement".into(), placement.into()),
+            ("replication".into(), replication.into()),
+            (
+                "replication_factor".into(),
+                self.replication_factor.to_string(),
+            ),
+        ]
+    }
+
     /// Parses `WITH (key = value, …)` pairs (keys already lowercased) against a schema.
     /// Unknown options are 42601; bad values 22023; a partition key outside the primary key 42P16.
     pub fn parse(
@@ -179,7 +208,7 @@ impl Catalog for Engine {
                     )
                 })
                 .collect(),
-            options: TableOptions::defaults(&table.schema),
+            options: TableOptions::of(&table.schema),
         })
     }
 

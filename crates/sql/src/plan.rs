@@ -1456,9 +1456,10 @@ impl Planner<'_, '_> {
             );
         }
         let key_names: Vec<&str> = primary_key.iter().map(String::as_str).collect();
-        let schema = TableSchema::new(&name, columns, &key_names)?;
+        let mut schema = TableSchema::new(&name, columns, &key_names)?;
         let pairs = table_option_pairs(&create.table_options)?;
         let options = TableOptions::parse(&schema, &pairs)?;
+        schema.options = options.to_pairs();
         if create.if_not_exists && self.catalog.table(&name).is_some() {
             return Ok(Plan::Execute(Execution {
                 operations: Vec::new(),

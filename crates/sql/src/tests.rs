@@ -487,6 +487,11 @@ fn create_table_parses_types_constraints_and_placement_options() {
     assert_eq!(entry.options.placement, Placement::Range);
     assert_eq!(entry.options.replication, Replication::Skyros);
     assert_eq!(entry.options.replication_factor, 5);
+    // The options are stored with the schema: every partition's engine reports them.
+    for engine in &cluster.engines {
+        let stored = Catalog::table(engine, "t").expect("created everywhere");
+        assert_eq!(stored.options, entry.options);
+    }
     let types: Vec<DataType> = entry
         .schema
         .columns

@@ -8,8 +8,12 @@
 //! The crate is pure (`tests/purity.rs`): the runtime replicates it over TCP and the simulator
 //! (`crates/sim`) replicates the same type, so a seed exercises exactly what a node runs.
 //!
-//! Today the two namespaces are separate: a SQL statement cannot read a RESP key. (Issue 7 asks
-//! for the KV namespace as a built-in table; that is not built yet.)
+//! The RESP namespace is also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA NOT NULL)`,
+//! built in (it cannot be created, dropped or indexed). A statement on it runs against a table
+//! materialised from the key-value map at the statement's place in the log, and a write replaces
+//! the map with the table's rows afterwards: O(keys) per statement, like a scan, and exact,
+//! since the statement runs alone at its position. SQL on `kv` conflicts with every key for
+//! Skyros's read check (`keys` answers `None`).
 
 use kv::KvStore;
 use serde::{Deserialize, Serialize};
@@ -35,7 +39,7 @@ pub fn decode_catalog(bytes: &[u8]) -> Option<(u64, sql::MemoryCatalog)> {
     let (digest, tables): (u64, CatalogTables) = postcard::from_bytes(bytes).ok()?;
     let mut catalog = sql::MemoryCatalog::new();
     for (schema, indexes) in tables {
-        let options = sql::TableOptions::defaults(&schema);
+        let options = sql::TableOptions::of(&schema);
         catalog.insert(sql::TableEntry {
             schema,
             indexes,
@@ -47,12 +51,43 @@ pub fn decode_catalog(bytes: &[u8]) -> Option<(u64, sql::MemoryCatalog)> {
 
 fn encode_catalog(engine: &engine::Engine) -> Vec<u8> {
     use sql::Catalog;
-    let tables: CatalogTables = Catalog::table_names(engine)
+    let mut tables: CatalogTables = Catalog::table_names(engine)
         .into_iter()
         .filter_map(|name| Catalog::table(engine, &name))
         .map(|entry| (entry.schema, entry.indexes))
         .collect();
+    tables.push((kv_table_schema(), Vec::new()));
+    tables.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     postcard::to_allocvec(&(engine.catalog_digest(), tables)).expect("schemas serialise")
+}
+
+/// The RESP key-value namespace's name as a SQL table.
+pub const KV_TABLE: &str = "kv";
+
+/// The built-in table `kv`: every RESP key and its value.
+pub fn kv_table_schema() -> engine::TableSchema {
+    engine::TableSchema::new(
+        KV_TABLE,
+        vec![
+            engine::ColumnDef::new("key", engine::DataType::Bytea).not_null(),
+            engine::ColumnDef::new("value", engine::DataType::Bytea).not_null(),
+        ],
+        &["key"],
+    )
+    .expect("the kv table's schema is valid")
+}
+
+/// Whether an engine command names the built-in table `kv`.
+fn touches_kv(command: &engine::Command) -> bool {
+    match command {
+        engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
+            operation.table_name() == KV_TABLE
+        }
+        engine::Command::Batch(operations) => operations
+            .iter()
+            .any(|operation| operation.table_name() == KV_TABLE),
+        engine::Command::Guarded { command, .. } => touches_kv(command),
+    }
 }
 
 /// A RESP command as an operation of the store.
@@ -87,6 +122,125 @@ struct Snapshot {
 impl Store {
     pub fn new() -> Store {
         Store::default()
+    }
+
+    /// Runs an engine command on the built-in table `kv`, against a table materialised from
+    /// the key-value map. For a write (`write`: the command is being applied, not queried),
+    /// also returns the map's new entries: the table's rows afterwards.
+    #[allow(clippy::type_complexity)]
+    fn run_on_kv(
+        &self,
+        command: &engine::Command,
+        write: bool,
+    ) -> (
+        engine::Outcome,
+        Option<std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
+    ) {
+        if let engine::Command::Guarded { catalog, command } = command {
+            if *catalog != self.engine.catalog_digest() {
+                return (
+                    engine::Outcome::Error(engine::EngineError::StaleCatalog),
+                    None,
+                );
+            }
+            return self.run_on_kv(command, write);
+        }
+        let operations: &[engine::Operation] = match command {
+            engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
+                std::slice::from_ref(operation)
+            }
+            engine::Command::Batch(operations) => operations,
+            engine::Command::Guarded { .. } => unreachable!("unwrapped above"),
+        };
+        for operation in operations {
+            let refusal = match operation {
+                engine::Operation::CreateTable { .. } => {
+                    Some(engine::EngineError::DuplicateTable {
+                        name: KV_TABLE.to_string(),
+                    })
+                }
+                engine::Operation::DropTable { .. } | engine::Operation::CreateIndex { .. } => {
+                    Some(engine::EngineError::FeatureNotSupported {
+                        feature: "changing the built-in table kv (the RESP namespace)".into(),
+                    })
+                }
+                _ => None,
+            };
+            if let Some(error) = refusal {
+                return (engine::Outcome::Error(error), None);
+            }
+        }
+        let mut table = engine::Engine::new();
+        let created = table.execute(&engine::Operation::CreateTable {
+            schema: kv_table_schema(),
+        });
+        assert!(created.is_ok(), "{created:?}");
+        let rows: Vec<Vec<engine::Value>> = self
+            .kv
+            .entries()
+            .map(|(key, value)| {
+                vec![
+                    engine::Value::Bytea(key.clone()),
+                    engine::Value::Bytea(value.clone()),
+                ]
+            })
+            .collect();
+        for chunk in rows.chunks(engine::INSERT_ROWS_MAX) {
+            let inserted = table.execute(&engine::Operation::Insert {
+                table: KV_TABLE.to_string(),
+                columns: Vec::new(),
+                rows: chunk.to_vec(),
+                on_conflict: engine::OnConflict::Error,
+            });
+            assert!(inserted.is_ok(), "distinct keys insert: {inserted:?}");
+        }
+        if !write {
+            return (table.read_command(command), None);
+        }
+        let outcome = table.execute_command(command);
+        if command.is_read() {
+            return (outcome, None);
+        }
+        let entries = table
+            .table(KV_TABLE)
+            .expect("the kv table is never dropped")
+            .rows
+            .values()
+            .map(|row| match row.as_slice() {
+                [engine::Value::Bytea(key), engine::Value::Bytea(value)] => {
+                    (key.clone(), value.clone())
+                }
+                other => unreachable!("kv rows are two non-null byteas: {other:?}"),
+            })
+            .collect();
+        (outcome, Some(entries))
+    }
+
+    fn apply_sql(&mut self, bytes: &[u8]) -> Vec<u8> {
+        match engine::Command::decode(bytes) {
+            Ok(command) if touches_kv(&command) => {
+                let (outcome, entries) = self.run_on_kv(&command, true);
+                if let Some(entries) = entries {
+                    self.kv.replace_entries(entries);
+                }
+                outcome.encode()
+            }
+            Ok(command) => self.engine.execute_command(&command).encode(),
+            Err(error) => engine::Outcome::Error(error).encode(),
+        }
+    }
+
+    fn query_sql(&self, bytes: &[u8]) -> Vec<u8> {
+        match engine::Command::decode(bytes) {
+            Ok(command) if touches_kv(&command) => {
+                if !command.is_read() {
+                    return engine::Outcome::Error(engine::EngineError::ReadOnly).encode();
+                }
+                self.run_on_kv(&command, false).0.encode()
+            }
+            Ok(command) => self.engine.read_command(&command).encode(),
+            Err(error) => engine::Outcome::Error(error).encode(),
+        }
     }
 }
 
@@ -169,7 +323,7 @@ impl StateMachine for Store {
     fn apply(&mut self, operation: &[u8]) -> Vec<u8> {
         match operation.split_first() {
             Some((&TAG_KV, rest)) => self.kv.apply(rest),
-            Some((&TAG_SQL, rest)) => self.engine.apply(rest),
+            Some((&TAG_SQL, rest)) => self.apply_sql(rest),
             Some((&TAG_CATALOG, [])) => encode_catalog(&self.engine),
             _ => malformed(),
         }
@@ -178,7 +332,7 @@ impl StateMachine for Store {
     fn query(&self, operation: &[u8]) -> Vec<u8> {
         match operation.split_first() {
             Some((&TAG_KV, rest)) => self.kv.query(rest),
-            Some((&TAG_SQL, rest)) => self.engine.query(rest),
+            Some((&TAG_SQL, rest)) => self.query_sql(rest),
             Some((&TAG_CATALOG, [])) => encode_catalog(&self.engine),
             _ => malformed(),
         }
@@ -216,7 +370,8 @@ impl StateMachine for Store {
                 matches!(
                     command,
                     engine::Command::Execute(_) | engine::Command::Batch(_)
-                ) && batch_len(command) <= engine::BATCH_OPERATIONS_MAX
+                ) && !touches_kv(command)
+                    && batch_len(command) <= engine::BATCH_OPERATIONS_MAX
             });
             match batchable {
                 Some(command) => {
@@ -263,7 +418,7 @@ impl StateMachine for Store {
                     };
                     match command {
                         Ok(command @ (engine::Command::Execute(_) | engine::Command::Batch(_)))
-                            if command.is_read() =>
+                            if command.is_read() && !touches_kv(&command) =>
                         {
                             reads.push((at, command));
                         }
@@ -317,7 +472,11 @@ impl StateMachine for Store {
                 .kv
                 .keys(rest)
                 .map(|keys| keys.into_iter().map(|key| tagged(TAG_KV, key)).collect()),
-            Some((&TAG_SQL, _)) => Some(vec![vec![TAG_SQL]]),
+            // SQL on the built-in table `kv` may touch any RESP key.
+            Some((&TAG_SQL, rest)) => match engine::Command::decode(rest) {
+                Ok(command) if !touches_kv(&command) => Some(vec![vec![TAG_SQL]]),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -360,7 +519,11 @@ mod tests {
         assert!(sql::Catalog::table(&copy.engine, "t").is_some());
         let (digest, catalog) = decode_catalog(&copy.query(&catalog_operation())).unwrap();
         assert_eq!(digest, copy.engine.catalog_digest());
-        assert_eq!(catalog.tables.keys().collect::<Vec<_>>(), vec!["t"]);
+        assert_eq!(
+            catalog.tables.keys().collect::<Vec<_>>(),
+            vec![KV_TABLE, "t"],
+            "the built-in table kv and the created one"
+        );
         assert!(copy.restore(b"garbage").is_err());
         assert_eq!(
             copy.kv.get(b"k"),
@@ -614,5 +777,146 @@ mod batch_tests {
             engine::Outcome::decode(&alone[0]).unwrap(),
             engine::Outcome::Executed(Ok(engine::Output::Rows { rows, .. })) if rows.len() > 1
         ));
+    }
+}
+
+#[cfg(test)]
+mod kv_table_tests {
+    use super::*;
+    use engine::{Assignment, Command, Operation, Outcome, Output, Predicate, Value};
+
+    fn put(store: &mut Store, key: &str, value: &str) {
+        let command = kv::Command::Put {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+        };
+        store.apply(&kv_operation(&command));
+    }
+
+    fn rows(bytes: &[u8]) -> Vec<Vec<Value>> {
+        match Outcome::decode(bytes).unwrap() {
+            Outcome::Executed(Ok(Output::Rows { rows, .. })) => rows,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn bytea(text: &str) -> Value {
+        Value::Bytea(text.as_bytes().to_vec())
+    }
+
+    fn select_all() -> Vec<u8> {
+        sql_operation(&Command::Execute(Operation::Select {
+            table: KV_TABLE.into(),
+            columns: Vec::new(),
+            predicate: None,
+            limit: None,
+        }))
+    }
+
+    #[test]
+    fn sql_reads_and_writes_the_resp_namespace_as_the_table_kv() {
+        let mut store = Store::new();
+        put(&mut store, "a", "1");
+        put(&mut store, "b", "2");
+        let expected = vec![vec![bytea("a"), bytea("1")], vec![bytea("b"), bytea("2")]];
+        assert_eq!(rows(&store.query(&select_all())), expected);
+        assert_eq!(rows(&store.apply(&select_all())), expected);
+
+        // An UPDATE with a non-key predicate, an INSERT and a DELETE through SQL…
+        let update = sql_operation(&Command::Execute(Operation::Update {
+            table: KV_TABLE.into(),
+            assignments: vec![Assignment {
+                column: "value".into(),
+                value: bytea("20"),
+            }],
+            predicate: Some(Predicate::equal("value", bytea("2"))),
+        }));
+        store.apply(&update);
+        let insert = sql_operation(&Command::Execute(Operation::Insert {
+            table: KV_TABLE.into(),
+            columns: Vec::new(),
+            rows: vec![vec![bytea("c"), bytea("3")]],
+            on_conflict: engine::OnConflict::Error,
+        }));
+        store.apply(&insert);
+        let delete = sql_operation(&Command::Execute(Operation::Delete {
+            table: KV_TABLE.into(),
+            predicate: Some(Predicate::equal("key", bytea("a"))),
+        }));
+        store.apply(&delete);
+        // … are what RESP reads.
+        assert_eq!(store.kv.get(b"a"), None);
+        assert_eq!(store.kv.get(b"b"), Some(&b"20".to_vec()));
+        assert_eq!(store.kv.get(b"c"), Some(&b"3".to_vec()));
+        // Constraints hold: a NULL value or a duplicate key changes nothing.
+        let duplicate = sql_operation(&Command::Execute(Operation::Insert {
+            table: KV_TABLE.into(),
+            columns: Vec::new(),
+            rows: vec![vec![bytea("c"), Value::Null]],
+            on_conflict: engine::OnConflict::Error,
+        }));
+        assert!(matches!(
+            Outcome::decode(&store.apply(&duplicate)).unwrap(),
+            Outcome::Executed(Err(_))
+        ));
+        assert_eq!(store.kv.len(), 2);
+
+        // In a log entry's batch the kv statement runs alone at its place.
+        let entry = [
+            kv_operation(&kv::Command::Put {
+                key: b"d".to_vec(),
+                value: b"4".to_vec(),
+            }),
+            select_all(),
+            delete,
+        ];
+        let borrowed: Vec<&[u8]> = entry.iter().map(Vec::as_slice).collect();
+        let results = store.apply_batch(&borrowed);
+        assert_eq!(rows(&results[1]).len(), 3);
+        let reads = store.query_batch(&[select_all().as_slice(), catalog_operation().as_slice()]);
+        assert_eq!(rows(&reads[0]).len(), 3);
+        let (_, catalog) = decode_catalog(&reads[1]).unwrap();
+        assert!(catalog.tables.contains_key(KV_TABLE));
+
+        // Skyros's read check: SQL on kv may touch any key.
+        assert_eq!(store.keys(&select_all()), None);
+    }
+
+    #[test]
+    fn the_kv_table_cannot_be_created_dropped_indexed_or_written_by_a_query() {
+        let mut store = Store::new();
+        put(&mut store, "k", "v");
+        for operation in [
+            Operation::CreateTable {
+                schema: kv_table_schema(),
+            },
+            Operation::DropTable {
+                name: KV_TABLE.into(),
+                if_exists: false,
+            },
+            Operation::CreateIndex {
+                name: "kv_value".into(),
+                table: KV_TABLE.into(),
+                column: "value".into(),
+            },
+        ] {
+            let outcome =
+                Outcome::decode(&store.apply(&sql_operation(&Command::Execute(operation.clone()))))
+                    .unwrap();
+            assert!(
+                matches!(outcome, Outcome::Error(_)),
+                "{operation:?}: {outcome:?}"
+            );
+        }
+        let delete = sql_operation(&Command::Execute(Operation::Delete {
+            table: KV_TABLE.into(),
+            predicate: None,
+        }));
+        assert_eq!(
+            Outcome::decode(&store.query(&delete)).unwrap(),
+            Outcome::Error(engine::EngineError::ReadOnly)
+        );
+        assert_eq!(store.kv.get(b"k"), Some(&b"v".to_vec()));
+        assert!(store.engine.table(KV_TABLE).is_none());
     }
 }

@@ -34,6 +34,16 @@ fn psql(port: u16, commands: &[&str]) -> String {
     text.trim().to_string()
 }
 
+/// Runs one redis-cli command against a node's RESP port; returns its trimmed stdout.
+fn redis_cli(port: u16, arguments: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(arguments)
+        .output()
+        .expect("redis-cli is installed (scripts/test installs redis-tools)");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
 /// Retries a psql call until its output contains `expected` (a view change in progress
 /// answers with an error the client may retry), for at most 20 s.
 fn psql_until(port: u16, commands: &[&str], expected: &str) -> String {
@@ -148,6 +158,26 @@ new
         "{seen}"
     );
     assert!(seen.contains("column \"a\" does not exist"), "{seen}");
+
+    // The RESP namespace is the table kv: what redis-cli writes, SQL reads and changes.
+    let set = redis_cli(8401, &["MSET", "user:1", "alice", "user:2", "bob"]);
+    assert_eq!(set, "OK");
+    let kv = psql(
+        pg1,
+        &[
+            "SELECT count(*) FROM kv WHERE key >= 'user:'",
+            "UPDATE kv SET value = 'carol' WHERE value = 'bob'",
+            "INSERT INTO kv VALUES ('user:3', 'dave')",
+            "DELETE FROM kv WHERE key = 'user:1'",
+            "SELECT value FROM kv WHERE key = 'user:2'",
+        ],
+    );
+    assert_eq!(kv, "2\n\\x6361726f6c", "{kv}");
+    assert_eq!(
+        redis_cli(8403, &["MGET", "user:2", "user:3"]),
+        "carol\ndave"
+    );
+    assert_eq!(redis_cli(8402, &["EXISTS", "user:1"]), "0");
 
     // The primary dies: the SQL data is replicated like everything else.
     let primary = cluster.primary().expect("a primary");
