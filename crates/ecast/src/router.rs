@@ -503,15 +503,19 @@ impl RouterState {
     /// messages became stable.
     fn collect_stable(&mut self) -> u64 {
         let configuration = self.configuration().clone();
-        let stable_at_once = self.settings.canary == Some(Canary::StableAtOnce);
+        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
         let stable: Vec<Timestamp> = self
             .unstable
             .iter()
             .filter(|(timestamp, routed)| {
-                stable_at_once
-                    || routed.destinations.keys().all(|process| {
-                        self.confirmed(*process) >= **timestamp || !configuration.is_live(*process)
-                    })
+                let done = |process: &ProcessId| {
+                    self.confirmed(*process) >= **timestamp || !configuration.is_live(*process)
+                };
+                if first_confirm {
+                    routed.destinations.keys().any(done)
+                } else {
+                    routed.destinations.keys().all(done)
+                }
             })
             .map(|(timestamp, _)| *timestamp)
             .collect();

@@ -166,7 +166,7 @@ impl fmt::Display for ReadRefusal {
 }
 
 /// How a read is isolated (§6.7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Isolation {
     /// An E-Cast message like a write: a consistent snapshot at its point of the global order.
     Sequential,
@@ -186,7 +186,8 @@ pub enum Canary {
     /// The inbox delivers any newer message at once, without checking `previous`: a message
     /// overtaken by a later one is skipped.
     InboxSkipsGapCheck,
-    /// The router treats a message as stable as soon as it is sequenced: the forwarder stops
-    /// resending it, so a lost delivery is never repaired.
-    StableAtOnce,
+    /// The router treats a message as stable as soon as one destination confirmed it: the
+    /// forwarder stops resending it, so a delivery lost on the way to another destination is
+    /// never repaired.
+    StableOnFirstConfirm,
 }
