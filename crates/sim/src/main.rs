@@ -162,7 +162,7 @@ fn print_ecast_report(report: &EcastReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} abandoned={} refusals={} snapshot_reads={} \
-         messages={} dropped={} router_crashes={} storage_crashes={} partitions={} view_max={} \
+         basic_reads={} basic_refusals={} messages={} dropped={} router_crashes={} storage_crashes={} partitions={} view_max={} \
          forwarders={} timestamp_max={} result={}",
         report.seed,
         report.trace_hash,
@@ -172,6 +172,8 @@ fn print_ecast_report(report: &EcastReport) {
         stats.abandoned,
         stats.refusals,
         stats.snapshot_reads,
+        stats.basic_reads,
+        stats.basic_refusals,
         stats.messages_sent,
         stats.messages_dropped,
         stats.router_crashes,

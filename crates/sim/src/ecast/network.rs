@@ -2,7 +2,7 @@
 //! delay (so reordering), loss and duplication on every link; partitions cut router links.
 
 use ecast::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
-use placement::ProcessId;
+use placement::{ConfigVersion, ProcessId};
 use std::collections::BTreeMap;
 use stdx::Prng;
 use vr::ReplicaIndex;
@@ -44,6 +44,16 @@ pub enum Payload {
     SnapshotDeliver(SnapshotDelivery),
     /// Router or storage process → gateway.
     SnapshotRefused { read_id: u64, refusal: ReadRefusal },
+    /// Gateway → storage process: a basic read (§6.7) planned at `planned_at`.
+    BasicRead {
+        read_id: u64,
+        planned_at: ConfigVersion,
+        key: u64,
+    },
+    /// Storage process → gateway.
+    BasicAnswer { read_id: u64, value: Option<i64> },
+    /// Storage process → gateway: the process's configuration version differs.
+    BasicRefused { read_id: u64, refusal: ReadRefusal },
     /// Storage process → gateway: the values at the read's point `at`. A duplicated read may
     /// be stamped twice at different points: only answers for one point may be combined.
     SnapshotAnswer {
@@ -65,6 +75,9 @@ impl Payload {
             Payload::SnapshotDeliver(_) => 600,
             Payload::SnapshotRefused { .. } => 700,
             Payload::SnapshotAnswer { at, .. } => 800 + at.0 % 50,
+            Payload::BasicRead { .. } => 900,
+            Payload::BasicAnswer { .. } => 1000,
+            Payload::BasicRefused { .. } => 1100,
         }
     }
 }

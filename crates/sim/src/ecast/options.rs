@@ -49,6 +49,8 @@ pub struct EcastOptions {
     pub window_max: u64,
     /// Share of reads (audits and gets) that are snapshot reads; the rest are sequential.
     pub snapshot_percent: u64,
+    /// Share of register gets that are basic reads (straight to one storage process).
+    pub basic_percent: u64,
     /// Share of operations on the bank (the rest on registers).
     pub bank_percent: u64,
     pub think_ticks_max: u64,
@@ -102,6 +104,7 @@ impl EcastOptions {
         let bank_percent = prng.range_inclusive(30, 70);
         let think_ticks_max = prng.range_inclusive(0, 30);
         let fault_ticks = prng.range_inclusive(1_500, 3_500);
+        let basic_percent = prng.range_inclusive(0, 30);
         EcastOptions {
             seed,
             router_config,
@@ -121,6 +124,7 @@ impl EcastOptions {
             slots,
             window_max,
             snapshot_percent,
+            basic_percent,
             bank_percent,
             think_ticks_max,
             fault_ticks,
@@ -143,7 +147,7 @@ impl EcastOptions {
         format!(
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
-             snapshot={}% bank={}% ticks={}{}",
+             snapshot={}% basic={}% bank={}% ticks={}{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -159,6 +163,7 @@ impl EcastOptions {
             self.slots,
             self.window_max,
             self.snapshot_percent,
+            self.basic_percent,
             self.bank_percent,
             self.fault_ticks,
             self.canary

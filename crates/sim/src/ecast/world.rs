@@ -9,7 +9,7 @@ use super::network::{Endpoint, Network, Packet, Payload};
 use super::options::{EcastCanary, EcastOptions};
 use crate::checkers::ecast_order::{digest, EcastOrder};
 use crate::checkers::ecast_stability::EcastStability;
-use crate::checkers::{ecast_serializability, Violation};
+use crate::checkers::{ecast_basic_reads, ecast_serializability, Violation};
 use crate::trace::Trace;
 use ecast::{
     Envelope, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Inbox, InboxEffect,
@@ -39,6 +39,9 @@ const RETRY_TICKS: u64 = 30;
 const READ_WAIT_TICKS: u64 = 300;
 const SNAPSHOT_WAIT_TICKS: u64 = 200;
 const SNAPSHOT_ATTEMPTS_MAX: u32 = 6;
+const READ_ATTEMPTS_MAX: u32 = 4;
+const BASIC_WAIT_TICKS: u64 = 60;
+const BASIC_ATTEMPTS_MAX: u32 = 5;
 
 pub fn position(key: u64) -> Position {
     KeyMapping::Hash.position(&key.to_be_bytes())
@@ -52,6 +55,8 @@ pub struct EcastStats {
     pub abandoned: u64,
     pub refusals: u64,
     pub snapshot_reads: u64,
+    pub basic_reads: u64,
+    pub basic_refusals: u64,
     pub messages_sent: u64,
     pub messages_dropped: u64,
     pub router_crashes: u64,
@@ -105,6 +110,13 @@ enum Phase {
     /// A read whose message is stable, waiting for answers.
     Stable {
         since: u64,
+        sequence: Sequence,
+    },
+    /// A basic read waiting to be sent (or sent again) to one storage process.
+    BasicQueued,
+    BasicSent {
+        read_id: u64,
+        sent_at: u64,
     },
     SnapshotNeedsNow,
     SnapshotSent {
@@ -427,7 +439,8 @@ impl EcastSimulation {
             }
         }
         EcastStability::check_replicas_agree(&values)?;
-        ecast_serializability::check(&self.history, self.options.accounts as usize)
+        ecast_serializability::check(&self.history, self.options.accounts as usize)?;
+        ecast_basic_reads::check(&self.history)
     }
 
     // ----- One tick of the world. -----
@@ -605,6 +618,14 @@ impl EcastSimulation {
             }
             Endpoint::Storage(id) => {
                 let input = match packet.payload {
+                    Payload::BasicRead {
+                        read_id,
+                        planned_at,
+                        key,
+                    } => {
+                        self.basic_read(id, packet.from, read_id, planned_at, key);
+                        return Ok(());
+                    }
                     Payload::Deliver { router, deliveries } => {
                         InboxInput::Deliver { router, deliveries }
                     }
@@ -856,6 +877,30 @@ impl EcastSimulation {
         Ok(())
     }
 
+    /// §6.7: a basic read is served only if planned against this process's version.
+    fn basic_read(
+        &mut self,
+        id: ProcessId,
+        from: Endpoint,
+        read_id: u64,
+        planned_at: placement::ConfigVersion,
+        key: u64,
+    ) {
+        let node = &self.storage[(id.0 - 1) as usize];
+        if node.crashed_at.is_some() {
+            return;
+        }
+        let payload = match node.inbox.check_basic(planned_at) {
+            Ok(()) if self.initial.replicas(position(key)).contains(&id) => Payload::BasicAnswer {
+                read_id,
+                value: node.data.get(&key).copied(),
+            },
+            Ok(()) => return, // Not ours: a gateway bug; it retries elsewhere.
+            Err(refusal) => Payload::BasicRefused { read_id, refusal },
+        };
+        self.send(Endpoint::Storage(id), from, payload);
+    }
+
     /// Applies this process's share of a payload: writes to the keys it holds; a read answers
     /// the keys it holds.
     fn apply(&mut self, index: usize, payload: &[u8]) -> Option<Vec<(u64, Option<i64>)>> {
@@ -913,6 +958,10 @@ impl EcastSimulation {
                 isolation: Isolation::Snapshot,
                 ..
             } => Phase::SnapshotNeedsNow,
+            EcastCommand::Get {
+                isolation: Isolation::Basic,
+                ..
+            } => Phase::BasicQueued,
             _ => Phase::Queued,
         };
         self.push_op(
@@ -977,11 +1026,19 @@ impl EcastSimulation {
             } else {
                 EcastCommand::Get {
                     key,
-                    isolation: self.read_isolation(),
+                    isolation: self.get_isolation(),
                 }
             }
         };
         self.add_op(gateway, command);
+    }
+
+    fn get_isolation(&mut self) -> Isolation {
+        if self.prng.percent(self.options.basic_percent) {
+            Isolation::Basic
+        } else {
+            self.read_isolation()
+        }
     }
 
     fn read_isolation(&mut self) -> Isolation {
@@ -995,6 +1052,7 @@ impl EcastSimulation {
     fn drive_gateway(&mut self, index: usize) -> Result<(), Violation> {
         self.gateways[index].sender.tick();
         self.expire_reads(index);
+        self.send_basic_reads(index);
         self.fill_window(index);
         self.maybe_request(index);
         let gateway = &self.gateways[index];
@@ -1009,17 +1067,31 @@ impl EcastSimulation {
         Ok(())
     }
 
-    /// Reads that cannot complete any more are abandoned (they stay unanswered in the history
-    /// and the checker drops them); snapshot reads are retried a few times first.
+    /// A read whose message is stable but not fully answered (an answer was lost, or its
+    /// destination crashed) is sent again as a new message, a few times, then abandoned (it
+    /// stays unanswered in the history and the checker drops it); a snapshot read likewise.
+    /// A new message for the same read is sound: its point is inside the read's interval.
     fn expire_reads(&mut self, index: usize) {
         let now = self.now;
         let gateway = &mut self.gateways[index];
         let mut abandoned = Vec::new();
         for (id, op) in gateway.ops.iter_mut() {
             match op.phase {
-                Phase::Stable { since } if now >= since + READ_WAIT_TICKS => abandoned.push(*id),
+                Phase::Stable { since, sequence } if now >= since + READ_WAIT_TICKS => {
+                    gateway.by_sequence.remove(&sequence);
+                    op.attempts += 1;
+                    if op.attempts >= READ_ATTEMPTS_MAX {
+                        abandoned.push(*id);
+                    } else {
+                        op.phase = Phase::Queued;
+                        op.answers.clear();
+                    }
+                }
                 Phase::SnapshotSent { sent_at, .. } if now >= sent_at + SNAPSHOT_WAIT_TICKS => {
                     retry_snapshot(op, &mut abandoned, *id);
+                }
+                Phase::BasicSent { sent_at, .. } if now >= sent_at + BASIC_WAIT_TICKS => {
+                    retry_basic(op, &mut abandoned, *id);
                 }
                 _ => {}
             }
@@ -1027,6 +1099,50 @@ impl EcastSimulation {
         for id in abandoned {
             gateway.ops.remove(&id);
             self.stats.abandoned += 1;
+        }
+    }
+
+    /// §6.7 basic reads: straight to one live replica of the key under the gateway's
+    /// configuration, carrying that configuration's version.
+    fn send_basic_reads(&mut self, index: usize) {
+        if self.gateways[index].need_config {
+            return;
+        }
+        let waiting: Vec<u64> = self.gateways[index]
+            .ops
+            .iter()
+            .filter(|(_, op)| op.phase == Phase::BasicQueued)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in waiting {
+            let offset = self.prng.next_u64();
+            let now = self.now;
+            let gateway = &mut self.gateways[index];
+            let read_id = gateway.read_next;
+            gateway.read_next += 1;
+            let op = gateway.ops.get_mut(&id).expect("listed above");
+            let key = op.keys[0];
+            let live = gateway.config.live_replicas(position(key));
+            let Some(process) = live
+                .get((offset % live.len().max(1) as u64) as usize)
+                .copied()
+            else {
+                continue; // No live replica: the key is lost; try again later.
+            };
+            op.phase = Phase::BasicSent {
+                read_id,
+                sent_at: now,
+            };
+            let planned_at = gateway.config.version();
+            self.send(
+                Endpoint::Gateway(index),
+                Endpoint::Storage(process),
+                Payload::BasicRead {
+                    read_id,
+                    planned_at,
+                    key,
+                },
+            );
         }
     }
 
@@ -1176,6 +1292,40 @@ impl EcastSimulation {
                         op.answers.extend(values);
                         self.maybe_complete_read(index, id);
                     }
+                }
+                Ok(())
+            }
+            Payload::BasicAnswer { read_id, value } => {
+                let gateway = &mut self.gateways[index];
+                let found = gateway.ops.iter().find(|(_, op)| {
+                    matches!(op.phase, Phase::BasicSent { read_id: sent, .. } if sent == read_id)
+                });
+                if let Some((id, op)) = found {
+                    let (id, history) = (*id, op.history);
+                    gateway.ops.remove(&id);
+                    self.stats.basic_reads += 1;
+                    if let Some(history) = history {
+                        let output = EcastOutput::Value(value.map(|value| value as u64));
+                        self.finish(index, history, output);
+                    }
+                }
+                Ok(())
+            }
+            Payload::BasicRefused { read_id, .. } => {
+                self.stats.basic_refusals += 1;
+                let gateway = &mut self.gateways[index];
+                let mut abandoned = Vec::new();
+                for (id, op) in gateway.ops.iter_mut() {
+                    if matches!(op.phase, Phase::BasicSent { read_id: sent, .. } if sent == read_id)
+                    {
+                        // Planned against another version: re-plan with the current one.
+                        retry_basic(op, &mut abandoned, *id);
+                        gateway.need_config = true;
+                    }
+                }
+                for id in abandoned {
+                    gateway.ops.remove(&id);
+                    self.stats.abandoned += 1;
                 }
                 Ok(())
             }
@@ -1361,7 +1511,10 @@ impl EcastSimulation {
         };
         let is_read = matches!(&op.command, OpCommand::Client(command) if command.is_read());
         if is_read {
-            op.phase = Phase::Stable { since: now };
+            op.phase = Phase::Stable {
+                since: now,
+                sequence,
+            };
             self.maybe_complete_read(index, id);
             return;
         }
@@ -1381,7 +1534,7 @@ impl EcastSimulation {
             return;
         }
         let op = gateway.ops.remove(&id).expect("found above");
-        if let Phase::Submitted(sequence) = op.phase {
+        if let Phase::Submitted(sequence) | Phase::Stable { sequence, .. } = op.phase {
             gateway.by_sequence.remove(&sequence);
         }
         let output = match &op.command {
@@ -1406,6 +1559,15 @@ impl EcastSimulation {
         self.event += 1;
         let think = self.prng.range_inclusive(0, self.options.think_ticks_max);
         self.gateways[index].idle_until = self.now + think;
+    }
+}
+
+fn retry_basic(op: &mut Op, abandoned: &mut Vec<u64>, id: u64) {
+    op.attempts += 1;
+    if op.attempts >= BASIC_ATTEMPTS_MAX {
+        abandoned.push(id);
+    } else {
+        op.phase = Phase::BasicQueued;
     }
 }
 
@@ -1528,5 +1690,14 @@ fn summarize(payload: &Payload) -> String {
             at,
             values,
         } => format!("snapshot_answer {read_id} at {at} {values:?}"),
+        Payload::BasicRead {
+            read_id,
+            planned_at,
+            key,
+        } => format!("basic_read {read_id} key {key} at version {}", planned_at.0),
+        Payload::BasicAnswer { read_id, value } => format!("basic_answer {read_id} {value:?}"),
+        Payload::BasicRefused { read_id, refusal } => {
+            format!("basic_refused {read_id}: {refusal}")
+        }
     }
 }
