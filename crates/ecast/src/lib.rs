@@ -74,6 +74,6 @@ pub use router::{
 };
 pub use sender::{Sender, SenderError, SenderEvent, SenderSettings};
 pub use types::{
-    Canary, Delivery, Envelope, Isolation, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead,
-    Timestamp,
+    routing_is_well_formed, Canary, Delivery, Envelope, Isolation, ReadRefusal, Sequence,
+    SnapshotDelivery, SnapshotRead, Timestamp,
 };

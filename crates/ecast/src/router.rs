@@ -3,7 +3,7 @@
 //! applying a Submit op *is* learning the message: the timestamp, the destination set and the
 //! next configuration are computed here, deterministically, on every router.
 
-use crate::types::{Canary, Envelope, Sequence, Timestamp};
+use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp};
 use placement::ecast::{apply, destset, suspects};
 use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
 use serde::{Deserialize, Serialize};
@@ -393,6 +393,11 @@ impl RouterState {
         if envelope.sender != sender || envelope.routing_sender() != sender {
             return Outcome::Invalid {
                 reason: "the envelope names another sender".to_string(),
+            };
+        }
+        if !routing_is_well_formed(&envelope.routing) {
+            return Outcome::Invalid {
+                reason: "a position set is not in normal form".to_string(),
             };
         }
         if envelope.sequence == Sequence(0) {
