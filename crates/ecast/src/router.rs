@@ -545,12 +545,23 @@ impl RouterState {
         stable.len() as u64
     }
 
-    /// Our invariants, asserted after every op.
+    /// Our invariants, asserted after every op: the constant-time ones always, the walks over
+    /// the unstable sequence and the senders after every op in debug builds and every
+    /// `INVARIANTS_FULL_EVERY` ops in release builds (they cost O(unstable) each time).
     pub fn invariants(&self) {
         assert!(!self.configurations.is_empty());
+        if let Some((first, _)) = self.unstable.first_key_value() {
+            assert!(*first > Timestamp::ZERO);
+        }
         if let Some((last, _)) = self.unstable.last_key_value() {
             assert!(*last <= self.timestamp_last);
         }
+        if cfg!(debug_assertions) || self.applied.is_multiple_of(INVARIANTS_FULL_EVERY) {
+            self.invariants_full();
+        }
+    }
+
+    fn invariants_full(&self) {
         let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
         assert_eq!(unstable_total, self.unstable.len() as u64);
         for routed in self.unstable.values() {
@@ -558,12 +569,19 @@ impl RouterState {
                 self.configurations.contains_key(&routed.routed_under),
                 "a configuration an unstable message was routed under is kept"
             );
+            assert!(
+                !routed.destinations.is_empty(),
+                "a message with no destination is stable"
+            );
             for (process, previous) in &routed.destinations {
                 assert!(*previous <= self.last_routed(*process));
             }
         }
     }
 }
+
+/// In release builds, the full invariant walk runs after every this many ops.
+const INVARIANTS_FULL_EVERY: u64 = 64;
 
 impl vr::StateMachine for RouterState {
     fn apply(&mut self, operation: &[u8]) -> Vec<u8> {
