@@ -11,6 +11,7 @@
 pub mod checkers;
 pub mod client;
 pub mod disk;
+pub mod ecast;
 pub mod history;
 pub mod network;
 pub mod options;

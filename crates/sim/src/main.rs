@@ -1,5 +1,7 @@
 //! `cargo run -p sim --release -- --seed S` replays one run; `--seeds N` sweeps N seeds.
 
+use sim::checkers::Violation;
+use sim::ecast::{EcastCanary, EcastOptions, EcastReport};
 use sim::{run, run_with_trace_on_failure, Options, RunReport};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,17 +10,21 @@ use std::time::Instant;
 use vr::{Canary, Protocol};
 
 const USAGE: &str =
-    "usage: sim [--seed S | --seeds N [--start S] [--jobs J]] [--protocol P] [--canary NAME] [--trace LINES] [--verbose]
+    "usage: sim [--ecast] [--seed S | --seeds N [--start S] [--jobs J]] [--protocol P] [--canary NAME] [--trace LINES] [--verbose]
 
   --seed S       replay one seed: prints its configuration, statistics and trace hash
   --seeds N      sweep N seeds (from --start, default a seed drawn from the clock)
   --jobs J       sweep on J threads (default: the machine's cores)
   --canary NAME  run a deliberately broken protocol variant (must fail):
                  commit-without-quorum | read-without-probe | recovery-threshold-too-high (skyros)
+  --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways
+                 (canaries: inbox-skips-gap-check | stable-on-first-confirm |
+                 router-commit-without-quorum)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
 
+#[derive(Clone)]
 struct Arguments {
     seed: Option<u64>,
     seeds: Option<u64>,
@@ -27,6 +33,8 @@ struct Arguments {
     canary: Option<Canary>,
     protocol: Option<Protocol>,
     trace_lines: usize,
+    ecast: bool,
+    ecast_canary: Option<EcastCanary>,
 }
 
 fn parse(arguments: &[String]) -> Result<Arguments, String> {
@@ -38,6 +46,8 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         canary: None,
         protocol: None,
         trace_lines: 200,
+        ecast: false,
+        ecast_canary: None,
     };
     let mut iter = arguments.iter();
     while let Some(argument) = iter.next() {
@@ -52,8 +62,21 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--start" => parsed.start = Some(number("--start")?),
             "--jobs" => parsed.jobs = number("--jobs")?.max(1) as usize,
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
+            "--ecast" => parsed.ecast = true,
             "--canary" => {
-                parsed.canary = Some(match iter.next().map(String::as_str) {
+                let name = iter.next().map(String::as_str);
+                parsed.ecast_canary = match name {
+                    Some("inbox-skips-gap-check") => Some(EcastCanary::InboxSkipsGapCheck),
+                    Some("stable-on-first-confirm") => Some(EcastCanary::StableOnFirstConfirm),
+                    Some("router-commit-without-quorum") => {
+                        Some(EcastCanary::RouterCommitWithoutQuorum)
+                    }
+                    _ => None,
+                };
+                if parsed.ecast_canary.is_some() {
+                    continue;
+                }
+                parsed.canary = Some(match name {
                     Some("commit-without-quorum") => Canary::CommitWithoutQuorum,
                     Some("read-without-probe") => Canary::ReadWithoutProbe,
                     Some("recovery-threshold-too-high") => Canary::RecoveryThresholdTooHigh,
@@ -74,6 +97,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     }
     if parsed.seed.is_none() && parsed.seeds.is_none() {
         return Err("give --seed or --seeds".to_string());
+    }
+    if parsed.ecast_canary.is_some() && !parsed.ecast {
+        return Err("that canary needs --ecast".to_string());
     }
     Ok(parsed)
 }
@@ -125,7 +151,86 @@ fn print_report(report: &RunReport) {
     }
 }
 
+fn ecast_options(seed: u64, canary: Option<EcastCanary>) -> EcastOptions {
+    match canary {
+        Some(canary) => EcastOptions::canary(seed, canary),
+        None => EcastOptions::from_seed(seed),
+    }
+}
+
+fn print_ecast_report(report: &EcastReport) {
+    let stats = &report.stats;
+    println!(
+        "seed={} trace_hash={:016x} ticks={} ops={} completed={} abandoned={} refusals={} snapshot_reads={} \
+         basic_reads={} basic_refusals={} messages={} dropped={} router_crashes={} storage_crashes={} partitions={} view_max={} \
+         forwarders={} timestamp_max={} result={}",
+        report.seed,
+        report.trace_hash,
+        stats.ticks,
+        stats.operations,
+        stats.completed,
+        stats.abandoned,
+        stats.refusals,
+        stats.snapshot_reads,
+        stats.basic_reads,
+        stats.basic_refusals,
+        stats.messages_sent,
+        stats.messages_dropped,
+        stats.router_crashes,
+        stats.storage_crashes,
+        stats.partitions,
+        stats.view_max,
+        stats.forwarders,
+        stats.timestamp_max,
+        match &report.result {
+            Ok(()) => "ok".to_string(),
+            Err(violation) => format!("FAILED ({})", violation.checker),
+        }
+    );
+    if let Err(violation) = &report.result {
+        if !report.trace.is_empty() {
+            println!("--- last {} trace lines ---", report.trace.len());
+            for line in &report.trace {
+                println!("{line}");
+            }
+        }
+        println!("--- {violation}");
+    }
+}
+
+fn replay_ecast(seed: u64, arguments: &Arguments) -> ExitCode {
+    let options = ecast_options(seed, arguments.ecast_canary);
+    println!(
+        "seed={seed} commit={}",
+        option_env!("TESSERA_COMMIT").unwrap_or("unknown")
+    );
+    println!("{}", options.describe());
+    let report = if arguments.trace_lines == usize::MAX {
+        sim::ecast::run(options, usize::MAX)
+    } else {
+        sim::ecast::run_with_trace_on_failure(options, arguments.trace_lines)
+    };
+    print_ecast_report(&report);
+    if report.result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// One seed's verdict, in either mode (for sweeps).
+fn run_seed(seed: u64, arguments: &Arguments) -> Result<(), Violation> {
+    if arguments.ecast {
+        sim::ecast::run(ecast_options(seed, arguments.ecast_canary), 0).result
+    } else {
+        run(options(seed, arguments.canary, arguments.protocol), 0).result
+    }
+}
+
 fn replay(seed: u64, arguments: &Arguments) -> ExitCode {
+    if arguments.ecast {
+        return replay_ecast(seed, arguments);
+    }
     let options = options(seed, arguments.canary, arguments.protocol);
     println!(
         "seed={seed} commit={}",
@@ -152,13 +257,18 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
             .map_or(1, |elapsed| elapsed.as_secs())
     });
     println!(
-        "sweep seeds {start}..{} on {} threads{}",
+        "sweep{} seeds {start}..{} on {} threads{}{}",
+        if arguments.ecast { " (ecast)" } else { "" },
         start + count,
         arguments.jobs,
         arguments
             .canary
+            .map_or(String::new(), |canary| format!(" (canary {canary:?})")),
+        arguments
+            .ecast_canary
             .map_or(String::new(), |canary| format!(" (canary {canary:?})"))
     );
+    let arguments = Arc::new(arguments.clone());
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(start));
     let failures = Arc::new(Mutex::new(Vec::new()));
@@ -166,14 +276,13 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     let threads: Vec<_> = (0..arguments.jobs)
         .map(|_| {
             let (next, failures, done) = (next.clone(), failures.clone(), done.clone());
-            let (canary, protocol) = (arguments.canary, arguments.protocol);
+            let arguments = arguments.clone();
             std::thread::spawn(move || loop {
                 let seed = next.fetch_add(1, Ordering::Relaxed);
                 if seed >= start + count {
                     return;
                 }
-                let outcome =
-                    std::panic::catch_unwind(|| run(options(seed, canary, protocol), 0).result);
+                let outcome = std::panic::catch_unwind(|| run_seed(seed, &arguments));
                 let failure = match outcome {
                     Ok(Ok(())) => None,
                     Ok(Err(violation)) => Some(violation.to_string()),
@@ -213,7 +322,10 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     if let Some((seed, _)) = failures.first() {
-        println!("replay the first failure: cargo run -p sim --release -- --seed {seed}");
+        println!(
+            "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
+            if arguments.ecast { "--ecast " } else { "" }
+        );
     }
     if failures.is_empty() {
         ExitCode::SUCCESS

@@ -3,6 +3,10 @@
 
 pub mod commit_monotonic;
 pub mod committed_prefix;
+pub mod ecast_basic_reads;
+pub mod ecast_order;
+pub mod ecast_serializability;
+pub mod ecast_stability;
 pub mod linearizability;
 pub mod liveness;
 pub mod one_primary_per_view;

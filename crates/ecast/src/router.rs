@@ -1,0 +1,618 @@
+//! The router state machine (§5.5, Algorithm 2; §5.3's config sequence): what a VR group of
+//! routers replicates. VR's commit order is the atomic broadcast of Algorithm 2 [[8, 13]], so
+//! applying a Submit op *is* learning the message: the timestamp, the destination set and the
+//! next configuration are computed here, deterministically, on every router.
+
+use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp};
+use placement::ecast::{apply, destset, suspects};
+use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The encoding's version: the first byte of every operation and result.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Knobs every router of a group must share (they shape the replicated state).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterSettings {
+    /// A sender may have at most this many sequenced, unstable messages (Algorithm 1's send
+    /// window, enforced at the router too so that one sender cannot fill its memory).
+    pub window_max: u64,
+    /// Outcomes remembered per sender, so that a retried Submit gets the same answer. Must be
+    /// at least `window_max`.
+    pub outcomes_retained: u64,
+    #[doc(hidden)]
+    pub canary: Option<Canary>,
+}
+
+impl Default for RouterSettings {
+    fn default() -> RouterSettings {
+        RouterSettings {
+            window_max: 64,
+            outcomes_retained: 256,
+            canary: None,
+        }
+    }
+}
+
+/// A router op, the bytes of a VR request. Wire enum: variants never renumber.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operation {
+    /// 0. Sequence a sender's messages, in sequence order (Algorithm 2 [[8]]).
+    Submit {
+        sender: ProcessId,
+        messages: Vec<Envelope>,
+    },
+    /// 1. Destinations delivered every message routed to them up to a timestamp
+    ///    (Algorithm 2 [[12]]). Batched by the forwarder: one prefix per destination.
+    Confirm {
+        confirmations: Vec<(ProcessId, Timestamp)>,
+    },
+    /// 2. A read-only question (VR's read path: not logged).
+    Query(Query),
+}
+
+/// Read-only questions to the router state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Query {
+    /// 0. The last timestamp assigned and the current configuration version (snapshot reads
+    ///    ask this of the lead router).
+    Now,
+    /// 1. The current configuration, for a gateway to plan with.
+    Configuration,
+    /// 2. What became of one of a sender's messages.
+    Outcome {
+        sender: ProcessId,
+        sequence: Sequence,
+    },
+}
+
+/// A router op's result. Wire enum: variants never renumber.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperationResult {
+    /// 0. One outcome per submitted message, in order.
+    Submitted(Vec<(Sequence, Outcome)>),
+    /// 1. Confirmations recorded; `stabilised` messages became stable.
+    Confirmed { stabilised: u64 },
+    /// 2.
+    Now {
+        timestamp: Timestamp,
+        version: ConfigVersion,
+    },
+    /// 3.
+    Configuration(Configuration),
+    /// 4.
+    Outcome(Outcome),
+    /// 5. The op was not understood; nothing changed.
+    Error(OperationError),
+}
+
+/// What became of one submitted message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// 0. Sequenced at `timestamp`, routed to `destinations`; `stable` once every destination
+    ///    confirmed it or is suspected.
+    Sequenced {
+        timestamp: Timestamp,
+        destinations: Vec<ProcessId>,
+        stable: bool,
+    },
+    /// 1. Consumed its sequence number but was not routed: a configuration message `apply`
+    ///    refused, or a data message planned against another configuration version.
+    Refused(Refusal),
+    /// 2. Not sequenced: the sender already has `window_max` unstable messages. Resubmit.
+    WindowFull,
+    /// 3. Not sequenced: an earlier sequence number is missing (FIFO). Resubmit in order.
+    OutOfOrder { expected: Sequence },
+    /// 4. A duplicate of a message too old to remember the outcome of.
+    Forgotten,
+    /// 5. Not sequenced and never will be: the envelope contradicts itself.
+    Invalid { reason: String },
+}
+
+/// Why an op was not understood.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperationError {
+    /// The bytes are not an operation of this format.
+    Malformed { reason: String },
+    /// The first byte names a format this router does not know.
+    UnknownFormat { version: u8 },
+    /// A Submit or Confirm sent on the read path.
+    NotAQuery,
+}
+
+impl fmt::Display for OperationError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OperationError::Malformed { reason } => {
+                write!(formatter, "malformed operation: {reason}")
+            }
+            OperationError::UnknownFormat { version } => {
+                write!(formatter, "unknown operation format {version}")
+            }
+            OperationError::NotAQuery => write!(formatter, "only queries may be read"),
+        }
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut bytes = vec![FORMAT_VERSION];
+    bytes.extend(postcard::to_allocvec(value).expect("router types serialise"));
+    bytes
+}
+
+fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, OperationError> {
+    match bytes.split_first() {
+        None => Err(OperationError::Malformed {
+            reason: "empty".to_string(),
+        }),
+        Some((&FORMAT_VERSION, rest)) => {
+            postcard::from_bytes(rest).map_err(|error| OperationError::Malformed {
+                reason: error.to_string(),
+            })
+        }
+        Some((&version, _)) => Err(OperationError::UnknownFormat { version }),
+    }
+}
+
+impl Operation {
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Operation, OperationError> {
+        decode(bytes)
+    }
+}
+
+impl OperationResult {
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes a result; bytes that are not one decode to `Error(Malformed)`.
+    pub fn decode(bytes: &[u8]) -> OperationResult {
+        decode(bytes).unwrap_or_else(OperationResult::Error)
+    }
+}
+
+/// One sequenced, not yet stable message (an entry of Algorithm 2's send window W).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routed {
+    pub envelope: Envelope,
+    /// The configuration version the destination set was computed under.
+    pub routed_under: ConfigVersion,
+    /// The version in force after this message.
+    pub version_after: ConfigVersion,
+    /// Destination → the timestamp of the message routed to it just before this one.
+    pub destinations: BTreeMap<ProcessId, Timestamp>,
+}
+
+/// A remembered outcome: the timestamp of a sequenced message (its stability is looked up
+/// when asked), or the outcome itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Remembered {
+    Sequenced {
+        timestamp: Timestamp,
+        destinations: Vec<ProcessId>,
+    },
+    Refused(Refusal),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct SenderState {
+    /// The highest sequence number sequenced or refused (FIFO: the next must be one more).
+    high: Sequence,
+    /// How many of its messages are sequenced and unstable.
+    unstable: u64,
+    /// Outcomes of its latest `outcomes_retained` sequence numbers.
+    outcomes: BTreeMap<Sequence, Remembered>,
+}
+
+/// One configuration of §5.3's config sequence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigEntry {
+    /// The first timestamp routed under this configuration.
+    pub from: Timestamp,
+    pub configuration: Configuration,
+}
+
+/// The replicated router state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterState {
+    settings: RouterSettings,
+    /// The last timestamp assigned.
+    timestamp_last: Timestamp,
+    /// Sequenced, unstable messages by timestamp. Invariant: every timestamp is at most
+    /// `timestamp_last`, and each has at least one destination that has neither confirmed it
+    /// nor been suspected.
+    unstable: BTreeMap<Timestamp, Routed>,
+    /// Configurations by version. The last is the current one; an older one stays while an
+    /// unstable message was routed under it (§5.3's garbage collection).
+    configurations: BTreeMap<ConfigVersion, ConfigEntry>,
+    /// Per destination, the highest timestamp it confirmed: it delivered every message routed
+    /// to it up to there.
+    confirmed: BTreeMap<ProcessId, Timestamp>,
+    /// Per destination, the last timestamp routed to it (the next one's `previous`).
+    last_routed: BTreeMap<ProcessId, Timestamp>,
+    senders: BTreeMap<ProcessId, SenderState>,
+    /// Ops applied (observers use it to notice change cheaply).
+    applied: u64,
+}
+
+impl RouterState {
+    pub fn new(initial: Configuration, settings: RouterSettings) -> RouterState {
+        assert!(settings.window_max >= 1);
+        assert!(settings.outcomes_retained >= settings.window_max);
+        let version = initial.version();
+        RouterState {
+            settings,
+            timestamp_last: Timestamp::ZERO,
+            unstable: BTreeMap::new(),
+            configurations: BTreeMap::from([(
+                version,
+                ConfigEntry {
+                    from: Timestamp(1),
+                    configuration: initial,
+                },
+            )]),
+            confirmed: BTreeMap::new(),
+            last_routed: BTreeMap::new(),
+            senders: BTreeMap::new(),
+            applied: 0,
+        }
+    }
+
+    // ----- Read-only accessors (the forwarder, observers, tests). -----
+
+    pub fn settings(&self) -> &RouterSettings {
+        &self.settings
+    }
+
+    pub fn timestamp_last(&self) -> Timestamp {
+        self.timestamp_last
+    }
+
+    pub fn unstable(&self) -> &BTreeMap<Timestamp, Routed> {
+        &self.unstable
+    }
+
+    pub fn configuration(&self) -> &Configuration {
+        &self
+            .configurations
+            .values()
+            .next_back()
+            .expect("there is always a current configuration")
+            .configuration
+    }
+
+    pub fn configurations(&self) -> &BTreeMap<ConfigVersion, ConfigEntry> {
+        &self.configurations
+    }
+
+    pub fn confirmed(&self, process: ProcessId) -> Timestamp {
+        self.confirmed.get(&process).copied().unwrap_or_default()
+    }
+
+    pub fn last_routed(&self, process: ProcessId) -> Timestamp {
+        self.last_routed.get(&process).copied().unwrap_or_default()
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Whether the message at `timestamp` is stable (or was never routed anywhere).
+    pub fn is_stable(&self, timestamp: Timestamp) -> bool {
+        timestamp <= self.timestamp_last && !self.unstable.contains_key(&timestamp)
+    }
+
+    /// What became of a sender's message, as a retried Submit would say.
+    pub fn outcome(&self, sender: ProcessId, sequence: Sequence) -> Outcome {
+        let Some(state) = self.senders.get(&sender) else {
+            return Outcome::OutOfOrder {
+                expected: Sequence(1),
+            };
+        };
+        if sequence > state.high {
+            return Outcome::OutOfOrder {
+                expected: state.high.next(),
+            };
+        }
+        match state.outcomes.get(&sequence) {
+            None => Outcome::Forgotten,
+            Some(Remembered::Refused(refusal)) => Outcome::Refused(refusal.clone()),
+            Some(Remembered::Sequenced {
+                timestamp,
+                destinations,
+            }) => Outcome::Sequenced {
+                timestamp: *timestamp,
+                destinations: destinations.clone(),
+                stable: self.is_stable(*timestamp),
+            },
+        }
+    }
+
+    // ----- Applying ops. -----
+
+    fn execute(&mut self, operation: Operation) -> OperationResult {
+        match operation {
+            Operation::Submit { sender, messages } => {
+                let mut outcomes: Vec<(Sequence, Outcome)> = messages
+                    .into_iter()
+                    .map(|envelope| {
+                        let sequence = envelope.sequence;
+                        (sequence, self.on_submit(sender, envelope))
+                    })
+                    .collect();
+                // A suspicion in this batch may have made messages stable, its own included.
+                self.collect_stable();
+                for (_, outcome) in &mut outcomes {
+                    if let Outcome::Sequenced {
+                        timestamp, stable, ..
+                    } = outcome
+                    {
+                        *stable = self.is_stable(*timestamp);
+                    }
+                }
+                OperationResult::Submitted(outcomes)
+            }
+            Operation::Confirm { confirmations } => {
+                for (process, timestamp) in confirmations {
+                    // A confirmation past the last timestamp cannot be true: ignore it.
+                    if timestamp > self.timestamp_last {
+                        continue;
+                    }
+                    let confirmed = self.confirmed.entry(process).or_default();
+                    *confirmed = (*confirmed).max(timestamp);
+                }
+                let stabilised = self.collect_stable();
+                OperationResult::Confirmed { stabilised }
+            }
+            Operation::Query(query) => self.answer(&query),
+        }
+    }
+
+    fn answer(&self, query: &Query) -> OperationResult {
+        match query {
+            Query::Now => OperationResult::Now {
+                timestamp: self.timestamp_last,
+                version: self.configuration().version(),
+            },
+            Query::Configuration => OperationResult::Configuration(self.configuration().clone()),
+            Query::Outcome { sender, sequence } => {
+                OperationResult::Outcome(self.outcome(*sender, *sequence))
+            }
+        }
+    }
+
+    /// One message of a Submit: deduplicate, enforce FIFO and the window, check the planned
+    /// version, then sequence and route it.
+    fn on_submit(&mut self, sender: ProcessId, envelope: Envelope) -> Outcome {
+        if envelope.sender != sender || envelope.routing_sender() != sender {
+            return Outcome::Invalid {
+                reason: "the envelope names another sender".to_string(),
+            };
+        }
+        if !routing_is_well_formed(&envelope.routing) {
+            return Outcome::Invalid {
+                reason: "a position set is not in normal form".to_string(),
+            };
+        }
+        if envelope.sequence == Sequence(0) {
+            return Outcome::Invalid {
+                reason: "sequence numbers start at 1".to_string(),
+            };
+        }
+        let state = self.senders.entry(sender).or_default();
+        if envelope.sequence <= state.high {
+            return self.outcome(sender, envelope.sequence);
+        }
+        if envelope.sequence != state.high.next() {
+            return Outcome::OutOfOrder {
+                expected: state.high.next(),
+            };
+        }
+        if state.unstable >= self.settings.window_max {
+            return Outcome::WindowFull;
+        }
+        state.high = envelope.sequence;
+        let current = self.configuration().version();
+        let refusal = if envelope.is_config() {
+            None // placement::apply checks the message's own `based_on`.
+        } else if envelope.planned_at < current {
+            Some(Refusal::StaleVersion {
+                based_on: envelope.planned_at,
+                current,
+            })
+        } else if envelope.planned_at > current {
+            Some(Refusal::FutureVersion {
+                based_on: envelope.planned_at,
+                current,
+            })
+        } else {
+            None
+        };
+        let remembered = match refusal {
+            Some(refusal) => Remembered::Refused(refusal),
+            None => self.route(envelope),
+        };
+        let sequence = self.senders[&sender].high;
+        let retained = self.settings.outcomes_retained;
+        let state = self.senders.get_mut(&sender).expect("inserted above");
+        state.outcomes.insert(sequence, remembered);
+        while state.outcomes.len() as u64 > retained {
+            state.outcomes.pop_first();
+        }
+        self.outcome(sender, sequence)
+    }
+
+    /// Sequences a message: its timestamp, its destinations under the current configuration,
+    /// each destination's previous timestamp, and the next configuration (§5.3, §6.3).
+    fn route(&mut self, envelope: Envelope) -> Remembered {
+        let configuration = self.configuration().clone();
+        let (next, refusal) = apply(&configuration, &envelope.routing);
+        if let Some(refusal) = refusal {
+            // A refused configuration message has no effect (§6.3, footnote 4): not routed.
+            return Remembered::Refused(refusal);
+        }
+        let timestamp = self.timestamp_last.next();
+        self.timestamp_last = timestamp;
+        let mut destinations = BTreeMap::new();
+        for process in destset(&configuration, &envelope.routing) {
+            let previous = self.last_routed.insert(process, timestamp);
+            destinations.insert(process, previous.unwrap_or_default());
+        }
+        let routed_under = configuration.version();
+        let version_after = next.version();
+        if version_after != routed_under {
+            for suspect in suspects(&envelope.routing) {
+                assert!(!next.is_live(suspect), "an accepted suspicion takes effect");
+            }
+            self.configurations.insert(
+                version_after,
+                ConfigEntry {
+                    from: timestamp.next(),
+                    configuration: next,
+                },
+            );
+        }
+        let sender = envelope.sender;
+        let remembered = Remembered::Sequenced {
+            timestamp,
+            destinations: destinations.keys().copied().collect(),
+        };
+        if destinations.is_empty() {
+            return remembered; // Nobody to deliver to: stable at once (Algorithm 2 [[25]]).
+        }
+        self.unstable.insert(
+            timestamp,
+            Routed {
+                envelope,
+                routed_under,
+                version_after,
+                destinations,
+            },
+        );
+        self.senders
+            .get_mut(&sender)
+            .expect("the sender exists")
+            .unstable += 1;
+        remembered
+    }
+
+    /// Removes every message that became stable: each destination confirmed it or is suspected
+    /// under the current configuration (Algorithm 2 [[24–26]]). Then drops configurations no
+    /// unstable message was routed under, except the current one (§5.3). Returns how many
+    /// messages became stable.
+    fn collect_stable(&mut self) -> u64 {
+        let configuration = self.configuration().clone();
+        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
+        let stable: Vec<Timestamp> = self
+            .unstable
+            .iter()
+            .filter(|(timestamp, routed)| {
+                let done = |process: &ProcessId| {
+                    self.confirmed(*process) >= **timestamp || !configuration.is_live(*process)
+                };
+                if first_confirm {
+                    routed.destinations.keys().any(done)
+                } else {
+                    routed.destinations.keys().all(done)
+                }
+            })
+            .map(|(timestamp, _)| *timestamp)
+            .collect();
+        for timestamp in &stable {
+            let routed = self.unstable.remove(timestamp).expect("listed above");
+            let sender = self
+                .senders
+                .get_mut(&routed.envelope.sender)
+                .expect("a routed message's sender is known");
+            assert!(sender.unstable > 0);
+            sender.unstable -= 1;
+        }
+        let current = configuration.version();
+        let oldest_needed = self
+            .unstable
+            .values()
+            .map(|routed| routed.routed_under)
+            .min()
+            .unwrap_or(current);
+        self.configurations
+            .retain(|version, _| *version >= oldest_needed || *version == current);
+        stable.len() as u64
+    }
+
+    /// Our invariants, asserted after every op: the constant-time ones always, the walks over
+    /// the unstable sequence and the senders after every op in debug builds and every
+    /// `INVARIANTS_FULL_EVERY` ops in release builds (they cost O(unstable) each time).
+    pub fn invariants(&self) {
+        assert!(!self.configurations.is_empty());
+        if let Some((first, _)) = self.unstable.first_key_value() {
+            assert!(*first > Timestamp::ZERO);
+        }
+        if let Some((last, _)) = self.unstable.last_key_value() {
+            assert!(*last <= self.timestamp_last);
+        }
+        if cfg!(debug_assertions) || self.applied.is_multiple_of(INVARIANTS_FULL_EVERY) {
+            self.invariants_full();
+        }
+    }
+
+    fn invariants_full(&self) {
+        let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
+        assert_eq!(unstable_total, self.unstable.len() as u64);
+        for routed in self.unstable.values() {
+            assert!(
+                self.configurations.contains_key(&routed.routed_under),
+                "a configuration an unstable message was routed under is kept"
+            );
+            assert!(
+                !routed.destinations.is_empty(),
+                "a message with no destination is stable"
+            );
+            for (process, previous) in &routed.destinations {
+                assert!(*previous <= self.last_routed(*process));
+            }
+        }
+    }
+}
+
+/// In release builds, the full invariant walk runs after every this many ops.
+const INVARIANTS_FULL_EVERY: u64 = 64;
+
+impl vr::StateMachine for RouterState {
+    fn apply(&mut self, operation: &[u8]) -> Vec<u8> {
+        let result = match Operation::decode(operation) {
+            Ok(operation) => self.execute(operation),
+            Err(error) => OperationResult::Error(error),
+        };
+        self.applied += 1;
+        self.invariants();
+        result.encode()
+    }
+
+    fn query(&self, operation: &[u8]) -> Vec<u8> {
+        let result = match Operation::decode(operation) {
+            Ok(Operation::Query(query)) => self.answer(&query),
+            Ok(_) => OperationResult::Error(OperationError::NotAQuery),
+            Err(error) => OperationResult::Error(error),
+        };
+        result.encode()
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("router state serialises")
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), vr::RestoreError> {
+        let state: RouterState =
+            postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
+                reason: error.to_string(),
+            })?;
+        *self = state;
+        Ok(())
+    }
+}
