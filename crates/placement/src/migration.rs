@@ -1,0 +1,1060 @@
+//! Partial live migration (Rubberband §6.4–6.5), one storage process's half, as a pure state
+//! machine: a `Migrator` per storage process sits between its E-Cast inbox and its storage
+//! engine. It takes inputs (deliveries in order, ticks, captured records, messages from other
+//! storage processes) and appends effects (apply this delivery, capture or install or delete a
+//! range, send this message, declare this process failed). It never does I/O.
+//!
+//! The rules, each tested below:
+//! - An accepted keyspace message is projected (`plan::project`): a `Send` captures the range
+//!   at the message's point of the stream and streams it to the receiver directly (not through
+//!   the routers) in chunks of at most `chunk_bytes_max`, each checksummed (FNV-1a over the
+//!   stream, index, totals and records), throttled by `in_flight_bytes_max` (sent, not yet
+//!   acknowledged) and `bytes_per_tick_max`, and resent after `resend_ticks` without an ack.
+//! - A `Receive` makes the range *incoming*: every later item of the stream (data message,
+//!   snapshot read, keyspace message) that touches an incoming range, or touches an item held
+//!   before it, is held (at most `held_max`) and replayed in order once the copy is installed.
+//!   Items touching neither run at once: migration never blocks unrelated ranges.
+//! - A chunk is accepted only from the stream's sender, for a stream this process expects, with
+//!   a matching checksum, consistent totals and records inside the stream's range; anything
+//!   else is dropped and counted, never panics.
+//! - A receiver that hears nothing from a sender for `sender_timeout_ticks` (or cannot hold
+//!   more items) declares itself failed (§6.5): it emits `DeclareFailed` and stops.
+//! - A `Delete` runs only once every receiver named in the same instruction list reported its
+//!   copy installed (`Installed`, acknowledged by `InstalledAck`), and deletes only what this
+//!   process no longer holds by then.
+
+use crate::configuration::{ConfigVersion, ProcessId};
+use crate::plan::{project, EngineInstruction, Instruction};
+use crate::position::{Position, PositionSet};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use stdx::Fnv64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationSettings {
+    /// A chunk's records take at most this many bytes (a larger record travels alone).
+    pub chunk_bytes_max: u64,
+    /// Bytes sent and not yet acknowledged, over every outgoing stream of this process.
+    pub in_flight_bytes_max: u64,
+    /// Bytes sent (first sends and resends) per tick.
+    pub bytes_per_tick_max: u64,
+    /// An unacknowledged chunk, an unacknowledged `Installed`, and a sender's `Waiting`
+    /// heartbeat are sent again after this many ticks.
+    pub resend_ticks: u64,
+    /// A receiver that hears nothing from its sender for this long declares itself failed.
+    pub sender_timeout_ticks: u64,
+    /// Items held while a copy is incoming, at most; one more and the receiver declares itself
+    /// failed (it could not catch up).
+    pub held_max: usize,
+    #[doc(hidden)]
+    pub canary: Option<MigrationCanary>,
+}
+
+impl Default for MigrationSettings {
+    fn default() -> MigrationSettings {
+        MigrationSettings {
+            chunk_bytes_max: 64 * 1024,
+            in_flight_bytes_max: 1024 * 1024,
+            bytes_per_tick_max: 256 * 1024,
+            resend_ticks: 50,
+            sender_timeout_ticks: 2_000,
+            held_max: 100_000,
+            canary: None,
+        }
+    }
+}
+
+/// Deliberate bugs (hidden, test-only); the simulator's checkers must catch them.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MigrationCanary {
+    /// The receiver applies later deliveries before its copy is installed (then the install
+    /// overwrites them).
+    ServeBeforeInstalled,
+}
+
+/// One copy: the keyspace message's version (the version after it) names the instruction list;
+/// `from` streams to `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct StreamId {
+    pub version: ConfigVersion,
+    pub from: ProcessId,
+    pub to: ProcessId,
+}
+
+/// One stored object as it travels: its ring position and the engine's bytes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Record {
+    pub position: Position,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+impl Record {
+    /// The bytes a record counts for in chunking, throttling and progress.
+    pub fn size(&self) -> u64 {
+        16 + self.key.len() as u64 + self.value.len() as u64
+    }
+}
+
+/// Messages between storage processes (direct links, not E-Cast).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MigrationMessage {
+    Chunk(Chunk),
+    /// The receiver has chunk `index` of `stream` (sent for every valid copy, duplicates too).
+    ChunkAck {
+        stream: StreamId,
+        index: u32,
+    },
+    /// The sender knows the stream but cannot send yet (its keyspace message is held, or the
+    /// throttle starves this stream): a heartbeat for the receiver's failure timeout.
+    Waiting {
+        stream: StreamId,
+    },
+    /// `receiver` installed everything it receives in the instruction list of `version`.
+    Installed {
+        version: ConfigVersion,
+        receiver: ProcessId,
+    },
+    InstalledAck {
+        version: ConfigVersion,
+        receiver: ProcessId,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub stream: StreamId,
+    pub index: u32,
+    /// Chunks in the stream (at least 1: an empty range is one empty chunk).
+    pub count: u32,
+    pub bytes_total: u64,
+    pub keys_total: u64,
+    pub checksum: u64,
+    pub records: Vec<Record>,
+}
+
+/// The checksum a chunk must carry: FNV-1a over its header and records.
+pub fn chunk_checksum(
+    stream: StreamId,
+    index: u32,
+    count: u32,
+    bytes_total: u64,
+    keys_total: u64,
+    records: &[Record],
+) -> u64 {
+    let mut hasher = Fnv64::default();
+    for value in [
+        stream.version.0,
+        stream.from.0,
+        stream.to.0,
+        u64::from(index),
+        u64::from(count),
+        bytes_total,
+        keys_total,
+        records.len() as u64,
+    ] {
+        hasher.write_u64(value);
+    }
+    for record in records {
+        hasher.write_u64(record.position.0);
+        hasher.write_u64(record.key.len() as u64);
+        hasher.write(&record.key);
+        hasher.write_u64(record.value.len() as u64);
+        hasher.write(&record.value);
+    }
+    hasher.finish()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MigrationInput<T> {
+    Tick,
+    /// The next item of this process's E-Cast stream (a data message or snapshot read), with
+    /// the ring positions it touches at this process.
+    Deliver {
+        touches: PositionSet,
+        item: T,
+    },
+    /// The next item is an accepted keyspace message; `version` is the version after it.
+    Keyspace {
+        version: ConfigVersion,
+        instructions: Vec<Instruction>,
+    },
+    /// The answer to `MigrationEffect::Capture`: the records of its range at that point.
+    Captured {
+        stream: StreamId,
+        records: Vec<Record>,
+    },
+    /// A message from another storage process (untrusted).
+    Receive {
+        from: ProcessId,
+        message: MigrationMessage,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MigrationEffect<T> {
+    /// Run this item against the engine now (effects are in stream order).
+    Apply(T),
+    /// Read the records of `range` as the engine holds them now, before executing any later
+    /// effect, and feed them back as `MigrationInput::Captured`.
+    Capture {
+        stream: StreamId,
+        range: PositionSet,
+    },
+    /// Replace the engine's contents of `range` with `records`.
+    Install {
+        stream: StreamId,
+        range: PositionSet,
+        records: Vec<Record>,
+    },
+    /// Drop the engine's contents of `range`.
+    Delete { range: PositionSet },
+    Send {
+        to: ProcessId,
+        message: MigrationMessage,
+    },
+    /// This process is incomplete for good (§6.5): submit a Suspect message for itself, stop
+    /// serving. The migrator ignores every later input.
+    DeclareFailed { reason: FailureReason },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The sender of `stream` was silent for `sender_timeout_ticks`.
+    SenderSilent { stream: StreamId },
+    /// More than `held_max` items waited for copies to install.
+    HeldOverflow { held: usize },
+}
+
+/// One stream's progress, for an admin progress bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamProgress {
+    pub stream: StreamId,
+    /// `None` until known (a receiver learns totals from the first chunk; a sender's capture
+    /// may be pending).
+    pub bytes_total: Option<u64>,
+    pub keys_total: Option<u64>,
+    /// Sender: bytes acknowledged; receiver: bytes received.
+    pub bytes_done: u64,
+    pub keys_done: u64,
+    /// Sender: bytes sent and not yet acknowledged.
+    pub bytes_in_flight: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MigrationProgress {
+    pub outgoing: Vec<StreamProgress>,
+    pub incoming: Vec<StreamProgress>,
+    pub held: usize,
+    pub deletes_pending: usize,
+}
+
+/// Counters for observers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MigrationStats {
+    pub chunks_sent: u64,
+    pub chunks_resent: u64,
+    pub chunks_accepted: u64,
+    pub chunks_duplicate: u64,
+    /// Chunks dropped: unknown stream, wrong sender, bad totals or index, records outside the
+    /// range.
+    pub chunks_foreign: u64,
+    pub chunks_checksum_mismatch: u64,
+    pub bytes_sent: u64,
+    pub streams_sent: u64,
+    pub streams_installed: u64,
+    pub items_held: u64,
+    pub deletes_run: u64,
+    pub throttled_ticks: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Queued<T> {
+    Data {
+        touches: PositionSet,
+        item: T,
+    },
+    Keyspace {
+        version: ConfigVersion,
+        instructions: Vec<Instruction>,
+        touches: PositionSet,
+    },
+}
+
+impl<T> Queued<T> {
+    fn touches(&self) -> &PositionSet {
+        match self {
+            Queued::Data { touches, .. } | Queued::Keyspace { touches, .. } => touches,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Outgoing {
+    range: PositionSet,
+    /// Empty until captured.
+    chunks: Vec<Chunk>,
+    captured: bool,
+    /// Per chunk: acknowledged.
+    acked: Vec<bool>,
+    /// Per chunk: the tick it was last sent.
+    sent_at: Vec<Option<u64>>,
+    /// The last tick anything (chunk or heartbeat) went to the receiver.
+    heard_at: u64,
+}
+
+impl Outgoing {
+    fn chunk_bytes(&self, index: usize) -> u64 {
+        self.chunks[index].records.iter().map(Record::size).sum()
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Incoming {
+    range: PositionSet,
+    count: Option<u32>,
+    bytes_total: u64,
+    keys_total: u64,
+    chunks: BTreeMap<u32, Vec<Record>>,
+    heard_at: u64,
+}
+
+/// What this process knows of one instruction list it takes part in.
+#[derive(Clone, Debug, Default)]
+struct Round {
+    /// Every receiver named in the list.
+    receivers: BTreeSet<ProcessId>,
+    /// Receivers known to have installed their copies.
+    installed: BTreeSet<ProcessId>,
+    /// This process's delete, waiting for every receiver.
+    delete: Option<PositionSet>,
+    /// This process's incoming streams not yet installed.
+    incoming_left: usize,
+    /// Processes to tell when this process installed everything (senders and deleters).
+    notify: BTreeSet<ProcessId>,
+}
+
+/// Early `Installed` notices kept at most for instruction lists not delivered yet.
+const EARLY_NOTICES_MAX: usize = 256;
+/// Installed streams remembered for re-acknowledging duplicates.
+const INSTALLED_REMEMBERED: usize = 1024;
+
+/// One storage process's migration state machine.
+#[derive(Clone, Debug)]
+pub struct Migrator<T> {
+    process: ProcessId,
+    settings: MigrationSettings,
+    now: u64,
+    /// What this process holds logically: its ranges after every keyspace message run so far
+    /// (incoming ranges included, installed or not).
+    holds: PositionSet,
+    /// Items waiting, in stream order. Invariant: each touches an incoming range or an item
+    /// before it.
+    queue: VecDeque<Queued<T>>,
+    outgoing: BTreeMap<StreamId, Outgoing>,
+    incoming: BTreeMap<StreamId, Incoming>,
+    rounds: BTreeMap<ConfigVersion, Round>,
+    /// `Installed` notices this process still sends: (version, to) → last sent tick.
+    notices: BTreeMap<(ConfigVersion, ProcessId), u64>,
+    early_notices: BTreeMap<ConfigVersion, BTreeSet<ProcessId>>,
+    /// Streams installed lately (the last `INSTALLED_REMEMBERED`), so that a sender whose
+    /// acknowledgement was lost hears it again.
+    installed: BTreeSet<StreamId>,
+    budget_bytes: u64,
+    failed: Option<FailureReason>,
+    stats: MigrationStats,
+}
+
+impl<T> Migrator<T> {
+    /// A process holding `holds` (its ranges in the configuration it starts from; empty for a
+    /// standby).
+    pub fn new(process: ProcessId, holds: PositionSet, settings: MigrationSettings) -> Self {
+        assert!(settings.chunk_bytes_max > 0);
+        assert!(settings.resend_ticks > 0);
+        assert!(settings.sender_timeout_ticks > settings.resend_ticks);
+        Migrator {
+            process,
+            budget_bytes: settings.bytes_per_tick_max,
+            settings,
+            now: 0,
+            holds,
+            queue: VecDeque::new(),
+            outgoing: BTreeMap::new(),
+            incoming: BTreeMap::new(),
+            rounds: BTreeMap::new(),
+            notices: BTreeMap::new(),
+            early_notices: BTreeMap::new(),
+            installed: BTreeSet::new(),
+            failed: None,
+            stats: MigrationStats::default(),
+        }
+    }
+
+    pub fn process(&self) -> ProcessId {
+        self.process
+    }
+
+    pub fn stats(&self) -> MigrationStats {
+        self.stats
+    }
+
+    pub fn failed(&self) -> Option<&FailureReason> {
+        self.failed.as_ref()
+    }
+
+    /// Whether this process holds `position` logically (installed or incoming).
+    pub fn holds(&self, position: Position) -> bool {
+        self.holds.contains(position)
+    }
+
+    pub fn holdings(&self) -> &PositionSet {
+        &self.holds
+    }
+
+    /// Whether a read of `position` may be served from the engine right now (basic reads):
+    /// held, not incoming, and not touched by a held item.
+    pub fn serves(&self, position: Position) -> bool {
+        self.failed.is_none()
+            && self.holds.contains(position)
+            && !self.incoming_range().contains(position)
+            && !self
+                .queue
+                .iter()
+                .any(|queued| queued.touches().contains(position))
+    }
+
+    /// Whether any copy into this process is still incoming (it is busy migrating: reads
+    /// should go elsewhere).
+    pub fn is_receiving(&self) -> bool {
+        !self.incoming.is_empty()
+    }
+
+    /// Whether this process has anything left to do: streams in or out, held items, pending
+    /// deletes or unacknowledged notices.
+    pub fn is_idle(&self) -> bool {
+        self.incoming.is_empty()
+            && self.outgoing.is_empty()
+            && self.queue.is_empty()
+            && self.notices.is_empty()
+            && self.rounds.values().all(|round| round.delete.is_none())
+    }
+
+    pub fn progress(&self) -> MigrationProgress {
+        let outgoing = self
+            .outgoing
+            .iter()
+            .map(|(stream, out)| {
+                let mut progress = StreamProgress {
+                    stream: *stream,
+                    bytes_total: None,
+                    keys_total: None,
+                    bytes_done: 0,
+                    keys_done: 0,
+                    bytes_in_flight: 0,
+                };
+                if out.captured {
+                    progress.bytes_total = Some(out.chunks[0].bytes_total);
+                    progress.keys_total = Some(out.chunks[0].keys_total);
+                }
+                for index in 0..out.chunks.len() {
+                    let bytes = out.chunk_bytes(index);
+                    if out.acked[index] {
+                        progress.bytes_done += bytes;
+                        progress.keys_done += out.chunks[index].records.len() as u64;
+                    } else if out.sent_at[index].is_some() {
+                        progress.bytes_in_flight += bytes;
+                    }
+                }
+                progress
+            })
+            .collect();
+        let incoming = self
+            .incoming
+            .iter()
+            .map(|(stream, inc)| StreamProgress {
+                stream: *stream,
+                bytes_total: inc.count.map(|_| inc.bytes_total),
+                keys_total: inc.count.map(|_| inc.keys_total),
+                bytes_done: inc.chunks.values().flatten().map(Record::size).sum(),
+                keys_done: inc
+                    .chunks
+                    .values()
+                    .map(|records| records.len() as u64)
+                    .sum(),
+                bytes_in_flight: 0,
+            })
+            .collect();
+        MigrationProgress {
+            outgoing,
+            incoming,
+            held: self.queue.len(),
+            deletes_pending: self
+                .rounds
+                .values()
+                .filter(|round| round.delete.is_some())
+                .count(),
+        }
+    }
+
+    /// The single entry point: appends effects, performs none.
+    pub fn step(&mut self, input: MigrationInput<T>, effects: &mut Vec<MigrationEffect<T>>) {
+        if self.failed.is_some() {
+            return; // Crash-stop after declaring failure: nothing more from this process.
+        }
+        match input {
+            MigrationInput::Tick => self.on_tick(effects),
+            MigrationInput::Deliver { touches, item } => {
+                self.enqueue(Queued::Data { touches, item }, effects);
+            }
+            MigrationInput::Keyspace {
+                version,
+                instructions,
+            } => {
+                let touches = project(&instructions, self.process).iter().fold(
+                    PositionSet::empty(),
+                    |all, instruction| match instruction {
+                        EngineInstruction::Send { range, .. }
+                        | EngineInstruction::Receive { range, .. }
+                        | EngineInstruction::Delete { range } => all.union(range),
+                    },
+                );
+                let queued = Queued::Keyspace {
+                    version,
+                    instructions,
+                    touches,
+                };
+                self.enqueue(queued, effects);
+            }
+            MigrationInput::Captured { stream, records } => self.on_captured(stream, records),
+            MigrationInput::Receive { from, message } => self.on_message(from, message, effects),
+        }
+        if self.failed.is_none() {
+            self.pump(effects);
+        }
+        self.invariants();
+    }
+
+    fn incoming_range(&self) -> PositionSet {
+        self.incoming
+            .values()
+            .fold(PositionSet::empty(), |all, inc| all.union(&inc.range))
+    }
+
+    fn enqueue(&mut self, queued: Queued<T>, effects: &mut Vec<MigrationEffect<T>>) {
+        let queued = match (self.settings.canary, queued) {
+            (Some(MigrationCanary::ServeBeforeInstalled), Queued::Data { item, .. }) => {
+                effects.push(MigrationEffect::Apply(item));
+                return;
+            }
+            (_, queued) => queued,
+        };
+        self.queue.push_back(queued);
+        self.drain(effects);
+        if self.queue.len() > self.settings.held_max {
+            let held = self.queue.len();
+            self.become_failed(FailureReason::HeldOverflow { held }, effects);
+        }
+    }
+
+    /// Runs every queued item that touches neither an incoming range nor an item still held
+    /// before it, in order.
+    fn drain(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
+        let mut blocked = self.incoming_range();
+        let mut kept = VecDeque::new();
+        while let Some(queued) = self.queue.pop_front() {
+            if queued.touches().intersects(&blocked) {
+                blocked = blocked.union(queued.touches());
+                self.stats.items_held += 1;
+                kept.push_back(queued);
+                continue;
+            }
+            match queued {
+                Queued::Data { item, .. } => effects.push(MigrationEffect::Apply(item)),
+                Queued::Keyspace {
+                    version,
+                    instructions,
+                    ..
+                } => {
+                    self.run_keyspace(version, &instructions, effects);
+                    blocked = blocked.union(&self.incoming_range());
+                }
+            }
+        }
+        self.queue = kept;
+    }
+
+    /// §6.4: project out this process's instructions and start them.
+    fn run_keyspace(
+        &mut self,
+        version: ConfigVersion,
+        instructions: &[Instruction],
+        effects: &mut Vec<MigrationEffect<T>>,
+    ) {
+        let mut round = Round::default();
+        for instruction in instructions {
+            match instruction {
+                Instruction::Copy { to, .. } => {
+                    round.receivers.insert(*to);
+                }
+                Instruction::Delete { at, .. } => {
+                    round.notify.insert(*at);
+                }
+            }
+        }
+        round.notify.remove(&self.process);
+        let mut receives_any = false;
+        let mut receiving = PositionSet::empty();
+        let mut deleting = PositionSet::empty();
+        for instruction in project(instructions, self.process) {
+            match instruction {
+                EngineInstruction::Send { to, range } => {
+                    let stream = StreamId {
+                        version,
+                        from: self.process,
+                        to,
+                    };
+                    self.outgoing.insert(
+                        stream,
+                        Outgoing {
+                            range: range.clone(),
+                            chunks: Vec::new(),
+                            captured: false,
+                            acked: Vec::new(),
+                            sent_at: Vec::new(),
+                            heard_at: self.now,
+                        },
+                    );
+                    effects.push(MigrationEffect::Capture { stream, range });
+                }
+                EngineInstruction::Receive { from, range } => {
+                    receives_any = true;
+                    round.notify.insert(from);
+                    round.incoming_left += 1;
+                    receiving = receiving.union(&range);
+                    let stream = StreamId {
+                        version,
+                        from,
+                        to: self.process,
+                    };
+                    self.incoming.insert(
+                        stream,
+                        Incoming {
+                            range,
+                            count: None,
+                            bytes_total: 0,
+                            keys_total: 0,
+                            chunks: BTreeMap::new(),
+                            heard_at: self.now,
+                        },
+                    );
+                }
+                EngineInstruction::Delete { range } => deleting = deleting.union(&range),
+            }
+        }
+        self.holds = self.holds.union(&receiving).difference(&deleting);
+        if !deleting.is_empty() {
+            round.delete = Some(deleting);
+        }
+        if let Some(early) = self.early_notices.remove(&version) {
+            round.installed.extend(early);
+        }
+        if !receives_any {
+            round.notify.clear(); // Only receivers announce their installs.
+        }
+        self.rounds.insert(version, round);
+        self.maybe_finish_round(version, effects);
+    }
+
+    fn on_captured(&mut self, stream: StreamId, records: Vec<Record>) {
+        let chunk_bytes_max = self.settings.chunk_bytes_max;
+        let Some(out) = self.outgoing.get_mut(&stream) else {
+            return; // Not ours (a driver bug or a stale answer): nothing to send.
+        };
+        if out.captured {
+            return;
+        }
+        let mut records: Vec<Record> = records
+            .into_iter()
+            .filter(|record| out.range.contains(record.position))
+            .collect();
+        records.sort();
+        let bytes_total: u64 = records.iter().map(Record::size).sum();
+        let keys_total = records.len() as u64;
+        let mut groups: Vec<Vec<Record>> = vec![Vec::new()];
+        let mut bytes = 0;
+        for record in records {
+            let size = record.size();
+            let last = groups.last_mut().expect("never empty");
+            if !last.is_empty() && bytes + size > chunk_bytes_max {
+                groups.push(vec![record]);
+                bytes = size;
+            } else {
+                last.push(record);
+                bytes += size;
+            }
+        }
+        let count = u32::try_from(groups.len()).expect("fewer than 2^32 chunks");
+        out.chunks = groups
+            .into_iter()
+            .enumerate()
+            .map(|(index, records)| {
+                let index = index as u32;
+                Chunk {
+                    stream,
+                    index,
+                    count,
+                    bytes_total,
+                    keys_total,
+                    checksum: chunk_checksum(
+                        stream,
+                        index,
+                        count,
+                        bytes_total,
+                        keys_total,
+                        &records,
+                    ),
+                    records,
+                }
+            })
+            .collect();
+        out.acked = vec![false; out.chunks.len()];
+        out.sent_at = vec![None; out.chunks.len()];
+        out.captured = true;
+    }
+
+    fn on_message(
+        &mut self,
+        from: ProcessId,
+        message: MigrationMessage,
+        effects: &mut Vec<MigrationEffect<T>>,
+    ) {
+        match message {
+            MigrationMessage::Chunk(chunk) => self.on_chunk(from, chunk, effects),
+            MigrationMessage::ChunkAck { stream, index } => {
+                if stream.to != from || stream.from != self.process {
+                    return; // Foreign acknowledgement.
+                }
+                let Some(out) = self.outgoing.get_mut(&stream) else {
+                    return; // A duplicate after the stream completed.
+                };
+                if let Some(acked) = out.acked.get_mut(index as usize) {
+                    *acked = true;
+                }
+                if out.captured && out.acked.iter().all(|acked| *acked) {
+                    self.outgoing.remove(&stream);
+                    self.stats.streams_sent += 1;
+                }
+            }
+            MigrationMessage::Waiting { stream } => {
+                if stream.from != from || stream.to != self.process {
+                    return;
+                }
+                if let Some(inc) = self.incoming.get_mut(&stream) {
+                    inc.heard_at = self.now;
+                }
+            }
+            MigrationMessage::Installed { version, receiver } => {
+                if receiver != from {
+                    return; // Only a receiver speaks for itself.
+                }
+                effects.push(MigrationEffect::Send {
+                    to: from,
+                    message: MigrationMessage::InstalledAck { version, receiver },
+                });
+                if let Some(round) = self.rounds.get_mut(&version) {
+                    if round.receivers.contains(&receiver) {
+                        round.installed.insert(receiver);
+                    }
+                    self.maybe_finish_round(version, effects);
+                } else if !self.early_notices.contains_key(&version)
+                    && self.early_notices.len() >= EARLY_NOTICES_MAX
+                {
+                    // Full: drop it; the receiver sends it again.
+                } else {
+                    self.early_notices
+                        .entry(version)
+                        .or_default()
+                        .insert(receiver);
+                }
+            }
+            MigrationMessage::InstalledAck { version, receiver } => {
+                if receiver == self.process {
+                    self.notices.remove(&(version, from));
+                }
+            }
+        }
+    }
+
+    fn on_chunk(&mut self, from: ProcessId, chunk: Chunk, effects: &mut Vec<MigrationEffect<T>>) {
+        let stream = chunk.stream;
+        if stream.from != from || stream.to != self.process {
+            self.stats.chunks_foreign += 1;
+            return;
+        }
+        let Some(inc) = self.incoming.get_mut(&stream) else {
+            // Unknown: a stream not started here yet (the sender resends) or long finished
+            // (acknowledge it again so the sender stops).
+            if self.installed.contains(&stream) {
+                self.stats.chunks_duplicate += 1;
+                effects.push(MigrationEffect::Send {
+                    to: from,
+                    message: MigrationMessage::ChunkAck {
+                        stream,
+                        index: chunk.index,
+                    },
+                });
+            } else {
+                self.stats.chunks_foreign += 1;
+            }
+            return;
+        };
+        let checksum = chunk_checksum(
+            stream,
+            chunk.index,
+            chunk.count,
+            chunk.bytes_total,
+            chunk.keys_total,
+            &chunk.records,
+        );
+        if checksum != chunk.checksum {
+            self.stats.chunks_checksum_mismatch += 1;
+            return; // Not acknowledged: the sender resends it.
+        }
+        let consistent = chunk.count > 0
+            && chunk.index < chunk.count
+            && inc.count.is_none_or(|count| {
+                count == chunk.count
+                    && inc.bytes_total == chunk.bytes_total
+                    && inc.keys_total == chunk.keys_total
+            })
+            && chunk
+                .records
+                .iter()
+                .all(|record| inc.range.contains(record.position));
+        if !consistent {
+            self.stats.chunks_foreign += 1;
+            return;
+        }
+        inc.heard_at = self.now;
+        inc.count = Some(chunk.count);
+        inc.bytes_total = chunk.bytes_total;
+        inc.keys_total = chunk.keys_total;
+        match inc.chunks.entry(chunk.index) {
+            std::collections::btree_map::Entry::Occupied(_) => self.stats.chunks_duplicate += 1,
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                self.stats.chunks_accepted += 1;
+                slot.insert(chunk.records);
+            }
+        }
+        effects.push(MigrationEffect::Send {
+            to: from,
+            message: MigrationMessage::ChunkAck {
+                stream,
+                index: chunk.index,
+            },
+        });
+        if inc.chunks.len() as u64 == u64::from(chunk.count) {
+            self.install(stream, effects);
+        }
+    }
+
+    fn install(&mut self, stream: StreamId, effects: &mut Vec<MigrationEffect<T>>) {
+        let inc = self.incoming.remove(&stream).expect("complete stream");
+        let records: Vec<Record> = inc.chunks.into_values().flatten().collect();
+        effects.push(MigrationEffect::Install {
+            stream,
+            range: inc.range,
+            records,
+        });
+        self.stats.streams_installed += 1;
+        self.installed.insert(stream);
+        if self.installed.len() > INSTALLED_REMEMBERED {
+            self.installed.pop_first();
+        }
+        if let Some(round) = self.rounds.get_mut(&stream.version) {
+            round.incoming_left -= 1;
+            if round.incoming_left == 0 {
+                round.installed.insert(self.process);
+                for to in &round.notify {
+                    self.notices.insert((stream.version, *to), 0);
+                }
+            }
+        }
+        self.maybe_finish_round(stream.version, effects);
+        self.drain(effects); // Replay what waited for this copy.
+    }
+
+    /// Runs this process's delete of `version` once every receiver installed its copy.
+    fn maybe_finish_round(
+        &mut self,
+        version: ConfigVersion,
+        effects: &mut Vec<MigrationEffect<T>>,
+    ) {
+        let Some(round) = self.rounds.get_mut(&version) else {
+            return;
+        };
+        if round.installed.is_superset(&round.receivers) {
+            if let Some(range) = round.delete.take() {
+                // Only what this process no longer holds: a later keyspace message may have
+                // given part of it back.
+                let range = range.difference(&self.holds);
+                self.stats.deletes_run += 1;
+                if !range.is_empty() {
+                    effects.push(MigrationEffect::Delete { range });
+                }
+            }
+        }
+        let round = &self.rounds[&version];
+        if round.delete.is_none() && round.incoming_left == 0 {
+            self.rounds.remove(&version);
+        }
+    }
+
+    fn on_tick(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
+        self.now += 1;
+        self.budget_bytes = self.settings.bytes_per_tick_max;
+        let silent = self.incoming.iter().find(|(_, inc)| {
+            self.now.saturating_sub(inc.heard_at) > self.settings.sender_timeout_ticks
+        });
+        if let Some((stream, _)) = silent {
+            let stream = *stream;
+            self.become_failed(FailureReason::SenderSilent { stream }, effects);
+            return;
+        }
+        let resend = self.settings.resend_ticks;
+        for ((version, to), sent_at) in self.notices.iter_mut() {
+            if *sent_at == 0 || self.now >= *sent_at + resend {
+                *sent_at = self.now;
+                effects.push(MigrationEffect::Send {
+                    to: *to,
+                    message: MigrationMessage::Installed {
+                        version: *version,
+                        receiver: self.process,
+                    },
+                });
+            }
+        }
+        self.heartbeats(effects);
+    }
+
+    /// Streams this process will send but cannot yet (held keyspace message, or starved by
+    /// the throttle) keep their receivers from timing out.
+    fn heartbeats(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
+        let resend = self.settings.resend_ticks;
+        if self.now.is_multiple_of(resend) {
+            for queued in &self.queue {
+                if let Queued::Keyspace {
+                    version,
+                    instructions,
+                    ..
+                } = queued
+                {
+                    for instruction in project(instructions, self.process) {
+                        if let EngineInstruction::Send { to, .. } = instruction {
+                            let stream = StreamId {
+                                version: *version,
+                                from: self.process,
+                                to,
+                            };
+                            effects.push(MigrationEffect::Send {
+                                to,
+                                message: MigrationMessage::Waiting { stream },
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        for (stream, out) in self.outgoing.iter_mut() {
+            if self.now >= out.heard_at + resend {
+                out.heard_at = self.now;
+                effects.push(MigrationEffect::Send {
+                    to: stream.to,
+                    message: MigrationMessage::Waiting { stream: *stream },
+                });
+            }
+        }
+    }
+
+    /// Sends what the throttle allows: first sends and resends of unacknowledged chunks,
+    /// stream by stream.
+    fn pump(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
+        let mut in_flight: u64 = self
+            .outgoing
+            .values()
+            .map(|out| {
+                (0..out.chunks.len())
+                    .filter(|index| !out.acked[*index] && out.sent_at[*index].is_some())
+                    .map(|index| out.chunk_bytes(index))
+                    .sum::<u64>()
+            })
+            .sum();
+        let (now, resend) = (self.now, self.settings.resend_ticks);
+        let mut throttled = false;
+        for (stream, out) in self.outgoing.iter_mut() {
+            for index in 0..out.chunks.len() {
+                if out.acked[index] {
+                    continue;
+                }
+                let resending = match out.sent_at[index] {
+                    None => false,
+                    Some(at) if now >= at + resend => true,
+                    Some(_) => continue,
+                };
+                let bytes = out.chunk_bytes(index);
+                let budget_full = self.budget_bytes == self.settings.bytes_per_tick_max;
+                let fits_tick = bytes <= self.budget_bytes || budget_full;
+                let fits_flight = resending
+                    || in_flight + bytes <= self.settings.in_flight_bytes_max
+                    || in_flight == 0;
+                if !fits_tick || !fits_flight {
+                    throttled = true;
+                    break;
+                }
+                self.budget_bytes = self.budget_bytes.saturating_sub(bytes.max(1));
+                if !resending {
+                    in_flight += bytes;
+                    self.stats.chunks_sent += 1;
+                } else {
+                    self.stats.chunks_resent += 1;
+                }
+                self.stats.bytes_sent += bytes;
+                out.sent_at[index] = Some(now);
+                out.heard_at = now;
+                effects.push(MigrationEffect::Send {
+                    to: stream.to,
+                    message: MigrationMessage::Chunk(out.chunks[index].clone()),
+                });
+            }
+        }
+        if throttled {
+            self.stats.throttled_ticks += 1;
+        }
+    }
+
+    fn become_failed(&mut self, reason: FailureReason, effects: &mut Vec<MigrationEffect<T>>) {
+        assert!(self.failed.is_none());
+        effects.push(MigrationEffect::DeclareFailed {
+            reason: reason.clone(),
+        });
+        self.failed = Some(reason);
+    }
+
+    fn invariants(&self) {
+        for out in self.outgoing.values() {
+            assert_eq!(out.chunks.len(), out.acked.len());
+            assert_eq!(out.chunks.len(), out.sent_at.len());
+            assert!(out.captured || out.chunks.is_empty());
+        }
+        for inc in self.incoming.values() {
+            assert!(inc.range.is_subset(&self.holds) || self.failed.is_some());
+        }
+        if self.failed.is_none() {
+            assert!(self.queue.len() <= self.settings.held_max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,666 @@
+//! One test per rule of partial live migration (module doc of `migration`).
+
+use super::*;
+use crate::position::Span;
+
+type Effects = Vec<MigrationEffect<u32>>;
+
+const B: ProcessId = ProcessId(2);
+const E: ProcessId = ProcessId(5);
+const C: ProcessId = ProcessId(3);
+const V: ConfigVersion = ConfigVersion(7);
+
+fn range(start: u64, end: u64) -> PositionSet {
+    Span::new(start, end).to_set()
+}
+
+fn settings() -> MigrationSettings {
+    MigrationSettings {
+        chunk_bytes_max: 40,
+        in_flight_bytes_max: 1_000,
+        bytes_per_tick_max: 1_000,
+        resend_ticks: 5,
+        sender_timeout_ticks: 50,
+        held_max: 4,
+        canary: None,
+    }
+}
+
+fn record(position: u64) -> Record {
+    // 16 + 4 + 4 = 24 bytes: one record per 40-byte chunk.
+    Record {
+        position: Position(position),
+        key: (position as u32).to_be_bytes().to_vec(),
+        value: vec![7; 4],
+    }
+}
+
+/// Fig. 6 shaped: b copies [20, 40) to e; c deletes [20, 30).
+fn instructions() -> Vec<Instruction> {
+    vec![
+        Instruction::Copy {
+            from: B,
+            to: E,
+            range: range(20, 40),
+        },
+        Instruction::Delete {
+            at: C,
+            range: range(20, 30),
+        },
+    ]
+}
+
+fn stream() -> StreamId {
+    StreamId {
+        version: V,
+        from: B,
+        to: E,
+    }
+}
+
+fn sender(settings: MigrationSettings) -> Migrator<u32> {
+    Migrator::new(B, range(0, 50), settings)
+}
+
+fn receiver(settings: MigrationSettings) -> Migrator<u32> {
+    Migrator::new(E, PositionSet::empty(), settings)
+}
+
+fn keyspace() -> MigrationInput<u32> {
+    MigrationInput::Keyspace {
+        version: V,
+        instructions: instructions(),
+    }
+}
+
+fn chunks_of(effects: &Effects) -> Vec<Chunk> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            MigrationEffect::Send {
+                message: MigrationMessage::Chunk(chunk),
+                ..
+            } => Some(chunk.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A sender that captured `count` records in [20, 40) and sent its first chunks.
+fn started_sender(settings: MigrationSettings, count: u64) -> (Migrator<u32>, Effects) {
+    let mut migrator = sender(settings);
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    assert_eq!(
+        effects,
+        vec![MigrationEffect::Capture {
+            stream: stream(),
+            range: range(20, 40)
+        }]
+    );
+    effects.clear();
+    let records = (0..count).map(|index| record(20 + index)).collect();
+    migrator.step(
+        MigrationInput::Captured {
+            stream: stream(),
+            records,
+        },
+        &mut effects,
+    );
+    (migrator, effects)
+}
+
+fn deliver(migrator: &mut Migrator<u32>, chunk: Chunk, effects: &mut Effects) {
+    migrator.step(
+        MigrationInput::Receive {
+            from: chunk.stream.from,
+            message: MigrationMessage::Chunk(chunk),
+        },
+        effects,
+    );
+}
+
+fn applied(effects: &Effects) -> Vec<u32> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            MigrationEffect::Apply(item) => Some(*item),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn sender_chunks_a_capture_within_the_byte_bound_with_valid_checksums() {
+    let (_, effects) = started_sender(settings(), 5);
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 5);
+    for (index, chunk) in chunks.iter().enumerate() {
+        assert_eq!(chunk.index, index as u32);
+        assert_eq!(chunk.count, 5);
+        assert_eq!(chunk.keys_total, 5);
+        assert!(chunk.records.iter().map(Record::size).sum::<u64>() <= 40);
+        let expected = chunk_checksum(
+            chunk.stream,
+            chunk.index,
+            chunk.count,
+            chunk.bytes_total,
+            chunk.keys_total,
+            &chunk.records,
+        );
+        assert_eq!(chunk.checksum, expected);
+    }
+}
+
+#[test]
+fn capture_outside_the_range_is_not_sent() {
+    let mut migrator = sender(settings());
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    effects.clear();
+    migrator.step(
+        MigrationInput::Captured {
+            stream: stream(),
+            records: vec![record(5), record(25)],
+        },
+        &mut effects,
+    );
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].records, vec![record(25)]);
+}
+
+#[test]
+fn an_empty_range_is_one_empty_chunk_and_still_installs() {
+    let (_, effects) = started_sender(settings(), 0);
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 1);
+    assert!(chunks[0].records.is_empty());
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    deliver(&mut receiver, chunks[0].clone(), &mut effects);
+    assert!(effects.iter().any(|effect| matches!(
+        effect,
+        MigrationEffect::Install { records, .. } if records.is_empty()
+    )));
+    assert!(!receiver.is_receiving());
+}
+
+#[test]
+fn throttle_bounds_bytes_in_flight_until_acknowledged() {
+    let mut settings = settings();
+    settings.in_flight_bytes_max = 50; // Two 24-byte chunks.
+    let (mut migrator, effects) = started_sender(settings, 5);
+    assert_eq!(chunks_of(&effects).len(), 2);
+    assert_eq!(migrator.progress().outgoing[0].bytes_in_flight, 48);
+    let mut effects = Vec::new();
+    migrator.step(
+        MigrationInput::Receive {
+            from: E,
+            message: MigrationMessage::ChunkAck {
+                stream: stream(),
+                index: 0,
+            },
+        },
+        &mut effects,
+    );
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].index, 2);
+    let progress = migrator.progress().outgoing[0];
+    assert_eq!(progress.bytes_done, 24);
+    assert_eq!(progress.keys_done, 1);
+    assert_eq!(progress.bytes_total, Some(120));
+}
+
+#[test]
+fn throttle_bounds_bytes_per_tick() {
+    let mut settings = settings();
+    settings.bytes_per_tick_max = 48;
+    let (mut migrator, effects) = started_sender(settings, 5);
+    assert_eq!(chunks_of(&effects).len(), 2);
+    let mut effects = Vec::new();
+    migrator.step(MigrationInput::Tick, &mut effects);
+    assert_eq!(chunks_of(&effects).len(), 2);
+    assert!(migrator.stats().throttled_ticks >= 1);
+}
+
+#[test]
+fn unacknowledged_chunks_are_resent_after_resend_ticks() {
+    let (mut migrator, effects) = started_sender(settings(), 2);
+    assert_eq!(chunks_of(&effects).len(), 2);
+    let mut effects = Vec::new();
+    for _ in 0..4 {
+        migrator.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(chunks_of(&effects).is_empty());
+    migrator.step(
+        MigrationInput::Receive {
+            from: E,
+            message: MigrationMessage::ChunkAck {
+                stream: stream(),
+                index: 1,
+            },
+        },
+        &mut effects,
+    );
+    migrator.step(MigrationInput::Tick, &mut effects);
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 1, "only the unacknowledged chunk");
+    assert_eq!(chunks[0].index, 0);
+    assert_eq!(migrator.stats().chunks_resent, 1);
+}
+
+#[test]
+fn a_fully_acknowledged_stream_completes() {
+    let (mut migrator, _) = started_sender(settings(), 2);
+    let mut effects = Vec::new();
+    for index in 0..2 {
+        migrator.step(
+            MigrationInput::Receive {
+                from: E,
+                message: MigrationMessage::ChunkAck {
+                    stream: stream(),
+                    index,
+                },
+            },
+            &mut effects,
+        );
+    }
+    assert!(migrator.progress().outgoing.is_empty());
+    assert_eq!(migrator.stats().streams_sent, 1);
+}
+
+#[test]
+fn receiver_refuses_a_chunk_whose_checksum_does_not_match() {
+    let (_, effects) = started_sender(settings(), 1);
+    let mut chunk = chunks_of(&effects)[0].clone();
+    chunk.records[0].value = vec![8; 4];
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    effects.clear();
+    deliver(&mut receiver, chunk, &mut effects);
+    assert!(effects.is_empty(), "neither acknowledged nor installed");
+    assert_eq!(receiver.stats().chunks_checksum_mismatch, 1);
+    assert!(receiver.is_receiving());
+}
+
+#[test]
+fn malformed_and_foreign_chunks_are_dropped_without_panicking() {
+    let (_, effects) = started_sender(settings(), 2);
+    let good = chunks_of(&effects)[0].clone();
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    effects.clear();
+    let reseal = |mut chunk: Chunk| {
+        chunk.checksum = chunk_checksum(
+            chunk.stream,
+            chunk.index,
+            chunk.count,
+            chunk.bytes_total,
+            chunk.keys_total,
+            &chunk.records,
+        );
+        chunk
+    };
+    let mut wrong_sender = good.clone();
+    wrong_sender.stream.from = C;
+    let mut index_past_count = good.clone();
+    index_past_count.index = 9;
+    let mut zero_count = good.clone();
+    zero_count.count = 0;
+    let mut outside = good.clone();
+    outside.records = vec![record(45)];
+    let mut unknown_version = good.clone();
+    unknown_version.stream.version = ConfigVersion(99);
+    for chunk in [
+        wrong_sender,
+        reseal(index_past_count),
+        reseal(zero_count),
+        reseal(outside),
+        reseal(unknown_version),
+    ] {
+        deliver(&mut receiver, chunk, &mut effects);
+    }
+    // A chunk from a process that is not the stream's sender.
+    receiver.step(
+        MigrationInput::Receive {
+            from: C,
+            message: MigrationMessage::Chunk(good.clone()),
+        },
+        &mut effects,
+    );
+    assert!(effects.is_empty());
+    assert_eq!(receiver.stats().chunks_foreign, 6);
+    // Totals that contradict an accepted chunk are refused too.
+    deliver(&mut receiver, good.clone(), &mut effects);
+    let mut other_totals = good;
+    other_totals.index = 1;
+    other_totals.count = 3;
+    deliver(&mut receiver, reseal(other_totals), &mut effects);
+    assert_eq!(receiver.stats().chunks_foreign, 7);
+    assert!(receiver.is_receiving());
+}
+
+#[test]
+fn later_deliveries_touching_the_incoming_range_wait_and_replay_after_install() {
+    let (_, sent) = started_sender(settings(), 2);
+    let chunks = chunks_of(&sent);
+    let mut receiver = Migrator::new(E, range(100, 200), settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(25, 26),
+            item: 1,
+        },
+        &mut effects,
+    );
+    // Unrelated: runs at once, ahead of the held item.
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(150, 151),
+            item: 2,
+        },
+        &mut effects,
+    );
+    // Touches the held item's other position: must wait behind it.
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(150, 151).union(&range(30, 31)),
+            item: 3,
+        },
+        &mut effects,
+    );
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(160, 161),
+            item: 4,
+        },
+        &mut effects,
+    );
+    assert_eq!(applied(&effects), vec![2, 4]);
+    assert!(!receiver.serves(Position(25)));
+    assert!(!receiver.serves(Position(150)));
+    assert!(receiver.serves(Position(160)));
+    assert_eq!(receiver.progress().held, 2);
+    effects.clear();
+    deliver(&mut receiver, chunks[0].clone(), &mut effects);
+    assert!(applied(&effects).is_empty());
+    deliver(&mut receiver, chunks[1].clone(), &mut effects);
+    let install = effects
+        .iter()
+        .position(|effect| matches!(effect, MigrationEffect::Install { .. }))
+        .expect("installed");
+    let replay = effects
+        .iter()
+        .position(|effect| matches!(effect, MigrationEffect::Apply(1)))
+        .expect("replayed");
+    assert!(install < replay, "the copy is installed before the replay");
+    assert_eq!(applied(&effects), vec![1, 3]);
+    assert!(receiver.serves(Position(25)));
+    assert!(receiver.holds(Position(25)));
+}
+
+#[test]
+fn a_later_keyspace_message_touching_an_incoming_range_waits_for_the_install() {
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    let next = ConfigVersion(8);
+    receiver.step(
+        MigrationInput::Keyspace {
+            version: next,
+            instructions: vec![Instruction::Copy {
+                from: E,
+                to: C,
+                range: range(30, 40),
+            }],
+        },
+        &mut effects,
+    );
+    assert!(!effects
+        .iter()
+        .any(|effect| matches!(effect, MigrationEffect::Capture { .. })));
+    // The held message's receiver hears heartbeats meanwhile.
+    effects.clear();
+    for _ in 0..5 {
+        receiver.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(effects.contains(&MigrationEffect::Send {
+        to: C,
+        message: MigrationMessage::Waiting {
+            stream: StreamId {
+                version: next,
+                from: E,
+                to: C
+            }
+        }
+    }));
+}
+
+#[test]
+fn a_silent_sender_makes_the_receiver_declare_itself_failed() {
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    for _ in 0..50 {
+        receiver.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(receiver.failed().is_none());
+    receiver.step(MigrationInput::Tick, &mut effects);
+    assert_eq!(
+        effects.last(),
+        Some(&MigrationEffect::DeclareFailed {
+            reason: FailureReason::SenderSilent { stream: stream() }
+        })
+    );
+    // Crash-stop: nothing more comes out of it.
+    effects.clear();
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(100, 101),
+            item: 1,
+        },
+        &mut effects,
+    );
+    assert!(effects.is_empty());
+    assert!(!receiver.serves(Position(25)));
+}
+
+#[test]
+fn waiting_heartbeats_keep_the_receiver_alive() {
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    for tick in 0..200 {
+        if tick % 10 == 0 {
+            receiver.step(
+                MigrationInput::Receive {
+                    from: B,
+                    message: MigrationMessage::Waiting { stream: stream() },
+                },
+                &mut effects,
+            );
+        }
+        receiver.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(receiver.failed().is_none());
+}
+
+#[test]
+fn too_many_held_items_make_the_receiver_declare_itself_failed() {
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    for item in 0..5 {
+        receiver.step(
+            MigrationInput::Deliver {
+                touches: range(21, 22),
+                item,
+            },
+            &mut effects,
+        );
+    }
+    assert_eq!(
+        receiver.failed(),
+        Some(&FailureReason::HeldOverflow { held: 5 })
+    );
+}
+
+#[test]
+fn deletes_wait_until_every_receiver_installed() {
+    let mut deleter = Migrator::<u32>::new(C, range(10, 40), settings());
+    let mut effects = Vec::new();
+    deleter.step(keyspace(), &mut effects);
+    assert!(effects.is_empty(), "no delete before the copy is installed");
+    assert!(!deleter.holds(Position(25)));
+    assert_eq!(deleter.progress().deletes_pending, 1);
+    deleter.step(
+        MigrationInput::Receive {
+            from: C, // Not the receiver: ignored.
+            message: MigrationMessage::Installed {
+                version: V,
+                receiver: E,
+            },
+        },
+        &mut effects,
+    );
+    assert!(effects.is_empty());
+    deleter.step(
+        MigrationInput::Receive {
+            from: E,
+            message: MigrationMessage::Installed {
+                version: V,
+                receiver: E,
+            },
+        },
+        &mut effects,
+    );
+    assert_eq!(
+        effects,
+        vec![
+            MigrationEffect::Send {
+                to: E,
+                message: MigrationMessage::InstalledAck {
+                    version: V,
+                    receiver: E
+                }
+            },
+            MigrationEffect::Delete {
+                range: range(20, 30)
+            }
+        ]
+    );
+    assert!(deleter.is_idle());
+}
+
+#[test]
+fn an_installed_notice_before_the_keyspace_message_is_remembered() {
+    let mut deleter = Migrator::<u32>::new(C, range(10, 40), settings());
+    let mut effects = Vec::new();
+    deleter.step(
+        MigrationInput::Receive {
+            from: E,
+            message: MigrationMessage::Installed {
+                version: V,
+                receiver: E,
+            },
+        },
+        &mut effects,
+    );
+    effects.clear();
+    deleter.step(keyspace(), &mut effects);
+    assert_eq!(
+        effects,
+        vec![MigrationEffect::Delete {
+            range: range(20, 30)
+        }]
+    );
+}
+
+#[test]
+fn the_receiver_announces_its_install_to_senders_and_deleters_until_acknowledged() {
+    let (_, sent) = started_sender(settings(), 1);
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    deliver(&mut receiver, chunks_of(&sent)[0].clone(), &mut effects);
+    effects.clear();
+    receiver.step(MigrationInput::Tick, &mut effects);
+    let notified: BTreeSet<ProcessId> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            MigrationEffect::Send {
+                to,
+                message: MigrationMessage::Installed { .. },
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notified, BTreeSet::from([B, C]));
+    receiver.step(
+        MigrationInput::Receive {
+            from: C,
+            message: MigrationMessage::InstalledAck {
+                version: V,
+                receiver: E,
+            },
+        },
+        &mut effects,
+    );
+    effects.clear();
+    for _ in 0..5 {
+        receiver.step(MigrationInput::Tick, &mut effects);
+    }
+    let again: Vec<ProcessId> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            MigrationEffect::Send {
+                to,
+                message: MigrationMessage::Installed { .. },
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(again, vec![B], "only the unacknowledged notice is resent");
+}
+
+#[test]
+fn duplicate_chunks_after_install_are_acknowledged_again() {
+    let (_, sent) = started_sender(settings(), 1);
+    let chunk = chunks_of(&sent)[0].clone();
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    deliver(&mut receiver, chunk.clone(), &mut effects);
+    effects.clear();
+    deliver(&mut receiver, chunk, &mut effects);
+    assert!(matches!(
+        effects.as_slice(),
+        [MigrationEffect::Send {
+            message: MigrationMessage::ChunkAck { .. },
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn the_serve_before_installed_canary_applies_held_deliveries_early() {
+    let mut settings = settings();
+    settings.canary = Some(MigrationCanary::ServeBeforeInstalled);
+    let mut receiver = receiver(settings);
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    receiver.step(
+        MigrationInput::Deliver {
+            touches: range(25, 26),
+            item: 1,
+        },
+        &mut effects,
+    );
+    assert_eq!(applied(&effects), vec![1]);
+}
