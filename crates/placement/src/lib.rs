@@ -14,7 +14,7 @@
 //! | `message` | §6.4 | membership messages (join, leave, suspect), the four keyspace transformations (expand, contract, replace, rebalance), `apply` with typed `Refusal`s |
 //! | `plan` | §6.4–6.5 | `Instruction` lists (copy / delete, projected per engine into send / receive / delete), `Migration` (what must move), `check`, the `Planner` |
 //! | `ecast` | §5.3, §6.3 | the routing function: `destset`, `apply`, `suspects` |
-| `migration` | §6.4–6.5 | partial live migration, one storage process's half: `Migrator` (chunked, checksummed, throttled streams; holding and replaying later deliveries; deletes after every install; self-declared failure); see `docs/internals/rubberband.md` |
+//! | `migration` | §6.4–6.5 | partial live migration, one storage process's half: `Migrator` (chunked, checksummed, throttled streams; holding and replaying later deliveries; deletes after every install; self-declared failure); see `docs/internals/rubberband.md` |
 //!
 //! # Placement (§6.2)
 //!

@@ -267,6 +267,9 @@ pub struct MigrationStats {
     pub items_held: u64,
     pub deletes_run: u64,
     pub throttled_ticks: u64,
+    /// Outgoing streams given up: the receiver acknowledged nothing for
+    /// `sender_timeout_ticks` (it failed, and declares itself failed if it is still up).
+    pub streams_abandoned: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -302,6 +305,9 @@ struct Outgoing {
     sent_at: Vec<Option<u64>>,
     /// The last tick anything (chunk or heartbeat) went to the receiver.
     heard_at: u64,
+    /// The last tick the receiver acknowledged anything (or the stream started): a receiver
+    /// silent for `sender_timeout_ticks` is gone (failed, or declared itself failed).
+    acked_at: u64,
 }
 
 impl Outgoing {
@@ -623,6 +629,7 @@ impl<T> Migrator<T> {
                             acked: Vec::new(),
                             sent_at: Vec::new(),
                             heard_at: self.now,
+                            acked_at: self.now,
                         },
                     );
                     effects.push(MigrationEffect::Capture { stream, range });
@@ -740,6 +747,7 @@ impl<T> Migrator<T> {
                 };
                 if let Some(acked) = out.acked.get_mut(index as usize) {
                     *acked = true;
+                    out.acked_at = self.now;
                 }
                 if out.captured && out.acked.iter().all(|acked| *acked) {
                     self.outgoing.remove(&stream);
@@ -922,6 +930,12 @@ impl<T> Migrator<T> {
             self.become_failed(FailureReason::SenderSilent { stream }, effects);
             return;
         }
+        let timeout = self.settings.sender_timeout_ticks;
+        let now = self.now;
+        let before = self.outgoing.len();
+        self.outgoing
+            .retain(|_, out| now.saturating_sub(out.acked_at) <= timeout);
+        self.stats.streams_abandoned += (before - self.outgoing.len()) as u64;
         let resend = self.settings.resend_ticks;
         for ((version, to), sent_at) in self.notices.iter_mut() {
             if *sent_at == 0 || self.now >= *sent_at + resend {
@@ -1054,6 +1068,35 @@ impl<T> Migrator<T> {
             assert!(self.queue.len() <= self.settings.held_max);
         }
     }
+}
+
+/// §6.4 / §7.6.2 "Rubberband automatically forwards reads to non-busy replicas": the replica
+/// offset for a point read of `points` under `configuration` whose destinations (E-Cast's
+/// `destset`: live replica number `offset % live` of each point) include the fewest `busy`
+/// processes, trying `offset`, `offset + 1`, … for one full turn of the group. A gateway calls
+/// it with the processes it knows to be receiving copies.
+pub fn read_offset(
+    configuration: &crate::Configuration,
+    points: &[Position],
+    busy: &BTreeSet<ProcessId>,
+    offset: u64,
+) -> u64 {
+    let turn = u64::from(configuration.replication()).max(1);
+    let busy_count = |candidate: u64| {
+        points
+            .iter()
+            .filter(|point| {
+                let live = configuration.live_replicas(**point);
+                let index = (candidate % live.len().max(1) as u64) as usize;
+                live.get(index)
+                    .is_some_and(|process| busy.contains(process))
+            })
+            .count()
+    };
+    (0..turn)
+        .map(|step| offset.wrapping_add(step))
+        .min_by_key(|candidate| busy_count(*candidate))
+        .unwrap_or(offset)
 }
 
 #[cfg(test)]

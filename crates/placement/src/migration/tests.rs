@@ -664,3 +664,34 @@ fn the_serve_before_installed_canary_applies_held_deliveries_early() {
     );
     assert_eq!(applied(&effects), vec![1]);
 }
+
+#[test]
+fn a_sender_gives_up_a_stream_whose_receiver_acknowledges_nothing() {
+    let (mut migrator, _) = started_sender(settings(), 2);
+    let mut effects = Vec::new();
+    for _ in 0..51 {
+        migrator.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(migrator.progress().outgoing.is_empty());
+    assert_eq!(migrator.stats().streams_abandoned, 1);
+}
+
+#[test]
+fn read_offset_steers_point_reads_away_from_busy_replicas() {
+    let members = [
+        (ProcessId(1), Position(0)),
+        (ProcessId(2), Position(100)),
+        (ProcessId(3), Position(200)),
+    ];
+    let configuration = crate::Configuration::with_ring(3, &members);
+    let point = Position(50);
+    let live = configuration.live_replicas(point);
+    let busy = BTreeSet::from([live[0], live[1]]);
+    let offset = read_offset(&configuration, &[point], &busy, 0);
+    assert_eq!(live[(offset % 3) as usize], live[2]);
+    // Nobody busy: the gateway's own offset stands.
+    assert_eq!(
+        read_offset(&configuration, &[point], &BTreeSet::new(), 7),
+        7
+    );
+}
