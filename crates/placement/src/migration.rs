@@ -194,8 +194,10 @@ pub enum MigrationInput<T> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MigrationEffect<T> {
-    /// Run this item against the engine now (effects are in stream order).
-    Apply(T),
+    /// Run this item against the engine now (effects are in stream order), for the positions
+    /// in `holds` only: what this process held at the item's place in the stream (a later
+    /// keyspace message may already have changed `Migrator::holdings`).
+    Apply { item: T, holds: PositionSet },
     /// Read the records of `range` as the engine holds them now, before executing any later
     /// effect, and feed them back as `MigrationInput::Captured`.
     Capture {
@@ -541,7 +543,8 @@ impl<T> Migrator<T> {
         self.invariants();
     }
 
-    fn incoming_range(&self) -> PositionSet {
+    /// Every range being copied into this process.
+    pub fn incoming_range(&self) -> PositionSet {
         self.incoming
             .values()
             .fold(PositionSet::empty(), |all, inc| all.union(&inc.range))
@@ -550,7 +553,8 @@ impl<T> Migrator<T> {
     fn enqueue(&mut self, queued: Queued<T>, effects: &mut Vec<MigrationEffect<T>>) {
         let queued = match (self.settings.canary, queued) {
             (Some(MigrationCanary::ServeBeforeInstalled), Queued::Data { item, .. }) => {
-                effects.push(MigrationEffect::Apply(item));
+                let holds = self.holds.clone();
+                effects.push(MigrationEffect::Apply { item, holds });
                 return;
             }
             (_, queued) => queued,
@@ -576,7 +580,10 @@ impl<T> Migrator<T> {
                 continue;
             }
             match queued {
-                Queued::Data { item, .. } => effects.push(MigrationEffect::Apply(item)),
+                Queued::Data { item, .. } => {
+                    let holds = self.holds.clone();
+                    effects.push(MigrationEffect::Apply { item, holds });
+                }
                 Queued::Keyspace {
                     version,
                     instructions,

@@ -71,6 +71,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("router-commit-without-quorum") => {
                         Some(EcastCanary::RouterCommitWithoutQuorum)
                     }
+                    Some("migration-serves-before-install") => {
+                        Some(EcastCanary::MigrationServesBeforeInstall)
+                    }
                     _ => None,
                 };
                 if parsed.ecast_canary.is_some() {
@@ -163,7 +166,9 @@ fn print_ecast_report(report: &EcastReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} abandoned={} refusals={} snapshot_reads={} \
          basic_reads={} basic_refusals={} messages={} dropped={} router_crashes={} storage_crashes={} partitions={} view_max={} \
-         forwarders={} timestamp_max={} result={}",
+         forwarders={} timestamp_max={} reconfigurations={} keyspace_delivered={} reconfigurations_refused={} \
+         streams_installed={} chunks_sent={} chunks_resent={} items_held={} deletes_run={} self_failures={} \
+         crashes_vetoed={} unrelated_latency_max={} related_latency_max={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -182,6 +187,18 @@ fn print_ecast_report(report: &EcastReport) {
         stats.view_max,
         stats.forwarders,
         stats.timestamp_max,
+        stats.reconfigurations,
+        stats.keyspace_delivered,
+        stats.reconfigurations_refused,
+        stats.streams_installed,
+        stats.chunks_sent,
+        stats.chunks_resent,
+        stats.items_held,
+        stats.deletes_run,
+        stats.self_failures,
+        stats.crashes_vetoed,
+        stats.unrelated_latency_max,
+        stats.related_latency_max,
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),

@@ -158,8 +158,9 @@ fn check_totals(history: &EcastHistory, accounts: usize) -> Result<(), Violation
     let total = BALANCE_INITIAL * accounts as i64;
     for (index, invocation) in history.invocations.iter().enumerate() {
         if let Some(EcastOutput::Balances(balances)) = &invocation.output {
-            let sum: i64 = balances.iter().sum();
-            if sum != total || balances.len() != accounts {
+            // Wide: a missing account reads as i64::MIN, and two of them overflow an i64.
+            let sum: i128 = balances.iter().map(|balance| i128::from(*balance)).sum();
+            if sum != i128::from(total) || balances.len() != accounts {
                 return Err(Violation {
                     checker: "ecast_serializability",
                     report: format!(

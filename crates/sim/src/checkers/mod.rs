@@ -5,6 +5,7 @@ pub mod commit_monotonic;
 pub mod committed_prefix;
 pub mod ecast_basic_reads;
 pub mod ecast_order;
+pub mod ecast_reconfiguration;
 pub mod ecast_serializability;
 pub mod ecast_stability;
 pub mod linearizability;

@@ -61,6 +61,8 @@ pub enum Payload {
         at: Timestamp,
         values: Vec<(u64, Option<i64>)>,
     },
+    /// Storage process → storage process: partial live migration (direct, not E-Cast).
+    Migration(placement::migration::MigrationMessage),
 }
 
 impl Payload {
@@ -78,6 +80,16 @@ impl Payload {
             Payload::BasicRead { .. } => 900,
             Payload::BasicAnswer { .. } => 1000,
             Payload::BasicRefused { .. } => 1100,
+            Payload::Migration(message) => {
+                use placement::migration::MigrationMessage;
+                match message {
+                    MigrationMessage::Chunk(chunk) => 1200 + u64::from(chunk.index % 50),
+                    MigrationMessage::ChunkAck { index, .. } => 1300 + u64::from(index % 50),
+                    MigrationMessage::Waiting { .. } => 1400,
+                    MigrationMessage::Installed { .. } => 1500,
+                    MigrationMessage::InstalledAck { .. } => 1600,
+                }
+            }
         }
     }
 }

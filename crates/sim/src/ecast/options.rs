@@ -1,6 +1,7 @@
 //! Everything one E-Cast seed decides: the router group, the storage ring, the fault mix and
 //! the workload. Drawn in a fixed order from the seed, so a seed always means the same run.
 
+use placement::migration::{MigrationCanary, MigrationSettings};
 use stdx::Prng;
 use vr::{Config, Durability};
 
@@ -13,6 +14,9 @@ pub enum EcastCanary {
     StableOnFirstConfirm,
     /// The router group's primary commits without a quorum (VR's canary).
     RouterCommitWithoutQuorum,
+    /// A receiving storage process applies later deliveries before its copy is installed
+    /// (`placement::migration::MigrationCanary::ServeBeforeInstalled`).
+    MigrationServesBeforeInstall,
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +60,13 @@ pub struct EcastOptions {
     pub think_ticks_max: u64,
     pub fault_ticks: u64,
     pub liveness_ticks_max: u64,
+    /// Per tick: the reconfiguration nemesis (the super process) submits a join, expand,
+    /// contract, replace or rebalance, in 1/10000; 0 on seeds that do not draw it.
+    pub reconfigure_per_10000: u64,
+    /// Standbys that may join during the run.
+    pub joins_max: u64,
+    /// Partial live migration between storage processes.
+    pub migration: MigrationSettings,
     pub canary: Option<EcastCanary>,
 }
 
@@ -105,6 +116,20 @@ impl EcastOptions {
         let think_ticks_max = prng.range_inclusive(0, 30);
         let fault_ticks = prng.range_inclusive(1_500, 3_500);
         let basic_percent = prng.range_inclusive(0, 30);
+        // Drawn last, so that the draws above mean what they meant before reconfiguration.
+        let reconfigure = prng.percent(50);
+        let reconfigure_per_10000 = prng.range_inclusive(20, 80) * u64::from(reconfigure);
+        let joins_max = prng.range_inclusive(1, 4);
+        // Records are about 32 bytes: chunks of 1–4 records, 1–8 records a tick.
+        let migration = MigrationSettings {
+            chunk_bytes_max: prng.range_inclusive(32, 128),
+            in_flight_bytes_max: prng.range_inclusive(64, 512),
+            bytes_per_tick_max: prng.range_inclusive(32, 256),
+            resend_ticks: prng.range_inclusive(20, 60),
+            sender_timeout_ticks: prng.range_inclusive(1_500, 2_500),
+            held_max: 10_000,
+            canary: None,
+        };
         EcastOptions {
             seed,
             router_config,
@@ -129,6 +154,9 @@ impl EcastOptions {
             think_ticks_max,
             fault_ticks,
             liveness_ticks_max: 8_000,
+            reconfigure_per_10000,
+            joins_max,
+            migration,
             canary: None,
         }
     }
@@ -140,6 +168,10 @@ impl EcastOptions {
         if canary == EcastCanary::RouterCommitWithoutQuorum {
             options.router_config.canary = Some(vr::Canary::CommitWithoutQuorum);
         }
+        if canary == EcastCanary::MigrationServesBeforeInstall {
+            options.migration.canary = Some(MigrationCanary::ServeBeforeInstalled);
+            options.reconfigure_per_10000 = options.reconfigure_per_10000.max(40);
+        }
         options
     }
 
@@ -147,7 +179,8 @@ impl EcastOptions {
         format!(
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
-             snapshot={}% basic={}% bank={}% ticks={}{}",
+             snapshot={}% basic={}% bank={}% ticks={} reconfigure={}/10000 joins<={} \
+             chunk<={}B in_flight<={}B per_tick<={}B{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -166,6 +199,11 @@ impl EcastOptions {
             self.basic_percent,
             self.bank_percent,
             self.fault_ticks,
+            self.reconfigure_per_10000,
+            self.joins_max,
+            self.migration.chunk_bytes_max,
+            self.migration.in_flight_bytes_max,
+            self.migration.bytes_per_tick_max,
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )

@@ -8,6 +8,7 @@ use super::history::{EcastCommand, EcastHistory, EcastOutput, StoragePayload, BA
 use super::network::{Endpoint, Network, Packet, Payload};
 use super::options::{EcastCanary, EcastOptions};
 use crate::checkers::ecast_order::{digest, EcastOrder};
+use crate::checkers::ecast_reconfiguration;
 use crate::checkers::ecast_stability::EcastStability;
 use crate::checkers::{ecast_basic_reads, ecast_serializability, Violation};
 use crate::trace::Trace;
@@ -17,9 +18,12 @@ use ecast::{
     RouterState, Sender, SenderEvent, SenderSettings, Sequence, SnapshotRead,
 };
 use placement::ecast::{Message as Routing, Target};
+use placement::migration::{
+    read_offset, MigrationEffect, MigrationInput, Migrator, Record, StreamId,
+};
 use placement::{
-    ConfigChange, ConfigMessage, Configuration, KeyMapping, MembershipChange, Position, ProcessId,
-    Refusal,
+    ConfigChange, ConfigMessage, Configuration, Instruction, KeyMapping, MembershipChange, Planner,
+    Position, PositionSet, ProcessId, ProcessState, Refusal, Transformation,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Prng;
@@ -65,6 +69,25 @@ pub struct EcastStats {
     pub view_max: u64,
     pub timestamp_max: u64,
     pub forwarders: u64,
+    /// Configuration messages the reconfiguration nemesis submitted (joins and keyspace
+    /// messages), and the keyspace messages among them that storage processes delivered.
+    pub reconfigurations: u64,
+    pub keyspace_delivered: u64,
+    /// Reconfigurations the planner or the routers refused (stale version, no live source…).
+    pub reconfigurations_refused: u64,
+    pub streams_installed: u64,
+    pub chunks_sent: u64,
+    pub chunks_resent: u64,
+    pub items_held: u64,
+    pub deletes_run: u64,
+    /// Receivers that declared themselves failed (§6.5).
+    pub self_failures: u64,
+    /// Crashes the nemesis skipped because they could have cost f replicas of a group.
+    pub crashes_vetoed: u64,
+    /// The longest client operation, in ticks, among those whose keys were never in a range
+    /// being copied while they ran, and among the others.
+    pub unrelated_latency_max: u64,
+    pub related_latency_max: u64,
 }
 
 pub struct EcastReport {
@@ -84,9 +107,21 @@ struct RouterNode {
 struct StorageNode {
     id: ProcessId,
     inbox: Inbox,
+    /// Between the inbox and the data: holds deliveries while a copy is incoming, streams
+    /// copies, runs deletes (`placement::migration`).
+    migrator: Migrator<Item>,
     data: BTreeMap<u64, i64>,
+    /// Crashed, or declared itself failed (then `self_failed`): crash-stop either way.
     crashed_at: Option<u64>,
+    self_failed: bool,
     suspect_submitted: bool,
+}
+
+/// What a storage process's migrator holds back and hands to the engine in order.
+#[derive(Clone, Debug)]
+enum Item {
+    Message(ecast::Delivery),
+    Snapshot(ecast::SnapshotDelivery),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +165,13 @@ enum OpCommand {
     Client(EcastCommand),
     /// The failure detector's report of a crashed storage process.
     Suspect(ProcessId),
+    /// The reconfiguration nemesis: a new standby joins.
+    Join(ProcessId),
+    /// The reconfiguration nemesis: a keyspace transformation drawn from this number against
+    /// the super process's configuration when planned; `attempts` refusals so far.
+    Reconfigure {
+        draw: u64,
+    },
 }
 
 struct Op {
@@ -142,6 +184,8 @@ struct Op {
     snapshot_at: Option<ecast::Timestamp>,
     attempts: u32,
     digest: u64,
+    /// A keyspace message's copies (sender, receiver), once planned.
+    copies: Vec<(ProcessId, ProcessId)>,
 }
 
 struct Gateway {
@@ -183,6 +227,21 @@ pub struct EcastSimulation {
     faults_on: bool,
     stats: EcastStats,
     value_next: u64,
+    /// Storage processes receiving copies (the admin's progress board): gateways route point
+    /// reads away from them.
+    busy: BTreeSet<ProcessId>,
+    /// Every range being copied right now.
+    moving: PositionSet,
+    planner: Planner,
+    /// Per client operation (by history index): the tick it was invoked, and whether any of
+    /// its keys was in a range being copied while it ran.
+    op_times: BTreeMap<usize, (u64, bool)>,
+    /// Copies planned and not yet installed (sender, receiver) → how many: the nemesis floods
+    /// a crash through them.
+    copy_edges: BTreeMap<(ProcessId, ProcessId), u32>,
+    unrelated_latency: ecast_reconfiguration::UnrelatedLatency,
+    /// A crash of a sender the nemesis aims into a migration it just started.
+    scheduled_crash: Option<(u64, ProcessId)>,
 }
 
 impl EcastSimulation {
@@ -208,20 +267,21 @@ impl EcastSimulation {
                 forwarder: None,
             })
             .collect();
-        let inbox_settings = InboxSettings {
-            canary: (options.canary == Some(EcastCanary::InboxSkipsGapCheck))
-                .then_some(ecast::Canary::InboxSkipsGapCheck),
-            ..InboxSettings::default()
-        };
+        let inbox_settings = inbox_settings(&options);
         let storage = members
             .iter()
             .map(|(id, _)| StorageNode {
                 id: *id,
                 inbox: Inbox::new(*id, initial.version(), inbox_settings.clone()),
+                migrator: Migrator::new(*id, initial.ranges_of(*id), options.migration.clone()),
+                // Accounts exist only where they are held: a lost copy shows as a missing
+                // account, never as a fresh initial balance.
                 data: (0..options.accounts)
+                    .filter(|account| initial.replicas(position(*account)).contains(id))
                     .map(|account| (account, BALANCE_INITIAL))
                     .collect(),
                 crashed_at: None,
+                self_failed: false,
                 suspect_submitted: false,
             })
             .collect();
@@ -250,12 +310,24 @@ impl EcastSimulation {
             faults_on: true,
             stats: EcastStats::default(),
             value_next: 1,
+            busy: BTreeSet::new(),
+            moving: PositionSet::empty(),
+            planner: Planner::default(),
+            op_times: BTreeMap::new(),
+            copy_edges: BTreeMap::new(),
+            unrelated_latency: ecast_reconfiguration::UnrelatedLatency::default(),
+            scheduled_crash: None,
             options,
         };
         for _ in 0..simulation.options.gateways {
             simulation.add_gateway(simulation.options.slots);
         }
         simulation.admin = simulation.add_gateway(0);
+        let keys: Vec<(u64, u64)> = (0..simulation.options.accounts)
+            .chain((0..simulation.options.registers).map(|register| REGISTER_BASE + register))
+            .map(|key| (key, position(key).0))
+            .collect();
+        simulation.trace.line(|| format!("key positions {keys:?}"));
         simulation
     }
 
@@ -347,6 +419,17 @@ impl EcastSimulation {
                 ));
             }
         }
+        for node in &self.storage {
+            let progress = node.migrator.progress();
+            if node.crashed_at.is_none() && (!progress.incoming.is_empty() || progress.held > 0) {
+                return Some(format!(
+                    "storage {} is migrating: {} incoming, {} held",
+                    node.id.0,
+                    progress.incoming.len(),
+                    progress.held
+                ));
+            }
+        }
         let mut seen = None;
         for (index, router) in self.routers.iter().enumerate() {
             let Some(replica) = &router.replica else {
@@ -422,21 +505,40 @@ impl EcastSimulation {
             .map(|node| node.id)
             .collect();
         self.stability.check_end(&states, &self.order, &live)?;
+        let configuration = self.current_configuration();
         let mut values: BTreeMap<u64, Vec<(ProcessId, Option<i64>)>> = BTreeMap::new();
         let keys = (0..self.options.accounts)
             .chain((0..self.options.registers).map(|register| REGISTER_BASE + register));
         for key in keys {
-            for holder in self.initial.replicas(position(key)) {
+            let entry = values.entry(key).or_default();
+            for holder in configuration.replicas(position(key)) {
                 let node = &self.storage[(holder.0 - 1) as usize];
                 if node.crashed_at.is_none() {
-                    values
-                        .entry(key)
-                        .or_default()
-                        .push((holder, node.data.get(&key).copied()));
+                    entry.push((holder, node.data.get(&key).copied()));
                 }
             }
         }
         EcastStability::check_replicas_agree(&values)?;
+        let acknowledged_puts: BTreeSet<u64> = self
+            .history
+            .invocations
+            .iter()
+            .filter(|invocation| invocation.output.is_some())
+            .filter_map(|invocation| match invocation.command {
+                EcastCommand::Put { key, .. } => Some(key),
+                _ => None,
+            })
+            .collect();
+        let holders_hold = self.storage.iter().all(|node| {
+            node.crashed_at.is_some()
+                || configuration.ranges_of(node.id) == *node.migrator.holdings()
+        });
+        ecast_reconfiguration::check_end(
+            &values,
+            self.options.accounts,
+            &acknowledged_puts,
+            holders_hold,
+        )?;
         ecast_serializability::check(&self.history, self.options.accounts as usize)?;
         ecast_basic_reads::check(&self.history)
     }
@@ -465,11 +567,60 @@ impl EcastSimulation {
                 self.forwarder_input(index, ForwarderInput::Tick)?;
             }
         }
+        for index in 0..self.storage.len() {
+            if self.storage[index].crashed_at.is_none() {
+                self.migrate(index, MigrationInput::Tick)?;
+            }
+        }
+        self.observe_migrations();
         self.failure_detector();
         for index in 0..self.gateways.len() {
             self.drive_gateway(index)?;
         }
-        Ok(())
+        self.unrelated_latency.result()
+    }
+
+    /// The admin's progress board: who is receiving, what is moving; marks operations whose
+    /// keys are in a moving range.
+    fn observe_migrations(&mut self) {
+        self.busy.clear();
+        let mut moving = PositionSet::empty();
+        for node in &self.storage {
+            if node.crashed_at.is_none() && node.migrator.is_receiving() {
+                self.busy.insert(node.id);
+                moving = moving.union(&node.migrator.incoming_range());
+            }
+        }
+        let stats = self.storage.iter().map(|node| node.migrator.stats()).fold(
+            (0, 0, 0, 0),
+            |sum, stats| {
+                (
+                    sum.0 + stats.chunks_sent,
+                    sum.1 + stats.chunks_resent,
+                    sum.2 + stats.items_held,
+                    sum.3 + stats.deletes_run,
+                )
+            },
+        );
+        (
+            self.stats.chunks_sent,
+            self.stats.chunks_resent,
+            self.stats.items_held,
+            self.stats.deletes_run,
+        ) = stats;
+        if !moving.is_empty() {
+            for gateway in &self.gateways {
+                for op in gateway.ops.values() {
+                    let Some(history) = op.history else { continue };
+                    if op.keys.iter().any(|key| moving.contains(position(*key))) {
+                        if let Some((_, related)) = self.op_times.get_mut(&history) {
+                            *related = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.moving = moving;
     }
 
     fn nemesis(&mut self) {
@@ -484,29 +635,171 @@ impl EcastSimulation {
                 self.trace.line(|| description);
             }
         }
+        if options.reconfigure_per_10000 > 0
+            && self.prng.chance(options.reconfigure_per_10000, 10_000)
+        {
+            self.maybe_reconfigure();
+        }
         if self.prng.chance(options.router_crash_per_10000, 10_000) {
             let index = self.prng.below(self.routers.len() as u64) as usize;
             if self.router_may_crash(index) {
                 self.crash_router(index);
             }
         }
+        if self.prng.chance(options.storage_crash_per_10000, 10_000) {
+            let index = self.prng.below(self.storage.len() as u64) as usize;
+            self.maybe_crash_storage(index);
+        }
+        if let Some((at, process)) = self.scheduled_crash {
+            if at <= self.now {
+                self.scheduled_crash = None;
+                self.maybe_crash_storage((process.0 - 1) as usize);
+            }
+        }
+    }
+
+    /// Crashes a storage process for good, unless the fault budget is spent or the crash
+    /// could fail f processes on the ring (then it counts a veto).
+    fn maybe_crash_storage(&mut self, index: usize) {
         let crashed = self
             .storage
             .iter()
             .filter(|node| node.crashed_at.is_some())
             .count() as u64;
-        if crashed < options.storage_crashes_max
-            && self.prng.chance(options.storage_crash_per_10000, 10_000)
-        {
-            let index = self.prng.below(self.storage.len() as u64) as usize;
-            if self.storage[index].crashed_at.is_none() {
-                self.storage[index].crashed_at = Some(self.now);
-                self.stats.storage_crashes += 1;
-                let id = self.storage[index].id;
-                self.network.drop_to(Endpoint::Storage(id));
-                self.trace.line(|| format!("crash storage {}", id.0));
+        if crashed >= self.options.storage_crashes_max || self.storage[index].crashed_at.is_some() {
+            return;
+        }
+        let id = self.storage[index].id;
+        if self.crash_may_lose_data(id) {
+            self.stats.crashes_vetoed += 1;
+            self.trace
+                .line(|| format!("crash of storage {} vetoed", id.0));
+            return;
+        }
+        let edges = format!("{:?}", self.copy_edges);
+        self.trace
+            .line(|| format!("crash storage {} with copies in flight {edges}", id.0));
+        self.storage[index].crashed_at = Some(self.now);
+        self.stats.storage_crashes += 1;
+        self.network.drop_to(Endpoint::Storage(id));
+    }
+
+    /// The precondition of "no acknowledged write is lost": fewer than f processes of any group
+    /// fail. A crash of `candidate` also fails, transitively, every receiver of a copy it or
+    /// a failed receiver sends (§6.5); the nemesis skips the crash if that could make f
+    /// failures among the processes on the ring.
+    fn crash_may_lose_data(&self, candidate: ProcessId) -> bool {
+        let configuration = self.current_configuration();
+        let on_ring: BTreeSet<ProcessId> = configuration
+            .ring()
+            .iter()
+            .map(|member| member.process)
+            .collect();
+        let mut failed: BTreeSet<ProcessId> = self
+            .storage
+            .iter()
+            .filter(|node| node.crashed_at.is_some())
+            .map(|node| node.id)
+            .collect();
+        failed.insert(candidate);
+        let mut edges: BTreeSet<(ProcessId, ProcessId)> = self.copy_edges.keys().copied().collect();
+        for node in &self.storage {
+            for stream in node.migrator.progress().incoming {
+                edges.insert((stream.stream.from, node.id));
             }
         }
+        loop {
+            let reached: Vec<ProcessId> = edges
+                .iter()
+                .filter(|(from, to)| failed.contains(from) && !failed.contains(to))
+                .map(|(_, to)| *to)
+                .collect();
+            if reached.is_empty() {
+                break;
+            }
+            failed.extend(reached);
+        }
+        let receivers: BTreeSet<ProcessId> = edges.iter().map(|(_, to)| *to).collect();
+        let counted = failed
+            .iter()
+            .filter(|process| on_ring.contains(process) || receivers.contains(process))
+            .count();
+        counted >= usize::from(self.options.replication)
+    }
+
+    /// The routers' configuration (any router up), else the super process's copy.
+    fn current_configuration(&self) -> Configuration {
+        self.routers
+            .iter()
+            .filter_map(|router| router.replica.as_ref())
+            .map(|replica| replica.state_machine().configuration())
+            .max_by_key(|configuration| configuration.version())
+            .cloned()
+            .unwrap_or_else(|| self.gateways[self.admin].config.clone())
+    }
+
+    /// The reconfiguration nemesis (a super process): one configuration message at a time, a
+    /// join of a new standby or a keyspace transformation planned against a fresh
+    /// configuration.
+    fn maybe_reconfigure(&mut self) {
+        let admin = self.admin;
+        let busy = self.gateways[admin].ops.values().any(|op| {
+            matches!(
+                op.command,
+                OpCommand::Join(_) | OpCommand::Reconfigure { .. }
+            )
+        });
+        if busy {
+            return;
+        }
+        let joined = self.storage.len() as u64 - self.options.storage_processes;
+        let command = if joined < self.options.joins_max && self.prng.percent(30) {
+            let id = ProcessId(self.storage.len() as u64 + 1);
+            self.storage.push(StorageNode {
+                id,
+                inbox: Inbox::new(id, self.initial.version(), inbox_settings(&self.options)),
+                migrator: Migrator::new(id, PositionSet::empty(), self.options.migration.clone()),
+                data: BTreeMap::new(),
+                crashed_at: None,
+                self_failed: false,
+                suspect_submitted: false,
+            });
+            self.trace.line(|| format!("join storage {}", id.0));
+            OpCommand::Join(id)
+        } else {
+            OpCommand::Reconfigure {
+                draw: self.prng.next_u64(),
+            }
+        };
+        self.stats.reconfigurations += 1;
+        self.push_op(admin, None, command, Vec::new(), Phase::Queued);
+        self.gateways[admin].need_config = true;
+    }
+
+    /// The keyspace message a `Reconfigure { draw }` stands for against `configuration`, or
+    /// `None` if the draw fits nothing or the planner refuses. The super process does not
+    /// reconfigure while a process it knows to be down is not yet suspected.
+    fn plan_reconfiguration(
+        &self,
+        configuration: &Configuration,
+        draw: u64,
+    ) -> Option<ConfigMessage> {
+        let down: BTreeSet<ProcessId> = self
+            .storage
+            .iter()
+            .filter(|node| node.crashed_at.is_some())
+            .map(|node| node.id)
+            .collect();
+        if down.iter().any(|process| configuration.is_live(*process)) {
+            return None;
+        }
+        // A receiver whose sender is down is doomed (§6.5): wait until it declared itself
+        // failed and is suspected, rather than plan copies from or to it.
+        if self.copy_edges.keys().any(|(from, _)| down.contains(from)) {
+            return None;
+        }
+        let transformation = choose_transformation(configuration, draw)?;
+        self.planner.propose(configuration, transformation).ok()
     }
 
     /// At most f routers down or recovering at once: more would lose the log by definition.
@@ -557,9 +850,14 @@ impl EcastSimulation {
     fn failure_detector(&mut self) {
         for index in 0..self.storage.len() {
             let node = &self.storage[index];
-            let due = node
-                .crashed_at
-                .is_some_and(|at| at + self.options.suspect_delay_ticks <= self.now);
+            // A process that declared itself failed submits its own Suspect at once (§6.5);
+            // the admin gateway stands in for it.
+            let delay = if node.self_failed {
+                0
+            } else {
+                self.options.suspect_delay_ticks
+            };
+            let due = node.crashed_at.is_some_and(|at| at + delay <= self.now);
             if due && !node.suspect_submitted {
                 let id = node.id;
                 self.storage[index].suspect_submitted = true;
@@ -628,6 +926,13 @@ impl EcastSimulation {
                         InboxInput::Deliver { router, deliveries }
                     }
                     Payload::SnapshotDeliver(delivery) => InboxInput::Snapshot(delivery),
+                    Payload::Migration(message) => {
+                        let Endpoint::Storage(from) = packet.from else {
+                            return Ok(());
+                        };
+                        let index = (id.0 - 1) as usize;
+                        return self.migrate(index, MigrationInput::Receive { from, message });
+                    }
                     _ => return Ok(()),
                 };
                 self.step_storage(id, input)
@@ -817,38 +1122,49 @@ impl EcastSimulation {
         self.storage[index].inbox.step(input, &mut effects);
         let from = Endpoint::Storage(id);
         for effect in effects {
+            if self.storage[index].crashed_at.is_some() {
+                return Ok(()); // It declared itself failed: crash-stop.
+            }
             match effect {
                 InboxEffect::Deliver(delivery) => {
                     self.order.on_delivery(id, &delivery)?;
-                    let envelope = delivery.envelope;
-                    if let Some(values) = self.apply(index, &envelope.payload) {
-                        if let Some(gateway) = gateway_index(envelope.sender, self.gateways.len()) {
-                            let sequence = envelope.sequence;
-                            self.send(
-                                from,
-                                Endpoint::Gateway(gateway),
-                                Payload::Answer { sequence, values },
-                            );
+                    let keyspace = match &delivery.envelope.routing {
+                        Routing::Config {
+                            message:
+                                ConfigMessage {
+                                    change: ConfigChange::Keyspace(keyspace),
+                                    ..
+                                },
+                            ..
+                        } => Some(keyspace.instructions.clone()),
+                        _ => None,
+                    };
+                    let input = match keyspace {
+                        Some(instructions) => {
+                            self.stats.keyspace_delivered += 1;
+                            let version = delivery.version;
+                            self.trace.line(|| {
+                                format!(
+                                    "storage {} delivers keyspace v{}: {instructions:?}",
+                                    id.0, version.0
+                                )
+                            });
+                            MigrationInput::Keyspace {
+                                version,
+                                instructions,
+                            }
                         }
-                    }
+                        None => MigrationInput::Deliver {
+                            touches: touches(&delivery.envelope.routing),
+                            item: Item::Message(delivery),
+                        },
+                    };
+                    self.migrate(index, input)?;
                 }
                 InboxEffect::ExecuteSnapshot(snapshot) => {
-                    if let Some(values) = self.apply(index, &snapshot.read.payload) {
-                        if let Some(gateway) =
-                            gateway_index(snapshot.read.sender, self.gateways.len())
-                        {
-                            let (read_id, at) = (snapshot.read.read_id, snapshot.at);
-                            self.send(
-                                from,
-                                Endpoint::Gateway(gateway),
-                                Payload::SnapshotAnswer {
-                                    read_id,
-                                    at,
-                                    values,
-                                },
-                            );
-                        }
-                    }
+                    let touches = touches(&snapshot.read.routing);
+                    let item = Item::Snapshot(snapshot);
+                    self.migrate(index, MigrationInput::Deliver { touches, item })?;
                 }
                 InboxEffect::RefuseSnapshot { delivery, refusal } => {
                     if let Some(gateway) = gateway_index(delivery.read.sender, self.gateways.len())
@@ -875,6 +1191,135 @@ impl EcastSimulation {
         Ok(())
     }
 
+    /// Steps a storage process's migrator and executes its effects in order (a capture reads
+    /// the data at its place among them).
+    fn migrate(&mut self, index: usize, input: MigrationInput<Item>) -> Result<(), Violation> {
+        let id = self.storage[index].id;
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            if self.storage[index].crashed_at.is_some() {
+                return Ok(());
+            }
+            let mut effects = Vec::new();
+            self.storage[index].migrator.step(input, &mut effects);
+            for effect in effects {
+                match effect {
+                    MigrationEffect::Apply { item, holds } => self.apply_item(index, item, &holds),
+                    MigrationEffect::Capture { stream, range } => {
+                        let records = capture(&self.storage[index].data, &range);
+                        inputs.push_back(MigrationInput::Captured { stream, records });
+                    }
+                    MigrationEffect::Install {
+                        stream,
+                        range,
+                        records,
+                    } => {
+                        self.install(index, stream, &range, records);
+                    }
+                    MigrationEffect::Delete { range } => {
+                        let data = &mut self.storage[index].data;
+                        data.retain(|key, _| !range.contains(position(*key)));
+                        self.trace
+                            .line(|| format!("storage {} deletes {range}", id.0));
+                    }
+                    MigrationEffect::Send { to, message } => {
+                        if to.0 >= 1 && to.0 <= self.storage.len() as u64 {
+                            self.send(
+                                Endpoint::Storage(id),
+                                Endpoint::Storage(to),
+                                Payload::Migration(message),
+                            );
+                        }
+                    }
+                    MigrationEffect::DeclareFailed { reason } => {
+                        self.stats.self_failures += 1;
+                        let node = &mut self.storage[index];
+                        node.crashed_at = Some(self.now);
+                        node.self_failed = true;
+                        self.network.drop_to(Endpoint::Storage(id));
+                        self.trace.line(|| {
+                            format!("storage {} declares itself failed: {reason:?}", id.0)
+                        });
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn install(
+        &mut self,
+        index: usize,
+        stream: StreamId,
+        range: &PositionSet,
+        records: Vec<Record>,
+    ) {
+        let data = &mut self.storage[index].data;
+        data.retain(|key, _| !range.contains(position(*key)));
+        for record in records {
+            let (Ok(key), Ok(value)) = (
+                <[u8; 8]>::try_from(record.key.as_slice()),
+                <[u8; 8]>::try_from(record.value.as_slice()),
+            ) else {
+                continue; // Not one of ours; the checksum passed, so a sender bug.
+            };
+            data.insert(u64::from_be_bytes(key), i64::from_be_bytes(value));
+        }
+        self.stats.streams_installed += 1;
+        let id = self.storage[index].id;
+        self.release_copy((stream.from, id));
+        let keys: Vec<u64> = self.storage[index]
+            .data
+            .keys()
+            .copied()
+            .filter(|key| range.contains(position(*key)))
+            .collect();
+        self.trace.line(|| {
+            format!(
+                "storage {} installs v{} from {}: {range} keys {keys:?}",
+                id.0, stream.version.0, stream.from.0
+            )
+        });
+    }
+
+    /// The engine runs one item the migrator released, in stream order.
+    fn apply_item(&mut self, index: usize, item: Item, holds: &PositionSet) {
+        let from = Endpoint::Storage(self.storage[index].id);
+        match item {
+            Item::Message(delivery) => {
+                let envelope = delivery.envelope;
+                if let Some(values) = self.apply(index, &envelope.payload, holds) {
+                    if let Some(gateway) = gateway_index(envelope.sender, self.gateways.len()) {
+                        let sequence = envelope.sequence;
+                        self.send(
+                            from,
+                            Endpoint::Gateway(gateway),
+                            Payload::Answer { sequence, values },
+                        );
+                    }
+                }
+            }
+            Item::Snapshot(snapshot) => {
+                if let Some(values) = self.apply(index, &snapshot.read.payload, holds) {
+                    if let Some(gateway) = gateway_index(snapshot.read.sender, self.gateways.len())
+                    {
+                        let (read_id, at) = (snapshot.read.read_id, snapshot.at);
+                        self.send(
+                            from,
+                            Endpoint::Gateway(gateway),
+                            Payload::SnapshotAnswer {
+                                read_id,
+                                at,
+                                values,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// §6.7: a basic read is served only if planned against this process's version.
     fn basic_read(
         &mut self,
@@ -889,11 +1334,12 @@ impl EcastSimulation {
             return;
         }
         let payload = match node.inbox.check_basic(planned_at) {
-            Ok(()) if self.initial.replicas(position(key)).contains(&id) => Payload::BasicAnswer {
+            // Not while a copy of the key is incoming or a delivery touching it is held.
+            Ok(()) if node.migrator.serves(position(key)) => Payload::BasicAnswer {
                 read_id,
                 value: node.data.get(&key).copied(),
             },
-            Ok(()) => return, // Not ours: a gateway bug; it retries elsewhere.
+            Ok(()) => return, // Not ours, or busy: the gateway retries.
             Err(refusal) => Payload::BasicRefused { read_id, refusal },
         };
         self.send(Endpoint::Storage(id), from, payload);
@@ -901,19 +1347,28 @@ impl EcastSimulation {
 
     /// Applies this process's share of a payload: writes to the keys it holds; a read answers
     /// the keys it holds.
-    fn apply(&mut self, index: usize, payload: &[u8]) -> Option<Vec<(u64, Option<i64>)>> {
+    fn apply(
+        &mut self,
+        index: usize,
+        payload: &[u8],
+        holds: &PositionSet,
+    ) -> Option<Vec<(u64, Option<i64>)>> {
         let payload: StoragePayload = postcard::from_bytes(payload).ok()?;
-        let id = self.storage[index].id;
-        let holds = |key: u64| self.initial.replicas(position(key)).contains(&id);
+        let holds = |key: u64| holds.contains(position(key));
         match payload {
             StoragePayload::Transfer { from, to, amount } => {
                 let (holds_from, holds_to) = (holds(from), holds(to));
                 let data = &mut self.storage[index].data;
+                // A held account that is missing stays missing: lost data must show.
                 if holds_from {
-                    *data.entry(from).or_insert(BALANCE_INITIAL) -= amount;
+                    if let Some(balance) = data.get_mut(&from) {
+                        *balance -= amount;
+                    }
                 }
                 if holds_to {
-                    *data.entry(to).or_insert(BALANCE_INITIAL) += amount;
+                    if let Some(balance) = data.get_mut(&to) {
+                        *balance += amount;
+                    }
                 }
                 None
             }
@@ -943,6 +1398,7 @@ impl EcastSimulation {
             .history
             .invoke(gateway as u64, self.event, command.clone());
         self.event += 1;
+        self.op_times.insert(history, (self.now, false));
         let keys = match &command {
             EcastCommand::Transfer { from, to, .. } => vec![*from, *to],
             EcastCommand::Audit { .. } => (0..self.options.accounts).collect(),
@@ -993,6 +1449,7 @@ impl EcastSimulation {
                 snapshot_at: None,
                 attempts: 0,
                 digest: 0,
+                copies: Vec::new(),
             },
         );
     }
@@ -1157,10 +1614,34 @@ impl EcastSimulation {
             .collect();
         for id in queued {
             let offset = self.prng.next_u64();
+            let (command, keys) = {
+                let op = &self.gateways[index].ops[&id];
+                (op.command.clone(), op.keys.clone())
+            };
+            let sender = self.gateways[index].id;
+            let planned = match &command {
+                OpCommand::Reconfigure { draw } => {
+                    let configuration = self.gateways[index].config.clone();
+                    self.plan_reconfiguration(&configuration, *draw)
+                        .map(|message| {
+                            (Routing::Config { sender, message }, StoragePayload::Nothing)
+                        })
+                }
+                _ => {
+                    // §6.4: point reads avoid replicas busy receiving copies.
+                    let gateway = &self.gateways[index];
+                    let points: Vec<Position> = keys.iter().map(|key| position(*key)).collect();
+                    let offset = read_offset(&gateway.config, &points, &self.busy, offset);
+                    Some(plan(sender, &gateway.config, &command, &keys, offset))
+                }
+            };
+            let Some((routing, payload)) = planned else {
+                self.gateways[index].ops.remove(&id);
+                self.stats.reconfigurations_refused += 1;
+                continue;
+            };
+            let copies = copies_of(&routing);
             let gateway = &mut self.gateways[index];
-            let op = &gateway.ops[&id];
-            let (routing, payload) =
-                plan(gateway.id, &gateway.config, &op.command, &op.keys, offset);
             let payload = postcard::to_allocvec(&payload).expect("payloads serialise");
             let planned_at = gateway.config.version();
             let Ok(sequence) = gateway
@@ -1180,6 +1661,26 @@ impl EcastSimulation {
             op.digest = digest(&envelope);
             op.phase = Phase::Submitted(sequence);
             gateway.by_sequence.insert(sequence, id);
+            for copy in &copies {
+                *self.copy_edges.entry(*copy).or_default() += 1;
+            }
+            // §6.5's hard case, on purpose: a sender crashes while it streams.
+            if !copies.is_empty() && self.faults_on && self.prng.percent(30) {
+                let (sender, _) = copies[self.prng.below(copies.len() as u64) as usize];
+                let at = self.now + self.prng.range_inclusive(1, 60);
+                self.scheduled_crash = Some((at, sender));
+            }
+            op.copies = copies;
+        }
+    }
+
+    /// A copy is no longer in flight: installed, or its message refused or lost.
+    fn release_copy(&mut self, copy: (ProcessId, ProcessId)) {
+        if let Some(count) = self.copy_edges.get_mut(&copy) {
+            *count -= 1;
+            if *count == 0 {
+                self.copy_edges.remove(&copy);
+            }
         }
     }
 
@@ -1477,19 +1978,35 @@ impl EcastSimulation {
                         && matches!(
                             refusal,
                             Refusal::NotActive { .. } | Refusal::UnknownProcess { .. }
-                        );
-                    if settled {
+                        )
+                        || matches!(op.command, OpCommand::Join(_));
+                    let copies = std::mem::take(&mut op.copies);
+                    let reconfigure = matches!(op.command, OpCommand::Reconfigure { .. });
+                    if reconfigure {
+                        op.attempts += 1;
+                    }
+                    if settled || (reconfigure && op.attempts >= 3) {
                         gateway.ops.remove(&id);
+                        if reconfigure {
+                            self.stats.reconfigurations_refused += 1;
+                        }
                     } else {
                         // Not routed: re-plan against the current configuration and resubmit.
                         op.phase = Phase::Queued;
                         gateway.need_config = true;
                     }
+                    for copy in copies {
+                        self.release_copy(copy);
+                    }
                 }
                 SenderEvent::Lost { sequence, .. } => {
                     let gateway = &mut self.gateways[index];
                     if let Some(id) = gateway.by_sequence.remove(&sequence) {
-                        gateway.ops.remove(&id);
+                        if let Some(op) = gateway.ops.remove(&id) {
+                            for copy in op.copies {
+                                self.release_copy(copy);
+                            }
+                        }
                         self.stats.abandoned += 1;
                     }
                 }
@@ -1553,6 +2070,17 @@ impl EcastSimulation {
     }
 
     fn finish(&mut self, index: usize, history: usize, output: EcastOutput) {
+        if let Some((invoked_at, related)) = self.op_times.remove(&history) {
+            let latency = self.now - invoked_at;
+            if related {
+                self.stats.related_latency_max = self.stats.related_latency_max.max(latency);
+            } else {
+                self.stats.unrelated_latency_max = self.stats.unrelated_latency_max.max(latency);
+            }
+            let description = || format!("{:?}", self.history.invocations[history].command);
+            self.unrelated_latency
+                .on_complete(latency, related, self.faults_on, description);
+        }
         self.history.complete(history, self.event, output);
         self.event += 1;
         let think = self.prng.range_inclusive(0, self.options.think_ticks_max);
@@ -1639,6 +2167,17 @@ fn plan(
                 keys: keys.to_vec(),
             },
         ),
+        OpCommand::Join(process) => (
+            Routing::Config {
+                sender,
+                message: ConfigMessage {
+                    based_on: configuration.version(),
+                    change: ConfigChange::Membership(MembershipChange::Join { process: *process }),
+                },
+            },
+            StoragePayload::Nothing,
+        ),
+        OpCommand::Reconfigure { .. } => unreachable!("planned by plan_reconfiguration"),
         OpCommand::Suspect(process) => (
             Routing::Config {
                 sender,
@@ -1696,6 +2235,140 @@ fn summarize(payload: &Payload) -> String {
         Payload::BasicAnswer { read_id, value } => format!("basic_answer {read_id} {value:?}"),
         Payload::BasicRefused { read_id, refusal } => {
             format!("basic_refused {read_id}: {refusal}")
+        }
+        Payload::Migration(message) => summarize_migration(message),
+    }
+}
+
+/// The ring positions a routed message touches.
+fn touches(routing: &Routing) -> PositionSet {
+    match routing {
+        Routing::Read { target, .. } | Routing::Write { target, .. } => match target {
+            Target::Points(points) => points.iter().fold(PositionSet::empty(), |all, point| {
+                all.union(&PositionSet::point(*point))
+            }),
+            Target::Range(range) => range.clone(),
+        },
+        Routing::Config { .. } => PositionSet::empty(),
+    }
+}
+
+/// A storage process's records in `range`, as migration carries them.
+fn capture(data: &BTreeMap<u64, i64>, range: &PositionSet) -> Vec<Record> {
+    data.iter()
+        .filter(|(key, _)| range.contains(position(**key)))
+        .map(|(key, value)| Record {
+            position: position(*key),
+            key: key.to_be_bytes().to_vec(),
+            value: value.to_be_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// The copies (sender, receiver) of a keyspace message.
+fn copies_of(routing: &Routing) -> Vec<(ProcessId, ProcessId)> {
+    match routing {
+        Routing::Config {
+            message:
+                ConfigMessage {
+                    change: ConfigChange::Keyspace(keyspace),
+                    ..
+                },
+            ..
+        } => keyspace
+            .instructions
+            .iter()
+            .filter_map(|instruction| match instruction {
+                Instruction::Copy { from, to, .. } => Some((*from, *to)),
+                Instruction::Delete { .. } => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A keyspace transformation drawn from `draw` that fits `configuration`: expand a live
+/// standby, contract a ring member, replace one (a suspected one first) by a standby, or
+/// rebalance an active one to a random identifier.
+fn choose_transformation(configuration: &Configuration, draw: u64) -> Option<Transformation> {
+    let mut prng = Prng::new(draw);
+    let of_state = |wanted: fn(ProcessState) -> bool| -> Vec<ProcessId> {
+        configuration
+            .processes()
+            .iter()
+            .filter(|(_, info)| wanted(info.state))
+            .map(|(process, _)| *process)
+            .collect()
+    };
+    let standbys = of_state(|state| matches!(state, ProcessState::Standby));
+    let active = of_state(|state| matches!(state, ProcessState::Active { .. }));
+    let suspected = of_state(|state| matches!(state, ProcessState::Suspected { .. }));
+    let pick = |prng: &mut Prng, from: &[ProcessId]| -> Option<ProcessId> {
+        (!from.is_empty()).then(|| *prng.pick(from))
+    };
+    let choice = prng.below(4);
+    match choice {
+        0 => Some(Transformation::Expand {
+            process: pick(&mut prng, &standbys)?,
+            identifier: Position(prng.next_u64()),
+        }),
+        1 => {
+            let members: Vec<ProcessId> = if !suspected.is_empty() && prng.percent(50) {
+                suspected
+            } else {
+                active
+            };
+            Some(Transformation::Contract {
+                process: pick(&mut prng, &members)?,
+            })
+        }
+        2 => {
+            let replaced = if suspected.is_empty() {
+                pick(&mut prng, &active)?
+            } else {
+                pick(&mut prng, &suspected)?
+            };
+            Some(Transformation::Replace {
+                replaced,
+                standby: pick(&mut prng, &standbys)?,
+            })
+        }
+        _ => Some(Transformation::Rebalance {
+            process: pick(&mut prng, &active)?,
+            identifier: Position(prng.next_u64()),
+        }),
+    }
+}
+
+fn inbox_settings(options: &EcastOptions) -> InboxSettings {
+    InboxSettings {
+        canary: (options.canary == Some(EcastCanary::InboxSkipsGapCheck))
+            .then_some(ecast::Canary::InboxSkipsGapCheck),
+        ..InboxSettings::default()
+    }
+}
+
+fn summarize_migration(message: &placement::migration::MigrationMessage) -> String {
+    use placement::migration::MigrationMessage;
+    let name =
+        |stream: &StreamId| format!("v{} {}->{}", stream.version.0, stream.from.0, stream.to.0);
+    match message {
+        MigrationMessage::Chunk(chunk) => format!(
+            "chunk {} {}/{} ({} records)",
+            name(&chunk.stream),
+            chunk.index,
+            chunk.count,
+            chunk.records.len()
+        ),
+        MigrationMessage::ChunkAck { stream, index } => {
+            format!("chunk_ack {} {index}", name(stream))
+        }
+        MigrationMessage::Waiting { stream } => format!("waiting {}", name(stream)),
+        MigrationMessage::Installed { version, receiver } => {
+            format!("installed v{} by {}", version.0, receiver.0)
+        }
+        MigrationMessage::InstalledAck { version, receiver } => {
+            format!("installed_ack v{} by {}", version.0, receiver.0)
         }
     }
 }
