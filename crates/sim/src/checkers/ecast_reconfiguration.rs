@@ -11,18 +11,18 @@
 //!   flooded through the copies in flight (§6.5), could fail f processes on the ring.
 //! - During the faults: a client operation none of whose keys was in a range being copied
 //!   while it ran completes within `UNRELATED_LATENCY_MAX_TICKS` (reconfiguration never
-//!   blocks unrelated ranges). The bound is generous: it covers router fail-overs, lost
-//!   messages and read retries, which delay unrelated operations too; a receiver holding an
-//!   unrelated delivery until its copy completes exceeds it only when the copy is slow, so the
-//!   precise rule (hold only what touches an incoming range) is also a unit test of the
-//!   migrator.
+//!   blocks unrelated ranges). The bound is coarse: router fail-overs, lost messages and read
+//!   retries delay unrelated operations too (seeds 1..1500 without the reconfiguration
+//!   nemesis reach 4,319 ticks), so it catches an operation stuck behind a migration for
+//!   good, not a slow one. The precise rule (a receiver holds only what touches an incoming
+//!   range, or an item held before it) is a unit test of `placement::migration`.
 
 use super::Violation;
 use placement::ProcessId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Longest an operation on an unrelated range may take, in ticks, while faults run.
-pub const UNRELATED_LATENCY_MAX_TICKS: u64 = 3_000;
+pub const UNRELATED_LATENCY_MAX_TICKS: u64 = 6_000;
 
 fn violation(report: String) -> Violation {
     Violation {

@@ -218,6 +218,10 @@ pub struct EcastSimulation {
     gateway_by_client: BTreeMap<ClientId, usize>,
     /// The failure detector's gateway.
     admin: usize,
+    /// The reconfiguration nemesis's gateway (the super process): separate from the failure
+    /// detector's, so that a Suspect never waits in a send window behind a keyspace message
+    /// that cannot become stable until that very Suspect is applied.
+    reconfigurer: usize,
     network: Network,
     history: EcastHistory,
     trace: Trace,
@@ -301,6 +305,7 @@ impl EcastSimulation {
             gateways: Vec::new(),
             gateway_by_client: BTreeMap::new(),
             admin: 0,
+            reconfigurer: 0,
             network,
             history: EcastHistory::default(),
             trace: Trace::new(trace_lines),
@@ -323,6 +328,10 @@ impl EcastSimulation {
             simulation.add_gateway(simulation.options.slots);
         }
         simulation.admin = simulation.add_gateway(0);
+        simulation.reconfigurer = simulation.admin;
+        if simulation.options.reconfigure_per_10000 > 0 {
+            simulation.reconfigurer = simulation.add_gateway(0);
+        }
         let keys: Vec<(u64, u64)> = (0..simulation.options.accounts)
             .chain((0..simulation.options.registers).map(|register| REGISTER_BASE + register))
             .map(|key| (key, position(key).0))
@@ -409,15 +418,22 @@ impl EcastSimulation {
     }
 
     fn unsettled(&self) -> Option<String> {
-        for (index, gateway) in self.gateways.iter().enumerate() {
-            if let Some((_, op)) = gateway.ops.iter().next() {
-                return Some(format!(
+        let busy: Vec<String> = self
+            .gateways
+            .iter()
+            .enumerate()
+            .filter_map(|(index, gateway)| {
+                let (_, op) = gateway.ops.iter().next()?;
+                Some(format!(
                     "gateway {index} has {} operations, the first {:?} in {:?}",
                     gateway.ops.len(),
                     op.command,
                     op.phase
-                ));
-            }
+                ))
+            })
+            .collect();
+        if !busy.is_empty() {
+            return Some(busy.join("; "));
         }
         for node in &self.storage {
             let progress = node.migrator.progress();
@@ -670,6 +686,9 @@ impl EcastSimulation {
             return;
         }
         let id = self.storage[index].id;
+        if self.current_configuration().state(id).is_none() {
+            return; // Joining: a Suspect before its Join is applied would be refused.
+        }
         if self.crash_may_lose_data(id) {
             self.stats.crashes_vetoed += 1;
             self.trace
@@ -742,7 +761,7 @@ impl EcastSimulation {
     /// join of a new standby or a keyspace transformation planned against a fresh
     /// configuration.
     fn maybe_reconfigure(&mut self) {
-        let admin = self.admin;
+        let admin = self.reconfigurer;
         let busy = self.gateways[admin].ops.values().any(|op| {
             matches!(
                 op.command,
