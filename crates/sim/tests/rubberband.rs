@@ -1,0 +1,123 @@
+//! Rubberband reconfiguration in the simulator's E-Cast mode: seeds that draw the
+//! reconfiguration nemesis (joins, expand / contract / replace / rebalance, sender crashes
+//! aimed into migrations) pass every checker, reach the cases that matter, replay
+//! deterministically, and the canary that serves before its copy is installed is caught.
+
+use sim::ecast::{run, EcastCanary, EcastOptions};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The first `count` seeds from `start` that draw the reconfiguration nemesis.
+fn reconfiguration_seeds(start: u64, count: usize) -> Vec<u64> {
+    (start..)
+        .filter(|seed| EcastOptions::from_seed(*seed).reconfigure_per_10000 > 0)
+        .take(count)
+        .collect()
+}
+
+/// Runs `seeds` on two threads; returns (seed, report, checker) failures.
+fn sweep(seeds: Vec<u64>, canary: Option<EcastCanary>) -> Vec<(u64, String, &'static str)> {
+    let seeds = Arc::new(seeds);
+    let next = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (seeds, next, failures) = (seeds.clone(), next.clone(), failures.clone());
+            std::thread::spawn(move || loop {
+                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(seed) = seeds.get(index).copied() else {
+                    return;
+                };
+                let options = match canary {
+                    Some(canary) => EcastOptions::canary(seed, canary),
+                    None => EcastOptions::from_seed(seed),
+                };
+                let outcome = std::panic::catch_unwind(|| run(options, 0).result);
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
+                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
+                };
+                if let Some((report, checker)) = failure {
+                    failures.lock().unwrap().push((seed, report, checker));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let mut failures = Arc::try_unwrap(failures).unwrap().into_inner().unwrap();
+    failures.sort();
+    failures
+}
+
+#[test]
+fn two_hundred_reconfiguration_seeds_pass_every_checker() {
+    let failures = sweep(reconfiguration_seeds(100_000, 200), None);
+    for (seed, report, _) in &failures {
+        eprintln!("seed {seed}: {}", report.lines().next().unwrap_or(""));
+        eprintln!("  replay: cargo run -p sim --release -- --ecast --seed {seed}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 200 seeds failed",
+        failures.len()
+    );
+}
+
+#[test]
+fn the_reconfiguration_mix_moves_data_holds_deliveries_and_fails_receivers_of_crashed_senders() {
+    let (mut keyspace, mut installed, mut deletes, mut held, mut resent) = (0, 0, 0, 0, 0);
+    let (mut self_failures, mut vetoes, mut joins_or_changes) = (0, 0, 0);
+    for seed in reconfiguration_seeds(1, 150) {
+        let stats = run(EcastOptions::from_seed(seed), 0).stats;
+        keyspace += stats.keyspace_delivered;
+        installed += stats.streams_installed;
+        deletes += stats.deletes_run;
+        held += stats.items_held;
+        resent += stats.chunks_resent;
+        self_failures += stats.self_failures;
+        vetoes += stats.crashes_vetoed;
+        joins_or_changes += stats.reconfigurations;
+    }
+    assert!(joins_or_changes >= 500, "{joins_or_changes} reconfigurations");
+    assert!(keyspace >= 1_000, "{keyspace} keyspace deliveries");
+    assert!(installed >= 500, "{installed} copies installed");
+    assert!(deletes >= 500, "{deletes} deletes run");
+    assert!(held >= 100, "{held} deliveries held behind copies");
+    assert!(resent >= 100, "{resent} chunks resent");
+    assert!(self_failures >= 3, "{self_failures} receivers declared themselves failed");
+    assert!(vetoes >= 3, "{vetoes} crashes vetoed");
+}
+
+#[test]
+fn a_reconfiguration_seed_replays_to_the_same_trace_hash() {
+    for seed in reconfiguration_seeds(7, 3) {
+        let first = run(EcastOptions::from_seed(seed), 0);
+        let second = run(EcastOptions::from_seed(seed), 0);
+        assert_eq!(first.trace_hash, second.trace_hash, "seed {seed}");
+        assert!(first.result.is_ok(), "seed {seed}: {:?}", first.result);
+    }
+}
+
+#[test]
+fn canary_serving_before_the_copy_is_installed_is_caught() {
+    let failures = sweep(
+        (1..=100).collect(),
+        Some(EcastCanary::MigrationServesBeforeInstall),
+    );
+    let caught = failures
+        .iter()
+        .filter(|(_, _, checker)| {
+            matches!(
+                *checker,
+                "ecast_stability" | "ecast_serializability" | "ecast_reconfiguration"
+            )
+        })
+        .count();
+    assert!(
+        caught >= 15,
+        "only {caught} of 100 canary seeds were caught: {failures:?}"
+    );
+}
