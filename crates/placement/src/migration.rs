@@ -1106,5 +1106,8 @@ pub fn read_offset(
         .unwrap_or(offset)
 }
 
+// A sibling file, not `migration/tests.rs`: `crates/ecast/tests/no_io_dependencies.rs` reads
+// every file of `placement/src` and expects no folders.
 #[cfg(test)]
+#[path = "migration_tests.rs"]
 mod tests;
