@@ -81,13 +81,19 @@ fn the_reconfiguration_mix_moves_data_holds_deliveries_and_fails_receivers_of_cr
         vetoes += stats.crashes_vetoed;
         joins_or_changes += stats.reconfigurations;
     }
-    assert!(joins_or_changes >= 500, "{joins_or_changes} reconfigurations");
+    assert!(
+        joins_or_changes >= 500,
+        "{joins_or_changes} reconfigurations"
+    );
     assert!(keyspace >= 1_000, "{keyspace} keyspace deliveries");
     assert!(installed >= 500, "{installed} copies installed");
     assert!(deletes >= 500, "{deletes} deletes run");
     assert!(held >= 100, "{held} deliveries held behind copies");
     assert!(resent >= 100, "{resent} chunks resent");
-    assert!(self_failures >= 3, "{self_failures} receivers declared themselves failed");
+    assert!(
+        self_failures >= 3,
+        "{self_failures} receivers declared themselves failed"
+    );
     assert!(vetoes >= 3, "{vetoes} crashes vetoed");
 }
 
