@@ -266,6 +266,7 @@ pub struct MigrationStats {
     pub bytes_sent: u64,
     pub streams_sent: u64,
     pub streams_installed: u64,
+    /// Items that arrived while something they touch was incoming or held.
     pub items_held: u64,
     pub deletes_run: u64,
     pub throttled_ticks: u64,
@@ -559,8 +560,14 @@ impl<T> Migrator<T> {
             }
             (_, queued) => queued,
         };
+        let waiting_before = self.queue.len();
         self.queue.push_back(queued);
         self.drain(effects);
+        // An arrival cannot release older items (nothing they wait for changed), so it was
+        // held itself exactly when the queue grew.
+        if self.queue.len() > waiting_before {
+            self.stats.items_held += 1;
+        }
         if self.queue.len() > self.settings.held_max {
             let held = self.queue.len();
             self.become_failed(FailureReason::HeldOverflow { held }, effects);
@@ -575,7 +582,6 @@ impl<T> Migrator<T> {
         while let Some(queued) = self.queue.pop_front() {
             if queued.touches().intersects(&blocked) {
                 blocked = blocked.union(queued.touches());
-                self.stats.items_held += 1;
                 kept.push_back(queued);
                 continue;
             }

@@ -387,6 +387,7 @@ fn later_deliveries_touching_the_incoming_range_wait_and_replay_after_install() 
     assert!(!receiver.serves(Position(150)));
     assert!(receiver.serves(Position(160)));
     assert_eq!(receiver.progress().held, 2);
+    assert_eq!(receiver.stats().items_held, 2);
     effects.clear();
     deliver(&mut receiver, chunks[0].clone(), &mut effects);
     assert!(applied(&effects).is_empty());
