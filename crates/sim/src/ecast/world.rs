@@ -1596,6 +1596,7 @@ impl EcastSimulation {
             gateway.read_next += 1;
             let op = gateway.ops.get_mut(&id).expect("listed above");
             let key = op.keys[0];
+            let offset = read_offset(&gateway.config, &[position(key)], &self.busy, offset);
             let live = gateway.config.live_replicas(position(key));
             let Some(process) = live
                 .get((offset % live.len().max(1) as u64) as usize)
@@ -1921,6 +1922,16 @@ impl EcastSimulation {
         for id in waiting {
             let offset = self.prng.next_u64();
             let now = self.now;
+            // Snapshot reads avoid busy replicas too (the routers route them by the same rule).
+            let offset = {
+                let gateway = &self.gateways[index];
+                let points: Vec<Position> = gateway.ops[&id]
+                    .keys
+                    .iter()
+                    .map(|key| position(*key))
+                    .collect();
+                read_offset(&gateway.config, &points, &self.busy, offset)
+            };
             let gateway = &mut self.gateways[index];
             let read_id = gateway.read_next;
             gateway.read_next += 1;
