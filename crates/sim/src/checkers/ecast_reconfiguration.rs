@@ -12,8 +12,8 @@
 //! - During the faults: a client operation none of whose keys was in a range being copied
 //!   while it ran completes within `UNRELATED_LATENCY_MAX_TICKS` (reconfiguration never
 //!   blocks unrelated ranges). The bound is coarse: router fail-overs, lost messages and read
-//!   retries delay unrelated operations too (seeds 1..1500 without the reconfiguration
-//!   nemesis reach 4,319 ticks), so it catches an operation stuck behind a migration for
+//!   retries delay unrelated operations too (seeds 1..2000 without the reconfiguration
+//!   nemesis reach 4,554 ticks), so it catches an operation stuck behind a migration for
 //!   good, not a slow one. The precise rule (a receiver holds only what touches an incoming
 //!   range, or an item held before it) is a unit test of `placement::migration`.
 
