@@ -102,6 +102,9 @@
 //! - **Range placement is conservative at the top**: a key range `[start, end)` maps to the
 //!   positions `[pos(start), pos(end)]`, including `end`'s own position because shorter keys
 //!   share its zero-padded prefix; a range read may reach one extra partition.
+//! - **Partial live migration** (`migration`) deviates in its own ways — deletes wait for every
+//!   install, only items that depend on a copy wait, heartbeats and timeouts detect a failed
+//!   sender — listed with their reasons in `docs/internals/rubberband.md`.
 //! - **Range reads ignore the replica offset**: a range read goes to a minimal cover chosen
 //!   greedily (lowest process id on ties); point reads use the offset (§6.3).
 #![forbid(unsafe_code)]

@@ -17,9 +17,10 @@ const USAGE: &str =
   --jobs J       sweep on J threads (default: the machine's cores)
   --canary NAME  run a deliberately broken protocol variant (must fail):
                  commit-without-quorum | read-without-probe | recovery-threshold-too-high (skyros)
-  --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways
+  --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways,
+                 and on half the seeds a reconfiguration nemesis (Rubberband)
                  (canaries: inbox-skips-gap-check | stable-on-first-confirm |
-                 router-commit-without-quorum)
+                 router-commit-without-quorum | migration-serves-before-install)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
