@@ -22,7 +22,8 @@ pub struct DevArguments {
     #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
     durability: DurabilityArgument,
     /// `vr`: every write is ordered before it completes; `skyros`: nil-externalizing writes
-    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later.
+    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later;
+    /// `sequenced`: a partitioned cluster (E-Cast routers and storage processes, see `--nodes`).
     #[arg(long, value_enum, default_value_t = ProtocolArgument::Vr)]
     protocol: ProtocolArgument,
     /// Where configurations, logs and (with disk durability) data go. Memory durability starts
