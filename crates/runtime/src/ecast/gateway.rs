@@ -713,6 +713,18 @@ enum Answer {
     Close,
 }
 
+/// Awaits every waiting answer, in order.
+async fn resolve(answers: &mut [Answer]) {
+    for answer in answers.iter_mut() {
+        if let Answer::Waiting(pending, receiver) = answer {
+            let outcome = receiver
+                .await
+                .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+            *answer = Answer::Ready(resp::finish(pending, &outcome));
+        }
+    }
+}
+
 impl Connection {
     async fn run(&mut self, mut stream: TcpStream) {
         let limits = Limits::default();
@@ -735,7 +747,12 @@ impl Connection {
                         consumed_total += consumed;
                         if !arguments.is_empty() {
                             // Every command of the pipeline is submitted before any is
-                            // awaited: the sender sequences them in this order.
+                            // awaited: the sender sequences them in this order. Snapshot and
+                            // basic reads bypass the sequence, so they wait for the commands
+                            // before them (a read sees the pipeline's earlier writes).
+                            if self.isolation != Isolation::Sequential {
+                                resolve(&mut answers).await;
+                            }
                             answers.push(self.on_command(&arguments).await);
                         }
                     }
