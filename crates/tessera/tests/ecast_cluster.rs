@@ -282,6 +282,8 @@ struct Shared {
     stop: AtomicBool,
     last_success_call_us: AtomicU64,
     completed: AtomicU64,
+    /// Reads the snapshot client completed.
+    snapshot_reads: AtomicU64,
     ports: Vec<u16>,
 }
 
@@ -336,7 +338,17 @@ fn client_loop(shared: Arc<Shared>, client: u64) {
     while !shared.stop.load(Ordering::Relaxed) {
         if connection.is_none() {
             match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
-                Ok(client) => connection = Some(client),
+                Ok(mut connected) => {
+                    // The last client reads at snapshot isolation: timestamped by the lead
+                    // router with `not_before`, so linearisable too.
+                    if client == CLIENTS - 1 {
+                        let mode = connected.call(&arguments(&["READMODE", "snapshot"]));
+                        if !matches!(mode, Ok(Value::Simple(_))) {
+                            continue;
+                        }
+                    }
+                    connection = Some(connected);
+                }
                 Err(_) => {
                     target = (target + 1) % shared.ports.len();
                     std::thread::sleep(Duration::from_millis(20));
@@ -356,6 +368,9 @@ fn client_loop(shared: Arc<Shared>, client: u64) {
                 }
             }
             Ok(value) => {
+                if client == CLIENTS - 1 && is_read(&command) {
+                    shared.snapshot_reads.fetch_add(1, Ordering::Relaxed);
+                }
                 shared
                     .history
                     .record(client, call, Some(returned), command, Some(value));
@@ -399,6 +414,7 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
         stop: AtomicBool::new(false),
         last_success_call_us: AtomicU64::new(0),
         completed: AtomicU64::new(0),
+        snapshot_reads: AtomicU64::new(0),
         ports: cluster.client_ports.clone(),
     });
     let clients: Vec<_> = (0..CLIENTS)
@@ -467,10 +483,15 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
             .record(1_000, call, Some(shared.now_us()), command, Some(value));
     }
     let completed = shared.completed.load(Ordering::Relaxed);
+    let snapshot_reads = shared.snapshot_reads.load(Ordering::Relaxed);
     eprintln!(
-        "ecast chaos: {completed} operations completed; service resumed {router_recovery_ms} ms after the lead router's SIGKILL, {storage_recovery_ms} ms after a storage process's, {second_router_recovery_ms} ms after router 1's"
+        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {router_recovery_ms} ms after the lead router's SIGKILL, {storage_recovery_ms} ms after a storage process's, {second_router_recovery_ms} ms after router 1's"
     );
     assert!(completed > 50, "only {completed} operations completed");
+    assert!(
+        snapshot_reads > 20,
+        "only {snapshot_reads} snapshot reads completed"
+    );
     shared.history.check();
 }
 
