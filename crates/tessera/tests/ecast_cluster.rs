@@ -482,10 +482,21 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
             .history
             .record(1_000, call, Some(shared.now_us()), command, Some(value));
     }
+    // Messages planned against version 0 after the suspicion were refused and re-planned.
+    let refused: u64 = cluster
+        .client_ports
+        .iter()
+        .filter_map(|port| info(*port))
+        .filter_map(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_refused:"))
+                .and_then(|count| count.trim().parse::<u64>().ok())
+        })
+        .sum();
     let completed = shared.completed.load(Ordering::Relaxed);
     let snapshot_reads = shared.snapshot_reads.load(Ordering::Relaxed);
     eprintln!(
-        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {router_recovery_ms} ms after the lead router's SIGKILL, {storage_recovery_ms} ms after a storage process's, {second_router_recovery_ms} ms after router 1's"
+        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {router_recovery_ms} ms after the lead router's SIGKILL, {storage_recovery_ms} ms after a storage process's, {second_router_recovery_ms} ms after router 1's; {refused} messages refused for a stale configuration and re-planned"
     );
     assert!(completed > 50, "only {completed} operations completed");
     assert!(
