@@ -2,9 +2,10 @@
 //! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9899 only).
 //! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through another
 //! storage process, with sequential and snapshot reads (basic reads may see part of one, as
-//! §6.7 allows); (b) SIGKILL of the lead router, then of a storage process, then (after the
-//! first router recovered) of the next lead router, under concurrent clients, loses no
-//! acknowledged write, the history checked for linearisability with `lincheck`.
+//! §6.7 allows); (b) pausing the lead router (SIGSTOP, then SIGCONT), SIGKILL of the next lead
+//! router, then of a storage process, then (after the killed router recovered) of the lead
+//! router again, under concurrent clients, loses no acknowledged write, the history checked
+//! for linearisability with `lincheck`.
 
 mod support;
 
@@ -27,6 +28,8 @@ struct EcastCluster {
     config: ClusterConfig,
     client_ports: Vec<u16>,
     routers: Vec<Option<Child>>,
+    /// Each router's current log file.
+    router_logs: Vec<String>,
     storage: Vec<Option<Child>>,
 }
 
@@ -58,11 +61,14 @@ impl EcastCluster {
             directory,
             config,
             routers: Vec::new(),
+            router_logs: Vec::new(),
             storage: Vec::new(),
         };
         for index in 0..ROUTERS {
-            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into());
+            let name = format!("router-{index}");
+            let child = cluster.spawn(&name, "--router", index.into());
             cluster.routers.push(Some(child));
+            cluster.router_logs.push(format!("{name}.log"));
         }
         for id in 1..=STORAGE {
             let child = cluster.spawn(&format!("storage-{id}"), "--storage", id);
@@ -106,6 +112,64 @@ impl EcastCluster {
         assert!(self.routers[index].is_none(), "router {index} is running");
         let name = format!("router-{index}-restarted");
         self.routers[index] = Some(self.spawn(&name, "--router", index as u64));
+        self.router_logs[index] = format!("{name}.log");
+    }
+
+    /// The running router whose log last says it is the primary of a normal view, in the
+    /// highest such view (a deposed primary's log lags until it hears of the new view).
+    fn lead_router(&self) -> Option<usize> {
+        let mut lead: Option<(u64, usize)> = None;
+        for (index, child) in self.routers.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let log = std::fs::read_to_string(self.directory.join(&self.router_logs[index]))
+                .unwrap_or_default();
+            let Some(line) = log
+                .lines()
+                .filter(|line| line.contains("info: view "))
+                .last()
+            else {
+                continue;
+            };
+            if !line.contains("Normal (primary)") {
+                continue;
+            }
+            let view = line
+                .split("info: view ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|view| view.parse::<u64>().ok());
+            if let Some(view) = view {
+                if lead.is_none_or(|(known, _)| view > known) {
+                    lead = Some((view, index));
+                }
+            }
+        }
+        lead.map(|(_, index)| index)
+    }
+
+    /// Waits until a router other than `not` leads.
+    fn wait_for_lead(&self, not: Option<usize>) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(lead) = self.lead_router().filter(|lead| Some(*lead) != not) {
+                return lead;
+            }
+            assert!(Instant::now() < deadline, "no router leads after 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal_router(&self, index: usize, signal: &str) {
+        if let Some(child) = &self.routers[index] {
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -{signal} failed");
+        }
     }
 
     fn kill_router(&mut self, index: usize) {
@@ -424,9 +488,22 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1_500));
-    // Router 0 is the primary of view 0, so the lead router and its forwarder.
+    // The lead router is paused (SIGSTOP) until the others elect a new primary, then
+    // continued: deposed, its forwarder can only resend committed messages, and its snapshot
+    // reads are refused by `not_before`.
+    let paused = cluster.wait_for_lead(None);
+    cluster.signal_router(paused, "STOP");
+    // Measured from when the signal surely arrived (`kill` has exited).
+    let paused_at = shared.now_us();
+    let pause_recovery_ms = wait_for_progress(&shared, paused_at, "pausing the lead router");
+    let lead = cluster.wait_for_lead(Some(paused));
+    cluster.signal_router(paused, "CONT");
+    std::thread::sleep(Duration::from_millis(500));
+    // The new lead router is killed (SIGKILL).
+    let killed_router = cluster.wait_for_lead(None);
+    assert_eq!(killed_router, lead, "the lead moved without a fault");
     let killed_at = shared.now_us();
-    cluster.kill_router(0);
+    cluster.kill_router(killed_router);
     let router_recovery_ms = wait_for_progress(&shared, killed_at, "killing the lead router");
     std::thread::sleep(Duration::from_millis(1_000));
     let killed_at = shared.now_us();
@@ -449,15 +526,16 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     let after_suspect = shared.now_us();
     wait_for_progress(&shared, after_suspect, "the suspicion");
     // The killed router comes back (diskless: it recovers its state from the others), then
-    // router 1, the primary of view 1, is killed: the group still has a majority.
-    cluster.restart_router(0);
+    // the lead router is killed again: the recovered router makes the majority.
+    cluster.restart_router(killed_router);
     std::thread::sleep(Duration::from_millis(1_000));
+    let second = cluster.wait_for_lead(Some(killed_router));
     let killed_at = shared.now_us();
-    cluster.kill_router(1);
+    cluster.kill_router(second);
     let second_router_recovery_ms = wait_for_progress(
         &shared,
         killed_at,
-        "killing router 1 after router 0 recovered",
+        "killing the lead router after the first one recovered",
     );
     std::thread::sleep(Duration::from_millis(500));
     shared.stop.store(true, Ordering::Relaxed);
@@ -496,7 +574,7 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     let completed = shared.completed.load(Ordering::Relaxed);
     let snapshot_reads = shared.snapshot_reads.load(Ordering::Relaxed);
     eprintln!(
-        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {router_recovery_ms} ms after the lead router's SIGKILL, {storage_recovery_ms} ms after a storage process's, {second_router_recovery_ms} ms after router 1's; {refused} messages refused for a stale configuration and re-planned"
+        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {pause_recovery_ms} ms after pausing lead router {paused}, {router_recovery_ms} ms after killing lead router {killed_router}, {storage_recovery_ms} ms after killing a storage process, {second_router_recovery_ms} ms after killing lead router {second}; {refused} messages refused for a stale configuration and re-planned"
     );
     assert!(completed > 50, "only {completed} operations completed");
     assert!(
