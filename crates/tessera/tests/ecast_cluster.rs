@@ -125,11 +125,7 @@ impl EcastCluster {
             }
             let log = std::fs::read_to_string(self.directory.join(&self.router_logs[index]))
                 .unwrap_or_default();
-            let Some(line) = log
-                .lines()
-                .filter(|line| line.contains("info: view "))
-                .last()
-            else {
+            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
                 continue;
             };
             if !line.contains("Normal (primary)") {
