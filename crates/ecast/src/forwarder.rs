@@ -12,7 +12,10 @@
 //! replica stops being primary.
 
 use crate::router::{Operation, OperationResult, RouterState};
-use crate::types::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
+use crate::types::{
+    routing_is_well_formed, Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead,
+    Timestamp,
+};
 use placement::ecast::{destset, Message};
 use placement::ProcessId;
 use std::collections::BTreeMap;
@@ -388,6 +391,10 @@ impl Forwarder {
             matches!(read.routing, Message::Read { sender, .. } if sender == read.sender);
         if !sender_matches {
             effects.push(refuse(ReadRefusal::NotARead));
+            return;
+        }
+        if !routing_is_well_formed(&read.routing) {
+            effects.push(refuse(ReadRefusal::Malformed));
             return;
         }
         let at = state.timestamp_last();

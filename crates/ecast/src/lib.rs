@@ -58,6 +58,11 @@
 //! - **Stable notifications are best effort**: a new forwarder only notifies about messages
 //!   that become stable after it starts; senders resubmit after `resubmit_ticks` and learn
 //!   the outcome from the router's dedup table.
+//! - **Senders are never garbage-collected** from the router state: a sender that goes away
+//!   leaves its highest sequence and its retained outcomes behind (a "sender leaves" op is
+//!   future work).
+//! - **Position sets are checked** (`routing_is_well_formed`): bytes from the network can
+//!   decode into sets that are not in normal form, which placement's functions assume.
 #![forbid(unsafe_code)]
 
 pub mod forwarder;
@@ -74,6 +79,6 @@ pub use router::{
 };
 pub use sender::{Sender, SenderError, SenderEvent, SenderSettings};
 pub use types::{
-    Canary, Delivery, Envelope, Isolation, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead,
-    Timestamp,
+    routing_is_well_formed, Canary, Delivery, Envelope, Isolation, ReadRefusal, Sequence,
+    SnapshotDelivery, SnapshotRead, Timestamp,
 };

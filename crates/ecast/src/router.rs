@@ -3,7 +3,7 @@
 //! applying a Submit op *is* learning the message: the timestamp, the destination set and the
 //! next configuration are computed here, deterministically, on every router.
 
-use crate::types::{Canary, Envelope, Sequence, Timestamp};
+use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp};
 use placement::ecast::{apply, destset, suspects};
 use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
 use serde::{Deserialize, Serialize};
@@ -395,6 +395,11 @@ impl RouterState {
                 reason: "the envelope names another sender".to_string(),
             };
         }
+        if !routing_is_well_formed(&envelope.routing) {
+            return Outcome::Invalid {
+                reason: "a position set is not in normal form".to_string(),
+            };
+        }
         if envelope.sequence == Sequence(0) {
             return Outcome::Invalid {
                 reason: "sequence numbers start at 1".to_string(),
@@ -540,12 +545,23 @@ impl RouterState {
         stable.len() as u64
     }
 
-    /// Our invariants, asserted after every op.
+    /// Our invariants, asserted after every op: the constant-time ones always, the walks over
+    /// the unstable sequence and the senders after every op in debug builds and every
+    /// `INVARIANTS_FULL_EVERY` ops in release builds (they cost O(unstable) each time).
     pub fn invariants(&self) {
         assert!(!self.configurations.is_empty());
+        if let Some((first, _)) = self.unstable.first_key_value() {
+            assert!(*first > Timestamp::ZERO);
+        }
         if let Some((last, _)) = self.unstable.last_key_value() {
             assert!(*last <= self.timestamp_last);
         }
+        if cfg!(debug_assertions) || self.applied.is_multiple_of(INVARIANTS_FULL_EVERY) {
+            self.invariants_full();
+        }
+    }
+
+    fn invariants_full(&self) {
         let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
         assert_eq!(unstable_total, self.unstable.len() as u64);
         for routed in self.unstable.values() {
@@ -553,12 +569,19 @@ impl RouterState {
                 self.configurations.contains_key(&routed.routed_under),
                 "a configuration an unstable message was routed under is kept"
             );
+            assert!(
+                !routed.destinations.is_empty(),
+                "a message with no destination is stable"
+            );
             for (process, previous) in &routed.destinations {
                 assert!(*previous <= self.last_routed(*process));
             }
         }
     }
 }
+
+/// In release builds, the full invariant walk runs after every this many ops.
+const INVARIANTS_FULL_EVERY: u64 = 64;
 
 impl vr::StateMachine for RouterState {
     fn apply(&mut self, operation: &[u8]) -> Vec<u8> {

@@ -74,6 +74,34 @@ impl Envelope {
     }
 }
 
+/// Whether every position set in a routing part is in its normal form (sorted, disjoint,
+/// non-adjacent intervals). Sets decoded from the network are not checked by their type, and
+/// placement's functions assume the form: anything else is refused before it reaches them.
+pub fn routing_is_well_formed(routing: &placement::ecast::Message) -> bool {
+    use placement::ecast::{Message, Target};
+    use placement::{ConfigChange, Instruction, PositionSet};
+    let normal = |set: &PositionSet| PositionSet::from_intervals(set.intervals().to_vec()) == *set;
+    match routing {
+        Message::Read { target, .. } | Message::Write { target, .. } => match target {
+            Target::Points(_) => true,
+            Target::Range(set) => normal(set),
+        },
+        Message::Config { message, .. } => match &message.change {
+            ConfigChange::Membership(_) => true,
+            ConfigChange::Keyspace(keyspace) => {
+                keyspace
+                    .instructions
+                    .iter()
+                    .all(|instruction| match instruction {
+                        Instruction::Copy { range, .. } | Instruction::Delete { range, .. } => {
+                            normal(range)
+                        }
+                    })
+            }
+        },
+    }
+}
+
 /// One sequenced message on its way to one destination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delivery {
@@ -141,6 +169,8 @@ pub enum ReadRefusal {
     NotARead,
     /// Snapshot read: too many reads are waiting at this destination.
     Overloaded,
+    /// Snapshot read: the routing part is not well formed.
+    Malformed,
 }
 
 impl fmt::Display for ReadRefusal {
@@ -161,6 +191,7 @@ impl fmt::Display for ReadRefusal {
             ),
             ReadRefusal::NotARead => write!(formatter, "a snapshot read must route as a read"),
             ReadRefusal::Overloaded => write!(formatter, "too many snapshot reads waiting"),
+            ReadRefusal::Malformed => write!(formatter, "the read's routing part is malformed"),
         }
     }
 }

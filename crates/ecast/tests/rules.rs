@@ -949,3 +949,96 @@ fn the_sender_resubmits_until_stable_and_learns_refusals() {
     ));
     assert_eq!(sender_b.in_window(), 0);
 }
+
+#[test]
+fn a_malformed_position_set_from_the_network_is_invalid_and_panics_nothing() {
+    // Built through serde, as bytes from the network would be: intervals out of order and
+    // overlapping, which `PositionSet`'s constructors never produce.
+    let bogus: placement::PositionSet =
+        postcard::from_bytes(&postcard::to_allocvec(&vec![(9u64, 3u64), (0, u64::MAX)]).unwrap())
+            .unwrap();
+    assert!(!bogus.is_empty());
+    let mut state = router();
+    let mut envelope = write(1, &[]);
+    envelope.routing = Message::Write {
+        sender: GATEWAY,
+        target: Target::Range(bogus.clone()),
+    };
+    let outcomes = submit(&mut state, vec![envelope]);
+    assert!(matches!(outcomes[0].1, Outcome::Invalid { .. }));
+    assert_eq!(state.timestamp_last(), Timestamp(0));
+    // Nothing was consumed: sequence 1 is still expected.
+    assert_eq!(
+        timestamp_of(&submit(&mut state, vec![write(1, &[key_of(1)])])[0].1),
+        Timestamp(1)
+    );
+    let mut forwarder = Forwarder::new(ClientId(1), settings(), &state);
+    let mut read = snapshot_read(0);
+    read.routing = Message::Read {
+        sender: GATEWAY,
+        target: Target::Range(bogus),
+        replica_offset: 0,
+    };
+    let effects = forwarder_step(&mut forwarder, ForwarderInput::SnapshotRead(read), &state);
+    assert!(matches!(
+        effects.as_slice(),
+        [ForwarderEffect::SnapshotRefused {
+            refusal: ReadRefusal::Malformed,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn random_and_mutated_operations_never_panic_a_router() {
+    let mut prng = stdx::Prng::new(11);
+    let mut state = router();
+    let keyspace = Envelope {
+        sender: GATEWAY,
+        sequence: Sequence(3),
+        planned_at: ConfigVersion(0),
+        routing: Message::Config {
+            sender: GATEWAY,
+            message: ConfigMessage {
+                based_on: ConfigVersion(0),
+                change: ConfigChange::Keyspace(placement::KeyspaceMessage {
+                    transformation: placement::Transformation::Contract {
+                        process: ProcessId(2),
+                    },
+                    instructions: vec![placement::Instruction::Copy {
+                        from: ProcessId(1),
+                        to: ProcessId(3),
+                        range: placement::PositionSet::from_intervals(vec![(5, 900)]),
+                    }],
+                }),
+            },
+        },
+        payload: vec![1, 2, 3],
+    };
+    let valid = [
+        Operation::Submit {
+            sender: GATEWAY,
+            messages: vec![write(1, &[key_of(1), key_of(2)]), suspect(2, 3), keyspace],
+        },
+        Operation::Confirm {
+            confirmations: vec![(ProcessId(1), Timestamp(1)), (ProcessId(2), Timestamp(2))],
+        },
+        Operation::Query(Query::Outcome {
+            sender: GATEWAY,
+            sequence: Sequence(1),
+        }),
+    ];
+    for round in 0..100_000 {
+        let mut bytes = valid[round % valid.len()].encode();
+        if round % 7 == 0 {
+            bytes = (0..prng.below(64)).map(|_| prng.next_u64() as u8).collect();
+        } else {
+            for _ in 0..=prng.below(4) {
+                let index = prng.below(bytes.len() as u64) as usize;
+                bytes[index] ^= 1 << prng.below(8);
+            }
+        }
+        let _ = OperationResult::decode(&state.apply(&bytes));
+        let _ = OperationResult::decode(&state.query(&bytes));
+    }
+}

@@ -391,7 +391,6 @@ impl EcastSimulation {
     /// One more gateway reads every account and every register, sequentially.
     fn final_reads(&mut self) {
         let gateway = self.add_gateway(0);
-        let accounts = self.options.accounts;
         self.add_op(
             gateway,
             EcastCommand::Audit {
@@ -407,7 +406,6 @@ impl EcastSimulation {
                 },
             );
         }
-        let _ = accounts;
     }
 
     fn check_end(&mut self) -> Result<(), Violation> {
