@@ -632,3 +632,65 @@ fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_self_replicate
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("not built yet"));
 }
+
+/// §6.7 basic reads carry the gateway's configuration version: after a suspicion moves the
+/// cluster to version 1, a gateway still planning at version 0 is refused by the storage
+/// process, re-reads the configuration and retries, and the client only sees the value.
+#[test]
+fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
+    let mut cluster = EcastCluster::start("ecast-basic", 9660);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let pairs: Vec<String> = (0..12).map(|key| format!("k{key}")).collect();
+    let mut mset = vec!["MSET"];
+    for key in &pairs {
+        mset.push(key);
+        mset.push(key);
+    }
+    assert_eq!(redis_cli(cluster.client_ports[0], &mset).trim(), "OK");
+    // Storage process 6 dies; writes through storage process 1 route to it, so the lead
+    // router's link to it breaks and it is suspected (version 0 -> 1). A storage process
+    // learns the new version from the next message delivered to it (the Suspect itself goes
+    // only to the suspected process), so write until storage process 2 has.
+    cluster.kill_storage(5);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let version =
+        |port: u16| info(port).is_some_and(|text| text.contains("tessera_ecast_version:1"));
+    while !version(cluster.client_ports[1]) && Instant::now() < deadline {
+        assert_eq!(redis_cli(cluster.client_ports[0], &mset).trim(), "OK");
+    }
+    assert!(version(cluster.client_ports[1]), "no suspicion within 10 s");
+    // Storage process 2's gateway has planned nothing since the start: still at version 0.
+    let gateway_version = |port: u16| {
+        info(port).and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_gateway_version:"))
+                .map(|version| version.trim().to_string())
+        })
+    };
+    assert_eq!(
+        gateway_version(cluster.client_ports[1]).as_deref(),
+        Some("0")
+    );
+    let mut client = RespClient::connect(cluster.client_ports[1], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["READMODE", "basic"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let mut mget = vec!["MGET"];
+    mget.extend(pairs.iter().map(String::as_str));
+    let values = client.call(&arguments(&mget)).unwrap();
+    let expected: Vec<Value> = pairs
+        .iter()
+        .map(|key| Value::Bulk(key.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(values, Value::Array(expected));
+    assert_eq!(
+        gateway_version(cluster.client_ports[1]).as_deref(),
+        Some("1")
+    );
+    let refused = info(cluster.client_ports[1]).unwrap_or_default();
+    assert!(!refused.contains("tessera_ecast_refused:0"), "{refused}");
+}
