@@ -8,7 +8,8 @@
 //! Workloads: `mix` (GET/SET by `--read-percent`; `--non-nilext-percent` of the writes become
 //! INCR or APPEND; `--read-latest-percent` of the reads read the key this client wrote last), and
 //! YCSB's core workloads A, B, C and F (read-modify-write: GET, then SET of the same key when the
-//! GET's reply arrives, timed as one operation).
+//! GET's reply arrives, timed as one operation). `--multi-keys N` turns GETs and SETs into MGETs
+//! and MSETs of N keys.
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -60,6 +61,11 @@ pub struct KvArguments {
     read_latest_percent: u64,
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
     distribution: Distribution,
+    /// Keys per command: above 1, GETs become MGETs and SETs become MSETs of this many keys
+    /// (the first chosen by `--distribution`, the others uniformly), e.g. multi-partition
+    /// messages against a partitioned cluster (`tessera dev --protocol sequenced`).
+    #[arg(long, default_value_t = 1)]
+    multi_keys: usize,
     /// Measured duration in seconds (after warm-up).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -316,7 +322,30 @@ async fn client_loop(
                 read: false,
                 then_set: None,
             };
+            let multi = arguments.multi_keys > 1;
+            let mut keys = vec![key.clone()];
+            if multi {
+                keys.extend(
+                    (1..arguments.multi_keys)
+                        .map(|_| format!("key:{:012}", prng.below(arguments.keys))),
+                );
+            }
             match operation {
+                Operation::Get if multi => {
+                    let mut words: Vec<&[u8]> = vec![b"MGET"];
+                    words.extend(keys.iter().map(|key| key.as_bytes()));
+                    encode_command(&words, &mut output);
+                    pending.read = true;
+                }
+                Operation::Set if multi => {
+                    let mut words: Vec<&[u8]> = vec![b"MSET"];
+                    for key in &keys {
+                        words.push(key.as_bytes());
+                        words.push(&value);
+                    }
+                    encode_command(&words, &mut output);
+                    last_written = Some(key_index);
+                }
                 Operation::Get => {
                     encode_command(&[b"GET", key.as_bytes()], &mut output);
                     pending.read = true;
@@ -612,6 +641,15 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
 }
 
 fn describe_workload(arguments: &KvArguments) -> String {
+    let text = describe_operations(arguments);
+    if arguments.multi_keys > 1 {
+        format!("{text}, MGET/MSET of {} keys", arguments.multi_keys)
+    } else {
+        text
+    }
+}
+
+fn describe_operations(arguments: &KvArguments) -> String {
     match arguments.workload {
         Workload::Mix => {
             let mut text = format!("{}% reads", arguments.read_percent);
