@@ -66,6 +66,10 @@ pub struct KvArguments {
     /// messages against a partitioned cluster (`tessera dev --protocol sequenced`).
     #[arg(long, default_value_t = 1)]
     multi_keys: usize,
+    /// Read isolation of every connection against a partitioned cluster: each sends
+    /// `READMODE <mode>` first (`sequential`, `snapshot` or `basic`); none by default.
+    #[arg(long)]
+    readmode: Option<String>,
     /// Measured duration in seconds (after warm-up).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -161,6 +165,12 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("cannot connect to {address}"))?;
         stream.set_nodelay(true)?;
+        let mut stream = stream;
+        if let Some(mode) = &arguments.readmode {
+            set_readmode(&mut stream, mode)
+                .await
+                .with_context(|| format!("READMODE {mode} on {address}"))?;
+        }
         let (arguments, measuring, stop, completed) = (
             arguments.clone(),
             measuring.clone(),
@@ -461,6 +471,27 @@ fn next_operation(arguments: &KvArguments, prng: &mut Prng) -> Operation {
             }
         }
     }
+}
+
+/// Sends `READMODE <mode>` and waits for `+OK`.
+async fn set_readmode(stream: &mut TcpStream, mode: &str) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut out = Vec::new();
+    encode_command(&[b"READMODE", mode.as_bytes()], &mut out);
+    stream.write_all(&out).await?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !reply.ends_with(b"\r\n") {
+        let read = stream.read(&mut chunk).await?;
+        anyhow::ensure!(read > 0, "the server closed the connection");
+        reply.extend_from_slice(&chunk[..read]);
+    }
+    anyhow::ensure!(
+        reply.starts_with(b"+OK"),
+        "the server answered {}",
+        String::from_utf8_lossy(&reply).trim()
+    );
+    Ok(())
 }
 
 fn encode_command(arguments: &[&[u8]], out: &mut Vec<u8>) {
