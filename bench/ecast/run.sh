@@ -7,7 +7,7 @@
 #   3. ordered multi-partition messages per second through the routers (MSETs of 4 keys).
 #
 # Writes docs/bench/ecast.json, docs/bench/ecast.md and docs/bench/ecast-*.png.
-# Environment (optional): DURATION=4 WARMUP=1 CLIENTS=32 PIPELINE=4 NODES="2 4 6" PORT=9901
+# Environment (optional): DURATION=4 WARMUP=1 CLIENTS=32 PIPELINE=4 NODES="2 3 5" PORT=9901 (replication is at most 5)
 #   SKIP_BUILD=1
 set -euo pipefail
 
@@ -15,7 +15,7 @@ DURATION=${DURATION:-4}
 WARMUP=${WARMUP:-1}
 CLIENTS=${CLIENTS:-32}
 PIPELINE=${PIPELINE:-4}
-read -r -a NODE_COUNTS <<<"${NODES:-2 4 6}"
+read -r -a NODE_COUNTS <<<"${NODES:-2 3 5}"
 PORT=${PORT:-9901}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$ROOT/target/release/tessera

@@ -84,6 +84,13 @@ impl ClusterConfig {
         if self.routers.is_empty() || self.routers.len() > 9 {
             return Err("between 1 and 9 routers".into());
         }
+        if self.replication > placement::REPLICATION_MAX {
+            return Err(format!(
+                "replication {} is above the most Rubberband supports ({})",
+                self.replication,
+                placement::REPLICATION_MAX
+            ));
+        }
         if self.replication == 0 || self.storage.len() < self.replication as usize {
             return Err(format!(
                 "{} storage processes cannot hold {} replicas per partition",
@@ -215,5 +222,12 @@ mod tests {
     fn too_few_storage_processes_for_the_replication_are_refused() {
         let error = ClusterConfig::loopback(7, 3, 2, 3, 9600, 9800, PathBuf::from("/tmp/x"));
         assert!(error.is_err());
+    }
+
+    #[test]
+    fn a_replication_factor_above_rubberbands_limit_is_refused_not_a_panic() {
+        let error = ClusterConfig::loopback(7, 3, 6, 6, 9600, 9800, PathBuf::from("/tmp/x"))
+            .expect_err("6 replicas is above REPLICATION_MAX");
+        assert!(error.to_string().contains("above"), "{error}");
     }
 }
