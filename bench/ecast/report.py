@@ -39,7 +39,8 @@ for kind, colour in (("1", "tab:green"), ("3", "tab:blue"), ("all", "tab:red")):
     points = sorted(
         (int(run["parameters"]["nodes"]), run["throughput_ops_per_s"])
         for run in writes
-        if run["parameters"]["kind"] == kind
+        # At 3 processes, replication 3 is also "all": that run belongs to both lines.
+        if run["parameters"]["kind"] == kind or (kind == "3" and run["parameters"]["rf"] == "3")
     )
     if points:
         label = {"1": "replication 1", "3": "replication 3", "all": "replication = all processes"}[kind]
