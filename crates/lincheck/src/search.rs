@@ -557,7 +557,7 @@ impl<'a, M: Model> Search<'a, M> {
             return Force::Nothing;
         }
         let mut entry = self.list.first();
-        while entry != NIL && entry % 2 == 0 {
+        while entry != NIL && entry.is_multiple_of(2) {
             if !steps.take() {
                 return Force::End(Walk::Exhausted);
             }
@@ -601,7 +601,7 @@ impl<'a, M: Model> Search<'a, M> {
                 return Walk::Exhausted;
             }
             let op = entry / 2;
-            if entry % 2 == 0 {
+            if entry.is_multiple_of(2) {
                 let pending = self.ops[op].is_pending();
                 if !pending && self.try_linearize(op) {
                     fresh = true;
@@ -623,7 +623,7 @@ impl<'a, M: Model> Search<'a, M> {
     fn pending_children(&mut self, steps: &mut Steps) -> Option<Vec<(usize, M::State)>> {
         let mut children = Vec::new();
         let mut entry = self.list.first();
-        while self.pending_left > 0 && entry != NIL && entry % 2 == 0 {
+        while self.pending_left > 0 && entry != NIL && entry.is_multiple_of(2) {
             if !steps.take() {
                 return None;
             }

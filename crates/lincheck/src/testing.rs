@@ -229,6 +229,6 @@ mod tests {
         assert!(history.iter().any(|op| op.is_pending()));
         assert!(history
             .iter()
-            .all(|op| op.return_time.map_or(true, |r| r > op.call)));
+            .all(|op| op.return_time.is_none_or(|r| r > op.call)));
     }
 }

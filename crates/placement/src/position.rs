@@ -51,10 +51,42 @@ impl fmt::Display for Span {
 
 /// A set of ring positions, stored as sorted, disjoint, non-adjacent inclusive intervals
 /// `(first, last)`. Inclusive bounds let the set hold `u64::MAX` without a 65-bit type.
+///
+/// Decoding checks the invariant: a set from the network that breaks it is a decoding error,
+/// never a set whose operations could overflow or panic later.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "UncheckedPositionSet")]
 pub struct PositionSet {
     /// Invariant: sorted by `first`, `first <= last`, and `last + 1 < next.first`.
     intervals: Vec<(u64, u64)>,
+}
+
+/// A `PositionSet` as decoded, before its invariant is checked.
+#[derive(Deserialize)]
+struct UncheckedPositionSet {
+    intervals: Vec<(u64, u64)>,
+}
+
+impl TryFrom<UncheckedPositionSet> for PositionSet {
+    type Error = String;
+
+    fn try_from(unchecked: UncheckedPositionSet) -> Result<PositionSet, String> {
+        let intervals = unchecked.intervals;
+        for (at, &(first, last)) in intervals.iter().enumerate() {
+            if first > last {
+                return Err(format!("position interval {at} is reversed"));
+            }
+            if let Some(&(next, _)) = intervals.get(at + 1) {
+                if last.checked_add(1).is_none_or(|after| after >= next) {
+                    return Err(format!(
+                        "position intervals {at} and {} overlap, touch or are out of order",
+                        at + 1
+                    ));
+                }
+            }
+        }
+        Ok(PositionSet { intervals })
+    }
 }
 
 impl PositionSet {
@@ -299,6 +331,33 @@ pub fn range_position(key: &[u8]) -> Position {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoding_refuses_sets_that_break_the_invariant() {
+        #[derive(Serialize)]
+        struct Raw {
+            intervals: Vec<(u64, u64)>,
+        }
+        let decode = |intervals: Vec<(u64, u64)>| {
+            let bytes = postcard::to_allocvec(&Raw { intervals }).unwrap();
+            postcard::from_bytes::<PositionSet>(&bytes)
+        };
+        for bad in [
+            vec![(5, 4)],
+            vec![(0, 10), (5, 20)],
+            vec![(0, 10), (11, 20)],
+            vec![(20, 30), (0, 10)],
+            vec![(0, u64::MAX), (0, 1)],
+        ] {
+            assert!(decode(bad.clone()).is_err(), "{bad:?}");
+        }
+        let good = vec![(0, 1), (3, 9), (u64::MAX, u64::MAX)];
+        let set = decode(good.clone()).expect("a valid set decodes");
+        assert_eq!(set.intervals(), good.as_slice());
+        let again: PositionSet =
+            postcard::from_bytes(&postcard::to_allocvec(&set).unwrap()).unwrap();
+        assert_eq!(again, set);
+    }
 
     #[test]
     fn span_wrapping_past_the_top_becomes_two_intervals() {

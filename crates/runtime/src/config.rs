@@ -107,7 +107,9 @@ pub struct ProtocolKnobs {
     pub view_change_timeout_ticks: Option<u64>,
     pub resend_ticks: Option<u64>,
     pub checkpoint_interval_ops: Option<u64>,
+    pub checkpoint_interval_bytes: Option<u64>,
     pub log_retained_ops: Option<u64>,
+    pub read_batch_max: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -228,7 +230,9 @@ impl NodeConfig {
         knob!(view_change_timeout_ticks);
         knob!(resend_ticks);
         knob!(checkpoint_interval_ops);
+        knob!(checkpoint_interval_bytes);
         knob!(log_retained_ops);
+        knob!(read_batch_max);
         config
             .validate()
             .map_err(|error| ConfigFileError::Invalid {

@@ -5,6 +5,7 @@
 //! (`gateway`). It adds no protocol logic of its own.
 
 pub mod config;
+pub mod ecast;
 pub mod gateway;
 pub mod log;
 pub mod node;

@@ -86,6 +86,11 @@ impl Options {
         config.log_retained_ops = prng.range_inclusive(0, 16);
         config.request_queue_max = prng.range_inclusive(8, 256) as usize;
         config.read_queue_max = prng.range_inclusive(8, 256) as usize;
+        // Derived, not drawn, so that every seed draws what it drew before these knobs.
+        config.read_batch_max = (config.read_queue_max / 4).max(1);
+        // About as many bytes as the op count's worth of small commands: big SQL batches and
+        // pipelines reach it first.
+        config.checkpoint_interval_bytes = config.checkpoint_interval_ops * 48;
 
         let quiet = prng.percent(10); // Some runs have no faults at all: a clean baseline.
         let faults = Faults {

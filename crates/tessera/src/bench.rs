@@ -8,7 +8,8 @@
 //! Workloads: `mix` (GET/SET by `--read-percent`; `--non-nilext-percent` of the writes become
 //! INCR or APPEND; `--read-latest-percent` of the reads read the key this client wrote last), and
 //! YCSB's core workloads A, B, C and F (read-modify-write: GET, then SET of the same key when the
-//! GET's reply arrives, timed as one operation).
+//! GET's reply arrives, timed as one operation). `--multi-keys N` turns GETs and SETs into MGETs
+//! and MSETs of N keys.
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -60,6 +61,15 @@ pub struct KvArguments {
     read_latest_percent: u64,
     #[arg(long, value_enum, default_value_t = Distribution::Uniform)]
     distribution: Distribution,
+    /// Keys per command: above 1, GETs become MGETs and SETs become MSETs of this many keys
+    /// (the first chosen by `--distribution`, the others uniformly), e.g. multi-partition
+    /// messages against a partitioned cluster (`tessera dev --protocol sequenced`).
+    #[arg(long, default_value_t = 1)]
+    multi_keys: usize,
+    /// Read isolation of every connection against a partitioned cluster: each sends
+    /// `READMODE <mode>` first (`sequential`, `snapshot` or `basic`); none by default.
+    #[arg(long)]
+    readmode: Option<String>,
     /// Measured duration in seconds (after warm-up).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -155,6 +165,12 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
             .await
             .with_context(|| format!("cannot connect to {address}"))?;
         stream.set_nodelay(true)?;
+        let mut stream = stream;
+        if let Some(mode) = &arguments.readmode {
+            set_readmode(&mut stream, mode)
+                .await
+                .with_context(|| format!("READMODE {mode} on {address}"))?;
+        }
         let (arguments, measuring, stop, completed) = (
             arguments.clone(),
             measuring.clone(),
@@ -316,7 +332,30 @@ async fn client_loop(
                 read: false,
                 then_set: None,
             };
+            let multi = arguments.multi_keys > 1;
+            let mut keys = vec![key.clone()];
+            if multi {
+                keys.extend(
+                    (1..arguments.multi_keys)
+                        .map(|_| format!("key:{:012}", prng.below(arguments.keys))),
+                );
+            }
             match operation {
+                Operation::Get if multi => {
+                    let mut words: Vec<&[u8]> = vec![b"MGET"];
+                    words.extend(keys.iter().map(|key| key.as_bytes()));
+                    encode_command(&words, &mut output);
+                    pending.read = true;
+                }
+                Operation::Set if multi => {
+                    let mut words: Vec<&[u8]> = vec![b"MSET"];
+                    for key in &keys {
+                        words.push(key.as_bytes());
+                        words.push(&value);
+                    }
+                    encode_command(&words, &mut output);
+                    last_written = Some(key_index);
+                }
                 Operation::Get => {
                     encode_command(&[b"GET", key.as_bytes()], &mut output);
                     pending.read = true;
@@ -432,6 +471,27 @@ fn next_operation(arguments: &KvArguments, prng: &mut Prng) -> Operation {
             }
         }
     }
+}
+
+/// Sends `READMODE <mode>` and waits for `+OK`.
+async fn set_readmode(stream: &mut TcpStream, mode: &str) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut out = Vec::new();
+    encode_command(&[b"READMODE", mode.as_bytes()], &mut out);
+    stream.write_all(&out).await?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !reply.ends_with(b"\r\n") {
+        let read = stream.read(&mut chunk).await?;
+        anyhow::ensure!(read > 0, "the server closed the connection");
+        reply.extend_from_slice(&chunk[..read]);
+    }
+    anyhow::ensure!(
+        reply.starts_with(b"+OK"),
+        "the server answered {}",
+        String::from_utf8_lossy(&reply).trim()
+    );
+    Ok(())
 }
 
 fn encode_command(arguments: &[&[u8]], out: &mut Vec<u8>) {
@@ -612,6 +672,15 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
 }
 
 fn describe_workload(arguments: &KvArguments) -> String {
+    let text = describe_operations(arguments);
+    if arguments.multi_keys > 1 {
+        format!("{text}, MGET/MSET of {} keys", arguments.multi_keys)
+    } else {
+        text
+    }
+}
+
+fn describe_operations(arguments: &KvArguments) -> String {
     match arguments.workload {
         Workload::Mix => {
             let mut text = format!("{}% reads", arguments.read_percent);

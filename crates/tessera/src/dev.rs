@@ -22,28 +22,42 @@ pub struct DevArguments {
     #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
     durability: DurabilityArgument,
     /// `vr`: every write is ordered before it completes; `skyros`: nil-externalizing writes
-    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later.
+    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later;
+    /// `sequenced`: a partitioned cluster (E-Cast routers and storage processes, see `--nodes`).
     #[arg(long, value_enum, default_value_t = ProtocolArgument::Vr)]
     protocol: ProtocolArgument,
     /// Where configurations, logs and (with disk durability) data go. Memory durability starts
     /// from an empty directory every time; disk durability keeps the data between runs.
     #[arg(long)]
-    data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// RESP port of replica 0; replica i listens on port + i, and on port + 100 + i for peers.
     #[arg(long, default_value_t = 7001)]
-    port: u16,
+    pub(crate) port: u16,
     /// PostgreSQL wire protocol port of replica 0 (replica i: port + i); 0 for none.
     #[arg(long, default_value_t = 5433)]
     pg_port: u16,
     /// Stop after starting and reporting readiness (for scripts and tests).
     #[arg(long)]
-    no_wait: bool,
+    pub(crate) no_wait: bool,
+    /// Storage processes of a partitioned cluster (`--protocol sequenced`, the default
+    /// there: 6). Storage process i serves RESP on port + i; E-Cast traffic uses port + 100 + i,
+    /// and router i port + 200 + i.
+    #[arg(long)]
+    pub(crate) nodes: Option<u64>,
+    /// Routers in the E-Cast router group of a partitioned cluster.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) routers: u8,
+    /// Replicas per partition of a partitioned cluster (successor replication on the ring).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) replication: u8,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ProtocolArgument {
     Vr,
     Skyros,
+    /// A partitioned cluster: E-Cast routers and read-one-write-all storage processes.
+    Sequenced,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -53,6 +67,12 @@ enum DurabilityArgument {
 }
 
 pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
+    if arguments.protocol == ProtocolArgument::Sequenced {
+        return crate::dev_ecast::run(&arguments);
+    }
+    if arguments.nodes.is_some() {
+        bail!("--nodes with --protocol vr or skyros (partitions replicating themselves) is not built yet; use --protocol sequenced");
+    }
     if !(1..=9).contains(&arguments.replicas) {
         bail!("--replicas must be between 1 and 9");
     }
@@ -63,6 +83,7 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     let replication = match arguments.protocol {
         ProtocolArgument::Vr => ReplicationName::Vr,
         ProtocolArgument::Skyros => ReplicationName::Skyros,
+        ProtocolArgument::Sequenced => unreachable!("handled above"),
     };
     let data_dir = arguments
         .data_dir
@@ -183,6 +204,7 @@ fn wait_and_report(
         match arguments.protocol {
             ProtocolArgument::Vr => "vr",
             ProtocolArgument::Skyros => "skyros",
+            ProtocolArgument::Sequenced => "sequenced",
         },
         match arguments.durability {
             DurabilityArgument::Memory => "memory",
@@ -223,7 +245,7 @@ fn wait_and_report(
     Ok(())
 }
 
-fn install_ctrl_c() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+pub(crate) fn install_ctrl_c() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let set = flag.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -281,7 +303,7 @@ fn check_alive(nodes: &mut [Child], data_dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Closes every node's standard input (they exit), then kills whatever is left.
-fn stop(nodes: &mut [Child]) {
+pub(crate) fn stop(nodes: &mut [Child]) {
     for node in nodes.iter_mut() {
         drop(node.stdin.take());
     }

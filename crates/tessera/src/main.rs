@@ -2,6 +2,7 @@
 
 mod bench;
 mod dev;
+mod dev_ecast;
 mod info;
 mod ticket;
 
@@ -30,6 +31,21 @@ enum Subcommands {
         #[arg(long)]
         config: PathBuf,
         /// Exit when standard input closes (used by `tessera dev` so no node outlives it).
+        #[arg(long)]
+        exit_with_parent: bool,
+    },
+    /// Run one process of a partitioned cluster (a router or a storage process) from the
+    /// cluster file (see `crates/runtime/src/ecast/config.rs`).
+    EcastNode {
+        #[arg(long)]
+        cluster: PathBuf,
+        /// Run router N (from 0).
+        #[arg(long, conflicts_with = "storage")]
+        router: Option<u8>,
+        /// Run the storage process with this id (from 1).
+        #[arg(long, required_unless_present = "router")]
+        storage: Option<u64>,
+        /// Exit when standard input closes (used by `tessera dev`).
         #[arg(long)]
         exit_with_parent: bool,
     },
@@ -64,6 +80,12 @@ fn main() -> anyhow::Result<()> {
             config,
             exit_with_parent,
         } => run_node(config, exit_with_parent),
+        Subcommands::EcastNode {
+            cluster,
+            router,
+            storage,
+            exit_with_parent,
+        } => run_ecast_node(cluster, router, storage, exit_with_parent),
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
         Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
         Subcommands::Status { nodes } => {
@@ -91,19 +113,51 @@ fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     tokio.block_on(async move {
         runtime::node::start(config).await?;
-        if exit_with_parent {
-            // The parent holds our standard input open; when it goes, so do we.
-            tokio::task::spawn_blocking(|| {
-                let mut sink = [0u8; 64];
-                while matches!(std::io::Read::read(&mut std::io::stdin(), &mut sink), Ok(read) if read > 0) {}
-                std::process::exit(0);
-            });
-        }
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
-        Ok(())
+        wait_for_exit(exit_with_parent).await
     })
+}
+
+fn run_ecast_node(
+    path: PathBuf,
+    router: Option<u8>,
+    storage: Option<u64>,
+    exit_with_parent: bool,
+) -> anyhow::Result<()> {
+    let config = runtime::ecast::config::ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    tokio.block_on(async move {
+        match (router, storage) {
+            (Some(index), _) => runtime::ecast::router::start(config, index).await,
+            (None, Some(id)) => {
+                runtime::ecast::storage::start(config, placement::ProcessId(id)).await
+            }
+            (None, None) => Err("--router or --storage is required".to_string()),
+        }
+        .map_err(anyhow::Error::msg)?;
+        wait_for_exit(exit_with_parent).await
+    })
+}
+
+/// Runs until Ctrl-C, SIGTERM, or (with `exit_with_parent`) standard input closing.
+async fn wait_for_exit(exit_with_parent: bool) -> anyhow::Result<()> {
+    if exit_with_parent {
+        // The parent holds our standard input open; when it goes, so do we.
+        tokio::task::spawn_blocking(|| {
+            let mut sink = [0u8; 64];
+            while matches!(std::io::Read::read(&mut std::io::stdin(), &mut sink), Ok(read) if read > 0)
+            {
+            }
+            std::process::exit(0);
+        });
+    }
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    Ok(())
 }

@@ -37,6 +37,10 @@ pub struct Config {
     pub request_queue_max: usize,
     /// Reads waiting for a read probe at most; more are dropped (the client retries).
     pub read_queue_max: usize,
+    /// Ready reads answered in one step at most (one `query_batch`); the rest wait for the
+    /// next step, so that a backlog of long reads does not hold the primary past its
+    /// backups' timeout in one go.
+    pub read_batch_max: usize,
     /// The primary sends a Commit heartbeat this often when it has nothing else to send.
     pub heartbeat_ticks: u64,
     /// A backup that hears nothing from its primary for this long starts a view change.
@@ -46,8 +50,11 @@ pub struct Config {
     /// Unanswered protocol messages (Prepare, probes, view change, GetState, Recovery) are resent
     /// this often.
     pub resend_ticks: u64,
-    /// A checkpoint is taken every this many executed ops.
+    /// A checkpoint is taken every this many executed ops…
     pub checkpoint_interval_ops: u64,
+    /// … or once the ops executed since the last one hold this many operation bytes, which
+    /// bounds what a view change carries (the log after the checkpoint) when ops are large.
+    pub checkpoint_interval_bytes: u64,
     /// Entries kept behind the latest checkpoint, so that slightly lagging replicas catch up
     /// from the log instead of a snapshot.
     pub log_retained_ops: u64,
@@ -118,11 +125,13 @@ impl Config {
             pipeline_ops_max: 16,
             request_queue_max: 4096,
             read_queue_max: 4096,
+            read_batch_max: 512,
             heartbeat_ticks: 10,
             primary_timeout_ticks: 100,
             view_change_timeout_ticks: 100,
             resend_ticks: 20,
             checkpoint_interval_ops: 16_384,
+            checkpoint_interval_bytes: 64 << 20,
             log_retained_ops: 1024,
             canary: None,
         }
@@ -140,11 +149,13 @@ impl Config {
             ("pipeline_ops_max", self.pipeline_ops_max),
             ("request_queue_max", self.request_queue_max as u64),
             ("read_queue_max", self.read_queue_max as u64),
+            ("read_batch_max", self.read_batch_max as u64),
             ("heartbeat_ticks", self.heartbeat_ticks),
             ("primary_timeout_ticks", self.primary_timeout_ticks),
             ("view_change_timeout_ticks", self.view_change_timeout_ticks),
             ("resend_ticks", self.resend_ticks),
             ("checkpoint_interval_ops", self.checkpoint_interval_ops),
+            ("checkpoint_interval_bytes", self.checkpoint_interval_bytes),
         ];
         if let Some((knob, _)) = knobs.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Zero { knob });

@@ -238,10 +238,13 @@ pub struct Replica<S: StateMachine> {
     /// that a view change whose messages are large (a log of big SQL batches) finishes
     /// instead of being overtaken by the next one forever.
     view_change_attempts: u32,
+    /// Operation bytes executed since the latest checkpoint (`Config::checkpoint_interval_bytes`).
+    bytes_since_checkpoint: u64,
 }
 
-/// The view change timeout grows to at most 2^this times its configured length.
-const VIEW_CHANGE_BACKOFF_MAX: u32 = 5;
+/// The view change timeout grows to at most 2^this (4) times its configured length: enough
+/// for large view change messages, short enough that fail-over after faults stays prompt.
+const VIEW_CHANGE_BACKOFF_MAX: u32 = 2;
 
 impl<S: StateMachine> Replica<S> {
     /// A replica of a new group: normal in view 0 with an empty log.
@@ -376,6 +379,7 @@ impl<S: StateMachine> Replica<S> {
             stats: ReplicaStats::default(),
             executed_digest: 0,
             view_change_attempts: 0,
+            bytes_since_checkpoint: 0,
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -638,6 +642,8 @@ impl<S: StateMachine> Replica<S> {
                 primary.batch_age_ticks += 1;
             }
         }
+        // Ready reads beyond `read_batch_max` were left for a later step.
+        self.maybe_serve_reads(effects);
         self.maybe_prepare(effects);
     }
 
@@ -1171,6 +1177,11 @@ impl<S: StateMachine> Replica<S> {
                 .get(op)
                 .expect("ops above commit_min are retained")
                 .clone();
+            self.bytes_since_checkpoint += entry
+                .requests
+                .iter()
+                .map(|request| request.operation.len() as u64)
+                .sum::<u64>();
             self.execute_entry(&entry.requests, effects);
             self.commit_min = op;
         }
@@ -1260,9 +1271,14 @@ impl<S: StateMachine> Replica<S> {
     }
 
     fn maybe_checkpoint(&mut self, effects: &mut Vec<Effect>) {
-        if self.commit_min.0 - self.checkpoint.op.0 < self.config.checkpoint_interval_ops {
+        let due_by_ops =
+            self.commit_min.0 - self.checkpoint.op.0 >= self.config.checkpoint_interval_ops;
+        let due_by_bytes = self.commit_min > self.checkpoint.op
+            && self.bytes_since_checkpoint >= self.config.checkpoint_interval_bytes;
+        if !due_by_ops && !due_by_bytes {
             return;
         }
+        self.bytes_since_checkpoint = 0;
         self.checkpoint = Checkpoint {
             op: self.commit_min,
             state: self.state_machine.snapshot(),
@@ -1437,7 +1453,10 @@ impl<S: StateMachine> Replica<S> {
         };
         let mut ready = Vec::new();
         while let Some(read) = primary.reads.front() {
-            if read.round > primary.probe_round_confirmed || read.read_index > self.commit_min {
+            if read.round > primary.probe_round_confirmed
+                || read.read_index > self.commit_min
+                || ready.len() >= self.config.read_batch_max
+            {
                 break;
             }
             let read = primary.reads.pop_front().expect("front exists");
@@ -2062,6 +2081,7 @@ impl<S: StateMachine> Replica<S> {
             self.op_persisted = self.op_persisted.min(checkpoint.op);
         }
         self.checkpoint = checkpoint;
+        self.bytes_since_checkpoint = 0;
         if self.durable() {
             self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
         }
@@ -2156,6 +2176,7 @@ impl<S: StateMachine> Replica<S> {
         self.commit_min = checkpoint.op;
         self.commit_max = commit.max(checkpoint.op);
         self.checkpoint = checkpoint;
+        self.bytes_since_checkpoint = 0;
         for entry in log {
             self.journal.append(entry);
         }

@@ -27,9 +27,14 @@ struct Group {
 
 impl Group {
     fn new(replica_count: u8, durability: Durability) -> Group {
+        Group::with(replica_count, durability, |_| {})
+    }
+
+    fn with(replica_count: u8, durability: Durability, change: impl Fn(&mut Config)) -> Group {
         let mut config = Config::new(replica_count, durability);
         config.checkpoint_interval_ops = 1_000;
         config.batch_requests_max = 1;
+        change(&mut config);
         let nodes = (0..replica_count)
             .map(|index| Node {
                 replica: Some(Replica::new(
@@ -320,6 +325,50 @@ fn a_read_is_served_only_after_a_majority_confirms_the_primary() {
         group.take_outcomes(),
         vec![(2, 1, Outcome::Value(Some(b"1".to_vec())))]
     );
+}
+
+#[test]
+fn ready_reads_beyond_the_batch_limit_are_served_at_the_next_ticks() {
+    let mut group = Group::with(3, Durability::Memory, |config| config.read_batch_max = 2);
+    group.request(0, 1, 1, put("a", "1"));
+    group.deliver_all();
+    group.take_outcomes();
+    for client in 10..15 {
+        group.request(0, client, 1, get("a"));
+    }
+    group.deliver_all();
+    // Read 10 started probe round 1 alone; 11–14 wait for round 2. Round 1 answers 10; round 2
+    // makes four reads ready, and its step answers two of them.
+    let clients = |outcomes: Vec<(u64, u64, Outcome)>| -> Vec<u64> {
+        assert!(outcomes
+            .iter()
+            .all(|(_, _, outcome)| *outcome == Outcome::Value(Some(b"1".to_vec()))));
+        outcomes.iter().map(|(client, _, _)| *client).collect()
+    };
+    assert_eq!(clients(group.take_outcomes()), vec![10, 11, 12]);
+    // The next tick answers the other two.
+    group.tick(1, &[0, 1, 2]);
+    assert_eq!(clients(group.take_outcomes()), vec![13, 14]);
+}
+
+#[test]
+fn a_checkpoint_is_taken_once_the_executed_ops_hold_enough_bytes() {
+    let mut group = Group::with(3, Durability::Memory, |config| {
+        config.checkpoint_interval_bytes = 4_000;
+    });
+    let value = "x".repeat(1_000);
+    for number in 1..=3 {
+        group.request(0, 1, number, put("k", &value));
+        group.deliver_all();
+    }
+    assert_eq!(
+        group.replica(0).checkpoint_op(),
+        Op(0),
+        "3,000 bytes: not yet (and far from 1,000 ops)"
+    );
+    group.request(0, 1, 4, put("k", &value));
+    group.deliver_all();
+    assert_eq!(group.replica(0).checkpoint_op(), Op(4));
 }
 
 #[test]

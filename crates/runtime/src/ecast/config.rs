@@ -1,0 +1,233 @@
+//! The cluster file every process of a partitioned (`sequenced`) cluster reads: the router
+//! group's addresses, the storage processes with their ring positions and addresses, and the
+//! shared knobs. One file for the whole cluster; a process is told its role and index on the
+//! command line (`tessera ecast-node --cluster FILE --router 0`).
+
+use placement::{Configuration, Position, ProcessId};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Identifies the cluster in logs.
+    pub cluster: u64,
+    /// Real milliseconds per protocol tick.
+    #[serde(default = "default_tick_ms")]
+    pub tick_ms: u64,
+    /// Replicas per partition (successor replication on the ring).
+    pub replication: u8,
+    /// Where each process keeps its marker files and logs (`router-<i>`, `storage-<id>`).
+    pub data_dir: PathBuf,
+    /// A storage process the lead router cannot reach for this long is suspected (a Suspect
+    /// configuration message): it stops being a destination, so messages become stable.
+    #[serde(default = "default_suspect_after_ms")]
+    pub suspect_after_ms: u64,
+    pub routers: Vec<RouterAddress>,
+    pub storage: Vec<StorageAddress>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterAddress {
+    /// E-Cast traffic: other routers, storage processes, gateways.
+    pub address: SocketAddr,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageAddress {
+    /// The process id on the ring (from 1).
+    pub id: u64,
+    /// Its position on the ring, as a decimal string (TOML integers stop at 2^63).
+    #[serde(deserialize_with = "u64_from_string")]
+    pub position: u64,
+    /// E-Cast traffic: deliveries, answers, basic reads.
+    pub address: SocketAddr,
+    /// RESP clients.
+    pub client: SocketAddr,
+}
+
+fn u64_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+fn default_tick_ms() -> u64 {
+    5
+}
+
+fn default_suspect_after_ms() -> u64 {
+    1_500
+}
+
+/// Which process of the cluster this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Router(u8),
+    Storage(ProcessId),
+}
+
+impl ClusterConfig {
+    pub fn load(path: &Path) -> Result<ClusterConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        let config: ClusterConfig =
+            toml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.routers.is_empty() || self.routers.len() > 9 {
+            return Err("between 1 and 9 routers".into());
+        }
+        if self.replication > placement::REPLICATION_MAX {
+            return Err(format!(
+                "replication {} is above the most Rubberband supports ({})",
+                self.replication,
+                placement::REPLICATION_MAX
+            ));
+        }
+        if self.replication == 0 || self.storage.len() < self.replication as usize {
+            return Err(format!(
+                "{} storage processes cannot hold {} replicas per partition",
+                self.storage.len(),
+                self.replication
+            ));
+        }
+        if self.tick_ms == 0 {
+            return Err("tick_ms must be positive".into());
+        }
+        for (index, storage) in self.storage.iter().enumerate() {
+            if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
+                return Err(format!("storage process {index}: bad id {}", storage.id));
+            }
+            if self.storage[..index]
+                .iter()
+                .any(|other| other.id == storage.id)
+            {
+                return Err(format!("storage process id {} appears twice", storage.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// The ring every process starts from (configuration version 1 of `placement`).
+    pub fn initial_configuration(&self) -> Configuration {
+        let members: Vec<(ProcessId, Position)> = self
+            .storage
+            .iter()
+            .map(|storage| (ProcessId(storage.id), Position(storage.position)))
+            .collect();
+        Configuration::with_ring(self.replication, &members)
+    }
+
+    pub fn storage(&self, id: ProcessId) -> Option<&StorageAddress> {
+        self.storage.iter().find(|storage| storage.id == id.0)
+    }
+
+    /// The router group's VR configuration (diskless: an op is durable on a majority).
+    pub fn router_protocol(&self) -> vr::Config {
+        vr::Config::new(self.routers.len() as u8, vr::Durability::Memory)
+    }
+
+    /// The TOML text `load` reads back.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        let _ = writeln!(text, "cluster = {}", self.cluster);
+        let _ = writeln!(text, "tick_ms = {}", self.tick_ms);
+        let _ = writeln!(text, "replication = {}", self.replication);
+        let _ = writeln!(text, "data_dir = {:?}", self.data_dir.display().to_string());
+        let _ = writeln!(text, "suspect_after_ms = {}", self.suspect_after_ms);
+        for router in &self.routers {
+            let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
+        }
+        for storage in &self.storage {
+            let _ = writeln!(
+                text,
+                "\n[[storage]]\nid = {}\nposition = \"{}\"\naddress = \"{}\"\nclient = \"{}\"",
+                storage.id, storage.position, storage.address, storage.client
+            );
+        }
+        text
+    }
+
+    /// A loopback cluster: routers on `router_port + i`, storage process `i` (id `i + 1`) on
+    /// `client_port + i` for RESP and `client_port + 100 + i` for E-Cast traffic, evenly
+    /// spaced on the ring.
+    pub fn loopback(
+        cluster: u64,
+        routers: u8,
+        storage: u64,
+        replication: u8,
+        client_port: u16,
+        router_port: u16,
+        data_dir: PathBuf,
+    ) -> Result<ClusterConfig, String> {
+        let port = |base: u16, offset: u64| -> Result<SocketAddr, String> {
+            let port = u64::from(base) + offset;
+            let port = u16::try_from(port).map_err(|_| format!("port {port} out of range"))?;
+            Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+        };
+        let spacing = u64::MAX / storage.max(1);
+        let config = ClusterConfig {
+            cluster,
+            tick_ms: default_tick_ms(),
+            replication,
+            data_dir,
+            suspect_after_ms: default_suspect_after_ms(),
+            routers: (0..u64::from(routers))
+                .map(|index| {
+                    Ok(RouterAddress {
+                        address: port(router_port, index)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+            storage: (0..storage)
+                .map(|index| {
+                    Ok(StorageAddress {
+                        id: index + 1,
+                        position: index * spacing + spacing / 2,
+                        address: port(client_port, 100 + index)?,
+                        client: port(client_port, index)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rendered_cluster_file_parses_back() {
+        let config =
+            ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        assert_eq!(
+            config.initial_configuration().replicas(Position(1)).len(),
+            3
+        );
+    }
+
+    #[test]
+    fn too_few_storage_processes_for_the_replication_are_refused() {
+        let error = ClusterConfig::loopback(7, 3, 2, 3, 9600, 9800, PathBuf::from("/tmp/x"));
+        assert!(error.is_err());
+    }
+
+    #[test]
+    fn a_replication_factor_above_rubberbands_limit_is_refused_not_a_panic() {
+        let error = ClusterConfig::loopback(7, 3, 6, 6, 9600, 9800, PathBuf::from("/tmp/x"))
+            .expect_err("6 replicas is above REPLICATION_MAX");
+        assert!(error.to_string().contains("above"), "{error}");
+    }
+}

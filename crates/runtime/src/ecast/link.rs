@@ -1,0 +1,260 @@
+//! E-Cast traffic over TCP: one frame type for every message between routers, storage
+//! processes and gateways, and one-way links. A process sends to an address through an
+//! outbound link it dials itself (lazily, with reconnect and backoff); what it receives comes
+//! in on connections others dialled to its listener. Every frame says whom it is from where
+//! the receiver needs to know, so no handshake is needed. A link's queue is bounded and a
+//! frame that does not fit, or is in flight when a connection breaks, is lost: every protocol
+//! above resends (the forwarder its deliveries, gateways their requests).
+
+use crate::log;
+use ecast::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
+use placement::{ConfigVersion, ProcessId};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use wire::{Message, ReplicaIndex, Request};
+
+/// Frames queued per link at most; more are dropped (the sender's protocol resends).
+const LINK_FRAMES_MAX: usize = 16_384;
+/// A frame's payload at most (a Deliver batch of 64 multi-key messages fits easily).
+pub const FRAME_BYTES_MAX: usize = 64 << 20;
+
+/// One message between E-Cast processes. Wire enum: variants never renumber.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Frame {
+    /// 0. Router to router: VR.
+    Vr {
+        from: ReplicaIndex,
+        message: Message,
+    },
+    /// 1. Gateway to router: a VR client request; the answer goes to storage process
+    ///    `reply_to`, where the gateway lives.
+    Request {
+        reply_to: ProcessId,
+        request: Request,
+    },
+    /// 2. Router to gateway: a VR `Reply` or `NotPrimary`.
+    Reply { message: Message },
+    /// 3. Forwarder to gateway: one of its messages is stable.
+    Stable {
+        sender: ProcessId,
+        sequence: Sequence,
+        timestamp: Timestamp,
+    },
+    /// 4. Forwarder to storage process.
+    Deliver {
+        router: ReplicaIndex,
+        deliveries: Vec<Delivery>,
+    },
+    /// 5. Storage process to router.
+    Confirm {
+        process: ProcessId,
+        delivered: Timestamp,
+    },
+    /// 6. Storage process to gateway: its share's outcomes of a sequenced message, by the
+    ///    index of the sub-command in the payload.
+    Answer {
+        sender: ProcessId,
+        sequence: Sequence,
+        outcomes: Vec<(u32, kv::Outcome)>,
+    },
+    /// 7. Gateway to lead router: a snapshot read (§6.7).
+    SnapshotRead { read: SnapshotRead },
+    /// 8. Forwarder to storage process.
+    SnapshotDeliver { delivery: SnapshotDelivery },
+    /// 9. Forwarder or storage process to gateway.
+    SnapshotRefused {
+        sender: ProcessId,
+        read_id: u64,
+        refusal: ReadRefusal,
+    },
+    /// 10. Storage process to gateway.
+    SnapshotAnswer {
+        sender: ProcessId,
+        read_id: u64,
+        at: Timestamp,
+        outcomes: Vec<(u32, kv::Outcome)>,
+    },
+    /// 11. Gateway to storage process: a basic read, checked against the version only.
+    BasicRead {
+        sender: ProcessId,
+        read_id: u64,
+        planned_at: ConfigVersion,
+        payload: Vec<u8>,
+    },
+    /// 12. Storage process to gateway.
+    BasicAnswer {
+        sender: ProcessId,
+        read_id: u64,
+        outcomes: Vec<(u32, kv::Outcome)>,
+    },
+    /// 13. Storage process to gateway.
+    BasicRefused {
+        sender: ProcessId,
+        read_id: u64,
+        refusal: ReadRefusal,
+    },
+}
+
+struct Link {
+    frames: mpsc::Sender<Frame>,
+    /// Milliseconds since `Links::epoch` when the link last lost (or failed to make) its
+    /// connection; 0 while connected or never tried.
+    down_since_ms: Arc<AtomicU64>,
+}
+
+/// Outbound links by address, dialled on first use.
+#[derive(Clone)]
+pub struct Links {
+    links: Arc<Mutex<HashMap<SocketAddr, Link>>>,
+    epoch: Instant,
+}
+
+impl Default for Links {
+    fn default() -> Links {
+        Links::new()
+    }
+}
+
+impl Links {
+    pub fn new() -> Links {
+        Links {
+            links: Arc::new(Mutex::new(HashMap::new())),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Queues `frame` for `to`; drops it if the link's queue is full.
+    pub fn send(&self, to: SocketAddr, frame: Frame) {
+        let mut links = self.links.lock().expect("links lock");
+        let link = links.entry(to).or_insert_with(|| {
+            let (frames, receiver) = mpsc::channel(LINK_FRAMES_MAX);
+            let down_since_ms = Arc::new(AtomicU64::new(0));
+            tokio::spawn(dial(to, receiver, down_since_ms.clone(), self.epoch));
+            Link {
+                frames,
+                down_since_ms,
+            }
+        });
+        let _ = link.frames.try_send(frame);
+    }
+
+    /// How long the link to `to` has been without a connection (None: connected, or never
+    /// used).
+    pub fn down_for(&self, to: SocketAddr) -> Option<Duration> {
+        let links = self.links.lock().expect("links lock");
+        let since = links.get(&to)?.down_since_ms.load(Ordering::Relaxed);
+        (since != 0).then(|| {
+            let now = self.epoch.elapsed().as_millis() as u64;
+            Duration::from_millis(now.saturating_sub(since))
+        })
+    }
+}
+
+async fn dial(
+    address: SocketAddr,
+    mut frames: mpsc::Receiver<Frame>,
+    down_since_ms: Arc<AtomicU64>,
+    epoch: Instant,
+) {
+    let mark_down = || {
+        if down_since_ms.load(Ordering::Relaxed) == 0 {
+            let now = (epoch.elapsed().as_millis() as u64).max(1);
+            down_since_ms.store(now, Ordering::Relaxed);
+        }
+    };
+    let mut backoff = Duration::from_millis(10);
+    let mut buffer = Vec::with_capacity(64 * 1024);
+    loop {
+        let mut stream = match TcpStream::connect(address).await {
+            Ok(stream) => stream,
+            Err(_) => {
+                mark_down();
+                // Frames queued for an unreachable process are stale by the time it comes
+                // back; drop them rather than replaying them.
+                while frames.try_recv().is_ok() {}
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(200));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        down_since_ms.store(0, Ordering::Relaxed);
+        backoff = Duration::from_millis(10);
+        loop {
+            let Some(frame) = frames.recv().await else {
+                return;
+            };
+            buffer.clear();
+            wire::encode_into(&frame, &mut buffer);
+            while let Ok(frame) = frames.try_recv() {
+                wire::encode_into(&frame, &mut buffer);
+                if buffer.len() > 1 << 20 {
+                    break;
+                }
+            }
+            if stream.write_all(&buffer).await.is_err() {
+                mark_down();
+                break;
+            }
+        }
+    }
+}
+
+/// Accepts connections forever; every frame read goes to `inbound`.
+pub async fn accept(listener: TcpListener, inbound: mpsc::Sender<Frame>) {
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                log::warn(format_args!(
+                    "accepting an E-Cast connection failed: {error}"
+                ));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let inbound = inbound.clone();
+        tokio::spawn(async move {
+            if let Err(reason) = read_frames(stream, inbound).await {
+                log::warn(format_args!("E-Cast connection from {remote}: {reason}"));
+            }
+        });
+    }
+}
+
+async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Result<(), String> {
+    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let read = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|error| error.to_string())?;
+        if read == 0 {
+            return Ok(());
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        let mut consumed_total = 0;
+        loop {
+            match wire::decode::<Frame>(&buffer[consumed_total..], FRAME_BYTES_MAX) {
+                Ok((frame, consumed)) => {
+                    consumed_total += consumed;
+                    if inbound.send(frame).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                Err(wire::DecodeError::Incomplete { .. }) => break,
+                // Untrusted input: a corrupt frame closes the connection; the sender redials.
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+        buffer.drain(..consumed_total);
+    }
+}

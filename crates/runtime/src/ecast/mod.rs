@@ -1,0 +1,61 @@
+//! The partitioned cluster's processes (`sequenced` mode, Crescando/RB §5–6): routers, storage
+//! processes and the gateway inside each storage process, driving the pure `ecast` crate over
+//! TCP exactly as the simulator's `--ecast` world drives it in memory.
+//! `docs/internals/ecast-runtime.md` describes the processes, ports, message flow and failure
+//! handling; `docs/internals/ecast.md` the protocol.
+//!
+//! | module | what |
+//! |---|---|
+//! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
+//! | `link` | the `Frame` every E-Cast message travels in, and one-way TCP links |
+//! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
+//! | `storage` | a storage process: `Inbox` + `store::Store`, applying its share in order |
+//! | `gateway` | RESP on every storage process, an `ecast::Sender` submitting to the routers |
+//! | `payload` | a command split into single-key sub-commands, shares, and the merge back |
+
+pub mod config;
+pub mod gateway;
+pub mod link;
+pub mod payload;
+pub mod router;
+pub mod storage;
+
+use placement::ProcessId;
+
+/// Storage process ids stay below this.
+pub const STORAGE_ID_LIMIT: u64 = 1 << 30;
+/// Set in every gateway's (and failure detector's) sender id, so that sender ids never collide
+/// with storage process ids.
+const GATEWAY_FLAG: u64 = 1 << 62;
+
+/// A sender id for a gateway living in storage process `storage` (0: a router's failure
+/// detector). `incarnation` differs on every start: a restarted gateway must not reuse its
+/// predecessor's sequence numbers, which the routers remember.
+pub fn gateway_sender(storage: ProcessId, incarnation: u64) -> ProcessId {
+    assert!(storage.0 < STORAGE_ID_LIMIT);
+    ProcessId(GATEWAY_FLAG | (storage.0 << 32) | (incarnation & 0xffff_ffff))
+}
+
+/// The storage process a gateway sender lives in (None for a failure detector or a foreign
+/// id).
+pub fn storage_of_sender(sender: ProcessId) -> Option<ProcessId> {
+    if sender.0 & GATEWAY_FLAG == 0 {
+        return None;
+    }
+    let storage = (sender.0 & !GATEWAY_FLAG) >> 32;
+    (storage != 0).then_some(ProcessId(storage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gateway_sender_names_its_storage_process_and_never_a_storage_id() {
+        let sender = gateway_sender(ProcessId(5), u64::MAX);
+        assert_eq!(storage_of_sender(sender), Some(ProcessId(5)));
+        assert!(sender.0 >= STORAGE_ID_LIMIT);
+        assert_eq!(storage_of_sender(gateway_sender(ProcessId(0), 7)), None);
+        assert_eq!(storage_of_sender(ProcessId(5)), None);
+    }
+}

@@ -1,0 +1,454 @@
+//! A router process: one `vr::Replica<ecast::RouterState>` (diskless: the router log is
+//! durable on a majority), and, while it is the primary of a normal view, the `ecast::Forwarder`
+//! beside it and a failure detector for storage processes. One task owns all three; frames and
+//! ticks reach it on one channel. It does what the simulator's world does for a router
+//! (`crates/sim/src/ecast/world.rs`): step, route effects to TCP links, follow primaryship.
+
+use super::config::ClusterConfig;
+use super::link::{self, Frame, Links};
+use super::storage_of_sender;
+use crate::log;
+use crate::node::random_u64;
+use ecast::{
+    Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, OperationResult, RouterSettings,
+    RouterState, Sender, SenderSettings,
+};
+use placement::ecast::Message as Routing;
+use placement::{ConfigChange, ConfigMessage, MembershipChange, ProcessId};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use vr::{
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Request, RequestKind,
+    RequestNumber, StatusName, View,
+};
+
+/// The failure detector looks this often (in ticks).
+const DETECT_EVERY_TICKS: u64 = 20;
+/// Clients whose reply address is remembered at most.
+const CLIENTS_MAX: usize = 1 << 16;
+
+enum Event {
+    Tick,
+    Frame(Frame),
+}
+
+/// Starts the router process `index` of `config`; returns once it listens.
+pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
+    let own = config
+        .routers
+        .get(index as usize)
+        .ok_or_else(|| format!("there is no router {index}"))?
+        .address;
+    log::init(format!("router{index}"));
+    let directory = config.data_dir.join(format!("router-{index}"));
+    std::fs::create_dir_all(&directory)
+        .map_err(|error| format!("{}: {error}", directory.display()))?;
+    let listener = TcpListener::bind(own)
+        .await
+        .map_err(|error| format!("cannot listen on {own}: {error}"))?;
+    // Diskless: a restarted router has forgotten everything and recovers from its peers
+    // (VRR §4.3), as a `memory` node does.
+    let marker = directory.join("router-started");
+    let restarted = marker.exists();
+    std::fs::write(
+        &marker,
+        b"this router has run before; it recovers on restart\n",
+    )
+    .map_err(|error| format!("{}: {error}", marker.display()))?;
+    let protocol = config.router_protocol();
+    let state = RouterState::new(config.initial_configuration(), RouterSettings::default());
+    let replica = if restarted {
+        Replica::recovering(protocol, ReplicaIndex(index), state, Nonce(random_u64()))
+    } else {
+        Replica::new(protocol, ReplicaIndex(index), state)
+    };
+    log::info(format_args!(
+        "router {index} of {} starting ({}) on {own}",
+        config.routers.len(),
+        if restarted { "recovering" } else { "fresh" }
+    ));
+    let (events, receiver) = mpsc::channel::<Event>(65_536);
+    let (frames, mut frame_receiver) = mpsc::channel::<Frame>(65_536);
+    tokio::spawn(link::accept(listener, frames));
+    let forward = events.clone();
+    tokio::spawn(async move {
+        while let Some(frame) = frame_receiver.recv().await {
+            if forward.send(Event::Frame(frame)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let tick_ms = config.tick_ms;
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            interval.tick().await;
+            if events.send(Event::Tick).await.is_err() {
+                return;
+            }
+        }
+    });
+    let router = RouterLoop {
+        index: ReplicaIndex(index),
+        config,
+        replica,
+        links: Links::new(),
+        clients: HashMap::new(),
+        lead: None,
+        ticks: 0,
+        observed: (u64::MAX, StatusName::Normal, false),
+    };
+    tokio::spawn(router.run(receiver));
+    Ok(())
+}
+
+/// What runs beside the replica while it is the primary of `view`.
+struct Lead {
+    view: View,
+    forwarder: Forwarder,
+    detector: Detector,
+}
+
+/// Suspects storage processes this router cannot reach (the simulator's failure detector, with
+/// the link's connection state as the evidence). It submits Suspect configuration messages as
+/// an E-Cast sender of its own, into its own replica.
+struct Detector {
+    client: ClientId,
+    sender: Sender,
+    request_next: RequestNumber,
+    submitted: BTreeSet<ProcessId>,
+}
+
+struct RouterLoop {
+    index: ReplicaIndex,
+    config: ClusterConfig,
+    replica: Replica<RouterState>,
+    links: Links,
+    /// Gateway clients: the storage process each one's replies go to.
+    clients: HashMap<ClientId, ProcessId>,
+    lead: Option<Lead>,
+    ticks: u64,
+    observed: (u64, StatusName, bool),
+}
+
+impl RouterLoop {
+    async fn run(mut self, mut events: mpsc::Receiver<Event>) {
+        while let Some(event) = events.recv().await {
+            match event {
+                Event::Tick => self.on_tick(),
+                Event::Frame(frame) => self.on_frame(frame),
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.ticks += 1;
+        self.step(Input::Tick);
+        if let Some(lead) = &mut self.lead {
+            lead.detector.sender.tick();
+        }
+        self.forwarder_input(ForwarderInput::Tick);
+        if self.ticks.is_multiple_of(DETECT_EVERY_TICKS) {
+            self.detect();
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame) {
+        match frame {
+            Frame::Vr { from, message } => {
+                if from == self.index || from.0 as usize >= self.config.routers.len() {
+                    log::warn(format_args!(
+                        "dropped a VR frame from unknown router {from}"
+                    ));
+                    return;
+                }
+                self.step(Input::Message(message));
+            }
+            Frame::Request { reply_to, request } => {
+                if self.clients.len() >= CLIENTS_MAX {
+                    self.clients.clear();
+                }
+                self.clients.insert(request.client, reply_to);
+                self.step(Input::Message(Message::Request(request)));
+            }
+            Frame::Confirm { process, delivered } => {
+                self.forwarder_input(ForwarderInput::Confirmed { process, delivered })
+            }
+            Frame::SnapshotRead { read } => {
+                self.forwarder_input(ForwarderInput::SnapshotRead(read))
+            }
+            _ => log::warn(format_args!(
+                "a router dropped a frame meant for another role"
+            )),
+        }
+    }
+
+    /// Steps the replica with `input` and then with every request the forwarder or the
+    /// failure detector submits in consequence.
+    fn step(&mut self, input: Input) {
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            let mut effects = Vec::new();
+            self.replica.step(input, &mut effects);
+            let mut forwarder_effects = Vec::new();
+            for effect in effects {
+                match effect {
+                    Effect::Send { to, message } => self.send_router(to, message),
+                    Effect::Reply { client, message } => {
+                        self.on_reply(client, message, &mut forwarder_effects, &mut queue)
+                    }
+                    Effect::Persist { .. } => unreachable!("routers are diskless"),
+                }
+            }
+            self.follow_primaryship(&mut forwarder_effects);
+            for request in self.execute_forwarder_effects(forwarder_effects) {
+                queue.push_back(Input::Message(Message::Request(request)));
+            }
+        }
+        self.log_changes();
+    }
+
+    fn on_reply(
+        &mut self,
+        client: ClientId,
+        message: Message,
+        forwarder_effects: &mut Vec<ForwarderEffect>,
+        queue: &mut VecDeque<Input>,
+    ) {
+        if let Some(lead) = &mut self.lead {
+            let state = self.replica.state_machine();
+            if lead.forwarder.client() == client {
+                if let Message::Reply(reply) = message {
+                    lead.forwarder.step(
+                        ForwarderInput::Reply {
+                            request: reply.request,
+                            result: reply.result,
+                        },
+                        state,
+                        forwarder_effects,
+                    );
+                }
+                return;
+            }
+            if lead.detector.client == client {
+                if let Message::Reply(reply) = message {
+                    let result = OperationResult::decode(&reply.result);
+                    let mut events = Vec::new();
+                    lead.detector.sender.on_result(&result, &mut events);
+                    for event in events {
+                        log::info(format_args!("failure detector: {event:?}"));
+                    }
+                    if let Some(request) = lead.detector.next_request() {
+                        queue.push_back(Input::Message(Message::Request(request)));
+                    }
+                }
+                return;
+            }
+        }
+        if let Some(process) = self.clients.get(&client).copied() {
+            self.send_storage(process, Frame::Reply { message });
+        }
+    }
+
+    /// The forwarder and the detector follow the replica: created when it becomes primary of a
+    /// normal view (with fresh client ids), dropped when it stops being one; synced after
+    /// every step.
+    fn follow_primaryship(&mut self, forwarder_effects: &mut Vec<ForwarderEffect>) {
+        let replica = &self.replica;
+        let primary = replica.status() == StatusName::Normal && replica.is_primary();
+        if !primary {
+            if self.lead.take().is_some() {
+                log::info(format_args!("stopped forwarding"));
+            }
+            return;
+        }
+        let view = replica.view();
+        let state = replica.state_machine();
+        if self.lead.as_ref().is_none_or(|lead| lead.view != view) {
+            let settings = ForwarderSettings {
+                resend_ticks: 40,
+                deliveries_per_message_max: 64,
+            };
+            let detector_id = super::gateway_sender(ProcessId(0), random_u64());
+            self.lead = Some(Lead {
+                view,
+                forwarder: Forwarder::new(ClientId(random_u64()), settings, state),
+                detector: Detector {
+                    client: ClientId(random_u64()),
+                    sender: Sender::new(detector_id, SenderSettings::default()),
+                    request_next: RequestNumber(1),
+                    submitted: BTreeSet::new(),
+                },
+            });
+            log::info(format_args!(
+                "forwarding in view {} from timestamp {}",
+                view.0,
+                state.timestamp_last()
+            ));
+        }
+        let lead = self.lead.as_mut().expect("set above");
+        lead.forwarder
+            .step(ForwarderInput::Sync, state, forwarder_effects);
+    }
+
+    fn forwarder_input(&mut self, input: ForwarderInput) {
+        let Some(lead) = &mut self.lead else {
+            return; // Not the primary: the gateway or storage process tries again.
+        };
+        let mut effects = Vec::new();
+        lead.forwarder
+            .step(input, self.replica.state_machine(), &mut effects);
+        for request in self.execute_forwarder_effects(effects) {
+            self.step(Input::Message(Message::Request(request)));
+        }
+    }
+
+    /// Sends the forwarder's messages; returns its requests for this replica.
+    fn execute_forwarder_effects(&mut self, effects: Vec<ForwarderEffect>) -> Vec<Request> {
+        let mut requests = Vec::new();
+        for effect in effects {
+            match effect {
+                ForwarderEffect::Deliver { to, deliveries } => {
+                    let router = self.index;
+                    self.send_storage(to, Frame::Deliver { router, deliveries });
+                }
+                ForwarderEffect::Stable {
+                    to,
+                    sequence,
+                    timestamp,
+                } => {
+                    if let Some(process) = storage_of_sender(to) {
+                        let frame = Frame::Stable {
+                            sender: to,
+                            sequence,
+                            timestamp,
+                        };
+                        self.send_storage(process, frame);
+                    }
+                }
+                ForwarderEffect::Submit(request) => requests.push(request),
+                ForwarderEffect::DeliverSnapshot { to, delivery } => {
+                    self.send_storage(to, Frame::SnapshotDeliver { delivery })
+                }
+                ForwarderEffect::SnapshotStamped { .. } => {}
+                ForwarderEffect::SnapshotRefused {
+                    to,
+                    read_id,
+                    refusal,
+                } => {
+                    if let Some(process) = storage_of_sender(to) {
+                        let frame = Frame::SnapshotRefused {
+                            sender: to,
+                            read_id,
+                            refusal,
+                        };
+                        self.send_storage(process, frame);
+                    }
+                }
+            }
+        }
+        requests
+    }
+
+    /// The lead router suspects every live storage process its link has not reached for
+    /// `suspect_after_ms` (Crescando/RB §5.3: a suspected process stops being a destination,
+    /// so messages routed to it can become stable).
+    fn detect(&mut self) {
+        let Some(lead) = &mut self.lead else {
+            return;
+        };
+        let configuration = self.replica.state_machine().configuration();
+        let threshold = Duration::from_millis(self.config.suspect_after_ms);
+        for storage in &self.config.storage {
+            let process = ProcessId(storage.id);
+            let down = self
+                .links
+                .down_for(storage.address)
+                .is_some_and(|down| down >= threshold);
+            if down && configuration.is_live(process) && !lead.detector.submitted.contains(&process)
+            {
+                let message = ConfigMessage {
+                    based_on: configuration.version(),
+                    change: ConfigChange::Membership(MembershipChange::Suspect { process }),
+                };
+                let id = lead.detector.sender.id();
+                let routing = Routing::Config {
+                    sender: id,
+                    message,
+                };
+                if lead
+                    .detector
+                    .sender
+                    .submit(configuration.version(), routing, Vec::new())
+                    .is_ok()
+                {
+                    log::warn(format_args!(
+                        "storage process {} unreachable for {threshold:?}: suspecting it",
+                        process.0
+                    ));
+                    lead.detector.submitted.insert(process);
+                }
+            }
+        }
+        if let Some(request) = lead.detector.next_request() {
+            self.step(Input::Message(Message::Request(request)));
+        }
+    }
+
+    fn send_router(&self, to: ReplicaIndex, message: Message) {
+        if let Some(router) = self.config.routers.get(to.0 as usize) {
+            let from = self.index;
+            self.links.send(router.address, Frame::Vr { from, message });
+        }
+    }
+
+    fn send_storage(&self, process: ProcessId, frame: Frame) {
+        if let Some(address) = self.storage_address(process) {
+            self.links.send(address, frame);
+        }
+    }
+
+    fn storage_address(&self, process: ProcessId) -> Option<SocketAddr> {
+        self.config.storage(process).map(|storage| storage.address)
+    }
+
+    fn log_changes(&mut self) {
+        let now = (
+            self.replica.view().0,
+            self.replica.status(),
+            self.replica.is_primary(),
+        );
+        if now != self.observed {
+            self.observed = now;
+            let state = self.replica.state_machine();
+            log::info(format_args!(
+                "view {} {:?}{}: timestamp {}, configuration {}, {} unstable",
+                now.0,
+                now.1,
+                if now.2 { " (primary)" } else { "" },
+                state.timestamp_last(),
+                state.configuration().version().0,
+                state.unstable().len()
+            ));
+        }
+    }
+}
+
+impl Detector {
+    /// The next Submit for the detector's window, as a request to this replica.
+    fn next_request(&mut self) -> Option<Request> {
+        let operation = self.sender.batch()?;
+        let request = Request {
+            client: self.client,
+            request: self.request_next,
+            kind: RequestKind::Write,
+            operation: operation.encode(),
+        };
+        self.request_next = RequestNumber(self.request_next.0 + 1);
+        Some(request)
+    }
+}

@@ -1,0 +1,219 @@
+//! `tessera dev --protocol sequenced`: a local partitioned cluster of separate processes on
+//! 127.0.0.1 — an E-Cast router group and storage processes on a ring — ready for redis-cli on
+//! any storage process.
+
+use crate::dev::{install_ctrl_c, stop, DevArguments};
+use crate::info;
+use anyhow::{bail, Context};
+use runtime::ecast::config::ClusterConfig;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Storage processes when `--nodes` is not given.
+const NODES_DEFAULT: u64 = 6;
+
+pub fn run(arguments: &DevArguments) -> anyhow::Result<()> {
+    let nodes = arguments.nodes.unwrap_or(NODES_DEFAULT);
+    if !(1..=100).contains(&nodes) {
+        bail!("--nodes must be between 1 and 100");
+    }
+    if !(1..=9).contains(&arguments.routers) {
+        bail!("--routers must be between 1 and 9");
+    }
+    let data_dir = arguments
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("tessera-dev"));
+    if data_dir.exists() {
+        // Nothing is kept on disk: every run starts empty.
+        std::fs::remove_dir_all(&data_dir)
+            .with_context(|| format!("cannot clear {}", data_dir.display()))?;
+    }
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let router_port = arguments
+        .port
+        .checked_add(200)
+        .context("port out of range")?;
+    let config = ClusterConfig::loopback(
+        std::process::id() as u64 ^ 0xeca5_7000,
+        arguments.routers,
+        nodes,
+        arguments.replication,
+        arguments.port,
+        router_port,
+        data_dir.clone(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let cluster_file = data_dir.join("cluster.toml");
+    std::fs::write(&cluster_file, config.render())?;
+    let mut processes = Vec::new();
+    for index in 0..arguments.routers {
+        let name = format!("router-{index}");
+        processes.push((
+            name.clone(),
+            spawn(
+                &cluster_file,
+                &data_dir,
+                &name,
+                "--router",
+                &index.to_string(),
+            )?,
+        ));
+    }
+    for storage in &config.storage {
+        let name = format!("storage-{}", storage.id);
+        processes.push((
+            name.clone(),
+            spawn(
+                &cluster_file,
+                &data_dir,
+                &name,
+                "--storage",
+                &storage.id.to_string(),
+            )?,
+        ));
+    }
+    let outcome = wait_and_report(arguments, &config, &mut processes);
+    let mut children: Vec<Child> = processes.into_iter().map(|(_, child)| child).collect();
+    stop(&mut children);
+    outcome
+}
+
+fn spawn(
+    cluster_file: &Path,
+    data_dir: &Path,
+    name: &str,
+    role: &str,
+    index: &str,
+) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(data_dir.join(format!("{name}.log")))?;
+    let executable = std::env::current_exe().context("cannot find the tessera executable")?;
+    Command::new(executable)
+        .arg("ecast-node")
+        .arg("--cluster")
+        .arg(cluster_file)
+        .arg(role)
+        .arg(index)
+        .arg("--exit-with-parent")
+        .stdin(Stdio::piped())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))
+}
+
+fn clients(config: &ClusterConfig) -> Vec<String> {
+    config
+        .storage
+        .iter()
+        .map(|storage| storage.client.to_string())
+        .collect()
+}
+
+/// Ready when every storage process's gateway has had an answer from the router group.
+fn ready(config: &ClusterConfig) -> bool {
+    clients(config).iter().all(|client| {
+        info::info(client).is_ok_and(|fields| {
+            fields
+                .get("tessera_ecast_router_answers")
+                .is_some_and(|answers| answers != "0")
+        })
+    })
+}
+
+fn wait_and_report(
+    arguments: &DevArguments,
+    config: &ClusterConfig,
+    processes: &mut [(String, Child)],
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while !ready(config) {
+        check_alive(processes, &config.data_dir)?;
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!(
+                "the cluster was not ready within 30 s; see the logs in {}",
+                config.data_dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "Tessera dev cluster ready in {:.1}s: {} storage processes (sequenced, {} replicas per partition), {} routers.",
+        started.elapsed().as_secs_f64(),
+        config.storage.len(),
+        config.replication,
+        config.routers.len()
+    );
+    for storage in &config.storage {
+        println!(
+            "  storage {}: redis-cli -p {}",
+            storage.id,
+            storage.client.port()
+        );
+    }
+    let routers: Vec<String> = config
+        .routers
+        .iter()
+        .map(|router| router.address.to_string())
+        .collect();
+    println!("  routers: {}", routers.join(", "));
+    println!(
+        "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
+        config.data_dir.display()
+    );
+    println!("Ctrl-C stops the cluster.");
+    if arguments.no_wait {
+        return Ok(());
+    }
+    let stop_requested = install_ctrl_c()?;
+    while !stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
+        check_alive(processes, &config.data_dir)?;
+        print!("\r{}\x1b[K", status_line(config));
+        std::io::stdout().flush()?;
+        for _ in 0..10 {
+            if stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    println!("\nstopping");
+    Ok(())
+}
+
+/// One line: per storage process, the last timestamp it delivered and its configuration
+/// version.
+fn status_line(config: &ClusterConfig) -> String {
+    let mut parts = Vec::new();
+    for (storage, client) in config.storage.iter().zip(clients(config)) {
+        match info::info(&client) {
+            Ok(fields) => {
+                let field =
+                    |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());
+                parts.push(format!(
+                    "s{} t{} v{}",
+                    storage.id,
+                    field("tessera_ecast_delivered"),
+                    field("tessera_ecast_version")
+                ));
+            }
+            Err(_) => parts.push(format!("s{} down", storage.id)),
+        }
+    }
+    parts.join(" | ")
+}
+
+fn check_alive(processes: &mut [(String, Child)], data_dir: &Path) -> anyhow::Result<()> {
+    for (name, child) in processes.iter_mut() {
+        if let Some(status) = child.try_wait()? {
+            bail!(
+                "{name} exited ({status}); see {}",
+                data_dir.join(format!("{name}.log")).display()
+            );
+        }
+    }
+    Ok(())
+}

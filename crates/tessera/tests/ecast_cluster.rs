@@ -1,0 +1,696 @@
+//! Real processes of a partitioned (`sequenced`) cluster: 3 E-Cast routers and 6 storage
+//! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9899 only).
+//! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through another
+//! storage process, with sequential and snapshot reads (basic reads may see part of one, as
+//! §6.7 allows); (b) pausing the lead router (SIGSTOP, then SIGCONT), SIGKILL of the next lead
+//! router, then of a storage process, then (after the killed router recovered) of the lead
+//! router again, under concurrent clients, loses no acknowledged write, the history checked
+//! for linearisability with `lincheck`.
+
+mod support;
+
+use resp::Value;
+use runtime::ecast::config::ClusterConfig;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stdx::Prng;
+use support::{arguments, History, RespClient};
+
+const ROUTERS: u8 = 3;
+const STORAGE: u64 = 6;
+const REPLICATION: u8 = 3;
+
+struct EcastCluster {
+    directory: PathBuf,
+    config: ClusterConfig,
+    client_ports: Vec<u16>,
+    routers: Vec<Option<Child>>,
+    /// Each router's current log file.
+    router_logs: Vec<String>,
+    storage: Vec<Option<Child>>,
+}
+
+impl EcastCluster {
+    /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
+    /// listens on `port + 200 + i`.
+    fn start(name: &str, port: u16) -> EcastCluster {
+        let directory =
+            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        let config = ClusterConfig::loopback(
+            u64::from(port),
+            ROUTERS,
+            STORAGE,
+            REPLICATION,
+            port,
+            port + 200,
+            directory.clone(),
+        )
+        .unwrap();
+        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
+        let mut cluster = EcastCluster {
+            client_ports: config
+                .storage
+                .iter()
+                .map(|storage| storage.client.port())
+                .collect(),
+            directory,
+            config,
+            routers: Vec::new(),
+            router_logs: Vec::new(),
+            storage: Vec::new(),
+        };
+        for index in 0..ROUTERS {
+            let name = format!("router-{index}");
+            let child = cluster.spawn(&name, "--router", index.into());
+            cluster.routers.push(Some(child));
+            cluster.router_logs.push(format!("{name}.log"));
+        }
+        for id in 1..=STORAGE {
+            let child = cluster.spawn(&format!("storage-{id}"), "--storage", id);
+            cluster.storage.push(Some(child));
+        }
+        cluster
+    }
+
+    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
+        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("ecast-node")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg(role)
+            .arg(index.to_string())
+            .arg("--exit-with-parent")
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Ready when every storage process's gateway has had an answer from the routers.
+    fn wait_until_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let ready = self.client_ports.iter().all(|port| {
+                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
+            });
+            if ready {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    fn restart_router(&mut self, index: usize) {
+        assert!(self.routers[index].is_none(), "router {index} is running");
+        let name = format!("router-{index}-restarted");
+        self.routers[index] = Some(self.spawn(&name, "--router", index as u64));
+        self.router_logs[index] = format!("{name}.log");
+    }
+
+    /// The running router whose log last says it is the primary of a normal view, in the
+    /// highest such view (a deposed primary's log lags until it hears of the new view).
+    fn lead_router(&self) -> Option<usize> {
+        let mut lead: Option<(u64, usize)> = None;
+        for (index, child) in self.routers.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let log = std::fs::read_to_string(self.directory.join(&self.router_logs[index]))
+                .unwrap_or_default();
+            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
+                continue;
+            };
+            if !line.contains("Normal (primary)") {
+                continue;
+            }
+            let view = line
+                .split("info: view ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|view| view.parse::<u64>().ok());
+            if let Some(view) = view {
+                if lead.is_none_or(|(known, _)| view > known) {
+                    lead = Some((view, index));
+                }
+            }
+        }
+        lead.map(|(_, index)| index)
+    }
+
+    /// Waits until a router other than `not` leads.
+    fn wait_for_lead(&self, not: Option<usize>) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(lead) = self.lead_router().filter(|lead| Some(*lead) != not) {
+                return lead;
+            }
+            assert!(Instant::now() < deadline, "no router leads after 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal_router(&self, index: usize, signal: &str) {
+        if let Some(child) = &self.routers[index] {
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -{signal} failed");
+        }
+    }
+
+    fn kill_router(&mut self, index: usize) {
+        if let Some(mut child) = self.routers[index].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+
+    fn kill_storage(&mut self, index: usize) {
+        if let Some(mut child) = self.storage[index].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for EcastCluster {
+    fn drop(&mut self) {
+        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
+            if let Some(mut child) = child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.directory);
+        }
+        let _ = &self.config;
+    }
+}
+
+fn info(port: u16) -> Option<String> {
+    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
+    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
+        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Verbatim(text) => Some(text),
+        _ => None,
+    }
+}
+
+fn redis_cli(port: u16, words: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(words)
+        .output()
+        .expect("redis-cli is installed (scripts/test installs it)");
+    assert!(output.status.success(), "redis-cli failed: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// How many storage processes hold at least one key.
+fn processes_with_keys(cluster: &EcastCluster) -> usize {
+    cluster
+        .client_ports
+        .iter()
+        .filter(|port| info(**port).is_some_and(|text| !text.contains("tessera_keys:0")))
+        .count()
+}
+
+#[test]
+fn multi_partition_mset_is_seen_all_or_nothing_by_mget_on_another_node() {
+    let cluster = EcastCluster::start("ecast-atomic", 9600);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let keys: Vec<String> = (0..8).map(|key| format!("account{key}")).collect();
+    let key_words: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mset = |port: u16, value: &str| {
+        let mut words = vec!["MSET"];
+        for key in &key_words {
+            words.push(key);
+            words.push(value);
+        }
+        assert_eq!(redis_cli(port, &words).trim(), "OK");
+    };
+    mset(cluster.client_ports[0], "v0");
+    assert!(
+        processes_with_keys(&cluster) >= 4,
+        "8 keys at 3 replicas each should span several partitions"
+    );
+    // A writer rewrites every key at once through one storage process while readers on
+    // others read them all: every sequential or snapshot read sees one MSET entirely.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, port) = (stop.clone(), cluster.client_ports[1]);
+        let key_words: Vec<String> = keys.clone();
+        std::thread::spawn(move || {
+            let mut round = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let value = format!("v{round}");
+                let mut words = vec!["MSET".to_string()];
+                for key in &key_words {
+                    words.push(key.clone());
+                    words.push(value.clone());
+                }
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                assert_eq!(redis_cli(port, &words).trim(), "OK");
+                round += 1;
+            }
+            round
+        })
+    };
+    let mut reads = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        for (mode, port) in [("sequential", 2), ("snapshot", 3), ("basic", 4)] {
+            let port = cluster.client_ports[port];
+            let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+            let set = client.call(&arguments(&["READMODE", mode])).unwrap();
+            assert_eq!(set, Value::Simple("OK".into()));
+            let mut words = vec!["MGET"];
+            words.extend(&key_words);
+            let values = match client.call(&arguments(&words)).unwrap() {
+                Value::Array(values) => values,
+                other => panic!("MGET answered {other:?}"),
+            };
+            assert_eq!(values.len(), keys.len());
+            let first = &values[0];
+            if mode == "basic" {
+                // §6.7: a multi-key basic read is checked only against the configuration
+                // version; it may see part of a concurrent write. Every value is some MSET's.
+                assert!(
+                    values.iter().all(
+                        |value| matches!(value, Value::Bulk(bytes) if bytes.starts_with(b"v"))
+                    ),
+                    "{values:?}"
+                );
+            } else {
+                assert!(
+                    values.iter().all(|value| value == first),
+                    "{mode} MGET saw part of an MSET: {values:?}"
+                );
+            }
+            reads += 1;
+        }
+        // And through redis-cli itself, on yet another storage process.
+        let mut words = vec!["MGET"];
+        words.extend(&key_words);
+        let text = redis_cli(cluster.client_ports[5], &words);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), keys.len(), "{text}");
+        assert!(lines.iter().all(|line| *line == lines[0]), "{text}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    assert!(rounds > 3, "only {rounds} MSETs completed in 6 s");
+    assert!(reads > 6);
+    // The last MSET is visible everywhere, including a DEL across partitions after it.
+    let last = format!("v{}", rounds - 1);
+    let text = redis_cli(cluster.client_ports[2], &["MGET", "account0", "account7"]);
+    assert_eq!(text, format!("{last}\n{last}\n"));
+    let deleted = redis_cli(
+        cluster.client_ports[3],
+        &["DEL", "account0", "account5", "none"],
+    );
+    assert_eq!(deleted.trim(), "2");
+    let text = redis_cli(cluster.client_ports[4], &["MGET", "account0", "account5"]);
+    assert_eq!(text, "\n\n");
+}
+
+// ----- (b) Killing the lead router, then a storage process, under concurrent clients. -----
+
+const CLIENTS: u64 = 4;
+const GROUPS: usize = 3;
+const GROUP_SIZE: usize = 2;
+const COUNTERS: usize = 2;
+
+struct Shared {
+    history: History,
+    started: Instant,
+    stop: AtomicBool,
+    last_success_call_us: AtomicU64,
+    completed: AtomicU64,
+    /// Reads the snapshot client completed.
+    snapshot_reads: AtomicU64,
+    ports: Vec<u16>,
+}
+
+impl Shared {
+    fn now_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+}
+
+fn register(group: usize, member: usize) -> String {
+    format!("g{group}.{member}")
+}
+
+/// The chaos tests' mix (`chaos.rs`); a group's members sit in different partitions, so
+/// MSET and MGET over a group are multi-partition messages.
+fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
+    let unique = format!("{client}-{sequence}");
+    let group = prng.below(GROUPS as u64) as usize;
+    let member = prng.below(GROUP_SIZE as u64) as usize;
+    let key = register(group, member);
+    let counter = format!("c{}", prng.below(COUNTERS as u64));
+    match prng.below(100) {
+        0..=24 => arguments(&["SET", &key, &unique]),
+        25..=44 => arguments(&["GET", &key]),
+        45..=54 => arguments(&["INCR", &counter]),
+        55..=59 => arguments(&["GET", &counter]),
+        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
+        67..=80 => arguments(&[
+            "MSET",
+            &register(group, 0),
+            &format!("{unique}a"),
+            &register(group, 1),
+            &format!("{unique}b"),
+        ]),
+        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
+        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
+    }
+}
+
+fn is_read(command: &[Vec<u8>]) -> bool {
+    matches!(command[0].as_slice(), b"GET" | b"MGET")
+}
+
+/// One client: sequential commands, moving to another storage process after a connection
+/// error. A write without a reply (or with TRYAGAIN) is pending: it may or may not have
+/// happened.
+fn client_loop(shared: Arc<Shared>, client: u64) {
+    let mut prng = Prng::new(0xeca5 + client);
+    let mut sequence = 0;
+    let mut target = client as usize % shared.ports.len();
+    let mut connection: Option<RespClient> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if connection.is_none() {
+            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
+                Ok(mut connected) => {
+                    // The last client reads at snapshot isolation: timestamped by the lead
+                    // router with `not_before`, so linearisable too.
+                    if client == CLIENTS - 1 {
+                        let mode = connected.call(&arguments(&["READMODE", "snapshot"]));
+                        if !matches!(mode, Ok(Value::Simple(_))) {
+                            continue;
+                        }
+                    }
+                    connection = Some(connected);
+                }
+                Err(_) => {
+                    target = (target + 1) % shared.ports.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
+        }
+        sequence += 1;
+        let command = next_command(&mut prng, client, sequence);
+        let call = shared.now_us();
+        let reply = connection.as_mut().expect("connected above").call(&command);
+        let returned = shared.now_us();
+        match reply {
+            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+            }
+            Ok(value) => {
+                if client == CLIENTS - 1 && is_read(&command) {
+                    shared.snapshot_reads.fetch_add(1, Ordering::Relaxed);
+                }
+                shared
+                    .history
+                    .record(client, call, Some(returned), command, Some(value));
+                shared
+                    .last_success_call_us
+                    .fetch_max(call, Ordering::Relaxed);
+                shared.completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+                connection = None;
+                target = (target + 1) % shared.ports.len();
+            }
+        }
+    }
+}
+
+/// Waits until an operation invoked after `since_us` succeeded; returns how long it took.
+fn wait_for_progress(shared: &Shared, since_us: u64, what: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > since_us;
+    while !resumed() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(resumed(), "no operation succeeded within 15 s after {what}");
+    (shared.now_us() - since_us) / 1000
+}
+
+#[test]
+fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() {
+    let mut cluster = EcastCluster::start("ecast-chaos", 9620);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let shared = Arc::new(Shared {
+        history: History::default(),
+        started: Instant::now(),
+        stop: AtomicBool::new(false),
+        last_success_call_us: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        snapshot_reads: AtomicU64::new(0),
+        ports: cluster.client_ports.clone(),
+    });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let shared = shared.clone();
+            std::thread::spawn(move || client_loop(shared, client))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    // The lead router is paused (SIGSTOP) until the others elect a new primary, then
+    // continued: deposed, its forwarder can only resend committed messages, and its snapshot
+    // reads are refused by `not_before`.
+    let paused = cluster.wait_for_lead(None);
+    cluster.signal_router(paused, "STOP");
+    // Measured from when the signal surely arrived (`kill` has exited).
+    let paused_at = shared.now_us();
+    let pause_recovery_ms = wait_for_progress(&shared, paused_at, "pausing the lead router");
+    let lead = cluster.wait_for_lead(Some(paused));
+    cluster.signal_router(paused, "CONT");
+    std::thread::sleep(Duration::from_millis(500));
+    // The new lead router is killed (SIGKILL).
+    let killed_router = cluster.wait_for_lead(None);
+    assert_eq!(killed_router, lead, "the lead moved without a fault");
+    let killed_at = shared.now_us();
+    cluster.kill_router(killed_router);
+    let router_recovery_ms = wait_for_progress(&shared, killed_at, "killing the lead router");
+    std::thread::sleep(Duration::from_millis(1_000));
+    let killed_at = shared.now_us();
+    cluster.kill_storage(2);
+    let storage_recovery_ms = wait_for_progress(&shared, killed_at, "killing a storage process");
+    // The lead router suspects the dead process (configuration version 0 -> 1); messages
+    // planned against version 0 are refused and re-planned by their gateways.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let suspected = || {
+        info(cluster.client_ports[0]).is_some_and(|text| text.contains("tessera_ecast_version:1"))
+    };
+    while !suspected() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        suspected(),
+        "the killed storage process was not suspected within 10 s"
+    );
+    std::thread::sleep(Duration::from_millis(1_000));
+    let after_suspect = shared.now_us();
+    wait_for_progress(&shared, after_suspect, "the suspicion");
+    // The killed router comes back (diskless: it recovers its state from the others), then
+    // the lead router is killed again: the recovered router makes the majority.
+    cluster.restart_router(killed_router);
+    std::thread::sleep(Duration::from_millis(1_000));
+    let second = cluster.wait_for_lead(Some(killed_router));
+    let killed_at = shared.now_us();
+    cluster.kill_router(second);
+    let second_router_recovery_ms = wait_for_progress(
+        &shared,
+        killed_at,
+        "killing the lead router after the first one recovered",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    shared.stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    // Final reads through a live storage process: a lost write shows up here.
+    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    let mut keys: Vec<String> = (0..GROUPS)
+        .flat_map(|group| (0..GROUP_SIZE).map(move |member| register(group, member)))
+        .collect();
+    keys.extend((0..COUNTERS).map(|counter| format!("c{counter}")));
+    for key in keys {
+        let command = arguments(&["GET", &key]);
+        let call = shared.now_us();
+        let value = client.call(&command).expect("final read");
+        assert!(
+            !matches!(value, Value::Error(_)),
+            "final read of {key} failed: {value:?}"
+        );
+        shared
+            .history
+            .record(1_000, call, Some(shared.now_us()), command, Some(value));
+    }
+    // Messages planned against version 0 after the suspicion were refused and re-planned.
+    let refused: u64 = cluster
+        .client_ports
+        .iter()
+        .filter_map(|port| info(*port))
+        .filter_map(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_refused:"))
+                .and_then(|count| count.trim().parse::<u64>().ok())
+        })
+        .sum();
+    let completed = shared.completed.load(Ordering::Relaxed);
+    let snapshot_reads = shared.snapshot_reads.load(Ordering::Relaxed);
+    eprintln!(
+        "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {pause_recovery_ms} ms after pausing lead router {paused}, {router_recovery_ms} ms after killing lead router {killed_router}, {storage_recovery_ms} ms after killing a storage process, {second_router_recovery_ms} ms after killing lead router {second}; {refused} messages refused for a stale configuration and re-planned"
+    );
+    assert!(completed > 50, "only {completed} operations completed");
+    assert!(
+        snapshot_reads > 20,
+        "only {snapshot_reads} snapshot reads completed"
+    );
+    shared.history.check();
+}
+
+#[test]
+fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_self_replicated_partitions() {
+    let directory =
+        std::env::temp_dir().join(format!("tessera-test-ecast-dev-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "dev",
+            "--nodes",
+            "6",
+            "--replication",
+            "3",
+            "--routers",
+            "3",
+        ])
+        .args([
+            "--protocol",
+            "sequenced",
+            "--port",
+            "9640",
+            "--no-wait",
+            "--data-dir",
+        ])
+        .arg(&directory)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        text.contains("6 storage processes (sequenced, 3 replicas per partition), 3 routers"),
+        "{text}"
+    );
+    assert!(text.contains("storage 1: redis-cli -p 9640"), "{text}");
+    assert!(text.contains("storage 6: redis-cli -p 9645"), "{text}");
+    let _ = std::fs::remove_dir_all(&directory);
+    let refused = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "dev",
+            "--nodes",
+            "6",
+            "--protocol",
+            "vr",
+            "--port",
+            "9660",
+            "--no-wait",
+            "--data-dir",
+        ])
+        .arg(&directory)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("not built yet"));
+}
+
+/// §6.7 basic reads carry the gateway's configuration version: after a suspicion moves the
+/// cluster to version 1, a gateway still planning at version 0 is refused by the storage
+/// process, re-reads the configuration and retries, and the client only sees the value.
+#[test]
+fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
+    let mut cluster = EcastCluster::start("ecast-basic", 9660);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let pairs: Vec<String> = (0..12).map(|key| format!("k{key}")).collect();
+    let mut mset = vec!["MSET"];
+    for key in &pairs {
+        mset.push(key);
+        mset.push(key);
+    }
+    assert_eq!(redis_cli(cluster.client_ports[0], &mset).trim(), "OK");
+    // Storage process 6 dies; writes through storage process 1 route to it, so the lead
+    // router's link to it breaks and it is suspected (version 0 -> 1). A storage process
+    // learns the new version from the next message delivered to it (the Suspect itself goes
+    // only to the suspected process), so write until storage process 2 has.
+    cluster.kill_storage(5);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let version =
+        |port: u16| info(port).is_some_and(|text| text.contains("tessera_ecast_version:1"));
+    while !version(cluster.client_ports[1]) && Instant::now() < deadline {
+        assert_eq!(redis_cli(cluster.client_ports[0], &mset).trim(), "OK");
+    }
+    assert!(version(cluster.client_ports[1]), "no suspicion within 10 s");
+    // Storage process 2's gateway has planned nothing since the start: still at version 0.
+    let gateway_version = |port: u16| {
+        info(port).and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_gateway_version:"))
+                .map(|version| version.trim().to_string())
+        })
+    };
+    assert_eq!(
+        gateway_version(cluster.client_ports[1]).as_deref(),
+        Some("0")
+    );
+    let mut client = RespClient::connect(cluster.client_ports[1], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["READMODE", "basic"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let mut mget = vec!["MGET"];
+    mget.extend(pairs.iter().map(String::as_str));
+    let values = client.call(&arguments(&mget)).unwrap();
+    let expected: Vec<Value> = pairs
+        .iter()
+        .map(|key| Value::Bulk(key.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(values, Value::Array(expected));
+    assert_eq!(
+        gateway_version(cluster.client_ports[1]).as_deref(),
+        Some("1")
+    );
+    let refused = info(cluster.client_ports[1]).unwrap_or_default();
+    assert!(!refused.contains("tessera_ecast_refused:0"), "{refused}");
+}
