@@ -694,3 +694,71 @@ fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
     let refused = info(cluster.client_ports[1]).unwrap_or_default();
     assert!(!refused.contains("tessera_ecast_refused:0"), "{refused}");
 }
+
+/// Garbage on every E-Cast link (routers and storage processes) and on every RESP port: no
+/// process dies, and the cluster keeps serving atomic multi-partition commands.
+#[test]
+fn garbage_on_every_port_takes_no_process_down() {
+    use std::io::Write;
+    let mut cluster = EcastCluster::start("ecast-garbage", 9680);
+    assert!(cluster.wait_until_ready(Duration::from_secs(20)));
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut targets: Vec<std::net::SocketAddr> = cluster
+        .config
+        .routers
+        .iter()
+        .map(|router| router.address)
+        .collect();
+    targets.extend(cluster.config.storage.iter().map(|storage| storage.address));
+    targets.extend(cluster.config.storage.iter().map(|storage| storage.client));
+    for target in &targets {
+        for round in 0..4 {
+            let Ok(mut stream) = std::net::TcpStream::connect(target) else {
+                continue;
+            };
+            let bytes: Vec<u8> = match round {
+                // Random bytes.
+                0 => (0..65_536).map(|_| next() as u8).collect(),
+                // A length prefix promising far more than any frame may hold.
+                1 => [u32::MAX.to_le_bytes(), u32::MAX.to_be_bytes()].concat(),
+                // A frame header followed by a truncated body, then silence.
+                2 => {
+                    let mut frame = vec![1, 0, 0, 0, 64, 0, 0, 0];
+                    frame.extend((0..16).map(|_| next() as u8));
+                    frame
+                }
+                // Many tiny frames of zeros.
+                _ => vec![0; 4_096],
+            };
+            let _ = stream.write_all(&bytes);
+            let _ = stream.flush();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for (kind, children) in [
+        ("router", &mut cluster.routers),
+        ("storage", &mut cluster.storage),
+    ] {
+        for (index, child) in children.iter_mut().enumerate() {
+            let child = child.as_mut().expect("every process was started");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{kind} {index} exited after garbage"
+            );
+        }
+    }
+    assert_eq!(
+        redis_cli(9681, &["MSET", "g1", "a", "g2", "b", "g3", "c", "g4", "d"]).trim(),
+        "OK"
+    );
+    assert_eq!(
+        redis_cli(9684, &["MGET", "g1", "g2", "g3", "g4"]).trim(),
+        "a\nb\nc\nd"
+    );
+}
