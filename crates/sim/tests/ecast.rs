@@ -1,44 +1,12 @@
 //! The simulator's E-Cast mode as a test: a fixed sweep of seeds passes every checker, replays
 //! are deterministic, and each deliberately broken variant is caught by the checker meant for it.
 
-use sim::ecast::{run, EcastCanary, EcastOptions};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use sim::ecast::{run, EcastCanary, EcastOptions, SweepFailure};
 
-/// Runs `count` seeds from `start` on two threads; returns (seed, report, checker) failures.
-fn sweep(start: u64, count: u64, canary: Option<EcastCanary>) -> Vec<(u64, String, &'static str)> {
-    let next = Arc::new(AtomicU64::new(start));
-    let failures = Arc::new(Mutex::new(Vec::new()));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let (next, failures) = (next.clone(), failures.clone());
-            std::thread::spawn(move || loop {
-                let seed = next.fetch_add(1, Ordering::Relaxed);
-                if seed >= start + count {
-                    return;
-                }
-                let options = match canary {
-                    Some(canary) => EcastOptions::canary(seed, canary),
-                    None => EcastOptions::from_seed(seed),
-                };
-                let outcome = std::panic::catch_unwind(|| run(options, 0).result);
-                let failure = match outcome {
-                    Ok(Ok(())) => None,
-                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
-                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
-                };
-                if let Some((report, checker)) = failure {
-                    failures.lock().unwrap().push((seed, report, checker));
-                }
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().unwrap();
-    }
-    let mut failures = Arc::try_unwrap(failures).unwrap().into_inner().unwrap();
-    failures.sort();
-    failures
+/// Runs `count` seeds from `start`; returns (seed, report, checker) failures.
+fn sweep(start: u64, count: u64, canary: Option<EcastCanary>) -> Vec<SweepFailure> {
+    let seeds: Vec<u64> = (start..start + count).collect();
+    sim::ecast::sweep(&seeds, canary)
 }
 
 #[test]

@@ -3,9 +3,7 @@
 //! aimed into migrations) pass every checker, reach the cases that matter, replay
 //! deterministically, and the canary that serves before its copy is installed is caught.
 
-use sim::ecast::{run, EcastCanary, EcastOptions};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use sim::ecast::{run, EcastCanary, EcastOptions, SweepFailure};
 
 /// The first `count` seeds from `start` that draw the reconfiguration nemesis.
 fn reconfiguration_seeds(start: u64, count: usize) -> Vec<u64> {
@@ -15,41 +13,9 @@ fn reconfiguration_seeds(start: u64, count: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Runs `seeds` on two threads; returns (seed, report, checker) failures.
-fn sweep(seeds: Vec<u64>, canary: Option<EcastCanary>) -> Vec<(u64, String, &'static str)> {
-    let seeds = Arc::new(seeds);
-    let next = Arc::new(AtomicU64::new(0));
-    let failures = Arc::new(Mutex::new(Vec::new()));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
-            let (seeds, next, failures) = (seeds.clone(), next.clone(), failures.clone());
-            std::thread::spawn(move || loop {
-                let index = next.fetch_add(1, Ordering::Relaxed) as usize;
-                let Some(seed) = seeds.get(index).copied() else {
-                    return;
-                };
-                let options = match canary {
-                    Some(canary) => EcastOptions::canary(seed, canary),
-                    None => EcastOptions::from_seed(seed),
-                };
-                let outcome = std::panic::catch_unwind(|| run(options, 0).result);
-                let failure = match outcome {
-                    Ok(Ok(())) => None,
-                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
-                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
-                };
-                if let Some((report, checker)) = failure {
-                    failures.lock().unwrap().push((seed, report, checker));
-                }
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().unwrap();
-    }
-    let mut failures = Arc::try_unwrap(failures).unwrap().into_inner().unwrap();
-    failures.sort();
-    failures
+/// Runs `seeds`; returns (seed, report, checker) failures.
+fn sweep(seeds: Vec<u64>, canary: Option<EcastCanary>) -> Vec<SweepFailure> {
+    sim::ecast::sweep(&seeds, canary)
 }
 
 #[test]

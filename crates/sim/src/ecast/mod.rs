@@ -23,3 +23,45 @@ pub fn run_with_trace_on_failure(options: EcastOptions, trace_lines: usize) -> E
     }
     run(options, trace_lines)
 }
+
+/// A failed seed: (seed, the violation's report, the checker that found it, or "panic").
+pub type SweepFailure = (u64, String, &'static str);
+
+/// Runs `seeds` (under `canary`, if any) on two threads, for tests; returns the failures,
+/// sorted by seed. A panic (an invariant assertion) counts as a failure, not a crash.
+pub fn sweep(seeds: &[u64], canary: Option<EcastCanary>) -> Vec<SweepFailure> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                let options = match canary {
+                    Some(canary) => EcastOptions::canary(seed, canary),
+                    None => EcastOptions::from_seed(seed),
+                };
+                let outcome = std::panic::catch_unwind(|| run(options, 0).result);
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
+                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
+                };
+                if let Some((report, checker)) = failure {
+                    failures
+                        .lock()
+                        .unwrap_or_else(|poison| poison.into_inner())
+                        .push((seed, report, checker));
+                }
+            });
+        }
+    });
+    let mut failures = failures
+        .into_inner()
+        .unwrap_or_else(|poison| poison.into_inner());
+    failures.sort();
+    failures
+}
