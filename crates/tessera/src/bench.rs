@@ -11,9 +11,11 @@
 //! GET's reply arrives, timed as one operation). `--multi-keys N` turns GETs and SETs into MGETs
 //! and MSETs of N keys.
 
+use crate::bench_history;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
+use lincheck::{MapInput, MapOutput};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,6 +90,18 @@ pub struct KvArguments {
     /// PRNG seed for keys and operations.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keys are `<prefix><12-digit index>`.
+    #[arg(long, default_value = "key:")]
+    key_prefix: String,
+    /// Record every operation (SETs write values naming their write) and check the whole
+    /// history for linearisability at the end; the run fails if it is not. Single-key GET/SET
+    /// workloads only (`mix` without non-nilext writes, `ycsb-a|b|c`).
+    #[arg(long)]
+    check: bool,
+    /// Width in milliseconds of the timeline's buckets (completions, errors and the slowest
+    /// read and write of each), written to the JSON result; the timeline includes the warm-up.
+    #[arg(long, default_value_t = 1000)]
+    bucket_ms: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug)]
@@ -104,6 +118,9 @@ pub enum Workload {
     YcsbB,
     YcsbC,
     YcsbF,
+    /// SET every key once (client c writes keys c, c + clients, …), then stop: loads data,
+    /// with a progress bar. `--duration` and `--warmup` do not apply.
+    Load,
 }
 
 #[derive(Clone, Copy, ValueEnum, Debug, PartialEq, Eq)]
@@ -124,6 +141,33 @@ pub struct Outcome {
     pub writes: Histogram<u64>,
     /// Operations completed in each whole measured second.
     pub timeline: Vec<u64>,
+    /// Every `--bucket-ms` from the start of the run (warm-up included).
+    pub buckets: Vec<Bucket>,
+    /// The run's start (the buckets' origin), in milliseconds since the Unix epoch.
+    pub started_unix_ms: u128,
+    /// With `--check`: the linearisability verdict on the whole history.
+    pub verdict: Option<bench_history::Verdict>,
+}
+
+/// One bucket of the timeline: what completed in it.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    pub reads: u64,
+    pub writes: u64,
+    /// Error replies, and requests lost with a broken connection.
+    pub errors: u64,
+    pub read_max_us: u64,
+    pub write_max_us: u64,
+}
+
+impl Bucket {
+    fn merge(&mut self, other: &Bucket) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+        self.errors += other.errors;
+        self.read_max_us = self.read_max_us.max(other.read_max_us);
+        self.write_max_us = self.write_max_us.max(other.write_max_us);
+    }
 }
 
 /// What one client measured.
@@ -131,11 +175,28 @@ struct ClientOutcome {
     reads: Histogram<u64>,
     writes: Histogram<u64>,
     errors: u64,
+    buckets: Vec<Bucket>,
+    history: bench_history::ClientHistory,
+}
+
+/// What the driver shares with every client.
+struct Shared {
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    /// Measured completions.
+    completed: AtomicU64,
+    /// Clients that have left their loop (a load ends when every client has).
+    finished: AtomicU64,
+    /// The start of the run: the timeline's origin and the history's clock.
+    epoch: Instant,
 }
 
 pub fn run(arguments: KvArguments) -> anyhow::Result<()> {
     if arguments.clients == 0 || arguments.pipeline == 0 || arguments.keys == 0 {
         bail!("--clients, --pipeline and --keys must be positive");
+    }
+    if arguments.bucket_ms == 0 {
+        bail!("--bucket-ms must be positive");
     }
     if [
         arguments.read_percent,
@@ -147,51 +208,82 @@ pub fn run(arguments: KvArguments) -> anyhow::Result<()> {
     {
         bail!("percentages must be at most 100");
     }
+    if arguments.check {
+        let checkable = match arguments.workload {
+            Workload::Mix => arguments.non_nilext_percent == 0,
+            Workload::YcsbA | Workload::YcsbB | Workload::YcsbC | Workload::Load => true,
+            Workload::YcsbF => false,
+        };
+        if !checkable || arguments.multi_keys > 1 {
+            bail!(
+                "--check records single-key GETs and SETs only: use `mix` without \
+                 --non-nilext-percent, `ycsb-a|b|c` or `load`, and --multi-keys 1"
+            );
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(drive(arguments.clone()))?;
-    report(&arguments, &outcome)
+    report(&arguments, &outcome)?;
+    match &outcome.verdict {
+        Some(verdict) if !verdict.result.is_ok() => bail!("{}", verdict.describe()),
+        _ => Ok(()),
+    }
 }
 
-async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
-    let measuring = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let completed = Arc::new(AtomicU64::new(0));
+/// Connects to `nodes[index]` and sets the connection's read mode.
+async fn connect(arguments: &KvArguments, index: usize) -> anyhow::Result<TcpStream> {
+    let address = &arguments.nodes[index % arguments.nodes.len()];
+    let mut stream = TcpStream::connect(address)
+        .await
+        .with_context(|| format!("cannot connect to {address}"))?;
+    stream.set_nodelay(true)?;
+    if let Some(mode) = &arguments.readmode {
+        set_readmode(&mut stream, mode)
+            .await
+            .with_context(|| format!("READMODE {mode} on {address}"))?;
+    }
+    Ok(stream)
+}
+
+async fn drive(mut arguments: KvArguments) -> anyhow::Result<Outcome> {
+    let loading = arguments.workload == Workload::Load;
+    if loading {
+        arguments.warmup = 0.0;
+        arguments.operations = Some(arguments.keys);
+    }
+    let shared = Arc::new(Shared {
+        measuring: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        completed: AtomicU64::new(0),
+        finished: AtomicU64::new(0),
+        epoch: Instant::now(),
+    });
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis());
     let mut tasks = Vec::new();
     for client in 0..arguments.clients {
-        let address = arguments.nodes[client % arguments.nodes.len()].clone();
-        let stream = TcpStream::connect(&address)
-            .await
-            .with_context(|| format!("cannot connect to {address}"))?;
-        stream.set_nodelay(true)?;
-        let mut stream = stream;
-        if let Some(mode) = &arguments.readmode {
-            set_readmode(&mut stream, mode)
-                .await
-                .with_context(|| format!("READMODE {mode} on {address}"))?;
-        }
-        let (arguments, measuring, stop, completed) = (
-            arguments.clone(),
-            measuring.clone(),
-            stop.clone(),
-            completed.clone(),
-        );
+        let stream = connect(&arguments, client).await?;
+        let (arguments, shared) = (arguments.clone(), shared.clone());
         tasks.push(tokio::spawn(async move {
-            client_loop(
-                stream,
-                client as u64,
-                &arguments,
-                &measuring,
-                &stop,
-                &completed,
-            )
-            .await
+            let outcome = client_loop(stream, client, &arguments, &shared).await;
+            shared.finished.fetch_add(1, Ordering::SeqCst);
+            outcome
         }));
     }
+    // Ctrl-C (SIGINT) ends the run early but normally: results, timeline and check included.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    });
     tokio::time::sleep(Duration::from_secs_f64(arguments.warmup)).await;
-    completed.store(0, Ordering::SeqCst);
-    measuring.store(true, Ordering::SeqCst);
+    shared.completed.store(0, Ordering::SeqCst);
+    shared.measuring.store(true, Ordering::SeqCst);
     let started = Instant::now();
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut last_print = Instant::now();
@@ -203,18 +295,24 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
         let wake = (Instant::now() + Duration::from_millis(100)).min(next_second);
         tokio::time::sleep_until(wake.into()).await;
         let elapsed = started.elapsed().as_secs_f64();
-        let done = completed.load(Ordering::Relaxed);
-        if Instant::now() >= next_second && elapsed <= arguments.duration + 0.05 {
+        let done = shared.completed.load(Ordering::Relaxed);
+        if Instant::now() >= next_second && (loading || elapsed <= arguments.duration + 0.05) {
             timeline.push(done - completed_at_second);
             completed_at_second = done;
         }
-        let finished = elapsed >= arguments.duration
-            || arguments
-                .operations
-                .is_some_and(|operations| done >= operations);
+        let finished = interrupted.load(Ordering::SeqCst)
+            || if loading {
+                shared.finished.load(Ordering::SeqCst) == arguments.clients as u64
+            } else {
+                elapsed >= arguments.duration
+                    || arguments
+                        .operations
+                        .is_some_and(|operations| done >= operations)
+            };
         if last_print.elapsed() >= Duration::from_millis(500) || finished {
             let rate = (done - last_completed) as f64 / last_print.elapsed().as_secs_f64();
             let fraction = match arguments.operations {
+                Some(operations) if loading => done as f64 / operations as f64,
                 Some(operations) => (done as f64 / operations as f64)
                     .min(elapsed / arguments.duration)
                     .max(done as f64 / operations as f64),
@@ -229,13 +327,15 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
             break;
         }
     }
-    stop.store(true, Ordering::SeqCst);
+    shared.stop.store(true, Ordering::SeqCst);
     let seconds = started.elapsed().as_secs_f64();
     eprintln!();
     let mut histogram = new_histogram();
     let mut reads = new_histogram();
     let mut writes = new_histogram();
     let mut errors = 0;
+    let mut buckets: Vec<Bucket> = Vec::new();
+    let mut histories = Vec::new();
     for task in tasks {
         let client = task.await.context("a client task failed")??;
         errors += client.errors;
@@ -243,7 +343,20 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
             total.add(part).context("merging histograms")?;
             histogram.add(part).context("merging histograms")?;
         }
+        if buckets.len() < client.buckets.len() {
+            buckets.resize(client.buckets.len(), Bucket::default());
+        }
+        for (total, part) in buckets.iter_mut().zip(&client.buckets) {
+            total.merge(part);
+        }
+        histories.push(client.history);
     }
+    let verdict = if arguments.check {
+        eprintln!("checking the history for linearisability…");
+        Some(bench_history::check(histories).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
     Ok(Outcome {
         operations: histogram.len(),
         errors,
@@ -252,6 +365,9 @@ async fn drive(arguments: KvArguments) -> anyhow::Result<Outcome> {
         reads,
         writes,
         timeline,
+        buckets,
+        started_unix_ms,
+        verdict,
     })
 }
 
@@ -285,40 +401,74 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
 }
 
-/// A request on the wire, oldest first: when its operation started, whether it is a read, and for
-/// the GET of a read-modify-write the key to SET when its reply comes.
+/// A request on the wire, oldest first: when its operation started (also in microseconds since
+/// the run's start, for the history), whether it is a read, for the GET of a read-modify-write
+/// the key to SET when its reply comes, and with `--check` the operation as the history
+/// records it.
 struct Pending {
     started: Instant,
+    call: u64,
     read: bool,
     then_set: Option<String>,
+    input: Option<MapInput>,
 }
+
+/// How long a connection may stay silent with requests in flight before the client gives up on
+/// it and reconnects (servers answer TRYAGAIN after 10 s), and once the run is stopping.
+const SILENT_MAX: Duration = Duration::from_secs(15);
+const SILENT_MAX_STOPPING: Duration = Duration::from_secs(2);
 
 async fn client_loop(
     mut stream: TcpStream,
-    client: u64,
+    client: usize,
     arguments: &KvArguments,
-    measuring: &AtomicBool,
-    stop: &AtomicBool,
-    completed: &AtomicU64,
+    shared: &Shared,
 ) -> anyhow::Result<ClientOutcome> {
-    let mut prng = Prng::new(arguments.seed.wrapping_mul(1_000_003).wrapping_add(client));
+    let client_id = client as u64;
+    let mut prng = Prng::new(
+        arguments
+            .seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add(client_id),
+    );
     let zipfian = Zipfian::new(arguments.keys);
     let value = vec![b'x'; arguments.value_size];
-    let mut reads = new_histogram();
-    let mut writes = new_histogram();
-    let mut errors = 0u64;
+    let mut outcome = ClientOutcome {
+        reads: new_histogram(),
+        writes: new_histogram(),
+        errors: 0,
+        buckets: Vec::new(),
+        history: bench_history::ClientHistory::default(),
+    };
+    let mut node = client;
+    let mut writes_issued = 0u64;
+    let mut next_load = client_id;
     let mut last_written: Option<u64> = None;
     let mut in_flight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut output = Vec::with_capacity(64 * 1024);
     let mut input: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
-    while !stop.load(Ordering::Relaxed) || !in_flight.is_empty() {
-        while in_flight.len() < arguments.pipeline && !stop.load(Ordering::Relaxed) {
-            let mut key_index = match arguments.distribution {
-                Distribution::Uniform => prng.below(arguments.keys),
-                Distribution::Zipfian => zipfian.next(&mut prng),
+    let micros_since_start = || shared.epoch.elapsed().as_micros() as u64;
+    loop {
+        let stopping = shared.stop.load(Ordering::Relaxed);
+        let loaded = arguments.workload == Workload::Load && next_load >= arguments.keys;
+        if in_flight.is_empty() && (stopping || loaded) {
+            break;
+        }
+        while in_flight.len() < arguments.pipeline && !shared.stop.load(Ordering::Relaxed) {
+            let (mut key_index, operation) = if arguments.workload == Workload::Load {
+                if next_load >= arguments.keys {
+                    break;
+                }
+                next_load += arguments.clients as u64;
+                (next_load - arguments.clients as u64, Operation::Set)
+            } else {
+                let key_index = match arguments.distribution {
+                    Distribution::Uniform => prng.below(arguments.keys),
+                    Distribution::Zipfian => zipfian.next(&mut prng),
+                };
+                (key_index, next_operation(arguments, &mut prng))
             };
-            let operation = next_operation(arguments, &mut prng);
             if operation == Operation::Get && arguments.read_latest_percent > 0 {
                 if let Some(latest) = last_written {
                     if prng.percent(arguments.read_latest_percent) {
@@ -326,18 +476,21 @@ async fn client_loop(
                     }
                 }
             }
-            let key = format!("key:{key_index:012}");
+            let prefix = &arguments.key_prefix;
+            let key = format!("{prefix}{key_index:012}");
             let mut pending = Pending {
                 started: Instant::now(),
+                call: micros_since_start(),
                 read: false,
                 then_set: None,
+                input: None,
             };
             let multi = arguments.multi_keys > 1;
             let mut keys = vec![key.clone()];
             if multi {
                 keys.extend(
                     (1..arguments.multi_keys)
-                        .map(|_| format!("key:{:012}", prng.below(arguments.keys))),
+                        .map(|_| format!("{prefix}{:012}", prng.below(arguments.keys))),
                 );
             }
             match operation {
@@ -359,6 +512,18 @@ async fn client_loop(
                 Operation::Get => {
                     encode_command(&[b"GET", key.as_bytes()], &mut output);
                     pending.read = true;
+                    pending.input = Some(MapInput::Get { key: key_index });
+                }
+                Operation::Set if arguments.check => {
+                    let id = client_id << 40 | writes_issued;
+                    writes_issued += 1;
+                    let tagged = bench_history::tagged_value(id, arguments.value_size);
+                    encode_command(&[b"SET", key.as_bytes(), &tagged], &mut output);
+                    pending.input = Some(MapInput::Put {
+                        key: key_index,
+                        value: id,
+                    });
+                    last_written = Some(key_index);
                 }
                 Operation::Set => {
                     encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
@@ -384,17 +549,39 @@ async fn client_loop(
             }
             in_flight.push_back(pending);
         }
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            output.clear();
-        }
-        let read = stream.read(&mut chunk).await?;
-        if read == 0 {
-            bail!("the server closed the connection");
-        }
+        let silent_max = if shared.stop.load(Ordering::Relaxed) {
+            SILENT_MAX_STOPPING
+        } else {
+            SILENT_MAX
+        };
+        let read = match exchange(&mut stream, &mut output, &mut chunk, silent_max).await {
+            Ok(read) => read,
+            Err(_) => {
+                // The connection broke (its node died, or went silent): every request on it has
+                // an unknown outcome. Carry on through the next node.
+                let now = micros_since_start();
+                for pending in in_flight.drain(..) {
+                    outcome.errors += 1;
+                    bucket(&mut outcome.buckets, now, arguments.bucket_ms).errors += 1;
+                    if let Some(operation) = pending.input {
+                        outcome.history.unknown(client_id, pending.call, operation);
+                    }
+                }
+                input.clear();
+                output.clear();
+                match reconnect(arguments, &mut node, shared).await {
+                    Some(fresh) => {
+                        stream = fresh;
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+        };
         input.extend_from_slice(&chunk[..read]);
         let mut consumed_total = 0;
         while let Some((is_error, consumed)) = parse_reply(&input[consumed_total..]) {
+            let reply = &input[consumed_total..consumed_total + consumed];
             consumed_total += consumed;
             let Some(pending) = in_flight.pop_front() else {
                 bail!("a reply to no request")
@@ -404,30 +591,134 @@ async fn client_loop(
                 encode_command(&[b"SET", key.as_bytes(), &value], &mut output);
                 in_flight.push_back(Pending {
                     started: pending.started,
+                    call: pending.call,
                     read: false,
                     then_set: None,
+                    input: None,
                 });
                 continue;
             }
-            errors += u64::from(is_error);
-            if measuring.load(Ordering::Relaxed) {
-                let micros = pending.started.elapsed().as_micros().clamp(1, 60_000_000) as u64;
+            let now = micros_since_start();
+            let micros = pending.started.elapsed().as_micros().clamp(1, 60_000_000) as u64;
+            let slot = bucket(&mut outcome.buckets, now, arguments.bucket_ms);
+            if is_error {
+                slot.errors += 1;
+            } else if pending.read {
+                slot.reads += 1;
+                slot.read_max_us = slot.read_max_us.max(micros);
+            } else {
+                slot.writes += 1;
+                slot.write_max_us = slot.write_max_us.max(micros);
+            }
+            if let Some(operation) = pending.input {
+                record(
+                    &mut outcome.history,
+                    client_id,
+                    &pending,
+                    operation,
+                    is_error,
+                    reply,
+                    now,
+                );
+            }
+            outcome.errors += u64::from(is_error);
+            if shared.measuring.load(Ordering::Relaxed) {
                 let histogram = if pending.read {
-                    &mut reads
+                    &mut outcome.reads
                 } else {
-                    &mut writes
+                    &mut outcome.writes
                 };
                 histogram.record(micros).context("recording a latency")?;
-                completed.fetch_add(1, Ordering::Relaxed);
+                shared.completed.fetch_add(1, Ordering::Relaxed);
             }
         }
         input.drain(..consumed_total);
     }
-    Ok(ClientOutcome {
-        reads,
-        writes,
-        errors,
-    })
+    Ok(outcome)
+}
+
+/// Writes what is queued, then reads what arrives; an error if the connection closed, failed or
+/// stayed silent for `silent_max`.
+async fn exchange(
+    stream: &mut TcpStream,
+    output: &mut Vec<u8>,
+    chunk: &mut [u8],
+    silent_max: Duration,
+) -> anyhow::Result<usize> {
+    if !output.is_empty() {
+        stream.write_all(output).await?;
+        output.clear();
+    }
+    let read = tokio::time::timeout(silent_max, stream.read(chunk))
+        .await
+        .context("the server stayed silent")??;
+    if read == 0 {
+        bail!("the server closed the connection");
+    }
+    Ok(read)
+}
+
+/// Connects to the next node that answers; `None` once the run stops first.
+async fn reconnect(
+    arguments: &KvArguments,
+    node: &mut usize,
+    shared: &Shared,
+) -> Option<TcpStream> {
+    while !shared.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        *node += 1;
+        if let Ok(stream) = connect(arguments, *node).await {
+            return Some(stream);
+        }
+    }
+    None
+}
+
+/// The timeline bucket a completion at `micros` (since the run's start) falls in.
+fn bucket(buckets: &mut Vec<Bucket>, micros: u64, bucket_ms: u64) -> &mut Bucket {
+    let index = (micros / 1_000 / bucket_ms) as usize;
+    if buckets.len() <= index {
+        buckets.resize(index + 1, Bucket::default());
+    }
+    &mut buckets[index]
+}
+
+/// Adds a checked operation's outcome to its client's history.
+fn record(
+    history: &mut bench_history::ClientHistory,
+    client: u64,
+    pending: &Pending,
+    operation: MapInput,
+    is_error: bool,
+    reply: &[u8],
+    now: u64,
+) {
+    if is_error {
+        history.unknown(client, pending.call, operation);
+        return;
+    }
+    match operation {
+        MapInput::Get { .. } => match bench_history::bulk(reply) {
+            Some(None) => {
+                history.completed(client, pending.call, now, operation, MapOutput::Value(None))
+            }
+            Some(Some(value)) => match bench_history::write_id(value) {
+                Some(id) => history.completed(
+                    client,
+                    pending.call,
+                    now,
+                    operation,
+                    MapOutput::Value(Some(id)),
+                ),
+                None => history.foreign_reads += 1,
+            },
+            // Not a value: an unexpected reply, which the check treats as a failed read.
+            None => history.unknown(client, pending.call, operation),
+        },
+        MapInput::Put { .. } | MapInput::Delete { .. } => {
+            history.completed(client, pending.call, now, operation, MapOutput::Ok)
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -463,6 +754,7 @@ fn next_operation(arguments: &KvArguments, prng: &mut Prng) -> Operation {
             }
         }
         Workload::YcsbC => Operation::Get,
+        Workload::Load => Operation::Set,
         Workload::YcsbF => {
             if prng.percent(50) {
                 Operation::Get
@@ -605,6 +897,9 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
         histogram.max(),
         histogram.mean()
     );
+    if let Some(verdict) = &outcome.verdict {
+        println!("  {}", verdict.describe());
+    }
     for (name, part) in [("reads", &outcome.reads), ("writes", &outcome.writes)] {
         if !part.is_empty() && part.len() != histogram.len() {
             println!(
@@ -634,12 +929,38 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
             }
         };
         let timeline: Vec<String> = outcome.timeline.iter().map(u64::to_string).collect();
+        let buckets: Vec<String> = outcome
+            .buckets
+            .iter()
+            .map(|bucket| {
+                format!(
+                    "[{},{},{},{},{}]",
+                    bucket.reads,
+                    bucket.writes,
+                    bucket.errors,
+                    bucket.read_max_us,
+                    bucket.write_max_us
+                )
+            })
+            .collect();
+        let verdict = match &outcome.verdict {
+            None => "null".to_string(),
+            Some(verdict) => format!(
+                "{{\"operations\":{},\"pending\":{},\"linearizable\":{},\"unknown\":{},\"seconds\":{:.1}}}",
+                verdict.operations,
+                verdict.pending,
+                verdict.result.is_ok(),
+                verdict.result.is_unknown(),
+                verdict.seconds
+            ),
+        };
         let json = format!(
             "{{\"label\":\"{}\",\"nodes\":\"{}\",\"clients\":{},\"pipeline\":{},\"keys\":{},\"value_size\":{},\"read_percent\":{},\
              \"distribution\":\"{:?}\",\"seconds\":{:.3},\"operations\":{},\"errors\":{},\"throughput_ops_per_s\":{:.1},\
              \"latency_us\":{{\"p50\":{},\"p90\":{},\"p99\":{},\"p999\":{},\"max\":{},\"mean\":{:.1}}},\
              \"workload\":\"{}\",\"non_nilext_percent\":{},\"non_nilext_command\":\"{:?}\",\"read_latest_percent\":{},\
-             \"read_latency_us\":{},\"write_latency_us\":{},\"timeline_ops_per_s\":[{}]}}\n",
+             \"read_latency_us\":{},\"write_latency_us\":{},\"timeline_ops_per_s\":[{}],\
+             \"started_unix_ms\":{},\"bucket_ms\":{},\"buckets\":[{}],\"check\":{}}}\n",
             arguments.label.replace('"', "'"),
             arguments.nodes.join(","),
             arguments.clients,
@@ -664,7 +985,11 @@ fn report(arguments: &KvArguments, outcome: &Outcome) -> anyhow::Result<()> {
             arguments.read_latest_percent,
             part_json(&outcome.reads),
             part_json(&outcome.writes),
-            timeline.join(",")
+            timeline.join(","),
+            outcome.started_unix_ms,
+            arguments.bucket_ms,
+            buckets.join(","),
+            verdict
         );
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }

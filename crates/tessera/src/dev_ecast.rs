@@ -169,9 +169,29 @@ fn wait_and_report(
         return Ok(());
     }
     let stop_requested = install_ctrl_c()?;
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Once the cluster runs, a process that dies is an event of the cluster's life (a test or a
+    // benchmark killed it; the others carry on), not the end of `tessera dev`.
+    let mut exited = vec![false; processes.len()];
     while !stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
-        check_alive(processes, &config.data_dir)?;
-        print!("\r{}\x1b[K", status_line(config));
+        for ((name, child), exited) in processes.iter_mut().zip(exited.iter_mut()) {
+            if *exited {
+                continue;
+            }
+            if let Some(status) = child.try_wait()? {
+                *exited = true;
+                println!(
+                    "\n{name} exited ({status}); the others carry on. Its log: {}",
+                    config.data_dir.join(format!("{name}.log")).display()
+                );
+            }
+        }
+        if exited.iter().all(|exited| *exited) {
+            bail!("every process of the cluster exited");
+        }
+        if interactive {
+            print!("\r{}\x1b[K", status_line(config));
+        }
         std::io::stdout().flush()?;
         for _ in 0..10 {
             if stop_requested.load(std::sync::atomic::Ordering::SeqCst) {

@@ -1,6 +1,7 @@
 //! `tessera`: run a local cluster, run one node of a deployment, or ask a cluster for its status.
 
 mod bench;
+mod bench_history;
 mod dev;
 mod dev_ecast;
 mod info;
