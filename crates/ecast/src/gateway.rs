@@ -385,6 +385,11 @@ impl<A: Clone> Gateway<A> {
         &self.configuration
     }
 
+    /// The processes reads avoid (`GatewayInput::Busy`).
+    pub fn busy(&self) -> &BTreeSet<ProcessId> {
+        &self.busy
+    }
+
     pub fn target(&self) -> u8 {
         self.target
     }
