@@ -63,6 +63,10 @@
 //! - **Senders are never garbage-collected** from the router state: a sender that goes away
 //!   leaves its highest sequence and its retained outcomes behind (a "sender leaves" op is
 //!   future work).
+//! - **Reads are retried and bounded by the gateway** (`Gateway`): a read restarts after a
+//!   refusal or silence (a sequential read as a new message, a snapshot read from `Query::Now`)
+//!   and fails after an attempt limit or the command's deadline, because a destination may
+//!   crash before answering; answers from two attempts are never combined.
 //! - **Position sets are checked** (`routing_is_well_formed`): bytes from the network can
 //!   decode into sets that are not in normal form, which placement's functions assume.
 #![forbid(unsafe_code)]
