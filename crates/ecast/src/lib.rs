@@ -14,6 +14,7 @@
 //! | `forwarder` | §5.5 Algorithm 2 [[19–26]], §6.7 | `Forwarder`: sends unstable messages (earliest unconfirmed first), resends on a tick timeout, batches confirmations into Confirm ops, stable notifications, snapshot-read timestamps |
 //! | `inbox` | §5.4 Algorithm 1 [[10–14]], §6.7 | `Inbox`: in-order, gap-free delivery via the `previous` chain, duplicates dropped, early arrivals buffered, confirmations, snapshot reads at their point, the basic-read version check |
 //! | `sender` | §5.4 Algorithm 1 [[5–9, 16–18]] | `Sender`: sequence numbers, the send window, Submit batches, outcomes and stable notifications |
+//! | `gateway` | §5.4 Algorithm 1, §6.7 | `Gateway`: a client's commands as E-Cast messages (planned against its configuration, re-planned after a version refusal) and reads (snapshot via `Query::Now`, basic with the version check); a VR client of the router group; answers collected by part; timeouts and retry limits in ticks |
 //!
 //! # How a driver runs it
 //!
@@ -26,8 +27,9 @@
 //!   gateways, `Submit` into its own replica as a client request.
 //! - Storage processes: an `Inbox` each. Execute `InboxEffect::Deliver` in order (apply the
 //!   process's share of the payload, answer the sender), then send `Confirm` to the router.
-//! - Gateways: a `Sender` each; `batch()` gives the next Submit, `on_result` / `on_stable`
-//!   report `SenderEvent`s.
+//! - Gateways: a `Gateway` each (it owns a `Sender`): `Submit` commands, feed it router
+//!   replies, stable notifications, storage answers and ticks; execute its effects (requests
+//!   to routers, snapshot and basic reads, completions).
 //!
 //! # Deviations from the paper, and why
 //!
@@ -61,17 +63,26 @@
 //! - **Senders are never garbage-collected** from the router state: a sender that goes away
 //!   leaves its highest sequence and its retained outcomes behind (a "sender leaves" op is
 //!   future work).
+//! - **Reads are retried and bounded by the gateway** (`Gateway`): a read restarts after a
+//!   refusal or silence (a sequential read as a new message, a snapshot read from `Query::Now`)
+//!   and fails after an attempt limit or the command's deadline, because a destination may
+//!   crash before answering; answers from two attempts are never combined.
 //! - **Position sets are checked** (`routing_is_well_formed`): bytes from the network can
 //!   decode into sets that are not in normal form, which placement's functions assume.
 #![forbid(unsafe_code)]
 
 pub mod forwarder;
+pub mod gateway;
 pub mod inbox;
 pub mod router;
 pub mod sender;
 pub mod types;
 
 pub use forwarder::{Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings};
+pub use gateway::{
+    Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings,
+    GatewayStats,
+};
 pub use inbox::{Inbox, InboxEffect, InboxInput, InboxSettings, InboxStats};
 pub use router::{
     ConfigEntry, Operation, OperationError, OperationResult, Outcome, Query, Routed,

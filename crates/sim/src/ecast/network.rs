@@ -51,7 +51,11 @@ pub enum Payload {
         key: u64,
     },
     /// Storage process → gateway.
-    BasicAnswer { read_id: u64, value: Option<i64> },
+    BasicAnswer {
+        read_id: u64,
+        key: u64,
+        value: Option<i64>,
+    },
     /// Storage process → gateway: the process's configuration version differs.
     BasicRefused { read_id: u64, refusal: ReadRefusal },
     /// Storage process → gateway: the values at the read's point `at`. A duplicated read may

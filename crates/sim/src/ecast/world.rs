@@ -1,8 +1,9 @@
 //! One simulated E-Cast run: a VR group of routers replicating `ecast::RouterState` (with the
 //! forwarder beside whichever router is primary), storage processes in `sequenced` mode on a
 //! placement ring (each an `ecast::Inbox` applying its share of the stream to a key-value map),
-//! gateways submitting through `ecast::Sender`, a failure detector that reports crashed storage
-//! processes with Suspect messages, and a nemesis; all driven by one seeded PRNG on one thread.
+//! gateways (each an `ecast::Gateway`, the same type the runtime drives), a failure detector that
+//! reports crashed storage processes with Suspect messages, and a nemesis; all driven by one
+//! seeded PRNG on one thread.
 
 use super::history::{EcastCommand, EcastHistory, EcastOutput, StoragePayload, BALANCE_INITIAL};
 use super::network::{Endpoint, Network, Packet, Payload};
@@ -13,14 +14,12 @@ use crate::checkers::ecast_stability::EcastStability;
 use crate::checkers::{ecast_basic_reads, ecast_serializability, Violation};
 use crate::trace::Trace;
 use ecast::{
-    Envelope, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Inbox, InboxEffect,
-    InboxInput, InboxSettings, Isolation, Operation, OperationResult, Query, RouterSettings,
-    RouterState, Sender, SenderEvent, SenderSettings, Sequence, SnapshotRead,
+    Completion, Failure, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
+    GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Inbox, InboxEffect, InboxInput,
+    InboxSettings, Isolation, RouterSettings, RouterState, SenderSettings,
 };
 use placement::ecast::{Message as Routing, Target};
-use placement::migration::{
-    read_offset, MigrationEffect, MigrationInput, Migrator, Record, StreamId,
-};
+use placement::migration::{MigrationEffect, MigrationInput, Migrator, Record, StreamId};
 use placement::{
     ConfigChange, ConfigMessage, Configuration, Instruction, KeyMapping, MembershipChange, Planner,
     Position, PositionSet, ProcessId, ProcessState, Refusal, Transformation,
@@ -28,24 +27,15 @@ use placement::{
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Prng;
 use vr::{
-    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Request, RequestKind,
-    RequestNumber, StatusName, View,
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Request, StatusName, View,
 };
 
 /// Gateways are application processes too: their ids sit far above storage processes'.
 pub const GATEWAY_BASE: u64 = 1_000_000;
 const FORWARDER_CLIENT_BASE: u64 = 0xf0f0_0000_0000_0000;
 const REGISTER_BASE: u64 = 1_000;
-/// A gateway resends an unanswered router request this often (to the next router every
-/// second time).
-const RETRY_TICKS: u64 = 30;
-/// A sequential read whose message is stable but not fully answered is abandoned after this.
-const READ_WAIT_TICKS: u64 = 300;
-const SNAPSHOT_WAIT_TICKS: u64 = 200;
-const SNAPSHOT_ATTEMPTS_MAX: u32 = 6;
-const READ_ATTEMPTS_MAX: u32 = 4;
-const BASIC_WAIT_TICKS: u64 = 60;
-const BASIC_ATTEMPTS_MAX: u32 = 5;
+/// A keyspace message refused this many times is given up.
+const RECONFIGURE_ATTEMPTS_MAX: u32 = 3;
 
 pub fn position(key: u64) -> Position {
     KeyMapping::Hash.position(&key.to_be_bytes())
@@ -124,42 +114,6 @@ enum Item {
     Snapshot(ecast::SnapshotDelivery),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Purpose {
-    Submit,
-    Configuration,
-    Now,
-}
-
-struct RouterRequest {
-    request: Request,
-    purpose: Purpose,
-    sent_at: u64,
-    attempts: u32,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Queued,
-    Submitted(Sequence),
-    /// A read whose message is stable, waiting for answers.
-    Stable {
-        since: u64,
-        sequence: Sequence,
-    },
-    /// A basic read waiting to be sent (or sent again) to one storage process.
-    BasicQueued,
-    BasicSent {
-        read_id: u64,
-        sent_at: u64,
-    },
-    SnapshotNeedsNow,
-    SnapshotSent {
-        read_id: u64,
-        sent_at: u64,
-    },
-}
-
 #[derive(Clone, Debug)]
 enum OpCommand {
     Client(EcastCommand),
@@ -174,33 +128,30 @@ enum OpCommand {
     },
 }
 
+/// What the world knows of one command its gateway holds (the gateway has the rest).
 struct Op {
     history: Option<usize>,
     command: OpCommand,
     keys: Vec<u64>,
-    phase: Phase,
-    answers: BTreeMap<u64, Option<i64>>,
-    /// A snapshot read's point, fixed by its first answer.
-    snapshot_at: Option<ecast::Timestamp>,
+    /// Refusals of a keyspace message so far.
     attempts: u32,
+    /// The submitted message's digest, for the stability checker.
     digest: u64,
     /// A keyspace message's copies (sender, receiver), once planned.
     copies: Vec<(ProcessId, ProcessId)>,
 }
 
-struct Gateway {
-    id: ProcessId,
-    client: ClientId,
-    sender: Sender,
-    config: Configuration,
-    need_config: bool,
-    request_next: RequestNumber,
-    request: Option<RouterRequest>,
-    target: u8,
+/// A gateway process: an `ecast::Gateway` (answer parts are keys, values balances or register
+/// values) and the workload's view of its commands.
+struct GatewayNode {
+    gateway: Gateway<Option<i64>>,
+    /// The gateway's pending commands and those in `submissions`, by id.
     ops: BTreeMap<u64, Op>,
+    /// Commands for the gateway at its next tick.
+    submissions: Vec<(u64, GatewayCommand)>,
+    /// Ask the routers for the configuration at the next tick.
+    refresh: bool,
     op_next: u64,
-    by_sequence: BTreeMap<Sequence, u64>,
-    read_next: u64,
     idle_until: u64,
     /// Workload operations in flight at most (0: the failure detector or the final reader).
     slots: usize,
@@ -214,7 +165,7 @@ pub struct EcastSimulation {
     initial: Configuration,
     routers: Vec<RouterNode>,
     storage: Vec<StorageNode>,
-    gateways: Vec<Gateway>,
+    gateways: Vec<GatewayNode>,
     gateway_by_client: BTreeMap<ClientId, usize>,
     /// The failure detector's gateway.
     admin: usize,
@@ -344,26 +295,40 @@ impl EcastSimulation {
         let index = self.gateways.len();
         let client = ClientId(self.prng.next_u64() >> 1);
         let id = ProcessId(GATEWAY_BASE + index as u64);
-        let sender = Sender::new(
-            id,
-            SenderSettings {
+        let settings = GatewaySettings {
+            sender: SenderSettings {
                 window_max: self.options.window_max,
                 resubmit_ticks: 60,
             },
-        );
-        self.gateways.push(Gateway {
+            router_retry_ticks: 30,
+            // A sequential read whose message is stable but not fully answered is sent again.
+            answer_wait_ticks: 300,
+            read_attempts_max: 4,
+            snapshot_wait_ticks: 200,
+            snapshot_attempts_max: 6,
+            basic_wait_ticks: 60,
+            basic_attempts_max: 5,
+            // No deadline: an operation that never completes is a liveness failure.
+            give_up_ticks: None,
+            report_envelopes: true,
+        };
+        let router_count = self.routers.len() as u8;
+        let seed = self.prng.next_u64();
+        let gateway = Gateway::new(
             id,
             client,
-            sender,
-            config: self.initial.clone(),
-            need_config: false,
-            request_next: RequestNumber(1),
-            request: None,
-            target: 0,
+            self.initial.clone(),
+            router_count,
+            0,
+            seed,
+            settings,
+        );
+        self.gateways.push(GatewayNode {
+            gateway,
             ops: BTreeMap::new(),
+            submissions: Vec::new(),
+            refresh: false,
             op_next: 0,
-            by_sequence: BTreeMap::new(),
-            read_next: 1,
             idle_until: 0,
             slots,
         });
@@ -423,12 +388,12 @@ impl EcastSimulation {
             .iter()
             .enumerate()
             .filter_map(|(index, gateway)| {
-                let (_, op) = gateway.ops.iter().next()?;
+                let (id, op) = gateway.ops.iter().next()?;
                 Some(format!(
                     "gateway {index} has {} operations, the first {:?} in {:?}",
                     gateway.ops.len(),
                     op.command,
-                    op.phase
+                    gateway.gateway.describe(*id)
                 ))
             })
             .collect();
@@ -754,7 +719,7 @@ impl EcastSimulation {
             .map(|replica| replica.state_machine().configuration())
             .max_by_key(|configuration| configuration.version())
             .cloned()
-            .unwrap_or_else(|| self.gateways[self.admin].config.clone())
+            .unwrap_or_else(|| self.gateways[self.admin].gateway.configuration().clone())
     }
 
     /// The reconfiguration nemesis (a super process): one configuration message at a time, a
@@ -791,8 +756,9 @@ impl EcastSimulation {
             }
         };
         self.stats.reconfigurations += 1;
-        self.push_op(admin, None, command, Vec::new(), Phase::Queued);
-        self.gateways[admin].need_config = true;
+        // Planned against a fresh configuration.
+        self.gateways[admin].refresh = true;
+        self.push_op(admin, None, command, Vec::new(), GatewayCommand::Config);
     }
 
     /// The keyspace message a `Reconfigure { draw }` stands for against `configuration`, or
@@ -886,7 +852,7 @@ impl EcastSimulation {
                     None,
                     OpCommand::Suspect(id),
                     Vec::new(),
-                    Phase::Queued,
+                    GatewayCommand::Config,
                 );
                 self.trace.line(|| format!("suspect storage {}", id.0));
             }
@@ -1356,6 +1322,7 @@ impl EcastSimulation {
             // Not while a copy of the key is incoming or a delivery touching it is held.
             Ok(()) if node.migrator.serves(position(key)) => Payload::BasicAnswer {
                 read_id,
+                key,
                 value: node.data.get(&key).copied(),
             },
             Ok(()) => return, // Not ours, or busy: the gateway retries.
@@ -1423,54 +1390,67 @@ impl EcastSimulation {
             EcastCommand::Audit { .. } => (0..self.options.accounts).collect(),
             EcastCommand::Put { key, .. } | EcastCommand::Get { key, .. } => vec![*key],
         };
-        let phase = match command {
-            EcastCommand::Audit {
-                isolation: Isolation::Snapshot,
+        let positions: Vec<Position> = keys.iter().map(|key| position(*key)).collect();
+        let encode = |payload: &StoragePayload| postcard::to_allocvec(payload).expect("serialises");
+        let write = |payload: StoragePayload| GatewayCommand::Write {
+            positions: positions.clone(),
+            payload: encode(&payload),
+            parts: Vec::new(),
+            needs_answers: false,
+        };
+        let gateway_command = match &command {
+            EcastCommand::Transfer { from, to, amount } => write(StoragePayload::Transfer {
+                from: *from,
+                to: *to,
+                amount: *amount,
+            }),
+            EcastCommand::Put { key, value } => write(StoragePayload::Put {
+                key: *key,
+                value: *value,
+            }),
+            EcastCommand::Audit { isolation } | EcastCommand::Get { isolation, .. } => {
+                GatewayCommand::Read {
+                    isolation: *isolation,
+                    positions: positions.clone(),
+                    payload: encode(&StoragePayload::Read { keys: keys.clone() }),
+                    // A read's answer parts are its keys.
+                    parts: keys.clone(),
+                }
             }
-            | EcastCommand::Get {
-                isolation: Isolation::Snapshot,
-                ..
-            } => Phase::SnapshotNeedsNow,
-            EcastCommand::Get {
-                isolation: Isolation::Basic,
-                ..
-            } => Phase::BasicQueued,
-            _ => Phase::Queued,
         };
         self.push_op(
             gateway,
             Some(history),
             OpCommand::Client(command),
             keys,
-            phase,
+            gateway_command,
         );
     }
 
+    /// Hands a command to gateway `gateway` at its next tick.
     fn push_op(
         &mut self,
         gateway: usize,
         history: Option<usize>,
         command: OpCommand,
         keys: Vec<u64>,
-        phase: Phase,
+        gateway_command: GatewayCommand,
     ) {
-        let gateway = &mut self.gateways[gateway];
-        let id = gateway.op_next;
-        gateway.op_next += 1;
-        gateway.ops.insert(
+        let node = &mut self.gateways[gateway];
+        let id = node.op_next;
+        node.op_next += 1;
+        node.ops.insert(
             id,
             Op {
                 history,
                 command,
                 keys,
-                phase,
-                answers: BTreeMap::new(),
-                snapshot_at: None,
                 attempts: 0,
                 digest: 0,
                 copies: Vec::new(),
             },
         );
+        node.submissions.push((id, gateway_command));
     }
 
     fn issue(&mut self, gateway: usize) {
@@ -1523,174 +1503,280 @@ impl EcastSimulation {
         }
     }
 
+    /// One gateway tick: what reads avoid, new commands, the tick itself; then the workload
+    /// issues more.
     fn drive_gateway(&mut self, index: usize) -> Result<(), Violation> {
-        self.gateways[index].sender.tick();
-        self.expire_reads(index);
-        self.send_basic_reads(index);
-        self.fill_window(index);
-        self.maybe_request(index);
-        let gateway = &self.gateways[index];
-        let busy = gateway
-            .ops
-            .values()
-            .filter(|op| op.history.is_some())
-            .count();
-        if self.issuing && busy < gateway.slots && self.now >= gateway.idle_until {
+        let node = &mut self.gateways[index];
+        let mut effects = Vec::new();
+        if node.gateway.busy() != &self.busy {
+            let busy = GatewayInput::Busy(self.busy.clone());
+            node.gateway.step(busy, &mut effects);
+        }
+        if std::mem::take(&mut node.refresh) {
+            node.gateway.refresh_configuration(&mut effects);
+        }
+        for (id, command) in std::mem::take(&mut node.submissions) {
+            node.gateway
+                .step(GatewayInput::Submit { id, command }, &mut effects);
+        }
+        node.gateway.step(GatewayInput::Tick, &mut effects);
+        self.execute_gateway_effects(index, effects)?;
+        let node = &self.gateways[index];
+        let busy = node.ops.values().filter(|op| op.history.is_some()).count();
+        if self.issuing && busy < node.slots && self.now >= node.idle_until {
             self.issue(index);
         }
         Ok(())
     }
 
-    /// A read whose message is stable but not fully answered (an answer was lost, or its
-    /// destination crashed) is sent again as a new message, a few times, then abandoned (it
-    /// stays unanswered in the history and the checker drops it); a snapshot read likewise.
-    /// A new message for the same read is sound: its point is inside the read's interval.
-    fn expire_reads(&mut self, index: usize) {
-        let now = self.now;
-        let gateway = &mut self.gateways[index];
-        let mut abandoned = Vec::new();
-        for (id, op) in gateway.ops.iter_mut() {
-            match op.phase {
-                Phase::Stable { since, sequence } if now >= since + READ_WAIT_TICKS => {
-                    gateway.by_sequence.remove(&sequence);
-                    op.attempts += 1;
-                    if op.attempts >= READ_ATTEMPTS_MAX {
-                        abandoned.push(*id);
-                    } else {
-                        op.phase = Phase::Queued;
-                        op.answers.clear();
-                    }
-                }
-                Phase::SnapshotSent { sent_at, .. } if now >= sent_at + SNAPSHOT_WAIT_TICKS => {
-                    retry_snapshot(op, &mut abandoned, *id);
-                }
-                Phase::BasicSent { sent_at, .. } if now >= sent_at + BASIC_WAIT_TICKS => {
-                    retry_basic(op, &mut abandoned, *id);
-                }
-                _ => {}
+    fn gateway_receive(&mut self, index: usize, payload: Payload) -> Result<(), Violation> {
+        let input = match payload {
+            Payload::Vr(message) => GatewayInput::Router(message),
+            Payload::Stable {
+                sequence,
+                timestamp,
+            } => GatewayInput::Stable {
+                sequence,
+                timestamp,
+            },
+            Payload::Answer { sequence, values } => GatewayInput::Answer {
+                sequence,
+                answers: values,
+            },
+            Payload::BasicAnswer {
+                read_id,
+                key,
+                value,
+            } => GatewayInput::BasicAnswer {
+                read_id,
+                answers: vec![(key, value)],
+            },
+            Payload::BasicRefused { read_id, refusal } => {
+                self.stats.basic_refusals += 1;
+                GatewayInput::BasicRefused { read_id, refusal }
             }
-        }
-        for id in abandoned {
-            gateway.ops.remove(&id);
-            self.stats.abandoned += 1;
-        }
+            Payload::SnapshotRefused { read_id, refusal } => {
+                GatewayInput::SnapshotRefused { read_id, refusal }
+            }
+            Payload::SnapshotAnswer {
+                read_id,
+                at,
+                values,
+            } => GatewayInput::SnapshotAnswer {
+                read_id,
+                at,
+                answers: values,
+            },
+            _ => return Ok(()),
+        };
+        let mut effects = Vec::new();
+        self.gateways[index].gateway.step(input, &mut effects);
+        self.execute_gateway_effects(index, effects)
     }
 
-    /// §6.7 basic reads: straight to one live replica of the key under the gateway's
-    /// configuration, carrying that configuration's version.
-    fn send_basic_reads(&mut self, index: usize) {
-        if self.gateways[index].need_config {
-            return;
-        }
-        let waiting: Vec<u64> = self.gateways[index]
-            .ops
-            .iter()
-            .filter(|(_, op)| op.phase == Phase::BasicQueued)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in waiting {
-            let offset = self.prng.next_u64();
-            let now = self.now;
-            let gateway = &mut self.gateways[index];
-            let read_id = gateway.read_next;
-            gateway.read_next += 1;
-            let op = gateway.ops.get_mut(&id).expect("listed above");
-            let key = op.keys[0];
-            let offset = read_offset(&gateway.config, &[position(key)], &self.busy, offset);
-            let live = gateway.config.live_replicas(position(key));
-            let Some(process) = live
-                .get((offset % live.len().max(1) as u64) as usize)
-                .copied()
-            else {
-                continue; // No live replica: the key is lost; try again later.
-            };
-            op.phase = Phase::BasicSent {
-                read_id,
-                sent_at: now,
-            };
-            let planned_at = gateway.config.version();
-            self.send(
-                Endpoint::Gateway(index),
-                Endpoint::Storage(process),
-                Payload::BasicRead {
+    fn execute_gateway_effects(
+        &mut self,
+        index: usize,
+        effects: Vec<GatewayEffect<Option<i64>>>,
+    ) -> Result<(), Violation> {
+        let from = Endpoint::Gateway(index);
+        let mut queue = VecDeque::from(effects);
+        while let Some(effect) = queue.pop_front() {
+            let mut more = Vec::new();
+            match effect {
+                GatewayEffect::Request { router, request } => self.send(
+                    from,
+                    Endpoint::Router(router),
+                    Payload::Vr(Message::Request(request)),
+                ),
+                GatewayEffect::SnapshotRead { router, read, .. } => {
+                    self.stats.snapshot_reads += 1;
+                    self.send(from, Endpoint::Router(router), Payload::SnapshotRead(read));
+                }
+                GatewayEffect::BasicRead {
+                    id,
+                    to,
                     read_id,
                     planned_at,
-                    key,
-                },
-            );
+                    ..
+                } => {
+                    // The storage process is asked for the keys it holds of the read.
+                    let node = &self.gateways[index];
+                    let configuration = node.gateway.configuration();
+                    let keys: Vec<u64> = node.ops.get(&id).map_or(Vec::new(), |op| {
+                        op.keys
+                            .iter()
+                            .copied()
+                            .filter(|key| configuration.live_replicas(position(*key)).contains(&to))
+                            .collect()
+                    });
+                    for key in keys {
+                        let read = Payload::BasicRead {
+                            read_id,
+                            planned_at,
+                            key,
+                        };
+                        self.send(from, Endpoint::Storage(to), read);
+                    }
+                }
+                GatewayEffect::Plan { id } => {
+                    let message = self.plan_config(index, id);
+                    let planned = GatewayInput::Planned { id, message };
+                    self.gateways[index].gateway.step(planned, &mut more);
+                }
+                GatewayEffect::Submitted { id, envelope } => {
+                    self.on_submitted(index, id, &envelope)
+                }
+                GatewayEffect::Sequenced {
+                    id,
+                    sequence,
+                    timestamp,
+                } => {
+                    let node = &self.gateways[index];
+                    if let Some(op) = node.ops.get(&id) {
+                        let (sender, digest) = (node.gateway.id(), op.digest);
+                        self.stability.on_acknowledged(
+                            sender,
+                            sequence.0,
+                            timestamp,
+                            digest,
+                            &self.order,
+                        )?;
+                    }
+                }
+                GatewayEffect::Refused { id, .. } => {
+                    // Not routed: its copies never happen (a data message is re-planned).
+                    self.stats.refusals += 1;
+                    let copies = self.gateways[index]
+                        .ops
+                        .get_mut(&id)
+                        .map(|op| std::mem::take(&mut op.copies))
+                        .unwrap_or_default();
+                    for copy in copies {
+                        self.release_copy(copy);
+                    }
+                }
+                GatewayEffect::ConfigurationRefreshed { .. } => {}
+                GatewayEffect::Complete { id, completion } => {
+                    if self.on_complete(index, id, completion) {
+                        let command = GatewayCommand::Config;
+                        let submit = GatewayInput::Submit { id, command };
+                        self.gateways[index].gateway.step(submit, &mut more);
+                    }
+                }
+            }
+            queue.extend(more);
+        }
+        Ok(())
+    }
+
+    /// The configuration message command `id` stands for against the gateway's configuration.
+    fn plan_config(&mut self, index: usize, id: u64) -> Option<ConfigMessage> {
+        let node = &self.gateways[index];
+        let command = node.ops.get(&id)?.command.clone();
+        let configuration = node.gateway.configuration().clone();
+        let membership = |change| ConfigMessage {
+            based_on: configuration.version(),
+            change: ConfigChange::Membership(change),
+        };
+        match command {
+            OpCommand::Suspect(process) => Some(membership(MembershipChange::Suspect { process })),
+            OpCommand::Join(process) => Some(membership(MembershipChange::Join { process })),
+            OpCommand::Reconfigure { draw } => {
+                let message = self.plan_reconfiguration(&configuration, draw);
+                if message.is_none() {
+                    self.stats.reconfigurations_refused += 1;
+                }
+                message
+            }
+            OpCommand::Client(_) => None,
         }
     }
 
-    /// Queued operations enter the sender's window, planned against the gateway's configuration.
-    fn fill_window(&mut self, index: usize) {
-        if self.gateways[index].need_config {
+    /// A message entered a gateway's window: the stability checker's digest, a keyspace
+    /// message's copies.
+    fn on_submitted(&mut self, index: usize, id: u64, envelope: &ecast::Envelope) {
+        let copies = copies_of(&envelope.routing);
+        let Some(op) = self.gateways[index].ops.get_mut(&id) else {
             return;
+        };
+        op.digest = digest(envelope);
+        op.copies = copies.clone();
+        for copy in &copies {
+            *self.copy_edges.entry(*copy).or_default() += 1;
         }
-        let queued: Vec<u64> = self.gateways[index]
-            .ops
-            .iter()
-            .filter(|(_, op)| op.phase == Phase::Queued)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in queued {
-            let offset = self.prng.next_u64();
-            let (command, keys) = {
-                let op = &self.gateways[index].ops[&id];
-                (op.command.clone(), op.keys.clone())
-            };
-            let sender = self.gateways[index].id;
-            let planned = match &command {
-                OpCommand::Reconfigure { draw } => {
-                    let configuration = self.gateways[index].config.clone();
-                    self.plan_reconfiguration(&configuration, *draw)
-                        .map(|message| {
-                            (Routing::Config { sender, message }, StoragePayload::Nothing)
-                        })
+        // §6.5's hard case, on purpose: a sender crashes while it streams.
+        if !copies.is_empty() && self.faults_on && self.prng.percent(30) {
+            let (sender, _) = copies[self.prng.below(copies.len() as u64) as usize];
+            let at = self.now + self.prng.range_inclusive(1, 60);
+            self.scheduled_crash = Some((at, sender));
+        }
+    }
+
+    /// A gateway completed command `id`. Returns whether to submit it again (a refused
+    /// configuration message that is not settled).
+    fn on_complete(&mut self, index: usize, id: u64, completion: Completion<Option<i64>>) -> bool {
+        let Some(mut op) = self.gateways[index].ops.remove(&id) else {
+            return false;
+        };
+        match completion {
+            Completion::Done(answers) => {
+                let value = |key: &u64| answers.get(key).copied().flatten();
+                let output = match &op.command {
+                    OpCommand::Client(EcastCommand::Audit { .. }) => EcastOutput::Balances(
+                        op.keys
+                            .iter()
+                            .map(|key| value(key).unwrap_or(i64::MIN))
+                            .collect(),
+                    ),
+                    OpCommand::Client(EcastCommand::Get { key, isolation }) => {
+                        if *isolation == Isolation::Basic {
+                            self.stats.basic_reads += 1;
+                        }
+                        EcastOutput::Value(value(key).map(|value| value as u64))
+                    }
+                    OpCommand::Client(_) => EcastOutput::Ok,
+                    _ => return false,
+                };
+                if let Some(history) = op.history {
+                    self.finish(index, history, output);
                 }
-                _ => {
-                    // §6.4: point reads avoid replicas busy receiving copies.
-                    let gateway = &self.gateways[index];
-                    let points: Vec<Position> = keys.iter().map(|key| position(*key)).collect();
-                    let offset = read_offset(&gateway.config, &points, &self.busy, offset);
-                    Some(plan(sender, &gateway.config, &command, &keys, offset))
+                false
+            }
+            Completion::Failed(Failure::Refused(refusal)) => {
+                let settled = match op.command {
+                    OpCommand::Suspect(_) => matches!(
+                        refusal,
+                        Refusal::NotActive { .. } | Refusal::UnknownProcess { .. }
+                    ),
+                    OpCommand::Join(_) | OpCommand::Client(_) => true,
+                    OpCommand::Reconfigure { .. } => {
+                        op.attempts += 1;
+                        let settled = op.attempts >= RECONFIGURE_ATTEMPTS_MAX;
+                        if settled {
+                            self.stats.reconfigurations_refused += 1;
+                        }
+                        settled
+                    }
+                };
+                if settled {
+                    return false;
                 }
-            };
-            let Some((routing, payload)) = planned else {
-                self.gateways[index].ops.remove(&id);
-                self.stats.reconfigurations_refused += 1;
-                continue;
-            };
-            let copies = copies_of(&routing);
-            let gateway = &mut self.gateways[index];
-            let payload = postcard::to_allocvec(&payload).expect("payloads serialise");
-            let planned_at = gateway.config.version();
-            let Ok(sequence) = gateway
-                .sender
-                .submit(planned_at, routing.clone(), payload.clone())
-            else {
-                break; // The window is full.
-            };
-            let envelope = Envelope {
-                sender: gateway.id,
-                sequence,
-                planned_at,
-                routing,
-                payload,
-            };
-            let op = gateway.ops.get_mut(&id).expect("listed above");
-            op.digest = digest(&envelope);
-            op.phase = Phase::Submitted(sequence);
-            gateway.by_sequence.insert(sequence, id);
-            for copy in &copies {
-                *self.copy_edges.entry(*copy).or_default() += 1;
+                // Re-planned against the configuration the refusal makes the gateway fetch.
+                self.gateways[index].ops.insert(id, op);
+                true
             }
-            // §6.5's hard case, on purpose: a sender crashes while it streams.
-            if !copies.is_empty() && self.faults_on && self.prng.percent(30) {
-                let (sender, _) = copies[self.prng.below(copies.len() as u64) as usize];
-                let at = self.now + self.prng.range_inclusive(1, 60);
-                self.scheduled_crash = Some((at, sender));
+            // Counted when the plan was declined.
+            Completion::Failed(Failure::NotPlanned) => false,
+            // A read out of attempts, a message the router forgot: it stays unanswered in the
+            // history, and the checkers drop it.
+            Completion::Failed(_) => {
+                for copy in op.copies {
+                    self.release_copy(copy);
+                }
+                self.stats.abandoned += 1;
+                false
             }
-            op.copies = copies;
         }
     }
 
@@ -1701,401 +1787,6 @@ impl EcastSimulation {
             if *count == 0 {
                 self.copy_edges.remove(&copy);
             }
-        }
-    }
-
-    /// One router request at a time: retry it, or send the next one needed.
-    fn maybe_request(&mut self, index: usize) {
-        let router_count = self.routers.len() as u8;
-        let now = self.now;
-        let gateway = &mut self.gateways[index];
-        if let Some(request) = &mut gateway.request {
-            if now >= request.sent_at + RETRY_TICKS {
-                request.attempts += 1;
-                request.sent_at = now;
-                if request.attempts % 2 == 0 {
-                    gateway.target = (gateway.target + 1) % router_count;
-                }
-                let (target, message) = (gateway.target, Message::Request(request.request.clone()));
-                self.send(
-                    Endpoint::Gateway(index),
-                    Endpoint::Router(target),
-                    Payload::Vr(message),
-                );
-            }
-            return;
-        }
-        let (purpose, kind, operation) = if gateway.need_config {
-            (
-                Purpose::Configuration,
-                RequestKind::Read,
-                Operation::Query(Query::Configuration),
-            )
-        } else if gateway
-            .ops
-            .values()
-            .any(|op| op.phase == Phase::SnapshotNeedsNow)
-        {
-            (
-                Purpose::Now,
-                RequestKind::Read,
-                Operation::Query(Query::Now),
-            )
-        } else if let Some(batch) = gateway.sender.batch() {
-            (Purpose::Submit, RequestKind::Write, batch)
-        } else {
-            return;
-        };
-        let request = Request {
-            client: gateway.client,
-            request: gateway.request_next,
-            kind,
-            operation: operation.encode(),
-        };
-        gateway.request_next = RequestNumber(gateway.request_next.0 + 1);
-        gateway.request = Some(RouterRequest {
-            request: request.clone(),
-            purpose,
-            sent_at: now,
-            attempts: 0,
-        });
-        let target = gateway.target;
-        self.send(
-            Endpoint::Gateway(index),
-            Endpoint::Router(target),
-            Payload::Vr(Message::Request(request)),
-        );
-    }
-
-    fn gateway_receive(&mut self, index: usize, payload: Payload) -> Result<(), Violation> {
-        let router_count = self.routers.len() as u64;
-        match payload {
-            Payload::Vr(Message::Reply(reply)) => {
-                let gateway = &mut self.gateways[index];
-                let ours = gateway
-                    .request
-                    .as_ref()
-                    .is_some_and(|request| request.request.request == reply.request);
-                if !ours {
-                    return Ok(());
-                }
-                let purpose = gateway.request.take().expect("checked above").purpose;
-                let result = OperationResult::decode(&reply.result);
-                self.on_router_result(index, purpose, result)
-            }
-            Payload::Vr(Message::NotPrimary { view, request, .. }) => {
-                let now = self.now;
-                let gateway = &mut self.gateways[index];
-                if let Some(outstanding) = &mut gateway.request {
-                    if outstanding.request.request == request {
-                        gateway.target = (view.0 % router_count) as u8;
-                        outstanding.sent_at = now.saturating_sub(RETRY_TICKS / 2);
-                    }
-                }
-                Ok(())
-            }
-            Payload::Stable {
-                sequence,
-                timestamp,
-            } => {
-                let mut events = Vec::new();
-                self.gateways[index]
-                    .sender
-                    .on_stable(sequence, timestamp, &mut events);
-                self.on_sender_events(index, events)
-            }
-            Payload::Answer { sequence, values } => {
-                let gateway = &mut self.gateways[index];
-                if let Some(id) = gateway.by_sequence.get(&sequence).copied() {
-                    if let Some(op) = gateway.ops.get_mut(&id) {
-                        op.answers.extend(values);
-                        self.maybe_complete_read(index, id);
-                    }
-                }
-                Ok(())
-            }
-            Payload::BasicAnswer { read_id, value } => {
-                let gateway = &mut self.gateways[index];
-                let found = gateway.ops.iter().find(|(_, op)| {
-                    matches!(op.phase, Phase::BasicSent { read_id: sent, .. } if sent == read_id)
-                });
-                if let Some((id, op)) = found {
-                    let (id, history) = (*id, op.history);
-                    gateway.ops.remove(&id);
-                    self.stats.basic_reads += 1;
-                    if let Some(history) = history {
-                        let output = EcastOutput::Value(value.map(|value| value as u64));
-                        self.finish(index, history, output);
-                    }
-                }
-                Ok(())
-            }
-            Payload::BasicRefused { read_id, .. } => {
-                self.stats.basic_refusals += 1;
-                let gateway = &mut self.gateways[index];
-                let mut abandoned = Vec::new();
-                for (id, op) in gateway.ops.iter_mut() {
-                    if matches!(op.phase, Phase::BasicSent { read_id: sent, .. } if sent == read_id)
-                    {
-                        // Planned against another version: re-plan with the current one.
-                        retry_basic(op, &mut abandoned, *id);
-                        gateway.need_config = true;
-                    }
-                }
-                for id in abandoned {
-                    gateway.ops.remove(&id);
-                    self.stats.abandoned += 1;
-                }
-                Ok(())
-            }
-            Payload::SnapshotRefused { read_id, .. } => {
-                let gateway = &mut self.gateways[index];
-                let mut abandoned = Vec::new();
-                for (id, op) in gateway.ops.iter_mut() {
-                    if matches!(op.phase, Phase::SnapshotSent { read_id: sent, .. } if sent == read_id)
-                    {
-                        retry_snapshot(op, &mut abandoned, *id);
-                    }
-                }
-                for id in abandoned {
-                    gateway.ops.remove(&id);
-                    self.stats.abandoned += 1;
-                }
-                Ok(())
-            }
-            Payload::SnapshotAnswer {
-                read_id,
-                at,
-                values,
-            } => {
-                let gateway = &mut self.gateways[index];
-                let found = gateway.ops.iter_mut().find(|(_, op)| {
-                    matches!(op.phase, Phase::SnapshotSent { read_id: sent, .. } if sent == read_id)
-                });
-                if let Some((id, op)) = found {
-                    if *op.snapshot_at.get_or_insert(at) != at {
-                        return Ok(()); // A second stamping of a duplicated read.
-                    }
-                    op.answers.extend(values);
-                    let id = *id;
-                    self.maybe_complete_read(index, id);
-                }
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn on_router_result(
-        &mut self,
-        index: usize,
-        purpose: Purpose,
-        result: OperationResult,
-    ) -> Result<(), Violation> {
-        match (purpose, result) {
-            (Purpose::Submit, result) => {
-                let mut events = Vec::new();
-                self.gateways[index].sender.on_result(&result, &mut events);
-                self.on_sender_events(index, events)
-            }
-            (Purpose::Configuration, OperationResult::Configuration(configuration)) => {
-                let gateway = &mut self.gateways[index];
-                gateway.config = configuration;
-                gateway.need_config = false;
-                Ok(())
-            }
-            (Purpose::Now, OperationResult::Now { timestamp, .. }) => {
-                self.send_snapshot_reads(index, timestamp);
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn send_snapshot_reads(&mut self, index: usize, not_before: ecast::Timestamp) {
-        let waiting: Vec<u64> = self.gateways[index]
-            .ops
-            .iter()
-            .filter(|(_, op)| op.phase == Phase::SnapshotNeedsNow)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in waiting {
-            let offset = self.prng.next_u64();
-            let now = self.now;
-            // Snapshot reads avoid busy replicas too (the routers route them by the same rule).
-            let offset = {
-                let gateway = &self.gateways[index];
-                let points: Vec<Position> = gateway.ops[&id]
-                    .keys
-                    .iter()
-                    .map(|key| position(*key))
-                    .collect();
-                read_offset(&gateway.config, &points, &self.busy, offset)
-            };
-            let gateway = &mut self.gateways[index];
-            let read_id = gateway.read_next;
-            gateway.read_next += 1;
-            let op = gateway.ops.get_mut(&id).expect("listed above");
-            op.phase = Phase::SnapshotSent {
-                read_id,
-                sent_at: now,
-            };
-            op.answers.clear();
-            op.snapshot_at = None;
-            let read = SnapshotRead {
-                sender: gateway.id,
-                read_id,
-                not_before,
-                routing: Routing::Read {
-                    sender: gateway.id,
-                    target: Target::Points(op.keys.iter().map(|key| position(*key)).collect()),
-                    replica_offset: offset,
-                },
-                payload: postcard::to_allocvec(&StoragePayload::Read {
-                    keys: op.keys.clone(),
-                })
-                .expect("payloads serialise"),
-            };
-            let target = gateway.target;
-            self.stats.snapshot_reads += 1;
-            self.send(
-                Endpoint::Gateway(index),
-                Endpoint::Router(target),
-                Payload::SnapshotRead(read),
-            );
-        }
-    }
-
-    fn on_sender_events(
-        &mut self,
-        index: usize,
-        events: Vec<SenderEvent>,
-    ) -> Result<(), Violation> {
-        for event in events {
-            match event {
-                SenderEvent::Sequenced {
-                    sequence,
-                    timestamp,
-                    ..
-                } => {
-                    let gateway = &self.gateways[index];
-                    if let Some(op) = gateway
-                        .by_sequence
-                        .get(&sequence)
-                        .and_then(|id| gateway.ops.get(id))
-                    {
-                        let (id, digest) = (gateway.id, op.digest);
-                        self.stability.on_acknowledged(
-                            id,
-                            sequence.0,
-                            timestamp,
-                            digest,
-                            &self.order,
-                        )?;
-                    }
-                }
-                SenderEvent::Stable { sequence, .. } => self.on_stable(index, sequence),
-                SenderEvent::Refused { sequence, refusal } => {
-                    self.stats.refusals += 1;
-                    let gateway = &mut self.gateways[index];
-                    let Some(id) = gateway.by_sequence.remove(&sequence) else {
-                        continue;
-                    };
-                    let Some(op) = gateway.ops.get_mut(&id) else {
-                        continue;
-                    };
-                    let settled = matches!(op.command, OpCommand::Suspect(_))
-                        && matches!(
-                            refusal,
-                            Refusal::NotActive { .. } | Refusal::UnknownProcess { .. }
-                        )
-                        || matches!(op.command, OpCommand::Join(_));
-                    let copies = std::mem::take(&mut op.copies);
-                    let reconfigure = matches!(op.command, OpCommand::Reconfigure { .. });
-                    if reconfigure {
-                        op.attempts += 1;
-                    }
-                    if settled || (reconfigure && op.attempts >= 3) {
-                        gateway.ops.remove(&id);
-                        if reconfigure {
-                            self.stats.reconfigurations_refused += 1;
-                        }
-                    } else {
-                        // Not routed: re-plan against the current configuration and resubmit.
-                        op.phase = Phase::Queued;
-                        gateway.need_config = true;
-                    }
-                    for copy in copies {
-                        self.release_copy(copy);
-                    }
-                }
-                SenderEvent::Lost { sequence, .. } => {
-                    let gateway = &mut self.gateways[index];
-                    if let Some(id) = gateway.by_sequence.remove(&sequence) {
-                        if let Some(op) = gateway.ops.remove(&id) {
-                            for copy in op.copies {
-                                self.release_copy(copy);
-                            }
-                        }
-                        self.stats.abandoned += 1;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn on_stable(&mut self, index: usize, sequence: Sequence) {
-        let now = self.now;
-        let gateway = &mut self.gateways[index];
-        let Some(id) = gateway.by_sequence.get(&sequence).copied() else {
-            return;
-        };
-        let Some(op) = gateway.ops.get_mut(&id) else {
-            return;
-        };
-        let is_read = matches!(&op.command, OpCommand::Client(command) if command.is_read());
-        if is_read {
-            op.phase = Phase::Stable {
-                since: now,
-                sequence,
-            };
-            self.maybe_complete_read(index, id);
-            return;
-        }
-        gateway.by_sequence.remove(&sequence);
-        let op = gateway.ops.remove(&id).expect("found above");
-        if let Some(history) = op.history {
-            self.finish(index, history, EcastOutput::Ok);
-        }
-    }
-
-    fn maybe_complete_read(&mut self, index: usize, id: u64) {
-        let gateway = &mut self.gateways[index];
-        let Some(op) = gateway.ops.get(&id) else {
-            return;
-        };
-        if !op.keys.iter().all(|key| op.answers.contains_key(key)) {
-            return;
-        }
-        let op = gateway.ops.remove(&id).expect("found above");
-        if let Phase::Submitted(sequence) | Phase::Stable { sequence, .. } = op.phase {
-            gateway.by_sequence.remove(&sequence);
-        }
-        let output = match &op.command {
-            OpCommand::Client(EcastCommand::Audit { .. }) => EcastOutput::Balances(
-                op.keys
-                    .iter()
-                    .map(|key| op.answers[key].unwrap_or(i64::MIN))
-                    .collect(),
-            ),
-            OpCommand::Client(EcastCommand::Get { key, .. }) => {
-                EcastOutput::Value(op.answers[key].map(|value| value as u64))
-            }
-            _ => return,
-        };
-        if let Some(history) = op.history {
-            self.finish(index, history, output);
         }
     }
 
@@ -2118,26 +1809,6 @@ impl EcastSimulation {
     }
 }
 
-fn retry_basic(op: &mut Op, abandoned: &mut Vec<u64>, id: u64) {
-    op.attempts += 1;
-    if op.attempts >= BASIC_ATTEMPTS_MAX {
-        abandoned.push(id);
-    } else {
-        op.phase = Phase::BasicQueued;
-    }
-}
-
-fn retry_snapshot(op: &mut Op, abandoned: &mut Vec<u64>, id: u64) {
-    op.attempts += 1;
-    if op.attempts >= SNAPSHOT_ATTEMPTS_MAX {
-        abandoned.push(id);
-    } else {
-        op.phase = Phase::SnapshotNeedsNow;
-        op.answers.clear();
-        op.snapshot_at = None;
-    }
-}
-
 fn router_state(options: &EcastOptions, initial: &Configuration) -> RouterState {
     let canary = (options.canary == Some(EcastCanary::StableOnFirstConfirm))
         .then_some(ecast::Canary::StableOnFirstConfirm);
@@ -2154,73 +1825,6 @@ fn router_state(options: &EcastOptions, initial: &Configuration) -> RouterState 
 fn gateway_index(id: ProcessId, count: usize) -> Option<usize> {
     let index = id.0.checked_sub(GATEWAY_BASE)? as usize;
     (index < count).then_some(index)
-}
-
-/// The routing part and payload of an operation (the gateway's plan).
-fn plan(
-    sender: ProcessId,
-    configuration: &Configuration,
-    command: &OpCommand,
-    keys: &[u64],
-    offset: u64,
-) -> (Routing, StoragePayload) {
-    let points = Target::Points(keys.iter().map(|key| position(*key)).collect());
-    match command {
-        OpCommand::Client(EcastCommand::Transfer { from, to, amount }) => (
-            Routing::Write {
-                sender,
-                target: points,
-            },
-            StoragePayload::Transfer {
-                from: *from,
-                to: *to,
-                amount: *amount,
-            },
-        ),
-        OpCommand::Client(EcastCommand::Put { key, value }) => (
-            Routing::Write {
-                sender,
-                target: points,
-            },
-            StoragePayload::Put {
-                key: *key,
-                value: *value,
-            },
-        ),
-        OpCommand::Client(EcastCommand::Audit { .. } | EcastCommand::Get { .. }) => (
-            Routing::Read {
-                sender,
-                target: points,
-                replica_offset: offset,
-            },
-            StoragePayload::Read {
-                keys: keys.to_vec(),
-            },
-        ),
-        OpCommand::Join(process) => (
-            Routing::Config {
-                sender,
-                message: ConfigMessage {
-                    based_on: configuration.version(),
-                    change: ConfigChange::Membership(MembershipChange::Join { process: *process }),
-                },
-            },
-            StoragePayload::Nothing,
-        ),
-        OpCommand::Reconfigure { .. } => unreachable!("planned by plan_reconfiguration"),
-        OpCommand::Suspect(process) => (
-            Routing::Config {
-                sender,
-                message: ConfigMessage {
-                    based_on: configuration.version(),
-                    change: ConfigChange::Membership(MembershipChange::Suspect {
-                        process: *process,
-                    }),
-                },
-            },
-            StoragePayload::Nothing,
-        ),
-    }
 }
 
 fn summarize(payload: &Payload) -> String {
@@ -2262,7 +1866,11 @@ fn summarize(payload: &Payload) -> String {
             planned_at,
             key,
         } => format!("basic_read {read_id} key {key} at version {}", planned_at.0),
-        Payload::BasicAnswer { read_id, value } => format!("basic_answer {read_id} {value:?}"),
+        Payload::BasicAnswer {
+            read_id,
+            key,
+            value,
+        } => format!("basic_answer {read_id} key {key} {value:?}"),
         Payload::BasicRefused { read_id, refusal } => {
             format!("basic_refused {read_id}: {refusal}")
         }

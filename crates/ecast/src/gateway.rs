@@ -1,0 +1,1052 @@
+//! The gateway (an application process's client side, §5.4 Algorithm 1 and §6.7), sans-IO: turns
+//! commands into E-Cast messages and reads, and brings their answers back. It plans a message
+//! against the configuration it knows (destinations from ring positions, `planned_at` its
+//! version), numbers it through a `Sender`, and is a VR client of the router group: one request
+//! at a time, resent every `router_retry_ticks`, to the next router every second resend, and
+//! straight to the primary a `NotPrimary` names. A message refused for its configuration
+//! version is re-planned after a configuration query, without the caller seeing it. Snapshot
+//! reads ask the router log's last timestamp (`Query::Now`) and send a `SnapshotRead` with
+//! `not_before`; basic reads go straight to one live replica per position.
+//!
+//! The payload is opaque bytes: the driver says which positions a command touches, whether it
+//! writes, and which answer parts complete it (`parts`); storage processes answer parts by
+//! number with values of type `A`, which the gateway collects without looking at them. The
+//! runtime (`runtime::ecast::gateway`, tokio, `kv` commands) and the simulator's `--ecast` world
+//! drive this same type.
+//!
+//! Time is `GatewayInput::Tick`; every policy constant is a setting in ticks.
+
+use crate::router::{Operation, OperationResult, Query};
+use crate::sender::{Sender, SenderEvent, SenderSettings};
+use crate::types::{Envelope, Isolation, ReadRefusal, Sequence, SnapshotRead, Timestamp};
+use placement::ecast::{Message as Routing, Target};
+use placement::migration::read_offset;
+use placement::{ConfigMessage, ConfigVersion, Configuration, Position, ProcessId, Refusal};
+use std::collections::{BTreeMap, BTreeSet};
+use stdx::Prng;
+use vr::{ClientId, Message, Request, RequestKind, RequestNumber};
+
+/// A gateway's policy, in ticks. The simulator keeps its tick values; the runtime converts its
+/// milliseconds with its tick length.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// The sender's window and resubmission interval.
+    pub sender: SenderSettings,
+    /// An unanswered router request is resent this often (to the next router every second
+    /// time).
+    pub router_retry_ticks: u64,
+    /// A message that is stable but not fully answered this long after: a read is sent again
+    /// as a new message, a write that needs answers fails (`Failure::AnswersLost`).
+    pub answer_wait_ticks: u64,
+    /// A sequential read is sent as a new message at most this many times in all.
+    pub read_attempts_max: u32,
+    /// A snapshot read unanswered this long is restarted from `Query::Now`.
+    pub snapshot_wait_ticks: u64,
+    /// Snapshot attempts at most (each refusal and each timeout ends one).
+    pub snapshot_attempts_max: u32,
+    /// A basic read unanswered this long is sent again.
+    pub basic_wait_ticks: u64,
+    /// Basic attempts at most (each refusal and each timeout ends one).
+    pub basic_attempts_max: u32,
+    /// A command not complete this long after it was submitted fails (`Failure::TimedOut`;
+    /// a write may still take effect). `None`: never.
+    pub give_up_ticks: Option<u64>,
+    /// Emit `GatewayEffect::Submitted` with each message's envelope (for checkers).
+    pub report_envelopes: bool,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> GatewaySettings {
+        GatewaySettings {
+            sender: SenderSettings::default(),
+            router_retry_ticks: 30,
+            answer_wait_ticks: 300,
+            read_attempts_max: 4,
+            snapshot_wait_ticks: 200,
+            snapshot_attempts_max: 6,
+            basic_wait_ticks: 60,
+            basic_attempts_max: 5,
+            give_up_ticks: None,
+            report_envelopes: false,
+        }
+    }
+}
+
+/// What a driver asks the gateway to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatewayCommand {
+    /// An E-Cast write message to every replica of `positions`. Complete when stable and, if
+    /// `needs_answers`, when every part was answered.
+    Write {
+        positions: Vec<Position>,
+        payload: Vec<u8>,
+        parts: Vec<u64>,
+        needs_answers: bool,
+    },
+    /// A read of `positions` at `isolation`; complete when every part was answered.
+    Read {
+        isolation: Isolation,
+        positions: Vec<Position>,
+        payload: Vec<u8>,
+        parts: Vec<u64>,
+    },
+    /// A configuration message. The gateway asks the driver to plan it against its current
+    /// configuration (`GatewayEffect::Plan`, answered by `GatewayInput::Planned`); a refusal
+    /// completes it (`Failure::Refused`): whether to try again is the driver's decision.
+    Config,
+}
+
+impl GatewayCommand {
+    fn parts(&self) -> &[u64] {
+        match self {
+            GatewayCommand::Write { parts, .. } | GatewayCommand::Read { parts, .. } => parts,
+            GatewayCommand::Config => &[],
+        }
+    }
+
+    fn is_read(&self) -> bool {
+        matches!(self, GatewayCommand::Read { .. })
+    }
+
+    fn isolation(&self) -> Isolation {
+        match self {
+            GatewayCommand::Read { isolation, .. } => *isolation,
+            _ => Isolation::Sequential,
+        }
+    }
+
+    fn positions(&self) -> &[Position] {
+        match self {
+            GatewayCommand::Write { positions, .. } | GatewayCommand::Read { positions, .. } => {
+                positions
+            }
+            GatewayCommand::Config => &[],
+        }
+    }
+
+    fn payload(&self) -> &[u8] {
+        match self {
+            GatewayCommand::Write { payload, .. } | GatewayCommand::Read { payload, .. } => payload,
+            GatewayCommand::Config => &[],
+        }
+    }
+}
+
+/// The gateway's inputs. `A` is an answer part's value, opaque to the gateway.
+#[derive(Clone, Debug)]
+pub enum GatewayInput<A> {
+    /// A new command; `id` is the driver's, unique among the gateway's pending commands.
+    Submit {
+        id: u64,
+        command: GatewayCommand,
+    },
+    /// The driver's plan of configuration command `id` (after `GatewayEffect::Plan`); `None`
+    /// drops it (`Failure::NotPlanned`).
+    Planned {
+        id: u64,
+        message: Option<ConfigMessage>,
+    },
+    Tick,
+    /// A router's VR message to this gateway (`Reply`, `NotPrimary`; anything else is ignored).
+    Router(Message),
+    /// A forwarder's stable notification.
+    Stable {
+        sequence: Sequence,
+        timestamp: Timestamp,
+    },
+    /// A storage process's answers to a sequenced message.
+    Answer {
+        sequence: Sequence,
+        answers: Vec<(u64, A)>,
+    },
+    SnapshotAnswer {
+        read_id: u64,
+        at: Timestamp,
+        answers: Vec<(u64, A)>,
+    },
+    SnapshotRefused {
+        read_id: u64,
+        refusal: ReadRefusal,
+    },
+    BasicAnswer {
+        read_id: u64,
+        answers: Vec<(u64, A)>,
+    },
+    BasicRefused {
+        read_id: u64,
+        refusal: ReadRefusal,
+    },
+    /// The processes receiving copies right now (§6.4): reads avoid them where they can.
+    Busy(BTreeSet<ProcessId>),
+}
+
+/// What the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GatewayEffect<A> {
+    /// Send this VR request to router `router` (an index into the router group).
+    Request { router: u8, request: Request },
+    /// Send this snapshot read to router `router` (for command `id`).
+    SnapshotRead {
+        id: u64,
+        router: u8,
+        read: SnapshotRead,
+    },
+    /// Send a basic read of command `id` to storage process `to`.
+    BasicRead {
+        id: u64,
+        to: ProcessId,
+        read_id: u64,
+        planned_at: ConfigVersion,
+        payload: Vec<u8>,
+    },
+    /// Plan configuration command `id` against `Gateway::configuration()` and answer with
+    /// `GatewayInput::Planned`.
+    Plan { id: u64 },
+    /// Command `id` entered the sender's window as this message (only with
+    /// `report_envelopes`).
+    Submitted { id: u64, envelope: Envelope },
+    /// Command `id`'s message has its place in the global order.
+    Sequenced {
+        id: u64,
+        sequence: Sequence,
+        timestamp: Timestamp,
+    },
+    /// Command `id`'s message was refused (a data message is re-planned; a configuration
+    /// message completes with `Failure::Refused`).
+    Refused { id: u64, refusal: Refusal },
+    /// The gateway learnt a configuration from the routers.
+    ConfigurationRefreshed { version: ConfigVersion },
+    /// Command `id` is done.
+    Complete { id: u64, completion: Completion<A> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion<A> {
+    /// Done; the answers collected, by part (empty for a write that needs none).
+    Done(BTreeMap<u64, A>),
+    Failed(Failure),
+}
+
+/// Why a command failed (the driver's TRYAGAIN).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Not complete within `give_up_ticks`; a write may still take effect.
+    TimedOut,
+    /// A read ran out of attempts.
+    NoAnswer,
+    /// A write is stable but answers it needs never came.
+    AnswersLost,
+    /// The router no longer knows what became of the message.
+    Lost(String),
+    /// A configuration message was refused.
+    Refused(Refusal),
+    /// The driver did not plan a configuration message.
+    NotPlanned,
+}
+
+/// Counters, for a driver's status page and statistics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewayStats {
+    pub router_answers: u64,
+    /// Messages refused by the routers.
+    pub refusals: u64,
+    pub basic_refusals: u64,
+    pub snapshot_refusals: u64,
+    /// Reads sent again after a timeout.
+    pub retries: u64,
+    /// Router answers that fit nothing asked (a garbled or mismatched result).
+    pub unexpected_answers: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    Submit,
+    Configuration,
+    Now,
+}
+
+#[derive(Clone, Debug)]
+struct RouterRequest {
+    request: Request,
+    purpose: Purpose,
+    sent_at: u64,
+    attempts: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting to enter the sender's window (a fresh configuration first, if one is needed).
+    Queued,
+    /// A configuration message the driver is planning.
+    Planning,
+    /// In the window; `stable_at` once the message is stable.
+    Submitted {
+        sequence: Sequence,
+        stable_at: Option<u64>,
+    },
+    BasicQueued,
+    BasicSent {
+        read_id: u64,
+        sent_at: u64,
+    },
+    SnapshotNeedsNow,
+    /// `at`: the read's point, fixed by its first answer (a duplicated read may be stamped
+    /// twice, at different points; only answers for one point may be combined).
+    SnapshotSent {
+        read_id: u64,
+        sent_at: u64,
+        at: Option<Timestamp>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Pending<A> {
+    command: GatewayCommand,
+    phase: Phase,
+    started_at: u64,
+    answers: BTreeMap<u64, A>,
+    /// Read attempts ended (refusals and timeouts).
+    attempts: u32,
+}
+
+pub struct Gateway<A> {
+    id: ProcessId,
+    client: ClientId,
+    settings: GatewaySettings,
+    router_count: u8,
+    prng: Prng,
+    now: u64,
+    sender: Sender,
+    configuration: Configuration,
+    need_configuration: bool,
+    busy: BTreeSet<ProcessId>,
+    request_next: RequestNumber,
+    request: Option<RouterRequest>,
+    /// The router requests go to. Invariant: below `router_count`.
+    target: u8,
+    pending: BTreeMap<u64, Pending<A>>,
+    /// Invariant: exactly the pending commands in `Phase::Submitted`, by their sequence.
+    by_sequence: BTreeMap<Sequence, u64>,
+    /// Invariant: exactly the pending reads in `BasicSent` or `SnapshotSent`, by read id.
+    by_read: BTreeMap<u64, u64>,
+    read_next: u64,
+    /// Commands in `Phase::Planning`: they take window room.
+    planning: u64,
+    stats: GatewayStats,
+}
+
+impl<A: Clone> Gateway<A> {
+    /// A gateway with sender id `id`, VR client id `client`, planning against `configuration`,
+    /// talking to `router_count` routers starting with `first_router`; `seed` draws its read
+    /// replica offsets.
+    pub fn new(
+        id: ProcessId,
+        client: ClientId,
+        configuration: Configuration,
+        router_count: u8,
+        first_router: u8,
+        seed: u64,
+        settings: GatewaySettings,
+    ) -> Gateway<A> {
+        assert!(router_count >= 1);
+        assert!(settings.router_retry_ticks >= 2);
+        Gateway {
+            id,
+            client,
+            sender: Sender::new(id, settings.sender.clone()),
+            settings,
+            router_count,
+            prng: Prng::new(seed),
+            now: 0,
+            configuration,
+            need_configuration: false,
+            busy: BTreeSet::new(),
+            request_next: RequestNumber(1),
+            request: None,
+            target: first_router % router_count,
+            pending: BTreeMap::new(),
+            by_sequence: BTreeMap::new(),
+            by_read: BTreeMap::new(),
+            read_next: 1,
+            planning: 0,
+            stats: GatewayStats::default(),
+        }
+    }
+
+    pub fn id(&self) -> ProcessId {
+        self.id
+    }
+
+    pub fn client(&self) -> ClientId {
+        self.client
+    }
+
+    pub fn configuration(&self) -> &Configuration {
+        &self.configuration
+    }
+
+    /// The processes reads avoid (`GatewayInput::Busy`).
+    pub fn busy(&self) -> &BTreeSet<ProcessId> {
+        &self.busy
+    }
+
+    pub fn target(&self) -> u8 {
+        self.target
+    }
+
+    pub fn stats(&self) -> &GatewayStats {
+        &self.stats
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.pending.contains_key(&id)
+    }
+
+    /// Where command `id` is, for diagnostics.
+    pub fn describe(&self, id: u64) -> Option<String> {
+        self.pending
+            .get(&id)
+            .map(|pending| format!("{:?}, attempts {}", pending.phase, pending.attempts))
+    }
+
+    /// Asks the routers for the configuration before planning anything more (a driver that
+    /// knows the ring may have moved on, e.g. at start).
+    pub fn refresh_configuration(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        self.need_configuration = true;
+        self.drive(effects);
+    }
+
+    /// The single entry point. Appends to `effects`; never performs I/O.
+    pub fn step(&mut self, input: GatewayInput<A>, effects: &mut Vec<GatewayEffect<A>>) {
+        match input {
+            GatewayInput::Submit { id, command } => self.on_submit(id, command),
+            GatewayInput::Planned { id, message } => self.on_planned(id, message, effects),
+            GatewayInput::Tick => self.on_tick(effects),
+            GatewayInput::Router(message) => self.on_router_message(message, effects),
+            GatewayInput::Stable {
+                sequence,
+                timestamp,
+            } => {
+                let mut events = Vec::new();
+                self.sender.on_stable(sequence, timestamp, &mut events);
+                self.on_sender_events(events, effects);
+            }
+            GatewayInput::Answer { sequence, answers } => {
+                if let Some(id) = self.by_sequence.get(&sequence).copied() {
+                    self.on_answers(id, answers, effects);
+                }
+            }
+            GatewayInput::SnapshotAnswer {
+                read_id,
+                at,
+                answers,
+            } => self.on_snapshot_answer(read_id, at, answers, effects),
+            GatewayInput::SnapshotRefused { read_id, .. } => {
+                if let Some(id) = self.read_of(read_id, true) {
+                    self.stats.snapshot_refusals += 1;
+                    self.retry_read(id, effects);
+                }
+            }
+            GatewayInput::BasicAnswer { read_id, answers } => {
+                if let Some(id) = self.read_of(read_id, false) {
+                    self.on_answers(id, answers, effects);
+                }
+            }
+            GatewayInput::BasicRefused { read_id, .. } => {
+                // Planned against another version: re-read the configuration and re-plan.
+                if let Some(id) = self.read_of(read_id, false) {
+                    self.stats.basic_refusals += 1;
+                    self.need_configuration = true;
+                    self.retry_read(id, effects);
+                }
+            }
+            GatewayInput::Busy(busy) => self.busy = busy,
+        }
+        self.drive(effects);
+        self.invariants();
+    }
+
+    fn on_submit(&mut self, id: u64, command: GatewayCommand) {
+        assert!(!self.pending.contains_key(&id), "command id {id} reused");
+        let phase = match command.isolation() {
+            Isolation::Snapshot => Phase::SnapshotNeedsNow,
+            Isolation::Basic => Phase::BasicQueued,
+            Isolation::Sequential => Phase::Queued,
+        };
+        self.pending.insert(
+            id,
+            Pending {
+                command,
+                phase,
+                started_at: self.now,
+                answers: BTreeMap::new(),
+                attempts: 0,
+            },
+        );
+    }
+
+    /// Everything that may move after an input: basic reads out, the window filled, the next
+    /// router request sent.
+    fn drive(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        self.send_basic_reads(effects);
+        self.fill_window(effects);
+        self.maybe_request(effects);
+    }
+
+    fn on_tick(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        self.now += 1;
+        self.sender.tick();
+        self.expire(effects);
+        let now = self.now;
+        let Some(request) = &mut self.request else {
+            return;
+        };
+        if now < request.sent_at + self.settings.router_retry_ticks {
+            return;
+        }
+        request.attempts += 1;
+        request.sent_at = now;
+        if request.attempts.is_multiple_of(2) {
+            self.target = (self.target + 1) % self.router_count;
+        }
+        let request = request.request.clone();
+        effects.push(GatewayEffect::Request {
+            router: self.target,
+            request,
+        });
+    }
+
+    /// Gives up on what waited far too long; retries reads that waited too long.
+    fn expire(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        let now = self.now;
+        let settings = &self.settings;
+        let mut timed_out = Vec::new();
+        let mut answers_lost = Vec::new();
+        let mut retry = Vec::new();
+        for (id, pending) in &self.pending {
+            if settings
+                .give_up_ticks
+                .is_some_and(|ticks| now >= pending.started_at + ticks)
+            {
+                timed_out.push(*id);
+                continue;
+            }
+            match pending.phase {
+                Phase::Submitted {
+                    stable_at: Some(at),
+                    ..
+                } if now >= at + settings.answer_wait_ticks => {
+                    if pending.command.is_read() {
+                        retry.push(*id);
+                    } else {
+                        answers_lost.push(*id);
+                    }
+                }
+                Phase::SnapshotSent { sent_at, .. }
+                    if now >= sent_at + settings.snapshot_wait_ticks =>
+                {
+                    retry.push(*id)
+                }
+                Phase::BasicSent { sent_at, .. } if now >= sent_at + settings.basic_wait_ticks => {
+                    retry.push(*id)
+                }
+                _ => {}
+            }
+        }
+        for id in timed_out {
+            self.complete(id, Completion::Failed(Failure::TimedOut), effects);
+        }
+        for id in answers_lost {
+            self.complete(id, Completion::Failed(Failure::AnswersLost), effects);
+        }
+        for id in retry {
+            self.stats.retries += 1;
+            self.retry_read(id, effects);
+        }
+    }
+
+    /// Ends a read attempt: the read starts over (a sequential read as a new message, which is
+    /// sound: its point is inside the read's interval), or fails after its last attempt.
+    fn retry_read(&mut self, id: u64, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        pending.attempts += 1;
+        let (limit, phase) = match pending.command.isolation() {
+            Isolation::Sequential => (self.settings.read_attempts_max, Phase::Queued),
+            Isolation::Snapshot => (self.settings.snapshot_attempts_max, Phase::SnapshotNeedsNow),
+            Isolation::Basic => (self.settings.basic_attempts_max, Phase::BasicQueued),
+        };
+        if pending.attempts >= limit {
+            self.complete(id, Completion::Failed(Failure::NoAnswer), effects);
+            return;
+        }
+        pending.answers.clear();
+        self.set_phase(id, phase);
+    }
+
+    /// Moves command `id` to `phase`, keeping the sequence and read indexes exact.
+    fn set_phase(&mut self, id: u64, phase: Phase) {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        match pending.phase {
+            Phase::Submitted { sequence, .. } => {
+                self.by_sequence.remove(&sequence);
+            }
+            Phase::BasicSent { read_id, .. } | Phase::SnapshotSent { read_id, .. } => {
+                self.by_read.remove(&read_id);
+            }
+            Phase::Planning => self.planning -= 1,
+            _ => {}
+        }
+        match phase {
+            Phase::Submitted { sequence, .. } => {
+                self.by_sequence.insert(sequence, id);
+            }
+            Phase::BasicSent { read_id, .. } | Phase::SnapshotSent { read_id, .. } => {
+                self.by_read.insert(read_id, id);
+            }
+            Phase::Planning => self.planning += 1,
+            _ => {}
+        }
+        pending.phase = phase;
+    }
+
+    fn complete(
+        &mut self,
+        id: u64,
+        completion: Completion<A>,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        if !self.pending.contains_key(&id) {
+            return;
+        }
+        // Queued: drops it from every index.
+        self.set_phase(id, Phase::Queued);
+        self.pending.remove(&id);
+        effects.push(GatewayEffect::Complete { id, completion });
+    }
+
+    /// The pending read `read_id` names, if it is a snapshot read (or a basic one) still
+    /// waiting for that attempt.
+    fn read_of(&self, read_id: u64, snapshot: bool) -> Option<u64> {
+        let id = *self.by_read.get(&read_id)?;
+        let phase = self.pending.get(&id)?.phase;
+        let matches = match phase {
+            Phase::SnapshotSent { .. } => snapshot,
+            Phase::BasicSent { .. } => !snapshot,
+            _ => false,
+        };
+        matches.then_some(id)
+    }
+
+    fn on_snapshot_answer(
+        &mut self,
+        read_id: u64,
+        at: Timestamp,
+        answers: Vec<(u64, A)>,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Some(id) = self.read_of(read_id, true) else {
+            return;
+        };
+        let pending = self.pending.get_mut(&id).expect("indexed");
+        if let Phase::SnapshotSent { at: point, .. } = &mut pending.phase {
+            if *point.get_or_insert(at) != at {
+                return; // A second stamping of a duplicated read.
+            }
+        }
+        self.on_answers(id, answers, effects);
+    }
+
+    /// Records answer parts the command asked for (others are ignored) and completes it if
+    /// that was all it waited for.
+    fn on_answers(&mut self, id: u64, answers: Vec<(u64, A)>, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        for (part, value) in answers {
+            if pending.command.parts().contains(&part) {
+                pending.answers.insert(part, value);
+            }
+        }
+        self.maybe_complete(id, effects);
+    }
+
+    fn maybe_complete(&mut self, id: u64, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(pending) = self.pending.get(&id) else {
+            return;
+        };
+        let answered = pending
+            .command
+            .parts()
+            .iter()
+            .all(|part| pending.answers.contains_key(part));
+        let stable = matches!(
+            pending.phase,
+            Phase::Submitted {
+                stable_at: Some(_),
+                ..
+            }
+        );
+        let done = match &pending.command {
+            GatewayCommand::Read { .. } => answered,
+            GatewayCommand::Write { needs_answers, .. } => stable && (answered || !needs_answers),
+            GatewayCommand::Config => stable,
+        };
+        if done {
+            let answers = pending.answers.clone();
+            self.complete(id, Completion::Done(answers), effects);
+        }
+    }
+
+    fn routing(&mut self, command: &GatewayCommand) -> Routing {
+        let positions = command.positions().to_vec();
+        if command.is_read() {
+            // §6.4: point reads avoid replicas busy receiving copies.
+            let offset = self.prng.next_u64();
+            let replica_offset = read_offset(&self.configuration, &positions, &self.busy, offset);
+            Routing::Read {
+                sender: self.id,
+                target: Target::Points(positions),
+                replica_offset,
+            }
+        } else {
+            Routing::Write {
+                sender: self.id,
+                target: Target::Points(positions),
+            }
+        }
+    }
+
+    /// Queued commands enter the sender's window, planned against the current configuration;
+    /// configuration commands go to the driver to be planned.
+    fn fill_window(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        if self.need_configuration {
+            return;
+        }
+        let queued: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.phase == Phase::Queued)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in queued {
+            let room =
+                self.sender.in_window() as u64 + self.planning < self.settings.sender.window_max;
+            if !room {
+                break;
+            }
+            let command = self.pending[&id].command.clone();
+            if command == GatewayCommand::Config {
+                self.set_phase(id, Phase::Planning);
+                effects.push(GatewayEffect::Plan { id });
+                continue;
+            }
+            let routing = self.routing(&command);
+            self.submit(id, routing, command.payload().to_vec(), effects);
+        }
+    }
+
+    fn submit(
+        &mut self,
+        id: u64,
+        routing: Routing,
+        payload: Vec<u8>,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let planned_at = self.configuration.version();
+        let envelope = self
+            .settings
+            .report_envelopes
+            .then(|| (routing.clone(), payload.clone()));
+        let Ok(sequence) = self.sender.submit(planned_at, routing, payload) else {
+            // The window is full (or the plan names another sender): plan again later.
+            self.set_phase(id, Phase::Queued);
+            return;
+        };
+        self.set_phase(
+            id,
+            Phase::Submitted {
+                sequence,
+                stable_at: None,
+            },
+        );
+        if let Some((routing, payload)) = envelope {
+            effects.push(GatewayEffect::Submitted {
+                id,
+                envelope: Envelope {
+                    sender: self.id,
+                    sequence,
+                    planned_at,
+                    routing,
+                    payload,
+                },
+            });
+        }
+    }
+
+    fn on_planned(
+        &mut self,
+        id: u64,
+        message: Option<ConfigMessage>,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let planning = self
+            .pending
+            .get(&id)
+            .is_some_and(|pending| pending.phase == Phase::Planning);
+        if !planning {
+            return;
+        }
+        match message {
+            None => self.complete(id, Completion::Failed(Failure::NotPlanned), effects),
+            Some(message) => {
+                let routing = Routing::Config {
+                    sender: self.id,
+                    message,
+                };
+                self.submit(id, routing, Vec::new(), effects);
+            }
+        }
+    }
+
+    /// One router request at a time: a configuration query when the plan is stale, a `Now`
+    /// query for snapshot reads, else the sender's next Submit.
+    fn maybe_request(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        if self.request.is_some() {
+            return;
+        }
+        let (purpose, kind, operation) = if self.need_configuration {
+            let query = Operation::Query(Query::Configuration);
+            (Purpose::Configuration, RequestKind::Read, query)
+        } else if self
+            .pending
+            .values()
+            .any(|pending| pending.phase == Phase::SnapshotNeedsNow)
+        {
+            let query = Operation::Query(Query::Now);
+            (Purpose::Now, RequestKind::Read, query)
+        } else if let Some(batch) = self.sender.batch() {
+            (Purpose::Submit, RequestKind::Write, batch)
+        } else {
+            return;
+        };
+        let request = Request {
+            client: self.client,
+            request: self.request_next,
+            kind,
+            operation: operation.encode(),
+        };
+        self.request_next = RequestNumber(self.request_next.0 + 1);
+        self.request = Some(RouterRequest {
+            request: request.clone(),
+            purpose,
+            sent_at: self.now,
+            attempts: 0,
+        });
+        effects.push(GatewayEffect::Request {
+            router: self.target,
+            request,
+        });
+    }
+
+    fn on_router_message(&mut self, message: Message, effects: &mut Vec<GatewayEffect<A>>) {
+        let outstanding = self.request.as_ref().map(|request| request.request.request);
+        match message {
+            Message::Reply(reply) if Some(reply.request) == outstanding => {
+                let purpose = self.request.take().expect("checked above").purpose;
+                self.stats.router_answers += 1;
+                let result = OperationResult::decode(&reply.result);
+                self.on_router_result(purpose, result, effects);
+            }
+            Message::NotPrimary { view, request, .. } if Some(request) == outstanding => {
+                self.target = (view.0 % u64::from(self.router_count)) as u8;
+                // Resend soon, to the primary named.
+                let half = self.settings.router_retry_ticks / 2;
+                let outstanding = self.request.as_mut().expect("checked above");
+                outstanding.sent_at = self.now.saturating_sub(half);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_router_result(
+        &mut self,
+        purpose: Purpose,
+        result: OperationResult,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        match (purpose, result) {
+            (Purpose::Submit, result @ OperationResult::Submitted(_)) => {
+                let mut events = Vec::new();
+                self.sender.on_result(&result, &mut events);
+                self.on_sender_events(events, effects);
+            }
+            (Purpose::Configuration, OperationResult::Configuration(configuration)) => {
+                let version = configuration.version();
+                self.configuration = configuration;
+                self.need_configuration = false;
+                effects.push(GatewayEffect::ConfigurationRefreshed { version });
+            }
+            (Purpose::Now, OperationResult::Now { timestamp, .. }) => {
+                self.send_snapshot_reads(timestamp, effects)
+            }
+            _ => self.stats.unexpected_answers += 1,
+        }
+    }
+
+    fn on_sender_events(&mut self, events: Vec<SenderEvent>, effects: &mut Vec<GatewayEffect<A>>) {
+        for event in events {
+            let sequence = match &event {
+                SenderEvent::Sequenced { sequence, .. }
+                | SenderEvent::Stable { sequence, .. }
+                | SenderEvent::Refused { sequence, .. }
+                | SenderEvent::Lost { sequence, .. } => *sequence,
+            };
+            if let SenderEvent::Refused { .. } = event {
+                self.stats.refusals += 1;
+            }
+            let Some(id) = self.by_sequence.get(&sequence).copied() else {
+                continue; // A command that already completed (it timed out).
+            };
+            match event {
+                SenderEvent::Sequenced { timestamp, .. } => {
+                    effects.push(GatewayEffect::Sequenced {
+                        id,
+                        sequence,
+                        timestamp,
+                    })
+                }
+                SenderEvent::Stable { .. } => {
+                    let now = self.now;
+                    self.set_phase(
+                        id,
+                        Phase::Submitted {
+                            sequence,
+                            stable_at: Some(now),
+                        },
+                    );
+                    self.maybe_complete(id, effects);
+                }
+                SenderEvent::Refused { refusal, .. } => self.on_refused(id, refusal, effects),
+                SenderEvent::Lost { reason, .. } => {
+                    self.complete(id, Completion::Failed(Failure::Lost(reason)), effects)
+                }
+            }
+        }
+    }
+
+    /// Not routed (planned against a stale configuration): a data message is re-planned and
+    /// resubmitted after a configuration query; a configuration message completes.
+    fn on_refused(&mut self, id: u64, refusal: Refusal, effects: &mut Vec<GatewayEffect<A>>) {
+        self.need_configuration = true;
+        effects.push(GatewayEffect::Refused {
+            id,
+            refusal: refusal.clone(),
+        });
+        if self.pending[&id].command == GatewayCommand::Config {
+            self.complete(id, Completion::Failed(Failure::Refused(refusal)), effects);
+        } else {
+            self.pending.get_mut(&id).expect("indexed").answers.clear();
+            self.set_phase(id, Phase::Queued);
+        }
+    }
+
+    /// §6.7 basic reads: each position to one live replica under the gateway's configuration
+    /// (avoiding busy ones where it can), with that configuration's version.
+    fn send_basic_reads(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        if self.need_configuration {
+            return;
+        }
+        let queued: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.phase == Phase::BasicQueued)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in queued {
+            let mut chosen = Vec::new();
+            for position in self.pending[&id].command.positions().to_vec() {
+                let live = self.configuration.live_replicas(position);
+                if live.is_empty() {
+                    continue; // Every replica is gone: the timeout retries, then fails.
+                }
+                let offset = self.prng.next_u64();
+                let offset = read_offset(&self.configuration, &[position], &self.busy, offset);
+                let process = live[(offset % live.len() as u64) as usize];
+                if !chosen.contains(&process) {
+                    chosen.push(process);
+                }
+            }
+            let read_id = self.read_next;
+            self.read_next += 1;
+            let now = self.now;
+            self.set_phase(
+                id,
+                Phase::BasicSent {
+                    read_id,
+                    sent_at: now,
+                },
+            );
+            let payload = self.pending[&id].command.payload().to_vec();
+            for to in chosen {
+                effects.push(GatewayEffect::BasicRead {
+                    id,
+                    to,
+                    read_id,
+                    planned_at: self.configuration.version(),
+                    payload: payload.clone(),
+                });
+            }
+        }
+    }
+
+    fn send_snapshot_reads(&mut self, not_before: Timestamp, effects: &mut Vec<GatewayEffect<A>>) {
+        let waiting: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.phase == Phase::SnapshotNeedsNow)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in waiting {
+            let command = self.pending[&id].command.clone();
+            let routing = self.routing(&command);
+            let read_id = self.read_next;
+            self.read_next += 1;
+            let now = self.now;
+            self.pending.get_mut(&id).expect("listed").answers.clear();
+            self.set_phase(
+                id,
+                Phase::SnapshotSent {
+                    read_id,
+                    sent_at: now,
+                    at: None,
+                },
+            );
+            let read = SnapshotRead {
+                sender: self.id,
+                read_id,
+                not_before,
+                routing,
+                payload: command.payload().to_vec(),
+            };
+            effects.push(GatewayEffect::SnapshotRead {
+                id,
+                router: self.target,
+                read,
+            });
+        }
+    }
+
+    fn invariants(&self) {
+        assert!(self.target < self.router_count);
+        assert!(self.by_sequence.len() + self.by_read.len() <= self.pending.len());
+        assert!(self.planning <= self.pending.len() as u64);
+    }
+}
