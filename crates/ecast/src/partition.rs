@@ -1,0 +1,871 @@
+//! The partition side of the router bypass (`vr` / `skyros` partition modes, issue 5 item 3;
+//! `docs/internals/ecast.md`, "Partitions with their own replication and a router bypass").
+//!
+//! A partition there is its own replication group. Its log interleaves three kinds of entry:
+//! single-partition operations that clients sent straight to the partition's primary (the
+//! bypass), shares of multi-partition messages the router group sequenced (appended in
+//! timestamp order, gap free), and the router group's *stable watermark* W (every message with
+//! a timestamp ≤ W was admitted by all its destinations). `Partition` is the deterministic
+//! state every replica of the partition keeps beside its data: fed the same log, every replica
+//! makes the same decisions about what executes when.
+//!
+//! The rules (the proof is in `docs/internals/ecast.md`):
+//!
+//! - (O) entries that share a key execute in log order; a multi-partition message is *admitted*
+//!   (its share executed) at its log position, after every earlier entry sharing a key with it;
+//! - (H) a single-partition operation that conflicts with a multi-partition message M logged
+//!   before it is *held* until the partition has logged W ≥ t(M); entries sharing a key with a
+//!   held one wait behind it (that is (O));
+//! - the router is told the admitted prefix: the last timestamp up to which every message
+//!   routed to this partition has been admitted (executed, not merely logged), which is the
+//!   E-Cast confirmation.
+//!
+//! An operation whose keys are unknown (`KeySet::Unknown`) conflicts with everything.
+//!
+//! `Partition` decides; it does not execute. Its events name what to execute now, in order;
+//! the replicated state machine that wraps it executes them against its data. A held
+//! operation's reply therefore comes later than the log entry that carried it: the wrapping
+//! state machine answers the entry with "held" and queues the result it computes when the
+//! operation is released; the primary's driver drains that queue and sends the replies
+//! (every replica computes the same queue; only the primary sends). A client that lost its
+//! reply asks again and gets the remembered result (VR's client table has only "held").
+
+use crate::types::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// The keys an operation touches at this partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KeySet {
+    Keys(BTreeSet<Vec<u8>>),
+    /// The operation may touch anything (e.g. its bytes did not decode): it conflicts with
+    /// everything.
+    Unknown,
+}
+
+impl KeySet {
+    pub fn of<I: IntoIterator<Item = Vec<u8>>>(keys: I) -> KeySet {
+        KeySet::Keys(keys.into_iter().collect())
+    }
+
+    /// Whether two operations touch a common key (an unknown set touches every key).
+    pub fn conflicts(&self, other: &KeySet) -> bool {
+        match (self, other) {
+            (KeySet::Unknown, _) | (_, KeySet::Unknown) => true,
+            (KeySet::Keys(left), KeySet::Keys(right)) => {
+                let (small, large) = if left.len() <= right.len() {
+                    (left, right)
+                } else {
+                    (right, left)
+                };
+                small.iter().any(|key| large.contains(key))
+            }
+        }
+    }
+}
+
+/// A single-partition operation's identity: the client and its own request number.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct OperationId {
+    pub client: u64,
+    pub number: u64,
+}
+
+/// One entry of a partition's log, as every replica applies it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionEntry {
+    /// A single-partition operation from the bypass.
+    Single {
+        id: OperationId,
+        keys: KeySet,
+        operation: Vec<u8>,
+    },
+    /// This partition's share of a sequenced multi-partition message: `previous` is the
+    /// timestamp of the message routed here just before it (the E-Cast chain, `Delivery`).
+    Multi {
+        timestamp: Timestamp,
+        previous: Timestamp,
+        keys: KeySet,
+        operation: Vec<u8>,
+    },
+    /// The router group's stable watermark, as its forwarder reported it.
+    Watermark(Timestamp),
+    /// Test-only (the `PerMessageHold` canary): one message is stable.
+    #[doc(hidden)]
+    MessageStable(Timestamp),
+}
+
+/// What the wrapping state machine must do, in this order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartitionEvent {
+    /// Execute a single-partition operation now. `deferred`: it was held (or waited behind a
+    /// held entry) and its reply goes through the released-replies queue, not the answer to
+    /// its own log entry.
+    ExecuteSingle {
+        id: OperationId,
+        operation: Vec<u8>,
+        deferred: bool,
+    },
+    /// Admit a multi-partition message: execute this partition's share now.
+    ExecuteMulti {
+        timestamp: Timestamp,
+        operation: Vec<u8>,
+    },
+    /// The single-partition operation of this entry does not execute yet.
+    Held { id: OperationId },
+    /// Every message routed here up to `admitted` has been admitted: confirm it to the router.
+    Admitted { admitted: Timestamp },
+    /// The entry changed nothing.
+    Ignored { reason: Ignored },
+}
+
+/// Why an entry changed nothing. None of these is an error of the partition: the router
+/// resends, and duplicates are normal on lossy links.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ignored {
+    /// A multi-partition message already logged.
+    DuplicateMessage { timestamp: Timestamp },
+    /// A multi-partition message whose `previous` is not after its timestamp, or that
+    /// contradicts the chain already logged (a router bug or garbage).
+    InconsistentChain {
+        timestamp: Timestamp,
+        previous: Timestamp,
+    },
+    /// An early multi-partition message that did not fit in the buffer (it will be resent).
+    BufferFull { timestamp: Timestamp },
+    /// Too many entries are waiting: the single-partition operation is refused (the client
+    /// retries).
+    Overloaded { id: OperationId },
+    /// A watermark that does not advance.
+    StaleWatermark { watermark: Timestamp },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionSettings {
+    /// Early multi-partition messages kept at most (more are dropped; the router resends).
+    pub buffer_max: usize,
+    /// Entries waiting (held or behind a held one) at most; more single-partition operations
+    /// are refused.
+    pub waiting_max: usize,
+    #[doc(hidden)]
+    pub canary: Option<PartitionCanary>,
+}
+
+impl Default for PartitionSettings {
+    fn default() -> PartitionSettings {
+        PartitionSettings {
+            buffer_max: 1024,
+            waiting_max: 4096,
+            canary: None,
+        }
+    }
+}
+
+/// Deliberately wrong hold rules, to prove the simulator catches them (never set outside
+/// tests).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PartitionCanary {
+    /// No rule (H): a single-partition operation never waits for the watermark (the first
+    /// counterexample of `ecast.md`).
+    NoHold,
+    /// Rule (H) per message: hold only until each conflicting message itself is stable (the
+    /// second counterexample, three partitions).
+    PerMessageHold,
+}
+
+/// An entry not yet executed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Waiting {
+    Single {
+        id: OperationId,
+        keys: KeySet,
+        operation: Vec<u8>,
+        /// The largest timestamp of a conflicting multi-partition message logged before it
+        /// and not under the watermark when it was logged: it waits for W ≥ this.
+        hold_until: Timestamp,
+        /// The per-message canary: the conflicting messages themselves.
+        hold_for: BTreeSet<Timestamp>,
+        /// Whether its log entry was answered "held".
+        deferred: bool,
+    },
+    Multi {
+        timestamp: Timestamp,
+        previous: Timestamp,
+        keys: KeySet,
+        operation: Vec<u8>,
+    },
+}
+
+impl Waiting {
+    fn keys(&self) -> &KeySet {
+        match self {
+            Waiting::Single { keys, .. } | Waiting::Multi { keys, .. } => keys,
+        }
+    }
+}
+
+/// Counters for observers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionStats {
+    pub singles: u64,
+    /// Single-partition operations that did not execute when logged.
+    pub held: u64,
+    pub admitted: u64,
+    pub duplicates: u64,
+    pub inconsistent: u64,
+    pub buffered: u64,
+}
+
+/// The hold/admission state of one partition (replicated: part of its state machine).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    settings: PartitionSettings,
+    /// The last multi-partition message logged (the chain's end).
+    logged: Timestamp,
+    /// Every message routed here up to this one is admitted (executed).
+    admitted: Timestamp,
+    /// The router's stable watermark, as logged here.
+    watermark: Timestamp,
+    /// Logged multi-partition messages above the watermark, with their keys: later
+    /// conflicting single-partition operations are held for them.
+    uncovered: BTreeMap<Timestamp, KeySet>,
+    /// Entries not executed yet, in log order.
+    waiting: VecDeque<Waiting>,
+    /// Early multi-partition messages by `previous`. Invariant: every key is above `logged`.
+    early: BTreeMap<Timestamp, (Timestamp, KeySet, Vec<u8>)>,
+    /// The per-message canary's knowledge of stable messages (empty otherwise).
+    stable: BTreeSet<Timestamp>,
+    stats: PartitionStats,
+}
+
+impl Partition {
+    pub fn new(settings: PartitionSettings) -> Partition {
+        assert!(settings.waiting_max > 0);
+        Partition {
+            settings,
+            logged: Timestamp::ZERO,
+            admitted: Timestamp::ZERO,
+            watermark: Timestamp::ZERO,
+            uncovered: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            early: BTreeMap::new(),
+            stable: BTreeSet::new(),
+            stats: PartitionStats::default(),
+        }
+    }
+
+    pub fn logged(&self) -> Timestamp {
+        self.logged
+    }
+
+    pub fn admitted(&self) -> Timestamp {
+        self.admitted
+    }
+
+    pub fn watermark(&self) -> Timestamp {
+        self.watermark
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn stats(&self) -> PartitionStats {
+        self.stats
+    }
+
+    /// Applies one log entry; appends what to do, in order.
+    pub fn apply(&mut self, entry: PartitionEntry, events: &mut Vec<PartitionEvent>) {
+        let admitted_before = self.admitted;
+        match entry {
+            PartitionEntry::Single {
+                id,
+                keys,
+                operation,
+            } => self.on_single(id, keys, operation, events),
+            PartitionEntry::Multi {
+                timestamp,
+                previous,
+                keys,
+                operation,
+            } => self.on_multi(timestamp, previous, keys, operation, events),
+            PartitionEntry::Watermark(watermark) => {
+                if watermark <= self.watermark {
+                    events.push(PartitionEvent::Ignored {
+                        reason: Ignored::StaleWatermark { watermark },
+                    });
+                } else {
+                    self.watermark = watermark;
+                    keep_above(&mut self.uncovered, watermark);
+                    self.release(events);
+                }
+            }
+            PartitionEntry::MessageStable(timestamp) => {
+                if self.settings.canary == Some(PartitionCanary::PerMessageHold) {
+                    self.stable.insert(timestamp);
+                    self.release(events);
+                }
+            }
+        }
+        if self.admitted > admitted_before {
+            events.push(PartitionEvent::Admitted {
+                admitted: self.admitted,
+            });
+        }
+        self.invariants();
+    }
+
+    fn on_single(
+        &mut self,
+        id: OperationId,
+        keys: KeySet,
+        operation: Vec<u8>,
+        events: &mut Vec<PartitionEvent>,
+    ) {
+        if self.waiting.len() >= self.settings.waiting_max {
+            events.push(PartitionEvent::Ignored {
+                reason: Ignored::Overloaded { id },
+            });
+            return;
+        }
+        self.stats.singles += 1;
+        let mut hold_until = Timestamp::ZERO;
+        let mut hold_for = BTreeSet::new();
+        match self.settings.canary {
+            Some(PartitionCanary::NoHold) => {}
+            Some(PartitionCanary::PerMessageHold) => {
+                for (timestamp, message_keys) in &self.uncovered {
+                    if message_keys.conflicts(&keys) && !self.stable.contains(timestamp) {
+                        hold_for.insert(*timestamp);
+                    }
+                }
+            }
+            None => {
+                for (timestamp, message_keys) in self.uncovered.iter().rev() {
+                    if message_keys.conflicts(&keys) {
+                        hold_until = *timestamp;
+                        break;
+                    }
+                }
+            }
+        }
+        self.waiting.push_back(Waiting::Single {
+            id,
+            keys,
+            operation,
+            hold_until,
+            hold_for,
+            deferred: false,
+        });
+        self.release(events);
+        // If it did not run, it is the last waiting entry: its log entry is answered "held".
+        if let Some(Waiting::Single {
+            id: last, deferred, ..
+        }) = self.waiting.back_mut()
+        {
+            if *last == id && !*deferred {
+                *deferred = true;
+                self.stats.held += 1;
+                events.push(PartitionEvent::Held { id });
+            }
+        }
+    }
+
+    fn on_multi(
+        &mut self,
+        timestamp: Timestamp,
+        previous: Timestamp,
+        keys: KeySet,
+        operation: Vec<u8>,
+        events: &mut Vec<PartitionEvent>,
+    ) {
+        if timestamp <= self.logged {
+            self.stats.duplicates += 1;
+            events.push(PartitionEvent::Ignored {
+                reason: Ignored::DuplicateMessage { timestamp },
+            });
+            return;
+        }
+        if previous >= timestamp || previous < self.logged {
+            self.stats.inconsistent += 1;
+            events.push(PartitionEvent::Ignored {
+                reason: Ignored::InconsistentChain {
+                    timestamp,
+                    previous,
+                },
+            });
+            return;
+        }
+        if previous > self.logged {
+            if self.early.len() >= self.settings.buffer_max && !self.early.contains_key(&previous) {
+                events.push(PartitionEvent::Ignored {
+                    reason: Ignored::BufferFull { timestamp },
+                });
+                return;
+            }
+            self.stats.buffered += 1;
+            self.early
+                .entry(previous)
+                .or_insert((timestamp, keys, operation));
+            return;
+        }
+        self.log_multi(timestamp, previous, keys, operation);
+        while let Some((timestamp, keys, operation)) = self.early.remove(&self.logged) {
+            let previous = self.logged;
+            self.log_multi(timestamp, previous, keys, operation);
+        }
+        keep_above(&mut self.early, self.logged);
+        self.release(events);
+    }
+
+    fn log_multi(
+        &mut self,
+        timestamp: Timestamp,
+        previous: Timestamp,
+        keys: KeySet,
+        operation: Vec<u8>,
+    ) {
+        debug_assert_eq!(previous, self.logged);
+        self.logged = timestamp;
+        if timestamp > self.watermark {
+            self.uncovered.insert(timestamp, keys.clone());
+        }
+        self.waiting.push_back(Waiting::Multi {
+            timestamp,
+            previous,
+            keys,
+            operation,
+        });
+    }
+
+    /// Executes every waiting entry that may run now, in log order: one runs unless an
+    /// earlier waiting entry shares a key with it, or it is a single-partition operation held
+    /// for the watermark. Then recomputes the admitted prefix.
+    fn release(&mut self, events: &mut Vec<PartitionEvent>) {
+        let mut blocked: Vec<KeySet> = Vec::new();
+        let mut blocked_all = false;
+        let mut still = VecDeque::with_capacity(self.waiting.len());
+        for entry in std::mem::take(&mut self.waiting) {
+            let behind = blocked_all || blocked.iter().any(|keys| keys.conflicts(entry.keys()));
+            let held = match &entry {
+                Waiting::Single {
+                    hold_until,
+                    hold_for,
+                    ..
+                } => *hold_until > self.watermark || !hold_for.is_subset(&self.stable),
+                Waiting::Multi { .. } => false,
+            };
+            if behind || held {
+                match entry.keys() {
+                    KeySet::Unknown => blocked_all = true,
+                    keys => blocked.push(keys.clone()),
+                }
+                still.push_back(entry);
+                continue;
+            }
+            match entry {
+                Waiting::Single {
+                    id,
+                    operation,
+                    deferred,
+                    ..
+                } => events.push(PartitionEvent::ExecuteSingle {
+                    id,
+                    operation,
+                    deferred,
+                }),
+                Waiting::Multi {
+                    timestamp,
+                    operation,
+                    ..
+                } => {
+                    self.stats.admitted += 1;
+                    events.push(PartitionEvent::ExecuteMulti {
+                        timestamp,
+                        operation,
+                    });
+                }
+            }
+        }
+        self.waiting = still;
+        // The admitted prefix ends just before the first waiting message.
+        self.admitted = self
+            .waiting
+            .iter()
+            .find_map(|entry| match entry {
+                Waiting::Multi { previous, .. } => Some(*previous),
+                Waiting::Single { .. } => None,
+            })
+            .unwrap_or(self.logged);
+    }
+
+    fn invariants(&self) {
+        assert!(self.admitted <= self.logged);
+        if let Some((previous, _)) = self.early.first_key_value() {
+            assert!(*previous > self.logged, "early messages are ahead");
+        }
+        if let Some((first, _)) = self.uncovered.first_key_value() {
+            assert!(*first > self.watermark, "covered messages hold nothing");
+        }
+        assert!(self.early.len() <= self.settings.buffer_max);
+    }
+}
+
+/// Drops every entry at or below `bound` (without overflowing at the largest timestamp, which
+/// garbage can name).
+fn keep_above<V>(map: &mut BTreeMap<Timestamp, V>, bound: Timestamp) {
+    match bound.0.checked_add(1) {
+        Some(next) => *map = map.split_off(&Timestamp(next)),
+        None => map.clear(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(names: &[&str]) -> KeySet {
+        KeySet::of(names.iter().map(|name| name.as_bytes().to_vec()))
+    }
+
+    fn single(client: u64, names: &[&str]) -> PartitionEntry {
+        PartitionEntry::Single {
+            id: OperationId { client, number: 1 },
+            keys: keys(names),
+            operation: vec![client as u8],
+        }
+    }
+
+    fn multi(timestamp: u64, previous: u64, names: &[&str]) -> PartitionEntry {
+        PartitionEntry::Multi {
+            timestamp: Timestamp(timestamp),
+            previous: Timestamp(previous),
+            keys: keys(names),
+            operation: vec![timestamp as u8],
+        }
+    }
+
+    /// What executed, as short names: "s<client>" or "m<timestamp>".
+    fn executed(events: &[PartitionEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|event| match event {
+                PartitionEvent::ExecuteSingle { id, .. } => Some(format!("s{}", id.client)),
+                PartitionEvent::ExecuteMulti { timestamp, .. } => Some(format!("m{}", timestamp.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn apply(partition: &mut Partition, entry: PartitionEntry) -> Vec<PartitionEvent> {
+        let mut events = Vec::new();
+        partition.apply(entry, &mut events);
+        events
+    }
+
+    fn partition() -> Partition {
+        Partition::new(PartitionSettings::default())
+    }
+
+    #[test]
+    fn unrelated_single_partition_operations_run_at_once() {
+        let mut partition = partition();
+        apply(&mut partition, multi(1, 0, &["a"]));
+        let events = apply(&mut partition, single(7, &["b"]));
+        assert_eq!(executed(&events), ["s7"]);
+        assert!(!events
+            .iter()
+            .any(|event| matches!(event, PartitionEvent::Held { .. })));
+    }
+
+    /// ecast.md's first counterexample: transfer T (t = 1) admitted at A; a read of A must not
+    /// run (and complete) before every destination admitted T, or a later read at B could
+    /// miss T.
+    #[test]
+    fn first_counterexample_a_read_after_an_admitted_transfer_is_held() {
+        let mut a = partition();
+        let events = apply(&mut a, multi(1, 0, &["a"]));
+        assert_eq!(executed(&events), ["m1"]);
+        assert!(events.contains(&PartitionEvent::Admitted {
+            admitted: Timestamp(1)
+        }));
+        let events = apply(&mut a, single(5, &["a"]));
+        assert_eq!(executed(&events), Vec::<String>::new());
+        assert!(events.contains(&PartitionEvent::Held {
+            id: OperationId {
+                client: 5,
+                number: 1
+            }
+        }));
+        // B admits T; the router's watermark reaches 1; A logs it and releases the read.
+        let events = apply(&mut a, PartitionEntry::Watermark(Timestamp(1)));
+        assert_eq!(
+            events,
+            vec![PartitionEvent::ExecuteSingle {
+                id: OperationId {
+                    client: 5,
+                    number: 1
+                },
+                operation: vec![5],
+                deferred: true,
+            }]
+        );
+    }
+
+    /// The second counterexample: the message a read at R is held for (M2, t = 2) is stable,
+    /// but M1 (t = 1), which M2 depends on at Q, has not reached P. The watermark rule keeps
+    /// the read held; the per-message canary lets it run.
+    #[test]
+    fn second_counterexample_stability_of_the_message_alone_is_not_enough() {
+        for canary in [None, Some(PartitionCanary::PerMessageHold)] {
+            let mut r = Partition::new(PartitionSettings {
+                canary,
+                ..PartitionSettings::default()
+            });
+            apply(&mut r, multi(2, 0, &["r"]));
+            let events = apply(&mut r, single(9, &["r"]));
+            assert_eq!(executed(&events), Vec::<String>::new(), "{canary:?}");
+            // M2 became stable; M1 did not (P has not admitted it): W stays 0.
+            let events = apply(&mut r, PartitionEntry::MessageStable(Timestamp(2)));
+            if canary.is_some() {
+                assert_eq!(executed(&events), ["s9"], "the canary releases too early");
+                continue;
+            }
+            assert_eq!(executed(&events), Vec::<String>::new());
+            let events = apply(&mut r, PartitionEntry::Watermark(Timestamp(1)));
+            assert_eq!(executed(&events), Vec::<String>::new(), "W = 1 < t(M2)");
+            let events = apply(&mut r, PartitionEntry::Watermark(Timestamp(2)));
+            assert_eq!(executed(&events), ["s9"]);
+        }
+    }
+
+    #[test]
+    fn without_rule_h_the_canary_runs_the_read_at_once() {
+        let mut a = Partition::new(PartitionSettings {
+            canary: Some(PartitionCanary::NoHold),
+            ..PartitionSettings::default()
+        });
+        apply(&mut a, multi(1, 0, &["a"]));
+        assert_eq!(executed(&apply(&mut a, single(5, &["a"]))), ["s5"]);
+    }
+
+    #[test]
+    fn operations_sharing_a_key_with_a_held_one_wait_behind_it_in_log_order() {
+        let mut partition = partition();
+        apply(&mut partition, multi(1, 0, &["a"]));
+        // s1 is held for m1; s2 shares "b" with s1 (not "a"), s3 touches only "c".
+        assert!(executed(&apply(&mut partition, single(1, &["a", "b"]))).is_empty());
+        assert!(executed(&apply(&mut partition, single(2, &["b"]))).is_empty());
+        assert_eq!(executed(&apply(&mut partition, single(3, &["c"]))), ["s3"]);
+        // A later multi-partition message on "b" is admitted only after s1 and s2 (rule O),
+        // and a later read of "b" waits behind it.
+        let events = apply(&mut partition, multi(2, 1, &["b"]));
+        assert!(executed(&events).is_empty());
+        assert!(!events
+            .iter()
+            .any(|event| matches!(event, PartitionEvent::Admitted { .. })));
+        assert_eq!(partition.admitted(), Timestamp(1));
+        assert!(executed(&apply(&mut partition, single(4, &["b"]))).is_empty());
+        let events = apply(&mut partition, PartitionEntry::Watermark(Timestamp(1)));
+        assert_eq!(executed(&events), ["s1", "s2", "m2"]);
+        assert!(events.contains(&PartitionEvent::Admitted {
+            admitted: Timestamp(2)
+        }));
+        // s4 was logged after m2 (uncovered then): held until W ≥ 2.
+        let events = apply(&mut partition, PartitionEntry::Watermark(Timestamp(2)));
+        assert_eq!(executed(&events), ["s4"]);
+        assert_eq!(partition.waiting(), 0);
+    }
+
+    #[test]
+    fn an_operation_with_unknown_keys_conflicts_with_everything() {
+        let mut partition = partition();
+        apply(&mut partition, multi(1, 0, &["a"]));
+        let unknown = PartitionEntry::Single {
+            id: OperationId {
+                client: 1,
+                number: 1,
+            },
+            keys: KeySet::Unknown,
+            operation: Vec::new(),
+        };
+        assert!(executed(&apply(&mut partition, unknown)).is_empty());
+        // Everything after it waits, whatever its keys.
+        assert!(executed(&apply(&mut partition, single(2, &["z"]))).is_empty());
+        assert!(executed(&apply(&mut partition, multi(2, 1, &["y"]))).is_empty());
+        let events = apply(&mut partition, PartitionEntry::Watermark(Timestamp(1)));
+        assert_eq!(executed(&events), ["s1", "s2", "m2"]);
+        // An unknown multi-partition share holds every later single-partition operation.
+        let mut partition = self::partition();
+        apply(
+            &mut partition,
+            PartitionEntry::Multi {
+                timestamp: Timestamp(1),
+                previous: Timestamp(0),
+                keys: KeySet::Unknown,
+                operation: Vec::new(),
+            },
+        );
+        assert!(executed(&apply(&mut partition, single(3, &["q"]))).is_empty());
+    }
+
+    #[test]
+    fn messages_are_admitted_in_chain_order_gap_free_whatever_the_arrival_order() {
+        let mut partition = partition();
+        // The chain is 0 → 2 → 5 → 6; they arrive 6, 5, 5 (duplicate), 2, 2.
+        assert!(executed(&apply(&mut partition, multi(6, 5, &["c"]))).is_empty());
+        assert!(executed(&apply(&mut partition, multi(5, 2, &["b"]))).is_empty());
+        assert!(executed(&apply(&mut partition, multi(5, 2, &["b"]))).is_empty());
+        assert_eq!(partition.admitted(), Timestamp(0));
+        let events = apply(&mut partition, multi(2, 0, &["a"]));
+        assert_eq!(executed(&events), ["m2", "m5", "m6"]);
+        assert!(events.contains(&PartitionEvent::Admitted {
+            admitted: Timestamp(6)
+        }));
+        let events = apply(&mut partition, multi(2, 0, &["a"]));
+        assert_eq!(
+            events,
+            vec![PartitionEvent::Ignored {
+                reason: Ignored::DuplicateMessage {
+                    timestamp: Timestamp(2)
+                }
+            }]
+        );
+        assert_eq!(partition.stats().duplicates, 1);
+    }
+
+    #[test]
+    fn contradictory_chains_and_stale_watermarks_are_ignored() {
+        let mut partition = partition();
+        apply(&mut partition, multi(3, 0, &["a"]));
+        // Claims to follow 1, which is before the logged 3: contradicts the chain.
+        let events = apply(&mut partition, multi(4, 1, &["a"]));
+        assert!(matches!(
+            events.as_slice(),
+            [PartitionEvent::Ignored {
+                reason: Ignored::InconsistentChain { .. }
+            }]
+        ));
+        // A chain that runs backwards.
+        let events = apply(&mut partition, multi(7, 9, &["a"]));
+        assert!(matches!(
+            events.as_slice(),
+            [PartitionEvent::Ignored {
+                reason: Ignored::InconsistentChain { .. }
+            }]
+        ));
+        apply(&mut partition, PartitionEntry::Watermark(Timestamp(3)));
+        let events = apply(&mut partition, PartitionEntry::Watermark(Timestamp(2)));
+        assert!(matches!(
+            events.as_slice(),
+            [PartitionEvent::Ignored {
+                reason: Ignored::StaleWatermark { .. }
+            }]
+        ));
+        assert_eq!(partition.watermark(), Timestamp(3));
+    }
+
+    #[test]
+    fn bounded_buffers_refuse_instead_of_growing() {
+        let mut partition = Partition::new(PartitionSettings {
+            buffer_max: 2,
+            waiting_max: 2,
+            canary: None,
+        });
+        apply(&mut partition, multi(10, 9, &["a"]));
+        apply(&mut partition, multi(12, 11, &["a"]));
+        let events = apply(&mut partition, multi(14, 13, &["a"]));
+        assert!(matches!(
+            events.as_slice(),
+            [PartitionEvent::Ignored {
+                reason: Ignored::BufferFull { .. }
+            }]
+        ));
+        apply(&mut partition, multi(1, 0, &["k"]));
+        apply(&mut partition, single(1, &["k"]));
+        apply(&mut partition, single(2, &["k"]));
+        let events = apply(&mut partition, single(3, &["k"]));
+        assert!(matches!(
+            events.as_slice(),
+            [PartitionEvent::Ignored {
+                reason: Ignored::Overloaded { .. }
+            }]
+        ));
+    }
+
+    /// Garbage: random entries (timestamps, chains, keys, watermarks) in random order never
+    /// panic, never execute a message twice or out of chain order, and a watermark at the
+    /// end releases every single-partition operation exactly once.
+    #[test]
+    fn random_entries_never_panic_and_keep_the_rules() {
+        let mut prng = stdx::Prng::new(5);
+        for _ in 0..200 {
+            let mut partition = Partition::new(PartitionSettings {
+                buffer_max: 4,
+                waiting_max: 64,
+                canary: None,
+            });
+            let mut singles = 0u64;
+            let mut executed_singles = BTreeSet::new();
+            let mut admitted = Vec::new();
+            for step in 0..60u64 {
+                let entry = match prng.range_inclusive(0, 3) {
+                    0 => {
+                        singles += 1;
+                        PartitionEntry::Single {
+                            id: OperationId {
+                                client: step,
+                                number: 1,
+                            },
+                            keys: if prng.percent(10) {
+                                KeySet::Unknown
+                            } else {
+                                KeySet::of([vec![prng.range_inclusive(0, 3) as u8]])
+                            },
+                            operation: Vec::new(),
+                        }
+                    }
+                    1 | 2 => {
+                        let timestamp = prng.range_inclusive(0, 20);
+                        PartitionEntry::Multi {
+                            timestamp: Timestamp(timestamp),
+                            previous: Timestamp(prng.range_inclusive(0, 21)),
+                            keys: KeySet::of([vec![prng.range_inclusive(0, 3) as u8]]),
+                            operation: Vec::new(),
+                        }
+                    }
+                    _ => PartitionEntry::Watermark(Timestamp(prng.range_inclusive(0, 20))),
+                };
+                let mut events = Vec::new();
+                partition.apply(entry, &mut events);
+                for event in events {
+                    match event {
+                        PartitionEvent::ExecuteSingle { id, .. } => {
+                            assert!(executed_singles.insert(id.client), "executed twice");
+                        }
+                        PartitionEvent::ExecuteMulti { timestamp, .. } => admitted.push(timestamp),
+                        PartitionEvent::Ignored {
+                            reason: Ignored::Overloaded { .. },
+                        } => singles -= 1,
+                        _ => {}
+                    }
+                }
+            }
+            let mut events = Vec::new();
+            partition.apply(PartitionEntry::Watermark(Timestamp(u64::MAX)), &mut events);
+            for event in events {
+                if let PartitionEvent::ExecuteSingle { id, .. } = event {
+                    assert!(executed_singles.insert(id.client), "executed twice");
+                }
+            }
+            assert_eq!(executed_singles.len() as u64, singles);
+            let mut sorted = admitted.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), admitted.len(), "a message admitted twice");
+        }
+    }
+}
