@@ -14,6 +14,7 @@
 //! | `forwarder` | §5.5 Algorithm 2 [[19–26]], §6.7 | `Forwarder`: sends unstable messages (earliest unconfirmed first), resends on a tick timeout, batches confirmations into Confirm ops, stable notifications, snapshot-read timestamps |
 //! | `inbox` | §5.4 Algorithm 1 [[10–14]], §6.7 | `Inbox`: in-order, gap-free delivery via the `previous` chain, duplicates dropped, early arrivals buffered, confirmations, snapshot reads at their point, the basic-read version check |
 //! | `partition` | (Tessera's; §5.4 for the chain) | `Partition`: the replicated hold/admission rules of a partition that is its own replication group (the router bypass): per-key log order, rule (H) against the router's stable watermark, gap-free admission of multi-partition messages, the admitted prefix to confirm |
+//! | `watermark` | (Tessera's) | `RouterState::stable_watermark` reported to partitions and gateways (`WatermarkReporter`), and rule A's `AcknowledgementGate` in gateways |
 //! | `sender` | §5.4 Algorithm 1 [[5–9, 16–18]] | `Sender`: sequence numbers, the send window, Submit batches, outcomes and stable notifications |
 //! | `gateway` | §5.4 Algorithm 1, §6.7 | `Gateway`: a client's commands as E-Cast messages (planned against its configuration, re-planned after a version refusal) and reads (snapshot via `Query::Now`, basic with the version check); a VR client of the router group; answers collected by part; timeouts and retry limits in ticks |
 //!
@@ -79,6 +80,7 @@ pub mod partition;
 pub mod router;
 pub mod sender;
 pub mod types;
+pub mod watermark;
 
 pub use forwarder::{Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings};
 pub use gateway::{
@@ -99,3 +101,4 @@ pub use types::{
     routing_is_well_formed, Canary, Delivery, Envelope, Isolation, ReadRefusal, Sequence,
     SnapshotDelivery, SnapshotRead, Timestamp,
 };
+pub use watermark::{AcknowledgementGate, WatermarkInput, WatermarkReporter, WatermarkSettings};

@@ -303,6 +303,18 @@ impl RouterState {
         self.applied
     }
 
+    /// The stable watermark W: every message with a timestamp at most W is stable (each of
+    /// its destinations confirmed it or is suspected). The timestamp just before the first
+    /// unstable message, or the last one assigned if none is unstable. Never decreases.
+    /// Partitions with their own log hold conflicting single-partition operations for it, and
+    /// gateways acknowledge multi-partition messages only under it (`docs/internals/ecast.md`).
+    pub fn stable_watermark(&self) -> Timestamp {
+        match self.unstable.first_key_value() {
+            Some((first, _)) => Timestamp(first.0 - 1),
+            None => self.timestamp_last,
+        }
+    }
+
     /// Whether the message at `timestamp` is stable (or was never routed anywhere).
     pub fn is_stable(&self, timestamp: Timestamp) -> bool {
         timestamp <= self.timestamp_last && !self.unstable.contains_key(&timestamp)
