@@ -455,7 +455,12 @@ impl Partition {
                     hold_until,
                     hold_for,
                     ..
-                } => *hold_until > self.watermark || !hold_for.is_subset(&self.stable),
+                } => {
+                    *hold_until > self.watermark
+                        || hold_for.iter().any(|timestamp| {
+                            *timestamp > self.watermark && !self.stable.contains(timestamp)
+                        })
+                }
                 Waiting::Multi { .. } => false,
             };
             if behind || held {

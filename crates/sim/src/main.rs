@@ -1,6 +1,7 @@
 //! `cargo run -p sim --release -- --seed S` replays one run; `--seeds N` sweeps N seeds.
 
 use sim::checkers::Violation;
+use sim::ecast::bypass::{BypassCanary, BypassOptions, BypassReport};
 use sim::ecast::{EcastCanary, EcastOptions, EcastReport};
 use sim::{run, run_with_trace_on_failure, Options, RunReport};
 use std::process::ExitCode;
@@ -21,6 +22,9 @@ const USAGE: &str =
                  and on half the seeds a reconfiguration nemesis (Rubberband)
                  (canaries: inbox-skips-gap-check | stable-on-first-confirm |
                  router-commit-without-quorum | migration-serves-before-install)
+  --partitions vr   with --ecast: partitions with their own log and the router bypass
+                 (ecast::Partition's hold rule; canaries: bypass-no-hold |
+                 bypass-per-message-hold | bypass-chain-ignored)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
@@ -36,6 +40,8 @@ struct Arguments {
     trace_lines: usize,
     ecast: bool,
     ecast_canary: Option<EcastCanary>,
+    bypass: bool,
+    bypass_canary: Option<BypassCanary>,
 }
 
 fn parse(arguments: &[String]) -> Result<Arguments, String> {
@@ -49,6 +55,8 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         trace_lines: 200,
         ecast: false,
         ecast_canary: None,
+        bypass: false,
+        bypass_canary: None,
     };
     let mut iter = arguments.iter();
     while let Some(argument) = iter.next() {
@@ -64,8 +72,22 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--jobs" => parsed.jobs = number("--jobs")?.max(1) as usize,
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
             "--ecast" => parsed.ecast = true,
+            "--partitions" => match iter.next().map(String::as_str) {
+                Some("vr") => parsed.bypass = true,
+                Some("sequenced") => parsed.bypass = false,
+                other => return Err(format!("--partitions: unknown mode {other:?}")),
+            },
             "--canary" => {
                 let name = iter.next().map(String::as_str);
+                parsed.bypass_canary = match name {
+                    Some("bypass-no-hold") => Some(BypassCanary::NoHold),
+                    Some("bypass-per-message-hold") => Some(BypassCanary::PerMessageHold),
+                    Some("bypass-chain-ignored") => Some(BypassCanary::ChainIgnored),
+                    _ => None,
+                };
+                if parsed.bypass_canary.is_some() {
+                    continue;
+                }
                 parsed.ecast_canary = match name {
                     Some("inbox-skips-gap-check") => Some(EcastCanary::InboxSkipsGapCheck),
                     Some("stable-on-first-confirm") => Some(EcastCanary::StableOnFirstConfirm),
@@ -104,6 +126,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     }
     if parsed.ecast_canary.is_some() && !parsed.ecast {
         return Err("that canary needs --ecast".to_string());
+    }
+    if (parsed.bypass || parsed.bypass_canary.is_some()) && !(parsed.ecast && parsed.bypass) {
+        return Err("--partitions vr and its canaries need --ecast --partitions vr".to_string());
     }
     Ok(parsed)
 }
@@ -216,7 +241,65 @@ fn print_ecast_report(report: &EcastReport) {
     }
 }
 
+fn bypass_options(seed: u64, canary: Option<BypassCanary>) -> BypassOptions {
+    match canary {
+        Some(canary) => BypassOptions::canary(seed, canary),
+        None => BypassOptions::from_seed(seed),
+    }
+}
+
+fn print_bypass_report(report: &BypassReport) {
+    let stats = &report.stats;
+    println!(
+        "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
+         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} forwarders={} \
+         timestamp_max={} watermark_max={} result={}",
+        report.seed,
+        report.trace_hash,
+        stats.ticks,
+        stats.operations,
+        stats.completed,
+        stats.singles,
+        stats.multis,
+        stats.held,
+        stats.admitted,
+        stats.messages_sent,
+        stats.messages_dropped,
+        stats.router_crashes,
+        stats.partition_crashes,
+        stats.forwarders,
+        stats.timestamp_max,
+        stats.watermark_max,
+        match &report.result {
+            Ok(()) => "ok".to_string(),
+            Err(violation) => format!("FAILED ({})", violation.checker),
+        }
+    );
+    if let Err(violation) = &report.result {
+        println!("--- {violation}");
+    }
+}
+
+fn replay_bypass(seed: u64, arguments: &Arguments) -> ExitCode {
+    let options = bypass_options(seed, arguments.bypass_canary);
+    println!(
+        "seed={seed} commit={}",
+        option_env!("TESSERA_COMMIT").unwrap_or("unknown")
+    );
+    println!("{}", options.describe());
+    let report = sim::ecast::bypass::run(options);
+    print_bypass_report(&report);
+    if report.result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn replay_ecast(seed: u64, arguments: &Arguments) -> ExitCode {
+    if arguments.bypass {
+        return replay_bypass(seed, arguments);
+    }
     let options = ecast_options(seed, arguments.ecast_canary);
     println!(
         "seed={seed} commit={}",
@@ -238,7 +321,9 @@ fn replay_ecast(seed: u64, arguments: &Arguments) -> ExitCode {
 
 /// One seed's verdict, in either mode (for sweeps).
 fn run_seed(seed: u64, arguments: &Arguments) -> Result<(), Violation> {
-    if arguments.ecast {
+    if arguments.bypass {
+        sim::ecast::bypass::run(bypass_options(seed, arguments.bypass_canary)).result
+    } else if arguments.ecast {
         sim::ecast::run(ecast_options(seed, arguments.ecast_canary), 0).result
     } else {
         run(options(seed, arguments.canary, arguments.protocol), 0).result
@@ -276,7 +361,11 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     });
     println!(
         "sweep{} seeds {start}..{} on {} threads{}{}",
-        if arguments.ecast { " (ecast)" } else { "" },
+        match (arguments.ecast, arguments.bypass) {
+            (_, true) => " (ecast, partitions vr)",
+            (true, false) => " (ecast)",
+            (false, false) => "",
+        },
         start + count,
         arguments.jobs,
         arguments
@@ -285,6 +374,9 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         arguments
             .ecast_canary
             .map_or(String::new(), |canary| format!(" (canary {canary:?})"))
+            + &arguments
+                .bypass_canary
+                .map_or(String::new(), |canary| format!(" (canary {canary:?})"))
     );
     let arguments = Arc::new(arguments.clone());
     let started = Instant::now();
@@ -342,7 +434,11 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     if let Some((seed, _)) = failures.first() {
         println!(
             "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
-            if arguments.ecast { "--ecast " } else { "" }
+            match (arguments.ecast, arguments.bypass) {
+                (_, true) => "--ecast --partitions vr ",
+                (true, false) => "--ecast ",
+                (false, false) => "",
+            }
         );
     }
     if failures.is_empty() {

@@ -2,6 +2,8 @@
 //! processes in `sequenced` mode on a placement ring, gateways, a nemesis and the E-Cast
 //! checkers. Separate from the single-group mode, whose runs it leaves unchanged.
 
+pub mod bypass;
+pub mod bypass_checkers;
 pub mod history;
 pub mod network;
 pub mod options;

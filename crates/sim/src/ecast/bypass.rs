@@ -1,0 +1,1394 @@
+//! The router-bypass mode (`--ecast --partitions vr`): partitions that are their own
+//! replication groups, with `ecast::Partition`'s hold rule, and single-partition operations sent
+//! straight to them (`docs/internals/ecast.md`, "Partitions with their own replication and a
+//! router bypass"; `docs/TESTING.md`).
+//!
+//! What is modelled, and what is abstracted:
+//!
+//! - **Each partition's group is one atomic sequencer**: one `ecast::Partition` plus its data,
+//!   applying every entry (single-partition operation, multi-partition share, watermark) the
+//!   moment it arrives, with a client table (one slot per client: the last request number and
+//!   its reply once it has one) as VR's. This abstracts the partition's VR group (VR itself is
+//!   verified by the single-group simulator); a *primary crash* is modelled as the group being
+//!   unreachable for a while (every message to it lost, in-flight replies too), its log intact.
+//! - **The router group is one `ecast::RouterState`** (its VR group abstracted the same way; the
+//!   main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
+//!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
+//!   reporter are lost and, after a pause, rebuilt from the replicated state with a fresh client
+//!   id, as a new primary's would be.
+//! - **Gateways** submit multi-partition transactions through an `ecast::Sender` (the router
+//!   state deduplicates by sequence, so a Submit is simply resent) and acknowledge them through
+//!   an `ecast::AcknowledgementGate` (rule A); single-partition ones go to the partition, retried
+//!   with the same request number until answered.
+//!
+//! The workload is one object: a bank (transfers between accounts, audits of every account; the
+//! total never changes) and registers (puts, gets, and multi-key transactions that read some
+//! registers and write others, which give the dependency chains of the second counterexample).
+//! A transaction whose keys all live in one partition takes the bypass; any other goes through
+//! the routers. Single-key gets read accounts too, so that bypass reads race transfers.
+
+use super::bypass_checkers::{self, BypassOrder, Kind, Txn};
+use crate::checkers::Violation;
+use ecast::{
+    AcknowledgementGate, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings,
+    KeySet, Operation, OperationId, OperationResult, Partition, PartitionCanary, PartitionEntry,
+    PartitionEvent, PartitionSettings, RouterSettings, RouterState, Sender, SenderEvent,
+    SenderSettings, Sequence, Timestamp, WatermarkInput, WatermarkReporter, WatermarkSettings,
+};
+use placement::ecast::{destset, Message as Routing, Target};
+use placement::{ConfigVersion, Configuration, KeyMapping, Position, ProcessId};
+use std::collections::{BTreeMap, BTreeSet};
+use stdx::Prng;
+use vr::{ClientId, StateMachine};
+
+/// Values read by a transaction, by key.
+type Values = Vec<(u64, i64)>;
+
+/// Gateways' process ids sit far above partitions'.
+const GATEWAY_BASE: u64 = 1_000_000;
+const FORWARDER_CLIENT_BASE: u64 = 0xf0f0_0000_0000_0000;
+/// A single-partition request unanswered this long is sent again (same number).
+const SINGLE_RETRY_TICKS: u64 = 40;
+/// A multi-partition answer missing this long after the gate opened is asked for again.
+const RECALL_TICKS: u64 = 40;
+/// Client ids per gateway (one per slot).
+const SLOTS_MAX: u64 = 16;
+
+/// A deliberately broken variant (hidden, test-only); each must be caught by a checker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BypassCanary {
+    /// No rule H (`PartitionCanary::NoHold`).
+    NoHold,
+    /// Rule H per message (`PartitionCanary::PerMessageHold`).
+    PerMessageHold,
+    /// The partition's driver ignores the E-Cast chain: every delivery is logged as if it
+    /// followed the last one logged, so a lost delivery is skipped.
+    ChainIgnored,
+}
+
+#[derive(Clone, Debug)]
+pub struct BypassOptions {
+    pub seed: u64,
+    /// Partitions on the ring, 3–5, each one destination (its own group).
+    pub partitions: u64,
+    pub accounts: u64,
+    pub registers: u64,
+    pub gateways: usize,
+    pub slots: usize,
+    pub window_max: u64,
+    pub loss_percent: u64,
+    pub duplicate_percent: u64,
+    pub delay_ticks_max: u64,
+    /// One partition whose deliveries from the router take this much longer (0: none), so that
+    /// the watermark lags behind individual messages' stability.
+    pub slow_partition_ticks: u64,
+    pub router_crash_per_10000: u64,
+    pub partition_crash_per_10000: u64,
+    /// Shares of the workload, in percent: single-key gets, puts, multi-key transactions,
+    /// transfers; audits take the rest.
+    pub get_percent: u64,
+    pub put_percent: u64,
+    pub txn_percent: u64,
+    pub transfer_percent: u64,
+    pub think_ticks_max: u64,
+    pub fault_ticks: u64,
+    pub liveness_ticks_max: u64,
+    /// Partitions start at the ring positions of the first registers (one register each), so
+    /// that register transactions span partitions (the per-message canary's shaping).
+    pub spread_registers: bool,
+    pub canary: Option<BypassCanary>,
+}
+
+impl BypassOptions {
+    pub fn from_seed(seed: u64) -> BypassOptions {
+        let mut prng = Prng::new(seed ^ 0xb1a5_5b1a_55b1_a55b);
+        let partitions = prng.range_inclusive(3, 5);
+        let faulty = !prng.percent(10);
+        let mut draw = |low: u64, high: u64| {
+            let value = prng.range_inclusive(low, high);
+            if faulty {
+                value
+            } else {
+                0
+            }
+        };
+        let loss_percent = draw(0, 15);
+        let duplicate_percent = draw(0, 10);
+        let router_crash_per_10000 = draw(0, 20);
+        let partition_crash_per_10000 = draw(0, 20);
+        let delay_ticks_max = prng.range_inclusive(1, 20);
+        let slow_partition_ticks = if prng.percent(50) {
+            prng.range_inclusive(20, 150)
+        } else {
+            0
+        };
+        let accounts = prng.range_inclusive(3, 6);
+        let registers = prng.range_inclusive(3, 6);
+        let gateways = prng.range_inclusive(2, 4) as usize;
+        let slots = prng.range_inclusive(1, 3) as usize;
+        let window_max = prng.range_inclusive(slots as u64, 8);
+        let get_percent = prng.range_inclusive(20, 50);
+        let put_percent = prng.range_inclusive(5, 20);
+        let txn_percent = prng.range_inclusive(10, 25);
+        let transfer_percent = prng.range_inclusive(5, 20);
+        let think_ticks_max = prng.range_inclusive(0, 20);
+        let fault_ticks = prng.range_inclusive(800, 1_800);
+        BypassOptions {
+            seed,
+            partitions,
+            accounts,
+            registers,
+            gateways,
+            slots,
+            window_max,
+            loss_percent,
+            duplicate_percent,
+            delay_ticks_max,
+            slow_partition_ticks,
+            router_crash_per_10000,
+            partition_crash_per_10000,
+            get_percent,
+            put_percent,
+            txn_percent,
+            transfer_percent,
+            think_ticks_max,
+            fault_ticks,
+            liveness_ticks_max: 8_000,
+            spread_registers: false,
+            canary: None,
+        }
+    }
+
+    pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
+        let mut options = BypassOptions::from_seed(seed);
+        options.canary = Some(canary);
+        if canary == BypassCanary::PerMessageHold {
+            // The second counterexample needs a chain M1 → M2 across three partitions while
+            // M1's last destination lags, and bypass reads at both ends in that window: one
+            // slow partition and calm links otherwise, one register at the start of each
+            // partition (so that register transactions span partitions), many registers (so
+            // that a read is not held by an unrelated laggard), mostly gets and transactions.
+            // `crates/sim/tests/bypass.rs` checks that the same shape passes with the rule.
+            let mut prng = Prng::new(seed ^ 0x5107_5107);
+            options.partitions = 3;
+            options.registers = 12;
+            options.spread_registers = true;
+            options.slow_partition_ticks = prng.range_inclusive(40, 120);
+            options.delay_ticks_max = prng.range_inclusive(1, 4);
+            options.get_percent = 70;
+            options.put_percent = 5;
+            options.txn_percent = 25;
+            options.transfer_percent = 0;
+            options.loss_percent = 0;
+            options.duplicate_percent = 0;
+            options.router_crash_per_10000 = 0;
+            options.partition_crash_per_10000 = 0;
+            options.gateways = 4;
+            options.slots = 3;
+            options.window_max = 8;
+            options.think_ticks_max = 5;
+        }
+        options
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
+             delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
+             get={}% put={}% txn={}% transfer={}% ticks={}{}",
+            self.partitions,
+            self.accounts,
+            self.registers,
+            self.gateways,
+            self.slots,
+            self.window_max,
+            self.loss_percent,
+            self.duplicate_percent,
+            self.delay_ticks_max,
+            self.slow_partition_ticks,
+            self.router_crash_per_10000,
+            self.partition_crash_per_10000,
+            self.get_percent,
+            self.put_percent,
+            self.txn_percent,
+            self.transfer_percent,
+            self.fault_ticks,
+            self.canary
+                .map_or(String::new(), |canary| format!(" canary={canary:?}"))
+        )
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct BypassStats {
+    pub ticks: u64,
+    pub operations: usize,
+    pub completed: usize,
+    pub singles: u64,
+    pub multis: u64,
+    /// Single-partition operations a partition held (rule H or behind a held one).
+    pub held: u64,
+    pub admitted: u64,
+    pub messages_sent: u64,
+    pub messages_dropped: u64,
+    pub router_crashes: u64,
+    pub partition_crashes: u64,
+    pub forwarders: u64,
+    pub timestamp_max: u64,
+    pub watermark_max: u64,
+}
+
+pub struct BypassReport {
+    pub seed: u64,
+    pub trace_hash: u64,
+    pub stats: BypassStats,
+    pub result: Result<(), Violation>,
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    /// Gateway → router.
+    Submit(Operation),
+    /// Router → gateway.
+    Submitted(OperationResult),
+    Stable {
+        sequence: Sequence,
+        timestamp: Timestamp,
+    },
+    /// Router → partitions and gateways.
+    Watermark(Timestamp),
+    /// Router → partitions, the per-message canary only: messages above the watermark that
+    /// are stable.
+    StableSet(Vec<Timestamp>),
+    /// Router → partition.
+    Deliver(Vec<Delivery>),
+    /// Partition → router.
+    Confirm {
+        process: ProcessId,
+        delivered: Timestamp,
+    },
+    /// Gateway → partition: a single-partition transaction.
+    Single { id: OperationId, txn: Txn },
+    /// Partition → gateway.
+    SingleReply { id: OperationId, values: Values },
+    /// Gateway → partition: send the answer to this message again.
+    Recall { timestamp: Timestamp },
+    /// Partition → gateway: its share's answer.
+    MultiAnswer {
+        sequence: Sequence,
+        partition: ProcessId,
+        values: Values,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Node {
+    Router,
+    Partition(usize),
+    Gateway(usize),
+}
+
+struct RouterNode {
+    state: RouterState,
+    forwarder: Option<Forwarder>,
+    reporter: Option<WatermarkReporter>,
+    down_until: Option<u64>,
+    incarnation: u64,
+}
+
+struct PartitionNode {
+    id: ProcessId,
+    rules: Partition,
+    data: BTreeMap<u64, i64>,
+    /// Per client: the last request number and its reply once it has one (VR's client table).
+    clients: BTreeMap<u64, (u64, Option<Values>)>,
+    /// Admitted messages' answers: (gateway, sequence, values), for recalls.
+    answers: BTreeMap<Timestamp, (ProcessId, Sequence, Values)>,
+    /// Unreachable until then (a primary crash and the group's fail-over).
+    down_until: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+enum SlotOp {
+    Single {
+        history: usize,
+        partition: usize,
+        id: OperationId,
+        txn: Txn,
+        sent_at: u64,
+    },
+    Multi {
+        history: usize,
+        sequence: Sequence,
+        destinations: BTreeSet<ProcessId>,
+        timestamp: Option<Timestamp>,
+        gate_open_since: Option<u64>,
+        answers: BTreeMap<ProcessId, Values>,
+    },
+}
+
+struct GatewayNode {
+    id: ProcessId,
+    sender: Sender,
+    gate: AcknowledgementGate<usize>,
+    slots: Vec<Option<SlotOp>>,
+    idle_until: Vec<u64>,
+    numbers: Vec<u64>,
+}
+
+pub struct BypassSimulation {
+    options: BypassOptions,
+    prng: Prng,
+    now: u64,
+    configuration: Configuration,
+    router: RouterNode,
+    partitions: Vec<PartitionNode>,
+    gateways: Vec<GatewayNode>,
+    /// (delivery tick, sequence) → (destination, message).
+    network: BTreeMap<(u64, u64), (Node, Msg)>,
+    network_sequence: u64,
+    history: bypass_checkers::BypassHistory,
+    order: BypassOrder,
+    stats: BypassStats,
+    trace_hash: u64,
+    violation: Option<Violation>,
+}
+
+/// Where a key lives on the ring (hash placement, as the `--ecast` mode).
+fn position(key: u64) -> Position {
+    KeyMapping::Hash.position(&key.to_be_bytes())
+}
+
+/// The partition (index) holding a key.
+fn partition_of(configuration: &Configuration, key: u64) -> usize {
+    let routing = Routing::Write {
+        sender: ProcessId(GATEWAY_BASE),
+        target: Target::Points(vec![position(key)]),
+    };
+    let process = destset(configuration, &routing)
+        .into_iter()
+        .next()
+        .expect("every key has a partition");
+    (process.0 - 1) as usize
+}
+
+fn key_bytes(key: u64) -> Vec<u8> {
+    key.to_be_bytes().to_vec()
+}
+
+impl BypassSimulation {
+    pub fn new(options: BypassOptions) -> BypassSimulation {
+        let prng = Prng::new(options.seed);
+        let spacing = u64::MAX / options.partitions;
+        let mut positions: Vec<Position> = (0..options.partitions)
+            .map(|index| Position(index * spacing))
+            .collect();
+        if options.spread_registers && options.registers >= options.partitions {
+            positions = (0..options.partitions)
+                .map(|index| position(options.accounts + index))
+                .collect();
+            positions.sort();
+        }
+        let members: Vec<(ProcessId, Position)> = positions
+            .into_iter()
+            .enumerate()
+            .map(|(index, position)| (ProcessId(index as u64 + 1), position))
+            .collect();
+        // Replication 1 on the ring: a partition is one destination (its group replicates it).
+        let configuration = Configuration::with_ring(1, &members);
+        let router_settings = RouterSettings {
+            window_max: options.window_max,
+            outcomes_retained: options.window_max.max(64),
+            canary: None,
+        };
+        let state = RouterState::new(configuration.clone(), router_settings);
+        let partition_canary = match options.canary {
+            Some(BypassCanary::NoHold) => Some(PartitionCanary::NoHold),
+            Some(BypassCanary::PerMessageHold) => Some(PartitionCanary::PerMessageHold),
+            _ => None,
+        };
+        let accounts = options.accounts;
+        let partitions = (0..options.partitions)
+            .map(|index| PartitionNode {
+                id: ProcessId(index + 1),
+                rules: Partition::new(PartitionSettings {
+                    canary: partition_canary,
+                    ..PartitionSettings::default()
+                }),
+                data: BTreeMap::new(),
+                clients: BTreeMap::new(),
+                answers: BTreeMap::new(),
+                down_until: None,
+            })
+            .collect();
+        let gateways = (0..options.gateways)
+            .map(|index| GatewayNode {
+                id: ProcessId(GATEWAY_BASE + index as u64),
+                sender: Sender::new(
+                    ProcessId(GATEWAY_BASE + index as u64),
+                    SenderSettings {
+                        window_max: options.window_max,
+                        resubmit_ticks: 50,
+                    },
+                ),
+                gate: AcknowledgementGate::new(),
+                slots: vec![None; options.slots],
+                idle_until: vec![0; options.slots],
+                numbers: vec![0; options.slots],
+            })
+            .collect();
+        let mut simulation = BypassSimulation {
+            prng,
+            now: 0,
+            configuration,
+            router: RouterNode {
+                state,
+                forwarder: None,
+                reporter: None,
+                down_until: None,
+                incarnation: 0,
+            },
+            partitions,
+            gateways,
+            network: BTreeMap::new(),
+            network_sequence: 0,
+            history: bypass_checkers::BypassHistory::new(accounts, options.registers),
+            order: BypassOrder::default(),
+            stats: BypassStats::default(),
+            trace_hash: 0xcbf2_9ce4_8422_2325,
+            violation: None,
+            options,
+        };
+        simulation.start_router();
+        simulation
+    }
+
+    fn hash(&mut self, value: u64) {
+        self.trace_hash = (self.trace_hash ^ value).wrapping_mul(0x0100_0000_01b3);
+    }
+
+    fn fail(&mut self, violation: Violation) {
+        if self.violation.is_none() {
+            self.violation = Some(violation);
+        }
+    }
+
+    fn faults_on(&self) -> bool {
+        self.now < self.options.fault_ticks
+    }
+
+    /// The partition (index) holding a key.
+    fn partition_of(&self, key: u64) -> usize {
+        partition_of(&self.configuration, key)
+    }
+
+    fn send(&mut self, from: Node, to: Node, message: Msg) {
+        self.stats.messages_sent += 1;
+        let faults = self.faults_on();
+        if faults && self.prng.percent(self.options.loss_percent) {
+            self.stats.messages_dropped += 1;
+            return;
+        }
+        let copies = if faults && self.prng.percent(self.options.duplicate_percent) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut delay = self.prng.range_inclusive(1, self.options.delay_ticks_max);
+            if from == Node::Router && to == Node::Partition(0) && faults {
+                delay += self.options.slow_partition_ticks;
+            }
+            self.network_sequence += 1;
+            self.network.insert(
+                (self.now + delay, self.network_sequence),
+                (to, message.clone()),
+            );
+        }
+    }
+
+    // ----- The router group. -----
+
+    fn start_router(&mut self) {
+        self.router.incarnation += 1;
+        self.stats.forwarders += 1;
+        let client = ClientId(FORWARDER_CLIENT_BASE + self.router.incarnation);
+        self.router.forwarder = Some(Forwarder::new(
+            client,
+            ForwarderSettings::default(),
+            &self.router.state,
+        ));
+        self.router.reporter = Some(WatermarkReporter::new(WatermarkSettings::default()));
+        self.router_input(ForwarderInput::Sync);
+    }
+
+    fn router_input(&mut self, input: ForwarderInput) {
+        let Some(forwarder) = self.router.forwarder.as_mut() else {
+            return;
+        };
+        let mut inputs = vec![input];
+        let mut effects = Vec::new();
+        let mut outgoing = Vec::new();
+        let mut applied = false;
+        while let Some(input) = inputs.pop() {
+            forwarder.step(input, &self.router.state, &mut effects);
+            for effect in effects.drain(..) {
+                match effect {
+                    ForwarderEffect::Submit(request) => {
+                        // The forwarder's Confirm op, committed by the (abstracted) group.
+                        let result = self.router.state.apply(&request.operation);
+                        applied = true;
+                        inputs.push(ForwarderInput::Reply {
+                            request: request.request,
+                            result,
+                        });
+                        inputs.push(ForwarderInput::Sync);
+                    }
+                    ForwarderEffect::Deliver { to, deliveries } => {
+                        let index = (to.0 - 1) as usize;
+                        outgoing.push((Node::Partition(index), Msg::Deliver(deliveries)));
+                    }
+                    ForwarderEffect::Stable {
+                        to,
+                        sequence,
+                        timestamp,
+                    } => {
+                        let index = (to.0 - GATEWAY_BASE) as usize;
+                        outgoing.push((
+                            Node::Gateway(index),
+                            Msg::Stable {
+                                sequence,
+                                timestamp,
+                            },
+                        ));
+                    }
+                    ForwarderEffect::DeliverSnapshot { .. }
+                    | ForwarderEffect::SnapshotStamped { .. }
+                    | ForwarderEffect::SnapshotRefused { .. } => {}
+                }
+            }
+        }
+        if applied {
+            self.observe_router();
+        }
+        for (to, message) in outgoing {
+            self.send(Node::Router, to, message);
+        }
+        self.report_watermark(WatermarkInput::Sync);
+    }
+
+    fn observe_router(&mut self) {
+        let configuration = &self.configuration;
+        let shares = |routed: &ecast::Routed| {
+            let txn: Txn = postcard::from_bytes(&routed.envelope.payload).unwrap_or_default();
+            routed
+                .destinations
+                .keys()
+                .map(|process| {
+                    let index = (process.0 - 1) as usize;
+                    let keys = txn
+                        .keys()
+                        .into_iter()
+                        .filter(|key| partition_of(configuration, *key) == index)
+                        .collect();
+                    (*process, keys)
+                })
+                .collect()
+        };
+        let mut order = std::mem::take(&mut self.order);
+        order.observe_router(&self.router.state, shares);
+        self.order = order;
+        self.stats.timestamp_max = self.router.state.timestamp_last().0;
+    }
+
+    fn report_watermark(&mut self, input: WatermarkInput) {
+        let Some(reporter) = self.router.reporter.as_mut() else {
+            return;
+        };
+        let Some(watermark) = reporter.step(input, &self.router.state) else {
+            return;
+        };
+        self.stats.watermark_max = self.stats.watermark_max.max(watermark.0);
+        let stable_above: Vec<Timestamp> =
+            if self.options.canary == Some(BypassCanary::PerMessageHold) {
+                let state = &self.router.state;
+                (watermark.0 + 1..=state.timestamp_last().0)
+                    .map(Timestamp)
+                    .filter(|timestamp| state.is_stable(*timestamp))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+        for index in 0..self.partitions.len() {
+            self.send(
+                Node::Router,
+                Node::Partition(index),
+                Msg::Watermark(watermark),
+            );
+            if !stable_above.is_empty() {
+                self.send(
+                    Node::Router,
+                    Node::Partition(index),
+                    Msg::StableSet(stable_above.clone()),
+                );
+            }
+        }
+        for index in 0..self.gateways.len() {
+            self.send(
+                Node::Router,
+                Node::Gateway(index),
+                Msg::Watermark(watermark),
+            );
+        }
+    }
+
+    fn on_router(&mut self, message: Msg) {
+        match message {
+            Msg::Submit(operation) => {
+                let Operation::Submit { sender, .. } = &operation else {
+                    return;
+                };
+                let sender = *sender;
+                let result = self.router.state.apply(&operation.encode());
+                self.observe_router();
+                let result = OperationResult::decode(&result);
+                if sender.0 >= GATEWAY_BASE {
+                    let index = (sender.0 - GATEWAY_BASE) as usize;
+                    self.send(Node::Router, Node::Gateway(index), Msg::Submitted(result));
+                }
+                self.router_input(ForwarderInput::Sync);
+            }
+            Msg::Confirm { process, delivered } => {
+                self.router_input(ForwarderInput::Confirmed { process, delivered });
+            }
+            _ => {}
+        }
+    }
+
+    // ----- Partitions. -----
+
+    fn on_partition(&mut self, index: usize, message: Msg) {
+        match message {
+            Msg::Deliver(deliveries) => {
+                for delivery in deliveries {
+                    let txn: Option<Txn> = postcard::from_bytes(&delivery.envelope.payload).ok();
+                    let (keys, share) = match txn {
+                        Some(txn) => {
+                            let share = txn.share(|key| self.partition_of(key) == index);
+                            (KeySet::of(share.keys().into_iter().map(key_bytes)), share)
+                        }
+                        None => (KeySet::Unknown, Txn::default()),
+                    };
+                    let operation = postcard::to_allocvec(&(
+                        delivery.envelope.sender,
+                        delivery.envelope.sequence,
+                        share,
+                    ))
+                    .expect("a share serialises");
+                    let logged = self.partitions[index].rules.logged();
+                    let previous = if self.options.canary == Some(BypassCanary::ChainIgnored)
+                        && delivery.timestamp > logged
+                    {
+                        logged
+                    } else {
+                        delivery.previous
+                    };
+                    self.partition_apply(
+                        index,
+                        PartitionEntry::Multi {
+                            timestamp: delivery.timestamp,
+                            previous,
+                            keys,
+                            operation,
+                        },
+                    );
+                }
+                let partition = &self.partitions[index];
+                let (process, delivered) = (partition.id, partition.rules.admitted());
+                self.send(
+                    Node::Partition(index),
+                    Node::Router,
+                    Msg::Confirm { process, delivered },
+                );
+            }
+            Msg::Watermark(watermark) => {
+                let partition = &self.partitions[index];
+                if watermark > partition.rules.watermark() {
+                    if let Err(violation) = self.order.on_watermark(partition.id, watermark) {
+                        self.fail(violation);
+                    }
+                }
+                self.partition_apply(index, PartitionEntry::Watermark(watermark));
+            }
+            Msg::StableSet(timestamps) => {
+                for timestamp in timestamps {
+                    self.partition_apply(index, PartitionEntry::MessageStable(timestamp));
+                }
+            }
+            Msg::Single { id, txn } => {
+                let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
+                match self.partitions[index].clients.get(&id.client) {
+                    Some((number, _)) if *number > id.number => return,
+                    Some((number, reply)) if *number == id.number => {
+                        // A retry: the remembered reply, or nothing while it is held.
+                        if let Some(values) = reply.clone() {
+                            self.send(
+                                Node::Partition(index),
+                                gateway,
+                                Msg::SingleReply { id, values },
+                            );
+                        }
+                        return;
+                    }
+                    _ => {}
+                }
+                self.partitions[index]
+                    .clients
+                    .insert(id.client, (id.number, None));
+                let keys = KeySet::of(txn.keys().into_iter().map(key_bytes));
+                let operation = postcard::to_allocvec(&txn).expect("a txn serialises");
+                self.partition_apply(
+                    index,
+                    PartitionEntry::Single {
+                        id,
+                        keys,
+                        operation,
+                    },
+                );
+            }
+            Msg::Recall { timestamp } => {
+                if let Some((gateway, sequence, values)) =
+                    self.partitions[index].answers.get(&timestamp).cloned()
+                {
+                    let partition = self.partitions[index].id;
+                    self.send(
+                        Node::Partition(index),
+                        Node::Gateway((gateway.0 - GATEWAY_BASE) as usize),
+                        Msg::MultiAnswer {
+                            sequence,
+                            partition,
+                            values,
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn partition_apply(&mut self, index: usize, entry: PartitionEntry) {
+        let mut events = Vec::new();
+        self.partitions[index].rules.apply(entry, &mut events);
+        let accounts = self.options.accounts;
+        for event in events {
+            match event {
+                PartitionEvent::ExecuteSingle { id, operation, .. } => {
+                    let partition = &mut self.partitions[index];
+                    let txn: Txn = postcard::from_bytes(&operation).unwrap_or_default();
+                    let values = txn.execute(&mut partition.data, |key| {
+                        bypass_checkers::initial_value(accounts, key)
+                    });
+                    if partition
+                        .clients
+                        .get(&id.client)
+                        .is_some_and(|(number, _)| *number == id.number)
+                    {
+                        partition
+                            .clients
+                            .insert(id.client, (id.number, Some(values.clone())));
+                    }
+                    let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
+                    self.send(
+                        Node::Partition(index),
+                        gateway,
+                        Msg::SingleReply { id, values },
+                    );
+                }
+                PartitionEvent::ExecuteMulti {
+                    timestamp,
+                    operation,
+                } => {
+                    let partition_id = self.partitions[index].id;
+                    if let Err(violation) = self.order.on_admit(partition_id, timestamp) {
+                        self.fail(violation);
+                    }
+                    self.stats.admitted += 1;
+                    let Ok((gateway, sequence, share)) =
+                        postcard::from_bytes::<(ProcessId, Sequence, Txn)>(&operation)
+                    else {
+                        continue;
+                    };
+                    let partition = &mut self.partitions[index];
+                    let values = share.execute(&mut partition.data, |key| {
+                        bypass_checkers::initial_value(accounts, key)
+                    });
+                    partition
+                        .answers
+                        .insert(timestamp, (gateway, sequence, values.clone()));
+                    if gateway.0 >= GATEWAY_BASE {
+                        self.send(
+                            Node::Partition(index),
+                            Node::Gateway((gateway.0 - GATEWAY_BASE) as usize),
+                            Msg::MultiAnswer {
+                                sequence,
+                                partition: partition_id,
+                                values,
+                            },
+                        );
+                    }
+                }
+                PartitionEvent::Held { .. } => self.stats.held += 1,
+                PartitionEvent::Admitted { admitted } => {
+                    let process = self.partitions[index].id;
+                    self.send(
+                        Node::Partition(index),
+                        Node::Router,
+                        Msg::Confirm {
+                            process,
+                            delivered: admitted,
+                        },
+                    );
+                }
+                PartitionEvent::Ignored { .. } => {}
+            }
+        }
+    }
+
+    // ----- Gateways. -----
+
+    fn issue(&mut self, gateway: usize, slot: usize) {
+        let accounts = self.options.accounts;
+        let registers = self.options.registers;
+        let value = self.history.invocations.len() as i64 + 1;
+        let roll = self.prng.below(100);
+        let options = &self.options;
+        let (kind, txn) = if roll < options.get_percent {
+            let key = self.prng.below(accounts + registers);
+            (
+                Kind::Get,
+                Txn {
+                    reads: vec![key],
+                    ..Txn::default()
+                },
+            )
+        } else if roll < options.get_percent + options.put_percent {
+            let key = accounts + self.prng.below(registers);
+            (
+                Kind::Put,
+                Txn {
+                    writes: vec![(key, value)],
+                    ..Txn::default()
+                },
+            )
+        } else if roll < options.get_percent + options.put_percent + options.txn_percent {
+            let mut keys: Vec<u64> = (accounts..accounts + registers).collect();
+            self.prng.shuffle(&mut keys);
+            let reads = self.prng.range_inclusive(1, 2) as usize;
+            let writes =
+                self.prng
+                    .range_inclusive(1, (registers - reads as u64).min(2)) as usize;
+            (
+                Kind::Txn,
+                Txn {
+                    reads: keys[..reads].to_vec(),
+                    writes: keys[reads..reads + writes]
+                        .iter()
+                        .map(|key| (*key, value))
+                        .collect(),
+                    adds: Vec::new(),
+                },
+            )
+        } else if roll
+            < options.get_percent
+                + options.put_percent
+                + options.txn_percent
+                + options.transfer_percent
+        {
+            let from = self.prng.below(accounts);
+            let to = (from + 1 + self.prng.below(accounts - 1)) % accounts;
+            let amount = self.prng.range_inclusive(1, 10) as i64;
+            (
+                Kind::Transfer,
+                Txn {
+                    adds: vec![(from, -amount), (to, amount)],
+                    ..Txn::default()
+                },
+            )
+        } else {
+            (
+                Kind::Audit,
+                Txn {
+                    reads: (0..accounts).collect(),
+                    ..Txn::default()
+                },
+            )
+        };
+        let partitions: BTreeSet<usize> = txn
+            .keys()
+            .into_iter()
+            .map(|key| self.partition_of(key))
+            .collect();
+        let client = self.gateways[gateway].id.0;
+        if partitions.len() == 1 {
+            let partition = *partitions.iter().next().expect("one");
+            let node = &mut self.gateways[gateway];
+            node.numbers[slot] += 1;
+            let id = OperationId {
+                client: gateway as u64 * SLOTS_MAX + slot as u64,
+                number: node.numbers[slot],
+            };
+            let history = self
+                .history
+                .invoke(client, self.now, kind, true, txn.clone());
+            self.stats.singles += 1;
+            self.gateways[gateway].slots[slot] = Some(SlotOp::Single {
+                history,
+                partition,
+                id,
+                txn: txn.clone(),
+                sent_at: self.now,
+            });
+            self.send(
+                Node::Gateway(gateway),
+                Node::Partition(partition),
+                Msg::Single { id, txn },
+            );
+            return;
+        }
+        let sender = self.gateways[gateway].id;
+        let target = Target::Points(txn.keys().into_iter().map(position).collect());
+        let routing = if txn.writes_anything() {
+            Routing::Write { sender, target }
+        } else {
+            Routing::Read {
+                sender,
+                target,
+                replica_offset: 0,
+            }
+        };
+        let payload = postcard::to_allocvec(&txn).expect("a txn serialises");
+        let version: ConfigVersion = self.configuration.version();
+        let Ok(sequence) = self.gateways[gateway]
+            .sender
+            .submit(version, routing, payload)
+        else {
+            return; // The window is full: try again next tick.
+        };
+        let history = self.history.invoke(client, self.now, kind, false, txn);
+        self.stats.multis += 1;
+        self.gateways[gateway].slots[slot] = Some(SlotOp::Multi {
+            history,
+            sequence,
+            destinations: partitions
+                .iter()
+                .map(|index| ProcessId(*index as u64 + 1))
+                .collect(),
+            timestamp: None,
+            gate_open_since: None,
+            answers: BTreeMap::new(),
+        });
+    }
+
+    fn gateway_tick(&mut self, gateway: usize) {
+        self.gateways[gateway].sender.tick();
+        for slot in 0..self.options.slots {
+            match self.gateways[gateway].slots[slot].clone() {
+                None => {
+                    if self.faults_on() && self.now >= self.gateways[gateway].idle_until[slot] {
+                        self.issue(gateway, slot);
+                    }
+                }
+                Some(SlotOp::Single {
+                    partition,
+                    id,
+                    txn,
+                    sent_at,
+                    history,
+                }) => {
+                    if self.now >= sent_at + SINGLE_RETRY_TICKS {
+                        self.gateways[gateway].slots[slot] = Some(SlotOp::Single {
+                            history,
+                            partition,
+                            id,
+                            txn: txn.clone(),
+                            sent_at: self.now,
+                        });
+                        self.send(
+                            Node::Gateway(gateway),
+                            Node::Partition(partition),
+                            Msg::Single { id, txn },
+                        );
+                    }
+                }
+                Some(SlotOp::Multi {
+                    timestamp: Some(timestamp),
+                    gate_open_since: Some(since),
+                    destinations,
+                    answers,
+                    ..
+                }) => {
+                    if self.now >= since + RECALL_TICKS {
+                        if let Some(SlotOp::Multi {
+                            gate_open_since, ..
+                        }) = &mut self.gateways[gateway].slots[slot]
+                        {
+                            *gate_open_since = Some(self.now);
+                        }
+                        for process in destinations {
+                            if !answers.contains_key(&process) {
+                                self.send(
+                                    Node::Gateway(gateway),
+                                    Node::Partition((process.0 - 1) as usize),
+                                    Msg::Recall { timestamp },
+                                );
+                            }
+                        }
+                    }
+                }
+                Some(SlotOp::Multi { .. }) => {}
+            }
+        }
+        if let Some(operation) = self.gateways[gateway].sender.batch() {
+            self.send(Node::Gateway(gateway), Node::Router, Msg::Submit(operation));
+        }
+    }
+
+    fn on_gateway(&mut self, gateway: usize, message: Msg) {
+        let mut events = Vec::new();
+        match message {
+            Msg::Submitted(result) => self.gateways[gateway]
+                .sender
+                .on_result(&result, &mut events),
+            Msg::Stable {
+                sequence,
+                timestamp,
+            } => self.gateways[gateway]
+                .sender
+                .on_stable(sequence, timestamp, &mut events),
+            Msg::Watermark(watermark) => {
+                for slot in self.gateways[gateway].gate.on_watermark(watermark) {
+                    if let Some(SlotOp::Multi {
+                        gate_open_since, ..
+                    }) = &mut self.gateways[gateway].slots[slot]
+                    {
+                        *gate_open_since = Some(self.now);
+                    }
+                }
+            }
+            Msg::SingleReply { id, values } => {
+                let slot = (id.client % SLOTS_MAX) as usize;
+                if let Some(SlotOp::Single {
+                    history, id: own, ..
+                }) = &self.gateways[gateway].slots[slot]
+                {
+                    if *own == id {
+                        let history = *history;
+                        self.finish(gateway, slot, history, values);
+                    }
+                }
+            }
+            Msg::MultiAnswer {
+                sequence,
+                partition,
+                values,
+            } => {
+                for slot in self.gateways[gateway].slots.iter_mut() {
+                    if let Some(SlotOp::Multi {
+                        sequence: own,
+                        answers,
+                        ..
+                    }) = slot
+                    {
+                        if *own == sequence {
+                            answers.insert(partition, values.clone());
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        for event in events {
+            match event {
+                SenderEvent::Sequenced {
+                    sequence,
+                    timestamp,
+                    ..
+                } => {
+                    for slot in 0..self.gateways[gateway].slots.len() {
+                        let node = &mut self.gateways[gateway];
+                        if let Some(SlotOp::Multi {
+                            sequence: own,
+                            timestamp: known,
+                            gate_open_since,
+                            ..
+                        }) = &mut node.slots[slot]
+                        {
+                            if *own == sequence && known.is_none() {
+                                *known = Some(timestamp);
+                                if node.gate.sequenced(slot, timestamp).is_some() {
+                                    *gate_open_since = Some(self.now);
+                                }
+                            }
+                        }
+                    }
+                }
+                SenderEvent::Stable { .. } => {}
+                SenderEvent::Refused { sequence, .. } | SenderEvent::Lost { sequence, .. } => {
+                    self.fail(Violation {
+                        checker: "bypass_order",
+                        report: format!(
+                            "gateway {gateway}'s message {sequence:?} was refused or lost \
+                             with no configuration change"
+                        ),
+                    });
+                }
+            }
+        }
+        // Multi-partition transactions complete under the watermark with every answer.
+        for slot in 0..self.gateways[gateway].slots.len() {
+            let Some(SlotOp::Multi {
+                history,
+                destinations,
+                gate_open_since: Some(_),
+                answers,
+                ..
+            }) = &self.gateways[gateway].slots[slot]
+            else {
+                continue;
+            };
+            if destinations
+                .iter()
+                .all(|process| answers.contains_key(process))
+            {
+                let history = *history;
+                let values: Values = answers.values().flatten().copied().collect();
+                self.finish(gateway, slot, history, values);
+            }
+        }
+    }
+
+    fn finish(&mut self, gateway: usize, slot: usize, history: usize, values: Values) {
+        self.history.complete(history, self.now, values);
+        self.stats.completed += 1;
+        self.gateways[gateway].slots[slot] = None;
+        let think = self.prng.range_inclusive(0, self.options.think_ticks_max);
+        self.gateways[gateway].idle_until[slot] = self.now + think;
+    }
+
+    // ----- The run. -----
+
+    fn nemesis(&mut self) {
+        if !self.faults_on() {
+            if self.router.down_until.is_some() {
+                self.router.down_until = None;
+                self.start_router();
+            }
+            for partition in &mut self.partitions {
+                partition.down_until = None;
+            }
+            return;
+        }
+        match self.router.down_until {
+            Some(until) if self.now >= until => {
+                self.router.down_until = None;
+                self.start_router();
+            }
+            Some(_) => {}
+            None => {
+                if self
+                    .prng
+                    .chance(self.options.router_crash_per_10000, 10_000)
+                {
+                    self.stats.router_crashes += 1;
+                    self.router.forwarder = None;
+                    self.router.reporter = None;
+                    self.router.down_until = Some(self.now + self.prng.range_inclusive(20, 300));
+                }
+            }
+        }
+        for index in 0..self.partitions.len() {
+            match self.partitions[index].down_until {
+                Some(until) if self.now >= until => self.partitions[index].down_until = None,
+                Some(_) => {}
+                None => {
+                    if self
+                        .prng
+                        .chance(self.options.partition_crash_per_10000, 10_000)
+                    {
+                        self.stats.partition_crashes += 1;
+                        let until = self.now + self.prng.range_inclusive(20, 200);
+                        self.partitions[index].down_until = Some(until);
+                    }
+                }
+            }
+        }
+    }
+
+    fn settled(&self) -> bool {
+        !self.faults_on()
+            && self
+                .gateways
+                .iter()
+                .all(|gateway| gateway.slots.iter().all(Option::is_none))
+            && self.router.state.unstable().is_empty()
+            && self
+                .partitions
+                .iter()
+                .all(|partition| partition.rules.waiting() == 0)
+    }
+
+    pub fn run(mut self) -> BypassReport {
+        let deadline = self.options.fault_ticks + self.options.liveness_ticks_max;
+        loop {
+            self.now += 1;
+            if self.now > deadline {
+                let waiting: usize = self
+                    .partitions
+                    .iter()
+                    .map(|partition| partition.rules.waiting())
+                    .sum();
+                self.fail(Violation {
+                    checker: "liveness",
+                    report: format!(
+                        "not settled {} ticks after the faults stopped: {} operations open, {} \
+                             unstable messages, {waiting} partition entries waiting, watermark {}",
+                        self.options.liveness_ticks_max,
+                        self.history.invocations.len() - self.history.completed(),
+                        self.router.state.unstable().len(),
+                        self.router.state.stable_watermark()
+                    ),
+                });
+                break;
+            }
+            self.nemesis();
+            while let Some(entry) = self.network.first_entry() {
+                if entry.key().0 > self.now {
+                    break;
+                }
+                let (to, message) = entry.remove();
+                self.deliver(to, message);
+            }
+            if self.router.forwarder.is_some() {
+                self.router_input(ForwarderInput::Tick);
+                self.report_watermark(WatermarkInput::Tick);
+            }
+            for gateway in 0..self.gateways.len() {
+                self.gateway_tick(gateway);
+            }
+            if self.violation.is_some() || self.settled() {
+                break;
+            }
+        }
+        self.stats.ticks = self.now;
+        self.stats.operations = self.history.invocations.len();
+        self.stats.held = self
+            .partitions
+            .iter()
+            .map(|partition| partition.rules.stats().held)
+            .sum();
+        let mut result = match self.violation.take() {
+            Some(violation) => Err(violation),
+            None => Ok(()),
+        };
+        if result.is_ok() {
+            result = self
+                .order
+                .at_end()
+                .and_then(|()| bypass_checkers::check_serializability(&self.history));
+        }
+        BypassReport {
+            seed: self.options.seed,
+            trace_hash: self.trace_hash,
+            stats: self.stats,
+            result,
+        }
+    }
+
+    fn deliver(&mut self, to: Node, message: Msg) {
+        let (node_code, message_code) = (
+            match to {
+                Node::Router => 0,
+                Node::Partition(index) => 1 + index as u64,
+                Node::Gateway(index) => 100 + index as u64,
+            },
+            message_code(&message),
+        );
+        self.hash(self.now);
+        self.hash(node_code << 8 | message_code);
+        match to {
+            Node::Router => {
+                if self.router.forwarder.is_some() {
+                    self.on_router(message);
+                }
+            }
+            Node::Partition(index) => {
+                if self.partitions[index].down_until.is_none() {
+                    self.on_partition(index, message);
+                }
+            }
+            Node::Gateway(index) => self.on_gateway(index, message),
+        }
+    }
+}
+
+fn message_code(message: &Msg) -> u64 {
+    match message {
+        Msg::Submit(_) => 1,
+        Msg::Submitted(_) => 2,
+        Msg::Stable { .. } => 3,
+        Msg::Watermark(_) => 4,
+        Msg::StableSet(_) => 5,
+        Msg::Deliver(_) => 6,
+        Msg::Confirm { .. } => 7,
+        Msg::Single { .. } => 8,
+        Msg::SingleReply { .. } => 9,
+        Msg::Recall { .. } => 10,
+        Msg::MultiAnswer { .. } => 11,
+    }
+}
+
+/// Runs one seed of the bypass mode.
+pub fn run(options: BypassOptions) -> BypassReport {
+    BypassSimulation::new(options).run()
+}
+
+/// A failed seed: (seed, report, checker, or "panic").
+pub type BypassFailure = (u64, String, &'static str);
+
+/// Runs `seeds` (under `canary`, if any) on two threads, for tests; a panic counts as a failure.
+pub fn sweep(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                let options = match canary {
+                    Some(canary) => BypassOptions::canary(seed, canary),
+                    None => BypassOptions::from_seed(seed),
+                };
+                let outcome = std::panic::catch_unwind(|| run(options).result);
+                let failure = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
+                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
+                };
+                if let Some((report, checker)) = failure {
+                    failures
+                        .lock()
+                        .unwrap_or_else(|poison| poison.into_inner())
+                        .push((seed, report, checker));
+                }
+            });
+        }
+    });
+    let mut failures = failures
+        .into_inner()
+        .unwrap_or_else(|poison| poison.into_inner());
+    failures.sort();
+    failures
+}
