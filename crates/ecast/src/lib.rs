@@ -14,6 +14,7 @@
 //! | `forwarder` | §5.5 Algorithm 2 [[19–26]], §6.7 | `Forwarder`: sends unstable messages (earliest unconfirmed first), resends on a tick timeout, batches confirmations into Confirm ops, stable notifications, snapshot-read timestamps |
 //! | `inbox` | §5.4 Algorithm 1 [[10–14]], §6.7 | `Inbox`: in-order, gap-free delivery via the `previous` chain, duplicates dropped, early arrivals buffered, confirmations, snapshot reads at their point, the basic-read version check |
 //! | `partition` | (Tessera's; §5.4 for the chain) | `Partition`: the replicated hold/admission rules of a partition that is its own replication group (the router bypass): per-key log order, rule (H) against the router's stable watermark, gap-free admission of multi-partition messages, the admitted prefix to confirm |
+//! | `partition_machine` | (Tessera's) | `PartitionMachine<D>` (`impl vr::StateMachine`): `Partition` around the application's data, held operations answered "held" and their results released through a queue the primary's driver reads; per-client results and share answers for queries |
 //! | `watermark` | (Tessera's) | `RouterState::stable_watermark` reported to partitions and gateways (`WatermarkReporter`), and rule A's `AcknowledgementGate` in gateways |
 //! | `sender` | §5.4 Algorithm 1 [[5–9, 16–18]] | `Sender`: sequence numbers, the send window, Submit batches, outcomes and stable notifications |
 //! | `gateway` | §5.4 Algorithm 1, §6.7 | `Gateway`: a client's commands as E-Cast messages (planned against its configuration, re-planned after a version refusal) and reads (snapshot via `Query::Now`, basic with the version check); a VR client of the router group; answers collected by part; timeouts and retry limits in ticks |
@@ -77,6 +78,7 @@ pub mod forwarder;
 pub mod gateway;
 pub mod inbox;
 pub mod partition;
+pub mod partition_machine;
 pub mod router;
 pub mod sender;
 pub mod types;
@@ -91,6 +93,10 @@ pub use inbox::{Inbox, InboxEffect, InboxInput, InboxSettings, InboxStats};
 pub use partition::{
     Ignored, KeySet, OperationId, Partition, PartitionCanary, PartitionEntry, PartitionEvent,
     PartitionSettings, PartitionStats,
+};
+pub use partition_machine::{
+    PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,
+    PartitionResult, Released, Share, PARTITION_FORMAT_VERSION,
 };
 pub use router::{
     ConfigEntry, Operation, OperationError, OperationResult, Outcome, Query, Routed,

@@ -24,7 +24,7 @@ const USAGE: &str =
                  router-commit-without-quorum | migration-serves-before-install)
   --partitions vr   with --ecast: partitions with their own log and the router bypass
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
-                 bypass-per-message-hold | bypass-chain-ignored)
+                 bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
@@ -83,6 +83,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-no-hold") => Some(BypassCanary::NoHold),
                     Some("bypass-per-message-hold") => Some(BypassCanary::PerMessageHold),
                     Some("bypass-chain-ignored") => Some(BypassCanary::ChainIgnored),
+                    Some("bypass-ack-on-stable") => Some(BypassCanary::AckOnStable),
                     _ => None,
                 };
                 if parsed.bypass_canary.is_some() {

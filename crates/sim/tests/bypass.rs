@@ -98,6 +98,15 @@ fn the_per_message_canary_shape_passes_with_the_watermark_rule() {
     }
 }
 
+/// Rule A: acknowledging a routed transaction at its own stability lets its client see M1
+/// through it and then read M1's slow destination before M1 arrives there.
+#[test]
+fn the_ack_on_stable_canary_is_caught_by_strict_serialisability() {
+    let failures = sweep(&seeds(1, 300), Some(BypassCanary::AckOnStable));
+    let caught = caught_by(&failures, "bypass_serializability");
+    assert!(caught >= 10, "caught on {caught} of 300 seeds");
+}
+
 #[test]
 fn the_chain_ignored_canary_is_caught_by_the_order_checker() {
     let failures = sweep(&seeds(1, 200), Some(BypassCanary::ChainIgnored));

@@ -61,6 +61,9 @@ pub enum BypassCanary {
     NoHold,
     /// Rule H per message (`PartitionCanary::PerMessageHold`).
     PerMessageHold,
+    /// No rule A: a gateway acknowledges a multi-partition transaction once it is stable
+    /// (and answered), without waiting for the watermark to cover it.
+    AckOnStable,
     /// The partition's driver ignores the E-Cast chain: every delivery is logged as if it
     /// followed the last one logged, so a lost delivery is skipped.
     ChainIgnored,
@@ -162,7 +165,10 @@ impl BypassOptions {
     pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
         let mut options = BypassOptions::from_seed(seed);
         options.canary = Some(canary);
-        if canary == BypassCanary::PerMessageHold {
+        if matches!(
+            canary,
+            BypassCanary::PerMessageHold | BypassCanary::AckOnStable
+        ) {
             // The second counterexample needs a chain M1 → M2 across three partitions while
             // M1's last destination lags, and bypass reads at both ends in that window: one
             // slow partition and calm links otherwise, one register at the start of each
@@ -330,7 +336,8 @@ enum SlotOp {
 struct GatewayNode {
     id: ProcessId,
     sender: Sender,
-    gate: AcknowledgementGate<usize>,
+    /// Rule A: (slot, sequence) of each sequenced multi-partition transaction.
+    gate: AcknowledgementGate<(usize, Sequence)>,
     slots: Vec<Option<SlotOp>>,
     idle_until: Vec<u64>,
     numbers: Vec<u64>,
@@ -1066,12 +1073,16 @@ impl BypassSimulation {
                 .sender
                 .on_stable(sequence, timestamp, &mut events),
             Msg::Watermark(watermark) => {
-                for slot in self.gateways[gateway].gate.on_watermark(watermark) {
+                for (slot, sequence) in self.gateways[gateway].gate.on_watermark(watermark) {
                     if let Some(SlotOp::Multi {
-                        gate_open_since, ..
+                        sequence: own,
+                        gate_open_since,
+                        ..
                     }) = &mut self.gateways[gateway].slots[slot]
                     {
-                        *gate_open_since = Some(self.now);
+                        if *own == sequence && gate_open_since.is_none() {
+                            *gate_open_since = Some(self.now);
+                        }
                     }
                 }
             }
@@ -1125,14 +1136,30 @@ impl BypassSimulation {
                         {
                             if *own == sequence && known.is_none() {
                                 *known = Some(timestamp);
-                                if node.gate.sequenced(slot, timestamp).is_some() {
+                                if node.gate.sequenced((slot, sequence), timestamp).is_some() {
                                     *gate_open_since = Some(self.now);
                                 }
                             }
                         }
                     }
                 }
-                SenderEvent::Stable { .. } => {}
+                SenderEvent::Stable { sequence, .. } => {
+                    if self.options.canary == Some(BypassCanary::AckOnStable) {
+                        for slot in self.gateways[gateway].slots.iter_mut() {
+                            if let Some(SlotOp::Multi {
+                                sequence: own,
+                                timestamp: Some(_),
+                                gate_open_since,
+                                ..
+                            }) = slot
+                            {
+                                if *own == sequence && gate_open_since.is_none() {
+                                    *gate_open_since = Some(self.now);
+                                }
+                            }
+                        }
+                    }
+                }
                 SenderEvent::Refused { sequence, .. } | SenderEvent::Lost { sequence, .. } => {
                     self.fail(Violation {
                         checker: "bypass_order",
