@@ -67,6 +67,9 @@ pub enum PartitionOperation {
     Watermark(Timestamp),
     /// 3. A read-only question (VR's read path).
     Query(PartitionQuery),
+    /// 4. Test-only (the `PerMessageHold` canary): one message is stable. Ignored otherwise.
+    #[doc(hidden)]
+    MessageStable(Timestamp),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,6 +356,12 @@ impl<D: PartitionData> PartitionMachine<D> {
                 }
             }
             PartitionOperation::Query(query) => self.answer(&query),
+            PartitionOperation::MessageStable(timestamp) => {
+                self.feed(PartitionEntry::MessageStable(timestamp), None);
+                PartitionResult::Logged {
+                    admitted: self.rules.admitted(),
+                }
+            }
         }
     }
 

@@ -31,12 +31,15 @@ use super::bypass_checkers::{self, BypassOrder, Kind, Txn};
 use crate::checkers::Violation;
 use ecast::{
     AcknowledgementGate, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings,
-    KeySet, Operation, OperationId, OperationResult, Partition, PartitionCanary, PartitionEntry,
-    PartitionEvent, PartitionSettings, RouterSettings, RouterState, Sender, SenderEvent,
-    SenderSettings, Sequence, Timestamp, WatermarkInput, WatermarkReporter, WatermarkSettings,
+    KeySet, Operation, OperationId, OperationResult, PartitionCanary, PartitionData,
+    PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,
+    PartitionResult, PartitionSettings, Released, RouterSettings, RouterState, Sender, SenderEvent,
+    SenderSettings, Sequence, Share, Timestamp, WatermarkInput, WatermarkReporter,
+    WatermarkSettings,
 };
 use placement::ecast::{destset, Message as Routing, Target};
 use placement::{ConfigVersion, Configuration, KeyMapping, Position, ProcessId};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
 use vr::{ClientId, StateMachine};
@@ -278,7 +281,11 @@ enum Msg {
     /// Partition → gateway.
     SingleReply { id: OperationId, values: Values },
     /// Gateway → partition: send the answer to this message again.
-    Recall { timestamp: Timestamp },
+    Recall {
+        timestamp: Timestamp,
+        gateway: usize,
+        sequence: Sequence,
+    },
     /// Partition → gateway: its share's answer.
     MultiAnswer {
         sequence: Sequence,
@@ -302,14 +309,50 @@ struct RouterNode {
     incarnation: u64,
 }
 
+/// A partition's data: the simulator's key-value map behind `ecast::PartitionData`.
+/// Operations (single-partition transactions and shares alike) are postcard `Txn`s; results are
+/// postcard `Values`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct SimData {
+    accounts: u64,
+    data: BTreeMap<u64, i64>,
+}
+
+impl PartitionData for SimData {
+    fn keys(&self, operation: &[u8]) -> KeySet {
+        match postcard::from_bytes::<Txn>(operation) {
+            Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
+            Err(_) => KeySet::Unknown,
+        }
+    }
+
+    fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+        let Ok(txn) = postcard::from_bytes::<Txn>(operation) else {
+            return Vec::new();
+        };
+        let accounts = self.accounts;
+        let values = txn.execute(&mut self.data, |key| {
+            bypass_checkers::initial_value(accounts, key)
+        });
+        postcard::to_allocvec(&values).expect("values serialise")
+    }
+}
+
+fn decode_values(bytes: &[u8]) -> Option<Values> {
+    postcard::from_bytes(bytes).ok()
+}
+
 struct PartitionNode {
     id: ProcessId,
-    rules: Partition,
-    data: BTreeMap<u64, i64>,
-    /// Per client: the last request number and its reply once it has one (VR's client table).
-    clients: BTreeMap<u64, (u64, Option<Values>)>,
-    /// Admitted messages' answers: (gateway, sequence, values), for recalls.
-    answers: BTreeMap<Timestamp, (ProcessId, Sequence, Values)>,
+    /// The partition group's replicated state machine, applied atomically (the abstraction).
+    machine: PartitionMachine<SimData>,
+    /// VR's client table, which the group would keep: per client, the last request number and
+    /// the result bytes its entry was answered with.
+    vr_clients: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// The primary driver's cursor in the released queue; a new primary starts from 0.
+    released_sent: u64,
+    /// The checker's cursor in the released queue (admissions observed), never reset.
+    admissions_seen: u64,
     /// Unreachable until then (a primary crash and the group's fail-over).
     down_until: Option<u64>,
 }
@@ -418,13 +461,22 @@ impl BypassSimulation {
         let partitions = (0..options.partitions)
             .map(|index| PartitionNode {
                 id: ProcessId(index + 1),
-                rules: Partition::new(PartitionSettings {
-                    canary: partition_canary,
-                    ..PartitionSettings::default()
-                }),
-                data: BTreeMap::new(),
-                clients: BTreeMap::new(),
-                answers: BTreeMap::new(),
+                machine: PartitionMachine::new(
+                    SimData {
+                        accounts,
+                        data: BTreeMap::new(),
+                    },
+                    PartitionMachineSettings {
+                        rules: PartitionSettings {
+                            canary: partition_canary,
+                            ..PartitionSettings::default()
+                        },
+                        ..PartitionMachineSettings::default()
+                    },
+                ),
+                vr_clients: BTreeMap::new(),
+                released_sent: 0,
+                admissions_seen: 0,
                 down_until: None,
             })
             .collect();
@@ -677,22 +729,17 @@ impl BypassSimulation {
     fn on_partition(&mut self, index: usize, message: Msg) {
         match message {
             Msg::Deliver(deliveries) => {
+                let configuration = &self.configuration;
+                let mut shares = Vec::new();
                 for delivery in deliveries {
-                    let txn: Option<Txn> = postcard::from_bytes(&delivery.envelope.payload).ok();
-                    let (keys, share) = match txn {
-                        Some(txn) => {
-                            let share = txn.share(|key| self.partition_of(key) == index);
-                            (KeySet::of(share.keys().into_iter().map(key_bytes)), share)
+                    let share = match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
+                        Ok(txn) => {
+                            let share = txn.share(|key| partition_of(configuration, key) == index);
+                            postcard::to_allocvec(&share).expect("a share serialises")
                         }
-                        None => (KeySet::Unknown, Txn::default()),
+                        Err(_) => delivery.envelope.payload.clone(),
                     };
-                    let operation = postcard::to_allocvec(&(
-                        delivery.envelope.sender,
-                        delivery.envelope.sequence,
-                        share,
-                    ))
-                    .expect("a share serialises");
-                    let logged = self.partitions[index].rules.logged();
+                    let logged = self.partitions[index].machine.rules().logged();
                     let previous = if self.options.canary == Some(BypassCanary::ChainIgnored)
                         && delivery.timestamp > logged
                     {
@@ -700,18 +747,20 @@ impl BypassSimulation {
                     } else {
                         delivery.previous
                     };
-                    self.partition_apply(
-                        index,
-                        PartitionEntry::Multi {
-                            timestamp: delivery.timestamp,
-                            previous,
-                            keys,
-                            operation,
-                        },
-                    );
+                    shares.push(Share {
+                        timestamp: delivery.timestamp,
+                        previous,
+                        sender: delivery.envelope.sender,
+                        sequence: delivery.envelope.sequence,
+                        operation: share,
+                    });
                 }
-                let partition = &self.partitions[index];
-                let (process, delivered) = (partition.id, partition.rules.admitted());
+                let result = self.partition_apply(index, PartitionOperation::Deliveries(shares));
+                let delivered = match result {
+                    PartitionResult::Logged { admitted } => admitted,
+                    _ => self.partitions[index].machine.rules().admitted(),
+                };
+                let process = self.partitions[index].id;
                 self.send(
                     Node::Partition(index),
                     Node::Router,
@@ -720,122 +769,148 @@ impl BypassSimulation {
             }
             Msg::Watermark(watermark) => {
                 let partition = &self.partitions[index];
-                if watermark > partition.rules.watermark() {
+                if watermark > partition.machine.rules().watermark() {
                     if let Err(violation) = self.order.on_watermark(partition.id, watermark) {
                         self.fail(violation);
                     }
                 }
-                self.partition_apply(index, PartitionEntry::Watermark(watermark));
+                self.partition_apply(index, PartitionOperation::Watermark(watermark));
             }
             Msg::StableSet(timestamps) => {
                 for timestamp in timestamps {
-                    self.partition_apply(index, PartitionEntry::MessageStable(timestamp));
+                    self.partition_apply(index, PartitionOperation::MessageStable(timestamp));
                 }
             }
             Msg::Single { id, txn } => {
                 let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
-                match self.partitions[index].clients.get(&id.client) {
-                    Some((number, _)) if *number > id.number => return,
-                    Some((number, reply)) if *number == id.number => {
-                        // A retry: the remembered reply, or nothing while it is held.
-                        if let Some(values) = reply.clone() {
-                            self.send(
-                                Node::Partition(index),
-                                gateway,
-                                Msg::SingleReply { id, values },
+                let known = self.partitions[index].vr_clients.get(&id.client).cloned();
+                match known {
+                    Some((number, _)) if number > id.number => {}
+                    Some((number, answered)) if number == id.number => {
+                        // A retry. VR's client table answers what the entry was answered;
+                        // if that was "held", the client asks for the result (read path).
+                        let mut result = PartitionResult::decode(&answered);
+                        if result == PartitionResult::Held {
+                            let query = PartitionOperation::Query(PartitionQuery::Result {
+                                client: id.client,
+                                number: id.number,
+                            });
+                            result = PartitionResult::decode(
+                                &self.partitions[index].machine.query(&query.encode()),
                             );
                         }
-                        return;
+                        if let PartitionResult::Executed(bytes) = result {
+                            if let Some(values) = decode_values(&bytes) {
+                                self.send(
+                                    Node::Partition(index),
+                                    gateway,
+                                    Msg::SingleReply { id, values },
+                                );
+                            }
+                        }
                     }
-                    _ => {}
+                    _ => {
+                        let operation = PartitionOperation::Single {
+                            client: id.client,
+                            number: id.number,
+                            operation: postcard::to_allocvec(&txn).expect("a txn serialises"),
+                        };
+                        let result = self.partition_apply(index, operation);
+                        if result == PartitionResult::Unknown {
+                            return; // Refused (too much waiting): the client retries.
+                        }
+                        self.partitions[index]
+                            .vr_clients
+                            .insert(id.client, (id.number, result.encode()));
+                        if let PartitionResult::Executed(bytes) = result {
+                            if let Some(values) = decode_values(&bytes) {
+                                self.send(
+                                    Node::Partition(index),
+                                    gateway,
+                                    Msg::SingleReply { id, values },
+                                );
+                            }
+                        }
+                    }
                 }
-                self.partitions[index]
-                    .clients
-                    .insert(id.client, (id.number, None));
-                let keys = KeySet::of(txn.keys().into_iter().map(key_bytes));
-                let operation = postcard::to_allocvec(&txn).expect("a txn serialises");
-                self.partition_apply(
-                    index,
-                    PartitionEntry::Single {
-                        id,
-                        keys,
-                        operation,
-                    },
-                );
             }
-            Msg::Recall { timestamp } => {
-                if let Some((gateway, sequence, values)) =
-                    self.partitions[index].answers.get(&timestamp).cloned()
-                {
-                    let partition = self.partitions[index].id;
-                    self.send(
-                        Node::Partition(index),
-                        Node::Gateway((gateway.0 - GATEWAY_BASE) as usize),
-                        Msg::MultiAnswer {
-                            sequence,
-                            partition,
-                            values,
-                        },
-                    );
+            Msg::Recall {
+                timestamp,
+                gateway,
+                sequence,
+            } => {
+                let query = PartitionOperation::Query(PartitionQuery::Answer { timestamp });
+                let answer =
+                    PartitionResult::decode(&self.partitions[index].machine.query(&query.encode()));
+                if let PartitionResult::Executed(bytes) = answer {
+                    if let Some(values) = decode_values(&bytes) {
+                        let partition = self.partitions[index].id;
+                        self.send(
+                            Node::Partition(index),
+                            Node::Gateway(gateway),
+                            Msg::MultiAnswer {
+                                sequence,
+                                partition,
+                                values,
+                            },
+                        );
+                    }
                 }
             }
             _ => {}
         }
     }
 
-    fn partition_apply(&mut self, index: usize, entry: PartitionEntry) {
-        let mut events = Vec::new();
-        self.partitions[index].rules.apply(entry, &mut events);
-        let accounts = self.options.accounts;
-        for event in events {
-            match event {
-                PartitionEvent::ExecuteSingle { id, operation, .. } => {
-                    let partition = &mut self.partitions[index];
-                    let txn: Txn = postcard::from_bytes(&operation).unwrap_or_default();
-                    let values = txn.execute(&mut partition.data, |key| {
-                        bypass_checkers::initial_value(accounts, key)
-                    });
-                    if partition
-                        .clients
-                        .get(&id.client)
-                        .is_some_and(|(number, _)| *number == id.number)
-                    {
-                        partition
-                            .clients
-                            .insert(id.client, (id.number, Some(values.clone())));
-                    }
-                    let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
-                    self.send(
-                        Node::Partition(index),
-                        gateway,
-                        Msg::SingleReply { id, values },
-                    );
-                }
-                PartitionEvent::ExecuteMulti {
-                    timestamp,
-                    operation,
+    /// Commits one op to the partition's group (atomically: the abstraction), then runs the
+    /// primary driver's duty: every released reply not sent yet goes out.
+    fn partition_apply(&mut self, index: usize, operation: PartitionOperation) -> PartitionResult {
+        let result =
+            PartitionResult::decode(&self.partitions[index].machine.apply(&operation.encode()));
+        let after = self.partitions[index].released_sent;
+        let released: Vec<(u64, Released)> = self.partitions[index]
+            .machine
+            .released_after(after)
+            .cloned()
+            .collect();
+        let partition_id = self.partitions[index].id;
+        for (number, released) in released {
+            self.partitions[index].released_sent = number;
+            match released {
+                Released::Single {
+                    client,
+                    number,
+                    result,
                 } => {
-                    let partition_id = self.partitions[index].id;
-                    if let Err(violation) = self.order.on_admit(partition_id, timestamp) {
-                        self.fail(violation);
-                    }
-                    self.stats.admitted += 1;
-                    let Ok((gateway, sequence, share)) =
-                        postcard::from_bytes::<(ProcessId, Sequence, Txn)>(&operation)
-                    else {
-                        continue;
-                    };
-                    let partition = &mut self.partitions[index];
-                    let values = share.execute(&mut partition.data, |key| {
-                        bypass_checkers::initial_value(accounts, key)
-                    });
-                    partition
-                        .answers
-                        .insert(timestamp, (gateway, sequence, values.clone()));
-                    if gateway.0 >= GATEWAY_BASE {
+                    let id = OperationId { client, number };
+                    if let Some(values) = decode_values(&result) {
                         self.send(
                             Node::Partition(index),
-                            Node::Gateway((gateway.0 - GATEWAY_BASE) as usize),
+                            Node::Gateway((client / SLOTS_MAX) as usize),
+                            Msg::SingleReply { id, values },
+                        );
+                    }
+                }
+                Released::Answer {
+                    sender,
+                    sequence,
+                    timestamp,
+                    result,
+                } => {
+                    // Every admission releases its answer: the order checker watches them.
+                    if number > self.partitions[index].admissions_seen {
+                        self.partitions[index].admissions_seen = number;
+                        self.stats.admitted += 1;
+                        if let Err(violation) = self.order.on_admit(partition_id, timestamp) {
+                            self.fail(violation);
+                        }
+                    }
+                    let Some(values) = decode_values(&result) else {
+                        continue;
+                    };
+                    if sender.0 >= GATEWAY_BASE {
+                        self.send(
+                            Node::Partition(index),
+                            Node::Gateway((sender.0 - GATEWAY_BASE) as usize),
                             Msg::MultiAnswer {
                                 sequence,
                                 partition: partition_id,
@@ -844,21 +919,9 @@ impl BypassSimulation {
                         );
                     }
                 }
-                PartitionEvent::Held { .. } => self.stats.held += 1,
-                PartitionEvent::Admitted { admitted } => {
-                    let process = self.partitions[index].id;
-                    self.send(
-                        Node::Partition(index),
-                        Node::Router,
-                        Msg::Confirm {
-                            process,
-                            delivered: admitted,
-                        },
-                    );
-                }
-                PartitionEvent::Ignored { .. } => {}
             }
         }
+        result
     }
 
     // ----- Gateways. -----
@@ -1032,6 +1095,7 @@ impl BypassSimulation {
                     gate_open_since: Some(since),
                     destinations,
                     answers,
+                    sequence,
                     ..
                 }) => {
                     if self.now >= since + RECALL_TICKS {
@@ -1046,7 +1110,11 @@ impl BypassSimulation {
                                 self.send(
                                     Node::Gateway(gateway),
                                     Node::Partition((process.0 - 1) as usize),
-                                    Msg::Recall { timestamp },
+                                    Msg::Recall {
+                                        timestamp,
+                                        gateway,
+                                        sequence,
+                                    },
                                 );
                             }
                         }
@@ -1211,7 +1279,9 @@ impl BypassSimulation {
                 self.start_router();
             }
             for partition in &mut self.partitions {
-                partition.down_until = None;
+                if partition.down_until.take().is_some() {
+                    partition.released_sent = 0; // A new primary's driver.
+                }
             }
             return;
         }
@@ -1235,7 +1305,10 @@ impl BypassSimulation {
         }
         for index in 0..self.partitions.len() {
             match self.partitions[index].down_until {
-                Some(until) if self.now >= until => self.partitions[index].down_until = None,
+                Some(until) if self.now >= until => {
+                    self.partitions[index].down_until = None;
+                    self.partitions[index].released_sent = 0; // A new primary's driver.
+                }
                 Some(_) => {}
                 None => {
                     if self
@@ -1261,7 +1334,7 @@ impl BypassSimulation {
             && self
                 .partitions
                 .iter()
-                .all(|partition| partition.rules.waiting() == 0)
+                .all(|partition| partition.machine.rules().waiting() == 0)
     }
 
     pub fn run(mut self) -> BypassReport {
@@ -1272,7 +1345,7 @@ impl BypassSimulation {
                 let waiting: usize = self
                     .partitions
                     .iter()
-                    .map(|partition| partition.rules.waiting())
+                    .map(|partition| partition.machine.rules().waiting())
                     .sum();
                 self.fail(Violation {
                     checker: "liveness",
@@ -1311,7 +1384,7 @@ impl BypassSimulation {
         self.stats.held = self
             .partitions
             .iter()
-            .map(|partition| partition.rules.stats().held)
+            .map(|partition| partition.machine.rules().stats().held)
             .sum();
         let mut result = match self.violation.take() {
             Some(violation) => Err(violation),
