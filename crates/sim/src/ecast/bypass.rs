@@ -5,12 +5,16 @@
 //!
 //! What is modelled, and what is abstracted:
 //!
-//! - **Each partition's group is one atomic sequencer**: one `ecast::Partition` plus its data,
-//!   applying every entry (single-partition operation, multi-partition share, watermark) the
-//!   moment it arrives, with a client table (one slot per client: the last request number and
-//!   its reply once it has one) as VR's. This abstracts the partition's VR group (VR itself is
-//!   verified by the single-group simulator); a *primary crash* is modelled as the group being
-//!   unreachable for a while (every message to it lost, in-flight replies too), its log intact.
+//! - **Each partition's group is one atomic state machine**: an `ecast::PartitionMachine`
+//!   (`ecast::Partition`'s rules around the data) driven through its `vr::StateMachine` bytes,
+//!   every op applied the moment it arrives, with VR's client table kept beside it (per client:
+//!   the last request number and what its entry was answered). The primary driver's duty is
+//!   real: after every op it sends the released queue's new replies (held operations' results,
+//!   shares' answers); a retried request answered `Held` by the client table asks `Result` on
+//!   the read path; a lost share answer is recalled with an `Answer` query. This abstracts the
+//!   partition's VR group (VR itself is verified by the single-group simulator); a *primary
+//!   crash* is the group being unreachable for a while (every message to it lost) with its log
+//!   intact, after which a new primary's driver resends the released queue from its start.
 //! - **The router group is one `ecast::RouterState`** (its VR group abstracted the same way; the
 //!   main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
 //!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
