@@ -178,6 +178,9 @@ pub enum GatewayInput<A> {
     },
     /// The processes receiving copies right now (§6.4): reads avoid them where they can.
     Busy(BTreeSet<ProcessId>),
+    /// The router group's stable watermark (`WatermarkReporter`); only a gateway built
+    /// `with_watermark_gate` uses it.
+    Watermark(Timestamp),
 }
 
 /// What the driver must do.
@@ -303,6 +306,8 @@ enum Phase {
 struct Pending<A> {
     command: GatewayCommand,
     phase: Phase,
+    /// The timestamp of its current message, once sequenced (for the watermark gate).
+    timestamp: Option<Timestamp>,
     started_at: u64,
     answers: BTreeMap<u64, A>,
     /// Read attempts ended (refusals and timeouts).
@@ -333,6 +338,10 @@ pub struct Gateway<A> {
     /// Commands in `Phase::Planning`: they take window room.
     planning: u64,
     stats: GatewayStats,
+    /// Rule A of the router bypass (`docs/internals/ecast.md`): a sequential command completes
+    /// only once a reported stable watermark covers its message.
+    watermark_gate: bool,
+    watermark: Timestamp,
 }
 
 impl<A: Clone> Gateway<A> {
@@ -370,7 +379,17 @@ impl<A: Clone> Gateway<A> {
             read_next: 1,
             planning: 0,
             stats: GatewayStats::default(),
+            watermark_gate: false,
+            watermark: Timestamp::ZERO,
         }
+    }
+
+    /// Rule A of the router bypass (`vr` partitions, `docs/internals/ecast.md`): sequential
+    /// commands (E-Cast messages) complete only once a `GatewayInput::Watermark` covers their
+    /// timestamp, besides what they wait for otherwise. Snapshot and basic reads are unchanged.
+    pub fn with_watermark_gate(mut self) -> Gateway<A> {
+        self.watermark_gate = true;
+        self
     }
 
     pub fn id(&self) -> ProcessId {
@@ -465,6 +484,24 @@ impl<A: Clone> Gateway<A> {
                 }
             }
             GatewayInput::Busy(busy) => self.busy = busy,
+            GatewayInput::Watermark(watermark) => {
+                if watermark > self.watermark {
+                    self.watermark = watermark;
+                    let covered: Vec<u64> = self
+                        .pending
+                        .iter()
+                        .filter(|(_, pending)| {
+                            pending
+                                .timestamp
+                                .is_some_and(|timestamp| timestamp <= watermark)
+                        })
+                        .map(|(id, _)| *id)
+                        .collect();
+                    for id in covered {
+                        self.maybe_complete(id, effects);
+                    }
+                }
+            }
         }
         self.drive(effects);
         self.invariants();
@@ -482,6 +519,7 @@ impl<A: Clone> Gateway<A> {
             Pending {
                 command,
                 phase,
+                timestamp: None,
                 started_at: self.now,
                 answers: BTreeMap::new(),
                 attempts: 0,
@@ -586,6 +624,7 @@ impl<A: Clone> Gateway<A> {
             return;
         }
         pending.answers.clear();
+        pending.timestamp = None;
         self.set_phase(id, phase);
     }
 
@@ -694,6 +733,13 @@ impl<A: Clone> Gateway<A> {
                 ..
             }
         );
+        let sequential = matches!(pending.phase, Phase::Submitted { .. });
+        let covered = pending
+            .timestamp
+            .is_some_and(|timestamp| timestamp <= self.watermark);
+        if self.watermark_gate && sequential && !covered {
+            return; // Rule A: not yet under the stable watermark.
+        }
         let done = match &pending.command {
             GatewayCommand::Read { .. } => answered,
             GatewayCommand::Write { needs_answers, .. } => stable && (answered || !needs_answers),
@@ -917,11 +963,17 @@ impl<A: Clone> Gateway<A> {
             };
             match event {
                 SenderEvent::Sequenced { timestamp, .. } => {
+                    if let Some(pending) = self.pending.get_mut(&id) {
+                        pending.timestamp = Some(timestamp);
+                    }
                     effects.push(GatewayEffect::Sequenced {
                         id,
                         sequence,
                         timestamp,
-                    })
+                    });
+                    if self.watermark_gate {
+                        self.maybe_complete(id, effects);
+                    }
                 }
                 SenderEvent::Stable { .. } => {
                     let now = self.now;
