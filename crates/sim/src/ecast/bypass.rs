@@ -20,10 +20,12 @@
 //!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
 //!   reporter are lost and, after a pause, rebuilt from the replicated state with a fresh client
 //!   id, as a new primary's would be.
-//! - **Gateways** submit multi-partition transactions through an `ecast::Sender` (the router
-//!   state deduplicates by sequence, so a Submit is simply resent) and acknowledge them through
-//!   an `ecast::AcknowledgementGate` (rule A); single-partition ones go to the partition, retried
-//!   with the same request number until answered.
+//! - **Gateways** drive an `ecast::Gateway` built `with_watermark_gate` (rule A) for routed
+//!   transactions: its VR client requests are answered by the abstracted router group (a
+//!   `Reply` with the op's result; a retried Submit is deduplicated by the router state's
+//!   sequence table), and lost share answers are recalled from the partitions. Single-partition
+//!   transactions take the bypass: sent to the partition, retried with the same request number
+//!   until answered (this small path is the simulator's own; `ecast::Gateway` has no bypass yet).
 //!
 //! The workload is one object: a bank (transfers between accounts, audits of every account; the
 //! total never changes) and registers (puts, gets, and multi-key transactions that read some
@@ -34,19 +36,19 @@
 use super::bypass_checkers::{self, BypassOrder, Kind, Txn};
 use crate::checkers::Violation;
 use ecast::{
-    AcknowledgementGate, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings,
-    KeySet, Operation, OperationId, OperationResult, PartitionCanary, PartitionData,
-    PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,
-    PartitionResult, PartitionSettings, Released, RouterSettings, RouterState, Sender, SenderEvent,
+    Completion, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
+    GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Isolation, KeySet, OperationId,
+    PartitionCanary, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation,
+    PartitionQuery, PartitionResult, PartitionSettings, Released, RouterSettings, RouterState,
     SenderSettings, Sequence, Share, Timestamp, WatermarkInput, WatermarkReporter,
     WatermarkSettings,
 };
 use placement::ecast::{destset, Message as Routing, Target};
-use placement::{ConfigVersion, Configuration, KeyMapping, Position, ProcessId};
+use placement::{Configuration, KeyMapping, Position, ProcessId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
-use vr::{ClientId, StateMachine};
+use vr::{ClientId, Reply, Request, RequestKind, StateMachine, View};
 
 /// Values read by a transaction, by key.
 type Values = Vec<(u64, i64)>;
@@ -54,6 +56,7 @@ type Values = Vec<(u64, i64)>;
 /// Gateways' process ids sit far above partitions'.
 const GATEWAY_BASE: u64 = 1_000_000;
 const FORWARDER_CLIENT_BASE: u64 = 0xf0f0_0000_0000_0000;
+const GATEWAY_CLIENT_BASE: u64 = 0x6a7e_0000_0000_0000;
 /// A single-partition request unanswered this long is sent again (same number).
 const SINGLE_RETRY_TICKS: u64 = 40;
 /// A multi-partition answer missing this long after the gate opened is asked for again.
@@ -260,10 +263,10 @@ pub struct BypassReport {
 
 #[derive(Clone, Debug)]
 enum Msg {
-    /// Gateway → router.
-    Submit(Operation),
-    /// Router → gateway.
-    Submitted(OperationResult),
+    /// Gateway → router: a VR client request of gateway `from` (the group is abstracted).
+    Request { from: usize, request: Request },
+    /// Router → gateway: the VR reply.
+    RouterReply(vr::Message),
     Stable {
         sequence: Sequence,
         timestamp: Timestamp,
@@ -370,21 +373,22 @@ enum SlotOp {
         txn: Txn,
         sent_at: u64,
     },
+    /// A routed transaction, driven by the `ecast::Gateway` as command `history`.
     Multi {
         history: usize,
-        sequence: Sequence,
         destinations: BTreeSet<ProcessId>,
-        timestamp: Option<Timestamp>,
-        gate_open_since: Option<u64>,
-        answers: BTreeMap<ProcessId, Values>,
+        /// Its current message, once sequenced (a retried read gets a new one).
+        sequenced: Option<(Sequence, Timestamp)>,
+        answered: BTreeSet<ProcessId>,
+        recall_at: u64,
     },
 }
 
 struct GatewayNode {
     id: ProcessId,
-    sender: Sender,
-    /// Rule A: (slot, sequence) of each sequenced multi-partition transaction.
-    gate: AcknowledgementGate<(usize, Sequence)>,
+    /// The pure gateway for routed transactions, with rule A's watermark gate (not under the
+    /// `AckOnStable` canary).
+    gateway: Gateway<i64>,
     slots: Vec<Option<SlotOp>>,
     idle_until: Vec<u64>,
     numbers: Vec<u64>,
@@ -487,14 +491,32 @@ impl BypassSimulation {
         let gateways = (0..options.gateways)
             .map(|index| GatewayNode {
                 id: ProcessId(GATEWAY_BASE + index as u64),
-                sender: Sender::new(
-                    ProcessId(GATEWAY_BASE + index as u64),
-                    SenderSettings {
-                        window_max: options.window_max,
-                        resubmit_ticks: 50,
-                    },
-                ),
-                gate: AcknowledgementGate::new(),
+                gateway: {
+                    let settings = GatewaySettings {
+                        sender: SenderSettings {
+                            window_max: options.window_max,
+                            resubmit_ticks: 50,
+                        },
+                        // Lost answers are recalled from the partitions (`Recall`); the
+                        // gateway's own read retry is the last resort.
+                        answer_wait_ticks: 2_000,
+                        ..GatewaySettings::default()
+                    };
+                    let gateway = Gateway::new(
+                        ProcessId(GATEWAY_BASE + index as u64),
+                        ClientId(GATEWAY_CLIENT_BASE + index as u64),
+                        configuration.clone(),
+                        1,
+                        0,
+                        options.seed ^ index as u64,
+                        settings,
+                    );
+                    if options.canary == Some(BypassCanary::AckOnStable) {
+                        gateway
+                    } else {
+                        gateway.with_watermark_gate()
+                    }
+                },
                 slots: vec![None; options.slots],
                 idle_until: vec![0; options.slots],
                 numbers: vec![0; options.slots],
@@ -707,18 +729,21 @@ impl BypassSimulation {
 
     fn on_router(&mut self, message: Msg) {
         match message {
-            Msg::Submit(operation) => {
-                let Operation::Submit { sender, .. } = &operation else {
-                    return;
+            Msg::Request { from, request } => {
+                let result = if request.kind == RequestKind::Read {
+                    self.router.state.query(&request.operation)
+                } else {
+                    let result = self.router.state.apply(&request.operation);
+                    self.observe_router();
+                    result
                 };
-                let sender = *sender;
-                let result = self.router.state.apply(&operation.encode());
-                self.observe_router();
-                let result = OperationResult::decode(&result);
-                if sender.0 >= GATEWAY_BASE {
-                    let index = (sender.0 - GATEWAY_BASE) as usize;
-                    self.send(Node::Router, Node::Gateway(index), Msg::Submitted(result));
-                }
+                let reply = vr::Message::Reply(Reply {
+                    view: View(0),
+                    client: request.client,
+                    request: request.request,
+                    result,
+                });
+                self.send(Node::Router, Node::Gateway(from), Msg::RouterReply(reply));
                 self.router_input(ForwarderInput::Sync);
             }
             Msg::Confirm { process, delivered } => {
@@ -1029,42 +1054,121 @@ impl BypassSimulation {
             );
             return;
         }
-        let sender = self.gateways[gateway].id;
-        let target = Target::Points(txn.keys().into_iter().map(position).collect());
-        let routing = if txn.writes_anything() {
-            Routing::Write { sender, target }
-        } else {
-            Routing::Read {
-                sender,
-                target,
-                replica_offset: 0,
-            }
-        };
+        let positions: Vec<Position> = txn.keys().into_iter().map(position).collect();
         let payload = postcard::to_allocvec(&txn).expect("a txn serialises");
-        let version: ConfigVersion = self.configuration.version();
-        let Ok(sequence) = self.gateways[gateway]
-            .sender
-            .submit(version, routing, payload)
-        else {
-            return; // The window is full: try again next tick.
+        let parts: Vec<u64> = txn.reads.clone();
+        let command = match (txn.reads.is_empty(), txn.writes_anything()) {
+            (false, false) => GatewayCommand::Read {
+                isolation: Isolation::Sequential,
+                positions,
+                payload,
+                parts,
+            },
+            (reads_nothing, _) => GatewayCommand::Write {
+                positions,
+                payload,
+                parts,
+                needs_answers: !reads_nothing,
+            },
         };
         let history = self.history.invoke(client, self.now, kind, false, txn);
         self.stats.multis += 1;
         self.gateways[gateway].slots[slot] = Some(SlotOp::Multi {
             history,
-            sequence,
             destinations: partitions
                 .iter()
                 .map(|index| ProcessId(*index as u64 + 1))
                 .collect(),
-            timestamp: None,
-            gate_open_since: None,
-            answers: BTreeMap::new(),
+            sequenced: None,
+            answered: BTreeSet::new(),
+            recall_at: u64::MAX,
         });
+        self.gateway_step(
+            gateway,
+            GatewayInput::Submit {
+                id: history as u64,
+                command,
+            },
+        );
+    }
+
+    /// Steps gateway `gateway`'s `ecast::Gateway` and executes its effects.
+    fn gateway_step(&mut self, gateway: usize, input: GatewayInput<i64>) {
+        let mut effects = Vec::new();
+        self.gateways[gateway].gateway.step(input, &mut effects);
+        for effect in effects {
+            match effect {
+                GatewayEffect::Request { request, .. } => self.send(
+                    Node::Gateway(gateway),
+                    Node::Router,
+                    Msg::Request {
+                        from: gateway,
+                        request,
+                    },
+                ),
+                GatewayEffect::Sequenced {
+                    id,
+                    sequence,
+                    timestamp,
+                } => {
+                    let now = self.now;
+                    if let Some(SlotOp::Multi {
+                        sequenced,
+                        answered,
+                        recall_at,
+                        ..
+                    }) = self.multi_slot(gateway, id)
+                    {
+                        if sequenced.map(|(own, _)| own) != Some(sequence) {
+                            answered.clear();
+                        }
+                        *sequenced = Some((sequence, timestamp));
+                        *recall_at = now + RECALL_TICKS;
+                    }
+                }
+                GatewayEffect::Complete { id, completion } => {
+                    let slot = self.gateways[gateway].slots.iter().position(|slot| {
+                        matches!(slot, Some(SlotOp::Multi { history, .. }) if *history as u64 == id)
+                    });
+                    let Some(slot) = slot else {
+                        continue;
+                    };
+                    match completion {
+                        Completion::Done(answers) => {
+                            self.finish(gateway, slot, id as usize, answers.into_iter().collect());
+                        }
+                        Completion::Failed(_) => {
+                            // Its outcome is unknown: the history keeps it pending.
+                            self.gateways[gateway].slots[slot] = None;
+                        }
+                    }
+                }
+                GatewayEffect::Refused { id, refusal } => self.fail(Violation {
+                    checker: "bypass_order",
+                    report: format!(
+                        "gateway {gateway}'s command {id} was refused ({refusal:?}) with no \
+                         configuration change"
+                    ),
+                }),
+                GatewayEffect::SnapshotRead { .. }
+                | GatewayEffect::BasicRead { .. }
+                | GatewayEffect::Plan { .. }
+                | GatewayEffect::Submitted { .. }
+                | GatewayEffect::ConfigurationRefreshed { .. } => {}
+            }
+        }
+    }
+
+    fn multi_slot(&mut self, gateway: usize, id: u64) -> Option<&mut SlotOp> {
+        self.gateways[gateway]
+            .slots
+            .iter_mut()
+            .flatten()
+            .find(|slot| matches!(slot, SlotOp::Multi { history, .. } if *history as u64 == id))
     }
 
     fn gateway_tick(&mut self, gateway: usize) {
-        self.gateways[gateway].sender.tick();
+        self.gateway_step(gateway, GatewayInput::Tick);
         for slot in 0..self.options.slots {
             match self.gateways[gateway].slots[slot].clone() {
                 None => {
@@ -1095,22 +1199,20 @@ impl BypassSimulation {
                     }
                 }
                 Some(SlotOp::Multi {
-                    timestamp: Some(timestamp),
-                    gate_open_since: Some(since),
+                    sequenced: Some((sequence, timestamp)),
                     destinations,
-                    answers,
-                    sequence,
+                    answered,
+                    recall_at,
                     ..
                 }) => {
-                    if self.now >= since + RECALL_TICKS {
-                        if let Some(SlotOp::Multi {
-                            gate_open_since, ..
-                        }) = &mut self.gateways[gateway].slots[slot]
+                    if self.now >= recall_at {
+                        if let Some(SlotOp::Multi { recall_at, .. }) =
+                            &mut self.gateways[gateway].slots[slot]
                         {
-                            *gate_open_since = Some(self.now);
+                            *recall_at = self.now + RECALL_TICKS;
                         }
                         for process in destinations {
-                            if !answers.contains_key(&process) {
+                            if !answered.contains(&process) {
                                 self.send(
                                     Node::Gateway(gateway),
                                     Node::Partition((process.0 - 1) as usize),
@@ -1127,36 +1229,23 @@ impl BypassSimulation {
                 Some(SlotOp::Multi { .. }) => {}
             }
         }
-        if let Some(operation) = self.gateways[gateway].sender.batch() {
-            self.send(Node::Gateway(gateway), Node::Router, Msg::Submit(operation));
-        }
     }
 
     fn on_gateway(&mut self, gateway: usize, message: Msg) {
-        let mut events = Vec::new();
         match message {
-            Msg::Submitted(result) => self.gateways[gateway]
-                .sender
-                .on_result(&result, &mut events),
+            Msg::RouterReply(reply) => self.gateway_step(gateway, GatewayInput::Router(reply)),
             Msg::Stable {
                 sequence,
                 timestamp,
-            } => self.gateways[gateway]
-                .sender
-                .on_stable(sequence, timestamp, &mut events),
+            } => self.gateway_step(
+                gateway,
+                GatewayInput::Stable {
+                    sequence,
+                    timestamp,
+                },
+            ),
             Msg::Watermark(watermark) => {
-                for (slot, sequence) in self.gateways[gateway].gate.on_watermark(watermark) {
-                    if let Some(SlotOp::Multi {
-                        sequence: own,
-                        gate_open_since,
-                        ..
-                    }) = &mut self.gateways[gateway].slots[slot]
-                    {
-                        if *own == sequence && gate_open_since.is_none() {
-                            *gate_open_since = Some(self.now);
-                        }
-                    }
-                }
+                self.gateway_step(gateway, GatewayInput::Watermark(watermark))
             }
             Msg::SingleReply { id, values } => {
                 let slot = (id.client % SLOTS_MAX) as usize;
@@ -1175,94 +1264,22 @@ impl BypassSimulation {
                 partition,
                 values,
             } => {
-                for slot in self.gateways[gateway].slots.iter_mut() {
-                    if let Some(SlotOp::Multi {
-                        sequence: own,
-                        answers,
+                for slot in self.gateways[gateway].slots.iter_mut().flatten() {
+                    if let SlotOp::Multi {
+                        sequenced: Some((own, _)),
+                        answered,
                         ..
-                    }) = slot
+                    } = slot
                     {
                         if *own == sequence {
-                            answers.insert(partition, values.clone());
+                            answered.insert(partition);
                         }
                     }
                 }
+                let answers = values.into_iter().collect();
+                self.gateway_step(gateway, GatewayInput::Answer { sequence, answers });
             }
             _ => {}
-        }
-        for event in events {
-            match event {
-                SenderEvent::Sequenced {
-                    sequence,
-                    timestamp,
-                    ..
-                } => {
-                    for slot in 0..self.gateways[gateway].slots.len() {
-                        let node = &mut self.gateways[gateway];
-                        if let Some(SlotOp::Multi {
-                            sequence: own,
-                            timestamp: known,
-                            gate_open_since,
-                            ..
-                        }) = &mut node.slots[slot]
-                        {
-                            if *own == sequence && known.is_none() {
-                                *known = Some(timestamp);
-                                if node.gate.sequenced((slot, sequence), timestamp).is_some() {
-                                    *gate_open_since = Some(self.now);
-                                }
-                            }
-                        }
-                    }
-                }
-                SenderEvent::Stable { sequence, .. } => {
-                    if self.options.canary == Some(BypassCanary::AckOnStable) {
-                        for slot in self.gateways[gateway].slots.iter_mut() {
-                            if let Some(SlotOp::Multi {
-                                sequence: own,
-                                timestamp: Some(_),
-                                gate_open_since,
-                                ..
-                            }) = slot
-                            {
-                                if *own == sequence && gate_open_since.is_none() {
-                                    *gate_open_since = Some(self.now);
-                                }
-                            }
-                        }
-                    }
-                }
-                SenderEvent::Refused { sequence, .. } | SenderEvent::Lost { sequence, .. } => {
-                    self.fail(Violation {
-                        checker: "bypass_order",
-                        report: format!(
-                            "gateway {gateway}'s message {sequence:?} was refused or lost \
-                             with no configuration change"
-                        ),
-                    });
-                }
-            }
-        }
-        // Multi-partition transactions complete under the watermark with every answer.
-        for slot in 0..self.gateways[gateway].slots.len() {
-            let Some(SlotOp::Multi {
-                history,
-                destinations,
-                gate_open_since: Some(_),
-                answers,
-                ..
-            }) = &self.gateways[gateway].slots[slot]
-            else {
-                continue;
-            };
-            if destinations
-                .iter()
-                .all(|process| answers.contains_key(process))
-            {
-                let history = *history;
-                let values: Values = answers.values().flatten().copied().collect();
-                self.finish(gateway, slot, history, values);
-            }
         }
     }
 
@@ -1330,10 +1347,9 @@ impl BypassSimulation {
 
     fn settled(&self) -> bool {
         !self.faults_on()
-            && self
-                .gateways
-                .iter()
-                .all(|gateway| gateway.slots.iter().all(Option::is_none))
+            && self.gateways.iter().all(|gateway| {
+                gateway.slots.iter().all(Option::is_none) && gateway.gateway.pending_count() == 0
+            })
             && self.router.state.unstable().is_empty()
             && self
                 .partitions
@@ -1437,8 +1453,8 @@ impl BypassSimulation {
 
 fn message_code(message: &Msg) -> u64 {
     match message {
-        Msg::Submit(_) => 1,
-        Msg::Submitted(_) => 2,
+        Msg::Request { .. } => 1,
+        Msg::RouterReply(_) => 2,
         Msg::Stable { .. } => 3,
         Msg::Watermark(_) => 4,
         Msg::StableSet(_) => 5,
