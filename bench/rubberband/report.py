@@ -32,6 +32,22 @@ def series(result):
     return times, ops, errors, write_max, read_max
 
 
+def admin_spans(events):
+    """(start, end, command, what it reported) of every `tessera admin` keyspace command in an
+    event log, in order."""
+    spans, started = [], {}
+    for at, text in events:
+        if not text.startswith("admin ") or text.startswith("admin status"):
+            continue
+        command = text[len("admin "):].split(" (")[0]
+        if "(started)" in text:
+            started[command] = float(at)
+        elif command in started:
+            reported = text.split("): ", 1)[-1].split(" done: ")[-1]
+            spans.append((started.pop(command), float(at), command, reported))
+    return spans
+
+
 def plot(result, path):
     times, ops, errors, write_max, read_max = series(result)
     figure, (top, bottom) = plt.subplots(
@@ -52,14 +68,19 @@ def plot(result, path):
     bottom.axhline(1.0, color="black", linestyle=":", linewidth=1, label="1 s")
     bottom.set_ylabel("latency (s)")
     bottom.set_xlabel(f"seconds since the load started ({result['bucket_ms']} ms buckets)")
+    # An admin command's span (started → exit) is shaded: the time its migration ran.
+    for start, end, text, _ in admin_spans(result["events"]):
+        for axis in (top, bottom):
+            axis.axvspan(start, end, color="tab:purple", alpha=0.12, linewidth=0)
+        top.annotate(text, (start, top.get_ylim()[1] * 0.98), rotation=90, fontsize=7,
+                     va="top", ha="right", color="purple")
     for at, text in result["events"]:
-        if "(started)" in text:
+        if text.startswith("admin ") or text.startswith("expanded to") or text == "done":
             continue
         at = float(at)
         for axis in (top, bottom):
             axis.axvline(at, color="grey", linestyle="--", linewidth=0.7)
-        label = text.split(":")[0].replace("admin ", "")
-        top.annotate(label, (at, top.get_ylim()[1] * 0.98), rotation=90, fontsize=7,
+        top.annotate(text, (at, top.get_ylim()[1] * 0.98), rotation=90, fontsize=7,
                      va="top", ha="right", color="dimgrey")
     top.legend(loc="lower left", fontsize=8)
     bottom.legend(loc="upper left", fontsize=8)
@@ -103,6 +124,21 @@ def main():
             f"| {result['scenario']} | {s['ops']:,} | {s['seconds']:.0f} | {s['throughput']:,.0f} | "
             f"{s['errors']:,} | {s['write_max_s']:.2f} s | {s['slow_buckets']} | {s['verdict']} |"
         )
+    for result in results:
+        spans = admin_spans(result["events"])
+        if not spans:
+            continue
+        times, ops, _, write_max, _ = series(result)
+        width = result["bucket_ms"] / 1000.0
+        lines += ["", f"Per `tessera admin` command of the {result['scenario']} run (the command's "
+                  "span, from its start to its exit, which is when every receiver installed):", "",
+                  "| command | seconds | what it reported | lowest ops/s in a bucket | slowest SET completed |",
+                  "|---|--:|---|--:|--:|"]
+        for start, end, command, report in spans:
+            inside = [i for i, t in enumerate(times) if start - width < t <= end + width]
+            low = min((ops[i] for i in inside), default=0)
+            slow = max((write_max[i] for i in inside), default=0)
+            lines.append(f"| {command} | {end - start:.1f} | {report} | {low:,.0f} | {slow:.2f} s |")
     for result in results:
         name = result["scenario"]
         image = f"elasticity-{name}.png"

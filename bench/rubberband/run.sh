@@ -14,7 +14,7 @@
 #
 # Writes docs/bench/elasticity.{md,json} and docs/bench/elasticity-*.png (all three runs).
 # Environment (optional): SCENARIOS="elasticity storage routers" PORT=11000 CLIENTS=16 PIPELINE=4
-#   LOAD_KEYS=1000000 VALUE_SIZE=100 PAUSE=8 SKIP_BUILD=1
+#   LOAD_KEYS=1000000 VALUE_SIZE=100 PAUSE=8 READ_PERCENT=50 SKIP_BUILD=1
 set -euo pipefail
 
 read -r -a SCENARIOS <<<"${SCENARIOS:-elasticity storage routers}"
@@ -24,6 +24,7 @@ PIPELINE=${PIPELINE:-4}
 LOAD_KEYS=${LOAD_KEYS:-1000000}
 VALUE_SIZE=${VALUE_SIZE:-100}
 PAUSE=${PAUSE:-8}
+READ_PERCENT=${READ_PERCENT:-50}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$ROOT/target/release/tessera
 WORK=$(mktemp -d /tmp/rubberband-bench.XXXXXX)
@@ -116,7 +117,7 @@ load_data() {
 start_load() {
     local name=$1 nodes=$2 seconds=$3
     "$TESSERA" bench kv --nodes "$(addresses "$nodes")" --clients "$CLIENTS" --pipeline "$PIPELINE" \
-        --keys 100000 --value-size "$VALUE_SIZE" --read-percent 50 --key-prefix chk: \
+        --keys 100000 --value-size "$VALUE_SIZE" --read-percent "$READ_PERCENT" --key-prefix chk: \
         --duration "$seconds" --warmup 0 --bucket-ms 250 --check --label "$name" \
         --json "$WORK/$name.json" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     LOAD_PID=$!
