@@ -183,6 +183,20 @@ elasticity() {
     stop_cluster
 }
 
+# await_router_log PATTERN TEXT: waits (up to 15 s) until a router's log has PATTERN, then
+# logs TEXT as an event (the log lines are timed by process age, not by the load's clock).
+await_router_log() {
+    local pattern=$1 text=$2
+    for _ in $(seq 300); do
+        if grep -qh -- "$pattern" "$DIR"/router-*.log 2>/dev/null; then
+            event "$text"
+            return 0
+        fi
+        sleep 0.05
+    done
+    event "not seen within 15 s: $text"
+}
+
 storage() {
     log "storage failures: 6 active, 2 standbys; kill one, then another"
     start_cluster storage 8 6
@@ -191,9 +205,13 @@ storage() {
     sleep $((PAUSE * 2))
     event "kill storage 2"
     kill -KILL "$(storage_pid 2)"
+    await_router_log "suspecting storage process 2\|storage process 2 unreachable" "storage 2 suspected"
+    await_router_log "replacing suspected storage process 2" "replacement of storage 2 submitted"
     sleep $((PAUSE * 3))
     event "kill storage 5"
     kill -KILL "$(storage_pid 5)"
+    await_router_log "storage process 5 unreachable" "storage 5 suspected"
+    await_router_log "replacing suspected storage process 5" "replacement of storage 5 submitted"
     finish_load storage
     admin status
     stop_cluster

@@ -254,7 +254,8 @@ async fn drive(mut arguments: KvArguments) -> anyhow::Result<Outcome> {
         arguments.operations = Some(arguments.keys);
     }
     let shared = Arc::new(Shared {
-        measuring: AtomicBool::new(false),
+        // A load has no warm-up: every write counts.
+        measuring: AtomicBool::new(loading),
         stop: AtomicBool::new(false),
         completed: AtomicU64::new(0),
         finished: AtomicU64::new(0),
@@ -282,7 +283,9 @@ async fn drive(mut arguments: KvArguments) -> anyhow::Result<Outcome> {
         }
     });
     tokio::time::sleep(Duration::from_secs_f64(arguments.warmup)).await;
-    shared.completed.store(0, Ordering::SeqCst);
+    if !loading {
+        shared.completed.store(0, Ordering::SeqCst);
+    }
     shared.measuring.store(true, Ordering::SeqCst);
     let started = Instant::now();
     let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
