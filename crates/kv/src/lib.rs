@@ -230,6 +230,42 @@ impl KvStore {
         self.entries = entries;
     }
 
+    /// Copies of the entries whose key satisfies `select`, in key order (a range of a
+    /// partitioned store, read for live migration).
+    pub fn select(&self, select: impl Fn(&[u8]) -> bool) -> Vec<(Bytes, Bytes)> {
+        self.entries
+            .iter()
+            .filter(|(key, _)| select(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
+
+    /// Removes every entry whose key satisfies `select`; returns how many went.
+    pub fn remove_where(&mut self, select: impl Fn(&[u8]) -> bool) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|key, _| !select(key));
+        before - self.entries.len()
+    }
+
+    /// Replaces the range `select` with `entries`: every entry whose key satisfies `select` is
+    /// removed, then each of `entries` whose key satisfies it is inserted (others are ignored,
+    /// so a copy can never write outside its range). Returns how many were inserted.
+    pub fn replace_where(
+        &mut self,
+        select: impl Fn(&[u8]) -> bool,
+        entries: impl IntoIterator<Item = (Bytes, Bytes)>,
+    ) -> usize {
+        self.remove_where(&select);
+        let mut inserted = 0;
+        for (key, value) in entries {
+            if select(&key) {
+                self.entries.insert(key, value);
+                inserted += 1;
+            }
+        }
+        inserted
+    }
+
     /// Executes any command, reads included.
     pub fn execute(&mut self, command: &Command) -> Outcome {
         match command {
@@ -403,6 +439,69 @@ mod tests {
 
     fn run(store: &mut KvStore, command: Command) -> Outcome {
         Outcome::decode(&store.apply(&command.encode())).unwrap()
+    }
+
+    fn filled(keys: &[&str]) -> KvStore {
+        let mut store = KvStore::new();
+        for key in keys {
+            let value = format!("v-{key}").into_bytes();
+            store.execute(&Command::Put {
+                key: key.as_bytes().to_vec(),
+                value,
+            });
+        }
+        store
+    }
+
+    fn starts_with_a(key: &[u8]) -> bool {
+        key.first() == Some(&b'a')
+    }
+
+    #[test]
+    fn select_copies_exactly_the_range_in_key_order() {
+        let store = filled(&["b1", "a2", "a1", "c"]);
+        let selected = store.select(starts_with_a);
+        assert_eq!(
+            selected,
+            vec![
+                (b"a1".to_vec(), b"v-a1".to_vec()),
+                (b"a2".to_vec(), b"v-a2".to_vec())
+            ]
+        );
+        assert_eq!(store.len(), 4);
+    }
+
+    #[test]
+    fn remove_where_drops_only_the_range() {
+        let mut store = filled(&["b1", "a2", "a1", "c"]);
+        assert_eq!(store.remove_where(starts_with_a), 2);
+        let left: Vec<&[u8]> = store.entries().map(|(key, _)| key.as_slice()).collect();
+        assert_eq!(left, vec![b"b1".as_slice(), b"c".as_slice()]);
+        assert_eq!(store.remove_where(starts_with_a), 0);
+    }
+
+    #[test]
+    fn replace_where_overwrites_the_range_and_never_writes_outside_it() {
+        let mut store = filled(&["b1", "a2", "a1"]);
+        let incoming = vec![
+            (b"a1".to_vec(), b"new".to_vec()),
+            (b"a9".to_vec(), b"x".to_vec()),
+            // Outside the range: ignored, b1 keeps its value.
+            (b"b1".to_vec(), b"intruder".to_vec()),
+        ];
+        assert_eq!(store.replace_where(starts_with_a, incoming), 2);
+        let all: Vec<(Bytes, Bytes)> = store
+            .entries()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        assert_eq!(
+            all,
+            vec![
+                (b"a1".to_vec(), b"new".to_vec()),
+                (b"a9".to_vec(), b"x".to_vec()),
+                (b"b1".to_vec(), b"v-b1".to_vec()),
+            ]
+        );
     }
 
     #[test]

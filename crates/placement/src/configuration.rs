@@ -82,6 +82,12 @@ pub struct Configuration {
     replication: u8,
     /// Invariant: no two ring members share an identifier.
     processes: BTreeMap<ProcessId, ProcessInfo>,
+    /// Whether a contract may shrink the ring below the replication factor (down to one
+    /// member): each range then has `min(replication, ring size)` replicas, which is what
+    /// placement computes anyway. Off by default (the simulator, the paper: a contract never
+    /// leaves fewer than `f` members); the runtime turns it on so that an elastic cluster can
+    /// run from one active process up and back down (`Configuration::elastic`).
+    elastic: bool,
 }
 
 impl Configuration {
@@ -96,7 +102,39 @@ impl Configuration {
             version: ConfigVersion(0),
             replication,
             processes: BTreeMap::new(),
+            elastic: false,
         }
+    }
+
+    /// The same configuration, in which a contract may leave fewer ring members than the
+    /// replication factor (never none). Set on the initial configuration only: every later
+    /// version inherits it.
+    pub fn elastic(mut self) -> Configuration {
+        self.elastic = true;
+        self
+    }
+
+    pub fn is_elastic(&self) -> bool {
+        self.elastic
+    }
+
+    /// A configuration at version 0 with the given active processes and standbys (bootstrap
+    /// of a cluster whose spare processes are known from the start).
+    pub fn with_members(
+        replication: u8,
+        members: &[(ProcessId, Position)],
+        standbys: &[ProcessId],
+    ) -> Configuration {
+        let mut configuration = Configuration::with_ring(replication, members);
+        for standby in standbys {
+            assert!(
+                configuration.state(*standby).is_none(),
+                "a standby listed twice or also on the ring"
+            );
+            configuration.set(*standby, ProcessState::Standby);
+        }
+        configuration.invariants();
+        configuration
     }
 
     /// A configuration with the given active processes, at version 0 (bootstrap, tests).

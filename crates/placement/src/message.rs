@@ -148,6 +148,10 @@ impl fmt::Display for Refusal {
             Refusal::NoChange { process } => {
                 write!(formatter, "process {} already has that identifier", process.0)
             }
+            Refusal::BelowReplication { ring_size: 0, .. } => write!(
+                formatter,
+                "the ring would be empty: its data would have no replica"
+            ),
             Refusal::BelowReplication { ring_size, replication } => write!(
                 formatter,
                 "the ring would have {ring_size} members, fewer than the replication factor {replication}"
@@ -255,7 +259,13 @@ pub fn target(
         }
         Transformation::Contract { process } => {
             let state = require_on_ring(configuration, process)?;
-            if ring_size - 1 < usize::from(replication) {
+            // An elastic configuration may run below `f` members, never with none.
+            let ring_min = if configuration.is_elastic() {
+                1
+            } else {
+                usize::from(replication)
+            };
+            if ring_size - 1 < ring_min {
                 return Err(Refusal::BelowReplication {
                     ring_size: ring_size - 1,
                     replication,

@@ -498,3 +498,81 @@ fn moving_data_onto_only_suspected_replicas_is_refused() {
         })
     );
 }
+
+/// The runtime's elastic cluster: replication 3, one active process and two standbys; expand
+/// one at a time to three, then contract back to one. Below three members every member holds
+/// everything (`min(f, ring size)` replicas); the last member cannot be contracted.
+#[test]
+fn an_elastic_ring_grows_from_one_member_and_shrinks_back_but_never_to_none() {
+    let start = Configuration::with_members(
+        3,
+        &[(ProcessId(1), Position(100))],
+        &[ProcessId(2), ProcessId(3)],
+    )
+    .elastic();
+    assert_eq!(start.state(ProcessId(2)), Some(ProcessState::Standby));
+    assert_eq!(start.version(), ConfigVersion(0));
+    assert!(start.ranges_of(ProcessId(1)).is_whole());
+    let two = transform(
+        &start,
+        Transformation::Expand {
+            process: ProcessId(2),
+            identifier: Position(1 << 63),
+        },
+    )
+    .expect("one to two");
+    assert!(
+        two.ranges_of(ProcessId(2)).is_whole(),
+        "two members of f = 3 hold everything"
+    );
+    assert!(two.is_elastic(), "later versions inherit elasticity");
+    let three = transform(
+        &two,
+        Transformation::Expand {
+            process: ProcessId(3),
+            identifier: Position(1 << 62),
+        },
+    )
+    .expect("two to three");
+    let contracted = transform(
+        &three,
+        Transformation::Contract {
+            process: ProcessId(3),
+        },
+    )
+    .expect("an elastic ring may go below f");
+    let one = transform(
+        &contracted,
+        Transformation::Contract {
+            process: ProcessId(1),
+        },
+    )
+    .expect("down to one member");
+    assert!(one.ranges_of(ProcessId(2)).is_whole());
+    let refusal = transform(
+        &one,
+        Transformation::Contract {
+            process: ProcessId(2),
+        },
+    )
+    .expect_err("the last member holds the only copy");
+    assert_eq!(
+        refusal,
+        Refusal::BelowReplication {
+            ring_size: 0,
+            replication: 3
+        }
+    );
+    assert!(refusal.to_string().contains("empty"), "{refusal}");
+    // Not elastic: the same contract from three members is refused, as before.
+    let rigid = ring(3, &[10, 20, 30]);
+    assert!(matches!(
+        transform(
+            &rigid,
+            Transformation::Contract {
+                process: ProcessId(1)
+            }
+        ),
+        Err(Refusal::BelowReplication { ring_size: 2, .. })
+    ));
+}
