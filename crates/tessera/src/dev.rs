@@ -50,6 +50,11 @@ pub struct DevArguments {
     /// Replicas per partition of a partitioned cluster (successor replication on the ring).
     #[arg(long, default_value_t = 3)]
     pub(crate) replication: u8,
+    /// Storage processes on the initial ring of a partitioned cluster (default: all of
+    /// `--nodes`); the others start as standbys for `tessera admin expand` and for automatic
+    /// replacement of a failed process.
+    #[arg(long)]
+    pub(crate) active: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,7 +75,7 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     if arguments.protocol == ProtocolArgument::Sequenced {
         return crate::dev_ecast::run(&arguments);
     }
-    if arguments.nodes.is_some() {
+    if arguments.nodes.is_some() || arguments.active.is_some() {
         bail!("--nodes with --protocol vr or skyros (partitions replicating themselves) is not built yet; use --protocol sequenced");
     }
     if !(1..=9).contains(&arguments.replicas) {

@@ -46,6 +46,7 @@ pub fn run(arguments: &DevArguments) -> anyhow::Result<()> {
         router_port,
         data_dir.clone(),
     )
+    .and_then(|config| config.with_active(arguments.active.unwrap_or(nodes)))
     .map_err(anyhow::Error::msg)?;
     let cluster_file = data_dir.join("cluster.toml");
     std::fs::write(&cluster_file, config.render())?;
@@ -140,8 +141,21 @@ fn wait_and_report(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let standbys = config
+        .storage
+        .iter()
+        .filter(|storage| storage.standby)
+        .count();
+    let active = if standbys == 0 {
+        String::new()
+    } else {
+        format!(
+            "{} active, {standbys} standby; ",
+            config.storage.len() - standbys
+        )
+    };
     println!(
-        "Tessera dev cluster ready in {:.1}s: {} storage processes (sequenced, {} replicas per partition), {} routers.",
+        "Tessera dev cluster ready in {:.1}s: {} storage processes ({active}sequenced, {} replicas per partition), {} routers.",
         started.elapsed().as_secs_f64(),
         config.storage.len(),
         config.replication,
@@ -149,9 +163,10 @@ fn wait_and_report(
     );
     for storage in &config.storage {
         println!(
-            "  storage {}: redis-cli -p {}",
+            "  storage {}: redis-cli -p {}{}",
             storage.id,
-            storage.client.port()
+            storage.client.port(),
+            if storage.standby { " (standby)" } else { "" }
         );
     }
     let routers: Vec<String> = config
@@ -163,6 +178,10 @@ fn wait_and_report(
     println!(
         "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
         config.data_dir.display()
+    );
+    println!(
+        "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
+        config.data_dir.join("cluster.toml").display()
     );
     println!("Ctrl-C stops the cluster.");
     if arguments.no_wait {

@@ -48,6 +48,12 @@ pub struct StorageAddress {
     pub address: SocketAddr,
     /// RESP clients.
     pub client: SocketAddr,
+    /// Starts as a standby (Rubberband §6.1): a live process with no identifier on the ring
+    /// and no data, which `tessera admin expand` or an automatic replacement puts on the
+    /// ring. Its `position` is ignored. Standbys are part of the initial configuration (not
+    /// joined by message), so every process computes the same version 0.
+    #[serde(default)]
+    pub standby: bool,
 }
 
 fn u64_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
@@ -91,6 +97,9 @@ impl ClusterConfig {
                 placement::REPLICATION_MAX
             ));
         }
+        if !self.storage.iter().any(|storage| !storage.standby) {
+            return Err("at least one storage process must start active (not a standby)".into());
+        }
         if self.replication == 0 || self.storage.len() < self.replication as usize {
             return Err(format!(
                 "{} storage processes cannot hold {} replicas per partition",
@@ -115,14 +124,45 @@ impl ClusterConfig {
         Ok(())
     }
 
-    /// The ring every process starts from (configuration version 1 of `placement`).
+    /// The configuration every process starts from (version 0 of `placement`): the active
+    /// storage processes on the ring, the others standbys. Elastic: a contract may leave
+    /// fewer ring members than the replication factor (each range then has
+    /// `min(replication, ring size)` replicas), so a cluster can shrink to one process.
     pub fn initial_configuration(&self) -> Configuration {
         let members: Vec<(ProcessId, Position)> = self
             .storage
             .iter()
+            .filter(|storage| !storage.standby)
             .map(|storage| (ProcessId(storage.id), Position(storage.position)))
             .collect();
-        Configuration::with_ring(self.replication, &members)
+        let standbys: Vec<ProcessId> = self
+            .storage
+            .iter()
+            .filter(|storage| storage.standby)
+            .map(|storage| ProcessId(storage.id))
+            .collect();
+        Configuration::with_members(self.replication, &members, &standbys).elastic()
+    }
+
+    /// The same cluster with only the first `active` storage processes on the ring (evenly
+    /// spaced) and the rest standbys.
+    pub fn with_active(mut self, active: u64) -> Result<ClusterConfig, String> {
+        if active == 0 || active > self.storage.len() as u64 {
+            return Err(format!(
+                "--active must be between 1 and the number of storage processes ({})",
+                self.storage.len()
+            ));
+        }
+        let spacing = u64::MAX / active;
+        for (index, storage) in self.storage.iter_mut().enumerate() {
+            let index = index as u64;
+            storage.standby = index >= active;
+            if index < active {
+                storage.position = index * spacing + spacing / 2;
+            }
+        }
+        self.validate()?;
+        Ok(self)
     }
 
     pub fn storage(&self, id: ProcessId) -> Option<&StorageAddress> {
@@ -151,6 +191,9 @@ impl ClusterConfig {
                 "\n[[storage]]\nid = {}\nposition = \"{}\"\naddress = \"{}\"\nclient = \"{}\"",
                 storage.id, storage.position, storage.address, storage.client
             );
+            if storage.standby {
+                let _ = writeln!(text, "standby = true");
+            }
         }
         text
     }
@@ -193,6 +236,7 @@ impl ClusterConfig {
                         position: index * spacing + spacing / 2,
                         address: port(client_port, 100 + index)?,
                         client: port(client_port, index)?,
+                        standby: false,
                     })
                 })
                 .collect::<Result<_, String>>()?,
@@ -216,6 +260,27 @@ mod tests {
             config.initial_configuration().replicas(Position(1)).len(),
             3
         );
+    }
+
+    #[test]
+    fn standbys_render_parse_back_and_start_off_the_ring() {
+        let config = ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x"))
+            .unwrap()
+            .with_active(1)
+            .unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        let initial = config.initial_configuration();
+        assert_eq!(initial.ring().len(), 1);
+        assert_eq!(
+            initial.state(ProcessId(6)),
+            Some(placement::ProcessState::Standby)
+        );
+        // One active process with replication 3 holds everything.
+        assert!(initial.ranges_of(ProcessId(1)).is_whole());
+        assert!(initial.is_elastic());
+        assert!(config.clone().with_active(0).is_err());
+        assert!(config.with_active(7).is_err());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 
 use crate::log;
 use ecast::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
-use placement::{ConfigVersion, ProcessId};
+use placement::migration::{MigrationMessage, StreamId};
+use placement::{ConfigVersion, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -100,6 +101,61 @@ pub enum Frame {
         read_id: u64,
         refusal: ReadRefusal,
     },
+    /// 14. Storage process to storage process: partial live migration (Rubberband §6.4),
+    ///     straight between the processes, not through the routers. `from` is checked against
+    ///     the cluster file and again by the receiving migrator.
+    Migration {
+        from: ProcessId,
+        message: MigrationMessage,
+    },
+    /// 15. `tessera admin` to storage process: report your migration progress to `reply_to`
+    ///     (a one-shot connection, not a link).
+    ProgressQuery { reply_to: SocketAddr, nonce: u64 },
+    /// 16. Storage process to `tessera admin`.
+    Progress { nonce: u64, report: ProgressReport },
+    /// 17. `tessera admin` (or a storage process declaring itself failed) to router: a VR
+    ///     client request whose reply goes to `reply_to` over a one-shot connection (the
+    ///     client is not a storage process, so `Request`'s `reply_to` cannot name it).
+    AdminRequest {
+        reply_to: SocketAddr,
+        request: Request,
+    },
+}
+
+/// A storage process's migration state, for `tessera admin status` and its progress bar.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressReport {
+    pub process: ProcessId,
+    /// The configuration version its inbox reached (it learns versions from deliveries).
+    pub version: ConfigVersion,
+    pub delivered: Timestamp,
+    /// Keys in its store and their bytes (keys + values).
+    pub keys: u64,
+    pub bytes: u64,
+    /// What it holds after every keyspace message its migrator ran.
+    pub holds: PositionSet,
+    /// Copies it sends and receives, with their progress.
+    pub outgoing: Vec<StreamReport>,
+    pub incoming: Vec<StreamReport>,
+    /// Deliveries waiting for a copy to install.
+    pub held: u64,
+    /// Instruction lists whose delete waits for every receiver's install.
+    pub deletes_pending: u64,
+    /// Bytes of chunks it sent (resends included) and accepted, since it started.
+    pub bytes_sent: u64,
+    pub chunks_accepted: u64,
+    pub streams_installed: u64,
+    /// Set once it declared itself failed (§6.5), with the reason.
+    pub failed: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamReport {
+    pub stream: StreamId,
+    pub bytes_total: Option<u64>,
+    pub keys_total: Option<u64>,
+    pub bytes_done: u64,
+    pub keys_done: u64,
 }
 
 struct Link {
@@ -155,6 +211,20 @@ impl Links {
             Duration::from_millis(now.saturating_sub(since))
         })
     }
+}
+
+/// Sends one frame over a connection of its own, then closes it (answers to `tessera admin`,
+/// which comes and goes: a link would redial it forever). Best effort: a failure is dropped.
+pub fn send_once(to: SocketAddr, frame: Frame) {
+    tokio::spawn(async move {
+        let mut buffer = Vec::new();
+        wire::encode_into(&frame, &mut buffer);
+        let connect = TcpStream::connect(to);
+        if let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
+            let _ = stream.write_all(&buffer).await;
+            let _ = stream.shutdown().await;
+        }
+    });
 }
 
 async fn dial(

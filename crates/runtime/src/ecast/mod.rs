@@ -6,6 +6,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
 //! | `link` | the `Frame` every E-Cast message travels in, and one-way TCP links |
 //! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
@@ -13,6 +14,7 @@
 //! | `gateway` | RESP on every storage process, an `ecast::Sender` submitting to the routers |
 //! | `payload` | a command split into single-key sub-commands, shares, and the merge back |
 
+pub mod admin;
 pub mod config;
 pub mod gateway;
 pub mod link;

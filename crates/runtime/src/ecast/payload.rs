@@ -5,7 +5,7 @@
 //! gateway merges one outcome per index into the outcome the whole command would have had.
 
 use kv::{Command, KvError, Outcome};
-use placement::{Configuration, KeyMapping, Position, ProcessId};
+use placement::{Configuration, KeyMapping, Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 
 const PAYLOAD_FORMAT: u8 = 1;
@@ -191,6 +191,25 @@ pub fn share(
                 && configuration
                     .replicas(position(key_of(command)))
                     .contains(&process)
+        })
+        .map(|(index, command)| (index as u32, command))
+        .collect())
+}
+
+/// The sub-commands (with their indexes) whose key lies in `holds`: a storage process's share
+/// under the holdings its migrator passes with each item (the ring at the item's place in the
+/// stream, which changes with keyspace messages).
+pub fn share_in(payload: &[u8], holds: &PositionSet) -> Result<Vec<(u32, Command)>, KvError> {
+    let Some((&PAYLOAD_FORMAT, rest)) = payload.split_first() else {
+        return Err(KvError::Malformed);
+    };
+    let payload: Payload = postcard::from_bytes(rest).map_err(|_| KvError::Malformed)?;
+    Ok(payload
+        .commands
+        .into_iter()
+        .enumerate()
+        .filter(|(_, command)| {
+            command.keys().len() == 1 && holds.contains(position(key_of(command)))
         })
         .map(|(index, command)| (index as u32, command))
         .collect())

@@ -14,7 +14,10 @@ use ecast::{
     RouterState, Sender, SenderSettings,
 };
 use placement::ecast::Message as Routing;
-use placement::{ConfigChange, ConfigMessage, MembershipChange, ProcessId};
+use placement::{
+    ConfigChange, ConfigMessage, ConfigVersion, MembershipChange, Planner, ProcessId, ProcessState,
+    Transformation,
+};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -33,6 +36,15 @@ const CLIENTS_MAX: usize = 1 << 16;
 enum Event {
     Tick,
     Frame(Frame),
+}
+
+/// Where a VR client's replies go: a gateway lives in a storage process; `tessera admin` (or
+/// a storage process declaring itself failed) listens on an address of its own and gets each
+/// reply over a one-shot connection.
+#[derive(Clone, Copy, Debug)]
+enum ReplyTo {
+    Storage(ProcessId),
+    Address(SocketAddr),
 }
 
 /// Starts the router process `index` of `config`; returns once it listens.
@@ -121,6 +133,9 @@ struct Detector {
     sender: Sender,
     request_next: RequestNumber,
     submitted: BTreeSet<ProcessId>,
+    /// The configuration version the last automatic Replace was planned against: at most one
+    /// per version (a refusal waits for the next version).
+    replace_planned_at: Option<ConfigVersion>,
 }
 
 struct RouterLoop {
@@ -128,8 +143,8 @@ struct RouterLoop {
     config: ClusterConfig,
     replica: Replica<RouterState>,
     links: Links,
-    /// Gateway clients: the storage process each one's replies go to.
-    clients: HashMap<ClientId, ProcessId>,
+    /// VR clients: where each one's replies go.
+    clients: HashMap<ClientId, ReplyTo>,
     lead: Option<Lead>,
     ticks: u64,
     observed: (u64, StatusName, bool),
@@ -172,7 +187,16 @@ impl RouterLoop {
                 if self.clients.len() >= CLIENTS_MAX {
                     self.clients.clear();
                 }
-                self.clients.insert(request.client, reply_to);
+                self.clients
+                    .insert(request.client, ReplyTo::Storage(reply_to));
+                self.step(Input::Message(Message::Request(request)));
+            }
+            Frame::AdminRequest { reply_to, request } => {
+                if self.clients.len() >= CLIENTS_MAX {
+                    self.clients.clear();
+                }
+                self.clients
+                    .insert(request.client, ReplyTo::Address(reply_to));
                 self.step(Input::Message(Message::Request(request)));
             }
             Frame::Confirm { process, delivered } => {
@@ -249,8 +273,10 @@ impl RouterLoop {
                 return;
             }
         }
-        if let Some(process) = self.clients.get(&client).copied() {
-            self.send_storage(process, Frame::Reply { message });
+        match self.clients.get(&client).copied() {
+            Some(ReplyTo::Storage(process)) => self.send_storage(process, Frame::Reply { message }),
+            Some(ReplyTo::Address(address)) => link::send_once(address, Frame::Reply { message }),
+            None => {}
         }
     }
 
@@ -282,6 +308,7 @@ impl RouterLoop {
                     sender: Sender::new(detector_id, SenderSettings::default()),
                     request_next: RequestNumber(1),
                     submitted: BTreeSet::new(),
+                    replace_planned_at: None,
                 },
             });
             log::info(format_args!(
@@ -394,8 +421,85 @@ impl RouterLoop {
                 }
             }
         }
-        if let Some(request) = lead.detector.next_request() {
+        self.replace_suspected();
+        if let Some(request) = self
+            .lead
+            .as_mut()
+            .and_then(|lead| lead.detector.next_request())
+        {
             self.step(Input::Message(Message::Request(request)));
+        }
+    }
+
+    /// The super process's policy (Crescando/RB §6.1, §7.8), colocated with the lead router:
+    /// once a suspicion is applied, a suspected ring member is replaced by a standby — the
+    /// lowest-numbered one the router has no evidence against — with the §6.5 planner's
+    /// instruction list, submitted through the detector's sender. Never while a live ring
+    /// member is unreachable but not yet suspected (the plan could name it as a sender):
+    /// that one is suspected first, and the replacement planned after. A false suspicion
+    /// costs a copy, never consistency: the suspected process is routed nothing.
+    fn replace_suspected(&mut self) {
+        let Some(lead) = &mut self.lead else {
+            return;
+        };
+        let configuration = self.replica.state_machine().configuration();
+        if lead.detector.replace_planned_at == Some(configuration.version()) {
+            return;
+        }
+        let reachable = |process: ProcessId| {
+            self.config
+                .storage(process)
+                .is_some_and(|storage| self.links.down_for(storage.address).is_none())
+        };
+        let ring = configuration.ring();
+        if ring
+            .iter()
+            .any(|member| member.live && !reachable(member.process))
+        {
+            return; // Suspect it first.
+        }
+        let Some(replaced) = ring.iter().find(|member| !member.live) else {
+            return;
+        };
+        let standby = configuration
+            .processes()
+            .iter()
+            .find(|(process, info)| info.state == ProcessState::Standby && reachable(**process))
+            .map(|(process, _)| *process);
+        let Some(standby) = standby else {
+            return;
+        };
+        let transformation = Transformation::Replace {
+            replaced: replaced.process,
+            standby,
+        };
+        lead.detector.replace_planned_at = Some(configuration.version());
+        let message = match Planner::default().propose(configuration, transformation) {
+            Ok(message) => message,
+            Err(refusal) => {
+                log::warn(format_args!(
+                    "cannot replace suspected storage process {} by {}: {refusal}",
+                    replaced.process.0, standby.0
+                ));
+                return;
+            }
+        };
+        let routing = Routing::Config {
+            sender: lead.detector.sender.id(),
+            message,
+        };
+        match lead
+            .detector
+            .sender
+            .submit(configuration.version(), routing, Vec::new())
+        {
+            Ok(_) => log::warn(format_args!(
+                "replacing suspected storage process {} by standby {} (configuration {})",
+                replaced.process.0,
+                standby.0,
+                configuration.version().0
+            )),
+            Err(error) => log::warn(format_args!("cannot submit a Replace: {error:?}")),
         }
     }
 

@@ -1,26 +1,70 @@
 //! A storage process in `sequenced` mode (read-one-write-all, Crescando/RB §6): an
-//! `ecast::Inbox` that delivers the router group's stream in timestamp order, gap free, and a
-//! `store::Store` to which each delivered message's share is applied (the sub-commands whose
-//! key this process holds), then answered to the message's gateway; confirmations go back to
-//! the router that delivered. The process also hosts a gateway (RESP); frames for it are passed
-//! on. It keeps nothing on disk: a restarted storage process would need a state transfer from
-//! its partition's other replicas, which is not built, so it refuses to start twice.
+//! `ecast::Inbox` that delivers the router group's stream in timestamp order, gap free, a
+//! `placement::migration::Migrator` between the inbox and the `store::Store` (partial live
+//! migration, Rubberband §6.4–6.5), and the store, to which each released item's share is
+//! applied (the sub-commands whose key this process held at the item's place in the stream),
+//! then answered to the message's gateway; confirmations go back to the router that delivered.
+//! Migration messages go straight to the other storage processes (`Frame::Migration`). The
+//! process also hosts a gateway (RESP); frames for it are passed on.
+//!
+//! It keeps nothing on disk: a restarted storage process would need a new process id to come
+//! back (placement's crash-stop model), so it refuses to start twice. A process that declares
+//! itself failed (its copy's sender went silent, or it could not catch up) submits a Suspect
+//! for itself to the routers, stops serving and exits.
 
+use super::admin::{RouterClient, Submitted};
 use super::config::ClusterConfig;
 use super::gateway::{self, GatewayStatus};
-use super::link::{self, Frame, Links};
+use super::link::{self, Frame, Links, ProgressReport, StreamReport};
 use super::payload;
 use super::storage_of_sender;
 use crate::log;
 use crate::store::Store;
-use ecast::{Delivery, Inbox, InboxEffect, InboxInput, InboxSettings, SnapshotDelivery};
+use ecast::{
+    Delivery, Inbox, InboxEffect, InboxInput, InboxSettings, ReadRefusal, SnapshotDelivery,
+};
 use kv::{Command, Outcome};
-use placement::{Configuration, ProcessId};
+use placement::ecast::{Message as Routing, Target};
+use placement::migration::{
+    FailureReason, MigrationEffect, MigrationInput, MigrationSettings, Migrator, Record,
+    StreamProgress,
+};
+use placement::{ConfigChange, ConfigMessage, MembershipChange, PositionSet, ProcessId};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use vr::StateMachine;
+
+/// Migration settings for real processes, in ticks of `tick_ms`. Chunks of 256 KiB, up to
+/// 16 MiB unacknowledged, and 2 MiB per 5 ms tick (400 MB/s) before the throttle bites: the
+/// issue's 200 MB/s on loopback with room to spare, still a cap so that a copy cannot starve
+/// the process's reads and writes completely. A copy in flight costs the sender its captured
+/// range once (the chunks) and the receiver what arrived so far.
+pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
+    let ticks = |ms: u64| (ms / tick_ms.max(1)).max(1);
+    MigrationSettings {
+        chunk_bytes_max: 256 * 1024,
+        in_flight_bytes_max: 16 * 1024 * 1024,
+        bytes_per_tick_max: (400 * 1024 * 1024 / 1000 * tick_ms.max(1)).max(64 * 1024),
+        resend_ticks: ticks(250),
+        // Longer than the failure detector's suspicion (1.5 s), so that a receiver whose
+        // sender died hears of it from the replacement rather than failing itself first when
+        // it can; still short enough that a doomed receiver does not serve stale data long.
+        sender_timeout_ticks: ticks(4_000).max(ticks(250) + 1),
+        held_max: 200_000,
+        canary: None,
+    }
+}
+
+/// An item of this process's stream, as the migrator holds and releases it.
+#[derive(Clone, Debug)]
+enum Item {
+    Message(Delivery),
+    Snapshot(SnapshotDelivery),
+}
 
 /// Starts storage process `id` of `config` and its gateway; returns once both listen.
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
@@ -49,6 +93,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
     let initial = config.initial_configuration();
+    let holds = initial.ranges_of(id);
+    let tick_ms = config.tick_ms;
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
     let gateway_frames = gateway::start(
@@ -60,23 +106,37 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     );
     let (frames, mut receiver) = mpsc::channel::<Frame>(65_536);
     tokio::spawn(link::accept(listener, frames));
+    let standby = initial.state(id) == Some(placement::ProcessState::Standby);
     let mut process = StorageProcess {
         id,
-        config,
         inbox: Inbox::new(id, initial.version(), InboxSettings::default()),
-        initial,
+        migrator: Migrator::new(id, holds, migration_settings(tick_ms)),
+        config,
         store: Store::new(),
         links,
         gateway: gateway_frames,
         status,
+        failed: None,
     };
     log::info(format_args!(
-        "storage process {} on {} (RESP on {})",
-        id.0, own.address, own.client
+        "storage process {} on {} (RESP on {}){}",
+        id.0,
+        own.address,
+        own.client,
+        if standby { ", a standby" } else { "" }
     ));
     tokio::spawn(async move {
-        while let Some(frame) = receiver.recv().await {
-            process.on_frame(frame);
+        let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => process.migrate(MigrationInput::Tick),
+                frame = receiver.recv() => match frame {
+                    Some(frame) => process.on_frame(frame),
+                    None => return,
+                },
+            }
+            process.publish();
         }
     });
     Ok(())
@@ -86,19 +146,26 @@ struct StorageProcess {
     id: ProcessId,
     config: ClusterConfig,
     inbox: Inbox,
-    /// Which keys this process holds: the initial ring (reconfiguration is not built, and a
-    /// Suspect message changes who is live, not who holds what).
-    initial: Configuration,
+    /// Between the inbox and the store: decides which items run now and with which holdings,
+    /// and moves data to and from other storage processes.
+    migrator: Migrator<Item>,
     store: Store,
     links: Links,
     /// Frames for this process's gateway.
     gateway: mpsc::UnboundedSender<Frame>,
     status: Arc<GatewayStatus>,
+    /// Set once the migrator declared this process failed: it serves nothing more.
+    failed: Option<FailureReason>,
 }
 
 impl StorageProcess {
     fn on_frame(&mut self, frame: Frame) {
         match frame {
+            Frame::ProgressQuery { reply_to, nonce } => {
+                let report = self.report();
+                link::send_once(reply_to, Frame::Progress { nonce, report });
+            }
+            _ if self.failed.is_some() => {} // Crash-stop: it declared itself failed.
             Frame::Deliver { router, deliveries } => {
                 self.step(InboxInput::Deliver { router, deliveries })
             }
@@ -109,19 +176,26 @@ impl StorageProcess {
                 planned_at,
                 payload,
             } => {
-                let frame = match self.inbox.check_basic(planned_at) {
+                let frame = match self.basic_read(planned_at, &payload) {
                     Err(refusal) => Frame::BasicRefused {
                         sender,
                         read_id,
                         refusal,
                     },
-                    Ok(()) => Frame::BasicAnswer {
+                    Ok(outcomes) => Frame::BasicAnswer {
                         sender,
                         read_id,
-                        outcomes: self.read(&payload),
+                        outcomes,
                     },
                 };
                 self.to_gateway(sender, frame);
+            }
+            Frame::Migration { from, message } => {
+                // Only from a storage process of the cluster file; the migrator checks the
+                // rest (streams, checksums, ranges).
+                if from != self.id && self.config.storage(from).is_some() {
+                    self.migrate(MigrationInput::Receive { from, message });
+                }
             }
             // Everything else is for the gateway.
             frame => {
@@ -134,9 +208,16 @@ impl StorageProcess {
         let mut effects = Vec::new();
         self.inbox.step(input, &mut effects);
         for effect in effects {
+            if self.failed.is_some() {
+                return; // It declared itself failed: no more deliveries or confirmations.
+            }
             match effect {
                 InboxEffect::Deliver(delivery) => self.on_deliver(delivery),
-                InboxEffect::ExecuteSnapshot(snapshot) => self.on_snapshot(snapshot),
+                InboxEffect::ExecuteSnapshot(snapshot) => {
+                    let touches = touches(&snapshot.read.routing);
+                    let item = Item::Snapshot(snapshot);
+                    self.migrate(MigrationInput::Deliver { touches, item });
+                }
                 InboxEffect::RefuseSnapshot { delivery, refusal } => {
                     let sender = delivery.read.sender;
                     let read_id = delivery.read.read_id;
@@ -159,67 +240,226 @@ impl StorageProcess {
                 }
             }
         }
-        self.status
-            .delivered
-            .store(self.inbox.delivered().0, Ordering::Relaxed);
-        self.status
-            .version
-            .store(self.inbox.version().0, Ordering::Relaxed);
-        self.status
-            .keys
-            .store(self.store.kv.len() as u64, Ordering::Relaxed);
     }
 
-    /// Applies this process's share of a delivered message, in delivery order, and answers
-    /// the gateway that sent it.
+    /// Feeds a delivery to the migrator: an accepted keyspace message as its instruction
+    /// list, anything else (data, membership messages) as an item touching its positions.
     fn on_deliver(&mut self, delivery: Delivery) {
-        let envelope = delivery.envelope;
-        if envelope.is_config() {
-            log::info(format_args!(
-                "configuration message at {}: now at version {}",
-                delivery.timestamp, delivery.version.0
-            ));
-            return;
-        }
-        let share = match payload::share(&envelope.payload, &self.initial, self.id) {
-            Ok(share) => share,
-            Err(error) => {
-                log::warn(format_args!(
-                    "message {} has a malformed payload: {error}",
-                    delivery.timestamp
+        let input = match &delivery.envelope.routing {
+            Routing::Config {
+                message:
+                    ConfigMessage {
+                        change: ConfigChange::Keyspace(keyspace),
+                        ..
+                    },
+                ..
+            } => {
+                log::info(format_args!(
+                    "keyspace message at {} ({:?}): now at version {}",
+                    delivery.timestamp, keyspace.transformation, delivery.version.0
                 ));
-                return;
+                MigrationInput::Keyspace {
+                    version: delivery.version,
+                    instructions: keyspace.instructions.clone(),
+                }
+            }
+            routing => {
+                if delivery.envelope.is_config() {
+                    log::info(format_args!(
+                        "configuration message at {}: now at version {}",
+                        delivery.timestamp, delivery.version.0
+                    ));
+                }
+                MigrationInput::Deliver {
+                    touches: touches(routing),
+                    item: Item::Message(delivery),
+                }
             }
         };
-        if share.is_empty() {
-            return;
+        self.migrate(input);
+    }
+
+    /// Steps the migrator and executes its effects in order; a capture reads the store at its
+    /// place among them and is fed back before anything else.
+    fn migrate(&mut self, input: MigrationInput<Item>) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            if self.failed.is_some() {
+                return;
+            }
+            let mut effects = Vec::new();
+            self.migrator.step(input, &mut effects);
+            for effect in effects {
+                match effect {
+                    MigrationEffect::Apply { item, holds } => self.apply(item, &holds),
+                    MigrationEffect::Capture { stream, range } => {
+                        let records = self.capture(&range);
+                        log::info(format_args!(
+                            "sending {} keys of {range} to {} (version {})",
+                            records.len(),
+                            stream.to.0,
+                            stream.version.0
+                        ));
+                        inputs.push_back(MigrationInput::Captured { stream, records });
+                    }
+                    MigrationEffect::Install {
+                        stream,
+                        range,
+                        records,
+                    } => {
+                        let entries = records.into_iter().map(|record| (record.key, record.value));
+                        let installed = self
+                            .store
+                            .kv
+                            .replace_where(|key| range.contains(payload::position(key)), entries);
+                        log::info(format_args!(
+                            "installed {installed} keys of {range} from {} (version {})",
+                            stream.from.0, stream.version.0
+                        ));
+                    }
+                    MigrationEffect::Delete { range } => {
+                        let deleted = self
+                            .store
+                            .kv
+                            .remove_where(|key| range.contains(payload::position(key)));
+                        log::info(format_args!("deleted {deleted} keys of {range}"));
+                    }
+                    MigrationEffect::Send { to, message } => {
+                        if let Some(storage) = self.config.storage(to) {
+                            let from = self.id;
+                            self.links
+                                .send(storage.address, Frame::Migration { from, message });
+                        }
+                    }
+                    MigrationEffect::DeclareFailed { reason } => {
+                        self.declare_failed(reason);
+                        return;
+                    }
+                }
+            }
         }
-        let (indexes, commands): (Vec<u32>, Vec<Command>) = share.into_iter().unzip();
-        let operation = store::kv_operation(&Command::Pipeline { commands });
-        let outcomes = pipeline_outcomes(&self.store.apply(&operation), indexes);
-        let frame = Frame::Answer {
-            sender: envelope.sender,
-            sequence: envelope.sequence,
-            outcomes,
-        };
-        self.to_gateway(envelope.sender, frame);
     }
 
-    /// A snapshot read at its point of the stream (§6.7).
-    fn on_snapshot(&mut self, snapshot: SnapshotDelivery) {
-        let sender = snapshot.read.sender;
-        let frame = Frame::SnapshotAnswer {
-            sender,
-            read_id: snapshot.read.read_id,
-            at: snapshot.at,
-            outcomes: self.read(&snapshot.read.payload),
-        };
-        self.to_gateway(sender, frame);
+    /// The records of `range` as the store holds them now.
+    fn capture(&self, range: &PositionSet) -> Vec<Record> {
+        self.store
+            .kv
+            .select(|key| range.contains(payload::position(key)))
+            .into_iter()
+            .map(|(key, value)| Record {
+                position: payload::position(&key),
+                key,
+                value,
+            })
+            .collect()
     }
 
-    /// Executes the held read sub-commands of a payload on the current state.
-    fn read(&self, payload: &[u8]) -> Vec<(u32, Outcome)> {
-        let Ok(share) = payload::share(payload, &self.initial, self.id) else {
+    /// §6.5: this process is incomplete for good. It stops serving, tells the routers
+    /// (a Suspect for itself, as the paper's "the receiver must declare itself failed"), and
+    /// exits; if the Suspect cannot be submitted, the lead router's failure detector suspects
+    /// it anyway once it is gone.
+    fn declare_failed(&mut self, reason: FailureReason) {
+        log::warn(format_args!(
+            "declaring this process failed (§6.5): {reason:?}"
+        ));
+        self.failed = Some(reason);
+        let config = self.config.clone();
+        let process = self.id;
+        tokio::spawn(async move {
+            let outcome = async {
+                let mut client = RouterClient::start(config).await?;
+                let configuration = client.configuration().await?;
+                let message = ConfigMessage {
+                    based_on: configuration.version(),
+                    change: ConfigChange::Membership(MembershipChange::Suspect { process }),
+                };
+                client.submit(message).await
+            }
+            .await;
+            match outcome {
+                Ok(Submitted::Accepted { .. }) => log::warn(format_args!("suspected myself")),
+                Ok(Submitted::Refused(refusal)) => {
+                    log::warn(format_args!("my Suspect was refused: {refusal}"))
+                }
+                Err(error) => log::warn(format_args!("could not suspect myself: {error}")),
+            }
+            std::process::exit(3);
+        });
+    }
+
+    /// Runs one released item against the store for the positions in `holds`, and answers.
+    fn apply(&mut self, item: Item, holds: &PositionSet) {
+        match item {
+            Item::Message(delivery) => {
+                let envelope = delivery.envelope;
+                if envelope.is_config() {
+                    return;
+                }
+                let share = match payload::share_in(&envelope.payload, holds) {
+                    Ok(share) => share,
+                    Err(error) => {
+                        log::warn(format_args!(
+                            "message {} has a malformed payload: {error}",
+                            delivery.timestamp
+                        ));
+                        return;
+                    }
+                };
+                if share.is_empty() {
+                    return;
+                }
+                let (indexes, commands): (Vec<u32>, Vec<Command>) = share.into_iter().unzip();
+                let operation = store::kv_operation(&Command::Pipeline { commands });
+                let outcomes = pipeline_outcomes(&self.store.apply(&operation), indexes);
+                let frame = Frame::Answer {
+                    sender: envelope.sender,
+                    sequence: envelope.sequence,
+                    outcomes,
+                };
+                self.to_gateway(envelope.sender, frame);
+            }
+            // A snapshot read at its point of the stream (§6.7).
+            Item::Snapshot(snapshot) => {
+                let sender = snapshot.read.sender;
+                let frame = Frame::SnapshotAnswer {
+                    sender,
+                    read_id: snapshot.read.read_id,
+                    at: snapshot.at,
+                    outcomes: self.read(&snapshot.read.payload, holds),
+                };
+                self.to_gateway(sender, frame);
+            }
+        }
+    }
+
+    /// §6.7 basic read: refused if planned against another configuration version, or if a
+    /// key's position is not served right now (incoming copy, or a held item touches it):
+    /// the gateway then re-reads the configuration and retries.
+    fn basic_read(
+        &self,
+        planned_at: placement::ConfigVersion,
+        payload: &[u8],
+    ) -> Result<Vec<(u32, Outcome)>, ReadRefusal> {
+        self.inbox.check_basic(planned_at)?;
+        let holds = self.migrator.holdings();
+        if let Ok(share) = payload::share_in(payload, holds) {
+            let busy = share.iter().any(|(_, command)| {
+                let key = command.keys().first().copied().unwrap_or_default();
+                !self.migrator.serves(payload::position(key))
+            });
+            if busy {
+                return Err(ReadRefusal::VersionMismatch {
+                    process: self.inbox.version(),
+                    request: planned_at,
+                });
+            }
+        }
+        Ok(self.read(payload, holds))
+    }
+
+    /// Executes the read sub-commands of a payload whose key lies in `holds`.
+    fn read(&self, payload: &[u8], holds: &PositionSet) -> Vec<(u32, Outcome)> {
+        let Ok(share) = payload::share_in(payload, holds) else {
             return Vec::new();
         };
         share
@@ -243,6 +483,70 @@ impl StorageProcess {
         } else if let Some(storage) = self.config.storage(process) {
             self.links.send(storage.address, frame);
         }
+    }
+
+    /// Counters for INFO.
+    fn publish(&self) {
+        self.status
+            .delivered
+            .store(self.inbox.delivered().0, Ordering::Relaxed);
+        self.status
+            .version
+            .store(self.inbox.version().0, Ordering::Relaxed);
+        self.status
+            .keys
+            .store(self.store.kv.len() as u64, Ordering::Relaxed);
+    }
+
+    fn report(&self) -> ProgressReport {
+        let progress = self.migrator.progress();
+        let stats = self.migrator.stats();
+        let stream = |progress: &StreamProgress| StreamReport {
+            stream: progress.stream,
+            bytes_total: progress.bytes_total,
+            keys_total: progress.keys_total,
+            bytes_done: progress.bytes_done,
+            keys_done: progress.keys_done,
+        };
+        ProgressReport {
+            process: self.id,
+            version: self.inbox.version(),
+            delivered: self.inbox.delivered(),
+            keys: self.store.kv.len() as u64,
+            // A scan per query: `tessera admin` asks a few times a second at most.
+            bytes: self
+                .store
+                .kv
+                .entries()
+                .map(|(key, value)| (key.len() + value.len()) as u64)
+                .sum(),
+            holds: self.migrator.holdings().clone(),
+            outgoing: progress.outgoing.iter().map(stream).collect(),
+            incoming: progress.incoming.iter().map(stream).collect(),
+            held: progress.held as u64,
+            deletes_pending: progress.deletes_pending as u64,
+            bytes_sent: stats.bytes_sent,
+            chunks_accepted: stats.chunks_accepted,
+            streams_installed: stats.streams_installed,
+            failed: self
+                .failed
+                .as_ref()
+                .or(self.migrator.failed())
+                .map(|reason| format!("{reason:?}")),
+        }
+    }
+}
+
+/// The ring positions a routed message touches (none for a configuration message).
+fn touches(routing: &Routing) -> PositionSet {
+    match routing {
+        Routing::Read { target, .. } | Routing::Write { target, .. } => match target {
+            Target::Points(points) => points.iter().fold(PositionSet::empty(), |all, point| {
+                all.union(&PositionSet::point(*point))
+            }),
+            Target::Range(range) => range.clone(),
+        },
+        Routing::Config { .. } => PositionSet::empty(),
     }
 }
 
