@@ -1,5 +1,6 @@
 //! `tessera`: run a local cluster, run one node of a deployment, or ask a cluster for its status.
 
+mod admin;
 mod bench;
 mod bench_history;
 mod dev;
@@ -50,6 +51,9 @@ enum Subcommands {
         #[arg(long)]
         exit_with_parent: bool,
     },
+    /// Change a partitioned (`sequenced`) cluster's ring while it serves: status, expand,
+    /// contract, replace, rebalance, join, leave (Rubberband).
+    Admin(admin::AdminArguments),
     /// Workload generators.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -87,6 +91,14 @@ fn main() -> anyhow::Result<()> {
             storage,
             exit_with_parent,
         } => run_ecast_node(cluster, router, storage, exit_with_parent),
+        Subcommands::Admin(arguments) => {
+            // A refusal is an answer, not a crash: its reason on one line, exit 1.
+            if let Err(error) = admin::run(arguments) {
+                eprintln!("tessera admin: {error:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
         Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
         Subcommands::Status { nodes } => {
