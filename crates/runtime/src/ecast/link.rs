@@ -213,12 +213,18 @@ impl Links {
     }
 }
 
+/// One frame as it travels (tests and tools that speak to a process directly).
+pub fn encode(frame: &Frame) -> Vec<u8> {
+    let mut buffer = Vec::new();
+    wire::encode_into(frame, &mut buffer);
+    buffer
+}
+
 /// Sends one frame over a connection of its own, then closes it (answers to `tessera admin`,
 /// which comes and goes: a link would redial it forever). Best effort: a failure is dropped.
 pub fn send_once(to: SocketAddr, frame: Frame) {
     tokio::spawn(async move {
-        let mut buffer = Vec::new();
-        wire::encode_into(&frame, &mut buffer);
+        let buffer = encode(&frame);
         let connect = TcpStream::connect(to);
         if let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
             let _ = stream.write_all(&buffer).await;

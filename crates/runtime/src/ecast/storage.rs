@@ -308,6 +308,11 @@ impl StorageProcess {
                         records,
                     } => {
                         let entries = records.into_iter().map(|record| (record.key, record.value));
+                        // Hidden, test-only: a receiver that drops its copy (the real-process
+                        // tests' canary: their data check must catch it).
+                        let drop_copies = cfg!(debug_assertions)
+                            && std::env::var_os("TESSERA_CANARY_DROP_COPIES").is_some();
+                        let entries = entries.filter(|_| !drop_copies);
                         let installed = self
                             .store
                             .kv

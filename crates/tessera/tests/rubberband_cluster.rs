@@ -1,0 +1,688 @@
+//! Rubberband in real processes (ports 10000–10499 only): a partitioned (`sequenced`) cluster
+//! of 3 E-Cast routers and storage processes, some of them standbys, reconfigured with
+//! `tessera admin` while clients run.
+//! (a) expand from one active process to three, rebalance, contract back to one, under load:
+//! the history is linearisable and every preloaded key keeps its value; a canary (receivers
+//! that drop their copies) must fail that data check;
+//! (b) a killed storage process is suspected and replaced by a standby automatically; then
+//! the two other original replicas die too and the standby alone serves every key;
+//! (c) refusals (contracting the last ring member, replacing an unknown process, expanding
+//! an active one, rebalancing a standby) exit 1 with the reason and change nothing;
+//! (d) garbage and forged migration frames do not take a storage process down.
+
+mod support;
+
+use resp::Value;
+use runtime::ecast::config::ClusterConfig;
+use runtime::ecast::link::{self, Frame};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stdx::Prng;
+use support::{arguments, History, RespClient};
+
+const ROUTERS: u8 = 3;
+
+struct RbCluster {
+    directory: PathBuf,
+    config: ClusterConfig,
+    client_ports: Vec<u16>,
+    routers: Vec<Child>,
+    storage: Vec<Option<Child>>,
+}
+
+impl RbCluster {
+    /// `storage` processes of which the first `active` are on the ring; storage process i
+    /// serves RESP on `port + i`, E-Cast on `port + 100 + i`; router i is on `port + 200 + i`.
+    fn start(
+        name: &str,
+        port: u16,
+        storage: u64,
+        active: u64,
+        replication: u8,
+        canary: bool,
+    ) -> RbCluster {
+        let directory =
+            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        let config = ClusterConfig::loopback(
+            u64::from(port),
+            ROUTERS,
+            storage,
+            replication,
+            port,
+            port + 200,
+            directory.clone(),
+        )
+        .unwrap()
+        .with_active(active)
+        .unwrap();
+        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
+        let mut cluster = RbCluster {
+            client_ports: config
+                .storage
+                .iter()
+                .map(|storage| storage.client.port())
+                .collect(),
+            directory,
+            config,
+            routers: Vec::new(),
+            storage: Vec::new(),
+        };
+        for index in 0..ROUTERS {
+            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into(), false);
+            cluster.routers.push(child);
+        }
+        for id in 1..=storage {
+            let child = cluster.spawn(&format!("storage-{id}"), "--storage", id, canary);
+            cluster.storage.push(Some(child));
+        }
+        assert!(
+            cluster.wait_until_ready(Duration::from_secs(20)),
+            "the cluster was not ready within 20 s"
+        );
+        cluster
+    }
+
+    fn spawn(&self, name: &str, role: &str, index: u64, canary: bool) -> Child {
+        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        command
+            .arg("ecast-node")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg(role)
+            .arg(index.to_string())
+            .arg("--exit-with-parent")
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        if canary {
+            command.env("TESSERA_CANARY_DROP_COPIES", "1");
+        }
+        command.spawn().unwrap()
+    }
+
+    fn wait_until_ready(&self, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            self.client_ports.iter().all(|port| {
+                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
+            })
+        })
+    }
+
+    /// Runs `tessera admin --cluster FILE words…`: (success, stdout, stderr).
+    fn admin(&self, words: &[&str]) -> (bool, String, String) {
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("admin")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg("--timeout")
+            .arg("30")
+            .args(words)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    fn admin_ok(&self, words: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.admin(words);
+        assert!(ok, "tessera admin {words:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+
+    /// `tessera admin status`: the configuration version and, per process id, its state and
+    /// migration column.
+    fn status(&self) -> (u64, BTreeMap<u64, (String, String)>) {
+        let (version, rows) = self.status_rows();
+        let processes = rows
+            .into_iter()
+            .map(|(id, words)| (id, (words[1].clone(), words[6..].join(" "))))
+            .collect();
+        (version, processes)
+    }
+
+    /// Keys each process holds, from `tessera admin status`.
+    fn keys(&self) -> BTreeMap<u64, String> {
+        let (_, rows) = self.status_rows();
+        rows.into_iter()
+            .map(|(id, words)| (id, words[4].clone()))
+            .collect()
+    }
+
+    fn status_rows(&self) -> (u64, BTreeMap<u64, Vec<String>>) {
+        let text = self.admin_ok(&["status"]);
+        let mut lines = text.lines();
+        let version = lines
+            .next()
+            .and_then(|line| line.strip_prefix("configuration version "))
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|version| version.parse().ok())
+            .unwrap_or_else(|| panic!("no version in {text}"));
+        let mut processes = BTreeMap::new();
+        for line in lines.skip(1) {
+            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            let id: u64 = words[0].parse().unwrap();
+            processes.insert(id, words);
+        }
+        (version, processes)
+    }
+
+    fn kill_storage(&mut self, id: u64) {
+        if let Some(mut child) = self.storage[id as usize - 1].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RbCluster {
+    fn drop(&mut self) {
+        let storage = self.storage.iter_mut().filter_map(Option::as_mut);
+        for child in self.routers.iter_mut().chain(storage) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.directory);
+        }
+        let _ = &self.config;
+    }
+}
+
+fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    condition()
+}
+
+fn info(port: u16) -> Option<String> {
+    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
+    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
+        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Verbatim(text) => Some(text),
+        _ => None,
+    }
+}
+
+// ----- Preloaded data: no acknowledged write may be lost by a migration. -----
+
+const PRELOAD: usize = 3_000;
+
+fn preload_key(index: usize) -> String {
+    format!("pre{index}")
+}
+
+fn preload_value(index: usize) -> String {
+    format!("{index}-{}", "x".repeat(200))
+}
+
+/// MSETs of 100 keys (each a multi-partition message).
+fn preload(port: u16) {
+    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+    for batch in (0..PRELOAD).collect::<Vec<_>>().chunks(100) {
+        let mut words = vec!["MSET".to_string()];
+        for index in batch {
+            words.push(preload_key(*index));
+            words.push(preload_value(*index));
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(
+            client.call(&arguments(&words)).unwrap(),
+            Value::Simple("OK".into())
+        );
+    }
+}
+
+/// Every preloaded key with its value, read through `port`; else what is wrong.
+fn check_preload(port: u16) -> Result<(), String> {
+    let mut client =
+        RespClient::connect(port, Duration::from_secs(1)).map_err(|e| e.to_string())?;
+    let mut wrong = Vec::new();
+    for batch in (0..PRELOAD).collect::<Vec<_>>().chunks(100) {
+        let mut words = vec!["MGET".to_string()];
+        words.extend(batch.iter().map(|index| preload_key(*index)));
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let values = match client.call(&arguments(&words)).map_err(|e| e.to_string())? {
+            Value::Array(values) => values,
+            other => return Err(format!("MGET answered {other:?}")),
+        };
+        for (index, value) in batch.iter().zip(values) {
+            if value != Value::Bulk(preload_value(*index).into_bytes()) {
+                wrong.push(preload_key(*index));
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {PRELOAD} preloaded keys lost or wrong, e.g. {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        ))
+    }
+}
+
+// ----- Concurrent clients with a recorded history (the chaos tests' harness). -----
+
+const CLIENTS: u64 = 4;
+
+struct Shared {
+    history: History,
+    started: Instant,
+    stop: AtomicBool,
+    completed: AtomicU64,
+    ports: Vec<u16>,
+}
+
+impl Shared {
+    fn new(ports: Vec<u16>) -> Arc<Shared> {
+        Arc::new(Shared {
+            history: History::default(),
+            started: Instant::now(),
+            stop: AtomicBool::new(false),
+            completed: AtomicU64::new(0),
+            ports,
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+}
+
+fn register(group: u64, member: u64) -> String {
+    format!("g{group}.{member}")
+}
+
+fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
+    let unique = format!("{client}-{sequence}");
+    let group = prng.below(3);
+    let key = register(group, prng.below(2));
+    let counter = format!("c{}", prng.below(2));
+    match prng.below(100) {
+        0..=24 => arguments(&["SET", &key, &unique]),
+        25..=44 => arguments(&["GET", &key]),
+        45..=54 => arguments(&["INCR", &counter]),
+        55..=59 => arguments(&["GET", &counter]),
+        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
+        67..=80 => arguments(&[
+            "MSET",
+            &register(group, 0),
+            &format!("{unique}a"),
+            &register(group, 1),
+            &format!("{unique}b"),
+        ]),
+        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
+        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
+    }
+}
+
+fn is_read(command: &[Vec<u8>]) -> bool {
+    matches!(command[0].as_slice(), b"GET" | b"MGET")
+}
+
+/// Sequential commands, moving to another storage process after a connection error. A write
+/// without a reply (or with TRYAGAIN) is pending: it may or may not have happened.
+fn client_loop(shared: Arc<Shared>, client: u64) {
+    let mut prng = Prng::new(0x5b + client);
+    let mut sequence = 0;
+    let mut target = client as usize % shared.ports.len();
+    let mut connection: Option<RespClient> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if connection.is_none() {
+            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
+                Ok(connected) => connection = Some(connected),
+                Err(_) => {
+                    target = (target + 1) % shared.ports.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
+        }
+        sequence += 1;
+        let command = next_command(&mut prng, client, sequence);
+        let call = shared.now_us();
+        let reply = connection.as_mut().expect("connected above").call(&command);
+        let returned = shared.now_us();
+        match reply {
+            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+            }
+            Ok(value) => {
+                shared
+                    .history
+                    .record(client, call, Some(returned), command, Some(value));
+                shared.completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+                connection = None;
+                target = (target + 1) % shared.ports.len();
+            }
+        }
+    }
+}
+
+fn start_clients(shared: &Arc<Shared>) -> Vec<std::thread::JoinHandle<()>> {
+    (0..CLIENTS)
+        .map(|client| {
+            let shared = shared.clone();
+            std::thread::spawn(move || client_loop(shared, client))
+        })
+        .collect()
+}
+
+/// Stops the clients, reads every register and counter once more through `port` (a lost
+/// write shows up here), and checks the whole history for linearisability.
+fn finish_and_check(shared: &Arc<Shared>, clients: Vec<std::thread::JoinHandle<()>>, port: u16) {
+    shared.stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+    let mut keys: Vec<String> = (0..3)
+        .flat_map(|group| (0..2).map(move |member| register(group, member)))
+        .collect();
+    keys.extend((0..2).map(|counter| format!("c{counter}")));
+    for key in keys {
+        let command = arguments(&["GET", &key]);
+        let call = shared.now_us();
+        let value = client.call(&command).expect("final read");
+        assert!(
+            !matches!(value, Value::Error(_)),
+            "final read of {key} failed: {value:?}"
+        );
+        shared
+            .history
+            .record(1_000, call, Some(shared.now_us()), command, Some(value));
+    }
+    let completed = shared.completed.load(Ordering::Relaxed);
+    assert!(completed > 200, "only {completed} operations completed");
+    shared.history.check();
+}
+
+// ----- (a) Elasticity under load. -----
+
+/// One active process (replication 2) loaded with data, expanded one at a time to three,
+/// process 1 rebalanced, then contracted back to one; the clients run throughout.
+fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
+    let cluster = RbCluster::start(name, port, 3, 1, 2, canary);
+    preload(cluster.client_ports[0]);
+    let shared = Shared::new(cluster.client_ports.clone());
+    let clients = start_clients(&shared);
+    std::thread::sleep(Duration::from_millis(500));
+    let expanded = cluster.admin_ok(&["expand"]);
+    assert!(
+        expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    cluster.admin_ok(&["expand"]);
+    let (version, processes) = cluster.status();
+    assert_eq!(version, 2);
+    assert!(
+        processes.values().all(|(state, _)| state == "active"),
+        "{processes:?}"
+    );
+    // Process 1 sits at 2^64/2 (the only one at first); move it a quarter turn.
+    let to = (3u64 << 62).to_string();
+    cluster.admin_ok(&["rebalance", "--process", "1", "--to", &to]);
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.admin_ok(&["contract", "--process", "1"]);
+    cluster.admin_ok(&["contract", "--process", "2"]);
+    let (version, processes) = cluster.status();
+    assert_eq!(version, 5);
+    assert_eq!(processes[&3].0, "active", "{processes:?}");
+    assert_eq!(processes[&1].0, "standby", "{processes:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // Deletes run once every receiver installed: the contracted processes end up empty.
+    let emptied = wait_until(Duration::from_secs(10), || {
+        let keys = cluster.keys();
+        keys[&1] == "0" && keys[&2] == "0"
+    });
+    let checked = check_preload(cluster.client_ports[2]);
+    finish_and_check(&shared, clients, cluster.client_ports[2]);
+    assert!(
+        emptied,
+        "contracted processes kept their data: {:?}",
+        cluster.keys()
+    );
+    checked
+}
+
+#[test]
+fn expanding_from_one_process_rebalancing_and_contracting_back_loses_nothing_under_load() {
+    elasticity("rb-elastic", 10000, false).unwrap();
+}
+
+/// The canary: receivers drop the copies they are sent. Once the original process is
+/// contracted, the data check must find the preloaded keys gone.
+#[test]
+fn the_data_check_catches_receivers_that_drop_their_copies() {
+    let outcome = std::panic::catch_unwind(|| elasticity("rb-canary", 10030, true));
+    match outcome {
+        Ok(Ok(())) => panic!("the data check missed receivers that drop their copies"),
+        Ok(Err(lost)) => assert!(lost.contains("preloaded keys lost"), "{lost}"),
+        // The history check may catch it first (a read of a dropped register); any other
+        // panic is not the checkers catching the canary.
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+                .unwrap_or_default();
+            assert!(
+                message.contains("not linearisable"),
+                "the canary run failed for another reason: {message}"
+            );
+        }
+    }
+}
+
+// ----- (b) A failed storage process is replaced by a standby. -----
+
+#[test]
+fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_is_lost() {
+    let mut cluster = RbCluster::start("rb-replace", 10060, 4, 3, 3, false);
+    preload(cluster.client_ports[0]);
+    // Clients avoid process 3's port (it dies first).
+    let ports = vec![
+        cluster.client_ports[0],
+        cluster.client_ports[1],
+        cluster.client_ports[3],
+    ];
+    let shared = Shared::new(ports);
+    let clients = start_clients(&shared);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.kill_storage(3);
+    // Suspected (version 1), replaced by standby 4 (version 2), its copy installed.
+    let replaced = wait_until(Duration::from_secs(15), || {
+        let (version, processes) = cluster.status();
+        version >= 2
+            && processes.get(&3).is_some_and(|(state, _)| state == "gone")
+            && processes
+                .get(&4)
+                .is_some_and(|(state, migration)| state == "active" && migration == "idle")
+    });
+    assert!(replaced, "no automatic replacement: {:?}", cluster.status());
+    // Both other original replicas die too: standby 4 alone holds every key now.
+    cluster.kill_storage(1);
+    cluster.kill_storage(2);
+    let suspected = wait_until(Duration::from_secs(10), || {
+        let (_, processes) = cluster.status();
+        [1, 2].iter().all(|id| {
+            processes
+                .get(id)
+                .is_some_and(|(state, _)| state == "suspected")
+        })
+    });
+    assert!(suspected, "{:?}", cluster.status());
+    std::thread::sleep(Duration::from_millis(500));
+    check_preload(cluster.client_ports[3]).unwrap();
+    finish_and_check(&shared, clients, cluster.client_ports[3]);
+}
+
+// ----- (c) Refusals. -----
+
+#[test]
+fn refused_changes_exit_1_with_the_reason_and_change_nothing() {
+    let cluster = RbCluster::start("rb-refuse", 10090, 2, 1, 2, false);
+    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["SET", "kept", "yes"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let refusals: [(&[&str], &str); 5] = [
+        (&["contract", "--process", "1"], "the ring would be empty"),
+        (&["replace", "--process", "9"], "unknown process 9"),
+        (&["expand", "--process", "1"], "process 1 is not a standby"),
+        (
+            &["rebalance", "--process", "2", "--to", "5"],
+            "process 2 is not active",
+        ),
+        (&["leave", "--process", "1"], "process 1 is on the ring"),
+    ];
+    for (words, reason) in refusals {
+        let (ok, stdout, stderr) = cluster.admin(words);
+        assert!(!ok, "{words:?} was accepted: {stdout}");
+        assert!(
+            stderr.contains("refused") && stderr.contains(reason),
+            "{words:?}: expected {reason:?} in {stderr}"
+        );
+    }
+    let (version, processes) = cluster.status();
+    assert_eq!(version, 0, "a refusal changed the configuration");
+    assert_eq!(processes[&1].0, "active");
+    assert_eq!(processes[&2].0, "standby");
+    assert_eq!(
+        client.call(&arguments(&["GET", "kept"])).unwrap(),
+        Value::Bulk(b"yes".to_vec())
+    );
+}
+
+// ----- (d) Garbage migration frames. -----
+
+#[test]
+fn garbage_and_forged_migration_frames_take_no_storage_process_down() {
+    use placement::migration::{chunk_checksum, Chunk, MigrationMessage, Record, StreamId};
+    use placement::{ConfigVersion, Position, ProcessId};
+    let cluster = RbCluster::start("rb-garbage", 10120, 2, 2, 2, false);
+    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["SET", "before", "1"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    let stream = StreamId {
+        version: ConfigVersion(1),
+        from: ProcessId(2),
+        to: ProcessId(1),
+    };
+    let record = Record {
+        position: Position(7),
+        key: b"before".to_vec(),
+        value: b"forged".to_vec(),
+    };
+    let records = vec![record];
+    let chunk = |index: u32, count: u32, checksum: u64| Chunk {
+        stream,
+        index,
+        count,
+        bytes_total: 1 << 40,
+        keys_total: u64::MAX,
+        checksum,
+        records: records.clone(),
+    };
+    let good_checksum = chunk_checksum(stream, 0, 1, 1 << 40, u64::MAX, &records);
+    let forged = [
+        // A stream process 1 never started, with a valid checksum.
+        MigrationMessage::Chunk(chunk(0, 1, good_checksum)),
+        // A wrong checksum, an index past the count, a zero count.
+        MigrationMessage::Chunk(chunk(0, 1, 0)),
+        MigrationMessage::Chunk(chunk(u32::MAX, 1, 0)),
+        MigrationMessage::Chunk(chunk(0, 0, 0)),
+        MigrationMessage::ChunkAck { stream, index: 9 },
+        MigrationMessage::Waiting { stream },
+        MigrationMessage::Installed {
+            version: ConfigVersion(u64::MAX),
+            receiver: ProcessId(2),
+        },
+        MigrationMessage::InstalledAck {
+            version: ConfigVersion(3),
+            receiver: ProcessId(1),
+        },
+    ];
+    let storage_address = cluster.config.storage[0].address;
+    let mut bytes = Vec::new();
+    for message in forged {
+        // From its peer, from itself, and from a process that does not exist.
+        for from in [2, 1, 77] {
+            bytes.extend(link::encode(&Frame::Migration {
+                from: ProcessId(from),
+                message: message.clone(),
+            }));
+        }
+    }
+    // A progress query whose answer goes nowhere.
+    bytes.extend(link::encode(&Frame::ProgressQuery {
+        reply_to: "127.0.0.1:1".parse().unwrap(),
+        nonce: 1,
+    }));
+    let mut stream = TcpStream::connect(storage_address).unwrap();
+    stream.write_all(&bytes).unwrap();
+    // Then plain garbage, and a frame cut short, on fresh connections.
+    let mut garbage = TcpStream::connect(storage_address).unwrap();
+    let _ = garbage.write_all(&[0xff; 4096]);
+    let encoded = link::encode(&Frame::Migration {
+        from: ProcessId(2),
+        message: MigrationMessage::Waiting {
+            stream: StreamId {
+                version: ConfigVersion(0),
+                from: ProcessId(2),
+                to: ProcessId(1),
+            },
+        },
+    });
+    let mut cut = TcpStream::connect(storage_address).unwrap();
+    let _ = cut.write_all(&encoded[..encoded.len() / 2]);
+    drop((stream, garbage, cut));
+    std::thread::sleep(Duration::from_millis(500));
+    // Still up, not failed, the forged chunk not installed, and serving.
+    let (version, processes) = cluster.status();
+    assert_eq!(version, 0);
+    assert_eq!(processes[&1], ("active".to_string(), "idle".to_string()));
+    assert_eq!(
+        client.call(&arguments(&["GET", "before"])).unwrap(),
+        Value::Bulk(b"1".to_vec())
+    );
+    assert_eq!(
+        client.call(&arguments(&["SET", "after", "2"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    // A real migration still works after the garbage.
+    let (ok, _, stderr) = cluster.admin(&["rebalance", "--process", "1", "--to", "12345"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        client.call(&arguments(&["GET", "after"])).unwrap(),
+        Value::Bulk(b"2".to_vec())
+    );
+}
