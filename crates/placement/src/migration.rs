@@ -301,6 +301,9 @@ struct Outgoing {
     range: PositionSet,
     /// Empty until captured.
     chunks: Vec<Chunk>,
+    /// Per chunk: the bytes its records count for (computed once: the throttle asks on every
+    /// step).
+    sizes: Vec<u64>,
     captured: bool,
     /// Per chunk: acknowledged.
     acked: Vec<bool>,
@@ -315,7 +318,7 @@ struct Outgoing {
 
 impl Outgoing {
     fn chunk_bytes(&self, index: usize) -> u64 {
-        self.chunks[index].records.iter().map(Record::size).sum()
+        self.sizes[index]
     }
 }
 
@@ -327,6 +330,35 @@ struct Incoming {
     keys_total: u64,
     chunks: BTreeMap<u32, Vec<Record>>,
     heard_at: u64,
+}
+
+/// A multiset of position intervals (`(first, last)`, inclusive) answering "does this set
+/// intersect any of them" in logarithmic time while the intervals are short (point reads and
+/// writes are single positions): an interval overlapping `[first, last]` starts in
+/// `[first - longest, last]`.
+#[derive(Clone, Debug, Default)]
+struct QueueIndex {
+    intervals: BTreeMap<(u64, u64), usize>,
+    /// The longest interval added (`last - first`).
+    longest: u64,
+}
+
+impl QueueIndex {
+    fn add(&mut self, set: &PositionSet) {
+        for &(first, last) in set.intervals() {
+            *self.intervals.entry((first, last)).or_default() += 1;
+            self.longest = self.longest.max(last - first);
+        }
+    }
+
+    fn intersects(&self, set: &PositionSet) -> bool {
+        set.intervals().iter().any(|&(first, last)| {
+            let from = first.saturating_sub(self.longest);
+            self.intervals
+                .range((from, 0)..=(last, u64::MAX))
+                .any(|(&(_, held_last), _)| held_last >= first)
+        })
+    }
 }
 
 /// What this process knows of one instruction list it takes part in.
@@ -361,6 +393,9 @@ pub struct Migrator<T> {
     /// Items waiting, in stream order. Invariant: each touches an incoming range or an item
     /// before it.
     queue: VecDeque<Queued<T>>,
+    /// The positions the queued items touch, for checking an arrival against them without
+    /// walking the queue (a long copy can hold many thousands of items).
+    queue_index: QueueIndex,
     outgoing: BTreeMap<StreamId, Outgoing>,
     incoming: BTreeMap<StreamId, Incoming>,
     rounds: BTreeMap<ConfigVersion, Round>,
@@ -389,6 +424,7 @@ impl<T> Migrator<T> {
             now: 0,
             holds,
             queue: VecDeque::new(),
+            queue_index: QueueIndex::default(),
             outgoing: BTreeMap::new(),
             incoming: BTreeMap::new(),
             rounds: BTreeMap::new(),
@@ -427,10 +463,7 @@ impl<T> Migrator<T> {
         self.failed.is_none()
             && self.holds.contains(position)
             && !self.incoming_range().contains(position)
-            && !self
-                .queue
-                .iter()
-                .any(|queued| queued.touches().contains(position))
+            && !self.queue_index.intersects(&PositionSet::point(position))
     }
 
     /// Whether any copy into this process is still incoming (it is busy migrating: reads
@@ -560,13 +593,29 @@ impl<T> Migrator<T> {
             }
             (_, queued) => queued,
         };
-        let waiting_before = self.queue.len();
-        self.queue.push_back(queued);
-        self.drain(effects);
-        // An arrival cannot release older items (nothing they wait for changed), so it was
-        // held itself exactly when the queue grew.
-        if self.queue.len() > waiting_before {
-            self.stats.items_held += 1;
+        // Every held item still waits for something (each step ends drained), and an arrival
+        // cannot release it: only the arrival needs checking, against the incoming ranges and
+        // the held items' positions. A data item that waits for nothing runs at once. (A
+        // keyspace message takes the full drain: it changes what is incoming.)
+        if !self.queue.is_empty() && matches!(queued, Queued::Data { .. }) {
+            let touches = queued.touches();
+            if touches.intersects(&self.incoming_range()) || self.queue_index.intersects(touches) {
+                self.queue_index.add(touches);
+                self.queue.push_back(queued);
+                self.stats.items_held += 1;
+            } else if let Queued::Data { item, .. } = queued {
+                let holds = self.holds.clone();
+                effects.push(MigrationEffect::Apply { item, holds });
+            }
+        } else {
+            let waiting_before = self.queue.len();
+            self.queue.push_back(queued);
+            self.drain(effects);
+            // An arrival cannot release older items (nothing they wait for changed), so it
+            // was held itself exactly when the queue grew.
+            if self.queue.len() > waiting_before {
+                self.stats.items_held += 1;
+            }
         }
         if self.queue.len() > self.settings.held_max {
             let held = self.queue.len();
@@ -577,11 +626,12 @@ impl<T> Migrator<T> {
     /// Runs every queued item that touches neither an incoming range nor an item still held
     /// before it, in order.
     fn drain(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
-        let mut blocked = self.incoming_range();
+        let mut incoming = self.incoming_range();
+        let mut index = QueueIndex::default();
         let mut kept = VecDeque::new();
         while let Some(queued) = self.queue.pop_front() {
-            if queued.touches().intersects(&blocked) {
-                blocked = blocked.union(queued.touches());
+            if queued.touches().intersects(&incoming) || index.intersects(queued.touches()) {
+                index.add(queued.touches());
                 kept.push_back(queued);
                 continue;
             }
@@ -596,11 +646,12 @@ impl<T> Migrator<T> {
                     ..
                 } => {
                     self.run_keyspace(version, &instructions, effects);
-                    blocked = blocked.union(&self.incoming_range());
+                    incoming = incoming.union(&self.incoming_range());
                 }
             }
         }
         self.queue = kept;
+        self.queue_index = index;
     }
 
     /// §6.4: project out this process's instructions and start them.
@@ -638,6 +689,7 @@ impl<T> Migrator<T> {
                         Outgoing {
                             range: range.clone(),
                             chunks: Vec::new(),
+                            sizes: Vec::new(),
                             captured: false,
                             acked: Vec::new(),
                             sent_at: Vec::new(),
@@ -737,6 +789,11 @@ impl<T> Migrator<T> {
                     records,
                 }
             })
+            .collect();
+        out.sizes = out
+            .chunks
+            .iter()
+            .map(|chunk| chunk.records.iter().map(Record::size).sum())
             .collect();
         out.acked = vec![false; out.chunks.len()];
         out.sent_at = vec![None; out.chunks.len()];
@@ -1072,6 +1129,7 @@ impl<T> Migrator<T> {
         for out in self.outgoing.values() {
             assert_eq!(out.chunks.len(), out.acked.len());
             assert_eq!(out.chunks.len(), out.sent_at.len());
+            assert_eq!(out.chunks.len(), out.sizes.len());
             assert!(out.captured || out.chunks.is_empty());
         }
         for inc in self.incoming.values() {

@@ -842,3 +842,35 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
         assert!(processes.values().all(Migrator::is_idle), "seed {seed}");
     }
 }
+
+/// The held items' index answers exactly what walking the queue would: does a set intersect
+/// any of the added ones (points and wide arcs mixed, on a small ring so that they collide).
+#[test]
+fn the_queue_index_agrees_with_checking_every_held_item() {
+    let mut prng = stdx::Prng::new(0x1dec);
+    for _ in 0..200 {
+        let mut index = QueueIndex::default();
+        let mut held: Vec<PositionSet> = Vec::new();
+        let draw = |prng: &mut stdx::Prng| {
+            let first = prng.below(1_000);
+            let width = if prng.below(4) == 0 {
+                prng.below(300)
+            } else {
+                0
+            };
+            PositionSet::from_inclusive(Position(first), Position(first + width))
+        };
+        for _ in 0..20 {
+            let set = draw(&mut prng);
+            index.add(&set);
+            held.push(set);
+            let probe = draw(&mut prng);
+            let expected = held.iter().any(|set| set.intersects(&probe));
+            assert_eq!(
+                index.intersects(&probe),
+                expected,
+                "{probe} against {held:?}"
+            );
+        }
+    }
+}

@@ -449,7 +449,7 @@ async fn keyspace(
             finish_line(terminal);
             bail!("the migration did not finish within {timeout:?}");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
