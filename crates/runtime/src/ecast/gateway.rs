@@ -33,7 +33,7 @@ use resp::{Plan, ServerInfo, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -133,6 +133,7 @@ pub fn start(
         gateway,
         jobs: BTreeMap::new(),
         job_next: 0,
+        busy: BTreeMap::new(),
         cluster: config.clone(),
         links,
         status: status.clone(),
@@ -150,6 +151,8 @@ struct GatewayTask {
     /// Commands the gateway holds, by the id given to it.
     jobs: BTreeMap<u64, (Split, oneshot::Sender<Outcome>)>,
     job_next: u64,
+    /// Storage processes that said they are receiving copies (`Frame::Busy`), and when.
+    busy: BTreeMap<ProcessId, Instant>,
     cluster: ClusterConfig,
     links: Links,
     status: Arc<GatewayStatus>,
@@ -214,7 +217,7 @@ impl GatewayTask {
 
     /// The gateway's input a frame stands for; frames about another sender (a previous
     /// incarnation of this gateway) are dropped.
-    fn on_frame(&self, frame: Frame) -> Option<GatewayInput<Outcome>> {
+    fn on_frame(&mut self, frame: Frame) -> Option<GatewayInput<Outcome>> {
         let parts = |outcomes: Vec<(u32, Outcome)>| {
             outcomes
                 .into_iter()
@@ -267,6 +270,17 @@ impl GatewayTask {
                 read_id,
                 refusal,
             } if sender == self.id => GatewayInput::BasicRefused { read_id, refusal },
+            // §6.4: reads avoid processes receiving copies; an announcement lasts 2 s.
+            Frame::Busy { process, receiving } => {
+                if receiving {
+                    self.busy.insert(process, Instant::now());
+                } else {
+                    self.busy.remove(&process);
+                }
+                self.busy
+                    .retain(|_, at| at.elapsed() < Duration::from_secs(2));
+                GatewayInput::Busy(self.busy.keys().copied().collect())
+            }
             _ => return None,
         };
         Some(input)

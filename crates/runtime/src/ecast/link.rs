@@ -120,6 +120,10 @@ pub enum Frame {
         reply_to: SocketAddr,
         request: Request,
     },
+    /// 18. Storage process to every storage process (for its gateway): whether it is
+    ///     receiving copies right now (§6.4: reads avoid busy replicas where they can). Sent
+    ///     when it changes and every 500 ms while receiving; a gateway forgets it after 2 s.
+    Busy { process: ProcessId, receiving: bool },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

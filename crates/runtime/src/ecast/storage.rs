@@ -120,6 +120,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         gateway: gateway_frames,
         status,
         failed: None,
+        busy_announced: (false, None),
     };
     log::info(format_args!(
         "storage process {} on {} (RESP on {}){}",
@@ -140,6 +141,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                 },
             }
             process.publish();
+            process.announce_busy();
         }
     });
     Ok(())
@@ -161,6 +163,8 @@ struct StorageProcess {
     status: Arc<GatewayStatus>,
     /// Set once the migrator declared this process failed: it serves nothing more.
     failed: Option<FailureReason>,
+    /// What this process last told the gateways about its receiving copies, and when.
+    busy_announced: (bool, Option<Instant>),
 }
 
 impl StorageProcess {
@@ -495,6 +499,27 @@ impl StorageProcess {
             let _ = self.gateway.send(frame);
         } else if let Some(storage) = self.config.storage(process) {
             self.links.send(storage.address, frame);
+        }
+    }
+
+    /// Tells every storage process's gateway whether this process is receiving copies, when
+    /// that changes and every 500 ms while it lasts (links drop frames; gateways forget).
+    fn announce_busy(&mut self) {
+        let receiving = self.failed.is_none() && self.migrator.is_receiving();
+        let (announced, at) = self.busy_announced;
+        let due = receiving && at.is_none_or(|at| at.elapsed() >= Duration::from_millis(500));
+        if receiving == announced && !due {
+            return;
+        }
+        self.busy_announced = (receiving, Some(Instant::now()));
+        let process = self.id;
+        for storage in &self.config.storage {
+            let frame = Frame::Busy { process, receiving };
+            if storage.id == self.id.0 {
+                let _ = self.gateway.send(frame);
+            } else {
+                self.links.send(storage.address, frame);
+            }
         }
     }
 
