@@ -218,12 +218,21 @@ fn redis_cli(port: u16, words: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// How many storage processes hold at least one key.
+/// How many storage processes hold at least one key (INFO's `# Keyspace` lists `db0` only when
+/// the process holds keys, as Redis does).
 fn processes_with_keys(cluster: &EcastCluster) -> usize {
     cluster
         .client_ports
         .iter()
-        .filter(|port| info(**port).is_some_and(|text| !text.contains("tessera_keys:0")))
+        .filter(|port| {
+            let mut client = RespClient::connect(**port, Duration::from_millis(200)).unwrap();
+            let text = match client.call(&arguments(&["INFO", "keyspace"])).unwrap() {
+                Value::Bulk(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Value::Verbatim(text) => text,
+                other => panic!("INFO keyspace answered {other:?}"),
+            };
+            text.contains("db0:keys=")
+        })
         .count()
 }
 
