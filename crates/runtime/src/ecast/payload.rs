@@ -285,6 +285,19 @@ pub fn decode_survey(payload: &[u8]) -> Option<Result<(Survey, Vec<PositionSet>)
     )
 }
 
+/// The positions a survey touches, for the migrator: every arc it names (the whole ring), not
+/// just the points it is routed by, so that a process receiving a copy of any part of the ring
+/// holds the survey until the copy is installed (a read must not answer from half a copy; a
+/// flush must not be undone by a copy installed after it). `None` for a keyed payload or a
+/// malformed one.
+pub fn survey_touches(payload: &[u8]) -> Option<PositionSet> {
+    let (_, arcs) = decode_survey(payload)?.ok()?;
+    Some(
+        arcs.iter()
+            .fold(PositionSet::empty(), |all, arc| all.union(arc)),
+    )
+}
+
 /// A storage process's answers to a survey read over `keys` (its store's keys): one answer per
 /// arc that lies wholly inside `holds` (what it holds at the message's place in its stream,
 /// copies installed), none for any other arc. Each key is counted in the one arc holding its
@@ -451,6 +464,7 @@ mod tests {
             let at = position(&key);
             assert_eq!(plan.arcs.iter().filter(|arc| arc.contains(at)).count(), 1);
         }
+        assert_eq!(survey_touches(&plan.encode()), Some(PositionSet::whole()));
         let all = answers_of_all(&plan, &configuration, &members, &keys(300));
         // Each process answers the 3 arcs it replicates; summing every answer (what a gateway
         // without per-arc merging would do) counts each key 3 times: the canary.

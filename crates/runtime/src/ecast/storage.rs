@@ -279,8 +279,12 @@ impl StorageProcess {
                         delivery.timestamp, delivery.version.0
                     ));
                 }
+                // A survey (DBSIZE, KEYS, FLUSHALL…) touches every arc it names, not just
+                // the points it was routed by.
+                let touches = payload::survey_touches(&delivery.envelope.payload)
+                    .unwrap_or_else(|| touches(routing));
                 MigrationInput::Deliver {
-                    touches: touches(routing),
+                    touches,
                     item: Item::Message(delivery),
                 }
             }
