@@ -232,9 +232,9 @@ impl GatewayTask {
         let payload = plan.encode();
         let parts = plan.parts();
         let command = if plan.is_read() {
-            GatewayCommand::Read {
-                isolation: Isolation::Sequential,
-                positions,
+            // One message to a minimal cover of live replicas (§6.2 range read).
+            GatewayCommand::RangeRead {
+                range: plan.range(),
                 payload,
                 parts,
             }

@@ -174,8 +174,9 @@ pub enum Survey {
 }
 
 /// A survey planned against a configuration: the message's parts are its arcs (the primary
-/// ranges, one part each); it is routed as a point message to one position of each arc, so a
-/// read goes to one live replica per arc and a flush to every live replica of every arc.
+/// ranges, one part each). A read is routed as a range read of all of them (a minimal cover of
+/// live replicas); a flush as a point write to one position of each arc (every live replica of
+/// every arc).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SurveyPlan {
     pub survey: Survey,
@@ -208,6 +209,11 @@ impl SurveyPlan {
 
     pub fn is_read(&self) -> bool {
         self.survey != Survey::Flush
+    }
+
+    /// Every position of its arcs (the whole ring unless the ring is empty).
+    pub fn range(&self) -> PositionSet {
+        union_of(&self.arcs)
     }
 
     /// The parts that complete it: one per arc for a read; none for a flush (stable is all
@@ -292,10 +298,12 @@ pub fn decode_survey(payload: &[u8]) -> Option<Result<(Survey, Vec<PositionSet>)
 /// malformed one.
 pub fn survey_touches(payload: &[u8]) -> Option<PositionSet> {
     let (_, arcs) = decode_survey(payload)?.ok()?;
-    Some(
-        arcs.iter()
-            .fold(PositionSet::empty(), |all, arc| all.union(arc)),
-    )
+    Some(union_of(&arcs))
+}
+
+fn union_of(arcs: &[PositionSet]) -> PositionSet {
+    arcs.iter()
+        .fold(PositionSet::empty(), |all, arc| all.union(arc))
 }
 
 /// A storage process's answers to a survey read over `keys` (its store's keys): one answer per
