@@ -21,7 +21,9 @@ use crate::sender::{Sender, SenderEvent, SenderSettings};
 use crate::types::{Envelope, Isolation, ReadRefusal, Sequence, SnapshotRead, Timestamp};
 use placement::ecast::{Message as Routing, Target};
 use placement::migration::read_offset;
-use placement::{ConfigMessage, ConfigVersion, Configuration, Position, ProcessId, Refusal};
+use placement::{
+    ConfigMessage, ConfigVersion, Configuration, Position, PositionSet, ProcessId, Refusal,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
 use vr::{ClientId, Message, Request, RequestKind, RequestNumber};
@@ -90,6 +92,15 @@ pub enum GatewayCommand {
         payload: Vec<u8>,
         parts: Vec<u64>,
     },
+    /// A sequential read of a range of the ring (a command without a key: DBSIZE, KEYS): one
+    /// E-Cast message routed as `Target::Range`, so its destinations are a minimal cover of
+    /// live replicas (`Configuration::read_cover`, §6.2); complete when every part was
+    /// answered. Always sequential (a snapshot or basic read of a range is not built).
+    RangeRead {
+        range: PositionSet,
+        payload: Vec<u8>,
+        parts: Vec<u64>,
+    },
     /// A configuration message. The gateway asks the driver to plan it against its current
     /// configuration (`GatewayEffect::Plan`, answered by `GatewayInput::Planned`); a refusal
     /// completes it (`Failure::Refused`): whether to try again is the driver's decision.
@@ -99,13 +110,18 @@ pub enum GatewayCommand {
 impl GatewayCommand {
     fn parts(&self) -> &[u64] {
         match self {
-            GatewayCommand::Write { parts, .. } | GatewayCommand::Read { parts, .. } => parts,
+            GatewayCommand::Write { parts, .. }
+            | GatewayCommand::Read { parts, .. }
+            | GatewayCommand::RangeRead { parts, .. } => parts,
             GatewayCommand::Config => &[],
         }
     }
 
     fn is_read(&self) -> bool {
-        matches!(self, GatewayCommand::Read { .. })
+        matches!(
+            self,
+            GatewayCommand::Read { .. } | GatewayCommand::RangeRead { .. }
+        )
     }
 
     fn isolation(&self) -> Isolation {
@@ -120,13 +136,15 @@ impl GatewayCommand {
             GatewayCommand::Write { positions, .. } | GatewayCommand::Read { positions, .. } => {
                 positions
             }
-            GatewayCommand::Config => &[],
+            GatewayCommand::RangeRead { .. } | GatewayCommand::Config => &[],
         }
     }
 
     fn payload(&self) -> &[u8] {
         match self {
-            GatewayCommand::Write { payload, .. } | GatewayCommand::Read { payload, .. } => payload,
+            GatewayCommand::Write { payload, .. }
+            | GatewayCommand::Read { payload, .. }
+            | GatewayCommand::RangeRead { payload, .. } => payload,
             GatewayCommand::Config => &[],
         }
     }
@@ -741,7 +759,7 @@ impl<A: Clone> Gateway<A> {
             return; // Rule A: not yet under the stable watermark.
         }
         let done = match &pending.command {
-            GatewayCommand::Read { .. } => answered,
+            GatewayCommand::Read { .. } | GatewayCommand::RangeRead { .. } => answered,
             GatewayCommand::Write { needs_answers, .. } => stable && (answered || !needs_answers),
             GatewayCommand::Config => stable,
         };
@@ -752,6 +770,13 @@ impl<A: Clone> Gateway<A> {
     }
 
     fn routing(&mut self, command: &GatewayCommand) -> Routing {
+        if let GatewayCommand::RangeRead { range, .. } = command {
+            return Routing::Read {
+                sender: self.id,
+                target: Target::Range(range.clone()),
+                replica_offset: 0,
+            };
+        }
         let positions = command.positions().to_vec();
         if command.is_read() {
             // §6.4: point reads avoid replicas busy receiving copies.

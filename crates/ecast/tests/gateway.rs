@@ -823,3 +823,46 @@ fn garbage_and_unknown_ids_from_peers_change_nothing_and_do_not_panic() {
     assert_eq!(harness.gateway.stats().unexpected_answers, 1);
     assert!(harness.gateway.is_pending(1));
 }
+
+// ----- Range reads (commands without a key). -----
+
+#[test]
+fn a_range_read_is_one_message_to_a_minimal_cover_and_completes_on_every_part() {
+    let mut harness = Harness::new(settings());
+    let command = GatewayCommand::RangeRead {
+        range: placement::PositionSet::whole(),
+        payload: vec![4],
+        parts: vec![0, 1, 2, 3],
+    };
+    let (_, request) = only_request(&harness.submit(1, command));
+    let messages = submitted(&request);
+    assert_eq!(messages.len(), 1);
+    let (sequence, planned_at, routing, payload) = &messages[0];
+    assert_eq!(*planned_at, ConfigVersion(0));
+    assert_eq!(payload, &vec![4]);
+    assert!(matches!(
+        routing,
+        Routing::Read { target: placement::ecast::Target::Range(range), .. } if range.is_whole()
+    ));
+    // Four processes at replication 2: two of them hold the whole ring.
+    let destinations = placement::ecast::destset(&ring(), routing);
+    assert_eq!(destinations.len(), 2, "{destinations:?}");
+    harness.reply(
+        &request,
+        OperationResult::Submitted(vec![(*sequence, sequenced(5))]),
+    );
+    let effects = harness.step(GatewayInput::Answer {
+        sequence: *sequence,
+        answers: vec![(0, 10), (1, 11), (3, 13)],
+    });
+    assert!(completions(&effects).is_empty(), "part 2 is missing");
+    // Another destination answers parts 2 and 3 (3 again): one answer per part is kept.
+    let effects = harness.step(GatewayInput::Answer {
+        sequence: *sequence,
+        answers: vec![(2, 12), (3, 13)],
+    });
+    assert_eq!(
+        completions(&effects),
+        vec![(1, done(&[(0, 10), (1, 11), (2, 12), (3, 13)]))]
+    );
+}

@@ -77,6 +77,12 @@ pub use commands::{finish, is_nilext, plan, Pending};
 pub use info::{hello_reply, info_reply, ServerInfo};
 pub use value::Value;
 
+/// Redis glob matching (`KEYS`, `SCAN … MATCH`): `*`, `?`, `[abc]`, `[^abc]`, `[a-z]` and `\`
+/// escapes, case-sensitive.
+pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    text::glob_matches(pattern, text, false)
+}
+
 /// The Redis version Tessera presents to clients (INFO `redis_version`, HELLO `version`):
 /// the Redis whose command semantics it follows.
 pub const REDIS_VERSION: &str = "7.0.0";

@@ -1,11 +1,12 @@
 //! Real processes of a partitioned (`sequenced`) cluster: 3 E-Cast routers and 6 storage
-//! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9899 only).
+//! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9999 only).
 //! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through another
 //! storage process, with sequential and snapshot reads (basic reads may see part of one, as
 //! §6.7 allows); (b) pausing the lead router (SIGSTOP, then SIGCONT), SIGKILL of the next lead
 //! router, then of a storage process, then (after the killed router recovered) of the lead
 //! router again, under concurrent clients, loses no acknowledged write, the history checked
-//! for linearisability with `lincheck`.
+//! for linearisability with `lincheck`; (c) DBSIZE, KEYS, SCAN and FLUSHALL count every key
+//! once although each is on 3 storage processes, also after one of them was killed.
 
 mod support;
 
@@ -37,11 +38,16 @@ impl EcastCluster {
     /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
     /// listens on `port + 200 + i`.
     fn start(name: &str, port: u16) -> EcastCluster {
+        EcastCluster::start_with(name, port, |_| {})
+    }
+
+    /// As `start`, with `adjust` applied to the configuration before it is written.
+    fn start_with(name: &str, port: u16, adjust: impl FnOnce(&mut ClusterConfig)) -> EcastCluster {
         let directory =
             std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&directory);
         std::fs::create_dir_all(&directory).unwrap();
-        let config = ClusterConfig::loopback(
+        let mut config = ClusterConfig::loopback(
             u64::from(port),
             ROUTERS,
             STORAGE,
@@ -51,6 +57,7 @@ impl EcastCluster {
             directory.clone(),
         )
         .unwrap();
+        adjust(&mut config);
         std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
         let mut cluster = EcastCluster {
             client_ports: config
@@ -770,4 +777,129 @@ fn garbage_on_every_port_takes_no_process_down() {
         redis_cli(9684, &["MGET", "g1", "g2", "g3", "g4"]).trim(),
         "a\nb\nc\nd"
     );
+}
+
+// ----- (c) Commands without a key: DBSIZE, KEYS, SCAN, FLUSHALL over the whole ring. -----
+
+/// The keys a storage process holds (INFO's `# Keyspace`; no `db0` line when it holds none).
+fn keys_held(port: u16) -> u64 {
+    let mut client = RespClient::connect(port, Duration::from_millis(500)).unwrap();
+    let text = match client.call(&arguments(&["INFO", "keyspace"])).unwrap() {
+        Value::Bulk(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Value::Verbatim(text) => text,
+        other => panic!("INFO answered {other:?}"),
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix("db0:keys="))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// The keys of `text` (redis-cli's one-per-line output), sorted.
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn keyless_commands_count_every_key_once_across_replicated_partitions() {
+    // Ports 9900–9999: RESP on 9900–9905, E-Cast on 9910–9915, routers on 9920–9922.
+    let cluster = EcastCluster::start_with("ecast-keyless", 9900, |config| {
+        for (index, storage) in config.storage.iter_mut().enumerate() {
+            storage.address.set_port(9910 + index as u16);
+        }
+        for (index, router) in config.routers.iter_mut().enumerate() {
+            router.address.set_port(9920 + index as u16);
+        }
+    });
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let ports = cluster.client_ports.clone();
+    let write_keys = |round: &str| {
+        for (batch, port) in ports.iter().take(4).enumerate() {
+            let mut words = vec!["MSET".to_string()];
+            for key in batch * 50..(batch + 1) * 50 {
+                words.push(format!("key:{key}"));
+                words.push(format!("{round}{key}"));
+            }
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            assert_eq!(redis_cli(*port, &words).trim(), "OK");
+        }
+    };
+    write_keys("a");
+    // INFO's key count is published just after a message is applied.
+    let held = |expected: u64| {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let held: Vec<u64> = ports.iter().map(|port| keys_held(*port)).collect();
+            if held.iter().sum::<u64>() == expected || Instant::now() > deadline {
+                return held;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Each key on 3 storage processes: adding their counts would count every key 3 times.
+    let before = held(600);
+    assert_eq!(before.iter().sum::<u64>(), 600, "{before:?}");
+    assert!(before.iter().all(|keys| *keys > 0), "{before:?}");
+    let all: Vec<String> = {
+        let mut keys: Vec<String> = (0..200).map(|key| format!("key:{key}")).collect();
+        keys.sort();
+        keys
+    };
+    // Each key is on 3 storage processes; every count is still exactly 200.
+    for port in &ports {
+        assert_eq!(redis_cli(*port, &["DBSIZE"]).trim(), "200", "port {port}");
+    }
+    assert_eq!(sorted_lines(&redis_cli(ports[1], &["KEYS", "*"])), all);
+    let ones: Vec<String> = all
+        .iter()
+        .filter(|key| key.starts_with("key:1"))
+        .cloned()
+        .collect();
+    assert_eq!(ones.len(), 111);
+    assert_eq!(
+        sorted_lines(&redis_cli(ports[2], &["KEYS", "key:1*"])),
+        ones
+    );
+    let scan = redis_cli(ports[3], &["SCAN", "0"]);
+    let (cursor, keys) = scan.split_once('\n').expect("a cursor and keys");
+    assert_eq!(cursor, "0");
+    assert_eq!(sorted_lines(keys), all);
+    let scan = redis_cli(ports[4], &["SCAN", "0", "MATCH", "key:1*", "COUNT", "10"]);
+    let (cursor, keys) = scan.split_once('\n').expect("a cursor and keys");
+    assert_eq!(cursor, "0");
+    assert_eq!(sorted_lines(keys), ones);
+    // FLUSHALL reaches every replica of every arc.
+    assert_eq!(redis_cli(ports[5], &["FLUSHALL"]).trim(), "OK");
+    assert_eq!(redis_cli(ports[0], &["DBSIZE"]).trim(), "0");
+    assert_eq!(redis_cli(ports[1], &["KEYS", "*"]).trim(), "");
+    assert_eq!(held(0), vec![0; STORAGE as usize]);
+    // A storage process dies; once it is suspected, the reads go to the live replicas.
+    write_keys("b");
+    let mut cluster = cluster;
+    cluster.kill_storage(2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let suspected = || info(ports[0]).is_some_and(|text| text.contains("tessera_ecast_version:1"));
+    while !suspected() && Instant::now() < deadline {
+        // The lead router suspects a process that stops confirming what it was sent: a
+        // write to keys it replicates (the same values again) gives it something to miss.
+        let _ = redis_cli(ports[0], &["SET", "key:0", "b0"]);
+        let _ = redis_cli(
+            ports[1],
+            &["MSET", "key:1", "b1", "key:2", "b2", "key:3", "b3"],
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        suspected(),
+        "the killed storage process was not suspected within 10 s"
+    );
+    for index in [0, 1, 3, 4, 5] {
+        let port = ports[index];
+        assert_eq!(redis_cli(port, &["DBSIZE"]).trim(), "200", "port {port}");
+    }
+    assert_eq!(sorted_lines(&redis_cli(ports[4], &["KEYS", "*"])), all);
 }

@@ -19,7 +19,7 @@
 
 use super::config::ClusterConfig;
 use super::link::{Frame, Links};
-use super::payload::{self, Split};
+use super::payload::{self, Split, Survey, SurveyPlan};
 use crate::log;
 use crate::node::random_u64;
 use crate::resp_codec::{encode_reply, parse_request, Limits};
@@ -80,10 +80,30 @@ pub struct GatewayStatus {
 
 /// One command for the gateway task.
 struct Job {
-    split: Split,
+    work: Work,
     isolation: Isolation,
     reply: oneshot::Sender<Outcome>,
 }
+
+/// What a job asks for.
+enum Work {
+    /// A command over keys, split into single-key sub-commands.
+    Keyed(Split),
+    /// A command without a key, planned by the gateway task against its configuration.
+    Survey(Survey),
+}
+
+/// A job as the gateway task holds it.
+enum Planned {
+    Keyed(Split),
+    /// With how many times it was planned (a survey read whose arcs went stale is planned
+    /// again against the newer configuration).
+    Survey(SurveyPlan, u32),
+}
+
+/// A survey read that found no answer (its arcs no longer match the ring) is planned again
+/// this many times at most.
+const SURVEY_PLANS_MAX: u32 = 3;
 
 /// The gateway's policy in this process's ticks.
 fn settings(tick_ms: u64) -> GatewaySettings {
@@ -149,7 +169,7 @@ struct GatewayTask {
     storage: ProcessId,
     gateway: Gateway<Outcome>,
     /// Commands the gateway holds, by the id given to it.
-    jobs: BTreeMap<u64, (Split, oneshot::Sender<Outcome>)>,
+    jobs: BTreeMap<u64, (Planned, oneshot::Sender<Outcome>)>,
     job_next: u64,
     /// Storage processes that said they are receiving copies (`Frame::Busy`), and when.
     busy: BTreeMap<ProcessId, Instant>,
@@ -191,27 +211,72 @@ impl GatewayTask {
     }
 
     fn on_job(&mut self, job: Job) -> GatewayInput<Outcome> {
+        match job.work {
+            Work::Keyed(split) => self.submit_keyed(split, job.isolation, job.reply),
+            Work::Survey(survey) => self.submit_survey(survey, 1, job.reply),
+        }
+    }
+
+    /// A survey is always a sequential E-Cast message (a consistent cut at its place in the
+    /// global order), whatever the connection's read mode.
+    fn submit_survey(
+        &mut self,
+        survey: Survey,
+        plans: u32,
+        reply: oneshot::Sender<Outcome>,
+    ) -> GatewayInput<Outcome> {
         let id = self.job_next;
         self.job_next += 1;
-        let positions = job.split.positions();
-        let payload = job.split.encode();
-        let parts = (0..job.split.commands.len() as u64).collect();
-        let command = if job.split.is_read {
+        let plan = SurveyPlan::new(survey, self.gateway.configuration());
+        let positions = plan.points.clone();
+        let payload = plan.encode();
+        let parts = plan.parts();
+        let command = if plan.is_read() {
+            // One message to a minimal cover of live replicas (§6.2 range read).
+            GatewayCommand::RangeRead {
+                range: plan.range(),
+                payload,
+                parts,
+            }
+        } else {
+            GatewayCommand::Write {
+                needs_answers: false,
+                positions,
+                payload,
+                parts,
+            }
+        };
+        self.jobs.insert(id, (Planned::Survey(plan, plans), reply));
+        GatewayInput::Submit { id, command }
+    }
+
+    fn submit_keyed(
+        &mut self,
+        split: Split,
+        isolation: Isolation,
+        reply: oneshot::Sender<Outcome>,
+    ) -> GatewayInput<Outcome> {
+        let id = self.job_next;
+        self.job_next += 1;
+        let positions = split.positions();
+        let payload = split.encode();
+        let parts = (0..split.commands.len() as u64).collect();
+        let command = if split.is_read {
             GatewayCommand::Read {
-                isolation: job.isolation,
+                isolation,
                 positions,
                 payload,
                 parts,
             }
         } else {
             GatewayCommand::Write {
-                needs_answers: job.split.needs_answers(),
+                needs_answers: split.needs_answers(),
                 positions,
                 payload,
                 parts,
             }
         };
-        self.jobs.insert(id, (job.split, job.reply));
+        self.jobs.insert(id, (Planned::Keyed(split), reply));
         GatewayInput::Submit { id, command }
     }
 
@@ -352,8 +417,30 @@ impl GatewayTask {
     }
 
     fn complete(&mut self, id: u64, completion: Completion<Outcome>) {
-        let Some((split, reply)) = self.jobs.remove(&id) else {
+        let Some((planned, reply)) = self.jobs.remove(&id) else {
             return;
+        };
+        let split = match planned {
+            Planned::Keyed(split) => split,
+            Planned::Survey(plan, plans) => {
+                let outcome = match completion {
+                    Completion::Done(answers) => plan.merge(&answers),
+                    Completion::Failed(Failure::NoAnswer) if plans < SURVEY_PLANS_MAX => {
+                        // The arcs were planned against an older ring (a keyspace change
+                        // came between): plan again against the gateway's configuration.
+                        let input = self.submit_survey(plan.survey, plans + 1, reply);
+                        self.step(input);
+                        return;
+                    }
+                    Completion::Failed(failure) => {
+                        log::warn(format_args!("command {id} failed: {failure:?}"));
+                        Outcome::Error(kv::KvError::Unavailable)
+                    }
+                };
+                let _ = reply.send(outcome);
+                self.status.completed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         };
         let outcome = match completion {
             Completion::Done(answers) if answers.len() == split.commands.len() => {
@@ -428,17 +515,141 @@ struct Connection {
 enum Answer {
     Ready(Value),
     Waiting(resp::Pending, oneshot::Receiver<Outcome>),
+    /// A command without a key (planned here, not by `resp`): its reply's shape.
+    Formatted(oneshot::Receiver<Outcome>, KeylessReply),
     Close,
+}
+
+/// How a keyless command's merged outcome becomes its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeylessReply {
+    /// KEYS: an array of the keys.
+    Keys,
+    /// SCAN: cursor 0 and every matching key in one page (`keys_of_type`: whether TYPE,
+    /// if given, names strings, the only type Tessera stores).
+    Scan { keys_of_type: bool },
+    /// FLUSHALL, FLUSHDB: `+OK`.
+    Ok,
+}
+
+fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
+    let keys = |values: &[Option<Vec<u8>>]| {
+        Value::Array(values.iter().flatten().cloned().map(Value::Bulk).collect())
+    };
+    match (shape, outcome) {
+        (_, Outcome::Error(error)) => {
+            let code = if *error == kv::KvError::Unavailable {
+                "TRYAGAIN"
+            } else {
+                "ERR"
+            };
+            Value::Error(format!("{code} {error}"))
+        }
+        (KeylessReply::Keys, Outcome::Values(values)) => keys(values),
+        (KeylessReply::Scan { keys_of_type }, Outcome::Values(values)) => Value::Array(vec![
+            Value::Bulk(b"0".to_vec()),
+            if keys_of_type {
+                keys(values)
+            } else {
+                Value::Array(Vec::new())
+            },
+        ]),
+        (KeylessReply::Ok, Outcome::Ok) => Value::ok(),
+        _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
+    }
+}
+
+/// KEYS, SCAN, FLUSHALL and FLUSHDB, which the `resp` planner does not know: `None` for any
+/// other command, else the survey and the reply's shape, or the error reply.
+fn plan_keyless(arguments: &[Vec<u8>]) -> Option<Result<(Survey, KeylessReply), String>> {
+    let name = arguments[0].to_ascii_lowercase();
+    let wrong_arity = |name: &str| format!("ERR wrong number of arguments for '{name}' command");
+    let planned = match name.as_slice() {
+        b"keys" => match arguments {
+            [_, pattern] => Ok((
+                Survey::Keys {
+                    pattern: Some(pattern.clone()),
+                },
+                KeylessReply::Keys,
+            )),
+            _ => Err(wrong_arity("keys")),
+        },
+        b"scan" => plan_scan(arguments),
+        b"flushall" | b"flushdb" => {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            match arguments {
+                [_] => Ok((Survey::Flush, KeylessReply::Ok)),
+                [_, mode]
+                    if mode.eq_ignore_ascii_case(b"sync")
+                        || mode.eq_ignore_ascii_case(b"async") =>
+                {
+                    Ok((Survey::Flush, KeylessReply::Ok))
+                }
+                [_, _] => Err("ERR syntax error".to_string()),
+                _ => Err(wrong_arity(&name)),
+            }
+        }
+        _ => return None,
+    };
+    Some(planned)
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: the whole keyspace is one page, so
+/// the only cursor is 0 and the reply's cursor is 0; COUNT is checked and ignored.
+fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
+    let Some(cursor) = arguments.get(1) else {
+        return Err("ERR wrong number of arguments for 'scan' command".to_string());
+    };
+    if cursor.as_slice() != b"0" {
+        return Err("ERR invalid cursor".to_string());
+    }
+    let mut pattern = None;
+    let mut keys_of_type = true;
+    let mut options = arguments[2..].chunks(2);
+    for option in options.by_ref() {
+        let [name, value] = option else {
+            return Err("ERR syntax error".to_string());
+        };
+        if name.eq_ignore_ascii_case(b"match") {
+            pattern = Some(value.clone());
+        } else if name.eq_ignore_ascii_case(b"count") {
+            let count = std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.parse::<i64>().ok());
+            match count {
+                Some(count) if count >= 1 => {}
+                Some(_) => return Err("ERR syntax error".to_string()),
+                None => return Err("ERR value is not an integer or out of range".to_string()),
+            }
+        } else if name.eq_ignore_ascii_case(b"type") {
+            keys_of_type = value.eq_ignore_ascii_case(b"string");
+        } else {
+            return Err("ERR syntax error".to_string());
+        }
+    }
+    Ok((
+        Survey::Keys { pattern },
+        KeylessReply::Scan { keys_of_type },
+    ))
 }
 
 /// Awaits every waiting answer, in order.
 async fn resolve(answers: &mut [Answer]) {
     for answer in answers.iter_mut() {
-        if let Answer::Waiting(pending, receiver) = answer {
-            let outcome = receiver
-                .await
-                .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
-            *answer = Answer::Ready(resp::finish(pending, &outcome));
+        match answer {
+            Answer::Waiting(pending, receiver) => {
+                let outcome = receiver
+                    .await
+                    .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                *answer = Answer::Ready(resp::finish(pending, &outcome));
+            }
+            Answer::Formatted(receiver, shape) => {
+                let outcome = receiver
+                    .await
+                    .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                *answer = Answer::Ready(keyless_reply(*shape, &outcome));
+            }
+            Answer::Ready(_) | Answer::Close => {}
         }
     }
 }
@@ -491,6 +702,12 @@ impl Connection {
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                         resp::finish(&pending, &outcome)
                     }
+                    Answer::Formatted(receiver, shape) => {
+                        let outcome = receiver
+                            .await
+                            .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                        keyless_reply(shape, &outcome)
+                    }
                     Answer::Close => {
                         close = true;
                         Value::Simple("OK".to_string())
@@ -512,27 +729,31 @@ impl Connection {
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
         }
+        if let Some(keyless) = plan_keyless(arguments) {
+            return match keyless {
+                Err(error) => Answer::Ready(Value::Error(error)),
+                Ok((survey, reply)) => match self.submit(Work::Survey(survey)).await {
+                    Ok(receiver) => Answer::Formatted(receiver, reply),
+                    Err(value) => Answer::Ready(value),
+                },
+            };
+        }
         let value = match resp::plan(arguments) {
             Plan::Reply(value) => value,
             Plan::Execute(pending) => {
-                let split = match payload::split(&pending.command) {
-                    Ok(split) => split,
+                let work = match payload::split(&pending.command) {
+                    Ok(split) => Work::Keyed(split),
+                    Err(_) if pending.command == kv::Command::Count => Work::Survey(Survey::Count),
                     Err(_) => {
                         return Answer::Ready(Value::Error(
                             "ERR not supported by a partitioned (sequenced) cluster yet".into(),
                         ))
                     }
                 };
-                let (reply, receiver) = oneshot::channel();
-                let job = Job {
-                    split,
-                    isolation: self.isolation,
-                    reply,
+                return match self.submit(work).await {
+                    Ok(receiver) => Answer::Waiting(pending, receiver),
+                    Err(value) => Answer::Ready(value),
                 };
-                if self.jobs.send(job).await.is_err() {
-                    return Answer::Ready(Value::Error("ERR the gateway stopped".into()));
-                }
-                return Answer::Waiting(pending, receiver);
             }
             Plan::Hello {
                 protocol,
@@ -558,6 +779,20 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// Hands `work` to the gateway task; the receiver gets its outcome.
+    async fn submit(&mut self, work: Work) -> Result<oneshot::Receiver<Outcome>, Value> {
+        let (reply, receiver) = oneshot::channel();
+        let job = Job {
+            work,
+            isolation: self.isolation,
+            reply,
+        };
+        if self.jobs.send(job).await.is_err() {
+            return Err(Value::Error("ERR the gateway stopped".into()));
+        }
+        Ok(receiver)
     }
 
     /// `READMODE [sequential|snapshot|basic]`: sets (or, without an argument, reports) how

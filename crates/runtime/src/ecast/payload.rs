@@ -7,6 +7,7 @@
 use kv::{Command, KvError, Outcome};
 use placement::{Configuration, KeyMapping, Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 const PAYLOAD_FORMAT: u8 = 1;
 
@@ -157,6 +158,200 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
     }
 }
 
+/// A payload carrying a command without a key (`Survey`).
+const SURVEY_FORMAT: u8 = 2;
+
+/// A command without a key, over the whole ring: DBSIZE, KEYS and SCAN (reads), FLUSHALL and
+/// FLUSHDB (a write).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Survey {
+    /// How many keys: the sum of the arcs' counts.
+    Count,
+    /// The keys matching `pattern` (every key without one), sorted.
+    Keys { pattern: Option<Vec<u8>> },
+    /// Delete every key (every replica of every arc).
+    Flush,
+}
+
+/// A survey planned against a configuration: the message's parts are its arcs (the primary
+/// ranges, one part each). A read is routed as a range read of all of them (a minimal cover of
+/// live replicas); a flush as a point write to one position of each arc (every live replica of
+/// every arc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SurveyPlan {
+    pub survey: Survey,
+    pub arcs: Vec<PositionSet>,
+    /// One position inside each arc (its first), in arc order.
+    pub points: Vec<Position>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SurveyPayload {
+    survey: Survey,
+    arcs: Vec<PositionSet>,
+}
+
+impl SurveyPlan {
+    /// Plans `survey` against `configuration`: one arc per partition. An empty ring gives
+    /// no arcs (and a read then completes at once with nothing).
+    pub fn new(survey: Survey, configuration: &Configuration) -> SurveyPlan {
+        let (arcs, points) = configuration
+            .partitions()
+            .into_iter()
+            .map(|partition| (partition.span.to_set(), partition.span.start))
+            .unzip();
+        SurveyPlan {
+            survey,
+            arcs,
+            points,
+        }
+    }
+
+    pub fn is_read(&self) -> bool {
+        self.survey != Survey::Flush
+    }
+
+    /// Every position of its arcs (the whole ring unless the ring is empty).
+    pub fn range(&self) -> PositionSet {
+        union_of(&self.arcs)
+    }
+
+    /// The parts that complete it: one per arc for a read; none for a flush (stable is all
+    /// it needs).
+    pub fn parts(&self) -> Vec<u64> {
+        if self.is_read() {
+            (0..self.arcs.len() as u64).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = vec![SURVEY_FORMAT];
+        bytes.extend(
+            postcard::to_allocvec(&SurveyPayload {
+                survey: self.survey.clone(),
+                arcs: self.arcs.clone(),
+            })
+            .expect("payloads serialise"),
+        );
+        bytes
+    }
+
+    /// Merges one answer per arc (by part number; several replicas may have answered the same
+    /// arc, the gateway keeps one): the counts summed, the keys united and sorted.
+    pub fn merge(&self, answers: &BTreeMap<u64, Outcome>) -> Outcome {
+        if !self.is_read() {
+            return Outcome::Ok;
+        }
+        if let Some(error) = answers
+            .values()
+            .find(|outcome| matches!(outcome, Outcome::Error(_)))
+        {
+            return error.clone();
+        }
+        if answers.len() != self.arcs.len() {
+            return Outcome::Error(KvError::Unavailable);
+        }
+        match self.survey {
+            Survey::Count => Outcome::Integer(
+                answers
+                    .values()
+                    .map(|outcome| match outcome {
+                        Outcome::Integer(count) => *count,
+                        _ => 0,
+                    })
+                    .sum(),
+            ),
+            Survey::Keys { .. } => {
+                let mut keys: Vec<Option<kv::Bytes>> = answers
+                    .values()
+                    .flat_map(|outcome| match outcome {
+                        Outcome::Values(keys) => keys.clone(),
+                        _ => Vec::new(),
+                    })
+                    .collect();
+                keys.sort();
+                Outcome::Values(keys)
+            }
+            Survey::Flush => Outcome::Ok,
+        }
+    }
+}
+
+/// The survey a payload carries, if it is one (`None`: a keyed payload).
+pub fn decode_survey(payload: &[u8]) -> Option<Result<(Survey, Vec<PositionSet>), KvError>> {
+    let (&SURVEY_FORMAT, rest) = payload.split_first()? else {
+        return None;
+    };
+    Some(
+        postcard::from_bytes::<SurveyPayload>(rest)
+            .map(|decoded| (decoded.survey, decoded.arcs))
+            .map_err(|_| KvError::Malformed),
+    )
+}
+
+/// The positions a survey touches, for the migrator: every arc it names (the whole ring), not
+/// just the points it is routed by, so that a process receiving a copy of any part of the ring
+/// holds the survey until the copy is installed (a read must not answer from half a copy; a
+/// flush must not be undone by a copy installed after it). `None` for a keyed payload or a
+/// malformed one.
+pub fn survey_touches(payload: &[u8]) -> Option<PositionSet> {
+    let (_, arcs) = decode_survey(payload)?.ok()?;
+    Some(union_of(&arcs))
+}
+
+fn union_of(arcs: &[PositionSet]) -> PositionSet {
+    arcs.iter()
+        .fold(PositionSet::empty(), |all, arc| all.union(arc))
+}
+
+/// A storage process's answers to a survey read over `keys` (its store's keys): one answer per
+/// arc that lies wholly inside `holds` (what it holds at the message's place in its stream,
+/// copies installed), none for any other arc. Each key is counted in the one arc holding its
+/// position, so an arc's answer is exactly that arc's keys, whichever replica gives it.
+pub fn survey_answers<'a>(
+    survey: &Survey,
+    arcs: &[PositionSet],
+    holds: &PositionSet,
+    keys: impl Iterator<Item = &'a kv::Bytes>,
+) -> Vec<(u32, Outcome)> {
+    let answered: Vec<usize> = (0..arcs.len())
+        .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
+        .collect();
+    if answered.is_empty() {
+        return Vec::new();
+    }
+    let mut counts = vec![0i64; answered.len()];
+    let mut matching: Vec<Vec<Option<kv::Bytes>>> = vec![Vec::new(); answered.len()];
+    for key in keys {
+        let at = position(key);
+        let Some(slot) = answered.iter().position(|index| arcs[*index].contains(at)) else {
+            continue;
+        };
+        counts[slot] += 1;
+        if let Survey::Keys { pattern } = survey {
+            if pattern
+                .as_ref()
+                .is_none_or(|pattern| resp::glob_match(pattern, key))
+            {
+                matching[slot].push(Some(key.clone()));
+            }
+        }
+    }
+    answered
+        .into_iter()
+        .zip(counts.into_iter().zip(matching))
+        .map(|(index, (count, keys))| {
+            let outcome = match survey {
+                Survey::Keys { .. } => Outcome::Values(keys),
+                _ => Outcome::Integer(count),
+            };
+            (index as u32, outcome)
+        })
+        .collect()
+}
+
 #[derive(Serialize, Deserialize)]
 struct Payload {
     commands: Vec<Command>,
@@ -228,6 +423,133 @@ mod tests {
         assert_eq!(split.commands.len(), 2);
         let merged = split.merge(&[Outcome::Integer(1), Outcome::Integer(0)]);
         assert_eq!(merged, Outcome::Integer(1));
+    }
+
+    fn six_processes() -> (Vec<(ProcessId, Position)>, Configuration) {
+        let members: Vec<(ProcessId, Position)> = (0..6u64)
+            .map(|index| (ProcessId(index + 1), Position(index * (u64::MAX / 6))))
+            .collect();
+        let configuration = Configuration::with_ring(3, &members);
+        (members, configuration)
+    }
+
+    fn keys(count: u32) -> Vec<kv::Bytes> {
+        (0..count)
+            .map(|key| format!("key:{key}").into_bytes())
+            .collect()
+    }
+
+    /// Every process answers the arcs it holds from the keys it holds (its replicas' keys).
+    fn answers_of_all(
+        plan: &SurveyPlan,
+        configuration: &Configuration,
+        members: &[(ProcessId, Position)],
+        keys: &[kv::Bytes],
+    ) -> Vec<Vec<(u32, Outcome)>> {
+        let decoded = decode_survey(&plan.encode()).unwrap().unwrap();
+        assert_eq!(decoded, (plan.survey.clone(), plan.arcs.clone()));
+        members
+            .iter()
+            .map(|(process, _)| {
+                let holds = configuration.ranges_of(*process);
+                let held: Vec<&kv::Bytes> = keys
+                    .iter()
+                    .filter(|key| holds.contains(position(key)))
+                    .collect();
+                survey_answers(&plan.survey, &plan.arcs, &holds, held.into_iter())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_count_over_replicated_arcs_counts_each_key_once() {
+        let (members, configuration) = six_processes();
+        let plan = SurveyPlan::new(Survey::Count, &configuration);
+        assert_eq!(plan.arcs.len(), 6);
+        assert_eq!(plan.parts(), (0..6).collect::<Vec<u64>>());
+        // The arcs partition the ring: every position in exactly one.
+        for key in keys(50) {
+            let at = position(&key);
+            assert_eq!(plan.arcs.iter().filter(|arc| arc.contains(at)).count(), 1);
+        }
+        assert_eq!(survey_touches(&plan.encode()), Some(PositionSet::whole()));
+        let all = answers_of_all(&plan, &configuration, &members, &keys(300));
+        // Each process answers the 3 arcs it replicates; summing every answer (what a gateway
+        // without per-arc merging would do) counts each key 3 times: the canary.
+        let naive: i64 = all
+            .iter()
+            .flatten()
+            .map(|(_, outcome)| match outcome {
+                Outcome::Integer(count) => *count,
+                other => panic!("{other:?}"),
+            })
+            .sum();
+        assert_eq!(naive, 900);
+        let mut merged = BTreeMap::new();
+        for (part, outcome) in all.into_iter().flatten() {
+            merged.insert(u64::from(part), outcome);
+        }
+        assert_eq!(plan.merge(&merged), Outcome::Integer(300));
+        // An arc without an answer is no count at all.
+        merged.remove(&0);
+        assert_eq!(plan.merge(&merged), Outcome::Error(KvError::Unavailable));
+    }
+
+    #[test]
+    fn keys_are_matched_by_glob_and_united_across_arcs() {
+        let (members, configuration) = six_processes();
+        let pattern = Some(b"key:1?".to_vec());
+        let plan = SurveyPlan::new(Survey::Keys { pattern }, &configuration);
+        let mut merged = BTreeMap::new();
+        for (part, outcome) in answers_of_all(&plan, &configuration, &members, &keys(100))
+            .into_iter()
+            .flatten()
+        {
+            merged.insert(u64::from(part), outcome);
+        }
+        let mut expected: Vec<Option<kv::Bytes>> = (10..20)
+            .map(|key| Some(format!("key:{key}").into_bytes()))
+            .collect();
+        expected.sort();
+        assert_eq!(plan.merge(&merged), Outcome::Values(expected));
+    }
+
+    #[test]
+    fn an_arc_not_wholly_held_is_not_answered() {
+        let (_, configuration) = six_processes();
+        let plan = SurveyPlan::new(Survey::Count, &configuration);
+        // Holding all of arc 1 and half of arc 2 (the other half still being received).
+        let arc = &plan.arcs[2];
+        let (first, last) = arc.intervals()[0];
+        let half =
+            PositionSet::from_inclusive(Position(first), Position(first + (last - first) / 2));
+        let holds = plan.arcs[1].union(&half);
+        let keys = keys(200);
+        let answers = survey_answers(&plan.survey, &plan.arcs, &holds, keys.iter());
+        let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
+        assert_eq!(parts, vec![1]);
+        let in_arc = keys
+            .iter()
+            .filter(|key| plan.arcs[1].contains(position(key)))
+            .count() as i64;
+        assert_eq!(answers[0].1, Outcome::Integer(in_arc));
+    }
+
+    #[test]
+    fn a_flush_is_a_write_to_every_arc_that_waits_for_no_answer() {
+        let (_, configuration) = six_processes();
+        let plan = SurveyPlan::new(Survey::Flush, &configuration);
+        assert!(!plan.is_read());
+        assert!(plan.parts().is_empty());
+        assert_eq!(plan.points.len(), 6);
+        assert_eq!(plan.merge(&BTreeMap::new()), Outcome::Ok);
+        // A keyed payload is no survey; garbage after the survey format is malformed.
+        let keyed = split(&Command::Get { key: b"k".to_vec() }).unwrap();
+        assert!(decode_survey(&keyed.encode()).is_none());
+        assert_eq!(
+            decode_survey(&[SURVEY_FORMAT, 9, 9, 9]),
+            Some(Err(KvError::Malformed))
+        );
     }
 
     #[test]

@@ -279,8 +279,12 @@ impl StorageProcess {
                         delivery.timestamp, delivery.version.0
                     ));
                 }
+                // A survey (DBSIZE, KEYS, FLUSHALL…) touches every arc it names, not just
+                // the points it was routed by.
+                let touches = payload::survey_touches(&delivery.envelope.payload)
+                    .unwrap_or_else(|| touches(routing));
                 MigrationInput::Deliver {
-                    touches: touches(routing),
+                    touches,
                     item: Item::Message(delivery),
                 }
             }
@@ -412,6 +416,10 @@ impl StorageProcess {
                 if envelope.is_config() {
                     return;
                 }
+                if let Some(survey) = payload::decode_survey(&envelope.payload) {
+                    self.apply_survey(delivery.timestamp, &envelope, survey, holds);
+                    return;
+                }
                 let share = match payload::share_in(&envelope.payload, holds) {
                     Ok(share) => share,
                     Err(error) => {
@@ -447,6 +455,46 @@ impl StorageProcess {
                 self.to_gateway(sender, frame);
             }
         }
+    }
+
+    /// A command without a key at its place in the stream: a read answers the arcs that lie
+    /// wholly in `holds` (the migrator released the item only once every copy it touches was
+    /// installed); a flush deletes every key this process holds.
+    fn apply_survey(
+        &mut self,
+        timestamp: ecast::Timestamp,
+        envelope: &ecast::Envelope,
+        survey: Result<(payload::Survey, Vec<PositionSet>), kv::KvError>,
+        holds: &PositionSet,
+    ) {
+        let (survey, arcs) = match survey {
+            Ok(survey) => survey,
+            Err(error) => {
+                log::warn(format_args!(
+                    "message {timestamp} has a malformed payload: {error}"
+                ));
+                return;
+            }
+        };
+        if survey == payload::Survey::Flush {
+            let deleted = self
+                .store
+                .kv
+                .remove_where(|key| holds.contains(payload::position(key)));
+            log::info(format_args!("flushed {deleted} keys at {timestamp}"));
+            return;
+        }
+        let keys = self.store.kv.entries().map(|(key, _)| key);
+        let outcomes = payload::survey_answers(&survey, &arcs, holds, keys);
+        if outcomes.is_empty() {
+            return;
+        }
+        let frame = Frame::Answer {
+            sender: envelope.sender,
+            sequence: envelope.sequence,
+            outcomes,
+        };
+        self.to_gateway(envelope.sender, frame);
     }
 
     /// §6.7 basic read: refused if planned against another configuration version, or if a
