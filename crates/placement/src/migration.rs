@@ -1034,8 +1034,19 @@ impl<T> Migrator<T> {
         let timeout = self.settings.sender_timeout_ticks;
         let now = self.now;
         let before = self.outgoing.len();
-        self.outgoing
-            .retain(|_, out| now.saturating_sub(out.acked_at) <= timeout);
+        self.outgoing.retain(|_, out| {
+            let awaiting = (0..out.chunks.len())
+                .any(|index| !out.acked[index] && out.sent_at[index].is_some());
+            if !awaiting {
+                // Nothing of this stream is in flight (not captured yet, or starved by the
+                // throttle while other streams use the in-flight bytes): the receiver owes no
+                // acknowledgement, so its silence says nothing. Abandoning such a stream made
+                // a live receiver declare itself failed (seed 5019002).
+                out.acked_at = now;
+                return true;
+            }
+            now.saturating_sub(out.acked_at) <= timeout
+        });
         self.stats.streams_abandoned += (before - self.outgoing.len()) as u64;
         let resend = self.settings.resend_ticks;
         for ((version, to), sent_at) in self.notices.iter_mut() {

@@ -874,3 +874,77 @@ fn the_queue_index_agrees_with_checking_every_held_item() {
         }
     }
 }
+
+/// Seed 5019002: a stream starved by the in-flight bound (another stream's unacknowledged
+/// chunk, to a receiver that died, holds the bytes) has nothing in flight, so its receiver's
+/// silence says nothing; it must outlive the dead stream and then be sent.
+#[test]
+fn a_starved_stream_is_not_given_up_with_the_dead_one_that_starved_it() {
+    let settings = MigrationSettings {
+        in_flight_bytes_max: 40, // one chunk in flight for the whole sender
+        ..settings()
+    };
+    let mut migrator = sender(settings);
+    let mut effects = Vec::new();
+    let to = |receiver| StreamId {
+        version: V,
+        from: B,
+        to: receiver,
+    };
+    migrator.step(
+        MigrationInput::Keyspace {
+            version: V,
+            instructions: vec![
+                Instruction::Copy {
+                    from: B,
+                    to: C,
+                    range: range(20, 30),
+                },
+                Instruction::Copy {
+                    from: B,
+                    to: E,
+                    range: range(30, 40),
+                },
+            ],
+        },
+        &mut effects,
+    );
+    for (receiver, first) in [(C, 20), (E, 30)] {
+        migrator.step(
+            MigrationInput::Captured {
+                stream: to(receiver),
+                records: vec![record(first)],
+            },
+            &mut effects,
+        );
+    }
+    // C's stream comes first and takes the only in-flight slot; C never acknowledges.
+    let sent_to = |effects: &Effects, receiver| {
+        chunks_of(effects)
+            .iter()
+            .filter(|chunk| chunk.stream.to == receiver)
+            .count()
+    };
+    assert_eq!((sent_to(&effects, C), sent_to(&effects, E)), (1, 0));
+    effects.clear();
+    for _ in 0..51 {
+        migrator.step(MigrationInput::Tick, &mut effects);
+    }
+    assert_eq!(
+        migrator.stats().streams_abandoned,
+        1,
+        "C's stream is given up"
+    );
+    let waiting_to_e = effects.iter().any(|effect| {
+        matches!(effect, MigrationEffect::Send { to, message: MigrationMessage::Waiting { .. } } if *to == E)
+    });
+    assert!(waiting_to_e, "E heard heartbeats while starved");
+    for _ in 0..5 {
+        migrator.step(MigrationInput::Tick, &mut effects);
+    }
+    assert!(
+        sent_to(&effects, E) >= 1,
+        "E's chunk goes out once C's bytes are freed"
+    );
+    assert_eq!(migrator.stats().streams_abandoned, 1, "E's stream is kept");
+}
