@@ -1473,42 +1473,15 @@ pub fn run(options: BypassOptions) -> BypassReport {
 }
 
 /// A failed seed: (seed, report, checker, or "panic").
-pub type BypassFailure = (u64, String, &'static str);
+pub type BypassFailure = super::SweepFailure;
 
 /// Runs `seeds` (under `canary`, if any) on two threads, for tests; a panic counts as a failure.
 pub fn sweep(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-    let next = AtomicUsize::new(0);
-    let failures = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| loop {
-                let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    return;
-                };
-                let options = match canary {
-                    Some(canary) => BypassOptions::canary(seed, canary),
-                    None => BypassOptions::from_seed(seed),
-                };
-                let outcome = std::panic::catch_unwind(|| run(options).result);
-                let failure = match outcome {
-                    Ok(Ok(())) => None,
-                    Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
-                    Err(_) => Some(("panic (an invariant assertion)".to_string(), "panic")),
-                };
-                if let Some((report, checker)) = failure {
-                    failures
-                        .lock()
-                        .unwrap_or_else(|poison| poison.into_inner())
-                        .push((seed, report, checker));
-                }
-            });
-        }
-    });
-    let mut failures = failures
-        .into_inner()
-        .unwrap_or_else(|poison| poison.into_inner());
-    failures.sort();
-    failures
+    super::sweep_with(seeds, |seed| {
+        let options = match canary {
+            Some(canary) => BypassOptions::canary(seed, canary),
+            None => BypassOptions::from_seed(seed),
+        };
+        run(options).result
+    })
 }

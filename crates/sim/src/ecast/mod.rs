@@ -32,6 +32,21 @@ pub type SweepFailure = (u64, String, &'static str);
 /// Runs `seeds` (under `canary`, if any) on two threads, for tests; returns the failures,
 /// sorted by seed. A panic (an invariant assertion) counts as a failure, not a crash.
 pub fn sweep(seeds: &[u64], canary: Option<EcastCanary>) -> Vec<SweepFailure> {
+    sweep_with(seeds, |seed| {
+        let options = match canary {
+            Some(canary) => EcastOptions::canary(seed, canary),
+            None => EcastOptions::from_seed(seed),
+        };
+        run(options, 0).result
+    })
+}
+
+/// Runs `one` for every seed on two threads (the E-Cast and bypass modes' test sweeps);
+/// returns the failures sorted by seed, a panic counted as a failure.
+pub(crate) fn sweep_with(
+    seeds: &[u64],
+    one: impl Fn(u64) -> Result<(), crate::checkers::Violation> + Sync + std::panic::RefUnwindSafe,
+) -> Vec<SweepFailure> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let next = AtomicUsize::new(0);
@@ -42,11 +57,7 @@ pub fn sweep(seeds: &[u64], canary: Option<EcastCanary>) -> Vec<SweepFailure> {
                 let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) else {
                     return;
                 };
-                let options = match canary {
-                    Some(canary) => EcastOptions::canary(seed, canary),
-                    None => EcastOptions::from_seed(seed),
-                };
-                let outcome = std::panic::catch_unwind(|| run(options, 0).result);
+                let outcome = std::panic::catch_unwind(|| one(seed));
                 let failure = match outcome {
                     Ok(Ok(())) => None,
                     Ok(Err(violation)) => Some((violation.to_string(), violation.checker)),
