@@ -7,140 +7,10 @@
 mod support;
 
 use resp::Value;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stdx::Prng;
-use support::{arguments, Cluster, History, RespClient};
-
-const CLIENTS: u64 = 4;
-const GROUPS: usize = 3;
-const GROUP_SIZE: usize = 2;
-const COUNTERS: usize = 2;
-
-struct Shared {
-    history: History,
-    started: Instant,
-    stop: AtomicBool,
-    /// Microseconds since start at which the latest successful operation was invoked.
-    last_success_call_us: AtomicU64,
-    completed: AtomicU64,
-    ports: Vec<u16>,
-}
-
-impl Shared {
-    fn now_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-}
-
-fn register(group: usize, member: usize) -> String {
-    format!("g{group}.{member}")
-}
-
-fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
-    let unique = format!("{client}-{sequence}");
-    let group = prng.below(GROUPS as u64) as usize;
-    let member = prng.below(GROUP_SIZE as u64) as usize;
-    let key = register(group, member);
-    let counter = format!("c{}", prng.below(COUNTERS as u64));
-    match prng.below(100) {
-        0..=29 => arguments(&["SET", &key, &unique]),
-        30..=59 => arguments(&["GET", &key]),
-        60..=69 => arguments(&["INCR", &counter]),
-        70..=74 => arguments(&["GET", &counter]),
-        75..=82 => arguments(&["APPEND", &key, &format!("|{unique}")]),
-        83..=90 => arguments(&[
-            "MSET",
-            &register(group, 0),
-            &format!("{unique}a"),
-            &register(group, 1),
-            &format!("{unique}b"),
-        ]),
-        91..=96 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
-        _ => arguments(&["DEL", &key]),
-    }
-}
-
-fn is_read(command: &[Vec<u8>]) -> bool {
-    matches!(command[0].as_slice(), b"GET" | b"MGET")
-}
-
-/// One client: sequential commands, reconnecting to another replica after any error. A write
-/// whose reply never came (or came as TRYAGAIN) has an unknown outcome: it is recorded as
-/// pending, so the checker may place it anywhere after its call, or nowhere.
-fn client_loop(shared: Arc<Shared>, client: u64) {
-    let mut prng = Prng::new(0xc11e47 + client);
-    let mut sequence = 0;
-    let mut target = client as usize % shared.ports.len();
-    let mut connection: Option<RespClient> = None;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if connection.is_none() {
-            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
-                Ok(client) => connection = Some(client),
-                Err(_) => {
-                    target = (target + 1) % shared.ports.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            }
-        }
-        sequence += 1;
-        let command = next_command(&mut prng, client, sequence);
-        let call = shared.now_us();
-        let reply = connection.as_mut().expect("connected above").call(&command);
-        let returned = shared.now_us();
-        match reply {
-            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-            }
-            Ok(value) => {
-                shared
-                    .history
-                    .record(client, call, Some(returned), command, Some(value));
-                shared
-                    .last_success_call_us
-                    .fetch_max(call, Ordering::Relaxed);
-                shared.completed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-                connection = None;
-                target = (target + 1) % shared.ports.len();
-            }
-        }
-        std::thread::sleep(Duration::from_micros(500));
-    }
-}
-
-/// Reads every key once more through the cluster, into the history: a lost write shows up here.
-fn final_reads(shared: &Shared, cluster: &Cluster) {
-    let mut client = (0..cluster.client_ports.len())
-        .find_map(|index| {
-            RespClient::connect(cluster.client_ports[index], Duration::from_millis(500)).ok()
-        })
-        .expect("a replica accepts connections");
-    let mut keys: Vec<String> = (0..GROUPS)
-        .flat_map(|group| (0..GROUP_SIZE).map(move |member| register(group, member)))
-        .collect();
-    keys.extend((0..COUNTERS).map(|counter| format!("c{counter}")));
-    for key in keys {
-        let command = arguments(&["GET", &key]);
-        let call = shared.now_us();
-        let value = client.call(&command).expect("final read");
-        assert!(
-            !matches!(value, Value::Error(_)),
-            "final read of {key} failed: {value:?}"
-        );
-        shared
-            .history
-            .record(1_000, call, Some(shared.now_us()), command, Some(value));
-    }
-}
+use support::load::{Load, LoadOptions, Mix};
+use support::{arguments, Cluster, History};
 
 struct Nemesis {
     prng: Prng,
@@ -154,29 +24,21 @@ struct Nemesis {
 impl Nemesis {
     /// One fault, then heal it and wait until the cluster is healthy again. With memory
     /// durability only one replica is ever down (more would lose data by definition).
-    fn strike(&mut self, cluster: &mut Cluster, shared: &Shared) {
+    fn strike(&mut self, cluster: &mut Cluster, load: &Load) {
         let replicas = cluster.client_ports.len();
         let primary = cluster.primary();
         match self.prng.below(3) {
             0 => {
                 let victim = primary.unwrap_or(0);
-                let killed_at = shared.now_us();
+                let killed_at = load.now_us();
                 cluster.kill(victim);
                 self.kills += 1;
                 if primary.is_some() {
                     self.primary_kills += 1;
                 }
                 // Service has resumed once an operation invoked after the kill succeeded.
-                let deadline = Instant::now() + Duration::from_secs(15);
-                let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > killed_at;
-                while !resumed() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                assert!(
-                    resumed(),
-                    "no operation invoked after killing the primary succeeded within 15 s"
-                );
-                self.recovery_ms.push((shared.now_us() - killed_at) / 1000);
+                let resumed_ms = load.wait_for_progress(killed_at, "killing the primary");
+                self.recovery_ms.push(resumed_ms);
                 std::thread::sleep(Duration::from_millis(self.prng.range_inclusive(100, 800)));
                 cluster.restart(victim);
             }
@@ -217,20 +79,16 @@ fn run_chaos(
         cluster.wait_until_healthy(Duration::from_secs(20)),
         "no primary at start"
     );
-    let shared = Arc::new(Shared {
-        history: History::default(),
-        started: Instant::now(),
-        stop: AtomicBool::new(false),
-        last_success_call_us: AtomicU64::new(0),
-        completed: AtomicU64::new(0),
-        ports: cluster.client_ports.clone(),
-    });
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let shared = shared.clone();
-            std::thread::spawn(move || client_loop(shared, client))
-        })
-        .collect();
+    let mut load = Load::start(
+        cluster.client_ports.clone(),
+        LoadOptions {
+            clients: 4,
+            seed: 0xc11e47,
+            mix: Mix::Replicated,
+            snapshot_client: false,
+            pause: Some(Duration::from_micros(500)),
+        },
+    );
     std::thread::sleep(Duration::from_millis(500));
     let mut nemesis = Nemesis {
         prng: Prng::new(port.into()),
@@ -240,7 +98,7 @@ fn run_chaos(
         recovery_ms: Vec::new(),
     };
     for _ in 0..faults {
-        nemesis.strike(&mut cluster, &shared);
+        nemesis.strike(&mut cluster, &load);
         std::thread::sleep(Duration::from_millis(300));
     }
     if kill_all_at_end {
@@ -257,13 +115,9 @@ fn run_chaos(
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    shared.stop.store(true, Ordering::SeqCst);
-    for client in clients {
-        client.join().unwrap();
-    }
-    final_reads(&shared, &cluster);
-    let completed = shared.completed.load(Ordering::SeqCst);
-    let operations = shared.history.operations.lock().unwrap().len();
+    load.stop_and_read_back(&cluster.client_ports);
+    let completed = load.completed();
+    let operations = load.operations();
     eprintln!(
         "{name}: {operations} operations ({completed} completed), {} kills ({} of the primary), {} pauses; \
          service resumed after a primary kill (ms): {:?}",
@@ -277,7 +131,7 @@ fn run_chaos(
         nemesis.kills + nemesis.pauses >= faults,
         "every fault was injected"
     );
-    shared.history.check();
+    load.check();
 }
 
 #[test]

@@ -14,11 +14,11 @@ use resp::Value;
 use runtime::ecast::config::ClusterConfig;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stdx::Prng;
-use support::{arguments, History, RespClient};
+use support::load::{Load, LoadOptions, Mix};
+use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
@@ -347,136 +347,6 @@ fn multi_partition_mset_is_seen_all_or_nothing_by_mget_on_another_node() {
 
 // ----- (b) Killing the lead router, then a storage process, under concurrent clients. -----
 
-const CLIENTS: u64 = 4;
-const GROUPS: usize = 3;
-const GROUP_SIZE: usize = 2;
-const COUNTERS: usize = 2;
-
-struct Shared {
-    history: History,
-    started: Instant,
-    stop: AtomicBool,
-    last_success_call_us: AtomicU64,
-    completed: AtomicU64,
-    /// Reads the snapshot client completed.
-    snapshot_reads: AtomicU64,
-    ports: Vec<u16>,
-}
-
-impl Shared {
-    fn now_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-}
-
-fn register(group: usize, member: usize) -> String {
-    format!("g{group}.{member}")
-}
-
-/// The chaos tests' mix (`chaos.rs`); a group's members sit in different partitions, so
-/// MSET and MGET over a group are multi-partition messages.
-fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
-    let unique = format!("{client}-{sequence}");
-    let group = prng.below(GROUPS as u64) as usize;
-    let member = prng.below(GROUP_SIZE as u64) as usize;
-    let key = register(group, member);
-    let counter = format!("c{}", prng.below(COUNTERS as u64));
-    match prng.below(100) {
-        0..=24 => arguments(&["SET", &key, &unique]),
-        25..=44 => arguments(&["GET", &key]),
-        45..=54 => arguments(&["INCR", &counter]),
-        55..=59 => arguments(&["GET", &counter]),
-        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
-        67..=80 => arguments(&[
-            "MSET",
-            &register(group, 0),
-            &format!("{unique}a"),
-            &register(group, 1),
-            &format!("{unique}b"),
-        ]),
-        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
-        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
-    }
-}
-
-fn is_read(command: &[Vec<u8>]) -> bool {
-    matches!(command[0].as_slice(), b"GET" | b"MGET")
-}
-
-/// One client: sequential commands, moving to another storage process after a connection
-/// error. A write without a reply (or with TRYAGAIN) is pending: it may or may not have
-/// happened.
-fn client_loop(shared: Arc<Shared>, client: u64) {
-    let mut prng = Prng::new(0xeca5 + client);
-    let mut sequence = 0;
-    let mut target = client as usize % shared.ports.len();
-    let mut connection: Option<RespClient> = None;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if connection.is_none() {
-            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
-                Ok(mut connected) => {
-                    // The last client reads at snapshot isolation: timestamped by the lead
-                    // router with `not_before`, so linearisable too.
-                    if client == CLIENTS - 1 {
-                        let mode = connected.call(&arguments(&["READMODE", "snapshot"]));
-                        if !matches!(mode, Ok(Value::Simple(_))) {
-                            continue;
-                        }
-                    }
-                    connection = Some(connected);
-                }
-                Err(_) => {
-                    target = (target + 1) % shared.ports.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            }
-        }
-        sequence += 1;
-        let command = next_command(&mut prng, client, sequence);
-        let call = shared.now_us();
-        let reply = connection.as_mut().expect("connected above").call(&command);
-        let returned = shared.now_us();
-        match reply {
-            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-            }
-            Ok(value) => {
-                if client == CLIENTS - 1 && is_read(&command) {
-                    shared.snapshot_reads.fetch_add(1, Ordering::Relaxed);
-                }
-                shared
-                    .history
-                    .record(client, call, Some(returned), command, Some(value));
-                shared
-                    .last_success_call_us
-                    .fetch_max(call, Ordering::Relaxed);
-                shared.completed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-                connection = None;
-                target = (target + 1) % shared.ports.len();
-            }
-        }
-    }
-}
-
-/// Waits until an operation invoked after `since_us` succeeded; returns how long it took.
-fn wait_for_progress(shared: &Shared, since_us: u64, what: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > since_us;
-    while !resumed() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert!(resumed(), "no operation succeeded within 15 s after {what}");
-    (shared.now_us() - since_us) / 1000
-}
-
 #[test]
 fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() {
     let mut cluster = EcastCluster::start("ecast-chaos", 9620);
@@ -484,21 +354,16 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
     );
-    let shared = Arc::new(Shared {
-        history: History::default(),
-        started: Instant::now(),
-        stop: AtomicBool::new(false),
-        last_success_call_us: AtomicU64::new(0),
-        completed: AtomicU64::new(0),
-        snapshot_reads: AtomicU64::new(0),
-        ports: cluster.client_ports.clone(),
-    });
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let shared = shared.clone();
-            std::thread::spawn(move || client_loop(shared, client))
-        })
-        .collect();
+    let mut load = Load::start(
+        cluster.client_ports.clone(),
+        LoadOptions {
+            clients: 4,
+            seed: 0xeca5,
+            mix: Mix::Partitioned,
+            snapshot_client: true,
+            pause: None,
+        },
+    );
     std::thread::sleep(Duration::from_millis(1_500));
     // The lead router is paused (SIGSTOP) until the others elect a new primary, then
     // continued: deposed, its forwarder can only resend committed messages, and its snapshot
@@ -506,21 +371,21 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     let paused = cluster.wait_for_lead(None);
     cluster.signal_router(paused, "STOP");
     // Measured from when the signal surely arrived (`kill` has exited).
-    let paused_at = shared.now_us();
-    let pause_recovery_ms = wait_for_progress(&shared, paused_at, "pausing the lead router");
+    let paused_at = load.now_us();
+    let pause_recovery_ms = load.wait_for_progress(paused_at, "pausing the lead router");
     let lead = cluster.wait_for_lead(Some(paused));
     cluster.signal_router(paused, "CONT");
     std::thread::sleep(Duration::from_millis(500));
     // The new lead router is killed (SIGKILL).
     let killed_router = cluster.wait_for_lead(None);
     assert_eq!(killed_router, lead, "the lead moved without a fault");
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_router(killed_router);
-    let router_recovery_ms = wait_for_progress(&shared, killed_at, "killing the lead router");
+    let router_recovery_ms = load.wait_for_progress(killed_at, "killing the lead router");
     std::thread::sleep(Duration::from_millis(1_000));
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_storage(2);
-    let storage_recovery_ms = wait_for_progress(&shared, killed_at, "killing a storage process");
+    let storage_recovery_ms = load.wait_for_progress(killed_at, "killing a storage process");
     // The lead router suspects the dead process (configuration version 0 -> 1); messages
     // planned against version 0 are refused and re-planned by their gateways.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -535,43 +400,22 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
         "the killed storage process was not suspected within 10 s"
     );
     std::thread::sleep(Duration::from_millis(1_000));
-    let after_suspect = shared.now_us();
-    wait_for_progress(&shared, after_suspect, "the suspicion");
+    let after_suspect = load.now_us();
+    load.wait_for_progress(after_suspect, "the suspicion");
     // The killed router comes back (diskless: it recovers its state from the others), then
     // the lead router is killed again: the recovered router makes the majority.
     cluster.restart_router(killed_router);
     std::thread::sleep(Duration::from_millis(1_000));
     let second = cluster.wait_for_lead(Some(killed_router));
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_router(second);
-    let second_router_recovery_ms = wait_for_progress(
-        &shared,
+    let second_router_recovery_ms = load.wait_for_progress(
         killed_at,
         "killing the lead router after the first one recovered",
     );
     std::thread::sleep(Duration::from_millis(500));
-    shared.stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().unwrap();
-    }
     // Final reads through a live storage process: a lost write shows up here.
-    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
-    let mut keys: Vec<String> = (0..GROUPS)
-        .flat_map(|group| (0..GROUP_SIZE).map(move |member| register(group, member)))
-        .collect();
-    keys.extend((0..COUNTERS).map(|counter| format!("c{counter}")));
-    for key in keys {
-        let command = arguments(&["GET", &key]);
-        let call = shared.now_us();
-        let value = client.call(&command).expect("final read");
-        assert!(
-            !matches!(value, Value::Error(_)),
-            "final read of {key} failed: {value:?}"
-        );
-        shared
-            .history
-            .record(1_000, call, Some(shared.now_us()), command, Some(value));
-    }
+    load.stop_and_read_back(&cluster.client_ports[..1]);
     // Messages planned against version 0 after the suspicion were refused and re-planned.
     let refused: u64 = cluster
         .client_ports
@@ -583,8 +427,8 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
                 .and_then(|count| count.trim().parse::<u64>().ok())
         })
         .sum();
-    let completed = shared.completed.load(Ordering::Relaxed);
-    let snapshot_reads = shared.snapshot_reads.load(Ordering::Relaxed);
+    let completed = load.completed();
+    let snapshot_reads = load.snapshot_reads();
     eprintln!(
         "ecast chaos: {completed} operations completed ({snapshot_reads} snapshot reads); service resumed {pause_recovery_ms} ms after pausing lead router {paused}, {router_recovery_ms} ms after killing lead router {killed_router}, {storage_recovery_ms} ms after killing a storage process, {second_router_recovery_ms} ms after killing lead router {second}; {refused} messages refused for a stale configuration and re-planned"
     );
@@ -593,7 +437,7 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
         snapshot_reads > 20,
         "only {snapshot_reads} snapshot reads completed"
     );
-    shared.history.check();
+    load.check();
 }
 
 #[test]

@@ -20,11 +20,9 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stdx::Prng;
-use support::{arguments, History, RespClient};
+use support::load::{Load, LoadOptions, Mix};
+use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 
@@ -279,147 +277,28 @@ fn check_preload(port: u16) -> Result<(), String> {
     }
 }
 
-// ----- Concurrent clients with a recorded history (the chaos tests' harness). -----
+// ----- Concurrent clients with a recorded history (`support::load`). -----
 
-const CLIENTS: u64 = 4;
-
-struct Shared {
-    history: History,
-    started: Instant,
-    stop: AtomicBool,
-    completed: AtomicU64,
-    ports: Vec<u16>,
-}
-
-impl Shared {
-    fn new(ports: Vec<u16>) -> Arc<Shared> {
-        Arc::new(Shared {
-            history: History::default(),
-            started: Instant::now(),
-            stop: AtomicBool::new(false),
-            completed: AtomicU64::new(0),
-            ports,
-        })
-    }
-
-    fn now_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-}
-
-fn register(group: u64, member: u64) -> String {
-    format!("g{group}.{member}")
-}
-
-fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
-    let unique = format!("{client}-{sequence}");
-    let group = prng.below(3);
-    let key = register(group, prng.below(2));
-    let counter = format!("c{}", prng.below(2));
-    match prng.below(100) {
-        0..=24 => arguments(&["SET", &key, &unique]),
-        25..=44 => arguments(&["GET", &key]),
-        45..=54 => arguments(&["INCR", &counter]),
-        55..=59 => arguments(&["GET", &counter]),
-        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
-        67..=80 => arguments(&[
-            "MSET",
-            &register(group, 0),
-            &format!("{unique}a"),
-            &register(group, 1),
-            &format!("{unique}b"),
-        ]),
-        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
-        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
-    }
-}
-
-fn is_read(command: &[Vec<u8>]) -> bool {
-    matches!(command[0].as_slice(), b"GET" | b"MGET")
-}
-
-/// Sequential commands, moving to another storage process after a connection error. A write
-/// without a reply (or with TRYAGAIN) is pending: it may or may not have happened.
-fn client_loop(shared: Arc<Shared>, client: u64) {
-    let mut prng = Prng::new(0x5b + client);
-    let mut sequence = 0;
-    let mut target = client as usize % shared.ports.len();
-    let mut connection: Option<RespClient> = None;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if connection.is_none() {
-            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
-                Ok(connected) => connection = Some(connected),
-                Err(_) => {
-                    target = (target + 1) % shared.ports.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            }
-        }
-        sequence += 1;
-        let command = next_command(&mut prng, client, sequence);
-        let call = shared.now_us();
-        let reply = connection.as_mut().expect("connected above").call(&command);
-        let returned = shared.now_us();
-        match reply {
-            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-            }
-            Ok(value) => {
-                shared
-                    .history
-                    .record(client, call, Some(returned), command, Some(value));
-                shared.completed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-                connection = None;
-                target = (target + 1) % shared.ports.len();
-            }
-        }
-    }
-}
-
-fn start_clients(shared: &Arc<Shared>) -> Vec<std::thread::JoinHandle<()>> {
-    (0..CLIENTS)
-        .map(|client| {
-            let shared = shared.clone();
-            std::thread::spawn(move || client_loop(shared, client))
-        })
-        .collect()
+fn start_load(ports: Vec<u16>) -> Load {
+    Load::start(
+        ports,
+        LoadOptions {
+            clients: 4,
+            seed: 0x5b,
+            mix: Mix::Partitioned,
+            snapshot_client: false,
+            pause: None,
+        },
+    )
 }
 
 /// Stops the clients, reads every register and counter once more through `port` (a lost
 /// write shows up here), and checks the whole history for linearisability.
-fn finish_and_check(shared: &Arc<Shared>, clients: Vec<std::thread::JoinHandle<()>>, port: u16) {
-    shared.stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().unwrap();
-    }
-    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
-    let mut keys: Vec<String> = (0..3)
-        .flat_map(|group| (0..2).map(move |member| register(group, member)))
-        .collect();
-    keys.extend((0..2).map(|counter| format!("c{counter}")));
-    for key in keys {
-        let command = arguments(&["GET", &key]);
-        let call = shared.now_us();
-        let value = client.call(&command).expect("final read");
-        assert!(
-            !matches!(value, Value::Error(_)),
-            "final read of {key} failed: {value:?}"
-        );
-        shared
-            .history
-            .record(1_000, call, Some(shared.now_us()), command, Some(value));
-    }
-    let completed = shared.completed.load(Ordering::Relaxed);
+fn finish_and_check(mut load: Load, port: u16) {
+    load.stop_and_read_back(&[port]);
+    let completed = load.completed();
     assert!(completed > 200, "only {completed} operations completed");
-    shared.history.check();
+    load.check();
 }
 
 // ----- (a) Elasticity under load. -----
@@ -429,8 +308,7 @@ fn finish_and_check(shared: &Arc<Shared>, clients: Vec<std::thread::JoinHandle<(
 fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     let cluster = RbCluster::start(name, port, 3, 1, 2, canary);
     preload(cluster.client_ports[0]);
-    let shared = Shared::new(cluster.client_ports.clone());
-    let clients = start_clients(&shared);
+    let load = start_load(cluster.client_ports.clone());
     std::thread::sleep(Duration::from_millis(500));
     let expanded = cluster.admin_ok(&["expand"]);
     assert!(
@@ -461,7 +339,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
         keys[&1] == "0" && keys[&2] == "0"
     });
     let checked = check_preload(cluster.client_ports[2]);
-    finish_and_check(&shared, clients, cluster.client_ports[2]);
+    finish_and_check(load, cluster.client_ports[2]);
     assert!(
         emptied,
         "contracted processes kept their data: {:?}",
@@ -511,8 +389,7 @@ fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_i
         cluster.client_ports[1],
         cluster.client_ports[3],
     ];
-    let shared = Shared::new(ports);
-    let clients = start_clients(&shared);
+    let load = start_load(ports);
     std::thread::sleep(Duration::from_millis(500));
     cluster.kill_storage(3);
     // Suspected (version 1), replaced by standby 4 (version 2), its copy installed.
@@ -539,7 +416,7 @@ fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_i
     assert!(suspected, "{:?}", cluster.status());
     std::thread::sleep(Duration::from_millis(500));
     check_preload(cluster.client_ports[3]).unwrap();
-    finish_and_check(&shared, clients, cluster.client_ports[3]);
+    finish_and_check(load, cluster.client_ports[3]);
 }
 
 // ----- (c) Refusals. -----

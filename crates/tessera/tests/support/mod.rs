@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod load;
+
 use lincheck::{Budget, CheckResult, Model, Operation};
 use resp::{Plan, Value};
 use std::collections::BTreeMap;
