@@ -55,6 +55,11 @@ pub struct DevArguments {
     /// replacement of a failed process.
     #[arg(long)]
     pub(crate) active: Option<u64>,
+    /// A key prefix whose keys a partitioned cluster places by range (in key order) instead of
+    /// by hash; repeatable (`--range-prefix user: --range-prefix order:`). `KEYS user:ab*` and
+    /// `SCAN 0 MATCH user:ab*` then read only the partitions holding that range.
+    #[arg(long = "range-prefix", value_name = "PREFIX")]
+    pub(crate) range_prefixes: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -74,6 +79,9 @@ enum DurabilityArgument {
 pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     if arguments.protocol == ProtocolArgument::Sequenced {
         return crate::dev_ecast::run(&arguments);
+    }
+    if !arguments.range_prefixes.is_empty() {
+        bail!("--range-prefix places keys on a partitioned cluster's ring; use it with --protocol sequenced");
     }
     if arguments.nodes.is_some() || arguments.active.is_some() {
         bail!("--nodes with --protocol vr or skyros (partitions replicating themselves) is not built yet; use --protocol sequenced");

@@ -47,6 +47,11 @@ pub fn run(arguments: &DevArguments) -> anyhow::Result<()> {
         data_dir.clone(),
     )
     .and_then(|config| config.with_active(arguments.active.unwrap_or(nodes)))
+    .and_then(|mut config| {
+        config.range_prefixes = arguments.range_prefixes.clone();
+        config.validate()?;
+        Ok(config)
+    })
     .map_err(anyhow::Error::msg)?;
     let cluster_file = data_dir.join("cluster.toml");
     std::fs::write(&cluster_file, config.render())?;

@@ -747,3 +747,120 @@ fn keyless_commands_count_every_key_once_across_replicated_partitions() {
     }
     assert_eq!(sorted_lines(&redis_cli(ports[4], &["KEYS", "*"])), all);
 }
+
+/// The timestamp of the last message delivered to a storage process (INFO's
+/// `tessera_ecast_delivered`).
+fn delivered(port: u16) -> u64 {
+    info(port)
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_delivered:"))
+                .and_then(|count| count.trim().parse().ok())
+        })
+        .expect("INFO tessera reports deliveries")
+}
+
+/// How many storage processes have a message delivered while `read` runs (nothing else runs).
+fn destinations_of(ports: &[u16], read: impl FnOnce()) -> usize {
+    let last = || -> Vec<u64> { ports.iter().map(|port| delivered(*port)).collect() };
+    let before = last();
+    read();
+    // INFO is published just after a message is applied; the answers came before.
+    std::thread::sleep(Duration::from_millis(300));
+    let after = last();
+    before
+        .iter()
+        .zip(&after)
+        .filter(|(before, after)| before != after)
+        .count()
+}
+
+#[test]
+fn a_range_placed_namespace_lies_in_one_partition_and_its_range_reads_go_to_one_process() {
+    // Ports 9940–9999: RESP on 9940–9945, E-Cast on 9950–9955, routers on 9960–9962.
+    let cluster = EcastCluster::start_with("ecast-range", 9940, |config| {
+        for (index, storage) in config.storage.iter_mut().enumerate() {
+            storage.address.set_port(9950 + index as u16);
+        }
+        for (index, router) in config.routers.iter_mut().enumerate() {
+            router.address.set_port(9960 + index as u16);
+        }
+        config.range_prefixes = vec!["user:".to_string()];
+    });
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let ports = cluster.client_ports.clone();
+    let mset = |port: u16, keys: &mut dyn Iterator<Item = String>| {
+        let mut words = vec!["MSET".to_string()];
+        for key in keys {
+            words.push(key.clone());
+            words.push(format!("v-{key}"));
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(redis_cli(port, &words).trim(), "OK");
+    };
+    for batch in 0..10 {
+        mset(
+            ports[batch % ports.len()],
+            &mut (batch * 200..(batch + 1) * 200).map(|key| format!("user:{key:05}")),
+        );
+    }
+    // Placed in key order: user:00000 … user:01999 all start "0" or "1" after the prefix, one
+    // narrow arc of the ring, so one partition: 3 processes hold all of them, 3 none. (Hashed,
+    // every process would hold about half.)
+    let settled = |expected: &dyn Fn(&[u64]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let held: Vec<u64> = ports.iter().map(|port| keys_held(*port)).collect();
+            if expected(&held) || Instant::now() > deadline {
+                return held;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let held = settled(&|held| held.iter().sum::<u64>() == 6_000);
+    let mut sorted = held.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 0, 0, 2_000, 2_000, 2_000], "{held:?}");
+    // Hashed keys beside them.
+    mset(ports[0], &mut (0..100).map(|key| format!("k{key}")));
+    assert_eq!(
+        redis_cli(ports[4], &["MGET", "user:01234", "k7", "user:99999"]),
+        "v-user:01234\nv-k7\n\n"
+    );
+
+    // A range read inside the namespace goes to one process (one arc: a minimal cover of one
+    // replica); the whole keyspace needs two (6 processes, 3 replicas per partition).
+    let expected: Vec<String> = (1_000..2_000).map(|key| format!("user:{key:05}")).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let destinations = destinations_of(&ports, || {
+        let keys = sorted_lines(&redis_cli(ports[2], &["KEYS", "user:01*"]));
+        assert_eq!(keys, expected);
+    });
+    assert_eq!(
+        destinations, 1,
+        "KEYS user:01* went to {destinations} processes"
+    );
+    let destinations = destinations_of(&ports, || {
+        let scanned = redis_cli(ports[3], &["SCAN", "0", "MATCH", "user:01*", "COUNT", "10"]);
+        let mut lines = scanned.lines();
+        assert_eq!(lines.next(), Some("0"));
+        let mut scanned: Vec<String> = lines.map(str::to_string).collect();
+        scanned.sort();
+        assert_eq!(scanned, expected);
+    });
+    assert_eq!(
+        destinations, 1,
+        "SCAN MATCH user:01* went to {destinations} processes"
+    );
+    let destinations = destinations_of(&ports, || {
+        assert_eq!(
+            sorted_lines(&redis_cli(ports[5], &["KEYS", "*"])).len(),
+            2_100
+        );
+    });
+    assert_eq!(destinations, 2, "KEYS * goes to a cover of two processes");
+    assert_eq!(redis_cli(ports[0], &["DBSIZE"]).trim(), "2100");
+}

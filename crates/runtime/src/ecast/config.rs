@@ -3,6 +3,7 @@
 //! shared knobs. One file for the whole cluster; a process is told its role and index on the
 //! command line (`tessera ecast-node --cluster FILE --router 0`).
 
+use super::payload::KeyPlacement;
 use placement::{Configuration, Position, ProcessId};
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -27,6 +28,12 @@ pub struct ClusterConfig {
     pub suspect_after_ms: u64,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
+    /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
+    /// `["user:"]` (Rubberband §6.2's per-namespace placement): a range of such keys lies in
+    /// one arc, so `KEYS user:ab*` or `SCAN 0 MATCH user:ab*` reads only the partitions
+    /// covering it. None may be a prefix of another. Fixed for the life of the cluster.
+    #[serde(default)]
+    pub range_prefixes: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -54,6 +61,23 @@ pub struct StorageAddress {
     /// joined by message), so every process computes the same version 0.
     #[serde(default)]
     pub standby: bool,
+}
+
+/// A TOML basic string: quoted, with `"`, `\\` and control characters escaped.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::from('"');
+    for character in text.chars() {
+        match character {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            character if character.is_control() => {
+                let _ = write!(quoted, "\\u{:04X}", u32::from(character));
+            }
+            character => quoted.push(character),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 fn u64_from_string<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
@@ -110,6 +134,7 @@ impl ClusterConfig {
         if self.tick_ms == 0 {
             return Err("tick_ms must be positive".into());
         }
+        self.key_placement()?;
         for (index, storage) in self.storage.iter().enumerate() {
             if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
                 return Err(format!("storage process {index}: bad id {}", storage.id));
@@ -122,6 +147,16 @@ impl ClusterConfig {
             }
         }
         Ok(())
+    }
+
+    /// How keys map to ring positions (the same in every process of the cluster).
+    pub fn key_placement(&self) -> Result<KeyPlacement, String> {
+        KeyPlacement::new(
+            self.range_prefixes
+                .iter()
+                .map(|prefix| prefix.as_bytes().to_vec())
+                .collect(),
+        )
     }
 
     /// The configuration every process starts from (version 0 of `placement`): the active
@@ -182,6 +217,14 @@ impl ClusterConfig {
         let _ = writeln!(text, "replication = {}", self.replication);
         let _ = writeln!(text, "data_dir = {:?}", self.data_dir.display().to_string());
         let _ = writeln!(text, "suspect_after_ms = {}", self.suspect_after_ms);
+        if !self.range_prefixes.is_empty() {
+            let prefixes: Vec<String> = self
+                .range_prefixes
+                .iter()
+                .map(|prefix| toml_string(prefix))
+                .collect();
+            let _ = writeln!(text, "range_prefixes = [{}]", prefixes.join(", "));
+        }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
         }
@@ -217,6 +260,7 @@ impl ClusterConfig {
         };
         let spacing = u64::MAX / storage.max(1);
         let config = ClusterConfig {
+            range_prefixes: Vec::new(),
             cluster,
             tick_ms: default_tick_ms(),
             replication,
@@ -281,6 +325,19 @@ mod tests {
         assert!(initial.is_elastic());
         assert!(config.clone().with_active(0).is_err());
         assert!(config.with_active(7).is_err());
+    }
+
+    #[test]
+    fn range_prefixes_render_parse_back_and_overlapping_ones_are_refused() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.range_prefixes = vec!["user:".into(), "odd \"quoted\" \\ é\t:".into()];
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        assert!(parsed.validate().is_ok());
+        config.range_prefixes.push("user:eu:".into());
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("overlap"), "{error}");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use super::config::ClusterConfig;
 use super::link::{Frame, Links};
-use super::payload::{self, Split, Survey, SurveyPlan};
+use super::payload::{self, KeyPlacement, Split, Survey, SurveyPlan};
 use crate::log;
 use crate::node::random_u64;
 use crate::resp_codec::{encode_reply, parse_request, Limits};
@@ -28,7 +28,7 @@ use ecast::{
     Isolation, SenderSettings,
 };
 use kv::Outcome;
-use placement::ProcessId;
+use placement::{PositionSet, ProcessId};
 use resp::{Plan, ServerInfo, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,6 +154,9 @@ pub fn start(
         jobs: BTreeMap::new(),
         job_next: 0,
         busy: BTreeMap::new(),
+        placement: config
+            .key_placement()
+            .expect("the storage process checked the cluster file's placement"),
         cluster: config.clone(),
         links,
         status: status.clone(),
@@ -173,6 +176,8 @@ struct GatewayTask {
     job_next: u64,
     /// Storage processes that said they are receiving copies (`Frame::Busy`), and when.
     busy: BTreeMap<ProcessId, Instant>,
+    /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
+    placement: KeyPlacement,
     cluster: ClusterConfig,
     links: Links,
     status: Arc<GatewayStatus>,
@@ -227,7 +232,12 @@ impl GatewayTask {
     ) -> GatewayInput<Outcome> {
         let id = self.job_next;
         self.job_next += 1;
-        let plan = SurveyPlan::new(survey, self.gateway.configuration());
+        // A KEYS or SCAN pattern inside a range-placed namespace reads only its arc.
+        let range = match &survey {
+            Survey::Keys { pattern } => self.placement.positions_of_pattern(pattern.as_deref()),
+            Survey::Count | Survey::Flush => PositionSet::whole(),
+        };
+        let plan = SurveyPlan::new(survey, self.gateway.configuration(), &range);
         let positions = plan.points.clone();
         let payload = plan.encode();
         let parts = plan.parts();
@@ -258,7 +268,7 @@ impl GatewayTask {
     ) -> GatewayInput<Outcome> {
         let id = self.job_next;
         self.job_next += 1;
-        let positions = split.positions();
+        let positions = split.positions(&self.placement);
         let payload = split.encode();
         let parts = (0..split.commands.len() as u64).collect();
         let command = if split.is_read {

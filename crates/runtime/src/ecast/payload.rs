@@ -44,10 +44,10 @@ impl Split {
         }
     }
 
-    pub fn positions(&self) -> Vec<Position> {
+    pub fn positions(&self, placement: &KeyPlacement) -> Vec<Position> {
         self.commands
             .iter()
-            .map(|command| position(key_of(command)))
+            .map(|command| placement.position(key_of(command)))
             .collect()
     }
 
@@ -192,13 +192,24 @@ struct SurveyPayload {
 }
 
 impl SurveyPlan {
-    /// Plans `survey` against `configuration`: one arc per partition. An empty ring gives
-    /// no arcs (and a read then completes at once with nothing).
-    pub fn new(survey: Survey, configuration: &Configuration) -> SurveyPlan {
+    /// Plans `survey` against `configuration`, over the positions of `range` only (the whole
+    /// ring, or the arc of a range-placed key prefix): one arc per partition that overlaps
+    /// `range`, cut to it. An empty ring gives no arcs (and a read then completes at once
+    /// with nothing).
+    pub fn new(survey: Survey, configuration: &Configuration, range: &PositionSet) -> SurveyPlan {
         let (arcs, points) = configuration
             .partitions()
             .into_iter()
-            .map(|partition| (partition.span.to_set(), partition.span.start))
+            .filter_map(|partition| {
+                let arc = partition.span.to_set().intersection(range);
+                let inside = Position(arc.intervals().first()?.0);
+                let point = if arc.contains(partition.span.start) {
+                    partition.span.start
+                } else {
+                    inside
+                };
+                Some((arc, point))
+            })
             .unzip();
         SurveyPlan {
             survey,
@@ -315,6 +326,7 @@ pub fn survey_answers<'a>(
     arcs: &[PositionSet],
     holds: &PositionSet,
     keys: impl Iterator<Item = &'a kv::Bytes>,
+    placement: &KeyPlacement,
 ) -> Vec<(u32, Outcome)> {
     let answered: Vec<usize> = (0..arcs.len())
         .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
@@ -325,7 +337,7 @@ pub fn survey_answers<'a>(
     let mut counts = vec![0i64; answered.len()];
     let mut matching: Vec<Vec<Option<kv::Bytes>>> = vec![Vec::new(); answered.len()];
     for key in keys {
-        let at = position(key);
+        let at = placement.position(key);
         let Some(slot) = answered.iter().position(|index| arcs[*index].contains(at)) else {
             continue;
         };
@@ -357,9 +369,107 @@ struct Payload {
     commands: Vec<Command>,
 }
 
-/// A key's ring position (`KeyMapping::Hash`).
-pub fn position(key: &[u8]) -> Position {
-    KeyMapping::Hash.position(key)
+/// How a partitioned cluster maps keys to ring positions (Rubberband §6.2: by hash or by range,
+/// per namespace). A key under one of the cluster's range-placed prefixes (the cluster file's
+/// `range_prefixes`, e.g. `user:`) maps by `KeyMapping::Range` of the rest of the key, so the
+/// namespace's keys lie on the ring in key order and a key range is one arc; every other key
+/// maps by `KeyMapping::Hash` of the whole key. Fixed for the life of a cluster: every process
+/// must compute the same positions (changing it would be a data migration).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyPlacement {
+    /// No prefix is a prefix of another (checked by `new`), so a key has at most one.
+    range_prefixes: Vec<Vec<u8>>,
+}
+
+impl KeyPlacement {
+    /// Refuses an empty prefix (that would be the whole keyspace in range order, which the
+    /// hash-placed commands could not share) and prefixes of one another (a key's namespace
+    /// would be ambiguous).
+    pub fn new(range_prefixes: Vec<Vec<u8>>) -> Result<KeyPlacement, String> {
+        for (index, prefix) in range_prefixes.iter().enumerate() {
+            if prefix.is_empty() {
+                return Err("a range-placed prefix is empty".to_string());
+            }
+            for (other_index, other) in range_prefixes.iter().enumerate() {
+                if index != other_index && other.starts_with(prefix) {
+                    return Err(format!(
+                        "range-placed prefixes {:?} and {:?} overlap (one is a prefix of the other)",
+                        String::from_utf8_lossy(prefix),
+                        String::from_utf8_lossy(other)
+                    ));
+                }
+            }
+        }
+        Ok(KeyPlacement { range_prefixes })
+    }
+
+    /// Hash placement for every key.
+    pub fn hash() -> KeyPlacement {
+        KeyPlacement::default()
+    }
+
+    /// A key's ring position.
+    pub fn position(&self, key: &[u8]) -> Position {
+        match self.range_prefix(key) {
+            Some(prefix) => KeyMapping::Range.position(&key[prefix..]),
+            None => KeyMapping::Hash.position(key),
+        }
+    }
+
+    /// The length of the range-placed prefix `key` starts with, if any.
+    fn range_prefix(&self, key: &[u8]) -> Option<usize> {
+        self.range_prefixes
+            .iter()
+            .find(|prefix| key.starts_with(prefix))
+            .map(Vec::len)
+    }
+
+    /// The positions of every key a glob `pattern` can match (`None` matches every key): the
+    /// arc of the pattern's literal prefix when that lies in a range-placed namespace (every
+    /// matching key starts with it, so it is in that namespace), else the whole ring.
+    pub fn positions_of_pattern(&self, pattern: Option<&[u8]>) -> PositionSet {
+        let Some(pattern) = pattern else {
+            return PositionSet::whole();
+        };
+        let literal = literal_prefix(pattern);
+        let Some(prefix) = self.range_prefix(&literal) else {
+            return PositionSet::whole();
+        };
+        let start = &literal[prefix..];
+        let end = successor(start);
+        KeyMapping::Range.positions_of_range(start, end.as_deref())
+    }
+}
+
+/// The bytes every match of a glob pattern starts with: up to its first `*`, `?` or `[`, with
+/// `\x` read as `x`.
+fn literal_prefix(pattern: &[u8]) -> Vec<u8> {
+    let mut literal = Vec::new();
+    let mut bytes = pattern.iter();
+    while let Some(&byte) = bytes.next() {
+        match byte {
+            b'*' | b'?' | b'[' => break,
+            b'\\' => match bytes.next() {
+                Some(&escaped) => literal.push(escaped),
+                None => break,
+            },
+            _ => literal.push(byte),
+        }
+    }
+    literal
+}
+
+/// The least byte string above every string that starts with `prefix` (`None`: there is none,
+/// the range is unbounded above).
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 fn key_of(command: &Command) -> &[u8] {
@@ -372,6 +482,7 @@ pub fn share(
     payload: &[u8],
     configuration: &Configuration,
     process: ProcessId,
+    placement: &KeyPlacement,
 ) -> Result<Vec<(u32, Command)>, KvError> {
     let Some((&PAYLOAD_FORMAT, rest)) = payload.split_first() else {
         return Err(KvError::Malformed);
@@ -384,7 +495,7 @@ pub fn share(
         .filter(|(_, command)| {
             command.keys().len() == 1
                 && configuration
-                    .replicas(position(key_of(command)))
+                    .replicas(placement.position(key_of(command)))
                     .contains(&process)
         })
         .map(|(index, command)| (index as u32, command))
@@ -394,7 +505,11 @@ pub fn share(
 /// The sub-commands (with their indexes) whose key lies in `holds`: a storage process's share
 /// under the holdings its migrator passes with each item (the ring at the item's place in the
 /// stream, which changes with keyspace messages).
-pub fn share_in(payload: &[u8], holds: &PositionSet) -> Result<Vec<(u32, Command)>, KvError> {
+pub fn share_in(
+    payload: &[u8],
+    holds: &PositionSet,
+    placement: &KeyPlacement,
+) -> Result<Vec<(u32, Command)>, KvError> {
     let Some((&PAYLOAD_FORMAT, rest)) = payload.split_first() else {
         return Err(KvError::Malformed);
     };
@@ -404,7 +519,7 @@ pub fn share_in(payload: &[u8], holds: &PositionSet) -> Result<Vec<(u32, Command
         .into_iter()
         .enumerate()
         .filter(|(_, command)| {
-            command.keys().len() == 1 && holds.contains(position(key_of(command)))
+            command.keys().len() == 1 && holds.contains(placement.position(key_of(command)))
         })
         .map(|(index, command)| (index as u32, command))
         .collect())
@@ -454,9 +569,15 @@ mod tests {
                 let holds = configuration.ranges_of(*process);
                 let held: Vec<&kv::Bytes> = keys
                     .iter()
-                    .filter(|key| holds.contains(position(key)))
+                    .filter(|key| holds.contains(KeyPlacement::hash().position(key)))
                     .collect();
-                survey_answers(&plan.survey, &plan.arcs, &holds, held.into_iter())
+                survey_answers(
+                    &plan.survey,
+                    &plan.arcs,
+                    &holds,
+                    held.into_iter(),
+                    &KeyPlacement::hash(),
+                )
             })
             .collect()
     }
@@ -464,12 +585,12 @@ mod tests {
     #[test]
     fn a_count_over_replicated_arcs_counts_each_key_once() {
         let (members, configuration) = six_processes();
-        let plan = SurveyPlan::new(Survey::Count, &configuration);
+        let plan = SurveyPlan::new(Survey::Count, &configuration, &PositionSet::whole());
         assert_eq!(plan.arcs.len(), 6);
         assert_eq!(plan.parts(), (0..6).collect::<Vec<u64>>());
         // The arcs partition the ring: every position in exactly one.
         for key in keys(50) {
-            let at = position(&key);
+            let at = KeyPlacement::hash().position(&key);
             assert_eq!(plan.arcs.iter().filter(|arc| arc.contains(at)).count(), 1);
         }
         assert_eq!(survey_touches(&plan.encode()), Some(PositionSet::whole()));
@@ -499,7 +620,11 @@ mod tests {
     fn keys_are_matched_by_glob_and_united_across_arcs() {
         let (members, configuration) = six_processes();
         let pattern = Some(b"key:1?".to_vec());
-        let plan = SurveyPlan::new(Survey::Keys { pattern }, &configuration);
+        let plan = SurveyPlan::new(
+            Survey::Keys { pattern },
+            &configuration,
+            &PositionSet::whole(),
+        );
         let mut merged = BTreeMap::new();
         for (part, outcome) in answers_of_all(&plan, &configuration, &members, &keys(100))
             .into_iter()
@@ -517,7 +642,7 @@ mod tests {
     #[test]
     fn an_arc_not_wholly_held_is_not_answered() {
         let (_, configuration) = six_processes();
-        let plan = SurveyPlan::new(Survey::Count, &configuration);
+        let plan = SurveyPlan::new(Survey::Count, &configuration, &PositionSet::whole());
         // Holding all of arc 1 and half of arc 2 (the other half still being received).
         let arc = &plan.arcs[2];
         let (first, last) = arc.intervals()[0];
@@ -525,12 +650,18 @@ mod tests {
             PositionSet::from_inclusive(Position(first), Position(first + (last - first) / 2));
         let holds = plan.arcs[1].union(&half);
         let keys = keys(200);
-        let answers = survey_answers(&plan.survey, &plan.arcs, &holds, keys.iter());
+        let answers = survey_answers(
+            &plan.survey,
+            &plan.arcs,
+            &holds,
+            keys.iter(),
+            &KeyPlacement::hash(),
+        );
         let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
         assert_eq!(parts, vec![1]);
         let in_arc = keys
             .iter()
-            .filter(|key| plan.arcs[1].contains(position(key)))
+            .filter(|key| plan.arcs[1].contains(KeyPlacement::hash().position(key)))
             .count() as i64;
         assert_eq!(answers[0].1, Outcome::Integer(in_arc));
     }
@@ -538,7 +669,7 @@ mod tests {
     #[test]
     fn a_flush_is_a_write_to_every_arc_that_waits_for_no_answer() {
         let (_, configuration) = six_processes();
-        let plan = SurveyPlan::new(Survey::Flush, &configuration);
+        let plan = SurveyPlan::new(Survey::Flush, &configuration, &PositionSet::whole());
         assert!(!plan.is_read());
         assert!(plan.parts().is_empty());
         assert_eq!(plan.points.len(), 6);
@@ -565,10 +696,120 @@ mod tests {
         let payload = split.encode();
         let mut holders = [0; 20];
         for (process, _) in &members {
-            for (index, _) in share(&payload, &configuration, *process).unwrap() {
+            for (index, _) in
+                share(&payload, &configuration, *process, &KeyPlacement::hash()).unwrap()
+            {
                 holders[index as usize] += 1;
             }
         }
         assert!(holders.iter().all(|count| *count == 3));
+    }
+
+    fn users() -> KeyPlacement {
+        KeyPlacement::new(vec![b"user:".to_vec(), b"order:".to_vec()]).unwrap()
+    }
+
+    #[test]
+    fn keys_under_a_range_prefix_lie_on_the_ring_in_key_order() {
+        let placement = users();
+        let mut keys: Vec<Vec<u8>> = (0..500u32)
+            .map(|index| format!("user:{:06}", index * 7919 % 100_000).into_bytes())
+            .collect();
+        keys.sort();
+        let positions: Vec<Position> = keys.iter().map(|key| placement.position(key)).collect();
+        assert!(positions.windows(2).all(|pair| pair[0] <= pair[1]));
+        // Other keys are hashed, as without any range prefix.
+        for key in [&b"session:1"[..], b"user", b"users:1", b"k"] {
+            assert_eq!(placement.position(key), KeyPlacement::hash().position(key));
+        }
+    }
+
+    #[test]
+    fn empty_or_overlapping_range_prefixes_are_refused() {
+        assert!(KeyPlacement::new(vec![Vec::new()]).is_err());
+        let overlap = KeyPlacement::new(vec![b"user:".to_vec(), b"user:eu:".to_vec()]);
+        assert!(overlap.unwrap_err().contains("overlap"));
+        assert!(KeyPlacement::new(vec![b"a:".to_vec(), b"b:".to_vec()]).is_ok());
+    }
+
+    #[test]
+    fn a_pattern_inside_a_range_namespace_covers_only_its_keys() {
+        let placement = users();
+        let narrow = placement.positions_of_pattern(Some(b"user:ab*"));
+        assert!(!narrow.is_whole());
+        for key in [
+            &b"user:ab"[..],
+            b"user:ab0",
+            b"user:abzzzzzzzzzz",
+            b"user:ab\xff",
+        ] {
+            assert!(narrow.contains(placement.position(key)), "{key:?}");
+        }
+        // (The arc is conservative at its top: `user:ac` itself shares the end's position.)
+        for key in [&b"user:aa"[..], b"user:ad", b"user:b"] {
+            assert!(!narrow.contains(placement.position(key)), "{key:?}");
+        }
+        // An escaped glob character is literal.
+        let escaped = placement.positions_of_pattern(Some(b"user:a\\*b*"));
+        assert!(escaped.contains(placement.position(b"user:a*bc")));
+        assert!(!escaped.contains(placement.position(b"user:ab")));
+        // Not inside a range namespace (or the whole namespace): the whole ring.
+        for pattern in [&b"us*"[..], b"user:*", b"*", b"session:1*", b"?ser:ab*"] {
+            assert!(placement.positions_of_pattern(Some(pattern)).is_whole());
+        }
+        assert!(placement.positions_of_pattern(None).is_whole());
+        assert_eq!(successor(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(successor(b"\xff"), None);
+    }
+
+    #[test]
+    fn a_range_survey_reads_one_partition_and_finds_exactly_the_matching_keys() {
+        let placement = users();
+        // Six processes whose identifiers split the range namespace's first byte evenly.
+        let members: Vec<(ProcessId, Position)> = (0..6u64)
+            .map(|index| (ProcessId(index + 1), Position(index * (u64::MAX / 6))))
+            .collect();
+        let configuration = Configuration::with_ring(3, &members);
+        let keys: Vec<kv::Bytes> = (0..2_000u32)
+            .map(|index| format!("user:{index:05}").into_bytes())
+            .chain((0..500u32).map(|index| format!("k{index}").into_bytes()))
+            .collect();
+        let pattern = b"user:01*".to_vec();
+        let range = placement.positions_of_pattern(Some(&pattern));
+        let plan = SurveyPlan::new(
+            Survey::Keys {
+                pattern: Some(pattern),
+            },
+            &configuration,
+            &range,
+        );
+        assert_eq!(plan.arcs.len(), 1, "{:?}", plan.arcs);
+        assert!(plan.range().is_subset(&range));
+        let cover = configuration.read_cover(&plan.range()).unwrap();
+        assert_eq!(cover.len(), 1);
+        // Every replica of the arc answers it from what it holds; the answer is exact.
+        let mut answered = 0;
+        for (process, _) in &members {
+            let holds = configuration.ranges_of(*process);
+            let held = keys
+                .iter()
+                .filter(|key| holds.contains(placement.position(key)));
+            let answers = survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement);
+            if answers.is_empty() {
+                continue;
+            }
+            answered += 1;
+            let expected: Vec<Option<kv::Bytes>> = (1_000..2_000u32)
+                .map(|index| Some(format!("user:{index:05}").into_bytes()))
+                .collect();
+            let merged = plan.merge(
+                &answers
+                    .into_iter()
+                    .map(|(part, outcome)| (u64::from(part), outcome))
+                    .collect(),
+            );
+            assert_eq!(merged, Outcome::Values(expected));
+        }
+        assert_eq!(answered, 3, "the arc's three replicas answer it");
     }
 }

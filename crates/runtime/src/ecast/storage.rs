@@ -16,7 +16,7 @@ use super::admin::{RouterClient, Submitted};
 use super::config::ClusterConfig;
 use super::gateway::{self, GatewayStatus};
 use super::link::{self, Frame, Links, ProgressReport, StreamReport};
-use super::payload;
+use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
 use crate::store::Store;
@@ -74,6 +74,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         .storage(id)
         .ok_or_else(|| format!("there is no storage process {}", id.0))?
         .clone();
+    // Also checked when the file is loaded; the gateway below relies on it.
+    let placement = config.key_placement()?;
     log::init(format!("storage{}", id.0));
     let directory = config.data_dir.join(format!("storage-{}", id.0));
     std::fs::create_dir_all(&directory)
@@ -113,6 +115,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         id,
         inbox: Inbox::new(id, initial.version(), InboxSettings::default()),
         migrator: Migrator::new(id, holds, migration_settings(tick_ms)),
+        placement,
         config,
         store: Store::new(),
         bytes_counted: Cell::new((None, 0)),
@@ -150,6 +153,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
 struct StorageProcess {
     id: ProcessId,
     config: ClusterConfig,
+    /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
+    placement: KeyPlacement,
     inbox: Inbox,
     /// Between the inbox and the store: decides which items run now and with which holdings,
     /// and moves data to and from other storage processes.
@@ -326,10 +331,10 @@ impl StorageProcess {
                         let drop_copies = cfg!(debug_assertions)
                             && std::env::var_os("TESSERA_CANARY_DROP_COPIES").is_some();
                         let entries = entries.filter(|_| !drop_copies);
-                        let installed = self
-                            .store
-                            .kv
-                            .replace_where(|key| range.contains(payload::position(key)), entries);
+                        let installed = self.store.kv.replace_where(
+                            |key| range.contains(self.placement.position(key)),
+                            entries,
+                        );
                         log::info(format_args!(
                             "installed {installed} keys of {range} from {} (version {})",
                             stream.from.0, stream.version.0
@@ -339,7 +344,7 @@ impl StorageProcess {
                         let deleted = self
                             .store
                             .kv
-                            .remove_where(|key| range.contains(payload::position(key)));
+                            .remove_where(|key| range.contains(self.placement.position(key)));
                         log::info(format_args!("deleted {deleted} keys of {range}"));
                     }
                     MigrationEffect::Send { to, message } => {
@@ -365,7 +370,7 @@ impl StorageProcess {
             .kv
             .entries()
             .filter_map(|(key, value)| {
-                let position = payload::position(key);
+                let position = self.placement.position(key);
                 range.contains(position).then(|| Record {
                     position,
                     key: key.clone(),
@@ -420,7 +425,7 @@ impl StorageProcess {
                     self.apply_survey(delivery.timestamp, &envelope, survey, holds);
                     return;
                 }
-                let share = match payload::share_in(&envelope.payload, holds) {
+                let share = match payload::share_in(&envelope.payload, holds, &self.placement) {
                     Ok(share) => share,
                     Err(error) => {
                         log::warn(format_args!(
@@ -480,12 +485,12 @@ impl StorageProcess {
             let deleted = self
                 .store
                 .kv
-                .remove_where(|key| holds.contains(payload::position(key)));
+                .remove_where(|key| holds.contains(self.placement.position(key)));
             log::info(format_args!("flushed {deleted} keys at {timestamp}"));
             return;
         }
         let keys = self.store.kv.entries().map(|(key, _)| key);
-        let outcomes = payload::survey_answers(&survey, &arcs, holds, keys);
+        let outcomes = payload::survey_answers(&survey, &arcs, holds, keys, &self.placement);
         if outcomes.is_empty() {
             return;
         }
@@ -507,10 +512,10 @@ impl StorageProcess {
     ) -> Result<Vec<(u32, Outcome)>, ReadRefusal> {
         self.inbox.check_basic(planned_at)?;
         let holds = self.migrator.holdings();
-        if let Ok(share) = payload::share_in(payload, holds) {
+        if let Ok(share) = payload::share_in(payload, holds, &self.placement) {
             let busy = share.iter().any(|(_, command)| {
                 let key = command.keys().first().copied().unwrap_or_default();
-                !self.migrator.serves(payload::position(key))
+                !self.migrator.serves(self.placement.position(key))
             });
             if busy {
                 return Err(ReadRefusal::VersionMismatch {
@@ -524,7 +529,7 @@ impl StorageProcess {
 
     /// Executes the read sub-commands of a payload whose key lies in `holds`.
     fn read(&self, payload: &[u8], holds: &PositionSet) -> Vec<(u32, Outcome)> {
-        let Ok(share) = payload::share_in(payload, holds) else {
+        let Ok(share) = payload::share_in(payload, holds, &self.placement) else {
             return Vec::new();
         };
         share
