@@ -866,3 +866,60 @@ fn a_range_read_is_one_message_to_a_minimal_cover_and_completes_on_every_part() 
         vec![(1, done(&[(0, 10), (1, 11), (2, 12), (3, 13)]))]
     );
 }
+
+/// The destinations of `count` sequential and `count` basic point reads of keys of processes 1
+/// and 3 (ring(): replicated on 1–2 and 3–4), after telling the gateway `busy`.
+fn read_destinations(busy: &[u64], count: u64) -> std::collections::BTreeSet<ProcessId> {
+    let mut harness = Harness::new(settings());
+    harness.step(GatewayInput::Busy(
+        busy.iter().map(|process| ProcessId(*process)).collect(),
+    ));
+    let mut destinations = std::collections::BTreeSet::new();
+    for id in 0..count {
+        let effects = harness.submit(id, read(Isolation::Sequential, vec![key_of(1), key_of(3)]));
+        let (_, request) = only_request(&effects);
+        let (_, _, routing, _) = submitted(&request).remove(0);
+        destinations.extend(placement::ecast::destset(&ring(), &routing));
+        // Answered at once, so the window never fills.
+        harness.reply(
+            &request,
+            OperationResult::Submitted(vec![(Sequence(id + 1), sequenced(id + 2))]),
+        );
+        harness.step(GatewayInput::Stable {
+            sequence: Sequence(id + 1),
+            timestamp: Timestamp(id + 2),
+        });
+        harness.step(GatewayInput::Answer {
+            sequence: Sequence(id + 1),
+            answers: vec![(0, 1), (1, 3)],
+        });
+        let effects = harness.submit(
+            1_000 + id,
+            read(Isolation::Basic, vec![key_of(1), key_of(3)]),
+        );
+        destinations.extend(basic_reads(&effects).into_iter().map(|(to, _, _)| to));
+    }
+    destinations
+}
+
+#[test]
+fn point_reads_avoid_processes_busy_receiving_copies() {
+    // §6.4 / §7.6.2: reads go to replicas not busy migrating whenever one is live.
+    assert_eq!(
+        read_destinations(&[1, 3], 30),
+        [ProcessId(2), ProcessId(4)].into_iter().collect()
+    );
+    assert_eq!(
+        read_destinations(&[2, 4], 30),
+        [ProcessId(1), ProcessId(3)].into_iter().collect()
+    );
+    // (A sequential read has one replica offset for all its points, so with 2 and 3 busy each
+    // offset reaches one busy process and either may be picked; basic reads choose per point.)
+    // Without the announcement reads spread over every replica (so the check above can fail),
+    // and once nobody is busy they spread again.
+    let every = [1, 2, 3, 4].map(ProcessId).into_iter().collect();
+    assert_eq!(read_destinations(&[], 30), every);
+    // A group whose replicas are all busy is still read (from a busy one).
+    let all_busy = read_destinations(&[1, 2], 30);
+    assert!(all_busy.contains(&ProcessId(1)) || all_busy.contains(&ProcessId(2)));
+}
