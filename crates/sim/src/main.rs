@@ -195,7 +195,7 @@ fn print_ecast_report(report: &EcastReport) {
          basic_reads={} basic_refusals={} messages={} dropped={} router_crashes={} storage_crashes={} partitions={} view_max={} \
          forwarders={} timestamp_max={} reconfigurations={} keyspace_delivered={} reconfigurations_refused={} \
          streams_installed={} chunks_sent={} chunks_resent={} items_held={} deletes_run={} self_failures={} \
-         crashes_vetoed={} unrelated_latency_max={} related_latency_max={} result={}",
+         crashes_vetoed={} ring_min={} unrelated_latency_max={} related_latency_max={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -224,6 +224,7 @@ fn print_ecast_report(report: &EcastReport) {
         stats.deletes_run,
         stats.self_failures,
         stats.crashes_vetoed,
+        stats.ring_min.map_or("-".to_string(), |ring| ring.to_string()),
         stats.unrelated_latency_max,
         stats.related_latency_max,
         match &report.result {

@@ -63,6 +63,40 @@ fn the_reconfiguration_mix_moves_data_holds_deliveries_and_fails_receivers_of_cr
     assert!(vetoes >= 3, "{vetoes} crashes vetoed");
 }
 
+/// The runtime's ring is elastic (a contract may leave fewer members than f); seeds that draw
+/// it shrink rings below the replication factor and still pass every checker.
+#[test]
+fn elastic_rings_shrink_below_the_replication_factor_and_lose_nothing() {
+    let seeds: Vec<u64> = reconfiguration_seeds(200_000, 400)
+        .into_iter()
+        .filter(|seed| {
+            let options = EcastOptions::from_seed(*seed);
+            options.elastic && options.replication >= 2
+        })
+        .take(60)
+        .collect();
+    let mut below = 0;
+    for seed in &seeds {
+        let options = EcastOptions::from_seed(*seed);
+        let report = run(options.clone(), 0);
+        assert!(
+            report.result.is_ok(),
+            "seed {seed}: {:?}\n  replay: cargo run -p sim --release -- --ecast --seed {seed}",
+            report.result
+        );
+        if report
+            .stats
+            .ring_min
+            .is_some_and(|ring| ring < u64::from(options.replication))
+        {
+            below += 1;
+        }
+    }
+    eprintln!("{below} of 60 elastic seeds went below f");
+    assert_eq!(seeds.len(), 60);
+    assert!(below >= 5, "only {below} of 60 elastic seeds went below f");
+}
+
 #[test]
 fn a_reconfiguration_seed_replays_to_the_same_trace_hash() {
     for seed in reconfiguration_seeds(7, 3) {

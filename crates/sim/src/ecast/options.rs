@@ -67,6 +67,10 @@ pub struct EcastOptions {
     pub joins_max: u64,
     /// Partial live migration between storage processes.
     pub migration: MigrationSettings,
+    /// The ring is elastic, as the runtime's (`Configuration::elastic`): a contract may leave
+    /// fewer members than the replication factor (each range then has min(f, ring) replicas).
+    /// Drawn only with the reconfiguration nemesis.
+    pub elastic: bool,
     pub canary: Option<EcastCanary>,
 }
 
@@ -130,6 +134,8 @@ impl EcastOptions {
             held_max: 10_000,
             canary: None,
         };
+        // Drawn last, so that the draws above mean what they meant before.
+        let elastic = reconfigure && prng.percent(50);
         EcastOptions {
             seed,
             router_config,
@@ -157,6 +163,7 @@ impl EcastOptions {
             reconfigure_per_10000,
             joins_max,
             migration,
+            elastic,
             canary: None,
         }
     }
@@ -180,7 +187,7 @@ impl EcastOptions {
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
              snapshot={}% basic={}% bank={}% ticks={} reconfigure={}/10000 joins<={} \
-             chunk<={}B in_flight<={}B per_tick<={}B{}",
+             chunk<={}B in_flight<={}B per_tick<={}B{}{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -204,6 +211,7 @@ impl EcastOptions {
             self.migration.chunk_bytes_max,
             self.migration.in_flight_bytes_max,
             self.migration.bytes_per_tick_max,
+            if self.elastic { " elastic" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )

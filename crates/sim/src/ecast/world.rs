@@ -74,6 +74,9 @@ pub struct EcastStats {
     pub self_failures: u64,
     /// Crashes the nemesis skipped because they could have cost f replicas of a group.
     pub crashes_vetoed: u64,
+    /// The fewest processes on the ring the reconfiguration nemesis saw (an elastic ring may go
+    /// below the replication factor).
+    pub ring_min: Option<u64>,
     /// The longest client operation, in ticks, among those whose keys were never in a range
     /// being copied while they ran, and among the others.
     pub unrelated_latency_max: u64,
@@ -211,6 +214,11 @@ impl EcastSimulation {
             })
             .collect();
         let initial = Configuration::with_ring(options.replication, &members);
+        let initial = if options.elastic {
+            initial.elastic()
+        } else {
+            initial
+        };
         let routers = (0..options.router_config.replica_count)
             .map(|index| RouterNode {
                 replica: Some(Replica::new(
@@ -671,7 +679,8 @@ impl EcastSimulation {
     /// The precondition of "no acknowledged write is lost": fewer than f processes of any group
     /// fail. A crash of `candidate` also fails, transitively, every receiver of a copy it or
     /// a failed receiver sends (§6.5); the nemesis skips the crash if that could make f
-    /// failures among the processes on the ring.
+    /// failures among the processes on the ring. (On an elastic ring shorter than f, every
+    /// member holds every range: the group is the ring, so the bound is its size.)
     fn crash_may_lose_data(&self, candidate: ProcessId) -> bool {
         let configuration = self.current_configuration();
         let on_ring: BTreeSet<ProcessId> = configuration
@@ -708,7 +717,7 @@ impl EcastSimulation {
             .iter()
             .filter(|process| on_ring.contains(process) || receivers.contains(process))
             .count();
-        counted >= usize::from(self.options.replication)
+        counted >= usize::from(self.options.replication).min(on_ring.len())
     }
 
     /// The routers' configuration (any router up), else the super process's copy.
@@ -756,6 +765,8 @@ impl EcastSimulation {
             }
         };
         self.stats.reconfigurations += 1;
+        let ring = self.current_configuration().ring().len() as u64;
+        self.stats.ring_min = Some(self.stats.ring_min.map_or(ring, |least| least.min(ring)));
         // Planned against a fresh configuration.
         self.gateways[admin].refresh = true;
         self.push_op(admin, None, command, Vec::new(), GatewayCommand::Config);
