@@ -141,7 +141,7 @@ pub fn start(
     let gateway = Gateway::new(
         id,
         ClientId(random_u64()),
-        config.initial_configuration(),
+        config.router_configuration(),
         router_count,
         (storage.0 % u64::from(router_count)) as u8,
         random_u64(),
@@ -816,6 +816,13 @@ impl Connection {
                         )
                     }
                 };
+                if isolation != Isolation::Sequential
+                    && self.config.partitions == super::config::PartitionMode::Vr
+                {
+                    return Value::Error(
+                        "ERR READMODE snapshot and basic are not built for vr partitions".into(),
+                    );
+                }
                 self.isolation = isolation;
                 Value::ok()
             }
