@@ -839,7 +839,10 @@ impl Connection {
             commit_number: load(&status.delivered),
             replica_index: self.storage.0 as u8,
             replicas: self.config.storage.len() as u8,
-            protocol: "sequenced".to_string(),
+            protocol: match self.config.partitions {
+                super::config::PartitionMode::Sequenced => "sequenced".to_string(),
+                super::config::PartitionMode::Vr => "vr-partitions".to_string(),
+            },
             durability: "memory".to_string(),
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),
