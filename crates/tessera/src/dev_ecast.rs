@@ -5,7 +5,7 @@
 use crate::dev::{install_ctrl_c, stop, DevArguments};
 use crate::info;
 use anyhow::{bail, Context};
-use runtime::ecast::config::ClusterConfig;
+use runtime::ecast::config::{ClusterConfig, PartitionMode};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Storage processes when `--nodes` is not given.
 const NODES_DEFAULT: u64 = 6;
 
-pub fn run(arguments: &DevArguments) -> anyhow::Result<()> {
+pub fn run(arguments: &DevArguments, partitions: PartitionMode) -> anyhow::Result<()> {
     let nodes = arguments.nodes.unwrap_or(NODES_DEFAULT);
     if !(1..=100).contains(&nodes) {
         bail!("--nodes must be between 1 and 100");
@@ -46,9 +46,10 @@ pub fn run(arguments: &DevArguments) -> anyhow::Result<()> {
         router_port,
         data_dir.clone(),
     )
-    .and_then(|config| config.with_active(arguments.active.unwrap_or(nodes)))
     .and_then(|mut config| {
+        config.partitions = partitions;
         config.range_prefixes = arguments.range_prefixes.clone();
+        let config = config.with_active(arguments.active.unwrap_or(nodes))?;
         config.validate()?;
         Ok(config)
     })
@@ -159,8 +160,12 @@ fn wait_and_report(
             config.storage.len() - standbys
         )
     };
+    let mode = match config.partitions {
+        PartitionMode::Sequenced => "sequenced",
+        PartitionMode::Vr => "vr partition groups",
+    };
     println!(
-        "Tessera dev cluster ready in {:.1}s: {} storage processes ({active}sequenced, {} replicas per partition), {} routers.",
+        "Tessera dev cluster ready in {:.1}s: {} storage processes ({active}{mode}, {} replicas per partition), {} routers.",
         started.elapsed().as_secs_f64(),
         config.storage.len(),
         config.replication,
@@ -184,10 +189,12 @@ fn wait_and_report(
         "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
         config.data_dir.display()
     );
-    println!(
-        "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
-        config.data_dir.join("cluster.toml").display()
-    );
+    if config.partitions == PartitionMode::Sequenced {
+        println!(
+            "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
+            config.data_dir.join("cluster.toml").display()
+        );
+    }
     println!("Ctrl-C stops the cluster.");
     if arguments.no_wait {
         return Ok(());

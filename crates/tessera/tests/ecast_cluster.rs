@@ -441,7 +441,7 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
 }
 
 #[test]
-fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_self_replicated_partitions() {
+fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_skyros_partitions() {
     let directory =
         std::env::temp_dir().join(format!("tessera-test-ecast-dev-{}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
@@ -480,7 +480,7 @@ fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_self_replicate
             "--nodes",
             "6",
             "--protocol",
-            "vr",
+            "skyros",
             "--port",
             "9660",
             "--no-wait",

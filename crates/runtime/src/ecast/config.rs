@@ -4,7 +4,7 @@
 //! command line (`tessera ecast-node --cluster FILE --router 0`).
 
 use super::payload::KeyPlacement;
-use placement::{Configuration, Position, ProcessId};
+use placement::{Configuration, Position, PositionSet, ProcessId};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -26,6 +26,11 @@ pub struct ClusterConfig {
     /// configuration message): it stops being a destination, so messages become stable.
     #[serde(default = "default_suspect_after_ms")]
     pub suspect_after_ms: u64,
+    /// How partitions replicate: `sequenced` (storage processes apply the router stream,
+    /// read-one-write-all) or `vr` (each partition is a VR group of its replicas' storage
+    /// processes, `partition_host`). Absent: `sequenced`.
+    #[serde(default)]
+    pub partitions: PartitionMode,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
     /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
@@ -34,6 +39,18 @@ pub struct ClusterConfig {
     /// covering it. None may be a prefix of another. Fixed for the life of the cluster.
     #[serde(default)]
     pub range_prefixes: Vec<String>,
+}
+
+/// How a partitioned cluster's partitions replicate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionMode {
+    /// Storage processes apply the router stream directly (Crescando/RB).
+    #[default]
+    Sequenced,
+    /// Each partition is a `vr::Replica<ecast::PartitionMachine<…>>` group of the storage
+    /// processes holding its arc; the routers see partitions as destinations.
+    Vr,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -93,6 +110,17 @@ fn default_suspect_after_ms() -> u64 {
     1_500
 }
 
+/// A `vr` partition's replication group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionGroup {
+    /// The partition's name: its owner's process id (the router configuration's destination).
+    pub partition: ProcessId,
+    /// The storage processes replicating it, in ring order; replica index = place here.
+    pub members: Vec<ProcessId>,
+    /// Its keys' ring positions.
+    pub arc: PositionSet,
+}
+
 /// Which process of the cluster this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -135,6 +163,11 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
+        if self.partitions == PartitionMode::Vr && self.storage.iter().any(|s| s.standby) {
+            return Err(
+                "standbys are not built for vr partitions (groups are fixed at start)".into(),
+            );
+        }
         for (index, storage) in self.storage.iter().enumerate() {
             if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
                 return Err(format!("storage process {index}: bad id {}", storage.id));
@@ -200,6 +233,52 @@ impl ClusterConfig {
         Ok(self)
     }
 
+    /// The configuration the router group replicates and gateways plan against. In
+    /// `sequenced` mode the storage processes' ring (`initial_configuration`); in `vr` mode one
+    /// destination per partition: the partition is named by its owner's id, sits at the
+    /// owner's identifier and has replication 1 (the group replicates itself), so E-Cast's
+    /// routing sends each key to exactly the partition whose arc holds it.
+    pub fn router_configuration(&self) -> Configuration {
+        match self.partitions {
+            PartitionMode::Sequenced => self.initial_configuration(),
+            PartitionMode::Vr => {
+                let members: Vec<(ProcessId, Position)> = self
+                    .initial_configuration()
+                    .partitions()
+                    .into_iter()
+                    .map(|partition| (partition.owner, partition.span.start))
+                    .collect();
+                Configuration::with_members(1, &members, &[])
+            }
+        }
+    }
+
+    /// `vr` mode: every partition (named by its owner) with its group's members in ring
+    /// order (a member's replica index is its place in the list) and its arc.
+    pub fn partition_groups(&self) -> Vec<PartitionGroup> {
+        self.initial_configuration()
+            .partitions()
+            .into_iter()
+            .map(|partition| PartitionGroup {
+                partition: partition.owner,
+                members: partition.replicas,
+                arc: partition.span.to_set(),
+            })
+            .collect()
+    }
+
+    /// The group of partition `partition` (`vr` mode).
+    pub fn partition_group(&self, partition: ProcessId) -> Option<PartitionGroup> {
+        self.partition_groups()
+            .into_iter()
+            .find(|group| group.partition == partition)
+    }
+
+    /// A partition group's VR configuration (diskless, like the routers).
+    pub fn partition_protocol(&self, members: usize) -> vr::Config {
+        vr::Config::new(members as u8, vr::Durability::Memory)
+    }
+
     pub fn storage(&self, id: ProcessId) -> Option<&StorageAddress> {
         self.storage.iter().find(|storage| storage.id == id.0)
     }
@@ -224,6 +303,9 @@ impl ClusterConfig {
                 .map(|prefix| toml_string(prefix))
                 .collect();
             let _ = writeln!(text, "range_prefixes = [{}]", prefixes.join(", "));
+        }
+        if self.partitions == PartitionMode::Vr {
+            let _ = writeln!(text, "partitions = \"vr\"");
         }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
@@ -266,6 +348,7 @@ impl ClusterConfig {
             replication,
             data_dir,
             suspect_after_ms: default_suspect_after_ms(),
+            partitions: PartitionMode::Sequenced,
             routers: (0..u64::from(routers))
                 .map(|index| {
                     Ok(RouterAddress {
@@ -338,6 +421,32 @@ mod tests {
         config.range_prefixes.push("user:eu:".into());
         let error = config.validate().unwrap_err();
         assert!(error.contains("overlap"), "{error}");
+    }
+
+    #[test]
+    fn a_vr_cluster_file_parses_back_with_one_router_destination_per_partition() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.partitions = PartitionMode::Vr;
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        let routed = config.router_configuration();
+        assert_eq!(routed.replication(), 1);
+        let groups = config.partition_groups();
+        assert_eq!(groups.len(), 6);
+        for group in &groups {
+            assert_eq!(group.members.len(), 3);
+            assert_eq!(group.members[0], group.partition);
+            // Every position of the arc routes to exactly this partition.
+            let inside =
+                config.initial_configuration().ring()[group.partition.0 as usize - 1].identifier;
+            assert_eq!(routed.replicas(inside), vec![group.partition]);
+            assert!(group.arc.contains(inside));
+        }
+        assert!(
+            config.clone().with_active(5).is_err(),
+            "no standbys in vr mode"
+        );
     }
 
     #[test]

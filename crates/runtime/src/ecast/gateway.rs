@@ -141,7 +141,7 @@ pub fn start(
     let gateway = Gateway::new(
         id,
         ClientId(random_u64()),
-        config.initial_configuration(),
+        config.router_configuration(),
         router_count,
         (storage.0 % u64::from(router_count)) as u8,
         random_u64(),
@@ -826,6 +826,13 @@ impl Connection {
                         )
                     }
                 };
+                if isolation != Isolation::Sequential
+                    && self.config.partitions == super::config::PartitionMode::Vr
+                {
+                    return Value::Error(
+                        "ERR READMODE snapshot and basic are not built for vr partitions".into(),
+                    );
+                }
                 self.isolation = isolation;
                 Value::ok()
             }
@@ -842,7 +849,10 @@ impl Connection {
             commit_number: load(&status.delivered),
             replica_index: self.storage.0 as u8,
             replicas: self.config.storage.len() as u8,
-            protocol: "sequenced".to_string(),
+            protocol: match self.config.partitions {
+                super::config::PartitionMode::Sequenced => "sequenced".to_string(),
+                super::config::PartitionMode::Vr => "vr-partitions".to_string(),
+            },
             durability: "memory".to_string(),
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),

@@ -124,6 +124,21 @@ pub enum Frame {
     ///     receiving copies right now (§6.4: reads avoid busy replicas where they can). Sent
     ///     when it changes and every 500 ms while receiving; a gateway forgets it after 2 s.
     Busy { process: ProcessId, receiving: bool },
+    /// 19. `vr` partitions: a VR message between two replicas of partition `partition` (the
+    ///     group of the storage processes holding its arc, `partition_host`); `from` is the
+    ///     sender's replica index in that group.
+    PartitionVr {
+        partition: ProcessId,
+        from: ReplicaIndex,
+        message: Message,
+    },
+    /// 20. `vr` partitions: forwarder to every member of partition `partition` (the primary
+    ///     logs them through VR; a backup drops them).
+    PartitionDeliver {
+        partition: ProcessId,
+        router: ReplicaIndex,
+        deliveries: Vec<Delivery>,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -12,12 +12,14 @@
 //! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
 //! | `storage` | a storage process: `Inbox` + `store::Store`, applying its share in order |
 //! | `gateway` | RESP on every storage process, an `ecast::Sender` submitting to the routers |
+//! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
 //! | `payload` | a command split into single-key sub-commands, shares, and the merge back |
 
 pub mod admin;
 pub mod config;
 pub mod gateway;
 pub mod link;
+pub mod partition_host;
 pub mod payload;
 pub mod router;
 pub mod storage;

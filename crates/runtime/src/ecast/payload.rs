@@ -403,6 +403,11 @@ impl KeyPlacement {
         Ok(KeyPlacement { range_prefixes })
     }
 
+    /// The range-placed prefixes.
+    pub fn range_prefixes(&self) -> &[Vec<u8>] {
+        &self.range_prefixes
+    }
+
     /// Hash placement for every key.
     pub fn hash() -> KeyPlacement {
         KeyPlacement::default()

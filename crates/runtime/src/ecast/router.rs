@@ -4,7 +4,7 @@
 //! ticks reach it on one channel. It does what the simulator's world does for a router
 //! (`crates/sim/src/ecast/world.rs`): step, route effects to TCP links, follow primaryship.
 
-use super::config::ClusterConfig;
+use super::config::{ClusterConfig, PartitionMode};
 use super::link::{self, Frame, Links};
 use super::storage_of_sender;
 use crate::log;
@@ -71,7 +71,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     )
     .map_err(|error| format!("{}: {error}", marker.display()))?;
     let protocol = config.router_protocol();
-    let state = RouterState::new(config.initial_configuration(), RouterSettings::default());
+    let state = RouterState::new(config.router_configuration(), RouterSettings::default());
     let replica = if restarted {
         Replica::recovering(protocol, ReplicaIndex(index), state, Nonce(random_u64()))
     } else {
@@ -339,10 +339,7 @@ impl RouterLoop {
         let mut requests = Vec::new();
         for effect in effects {
             match effect {
-                ForwarderEffect::Deliver { to, deliveries } => {
-                    let router = self.index;
-                    self.send_storage(to, Frame::Deliver { router, deliveries });
-                }
+                ForwarderEffect::Deliver { to, deliveries } => self.deliver(to, deliveries),
                 ForwarderEffect::Stable {
                     to,
                     sequence,
@@ -388,6 +385,11 @@ impl RouterLoop {
         let Some(lead) = &mut self.lead else {
             return;
         };
+        if self.config.partitions == PartitionMode::Vr {
+            // A `vr` partition is a group: VR's view change handles a crashed member, and the
+            // routers' destinations (partitions) are never suspected.
+            return;
+        }
         let configuration = self.replica.state_machine().configuration();
         let threshold = Duration::from_millis(self.config.suspect_after_ms);
         for storage in &self.config.storage {
@@ -500,6 +502,27 @@ impl RouterLoop {
                 configuration.version().0
             )),
             Err(error) => log::warn(format_args!("cannot submit a Replace: {error:?}")),
+        }
+    }
+
+    /// A delivery to destination `to`: a storage process (`sequenced`), or a partition whose
+    /// primary logs it through VR (`vr`: sent to every member, the primary is not known here).
+    fn deliver(&self, to: ProcessId, deliveries: Vec<ecast::Delivery>) {
+        let router = self.index;
+        if self.config.partitions == PartitionMode::Sequenced {
+            self.send_storage(to, Frame::Deliver { router, deliveries });
+            return;
+        }
+        let Some(group) = self.config.partition_group(to) else {
+            return;
+        };
+        for member in group.members {
+            let frame = Frame::PartitionDeliver {
+                partition: to,
+                router,
+                deliveries: deliveries.clone(),
+            };
+            self.send_storage(member, frame);
         }
     }
 

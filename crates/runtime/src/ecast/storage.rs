@@ -70,6 +70,9 @@ enum Item {
 
 /// Starts storage process `id` of `config` and its gateway; returns once both listen.
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
+    if config.partitions == super::config::PartitionMode::Vr {
+        return super::partition_host::start(config, id).await;
+    }
     let own = config
         .storage(id)
         .ok_or_else(|| format!("there is no storage process {}", id.0))?

@@ -1,0 +1,653 @@
+//! A storage process of a `vr` partitioned cluster (`tessera dev --protocol vr --nodes N`):
+//! it hosts one replica of each partition whose arc it holds — a
+//! `vr::Replica<ecast::PartitionMachine<PartitionStore>>` in the group of the arc's `f`
+//! storage processes (diskless, like the routers) — and the RESP gateway.
+//!
+//! The routers see partitions, not processes, as E-Cast destinations
+//! (`ClusterConfig::router_configuration`): a delivery to partition p reaches every member of
+//! p (`Frame::PartitionDeliver`); the member whose replica is the primary of a normal view logs
+//! it through VR as `PartitionOperation::Deliveries` (as a VR client of its own replica, one
+//! request in flight), and confirms the admitted prefix from the committed result
+//! (`PartitionResult::Logged`) to the router that delivered. Admitted shares' answers come out
+//! of the machine's released queue, which the primary's driver drains after every step
+//! (`released_after`), and go to the message's gateway as `Frame::Answer`, as in `sequenced`
+//! mode. Backups drop deliveries; VR messages between replicas travel as `Frame::PartitionVr`
+//! on the storage processes' E-Cast ports.
+//!
+//! The driver adds no protocol logic: gap-free admission, per-key order and the hold rules are
+//! `ecast::Partition`'s, replication is `vr`'s. A crashed storage process is handled by VR view
+//! change in each of its groups (no Suspect: the routers' failure detector is off in `vr`
+//! mode); a restarted one starts every replica `Replica::recovering` with a fresh nonce and is
+//! brought up to date by its group (VRR §4.3), so it rejoins under the same id.
+
+use super::config::{ClusterConfig, PartitionGroup};
+use super::gateway::{self, GatewayStatus};
+use super::link::{self, Frame, Links};
+use super::payload::{self, KeyPlacement};
+use super::storage_of_sender;
+use crate::log;
+use crate::node::random_u64;
+use ecast::{
+    Delivery, KeySet, PartitionData, PartitionMachine, PartitionMachineSettings,
+    PartitionOperation, PartitionResult, Released, Share, Timestamp,
+};
+use kv::{KvStore, Outcome};
+use placement::{PositionSet, ProcessId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use vr::{
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Request, RequestKind,
+    RequestNumber, StateMachine, StatusName, View,
+};
+
+/// Shares a primary keeps waiting for its replica at most (more are dropped: the forwarder
+/// resends what is not confirmed).
+const PENDING_SHARES_MAX: usize = 8_192;
+
+/// A partition's data: the key-value map of the keys in its arc. An operation is a gateway's
+/// payload (`payload::Split` or a survey), of which the partition executes the sub-commands
+/// whose key lies in its arc; the result is their outcomes by index.
+#[derive(Debug, Default)]
+pub struct PartitionStore {
+    arc: PositionSet,
+    /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
+    placement: KeyPlacement,
+    kv: KvStore,
+}
+
+impl PartitionStore {
+    pub fn new(arc: PositionSet, placement: KeyPlacement) -> PartitionStore {
+        PartitionStore {
+            arc,
+            placement,
+            kv: KvStore::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.kv.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kv.is_empty()
+    }
+}
+
+/// What a partition's result bytes carry: the outcomes of its share, by sub-command index.
+pub fn decode_outcomes(result: &[u8]) -> Vec<(u32, Outcome)> {
+    postcard::from_bytes(result).unwrap_or_default()
+}
+
+fn encode_outcomes(outcomes: &[(u32, Outcome)]) -> Vec<u8> {
+    postcard::to_allocvec(outcomes).expect("outcomes serialise")
+}
+
+impl PartitionData for PartitionStore {
+    fn keys(&self, operation: &[u8]) -> KeySet {
+        if payload::decode_survey(operation).is_some() {
+            return KeySet::Unknown; // DBSIZE, KEYS, FLUSHALL…: every key.
+        }
+        match payload::share_in(operation, &self.arc, &self.placement) {
+            Ok(share) => KeySet::of(
+                share
+                    .iter()
+                    .flat_map(|(_, command)| command.keys().into_iter().map(<[u8]>::to_vec)),
+            ),
+            Err(_) => KeySet::Unknown,
+        }
+    }
+
+    fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+        if let Some(survey) = payload::decode_survey(operation) {
+            let Ok((survey, arcs)) = survey else {
+                return encode_outcomes(&[]);
+            };
+            if survey == payload::Survey::Flush {
+                let (arc, placement) = (&self.arc, &self.placement);
+                self.kv
+                    .remove_where(|key| arc.contains(placement.position(key)));
+                return encode_outcomes(&[]);
+            }
+            let keys = self.kv.entries().map(|(key, _)| key);
+            return encode_outcomes(&payload::survey_answers(
+                &survey,
+                &arcs,
+                &self.arc,
+                keys,
+                &self.placement,
+            ));
+        }
+        let Ok(share) = payload::share_in(operation, &self.arc, &self.placement) else {
+            return encode_outcomes(&[]);
+        };
+        let outcomes: Vec<(u32, Outcome)> = share
+            .into_iter()
+            .map(|(index, command)| (index, self.kv.execute(&command)))
+            .collect();
+        encode_outcomes(&outcomes)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoreSnapshot {
+    arc: PositionSet,
+    range_prefixes: Vec<Vec<u8>>,
+    kv: Vec<u8>,
+}
+
+impl Serialize for PartitionStore {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoreSnapshot {
+            arc: self.arc.clone(),
+            range_prefixes: self.placement.range_prefixes().to_vec(),
+            kv: self.kv.snapshot(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for PartitionStore {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let snapshot = StoreSnapshot::deserialize(deserializer)?;
+        let mut kv = KvStore::new();
+        kv.restore(&snapshot.kv)
+            .map_err(|error| serde::de::Error::custom(format!("{error:?}")))?;
+        let placement =
+            KeyPlacement::new(snapshot.range_prefixes).map_err(serde::de::Error::custom)?;
+        Ok(PartitionStore {
+            arc: snapshot.arc,
+            placement,
+            kv,
+        })
+    }
+}
+
+type Machine = PartitionMachine<PartitionStore>;
+
+/// One replica of one partition, hosted here.
+struct Hosted {
+    group: PartitionGroup,
+    index: ReplicaIndex,
+    replica: Replica<Machine>,
+    /// Set while the replica is the primary of a normal view.
+    duty: Option<Duty>,
+}
+
+/// What a partition's primary does beside its replica: log the router's deliveries, confirm,
+/// and send released replies. Rebuilt (fresh client id) on every new view.
+struct Duty {
+    view: View,
+    /// The VR client id it submits deliveries with.
+    client: ClientId,
+    request_next: RequestNumber,
+    in_flight: bool,
+    /// Deliveries received and not yet submitted.
+    pending: Vec<Share>,
+    /// The router that delivered last (confirmations go there).
+    router: ReplicaIndex,
+    /// The last released reply sent.
+    released_sent: u64,
+}
+
+/// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
+pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
+    let own = config
+        .storage(id)
+        .ok_or_else(|| format!("there is no storage process {}", id.0))?
+        .clone();
+    let placement = config.key_placement()?;
+    log::init(format!("storage{}", id.0));
+    let directory = config.data_dir.join(format!("storage-{}", id.0));
+    std::fs::create_dir_all(&directory)
+        .map_err(|error| format!("{}: {error}", directory.display()))?;
+    // Diskless: a restarted process has forgotten everything; its replicas recover from
+    // their groups.
+    let marker = directory.join("storage-started");
+    let restarted = marker.exists();
+    std::fs::write(
+        &marker,
+        b"this storage process has run before; it recovers\n",
+    )
+    .map_err(|error| format!("{}: {error}", marker.display()))?;
+    let listener = TcpListener::bind(own.address)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", own.address))?;
+    let client_listener = TcpListener::bind(own.client)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
+    let links = Links::new();
+    let status = Arc::new(GatewayStatus::default());
+    let gateway_frames = gateway::start(
+        config.clone(),
+        id,
+        links.clone(),
+        client_listener,
+        status.clone(),
+    );
+    let (frames, mut receiver) = mpsc::channel::<Frame>(65_536);
+    tokio::spawn(link::accept(listener, frames));
+    let mut partitions = BTreeMap::new();
+    for group in config.partition_groups() {
+        let Some(place) = group.members.iter().position(|member| *member == id) else {
+            continue;
+        };
+        let index = ReplicaIndex(place as u8);
+        let protocol = config.partition_protocol(group.members.len());
+        let machine = PartitionMachine::new(
+            PartitionStore::new(group.arc.clone(), placement.clone()),
+            machine_settings(),
+        );
+        let replica = if restarted {
+            Replica::recovering(protocol, index, machine, Nonce(random_u64()))
+        } else {
+            Replica::new(protocol, index, machine)
+        };
+        partitions.insert(
+            group.partition,
+            Hosted {
+                group,
+                index,
+                replica,
+                duty: None,
+            },
+        );
+    }
+    log::info(format_args!(
+        "storage process {} on {} (RESP on {}), {} partition replicas ({}): {:?}",
+        id.0,
+        own.address,
+        own.client,
+        partitions.len(),
+        if restarted { "recovering" } else { "fresh" },
+        partitions
+            .values()
+            .map(|hosted| (hosted.group.partition.0, hosted.index.0))
+            .collect::<Vec<_>>()
+    ));
+    let tick_ms = config.tick_ms;
+    let mut host = Host {
+        id,
+        config,
+        links,
+        gateway: gateway_frames,
+        status,
+        partitions,
+        ticks: 0,
+        canary_early: cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_CONFIRM_BEFORE_COMMIT").is_some(),
+        submitting: false,
+        observed: BTreeMap::new(),
+    };
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => host.on_tick(),
+                frame = receiver.recv() => match frame {
+                    Some(frame) => host.on_frame(frame),
+                    None => return,
+                },
+            }
+            host.publish();
+        }
+    });
+    Ok(())
+}
+
+fn machine_settings() -> PartitionMachineSettings {
+    PartitionMachineSettings::default()
+}
+
+struct Host {
+    id: ProcessId,
+    config: ClusterConfig,
+    links: Links,
+    gateway: mpsc::UnboundedSender<Frame>,
+    status: Arc<GatewayStatus>,
+    partitions: BTreeMap<ProcessId, Hosted>,
+    ticks: u64,
+    /// Hidden, test-only (debug builds, `TESSERA_CANARY_CONFIRM_BEFORE_COMMIT`): the primary
+    /// confirms deliveries on arrival and logs them only every 200 ms — "acknowledges before
+    /// VR commit", the real-process test's canary.
+    canary_early: bool,
+    /// Set while `on_tick` submits (the canary submits only then).
+    submitting: bool,
+    /// Per partition: the (view, status, primary) last logged.
+    observed: BTreeMap<ProcessId, (u64, StatusName, bool)>,
+}
+
+impl Host {
+    fn on_tick(&mut self) {
+        self.ticks += 1;
+        // The canary (`on_deliver`) submits what it confirmed early every 200 ms; otherwise
+        // a step submits whatever is pending anyway.
+        let submit = self
+            .ticks
+            .is_multiple_of((200 / self.config.tick_ms).max(1));
+        let partitions: Vec<ProcessId> = self.partitions.keys().copied().collect();
+        for partition in partitions {
+            if submit {
+                self.submitting = true;
+                if let Some(request) = self.next_request(partition) {
+                    self.step(partition, Input::Message(Message::Request(request)));
+                }
+                self.submitting = false;
+            }
+            self.step(partition, Input::Tick);
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame) {
+        match frame {
+            Frame::PartitionVr {
+                partition,
+                from,
+                message,
+            } => {
+                let Some(hosted) = self.partitions.get(&partition) else {
+                    return; // Not a partition of this process.
+                };
+                if from == hosted.index || from.0 as usize >= hosted.group.members.len() {
+                    log::warn(format_args!(
+                        "dropped a VR frame of partition {} from unknown replica {from}",
+                        partition.0
+                    ));
+                    return;
+                }
+                self.step(partition, Input::Message(message));
+            }
+            Frame::PartitionDeliver {
+                partition,
+                router,
+                deliveries,
+            } => {
+                if (router.0 as usize) < self.config.routers.len() {
+                    self.on_deliver(partition, router, deliveries);
+                }
+            }
+            Frame::Deliver { .. }
+            | Frame::SnapshotDeliver { .. }
+            | Frame::BasicRead { .. }
+            | Frame::Migration { .. }
+            | Frame::ProgressQuery { .. } => {
+                log::warn(format_args!(
+                    "dropped a frame that vr partitions do not use"
+                ));
+            }
+            // Everything else is for the gateway.
+            frame => {
+                let _ = self.gateway.send(frame);
+            }
+        }
+    }
+
+    /// Router deliveries for `partition`: its primary queues them for its replica.
+    fn on_deliver(
+        &mut self,
+        partition: ProcessId,
+        router: ReplicaIndex,
+        deliveries: Vec<Delivery>,
+    ) {
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        let Some(duty) = &mut hosted.duty else {
+            return; // A backup: the primary got the same frame.
+        };
+        duty.router = router;
+        let early = self.canary_early;
+        let arrived = deliveries.iter().map(|delivery| delivery.timestamp).max();
+        for delivery in deliveries {
+            if duty.pending.len() >= PENDING_SHARES_MAX {
+                break;
+            }
+            duty.pending.push(Share {
+                timestamp: delivery.timestamp,
+                previous: delivery.previous,
+                sender: delivery.envelope.sender,
+                sequence: delivery.envelope.sequence,
+                operation: delivery.envelope.payload,
+            });
+        }
+        if let (true, Some(arrived)) = (early, arrived) {
+            self.confirm(partition, router, arrived);
+            return; // …and logs it only at the next 200 ms tick (`on_tick`): a wide window.
+        }
+        if let Some(request) = self.next_request(partition) {
+            self.step(partition, Input::Message(Message::Request(request)));
+        }
+    }
+
+    /// Steps partition `partition`'s replica with `input`, executes its effects, follows its
+    /// primaryship, sends released replies, and submits pending deliveries.
+    fn step(&mut self, partition: ProcessId, input: Input) {
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            let Some(hosted) = self.partitions.get_mut(&partition) else {
+                return;
+            };
+            let mut effects = Vec::new();
+            hosted.replica.step(input, &mut effects);
+            for effect in effects {
+                match effect {
+                    Effect::Send { to, message } => self.send_replica(partition, to, message),
+                    Effect::Reply { client, message } => self.on_reply(partition, client, message),
+                    Effect::Persist { .. } => log::warn(format_args!(
+                        "a diskless partition replica asked to persist"
+                    )),
+                }
+            }
+            self.follow_primaryship(partition);
+            self.send_released(partition);
+            if let Some(request) = self.next_request(partition) {
+                queue.push_back(Input::Message(Message::Request(request)));
+            }
+        }
+        self.log_changes(partition);
+    }
+
+    fn on_reply(&mut self, partition: ProcessId, client: ClientId, message: Message) {
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        let Some(duty) = &mut hosted.duty else {
+            return;
+        };
+        if duty.client != client {
+            return; // Stage 1: the primary's own driver is the partition's only client.
+        }
+        let Message::Reply(reply) = message else {
+            return;
+        };
+        if reply.request.0 + 1 != duty.request_next.0 {
+            return;
+        }
+        duty.in_flight = false;
+        match PartitionResult::decode(&reply.result) {
+            PartitionResult::Logged { admitted } => {
+                let router = duty.router;
+                self.confirm(partition, router, admitted);
+            }
+            other => log::warn(format_args!(
+                "partition {}: deliveries answered {other:?}",
+                partition.0
+            )),
+        }
+    }
+
+    fn confirm(&self, partition: ProcessId, router: ReplicaIndex, admitted: Timestamp) {
+        if admitted == Timestamp::ZERO {
+            return;
+        }
+        if let Some(address) = self.config.routers.get(router.0 as usize) {
+            let frame = Frame::Confirm {
+                process: partition,
+                delivered: admitted,
+            };
+            self.links.send(address.address, frame);
+        }
+    }
+
+    /// The duty follows the replica: created when it becomes primary of a normal view (with a
+    /// fresh client id), dropped when it stops being one.
+    fn follow_primaryship(&mut self, partition: ProcessId) {
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        let replica = &hosted.replica;
+        let primary = replica.status() == StatusName::Normal && replica.is_primary();
+        if !primary {
+            hosted.duty = None;
+            return;
+        }
+        let view = replica.view();
+        if hosted.duty.as_ref().is_none_or(|duty| duty.view != view) {
+            hosted.duty = Some(Duty {
+                view,
+                client: ClientId(random_u64()),
+                request_next: RequestNumber(1),
+                in_flight: false,
+                pending: Vec::new(),
+                router: ReplicaIndex(0),
+                // A new primary resends every retained reply (duplicates are harmless).
+                released_sent: 0,
+            });
+        }
+    }
+
+    /// The primary sends the replies its machine released since the last ones it sent.
+    fn send_released(&mut self, partition: ProcessId) {
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        let Some(duty) = &mut hosted.duty else {
+            return;
+        };
+        let mut frames = Vec::new();
+        for (number, released) in hosted
+            .replica
+            .state_machine()
+            .released_after(duty.released_sent)
+        {
+            duty.released_sent = *number;
+            match released {
+                Released::Answer {
+                    sender,
+                    sequence,
+                    result,
+                    ..
+                } => {
+                    let outcomes = decode_outcomes(result);
+                    if outcomes.is_empty() {
+                        continue;
+                    }
+                    let frame = Frame::Answer {
+                        sender: *sender,
+                        sequence: *sequence,
+                        outcomes,
+                    };
+                    frames.push((*sender, frame));
+                }
+                Released::Single { .. } => {} // Stage 1: no single-partition operations.
+            }
+        }
+        for (sender, frame) in frames {
+            self.to_gateway(sender, frame);
+        }
+    }
+
+    /// The primary's next Deliveries request to its own replica (one in flight).
+    fn next_request(&mut self, partition: ProcessId) -> Option<Request> {
+        if self.canary_early && !self.submitting {
+            return None;
+        }
+        let hosted = self.partitions.get_mut(&partition)?;
+        let duty = hosted.duty.as_mut()?;
+        if duty.in_flight || duty.pending.is_empty() {
+            return None;
+        }
+        let shares = std::mem::take(&mut duty.pending);
+        let request = Request {
+            client: duty.client,
+            request: duty.request_next,
+            kind: RequestKind::Write,
+            operation: PartitionOperation::Deliveries(shares).encode(),
+        };
+        duty.request_next = RequestNumber(duty.request_next.0 + 1);
+        duty.in_flight = true;
+        Some(request)
+    }
+
+    fn send_replica(&self, partition: ProcessId, to: ReplicaIndex, message: Message) {
+        let Some(hosted) = self.partitions.get(&partition) else {
+            return;
+        };
+        let Some(member) = hosted.group.members.get(to.0 as usize) else {
+            return;
+        };
+        if let Some(storage) = self.config.storage(*member) {
+            let frame = Frame::PartitionVr {
+                partition,
+                from: hosted.index,
+                message,
+            };
+            self.links.send(storage.address, frame);
+        }
+    }
+
+    fn to_gateway(&self, sender: ProcessId, frame: Frame) {
+        let Some(process) = storage_of_sender(sender) else {
+            return;
+        };
+        if process == self.id {
+            let _ = self.gateway.send(frame);
+        } else if let Some(storage) = self.config.storage(process) {
+            self.links.send(storage.address, frame);
+        }
+    }
+
+    fn log_changes(&mut self, partition: ProcessId) {
+        let Some(hosted) = self.partitions.get(&partition) else {
+            return;
+        };
+        let replica = &hosted.replica;
+        let now = (replica.view().0, replica.status(), replica.is_primary());
+        if self.observed.get(&partition) != Some(&now) {
+            self.observed.insert(partition, now);
+            let rules = replica.state_machine().rules();
+            log::info(format_args!(
+                "partition {} replica {}: view {} {:?}{}, admitted {}, watermark {}",
+                partition.0,
+                hosted.index.0,
+                now.0,
+                now.1,
+                if now.2 { " (primary)" } else { "" },
+                rules.admitted(),
+                rules.watermark()
+            ));
+        }
+    }
+
+    /// Counters for INFO: keys over this process's replicas, the largest admitted prefix.
+    fn publish(&self) {
+        let keys: usize = self
+            .partitions
+            .values()
+            .map(|hosted| hosted.replica.state_machine().data().len())
+            .sum();
+        let admitted = self
+            .partitions
+            .values()
+            .map(|hosted| hosted.replica.state_machine().rules().admitted().0)
+            .max()
+            .unwrap_or(0);
+        self.status.keys.store(keys as u64, Ordering::Relaxed);
+        self.status.delivered.store(admitted, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,513 @@
+//! Real processes of a partitioned cluster whose partitions are VR groups (`vr` mode,
+//! `runtime::ecast::partition_host`): 3 E-Cast routers and 6 storage processes, 3 replicas per
+//! partition, on loopback (ports 12000–12499 only).
+//! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through other storage
+//! processes, then DEL and DBSIZE across partitions; (b) SIGKILL of the lead router, then of a
+//! storage process (VR view change in each of its groups), its restart (VR recovery of each
+//! replica under the same id), then SIGKILL of another storage process (whose groups need the
+//! recovered one), under concurrent clients and a `tessera bench kv --check` load, loses no
+//! acknowledged write: both histories are checked for linearisability.
+
+mod support;
+
+use resp::Value;
+use runtime::ecast::config::{ClusterConfig, PartitionMode};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stdx::Prng;
+use support::{arguments, History, RespClient};
+
+const ROUTERS: u8 = 3;
+const STORAGE: u64 = 6;
+const REPLICATION: u8 = 3;
+
+struct VrCluster {
+    directory: PathBuf,
+    client_ports: Vec<u16>,
+    routers: Vec<Option<Child>>,
+    storage: Vec<Option<Child>>,
+    /// Each storage process's current log file.
+    storage_logs: Vec<String>,
+}
+
+impl VrCluster {
+    /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
+    /// listens on `port + 200 + i`.
+    fn start(name: &str, port: u16) -> VrCluster {
+        assert!((12000..=12290).contains(&port), "ports 12000–12499 only");
+        let directory =
+            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        let mut config = ClusterConfig::loopback(
+            u64::from(port),
+            ROUTERS,
+            STORAGE,
+            REPLICATION,
+            port,
+            port + 200,
+            directory.clone(),
+        )
+        .unwrap();
+        config.partitions = PartitionMode::Vr;
+        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
+        let mut cluster = VrCluster {
+            client_ports: config
+                .storage
+                .iter()
+                .map(|storage| storage.client.port())
+                .collect(),
+            directory,
+            routers: Vec::new(),
+            storage: Vec::new(),
+            storage_logs: Vec::new(),
+        };
+        for index in 0..ROUTERS {
+            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into());
+            cluster.routers.push(Some(child));
+        }
+        for id in 1..=STORAGE {
+            let name = format!("storage-{id}");
+            let child = cluster.spawn(&name, "--storage", id);
+            cluster.storage.push(Some(child));
+            cluster.storage_logs.push(format!("{name}.log"));
+        }
+        cluster
+    }
+
+    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
+        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("ecast-node")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg(role)
+            .arg(index.to_string())
+            .arg("--exit-with-parent")
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    fn wait_until_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let ready = self.client_ports.iter().all(|port| {
+                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
+            });
+            if ready {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// The running router whose log last says it is the primary of a normal view, in the
+    /// highest such view.
+    fn lead_router(&self) -> Option<usize> {
+        let mut lead: Option<(u64, usize)> = None;
+        for (index, child) in self.routers.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let log = std::fs::read_to_string(self.directory.join(format!("router-{index}.log")))
+                .unwrap_or_default();
+            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
+                continue;
+            };
+            if !line.contains("Normal (primary)") {
+                continue;
+            }
+            let view = line
+                .split("info: view ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|view| view.parse::<u64>().ok());
+            if let Some(view) = view {
+                if lead.is_none_or(|(known, _)| view > known) {
+                    lead = Some((view, index));
+                }
+            }
+        }
+        lead.map(|(_, index)| index)
+    }
+
+    fn kill_router(&mut self, index: usize) {
+        if let Some(mut child) = self.routers[index].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+
+    fn kill_storage(&mut self, index: usize) {
+        if let Some(mut child) = self.storage[index].take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+
+    fn restart_storage(&mut self, index: usize) {
+        assert!(self.storage[index].is_none());
+        let name = format!("storage-{}-restarted", index + 1);
+        self.storage[index] = Some(self.spawn(&name, "--storage", index as u64 + 1));
+        self.storage_logs[index] = format!("{name}.log");
+    }
+
+    /// Whether every replica of storage process `index` is back in a normal view (its log's
+    /// last line per partition says `Normal`).
+    fn recovered(&self, index: usize) -> bool {
+        let log = std::fs::read_to_string(self.directory.join(&self.storage_logs[index]))
+            .unwrap_or_default();
+        let mut last: std::collections::BTreeMap<String, bool> = Default::default();
+        for line in log.lines() {
+            if let Some(rest) = line.split("info: partition ").nth(1) {
+                let partition = rest.split(' ').next().unwrap_or_default().to_string();
+                last.insert(partition, rest.contains(" Normal"));
+            }
+        }
+        last.len() == REPLICATION as usize && last.values().all(|normal| *normal)
+    }
+}
+
+impl Drop for VrCluster {
+    fn drop(&mut self) {
+        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
+            if let Some(mut child) = child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.directory);
+        }
+    }
+}
+
+fn info(port: u16) -> Option<String> {
+    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
+    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
+        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Verbatim(text) => Some(text),
+        _ => None,
+    }
+}
+
+fn redis_cli(port: u16, words: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(words)
+        .output()
+        .expect("redis-cli is installed (scripts/test installs it)");
+    assert!(output.status.success(), "redis-cli failed: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
+    let cluster = VrCluster::start("vr-atomic", 12000);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let keys: Vec<String> = (0..8).map(|key| format!("account{key}")).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, port, keys) = (stop.clone(), cluster.client_ports[1], keys.clone());
+        std::thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) || round == 0 {
+                let value = format!("v{round}");
+                let mut words = vec!["MSET".to_string()];
+                for key in &keys {
+                    words.push(key.clone());
+                    words.push(value.clone());
+                }
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                assert_eq!(redis_cli(port, &words).trim(), "OK");
+                round += 1;
+            }
+            round
+        })
+    };
+    let mut reads = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(5) {
+        for port in [2, 3, 5] {
+            let mut words = vec!["MGET"];
+            words.extend(keys.iter().map(String::as_str));
+            let text = redis_cli(cluster.client_ports[port], &words);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), keys.len(), "{text}");
+            assert!(
+                lines.iter().all(|line| *line == lines[0]),
+                "an MGET saw part of an MSET: {text}"
+            );
+            reads += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    assert!(rounds > 3, "only {rounds} MSETs completed in 5 s");
+    assert!(reads > 6);
+    // The keys span several partitions: INFO's key counts (3 replicas of each) show it.
+    let holding = cluster
+        .client_ports
+        .iter()
+        .filter(|port| {
+            let mut client = RespClient::connect(**port, Duration::from_millis(200)).unwrap();
+            match client.call(&arguments(&["INFO", "keyspace"])).unwrap() {
+                Value::Bulk(bytes) => String::from_utf8_lossy(&bytes).contains("db0:keys="),
+                Value::Verbatim(text) => text.contains("db0:keys="),
+                other => panic!("INFO keyspace answered {other:?}"),
+            }
+        })
+        .count();
+    assert!(holding >= 4, "8 keys on only {holding} storage processes");
+    let last = format!("v{}", rounds - 1);
+    let text = redis_cli(cluster.client_ports[4], &["MGET", "account0", "account7"]);
+    assert_eq!(text, format!("{last}\n{last}\n"));
+    assert_eq!(redis_cli(cluster.client_ports[0], &["DBSIZE"]).trim(), "8");
+    let deleted = redis_cli(
+        cluster.client_ports[3],
+        &["DEL", "account0", "account5", "none"],
+    );
+    assert_eq!(deleted.trim(), "2");
+    assert_eq!(
+        redis_cli(cluster.client_ports[2], &["MGET", "account0", "account5"]),
+        "\n\n"
+    );
+    assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "6");
+    // Snapshot and basic reads are not built for vr partitions: refused, not wrong.
+    assert!(redis_cli(cluster.client_ports[0], &["READMODE", "basic"]).contains("not built"));
+}
+
+// ----- (b) Killing the lead router, then storage processes, under concurrent clients. -----
+
+const CLIENTS: u64 = 4;
+const GROUPS: usize = 3;
+const GROUP_SIZE: usize = 2;
+const COUNTERS: usize = 2;
+
+struct Shared {
+    history: History,
+    started: Instant,
+    stop: AtomicBool,
+    last_success_call_us: AtomicU64,
+    completed: AtomicU64,
+    ports: Vec<u16>,
+}
+
+impl Shared {
+    fn now_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+}
+
+fn register(group: usize, member: usize) -> String {
+    format!("g{group}.{member}")
+}
+
+/// The chaos tests' mix; a group's members sit in different partitions, so MSET and MGET over
+/// a group are multi-partition messages.
+fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
+    let unique = format!("{client}-{sequence}");
+    let group = prng.below(GROUPS as u64) as usize;
+    let member = prng.below(GROUP_SIZE as u64) as usize;
+    let key = register(group, member);
+    let counter = format!("c{}", prng.below(COUNTERS as u64));
+    match prng.below(100) {
+        0..=24 => arguments(&["SET", &key, &unique]),
+        25..=44 => arguments(&["GET", &key]),
+        45..=54 => arguments(&["INCR", &counter]),
+        55..=59 => arguments(&["GET", &counter]),
+        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
+        67..=80 => arguments(&[
+            "MSET",
+            &register(group, 0),
+            &format!("{unique}a"),
+            &register(group, 1),
+            &format!("{unique}b"),
+        ]),
+        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
+        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
+    }
+}
+
+fn is_read(command: &[Vec<u8>]) -> bool {
+    matches!(command[0].as_slice(), b"GET" | b"MGET")
+}
+
+/// One client: sequential commands, moving to another storage process after a connection
+/// error. A write without a reply (or with an error) is pending: it may or may not have
+/// happened.
+fn client_loop(shared: Arc<Shared>, client: u64) {
+    let mut prng = Prng::new(0x7a9a + client);
+    let mut sequence = 0;
+    let mut target = client as usize % shared.ports.len();
+    let mut connection: Option<RespClient> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if connection.is_none() {
+            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
+                Ok(connected) => connection = Some(connected),
+                Err(_) => {
+                    target = (target + 1) % shared.ports.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            }
+        }
+        sequence += 1;
+        let command = next_command(&mut prng, client, sequence);
+        let call = shared.now_us();
+        let reply = connection.as_mut().expect("connected above").call(&command);
+        let returned = shared.now_us();
+        match reply {
+            Ok(Value::Error(_)) => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+            }
+            Ok(value) => {
+                shared
+                    .history
+                    .record(client, call, Some(returned), command, Some(value));
+                shared
+                    .last_success_call_us
+                    .fetch_max(call, Ordering::Relaxed);
+                shared.completed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                if !is_read(&command) {
+                    shared.history.record(client, call, None, command, None);
+                }
+                connection = None;
+                target = (target + 1) % shared.ports.len();
+            }
+        }
+    }
+}
+
+/// Waits until an operation invoked after `since_us` succeeded; returns how long it took.
+fn wait_for_progress(shared: &Shared, since_us: u64, what: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > since_us;
+    while !resumed() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(resumed(), "no operation succeeded within 15 s after {what}");
+    (shared.now_us() - since_us) / 1000
+}
+
+#[test]
+fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() {
+    let mut cluster = VrCluster::start("vr-chaos", 12010);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let shared = Arc::new(Shared {
+        history: History::default(),
+        started: Instant::now(),
+        stop: AtomicBool::new(false),
+        last_success_call_us: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        ports: cluster.client_ports.clone(),
+    });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let shared = shared.clone();
+            std::thread::spawn(move || client_loop(shared, client))
+        })
+        .collect();
+    // A checked load beside them: single-key GET/SET, every write unique, the whole history
+    // checked by `tessera bench` itself (it exits non-zero if it is not linearisable).
+    let nodes: Vec<String> = cluster
+        .client_ports
+        .iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    let bench = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["bench", "kv", "--check", "--clients", "4", "--keys", "50"])
+        .args(["--duration", "14", "--warmup", "0.5", "--nodes"])
+        .arg(nodes.join(","))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    let lead = cluster.lead_router().expect("a router leads");
+    let killed_at = shared.now_us();
+    cluster.kill_router(lead);
+    let router_recovery_ms = wait_for_progress(&shared, killed_at, "killing the lead router");
+    std::thread::sleep(Duration::from_millis(1_000));
+    // A storage process: each of its 3 groups carries on with the other two (view change
+    // where it was the primary).
+    let killed_at = shared.now_us();
+    cluster.kill_storage(2);
+    let storage_recovery_ms = wait_for_progress(&shared, killed_at, "killing a storage process");
+    std::thread::sleep(Duration::from_millis(1_000));
+    // It comes back under its id: every replica recovers from its group.
+    cluster.restart_storage(2);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !cluster.recovered(2) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        cluster.recovered(2),
+        "the restarted storage process's replicas did not recover within 15 s"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // Its neighbour: the two groups holding both need the recovered replicas for a majority.
+    let killed_at = shared.now_us();
+    cluster.kill_storage(3);
+    let second_storage_recovery_ms = wait_for_progress(
+        &shared,
+        killed_at,
+        "killing a second storage process after the first recovered",
+    );
+    std::thread::sleep(Duration::from_millis(1_000));
+    shared.stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    let mut keys: Vec<String> = (0..GROUPS)
+        .flat_map(|group| (0..GROUP_SIZE).map(move |member| register(group, member)))
+        .collect();
+    keys.extend((0..COUNTERS).map(|counter| format!("c{counter}")));
+    for key in keys {
+        let command = arguments(&["GET", &key]);
+        let call = shared.now_us();
+        let value = client.call(&command).expect("final read");
+        assert!(
+            !matches!(value, Value::Error(_)),
+            "final read of {key} failed: {value:?}"
+        );
+        shared
+            .history
+            .record(1_000, call, Some(shared.now_us()), command, Some(value));
+    }
+    let bench = bench.wait_with_output().unwrap();
+    let bench_text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&bench.stdout),
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let completed = shared.completed.load(Ordering::Relaxed);
+    eprintln!(
+        "vr chaos: {completed} operations completed; service resumed {router_recovery_ms} ms after killing lead router {lead}, {storage_recovery_ms} ms after killing storage process 3, {second_storage_recovery_ms} ms after killing storage process 4 (3 recovered); bench: {bench_text}"
+    );
+    assert!(
+        bench.status.success(),
+        "tessera bench kv --check failed: {bench_text}"
+    );
+    assert!(completed > 50, "only {completed} operations completed");
+    shared.history.check();
+}
