@@ -124,6 +124,14 @@ pub enum Frame {
     ///     receiving copies right now (§6.4: reads avoid busy replicas where they can). Sent
     ///     when it changes and every 500 ms while receiving; a gateway forgets it after 2 s.
     Busy { process: ProcessId, receiving: bool },
+    /// 19. A sender outside the storage processes (`tessera bench ecast`) to router: a VR
+    ///     client request from E-Cast sender `sender`; its `Reply` and the `Stable`
+    ///     notifications of `sender`'s messages go to `reply_to` over a link (it stays).
+    SenderRequest {
+        reply_to: SocketAddr,
+        sender: ProcessId,
+        request: Request,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.
