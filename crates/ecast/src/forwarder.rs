@@ -250,11 +250,16 @@ impl Forwarder {
         deliveries: Vec<Delivery>,
         effects: &mut Vec<ForwarderEffect>,
     ) {
-        for chunk in deliveries.chunks(self.settings.deliveries_per_message_max) {
+        // Moved, not copied: a chunk is split off the front each time.
+        let max = self.settings.deliveries_per_message_max;
+        let mut rest = deliveries;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(max));
             effects.push(ForwarderEffect::Deliver {
                 to: process,
-                deliveries: chunk.to_vec(),
+                deliveries: rest,
             });
+            rest = tail;
         }
     }
 
