@@ -88,7 +88,8 @@ bench() {
 # cpu_snapshot: "role ticks" (user + system, in clock ticks) per process of the cluster.
 cpu_snapshot() {
     local pid role
-    for pid in $(pgrep -f "tessera ecast-node|tessera bench ecast"); do
+    # Only this run's processes: their command lines name its cluster file.
+    for pid in $(pgrep -f -- "--cluster $WORK/"); do
         role=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
             grep -oE -- "--router [0-9]+|--storage [0-9]+|bench ecast" | tr ' ' '_' | sed 's/^--//') || continue
         [[ -n "$role" ]] && awk -v role="$role" '{print role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null
@@ -103,7 +104,7 @@ bench_ecast() {
     "$TESSERA" bench ecast --cluster "$WORK/cluster-$nodes-$replication/cluster.toml" \
         --duration "$DURATION" --warmup "$WARMUP" --label "$label" --json "$WORK/one.json" "$@" >&2 &
     local pid=$! measured
-    measured=$(python3 -c "print(max($DURATION - 0.5, 0.5))")
+    measured=$(python3 -c "print(max($DURATION - 1, 0.5))")
     sleep "$WARMUP"
     cpu_snapshot >"$WORK/cpu-before"
     sleep "$measured"
