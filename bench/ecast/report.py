@@ -82,7 +82,7 @@ if multi or direct:
         points = sorted(
             (int(run["parameters"]["senders"]) * int(run["parameters"]["window"]), run["throughput_ops_per_s"])
             for run in direct
-            if run["parameters"]["apply"] == apply
+            if run["parameters"]["apply"] == apply and run["parameters"].get("workers", "2") == "2"
         )
         if points:
             axis.plot([p[0] for p in points], [p[1] for p in points], "s-", color=colour,
@@ -127,8 +127,8 @@ if direct:
     lines += ["", "### E-Cast messages straight to the routers (`tessera bench ecast`, MSET of 4 keys, 8-byte values)", ""]
     lines += ["![messages](ecast-messages.png)", ""]
     lines += [
-        "| senders x window | applied | messages/s | p50 ms | p99 ms | failed | CPU % of one core: lead router, other routers, storage (sum of 6), load generator, total |",
-        "|--:|---|--:|--:|--:|--:|---|",
+        "| senders x window | applied | worker threads | messages/s | p50 ms | p99 ms | failed | CPU % of one core: lead router, other routers, storage (sum of 6), load generator, total |",
+        "|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for run in direct:
         p = run["parameters"]
@@ -138,7 +138,7 @@ if direct:
         storage = sum(value for role, value in cpu.items() if role.startswith("storage"))
         generator = cpu.get("bench_ecast", 0)
         lines.append(
-            f"| {p['senders']} x {p['window']} | {p['apply']} | {run['throughput_ops_per_s']:,.0f} | "
+            f"| {p['senders']} x {p['window']} | {p['apply']} | {p.get('workers', '2')} | {run['throughput_ops_per_s']:,.0f} | "
             f"{run['latency_us']['p50'] / 1000:.2f} | {run['latency_us']['p99'] / 1000:.2f} | {run['errors']} | "
             f"{lead:.0f}, {routers:.0f}, {storage:.0f}, {generator:.0f}, {lead + routers + storage + generator:.0f} |"
         )
