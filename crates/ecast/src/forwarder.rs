@@ -217,17 +217,24 @@ impl Forwarder {
     /// Stable notifications for messages that left the unstable sequence since last seen.
     fn notify_stable(&mut self, state: &RouterState, effects: &mut Vec<ForwarderEffect>) {
         let unstable = state.unstable();
-        self.known_unstable.retain(|timestamp, (sender, sequence)| {
-            if unstable.contains_key(timestamp) {
-                return true;
-            }
-            effects.push(ForwarderEffect::Stable {
-                to: *sender,
-                sequence: *sequence,
-                timestamp: *timestamp,
+        // Every unstable message at or below the newest known one is known (messages never
+        // become unstable again), so the known ones are all still unstable exactly when the
+        // counts agree: the walk below runs only when something did become stable.
+        let newest = self.known_unstable.keys().next_back().copied();
+        let fresh = unstable.range(newest.unwrap_or_default().next()..).count();
+        if unstable.len() - fresh != self.known_unstable.len() {
+            self.known_unstable.retain(|timestamp, (sender, sequence)| {
+                if unstable.contains_key(timestamp) {
+                    return true;
+                }
+                effects.push(ForwarderEffect::Stable {
+                    to: *sender,
+                    sequence: *sequence,
+                    timestamp: *timestamp,
+                });
+                false
             });
-            false
-        });
+        }
         let newest = self.known_unstable.keys().next_back().copied();
         for (timestamp, routed) in unstable.range(newest.unwrap_or_default().next()..) {
             self.known_unstable.insert(
@@ -243,11 +250,16 @@ impl Forwarder {
         deliveries: Vec<Delivery>,
         effects: &mut Vec<ForwarderEffect>,
     ) {
-        for chunk in deliveries.chunks(self.settings.deliveries_per_message_max) {
+        // Moved, not copied: a chunk is split off the front each time.
+        let max = self.settings.deliveries_per_message_max;
+        let mut rest = deliveries;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(max));
             effects.push(ForwarderEffect::Deliver {
                 to: process,
-                deliveries: chunk.to_vec(),
+                deliveries: rest,
             });
+            rest = tail;
         }
     }
 

@@ -7,7 +7,7 @@ use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp
 use placement::ecast::{apply, destset, suspects};
 use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The encoding's version: the first byte of every operation and result.
@@ -239,6 +239,91 @@ pub struct RouterState {
     senders: BTreeMap<ProcessId, SenderState>,
     /// Ops applied (observers use it to notice change cheaply).
     applied: u64,
+    /// What stability waits for, derived from the fields above (never serialised; rebuilt by
+    /// `new` and `restore`, and checked against them by `invariants_full`).
+    #[serde(skip)]
+    index: StabilityIndex,
+    /// Set when a configuration change made the index stale; `collect_stable` rebuilds it.
+    #[serde(skip)]
+    index_stale: bool,
+}
+
+/// The stability index: per unstable message, how many of its destinations it still waits
+/// for (live in the current configuration and not confirmed it), and per destination, the
+/// unstable messages waiting for it. A Confirm op then costs what it confirms, not a walk
+/// over the whole unstable sequence: `confirm` visits only the timestamps it covers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct StabilityIndex {
+    /// Unstable timestamp → destinations still waited for.
+    remaining: BTreeMap<Timestamp, usize>,
+    /// Destination → the unstable timestamps it has not confirmed (only live destinations).
+    waiting: BTreeMap<ProcessId, BTreeSet<Timestamp>>,
+    /// Unstable messages the index says are stable: `collect_stable` removes them.
+    ready: BTreeSet<Timestamp>,
+}
+
+impl StabilityIndex {
+    /// Adds an unstable message whose `waited` destinations have not confirmed it.
+    fn add(
+        &mut self,
+        timestamp: Timestamp,
+        destinations: usize,
+        waited: impl Iterator<Item = ProcessId>,
+        first_confirm: bool,
+    ) {
+        let mut remaining = 0;
+        for process in waited {
+            self.waiting.entry(process).or_default().insert(timestamp);
+            remaining += 1;
+        }
+        self.remaining.insert(timestamp, remaining);
+        if remaining == 0 || (first_confirm && remaining < destinations) {
+            self.ready.insert(timestamp);
+        }
+    }
+
+    /// `process` confirmed every message routed to it up to `up_to`. `destinations` gives a
+    /// message's destination count (for the canary).
+    fn confirm(
+        &mut self,
+        process: ProcessId,
+        up_to: Timestamp,
+        first_confirm: bool,
+        destinations: impl Fn(Timestamp) -> usize,
+    ) {
+        let Some(waiting) = self.waiting.get_mut(&process) else {
+            return;
+        };
+        let rest = waiting.split_off(&up_to.next());
+        let confirmed = std::mem::replace(waiting, rest);
+        if waiting.is_empty() {
+            self.waiting.remove(&process);
+        }
+        for timestamp in confirmed {
+            let remaining = self
+                .remaining
+                .get_mut(&timestamp)
+                .expect("a waiting timestamp is unstable");
+            *remaining -= 1;
+            if *remaining == 0 || (first_confirm && *remaining < destinations(timestamp)) {
+                self.ready.insert(timestamp);
+            }
+        }
+    }
+
+    /// Forgets a message that left the unstable sequence.
+    fn remove(&mut self, timestamp: Timestamp, routed: &Routed) {
+        self.remaining.remove(&timestamp);
+        self.ready.remove(&timestamp);
+        for process in routed.destinations.keys() {
+            if let Some(waiting) = self.waiting.get_mut(process) {
+                waiting.remove(&timestamp);
+                if waiting.is_empty() {
+                    self.waiting.remove(process);
+                }
+            }
+        }
+    }
 }
 
 impl RouterState {
@@ -261,7 +346,25 @@ impl RouterState {
             last_routed: BTreeMap::new(),
             senders: BTreeMap::new(),
             applied: 0,
+            index: StabilityIndex::default(),
+            index_stale: false,
         }
+    }
+
+    /// The stability index as the replicated fields define it: O(unstable × destinations).
+    /// Run when the configuration changes (liveness may change for any destination), after a
+    /// restore, and by `invariants_full` to check the incremental index.
+    fn derive_index(&self) -> StabilityIndex {
+        let configuration = self.configuration();
+        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
+        let mut index = StabilityIndex::default();
+        for (timestamp, routed) in &self.unstable {
+            let waited = routed.destinations.keys().copied().filter(|process| {
+                self.confirmed(*process) < *timestamp && configuration.is_live(*process)
+            });
+            index.add(*timestamp, routed.destinations.len(), waited, first_confirm);
+        }
+        index
     }
 
     // ----- Read-only accessors (the forwarder, observers, tests). -----
@@ -377,7 +480,17 @@ impl RouterState {
                         continue;
                     }
                     let confirmed = self.confirmed.entry(process).or_default();
-                    *confirmed = (*confirmed).max(timestamp);
+                    if timestamp <= *confirmed {
+                        continue;
+                    }
+                    *confirmed = timestamp;
+                    let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
+                    let unstable = &self.unstable;
+                    self.index.confirm(process, timestamp, first_confirm, |t| {
+                        unstable
+                            .get(&t)
+                            .map_or(0, |routed| routed.destinations.len())
+                    });
                 }
                 let stabilised = self.collect_stable();
                 OperationResult::Confirmed { stabilised }
@@ -463,25 +576,39 @@ impl RouterState {
     /// Sequences a message: its timestamp, its destinations under the current configuration,
     /// each destination's previous timestamp, and the next configuration (§5.3, §6.3).
     fn route(&mut self, envelope: Envelope) -> Remembered {
-        let configuration = self.configuration().clone();
-        let (next, refusal) = apply(&configuration, &envelope.routing);
-        if let Some(refusal) = refusal {
-            // A refused configuration message has no effect (§6.3, footnote 4): not routed.
-            return Remembered::Refused(refusal);
-        }
+        // Only a configuration message can change the configuration: a data message is routed
+        // under the current one without copying it.
+        let next = if envelope.is_config() {
+            let (next, refusal) = apply(self.configuration(), &envelope.routing);
+            if let Some(refusal) = refusal {
+                // A refused configuration message has no effect (§6.3, footnote 4): not routed.
+                return Remembered::Refused(refusal);
+            }
+            Some(next)
+        } else {
+            None
+        };
         let timestamp = self.timestamp_last.next();
         self.timestamp_last = timestamp;
+        let configuration = self.configuration();
+        let routed_under = configuration.version();
+        let targets = destset(configuration, &envelope.routing);
+        let live: Vec<ProcessId> = targets
+            .iter()
+            .copied()
+            .filter(|process| configuration.is_live(*process))
+            .collect();
         let mut destinations = BTreeMap::new();
-        for process in destset(&configuration, &envelope.routing) {
+        for process in targets {
             let previous = self.last_routed.insert(process, timestamp);
             destinations.insert(process, previous.unwrap_or_default());
         }
-        let routed_under = configuration.version();
-        let version_after = next.version();
-        if version_after != routed_under {
+        let mut version_after = routed_under;
+        if let Some(next) = next.filter(|next| next.version() != routed_under) {
             for suspect in suspects(&envelope.routing) {
                 assert!(!next.is_live(suspect), "an accepted suspicion takes effect");
             }
+            version_after = next.version();
             self.configurations.insert(
                 version_after,
                 ConfigEntry {
@@ -489,6 +616,7 @@ impl RouterState {
                     configuration: next,
                 },
             );
+            self.index_stale = true;
         }
         let sender = envelope.sender;
         let remembered = Remembered::Sequenced {
@@ -498,6 +626,14 @@ impl RouterState {
         if destinations.is_empty() {
             return remembered; // Nobody to deliver to: stable at once (Algorithm 2 [[25]]).
         }
+        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
+        // Nothing confirms a timestamp not yet assigned: every live destination is waited for.
+        self.index.add(
+            timestamp,
+            destinations.len(),
+            live.into_iter(),
+            first_confirm,
+        );
         self.unstable.insert(
             timestamp,
             Routed {
@@ -519,25 +655,18 @@ impl RouterState {
     /// unstable message was routed under, except the current one (§5.3). Returns how many
     /// messages became stable.
     fn collect_stable(&mut self) -> u64 {
-        let configuration = self.configuration().clone();
-        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
-        let stable: Vec<Timestamp> = self
-            .unstable
-            .iter()
-            .filter(|(timestamp, routed)| {
-                let done = |process: &ProcessId| {
-                    self.confirmed(*process) >= **timestamp || !configuration.is_live(*process)
-                };
-                if first_confirm {
-                    routed.destinations.keys().any(done)
-                } else {
-                    routed.destinations.keys().all(done)
-                }
-            })
-            .map(|(timestamp, _)| *timestamp)
-            .collect();
+        if self.index_stale {
+            // A configuration change may have changed any destination's liveness.
+            self.index = self.derive_index();
+            self.index_stale = false;
+        }
+        let stable = std::mem::take(&mut self.index.ready);
         for timestamp in &stable {
-            let routed = self.unstable.remove(timestamp).expect("listed above");
+            let routed = self
+                .unstable
+                .remove(timestamp)
+                .expect("ready means unstable");
+            self.index.remove(*timestamp, &routed);
             let sender = self
                 .senders
                 .get_mut(&routed.envelope.sender)
@@ -545,15 +674,17 @@ impl RouterState {
             assert!(sender.unstable > 0);
             sender.unstable -= 1;
         }
-        let current = configuration.version();
+        // Versions only grow along the sequence, so the first unstable message was routed under
+        // the oldest configuration any unstable message needs.
+        let current = self.configuration().version();
         let oldest_needed = self
             .unstable
-            .values()
-            .map(|routed| routed.routed_under)
-            .min()
-            .unwrap_or(current);
-        self.configurations
-            .retain(|version, _| *version >= oldest_needed || *version == current);
+            .first_key_value()
+            .map_or(current, |(_, routed)| routed.routed_under);
+        if self.configurations.len() > 1 {
+            self.configurations
+                .retain(|version, _| *version >= oldest_needed || *version == current);
+        }
         stable.len() as u64
     }
 
@@ -576,6 +707,21 @@ impl RouterState {
     fn invariants_full(&self) {
         let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
         assert_eq!(unstable_total, self.unstable.len() as u64);
+        if !self.index_stale {
+            assert_eq!(
+                self.index,
+                self.derive_index(),
+                "the stability index matches the replicated state"
+            );
+        }
+        let mut previous_version = None;
+        for routed in self.unstable.values() {
+            assert!(
+                previous_version <= Some(routed.routed_under),
+                "configuration versions grow along the sequence"
+            );
+            previous_version = Some(routed.routed_under);
+        }
         for routed in self.unstable.values() {
             assert!(
                 self.configurations.contains_key(&routed.routed_under),
@@ -625,6 +771,204 @@ impl vr::StateMachine for RouterState {
                 reason: error.to_string(),
             })?;
         *self = state;
+        self.index = self.derive_index();
+        self.index_stale = false;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Sequence;
+    use placement::ecast::Target;
+    use placement::{ConfigChange, ConfigMessage, MembershipChange, Position};
+    use vr::StateMachine;
+
+    const SENDER: ProcessId = ProcessId(100);
+    const SPACING: u64 = u64::MAX / 4;
+
+    fn state() -> RouterState {
+        let members: Vec<(ProcessId, Position)> = (0..4)
+            .map(|index| (ProcessId(index + 1), Position(index * SPACING)))
+            .collect();
+        RouterState::new(
+            Configuration::with_ring(2, &members),
+            RouterSettings::default(),
+        )
+    }
+
+    /// A write to the arc owned by each of `owners` (replication 2: the owner and its
+    /// successor).
+    fn write(sequence: u64, owners: &[u64]) -> Envelope {
+        Envelope {
+            sender: SENDER,
+            sequence: Sequence(sequence),
+            planned_at: ConfigVersion(0),
+            routing: placement::ecast::Message::Write {
+                sender: SENDER,
+                target: Target::Points(
+                    owners
+                        .iter()
+                        .map(|owner| Position((owner - 1) * SPACING + 3))
+                        .collect(),
+                ),
+            },
+            payload: vec![sequence as u8],
+        }
+    }
+
+    fn run(state: &mut RouterState, operation: Operation) -> OperationResult {
+        OperationResult::decode(&state.apply(&operation.encode()))
+    }
+
+    fn confirm(state: &mut RouterState, confirmations: &[(u64, u64)]) -> u64 {
+        let confirmations = confirmations
+            .iter()
+            .map(|(process, timestamp)| (ProcessId(*process), Timestamp(*timestamp)))
+            .collect();
+        match run(state, Operation::Confirm { confirmations }) {
+            OperationResult::Confirmed { stabilised } => stabilised,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn unstable(state: &RouterState) -> Vec<u64> {
+        state
+            .unstable()
+            .keys()
+            .map(|timestamp| timestamp.0)
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_stable_message_by_message_as_its_destinations_confirm() {
+        let mut state = state();
+        // t1 → {1, 2}, t2 → {2, 3}, t3 → {1, 2, 3, 4}, t4 → {3, 4}: one Submit.
+        let messages = vec![
+            write(1, &[1]),
+            write(2, &[2]),
+            write(3, &[1, 3]),
+            write(4, &[3]),
+        ];
+        let OperationResult::Submitted(outcomes) = run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages,
+            },
+        ) else {
+            panic!("not submitted");
+        };
+        assert_eq!(outcomes.len(), 4);
+        assert_eq!(unstable(&state), [1, 2, 3, 4]);
+        assert_eq!(state.stable_watermark(), Timestamp(0));
+        // One confirmation covering several of a destination's messages.
+        assert_eq!(confirm(&mut state, &[(1, 3)]), 0);
+        assert_eq!(confirm(&mut state, &[(2, 1)]), 1, "t1 has both");
+        assert_eq!(unstable(&state), [2, 3, 4]);
+        assert_eq!(state.stable_watermark(), Timestamp(1));
+        // An old or repeated confirmation changes nothing.
+        assert_eq!(confirm(&mut state, &[(2, 1), (1, 2)]), 0);
+        assert_eq!(confirm(&mut state, &[(2, 3), (3, 2)]), 1, "t2 has both");
+        assert_eq!(unstable(&state), [3, 4]);
+        assert_eq!(confirm(&mut state, &[(3, 4), (4, 3)]), 1, "t3 has all four");
+        assert_eq!(unstable(&state), [4]);
+        // A confirmation past the last timestamp is ignored.
+        assert_eq!(confirm(&mut state, &[(4, 9)]), 0);
+        assert_eq!(confirm(&mut state, &[(4, 4)]), 1);
+        assert!(state.unstable().is_empty());
+        assert_eq!(state.stable_watermark(), Timestamp(4));
+        assert_eq!(state.index, StabilityIndex::default());
+    }
+
+    #[test]
+    fn a_suspicion_makes_the_messages_waiting_only_for_the_suspect_stable() {
+        let mut state = state();
+        let messages = vec![write(1, &[1]), write(2, &[2]), write(3, &[4])];
+        run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages,
+            },
+        );
+        // t1 → {1, 2}, t2 → {2, 3}, t3 → {4, 1}. Everyone but 2 confirms everything.
+        assert_eq!(confirm(&mut state, &[(1, 3), (3, 3), (4, 3)]), 1, "t3");
+        assert_eq!(unstable(&state), [1, 2]);
+        let suspect = Envelope {
+            sender: SENDER,
+            sequence: Sequence(4),
+            planned_at: ConfigVersion(0),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: ConfigMessage {
+                    based_on: ConfigVersion(0),
+                    change: ConfigChange::Membership(MembershipChange::Suspect {
+                        process: ProcessId(2),
+                    }),
+                },
+            },
+            payload: Vec::new(),
+        };
+        run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![suspect],
+            },
+        );
+        assert!(!state.configuration().is_live(ProcessId(2)));
+        assert!(
+            state
+                .unstable()
+                .keys()
+                .all(|timestamp| *timestamp > Timestamp(2)),
+            "t1 and t2 waited only for the suspect: {:?}",
+            unstable(&state)
+        );
+        assert_eq!(state.index, state.derive_index());
+    }
+
+    #[test]
+    fn a_restored_state_rebuilds_its_index_and_goes_on_the_same() {
+        let mut state = state();
+        let messages = (1..=6)
+            .map(|sequence| write(sequence, &[1 + sequence % 4]))
+            .collect();
+        run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages,
+            },
+        );
+        confirm(&mut state, &[(1, 2), (2, 5)]);
+        let mut restored = RouterState::new(
+            Configuration::with_ring(1, &[(ProcessId(9), Position(0))]),
+            RouterSettings::default(),
+        );
+        restored.restore(&state.snapshot()).unwrap();
+        assert_eq!(restored, state, "the index is part of the comparison");
+        let confirmations = [(1, 6), (2, 6), (3, 6), (4, 6)];
+        assert_eq!(
+            confirm(&mut restored, &confirmations),
+            confirm(&mut state, &confirmations)
+        );
+        assert!(restored.unstable().is_empty());
+    }
+
+    #[test]
+    fn the_canary_makes_a_message_stable_on_its_first_confirmation() {
+        let mut state = state();
+        state.settings.canary = Some(Canary::StableOnFirstConfirm);
+        run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![write(1, &[1])],
+            },
+        );
+        assert_eq!(confirm(&mut state, &[(1, 1)]), 1, "2 never confirmed");
     }
 }

@@ -56,6 +56,7 @@ pub struct Envelope {
     pub routing: placement::ecast::Message,
     /// The application's bytes (for a storage process: the operation to apply). Opaque to
     /// E-Cast.
+    #[serde(with = "wire::bytes")]
     pub payload: Vec<u8>,
 }
 
@@ -143,6 +144,7 @@ pub struct SnapshotRead {
     pub not_before: Timestamp,
     /// Must be a `Read`: it chooses the destinations.
     pub routing: placement::ecast::Message,
+    #[serde(with = "wire::bytes")]
     pub payload: Vec<u8>,
 }
 

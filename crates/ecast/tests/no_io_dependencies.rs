@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-const ALLOWED_DEPENDENCIES: &[&str] = &["placement", "vr", "stdx", "serde", "postcard"];
+const ALLOWED_DEPENDENCIES: &[&str] = &["placement", "vr", "wire", "stdx", "serde", "postcard"];
 const FORBIDDEN_IN_SOURCES: &[&str] = &[
     "std::net",
     "std::fs",

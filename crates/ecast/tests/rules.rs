@@ -1027,3 +1027,45 @@ fn random_and_mutated_operations_never_panic_a_router() {
         let _ = OperationResult::decode(&state.query(&bytes));
     }
 }
+
+#[test]
+fn a_destinations_new_messages_go_out_in_order_in_chunks_of_the_maximum_and_stable_once() {
+    let mut state = router();
+    let settings = ForwarderSettings {
+        resend_ticks: 5,
+        deliveries_per_message_max: 2,
+    };
+    let mut forwarder = Forwarder::new(ClientId(1), settings, &state);
+    submit(
+        &mut state,
+        (1..=5)
+            .map(|sequence| write(sequence, &[key_of(1)]))
+            .collect(),
+    );
+    let effects = forwarder_step(&mut forwarder, ForwarderInput::Sync, &state);
+    let chunks: Vec<Vec<u64>> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            ForwarderEffect::Deliver { to, deliveries } if *to == ProcessId(1) => Some(
+                deliveries
+                    .iter()
+                    .map(|delivery| delivery.timestamp.0)
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(chunks, vec![vec![1, 2], vec![3, 4], vec![5]]);
+    // Both destinations confirm everything: each message is reported stable exactly once.
+    confirm(&mut state, &[(1, 5), (2, 5)]);
+    let effects = forwarder_step(&mut forwarder, ForwarderInput::Sync, &state);
+    let stable: Vec<u64> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            ForwarderEffect::Stable { sequence, .. } => Some(sequence.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stable, vec![1, 2, 3, 4, 5]);
+    assert!(forwarder_step(&mut forwarder, ForwarderInput::Sync, &state).is_empty());
+}

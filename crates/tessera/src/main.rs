@@ -2,6 +2,7 @@
 
 mod admin;
 mod bench;
+mod bench_ecast;
 mod bench_history;
 mod dev;
 mod dev_ecast;
@@ -75,6 +76,9 @@ enum BenchCommand {
     Kv(bench::KvArguments),
     /// The Amadeus Ticket workload (Crescando/RB) over the PostgreSQL protocol.
     Ticket(ticket::TicketArguments),
+    /// Ordered multi-partition messages through the routers of a partitioned cluster,
+    /// submitted directly as E-Cast senders (no RESP).
+    Ecast(bench_ecast::EcastArguments),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -101,6 +105,7 @@ fn main() -> anyhow::Result<()> {
         }
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
         Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
+        Subcommands::Bench(BenchCommand::Ecast(arguments)) => bench_ecast::run(arguments),
         Subcommands::Status { nodes } => {
             print!("{}", info::status_table(&nodes));
             Ok(())

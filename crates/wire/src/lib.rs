@@ -5,6 +5,7 @@
 //! appended at the end and a retired one keeps its slot (renamed `Retired…`).
 #![forbid(unsafe_code)]
 
+pub mod bytes;
 mod codec;
 mod ids;
 mod vr;

@@ -29,6 +29,7 @@ pub struct Request {
     pub client: ClientId,
     pub request: RequestNumber,
     pub kind: RequestKind,
+    #[serde(with = "crate::bytes")]
     pub operation: Vec<u8>,
 }
 
@@ -38,6 +39,7 @@ pub struct Reply {
     pub view: View,
     pub client: ClientId,
     pub request: RequestNumber,
+    #[serde(with = "crate::bytes")]
     pub result: Vec<u8>,
 }
 
@@ -71,6 +73,7 @@ pub struct DurabilityLogState {
 pub struct ClientTableEntry {
     pub client: ClientId,
     pub request: RequestNumber,
+    #[serde(with = "crate::bytes")]
     pub result: Vec<u8>,
 }
 
@@ -79,6 +82,7 @@ pub struct ClientTableEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub op: Op,
+    #[serde(with = "crate::bytes")]
     pub state: Vec<u8>,
     pub client_table: Vec<ClientTableEntry>,
     /// Skyros: the digest of every request executed up to `op` (see `DurableRequest`).

@@ -164,6 +164,14 @@ pub enum Frame {
     ///     storage process: its primaries log it (rule H), its gateway gates acknowledgements
     ///     on it (rule A).
     Watermark { watermark: Timestamp },
+    /// 25. A sender outside the storage processes (`tessera bench ecast`) to router: a VR
+    ///     client request from E-Cast sender `sender`; its `Reply` and the `Stable`
+    ///     notifications of `sender`'s messages go to `reply_to` over a link (it stays).
+    SenderRequest {
+        reply_to: SocketAddr,
+        sender: ProcessId,
+        request: Request,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

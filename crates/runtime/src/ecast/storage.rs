@@ -442,8 +442,17 @@ impl StorageProcess {
                     return;
                 }
                 let (indexes, commands): (Vec<u32>, Vec<Command>) = share.into_iter().unzip();
+                // A share of plain PUTs (SET, MSET) answers OK for each: the gateway completes
+                // such a write on stability alone (`Split::needs_answers`), so no Answer.
+                let answer = !commands
+                    .iter()
+                    .all(|command| matches!(command, Command::Put { .. }));
                 let operation = store::kv_operation(&Command::Pipeline { commands });
-                let outcomes = pipeline_outcomes(&self.store.apply(&operation), indexes);
+                let result = self.store.apply(&operation);
+                if !answer {
+                    return;
+                }
+                let outcomes = pipeline_outcomes(&result, indexes);
                 let frame = Frame::Answer {
                     sender: envelope.sender,
                     sequence: envelope.sequence,
