@@ -16,6 +16,7 @@
 //!
 //! Time is `GatewayInput::Tick`; every policy constant is a setting in ticks.
 
+use crate::partition_machine::{PartitionOperation, PartitionQuery, PartitionResult};
 use crate::router::{Operation, OperationResult, Query};
 use crate::sender::{Sender, SenderEvent, SenderSettings};
 use crate::types::{Envelope, Isolation, ReadRefusal, Sequence, SnapshotRead, Timestamp};
@@ -199,6 +200,20 @@ pub enum GatewayInput<A> {
     /// The router group's stable watermark (`WatermarkReporter`); only a gateway built
     /// `with_watermark_gate` uses it.
     Watermark(Timestamp),
+    /// The router bypass (`with_bypass`): a partition member's VR message to one of this
+    /// gateway's lanes (`Reply` with a `PartitionResult`, or `NotPrimary`).
+    Partition {
+        partition: ProcessId,
+        message: Message,
+    },
+    /// The router bypass: a held single-partition operation executed; its result, released by
+    /// the partition's primary (`Released::Single`).
+    Released {
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        result: Vec<u8>,
+    },
 }
 
 /// What the driver must do.
@@ -239,6 +254,14 @@ pub enum GatewayEffect<A> {
     ConfigurationRefreshed { version: ConfigVersion },
     /// Command `id` is done.
     Complete { id: u64, completion: Completion<A> },
+    /// The router bypass: send this VR request (a `PartitionOperation`) for command `id` to
+    /// member `replica` (its index in the group) of partition `partition`.
+    PartitionRequest {
+        id: u64,
+        partition: ProcessId,
+        replica: u8,
+        request: Request,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -311,6 +334,20 @@ enum Phase {
         sent_at: u64,
     },
     SnapshotNeedsNow,
+    /// The router bypass: waiting for a free lane of its partition.
+    BypassQueued {
+        partition: ProcessId,
+    },
+    /// The router bypass: sent as request `number` of lane `lane`; `held_at` once the
+    /// partition answered `Held` (then its result is released, or asked for).
+    BypassSent {
+        partition: ProcessId,
+        lane: u32,
+        number: RequestNumber,
+        sent_at: u64,
+        attempts: u32,
+        held_at: Option<u64>,
+    },
     /// `at`: the read's point, fixed by its first answer (a duplicated read may be stamped
     /// twice, at different points; only answers for one point may be combined).
     SnapshotSent {
@@ -360,6 +397,43 @@ pub struct Gateway<A> {
     /// only once a reported stable watermark covers its message.
     watermark_gate: bool,
     watermark: Timestamp,
+    bypass: Option<Bypass<A>>,
+}
+
+/// The router bypass's settings (`Gateway::with_bypass`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BypassSettings {
+    /// Every partition (a destination of the router configuration, replication 1) and the
+    /// size of its VR group.
+    pub groups: BTreeMap<ProcessId, u8>,
+    /// Single-partition requests in flight per partition at most: VR's client table allows
+    /// one per client id, so each lane is a client id of its own.
+    pub lanes: u32,
+    /// Lane n (over every partition, in partition order) is VR client `client_base + n`.
+    pub client_base: u64,
+    /// An unanswered request is resent this often (to the group's next member every second
+    /// time); a `Held` one asks its result (`PartitionQuery::Result`) this often.
+    pub retry_ticks: u64,
+}
+
+/// Turns a partition's result bytes into answer parts (the application's decoding).
+pub type BypassDecode<A> = fn(&[u8]) -> Option<Vec<(u64, A)>>;
+
+struct Bypass<A> {
+    settings: BypassSettings,
+    decode: BypassDecode<A>,
+    /// By client id: the lane's partition and number, its next request number, and the
+    /// command it carries.
+    lanes: BTreeMap<ClientId, Lane>,
+    /// Each partition's member requests go to (the primary, as far as known).
+    targets: BTreeMap<ProcessId, u8>,
+}
+
+struct Lane {
+    partition: ProcessId,
+    lane: u32,
+    next: RequestNumber,
+    busy: Option<u64>,
 }
 
 impl<A: Clone> Gateway<A> {
@@ -399,7 +473,40 @@ impl<A: Clone> Gateway<A> {
             stats: GatewayStats::default(),
             watermark_gate: false,
             watermark: Timestamp::ZERO,
+            bypass: None,
         }
+    }
+
+    /// The router bypass (`vr` partitions, `docs/internals/ecast-runtime.md`): a sequential
+    /// command whose positions all lie in one partition of the configuration (which must have
+    /// replication 1: one destination per partition) is not an E-Cast message but a
+    /// `PartitionOperation::Single` VR request straight to that partition's group; it
+    /// completes when the partition executed it (at once, or released after a hold).
+    /// Everything else goes through the routers as before. Use with `with_watermark_gate`
+    /// (rule A), which the bypass needs for strict serialisability.
+    pub fn with_bypass(mut self, settings: BypassSettings, decode: BypassDecode<A>) -> Gateway<A> {
+        assert!(settings.lanes >= 1 && settings.retry_ticks >= 2);
+        let mut lanes = BTreeMap::new();
+        let mut client = settings.client_base;
+        for partition in settings.groups.keys() {
+            for lane in 0..settings.lanes {
+                let lane = Lane {
+                    partition: *partition,
+                    lane,
+                    next: RequestNumber(1),
+                    busy: None,
+                };
+                lanes.insert(ClientId(client), lane);
+                client += 1;
+            }
+        }
+        self.bypass = Some(Bypass {
+            targets: settings.groups.keys().map(|group| (*group, 0)).collect(),
+            settings,
+            decode,
+            lanes,
+        });
+        self
     }
 
     /// Rule A of the router bypass (`vr` partitions, `docs/internals/ecast.md`): sequential
@@ -502,6 +609,21 @@ impl<A: Clone> Gateway<A> {
                 }
             }
             GatewayInput::Busy(busy) => self.busy = busy,
+            GatewayInput::Partition { partition, message } => {
+                self.on_partition_message(partition, message, effects)
+            }
+            GatewayInput::Released {
+                partition,
+                client,
+                number,
+                result,
+            } => self.on_bypass_result(
+                partition,
+                client,
+                number,
+                PartitionResult::Executed(result),
+                effects,
+            ),
             GatewayInput::Watermark(watermark) => {
                 if watermark > self.watermark {
                     self.watermark = watermark;
@@ -527,10 +649,11 @@ impl<A: Clone> Gateway<A> {
 
     fn on_submit(&mut self, id: u64, command: GatewayCommand) {
         assert!(!self.pending.contains_key(&id), "command id {id} reused");
-        let phase = match command.isolation() {
-            Isolation::Snapshot => Phase::SnapshotNeedsNow,
-            Isolation::Basic => Phase::BasicQueued,
-            Isolation::Sequential => Phase::Queued,
+        let phase = match (command.isolation(), self.bypass_partition(&command)) {
+            (Isolation::Snapshot, _) => Phase::SnapshotNeedsNow,
+            (Isolation::Basic, _) => Phase::BasicQueued,
+            (Isolation::Sequential, Some(partition)) => Phase::BypassQueued { partition },
+            (Isolation::Sequential, None) => Phase::Queued,
         };
         self.pending.insert(
             id,
@@ -545,9 +668,286 @@ impl<A: Clone> Gateway<A> {
         );
     }
 
+    /// The partition a command bypasses the routers to: its positions all lie in one
+    /// partition of the bypass (None without a bypass, or for anything else).
+    fn bypass_partition(&self, command: &GatewayCommand) -> Option<ProcessId> {
+        let bypass = self.bypass.as_ref()?;
+        if !matches!(
+            command,
+            GatewayCommand::Write { .. } | GatewayCommand::Read { .. }
+        ) {
+            return None;
+        }
+        let mut partition = None;
+        for position in command.positions() {
+            let replicas = self.configuration.replicas(*position);
+            let [only] = replicas.as_slice() else {
+                return None;
+            };
+            if partition.is_some_and(|partition| partition != *only) {
+                return None;
+            }
+            partition = Some(*only);
+        }
+        partition.filter(|partition| bypass.settings.groups.contains_key(partition))
+    }
+
+    /// Bypassing commands take free lanes of their partitions.
+    fn send_bypass(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(bypass) = &self.bypass else {
+            return;
+        };
+        if bypass.lanes.values().all(|lane| lane.busy.is_some()) {
+            return;
+        }
+        let queued: Vec<(u64, ProcessId)> = self
+            .pending
+            .iter()
+            .filter_map(|(id, pending)| match pending.phase {
+                Phase::BypassQueued { partition } => Some((*id, partition)),
+                _ => None,
+            })
+            .collect();
+        for (id, partition) in queued {
+            let bypass = self.bypass.as_mut().expect("checked above");
+            let Some((client, lane)) = bypass
+                .lanes
+                .iter_mut()
+                .find(|(_, lane)| lane.partition == partition && lane.busy.is_none())
+            else {
+                continue;
+            };
+            let number = lane.next;
+            lane.next = RequestNumber(number.0 + 1);
+            lane.busy = Some(id);
+            let (client, lane) = (*client, lane.lane);
+            let now = self.now;
+            self.set_phase(
+                id,
+                Phase::BypassSent {
+                    partition,
+                    lane,
+                    number,
+                    sent_at: now,
+                    attempts: 0,
+                    held_at: None,
+                },
+            );
+            self.send_single(id, partition, client, number, false, effects);
+        }
+    }
+
+    /// Sends command `id`'s single-partition request (again), or asks its result.
+    fn send_single(
+        &mut self,
+        id: u64,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        ask_result: bool,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Some(bypass) = &self.bypass else {
+            return;
+        };
+        let (kind, operation) = if ask_result {
+            let query = PartitionQuery::Result {
+                client: client.0,
+                number: number.0,
+            };
+            (RequestKind::Read, PartitionOperation::Query(query))
+        } else {
+            let operation = PartitionOperation::Single {
+                client: client.0,
+                number: number.0,
+                operation: self.pending[&id].command.payload().to_vec(),
+            };
+            (RequestKind::Write, operation)
+        };
+        effects.push(GatewayEffect::PartitionRequest {
+            id,
+            partition,
+            replica: bypass.targets.get(&partition).copied().unwrap_or(0),
+            request: Request {
+                client,
+                request: number,
+                kind,
+                operation: operation.encode(),
+            },
+        });
+    }
+
+    /// Resends unanswered single-partition requests, rotating members every second time, and
+    /// asks held ones for their result.
+    fn bypass_tick(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(bypass) = &mut self.bypass else {
+            return;
+        };
+        let retry = bypass.settings.retry_ticks;
+        let now = self.now;
+        let mut sends = Vec::new();
+        for (id, pending) in &mut self.pending {
+            let Phase::BypassSent {
+                partition,
+                lane,
+                number,
+                sent_at,
+                attempts,
+                held_at,
+            } = &mut pending.phase
+            else {
+                continue;
+            };
+            let due = match held_at {
+                Some(at) => now >= *at + retry,
+                None => now >= *sent_at + retry,
+            };
+            if !due {
+                continue;
+            }
+            *attempts += 1;
+            *sent_at = now;
+            if let Some(at) = held_at {
+                *at = now;
+            }
+            if attempts.is_multiple_of(2) {
+                let size = bypass
+                    .settings
+                    .groups
+                    .get(partition)
+                    .copied()
+                    .unwrap_or(1)
+                    .max(1);
+                let target = bypass.targets.entry(*partition).or_insert(0);
+                *target = (*target + 1) % size;
+            }
+            let client = bypass
+                .lanes
+                .iter()
+                .find(|(_, candidate)| candidate.partition == *partition && candidate.lane == *lane)
+                .map(|(client, _)| *client);
+            if let Some(client) = client {
+                sends.push((*id, *partition, client, *number, held_at.is_some()));
+            }
+        }
+        for (id, partition, client, number, ask) in sends {
+            self.send_single(id, partition, client, number, ask, effects);
+        }
+    }
+
+    /// A partition's answer to one of the lanes, or a released result.
+    fn on_bypass_result(
+        &mut self,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        result: PartitionResult,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Some(bypass) = &self.bypass else {
+            return;
+        };
+        let Some(lane) = bypass.lanes.get(&client) else {
+            return;
+        };
+        let (Some(id), true) = (lane.busy, lane.partition == partition) else {
+            return;
+        };
+        let decode = bypass.decode;
+        let now = self.now;
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return;
+        };
+        let Phase::BypassSent {
+            number: sent,
+            held_at,
+            ..
+        } = &mut pending.phase
+        else {
+            return;
+        };
+        if *sent != number {
+            return;
+        }
+        match result {
+            PartitionResult::Executed(bytes) => match decode(&bytes) {
+                Some(answers) => {
+                    let parts = pending.command.parts().to_vec();
+                    let answers = answers
+                        .into_iter()
+                        .filter(|(part, _)| parts.contains(part))
+                        .collect();
+                    self.complete(id, Completion::Done(answers), effects);
+                }
+                None => {
+                    let failure = Failure::Lost("a malformed partition result".to_string());
+                    self.complete(id, Completion::Failed(failure), effects);
+                }
+            },
+            PartitionResult::Held => *held_at = Some(held_at.unwrap_or(now)),
+            // Refused by the partition's rules (too much waiting), before it was logged: a
+            // new request (a new number: VR's client table remembers this one's answer).
+            PartitionResult::Unknown if held_at.is_none() => {
+                self.set_phase(id, Phase::BypassQueued { partition })
+            }
+            PartitionResult::Error(reason) => {
+                self.complete(id, Completion::Failed(Failure::Lost(reason)), effects)
+            }
+            _ => {}
+        }
+    }
+
+    fn on_partition_message(
+        &mut self,
+        partition: ProcessId,
+        message: Message,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        match message {
+            Message::Reply(reply) => {
+                let result = PartitionResult::decode(&reply.result);
+                self.on_bypass_result(partition, reply.client, reply.request, result, effects);
+            }
+            Message::NotPrimary {
+                view,
+                client,
+                request,
+            } => {
+                let Some(bypass) = &mut self.bypass else {
+                    return;
+                };
+                let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+                let Some(lane) = bypass.lanes.get(&client) else {
+                    return;
+                };
+                if lane.partition != partition {
+                    return;
+                }
+                bypass
+                    .targets
+                    .insert(partition, (view.0 % u64::from(size.max(1))) as u8);
+                // Resend soon, to the primary named.
+                let half = bypass.settings.retry_ticks / 2;
+                let now = self.now;
+                if let Some(pending) = lane.busy.and_then(|id| self.pending.get_mut(&id)) {
+                    if let Phase::BypassSent {
+                        number, sent_at, ..
+                    } = &mut pending.phase
+                    {
+                        if *number == request {
+                            *sent_at = now.saturating_sub(half);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Everything that may move after an input: basic reads out, the window filled, the next
     /// router request sent.
     fn drive(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        self.send_bypass(effects);
         self.send_basic_reads(effects);
         self.fill_window(effects);
         self.maybe_request(effects);
@@ -557,6 +957,7 @@ impl<A: Clone> Gateway<A> {
         self.now += 1;
         self.sender.tick();
         self.expire(effects);
+        self.bypass_tick(effects);
         let now = self.now;
         let Some(request) = &mut self.request else {
             return;
@@ -659,6 +1060,15 @@ impl<A: Clone> Gateway<A> {
                 self.by_read.remove(&read_id);
             }
             Phase::Planning => self.planning -= 1,
+            Phase::BypassSent { .. } => {
+                if let Some(bypass) = &mut self.bypass {
+                    for lane in bypass.lanes.values_mut() {
+                        if lane.busy == Some(id) {
+                            lane.busy = None;
+                        }
+                    }
+                }
+            }
             _ => {}
         }
         match phase {

@@ -18,14 +18,15 @@
 //! only the configuration version. Writes are always sequential.
 
 use super::config::ClusterConfig;
+use super::config::PartitionMode;
 use super::link::{Frame, Links};
 use super::payload::{self, Split, Survey, SurveyPlan};
 use crate::log;
 use crate::node::random_u64;
 use crate::resp_codec::{encode_reply, parse_request, Limits};
 use ecast::{
-    Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings,
-    Isolation, SenderSettings,
+    BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
+    GatewaySettings, Isolation, SenderSettings,
 };
 use kv::Outcome;
 use placement::ProcessId;
@@ -58,6 +59,8 @@ const GIVE_UP_AFTER_MS: u64 = 10_000;
 const RESUBMIT_MS: u64 = 1_000;
 /// The sender's window: messages sequenced but not yet stable, at most (the routers allow 64).
 const WINDOW_MAX: u64 = 48;
+/// `vr` partitions: single-partition requests in flight per partition (VR client ids).
+const BYPASS_LANES: u32 = 16;
 
 /// What the storage process and the gateway share for INFO.
 #[derive(Debug, Default)]
@@ -138,7 +141,7 @@ pub fn start(
     let id = super::gateway_sender(storage, random_u64());
     let tick_ms = config.tick_ms;
     let router_count = config.routers.len() as u8;
-    let gateway = Gateway::new(
+    let mut gateway = Gateway::new(
         id,
         ClientId(random_u64()),
         config.router_configuration(),
@@ -147,10 +150,46 @@ pub fn start(
         random_u64(),
         settings(tick_ms),
     );
+    let mut groups = BTreeMap::new();
+    if config.partitions == PartitionMode::Vr {
+        // The router bypass: single-partition commands go straight to their partition's
+        // group; multi-partition ones complete under the stable watermark (rule A).
+        for group in config.partition_groups() {
+            groups.insert(group.partition, group.members);
+        }
+        let settings = BypassSettings {
+            groups: groups
+                .iter()
+                .map(|(partition, members)| (*partition, members.len() as u8))
+                .collect(),
+            lanes: BYPASS_LANES,
+            // The lanes' client ids name this storage process (`storage_of_sender`), so that
+            // any member can route a reply or a released result back.
+            client_base: super::gateway_sender(storage, random_u64() & 0xffff_0000).0,
+            retry_ticks: (ROUTER_RETRY_MS / tick_ms).max(2),
+        };
+        let decode: ecast::BypassDecode<Outcome> = |bytes| {
+            let outcomes = super::partition_host::decode_outcomes(bytes);
+            Some(
+                outcomes
+                    .into_iter()
+                    .map(|(index, outcome)| (u64::from(index), outcome))
+                    .collect(),
+            )
+        };
+        gateway = gateway.with_bypass(settings, decode);
+        // Hidden, test-only (debug builds): no rule A, the real-process test's canary.
+        let no_rule_a =
+            cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_RULE_A").is_some();
+        if !no_rule_a {
+            gateway = gateway.with_watermark_gate();
+        }
+    }
     let task = GatewayTask {
         id,
         storage,
         gateway,
+        groups,
         jobs: BTreeMap::new(),
         job_next: 0,
         busy: BTreeMap::new(),
@@ -168,6 +207,8 @@ struct GatewayTask {
     id: ProcessId,
     storage: ProcessId,
     gateway: Gateway<Outcome>,
+    /// `vr` partitions: each partition's members (replica index = place).
+    groups: BTreeMap<ProcessId, Vec<ProcessId>>,
     /// Commands the gateway holds, by the id given to it.
     jobs: BTreeMap<u64, (Planned, oneshot::Sender<Outcome>)>,
     job_next: u64,
@@ -335,6 +376,21 @@ impl GatewayTask {
                 read_id,
                 refusal,
             } if sender == self.id => GatewayInput::BasicRefused { read_id, refusal },
+            Frame::PartitionReply { partition, message } => {
+                GatewayInput::Partition { partition, message }
+            }
+            Frame::PartitionReleased {
+                partition,
+                client,
+                number,
+                result,
+            } => GatewayInput::Released {
+                partition,
+                client: ClientId(client),
+                number: vr::RequestNumber(number),
+                result,
+            },
+            Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),
             // §6.4: reads avoid processes receiving copies; an announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
                 if receiving {
@@ -402,6 +458,22 @@ impl GatewayTask {
                         .store(version.0, Ordering::Relaxed);
                 }
                 GatewayEffect::Complete { id, completion } => self.complete(id, completion),
+                GatewayEffect::PartitionRequest {
+                    partition,
+                    replica,
+                    request,
+                    ..
+                } => {
+                    let member = self
+                        .groups
+                        .get(&partition)
+                        .and_then(|members| members.get(replica as usize))
+                        .and_then(|member| self.cluster.storage(*member));
+                    if let Some(storage) = member {
+                        let frame = Frame::PartitionRequest { partition, request };
+                        self.links.send(storage.address, frame);
+                    }
+                }
                 GatewayEffect::Submitted { .. } | GatewayEffect::Sequenced { .. } => {}
             }
         }

@@ -139,6 +139,31 @@ pub enum Frame {
         router: ReplicaIndex,
         deliveries: Vec<Delivery>,
     },
+    /// 21. `vr` partitions, the router bypass: a gateway's VR request (a
+    ///     `PartitionOperation::Single`, or a `Result` query) to a member of partition
+    ///     `partition`. Replies go to the storage process the client id names
+    ///     (`storage_of_sender`).
+    PartitionRequest {
+        partition: ProcessId,
+        request: Request,
+    },
+    /// 22. `vr` partitions: a member's VR `Reply` or `NotPrimary` to a gateway's lane.
+    PartitionReply {
+        partition: ProcessId,
+        message: Message,
+    },
+    /// 23. `vr` partitions: a held single-partition operation executed (`Released::Single`),
+    ///     from the partition's primary to the client's gateway.
+    PartitionReleased {
+        partition: ProcessId,
+        client: u64,
+        number: u64,
+        result: Vec<u8>,
+    },
+    /// 24. `vr` partitions: the lead router's stable watermark (`WatermarkReporter`), to every
+    ///     storage process: its primaries log it (rule H), its gateway gates acknowledgements
+    ///     on it (rule A).
+    Watermark { watermark: Timestamp },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

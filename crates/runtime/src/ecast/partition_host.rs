@@ -178,6 +178,11 @@ struct Duty {
     router: ReplicaIndex,
     /// The last released reply sent.
     released_sent: u64,
+    /// The newest stable watermark the lead router reported, the last one submitted, and
+    /// whether the last request was a watermark.
+    watermark: Timestamp,
+    watermark_submitted: Timestamp,
+    watermark_last: bool,
 }
 
 /// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
@@ -284,7 +289,13 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
 }
 
 fn machine_settings() -> PartitionMachineSettings {
-    PartitionMachineSettings::default()
+    let mut settings = PartitionMachineSettings::default();
+    // Hidden, test-only (debug builds): no rule H, the first counterexample of `ecast.md`
+    // (the real-process test's canary for the bypass).
+    if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_HOLD").is_some() {
+        settings.rules.canary = Some(ecast::PartitionCanary::NoHold);
+    }
+    settings
 }
 
 struct Host {
@@ -352,6 +363,28 @@ impl Host {
             } => {
                 if (router.0 as usize) < self.config.routers.len() {
                     self.on_deliver(partition, router, deliveries);
+                }
+            }
+            Frame::PartitionRequest { partition, request } => {
+                if self.partitions.contains_key(&partition) {
+                    self.step(partition, Input::Message(Message::Request(request)));
+                }
+            }
+            Frame::Watermark { watermark } => {
+                let _ = self.gateway.send(Frame::Watermark { watermark });
+                let partitions: Vec<ProcessId> = self.partitions.keys().copied().collect();
+                for partition in partitions {
+                    let Some(duty) = self
+                        .partitions
+                        .get_mut(&partition)
+                        .and_then(|hosted| hosted.duty.as_mut())
+                    else {
+                        continue;
+                    };
+                    duty.watermark = duty.watermark.max(watermark);
+                    if let Some(request) = self.next_request(partition) {
+                        self.step(partition, Input::Message(Message::Request(request)));
+                    }
                 }
             }
             Frame::Deliver { .. }
@@ -439,12 +472,17 @@ impl Host {
         let Some(hosted) = self.partitions.get_mut(&partition) else {
             return;
         };
-        let Some(duty) = &mut hosted.duty else {
+        let own = hosted
+            .duty
+            .as_ref()
+            .is_some_and(|duty| duty.client == client);
+        if !own {
+            // A gateway's bypass lane (its client id names its storage process).
+            let frame = Frame::PartitionReply { partition, message };
+            self.to_gateway(ProcessId(client.0), frame);
             return;
-        };
-        if duty.client != client {
-            return; // Stage 1: the primary's own driver is the partition's only client.
         }
+        let duty = hosted.duty.as_mut().expect("checked above");
         let Message::Reply(reply) = message else {
             return;
         };
@@ -500,6 +538,9 @@ impl Host {
                 router: ReplicaIndex(0),
                 // A new primary resends every retained reply (duplicates are harmless).
                 released_sent: 0,
+                watermark: Timestamp::ZERO,
+                watermark_submitted: Timestamp::ZERO,
+                watermark_last: false,
             });
         }
     }
@@ -537,7 +578,19 @@ impl Host {
                     };
                     frames.push((*sender, frame));
                 }
-                Released::Single { .. } => {} // Stage 1: no single-partition operations.
+                Released::Single {
+                    client,
+                    number,
+                    result,
+                } => {
+                    let frame = Frame::PartitionReleased {
+                        partition,
+                        client: *client,
+                        number: *number,
+                        result: result.clone(),
+                    };
+                    frames.push((ProcessId(*client), frame));
+                }
             }
         }
         for (sender, frame) in frames {
@@ -552,15 +605,27 @@ impl Host {
         }
         let hosted = self.partitions.get_mut(&partition)?;
         let duty = hosted.duty.as_mut()?;
-        if duty.in_flight || duty.pending.is_empty() {
+        if duty.in_flight {
             return None;
         }
-        let shares = std::mem::take(&mut duty.pending);
+        // Deliveries and watermarks take turns, so that neither starves the other (held
+        // operations wait for the watermark; the routers for the confirmations).
+        let watermark_due = duty.watermark > duty.watermark_submitted;
+        let operation = if watermark_due && (duty.pending.is_empty() || !duty.watermark_last) {
+            duty.watermark_submitted = duty.watermark;
+            duty.watermark_last = true;
+            PartitionOperation::Watermark(duty.watermark)
+        } else if !duty.pending.is_empty() {
+            duty.watermark_last = false;
+            PartitionOperation::Deliveries(std::mem::take(&mut duty.pending))
+        } else {
+            return None;
+        };
         let request = Request {
             client: duty.client,
             request: duty.request_next,
             kind: RequestKind::Write,
-            operation: PartitionOperation::Deliveries(shares).encode(),
+            operation: operation.encode(),
         };
         duty.request_next = RequestNumber(duty.request_next.0 + 1);
         duty.in_flight = true;

@@ -11,7 +11,7 @@ use crate::log;
 use crate::node::random_u64;
 use ecast::{
     Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, OperationResult, RouterSettings,
-    RouterState, Sender, SenderSettings,
+    RouterState, Sender, SenderSettings, WatermarkInput, WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::Message as Routing;
 use placement::{
@@ -123,6 +123,8 @@ struct Lead {
     view: View,
     forwarder: Forwarder,
     detector: Detector,
+    /// `vr` partitions: the stable watermark's reporter (rules H and A).
+    watermark: Option<WatermarkReporter>,
 }
 
 /// Suspects storage processes this router cannot reach (the simulator's failure detector, with
@@ -167,6 +169,7 @@ impl RouterLoop {
             lead.detector.sender.tick();
         }
         self.forwarder_input(ForwarderInput::Tick);
+        self.report_watermark(WatermarkInput::Tick);
         if self.ticks.is_multiple_of(DETECT_EVERY_TICKS) {
             self.detect();
         }
@@ -233,7 +236,27 @@ impl RouterLoop {
                 queue.push_back(Input::Message(Message::Request(request)));
             }
         }
+        self.report_watermark(WatermarkInput::Sync);
         self.log_changes();
+    }
+
+    /// `vr` partitions: the lead router tells every storage process the stable watermark
+    /// when it advances and every `resend_ticks` (each process passes it to the primaries it
+    /// hosts and to its gateway).
+    fn report_watermark(&mut self, input: WatermarkInput) {
+        let Some(lead) = &mut self.lead else {
+            return;
+        };
+        let Some(reporter) = &mut lead.watermark else {
+            return;
+        };
+        let Some(watermark) = reporter.step(input, self.replica.state_machine()) else {
+            return;
+        };
+        for storage in &self.config.storage {
+            self.links
+                .send(storage.address, Frame::Watermark { watermark });
+        }
     }
 
     fn on_reply(
@@ -310,6 +333,11 @@ impl RouterLoop {
                     submitted: BTreeSet::new(),
                     replace_planned_at: None,
                 },
+                watermark: (self.config.partitions == PartitionMode::Vr).then(|| {
+                    // Every 100 ms again (reports are lost on the way).
+                    let resend_ticks = (100 / self.config.tick_ms).max(1);
+                    WatermarkReporter::new(WatermarkSettings { resend_ticks })
+                }),
             });
             log::info(format_args!(
                 "forwarding in view {} from timestamp {}",

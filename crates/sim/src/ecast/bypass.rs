@@ -1155,6 +1155,9 @@ impl BypassSimulation {
                 | GatewayEffect::Plan { .. }
                 | GatewayEffect::Submitted { .. }
                 | GatewayEffect::ConfigurationRefreshed { .. } => {}
+                // Its gateways are not built `with_bypass` (this world's own single-partition
+                // path sends those transactions).
+                GatewayEffect::PartitionRequest { .. } => {}
             }
         }
     }

@@ -1657,6 +1657,8 @@ impl EcastSimulation {
                     }
                 }
                 GatewayEffect::ConfigurationRefreshed { .. } => {}
+                // `sequenced` partitions: no router bypass.
+                GatewayEffect::PartitionRequest { .. } => {}
                 GatewayEffect::Complete { id, completion } => {
                     if self.on_complete(index, id, completion) {
                         let command = GatewayCommand::Config;

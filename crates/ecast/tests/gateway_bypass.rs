@@ -1,0 +1,266 @@
+//! The router bypass inside `ecast::Gateway` (`with_bypass`): a command whose positions lie in
+//! one partition is a `PartitionOperation::Single` VR request to that partition's group, on a
+//! lane of its own; `Held` waits for the released result (or asks it); `NotPrimary` moves the
+//! target; a command over several partitions still goes to the routers.
+
+use ecast::{
+    BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
+    GatewaySettings, PartitionOperation, PartitionQuery, PartitionResult,
+};
+use placement::{Configuration, Position, ProcessId};
+use std::collections::BTreeMap;
+use vr::{ClientId, Message, Reply, Request, RequestKind, RequestNumber, View};
+
+const GATEWAY: ProcessId = ProcessId(100);
+const SPACING: u64 = u64::MAX / 3;
+const BASE: u64 = 5_000;
+
+fn ring() -> Configuration {
+    let members: Vec<(ProcessId, Position)> = (0..3)
+        .map(|index| (ProcessId(index + 1), Position(index * SPACING)))
+        .collect();
+    Configuration::with_ring(1, &members)
+}
+
+fn key_of(partition: u64) -> Position {
+    Position((partition - 1) * SPACING + 7)
+}
+
+/// A result is the answer parts as (part, value) pairs, postcard.
+fn decode(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
+    postcard::from_bytes(bytes).ok()
+}
+
+fn result(parts: &[(u64, u64)]) -> Vec<u8> {
+    postcard::to_allocvec(&parts.to_vec()).unwrap()
+}
+
+fn gateway(lanes: u32) -> Gateway<u64> {
+    let settings = BypassSettings {
+        groups: (1..=3).map(|partition| (ProcessId(partition), 3)).collect(),
+        lanes,
+        client_base: BASE,
+        retry_ticks: 10,
+    };
+    Gateway::new(
+        GATEWAY,
+        ClientId(7),
+        ring(),
+        3,
+        0,
+        1,
+        GatewaySettings::default(),
+    )
+    .with_watermark_gate()
+    .with_bypass(settings, decode)
+}
+
+fn step(gateway: &mut Gateway<u64>, input: GatewayInput<u64>) -> Vec<GatewayEffect<u64>> {
+    let mut effects = Vec::new();
+    gateway.step(input, &mut effects);
+    effects
+}
+
+fn partition_requests(effects: &[GatewayEffect<u64>]) -> Vec<(ProcessId, u8, Request)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::PartitionRequest {
+                partition,
+                replica,
+                request,
+                ..
+            } => Some((*partition, *replica, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completed(effects: &[GatewayEffect<u64>]) -> Vec<(u64, Completion<u64>)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Complete { id, completion } => Some((*id, completion.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn write(positions: Vec<Position>) -> GatewayCommand {
+    GatewayCommand::Write {
+        positions,
+        payload: b"payload".to_vec(),
+        parts: vec![0],
+        needs_answers: true,
+    }
+}
+
+fn reply(request: &Request, result: PartitionResult) -> GatewayInput<u64> {
+    GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::Reply(Reply {
+            view: View(0),
+            client: request.client,
+            request: request.request,
+            result: result.encode(),
+        }),
+    }
+}
+
+#[test]
+fn a_single_partition_command_is_a_vr_request_to_its_partition_and_completes_on_its_result() {
+    let mut gateway = gateway(2);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(2), key_of(2)]),
+        },
+    );
+    let requests = partition_requests(&effects);
+    assert_eq!(requests.len(), 1);
+    let (partition, replica, request) = requests[0].clone();
+    assert_eq!((partition, replica), (ProcessId(2), 0));
+    assert!(request.client.0 >= BASE);
+    assert_eq!(request.kind, RequestKind::Write);
+    assert_eq!(
+        PartitionOperation::decode(&request.operation).unwrap(),
+        PartitionOperation::Single {
+            client: request.client.0,
+            number: request.request.0,
+            operation: b"payload".to_vec(),
+        }
+    );
+    assert!(
+        !effects
+            .iter()
+            .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
+        "nothing goes to the routers"
+    );
+    // A reply for another request number is ignored; the right one completes it (no
+    // watermark needed: rule A is for multi-partition messages).
+    let mut stale = request.clone();
+    stale.request = RequestNumber(request.request.0 + 5);
+    let effects = step(
+        &mut gateway,
+        reply(&stale, PartitionResult::Executed(result(&[(0, 9)]))),
+    );
+    assert!(completed(&effects).is_empty());
+    let effects = step(
+        &mut gateway,
+        reply(
+            &request,
+            PartitionResult::Executed(result(&[(0, 9), (4, 1)])),
+        ),
+    );
+    assert_eq!(
+        completed(&effects),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 9)])))],
+        "only the parts asked for"
+    );
+}
+
+#[test]
+fn a_held_operation_completes_when_released_and_asks_its_result_after_a_silence() {
+    let mut gateway = gateway(1);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    let (_, _, request) = partition_requests(&effects)[0].clone();
+    // One lane: the next command for partition 2 waits for it.
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 2,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    assert!(partition_requests(&effects).is_empty());
+    assert!(completed(&step(&mut gateway, reply(&request, PartitionResult::Held))).is_empty());
+    // Silence: after retry_ticks it asks for the result on the read path, same number.
+    let mut asked = Vec::new();
+    for _ in 0..10 {
+        asked.extend(partition_requests(&step(&mut gateway, GatewayInput::Tick)));
+    }
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let query = &asked[0].2;
+    assert_eq!(query.kind, RequestKind::Read);
+    assert_eq!(query.request, request.request);
+    assert_eq!(
+        PartitionOperation::decode(&query.operation).unwrap(),
+        PartitionOperation::Query(PartitionQuery::Result {
+            client: request.client.0,
+            number: request.request.0,
+        })
+    );
+    // The query answers Held again: still waiting. Then the release completes it, and the
+    // lane goes to command 2 with the next number.
+    assert!(completed(&step(&mut gateway, reply(query, PartitionResult::Held))).is_empty());
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Released {
+            partition: ProcessId(2),
+            client: request.client,
+            number: request.request,
+            result: result(&[(0, 3)]),
+        },
+    );
+    assert_eq!(
+        completed(&effects),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 3)])))]
+    );
+    let next = partition_requests(&effects);
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].2.client, request.client);
+    assert_eq!(next[0].2.request, RequestNumber(request.request.0 + 1));
+}
+
+#[test]
+fn not_primary_moves_the_target_and_silence_rotates_it() {
+    let mut gateway = gateway(1);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(3)]),
+        },
+    );
+    let (_, replica, request) = partition_requests(&effects)[0].clone();
+    assert_eq!(replica, 0);
+    let not_primary = GatewayInput::Partition {
+        partition: ProcessId(3),
+        message: Message::NotPrimary {
+            view: View(4),
+            client: request.client,
+            request: request.request,
+        },
+    };
+    step(&mut gateway, not_primary);
+    let mut resent = Vec::new();
+    for _ in 0..10 {
+        resent.extend(partition_requests(&step(&mut gateway, GatewayInput::Tick)));
+    }
+    assert!(!resent.is_empty());
+    assert_eq!(resent[0].1, 1, "view 4 of a group of 3: member 1");
+    assert_eq!(resent[0].2, request, "the same request, same number");
+}
+
+#[test]
+fn a_command_over_several_partitions_goes_to_the_routers() {
+    let mut gateway = gateway(1);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(1), key_of(2)]),
+        },
+    );
+    assert!(partition_requests(&effects).is_empty());
+    assert!(effects
+        .iter()
+        .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
+}
