@@ -6,7 +6,9 @@
 //! storage process (VR view change in each of its groups), its restart (VR recovery of each
 //! replica under the same id), then SIGKILL of another storage process (whose groups need the
 //! recovered one), under concurrent clients and a `tessera bench kv --check` load, loses no
-//! acknowledged write: both histories are checked for linearisability.
+//! acknowledged write: both histories are checked for linearisability; (c) the router bypass:
+//! single-partition GETs on the bypass never see less of a multi-partition MSET than an earlier
+//! GET saw (rule H; its canary `TESSERA_CANARY_NO_HOLD` fails it).
 
 mod support;
 
@@ -26,6 +28,7 @@ const REPLICATION: u8 = 3;
 
 struct VrCluster {
     directory: PathBuf,
+    config: ClusterConfig,
     client_ports: Vec<u16>,
     routers: Vec<Option<Child>>,
     storage: Vec<Option<Child>>,
@@ -61,6 +64,7 @@ impl VrCluster {
                 .map(|storage| storage.client.port())
                 .collect(),
             directory,
+            config,
             routers: Vec::new(),
             storage: Vec::new(),
             storage_logs: Vec::new(),
@@ -286,6 +290,101 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
     assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "6");
     // Snapshot and basic reads are not built for vr partitions: refused, not wrong.
     assert!(redis_cli(cluster.client_ports[0], &["READMODE", "basic"]).contains("not built"));
+}
+
+/// Two keys in different partitions (their owners under the router configuration differ).
+fn keys_in_two_partitions(cluster: &VrCluster) -> (String, String) {
+    let routed = cluster.config.router_configuration();
+    let partition = |key: &str| routed.owner(runtime::ecast::payload::position(key.as_bytes()));
+    let first = "h0".to_string();
+    let second = (1..)
+        .map(|index| format!("h{index}"))
+        .find(|key| partition(key) != partition(&first))
+        .unwrap();
+    (first, second)
+}
+
+/// The first counterexample of `docs/internals/ecast.md` on real processes: a writer MSETs two
+/// keys of different partitions (a routed message) with an increasing round while readers GET
+/// one key and then the other, each a single-partition command on the bypass. Once a read saw
+/// round k of one key, a later read of the other key must see round k or later (rule H holds
+/// the second read until the partition logged a watermark covering the MSET).
+#[test]
+fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one() {
+    let cluster = VrCluster::start("vr-hold", 12020);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    let (first, second) = keys_in_two_partitions(&cluster);
+    let stop = Arc::new(AtomicBool::new(false));
+    // One writer: its rounds are ordered in real time, so a later MSET has a larger round.
+    let writers: Vec<_> = (0..1)
+        .map(|writer| {
+            let (stop, port) = (stop.clone(), cluster.client_ports[writer]);
+            let (first, second) = (first.clone(), second.clone());
+            std::thread::spawn(move || {
+                let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+                let mut round = 1u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let value = round.to_string();
+                    let words = ["MSET", &first, &value, &second, &value];
+                    assert_eq!(
+                        client.call(&arguments(&words)).unwrap(),
+                        Value::Simple("OK".into())
+                    );
+                    round += 1;
+                }
+            })
+        })
+        .collect();
+    let read = |client: &mut RespClient, key: &str| -> u64 {
+        match client.call(&arguments(&["GET", key])).unwrap() {
+            Value::Bulk(bytes) => String::from_utf8(bytes).unwrap().parse().unwrap(),
+            Value::Null => 0,
+            other => panic!("GET answered {other:?}"),
+        }
+    };
+    let readers: Vec<_> = (0..4)
+        .map(|reader| {
+            let stop = stop.clone();
+            let ports = cluster.client_ports.clone();
+            let (first, second) = (first.clone(), second.clone());
+            std::thread::spawn(move || {
+                let mut a = RespClient::connect(ports[2 + reader % 4], Duration::from_secs(1))
+                    .unwrap();
+                let mut b = RespClient::connect(ports[(3 + reader) % 6], Duration::from_secs(1))
+                    .unwrap();
+                let (x, y) = if reader % 2 == 0 {
+                    (&first, &second)
+                } else {
+                    (&second, &first)
+                };
+                let mut pairs = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let seen = read(&mut a, x);
+                    let later = read(&mut b, y);
+                    assert!(
+                        later >= seen,
+                        "GET {x} saw round {seen}, then GET {y} saw round {later}: the second read missed a multi-partition write the first one saw"
+                    );
+                    pairs += 1;
+                }
+                pairs
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let pairs: u64 = readers
+        .into_iter()
+        .map(|reader| reader.join().unwrap())
+        .sum();
+    eprintln!("vr hold: {pairs} pairs of bypass reads");
+    assert!(pairs > 100, "only {pairs} pairs of reads");
 }
 
 // ----- (b) Killing the lead router, then storage processes, under concurrent clients. -----
