@@ -185,10 +185,16 @@ fn wait_and_report(
         .map(|router| router.address.to_string())
         .collect();
     println!("  routers: {}", routers.join(", "));
-    println!(
-        "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
-        config.data_dir.display()
-    );
+    match config.partitions {
+        PartitionMode::Sequenced => println!(
+            "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
+            config.data_dir.display()
+        ),
+        PartitionMode::Vr => println!(
+            "Any storage process serves every command: single-partition ones straight to the partition's VR group (the router bypass), multi-partition ones through E-Cast. Logs: {}",
+            config.data_dir.display()
+        ),
+    }
     if config.partitions == PartitionMode::Sequenced {
         println!(
             "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
