@@ -17,6 +17,9 @@ pub enum EcastCanary {
     /// A receiving storage process applies later deliveries before its copy is installed
     /// (`placement::migration::MigrationCanary::ServeBeforeInstalled`).
     MigrationServesBeforeInstall,
+    /// A sending storage process does not hold later items touching a range while it
+    /// captures it in slices (`placement::migration::MigrationCanary::CaptureWithoutHold`).
+    MigrationCaptureWithoutHold,
 }
 
 #[derive(Clone, Debug)]
@@ -67,6 +70,9 @@ pub struct EcastOptions {
     pub joins_max: u64,
     /// Partial live migration between storage processes.
     pub migration: MigrationSettings,
+    /// A storage process gets one `MigrationInput::Work` (one slice of engine work) every this
+    /// many ticks: passes span many ticks, so deliveries interleave with them.
+    pub work_every_ticks: u64,
     pub canary: Option<EcastCanary>,
 }
 
@@ -128,8 +134,15 @@ impl EcastOptions {
             resend_ticks: prng.range_inclusive(20, 60),
             sender_timeout_ticks: prng.range_inclusive(1_500, 2_500),
             held_max: 10_000,
+            slice_keys_max: 1,
             canary: None,
         };
+        // Drawn after everything else (engine passes came later): 1–3 keys a slice, a slice
+        // every 1–10 ticks per storage process, so captures, clears and deletes span many
+        // ticks and interleave with deliveries.
+        let mut migration = migration;
+        migration.slice_keys_max = prng.range_inclusive(1, 3) as usize;
+        let work_every_ticks = prng.range_inclusive(1, 10);
         EcastOptions {
             seed,
             router_config,
@@ -157,6 +170,7 @@ impl EcastOptions {
             reconfigure_per_10000,
             joins_max,
             migration,
+            work_every_ticks,
             canary: None,
         }
     }
@@ -172,6 +186,10 @@ impl EcastOptions {
             options.migration.canary = Some(MigrationCanary::ServeBeforeInstalled);
             options.reconfigure_per_10000 = options.reconfigure_per_10000.max(40);
         }
+        if canary == EcastCanary::MigrationCaptureWithoutHold {
+            options.migration.canary = Some(MigrationCanary::CaptureWithoutHold);
+            options.reconfigure_per_10000 = options.reconfigure_per_10000.max(40);
+        }
         options
     }
 
@@ -180,7 +198,7 @@ impl EcastOptions {
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
              snapshot={}% basic={}% bank={}% ticks={} reconfigure={}/10000 joins<={} \
-             chunk<={}B in_flight<={}B per_tick<={}B{}",
+             chunk<={}B in_flight<={}B per_tick<={}B slice<={} work_every={}{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -204,6 +222,8 @@ impl EcastOptions {
             self.migration.chunk_bytes_max,
             self.migration.in_flight_bytes_max,
             self.migration.bytes_per_tick_max,
+            self.migration.slice_keys_max,
+            self.work_every_ticks,
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
