@@ -225,6 +225,24 @@ impl KvStore {
         self.entries.iter()
     }
 
+    /// The entries after `after` in key order (from the first if `None`): live migration
+    /// walks the store in bounded slices, resuming after the last key it visited.
+    pub fn entries_after(&self, after: Option<&[u8]>) -> impl Iterator<Item = (&Bytes, &Bytes)> {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.entries.range::<[u8], _>((from, Bound::Unbounded))
+    }
+
+    /// Inserts or overwrites one entry (a migrated record).
+    pub fn insert(&mut self, key: Bytes, value: Bytes) {
+        self.entries.insert(key, value);
+    }
+
+    /// Removes one entry; whether it was there.
+    pub fn remove(&mut self, key: &[u8]) -> bool {
+        self.entries.remove(key).is_some()
+    }
+
     /// Replaces every entry (the SQL front end's writes to the built-in table `kv`).
     pub fn replace_entries(&mut self, entries: BTreeMap<Bytes, Bytes>) {
         self.entries = entries;

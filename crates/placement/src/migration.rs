@@ -1,27 +1,41 @@
 //! Partial live migration (Rubberband §6.4–6.5), one storage process's half, as a pure state
 //! machine: a `Migrator` per storage process sits between its E-Cast inbox and its storage
-//! engine. It takes inputs (deliveries in order, ticks, captured records, messages from other
-//! storage processes) and appends effects (apply this delivery, capture or install or delete a
-//! range, send this message, declare this process failed). It never does I/O.
+//! engine. It takes inputs (deliveries in order, ticks, moments for engine work, slices the
+//! engine scanned, messages from other storage processes) and appends effects (apply this
+//! delivery, scan one slice of the engine, install one chunk, send this message, declare this
+//! process failed). It never does I/O.
+//!
+//! Every step is bounded: the engine work of a migration (capturing a range, clearing stale
+//! records before an install, deleting a range given away) runs as *passes* over the engine's
+//! keys in key order, one slice of at most `slice_keys_max` keys per `MigrationInput::Work`,
+//! and a copy is installed chunk by chunk as chunks arrive. A driver feeds `Work` while
+//! `has_work()`, between its other inputs, so that deliveries and confirmations keep flowing
+//! during a migration.
 //!
 //! The rules, each tested below:
 //! - An accepted keyspace message is projected (`plan::project`): a `Send` captures the range
-//!   at the message's point of the stream and streams it to the receiver directly (not through
-//!   the routers) in chunks of at most `chunk_bytes_max`, each checksummed (FNV-1a by 64-bit words over the
-//!   stream, index, totals and records), throttled by `in_flight_bytes_max` (sent, not yet
-//!   acknowledged) and `bytes_per_tick_max`, and resent after `resend_ticks` without an ack.
+//!   as of the message's point of the stream (a capture pass; until it completes, every later
+//!   item touching the range is held, so the slices read one consistent state) and streams it
+//!   to the receiver directly (not through the routers) in chunks of at most
+//!   `chunk_bytes_max`, each checksummed (FNV-1a by 64-bit words over the stream, index,
+//!   totals and records), throttled by `in_flight_bytes_max` (sent, not yet acknowledged) and
+//!   `bytes_per_tick_max`, and resent after `resend_ticks` without an ack.
 //! - A `Receive` makes the range *incoming*: every later item of the stream (data message,
 //!   snapshot read, keyspace message) that touches an incoming range, or touches an item held
 //!   before it, is held (at most `held_max`) and replayed in order once the copy is installed.
-//!   Items touching neither run at once: migration never blocks unrelated ranges.
+//!   Items touching neither run at once: migration never blocks unrelated ranges. If the
+//!   engine may still hold records of the range (it held it before), a clear pass removes them
+//!   first; chunks are installed as they arrive (buffered while the clear runs). Nothing reads
+//!   an incoming range before its last chunk is installed.
 //! - A chunk is accepted only from the stream's sender, for a stream this process expects, with
 //!   a matching checksum, consistent totals and records inside the stream's range; anything
 //!   else is dropped and counted, never panics.
 //! - A receiver that hears nothing from a sender for `sender_timeout_ticks` (or cannot hold
-//!   more items) declares itself failed (§6.5): it emits `DeclareFailed` and stops.
-//! - A `Delete` runs only once every receiver named in the same instruction list reported its
-//!   copy installed (`Installed`, acknowledged by `InstalledAck`), and deletes only what this
-//!   process no longer holds by then.
+//!   more items) declares itself failed (§6.5): it emits `DeclareFailed` and stops (a partial
+//!   install stays in its engine, which nothing reads again: crash-stop).
+//! - A delete pass starts only once every receiver named in the same instruction list reported
+//!   its copy installed (`Installed`, acknowledged by `InstalledAck`), and deletes only what
+//!   this process does not hold at each slice (a later keyspace message may give part back).
 
 use crate::configuration::{ConfigVersion, ProcessId};
 use crate::plan::{project, EngineInstruction, Instruction};
@@ -45,6 +59,9 @@ pub struct MigrationSettings {
     /// Items held while a copy is incoming, at most; one more and the receiver declares itself
     /// failed (it could not catch up).
     pub held_max: usize,
+    /// Engine keys one slice of a pass (capture, clear, delete) visits at most: bounds how long
+    /// one `Work` step holds the engine.
+    pub slice_keys_max: usize,
     #[doc(hidden)]
     pub canary: Option<MigrationCanary>,
 }
@@ -58,6 +75,7 @@ impl Default for MigrationSettings {
             resend_ticks: 50,
             sender_timeout_ticks: 2_000,
             held_max: 100_000,
+            slice_keys_max: 4_096,
             canary: None,
         }
     }
@@ -70,6 +88,22 @@ pub enum MigrationCanary {
     /// The receiver applies later deliveries before its copy is installed (then the install
     /// overwrites them).
     ServeBeforeInstalled,
+    /// The sender does not hold later items touching a range while its capture pass runs, so
+    /// the copy mixes states from after the keyspace message into it.
+    CaptureWithoutHold,
+}
+
+/// One pass over the engine (a capture, a clear before an install, or a delete).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PassId(pub u64);
+
+/// What a slice of a pass does with the visited keys in its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanMode {
+    /// Copy them into `MigrationInput::Scanned`'s records.
+    Copy,
+    /// Remove them from the engine.
+    Remove,
 }
 
 /// One copy: the keyspace message's version (the version after it) names the instruction list;
@@ -211,10 +245,17 @@ pub enum MigrationInput<T> {
         version: ConfigVersion,
         instructions: Vec<Instruction>,
     },
-    /// The answer to `MigrationEffect::Capture`: the records of its range at that point.
-    Captured {
-        stream: StreamId,
+    /// The driver has a moment between its other inputs: the migrator may run one bounded
+    /// piece of engine work (one slice of a pass, or the install of one buffered chunk).
+    /// Drivers feed it while `has_work()`.
+    Work,
+    /// The answer to `MigrationEffect::Scan`, the next input after the step that emitted it:
+    /// the records copied (`ScanMode::Copy`; empty for `Remove`) and the last key visited
+    /// (`None`: no key after it, the pass is complete).
+    Scanned {
+        pass: PassId,
         records: Vec<Record>,
+        next: Option<Vec<u8>>,
     },
     /// A message from another storage process (untrusted).
     Receive {
@@ -229,20 +270,30 @@ pub enum MigrationEffect<T> {
     /// in `holds` only: what this process held at the item's place in the stream (a later
     /// keyspace message may already have changed `Migrator::holdings`).
     Apply { item: T, holds: PositionSet },
-    /// Read the records of `range` as the engine holds them now, before executing any later
-    /// effect, and feed them back as `MigrationInput::Captured`.
-    Capture {
-        stream: StreamId,
+    /// One slice of a pass, run at its place among the effects: visit the engine's keys in
+    /// key order after `after` (from the first if `None`), at most `keys_max` of them; copy or
+    /// remove (`mode`) those whose position is in `range`; feed back `MigrationInput::Scanned`
+    /// with the last key visited (`None` if fewer than `keys_max` keys remained) as the next
+    /// input, before any other.
+    Scan {
+        pass: PassId,
+        mode: ScanMode,
         range: PositionSet,
+        after: Option<Vec<u8>>,
+        keys_max: usize,
     },
-    /// Replace the engine's contents of `range` with `records`.
+    /// Write `records` into the engine (insert or overwrite): one chunk of `stream`'s copy.
+    /// The range held no stale records by then (cleared first if it could).
     Install {
         stream: StreamId,
-        range: PositionSet,
         records: Vec<Record>,
     },
-    /// Drop the engine's contents of `range`.
-    Delete { range: PositionSet },
+    /// Informational: every chunk of `stream` is installed; items waiting for it run next.
+    CopyComplete {
+        stream: StreamId,
+        range: PositionSet,
+        keys: u64,
+    },
     Send {
         to: ProcessId,
         message: MigrationMessage,
@@ -299,7 +350,12 @@ pub struct MigrationStats {
     pub streams_installed: u64,
     /// Items that arrived while something they touch was incoming or held.
     pub items_held: u64,
+    /// Delete passes started (a delete with nothing left to delete counts, without a pass).
     pub deletes_run: u64,
+    /// Slices of passes run (capture, clear, delete).
+    pub slices: u64,
+    /// Chunks installed after waiting for a clear pass.
+    pub chunks_buffered: u64,
     pub throttled_ticks: u64,
     /// Outgoing streams given up: the receiver acknowledged nothing for
     /// `sender_timeout_ticks` (it failed, and declares itself failed if it is still up).
@@ -330,8 +386,17 @@ impl<T> Queued<T> {
 #[derive(Clone, Debug)]
 struct Outgoing {
     range: PositionSet,
-    /// Empty until captured.
+    /// The capture pass, while it runs (items touching `range` are held meanwhile).
+    capture: Option<PassId>,
+    /// While capturing: the records so far, in chunk-sized groups (the last one open).
+    groups: Vec<Vec<Record>>,
+    /// Bytes of the open group.
+    group_bytes: u64,
+    /// Empty until captured. A chunk's checksum is computed when it is first sent (so the
+    /// cost is spread over the copy, not paid in one step).
     chunks: Vec<Chunk>,
+    /// Per chunk: its checksum is computed.
+    sealed: Vec<bool>,
     /// Per chunk: the bytes its records count for (computed once: the throttle asks on every
     /// step).
     sizes: Vec<u64>,
@@ -359,8 +424,31 @@ struct Incoming {
     count: Option<u32>,
     bytes_total: u64,
     keys_total: u64,
-    chunks: BTreeMap<u32, Vec<Record>>,
+    /// Chunks accepted (installed or buffered).
+    received: BTreeSet<u32>,
+    /// Chunks accepted while the clear pass runs, installed one per `Work` after it.
+    buffered: BTreeMap<u32, Vec<Record>>,
+    /// The pass removing stale records of `range` before the first install, while it runs.
+    clear: Option<PassId>,
+    bytes_done: u64,
+    keys_done: u64,
     heard_at: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PassKind {
+    Capture(StreamId),
+    Clear(StreamId),
+    Delete,
+}
+
+/// A pass over the engine's keys in key order, a slice per `Work`.
+#[derive(Clone, Debug)]
+struct Pass {
+    kind: PassKind,
+    range: PositionSet,
+    /// The last key visited (`None`: not started).
+    after: Option<Vec<u8>>,
 }
 
 /// A multiset of position intervals (`(first, last)`, inclusive) answering "does this set
@@ -437,6 +525,12 @@ pub struct Migrator<T> {
     /// acknowledgement was lost hears it again.
     installed: BTreeSet<StreamId>,
     budget_bytes: u64,
+    /// Engine passes under way, by id (ids grow: lower ones started first).
+    passes: BTreeMap<PassId, Pass>,
+    next_pass: u64,
+    /// Positions where the engine may hold records: what this process held at some point and
+    /// has not finished deleting. An incoming range outside it needs no clear pass.
+    dirty: PositionSet,
     failed: Option<FailureReason>,
     stats: MigrationStats,
 }
@@ -448,11 +542,15 @@ impl<T> Migrator<T> {
         assert!(settings.chunk_bytes_max > 0);
         assert!(settings.resend_ticks > 0);
         assert!(settings.sender_timeout_ticks > settings.resend_ticks);
+        assert!(settings.slice_keys_max > 0);
         Migrator {
             process,
             budget_bytes: settings.bytes_per_tick_max,
             settings,
             now: 0,
+            dirty: holds.clone(),
+            passes: BTreeMap::new(),
+            next_pass: 0,
             holds,
             queue: VecDeque::new(),
             queue_index: QueueIndex::default(),
@@ -508,6 +606,7 @@ impl<T> Migrator<T> {
     pub fn is_idle(&self) -> bool {
         self.incoming.is_empty()
             && self.outgoing.is_empty()
+            && self.passes.is_empty()
             && self.queue.is_empty()
             && self.notices.is_empty()
             && self.rounds.values().all(|round| round.delete.is_none())
@@ -549,12 +648,8 @@ impl<T> Migrator<T> {
                 stream: *stream,
                 bytes_total: inc.count.map(|_| inc.bytes_total),
                 keys_total: inc.count.map(|_| inc.keys_total),
-                bytes_done: inc.chunks.values().flatten().map(Record::size).sum(),
-                keys_done: inc
-                    .chunks
-                    .values()
-                    .map(|records| records.len() as u64)
-                    .sum(),
+                bytes_done: inc.bytes_done,
+                keys_done: inc.keys_done,
                 bytes_in_flight: 0,
             })
             .collect();
@@ -566,7 +661,12 @@ impl<T> Migrator<T> {
                 .rounds
                 .values()
                 .filter(|round| round.delete.is_some())
-                .count(),
+                .count()
+                + self
+                    .passes
+                    .values()
+                    .filter(|pass| pass.kind == PassKind::Delete)
+                    .count(),
         }
     }
 
@@ -599,7 +699,12 @@ impl<T> Migrator<T> {
                 };
                 self.enqueue(queued, effects);
             }
-            MigrationInput::Captured { stream, records } => self.on_captured(stream, records),
+            MigrationInput::Work => self.on_work(effects),
+            MigrationInput::Scanned {
+                pass,
+                records,
+                next,
+            } => self.on_scanned(pass, records, next, effects),
             MigrationInput::Receive { from, message } => self.on_message(from, message, effects),
         }
         if self.failed.is_none() {
@@ -613,6 +718,32 @@ impl<T> Migrator<T> {
         self.incoming
             .values()
             .fold(PositionSet::empty(), |all, inc| all.union(&inc.range))
+    }
+
+    /// Whether engine work is waiting: a pass under way, or a buffered chunk to install. The
+    /// driver feeds `MigrationInput::Work` while this holds.
+    pub fn has_work(&self) -> bool {
+        self.failed.is_none()
+            && (!self.passes.is_empty()
+                || self
+                    .incoming
+                    .values()
+                    .any(|inc| inc.clear.is_none() && !inc.buffered.is_empty()))
+    }
+
+    /// What later items must not touch yet: every incoming range, and every range whose
+    /// capture pass is under way.
+    fn blocked_range(&self) -> PositionSet {
+        let capturing = self
+            .outgoing
+            .values()
+            .filter(|out| out.capture.is_some())
+            .filter(|_| self.settings.canary != Some(MigrationCanary::CaptureWithoutHold));
+        self.incoming
+            .values()
+            .map(|inc| &inc.range)
+            .chain(capturing.map(|out| &out.range))
+            .fold(PositionSet::empty(), |all, range| all.union(range))
     }
 
     fn enqueue(&mut self, queued: Queued<T>, effects: &mut Vec<MigrationEffect<T>>) {
@@ -630,7 +761,7 @@ impl<T> Migrator<T> {
         // keyspace message takes the full drain: it changes what is incoming.)
         if !self.queue.is_empty() && matches!(queued, Queued::Data { .. }) {
             let touches = queued.touches();
-            if touches.intersects(&self.incoming_range()) || self.queue_index.intersects(touches) {
+            if touches.intersects(&self.blocked_range()) || self.queue_index.intersects(touches) {
                 self.queue_index.add(touches);
                 self.queue.push_back(queued);
                 self.stats.items_held += 1;
@@ -654,10 +785,10 @@ impl<T> Migrator<T> {
         }
     }
 
-    /// Runs every queued item that touches neither an incoming range nor an item still held
-    /// before it, in order.
+    /// Runs every queued item that touches neither a blocked range (incoming, or being
+    /// captured) nor an item still held before it, in order.
     fn drain(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
-        let mut incoming = self.incoming_range();
+        let mut incoming = self.blocked_range();
         let mut index = QueueIndex::default();
         let mut kept = VecDeque::new();
         while let Some(queued) = self.queue.pop_front() {
@@ -676,8 +807,8 @@ impl<T> Migrator<T> {
                     instructions,
                     ..
                 } => {
-                    self.run_keyspace(version, &instructions, effects);
-                    incoming = incoming.union(&self.incoming_range());
+                    self.run_keyspace(version, &instructions);
+                    incoming = incoming.union(&self.blocked_range());
                 }
             }
         }
@@ -686,12 +817,7 @@ impl<T> Migrator<T> {
     }
 
     /// §6.4: project out this process's instructions and start them.
-    fn run_keyspace(
-        &mut self,
-        version: ConfigVersion,
-        instructions: &[Instruction],
-        effects: &mut Vec<MigrationEffect<T>>,
-    ) {
+    fn run_keyspace(&mut self, version: ConfigVersion, instructions: &[Instruction]) {
         let mut round = Round::default();
         for instruction in instructions {
             match instruction {
@@ -715,11 +841,16 @@ impl<T> Migrator<T> {
                         from: self.process,
                         to,
                     };
+                    let pass = self.start_pass(PassKind::Capture(stream), range.clone());
                     self.outgoing.insert(
                         stream,
                         Outgoing {
-                            range: range.clone(),
+                            range,
+                            capture: Some(pass),
+                            groups: vec![Vec::new()],
+                            group_bytes: 0,
                             chunks: Vec::new(),
+                            sealed: Vec::new(),
                             sizes: Vec::new(),
                             captured: false,
                             acked: Vec::new(),
@@ -728,7 +859,6 @@ impl<T> Migrator<T> {
                             acked_at: self.now,
                         },
                     );
-                    effects.push(MigrationEffect::Capture { stream, range });
                 }
                 EngineInstruction::Receive { from, range } => {
                     receives_any = true;
@@ -740,6 +870,12 @@ impl<T> Migrator<T> {
                         from,
                         to: self.process,
                     };
+                    // Stale records (this process held part of the range before and has not
+                    // deleted them all) go before the first chunk is installed.
+                    let stale = range.intersection(&self.dirty);
+                    let clear = (!stale.is_empty())
+                        .then(|| self.start_pass(PassKind::Clear(stream), stale));
+                    self.dirty = self.dirty.union(&range);
                     self.incoming.insert(
                         stream,
                         Incoming {
@@ -747,7 +883,11 @@ impl<T> Migrator<T> {
                             count: None,
                             bytes_total: 0,
                             keys_total: 0,
-                            chunks: BTreeMap::new(),
+                            received: BTreeSet::new(),
+                            buffered: BTreeMap::new(),
+                            clear,
+                            bytes_done: 0,
+                            keys_done: 0,
                             heard_at: self.now,
                         },
                     );
@@ -756,6 +896,17 @@ impl<T> Migrator<T> {
             }
         }
         self.holds = self.holds.union(&receiving).difference(&deleting);
+        // A delete under way never removes what this process holds again: the new copy
+        // lands there (after its own clear pass).
+        if !receiving.is_empty() {
+            for pass in self.passes.values_mut() {
+                if pass.kind == PassKind::Delete {
+                    pass.range = pass.range.difference(&receiving);
+                }
+            }
+            self.passes
+                .retain(|_, pass| pass.kind != PassKind::Delete || !pass.range.is_empty());
+        }
         if !deleting.is_empty() {
             round.delete = Some(deleting);
         }
@@ -766,68 +917,143 @@ impl<T> Migrator<T> {
             round.notify.clear(); // Only receivers announce their installs.
         }
         self.rounds.insert(version, round);
-        self.maybe_finish_round(version, effects);
+        self.maybe_finish_round(version);
     }
 
-    fn on_captured(&mut self, stream: StreamId, records: Vec<Record>) {
-        let chunk_bytes_max = self.settings.chunk_bytes_max;
-        let Some(out) = self.outgoing.get_mut(&stream) else {
-            return; // Not ours (a driver bug or a stale answer): nothing to send.
+    fn start_pass(&mut self, kind: PassKind, range: PositionSet) -> PassId {
+        let id = PassId(self.next_pass);
+        self.next_pass += 1;
+        let after = None;
+        self.passes.insert(id, Pass { kind, range, after });
+        id
+    }
+
+    /// One bounded piece of engine work, most urgent first: a capture slice (later items
+    /// touching the range wait for it), the install of a buffered chunk, a clear slice (an
+    /// install waits for it), a delete slice.
+    fn on_work(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
+        let first = |kind: fn(&PassKind) -> bool| {
+            self.passes
+                .iter()
+                .find(|(_, pass)| kind(&pass.kind))
+                .map(|(id, _)| *id)
         };
-        if out.captured {
-            return;
+        if let Some(pass) = first(|kind| matches!(kind, PassKind::Capture(_))) {
+            return self.scan(pass, effects);
         }
-        let mut records: Vec<Record> = records
-            .into_iter()
-            .filter(|record| out.range.contains(record.position))
-            .collect();
-        records.sort();
-        let bytes_total: u64 = records.iter().map(Record::size).sum();
-        let keys_total = records.len() as u64;
-        let mut groups: Vec<Vec<Record>> = vec![Vec::new()];
-        let mut bytes = 0;
-        for record in records {
-            let size = record.size();
-            let last = groups.last_mut().expect("never empty");
-            if !last.is_empty() && bytes + size > chunk_bytes_max {
-                groups.push(vec![record]);
-                bytes = size;
-            } else {
-                last.push(record);
-                bytes += size;
+        let buffered = self
+            .incoming
+            .iter_mut()
+            .find(|(_, inc)| inc.clear.is_none() && !inc.buffered.is_empty());
+        if let Some((stream, inc)) = buffered {
+            let stream = *stream;
+            let (_, records) = inc.buffered.pop_first().expect("not empty");
+            effects.push(MigrationEffect::Install { stream, records });
+            return self.maybe_installed(stream, effects);
+        }
+        if let Some(pass) = first(|kind| matches!(kind, PassKind::Clear(_)))
+            .or_else(|| first(|kind| *kind == PassKind::Delete))
+        {
+            self.scan(pass, effects);
+        }
+    }
+
+    fn scan(&mut self, id: PassId, effects: &mut Vec<MigrationEffect<T>>) {
+        let pass = &self.passes[&id];
+        let (mode, range) = match pass.kind {
+            PassKind::Capture(_) => (ScanMode::Copy, pass.range.clone()),
+            PassKind::Clear(_) => (ScanMode::Remove, pass.range.clone()),
+            // Never what this process holds (again) by now.
+            PassKind::Delete => (ScanMode::Remove, pass.range.difference(&self.holds)),
+        };
+        self.stats.slices += 1;
+        effects.push(MigrationEffect::Scan {
+            pass: id,
+            mode,
+            range,
+            after: pass.after.clone(),
+            keys_max: self.settings.slice_keys_max,
+        });
+    }
+
+    fn on_scanned(
+        &mut self,
+        id: PassId,
+        records: Vec<Record>,
+        next: Option<Vec<u8>>,
+        effects: &mut Vec<MigrationEffect<T>>,
+    ) {
+        let Some(pass) = self.passes.get_mut(&id) else {
+            return; // Not ours (a driver bug or a stale answer).
+        };
+        if let PassKind::Capture(stream) = pass.kind {
+            let chunk_bytes_max = self.settings.chunk_bytes_max;
+            let out = self.outgoing.get_mut(&stream).expect("a capture's stream");
+            for record in records {
+                if !out.range.contains(record.position) {
+                    continue;
+                }
+                let size = record.size();
+                let open = out.groups.last_mut().expect("never empty");
+                if !open.is_empty() && out.group_bytes + size > chunk_bytes_max {
+                    out.groups.push(vec![record]);
+                    out.group_bytes = size;
+                } else {
+                    open.push(record);
+                    out.group_bytes += size;
+                }
             }
         }
+        if next.is_some() {
+            pass.after = next;
+            return;
+        }
+        let pass = self.passes.remove(&id).expect("present");
+        match pass.kind {
+            PassKind::Capture(stream) => {
+                self.seal_capture(stream);
+                self.drain(effects); // Release what waited for the capture.
+            }
+            PassKind::Clear(stream) => {
+                if let Some(inc) = self.incoming.get_mut(&stream) {
+                    inc.clear = None;
+                }
+                self.maybe_installed(stream, effects);
+            }
+            PassKind::Delete => {
+                self.dirty = self.dirty.difference(&pass.range.difference(&self.holds));
+            }
+        }
+    }
+
+    /// The capture of `stream` is complete: its groups become the stream's chunks.
+    fn seal_capture(&mut self, stream: StreamId) {
+        let out = self.outgoing.get_mut(&stream).expect("a capture's stream");
+        let groups = std::mem::take(&mut out.groups);
+        let bytes_total: u64 = groups.iter().flatten().map(Record::size).sum();
+        let keys_total: u64 = groups.iter().map(|group| group.len() as u64).sum();
         let count = u32::try_from(groups.len()).expect("fewer than 2^32 chunks");
+        out.sizes = groups
+            .iter()
+            .map(|group| group.iter().map(Record::size).sum())
+            .collect();
         out.chunks = groups
             .into_iter()
             .enumerate()
-            .map(|(index, records)| {
-                let index = index as u32;
-                Chunk {
-                    stream,
-                    index,
-                    count,
-                    bytes_total,
-                    keys_total,
-                    checksum: chunk_checksum(
-                        stream,
-                        index,
-                        count,
-                        bytes_total,
-                        keys_total,
-                        &records,
-                    ),
-                    records,
-                }
+            .map(|(index, records)| Chunk {
+                stream,
+                index: index as u32,
+                count,
+                bytes_total,
+                keys_total,
+                checksum: 0,
+                records,
             })
             .collect();
-        out.sizes = out
-            .chunks
-            .iter()
-            .map(|chunk| chunk.records.iter().map(Record::size).sum())
-            .collect();
+        out.sealed = vec![false; out.chunks.len()];
         out.acked = vec![false; out.chunks.len()];
         out.sent_at = vec![None; out.chunks.len()];
+        out.capture = None;
         out.captured = true;
     }
 
@@ -875,7 +1101,7 @@ impl<T> Migrator<T> {
                     if round.receivers.contains(&receiver) {
                         round.installed.insert(receiver);
                     }
-                    self.maybe_finish_round(version, effects);
+                    self.maybe_finish_round(version);
                 } else if !self.early_notices.contains_key(&version)
                     && self.early_notices.len() >= EARLY_NOTICES_MAX
                 {
@@ -949,12 +1175,22 @@ impl<T> Migrator<T> {
         inc.count = Some(chunk.count);
         inc.bytes_total = chunk.bytes_total;
         inc.keys_total = chunk.keys_total;
-        match inc.chunks.entry(chunk.index) {
-            std::collections::btree_map::Entry::Occupied(_) => self.stats.chunks_duplicate += 1,
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                self.stats.chunks_accepted += 1;
-                slot.insert(chunk.records);
+        if inc.received.insert(chunk.index) {
+            self.stats.chunks_accepted += 1;
+            inc.bytes_done += chunk.records.iter().map(Record::size).sum::<u64>();
+            inc.keys_done += chunk.records.len() as u64;
+            if inc.clear.is_none() && inc.buffered.is_empty() {
+                // Installed as it arrives: nothing reads the range until the last one is in.
+                effects.push(MigrationEffect::Install {
+                    stream,
+                    records: chunk.records,
+                });
+            } else {
+                self.stats.chunks_buffered += 1;
+                inc.buffered.insert(chunk.index, chunk.records);
             }
+        } else {
+            self.stats.chunks_duplicate += 1;
         }
         effects.push(MigrationEffect::Send {
             to: from,
@@ -963,18 +1199,27 @@ impl<T> Migrator<T> {
                 index: chunk.index,
             },
         });
-        if inc.chunks.len() as u64 == u64::from(chunk.count) {
-            self.install(stream, effects);
-        }
+        self.maybe_installed(stream, effects);
     }
 
-    fn install(&mut self, stream: StreamId, effects: &mut Vec<MigrationEffect<T>>) {
-        let inc = self.incoming.remove(&stream).expect("complete stream");
-        let records: Vec<Record> = inc.chunks.into_values().flatten().collect();
-        effects.push(MigrationEffect::Install {
+    /// Completes `stream` once its clear pass ran and every chunk arrived and is installed.
+    fn maybe_installed(&mut self, stream: StreamId, effects: &mut Vec<MigrationEffect<T>>) {
+        let Some(inc) = self.incoming.get(&stream) else {
+            return;
+        };
+        let complete = inc.clear.is_none()
+            && inc.buffered.is_empty()
+            && inc
+                .count
+                .is_some_and(|count| inc.received.len() as u64 == u64::from(count));
+        if !complete {
+            return;
+        }
+        let inc = self.incoming.remove(&stream).expect("present");
+        effects.push(MigrationEffect::CopyComplete {
             stream,
             range: inc.range,
-            records,
+            keys: inc.keys_done,
         });
         self.stats.streams_installed += 1;
         self.installed.insert(stream);
@@ -990,16 +1235,12 @@ impl<T> Migrator<T> {
                 }
             }
         }
-        self.maybe_finish_round(stream.version, effects);
+        self.maybe_finish_round(stream.version);
         self.drain(effects); // Replay what waited for this copy.
     }
 
-    /// Runs this process's delete of `version` once every receiver installed its copy.
-    fn maybe_finish_round(
-        &mut self,
-        version: ConfigVersion,
-        effects: &mut Vec<MigrationEffect<T>>,
-    ) {
+    /// Starts this process's delete pass of `version` once every receiver installed its copy.
+    fn maybe_finish_round(&mut self, version: ConfigVersion) {
         let Some(round) = self.rounds.get_mut(&version) else {
             return;
         };
@@ -1010,7 +1251,7 @@ impl<T> Migrator<T> {
                 let range = range.difference(&self.holds);
                 self.stats.deletes_run += 1;
                 if !range.is_empty() {
-                    effects.push(MigrationEffect::Delete { range });
+                    self.start_pass(PassKind::Delete, range);
                 }
             }
         }
@@ -1146,6 +1387,18 @@ impl<T> Migrator<T> {
                     self.stats.chunks_resent += 1;
                 }
                 self.stats.bytes_sent += bytes;
+                if !out.sealed[index] {
+                    let chunk = &mut out.chunks[index];
+                    chunk.checksum = chunk_checksum(
+                        chunk.stream,
+                        chunk.index,
+                        chunk.count,
+                        chunk.bytes_total,
+                        chunk.keys_total,
+                        &chunk.records,
+                    );
+                    out.sealed[index] = true;
+                }
                 out.sent_at[index] = Some(now);
                 out.heard_at = now;
                 effects.push(MigrationEffect::Send {
@@ -1172,7 +1425,9 @@ impl<T> Migrator<T> {
             assert_eq!(out.chunks.len(), out.acked.len());
             assert_eq!(out.chunks.len(), out.sent_at.len());
             assert_eq!(out.chunks.len(), out.sizes.len());
+            assert_eq!(out.chunks.len(), out.sealed.len());
             assert!(out.captured || out.chunks.is_empty());
+            assert_eq!(out.captured, out.capture.is_none());
         }
         for inc in self.incoming.values() {
             assert!(inc.range.is_subset(&self.holds) || self.failed.is_some());

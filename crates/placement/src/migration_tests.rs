@@ -22,6 +22,7 @@ fn settings() -> MigrationSettings {
         resend_ticks: 5,
         sender_timeout_ticks: 50,
         held_max: 4,
+        slice_keys_max: 3,
         canary: None,
     }
 }
@@ -86,27 +87,108 @@ fn chunks_of(effects: &Effects) -> Vec<Chunk> {
         .collect()
 }
 
+/// A test engine: records by key.
+type Engine = BTreeMap<Vec<u8>, Record>;
+
+fn engine_of(records: impl IntoIterator<Item = Record>) -> Engine {
+    records
+        .into_iter()
+        .map(|record| (record.key.clone(), record))
+        .collect()
+}
+
+/// The driver's half of `MigrationEffect::Scan` against a test engine.
+fn scan(
+    engine: &mut Engine,
+    mode: ScanMode,
+    range: &PositionSet,
+    after: Option<Vec<u8>>,
+    keys_max: usize,
+) -> (Vec<Record>, Option<Vec<u8>>) {
+    use std::ops::Bound;
+    let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+    let visited: Vec<Vec<u8>> = engine
+        .range((from, Bound::Unbounded))
+        .take(keys_max)
+        .map(|(key, _)| key.clone())
+        .collect();
+    let next = (visited.len() == keys_max).then(|| visited.last().cloned().expect("visited"));
+    let mut records = Vec::new();
+    for key in visited {
+        if range.contains(engine[&key].position) {
+            match mode {
+                ScanMode::Copy => records.push(engine[&key].clone()),
+                ScanMode::Remove => {
+                    engine.remove(&key);
+                }
+            }
+        }
+    }
+    (records, next)
+}
+
+/// Runs one effect against a test engine; returns the input to feed back, if any.
+fn execute(engine: &mut Engine, effect: &MigrationEffect<u32>) -> Option<MigrationInput<u32>> {
+    match effect {
+        MigrationEffect::Scan {
+            pass,
+            mode,
+            range,
+            after,
+            keys_max,
+        } => {
+            let (records, next) = scan(engine, *mode, range, after.clone(), *keys_max);
+            Some(MigrationInput::Scanned {
+                pass: *pass,
+                records,
+                next,
+            })
+        }
+        MigrationEffect::Install { records, .. } => {
+            for record in records {
+                engine.insert(record.key.clone(), record.clone());
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Feeds `Work` while the migrator has any, as a driver would, against `engine`; appends
+/// every effect. Returns how many `Work` inputs it took.
+fn work(migrator: &mut Migrator<u32>, engine: &mut Engine, effects: &mut Effects) -> usize {
+    let mut works = 0;
+    while migrator.has_work() {
+        works += 1;
+        let mut input = Some(MigrationInput::Work);
+        while let Some(next) = input.take() {
+            let mut step = Vec::new();
+            migrator.step(next, &mut step);
+            for effect in &step {
+                if let Some(answer) = execute(engine, effect) {
+                    assert!(input.is_none(), "one scan per step");
+                    input = Some(answer);
+                }
+            }
+            effects.extend(step);
+        }
+    }
+    works
+}
+
 /// A sender that captured `count` records in [20, 40) and sent its first chunks.
 fn started_sender(settings: MigrationSettings, count: u64) -> (Migrator<u32>, Effects) {
     let mut migrator = sender(settings);
     let mut effects = Vec::new();
     migrator.step(keyspace(), &mut effects);
-    assert_eq!(
-        effects,
-        vec![MigrationEffect::Capture {
-            stream: stream(),
-            range: range(20, 40)
-        }]
+    assert!(
+        effects.is_empty(),
+        "the capture waits for Work: {effects:?}"
     );
-    effects.clear();
-    let records = (0..count).map(|index| record(20 + index)).collect();
-    migrator.step(
-        MigrationInput::Captured {
-            stream: stream(),
-            records,
-        },
-        &mut effects,
-    );
+    assert!(migrator.has_work());
+    let mut engine = engine_of((0..count).map(|index| record(20 + index)));
+    work(&mut migrator, &mut engine, &mut effects);
+    assert_eq!(migrator.stats().slices, count / 3 + 1);
     (migrator, effects)
 }
 
@@ -157,11 +239,17 @@ fn capture_outside_the_range_is_not_sent() {
     let mut migrator = sender(settings());
     let mut effects = Vec::new();
     migrator.step(keyspace(), &mut effects);
+    migrator.step(MigrationInput::Work, &mut effects);
+    let [MigrationEffect::Scan { pass, .. }] = effects[..] else {
+        panic!("one scan: {effects:?}");
+    };
     effects.clear();
+    // A driver that answers with records outside the range: they are not sent.
     migrator.step(
-        MigrationInput::Captured {
-            stream: stream(),
+        MigrationInput::Scanned {
+            pass,
             records: vec![record(5), record(25)],
+            next: None,
         },
         &mut effects,
     );
@@ -423,9 +511,7 @@ fn a_later_keyspace_message_touching_an_incoming_range_waits_for_the_install() {
         },
         &mut effects,
     );
-    assert!(!effects
-        .iter()
-        .any(|effect| matches!(effect, MigrationEffect::Capture { .. })));
+    assert!(!receiver.has_work(), "its capture waits for the install");
     // The held message's receiver hears heartbeats meanwhile.
     effects.clear();
     for _ in 0..5 {
@@ -543,20 +629,26 @@ fn deletes_wait_until_every_receiver_installed() {
     );
     assert_eq!(
         effects,
-        vec![
-            MigrationEffect::Send {
-                to: E,
-                message: MigrationMessage::InstalledAck {
-                    version: V,
-                    receiver: E
-                }
-            },
-            MigrationEffect::Delete {
-                range: range(20, 30)
+        vec![MigrationEffect::Send {
+            to: E,
+            message: MigrationMessage::InstalledAck {
+                version: V,
+                receiver: E
             }
-        ]
+        },]
     );
+    assert!(!deleter.is_idle(), "its delete pass is under way");
+    effects.clear();
+    let mut engine = engine_of((10..40).map(record));
+    let works = work(&mut deleter, &mut engine, &mut effects);
+    assert_eq!(
+        works, 11,
+        "30 keys, 3 a slice, and one more to find the end"
+    );
+    let left: Vec<u64> = engine.values().map(|record| record.position.0).collect();
+    assert_eq!(left, (10..20).chain(30..40).collect::<Vec<u64>>());
     assert!(deleter.is_idle());
+    assert_eq!(deleter.progress().deletes_pending, 0);
 }
 
 #[test]
@@ -575,12 +667,13 @@ fn an_installed_notice_before_the_keyspace_message_is_remembered() {
     );
     effects.clear();
     deleter.step(keyspace(), &mut effects);
-    assert_eq!(
-        effects,
-        vec![MigrationEffect::Delete {
-            range: range(20, 30)
-        }]
-    );
+    assert!(effects.is_empty());
+    deleter.step(MigrationInput::Work, &mut effects);
+    assert!(matches!(
+        &effects[..],
+        [MigrationEffect::Scan { mode: ScanMode::Remove, range: deleting, after: None, .. }]
+            if *deleting == range(20, 30)
+    ));
 }
 
 #[test]
@@ -756,9 +849,14 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
             (E, Migrator::new(E, PositionSet::empty(), settings.clone())),
         ]);
         let data_b: Vec<Record> = (20..40).map(record).collect();
+        let mut engines: BTreeMap<ProcessId, Engine> = BTreeMap::from([
+            (B, engine_of((0..50).map(record))),
+            (C, engine_of((10..40).map(record))),
+            // Stale records outside what e receives stay; none inside it exist.
+            (E, engine_of([record(45), record(60)])),
+        ]);
         let mut in_flight: Vec<(u64, ProcessId, ProcessId, MigrationMessage)> = Vec::new();
-        let mut installed: Vec<Record> = Vec::new();
-        let mut deleted_at_c = None;
+        let mut installed_at_e = false;
         let mut applied_at_e = Vec::new();
         let mut inputs: Vec<(ProcessId, MigrationInput<u32>)> =
             vec![(B, keyspace()), (C, keyspace()), (E, keyspace())];
@@ -783,6 +881,9 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
             }
             for process in [B, C, E] {
                 inputs.push((process, MigrationInput::Tick));
+                if processes[&process].has_work() {
+                    inputs.push((process, MigrationInput::Work));
+                }
             }
             while !inputs.is_empty() {
                 let (process, input) = inputs.remove(0);
@@ -792,16 +893,27 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
                     .unwrap()
                     .step(input, &mut effects);
                 for effect in effects {
+                    if let MigrationEffect::Install { .. } = effect {
+                        assert_eq!(process, E);
+                        assert!(applied_at_e.iter().all(|item| item % 3 == 2));
+                    }
+                    let engine = engines.get_mut(&process).unwrap();
+                    if let Some(answer) = execute(engine, &effect) {
+                        inputs.insert(0, (process, answer));
+                    }
                     match effect {
-                        MigrationEffect::Capture { stream, range } => {
-                            let records = data_b
-                                .iter()
-                                .filter(|record| range.contains(record.position))
-                                .cloned()
-                                .collect();
-                            inputs
-                                .insert(0, (process, MigrationInput::Captured { stream, records }));
+                        MigrationEffect::Scan { mode, .. } => {
+                            if process == C {
+                                assert_eq!(mode, ScanMode::Remove);
+                                assert!(installed_at_e, "seed {seed}: deleted before install");
+                            }
                         }
+                        MigrationEffect::CopyComplete { keys, .. } => {
+                            assert_eq!(process, E);
+                            assert_eq!(keys, 20);
+                            installed_at_e = true;
+                        }
+                        MigrationEffect::Install { .. } => {}
                         MigrationEffect::Send { to, message } => {
                             if !prng.percent(30) {
                                 let copies = if prng.percent(10) { 2 } else { 1 };
@@ -811,16 +923,6 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
                                 }
                             }
                         }
-                        MigrationEffect::Install { records, .. } => {
-                            assert_eq!(process, E);
-                            assert!(applied_at_e.iter().all(|item| item % 3 == 2));
-                            installed = records;
-                        }
-                        MigrationEffect::Delete { range } => {
-                            assert_eq!(process, C);
-                            assert_eq!(installed.len(), 20, "seed {seed}: deleted before install");
-                            deleted_at_c = Some(range);
-                        }
                         MigrationEffect::Apply { item, .. } => applied_at_e.push(item),
                         MigrationEffect::DeclareFailed { reason } => {
                             panic!("seed {seed}: {process:?} failed: {reason:?}")
@@ -829,8 +931,23 @@ fn fig_6_runs_end_to_end_over_a_lossy_link() {
                 }
             }
         }
-        assert_eq!(installed, data_b, "seed {seed}");
-        assert_eq!(deleted_at_c, Some(range(20, 30)), "seed {seed}");
+        let at_e: Vec<Record> = engines[&E].values().cloned().collect();
+        let expected_e: Vec<Record> = data_b
+            .iter()
+            .cloned()
+            .chain([record(45), record(60)])
+            .collect();
+        assert_eq!(at_e, expected_e, "seed {seed}");
+        let at_c: Vec<u64> = engines[&C]
+            .values()
+            .map(|record| record.position.0)
+            .collect();
+        assert_eq!(
+            at_c,
+            (10..20).chain(30..40).collect::<Vec<u64>>(),
+            "seed {seed}"
+        );
+        assert_eq!(engines[&B].len(), 50, "seed {seed}");
         // Unrelated items ran at once; the others in order after the install.
         assert_eq!(applied_at_e.len(), 6, "seed {seed}");
         let replayed: Vec<u32> = applied_at_e
@@ -886,11 +1003,6 @@ fn a_starved_stream_is_not_given_up_with_the_dead_one_that_starved_it() {
     };
     let mut migrator = sender(settings);
     let mut effects = Vec::new();
-    let to = |receiver| StreamId {
-        version: V,
-        from: B,
-        to: receiver,
-    };
     migrator.step(
         MigrationInput::Keyspace {
             version: V,
@@ -909,15 +1021,8 @@ fn a_starved_stream_is_not_given_up_with_the_dead_one_that_starved_it() {
         },
         &mut effects,
     );
-    for (receiver, first) in [(C, 20), (E, 30)] {
-        migrator.step(
-            MigrationInput::Captured {
-                stream: to(receiver),
-                records: vec![record(first)],
-            },
-            &mut effects,
-        );
-    }
+    let mut engine = engine_of([record(20), record(30)]);
+    work(&mut migrator, &mut engine, &mut effects);
     // C's stream comes first and takes the only in-flight slot; C never acknowledges.
     let sent_to = |effects: &Effects, receiver| {
         chunks_of(effects)
@@ -947,4 +1052,219 @@ fn a_starved_stream_is_not_given_up_with_the_dead_one_that_starved_it() {
         "E's chunk goes out once C's bytes are freed"
     );
     assert_eq!(migrator.stats().streams_abandoned, 1, "E's stream is kept");
+}
+
+fn installs(effects: &Effects) -> Vec<Vec<Record>> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            MigrationEffect::Install { records, .. } => Some(records.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn complete(effects: &Effects) -> bool {
+    effects
+        .iter()
+        .any(|effect| matches!(effect, MigrationEffect::CopyComplete { .. }))
+}
+
+/// §6.4: the copy is the range's state at the keyspace message. A capture runs in slices, and
+/// until its last one every later item touching the range waits (so no slice sees a later
+/// write); items elsewhere run at once. The `CaptureWithoutHold` canary lets them through.
+#[test]
+fn a_capture_holds_items_touching_its_range_until_its_last_slice() {
+    for canary in [None, Some(MigrationCanary::CaptureWithoutHold)] {
+        let mut settings = settings();
+        settings.canary = canary;
+        let mut migrator = sender(settings);
+        let mut engine = engine_of((20..30).map(record));
+        let mut effects = Vec::new();
+        migrator.step(keyspace(), &mut effects);
+        for (item, at) in [(1, 25), (2, 45), (3, 26)] {
+            let touches = range(at, at + 1);
+            migrator.step(MigrationInput::Deliver { touches, item }, &mut effects);
+        }
+        // One slice: the capture is under way.
+        migrator.step(MigrationInput::Work, &mut effects);
+        let answer = execute(&mut engine, effects.last().unwrap()).expect("a scan");
+        migrator.step(answer, &mut effects);
+        if canary.is_some() {
+            assert_eq!(applied(&effects), vec![1, 2, 3], "the canary holds nothing");
+            continue;
+        }
+        assert_eq!(applied(&effects), vec![2], "only the unrelated item ran");
+        assert_eq!(migrator.progress().held, 2);
+        assert!(
+            chunks_of(&effects).is_empty(),
+            "nothing sent before the capture ends"
+        );
+        effects.clear();
+        let works = work(&mut migrator, &mut engine, &mut effects);
+        assert_eq!(works, 3, "10 keys, 3 a slice: 4 slices, one taken above");
+        assert_eq!(
+            applied(&effects),
+            vec![1, 3],
+            "released in order after the capture"
+        );
+        let last_scan = effects
+            .iter()
+            .rposition(|effect| matches!(effect, MigrationEffect::Scan { .. }))
+            .unwrap();
+        let first_apply = effects
+            .iter()
+            .position(|effect| matches!(effect, MigrationEffect::Apply { .. }))
+            .unwrap();
+        assert!(last_scan < first_apply);
+        let sent: Vec<Record> = chunks_of(&effects)
+            .into_iter()
+            .flat_map(|chunk| chunk.records)
+            .collect();
+        assert_eq!(sent, (20..30).map(record).collect::<Vec<_>>());
+    }
+}
+
+/// Each chunk is installed as it arrives (no step installs a whole range); the range is
+/// served only once the last one is in.
+#[test]
+fn a_receiver_installs_chunk_by_chunk_as_they_arrive() {
+    let (_, sent) = started_sender(settings(), 3);
+    let chunks = chunks_of(&sent);
+    assert_eq!(chunks.len(), 3);
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    assert!(
+        !receiver.has_work(),
+        "nothing stale to clear on a fresh process"
+    );
+    for (arrived, index) in [2usize, 0, 1].into_iter().enumerate() {
+        effects.clear();
+        deliver(&mut receiver, chunks[index].clone(), &mut effects);
+        assert_eq!(installs(&effects), vec![chunks[index].records.clone()]);
+        assert_eq!(complete(&effects), arrived == 2);
+        assert_eq!(receiver.serves(Position(20)), arrived == 2);
+    }
+    // A duplicate is acknowledged, not installed again.
+    effects.clear();
+    deliver(&mut receiver, chunks[1].clone(), &mut effects);
+    assert!(installs(&effects).is_empty());
+    assert_eq!(receiver.stats().streams_installed, 1);
+}
+
+/// A receiver whose engine may still hold records of the incoming range (it held part of it
+/// before) clears them in a pass first; chunks arriving meanwhile wait, then install one per
+/// `Work`; the copy completes only after both.
+#[test]
+fn stale_records_are_cleared_before_the_first_chunk_installs() {
+    let (_, sent) = started_sender(settings(), 2); // b has 20 and 21 only.
+    let chunks = chunks_of(&sent);
+    let mut receiver = Migrator::<u32>::new(E, range(25, 30), settings());
+    let stale = Record {
+        value: vec![9; 4],
+        ..record(27)
+    };
+    let mut engine = engine_of([stale, record(60)]);
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    assert!(receiver.has_work(), "a clear pass of [25, 30)");
+    for chunk in &chunks {
+        deliver(&mut receiver, chunk.clone(), &mut effects);
+    }
+    assert!(
+        installs(&effects).is_empty(),
+        "buffered while the clear runs"
+    );
+    assert!(!complete(&effects));
+    assert!(!receiver.serves(Position(20)));
+    effects.clear();
+    work(&mut receiver, &mut engine, &mut effects);
+    let first_install = effects
+        .iter()
+        .position(|effect| matches!(effect, MigrationEffect::Install { .. }))
+        .unwrap();
+    assert!(effects[..first_install].iter().all(|effect| matches!(
+        effect,
+        MigrationEffect::Scan { mode: ScanMode::Remove, range: cleared, .. } if *cleared == range(25, 30)
+    )));
+    assert_eq!(installs(&effects).len(), 2);
+    assert!(complete(&effects));
+    let left: Vec<Record> = engine.into_values().collect();
+    assert_eq!(left, vec![record(20), record(21), record(60)]);
+    assert_eq!(receiver.stats().chunks_buffered, 2);
+    assert!(!receiver.is_receiving() && !receiver.has_work());
+}
+
+/// A delete pass under way never removes a range this process receives again meanwhile: the
+/// later keyspace message shrinks it, and the new copy lands intact.
+#[test]
+fn a_delete_under_way_spares_a_range_received_again() {
+    let mut deleter = Migrator::<u32>::new(C, range(10, 40), settings());
+    let mut engine = engine_of((10..40).map(record));
+    let mut effects = Vec::new();
+    deleter.step(keyspace(), &mut effects);
+    let installed = MigrationMessage::Installed {
+        version: V,
+        receiver: E,
+    };
+    deleter.step(
+        MigrationInput::Receive {
+            from: E,
+            message: installed,
+        },
+        &mut effects,
+    );
+    // One slice of the delete of [20, 30) (keys 10, 11, 12: nothing yet).
+    deleter.step(MigrationInput::Work, &mut effects);
+    let answer = execute(&mut engine, effects.last().unwrap()).unwrap();
+    deleter.step(answer, &mut effects);
+    // e gives [20, 25) back.
+    let next = ConfigVersion(8);
+    let back = StreamId {
+        version: next,
+        from: E,
+        to: C,
+    };
+    deleter.step(
+        MigrationInput::Keyspace {
+            version: next,
+            instructions: vec![Instruction::Copy {
+                from: E,
+                to: C,
+                range: range(20, 25),
+            }],
+        },
+        &mut effects,
+    );
+    assert!(deleter.holds(Position(22)) && !deleter.holds(Position(27)));
+    let records: Vec<Record> = (20..25)
+        .map(|position| Record {
+            value: vec![1; 4],
+            ..record(position)
+        })
+        .collect();
+    let bytes_total = records.iter().map(Record::size).sum();
+    let chunk = Chunk {
+        stream: back,
+        index: 0,
+        count: 1,
+        bytes_total,
+        keys_total: 5,
+        checksum: chunk_checksum(back, 0, 1, bytes_total, 5, &records),
+        records: records.clone(),
+    };
+    deliver(&mut deleter, chunk, &mut effects);
+    effects.clear();
+    work(&mut deleter, &mut engine, &mut effects);
+    assert!(complete(&effects));
+    let left: Vec<Record> = engine.into_values().collect();
+    let expected: Vec<Record> = (10..20)
+        .map(record)
+        .chain(records)
+        .chain((30..40).map(record))
+        .collect();
+    assert_eq!(left, expected);
+    assert!(!deleter.has_work() && !deleter.is_receiving());
+    assert_eq!(deleter.progress().deletes_pending, 0);
 }

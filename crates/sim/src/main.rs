@@ -21,7 +21,8 @@ const USAGE: &str =
   --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways,
                  and on half the seeds a reconfiguration nemesis (Rubberband)
                  (canaries: inbox-skips-gap-check | stable-on-first-confirm |
-                 router-commit-without-quorum | migration-serves-before-install)
+                 router-commit-without-quorum | migration-serves-before-install |
+                 migration-capture-without-hold)
   --partitions vr   with --ecast: partitions with their own log and the router bypass
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored)
@@ -97,6 +98,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     }
                     Some("migration-serves-before-install") => {
                         Some(EcastCanary::MigrationServesBeforeInstall)
+                    }
+                    Some("migration-capture-without-hold") => {
+                        Some(EcastCanary::MigrationCaptureWithoutHold)
                     }
                     _ => None,
                 };

@@ -127,3 +127,26 @@ fn canary_serving_before_the_copy_is_installed_is_caught() {
         "only {caught} of 100 canary seeds were caught: {failures:?}"
     );
 }
+
+/// A sender that captures in slices without holding later writes to the range copies states
+/// from after the keyspace message, which the receiver then applies again (§6.4).
+#[test]
+fn canary_capturing_without_holding_later_writes_is_caught() {
+    let failures = sweep(
+        (1..=400).collect(),
+        Some(EcastCanary::MigrationCaptureWithoutHold),
+    );
+    let caught = failures
+        .iter()
+        .filter(|(_, _, checker)| {
+            matches!(
+                *checker,
+                "ecast_stability" | "ecast_serializability" | "ecast_reconfiguration"
+            )
+        })
+        .count();
+    assert!(
+        caught >= 4,
+        "only {caught} of 400 canary seeds were caught: {failures:?}"
+    );
+}

@@ -26,7 +26,7 @@ use ecast::{
 use kv::{Command, Outcome};
 use placement::ecast::{Message as Routing, Target};
 use placement::migration::{
-    FailureReason, MigrationEffect, MigrationInput, MigrationSettings, Migrator, Record,
+    FailureReason, MigrationEffect, MigrationInput, MigrationSettings, Migrator, Record, ScanMode,
     StreamProgress,
 };
 use placement::{ConfigChange, ConfigMessage, MembershipChange, PositionSet, ProcessId};
@@ -44,7 +44,9 @@ use vr::StateMachine;
 /// is generous on purpose: a busy process skips ticks (its clock runs slow, never fast), and
 /// each skipped tick would otherwise cost a tick's worth of bandwidth; the in-flight bound is
 /// what keeps a copy from flooding the link and the receiver. A copy in flight costs the
-/// sender its captured range once (the chunks) and the receiver what arrived so far.
+/// sender its captured range once (the chunks); the receiver installs each chunk as it
+/// arrives. Engine passes (capture, clear, delete) visit 8,192 keys a slice, about a
+/// millisecond of the storage task, which runs deliveries and confirmations between slices.
 pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
     let ticks = |ms: u64| (ms / tick_ms.max(1)).max(1);
     MigrationSettings {
@@ -57,6 +59,7 @@ pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
         // it can; still short enough that a doomed receiver does not serve stale data long.
         sender_timeout_ticks: ticks(4_000).max(ticks(250) + 1),
         held_max: 200_000,
+        slice_keys_max: 8_192,
         canary: None,
     }
 }
@@ -139,12 +142,20 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
+            // Migration's engine work runs a slice at a time when the task has a moment,
+            // interleaved with frames (deliveries, confirmations) and ticks: `select!` picks
+            // fairly among the ready branches, and each slice yields to the runtime after it.
+            let working = process.failed.is_none() && process.migrator.has_work();
             tokio::select! {
                 _ = interval.tick() => process.migrate(MigrationInput::Tick),
                 frame = receiver.recv() => match frame {
                     Some(frame) => process.on_frame(frame),
                     None => return,
                 },
+                _ = std::future::ready(()), if working => {
+                    process.migrate(MigrationInput::Work);
+                    tokio::task::yield_now().await;
+                }
             }
             process.publish();
             process.announce_busy();
@@ -300,8 +311,8 @@ impl StorageProcess {
         self.migrate(input);
     }
 
-    /// Steps the migrator and executes its effects in order; a capture reads the store at its
-    /// place among them and is fed back before anything else.
+    /// Steps the migrator and executes its effects in order; a slice of a pass reads or removes
+    /// at its place among them and is fed back before anything else.
     fn migrate(&mut self, input: MigrationInput<Item>) {
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
@@ -313,42 +324,54 @@ impl StorageProcess {
             for effect in effects {
                 match effect {
                     MigrationEffect::Apply { item, holds } => self.apply(item, &holds),
-                    MigrationEffect::Capture { stream, range } => {
-                        let records = self.capture(&range);
-                        log::info(format_args!(
-                            "sending {} keys of {range} to {} (version {})",
-                            records.len(),
-                            stream.to.0,
-                            stream.version.0
-                        ));
-                        inputs.push_back(MigrationInput::Captured { stream, records });
-                    }
-                    MigrationEffect::Install {
-                        stream,
+                    MigrationEffect::Scan {
+                        pass,
+                        mode,
                         range,
-                        records,
+                        after,
+                        keys_max,
                     } => {
-                        let entries = records.into_iter().map(|record| (record.key, record.value));
+                        let started = after.is_none();
+                        let (records, visited, next) =
+                            self.scan(mode, &range, after.as_deref(), keys_max);
+                        if started || next.is_none() {
+                            log::info(format_args!(
+                                "pass {} ({mode:?} {range}): {} a slice of {visited} keys",
+                                pass.0,
+                                if started {
+                                    "started with"
+                                } else {
+                                    "ended with"
+                                },
+                            ));
+                        }
+                        inputs.push_back(MigrationInput::Scanned {
+                            pass,
+                            records,
+                            next,
+                        });
+                    }
+                    MigrationEffect::Install { records, .. } => {
                         // Hidden, test-only: a receiver that drops its copy (the real-process
                         // tests' canary: their data check must catch it).
                         let drop_copies = cfg!(debug_assertions)
                             && std::env::var_os("TESSERA_CANARY_DROP_COPIES").is_some();
-                        let entries = entries.filter(|_| !drop_copies);
-                        let installed = self.store.kv.replace_where(
-                            |key| range.contains(self.placement.position(key)),
-                            entries,
-                        );
+                        if !drop_copies {
+                            for record in records {
+                                // The migrator checked every record against the range.
+                                self.store.kv.insert(record.key, record.value);
+                            }
+                        }
+                    }
+                    MigrationEffect::CopyComplete {
+                        stream,
+                        range,
+                        keys,
+                    } => {
                         log::info(format_args!(
-                            "installed {installed} keys of {range} from {} (version {})",
+                            "installed {keys} keys of {range} from {} (version {})",
                             stream.from.0, stream.version.0
                         ));
-                    }
-                    MigrationEffect::Delete { range } => {
-                        let deleted = self
-                            .store
-                            .kv
-                            .remove_where(|key| range.contains(self.placement.position(key)));
-                        log::info(format_args!("deleted {deleted} keys of {range}"));
                     }
                     MigrationEffect::Send { to, message } => {
                         if let Some(storage) = self.config.storage(to) {
@@ -366,21 +389,41 @@ impl StorageProcess {
         }
     }
 
-    /// The records of `range` as the store holds them now.
-    fn capture(&self, range: &PositionSet) -> Vec<Record> {
-        // One pass, one hash per key (the copy's cost is per key for small values).
-        self.store
-            .kv
-            .entries()
-            .filter_map(|(key, value)| {
-                let position = self.placement.position(key);
-                range.contains(position).then(|| Record {
+    /// One slice of a migration pass: visits at most `keys_max` keys after `after` in key
+    /// order, copies or removes those in `range`; returns the copies, the keys visited, and
+    /// the last key visited unless the store ended.
+    fn scan(
+        &mut self,
+        mode: ScanMode,
+        range: &PositionSet,
+        after: Option<&[u8]>,
+        keys_max: usize,
+    ) -> (Vec<Record>, usize, Option<Vec<u8>>) {
+        let mut records = Vec::new();
+        let mut removed = Vec::new();
+        let mut visited = 0;
+        let mut last = None;
+        for (key, value) in self.store.kv.entries_after(after).take(keys_max) {
+            visited += 1;
+            last = Some(key);
+            let position = self.placement.position(key);
+            if !range.contains(position) {
+                continue;
+            }
+            match mode {
+                ScanMode::Copy => records.push(Record {
                     position,
                     key: key.clone(),
                     value: value.clone(),
-                })
-            })
-            .collect()
+                }),
+                ScanMode::Remove => removed.push(key.clone()),
+            }
+        }
+        let next = (visited == keys_max).then(|| last.cloned()).flatten();
+        for key in removed {
+            self.store.kv.remove(&key);
+        }
+        (records, visited, next)
     }
 
     /// §6.5: this process is incomplete for good. It stops serving, tells the routers

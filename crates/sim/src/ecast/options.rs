@@ -17,6 +17,9 @@ pub enum EcastCanary {
     /// A receiving storage process applies later deliveries before its copy is installed
     /// (`placement::migration::MigrationCanary::ServeBeforeInstalled`).
     MigrationServesBeforeInstall,
+    /// A sending storage process does not hold later items touching a range while it
+    /// captures it in slices (`placement::migration::MigrationCanary::CaptureWithoutHold`).
+    MigrationCaptureWithoutHold,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +74,9 @@ pub struct EcastOptions {
     /// fewer members than the replication factor (each range then has min(f, ring) replicas).
     /// Drawn only with the reconfiguration nemesis.
     pub elastic: bool,
+    /// A storage process gets one `MigrationInput::Work` (one slice of engine work) every this
+    /// many ticks: passes span many ticks, so deliveries interleave with them.
+    pub work_every_ticks: u64,
     pub canary: Option<EcastCanary>,
 }
 
@@ -132,8 +138,15 @@ impl EcastOptions {
             resend_ticks: prng.range_inclusive(20, 60),
             sender_timeout_ticks: prng.range_inclusive(1_500, 2_500),
             held_max: 10_000,
+            slice_keys_max: 1,
             canary: None,
         };
+        // Drawn after everything else (engine passes came later): 1–3 keys a slice, a slice
+        // every 1–10 ticks per storage process, so captures, clears and deletes span many
+        // ticks and interleave with deliveries.
+        let mut migration = migration;
+        migration.slice_keys_max = prng.range_inclusive(1, 3) as usize;
+        let work_every_ticks = prng.range_inclusive(1, 10);
         // Drawn last, so that the draws above mean what they meant before.
         let elastic = reconfigure && prng.percent(50);
         EcastOptions {
@@ -164,6 +177,7 @@ impl EcastOptions {
             joins_max,
             migration,
             elastic,
+            work_every_ticks,
             canary: None,
         }
     }
@@ -179,6 +193,10 @@ impl EcastOptions {
             options.migration.canary = Some(MigrationCanary::ServeBeforeInstalled);
             options.reconfigure_per_10000 = options.reconfigure_per_10000.max(40);
         }
+        if canary == EcastCanary::MigrationCaptureWithoutHold {
+            options.migration.canary = Some(MigrationCanary::CaptureWithoutHold);
+            options.reconfigure_per_10000 = options.reconfigure_per_10000.max(40);
+        }
         options
     }
 
@@ -187,7 +205,7 @@ impl EcastOptions {
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
              snapshot={}% basic={}% bank={}% ticks={} reconfigure={}/10000 joins<={} \
-             chunk<={}B in_flight<={}B per_tick<={}B{}{}",
+             chunk<={}B in_flight<={}B per_tick<={}B slice<={} work_every={}{}{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -211,6 +229,8 @@ impl EcastOptions {
             self.migration.chunk_bytes_max,
             self.migration.in_flight_bytes_max,
             self.migration.bytes_per_tick_max,
+            self.migration.slice_keys_max,
+            self.work_every_ticks,
             if self.elastic { " elastic" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))

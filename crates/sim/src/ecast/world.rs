@@ -19,7 +19,7 @@ use ecast::{
     InboxSettings, Isolation, RouterSettings, RouterState, SenderSettings,
 };
 use placement::ecast::{Message as Routing, Target};
-use placement::migration::{MigrationEffect, MigrationInput, Migrator, Record, StreamId};
+use placement::migration::{MigrationEffect, MigrationInput, Migrator, Record, ScanMode, StreamId};
 use placement::{
     ConfigChange, ConfigMessage, Configuration, Instruction, KeyMapping, MembershipChange, Planner,
     Position, PositionSet, ProcessId, ProcessState, Refusal, Transformation,
@@ -559,6 +559,12 @@ impl EcastSimulation {
         for index in 0..self.storage.len() {
             if self.storage[index].crashed_at.is_none() {
                 self.migrate(index, MigrationInput::Tick)?;
+                // One bounded piece of engine work every few ticks: passes span ticks,
+                // deliveries run between their slices.
+                let due = self.now.is_multiple_of(self.options.work_every_ticks);
+                if due && self.storage[index].migrator.has_work() {
+                    self.migrate(index, MigrationInput::Work)?;
+                }
             }
         }
         self.observe_migrations();
@@ -1187,8 +1193,8 @@ impl EcastSimulation {
         Ok(())
     }
 
-    /// Steps a storage process's migrator and executes its effects in order (a capture reads
-    /// the data at its place among them).
+    /// Steps a storage process's migrator and executes its effects in order (a slice of a
+    /// pass reads or removes the data at its place among them, and is answered next).
     fn migrate(&mut self, index: usize, input: MigrationInput<Item>) -> Result<(), Violation> {
         let id = self.storage[index].id;
         let mut inputs = VecDeque::from([input]);
@@ -1201,22 +1207,30 @@ impl EcastSimulation {
             for effect in effects {
                 match effect {
                     MigrationEffect::Apply { item, holds } => self.apply_item(index, item, &holds),
-                    MigrationEffect::Capture { stream, range } => {
-                        let records = capture(&self.storage[index].data, &range);
-                        inputs.push_back(MigrationInput::Captured { stream, records });
-                    }
-                    MigrationEffect::Install {
-                        stream,
+                    MigrationEffect::Scan {
+                        pass,
+                        mode,
                         range,
-                        records,
+                        after,
+                        keys_max,
                     } => {
-                        self.install(index, stream, &range, records);
-                    }
-                    MigrationEffect::Delete { range } => {
                         let data = &mut self.storage[index].data;
-                        data.retain(|key, _| !range.contains(position(*key)));
-                        self.trace
-                            .line(|| format!("storage {} deletes {range}", id.0));
+                        let (records, next) = scan(data, mode, &range, after.as_deref(), keys_max);
+                        if mode == ScanMode::Remove {
+                            self.trace
+                                .line(|| format!("storage {} removes a slice of {range}", id.0));
+                        }
+                        inputs.push_back(MigrationInput::Scanned {
+                            pass,
+                            records,
+                            next,
+                        });
+                    }
+                    MigrationEffect::Install { records, .. } => {
+                        self.install(index, records);
+                    }
+                    MigrationEffect::CopyComplete { stream, range, .. } => {
+                        self.copy_complete(index, stream, &range);
                     }
                     MigrationEffect::Send { to, message } => {
                         if to.0 >= 1 && to.0 <= self.storage.len() as u64 {
@@ -1244,15 +1258,9 @@ impl EcastSimulation {
         Ok(())
     }
 
-    fn install(
-        &mut self,
-        index: usize,
-        stream: StreamId,
-        range: &PositionSet,
-        records: Vec<Record>,
-    ) {
+    /// One chunk of a copy: the migrator cleared the range of stale records before.
+    fn install(&mut self, index: usize, records: Vec<Record>) {
         let data = &mut self.storage[index].data;
-        data.retain(|key, _| !range.contains(position(*key)));
         for record in records {
             let (Ok(key), Ok(value)) = (
                 <[u8; 8]>::try_from(record.key.as_slice()),
@@ -1262,6 +1270,9 @@ impl EcastSimulation {
             };
             data.insert(u64::from_be_bytes(key), i64::from_be_bytes(value));
         }
+    }
+
+    fn copy_complete(&mut self, index: usize, stream: StreamId, range: &PositionSet) {
         self.stats.streams_installed += 1;
         let id = self.storage[index].id;
         self.release_copy((stream.from, id));
@@ -1905,15 +1916,46 @@ fn touches(routing: &Routing) -> PositionSet {
 }
 
 /// A storage process's records in `range`, as migration carries them.
-fn capture(data: &BTreeMap<u64, i64>, range: &PositionSet) -> Vec<Record> {
-    data.iter()
-        .filter(|(key, _)| range.contains(position(**key)))
-        .map(|(key, value)| Record {
-            position: position(*key),
-            key: key.to_be_bytes().to_vec(),
-            value: value.to_be_bytes().to_vec(),
-        })
-        .collect()
+/// One slice of a migration pass over a storage process's data, in key order (the driver's
+/// half of `MigrationEffect::Scan`).
+fn scan(
+    data: &mut BTreeMap<u64, i64>,
+    mode: ScanMode,
+    range: &PositionSet,
+    after: Option<&[u8]>,
+    keys_max: usize,
+) -> (Vec<Record>, Option<Vec<u8>>) {
+    use std::ops::Bound;
+    let from = match after.map(<[u8; 8]>::try_from) {
+        None => Bound::Unbounded,
+        Some(Ok(key)) => Bound::Excluded(u64::from_be_bytes(key)),
+        Some(Err(_)) => unreachable!("cursors are keys this function returned"),
+    };
+    let visited: Vec<(u64, i64)> = data
+        .range((from, Bound::Unbounded))
+        .take(keys_max)
+        .map(|(key, value)| (*key, *value))
+        .collect();
+    let next = (visited.len() == keys_max)
+        .then(|| visited.last().map(|(key, _)| key.to_be_bytes().to_vec()))
+        .flatten();
+    let mut records = Vec::new();
+    for (key, value) in visited {
+        if !range.contains(position(key)) {
+            continue;
+        }
+        match mode {
+            ScanMode::Copy => records.push(Record {
+                position: position(key),
+                key: key.to_be_bytes().to_vec(),
+                value: value.to_be_bytes().to_vec(),
+            }),
+            ScanMode::Remove => {
+                data.remove(&key);
+            }
+        }
+    }
+    (records, next)
 }
 
 /// The copies (sender, receiver) of a keyspace message.
