@@ -87,6 +87,7 @@ fn run_chaos(
             mix: Mix::Replicated,
             snapshot_client: false,
             pause: Some(Duration::from_micros(500)),
+            errors_pending: false,
         },
     );
     std::thread::sleep(Duration::from_millis(500));

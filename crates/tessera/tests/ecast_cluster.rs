@@ -362,6 +362,7 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
             mix: Mix::Partitioned,
             snapshot_client: true,
             pause: None,
+            errors_pending: false,
         },
     );
     std::thread::sleep(Duration::from_millis(1_500));

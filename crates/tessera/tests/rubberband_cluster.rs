@@ -288,6 +288,7 @@ fn start_load(ports: Vec<u16>) -> Load {
             mix: Mix::Partitioned,
             snapshot_client: false,
             pause: None,
+            errors_pending: false,
         },
     )
 }

@@ -16,11 +16,11 @@ use resp::Value;
 use runtime::ecast::config::{ClusterConfig, PartitionMode};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stdx::Prng;
-use support::{arguments, History, RespClient};
+use support::load::{Load, LoadOptions, Mix};
+use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
@@ -391,121 +391,6 @@ fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one(
 
 // ----- (b) Killing the lead router, then storage processes, under concurrent clients. -----
 
-const CLIENTS: u64 = 4;
-const GROUPS: usize = 3;
-const GROUP_SIZE: usize = 2;
-const COUNTERS: usize = 2;
-
-struct Shared {
-    history: History,
-    started: Instant,
-    stop: AtomicBool,
-    last_success_call_us: AtomicU64,
-    completed: AtomicU64,
-    ports: Vec<u16>,
-}
-
-impl Shared {
-    fn now_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
-    }
-}
-
-fn register(group: usize, member: usize) -> String {
-    format!("g{group}.{member}")
-}
-
-/// The chaos tests' mix; a group's members sit in different partitions, so MSET and MGET over
-/// a group are multi-partition messages.
-fn next_command(prng: &mut Prng, client: u64, sequence: u64) -> Vec<Vec<u8>> {
-    let unique = format!("{client}-{sequence}");
-    let group = prng.below(GROUPS as u64) as usize;
-    let member = prng.below(GROUP_SIZE as u64) as usize;
-    let key = register(group, member);
-    let counter = format!("c{}", prng.below(COUNTERS as u64));
-    match prng.below(100) {
-        0..=24 => arguments(&["SET", &key, &unique]),
-        25..=44 => arguments(&["GET", &key]),
-        45..=54 => arguments(&["INCR", &counter]),
-        55..=59 => arguments(&["GET", &counter]),
-        60..=66 => arguments(&["APPEND", &key, &format!("|{unique}")]),
-        67..=80 => arguments(&[
-            "MSET",
-            &register(group, 0),
-            &format!("{unique}a"),
-            &register(group, 1),
-            &format!("{unique}b"),
-        ]),
-        81..=94 => arguments(&["MGET", &register(group, 0), &register(group, 1)]),
-        _ => arguments(&["DEL", &register(group, 0), &register(group, 1)]),
-    }
-}
-
-fn is_read(command: &[Vec<u8>]) -> bool {
-    matches!(command[0].as_slice(), b"GET" | b"MGET")
-}
-
-/// One client: sequential commands, moving to another storage process after a connection
-/// error. A write without a reply (or with an error) is pending: it may or may not have
-/// happened.
-fn client_loop(shared: Arc<Shared>, client: u64) {
-    let mut prng = Prng::new(0x7a9a + client);
-    let mut sequence = 0;
-    let mut target = client as usize % shared.ports.len();
-    let mut connection: Option<RespClient> = None;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if connection.is_none() {
-            match RespClient::connect(shared.ports[target], Duration::from_millis(200)) {
-                Ok(connected) => connection = Some(connected),
-                Err(_) => {
-                    target = (target + 1) % shared.ports.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            }
-        }
-        sequence += 1;
-        let command = next_command(&mut prng, client, sequence);
-        let call = shared.now_us();
-        let reply = connection.as_mut().expect("connected above").call(&command);
-        let returned = shared.now_us();
-        match reply {
-            Ok(Value::Error(_)) => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-            }
-            Ok(value) => {
-                shared
-                    .history
-                    .record(client, call, Some(returned), command, Some(value));
-                shared
-                    .last_success_call_us
-                    .fetch_max(call, Ordering::Relaxed);
-                shared.completed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                if !is_read(&command) {
-                    shared.history.record(client, call, None, command, None);
-                }
-                connection = None;
-                target = (target + 1) % shared.ports.len();
-            }
-        }
-    }
-}
-
-/// Waits until an operation invoked after `since_us` succeeded; returns how long it took.
-fn wait_for_progress(shared: &Shared, since_us: u64, what: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let resumed = || shared.last_success_call_us.load(Ordering::Relaxed) > since_us;
-    while !resumed() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert!(resumed(), "no operation succeeded within 15 s after {what}");
-    (shared.now_us() - since_us) / 1000
-}
-
 #[test]
 fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() {
     let mut cluster = VrCluster::start("vr-chaos", 12010);
@@ -513,20 +398,17 @@ fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() 
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
     );
-    let shared = Arc::new(Shared {
-        history: History::default(),
-        started: Instant::now(),
-        stop: AtomicBool::new(false),
-        last_success_call_us: AtomicU64::new(0),
-        completed: AtomicU64::new(0),
-        ports: cluster.client_ports.clone(),
-    });
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let shared = shared.clone();
-            std::thread::spawn(move || client_loop(shared, client))
-        })
-        .collect();
+    let mut load = Load::start(
+        cluster.client_ports.clone(),
+        LoadOptions {
+            clients: 4,
+            seed: 0x7a9a,
+            mix: Mix::Partitioned,
+            snapshot_client: false,
+            pause: None,
+            errors_pending: true,
+        },
+    );
     // A checked load beside them: single-key GET/SET, every write unique, the whole history
     // checked by `tessera bench` itself (it exits non-zero if it is not linearisable).
     let nodes: Vec<String> = cluster
@@ -544,15 +426,15 @@ fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() 
         .unwrap();
     std::thread::sleep(Duration::from_millis(1_500));
     let lead = cluster.lead_router().expect("a router leads");
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_router(lead);
-    let router_recovery_ms = wait_for_progress(&shared, killed_at, "killing the lead router");
+    let router_recovery_ms = load.wait_for_progress(killed_at, "killing the lead router");
     std::thread::sleep(Duration::from_millis(1_000));
     // A storage process: each of its 3 groups carries on with the other two (view change
     // where it was the primary).
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_storage(2);
-    let storage_recovery_ms = wait_for_progress(&shared, killed_at, "killing a storage process");
+    let storage_recovery_ms = load.wait_for_progress(killed_at, "killing a storage process");
     std::thread::sleep(Duration::from_millis(1_000));
     // It comes back under its id: every replica recovers from its group.
     cluster.restart_storage(2);
@@ -566,42 +448,21 @@ fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() 
     );
     std::thread::sleep(Duration::from_millis(500));
     // Its neighbour: the two groups holding both need the recovered replicas for a majority.
-    let killed_at = shared.now_us();
+    let killed_at = load.now_us();
     cluster.kill_storage(3);
-    let second_storage_recovery_ms = wait_for_progress(
-        &shared,
+    let second_storage_recovery_ms = load.wait_for_progress(
         killed_at,
         "killing a second storage process after the first recovered",
     );
     std::thread::sleep(Duration::from_millis(1_000));
-    shared.stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.join().unwrap();
-    }
-    let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
-    let mut keys: Vec<String> = (0..GROUPS)
-        .flat_map(|group| (0..GROUP_SIZE).map(move |member| register(group, member)))
-        .collect();
-    keys.extend((0..COUNTERS).map(|counter| format!("c{counter}")));
-    for key in keys {
-        let command = arguments(&["GET", &key]);
-        let call = shared.now_us();
-        let value = client.call(&command).expect("final read");
-        assert!(
-            !matches!(value, Value::Error(_)),
-            "final read of {key} failed: {value:?}"
-        );
-        shared
-            .history
-            .record(1_000, call, Some(shared.now_us()), command, Some(value));
-    }
+    load.stop_and_read_back(&cluster.client_ports[..1]);
     let bench = bench.wait_with_output().unwrap();
     let bench_text = format!(
         "{}{}",
         String::from_utf8_lossy(&bench.stdout),
         String::from_utf8_lossy(&bench.stderr)
     );
-    let completed = shared.completed.load(Ordering::Relaxed);
+    let completed = load.completed();
     eprintln!(
         "vr chaos: {completed} operations completed; service resumed {router_recovery_ms} ms after killing lead router {lead}, {storage_recovery_ms} ms after killing storage process 3, {second_storage_recovery_ms} ms after killing storage process 4 (3 recovered); bench: {bench_text}"
     );
@@ -610,5 +471,5 @@ fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() 
         "tessera bench kv --check failed: {bench_text}"
     );
     assert!(completed > 50, "only {completed} operations completed");
-    shared.history.check();
+    load.check();
 }

@@ -36,6 +36,9 @@ pub struct LoadOptions {
     pub snapshot_client: bool,
     /// A pause after every command.
     pub pause: Option<Duration>,
+    /// Every error reply leaves a write pending (unknown outcome), not only TRYAGAIN (a `vr`
+    /// partition answers errors of its own while a group changes view).
+    pub errors_pending: bool,
 }
 
 struct State {
@@ -230,7 +233,7 @@ fn client_loop(state: &State, client: u64) {
         let reply = connection.as_mut().expect("connected above").call(&command);
         let returned = state.now_us();
         match reply {
-            Ok(Value::Error(text)) if text.starts_with("TRYAGAIN") => {
+            Ok(Value::Error(text)) if options.errors_pending || text.starts_with("TRYAGAIN") => {
                 if !is_read(&command) {
                     state.history.record(client, call, None, command, None);
                 }
