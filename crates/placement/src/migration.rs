@@ -153,6 +153,13 @@ pub enum MigrationMessage {
         version: ConfigVersion,
         receiver: ProcessId,
     },
+    /// The receiver dropped a chunk of `stream` because it has not run the stream's keyspace
+    /// message yet (its E-Cast stream lags): it is alive and will get there, so the sender
+    /// keeps the stream (giving it up made a live receiver declare itself failed, and lose the
+    /// range's only copy at replication 1: simulator seed 7000811).
+    Behind {
+        stream: StreamId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -524,6 +531,9 @@ pub struct Migrator<T> {
     /// Streams installed lately (the last `INSTALLED_REMEMBERED`), so that a sender whose
     /// acknowledgement was lost hears it again.
     installed: BTreeSet<StreamId>,
+    /// The version of the last keyspace message this process ran: a chunk of a later version
+    /// finds it behind.
+    keyspace_run: ConfigVersion,
     budget_bytes: u64,
     /// Engine passes under way, by id (ids grow: lower ones started first).
     passes: BTreeMap<PassId, Pass>,
@@ -560,6 +570,7 @@ impl<T> Migrator<T> {
             notices: BTreeMap::new(),
             early_notices: BTreeMap::new(),
             installed: BTreeSet::new(),
+            keyspace_run: ConfigVersion(0),
             failed: None,
             stats: MigrationStats::default(),
         }
@@ -818,6 +829,7 @@ impl<T> Migrator<T> {
 
     /// §6.4: project out this process's instructions and start them.
     fn run_keyspace(&mut self, version: ConfigVersion, instructions: &[Instruction]) {
+        self.keyspace_run = self.keyspace_run.max(version);
         let mut round = Round::default();
         for instruction in instructions {
             match instruction {
@@ -1081,6 +1093,14 @@ impl<T> Migrator<T> {
                     self.stats.streams_sent += 1;
                 }
             }
+            MigrationMessage::Behind { stream } => {
+                if stream.to != from || stream.from != self.process {
+                    return; // Foreign.
+                }
+                if let Some(out) = self.outgoing.get_mut(&stream) {
+                    out.acked_at = self.now;
+                }
+            }
             MigrationMessage::Waiting { stream } => {
                 if stream.from != from || stream.to != self.process {
                     return;
@@ -1141,6 +1161,12 @@ impl<T> Migrator<T> {
                 });
             } else {
                 self.stats.chunks_foreign += 1;
+                if stream.version > self.keyspace_run {
+                    effects.push(MigrationEffect::Send {
+                        to: from,
+                        message: MigrationMessage::Behind { stream },
+                    });
+                }
             }
             return;
         };

@@ -421,7 +421,23 @@ fn malformed_and_foreign_chunks_are_dropped_without_panicking() {
         },
         &mut effects,
     );
-    assert!(effects.is_empty());
+    // Nothing is installed or acknowledged; the chunk of a version this receiver has not run
+    // yet only tells its sender that the receiver is behind.
+    let behind: Vec<&MigrationEffect<u32>> = effects
+        .iter()
+        .filter(|effect| {
+            matches!(
+                effect,
+                MigrationEffect::Send {
+                    to: B,
+                    message: MigrationMessage::Behind { stream },
+                } if stream.version == ConfigVersion(99)
+            )
+        })
+        .collect();
+    assert_eq!(behind.len(), 1, "{effects:?}");
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    effects.clear();
     assert_eq!(receiver.stats().chunks_foreign, 6);
     // Totals that contradict an accepted chunk are refused too.
     deliver(&mut receiver, good.clone(), &mut effects);
@@ -1267,4 +1283,83 @@ fn a_delete_under_way_spares_a_range_received_again() {
     assert_eq!(left, expected);
     assert!(!deleter.has_work() && !deleter.is_receiving());
     assert_eq!(deleter.progress().deletes_pending, 0);
+}
+
+/// A receiver whose E-Cast stream lags has not run the keyspace message when the first chunks
+/// arrive: it drops them and answers `Behind`, which keeps the sender from giving the stream up
+/// (seed 7000811: the sender abandoned it, the receiver then waited in vain, declared itself
+/// failed and the range's only copy was gone). Without the answers the stream is abandoned.
+#[test]
+fn a_receiver_behind_its_sender_keeps_the_stream_alive_until_it_catches_up() {
+    for answered in [false, true] {
+        let (mut migrator, effects) = started_sender(settings(), 2);
+        let mut lagging = receiver(settings());
+        let mut to_sender = Vec::new();
+        let deliver = |lagging: &mut Migrator<u32>, effects: &Effects, to_sender: &mut Effects| {
+            for chunk in chunks_of(effects) {
+                lagging.step(
+                    MigrationInput::Receive {
+                        from: B,
+                        message: MigrationMessage::Chunk(chunk),
+                    },
+                    to_sender,
+                );
+            }
+        };
+        deliver(&mut lagging, &effects, &mut to_sender);
+        // Three sender timeouts pass while the receiver is behind; chunks are resent.
+        for _ in 0..150 {
+            let mut step = Vec::new();
+            migrator.step(MigrationInput::Tick, &mut step);
+            deliver(&mut lagging, &step, &mut to_sender);
+            for effect in to_sender.drain(..) {
+                if let MigrationEffect::Send { to, message } = effect {
+                    assert_eq!(to, B);
+                    assert!(
+                        matches!(message, MigrationMessage::Behind { .. }),
+                        "{message:?}"
+                    );
+                    if answered {
+                        migrator.step(MigrationInput::Receive { from: E, message }, &mut step);
+                    }
+                }
+            }
+        }
+        if !answered {
+            assert_eq!(
+                migrator.stats().streams_abandoned,
+                1,
+                "given up without answers"
+            );
+            continue;
+        }
+        assert_eq!(
+            migrator.stats().streams_abandoned,
+            0,
+            "kept while the receiver is behind"
+        );
+        // The receiver catches up: the next resends install the copy.
+        let mut caught_up = Vec::new();
+        lagging.step(keyspace(), &mut caught_up);
+        let mut installed = false;
+        for _ in 0..20 {
+            let mut step = Vec::new();
+            migrator.step(MigrationInput::Tick, &mut step);
+            let mut acks = Vec::new();
+            deliver(&mut lagging, &step, &mut acks);
+            installed |= complete(&acks);
+            for effect in acks {
+                if let MigrationEffect::Send { message, .. } = effect {
+                    migrator.step(
+                        MigrationInput::Receive { from: E, message },
+                        &mut Vec::new(),
+                    );
+                }
+            }
+        }
+        assert!(
+            installed,
+            "the copy completes once the receiver ran the keyspace message"
+        );
+    }
 }

@@ -92,6 +92,7 @@ impl Payload {
                     MigrationMessage::Waiting { .. } => 1400,
                     MigrationMessage::Installed { .. } => 1500,
                     MigrationMessage::InstalledAck { .. } => 1600,
+                    MigrationMessage::Behind { .. } => 1700,
                 }
             }
         }

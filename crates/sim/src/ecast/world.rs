@@ -2063,5 +2063,6 @@ fn summarize_migration(message: &placement::migration::MigrationMessage) -> Stri
         MigrationMessage::InstalledAck { version, receiver } => {
             format!("installed_ack v{} by {}", version.0, receiver.0)
         }
+        MigrationMessage::Behind { stream } => format!("behind {}", name(stream)),
     }
 }
