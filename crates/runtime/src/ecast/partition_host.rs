@@ -38,7 +38,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use vr::{
     ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Request, RequestKind,
@@ -201,30 +200,15 @@ struct Duty {
 
 /// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
-    let own = config
-        .storage(id)
-        .ok_or_else(|| format!("there is no storage process {}", id.0))?
-        .clone();
-    let placement = config.key_placement()?;
-    log::init(format!("storage{}", id.0));
-    let directory = config.data_dir.join(format!("storage-{}", id.0));
-    std::fs::create_dir_all(&directory)
-        .map_err(|error| format!("{}: {error}", directory.display()))?;
     // Diskless: a restarted process has forgotten everything; its replicas recover from
     // their groups.
-    let marker = directory.join("storage-started");
-    let restarted = marker.exists();
-    std::fs::write(
-        &marker,
-        b"this storage process has run before; it recovers\n",
-    )
-    .map_err(|error| format!("{}: {error}", marker.display()))?;
-    let listener = TcpListener::bind(own.address)
-        .await
-        .map_err(|error| format!("cannot listen on {}: {error}", own.address))?;
-    let client_listener = TcpListener::bind(own.client)
-        .await
-        .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
+    let super::storage::Opened {
+        own,
+        placement,
+        restarted,
+        listener,
+        client_listener,
+    } = super::storage::open(&config, id).await?;
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
     let gateway_frames = gateway::start(

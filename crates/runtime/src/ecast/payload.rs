@@ -489,22 +489,9 @@ pub fn share(
     process: ProcessId,
     placement: &KeyPlacement,
 ) -> Result<Vec<(u32, Command)>, KvError> {
-    let Some((&PAYLOAD_FORMAT, rest)) = payload.split_first() else {
-        return Err(KvError::Malformed);
-    };
-    let payload: Payload = postcard::from_bytes(rest).map_err(|_| KvError::Malformed)?;
-    Ok(payload
-        .commands
-        .into_iter()
-        .enumerate()
-        .filter(|(_, command)| {
-            command.keys().len() == 1
-                && configuration
-                    .replicas(placement.position(key_of(command)))
-                    .contains(&process)
-        })
-        .map(|(index, command)| (index as u32, command))
-        .collect())
+    share_where(payload, placement, |position| {
+        configuration.replicas(position).contains(&process)
+    })
 }
 
 /// The sub-commands (with their indexes) whose key lies in `holds`: a storage process's share
@@ -515,6 +502,16 @@ pub fn share_in(
     holds: &PositionSet,
     placement: &KeyPlacement,
 ) -> Result<Vec<(u32, Command)>, KvError> {
+    share_where(payload, placement, |position| holds.contains(position))
+}
+
+/// The single-key sub-commands of a payload whose key's position `held` accepts, with their
+/// indexes, in payload order.
+fn share_where(
+    payload: &[u8],
+    placement: &KeyPlacement,
+    held: impl Fn(Position) -> bool,
+) -> Result<Vec<(u32, Command)>, KvError> {
     let Some((&PAYLOAD_FORMAT, rest)) = payload.split_first() else {
         return Err(KvError::Malformed);
     };
@@ -524,7 +521,7 @@ pub fn share_in(
         .into_iter()
         .enumerate()
         .filter(|(_, command)| {
-            command.keys().len() == 1 && holds.contains(placement.position(key_of(command)))
+            command.keys().len() == 1 && held(placement.position(key_of(command)))
         })
         .map(|(index, command)| (index as u32, command))
         .collect())

@@ -76,32 +76,21 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     if config.partitions == super::config::PartitionMode::Vr {
         return super::partition_host::start(config, id).await;
     }
-    let own = config
-        .storage(id)
-        .ok_or_else(|| format!("there is no storage process {}", id.0))?
-        .clone();
-    // Also checked when the file is loaded; the gateway below relies on it.
-    let placement = config.key_placement()?;
-    log::init(format!("storage{}", id.0));
-    let directory = config.data_dir.join(format!("storage-{}", id.0));
-    std::fs::create_dir_all(&directory)
-        .map_err(|error| format!("{}: {error}", directory.display()))?;
-    let marker = directory.join("storage-started");
-    if marker.exists() {
+    let opened = open(&config, id).await?;
+    if opened.restarted {
         return Err(format!(
             "storage process {} ran before and its memory is gone; rejoining needs a state \
              transfer from its partitions' replicas, which is not built yet",
             id.0
         ));
     }
-    std::fs::write(&marker, b"this storage process has run before\n")
-        .map_err(|error| format!("{}: {error}", marker.display()))?;
-    let listener = TcpListener::bind(own.address)
-        .await
-        .map_err(|error| format!("cannot listen on {}: {error}", own.address))?;
-    let client_listener = TcpListener::bind(own.client)
-        .await
-        .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
+    let Opened {
+        own,
+        placement,
+        listener,
+        client_listener,
+        ..
+    } = opened;
     let initial = config.initial_configuration();
     let holds = initial.ranges_of(id);
     let tick_ms = config.tick_ms;
@@ -162,6 +151,49 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         }
     });
     Ok(())
+}
+
+/// What every storage process sets up first, whatever its partitions' mode.
+pub(super) struct Opened {
+    pub own: super::config::StorageAddress,
+    /// Where keys lie on the ring (also checked when the file is loaded).
+    pub placement: KeyPlacement,
+    /// This process id ran before (its marker file exists): its memory is gone.
+    pub restarted: bool,
+    /// E-Cast traffic.
+    pub listener: TcpListener,
+    /// RESP clients.
+    pub client_listener: TcpListener,
+}
+
+/// Starts the log, marks the process's directory as run, and binds its two listeners.
+pub(super) async fn open(config: &ClusterConfig, id: ProcessId) -> Result<Opened, String> {
+    let own = config
+        .storage(id)
+        .ok_or_else(|| format!("there is no storage process {}", id.0))?
+        .clone();
+    let placement = config.key_placement()?;
+    log::init(format!("storage{}", id.0));
+    let directory = config.data_dir.join(format!("storage-{}", id.0));
+    std::fs::create_dir_all(&directory)
+        .map_err(|error| format!("{}: {error}", directory.display()))?;
+    let marker = directory.join("storage-started");
+    let restarted = marker.exists();
+    std::fs::write(&marker, b"this storage process has run before\n")
+        .map_err(|error| format!("{}: {error}", marker.display()))?;
+    let listener = TcpListener::bind(own.address)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", own.address))?;
+    let client_listener = TcpListener::bind(own.client)
+        .await
+        .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
+    Ok(Opened {
+        own,
+        placement,
+        restarted,
+        listener,
+        client_listener,
+    })
 }
 
 struct StorageProcess {
