@@ -8,7 +8,9 @@
 //! recovered one), under concurrent clients and a `tessera bench kv --check` load, loses no
 //! acknowledged write: both histories are checked for linearisability; (c) the router bypass:
 //! single-partition GETs on the bypass never see less of a multi-partition MSET than an earlier
-//! GET saw (rule H; its canary `TESSERA_CANARY_NO_HOLD` fails it).
+//! GET saw (rule H; its canary `TESSERA_CANARY_NO_HOLD` fails it); (d) with deliveries to one
+//! partition lagging, a multi-partition read is answered only once the write it read is admitted
+//! everywhere (rule A; its canary `TESSERA_CANARY_NO_RULE_A` fails it).
 
 mod support;
 
@@ -34,12 +36,21 @@ struct VrCluster {
     storage: Vec<Option<Child>>,
     /// Each storage process's current log file.
     storage_logs: Vec<String>,
+    /// Environment of the router processes (a test's fault, `runtime::ecast::fault`).
+    router_env: Vec<(String, String)>,
 }
 
 impl VrCluster {
     /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
     /// listens on `port + 200 + i`.
     fn start(name: &str, port: u16) -> VrCluster {
+        let mut cluster = VrCluster::prepare(name, port);
+        cluster.launch();
+        cluster
+    }
+
+    /// The cluster file and directory, no process yet (`launch` starts them).
+    fn prepare(name: &str, port: u16) -> VrCluster {
         assert!((12000..=12290).contains(&port), "ports 12000–12499 only");
         let directory =
             std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
@@ -57,7 +68,7 @@ impl VrCluster {
         .unwrap();
         config.partitions = PartitionMode::Vr;
         std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
-        let mut cluster = VrCluster {
+        VrCluster {
             client_ports: config
                 .storage
                 .iter()
@@ -68,23 +79,32 @@ impl VrCluster {
             routers: Vec::new(),
             storage: Vec::new(),
             storage_logs: Vec::new(),
-        };
+            router_env: Vec::new(),
+        }
+    }
+
+    fn launch(&mut self) {
         for index in 0..ROUTERS {
-            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into());
-            cluster.routers.push(Some(child));
+            let child = self.spawn(&format!("router-{index}"), "--router", index.into());
+            self.routers.push(Some(child));
         }
         for id in 1..=STORAGE {
             let name = format!("storage-{id}");
-            let child = cluster.spawn(&name, "--storage", id);
-            cluster.storage.push(Some(child));
-            cluster.storage_logs.push(format!("{name}.log"));
+            let child = self.spawn(&name, "--storage", id);
+            self.storage.push(Some(child));
+            self.storage_logs.push(format!("{name}.log"));
         }
-        cluster
     }
 
     fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
         let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
+        let env: &[(String, String)] = if role == "--router" {
+            &self.router_env
+        } else {
+            &[]
+        };
         Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .arg("ecast-node")
             .arg("--cluster")
             .arg(self.directory.join("cluster.toml"))
@@ -292,18 +312,36 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
     assert!(redis_cli(cluster.client_ports[0], &["READMODE", "basic"]).contains("not built"));
 }
 
+/// The partition (its id in the router configuration) that holds `key`.
+fn partition_of(cluster: &VrCluster, key: &str) -> placement::ProcessId {
+    let routed = cluster.config.router_configuration();
+    routed
+        .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
+        .expect("every position has an owner")
+}
+
+/// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in.
+fn keys_in_partitions(cluster: &VrCluster, prefix: &str, count: usize) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for key in (0..).map(|index| format!("{prefix}{index}")) {
+        if keys.len() == count {
+            break;
+        }
+        let partition = partition_of(cluster, &key);
+        if keys
+            .iter()
+            .all(|known| partition_of(cluster, known) != partition)
+        {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
 /// Two keys in different partitions (their owners under the router configuration differ).
 fn keys_in_two_partitions(cluster: &VrCluster) -> (String, String) {
-    let routed = cluster.config.router_configuration();
-    let partition = |key: &str| {
-        routed.owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
-    };
-    let first = "h0".to_string();
-    let second = (1..)
-        .map(|index| format!("h{index}"))
-        .find(|key| partition(key) != partition(&first))
-        .unwrap();
-    (first, second)
+    let keys = keys_in_partitions(cluster, "h", 2);
+    (keys[0].clone(), keys[1].clone())
 }
 
 /// The first counterexample of `docs/internals/ecast.md` on real processes: a writer MSETs two
@@ -387,6 +425,94 @@ fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one(
         .sum();
     eprintln!("vr hold: {pairs} pairs of bypass reads");
     assert!(pairs > 100, "only {pairs} pairs of reads");
+}
+
+/// The second counterexample of `docs/internals/ecast.md` on real processes (rule A). Three
+/// partitions P, Q, R; deliveries to P lag by 250 ms (a test fault in the routers,
+/// `TESSERA_TEST_SLOW_PARTITION`). A writer MSETs p (at P) and q (at Q) with an increasing round:
+/// Q admits each round long before P does. Readers MGET q and r (a message to Q and R, ordered
+/// after the MSET it reads) and then GET p on the bypass. Once the MGET saw round k of q, the GET
+/// must see round k or later of p: the MGET may be answered only when every message before it is
+/// admitted everywhere (the watermark), not when its own destinations are done. Without rule A
+/// (`TESSERA_CANARY_NO_RULE_A` in the storage processes, whose gateways answer) it fails.
+#[test]
+fn a_multi_partition_read_is_answered_only_once_every_message_before_it_is_admitted_everywhere() {
+    let mut cluster = VrCluster::prepare("vr-rule-a", 12030);
+    let keys = keys_in_partitions(&cluster, "a", 3);
+    let (p, q, r) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
+    let slow = partition_of(&cluster, &p);
+    cluster.router_env.push((
+        "TESSERA_TEST_SLOW_PARTITION".to_string(),
+        format!("{}:250", slow.0),
+    ));
+    cluster.launch();
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(30)),
+        "the cluster was not ready within 30 s"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, port) = (stop.clone(), cluster.client_ports[0]);
+        let (p, q) = (p.clone(), q.clone());
+        std::thread::spawn(move || {
+            let mut client = RespClient::connect(port, Duration::from_secs(2)).unwrap();
+            let mut round = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                let value = round.to_string();
+                let words = ["MSET", &p, &value, &q, &value];
+                assert_eq!(
+                    client.call(&arguments(&words)).unwrap(),
+                    Value::Simple("OK".into())
+                );
+                round += 1;
+            }
+            round - 1
+        })
+    };
+    let number = |value: &Value| -> u64 {
+        match value {
+            Value::Bulk(bytes) => String::from_utf8(bytes.clone()).unwrap().parse().unwrap(),
+            Value::Null => 0,
+            other => panic!("expected a round, got {other:?}"),
+        }
+    };
+    let readers: Vec<_> = (0..3)
+        .map(|reader| {
+            let stop = stop.clone();
+            let ports = cluster.client_ports.clone();
+            let (p, q, r) = (p.clone(), q.clone(), r.clone());
+            std::thread::spawn(move || {
+                let port = ports[1 + reader % 5];
+                let mut client = RespClient::connect(port, Duration::from_secs(2)).unwrap();
+                let mut checks = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let seen = match client.call(&arguments(&["MGET", &q, &r])).unwrap() {
+                        Value::Array(values) => number(&values[0]),
+                        other => panic!("MGET answered {other:?}"),
+                    };
+                    let later = number(&client.call(&arguments(&["GET", &p])).unwrap());
+                    assert!(
+                        later >= seen,
+                        "MGET {q} {r} saw round {seen} of {q}, then GET {p} saw round {later}: the MGET was answered before the MSET it read was admitted at {p}'s partition"
+                    );
+                    if seen > 0 {
+                        checks += 1;
+                    }
+                }
+                checks
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(6));
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.join().unwrap();
+    let checks: u64 = readers
+        .into_iter()
+        .map(|reader| reader.join().unwrap())
+        .sum();
+    eprintln!("vr rule A: {rounds} rounds written, {checks} MGET-then-GET checks");
+    assert!(rounds >= 5, "only {rounds} rounds written in 6 s");
+    assert!(checks >= 10, "only {checks} checks in 6 s");
 }
 
 // ----- (b) Killing the lead router, then storage processes, under concurrent clients. -----

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
+//! | `fault` | faults a real-process test injects (debug builds): a partition whose deliveries lag |
 //! | `link` | the `Frame` every E-Cast message travels in, and one-way TCP links |
 //! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
 //! | `storage` | a storage process: `Inbox` + `store::Store`, applying its share in order |
@@ -17,6 +18,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod fault;
 pub mod gateway;
 pub mod link;
 pub mod partition_host;

@@ -5,6 +5,7 @@
 //! (`crates/sim/src/ecast/world.rs`): step, route effects to TCP links, follow primaryship.
 
 use super::config::{ClusterConfig, PartitionMode};
+use super::fault::SlowPartition;
 use super::link::{self, Frame, Links};
 use super::storage_of_sender;
 use crate::log;
@@ -89,11 +90,13 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     let (frames, receiver) = mpsc::channel::<Frame>(65_536);
     tokio::spawn(link::accept(listener, frames));
     let tick_ms = config.tick_ms;
+    let links = Links::new();
     let router = RouterLoop {
         index: ReplicaIndex(index),
         config,
         replica,
-        links: Links::new(),
+        slow: SlowPartition::from_environment(&links),
+        links,
         clients: HashMap::new(),
         outside_senders: HashMap::new(),
         lead: None,
@@ -131,6 +134,8 @@ struct RouterLoop {
     config: ClusterConfig,
     replica: Replica<RouterState>,
     links: Links,
+    /// A test's fault: deliveries to one partition leave late (`fault`).
+    slow: Option<SlowPartition>,
     /// VR clients: where each one's replies go.
     clients: HashMap<ClientId, ReplyTo>,
     /// Senders outside the storage processes: where their `Stable` notifications go.
@@ -572,7 +577,14 @@ impl RouterLoop {
                 router,
                 deliveries: deliveries.clone(),
             };
-            self.send_storage(member, frame);
+            match (&self.slow, self.storage_address(member)) {
+                (Some(slow), Some(address)) => {
+                    if let Some(frame) = slow.delay(to, address, frame) {
+                        self.links.send(address, frame);
+                    }
+                }
+                _ => self.send_storage(member, frame),
+            }
         }
     }
 

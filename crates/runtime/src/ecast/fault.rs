@@ -1,0 +1,92 @@
+//! Faults a real-process test injects into a router (hidden, debug builds only). A fault here is
+//! something a network can do — delay a link — never a change of what the protocol decides, so a
+//! test that runs with one checks the protocol under that fault, and a canary (see
+//! `TESSERA_CANARY_*`) is what changes behaviour.
+//!
+//! `TESSERA_TEST_SLOW_PARTITION=<partition>:<milliseconds>` makes every delivery the router sends
+//! to `vr` partition `<partition>` (its id in the router configuration) leave that much later, in
+//! the order it was sent: a destination that lags behind the others, which is what rule A of
+//! `docs/internals/ecast.md` is about.
+
+use super::link::{Frame, Links};
+use placement::ProcessId;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// A delayed link to one partition's members.
+pub struct SlowPartition {
+    partition: ProcessId,
+    delay: Duration,
+    queue: mpsc::UnboundedSender<(Instant, SocketAddr, Frame)>,
+}
+
+impl SlowPartition {
+    /// The fault the environment asks for, if any (never in release builds). A malformed value
+    /// is reported and ignored.
+    pub fn from_environment(links: &Links) -> Option<SlowPartition> {
+        if !cfg!(debug_assertions) {
+            return None;
+        }
+        let value = std::env::var("TESSERA_TEST_SLOW_PARTITION").ok()?;
+        let Some((partition, delay)) = parse(&value) else {
+            crate::log::warn(format_args!(
+                "TESSERA_TEST_SLOW_PARTITION={value:?} is not <partition>:<milliseconds>; ignored"
+            ));
+            return None;
+        };
+        let (queue, mut receiver) = mpsc::unbounded_channel::<(Instant, SocketAddr, Frame)>();
+        let links = links.clone();
+        // One task sends the frames in the order they were queued, each when it is due.
+        tokio::spawn(async move {
+            while let Some((due, to, frame)) = receiver.recv().await {
+                tokio::time::sleep_until(due).await;
+                links.send(to, frame);
+            }
+        });
+        crate::log::info(format_args!(
+            "test fault: deliveries to partition {} are delayed by {} ms",
+            partition.0,
+            delay.as_millis()
+        ));
+        Some(SlowPartition {
+            partition,
+            delay,
+            queue,
+        })
+    }
+
+    /// Sends `frame` to `to` late if it is a delivery to the slow partition; gives it back
+    /// otherwise.
+    pub fn delay(&self, partition: ProcessId, to: SocketAddr, frame: Frame) -> Option<Frame> {
+        if partition != self.partition {
+            return Some(frame);
+        }
+        let _ = self.queue.send((Instant::now() + self.delay, to, frame));
+        None
+    }
+}
+
+fn parse(value: &str) -> Option<(ProcessId, Duration)> {
+    let (partition, milliseconds) = value.split_once(':')?;
+    let partition = ProcessId(partition.trim().parse().ok()?);
+    let delay = Duration::from_millis(milliseconds.trim().parse().ok()?);
+    Some((partition, delay))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fault_is_a_partition_and_a_delay() {
+        assert_eq!(
+            parse("4:250"),
+            Some((ProcessId(4), Duration::from_millis(250)))
+        );
+        assert_eq!(parse("4"), None);
+        assert_eq!(parse("x:250"), None);
+        assert_eq!(parse("4:-1"), None);
+    }
+}
