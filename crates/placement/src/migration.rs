@@ -160,6 +160,14 @@ pub enum MigrationMessage {
     Behind {
         stream: StreamId,
     },
+    /// The receiver of `stream` has heard nothing from its sender for `resend_ticks`. A sender
+    /// that has not run the stream's keyspace message (its E-Cast stream lags, so it knows
+    /// nothing of the stream and sends neither chunks nor `Waiting`) answers `Waiting`: it is
+    /// alive and will get there, so the receiver keeps waiting instead of declaring itself
+    /// failed, which lost the range's only copy at replication 1 (simulator seed 1002993).
+    Probe {
+        stream: StreamId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1101,6 +1109,20 @@ impl<T> Migrator<T> {
                     out.acked_at = self.now;
                 }
             }
+            MigrationMessage::Probe { stream } => {
+                if stream.to != from || stream.from != self.process {
+                    return; // Foreign.
+                }
+                // Only a sender that has not got to the stream yet answers; one that ran it
+                // speaks through its chunks and `Waiting` heartbeats, and one that ran it and
+                // no longer has it (given up) must let the receiver time out.
+                if stream.version > self.keyspace_run {
+                    effects.push(MigrationEffect::Send {
+                        to: from,
+                        message: MigrationMessage::Waiting { stream },
+                    });
+                }
+            }
             MigrationMessage::Waiting { stream } => {
                 if stream.from != from || stream.to != self.process {
                     return;
@@ -1356,6 +1378,17 @@ impl<T> Migrator<T> {
                             });
                         }
                     }
+                }
+            }
+        }
+        // A receiver probes a silent sender, which answers if it is only behind (`Probe`).
+        if self.now.is_multiple_of(resend) {
+            for (stream, inc) in &self.incoming {
+                if self.now >= inc.heard_at + resend {
+                    effects.push(MigrationEffect::Send {
+                        to: stream.from,
+                        message: MigrationMessage::Probe { stream: *stream },
+                    });
                 }
             }
         }

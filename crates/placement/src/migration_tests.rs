@@ -1363,3 +1363,91 @@ fn a_receiver_behind_its_sender_keeps_the_stream_alive_until_it_catches_up() {
         );
     }
 }
+
+/// The mirror of the test above (seed 1002993): the receiver ran the keyspace message, its
+/// sender has not (the sender's E-Cast stream lags), so the sender sends nothing. The receiver
+/// probes; a sender that has not run the stream's version answers `Waiting`, and the receiver
+/// keeps waiting past `sender_timeout_ticks` until the sender gets there and the copy
+/// completes. Unanswered, the receiver declares itself failed (`SenderSilent`), as it must when
+/// the sender is really gone.
+#[test]
+fn a_sender_behind_its_receiver_keeps_the_receiver_waiting_until_it_catches_up() {
+    for answered in [false, true] {
+        let mut lagging = sender(settings());
+        let mut waiting = receiver(settings());
+        let mut effects = Vec::new();
+        waiting.step(keyspace(), &mut effects);
+        let mut probes = 0;
+        // Three sender timeouts pass while the sender is behind.
+        for _ in 0..150 {
+            let mut step = Vec::new();
+            waiting.step(MigrationInput::Tick, &mut step);
+            for effect in step {
+                let MigrationEffect::Send { to, message } = effect else {
+                    continue;
+                };
+                assert_eq!(to, B);
+                assert!(
+                    matches!(message, MigrationMessage::Probe { .. }),
+                    "{message:?}"
+                );
+                probes += 1;
+                if !answered {
+                    continue;
+                }
+                let mut answers = Vec::new();
+                lagging.step(MigrationInput::Receive { from: E, message }, &mut answers);
+                for answer in answers {
+                    let MigrationEffect::Send { to, message } = answer else {
+                        panic!("a probe is answered with a message: {answer:?}");
+                    };
+                    assert_eq!(to, E);
+                    assert!(matches!(message, MigrationMessage::Waiting { .. }));
+                    waiting.step(
+                        MigrationInput::Receive { from: B, message },
+                        &mut Vec::new(),
+                    );
+                }
+            }
+        }
+        assert!(probes > 0, "a silent sender is probed");
+        if !answered {
+            assert!(
+                matches!(waiting.failed(), Some(FailureReason::SenderSilent { .. })),
+                "unanswered, the receiver gives up: {:?}",
+                waiting.failed()
+            );
+            continue;
+        }
+        assert_eq!(
+            waiting.failed(),
+            None,
+            "kept waiting while the sender is behind"
+        );
+        // The sender catches up: its copy reaches the receiver, which installs it.
+        let mut sent = Vec::new();
+        lagging.step(keyspace(), &mut sent);
+        let mut engine = engine_of((0..2).map(|index| record(20 + index)));
+        work(&mut lagging, &mut engine, &mut sent);
+        let mut installed = false;
+        for chunk in chunks_of(&sent) {
+            let mut step = Vec::new();
+            deliver(&mut waiting, chunk, &mut step);
+            installed |= complete(&step);
+        }
+        assert!(
+            installed,
+            "the copy completes once the sender ran the keyspace message"
+        );
+        // A sender that ran the version and no longer has the stream does not answer.
+        let mut after = Vec::new();
+        lagging.step(
+            MigrationInput::Receive {
+                from: E,
+                message: MigrationMessage::Probe { stream: stream() },
+            },
+            &mut after,
+        );
+        assert!(after.is_empty(), "{after:?}");
+    }
+}
