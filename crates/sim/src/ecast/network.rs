@@ -93,6 +93,7 @@ impl Payload {
                     MigrationMessage::Installed { .. } => 1500,
                     MigrationMessage::InstalledAck { .. } => 1600,
                     MigrationMessage::Behind { .. } => 1700,
+                    MigrationMessage::Probe { .. } => 1800,
                 }
             }
         }

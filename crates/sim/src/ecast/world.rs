@@ -2064,5 +2064,6 @@ fn summarize_migration(message: &placement::migration::MigrationMessage) -> Stri
             format!("installed_ack v{} by {}", version.0, receiver.0)
         }
         MigrationMessage::Behind { stream } => format!("behind {}", name(stream)),
+        MigrationMessage::Probe { stream } => format!("probe {}", name(stream)),
     }
 }
