@@ -10,7 +10,8 @@
 //! single-partition GETs on the bypass never see less of a multi-partition MSET than an earlier
 //! GET saw (rule H; its canary `TESSERA_CANARY_NO_HOLD` fails it); (d) with deliveries to one
 //! partition lagging, a multi-partition read is answered only once the write it read is admitted
-//! everywhere (rule A; its canary `TESSERA_CANARY_NO_RULE_A` fails it).
+//! everywhere (rule A; its canary `TESSERA_CANARY_NO_RULE_A` fails it); (e) forged `vr`-mode
+//! frames take no storage process down and become no data.
 
 mod support;
 
@@ -513,6 +514,143 @@ fn a_multi_partition_read_is_answered_only_once_every_message_before_it_is_admit
     eprintln!("vr rule A: {rounds} rounds written, {checks} MGET-then-GET checks");
     assert!(rounds >= 5, "only {rounds} rounds written in 6 s");
     assert!(checks >= 10, "only {checks} checks in 6 s");
+}
+
+/// Well-formed frames of `vr` mode with forged contents, to every storage process: VR messages
+/// for partitions it does not host and from replica indexes no group has, requests whose
+/// operation bytes are garbage (ordered, read and nilext), deliveries whose payload is garbage
+/// and whose chain does not fit, replies and releases for clients nobody is. No process dies,
+/// nothing forged becomes data, and the cluster keeps serving.
+#[test]
+fn forged_partition_frames_take_no_storage_process_down() {
+    use ecast::{Delivery, Envelope, Sequence, Timestamp};
+    use placement::ecast::{Message as Routing, Target};
+    use placement::{ConfigVersion, Position, ProcessId};
+    use runtime::ecast::link::{self, Frame};
+    use std::io::Write;
+    use vr::{ClientId, Message, Op, ReplicaIndex, Request, RequestKind, RequestNumber, View};
+    let mut cluster = VrCluster::start("vr-forged", 12040);
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    assert_eq!(
+        redis_cli(cluster.client_ports[0], &["SET", "kept", "1"]).trim(),
+        "OK"
+    );
+    let partitions: Vec<ProcessId> = cluster
+        .config
+        .router_configuration()
+        .ring()
+        .iter()
+        .map(|member| member.process)
+        .chain([ProcessId(999_999)])
+        .collect();
+    let garbage = vec![0xa5u8; 300];
+    let mut frames = Vec::new();
+    for &partition in &partitions {
+        for from in [0u8, 2, 250] {
+            for message in [
+                Message::PrepareOk {
+                    view: View(u64::MAX),
+                    op: Op(u64::MAX),
+                    replica: ReplicaIndex(from),
+                },
+                Message::PrepareOk {
+                    view: View(0),
+                    op: Op(7),
+                    replica: ReplicaIndex(from),
+                },
+            ] {
+                frames.push(Frame::PartitionVr {
+                    partition,
+                    from: ReplicaIndex(from),
+                    message,
+                });
+            }
+        }
+        for kind in [RequestKind::Write, RequestKind::Read, RequestKind::Nilext] {
+            frames.push(Frame::PartitionRequest {
+                partition,
+                request: Request {
+                    client: ClientId(0x0123_4567_89ab),
+                    request: RequestNumber(1),
+                    kind,
+                    operation: garbage.clone(),
+                },
+            });
+        }
+        let delivery = |timestamp: u64, previous: u64| Delivery {
+            timestamp: Timestamp(timestamp),
+            previous: Timestamp(previous),
+            version: ConfigVersion(0),
+            envelope: Envelope {
+                sender: ProcessId(77),
+                sequence: Sequence(1),
+                planned_at: ConfigVersion(0),
+                routing: Routing::Write {
+                    sender: ProcessId(77),
+                    target: Target::Points(vec![Position(1)]),
+                },
+                payload: garbage.clone(),
+            },
+        };
+        // From a router that exists (the primary logs them: their chain fits nothing, so
+        // they wait as early arrivals or are dropped) and from one that does not.
+        for router in [0u8, 9] {
+            frames.push(Frame::PartitionDeliver {
+                partition,
+                router: ReplicaIndex(router),
+                deliveries: vec![delivery(u64::MAX, u64::MAX - 1), delivery(5, 5)],
+            });
+        }
+        frames.push(Frame::PartitionReply {
+            partition,
+            message: Message::NotPrimary {
+                view: View(3),
+                client: ClientId(u64::MAX),
+                request: RequestNumber(9),
+            },
+        });
+        frames.push(Frame::PartitionReleased {
+            partition,
+            client: u64::MAX,
+            number: 0,
+            result: garbage.clone(),
+        });
+    }
+    let bytes: Vec<u8> = frames.iter().flat_map(link::encode).collect();
+    for storage in &cluster.config.storage {
+        let mut stream = std::net::TcpStream::connect(storage.address).unwrap();
+        stream.write_all(&bytes).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    for (index, child) in cluster.storage.iter_mut().enumerate() {
+        let child = child.as_mut().expect("every storage process was started");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "storage process {} exited after forged frames",
+            index + 1
+        );
+    }
+    assert_eq!(
+        redis_cli(cluster.client_ports[3], &["GET", "kept"]).trim(),
+        "1"
+    );
+    assert_eq!(
+        redis_cli(
+            cluster.client_ports[1],
+            &["MSET", "f1", "a", "f2", "b", "f3", "c"]
+        )
+        .trim(),
+        "OK"
+    );
+    assert_eq!(
+        redis_cli(cluster.client_ports[4], &["MGET", "f1", "f2", "f3"]).trim(),
+        "a\nb\nc"
+    );
+    // Nothing forged became a key: `kept` and the three above.
+    assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "4");
 }
 
 // ----- (b) Killing the lead router, then storage processes, under concurrent clients. -----
