@@ -12,222 +12,38 @@ mod support;
 
 use resp::Value;
 use runtime::ecast::config::ClusterConfig;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{Load, LoadOptions, Mix};
+use support::partitioned::{info, redis_cli, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
 const REPLICATION: u8 = 3;
 
-struct EcastCluster {
-    directory: PathBuf,
-    config: ClusterConfig,
-    client_ports: Vec<u16>,
-    routers: Vec<Option<Child>>,
-    /// Each router's current log file.
-    router_logs: Vec<String>,
-    storage: Vec<Option<Child>>,
+/// The cluster these tests run: 3 routers, 6 storage processes, 3 replicas per partition.
+fn start(name: &str, port: u16) -> PartitionedCluster {
+    start_with(name, port, |_| {})
 }
 
-impl EcastCluster {
-    /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
-    /// listens on `port + 200 + i`.
-    fn start(name: &str, port: u16) -> EcastCluster {
-        EcastCluster::start_with(name, port, |_| {})
-    }
-
-    /// As `start`, with `adjust` applied to the configuration before it is written.
-    fn start_with(name: &str, port: u16, adjust: impl FnOnce(&mut ClusterConfig)) -> EcastCluster {
-        let directory =
-            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&directory);
-        std::fs::create_dir_all(&directory).unwrap();
-        let mut config = ClusterConfig::loopback(
-            u64::from(port),
-            ROUTERS,
-            STORAGE,
-            REPLICATION,
-            port,
-            port + 200,
-            directory.clone(),
-        )
-        .unwrap();
-        adjust(&mut config);
-        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
-        let mut cluster = EcastCluster {
-            client_ports: config
-                .storage
-                .iter()
-                .map(|storage| storage.client.port())
-                .collect(),
-            directory,
-            config,
-            routers: Vec::new(),
-            router_logs: Vec::new(),
-            storage: Vec::new(),
-        };
-        for index in 0..ROUTERS {
-            let name = format!("router-{index}");
-            let child = cluster.spawn(&name, "--router", index.into());
-            cluster.routers.push(Some(child));
-            cluster.router_logs.push(format!("{name}.log"));
-        }
-        for id in 1..=STORAGE {
-            let child = cluster.spawn(&format!("storage-{id}"), "--storage", id);
-            cluster.storage.push(Some(child));
-        }
-        cluster
-    }
-
-    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
-        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .arg("ecast-node")
-            .arg("--cluster")
-            .arg(self.directory.join("cluster.toml"))
-            .arg(role)
-            .arg(index.to_string())
-            .arg("--exit-with-parent")
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    }
-
-    /// Ready when every storage process's gateway has had an answer from the routers.
-    fn wait_until_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            let ready = self.client_ports.iter().all(|port| {
-                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
-            });
-            if ready {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-
-    fn restart_router(&mut self, index: usize) {
-        assert!(self.routers[index].is_none(), "router {index} is running");
-        let name = format!("router-{index}-restarted");
-        self.routers[index] = Some(self.spawn(&name, "--router", index as u64));
-        self.router_logs[index] = format!("{name}.log");
-    }
-
-    /// The running router whose log last says it is the primary of a normal view, in the
-    /// highest such view (a deposed primary's log lags until it hears of the new view).
-    fn lead_router(&self) -> Option<usize> {
-        let mut lead: Option<(u64, usize)> = None;
-        for (index, child) in self.routers.iter().enumerate() {
-            if child.is_none() {
-                continue;
-            }
-            let log = std::fs::read_to_string(self.directory.join(&self.router_logs[index]))
-                .unwrap_or_default();
-            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
-                continue;
-            };
-            if !line.contains("Normal (primary)") {
-                continue;
-            }
-            let view = line
-                .split("info: view ")
-                .nth(1)
-                .and_then(|rest| rest.split(' ').next())
-                .and_then(|view| view.parse::<u64>().ok());
-            if let Some(view) = view {
-                if lead.is_none_or(|(known, _)| view > known) {
-                    lead = Some((view, index));
-                }
-            }
-        }
-        lead.map(|(_, index)| index)
-    }
-
-    /// Waits until a router other than `not` leads.
-    fn wait_for_lead(&self, not: Option<usize>) -> usize {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(lead) = self.lead_router().filter(|lead| Some(*lead) != not) {
-                return lead;
-            }
-            assert!(Instant::now() < deadline, "no router leads after 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal_router(&self, index: usize, signal: &str) {
-        if let Some(child) = &self.routers[index] {
-            let status = Command::new("kill")
-                .arg(format!("-{signal}"))
-                .arg(child.id().to_string())
-                .status()
-                .unwrap();
-            assert!(status.success(), "kill -{signal} failed");
-        }
-    }
-
-    fn kill_router(&mut self, index: usize) {
-        if let Some(mut child) = self.routers[index].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-
-    fn kill_storage(&mut self, index: usize) {
-        if let Some(mut child) = self.storage[index].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for EcastCluster {
-    fn drop(&mut self) {
-        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
-            if let Some(mut child) = child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.directory);
-        }
-        let _ = &self.config;
-    }
-}
-
-fn info(port: u16) -> Option<String> {
-    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
-    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
-        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Value::Verbatim(text) => Some(text),
-        _ => None,
-    }
-}
-
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs it)");
-    assert!(output.status.success(), "redis-cli failed: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
+/// As `start`, with `adjust` applied to the configuration before it is written.
+fn start_with(
+    name: &str,
+    port: u16,
+    adjust: impl FnOnce(&mut ClusterConfig),
+) -> PartitionedCluster {
+    let mut cluster =
+        PartitionedCluster::prepare(name, port, (ROUTERS, STORAGE, REPLICATION), adjust);
+    cluster.launch();
+    cluster
 }
 
 /// How many storage processes hold at least one key (INFO's `# Keyspace` lists `db0` only when
 /// the process holds keys, as Redis does).
-fn processes_with_keys(cluster: &EcastCluster) -> usize {
+fn processes_with_keys(cluster: &PartitionedCluster) -> usize {
     cluster
         .client_ports
         .iter()
@@ -245,7 +61,7 @@ fn processes_with_keys(cluster: &EcastCluster) -> usize {
 
 #[test]
 fn multi_partition_mset_is_seen_all_or_nothing_by_mget_on_another_node() {
-    let cluster = EcastCluster::start("ecast-atomic", 9600);
+    let cluster = start("ecast-atomic", 9600);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -349,7 +165,7 @@ fn multi_partition_mset_is_seen_all_or_nothing_by_mget_on_another_node() {
 
 #[test]
 fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() {
-    let mut cluster = EcastCluster::start("ecast-chaos", 9620);
+    let mut cluster = start("ecast-chaos", 9620);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -499,7 +315,7 @@ fn tessera_dev_starts_a_partitioned_cluster_and_refuses_nodes_for_skyros_partiti
 /// process, re-reads the configuration and retries, and the client only sees the value.
 #[test]
 fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
-    let mut cluster = EcastCluster::start("ecast-basic", 9660);
+    let mut cluster = start("ecast-basic", 9660);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -561,7 +377,7 @@ fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
 #[test]
 fn garbage_on_every_port_takes_no_process_down() {
     use std::io::Write;
-    let mut cluster = EcastCluster::start("ecast-garbage", 9680);
+    let mut cluster = start("ecast-garbage", 9680);
     assert!(cluster.wait_until_ready(Duration::from_secs(20)));
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = move || {
@@ -649,7 +465,7 @@ fn sorted_lines(text: &str) -> Vec<String> {
 #[test]
 fn keyless_commands_count_every_key_once_across_replicated_partitions() {
     // Ports 9900–9999: RESP on 9900–9905, E-Cast on 9910–9915, routers on 9920–9922.
-    let cluster = EcastCluster::start_with("ecast-keyless", 9900, |config| {
+    let cluster = start_with("ecast-keyless", 9900, |config| {
         for (index, storage) in config.storage.iter_mut().enumerate() {
             storage.address.set_port(9910 + index as u16);
         }
@@ -779,7 +595,7 @@ fn destinations_of(ports: &[u16], read: impl FnOnce()) -> usize {
 #[test]
 fn a_range_placed_namespace_lies_in_one_partition_and_its_range_reads_go_to_one_process() {
     // Ports 9940–9999: RESP on 9940–9945, E-Cast on 9950–9955, routers on 9960–9962.
-    let cluster = EcastCluster::start_with("ecast-range", 9940, |config| {
+    let cluster = start_with("ecast-range", 9940, |config| {
         for (index, storage) in config.storage.iter_mut().enumerate() {
             storage.address.set_port(9950 + index as u16);
         }

@@ -13,134 +13,54 @@
 mod support;
 
 use resp::Value;
-use runtime::ecast::config::ClusterConfig;
 use runtime::ecast::link::{self, Frame};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::load::{Load, LoadOptions, Mix};
+use support::partitioned::{wait_until, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 
-struct RbCluster {
-    directory: PathBuf,
-    config: ClusterConfig,
-    client_ports: Vec<u16>,
-    routers: Vec<Child>,
-    storage: Vec<Option<Child>>,
+/// `storage` processes of which the first `active` are on the ring, 3 routers, started and
+/// ready; `canary` starts the storage processes with `TESSERA_CANARY_DROP_COPIES`.
+fn start(
+    name: &str,
+    port: u16,
+    storage: u64,
+    active: u64,
+    replication: u8,
+    canary: bool,
+) -> PartitionedCluster {
+    let mut cluster =
+        PartitionedCluster::prepare(name, port, (ROUTERS, storage, replication), |config| {
+            *config = config.clone().with_active(active).unwrap();
+        });
+    if canary {
+        cluster
+            .storage_env
+            .push(("TESSERA_CANARY_DROP_COPIES".to_string(), "1".to_string()));
+    }
+    cluster.launch();
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    cluster
 }
 
-impl RbCluster {
-    /// `storage` processes of which the first `active` are on the ring; storage process i
-    /// serves RESP on `port + i`, E-Cast on `port + 100 + i`; router i is on `port + 200 + i`.
-    fn start(
-        name: &str,
-        port: u16,
-        storage: u64,
-        active: u64,
-        replication: u8,
-        canary: bool,
-    ) -> RbCluster {
-        let directory =
-            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&directory);
-        std::fs::create_dir_all(&directory).unwrap();
-        let config = ClusterConfig::loopback(
-            u64::from(port),
-            ROUTERS,
-            storage,
-            replication,
-            port,
-            port + 200,
-            directory.clone(),
-        )
-        .unwrap()
-        .with_active(active)
-        .unwrap();
-        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
-        let mut cluster = RbCluster {
-            client_ports: config
-                .storage
-                .iter()
-                .map(|storage| storage.client.port())
-                .collect(),
-            directory,
-            config,
-            routers: Vec::new(),
-            storage: Vec::new(),
-        };
-        for index in 0..ROUTERS {
-            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into(), false);
-            cluster.routers.push(child);
-        }
-        for id in 1..=storage {
-            let child = cluster.spawn(&format!("storage-{id}"), "--storage", id, canary);
-            cluster.storage.push(Some(child));
-        }
-        assert!(
-            cluster.wait_until_ready(Duration::from_secs(20)),
-            "the cluster was not ready within 20 s"
-        );
-        cluster
-    }
+/// `tessera admin status`, read.
+trait Status {
+    /// The configuration version and, per process id, its state and migration column.
+    fn status(&self) -> (u64, BTreeMap<u64, (String, String)>);
+    /// Keys each process holds.
+    fn keys(&self) -> BTreeMap<u64, String>;
+    fn status_rows(&self) -> (u64, BTreeMap<u64, Vec<String>>);
+}
 
-    fn spawn(&self, name: &str, role: &str, index: u64, canary: bool) -> Child {
-        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
-        command
-            .arg("ecast-node")
-            .arg("--cluster")
-            .arg(self.directory.join("cluster.toml"))
-            .arg(role)
-            .arg(index.to_string())
-            .arg("--exit-with-parent")
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if canary {
-            command.env("TESSERA_CANARY_DROP_COPIES", "1");
-        }
-        command.spawn().unwrap()
-    }
-
-    fn wait_until_ready(&self, timeout: Duration) -> bool {
-        wait_until(timeout, || {
-            self.client_ports.iter().all(|port| {
-                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
-            })
-        })
-    }
-
-    /// Runs `tessera admin --cluster FILE words…`: (success, stdout, stderr).
-    fn admin(&self, words: &[&str]) -> (bool, String, String) {
-        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .arg("admin")
-            .arg("--cluster")
-            .arg(self.directory.join("cluster.toml"))
-            .arg("--timeout")
-            .arg("30")
-            .args(words)
-            .output()
-            .unwrap();
-        (
-            output.status.success(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-
-    fn admin_ok(&self, words: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.admin(words);
-        assert!(ok, "tessera admin {words:?} failed:\n{stdout}\n{stderr}");
-        stdout
-    }
-
-    /// `tessera admin status`: the configuration version and, per process id, its state and
-    /// migration column.
+impl Status for PartitionedCluster {
     fn status(&self) -> (u64, BTreeMap<u64, (String, String)>) {
         let (version, rows) = self.status_rows();
         let processes = rows
@@ -150,7 +70,6 @@ impl RbCluster {
         (version, processes)
     }
 
-    /// Keys each process holds, from `tessera admin status`.
     fn keys(&self) -> BTreeMap<u64, String> {
         let (_, rows) = self.status_rows();
         rows.into_iter()
@@ -174,47 +93,6 @@ impl RbCluster {
             processes.insert(id, words);
         }
         (version, processes)
-    }
-
-    fn kill_storage(&mut self, id: u64) {
-        if let Some(mut child) = self.storage[id as usize - 1].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for RbCluster {
-    fn drop(&mut self) {
-        let storage = self.storage.iter_mut().filter_map(Option::as_mut);
-        for child in self.routers.iter_mut().chain(storage) {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.directory);
-        }
-        let _ = &self.config;
-    }
-}
-
-fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    condition()
-}
-
-fn info(port: u16) -> Option<String> {
-    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
-    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
-        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Value::Verbatim(text) => Some(text),
-        _ => None,
     }
 }
 
@@ -307,7 +185,7 @@ fn finish_and_check(mut load: Load, port: u16) {
 /// One active process (replication 2) loaded with data, expanded one at a time to three,
 /// process 1 rebalanced, then contracted back to one; the clients run throughout.
 fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
-    let cluster = RbCluster::start(name, port, 3, 1, 2, canary);
+    let cluster = start(name, port, 3, 1, 2, canary);
     preload(cluster.client_ports[0]);
     let load = start_load(cluster.client_ports.clone());
     std::thread::sleep(Duration::from_millis(500));
@@ -382,7 +260,7 @@ fn the_data_check_catches_receivers_that_drop_their_copies() {
 
 #[test]
 fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_is_lost() {
-    let mut cluster = RbCluster::start("rb-replace", 10060, 4, 3, 3, false);
+    let mut cluster = start("rb-replace", 10060, 4, 3, 3, false);
     preload(cluster.client_ports[0]);
     // Clients avoid process 3's port (it dies first).
     let ports = vec![
@@ -392,8 +270,8 @@ fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_i
     ];
     let load = start_load(ports);
     std::thread::sleep(Duration::from_millis(500));
-    cluster.kill_storage(3);
-    // Suspected (version 1), replaced by standby 4 (version 2), its copy installed.
+    cluster.kill_storage(2); // process 3
+                             // Suspected (version 1), replaced by standby 4 (version 2), its copy installed.
     let replaced = wait_until(Duration::from_secs(15), || {
         let (version, processes) = cluster.status();
         version >= 2
@@ -404,8 +282,8 @@ fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_i
     });
     assert!(replaced, "no automatic replacement: {:?}", cluster.status());
     // Both other original replicas die too: standby 4 alone holds every key now.
-    cluster.kill_storage(1);
-    cluster.kill_storage(2);
+    cluster.kill_storage(0); // process 1
+    cluster.kill_storage(1); // process 2
     let suspected = wait_until(Duration::from_secs(10), || {
         let (_, processes) = cluster.status();
         [1, 2].iter().all(|id| {
@@ -424,7 +302,7 @@ fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_i
 
 #[test]
 fn refused_changes_exit_1_with_the_reason_and_change_nothing() {
-    let cluster = RbCluster::start("rb-refuse", 10090, 2, 1, 2, false);
+    let cluster = start("rb-refuse", 10090, 2, 1, 2, false);
     let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
     assert_eq!(
         client.call(&arguments(&["SET", "kept", "yes"])).unwrap(),
@@ -464,7 +342,7 @@ fn refused_changes_exit_1_with_the_reason_and_change_nothing() {
 fn garbage_and_forged_migration_frames_take_no_storage_process_down() {
     use placement::migration::{chunk_checksum, Chunk, MigrationMessage, Record, StreamId};
     use placement::{ConfigVersion, Position, ProcessId};
-    let cluster = RbCluster::start("rb-garbage", 10120, 2, 2, 2, false);
+    let cluster = start("rb-garbage", 10120, 2, 2, 2, false);
     let mut client = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
     assert_eq!(
         client.call(&arguments(&["SET", "before", "1"])).unwrap(),

@@ -16,227 +16,37 @@
 mod support;
 
 use resp::Value;
-use runtime::ecast::config::{ClusterConfig, PartitionMode};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use runtime::ecast::config::PartitionMode;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{Load, LoadOptions, Mix};
+use support::partitioned::{redis_cli, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
 const REPLICATION: u8 = 3;
 
-struct VrCluster {
-    directory: PathBuf,
-    config: ClusterConfig,
-    client_ports: Vec<u16>,
-    routers: Vec<Option<Child>>,
-    storage: Vec<Option<Child>>,
-    /// Each storage process's current log file.
-    storage_logs: Vec<String>,
-    /// Environment of the router processes (a test's fault, `runtime::ecast::fault`).
-    router_env: Vec<(String, String)>,
-}
-
-impl VrCluster {
-    /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
-    /// listens on `port + 200 + i`.
-    fn start(name: &str, port: u16) -> VrCluster {
-        let mut cluster = VrCluster::prepare(name, port);
-        cluster.launch();
-        cluster
-    }
-
-    /// The cluster file and directory, no process yet (`launch` starts them).
-    fn prepare(name: &str, port: u16) -> VrCluster {
-        assert!((12000..=12290).contains(&port), "ports 12000–12499 only");
-        let directory =
-            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&directory);
-        std::fs::create_dir_all(&directory).unwrap();
-        let mut config = ClusterConfig::loopback(
-            u64::from(port),
-            ROUTERS,
-            STORAGE,
-            REPLICATION,
-            port,
-            port + 200,
-            directory.clone(),
-        )
-        .unwrap();
+/// The cluster these tests run, not started yet: 3 routers, 6 storage processes, partitions
+/// of 3 replicas as VR groups.
+fn prepare(name: &str, port: u16) -> PartitionedCluster {
+    assert!((12000..=12290).contains(&port), "ports 12000–12499 only");
+    PartitionedCluster::prepare(name, port, (ROUTERS, STORAGE, REPLICATION), |config| {
         config.partitions = PartitionMode::Vr;
-        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
-        VrCluster {
-            client_ports: config
-                .storage
-                .iter()
-                .map(|storage| storage.client.port())
-                .collect(),
-            directory,
-            config,
-            routers: Vec::new(),
-            storage: Vec::new(),
-            storage_logs: Vec::new(),
-            router_env: Vec::new(),
-        }
-    }
-
-    fn launch(&mut self) {
-        for index in 0..ROUTERS {
-            let child = self.spawn(&format!("router-{index}"), "--router", index.into());
-            self.routers.push(Some(child));
-        }
-        for id in 1..=STORAGE {
-            let name = format!("storage-{id}");
-            let child = self.spawn(&name, "--storage", id);
-            self.storage.push(Some(child));
-            self.storage_logs.push(format!("{name}.log"));
-        }
-    }
-
-    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
-        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
-        let env: &[(String, String)] = if role == "--router" {
-            &self.router_env
-        } else {
-            &[]
-        };
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .envs(env.iter().map(|(name, value)| (name, value)))
-            .arg("ecast-node")
-            .arg("--cluster")
-            .arg(self.directory.join("cluster.toml"))
-            .arg(role)
-            .arg(index.to_string())
-            .arg("--exit-with-parent")
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    }
-
-    fn wait_until_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            let ready = self.client_ports.iter().all(|port| {
-                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
-            });
-            if ready {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-
-    /// The running router whose log last says it is the primary of a normal view, in the
-    /// highest such view.
-    fn lead_router(&self) -> Option<usize> {
-        let mut lead: Option<(u64, usize)> = None;
-        for (index, child) in self.routers.iter().enumerate() {
-            if child.is_none() {
-                continue;
-            }
-            let log = std::fs::read_to_string(self.directory.join(format!("router-{index}.log")))
-                .unwrap_or_default();
-            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
-                continue;
-            };
-            if !line.contains("Normal (primary)") {
-                continue;
-            }
-            let view = line
-                .split("info: view ")
-                .nth(1)
-                .and_then(|rest| rest.split(' ').next())
-                .and_then(|view| view.parse::<u64>().ok());
-            if let Some(view) = view {
-                if lead.is_none_or(|(known, _)| view > known) {
-                    lead = Some((view, index));
-                }
-            }
-        }
-        lead.map(|(_, index)| index)
-    }
-
-    fn kill_router(&mut self, index: usize) {
-        if let Some(mut child) = self.routers[index].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-
-    fn kill_storage(&mut self, index: usize) {
-        if let Some(mut child) = self.storage[index].take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-
-    fn restart_storage(&mut self, index: usize) {
-        assert!(self.storage[index].is_none());
-        let name = format!("storage-{}-restarted", index + 1);
-        self.storage[index] = Some(self.spawn(&name, "--storage", index as u64 + 1));
-        self.storage_logs[index] = format!("{name}.log");
-    }
-
-    /// Whether every replica of storage process `index` is back in a normal view (its log's
-    /// last line per partition says `Normal`).
-    fn recovered(&self, index: usize) -> bool {
-        let log = std::fs::read_to_string(self.directory.join(&self.storage_logs[index]))
-            .unwrap_or_default();
-        let mut last: std::collections::BTreeMap<String, bool> = Default::default();
-        for line in log.lines() {
-            if let Some(rest) = line.split("info: partition ").nth(1) {
-                let partition = rest.split(' ').next().unwrap_or_default().to_string();
-                last.insert(partition, rest.contains(" Normal"));
-            }
-        }
-        last.len() == REPLICATION as usize && last.values().all(|normal| *normal)
-    }
+    })
 }
 
-impl Drop for VrCluster {
-    fn drop(&mut self) {
-        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
-            if let Some(mut child) = child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.directory);
-        }
-    }
-}
-
-fn info(port: u16) -> Option<String> {
-    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
-    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
-        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Value::Verbatim(text) => Some(text),
-        _ => None,
-    }
-}
-
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs it)");
-    assert!(output.status.success(), "redis-cli failed: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
+fn start(name: &str, port: u16) -> PartitionedCluster {
+    let mut cluster = prepare(name, port);
+    cluster.launch();
+    cluster
 }
 
 #[test]
 fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
-    let cluster = VrCluster::start("vr-atomic", 12000);
+    let cluster = start("vr-atomic", 12000);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -314,7 +124,7 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
 }
 
 /// The partition (its id in the router configuration) that holds `key`.
-fn partition_of(cluster: &VrCluster, key: &str) -> placement::ProcessId {
+fn partition_of(cluster: &PartitionedCluster, key: &str) -> placement::ProcessId {
     let routed = cluster.config.router_configuration();
     routed
         .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
@@ -322,7 +132,7 @@ fn partition_of(cluster: &VrCluster, key: &str) -> placement::ProcessId {
 }
 
 /// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in.
-fn keys_in_partitions(cluster: &VrCluster, prefix: &str, count: usize) -> Vec<String> {
+fn keys_in_partitions(cluster: &PartitionedCluster, prefix: &str, count: usize) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     for key in (0..).map(|index| format!("{prefix}{index}")) {
         if keys.len() == count {
@@ -340,7 +150,7 @@ fn keys_in_partitions(cluster: &VrCluster, prefix: &str, count: usize) -> Vec<St
 }
 
 /// Two keys in different partitions (their owners under the router configuration differ).
-fn keys_in_two_partitions(cluster: &VrCluster) -> (String, String) {
+fn keys_in_two_partitions(cluster: &PartitionedCluster) -> (String, String) {
     let keys = keys_in_partitions(cluster, "h", 2);
     (keys[0].clone(), keys[1].clone())
 }
@@ -352,7 +162,7 @@ fn keys_in_two_partitions(cluster: &VrCluster) -> (String, String) {
 /// the second read until the partition logged a watermark covering the MSET).
 #[test]
 fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one() {
-    let cluster = VrCluster::start("vr-hold", 12020);
+    let cluster = start("vr-hold", 12020);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -438,7 +248,7 @@ fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one(
 /// (`TESSERA_CANARY_NO_RULE_A` in the storage processes, whose gateways answer) it fails.
 #[test]
 fn a_multi_partition_read_is_answered_only_once_every_message_before_it_is_admitted_everywhere() {
-    let mut cluster = VrCluster::prepare("vr-rule-a", 12030);
+    let mut cluster = prepare("vr-rule-a", 12030);
     let keys = keys_in_partitions(&cluster, "a", 3);
     let (p, q, r) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
     let slow = partition_of(&cluster, &p);
@@ -529,7 +339,7 @@ fn forged_partition_frames_take_no_storage_process_down() {
     use runtime::ecast::link::{self, Frame};
     use std::io::Write;
     use vr::{ClientId, Message, Op, ReplicaIndex, Request, RequestKind, RequestNumber, View};
-    let mut cluster = VrCluster::start("vr-forged", 12040);
+    let mut cluster = start("vr-forged", 12040);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -657,7 +467,7 @@ fn forged_partition_frames_take_no_storage_process_down() {
 
 #[test]
 fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() {
-    let mut cluster = VrCluster::start("vr-chaos", 12010);
+    let mut cluster = start("vr-chaos", 12010);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -703,11 +513,11 @@ fn killing_the_lead_router_then_storage_processes_loses_no_acknowledged_write() 
     // It comes back under its id: every replica recovers from its group.
     cluster.restart_storage(2);
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !cluster.recovered(2) && Instant::now() < deadline {
+    while !cluster.recovered(2, REPLICATION as usize) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(
-        cluster.recovered(2),
+        cluster.recovered(2, REPLICATION as usize),
         "the restarted storage process's replicas did not recover within 15 s"
     );
     std::thread::sleep(Duration::from_millis(500));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod load;
+pub mod partitioned;
 
 use lincheck::{Budget, CheckResult, Model, Operation};
 use resp::{Plan, Value};

@@ -1,0 +1,290 @@
+//! A partitioned cluster of real processes (`tessera ecast-node`): routers and storage
+//! processes on loopback, in `sequenced` or `vr` mode, with the faults the tests inject (SIGKILL,
+//! SIGSTOP, restarts) and `tessera admin`. Storage process i (0-based) serves RESP on
+//! `port + i` and E-Cast on `port + 100 + i`; router i listens on `port + 200 + i`, unless the
+//! test's `adjust` moves them.
+
+use super::{arguments, RespClient};
+use resp::Value;
+use runtime::ecast::config::ClusterConfig;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct PartitionedCluster {
+    pub directory: PathBuf,
+    pub config: ClusterConfig,
+    pub client_ports: Vec<u16>,
+    pub routers: Vec<Option<Child>>,
+    /// Each router's current log file (a restart writes a new one).
+    pub router_logs: Vec<String>,
+    pub storage: Vec<Option<Child>>,
+    /// Each storage process's current log file.
+    pub storage_logs: Vec<String>,
+    /// Environment of the router processes (a test's fault, `runtime::ecast::fault`).
+    pub router_env: Vec<(String, String)>,
+    /// Environment of the storage processes (a canary).
+    pub storage_env: Vec<(String, String)>,
+}
+
+impl PartitionedCluster {
+    /// `routers` routers and `storage` storage processes with `replication` replicas per
+    /// partition; `adjust` edits the configuration before it is written. No process runs yet
+    /// (`launch` starts them), so a test can still set their environment.
+    pub fn prepare(
+        name: &str,
+        port: u16,
+        (routers, storage, replication): (u8, u64, u8),
+        adjust: impl FnOnce(&mut ClusterConfig),
+    ) -> PartitionedCluster {
+        let directory =
+            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&directory);
+        std::fs::create_dir_all(&directory).unwrap();
+        let mut config = ClusterConfig::loopback(
+            u64::from(port),
+            routers,
+            storage,
+            replication,
+            port,
+            port + 200,
+            directory.clone(),
+        )
+        .unwrap();
+        adjust(&mut config);
+        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
+        PartitionedCluster {
+            client_ports: config
+                .storage
+                .iter()
+                .map(|storage| storage.client.port())
+                .collect(),
+            directory,
+            config,
+            routers: Vec::new(),
+            router_logs: Vec::new(),
+            storage: Vec::new(),
+            storage_logs: Vec::new(),
+            router_env: Vec::new(),
+            storage_env: Vec::new(),
+        }
+    }
+
+    /// Starts every router and storage process of the configuration.
+    pub fn launch(&mut self) {
+        for index in 0..self.config.routers.len() as u64 {
+            let name = format!("router-{index}");
+            let child = self.spawn(&name, "--router", index);
+            self.routers.push(Some(child));
+            self.router_logs.push(format!("{name}.log"));
+        }
+        for id in 1..=self.config.storage.len() as u64 {
+            let name = format!("storage-{id}");
+            let child = self.spawn(&name, "--storage", id);
+            self.storage.push(Some(child));
+            self.storage_logs.push(format!("{name}.log"));
+        }
+    }
+
+    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
+        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
+        let env = if role == "--router" {
+            &self.router_env
+        } else {
+            &self.storage_env
+        };
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .envs(env.iter().map(|(name, value)| (name, value)))
+            .arg("ecast-node")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg(role)
+            .arg(index.to_string())
+            .arg("--exit-with-parent")
+            .stdin(Stdio::piped())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Ready when every storage process's gateway has had an answer from the routers.
+    pub fn wait_until_ready(&self, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            self.client_ports.iter().all(|port| {
+                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
+            })
+        })
+    }
+
+    /// The running router whose log last says it is the primary of a normal view, in the
+    /// highest such view (a deposed primary's log lags until it hears of the new view).
+    pub fn lead_router(&self) -> Option<usize> {
+        let mut lead: Option<(u64, usize)> = None;
+        for (index, child) in self.routers.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let log = std::fs::read_to_string(self.directory.join(&self.router_logs[index]))
+                .unwrap_or_default();
+            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
+                continue;
+            };
+            if !line.contains("Normal (primary)") {
+                continue;
+            }
+            let view = line
+                .split("info: view ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|view| view.parse::<u64>().ok());
+            if let Some(view) = view {
+                if lead.is_none_or(|(known, _)| view > known) {
+                    lead = Some((view, index));
+                }
+            }
+        }
+        lead.map(|(_, index)| index)
+    }
+
+    /// Waits until a router other than `not` leads.
+    pub fn wait_for_lead(&self, not: Option<usize>) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(lead) = self.lead_router().filter(|lead| Some(*lead) != not) {
+                return lead;
+            }
+            assert!(Instant::now() < deadline, "no router leads after 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn signal_router(&self, index: usize, signal: &str) {
+        if let Some(child) = &self.routers[index] {
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -{signal} failed");
+        }
+    }
+
+    /// SIGKILL of router `index` (0-based).
+    pub fn kill_router(&mut self, index: usize) {
+        if let Some(mut child) = self.routers[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart_router(&mut self, index: usize) {
+        assert!(self.routers[index].is_none(), "router {index} is running");
+        let name = format!("router-{index}-restarted");
+        self.routers[index] = Some(self.spawn(&name, "--router", index as u64));
+        self.router_logs[index] = format!("{name}.log");
+    }
+
+    /// SIGKILL of storage process `index` (0-based: process id `index + 1`).
+    pub fn kill_storage(&mut self, index: usize) {
+        if let Some(mut child) = self.storage[index].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn restart_storage(&mut self, index: usize) {
+        assert!(self.storage[index].is_none(), "storage {index} is running");
+        let name = format!("storage-{}-restarted", index + 1);
+        self.storage[index] = Some(self.spawn(&name, "--storage", index as u64 + 1));
+        self.storage_logs[index] = format!("{name}.log");
+    }
+
+    /// `vr` mode: whether every replica of storage process `index` is back in a normal view
+    /// (its log's last line per partition says `Normal`); it hosts `replication` of them.
+    pub fn recovered(&self, index: usize, replication: usize) -> bool {
+        let log = std::fs::read_to_string(self.directory.join(&self.storage_logs[index]))
+            .unwrap_or_default();
+        let mut last: BTreeMap<String, bool> = BTreeMap::new();
+        for line in log.lines() {
+            if let Some(rest) = line.split("info: partition ").nth(1) {
+                let partition = rest.split(' ').next().unwrap_or_default().to_string();
+                last.insert(partition, rest.contains(" Normal"));
+            }
+        }
+        last.len() == replication && last.values().all(|normal| *normal)
+    }
+
+    /// Runs `tessera admin --cluster FILE words…`: (success, stdout, stderr).
+    pub fn admin(&self, words: &[&str]) -> (bool, String, String) {
+        let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("admin")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg("--timeout")
+            .arg("30")
+            .args(words)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    pub fn admin_ok(&self, words: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.admin(words);
+        assert!(ok, "tessera admin {words:?} failed:\n{stdout}\n{stderr}");
+        stdout
+    }
+}
+
+impl Drop for PartitionedCluster {
+    fn drop(&mut self) {
+        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
+            if let Some(mut child) = child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.directory);
+        }
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds (true) or `timeout` passes (its last answer).
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    condition()
+}
+
+/// `INFO tessera` of the storage process serving RESP on `port`, if it answers.
+pub fn info(port: u16) -> Option<String> {
+    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
+    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
+        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Verbatim(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// The real `redis-cli` against `port`; its standard output.
+pub fn redis_cli(port: u16, words: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(words)
+        .output()
+        .expect("redis-cli is installed (scripts/test installs it)");
+    assert!(output.status.success(), "redis-cli failed: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
