@@ -121,19 +121,19 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Tokio worker threads per process: `TESSERA_WORKER_THREADS`, else `default`.
-fn worker_threads(default: usize) -> usize {
+/// Tokio worker threads per node: `TESSERA_WORKER_THREADS`, default 2.
+fn worker_threads() -> usize {
     std::env::var("TESSERA_WORKER_THREADS")
         .ok()
         .and_then(|text| text.parse().ok())
         .filter(|threads| *threads > 0)
-        .unwrap_or(default)
+        .unwrap_or(2)
 }
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
     let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads(2))
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -150,12 +150,8 @@ fn run_ecast_node(
     exit_with_parent: bool,
 ) -> anyhow::Result<()> {
     let config = runtime::ecast::config::ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    // One worker thread unless told otherwise: a router's or a storage process's protocol work
-    // is one task, and with a second worker every frame handed between its reader, protocol
-    // and writer tasks may wake the other thread. `tessera bench ecast` on the 2-core dev
-    // machine (10 processes): 62–66k messages/s with one worker, 53–55k/s with two.
     let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads(1))
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
