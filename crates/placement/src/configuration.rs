@@ -276,6 +276,27 @@ impl Configuration {
         replicas
     }
 
+    /// `live_replicas` of each of `positions` in turn, handed to `each` (in ring order, as
+    /// `live_replicas` returns them): the ring is computed once for all of them, where each
+    /// `live_replicas` call computes and sorts it again. E-Cast routes every message this way.
+    pub fn each_live_replicas(&self, positions: &[Position], mut each: impl FnMut(&[ProcessId])) {
+        let ring = self.ring();
+        let group_size = usize::from(self.replication).min(ring.len());
+        let mut live = Vec::with_capacity(group_size);
+        for position in positions {
+            live.clear();
+            if let Some(index) = Self::owner_index(&ring, *position) {
+                live.extend(
+                    (0..group_size)
+                        .map(|offset| &ring[(index + offset) % ring.len()])
+                        .filter(|member| member.live)
+                        .map(|member| member.process),
+                );
+            }
+            each(&live);
+        }
+    }
+
     /// The partition of a process (paper §6.2): its primary range and those of its
     /// `replication - 1` predecessors. Empty for a process not on the ring.
     pub fn ranges_of(&self, process: ProcessId) -> PositionSet {
@@ -423,6 +444,31 @@ mod tests {
             configuration.replicas(Position(5)),
             vec![ProcessId(8), ProcessId(9), ProcessId(1)]
         );
+    }
+
+    #[test]
+    fn each_live_replicas_agrees_with_live_replicas_position_by_position() {
+        let mut configuration = fig6();
+        configuration.set(
+            ProcessId(3),
+            ProcessState::Suspected {
+                identifier: Position(40),
+            },
+        );
+        let positions: Vec<Position> = (0..80).map(|step| Position(step * 7 % 71)).collect();
+        let mut seen = Vec::new();
+        configuration.each_live_replicas(&positions, |live| seen.push(live.to_vec()));
+        let expected: Vec<Vec<ProcessId>> = positions
+            .iter()
+            .map(|position| configuration.live_replicas(*position))
+            .collect();
+        assert_eq!(seen, expected);
+        assert!(
+            seen.iter().any(|live| live.len() == 2),
+            "the suspect is left out somewhere"
+        );
+        let empty = Configuration::with_ring(3, &[]);
+        empty.each_live_replicas(&positions[..2], |live| assert!(live.is_empty()));
     }
 
     #[test]

@@ -46,14 +46,14 @@ pub fn destset(configuration: &Configuration, message: &Message) -> BTreeSet<Pro
             target: Target::Points(points),
             replica_offset,
             ..
-        } => points
-            .iter()
-            .filter_map(|point| {
-                let live = configuration.live_replicas(*point);
-                let index = usize::try_from(*replica_offset % live.len().max(1) as u64).ok()?;
-                live.get(index).copied()
-            })
-            .collect(),
+        } => {
+            let mut chosen = BTreeSet::new();
+            configuration.each_live_replicas(points, |live| {
+                let index = usize::try_from(*replica_offset % live.len().max(1) as u64).ok();
+                chosen.extend(index.and_then(|index| live.get(index)).copied());
+            });
+            chosen
+        }
         Message::Read {
             target: Target::Range(range),
             ..
@@ -67,10 +67,11 @@ pub fn destset(configuration: &Configuration, message: &Message) -> BTreeSet<Pro
         Message::Write {
             target: Target::Points(points),
             ..
-        } => points
-            .iter()
-            .flat_map(|point| configuration.live_replicas(*point))
-            .collect(),
+        } => {
+            let mut destinations = BTreeSet::new();
+            configuration.each_live_replicas(points, |live| destinations.extend(live));
+            destinations
+        }
         Message::Write {
             target: Target::Range(range),
             ..

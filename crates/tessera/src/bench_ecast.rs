@@ -209,6 +209,19 @@ impl Load {
                     );
                 }
             }
+            Frame::Stables { sender, stable } => {
+                if let Some(&gateway) = self.by_sender.get(&sender) {
+                    for (sequence, timestamp) in stable {
+                        self.step(
+                            gateway,
+                            GatewayInput::Stable {
+                                sequence,
+                                timestamp,
+                            },
+                        );
+                    }
+                }
+            }
             _ => {} // Answers: a plain MSET does not wait for them.
         }
     }

@@ -240,7 +240,16 @@ impl GatewayTask {
         loop {
             let input = tokio::select! {
                 _ = interval.tick() => Some(GatewayInput::Tick),
-                Some(frame) = frames.recv() => self.on_frame(frame),
+                Some(frame) = frames.recv() => match frame {
+                    // A batch of stable notifications: one input each, in order.
+                    Frame::Stables { sender, stable } if sender == self.id => {
+                        for (sequence, timestamp) in stable {
+                            self.step(GatewayInput::Stable { sequence, timestamp });
+                        }
+                        None
+                    }
+                    frame => self.on_frame(frame),
+                },
                 Some(job) = jobs.recv() => Some(self.on_job(job)),
                 else => return,
             };

@@ -172,6 +172,13 @@ pub enum Frame {
         sender: ProcessId,
         request: Request,
     },
+    /// 26. Forwarder to gateway (or to a sender outside the storage processes): these of
+    ///     `sender`'s messages are stable, in timestamp order. `Stable` batched: the lead router
+    ///     sends one per sender per step of its forwarder instead of one frame per message.
+    Stables {
+        sender: ProcessId,
+        stable: Vec<(Sequence, Timestamp)>,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -19,7 +19,7 @@ use placement::{
     ConfigChange, ConfigMessage, ConfigVersion, MembershipChange, Planner, ProcessId, ProcessState,
     Transformation,
 };
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -390,6 +390,10 @@ impl RouterLoop {
     /// Sends the forwarder's messages; returns its requests for this replica.
     fn execute_forwarder_effects(&mut self, effects: Vec<ForwarderEffect>) -> Vec<Request> {
         let mut requests = Vec::new();
+        // Stable notifications go out batched per sender (one `Stables` frame each), after
+        // the rest, in the order the forwarder reported them.
+        let mut stable: BTreeMap<ProcessId, Vec<(ecast::Sequence, ecast::Timestamp)>> =
+            BTreeMap::new();
         for effect in effects {
             match effect {
                 ForwarderEffect::Deliver { to, deliveries } => self.deliver(to, deliveries),
@@ -397,18 +401,7 @@ impl RouterLoop {
                     to,
                     sequence,
                     timestamp,
-                } => {
-                    let frame = Frame::Stable {
-                        sender: to,
-                        sequence,
-                        timestamp,
-                    };
-                    if let Some(process) = storage_of_sender(to) {
-                        self.send_storage(process, frame);
-                    } else if let Some(address) = self.outside_senders.get(&to) {
-                        self.links.send(*address, frame);
-                    }
-                }
+                } => stable.entry(to).or_default().push((sequence, timestamp)),
                 ForwarderEffect::Submit(request) => requests.push(request),
                 ForwarderEffect::DeliverSnapshot { to, delivery } => {
                     self.send_storage(to, Frame::SnapshotDeliver { delivery })
@@ -428,6 +421,14 @@ impl RouterLoop {
                         self.send_storage(process, frame);
                     }
                 }
+            }
+        }
+        for (sender, stable) in stable {
+            let frame = Frame::Stables { sender, stable };
+            if let Some(process) = storage_of_sender(sender) {
+                self.send_storage(process, frame);
+            } else if let Some(address) = self.outside_senders.get(&sender) {
+                self.links.send(*address, frame);
             }
         }
         requests

@@ -518,16 +518,22 @@ impl StorageProcess {
                 }
                 let (indexes, commands): (Vec<u32>, Vec<Command>) = share.into_iter().unzip();
                 // A share of plain PUTs (SET, MSET) answers OK for each: the gateway completes
-                // such a write on stability alone (`Split::needs_answers`), so no Answer.
-                let answer = !commands
+                // such a write on stability alone (`Split::needs_answers`), so no Answer. The
+                // keys and values are moved into the store (what executing the pipeline does,
+                // without copying them or encoding the pipeline to decode it again).
+                let puts = commands
                     .iter()
                     .all(|command| matches!(command, Command::Put { .. }));
-                let operation = store::kv_operation(&Command::Pipeline { commands });
-                let result = self.store.apply(&operation);
-                if !answer {
+                if puts {
+                    for command in commands {
+                        if let Command::Put { key, value } = command {
+                            self.store.kv.insert(key, value);
+                        }
+                    }
                     return;
                 }
-                let outcomes = pipeline_outcomes(&result, indexes);
+                let outcome = self.store.kv.execute(&Command::Pipeline { commands });
+                let outcomes = pipeline_outcomes(outcome, indexes);
                 let frame = Frame::Answer {
                     sender: envelope.sender,
                     sequence: envelope.sequence,
@@ -730,27 +736,24 @@ impl StorageProcess {
 fn touches(routing: &Routing) -> PositionSet {
     match routing {
         Routing::Read { target, .. } | Routing::Write { target, .. } => match target {
-            Target::Points(points) => points.iter().fold(PositionSet::empty(), |all, point| {
-                all.union(&PositionSet::point(*point))
-            }),
+            // One normalisation of every point (a union per point allocated a set each).
+            Target::Points(points) => {
+                PositionSet::from_intervals(points.iter().map(|point| (point.0, point.0)).collect())
+            }
             Target::Range(range) => range.clone(),
         },
         Routing::Config { .. } => PositionSet::empty(),
     }
 }
 
-fn pipeline_outcomes(bytes: &[u8], indexes: Vec<u32>) -> Vec<(u32, Outcome)> {
-    match Outcome::decode(bytes) {
-        Ok(Outcome::Pipeline(outcomes)) if outcomes.len() == indexes.len() => {
+fn pipeline_outcomes(outcome: Outcome, indexes: Vec<u32>) -> Vec<(u32, Outcome)> {
+    match outcome {
+        Outcome::Pipeline(outcomes) if outcomes.len() == indexes.len() => {
             indexes.into_iter().zip(outcomes).collect()
         }
-        Ok(other) => indexes
+        other => indexes
             .into_iter()
             .map(|index| (index, other.clone()))
-            .collect(),
-        Err(error) => indexes
-            .into_iter()
-            .map(|index| (index, Outcome::Error(error.clone())))
             .collect(),
     }
 }
