@@ -69,3 +69,53 @@ impl PartitionCut {
         cut
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::Position;
+
+    #[test]
+    fn a_cut_projects_sends_per_receiver_and_receives_per_sender() {
+        let low = PositionSet::from_inclusive(Position(0), Position(9));
+        let high = PositionSet::from_inclusive(Position(10), Position(19));
+        let instructions = vec![
+            Instruction::Copy {
+                from: ProcessId(1),
+                to: ProcessId(2),
+                range: low.clone(),
+            },
+            Instruction::Copy {
+                from: ProcessId(1),
+                to: ProcessId(2),
+                range: high.clone(),
+            },
+            Instruction::Copy {
+                from: ProcessId(3),
+                to: ProcessId(2),
+                range: high.clone(),
+            },
+            Instruction::Delete {
+                at: ProcessId(1),
+                range: low.union(&high),
+            },
+        ];
+        let sender = PartitionCut::project(
+            &instructions,
+            ProcessId(1),
+            ConfigVersion(4),
+            PositionSet::empty(),
+        );
+        assert_eq!(sender.sends, vec![(ProcessId(2), low.union(&high))]);
+        assert!(sender.receives.is_empty());
+        let receiver = PartitionCut::project(
+            &instructions,
+            ProcessId(2),
+            ConfigVersion(4),
+            low.union(&high),
+        );
+        assert!(receiver.sends.is_empty());
+        assert_eq!(receiver.receives, vec![ProcessId(1), ProcessId(3)]);
+        assert_eq!(receiver.version, ConfigVersion(4));
+    }
+}
