@@ -78,6 +78,7 @@ pub mod forwarder;
 pub mod gateway;
 pub mod inbox;
 pub mod partition;
+pub mod partition_keyspace;
 pub mod partition_machine;
 pub mod router;
 pub mod sender;
@@ -94,6 +95,7 @@ pub use partition::{
     Ignored, KeySet, OperationId, Partition, PartitionCanary, PartitionEntry, PartitionEvent,
     PartitionSettings, PartitionStats,
 };
+pub use partition_keyspace::PartitionCut;
 pub use partition_machine::{
     PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,
     PartitionResult, Released, Share, PARTITION_FORMAT_VERSION,

@@ -21,11 +21,12 @@
 use crate::partition::{
     KeySet, OperationId, Partition, PartitionEntry, PartitionEvent, PartitionSettings,
 };
+use crate::partition_keyspace::PartitionCut;
 use crate::types::{Sequence, Timestamp};
-use placement::ProcessId;
+use placement::{ConfigVersion, Position, PositionSet, ProcessId};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The encoding's version: the first byte of every operation and result.
 pub const PARTITION_FORMAT_VERSION: u8 = 1;
@@ -37,6 +38,15 @@ pub trait PartitionData {
     fn keys(&self, operation: &[u8]) -> KeySet;
     /// Executes an operation and returns its result. Must not panic on any bytes.
     fn execute(&mut self, operation: &[u8]) -> Vec<u8>;
+    /// The ring position of a key (a keyspace cut's holdings check).
+    fn position(&self, key: &[u8]) -> Position;
+    /// The records of every key whose position lies in `range`, encoded for `import` (the copy
+    /// a keyspace cut sends).
+    fn export(&self, range: &PositionSet) -> Vec<u8>;
+    /// Inserts or overwrites the records `export` encoded. Must not panic on any bytes.
+    fn import(&mut self, records: &[u8]);
+    /// Drops every key whose position lies outside `holds`.
+    fn retain(&mut self, holds: &PositionSet);
 }
 
 /// One share of a router delivery, as the primary appends it.
@@ -70,6 +80,21 @@ pub enum PartitionOperation {
     /// 4. Test-only (the `PerMessageHold` canary): one message is stable. Ignored otherwise.
     #[doc(hidden)]
     MessageStable(Timestamp),
+    /// 5. An accepted keyspace message K's delivery (its share carries no operation) and this
+    ///    group's cut (`partition_keyspace`): logged in the chain like a share touching every
+    ///    key.
+    Cut { share: Share, cut: PartitionCut },
+    /// 6. The copy group `from` captured at its cut of `version` (`export`'s records).
+    Install {
+        version: ConfigVersion,
+        from: ProcessId,
+        records: Vec<u8>,
+    },
+    /// 7. Group `to` installed this group's copy of `version`: it need not be kept.
+    Installed {
+        version: ConfigVersion,
+        to: ProcessId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +126,11 @@ pub enum PartitionResult {
     Unknown,
     /// 5. The op was not understood; nothing changed.
     Error(String),
+    /// 6. The single-partition operation touches keys this group no longer holds (a keyspace
+    ///    cut moved them): it did not execute; the client re-plans.
+    Moved,
+    /// 7. The `Install` is installed (now or before): acknowledge it to its sender.
+    Installed,
 }
 
 /// A reply to send (by the primary's driver).
@@ -119,6 +149,9 @@ pub enum Released {
         timestamp: Timestamp,
         result: Vec<u8>,
     },
+    /// A held single-partition operation reached its turn after a keyspace cut moved its keys:
+    /// it did not execute (`PartitionResult::Moved`).
+    Moved { client: u64, number: u64 },
 }
 
 /// Bounds on the replicated tables.
@@ -129,6 +162,14 @@ pub struct PartitionMachineSettings {
     pub released_retained: usize,
     /// Share answers retained for `Answer` queries.
     pub answers_retained: usize,
+    /// Test-only canary: a group that receives copies at a keyspace cut executes what follows
+    /// at once instead of waiting for its installs.
+    #[doc(hidden)]
+    pub act_before_install: bool,
+    /// Test-only canary: a group executes single-partition operations on keys a keyspace cut
+    /// moved away (no `Moved`).
+    #[doc(hidden)]
+    pub ignore_holdings: bool,
 }
 
 impl Default for PartitionMachineSettings {
@@ -137,6 +178,8 @@ impl Default for PartitionMachineSettings {
             rules: PartitionSettings::default(),
             released_retained: 4096,
             answers_retained: 4096,
+            act_before_install: false,
+            ignore_holdings: false,
         }
     }
 }
@@ -156,6 +199,42 @@ pub struct PartitionMachine<D> {
     /// `released_retained`.
     released: VecDeque<(u64, Released)>,
     released_next: u64,
+    /// Keyspace (`partition_keyspace`): the positions this group holds (`None`: every key,
+    /// until its first cut or `with_holdings`).
+    holds: Option<PositionSet>,
+    /// The version of the last cut executed.
+    version: ConfigVersion,
+    /// Logged cuts not executed yet, by their message's timestamp.
+    cuts: BTreeMap<Timestamp, PartitionCut>,
+    /// The groups whose copy of the last cut is not installed yet.
+    installing: BTreeSet<ProcessId>,
+    /// Executions waiting for `installing` to empty, in log order.
+    deferred: VecDeque<Deferred>,
+    /// Captured copies until acknowledged: (version, receiver) → records.
+    outgoing: BTreeMap<(ConfigVersion, ProcessId), Vec<u8>>,
+    /// Per client: its last request number if that operation was answered `Moved`.
+    moved: BTreeMap<u64, u64>,
+}
+
+/// An execution the rules decided while the group waits for installs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Deferred {
+    Single {
+        id: OperationId,
+        operation: Vec<u8>,
+    },
+    Multi {
+        timestamp: Timestamp,
+        operation: Vec<u8>,
+    },
+}
+
+/// What became of the single-partition operation of the entry being fed.
+enum Own {
+    Executed(Vec<u8>),
+    Moved,
+    /// Executes later (waits for installs); its reply goes through the released queue.
+    Deferred,
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -207,6 +286,85 @@ impl<D: PartitionData> PartitionMachine<D> {
             reply_to: BTreeMap::new(),
             released: VecDeque::new(),
             released_next: 1,
+            holds: None,
+            version: ConfigVersion(0),
+            cuts: BTreeMap::new(),
+            installing: BTreeSet::new(),
+            deferred: VecDeque::new(),
+            outgoing: BTreeMap::new(),
+            moved: BTreeMap::new(),
+        }
+    }
+
+    /// The machine of a group that holds `holds` (single-partition operations on other keys
+    /// are answered `Moved`).
+    pub fn with_holdings(mut self, holds: PositionSet) -> PartitionMachine<D> {
+        self.holds = Some(holds);
+        self
+    }
+
+    /// The positions the group holds (`None`: every key).
+    pub fn holds(&self) -> Option<&PositionSet> {
+        self.holds.as_ref()
+    }
+
+    /// The version of the last keyspace cut the group executed.
+    pub fn version(&self) -> ConfigVersion {
+        self.version
+    }
+
+    /// The groups whose copy of the last cut is not installed yet (executions wait meanwhile).
+    pub fn installing(&self) -> &BTreeSet<ProcessId> {
+        &self.installing
+    }
+
+    /// Executions waiting for installs.
+    pub fn deferred(&self) -> usize {
+        self.deferred.len()
+    }
+
+    /// Captured copies not acknowledged yet: (version, receiver, records). The primary's
+    /// driver sends each as an `Install` to the receiver's group until it is acknowledged.
+    pub fn outgoing(&self) -> impl Iterator<Item = (ConfigVersion, ProcessId, &Vec<u8>)> {
+        self.outgoing
+            .iter()
+            .map(|((version, to), records)| (*version, *to, records))
+    }
+
+    /// The admitted prefix to confirm to the routers: the rules' (`Partition::admitted`), but
+    /// never past a share whose execution waits for installs, so that the stable watermark
+    /// covers a message only once every destination executed it.
+    pub fn admitted(&self) -> Timestamp {
+        let admitted = self.rules.admitted();
+        // The rules admit in per-key order, not timestamp order: the earliest one waiting.
+        let waiting = self
+            .deferred
+            .iter()
+            .filter_map(|deferred| match deferred {
+                Deferred::Multi { timestamp, .. } => Some(*timestamp),
+                Deferred::Single { .. } => None,
+            })
+            .min();
+        match waiting {
+            Some(timestamp) if timestamp <= admitted => Timestamp(timestamp.0 - 1),
+            _ => admitted,
+        }
+    }
+
+    fn waits_for_install(&self) -> bool {
+        !self.installing.is_empty() && !self.settings.act_before_install
+    }
+
+    /// Whether the group holds every key of `keys` (an unknown set: the data filters).
+    fn holds_keys(&self, keys: &KeySet) -> bool {
+        if self.settings.ignore_holdings {
+            return true;
+        }
+        match (&self.holds, keys) {
+            (None, _) | (_, KeySet::Unknown) => true,
+            (Some(holds), KeySet::Keys(keys)) => keys
+                .iter()
+                .all(|key| holds.contains(self.data.position(key))),
         }
     }
 
@@ -234,13 +392,13 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
     }
 
-    /// Feeds one entry to the rules and executes what they say. Returns the result of the
-    /// single-partition operation `own` if it executed during this entry, and whether the
-    /// rules ignored the entry.
-    fn feed(&mut self, entry: PartitionEntry, own: Option<OperationId>) -> (Option<Vec<u8>>, bool) {
+    /// Feeds one entry to the rules and executes what they say (or defers it while installs
+    /// are missing). Returns what became of the single-partition operation `own` if the rules
+    /// decided it during this entry, and whether the rules ignored the entry.
+    fn feed(&mut self, entry: PartitionEntry, own: Option<OperationId>) -> (Option<Own>, bool) {
         let mut events = Vec::new();
         self.rules.apply(entry, &mut events);
-        let mut own_result = None;
+        let mut own_outcome = None;
         let mut ignored = false;
         for event in events {
             match event {
@@ -249,48 +407,138 @@ impl<D: PartitionData> PartitionMachine<D> {
                     operation,
                     deferred,
                 } => {
-                    let result = self.data.execute(&operation);
-                    if self
-                        .results
-                        .get(&id.client)
-                        .is_some_and(|(number, _)| *number == id.number)
-                    {
-                        self.results
-                            .insert(id.client, (id.number, Some(result.clone())));
+                    if self.waits_for_install() {
+                        self.deferred.push_back(Deferred::Single { id, operation });
+                        if Some(id) == own {
+                            own_outcome = Some(Own::Deferred);
+                        }
+                        continue;
                     }
-                    if Some(id) == own && !deferred {
-                        own_result = Some(result);
-                    } else {
-                        self.release(Released::Single {
-                            client: id.client,
-                            number: id.number,
-                            result,
-                        });
+                    let released = deferred || Some(id) != own;
+                    if let Some(outcome) = self.execute_single(id, operation, released) {
+                        own_outcome = Some(outcome);
                     }
                 }
                 PartitionEvent::ExecuteMulti {
                     timestamp,
                     operation,
                 } => {
-                    let result = self.data.execute(&operation);
-                    self.answers.insert(timestamp, result.clone());
-                    while self.answers.len() > self.settings.answers_retained {
-                        self.answers.pop_first();
-                    }
-                    if let Some((sender, sequence)) = self.reply_to.remove(&timestamp) {
-                        self.release(Released::Answer {
-                            sender,
-                            sequence,
+                    if self.waits_for_install() {
+                        self.deferred.push_back(Deferred::Multi {
                             timestamp,
-                            result,
+                            operation,
                         });
+                        continue;
                     }
+                    self.execute_multi(timestamp, operation);
                 }
                 PartitionEvent::Ignored { .. } => ignored = true,
                 PartitionEvent::Held { .. } | PartitionEvent::Admitted { .. } => {}
             }
         }
-        (own_result, ignored)
+        (own_outcome, ignored)
+    }
+
+    /// Executes a single-partition operation, or answers it `Moved` if the group does not hold
+    /// its keys. `released`: its reply goes through the released queue (returns `None`).
+    fn execute_single(
+        &mut self,
+        id: OperationId,
+        operation: Vec<u8>,
+        released: bool,
+    ) -> Option<Own> {
+        let keys = self.data.keys(&operation);
+        if !self.holds_keys(&keys) {
+            if self
+                .results
+                .get(&id.client)
+                .is_some_and(|(number, _)| *number == id.number)
+            {
+                self.results.remove(&id.client);
+                self.moved.insert(id.client, id.number);
+            }
+            if released {
+                self.release(Released::Moved {
+                    client: id.client,
+                    number: id.number,
+                });
+                return None;
+            }
+            return Some(Own::Moved);
+        }
+        let result = self.data.execute(&operation);
+        if self
+            .results
+            .get(&id.client)
+            .is_some_and(|(number, _)| *number == id.number)
+        {
+            self.results
+                .insert(id.client, (id.number, Some(result.clone())));
+        }
+        if released {
+            self.release(Released::Single {
+                client: id.client,
+                number: id.number,
+                result,
+            });
+            None
+        } else {
+            Some(Own::Executed(result))
+        }
+    }
+
+    /// Admits a multi-partition share (or executes a keyspace cut) and releases its answer.
+    fn execute_multi(&mut self, timestamp: Timestamp, operation: Vec<u8>) {
+        let result = match self.cuts.remove(&timestamp) {
+            Some(cut) => {
+                self.execute_cut(cut);
+                Vec::new()
+            }
+            None => self.data.execute(&operation),
+        };
+        self.answers.insert(timestamp, result.clone());
+        while self.answers.len() > self.settings.answers_retained {
+            self.answers.pop_first();
+        }
+        if let Some((sender, sequence)) = self.reply_to.remove(&timestamp) {
+            self.release(Released::Answer {
+                sender,
+                sequence,
+                timestamp,
+                result,
+            });
+        }
+    }
+
+    /// The cut (`partition_keyspace`): capture the copies, drop what moved away, take the new
+    /// holdings, and wait for the copies this group receives.
+    fn execute_cut(&mut self, cut: PartitionCut) {
+        for (to, range) in &cut.sends {
+            let records = self.data.export(range);
+            self.outgoing.insert((cut.version, *to), records);
+        }
+        self.data.retain(&cut.holds);
+        self.holds = Some(cut.holds);
+        self.version = cut.version;
+        self.installing = cut.receives.into_iter().collect();
+    }
+
+    /// Runs the deferred executions, in order, while no install is missing.
+    fn drain(&mut self) {
+        while !self.waits_for_install() {
+            let Some(next) = self.deferred.pop_front() else {
+                return;
+            };
+            match next {
+                Deferred::Single { id, operation } => {
+                    self.execute_single(id, operation, true);
+                }
+                Deferred::Multi {
+                    timestamp,
+                    operation,
+                } => self.execute_multi(timestamp, operation),
+            }
+        }
     }
 
     fn execute_operation(&mut self, operation: PartitionOperation) -> PartitionResult {
@@ -303,6 +551,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                 let id = OperationId { client, number };
                 let waiting = self.rules.waiting();
                 self.results.insert(client, (number, None));
+                self.moved.remove(&client);
                 let keys = self.data.keys(&operation);
                 let (result, ignored) = self.feed(
                     PartitionEntry::Single {
@@ -313,7 +562,9 @@ impl<D: PartitionData> PartitionMachine<D> {
                     Some(id),
                 );
                 match result {
-                    Some(result) => PartitionResult::Executed(result),
+                    Some(Own::Executed(result)) => PartitionResult::Executed(result),
+                    Some(Own::Moved) => PartitionResult::Moved,
+                    Some(Own::Deferred) => PartitionResult::Held,
                     None if !ignored && self.rules.waiting() > waiting => PartitionResult::Held,
                     None => {
                         // Refused by the rules (too many waiting): nothing happened.
@@ -346,20 +597,66 @@ impl<D: PartitionData> PartitionMachine<D> {
                     }
                 }
                 PartitionResult::Logged {
-                    admitted: self.rules.admitted(),
+                    admitted: self.admitted(),
                 }
             }
             PartitionOperation::Watermark(watermark) => {
                 self.feed(PartitionEntry::Watermark(watermark), None);
                 PartitionResult::Logged {
-                    admitted: self.rules.admitted(),
+                    admitted: self.admitted(),
                 }
             }
             PartitionOperation::Query(query) => self.answer(&query),
             PartitionOperation::MessageStable(timestamp) => {
                 self.feed(PartitionEntry::MessageStable(timestamp), None);
                 PartitionResult::Logged {
-                    admitted: self.rules.admitted(),
+                    admitted: self.admitted(),
+                }
+            }
+            PartitionOperation::Cut { share, cut } => {
+                let timestamp = share.timestamp;
+                let new = timestamp > self.rules.logged() && !self.cuts.contains_key(&timestamp);
+                if new {
+                    self.reply_to
+                        .insert(timestamp, (share.sender, share.sequence));
+                    self.cuts.insert(timestamp, cut);
+                }
+                let (_, ignored) = self.feed(
+                    PartitionEntry::Multi {
+                        timestamp,
+                        previous: share.previous,
+                        keys: KeySet::Unknown,
+                        operation: Vec::new(),
+                    },
+                    None,
+                );
+                if ignored && new {
+                    self.reply_to.remove(&timestamp);
+                    self.cuts.remove(&timestamp);
+                }
+                PartitionResult::Logged {
+                    admitted: self.admitted(),
+                }
+            }
+            PartitionOperation::Install {
+                version,
+                from,
+                records,
+            } => {
+                if version == self.version && self.installing.remove(&from) {
+                    self.data.import(&records);
+                    self.drain();
+                    PartitionResult::Installed
+                } else if version <= self.version {
+                    PartitionResult::Installed // Installed before (or never expected).
+                } else {
+                    PartitionResult::Unknown // Early: this group has not cut there yet.
+                }
+            }
+            PartitionOperation::Installed { version, to } => {
+                self.outgoing.remove(&(version, to));
+                PartitionResult::Logged {
+                    admitted: self.admitted(),
                 }
             }
         }
@@ -367,6 +664,9 @@ impl<D: PartitionData> PartitionMachine<D> {
 
     fn answer(&self, query: &PartitionQuery) -> PartitionResult {
         match query {
+            PartitionQuery::Result { client, number } if self.moved.get(client) == Some(number) => {
+                PartitionResult::Moved
+            }
             PartitionQuery::Result { client, number } => match self.results.get(client) {
                 Some((last, Some(result))) if last == number => {
                     PartitionResult::Executed(result.clone())
@@ -379,7 +679,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                 None => PartitionResult::Unknown,
             },
             PartitionQuery::Progress => PartitionResult::Progress {
-                admitted: self.rules.admitted(),
+                admitted: self.admitted(),
                 watermark: self.rules.watermark(),
             },
         }
@@ -445,6 +745,31 @@ mod tests {
                 [b'p', key, value] => self.0.insert(*key, *value).into_iter().collect(),
                 _ => Vec::new(),
             }
+        }
+
+        /// Key byte k lies at position k.
+        fn position(&self, key: &[u8]) -> Position {
+            Position(key.first().copied().unwrap_or(0) as u64)
+        }
+
+        fn export(&self, range: &PositionSet) -> Vec<u8> {
+            let records: Vec<(u8, u8)> = self
+                .0
+                .iter()
+                .filter(|(key, _)| range.contains(Position(**key as u64)))
+                .map(|(key, value)| (*key, *value))
+                .collect();
+            postcard::to_allocvec(&records).expect("records serialise")
+        }
+
+        fn import(&mut self, records: &[u8]) {
+            let records: Vec<(u8, u8)> = postcard::from_bytes(records).unwrap_or_default();
+            self.0.extend(records);
+        }
+
+        fn retain(&mut self, holds: &PositionSet) {
+            self.0
+                .retain(|key, _| holds.contains(Position(*key as u64)));
         }
     }
 
@@ -587,5 +912,204 @@ mod tests {
         assert_eq!(other, machine);
         assert!(other.restore(b"garbage").is_err());
         assert_eq!(other, machine, "a failed restore changes nothing");
+    }
+
+    fn low() -> PositionSet {
+        PositionSet::from_inclusive(Position(0), Position(100))
+    }
+
+    fn high() -> PositionSet {
+        PositionSet::from_inclusive(Position(101), Position(255))
+    }
+
+    fn cut(timestamp: u64, previous: u64, cut: PartitionCut) -> PartitionOperation {
+        PartitionOperation::Cut {
+            share: Share {
+                timestamp: Timestamp(timestamp),
+                previous: Timestamp(previous),
+                sender: ProcessId(60),
+                sequence: Sequence(timestamp),
+                operation: Vec::new(),
+            },
+            cut,
+        }
+    }
+
+    fn released(machine: &PartitionMachine<Bytes>, after: u64) -> Vec<Released> {
+        machine
+            .released_after(after)
+            .map(|(_, released)| released.clone())
+            .filter(|released| !matches!(released, Released::Answer { .. }))
+            .collect()
+    }
+
+    #[test]
+    fn a_cut_sends_the_state_at_k_and_moves_later_singles_away() {
+        // Group 1 holds everything and gives the high half (key b'z' = 122) to group 2 at K.
+        let mut machine = machine().with_holdings(PositionSet::whole());
+        apply(&mut machine, share(1, 0, b"pz\x05"));
+        // Logged before K, held by rule H until W >= 1: it executes before the cut.
+        assert_eq!(
+            apply(&mut machine, single(7, b"pz\x06")),
+            PartitionResult::Held
+        );
+        let k = PartitionCut {
+            version: ConfigVersion(1),
+            holds: low(),
+            sends: vec![(ProcessId(2), high())],
+            receives: Vec::new(),
+        };
+        apply(&mut machine, cut(2, 1, k));
+        // Logged after K: waits behind it, then finds its key moved.
+        assert_eq!(
+            apply(&mut machine, single(8, b"pz\x08")),
+            PartitionResult::Held
+        );
+        assert!(
+            machine.outgoing().next().is_none(),
+            "K has not executed yet"
+        );
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(1)));
+        assert_eq!(machine.version(), ConfigVersion(1));
+        // W >= t(K) releases the single held behind K (rule H): its key has moved.
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(2)));
+        let copies: Vec<(ConfigVersion, ProcessId, Vec<u8>)> = machine
+            .outgoing()
+            .map(|(version, to, records)| (version, to, records.clone()))
+            .collect();
+        let records: Vec<(u8, u8)> = postcard::to_allocvec(&vec![(b'z', 6u8)])
+            .map(|bytes| postcard::from_bytes(&bytes).expect("decodes"))
+            .expect("encodes");
+        assert_eq!(
+            copies,
+            vec![(
+                ConfigVersion(1),
+                ProcessId(2),
+                postcard::to_allocvec(&records).expect("encodes")
+            )]
+        );
+        assert!(machine.data().0.is_empty(), "the moved key is dropped");
+        assert_eq!(
+            released(&machine, 0),
+            vec![
+                Released::Single {
+                    client: 7,
+                    number: 1,
+                    result: vec![5],
+                },
+                Released::Moved {
+                    client: 8,
+                    number: 1
+                },
+            ]
+        );
+        let query = PartitionOperation::Query(PartitionQuery::Result {
+            client: 8,
+            number: 1,
+        });
+        assert_eq!(
+            PartitionResult::decode(&machine.query(&query.encode())),
+            PartitionResult::Moved
+        );
+        // Later singles: moved keys are refused at once, held keys execute.
+        assert_eq!(
+            apply(&mut machine, single(9, b"gz")),
+            PartitionResult::Moved
+        );
+        assert_eq!(
+            apply(&mut machine, single(10, b"pa\x01")),
+            PartitionResult::Executed(Vec::new())
+        );
+        // The receiver's acknowledgement drops the copy.
+        apply(
+            &mut machine,
+            PartitionOperation::Installed {
+                version: ConfigVersion(1),
+                to: ProcessId(2),
+            },
+        );
+        assert!(machine.outgoing().next().is_none());
+    }
+
+    fn receiving_group(settings: PartitionMachineSettings) -> PartitionMachine<Bytes> {
+        let mut machine =
+            PartitionMachine::new(Bytes::default(), settings).with_holdings(PositionSet::empty());
+        let k = PartitionCut {
+            version: ConfigVersion(1),
+            holds: high(),
+            sends: Vec::new(),
+            receives: vec![ProcessId(1)],
+        };
+        apply(&mut machine, cut(2, 0, k));
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(2)));
+        machine
+    }
+
+    fn install(records: &[(u8, u8)]) -> PartitionOperation {
+        PartitionOperation::Install {
+            version: ConfigVersion(1),
+            from: ProcessId(1),
+            records: postcard::to_allocvec(&records.to_vec()).expect("encodes"),
+        }
+    }
+
+    #[test]
+    fn a_receiving_group_executes_nothing_until_its_copies_are_installed() {
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        assert_eq!(machine.installing().len(), 1);
+        assert_eq!(apply(&mut machine, single(7, b"gz")), PartitionResult::Held);
+        apply(&mut machine, share(3, 2, b"pz\x09"));
+        assert_eq!(machine.deferred(), 2);
+        assert!(machine.data().0.is_empty());
+        // An install of a version the group has not cut yet is early.
+        let early = PartitionOperation::Install {
+            version: ConfigVersion(2),
+            from: ProcessId(1),
+            records: Vec::new(),
+        };
+        assert_eq!(apply(&mut machine, early), PartitionResult::Unknown);
+        assert_eq!(
+            apply(&mut machine, install(&[(b'z', 6)])),
+            PartitionResult::Installed
+        );
+        assert_eq!(machine.deferred(), 0);
+        assert_eq!(
+            released(&machine, 0),
+            vec![Released::Single {
+                client: 7,
+                number: 1,
+                result: vec![6],
+            }]
+        );
+        assert_eq!(machine.data().0.get(&b'z'), Some(&9));
+        // A resent install is acknowledged again and changes nothing.
+        assert_eq!(
+            apply(&mut machine, install(&[(b'z', 6)])),
+            PartitionResult::Installed
+        );
+        assert_eq!(machine.data().0.get(&b'z'), Some(&9));
+    }
+
+    #[test]
+    fn the_act_before_install_canary_reads_a_state_the_group_does_not_have() {
+        let settings = PartitionMachineSettings {
+            act_before_install: true,
+            ..PartitionMachineSettings::default()
+        };
+        let mut machine = receiving_group(settings);
+        assert_eq!(
+            apply(&mut machine, single(7, b"gz")),
+            PartitionResult::Executed(Vec::new()),
+            "the canary reads before the copy: the value 6 is missed"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_keyspace_state() {
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        apply(&mut machine, single(7, b"gz"));
+        let mut other = self::machine();
+        other.restore(&machine.snapshot()).expect("restores");
+        assert_eq!(other, machine);
     }
 }

@@ -25,7 +25,8 @@ const USAGE: &str =
                  migration-capture-without-hold)
   --partitions vr   with --ecast: partitions with their own log and the router bypass
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
-                 bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored)
+                 bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
+                 bypass-act-before-install | bypass-ignore-holdings)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
@@ -85,6 +86,8 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-per-message-hold") => Some(BypassCanary::PerMessageHold),
                     Some("bypass-chain-ignored") => Some(BypassCanary::ChainIgnored),
                     Some("bypass-ack-on-stable") => Some(BypassCanary::AckOnStable),
+                    Some("bypass-act-before-install") => Some(BypassCanary::ActBeforeInstall),
+                    Some("bypass-ignore-holdings") => Some(BypassCanary::IgnoreHoldings),
                     _ => None,
                 };
                 if parsed.bypass_canary.is_some() {
@@ -259,7 +262,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} partition_crashes={} forwarders={} \
-         timestamp_max={} watermark_max={} result={}",
+         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -276,6 +279,10 @@ fn print_bypass_report(report: &BypassReport) {
         stats.forwarders,
         stats.timestamp_max,
         stats.watermark_max,
+        stats.reconfigurations_accepted,
+        stats.reconfigurations,
+        stats.installs,
+        stats.moved,
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),

@@ -83,7 +83,7 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
     });
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
     if config.partitions == runtime::ecast::config::PartitionMode::Vr {
-        bail!("tessera admin is not built for vr partitions: their groups are fixed at start (keyspace changes would be VR group reconfigurations; docs/internals/ecast-runtime.md)");
+        bail!("tessera admin is not built for vr partitions yet: their groups are fixed at start (a keyspace change's cut and copies are built and simulated, not driven by the runtime; docs/internals/rubberband.md, \"Rubberband over `vr` partitions\")");
     }
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -38,13 +38,16 @@ use crate::checkers::Violation;
 use ecast::{
     Completion, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
     GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Isolation, KeySet, OperationId,
-    PartitionCanary, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation,
-    PartitionQuery, PartitionResult, PartitionSettings, Released, RouterSettings, RouterState,
-    SenderSettings, Sequence, Share, Timestamp, WatermarkInput, WatermarkReporter,
-    WatermarkSettings,
+    PartitionCanary, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
+    PartitionOperation, PartitionQuery, PartitionResult, PartitionSettings, Released,
+    RouterSettings, RouterState, SenderSettings, Sequence, Share, Timestamp, WatermarkInput,
+    WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::{destset, Message as Routing, Target};
-use placement::{Configuration, KeyMapping, Position, ProcessId};
+use placement::{
+    ConfigChange, ConfigMessage, ConfigVersion, Configuration, KeyMapping, Planner, Position,
+    PositionSet, ProcessId,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
@@ -77,6 +80,12 @@ pub enum BypassCanary {
     /// The partition's driver ignores the E-Cast chain: every delivery is logged as if it
     /// followed the last one logged, so a lost delivery is skipped.
     ChainIgnored,
+    /// A group that receives copies at a keyspace cut acts before they are installed
+    /// (`PartitionMachineSettings::act_before_install`). Reconfigures on every seed.
+    ActBeforeInstall,
+    /// A group executes single-partition operations on keys its cut moved away
+    /// (`PartitionMachineSettings::ignore_holdings`). Reconfigures on every seed.
+    IgnoreHoldings,
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +118,11 @@ pub struct BypassOptions {
     /// Partitions start at the ring positions of the first registers (one register each), so
     /// that register transactions span partitions (the per-message canary's shaping).
     pub spread_registers: bool,
+    /// Rubberband over the partitions (`docs/internals/rubberband.md`, "Rubberband over `vr`
+    /// partitions"): the chance per tick, while faults are on, that the nemesis submits a
+    /// keyspace message (0: never), and the standby processes it may expand into.
+    pub reconfigure_per_10000: u64,
+    pub standbys: u64,
     pub canary: Option<BypassCanary>,
 }
 
@@ -168,8 +182,22 @@ impl BypassOptions {
             fault_ticks,
             liveness_ticks_max: 8_000,
             spread_registers: false,
+            reconfigure_per_10000: 0,
+            standbys: 0,
             canary: None,
         }
+        .with_reconfiguration_drawn()
+    }
+
+    /// Reconfiguration on 30 % of seeds, drawn from a generator of its own so that every
+    /// other seed runs exactly as before.
+    fn with_reconfiguration_drawn(mut self) -> BypassOptions {
+        let mut prng = Prng::new(self.seed ^ 0x7e1a_571c_0ba5_5e5e);
+        if prng.percent(30) {
+            self.reconfigure_per_10000 = prng.range_inclusive(10, 60);
+            self.standbys = prng.range_inclusive(1, 3);
+        }
+        self
     }
 
     pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
@@ -204,6 +232,14 @@ impl BypassOptions {
             options.window_max = 8;
             options.think_ticks_max = 5;
         }
+        if matches!(
+            canary,
+            BypassCanary::ActBeforeInstall | BypassCanary::IgnoreHoldings
+        ) {
+            let mut prng = Prng::new(seed ^ 0xac7b_ef0e);
+            options.reconfigure_per_10000 = prng.range_inclusive(20, 60);
+            options.standbys = prng.range_inclusive(1, 3);
+        }
         options
     }
 
@@ -211,7 +247,7 @@ impl BypassOptions {
         format!(
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
-             get={}% put={}% txn={}% transfer={}% ticks={}{}",
+             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -229,6 +265,8 @@ impl BypassOptions {
             self.txn_percent,
             self.transfer_percent,
             self.fault_ticks,
+            self.reconfigure_per_10000,
+            self.standbys,
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
@@ -250,6 +288,12 @@ pub struct BypassStats {
     pub router_crashes: u64,
     pub partition_crashes: u64,
     pub forwarders: u64,
+    /// Keyspace messages the nemesis submitted, and those the routers accepted.
+    pub reconfigurations: u64,
+    pub reconfigurations_accepted: u64,
+    /// Copies installed, and single-partition operations answered `Moved` (re-planned).
+    pub installs: u64,
+    pub moved: u64,
     pub timestamp_max: u64,
     pub watermark_max: u64,
 }
@@ -299,6 +343,20 @@ enum Msg {
         partition: ProcessId,
         values: Values,
     },
+    /// Partition → gateway: the single-partition transaction's keys moved (a keyspace cut);
+    /// re-plan it.
+    SingleMoved { id: OperationId },
+    /// Partition → partition: the copy captured at a keyspace cut.
+    Copy {
+        version: ConfigVersion,
+        from: ProcessId,
+        records: Vec<u8>,
+    },
+    /// Partition → partition: the copy of `version` is installed at `to`.
+    CopyAck {
+        version: ConfigVersion,
+        to: ProcessId,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -326,6 +384,29 @@ struct SimData {
 }
 
 impl PartitionData for SimData {
+    fn position(&self, key: &[u8]) -> Position {
+        KeyMapping::Hash.position(key)
+    }
+
+    fn export(&self, range: &PositionSet) -> Vec<u8> {
+        let records: Vec<(u64, i64)> = self
+            .data
+            .iter()
+            .filter(|(key, _)| range.contains(position(**key)))
+            .map(|(key, value)| (*key, *value))
+            .collect();
+        postcard::to_allocvec(&records).expect("records serialise")
+    }
+
+    fn import(&mut self, records: &[u8]) {
+        let records: Vec<(u64, i64)> = postcard::from_bytes(records).unwrap_or_default();
+        self.data.extend(records);
+    }
+
+    fn retain(&mut self, holds: &PositionSet) {
+        self.data.retain(|key, _| holds.contains(position(*key)));
+    }
+
     fn keys(&self, operation: &[u8]) -> KeySet {
         match postcard::from_bytes::<Txn>(operation) {
             Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
@@ -398,7 +479,12 @@ pub struct BypassSimulation {
     options: BypassOptions,
     prng: Prng,
     now: u64,
-    configuration: Configuration,
+    /// Every configuration the routers reached, by version (shares are cut by the
+    /// configuration at their message's place).
+    configurations: BTreeMap<ConfigVersion, Configuration>,
+    /// The nemesis's keyspace command in flight at gateway 0 (its id), if any.
+    reconfiguring: Option<u64>,
+    planner: Planner,
     router: RouterNode,
     partitions: Vec<PartitionNode>,
     gateways: Vec<GatewayNode>,
@@ -453,7 +539,10 @@ impl BypassSimulation {
             .map(|(index, position)| (ProcessId(index as u64 + 1), position))
             .collect();
         // Replication 1 on the ring: a partition is one destination (its group replicates it).
-        let configuration = Configuration::with_ring(1, &members);
+        let standbys: Vec<ProcessId> = (0..options.standbys)
+            .map(|index| ProcessId(options.partitions + index + 1))
+            .collect();
+        let configuration = Configuration::with_members(1, &members, &standbys);
         let router_settings = RouterSettings {
             window_max: options.window_max,
             outcomes_retained: options.window_max.max(64),
@@ -466,7 +555,7 @@ impl BypassSimulation {
             _ => None,
         };
         let accounts = options.accounts;
-        let partitions = (0..options.partitions)
+        let partitions = (0..options.partitions + options.standbys)
             .map(|index| PartitionNode {
                 id: ProcessId(index + 1),
                 machine: PartitionMachine::new(
@@ -479,9 +568,12 @@ impl BypassSimulation {
                             canary: partition_canary,
                             ..PartitionSettings::default()
                         },
+                        act_before_install: options.canary == Some(BypassCanary::ActBeforeInstall),
+                        ignore_holdings: options.canary == Some(BypassCanary::IgnoreHoldings),
                         ..PartitionMachineSettings::default()
                     },
-                ),
+                )
+                .with_holdings(configuration.ranges_of(ProcessId(index + 1))),
                 vr_clients: BTreeMap::new(),
                 released_sent: 0,
                 admissions_seen: 0,
@@ -525,7 +617,9 @@ impl BypassSimulation {
         let mut simulation = BypassSimulation {
             prng,
             now: 0,
-            configuration,
+            configurations: BTreeMap::from([(configuration.version(), configuration)]),
+            reconfiguring: None,
+            planner: Planner::default(),
             router: RouterNode {
                 state,
                 forwarder: None,
@@ -562,9 +656,24 @@ impl BypassSimulation {
         self.now < self.options.fault_ticks
     }
 
-    /// The partition (index) holding a key.
+    /// The partition (index) holding a key in the routers' current configuration (a gateway
+    /// that has just read it: the abstraction of its configuration query).
     fn partition_of(&self, key: u64) -> usize {
-        partition_of(&self.configuration, key)
+        partition_of(self.current(), key)
+    }
+
+    fn current(&self) -> &Configuration {
+        self.configurations
+            .values()
+            .next_back()
+            .expect("there is always a configuration")
+    }
+
+    /// The configuration at `version` (the current one if unknown, which does not happen).
+    fn configuration_at(&self, version: ConfigVersion) -> &Configuration {
+        self.configurations
+            .get(&version)
+            .unwrap_or_else(|| self.current())
     }
 
     fn send(&mut self, from: Node, to: Node, message: Msg) {
@@ -663,8 +772,17 @@ impl BypassSimulation {
     }
 
     fn observe_router(&mut self) {
-        let configuration = &self.configuration;
+        let configuration = self.router.state.configuration();
+        if !self.configurations.contains_key(&configuration.version()) {
+            self.stats.reconfigurations_accepted += 1;
+            self.configurations
+                .insert(configuration.version(), configuration.clone());
+        }
+        let configurations = &self.configurations;
         let shares = |routed: &ecast::Routed| {
+            let configuration = configurations
+                .get(&routed.routed_under)
+                .expect("every version is kept");
             let txn: Txn = postcard::from_bytes(&routed.envelope.payload).unwrap_or_default();
             routed
                 .destinations
@@ -758,9 +876,26 @@ impl BypassSimulation {
     fn on_partition(&mut self, index: usize, message: Msg) {
         match message {
             Msg::Deliver(deliveries) => {
-                let configuration = &self.configuration;
                 let mut shares = Vec::new();
+                let process = self.partitions[index].id;
                 for delivery in deliveries {
+                    if let Some(cut) = self.cut_of(process, &delivery) {
+                        // A keyspace message: the shares before it, then its cut, in order.
+                        if !shares.is_empty() {
+                            let before = std::mem::take(&mut shares);
+                            self.partition_apply(index, PartitionOperation::Deliveries(before));
+                        }
+                        let share = Share {
+                            timestamp: delivery.timestamp,
+                            previous: delivery.previous,
+                            sender: delivery.envelope.sender,
+                            sequence: delivery.envelope.sequence,
+                            operation: Vec::new(),
+                        };
+                        self.partition_apply(index, PartitionOperation::Cut { share, cut });
+                        continue;
+                    }
+                    let configuration = self.configuration_at(delivery.version);
                     let share = match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
                         Ok(txn) => {
                             let share = txn.share(|key| partition_of(configuration, key) == index);
@@ -784,12 +919,10 @@ impl BypassSimulation {
                         operation: share,
                     });
                 }
-                let result = self.partition_apply(index, PartitionOperation::Deliveries(shares));
-                let delivered = match result {
-                    PartitionResult::Logged { admitted } => admitted,
-                    _ => self.partitions[index].machine.rules().admitted(),
-                };
-                let process = self.partitions[index].id;
+                if !shares.is_empty() {
+                    self.partition_apply(index, PartitionOperation::Deliveries(shares));
+                }
+                let delivered = self.partitions[index].machine.admitted();
                 self.send(
                     Node::Partition(index),
                     Node::Router,
@@ -836,6 +969,8 @@ impl BypassSimulation {
                                     Msg::SingleReply { id, values },
                                 );
                             }
+                        } else if result == PartitionResult::Moved {
+                            self.send(Node::Partition(index), gateway, Msg::SingleMoved { id });
                         }
                     }
                     _ => {
@@ -859,6 +994,9 @@ impl BypassSimulation {
                                     Msg::SingleReply { id, values },
                                 );
                             }
+                        } else if result == PartitionResult::Moved {
+                            self.stats.moved += 1;
+                            self.send(Node::Partition(index), gateway, Msg::SingleMoved { id });
                         }
                     }
                 }
@@ -869,6 +1007,7 @@ impl BypassSimulation {
                 sequence,
             } => {
                 let query = PartitionOperation::Query(PartitionQuery::Answer { timestamp });
+                // (A recall of a keyspace message's answer finds empty bytes: nothing to send.)
                 let answer =
                     PartitionResult::decode(&self.partitions[index].machine.query(&query.encode()));
                 if let PartitionResult::Executed(bytes) = answer {
@@ -886,7 +1025,77 @@ impl BypassSimulation {
                     }
                 }
             }
+            Msg::Copy {
+                version,
+                from,
+                records,
+            } => {
+                let install = PartitionOperation::Install {
+                    version,
+                    from,
+                    records,
+                };
+                let before = self.partitions[index].machine.installing().len();
+                if self.partition_apply(index, install) == PartitionResult::Installed {
+                    if self.partitions[index].machine.installing().len() < before {
+                        self.stats.installs += 1;
+                    }
+                    let to = self.partitions[index].id;
+                    self.send(
+                        Node::Partition(index),
+                        Node::Partition((from.0 - 1) as usize),
+                        Msg::CopyAck { version, to },
+                    );
+                }
+            }
+            Msg::CopyAck { version, to } => {
+                self.partition_apply(index, PartitionOperation::Installed { version, to });
+            }
             _ => {}
+        }
+    }
+
+    /// Group `process`'s cut if `delivery` is an accepted keyspace message.
+    fn cut_of(&self, process: ProcessId, delivery: &Delivery) -> Option<PartitionCut> {
+        let Routing::Config {
+            message:
+                ConfigMessage {
+                    change: ConfigChange::Keyspace(keyspace),
+                    ..
+                },
+            ..
+        } = &delivery.envelope.routing
+        else {
+            return None;
+        };
+        let holds = self.configuration_at(delivery.version).ranges_of(process);
+        Some(PartitionCut::project(
+            &keyspace.instructions,
+            process,
+            delivery.version,
+            holds,
+        ))
+    }
+
+    /// The primary driver sends every copy its group has not had acknowledged (resent until
+    /// it is: the copy lives in the replicated state).
+    fn send_copies(&mut self, index: usize) {
+        let from = self.partitions[index].id;
+        let copies: Vec<(ConfigVersion, ProcessId, Vec<u8>)> = self.partitions[index]
+            .machine
+            .outgoing()
+            .map(|(version, to, records)| (version, to, records.clone()))
+            .collect();
+        for (version, to, records) in copies {
+            self.send(
+                Node::Partition(index),
+                Node::Partition((to.0 - 1) as usize),
+                Msg::Copy {
+                    version,
+                    from,
+                    records,
+                },
+            );
         }
     }
 
@@ -918,6 +1127,15 @@ impl BypassSimulation {
                             Msg::SingleReply { id, values },
                         );
                     }
+                }
+                Released::Moved { client, number } => {
+                    self.stats.moved += 1;
+                    let id = OperationId { client, number };
+                    self.send(
+                        Node::Partition(index),
+                        Node::Gateway((client / SLOTS_MAX) as usize),
+                        Msg::SingleMoved { id },
+                    );
                 }
                 Released::Answer {
                     sender,
@@ -1028,6 +1246,28 @@ impl BypassSimulation {
             .map(|key| self.partition_of(key))
             .collect();
         let client = self.gateways[gateway].id.0;
+        let history =
+            self.history
+                .invoke(client, self.now, kind, partitions.len() == 1, txn.clone());
+        self.dispatch(gateway, slot, history, txn, false);
+    }
+
+    /// Sends transaction `history` on its way: through the bypass if its keys lie in one
+    /// partition of the current configuration, else through the routers. A single-partition
+    /// transaction whose keys moved comes back here (`Msg::SingleMoved`).
+    /// `fresh`: plan against the routers' current configuration (after `Moved`, the gateway
+    /// re-reads it); else against the configuration the gateway last read, which may be stale.
+    fn dispatch(&mut self, gateway: usize, slot: usize, history: usize, txn: Txn, fresh: bool) {
+        let configuration = if fresh {
+            self.current()
+        } else {
+            self.gateways[gateway].gateway.configuration()
+        };
+        let partitions: BTreeSet<usize> = txn
+            .keys()
+            .into_iter()
+            .map(|key| partition_of(configuration, key))
+            .collect();
         if partitions.len() == 1 {
             let partition = *partitions.iter().next().expect("one");
             let node = &mut self.gateways[gateway];
@@ -1036,9 +1276,6 @@ impl BypassSimulation {
                 client: gateway as u64 * SLOTS_MAX + slot as u64,
                 number: node.numbers[slot],
             };
-            let history = self
-                .history
-                .invoke(client, self.now, kind, true, txn.clone());
             self.stats.singles += 1;
             self.gateways[gateway].slots[slot] = Some(SlotOp::Single {
                 history,
@@ -1071,7 +1308,6 @@ impl BypassSimulation {
                 needs_answers: !reads_nothing,
             },
         };
-        let history = self.history.invoke(client, self.now, kind, false, txn);
         self.stats.multis += 1;
         self.gateways[gateway].slots[slot] = Some(SlotOp::Multi {
             history,
@@ -1127,6 +1363,10 @@ impl BypassSimulation {
                     }
                 }
                 GatewayEffect::Complete { id, completion } => {
+                    if self.reconfiguring == Some(id) {
+                        self.reconfiguring = None;
+                        continue;
+                    }
                     let slot = self.gateways[gateway].slots.iter().position(|slot| {
                         matches!(slot, Some(SlotOp::Multi { history, .. }) if *history as u64 == id)
                     });
@@ -1143,6 +1383,15 @@ impl BypassSimulation {
                         }
                     }
                 }
+                GatewayEffect::Refused { .. } if self.options.reconfigure_per_10000 > 0 => {}
+                GatewayEffect::Plan { id } => {
+                    let configuration = self.gateways[gateway].gateway.configuration().clone();
+                    let transformation = super::world::choose_transformation(&configuration, id);
+                    let message = transformation.and_then(|transformation| {
+                        self.planner.propose(&configuration, transformation).ok()
+                    });
+                    self.gateway_step(gateway, GatewayInput::Planned { id, message });
+                }
                 GatewayEffect::Refused { id, refusal } => self.fail(Violation {
                     checker: "bypass_order",
                     report: format!(
@@ -1152,7 +1401,6 @@ impl BypassSimulation {
                 }),
                 GatewayEffect::SnapshotRead { .. }
                 | GatewayEffect::BasicRead { .. }
-                | GatewayEffect::Plan { .. }
                 | GatewayEffect::Submitted { .. }
                 | GatewayEffect::ConfigurationRefreshed { .. } => {}
                 // Its gateways are not built `with_bypass` (this world's own single-partition
@@ -1214,6 +1462,16 @@ impl BypassSimulation {
                         {
                             *recall_at = self.now + RECALL_TICKS;
                         }
+                        // Under reconfiguration the message may have been re-planned against
+                        // other partitions: ask every one (an unknown answer is not sent).
+                        let destinations = if self.options.reconfigure_per_10000 > 0 {
+                            self.partitions
+                                .iter()
+                                .map(|partition| partition.id)
+                                .collect()
+                        } else {
+                            destinations
+                        };
                         for process in destinations {
                             if !answered.contains(&process) {
                                 self.send(
@@ -1249,6 +1507,21 @@ impl BypassSimulation {
             ),
             Msg::Watermark(watermark) => {
                 self.gateway_step(gateway, GatewayInput::Watermark(watermark))
+            }
+            Msg::SingleMoved { id } => {
+                let slot = (id.client % SLOTS_MAX) as usize;
+                if let Some(SlotOp::Single {
+                    history,
+                    id: own,
+                    txn,
+                    ..
+                }) = self.gateways[gateway].slots[slot].clone()
+                {
+                    if own == id {
+                        // Nothing executed: re-planned against the current configuration.
+                        self.dispatch(gateway, slot, history, txn, true);
+                    }
+                }
             }
             Msg::SingleReply { id, values } => {
                 let slot = (id.client % SLOTS_MAX) as usize;
@@ -1327,6 +1600,23 @@ impl BypassSimulation {
                 }
             }
         }
+        if self.options.reconfigure_per_10000 > 0
+            && self.reconfiguring.is_none()
+            && self.prng.chance(self.options.reconfigure_per_10000, 10_000)
+        {
+            // The nemesis as super process: a keyspace message planned by gateway 0's driver
+            // (`GatewayEffect::Plan`), the draw being the command's id.
+            let id = (1 << 62) | (self.prng.next_u64() >> 2);
+            self.reconfiguring = Some(id);
+            self.stats.reconfigurations += 1;
+            self.gateway_step(
+                0,
+                GatewayInput::Submit {
+                    id,
+                    command: GatewayCommand::Config,
+                },
+            );
+        }
         for index in 0..self.partitions.len() {
             match self.partitions[index].down_until {
                 Some(until) if self.now >= until => {
@@ -1354,10 +1644,72 @@ impl BypassSimulation {
                 gateway.slots.iter().all(Option::is_none) && gateway.gateway.pending_count() == 0
             })
             && self.router.state.unstable().is_empty()
-            && self
-                .partitions
-                .iter()
-                .all(|partition| partition.machine.rules().waiting() == 0)
+            && self.reconfiguring.is_none()
+            && self.partitions.iter().all(|partition| {
+                partition.machine.rules().waiting() == 0
+                    && partition.machine.installing().is_empty()
+                    && partition.machine.deferred() == 0
+                    && partition.machine.outgoing().next().is_none()
+            })
+    }
+
+    /// At the end: every group holds exactly its ranges of the final configuration and no key
+    /// outside them, and the bank's total is intact in the groups' data (a lost or doubled
+    /// copy breaks it even if no audit saw it).
+    fn check_keyspace(&self) -> Result<(), Violation> {
+        let configuration = self.current();
+        let fail = |report: String| {
+            Err(Violation {
+                checker: "bypass_keyspace",
+                report,
+            })
+        };
+        for partition in &self.partitions {
+            let expected = configuration.ranges_of(partition.id);
+            if partition.machine.holds() != Some(&expected) {
+                return fail(format!(
+                    "partition {} holds {:?}, configuration {} gives it {:?}",
+                    partition.id.0,
+                    partition.machine.holds(),
+                    configuration.version().0,
+                    expected
+                ));
+            }
+            if let Some(key) = partition
+                .machine
+                .data()
+                .data
+                .keys()
+                .find(|key| !expected.contains(position(**key)))
+            {
+                return fail(format!(
+                    "partition {} still has key {key}, which it does not hold",
+                    partition.id.0
+                ));
+            }
+        }
+        let accounts = self.options.accounts;
+        let total: i64 = (0..accounts)
+            .map(|key| {
+                let owner = &self.partitions[partition_of(configuration, key)];
+                owner
+                    .machine
+                    .data()
+                    .data
+                    .get(&key)
+                    .copied()
+                    .unwrap_or_else(|| bypass_checkers::initial_value(accounts, key))
+            })
+            .sum();
+        let expected: i64 = (0..accounts)
+            .map(|key| bypass_checkers::initial_value(accounts, key))
+            .sum();
+        if total != expected {
+            return fail(format!(
+                "the accounts' final balances in their groups sum to {total}, not {expected}"
+            ));
+        }
+        Ok(())
     }
 
     pub fn run(mut self) -> BypassReport {
@@ -1391,6 +1743,13 @@ impl BypassSimulation {
                 let (to, message) = entry.remove();
                 self.deliver(to, message);
             }
+            if self.options.reconfigure_per_10000 > 0 && self.now.is_multiple_of(20) {
+                for index in 0..self.partitions.len() {
+                    if self.partitions[index].down_until.is_none() {
+                        self.send_copies(index);
+                    }
+                }
+            }
             if self.router.forwarder.is_some() {
                 self.router_input(ForwarderInput::Tick);
                 self.report_watermark(WatermarkInput::Tick);
@@ -1417,7 +1776,8 @@ impl BypassSimulation {
             result = self
                 .order
                 .at_end()
-                .and_then(|()| bypass_checkers::check_serializability(&self.history));
+                .and_then(|()| bypass_checkers::check_serializability(&self.history))
+                .and_then(|()| self.check_keyspace());
         }
         BypassReport {
             seed: self.options.seed,
@@ -1467,6 +1827,9 @@ fn message_code(message: &Msg) -> u64 {
         Msg::SingleReply { .. } => 9,
         Msg::Recall { .. } => 10,
         Msg::MultiAnswer { .. } => 11,
+        Msg::SingleMoved { .. } => 12,
+        Msg::Copy { .. } => 13,
+        Msg::CopyAck { .. } => 14,
     }
 }
 

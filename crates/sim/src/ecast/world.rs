@@ -1983,7 +1983,10 @@ fn copies_of(routing: &Routing) -> Vec<(ProcessId, ProcessId)> {
 /// A keyspace transformation drawn from `draw` that fits `configuration`: expand a live
 /// standby, contract a ring member, replace one (a suspected one first) by a standby, or
 /// rebalance an active one to a random identifier.
-fn choose_transformation(configuration: &Configuration, draw: u64) -> Option<Transformation> {
+pub(crate) fn choose_transformation(
+    configuration: &Configuration,
+    draw: u64,
+) -> Option<Transformation> {
     let mut prng = Prng::new(draw);
     let of_state = |wanted: fn(ProcessState) -> bool| -> Vec<ProcessId> {
         configuration

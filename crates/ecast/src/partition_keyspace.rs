@@ -1,0 +1,121 @@
+//! Rubberband over `vr` partitions (`docs/internals/rubberband.md`, "Rubberband over `vr`
+//! partitions"): what one partition group does with an accepted keyspace message K.
+//!
+//! K is an E-Cast message like any other: the group logs it in its chain, gap free, and the
+//! rules admit it like a multi-partition share that touches every key (`KeySet::Unknown`), so
+//! it executes only after every earlier entry of the log executed (held single-partition
+//! operations included) and before every later one. Its execution is the group's *cut*:
+//!
+//! - the copies K's instruction list makes this group send are captured from its data at that
+//!   point and kept in the replicated state (`PartitionMachine::outgoing`) until each receiver
+//!   acknowledges them, so a primary crash loses nothing: any new primary resends them;
+//! - the group's holdings become the new configuration's ranges of this group, and the keys it
+//!   no longer holds are dropped (the captured copy holds them);
+//! - every later single-partition operation whose keys the group does not hold is answered
+//!   `Moved` (its client re-plans against a newer configuration), never executed;
+//! - if K makes this group receive copies, every execution after K waits, in log order, until
+//!   every copy of K is installed (`PartitionOperation::Install`): the group does not act on a
+//!   state it does not have yet. The rules keep admitting (confirming) entries meanwhile; only
+//!   their execution, and so every reply, waits, which is the same serial order with later
+//!   replies.
+
+use placement::{ConfigVersion, EngineInstruction, Instruction, PositionSet, ProcessId};
+use serde::{Deserialize, Serialize};
+
+/// One group's share of an accepted keyspace message: what its cut does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionCut {
+    /// The configuration version K made (the version after K).
+    pub version: ConfigVersion,
+    /// The positions the group holds after K.
+    pub holds: PositionSet,
+    /// The copies the group sends: receiver and range.
+    pub sends: Vec<(ProcessId, PositionSet)>,
+    /// The groups the group receives a copy from, one `Install` each.
+    pub receives: Vec<ProcessId>,
+}
+
+impl PartitionCut {
+    /// Group `process`'s cut for an instruction list accepted at `version`, after which it
+    /// holds `holds`.
+    pub fn project(
+        instructions: &[Instruction],
+        process: ProcessId,
+        version: ConfigVersion,
+        holds: PositionSet,
+    ) -> PartitionCut {
+        let mut cut = PartitionCut {
+            version,
+            holds,
+            sends: Vec::new(),
+            receives: Vec::new(),
+        };
+        for instruction in placement::plan::project(instructions, process) {
+            match instruction {
+                EngineInstruction::Send { to, range } => {
+                    match cut.sends.iter_mut().find(|(other, _)| *other == to) {
+                        Some((_, existing)) => *existing = existing.union(&range),
+                        None => cut.sends.push((to, range)),
+                    }
+                }
+                EngineInstruction::Receive { from, .. } => {
+                    if !cut.receives.contains(&from) {
+                        cut.receives.push(from);
+                    }
+                }
+                EngineInstruction::Delete { .. } => {} // `holds` says what stays.
+            }
+        }
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::Position;
+
+    #[test]
+    fn a_cut_projects_sends_per_receiver_and_receives_per_sender() {
+        let low = PositionSet::from_inclusive(Position(0), Position(9));
+        let high = PositionSet::from_inclusive(Position(10), Position(19));
+        let instructions = vec![
+            Instruction::Copy {
+                from: ProcessId(1),
+                to: ProcessId(2),
+                range: low.clone(),
+            },
+            Instruction::Copy {
+                from: ProcessId(1),
+                to: ProcessId(2),
+                range: high.clone(),
+            },
+            Instruction::Copy {
+                from: ProcessId(3),
+                to: ProcessId(2),
+                range: high.clone(),
+            },
+            Instruction::Delete {
+                at: ProcessId(1),
+                range: low.union(&high),
+            },
+        ];
+        let sender = PartitionCut::project(
+            &instructions,
+            ProcessId(1),
+            ConfigVersion(4),
+            PositionSet::empty(),
+        );
+        assert_eq!(sender.sends, vec![(ProcessId(2), low.union(&high))]);
+        assert!(sender.receives.is_empty());
+        let receiver = PartitionCut::project(
+            &instructions,
+            ProcessId(2),
+            ConfigVersion(4),
+            low.union(&high),
+        );
+        assert!(receiver.sends.is_empty());
+        assert_eq!(receiver.receives, vec![ProcessId(1), ProcessId(3)]);
+        assert_eq!(receiver.version, ConfigVersion(4));
+    }
+}

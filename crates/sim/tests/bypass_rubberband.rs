@@ -1,0 +1,69 @@
+//! Rubberband over `vr` partitions in the simulator's bypass mode (`--ecast --partitions vr`,
+//! the 30 % of seeds that reconfigure): keyspace messages cut the groups' logs, copies move
+//! between groups, stale single-partition operations are answered `Moved` and re-planned,
+//! and every checker passes; the two canaries of `ecast::partition_keyspace` are caught
+//! (`docs/internals/rubberband.md`, "Rubberband over `vr` partitions").
+
+use sim::ecast::bypass::{run, sweep, BypassCanary, BypassFailure, BypassOptions};
+
+fn reconfiguring_seeds(count: usize) -> Vec<u64> {
+    (1..)
+        .filter(|seed| BypassOptions::from_seed(*seed).reconfigure_per_10000 > 0)
+        .take(count)
+        .collect()
+}
+
+#[test]
+fn reconfiguring_seeds_pass_every_checker_and_move_data() {
+    let (mut accepted, mut installs, mut moved) = (0, 0, 0);
+    for seed in reconfiguring_seeds(120) {
+        let report = run(BypassOptions::from_seed(seed));
+        assert!(
+            report.result.is_ok(),
+            "seed {seed}: {:?}\n  replay: cargo run -p sim --release -- --ecast --partitions vr \
+             --seed {seed}",
+            report.result
+        );
+        assert_eq!(
+            report.stats.completed, report.stats.operations,
+            "seed {seed}"
+        );
+        accepted += report.stats.reconfigurations_accepted;
+        installs += report.stats.installs;
+        moved += report.stats.moved;
+    }
+    assert!(accepted >= 150, "{accepted} keyspace messages accepted");
+    assert!(installs >= 150, "{installs} copies installed");
+    assert!(moved >= 100, "{moved} operations answered Moved");
+}
+
+/// How many seeds failed, each by one of `checkers`.
+fn caught_by(failures: &[BypassFailure], checkers: &[&str]) -> usize {
+    for (seed, report, found) in failures {
+        assert!(
+            checkers.contains(found),
+            "seed {seed} failed otherwise: {report}"
+        );
+    }
+    failures.len()
+}
+
+/// A group that acts before its copies are installed reads and writes a state it does not
+/// have: the bank's total breaks, or the history is not serialisable.
+#[test]
+fn the_act_before_install_canary_is_caught() {
+    let seeds: Vec<u64> = (1..=200).collect();
+    let failures = sweep(&seeds, Some(BypassCanary::ActBeforeInstall));
+    let caught = caught_by(&failures, &["bypass_serializability", "bypass_keyspace"]);
+    assert!(caught >= 40, "caught on {caught} of 200 seeds");
+}
+
+/// A group that executes operations on keys its cut moved away loses them (the copy left
+/// before): reads miss writes, and keys outlive their holdings.
+#[test]
+fn the_ignore_holdings_canary_is_caught() {
+    let seeds: Vec<u64> = (1..=200).collect();
+    let failures = sweep(&seeds, Some(BypassCanary::IgnoreHoldings));
+    let caught = caught_by(&failures, &["bypass_serializability", "bypass_keyspace"]);
+    assert!(caught >= 60, "caught on {caught} of 200 seeds");
+}
