@@ -411,6 +411,44 @@ where
         postcard::to_allocvec(self).expect("the partition machine serialises")
     }
 
+    /// Skyros's per-key checks (its reads, Skyros-Comm, the nilext gate): a single-partition
+    /// operation's keys, every share's keys for deliveries; watermarks and queries touch none.
+    fn keys(&self, operation: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let keys = |operation: &[u8]| match self.data.keys(operation) {
+            KeySet::Keys(keys) => Some(keys.into_iter().collect::<Vec<_>>()),
+            KeySet::Unknown => None,
+        };
+        match PartitionOperation::decode(operation).ok()? {
+            PartitionOperation::Single { operation, .. } => keys(&operation),
+            PartitionOperation::Deliveries(shares) => {
+                let mut all = Vec::new();
+                for share in &shares {
+                    all.extend(keys(&share.operation)?);
+                }
+                Some(all)
+            }
+            PartitionOperation::Watermark(_)
+            | PartitionOperation::Query(_)
+            | PartitionOperation::MessageStable(_) => Some(Vec::new()),
+        }
+    }
+
+    /// A `skyros` partition: a nilext write may be acknowledged before it is ordered only if,
+    /// logged now, it would run at once (`Partition::would_wait`): a held write must not be
+    /// acknowledged before the watermark covers what holds it (`docs/internals/ecast.md`,
+    /// "Skyros partitions"). Anything but a single-partition operation is never acknowledged
+    /// early.
+    fn nilext_gate(&self, operation: &[u8]) -> vr::NilextGate {
+        match PartitionOperation::decode(operation) {
+            Ok(PartitionOperation::Single { operation, .. })
+                if !self.rules.would_wait(&self.data.keys(&operation)) =>
+            {
+                vr::NilextGate::Clear
+            }
+            _ => vr::NilextGate::Closed,
+        }
+    }
+
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), vr::RestoreError> {
         let state: PartitionMachine<D> =
             postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
@@ -575,6 +613,94 @@ mod tests {
         ));
         // Unknown operation bytes inside a valid op: unknown keys, held like anything else.
         assert_eq!(apply(&mut machine, single(3, b"??")), PartitionResult::Held);
+    }
+
+    #[test]
+    fn the_nilext_gate_closes_for_an_uncovered_conflicting_delivery_until_the_watermark() {
+        let mut machine = machine();
+        let gate = |machine: &PartitionMachine<Bytes>, operation: &[u8]| {
+            machine.nilext_gate(&single(9, operation).encode())
+        };
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Clear);
+        // m1 writes a: admitted, not covered.
+        apply(&mut machine, share(1, 0, b"pa\x09"));
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Closed);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+        assert_eq!(apply(&mut machine, single(4, b"ga")), PartitionResult::Held);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+        // An op of unknown keys waits (it conflicts with m1): everything after it would wait
+        // behind it (rule O), so b is closed too.
+        assert_eq!(apply(&mut machine, single(5, b"??")), PartitionResult::Held);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Closed);
+        // Non-single ops are never acknowledged early.
+        assert_eq!(
+            machine.nilext_gate(&PartitionOperation::Watermark(Timestamp(1)).encode()),
+            vr::NilextGate::Closed
+        );
+        assert_eq!(machine.nilext_gate(b"garbage"), vr::NilextGate::Closed);
+        // The watermark covers m1: everything runs, a and b are clear.
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(1)));
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Clear);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+    }
+
+    #[test]
+    fn keys_cover_singles_and_deliveries_and_nothing_else() {
+        let machine = machine();
+        assert_eq!(
+            machine.keys(&single(1, b"pa\x01").encode()),
+            Some(vec![b"a".to_vec()])
+        );
+        assert_eq!(machine.keys(&single(1, b"??").encode()), None);
+        let two = PartitionOperation::Deliveries(vec![
+            Share {
+                timestamp: Timestamp(1),
+                previous: Timestamp(0),
+                sender: ProcessId(50),
+                sequence: Sequence(1),
+                operation: b"pa\x01".to_vec(),
+            },
+            Share {
+                timestamp: Timestamp(2),
+                previous: Timestamp(1),
+                sender: ProcessId(50),
+                sequence: Sequence(2),
+                operation: b"gb".to_vec(),
+            },
+        ]);
+        assert_eq!(
+            machine.keys(&two.encode()),
+            Some(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        let watermark = PartitionOperation::Watermark(Timestamp(3));
+        assert_eq!(machine.keys(&watermark.encode()), Some(Vec::new()));
+        assert_eq!(machine.keys(b"garbage"), None);
+    }
+
+    #[test]
+    fn an_operation_that_runs_at_once_is_not_refused_for_the_waiting_bound() {
+        let mut machine = PartitionMachine::new(
+            Bytes::default(),
+            PartitionMachineSettings {
+                rules: PartitionSettings {
+                    waiting_max: 1,
+                    ..PartitionSettings::default()
+                },
+                ..PartitionMachineSettings::default()
+            },
+        );
+        apply(&mut machine, share(1, 0, b"pa\x09"));
+        assert_eq!(apply(&mut machine, single(4, b"ga")), PartitionResult::Held);
+        // Full: another conflicting op is refused, but a clear one (which a Skyros primary may
+        // have acknowledged) runs.
+        assert_eq!(
+            apply(&mut machine, single(5, b"pa\x02")),
+            PartitionResult::Unknown
+        );
+        assert_eq!(
+            apply(&mut machine, single(6, b"pb\x02")),
+            PartitionResult::Executed(Vec::new())
+        );
     }
 
     #[test]
