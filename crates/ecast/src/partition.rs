@@ -273,9 +273,11 @@ impl Partition {
         self.waiting.len()
     }
 
-    /// Whether a single-partition operation with these keys, logged now, would wait instead of
-    /// running at once: it conflicts with a logged multi-partition message above the watermark
-    /// (rule H) or with an entry that waits (rule O). Skyros partitions acknowledge a nilext
+    /// Whether a single-partition operation with these keys, logged now or after entries still
+    /// to come, might wait instead of running at once: it conflicts with a logged
+    /// multi-partition message above the watermark (rule H), with an entry that waits (rule
+    /// O), or with a message buffered ahead of a gap in the chain (a delivery ordered before
+    /// the operation may fill the gap and log it first). Skyros partitions acknowledge a nilext
     /// write before it is ordered only if this is false (`docs/internals/ecast.md`, "Skyros
     /// partitions").
     pub fn would_wait(&self, keys: &KeySet) -> bool {
@@ -286,6 +288,10 @@ impl Partition {
                 .waiting
                 .iter()
                 .any(|entry| entry.keys().conflicts(keys))
+            || self
+                .early
+                .values()
+                .any(|(_, message_keys, _)| message_keys.conflicts(keys))
     }
 
     pub fn stats(&self) -> PartitionStats {

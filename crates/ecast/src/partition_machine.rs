@@ -644,6 +644,31 @@ mod tests {
         assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
     }
 
+    /// Found by the simulator (`--ecast --partitions skyros`, seed 1000330): m2 waits in the
+    /// chain's buffer for m1; a delivery of m1 ordered before the write (pending at the
+    /// primary, keys disjoint from it) logs m2 first, and rule H then holds the write. So a
+    /// buffered message's keys close the gate too.
+    #[test]
+    fn the_nilext_gate_closes_for_a_message_buffered_ahead_of_a_gap() {
+        let mut machine = machine();
+        apply(&mut machine, share(2, 1, b"pa\x09"));
+        assert_eq!(machine.rules().logged(), Timestamp(0), "m2 is buffered");
+        assert_eq!(
+            machine.nilext_gate(&single(9, b"pa\x01").encode()),
+            vr::NilextGate::Closed
+        );
+        assert_eq!(
+            machine.nilext_gate(&single(9, b"pb\x01").encode()),
+            vr::NilextGate::Clear
+        );
+        // m1 arrives and logs m2 behind it: a write of a logged now is held.
+        apply(&mut machine, share(1, 0, b"pc\x01"));
+        assert_eq!(
+            apply(&mut machine, single(9, b"pa\x01")),
+            PartitionResult::Held
+        );
+    }
+
     #[test]
     fn keys_cover_singles_and_deliveries_and_nothing_else() {
         let machine = machine();
