@@ -82,7 +82,7 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
             .join("cluster.toml")
     });
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    if config.partitions == runtime::ecast::config::PartitionMode::Vr {
+    if config.partitions.grouped() {
         bail!("tessera admin is not built for vr partitions: their groups are fixed at start (keyspace changes would be VR group reconfigurations; docs/internals/ecast-runtime.md)");
     }
     let tokio = tokio::runtime::Builder::new_current_thread()
