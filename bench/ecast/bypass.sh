@@ -2,10 +2,13 @@
 # Single-partition throughput with and without the router bypass: the same 6 storage
 # processes, replication 3, 3 routers, as `--protocol sequenced` (every command through the
 # routers) and `--protocol vr` (partitions are VR groups; single-key commands go straight to
-# their partition's group, multi-key ones through the routers under rule A). Prints one line
+# their partition's group, multi-key ones through the routers under rule A) and `--protocol
+# skyros` (the same with Skyros groups: single-partition SETs are nilext writes, one round trip
+# when the nilext gate and the members' digests allow). Prints one line
 # per run (`tessera bench kv`'s summary). Respects /tmp/bench-running (see the session rules).
 #
 #   bench/ecast/bypass.sh            # DURATION=8 WARMUP=1 CLIENTS=32 PIPELINE=4 PORT=12000
+#                                    # PROTOCOLS="sequenced vr skyros"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${DURATION:-8}
@@ -38,7 +41,7 @@ run() {
   rm -rf "$dir"
 }
 
-for protocol in sequenced vr; do
+for protocol in ${PROTOCOLS:-sequenced vr skyros}; do
   run "$protocol" "GET/SET 50/50" --read-percent 50
   run "$protocol" "SET" --read-percent 0
   run "$protocol" "GET" --read-percent 100

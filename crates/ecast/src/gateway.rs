@@ -300,6 +300,8 @@ pub struct GatewayStats {
     pub retries: u64,
     /// Router answers that fit nothing asked (a garbled or mismatched result).
     pub unexpected_answers: u64,
+    /// `skyros` partitions: nilext writes completed by acknowledgements, before ordering.
+    pub nilext_fast: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,6 +421,10 @@ pub struct BypassSettings {
 /// Turns a partition's result bytes into answer parts (the application's decoding).
 pub type BypassDecode<A> = fn(&[u8]) -> Option<Vec<(u64, A)>>;
 
+/// `skyros` partitions (`Gateway::with_skyros`): if a bypass payload is a nilext write, the
+/// result bytes its execution will give (the application's; e.g. `OK` for every `SET`).
+pub type BypassNilext = fn(&[u8]) -> Option<Vec<u8>>;
+
 struct Bypass<A> {
     settings: BypassSettings,
     decode: BypassDecode<A>,
@@ -427,6 +433,11 @@ struct Bypass<A> {
     lanes: BTreeMap<ClientId, Lane>,
     /// Each partition's member requests go to (the primary, as far as known).
     targets: BTreeMap<ProcessId, u8>,
+    /// `skyros` partitions: which payloads are nilext writes.
+    nilext: Option<BypassNilext>,
+    /// `skyros` partitions: per command sent as a nilext write, its acknowledgements, the
+    /// result bytes it completes with, and whether it was also sent as an ordinary write.
+    quorums: BTreeMap<u64, (vr::NilextQuorum, Vec<u8>, bool)>,
 }
 
 struct Lane {
@@ -505,7 +516,23 @@ impl<A: Clone> Gateway<A> {
             settings,
             decode,
             lanes,
+            nilext: None,
+            quorums: BTreeMap::new(),
         });
+        self
+    }
+
+    /// `skyros` partitions (`docs/internals/ecast.md`, "Skyros partitions"): a bypassing
+    /// command that `nilext` says is a nilext write is sent to every member of its partition
+    /// as a Skyros nilext request and completes, with the result `nilext` gave, once a
+    /// supermajority including the primary acknowledged it (`vr::NilextQuorum`) — or on the
+    /// primary's reply once it executes, when the primary's nilext gate refused the fast path.
+    /// After two unanswered rounds it is also sent to the primary as an ordinary write (the
+    /// same request number: it executes once). Call after `with_bypass`.
+    pub fn with_skyros(mut self, nilext: BypassNilext) -> Gateway<A> {
+        if let Some(bypass) = &mut self.bypass {
+            bypass.nilext = Some(nilext);
+        }
         self
     }
 
@@ -747,6 +774,9 @@ impl<A: Clone> Gateway<A> {
         ask_result: bool,
         effects: &mut Vec<GatewayEffect<A>>,
     ) {
+        if !ask_result && self.send_nilext(id, partition, client, number, effects) {
+            return;
+        }
         let Some(bypass) = &self.bypass else {
             return;
         };
@@ -775,6 +805,143 @@ impl<A: Clone> Gateway<A> {
                 operation: operation.encode(),
             },
         });
+    }
+
+    /// `skyros` partitions: sends command `id` as a nilext write to every member of its
+    /// partition if it is one; after two rounds, returns false so that the caller also sends it
+    /// to the primary as an ordinary write. Returns whether it was sent and nothing else is due.
+    fn send_nilext(
+        &mut self,
+        id: u64,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) -> bool {
+        let Some(bypass) = &mut self.bypass else {
+            return false;
+        };
+        let Some(nilext) = bypass.nilext else {
+            return false;
+        };
+        let pending = &self.pending[&id];
+        if !matches!(pending.command, GatewayCommand::Write { .. }) {
+            return false;
+        }
+        let payload = pending.command.payload();
+        let Some(result) = nilext(payload) else {
+            return false;
+        };
+        let attempts = match pending.phase {
+            Phase::BypassSent { attempts, .. } => attempts,
+            _ => 0,
+        };
+        bypass
+            .quorums
+            .entry(id)
+            .or_insert_with(|| (vr::NilextQuorum::new(), result, false));
+        let operation = PartitionOperation::Single {
+            client: client.0,
+            number: number.0,
+            operation: payload.to_vec(),
+        }
+        .encode();
+        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+        for replica in 0..size {
+            effects.push(GatewayEffect::PartitionRequest {
+                id,
+                partition,
+                replica,
+                request: Request {
+                    client,
+                    request: number,
+                    kind: RequestKind::Nilext,
+                    operation: operation.clone(),
+                },
+            });
+        }
+        attempts < 2
+    }
+
+    /// `skyros` partitions: a member's acknowledgement of a nilext write.
+    fn on_nilext_ack(
+        &mut self,
+        partition: ProcessId,
+        message: Message,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Message::NilextAck {
+            view,
+            replica,
+            client,
+            request,
+            prefix_digest,
+            executed,
+            result,
+        } = message
+        else {
+            return;
+        };
+        let Some(bypass) = &mut self.bypass else {
+            return;
+        };
+        let Some(lane) = bypass.lanes.get(&client) else {
+            return;
+        };
+        let (Some(id), true) = (lane.busy, lane.partition == partition) else {
+            return;
+        };
+        let sent = match self.pending.get(&id).map(|pending| &pending.phase) {
+            Some(Phase::BypassSent { number, .. }) => *number,
+            _ => return,
+        };
+        if sent != request {
+            return;
+        }
+        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+        let decode = bypass.decode;
+        let Some((quorum, bytes, slow)) = bypass.quorums.get_mut(&id) else {
+            return;
+        };
+        if !quorum.on_ack(size, view, replica, prefix_digest, executed, result) {
+            if quorum.hopeless(size) && !*slow {
+                // Too many members disagree with the primary's prefix (a backup that has not
+                // executed the latest ordered op yet, say): the slow path at once, rather than
+                // after two rounds. It completes on the primary's reply.
+                *slow = true;
+                let number = request;
+                let operation = PartitionOperation::Single {
+                    client: client.0,
+                    number: number.0,
+                    operation: self.pending[&id].command.payload().to_vec(),
+                };
+                effects.push(GatewayEffect::PartitionRequest {
+                    id,
+                    partition,
+                    replica: bypass.targets.get(&partition).copied().unwrap_or(0),
+                    request: Request {
+                        client,
+                        request: number,
+                        kind: RequestKind::Write,
+                        operation: operation.encode(),
+                    },
+                });
+            }
+            return;
+        }
+        let bytes = bytes.clone();
+        self.stats.nilext_fast += 1;
+        let parts = self.pending[&id].command.parts().to_vec();
+        let completion = match decode(&bytes) {
+            Some(answers) => Completion::Done(
+                answers
+                    .into_iter()
+                    .filter(|(part, _)| parts.contains(part))
+                    .collect(),
+            ),
+            None => Completion::Failed(Failure::Lost("a malformed nilext result".to_string())),
+        };
+        self.complete(id, completion, effects);
     }
 
     /// Resends unanswered single-partition requests, rotating members every second time, and
@@ -908,6 +1075,7 @@ impl<A: Clone> Gateway<A> {
                 let result = PartitionResult::decode(&reply.result);
                 self.on_bypass_result(partition, reply.client, reply.request, result, effects);
             }
+            Message::NilextAck { .. } => self.on_nilext_ack(partition, message, effects),
             Message::NotPrimary {
                 view,
                 client,
@@ -1067,6 +1235,7 @@ impl<A: Clone> Gateway<A> {
                             lane.busy = None;
                         }
                     }
+                    bypass.quorums.remove(&id);
                 }
             }
             _ => {}

@@ -87,8 +87,8 @@ pub mod watermark;
 
 pub use forwarder::{Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings};
 pub use gateway::{
-    BypassDecode, BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect,
-    GatewayInput, GatewaySettings, GatewayStats,
+    BypassDecode, BypassNilext, BypassSettings, Completion, Failure, Gateway, GatewayCommand,
+    GatewayEffect, GatewayInput, GatewaySettings, GatewayStats,
 };
 pub use inbox::{Inbox, InboxEffect, InboxInput, InboxSettings, InboxStats};
 pub use partition::{

@@ -273,6 +273,27 @@ impl Partition {
         self.waiting.len()
     }
 
+    /// Whether a single-partition operation with these keys, logged now or after entries still
+    /// to come, might wait instead of running at once: it conflicts with a logged
+    /// multi-partition message above the watermark (rule H), with an entry that waits (rule
+    /// O), or with a message buffered ahead of a gap in the chain (a delivery ordered before
+    /// the operation may fill the gap and log it first). Skyros partitions acknowledge a nilext
+    /// write before it is ordered only if this is false (`docs/internals/ecast.md`, "Skyros
+    /// partitions").
+    pub fn would_wait(&self, keys: &KeySet) -> bool {
+        self.uncovered
+            .values()
+            .any(|message_keys| message_keys.conflicts(keys))
+            || self
+                .waiting
+                .iter()
+                .any(|entry| entry.keys().conflicts(keys))
+            || self
+                .early
+                .values()
+                .any(|(_, message_keys, _)| message_keys.conflicts(keys))
+    }
+
     pub fn stats(&self) -> PartitionStats {
         self.stats
     }
@@ -325,7 +346,9 @@ impl Partition {
         operation: Vec<u8>,
         events: &mut Vec<PartitionEvent>,
     ) {
-        if self.waiting.len() >= self.settings.waiting_max {
+        // An operation that runs at once is never refused for the waiting bound: a Skyros
+        // partition may have acknowledged it before it was logged.
+        if self.waiting.len() >= self.settings.waiting_max && self.would_wait(&keys) {
             events.push(PartitionEvent::Ignored {
                 reason: Ignored::Overloaded { id },
             });

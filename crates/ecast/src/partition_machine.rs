@@ -711,6 +711,61 @@ where
         postcard::to_allocvec(self).expect("the partition machine serialises")
     }
 
+    /// Skyros's per-key checks (its reads, Skyros-Comm, the nilext gate): a single-partition
+    /// operation's keys, every share's keys for deliveries; watermarks and queries touch none.
+    fn keys(&self, operation: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let keys = |operation: &[u8]| match self.data.keys(operation) {
+            KeySet::Keys(keys) => Some(keys.into_iter().collect::<Vec<_>>()),
+            KeySet::Unknown => None,
+        };
+        match PartitionOperation::decode(operation).ok()? {
+            PartitionOperation::Single { operation, .. } => keys(&operation),
+            PartitionOperation::Deliveries(shares) => {
+                let mut all = Vec::new();
+                for share in &shares {
+                    all.extend(keys(&share.operation)?);
+                }
+                Some(all)
+            }
+            PartitionOperation::Watermark(_)
+            | PartitionOperation::Query(_)
+            | PartitionOperation::MessageStable(_) => Some(Vec::new()),
+            // A keyspace cut and the copies it moves change what the group holds: they
+            // conflict with everything (no nilext write is acknowledged early past them).
+            PartitionOperation::Cut { .. }
+            | PartitionOperation::Install { .. }
+            | PartitionOperation::Installed { .. } => None,
+        }
+    }
+
+    /// A `skyros` partition: a nilext write may be acknowledged before it is ordered only if,
+    /// logged now, it would run at once (`Partition::would_wait`): a held write must not be
+    /// acknowledged before the watermark covers what holds it (`docs/internals/ecast.md`,
+    /// "Skyros partitions"). Anything but a single-partition operation is never acknowledged
+    /// early.
+    ///
+    /// After a keyspace cut (Rubberband over partitions, simulated only for `vr`): a write to a
+    /// key the group no longer holds would be answered `Moved` when it executes, and one
+    /// logged while copies are being installed waits for them, so neither is acknowledged
+    /// early either.
+    fn nilext_gate(&self, operation: &[u8]) -> vr::NilextGate {
+        match PartitionOperation::decode(operation) {
+            Ok(PartitionOperation::Single { operation, .. }) => {
+                let keys = self.data.keys(&operation);
+                let runs_at_once = !self.rules.would_wait(&keys)
+                    && self.holds_keys(&keys)
+                    && self.installing.is_empty()
+                    && self.deferred.is_empty();
+                if runs_at_once {
+                    vr::NilextGate::Clear
+                } else {
+                    vr::NilextGate::Closed
+                }
+            }
+            _ => vr::NilextGate::Closed,
+        }
+    }
+
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), vr::RestoreError> {
         let state: PartitionMachine<D> =
             postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
@@ -903,6 +958,119 @@ mod tests {
     }
 
     #[test]
+    fn the_nilext_gate_closes_for_an_uncovered_conflicting_delivery_until_the_watermark() {
+        let mut machine = machine();
+        let gate = |machine: &PartitionMachine<Bytes>, operation: &[u8]| {
+            machine.nilext_gate(&single(9, operation).encode())
+        };
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Clear);
+        // m1 writes a: admitted, not covered.
+        apply(&mut machine, share(1, 0, b"pa\x09"));
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Closed);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+        assert_eq!(apply(&mut machine, single(4, b"ga")), PartitionResult::Held);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+        // An op of unknown keys waits (it conflicts with m1): everything after it would wait
+        // behind it (rule O), so b is closed too.
+        assert_eq!(apply(&mut machine, single(5, b"??")), PartitionResult::Held);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Closed);
+        // Non-single ops are never acknowledged early.
+        assert_eq!(
+            machine.nilext_gate(&PartitionOperation::Watermark(Timestamp(1)).encode()),
+            vr::NilextGate::Closed
+        );
+        assert_eq!(machine.nilext_gate(b"garbage"), vr::NilextGate::Closed);
+        // The watermark covers m1: everything runs, a and b are clear.
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(1)));
+        assert_eq!(gate(&machine, b"pa\x01"), vr::NilextGate::Clear);
+        assert_eq!(gate(&machine, b"pb\x01"), vr::NilextGate::Clear);
+    }
+
+    /// Found by the simulator (`--ecast --partitions skyros`, seed 1000330): m2 waits in the
+    /// chain's buffer for m1; a delivery of m1 ordered before the write (pending at the
+    /// primary, keys disjoint from it) logs m2 first, and rule H then holds the write. So a
+    /// buffered message's keys close the gate too.
+    #[test]
+    fn the_nilext_gate_closes_for_a_message_buffered_ahead_of_a_gap() {
+        let mut machine = machine();
+        apply(&mut machine, share(2, 1, b"pa\x09"));
+        assert_eq!(machine.rules().logged(), Timestamp(0), "m2 is buffered");
+        assert_eq!(
+            machine.nilext_gate(&single(9, b"pa\x01").encode()),
+            vr::NilextGate::Closed
+        );
+        assert_eq!(
+            machine.nilext_gate(&single(9, b"pb\x01").encode()),
+            vr::NilextGate::Clear
+        );
+        // m1 arrives and logs m2 behind it: a write of a logged now is held.
+        apply(&mut machine, share(1, 0, b"pc\x01"));
+        assert_eq!(
+            apply(&mut machine, single(9, b"pa\x01")),
+            PartitionResult::Held
+        );
+    }
+
+    #[test]
+    fn keys_cover_singles_and_deliveries_and_nothing_else() {
+        let machine = machine();
+        assert_eq!(
+            machine.keys(&single(1, b"pa\x01").encode()),
+            Some(vec![b"a".to_vec()])
+        );
+        assert_eq!(machine.keys(&single(1, b"??").encode()), None);
+        let two = PartitionOperation::Deliveries(vec![
+            Share {
+                timestamp: Timestamp(1),
+                previous: Timestamp(0),
+                sender: ProcessId(50),
+                sequence: Sequence(1),
+                operation: b"pa\x01".to_vec(),
+            },
+            Share {
+                timestamp: Timestamp(2),
+                previous: Timestamp(1),
+                sender: ProcessId(50),
+                sequence: Sequence(2),
+                operation: b"gb".to_vec(),
+            },
+        ]);
+        assert_eq!(
+            machine.keys(&two.encode()),
+            Some(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        let watermark = PartitionOperation::Watermark(Timestamp(3));
+        assert_eq!(machine.keys(&watermark.encode()), Some(Vec::new()));
+        assert_eq!(machine.keys(b"garbage"), None);
+    }
+
+    #[test]
+    fn an_operation_that_runs_at_once_is_not_refused_for_the_waiting_bound() {
+        let mut machine = PartitionMachine::new(
+            Bytes::default(),
+            PartitionMachineSettings {
+                rules: PartitionSettings {
+                    waiting_max: 1,
+                    ..PartitionSettings::default()
+                },
+                ..PartitionMachineSettings::default()
+            },
+        );
+        apply(&mut machine, share(1, 0, b"pa\x09"));
+        assert_eq!(apply(&mut machine, single(4, b"ga")), PartitionResult::Held);
+        // Full: another conflicting op is refused, but a clear one (which a Skyros primary may
+        // have acknowledged) runs.
+        assert_eq!(
+            apply(&mut machine, single(5, b"pa\x02")),
+            PartitionResult::Unknown
+        );
+        assert_eq!(
+            apply(&mut machine, single(6, b"pb\x02")),
+            PartitionResult::Executed(Vec::new())
+        );
+    }
+
+    #[test]
     fn a_snapshot_restores_the_rules_the_tables_and_the_queue() {
         let mut machine = machine();
         apply(&mut machine, share(1, 0, b"pa\x09"));
@@ -941,6 +1109,31 @@ mod tests {
             .map(|(_, released)| released.clone())
             .filter(|released| !matches!(released, Released::Answer { .. }))
             .collect()
+    }
+
+    /// Skyros over a reconfigured group (found at the merge of Skyros partitions and Rubberband
+    /// over partitions: 385 of 20,000 `--partitions skyros` seeds failed without it): a nilext
+    /// write to a key the group gave away would be answered `Moved` when it executes, so it must
+    /// not be acknowledged before it is ordered; one to a key the group still holds may be.
+    #[test]
+    fn the_nilext_gate_is_closed_for_keys_a_cut_moved_away() {
+        use vr::{NilextGate, StateMachine};
+        let mut machine = machine().with_holdings(PositionSet::whole());
+        let gate = |machine: &PartitionMachine<Bytes>, operation: &[u8]| {
+            machine.nilext_gate(&single(9, operation).encode())
+        };
+        assert_eq!(gate(&machine, b"pz\x01"), NilextGate::Clear);
+        let k = PartitionCut {
+            version: ConfigVersion(1),
+            holds: low(),
+            sends: vec![(ProcessId(2), high())],
+            receives: Vec::new(),
+        };
+        apply(&mut machine, cut(1, 0, k));
+        apply(&mut machine, PartitionOperation::Watermark(Timestamp(1)));
+        assert_eq!(machine.version(), ConfigVersion(1));
+        assert_eq!(gate(&machine, b"pz\x01"), NilextGate::Closed, "moved away");
+        assert_eq!(gate(&machine, b"pa\x01"), NilextGate::Clear, "still held");
     }
 
     #[test]

@@ -264,3 +264,82 @@ fn a_command_over_several_partitions_goes_to_the_routers() {
         .iter()
         .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
 }
+
+/// `skyros` partitions (`with_skyros`): a nilext write goes to every member as a Skyros
+/// nilext request and completes on a supermajority with the primary's digest, with the result
+/// the application gave; without the primary's acknowledgement it waits for the reply; a
+/// hopeless set of acknowledgements sends it to the primary as an ordinary write at once.
+#[test]
+fn a_skyros_nilext_write_completes_on_a_supermajority_with_the_primary() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"payload").then(|| result(&[(0, 42)]))
+    }
+    let mut gateway = gateway(1).with_skyros(nilext);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    let sent = partition_requests(&effects);
+    assert_eq!(sent.len(), 3, "to every member of partition 2: {sent:?}");
+    assert!(sent
+        .iter()
+        .all(|(partition, _, request)| *partition == ProcessId(2)
+            && request.kind == RequestKind::Nilext));
+    let request = sent[0].2.clone();
+    let ack = |replica: u8, digest: u64| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: digest,
+            executed: false,
+            result: None,
+        },
+    };
+    // Backups alone (3 replicas: all 3 needed, the primary 0 among them) do not complete it.
+    assert!(completed(&step(&mut gateway, ack(1, 5))).is_empty());
+    assert!(completed(&step(&mut gateway, ack(2, 5))).is_empty());
+    let done = completed(&step(&mut gateway, ack(0, 5)));
+    assert_eq!(done, vec![(1, Completion::Done(BTreeMap::from([(0, 42)])))]);
+    assert_eq!(gateway.stats().nilext_fast, 1);
+
+    // A second write: the primary's digest differs from a backup's, which makes the quorum
+    // hopeless; the write goes to the primary as an ordinary write and completes on its reply.
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 2,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    let request = partition_requests(&effects)[0].2.clone();
+    let ack = |replica: u8, digest: u64| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: digest,
+            executed: false,
+            result: None,
+        },
+    };
+    step(&mut gateway, ack(0, 8));
+    let effects = step(&mut gateway, ack(1, 9));
+    let slow = partition_requests(&effects);
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0].2.kind, RequestKind::Write);
+    assert_eq!(slow[0].2.request, request.request);
+    let done = completed(&step(
+        &mut gateway,
+        reply(&request, PartitionResult::Executed(result(&[(0, 43)]))),
+    ));
+    assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 43)])))]);
+    assert_eq!(gateway.stats().nilext_fast, 1);
+}

@@ -27,6 +27,8 @@ const USAGE: &str =
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
                  bypass-act-before-install | bypass-ignore-holdings)
+  --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
+                 before ordering when the nilext gate allows (canary: bypass-skyros-gate-ignored)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
@@ -43,6 +45,7 @@ struct Arguments {
     ecast: bool,
     ecast_canary: Option<EcastCanary>,
     bypass: bool,
+    skyros_partitions: bool,
     bypass_canary: Option<BypassCanary>,
 }
 
@@ -58,6 +61,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         ecast: false,
         ecast_canary: None,
         bypass: false,
+        skyros_partitions: false,
         bypass_canary: None,
     };
     let mut iter = arguments.iter();
@@ -76,6 +80,10 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--ecast" => parsed.ecast = true,
             "--partitions" => match iter.next().map(String::as_str) {
                 Some("vr") => parsed.bypass = true,
+                Some("skyros") => {
+                    parsed.bypass = true;
+                    parsed.skyros_partitions = true;
+                }
                 Some("sequenced") => parsed.bypass = false,
                 other => return Err(format!("--partitions: unknown mode {other:?}")),
             },
@@ -88,6 +96,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-ack-on-stable") => Some(BypassCanary::AckOnStable),
                     Some("bypass-act-before-install") => Some(BypassCanary::ActBeforeInstall),
                     Some("bypass-ignore-holdings") => Some(BypassCanary::IgnoreHoldings),
+                    Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     _ => None,
                 };
                 if parsed.bypass_canary.is_some() {
@@ -250,11 +259,13 @@ fn print_ecast_report(report: &EcastReport) {
     }
 }
 
-fn bypass_options(seed: u64, canary: Option<BypassCanary>) -> BypassOptions {
-    match canary {
+fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
+    let mut options = match arguments.bypass_canary {
         Some(canary) => BypassOptions::canary(seed, canary),
         None => BypassOptions::from_seed(seed),
-    }
+    };
+    options.skyros |= arguments.skyros_partitions;
+    options
 }
 
 fn print_bypass_report(report: &BypassReport) {
@@ -262,7 +273,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} partition_crashes={} forwarders={} \
-         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} result={}",
+         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} fast_acks={} gate_refusals={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -283,6 +294,8 @@ fn print_bypass_report(report: &BypassReport) {
         stats.reconfigurations,
         stats.installs,
         stats.moved,
+        stats.fast_acks,
+        stats.gate_refusals,
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),
@@ -294,7 +307,7 @@ fn print_bypass_report(report: &BypassReport) {
 }
 
 fn replay_bypass(seed: u64, arguments: &Arguments) -> ExitCode {
-    let options = bypass_options(seed, arguments.bypass_canary);
+    let options = bypass_options(seed, arguments);
     println!(
         "seed={seed} commit={}",
         option_env!("TESSERA_COMMIT").unwrap_or("unknown")
@@ -335,7 +348,7 @@ fn replay_ecast(seed: u64, arguments: &Arguments) -> ExitCode {
 /// One seed's verdict, in either mode (for sweeps).
 fn run_seed(seed: u64, arguments: &Arguments) -> Result<(), Violation> {
     if arguments.bypass {
-        sim::ecast::bypass::run(bypass_options(seed, arguments.bypass_canary)).result
+        sim::ecast::bypass::run(bypass_options(seed, arguments)).result
     } else if arguments.ecast {
         sim::ecast::run(ecast_options(seed, arguments.ecast_canary), 0).result
     } else {
@@ -375,6 +388,7 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     println!(
         "sweep{} seeds {start}..{} on {} threads{}{}",
         match (arguments.ecast, arguments.bypass) {
+            (_, true) if arguments.skyros_partitions => " (ecast, partitions skyros)",
             (_, true) => " (ecast, partitions vr)",
             (true, false) => " (ecast)",
             (false, false) => "",
@@ -448,6 +462,7 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         println!(
             "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
             match (arguments.ecast, arguments.bypass) {
+                (_, true) if arguments.skyros_partitions => "--ecast --partitions skyros ",
                 (_, true) => "--ecast --partitions vr ",
                 (true, false) => "--ecast ",
                 (false, false) => "",

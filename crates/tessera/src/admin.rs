@@ -82,8 +82,8 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
             .join("cluster.toml")
     });
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    if config.partitions == runtime::ecast::config::PartitionMode::Vr {
-        bail!("tessera admin is not built for vr partitions yet: their groups are fixed at start (a keyspace change's cut and copies are built and simulated, not driven by the runtime; docs/internals/rubberband.md, \"Rubberband over `vr` partitions\")");
+    if config.partitions.grouped() {
+        bail!("tessera admin is not built for vr or skyros partitions yet: their groups are fixed at start (a keyspace change's cut and copies are built and simulated, not driven by the runtime; docs/internals/rubberband.md, \"Rubberband over `vr` partitions\")");
     }
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -85,11 +85,11 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     if arguments.protocol == ProtocolArgument::Vr && arguments.nodes.is_some() {
         return crate::dev_ecast::run(&arguments, PartitionMode::Vr);
     }
+    if arguments.protocol == ProtocolArgument::Skyros && arguments.nodes.is_some() {
+        return crate::dev_ecast::run(&arguments, PartitionMode::Skyros);
+    }
     if !arguments.range_prefixes.is_empty() {
         bail!("--range-prefix places keys on a partitioned cluster's ring; use it with --nodes and --protocol sequenced or vr");
-    }
-    if arguments.protocol == ProtocolArgument::Skyros && arguments.nodes.is_some() {
-        bail!("--nodes with --protocol skyros (partitions replicating themselves with Skyros) is not built yet: a nilext write is acknowledged before it is ordered, which the router bypass's hold rule must come before (docs/internals/ecast-runtime.md); use --protocol vr or sequenced");
     }
     if arguments.active.is_some() {
         bail!("--active is for a partitioned cluster (--protocol sequenced with --nodes)");

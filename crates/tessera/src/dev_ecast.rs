@@ -163,6 +163,7 @@ fn wait_and_report(
     let mode = match config.partitions {
         PartitionMode::Sequenced => "sequenced",
         PartitionMode::Vr => "vr partition groups",
+        PartitionMode::Skyros => "skyros partition groups",
     };
     println!(
         "Tessera dev cluster ready in {:.1}s: {} storage processes ({active}{mode}, {} replicas per partition), {} routers.",
@@ -192,6 +193,10 @@ fn wait_and_report(
         ),
         PartitionMode::Vr => println!(
             "Any storage process serves every command: single-partition ones straight to the partition's VR group (the router bypass), multi-partition ones through E-Cast. Logs: {}",
+            config.data_dir.display()
+        ),
+        PartitionMode::Skyros => println!(
+            "Any storage process serves every command: single-partition ones straight to the partition's Skyros group (the router bypass; a SET completes in one round trip to every member unless the nilext gate refuses it), multi-partition ones through E-Cast. Logs: {}",
             config.data_dir.display()
         ),
     }

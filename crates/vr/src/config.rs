@@ -78,6 +78,10 @@ pub enum Canary {
     /// lost in a view change. (One fewer only adds requests that never completed, and misorders
     /// only in rare vote patterns: the simulator does not reliably see it.)
     RecoveryThresholdTooHigh,
+    /// Skyros: the primary ignores the state machine's nilext gate (`StateMachine::nilext_gate`)
+    /// and acknowledges every nilext write before ordering it, as plain Skyros does; in a
+    /// partition (`ecast::PartitionMachine`) a write that rule H then holds is acknowledged.
+    NilextGateIgnored,
 }
 
 /// Why a configuration is refused.

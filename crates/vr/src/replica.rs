@@ -9,7 +9,7 @@ use crate::durability_log::{self, DurabilityLog};
 use crate::durable::{DurableState, Record};
 use crate::journal::Journal;
 use crate::quorum::majority_value;
-use crate::state_machine::{RestoreError, StateMachine};
+use crate::state_machine::{NilextGate, RestoreError, StateMachine};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Timeout;
 use wire::RecoveryState;
@@ -48,6 +48,9 @@ pub struct ReplicaStats {
     pub skyros_reads_immediate: u64,
     /// Skyros, at the primary: reads that touched unfinalised updates and waited for them.
     pub skyros_reads_ordered: u64,
+    /// Skyros, at the primary: nilext writes not acknowledged before ordering because the
+    /// state machine's gate (`StateMachine::nilext_gate`) refused them.
+    pub skyros_nilext_refused: u64,
 }
 
 /// The replica's status, for observers.
@@ -145,6 +148,9 @@ struct PrimaryState {
     /// Skyros: the keys of queued or prepared non-nilext writes not yet executed (only the
     /// key index is used; see `on_read_request`).
     ordered_writes: DurabilityLog,
+    /// Skyros: nilext requests the state machine's gate refused (`NilextGate`): never
+    /// acknowledged before they execute, retries included.
+    nilext_refused: BTreeSet<(ClientId, RequestNumber)>,
 }
 
 /// State only a backup in normal status has.
@@ -756,12 +762,24 @@ impl<S: StateMachine> Replica<S> {
                 return; // Stale: the client has moved on.
             }
             if number == latest {
+                if self.state_machine.nilext_gate(&request.operation) != NilextGate::Open {
+                    // A gated machine's logged result may be "held, answered later": only
+                    // the slow path (a Reply with the recorded result) may complete it.
+                    return;
+                }
                 let result = commutative.then(|| result.to_vec());
                 self.acknowledge_nilext(client, number, 0, true, result, effects);
                 return;
             }
         }
         if let Some(entry) = self.durability_log.get(client, number) {
+            if self
+                .primary
+                .as_ref()
+                .is_some_and(|primary| primary.nilext_refused.contains(&(client, number)))
+            {
+                return; // Refused by the gate: the reply comes when it executes.
+            }
             let prefix_digest = entry.prefix_digest;
             let persisting = self.acks_pending.iter().any(|(_, effect)| {
                 matches!(effect, Effect::Reply { message: Message::NilextAck { client: c, request: r, .. }, .. } if *c == client && *r == number)
@@ -789,20 +807,41 @@ impl<S: StateMachine> Replica<S> {
         }
         let keys = self.state_machine.keys(&request.operation);
         let mut result = None;
-        if let (true, Some(primary)) = (commutative, &self.primary) {
-            // Skyros-Comm: every unexecuted update ordered before this one is in the durability
-            // log or among the ordered writes (once the view's inherited entries executed).
-            // If none touches its keys, executing it now gives the same result as at its
-            // position in the order.
-            let commutes = self.commit_min >= primary.view_start_op
-                && !self.durability_log.conflicts(keys.as_deref())
-                && !primary.ordered_writes.conflicts(keys.as_deref());
-            if commutes {
+        // Every unexecuted update ordered before this one is in the durability log or among
+        // the ordered writes (once the view's inherited entries executed).
+        let pending_conflict = |replica: &Replica<S>, primary: &PrimaryState| {
+            replica.commit_min < primary.view_start_op
+                || replica.durability_log.conflicts(keys.as_deref())
+                || primary.ordered_writes.conflicts(keys.as_deref())
+        };
+        // The gate (`NilextGate`): in a plain Skyros group always open. Evaluated at the
+        // primary only: a client completes only with the primary's acknowledgement.
+        let mut refused = false;
+        if let Some(primary) = &self.primary {
+            refused = match self.state_machine.nilext_gate(&request.operation) {
+                NilextGate::Open => false,
+                NilextGate::Clear => pending_conflict(self, primary),
+                NilextGate::Closed => true,
+            };
+            if refused && self.config.canary == Some(Canary::NilextGateIgnored) {
+                refused = false;
+            }
+        }
+        if let (true, false, Some(primary)) = (commutative, refused, &self.primary) {
+            // Skyros-Comm: if no pending update touches its keys, executing it now gives the
+            // same result as at its position in the order.
+            if !pending_conflict(self, primary) {
                 result = self.state_machine.preview(&request.operation);
             }
         }
         if let (true, None, Some(primary)) = (commutative, &result, self.primary.as_mut()) {
             primary.slow_waiters.insert((client, number));
+        }
+        if let (true, Some(primary)) = (refused, self.primary.as_mut()) {
+            // Not acknowledged: ordered like the others, answered with a Reply on execution.
+            primary.slow_waiters.insert((client, number));
+            primary.nilext_refused.insert((client, number));
+            self.stats.skyros_nilext_refused += 1;
         }
         let prefix_digest = self
             .durability_log
@@ -819,9 +858,11 @@ impl<S: StateMachine> Replica<S> {
             };
             let sequence = self.persist_sequence_next;
             self.persist(record, effects);
-            let ack = self.nilext_ack(client, number, prefix_digest, false, result);
-            self.acks_pending.push_back((sequence, ack));
-        } else {
+            if !refused {
+                let ack = self.nilext_ack(client, number, prefix_digest, false, result);
+                self.acks_pending.push_back((sequence, ack));
+            }
+        } else if !refused {
             self.acknowledge_nilext(client, number, prefix_digest, false, result, effects);
         }
         if let Some(primary) = &mut self.primary {
@@ -1234,6 +1275,9 @@ impl<S: StateMachine> Replica<S> {
             primary
                 .ordered_writes
                 .remove_executed(request.client, request.request);
+            primary
+                .nilext_refused
+                .remove(&(request.client, request.request));
         }
     }
 
@@ -1861,6 +1905,7 @@ impl<S: StateMachine> Replica<S> {
             probe_round_confirmed: 0,
             slow_waiters: BTreeSet::new(),
             ordered_writes: DurabilityLog::default(),
+            nilext_refused: BTreeSet::new(),
         });
         self.timeouts.primary.stop();
         self.timeouts.lag.stop();

@@ -46,6 +46,30 @@ pub trait StateMachine {
         let _ = operation;
         None
     }
+    /// Skyros, at the primary: whether a nilext write may be acknowledged before it is
+    /// ordered. A state machine that may *hold* an operation after it is logged (a partition
+    /// under E-Cast's rule H, `ecast::PartitionMachine`) must not let a write be acknowledged
+    /// that its log position would hold: it answers `Clear` or `Closed`. The default, `Open`,
+    /// is plain Skyros (`docs/internals/skyros.md`, "Skyros in a partition").
+    fn nilext_gate(&self, operation: &[u8]) -> NilextGate {
+        let _ = operation;
+        NilextGate::Open
+    }
+}
+
+/// `StateMachine::nilext_gate`'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NilextGate {
+    /// Plain Skyros: acknowledge (the default).
+    Open,
+    /// The executed state would run the operation at once if it were logged now. The primary
+    /// acknowledges it only if, besides, no unexecuted request ordered before it touches its
+    /// keys and everything inherited from the previous view has executed (those may be held
+    /// when they execute); otherwise as `Closed`.
+    Clear,
+    /// Do not acknowledge before ordering: the primary orders it and replies when it executes
+    /// (the client completes on that reply, as on Skyros's slow path).
+    Closed,
 }
 
 /// Why a snapshot could not be restored.

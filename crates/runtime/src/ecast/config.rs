@@ -51,6 +51,17 @@ pub enum PartitionMode {
     /// Each partition is a `vr::Replica<ecast::PartitionMachine<…>>` group of the storage
     /// processes holding its arc; the routers see partitions as destinations.
     Vr,
+    /// As `Vr`, with the groups running Skyros (`vr::Protocol::Skyros`): single-partition
+    /// nilext writes are acknowledged before they are ordered when the primary's nilext gate
+    /// allows (`docs/internals/ecast.md`, "Skyros partitions").
+    Skyros,
+}
+
+impl PartitionMode {
+    /// Whether partitions are replication groups of their own (`vr` or `skyros`).
+    pub fn grouped(self) -> bool {
+        matches!(self, PartitionMode::Vr | PartitionMode::Skyros)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -163,7 +174,7 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
-        if self.partitions == PartitionMode::Vr && self.storage.iter().any(|s| s.standby) {
+        if self.partitions.grouped() && self.storage.iter().any(|s| s.standby) {
             return Err(
                 "standbys are not built for vr partitions (groups are fixed at start)".into(),
             );
@@ -241,7 +252,7 @@ impl ClusterConfig {
     pub fn router_configuration(&self) -> Configuration {
         match self.partitions {
             PartitionMode::Sequenced => self.initial_configuration(),
-            PartitionMode::Vr => {
+            PartitionMode::Vr | PartitionMode::Skyros => {
                 let members: Vec<(ProcessId, Position)> = self
                     .initial_configuration()
                     .partitions()
@@ -276,7 +287,18 @@ impl ClusterConfig {
 
     /// A partition group's VR configuration (diskless, like the routers).
     pub fn partition_protocol(&self, members: usize) -> vr::Config {
-        vr::Config::new(members as u8, vr::Durability::Memory)
+        let mut config = vr::Config::new(members as u8, vr::Durability::Memory);
+        if self.partitions == PartitionMode::Skyros {
+            config.protocol = vr::Protocol::Skyros;
+            // Hidden, test-only (debug builds): the nilext gate is ignored, the real-process
+            // test's canary (`crates/tessera/tests/skyros_partitions.rs`).
+            if cfg!(debug_assertions)
+                && std::env::var_os("TESSERA_CANARY_NILEXT_GATE_IGNORED").is_some()
+            {
+                config.canary = Some(vr::Canary::NilextGateIgnored);
+            }
+        }
+        config
     }
 
     pub fn storage(&self, id: ProcessId) -> Option<&StorageAddress> {
@@ -304,8 +326,14 @@ impl ClusterConfig {
                 .collect();
             let _ = writeln!(text, "range_prefixes = [{}]", prefixes.join(", "));
         }
-        if self.partitions == PartitionMode::Vr {
-            let _ = writeln!(text, "partitions = \"vr\"");
+        match self.partitions {
+            PartitionMode::Sequenced => {}
+            PartitionMode::Vr => {
+                let _ = writeln!(text, "partitions = \"vr\"");
+            }
+            PartitionMode::Skyros => {
+                let _ = writeln!(text, "partitions = \"skyros\"");
+            }
         }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);

@@ -79,6 +79,8 @@ pub struct GatewayStatus {
     pub router_answers: AtomicU64,
     pub refused: AtomicU64,
     pub retried: AtomicU64,
+    /// `skyros` partitions: SETs completed before they were ordered.
+    pub nilext_fast: AtomicU64,
 }
 
 /// One command for the gateway task.
@@ -151,7 +153,7 @@ pub fn start(
         settings(tick_ms),
     );
     let mut groups = BTreeMap::new();
-    if config.partitions == PartitionMode::Vr {
+    if config.partitions.grouped() {
         // The router bypass: single-partition commands go straight to their partition's
         // group; multi-partition ones complete under the stable watermark (rule A).
         for group in config.partition_groups() {
@@ -178,6 +180,13 @@ pub fn start(
             )
         };
         gateway = gateway.with_bypass(settings, decode);
+        if config.partitions == PartitionMode::Skyros {
+            let nilext: ecast::BypassNilext = |payload| {
+                let outcomes = super::payload::nilext_outcomes(payload)?;
+                Some(super::partition_host::encode_outcomes(&outcomes))
+            };
+            gateway = gateway.with_skyros(nilext);
+        }
         // Hidden, test-only (debug builds): no rule A, the real-process test's canary.
         let no_rule_a =
             cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_RULE_A").is_some();
@@ -505,6 +514,9 @@ impl GatewayTask {
             .refused
             .store(stats.refusals + stats.basic_refusals, Ordering::Relaxed);
         status.retried.store(stats.retries, Ordering::Relaxed);
+        status
+            .nilext_fast
+            .store(stats.nilext_fast, Ordering::Relaxed);
     }
 
     fn complete(&mut self, id: u64, completion: Completion<Outcome>) {
@@ -907,9 +919,7 @@ impl Connection {
                         )
                     }
                 };
-                if isolation != Isolation::Sequential
-                    && self.config.partitions == super::config::PartitionMode::Vr
-                {
+                if isolation != Isolation::Sequential && self.config.partitions.grouped() {
                     return Value::Error(
                         "ERR READMODE snapshot and basic are not built for vr partitions".into(),
                     );
@@ -933,6 +943,7 @@ impl Connection {
             protocol: match self.config.partitions {
                 super::config::PartitionMode::Sequenced => "sequenced".to_string(),
                 super::config::PartitionMode::Vr => "vr-partitions".to_string(),
+                super::config::PartitionMode::Skyros => "skyros-partitions".to_string(),
             },
             durability: "memory".to_string(),
             keys: Some(load(&status.keys)),
@@ -956,6 +967,7 @@ impl Connection {
                 ),
                 ("ecast_refused".to_string(), load(&status.refused)),
                 ("ecast_retried".to_string(), load(&status.retried)),
+                ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
             ],
         }
     }

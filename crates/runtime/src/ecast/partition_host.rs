@@ -82,7 +82,7 @@ pub fn decode_outcomes(result: &[u8]) -> Vec<(u32, Outcome)> {
     postcard::from_bytes(result).unwrap_or_default()
 }
 
-fn encode_outcomes(outcomes: &[(u32, Outcome)]) -> Vec<u8> {
+pub fn encode_outcomes(outcomes: &[(u32, Outcome)]) -> Vec<u8> {
     postcard::to_allocvec(outcomes).expect("outcomes serialise")
 }
 

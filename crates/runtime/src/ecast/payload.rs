@@ -505,6 +505,24 @@ pub fn share_in(
     share_where(payload, placement, |position| holds.contains(position))
 }
 
+/// `skyros` partitions: if every sub-command of a payload is a nilext write (plain SET, MSET),
+/// the outcomes its execution gives whatever the state, by index; else None.
+pub fn nilext_outcomes(payload: &[u8]) -> Option<Vec<(u32, kv::Outcome)>> {
+    let (&PAYLOAD_FORMAT, rest) = payload.split_first()? else {
+        return None;
+    };
+    let payload: Payload = postcard::from_bytes(rest).ok()?;
+    if payload.commands.is_empty() {
+        return None;
+    }
+    payload
+        .commands
+        .iter()
+        .enumerate()
+        .map(|(index, command)| Some((index as u32, command.nilext_outcome()?)))
+        .collect()
+}
+
 /// The single-key sub-commands of a payload whose key's position `held` accepts, with their
 /// indexes, in payload order.
 fn share_where(

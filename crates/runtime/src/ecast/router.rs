@@ -358,7 +358,7 @@ impl RouterLoop {
                     submitted: BTreeSet::new(),
                     replace_planned_at: None,
                 },
-                watermark: (self.config.partitions == PartitionMode::Vr).then(|| {
+                watermark: self.config.partitions.grouped().then(|| {
                     // Every 100 ms again (reports are lost on the way).
                     let resend_ticks = (100 / self.config.tick_ms).max(1);
                     WatermarkReporter::new(WatermarkSettings { resend_ticks })
@@ -441,7 +441,7 @@ impl RouterLoop {
         let Some(lead) = &mut self.lead else {
             return;
         };
-        if self.config.partitions == PartitionMode::Vr {
+        if self.config.partitions.grouped() {
             // A `vr` partition is a group: VR's view change handles a crashed member, and the
             // routers' destinations (partitions) are never suspected.
             return;

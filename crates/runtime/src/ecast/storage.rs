@@ -73,7 +73,7 @@ enum Item {
 
 /// Starts storage process `id` of `config` and its gateway; returns once both listen.
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
-    if config.partitions == super::config::PartitionMode::Vr {
+    if config.partitions.grouped() {
         return super::partition_host::start(config, id).await;
     }
     let opened = open(&config, id).await?;

@@ -86,6 +86,9 @@ pub enum BypassCanary {
     /// A group executes single-partition operations on keys its cut moved away
     /// (`PartitionMachineSettings::ignore_holdings`). Reconfigures on every seed.
     IgnoreHoldings,
+    /// `skyros` partitions: the primary ignores the nilext gate (`vr::Canary::NilextGateIgnored`)
+    /// and acknowledges every nilext write before ordering it, held or not.
+    SkyrosGateIgnored,
 }
 
 #[derive(Clone, Debug)]
@@ -123,6 +126,9 @@ pub struct BypassOptions {
     /// keyspace message (0: never), and the standby processes it may expand into.
     pub reconfigure_per_10000: u64,
     pub standbys: u64,
+    /// `skyros` partitions (`--partitions skyros`): puts are Skyros nilext writes, acknowledged
+    /// before they are ordered when the nilext gate allows it (see `SkyrosPending`).
+    pub skyros: bool,
     pub canary: Option<BypassCanary>,
 }
 
@@ -184,6 +190,7 @@ impl BypassOptions {
             spread_registers: false,
             reconfigure_per_10000: 0,
             standbys: 0,
+            skyros: false,
             canary: None,
         }
         .with_reconfiguration_drawn()
@@ -200,9 +207,41 @@ impl BypassOptions {
         self
     }
 
+    /// The seed's options with `skyros` partitions.
+    pub fn skyros(seed: u64) -> BypassOptions {
+        let mut options = BypassOptions::from_seed(seed);
+        options.skyros = true;
+        options
+    }
+
     pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
         let mut options = BypassOptions::from_seed(seed);
         options.canary = Some(canary);
+        if canary == BypassCanary::SkyrosGateIgnored {
+            // The counterexample of `ecast.md`, "Skyros partitions": a put acknowledged while
+            // held for a multi-partition message whose other destination lags, then a read
+            // there missing that message. One slow partition, calm links, many puts and
+            // transactions, spread registers.
+            let mut prng = Prng::new(seed ^ 0x5c1f_05c1);
+            options.skyros = true;
+            options.partitions = 3;
+            options.registers = 6;
+            options.spread_registers = true;
+            options.slow_partition_ticks = prng.range_inclusive(40, 120);
+            options.delay_ticks_max = prng.range_inclusive(1, 4);
+            options.get_percent = 40;
+            options.put_percent = 30;
+            options.txn_percent = 30;
+            options.transfer_percent = 0;
+            options.loss_percent = 0;
+            options.duplicate_percent = 0;
+            options.router_crash_per_10000 = 0;
+            options.partition_crash_per_10000 = 0;
+            options.gateways = 4;
+            options.slots = 3;
+            options.window_max = 8;
+            options.think_ticks_max = 5;
+        }
         if matches!(
             canary,
             BypassCanary::PerMessageHold | BypassCanary::AckOnStable
@@ -247,7 +286,7 @@ impl BypassOptions {
         format!(
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
-             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={}{}",
+             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -267,6 +306,7 @@ impl BypassOptions {
             self.fault_ticks,
             self.reconfigure_per_10000,
             self.standbys,
+            if self.skyros { " skyros" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
@@ -282,6 +322,9 @@ pub struct BypassStats {
     pub multis: u64,
     /// Single-partition operations a partition held (rule H or behind a held one).
     pub held: u64,
+    /// `skyros`: puts acknowledged before they were ordered, and puts the gate refused.
+    pub fast_acks: u64,
+    pub gate_refusals: u64,
     pub admitted: u64,
     pub messages_sent: u64,
     pub messages_dropped: u64,
@@ -443,6 +486,26 @@ struct PartitionNode {
     admissions_seen: u64,
     /// Unreachable until then (a primary crash and the group's fail-over).
     down_until: Option<u64>,
+    /// `skyros`: what the primary holds but has not ordered yet (see `SkyrosPending`).
+    pending: Vec<SkyrosPending>,
+    /// `skyros`: when the pending messages are ordered and applied.
+    commit_at: u64,
+}
+
+/// `skyros` partitions: a message the primary received and holds (its batch, its durability
+/// log) but whose op is not ordered yet. The group stays one atomic state machine, but in this
+/// mode ops are applied a few ticks after they arrive, all pending ones at once in arrival order
+/// (the primary's batch). A put that is a nilext write is acknowledged when it arrives if the
+/// gate allows — `PartitionMachine::nilext_gate` is `Clear` and no pending message touches its
+/// keys, the replica's rule — else when it is applied. A crash of the group's primary loses the
+/// pending messages except the acknowledged puts (Skyros's view change recovers those from the
+/// durability logs and orders them after what the old primary ordered; senders resend the rest).
+struct SkyrosPending {
+    message: Msg,
+    /// The keys it touches here (`None`: unknown, so any).
+    keys: Option<BTreeSet<u64>>,
+    /// An acknowledged nilext write (kept across a crash).
+    acknowledged: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -578,6 +641,8 @@ impl BypassSimulation {
                 released_sent: 0,
                 admissions_seen: 0,
                 down_until: None,
+                pending: Vec::new(),
+                commit_at: 0,
             })
             .collect();
         let gateways = (0..options.gateways)
@@ -874,6 +939,116 @@ impl BypassSimulation {
     // ----- Partitions. -----
 
     fn on_partition(&mut self, index: usize, message: Msg) {
+        if self.options.skyros && !matches!(message, Msg::Recall { .. }) {
+            self.skyros_receive(index, message);
+        } else {
+            self.on_partition_ordered(index, message);
+        }
+    }
+
+    /// `skyros`: the primary receives a message; ops wait in `pending` (see `SkyrosPending`).
+    fn skyros_receive(&mut self, index: usize, message: Msg) {
+        let keys = match &message {
+            Msg::Single { id, txn } => {
+                let partition = &self.partitions[index];
+                let queued = partition.pending.iter().any(
+                    |pending| matches!(&pending.message, Msg::Single { id: other, .. } if other == id),
+                );
+                if queued {
+                    return; // A retry of a pending request: its reply will come.
+                }
+                if partition
+                    .vr_clients
+                    .get(&id.client)
+                    .is_some_and(|(number, _)| *number >= id.number)
+                {
+                    // Known to the client table: answered from it (or stale), as in `vr` mode.
+                    self.on_partition_ordered(index, message);
+                    return;
+                }
+                Some(txn.keys())
+            }
+            Msg::Deliver(deliveries) => {
+                let mut keys = BTreeSet::new();
+                let mut known = true;
+                for delivery in deliveries {
+                    match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
+                        Ok(txn) => keys.extend(
+                            txn.keys()
+                                .into_iter()
+                                .filter(|key| self.partition_of(*key) == index),
+                        ),
+                        Err(_) => known = false,
+                    }
+                }
+                known.then_some(keys)
+            }
+            _ => Some(BTreeSet::new()),
+        };
+        let mut acknowledged = false;
+        if let Msg::Single { id, txn } = &message {
+            if txn.reads.is_empty() && txn.adds.is_empty() {
+                // A nilext write: the nilext gate, as the primary evaluates it.
+                let partition = &self.partitions[index];
+                let operation = PartitionOperation::Single {
+                    client: id.client,
+                    number: id.number,
+                    operation: postcard::to_allocvec(txn).expect("a txn serialises"),
+                };
+                let clear =
+                    partition.machine.nilext_gate(&operation.encode()) == vr::NilextGate::Clear;
+                let pending_conflict =
+                    partition
+                        .pending
+                        .iter()
+                        .any(|pending| match (&pending.keys, &keys) {
+                            (Some(theirs), Some(ours)) => !theirs.is_disjoint(ours),
+                            _ => true,
+                        });
+                acknowledged = (clear && !pending_conflict)
+                    || self.options.canary == Some(BypassCanary::SkyrosGateIgnored);
+                if acknowledged {
+                    self.stats.fast_acks += 1;
+                    let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
+                    let reply = Msg::SingleReply {
+                        id: *id,
+                        values: Vec::new(),
+                    };
+                    self.send(Node::Partition(index), gateway, reply);
+                } else {
+                    self.stats.gate_refusals += 1;
+                }
+            }
+        }
+        if self.partitions[index].pending.is_empty() {
+            let delay = self.prng.range_inclusive(1, self.options.delay_ticks_max);
+            self.partitions[index].commit_at = self.now + delay;
+        }
+        self.partitions[index].pending.push(SkyrosPending {
+            message,
+            keys,
+            acknowledged,
+        });
+    }
+
+    /// `skyros`: orders and applies every pending message of partitions whose batch is due.
+    fn skyros_commit(&mut self) {
+        for index in 0..self.partitions.len() {
+            let partition = &mut self.partitions[index];
+            if partition.pending.is_empty()
+                || partition.down_until.is_some()
+                || partition.commit_at > self.now
+            {
+                continue;
+            }
+            for pending in std::mem::take(&mut partition.pending) {
+                self.on_partition_ordered(index, pending.message);
+            }
+        }
+    }
+
+    /// Applies a message at the partition's group (in `skyros` mode, once it is ordered).
+    fn on_partition_ordered(&mut self, index: usize, message: Msg) {
         match message {
             Msg::Deliver(deliveries) => {
                 let mut shares = Vec::new();
@@ -1632,6 +1807,10 @@ impl BypassSimulation {
                         self.stats.partition_crashes += 1;
                         let until = self.now + self.prng.range_inclusive(20, 200);
                         self.partitions[index].down_until = Some(until);
+                        // `skyros`: the new primary keeps only the acknowledged puts.
+                        self.partitions[index]
+                            .pending
+                            .retain(|pending| pending.acknowledged);
                     }
                 }
             }
@@ -1650,6 +1829,7 @@ impl BypassSimulation {
                     && partition.machine.installing().is_empty()
                     && partition.machine.deferred() == 0
                     && partition.machine.outgoing().next().is_none()
+                    && partition.pending.is_empty()
             })
     }
 
@@ -1754,6 +1934,7 @@ impl BypassSimulation {
                 self.router_input(ForwarderInput::Tick);
                 self.report_watermark(WatermarkInput::Tick);
             }
+            self.skyros_commit();
             for gateway in 0..self.gateways.len() {
                 self.gateway_tick(gateway);
             }
@@ -1843,11 +2024,17 @@ pub type BypassFailure = super::SweepFailure;
 
 /// Runs `seeds` (under `canary`, if any) on two threads, for tests; a panic counts as a failure.
 pub fn sweep(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
+    sweep_mode(seeds, canary, false)
+}
+
+/// `sweep`, with `skyros` partitions if asked (a canary may imply them).
+pub fn sweep_mode(seeds: &[u64], canary: Option<BypassCanary>, skyros: bool) -> Vec<BypassFailure> {
     super::sweep_with(seeds, |seed| {
-        let options = match canary {
+        let mut options = match canary {
             Some(canary) => BypassOptions::canary(seed, canary),
             None => BypassOptions::from_seed(seed),
         };
+        options.skyros |= skyros;
         run(options).result
     })
 }

@@ -1,0 +1,231 @@
+//! A `skyros` partition end to end in the pure code: three `vr::Replica`s running
+//! `Protocol::Skyros` over a `PartitionMachine`. A nilext write that conflicts with an admitted,
+//! uncovered multi-partition message is not acknowledged by the primary (rule H would hold it);
+//! one that does not conflict is; once the watermark covers the message, it is
+//! (`docs/internals/ecast.md`, "Skyros partitions").
+
+use ecast::{
+    KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation,
+    PartitionResult, Sequence, Share, Timestamp,
+};
+use placement::ProcessId;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use vr::{
+    Canary, ClientId, Config, Durability, Effect, Input, Message, Replica, ReplicaIndex, Request,
+    RequestKind, RequestNumber,
+};
+
+/// `key=value` writes, `key` reads (one key each).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Registers(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl PartitionData for Registers {
+    fn keys(&self, operation: &[u8]) -> KeySet {
+        let key = operation.split(|byte| *byte == b'=').next().unwrap_or(&[]);
+        KeySet::of([key.to_vec()])
+    }
+
+    fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+        let mut parts = operation.splitn(2, |byte| *byte == b'=');
+        let key = parts.next().unwrap_or(&[]).to_vec();
+        match parts.next() {
+            Some(value) => {
+                self.0.insert(key, value.to_vec());
+                b"OK".to_vec()
+            }
+            None => self.0.get(&key).cloned().unwrap_or_default(),
+        }
+    }
+}
+
+type Machine = PartitionMachine<Registers>;
+
+struct Group {
+    replicas: Vec<Replica<Machine>>,
+    network: VecDeque<(u8, Message)>,
+    replies: Vec<Message>,
+    next_number: u64,
+}
+
+impl Group {
+    fn new(canary: Option<Canary>) -> Group {
+        let mut config = Config::new(3, Durability::Memory);
+        config.protocol = vr::Protocol::Skyros;
+        config.canary = canary;
+        let replicas = (0..3)
+            .map(|index| {
+                let machine = PartitionMachine::new(
+                    Registers::default(),
+                    PartitionMachineSettings::default(),
+                );
+                Replica::new(config.clone(), ReplicaIndex(index), machine)
+            })
+            .collect();
+        Group {
+            replicas,
+            network: VecDeque::new(),
+            replies: Vec::new(),
+            next_number: 1,
+        }
+    }
+
+    fn step(&mut self, index: u8, input: Input) {
+        let mut effects = Vec::new();
+        self.replicas[index as usize].step(input, &mut effects);
+        for effect in effects {
+            match effect {
+                Effect::Send { to, message } => self.network.push_back((to.0, message)),
+                Effect::Reply { message, .. } => self.replies.push(message),
+                Effect::Persist { .. } => unreachable!("memory durability"),
+            }
+        }
+    }
+
+    /// Delivers messages and ticks until nothing is in flight: everything logged executes.
+    fn settle(&mut self) {
+        for _ in 0..20 {
+            while let Some((to, message)) = self.network.pop_front() {
+                self.step(to, Input::Message(message));
+            }
+            for index in 0..3 {
+                self.step(index, Input::Tick);
+            }
+        }
+        while let Some((to, message)) = self.network.pop_front() {
+            self.step(to, Input::Message(message));
+        }
+    }
+
+    /// An ordered write to the primary (the router's deliveries and watermarks are these).
+    fn ordered(&mut self, client: u64, operation: PartitionOperation) {
+        let number = self.next_number;
+        self.next_number += 1;
+        let request = Request {
+            client: ClientId(client),
+            request: RequestNumber(number),
+            kind: RequestKind::Write,
+            operation: operation.encode(),
+        };
+        self.step(0, Input::Message(Message::Request(request)));
+        self.settle();
+    }
+
+    /// A nilext single-partition write sent to every replica: which replicas acknowledged it.
+    fn nilext(&mut self, client: u64, operation: &str) -> Vec<u8> {
+        let request = Request {
+            client: ClientId(client),
+            request: RequestNumber(1),
+            kind: RequestKind::Nilext,
+            operation: PartitionOperation::Single {
+                client,
+                number: 1,
+                operation: operation.as_bytes().to_vec(),
+            }
+            .encode(),
+        };
+        for index in 0..3 {
+            self.step(index, Input::Message(Message::Request(request.clone())));
+        }
+        let mut acked = Vec::new();
+        self.replies.retain(|message| match message {
+            Message::NilextAck {
+                replica,
+                client: to,
+                ..
+            } if *to == ClientId(client) => {
+                acked.push(replica.0);
+                false
+            }
+            _ => true,
+        });
+        acked
+    }
+
+    /// The primary's Reply to `client`, if any.
+    fn reply(&mut self, client: u64) -> Option<PartitionResult> {
+        let mut found = None;
+        self.replies.retain(|message| match message {
+            Message::Reply(reply) if reply.client == ClientId(client) => {
+                found = Some(PartitionResult::decode(&reply.result));
+                false
+            }
+            _ => true,
+        });
+        found
+    }
+}
+
+fn delivery(timestamp: u64, previous: u64, operation: &str) -> PartitionOperation {
+    PartitionOperation::Deliveries(vec![Share {
+        timestamp: Timestamp(timestamp),
+        previous: Timestamp(previous),
+        sender: ProcessId(50),
+        sequence: Sequence(timestamp),
+        operation: operation.as_bytes().to_vec(),
+    }])
+}
+
+const ROUTER: u64 = 1000;
+
+#[test]
+fn a_nilext_write_held_by_rule_h_is_not_acknowledged_until_the_watermark_covers_it() {
+    let mut group = Group::new(None);
+    // M (timestamp 1) writes a here: admitted at every replica, above the watermark.
+    group.ordered(ROUTER, delivery(1, 0, "a=m"));
+    // W writes a: the primary (0) refuses to acknowledge it before ordering; the backups hold
+    // it and acknowledge, which does not complete it.
+    assert_eq!(group.nilext(1, "a=w"), vec![1, 2]);
+    // A write of b conflicts with nothing: acknowledged by all three, one round trip.
+    assert_eq!(group.nilext(2, "b=x"), vec![0, 1, 2]);
+    // W is ordered after M and held by rule H: its entry answers Held, nothing more.
+    group.settle();
+    assert_eq!(group.reply(1), Some(PartitionResult::Held));
+    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 1);
+    // The watermark covers M: W executes and its result is released to the client.
+    group.ordered(ROUTER, PartitionOperation::Watermark(Timestamp(1)));
+    let released: Vec<_> = group.replicas[0]
+        .state_machine()
+        .released_after(0)
+        .map(|(_, released)| released.clone())
+        .collect();
+    assert!(released.iter().any(|released| matches!(
+        released,
+        ecast::Released::Single {
+            client: 1,
+            number: 1,
+            ..
+        }
+    )));
+    assert_eq!(
+        group.replicas[0]
+            .state_machine()
+            .data()
+            .0
+            .get(b"a".as_slice()),
+        Some(&b"w".to_vec())
+    );
+    // Now a write of a is acknowledged before it is ordered.
+    assert_eq!(group.nilext(3, "a=z"), vec![0, 1, 2]);
+}
+
+#[test]
+fn the_canary_acknowledges_the_held_write() {
+    let mut group = Group::new(Some(Canary::NilextGateIgnored));
+    group.ordered(ROUTER, delivery(1, 0, "a=m"));
+    assert_eq!(group.nilext(1, "a=w"), vec![0, 1, 2]);
+    group.settle();
+    assert_eq!(
+        group.reply(1),
+        None,
+        "acknowledged as complete, yet held: nothing more is said until the watermark"
+    );
+    assert_eq!(
+        group.replicas[0]
+            .state_machine()
+            .data()
+            .0
+            .get(b"a".as_slice()),
+        Some(&b"m".to_vec())
+    );
+}
