@@ -51,6 +51,11 @@ pub struct MigrationSettings {
     pub in_flight_bytes_max: u64,
     /// Bytes sent (first sends and resends) per tick.
     pub bytes_per_tick_max: u64,
+    /// Bytes sent per step, at most (a chunk larger than this goes alone): bounds how long one
+    /// step spends sending (cloning, checksumming, handing chunks to the driver), so that a
+    /// driver that runs deliveries between steps is never held up by a tick's whole budget.
+    /// `u64::MAX`: no bound beyond the tick's.
+    pub bytes_per_step_max: u64,
     /// An unacknowledged chunk, an unacknowledged `Installed`, and a sender's `Waiting`
     /// heartbeat are sent again after this many ticks.
     pub resend_ticks: u64,
@@ -72,6 +77,7 @@ impl Default for MigrationSettings {
             chunk_bytes_max: 64 * 1024,
             in_flight_bytes_max: 1024 * 1024,
             bytes_per_tick_max: 256 * 1024,
+            bytes_per_step_max: u64::MAX,
             resend_ticks: 50,
             sender_timeout_ticks: 2_000,
             held_max: 100_000,
@@ -269,6 +275,14 @@ pub enum MigrationInput<T> {
         from: ProcessId,
         message: MigrationMessage,
     },
+    /// The next item of the stream, like `Deliver`, but it only reads (it changes nothing in
+    /// the engine): it need not wait for a capture pass of its positions, only for incoming
+    /// copies and earlier held items touching them. (Added after `Deliver`; a driver that
+    /// feeds every item as `Deliver` is still correct, its reads just wait longer.)
+    Read {
+        touches: PositionSet,
+        item: T,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,6 +388,8 @@ enum Queued<T> {
     Data {
         touches: PositionSet,
         item: T,
+        /// The item only reads: a capture pass of its positions does not hold it.
+        read: bool,
     },
     Keyspace {
         version: ConfigVersion,
@@ -689,7 +705,26 @@ impl<T> Migrator<T> {
         match input {
             MigrationInput::Tick => self.on_tick(effects),
             MigrationInput::Deliver { touches, item } => {
-                self.enqueue(Queued::Data { touches, item }, effects);
+                let read = false;
+                self.enqueue(
+                    Queued::Data {
+                        touches,
+                        item,
+                        read,
+                    },
+                    effects,
+                );
+            }
+            MigrationInput::Read { touches, item } => {
+                let read = true;
+                self.enqueue(
+                    Queued::Data {
+                        touches,
+                        item,
+                        read,
+                    },
+                    effects,
+                );
             }
             MigrationInput::Keyspace {
                 version,
@@ -772,7 +807,11 @@ impl<T> Migrator<T> {
         // keyspace message takes the full drain: it changes what is incoming.)
         if !self.queue.is_empty() && matches!(queued, Queued::Data { .. }) {
             let touches = queued.touches();
-            if touches.intersects(&self.blocked_range()) || self.queue_index.intersects(touches) {
+            let blocked = match queued {
+                Queued::Data { read: true, .. } => self.incoming_range(),
+                _ => self.blocked_range(),
+            };
+            if touches.intersects(&blocked) || self.queue_index.intersects(touches) {
                 self.queue_index.add(touches);
                 self.queue.push_back(queued);
                 self.stats.items_held += 1;
@@ -797,13 +836,18 @@ impl<T> Migrator<T> {
     }
 
     /// Runs every queued item that touches neither a blocked range (incoming, or being
-    /// captured) nor an item still held before it, in order.
+    /// captured; only incoming for a read) nor an item still held before it, in order.
     fn drain(&mut self, effects: &mut Vec<MigrationEffect<T>>) {
-        let mut incoming = self.blocked_range();
+        let mut blocked = self.blocked_range();
+        let mut incoming = self.incoming_range();
         let mut index = QueueIndex::default();
         let mut kept = VecDeque::new();
         while let Some(queued) = self.queue.pop_front() {
-            if queued.touches().intersects(&incoming) || index.intersects(queued.touches()) {
+            let waits_for = match queued {
+                Queued::Data { read: true, .. } => &incoming,
+                _ => &blocked,
+            };
+            if queued.touches().intersects(waits_for) || index.intersects(queued.touches()) {
                 index.add(queued.touches());
                 kept.push_back(queued);
                 continue;
@@ -819,7 +863,8 @@ impl<T> Migrator<T> {
                     ..
                 } => {
                     self.run_keyspace(version, &instructions);
-                    incoming = incoming.union(&self.blocked_range());
+                    blocked = blocked.union(&self.blocked_range());
+                    incoming = incoming.union(&self.incoming_range());
                 }
             }
         }
@@ -1385,7 +1430,8 @@ impl<T> Migrator<T> {
             .sum();
         let (now, resend) = (self.now, self.settings.resend_ticks);
         let mut throttled = false;
-        for (stream, out) in self.outgoing.iter_mut() {
+        let mut step_bytes: u64 = 0;
+        'streams: for (stream, out) in self.outgoing.iter_mut() {
             for index in 0..out.chunks.len() {
                 if out.acked[index] {
                     continue;
@@ -1405,6 +1451,12 @@ impl<T> Migrator<T> {
                     throttled = true;
                     break;
                 }
+                if step_bytes > 0
+                    && step_bytes.saturating_add(bytes) > self.settings.bytes_per_step_max
+                {
+                    break 'streams; // The rest goes at the next step (not a throttle).
+                }
+                step_bytes += bytes;
                 self.budget_bytes = self.budget_bytes.saturating_sub(bytes.max(1));
                 if !resending {
                     in_flight += bytes;
