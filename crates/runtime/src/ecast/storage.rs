@@ -30,7 +30,6 @@ use placement::migration::{
     StreamProgress,
 };
 use placement::{ConfigChange, ConfigMessage, MembershipChange, PositionSet, ProcessId};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -117,7 +116,6 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         placement,
         config,
         store: Store::new(),
-        bytes_counted: Cell::new((None, 0)),
         links,
         gateway: gateway_frames,
         status,
@@ -232,8 +230,6 @@ struct StorageProcess {
     /// and moves data to and from other storage processes.
     migrator: Migrator<Item>,
     store: Store,
-    /// When `store_bytes` last counted, and what.
-    bytes_counted: Cell<(Option<Instant>, u64)>,
     links: Links,
     /// Frames for this process's gateway.
     gateway: mpsc::UnboundedSender<Frame>,
@@ -874,23 +870,6 @@ impl StorageProcess {
             .store(self.store.kv.len() as u64, Ordering::Relaxed);
     }
 
-    /// Bytes of keys and values in the store: a scan of every entry, so recounted at most
-    /// once a second (`tessera admin` polls while a migration runs).
-    fn store_bytes(&self) -> u64 {
-        let (counted_at, bytes) = self.bytes_counted.get();
-        if counted_at.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
-            return bytes;
-        }
-        let bytes = self
-            .store
-            .kv
-            .entries()
-            .map(|(key, value)| (key.len() + value.len()) as u64)
-            .sum();
-        self.bytes_counted.set((Some(Instant::now()), bytes));
-        bytes
-    }
-
     fn report(&self) -> ProgressReport {
         let progress = self.migrator.progress();
         let stats = self.migrator.stats();
@@ -906,7 +885,7 @@ impl StorageProcess {
             version: self.inbox.version(),
             delivered: self.inbox.delivered(),
             keys: self.store.kv.len() as u64,
-            bytes: self.store_bytes(),
+            bytes: self.store.kv.bytes(),
             holds: self.migrator.holdings().clone(),
             outgoing: progress.outgoing.iter().map(stream).collect(),
             incoming: progress.incoming.iter().map(stream).collect(),
