@@ -423,6 +423,10 @@ struct Outgoing {
     /// Per chunk: the bytes its records count for (computed once: the throttle asks on every
     /// step).
     sizes: Vec<u64>,
+    /// Per chunk: its records (kept: an acknowledged chunk's records are dropped at once, so
+    /// that a copy's memory is given back chunk by chunk, not all in the step of the last
+    /// acknowledgement, which for a million records took a storage task 0.1–0.3 s).
+    keys: Vec<u64>,
     captured: bool,
     /// Per chunk: acknowledged.
     acked: Vec<bool>,
@@ -660,7 +664,7 @@ impl<T> Migrator<T> {
                     let bytes = out.chunk_bytes(index);
                     if out.acked[index] {
                         progress.bytes_done += bytes;
-                        progress.keys_done += out.chunks[index].records.len() as u64;
+                        progress.keys_done += out.keys[index];
                     } else if out.sent_at[index].is_some() {
                         progress.bytes_in_flight += bytes;
                     }
@@ -909,6 +913,7 @@ impl<T> Migrator<T> {
                             chunks: Vec::new(),
                             sealed: Vec::new(),
                             sizes: Vec::new(),
+                            keys: Vec::new(),
                             captured: false,
                             acked: Vec::new(),
                             sent_at: Vec::new(),
@@ -1090,6 +1095,7 @@ impl<T> Migrator<T> {
         let bytes_total: u64 = groups.iter().flatten().map(Record::size).sum();
         let keys_total: u64 = groups.iter().map(|group| group.len() as u64).sum();
         let count = u32::try_from(groups.len()).expect("fewer than 2^32 chunks");
+        out.keys = groups.iter().map(|group| group.len() as u64).collect();
         out.sizes = groups
             .iter()
             .map(|group| group.iter().map(Record::size).sum())
@@ -1132,6 +1138,8 @@ impl<T> Migrator<T> {
                 if let Some(acked) = out.acked.get_mut(index as usize) {
                     *acked = true;
                     out.acked_at = self.now;
+                    // Never sent again: give its memory back now.
+                    out.chunks[index as usize].records = Vec::new();
                 }
                 if out.captured && out.acked.iter().all(|acked| *acked) {
                     self.outgoing.remove(&stream);
@@ -1503,6 +1511,7 @@ impl<T> Migrator<T> {
             assert_eq!(out.chunks.len(), out.acked.len());
             assert_eq!(out.chunks.len(), out.sent_at.len());
             assert_eq!(out.chunks.len(), out.sizes.len());
+            assert_eq!(out.chunks.len(), out.keys.len());
             assert_eq!(out.chunks.len(), out.sealed.len());
             assert!(out.captured || out.chunks.is_empty());
             assert_eq!(out.captured, out.capture.is_none());
