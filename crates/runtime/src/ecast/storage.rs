@@ -122,6 +122,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         failed: None,
         busy_announced: (false, None),
         timing: StepTiming::from_env(),
+        migration_frames: VecDeque::new(),
     };
     log::info(format_args!(
         "storage process {} on {} (RESP on {}){}",
@@ -138,6 +139,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
             // interleaved with frames (deliveries, confirmations) and ticks: `select!` picks
             // fairly among the ready branches, and each slice yields to the runtime after it.
             let working = process.failed.is_none() && process.migrator.has_work();
+            let receiving = process.failed.is_none() && !process.migration_frames.is_empty();
             let event = tokio::select! {
                 _ = interval.tick() => Event::Tick,
                 frame = receiver.recv() => match frame {
@@ -145,6 +147,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                     None => return,
                 },
                 _ = std::future::ready(()), if working => Event::Work,
+                _ = std::future::ready(()), if receiving => Event::MigrationFrame,
             };
             let started = process.timing.start();
             let what = match event {
@@ -161,14 +164,36 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                     process.migrate(MigrationInput::Work);
                     Step::Work
                 }
+                Event::MigrationFrame => {
+                    if let Some((from, message)) = process.migration_frames.pop_front() {
+                        process.migrate(MigrationInput::Receive { from, message });
+                    }
+                    Step::Migration
+                }
             };
             let backlog = receiver.len();
             process
                 .timing
                 .step(what, started, backlog, &process.migrator);
+            // Frames first: deliveries and confirmations cost microseconds each, a slice or a
+            // chunk milliseconds, and `select!` is fair by turns, not by time; so after every
+            // turn the task runs the frames already waiting (up to 2 ms of them).
+            let deadline = Instant::now() + Duration::from_millis(2);
+            while Instant::now() < deadline {
+                let Ok(frame) = receiver.try_recv() else {
+                    break;
+                };
+                let started = process.timing.start();
+                let what = Step::of_frame(&frame);
+                process.on_frame(frame);
+                let backlog = receiver.len();
+                process
+                    .timing
+                    .step(what, started, backlog, &process.migrator);
+            }
             process.publish();
             process.announce_busy();
-            if what == Step::Work {
+            if what == Step::Work || what == Step::Migration {
                 // Let the runtime's other tasks (links, the gateway) run between slices.
                 tokio::task::yield_now().await;
             }
@@ -238,6 +263,10 @@ struct StorageProcess {
     failed: Option<FailureReason>,
     /// What this process last told the gateways about its receiving copies, and when.
     busy_announced: (bool, Option<Instant>),
+    /// Migration frames received and not yet run: each runs in a turn of its own (a chunk's
+    /// install takes milliseconds), so that deliveries arriving behind a burst of chunks on the
+    /// frame channel are not held up by all of them. A sender bounds what it has in flight.
+    migration_frames: VecDeque<(ProcessId, placement::migration::MigrationMessage)>,
     /// Step durations, logged when `TESSERA_STORAGE_TIMING_MS` is set (measurement only).
     timing: StepTiming,
 }
@@ -247,6 +276,8 @@ enum Event {
     Tick,
     Frame(Frame),
     Work,
+    /// Run the oldest migration frame waiting in `StorageProcess::migration_frames`.
+    MigrationFrame,
 }
 
 /// What one turn of the storage task ran (for `StepTiming`).
@@ -431,7 +462,7 @@ impl StorageProcess {
                 // Only from a storage process of the cluster file; the migrator checks the
                 // rest (streams, checksums, ranges).
                 if from != self.id && self.config.storage(from).is_some() {
-                    self.migrate(MigrationInput::Receive { from, message });
+                    self.migration_frames.push_back((from, message));
                 }
             }
             // Everything else is for the gateway.
