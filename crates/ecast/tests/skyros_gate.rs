@@ -9,6 +9,7 @@ use ecast::{
     PartitionResult, Sequence, Share, Timestamp,
 };
 use placement::ProcessId;
+use placement::{Position, PositionSet};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use vr::{
@@ -36,6 +37,33 @@ impl PartitionData for Registers {
             }
             None => self.0.get(&key).cloned().unwrap_or_default(),
         }
+    }
+
+    // Keyspace cuts (these tests make none): a key's position is its first byte.
+    fn position(&self, key: &[u8]) -> Position {
+        Position(u64::from(key.first().copied().unwrap_or(0)))
+    }
+
+    fn export(&self, range: &PositionSet) -> Vec<u8> {
+        let records: Vec<(&Vec<u8>, &Vec<u8>)> = self
+            .0
+            .iter()
+            .filter(|(key, _)| range.contains(self.position(key)))
+            .collect();
+        postcard::to_allocvec(&records).expect("records serialise")
+    }
+
+    fn import(&mut self, records: &[u8]) {
+        let records: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(records).unwrap_or_default();
+        self.0.extend(records);
+    }
+
+    fn retain(&mut self, holds: &PositionSet) {
+        let keep: BTreeMap<Vec<u8>, Vec<u8>> = std::mem::take(&mut self.0)
+            .into_iter()
+            .filter(|(key, _)| holds.contains(self.position(key)))
+            .collect();
+        self.0 = keep;
     }
 }
 

@@ -201,6 +201,9 @@ impl Outcome {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct KvStore {
     entries: BTreeMap<Bytes, Bytes>,
+    /// Bytes of every key and value (a function of `entries`, kept as they change, so that
+    /// progress reports need not walk the store).
+    bytes: u64,
 }
 
 impl KvStore {
@@ -214,6 +217,39 @@ impl KvStore {
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Bytes of every key and value in the store (kept up to date, not counted).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Inserts or overwrites, keeping `bytes`; the previous value.
+    fn put(&mut self, key: Bytes, value: Bytes) -> Option<Bytes> {
+        let (key_len, value_len) = (key.len() as u64, value.len() as u64);
+        let previous = self.entries.insert(key, value);
+        match &previous {
+            Some(old) => self.bytes = self.bytes - old.len() as u64 + value_len,
+            None => self.bytes += key_len + value_len,
+        }
+        previous
+    }
+
+    /// Removes, keeping `bytes`; the value that was there.
+    fn take(&mut self, key: &[u8]) -> Option<Bytes> {
+        let previous = self.entries.remove(key);
+        if let Some(old) = &previous {
+            self.bytes -= (key.len() + old.len()) as u64;
+        }
+        previous
+    }
+
+    fn recount(&mut self) {
+        self.bytes = self
+            .entries
+            .iter()
+            .map(|(key, value)| (key.len() + value.len()) as u64)
+            .sum();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -235,17 +271,18 @@ impl KvStore {
 
     /// Inserts or overwrites one entry (a migrated record).
     pub fn insert(&mut self, key: Bytes, value: Bytes) {
-        self.entries.insert(key, value);
+        self.put(key, value);
     }
 
     /// Removes one entry; whether it was there.
     pub fn remove(&mut self, key: &[u8]) -> bool {
-        self.entries.remove(key).is_some()
+        self.take(key).is_some()
     }
 
     /// Replaces every entry (the SQL front end's writes to the built-in table `kv`).
     pub fn replace_entries(&mut self, entries: BTreeMap<Bytes, Bytes>) {
         self.entries = entries;
+        self.recount();
     }
 
     /// Copies of the entries whose key satisfies `select`, in key order (a range of a
@@ -261,7 +298,15 @@ impl KvStore {
     /// Removes every entry whose key satisfies `select`; returns how many went.
     pub fn remove_where(&mut self, select: impl Fn(&[u8]) -> bool) -> usize {
         let before = self.entries.len();
-        self.entries.retain(|key, _| !select(key));
+        let mut freed = 0u64;
+        self.entries.retain(|key, value| {
+            let keep = !select(key);
+            if !keep {
+                freed += (key.len() + value.len()) as u64;
+            }
+            keep
+        });
+        self.bytes -= freed;
         before - self.entries.len()
     }
 
@@ -277,7 +322,7 @@ impl KvStore {
         let mut inserted = 0;
         for (key, value) in entries {
             if select(&key) {
-                self.entries.insert(key, value);
+                self.put(key, value);
                 inserted += 1;
             }
         }
@@ -298,32 +343,30 @@ impl KvStore {
                     .collect(),
             ),
             Command::Put { key, value } => {
-                self.entries.insert(key.clone(), value.clone());
+                self.put(key.clone(), value.clone());
                 Outcome::Ok
             }
-            Command::Delete { key } => {
-                Outcome::Integer(i64::from(self.entries.remove(key).is_some()))
-            }
+            Command::Delete { key } => Outcome::Integer(i64::from(self.take(key).is_some())),
             Command::Increment { key, by } => self.increment(key, *by),
             Command::Append { key, value } => {
+                let added = match self.entries.contains_key(key) {
+                    true => value.len(),
+                    false => key.len() + value.len(),
+                };
+                self.bytes += added as u64;
                 let stored = self.entries.entry(key.clone()).or_default();
                 stored.extend_from_slice(value);
                 Outcome::Integer(stored.len() as i64)
             }
             Command::MultiPut { pairs } => {
                 for (key, value) in pairs {
-                    self.entries.insert(key.clone(), value.clone());
+                    self.put(key.clone(), value.clone());
                 }
                 Outcome::Ok
             }
-            Command::GetSet { key, value } => {
-                Outcome::Value(self.entries.insert(key.clone(), value.clone()))
-            }
+            Command::GetSet { key, value } => Outcome::Value(self.put(key.clone(), value.clone())),
             Command::MultiDelete { keys } => {
-                let removed = keys
-                    .iter()
-                    .filter(|key| self.entries.remove(*key).is_some())
-                    .count();
+                let removed = keys.iter().filter(|key| self.take(key).is_some()).count();
                 Outcome::Integer(removed as i64)
             }
             Command::Set {
@@ -340,7 +383,7 @@ impl KvStore {
                     None
                 };
                 if writes {
-                    self.entries.insert(key.clone(), value.clone());
+                    self.put(key.clone(), value.clone());
                 }
                 if *return_previous {
                     Outcome::Value(previous)
@@ -381,8 +424,7 @@ impl KvStore {
         };
         match current.checked_add(by) {
             Some(next) => {
-                self.entries
-                    .insert(key.to_vec(), next.to_string().into_bytes());
+                self.put(key.to_vec(), next.to_string().into_bytes());
                 Outcome::Integer(next)
             }
             None => Outcome::Error(KvError::Overflow),
@@ -422,7 +464,7 @@ impl StateMachine for KvStore {
         let mut scratch = KvStore::new();
         for key in command.keys() {
             if let Some(value) = self.entries.get(key) {
-                scratch.entries.insert(key.to_vec(), value.clone());
+                scratch.put(key.to_vec(), value.clone());
             }
         }
         Some(scratch.execute(&command).encode())
@@ -447,6 +489,7 @@ impl StateMachine for KvStore {
             }
         }
         self.entries = entries;
+        self.recount();
         Ok(())
     }
 }
@@ -520,6 +563,77 @@ mod tests {
                 (b"b1".to_vec(), b"v-b1".to_vec()),
             ]
         );
+    }
+
+    /// `bytes` is kept through every kind of change, and equals a recount.
+    #[test]
+    fn bytes_follow_every_change() {
+        let recount = |store: &KvStore| -> u64 {
+            store
+                .entries()
+                .map(|(key, value)| (key.len() + value.len()) as u64)
+                .sum()
+        };
+        let mut store = filled(&["b1", "a2", "a1", "c"]);
+        let key = |text: &str| text.as_bytes().to_vec();
+        let commands = vec![
+            Command::Put {
+                key: key("a1"),
+                value: key("longer value"),
+            },
+            Command::Append {
+                key: key("a1"),
+                value: key("+"),
+            },
+            Command::Append {
+                key: key("new"),
+                value: key("xyz"),
+            },
+            Command::Increment {
+                key: key("n"),
+                by: 12345,
+            },
+            Command::Increment {
+                key: key("n"),
+                by: -12340,
+            },
+            Command::GetSet {
+                key: key("c"),
+                value: key(""),
+            },
+            Command::MultiPut {
+                pairs: vec![(key("m1"), key("1")), (key("b1"), key("22"))],
+            },
+            Command::Delete { key: key("a2") },
+            Command::MultiDelete {
+                keys: vec![key("m1"), key("absent")],
+            },
+            set("s", "vv", SetCondition::IfAbsent, false),
+            set("s", "www", SetCondition::IfPresent, true),
+            Command::Pipeline {
+                commands: vec![Command::Put {
+                    key: key("p"),
+                    value: key("q"),
+                }],
+            },
+        ];
+        for command in commands {
+            store.execute(&command);
+            assert_eq!(store.bytes(), recount(&store), "after {command:?}");
+        }
+        store.insert(key("i"), key("inserted"));
+        store.remove(b"b1");
+        assert_eq!(store.bytes(), recount(&store));
+        store.remove_where(starts_with_a);
+        assert_eq!(store.bytes(), recount(&store));
+        store.replace_where(starts_with_a, vec![(key("a7"), key("seven"))]);
+        assert_eq!(store.bytes(), recount(&store));
+        let mut copy = KvStore::new();
+        copy.restore(&store.snapshot()).unwrap();
+        assert_eq!(copy.bytes(), store.bytes());
+        assert_eq!(copy, store);
+        store.replace_entries(BTreeMap::new());
+        assert_eq!(store.bytes(), 0);
     }
 
     #[test]

@@ -19,6 +19,7 @@ fn settings() -> MigrationSettings {
         chunk_bytes_max: 40,
         in_flight_bytes_max: 1_000,
         bytes_per_tick_max: 1_000,
+        bytes_per_step_max: u64::MAX,
         resend_ticks: 5,
         sender_timeout_ticks: 50,
         held_max: 4,
@@ -232,6 +233,41 @@ fn sender_chunks_a_capture_within_the_byte_bound_with_valid_checksums() {
         );
         assert_eq!(chunk.checksum, expected);
     }
+}
+
+/// `bytes_per_step_max` bounds what one step sends (here two 24-byte chunks: 48 bytes; a
+/// third would pass it): the rest goes at the following steps, whatever they are, within the
+/// same tick's budget.
+#[test]
+fn a_step_sends_at_most_bytes_per_step_max_and_the_rest_at_later_steps() {
+    let settings = MigrationSettings {
+        bytes_per_step_max: 48,
+        ..settings()
+    };
+    let (mut migrator, effects) = started_sender(settings, 5);
+    assert_eq!(
+        chunks_of(&effects).len(),
+        2,
+        "the capture's last step sends two"
+    );
+    let mut sent = chunks_of(&effects);
+    for expected in [2, 1, 0] {
+        let mut effects = Vec::new();
+        let unrelated = MigrationInput::Deliver {
+            touches: range(45, 46),
+            item: 9,
+        };
+        migrator.step(unrelated, &mut effects);
+        assert_eq!(chunks_of(&effects).len(), expected);
+        sent.extend(chunks_of(&effects));
+    }
+    let indexes: Vec<u32> = sent.iter().map(|chunk| chunk.index).collect();
+    assert_eq!(indexes, vec![0, 1, 2, 3, 4], "each sent once, in order");
+    assert_eq!(
+        migrator.stats().throttled_ticks,
+        0,
+        "a step bound is not a throttle"
+    );
 }
 
 #[test]
@@ -1139,6 +1175,62 @@ fn a_capture_holds_items_touching_its_range_until_its_last_slice() {
             .collect();
         assert_eq!(sent, (20..30).map(record).collect::<Vec<_>>());
     }
+}
+
+/// A read (`MigrationInput::Read`) changes nothing the capture copies, so a capture of its
+/// positions does not hold it: it runs at once at the sender, unless an earlier held item
+/// touches one of its positions (then it keeps its place after that item). At a receiver, a
+/// read of an incoming range waits for the copy like any other item.
+#[test]
+fn reads_run_during_a_capture_but_wait_for_earlier_writes_and_incoming_copies() {
+    let mut migrator = sender(settings());
+    let mut engine = engine_of((20..40).map(record));
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    let read = |item: u32, at: u64| MigrationInput::Read {
+        touches: range(at, at + 1),
+        item,
+    };
+    let write = |item: u32, at: u64| MigrationInput::Deliver {
+        touches: range(at, at + 1),
+        item,
+    };
+    for input in [
+        read(1, 25),
+        write(2, 26),
+        read(3, 26),
+        read(4, 27),
+        write(5, 45),
+    ] {
+        migrator.step(input, &mut effects);
+    }
+    assert!(migrator.has_work(), "the capture is under way");
+    assert_eq!(
+        applied(&effects),
+        vec![1, 4, 5],
+        "reads of the captured range and the unrelated write ran; the write to it and the \
+         read after that write wait"
+    );
+    effects.clear();
+    work(&mut migrator, &mut engine, &mut effects);
+    assert_eq!(applied(&effects), vec![2, 3], "released in order");
+    let sent: Vec<Record> = chunks_of(&effects)
+        .into_iter()
+        .flat_map(|chunk| chunk.records)
+        .collect();
+    assert_eq!(sent, (20..40).map(record).collect::<Vec<_>>());
+
+    let mut receiver = receiver(settings());
+    let mut effects = Vec::new();
+    receiver.step(keyspace(), &mut effects);
+    receiver.step(read(6, 25), &mut effects);
+    receiver.step(read(7, 45), &mut effects);
+    assert_eq!(
+        applied(&effects),
+        vec![7],
+        "a read of the incoming range waits"
+    );
+    assert_eq!(receiver.progress().held, 1);
 }
 
 /// Each chunk is installed as it arrives (no step installs a whole range); the range is

@@ -30,7 +30,6 @@ use placement::migration::{
     StreamProgress,
 };
 use placement::{ConfigChange, ConfigMessage, MembershipChange, PositionSet, ProcessId};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,6 +52,10 @@ pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
         chunk_bytes_max: 256 * 1024,
         in_flight_bytes_max: 32 * 1024 * 1024,
         bytes_per_tick_max: (1600 * 1024 * 1024 / 1000 * tick_ms.max(1)).max(256 * 1024),
+        // Eight chunks a step: a tick's 8 MiB in one step (cloned and checksummed, then
+        // encoded by the links) held deliveries up for tens of milliseconds on a busy
+        // machine; the rest goes at the next steps (every delivery, acknowledgement and tick).
+        bytes_per_step_max: 2 * 1024 * 1024,
         resend_ticks: ticks(250),
         // Longer than the failure detector's suspicion (1.5 s), so that a receiver whose
         // sender died hears of it from the replacement rather than failing itself first when
@@ -113,12 +116,13 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         placement,
         config,
         store: Store::new(),
-        bytes_counted: Cell::new((None, 0)),
         links,
         gateway: gateway_frames,
         status,
         failed: None,
         busy_announced: (false, None),
+        timing: StepTiming::from_env(),
+        migration_frames: VecDeque::new(),
     };
     log::info(format_args!(
         "storage process {} on {} (RESP on {}){}",
@@ -135,19 +139,64 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
             // interleaved with frames (deliveries, confirmations) and ticks: `select!` picks
             // fairly among the ready branches, and each slice yields to the runtime after it.
             let working = process.failed.is_none() && process.migrator.has_work();
-            tokio::select! {
-                _ = interval.tick() => process.migrate(MigrationInput::Tick),
+            let receiving = process.failed.is_none() && !process.migration_frames.is_empty();
+            let event = tokio::select! {
+                _ = interval.tick() => Event::Tick,
                 frame = receiver.recv() => match frame {
-                    Some(frame) => process.on_frame(frame),
+                    Some(frame) => Event::Frame(frame),
                     None => return,
                 },
-                _ = std::future::ready(()), if working => {
-                    process.migrate(MigrationInput::Work);
-                    tokio::task::yield_now().await;
+                _ = std::future::ready(()), if working => Event::Work,
+                _ = std::future::ready(()), if receiving => Event::MigrationFrame,
+            };
+            let started = process.timing.start();
+            let what = match event {
+                Event::Tick => {
+                    process.migrate(MigrationInput::Tick);
+                    Step::Tick
                 }
+                Event::Frame(frame) => {
+                    let what = Step::of_frame(&frame);
+                    process.on_frame(frame);
+                    what
+                }
+                Event::Work => {
+                    process.migrate(MigrationInput::Work);
+                    Step::Work
+                }
+                Event::MigrationFrame => {
+                    if let Some((from, message)) = process.migration_frames.pop_front() {
+                        process.migrate(MigrationInput::Receive { from, message });
+                    }
+                    Step::Migration
+                }
+            };
+            let backlog = receiver.len();
+            process
+                .timing
+                .step(what, started, backlog, &process.migrator);
+            // Frames first: deliveries and confirmations cost microseconds each, a slice or a
+            // chunk milliseconds, and `select!` is fair by turns, not by time; so after every
+            // turn the task runs the frames already waiting (up to 2 ms of them).
+            let deadline = Instant::now() + Duration::from_millis(2);
+            while Instant::now() < deadline {
+                let Ok(frame) = receiver.try_recv() else {
+                    break;
+                };
+                let started = process.timing.start();
+                let what = Step::of_frame(&frame);
+                process.on_frame(frame);
+                let backlog = receiver.len();
+                process
+                    .timing
+                    .step(what, started, backlog, &process.migrator);
             }
             process.publish();
             process.announce_busy();
+            if what == Step::Work || what == Step::Migration {
+                // Let the runtime's other tasks (links, the gateway) run between slices.
+                tokio::task::yield_now().await;
+            }
         }
     });
     Ok(())
@@ -206,8 +255,6 @@ struct StorageProcess {
     /// and moves data to and from other storage processes.
     migrator: Migrator<Item>,
     store: Store,
-    /// When `store_bytes` last counted, and what.
-    bytes_counted: Cell<(Option<Instant>, u64)>,
     links: Links,
     /// Frames for this process's gateway.
     gateway: mpsc::UnboundedSender<Frame>,
@@ -216,6 +263,167 @@ struct StorageProcess {
     failed: Option<FailureReason>,
     /// What this process last told the gateways about its receiving copies, and when.
     busy_announced: (bool, Option<Instant>),
+    /// Migration frames received and not yet run: each runs in a turn of its own (a chunk's
+    /// install takes milliseconds), so that deliveries arriving behind a burst of chunks on the
+    /// frame channel are not held up by all of them. A sender bounds what it has in flight.
+    migration_frames: VecDeque<(ProcessId, placement::migration::MigrationMessage)>,
+    /// Step durations, logged when `TESSERA_STORAGE_TIMING_MS` is set (measurement only).
+    timing: StepTiming,
+}
+
+/// What woke the storage task.
+enum Event {
+    Tick,
+    Frame(Frame),
+    Work,
+    /// Run the oldest migration frame waiting in `StorageProcess::migration_frames`.
+    MigrationFrame,
+}
+
+/// What one turn of the storage task ran (for `StepTiming`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Tick,
+    Deliver,
+    Migration,
+    BasicRead,
+    OtherFrame,
+    Work,
+}
+
+impl Step {
+    const ALL: [Step; 6] = [
+        Step::Tick,
+        Step::Deliver,
+        Step::Migration,
+        Step::BasicRead,
+        Step::OtherFrame,
+        Step::Work,
+    ];
+
+    fn of_frame(frame: &Frame) -> Step {
+        match frame {
+            Frame::Deliver { .. } | Frame::SnapshotDeliver { .. } => Step::Deliver,
+            Frame::Migration { .. } => Step::Migration,
+            Frame::BasicRead { .. } => Step::BasicRead,
+            _ => Step::OtherFrame,
+        }
+    }
+}
+
+/// Measurement of the storage task's turns, off unless the environment variable
+/// `TESSERA_STORAGE_TIMING_MS` is set to a threshold in milliseconds: then every turn longer
+/// than the threshold is logged at once (with what it ran and the migrator's state), and once a
+/// second, while anything ran, a line sums up each kind of turn (count, total, longest) and the
+/// frame channel's backlog. It changes nothing the process does.
+struct StepTiming {
+    threshold: Option<Duration>,
+    since: Instant,
+    /// Per `Step::ALL` entry: turns, total time, longest turn.
+    sums: [(u64, Duration, Duration); 6],
+    backlog_max: usize,
+    /// This turn: items applied, time in engine scans and installs, migration frames sent.
+    turn: (u64, Duration, Duration, u64),
+}
+
+impl StepTiming {
+    fn off() -> StepTiming {
+        StepTiming {
+            threshold: None,
+            since: Instant::now(),
+            sums: [(0, Duration::ZERO, Duration::ZERO); 6],
+            backlog_max: 0,
+            turn: (0, Duration::ZERO, Duration::ZERO, 0),
+        }
+    }
+
+    fn from_env() -> StepTiming {
+        let threshold = std::env::var("TESSERA_STORAGE_TIMING_MS")
+            .ok()
+            .and_then(|text| text.parse::<u64>().ok())
+            .map(Duration::from_millis);
+        StepTiming {
+            threshold,
+            since: Instant::now(),
+            sums: [(0, Duration::ZERO, Duration::ZERO); 6],
+            backlog_max: 0,
+            turn: (0, Duration::ZERO, Duration::ZERO, 0),
+        }
+    }
+
+    fn start(&mut self) -> Option<Instant> {
+        self.turn = (0, Duration::ZERO, Duration::ZERO, 0);
+        self.threshold.map(|_| Instant::now())
+    }
+
+    /// Times `run` if measuring.
+    fn time<R>(&self, run: impl FnOnce() -> R) -> (R, Duration) {
+        match self.threshold {
+            None => (run(), Duration::ZERO),
+            Some(_) => {
+                let started = Instant::now();
+                let result = run();
+                (result, started.elapsed())
+            }
+        }
+    }
+
+    fn step(
+        &mut self,
+        what: Step,
+        started: Option<Instant>,
+        backlog: usize,
+        migrator: &Migrator<Item>,
+    ) {
+        let (Some(threshold), Some(started)) = (self.threshold, started) else {
+            return;
+        };
+        let took = started.elapsed();
+        let index = Step::ALL.iter().position(|step| *step == what).unwrap_or(0);
+        let sum = &mut self.sums[index];
+        sum.0 += 1;
+        sum.1 += took;
+        sum.2 = sum.2.max(took);
+        self.backlog_max = self.backlog_max.max(backlog);
+        if took >= threshold {
+            let progress = migrator.progress();
+            log::info(format_args!(
+                "timing: slow turn {what:?} {:.1} ms: {} applied, scans {:.1} ms, installs {:.1} \
+                 ms, {} migration frames sent (backlog {backlog}, held {}, work {})",
+                took.as_secs_f64() * 1e3,
+                self.turn.0,
+                self.turn.1.as_secs_f64() * 1e3,
+                self.turn.2.as_secs_f64() * 1e3,
+                self.turn.3,
+                progress.held,
+                migrator.has_work(),
+            ));
+        }
+        if self.since.elapsed() >= Duration::from_secs(1) {
+            let busy: Duration = self.sums.iter().map(|sum| sum.1).sum();
+            if migrator.has_work() || !migrator.is_idle() || busy >= threshold {
+                let mut line = String::new();
+                for (step, (count, total, longest)) in Step::ALL.iter().zip(self.sums) {
+                    if count > 0 {
+                        line.push_str(&format!(
+                            " {step:?} {count}×/{:.0}ms/max {:.1}ms;",
+                            total.as_secs_f64() * 1e3,
+                            longest.as_secs_f64() * 1e3
+                        ));
+                    }
+                }
+                log::info(format_args!(
+                    "timing: {:.2} s:{line} backlog max {}, held {}",
+                    self.since.elapsed().as_secs_f64(),
+                    self.backlog_max,
+                    migrator.progress().held,
+                ));
+            }
+            self.since = Instant::now();
+            self.sums = [(0, Duration::ZERO, Duration::ZERO); 6];
+            self.backlog_max = 0;
+        }
+    }
 }
 
 impl StorageProcess {
@@ -254,7 +462,7 @@ impl StorageProcess {
                 // Only from a storage process of the cluster file; the migrator checks the
                 // rest (streams, checksums, ranges).
                 if from != self.id && self.config.storage(from).is_some() {
-                    self.migrate(MigrationInput::Receive { from, message });
+                    self.migration_frames.push_back((from, message));
                 }
             }
             // Everything else is for the gateway.
@@ -274,9 +482,10 @@ impl StorageProcess {
             match effect {
                 InboxEffect::Deliver(delivery) => self.on_deliver(delivery),
                 InboxEffect::ExecuteSnapshot(snapshot) => {
+                    // A snapshot read only reads: a capture of its positions does not hold it.
                     let touches = touches(&snapshot.read.routing);
                     let item = Item::Snapshot(snapshot);
-                    self.migrate(MigrationInput::Deliver { touches, item });
+                    self.migrate(MigrationInput::Read { touches, item });
                 }
                 InboxEffect::RefuseSnapshot { delivery, refusal } => {
                     let sender = delivery.read.sender;
@@ -334,9 +543,14 @@ impl StorageProcess {
                 // the points it was routed by.
                 let touches = payload::survey_touches(&delivery.envelope.payload)
                     .unwrap_or_else(|| touches(routing));
-                MigrationInput::Deliver {
-                    touches,
-                    item: Item::Message(delivery),
+                // A read-routed message only reads (gateways route every write, FLUSHALL
+                // included, as `Write`): it runs while its positions are being captured.
+                let read = matches!(routing, Routing::Read { .. });
+                let item = Item::Message(delivery);
+                if read {
+                    MigrationInput::Read { touches, item }
+                } else {
+                    MigrationInput::Deliver { touches, item }
                 }
             }
         };
@@ -355,7 +569,10 @@ impl StorageProcess {
             self.migrator.step(input, &mut effects);
             for effect in effects {
                 match effect {
-                    MigrationEffect::Apply { item, holds } => self.apply(item, &holds),
+                    MigrationEffect::Apply { item, holds } => {
+                        self.timing.turn.0 += 1;
+                        self.apply(item, &holds)
+                    }
                     MigrationEffect::Scan {
                         pass,
                         mode,
@@ -364,8 +581,11 @@ impl StorageProcess {
                         keys_max,
                     } => {
                         let started = after.is_none();
-                        let (records, visited, next) =
-                            self.scan(mode, &range, after.as_deref(), keys_max);
+                        let timing = std::mem::replace(&mut self.timing, StepTiming::off());
+                        let ((records, visited, next), took) =
+                            timing.time(|| self.scan(mode, &range, after.as_deref(), keys_max));
+                        self.timing = timing;
+                        self.timing.turn.1 += took;
                         if started || next.is_none() {
                             log::info(format_args!(
                                 "pass {} ({mode:?} {range}): {} a slice of {visited} keys",
@@ -389,10 +609,14 @@ impl StorageProcess {
                         let drop_copies = cfg!(debug_assertions)
                             && std::env::var_os("TESSERA_CANARY_DROP_COPIES").is_some();
                         if !drop_copies {
-                            for record in records {
-                                // The migrator checked every record against the range.
-                                self.store.kv.insert(record.key, record.value);
-                            }
+                            let kv = &mut self.store.kv;
+                            let ((), took) = self.timing.time(|| {
+                                for record in records {
+                                    // The migrator checked every record against the range.
+                                    kv.insert(record.key, record.value);
+                                }
+                            });
+                            self.timing.turn.2 += took;
                         }
                     }
                     MigrationEffect::CopyComplete {
@@ -406,6 +630,7 @@ impl StorageProcess {
                         ));
                     }
                     MigrationEffect::Send { to, message } => {
+                        self.timing.turn.3 += 1;
                         if let Some(storage) = self.config.storage(to) {
                             let from = self.id;
                             self.links
@@ -682,23 +907,6 @@ impl StorageProcess {
             .store(self.store.kv.len() as u64, Ordering::Relaxed);
     }
 
-    /// Bytes of keys and values in the store: a scan of every entry, so recounted at most
-    /// once a second (`tessera admin` polls while a migration runs).
-    fn store_bytes(&self) -> u64 {
-        let (counted_at, bytes) = self.bytes_counted.get();
-        if counted_at.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
-            return bytes;
-        }
-        let bytes = self
-            .store
-            .kv
-            .entries()
-            .map(|(key, value)| (key.len() + value.len()) as u64)
-            .sum();
-        self.bytes_counted.set((Some(Instant::now()), bytes));
-        bytes
-    }
-
     fn report(&self) -> ProgressReport {
         let progress = self.migrator.progress();
         let stats = self.migrator.stats();
@@ -714,7 +922,7 @@ impl StorageProcess {
             version: self.inbox.version(),
             delivered: self.inbox.delivered(),
             keys: self.store.kv.len() as u64,
-            bytes: self.store_bytes(),
+            bytes: self.store.kv.bytes(),
             holds: self.migrator.holdings().clone(),
             outgoing: progress.outgoing.iter().map(stream).collect(),
             incoming: progress.incoming.iter().map(stream).collect(),

@@ -135,6 +135,7 @@ impl EcastOptions {
             chunk_bytes_max: prng.range_inclusive(32, 128),
             in_flight_bytes_max: prng.range_inclusive(64, 512),
             bytes_per_tick_max: prng.range_inclusive(32, 256),
+            bytes_per_step_max: u64::MAX,
             resend_ticks: prng.range_inclusive(20, 60),
             sender_timeout_ticks: prng.range_inclusive(1_500, 2_500),
             held_max: 10_000,
@@ -149,6 +150,10 @@ impl EcastOptions {
         let work_every_ticks = prng.range_inclusive(1, 10);
         // Drawn last, so that the draws above mean what they meant before.
         let elastic = reconfigure && prng.percent(50);
+        // Drawn after that: on half the seeds a step sends at most 1–4 chunks' worth.
+        if prng.percent(50) {
+            migration.bytes_per_step_max = prng.range_inclusive(32, 256);
+        }
         EcastOptions {
             seed,
             router_config,

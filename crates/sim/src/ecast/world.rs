@@ -1156,9 +1156,17 @@ impl EcastSimulation {
                                 instructions,
                             }
                         }
-                        None => MigrationInput::Deliver {
-                            touches: touches(&delivery.envelope.routing),
-                            item: Item::Message(delivery),
+                        // A read-routed message only reads: a capture of its positions does
+                        // not hold it.
+                        None => match delivery.envelope.routing {
+                            Routing::Read { .. } => MigrationInput::Read {
+                                touches: touches(&delivery.envelope.routing),
+                                item: Item::Message(delivery),
+                            },
+                            _ => MigrationInput::Deliver {
+                                touches: touches(&delivery.envelope.routing),
+                                item: Item::Message(delivery),
+                            },
                         },
                     };
                     self.migrate(index, input)?;
@@ -1166,7 +1174,7 @@ impl EcastSimulation {
                 InboxEffect::ExecuteSnapshot(snapshot) => {
                     let touches = touches(&snapshot.read.routing);
                     let item = Item::Snapshot(snapshot);
-                    self.migrate(index, MigrationInput::Deliver { touches, item })?;
+                    self.migrate(index, MigrationInput::Read { touches, item })?;
                 }
                 InboxEffect::RefuseSnapshot { delivery, refusal } => {
                     if let Some(gateway) = gateway_index(delivery.read.sender, self.gateways.len())
