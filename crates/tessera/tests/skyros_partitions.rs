@@ -4,161 +4,40 @@
 //! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through other storage
 //! processes while single-partition SETs take Skyros's fast path; (b) SIGKILL of the lead
 //! router, then of a storage process, under concurrent clients and a `tessera bench kv --check`
-//! load, loses no acknowledged write: both histories are checked for linearisability. The
-//! nilext gate's canary (`TESSERA_CANARY_NILEXT_GATE_IGNORED`, debug builds) is tried by hand:
-//! `docs/TESTING.md` records what it does here.
+//! load, loses no acknowledged write: both histories are checked for linearisability; (c) with
+//! one partition's deliveries lagging (a test fault), a SET is not acknowledged before a
+//! multi-partition write ordered before it is everywhere (the nilext gate; its canary
+//! `TESSERA_CANARY_NILEXT_GATE_IGNORED`, debug builds, fails it).
 
 mod support;
 
 use resp::Value;
-use runtime::ecast::config::{ClusterConfig, PartitionMode};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use runtime::ecast::config::PartitionMode;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{Load, LoadOptions, Mix};
+use support::partitioned::{info, redis_cli, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
 const REPLICATION: u8 = 3;
 
-struct SkyrosCluster {
-    directory: PathBuf,
-    client_ports: Vec<u16>,
-    routers: Vec<Option<Child>>,
-    storage: Vec<Option<Child>>,
-}
-
-impl SkyrosCluster {
-    /// Storage process i serves RESP on `port + i` and E-Cast on `port + 100 + i`; router i
-    /// listens on `port + 200 + i`.
-    fn start(name: &str, port: u16) -> SkyrosCluster {
-        assert!((14000..=14290).contains(&port), "ports 14000–14499 only");
-        let directory =
-            std::env::temp_dir().join(format!("tessera-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&directory);
-        std::fs::create_dir_all(&directory).unwrap();
-        let mut config = ClusterConfig::loopback(
-            u64::from(port),
-            ROUTERS,
-            STORAGE,
-            REPLICATION,
-            port,
-            port + 200,
-            directory.clone(),
-        )
-        .unwrap();
+/// The cluster these tests run, not started yet: 3 routers, 6 storage processes, partitions
+/// of 3 replicas as Skyros groups.
+fn prepare(name: &str, port: u16) -> PartitionedCluster {
+    assert!((14000..=14290).contains(&port), "ports 14000–14499 only");
+    PartitionedCluster::prepare(name, port, (ROUTERS, STORAGE, REPLICATION), |config| {
         config.partitions = PartitionMode::Skyros;
-        std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
-        let mut cluster = SkyrosCluster {
-            client_ports: config
-                .storage
-                .iter()
-                .map(|storage| storage.client.port())
-                .collect(),
-            directory,
-            routers: Vec::new(),
-            storage: Vec::new(),
-        };
-        for index in 0..ROUTERS {
-            let child = cluster.spawn(&format!("router-{index}"), "--router", index.into());
-            cluster.routers.push(Some(child));
-        }
-        for id in 1..=STORAGE {
-            let child = cluster.spawn(&format!("storage-{id}"), "--storage", id);
-            cluster.storage.push(Some(child));
-        }
-        cluster
-    }
-
-    fn spawn(&self, name: &str, role: &str, index: u64) -> Child {
-        let log = std::fs::File::create(self.directory.join(format!("{name}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .arg("ecast-node")
-            .arg("--cluster")
-            .arg(self.directory.join("cluster.toml"))
-            .arg(role)
-            .arg(index.to_string())
-            .arg("--exit-with-parent")
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    }
-
-    fn wait_until_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            let ready = self.client_ports.iter().all(|port| {
-                info(*port).is_some_and(|text| !text.contains("tessera_ecast_router_answers:0"))
-            });
-            if ready {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-
-    /// The running router whose log last says it is the primary of a normal view, in the
-    /// highest such view.
-    fn lead_router(&self) -> Option<usize> {
-        let mut lead: Option<(u64, usize)> = None;
-        for (index, child) in self.routers.iter().enumerate() {
-            if child.is_none() {
-                continue;
-            }
-            let log = std::fs::read_to_string(self.directory.join(format!("router-{index}.log")))
-                .unwrap_or_default();
-            let Some(line) = log.lines().rfind(|line| line.contains("info: view ")) else {
-                continue;
-            };
-            if !line.contains("Normal (primary)") {
-                continue;
-            }
-            let view = line
-                .split("info: view ")
-                .nth(1)
-                .and_then(|rest| rest.split(' ').next())
-                .and_then(|view| view.parse::<u64>().ok());
-            if let Some(view) = view {
-                if lead.is_none_or(|(known, _)| view > known) {
-                    lead = Some((view, index));
-                }
-            }
-        }
-        lead.map(|(_, index)| index)
-    }
-
-    fn kill(child: &mut Option<Child>) {
-        if let Some(mut child) = child.take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
+    })
 }
 
-impl Drop for SkyrosCluster {
-    fn drop(&mut self) {
-        for child in self.routers.iter_mut().chain(self.storage.iter_mut()) {
-            SkyrosCluster::kill(child);
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.directory);
-        }
-    }
-}
-
-fn info(port: u16) -> Option<String> {
-    let mut client = RespClient::connect(port, Duration::from_millis(200)).ok()?;
-    match client.call(&arguments(&["INFO", "tessera"])).ok()? {
-        Value::Bulk(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-        Value::Verbatim(text) => Some(text),
-        _ => None,
-    }
+fn start(name: &str, port: u16) -> PartitionedCluster {
+    let mut cluster = prepare(name, port);
+    cluster.launch();
+    cluster
 }
 
 /// A counter of the storage process's INFO (0 if absent).
@@ -171,20 +50,9 @@ fn info_counter(port: u16, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs it)");
-    assert!(output.status.success(), "redis-cli failed: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 #[test]
 fn skyros_partitions_serve_multi_partition_mset_and_mget_atomically_and_sets_in_one_round_trip() {
-    let cluster = SkyrosCluster::start("skyros-atomic", 14000);
+    let cluster = start("skyros-atomic", 14000);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -276,7 +144,7 @@ fn skyros_partitions_serve_multi_partition_mset_and_mget_atomically_and_sets_in_
 
 #[test]
 fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() {
-    let mut cluster = SkyrosCluster::start("skyros-chaos", 14010);
+    let mut cluster = start("skyros-chaos", 14010);
     assert!(
         cluster.wait_until_ready(Duration::from_secs(20)),
         "the cluster was not ready within 20 s"
@@ -308,13 +176,13 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     std::thread::sleep(Duration::from_millis(1_500));
     let lead = cluster.lead_router().expect("a router leads");
     let killed_at = load.now_us();
-    SkyrosCluster::kill(&mut cluster.routers[lead]);
+    cluster.kill_router(lead);
     let router_recovery_ms = load.wait_for_progress(killed_at, "killing the lead router");
     std::thread::sleep(Duration::from_millis(1_000));
     // A storage process: each of its 3 groups carries on with the other two (a Skyros view
     // change where it was the primary: the durability logs are recovered).
     let killed_at = load.now_us();
-    SkyrosCluster::kill(&mut cluster.storage[2]);
+    cluster.kill_storage(2);
     let storage_recovery_ms = load.wait_for_progress(killed_at, "killing a storage process");
     std::thread::sleep(Duration::from_millis(2_000));
     load.stop_and_read_back(&cluster.client_ports[..1]);
@@ -339,4 +207,116 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     assert!(completed > 50, "only {completed} operations completed");
     assert!(fast > 0, "no SET took the fast path");
     load.check();
+}
+
+/// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in.
+fn keys_in_partitions(
+    cluster: &PartitionedCluster,
+    prefix: &str,
+    count: usize,
+) -> Vec<(String, placement::ProcessId)> {
+    let routed = cluster.config.router_configuration();
+    let partition = |key: &str| {
+        routed
+            .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
+            .expect("every position has an owner")
+    };
+    let mut keys: Vec<(String, placement::ProcessId)> = Vec::new();
+    for key in (0..).map(|index| format!("{prefix}{index}")) {
+        if keys.len() == count {
+            break;
+        }
+        let owner = partition(&key);
+        if keys.iter().all(|(_, known)| *known != owner) {
+            keys.push((key, owner));
+        }
+    }
+    keys
+}
+
+/// The nilext gate on real processes (`docs/internals/ecast.md`, "Skyros partitions"). Deliveries
+/// to p's partition P lag by 250 ms (the routers' test fault `TESSERA_TEST_SLOW_PARTITION`). A
+/// writer MSETs p and q with increasing rounds and waits between rounds; while a round k is in
+/// flight (admitted at q's partition, not yet at P), a second client SETs q, then GETs p. If that
+/// GET misses round k and q still holds the SET's value after round k completed, the SET was
+/// ordered after the MSET and yet completed before P had it: a real-time cycle (the MSET before
+/// the SET at q's partition, the SET before the GET, the GET before the MSET at P). The gate
+/// refuses the SET the fast path there, so it is held until the watermark covers round k. With
+/// `TESSERA_CANARY_NILEXT_GATE_IGNORED` in the storage processes it fails.
+#[test]
+fn a_set_is_not_acknowledged_early_while_a_multi_partition_write_before_it_lags_elsewhere() {
+    let mut cluster = prepare("skyros-gate", 14020);
+    let keys = keys_in_partitions(&cluster, "g", 2);
+    let ((p, slow), (q, _)) = (keys[0].clone(), keys[1].clone());
+    cluster.router_env.push((
+        "TESSERA_TEST_SLOW_PARTITION".to_string(),
+        format!("{}:250", slow.0),
+    ));
+    cluster.launch();
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(30)),
+        "the cluster was not ready within 30 s"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    // Rounds started and completed by the writer.
+    let started = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (stop, started, done) = (stop.clone(), started.clone(), done.clone());
+        let (port, p, q) = (cluster.client_ports[0], p.clone(), q.clone());
+        std::thread::spawn(move || {
+            let mut client = RespClient::connect(port, Duration::from_secs(2)).unwrap();
+            let mut round = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                let value = round.to_string();
+                started.store(round, Ordering::SeqCst);
+                let reply = client.call(&arguments(&["MSET", &p, &value, &q, &value]));
+                assert_eq!(reply.unwrap(), Value::Simple("OK".into()));
+                done.store(round, Ordering::SeqCst);
+                // Time for the other client's last read before the next round overwrites q.
+                std::thread::sleep(Duration::from_millis(300));
+                round += 1;
+            }
+        })
+    };
+    let number = |value: Value| -> Option<u64> {
+        match value {
+            Value::Bulk(bytes) => String::from_utf8(bytes).ok()?.parse().ok(),
+            _ => None,
+        }
+    };
+    let mut client = RespClient::connect(cluster.client_ports[3], Duration::from_secs(2)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let (mut sets, mut lagging) = (0u64, 0u64);
+    while Instant::now() < deadline {
+        let round = started.load(Ordering::SeqCst);
+        if round == 0 || done.load(Ordering::SeqCst) >= round {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        // Round `round` is in flight: let q's partition admit it, then write q.
+        std::thread::sleep(Duration::from_millis(30));
+        let mine = format!("set{sets}");
+        let reply = client.call(&arguments(&["SET", &q, &mine])).unwrap();
+        assert_eq!(reply, Value::Simple("OK".into()));
+        sets += 1;
+        let seen = number(client.call(&arguments(&["GET", &p])).unwrap()).unwrap_or(0);
+        if seen >= round {
+            continue;
+        }
+        lagging += 1;
+        while done.load(Ordering::SeqCst) < round {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let after = client.call(&arguments(&["GET", &q])).unwrap();
+        assert_ne!(
+            after,
+            Value::Bulk(mine.clone().into_bytes()),
+            "SET {q} {mine} completed, then GET {p} missed MSET round {round}, yet after round {round} completed {q} still holds {mine}: the SET was ordered after the MSET but acknowledged before {p}'s partition had it"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    eprintln!("skyros gate: {sets} SETs during MSET rounds, {lagging} followed by a GET that missed the round");
+    assert!(sets >= 5, "only {sets} SETs while a round was in flight");
 }
