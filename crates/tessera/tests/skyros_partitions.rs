@@ -209,31 +209,6 @@ fn killing_the_lead_router_then_a_storage_process_loses_no_acknowledged_write() 
     load.check();
 }
 
-/// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in.
-fn keys_in_partitions(
-    cluster: &PartitionedCluster,
-    prefix: &str,
-    count: usize,
-) -> Vec<(String, placement::ProcessId)> {
-    let routed = cluster.config.router_configuration();
-    let partition = |key: &str| {
-        routed
-            .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
-            .expect("every position has an owner")
-    };
-    let mut keys: Vec<(String, placement::ProcessId)> = Vec::new();
-    for key in (0..).map(|index| format!("{prefix}{index}")) {
-        if keys.len() == count {
-            break;
-        }
-        let owner = partition(&key);
-        if keys.iter().all(|(_, known)| *known != owner) {
-            keys.push((key, owner));
-        }
-    }
-    keys
-}
-
 /// The nilext gate on real processes (`docs/internals/ecast.md`, "Skyros partitions"). Deliveries
 /// to p's partition P lag by 250 ms (the routers' test fault `TESSERA_TEST_SLOW_PARTITION`). A
 /// writer MSETs p and q with increasing rounds and waits between rounds; while a round k is in
@@ -246,7 +221,7 @@ fn keys_in_partitions(
 #[test]
 fn a_set_is_not_acknowledged_early_while_a_multi_partition_write_before_it_lags_elsewhere() {
     let mut cluster = prepare("skyros-gate", 14020);
-    let keys = keys_in_partitions(&cluster, "g", 2);
+    let keys = cluster.keys_in_partitions("g", 2);
     let ((p, slow), (q, _)) = (keys[0].clone(), keys[1].clone());
     cluster.router_env.push((
         "TESSERA_TEST_SLOW_PARTITION".to_string(),

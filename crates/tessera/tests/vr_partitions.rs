@@ -123,36 +123,10 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
     assert!(redis_cli(cluster.client_ports[0], &["READMODE", "basic"]).contains("not built"));
 }
 
-/// The partition (its id in the router configuration) that holds `key`.
-fn partition_of(cluster: &PartitionedCluster, key: &str) -> placement::ProcessId {
-    let routed = cluster.config.router_configuration();
-    routed
-        .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
-        .expect("every position has an owner")
-}
-
-/// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in.
-fn keys_in_partitions(cluster: &PartitionedCluster, prefix: &str, count: usize) -> Vec<String> {
-    let mut keys: Vec<String> = Vec::new();
-    for key in (0..).map(|index| format!("{prefix}{index}")) {
-        if keys.len() == count {
-            break;
-        }
-        let partition = partition_of(cluster, &key);
-        if keys
-            .iter()
-            .all(|known| partition_of(cluster, known) != partition)
-        {
-            keys.push(key);
-        }
-    }
-    keys
-}
-
 /// Two keys in different partitions (their owners under the router configuration differ).
 fn keys_in_two_partitions(cluster: &PartitionedCluster) -> (String, String) {
-    let keys = keys_in_partitions(cluster, "h", 2);
-    (keys[0].clone(), keys[1].clone())
+    let keys = cluster.keys_in_partitions("h", 2);
+    (keys[0].0.clone(), keys[1].0.clone())
 }
 
 /// The first counterexample of `docs/internals/ecast.md` on real processes: a writer MSETs two
@@ -249,9 +223,9 @@ fn a_bypass_read_never_sees_less_of_a_multi_partition_write_than_an_earlier_one(
 #[test]
 fn a_multi_partition_read_is_answered_only_once_every_message_before_it_is_admitted_everywhere() {
     let mut cluster = prepare("vr-rule-a", 12030);
-    let keys = keys_in_partitions(&cluster, "a", 3);
-    let (p, q, r) = (keys[0].clone(), keys[1].clone(), keys[2].clone());
-    let slow = partition_of(&cluster, &p);
+    let keys = cluster.keys_in_partitions("a", 3);
+    let (p, q, r) = (keys[0].0.clone(), keys[1].0.clone(), keys[2].0.clone());
+    let slow = keys[0].1;
     cluster.router_env.push((
         "TESSERA_TEST_SLOW_PARTITION".to_string(),
         format!("{}:250", slow.0),

@@ -21,8 +21,8 @@
 //! brought up to date by its group (VRR §4.3), so it rejoins under the same id.
 
 use super::config::{ClusterConfig, PartitionGroup};
-use super::gateway::{self, GatewayStatus};
-use super::link::{self, Frame, Links};
+use super::gateway::GatewayStatus;
+use super::link::{Frame, Links};
 use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
@@ -238,17 +238,12 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         listener,
         client_listener,
     } = super::storage::open(&config, id).await?;
-    let links = Links::new();
-    let status = Arc::new(GatewayStatus::default());
-    let gateway_frames = gateway::start(
-        config.clone(),
-        id,
-        links.clone(),
-        client_listener,
-        status.clone(),
-    );
-    let (frames, mut receiver) = mpsc::channel::<Frame>(65_536);
-    tokio::spawn(link::accept(listener, frames));
+    let super::storage::Serving {
+        links,
+        status,
+        gateway: gateway_frames,
+        frames: mut receiver,
+    } = super::storage::serve(&config, id, listener, client_listener);
     let mut partitions = BTreeMap::new();
     for group in config.partition_groups() {
         let Some(place) = group.members.iter().position(|member| *member == id) else {

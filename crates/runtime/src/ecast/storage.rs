@@ -97,17 +97,12 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     let initial = config.initial_configuration();
     let holds = initial.ranges_of(id);
     let tick_ms = config.tick_ms;
-    let links = Links::new();
-    let status = Arc::new(GatewayStatus::default());
-    let gateway_frames = gateway::start(
-        config.clone(),
-        id,
-        links.clone(),
-        client_listener,
-        status.clone(),
-    );
-    let (frames, mut receiver) = mpsc::channel::<Frame>(65_536);
-    tokio::spawn(link::accept(listener, frames));
+    let Serving {
+        links,
+        status,
+        gateway: gateway_frames,
+        frames: mut receiver,
+    } = serve(&config, id, listener, client_listener);
     let standby = initial.state(id) == Some(placement::ProcessState::Standby);
     let mut process = StorageProcess {
         id,
@@ -213,6 +208,42 @@ pub(super) struct Opened {
     pub listener: TcpListener,
     /// RESP clients.
     pub client_listener: TcpListener,
+}
+
+/// What a storage process of either kind runs beside its own task: the RESP gateway, and the
+/// E-Cast listener whose frames arrive on `frames`.
+pub(super) struct Serving {
+    pub links: Links,
+    pub status: Arc<GatewayStatus>,
+    /// Frames for the gateway (answers, stable notices, watermarks).
+    pub gateway: mpsc::UnboundedSender<Frame>,
+    pub frames: mpsc::Receiver<Frame>,
+}
+
+/// Starts the gateway on `client_listener` and accepts E-Cast links on `listener`.
+pub(super) fn serve(
+    config: &ClusterConfig,
+    id: ProcessId,
+    listener: TcpListener,
+    client_listener: TcpListener,
+) -> Serving {
+    let links = Links::new();
+    let status = Arc::new(GatewayStatus::default());
+    let gateway = gateway::start(
+        config.clone(),
+        id,
+        links.clone(),
+        client_listener,
+        status.clone(),
+    );
+    let (sender, frames) = mpsc::channel::<Frame>(65_536);
+    tokio::spawn(link::accept(listener, sender));
+    Serving {
+        links,
+        status,
+        gateway,
+        frames,
+    }
 }
 
 /// Starts the log, marks the process's directory as run, and binds its two listeners.

@@ -216,6 +216,34 @@ impl PartitionedCluster {
         last.len() == replication && last.values().all(|normal| *normal)
     }
 
+    /// The partition (its id in the router configuration) that holds `key` (hash placement).
+    pub fn partition_of(&self, key: &str) -> placement::ProcessId {
+        self.config
+            .router_configuration()
+            .owner(runtime::ecast::payload::KeyPlacement::hash().position(key.as_bytes()))
+            .expect("every position has an owner")
+    }
+
+    /// Keys `{prefix}0`, `{prefix}1`, … each in a partition none of the earlier ones is in,
+    /// with their partitions.
+    pub fn keys_in_partitions(
+        &self,
+        prefix: &str,
+        count: usize,
+    ) -> Vec<(String, placement::ProcessId)> {
+        let mut keys: Vec<(String, placement::ProcessId)> = Vec::new();
+        for key in (0..).map(|index| format!("{prefix}{index}")) {
+            if keys.len() == count {
+                break;
+            }
+            let partition = self.partition_of(&key);
+            if keys.iter().all(|(_, known)| *known != partition) {
+                keys.push((key, partition));
+            }
+        }
+        keys
+    }
+
     /// Runs `tessera admin --cluster FILE words…`: (success, stdout, stderr).
     pub fn admin(&self, words: &[&str]) -> (bool, String, String) {
         let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
