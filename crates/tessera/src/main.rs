@@ -96,13 +96,19 @@ fn main() -> anyhow::Result<()> {
         Subcommands::Node {
             config,
             exit_with_parent,
-        } => run_node(config, exit_with_parent),
+        } => {
+            fail_stop_on_panic();
+            run_node(config, exit_with_parent)
+        }
         Subcommands::EcastNode {
             cluster,
             router,
             storage,
             exit_with_parent,
-        } => run_ecast_node(cluster, router, storage, exit_with_parent),
+        } => {
+            fail_stop_on_panic();
+            run_ecast_node(cluster, router, storage, exit_with_parent)
+        }
         Subcommands::Admin(arguments) => {
             // A refusal is an answer, not a crash: its reason on one line, exit 1.
             if let Err(error) = admin::run(arguments) {
@@ -119,6 +125,40 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A node process is fail-stop: a panic anywhere in it (a bug; nothing a client or a peer sends
+/// may cause one) ends the whole process instead of one tokio task. Tokio catches a task's
+/// panic and keeps the runtime going, which would leave a process that is up, holds its ports
+/// and answers heartbeats, but no longer runs the task that served its replica: its peers
+/// would wait for it forever instead of handling a crash, which every protocol here does
+/// (view change, suspicion, recovery).
+fn fail_stop_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        eprintln!("tessera: a panic is a bug; this process stops so its peers can handle a crash");
+        std::process::abort();
+    }));
+}
+
+/// The test fault `TESSERA_TEST_PANIC_AFTER_MS=<ms>` (debug builds only): a task of this
+/// process panics that long after start, as a bug would; `fail_stop_on_panic` must then end
+/// the process (`ecast_cluster.rs` checks it).
+fn panic_later_if_asked() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Some(delay) = std::env::var("TESSERA_TEST_PANIC_AFTER_MS")
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        panic!("TESSERA_TEST_PANIC_AFTER_MS: a task panics, as a bug would");
+    });
 }
 
 /// Tokio worker threads per node: `TESSERA_WORKER_THREADS`, default 2.
@@ -156,6 +196,7 @@ fn run_ecast_node(
         .build()
         .context("cannot start the async runtime")?;
     tokio.block_on(async move {
+        panic_later_if_asked();
         match (router, storage) {
             (Some(index), _) => runtime::ecast::router::start(config, index).await,
             (None, Some(id)) => {

@@ -6,7 +6,8 @@
 //! router, then of a storage process, then (after the killed router recovered) of the lead
 //! router again, under concurrent clients, loses no acknowledged write, the history checked
 //! for linearisability with `lincheck`; (c) DBSIZE, KEYS, SCAN and FLUSHALL count every key
-//! once although each is on 3 storage processes, also after one of them was killed.
+//! once although each is on 3 storage processes, also after one of them was killed; a task that
+//! panics stops its whole process (fail-stop).
 
 mod support;
 
@@ -446,6 +447,43 @@ fn garbage_on_every_port_takes_no_process_down() {
         redis_cli(9684, &["MGET", "g1", "g2", "g3", "g4"]).trim(),
         "a\nb\nc\nd"
     );
+}
+
+/// A node process is fail-stop: a task that panics (a bug, injected here by the debug-only
+/// fault `TESSERA_TEST_PANIC_AFTER_MS`) takes its whole process down with SIGABRT, so peers see
+/// a crash, instead of leaving a process that is up but no longer serves. Without
+/// `fail_stop_on_panic` (tried by hand) tokio swallows the panic and every storage process
+/// stays up, which fails this test.
+#[test]
+fn a_panicking_task_stops_its_whole_process() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut cluster = PartitionedCluster::prepare(
+        "ecast-fail-stop",
+        9690,
+        (ROUTERS, STORAGE, REPLICATION),
+        |_| {},
+    );
+    cluster.storage_env = vec![("TESSERA_TEST_PANIC_AFTER_MS".into(), "1000".into())];
+    cluster.launch();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (index, child) in cluster.storage.iter_mut().enumerate() {
+        let child = child.as_mut().expect("every process was started");
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "storage {index} is still up 20 s after its task panicked"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(status.signal(), Some(6), "storage {index}: {status:?}");
+    }
+    for (index, child) in cluster.routers.iter_mut().enumerate() {
+        let child = child.as_mut().expect("every process was started");
+        assert!(child.try_wait().unwrap().is_none(), "router {index} exited");
+    }
 }
 
 // ----- (c) Commands without a key: DBSIZE, KEYS, SCAN, FLUSHALL over the whole ring. -----
