@@ -82,8 +82,13 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
             .join("cluster.toml")
     });
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    if config.partitions.grouped() {
-        bail!("tessera admin is not built for vr or skyros partitions yet: their groups are fixed at start (a keyspace change's cut and copies are built and simulated, not driven by the runtime; docs/internals/rubberband.md, \"Rubberband over `vr` partitions\")");
+    // `vr` partitions at replication 1 reconfigure (each process a one-member group: a
+    // keyspace change is a cut in the affected groups' logs and copies between them,
+    // docs/internals/rubberband.md "Rubberband over `vr` partitions"); other grouped clusters
+    // are fixed at start.
+    let fixed = config.partitions.grouped() && !config.elastic_groups();
+    if fixed && !matches!(arguments.command, AdminCommand::Status) {
+        bail!("refused: {}", config.fixed_groups_reason());
     }
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
