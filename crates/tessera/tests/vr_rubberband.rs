@@ -2,8 +2,8 @@
 //! at replication 1 (every storage process a one-member VR group of its own, standbys
 //! included; `runtime::ecast::partition_host`), 3 E-Cast routers, reconfigured with
 //! `tessera admin` while checked clients run.
-//! (a) expand from one active process to three, rebalance, contract back to one, under load:
-//! every change completes, the history (single-partition operations on the bypass,
+//! (a) expand from one active process to three, rebalance, contract back to one, replace the
+//! last one by a standby and let another standby leave, under load: every change completes, the history (single-partition operations on the bypass,
 //! multi-partition ones through E-Cast) is linearisable, every preloaded key keeps its value
 //! and the contracted groups end up empty. The storage processes run with
 //! `TESSERA_TEST_COPY_DELAY_MS` (a cut's copies leave the sender only 300 ms after the cut), so
@@ -138,7 +138,7 @@ fn start_load(ports: Vec<u16>) -> Load {
 }
 
 /// The elasticity run: 3 storage processes, 1 active; expand twice, rebalance process 1,
-/// contract processes 1 and 2, under load. Err: what went wrong (the canary's run must end
+/// contract processes 1 and 2, replace 3 by 1, 2 leaves, under load. Err: what went wrong (the canary's run must end
 /// here or panic in the checks).
 fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     let cluster = start(name, port, 3, 1, canary);
@@ -177,8 +177,32 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
         let (_, processes) = status(&cluster);
         processes[&1][4] == "0" && processes[&2][4] == "0"
     });
-    let checked = check_preload(cluster.client_ports[2]);
-    load.stop_and_read_back(&[cluster.client_ports[2]]);
+    // The standby 1 takes process 3's place (a copy of the whole ring), and the standby 2
+    // leaves (a membership message).
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.admin_ok(&["replace", "--process", "3", "--with", "1"]);
+    cluster.admin_ok(&["leave", "--process", "2"]);
+    let (version, processes) = status(&cluster);
+    assert_eq!(version, 7);
+    assert_eq!(processes[&1][1], "active", "{processes:?}");
+    assert_eq!(processes[&3][1], "standby", "{processes:?}");
+    assert_eq!(processes[&2][1], "gone", "{processes:?}");
+    // What the run went through, from the storage processes' logs: copies installed (each
+    // after its receiver deferred for at least the copy delay) and bypass requests answered
+    // `Moved` (re-planned by their gateways).
+    let logs: String = (1..=3)
+        .map(|id| {
+            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
+                .unwrap_or_default()
+        })
+        .collect();
+    let installs = logs.matches("installed the copy of version").count();
+    let moved = logs.matches("answered Moved").count();
+    eprintln!("{installs} copies installed, {moved} bypass requests answered Moved");
+    assert!(installs >= 6, "only {installs} copies installed");
+    assert!(moved >= 1, "no bypass request was answered Moved");
+    let checked = check_preload(cluster.client_ports[0]);
+    load.stop_and_read_back(&[cluster.client_ports[0]]);
     let completed = load.completed();
     assert!(completed > 200, "only {completed} operations completed");
     load.check();

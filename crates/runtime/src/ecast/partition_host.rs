@@ -641,6 +641,14 @@ impl Host {
             .is_some_and(|duty| duty.client == client);
         if !own {
             // A gateway's bypass lane (its client id names its storage process).
+            if let (true, Message::Reply(reply)) = (self.config.elastic_groups(), &message) {
+                if PartitionResult::decode(&reply.result) == PartitionResult::Moved {
+                    log::info(format_args!(
+                        "partition {}: request {} of client {:#x} answered Moved (its keys moved away)",
+                        partition.0, reply.request.0, reply.client.0
+                    ));
+                }
+            }
             let frame = Frame::PartitionReply { partition, message };
             self.to_gateway(ProcessId(client.0), frame);
             return;
@@ -661,6 +669,10 @@ impl Host {
             }
             PartitionResult::Installed => {
                 if let Some((version, from)) = install {
+                    log::info(format_args!(
+                        "partition {}: installed the copy of version {} from partition {}",
+                        partition.0, version.0, from.0
+                    ));
                     self.send_group(
                         from,
                         Frame::PartitionInstalled {
@@ -775,6 +787,10 @@ impl Host {
                 // A held single-partition operation whose keys a cut moved away: answered as
                 // its lane's VR reply would be, so that the gateway re-plans it.
                 Released::Moved { client, number } => {
+                    log::info(format_args!(
+                        "partition {}: request {number} of client {client:#x} answered Moved (held, then its keys moved away)",
+                        partition.0
+                    ));
                     let reply = Reply {
                         view: duty.view,
                         client: ClientId(*client),
