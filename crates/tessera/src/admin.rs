@@ -1,5 +1,8 @@
-//! `tessera admin`: the super process of a partitioned (`sequenced`) cluster by hand
-//! (Crescando/RB §6.1, §6.4–6.5). `status` prints the configuration and each storage
+//! `tessera admin`: the super process of a partitioned cluster by hand (Crescando/RB §6.1,
+//! §6.4–6.5): a `sequenced` one, or a `vr` one at replication 1 (each storage process a
+//! one-member VR group; a keyspace change cuts the affected groups' logs and copies between
+//! them). `vr` clusters above replication 1 and `skyros` clusters refuse every command but
+//! `status`, with the reason. `status` prints the configuration and each storage
 //! process's migration state; a keyspace command (expand, contract, replace, rebalance) reads
 //! the configuration from the routers, plans the change with `placement::Planner::propose`,
 //! submits it through its own `ecast::Sender`, and waits until every receiver installed its
@@ -22,8 +25,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct AdminArguments {
-    /// The cluster file (`tessera dev --protocol sequenced` writes it to
-    /// `<data-dir>/cluster.toml`; by default the temporary directory's `tessera-dev`).
+    /// The cluster file (`tessera dev --protocol sequenced`, or `--protocol vr --replication 1`,
+    /// writes it to `<data-dir>/cluster.toml`; by default the temporary directory's
+    /// `tessera-dev`). A `vr` cluster above replication 1 or a `skyros` one takes only `status`.
     #[arg(long)]
     cluster: Option<PathBuf>,
     /// Give up waiting for a migration after this many seconds (exit 1).
