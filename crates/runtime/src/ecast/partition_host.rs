@@ -844,8 +844,15 @@ impl Host {
                 unreachable!("matched above");
             };
             // The cut starts from the holdings after every cut logged before it (the
-            // previous request, if it was one, has committed: one request in flight).
+            // previous request, if it was one, has committed: one request in flight). Only a
+            // cut that is next in the chain is logged: an early one (a delivery before it is
+            // missing) is dropped and comes back with the forwarder's resends, so that no cut
+            // is ever planned before an earlier one is in the log (the rules could drop that
+            // one, `Ignored::BufferFull`, and a later cut would start from the wrong holdings).
             let machine = hosted.replica.state_machine();
+            if share.previous > machine.rules().logged() {
+                return None;
+            }
             let before = machine
                 .holds_logged()
                 .cloned()
