@@ -493,6 +493,38 @@ mod tests {
     }
 
     #[test]
+    fn a_vr_cluster_takes_standbys_and_routes_to_its_processes_only_at_replication_1() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.partitions = PartitionMode::Vr;
+        let config = config.with_active(1).unwrap();
+        assert!(config.elastic_groups());
+        // One one-member group per storage process, standbys included (holding nothing).
+        let groups = config.partition_groups();
+        assert_eq!(groups.len(), 3);
+        assert!(groups
+            .iter()
+            .all(|group| group.members == vec![group.partition]));
+        assert!(groups[0].arc.is_whole());
+        assert!(groups[1].arc.is_empty() && groups[2].arc.is_empty());
+        // The routers' configuration is the real one (standbys included).
+        assert_eq!(
+            config.router_configuration(),
+            config.initial_configuration()
+        );
+        let mut above =
+            ClusterConfig::loopback(7, 3, 3, 2, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        above.partitions = PartitionMode::Vr;
+        let error = above.with_active(2).unwrap_err();
+        assert!(error.contains("only at replication 1"), "{error}");
+        let mut skyros =
+            ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        skyros.partitions = PartitionMode::Skyros;
+        assert!(!skyros.elastic_groups());
+        assert!(skyros.with_active(1).unwrap_err().contains("skyros"));
+    }
+
+    #[test]
     fn a_vr_cluster_file_parses_back_with_one_router_destination_per_partition() {
         let mut config =
             ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
