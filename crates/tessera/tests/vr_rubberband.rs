@@ -253,3 +253,75 @@ fn a_vr_cluster_above_replication_1_refuses_keyspace_changes_with_the_reason() {
         );
     }
 }
+
+/// Forged and malformed copy frames (`Frame::PartitionCopy`, `Frame::PartitionInstalled`) take
+/// no storage process down and change no data: a zero or huge part count, a part past the
+/// count, a whole copy for a version the group never cut and from a group that does not
+/// exist, an acknowledgement of a copy nobody sent.
+#[test]
+fn forged_copy_frames_take_no_storage_process_down_and_change_nothing() {
+    use placement::{ConfigVersion, ProcessId};
+    use runtime::ecast::link::{self, Frame};
+    use std::io::Write;
+    use std::net::TcpStream;
+    let cluster = start("vrrb-forged", 16090, 2, 2, false);
+    let port = cluster.client_ports[0];
+    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["SET", "before", "1"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+    // `PartitionStore::export`'s encoding (postcard) of one record: before = forged.
+    let mut records = vec![1, 6];
+    records.extend(b"before");
+    records.push(6);
+    records.extend(b"forged");
+    let copy = |version: u64, from: u64, to: u64, part: u32, parts: u32, records: Vec<u8>| {
+        Frame::PartitionCopy {
+            version: ConfigVersion(version),
+            from: ProcessId(from),
+            to: ProcessId(to),
+            part,
+            parts,
+            records,
+        }
+    };
+    let forged = [
+        copy(1, 2, 1, 0, 0, records.clone()),
+        copy(1, 2, 1, 0, u32::MAX, records.clone()),
+        copy(1, 2, 1, 5, 2, records.clone()),
+        copy(1, 2, 1, 0, 1, vec![0xff; 64]),
+        // Whole copies for versions group 1 never cut, from a real and a made-up group.
+        copy(9, 2, 1, 0, 1, records.clone()),
+        copy(0, 77, 1, 0, 1, records.clone()),
+        copy(0, 2, 77, 0, 1, records.clone()),
+        Frame::PartitionInstalled {
+            version: ConfigVersion(3),
+            from: ProcessId(1),
+            to: ProcessId(2),
+        },
+        Frame::PartitionInstalled {
+            version: ConfigVersion(u64::MAX),
+            from: ProcessId(77),
+            to: ProcessId(1),
+        },
+    ];
+    let mut bytes = Vec::new();
+    for frame in forged {
+        bytes.extend(link::encode(&frame));
+    }
+    let mut stream = TcpStream::connect(cluster.config.storage[0].address).unwrap();
+    stream.write_all(&bytes).unwrap();
+    drop(stream);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        client.call(&arguments(&["GET", "before"])).unwrap(),
+        Value::Bulk(b"1".to_vec()),
+        "a forged copy changed the data"
+    );
+    assert_eq!(
+        client.call(&arguments(&["SET", "after", "2"])).unwrap(),
+        Value::Simple("OK".into())
+    );
+}
