@@ -302,6 +302,8 @@ pub struct GatewayStats {
     pub unexpected_answers: u64,
     /// `skyros` partitions: nilext writes completed by acknowledgements, before ordering.
     pub nilext_fast: u64,
+    /// Bypass requests answered `Moved` (a keyspace cut moved their keys) and re-planned.
+    pub bypass_moved: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1059,6 +1061,14 @@ impl<A: Clone> Gateway<A> {
             }
             PartitionResult::Error(reason) => {
                 self.complete(id, Completion::Failed(Failure::Lost(reason)), effects)
+            }
+            // A keyspace cut moved its keys away (Rubberband over `vr` partitions): it did not
+            // execute. Re-planned against a fresh configuration, through the routers (whose
+            // configuration version check refuses a plan that is stale again).
+            PartitionResult::Moved => {
+                self.stats.bypass_moved += 1;
+                self.need_configuration = true;
+                self.set_phase(id, Phase::Queued);
             }
             _ => {}
         }

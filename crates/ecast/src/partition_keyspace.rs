@@ -68,6 +68,29 @@ impl PartitionCut {
         }
         cut
     }
+
+    /// Group `process`'s holdings after an instruction list, given its holdings `before`:
+    /// what it deletes is gone, what it receives is added. With one member per group
+    /// (replication 1, a group per storage process) the new configuration's ranges of the
+    /// process are exactly this, which lets a group's driver plan its cut without the
+    /// configuration history (the instruction list is checked by `placement::apply` against
+    /// the configuration it transforms).
+    pub fn holds_after(
+        instructions: &[Instruction],
+        process: ProcessId,
+        before: &PositionSet,
+    ) -> PositionSet {
+        let mut holds = before.clone();
+        let mut received = PositionSet::empty();
+        for instruction in placement::plan::project(instructions, process) {
+            match instruction {
+                EngineInstruction::Delete { range } => holds = holds.difference(&range),
+                EngineInstruction::Receive { range, .. } => received = received.union(&range),
+                EngineInstruction::Send { .. } => {}
+            }
+        }
+        holds.union(&received)
+    }
 }
 
 #[cfg(test)]
@@ -117,5 +140,54 @@ mod tests {
         assert!(receiver.sends.is_empty());
         assert_eq!(receiver.receives, vec![ProcessId(1), ProcessId(3)]);
         assert_eq!(receiver.version, ConfigVersion(4));
+    }
+
+    #[test]
+    fn holdings_after_an_expansion_and_a_contraction_follow_the_instruction_list() {
+        let low = PositionSet::from_inclusive(Position(0), Position(9));
+        let high = PositionSet::from_inclusive(Position(10), Position(19));
+        let whole = low.union(&high);
+        // Process 2 takes `high` over from process 1 (an expansion at replication 1).
+        let expand = vec![
+            Instruction::Copy {
+                from: ProcessId(1),
+                to: ProcessId(2),
+                range: high.clone(),
+            },
+            Instruction::Delete {
+                at: ProcessId(1),
+                range: high.clone(),
+            },
+        ];
+        assert_eq!(
+            PartitionCut::holds_after(&expand, ProcessId(1), &whole),
+            low
+        );
+        assert_eq!(
+            PartitionCut::holds_after(&expand, ProcessId(2), &PositionSet::empty()),
+            high
+        );
+        assert_eq!(
+            PartitionCut::holds_after(&expand, ProcessId(3), &low),
+            low,
+            "a process the list does not name keeps what it held"
+        );
+        // …and gives it back (a contraction).
+        let contract = vec![
+            Instruction::Copy {
+                from: ProcessId(2),
+                to: ProcessId(1),
+                range: high.clone(),
+            },
+            Instruction::Delete {
+                at: ProcessId(2),
+                range: high.clone(),
+            },
+        ];
+        assert_eq!(
+            PartitionCut::holds_after(&contract, ProcessId(1), &low),
+            whole
+        );
+        assert!(PartitionCut::holds_after(&contract, ProcessId(2), &high).is_empty());
     }
 }

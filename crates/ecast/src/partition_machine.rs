@@ -308,6 +308,15 @@ impl<D: PartitionData> PartitionMachine<D> {
         self.holds.as_ref()
     }
 
+    /// The holdings after every keyspace cut logged so far, executed or not (a cut waits in
+    /// the log for earlier entries): what the next cut's driver starts from.
+    pub fn holds_logged(&self) -> Option<&PositionSet> {
+        match self.cuts.last_key_value() {
+            Some((_, cut)) => Some(&cut.holds),
+            None => self.holds.as_ref(),
+        }
+    }
+
     /// The version of the last keyspace cut the group executed.
     pub fn version(&self) -> ConfigVersion {
         self.version

@@ -5,7 +5,8 @@
 
 use ecast::{
     BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
-    GatewaySettings, PartitionOperation, PartitionQuery, PartitionResult,
+    GatewaySettings, Operation, OperationResult, PartitionOperation, PartitionQuery,
+    PartitionResult, Query,
 };
 use placement::{Configuration, Position, ProcessId};
 use std::collections::BTreeMap;
@@ -263,6 +264,60 @@ fn a_command_over_several_partitions_goes_to_the_routers() {
     assert!(effects
         .iter()
         .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
+}
+
+/// Rubberband over `vr` partitions: a bypass request answered `Moved` (a keyspace cut moved
+/// its keys away; it did not execute) does not complete; the gateway re-reads the
+/// configuration and sends the command through the routers, never to the partition again.
+#[test]
+fn a_command_answered_moved_is_replanned_through_the_routers_after_a_configuration_query() {
+    let mut gateway = gateway(1);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    let (_, _, request) = partition_requests(&effects)[0].clone();
+    let effects = step(&mut gateway, reply(&request, PartitionResult::Moved));
+    assert!(completed(&effects).is_empty(), "Moved is not an answer");
+    let queries: Vec<Request> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Request { request, .. } => Some(request.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(queries.len(), 1, "{effects:?}");
+    assert_eq!(
+        Operation::decode(&queries[0].operation).unwrap(),
+        Operation::Query(Query::Configuration)
+    );
+    for _ in 0..50 {
+        let effects = step(&mut gateway, GatewayInput::Tick);
+        assert!(partition_requests(&effects).is_empty(), "{effects:?}");
+    }
+    // The routers answer the configuration: the command is submitted to them.
+    let answer = GatewayInput::Router(Message::Reply(Reply {
+        view: View(0),
+        client: queries[0].client,
+        request: queries[0].request,
+        result: OperationResult::Configuration(ring()).encode(),
+    }));
+    let effects = step(&mut gateway, answer);
+    let submitted = effects.iter().any(|effect| match effect {
+        GatewayEffect::Request { request, .. } => {
+            request.kind == RequestKind::Write
+                && matches!(
+                    Operation::decode(&request.operation),
+                    Ok(Operation::Submit { .. })
+                )
+        }
+        _ => false,
+    });
+    assert!(submitted, "{effects:?}");
+    assert!(partition_requests(&effects).is_empty());
 }
 
 /// `skyros` partitions (`with_skyros`): a nilext write goes to every member as a Skyros

@@ -200,7 +200,7 @@ fn wait_and_report(
             config.data_dir.display()
         ),
     }
-    if config.partitions == PartitionMode::Sequenced {
+    if config.partitions == PartitionMode::Sequenced || config.elastic_groups() {
         println!(
             "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
             config.data_dir.join("cluster.toml").display()

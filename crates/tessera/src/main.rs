@@ -60,8 +60,8 @@ enum Subcommands {
         #[arg(long)]
         exit_with_parent: bool,
     },
-    /// Change a partitioned (`sequenced`) cluster's ring while it serves: status, expand,
-    /// contract, replace, rebalance, join, leave (Rubberband).
+    /// Change a partitioned cluster's ring while it serves (`sequenced`, or `vr` at
+    /// replication 1): status, expand, contract, replace, rebalance, join, leave (Rubberband).
     Admin(admin::AdminArguments),
     /// Workload generators.
     #[command(subcommand)]

@@ -174,10 +174,11 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
-        if self.partitions.grouped() && self.storage.iter().any(|s| s.standby) {
-            return Err(
-                "standbys are not built for vr partitions (groups are fixed at start)".into(),
-            );
+        if self.partitions.grouped()
+            && !self.elastic_groups()
+            && self.storage.iter().any(|s| s.standby)
+        {
+            return Err(self.fixed_groups_reason());
         }
         for (index, storage) in self.storage.iter().enumerate() {
             if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
@@ -249,7 +250,32 @@ impl ClusterConfig {
     /// destination per partition: the partition is named by its owner's id, sits at the
     /// owner's identifier and has replication 1 (the group replicates itself), so E-Cast's
     /// routing sends each key to exactly the partition whose arc holds it.
+    /// `vr` partitions at replication 1: every storage process (standbys included) is a
+    /// one-member VR group of its own, named by its process id, so a keyspace change never
+    /// changes a group's members and `tessera admin` drives it (`partition_host`; Rubberband
+    /// over `vr` partitions in `docs/internals/rubberband.md`). The routers' destinations are
+    /// the processes themselves: their configuration is the real one and follows every
+    /// accepted configuration message.
+    pub fn elastic_groups(&self) -> bool {
+        self.partitions == PartitionMode::Vr && self.replication == 1
+    }
+
+    /// Why this grouped cluster's groups are fixed at start (standbys and keyspace changes
+    /// refused).
+    pub fn fixed_groups_reason(&self) -> String {
+        match self.partitions {
+            PartitionMode::Skyros => "skyros partitions cannot change their keyspace yet: a cut must first finalise the pending nilext writes (Skyros's \"a read finalises\"), which the runtime does not drive; standbys and tessera admin keyspace changes are refused".to_string(),
+            _ => format!(
+                "vr partitions change their keyspace only at replication 1 (this cluster has {}): at f > 1 successor replication moves members between groups, which needs a new VR group per (arc, version) (VRR section 7's epochs), not built; standbys and tessera admin keyspace changes are refused",
+                self.replication
+            ),
+        }
+    }
+
     pub fn router_configuration(&self) -> Configuration {
+        if self.elastic_groups() {
+            return self.initial_configuration();
+        }
         match self.partitions {
             PartitionMode::Sequenced => self.initial_configuration(),
             PartitionMode::Vr | PartitionMode::Skyros => {
@@ -267,6 +293,21 @@ impl ClusterConfig {
     /// `vr` mode: every partition (named by its owner) with its group's members in ring
     /// order (a member's replica index is its place in the list) and its arc.
     pub fn partition_groups(&self) -> Vec<PartitionGroup> {
+        if self.elastic_groups() {
+            let initial = self.initial_configuration();
+            return self
+                .storage
+                .iter()
+                .map(|storage| {
+                    let process = ProcessId(storage.id);
+                    PartitionGroup {
+                        partition: process,
+                        members: vec![process],
+                        arc: initial.ranges_of(process),
+                    }
+                })
+                .collect();
+        }
         self.initial_configuration()
             .partitions()
             .into_iter()
@@ -449,6 +490,38 @@ mod tests {
         config.range_prefixes.push("user:eu:".into());
         let error = config.validate().unwrap_err();
         assert!(error.contains("overlap"), "{error}");
+    }
+
+    #[test]
+    fn a_vr_cluster_takes_standbys_and_routes_to_its_processes_only_at_replication_1() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.partitions = PartitionMode::Vr;
+        let config = config.with_active(1).unwrap();
+        assert!(config.elastic_groups());
+        // One one-member group per storage process, standbys included (holding nothing).
+        let groups = config.partition_groups();
+        assert_eq!(groups.len(), 3);
+        assert!(groups
+            .iter()
+            .all(|group| group.members == vec![group.partition]));
+        assert!(groups[0].arc.is_whole());
+        assert!(groups[1].arc.is_empty() && groups[2].arc.is_empty());
+        // The routers' configuration is the real one (standbys included).
+        assert_eq!(
+            config.router_configuration(),
+            config.initial_configuration()
+        );
+        let mut above =
+            ClusterConfig::loopback(7, 3, 3, 2, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        above.partitions = PartitionMode::Vr;
+        let error = above.with_active(2).unwrap_err();
+        assert!(error.contains("only at replication 1"), "{error}");
+        let mut skyros =
+            ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        skyros.partitions = PartitionMode::Skyros;
+        assert!(!skyros.elastic_groups());
+        assert!(skyros.with_active(1).unwrap_err().contains("skyros"));
     }
 
     #[test]

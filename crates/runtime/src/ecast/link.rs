@@ -179,6 +179,27 @@ pub enum Frame {
         sender: ProcessId,
         stable: Vec<(Sequence, Timestamp)>,
     },
+    /// 27. `vr` partitions, Rubberband (`partition_host`): part `part` of `parts` of the copy
+    ///     that group `from` captured at its cut of `version` for group `to`
+    ///     (`PartitionMachine::outgoing`'s bytes, cut into frames of at most
+    ///     `partition_host::COPY_PART_BYTES`), from the sending group's primary to every member
+    ///     of the receiving group, whose primary logs the whole copy as one `Install`. Resent
+    ///     until acknowledged.
+    PartitionCopy {
+        version: ConfigVersion,
+        from: ProcessId,
+        to: ProcessId,
+        part: u32,
+        parts: u32,
+        records: Vec<u8>,
+    },
+    /// 28. `vr` partitions, Rubberband: group `to` installed (committed) group `from`'s copy of
+    ///     `version`; to every member of `from`, whose primary logs `Installed`.
+    PartitionInstalled {
+        version: ConfigVersion,
+        from: ProcessId,
+        to: ProcessId,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.
