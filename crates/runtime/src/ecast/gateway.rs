@@ -950,7 +950,10 @@ impl Connection {
                 };
                 if isolation != Isolation::Sequential && self.config.partitions.grouped() {
                     return Value::Error(
-                        "ERR READMODE snapshot and basic are not built for vr partitions".into(),
+                        "ERR READMODE snapshot and basic are not built for vr/skyros partitions \
+                         (docs/internals/ecast.md says what they would guarantee); \
+                         use sequential"
+                            .into(),
                     );
                 }
                 self.isolation = isolation;
