@@ -304,6 +304,17 @@ pub struct GatewayStats {
     pub nilext_fast: u64,
     /// Bypass requests answered `Moved` (a keyspace cut moved their keys) and re-planned.
     pub bypass_moved: u64,
+    /// `skyros` partitions: nilext writes sent on the slow path because their
+    /// acknowledgements could no longer form a quorum (`NilextQuorum::hopeless`).
+    pub nilext_slow_hopeless: u64,
+    /// `skyros` partitions: nilext writes sent on the slow path after two unanswered rounds.
+    pub nilext_slow_rounds: u64,
+    /// `skyros` partitions: nilext writes completed by the primary's reply.
+    pub nilext_replied: u64,
+    /// Single-partition requests resent (or asked for their result) after `retry_ticks`.
+    pub bypass_resends: u64,
+    /// `skyros` partitions: nilext writes answered by a member's executed acknowledgement.
+    pub nilext_executed_acks: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -838,10 +849,14 @@ impl<A: Clone> Gateway<A> {
             Phase::BypassSent { attempts, .. } => attempts,
             _ => 0,
         };
-        bypass
+        let (_, _, slow) = bypass
             .quorums
             .entry(id)
             .or_insert_with(|| (vr::NilextQuorum::new(), result, false));
+        if attempts >= 2 && !*slow {
+            *slow = true;
+            self.stats.nilext_slow_rounds += 1;
+        }
         let operation = PartitionOperation::Single {
             client: client.0,
             number: number.0,
@@ -900,6 +915,14 @@ impl<A: Clone> Gateway<A> {
         if sent != request {
             return;
         }
+        if let (true, Some(recorded)) = (executed, &result) {
+            // A member that already executed it (a backup whose Commit overtook our copy)
+            // acknowledges with the recorded result: the same as the primary's reply.
+            let result = PartitionResult::decode(recorded);
+            self.stats.nilext_executed_acks += 1;
+            self.on_bypass_result(partition, client, request, result, effects);
+            return;
+        }
         let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
         let decode = bypass.decode;
         let Some((quorum, bytes, slow)) = bypass.quorums.get_mut(&id) else {
@@ -911,6 +934,7 @@ impl<A: Clone> Gateway<A> {
                 // executed the latest ordered op yet, say): the slow path at once, rather than
                 // after two rounds. It completes on the primary's reply.
                 *slow = true;
+                self.stats.nilext_slow_hopeless += 1;
                 let number = request;
                 let operation = PartitionOperation::Single {
                     client: client.0,
@@ -975,6 +999,7 @@ impl<A: Clone> Gateway<A> {
                 continue;
             }
             *attempts += 1;
+            self.stats.bypass_resends += 1;
             *sent_at = now;
             if let Some(at) = held_at {
                 *at = now;
@@ -1041,6 +1066,9 @@ impl<A: Clone> Gateway<A> {
         match result {
             PartitionResult::Executed(bytes) => match decode(&bytes) {
                 Some(answers) => {
+                    if bypass.quorums.contains_key(&id) {
+                        self.stats.nilext_replied += 1;
+                    }
                     let parts = pending.command.parts().to_vec();
                     let answers = answers
                         .into_iter()

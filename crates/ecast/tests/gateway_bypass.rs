@@ -398,3 +398,65 @@ fn a_skyros_nilext_write_completes_on_a_supermajority_with_the_primary() {
     assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 43)])))]);
     assert_eq!(gateway.stats().nilext_fast, 1);
 }
+
+/// `skyros` partitions: a member that already executed a nilext write (a backup whose Commit
+/// overtook the gateway's copy) acknowledges it as executed with the recorded result; the
+/// gateway reads that as the primary's reply: `Executed` completes with the executed result,
+/// `Held` waits for the release. (Before, such members stayed silent and the write waited two
+/// retry intervals for the slow path: the 500 ms tail of `docs/bench/ecast.md`.)
+#[test]
+fn a_skyros_executed_acknowledgement_is_read_as_the_reply() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"payload").then(|| result(&[(0, 42)]))
+    }
+    let mut gateway = gateway(1).with_skyros(nilext);
+    let submit = |gateway: &mut Gateway<u64>, id: u64| {
+        let effects = step(
+            gateway,
+            GatewayInput::Submit {
+                id,
+                command: write(vec![key_of(2)]),
+            },
+        );
+        partition_requests(&effects)[0].2.clone()
+    };
+    let executed =
+        |request: &Request, replica: u8, recorded: PartitionResult| GatewayInput::Partition {
+            partition: ProcessId(2),
+            message: Message::NilextAck {
+                view: View(0),
+                replica: vr::ReplicaIndex(replica),
+                client: request.client,
+                request: request.request,
+                prefix_digest: 0,
+                executed: true,
+                result: Some(recorded.encode()),
+            },
+        };
+    let request = submit(&mut gateway, 1);
+    let done = completed(&step(
+        &mut gateway,
+        executed(&request, 1, PartitionResult::Executed(result(&[(0, 7)]))),
+    ));
+    assert_eq!(
+        done,
+        vec![(1, Completion::Done(BTreeMap::from([(0, 7)])))],
+        "the recorded result, not the nilext function's"
+    );
+    assert_eq!(gateway.stats().nilext_executed_acks, 1);
+    assert_eq!(gateway.stats().nilext_fast, 0);
+    let request = submit(&mut gateway, 2);
+    assert!(
+        completed(&step(
+            &mut gateway,
+            executed(&request, 2, PartitionResult::Held)
+        ))
+        .is_empty(),
+        "held: it completes on its release"
+    );
+    let done = completed(&step(
+        &mut gateway,
+        reply(&request, PartitionResult::Executed(result(&[(0, 8)]))),
+    ));
+    assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
+}

@@ -55,7 +55,11 @@ impl NilextQuorum {
     ) -> bool {
         if executed {
             if !self.wants_result {
-                return true;
+                // An executed acknowledgement of a plain nilext request carries no result,
+                // except from a gated state machine (`StateMachine::nilext_gate`), whose
+                // recorded result may say "held": only a client that knows the machine may
+                // read that as the reply (the E-Cast gateway does), so it never completes here.
+                return result.is_none();
             }
             if result.is_some() {
                 self.result = result;
@@ -206,6 +210,10 @@ mod tests {
         assert!(!quorum.on_ack(3, View(1), ReplicaIndex(2), 1, false, None));
         assert!(!quorum.on_ack(3, View(1), ReplicaIndex(1), 1, false, None));
         assert!(quorum.on_ack(3, View(0), ReplicaIndex(2), 1, false, None));
+        assert!(
+            !NilextQuorum::new().on_ack(3, View(9), ReplicaIndex(0), 0, true, Some(vec![1])),
+            "a gated machine's recorded result is not a completion"
+        );
         assert!(
             quorum.on_ack(3, View(9), ReplicaIndex(0), 0, true, None),
             "executed"

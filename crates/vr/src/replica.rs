@@ -51,6 +51,15 @@ pub struct ReplicaStats {
     /// Skyros, at the primary: nilext writes not acknowledged before ordering because the
     /// state machine's gate (`StateMachine::nilext_gate`) refused them.
     pub skyros_nilext_refused: u64,
+    /// Skyros: nilext requests ignored because this replica's log is not its view's yet.
+    pub skyros_nilext_ignored_lagging: u64,
+    /// Skyros: nilext requests that had already executed here, at a gated state machine
+    /// (acknowledged with the recorded result, which the client reads as a reply).
+    pub skyros_nilext_executed_gated: u64,
+    /// Skyros: nilext requests ignored because the durability log was full.
+    pub skyros_nilext_ignored_full: u64,
+    /// Requests ignored because the primary's batch was full.
+    pub requests_ignored_full: u64,
 }
 
 /// The replica's status, for observers.
@@ -752,8 +761,12 @@ impl<S: StateMachine> Replica<S> {
     /// A commutative write (Skyros-Comm) is held the same way; the primary also previews its
     /// result when it commutes with every pending update, else it will reply after ordering it.
     fn on_nilext_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
-        if self.config.protocol != Protocol::Skyros || self.log_view != self.view {
-            return; // Not Skyros, or our log is not yet this view's: the client retries.
+        if self.config.protocol != Protocol::Skyros {
+            return;
+        }
+        if self.log_view != self.view {
+            self.stats.skyros_nilext_ignored_lagging += 1;
+            return; // Our log is not yet this view's: the client retries.
         }
         let commutative = request.kind == RequestKind::Commutative;
         let (client, number) = (request.client, request.request);
@@ -762,12 +775,16 @@ impl<S: StateMachine> Replica<S> {
                 return; // Stale: the client has moved on.
             }
             if number == latest {
-                if self.state_machine.nilext_gate(&request.operation) != NilextGate::Open {
-                    // A gated machine's logged result may be "held, answered later": only
-                    // the slow path (a Reply with the recorded result) may complete it.
-                    return;
+                let gated = self.state_machine.nilext_gate(&request.operation) != NilextGate::Open;
+                // A gated machine's recorded result may be "held, answered later": the
+                // acknowledgement carries it, and only a client that knows the machine may
+                // read it as the request's reply (`NilextQuorum` never completes on it). Left
+                // unanswered, the client waited a retry interval and then took the slow path
+                // (a backup executes before the client's own copy arrives under load).
+                if gated {
+                    self.stats.skyros_nilext_executed_gated += 1;
                 }
-                let result = commutative.then(|| result.to_vec());
+                let result = (commutative || gated).then(|| result.to_vec());
                 self.acknowledge_nilext(client, number, 0, true, result, effects);
                 return;
             }
@@ -803,6 +820,7 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         if self.durability_log.len() >= self.config.request_queue_max {
+            self.stats.skyros_nilext_ignored_full += 1;
             return; // Overloaded: the client retries.
         }
         let keys = self.state_machine.keys(&request.operation);
@@ -952,6 +970,7 @@ impl<S: StateMachine> Replica<S> {
             return; // Already queued or prepared: its reply will come.
         }
         if primary.batch.len() >= self.config.request_queue_max {
+            self.stats.requests_ignored_full += 1;
             return; // Overloaded: the client retries.
         }
         primary.in_flight.insert(request.client, request.request);
@@ -1285,12 +1304,19 @@ impl<S: StateMachine> Replica<S> {
     fn executed(&mut self, request: &Request, result: Vec<u8>, effects: &mut Vec<Effect>) {
         self.client_table
             .record(request.client, request.request, result.clone());
-        self.executed_digest = self
-            .executed_digest
-            .wrapping_add(durability_log::request_digest(
-                request.client,
-                request.request,
-            ));
+        // Only requests that travel through durability logs (nilext, commutative) count: an
+        // ordered write executes at the primary a commit message before the backups, and
+        // counting it made every nilext request that arrived in between mismatch (the slow
+        // path). Recovery orders only uncommitted durability-log requests, so leaving committed
+        // ordered writes out of the set loses nothing (`docs/internals/skyros.md`, deviation 1).
+        if matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative) {
+            self.executed_digest =
+                self.executed_digest
+                    .wrapping_add(durability_log::request_digest(
+                        request.client,
+                        request.request,
+                    ));
+        }
         let reply_wanted = match &mut self.primary {
             None => false,
             Some(primary) => {

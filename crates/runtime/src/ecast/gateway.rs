@@ -81,6 +81,20 @@ pub struct GatewayStatus {
     pub retried: AtomicU64,
     /// `skyros` partitions: SETs completed before they were ordered.
     pub nilext_fast: AtomicU64,
+    /// `skyros` partitions, the gateway's: slow paths taken at once (a hopeless quorum),
+    /// after two rounds, nilext writes completed by the primary's reply, and resends.
+    pub nilext_slow_hopeless: AtomicU64,
+    pub nilext_slow_rounds: AtomicU64,
+    pub nilext_replied: AtomicU64,
+    pub bypass_resends: AtomicU64,
+    pub nilext_executed_acks: AtomicU64,
+    /// Over this process's partition replicas (`vr::ReplicaStats`): nilext requests the
+    /// gate refused, and requests ignored (lagging log, full queues), and nilext retries that found them executed.
+    pub skyros_nilext_refused: AtomicU64,
+    pub skyros_ignored_lagging: AtomicU64,
+    pub skyros_executed_gated: AtomicU64,
+    pub skyros_ignored_full: AtomicU64,
+    pub requests_ignored_full: AtomicU64,
 }
 
 /// One command for the gateway task.
@@ -517,6 +531,21 @@ impl GatewayTask {
         status
             .nilext_fast
             .store(stats.nilext_fast, Ordering::Relaxed);
+        status
+            .nilext_slow_hopeless
+            .store(stats.nilext_slow_hopeless, Ordering::Relaxed);
+        status
+            .nilext_slow_rounds
+            .store(stats.nilext_slow_rounds, Ordering::Relaxed);
+        status
+            .nilext_replied
+            .store(stats.nilext_replied, Ordering::Relaxed);
+        status
+            .bypass_resends
+            .store(stats.bypass_resends, Ordering::Relaxed);
+        status
+            .nilext_executed_acks
+            .store(stats.nilext_executed_acks, Ordering::Relaxed);
     }
 
     fn complete(&mut self, id: u64, completion: Completion<Outcome>) {
@@ -921,7 +950,10 @@ impl Connection {
                 };
                 if isolation != Isolation::Sequential && self.config.partitions.grouped() {
                     return Value::Error(
-                        "ERR READMODE snapshot and basic are not built for vr partitions".into(),
+                        "ERR READMODE snapshot and basic are not built for vr/skyros partitions \
+                         (docs/internals/ecast.md says what they would guarantee); \
+                         use sequential"
+                            .into(),
                     );
                 }
                 self.isolation = isolation;
@@ -968,6 +1000,43 @@ impl Connection {
                 ("ecast_refused".to_string(), load(&status.refused)),
                 ("ecast_retried".to_string(), load(&status.retried)),
                 ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
+                (
+                    "bypass_nilext_slow_hopeless".to_string(),
+                    load(&status.nilext_slow_hopeless),
+                ),
+                (
+                    "bypass_nilext_slow_rounds".to_string(),
+                    load(&status.nilext_slow_rounds),
+                ),
+                (
+                    "bypass_nilext_replied".to_string(),
+                    load(&status.nilext_replied),
+                ),
+                ("bypass_resends".to_string(), load(&status.bypass_resends)),
+                (
+                    "bypass_nilext_executed_acks".to_string(),
+                    load(&status.nilext_executed_acks),
+                ),
+                (
+                    "skyros_nilext_refused".to_string(),
+                    load(&status.skyros_nilext_refused),
+                ),
+                (
+                    "skyros_ignored_lagging".to_string(),
+                    load(&status.skyros_ignored_lagging),
+                ),
+                (
+                    "skyros_executed_gated".to_string(),
+                    load(&status.skyros_executed_gated),
+                ),
+                (
+                    "skyros_ignored_full".to_string(),
+                    load(&status.skyros_ignored_full),
+                ),
+                (
+                    "requests_ignored_full".to_string(),
+                    load(&status.requests_ignored_full),
+                ),
             ],
         }
     }

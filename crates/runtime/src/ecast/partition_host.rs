@@ -1156,5 +1156,25 @@ impl Host {
             .unwrap_or(0);
         self.status.keys.store(keys as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
+        let mut sums = [0u64; 5];
+        for hosted in self.partitions.values() {
+            let stats = hosted.replica.stats();
+            sums[0] += stats.skyros_nilext_refused;
+            sums[1] += stats.skyros_nilext_ignored_lagging;
+            sums[2] += stats.skyros_nilext_executed_gated;
+            sums[3] += stats.skyros_nilext_ignored_full;
+            sums[4] += stats.requests_ignored_full;
+        }
+        let status = &self.status;
+        let counters = [
+            &status.skyros_nilext_refused,
+            &status.skyros_ignored_lagging,
+            &status.skyros_executed_gated,
+            &status.skyros_ignored_full,
+            &status.requests_ignored_full,
+        ];
+        for (counter, sum) in counters.into_iter().zip(sums) {
+            counter.store(sum, Ordering::Relaxed);
+        }
     }
 }
