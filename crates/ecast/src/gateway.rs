@@ -21,11 +21,11 @@ use crate::router::{Operation, OperationResult, Query};
 use crate::sender::{Sender, SenderEvent, SenderSettings};
 use crate::types::{Envelope, Isolation, ReadRefusal, Sequence, SnapshotRead, Timestamp};
 use placement::ecast::{Message as Routing, Target};
-use placement::migration::read_offset;
+use placement::migration::{foreseen_incoming, read_offset};
 use placement::{
     ConfigMessage, ConfigVersion, Configuration, Position, PositionSet, ProcessId, Refusal,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use stdx::Prng;
 use vr::{ClientId, Message, Request, RequestKind, RequestNumber};
 
@@ -56,6 +56,10 @@ pub struct GatewaySettings {
     pub give_up_ticks: Option<u64>,
     /// Emit `GatewayEffect::Submitted` with each message's envelope (for checkers).
     pub report_envelopes: bool,
+    /// On learning a new configuration, point reads avoid each process for the positions it
+    /// gains (`migration::foreseen_incoming`) for this long, or until that process announces
+    /// what it receives (`GatewayInput::Busy`). 0: only announcements count.
+    pub foresee_busy_ticks: u64,
 }
 
 impl Default for GatewaySettings {
@@ -71,6 +75,7 @@ impl Default for GatewaySettings {
             basic_attempts_max: 5,
             give_up_ticks: None,
             report_envelopes: false,
+            foresee_busy_ticks: 0,
         }
     }
 }
@@ -195,8 +200,9 @@ pub enum GatewayInput<A> {
         read_id: u64,
         refusal: ReadRefusal,
     },
-    /// The processes receiving copies right now (§6.4): reads avoid them where they can.
-    Busy(BTreeSet<ProcessId>),
+    /// The processes receiving copies right now and the ranges they receive (§6.4): point
+    /// reads avoid a process for the points it receives, where they can.
+    Busy(BTreeMap<ProcessId, PositionSet>),
     /// The router group's stable watermark (`WatermarkReporter`); only a gateway built
     /// `with_watermark_gate` uses it.
     Watermark(Timestamp),
@@ -394,7 +400,12 @@ pub struct Gateway<A> {
     sender: Sender,
     configuration: Configuration,
     need_configuration: bool,
-    busy: BTreeSet<ProcessId>,
+    busy: BTreeMap<ProcessId, PositionSet>,
+    /// What processes gain in the configuration learnt last, until the tick given or their
+    /// first announcement (`GatewaySettings::foresee_busy_ticks`).
+    foreseen: BTreeMap<ProcessId, (PositionSet, u64)>,
+    /// `busy` and `foreseen` together: what point reads avoid.
+    avoid: BTreeMap<ProcessId, PositionSet>,
     request_next: RequestNumber,
     request: Option<RouterRequest>,
     /// The router requests go to. Invariant: below `router_count`.
@@ -485,7 +496,9 @@ impl<A: Clone> Gateway<A> {
             now: 0,
             configuration,
             need_configuration: false,
-            busy: BTreeSet::new(),
+            busy: BTreeMap::new(),
+            foreseen: BTreeMap::new(),
+            avoid: BTreeMap::new(),
             request_next: RequestNumber(1),
             request: None,
             target: first_router % router_count,
@@ -569,8 +582,8 @@ impl<A: Clone> Gateway<A> {
         &self.configuration
     }
 
-    /// The processes reads avoid (`GatewayInput::Busy`).
-    pub fn busy(&self) -> &BTreeSet<ProcessId> {
+    /// The processes reads avoid, for the ranges they receive (`GatewayInput::Busy`).
+    pub fn busy(&self) -> &BTreeMap<ProcessId, PositionSet> {
         &self.busy
     }
 
@@ -648,7 +661,13 @@ impl<A: Clone> Gateway<A> {
                     self.retry_read(id, effects);
                 }
             }
-            GatewayInput::Busy(busy) => self.busy = busy,
+            GatewayInput::Busy(busy) => {
+                // A process that says what it receives is no longer foreseen.
+                self.foreseen
+                    .retain(|process, _| busy.get(process).is_none_or(PositionSet::is_empty));
+                self.busy = busy;
+                self.update_avoid();
+            }
             GatewayInput::Partition { partition, message } => {
                 self.on_partition_message(partition, message, effects)
             }
@@ -1161,6 +1180,12 @@ impl<A: Clone> Gateway<A> {
 
     fn on_tick(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
         self.now += 1;
+        let now = self.now;
+        let foreseen = self.foreseen.len();
+        self.foreseen.retain(|_, (_, until)| *until > now);
+        if self.foreseen.len() != foreseen {
+            self.update_avoid();
+        }
         self.sender.tick();
         self.expire(effects);
         self.bypass_tick(effects);
@@ -1386,6 +1411,16 @@ impl<A: Clone> Gateway<A> {
         }
     }
 
+    /// What point reads avoid: what processes announced they receive, and what they are
+    /// foreseen to receive.
+    fn update_avoid(&mut self) {
+        self.avoid = self.busy.clone();
+        for (process, (gained, _)) in &self.foreseen {
+            let entry = self.avoid.entry(*process).or_default();
+            *entry = entry.union(gained);
+        }
+    }
+
     fn routing(&mut self, command: &GatewayCommand) -> Routing {
         if let GatewayCommand::RangeRead { range, .. } = command {
             return Routing::Read {
@@ -1398,7 +1433,7 @@ impl<A: Clone> Gateway<A> {
         if command.is_read() {
             // §6.4: point reads avoid replicas busy receiving copies.
             let offset = self.prng.next_u64();
-            let replica_offset = read_offset(&self.configuration, &positions, &self.busy, offset);
+            let replica_offset = read_offset(&self.configuration, &positions, &self.avoid, offset);
             Routing::Read {
                 sender: self.id,
                 target: Target::Points(positions),
@@ -1578,6 +1613,14 @@ impl<A: Clone> Gateway<A> {
             }
             (Purpose::Configuration, OperationResult::Configuration(configuration)) => {
                 let version = configuration.version();
+                if self.settings.foresee_busy_ticks > 0 && version > self.configuration.version() {
+                    let until = self.now + self.settings.foresee_busy_ticks;
+                    for (process, gained) in foreseen_incoming(&self.configuration, &configuration)
+                    {
+                        self.foreseen.insert(process, (gained, until));
+                    }
+                    self.update_avoid();
+                }
                 self.configuration = configuration;
                 self.need_configuration = false;
                 effects.push(GatewayEffect::ConfigurationRefreshed { version });
@@ -1672,7 +1715,7 @@ impl<A: Clone> Gateway<A> {
                     continue; // Every replica is gone: the timeout retries, then fails.
                 }
                 let offset = self.prng.next_u64();
-                let offset = read_offset(&self.configuration, &[position], &self.busy, offset);
+                let offset = read_offset(&self.configuration, &[position], &self.avoid, offset);
                 let process = live[(offset % live.len() as u64) as usize];
                 if !chosen.contains(&process) {
                     chosen.push(process);

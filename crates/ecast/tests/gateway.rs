@@ -10,7 +10,7 @@ use ecast::{
 use placement::ecast::Message as Routing;
 use placement::{
     ConfigChange, ConfigMessage, ConfigVersion, Configuration, MembershipChange, Position,
-    ProcessId, Refusal,
+    PositionSet, ProcessId, Refusal,
 };
 use std::collections::BTreeMap;
 use vr::{ClientId, Message, Reply, Request, RequestNumber, StateMachine, View};
@@ -74,6 +74,7 @@ fn settings() -> GatewaySettings {
         basic_attempts_max: 3,
         give_up_ticks: None,
         report_envelopes: false,
+        foresee_busy_ticks: 0,
     }
 }
 
@@ -870,16 +871,39 @@ fn a_range_read_is_one_message_to_a_minimal_cover_and_completes_on_every_part() 
 /// The destinations of `count` sequential and `count` basic point reads of keys of processes 1
 /// and 3 (ring(): replicated on 1–2 and 3–4), after telling the gateway `busy`.
 fn read_destinations(busy: &[u64], count: u64) -> std::collections::BTreeSet<ProcessId> {
+    let whole = busy.iter().map(|process| (*process, PositionSet::whole()));
+    read_destinations_receiving(&whole.collect::<Vec<_>>(), count)
+}
+
+/// As `read_destinations`, with each busy process receiving only the given positions.
+fn read_destinations_receiving(
+    busy: &[(u64, PositionSet)],
+    count: u64,
+) -> std::collections::BTreeSet<ProcessId> {
     let mut harness = Harness::new(settings());
     harness.step(GatewayInput::Busy(
-        busy.iter().map(|process| ProcessId(*process)).collect(),
+        busy.iter()
+            .map(|(process, incoming)| (ProcessId(*process), incoming.clone()))
+            .collect(),
     ));
+    reads_reach(&mut harness, &ring(), &[key_of(1), key_of(3)], 0, count)
+}
+
+/// Where `count` sequential and `count` basic point reads of `points` go (under
+/// `configuration`, the gateway's), with ids from `first`.
+fn reads_reach(
+    harness: &mut Harness,
+    configuration: &Configuration,
+    points: &[Position],
+    first: u64,
+    count: u64,
+) -> std::collections::BTreeSet<ProcessId> {
     let mut destinations = std::collections::BTreeSet::new();
-    for id in 0..count {
-        let effects = harness.submit(id, read(Isolation::Sequential, vec![key_of(1), key_of(3)]));
+    for id in first..first + count {
+        let effects = harness.submit(id, read(Isolation::Sequential, points.to_vec()));
         let (_, request) = only_request(&effects);
         let (_, _, routing, _) = submitted(&request).remove(0);
-        destinations.extend(placement::ecast::destset(&ring(), &routing));
+        destinations.extend(placement::ecast::destset(configuration, &routing));
         // Answered at once, so the window never fills.
         harness.reply(
             &request,
@@ -891,12 +915,9 @@ fn read_destinations(busy: &[u64], count: u64) -> std::collections::BTreeSet<Pro
         });
         harness.step(GatewayInput::Answer {
             sequence: Sequence(id + 1),
-            answers: vec![(0, 1), (1, 3)],
+            answers: (0..points.len() as u64).map(|part| (part, 1)).collect(),
         });
-        let effects = harness.submit(
-            1_000 + id,
-            read(Isolation::Basic, vec![key_of(1), key_of(3)]),
-        );
+        let effects = harness.submit(1_000_000 + id, read(Isolation::Basic, points.to_vec()));
         destinations.extend(basic_reads(&effects).into_iter().map(|(to, _, _)| to));
     }
     destinations
@@ -922,4 +943,123 @@ fn point_reads_avoid_processes_busy_receiving_copies() {
     // A group whose replicas are all busy is still read (from a busy one).
     let all_busy = read_destinations(&[1, 2], 30);
     assert!(all_busy.contains(&ProcessId(1)) || all_busy.contains(&ProcessId(2)));
+}
+
+#[test]
+fn a_receiver_is_avoided_only_for_the_points_it_receives() {
+    // Process 1 receives a range around key_of(2), none of what is read; process 3 receives
+    // everything. Reads of key_of(1) still reach 1 (before, a receiver was avoided for every
+    // point, so a contract that left every replica receiving some range sent reads to
+    // receivers holding them for a whole copy), and reads of key_of(3) avoid 3.
+    let around_2 = PositionSet::from_inclusive(key_of(2), Position(key_of(2).0 + 100));
+    assert_eq!(
+        read_destinations_receiving(&[(1, around_2), (3, PositionSet::whole())], 30),
+        [ProcessId(1), ProcessId(2), ProcessId(4)]
+            .into_iter()
+            .collect()
+    );
+}
+
+/// The ring after process 4 is contracted (planned by `Planner::propose`): version 1.
+fn ring_after_contract() -> Configuration {
+    let message = placement::Planner::default()
+        .propose(
+            &ring(),
+            placement::Transformation::Contract {
+                process: ProcessId(4),
+            },
+        )
+        .expect("a contract of one of four at replication 2 is possible");
+    let mut state = RouterState::new(ring(), RouterSettings::default());
+    let operation = Operation::Submit {
+        sender: GATEWAY,
+        messages: vec![ecast::Envelope {
+            sender: GATEWAY,
+            sequence: Sequence(1),
+            planned_at: ConfigVersion(0),
+            routing: Routing::Config {
+                sender: GATEWAY,
+                message,
+            },
+            payload: Vec::new(),
+        }],
+    };
+    state.apply(&operation.encode());
+    let configuration = state.configuration().clone();
+    assert_eq!(configuration.version(), ConfigVersion(1));
+    configuration
+}
+
+/// Where `count` basic reads of `point` go, with ids from `first`.
+fn basic_reads_reach(
+    harness: &mut Harness,
+    point: Position,
+    first: u64,
+    count: u64,
+) -> std::collections::BTreeSet<ProcessId> {
+    let mut destinations = std::collections::BTreeSet::new();
+    for id in first..first + count {
+        let effects = harness.submit(id, read(Isolation::Basic, vec![point]));
+        destinations.extend(basic_reads(&effects).into_iter().map(|(to, _, _)| to));
+    }
+    destinations
+}
+
+/// The gateway learns `ring_after_contract()` through a stale-version refusal; returns a
+/// process the contract gives a range and a point of that range.
+fn learn_the_contract(harness: &mut Harness) -> (ProcessId, Position) {
+    let foreseen = placement::migration::foreseen_incoming(&ring(), &ring_after_contract());
+    let (receiver, gained) = foreseen.into_iter().next().expect("a contract moves data");
+    let point = Position(gained.intervals()[0].0);
+    let (_, request) = only_request(&harness.submit(1, write(vec![key_of(2)], false)));
+    let refusal = Refusal::StaleVersion {
+        based_on: ConfigVersion(0),
+        current: ConfigVersion(1),
+    };
+    let effects = harness.reply(
+        &request,
+        OperationResult::Submitted(vec![(Sequence(1), Outcome::Refused(refusal))]),
+    );
+    let (_, query) = only_request(&effects);
+    let effects = harness.reply(
+        &query,
+        OperationResult::Configuration(ring_after_contract()),
+    );
+    assert!(effects.contains(&GatewayEffect::ConfigurationRefreshed {
+        version: ConfigVersion(1)
+    }));
+    (receiver, point)
+}
+
+#[test]
+fn reads_avoid_what_a_new_configuration_gives_a_process_before_it_announces_it() {
+    // The reads a gateway re-plans when it learns a keyspace change would otherwise reach a
+    // receiver before it has run the change and announced its incoming ranges, and be held
+    // there for its whole copy (the elasticity run's longest write wait).
+    let foresee = GatewaySettings {
+        foresee_busy_ticks: 50,
+        ..settings()
+    };
+    let mut harness = Harness::new(foresee);
+    let (receiver, point) = learn_the_contract(&mut harness);
+    let reached = basic_reads_reach(&mut harness, point, 100, 30);
+    assert!(
+        !reached.contains(&receiver),
+        "{reached:?} includes {receiver:?}"
+    );
+    assert!(!reached.is_empty());
+    // An announcement from another process changes nothing; the receiver's own takes over.
+    harness.step(GatewayInput::Busy(BTreeMap::from([(
+        ProcessId(99),
+        PositionSet::whole(),
+    )])));
+    assert!(!basic_reads_reach(&mut harness, point, 200, 30).contains(&receiver));
+    // Foreseen for a while only (a receiver that never says so is read again).
+    harness.ticks(50);
+    assert!(basic_reads_reach(&mut harness, point, 300, 30).contains(&receiver));
+
+    // Without foresight the same reads reach the receiver (so the check above can fail).
+    let mut harness = Harness::new(settings());
+    let (receiver, point) = learn_the_contract(&mut harness);
+    assert!(basic_reads_reach(&mut harness, point, 100, 30).contains(&receiver));
 }

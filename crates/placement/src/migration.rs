@@ -1560,13 +1560,20 @@ impl<T> Migrator<T> {
 
 /// §6.4 / §7.6.2 "Rubberband automatically forwards reads to non-busy replicas": the replica
 /// offset for a point read of `points` under `configuration` whose destinations (E-Cast's
-/// `destset`: live replica number `offset % live` of each point) include the fewest `busy`
-/// processes, trying `offset`, `offset + 1`, … for one full turn of the group. A gateway calls
-/// it with the processes it knows to be receiving copies.
+/// `destset`: live replica number `offset % live` of each point) are busy for the fewest of
+/// the points, trying `offset`, `offset + 1`, … for one full turn of the group. A gateway calls
+/// it with what it knows each process to be receiving (`Migrator::incoming_range`): a
+/// destination is busy for a point only if its incoming ranges contain that point, because a
+/// receiver holds only the items touching what it receives. Counting a receiver as busy for
+/// every point (as this did before) made reads unavoidable when every replica receives some
+/// range, as after a contract of one of four processes at replication 3: each GET then waited
+/// for a whole copy at a third of its destinations, and, RESP answering in order, so did every
+/// command behind it on its connection (the elasticity run's longest stall,
+/// `docs/bench/elasticity.md`).
 pub fn read_offset(
     configuration: &crate::Configuration,
     points: &[Position],
-    busy: &BTreeSet<ProcessId>,
+    busy: &BTreeMap<ProcessId, PositionSet>,
     offset: u64,
 ) -> u64 {
     let turn = u64::from(configuration.replication()).max(1);
@@ -1577,7 +1584,8 @@ pub fn read_offset(
                 let live = configuration.live_replicas(**point);
                 let index = (candidate % live.len().max(1) as u64) as usize;
                 live.get(index)
-                    .is_some_and(|process| busy.contains(process))
+                    .and_then(|process| busy.get(process))
+                    .is_some_and(|incoming| incoming.contains(**point))
             })
             .count()
     };
@@ -1585,6 +1593,25 @@ pub fn read_offset(
         .map(|step| offset.wrapping_add(step))
         .min_by_key(|candidate| busy_count(*candidate))
         .unwrap_or(offset)
+}
+
+/// What each process is about to receive when the configuration goes from `old` to `new`:
+/// the positions it holds in `new` and did not in `old` (non-empty entries only). A gateway
+/// that learns `new` knows this before any receiver has run the keyspace message and said so
+/// (`Frame::Receiving` in the runtime), so the reads it re-plans at once (every read planned
+/// against `old` and refused) avoid the receivers from the start instead of being held there
+/// for a whole copy. Over several versions at once it is what the last one leaves gained.
+pub fn foreseen_incoming(
+    old: &crate::Configuration,
+    new: &crate::Configuration,
+) -> BTreeMap<ProcessId, PositionSet> {
+    new.processes()
+        .keys()
+        .filter_map(|process| {
+            let gained = new.ranges_of(*process).difference(&old.ranges_of(*process));
+            (!gained.is_empty()).then_some((*process, gained))
+        })
+        .collect()
 }
 
 // A sibling file, not `migration/tests.rs`: `crates/ecast/tests/no_io_dependencies.rs` reads

@@ -832,14 +832,37 @@ fn read_offset_steers_point_reads_away_from_busy_replicas() {
     let configuration = crate::Configuration::with_ring(3, &members);
     let point = Position(50);
     let live = configuration.live_replicas(point);
-    let busy = BTreeSet::from([live[0], live[1]]);
+    let busy = BTreeMap::from([(live[0], PositionSet::whole()), (live[1], range(0, 100))]);
     let offset = read_offset(&configuration, &[point], &busy, 0);
     assert_eq!(live[(offset % 3) as usize], live[2]);
     // Nobody busy: the gateway's own offset stands.
     assert_eq!(
-        read_offset(&configuration, &[point], &BTreeSet::new(), 7),
+        read_offset(&configuration, &[point], &BTreeMap::new(), 7),
         7
     );
+}
+
+#[test]
+fn read_offset_counts_a_receiver_busy_only_for_what_it_receives() {
+    // After a contract every replica may be receiving some range: a read still avoids the
+    // one receiving *its* point (counting every receiver busy for every point, it could not).
+    let members = [
+        (ProcessId(1), Position(0)),
+        (ProcessId(2), Position(100)),
+        (ProcessId(3), Position(200)),
+    ];
+    let configuration = crate::Configuration::with_ring(3, &members);
+    let point = Position(50);
+    let live = configuration.live_replicas(point);
+    let busy = BTreeMap::from([
+        (live[0], range(0, 100)),
+        (live[1], range(100, 200)),
+        (live[2], range(200, 300)),
+    ]);
+    for start in 0..6 {
+        let offset = read_offset(&configuration, &[point], &busy, start);
+        assert_ne!(live[(offset % 3) as usize], live[0], "offset {start}");
+    }
 }
 
 #[test]

@@ -84,6 +84,7 @@ fn settings(tick_ms: u64, window: u64) -> GatewaySettings {
         basic_attempts_max: 5,
         give_up_ticks: Some(ticks(10_000)),
         report_envelopes: false,
+        foresee_busy_ticks: 0,
     }
 }
 

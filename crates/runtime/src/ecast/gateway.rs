@@ -54,6 +54,9 @@ const BASIC_ATTEMPTS_MAX: u32 = 5;
 const SNAPSHOT_ATTEMPTS_MAX: u32 = 20;
 /// A command gives up after this long (its write may still take effect).
 const GIVE_UP_AFTER_MS: u64 = 10_000;
+/// After a configuration change, point reads avoid each process for what it gains until it
+/// announces what it receives, or this long (`GatewaySettings::foresee_busy_ticks`).
+const FORESEE_BUSY_MS: u64 = 1_000;
 /// A sequenced message not reported stable within this long is resubmitted to learn its
 /// outcome.
 const RESUBMIT_MS: u64 = 1_000;
@@ -141,6 +144,7 @@ fn settings(tick_ms: u64) -> GatewaySettings {
         basic_attempts_max: BASIC_ATTEMPTS_MAX,
         give_up_ticks: Some(ticks(GIVE_UP_AFTER_MS)),
         report_envelopes: false,
+        foresee_busy_ticks: ticks(FORESEE_BUSY_MS),
     }
 }
 
@@ -238,8 +242,9 @@ struct GatewayTask {
     /// Commands the gateway holds, by the id given to it.
     jobs: BTreeMap<u64, (Planned, oneshot::Sender<Outcome>)>,
     job_next: u64,
-    /// Storage processes that said they are receiving copies (`Frame::Busy`), and when.
-    busy: BTreeMap<ProcessId, Instant>,
+    /// Storage processes that said they are receiving copies (`Frame::Receiving`, or
+    /// `Frame::Busy`: the whole ring), when, and of which ranges.
+    busy: BTreeMap<ProcessId, (Instant, PositionSet)>,
     /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
     placement: KeyPlacement,
     cluster: ClusterConfig,
@@ -433,20 +438,38 @@ impl GatewayTask {
                 result,
             },
             Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),
-            // §6.4: reads avoid processes receiving copies; an announcement lasts 2 s.
+            // §6.4: reads avoid processes receiving copies, for what they receive; an
+            // announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
-                if receiving {
-                    self.busy.insert(process, Instant::now());
+                let incoming = if receiving {
+                    PositionSet::whole()
                 } else {
-                    self.busy.remove(&process);
-                }
-                self.busy
-                    .retain(|_, at| at.elapsed() < Duration::from_secs(2));
-                GatewayInput::Busy(self.busy.keys().copied().collect())
+                    PositionSet::empty()
+                };
+                self.busy_input(process, incoming)
             }
+            Frame::Receiving { process, incoming } => self.busy_input(process, incoming),
             _ => return None,
         };
         Some(input)
+    }
+
+    /// Records what `process` says it is receiving (nothing: it is not busy), forgets
+    /// announcements older than 2 s, and hands the gateway what its reads avoid.
+    fn busy_input(&mut self, process: ProcessId, incoming: PositionSet) -> GatewayInput<Outcome> {
+        if incoming.is_empty() {
+            self.busy.remove(&process);
+        } else {
+            self.busy.insert(process, (Instant::now(), incoming));
+        }
+        self.busy
+            .retain(|_, (at, _)| at.elapsed() < Duration::from_secs(2));
+        GatewayInput::Busy(
+            self.busy
+                .iter()
+                .map(|(process, (_, incoming))| (*process, incoming.clone()))
+                .collect(),
+        )
     }
 
     /// Executes the gateway's effects (and what they lead to), then publishes its counters.

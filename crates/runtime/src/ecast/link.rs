@@ -200,6 +200,16 @@ pub enum Frame {
         from: ProcessId,
         to: ProcessId,
     },
+    /// 29. Storage process to every storage process (for its gateway): the ranges it is
+    ///     receiving copies of right now (empty: none). `Busy` with the ranges: a point read
+    ///     avoids a receiver only for the points it receives (`migration::read_offset`). Sent
+    ///     when they change and every 500 ms while receiving; a gateway forgets it after 2 s.
+    ///     Storage processes send this instead of `Busy`, which a gateway still accepts (as
+    ///     receiving the whole ring).
+    Receiving {
+        process: ProcessId,
+        incoming: PositionSet,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -115,7 +115,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         gateway: gateway_frames,
         status,
         failed: None,
-        busy_announced: (false, None),
+        busy_announced: (PositionSet::empty(), None),
         timing: StepTiming::from_env(),
         migration_frames: VecDeque::new(),
     };
@@ -293,7 +293,7 @@ struct StorageProcess {
     /// Set once the migrator declared this process failed: it serves nothing more.
     failed: Option<FailureReason>,
     /// What this process last told the gateways about its receiving copies, and when.
-    busy_announced: (bool, Option<Instant>),
+    busy_announced: (PositionSet, Option<Instant>),
     /// Migration frames received and not yet run: each runs in a turn of its own (a chunk's
     /// install takes milliseconds), so that deliveries arriving behind a burst of chunks on the
     /// frame channel are not held up by all of them. A sender bounds what it has in flight.
@@ -355,6 +355,10 @@ struct StepTiming {
     backlog_max: usize,
     /// This turn: items applied, time in engine scans and installs, migration frames sent.
     turn: (u64, Duration, Duration, u64),
+    /// This second: reads (`MigrationInput::Read`) the migrator held, and how many of them
+    /// arrived over 50 ms after this process announced the incoming range they touch
+    /// (`Frame::Receiving`): gateways should have routed those elsewhere.
+    reads_held: (u64, u64),
 }
 
 impl StepTiming {
@@ -365,6 +369,7 @@ impl StepTiming {
             sums: [(0, Duration::ZERO, Duration::ZERO); 6],
             backlog_max: 0,
             turn: (0, Duration::ZERO, Duration::ZERO, 0),
+            reads_held: (0, 0),
         }
     }
 
@@ -379,6 +384,7 @@ impl StepTiming {
             sums: [(0, Duration::ZERO, Duration::ZERO); 6],
             backlog_max: 0,
             turn: (0, Duration::ZERO, Duration::ZERO, 0),
+            reads_held: (0, 0),
         }
     }
 
@@ -444,15 +450,18 @@ impl StepTiming {
                     }
                 }
                 log::info(format_args!(
-                    "timing: {:.2} s:{line} backlog max {}, held {}",
+                    "timing: {:.2} s:{line} backlog max {}, held {}, reads held {} ({} late)",
                     self.since.elapsed().as_secs_f64(),
                     self.backlog_max,
                     migrator.progress().held,
+                    self.reads_held.0,
+                    self.reads_held.1,
                 ));
             }
             self.since = Instant::now();
             self.sums = [(0, Duration::ZERO, Duration::ZERO); 6];
             self.backlog_max = 0;
+            self.reads_held = (0, 0);
         }
     }
 }
@@ -579,6 +588,10 @@ impl StorageProcess {
                 let read = matches!(routing, Routing::Read { .. });
                 let item = Item::Message(delivery);
                 if read {
+                    if self.timing.threshold.is_some() {
+                        self.trace_read(touches, item);
+                        return;
+                    }
                     MigrationInput::Read { touches, item }
                 } else {
                     MigrationInput::Deliver { touches, item }
@@ -586,6 +599,23 @@ impl StorageProcess {
             }
         };
         self.migrate(input);
+    }
+
+    /// A read fed to the migrator while `TESSERA_STORAGE_TIMING_MS` measures: counts it if
+    /// it was held, and as late if this process had announced, over 50 ms before, that it
+    /// receives a range it touches (measurement only: the migrator sees the same input).
+    fn trace_read(&mut self, touches: PositionSet, item: Item) {
+        let held_before = self.migrator.progress().held;
+        let incoming = !touches.intersection(&self.busy_announced.0).is_empty();
+        let announced_at = self.busy_announced.1;
+        self.migrate(MigrationInput::Read { touches, item });
+        if self.migrator.progress().held > held_before {
+            self.timing.reads_held.0 += 1;
+            let late = announced_at.is_some_and(|at| at.elapsed() > Duration::from_millis(50));
+            if incoming && late {
+                self.timing.reads_held.1 += 1;
+            }
+        }
     }
 
     /// Steps the migrator and executes its effects in order; a slice of a pass reads or removes
@@ -904,19 +934,28 @@ impl StorageProcess {
         }
     }
 
-    /// Tells every storage process's gateway whether this process is receiving copies, when
-    /// that changes and every 500 ms while it lasts (links drop frames; gateways forget).
+    /// Tells every storage process's gateway which ranges this process is receiving copies
+    /// of, when that changes and every 500 ms while it receives (links drop frames; gateways
+    /// forget). A gateway's point reads avoid it only for those ranges.
     fn announce_busy(&mut self) {
-        let receiving = self.failed.is_none() && self.migrator.is_receiving();
-        let (announced, at) = self.busy_announced;
-        let due = receiving && at.is_none_or(|at| at.elapsed() >= Duration::from_millis(500));
-        if receiving == announced && !due {
+        let incoming = if self.failed.is_none() {
+            self.migrator.incoming_range()
+        } else {
+            PositionSet::empty()
+        };
+        let (announced, at) = &self.busy_announced;
+        let due =
+            !incoming.is_empty() && at.is_none_or(|at| at.elapsed() >= Duration::from_millis(500));
+        if incoming == *announced && !due {
             return;
         }
-        self.busy_announced = (receiving, Some(Instant::now()));
+        self.busy_announced = (incoming.clone(), Some(Instant::now()));
         let process = self.id;
         for storage in &self.config.storage {
-            let frame = Frame::Busy { process, receiving };
+            let frame = Frame::Receiving {
+                process,
+                incoming: incoming.clone(),
+            };
             if storage.id == self.id.0 {
                 let _ = self.gateway.send(frame);
             } else {

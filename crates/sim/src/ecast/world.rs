@@ -185,9 +185,9 @@ pub struct EcastSimulation {
     faults_on: bool,
     stats: EcastStats,
     value_next: u64,
-    /// Storage processes receiving copies (the admin's progress board): gateways route point
-    /// reads away from them.
-    busy: BTreeSet<ProcessId>,
+    /// Storage processes receiving copies and what they receive (the admin's progress
+    /// board): gateways route point reads of those ranges away from them.
+    busy: BTreeMap<ProcessId, PositionSet>,
     /// Every range being copied right now.
     moving: PositionSet,
     planner: Planner,
@@ -274,7 +274,7 @@ impl EcastSimulation {
             faults_on: true,
             stats: EcastStats::default(),
             value_next: 1,
-            busy: BTreeSet::new(),
+            busy: BTreeMap::new(),
             moving: PositionSet::empty(),
             planner: Planner::default(),
             op_times: BTreeMap::new(),
@@ -319,6 +319,9 @@ impl EcastSimulation {
             // No deadline: an operation that never completes is a liveness failure.
             give_up_ticks: None,
             report_envelopes: true,
+            // The busy set is fed from the migrators every tick, exact and at once: nothing
+            // to foresee.
+            foresee_busy_ticks: 0,
         };
         let router_count = self.routers.len() as u8;
         let seed = self.prng.next_u64();
@@ -582,8 +585,9 @@ impl EcastSimulation {
         let mut moving = PositionSet::empty();
         for node in &self.storage {
             if node.crashed_at.is_none() && node.migrator.is_receiving() {
-                self.busy.insert(node.id);
-                moving = moving.union(&node.migrator.incoming_range());
+                let incoming = node.migrator.incoming_range();
+                moving = moving.union(&incoming);
+                self.busy.insert(node.id, incoming);
             }
         }
         let stats = self.storage.iter().map(|node| node.migrator.stats()).fold(
