@@ -448,12 +448,13 @@ impl Host {
             if duty.pending.len() >= PENDING_SHARES_MAX {
                 break;
             }
+            let envelope = std::sync::Arc::unwrap_or_clone(delivery.envelope);
             duty.pending.push(Share {
                 timestamp: delivery.timestamp,
                 previous: delivery.previous,
-                sender: delivery.envelope.sender,
-                sequence: delivery.envelope.sequence,
-                operation: delivery.envelope.payload,
+                sender: envelope.sender,
+                sequence: envelope.sequence,
+                operation: envelope.payload,
             });
         }
         if let (true, Some(arrived)) = (early, arrived) {
