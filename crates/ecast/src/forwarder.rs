@@ -19,6 +19,7 @@ use crate::types::{
 use placement::ecast::{destset, Message};
 use placement::ProcessId;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use vr::{ClientId, Request, RequestKind, RequestNumber};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +202,7 @@ impl Forwarder {
                     timestamp: *timestamp,
                     previous: *previous,
                     version: routed.version_after,
-                    envelope: routed.envelope.clone(),
+                    envelope: Arc::clone(&routed.envelope),
                 });
             }
         }
@@ -301,7 +302,7 @@ impl Forwarder {
                     timestamp: *timestamp,
                     previous: *previous,
                     version: routed.version_after,
-                    envelope: routed.envelope.clone(),
+                    envelope: Arc::clone(&routed.envelope),
                 })
             })
             .take(self.settings.deliveries_per_message_max)

@@ -4,11 +4,12 @@
 //! next configuration are computed here, deterministically, on every router.
 
 use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp};
-use placement::ecast::{apply, destset, suspects};
+use placement::ecast::{apply, suspects, RingCache};
 use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 
 /// The encoding's version: the first byte of every operation and result.
 pub const FORMAT_VERSION: u8 = 1;
@@ -180,7 +181,8 @@ impl OperationResult {
 /// One sequenced, not yet stable message (an entry of Algorithm 2's send window W).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Routed {
-    pub envelope: Envelope,
+    /// Shared with the forwarder's deliveries of it (they clone the `Arc`, not the message).
+    pub envelope: Arc<Envelope>,
     /// The configuration version the destination set was computed under.
     pub routed_under: ConfigVersion,
     /// The version in force after this message.
@@ -206,8 +208,10 @@ struct SenderState {
     high: Sequence,
     /// How many of its messages are sequenced and unstable.
     unstable: u64,
-    /// Outcomes of its latest `outcomes_retained` sequence numbers.
-    outcomes: BTreeMap<Sequence, Remembered>,
+    /// Outcomes of its latest `outcomes_retained` sequence numbers, oldest first: the last one
+    /// is `high`'s (every sequence number up to `high` has one, refused or sequenced, so they
+    /// are contiguous and a sequence number's outcome is found by its offset from `high`).
+    outcomes: VecDeque<Remembered>,
 }
 
 /// One configuration of §5.3's config sequence.
@@ -246,6 +250,9 @@ pub struct RouterState {
     /// Set when a configuration change made the index stale; `collect_stable` rebuilds it.
     #[serde(skip)]
     index_stale: bool,
+    /// The current configuration's ring and replica groups (derived, never serialised).
+    #[serde(skip)]
+    ring: RingCache,
 }
 
 /// The stability index: per unstable message, how many of its destinations it still waits
@@ -256,8 +263,11 @@ pub struct RouterState {
 struct StabilityIndex {
     /// Unstable timestamp → destinations still waited for.
     remaining: BTreeMap<Timestamp, usize>,
-    /// Destination → the unstable timestamps it has not confirmed (only live destinations).
-    waiting: BTreeMap<ProcessId, BTreeSet<Timestamp>>,
+    /// Destination → the unstable timestamps it has not confirmed (only live destinations), in
+    /// increasing order: timestamps are added in the order they are assigned and confirmed
+    /// from the front, so a queue does what an ordered set would, without a tree node per
+    /// message.
+    waiting: BTreeMap<ProcessId, VecDeque<Timestamp>>,
     /// Unstable messages the index says are stable: `collect_stable` removes them.
     ready: BTreeSet<Timestamp>,
 }
@@ -273,7 +283,9 @@ impl StabilityIndex {
     ) {
         let mut remaining = 0;
         for process in waited {
-            self.waiting.entry(process).or_default().insert(timestamp);
+            let waiting = self.waiting.entry(process).or_default();
+            debug_assert!(waiting.back().is_none_or(|last| *last < timestamp));
+            waiting.push_back(timestamp);
             remaining += 1;
         }
         self.remaining.insert(timestamp, remaining);
@@ -294,8 +306,8 @@ impl StabilityIndex {
         let Some(waiting) = self.waiting.get_mut(&process) else {
             return;
         };
-        let rest = waiting.split_off(&up_to.next());
-        let confirmed = std::mem::replace(waiting, rest);
+        let covered = waiting.partition_point(|timestamp| *timestamp <= up_to);
+        let confirmed: Vec<Timestamp> = waiting.drain(..covered).collect();
         if waiting.is_empty() {
             self.waiting.remove(&process);
         }
@@ -317,7 +329,15 @@ impl StabilityIndex {
         self.ready.remove(&timestamp);
         for process in routed.destinations.keys() {
             if let Some(waiting) = self.waiting.get_mut(process) {
-                waiting.remove(&timestamp);
+                // Usually absent: a message becomes stable once its waited destinations
+                // confirmed it, which took it off the front of their queues (only the
+                // canary's early stability leaves it queued). The queue is sorted, so a
+                // front past it settles that at once.
+                if waiting.front().is_some_and(|first| *first <= timestamp) {
+                    if let Ok(at) = waiting.binary_search(&timestamp) {
+                        waiting.remove(at);
+                    }
+                }
                 if waiting.is_empty() {
                     self.waiting.remove(process);
                 }
@@ -348,6 +368,7 @@ impl RouterState {
             applied: 0,
             index: StabilityIndex::default(),
             index_stale: false,
+            ring: RingCache::default(),
         }
     }
 
@@ -435,7 +456,13 @@ impl RouterState {
                 expected: state.high.next(),
             };
         }
-        match state.outcomes.get(&sequence) {
+        // Every sequence number from `high − len + 1` to `high` has its outcome, in order.
+        let oldest = state.high.0 + 1 - state.outcomes.len() as u64;
+        let remembered = sequence
+            .0
+            .checked_sub(oldest)
+            .and_then(|offset| state.outcomes.get(usize::try_from(offset).ok()?));
+        match remembered {
             None => Outcome::Forgotten,
             Some(Remembered::Refused(refusal)) => Outcome::Refused(refusal.clone()),
             Some(Remembered::Sequenced {
@@ -543,6 +570,7 @@ impl RouterState {
             return Outcome::WindowFull;
         }
         state.high = envelope.sequence;
+        let envelope_sequence = envelope.sequence;
         let current = self.configuration().version();
         let refusal = if envelope.is_config() {
             None // placement::apply checks the message's own `based_on`.
@@ -566,9 +594,10 @@ impl RouterState {
         let sequence = self.senders[&sender].high;
         let retained = self.settings.outcomes_retained;
         let state = self.senders.get_mut(&sender).expect("inserted above");
-        state.outcomes.insert(sequence, remembered);
+        debug_assert_eq!(sequence, envelope_sequence);
+        state.outcomes.push_back(remembered);
         while state.outcomes.len() as u64 > retained {
-            state.outcomes.pop_first();
+            state.outcomes.pop_front();
         }
         self.outcome(sender, sequence)
     }
@@ -590,9 +619,15 @@ impl RouterState {
         };
         let timestamp = self.timestamp_last.next();
         self.timestamp_last = timestamp;
-        let configuration = self.configuration();
+        // The field, not `configuration()`: the ring cache is borrowed mutably beside it.
+        let configuration = &self
+            .configurations
+            .values()
+            .next_back()
+            .expect("there is always a current configuration")
+            .configuration;
         let routed_under = configuration.version();
-        let targets = destset(configuration, &envelope.routing);
+        let targets = self.ring.destinations(configuration, &envelope.routing);
         let live: Vec<ProcessId> = targets
             .iter()
             .copied()
@@ -637,7 +672,7 @@ impl RouterState {
         self.unstable.insert(
             timestamp,
             Routed {
-                envelope,
+                envelope: Arc::new(envelope),
                 routed_under,
                 version_after,
                 destinations,
@@ -705,6 +740,12 @@ impl RouterState {
     }
 
     fn invariants_full(&self) {
+        for sender in self.senders.values() {
+            assert!(
+                sender.outcomes.len() as u64 <= sender.high.0,
+                "at most one outcome per sequence number"
+            );
+        }
         let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
         assert_eq!(unstable_total, self.unstable.len() as u64);
         if !self.index_stale {
@@ -770,7 +811,7 @@ impl vr::StateMachine for RouterState {
             postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
                 reason: error.to_string(),
             })?;
-        *self = state;
+        *self = state; // With an empty ring cache.
         self.index = self.derive_index();
         self.index_stale = false;
         Ok(())
@@ -956,6 +997,55 @@ mod tests {
             confirm(&mut state, &confirmations)
         );
         assert!(restored.unstable().is_empty());
+    }
+
+    #[test]
+    fn outcomes_are_remembered_for_the_latest_sequence_numbers_only() {
+        let mut state = state();
+        state.settings.window_max = 4;
+        state.settings.outcomes_retained = 4;
+        let submit = |state: &mut RouterState, messages: Vec<Envelope>| {
+            let OperationResult::Submitted(outcomes) = run(
+                state,
+                Operation::Submit {
+                    sender: SENDER,
+                    messages,
+                },
+            ) else {
+                panic!("not submitted");
+            };
+            outcomes
+        };
+        let first = submit(&mut state, (1..=4).map(|s| write(s, &[1])).collect());
+        // Everything confirmed: the window is free again.
+        confirm(&mut state, &[(1, 4), (2, 4)]);
+        // A message planned against another version consumes its number as a refusal.
+        let mut stale = write(5, &[2]);
+        stale.planned_at = ConfigVersion(7);
+        let second = submit(
+            &mut state,
+            vec![stale, write(6, &[2]), write(7, &[3]), write(8, &[4])],
+        );
+        assert!(matches!(second[0].1, Outcome::Refused(_)));
+        for sequence in 1..=4 {
+            assert_eq!(
+                state.outcome(SENDER, Sequence(sequence)),
+                Outcome::Forgotten
+            );
+        }
+        for (sequence, outcome) in &second {
+            assert_eq!(&state.outcome(SENDER, *sequence), outcome);
+        }
+        // A retried duplicate gets the remembered outcome, not a new timestamp.
+        let retried = submit(&mut state, vec![write(7, &[3])]);
+        assert_eq!(retried, vec![second[2].clone()]);
+        assert_eq!(
+            state.outcome(SENDER, Sequence(9)),
+            Outcome::OutOfOrder {
+                expected: Sequence(9)
+            }
+        );
+        assert!(matches!(first[0].1, Outcome::Sequenced { .. }));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use placement::{ConfigVersion, ProcessId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// A message's position in the global order (§5.4: "a unique timestamp t, representing its
 /// position in the global history"). Assigned by the router state machine when it applies the
@@ -115,7 +116,10 @@ pub struct Delivery {
     /// routed under if it is an accepted configuration message, else that version). A storage
     /// process checks basic reads against it.
     pub version: ConfigVersion,
-    pub envelope: Envelope,
+    /// Shared with the router state's copy and every other destination's delivery of the
+    /// message (one allocation per message, not per destination); encoded as the envelope
+    /// itself, so the wire format is that of a plain `Envelope`.
+    pub envelope: Arc<Envelope>,
 }
 
 /// A snapshot read as the lead router injects it into one destination's stream (§6.7): it is

@@ -385,7 +385,7 @@ fn delivery(timestamp: u64, previous: u64) -> Delivery {
         timestamp: Timestamp(timestamp),
         previous: Timestamp(previous),
         version: ConfigVersion(0),
-        envelope: write(timestamp, &[key_of(1)]),
+        envelope: write(timestamp, &[key_of(1)]).into(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The E-Cast routing function of Rubberband (§5.3, §6.3): `destset`, `apply`, `suspects`.
 
-use crate::configuration::{Configuration, ProcessId};
+use crate::configuration::{ConfigVersion, Configuration, Member, ProcessId};
 use crate::message::{
     self, ConfigChange, ConfigMessage, MembershipChange, Refusal, Transformation,
 };
@@ -82,6 +82,88 @@ pub fn destset(configuration: &Configuration, message: &Message) -> BTreeSet<Pro
             .filter(|process| configuration.is_live(*process))
             .collect(),
         Message::Config { message, .. } => affected(configuration, message),
+    }
+}
+
+/// `destset` for a stream of messages routed under few configurations (the router state's
+/// per-message routing): point writes — nearly every data message — are routed through the
+/// ring and each member's live replica group computed once per configuration version instead
+/// of once per message. Every other message goes to `destset` itself. The cache is keyed by
+/// version alone, so one cache must only ever see configurations of one history (where a
+/// version names one configuration), as one router state's are.
+#[derive(Clone, Debug, Default)]
+pub struct RingCache {
+    version: Option<ConfigVersion>,
+    /// The ring, sorted by identifier.
+    ring: Vec<Member>,
+    /// Per ring index: the live processes among that member and its successors replicating
+    /// its primary range (`Configuration::live_replicas` of a position in its range).
+    groups: Vec<Vec<ProcessId>>,
+}
+
+/// A cache is not state: any two compare equal (a router state holding one compares by its
+/// replicated fields only).
+impl PartialEq for RingCache {
+    fn eq(&self, _: &RingCache) -> bool {
+        true
+    }
+}
+
+impl Eq for RingCache {}
+
+impl RingCache {
+    /// Exactly `destset(configuration, message)`, as a sorted vector without duplicates (a
+    /// handful of processes: cheaper to build than a set).
+    pub fn destinations(
+        &mut self,
+        configuration: &Configuration,
+        message: &Message,
+    ) -> Vec<ProcessId> {
+        let Message::Write {
+            target: Target::Points(points),
+            ..
+        } = message
+        else {
+            return destset(configuration, message).into_iter().collect();
+        };
+        self.refresh(configuration);
+        let mut destinations = Vec::new();
+        if self.ring.is_empty() {
+            return destinations;
+        }
+        for position in points {
+            let after = self
+                .ring
+                .partition_point(|member| member.identifier <= *position);
+            // Below the smallest identifier the arc of the largest one wraps around.
+            let owner = if after == 0 {
+                self.ring.len() - 1
+            } else {
+                after - 1
+            };
+            destinations.extend_from_slice(&self.groups[owner]);
+        }
+        destinations.sort_unstable();
+        destinations.dedup();
+        destinations
+    }
+
+    fn refresh(&mut self, configuration: &Configuration) {
+        if self.version == Some(configuration.version()) {
+            return;
+        }
+        self.version = Some(configuration.version());
+        self.ring = configuration.ring();
+        let group_size = usize::from(configuration.replication()).min(self.ring.len());
+        self.groups = (0..self.ring.len())
+            .map(|index| {
+                (0..group_size)
+                    .map(|offset| &self.ring[(index + offset) % self.ring.len()])
+                    .filter(|member| member.live)
+                    .map(|member| member.process)
+                    .collect()
+            })
+            .collect();
     }
 }
 
@@ -180,5 +262,63 @@ pub fn suspects(message: &Message) -> BTreeSet<ProcessId> {
             ..
         } => BTreeSet::from([*process]),
         _ => BTreeSet::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configuration::{ProcessState, REPLICATION_MAX};
+
+    fn configuration(members: u64, replication: u8) -> Configuration {
+        let members: Vec<(ProcessId, Position)> = (0..members)
+            .map(|index| (ProcessId(index + 1), Position(index * 1000 + 17)))
+            .collect();
+        Configuration::with_ring(replication, &members)
+    }
+
+    #[test]
+    fn the_ring_cache_routes_every_point_write_as_destset_does() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut cache = RingCache::default();
+        let mut checked = 0;
+        for replication in 1..=REPLICATION_MAX.min(4) {
+            for members in [1, 2, 3, 6] {
+                let mut configuration = configuration(members, replication);
+                for round in 0..3 {
+                    if round > 0 {
+                        // A suspicion under a new version (the cache must notice).
+                        let process = ProcessId(1 + next() % members);
+                        let identifier = configuration.state(process).and_then(|s| s.identifier());
+                        if let Some(identifier) = identifier {
+                            configuration.set(process, ProcessState::Suspected { identifier });
+                        }
+                        configuration.advance_version();
+                    }
+                    for _ in 0..200 {
+                        let points: Vec<Position> = (0..1 + next() % 5)
+                            .map(|_| Position(next() % (members * 1000 + 50)))
+                            .collect();
+                        let message = Message::Write {
+                            sender: ProcessId(99),
+                            target: Target::Points(points),
+                        };
+                        assert_eq!(
+                            cache.destinations(&configuration, &message),
+                            Vec::from_iter(destset(&configuration, &message)),
+                            "{configuration:?} {message:?}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
     }
 }

@@ -377,7 +377,8 @@ fn forged_partition_frames_take_no_storage_process_down() {
                     target: Target::Points(vec![Position(1)]),
                 },
                 payload: garbage.clone(),
-            },
+            }
+            .into(),
         };
         // From a router that exists (the primary logs them: their chain fits nothing, so
         // they wait as early arrivals or are dropped) and from one that does not.

@@ -566,7 +566,8 @@ impl Host {
             if duty.pending.len() >= PENDING_SHARES_MAX {
                 break;
             }
-            let keyspace = match &delivery.envelope.routing {
+            let envelope = std::sync::Arc::unwrap_or_clone(delivery.envelope);
+            let keyspace = match &envelope.routing {
                 Routing::Config { message, .. } => match &message.change {
                     ConfigChange::Keyspace(keyspace) => Some(keyspace.instructions.clone()),
                     ConfigChange::Membership(_) => None,
@@ -576,9 +577,9 @@ impl Host {
             let share = Share {
                 timestamp: delivery.timestamp,
                 previous: delivery.previous,
-                sender: delivery.envelope.sender,
-                sequence: delivery.envelope.sequence,
-                operation: delivery.envelope.payload,
+                sender: envelope.sender,
+                sequence: envelope.sequence,
+                operation: envelope.payload,
             };
             duty.pending.push(match keyspace {
                 // Only one-member groups cut (`ClusterConfig::elastic_groups`; `tessera admin`
