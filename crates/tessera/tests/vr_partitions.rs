@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{Load, LoadOptions, Mix};
-use support::partitioned::{redis_cli, PartitionedCluster};
+use support::partitioned::{redis_cli, redis_cli_session, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
@@ -119,8 +119,20 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
         "\n\n"
     );
     assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "6");
-    // Snapshot and basic reads are not built for vr partitions: refused, not wrong.
-    assert!(redis_cli(cluster.client_ports[0], &["READMODE", "basic"]).contains("not built"));
+    // Snapshot and basic reads are served as sequential ones in vr mode (a stronger
+    // guarantee): accepted, reported as asked, and they read what a sequential read reads.
+    for mode in ["basic", "snapshot"] {
+        let text = redis_cli_session(
+            cluster.client_ports[1],
+            &[
+                &["READMODE", mode],
+                &["READMODE"],
+                &["MGET", "account1", "account5"],
+                &["GET", "account1"],
+            ],
+        );
+        assert_eq!(text, format!("OK\n{mode}\n{last}\n\n{last}\n"), "{mode}");
+    }
 }
 
 /// Two keys in different partitions (their owners under the router configuration differ).

@@ -646,6 +646,7 @@ async fn serve(
         let mut connection = Connection {
             jobs: jobs.clone(),
             isolation: Isolation::Sequential,
+            requested: Isolation::Sequential,
             protocol: 2,
             name: None,
             config: config.clone(),
@@ -658,7 +659,12 @@ async fn serve(
 
 struct Connection {
     jobs: mpsc::Sender<Job>,
+    /// The isolation this connection's reads run with.
     isolation: Isolation,
+    /// The isolation `READMODE` asked for (what `READMODE` reports): `isolation` itself, except
+    /// in `vr`/`skyros` partition modes, where every read runs `sequential` (a stronger
+    /// guarantee than either weaker level; `read_mode`).
+    requested: Isolation,
     protocol: u8,
     name: Option<Vec<u8>>,
     config: ClusterConfig,
@@ -952,6 +958,14 @@ impl Connection {
 
     /// `READMODE [sequential|snapshot|basic]`: sets (or, without an argument, reports) how
     /// this connection's reads are isolated.
+    ///
+    /// In `vr`/`skyros` partition modes `snapshot` and `basic` are accepted and served as
+    /// `sequential`, which guarantees more than either (strict serialisability): the way
+    /// PostgreSQL accepts READ UNCOMMITTED and runs it as READ COMMITTED. A weaker level is a
+    /// permission to return less, never a promise to; what those modes would need to serve the
+    /// weaker levels faster, and what they would guarantee, is in `docs/internals/ecast.md`
+    /// ("Read isolation with partition groups"). `READMODE` reports the level asked for, as
+    /// PostgreSQL's `SHOW transaction_isolation` does.
     fn read_mode(&mut self, arguments: &[Vec<u8>]) -> Value {
         let name = |isolation| match isolation {
             Isolation::Sequential => "sequential",
@@ -959,7 +973,7 @@ impl Connection {
             Isolation::Basic => "basic",
         };
         match arguments {
-            [_] => Value::Simple(name(self.isolation).to_string()),
+            [_] => Value::Simple(name(self.requested).to_string()),
             [_, mode] => {
                 let isolation = match mode.to_ascii_lowercase().as_slice() {
                     b"sequential" => Isolation::Sequential,
@@ -971,15 +985,12 @@ impl Connection {
                         )
                     }
                 };
-                if isolation != Isolation::Sequential && self.config.partitions.grouped() {
-                    return Value::Error(
-                        "ERR READMODE snapshot and basic are not built for vr/skyros partitions \
-                         (docs/internals/ecast.md says what they would guarantee); \
-                         use sequential"
-                            .into(),
-                    );
-                }
-                self.isolation = isolation;
+                self.requested = isolation;
+                self.isolation = if self.config.partitions.grouped() {
+                    Isolation::Sequential
+                } else {
+                    isolation
+                };
                 Value::ok()
             }
             _ => Value::Error("ERR wrong number of arguments for 'readmode' command".into()),

@@ -306,6 +306,27 @@ pub fn info(port: u16) -> Option<String> {
 }
 
 /// The real `redis-cli` against `port`; its standard output.
+/// Runs `commands` on one redis-cli connection (piped in, one per line; words must not
+/// contain spaces), so per-connection state (`READMODE`) carries from one to the next.
+pub fn redis_cli_session(port: u16, commands: &[&[&str]]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("redis-cli is installed (scripts/test installs it)");
+    let mut input = child.stdin.take().unwrap();
+    for words in commands {
+        writeln!(input, "{}", words.join(" ")).unwrap();
+    }
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "redis-cli failed: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
 pub fn redis_cli(port: u16, words: &[&str]) -> String {
     let output = Command::new("redis-cli")
         .arg("-p")
