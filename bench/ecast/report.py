@@ -82,7 +82,7 @@ if multi or direct:
         points = sorted(
             (int(run["parameters"]["senders"]) * int(run["parameters"]["window"]), run["throughput_ops_per_s"])
             for run in direct
-            if run["parameters"]["apply"] == apply and run["parameters"].get("workers", "2") == "2"
+            if run["parameters"]["apply"] == apply and run["parameters"].get("workers", "2") == "0"
         )
         if points:
             axis.plot([p[0] for p in points], [p[1] for p in points], "s-", color=colour,
@@ -127,7 +127,7 @@ if direct:
     lines += ["", "### E-Cast messages straight to the routers (`tessera bench ecast`, MSET of 4 keys, 8-byte values)", ""]
     lines += ["![messages](ecast-messages.png)", ""]
     lines += [
-        "| senders x window | applied | worker threads | messages/s | p50 ms | p99 ms | failed | CPU % of one core: lead router, other routers, storage (sum of 6), load generator, total |",
+        "| senders x window | applied | worker threads (0: current-thread runtime) | messages/s | p50 ms | p99 ms | failed | CPU % of one core: lead router, other routers, storage (sum of 6), load generator, total |",
         "|--:|---|--:|--:|--:|--:|--:|---|",
     ]
     for run in direct:

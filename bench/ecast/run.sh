@@ -158,13 +158,14 @@ fi
 
 if [[ $SECTIONS == *" 4 "* ]]; then
 log "4. E-Cast messages straight to the routers (tessera bench ecast, 6 processes, replication 3)"
-# The last run: every process with one tokio worker thread instead of two (fewer wakeups
-# between threads on 2 cores), 6 senders, not applied.
+# Every process on tokio's current-thread runtime (workers=0, the E-Cast processes' default);
+# the last run with two worker threads per process instead (the default before `thru4`), 12
+# senders, not applied.
 runs=()
 for apply in yes no; do
-    for senders in "${SENDER_COUNTS[@]}"; do runs+=("$apply $senders 2"); done
+    for senders in "${SENDER_COUNTS[@]}"; do runs+=("$apply $senders 0"); done
 done
-runs+=("no 6 1")
+runs+=("no 12 2")
 for run in "${runs[@]}"; do
     read -r apply senders workers <<<"$run"
     TESSERA_WORKER_THREADS=$workers start_cluster 6 3

@@ -161,22 +161,43 @@ fn panic_later_if_asked() {
     });
 }
 
-/// Tokio worker threads per node: `TESSERA_WORKER_THREADS`, default 2.
-fn worker_threads() -> usize {
+/// Tokio worker threads of this process: `TESSERA_WORKER_THREADS` if set, else `default`; 0 runs
+/// every task on the process's main thread (tokio's current-thread runtime).
+fn worker_threads(default: usize) -> usize {
     std::env::var("TESSERA_WORKER_THREADS")
         .ok()
         .and_then(|text| text.parse().ok())
-        .filter(|threads| *threads > 0)
-        .unwrap_or(2)
+        .unwrap_or(default)
 }
+
+/// The async runtime of a node or E-Cast process, with `worker_threads(default)` workers.
+fn async_runtime(default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = worker_threads(default);
+    let mut builder = if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(threads);
+        builder
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// A node's default: two worker threads.
+const NODE_WORKER_THREADS: usize = 2;
+/// An E-Cast router's or storage process's default: the current-thread runtime. Its tasks
+/// (the router or storage task, a reader per inbound connection, a writer per link) wake each
+/// other with a queue push instead of a wakeup of another thread; on a 2-core machine running
+/// ten such processes this cut the CPU per ordered message by ~12 % and raised throughput by
+/// ~10 % (`docs/bench/ecast.md`, `thru4`).
+const ECAST_WORKER_THREADS: usize = 0;
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads())
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let tokio = async_runtime(NODE_WORKER_THREADS)?;
     tokio.block_on(async move {
         runtime::node::start(config).await?;
         wait_for_exit(exit_with_parent).await
@@ -190,11 +211,7 @@ fn run_ecast_node(
     exit_with_parent: bool,
 ) -> anyhow::Result<()> {
     let config = runtime::ecast::config::ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads())
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let tokio = async_runtime(ECAST_WORKER_THREADS)?;
     tokio.block_on(async move {
         panic_later_if_asked();
         match (router, storage) {

@@ -21,6 +21,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use wire::{Message, ReplicaIndex, Request};
 
+/// Frames this process dropped because a link's queue was full (or its task gone).
+static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
+
 /// Frames queued per link at most; more are dropped (the sender's protocol resends).
 const LINK_FRAMES_MAX: usize = 16_384;
 /// A frame's payload at most (a Deliver batch of 64 multi-key messages fits easily).
@@ -288,7 +291,17 @@ impl Links {
                 down_since_ms,
             }
         });
-        let _ = link.frames.try_send(frame);
+        if link.frames.try_send(frame).is_err() {
+            // Lost: the protocol above resends, after a timeout. Logged (the first and every
+            // 1,000th) because each loss stalls someone for that timeout.
+            let dropped = FRAMES_DROPPED.fetch_add(1, Ordering::Relaxed);
+            if dropped.is_multiple_of(1_000) {
+                log::warn(format_args!(
+                    "the link to {to} is full or closed: {} frames dropped so far",
+                    dropped + 1
+                ));
+            }
+        }
     }
 
     /// How long the link to `to` has been without a connection (None: connected, or never

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Alternating A/B runs of `tessera bench ecast` on a fresh 6-process cluster (replication 3,
+# 3 routers) per run, to compare two environments of the cluster's processes above the noise of
+# a shared machine. Prints one line per run: variant, messages/s, and the CPU each message cost
+# (µs, user + system of every process of the cluster and the load generator, over the measured
+# interval).
+#
+#   A="TESSERA_WORKER_THREADS=2" B="TESSERA_WORKER_THREADS=0" RUNS=5 SENDERS=12 WINDOW=48
+#   DURATION=6 WARMUP=1 PORT=13000 APPLY=no bench/ecast/ab.sh
+set -euo pipefail
+
+A=${A:-TESSERA_WORKER_THREADS=2}
+B=${B:-TESSERA_WORKER_THREADS=0}
+RUNS=${RUNS:-5}
+SENDERS=${SENDERS:-12}
+WINDOW=${WINDOW:-48}
+DURATION=${DURATION:-6}
+WARMUP=${WARMUP:-1}
+PORT=${PORT:-13000}
+APPLY=${APPLY:-no}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TESSERA=$ROOT/target/release/tessera
+WORK=$(mktemp -d /tmp/ecast-ab.XXXXXX)
+CLUSTER_PID=""
+
+stop_cluster() {
+    if [[ -n "$CLUSTER_PID" ]]; then
+        kill -INT "$CLUSTER_PID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$CLUSTER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$CLUSTER_PID" 2>/dev/null || true
+        wait "$CLUSTER_PID" 2>/dev/null || true
+        CLUSTER_PID=""
+    fi
+}
+trap stop_cluster EXIT
+trap 'exit 130' INT TERM
+
+# The cluster's processes and the load generator: their command lines name this run's files.
+cpu_ticks() {
+    local total=0 pid ticks
+    for pid in $(pgrep -f -- "$WORK/"); do
+        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null) || continue
+        total=$((total + ticks))
+    done
+    echo "$total"
+}
+
+one_run() {
+    local variant=$1 environment=$2 run=$3 dir=$WORK/cluster-$run-$1
+    env $environment "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
+        --port "$PORT" --data-dir "$dir" >"$WORK/dev-$run-$variant.log" 2>&1 &
+    CLUSTER_PID=$!
+    local ready=0
+    for _ in $(seq 200); do
+        ready=1
+        for ((i = 0; i < 6; i++)); do
+            [[ "$(redis-cli -p $((PORT + i)) SET bench:ready 1 2>/dev/null)" == "OK" ]] || ready=0
+        done
+        [[ $ready == 1 ]] && break
+        sleep 0.1
+    done
+    [[ $ready == 1 ]] || { echo "run $run $variant: the cluster did not become ready" >&2; exit 1; }
+    local extra=()
+    [[ $APPLY == no ]] && extra=(--no-apply)
+    "$TESSERA" bench ecast --cluster "$dir/cluster.toml" --duration "$DURATION" --warmup "$WARMUP" \
+        --senders "$SENDERS" --window "$WINDOW" --keys 4 --value-size 8 "${extra[@]}" \
+        --label "ab $variant" --json "$WORK/one.json" >"$WORK/bench-$run-$variant.log" 2>&1 &
+    local bench=$! measured before after
+    measured=$(python3 -c "print(max($DURATION - 1, 0.5))")
+    sleep "$WARMUP"
+    before=$(cpu_ticks)
+    sleep "$measured"
+    after=$(cpu_ticks)
+    wait "$bench"
+    python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" <<'PYTHON'
+import json, sys
+run = json.load(open(sys.argv[1]))
+rate = run["throughput_ops_per_s"]
+cpu_seconds = (int(sys.argv[3]) - int(sys.argv[2])) / float(sys.argv[5])
+per_message = 1e6 * cpu_seconds / float(sys.argv[4]) / rate if rate else float("nan")
+print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f} us CPU per message")
+PYTHON
+    stop_cluster
+}
+
+echo "A: $A; B: $B; $RUNS runs each, alternating; $SENDERS senders x $WINDOW, apply=$APPLY, ${DURATION}s; $(uptime)"
+for ((run = 1; run <= RUNS; run++)); do
+    if ((run % 2)); then
+        one_run A "$A" "$run"
+        one_run B "$B" "$run"
+    else
+        one_run B "$B" "$run"
+        one_run A "$A" "$run"
+    fi
+done
+echo "raw logs in $WORK; $(uptime)"
