@@ -188,12 +188,13 @@ fn async_runtime(default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// A node's default: two worker threads.
 const NODE_WORKER_THREADS: usize = 2;
-/// An E-Cast router's or storage process's default: the current-thread runtime. Its tasks
-/// (the router or storage task, a reader per inbound connection, a writer per link) wake each
-/// other with a queue push instead of a wakeup of another thread; on a 2-core machine running
-/// ten such processes this cut the CPU per ordered message by ~12 % and raised throughput by
-/// ~10 % (`docs/bench/ecast.md`, `thru4`).
-const ECAST_WORKER_THREADS: usize = 0;
+/// An E-Cast router's or storage process's default: two worker threads. The current-thread
+/// runtime (`TESSERA_WORKER_THREADS=0`) cut the CPU per ordered message by ~12 % and raised
+/// throughput by ~10 % on a 2-core machine running ten such processes (`docs/bench/ecast.md`,
+/// `thru4`), but 2 of its 20 benchmark runs stalled at a third of the rate for a reason not yet
+/// found, and on one thread a long storage turn (a migration step) holds up every connection of
+/// the process; so it is a tuning choice, not the default, until both are understood.
+const ECAST_WORKER_THREADS: usize = 2;
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
