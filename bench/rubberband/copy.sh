@@ -6,13 +6,14 @@
 # The migration target of issue 6 is >= 200 MB/s on loopback.
 #
 # Environment (optional): PORT=10600 VALUE_SIZE=100 LOAD_KEYS=500000 SKIP_BUILD=1 KEEP=1
+#   TESSERA=path/to/another/tessera (a binary to compare; implies nothing is built)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-T=$ROOT/target/release/tessera
+T=${TESSERA:-$ROOT/target/release/tessera}
 PORT=${PORT:-10600}
 VALUE_SIZE=${VALUE_SIZE:-100}
 LOAD_KEYS=${LOAD_KEYS:-500000}
-[[ -z "${SKIP_BUILD:-}" ]] && (cd "$ROOT" && cargo build --release -p tessera)
+[[ -z "${SKIP_BUILD:-}${TESSERA:-}" ]] && (cd "$ROOT" && cargo build --release -p tessera)
 W=$(mktemp -d /tmp/rubberband-copy.XXXXXX)
 "$T" dev --protocol sequenced --nodes 2 --active 1 --replication 1 --routers 3 --port "$PORT" \
     --data-dir "$W/c" >"$W/dev.log" 2>&1 &

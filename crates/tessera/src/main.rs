@@ -22,8 +22,8 @@ use std::path::PathBuf;
 /// mimalloc is built with its `no_thp` feature: it never asks the kernel for transparent huge
 /// pages (`madvise(MADV_HUGEPAGE)` on its arenas). With them, a storage process copying a range
 /// spent 30–46 % of its time in the kernel zeroing 2 MB pages as fresh arena memory was first
-/// touched; without them one copy of 100 B values ran at 64–65 MB/s instead of 41–42, of 1 KB
-/// values at 199–201 MB/s instead of 79–97 (`docs/bench/elasticity.md`, "Copy speed").
+/// touched; without them a copy of 1 KB values took about half the time
+/// (`docs/bench/elasticity.md`, "Copy speed").
 /// This is a build-time switch, not `mi_option_set` at the top of `main`: mimalloc reserves its
 /// first arena (1 GiB of address space, advised for huge pages) at its first allocation, which
 /// the Rust runtime makes before `main`, so the option would come too late for that arena. On a kernel whose THP mode is
