@@ -1566,3 +1566,49 @@ fn a_sender_behind_its_receiver_keeps_the_receiver_waiting_until_it_catches_up()
         assert!(after.is_empty(), "{after:?}");
     }
 }
+
+/// `Record`'s key and value travel as byte strings (one copy each) but must encode exactly as
+/// the derived `Vec<u8>` sequences did: processes of either build exchange chunks.
+#[test]
+fn records_encode_as_before() {
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Derived {
+        position: Position,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    }
+    let sizes = [
+        (0, 0),
+        (1, 100),
+        (7, 127),
+        (20, 128),
+        (3, 1000),
+        (130, 70_000),
+    ];
+    let records: Vec<Record> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, v))| Record {
+            position: Position((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            key: (0..k).map(|b| (b * 7 + i) as u8).collect(),
+            value: (0..v).map(|b| (b * 13 + i) as u8).collect(),
+        })
+        .collect();
+    let derived: Vec<Derived> = records
+        .iter()
+        .map(|r| Derived {
+            position: r.position,
+            key: r.key.clone(),
+            value: r.value.clone(),
+        })
+        .collect();
+    let ours = postcard::to_allocvec(&records).unwrap();
+    let theirs = postcard::to_allocvec(&derived).unwrap();
+    assert_eq!(ours, theirs);
+    let decoded: Vec<Record> = postcard::from_bytes(&theirs).unwrap();
+    assert_eq!(decoded, records);
+    let back: Vec<Derived> = postcard::from_bytes(&ours).unwrap();
+    assert_eq!(back, derived);
+    // A truncated chunk is an error, not a panic.
+    assert!(postcard::from_bytes::<Vec<Record>>(&ours[..ours.len() - 1]).is_err());
+}

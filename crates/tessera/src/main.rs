@@ -18,6 +18,16 @@ use std::path::PathBuf;
 /// encoded frames); glibc's allocator cost a quarter of a router's CPU there (consolidating
 /// free lists whenever a buffer of a kilobyte or more is requested), mimalloc about 16 % less
 /// work overall (`docs/bench/ecast.md`).
+///
+/// mimalloc is built with its `no_thp` feature: it never asks the kernel for transparent huge
+/// pages (`madvise(MADV_HUGEPAGE)` on its arenas). With them, a storage process copying a range
+/// spent 30–46 % of its time in the kernel zeroing 2 MB pages as fresh arena memory was first
+/// touched; without them a copy of 1 KB values took about half the time
+/// (`docs/bench/elasticity.md`, "Copy speed").
+/// This is a build-time switch, not `mi_option_set` at the top of `main`: mimalloc reserves its
+/// first arena (1 GiB of address space, advised for huge pages) at its first allocation, which
+/// the Rust runtime makes before `main`, so the option would come too late for that arena. On a kernel whose THP mode is
+/// `always` (not `madvise`) it does not turn huge pages off; `MIMALLOC_ALLOW_THP=0` does.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
