@@ -19,7 +19,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 use support::load::{Load, LoadOptions, Mix};
-use support::partitioned::{wait_until, PartitionedCluster};
+use support::partitioned::{preload, preload_key, preload_value, wait_until, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
@@ -57,12 +57,11 @@ trait Status {
     fn status(&self) -> (u64, BTreeMap<u64, (String, String)>);
     /// Keys each process holds.
     fn keys(&self) -> BTreeMap<u64, String>;
-    fn status_rows(&self) -> (u64, BTreeMap<u64, Vec<String>>);
 }
 
 impl Status for PartitionedCluster {
     fn status(&self) -> (u64, BTreeMap<u64, (String, String)>) {
-        let (version, rows) = self.status_rows();
+        let (version, rows) = self.admin_status();
         let processes = rows
             .into_iter()
             .map(|(id, words)| (id, (words[1].clone(), words[6..].join(" "))))
@@ -71,28 +70,10 @@ impl Status for PartitionedCluster {
     }
 
     fn keys(&self) -> BTreeMap<u64, String> {
-        let (_, rows) = self.status_rows();
+        let (_, rows) = self.admin_status();
         rows.into_iter()
             .map(|(id, words)| (id, words[4].clone()))
             .collect()
-    }
-
-    fn status_rows(&self) -> (u64, BTreeMap<u64, Vec<String>>) {
-        let text = self.admin_ok(&["status"]);
-        let mut lines = text.lines();
-        let version = lines
-            .next()
-            .and_then(|line| line.strip_prefix("configuration version "))
-            .and_then(|rest| rest.split(':').next())
-            .and_then(|version| version.parse().ok())
-            .unwrap_or_else(|| panic!("no version in {text}"));
-        let mut processes = BTreeMap::new();
-        for line in lines.skip(1) {
-            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-            let id: u64 = words[0].parse().unwrap();
-            processes.insert(id, words);
-        }
-        (version, processes)
     }
 }
 
@@ -100,30 +81,8 @@ impl Status for PartitionedCluster {
 
 const PRELOAD: usize = 3_000;
 
-fn preload_key(index: usize) -> String {
-    format!("pre{index}")
-}
-
-fn preload_value(index: usize) -> String {
-    format!("{index}-{}", "x".repeat(200))
-}
-
-/// MSETs of 100 keys (each a multi-partition message).
-fn preload(port: u16) {
-    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
-    for batch in (0..PRELOAD).collect::<Vec<_>>().chunks(100) {
-        let mut words = vec!["MSET".to_string()];
-        for index in batch {
-            words.push(preload_key(*index));
-            words.push(preload_value(*index));
-        }
-        let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        assert_eq!(
-            client.call(&arguments(&words)).unwrap(),
-            Value::Simple("OK".into())
-        );
-    }
-}
+/// The preloaded values' padding.
+const PADDING: usize = 200;
 
 /// Every preloaded key with its value, read through `port`; else what is wrong.
 fn check_preload(port: u16) -> Result<(), String> {
@@ -139,7 +98,7 @@ fn check_preload(port: u16) -> Result<(), String> {
             other => return Err(format!("MGET answered {other:?}")),
         };
         for (index, value) in batch.iter().zip(values) {
-            if value != Value::Bulk(preload_value(*index).into_bytes()) {
+            if value != Value::Bulk(preload_value(*index, PADDING).into_bytes()) {
                 wrong.push(preload_key(*index));
             }
         }
@@ -186,7 +145,7 @@ fn finish_and_check(mut load: Load, port: u16) {
 /// process 1 rebalanced, then contracted back to one; the clients run throughout.
 fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     let cluster = start(name, port, 3, 1, 2, canary);
-    preload(cluster.client_ports[0]);
+    preload(cluster.client_ports[0], PRELOAD, PADDING);
     let load = start_load(cluster.client_ports.clone());
     std::thread::sleep(Duration::from_millis(500));
     let expanded = cluster.admin_ok(&["expand"]);
@@ -261,7 +220,7 @@ fn the_data_check_catches_receivers_that_drop_their_copies() {
 #[test]
 fn a_killed_storage_process_is_replaced_by_a_standby_automatically_and_nothing_is_lost() {
     let mut cluster = start("rb-replace", 10060, 4, 3, 3, false);
-    preload(cluster.client_ports[0]);
+    preload(cluster.client_ports[0], PRELOAD, PADDING);
     // Clients avoid process 3's port (it dies first).
     let ports = vec![
         cluster.client_ports[0],

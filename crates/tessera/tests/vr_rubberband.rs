@@ -16,10 +16,9 @@ mod support;
 
 use resp::Value;
 use runtime::ecast::config::PartitionMode;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use support::load::{Load, LoadOptions, Mix};
-use support::partitioned::{wait_until, PartitionedCluster};
+use support::partitioned::{preload, preload_key, preload_value, wait_until, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
@@ -49,53 +48,12 @@ fn start(name: &str, port: u16, storage: u64, active: u64, canary: bool) -> Part
     cluster
 }
 
-/// `tessera admin status`: the configuration version and, per process id, its words.
-fn status(cluster: &PartitionedCluster) -> (u64, BTreeMap<u64, Vec<String>>) {
-    let text = cluster.admin_ok(&["status"]);
-    let mut lines = text.lines();
-    let version = lines
-        .next()
-        .and_then(|line| line.strip_prefix("configuration version "))
-        .and_then(|rest| rest.split(':').next())
-        .and_then(|version| version.parse().ok())
-        .unwrap_or_else(|| panic!("no version in {text}"));
-    let mut processes = BTreeMap::new();
-    for line in lines.skip(1) {
-        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-        let id: u64 = words[0].parse().unwrap();
-        processes.insert(id, words);
-    }
-    (version, processes)
-}
-
 // ----- Preloaded data: no acknowledged write may be lost by a cut or a copy. -----
 
 const PRELOAD: usize = 2_000;
 
-fn preload_key(index: usize) -> String {
-    format!("pre{index}")
-}
-
-fn preload_value(index: usize) -> String {
-    format!("{index}-{}", "x".repeat(100))
-}
-
-/// MSETs of 100 keys (multi-partition messages once there are several groups).
-fn preload(port: u16) {
-    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
-    for batch in (0..PRELOAD).collect::<Vec<_>>().chunks(100) {
-        let mut words = vec!["MSET".to_string()];
-        for index in batch {
-            words.push(preload_key(*index));
-            words.push(preload_value(*index));
-        }
-        let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        assert_eq!(
-            client.call(&arguments(&words)).unwrap(),
-            Value::Simple("OK".into())
-        );
-    }
-}
+/// The preloaded values' padding.
+const PADDING: usize = 100;
 
 /// Every preloaded key with its value, read one GET at a time (the bypass) through `port`;
 /// else what is wrong.
@@ -108,7 +66,7 @@ fn check_preload(port: u16) -> Result<(), String> {
         let value = client
             .call(&arguments(&["GET", &key]))
             .map_err(|e| e.to_string())?;
-        if value != Value::Bulk(preload_value(index).into_bytes()) {
+        if value != Value::Bulk(preload_value(index, PADDING).into_bytes()) {
             wrong.push(key);
         }
     }
@@ -142,7 +100,7 @@ fn start_load(ports: Vec<u16>) -> Load {
 /// here or panic in the checks).
 fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     let cluster = start(name, port, 3, 1, canary);
-    preload(cluster.client_ports[0]);
+    preload(cluster.client_ports[0], PRELOAD, PADDING);
     let mut load = start_load(cluster.client_ports.clone());
     std::thread::sleep(Duration::from_millis(500));
     let expanded = cluster.admin_ok(&["expand"]);
@@ -152,7 +110,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     );
     std::thread::sleep(Duration::from_millis(300));
     cluster.admin_ok(&["expand"]);
-    let (version, processes) = status(&cluster);
+    let (version, processes) = cluster.admin_status();
     assert_eq!(version, 2);
     assert!(
         processes.values().all(|words| words[1] == "active"),
@@ -166,7 +124,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     cluster.admin_ok(&["contract", "--process", "1"]);
     std::thread::sleep(Duration::from_millis(300));
     cluster.admin_ok(&["contract", "--process", "2"]);
-    let (version, processes) = status(&cluster);
+    let (version, processes) = cluster.admin_status();
     assert_eq!(version, 5);
     assert_eq!(processes[&3][1], "active", "{processes:?}");
     assert_eq!(processes[&1][1], "standby", "{processes:?}");
@@ -174,7 +132,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     // A cut drops the keys a group gave away (the copy lives in its replicated state until
     // acknowledged): the contracted groups end up empty.
     let emptied = wait_until(Duration::from_secs(10), || {
-        let (_, processes) = status(&cluster);
+        let (_, processes) = cluster.admin_status();
         processes[&1][4] == "0" && processes[&2][4] == "0"
     });
     // The standby 1 takes process 3's place (a copy of the whole ring), and the standby 2
@@ -182,7 +140,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     std::thread::sleep(Duration::from_millis(300));
     cluster.admin_ok(&["replace", "--process", "3", "--with", "1"]);
     cluster.admin_ok(&["leave", "--process", "2"]);
-    let (version, processes) = status(&cluster);
+    let (version, processes) = cluster.admin_status();
     assert_eq!(version, 7);
     assert_eq!(processes[&1][1], "active", "{processes:?}");
     assert_eq!(processes[&3][1], "standby", "{processes:?}");
@@ -209,7 +167,7 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     assert!(
         emptied,
         "contracted groups kept their data: {:?}",
-        status(&cluster).1
+        cluster.admin_status().1
     );
     checked
 }

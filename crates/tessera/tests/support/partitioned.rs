@@ -148,6 +148,26 @@ impl PartitionedCluster {
         lead.map(|(_, index)| index)
     }
 
+    /// `tessera admin status`: the configuration version and, per process id, the words of
+    /// its row.
+    pub fn admin_status(&self) -> (u64, BTreeMap<u64, Vec<String>>) {
+        let text = self.admin_ok(&["status"]);
+        let mut lines = text.lines();
+        let version = lines
+            .next()
+            .and_then(|line| line.strip_prefix("configuration version "))
+            .and_then(|rest| rest.split(':').next())
+            .and_then(|version| version.parse().ok())
+            .unwrap_or_else(|| panic!("no version in {text}"));
+        let mut processes = BTreeMap::new();
+        for line in lines.skip(1) {
+            let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            let id: u64 = words[0].parse().unwrap();
+            processes.insert(id, words);
+        }
+        (version, processes)
+    }
+
     /// Waits until a router other than `not` leads.
     pub fn wait_for_lead(&self, not: Option<usize>) -> usize {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -306,6 +326,34 @@ pub fn info(port: u16) -> Option<String> {
 }
 
 /// The real `redis-cli` against `port`; its standard output.
+/// Preloaded key `index` (tests that check no acknowledged write is lost while data moves).
+pub fn preload_key(index: usize) -> String {
+    format!("pre{index}")
+}
+
+/// Preloaded key `index`'s value: the index, then `padding` bytes.
+pub fn preload_value(index: usize, padding: usize) -> String {
+    format!("{index}-{}", "x".repeat(padding))
+}
+
+/// Writes `count` preloaded keys through `port` as MSETs of 100 keys (multi-partition
+/// messages once the keys span several partitions).
+pub fn preload(port: u16, count: usize, padding: usize) {
+    let mut client = RespClient::connect(port, Duration::from_secs(1)).unwrap();
+    for batch in (0..count).collect::<Vec<_>>().chunks(100) {
+        let mut words = vec!["MSET".to_string()];
+        for index in batch {
+            words.push(preload_key(*index));
+            words.push(preload_value(*index, padding));
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(
+            client.call(&arguments(&words)).unwrap(),
+            Value::Simple("OK".into())
+        );
+    }
+}
+
 /// Runs `commands` on one redis-cli connection (piped in, one per line; words must not
 /// contain spaces), so per-connection state (`READMODE`) carries from one to the next.
 pub fn redis_cli_session(port: u16, commands: &[&[&str]]) -> String {
