@@ -69,6 +69,17 @@ fn the_gate_ignored_canary_is_caught_by_strict_serialisability() {
     );
 }
 
+/// The cut canary's shape (skyros, every seed reconfiguring) passes with the gate.
+#[test]
+fn the_cut_canary_shape_passes_with_the_gate() {
+    for seed in 1..=200 {
+        let mut options = BypassOptions::canary(seed, BypassCanary::SkyrosGateIgnoresCuts);
+        options.canary = None;
+        let report = run(options);
+        assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
+    }
+}
+
 /// A put acknowledged before ordering although its group gave its key away at a keyspace cut
 /// (or was installing copies): answered `Moved` where it executes, after its client completed
 /// (`ecast.md`, "With keyspace cuts", G3). Every seed reconfigures. Caught on 16 of seeds
