@@ -170,6 +170,11 @@ pub struct PartitionMachineSettings {
     /// moved away (no `Moved`).
     #[doc(hidden)]
     pub ignore_holdings: bool,
+    /// Test-only canary: a `skyros` group's nilext gate ignores keyspace cuts (G3 of
+    /// `docs/internals/ecast.md`, "Skyros partitions"): a nilext write to a key the group gave
+    /// away, or one arriving while copies install, is acknowledged before it is ordered.
+    #[doc(hidden)]
+    pub gate_ignores_cuts: bool,
 }
 
 impl Default for PartitionMachineSettings {
@@ -180,6 +185,7 @@ impl Default for PartitionMachineSettings {
             answers_retained: 4096,
             act_before_install: false,
             ignore_holdings: false,
+            gate_ignores_cuts: false,
         }
     }
 }
@@ -761,10 +767,12 @@ where
         match PartitionOperation::decode(operation) {
             Ok(PartitionOperation::Single { operation, .. }) => {
                 let keys = self.data.keys(&operation);
-                let runs_at_once = !self.rules.would_wait(&keys)
-                    && self.holds_keys(&keys)
-                    && self.installing.is_empty()
-                    && self.deferred.is_empty();
+                // G3: every key still held, no copy installing, no execution deferred.
+                let cuts_allow = self.settings.gate_ignores_cuts
+                    || (self.holds_keys(&keys)
+                        && self.installing.is_empty()
+                        && self.deferred.is_empty());
+                let runs_at_once = !self.rules.would_wait(&keys) && cuts_allow;
                 if runs_at_once {
                     vr::NilextGate::Clear
                 } else {

@@ -2,13 +2,17 @@
 //! `Protocol::Skyros` over a `PartitionMachine`. A nilext write that conflicts with an admitted,
 //! uncovered multi-partition message is not acknowledged by the primary (rule H would hold it);
 //! one that does not conflict is; once the watermark covers the message, it is
-//! (`docs/internals/ecast.md`, "Skyros partitions").
+//! (`docs/internals/ecast.md`, "Skyros partitions"). And a group whose holdings change at a
+//! keyspace cut, as the runtime drives one at replication 1 (the cut an ordered write): every
+//! nilext write acknowledged before the cut is ordered before it and travels in its copy, and
+//! none is acknowledged early while the cut is pending, for a key it gave away, or before the
+//! watermark covers it (`docs/internals/rubberband.md`, "Skyros partitions at replication 1").
 
 use ecast::{
-    KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation,
-    PartitionResult, Sequence, Share, Timestamp,
+    KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
+    PartitionOperation, PartitionResult, Released, Sequence, Share, Timestamp,
 };
-use placement::ProcessId;
+use placement::{ConfigVersion, ProcessId};
 use placement::{Position, PositionSet};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,7 +43,7 @@ impl PartitionData for Registers {
         }
     }
 
-    // Keyspace cuts (these tests make none): a key's position is its first byte.
+    // Keyspace cuts: a key's position is its first byte.
     fn position(&self, key: &[u8]) -> Position {
         Position(u64::from(key.first().copied().unwrap_or(0)))
     }
@@ -70,6 +74,7 @@ impl PartitionData for Registers {
 type Machine = PartitionMachine<Registers>;
 
 struct Group {
+    size: u8,
     replicas: Vec<Replica<Machine>>,
     network: VecDeque<(u8, Message)>,
     replies: Vec<Message>,
@@ -78,19 +83,31 @@ struct Group {
 
 impl Group {
     fn new(canary: Option<Canary>) -> Group {
-        let mut config = Config::new(3, Durability::Memory);
+        Group::with(3, canary, PartitionMachineSettings::default(), None)
+    }
+
+    /// `size` replicas; `holds`: the group's holdings, if they may change at keyspace cuts.
+    fn with(
+        size: u8,
+        canary: Option<Canary>,
+        settings: PartitionMachineSettings,
+        holds: Option<PositionSet>,
+    ) -> Group {
+        let mut config = Config::new(size, Durability::Memory);
         config.protocol = vr::Protocol::Skyros;
         config.canary = canary;
-        let replicas = (0..3)
+        let replicas = (0..size)
             .map(|index| {
-                let machine = PartitionMachine::new(
-                    Registers::default(),
-                    PartitionMachineSettings::default(),
-                );
+                let machine = PartitionMachine::new(Registers::default(), settings.clone());
+                let machine = match &holds {
+                    Some(holds) => machine.with_holdings(holds.clone()),
+                    None => machine,
+                };
                 Replica::new(config.clone(), ReplicaIndex(index), machine)
             })
             .collect();
         Group {
+            size,
             replicas,
             network: VecDeque::new(),
             replies: Vec::new(),
@@ -116,7 +133,7 @@ impl Group {
             while let Some((to, message)) = self.network.pop_front() {
                 self.step(to, Input::Message(message));
             }
-            for index in 0..3 {
+            for index in 0..self.size {
                 self.step(index, Input::Tick);
             }
         }
@@ -127,6 +144,12 @@ impl Group {
 
     /// An ordered write to the primary (the router's deliveries and watermarks are these).
     fn ordered(&mut self, client: u64, operation: PartitionOperation) {
+        self.submit(client, operation);
+        self.settle();
+    }
+
+    /// An ordered write to the primary, left in flight (prepared, not committed).
+    fn submit(&mut self, client: u64, operation: PartitionOperation) {
         let number = self.next_number;
         self.next_number += 1;
         let request = Request {
@@ -136,7 +159,6 @@ impl Group {
             operation: operation.encode(),
         };
         self.step(0, Input::Message(Message::Request(request)));
-        self.settle();
     }
 
     /// A nilext single-partition write sent to every replica: which replicas acknowledged it.
@@ -152,7 +174,7 @@ impl Group {
             }
             .encode(),
         };
-        for index in 0..3 {
+        for index in 0..self.size {
             self.step(index, Input::Message(Message::Request(request.clone())));
         }
         let mut acked = Vec::new();
@@ -255,5 +277,158 @@ fn the_canary_acknowledges_the_held_write() {
             .0
             .get(b"a".as_slice()),
         Some(&b"m".to_vec())
+    );
+}
+
+// ----- Keyspace cuts (Rubberband over `skyros` partitions at replication 1). -----
+
+/// Positions 0–100 ("a" is 97): what the group keeps at the cut.
+fn low() -> PositionSet {
+    PositionSet::from_inclusive(Position(0), Position(100))
+}
+
+/// Positions 101–255 ("z" is 122): what it gives group 2.
+fn high() -> PositionSet {
+    PositionSet::from_inclusive(Position(101), Position(255))
+}
+
+/// The group's cut at keyspace message K (timestamp `timestamp`): it keeps `low`, sends
+/// `high` to group 2, as the runtime's primary logs it (`PartitionOperation::Cut`).
+fn cut(timestamp: u64, previous: u64) -> PartitionOperation {
+    PartitionOperation::Cut {
+        share: Share {
+            timestamp: Timestamp(timestamp),
+            previous: Timestamp(previous),
+            sender: ProcessId(60),
+            sequence: Sequence(timestamp),
+            operation: Vec::new(),
+        },
+        cut: PartitionCut {
+            version: ConfigVersion(1),
+            holds: low(),
+            sends: vec![(ProcessId(2), high())],
+            receives: Vec::new(),
+        },
+    }
+}
+
+/// The records of the group's copy of version 1 to group 2.
+fn copy(group: &Group) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let records = group.replicas[0]
+        .state_machine()
+        .outgoing()
+        .find(|(version, to, _)| (*version, *to) == (ConfigVersion(1), ProcessId(2)))
+        .map(|(_, _, records)| records.clone())
+        .expect("the cut keeps a copy for group 2");
+    postcard::from_bytes(&records).expect("records decode")
+}
+
+fn released(group: &Group) -> Vec<Released> {
+    group.replicas[0]
+        .state_machine()
+        .released_after(0)
+        .map(|(_, released)| released.clone())
+        .filter(|released| !matches!(released, Released::Answer { .. }))
+        .collect()
+}
+
+fn value(group: &Group, key: &str) -> Option<Vec<u8>> {
+    group.replicas[0]
+        .state_machine()
+        .data()
+        .0
+        .get(key.as_bytes())
+        .cloned()
+}
+
+/// The runtime's shape: a one-member Skyros group (replication 1), the cut submitted as an
+/// ordered write by the primary's driver.
+#[test]
+fn a_one_member_group_cuts_after_every_write_it_acknowledged_and_acknowledges_none_it_gave_away() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(1, None, settings, Some(PositionSet::whole()));
+    // Acknowledged before the cut reached the primary: ordered before it, so in its copy.
+    assert_eq!(group.nilext(1, "z=1"), vec![0]);
+    group.ordered(ROUTER, cut(1, 0));
+    assert_eq!(copy(&group), vec![(b"z".to_vec(), b"1".to_vec())]);
+    assert_eq!(
+        value(&group, "z"),
+        None,
+        "a moved key is dropped at the cut"
+    );
+    // A write to a key the cut moved away is not acknowledged (G3): it is ordered, held behind
+    // K until the watermark covers it, then answered Moved (its gateway re-plans it).
+    assert_eq!(group.nilext(2, "z=2"), Vec::<u8>::new());
+    // One to a key the group keeps is not either while K is above the watermark (G1).
+    assert_eq!(group.nilext(3, "a=3"), Vec::<u8>::new());
+    group.settle();
+    assert_eq!(group.reply(2), Some(PartitionResult::Held));
+    assert_eq!(group.reply(3), Some(PartitionResult::Held));
+    group.ordered(ROUTER, PartitionOperation::Watermark(Timestamp(1)));
+    assert_eq!(
+        released(&group),
+        vec![
+            Released::Moved {
+                client: 2,
+                number: 1
+            },
+            Released::Single {
+                client: 3,
+                number: 1,
+                result: b"OK".to_vec()
+            },
+        ]
+    );
+    assert_eq!(value(&group, "z"), None, "the moved write did not execute");
+    assert_eq!(value(&group, "a"), Some(b"3".to_vec()));
+    // K covered: a write to a kept key takes the fast path again; one to a moved key never.
+    assert_eq!(group.nilext(4, "a=4"), vec![0]);
+    assert_eq!(group.nilext(5, "z=5"), Vec::<u8>::new());
+    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 3);
+}
+
+/// A cut prepared but not committed is an unexecuted request that touches every key (G2): no
+/// nilext write is acknowledged by the primary before it executes.
+#[test]
+fn no_nilext_write_is_acknowledged_by_the_primary_while_a_cut_is_pending() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(3, None, settings, Some(PositionSet::whole()));
+    assert_eq!(group.nilext(1, "a=1"), vec![0, 1, 2]);
+    group.settle();
+    group.submit(ROUTER, cut(1, 0));
+    assert!(
+        group.replicas[0]
+            .state_machine()
+            .outgoing()
+            .next()
+            .is_none(),
+        "the cut has not executed yet"
+    );
+    assert_eq!(group.nilext(2, "a=2"), vec![1, 2], "the primary refused");
+    group.settle();
+    assert_eq!(group.reply(2), Some(PartitionResult::Held));
+    group.ordered(ROUTER, PartitionOperation::Watermark(Timestamp(1)));
+    assert_eq!(value(&group, "a"), Some(b"2".to_vec()));
+    assert_eq!(group.nilext(3, "a=3"), vec![0, 1, 2]);
+}
+
+/// The canary (`PartitionMachineSettings::gate_ignores_cuts`): once K is covered, a write to a
+/// key the group gave away is acknowledged before it is ordered, then answered Moved where it
+/// executes: acknowledged and lost.
+#[test]
+fn the_gate_ignores_cuts_canary_acknowledges_a_write_it_then_loses() {
+    let settings = PartitionMachineSettings {
+        gate_ignores_cuts: true,
+        ..PartitionMachineSettings::default()
+    };
+    let mut group = Group::with(1, None, settings, Some(PositionSet::whole()));
+    group.ordered(ROUTER, cut(1, 0));
+    group.ordered(ROUTER, PartitionOperation::Watermark(Timestamp(1)));
+    assert_eq!(group.nilext(2, "z=2"), vec![0], "acknowledged");
+    group.settle();
+    assert_eq!(value(&group, "z"), None);
+    assert!(
+        copy(&group).is_empty(),
+        "nor in the copy: the write is lost"
     );
 }

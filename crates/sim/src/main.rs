@@ -28,7 +28,8 @@ const USAGE: &str =
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
                  bypass-act-before-install | bypass-ignore-holdings)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
-                 before ordering when the nilext gate allows (canary: bypass-skyros-gate-ignored)
+                 before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
+                 bypass-skyros-gate-ignores-cuts)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
@@ -97,6 +98,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-act-before-install") => Some(BypassCanary::ActBeforeInstall),
                     Some("bypass-ignore-holdings") => Some(BypassCanary::IgnoreHoldings),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
+                    Some("bypass-skyros-gate-ignores-cuts") => {
+                        Some(BypassCanary::SkyrosGateIgnoresCuts)
+                    }
                     _ => None,
                 };
                 if parsed.bypass_canary.is_some() {

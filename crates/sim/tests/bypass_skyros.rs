@@ -68,3 +68,39 @@ fn the_gate_ignored_canary_is_caught_by_strict_serialisability() {
         failures.len()
     );
 }
+
+/// The cut canary's shape (skyros, every seed reconfiguring) passes with the gate.
+#[test]
+fn the_cut_canary_shape_passes_with_the_gate() {
+    for seed in 1..=200 {
+        let mut options = BypassOptions::canary(seed, BypassCanary::SkyrosGateIgnoresCuts);
+        options.canary = None;
+        let report = run(options);
+        assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
+    }
+}
+
+/// A put acknowledged before ordering although its group gave its key away at a keyspace cut
+/// (or was installing copies): answered `Moved` where it executes, after its client completed
+/// (`ecast.md`, "With keyspace cuts", G3). Every seed reconfigures. Caught on 16 of seeds
+/// 1..200 when written.
+#[test]
+fn the_gate_ignores_cuts_canary_is_caught() {
+    let failures = sweep_mode(
+        &seeds(1, 200),
+        Some(BypassCanary::SkyrosGateIgnoresCuts),
+        true,
+    );
+    report(&failures);
+    for (seed, report, found) in &failures {
+        assert!(
+            ["bypass_serializability", "bypass_keyspace"].contains(found),
+            "seed {seed}: {report}"
+        );
+    }
+    assert!(
+        failures.len() >= 8,
+        "caught on {} of 200 seeds",
+        failures.len()
+    );
+}

@@ -1,8 +1,8 @@
 //! `tessera admin`: the super process of a partitioned cluster by hand (Crescando/RB §6.1,
-//! §6.4–6.5): a `sequenced` one, or a `vr` one at replication 1 (each storage process a
-//! one-member VR group; a keyspace change cuts the affected groups' logs and copies between
-//! them). `vr` clusters above replication 1 and `skyros` clusters refuse every command but
-//! `status`, with the reason. `status` prints the configuration and each storage
+//! §6.4–6.5): a `sequenced` one, or a `vr` or `skyros` one at replication 1 (each storage
+//! process a one-member VR or Skyros group; a keyspace change cuts the affected groups' logs
+//! and copies between them). `vr` and `skyros` clusters above replication 1 refuse every
+//! command but `status`, with the reason. `status` prints the configuration and each storage
 //! process's migration state; a keyspace command (expand, contract, replace, rebalance) reads
 //! the configuration from the routers, plans the change with `placement::Planner::propose`,
 //! submits it through its own `ecast::Sender`, and waits until every receiver installed its
@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct AdminArguments {
-    /// The cluster file (`tessera dev --protocol sequenced`, or `--protocol vr --replication 1`,
-    /// writes it to `<data-dir>/cluster.toml`; by default the temporary directory's
-    /// `tessera-dev`). A `vr` cluster above replication 1 or a `skyros` one takes only `status`.
+    /// The cluster file (`tessera dev --protocol sequenced`, or `--protocol vr|skyros
+    /// --replication 1`, writes it to `<data-dir>/cluster.toml`; by default the temporary
+    /// directory's `tessera-dev`). A `vr` or `skyros` cluster above replication 1 takes only
+    /// `status`.
     #[arg(long)]
     cluster: Option<PathBuf>,
     /// Give up waiting for a migration after this many seconds (exit 1).
@@ -86,8 +87,8 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
             .join("cluster.toml")
     });
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    // `vr` partitions at replication 1 reconfigure (each process a one-member group: a
-    // keyspace change is a cut in the affected groups' logs and copies between them,
+    // `vr` and `skyros` partitions at replication 1 reconfigure (each process a one-member
+    // group: a keyspace change is a cut in the affected groups' logs and copies between them,
     // docs/internals/rubberband.md "Rubberband over `vr` partitions"); other grouped clusters
     // are fixed at start.
     let fixed = config.partitions.grouped() && !config.elastic_groups();

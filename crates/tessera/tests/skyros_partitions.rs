@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{Load, LoadOptions, Mix};
-use support::partitioned::{info, redis_cli, PartitionedCluster};
+use support::partitioned::{info_counter, redis_cli, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const ROUTERS: u8 = 3;
@@ -38,16 +38,6 @@ fn start(name: &str, port: u16) -> PartitionedCluster {
     let mut cluster = prepare(name, port);
     cluster.launch();
     cluster
-}
-
-/// A counter of the storage process's INFO (0 if absent).
-fn info_counter(port: u16, name: &str) -> u64 {
-    info(port)
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{name}:")))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 #[test]

@@ -255,16 +255,23 @@ impl ClusterConfig {
     /// changes a group's members and `tessera admin` drives it (`partition_host`; Rubberband
     /// over `vr` partitions in `docs/internals/rubberband.md`). The routers' destinations are
     /// the processes themselves: their configuration is the real one and follows every
-    /// accepted configuration message.
+    /// accepted configuration message. `skyros` partitions too: a cut is an ordered op, so
+    /// the primary orders it after every nilext write it acknowledged, and the nilext gate
+    /// acknowledges none past a pending or executed cut that moves its keys (G2, G3 of
+    /// `docs/internals/ecast.md`, "Skyros partitions"; the argument for the runtime in
+    /// `docs/internals/rubberband.md`, "Skyros partitions at replication 1").
     pub fn elastic_groups(&self) -> bool {
-        self.partitions == PartitionMode::Vr && self.replication == 1
+        self.partitions.grouped() && self.replication == 1
     }
 
     /// Why this grouped cluster's groups are fixed at start (standbys and keyspace changes
     /// refused).
     pub fn fixed_groups_reason(&self) -> String {
         match self.partitions {
-            PartitionMode::Skyros => "skyros partitions cannot change their keyspace yet: a cut must first finalise the pending nilext writes (Skyros's \"a read finalises\"), which the runtime does not drive; standbys and tessera admin keyspace changes are refused".to_string(),
+            PartitionMode::Skyros => format!(
+                "skyros partitions change their keyspace only at replication 1 (this cluster has {}): at f > 1 successor replication moves members between groups, which needs a new group per (arc, version) (VRR section 7's epochs), not built; standbys and tessera admin keyspace changes are refused",
+                self.replication
+            ),
             _ => format!(
                 "vr partitions change their keyspace only at replication 1 (this cluster has {}): at f > 1 successor replication moves members between groups, which needs a new VR group per (arc, version) (VRR section 7's epochs), not built; standbys and tessera admin keyspace changes are refused",
                 self.replication
@@ -517,11 +524,30 @@ mod tests {
         above.partitions = PartitionMode::Vr;
         let error = above.with_active(2).unwrap_err();
         assert!(error.contains("only at replication 1"), "{error}");
+    }
+
+    #[test]
+    fn a_skyros_cluster_takes_standbys_only_at_replication_1_like_a_vr_one() {
         let mut skyros =
             ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         skyros.partitions = PartitionMode::Skyros;
-        assert!(!skyros.elastic_groups());
-        assert!(skyros.with_active(1).unwrap_err().contains("skyros"));
+        let skyros = skyros.with_active(1).unwrap();
+        assert!(skyros.elastic_groups());
+        assert_eq!(skyros.partition_groups().len(), 3);
+        assert_eq!(
+            skyros.router_configuration(),
+            skyros.initial_configuration()
+        );
+        assert_eq!(skyros.partition_protocol(1).protocol, vr::Protocol::Skyros);
+        let mut above =
+            ClusterConfig::loopback(7, 3, 3, 2, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        above.partitions = PartitionMode::Skyros;
+        assert!(!above.elastic_groups());
+        let error = above.with_active(2).unwrap_err();
+        assert!(
+            error.contains("skyros partitions change their keyspace only at replication 1"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -397,6 +397,12 @@ fn machine_settings() -> PartitionMachineSettings {
     if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_ACT_BEFORE_INSTALL").is_some() {
         settings.act_before_install = true;
     }
+    // Hidden, test-only (debug builds): a `skyros` group's nilext gate ignores keyspace cuts
+    // (G3): it acknowledges nilext writes to keys the group gave away (the real-process
+    // Rubberband test's canary for `skyros` partitions).
+    if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_GATE_IGNORES_CUTS").is_some() {
+        settings.gate_ignores_cuts = true;
+    }
     // Hidden, test-only (debug builds): no rule H, the first counterexample of `ecast.md`
     // (the real-process test's canary for the bypass).
     if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_HOLD").is_some() {
@@ -860,6 +866,13 @@ impl Host {
                 .unwrap_or_else(|| hosted.group.arc.clone());
             let holds = PartitionCut::holds_after(&instructions, partition, &before);
             let cut = PartitionCut::project(&instructions, partition, version, holds);
+            // In a `skyros` group the cut, an ordered write like every request here, is
+            // ordered after every nilext write the primary acknowledged before it (one batch
+            // queue in arrival order), and no nilext write is acknowledged early while it is
+            // pending (its keys are every key: G2) nor, once it executed, for a key it moved
+            // away or while copies install (G3). So nothing pending in the durability log is
+            // left behind by the copy (`docs/internals/rubberband.md`, "Skyros partitions at
+            // replication 1").
             PartitionOperation::Cut { share, cut }
         } else if !duty.pending.is_empty() {
             duty.watermark_last = false;

@@ -89,6 +89,11 @@ pub enum BypassCanary {
     /// `skyros` partitions: the primary ignores the nilext gate (`vr::Canary::NilextGateIgnored`)
     /// and acknowledges every nilext write before ordering it, held or not.
     SkyrosGateIgnored,
+    /// `skyros` partitions: the nilext gate ignores keyspace cuts (G3,
+    /// `PartitionMachineSettings::gate_ignores_cuts`): a put to a key the group gave away, or
+    /// one arriving while copies install, is acknowledged before it is ordered. Reconfigures
+    /// on every seed.
+    SkyrosGateIgnoresCuts,
 }
 
 #[derive(Clone, Debug)]
@@ -271,9 +276,14 @@ impl BypassOptions {
             options.window_max = 8;
             options.think_ticks_max = 5;
         }
+        if canary == BypassCanary::SkyrosGateIgnoresCuts {
+            options.skyros = true;
+        }
         if matches!(
             canary,
-            BypassCanary::ActBeforeInstall | BypassCanary::IgnoreHoldings
+            BypassCanary::ActBeforeInstall
+                | BypassCanary::IgnoreHoldings
+                | BypassCanary::SkyrosGateIgnoresCuts
         ) {
             let mut prng = Prng::new(seed ^ 0xac7b_ef0e);
             options.reconfigure_per_10000 = prng.range_inclusive(20, 60);
@@ -633,6 +643,8 @@ impl BypassSimulation {
                         },
                         act_before_install: options.canary == Some(BypassCanary::ActBeforeInstall),
                         ignore_holdings: options.canary == Some(BypassCanary::IgnoreHoldings),
+                        gate_ignores_cuts: options.canary
+                            == Some(BypassCanary::SkyrosGateIgnoresCuts),
                         ..PartitionMachineSettings::default()
                     },
                 )

@@ -5,6 +5,7 @@
 
 pub mod load;
 pub mod partitioned;
+pub mod rubberband;
 
 use lincheck::{Budget, CheckResult, Model, Operation};
 use resp::{Plan, Value};

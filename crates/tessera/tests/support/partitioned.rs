@@ -325,6 +325,16 @@ pub fn info(port: u16) -> Option<String> {
     }
 }
 
+/// A counter of `INFO tessera` of the storage process serving RESP on `port` (0 if absent).
+pub fn info_counter(port: u16, name: &str) -> u64 {
+    info(port)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The real `redis-cli` against `port`; its standard output.
 /// Preloaded key `index` (tests that check no acknowledged write is lost while data moves).
 pub fn preload_key(index: usize) -> String {

@@ -1,0 +1,291 @@
+//! Rubberband over grouped partitions at replication 1 (`vr` or `skyros`: every storage
+//! process a one-member group of its own, standbys included; `runtime::ecast::partition_host`)
+//! in real processes: the cluster, the preloaded data and the elasticity scenario that
+//! `vr_rubberband.rs` and `skyros_rubberband.rs` run with `tessera admin` while checked
+//! clients run. Each test file keeps to its own ports.
+
+use super::load::{Load, LoadOptions, Mix};
+use super::partitioned::{
+    info_counter, preload, preload_key, preload_value, wait_until, PartitionedCluster,
+};
+use super::{arguments, RespClient};
+use resp::Value;
+use runtime::ecast::config::PartitionMode;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const ROUTERS: u8 = 3;
+
+/// `storage` processes of which the first `active` are on the ring, replication 1, `mode`
+/// partitions, 3 routers; the storage processes run with `TESSERA_TEST_COPY_DELAY_MS=300`
+/// (a cut's copies leave the sender only 300 ms after the cut, so the receiving groups defer
+/// for a while each time) and `storage_env` (canaries).
+pub fn start(
+    name: &str,
+    port: u16,
+    mode: PartitionMode,
+    (storage, active): (u64, u64),
+    storage_env: &[(&str, &str)],
+) -> PartitionedCluster {
+    let mut cluster = PartitionedCluster::prepare(name, port, (ROUTERS, storage, 1), |config| {
+        config.partitions = mode;
+        *config = config.clone().with_active(active).unwrap();
+    });
+    cluster
+        .storage_env
+        .push(("TESSERA_TEST_COPY_DELAY_MS".to_string(), "300".to_string()));
+    for (name, value) in storage_env {
+        cluster
+            .storage_env
+            .push((name.to_string(), value.to_string()));
+    }
+    cluster.launch();
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(20)),
+        "the cluster was not ready within 20 s"
+    );
+    cluster
+}
+
+// ----- Preloaded data: no acknowledged write may be lost by a cut or a copy. -----
+
+const PRELOAD: usize = 2_000;
+
+/// The preloaded values' padding.
+const PADDING: usize = 100;
+
+/// Every preloaded key with its value, read one GET at a time (the bypass) through `port`;
+/// else what is wrong.
+fn check_preload(port: u16) -> Result<(), String> {
+    let mut client =
+        RespClient::connect(port, Duration::from_secs(1)).map_err(|e| e.to_string())?;
+    let mut wrong = Vec::new();
+    for index in 0..PRELOAD {
+        let key = preload_key(index);
+        let value = client
+            .call(&arguments(&["GET", &key]))
+            .map_err(|e| e.to_string())?;
+        if value != Value::Bulk(preload_value(index, PADDING).into_bytes()) {
+            wrong.push(key);
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {PRELOAD} preloaded keys lost or wrong, e.g. {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        ))
+    }
+}
+
+// ----- The probe: a gateway that learns a new configuration late. -----
+
+/// Keys the probe writes after every change.
+const PROBES: usize = 32;
+
+/// After change `round`: SETs every probe key through `stale`, a gateway no checked client
+/// uses (it learns a new configuration only when one of its own commands is answered `Moved`
+/// or refused, so its first SET of a key that moved goes to the group that gave it away), then
+/// reads each back through `fresh`. A SET that group acknowledged without executing it (a
+/// nilext gate that ignores cuts) shows up here as lost.
+fn probe(stale: u16, fresh: u16, round: usize) -> Result<(), String> {
+    let connect = |port| RespClient::connect(port, Duration::from_secs(1));
+    let (mut writer, mut reader) = (
+        connect(stale).map_err(|e| e.to_string())?,
+        connect(fresh).map_err(|e| e.to_string())?,
+    );
+    let mut lost = Vec::new();
+    for index in 0..PROBES {
+        let (key, value) = (format!("probe{index}"), format!("r{round}-{index}"));
+        let answer = writer
+            .call(&arguments(&["SET", &key, &value]))
+            .map_err(|e| e.to_string())?;
+        if answer != Value::Simple("OK".into()) {
+            return Err(format!("SET {key} answered {answer:?}"));
+        }
+        let read = reader
+            .call(&arguments(&["GET", &key]))
+            .map_err(|e| e.to_string())?;
+        if read != Value::Bulk(value.clone().into_bytes()) {
+            lost.push(format!("{key}={value} read back as {read:?}"));
+        }
+    }
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "after change {round}, {} of {PROBES} acknowledged SETs through a stale gateway were lost, e.g. {:?}",
+            lost.len(),
+            &lost[..lost.len().min(3)]
+        ))
+    }
+}
+
+fn start_load(ports: Vec<u16>) -> Load {
+    Load::start(
+        ports,
+        LoadOptions {
+            clients: 4,
+            seed: 0x7b7b,
+            mix: Mix::Partitioned,
+            snapshot_client: false,
+            pause: None,
+            errors_pending: true,
+        },
+    )
+}
+
+/// What an elasticity run went through.
+#[derive(Debug)]
+pub struct Elasticity {
+    /// Copies installed (storage logs).
+    pub installs: usize,
+    /// Bypass requests answered `Moved` (storage logs).
+    pub moved: usize,
+    /// Operations the checked clients completed.
+    pub completed: u64,
+    /// `INFO tessera` counters summed over the storage processes, read after the load
+    /// stopped (`tessera_bypass_nilext_fast`, …: `COUNTERS`).
+    pub counters: BTreeMap<&'static str, u64>,
+}
+
+/// The counters an elasticity run sums (`Elasticity::counters`).
+pub const COUNTERS: [&str; 4] = [
+    "tessera_bypass_nilext_fast",
+    "tessera_bypass_nilext_replied",
+    "tessera_bypass_nilext_executed_acks",
+    "tessera_skyros_nilext_refused",
+];
+
+/// The elasticity run: 3 storage processes, 1 active; expand twice, rebalance process 1,
+/// contract processes 1 and 2, replace 3 by 1, 2 leaves, under load (the checked clients on
+/// the first two processes' gateways; after every keyspace change the probe writes through
+/// the third's and reads back through the first's). Asserted: every change completes at the
+/// expected version, the history is linearisable (panics otherwise), the contracted groups end
+/// up with 0 keys, at least 6 installs and one `Moved` answer. Err: preloaded keys lost or
+/// wrong, or probe SETs lost (a canary's run must end here or panic in the checks).
+pub fn elasticity(
+    name: &str,
+    port: u16,
+    mode: PartitionMode,
+    storage_env: &[(&str, &str)],
+) -> Result<Elasticity, String> {
+    let cluster = start(name, port, mode, (3, 1), storage_env);
+    preload(cluster.client_ports[0], PRELOAD, PADDING);
+    let mut load = start_load(cluster.client_ports[..2].to_vec());
+    let (stale, fresh) = (cluster.client_ports[2], cluster.client_ports[0]);
+    let mut probes = Vec::new();
+    let mut change = |words: &[&str]| {
+        let output = cluster.admin_ok(words);
+        if let Err(lost) = probe(stale, fresh, probes.len() + 1) {
+            eprintln!("{lost}");
+            probes.push(lost);
+        } else {
+            probes.push(String::new());
+        }
+        output
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let expanded = change(&["expand"]);
+    assert!(
+        expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    change(&["expand"]);
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 2);
+    assert!(
+        processes.values().all(|words| words[1] == "active"),
+        "{processes:?}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // Process 1 sits at 2^64/2 (the only one at first); move it a quarter turn.
+    let to = (3u64 << 62).to_string();
+    change(&["rebalance", "--process", "1", "--to", &to]);
+    std::thread::sleep(Duration::from_millis(300));
+    change(&["contract", "--process", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    change(&["contract", "--process", "2"]);
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 5);
+    assert_eq!(processes[&3][1], "active", "{processes:?}");
+    assert_eq!(processes[&1][1], "standby", "{processes:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    // A cut drops the keys a group gave away (the copy lives in its replicated state until
+    // acknowledged): the contracted groups end up empty.
+    let emptied = wait_until(Duration::from_secs(10), || {
+        let (_, processes) = cluster.admin_status();
+        processes[&1][4] == "0" && processes[&2][4] == "0"
+    });
+    // The standby 1 takes process 3's place (a copy of the whole ring), and the standby 2
+    // leaves (a membership message).
+    std::thread::sleep(Duration::from_millis(300));
+    change(&["replace", "--process", "3", "--with", "1"]);
+    cluster.admin_ok(&["leave", "--process", "2"]);
+    let lost: Vec<String> = probes.into_iter().filter(|lost| !lost.is_empty()).collect();
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 7);
+    assert_eq!(processes[&1][1], "active", "{processes:?}");
+    assert_eq!(processes[&3][1], "standby", "{processes:?}");
+    assert_eq!(processes[&2][1], "gone", "{processes:?}");
+    // What the run went through, from the storage processes' logs: copies installed (each
+    // after its receiver deferred for at least the copy delay) and bypass requests answered
+    // `Moved` (re-planned by their gateways).
+    let logs: String = (1..=3)
+        .map(|id| {
+            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
+                .unwrap_or_default()
+        })
+        .collect();
+    let installs = logs.matches("installed the copy of version").count();
+    let moved = logs.matches("answered Moved").count();
+    eprintln!("{installs} copies installed, {moved} bypass requests answered Moved");
+    assert!(installs >= 6, "only {installs} copies installed");
+    assert!(moved >= 1, "no bypass request was answered Moved");
+    let checked = check_preload(cluster.client_ports[0]);
+    load.stop_and_read_back(&[cluster.client_ports[0]]);
+    let counters = COUNTERS
+        .iter()
+        .map(|name| {
+            let sum = cluster
+                .client_ports
+                .iter()
+                .map(|port| info_counter(*port, name))
+                .sum();
+            (*name, sum)
+        })
+        .collect();
+    let completed = load.completed();
+    eprintln!("{completed} operations completed; {counters:?}");
+    assert!(completed > 200, "only {completed} operations completed");
+    load.check();
+    assert!(
+        emptied,
+        "contracted groups kept their data: {:?}",
+        cluster.admin_status().1
+    );
+    checked?;
+    if !lost.is_empty() {
+        return Err(lost.join("; "));
+    }
+    Ok(Elasticity {
+        installs,
+        moved,
+        completed,
+        counters,
+    })
+}
+
+/// Runs `run` (an elasticity run with a canary) and says how it was caught; panics if it was
+/// not.
+pub fn expect_caught(what: &str, run: impl FnOnce() -> Result<Elasticity, String>) {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    match outcome {
+        Ok(Ok(report)) => panic!("the canary ({what}) went unnoticed: {report:?}"),
+        Ok(Err(reason)) => eprintln!("canary ({what}) caught by the data check: {reason}"),
+        Err(_) => eprintln!("canary ({what}) caught (a check panicked)"),
+    }
+}
