@@ -682,7 +682,11 @@ impl RouterState {
         // retires and starts).
         let regrouped = match (&next, self.grouping()) {
             (Some(next), Some(grouping)) if next.version() != grouping.processes.version() => {
-                let groups = grouping.groups.follow(next);
+                let groups = match grouping.groups.try_follow(next) {
+                    Ok(groups) => groups,
+                    // A group it would start cannot be named: refused, no effect.
+                    Err(refusal) => return Remembered::Refused(refusal),
+                };
                 let regrouping = Regrouping::between(&grouping.groups, &groups);
                 Some((
                     Grouping {

@@ -27,6 +27,7 @@
 //! fixed partitions before groups could change.
 
 use crate::configuration::{ConfigVersion, Configuration, ProcessId};
+use crate::message::Refusal;
 use crate::position::{PositionSet, Span};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -128,9 +129,36 @@ impl Groups {
         }
     }
 
+    /// `follow`, or the refusal of a change that would start a group whose name does not fit
+    /// a destination id (what the routers check before they accept a configuration message).
+    pub fn try_follow(&self, next: &Configuration) -> Result<Groups, Refusal> {
+        let groups = self.follow_unchecked(next);
+        for group in &groups.groups {
+            let name = group.name;
+            let fits = name.born == ConfigVersion(0)
+                || (name.owner.0 < GROUP_OWNER_LIMIT && name.born.0 < GROUP_BORN_LIMIT);
+            if !fits {
+                return Err(Refusal::UnnameableGroup {
+                    owner: name.owner,
+                    version: name.born,
+                });
+            }
+        }
+        Ok(groups)
+    }
+
     /// The groups of `next`, the configuration after this one's: a partition whose (arc,
     /// members) is a group here keeps its name; any other is a group born at `next`'s version.
+    /// Panics where `try_follow` refuses.
     pub fn follow(&self, next: &Configuration) -> Groups {
+        let groups = self.follow_unchecked(next);
+        for group in &groups.groups {
+            group.destination(); // Asserts that the name fits.
+        }
+        groups
+    }
+
+    fn follow_unchecked(&self, next: &Configuration) -> Groups {
         assert!(
             next.version() > self.version,
             "groups follow configurations forward"
@@ -511,6 +539,39 @@ mod tests {
         let owner_3 = last.groups().iter().find(|g| g.name.owner == ProcessId(3));
         assert_eq!(owner_3.unwrap().name, name(3, 3));
         assert_eq!(owner_3.unwrap().span, Span::new(3000, 4000));
+    }
+
+    #[test]
+    fn a_change_that_would_start_a_group_with_an_unnameable_owner_is_refused_not_a_panic() {
+        let big = ProcessId(GROUP_OWNER_LIMIT + 5);
+        let before = Configuration::with_members(
+            3,
+            &[
+                (ProcessId(1), Position(1000)),
+                (ProcessId(2), Position(2000)),
+                (ProcessId(3), Position(3000)),
+            ],
+            &[big],
+        );
+        let groups = Groups::initial(&before);
+        let after = target(
+            &before,
+            Transformation::Expand {
+                process: big,
+                identifier: Position(2500),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            groups.try_follow(&after),
+            Err(Refusal::UnnameableGroup {
+                owner: big,
+                version: ConfigVersion(1)
+            })
+        );
+        // A version-0 group may have any owner: it is named by the owner's id.
+        let initial = Configuration::with_ring(3, &[(big, Position(7))]);
+        assert_eq!(Groups::initial(&initial).groups()[0].destination(), big);
     }
 
     #[test]
