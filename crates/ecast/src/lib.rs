@@ -101,7 +101,7 @@ pub use partition_machine::{
     PartitionResult, Released, Share, PARTITION_FORMAT_VERSION,
 };
 pub use router::{
-    ConfigEntry, Operation, OperationError, OperationResult, Outcome, Query, Routed,
+    ConfigEntry, Grouping, Operation, OperationError, OperationResult, Outcome, Query, Routed,
     RouterSettings, RouterState, FORMAT_VERSION,
 };
 pub use sender::{Sender, SenderError, SenderEvent, SenderSettings};

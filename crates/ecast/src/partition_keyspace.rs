@@ -19,7 +19,9 @@
 //!   their execution, and so every reply, waits, which is the same serial order with later
 //!   replies.
 
-use placement::{ConfigVersion, EngineInstruction, Instruction, PositionSet, ProcessId};
+use placement::{
+    ConfigVersion, EngineInstruction, Instruction, PositionSet, ProcessId, Regrouping,
+};
 use serde::{Deserialize, Serialize};
 
 /// One group's share of an accepted keyspace message: what its cut does.
@@ -67,6 +69,33 @@ impl PartitionCut {
             }
         }
         cut
+    }
+
+    /// Group `group`'s cut at a keyspace message above replication 1 (`placement::groups`),
+    /// where groups never change their arc or members: a retired group sends its whole arc to
+    /// the started groups that now hold it and holds nothing after; a started group (whose
+    /// first entry is this cut) holds its arc and receives a copy from every retired group its
+    /// arc overlaps. `None` for a group the regrouping keeps or does not know (not a
+    /// destination of the message).
+    pub fn regroup(regrouping: &Regrouping, group: ProcessId) -> Option<PartitionCut> {
+        if regrouping.retired.iter().any(|g| g.destination() == group) {
+            return Some(PartitionCut {
+                version: regrouping.version,
+                holds: PositionSet::empty(),
+                sends: regrouping.sends(group),
+                receives: Vec::new(),
+            });
+        }
+        let started = regrouping
+            .started
+            .iter()
+            .find(|g| g.destination() == group)?;
+        Some(PartitionCut {
+            version: regrouping.version,
+            holds: started.arc(),
+            sends: Vec::new(),
+            receives: regrouping.receives(group),
+        })
     }
 
     /// Group `process`'s holdings after an instruction list, given its holdings `before`:
@@ -140,6 +169,43 @@ mod tests {
         assert!(receiver.sends.is_empty());
         assert_eq!(receiver.receives, vec![ProcessId(1), ProcessId(3)]);
         assert_eq!(receiver.version, ConfigVersion(4));
+    }
+
+    #[test]
+    fn above_replication_1_a_retired_group_sends_its_whole_arc_and_a_started_one_receives_it() {
+        use placement::{target, Configuration, Groups, Transformation};
+        let members: Vec<(ProcessId, Position)> = (1..=6)
+            .map(|index| (ProcessId(index), Position(index * 1000)))
+            .collect();
+        let before = Configuration::with_members(3, &members, &[ProcessId(7)]);
+        let after = target(
+            &before,
+            Transformation::Expand {
+                process: ProcessId(7),
+                identifier: Position(3500),
+            },
+        )
+        .unwrap();
+        let groups = Groups::initial(&before);
+        let regrouping = Regrouping::between(&groups, &groups.follow(&after));
+        let retired = PartitionCut::regroup(&regrouping, ProcessId(3)).unwrap();
+        assert!(retired.holds.is_empty());
+        assert!(retired.receives.is_empty());
+        let sent = retired
+            .sends
+            .iter()
+            .fold(PositionSet::empty(), |all, (_, part)| all.union(part));
+        assert_eq!(sent, placement::Span::new(3000, 4000).to_set());
+        let (to, _) = retired.sends[1];
+        let started = PartitionCut::regroup(&regrouping, to).unwrap();
+        assert_eq!(started.holds, placement::Span::new(3500, 4000).to_set());
+        assert_eq!(started.receives, vec![ProcessId(3)]);
+        assert!(started.sends.is_empty());
+        assert_eq!(started.version, ConfigVersion(1));
+        assert!(
+            PartitionCut::regroup(&regrouping, ProcessId(1)).is_none(),
+            "a kept group does not cut"
+        );
     }
 
     #[test]

@@ -333,6 +333,19 @@ impl<D: PartitionData> PartitionMachine<D> {
         &self.installing
     }
 
+    /// Whether the group has cut to holding nothing, sends nothing and waits for nothing: a
+    /// retired group above replication 1 (`placement::groups`) whose copies were all
+    /// acknowledged, whose replicas may stop. (A group at replication 1 that a contract
+    /// emptied is finished too; it stays hosted for a later expand.)
+    pub fn finished(&self) -> bool {
+        self.version > ConfigVersion(0)
+            && self.holds.as_ref().is_some_and(PositionSet::is_empty)
+            && self.cuts.is_empty()
+            && self.outgoing.is_empty()
+            && self.installing.is_empty()
+            && self.deferred.is_empty()
+    }
+
     /// Executions waiting for installs.
     pub fn deferred(&self) -> usize {
         self.deferred.len()
@@ -1151,6 +1164,50 @@ mod tests {
         assert_eq!(machine.version(), ConfigVersion(1));
         assert_eq!(gate(&machine, b"pz\x01"), NilextGate::Closed, "moved away");
         assert_eq!(gate(&machine, b"pa\x01"), NilextGate::Clear, "still held");
+    }
+
+    #[test]
+    fn a_retired_group_is_finished_only_once_its_copy_is_acknowledged() {
+        // Above replication 1 a retired group cuts to holding nothing and sends its whole arc.
+        let mut retired = machine().with_holdings(PositionSet::whole());
+        assert!(!retired.finished(), "a group that never cut");
+        apply(&mut retired, share(1, 0, b"pz\x05"));
+        let retire = PartitionCut {
+            version: ConfigVersion(1),
+            holds: PositionSet::empty(),
+            sends: vec![(ProcessId(9), PositionSet::whole())],
+            receives: Vec::new(),
+        };
+        apply(&mut retired, cut(2, 1, retire));
+        assert!(!retired.finished(), "the cut is logged, not executed");
+        apply(&mut retired, PartitionOperation::Watermark(Timestamp(2)));
+        assert_eq!(retired.version(), ConfigVersion(1));
+        assert_eq!(retired.outgoing().count(), 1);
+        assert!(!retired.finished(), "its copy is not acknowledged");
+        assert_eq!(
+            apply(&mut retired, single(7, b"pz\x06")),
+            PartitionResult::Moved
+        );
+        apply(
+            &mut retired,
+            PartitionOperation::Installed {
+                version: ConfigVersion(1),
+                to: ProcessId(9),
+            },
+        );
+        assert!(retired.finished());
+        // A started group waiting for its copy is not finished either.
+        let mut started = machine().with_holdings(PositionSet::empty());
+        let start = PartitionCut {
+            version: ConfigVersion(1),
+            holds: PositionSet::whole(),
+            sends: Vec::new(),
+            receives: vec![ProcessId(3)],
+        };
+        apply(&mut started, cut(1, 0, start));
+        apply(&mut started, PartitionOperation::Watermark(Timestamp(1)));
+        assert_eq!(started.installing().len(), 1);
+        assert!(!started.finished());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::types::{routing_is_well_formed, Canary, Envelope, Sequence, Timestamp};
 use placement::ecast::{apply, suspects, RingCache};
-use placement::{ConfigVersion, Configuration, ProcessId, Refusal};
+use placement::{ConfigVersion, Configuration, Group, Groups, ProcessId, Refusal, Regrouping};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -67,6 +67,10 @@ pub enum Query {
         sender: ProcessId,
         sequence: Sequence,
     },
+    /// 3. The current storage processes' configuration and its groups, if the routers route
+    ///    to groups named by (arc, version) (`RouterState::grouped`): what a super process
+    ///    plans keyspace messages against and storage processes learn their groups from.
+    Grouping,
 }
 
 /// A router op's result. Wire enum: variants never renumber.
@@ -87,6 +91,8 @@ pub enum OperationResult {
     Outcome(Outcome),
     /// 5. The op was not understood; nothing changed.
     Error(OperationError),
+    /// 6. `Query::Grouping` (`None`: the routers route to storage processes or fixed groups).
+    Grouping(Option<Grouping>),
 }
 
 /// What became of one submitted message.
@@ -219,7 +225,20 @@ struct SenderState {
 pub struct ConfigEntry {
     /// The first timestamp routed under this configuration.
     pub from: Timestamp,
+    /// What messages are routed with: the storage processes' ring, or, when grouped, one
+    /// destination per group (`Groups::routing`).
     pub configuration: Configuration,
+    /// When grouped: the storage processes' configuration of this version and its groups.
+    pub grouping: Option<Grouping>,
+}
+
+/// The routers of `vr` partitions above replication 1 (`placement::groups`): configuration
+/// messages apply to `processes`, and messages are routed to `groups`, whose names change
+/// exactly when a group's (arc, members) change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grouping {
+    pub processes: Configuration,
+    pub groups: Groups,
 }
 
 /// The replicated router state.
@@ -347,6 +366,20 @@ impl StabilityIndex {
 }
 
 impl RouterState {
+    /// Routers that route to groups named by (arc, version) (`placement::groups`): `processes`
+    /// is the storage processes' initial configuration; every accepted configuration message
+    /// applies to it, and the routing configuration is its groups' (`Groups::routing`). An
+    /// accepted keyspace message goes to every group it retires and every group it starts;
+    /// groups are never suspected, so a message waits for every destination it was routed to.
+    pub fn grouped(processes: Configuration, settings: RouterSettings) -> RouterState {
+        let groups = Groups::initial(&processes);
+        let mut state = RouterState::new(groups.routing(), settings);
+        if let Some(entry) = state.configurations.values_mut().next() {
+            entry.grouping = Some(Grouping { processes, groups });
+        }
+        state
+    }
+
     pub fn new(initial: Configuration, settings: RouterSettings) -> RouterState {
         assert!(settings.window_max >= 1);
         assert!(settings.outcomes_retained >= settings.window_max);
@@ -360,6 +393,7 @@ impl RouterState {
                 ConfigEntry {
                     from: Timestamp(1),
                     configuration: initial,
+                    grouping: None,
                 },
             )]),
             confirmed: BTreeMap::new(),
@@ -379,9 +413,11 @@ impl RouterState {
         let configuration = self.configuration();
         let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
         let mut index = StabilityIndex::default();
+        let grouped = self.grouping().is_some();
         for (timestamp, routed) in &self.unstable {
             let waited = routed.destinations.keys().copied().filter(|process| {
-                self.confirmed(*process) < *timestamp && configuration.is_live(*process)
+                self.confirmed(*process) < *timestamp
+                    && (grouped || configuration.is_live(*process))
             });
             index.add(*timestamp, routed.destinations.len(), waited, first_confirm);
         }
@@ -413,6 +449,25 @@ impl RouterState {
 
     pub fn configurations(&self) -> &BTreeMap<ConfigVersion, ConfigEntry> {
         &self.configurations
+    }
+
+    /// The current storage processes' configuration and groups, when grouped.
+    pub fn grouping(&self) -> Option<&Grouping> {
+        self.configurations
+            .values()
+            .next_back()
+            .and_then(|entry| entry.grouping.as_ref())
+    }
+
+    /// A group with this destination id in any configuration still kept (the current one, or
+    /// one an unstable message was routed under): where the forwarder finds a destination's
+    /// members, a retired group's included while messages to it are unstable.
+    pub fn group(&self, destination: ProcessId) -> Option<&Group> {
+        self.configurations
+            .values()
+            .rev()
+            .filter_map(|entry| entry.grouping.as_ref())
+            .find_map(|grouping| grouping.groups.get(destination))
     }
 
     pub fn confirmed(&self, process: ProcessId) -> Timestamp {
@@ -536,6 +591,7 @@ impl RouterState {
             Query::Outcome { sender, sequence } => {
                 OperationResult::Outcome(self.outcome(*sender, *sequence))
             }
+            Query::Grouping => OperationResult::Grouping(self.grouping().cloned()),
         }
     }
 
@@ -608,7 +664,12 @@ impl RouterState {
         // Only a configuration message can change the configuration: a data message is routed
         // under the current one without copying it.
         let next = if envelope.is_config() {
-            let (next, refusal) = apply(self.configuration(), &envelope.routing);
+            // Grouped: the message applies to the storage processes' configuration.
+            let applies_to = match self.grouping() {
+                Some(grouping) => &grouping.processes,
+                None => self.configuration(),
+            };
+            let (next, refusal) = apply(applies_to, &envelope.routing);
             if let Some(refusal) = refusal {
                 // A refused configuration message has no effect (§6.3, footnote 4): not routed.
                 return Remembered::Refused(refusal);
@@ -617,6 +678,27 @@ impl RouterState {
         } else {
             None
         };
+        // Grouped: the next version's groups, and the message's destinations (the groups it
+        // retires and starts).
+        let regrouped = match (&next, self.grouping()) {
+            (Some(next), Some(grouping)) if next.version() != grouping.processes.version() => {
+                let groups = match grouping.groups.try_follow(next) {
+                    Ok(groups) => groups,
+                    // A group it would start cannot be named: refused, no effect.
+                    Err(refusal) => return Remembered::Refused(refusal),
+                };
+                let regrouping = Regrouping::between(&grouping.groups, &groups);
+                Some((
+                    Grouping {
+                        processes: next.clone(),
+                        groups,
+                    },
+                    regrouping.destinations(),
+                ))
+            }
+            _ => None,
+        };
+        let grouped = self.grouping().is_some();
         let timestamp = self.timestamp_last.next();
         self.timestamp_last = timestamp;
         // The field, not `configuration()`: the ring cache is borrowed mutably beside it.
@@ -627,11 +709,23 @@ impl RouterState {
             .expect("there is always a current configuration")
             .configuration;
         let routed_under = configuration.version();
-        let targets = self.ring.destinations(configuration, &envelope.routing);
+        let targets: Vec<ProcessId> = if !grouped {
+            self.ring.destinations(configuration, &envelope.routing)
+        } else if envelope.is_config() {
+            // A refused-by-nobody message that changed no group (a membership change) goes
+            // nowhere: no group hosts a standby.
+            regrouped
+                .as_ref()
+                .map(|(_, destinations)| destinations.iter().copied().collect())
+                .unwrap_or_default()
+        } else {
+            self.ring.destinations(configuration, &envelope.routing)
+        };
+        // Groups are never suspected (a group carries on while a majority of it lives).
         let live: Vec<ProcessId> = targets
             .iter()
             .copied()
-            .filter(|process| configuration.is_live(*process))
+            .filter(|process| grouped || configuration.is_live(*process))
             .collect();
         let mut destinations = BTreeMap::new();
         for process in targets {
@@ -644,11 +738,17 @@ impl RouterState {
                 assert!(!next.is_live(suspect), "an accepted suspicion takes effect");
             }
             version_after = next.version();
+            let (configuration, grouping) = match regrouped {
+                Some((grouping, _)) => (grouping.groups.routing(), Some(grouping)),
+                None => (next, None),
+            };
+            assert_eq!(configuration.version(), version_after);
             self.configurations.insert(
                 version_after,
                 ConfigEntry {
                     from: timestamp.next(),
-                    configuration: next,
+                    configuration,
+                    grouping,
                 },
             );
             self.index_stale = true;
@@ -1060,5 +1160,153 @@ mod tests {
             },
         );
         assert_eq!(confirm(&mut state, &[(1, 1)]), 1, "2 never confirmed");
+    }
+
+    #[test]
+    fn grouped_routers_send_a_keyspace_message_to_the_groups_it_retires_and_starts_and_wait_for_them(
+    ) {
+        use placement::{GroupName, Planner, Transformation};
+        let members: Vec<(ProcessId, Position)> = (1..=6)
+            .map(|index| (ProcessId(index), Position(index * 1000)))
+            .collect();
+        let processes = Configuration::with_members(3, &members, &[ProcessId(7)]);
+        let mut state = RouterState::grouped(processes.clone(), RouterSettings::default());
+        assert_eq!(state.configuration().replication(), 1);
+        assert_eq!(state.configuration().ring().len(), 6);
+        let point = |sequence: u64, planned_at: u64, position: u64| Envelope {
+            sender: SENDER,
+            sequence: Sequence(sequence),
+            planned_at: ConfigVersion(planned_at),
+            routing: placement::ecast::Message::Write {
+                sender: SENDER,
+                target: Target::Points(vec![Position(position)]),
+            },
+            payload: Vec::new(),
+        };
+        let expand = Planner::default()
+            .propose(
+                &processes,
+                Transformation::Expand {
+                    process: ProcessId(7),
+                    identifier: Position(3500),
+                },
+            )
+            .unwrap();
+        let keyspace = Envelope {
+            sender: SENDER,
+            sequence: Sequence(2),
+            planned_at: ConfigVersion(0),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: expand,
+            },
+            payload: Vec::new(),
+        };
+        let OperationResult::Submitted(outcomes) = run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![point(1, 0, 3700), keyspace],
+            },
+        ) else {
+            panic!("not submitted");
+        };
+        let destinations = |outcome: &Outcome| match outcome {
+            Outcome::Sequenced { destinations, .. } => destinations.clone(),
+            other => panic!("{other:?}"),
+        };
+        // Before K, position 3700 is group 3's (version 0: named by its owner).
+        assert_eq!(destinations(&outcomes[0].1), vec![ProcessId(3)]);
+        let born = |owner: u64| {
+            GroupName {
+                owner: ProcessId(owner),
+                born: ConfigVersion(1),
+            }
+            .destination()
+        };
+        let mut expected = vec![ProcessId(2), ProcessId(3), born(2), born(3), born(7)];
+        expected.sort();
+        assert_eq!(
+            destinations(&outcomes[1].1),
+            expected,
+            "retired and started"
+        );
+        assert_eq!(state.configuration().version(), ConfigVersion(1));
+        let grouping = state.grouping().expect("grouped");
+        assert_eq!(grouping.processes.version(), ConfigVersion(1));
+        assert_eq!(
+            state.group(born(7)).unwrap().members,
+            vec![ProcessId(7), ProcessId(4), ProcessId(5)]
+        );
+        assert!(
+            state.group(ProcessId(3)).is_some(),
+            "kept while K is unstable"
+        );
+        // Every destination but retired group 3 confirms: the write routed to 3 before K, and
+        // K, stay unstable although 3 is no destination of the new configuration.
+        let mut confirmations: Vec<(u64, u64)> = expected
+            .iter()
+            .filter(|process| **process != ProcessId(3))
+            .map(|process| (process.0, 2))
+            .collect();
+        confirm(&mut state, &confirmations);
+        assert_eq!(unstable(&state), vec![1, 2]);
+        confirmations = vec![(3, 2)];
+        assert_eq!(confirm(&mut state, &confirmations), 2);
+        assert!(state.group(ProcessId(3)).is_none(), "retired and forgotten");
+        // After K, position 3700 is the new group owned by 7.
+        let OperationResult::Submitted(outcomes) = run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![point(3, 1, 3700)],
+            },
+        ) else {
+            panic!("not submitted");
+        };
+        assert_eq!(destinations(&outcomes[0].1), vec![born(7)]);
+        // A membership change regroups nothing and goes nowhere.
+        let join = Envelope {
+            sender: SENDER,
+            sequence: Sequence(4),
+            planned_at: ConfigVersion(1),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: ConfigMessage {
+                    based_on: ConfigVersion(1),
+                    change: ConfigChange::Membership(MembershipChange::Join {
+                        process: ProcessId(8),
+                    }),
+                },
+            },
+            payload: Vec::new(),
+        };
+        let OperationResult::Submitted(outcomes) = run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![join],
+            },
+        ) else {
+            panic!("not submitted");
+        };
+        assert!(destinations(&outcomes[0].1).is_empty());
+        assert_eq!(state.configuration().version(), ConfigVersion(2));
+        assert!(
+            state.group(born(7)).is_some(),
+            "kept by a membership change"
+        );
+        // The grouping survives a snapshot, and a query answers it.
+        let mut restored = RouterState::new(
+            Configuration::with_ring(1, &[(ProcessId(9), Position(0))]),
+            RouterSettings::default(),
+        );
+        restored.restore(&state.snapshot()).unwrap();
+        assert_eq!(restored, state);
+        let answer =
+            OperationResult::decode(&state.query(&Operation::Query(Query::Grouping).encode()));
+        assert!(
+            matches!(answer, OperationResult::Grouping(Some(grouping)) if grouping.groups.version() == ConfigVersion(2))
+        );
     }
 }

@@ -181,6 +181,13 @@ impl Configuration {
         self.processes.remove(&process);
     }
 
+    /// The same configuration labelled `version` (a derived configuration, such as the
+    /// routers' one destination per group, carries the version of the one it derives from).
+    pub(crate) fn at_version(mut self, version: ConfigVersion) -> Configuration {
+        self.version = version;
+        self
+    }
+
     pub(crate) fn advance_version(&mut self) {
         self.version = ConfigVersion(self.version.0 + 1);
     }

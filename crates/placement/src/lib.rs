@@ -14,6 +14,7 @@
 //! | `message` | §6.4 | membership messages (join, leave, suspect), the four keyspace transformations (expand, contract, replace, rebalance), `apply` with typed `Refusal`s |
 //! | `plan` | §6.4–6.5 | `Instruction` lists (copy / delete, projected per engine into send / receive / delete), `Migration` (what must move), `check`, the `Planner` |
 //! | `ecast` | §5.3, §6.3 | the routing function: `destset`, `apply`, `suspects` |
+//! | `groups` | (VRR §7) | `vr` partitions above replication 1: replica groups named by (owner, version born), `Groups::follow` along the configurations, `Regrouping` (which groups a keyspace message retires, starts and keeps, and the copies between them), `Groups::routing` (one E-Cast destination per group) |
 //! | `migration` | §6.4–6.5 | partial live migration, one storage process's half: `Migrator` (chunked, checksummed, throttled streams; holding and replaying later deliveries; deletes after every install; self-declared failure); see `docs/internals/rubberband.md` |
 //!
 //! # Placement (§6.2)
@@ -111,6 +112,7 @@
 
 pub mod configuration;
 pub mod ecast;
+pub mod groups;
 pub mod message;
 pub mod migration;
 pub mod plan;
@@ -120,6 +122,7 @@ pub use configuration::{
     ConfigVersion, Configuration, Member, Partition, ProcessId, ProcessInfo, ProcessState,
     REPLICATION_MAX,
 };
+pub use groups::{Group, GroupName, Groups, Regrouping};
 pub use message::{
     apply, target, ConfigChange, ConfigMessage, KeyspaceMessage, MembershipChange, Refusal,
     Transformation,

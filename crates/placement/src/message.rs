@@ -110,6 +110,12 @@ pub enum Refusal {
     InvalidInstructions { reason: String },
     /// The planner met more minimal solutions than it may enumerate.
     TooManySolutions { count: usize },
+    /// `vr` partitions above replication 1: the change would start a group whose name does not
+    /// fit a destination id (`placement::groups`: an owner id from 2^30, or version 2^31).
+    UnnameableGroup {
+        owner: ProcessId,
+        version: ConfigVersion,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -162,6 +168,12 @@ impl fmt::Display for Refusal {
             Refusal::TooManySolutions { count } => {
                 write!(formatter, "{count} minimal solutions exceed the planner's limit")
             }
+            Refusal::UnnameableGroup { owner, version } => write!(
+                formatter,
+                "a group owned by process {} born at version {} cannot be named (owner ids stay \
+                 below 2^30)",
+                owner.0, version.0
+            ),
         }
     }
 }

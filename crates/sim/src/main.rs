@@ -277,7 +277,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} partition_crashes={} forwarders={} \
-         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} fast_acks={} gate_refusals={} result={}",
+         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} fast_acks={} gate_refusals={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -298,6 +298,8 @@ fn print_bypass_report(report: &BypassReport) {
         stats.reconfigurations,
         stats.installs,
         stats.moved,
+        stats.groups_started,
+        stats.groups_retired,
         stats.fast_acks,
         stats.gate_refusals,
         match &report.result {

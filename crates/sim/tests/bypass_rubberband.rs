@@ -37,6 +37,43 @@ fn reconfiguring_seeds_pass_every_checker_and_move_data() {
     assert!(moved >= 100, "{moved} operations answered Moved");
 }
 
+/// Replication 3 (`placement::groups`): a keyspace message retires the groups whose (arc,
+/// members) change and starts new ones, which install the retired groups' copies before they
+/// act; every checker passes, and every retired group ends finished (`bypass_keyspace`).
+#[test]
+fn replication_3_seeds_retire_and_start_groups_and_pass_every_checker() {
+    let seeds: Vec<u64> = (1..)
+        .filter(|seed| {
+            let options = BypassOptions::from_seed(*seed);
+            options.reconfigure_per_10000 > 0 && options.replication == 3
+        })
+        .take(60)
+        .collect();
+    let (mut accepted, mut installs, mut started, mut retired) = (0, 0, 0, 0);
+    for seed in seeds {
+        let report = run(BypassOptions::from_seed(seed));
+        assert!(
+            report.result.is_ok(),
+            "seed {seed}: {:?}\n  replay: cargo run -p sim --release -- --ecast --partitions vr \
+             --seed {seed}",
+            report.result
+        );
+        assert_eq!(
+            report.stats.completed, report.stats.operations,
+            "seed {seed}"
+        );
+        accepted += report.stats.reconfigurations_accepted;
+        installs += report.stats.installs;
+        started += report.stats.groups_started;
+        retired += report.stats.groups_retired;
+    }
+    eprintln!("{accepted} accepted, {installs} installs, {started} started, {retired} retired");
+    assert!(accepted >= 60, "{accepted} keyspace messages accepted");
+    assert!(started >= 120, "{started} groups started");
+    assert!(retired >= 120, "{retired} groups retired");
+    assert!(installs >= started, "{installs} copies installed");
+}
+
 /// How many seeds failed, each by one of `checkers`.
 fn caught_by(failures: &[BypassFailure], checkers: &[&str]) -> usize {
     for (seed, report, found) in failures {
@@ -66,4 +103,30 @@ fn the_ignore_holdings_canary_is_caught() {
     let failures = sweep(&seeds, Some(BypassCanary::IgnoreHoldings));
     let caught = caught_by(&failures, &["bypass_serializability", "bypass_keyspace"]);
     assert!(caught >= 60, "caught on {caught} of 200 seeds");
+}
+
+/// Both canaries at replication 3 alone: a started group that acts before its installs, and
+/// a retired group that executes after its cut.
+#[test]
+fn the_canaries_are_caught_at_replication_3() {
+    let seeds: Vec<u64> = (1..=200)
+        .filter(|seed| {
+            BypassOptions::canary(*seed, BypassCanary::ActBeforeInstall).replication == 3
+        })
+        .collect();
+    assert!(seeds.len() >= 60, "{} seeds at replication 3", seeds.len());
+    let failures = sweep(&seeds, Some(BypassCanary::ActBeforeInstall));
+    let caught = caught_by(&failures, &["bypass_serializability", "bypass_keyspace"]);
+    assert!(
+        caught >= 20,
+        "act before install caught on {caught} of {}",
+        seeds.len()
+    );
+    let failures = sweep(&seeds, Some(BypassCanary::IgnoreHoldings));
+    let caught = caught_by(&failures, &["bypass_serializability", "bypass_keyspace"]);
+    assert!(
+        caught >= 40,
+        "ignore holdings caught on {caught} of {}",
+        seeds.len()
+    );
 }

@@ -27,6 +27,14 @@
 //!   transactions take the bypass: sent to the partition, retried with the same request number
 //!   until answered (this small path is the simulator's own; `ecast::Gateway` has no bypass yet).
 //!
+//! - **Rubberband** (on 30 % of seeds): keyspace messages cut the groups' logs and copies move
+//!   between groups. At replication 1 a group is a process's and keeps its name; at replication
+//!   3 (half of those seeds) groups are named by (arc, version) (`placement::groups`): the
+//!   routers run `RouterState::grouped`, a keyspace message retires the groups whose (arc,
+//!   members) change and starts new ones, and a started group's node is made when the routers
+//!   accept it (its members' storage processes starting their replicas), empty, with the
+//!   message as its first entry.
+//!
 //! The workload is one object: a bank (transfers between accounts, audits of every account; the
 //! total never changes) and registers (puts, gets, and multi-key transactions that read some
 //! registers and write others, which give the dependency chains of the second counterexample).
@@ -37,16 +45,16 @@ use super::bypass_checkers::{self, BypassOrder, Kind, Txn};
 use crate::checkers::Violation;
 use ecast::{
     Completion, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
-    GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Isolation, KeySet, OperationId,
-    PartitionCanary, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
-    PartitionOperation, PartitionQuery, PartitionResult, PartitionSettings, Released,
-    RouterSettings, RouterState, SenderSettings, Sequence, Share, Timestamp, WatermarkInput,
-    WatermarkReporter, WatermarkSettings,
+    GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Grouping, Isolation, KeySet,
+    OperationId, PartitionCanary, PartitionCut, PartitionData, PartitionMachine,
+    PartitionMachineSettings, PartitionOperation, PartitionQuery, PartitionResult,
+    PartitionSettings, Released, RouterSettings, RouterState, SenderSettings, Sequence, Share,
+    Timestamp, WatermarkInput, WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::{destset, Message as Routing, Target};
 use placement::{
     ConfigChange, ConfigMessage, ConfigVersion, Configuration, KeyMapping, Planner, Position,
-    PositionSet, ProcessId,
+    PositionSet, ProcessId, Regrouping,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -131,6 +139,11 @@ pub struct BypassOptions {
     /// keyspace message (0: never), and the standby processes it may expand into.
     pub reconfigure_per_10000: u64,
     pub standbys: u64,
+    /// Members per partition group: 1 (a group per process, named by it) or 3 (groups named by
+    /// (arc, version), `placement::groups`: a keyspace message retires the groups whose (arc,
+    /// members) change and starts new ones; the routers run `RouterState::grouped`). Drawn
+    /// only on seeds that reconfigure.
+    pub replication: u8,
     /// `skyros` partitions (`--partitions skyros`): puts are Skyros nilext writes, acknowledged
     /// before they are ordered when the nilext gate allows it (see `SkyrosPending`).
     pub skyros: bool,
@@ -195,6 +208,7 @@ impl BypassOptions {
             spread_registers: false,
             reconfigure_per_10000: 0,
             standbys: 0,
+            replication: 1,
             skyros: false,
             canary: None,
         }
@@ -208,6 +222,7 @@ impl BypassOptions {
         if prng.percent(30) {
             self.reconfigure_per_10000 = prng.range_inclusive(10, 60);
             self.standbys = prng.range_inclusive(1, 3);
+            self.replication = if prng.percent(50) { 3 } else { 1 };
         }
         self
     }
@@ -288,6 +303,7 @@ impl BypassOptions {
             let mut prng = Prng::new(seed ^ 0xac7b_ef0e);
             options.reconfigure_per_10000 = prng.range_inclusive(20, 60);
             options.standbys = prng.range_inclusive(1, 3);
+            options.replication = if prng.percent(50) { 3 } else { 1 };
         }
         options
     }
@@ -296,7 +312,7 @@ impl BypassOptions {
         format!(
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
-             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={}{}{}",
+             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={} replication={}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -316,6 +332,7 @@ impl BypassOptions {
             self.fault_ticks,
             self.reconfigure_per_10000,
             self.standbys,
+            self.replication,
             if self.skyros { " skyros" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
@@ -347,6 +364,9 @@ pub struct BypassStats {
     /// Copies installed, and single-partition operations answered `Moved` (re-planned).
     pub installs: u64,
     pub moved: u64,
+    /// Replication 3: groups started and retired by accepted keyspace messages.
+    pub groups_started: u64,
+    pub groups_retired: u64,
     pub timestamp_max: u64,
     pub watermark_max: u64,
 }
@@ -555,6 +575,13 @@ pub struct BypassSimulation {
     /// Every configuration the routers reached, by version (shares are cut by the
     /// configuration at their message's place).
     configurations: BTreeMap<ConfigVersion, Configuration>,
+    /// Replication 3: the storage processes' configuration and groups of every version.
+    groupings: BTreeMap<ConfigVersion, Grouping>,
+    /// A partition group's node index by its destination id (groups started later are
+    /// appended).
+    node_index: BTreeMap<ProcessId, usize>,
+    /// Every partition machine's settings (a started group's too).
+    machine_settings: PartitionMachineSettings,
     /// The nemesis's keyspace command in flight at gateway 0 (its id), if any.
     reconfiguring: Option<u64>,
     planner: Planner,
@@ -576,17 +603,41 @@ fn position(key: u64) -> Position {
     KeyMapping::Hash.position(&key.to_be_bytes())
 }
 
-/// The partition (index) holding a key.
-fn partition_of(configuration: &Configuration, key: u64) -> usize {
+/// The partition (its destination id) holding a key.
+fn partition_of(configuration: &Configuration, key: u64) -> ProcessId {
     let routing = Routing::Write {
         sender: ProcessId(GATEWAY_BASE),
         target: Target::Points(vec![position(key)]),
     };
-    let process = destset(configuration, &routing)
+    destset(configuration, &routing)
         .into_iter()
         .next()
-        .expect("every key has a partition");
-    (process.0 - 1) as usize
+        .expect("every key has a partition")
+}
+
+fn partition_node(
+    id: ProcessId,
+    accounts: u64,
+    settings: PartitionMachineSettings,
+    holds: PositionSet,
+) -> PartitionNode {
+    PartitionNode {
+        id,
+        machine: PartitionMachine::new(
+            SimData {
+                accounts,
+                data: BTreeMap::new(),
+            },
+            settings,
+        )
+        .with_holdings(holds),
+        vr_clients: BTreeMap::new(),
+        released_sent: 0,
+        admissions_seen: 0,
+        down_until: None,
+        pending: Vec::new(),
+        commit_at: 0,
+    }
 }
 
 fn key_bytes(key: u64) -> Vec<u8> {
@@ -611,52 +662,74 @@ impl BypassSimulation {
             .enumerate()
             .map(|(index, position)| (ProcessId(index as u64 + 1), position))
             .collect();
-        // Replication 1 on the ring: a partition is one destination (its group replicates it).
+        // Replication 1: a partition is one destination, its own group named by its process.
+        // Replication 3: the routers route to groups named by (arc, version) over the ring.
         let standbys: Vec<ProcessId> = (0..options.standbys)
             .map(|index| ProcessId(options.partitions + index + 1))
             .collect();
-        let configuration = Configuration::with_members(1, &members, &standbys);
+        let processes = Configuration::with_members(options.replication, &members, &standbys);
         let router_settings = RouterSettings {
             window_max: options.window_max,
             outcomes_retained: options.window_max.max(64),
             canary: None,
         };
-        let state = RouterState::new(configuration.clone(), router_settings);
+        let state = if options.replication > 1 {
+            RouterState::grouped(processes, router_settings)
+        } else {
+            RouterState::new(processes, router_settings)
+        };
+        let configuration = state.configuration().clone();
         let partition_canary = match options.canary {
             Some(BypassCanary::NoHold) => Some(PartitionCanary::NoHold),
             Some(BypassCanary::PerMessageHold) => Some(PartitionCanary::PerMessageHold),
             _ => None,
         };
         let accounts = options.accounts;
-        let partitions = (0..options.partitions + options.standbys)
-            .map(|index| PartitionNode {
-                id: ProcessId(index + 1),
-                machine: PartitionMachine::new(
-                    SimData {
+        let machine_settings = PartitionMachineSettings {
+            rules: PartitionSettings {
+                canary: partition_canary,
+                ..PartitionSettings::default()
+            },
+            act_before_install: options.canary == Some(BypassCanary::ActBeforeInstall),
+            ignore_holdings: options.canary == Some(BypassCanary::IgnoreHoldings),
+            gate_ignores_cuts: options.canary == Some(BypassCanary::SkyrosGateIgnoresCuts),
+            ..PartitionMachineSettings::default()
+        };
+        let partitions: Vec<PartitionNode> = match state.grouping() {
+            Some(grouping) => grouping
+                .groups
+                .groups()
+                .iter()
+                .map(|group| {
+                    partition_node(
+                        group.destination(),
                         accounts,
-                        data: BTreeMap::new(),
-                    },
-                    PartitionMachineSettings {
-                        rules: PartitionSettings {
-                            canary: partition_canary,
-                            ..PartitionSettings::default()
-                        },
-                        act_before_install: options.canary == Some(BypassCanary::ActBeforeInstall),
-                        ignore_holdings: options.canary == Some(BypassCanary::IgnoreHoldings),
-                        gate_ignores_cuts: options.canary
-                            == Some(BypassCanary::SkyrosGateIgnoresCuts),
-                        ..PartitionMachineSettings::default()
-                    },
-                )
-                .with_holdings(configuration.ranges_of(ProcessId(index + 1))),
-                vr_clients: BTreeMap::new(),
-                released_sent: 0,
-                admissions_seen: 0,
-                down_until: None,
-                pending: Vec::new(),
-                commit_at: 0,
-            })
+                        machine_settings.clone(),
+                        group.arc(),
+                    )
+                })
+                .collect(),
+            None => (0..options.partitions + options.standbys)
+                .map(|index| {
+                    let id = ProcessId(index + 1);
+                    partition_node(
+                        id,
+                        accounts,
+                        machine_settings.clone(),
+                        configuration.ranges_of(id),
+                    )
+                })
+                .collect(),
+        };
+        let node_index = partitions
+            .iter()
+            .enumerate()
+            .map(|(index, partition)| (partition.id, index))
             .collect();
+        let groupings = state
+            .grouping()
+            .map(|grouping| BTreeMap::from([(grouping.groups.version(), grouping.clone())]))
+            .unwrap_or_default();
         let gateways = (0..options.gateways)
             .map(|index| GatewayNode {
                 id: ProcessId(GATEWAY_BASE + index as u64),
@@ -695,6 +768,9 @@ impl BypassSimulation {
             prng,
             now: 0,
             configurations: BTreeMap::from([(configuration.version(), configuration)]),
+            groupings,
+            node_index,
+            machine_settings,
             reconfiguring: None,
             planner: Planner::default(),
             router: RouterNode {
@@ -736,7 +812,16 @@ impl BypassSimulation {
     /// The partition (index) holding a key in the routers' current configuration (a gateway
     /// that has just read it: the abstraction of its configuration query).
     fn partition_of(&self, key: u64) -> usize {
-        partition_of(self.current(), key)
+        self.index_of(partition_of(self.current(), key))
+    }
+
+    /// The node of a partition group (every destination the routers ever route to has one:
+    /// a started group's is made when the routers accept the message that starts it).
+    fn index_of(&self, destination: ProcessId) -> usize {
+        *self
+            .node_index
+            .get(&destination)
+            .expect("every destination has a node")
     }
 
     fn current(&self) -> &Configuration {
@@ -816,7 +901,8 @@ impl BypassSimulation {
                         inputs.push(ForwarderInput::Sync);
                     }
                     ForwarderEffect::Deliver { to, deliveries } => {
-                        let index = (to.0 - 1) as usize;
+                        // (The field, not `index_of`: the forwarder is borrowed.)
+                        let index = self.node_index[&to];
                         outgoing.push((Node::Partition(index), Msg::Deliver(deliveries)));
                     }
                     ForwarderEffect::Stable {
@@ -854,6 +940,7 @@ impl BypassSimulation {
             self.stats.reconfigurations_accepted += 1;
             self.configurations
                 .insert(configuration.version(), configuration.clone());
+            self.start_groups();
         }
         let configurations = &self.configurations;
         let shares = |routed: &ecast::Routed| {
@@ -865,11 +952,10 @@ impl BypassSimulation {
                 .destinations
                 .keys()
                 .map(|process| {
-                    let index = (process.0 - 1) as usize;
                     let keys = txn
                         .keys()
                         .into_iter()
-                        .filter(|key| partition_of(configuration, *key) == index)
+                        .filter(|key| partition_of(configuration, *key) == *process)
                         .collect();
                     (*process, keys)
                 })
@@ -900,6 +986,15 @@ impl BypassSimulation {
                 Vec::new()
             };
         for index in 0..self.partitions.len() {
+            let rules = self.partitions[index].machine.rules();
+            if self.partitions[index].machine.finished()
+                && rules.waiting() == 0
+                && rules.watermark() >= rules.logged()
+            {
+                // A retired group that nothing can be held at any more: its replicas have
+                // stopped logging watermarks (`rubberband.md`, "Replication f > 1").
+                continue;
+            }
             self.send(
                 Node::Router,
                 Node::Partition(index),
@@ -1085,7 +1180,8 @@ impl BypassSimulation {
                     let configuration = self.configuration_at(delivery.version);
                     let share = match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
                         Ok(txn) => {
-                            let share = txn.share(|key| partition_of(configuration, key) == index);
+                            let share =
+                                txn.share(|key| partition_of(configuration, key) == process);
                             postcard::to_allocvec(&share).expect("a share serialises")
                         }
                         Err(_) => delivery.envelope.payload.clone(),
@@ -1228,9 +1324,10 @@ impl BypassSimulation {
                         self.stats.installs += 1;
                     }
                     let to = self.partitions[index].id;
+                    let sender = self.index_of(from);
                     self.send(
                         Node::Partition(index),
-                        Node::Partition((from.0 - 1) as usize),
+                        Node::Partition(sender),
                         Msg::CopyAck { version, to },
                     );
                 }
@@ -1255,6 +1352,13 @@ impl BypassSimulation {
         else {
             return None;
         };
+        if self.options.replication > 1 {
+            // Groups never change: K retires or starts this group (`placement::groups`).
+            let before = &self.groupings[&ConfigVersion(delivery.version.0 - 1)];
+            let after = &self.groupings[&delivery.version];
+            let regrouping = Regrouping::between(&before.groups, &after.groups);
+            return PartitionCut::regroup(&regrouping, process);
+        }
         let holds = self.configuration_at(delivery.version).ranges_of(process);
         Some(PartitionCut::project(
             &keyspace.instructions,
@@ -1262,6 +1366,41 @@ impl BypassSimulation {
             delivery.version,
             holds,
         ))
+    }
+
+    /// Replication 3: records the routers' new grouping and makes a node for every group it
+    /// starts (the abstraction of its members' storage processes starting their replicas from
+    /// the configuration they learn), before any delivery can reach it. The group starts empty,
+    /// holding nothing, so that nothing executes before its cut (K, its first chain entry).
+    fn start_groups(&mut self) {
+        let Some(grouping) = self.router.state.grouping().cloned() else {
+            return;
+        };
+        let version = grouping.groups.version();
+        let (_, before) = self
+            .groupings
+            .last_key_value()
+            .expect("the initial grouping is recorded");
+        assert_eq!(
+            before.groups.version().0 + 1,
+            version.0,
+            "every version is observed"
+        );
+        let regrouping = Regrouping::between(&before.groups, &grouping.groups);
+        self.stats.groups_retired += regrouping.retired.len() as u64;
+        for group in &regrouping.started {
+            self.stats.groups_started += 1;
+            let id = group.destination();
+            assert!(!self.node_index.contains_key(&id), "a group name is new");
+            self.node_index.insert(id, self.partitions.len());
+            self.partitions.push(partition_node(
+                id,
+                self.options.accounts,
+                self.machine_settings.clone(),
+                PositionSet::empty(),
+            ));
+        }
+        self.groupings.insert(version, grouping);
     }
 
     /// The primary driver sends every copy its group has not had acknowledged (resent until
@@ -1274,9 +1413,10 @@ impl BypassSimulation {
             .map(|(version, to, records)| (version, to, records.clone()))
             .collect();
         for (version, to, records) in copies {
+            let receiver = self.index_of(to);
             self.send(
                 Node::Partition(index),
-                Node::Partition((to.0 - 1) as usize),
+                Node::Partition(receiver),
                 Msg::Copy {
                     version,
                     from,
@@ -1450,13 +1590,13 @@ impl BypassSimulation {
         } else {
             self.gateways[gateway].gateway.configuration()
         };
-        let partitions: BTreeSet<usize> = txn
+        let partitions: BTreeSet<ProcessId> = txn
             .keys()
             .into_iter()
             .map(|key| partition_of(configuration, key))
             .collect();
         if partitions.len() == 1 {
-            let partition = *partitions.iter().next().expect("one");
+            let partition = self.index_of(*partitions.iter().next().expect("one"));
             let node = &mut self.gateways[gateway];
             node.numbers[slot] += 1;
             let id = OperationId {
@@ -1498,10 +1638,7 @@ impl BypassSimulation {
         self.stats.multis += 1;
         self.gateways[gateway].slots[slot] = Some(SlotOp::Multi {
             history,
-            destinations: partitions
-                .iter()
-                .map(|index| ProcessId(*index as u64 + 1))
-                .collect(),
+            destinations: partitions,
             sequenced: None,
             answered: BTreeSet::new(),
             recall_at: u64::MAX,
@@ -1572,7 +1709,11 @@ impl BypassSimulation {
                 }
                 GatewayEffect::Refused { .. } if self.options.reconfigure_per_10000 > 0 => {}
                 GatewayEffect::Plan { id } => {
-                    let configuration = self.gateways[gateway].gateway.configuration().clone();
+                    let mut configuration = self.gateways[gateway].gateway.configuration().clone();
+                    if let Some(grouping) = self.groupings.get(&configuration.version()) {
+                        // Grouped: plan against the storage processes of that version.
+                        configuration = grouping.processes.clone();
+                    }
                     let transformation = super::world::choose_transformation(&configuration, id);
                     let message = transformation.and_then(|transformation| {
                         self.planner.propose(&configuration, transformation).ok()
@@ -1661,9 +1802,10 @@ impl BypassSimulation {
                         };
                         for process in destinations {
                             if !answered.contains(&process) {
+                                let index = self.index_of(process);
                                 self.send(
                                     Node::Gateway(gateway),
-                                    Node::Partition((process.0 - 1) as usize),
+                                    Node::Partition(index),
                                     Msg::Recall {
                                         timestamp,
                                         gateway,
@@ -1829,6 +1971,35 @@ impl BypassSimulation {
         }
     }
 
+    /// For the liveness report: each partition with something still under way.
+    fn partitions_not_idle(&self) -> String {
+        let mut report = String::new();
+        for partition in &self.partitions {
+            let machine = &partition.machine;
+            let outgoing = machine.outgoing().count();
+            if machine.installing().is_empty()
+                && machine.deferred() == 0
+                && outgoing == 0
+                && partition.pending.is_empty()
+            {
+                continue;
+            }
+            report.push_str(&format!(
+                "[{} installing {:?} deferred {} outgoing {} pending {} (commit at {}, down until \
+                 {:?}) version {}] ",
+                partition.id.0,
+                machine.installing(),
+                machine.deferred(),
+                outgoing,
+                partition.pending.len(),
+                partition.commit_at,
+                partition.down_until,
+                machine.version().0
+            ));
+        }
+        report
+    }
+
     fn settled(&self) -> bool {
         !self.faults_on()
             && self.gateways.iter().all(|gateway| {
@@ -1867,6 +2038,14 @@ impl BypassSimulation {
                     expected
                 ));
             }
+            let retired =
+                self.options.replication > 1 && configuration.state(partition.id).is_none();
+            if retired && !partition.machine.finished() {
+                return fail(format!(
+                    "retired group {} is not finished (copies outstanding or waiting)",
+                    partition.id.0
+                ));
+            }
             if let Some(key) = partition
                 .machine
                 .data()
@@ -1883,7 +2062,7 @@ impl BypassSimulation {
         let accounts = self.options.accounts;
         let total: i64 = (0..accounts)
             .map(|key| {
-                let owner = &self.partitions[partition_of(configuration, key)];
+                let owner = &self.partitions[self.index_of(partition_of(configuration, key))];
                 owner
                     .machine
                     .data()
@@ -1918,11 +2097,14 @@ impl BypassSimulation {
                     checker: "liveness",
                     report: format!(
                         "not settled {} ticks after the faults stopped: {} operations open, {} \
-                             unstable messages, {waiting} partition entries waiting, watermark {}",
+                             unstable messages, {waiting} partition entries waiting, watermark {}, \
+                             reconfiguring {}; partitions not idle: {}",
                         self.options.liveness_ticks_max,
                         self.history.invocations.len() - self.history.completed(),
                         self.router.state.unstable().len(),
-                        self.router.state.stable_watermark()
+                        self.router.state.stable_watermark(),
+                        self.reconfiguring.is_some(),
+                        self.partitions_not_idle()
                     ),
                 });
                 break;
