@@ -6,7 +6,13 @@
 # interval).
 #
 #   A="TESSERA_WORKER_THREADS=2" B="TESSERA_WORKER_THREADS=0" RUNS=5 SENDERS=12 WINDOW=48
-#   DURATION=6 WARMUP=1 PORT=13000 APPLY=no bench/ecast/ab.sh
+#   DURATION=6 WARMUP=1 PORT=13000 APPLY=no STATS_MS=1000 bench/ecast/ab.sh
+#
+# Each line also has the latency percentiles, the load generator's requests resent after a
+# timeout, and the machine's TCP retransmissions, timeouts and loss probes during the run
+# (/proc/net/snmp and netstat: every process of the machine, not only the cluster). With
+# STATS_MS set (default 1000; 0: off) every process logs `stats:` lines
+# (`runtime::ecast::stats`) into the run's cluster directory, kept under the printed raw logs.
 set -euo pipefail
 
 A=${A:-TESSERA_WORKER_THREADS=2}
@@ -18,6 +24,7 @@ DURATION=${DURATION:-6}
 WARMUP=${WARMUP:-1}
 PORT=${PORT:-13000}
 APPLY=${APPLY:-no}
+STATS_MS=${STATS_MS:-1000}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$ROOT/target/release/tessera
 WORK=$(mktemp -d /tmp/ecast-ab.XXXXXX)
@@ -45,9 +52,24 @@ cpu_ticks() {
     echo "$total"
 }
 
+# TCP counters of the whole machine: retransmitted segments, RTO timeouts, tail loss probes.
+tcp_counters() {
+    python3 - <<'PYTHON'
+counters = {}
+for path in ("/proc/net/snmp", "/proc/net/netstat"):
+    lines = open(path).read().split("\n")
+    for names, values in zip(lines[::2], lines[1::2]):
+        for name, value in zip(names.split()[1:], values.split()[1:]):
+            counters[name] = value
+print(counters.get("RetransSegs", 0), counters.get("TCPTimeouts", 0), counters.get("TCPLossProbes", 0))
+PYTHON
+}
+
 one_run() {
     local variant=$1 environment=$2 run=$3 dir=$WORK/cluster-$run-$1
-    env $environment "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
+    local tcp_before
+    tcp_before=$(tcp_counters)
+    env $environment TESSERA_ECAST_STATS_MS="$STATS_MS" "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
         --port "$PORT" --data-dir "$dir" >"$WORK/dev-$run-$variant.log" 2>&1 &
     CLUSTER_PID=$!
     local ready=0
@@ -72,13 +94,21 @@ one_run() {
     sleep "$measured"
     after=$(cpu_ticks)
     wait "$bench"
-    python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" <<'PYTHON'
+    local resent
+    resent=$(grep -oE '[0-9]+ resent after a timeout' "$WORK/bench-$run-$variant.log" | grep -oE '^[0-9]+' || echo "?")
+    python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" \
+        "$tcp_before" "$(tcp_counters)" "$resent" "$(cut -d' ' -f1 /proc/loadavg)" <<'PYTHON'
 import json, sys
 run = json.load(open(sys.argv[1]))
 rate = run["throughput_ops_per_s"]
 cpu_seconds = (int(sys.argv[3]) - int(sys.argv[2])) / float(sys.argv[5])
 per_message = 1e6 * cpu_seconds / float(sys.argv[4]) / rate if rate else float("nan")
-print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f} us CPU per message")
+latency = run["latency_us"]
+tcp = [int(after) - int(before) for before, after in zip(sys.argv[8].split(), sys.argv[9].split())]
+print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f} us CPU per message; "
+      f"p50/p99/max {latency['p50'] / 1000:.1f}/{latency['p99'] / 1000:.1f}/{latency['max'] / 1000:.1f} ms; "
+      f"requests resent {sys.argv[10]}; TCP retransmits {tcp[0]}, timeouts {tcp[1]}, loss probes {tcp[2]}; "
+      f"load {sys.argv[11]}")
 PYTHON
     stop_cluster
 }
