@@ -200,13 +200,15 @@ fn async_runtime(variables: &[&str], default: usize) -> anyhow::Result<tokio::ru
 
 /// A node's default: two worker threads.
 const NODE_WORKER_THREADS: usize = 2;
-/// An E-Cast router's or storage process's default: two worker threads. The current-thread
-/// runtime (`TESSERA_WORKER_THREADS=0`) cut the CPU per ordered message by ~12 % and raised
-/// throughput by ~10 % on a 2-core machine running ten such processes (`docs/bench/ecast.md`,
-/// `thru4`), but 2 of its 20 benchmark runs stalled at a third of the rate for a reason not yet
-/// found, and on one thread a long storage turn (a migration step) holds up every connection of
-/// the process; so it is a tuning choice, not the default, until both are understood.
-const ECAST_WORKER_THREADS: usize = 2;
+/// An E-Cast router's or storage process's default: tokio's current-thread runtime (0). On a
+/// 2-core machine running ten such processes it cut the CPU per ordered message by 12–18 % and
+/// raised throughput by 10–20 % against two worker threads, and an elasticity run (migration
+/// slices on the storage processes' one thread) was no slower (`docs/bench/ecast.md`, `thru4`
+/// and `thru5`). The "stalls" once blamed on it are CPU starvation by other processes on the
+/// machine, which hits both runtimes; a process with one thread is more exposed to it (the
+/// scheduler shares CPU per thread), so a machine shared with CPU-hungry work may prefer
+/// `TESSERA_WORKER_THREADS=2`.
+const ECAST_WORKER_THREADS: usize = 0;
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
