@@ -6,7 +6,16 @@
 # interval).
 #
 #   A="TESSERA_WORKER_THREADS=2" B="TESSERA_WORKER_THREADS=0" RUNS=5 SENDERS=12 WINDOW=48
-#   DURATION=6 WARMUP=1 PORT=13000 APPLY=no bench/ecast/ab.sh
+#   DURATION=6 WARMUP=1 PORT=13000 APPLY=no STATS_MS=1000 bench/ecast/ab.sh
+#
+# Each line also has the latency percentiles, the load generator's requests resent after a
+# timeout, and the machine's TCP retransmissions, timeouts and loss probes during the run
+# (/proc/net/snmp and netstat: every process of the machine, not only the cluster). With
+# the time the cluster's threads spent runnable but without a CPU (/proc/<pid>/task/*/schedstat,
+# seconds per second of the measured interval). HOGS=N runs N shell busy loops during each run's
+# measured interval (CPU contention like other engineers' builds). With
+# STATS_MS set (default 1000; 0: off) every process logs `stats:` lines
+# (`runtime::ecast::stats`) into the run's cluster directory, kept under the printed raw logs.
 set -euo pipefail
 
 A=${A:-TESSERA_WORKER_THREADS=2}
@@ -18,6 +27,8 @@ DURATION=${DURATION:-6}
 WARMUP=${WARMUP:-1}
 PORT=${PORT:-13000}
 APPLY=${APPLY:-no}
+STATS_MS=${STATS_MS:-1000}
+HOGS=${HOGS:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$ROOT/target/release/tessera
 WORK=$(mktemp -d /tmp/ecast-ab.XXXXXX)
@@ -32,7 +43,7 @@ stop_cluster() {
         CLUSTER_PID=""
     fi
 }
-trap stop_cluster EXIT
+trap 'stop_hogs; stop_cluster' EXIT
 trap 'exit 130' INT TERM
 
 # The cluster's processes and the load generator: their command lines name this run's files.
@@ -45,9 +56,50 @@ cpu_ticks() {
     echo "$total"
 }
 
+# Nanoseconds the cluster's threads (and the load generator's) spent runnable but waiting for a
+# CPU (the second field of /proc/<pid>/task/<tid>/schedstat), summed.
+run_delay() {
+    local total=0 pid
+    for pid in $(pgrep -f -- "$WORK/"); do
+        total=$((total + $(cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{s += $2} END {printf "%d\n", s}')))
+    done
+    echo "$total"
+}
+
+# hogs N: N busy loops of the shell, as other engineers' compilers would be (their ids in HOG_PIDS).
+HOG_PIDS=()
+hogs() {
+    local i
+    for ((i = 0; i < $1; i++)); do
+        bash -c 'end=$((SECONDS + 60)); while ((SECONDS < end)); do :; done' &
+        HOG_PIDS+=($!)
+    done
+}
+stop_hogs() {
+    local pid
+    for pid in "${HOG_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${HOG_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    HOG_PIDS=()
+}
+
+# TCP counters of the whole machine: retransmitted segments, RTO timeouts, tail loss probes.
+tcp_counters() {
+    python3 - <<'PYTHON'
+counters = {}
+for path in ("/proc/net/snmp", "/proc/net/netstat"):
+    lines = open(path).read().split("\n")
+    for names, values in zip(lines[::2], lines[1::2]):
+        for name, value in zip(names.split()[1:], values.split()[1:]):
+            counters[name] = value
+print(counters.get("RetransSegs", 0), counters.get("TCPTimeouts", 0), counters.get("TCPLossProbes", 0))
+PYTHON
+}
+
 one_run() {
     local variant=$1 environment=$2 run=$3 dir=$WORK/cluster-$run-$1
-    env $environment "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
+    local tcp_before
+    tcp_before=$(tcp_counters)
+    env $environment TESSERA_ECAST_STATS_MS="$STATS_MS" "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
         --port "$PORT" --data-dir "$dir" >"$WORK/dev-$run-$variant.log" 2>&1 &
     CLUSTER_PID=$!
     local ready=0
@@ -68,17 +120,31 @@ one_run() {
     local bench=$! measured before after
     measured=$(python3 -c "print(max($DURATION - 1, 0.5))")
     sleep "$WARMUP"
+    hogs "$HOGS"
     before=$(cpu_ticks)
+    local waited_before waited_after
+    waited_before=$(run_delay)
     sleep "$measured"
     after=$(cpu_ticks)
+    waited_after=$(run_delay)
+    stop_hogs
     wait "$bench"
-    python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" <<'PYTHON'
+    local resent
+    resent=$(grep -oE '[0-9]+ resent after a timeout' "$WORK/bench-$run-$variant.log" | grep -oE '^[0-9]+' || echo "?")
+    python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" \
+        "$tcp_before" "$(tcp_counters)" "$resent" "$(cut -d' ' -f1 /proc/loadavg)" \
+        "$((waited_after - waited_before))" <<'PYTHON'
 import json, sys
 run = json.load(open(sys.argv[1]))
 rate = run["throughput_ops_per_s"]
 cpu_seconds = (int(sys.argv[3]) - int(sys.argv[2])) / float(sys.argv[5])
 per_message = 1e6 * cpu_seconds / float(sys.argv[4]) / rate if rate else float("nan")
-print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f} us CPU per message")
+latency = run["latency_us"]
+tcp = [int(after) - int(before) for before, after in zip(sys.argv[8].split(), sys.argv[9].split())]
+print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f} us CPU per message; "
+      f"p50/p99/max {latency['p50'] / 1000:.1f}/{latency['p99'] / 1000:.1f}/{latency['max'] / 1000:.1f} ms; "
+      f"requests resent {sys.argv[10]}; TCP retransmits {tcp[0]}, timeouts {tcp[1]}, loss probes {tcp[2]}; "
+      f"waiting for a CPU {int(sys.argv[12]) / 1e9 / float(sys.argv[4]):.2f} s/s; load {sys.argv[11]}")
 PYTHON
     stop_cluster
 }

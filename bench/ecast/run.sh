@@ -158,10 +158,9 @@ fi
 
 if [[ $SECTIONS == *" 4 "* ]]; then
 log "4. E-Cast messages straight to the routers (tessera bench ecast, 6 processes, replication 3)"
-# Every process on tokio's current-thread runtime (workers=0; the default is 2 workers: see
-# docs/internals/ecast-runtime.md);
-# the last run with two worker threads per process instead (the default before `thru4`), 12
-# senders, not applied.
+# Every process on tokio's current-thread runtime (workers=0, the default since `thru5`: see
+# docs/internals/ecast-runtime.md); the last run with two worker threads per process instead
+# (the default before `thru5`), 12 senders, not applied.
 runs=()
 for apply in yes no; do
     for senders in "${SENDER_COUNTS[@]}"; do runs+=("$apply $senders 0"); done

@@ -101,9 +101,20 @@ struct ConfirmInFlight {
     sent_at: u64,
 }
 
+/// Counters for observers (a driver's statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForwarderStats {
+    /// Deliveries sent again because their destination confirmed nothing new for
+    /// `resend_ticks`.
+    pub resent: u64,
+    /// Confirm ops submitted again because no reply came for `resend_ticks`.
+    pub confirms_resent: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Forwarder {
     settings: ForwarderSettings,
+    stats: ForwarderStats,
     client: ClientId,
     request_next: RequestNumber,
     now: u64,
@@ -129,6 +140,7 @@ impl Forwarder {
         assert!(settings.deliveries_per_message_max > 0);
         Forwarder {
             settings,
+            stats: ForwarderStats::default(),
             client,
             request_next: RequestNumber(1),
             now: 0,
@@ -152,6 +164,10 @@ impl Forwarder {
 
     pub fn client(&self) -> ClientId {
         self.client
+    }
+
+    pub fn stats(&self) -> ForwarderStats {
+        self.stats
     }
 
     /// The single entry point: appends effects, performs none.
@@ -279,6 +295,7 @@ impl Forwarder {
         if let Some(in_flight) = &mut self.confirm_in_flight {
             if self.now >= in_flight.sent_at + self.settings.resend_ticks {
                 in_flight.sent_at = self.now;
+                self.stats.confirms_resent += 1;
                 effects.push(ForwarderEffect::Submit(in_flight.request.clone()));
             }
         }
@@ -313,6 +330,7 @@ impl Forwarder {
         }
         self.resend_at
             .insert(process, self.now + self.settings.resend_ticks);
+        self.stats.resent += deliveries.len() as u64;
         self.send(process, deliveries, effects);
     }
 

@@ -85,7 +85,9 @@ pub mod sender;
 pub mod types;
 pub mod watermark;
 
-pub use forwarder::{Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings};
+pub use forwarder::{
+    Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, ForwarderStats,
+};
 pub use gateway::{
     BypassDecode, BypassNilext, BypassSettings, Completion, Failure, Gateway, GatewayCommand,
     GatewayEffect, GatewayInput, GatewaySettings, GatewayStats,

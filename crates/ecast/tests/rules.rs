@@ -568,6 +568,46 @@ fn the_forwarder_sends_new_messages_once_and_resends_unconfirmed_ones_from_the_f
     }
     assert_eq!(deliveries_to(&resent, 1), vec![(2, 1)]);
     assert_eq!(deliveries_to(&resent, 2), vec![(1, 0), (2, 1)]);
+    // The counters see exactly the deliveries sent again, not the first sends.
+    let again: usize = resent
+        .iter()
+        .map(|effect| match effect {
+            ForwarderEffect::Deliver { deliveries, .. } => deliveries.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(again >= 3);
+    assert_eq!(forwarder.stats().resent, again as u64);
+    // The Confirm op for process 1's t1 went unanswered for as long: it was submitted again.
+    let submits = resent
+        .iter()
+        .filter(|effect| matches!(effect, ForwarderEffect::Submit(_)))
+        .count();
+    assert_eq!(forwarder.stats().confirms_resent, submits as u64);
+}
+
+#[test]
+fn the_forwarder_counts_a_confirm_op_it_submits_again() {
+    let mut state = router();
+    let mut forwarder = Forwarder::new(ClientId(1), settings(), &state);
+    submit(&mut state, vec![write(1, &[key_of(1)])]);
+    forwarder_step(&mut forwarder, ForwarderInput::Sync, &state);
+    let confirmed = ForwarderInput::Confirmed {
+        process: ProcessId(1),
+        delivered: Timestamp(1),
+    };
+    let first = forwarder_step(&mut forwarder, confirmed, &state);
+    assert!(matches!(first.as_slice(), [ForwarderEffect::Submit(_)]));
+    let mut later = Vec::new();
+    for _ in 0..5 {
+        later.extend(forwarder_step(&mut forwarder, ForwarderInput::Tick, &state));
+    }
+    let submits = later
+        .iter()
+        .filter(|effect| matches!(effect, ForwarderEffect::Submit(_)))
+        .count();
+    assert_eq!(submits, 1, "unanswered for resend_ticks: sent again");
+    assert_eq!(forwarder.stats().confirms_resent, 1);
 }
 
 #[test]

@@ -105,6 +105,15 @@ struct Load {
     histogram: Histogram<u64>,
     completed: u64,
     failed: u64,
+    /// Requests sent to the routers, how many of them repeated the previous request number of
+    /// their sender (a resend after `router_retry_ticks` of silence), and replies received.
+    requests: u64,
+    resent: u64,
+    replies: u64,
+    not_primary: u64,
+    /// Per gateway: the last request number sent, and whether a NotPrimary came since.
+    last_request: Vec<u64>,
+    redirected: Vec<bool>,
 }
 
 impl Load {
@@ -149,6 +158,13 @@ impl Load {
         for effect in effects {
             match effect {
                 GatewayEffect::Request { router, request } => {
+                    self.requests += 1;
+                    // The same number again: a resend, unless a NotPrimary just redirected it.
+                    let redirected = std::mem::take(&mut self.redirected[gateway]);
+                    if self.last_request[gateway] == request.request.0 && !redirected {
+                        self.resent += 1;
+                    }
+                    self.last_request[gateway] = request.request.0;
                     if let Some(address) = self.config.routers.get(router as usize) {
                         let frame = Frame::SenderRequest {
                             reply_to: self.own,
@@ -188,9 +204,16 @@ impl Load {
             Frame::Reply { message } => {
                 let client = match &message {
                     vr::Message::Reply(reply) => reply.client,
-                    vr::Message::NotPrimary { client, .. } => *client,
+                    vr::Message::NotPrimary { client, .. } => {
+                        self.not_primary += 1;
+                        if let Some(&gateway) = self.by_client.get(client) {
+                            self.redirected[gateway] = true;
+                        }
+                        *client
+                    }
                     _ => return,
                 };
+                self.replies += 1;
                 if let Some(&gateway) = self.by_client.get(&client) {
                     self.step(gateway, GatewayInput::Router(message));
                 }
@@ -271,6 +294,7 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
         ));
     }
     let started = Instant::now();
+    let arguments_senders = arguments.senders;
     let warmup = Duration::from_secs_f64(arguments.warmup);
     let duration = Duration::from_secs_f64(arguments.duration);
     let mut load = Load {
@@ -289,6 +313,12 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
         histogram: Histogram::new(3).expect("a histogram"),
         completed: 0,
         failed: 0,
+        requests: 0,
+        resent: 0,
+        replies: 0,
+        not_primary: 0,
+        last_request: vec![0; arguments_senders],
+        redirected: vec![false; arguments_senders],
     };
     for gateway in 0..load.gateways.len() {
         for _ in 0..load.arguments.window {
@@ -323,7 +353,8 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
     let arguments = &load.arguments;
     println!(
         "tessera bench ecast: {} senders x {} in flight, MSET of {} keys ({} B values{}) as one E-Cast message each\n  \
-         {:.0} messages/s stable over {:.1}s ({} messages, {} failed); latency us: p50 {} p90 {} p99 {} max {} mean {:.0}",
+         {:.0} messages/s stable over {:.1}s ({} messages, {} failed); latency us: p50 {} p90 {} p99 {} max {} mean {:.0}\n  \
+         requests to the routers {} ({} resent after a timeout), replies {} ({} not primary)",
         arguments.senders,
         arguments.window,
         arguments.keys,
@@ -337,7 +368,11 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
         quantile(0.9),
         quantile(0.99),
         histogram.max(),
-        histogram.mean()
+        histogram.mean(),
+        load.requests,
+        load.resent,
+        load.replies,
+        load.not_primary
     );
     if let Some(path) = &arguments.json {
         let json = format!(

@@ -171,18 +171,20 @@ fn panic_later_if_asked() {
     });
 }
 
-/// Tokio worker threads of this process: `TESSERA_WORKER_THREADS` if set, else `default`; 0 runs
-/// every task on the process's main thread (tokio's current-thread runtime).
-fn worker_threads(default: usize) -> usize {
-    std::env::var("TESSERA_WORKER_THREADS")
-        .ok()
-        .and_then(|text| text.parse().ok())
+/// Tokio worker threads of this process: the first of the environment variables `variables`
+/// that is set (a number), else `default`; 0 runs every task on the process's main thread
+/// (tokio's current-thread runtime).
+fn worker_threads(variables: &[&str], default: usize) -> usize {
+    variables
+        .iter()
+        .find_map(|variable| std::env::var(variable).ok()?.parse().ok())
         .unwrap_or(default)
 }
 
-/// The async runtime of a node or E-Cast process, with `worker_threads(default)` workers.
-fn async_runtime(default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    let threads = worker_threads(default);
+/// The async runtime of a node or E-Cast process, with `worker_threads(variables, default)`
+/// workers.
+fn async_runtime(variables: &[&str], default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = worker_threads(variables, default);
     let mut builder = if threads == 0 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -198,17 +200,19 @@ fn async_runtime(default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// A node's default: two worker threads.
 const NODE_WORKER_THREADS: usize = 2;
-/// An E-Cast router's or storage process's default: two worker threads. The current-thread
-/// runtime (`TESSERA_WORKER_THREADS=0`) cut the CPU per ordered message by ~12 % and raised
-/// throughput by ~10 % on a 2-core machine running ten such processes (`docs/bench/ecast.md`,
-/// `thru4`), but 2 of its 20 benchmark runs stalled at a third of the rate for a reason not yet
-/// found, and on one thread a long storage turn (a migration step) holds up every connection of
-/// the process; so it is a tuning choice, not the default, until both are understood.
-const ECAST_WORKER_THREADS: usize = 2;
+/// An E-Cast router's or storage process's default: tokio's current-thread runtime (0). On a
+/// 2-core machine running ten such processes it cut the CPU per ordered message by 12–18 % and
+/// raised throughput by 10–20 % against two worker threads, and an elasticity run (migration
+/// slices on the storage processes' one thread) was no slower (`docs/bench/ecast.md`, `thru4`
+/// and `thru5`). The "stalls" once blamed on it are CPU starvation by other processes on the
+/// machine, which hits both runtimes; a process with one thread is more exposed to it (the
+/// scheduler shares CPU per thread), so a machine shared with CPU-hungry work may prefer
+/// `TESSERA_WORKER_THREADS=2`.
+const ECAST_WORKER_THREADS: usize = 0;
 
 fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
     let config = runtime::config::NodeConfig::load(&path)?;
-    let tokio = async_runtime(NODE_WORKER_THREADS)?;
+    let tokio = async_runtime(&["TESSERA_WORKER_THREADS"], NODE_WORKER_THREADS)?;
     tokio.block_on(async move {
         runtime::node::start(config).await?;
         wait_for_exit(exit_with_parent).await
@@ -222,7 +226,14 @@ fn run_ecast_node(
     exit_with_parent: bool,
 ) -> anyhow::Result<()> {
     let config = runtime::ecast::config::ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
-    let tokio = async_runtime(ECAST_WORKER_THREADS)?;
+    // A role's own variable first (`TESSERA_ROUTER_WORKER_THREADS`,
+    // `TESSERA_STORAGE_WORKER_THREADS`), then `TESSERA_WORKER_THREADS` for both.
+    let role = if router.is_some() {
+        "TESSERA_ROUTER_WORKER_THREADS"
+    } else {
+        "TESSERA_STORAGE_WORKER_THREADS"
+    };
+    let tokio = async_runtime(&[role, "TESSERA_WORKER_THREADS"], ECAST_WORKER_THREADS)?;
     tokio.block_on(async move {
         panic_later_if_asked();
         match (router, storage) {

@@ -6,6 +6,7 @@
 //! frame that does not fit, or is in flight when a connection breaks, is lost: every protocol
 //! above resends (the forwarder its deliveries, gateways their requests).
 
+use super::stats;
 use crate::log;
 use ecast::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
 use placement::migration::{MigrationMessage, StreamId};
@@ -316,6 +317,11 @@ impl Links {
     }
 }
 
+/// Frames this process dropped so far (a full or closed link).
+pub fn frames_dropped() -> u64 {
+    FRAMES_DROPPED.load(Ordering::Relaxed)
+}
+
 /// One frame as it travels (tests and tools that speak to a process directly).
 pub fn encode(frame: &Frame) -> Vec<u8> {
     let mut buffer = Vec::new();
@@ -372,16 +378,23 @@ async fn dial(
             };
             buffer.clear();
             wire::encode_into(&frame, &mut buffer);
+            let mut burst = 1;
             while let Ok(frame) = frames.try_recv() {
                 wire::encode_into(&frame, &mut buffer);
+                burst += 1;
                 if buffer.len() > 1 << 20 {
                     break;
                 }
             }
+            stats::FRAMES_OUT.add(burst);
+            stats::WRITES.add(1);
+            stats::WRITE_BURST_MAX.max(burst);
+            let started = Instant::now();
             if stream.write_all(&buffer).await.is_err() {
                 mark_down();
                 break;
             }
+            stats::WRITE_WAIT_MAX_US.max(started.elapsed().as_micros() as u64);
         }
     }
 }
@@ -420,13 +433,20 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
             return Ok(());
         }
         buffer.extend_from_slice(&chunk[..read]);
+        stats::BYTES_IN.add(read as u64);
         let mut consumed_total = 0;
         loop {
             match wire::decode::<Frame>(&buffer[consumed_total..], FRAME_BYTES_MAX) {
                 Ok((frame, consumed)) => {
                     consumed_total += consumed;
+                    stats::FRAMES_IN.add(1);
+                    let full = inbound.capacity() == 0;
+                    let started = full.then(Instant::now);
                     if inbound.send(frame).await.is_err() {
                         return Ok(());
+                    }
+                    if let Some(started) = started {
+                        stats::INBOUND_WAIT_MAX_US.max(started.elapsed().as_micros() as u64);
                     }
                 }
                 Err(wire::DecodeError::Incomplete { .. }) => break,

@@ -11,6 +11,7 @@
 //! | `fault` | faults a real-process test injects (debug builds): a partition whose deliveries lag |
 //! | `link` | the `Frame` every E-Cast message travels in, and one-way TCP links |
 //! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
+//! | `stats` | process-wide counters, logged per period under `TESSERA_ECAST_STATS_MS` (measurement only) |
 //! | `storage` | a storage process: `Inbox` + `store::Store`, applying its share in order |
 //! | `gateway` | RESP on every storage process, an `ecast::Sender` submitting to the routers |
 //! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
@@ -24,6 +25,7 @@ pub mod link;
 pub mod partition_host;
 pub mod payload;
 pub mod router;
+pub mod stats;
 pub mod storage;
 
 use placement::ProcessId;

@@ -7,6 +7,7 @@
 use super::config::{ClusterConfig, PartitionMode};
 use super::fault::SlowPartition;
 use super::link::{self, Frame, Links};
+use super::stats;
 use super::storage_of_sender;
 use crate::log;
 use crate::node::random_u64;
@@ -21,7 +22,7 @@ use placement::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use vr::{
@@ -149,6 +150,8 @@ impl RouterLoop {
     async fn run(mut self, mut frames: mpsc::Receiver<Frame>, tick_ms: u64) {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        stats::start();
+        let mut last_tick = Instant::now();
         loop {
             let event = tokio::select! {
                 biased;
@@ -158,16 +161,28 @@ impl RouterLoop {
                     None => return,
                 },
             };
+            let started = Instant::now();
+            let mut handled = 0;
             match event {
-                Event::Tick => self.on_tick(),
+                Event::Tick => {
+                    stats::TICK_GAP_MAX_MS
+                        .max(started.duration_since(last_tick).as_millis() as u64);
+                    last_tick = started;
+                    self.on_tick();
+                }
                 Event::Frame(frame) => {
                     self.on_frame(frame);
+                    handled += 1;
                     // Everything already queued, before waiting again.
                     while let Ok(frame) = frames.try_recv() {
                         self.on_frame(frame);
+                        handled += 1;
                     }
                 }
             }
+            stats::TURNS.add(1);
+            stats::TURN_FRAMES_MAX.max(handled);
+            stats::TURN_MAX_US.max(started.elapsed().as_micros() as u64);
         }
     }
 
@@ -177,7 +192,14 @@ impl RouterLoop {
         if let Some(lead) = &mut self.lead {
             lead.detector.sender.tick();
         }
+        let before = self.lead.as_ref().map(|lead| lead.forwarder.stats());
         self.forwarder_input(ForwarderInput::Tick);
+        if let (Some(before), Some(lead)) = (before, &self.lead) {
+            let after = lead.forwarder.stats();
+            stats::FORWARDER_RESENDS.add(after.resent.saturating_sub(before.resent));
+            stats::CONFIRM_RESENDS
+                .add(after.confirms_resent.saturating_sub(before.confirms_resent));
+        }
         self.report_watermark(WatermarkInput::Tick);
         if self.ticks.is_multiple_of(DETECT_EVERY_TICKS) {
             self.detect();
@@ -262,6 +284,7 @@ impl RouterLoop {
         }
         self.report_watermark(WatermarkInput::Sync);
         self.log_changes();
+        stats::REQUESTS_IGNORED_FULL.set(self.replica.stats().requests_ignored_full);
     }
 
     /// `vr` partitions: the lead router tells every storage process the stable watermark

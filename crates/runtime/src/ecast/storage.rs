@@ -129,6 +129,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        super::stats::start();
+        let mut last_tick = Instant::now();
         loop {
             // Migration's engine work runs a slice at a time when the task has a moment,
             // interleaved with frames (deliveries, confirmations) and ticks: `select!` picks
@@ -144,15 +146,21 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                 _ = std::future::ready(()), if working => Event::Work,
                 _ = std::future::ready(()), if receiving => Event::MigrationFrame,
             };
+            let turn_started = Instant::now();
+            let mut handled = 0;
             let started = process.timing.start();
             let what = match event {
                 Event::Tick => {
+                    super::stats::TICK_GAP_MAX_MS
+                        .max(turn_started.duration_since(last_tick).as_millis() as u64);
+                    last_tick = turn_started;
                     process.migrate(MigrationInput::Tick);
                     Step::Tick
                 }
                 Event::Frame(frame) => {
                     let what = Step::of_frame(&frame);
                     process.on_frame(frame);
+                    handled += 1;
                     what
                 }
                 Event::Work => {
@@ -181,6 +189,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                 let started = process.timing.start();
                 let what = Step::of_frame(&frame);
                 process.on_frame(frame);
+                handled += 1;
                 let backlog = receiver.len();
                 process
                     .timing
@@ -188,6 +197,9 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
             }
             process.publish();
             process.announce_busy();
+            super::stats::TURNS.add(1);
+            super::stats::TURN_FRAMES_MAX.max(handled);
+            super::stats::TURN_MAX_US.max(turn_started.elapsed().as_micros() as u64);
             if what == Step::Work || what == Step::Migration {
                 // Let the runtime's other tasks (links, the gateway) run between slices.
                 tokio::task::yield_now().await;
@@ -964,8 +976,11 @@ impl StorageProcess {
         }
     }
 
-    /// Counters for INFO.
+    /// Counters for INFO (and for `stats`).
     fn publish(&self) {
+        let inbox = self.inbox.stats();
+        super::stats::INBOX_DUPLICATES.set(inbox.duplicates);
+        super::stats::INBOX_BUFFERED.set(inbox.buffered);
         self.status
             .delivered
             .store(self.inbox.delivered().0, Ordering::Relaxed);
