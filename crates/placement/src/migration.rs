@@ -371,6 +371,8 @@ pub enum MigrationEffect<T> {
         stream: StreamId,
         range: PositionSet,
         keys: u64,
+        /// Bytes of the copy's keys and values (`Record::size`, as the chunks count them).
+        bytes: u64,
     },
     Send {
         to: ProcessId,
@@ -1370,6 +1372,7 @@ impl<T> Migrator<T> {
             stream,
             range: inc.range,
             keys: inc.keys_done,
+            bytes: inc.bytes_done,
         });
         self.stats.streams_installed += 1;
         self.installed.insert(stream);

@@ -240,6 +240,25 @@ pub struct ProgressReport {
     pub streams_installed: u64,
     /// Set once it declared itself failed (§6.5), with the reason.
     pub failed: Option<String>,
+    /// The copies it is receiving and the last ones it installed, each timed by its own
+    /// clock from its delivery of the stream's keyspace message (appended field: `tessera
+    /// admin` takes a copy's keys, bytes and time from here, not from its own polling; empty
+    /// from a `vr` partition host, whose copies the admin times by polling).
+    pub copies: Vec<CopyReport>,
+}
+
+/// One copy into the reporting process, by its own account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyReport {
+    pub stream: StreamId,
+    /// Keys and bytes received so far (bytes as the chunks count them: keys, values and 16
+    /// per record, `Record::size`); all of them once `installed`.
+    pub keys: u64,
+    pub bytes: u64,
+    /// Microseconds from the receiver's delivery of the stream's keyspace message to its
+    /// install of the last chunk (`installed`), or to the report (still copying).
+    pub micros: u64,
+    pub installed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

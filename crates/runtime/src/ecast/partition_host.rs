@@ -1052,6 +1052,7 @@ impl Host {
             chunks_accepted: 0,
             streams_installed: 0,
             failed: None,
+            copies: Vec::new(),
         };
         for (partition, hosted) in &self.partitions {
             let machine = hosted.replica.state_machine();
