@@ -345,7 +345,7 @@ fn garbage_and_forged_migration_frames_take_no_storage_process_down() {
         bytes_total: 1 << 40,
         keys_total: u64::MAX,
         checksum,
-        records: records.clone(),
+        records: records.clone().into(),
     };
     let good_checksum = chunk_checksum(stream, 0, 1, 1 << 40, u64::MAX, &records);
     let forged = [

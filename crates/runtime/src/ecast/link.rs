@@ -114,8 +114,12 @@ pub enum Frame {
     /// 15. `tessera admin` to storage process: report your migration progress to `reply_to`
     ///     (a one-shot connection, not a link).
     ProgressQuery { reply_to: SocketAddr, nonce: u64 },
-    /// 16. Storage process to `tessera admin`.
-    Progress { nonce: u64, report: ProgressReport },
+    /// 16. Storage process to `tessera admin` (boxed: the largest variant otherwise; a box
+    ///     encodes as what it holds).
+    Progress {
+        nonce: u64,
+        report: Box<ProgressReport>,
+    },
     /// 17. `tessera admin` (or a storage process declaring itself failed) to router: a VR
     ///     client request whose reply goes to `reply_to` over a one-shot connection (the
     ///     client is not a storage process, so `Request`'s `reply_to` cannot name it).

@@ -528,7 +528,13 @@ impl Host {
             }
             Frame::ProgressQuery { reply_to, nonce } => {
                 let report = self.report();
-                link::send_once(reply_to, Frame::Progress { nonce, report });
+                link::send_once(
+                    reply_to,
+                    Frame::Progress {
+                        nonce,
+                        report: Box::new(report),
+                    },
+                );
             }
             Frame::Deliver { .. }
             | Frame::SnapshotDeliver { .. }

@@ -518,7 +518,13 @@ impl StorageProcess {
         match frame {
             Frame::ProgressQuery { reply_to, nonce } => {
                 let report = self.report();
-                link::send_once(reply_to, Frame::Progress { nonce, report });
+                link::send_once(
+                    reply_to,
+                    Frame::Progress {
+                        nonce,
+                        report: Box::new(report),
+                    },
+                );
             }
             _ if self.failed.is_some() => {} // Crash-stop: it declared itself failed.
             Frame::Deliver { router, deliveries } => {
@@ -767,7 +773,12 @@ impl StorageProcess {
         after: Option<&[u8]>,
         keys_max: usize,
     ) -> (Vec<Record>, usize, Option<Vec<u8>>) {
-        let mut records = Vec::new();
+        // Sized for every key of the slice up front: grown by doubling, a slice's records
+        // were copied about twice over (memmove was a tenth of a sender's profile).
+        let mut records = match mode {
+            ScanMode::Copy => Vec::with_capacity(keys_max.min(self.store.kv.len())),
+            ScanMode::Remove => Vec::new(),
+        };
         let mut removed = Vec::new();
         let mut visited = 0;
         let mut last = None;
