@@ -13,7 +13,7 @@ use placement::{ConfigVersion, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -279,6 +279,8 @@ struct Link {
     /// Milliseconds since `Links::epoch` when the link last lost (or failed to make) its
     /// connection; 0 while connected or never tried.
     down_since_ms: Arc<AtomicU64>,
+    /// The link has had a connection at some point (the process was up and listening).
+    connected_once: Arc<AtomicBool>,
 }
 
 /// Outbound links by address, dialled on first use.
@@ -308,10 +310,18 @@ impl Links {
         let link = links.entry(to).or_insert_with(|| {
             let (frames, receiver) = mpsc::channel(LINK_FRAMES_MAX);
             let down_since_ms = Arc::new(AtomicU64::new(0));
-            tokio::spawn(dial(to, receiver, down_since_ms.clone(), self.epoch));
+            let connected_once = Arc::new(AtomicBool::new(false));
+            tokio::spawn(dial(
+                to,
+                receiver,
+                down_since_ms.clone(),
+                connected_once.clone(),
+                self.epoch,
+            ));
             Link {
                 frames,
                 down_since_ms,
+                connected_once,
             }
         });
         if link.frames.try_send(frame).is_err() {
@@ -325,6 +335,15 @@ impl Links {
                 ));
             }
         }
+    }
+
+    /// Whether the link to `to` ever had a connection: a process that was reached and now
+    /// refuses connections has gone away; one never reached may still be starting.
+    pub fn ever_connected(&self, to: SocketAddr) -> bool {
+        let links = self.links.lock().expect("links lock");
+        links
+            .get(&to)
+            .is_some_and(|link| link.connected_once.load(Ordering::Relaxed))
     }
 
     /// How long the link to `to` has been without a connection (None: connected, or never
@@ -363,6 +382,7 @@ async fn dial(
     address: SocketAddr,
     mut frames: mpsc::Receiver<Frame>,
     down_since_ms: Arc<AtomicU64>,
+    connected_once: Arc<AtomicBool>,
     epoch: Instant,
 ) {
     let mark_down = || {
@@ -388,6 +408,7 @@ async fn dial(
         };
         let _ = stream.set_nodelay(true);
         down_since_ms.store(0, Ordering::Relaxed);
+        connected_once.store(true, Ordering::Relaxed);
         backoff = Duration::from_millis(10);
         loop {
             let Some(frame) = frames.recv().await else {

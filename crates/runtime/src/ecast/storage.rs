@@ -59,7 +59,8 @@ pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
         // machine; the rest goes at the next steps (every delivery, acknowledgement and tick).
         bytes_per_step_max: 2 * 1024 * 1024,
         resend_ticks: ticks(250),
-        // Longer than the failure detector's suspicion (1.5 s), so that a receiver whose
+        // Longer than the failure detector's suspicion (0.5 s, 1.5 s for a process never
+        // reached), so that a receiver whose
         // sender died hears of it from the replacement rather than failing itself first when
         // it can; still short enough that a doomed receiver does not serve stale data long.
         sender_timeout_ticks: ticks(4_000).max(ticks(250) + 1),
