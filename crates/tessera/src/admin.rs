@@ -492,6 +492,13 @@ fn done_line(
     totals: &Totals,
     elapsed: f64,
 ) -> String {
+    if totals.copy_seconds.is_none() && totals.bytes_total == 0 && totals.keys_done == 0 {
+        // Nothing to copy (every process left holds the range already, or a standby change).
+        return format!(
+            "{transformation:?} done: configuration version {}, no data to move; {elapsed:.2} s in all",
+            version.0
+        );
+    }
     let (seconds, timed_by) = match totals.copy_seconds {
         Some(seconds) => (seconds, "the receivers' clocks"),
         None => (elapsed, "polling every 250 ms"),
@@ -775,6 +782,18 @@ mod tests {
         assert_eq!(tally.done, receivers);
         assert_eq!((totals.keys_done, totals.bytes_done), (60_000, 6_000_000));
         assert_eq!(totals.copy_seconds, Some(0.9));
+    }
+
+    /// A change with no copies (the processes left hold everything already) says so, rather
+    /// than "moved 0.0 MB (0 keys) ... timed by polling".
+    #[test]
+    fn a_change_without_copies_says_there_was_nothing_to_move() {
+        let totals = Tally::default().totals();
+        assert_eq!(
+            done_line(&expand(), V, &totals, 0.02),
+            "Expand { process: ProcessId(2), identifier: Position(7) } done: configuration \
+             version 4, no data to move; 0.02 s in all"
+        );
     }
 
     /// A process that reports no copies (a `vr` partition host) is followed through its
