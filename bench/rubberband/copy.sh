@@ -32,9 +32,9 @@ for _ in $(seq 300); do grep -q "cluster ready" "$W/dev.log" && break; sleep 0.1
 echo "value size $VALUE_SIZE B, $LOAD_KEYS keys loaded: $(tail -1 "$W/load.out")"
 OUT=$("$T" admin --cluster "$W/c/cluster.toml" expand 2>&1 | tail -1)
 echo "$OUT"
-# `tessera admin` polls every 250 ms, so its time is a multiple of about 0.25 s (and when its
-# first poll comes after the copy ended it reports 0 keys). The copy's own time: the receiver's
-# log, from its delivery of the keyspace message to its install, one clock.
+# `tessera admin` takes keys, bytes and time from the receivers' own reports (each times its
+# copy from its delivery of the keyspace message to its install); the same from the receiver's
+# log, as a cross-check, one clock.
 python3 - "$W/c/storage-2.log" "$OUT" <<'PY'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()

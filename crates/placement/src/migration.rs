@@ -42,6 +42,7 @@ use crate::plan::{project, EngineInstruction, Instruction};
 use crate::position::{Position, PositionSet};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MigrationSettings {
@@ -234,7 +235,12 @@ pub struct Chunk {
     pub bytes_total: u64,
     pub keys_total: u64,
     pub checksum: u64,
-    pub records: Vec<Record>,
+    /// Shared, not copied, between the sender's kept chunk (for resends) and each send: a
+    /// send cloned every record of the chunk (two allocations and a copy each), which the
+    /// link then encoded and freed. Serialised as the records themselves (serde's `rc`), so
+    /// the wire format is the same; a receiver that holds the only reference takes the
+    /// records without a copy.
+    pub records: Arc<Vec<Record>>,
 }
 
 /// The checksum a chunk must carry: FNV-1a over its header and records, the records' keys and
@@ -371,6 +377,8 @@ pub enum MigrationEffect<T> {
         stream: StreamId,
         range: PositionSet,
         keys: u64,
+        /// Bytes of the copy's keys and values (`Record::size`, as the chunks count them).
+        bytes: u64,
     },
     Send {
         to: ProcessId,
@@ -1115,7 +1123,11 @@ impl<T> Migrator<T> {
                 let size = record.size();
                 let open = out.groups.last_mut().expect("never empty");
                 if !open.is_empty() && out.group_bytes + size > chunk_bytes_max {
-                    out.groups.push(vec![record]);
+                    // Sized like the group it follows (records of a range are mostly alike):
+                    // grown by doubling, every group was copied about twice over.
+                    let mut group = Vec::with_capacity(open.len() + open.len() / 8 + 1);
+                    group.push(record);
+                    out.groups.push(group);
                     out.group_bytes = size;
                 } else {
                     open.push(record);
@@ -1167,7 +1179,7 @@ impl<T> Migrator<T> {
                 bytes_total,
                 keys_total,
                 checksum: 0,
-                records,
+                records: Arc::new(records),
             })
             .collect();
         out.sealed = vec![false; out.chunks.len()];
@@ -1196,7 +1208,7 @@ impl<T> Migrator<T> {
                     *acked = true;
                     out.acked_at = self.now;
                     // Never sent again: give its memory back now.
-                    out.chunks[index as usize].records = Vec::new();
+                    out.chunks[index as usize].records = Arc::default();
                 }
                 if out.captured && out.acked.iter().all(|acked| *acked) {
                     self.outgoing.remove(&stream);
@@ -1329,15 +1341,14 @@ impl<T> Migrator<T> {
             self.stats.chunks_accepted += 1;
             inc.bytes_done += chunk.records.iter().map(Record::size).sum::<u64>();
             inc.keys_done += chunk.records.len() as u64;
+            // The only reference once decoded from the wire: no copy.
+            let records = Arc::unwrap_or_clone(chunk.records);
             if inc.clear.is_none() && inc.buffered.is_empty() {
                 // Installed as it arrives: nothing reads the range until the last one is in.
-                effects.push(MigrationEffect::Install {
-                    stream,
-                    records: chunk.records,
-                });
+                effects.push(MigrationEffect::Install { stream, records });
             } else {
                 self.stats.chunks_buffered += 1;
-                inc.buffered.insert(chunk.index, chunk.records);
+                inc.buffered.insert(chunk.index, records);
             }
         } else {
             self.stats.chunks_duplicate += 1;
@@ -1370,6 +1381,7 @@ impl<T> Migrator<T> {
             stream,
             range: inc.range,
             keys: inc.keys_done,
+            bytes: inc.bytes_done,
         });
         self.stats.streams_installed += 1;
         self.installed.insert(stream);

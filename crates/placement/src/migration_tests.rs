@@ -291,7 +291,7 @@ fn capture_outside_the_range_is_not_sent() {
     );
     let chunks = chunks_of(&effects);
     assert_eq!(chunks.len(), 1);
-    assert_eq!(chunks[0].records, vec![record(25)]);
+    assert_eq!(*chunks[0].records, vec![record(25)]);
 }
 
 #[test]
@@ -400,7 +400,7 @@ fn a_fully_acknowledged_stream_completes() {
 fn receiver_refuses_a_chunk_whose_checksum_does_not_match() {
     let (_, effects) = started_sender(settings(), 1);
     let mut chunk = chunks_of(&effects)[0].clone();
-    chunk.records[0].value = vec![8; 4];
+    std::sync::Arc::make_mut(&mut chunk.records)[0].value = vec![8; 4];
     let mut receiver = receiver(settings());
     let mut effects = Vec::new();
     receiver.step(keyspace(), &mut effects);
@@ -437,7 +437,7 @@ fn malformed_and_foreign_chunks_are_dropped_without_panicking() {
     let mut zero_count = good.clone();
     zero_count.count = 0;
     let mut outside = good.clone();
-    outside.records = vec![record(45)];
+    outside.records = vec![record(45)].into();
     let mut unknown_version = good.clone();
     unknown_version.stream.version = ConfigVersion(99);
     for chunk in [
@@ -1194,7 +1194,7 @@ fn a_capture_holds_items_touching_its_range_until_its_last_slice() {
         assert!(last_scan < first_apply);
         let sent: Vec<Record> = chunks_of(&effects)
             .into_iter()
-            .flat_map(|chunk| chunk.records)
+            .flat_map(|chunk| std::sync::Arc::unwrap_or_clone(chunk.records))
             .collect();
         assert_eq!(sent, (20..30).map(record).collect::<Vec<_>>());
     }
@@ -1239,7 +1239,7 @@ fn reads_run_during_a_capture_but_wait_for_earlier_writes_and_incoming_copies() 
     assert_eq!(applied(&effects), vec![2, 3], "released in order");
     let sent: Vec<Record> = chunks_of(&effects)
         .into_iter()
-        .flat_map(|chunk| chunk.records)
+        .flat_map(|chunk| std::sync::Arc::unwrap_or_clone(chunk.records))
         .collect();
     assert_eq!(sent, (20..40).map(record).collect::<Vec<_>>());
 
@@ -1273,7 +1273,7 @@ fn a_receiver_installs_chunk_by_chunk_as_they_arrive() {
     for (arrived, index) in [2usize, 0, 1].into_iter().enumerate() {
         effects.clear();
         deliver(&mut receiver, chunks[index].clone(), &mut effects);
-        assert_eq!(installs(&effects), vec![chunks[index].records.clone()]);
+        assert_eq!(installs(&effects), vec![(*chunks[index].records).clone()]);
         assert_eq!(complete(&effects), arrived == 2);
         assert_eq!(receiver.serves(Position(20)), arrived == 2);
     }
@@ -1383,7 +1383,7 @@ fn a_delete_under_way_spares_a_range_received_again() {
         bytes_total,
         keys_total: 5,
         checksum: chunk_checksum(back, 0, 1, bytes_total, 5, &records),
-        records: records.clone(),
+        records: records.clone().into(),
     };
     deliver(&mut deleter, chunk, &mut effects);
     effects.clear();

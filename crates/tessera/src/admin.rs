@@ -17,7 +17,7 @@ use placement::{
 };
 use runtime::ecast::admin::{RouterClient, Submitted};
 use runtime::ecast::config::ClusterConfig;
-use runtime::ecast::link::ProgressReport;
+use runtime::ecast::link::{CopyReport, ProgressReport};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -311,8 +311,207 @@ fn fraction(done: u64, total: Option<u64>) -> String {
     }
 }
 
-/// One copy as the admin saw it: bytes total (once known) and done, keys total and done.
+/// What `tessera admin` knows of one keyspace change's copies, from the involved processes'
+/// progress reports. Keys, bytes and time come from the receivers' own accounts
+/// (`ProgressReport::copies`: what each received, timed by its clock from its delivery of the
+/// keyspace message), so a copy that ends between two polls, or before the first, is still
+/// counted whole and timed to the millisecond. Processes that report no copies (a `vr`
+/// partition host) are followed through their streams, and timed by the admin's polling.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Per stream (from, to): bytes total (once known) and done, keys total and done, as the
+    /// streams of either end last reported them (the polling account).
+    streams: BTreeMap<(ProcessId, ProcessId), Moved>,
+    /// Per stream: the receiver's latest account of its copy.
+    copies: BTreeMap<(ProcessId, ProcessId), CopyReport>,
+    /// Receivers whose copies are all installed.
+    done: BTreeSet<ProcessId>,
+}
+
+/// One copy as the streams showed it: bytes total (once known) and done, keys total and done.
 type Moved = (Option<u64>, u64, Option<u64>, u64);
+
+/// A tally's totals at one moment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Totals {
+    bytes_done: u64,
+    bytes_total: u64,
+    keys_done: u64,
+    keys_total: u64,
+    /// The copy's time by the receivers' clocks (the longest receiver's: the copies run at
+    /// once from the same keyspace message), if every stream has a receiver's account.
+    copy_seconds: Option<f64>,
+}
+
+impl Tally {
+    /// Takes in one process's report for the change to `version`.
+    fn report(
+        &mut self,
+        receivers: &BTreeSet<ProcessId>,
+        version: ConfigVersion,
+        report: &ProgressReport,
+    ) {
+        for stream in report.outgoing.iter().chain(&report.incoming) {
+            if stream.stream.version != version {
+                continue;
+            }
+            let entry = self
+                .streams
+                .entry((stream.stream.from, stream.stream.to))
+                .or_insert((None, 0, None, 0));
+            entry.0 = entry.0.max(stream.bytes_total);
+            entry.1 = entry.1.max(stream.bytes_done);
+            entry.2 = entry.2.max(stream.keys_total);
+            entry.3 = entry.3.max(stream.keys_done);
+        }
+        for copy in &report.copies {
+            if copy.stream.version != version || copy.stream.to != report.process {
+                continue;
+            }
+            let key = (copy.stream.from, copy.stream.to);
+            let newer = self.copies.get(&key).is_none_or(|known| {
+                !known.installed && (copy.installed || copy.micros >= known.micros)
+            });
+            if newer {
+                self.copies.insert(key, *copy);
+            }
+        }
+        let installed = report.version >= version
+            && !report
+                .incoming
+                .iter()
+                .any(|stream| stream.stream.version <= version);
+        if receivers.contains(&report.process) && installed && self.done.insert(report.process) {
+            for ((_, to), entry) in self.streams.iter_mut() {
+                if *to == report.process {
+                    entry.1 = entry.0.unwrap_or(entry.1);
+                    entry.3 = entry.2.unwrap_or(entry.3);
+                }
+            }
+        }
+    }
+
+    fn totals(&self) -> Totals {
+        let mut totals = Totals {
+            bytes_done: 0,
+            bytes_total: 0,
+            keys_done: 0,
+            keys_total: 0,
+            copy_seconds: None,
+        };
+        let mut timed = !self.streams.is_empty() || !self.copies.is_empty();
+        let mut micros = 0;
+        let keys: BTreeSet<&(ProcessId, ProcessId)> =
+            self.streams.keys().chain(self.copies.keys()).collect();
+        for key in keys {
+            let moved = self.streams.get(key).copied().unwrap_or((None, 0, None, 0));
+            match self.copies.get(key) {
+                Some(copy) => {
+                    let bytes_done = if copy.installed {
+                        copy.bytes
+                    } else {
+                        copy.bytes.max(moved.1)
+                    };
+                    let keys_done = if copy.installed {
+                        copy.keys
+                    } else {
+                        copy.keys.max(moved.3)
+                    };
+                    totals.bytes_done += bytes_done;
+                    totals.keys_done += keys_done;
+                    totals.bytes_total += if copy.installed {
+                        copy.bytes
+                    } else {
+                        moved.0.unwrap_or(0)
+                    };
+                    totals.keys_total += if copy.installed {
+                        copy.keys
+                    } else {
+                        moved.2.unwrap_or(0)
+                    };
+                    micros = micros.max(copy.micros);
+                }
+                None => {
+                    timed = false;
+                    totals.bytes_done += moved.1;
+                    totals.keys_done += moved.3;
+                    totals.bytes_total += moved.0.unwrap_or(0);
+                    totals.keys_total += moved.2.unwrap_or(0);
+                }
+            }
+        }
+        if timed {
+            totals.copy_seconds = Some(micros as f64 / 1e6);
+        }
+        totals
+    }
+}
+
+/// The progress line (`bar`: the terminal's bar, else a plain line); `elapsed` is the admin's
+/// own time since the change was accepted, used for the rate only where the receivers did not
+/// time their copies.
+fn progress_line(
+    totals: &Totals,
+    done: usize,
+    receivers: usize,
+    elapsed: f64,
+    bar: bool,
+) -> String {
+    let seconds = totals.copy_seconds.unwrap_or(elapsed);
+    let rate = totals.bytes_done as f64 / 1e6 / seconds.max(1e-3);
+    if bar {
+        let width = 30;
+        let all_done = done == receivers;
+        let filled = (totals.bytes_done.min(totals.bytes_total) * width as u64)
+            .checked_div(totals.bytes_total)
+            .map_or(if all_done { width } else { 0 }, |filled| filled as usize);
+        format!(
+            "[{}{}] {:.1}/{:.1} MB  {}/{} keys  {rate:.1} MB/s  {done}/{receivers} receivers",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            totals.bytes_done as f64 / 1e6,
+            totals.bytes_total as f64 / 1e6,
+            totals.keys_done,
+            totals.keys_total,
+        )
+    } else {
+        format!(
+            "progress: {:.1} of {:.1} MB, {} of {} keys, {rate:.1} MB/s, {done} of {receivers} receivers installed",
+            totals.bytes_done as f64 / 1e6,
+            totals.bytes_total as f64 / 1e6,
+            totals.keys_done,
+            totals.keys_total,
+        )
+    }
+}
+
+/// The closing line: what moved, in how long by the receivers' clocks (or, failing those, by
+/// the admin's polling, which it then says), and the command's own time.
+fn done_line(
+    transformation: &Transformation,
+    version: ConfigVersion,
+    totals: &Totals,
+    elapsed: f64,
+) -> String {
+    if totals.copy_seconds.is_none() && totals.bytes_total == 0 && totals.keys_done == 0 {
+        // Nothing to copy (every process left holds the range already, or a standby change).
+        return format!(
+            "{transformation:?} done: configuration version {}, no data to move; {elapsed:.2} s in all",
+            version.0
+        );
+    }
+    let (seconds, timed_by) = match totals.copy_seconds {
+        Some(seconds) => (seconds, "the receivers' clocks"),
+        None => (elapsed, "polling every 250 ms"),
+    };
+    format!(
+        "{transformation:?} done: configuration version {}, moved {:.1} MB ({} keys) in {seconds:.3} s ({:.1} MB/s, timed by {timed_by}); {elapsed:.2} s in all",
+        version.0,
+        totals.bytes_done as f64 / 1e6,
+        totals.keys_done,
+        totals.bytes_done as f64 / 1e6 / seconds.max(1e-3),
+    )
+}
 
 /// Plans, submits and follows one keyspace transformation.
 async fn keyspace(
@@ -363,8 +562,7 @@ async fn keyspace(
     );
     let started = Instant::now();
     let terminal = std::io::stderr().is_terminal();
-    let mut streams: BTreeMap<(ProcessId, ProcessId), Moved> = BTreeMap::new();
-    let mut done: BTreeSet<ProcessId> = BTreeSet::new();
+    let mut tally = Tally::default();
     let mut last_line = Instant::now();
     let mut unreachable_since: BTreeMap<ProcessId, Instant> = BTreeMap::new();
     loop {
@@ -378,34 +576,10 @@ async fn keyspace(
                     process.0
                 );
             }
-            for stream in report.outgoing.iter().chain(&report.incoming) {
-                if stream.stream.version != version {
-                    continue;
-                }
-                let entry = streams
-                    .entry((stream.stream.from, stream.stream.to))
-                    .or_insert((None, 0, None, 0));
-                entry.0 = entry.0.max(stream.bytes_total);
-                entry.1 = entry.1.max(stream.bytes_done);
-                entry.2 = entry.2.max(stream.keys_total);
-                entry.3 = entry.3.max(stream.keys_done);
-            }
-            let installed = report.version >= version
-                && !report
-                    .incoming
-                    .iter()
-                    .any(|stream| stream.stream.version <= version);
-            if receivers.contains(process) && installed && done.insert(*process) {
-                for ((_, to), entry) in streams.iter_mut() {
-                    if to == process {
-                        entry.1 = entry.0.unwrap_or(entry.1);
-                        entry.3 = entry.2.unwrap_or(entry.3);
-                    }
-                }
-            }
+            tally.report(&receivers, version, report);
         }
         for process in &involved {
-            if !reports.contains_key(process) && !done.contains(process) {
+            if !reports.contains_key(process) && !tally.done.contains(process) {
                 let since = *unreachable_since
                     .entry(*process)
                     .or_insert_with(Instant::now);
@@ -418,44 +592,25 @@ async fn keyspace(
                 }
             }
         }
-        let bytes_total: u64 = streams.values().filter_map(|entry| entry.0).sum();
-        let bytes_done: u64 = streams.values().map(|entry| entry.1).sum();
-        let keys_total: u64 = streams.values().filter_map(|entry| entry.2).sum();
-        let keys_done: u64 = streams.values().map(|entry| entry.3).sum();
-        let seconds = started.elapsed().as_secs_f64();
-        let rate = bytes_done as f64 / 1e6 / seconds.max(1e-3);
-        let all_done = receivers.iter().all(|receiver| done.contains(receiver));
+        let totals = tally.totals();
+        let elapsed = started.elapsed().as_secs_f64();
+        let done = tally.done.len();
+        let all_done = receivers
+            .iter()
+            .all(|receiver| tally.done.contains(receiver));
         if terminal {
-            let width = 30;
-            let filled = (bytes_done.min(bytes_total) * width as u64)
-                .checked_div(bytes_total)
-                .map_or(if all_done { width } else { 0 }, |filled| filled as usize);
-            eprint!(
-                "\r[{}{}] {:.1}/{:.1} MB  {keys_done}/{keys_total} keys  {rate:.1} MB/s  {}/{} receivers\x1b[K",
-                "#".repeat(filled),
-                ".".repeat(width - filled),
-                bytes_done as f64 / 1e6,
-                bytes_total as f64 / 1e6,
-                done.len(),
-                receivers.len()
-            );
+            let line = progress_line(&totals, done, receivers.len(), elapsed, true);
+            eprint!("\r{line}\x1b[K");
         } else if last_line.elapsed() >= Duration::from_secs(1) || all_done {
             last_line = Instant::now();
             eprintln!(
-                "progress: {:.1} of {:.1} MB, {keys_done} of {keys_total} keys, {rate:.1} MB/s, {} of {} receivers installed",
-                bytes_done as f64 / 1e6,
-                bytes_total as f64 / 1e6,
-                done.len(),
-                receivers.len()
+                "{}",
+                progress_line(&totals, done, receivers.len(), elapsed, false)
             );
         }
         if all_done {
             finish_line(terminal);
-            println!(
-                "{transformation:?} done: configuration version {}, moved {:.1} MB ({keys_done} keys) in {seconds:.2} s ({rate:.1} MB/s)",
-                version.0,
-                bytes_done as f64 / 1e6
-            );
+            println!("{}", done_line(&transformation, version, &totals, elapsed));
             return Ok(());
         }
         if started.elapsed() > timeout {
@@ -491,5 +646,182 @@ mod tests {
         // The arc from 2^62 around to 0 is three quarters of the ring.
         assert_eq!(split_largest_arc(&two), Position((1 << 63) + (1 << 61)));
         assert!((share(&PositionSet::whole()) - 1.0).abs() < 1e-9);
+    }
+
+    use placement::migration::StreamId;
+    use runtime::ecast::link::StreamReport;
+
+    const V: ConfigVersion = ConfigVersion(4);
+
+    fn stream(from: u64, to: u64) -> StreamId {
+        StreamId {
+            version: V,
+            from: ProcessId(from),
+            to: ProcessId(to),
+        }
+    }
+
+    fn report(process: u64, version: ConfigVersion) -> ProgressReport {
+        ProgressReport {
+            process: ProcessId(process),
+            version,
+            delivered: ecast::Timestamp::ZERO,
+            keys: 0,
+            bytes: 0,
+            holds: PositionSet::empty(),
+            outgoing: Vec::new(),
+            incoming: Vec::new(),
+            held: 0,
+            deletes_pending: 0,
+            bytes_sent: 0,
+            chunks_accepted: 0,
+            streams_installed: 0,
+            failed: None,
+            copies: Vec::new(),
+        }
+    }
+
+    fn expand() -> Transformation {
+        Transformation::Expand {
+            process: ProcessId(2),
+            identifier: Position(7),
+        }
+    }
+
+    /// A copy that ended before the admin's first poll (a short one): the streams are gone
+    /// from both ends, and the receiver's own account gives what moved and how long it took.
+    /// (Before, this printed "moved 0.0 MB (0 keys)" and a rate from the admin's polling.)
+    #[test]
+    fn a_copy_over_before_the_first_poll_is_counted_whole_and_timed_by_the_receiver() {
+        let receivers = BTreeSet::from([ProcessId(2)]);
+        let mut tally = Tally::default();
+        tally.report(&receivers, V, &report(1, V));
+        let mut receiver = report(2, V);
+        receiver.copies = vec![
+            // An older change's copy: not this one's.
+            CopyReport {
+                stream: StreamId {
+                    version: ConfigVersion(3),
+                    ..stream(1, 2)
+                },
+                keys: 5,
+                bytes: 500,
+                micros: 1_000,
+                installed: true,
+            },
+            CopyReport {
+                stream: stream(1, 2),
+                keys: 249_766,
+                bytes: 33_218_878,
+                micros: 183_000,
+                installed: true,
+            },
+        ];
+        tally.report(&receivers, V, &receiver);
+        assert_eq!(tally.done, receivers);
+        let totals = tally.totals();
+        assert_eq!(
+            done_line(&expand(), V, &totals, 0.26),
+            "Expand { process: ProcessId(2), identifier: Position(7) } done: configuration \
+             version 4, moved 33.2 MB (249766 keys) in 0.183 s (181.5 MB/s, timed by the \
+             receivers' clocks); 0.26 s in all"
+        );
+    }
+
+    /// Mid-copy: bytes and keys received out of the totals the first chunk announced, at the
+    /// rate of the receivers' clocks; two receivers, one done.
+    #[test]
+    fn the_progress_line_counts_what_the_receivers_received_by_their_clocks() {
+        let receivers = BTreeSet::from([ProcessId(2), ProcessId(3)]);
+        let mut tally = Tally::default();
+        let mut copying = report(2, V);
+        copying.incoming = vec![StreamReport {
+            stream: stream(1, 2),
+            bytes_total: Some(4_000_000),
+            keys_total: Some(40_000),
+            bytes_done: 1_000_000,
+            keys_done: 10_000,
+        }];
+        copying.copies = vec![CopyReport {
+            stream: stream(1, 2),
+            keys: 10_000,
+            bytes: 1_000_000,
+            micros: 500_000,
+            installed: false,
+        }];
+        tally.report(&receivers, V, &copying);
+        let mut finished = report(3, V);
+        finished.copies = vec![CopyReport {
+            stream: stream(1, 3),
+            keys: 20_000,
+            bytes: 2_000_000,
+            micros: 400_000,
+            installed: true,
+        }];
+        tally.report(&receivers, V, &finished);
+        let totals = tally.totals();
+        assert_eq!(totals.copy_seconds, Some(0.5));
+        assert_eq!(
+            progress_line(&totals, tally.done.len(), 2, 3.0, false),
+            "progress: 3.0 of 6.0 MB, 30000 of 60000 keys, 6.0 MB/s, 1 of 2 receivers installed"
+        );
+        assert_eq!(
+            progress_line(&totals, tally.done.len(), 2, 3.0, true),
+            "[###############...............] 3.0/6.0 MB  30000/60000 keys  6.0 MB/s  1/2 receivers"
+        );
+        // A later report of the same copy, installed, replaces the running one.
+        copying.incoming.clear();
+        copying.copies[0] = CopyReport {
+            keys: 40_000,
+            bytes: 4_000_000,
+            micros: 900_000,
+            installed: true,
+            ..copying.copies[0]
+        };
+        tally.report(&receivers, V, &copying);
+        let totals = tally.totals();
+        assert_eq!(tally.done, receivers);
+        assert_eq!((totals.keys_done, totals.bytes_done), (60_000, 6_000_000));
+        assert_eq!(totals.copy_seconds, Some(0.9));
+    }
+
+    /// A change with no copies (the processes left hold everything already) says so, rather
+    /// than "moved 0.0 MB (0 keys) ... timed by polling".
+    #[test]
+    fn a_change_without_copies_says_there_was_nothing_to_move() {
+        let totals = Tally::default().totals();
+        assert_eq!(
+            done_line(&expand(), V, &totals, 0.02),
+            "Expand { process: ProcessId(2), identifier: Position(7) } done: configuration \
+             version 4, no data to move; 0.02 s in all"
+        );
+    }
+
+    /// A process that reports no copies (a `vr` partition host) is followed through its
+    /// streams, and the closing line says the time is the admin's polling.
+    #[test]
+    fn without_the_receivers_accounts_the_time_is_the_polling_and_says_so() {
+        let receivers = BTreeSet::from([ProcessId(2)]);
+        let mut tally = Tally::default();
+        let mut receiver = report(2, V);
+        receiver.incoming = vec![StreamReport {
+            stream: stream(1, 2),
+            bytes_total: Some(2_000_000),
+            keys_total: Some(100),
+            bytes_done: 1_000_000,
+            keys_done: 50,
+        }];
+        tally.report(&receivers, V, &receiver);
+        assert!(tally.done.is_empty());
+        receiver.incoming.clear();
+        tally.report(&receivers, V, &receiver);
+        let totals = tally.totals();
+        assert_eq!(totals.copy_seconds, None);
+        assert_eq!(
+            done_line(&expand(), V, &totals, 0.5),
+            "Expand { process: ProcessId(2), identifier: Position(7) } done: configuration \
+             version 4, moved 2.0 MB (100 keys) in 0.500 s (4.0 MB/s, timed by polling every \
+             250 ms); 0.50 s in all"
+        );
     }
 }

@@ -139,6 +139,14 @@ fn finish_and_check(mut load: Load, port: u16) {
     load.check();
 }
 
+/// The megabytes and keys of `tessera admin`'s closing line ("... moved X MB (K keys) in ...").
+fn moved(line: &str) -> (f64, u64) {
+    let after = &line[line.find("moved ").expect("a closing line") + "moved ".len()..];
+    let (megabytes, rest) = after.split_once(" MB (").expect("MB");
+    let (keys, _) = rest.split_once(" keys)").expect("keys");
+    (megabytes.parse().unwrap(), keys.parse().unwrap())
+}
+
 // ----- (a) Elasticity under load. -----
 
 /// One active process (replication 2) loaded with data, expanded one at a time to three,
@@ -151,6 +159,18 @@ fn elasticity(name: &str, port: u16, canary: bool) -> Result<(), String> {
     let expanded = cluster.admin_ok(&["expand"]);
     assert!(
         expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    // The first expand copies everything (two members, replication 2): `tessera admin` says
+    // so, with the receiver's own time, however short the copy (it used to report what its
+    // 250 ms polls happened to see: "0 keys" for a copy over before the first).
+    let (megabytes, keys) = moved(&expanded);
+    assert!(
+        keys >= PRELOAD as u64 && megabytes * 1e6 >= (PRELOAD * PADDING) as f64,
+        "{expanded}"
+    );
+    assert!(
+        expanded.contains("timed by the receivers' clocks"),
         "{expanded}"
     );
     cluster.admin_ok(&["expand"]);
@@ -325,7 +345,7 @@ fn garbage_and_forged_migration_frames_take_no_storage_process_down() {
         bytes_total: 1 << 40,
         keys_total: u64::MAX,
         checksum,
-        records: records.clone(),
+        records: records.clone().into(),
     };
     let good_checksum = chunk_checksum(stream, 0, 1, 1 << 40, u64::MAX, &records);
     let forged = [

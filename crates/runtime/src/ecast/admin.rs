@@ -226,7 +226,7 @@ impl RouterClient {
                 frame = self.frames.recv() => match frame {
                     Some(Frame::Progress { nonce: answered, report }) if answered == nonce => {
                         if processes.contains(&report.process) {
-                            reports.insert(report.process, report);
+                            reports.insert(report.process, *report);
                         }
                     }
                     Some(_) => {}

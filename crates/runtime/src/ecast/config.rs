@@ -117,8 +117,13 @@ fn default_tick_ms() -> u64 {
     5
 }
 
+/// 0.5 s (was 1.5 s: the storage-failure run's slowest write followed it,
+/// `docs/bench/elasticity.md`). The evidence is a link without a connection, not silence:
+/// on loopback a killed process refuses connections at once, and a live one, however loaded,
+/// has its connections accepted by its kernel, so load alone does not make a suspicion; a
+/// process never reached gets at least 1.5 s (`router::SUSPECT_UNREACHED_MS_MIN`).
 fn default_suspect_after_ms() -> u64 {
-    1_500
+    500
 }
 
 /// A `vr` partition's replication group.

@@ -14,7 +14,7 @@ use placement::{ConfigVersion, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -115,8 +115,12 @@ pub enum Frame {
     /// 15. `tessera admin` to storage process: report your migration progress to `reply_to`
     ///     (a one-shot connection, not a link).
     ProgressQuery { reply_to: SocketAddr, nonce: u64 },
-    /// 16. Storage process to `tessera admin`.
-    Progress { nonce: u64, report: ProgressReport },
+    /// 16. Storage process to `tessera admin` (boxed: the largest variant otherwise; a box
+    ///     encodes as what it holds).
+    Progress {
+        nonce: u64,
+        report: Box<ProgressReport>,
+    },
     /// 17. `tessera admin` (or a storage process declaring itself failed) to router: a VR
     ///     client request whose reply goes to `reply_to` over a one-shot connection (the
     ///     client is not a storage process, so `Request`'s `reply_to` cannot name it).
@@ -241,6 +245,25 @@ pub struct ProgressReport {
     pub streams_installed: u64,
     /// Set once it declared itself failed (§6.5), with the reason.
     pub failed: Option<String>,
+    /// The copies it is receiving and the last ones it installed, each timed by its own
+    /// clock from its delivery of the stream's keyspace message (appended field: `tessera
+    /// admin` takes a copy's keys, bytes and time from here, not from its own polling; empty
+    /// from a `vr` partition host, whose copies the admin times by polling).
+    pub copies: Vec<CopyReport>,
+}
+
+/// One copy into the reporting process, by its own account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyReport {
+    pub stream: StreamId,
+    /// Keys and bytes received so far (bytes as the chunks count them: keys, values and 16
+    /// per record, `Record::size`); all of them once `installed`.
+    pub keys: u64,
+    pub bytes: u64,
+    /// Microseconds from the receiver's delivery of the stream's keyspace message to its
+    /// install of the last chunk (`installed`), or to the report (still copying).
+    pub micros: u64,
+    pub installed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,6 +280,8 @@ struct Link {
     /// Milliseconds since `Links::epoch` when the link last lost (or failed to make) its
     /// connection; 0 while connected or never tried.
     down_since_ms: Arc<AtomicU64>,
+    /// The link has had a connection at some point (the process was up and listening).
+    connected_once: Arc<AtomicBool>,
 }
 
 /// Outbound links by address, dialled on first use.
@@ -286,10 +311,18 @@ impl Links {
         let link = links.entry(to).or_insert_with(|| {
             let (frames, receiver) = mpsc::channel(LINK_FRAMES_MAX);
             let down_since_ms = Arc::new(AtomicU64::new(0));
-            tokio::spawn(dial(to, receiver, down_since_ms.clone(), self.epoch));
+            let connected_once = Arc::new(AtomicBool::new(false));
+            tokio::spawn(dial(
+                to,
+                receiver,
+                down_since_ms.clone(),
+                connected_once.clone(),
+                self.epoch,
+            ));
             Link {
                 frames,
                 down_since_ms,
+                connected_once,
             }
         });
         if link.frames.try_send(frame).is_err() {
@@ -303,6 +336,15 @@ impl Links {
                 ));
             }
         }
+    }
+
+    /// Whether the link to `to` ever had a connection: a process that was reached and now
+    /// refuses connections has gone away; one never reached may still be starting.
+    pub fn ever_connected(&self, to: SocketAddr) -> bool {
+        let links = self.links.lock().expect("links lock");
+        links
+            .get(&to)
+            .is_some_and(|link| link.connected_once.load(Ordering::Relaxed))
     }
 
     /// How long the link to `to` has been without a connection (None: connected, or never
@@ -346,6 +388,7 @@ async fn dial(
     address: SocketAddr,
     mut frames: mpsc::Receiver<Frame>,
     down_since_ms: Arc<AtomicU64>,
+    connected_once: Arc<AtomicBool>,
     epoch: Instant,
 ) {
     let mark_down = || {
@@ -371,6 +414,7 @@ async fn dial(
         };
         let _ = stream.set_nodelay(true);
         down_since_ms.store(0, Ordering::Relaxed);
+        connected_once.store(true, Ordering::Relaxed);
         backoff = Duration::from_millis(10);
         loop {
             let Some(frame) = frames.recv().await else {

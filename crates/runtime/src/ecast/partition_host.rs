@@ -534,7 +534,13 @@ impl Host {
             }
             Frame::ProgressQuery { reply_to, nonce } => {
                 let report = self.report();
-                link::send_once(reply_to, Frame::Progress { nonce, report });
+                link::send_once(
+                    reply_to,
+                    Frame::Progress {
+                        nonce,
+                        report: Box::new(report),
+                    },
+                );
             }
             Frame::Deliver { .. }
             | Frame::SnapshotDeliver { .. }
@@ -1065,6 +1071,7 @@ impl Host {
             chunks_accepted: 0,
             streams_installed: 0,
             failed: None,
+            copies: Vec::new(),
         };
         for (partition, hosted) in &self.partitions {
             let machine = hosted.replica.state_machine();

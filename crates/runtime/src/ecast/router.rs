@@ -32,6 +32,9 @@ use vr::{
 
 /// The failure detector looks this often (in ticks).
 const DETECT_EVERY_TICKS: u64 = 20;
+/// A storage process the lead router's link never reached is suspected only after this long
+/// at least (it may still be starting on a loaded machine), whatever `suspect_after_ms`.
+const SUSPECT_UNREACHED_MS_MIN: u64 = 1_500;
 /// Clients whose reply address is remembered at most.
 const CLIENTS_MAX: usize = 1 << 16;
 
@@ -470,9 +473,18 @@ impl RouterLoop {
             return;
         }
         let configuration = self.replica.state_machine().configuration();
-        let threshold = Duration::from_millis(self.config.suspect_after_ms);
+        let reached = Duration::from_millis(self.config.suspect_after_ms);
+        let unreached = reached.max(Duration::from_millis(SUSPECT_UNREACHED_MS_MIN));
         for storage in &self.config.storage {
             let process = ProcessId(storage.id);
+            // A process the link reached before and that now refuses connections has gone
+            // away (on loopback a dead process refuses at once; a live one, however loaded,
+            // is accepted by its kernel); one never reached may still be starting.
+            let threshold = if self.links.ever_connected(storage.address) {
+                reached
+            } else {
+                unreached
+            };
             let down = self
                 .links
                 .down_for(storage.address)
