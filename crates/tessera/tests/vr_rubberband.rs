@@ -12,7 +12,8 @@
 //! the receiving groups defer for a while each time. Its canary
 //! (`TESSERA_CANARY_ACT_BEFORE_INSTALL`: a receiving group executes before its installs) must
 //! fail it;
-//! (b) refusals: a `vr` cluster at replication 2 refuses keyspace changes with the reason.
+//! (b) forged copy frames change nothing. (Above replication 1 a `vr` cluster reconfigures
+//! too, by groups named by (arc, version): `vr_regrouping.rs`.)
 
 mod support;
 
@@ -22,8 +23,6 @@ use std::time::Duration;
 use support::partitioned::PartitionedCluster;
 use support::rubberband::{self, elasticity, expect_caught};
 use support::{arguments, RespClient};
-
-const ROUTERS: u8 = 3;
 
 /// `storage` processes of which the first `active` are on the ring, replication 1, `vr`
 /// partitions (`support::rubberband::start`).
@@ -56,28 +55,6 @@ fn the_checks_catch_a_receiving_group_that_acts_before_its_install() {
         let canary = [("TESSERA_CANARY_ACT_BEFORE_INSTALL", "1")];
         elasticity_vr("vrrb-canary", 16030, &canary)
     });
-}
-
-#[test]
-fn a_vr_cluster_above_replication_1_refuses_keyspace_changes_with_the_reason() {
-    let mut cluster =
-        PartitionedCluster::prepare("vrrb-refuse", 16060, (ROUTERS, 3, 2), |config| {
-            config.partitions = PartitionMode::Vr;
-        });
-    cluster.launch();
-    assert!(cluster.wait_until_ready(Duration::from_secs(20)));
-    for words in [
-        vec!["expand", "--process", "3"],
-        vec!["contract", "--process", "1"],
-        vec!["join", "--process", "3"],
-    ] {
-        let (ok, stdout, stderr) = cluster.admin(&words);
-        assert!(!ok, "{words:?} was not refused: {stdout}");
-        assert!(
-            stderr.contains("only at replication 1"),
-            "{words:?}: {stderr}"
-        );
-    }
 }
 
 /// Forged and malformed copy frames (`Frame::PartitionCopy`, `Frame::PartitionInstalled`) take
