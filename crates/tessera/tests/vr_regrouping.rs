@@ -6,8 +6,8 @@
 //! members, which install the retired groups' copies through their own logs
 //! (`runtime::ecast::partition_host`; docs/internals/rubberband.md, "Replication f > 1").
 //! (a) under checked clients (bypass singles and routed multi-partition commands on the first
-//! two processes' gateways), expand (a standby joins the ring), contract (process 1 leaves it)
-//! and replace (process 2 by the other standby): every change completes at the expected
+//! two processes' gateways), expand (a standby joins the ring), contract (process 1 leaves it),
+//! replace (process 2 by the other standby) and rebalance (process 4 moves back): every change completes at the expected
 //! version, the history is linearisable, every preloaded key reads back, every probe SET
 //! through a gateway that learns configurations late reads back, groups were started and
 //! retired groups stopped. Its canary (`TESSERA_CANARY_ACT_BEFORE_INSTALL`: a started group
@@ -50,7 +50,7 @@ fn start(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedClus
     cluster
 }
 
-/// Expand, contract, replace under load; Err: preloaded keys or probe SETs lost (a canary's
+/// Expand, contract, replace, rebalance under load; Err: preloaded keys or probe SETs lost (a canary's
 /// run must end here or panic in the checks).
 fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Elasticity, String> {
     let cluster = start(name, port, storage_env);
@@ -91,6 +91,19 @@ fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Ela
     for id in [3, 4, 5, 6] {
         assert_eq!(processes[&id][1], "active", "{processes:?}");
     }
+    // Move process 4's identifier back by 2^60 (its arc and its predecessor's change; the
+    // members stay: both groups are retired and started under the same members).
+    let identifier: u64 = processes[&4][2].parse().unwrap();
+    let to = (identifier - (1u64 << 60)).to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let rebalanced = change(&["rebalance", "--process", "4", "--to", &to], 4);
+    assert!(
+        rebalanced.contains("done: configuration version 4"),
+        "{rebalanced}"
+    );
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 4);
+    assert_eq!(processes[&4][2], to, "{processes:?}");
     // Retired groups stop once their copies are acknowledged (2 s after).
     std::thread::sleep(Duration::from_secs(3));
     let logs: String = (1..=STORAGE)
