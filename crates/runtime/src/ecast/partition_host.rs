@@ -377,6 +377,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         copy_delay_ticks: test_copy_delay_ms() / tick_ms.max(1),
         cut_at: BTreeMap::new(),
         placement,
+        restarted,
         known: BTreeMap::new(),
         stopped: BTreeSet::new(),
         finished_at: BTreeMap::new(),
@@ -457,6 +458,9 @@ struct Host {
     cut_at: BTreeMap<(ProcessId, ConfigVersion), u64>,
     /// Where keys lie on the ring (a started group's store).
     placement: KeyPlacement,
+    /// This process restarted (diskless: it forgot everything): every replica it starts
+    /// recovers (VRR §4.3), including a started group's — it may have been a member before.
+    restarted: bool,
     /// Above replication 1: the groups named in the routers' deliveries (`Frame::GroupDeliver`:
     /// the delivered group and both versions' groups around a keyspace message), by
     /// destination id. Where copies and acknowledgements for groups not hosted here go, and
@@ -558,7 +562,14 @@ impl Host {
         let store = PartitionStore::new(PositionSet::empty(), self.placement.clone()).elastic();
         let machine =
             PartitionMachine::new(store, machine_settings()).with_holdings(PositionSet::empty());
-        let replica = Replica::new(protocol, index, machine);
+        // A process that never restarted never ran this group (a stopped one is never started
+        // again): VR's ordinary start. A restarted one may have, and forgot what it promised:
+        // it recovers from the group (its first delivery waits for the recovery).
+        let replica = if self.restarted {
+            Replica::recovering(protocol, index, machine, Nonce(random_u64()))
+        } else {
+            Replica::new(protocol, index, machine)
+        };
         log::info(format_args!(
             "group {:#x} (owner {}, born at version {}): replica {} of {:?} started",
             destination.0,
