@@ -1,4 +1,4 @@
-//! Rubberband over `vr` partitions in real processes (ports 16000–16499 only): a `vr` cluster
+//! Rubberband over `vr` partitions in real processes (ports 16000–16399 only): a `vr` cluster
 //! at replication 1 (every storage process a one-member VR group of its own, standbys
 //! included; `runtime::ecast::partition_host`), 3 E-Cast routers, reconfigured with
 //! `tessera admin` while checked clients run.
@@ -27,7 +27,7 @@ use support::{arguments, RespClient};
 /// `storage` processes of which the first `active` are on the ring, replication 1, `vr`
 /// partitions (`support::rubberband::start`).
 fn start(name: &str, port: u16, storage: u64, active: u64) -> PartitionedCluster {
-    assert!((16000..=16290).contains(&port), "ports 16000–16499 only");
+    assert!((16000..=16290).contains(&port), "ports 16000–16399 only");
     rubberband::start(name, port, PartitionMode::Vr, (storage, active), &[])
 }
 
@@ -37,7 +37,7 @@ fn elasticity_vr(
     port: u16,
     env: &[(&str, &str)],
 ) -> Result<rubberband::Elasticity, String> {
-    assert!((16000..=16290).contains(&port), "ports 16000–16499 only");
+    assert!((16000..=16290).contains(&port), "ports 16000–16399 only");
     elasticity(name, port, PartitionMode::Vr, env)
 }
 
