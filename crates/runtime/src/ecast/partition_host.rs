@@ -39,7 +39,7 @@ use placement::{
     Regrouping,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -379,7 +379,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         placement,
         restarted,
         known: BTreeMap::new(),
-        stopped: BTreeSet::new(),
+        stopped: BTreeMap::new(),
         finished_at: BTreeMap::new(),
     };
     tokio::spawn(async move {
@@ -466,8 +466,10 @@ struct Host {
     /// destination id. Where copies and acknowledgements for groups not hosted here go, and
     /// which groups this process is a member of.
     known: BTreeMap<ProcessId, Group>,
-    /// Above replication 1: retired groups whose replica here stopped (never started again).
-    stopped: BTreeSet<ProcessId>,
+    /// Above replication 1: retired groups whose replica here stopped (never started again),
+    /// kept inert — never stepped — only to answer late bypass requests from what they
+    /// remember: a machine that holds nothing (its per-client results) and VR's client table.
+    stopped: BTreeMap<ProcessId, Replica<Machine>>,
     /// Above replication 1: when each hosted group's machine was first seen `finished`.
     finished_at: BTreeMap<ProcessId, u64>,
 }
@@ -514,11 +516,13 @@ impl Host {
         if now < since + (STOP_AFTER_FINISHED_MS / self.config.tick_ms).max(1) {
             return;
         }
-        self.partitions.remove(&partition);
+        let Some(hosted) = self.partitions.remove(&partition) else {
+            return;
+        };
         self.finished_at.remove(&partition);
         self.observed.remove(&partition);
         self.incoming.retain(|(to, _, _), _| *to != partition);
-        self.stopped.insert(partition);
+        self.stopped.insert(partition, hosted.replica);
         log::info(format_args!(
             "group {:#x}: retired, its copies acknowledged: replica stopped",
             partition.0
@@ -539,7 +543,7 @@ impl Host {
     /// anywhere before its first delivery, K, whose cut is its first chain entry.
     fn start_group(&mut self, group: &Group) {
         let destination = group.destination();
-        if self.partitions.contains_key(&destination) || self.stopped.contains(&destination) {
+        if self.partitions.contains_key(&destination) || self.stopped.contains_key(&destination) {
             return;
         }
         let Some(place) = group.members.iter().position(|member| *member == self.id) else {
@@ -674,16 +678,25 @@ impl Host {
             Frame::PartitionRequest { partition, request } => {
                 if self.partitions.contains_key(&partition) {
                     self.step(partition, Input::Message(Message::Request(request)));
-                } else if self.stopped.contains(&partition) {
+                } else if let Some(stopped) = self.stopped.get(&partition) {
                     // A stale gateway's bypass request to a group that retired and stopped
-                    // here: it holds nothing, so the request is re-planned (as the running
-                    // replica would have answered it, unless its client table remembered an
-                    // execution before the cut: see "Replication f > 1" in rubberband.md).
+                    // here, answered as its running replica would have: a query (a held
+                    // request's `Result`) by the machine; a request it executed before the
+                    // cut by the result its client table remembers (a resend after a lost
+                    // reply must not be re-planned into a second execution); anything else
+                    // `Moved` (it holds nothing), which its gateway re-plans.
+                    let result = match request.kind {
+                        RequestKind::Read => stopped.state_machine().query(&request.operation),
+                        _ => match stopped.client_table().get(request.client) {
+                            Some((number, result)) if number == request.request => result.to_vec(),
+                            _ => PartitionResult::Moved.encode(),
+                        },
+                    };
                     let reply = Reply {
-                        view: View(0),
+                        view: stopped.view(),
                         client: request.client,
                         request: request.request,
-                        result: PartitionResult::Moved.encode(),
+                        result,
                     };
                     let frame = Frame::PartitionReply {
                         partition,
