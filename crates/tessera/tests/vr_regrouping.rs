@@ -11,7 +11,8 @@
 //! version, the history is linearisable, every preloaded key reads back, every probe SET
 //! through a gateway that learns configurations late reads back, groups were started and
 //! retired groups stopped. Its canary (`TESSERA_CANARY_ACT_BEFORE_INSTALL`: a started group
-//! executes before its copies are installed) must fail it.
+//! executes before its copies are installed) must fail it. (b) Forged group deliveries take no
+//! storage process down.
 
 mod support;
 
@@ -151,4 +152,126 @@ fn the_checks_catch_a_started_group_that_acts_before_its_install() {
         let canary = [("TESSERA_CANARY_ACT_BEFORE_INSTALL", "1")];
         regrouping("vrrg-canary", 16700, &canary)
     });
+}
+
+/// Forged group deliveries (`Frame::GroupDeliver`) take no storage process down and cut no
+/// group: a group whose name fits no destination id, one with members outside the cluster, a
+/// keyspace message with no groups, with groups of one version only, and one out of the
+/// group's chain (groups no sequence of configurations makes: `Regrouping::try_between`'s
+/// unit test).
+#[test]
+fn forged_group_deliveries_take_no_storage_process_down() {
+    use ecast::{Delivery, Envelope, Sequence, Timestamp};
+    use placement::ecast::{Message as Routing, Target};
+    use placement::{
+        ConfigVersion, Group, GroupName, Groups, Planner, Position, ProcessId, Transformation,
+    };
+    use runtime::ecast::link::{self, Frame};
+    use std::io::Write;
+    use support::partitioned::redis_cli;
+    use vr::ReplicaIndex;
+    let mut cluster = start("vrrg-forged", 16450, &[]);
+    assert_eq!(
+        redis_cli(cluster.client_ports[0], &["SET", "kept", "1"]).trim(),
+        "OK"
+    );
+    let processes = cluster.config.initial_configuration();
+    let before = Groups::initial(&processes);
+    let message = Planner::default()
+        .propose(
+            &processes,
+            Transformation::Expand {
+                process: ProcessId(5),
+                identifier: Position(1 << 40),
+            },
+        )
+        .unwrap();
+    let next = placement::message::apply(&processes, &message).unwrap();
+    let after = before.follow(&next);
+    let delivery = |routing: Routing| Delivery {
+        timestamp: Timestamp(u64::MAX),
+        previous: Timestamp(u64::MAX - 1),
+        version: ConfigVersion(1),
+        envelope: Envelope {
+            sender: ProcessId(77),
+            sequence: Sequence(1),
+            planned_at: ConfigVersion(0),
+            routing,
+            payload: vec![0xa5; 64],
+        }
+        .into(),
+    };
+    let keyspace = delivery(Routing::Config {
+        sender: ProcessId(77),
+        message: message.clone(),
+    });
+    let write = delivery(Routing::Write {
+        sender: ProcessId(77),
+        target: Target::Points(vec![Position(1)]),
+    });
+    let real = before.groups()[0].clone();
+    let mut unnameable = real.clone();
+    unnameable.name = GroupName {
+        owner: ProcessId(1 << 40),
+        born: ConfigVersion(3),
+    };
+    let mut outsiders = real.clone();
+    outsiders.name.born = ConfigVersion(9);
+    outsiders.members = vec![ProcessId(1), ProcessId(77), ProcessId(2)];
+    let deliver =
+        |group: &Group, deliveries: Vec<Delivery>, groupings: Vec<Groups>| Frame::GroupDeliver {
+            group: group.clone(),
+            router: ReplicaIndex(0),
+            deliveries,
+            groupings,
+        };
+    let frames = [
+        deliver(&unnameable, vec![write.clone()], vec![]),
+        deliver(&outsiders, vec![write.clone()], vec![]),
+        deliver(&real, vec![keyspace.clone()], vec![]),
+        deliver(
+            &real,
+            vec![keyspace.clone()],
+            vec![after.clone(), after.clone()],
+        ),
+        deliver(
+            &real,
+            vec![keyspace.clone()],
+            vec![before.clone(), before.clone()],
+        ),
+        // Real groups, but out of the group's chain (its `previous` was never delivered).
+        deliver(
+            &real,
+            vec![keyspace.clone()],
+            vec![before.clone(), after.clone()],
+        ),
+    ];
+    let bytes: Vec<u8> = frames.iter().flat_map(link::encode).collect();
+    for storage in &cluster.config.storage {
+        let mut stream = std::net::TcpStream::connect(storage.address).unwrap();
+        stream.write_all(&bytes).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    for (index, child) in cluster.storage.iter_mut().enumerate() {
+        let child = child.as_mut().expect("every storage process was started");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "storage process {} exited after forged frames",
+            index + 1
+        );
+    }
+    assert_eq!(
+        redis_cli(cluster.client_ports[3], &["GET", "kept"]).trim(),
+        "1"
+    );
+    // No group was cut: a keyspace change still plans against version 0 and completes.
+    let expanded = cluster.admin_ok(&["expand"]);
+    assert!(
+        expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    assert_eq!(
+        redis_cli(cluster.client_ports[4], &["GET", "kept"]).trim(),
+        "1"
+    );
 }

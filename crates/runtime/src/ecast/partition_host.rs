@@ -618,6 +618,23 @@ impl Host {
             ));
             return;
         }
+        // Peers are trusted, but a malformed frame must not take the process down: every
+        // group it names must have a destination id and members of this cluster.
+        let sane = |group: &Group| {
+            group.name.try_destination().is_some()
+                && !group.members.is_empty()
+                && group.members.len() <= usize::from(u8::MAX)
+                && group
+                    .members
+                    .iter()
+                    .all(|member| self.config.storage(*member).is_some())
+        };
+        if !sane(&group) || !groupings.iter().flat_map(Groups::groups).all(sane) {
+            log::warn(format_args!(
+                "dropped a group delivery naming a group this cluster cannot have"
+            ));
+            return;
+        }
         for groups in &groupings {
             for known in groups.groups() {
                 self.learn(known);
@@ -1479,5 +1496,5 @@ fn regrouped_cut(
         .iter()
         .filter(|groups| groups.version() < version)
         .max_by_key(|groups| groups.version())?;
-    PartitionCut::regroup(&Regrouping::between(before, after), group)
+    PartitionCut::regroup(&Regrouping::try_between(before, after)?, group)
 }
