@@ -60,6 +60,13 @@ impl GroupName {
         ProcessId(GROUP_FLAG | (self.born.0 << 30) | self.owner.0)
     }
 
+    /// `destination`, or `None` for a name no group of a real configuration has (an owner id
+    /// from 2^30 or a version from 2^31: only a forged frame names one).
+    pub fn try_destination(self) -> Option<ProcessId> {
+        (self.owner.0 < GROUP_OWNER_LIMIT && self.born.0 < GROUP_BORN_LIMIT)
+            .then(|| self.destination())
+    }
+
     /// The name a destination id stands for (every id decodes: one without the flag is a group
     /// of version 0 named by its owner).
     pub fn from_destination(destination: ProcessId) -> GroupName {
@@ -278,6 +285,42 @@ impl Regrouping {
         regrouping
     }
 
+    /// `between`, or `None` where it would panic: `after` not later than `before`, a group name
+    /// that fits no destination id, or what retires not exactly what starts — groups that no
+    /// sequence of configurations makes (a runtime receiving them from a peer checks first).
+    pub fn try_between(before: &Groups, after: &Groups) -> Option<Regrouping> {
+        if after.version <= before.version
+            || before
+                .groups
+                .iter()
+                .chain(&after.groups)
+                .any(|group| group.name.try_destination().is_none())
+        {
+            return None;
+        }
+        let in_after: BTreeSet<GroupName> = after.groups.iter().map(|group| group.name).collect();
+        let in_before: BTreeSet<GroupName> = before.groups.iter().map(|group| group.name).collect();
+        let union = |groups: &mut dyn Iterator<Item = &Group>| {
+            groups.fold(PositionSet::empty(), |all, group| all.union(&group.arc()))
+        };
+        let retired = union(
+            &mut before
+                .groups
+                .iter()
+                .filter(|group| !in_after.contains(&group.name)),
+        );
+        let started = union(
+            &mut after
+                .groups
+                .iter()
+                .filter(|group| !in_before.contains(&group.name)),
+        );
+        if !before.groups.is_empty() && !after.groups.is_empty() && retired != started {
+            return None;
+        }
+        Some(Regrouping::between(before, after))
+    }
+
     /// Whether the change touches no group (a membership change, or a no-op).
     pub fn is_empty(&self) -> bool {
         self.retired.is_empty() && self.started.is_empty()
@@ -454,6 +497,33 @@ mod tests {
             regrouping.group(d(7, 1)).unwrap().members,
             vec![ProcessId(7), ProcessId(4), ProcessId(5)]
         );
+    }
+
+    #[test]
+    fn groups_no_configuration_makes_are_refused_by_try_between_not_a_panic() {
+        let (before, after, regrouping) = change(Transformation::Replace {
+            replaced: ProcessId(3),
+            standby: ProcessId(7),
+        });
+        assert_eq!(Regrouping::try_between(&before, &after), Some(regrouping));
+        // Backwards, or the same version.
+        assert_eq!(Regrouping::try_between(&after, &before), None);
+        assert_eq!(Regrouping::try_between(&after, &after), None);
+        // A name that fits no destination id.
+        let mut forged = after.clone();
+        forged.groups[0].name = name(GROUP_OWNER_LIMIT, 1);
+        assert_eq!(forged.groups[0].name.try_destination(), None);
+        assert_eq!(Regrouping::try_between(&before, &forged), None);
+        // A started group whose arc is not what retired.
+        let mut forged = after.clone();
+        let started = forged
+            .groups
+            .iter_mut()
+            .find(|group| group.name == name(7, 1))
+            .unwrap();
+        started.span = Span::new(started.span.start.0, started.span.start.0 + 1);
+        assert_eq!(Regrouping::try_between(&before, &forged), None);
+        assert_eq!(name(7, 1).try_destination(), Some(name(7, 1).destination()));
     }
 
     #[test]

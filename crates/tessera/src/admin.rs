@@ -12,8 +12,9 @@
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use placement::{
-    ConfigChange, ConfigMessage, ConfigVersion, Configuration, Instruction, MembershipChange,
-    Planner, Position, PositionSet, ProcessId, ProcessState, Transformation,
+    ConfigChange, ConfigMessage, ConfigVersion, Configuration, Groups, Instruction,
+    MembershipChange, Planner, Position, PositionSet, ProcessId, ProcessState, Regrouping,
+    Transformation,
 };
 use runtime::ecast::admin::{RouterClient, Submitted};
 use runtime::ecast::config::ClusterConfig;
@@ -91,7 +92,11 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
     // group: a keyspace change is a cut in the affected groups' logs and copies between them,
     // docs/internals/rubberband.md "Rubberband over `vr` partitions"); other grouped clusters
     // are fixed at start.
-    let fixed = config.partitions.grouped() && !config.elastic_groups();
+    // `vr` partitions above replication 1 reconfigure too: the routers route to groups named
+    // by (arc, version), and a keyspace change retires and starts groups ("Replication f > 1"
+    // there); the plan is made against the storage processes' configuration
+    // (`Query::Grouping`), not the routing one.
+    let fixed = config.partitions.grouped() && !config.elastic_groups() && !config.regrouped();
     if fixed && !matches!(arguments.command, AdminCommand::Status) {
         bail!("refused: {}", config.fixed_groups_reason());
     }
@@ -103,10 +108,19 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
         let mut client = RouterClient::start(config.clone())
             .await
             .map_err(anyhow::Error::msg)?;
-        let configuration = client
-            .configuration()
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let grouping = if config.regrouped() {
+            let grouping = client.grouping().await.map_err(anyhow::Error::msg)?;
+            Some(grouping.context("the routers of this cluster do not route to groups")?)
+        } else {
+            None
+        };
+        let configuration = match &grouping {
+            Some(grouping) => grouping.processes.clone(),
+            None => client
+                .configuration()
+                .await
+                .map_err(anyhow::Error::msg)?,
+        };
         let timeout = Duration::from_secs(arguments.timeout);
         let transformation = match arguments.command {
             AdminCommand::Status => return status(&config, &mut client, &configuration).await,
@@ -150,7 +164,15 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
                 identifier: Position(to),
             },
         };
-        keyspace(&mut client, &configuration, transformation, timeout).await
+        let groups = grouping.map(|grouping| grouping.groups);
+        keyspace(
+            &mut client,
+            &configuration,
+            groups.as_ref(),
+            transformation,
+            timeout,
+        )
+        .await
     })
 }
 
@@ -205,7 +227,11 @@ async fn membership(
         based_on: configuration.version(),
         change: ConfigChange::Membership(change),
     };
-    match client.submit(message).await.map_err(anyhow::Error::msg)? {
+    match client
+        .submit(message.clone())
+        .await
+        .map_err(anyhow::Error::msg)?
+    {
         Submitted::Accepted { .. } => {
             println!(
                 "{change:?} applied: configuration version {}",
@@ -514,9 +540,13 @@ fn done_line(
 }
 
 /// Plans, submits and follows one keyspace transformation.
+/// `groups`: above replication 1, the groups of `configuration`'s version — the receivers
+/// are then the members of the groups the change starts (each installs a copy from every
+/// retired group its arc overlaps), not the instruction list's receivers.
 async fn keyspace(
     client: &mut RouterClient,
     configuration: &Configuration,
+    groups: Option<&Groups>,
     transformation: Transformation,
     timeout: Duration,
 ) -> anyhow::Result<()> {
@@ -529,18 +559,48 @@ async fn keyspace(
         ConfigChange::Membership(_) => unreachable!("the planner proposes keyspace messages"),
     };
     let version = ConfigVersion(configuration.version().0 + 1);
-    match client.submit(message).await.map_err(anyhow::Error::msg)? {
+    match client
+        .submit(message.clone())
+        .await
+        .map_err(anyhow::Error::msg)?
+    {
         Submitted::Accepted { .. } => {}
         Submitted::Refused(refusal) => bail!("refused: {refusal}"),
     }
-    let receivers: BTreeSet<ProcessId> = instructions
-        .iter()
-        .filter_map(|instruction| match instruction {
-            Instruction::Copy { to, .. } => Some(*to),
-            Instruction::Delete { .. } => None,
-        })
-        .collect();
-    let mut involved = receivers.clone();
+    let regrouping = match groups {
+        Some(groups) => {
+            let next = placement::message::apply(configuration, &message)
+                .map_err(|refusal| anyhow::anyhow!("refused: {refusal}"))?;
+            Some(Regrouping::between(groups, &groups.follow(&next)))
+        }
+        None => None,
+    };
+    let (receivers, mut involved): (BTreeSet<ProcessId>, BTreeSet<ProcessId>) = match &regrouping {
+        Some(regrouping) => {
+            let receivers = regrouping
+                .started
+                .iter()
+                .flat_map(|group| group.members.iter().copied())
+                .collect();
+            let senders = regrouping
+                .retired
+                .iter()
+                .flat_map(|group| group.members.iter().copied())
+                .collect();
+            (receivers, senders)
+        }
+        None => {
+            let receivers = instructions
+                .iter()
+                .filter_map(|instruction| match instruction {
+                    Instruction::Copy { to, .. } => Some(*to),
+                    Instruction::Delete { .. } => None,
+                })
+                .collect();
+            (receivers, BTreeSet::new())
+        }
+    };
+    involved.extend(receivers.iter().copied());
     for instruction in &instructions {
         match instruction {
             Instruction::Copy { from, .. } => involved.insert(*from),

@@ -200,7 +200,10 @@ fn wait_and_report(
             config.data_dir.display()
         ),
     }
-    if config.partitions == PartitionMode::Sequenced || config.elastic_groups() {
+    if config.partitions == PartitionMode::Sequenced
+        || config.elastic_groups()
+        || config.regrouped()
+    {
         println!(
             "tessera admin --cluster {} status|expand|contract|replace|rebalance|join|leave changes the ring.",
             config.data_dir.join("cluster.toml").display()

@@ -146,6 +146,20 @@ impl RouterClient {
         }
     }
 
+    /// The grouped routers' storage-process configuration and groups (`Query::Grouping`;
+    /// `None` when the routers route to storage processes or fixed groups): what a super
+    /// process of `vr` partitions above replication 1 plans against.
+    pub async fn grouping(&mut self) -> Result<Option<ecast::Grouping>, String> {
+        let operation = Operation::Query(Query::Grouping);
+        match self
+            .call(RequestKind::Read, operation, Duration::from_secs(10))
+            .await?
+        {
+            OperationResult::Grouping(grouping) => Ok(grouping),
+            other => Err(format!("unexpected answer to a grouping query: {other:?}")),
+        }
+    }
+
     /// Submits one configuration message through this client's sender and waits for its
     /// outcome at its point of the global order.
     pub async fn submit(&mut self, message: ConfigMessage) -> Result<Submitted, String> {

@@ -181,6 +181,7 @@ impl ClusterConfig {
         self.key_placement()?;
         if self.partitions.grouped()
             && !self.elastic_groups()
+            && !self.regrouped()
             && self.storage.iter().any(|s| s.standby)
         {
             return Err(self.fixed_groups_reason());
@@ -267,6 +268,17 @@ impl ClusterConfig {
     /// `docs/internals/rubberband.md`, "Skyros partitions at replication 1").
     pub fn elastic_groups(&self) -> bool {
         self.partitions.grouped() && self.replication == 1
+    }
+
+    /// `vr` partitions above replication 1: the routers route to groups named by (arc,
+    /// version) (`ecast::RouterState::grouped`, `placement::groups`), whose names change
+    /// exactly when a keyspace change changes a group's arc or members; the forwarder sends a
+    /// group's deliveries to the members the router state names (`Frame::GroupDeliver`).
+    /// Version 0's groups are named by their owners, as `partition_groups` names them, so
+    /// until a keyspace change the destinations are the fixed groups' (docs/internals/
+    /// rubberband.md, "Replication f > 1: groups named by (arc, version)").
+    pub fn regrouped(&self) -> bool {
+        self.partitions == PartitionMode::Vr && self.replication > 1
     }
 
     /// Why this grouped cluster's groups are fixed at start (standbys and keyspace changes
@@ -505,7 +517,8 @@ mod tests {
     }
 
     #[test]
-    fn a_vr_cluster_takes_standbys_and_routes_to_its_processes_only_at_replication_1() {
+    fn a_vr_cluster_takes_standbys_at_every_replication_and_routes_to_its_processes_at_replication_1(
+    ) {
         let mut config =
             ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         config.partitions = PartitionMode::Vr;
@@ -524,11 +537,19 @@ mod tests {
             config.router_configuration(),
             config.initial_configuration()
         );
+        assert!(!config.regrouped());
+        // Above replication 1 the routers route to groups named by (arc, version), so standbys
+        // are allowed; version 0's groups are the fixed groups (named by their owners).
         let mut above =
             ClusterConfig::loopback(7, 3, 3, 2, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         above.partitions = PartitionMode::Vr;
-        let error = above.with_active(2).unwrap_err();
-        assert!(error.contains("only at replication 1"), "{error}");
+        let above = above.with_active(2).unwrap();
+        assert!(above.regrouped() && !above.elastic_groups());
+        let grouped = ecast::RouterState::grouped(
+            above.initial_configuration(),
+            ecast::RouterSettings::default(),
+        );
+        assert_eq!(grouped.configuration(), &above.router_configuration());
     }
 
     #[test]
@@ -575,9 +596,19 @@ mod tests {
             assert_eq!(routed.replicas(inside), vec![group.partition]);
             assert!(group.arc.contains(inside));
         }
+        assert!(config.regrouped());
+        assert_eq!(
+            ecast::RouterState::grouped(
+                config.initial_configuration(),
+                ecast::RouterSettings::default()
+            )
+            .configuration(),
+            &routed,
+            "the grouped routers start with the fixed groups' routing"
+        );
         assert!(
-            config.clone().with_active(5).is_err(),
-            "no standbys in vr mode"
+            config.clone().with_active(5).is_ok(),
+            "standbys in vr mode above replication 1"
         );
     }
 

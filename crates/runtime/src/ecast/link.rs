@@ -9,6 +9,7 @@
 use super::stats;
 use crate::log;
 use ecast::{Delivery, ReadRefusal, Sequence, SnapshotDelivery, SnapshotRead, Timestamp};
+use placement::groups::{Group, Groups};
 use placement::migration::{MigrationMessage, StreamId};
 use placement::{ConfigVersion, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
@@ -217,6 +218,19 @@ pub enum Frame {
     Receiving {
         process: ProcessId,
         incoming: PositionSet,
+    },
+    /// 30. `vr` partitions above replication 1 (`ecast::RouterState::grouped`): forwarder to
+    ///     every member of `group` (a group named by (arc, version), `placement::groups`), with
+    ///     the group's description — immutable for its life, so a member that does not host it
+    ///     yet learns from it which replica to start — and, for every accepted keyspace message
+    ///     among `deliveries`, the groups of the version it was routed under and of the version
+    ///     it makes (the router state keeps both while the message is unstable), from which
+    ///     each destination computes its cut (`ecast::PartitionCut::regroup`).
+    GroupDeliver {
+        group: Group,
+        router: ReplicaIndex,
+        deliveries: Vec<Delivery>,
+        groupings: Vec<Groups>,
     },
 }
 

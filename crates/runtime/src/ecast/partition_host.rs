@@ -34,7 +34,10 @@ use ecast::{
 use kv::{KvStore, Outcome};
 use placement::ecast::Message as Routing;
 use placement::migration::StreamId;
-use placement::{ConfigChange, ConfigVersion, Instruction, Position, PositionSet, ProcessId};
+use placement::{
+    ConfigChange, ConfigVersion, Group, Groups, Instruction, Position, PositionSet, ProcessId,
+    Regrouping,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -57,6 +60,13 @@ pub const COPY_PART_BYTES: usize = 1 << 20;
 const COPY_PARTS_MAX: u32 = 4_096;
 /// A copy not acknowledged is sent again after this long.
 const COPY_RESEND_MS: u64 = 1_000;
+/// Above replication 1: a retired group's replica stops this long after its machine is
+/// `finished` (its last `Installed` committed), so that the primary's commit reaches the
+/// backups first (they stop on their own once they execute it).
+const STOP_AFTER_FINISHED_MS: u64 = 2_000;
+/// Group descriptions a process remembers at most (`Host::known`; forgotten all at once past
+/// it, as the routers forget clients: the forwarder's next delivery names them again).
+const KNOWN_GROUPS_MAX: usize = 1 << 16;
 
 /// A partition's data: the key-value map of the keys in its arc. An operation is a gateway's
 /// payload (`payload::Split` or a survey), of which the partition executes the sub-commands
@@ -276,6 +286,13 @@ enum Pending {
         version: ConfigVersion,
         instructions: Vec<Instruction>,
     },
+    /// Above replication 1 (`ClusterConfig::regrouped`): an accepted keyspace message whose cut
+    /// is this group's part of the regrouping (`PartitionCut::regroup`), which does not depend
+    /// on the holdings (a retired group gives away its whole arc, a started one holds its).
+    Regrouped {
+        share: Share,
+        cut: PartitionCut,
+    },
 }
 
 /// A copy being received, part by part (volatile: the sender resends what is not installed).
@@ -309,7 +326,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         let index = ReplicaIndex(place as u8);
         let protocol = config.partition_protocol(group.members.len());
         let store = PartitionStore::new(group.arc.clone(), placement.clone());
-        let machine = if config.elastic_groups() {
+        let machine = if config.elastic_groups() || config.regrouped() {
             // Single-partition operations on keys a cut moved away are answered `Moved`.
             PartitionMachine::new(store.elastic(), machine_settings())
                 .with_holdings(group.arc.clone())
@@ -359,6 +376,11 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         incoming: BTreeMap::new(),
         copy_delay_ticks: test_copy_delay_ms() / tick_ms.max(1),
         cut_at: BTreeMap::new(),
+        placement,
+        restarted,
+        known: BTreeMap::new(),
+        stopped: BTreeMap::new(),
+        finished_at: BTreeMap::new(),
     };
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
@@ -434,6 +456,22 @@ struct Host {
     /// Per (group, version): the tick at which this process first saw the group's outgoing
     /// copy of that version (the test-only copy delay counts from there).
     cut_at: BTreeMap<(ProcessId, ConfigVersion), u64>,
+    /// Where keys lie on the ring (a started group's store).
+    placement: KeyPlacement,
+    /// This process restarted (diskless: it forgot everything): every replica it starts
+    /// recovers (VRR §4.3), including a started group's — it may have been a member before.
+    restarted: bool,
+    /// Above replication 1: the groups named in the routers' deliveries (`Frame::GroupDeliver`:
+    /// the delivered group and both versions' groups around a keyspace message), by
+    /// destination id. Where copies and acknowledgements for groups not hosted here go, and
+    /// which groups this process is a member of.
+    known: BTreeMap<ProcessId, Group>,
+    /// Above replication 1: retired groups whose replica here stopped (never started again),
+    /// kept inert — never stepped — only to answer late bypass requests from what they
+    /// remember: a machine that holds nothing (its per-client results) and VR's client table.
+    stopped: BTreeMap<ProcessId, Replica<Machine>>,
+    /// Above replication 1: when each hosted group's machine was first seen `finished`.
+    finished_at: BTreeMap<ProcessId, u64>,
 }
 
 impl Host {
@@ -455,7 +493,157 @@ impl Host {
             }
             self.step(partition, Input::Tick);
             self.send_copies(partition);
+            self.stop_if_finished(partition);
         }
+    }
+
+    /// Above replication 1: a retired group's replica stops once its machine is `finished`
+    /// (cut to holding nothing, every copy acknowledged, nothing deferred: it owes nothing to
+    /// anyone), `STOP_AFTER_FINISHED_MS` later.
+    fn stop_if_finished(&mut self, partition: ProcessId) {
+        if !self.config.regrouped() {
+            return;
+        }
+        let Some(hosted) = self.partitions.get(&partition) else {
+            return;
+        };
+        if !hosted.replica.state_machine().finished() {
+            self.finished_at.remove(&partition);
+            return;
+        }
+        let now = self.ticks;
+        let since = *self.finished_at.entry(partition).or_insert(now);
+        if now < since + (STOP_AFTER_FINISHED_MS / self.config.tick_ms).max(1) {
+            return;
+        }
+        let Some(hosted) = self.partitions.remove(&partition) else {
+            return;
+        };
+        self.finished_at.remove(&partition);
+        self.observed.remove(&partition);
+        self.incoming.retain(|(to, _, _), _| *to != partition);
+        self.stopped.insert(partition, hosted.replica);
+        log::info(format_args!(
+            "group {:#x}: retired, its copies acknowledged: replica stopped",
+            partition.0
+        ));
+    }
+
+    /// Above replication 1: remembers a group's description (immutable for its life).
+    fn learn(&mut self, group: &Group) {
+        if self.known.len() >= KNOWN_GROUPS_MAX {
+            self.known.clear();
+        }
+        self.known.insert(group.destination(), group.clone());
+    }
+
+    /// Above replication 1: starts this process's replica of `group` if it is a member and
+    /// does not host it (and never hosted it and stopped): VR's ordinary start (view 0, the
+    /// owner primary, an empty log), holding nothing — sound because the group never ran
+    /// anywhere before its first delivery, K, whose cut is its first chain entry.
+    fn start_group(&mut self, group: &Group) {
+        let destination = group.destination();
+        if self.partitions.contains_key(&destination) || self.stopped.contains_key(&destination) {
+            return;
+        }
+        let Some(place) = group.members.iter().position(|member| *member == self.id) else {
+            return;
+        };
+        if group.members.len() > usize::from(u8::MAX)
+            || group
+                .members
+                .iter()
+                .any(|member| self.config.storage(*member).is_none())
+        {
+            log::warn(format_args!(
+                "group {:#x} names members this cluster does not have: not started",
+                destination.0
+            ));
+            return;
+        }
+        let index = ReplicaIndex(place as u8);
+        let protocol = self.config.partition_protocol(group.members.len());
+        let store = PartitionStore::new(PositionSet::empty(), self.placement.clone()).elastic();
+        let machine =
+            PartitionMachine::new(store, machine_settings()).with_holdings(PositionSet::empty());
+        // A process that never restarted never ran this group (a stopped one is never started
+        // again): VR's ordinary start. A restarted one may have, and forgot what it promised:
+        // it recovers from the group (its first delivery waits for the recovery).
+        let replica = if self.restarted {
+            Replica::recovering(protocol, index, machine, Nonce(random_u64()))
+        } else {
+            Replica::new(protocol, index, machine)
+        };
+        log::info(format_args!(
+            "group {:#x} (owner {}, born at version {}): replica {} of {:?} started",
+            destination.0,
+            group.name.owner.0,
+            group.name.born.0,
+            index.0,
+            group
+                .members
+                .iter()
+                .map(|member| member.0)
+                .collect::<Vec<_>>()
+        ));
+        self.partitions.insert(
+            destination,
+            Hosted {
+                group: PartitionGroup {
+                    partition: destination,
+                    members: group.members.clone(),
+                    arc: group.arc(),
+                },
+                index,
+                replica,
+                duty: None,
+            },
+        );
+        self.follow_primaryship(destination);
+        self.log_changes(destination);
+    }
+
+    /// Above replication 1: deliveries to `group`, with its description and the groups
+    /// around every keyspace message among them.
+    fn on_group_deliver(
+        &mut self,
+        group: Group,
+        router: ReplicaIndex,
+        deliveries: Vec<Delivery>,
+        groupings: Vec<Groups>,
+    ) {
+        if !self.config.regrouped() {
+            log::warn(format_args!(
+                "dropped a group delivery: this cluster's routers do not regroup"
+            ));
+            return;
+        }
+        // Peers are trusted, but a malformed frame must not take the process down: every
+        // group it names must have a destination id and members of this cluster.
+        let sane = |group: &Group| {
+            group.name.try_destination().is_some()
+                && !group.members.is_empty()
+                && group.members.len() <= usize::from(u8::MAX)
+                && group
+                    .members
+                    .iter()
+                    .all(|member| self.config.storage(*member).is_some())
+        };
+        if !sane(&group) || !groupings.iter().flat_map(Groups::groups).all(sane) {
+            log::warn(format_args!(
+                "dropped a group delivery naming a group this cluster cannot have"
+            ));
+            return;
+        }
+        for groups in &groupings {
+            for known in groups.groups() {
+                self.learn(known);
+            }
+        }
+        self.learn(&group);
+        let destination = group.destination();
+        self.start_group(&group);
+        self.on_deliver(destination, router, deliveries, &groupings);
     }
 
     fn on_frame(&mut self, frame: Frame) {
@@ -465,6 +653,14 @@ impl Host {
                 from,
                 message,
             } => {
+                if !self.partitions.contains_key(&partition) && self.config.regrouped() {
+                    // A member that missed the group's first delivery starts it from the
+                    // description it learned (a replica that never ran: VR's state transfer
+                    // brings it up to date).
+                    if let Some(group) = self.known.get(&partition).cloned() {
+                        self.start_group(&group);
+                    }
+                }
                 let Some(hosted) = self.partitions.get(&partition) else {
                     return; // Not a partition of this process.
                 };
@@ -483,12 +679,47 @@ impl Host {
                 deliveries,
             } => {
                 if (router.0 as usize) < self.config.routers.len() {
-                    self.on_deliver(partition, router, deliveries);
+                    self.on_deliver(partition, router, deliveries, &[]);
+                }
+            }
+            Frame::GroupDeliver {
+                group,
+                router,
+                deliveries,
+                groupings,
+            } => {
+                if (router.0 as usize) < self.config.routers.len() {
+                    self.on_group_deliver(group, router, deliveries, groupings);
                 }
             }
             Frame::PartitionRequest { partition, request } => {
                 if self.partitions.contains_key(&partition) {
                     self.step(partition, Input::Message(Message::Request(request)));
+                } else if let Some(stopped) = self.stopped.get(&partition) {
+                    // A stale gateway's bypass request to a group that retired and stopped
+                    // here, answered as its running replica would have: a query (a held
+                    // request's `Result`) by the machine; a request it executed before the
+                    // cut by the result its client table remembers (a resend after a lost
+                    // reply must not be re-planned into a second execution); anything else
+                    // `Moved` (it holds nothing), which its gateway re-plans.
+                    let result = match request.kind {
+                        RequestKind::Read => stopped.state_machine().query(&request.operation),
+                        _ => match stopped.client_table().get(request.client) {
+                            Some((number, result)) if number == request.request => result.to_vec(),
+                            _ => PartitionResult::Moved.encode(),
+                        },
+                    };
+                    let reply = Reply {
+                        view: stopped.view(),
+                        client: request.client,
+                        request: request.request,
+                        result,
+                    };
+                    let frame = Frame::PartitionReply {
+                        partition,
+                        message: Message::Reply(reply),
+                    };
+                    self.to_gateway(ProcessId(request.client.0), frame);
                 }
             }
             Frame::Watermark { watermark } => {
@@ -558,13 +789,16 @@ impl Host {
     }
 
     /// Router deliveries for `partition`: its primary queues them for its replica.
+    /// `groupings`: above replication 1, the groups around each keyspace message delivered.
     fn on_deliver(
         &mut self,
         partition: ProcessId,
         router: ReplicaIndex,
         deliveries: Vec<Delivery>,
+        groupings: &[Groups],
     ) {
         let elastic = self.config.elastic_groups();
+        let regrouped = self.config.regrouped();
         let Some(hosted) = self.partitions.get_mut(&partition) else {
             return;
         };
@@ -594,8 +828,10 @@ impl Host {
                 operation: envelope.payload,
             };
             duty.pending.push(match keyspace {
-                // Only one-member groups cut (`ClusterConfig::elastic_groups`; `tessera admin`
-                // refuses keyspace changes elsewhere).
+                // One-member groups cut by the instruction list (`ClusterConfig::
+                // elastic_groups`), groups named by (arc, version) by the regrouping
+                // (`ClusterConfig::regrouped`); `tessera admin` refuses keyspace changes
+                // elsewhere.
                 Some(instructions) if elastic => Pending::Keyspace {
                     share: Share {
                         operation: Vec::new(),
@@ -604,6 +840,26 @@ impl Host {
                     version: delivery.version,
                     instructions,
                 },
+                Some(_) if regrouped => {
+                    match regrouped_cut(groupings, delivery.version, partition) {
+                        Some(cut) => Pending::Regrouped {
+                            share: Share {
+                                operation: Vec::new(),
+                                ..share
+                            },
+                            cut,
+                        },
+                        None => {
+                            // Not logged: the chain waits for it (the forwarder resends it
+                            // with the groups; a router always sends them).
+                            log::warn(format_args!(
+                                "group {:#x}: a keyspace delivery of version {} without its groups: dropped",
+                                partition.0, delivery.version.0
+                            ));
+                            continue;
+                        }
+                    }
+                }
                 _ => Pending::Share(share),
             });
         }
@@ -654,7 +910,8 @@ impl Host {
             .is_some_and(|duty| duty.client == client);
         if !own {
             // A gateway's bypass lane (its client id names its storage process).
-            if let (true, Message::Reply(reply)) = (self.config.elastic_groups(), &message) {
+            let cuts = self.config.elastic_groups() || self.config.regrouped();
+            if let (true, Message::Reply(reply)) = (cuts, &message) {
                 if PartitionResult::decode(&reply.result) == PartitionResult::Moved {
                     log::info(format_args!(
                         "partition {}: request {} of client {:#x} answered Moved (its keys moved away)",
@@ -880,20 +1137,37 @@ impl Host {
             // left behind by the copy (`docs/internals/rubberband.md`, "Skyros partitions at
             // replication 1").
             PartitionOperation::Cut { share, cut }
+        } else if let Some(Pending::Regrouped { .. }) = duty.pending.first() {
+            duty.watermark_last = false;
+            let Pending::Regrouped { share, cut } = duty.pending.remove(0) else {
+                unreachable!("matched above");
+            };
+            // Next in the chain only, as above (a started group's K has `previous` 0).
+            if share.previous > hosted.replica.state_machine().rules().logged() {
+                return None;
+            }
+            PartitionOperation::Cut { share, cut }
         } else if !duty.pending.is_empty() {
             duty.watermark_last = false;
             // The shares up to the next keyspace message.
             let end = duty
                 .pending
                 .iter()
-                .position(|pending| matches!(pending, Pending::Keyspace { .. }))
+                .position(|pending| {
+                    matches!(
+                        pending,
+                        Pending::Keyspace { .. } | Pending::Regrouped { .. }
+                    )
+                })
                 .unwrap_or(duty.pending.len());
             let shares = duty
                 .pending
                 .drain(..end)
                 .map(|pending| match pending {
                     Pending::Share(share) => share,
-                    Pending::Keyspace { .. } => unreachable!("drained up to the first one"),
+                    Pending::Keyspace { .. } | Pending::Regrouped { .. } => {
+                        unreachable!("drained up to the first one")
+                    }
                 })
                 .collect();
             PartitionOperation::Deliveries(shares)
@@ -1043,14 +1317,28 @@ impl Host {
 
     /// Sends `frame` to every member of group `partition`.
     fn send_group(&self, partition: ProcessId, frame: Frame) {
-        let Some(group) = self.config.partition_group(partition) else {
+        let Some(members) = self.members_of(partition) else {
             return;
         };
-        for member in group.members {
+        for member in members {
             if let Some(storage) = self.config.storage(member) {
                 self.links.send(storage.address, frame.clone());
             }
         }
+    }
+
+    /// A group's members: a hosted one's, one a router delivery described (above replication
+    /// 1), or a fixed group of the cluster file.
+    fn members_of(&self, partition: ProcessId) -> Option<Vec<ProcessId>> {
+        if let Some(hosted) = self.partitions.get(&partition) {
+            return Some(hosted.group.members.clone());
+        }
+        if let Some(group) = self.known.get(&partition) {
+            return Some(group.members.clone());
+        }
+        self.config
+            .partition_group(partition)
+            .map(|group| group.members)
     }
 
     /// `tessera admin`'s progress report: per hosted group, the copies it sends (outgoing) and
@@ -1198,4 +1486,22 @@ impl Host {
             counter.store(sum, Ordering::Relaxed);
         }
     }
+}
+
+/// Group `group`'s cut at the keyspace message that makes `version`, from the groups of that
+/// version and of the newest one before it among `groupings` (`Frame::GroupDeliver`): `None`
+/// if either is missing or the group is neither retired nor started by it.
+fn regrouped_cut(
+    groupings: &[Groups],
+    version: ConfigVersion,
+    group: ProcessId,
+) -> Option<PartitionCut> {
+    let after = groupings
+        .iter()
+        .find(|groups| groups.version() == version)?;
+    let before = groupings
+        .iter()
+        .filter(|groups| groups.version() < version)
+        .max_by_key(|groups| groups.version())?;
+    PartitionCut::regroup(&Regrouping::try_between(before, after)?, group)
 }

@@ -78,7 +78,11 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     )
     .map_err(|error| format!("{}: {error}", marker.display()))?;
     let protocol = config.router_protocol();
-    let state = RouterState::new(config.router_configuration(), RouterSettings::default());
+    let state = if config.regrouped() {
+        RouterState::grouped(config.initial_configuration(), RouterSettings::default())
+    } else {
+        RouterState::new(config.router_configuration(), RouterSettings::default())
+    };
     let replica = if restarted {
         Replica::recovering(protocol, ReplicaIndex(index), state, Nonce(random_u64()))
     } else {
@@ -604,6 +608,10 @@ impl RouterLoop {
             self.send_storage(to, Frame::Deliver { router, deliveries });
             return;
         }
+        if self.replica.state_machine().grouping().is_some() {
+            self.deliver_to_group(to, deliveries);
+            return;
+        }
         let Some(group) = self.config.partition_group(to) else {
             return;
         };
@@ -612,6 +620,40 @@ impl RouterLoop {
                 partition: to,
                 router,
                 deliveries: deliveries.clone(),
+            };
+            match (&self.slow, self.storage_address(member)) {
+                (Some(slow), Some(address)) => {
+                    if let Some(frame) = slow.delay(to, address, frame) {
+                        self.links.send(address, frame);
+                    }
+                }
+                _ => self.send_storage(member, frame),
+            }
+        }
+    }
+
+    /// Grouped routers (`vr` above replication 1): a delivery to group `to` goes to the
+    /// members the router state names for it (a retired group's while messages to it are
+    /// unstable, a started group's from the version its first message makes), with the
+    /// group's description and, for each accepted keyspace message delivered, the groups
+    /// before and after it (`Frame::GroupDeliver`).
+    fn deliver_to_group(&self, to: ProcessId, deliveries: Vec<ecast::Delivery>) {
+        let router = self.index;
+        let state = self.replica.state_machine();
+        let Some(group) = state.group(to).cloned() else {
+            log::warn(format_args!(
+                "no group {:#x} in the kept configurations: its deliveries are dropped",
+                to.0
+            ));
+            return;
+        };
+        let groupings = keyspace_groupings(state, &deliveries);
+        for member in group.members.clone() {
+            let frame = Frame::GroupDeliver {
+                group: group.clone(),
+                router,
+                deliveries: deliveries.clone(),
+                groupings: groupings.clone(),
             };
             match (&self.slow, self.storage_address(member)) {
                 (Some(slow), Some(address)) => {
@@ -661,6 +703,37 @@ impl RouterLoop {
             ));
         }
     }
+}
+
+/// The groups of the versions around every accepted keyspace message in `deliveries`: the
+/// version it makes (`Delivery::version`) and the one before it (the newest kept below it:
+/// the message's own `routed_under`, kept while the message is unstable). Each version once,
+/// in version order.
+fn keyspace_groupings(
+    state: &RouterState,
+    deliveries: &[ecast::Delivery],
+) -> Vec<placement::Groups> {
+    let configurations = state.configurations();
+    let mut versions = BTreeSet::new();
+    for delivery in deliveries {
+        let keyspace = matches!(
+            &delivery.envelope.routing,
+            Routing::Config { message, .. } if matches!(message.change, ConfigChange::Keyspace(_))
+        );
+        if !keyspace {
+            continue;
+        }
+        versions.insert(delivery.version);
+        if let Some((before, _)) = configurations.range(..delivery.version).next_back() {
+            versions.insert(*before);
+        }
+    }
+    versions
+        .into_iter()
+        .filter_map(|version| configurations.get(&version))
+        .filter_map(|entry| entry.grouping.as_ref())
+        .map(|grouping| grouping.groups.clone())
+        .collect()
 }
 
 impl Detector {

@@ -49,14 +49,14 @@ pub fn start(
 
 // ----- Preloaded data: no acknowledged write may be lost by a cut or a copy. -----
 
-const PRELOAD: usize = 2_000;
+pub const PRELOAD: usize = 2_000;
 
 /// The preloaded values' padding.
-const PADDING: usize = 100;
+pub const PADDING: usize = 100;
 
 /// Every preloaded key with its value, read one GET at a time (the bypass) through `port`;
 /// else what is wrong.
-fn check_preload(port: u16) -> Result<(), String> {
+pub fn check_preload(port: u16) -> Result<(), String> {
     let mut client =
         RespClient::connect(port, Duration::from_secs(1)).map_err(|e| e.to_string())?;
     let mut wrong = Vec::new();
@@ -90,7 +90,7 @@ const PROBES: usize = 32;
 /// or refused, so its first SET of a key that moved goes to the group that gave it away), then
 /// reads each back through `fresh`. A SET that group acknowledged without executing it (a
 /// nilext gate that ignores cuts) shows up here as lost.
-fn probe(stale: u16, fresh: u16, round: usize) -> Result<(), String> {
+pub fn probe(stale: u16, fresh: u16, round: usize) -> Result<(), String> {
     let connect = |port| RespClient::connect(port, Duration::from_secs(1));
     let (mut writer, mut reader) = (
         connect(stale).map_err(|e| e.to_string())?,
@@ -123,7 +123,7 @@ fn probe(stale: u16, fresh: u16, round: usize) -> Result<(), String> {
     }
 }
 
-fn start_load(ports: Vec<u16>) -> Load {
+pub fn start_load(ports: Vec<u16>) -> Load {
     Load::start(
         ports,
         LoadOptions {
