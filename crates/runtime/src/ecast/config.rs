@@ -284,16 +284,12 @@ impl ClusterConfig {
     /// Why this grouped cluster's groups are fixed at start (standbys and keyspace changes
     /// refused).
     pub fn fixed_groups_reason(&self) -> String {
-        match self.partitions {
-            PartitionMode::Skyros => format!(
-                "skyros partitions change their keyspace only at replication 1 (this cluster has {}): at f > 1 successor replication moves members between groups, which needs a new group per (arc, version) (VRR section 7's epochs), not built; standbys and tessera admin keyspace changes are refused",
-                self.replication
-            ),
-            _ => format!(
-                "vr partitions change their keyspace only at replication 1 (this cluster has {}): at f > 1 successor replication moves members between groups, which needs a new VR group per (arc, version) (VRR section 7's epochs), not built; standbys and tessera admin keyspace changes are refused",
-                self.replication
-            ),
-        }
+        // Only `skyros` above replication 1 has fixed groups: `vr` is elastic at replication 1
+        // and regrouped above it.
+        format!(
+            "skyros partitions change their keyspace only at replication 1 (this cluster has {}): above it a keyspace change starts new groups per (arc, version), as for vr partitions, which is built and tested for vr only; standbys and tessera admin keyspace changes are refused",
+            self.replication
+        )
     }
 
     pub fn router_configuration(&self) -> Configuration {
