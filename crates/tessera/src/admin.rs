@@ -723,21 +723,8 @@ mod tests {
 
     fn report(process: u64, version: ConfigVersion) -> ProgressReport {
         ProgressReport {
-            process: ProcessId(process),
             version,
-            delivered: ecast::Timestamp::ZERO,
-            keys: 0,
-            bytes: 0,
-            holds: PositionSet::empty(),
-            outgoing: Vec::new(),
-            incoming: Vec::new(),
-            held: 0,
-            deletes_pending: 0,
-            bytes_sent: 0,
-            chunks_accepted: 0,
-            streams_installed: 0,
-            failed: None,
-            copies: Vec::new(),
+            ..ProgressReport::idle(ProcessId(process))
         }
     }
 

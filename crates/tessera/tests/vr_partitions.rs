@@ -322,8 +322,7 @@ fn forged_partition_frames_take_no_storage_process_down() {
     use ecast::{Delivery, Envelope, Sequence, Timestamp};
     use placement::ecast::{Message as Routing, Target};
     use placement::{ConfigVersion, Position, ProcessId};
-    use runtime::ecast::link::{self, Frame};
-    use std::io::Write;
+    use runtime::ecast::link::Frame;
     use vr::{ClientId, Message, Op, ReplicaIndex, Request, RequestKind, RequestNumber, View};
     let mut cluster = start("vr-forged", 12040);
     assert!(
@@ -416,20 +415,7 @@ fn forged_partition_frames_take_no_storage_process_down() {
             result: garbage.clone(),
         });
     }
-    let bytes: Vec<u8> = frames.iter().flat_map(link::encode).collect();
-    for storage in &cluster.config.storage {
-        let mut stream = std::net::TcpStream::connect(storage.address).unwrap();
-        stream.write_all(&bytes).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1_000));
-    for (index, child) in cluster.storage.iter_mut().enumerate() {
-        let child = child.as_mut().expect("every storage process was started");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "storage process {} exited after forged frames",
-            index + 1
-        );
-    }
+    cluster.forge_to_every_storage(&frames);
     assert_eq!(
         redis_cli(cluster.client_ports[3], &["GET", "kept"]).trim(),
         "1"

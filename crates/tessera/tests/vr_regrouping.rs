@@ -20,35 +20,22 @@ use runtime::ecast::config::PartitionMode;
 use std::time::Duration;
 use support::partitioned::{preload, PartitionedCluster};
 use support::rubberband::{
-    check_preload, expect_caught, probe, start_load, Elasticity, PADDING, PRELOAD,
+    check_preload, expect_caught, probe, start_load, start_replicated, Elasticity, PADDING, PRELOAD,
 };
 
-const ROUTERS: u8 = 3;
 const STORAGE: u64 = 6;
 const REPLICATION: u8 = 3;
 const ACTIVE: u64 = 4;
 
 fn start(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedCluster {
     assert!((16400..=16700).contains(&port), "ports 16400–16999 only");
-    let mut cluster =
-        PartitionedCluster::prepare(name, port, (ROUTERS, STORAGE, REPLICATION), |config| {
-            config.partitions = PartitionMode::Vr;
-            *config = config.clone().with_active(ACTIVE).unwrap();
-        });
-    cluster
-        .storage_env
-        .push(("TESSERA_TEST_COPY_DELAY_MS".to_string(), "300".to_string()));
-    for (name, value) in storage_env {
-        cluster
-            .storage_env
-            .push((name.to_string(), value.to_string()));
-    }
-    cluster.launch();
-    assert!(
-        cluster.wait_until_ready(Duration::from_secs(30)),
-        "the cluster was not ready within 30 s"
-    );
-    cluster
+    start_replicated(
+        name,
+        port,
+        PartitionMode::Vr,
+        (STORAGE, ACTIVE, REPLICATION),
+        storage_env,
+    )
 }
 
 /// Expand, contract, replace, rebalance under load; Err: preloaded keys or probe SETs lost (a canary's
@@ -166,8 +153,7 @@ fn forged_group_deliveries_take_no_storage_process_down() {
     use placement::{
         ConfigVersion, Group, GroupName, Groups, Planner, Position, ProcessId, Transformation,
     };
-    use runtime::ecast::link::{self, Frame};
-    use std::io::Write;
+    use runtime::ecast::link::Frame;
     use support::partitioned::redis_cli;
     use vr::ReplicaIndex;
     let mut cluster = start("vrrg-forged", 16450, &[]);
@@ -246,20 +232,7 @@ fn forged_group_deliveries_take_no_storage_process_down() {
             vec![before.clone(), after.clone()],
         ),
     ];
-    let bytes: Vec<u8> = frames.iter().flat_map(link::encode).collect();
-    for storage in &cluster.config.storage {
-        let mut stream = std::net::TcpStream::connect(storage.address).unwrap();
-        stream.write_all(&bytes).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1_000));
-    for (index, child) in cluster.storage.iter_mut().enumerate() {
-        let child = child.as_mut().expect("every storage process was started");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "storage process {} exited after forged frames",
-            index + 1
-        );
-    }
+    cluster.forge_to_every_storage(&frames);
     assert_eq!(
         redis_cli(cluster.client_ports[3], &["GET", "kept"]).trim(),
         "1"

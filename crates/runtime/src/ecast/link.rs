@@ -266,6 +266,29 @@ pub struct ProgressReport {
     pub copies: Vec<CopyReport>,
 }
 
+impl ProgressReport {
+    /// A report of `process` with nothing in it: version 0, no keys, no streams, no copies.
+    pub fn idle(process: ProcessId) -> ProgressReport {
+        ProgressReport {
+            process,
+            version: ConfigVersion(0),
+            delivered: ecast::Timestamp::ZERO,
+            keys: 0,
+            bytes: 0,
+            holds: PositionSet::empty(),
+            outgoing: Vec::new(),
+            incoming: Vec::new(),
+            held: 0,
+            deletes_pending: 0,
+            bytes_sent: 0,
+            chunks_accepted: 0,
+            streams_installed: 0,
+            failed: None,
+            copies: Vec::new(),
+        }
+    }
+}
+
 /// One copy into the reporting process, by its own account.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyReport {

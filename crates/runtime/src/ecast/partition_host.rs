@@ -1344,23 +1344,7 @@ impl Host {
     /// `tessera admin`'s progress report: per hosted group, the copies it sends (outgoing) and
     /// waits for (installing), against the version of its last cut.
     fn report(&self) -> ProgressReport {
-        let mut report = ProgressReport {
-            process: self.id,
-            version: ConfigVersion(0),
-            delivered: Timestamp::ZERO,
-            keys: 0,
-            bytes: 0,
-            holds: PositionSet::empty(),
-            outgoing: Vec::new(),
-            incoming: Vec::new(),
-            held: 0,
-            deletes_pending: 0,
-            bytes_sent: 0,
-            chunks_accepted: 0,
-            streams_installed: 0,
-            failed: None,
-            copies: Vec::new(),
-        };
+        let mut report = ProgressReport::idle(self.id);
         for (partition, hosted) in &self.partitions {
             let machine = hosted.replica.state_machine();
             report.version = report.version.max(machine.version());

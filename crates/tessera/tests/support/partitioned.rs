@@ -265,6 +265,29 @@ impl PartitionedCluster {
     }
 
     /// Runs `tessera admin --cluster FILE words…`: (success, stdout, stderr).
+    /// Writes `frames` (forged by a test: not from any real peer) to every storage process's
+    /// E-Cast port, waits a second, and panics if any storage process exited.
+    pub fn forge_to_every_storage(&mut self, frames: &[runtime::ecast::link::Frame]) {
+        use std::io::Write;
+        let bytes: Vec<u8> = frames
+            .iter()
+            .flat_map(runtime::ecast::link::encode)
+            .collect();
+        for storage in &self.config.storage {
+            let mut stream = std::net::TcpStream::connect(storage.address).unwrap();
+            stream.write_all(&bytes).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1_000));
+        for (index, child) in self.storage.iter_mut().enumerate() {
+            let child = child.as_mut().expect("every storage process was started");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "storage process {} exited after forged frames",
+                index + 1
+            );
+        }
+    }
+
     pub fn admin(&self, words: &[&str]) -> (bool, String, String) {
         let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .arg("admin")

@@ -17,9 +17,7 @@ use std::time::Duration;
 const ROUTERS: u8 = 3;
 
 /// `storage` processes of which the first `active` are on the ring, replication 1, `mode`
-/// partitions, 3 routers; the storage processes run with `TESSERA_TEST_COPY_DELAY_MS=300`
-/// (a cut's copies leave the sender only 300 ms after the cut, so the receiving groups defer
-/// for a while each time) and `storage_env` (canaries).
+/// partitions, 3 routers (`start_replicated` for another replication factor).
 pub fn start(
     name: &str,
     port: u16,
@@ -27,10 +25,26 @@ pub fn start(
     (storage, active): (u64, u64),
     storage_env: &[(&str, &str)],
 ) -> PartitionedCluster {
-    let mut cluster = PartitionedCluster::prepare(name, port, (ROUTERS, storage, 1), |config| {
-        config.partitions = mode;
-        *config = config.clone().with_active(active).unwrap();
-    });
+    start_replicated(name, port, mode, (storage, active, 1), storage_env)
+}
+
+/// `storage` processes of which the first `active` are on the ring, `replication`, `mode`
+/// partitions, 3 routers; the storage processes run with `TESSERA_TEST_COPY_DELAY_MS=300`
+/// (a cut's copies leave the sender only 300 ms after the cut, so the receiving groups defer
+/// for a while each time) and `storage_env` (canaries). Ready within 20 s at replication 1,
+/// 30 s above it (more groups to elect).
+pub fn start_replicated(
+    name: &str,
+    port: u16,
+    mode: PartitionMode,
+    (storage, active, replication): (u64, u64, u8),
+    storage_env: &[(&str, &str)],
+) -> PartitionedCluster {
+    let mut cluster =
+        PartitionedCluster::prepare(name, port, (ROUTERS, storage, replication), |config| {
+            config.partitions = mode;
+            *config = config.clone().with_active(active).unwrap();
+        });
     cluster
         .storage_env
         .push(("TESSERA_TEST_COPY_DELAY_MS".to_string(), "300".to_string()));
@@ -40,9 +54,11 @@ pub fn start(
             .push((name.to_string(), value.to_string()));
     }
     cluster.launch();
+    let ready = Duration::from_secs(if replication > 1 { 30 } else { 20 });
     assert!(
-        cluster.wait_until_ready(Duration::from_secs(20)),
-        "the cluster was not ready within 20 s"
+        cluster.wait_until_ready(ready),
+        "the cluster was not ready within {} s",
+        ready.as_secs()
     );
     cluster
 }
