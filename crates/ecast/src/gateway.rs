@@ -17,13 +17,13 @@
 //! Time is `GatewayInput::Tick`; every policy constant is a setting in ticks.
 
 use crate::partition_machine::{PartitionOperation, PartitionQuery, PartitionResult};
-use crate::router::{Operation, OperationResult, Query};
+use crate::router::{Grouping, Operation, OperationResult, Query};
 use crate::sender::{Sender, SenderEvent, SenderSettings};
 use crate::types::{Envelope, Isolation, ReadRefusal, Sequence, SnapshotRead, Timestamp};
 use placement::ecast::{Message as Routing, Target};
 use placement::migration::{foreseen_incoming, read_offset};
 use placement::{
-    ConfigMessage, ConfigVersion, Configuration, Position, PositionSet, ProcessId, Refusal,
+    ConfigMessage, ConfigVersion, Configuration, Group, Position, PositionSet, ProcessId, Refusal,
 };
 use std::collections::BTreeMap;
 use stdx::Prng;
@@ -258,6 +258,14 @@ pub enum GatewayEffect<A> {
     Refused { id: u64, refusal: Refusal },
     /// The gateway learnt a configuration from the routers.
     ConfigurationRefreshed { version: ConfigVersion },
+    /// A bypass with regrouping (`Gateway::with_regrouping`) learnt the groups of a newer
+    /// version: these groups now take single-partition requests (a `PartitionRequest`'s
+    /// `replica` is an index into a group's `members`), and the bypass no longer sends to
+    /// `dropped` (groups that retired).
+    BypassGroups {
+        added: Vec<Group>,
+        dropped: Vec<ProcessId>,
+    },
     /// Command `id` is done.
     Complete { id: u64, completion: Completion<A> },
     /// The router bypass: send this VR request (a `PartitionOperation`) for command `id` to
@@ -321,6 +329,12 @@ pub struct GatewayStats {
     pub bypass_resends: u64,
     /// `skyros` partitions: nilext writes answered by a member's executed acknowledgement.
     pub nilext_executed_acks: u64,
+    /// Regrouping (`with_regrouping`): groups that joined the bypass after the start.
+    pub bypass_groups_added: u64,
+    /// Regrouping: started groups left to the routers because no lane client id was free.
+    pub bypass_groups_unlaned: u64,
+    /// Regrouping: commands sent on the bypass to groups that joined it after the start.
+    pub bypass_sent_to_added: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -462,11 +476,73 @@ struct Bypass<A> {
     /// `skyros` partitions: per command sent as a nilext write, its acknowledgements, the
     /// result bytes it completes with, and whether it was also sent as an ordinary write.
     quorums: BTreeMap<u64, (vr::NilextQuorum, Vec<u8>, bool)>,
+    /// `with_regrouping`: lane client ids are drawn from `client_base .. client_base +
+    /// clients_max`; the next one tried.
+    regrouping: Option<LaneIds>,
+}
+
+struct LaneIds {
+    clients_max: u64,
+    client_next: u64,
+}
+
+impl<A> Bypass<A> {
+    /// Gives partition `partition` `settings.lanes` lanes with client ids not in use (drawn
+    /// in turn from `client_base .. client_base + clients_max`). Returns false, adding
+    /// nothing, if too few are free.
+    fn add_lanes(&mut self, partition: ProcessId, size: u8) -> bool {
+        let Some(regrouping) = &mut self.regrouping else {
+            return false;
+        };
+        let mut clients = Vec::new();
+        let mut tried = 0;
+        while clients.len() < self.settings.lanes as usize && tried < regrouping.clients_max {
+            let client = ClientId(self.settings.client_base + regrouping.client_next);
+            regrouping.client_next = (regrouping.client_next + 1) % regrouping.clients_max;
+            tried += 1;
+            if !self.lanes.contains_key(&client) {
+                clients.push(client);
+            }
+        }
+        if clients.len() < self.settings.lanes as usize {
+            return false;
+        }
+        for (lane, client) in clients.into_iter().enumerate() {
+            let lane = Lane {
+                partition,
+                lane: lane as u32,
+                added: true,
+                next: RequestNumber(1),
+                busy: None,
+            };
+            self.lanes.insert(client, lane);
+        }
+        self.settings.groups.insert(partition, size);
+        self.targets.insert(partition, 0);
+        true
+    }
+
+    /// Takes partition `partition` out of the bypass, with its lanes: only when none is busy.
+    fn drop_partition(&mut self, partition: ProcessId) -> bool {
+        if self
+            .lanes
+            .values()
+            .any(|lane| lane.partition == partition && lane.busy.is_some())
+        {
+            return false;
+        }
+        self.lanes.retain(|_, lane| lane.partition != partition);
+        self.settings.groups.remove(&partition);
+        self.targets.remove(&partition);
+        true
+    }
 }
 
 struct Lane {
     partition: ProcessId,
     lane: u32,
+    /// A lane of a group that joined the bypass after the start (`with_regrouping`).
+    added: bool,
     next: RequestNumber,
     busy: Option<u64>,
 }
@@ -530,6 +606,7 @@ impl<A: Clone> Gateway<A> {
                 let lane = Lane {
                     partition: *partition,
                     lane,
+                    added: false,
                     next: RequestNumber(1),
                     busy: None,
                 };
@@ -544,7 +621,27 @@ impl<A: Clone> Gateway<A> {
             lanes,
             nilext: None,
             quorums: BTreeMap::new(),
+            regrouping: None,
         });
+        self
+    }
+
+    /// The bypass over groups that keyspace changes start and retire (`vr` partitions above
+    /// replication 1: the routers run `RouterState::grouped`; `docs/internals/rubberband.md`,
+    /// "Replication f > 1"). Configuration refreshes ask `Query::Grouping` instead of
+    /// `Query::Configuration`; a started group joins the bypass with lanes of its own (client
+    /// ids from `client_base .. client_base + clients_max`, which must hold every group's lanes
+    /// at once; a group for which none are free is left to the routers) and is announced in
+    /// `GatewayEffect::BypassGroups`; a retired group leaves it once no lane waits on it. A
+    /// command queued for a group that left is planned again. Call after `with_bypass`.
+    pub fn with_regrouping(mut self, clients_max: u64) -> Gateway<A> {
+        if let Some(bypass) = &mut self.bypass {
+            assert!(clients_max >= bypass.lanes.len() as u64);
+            bypass.regrouping = Some(LaneIds {
+                clients_max,
+                client_next: bypass.lanes.len() as u64 % clients_max.max(1),
+            });
+        }
         self
     }
 
@@ -779,6 +876,9 @@ impl<A: Clone> Gateway<A> {
             let number = lane.next;
             lane.next = RequestNumber(number.0 + 1);
             lane.busy = Some(id);
+            if lane.added {
+                self.stats.bypass_sent_to_added += 1;
+            }
             let (client, lane) = (*client, lane.lane);
             let now = self.now;
             self.set_phase(
@@ -1546,7 +1646,15 @@ impl<A: Clone> Gateway<A> {
             return;
         }
         let (purpose, kind, operation) = if self.need_configuration {
-            let query = Operation::Query(Query::Configuration);
+            let regrouping = self
+                .bypass
+                .as_ref()
+                .is_some_and(|bypass| bypass.regrouping.is_some());
+            let query = Operation::Query(if regrouping {
+                Query::Grouping
+            } else {
+                Query::Configuration
+            });
             (Purpose::Configuration, RequestKind::Read, query)
         } else if self
             .pending
@@ -1611,6 +1719,22 @@ impl<A: Clone> Gateway<A> {
                 self.sender.on_result(&result, &mut events);
                 self.on_sender_events(events, effects);
             }
+            (Purpose::Configuration, OperationResult::Grouping(Some(grouping))) => {
+                self.learn_grouping(&grouping, effects);
+                let configuration = grouping.groups.routing();
+                self.on_router_result(
+                    purpose,
+                    OperationResult::Configuration(configuration),
+                    effects,
+                );
+            }
+            (Purpose::Configuration, OperationResult::Grouping(None)) => {
+                // The routers are not grouped: plain configuration queries from now on.
+                self.stats.unexpected_answers += 1;
+                if let Some(bypass) = &mut self.bypass {
+                    bypass.regrouping = None;
+                }
+            }
             (Purpose::Configuration, OperationResult::Configuration(configuration)) => {
                 let version = configuration.version();
                 if self.settings.foresee_busy_ticks > 0 && version > self.configuration.version() {
@@ -1629,6 +1753,62 @@ impl<A: Clone> Gateway<A> {
                 self.send_snapshot_reads(timestamp, effects)
             }
             _ => self.stats.unexpected_answers += 1,
+        }
+    }
+
+    /// `with_regrouping`: the groups of `grouping` join the bypass, and the ones no longer in
+    /// it leave (when no lane waits on them); commands queued for a group that left are planned
+    /// again. An older grouping than the configuration known changes nothing.
+    fn learn_grouping(&mut self, grouping: &Grouping, effects: &mut Vec<GatewayEffect<A>>) {
+        if grouping.groups.version() < self.configuration.version() {
+            return;
+        }
+        let Some(bypass) = &mut self.bypass else {
+            return;
+        };
+        if bypass.regrouping.is_none() {
+            return;
+        }
+        let mut added = Vec::new();
+        for group in grouping.groups.groups() {
+            let destination = group.destination();
+            if bypass.settings.groups.contains_key(&destination) {
+                continue;
+            }
+            let size = u8::try_from(group.members.len()).unwrap_or(u8::MAX);
+            if size > 0 && bypass.add_lanes(destination, size) {
+                self.stats.bypass_groups_added += 1;
+                added.push(group.clone());
+            } else {
+                self.stats.bypass_groups_unlaned += 1;
+            }
+        }
+        let gone: Vec<ProcessId> = bypass
+            .settings
+            .groups
+            .keys()
+            .copied()
+            .filter(|destination| grouping.groups.get(*destination).is_none())
+            .collect();
+        let dropped: Vec<ProcessId> = gone
+            .into_iter()
+            .filter(|destination| bypass.drop_partition(*destination))
+            .collect();
+        let requeue: Vec<u64> = self
+            .pending
+            .iter()
+            .filter_map(|(id, pending)| match pending.phase {
+                Phase::BypassQueued { partition } if dropped.contains(&partition) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        for id in requeue {
+            // Planned against the new configuration once it is learnt: through the routers
+            // (which refuse a stale plan), like a `Moved` answer.
+            self.set_phase(id, Phase::Queued);
+        }
+        if !added.is_empty() || !dropped.is_empty() {
+            effects.push(GatewayEffect::BypassGroups { added, dropped });
         }
     }
 

@@ -460,3 +460,238 @@ fn a_skyros_executed_acknowledgement_is_read_as_the_reply() {
     ));
     assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
 }
+
+/// Regrouping (`with_regrouping`, `vr` partitions above replication 1): the configuration
+/// query asks the routers' grouping; groups a keyspace change started join the bypass with
+/// lanes of their own and are announced with their members; retired groups leave it once no
+/// lane waits on them; a group for which no client ids are free is left to the routers.
+mod regrouping {
+    use super::*;
+    use ecast::Grouping;
+    use placement::{Groups, Planner, Transformation};
+
+    /// Six processes at replication 3 and a standby, 7; and the grouping after 7 expands the
+    /// ring at 3500 (which starts groups owned by 2, 3 and 7, and retires 2's and 3's).
+    fn groupings() -> (Groups, Grouping) {
+        let members: Vec<(ProcessId, Position)> = (1..=6)
+            .map(|index| (ProcessId(index), Position(index * 1000)))
+            .collect();
+        let processes = Configuration::with_members(3, &members, &[ProcessId(7)]);
+        let before = Groups::initial(&processes);
+        let expand = Planner::default()
+            .propose(
+                &processes,
+                Transformation::Expand {
+                    process: ProcessId(7),
+                    identifier: Position(3500),
+                },
+            )
+            .unwrap();
+        let next = placement::apply(&processes, &expand).unwrap();
+        let groups = before.follow(&next);
+        (
+            before,
+            Grouping {
+                processes: next,
+                groups,
+            },
+        )
+    }
+
+    fn grouped_gateway(before: &Groups, lanes: u32, clients_max: u64) -> Gateway<u64> {
+        let settings = BypassSettings {
+            groups: before
+                .groups()
+                .iter()
+                .map(|group| (group.destination(), group.members.len() as u8))
+                .collect(),
+            lanes,
+            client_base: BASE,
+            retry_ticks: 10,
+        };
+        Gateway::new(
+            GATEWAY,
+            ClientId(7),
+            before.routing(),
+            3,
+            0,
+            1,
+            GatewaySettings::default(),
+        )
+        .with_watermark_gate()
+        .with_bypass(settings, decode)
+        .with_regrouping(clients_max)
+    }
+
+    /// Refreshes the configuration and answers the query with `grouping`.
+    fn learn(gateway: &mut Gateway<u64>, grouping: &Grouping) -> Vec<GatewayEffect<u64>> {
+        let mut effects = Vec::new();
+        gateway.refresh_configuration(&mut effects);
+        answer(gateway, &effects, grouping)
+    }
+
+    /// Answers the one grouping query among `effects` with `grouping`.
+    fn answer(
+        gateway: &mut Gateway<u64>,
+        effects: &[GatewayEffect<u64>],
+        grouping: &Grouping,
+    ) -> Vec<GatewayEffect<u64>> {
+        let queries: Vec<Request> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                GatewayEffect::Request { request, .. } => Some(request.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(queries.len(), 1, "{effects:?}");
+        assert_eq!(
+            Operation::decode(&queries[0].operation).unwrap(),
+            Operation::Query(Query::Grouping)
+        );
+        step(
+            gateway,
+            GatewayInput::Router(Message::Reply(Reply {
+                view: View(0),
+                client: queries[0].client,
+                request: queries[0].request,
+                result: OperationResult::Grouping(Some(grouping.clone())).encode(),
+            })),
+        )
+    }
+
+    #[test]
+    fn started_groups_join_the_bypass_and_idle_retired_ones_leave_it() {
+        let (before, grouping) = groupings();
+        let mut gateway = grouped_gateway(&before, 2, 64);
+        let effects = learn(&mut gateway, &grouping);
+        let announced: Vec<(Vec<ProcessId>, Vec<ProcessId>)> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                GatewayEffect::BypassGroups { added, dropped } => Some((
+                    added.iter().map(|group| group.destination()).collect(),
+                    dropped.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let regrouping = placement::Regrouping::between(&before, &grouping.groups);
+        let started: Vec<ProcessId> = regrouping
+            .started
+            .iter()
+            .map(|group| group.destination())
+            .collect();
+        let mut retired: Vec<ProcessId> = regrouping
+            .retired
+            .iter()
+            .map(|group| group.destination())
+            .collect();
+        retired.sort();
+        assert!(!started.is_empty() && !retired.is_empty());
+        assert_eq!(announced, vec![(started.clone(), retired)]);
+        assert_eq!(gateway.configuration(), &grouping.groups.routing());
+        assert_eq!(gateway.stats().bypass_groups_added, started.len() as u64);
+        // A command for a started group's keys is a VR request to that group's primary.
+        let target = grouping.groups.get(started[0]).unwrap();
+        let position = target.span.start;
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Submit {
+                id: 1,
+                command: write(vec![position]),
+            },
+        );
+        let requests = partition_requests(&effects);
+        assert_eq!(requests.len(), 1, "{effects:?}");
+        let (partition, replica, request) = requests[0].clone();
+        assert_eq!((partition, replica), (started[0], 0));
+        assert!(request.client.0 >= BASE && request.client.0 < BASE + 64);
+        assert_eq!(request.request, RequestNumber(1), "a new lane");
+        assert_eq!(gateway.stats().bypass_sent_to_added, 1);
+        // Learning the same grouping again changes nothing.
+        let effects = learn(&mut gateway, &grouping);
+        assert!(!effects
+            .iter()
+            .any(|effect| matches!(effect, GatewayEffect::BypassGroups { .. })));
+    }
+
+    #[test]
+    fn a_retired_group_with_a_busy_lane_stays_until_it_answers() {
+        let (before, grouping) = groupings();
+        let regrouping = placement::Regrouping::between(&before, &grouping.groups);
+        let retired = regrouping.retired[0].clone();
+        let mut gateway = grouped_gateway(&before, 1, 64);
+        let position = retired.span.start;
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Submit {
+                id: 1,
+                command: write(vec![position]),
+            },
+        );
+        let (_, _, request) = partition_requests(&effects)[0].clone();
+        let effects = learn(&mut gateway, &grouping);
+        let dropped: Vec<ProcessId> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                GatewayEffect::BypassGroups { dropped, .. } => Some(dropped.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert!(
+            !dropped.contains(&retired.destination()),
+            "its lane is busy"
+        );
+        // Its answer still reaches the command: Moved, re-planned through the routers.
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Partition {
+                partition: retired.destination(),
+                message: Message::Reply(Reply {
+                    view: View(0),
+                    client: request.client,
+                    request: request.request,
+                    result: PartitionResult::Moved.encode(),
+                }),
+            },
+        );
+        assert!(completed(&effects).is_empty());
+        assert_eq!(gateway.stats().bypass_moved, 1);
+        // The configuration query Moved sent, answered, takes it out.
+        let effects = answer(&mut gateway, &effects, &grouping);
+        assert!(
+            effects.iter().any(|effect| matches!(
+                effect,
+                GatewayEffect::BypassGroups { dropped, .. } if dropped.contains(&retired.destination())
+            )),
+            "{effects:?}"
+        );
+    }
+
+    #[test]
+    fn a_started_group_without_free_client_ids_is_left_to_the_routers() {
+        let (before, grouping) = groupings();
+        // Exactly the initial groups' lanes: nothing left for started groups.
+        let lanes = 2;
+        let clients_max = before.groups().len() as u64 * u64::from(lanes);
+        let mut gateway = grouped_gateway(&before, lanes, clients_max);
+        learn(&mut gateway, &grouping);
+        assert_eq!(gateway.stats().bypass_groups_added, 0);
+        assert!(gateway.stats().bypass_groups_unlaned > 0);
+        let started = placement::Regrouping::between(&before, &grouping.groups).started[0].clone();
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Submit {
+                id: 1,
+                command: write(vec![started.span.start]),
+            },
+        );
+        assert!(partition_requests(&effects).is_empty(), "{effects:?}");
+        assert!(
+            effects
+                .iter()
+                .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
+            "through the routers: {effects:?}"
+        );
+    }
+}

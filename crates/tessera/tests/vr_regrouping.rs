@@ -18,7 +18,7 @@ mod support;
 
 use runtime::ecast::config::PartitionMode;
 use std::time::Duration;
-use support::partitioned::{preload, PartitionedCluster};
+use support::partitioned::{info_counter, preload, PartitionedCluster};
 use support::rubberband::{
     check_preload, expect_caught, probe, start_load, start_replicated, Elasticity, PADDING, PRELOAD,
 };
@@ -107,6 +107,12 @@ fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Ela
     eprintln!(
         "{installs} copies installed, {started} group replicas started, {stopped} stopped, {moved} bypass requests answered Moved"
     );
+    // The client gateways learnt the started groups and sent them commands on the bypass.
+    let sent_to_started: u64 = cluster.client_ports[..2]
+        .iter()
+        .map(|port| info_counter(*port, "tessera_bypass_sent_to_added"))
+        .sum();
+    eprintln!("{sent_to_started} commands sent on the bypass to started groups");
     let checked = check_preload(cluster.client_ports[0]);
     load.stop_and_read_back(&[cluster.client_ports[0]]);
     let completed = load.completed();
@@ -119,6 +125,10 @@ fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Ela
     }
     assert!(installs >= 3, "only {installs} copies installed");
     assert!(stopped >= 3, "only {stopped} retired replicas stopped");
+    assert!(
+        sent_to_started > 0,
+        "no command took the bypass to a started group"
+    );
     Ok(Elasticity {
         installs,
         moved,

@@ -64,6 +64,9 @@ const RESUBMIT_MS: u64 = 1_000;
 const WINDOW_MAX: u64 = 48;
 /// `vr` partitions: single-partition requests in flight per partition (VR client ids).
 const BYPASS_LANES: u32 = 16;
+/// Client ids the bypass's lanes may take (`client_base`'s low 16 bits): every group's lanes
+/// at once, 4,096 groups of 16 lanes.
+const BYPASS_CLIENT_IDS: u64 = 0x1_0000;
 
 /// What the storage process and the gateway share for INFO.
 #[derive(Debug, Default)]
@@ -91,6 +94,11 @@ pub struct GatewayStatus {
     pub nilext_replied: AtomicU64,
     pub bypass_resends: AtomicU64,
     pub nilext_executed_acks: AtomicU64,
+    /// Regrouping (`vr` above replication 1): the groups the bypass sends to now, the groups
+    /// that joined it after the start, and commands sent to those.
+    pub bypass_groups: AtomicU64,
+    pub bypass_groups_added: AtomicU64,
+    pub bypass_sent_to_added: AtomicU64,
     /// Over this process's partition replicas (`vr::ReplicaStats`): nilext requests the
     /// gate refused, and requests ignored (lagging log, full queues), and nilext retries that found them executed.
     pub skyros_nilext_refused: AtomicU64,
@@ -177,6 +185,9 @@ pub fn start(
         for group in config.partition_groups() {
             groups.insert(group.partition, group.members);
         }
+        status
+            .bypass_groups
+            .store(groups.len() as u64, Ordering::Relaxed);
         let settings = BypassSettings {
             groups: groups
                 .iter()
@@ -198,6 +209,11 @@ pub fn start(
             )
         };
         gateway = gateway.with_bypass(settings, decode);
+        if config.regrouped() {
+            // Groups started by keyspace changes join the bypass as the gateway learns them
+            // (`GatewayEffect::BypassGroups`); lane client ids stay in the low 16 bits.
+            gateway = gateway.with_regrouping(BYPASS_CLIENT_IDS);
+        }
         if config.partitions == PartitionMode::Skyros {
             let nilext: ecast::BypassNilext = |payload| {
                 let outcomes = super::payload::nilext_outcomes(payload)?;
@@ -237,7 +253,8 @@ struct GatewayTask {
     id: ProcessId,
     storage: ProcessId,
     gateway: Gateway<Outcome>,
-    /// `vr` partitions: each partition's members (replica index = place).
+    /// `vr` partitions: each partition's members (replica index = place); groups started by
+    /// keyspace changes join as the gateway learns them.
     groups: BTreeMap<ProcessId, Vec<ProcessId>>,
     /// Commands the gateway holds, by the id given to it.
     jobs: BTreeMap<u64, (Planned, oneshot::Sender<Outcome>)>,
@@ -523,6 +540,17 @@ impl GatewayTask {
                         .store(version.0, Ordering::Relaxed);
                 }
                 GatewayEffect::Complete { id, completion } => self.complete(id, completion),
+                GatewayEffect::BypassGroups { added, dropped } => {
+                    for partition in dropped {
+                        self.groups.remove(&partition);
+                    }
+                    for group in added {
+                        self.groups.insert(group.destination(), group.members);
+                    }
+                    self.status
+                        .bypass_groups
+                        .store(self.groups.len() as u64, Ordering::Relaxed);
+                }
                 GatewayEffect::PartitionRequest {
                     partition,
                     replica,
@@ -566,6 +594,12 @@ impl GatewayTask {
         status
             .bypass_resends
             .store(stats.bypass_resends, Ordering::Relaxed);
+        status
+            .bypass_groups_added
+            .store(stats.bypass_groups_added, Ordering::Relaxed);
+        status
+            .bypass_sent_to_added
+            .store(stats.bypass_sent_to_added, Ordering::Relaxed);
         status
             .nilext_executed_acks
             .store(stats.nilext_executed_acks, Ordering::Relaxed);
@@ -1047,6 +1081,15 @@ impl Connection {
                     load(&status.nilext_replied),
                 ),
                 ("bypass_resends".to_string(), load(&status.bypass_resends)),
+                ("bypass_groups".to_string(), load(&status.bypass_groups)),
+                (
+                    "bypass_groups_added".to_string(),
+                    load(&status.bypass_groups_added),
+                ),
+                (
+                    "bypass_sent_to_added".to_string(),
+                    load(&status.bypass_sent_to_added),
+                ),
                 (
                     "bypass_nilext_executed_acks".to_string(),
                     load(&status.nilext_executed_acks),

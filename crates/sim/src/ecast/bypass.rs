@@ -1733,7 +1733,7 @@ impl BypassSimulation {
                 | GatewayEffect::ConfigurationRefreshed { .. } => {}
                 // Its gateways are not built `with_bypass` (this world's own single-partition
                 // path sends those transactions).
-                GatewayEffect::PartitionRequest { .. } => {}
+                GatewayEffect::PartitionRequest { .. } | GatewayEffect::BypassGroups { .. } => {}
             }
         }
     }

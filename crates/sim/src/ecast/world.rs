@@ -1692,7 +1692,7 @@ impl EcastSimulation {
                 }
                 GatewayEffect::ConfigurationRefreshed { .. } => {}
                 // `sequenced` partitions: no router bypass.
-                GatewayEffect::PartitionRequest { .. } => {}
+                GatewayEffect::PartitionRequest { .. } | GatewayEffect::BypassGroups { .. } => {}
                 GatewayEffect::Complete { id, completion } => {
                     if self.on_complete(index, id, completion) {
                         let command = GatewayCommand::Config;
