@@ -142,6 +142,31 @@ impl Group {
         }
     }
 
+    /// Delivers the messages in flight to every replica but `down` (whose messages are lost),
+    /// and ticks the others, `rounds` times: long enough for a view change without `down`.
+    fn settle_without(&mut self, down: u8, rounds: usize) {
+        for _ in 0..rounds {
+            while let Some((to, message)) = self.network.pop_front() {
+                if to != down {
+                    self.step(to, Input::Message(message));
+                }
+            }
+            for index in (0..self.size).filter(|index| *index != down) {
+                self.step(index, Input::Tick);
+            }
+        }
+    }
+
+    /// Delivers the messages in flight, without ticks, to the replicas `deliver` accepts (the
+    /// others' are lost), until none is in flight.
+    fn pump(&mut self, deliver: impl Fn(u8) -> bool) {
+        while let Some((to, message)) = self.network.pop_front() {
+            if deliver(to) {
+                self.step(to, Input::Message(message));
+            }
+        }
+    }
+
     /// An ordered write to the primary (the router's deliveries and watermarks are these).
     fn ordered(&mut self, client: u64, operation: PartitionOperation) {
         self.submit(client, operation);
@@ -150,6 +175,11 @@ impl Group {
 
     /// An ordered write to the primary, left in flight (prepared, not committed).
     fn submit(&mut self, client: u64, operation: PartitionOperation) {
+        self.submit_at(0, client, operation);
+    }
+
+    /// An ordered write to replica `primary`, left in flight.
+    fn submit_at(&mut self, primary: u8, client: u64, operation: PartitionOperation) {
         let number = self.next_number;
         self.next_number += 1;
         let request = Request {
@@ -158,11 +188,16 @@ impl Group {
             kind: RequestKind::Write,
             operation: operation.encode(),
         };
-        self.step(0, Input::Message(Message::Request(request)));
+        self.step(primary, Input::Message(Message::Request(request)));
     }
 
     /// A nilext single-partition write sent to every replica: which replicas acknowledged it.
     fn nilext(&mut self, client: u64, operation: &str) -> Vec<u8> {
+        self.nilext_without(None, client, operation)
+    }
+
+    /// A nilext single-partition write sent to every replica but `down`: which acknowledged it.
+    fn nilext_without(&mut self, down: Option<u8>, client: u64, operation: &str) -> Vec<u8> {
         let request = Request {
             client: ClientId(client),
             request: RequestNumber(1),
@@ -174,7 +209,7 @@ impl Group {
             }
             .encode(),
         };
-        for index in 0..self.size {
+        for index in (0..self.size).filter(|index| Some(*index) != down) {
             self.step(index, Input::Message(Message::Request(request.clone())));
         }
         let mut acked = Vec::new();
@@ -314,7 +349,12 @@ fn cut(timestamp: u64, previous: u64) -> PartitionOperation {
 
 /// The records of the group's copy of version 1 to group 2.
 fn copy(group: &Group) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let records = group.replicas[0]
+    copy_at(group, 0)
+}
+
+/// The records of replica `index`'s copy of version 1 to group 2.
+fn copy_at(group: &Group, index: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let records = group.replicas[index]
         .state_machine()
         .outgoing()
         .find(|(version, to, _)| (*version, *to) == (ConfigVersion(1), ProcessId(2)))
@@ -430,5 +470,172 @@ fn the_gate_ignores_cuts_canary_acknowledges_a_write_it_then_loses() {
     assert!(
         copy(&group).is_empty(),
         "nor in the copy: the write is lost"
+    );
+}
+
+// ----- Above replication 1: retired and started groups, view changes inside a group. -----
+
+/// A retired group's cut at K (timestamp `timestamp`), as `PartitionCut::regroup` makes it: it
+/// gives its whole arc to the started group 2 and holds nothing.
+fn retire(timestamp: u64, previous: u64) -> PartitionOperation {
+    PartitionOperation::Cut {
+        share: Share {
+            timestamp: Timestamp(timestamp),
+            previous: Timestamp(previous),
+            sender: ProcessId(60),
+            sequence: Sequence(timestamp),
+            operation: Vec::new(),
+        },
+        cut: PartitionCut {
+            version: ConfigVersion(1),
+            holds: PositionSet::empty(),
+            sends: vec![(ProcessId(2), PositionSet::whole())],
+            receives: Vec::new(),
+        },
+    }
+}
+
+/// A started group's cut at K: its first chain entry (`previous` 0); it holds its whole arc
+/// and installs one copy, from the retired group 9.
+fn start(timestamp: u64) -> PartitionOperation {
+    PartitionOperation::Cut {
+        share: Share {
+            timestamp: Timestamp(timestamp),
+            previous: Timestamp(0),
+            sender: ProcessId(60),
+            sequence: Sequence(timestamp),
+            operation: Vec::new(),
+        },
+        cut: PartitionCut {
+            version: ConfigVersion(1),
+            holds: PositionSet::whole(),
+            sends: Vec::new(),
+            receives: vec![ProcessId(9)],
+        },
+    }
+}
+
+fn view_of(group: &Group, index: usize) -> (u64, bool) {
+    let replica = &group.replicas[index];
+    (replica.view().0, replica.is_primary())
+}
+
+/// A nilext write W completes (all 3 members acknowledge: the supermajority at f = 1) before
+/// K's cut reaches the retired group's primary; the primary orders the cut after W and dies
+/// before either reaches a backup. The view change recovers W from the backups' durability
+/// logs and appends it before the new view starts, so the new primary's driver, resending the
+/// cut, orders it after W: W is in the copy.
+#[test]
+fn a_write_completed_before_the_cut_is_recovered_before_it_when_the_primary_dies() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(3, None, settings, Some(PositionSet::whole()));
+    assert_eq!(group.nilext(1, "z=1"), vec![0, 1, 2], "completed");
+    group.submit(ROUTER, retire(1, 0));
+    // The primary dies: its Prepares of W and of the cut are lost.
+    group.network.clear();
+    group.settle_without(0, 400);
+    assert_eq!(view_of(&group, 1), (1, true), "replica 1 leads view 1");
+    assert_eq!(
+        value(&group, "z"),
+        None,
+        "replica 0 never executed W (it is dead)"
+    );
+    // The new primary's driver submits the cut again (the forwarder resends K).
+    group.submit_at(1, ROUTER, retire(1, 0));
+    group.settle_without(0, 20);
+    for index in [1, 2] {
+        assert_eq!(
+            copy_at(&group, index),
+            vec![(b"z".to_vec(), b"1".to_vec())],
+            "replica {index}: W is ordered before the cut, so it is in the copy"
+        );
+    }
+    // After the cut the new primary acknowledges no write early (G3: it holds nothing).
+    assert_eq!(
+        group.nilext_without(Some(0), 2, "a=2"),
+        vec![2],
+        "only the backup acknowledges"
+    );
+}
+
+/// The same, but the cut reached a backup before the primary died: the view change chooses
+/// the log that has the cut, which has W before it (the primary ordered W first, and a backup's
+/// log is a prefix of the primary's), so the member that never saw the cut learns W before it.
+#[test]
+fn a_write_completed_before_the_cut_stays_before_it_when_the_cut_survives_the_view_change() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(3, None, settings, Some(PositionSet::whole()));
+    assert_eq!(group.nilext(1, "z=1"), vec![0, 1, 2], "completed");
+    group.submit(ROUTER, retire(1, 0));
+    // Replica 2 hears nothing more from the primary; replica 1 gets W and the cut.
+    group.pump(|to| to != 2);
+    assert!(group.replicas[1].op().0 >= 2, "replica 1 has W and the cut");
+    assert_eq!(group.replicas[2].op().0, 0, "replica 2 has neither");
+    group.network.clear();
+    group.settle_without(0, 400);
+    assert_eq!(view_of(&group, 1), (1, true), "replica 1 leads view 1");
+    group.settle_without(0, 20);
+    for index in [1, 2] {
+        assert_eq!(
+            copy_at(&group, index),
+            vec![(b"z".to_vec(), b"1".to_vec())],
+            "replica {index}: W before the cut, in the copy"
+        );
+    }
+}
+
+/// A started group's fast path stays closed until its install is committed and K is covered,
+/// across a view change while it installs (G3 with holdings: it holds nothing before its cut,
+/// and defers everything while a copy installs).
+#[test]
+fn a_started_group_acknowledges_no_write_early_until_its_install_even_across_a_view_change() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(3, None, settings, Some(PositionSet::empty()));
+    // Before its cut: it holds nothing, so the primary does not acknowledge.
+    assert_eq!(group.nilext(1, "z=1"), vec![1, 2]);
+    group.settle();
+    group.ordered(ROUTER, start(1));
+    // Cut, installing: refused.
+    assert_eq!(group.nilext(2, "a=2"), vec![1, 2]);
+    group.settle();
+    // Its primary dies while it installs; replica 1 leads view 1 and still refuses.
+    group.network.clear();
+    group.settle_without(0, 400);
+    assert_eq!(view_of(&group, 1), (1, true), "replica 1 leads view 1");
+    assert_eq!(group.nilext_without(Some(0), 3, "b=3"), vec![2]);
+    group.settle_without(0, 20);
+    // The copy from group 9 is installed through the new primary, and the watermark covers K.
+    let records = postcard::to_allocvec(&vec![(b"c".to_vec(), b"9".to_vec())]).unwrap();
+    group.submit_at(
+        1,
+        ROUTER,
+        PartitionOperation::Install {
+            version: ConfigVersion(1),
+            from: ProcessId(9),
+            records,
+        },
+    );
+    group.settle_without(0, 20);
+    assert!(group.replicas[1].state_machine().installing().is_empty());
+    assert_eq!(
+        group.replicas[1]
+            .state_machine()
+            .data()
+            .0
+            .get(b"c".as_slice()),
+        Some(&b"9".to_vec()),
+        "installed"
+    );
+    assert_eq!(
+        group.nilext_without(Some(0), 4, "d=4"),
+        vec![2],
+        "K is not covered yet (G1)"
+    );
+    group.submit_at(1, ROUTER, PartitionOperation::Watermark(Timestamp(1)));
+    group.settle_without(0, 20);
+    assert_eq!(
+        group.nilext_without(Some(0), 5, "e=5"),
+        vec![1, 2],
+        "installed and covered: the new primary acknowledges"
     );
 }

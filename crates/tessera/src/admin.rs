@@ -1,8 +1,9 @@
 //! `tessera admin`: the super process of a partitioned cluster by hand (Crescando/RB §6.1,
-//! §6.4–6.5): a `sequenced` one, or a `vr` or `skyros` one at replication 1 (each storage
-//! process a one-member VR or Skyros group; a keyspace change cuts the affected groups' logs
-//! and copies between them). `vr` and `skyros` clusters above replication 1 refuse every
-//! command but `status`, with the reason. `status` prints the configuration and each storage
+//! §6.4–6.5): a `sequenced` one, or a `vr` or `skyros` one (at replication 1 each storage
+//! process is a one-member VR or Skyros group; a keyspace change cuts the affected groups' logs
+//! and copies between them; above it a keyspace change retires the groups whose arc or
+//! members change and starts new ones, named by (arc, version), which install the retired
+//! groups' copies). `status` prints the configuration and each storage
 //! process's migration state; a keyspace command (expand, contract, replace, rebalance) reads
 //! the configuration from the routers, plans the change with `placement::Planner::propose`,
 //! submits it through its own `ecast::Sender`, and waits until every receiver installed its
@@ -26,10 +27,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct AdminArguments {
-    /// The cluster file (`tessera dev --protocol sequenced`, or `--protocol vr|skyros
-    /// --replication 1`, writes it to `<data-dir>/cluster.toml`; by default the temporary
-    /// directory's `tessera-dev`). A `vr` or `skyros` cluster above replication 1 takes only
-    /// `status`.
+    /// The cluster file (`tessera dev --protocol sequenced|vr|skyros` writes it to
+    /// `<data-dir>/cluster.toml`; by default the temporary directory's `tessera-dev`).
     #[arg(long)]
     cluster: Option<PathBuf>,
     /// Give up waiting for a migration after this many seconds (exit 1).
@@ -90,16 +89,10 @@ pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
     // `vr` and `skyros` partitions at replication 1 reconfigure (each process a one-member
     // group: a keyspace change is a cut in the affected groups' logs and copies between them,
-    // docs/internals/rubberband.md "Rubberband over `vr` partitions"); other grouped clusters
-    // are fixed at start.
-    // `vr` partitions above replication 1 reconfigure too: the routers route to groups named
-    // by (arc, version), and a keyspace change retires and starts groups ("Replication f > 1"
-    // there); the plan is made against the storage processes' configuration
-    // (`Query::Grouping`), not the routing one.
-    let fixed = config.partitions.grouped() && !config.elastic_groups() && !config.regrouped();
-    if fixed && !matches!(arguments.command, AdminCommand::Status) {
-        bail!("refused: {}", config.fixed_groups_reason());
-    }
+    // docs/internals/rubberband.md "Rubberband over `vr` partitions"). Above replication 1
+    // they reconfigure too: the routers route to groups named by (arc, version), and a
+    // keyspace change retires and starts groups ("Replication f > 1" there); the plan is made
+    // against the storage processes' configuration (`Query::Grouping`), not the routing one.
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

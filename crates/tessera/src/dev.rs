@@ -54,9 +54,9 @@ pub struct DevArguments {
     pub(crate) replication: u8,
     /// Storage processes on the initial ring of a partitioned cluster (default: all of
     /// `--nodes`); the others start as standbys for `tessera admin expand` and for automatic
-    /// replacement of a failed process (`sequenced`). `vr` and `skyros` partitions take standbys,
-    /// and `tessera admin` keyspace changes, only at `--replication 1` (no automatic
-    /// replacement: a one-member group's data dies with its process).
+    /// replacement of a failed process (`sequenced`). `vr` and `skyros` partitions take standbys
+    /// and `tessera admin` keyspace changes at every `--replication` (no automatic
+    /// replacement: at `--replication 1` a one-member group's data dies with its process).
     #[arg(long)]
     pub(crate) active: Option<u64>,
     /// A key prefix whose keys a partitioned cluster places by range (in key order) instead of

@@ -10,14 +10,12 @@
 //! (b) its canaries: a receiving group that acts before its installs
 //! (`TESSERA_CANARY_ACT_BEFORE_INSTALL`), and a nilext gate that ignores keyspace cuts
 //! (`TESSERA_CANARY_GATE_IGNORES_CUTS`: a SET to a key its group gave away is acknowledged,
-//! then answered `Moved` where it executes: lost) must fail it;
-//! (c) a `skyros` cluster above replication 1 refuses keyspace changes with the reason.
+//! then answered `Moved` where it executes: lost) must fail it. (Above replication 1 a `skyros`
+//! cluster regroups like a `vr` one: `skyros_regrouping.rs`.)
 
 mod support;
 
 use runtime::ecast::config::PartitionMode;
-use std::time::Duration;
-use support::partitioned::PartitionedCluster;
 use support::rubberband::{elasticity, expect_caught, Elasticity};
 
 /// The elasticity run of `support::rubberband` on a `skyros` cluster.
@@ -56,25 +54,4 @@ fn the_checks_catch_a_nilext_gate_that_ignores_keyspace_cuts() {
         let canary = [("TESSERA_CANARY_GATE_IGNORES_CUTS", "1")];
         elasticity_skyros("skyrb-g3", 18060, &canary)
     });
-}
-
-#[test]
-fn a_skyros_cluster_above_replication_1_refuses_keyspace_changes_with_the_reason() {
-    let mut cluster = PartitionedCluster::prepare("skyrb-refuse", 18090, (3, 3, 2), |config| {
-        config.partitions = PartitionMode::Skyros;
-    });
-    cluster.launch();
-    assert!(cluster.wait_until_ready(Duration::from_secs(20)));
-    for words in [
-        vec!["expand", "--process", "3"],
-        vec!["contract", "--process", "1"],
-        vec!["join", "--process", "3"],
-    ] {
-        let (ok, stdout, stderr) = cluster.admin(&words);
-        assert!(!ok, "{words:?} was not refused: {stdout}");
-        assert!(
-            stderr.contains("skyros partitions change their keyspace only at replication 1"),
-            "{words:?}: {stderr}"
-        );
-    }
 }

@@ -17,124 +17,18 @@
 mod support;
 
 use runtime::ecast::config::PartitionMode;
-use std::time::Duration;
-use support::partitioned::{info_counter, preload, PartitionedCluster};
-use support::rubberband::{
-    check_preload, expect_caught, probe, start_load, start_replicated, Elasticity, PADDING, PRELOAD,
-};
-
-const STORAGE: u64 = 6;
-const REPLICATION: u8 = 3;
-const ACTIVE: u64 = 4;
+use support::partitioned::PartitionedCluster;
+use support::rubberband::{self, expect_caught, start_replicated, Elasticity, REGROUPING};
 
 fn start(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedCluster {
     assert!((16400..=16700).contains(&port), "ports 16400–16999 only");
-    start_replicated(
-        name,
-        port,
-        PartitionMode::Vr,
-        (STORAGE, ACTIVE, REPLICATION),
-        storage_env,
-    )
+    start_replicated(name, port, PartitionMode::Vr, REGROUPING, storage_env)
 }
 
-/// Expand, contract, replace, rebalance under load; Err: preloaded keys or probe SETs lost (a canary's
-/// run must end here or panic in the checks).
+/// The regrouping run of `support::rubberband` on a `vr` cluster.
 fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Elasticity, String> {
-    let cluster = start(name, port, storage_env);
-    preload(cluster.client_ports[0], PRELOAD, PADDING);
-    let mut load = start_load(cluster.client_ports[..2].to_vec());
-    let (stale, fresh) = (cluster.client_ports[2], cluster.client_ports[3]);
-    let mut lost = Vec::new();
-    let mut change = |words: &[&str], round: usize| {
-        let output = cluster.admin_ok(words);
-        if let Err(reason) = probe(stale, fresh, round) {
-            eprintln!("{reason}");
-            lost.push(reason);
-        }
-        output
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let expanded = change(&["expand"], 1);
-    assert!(
-        expanded.contains("done: configuration version 1"),
-        "{expanded}"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let contracted = change(&["contract", "--process", "1"], 2);
-    assert!(
-        contracted.contains("done: configuration version 2"),
-        "{contracted}"
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    let replaced = change(&["replace", "--process", "2", "--with", "6"], 3);
-    assert!(
-        replaced.contains("done: configuration version 3"),
-        "{replaced}"
-    );
-    let (version, processes) = cluster.admin_status();
-    assert_eq!(version, 3);
-    assert_eq!(processes[&1][1], "standby", "{processes:?}");
-    assert_eq!(processes[&2][1], "standby", "{processes:?}");
-    for id in [3, 4, 5, 6] {
-        assert_eq!(processes[&id][1], "active", "{processes:?}");
-    }
-    // Move process 4's identifier back by 2^60 (its arc and its predecessor's change; the
-    // members stay: both groups are retired and started under the same members).
-    let identifier: u64 = processes[&4][2].parse().unwrap();
-    let to = (identifier - (1u64 << 60)).to_string();
-    std::thread::sleep(Duration::from_millis(300));
-    let rebalanced = change(&["rebalance", "--process", "4", "--to", &to], 4);
-    assert!(
-        rebalanced.contains("done: configuration version 4"),
-        "{rebalanced}"
-    );
-    let (version, processes) = cluster.admin_status();
-    assert_eq!(version, 4);
-    assert_eq!(processes[&4][2], to, "{processes:?}");
-    // Retired groups stop once their copies are acknowledged (2 s after).
-    std::thread::sleep(Duration::from_secs(3));
-    let logs: String = (1..=STORAGE)
-        .map(|id| {
-            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
-                .unwrap_or_default()
-        })
-        .collect();
-    let installs = logs.matches("installed the copy of version").count();
-    let started = logs.matches("born at version").count();
-    let stopped = logs.matches("replica stopped").count();
-    let moved = logs.matches("answered Moved").count();
-    eprintln!(
-        "{installs} copies installed, {started} group replicas started, {stopped} stopped, {moved} bypass requests answered Moved"
-    );
-    // The client gateways learnt the started groups and sent them commands on the bypass.
-    let sent_to_started: u64 = cluster.client_ports[..2]
-        .iter()
-        .map(|port| info_counter(*port, "tessera_bypass_sent_to_added"))
-        .sum();
-    eprintln!("{sent_to_started} commands sent on the bypass to started groups");
-    let checked = check_preload(cluster.client_ports[0]);
-    load.stop_and_read_back(&[cluster.client_ports[0]]);
-    let completed = load.completed();
-    eprintln!("{completed} operations completed");
-    assert!(completed > 200, "only {completed} operations completed");
-    load.check();
-    checked?;
-    if !lost.is_empty() {
-        return Err(lost.join("; "));
-    }
-    assert!(installs >= 3, "only {installs} copies installed");
-    assert!(stopped >= 3, "only {stopped} retired replicas stopped");
-    assert!(
-        sent_to_started > 0,
-        "no command took the bypass to a started group"
-    );
-    Ok(Elasticity {
-        installs,
-        moved,
-        completed,
-        counters: Default::default(),
-    })
+    assert!((16400..=16700).contains(&port), "ports 16400–16999 only");
+    rubberband::regrouping(name, port, PartitionMode::Vr, storage_env)
 }
 
 #[test]

@@ -179,13 +179,6 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
-        if self.partitions.grouped()
-            && !self.elastic_groups()
-            && !self.regrouped()
-            && self.storage.iter().any(|s| s.standby)
-        {
-            return Err(self.fixed_groups_reason());
-        }
         for (index, storage) in self.storage.iter().enumerate() {
             if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
                 return Err(format!("storage process {index}: bad id {}", storage.id));
@@ -270,26 +263,19 @@ impl ClusterConfig {
         self.partitions.grouped() && self.replication == 1
     }
 
-    /// `vr` partitions above replication 1: the routers route to groups named by (arc,
-    /// version) (`ecast::RouterState::grouped`, `placement::groups`), whose names change
+    /// `vr` and `skyros` partitions above replication 1: the routers route to groups named by
+    /// (arc, version) (`ecast::RouterState::grouped`, `placement::groups`), whose names change
     /// exactly when a keyspace change changes a group's arc or members; the forwarder sends a
     /// group's deliveries to the members the router state names (`Frame::GroupDeliver`).
     /// Version 0's groups are named by their owners, as `partition_groups` names them, so
     /// until a keyspace change the destinations are the fixed groups' (docs/internals/
-    /// rubberband.md, "Replication f > 1: groups named by (arc, version)").
+    /// rubberband.md, "Replication f > 1: groups named by (arc, version)"). A `skyros` group
+    /// is driven exactly as a `vr` one, its replicas running `vr::Protocol::Skyros`: the
+    /// nilext gate (G1–G3) keeps every nilext write acknowledged before a retired group's cut
+    /// ordered before it, and a started group's fast path closed until its installs ("Skyros
+    /// partitions above replication 1" there).
     pub fn regrouped(&self) -> bool {
-        self.partitions == PartitionMode::Vr && self.replication > 1
-    }
-
-    /// Why this grouped cluster's groups are fixed at start (standbys and keyspace changes
-    /// refused).
-    pub fn fixed_groups_reason(&self) -> String {
-        // Only `skyros` above replication 1 has fixed groups: `vr` is elastic at replication 1
-        // and regrouped above it.
-        format!(
-            "skyros partitions change their keyspace only at replication 1 (this cluster has {}): above it a keyspace change starts new groups per (arc, version), as for vr partitions, which is built and tested for vr only; standbys and tessera admin keyspace changes are refused",
-            self.replication
-        )
+        self.partitions.grouped() && self.replication > 1
     }
 
     pub fn router_configuration(&self) -> Configuration {
@@ -549,7 +535,7 @@ mod tests {
     }
 
     #[test]
-    fn a_skyros_cluster_takes_standbys_only_at_replication_1_like_a_vr_one() {
+    fn a_skyros_cluster_takes_standbys_at_every_replication_like_a_vr_one() {
         let mut skyros =
             ClusterConfig::loopback(7, 3, 3, 1, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         skyros.partitions = PartitionMode::Skyros;
@@ -564,11 +550,18 @@ mod tests {
         let mut above =
             ClusterConfig::loopback(7, 3, 3, 2, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         above.partitions = PartitionMode::Skyros;
-        assert!(!above.elastic_groups());
-        let error = above.with_active(2).unwrap_err();
-        assert!(
-            error.contains("skyros partitions change their keyspace only at replication 1"),
-            "{error}"
+        // Above replication 1 its routers route to groups named by (arc, version), as a `vr`
+        // cluster's do, and its groups run Skyros.
+        let above = above.with_active(2).unwrap();
+        assert!(above.regrouped() && !above.elastic_groups());
+        assert_eq!(above.partition_protocol(2).protocol, vr::Protocol::Skyros);
+        assert_eq!(
+            ecast::RouterState::grouped(
+                above.initial_configuration(),
+                ecast::RouterSettings::default()
+            )
+            .configuration(),
+            &above.router_configuration()
         );
     }
 

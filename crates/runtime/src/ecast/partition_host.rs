@@ -830,8 +830,9 @@ impl Host {
             duty.pending.push(match keyspace {
                 // One-member groups cut by the instruction list (`ClusterConfig::
                 // elastic_groups`), groups named by (arc, version) by the regrouping
-                // (`ClusterConfig::regrouped`); `tessera admin` refuses keyspace changes
-                // elsewhere.
+                // (`ClusterConfig::regrouped`, `vr` and `skyros` alike: a `skyros` group's
+                // cut is an ordered write too, so the nilext gate's G2/G3 apply as at
+                // replication 1; rubberband.md, "Skyros partitions above replication 1").
                 Some(instructions) if elastic => Pending::Keyspace {
                     share: Share {
                         operation: Vec::new(),

@@ -1,8 +1,10 @@
-//! Rubberband over grouped partitions at replication 1 (`vr` or `skyros`: every storage
-//! process a one-member group of its own, standbys included; `runtime::ecast::partition_host`)
-//! in real processes: the cluster, the preloaded data and the elasticity scenario that
-//! `vr_rubberband.rs` and `skyros_rubberband.rs` run with `tessera admin` while checked
-//! clients run. Each test file keeps to its own ports.
+//! Rubberband over grouped partitions (`vr` or `skyros`; `runtime::ecast::partition_host`) in
+//! real processes: the cluster, the preloaded data, the elasticity scenario at replication 1
+//! (every storage process a one-member group of its own, standbys included) that
+//! `vr_rubberband.rs` and `skyros_rubberband.rs` run, and the regrouping scenario at
+//! replication 3 (groups named by (arc, version)) that `vr_regrouping.rs` and
+//! `skyros_regrouping.rs` run, with `tessera admin` while checked clients run. Each test file
+//! keeps to its own ports.
 
 use super::load::{Load, LoadOptions, Mix};
 use super::partitioned::{
@@ -168,12 +170,28 @@ pub struct Elasticity {
 }
 
 /// The counters an elasticity run sums (`Elasticity::counters`).
-pub const COUNTERS: [&str; 4] = [
+pub const COUNTERS: [&str; 5] = [
     "tessera_bypass_nilext_fast",
+    "tessera_bypass_sent_to_added",
     "tessera_bypass_nilext_replied",
     "tessera_bypass_nilext_executed_acks",
     "tessera_skyros_nilext_refused",
 ];
+
+/// `COUNTERS` summed over every storage process's `INFO tessera`.
+fn counters(cluster: &PartitionedCluster) -> BTreeMap<&'static str, u64> {
+    COUNTERS
+        .iter()
+        .map(|name| {
+            let sum = cluster
+                .client_ports
+                .iter()
+                .map(|port| info_counter(*port, name))
+                .sum();
+            (*name, sum)
+        })
+        .collect()
+}
 
 /// The elasticity run: 3 storage processes, 1 active; expand twice, rebalance process 1,
 /// contract processes 1 and 2, replace 3 by 1, 2 leaves, under load (the checked clients on
@@ -263,17 +281,7 @@ pub fn elasticity(
     assert!(moved >= 1, "no bypass request was answered Moved");
     let checked = check_preload(cluster.client_ports[0]);
     load.stop_and_read_back(&[cluster.client_ports[0]]);
-    let counters = COUNTERS
-        .iter()
-        .map(|name| {
-            let sum = cluster
-                .client_ports
-                .iter()
-                .map(|port| info_counter(*port, name))
-                .sum();
-            (*name, sum)
-        })
-        .collect();
+    let counters = counters(&cluster);
     let completed = load.completed();
     eprintln!("{completed} operations completed; {counters:?}");
     assert!(completed > 200, "only {completed} operations completed");
@@ -287,6 +295,116 @@ pub fn elasticity(
     if !lost.is_empty() {
         return Err(lost.join("; "));
     }
+    Ok(Elasticity {
+        installs,
+        moved,
+        completed,
+        counters,
+    })
+}
+
+/// The regrouping cluster: 6 storage processes, 4 active (standbys 5 and 6), replication 3.
+pub const REGROUPING: (u64, u64, u8) = (6, 4, 3);
+
+/// The regrouping run above replication 1 (`REGROUPING`, `mode` partitions, the routers
+/// routing to groups named by (arc, version)): under checked clients on the first two
+/// processes' gateways, expand (5 joins the ring), contract 1, replace 2 by 6, rebalance 4
+/// back by 2^60, each followed by the probe (SETs through process 3's gateway, read back
+/// through process 4's). Asserted: every change completes at the expected version, the
+/// history is linearisable (panics otherwise), at least 3 copies installed and 3 retired
+/// replicas stopped. Err: preloaded keys or probe SETs lost (a canary's run must end here or
+/// panic in the checks).
+pub fn regrouping(
+    name: &str,
+    port: u16,
+    mode: PartitionMode,
+    storage_env: &[(&str, &str)],
+) -> Result<Elasticity, String> {
+    let cluster = start_replicated(name, port, mode, REGROUPING, storage_env);
+    preload(cluster.client_ports[0], PRELOAD, PADDING);
+    let mut load = start_load(cluster.client_ports[..2].to_vec());
+    let (stale, fresh) = (cluster.client_ports[2], cluster.client_ports[3]);
+    let mut lost = Vec::new();
+    let mut change = |words: &[&str], round: usize| {
+        let output = cluster.admin_ok(words);
+        if let Err(reason) = probe(stale, fresh, round) {
+            eprintln!("{reason}");
+            lost.push(reason);
+        }
+        output
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let expanded = change(&["expand"], 1);
+    assert!(
+        expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let contracted = change(&["contract", "--process", "1"], 2);
+    assert!(
+        contracted.contains("done: configuration version 2"),
+        "{contracted}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let replaced = change(&["replace", "--process", "2", "--with", "6"], 3);
+    assert!(
+        replaced.contains("done: configuration version 3"),
+        "{replaced}"
+    );
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 3);
+    assert_eq!(processes[&1][1], "standby", "{processes:?}");
+    assert_eq!(processes[&2][1], "standby", "{processes:?}");
+    for id in [3, 4, 5, 6] {
+        assert_eq!(processes[&id][1], "active", "{processes:?}");
+    }
+    // Move process 4's identifier back by 2^60 (its arc and its predecessor's change; the
+    // members stay: both groups are retired and started under the same members).
+    let identifier: u64 = processes[&4][2].parse().unwrap();
+    let to = (identifier - (1u64 << 60)).to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    let rebalanced = change(&["rebalance", "--process", "4", "--to", &to], 4);
+    assert!(
+        rebalanced.contains("done: configuration version 4"),
+        "{rebalanced}"
+    );
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 4);
+    assert_eq!(processes[&4][2], to, "{processes:?}");
+    // Retired groups stop once their copies are acknowledged (2 s after).
+    std::thread::sleep(Duration::from_secs(3));
+    let logs: String = (1..=REGROUPING.0)
+        .map(|id| {
+            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
+                .unwrap_or_default()
+        })
+        .collect();
+    let installs = logs.matches("installed the copy of version").count();
+    let started = logs.matches("born at version").count();
+    let stopped = logs.matches("replica stopped").count();
+    let moved = logs.matches("answered Moved").count();
+    eprintln!(
+        "{installs} copies installed, {started} group replicas started, {stopped} stopped, {moved} bypass requests answered Moved"
+    );
+    let checked = check_preload(cluster.client_ports[0]);
+    load.stop_and_read_back(&[cluster.client_ports[0]]);
+    let counters = counters(&cluster);
+    let completed = load.completed();
+    eprintln!("{completed} operations completed; {counters:?}");
+    assert!(completed > 200, "only {completed} operations completed");
+    load.check();
+    checked?;
+    if !lost.is_empty() {
+        return Err(lost.join("; "));
+    }
+    assert!(installs >= 3, "only {installs} copies installed");
+    assert!(stopped >= 3, "only {stopped} retired replicas stopped");
+    // The gateways learnt the started groups and sent them commands on the bypass.
+    let sent_to_started = counters["tessera_bypass_sent_to_added"];
+    assert!(
+        sent_to_started > 0,
+        "no command took the bypass to a started group"
+    );
     Ok(Elasticity {
         installs,
         moved,
