@@ -334,8 +334,9 @@ fn fraction(done: u64, total: Option<u64>) -> String {
 /// progress reports. Keys, bytes and time come from the receivers' own accounts
 /// (`ProgressReport::copies`: what each received, timed by its clock from its delivery of the
 /// keyspace message), so a copy that ends between two polls, or before the first, is still
-/// counted whole and timed to the millisecond. Processes that report no copies (a `vr`
-/// partition host) are followed through their streams, and timed by the admin's polling.
+/// counted whole and timed to the millisecond (a `vr`/`skyros` partition host reports the
+/// copies into the groups it is the primary of). Processes that report no copies (an older
+/// version) are followed through their streams, and timed by the admin's polling.
 #[derive(Debug, Default)]
 struct Tally {
     /// Per stream (from, to): bytes total (once known) and done, keys total and done, as the
@@ -384,7 +385,9 @@ impl Tally {
             entry.3 = entry.3.max(stream.keys_done);
         }
         for copy in &report.copies {
-            if copy.stream.version != version || copy.stream.to != report.process {
+            // A report's copies are the ones into it: into its process (a `sequenced` storage
+            // process, or a group at replication 1) or into a group whose primary it is.
+            if copy.stream.version != version {
                 continue;
             }
             let key = (copy.stream.from, copy.stream.to);
@@ -837,7 +840,7 @@ mod tests {
         );
     }
 
-    /// A process that reports no copies (a `vr` partition host) is followed through its
+    /// A process that reports no copies (an older version) is followed through its
     /// streams, and the closing line says the time is the admin's polling.
     #[test]
     fn without_the_receivers_accounts_the_time_is_the_polling_and_says_so() {

@@ -261,8 +261,11 @@ pub struct ProgressReport {
     pub failed: Option<String>,
     /// The copies it is receiving and the last ones it installed, each timed by its own
     /// clock from its delivery of the stream's keyspace message (appended field: `tessera
-    /// admin` takes a copy's keys, bytes and time from here, not from its own polling; empty
-    /// from a `vr` partition host, whose copies the admin times by polling).
+    /// admin` takes a copy's keys, bytes and time from here, not from its own polling). A `vr`
+    /// or `skyros` partition host reports the copies its groups' primaries reassembled, keyed
+    /// by the receiving group (the process itself at replication 1), timed from the primary's
+    /// arrival of the keyspace delivery to the commit of the copy's `Install` (bytes: the
+    /// copy's encoding).
     pub copies: Vec<CopyReport>,
 }
 

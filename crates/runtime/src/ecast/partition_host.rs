@@ -22,7 +22,7 @@
 
 use super::config::{ClusterConfig, PartitionGroup};
 use super::gateway::GatewayStatus;
-use super::link::{self, Frame, Links, ProgressReport, StreamReport};
+use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use vr::{
     ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestKind,
@@ -111,6 +111,14 @@ impl PartitionStore {
 }
 
 /// What a partition's result bytes carry: the outcomes of its share, by sub-command index.
+/// The number of records in a copy (`PartitionStore::export`'s encoding: a postcard sequence,
+/// whose length comes first); 0 if it does not decode.
+fn record_count(records: &[u8]) -> u64 {
+    postcard::take_from_bytes::<u64>(records)
+        .map(|(count, _)| count)
+        .unwrap_or(0)
+}
+
 pub fn decode_outcomes(result: &[u8]) -> Vec<(u32, Outcome)> {
     postcard::from_bytes(result).unwrap_or_default()
 }
@@ -381,6 +389,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         known: BTreeMap::new(),
         stopped: BTreeMap::new(),
         finished_at: BTreeMap::new(),
+        keyspace_at: BTreeMap::new(),
+        copy_accounts: BTreeMap::new(),
     };
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
@@ -472,7 +482,26 @@ struct Host {
     stopped: BTreeMap<ProcessId, Replica<Machine>>,
     /// Above replication 1: when each hosted group's machine was first seen `finished`.
     finished_at: BTreeMap<ProcessId, u64>,
+    /// Per (group, version): when this process's primary of the group first had the keyspace
+    /// message of that version to log (a copy into the group is timed from there).
+    keyspace_at: BTreeMap<(ProcessId, ConfigVersion), Instant>,
+    /// Copies this process's primaries reassembled, by (receiving group, sending group,
+    /// version): `tessera admin`'s account of each copy (`ProgressReport::copies`), by this
+    /// process's clock. The last `COPY_ACCOUNTS_KEPT`.
+    copy_accounts: BTreeMap<(ProcessId, ProcessId, ConfigVersion), CopyAccount>,
 }
+
+/// One copy into a group, as its primary here saw it.
+struct CopyAccount {
+    since: Instant,
+    keys: u64,
+    bytes: u64,
+    /// Microseconds from `since` to the `Install`'s commit, once committed.
+    installed_after: Option<u64>,
+}
+
+/// Copy accounts kept per process (the oldest versions are dropped first).
+const COPY_ACCOUNTS_KEPT: usize = 64;
 
 impl Host {
     fn on_tick(&mut self) {
@@ -808,6 +837,7 @@ impl Host {
         duty.router = router;
         let early = self.canary_early;
         let arrived = deliveries.iter().map(|delivery| delivery.timestamp).max();
+        let mut keyspace_versions = Vec::new();
         for delivery in deliveries {
             if duty.pending.len() >= PENDING_SHARES_MAX {
                 break;
@@ -820,6 +850,9 @@ impl Host {
                 },
                 _ => None,
             };
+            if keyspace.is_some() {
+                keyspace_versions.push(delivery.version);
+            }
             let share = Share {
                 timestamp: delivery.timestamp,
                 previous: delivery.previous,
@@ -863,6 +896,10 @@ impl Host {
                 }
                 _ => Pending::Share(share),
             });
+        }
+        let now = Instant::now();
+        for version in keyspace_versions {
+            self.keyspace_at.entry((partition, version)).or_insert(now);
         }
         if let (true, Some(arrived)) = (early, arrived) {
             self.confirm(partition, router, arrived);
@@ -944,6 +981,10 @@ impl Host {
                         "partition {}: installed the copy of version {} from partition {}",
                         partition.0, version.0, from.0
                     ));
+                    if let Some(account) = self.copy_accounts.get_mut(&(partition, from, version)) {
+                        let micros = account.since.elapsed().as_micros();
+                        account.installed_after = Some(u64::try_from(micros).unwrap_or(u64::MAX));
+                    }
                     self.send_group(
                         from,
                         Frame::PartitionInstalled {
@@ -1306,6 +1347,29 @@ impl Host {
         }
         let incoming = self.incoming.remove(&key).expect("present above");
         let records: Vec<u8> = incoming.received.into_values().flatten().collect();
+        let since = self
+            .keyspace_at
+            .get(&(to, version))
+            .copied()
+            .unwrap_or_else(Instant::now);
+        self.copy_accounts.insert(
+            (to, from, version),
+            CopyAccount {
+                since,
+                keys: record_count(&records),
+                bytes: records.len() as u64,
+                installed_after: None,
+            },
+        );
+        while self.copy_accounts.len() > COPY_ACCOUNTS_KEPT {
+            let oldest = self
+                .copy_accounts
+                .keys()
+                .min_by_key(|(_, _, version)| *version)
+                .copied()
+                .expect("not empty");
+            self.copy_accounts.remove(&oldest);
+        }
         duty.copies.push_back(PartitionOperation::Install {
             version,
             from,
@@ -1381,6 +1445,22 @@ impl Host {
                     keys_done: 0,
                 });
             }
+        }
+        for ((to, from, version), account) in &self.copy_accounts {
+            let micros = account.installed_after.unwrap_or_else(|| {
+                u64::try_from(account.since.elapsed().as_micros()).unwrap_or(u64::MAX)
+            });
+            report.copies.push(CopyReport {
+                stream: StreamId {
+                    version: *version,
+                    from: *from,
+                    to: *to,
+                },
+                keys: account.keys,
+                bytes: account.bytes,
+                micros,
+                installed: account.installed_after.is_some(),
+            });
         }
         report
     }
@@ -1489,4 +1569,21 @@ fn regrouped_cut(
         .filter(|groups| groups.version() < version)
         .max_by_key(|groups| groups.version())?;
     PartitionCut::regroup(&Regrouping::try_between(before, after)?, group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record_count;
+
+    /// `tessera admin`'s key count of a copy is the length `PartitionStore::export` encoded.
+    #[test]
+    fn a_copy_counts_its_records() {
+        for count in [0usize, 1, 127, 128, 300, 70_000] {
+            let records: Vec<(&[u8], &[u8])> =
+                vec![(b"key".as_slice(), b"value".as_slice()); count];
+            let encoded = postcard::to_allocvec(&records).unwrap();
+            assert_eq!(record_count(&encoded), count as u64);
+        }
+        assert_eq!(record_count(&[]), 0, "garbage counts nothing");
+    }
 }

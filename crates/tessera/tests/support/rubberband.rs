@@ -227,6 +227,13 @@ pub fn elasticity(
         expanded.contains("done: configuration version 1"),
         "{expanded}"
     );
+    // The receivers timed the copy and counted its keys (`ProgressReport::copies` from the
+    // started group's primary), rather than the admin's polling.
+    eprintln!("first expand: {expanded}");
+    assert!(
+        expanded.contains("timed by the receivers' clocks") && !expanded.contains("(0 keys)"),
+        "{expanded}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     change(&["expand"]);
     let (version, processes) = cluster.admin_status();
@@ -337,6 +344,13 @@ pub fn regrouping(
     let expanded = change(&["expand"], 1);
     assert!(
         expanded.contains("done: configuration version 1"),
+        "{expanded}"
+    );
+    // The receivers timed the copy and counted its keys (`ProgressReport::copies` from the
+    // started group's primary), rather than the admin's polling.
+    eprintln!("first expand: {expanded}");
+    assert!(
+        expanded.contains("timed by the receivers' clocks") && !expanded.contains("(0 keys)"),
         "{expanded}"
     );
     std::thread::sleep(Duration::from_millis(300));
