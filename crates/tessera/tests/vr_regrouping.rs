@@ -16,26 +16,16 @@
 
 mod support;
 
-use runtime::ecast::config::PartitionMode;
 use std::time::Duration;
 use support::partitioned::{preload, PartitionedCluster};
 use support::rubberband::{
-    check_preload, expect_caught, probe, start_load, start_replicated, Elasticity, PADDING, PRELOAD,
+    check_preload, expect_caught, probe, regrouped_counts, start_load, start_regrouped, Elasticity,
+    PADDING, PRELOAD,
 };
-
-const STORAGE: u64 = 6;
-const REPLICATION: u8 = 3;
-const ACTIVE: u64 = 4;
 
 fn start(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedCluster {
     assert!((16400..=16700).contains(&port), "ports 16400–16999 only");
-    start_replicated(
-        name,
-        port,
-        PartitionMode::Vr,
-        (STORAGE, ACTIVE, REPLICATION),
-        storage_env,
-    )
+    start_regrouped(name, port, storage_env)
 }
 
 /// Expand, contract, replace, rebalance under load; Err: preloaded keys or probe SETs lost (a canary's
@@ -94,19 +84,7 @@ fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Ela
     assert_eq!(processes[&4][2], to, "{processes:?}");
     // Retired groups stop once their copies are acknowledged (2 s after).
     std::thread::sleep(Duration::from_secs(3));
-    let logs: String = (1..=STORAGE)
-        .map(|id| {
-            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
-                .unwrap_or_default()
-        })
-        .collect();
-    let installs = logs.matches("installed the copy of version").count();
-    let started = logs.matches("born at version").count();
-    let stopped = logs.matches("replica stopped").count();
-    let moved = logs.matches("answered Moved").count();
-    eprintln!(
-        "{installs} copies installed, {started} group replicas started, {stopped} stopped, {moved} bypass requests answered Moved"
-    );
+    let counts = regrouped_counts(&cluster);
     let checked = check_preload(cluster.client_ports[0]);
     load.stop_and_read_back(&[cluster.client_ports[0]]);
     let completed = load.completed();
@@ -117,11 +95,19 @@ fn regrouping(name: &str, port: u16, storage_env: &[(&str, &str)]) -> Result<Ela
     if !lost.is_empty() {
         return Err(lost.join("; "));
     }
-    assert!(installs >= 3, "only {installs} copies installed");
-    assert!(stopped >= 3, "only {stopped} retired replicas stopped");
+    assert!(
+        counts.installs >= 3,
+        "only {} copies installed",
+        counts.installs
+    );
+    assert!(
+        counts.stopped >= 3,
+        "only {} retired replicas stopped",
+        counts.stopped
+    );
     Ok(Elasticity {
-        installs,
-        moved,
+        installs: counts.installs,
+        moved: counts.moved,
         completed,
         counters: Default::default(),
     })

@@ -372,6 +372,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         canary_early: cfg!(debug_assertions)
             && std::env::var_os("TESSERA_CANARY_CONFIRM_BEFORE_COMMIT").is_some(),
         submitting: false,
+        canary_no_resend: cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE").is_some(),
         observed: BTreeMap::new(),
         incoming: BTreeMap::new(),
         copy_delay_ticks: test_copy_delay_ms() / tick_ms.max(1),
@@ -447,6 +449,10 @@ struct Host {
     canary_early: bool,
     /// Set while `on_tick` submits (the canary submits only then).
     submitting: bool,
+    /// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE`): a primary
+    /// of a view after 0 never sends its group's copies — a retired group whose sending
+    /// primary failed never delivers them (`vr_regrouping_faults.rs`'s canary).
+    canary_no_resend: bool,
     /// Per partition: the (view, status, primary) last logged.
     observed: BTreeMap<ProcessId, (u64, StatusName, bool)>,
     /// Copies being received: (receiving group, sending group, version) → parts so far.
@@ -1198,6 +1204,9 @@ impl Host {
         let Some(duty) = &mut hosted.duty else {
             return;
         };
+        if self.canary_no_resend && duty.view.0 > 0 {
+            return;
+        }
         let outgoing: Vec<(ConfigVersion, ProcessId)> = hosted
             .replica
             .state_machine()
@@ -1210,7 +1219,16 @@ impl Host {
         });
         let mut due = Vec::new();
         for (version, to) in outgoing {
-            let seen = *self.cut_at.entry((partition, version)).or_insert(now);
+            let seen = *self.cut_at.entry((partition, version)).or_insert_with(|| {
+                // The first sight here of this cut's copies (after the cut, or after a view
+                // change made this replica the primary): the real-process fault test kills
+                // the sending primary on this line.
+                log::info(format_args!(
+                    "partition {}: primary in view {}, owes copies of version {}",
+                    partition.0, duty.view.0, version.0
+                ));
+                now
+            });
             if now < seen + delay {
                 continue;
             }

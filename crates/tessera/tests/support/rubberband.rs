@@ -305,3 +305,44 @@ pub fn expect_caught(what: &str, run: impl FnOnce() -> Result<Elasticity, String
         Err(_) => eprintln!("canary ({what}) caught (a check panicked)"),
     }
 }
+
+// ----- `vr` partitions above replication 1: groups named by (arc, version). -----
+
+/// The regrouping cluster (`vr_regrouping.rs`, `vr_regrouping_faults.rs`): 6 storage
+/// processes, the first 4 on the ring (5 and 6 standbys), replication 3.
+pub const REGROUPED: (u64, u64, u8) = (6, 4, 3);
+
+/// A `vr` cluster of `REGROUPED`'s shape (`start_replicated`; `storage_env` may override the
+/// copy delay).
+pub fn start_regrouped(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedCluster {
+    start_replicated(name, port, PartitionMode::Vr, REGROUPED, storage_env)
+}
+
+/// What the storage logs of a regrouping run say it went through.
+#[derive(Debug, Default)]
+pub struct Regrouped {
+    /// Copies installed.
+    pub installs: usize,
+    /// Group replicas started (started groups' members).
+    pub started: usize,
+    /// Retired groups' replicas stopped once their copies were acknowledged.
+    pub stopped: usize,
+    /// Bypass requests answered `Moved`.
+    pub moved: usize,
+}
+
+/// Counts from every storage log of the run (restarted processes' earlier logs included).
+pub fn regrouped_counts(cluster: &PartitionedCluster) -> Regrouped {
+    let logs = cluster.all_storage_logs();
+    let counts = Regrouped {
+        installs: logs.matches("installed the copy of version").count(),
+        started: logs.matches("born at version").count(),
+        stopped: logs.matches("replica stopped").count(),
+        moved: logs.matches("answered Moved").count(),
+    };
+    eprintln!(
+        "{} copies installed, {} group replicas started, {} stopped, {} bypass requests answered Moved",
+        counts.installs, counts.started, counts.stopped, counts.moved
+    );
+    counts
+}
