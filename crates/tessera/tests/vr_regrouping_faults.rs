@@ -21,7 +21,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::partitioned::{preload, wait_until, PartitionedCluster};
+use support::partitioned::{info_counter, preload, wait_until, PartitionedCluster};
 use support::rubberband::{
     check_preload, expect_caught, probe, regrouped_counts, start_load, start_regrouped, Elasticity,
     PADDING, PRELOAD,
@@ -238,7 +238,30 @@ fn kill_mid_copy(
         log.lines()
             .any(|line| line.contains(&normal) && line.contains(" Normal"))
     });
+    // No retired replica keeps running: once the retired groups' replicas stopped (2 s after
+    // their last `Installed`) or, lagging, were dropped two versions past their retirement,
+    // every active process runs exactly its 3 groups' replicas and the standby none.
+    let expected: Vec<(u64, u64)> = processes
+        .iter()
+        .map(|(id, words)| (*id, if words[1] == "active" { 3 } else { 0 }))
+        .collect();
+    let running = || -> Vec<(u64, u64)> {
+        expected
+            .iter()
+            .map(|(id, _)| {
+                let port = cluster.client_ports[*id as usize - 1];
+                (*id, info_counter(port, "tessera_partition_replicas"))
+            })
+            .collect()
+    };
+    let settled = wait_until(Duration::from_secs(15), || running() == expected);
     let counts = regrouped_counts(&cluster);
+    let logs = cluster.all_storage_logs();
+    let dropped = logs.matches("stopped replica dropped").count();
+    let dropped_running = logs.matches("running replica (").count();
+    eprintln!(
+        "{dropped} stopped replicas and {dropped_running} running ones dropped two versions past their retirement"
+    );
     let checked = check_preload(load_ports[0]);
     load.stop_and_read_back(&[load_ports[0]]);
     let completed = load.completed();
@@ -258,6 +281,12 @@ fn kill_mid_copy(
         "only {} copies installed",
         counts.installs
     );
+    assert!(
+        settled,
+        "retired replicas keep running: (process, replicas) {:?}, expected {expected:?}",
+        running()
+    );
+    assert!(dropped >= 1, "no stopped replica was dropped at version 3");
     Ok(Elasticity {
         installs: counts.installs,
         moved: counts.moved,

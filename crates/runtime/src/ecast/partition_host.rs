@@ -35,11 +35,11 @@ use kv::{KvStore, Outcome};
 use placement::ecast::Message as Routing;
 use placement::migration::StreamId;
 use placement::{
-    ConfigChange, ConfigVersion, Group, Groups, Instruction, Position, PositionSet, ProcessId,
-    Regrouping,
+    past_retirement, ConfigChange, ConfigVersion, Group, GroupName, Groups, Instruction, Position,
+    PositionSet, ProcessId, Regrouping,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -319,7 +319,16 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         frames: mut receiver,
     } = super::storage::serve(&config, id, listener, client_listener);
     let mut partitions = BTreeMap::new();
+    // Above replication 1 a restarted process starts no replica up front: the cluster file's
+    // groups may have retired and stopped everywhere since (a replica of one would recover
+    // forever, starting view changes nobody answers). It starts each group it is a member of,
+    // recovering, on the first frame of it — a router's delivery, or a VR message of a
+    // member: a running group's primary sends its backups commits within a heartbeat.
+    let lazy = config.regrouped() && restarted;
     for group in config.partition_groups() {
+        if lazy {
+            break;
+        }
         let Some(place) = group.members.iter().position(|member| *member == id) else {
             continue;
         };
@@ -383,7 +392,18 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         known: BTreeMap::new(),
         stopped: BTreeMap::new(),
         finished_at: BTreeMap::new(),
+        newest: ConfigVersion(0),
+        retired_at: BTreeMap::new(),
+        dropped: BTreeSet::new(),
     };
+    if lazy {
+        // The version-0 groups, started lazily (above) from these descriptions.
+        for group in Groups::initial(&host.config.initial_configuration()).groups() {
+            if group.members.contains(&id) {
+                host.learn(group);
+            }
+        }
+    }
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -478,6 +498,14 @@ struct Host {
     stopped: BTreeMap<ProcessId, Replica<Machine>>,
     /// Above replication 1: when each hosted group's machine was first seen `finished`.
     finished_at: BTreeMap<ProcessId, u64>,
+    /// Above replication 1: the newest configuration version a delivery or a grouping showed.
+    newest: ConfigVersion,
+    /// Above replication 1: hosted or stopped groups a delivery's groupings showed retired,
+    /// with the earliest such version (`Groups::retired`).
+    retired_at: BTreeMap<ProcessId, ConfigVersion>,
+    /// Above replication 1: retired groups whose replica here was dropped two versions past
+    /// their retirement (`placement::past_retirement`): never started again.
+    dropped: BTreeSet<ProcessId>,
 }
 
 impl Host {
@@ -500,7 +528,84 @@ impl Host {
             self.step(partition, Input::Tick);
             self.send_copies(partition);
             self.stop_if_finished(partition);
+            self.drop_if_past_retirement(partition);
         }
+        self.drop_stopped_past_retirement();
+    }
+
+    /// Above replication 1: the version that retired a hosted or stopped group, as far as
+    /// this process knows — its replica's cut to holding nothing (a retired group's cut), or
+    /// a delivery's groupings without it.
+    fn retirement(&self, partition: ProcessId, machine: &Machine) -> Option<ConfigVersion> {
+        let cut = (machine.version() > ConfigVersion(0)
+            && machine.holds().is_some_and(PositionSet::is_empty))
+        .then(|| machine.version());
+        match (cut, self.retired_at.get(&partition).copied()) {
+            (Some(cut), Some(seen)) => Some(cut.min(seen)),
+            (cut, seen) => cut.or(seen),
+        }
+    }
+
+    /// Above replication 1: a retired group's replica that is still running (a member that
+    /// missed the last `Installed` and so never saw its machine `finished`, or one restarted
+    /// and recovering a group that stopped everywhere) is dropped once the grouping is two
+    /// versions past the group's retirement (`placement::past_retirement`): it owes nothing,
+    /// and would keep starting view changes nobody answers.
+    fn drop_if_past_retirement(&mut self, partition: ProcessId) {
+        if !self.config.regrouped() {
+            return;
+        }
+        let Some(hosted) = self.partitions.get(&partition) else {
+            return;
+        };
+        let Some(retired) = self.retirement(partition, hosted.replica.state_machine()) else {
+            return;
+        };
+        if !past_retirement(retired, self.newest) {
+            return;
+        }
+        let status = hosted.replica.status();
+        self.partitions.remove(&partition);
+        self.finished_at.remove(&partition);
+        self.observed.remove(&partition);
+        self.retired_at.remove(&partition);
+        self.incoming.retain(|(to, _, _), _| *to != partition);
+        self.forget(partition);
+        log::info(format_args!(
+            "group {:#x}: retired at version {}, the grouping is at version {}: running replica ({status:?}) dropped",
+            partition.0, retired.0, self.newest.0
+        ));
+    }
+
+    /// Above replication 1: stopped replicas (`Host::stopped`) are dropped two versions past
+    /// their group's retirement. A late bypass request to the group is then answered by no
+    /// one here (its gateway resends until it re-plans; `rubberband.md`).
+    fn drop_stopped_past_retirement(&mut self) {
+        let expired: Vec<(ProcessId, ConfigVersion)> = self
+            .stopped
+            .iter()
+            .filter_map(|(partition, replica)| {
+                let retired = self.retirement(*partition, replica.state_machine())?;
+                past_retirement(retired, self.newest).then_some((*partition, retired))
+            })
+            .collect();
+        for (partition, retired) in expired {
+            self.stopped.remove(&partition);
+            self.retired_at.remove(&partition);
+            self.forget(partition);
+            log::info(format_args!(
+                "group {:#x}: retired at version {}, the grouping is at version {}: stopped replica dropped",
+                partition.0, retired.0, self.newest.0
+            ));
+        }
+    }
+
+    /// Remembers that `partition`'s replica was dropped here (never started again).
+    fn forget(&mut self, partition: ProcessId) {
+        if self.dropped.len() >= KNOWN_GROUPS_MAX {
+            self.dropped.clear();
+        }
+        self.dropped.insert(partition);
     }
 
     /// Above replication 1: a retired group's replica stops once its machine is `finished`
@@ -549,7 +654,10 @@ impl Host {
     /// anywhere before its first delivery, K, whose cut is its first chain entry.
     fn start_group(&mut self, group: &Group) {
         let destination = group.destination();
-        if self.partitions.contains_key(&destination) || self.stopped.contains_key(&destination) {
+        if self.partitions.contains_key(&destination)
+            || self.stopped.contains_key(&destination)
+            || self.dropped.contains(&destination)
+        {
             return;
         }
         let Some(place) = group.members.iter().position(|member| *member == self.id) else {
@@ -644,6 +752,21 @@ impl Host {
         for groups in &groupings {
             for known in groups.groups() {
                 self.learn(known);
+            }
+            self.newest = self.newest.max(groups.version());
+            // Hosted or stopped groups these groups show retired (a lagging or recovering
+            // replica may never execute the cut that says so).
+            let here: Vec<ProcessId> = self
+                .partitions
+                .keys()
+                .chain(self.stopped.keys())
+                .copied()
+                .collect();
+            for partition in here {
+                if groups.retired(GroupName::from_destination(partition)) {
+                    let at = self.retired_at.entry(partition).or_insert(groups.version());
+                    *at = (*at).min(groups.version());
+                }
             }
         }
         self.learn(&group);
@@ -805,6 +928,10 @@ impl Host {
     ) {
         let elastic = self.config.elastic_groups();
         let regrouped = self.config.regrouped();
+        if regrouped {
+            let version = deliveries.iter().map(|delivery| delivery.version).max();
+            self.newest = self.newest.max(version.unwrap_or(ConfigVersion(0)));
+        }
         let Some(hosted) = self.partitions.get_mut(&partition) else {
             return;
         };
@@ -1466,6 +1593,9 @@ impl Host {
             .max()
             .unwrap_or(0);
         self.status.keys.store(keys as u64, Ordering::Relaxed);
+        self.status
+            .partition_replicas
+            .store(self.partitions.len() as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
         let mut sums = [0u64; 5];
         for hosted in self.partitions.values() {
