@@ -535,12 +535,25 @@ impl Host {
 
     /// Above replication 1: the version that retired a hosted or stopped group, as far as
     /// this process knows — its replica's cut to holding nothing (a retired group's cut), or
-    /// a delivery's groupings without it.
-    fn retirement(&self, partition: ProcessId, machine: &Machine) -> Option<ConfigVersion> {
-        let cut = (machine.version() > ConfigVersion(0)
-            && machine.holds().is_some_and(PositionSet::is_empty))
-        .then(|| machine.version());
-        match (cut, self.retired_at.get(&partition).copied()) {
+    /// a delivery's groupings without it. The groupings count only for a replica that holds
+    /// nothing or is not in a normal view (lagging or recovering): a replica serving an arc
+    /// is never dropped on the word of a frame alone (only a forged one could name such a
+    /// group retired).
+    fn retirement(
+        &self,
+        partition: ProcessId,
+        replica: &Replica<Machine>,
+    ) -> Option<ConfigVersion> {
+        let machine = replica.state_machine();
+        let holds_nothing = machine.holds().is_some_and(PositionSet::is_empty);
+        let cut =
+            (machine.version() > ConfigVersion(0) && holds_nothing).then(|| machine.version());
+        let seen = self
+            .retired_at
+            .get(&partition)
+            .copied()
+            .filter(|_| holds_nothing || replica.status() != StatusName::Normal);
+        match (cut, seen) {
             (Some(cut), Some(seen)) => Some(cut.min(seen)),
             (cut, seen) => cut.or(seen),
         }
@@ -558,7 +571,7 @@ impl Host {
         let Some(hosted) = self.partitions.get(&partition) else {
             return;
         };
-        let Some(retired) = self.retirement(partition, hosted.replica.state_machine()) else {
+        let Some(retired) = self.retirement(partition, &hosted.replica) else {
             return;
         };
         if !past_retirement(retired, self.newest) {
@@ -585,7 +598,7 @@ impl Host {
             .stopped
             .iter()
             .filter_map(|(partition, replica)| {
-                let retired = self.retirement(*partition, replica.state_machine())?;
+                let retired = self.retirement(*partition, replica)?;
                 past_retirement(retired, self.newest).then_some((*partition, retired))
             })
             .collect();
