@@ -212,6 +212,13 @@ impl Groups {
             .find(|group| group.destination() == destination)
     }
 
+    /// Whether these groups show that the group named `name` has retired, at this version or
+    /// before: it was born no later and is not one of them (names are never reused, so a group
+    /// that is not among a version's groups at or after its birth never comes back).
+    pub fn retired(&self, name: GroupName) -> bool {
+        name.born <= self.version && self.get(name.destination()).is_none()
+    }
+
     /// The groups `process` is a member of (the replicas it hosts).
     pub fn hosted_by(&self, process: ProcessId) -> impl Iterator<Item = &Group> {
         self.groups
@@ -229,6 +236,21 @@ impl Groups {
             .collect();
         Configuration::with_members(1, &members, &[]).at_version(self.version)
     }
+}
+
+/// Whether a retired group's replica may be forgotten: the newest configuration version known
+/// is at least two past `retired` (the version that retired the group, or any later one).
+/// The rule of `docs/internals/rubberband.md`, "Replication f > 1": a super process runs one
+/// keyspace change at a time and waits until every group it starts has installed its copies
+/// (`tessera admin`), so by version `retired + 2` the change of `retired + 1` was planned
+/// after the copies of `retired` were installed: the retired group owes nothing to anyone,
+/// and a replica of it that never learned so (a member that missed its last `Installed`, or
+/// one restarted and recovering) only keeps starting view changes nobody answers.
+pub fn past_retirement(retired: ConfigVersion, newest: ConfigVersion) -> bool {
+    retired
+        .0
+        .checked_add(2)
+        .is_some_and(|past| newest.0 >= past)
 }
 
 /// What a configuration change does to the groups (`Groups::follow` from `before` to `after`).
@@ -410,6 +432,37 @@ mod tests {
         let groups_after = groups_before.follow(&after);
         let regrouping = Regrouping::between(&groups_before, &groups_after);
         (groups_before, groups_after, regrouping)
+    }
+
+    #[test]
+    fn a_group_is_retired_in_the_groups_of_a_version_it_was_born_by_and_is_not_among() {
+        let (before, after, regrouping) = change(Transformation::Contract {
+            process: ProcessId(3),
+        });
+        for group in &regrouping.retired {
+            assert!(!before.retired(group.name), "still one at version 0");
+            assert!(after.retired(group.name));
+        }
+        for group in &regrouping.kept {
+            assert!(!before.retired(group.name) && !after.retired(group.name));
+        }
+        for group in &regrouping.started {
+            // Not among version 0's groups, but born after them: not retired there.
+            assert!(!before.retired(group.name) && !after.retired(group.name));
+        }
+        // A group born later than the groups' version is not shown retired by them.
+        assert!(!after.retired(name(9, 2)));
+        assert!(after.retired(name(9, 1)));
+    }
+
+    #[test]
+    fn a_retired_groups_replica_is_forgotten_two_versions_past_its_retirement() {
+        let v = ConfigVersion;
+        assert!(!past_retirement(v(3), v(3)));
+        assert!(!past_retirement(v(3), v(4)));
+        assert!(past_retirement(v(3), v(5)));
+        assert!(past_retirement(v(3), v(9)));
+        assert!(!past_retirement(v(u64::MAX - 1), v(u64::MAX)));
     }
 
     #[test]

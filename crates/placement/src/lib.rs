@@ -122,7 +122,7 @@ pub use configuration::{
     ConfigVersion, Configuration, Member, Partition, ProcessId, ProcessInfo, ProcessState,
     REPLICATION_MAX,
 };
-pub use groups::{Group, GroupName, Groups, Regrouping};
+pub use groups::{past_retirement, Group, GroupName, Groups, Regrouping};
 pub use message::{
     apply, target, ConfigChange, ConfigMessage, KeyspaceMessage, MembershipChange, Refusal,
     Transformation,

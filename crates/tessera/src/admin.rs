@@ -639,7 +639,13 @@ async fn keyspace(
                 let since = *unreachable_since
                     .entry(*process)
                     .or_insert_with(Instant::now);
-                if receivers.contains(process) && since.elapsed() > Duration::from_secs(10) {
+                // Above replication 1 a started group needs only a majority of its members
+                // (below): a failed member is one of its group's ⌊(f − 1)/2⌋, nothing
+                // suspects it and no standby replaces it.
+                if regrouping.is_none()
+                    && receivers.contains(process)
+                    && since.elapsed() > Duration::from_secs(10)
+                {
                     finish_line(terminal);
                     bail!(
                         "receiver {} has not answered for 10 s (it may have failed; the routers suspect it and a standby replaces it)",
@@ -651,9 +657,22 @@ async fn keyspace(
         let totals = tally.totals();
         let elapsed = started.elapsed().as_secs_f64();
         let done = tally.done.len();
-        let all_done = receivers
-            .iter()
-            .all(|receiver| tally.done.contains(receiver));
+        let all_done = match &regrouping {
+            // Every started group installed its copies at a majority of its members (a
+            // member reports done once its replicas executed every install it waits for:
+            // executed means committed, at a majority of the group).
+            Some(regrouping) => regrouping.started.iter().all(|group| {
+                let done = group
+                    .members
+                    .iter()
+                    .filter(|member| tally.done.contains(member))
+                    .count();
+                2 * done > group.members.len()
+            }),
+            None => receivers
+                .iter()
+                .all(|receiver| tally.done.contains(receiver)),
+        };
         if terminal {
             let line = progress_line(&totals, done, receivers.len(), elapsed, true);
             eprint!("\r{line}\x1b[K");

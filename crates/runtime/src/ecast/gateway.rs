@@ -106,6 +106,9 @@ pub struct GatewayStatus {
     pub skyros_executed_gated: AtomicU64,
     pub skyros_ignored_full: AtomicU64,
     pub requests_ignored_full: AtomicU64,
+    /// `vr` partitions: the partition replicas this process runs (stepped; a retired group's
+    /// stopped replica is not counted).
+    pub partition_replicas: AtomicU64,
 }
 
 /// One command for the gateway task.
@@ -1113,6 +1116,10 @@ impl Connection {
                 (
                     "requests_ignored_full".to_string(),
                     load(&status.requests_ignored_full),
+                ),
+                (
+                    "partition_replicas".to_string(),
+                    load(&status.partition_replicas),
                 ),
             ],
         }

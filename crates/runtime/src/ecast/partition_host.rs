@@ -35,11 +35,11 @@ use kv::{KvStore, Outcome};
 use placement::ecast::Message as Routing;
 use placement::migration::StreamId;
 use placement::{
-    ConfigChange, ConfigVersion, Group, Groups, Instruction, Position, PositionSet, ProcessId,
-    Regrouping,
+    past_retirement, ConfigChange, ConfigVersion, Group, GroupName, Groups, Instruction, Position,
+    PositionSet, ProcessId, Regrouping,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -327,7 +327,16 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         frames: mut receiver,
     } = super::storage::serve(&config, id, listener, client_listener);
     let mut partitions = BTreeMap::new();
+    // Above replication 1 a restarted process starts no replica up front: the cluster file's
+    // groups may have retired and stopped everywhere since (a replica of one would recover
+    // forever, starting view changes nobody answers). It starts each group it is a member of,
+    // recovering, on the first frame of it — a router's delivery, or a VR message of a
+    // member: a running group's primary sends its backups commits within a heartbeat.
+    let lazy = config.regrouped() && restarted;
     for group in config.partition_groups() {
+        if lazy {
+            break;
+        }
         let Some(place) = group.members.iter().position(|member| *member == id) else {
             continue;
         };
@@ -380,6 +389,8 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         canary_early: cfg!(debug_assertions)
             && std::env::var_os("TESSERA_CANARY_CONFIRM_BEFORE_COMMIT").is_some(),
         submitting: false,
+        canary_no_resend: cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE").is_some(),
         observed: BTreeMap::new(),
         incoming: BTreeMap::new(),
         copy_delay_ticks: test_copy_delay_ms() / tick_ms.max(1),
@@ -391,7 +402,18 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         finished_at: BTreeMap::new(),
         keyspace_at: BTreeMap::new(),
         copy_accounts: BTreeMap::new(),
+        newest: ConfigVersion(0),
+        retired_at: BTreeMap::new(),
+        dropped: BTreeSet::new(),
     };
+    if lazy {
+        // The version-0 groups, started lazily (above) from these descriptions.
+        for group in Groups::initial(&host.config.initial_configuration()).groups() {
+            if group.members.contains(&id) {
+                host.learn(group);
+            }
+        }
+    }
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -457,6 +479,10 @@ struct Host {
     canary_early: bool,
     /// Set while `on_tick` submits (the canary submits only then).
     submitting: bool,
+    /// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE`): a primary
+    /// of a view after 0 never sends its group's copies — a retired group whose sending
+    /// primary failed never delivers them (`vr_regrouping_faults.rs`'s canary).
+    canary_no_resend: bool,
     /// Per partition: the (view, status, primary) last logged.
     observed: BTreeMap<ProcessId, (u64, StatusName, bool)>,
     /// Copies being received: (receiving group, sending group, version) → parts so far.
@@ -489,6 +515,14 @@ struct Host {
     /// version): `tessera admin`'s account of each copy (`ProgressReport::copies`), by this
     /// process's clock. The last `COPY_ACCOUNTS_KEPT`.
     copy_accounts: BTreeMap<(ProcessId, ProcessId, ConfigVersion), CopyAccount>,
+    /// Above replication 1: the newest configuration version a delivery or a grouping showed.
+    newest: ConfigVersion,
+    /// Above replication 1: hosted or stopped groups a delivery's groupings showed retired,
+    /// with the earliest such version (`Groups::retired`).
+    retired_at: BTreeMap<ProcessId, ConfigVersion>,
+    /// Above replication 1: retired groups whose replica here was dropped two versions past
+    /// their retirement (`placement::past_retirement`): never started again.
+    dropped: BTreeSet<ProcessId>,
 }
 
 /// One copy into a group, as its primary here saw it.
@@ -523,7 +557,97 @@ impl Host {
             self.step(partition, Input::Tick);
             self.send_copies(partition);
             self.stop_if_finished(partition);
+            self.drop_if_past_retirement(partition);
         }
+        self.drop_stopped_past_retirement();
+    }
+
+    /// Above replication 1: the version that retired a hosted or stopped group, as far as
+    /// this process knows — its replica's cut to holding nothing (a retired group's cut), or
+    /// a delivery's groupings without it. The groupings count only for a replica that holds
+    /// nothing or is not in a normal view (lagging or recovering): a replica serving an arc
+    /// is never dropped on the word of a frame alone (only a forged one could name such a
+    /// group retired).
+    fn retirement(
+        &self,
+        partition: ProcessId,
+        replica: &Replica<Machine>,
+    ) -> Option<ConfigVersion> {
+        let machine = replica.state_machine();
+        let holds_nothing = machine.holds().is_some_and(PositionSet::is_empty);
+        let cut =
+            (machine.version() > ConfigVersion(0) && holds_nothing).then(|| machine.version());
+        let seen = self
+            .retired_at
+            .get(&partition)
+            .copied()
+            .filter(|_| holds_nothing || replica.status() != StatusName::Normal);
+        match (cut, seen) {
+            (Some(cut), Some(seen)) => Some(cut.min(seen)),
+            (cut, seen) => cut.or(seen),
+        }
+    }
+
+    /// Above replication 1: a retired group's replica that is still running (a member that
+    /// missed the last `Installed` and so never saw its machine `finished`, or one restarted
+    /// and recovering a group that stopped everywhere) is dropped once the grouping is two
+    /// versions past the group's retirement (`placement::past_retirement`): it owes nothing,
+    /// and would keep starting view changes nobody answers.
+    fn drop_if_past_retirement(&mut self, partition: ProcessId) {
+        if !self.config.regrouped() {
+            return;
+        }
+        let Some(hosted) = self.partitions.get(&partition) else {
+            return;
+        };
+        let Some(retired) = self.retirement(partition, &hosted.replica) else {
+            return;
+        };
+        if !past_retirement(retired, self.newest) {
+            return;
+        }
+        let status = hosted.replica.status();
+        self.partitions.remove(&partition);
+        self.finished_at.remove(&partition);
+        self.observed.remove(&partition);
+        self.retired_at.remove(&partition);
+        self.incoming.retain(|(to, _, _), _| *to != partition);
+        self.forget(partition);
+        log::info(format_args!(
+            "group {:#x}: retired at version {}, the grouping is at version {}: running replica ({status:?}) dropped",
+            partition.0, retired.0, self.newest.0
+        ));
+    }
+
+    /// Above replication 1: stopped replicas (`Host::stopped`) are dropped two versions past
+    /// their group's retirement. A late bypass request to the group is then answered by no
+    /// one here (its gateway resends until it re-plans; `rubberband.md`).
+    fn drop_stopped_past_retirement(&mut self) {
+        let expired: Vec<(ProcessId, ConfigVersion)> = self
+            .stopped
+            .iter()
+            .filter_map(|(partition, replica)| {
+                let retired = self.retirement(*partition, replica)?;
+                past_retirement(retired, self.newest).then_some((*partition, retired))
+            })
+            .collect();
+        for (partition, retired) in expired {
+            self.stopped.remove(&partition);
+            self.retired_at.remove(&partition);
+            self.forget(partition);
+            log::info(format_args!(
+                "group {:#x}: retired at version {}, the grouping is at version {}: stopped replica dropped",
+                partition.0, retired.0, self.newest.0
+            ));
+        }
+    }
+
+    /// Remembers that `partition`'s replica was dropped here (never started again).
+    fn forget(&mut self, partition: ProcessId) {
+        if self.dropped.len() >= KNOWN_GROUPS_MAX {
+            self.dropped.clear();
+        }
+        self.dropped.insert(partition);
     }
 
     /// Above replication 1: a retired group's replica stops once its machine is `finished`
@@ -572,7 +696,10 @@ impl Host {
     /// anywhere before its first delivery, K, whose cut is its first chain entry.
     fn start_group(&mut self, group: &Group) {
         let destination = group.destination();
-        if self.partitions.contains_key(&destination) || self.stopped.contains_key(&destination) {
+        if self.partitions.contains_key(&destination)
+            || self.stopped.contains_key(&destination)
+            || self.dropped.contains(&destination)
+        {
             return;
         }
         let Some(place) = group.members.iter().position(|member| *member == self.id) else {
@@ -667,6 +794,21 @@ impl Host {
         for groups in &groupings {
             for known in groups.groups() {
                 self.learn(known);
+            }
+            self.newest = self.newest.max(groups.version());
+            // Hosted or stopped groups these groups show retired (a lagging or recovering
+            // replica may never execute the cut that says so).
+            let here: Vec<ProcessId> = self
+                .partitions
+                .keys()
+                .chain(self.stopped.keys())
+                .copied()
+                .collect();
+            for partition in here {
+                if groups.retired(GroupName::from_destination(partition)) {
+                    let at = self.retired_at.entry(partition).or_insert(groups.version());
+                    *at = (*at).min(groups.version());
+                }
             }
         }
         self.learn(&group);
@@ -828,6 +970,10 @@ impl Host {
     ) {
         let elastic = self.config.elastic_groups();
         let regrouped = self.config.regrouped();
+        if regrouped {
+            let version = deliveries.iter().map(|delivery| delivery.version).max();
+            self.newest = self.newest.max(version.unwrap_or(ConfigVersion(0)));
+        }
         let Some(hosted) = self.partitions.get_mut(&partition) else {
             return;
         };
@@ -1240,6 +1386,9 @@ impl Host {
         let Some(duty) = &mut hosted.duty else {
             return;
         };
+        if self.canary_no_resend && duty.view.0 > 0 {
+            return;
+        }
         let outgoing: Vec<(ConfigVersion, ProcessId)> = hosted
             .replica
             .state_machine()
@@ -1252,7 +1401,16 @@ impl Host {
         });
         let mut due = Vec::new();
         for (version, to) in outgoing {
-            let seen = *self.cut_at.entry((partition, version)).or_insert(now);
+            let seen = *self.cut_at.entry((partition, version)).or_insert_with(|| {
+                // The first sight here of this cut's copies (after the cut, or after a view
+                // change made this replica the primary): the real-process fault test kills
+                // the sending primary on this line.
+                log::info(format_args!(
+                    "partition {}: primary in view {}, owes copies of version {}",
+                    partition.0, duty.view.0, version.0
+                ));
+                now
+            });
             if now < seen + delay {
                 continue;
             }
@@ -1529,6 +1687,9 @@ impl Host {
             .max()
             .unwrap_or(0);
         self.status.keys.store(keys as u64, Ordering::Relaxed);
+        self.status
+            .partition_replicas
+            .store(self.partitions.len() as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
         let mut sums = [0u64; 5];
         for hosted in self.partitions.values() {

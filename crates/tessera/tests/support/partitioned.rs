@@ -288,6 +288,50 @@ impl PartitionedCluster {
         }
     }
 
+    /// `tessera admin --cluster FILE words…` started, not waited for (its output piped): a
+    /// test that injects a fault while the change runs (`Child::wait_with_output`).
+    pub fn admin_spawn(&self, words: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg("admin")
+            .arg("--cluster")
+            .arg(self.directory.join("cluster.toml"))
+            .arg("--timeout")
+            .arg("30")
+            .args(words)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Storage process `index`'s current log (0-based).
+    pub fn storage_log(&self, index: usize) -> String {
+        std::fs::read_to_string(self.directory.join(&self.storage_logs[index])).unwrap_or_default()
+    }
+
+    /// Every storage log of the run, restarted processes' earlier logs included.
+    pub fn all_storage_logs(&self) -> String {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&self.directory)
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                    .filter(|path| {
+                        path.file_name()
+                            .and_then(|name| name.to_str())
+                            .is_some_and(|name| {
+                                name.starts_with("storage-") && name.ends_with(".log")
+                            })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+            .iter()
+            .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+            .collect()
+    }
+
     pub fn admin(&self, words: &[&str]) -> (bool, String, String) {
         let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .arg("admin")

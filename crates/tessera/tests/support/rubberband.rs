@@ -387,19 +387,7 @@ pub fn regrouping(
     assert_eq!(processes[&4][2], to, "{processes:?}");
     // Retired groups stop once their copies are acknowledged (2 s after).
     std::thread::sleep(Duration::from_secs(3));
-    let logs: String = (1..=REGROUPING.0)
-        .map(|id| {
-            std::fs::read_to_string(cluster.directory.join(format!("storage-{id}.log")))
-                .unwrap_or_default()
-        })
-        .collect();
-    let installs = logs.matches("installed the copy of version").count();
-    let started = logs.matches("born at version").count();
-    let stopped = logs.matches("replica stopped").count();
-    let moved = logs.matches("answered Moved").count();
-    eprintln!(
-        "{installs} copies installed, {started} group replicas started, {stopped} stopped, {moved} bypass requests answered Moved"
-    );
+    let counts = regrouped_counts(&cluster);
     let checked = check_preload(cluster.client_ports[0]);
     load.stop_and_read_back(&[cluster.client_ports[0]]);
     let counters = counters(&cluster);
@@ -411,8 +399,16 @@ pub fn regrouping(
     if !lost.is_empty() {
         return Err(lost.join("; "));
     }
-    assert!(installs >= 3, "only {installs} copies installed");
-    assert!(stopped >= 3, "only {stopped} retired replicas stopped");
+    assert!(
+        counts.installs >= 3,
+        "only {} copies installed",
+        counts.installs
+    );
+    assert!(
+        counts.stopped >= 3,
+        "only {} retired replicas stopped",
+        counts.stopped
+    );
     // The gateways learnt the started groups and sent them commands on the bypass.
     let sent_to_started = counters["tessera_bypass_sent_to_added"];
     assert!(
@@ -420,8 +416,8 @@ pub fn regrouping(
         "no command took the bypass to a started group"
     );
     Ok(Elasticity {
-        installs,
-        moved,
+        installs: counts.installs,
+        moved: counts.moved,
         completed,
         counters,
     })
@@ -436,4 +432,41 @@ pub fn expect_caught(what: &str, run: impl FnOnce() -> Result<Elasticity, String
         Ok(Err(reason)) => eprintln!("canary ({what}) caught by the data check: {reason}"),
         Err(_) => eprintln!("canary ({what}) caught (a check panicked)"),
     }
+}
+
+// ----- `vr` partitions above replication 1: groups named by (arc, version). -----
+
+/// A `vr` cluster of `REGROUPING`'s shape (`start_replicated`; `storage_env` may override the
+/// copy delay).
+pub fn start_regrouped(name: &str, port: u16, storage_env: &[(&str, &str)]) -> PartitionedCluster {
+    start_replicated(name, port, PartitionMode::Vr, REGROUPING, storage_env)
+}
+
+/// What the storage logs of a regrouping run say it went through.
+#[derive(Debug, Default)]
+pub struct Regrouped {
+    /// Copies installed.
+    pub installs: usize,
+    /// Group replicas started (started groups' members).
+    pub started: usize,
+    /// Retired groups' replicas stopped once their copies were acknowledged.
+    pub stopped: usize,
+    /// Bypass requests answered `Moved`.
+    pub moved: usize,
+}
+
+/// Counts from every storage log of the run (restarted processes' earlier logs included).
+pub fn regrouped_counts(cluster: &PartitionedCluster) -> Regrouped {
+    let logs = cluster.all_storage_logs();
+    let counts = Regrouped {
+        installs: logs.matches("installed the copy of version").count(),
+        started: logs.matches("born at version").count(),
+        stopped: logs.matches("replica stopped").count(),
+        moved: logs.matches("answered Moved").count(),
+    };
+    eprintln!(
+        "{} copies installed, {} group replicas started, {} stopped, {} bypass requests answered Moved",
+        counts.installs, counts.started, counts.stopped, counts.moved
+    );
+    counts
 }
