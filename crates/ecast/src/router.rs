@@ -446,7 +446,8 @@ impl Routing {
                 _ => Vec::new(),
             }
         } else {
-            self.ring.destinations(configuration, &entry.envelope.routing)
+            self.ring
+                .destinations(configuration, &entry.envelope.routing)
         };
         // Groups are never suspected (a group carries on while a majority of it lives).
         let live: Vec<ProcessId> = targets
@@ -823,11 +824,13 @@ impl RouterState {
             *confirmed = timestamp;
             if let Some(routing) = self.routing.as_deref_mut() {
                 let unstable = &routing.unstable;
-                routing.index.confirm(process, timestamp, first_confirm, |t| {
-                    unstable
-                        .get(&t)
-                        .map_or(0, |routed| routed.destinations.len())
-                });
+                routing
+                    .index
+                    .confirm(process, timestamp, first_confirm, |t| {
+                        unstable
+                            .get(&t)
+                            .map_or(0, |routed| routed.destinations.len())
+                    });
             }
         }
     }
@@ -1161,9 +1164,10 @@ impl vr::StateMachine for RouterState {
     /// looked up again; the others (not sequenced: window full, out of order, invalid) keep
     /// their saved outcome. Anything else keeps its saved result.
     fn reply_again(&self, operation: &[u8], result: &[u8]) -> Vec<u8> {
-        let (Ok(Operation::Submit { sender, messages }), OperationResult::Submitted(saved)) =
-            (Operation::decode(operation), OperationResult::decode(result))
-        else {
+        let (Ok(Operation::Submit { sender, messages }), OperationResult::Submitted(saved)) = (
+            Operation::decode(operation),
+            OperationResult::decode(result),
+        ) else {
             return result.to_vec();
         };
         if saved.len() != messages.len() {
@@ -1317,7 +1321,10 @@ mod tests {
         assert_eq!(confirm(&mut state, &[(4, 4)]), 1);
         assert!(state.unstable().is_empty());
         assert_eq!(state.stable_watermark(), Timestamp(4));
-        assert_eq!(state.routing.as_ref().unwrap().index, StabilityIndex::default());
+        assert_eq!(
+            state.routing.as_ref().unwrap().index,
+            StabilityIndex::default()
+        );
     }
 
     #[test]
