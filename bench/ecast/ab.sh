@@ -69,8 +69,8 @@ role_ticks() {
     local pid role
     for pid in $(pgrep -f -- "$WORK/"); do
         role=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
-            grep -oE -- "--router [0-9]+|--storage [0-9]+|bench ecast" | head -1 | tr ' ' '_' | sed 's/^--//') || continue
-        [[ -n "$role" ]] && awk -v role="$role" '{printf "%s=%d ", role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null
+            grep -oE -- "--router [0-9]+|--storage [0-9]+|bench ecast" | tr ' ' '_' | sed 's/^--//') || continue
+        [[ -n "$role" ]] && { awk -v role="$role" '{printf "%s=%d ", role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true; }
     done
     echo
 }
