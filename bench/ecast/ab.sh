@@ -8,6 +8,12 @@
 #   A="TESSERA_WORKER_THREADS=2" B="TESSERA_WORKER_THREADS=0" RUNS=5 SENDERS=12 WINDOW=48
 #   DURATION=6 WARMUP=1 PORT=13000 APPLY=no STATS_MS=1000 bench/ecast/ab.sh
 #
+# A_BIN / B_BIN choose each variant's `tessera` binary (cluster and load generator; default this
+# worktree's target/release/tessera), to compare two builds: e.g. A_BIN=/tmp/main-tessera A=
+# B= bench/ecast/ab.sh. Each line also splits the CPU per message by role: the lead router
+# (the router process that used the most), the two others, the six storage processes, the load
+# generator.
+#
 # Each line also has the latency percentiles, the load generator's requests resent after a
 # timeout, and the machine's TCP retransmissions, timeouts and loss probes during the run
 # (/proc/net/snmp and netstat: every process of the machine, not only the cluster). With
@@ -31,6 +37,8 @@ STATS_MS=${STATS_MS:-1000}
 HOGS=${HOGS:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TESSERA=$ROOT/target/release/tessera
+A_BIN=${A_BIN:-$TESSERA}
+B_BIN=${B_BIN:-$TESSERA}
 WORK=$(mktemp -d /tmp/ecast-ab.XXXXXX)
 CLUSTER_PID=""
 
@@ -54,6 +62,17 @@ cpu_ticks() {
         total=$((total + ticks))
     done
     echo "$total"
+}
+
+# "role ticks" per process of this run (user + system clock ticks): router_N, storage_N, bench.
+role_ticks() {
+    local pid role
+    for pid in $(pgrep -f -- "$WORK/"); do
+        role=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
+            grep -oE -- "--router [0-9]+|--storage [0-9]+|bench ecast" | tr ' ' '_' | sed 's/^--//') || continue
+        [[ -n "$role" ]] && { awk -v role="$role" '{printf "%s=%d ", role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true; }
+    done
+    echo
 }
 
 # Nanoseconds the cluster's threads (and the load generator's) spent runnable but waiting for a
@@ -97,9 +116,10 @@ PYTHON
 
 one_run() {
     local variant=$1 environment=$2 run=$3 dir=$WORK/cluster-$run-$1
-    local tcp_before
+    local tcp_before binary=$A_BIN
+    [[ $variant == B ]] && binary=$B_BIN
     tcp_before=$(tcp_counters)
-    env $environment TESSERA_ECAST_STATS_MS="$STATS_MS" "$TESSERA" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
+    env $environment TESSERA_ECAST_STATS_MS="$STATS_MS" "$binary" dev --protocol sequenced --nodes 6 --replication 3 --routers 3 \
         --port "$PORT" --data-dir "$dir" >"$WORK/dev-$run-$variant.log" 2>&1 &
     CLUSTER_PID=$!
     local ready=0
@@ -114,7 +134,7 @@ one_run() {
     [[ $ready == 1 ]] || { echo "run $run $variant: the cluster did not become ready" >&2; exit 1; }
     local extra=()
     [[ $APPLY == no ]] && extra=(--no-apply)
-    "$TESSERA" bench ecast --cluster "$dir/cluster.toml" --duration "$DURATION" --warmup "$WARMUP" \
+    "$binary" bench ecast --cluster "$dir/cluster.toml" --duration "$DURATION" --warmup "$WARMUP" \
         --senders "$SENDERS" --window "$WINDOW" --keys 4 --value-size 8 "${extra[@]}" \
         --label "ab $variant" --json "$WORK/one.json" >"$WORK/bench-$run-$variant.log" 2>&1 &
     local bench=$! measured before after
@@ -122,10 +142,12 @@ one_run() {
     sleep "$WARMUP"
     hogs "$HOGS"
     before=$(cpu_ticks)
-    local waited_before waited_after
+    local waited_before waited_after roles_before roles_after
+    roles_before=$(role_ticks)
     waited_before=$(run_delay)
     sleep "$measured"
     after=$(cpu_ticks)
+    roles_after=$(role_ticks)
     waited_after=$(run_delay)
     stop_hogs
     wait "$bench"
@@ -133,7 +155,7 @@ one_run() {
     resent=$(grep -oE '[0-9]+ resent after a timeout' "$WORK/bench-$run-$variant.log" | grep -oE '^[0-9]+' || echo "?")
     python3 - "$WORK/one.json" "$before" "$after" "$measured" "$(getconf CLK_TCK)" "$variant" "$run" \
         "$tcp_before" "$(tcp_counters)" "$resent" "$(cut -d' ' -f1 /proc/loadavg)" \
-        "$((waited_after - waited_before))" <<'PYTHON'
+        "$((waited_after - waited_before))" "$roles_before" "$roles_after" <<'PYTHON'
 import json, sys
 run = json.load(open(sys.argv[1]))
 rate = run["throughput_ops_per_s"]
@@ -145,6 +167,18 @@ print(f"run {sys.argv[7]} {sys.argv[6]}: {rate:.0f} messages/s, {per_message:.1f
       f"p50/p99/max {latency['p50'] / 1000:.1f}/{latency['p99'] / 1000:.1f}/{latency['max'] / 1000:.1f} ms; "
       f"requests resent {sys.argv[10]}; TCP retransmits {tcp[0]}, timeouts {tcp[1]}, loss probes {tcp[2]}; "
       f"waiting for a CPU {int(sys.argv[12]) / 1e9 / float(sys.argv[4]):.2f} s/s; load {sys.argv[11]}")
+def ticks(text):
+    return {k: int(v) for k, v in (item.split("=") for item in text.split())}
+before, after = ticks(sys.argv[13]), ticks(sys.argv[14])
+us = {role: 1e6 * (after[role] - before[role]) / float(sys.argv[5]) / float(sys.argv[4]) / rate
+      for role in after if role in before} if rate else {}
+routers = sorted((value for role, value in us.items() if role.startswith("router")), reverse=True)
+storage = sum(value for role, value in us.items() if role.startswith("storage"))
+generator = sum(value for role, value in us.items() if role.startswith("bench"))
+if routers:
+    print(f"    per role (us per message): lead router {routers[0]:.1f}, other routers "
+          f"{' + '.join(f'{value:.1f}' for value in routers[1:])}, storage {storage:.1f}, "
+          f"load generator {generator:.1f}")
 PYTHON
     stop_cluster
 }

@@ -92,7 +92,8 @@ cpu_snapshot() {
     for pid in $(pgrep -f -- "--cluster $WORK/"); do
         role=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null |
             grep -oE -- "--router [0-9]+|--storage [0-9]+|bench ecast" | tr ' ' '_' | sed 's/^--//') || continue
-        [[ -n "$role" ]] && awk -v role="$role" '{print role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null
+        # A process that exits between pgrep and here is skipped (not the script's end).
+        [[ -n "$role" ]] && { awk -v role="$role" '{print role, $14 + $15}' "/proc/$pid/stat" 2>/dev/null || true; }
     done | sort
 }
 

@@ -355,7 +355,9 @@ impl Forwarder {
         self.maybe_submit_confirm(state, effects);
     }
 
-    /// One Confirm op in flight at a time, carrying every destination's newest prefix.
+    /// One Settle op in flight at a time, carrying every destination's newest prefix and the
+    /// point up to which the router state found every message stable (so that followers
+    /// forget what lies below it, `RouterState::settle_point`).
     fn maybe_submit_confirm(&mut self, state: &RouterState, effects: &mut Vec<ForwarderEffect>) {
         if self.confirm_in_flight.is_some() {
             return;
@@ -366,14 +368,21 @@ impl Forwarder {
             .filter(|(process, heard)| **heard > state.confirmed(**process))
             .map(|(process, heard)| (*process, *heard))
             .collect();
-        if confirmations.is_empty() {
+        let settle = state.settle_point();
+        if confirmations.is_empty() && settle.is_none() {
             return;
         }
+        let (through, routes) = settle.unwrap_or((state.settled(), Vec::new()));
         let request = Request {
             client: self.client,
             request: self.request_next,
             kind: RequestKind::Write,
-            operation: Operation::Confirm { confirmations }.encode(),
+            operation: Operation::Settle {
+                confirmations,
+                through,
+                routes,
+            }
+            .encode(),
         };
         self.request_next = RequestNumber(self.request_next.0 + 1);
         self.confirm_in_flight = Some(ConfirmInFlight {

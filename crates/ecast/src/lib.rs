@@ -54,7 +54,12 @@
 //! - **Data messages carry the version they were planned against** and are refused on any
 //!   difference, so a gateway always re-plans after a configuration change (the paper puts
 //!   versions only on keyspace messages). Membership messages keep placement's own rule.
-//! - **The send window is enforced at the router too** (`WindowFull`), to bound its memory.
+//! - **The send window is enforced at the router too** (`WindowFull`), to bound its memory;
+//!   it counts a sender's messages above the settled point (below).
+//! - **Follower routers do not route**: only the primary computes destinations, `previous`
+//!   chains and stability; every router keeps the sequence above a settled point the
+//!   forwarder logs (`Operation::Settle`), and a new primary rebuilds the routing state from
+//!   it (`docs/internals/ecast.md`, "Lazy follower routers").
 //! - **Snapshot reads can demand a minimum timestamp** (`not_before`, e.g. from `Query::Now`
 //!   on VR's linearisable read path): a deposed lead router then refuses instead of serving
 //!   an old snapshot, which makes snapshot reads linearisable, more than §6.7 promises.

@@ -17,8 +17,10 @@ pub const FORMAT_VERSION: u8 = 1;
 /// Knobs every router of a group must share (they shape the replicated state).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterSettings {
-    /// A sender may have at most this many sequenced, unstable messages (Algorithm 1's send
-    /// window, enforced at the router too so that one sender cannot fill its memory).
+    /// A sender may have at most this many sequenced messages above the settled point
+    /// (Algorithm 1's send window, enforced at the router too so that one sender cannot fill
+    /// its memory; counted against the settled point, which lags stability by a Settle op,
+    /// so that followers can count it without routing).
     pub window_max: u64,
     /// Outcomes remembered per sender, so that a retried Submit gets the same answer. Must be
     /// at least `window_max`.
@@ -30,7 +32,7 @@ pub struct RouterSettings {
 impl Default for RouterSettings {
     fn default() -> RouterSettings {
         RouterSettings {
-            window_max: 64,
+            window_max: 128,
             outcomes_retained: 256,
             canary: None,
         }
@@ -52,6 +54,18 @@ pub enum Operation {
     },
     /// 2. A read-only question (VR's read path: not logged).
     Query(Query),
+    /// 3. `Confirm`'s confirmations, and the *settled* point: every message up to `through`
+    ///    is stable, and `routes` gives, for each destination whose last message at or below
+    ///    `through` is above the settled point already logged, that message's timestamp. The
+    ///    primary's forwarder computes it from its routing state (`RouterState::settle_point`);
+    ///    every router then forgets the messages up to `through` (followers keep only what
+    ///    lies above it, "Lazy follower routers" in `docs/internals/ecast.md`). A `through`
+    ///    at or below the logged one, or past the last timestamp, settles nothing.
+    Settle {
+        confirmations: Vec<(ProcessId, Timestamp)>,
+        through: Timestamp,
+        routes: Vec<(ProcessId, Timestamp)>,
+    },
 }
 
 /// Read-only questions to the router state.
@@ -197,14 +211,11 @@ pub struct Routed {
     pub destinations: BTreeMap<ProcessId, Timestamp>,
 }
 
-/// A remembered outcome: the timestamp of a sequenced message (its stability is looked up
-/// when asked), or the outcome itself.
+/// A remembered outcome: the timestamp of a sequenced message (its destinations and stability
+/// are looked up when asked), or the refusal.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Remembered {
-    Sequenced {
-        timestamp: Timestamp,
-        destinations: Vec<ProcessId>,
-    },
+    Sequenced { timestamp: Timestamp },
     Refused(Refusal),
 }
 
@@ -212,12 +223,26 @@ enum Remembered {
 struct SenderState {
     /// The highest sequence number sequenced or refused (FIFO: the next must be one more).
     high: Sequence,
-    /// How many of its messages are sequenced and unstable.
-    unstable: u64,
+    /// How many of its messages are sequenced and above the settled point (retained): its
+    /// send window as every router counts it.
+    open: u64,
     /// Outcomes of its latest `outcomes_retained` sequence numbers, oldest first: the last one
     /// is `high`'s (every sequence number up to `high` has one, refused or sequenced, so they
     /// are contiguous and a sequence number's outcome is found by its offset from `high`).
     outcomes: VecDeque<Remembered>,
+}
+
+/// A sequenced message above the settled point, as every router keeps it: enough to route it
+/// again (its envelope and the configuration it was routed under).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Retained {
+    envelope: Arc<Envelope>,
+    routed_under: ConfigVersion,
+    version_after: ConfigVersion,
+    /// Its destinations, sorted: set by a routing state (the primary's), empty on a follower;
+    /// never serialised (a snapshot is the same on every router).
+    #[serde(skip)]
+    destinations: Vec<ProcessId>,
 }
 
 /// One configuration of §5.3's config sequence.
@@ -242,37 +267,61 @@ pub struct Grouping {
 }
 
 /// The replicated router state.
+///
+/// Every router keeps the *core* (the serialised fields): timestamps, the configuration
+/// history, confirmations, per-sender windows and outcomes, the settled point and every message
+/// above it. Only a router that is primary also keeps the *routing* state (`routing`):
+/// destinations with their `previous`, `last_routed`, the unstable sequence and its stability
+/// index. A follower skips routing every message; when it becomes primary (`vr::StateMachine::
+/// lead`) it rebuilds the routing state from the core (`materialise`), which is a function of the
+/// committed ops (`docs/internals/ecast.md`, "Lazy follower routers").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterState {
     settings: RouterSettings,
     /// The last timestamp assigned.
     timestamp_last: Timestamp,
-    /// Sequenced, unstable messages by timestamp. Invariant: every timestamp is at most
-    /// `timestamp_last`, and each has at least one destination that has neither confirmed it
-    /// nor been suspected.
-    unstable: BTreeMap<Timestamp, Routed>,
-    /// Configurations by version. The last is the current one; an older one stays while an
-    /// unstable message was routed under it (§5.3's garbage collection).
+    /// Configurations by version. The last is the current one; an older one stays while a
+    /// retained message was routed under it (§5.3's garbage collection, at the settled point).
     configurations: BTreeMap<ConfigVersion, ConfigEntry>,
     /// Per destination, the highest timestamp it confirmed: it delivered every message routed
     /// to it up to there.
     confirmed: BTreeMap<ProcessId, Timestamp>,
-    /// Per destination, the last timestamp routed to it (the next one's `previous`).
-    last_routed: BTreeMap<ProcessId, Timestamp>,
     senders: BTreeMap<ProcessId, SenderState>,
     /// Ops applied (observers use it to notice change cheaply).
     applied: u64,
-    /// What stability waits for, derived from the fields above (never serialised; rebuilt by
-    /// `new` and `restore`, and checked against them by `invariants_full`).
+    /// The settled point: every message up to it is stable (logged by `Operation::Settle`).
+    settled: Timestamp,
+    /// Per destination, the last timestamp at or below `settled` routed to it.
+    settled_routes: BTreeMap<ProcessId, Timestamp>,
+    /// Every message above `settled`, in timestamp order (the one at index i has timestamp
+    /// `settled + 1 + i`: every timestamp is one routed message).
+    retained: VecDeque<Retained>,
+    /// The routing state: `Some` on the primary (and in a state nobody told it is a follower),
+    /// `None` on a follower. Derived from the fields above, never serialised.
     #[serde(skip)]
+    routing: Option<Box<Routing>>,
+}
+
+/// What only the primary keeps: derived from the core by routing every retained message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Routing {
+    /// Sequenced, unstable messages by timestamp. Invariant: every timestamp is at most
+    /// `timestamp_last`, and each has at least one destination that has neither confirmed it
+    /// nor been suspected.
+    unstable: BTreeMap<Timestamp, Routed>,
+    /// Per destination, the last timestamp routed to it (the next one's `previous`).
+    last_routed: BTreeMap<ProcessId, Timestamp>,
+    /// What stability waits for, derived from the fields above and checked against them by
+    /// `invariants_full`.
     index: StabilityIndex,
     /// Set when a configuration change made the index stale; `collect_stable` rebuilds it.
-    #[serde(skip)]
     index_stale: bool,
-    /// The current configuration's ring and replica groups (derived, never serialised).
-    #[serde(skip)]
+    /// The ring and replica groups of the configuration last routed under.
     ring: RingCache,
 }
+
+/// An empty unstable sequence, what a follower shows.
+static NO_UNSTABLE: BTreeMap<Timestamp, Routed> = BTreeMap::new();
 
 /// The stability index: per unstable message, how many of its destinations it still waits
 /// for (live in the current configuration and not confirmed it), and per destination, the
@@ -365,6 +414,97 @@ impl StabilityIndex {
     }
 }
 
+impl Routing {
+    /// Routes one message: its destinations under the configuration it was sequenced under,
+    /// each destination's previous timestamp, and its place in the stability index. Used both
+    /// when the primary sequences a message and when a new primary rebuilds its routing state,
+    /// so the two compute the same thing by construction.
+    fn route(
+        &mut self,
+        timestamp: Timestamp,
+        entry: &mut Retained,
+        configurations: &BTreeMap<ConfigVersion, ConfigEntry>,
+        first_confirm: bool,
+    ) {
+        let under = configurations
+            .get(&entry.routed_under)
+            .expect("a retained message's configuration is kept");
+        let configuration = &under.configuration;
+        let grouped = under.grouping.is_some();
+        let targets: Vec<ProcessId> = if grouped && entry.envelope.is_config() {
+            // The groups a keyspace message retires and starts; a message that changed no
+            // group (a membership change) goes nowhere: no group hosts a standby.
+            let after = (entry.version_after != entry.routed_under)
+                .then(|| configurations.get(&entry.version_after))
+                .flatten()
+                .and_then(|after| after.grouping.as_ref());
+            match (&under.grouping, after) {
+                (Some(before), Some(after)) => Regrouping::between(&before.groups, &after.groups)
+                    .destinations()
+                    .into_iter()
+                    .collect(),
+                _ => Vec::new(),
+            }
+        } else {
+            self.ring
+                .destinations(configuration, &entry.envelope.routing)
+        };
+        // Groups are never suspected (a group carries on while a majority of it lives).
+        let live: Vec<ProcessId> = targets
+            .iter()
+            .copied()
+            .filter(|process| grouped || configuration.is_live(*process))
+            .collect();
+        let mut destinations = BTreeMap::new();
+        for process in targets {
+            let previous = self.last_routed.insert(process, timestamp);
+            destinations.insert(process, previous.unwrap_or_default());
+        }
+        entry.destinations = destinations.keys().copied().collect();
+        if destinations.is_empty() {
+            return; // Nobody to deliver to: stable at once (Algorithm 2 [[25]]).
+        }
+        // Nothing confirms a timestamp not yet assigned when it is first routed: every live
+        // destination is waited for (a rebuild marks the index stale and derives it).
+        self.index.add(
+            timestamp,
+            destinations.len(),
+            live.into_iter(),
+            first_confirm,
+        );
+        self.unstable.insert(
+            timestamp,
+            Routed {
+                envelope: Arc::clone(&entry.envelope),
+                routed_under: entry.routed_under,
+                version_after: entry.version_after,
+                destinations,
+            },
+        );
+    }
+}
+
+/// The stability index as the replicated fields define it: O(unstable × destinations). Run
+/// when the configuration changes (liveness may change for any destination), after a rebuild,
+/// and by `invariants_full` to check the incremental index.
+fn derive_index(
+    unstable: &BTreeMap<Timestamp, Routed>,
+    confirmed: &BTreeMap<ProcessId, Timestamp>,
+    configuration: &Configuration,
+    grouped: bool,
+    first_confirm: bool,
+) -> StabilityIndex {
+    let mut index = StabilityIndex::default();
+    for (timestamp, routed) in unstable {
+        let waited = routed.destinations.keys().copied().filter(|process| {
+            confirmed.get(process).copied().unwrap_or_default() < *timestamp
+                && (grouped || configuration.is_live(*process))
+        });
+        index.add(*timestamp, routed.destinations.len(), waited, first_confirm);
+    }
+    index
+}
+
 impl RouterState {
     /// Routers that route to groups named by (arc, version) (`placement::groups`): `processes`
     /// is the storage processes' initial configuration; every accepted configuration message
@@ -380,6 +520,8 @@ impl RouterState {
         state
     }
 
+    /// A routing state (as a primary keeps it) until `vr::StateMachine::lead(false)` makes it
+    /// a follower's.
     pub fn new(initial: Configuration, settings: RouterSettings) -> RouterState {
         assert!(settings.window_max >= 1);
         assert!(settings.outcomes_retained >= settings.window_max);
@@ -387,7 +529,6 @@ impl RouterState {
         RouterState {
             settings,
             timestamp_last: Timestamp::ZERO,
-            unstable: BTreeMap::new(),
             configurations: BTreeMap::from([(
                 version,
                 ConfigEntry {
@@ -397,31 +538,58 @@ impl RouterState {
                 },
             )]),
             confirmed: BTreeMap::new(),
-            last_routed: BTreeMap::new(),
             senders: BTreeMap::new(),
             applied: 0,
-            index: StabilityIndex::default(),
-            index_stale: false,
-            ring: RingCache::default(),
+            settled: Timestamp::ZERO,
+            settled_routes: BTreeMap::new(),
+            retained: VecDeque::new(),
+            routing: Some(Box::default()),
         }
     }
 
-    /// The stability index as the replicated fields define it: O(unstable × destinations).
-    /// Run when the configuration changes (liveness may change for any destination), after a
-    /// restore, and by `invariants_full` to check the incremental index.
-    fn derive_index(&self) -> StabilityIndex {
-        let configuration = self.configuration();
-        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
-        let mut index = StabilityIndex::default();
-        let grouped = self.grouping().is_some();
-        for (timestamp, routed) in &self.unstable {
-            let waited = routed.destinations.keys().copied().filter(|process| {
-                self.confirmed(*process) < *timestamp
-                    && (grouped || configuration.is_live(*process))
-            });
-            index.add(*timestamp, routed.destinations.len(), waited, first_confirm);
+    fn first_confirm(&self) -> bool {
+        self.settings.canary == Some(Canary::StableOnFirstConfirm)
+    }
+
+    fn derive_index(&self, routing: &Routing) -> StabilityIndex {
+        derive_index(
+            &routing.unstable,
+            &self.confirmed,
+            self.configuration(),
+            self.grouping().is_some(),
+            self.first_confirm(),
+        )
+    }
+
+    /// Rebuilds the routing state from the core: every retained message routed again, in
+    /// order, under the configuration it was sequenced under, starting from each destination's
+    /// settled route; then stability from the confirmations and the current configuration.
+    fn materialise(&mut self) {
+        let mut routing = Routing {
+            last_routed: if self.settings.canary == Some(Canary::RebuildForgetsSettledRoutes) {
+                BTreeMap::new()
+            } else {
+                self.settled_routes.clone()
+            },
+            ..Routing::default()
+        };
+        let first_confirm = self.first_confirm();
+        let mut timestamp = self.settled;
+        for entry in self.retained.iter_mut() {
+            timestamp = timestamp.next();
+            routing.route(timestamp, entry, &self.configurations, first_confirm);
         }
-        index
+        routing.index_stale = true;
+        self.routing = Some(Box::new(routing));
+        self.collect_stable();
+    }
+
+    /// Drops the routing state: this router follows.
+    fn forget_routing(&mut self) {
+        self.routing = None;
+        for entry in self.retained.iter_mut() {
+            entry.destinations = Vec::new();
+        }
     }
 
     // ----- Read-only accessors (the forwarder, observers, tests). -----
@@ -434,8 +602,27 @@ impl RouterState {
         self.timestamp_last
     }
 
+    /// Whether this state routes (the primary's) or only keeps the core (a follower's).
+    pub fn routes(&self) -> bool {
+        self.routing.is_some()
+    }
+
+    /// The unstable sequence; empty on a follower, which does not route.
     pub fn unstable(&self) -> &BTreeMap<Timestamp, Routed> {
-        &self.unstable
+        match &self.routing {
+            Some(routing) => &routing.unstable,
+            None => &NO_UNSTABLE,
+        }
+    }
+
+    /// The settled point: every message up to it is stable, and every router has forgotten it.
+    pub fn settled(&self) -> Timestamp {
+        self.settled
+    }
+
+    /// How many sequenced messages every router keeps (those above the settled point).
+    pub fn retained(&self) -> usize {
+        self.retained.len()
     }
 
     pub fn configuration(&self) -> &Configuration {
@@ -460,7 +647,7 @@ impl RouterState {
     }
 
     /// A group with this destination id in any configuration still kept (the current one, or
-    /// one an unstable message was routed under): where the forwarder finds a destination's
+    /// one a retained message was routed under): where the forwarder finds a destination's
     /// members, a retired group's included while messages to it are unstable.
     pub fn group(&self, destination: ProcessId) -> Option<&Group> {
         self.configurations
@@ -474,8 +661,14 @@ impl RouterState {
         self.confirmed.get(&process).copied().unwrap_or_default()
     }
 
+    /// The last timestamp routed to a destination (a follower knows it only up to the
+    /// settled point).
     pub fn last_routed(&self, process: ProcessId) -> Timestamp {
-        self.last_routed.get(&process).copied().unwrap_or_default()
+        let routes = match &self.routing {
+            Some(routing) => &routing.last_routed,
+            None => &self.settled_routes,
+        };
+        routes.get(&process).copied().unwrap_or_default()
     }
 
     pub fn applied(&self) -> u64 {
@@ -487,19 +680,65 @@ impl RouterState {
     /// unstable message, or the last one assigned if none is unstable. Never decreases.
     /// Partitions with their own log hold conflicting single-partition operations for it, and
     /// gateways acknowledge multi-partition messages only under it (`docs/internals/ecast.md`).
+    /// A follower answers the settled point.
     pub fn stable_watermark(&self) -> Timestamp {
-        match self.unstable.first_key_value() {
+        let Some(routing) = &self.routing else {
+            return self.settled;
+        };
+        match routing.unstable.first_key_value() {
             Some((first, _)) => Timestamp(first.0 - 1),
             None => self.timestamp_last,
         }
     }
 
-    /// Whether the message at `timestamp` is stable (or was never routed anywhere).
+    /// Whether the message at `timestamp` is stable (or was never routed anywhere). A follower
+    /// knows it only up to the settled point.
     pub fn is_stable(&self, timestamp: Timestamp) -> bool {
-        timestamp <= self.timestamp_last && !self.unstable.contains_key(&timestamp)
+        match &self.routing {
+            Some(routing) => {
+                timestamp <= self.timestamp_last && !routing.unstable.contains_key(&timestamp)
+            }
+            None => timestamp <= self.settled,
+        }
     }
 
-    /// What became of a sender's message, as a retried Submit would say.
+    /// Where the primary's forwarder may settle: the stable watermark, and the last message at
+    /// or below it routed to each destination whose one changed since the settled point.
+    /// `None` on a follower or when nothing new is stable.
+    pub fn settle_point(&self) -> Option<(Timestamp, Vec<(ProcessId, Timestamp)>)> {
+        self.routing.as_ref()?;
+        let through = if self.settings.canary == Some(Canary::SettleUnstable) {
+            self.timestamp_last
+        } else {
+            self.stable_watermark()
+        };
+        if through <= self.settled {
+            return None;
+        }
+        let mut routes = BTreeMap::new();
+        let count = (through.0 - self.settled.0) as usize;
+        for (offset, entry) in self.retained.iter().take(count).enumerate() {
+            let timestamp = Timestamp(self.settled.0 + 1 + offset as u64);
+            for process in &entry.destinations {
+                routes.insert(*process, timestamp);
+            }
+        }
+        Some((through, routes.into_iter().collect()))
+    }
+
+    /// A sequenced message's destinations, while it is retained and this state routes.
+    fn destinations_of(&self, timestamp: Timestamp) -> Vec<ProcessId> {
+        timestamp
+            .0
+            .checked_sub(self.settled.0 + 1)
+            .and_then(|offset| self.retained.get(usize::try_from(offset).ok()?))
+            .map(|entry| entry.destinations.clone())
+            .unwrap_or_default()
+    }
+
+    /// What became of a sender's message, as a retried Submit would say. Its destinations are
+    /// known while it is above the settled point and this state routes (else empty), its
+    /// stability as `is_stable` says.
     pub fn outcome(&self, sender: ProcessId, sequence: Sequence) -> Outcome {
         let Some(state) = self.senders.get(&sender) else {
             return Outcome::OutOfOrder {
@@ -520,12 +759,9 @@ impl RouterState {
         match remembered {
             None => Outcome::Forgotten,
             Some(Remembered::Refused(refusal)) => Outcome::Refused(refusal.clone()),
-            Some(Remembered::Sequenced {
-                timestamp,
-                destinations,
-            }) => Outcome::Sequenced {
+            Some(Remembered::Sequenced { timestamp }) => Outcome::Sequenced {
                 timestamp: *timestamp,
-                destinations: destinations.clone(),
+                destinations: self.destinations_of(*timestamp),
                 stable: self.is_stable(*timestamp),
             },
         }
@@ -556,28 +792,85 @@ impl RouterState {
                 OperationResult::Submitted(outcomes)
             }
             Operation::Confirm { confirmations } => {
-                for (process, timestamp) in confirmations {
-                    // A confirmation past the last timestamp cannot be true: ignore it.
-                    if timestamp > self.timestamp_last {
-                        continue;
-                    }
-                    let confirmed = self.confirmed.entry(process).or_default();
-                    if timestamp <= *confirmed {
-                        continue;
-                    }
-                    *confirmed = timestamp;
-                    let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
-                    let unstable = &self.unstable;
-                    self.index.confirm(process, timestamp, first_confirm, |t| {
+                self.confirm(confirmations);
+                let stabilised = self.collect_stable();
+                OperationResult::Confirmed { stabilised }
+            }
+            Operation::Settle {
+                confirmations,
+                through,
+                routes,
+            } => {
+                self.confirm(confirmations);
+                let stabilised = self.collect_stable();
+                self.settle(through, routes);
+                OperationResult::Confirmed { stabilised }
+            }
+            Operation::Query(query) => self.answer(&query),
+        }
+    }
+
+    fn confirm(&mut self, confirmations: Vec<(ProcessId, Timestamp)>) {
+        let first_confirm = self.first_confirm();
+        for (process, timestamp) in confirmations {
+            // A confirmation past the last timestamp cannot be true: ignore it.
+            if timestamp > self.timestamp_last {
+                continue;
+            }
+            let confirmed = self.confirmed.entry(process).or_default();
+            if timestamp <= *confirmed {
+                continue;
+            }
+            *confirmed = timestamp;
+            if let Some(routing) = self.routing.as_deref_mut() {
+                let unstable = &routing.unstable;
+                routing
+                    .index
+                    .confirm(process, timestamp, first_confirm, |t| {
                         unstable
                             .get(&t)
                             .map_or(0, |routed| routed.destinations.len())
                     });
-                }
-                let stabilised = self.collect_stable();
-                OperationResult::Confirmed { stabilised }
             }
-            Operation::Query(query) => self.answer(&query),
+        }
+    }
+
+    /// Forgets every message up to `through` (stable, as the primary's forwarder found), with
+    /// the configurations only they needed; `routes` are the destinations' last messages up to
+    /// there. Ignored unless it moves the settled point forward within what is sequenced.
+    fn settle(&mut self, through: Timestamp, routes: Vec<(ProcessId, Timestamp)>) {
+        if through <= self.settled || through > self.timestamp_last {
+            return;
+        }
+        for (process, timestamp) in routes {
+            if timestamp <= through {
+                let route = self.settled_routes.entry(process).or_default();
+                *route = (*route).max(timestamp);
+            }
+        }
+        while self.settled < through {
+            let entry = self
+                .retained
+                .pop_front()
+                .expect("every timestamp up to the last is retained or settled");
+            self.settled = self.settled.next();
+            let sender = self
+                .senders
+                .get_mut(&entry.envelope.sender)
+                .expect("a retained message's sender is known");
+            assert!(sender.open > 0);
+            sender.open -= 1;
+        }
+        // Versions only grow along the sequence, so the first retained message was routed
+        // under the oldest configuration any retained message needs (§5.3).
+        let current = self.configuration().version();
+        let oldest_needed = self
+            .retained
+            .front()
+            .map_or(current, |entry| entry.routed_under);
+        if self.configurations.len() > 1 {
+            self.configurations
+                .retain(|version, _| *version >= oldest_needed || *version == current);
         }
     }
 
@@ -595,23 +888,27 @@ impl RouterState {
         }
     }
 
+    /// The checks of `on_submit` that need no state: `Some` when the envelope is invalid.
+    fn invalid(sender: ProcessId, envelope: &Envelope) -> Option<Outcome> {
+        let reason = if envelope.sender != sender || envelope.routing_sender() != sender {
+            "the envelope names another sender"
+        } else if !routing_is_well_formed(&envelope.routing) {
+            "a position set is not in normal form"
+        } else if envelope.sequence == Sequence(0) {
+            "sequence numbers start at 1"
+        } else {
+            return None;
+        };
+        Some(Outcome::Invalid {
+            reason: reason.to_string(),
+        })
+    }
+
     /// One message of a Submit: deduplicate, enforce FIFO and the window, check the planned
     /// version, then sequence and route it.
     fn on_submit(&mut self, sender: ProcessId, envelope: Envelope) -> Outcome {
-        if envelope.sender != sender || envelope.routing_sender() != sender {
-            return Outcome::Invalid {
-                reason: "the envelope names another sender".to_string(),
-            };
-        }
-        if !routing_is_well_formed(&envelope.routing) {
-            return Outcome::Invalid {
-                reason: "a position set is not in normal form".to_string(),
-            };
-        }
-        if envelope.sequence == Sequence(0) {
-            return Outcome::Invalid {
-                reason: "sequence numbers start at 1".to_string(),
-            };
+        if let Some(invalid) = RouterState::invalid(sender, &envelope) {
+            return invalid;
         }
         let state = self.senders.entry(sender).or_default();
         if envelope.sequence <= state.high {
@@ -622,7 +919,7 @@ impl RouterState {
                 expected: state.high.next(),
             };
         }
-        if state.unstable >= self.settings.window_max {
+        if state.open >= self.settings.window_max {
             return Outcome::WindowFull;
         }
         state.high = envelope.sequence;
@@ -645,7 +942,7 @@ impl RouterState {
         };
         let remembered = match refusal {
             Some(refusal) => Remembered::Refused(refusal),
-            None => self.route(envelope),
+            None => self.sequence(envelope),
         };
         let sequence = self.senders[&sender].high;
         let retained = self.settings.outcomes_retained;
@@ -658,11 +955,12 @@ impl RouterState {
         self.outcome(sender, sequence)
     }
 
-    /// Sequences a message: its timestamp, its destinations under the current configuration,
-    /// each destination's previous timestamp, and the next configuration (§5.3, §6.3).
-    fn route(&mut self, envelope: Envelope) -> Remembered {
-        // Only a configuration message can change the configuration: a data message is routed
-        // under the current one without copying it.
+    /// Sequences a message: its timestamp and the next configuration (§5.3, §6.3), on every
+    /// router; its destinations, each destination's previous timestamp and its stability on
+    /// the primary only (`Routing::route`).
+    fn sequence(&mut self, envelope: Envelope) -> Remembered {
+        // Only a configuration message can change the configuration: a data message is
+        // sequenced under the current one without copying it.
         let next = if envelope.is_config() {
             // Grouped: the message applies to the storage processes' configuration.
             let applies_to = match self.grouping() {
@@ -678,60 +976,23 @@ impl RouterState {
         } else {
             None
         };
-        // Grouped: the next version's groups, and the message's destinations (the groups it
-        // retires and starts).
+        // Grouped: the next version's groups.
         let regrouped = match (&next, self.grouping()) {
             (Some(next), Some(grouping)) if next.version() != grouping.processes.version() => {
-                let groups = match grouping.groups.try_follow(next) {
-                    Ok(groups) => groups,
-                    // A group it would start cannot be named: refused, no effect.
-                    Err(refusal) => return Remembered::Refused(refusal),
-                };
-                let regrouping = Regrouping::between(&grouping.groups, &groups);
-                Some((
-                    Grouping {
+                match grouping.groups.try_follow(next) {
+                    Ok(groups) => Some(Grouping {
                         processes: next.clone(),
                         groups,
-                    },
-                    regrouping.destinations(),
-                ))
+                    }),
+                    // A group it would start cannot be named: refused, no effect.
+                    Err(refusal) => return Remembered::Refused(refusal),
+                }
             }
             _ => None,
         };
-        let grouped = self.grouping().is_some();
         let timestamp = self.timestamp_last.next();
         self.timestamp_last = timestamp;
-        // The field, not `configuration()`: the ring cache is borrowed mutably beside it.
-        let configuration = &self
-            .configurations
-            .values()
-            .next_back()
-            .expect("there is always a current configuration")
-            .configuration;
-        let routed_under = configuration.version();
-        let targets: Vec<ProcessId> = if !grouped {
-            self.ring.destinations(configuration, &envelope.routing)
-        } else if envelope.is_config() {
-            // A refused-by-nobody message that changed no group (a membership change) goes
-            // nowhere: no group hosts a standby.
-            regrouped
-                .as_ref()
-                .map(|(_, destinations)| destinations.iter().copied().collect())
-                .unwrap_or_default()
-        } else {
-            self.ring.destinations(configuration, &envelope.routing)
-        };
-        // Groups are never suspected (a group carries on while a majority of it lives).
-        let live: Vec<ProcessId> = targets
-            .iter()
-            .copied()
-            .filter(|process| grouped || configuration.is_live(*process))
-            .collect();
-        let mut destinations = BTreeMap::new();
-        for process in targets {
-            let previous = self.last_routed.insert(process, timestamp);
-            destinations.insert(process, previous.unwrap_or_default());
-        }
+        let routed_under = self.configuration().version();
         let mut version_after = routed_under;
         if let Some(next) = next.filter(|next| next.version() != routed_under) {
             for suspect in suspects(&envelope.routing) {
@@ -739,7 +1000,7 @@ impl RouterState {
             }
             version_after = next.version();
             let (configuration, grouping) = match regrouped {
-                Some((grouping, _)) => (grouping.groups.routing(), Some(grouping)),
+                Some(grouping) => (grouping.groups.routing(), Some(grouping)),
                 None => (next, None),
             };
             assert_eq!(configuration.version(), version_after);
@@ -751,75 +1012,50 @@ impl RouterState {
                     grouping,
                 },
             );
-            self.index_stale = true;
+            if let Some(routing) = self.routing.as_deref_mut() {
+                routing.index_stale = true;
+            }
         }
         let sender = envelope.sender;
-        let remembered = Remembered::Sequenced {
-            timestamp,
-            destinations: destinations.keys().copied().collect(),
+        let mut entry = Retained {
+            envelope: Arc::new(envelope),
+            routed_under,
+            version_after,
+            destinations: Vec::new(),
         };
-        if destinations.is_empty() {
-            return remembered; // Nobody to deliver to: stable at once (Algorithm 2 [[25]]).
+        let first_confirm = self.first_confirm();
+        if let Some(routing) = self.routing.as_deref_mut() {
+            routing.route(timestamp, &mut entry, &self.configurations, first_confirm);
         }
-        let first_confirm = self.settings.canary == Some(Canary::StableOnFirstConfirm);
-        // Nothing confirms a timestamp not yet assigned: every live destination is waited for.
-        self.index.add(
-            timestamp,
-            destinations.len(),
-            live.into_iter(),
-            first_confirm,
-        );
-        self.unstable.insert(
-            timestamp,
-            Routed {
-                envelope: Arc::new(envelope),
-                routed_under,
-                version_after,
-                destinations,
-            },
-        );
+        self.retained.push_back(entry);
         self.senders
             .get_mut(&sender)
             .expect("the sender exists")
-            .unstable += 1;
-        remembered
+            .open += 1;
+        Remembered::Sequenced { timestamp }
     }
 
     /// Removes every message that became stable: each destination confirmed it or is suspected
-    /// under the current configuration (Algorithm 2 [[24–26]]). Then drops configurations no
-    /// unstable message was routed under, except the current one (§5.3). Returns how many
-    /// messages became stable.
+    /// under the current configuration (Algorithm 2 [[24–26]]). Returns how many messages
+    /// became stable (0 on a follower, which does not route).
     fn collect_stable(&mut self) -> u64 {
-        if self.index_stale {
+        let Some(mut routing) = self.routing.take() else {
+            return 0;
+        };
+        if routing.index_stale {
             // A configuration change may have changed any destination's liveness.
-            self.index = self.derive_index();
-            self.index_stale = false;
+            routing.index = self.derive_index(&routing);
+            routing.index_stale = false;
         }
-        let stable = std::mem::take(&mut self.index.ready);
+        let stable = std::mem::take(&mut routing.index.ready);
         for timestamp in &stable {
-            let routed = self
+            let routed = routing
                 .unstable
                 .remove(timestamp)
                 .expect("ready means unstable");
-            self.index.remove(*timestamp, &routed);
-            let sender = self
-                .senders
-                .get_mut(&routed.envelope.sender)
-                .expect("a routed message's sender is known");
-            assert!(sender.unstable > 0);
-            sender.unstable -= 1;
+            routing.index.remove(*timestamp, &routed);
         }
-        // Versions only grow along the sequence, so the first unstable message was routed under
-        // the oldest configuration any unstable message needs.
-        let current = self.configuration().version();
-        let oldest_needed = self
-            .unstable
-            .first_key_value()
-            .map_or(current, |(_, routed)| routed.routed_under);
-        if self.configurations.len() > 1 {
-            self.configurations
-                .retain(|version, _| *version >= oldest_needed || *version == current);
-        }
+        self.routing = Some(routing);
         stable.len() as u64
     }
 
@@ -828,11 +1064,19 @@ impl RouterState {
     /// `INVARIANTS_FULL_EVERY` ops in release builds (they cost O(unstable) each time).
     pub fn invariants(&self) {
         assert!(!self.configurations.is_empty());
-        if let Some((first, _)) = self.unstable.first_key_value() {
-            assert!(*first > Timestamp::ZERO);
-        }
-        if let Some((last, _)) = self.unstable.last_key_value() {
-            assert!(*last <= self.timestamp_last);
+        assert!(self.settled <= self.timestamp_last);
+        assert_eq!(
+            self.retained.len() as u64,
+            self.timestamp_last.0 - self.settled.0,
+            "every message above the settled point is retained"
+        );
+        if let Some(routing) = &self.routing {
+            if let Some((first, _)) = routing.unstable.first_key_value() {
+                assert!(*first > Timestamp::ZERO);
+            }
+            if let Some((last, _)) = routing.unstable.last_key_value() {
+                assert!(*last <= self.timestamp_last);
+            }
         }
         if cfg!(debug_assertions) || self.applied.is_multiple_of(INVARIANTS_FULL_EVERY) {
             self.invariants_full();
@@ -846,28 +1090,31 @@ impl RouterState {
                 "at most one outcome per sequence number"
             );
         }
-        let unstable_total: u64 = self.senders.values().map(|sender| sender.unstable).sum();
-        assert_eq!(unstable_total, self.unstable.len() as u64);
-        if !self.index_stale {
+        let open_total: u64 = self.senders.values().map(|sender| sender.open).sum();
+        assert_eq!(open_total, self.retained.len() as u64);
+        let mut previous_version = None;
+        for entry in &self.retained {
+            assert!(
+                previous_version <= Some(entry.routed_under),
+                "configuration versions grow along the sequence"
+            );
+            previous_version = Some(entry.routed_under);
+            assert!(
+                self.configurations.contains_key(&entry.routed_under),
+                "a configuration a retained message was routed under is kept"
+            );
+        }
+        let Some(routing) = &self.routing else {
+            return;
+        };
+        if !routing.index_stale {
             assert_eq!(
-                self.index,
-                self.derive_index(),
+                routing.index,
+                self.derive_index(routing),
                 "the stability index matches the replicated state"
             );
         }
-        let mut previous_version = None;
-        for routed in self.unstable.values() {
-            assert!(
-                previous_version <= Some(routed.routed_under),
-                "configuration versions grow along the sequence"
-            );
-            previous_version = Some(routed.routed_under);
-        }
-        for routed in self.unstable.values() {
-            assert!(
-                self.configurations.contains_key(&routed.routed_under),
-                "a configuration an unstable message was routed under is kept"
-            );
+        for routed in routing.unstable.values() {
             assert!(
                 !routed.destinations.is_empty(),
                 "a message with no destination is stable"
@@ -902,6 +1149,42 @@ impl vr::StateMachine for RouterState {
         result.encode()
     }
 
+    /// A primary routes; a follower keeps the core and rebuilds the routing state when it
+    /// becomes primary.
+    fn lead(&mut self, primary: bool) {
+        match (primary, self.routing.is_some()) {
+            (true, false) => self.materialise(),
+            (false, true) => self.forget_routing(),
+            _ => {}
+        }
+    }
+
+    /// A retried Submit: its saved result may come from a follower (no destinations, stability
+    /// known only up to the settled point), so each sequenced or refused message's outcome is
+    /// looked up again; the others (not sequenced: window full, out of order, invalid) keep
+    /// their saved outcome. Anything else keeps its saved result.
+    fn reply_again(&self, operation: &[u8], result: &[u8]) -> Vec<u8> {
+        let (Ok(Operation::Submit { sender, messages }), OperationResult::Submitted(saved)) = (
+            Operation::decode(operation),
+            OperationResult::decode(result),
+        ) else {
+            return result.to_vec();
+        };
+        if saved.len() != messages.len() {
+            return result.to_vec();
+        }
+        let outcomes = saved
+            .into_iter()
+            .map(|(sequence, outcome)| match outcome {
+                Outcome::Sequenced { .. } | Outcome::Refused(_) => {
+                    (sequence, self.outcome(sender, sequence))
+                }
+                other => (sequence, other),
+            })
+            .collect();
+        OperationResult::Submitted(outcomes).encode()
+    }
+
     fn snapshot(&self) -> Vec<u8> {
         postcard::to_allocvec(self).expect("router state serialises")
     }
@@ -911,9 +1194,11 @@ impl vr::StateMachine for RouterState {
             postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
                 reason: error.to_string(),
             })?;
-        *self = state; // With an empty ring cache.
-        self.index = self.derive_index();
-        self.index_stale = false;
+        let routes = self.routes();
+        *self = state; // Without routing state.
+        if routes {
+            self.materialise();
+        }
         Ok(())
     }
 }
@@ -974,6 +1259,22 @@ mod tests {
         }
     }
 
+    /// What the primary's forwarder submits once messages are stable: a Settle op at the
+    /// state's settle point. Returns the new settled point.
+    fn settle(state: &mut RouterState) -> Timestamp {
+        if let Some((through, routes)) = state.settle_point() {
+            run(
+                state,
+                Operation::Settle {
+                    confirmations: Vec::new(),
+                    through,
+                    routes,
+                },
+            );
+        }
+        state.settled()
+    }
+
     fn unstable(state: &RouterState) -> Vec<u64> {
         state
             .unstable()
@@ -1020,7 +1321,10 @@ mod tests {
         assert_eq!(confirm(&mut state, &[(4, 4)]), 1);
         assert!(state.unstable().is_empty());
         assert_eq!(state.stable_watermark(), Timestamp(4));
-        assert_eq!(state.index, StabilityIndex::default());
+        assert_eq!(
+            state.routing.as_ref().unwrap().index,
+            StabilityIndex::default()
+        );
     }
 
     #[test]
@@ -1068,7 +1372,8 @@ mod tests {
             "t1 and t2 waited only for the suspect: {:?}",
             unstable(&state)
         );
-        assert_eq!(state.index, state.derive_index());
+        let routing = state.routing.as_ref().unwrap();
+        assert_eq!(routing.index, state.derive_index(routing));
     }
 
     #[test]
@@ -1119,6 +1424,18 @@ mod tests {
         let first = submit(&mut state, (1..=4).map(|s| write(s, &[1])).collect());
         // Everything confirmed: the window is free again.
         confirm(&mut state, &[(1, 4), (2, 4)]);
+        // Stable, but counted in the window until settled.
+        let OperationResult::Submitted(full) = run(
+            &mut state,
+            Operation::Submit {
+                sender: SENDER,
+                messages: vec![write(5, &[2])],
+            },
+        ) else {
+            panic!("not submitted");
+        };
+        assert_eq!(full, vec![(Sequence(5), Outcome::WindowFull)]);
+        assert_eq!(settle(&mut state), Timestamp(4));
         // A message planned against another version consumes its number as a refusal.
         let mut stale = write(5, &[2]);
         stale.planned_at = ConfigVersion(7);
@@ -1253,6 +1570,8 @@ mod tests {
         assert_eq!(unstable(&state), vec![1, 2]);
         confirmations = vec![(3, 2)];
         assert_eq!(confirm(&mut state, &confirmations), 2);
+        assert!(state.group(ProcessId(3)).is_some(), "kept until settled");
+        assert_eq!(settle(&mut state), Timestamp(2));
         assert!(state.group(ProcessId(3)).is_none(), "retired and forgotten");
         // After K, position 3700 is the new group owned by 7.
         let OperationResult::Submitted(outcomes) = run(

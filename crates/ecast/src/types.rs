@@ -227,4 +227,11 @@ pub enum Canary {
     /// forwarder stops resending it, so a delivery lost on the way to another destination is
     /// never repaired.
     StableOnFirstConfirm,
+    /// A router that becomes primary rebuilds its routing state without the settled routes:
+    /// every destination's chain restarts at 0 above the settled point, so the first message
+    /// it sends a destination after a fail-over names the wrong `previous`.
+    RebuildForgetsSettledRoutes,
+    /// The forwarder settles up to the last timestamp instead of the stable watermark:
+    /// followers forget unstable messages, and a fail-over loses them.
+    SettleUnstable,
 }

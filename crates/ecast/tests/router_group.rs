@@ -316,3 +316,101 @@ fn a_new_primary_delivers_what_the_old_one_lost_in_order_and_nothing_acknowledge
     assert_eq!(total, 12, "six writes, two replicas each");
     assert!(!world.delivered[&ProcessId(3)].is_empty());
 }
+
+fn outcomes_of(message: &Message) -> Vec<(Sequence, Outcome)> {
+    let Message::Reply(reply) = message else {
+        panic!("not a reply: {message:?}");
+    };
+    match OperationResult::decode(&reply.result) {
+        OperationResult::Submitted(outcomes) => outcomes,
+        other => panic!("not a Submit result: {other:?}"),
+    }
+}
+
+#[test]
+fn followers_do_not_route_and_a_submit_retried_after_a_view_change_gets_its_outcomes_recomputed() {
+    let mut world = World::new();
+    world.tick();
+    let primary = world.primary().expect("view 0 has a primary");
+    // Process 3 hears nothing, before and after the view change: its messages stay unstable.
+    world.black_hole = Some(ProcessId(3));
+    let request = Request {
+        client: GATEWAY_CLIENT,
+        request: RequestNumber(1),
+        kind: RequestKind::Write,
+        operation: Operation::Submit {
+            sender: GATEWAY,
+            messages: (1..=6)
+                .map(|sequence| write(sequence, 1 + sequence % 4))
+                .collect(),
+        }
+        .encode(),
+    };
+    world.step(primary, Input::Message(Message::Request(request.clone())));
+    for _ in 0..5 {
+        world.tick();
+    }
+    let told = outcomes_of(world.gateway_replies.first().expect("answered"));
+    for (index, router) in world.routers.iter().enumerate() {
+        let state = router.as_ref().unwrap().state_machine();
+        assert_eq!(state.routes(), index == primary, "router {index}");
+        assert_eq!(state.timestamp_last(), Timestamp(6));
+    }
+    world.routers[primary] = None;
+    world.forwarders[primary] = None;
+    for _ in 0..400 {
+        world.tick();
+        if world.primary().is_some() {
+            break;
+        }
+    }
+    let new_primary = world.primary().expect("a new primary");
+    let replica = world.routers[new_primary].as_ref().unwrap();
+    assert!(
+        replica.state_machine().routes(),
+        "it rebuilt its routing state"
+    );
+    // What its client table saved as a follower: timestamps, no destinations.
+    let (number, saved) = replica.client_table().get(GATEWAY_CLIENT).expect("saved");
+    assert_eq!(number, RequestNumber(1));
+    let OperationResult::Submitted(saved) = OperationResult::decode(saved) else {
+        panic!("a Submit result");
+    };
+    assert!(saved.iter().all(|(_, outcome)| matches!(
+        outcome,
+        Outcome::Sequenced { destinations, stable: false, .. } if destinations.is_empty()
+    )));
+    // The gateway retries with the same request number: the new primary recomputes.
+    world.gateway_replies.clear();
+    world.step(new_primary, Input::Message(Message::Request(request)));
+    let again = outcomes_of(world.gateway_replies.first().expect("answered again"));
+    let state = world.routers[new_primary].as_ref().unwrap().state_machine();
+    assert_eq!(again.len(), told.len());
+    for ((sequence, told), (_, again)) in told.iter().zip(&again) {
+        let (
+            Outcome::Sequenced {
+                timestamp,
+                destinations,
+                ..
+            },
+            Outcome::Sequenced {
+                timestamp: timestamp_again,
+                destinations: destinations_again,
+                stable,
+            },
+        ) = (told, again)
+        else {
+            panic!("{told:?} / {again:?}");
+        };
+        assert_eq!(timestamp, timestamp_again, "{sequence:?}");
+        assert_eq!(*stable, state.is_stable(*timestamp));
+        if destinations.contains(&ProcessId(3)) {
+            assert!(!stable, "{sequence:?} waits for process 3");
+            assert_eq!(destinations, destinations_again, "{sequence:?}");
+        }
+    }
+    assert!(again.iter().any(|(_, outcome)| matches!(
+        outcome,
+        Outcome::Sequenced { destinations, .. } if !destinations.is_empty()
+    )));
+}

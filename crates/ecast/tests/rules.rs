@@ -89,6 +89,20 @@ fn confirm(state: &mut RouterState, confirmations: &[(u64, u64)]) -> u64 {
     }
 }
 
+/// A Settle op at the state's settle point, as the primary's forwarder submits it once
+/// messages are stable. Returns the settled point.
+fn settle(state: &mut RouterState) -> Timestamp {
+    if let Some((through, routes)) = state.settle_point() {
+        let operation = Operation::Settle {
+            confirmations: Vec::new(),
+            through,
+            routes,
+        };
+        state.apply(&operation.encode());
+    }
+    state.settled()
+}
+
 fn timestamp_of(outcome: &Outcome) -> Timestamp {
     match outcome {
         Outcome::Sequenced { timestamp, .. } => *timestamp,
@@ -187,6 +201,10 @@ fn the_router_enforces_the_send_window() {
     );
     assert_eq!(outcomes[2].1, Outcome::WindowFull);
     confirm(&mut state, &[(1, 1), (2, 1)]);
+    // Stable, but the window counts messages above the settled point.
+    let outcomes = submit(&mut state, vec![write(3, &[key_of(1)])]);
+    assert_eq!(outcomes[0].1, Outcome::WindowFull);
+    assert_eq!(settle(&mut state), Timestamp(1));
     let outcomes = submit(&mut state, vec![write(3, &[key_of(1)])]);
     assert_eq!(timestamp_of(&outcomes[0].1), Timestamp(3));
 }
@@ -282,6 +300,9 @@ fn superseded_configurations_are_kept_until_their_messages_are_stable() {
     assert_eq!(versions, vec![0, 1], "v0 kept for t1");
     assert_eq!(state.configurations()[&ConfigVersion(1)].from, Timestamp(3));
     confirm(&mut state, &[(1, 1), (2, 1)]);
+    let versions: Vec<u64> = state.configurations().keys().map(|v| v.0).collect();
+    assert_eq!(versions, vec![0, 1], "v0 kept until t1 is settled");
+    assert_eq!(settle(&mut state), Timestamp(2));
     let versions: Vec<u64> = state.configurations().keys().map(|v| v.0).collect();
     assert_eq!(versions, vec![1], "v0 collected");
 }
@@ -650,11 +671,13 @@ fn the_forwarder_batches_confirmations_into_one_confirm_op_at_a_time() {
     assert_eq!(next.request, RequestNumber(2));
     assert_eq!(
         Operation::decode(&next.operation).unwrap(),
-        Operation::Confirm {
-            confirmations: vec![(ProcessId(1), Timestamp(2)), (ProcessId(2), Timestamp(2))]
+        Operation::Settle {
+            confirmations: vec![(ProcessId(1), Timestamp(2)), (ProcessId(2), Timestamp(2))],
+            through: Timestamp(0),
+            routes: Vec::new(),
         }
     );
-    state.apply(&next.operation);
+    let result = state.apply(&next.operation);
     let effects = forwarder_step(&mut forwarder, ForwarderInput::Sync, &state);
     let stable: Vec<u64> = effects
         .iter()
@@ -664,6 +687,33 @@ fn the_forwarder_batches_confirmations_into_one_confirm_op_at_a_time() {
         })
         .collect();
     assert_eq!(stable, vec![1, 2], "the sender hears of stability");
+    // And the next op settles them, with the last message routed to each destination.
+    let effects = forwarder_step(
+        &mut forwarder,
+        ForwarderInput::Reply {
+            request: next.request,
+            result,
+        },
+        &state,
+    );
+    let settle = effects
+        .iter()
+        .find_map(|effect| match effect {
+            ForwarderEffect::Submit(request) => Some(request.clone()),
+            _ => None,
+        })
+        .expect("a Settle op");
+    assert_eq!(
+        Operation::decode(&settle.operation).unwrap(),
+        Operation::Settle {
+            confirmations: Vec::new(),
+            through: Timestamp(2),
+            routes: vec![(ProcessId(1), Timestamp(2)), (ProcessId(2), Timestamp(2))],
+        }
+    );
+    state.apply(&settle.operation);
+    assert_eq!(state.settled(), Timestamp(2));
+    assert_eq!(state.retained(), 0);
 }
 
 #[test]

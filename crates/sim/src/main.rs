@@ -21,6 +21,7 @@ const USAGE: &str =
   --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways,
                  and on half the seeds a reconfiguration nemesis (Rubberband)
                  (canaries: inbox-skips-gap-check | stable-on-first-confirm |
+                 rebuild-forgets-settled-routes | settle-unstable |
                  router-commit-without-quorum | migration-serves-before-install |
                  migration-capture-without-hold)
   --partitions vr   with --ecast: partitions with their own log and the router bypass
@@ -109,6 +110,10 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                 parsed.ecast_canary = match name {
                     Some("inbox-skips-gap-check") => Some(EcastCanary::InboxSkipsGapCheck),
                     Some("stable-on-first-confirm") => Some(EcastCanary::StableOnFirstConfirm),
+                    Some("rebuild-forgets-settled-routes") => {
+                        Some(EcastCanary::RebuildForgetsSettledRoutes)
+                    }
+                    Some("settle-unstable") => Some(EcastCanary::SettleUnstable),
                     Some("router-commit-without-quorum") => {
                         Some(EcastCanary::RouterCommitWithoutQuorum)
                     }

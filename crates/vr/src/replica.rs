@@ -936,7 +936,7 @@ impl<S: StateMachine> Replica<S> {
                     view: self.view,
                     client: request.client,
                     request: latest,
-                    result: result.to_vec(),
+                    result: self.state_machine.reply_again(&request.operation, result),
                 };
                 effects.push(Effect::Reply {
                     client: request.client,
@@ -1579,6 +1579,7 @@ impl<S: StateMachine> Replica<S> {
         self.view = view;
         self.status = Status::ViewChange(ViewChangeState::default());
         self.primary = None;
+        self.state_machine.lead(false);
         self.backup = BackupState::default();
         self.timeouts.primary.stop();
         self.timeouts.heartbeat.stop();
@@ -1918,6 +1919,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(matches!(self.status, Status::Normal));
         assert!(self.is_primary_of(self.view));
         self.backup = BackupState::default();
+        self.state_machine.lead(true);
         self.primary = Some(PrimaryState {
             acknowledged_op: vec![Op(0); self.config.replica_count as usize],
             view_start_op,
@@ -1944,6 +1946,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(matches!(self.status, Status::Normal));
         assert!(!self.is_primary_of(self.view));
         self.primary = None;
+        self.state_machine.lead(false);
         self.backup = BackupState::default();
         self.timeouts.heartbeat.stop();
         self.timeouts.resend.stop();

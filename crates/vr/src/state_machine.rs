@@ -30,6 +30,24 @@ pub trait StateMachine {
             .map(|operation| self.query(operation))
             .collect()
     }
+    /// The replica became its view's primary (`true`) or stopped being it (`false`): called
+    /// when a replica enters normal status as primary or backup and when it starts a view
+    /// change. A state machine may keep less on a backup (the E-Cast router state keeps only
+    /// what a fail-over needs, `docs/internals/ecast.md`, "Lazy follower routers"), as long as
+    /// every `apply` result, snapshot and restore is the same function of the committed ops in
+    /// both roles. The default does nothing.
+    fn lead(&mut self, primary: bool) {
+        let _ = primary;
+    }
+    /// The reply to a client that retried a request already executed: `result` is what the
+    /// client table saved when it executed (on this replica, perhaps as a backup), `operation`
+    /// the retried request's bytes. A state machine whose saved results leave out what only a
+    /// primary knows (see `lead`) recomputes them here, read-only. The default returns
+    /// `result`.
+    fn reply_again(&self, operation: &[u8], result: &[u8]) -> Vec<u8> {
+        let _ = operation;
+        result.to_vec()
+    }
     /// Serialises the whole state, for checkpoints and state transfer.
     fn snapshot(&self) -> Vec<u8>;
     /// Replaces the whole state with a snapshot. On error the state must be unchanged.

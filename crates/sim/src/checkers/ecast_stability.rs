@@ -51,6 +51,11 @@ impl EcastStability {
         if let Some((last, _)) = order.routed.last_key_value() {
             self.watched_up_to = self.watched_up_to.max(*last);
         }
+        if !state.routes() {
+            // A follower router keeps no unstable sequence (it does not route): only the
+            // primary's says what is stable.
+            return Ok(());
+        }
         let last = state.timestamp_last();
         let configuration = state.configuration();
         let candidates: Vec<Timestamp> = self
@@ -133,6 +138,13 @@ impl EcastStability {
             }
         }
         for state in routers {
+            if state.settled() < state.timestamp_last() && !state.routes() {
+                return Err(violation(format!(
+                    "a follower router ends settled only up to {} of {}",
+                    state.settled(),
+                    state.timestamp_last()
+                )));
+            }
             if let Some(timestamp) = state.unstable().keys().next() {
                 return Err(violation(format!(
                     "{timestamp} is still unstable at the end"

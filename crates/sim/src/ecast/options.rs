@@ -12,6 +12,11 @@ pub enum EcastCanary {
     InboxSkipsGapCheck,
     /// Routers call a message stable once one destination confirmed it.
     StableOnFirstConfirm,
+    /// A follower router that becomes primary rebuilds its routing state without the settled
+    /// routes (`ecast::Canary::RebuildForgetsSettledRoutes`).
+    RebuildForgetsSettledRoutes,
+    /// The forwarder settles unstable messages too (`ecast::Canary::SettleUnstable`).
+    SettleUnstable,
     /// The router group's primary commits without a quorum (VR's canary).
     RouterCommitWithoutQuorum,
     /// A receiving storage process applies later deliveries before its copy is installed

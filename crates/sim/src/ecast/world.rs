@@ -434,6 +434,12 @@ impl EcastSimulation {
             if let Some(timestamp) = state.unstable().keys().next() {
                 return Some(format!("router {index} still has {timestamp} unstable"));
             }
+            if state.settled() < state.timestamp_last() {
+                return Some(format!(
+                    "router {index} settled only up to {}",
+                    state.settled()
+                ));
+            }
             let mine = (
                 replica.view(),
                 state.timestamp_last(),
@@ -1846,8 +1852,14 @@ impl EcastSimulation {
 }
 
 fn router_state(options: &EcastOptions, initial: &Configuration) -> RouterState {
-    let canary = (options.canary == Some(EcastCanary::StableOnFirstConfirm))
-        .then_some(ecast::Canary::StableOnFirstConfirm);
+    let canary = match options.canary {
+        Some(EcastCanary::StableOnFirstConfirm) => Some(ecast::Canary::StableOnFirstConfirm),
+        Some(EcastCanary::RebuildForgetsSettledRoutes) => {
+            Some(ecast::Canary::RebuildForgetsSettledRoutes)
+        }
+        Some(EcastCanary::SettleUnstable) => Some(ecast::Canary::SettleUnstable),
+        _ => None,
+    };
     RouterState::new(
         initial.clone(),
         RouterSettings {
