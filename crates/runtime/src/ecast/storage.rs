@@ -66,6 +66,9 @@ pub fn migration_settings(tick_ms: u64) -> MigrationSettings {
         sender_timeout_ticks: ticks(4_000).max(ticks(250) + 1),
         held_max: 200_000,
         slice_keys_max: 8_192,
+        // Measurement only: `TESSERA_MIGRATION_CAPTURE_FIRST=1` sends nothing before a
+        // capture ends (as before pipelining), to compare the two in one binary.
+        send_while_capturing: std::env::var_os("TESSERA_MIGRATION_CAPTURE_FIRST").is_none(),
         canary: None,
     }
 }
