@@ -70,8 +70,9 @@ pub struct MigrationSettings {
     pub slice_keys_max: usize,
     /// Chunks leave while their capture goes on (open chunks, "Pipelined capture" in
     /// `docs/internals/rubberband.md`). `false`: nothing is sent before the capture ends, as
-    /// before the pipelining (kept for measuring one against the other, and drawn by the
-    /// simulator so that both stay checked).
+    /// before the pipelining: the runtime's default, because pipelined copies of small values
+    /// measured slower on the shared benchmark machine (`docs/bench/elasticity.md`); the
+    /// simulator draws both.
     pub send_while_capturing: bool,
     #[doc(hidden)]
     pub canary: Option<MigrationCanary>,
