@@ -68,6 +68,12 @@ pub struct MigrationSettings {
     /// Engine keys one slice of a pass (capture, clear, delete) visits at most: bounds how long
     /// one `Work` step holds the engine.
     pub slice_keys_max: usize,
+    /// Chunks leave while their capture goes on (open chunks, "Pipelined capture" in
+    /// `docs/internals/rubberband.md`). `false`: nothing is sent before the capture ends, as
+    /// before the pipelining: the runtime's default, because pipelined copies of small values
+    /// measured slower on the shared benchmark machine (`docs/bench/elasticity.md`); the
+    /// simulator draws both.
+    pub send_while_capturing: bool,
     #[doc(hidden)]
     pub canary: Option<MigrationCanary>,
 }
@@ -83,6 +89,7 @@ impl Default for MigrationSettings {
             sender_timeout_ticks: 2_000,
             held_max: 100_000,
             slice_keys_max: 4_096,
+            send_while_capturing: true,
             canary: None,
         }
     }
@@ -476,12 +483,20 @@ struct Outgoing {
     range: PositionSet,
     /// The capture pass, while it runs (items touching `range` are held meanwhile).
     capture: Option<PassId>,
-    /// While capturing: the records so far, in chunk-sized groups (the last one open).
-    groups: Vec<Vec<Record>>,
-    /// Bytes of the open group.
-    group_bytes: u64,
-    /// Empty until captured. A chunk's checksum is computed when it is first sent (so the
-    /// cost is spread over the copy, not paid in one step).
+    /// While capturing: the records captured since the last chunk was cut (at most
+    /// `chunk_bytes_max` of them, or one larger record).
+    open: Vec<Record>,
+    /// Bytes of `open`.
+    open_bytes: u64,
+    /// The stream's totals so far; final once `captured`.
+    bytes_total: u64,
+    keys_total: u64,
+    /// Chunks cut so far: each full group of captured records becomes a chunk at once and may
+    /// be sent while the capture goes on (an *open* chunk: `count` 0, totals 0); the last is
+    /// cut when the capture ends, and every chunk not sent by then carries the stream's count
+    /// and totals ("Pipelined capture" in `docs/internals/rubberband.md`). A chunk's checksum
+    /// is computed when it is first sent (so the cost is spread over the copy, not paid in one
+    /// step), and a resend sends it as it was first sent.
     chunks: Vec<Chunk>,
     /// Per chunk: its checksum is computed.
     sealed: Vec<bool>,
@@ -507,6 +522,33 @@ struct Outgoing {
 impl Outgoing {
     fn chunk_bytes(&self, index: usize) -> u64 {
         self.sizes[index]
+    }
+
+    /// Appends `records` as the stream's next chunk, with `count` (0: open, the count and
+    /// totals not known yet) and the totals so far if `count` is set.
+    fn cut(&mut self, stream: StreamId, records: Vec<Record>, count: u32) {
+        let bytes: u64 = records.iter().map(Record::size).sum();
+        let keys = records.len() as u64;
+        self.bytes_total += bytes;
+        self.keys_total += keys;
+        let (bytes_total, keys_total) = match count {
+            0 => (0, 0),
+            _ => (self.bytes_total, self.keys_total),
+        };
+        self.chunks.push(Chunk {
+            stream,
+            index: u32::try_from(self.chunks.len()).expect("fewer than 2^32 chunks"),
+            count,
+            bytes_total,
+            keys_total,
+            checksum: 0,
+            records: Arc::new(records),
+        });
+        self.sizes.push(bytes);
+        self.keys.push(keys);
+        self.sealed.push(false);
+        self.acked.push(false);
+        self.sent_at.push(None);
     }
 }
 
@@ -722,8 +764,8 @@ impl<T> Migrator<T> {
                     bytes_in_flight: 0,
                 };
                 if out.captured {
-                    progress.bytes_total = Some(out.chunks[0].bytes_total);
-                    progress.keys_total = Some(out.chunks[0].keys_total);
+                    progress.bytes_total = Some(out.bytes_total);
+                    progress.keys_total = Some(out.keys_total);
                 }
                 for index in 0..out.chunks.len() {
                     let bytes = out.chunk_bytes(index);
@@ -973,8 +1015,10 @@ impl<T> Migrator<T> {
                         Outgoing {
                             range,
                             capture: Some(pass),
-                            groups: vec![Vec::new()],
-                            group_bytes: 0,
+                            open: Vec::new(),
+                            open_bytes: 0,
+                            bytes_total: 0,
+                            keys_total: 0,
                             chunks: Vec::new(),
                             sealed: Vec::new(),
                             sizes: Vec::new(),
@@ -1121,18 +1165,18 @@ impl<T> Migrator<T> {
                     continue;
                 }
                 let size = record.size();
-                let open = out.groups.last_mut().expect("never empty");
-                if !open.is_empty() && out.group_bytes + size > chunk_bytes_max {
-                    // Sized like the group it follows (records of a range are mostly alike):
-                    // grown by doubling, every group was copied about twice over.
-                    let mut group = Vec::with_capacity(open.len() + open.len() / 8 + 1);
-                    group.push(record);
-                    out.groups.push(group);
-                    out.group_bytes = size;
-                } else {
-                    open.push(record);
-                    out.group_bytes += size;
+                if !out.open.is_empty() && out.open_bytes + size > chunk_bytes_max {
+                    // The group is full: it becomes an open chunk, sendable at once (`pump`,
+                    // at the end of this step). The next group is sized like this one
+                    // (records of a range are mostly alike): grown by doubling, every group
+                    // was copied about twice over.
+                    let capacity = out.open.len() + out.open.len() / 8 + 1;
+                    let full = std::mem::replace(&mut out.open, Vec::with_capacity(capacity));
+                    out.cut(stream, full, 0);
+                    out.open_bytes = 0;
                 }
+                out.open.push(record);
+                out.open_bytes += size;
             }
         }
         if next.is_some() {
@@ -1157,34 +1201,24 @@ impl<T> Migrator<T> {
         }
     }
 
-    /// The capture of `stream` is complete: its groups become the stream's chunks.
+    /// The capture of `stream` is complete: what is left becomes the last chunk, and every
+    /// chunk not sent yet carries the stream's count and totals (one sent already stays as it
+    /// was sent: open). The last chunk is never sent before this, so a receiver learns the
+    /// count only from a chunk cut after the whole range was captured.
     fn seal_capture(&mut self, stream: StreamId) {
         let out = self.outgoing.get_mut(&stream).expect("a capture's stream");
-        let groups = std::mem::take(&mut out.groups);
-        let bytes_total: u64 = groups.iter().flatten().map(Record::size).sum();
-        let keys_total: u64 = groups.iter().map(|group| group.len() as u64).sum();
-        let count = u32::try_from(groups.len()).expect("fewer than 2^32 chunks");
-        out.keys = groups.iter().map(|group| group.len() as u64).collect();
-        out.sizes = groups
-            .iter()
-            .map(|group| group.iter().map(Record::size).sum())
-            .collect();
-        out.chunks = groups
-            .into_iter()
-            .enumerate()
-            .map(|(index, records)| Chunk {
-                stream,
-                index: index as u32,
-                count,
-                bytes_total,
-                keys_total,
-                checksum: 0,
-                records: Arc::new(records),
-            })
-            .collect();
-        out.sealed = vec![false; out.chunks.len()];
-        out.acked = vec![false; out.chunks.len()];
-        out.sent_at = vec![None; out.chunks.len()];
+        let last = std::mem::take(&mut out.open);
+        let count = u32::try_from(out.chunks.len() + 1).expect("fewer than 2^32 chunks");
+        out.cut(stream, last, count);
+        out.open_bytes = 0;
+        let (bytes_total, keys_total) = (out.bytes_total, out.keys_total);
+        for (chunk, sealed) in out.chunks.iter_mut().zip(&out.sealed) {
+            if !*sealed {
+                chunk.count = count;
+                chunk.bytes_total = bytes_total;
+                chunk.keys_total = keys_total;
+            }
+        }
         out.capture = None;
         out.captured = true;
     }
@@ -1318,13 +1352,27 @@ impl<T> Migrator<T> {
             self.stats.chunks_checksum_mismatch += 1;
             return; // Not acknowledged: the sender resends it.
         }
-        let consistent = chunk.count > 0
-            && chunk.index < chunk.count
-            && inc.count.is_none_or(|count| {
-                count == chunk.count
+        // An open chunk (`count` 0: sent while its sender was still capturing) carries no
+        // totals and must fit the count if it is known; a sealed one carries the stream's
+        // count and totals, the same in every sealed chunk, and every index accepted so far
+        // must be below its count.
+        let fits = match (chunk.count, inc.count) {
+            (0, known) => {
+                chunk.bytes_total == 0
+                    && chunk.keys_total == 0
+                    && known.is_none_or(|count| chunk.index < count)
+            }
+            (count, Some(known)) => {
+                count == known
+                    && chunk.index < count
                     && inc.bytes_total == chunk.bytes_total
                     && inc.keys_total == chunk.keys_total
-            })
+            }
+            (count, None) => {
+                chunk.index < count && inc.received.last().is_none_or(|last| *last < count)
+            }
+        };
+        let consistent = fits
             && chunk
                 .records
                 .iter()
@@ -1334,9 +1382,11 @@ impl<T> Migrator<T> {
             return;
         }
         inc.heard_at = self.now;
-        inc.count = Some(chunk.count);
-        inc.bytes_total = chunk.bytes_total;
-        inc.keys_total = chunk.keys_total;
+        if chunk.count > 0 {
+            inc.count = Some(chunk.count);
+            inc.bytes_total = chunk.bytes_total;
+            inc.keys_total = chunk.keys_total;
+        }
         if inc.received.insert(chunk.index) {
             self.stats.chunks_accepted += 1;
             inc.bytes_done += chunk.records.iter().map(Record::size).sum::<u64>();
@@ -1533,7 +1583,11 @@ impl<T> Migrator<T> {
         let (now, resend) = (self.now, self.settings.resend_ticks);
         let mut throttled = false;
         let mut step_bytes: u64 = 0;
+        let early = self.settings.send_while_capturing;
         'streams: for (stream, out) in self.outgoing.iter_mut() {
+            if !out.captured && !early {
+                continue;
+            }
             for index in 0..out.chunks.len() {
                 if out.acked[index] {
                     continue;
@@ -1607,7 +1661,7 @@ impl<T> Migrator<T> {
             assert_eq!(out.chunks.len(), out.sizes.len());
             assert_eq!(out.chunks.len(), out.keys.len());
             assert_eq!(out.chunks.len(), out.sealed.len());
-            assert!(out.captured || out.chunks.is_empty());
+            assert!(out.captured || out.chunks.iter().all(|chunk| chunk.count == 0));
             assert_eq!(out.captured, out.capture.is_none());
         }
         for inc in self.incoming.values() {

@@ -24,6 +24,7 @@ fn settings() -> MigrationSettings {
         sender_timeout_ticks: 50,
         held_max: 4,
         slice_keys_max: 3,
+        send_while_capturing: true,
         canary: None,
     }
 }
@@ -213,6 +214,10 @@ fn applied(effects: &Effects) -> Vec<u32> {
         .collect()
 }
 
+/// Five records, one a chunk, captured in two slices of three keys: the first slice cuts chunks
+/// 0 and 1 (a group is cut when the next record does not fit) and they leave at once, open
+/// (count and totals 0); the last slice cuts 2 and 3, the end of the capture cuts 4, and those
+/// three leave with the stream's count and totals.
 #[test]
 fn sender_chunks_a_capture_within_the_byte_bound_with_valid_checksums() {
     let (_, effects) = started_sender(settings(), 5);
@@ -220,8 +225,10 @@ fn sender_chunks_a_capture_within_the_byte_bound_with_valid_checksums() {
     assert_eq!(chunks.len(), 5);
     for (index, chunk) in chunks.iter().enumerate() {
         assert_eq!(chunk.index, index as u32);
-        assert_eq!(chunk.count, 5);
-        assert_eq!(chunk.keys_total, 5);
+        let open = index < 2;
+        assert_eq!(chunk.count, if open { 0 } else { 5 });
+        assert_eq!(chunk.keys_total, if open { 0 } else { 5 });
+        assert_eq!(chunk.bytes_total, if open { 0 } else { 5 * 24 });
         assert!(chunk.records.iter().map(Record::size).sum::<u64>() <= 40);
         let expected = chunk_checksum(
             chunk.stream,
@@ -237,7 +244,8 @@ fn sender_chunks_a_capture_within_the_byte_bound_with_valid_checksums() {
 
 /// `bytes_per_step_max` bounds what one step sends (here two 24-byte chunks: 48 bytes; a
 /// third would pass it): the rest goes at the following steps, whatever they are, within the
-/// same tick's budget.
+/// same tick's budget. (The capture's two slices each send two: chunks 0 and 1 open, cut by
+/// the first slice, then 2 and 3.)
 #[test]
 fn a_step_sends_at_most_bytes_per_step_max_and_the_rest_at_later_steps() {
     let settings = MigrationSettings {
@@ -247,11 +255,11 @@ fn a_step_sends_at_most_bytes_per_step_max_and_the_rest_at_later_steps() {
     let (mut migrator, effects) = started_sender(settings, 5);
     assert_eq!(
         chunks_of(&effects).len(),
-        2,
-        "the capture's last step sends two"
+        4,
+        "the capture's two slices send two each"
     );
     let mut sent = chunks_of(&effects);
-    for expected in [2, 1, 0] {
+    for expected in [1, 0, 0] {
         let mut effects = Vec::new();
         let unrelated = MigrationInput::Deliver {
             touches: range(45, 46),
@@ -1171,11 +1179,17 @@ fn a_capture_holds_items_touching_its_range_until_its_last_slice() {
         }
         assert_eq!(applied(&effects), vec![2], "only the unrelated item ran");
         assert_eq!(migrator.progress().held, 2);
-        assert!(
-            chunks_of(&effects).is_empty(),
-            "nothing sent before the capture ends"
+        let early = chunks_of(&effects);
+        assert_eq!(
+            early.len(),
+            2,
+            "the first slice's full groups leave at once"
         );
-        effects.clear();
+        assert!(
+            early.iter().all(|chunk| chunk.count == 0),
+            "open: {early:?}"
+        );
+        effects.retain(|effect| matches!(effect, MigrationEffect::Send { .. }));
         let works = work(&mut migrator, &mut engine, &mut effects);
         assert_eq!(works, 3, "10 keys, 3 a slice: 4 slices, one taken above");
         assert_eq!(
@@ -1611,4 +1625,241 @@ fn records_encode_as_before() {
     assert_eq!(back, derived);
     // A truncated chunk is an error, not a panic.
     assert!(postcard::from_bytes::<Vec<Record>>(&ours[..ours.len() - 1]).is_err());
+}
+
+/// A chunk of `stream()` as a sender would send it, with a valid checksum.
+fn chunk_with(index: u32, count: u32, bytes_total: u64, keys_total: u64, at: &[u64]) -> Chunk {
+    let records: Vec<Record> = at.iter().map(|position| record(*position)).collect();
+    Chunk {
+        stream: stream(),
+        index,
+        count,
+        bytes_total,
+        keys_total,
+        checksum: chunk_checksum(stream(), index, count, bytes_total, keys_total, &records),
+        records: records.into(),
+    }
+}
+
+/// A write in the pipelined-capture tests: `round * 1000 + position`, writing the item's bytes
+/// as the value of the record at `position`.
+fn write_of(round: u32, position: u64) -> MigrationInput<u32> {
+    MigrationInput::Deliver {
+        touches: range(position, position + 1),
+        item: round * 1000 + position as u32,
+    }
+}
+
+/// Runs a test driver's half of `effects` against `engine`, in order: scans and installs as
+/// `execute`, and `Apply` as the write `write_of` describes. Returns the scan's answer, if any.
+fn run_effects(engine: &mut Engine, effects: &Effects) -> Option<MigrationInput<u32>> {
+    let mut answer = None;
+    for effect in effects {
+        if let MigrationEffect::Apply { item, holds } = effect {
+            let position = u64::from(item % 1000);
+            if holds.contains(Position(position)) {
+                let record = Record {
+                    value: item.to_be_bytes().to_vec(),
+                    ..record(position)
+                };
+                engine.insert(record.key.clone(), record);
+            }
+        } else if let Some(next) = execute(engine, effect) {
+            assert!(answer.is_none(), "one scan per step");
+            answer = Some(next);
+        }
+    }
+    answer
+}
+
+/// The records of `engine` in `range`.
+fn part(engine: &Engine, range: &PositionSet) -> Vec<Record> {
+    engine
+        .values()
+        .filter(|record| range.contains(record.position))
+        .cloned()
+        .collect()
+}
+
+/// "Pipelined capture" (`docs/internals/rubberband.md`): chunks leave while the capture goes
+/// on, and writes to the range, at the sender and at the receiver, keep arriving between its
+/// slices. Every chunk holds records as of the keyspace message (the capture holds the
+/// writes until its last slice), the receiver completes only once a chunk cut after the
+/// capture's end told it the count, and what it installed is then exactly the range at the
+/// keyspace message; after the held writes replay, both ends agree. The first send of chunk 0
+/// is lost: its resend, after the capture ended, goes as it was first sent (open) and is
+/// accepted. The `CaptureWithoutHold` canary puts later writes into the copy.
+#[test]
+fn chunks_sent_while_capturing_install_exactly_the_cut() {
+    for canary in [None, Some(MigrationCanary::CaptureWithoutHold)] {
+        let settings = MigrationSettings {
+            canary,
+            held_max: 1_000,
+            ..settings()
+        };
+        let moving = range(20, 40);
+        let mut sender = sender(settings.clone());
+        let mut receiver = receiver(settings.clone());
+        let mut at_sender = engine_of((15..45).map(record));
+        let mut at_receiver = Engine::new();
+        let cut = part(&at_sender, &moving);
+        let mut effects = Vec::new();
+        sender.step(keyspace(), &mut effects);
+        receiver.step(keyspace(), &mut effects);
+        assert!(effects.is_empty());
+        let (mut lost, mut early, mut installed_cut) = (false, 0, None);
+        let mut to_sender: Vec<MigrationMessage> = Vec::new();
+        // One round: a slice of the capture (or, after it, a tick), then writes at both ends
+        // (inside the range, at a position already captured and one not yet, and outside it),
+        // then the messages each end sent.
+        for round in 1..40u32 {
+            let mut step = Vec::new();
+            if sender.has_work() {
+                sender.step(MigrationInput::Work, &mut step);
+            } else {
+                sender.step(MigrationInput::Tick, &mut step);
+            }
+            let mut effects = Vec::new();
+            while let Some(answer) = run_effects(&mut at_sender, &step) {
+                effects.append(&mut step);
+                sender.step(answer, &mut step);
+            }
+            effects.append(&mut step);
+            let capturing = sender.has_work();
+            for position in [20 + u64::from(round % 20), 39 - u64::from(round % 20), 47] {
+                let mut step = Vec::new();
+                sender.step(write_of(round, position), &mut step);
+                run_effects(&mut at_sender, &step);
+                effects.extend(step);
+                let mut step = Vec::new();
+                receiver.step(write_of(round, position), &mut step);
+                run_effects(&mut at_receiver, &step);
+            }
+            for message in std::mem::take(&mut to_sender) {
+                let mut step = Vec::new();
+                sender.step(MigrationInput::Receive { from: E, message }, &mut step);
+                effects.extend(step);
+            }
+            for chunk in chunks_of(&effects) {
+                if chunk.index == 0 && !lost {
+                    lost = true;
+                    continue;
+                }
+                if capturing {
+                    early += 1;
+                    assert_eq!(chunk.count, 0, "a chunk sent while capturing is open");
+                }
+                let mut step = Vec::new();
+                deliver(&mut receiver, chunk, &mut step);
+                for effect in &step {
+                    match effect {
+                        MigrationEffect::CopyComplete { .. } => {
+                            assert!(!capturing, "complete before the capture ended");
+                            installed_cut = Some(part(&at_receiver, &moving));
+                        }
+                        MigrationEffect::Send { message, .. } => to_sender.push(message.clone()),
+                        other => {
+                            run_effects(&mut at_receiver, &[other.clone()].to_vec());
+                        }
+                    }
+                }
+                assert_eq!(receiver.serves(Position(25)), installed_cut.is_some());
+            }
+        }
+        assert!(early >= 4, "chunks left while capturing: {early}");
+        assert!(sender.is_idle(), "every chunk acknowledged");
+        let installed_cut = installed_cut.expect("the copy completed");
+        if canary.is_some() {
+            assert_ne!(installed_cut, cut, "the canary copies later writes");
+            continue;
+        }
+        assert_eq!(installed_cut, cut, "the receiver installed exactly the cut");
+        assert_ne!(
+            part(&at_sender, &moving),
+            cut,
+            "writes ran at the sender after the cut"
+        );
+        assert_eq!(part(&at_receiver, &moving), part(&at_sender, &moving));
+        assert_eq!(receiver.stats().chunks_foreign, 0);
+    }
+}
+
+/// A receiver learns a stream's count from its sealed chunks only: open chunks (count 0) never
+/// complete it, however many arrive; an open chunk must carry no totals and fit a known count,
+/// and a sealed chunk's count must exceed every index accepted before it. Anything else is
+/// dropped as foreign, without a panic.
+#[test]
+fn a_receiver_completes_only_on_a_sealed_count_that_fits_the_open_chunks() {
+    let bytes = 3 * 24;
+    let mut migrator = receiver(settings());
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    deliver(&mut migrator, chunk_with(1, 0, 0, 0, &[21]), &mut effects);
+    deliver(&mut migrator, chunk_with(0, 0, 0, 0, &[20]), &mut effects);
+    assert_eq!(
+        installs(&effects).len(),
+        2,
+        "open chunks install as they arrive"
+    );
+    assert!(!complete(&effects) && migrator.is_receiving());
+    assert_eq!(migrator.progress().incoming[0].bytes_total, None);
+    // Foreign: an open chunk with totals; a sealed chunk whose count leaves out index 1.
+    deliver(
+        &mut migrator,
+        chunk_with(2, 0, bytes, 3, &[22]),
+        &mut effects,
+    );
+    deliver(&mut migrator, chunk_with(1, 1, 24, 1, &[21]), &mut effects);
+    assert_eq!(migrator.stats().chunks_foreign, 2);
+    assert!(!complete(&effects));
+    deliver(
+        &mut migrator,
+        chunk_with(2, 3, bytes, 3, &[22]),
+        &mut effects,
+    );
+    assert!(complete(&effects), "the sealed chunk completes the stream");
+    assert_eq!(migrator.stats().chunks_accepted, 3);
+
+    // The count known first: a later open chunk must fit it.
+    let mut migrator = receiver(settings());
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    deliver(
+        &mut migrator,
+        chunk_with(1, 2, bytes, 3, &[21, 22]),
+        &mut effects,
+    );
+    deliver(&mut migrator, chunk_with(2, 0, 0, 0, &[23]), &mut effects);
+    assert_eq!(migrator.stats().chunks_foreign, 1, "index 2 of 2 chunks");
+    assert!(!complete(&effects));
+    deliver(&mut migrator, chunk_with(0, 0, 0, 0, &[20]), &mut effects);
+    assert!(
+        complete(&effects),
+        "an open chunk may be the last to arrive"
+    );
+}
+
+/// `send_while_capturing: false` sends nothing before the capture ends, and then every chunk
+/// sealed (as before pipelining).
+#[test]
+fn without_sending_while_capturing_every_chunk_leaves_sealed_after_the_capture() {
+    let settings = MigrationSettings {
+        send_while_capturing: false,
+        ..settings()
+    };
+    let mut migrator = sender(settings);
+    let mut engine = engine_of((20..25).map(record));
+    let mut effects = Vec::new();
+    migrator.step(keyspace(), &mut effects);
+    migrator.step(MigrationInput::Work, &mut effects);
+    let answer = execute(&mut engine, effects.last().unwrap()).expect("a scan");
+    migrator.step(answer, &mut effects);
+    assert!(migrator.has_work(), "the capture is under way");
+    assert!(chunks_of(&effects).is_empty());
+    work(&mut migrator, &mut engine, &mut effects);
+    let chunks = chunks_of(&effects);
+    assert_eq!(chunks.len(), 5);
+    assert!(chunks
+        .iter()
+        .all(|chunk| chunk.count == 5 && chunk.keys_total == 5));
 }

@@ -64,16 +64,18 @@ fn the_reconfiguration_mix_moves_data_holds_deliveries_and_fails_receivers_of_cr
 }
 
 /// The runtime's ring is elastic (a contract may leave fewer members than f); seeds that draw
-/// it shrink rings below the replication factor and still pass every checker.
+/// it shrink rings below the replication factor and still pass every checker. (180 seeds: since
+/// chunks leave while their capture goes on, fewer runs take a ring below f, 10 of these 180,
+/// 2 of the first 60, which this test took before.)
 #[test]
 fn elastic_rings_shrink_below_the_replication_factor_and_lose_nothing() {
-    let seeds: Vec<u64> = reconfiguration_seeds(200_000, 400)
+    let seeds: Vec<u64> = reconfiguration_seeds(200_000, 1_200)
         .into_iter()
         .filter(|seed| {
             let options = EcastOptions::from_seed(*seed);
             options.elastic && options.replication >= 2
         })
-        .take(60)
+        .take(180)
         .collect();
     let mut below = 0;
     for seed in &seeds {
@@ -92,9 +94,9 @@ fn elastic_rings_shrink_below_the_replication_factor_and_lose_nothing() {
             below += 1;
         }
     }
-    eprintln!("{below} of 60 elastic seeds went below f");
-    assert_eq!(seeds.len(), 60);
-    assert!(below >= 5, "only {below} of 60 elastic seeds went below f");
+    eprintln!("{below} of 180 elastic seeds went below f");
+    assert_eq!(seeds.len(), 180);
+    assert!(below >= 5, "only {below} of 180 elastic seeds went below f");
 }
 
 #[test]

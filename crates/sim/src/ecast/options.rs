@@ -145,6 +145,7 @@ impl EcastOptions {
             sender_timeout_ticks: prng.range_inclusive(1_500, 2_500),
             held_max: 10_000,
             slice_keys_max: 1,
+            send_while_capturing: true,
             canary: None,
         };
         // Drawn after everything else (engine passes came later): 1–3 keys a slice, a slice
@@ -159,6 +160,9 @@ impl EcastOptions {
         if prng.percent(50) {
             migration.bytes_per_step_max = prng.range_inclusive(32, 256);
         }
+        // Drawn after that: on a quarter of the seeds nothing is sent before a capture ends
+        // (as before chunks left while capturing).
+        migration.send_while_capturing = !prng.percent(25);
         EcastOptions {
             seed,
             router_config,
@@ -215,7 +219,7 @@ impl EcastOptions {
             "ecast routers={} storage={} replication={} loss={}% dup={}% delay<={} router_crash={}/10000 \
              partition={}/10000 storage_crashes<={} accounts={} registers={} gateways={}x{} window={} \
              snapshot={}% basic={}% bank={}% ticks={} reconfigure={}/10000 joins<={} \
-             chunk<={}B in_flight<={}B per_tick<={}B slice<={} work_every={}{}{}",
+             chunk<={}B in_flight<={}B per_tick<={}B slice<={} work_every={}{}{}{}",
             self.router_config.replica_count,
             self.storage_processes,
             self.replication,
@@ -242,6 +246,11 @@ impl EcastOptions {
             self.migration.slice_keys_max,
             self.work_every_ticks,
             if self.elastic { " elastic" } else { "" },
+            if self.migration.send_while_capturing {
+                ""
+            } else {
+                " capture_first"
+            },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
