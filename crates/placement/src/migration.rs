@@ -70,9 +70,9 @@ pub struct MigrationSettings {
     pub slice_keys_max: usize,
     /// Chunks leave while their capture goes on (open chunks, "Pipelined capture" in
     /// `docs/internals/rubberband.md`). `false`: nothing is sent before the capture ends, as
-    /// before the pipelining: the runtime's default, because pipelined copies of small values
-    /// measured slower on the shared benchmark machine (`docs/bench/elasticity.md`); the
-    /// simulator draws both.
+    /// before the pipelining (the runtime's `TESSERA_MIGRATION_CAPTURE_FIRST=1`; pipelined
+    /// copies are faster on a quiet machine, slower under other load:
+    /// `docs/bench/elasticity.md`); the simulator draws both.
     pub send_while_capturing: bool,
     #[doc(hidden)]
     pub canary: Option<MigrationCanary>,
