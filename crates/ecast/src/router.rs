@@ -919,7 +919,14 @@ impl RouterState {
                 expected: state.high.next(),
             };
         }
-        if state.open >= self.settings.window_max {
+        // A configuration message is never held back by the window. The window frees only
+        // as the settled point passes a sender's messages, and the settled point can wait for
+        // a suspicion: a message routed to a crashed destination stays unstable until a
+        // `Suspect` is sequenced, and the failure detector's earlier messages (stable, not
+        // yet settled) would otherwise keep that `Suspect` out — a deadlock the simulator
+        // found (`--ecast --seed 5007903`, window 1). Configuration messages are few (the super
+        // process's), so the bound on each sender's unsettled messages still holds for data.
+        if state.open >= self.settings.window_max && !envelope.is_config() {
             return Outcome::WindowFull;
         }
         state.high = envelope.sequence;
@@ -1402,6 +1409,67 @@ mod tests {
             confirm(&mut state, &confirmations)
         );
         assert!(restored.unstable().is_empty());
+    }
+
+    /// The failure detector's `Suspect` of a crashed destination is sequenced even though its
+    /// window is full of stable, unsettled messages: the settled point cannot pass the
+    /// messages the crashed destination never confirms until the suspicion is sequenced.
+    #[test]
+    fn a_configuration_message_is_not_held_back_by_a_full_window() {
+        let mut state = state();
+        state.settings.window_max = 1;
+        let suspect = |sequence: u64, process: u64| Envelope {
+            sender: SENDER,
+            sequence: Sequence(sequence),
+            planned_at: ConfigVersion(0),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: ConfigMessage {
+                    based_on: ConfigVersion(0),
+                    change: ConfigChange::Membership(MembershipChange::Suspect {
+                        process: ProcessId(process),
+                    }),
+                },
+            },
+            payload: Vec::new(),
+        };
+        let submit = |state: &mut RouterState, envelope: Envelope| {
+            let OperationResult::Submitted(outcomes) = run(
+                state,
+                Operation::Submit {
+                    sender: SENDER,
+                    messages: vec![envelope],
+                },
+            ) else {
+                panic!("not submitted");
+            };
+            outcomes[0].1.clone()
+        };
+        // t1 goes to 1 and 2; 2 has crashed and never confirms: the window stays full.
+        assert!(matches!(
+            submit(&mut state, write(1, &[1])),
+            Outcome::Sequenced { .. }
+        ));
+        confirm(&mut state, &[(1, 1)]);
+        assert_eq!(unstable(&state), [1]);
+        settle(&mut state);
+        // A data message waits for the window…
+        assert_eq!(submit(&mut state, write(2, &[3])), Outcome::WindowFull);
+        // …but the suspicion of 2 is sequenced (the window would free only once t1 settles,
+        // which needs this very suspicion), and t1 stops waiting for 2.
+        assert!(matches!(
+            submit(&mut state, suspect(2, 2)),
+            Outcome::Sequenced { .. }
+        ));
+        assert!(!state.configuration().is_live(ProcessId(2)));
+        assert!(
+            state
+                .unstable()
+                .keys()
+                .all(|timestamp| *timestamp > Timestamp(1)),
+            "{:?}",
+            unstable(&state)
+        );
     }
 
     #[test]
