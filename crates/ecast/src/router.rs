@@ -1251,6 +1251,25 @@ mod tests {
         }
     }
 
+    /// `SENDER`'s suspicion of `process`, planned at version 0.
+    fn suspect(sequence: u64, process: u64) -> Envelope {
+        Envelope {
+            sender: SENDER,
+            sequence: Sequence(sequence),
+            planned_at: ConfigVersion(0),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: ConfigMessage {
+                    based_on: ConfigVersion(0),
+                    change: ConfigChange::Membership(MembershipChange::Suspect {
+                        process: ProcessId(process),
+                    }),
+                },
+            },
+            payload: Vec::new(),
+        }
+    }
+
     fn run(state: &mut RouterState, operation: Operation) -> OperationResult {
         OperationResult::decode(&state.apply(&operation.encode()))
     }
@@ -1348,26 +1367,11 @@ mod tests {
         // t1 → {1, 2}, t2 → {2, 3}, t3 → {4, 1}. Everyone but 2 confirms everything.
         assert_eq!(confirm(&mut state, &[(1, 3), (3, 3), (4, 3)]), 1, "t3");
         assert_eq!(unstable(&state), [1, 2]);
-        let suspect = Envelope {
-            sender: SENDER,
-            sequence: Sequence(4),
-            planned_at: ConfigVersion(0),
-            routing: placement::ecast::Message::Config {
-                sender: SENDER,
-                message: ConfigMessage {
-                    based_on: ConfigVersion(0),
-                    change: ConfigChange::Membership(MembershipChange::Suspect {
-                        process: ProcessId(2),
-                    }),
-                },
-            },
-            payload: Vec::new(),
-        };
         run(
             &mut state,
             Operation::Submit {
                 sender: SENDER,
-                messages: vec![suspect],
+                messages: vec![suspect(4, 2)],
             },
         );
         assert!(!state.configuration().is_live(ProcessId(2)));
@@ -1418,21 +1422,6 @@ mod tests {
     fn a_configuration_message_is_not_held_back_by_a_full_window() {
         let mut state = state();
         state.settings.window_max = 1;
-        let suspect = |sequence: u64, process: u64| Envelope {
-            sender: SENDER,
-            sequence: Sequence(sequence),
-            planned_at: ConfigVersion(0),
-            routing: placement::ecast::Message::Config {
-                sender: SENDER,
-                message: ConfigMessage {
-                    based_on: ConfigVersion(0),
-                    change: ConfigChange::Membership(MembershipChange::Suspect {
-                        process: ProcessId(process),
-                    }),
-                },
-            },
-            payload: Vec::new(),
-        };
         let submit = |state: &mut RouterState, envelope: Envelope| {
             let OperationResult::Submitted(outcomes) = run(
                 state,
