@@ -185,6 +185,10 @@ pub enum Outcome {
     Error(KvError),
     /// Slot 5. The outcomes of a `Command::Pipeline`, in order.
     Pipeline(Vec<Outcome>),
+    /// Slot 6. The result of an operation of another namespace of the replicated store (an
+    /// `engine::Outcome`'s bytes for a SQL statement), carried opaque by the partitioned
+    /// cluster's gateways and answers; never produced by a `Command`.
+    Foreign(Bytes),
 }
 
 impl Outcome {

@@ -77,6 +77,25 @@ pub fn kv_table_schema() -> engine::TableSchema {
     .expect("the kv table's schema is valid")
 }
 
+/// Whether an operation of the store only reads (a SQL read, the catalog read, or a
+/// key-value read); false for bytes that do not decode.
+pub fn is_read_operation(operation: &[u8]) -> bool {
+    match operation.split_first() {
+        Some((&TAG_KV, rest)) => kv::Command::decode(rest).is_ok_and(|command| command.is_read()),
+        Some((&TAG_SQL, rest)) => {
+            engine::Command::decode(rest).is_ok_and(|command| command.is_read())
+        }
+        Some((&TAG_CATALOG, [])) => true,
+        _ => false,
+    }
+}
+
+/// Whether an engine command names the built-in table `kv` (the RESP namespace, which a
+/// partitioned cluster spreads over every partition).
+pub fn touches_kv_table(command: &engine::Command) -> bool {
+    touches_kv(command)
+}
+
 /// Whether an engine command names the built-in table `kv`.
 fn touches_kv(command: &engine::Command) -> bool {
     match command {

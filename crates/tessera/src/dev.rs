@@ -1,8 +1,12 @@
-//! `tessera dev`: a local cluster of separate `tessera node` processes on 127.0.0.1.
+//! `tessera dev`: a local cluster of separate processes on 127.0.0.1 — an E-Cast router group
+//! and storage processes hosting partition groups (`dev_ecast.rs`), serving RESP and SQL on
+//! every storage process.
 //!
-//! It writes one configuration file per replica, starts the nodes (each exits when this process
-//! goes, through its standard input), waits for a primary, prints how to connect, then prints a
-//! status line every second until Ctrl-C, when it stops every node.
+//! With `--durability disk` it is still one replicated group of `tessera node` processes
+//! (partition groups have no write-ahead log yet): one configuration file per replica, the
+//! nodes started (each exits when this process goes, through its standard input), a primary
+//! waited for, how to connect printed, then a status line every second until Ctrl-C, when it
+//! stops every node.
 
 use crate::info;
 use anyhow::{bail, Context};
@@ -16,18 +20,22 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct DevArguments {
-    /// Replicas in the group (3 tolerates one failure, 5 two).
-    #[arg(long, default_value_t = 3)]
-    replicas: u8,
-    /// `memory`: diskless, an op is durable on a majority; `disk`: a write-ahead log per node.
+    /// With `--durability disk` only: replicas of the single group (3 tolerates one
+    /// failure, 5 two; default 3).
+    #[arg(long)]
+    replicas: Option<u8>,
+    /// `memory`: diskless, an op is durable on a majority of its partition's group;
+    /// `disk`: a write-ahead log per replica (for now one replicated group, not a cluster:
+    /// partition groups have no write-ahead log yet).
     #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
     durability: DurabilityArgument,
-    /// `vr`: every write is ordered before it completes; `skyros`: nil-externalizing writes
-    /// (SET, MSET) complete in one round trip to a supermajority and are ordered later;
-    /// `sequenced`: a partitioned cluster (E-Cast routers and storage processes, see `--nodes`).
-    /// `vr` with `--nodes`: a partitioned cluster whose partitions are VR groups.
+    /// How each partition replicates. `vr`: a Viewstamped Replication group of its replicas,
+    /// every write ordered before it completes; `skyros`: VR plus nil-externality, so SET and
+    /// MSET complete in one round trip to a supermajority and are ordered later; `sequenced`:
+    /// no protocol of its own, storage processes apply the router group's stream
+    /// (read-one-write-all; RESP only).
     #[arg(long, value_enum, default_value_t = ProtocolArgument::Vr)]
-    protocol: ProtocolArgument,
+    pub(crate) protocol: ProtocolArgument,
     /// Where configurations, logs and (with disk durability) data go. Memory durability starts
     /// from an empty directory every time; disk durability keeps the data between runs.
     #[arg(long)]
@@ -35,15 +43,15 @@ pub struct DevArguments {
     /// RESP port of replica 0; replica i listens on port + i, and on port + 100 + i for peers.
     #[arg(long, default_value_t = 7001)]
     pub(crate) port: u16,
-    /// PostgreSQL wire protocol port of replica 0 (replica i: port + i); 0 for none.
+    /// PostgreSQL wire protocol port of storage process 1 (process i + 1: port + i); 0 for
+    /// none. Not with `--protocol sequenced`.
     #[arg(long, default_value_t = 5433)]
-    pg_port: u16,
+    pub(crate) pg_port: u16,
     /// Stop after starting and reporting readiness (for scripts and tests).
     #[arg(long)]
     pub(crate) no_wait: bool,
-    /// Storage processes of a partitioned cluster (`--protocol sequenced`, the default
-    /// there: 6; with `--protocol vr`, partitions are VR groups of their replicas). Storage process i serves RESP on port + i; E-Cast traffic uses port + 100 + i,
-    /// and router i port + 200 + i.
+    /// Storage processes (default 3; 6 with `--protocol sequenced`). Storage process i + 1
+    /// serves RESP on port + i; E-Cast traffic uses port + 100 + i, and router i port + 200 + i.
     #[arg(long)]
     pub(crate) nodes: Option<u64>,
     /// Routers in the E-Cast router group of a partitioned cluster.
@@ -67,7 +75,7 @@ pub struct DevArguments {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ProtocolArgument {
+pub(crate) enum ProtocolArgument {
     Vr,
     Skyros,
     /// A partitioned cluster: E-Cast routers and read-one-write-all storage processes.
@@ -81,22 +89,39 @@ enum DurabilityArgument {
 }
 
 pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
-    if arguments.protocol == ProtocolArgument::Sequenced {
-        return crate::dev_ecast::run(&arguments, PartitionMode::Sequenced);
+    let partitions = match arguments.protocol {
+        ProtocolArgument::Vr => PartitionMode::Vr,
+        ProtocolArgument::Skyros => PartitionMode::Skyros,
+        ProtocolArgument::Sequenced => PartitionMode::Sequenced,
+    };
+    match arguments.durability {
+        DurabilityArgument::Memory => {
+            if arguments.replicas.is_some() {
+                bail!("--replicas sizes the single group of --durability disk; a cluster takes --nodes (storage processes) and --replication (replicas per partition)");
+            }
+            crate::dev_ecast::run(&arguments, partitions)
+        }
+        DurabilityArgument::Disk => {
+            // Partition groups and the router group have no write-ahead log yet: a disk
+            // deployment is still the single replicated group (`tessera node`).
+            if partitions == PartitionMode::Sequenced {
+                bail!("--durability disk is not built for --protocol sequenced");
+            }
+            if arguments.nodes.is_some()
+                || arguments.active.is_some()
+                || !arguments.range_prefixes.is_empty()
+            {
+                bail!("--durability disk runs one replicated group (partition groups have no write-ahead log yet): --nodes, --active and --range-prefix are for memory clusters");
+            }
+            run_single_group(arguments)
+        }
     }
-    if arguments.protocol == ProtocolArgument::Vr && arguments.nodes.is_some() {
-        return crate::dev_ecast::run(&arguments, PartitionMode::Vr);
-    }
-    if arguments.protocol == ProtocolArgument::Skyros && arguments.nodes.is_some() {
-        return crate::dev_ecast::run(&arguments, PartitionMode::Skyros);
-    }
-    if !arguments.range_prefixes.is_empty() {
-        bail!("--range-prefix places keys on a partitioned cluster's ring; use it with --nodes and --protocol sequenced or vr");
-    }
-    if arguments.active.is_some() {
-        bail!("--active is for a partitioned cluster (--protocol sequenced with --nodes)");
-    }
-    if !(1..=9).contains(&arguments.replicas) {
+}
+
+/// `--durability disk`: one VR or Skyros group of `tessera node` processes.
+fn run_single_group(arguments: DevArguments) -> anyhow::Result<()> {
+    let replicas = arguments.replicas.unwrap_or(3);
+    if !(1..=9).contains(&replicas) {
         bail!("--replicas must be between 1 and 9");
     }
     let durability = match arguments.durability {
@@ -118,7 +143,7 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let addresses: Vec<ReplicaAddress> = (0..arguments.replicas)
+    let addresses: Vec<ReplicaAddress> = (0..replicas)
         .map(|index| {
             let port = |base: u16| {
                 base.checked_add(u16::from(index))
@@ -145,7 +170,7 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let cluster = std::process::id() as u64 ^ 0x7e55_e7a0;
     let mut nodes = Vec::new();
-    for index in 0..arguments.replicas {
+    for index in 0..replicas {
         nodes.push(start_node(
             &data_dir,
             index,

@@ -83,6 +83,9 @@ pub struct StorageAddress {
     pub address: SocketAddr,
     /// RESP clients.
     pub client: SocketAddr,
+    /// PostgreSQL clients (absent: no SQL listener on this process).
+    #[serde(default)]
+    pub pg: Option<SocketAddr>,
     /// Starts as a standby (Rubberband §6.1): a live process with no identifier on the ring
     /// and no data, which `tessera admin expand` or an automatic replacement puts on the
     /// ring. Its `position` is ignored. Standbys are part of the initial configuration (not
@@ -179,6 +182,12 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
+        if !self.partitions.grouped() && self.storage.iter().any(|storage| storage.pg.is_some()) {
+            return Err(
+                "a PostgreSQL listener (pg) needs partition groups (partitions = \"vr\" or \"skyros\"): sequenced storage processes hold no tables yet"
+                    .into(),
+            );
+        }
         for (index, storage) in self.storage.iter().enumerate() {
             if storage.id == 0 || storage.id >= super::STORAGE_ID_LIMIT {
                 return Err(format!("storage process {index}: bad id {}", storage.id));
@@ -391,11 +400,26 @@ impl ClusterConfig {
                 "\n[[storage]]\nid = {}\nposition = \"{}\"\naddress = \"{}\"\nclient = \"{}\"",
                 storage.id, storage.position, storage.address, storage.client
             );
+            if let Some(pg) = storage.pg {
+                let _ = writeln!(text, "pg = \"{pg}\"");
+            }
             if storage.standby {
                 let _ = writeln!(text, "standby = true");
             }
         }
         text
+    }
+
+    /// Gives storage process `i` a PostgreSQL listener on `base + i` (on its RESP address's
+    /// host).
+    pub fn with_pg_ports(mut self, base: u16) -> Result<ClusterConfig, String> {
+        for (index, storage) in self.storage.iter_mut().enumerate() {
+            let port = u64::from(base) + index as u64;
+            let port = u16::try_from(port).map_err(|_| format!("port {port} out of range"))?;
+            storage.pg = Some(SocketAddr::new(storage.client.ip(), port));
+        }
+        self.validate()?;
+        Ok(self)
     }
 
     /// A loopback cluster: routers on `router_port + i`, storage process `i` (id `i + 1`) on
@@ -438,6 +462,7 @@ impl ClusterConfig {
                         position: index * spacing + spacing / 2,
                         address: port(client_port, 100 + index)?,
                         client: port(client_port, index)?,
+                        pg: None,
                         standby: false,
                     })
                 })

@@ -112,18 +112,21 @@ pub struct GatewayStatus {
 }
 
 /// One command for the gateway task.
-struct Job {
-    work: Work,
-    isolation: Isolation,
-    reply: oneshot::Sender<Outcome>,
+pub(crate) struct Job {
+    pub(super) work: Work,
+    pub(super) isolation: Isolation,
+    pub(super) reply: oneshot::Sender<Outcome>,
 }
 
 /// What a job asks for.
-enum Work {
+pub(super) enum Work {
     /// A command over keys, split into single-key sub-commands.
     Keyed(Split),
     /// A command without a key, planned by the gateway task against its configuration.
     Survey(Survey),
+    /// An operation of the store's SQL half, to the partition holding the tables
+    /// (`payload::SQL_ANCHOR`); answered with `Outcome::Foreign`.
+    Sql { operation: Vec<u8>, read: bool },
 }
 
 /// A job as the gateway task holds it.
@@ -132,6 +135,13 @@ enum Planned {
     /// With how many times it was planned (a survey read whose arcs went stale is planned
     /// again against the newer configuration).
     Survey(SurveyPlan, u32),
+    /// With how many times it was planned (a statement that found no answer, its partition
+    /// having moved, is planned again).
+    Sql {
+        operation: Vec<u8>,
+        read: bool,
+        plans: u32,
+    },
 }
 
 /// A survey read that found no answer (its arcs no longer match the ring) is planned again
@@ -159,14 +169,15 @@ fn settings(tick_ms: u64) -> GatewaySettings {
     }
 }
 
-/// Starts the gateway task and the RESP listener; returns where frames for the gateway go.
-pub fn start(
+/// Starts the gateway task and the RESP listener; returns where frames for the gateway go and
+/// where other front ends (SQL) hand it jobs.
+pub(crate) fn start(
     config: ClusterConfig,
     storage: ProcessId,
     links: Links,
     listener: TcpListener,
     status: Arc<GatewayStatus>,
-) -> mpsc::UnboundedSender<Frame> {
+) -> (mpsc::UnboundedSender<Frame>, mpsc::Sender<Job>) {
     let (frames, frame_receiver) = mpsc::unbounded_channel();
     let (jobs, job_receiver) = mpsc::channel::<Job>(65_536);
     let id = super::gateway_sender(storage, random_u64());
@@ -247,8 +258,8 @@ pub fn start(
         status: status.clone(),
     };
     tokio::spawn(task.run(frame_receiver, job_receiver, tick_ms));
-    tokio::spawn(serve(listener, jobs, config, storage, status));
-    frames
+    tokio::spawn(serve(listener, jobs.clone(), config, storage, status));
+    (frames, jobs)
 }
 
 /// The tokio driver of one `ecast::Gateway`: frames and jobs in, frames and replies out.
@@ -317,7 +328,46 @@ impl GatewayTask {
         match job.work {
             Work::Keyed(split) => self.submit_keyed(split, job.isolation, job.reply),
             Work::Survey(survey) => self.submit_survey(survey, 1, job.reply),
+            Work::Sql { operation, read } => self.submit_sql(operation, read, 1, job.reply),
         }
+    }
+
+    /// A SQL statement is a single-key command on the tables' anchor: with partition groups
+    /// it bypasses the routers to the group holding the tables and is ordered in its log
+    /// (reads too: linearisable); otherwise it is a sequential E-Cast message.
+    fn submit_sql(
+        &mut self,
+        operation: Vec<u8>,
+        read: bool,
+        plans: u32,
+        reply: oneshot::Sender<Outcome>,
+    ) -> GatewayInput<Outcome> {
+        let id = self.job_next;
+        self.job_next += 1;
+        let positions = vec![self.placement.position(payload::SQL_ANCHOR)];
+        let payload = payload::encode_sql(&operation);
+        let command = if read {
+            GatewayCommand::Read {
+                isolation: Isolation::Sequential,
+                positions,
+                payload,
+                parts: vec![0],
+            }
+        } else {
+            GatewayCommand::Write {
+                needs_answers: true,
+                positions,
+                payload,
+                parts: vec![0],
+            }
+        };
+        let planned = Planned::Sql {
+            operation,
+            read,
+            plans,
+        };
+        self.jobs.insert(id, (planned, reply));
+        GatewayInput::Submit { id, command }
     }
 
     /// A survey is always a sequential E-Cast message (a consistent cut at its place in the
@@ -614,6 +664,32 @@ impl GatewayTask {
         };
         let split = match planned {
             Planned::Keyed(split) => split,
+            Planned::Sql {
+                operation,
+                read,
+                plans,
+            } => {
+                let outcome = match completion {
+                    Completion::Done(mut answers) => match answers.remove(&0) {
+                        Some(outcome @ Outcome::Foreign(_)) => outcome,
+                        Some(Outcome::Error(error)) => Outcome::Error(error),
+                        // A write whose answer was lost: it may have run.
+                        _ => Outcome::Error(kv::KvError::Unavailable),
+                    },
+                    Completion::Failed(Failure::NoAnswer) if read && plans < SURVEY_PLANS_MAX => {
+                        let input = self.submit_sql(operation, read, plans + 1, reply);
+                        self.step(input);
+                        return;
+                    }
+                    Completion::Failed(failure) => {
+                        log::warn(format_args!("statement {id} failed: {failure:?}"));
+                        Outcome::Error(kv::KvError::Unavailable)
+                    }
+                };
+                let _ = reply.send(outcome);
+                self.status.completed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             Planned::Survey(plan, plans) => {
                 let outcome = match completion {
                     Completion::Done(answers) => plan.merge(&answers),

@@ -15,7 +15,8 @@
 //! | `storage` | a storage process: `Inbox` + `store::Store`, applying its share in order |
 //! | `gateway` | RESP on every storage process, an `ecast::Sender` submitting to the routers |
 //! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
-//! | `payload` | a command split into single-key sub-commands, shares, and the merge back |
+//! | `payload` | a command split into single-key sub-commands, shares, and the merge back; SQL payloads |
+//! | `sql` | the PostgreSQL front end's backend on a storage process: statements through the gateway to the partition holding the tables |
 
 pub mod admin;
 pub mod config;
@@ -25,6 +26,7 @@ pub mod link;
 pub mod partition_host;
 pub mod payload;
 pub mod router;
+pub mod sql;
 pub mod stats;
 pub mod storage;
 

@@ -31,7 +31,7 @@ use ecast::{
     Delivery, KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
     PartitionOperation, PartitionResult, Released, Share, Timestamp,
 };
-use kv::{KvStore, Outcome};
+use kv::Outcome;
 use placement::ecast::Message as Routing;
 use placement::migration::StreamId;
 use placement::{
@@ -68,15 +68,18 @@ const STOP_AFTER_FINISHED_MS: u64 = 2_000;
 /// it, as the routers forget clients: the forwarder's next delivery names them again).
 const KNOWN_GROUPS_MAX: usize = 1 << 16;
 
-/// A partition's data: the key-value map of the keys in its arc. An operation is a gateway's
-/// payload (`payload::Split` or a survey), of which the partition executes the sub-commands
-/// whose key lies in its arc; the result is their outcomes by index.
-#[derive(Debug, Default)]
+/// A partition's data: a `store::Store`, whose key-value namespace holds the keys in its arc
+/// and whose engine holds the SQL tables if the arc holds `payload::SQL_ANCHOR`'s position
+/// (until SQL spans partitions every table lives in that one partition). An operation is a
+/// gateway's payload (`payload::Split`, a survey or a SQL operation), of which the partition
+/// executes the sub-commands whose key lies in its arc; the result is their outcomes by index
+/// (a SQL operation's is one `Outcome::Foreign`, the engine's outcome bytes, at index 0).
+#[derive(Default)]
 pub struct PartitionStore {
     arc: PositionSet,
     /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
     placement: KeyPlacement,
-    kv: KvStore,
+    store: store::Store,
     /// A group whose holdings change (`ClusterConfig::elastic_groups`): an operation's keys
     /// are every key it names, not only those in the arc, so that a single-partition
     /// operation on a key a cut moved away is answered `Moved` rather than executed as an
@@ -90,7 +93,7 @@ impl PartitionStore {
         PartitionStore {
             arc,
             placement,
-            kv: KvStore::new(),
+            store: store::Store::new(),
             elastic: false,
         }
     }
@@ -102,11 +105,28 @@ impl PartitionStore {
     }
 
     pub fn len(&self) -> usize {
-        self.kv.len()
+        self.store.kv.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.kv.is_empty()
+        self.store.kv.is_empty()
+    }
+
+    /// Whether this partition holds the SQL tables (its arc holds the anchor's position).
+    fn holds_tables(&self) -> bool {
+        self.arc
+            .contains(self.placement.position(payload::SQL_ANCHOR))
+    }
+}
+
+impl std::fmt::Debug for PartitionStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PartitionStore")
+            .field("arc", &self.arc)
+            .field("keys", &self.store.kv.len())
+            .field("elastic", &self.elastic)
+            .finish()
     }
 }
 
@@ -129,6 +149,11 @@ pub fn encode_outcomes(outcomes: &[(u32, Outcome)]) -> Vec<u8> {
 
 impl PartitionData for PartitionStore {
     fn keys(&self, operation: &[u8]) -> KeySet {
+        if payload::decode_sql(operation).is_some() {
+            // Every statement touches the tables (one key: statements are ordered among
+            // themselves and with nothing else).
+            return KeySet::of([payload::SQL_ANCHOR.to_vec()]);
+        }
         if payload::decode_survey(operation).is_some() {
             return KeySet::Unknown; // DBSIZE, KEYS, FLUSHALL…: every key.
         }
@@ -148,17 +173,31 @@ impl PartitionData for PartitionStore {
     }
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+        if let Some(sql) = payload::decode_sql(operation) {
+            if !self.holds_tables() {
+                // Routed here against another ring (the machine answers `Moved` first for an
+                // elastic group): no answer, the gateway re-plans.
+                return encode_outcomes(&[]);
+            }
+            let result = if store::is_read_operation(sql) {
+                self.store.query(sql)
+            } else {
+                self.store.apply(sql)
+            };
+            return encode_outcomes(&[(0, Outcome::Foreign(result))]);
+        }
         if let Some(survey) = payload::decode_survey(operation) {
             let Ok((survey, arcs)) = survey else {
                 return encode_outcomes(&[]);
             };
             if survey == payload::Survey::Flush {
                 let (arc, placement) = (&self.arc, &self.placement);
-                self.kv
+                self.store
+                    .kv
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
-            let keys = self.kv.entries().map(|(key, _)| key);
+            let keys = self.store.kv.entries().map(|(key, _)| key);
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
@@ -172,7 +211,7 @@ impl PartitionData for PartitionStore {
         };
         let outcomes: Vec<(u32, Outcome)> = share
             .into_iter()
-            .map(|(index, command)| (index, self.kv.execute(&command)))
+            .map(|(index, command)| (index, self.store.kv.execute(&command)))
             .collect();
         encode_outcomes(&outcomes)
     }
@@ -185,18 +224,30 @@ impl PartitionData for PartitionStore {
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {
         let records: Vec<(&[u8], &[u8])> = self
+            .store
             .kv
             .entries()
             .filter(|(key, _)| range.contains(self.placement.position(key)))
             .map(|(key, value)| (key.as_slice(), value.as_slice()))
             .collect();
-        postcard::to_allocvec(&records).expect("records serialise")
+        // The tables go with the anchor's position (the records come first: `record_count`).
+        let tables = (self.holds_tables()
+            && range.contains(self.placement.position(payload::SQL_ANCHOR)))
+        .then(|| self.store.engine.snapshot());
+        postcard::to_allocvec(&(records, tables)).expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
-        let records: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(records).unwrap_or_default();
+        type Records = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
+        let (records, tables): Records = postcard::from_bytes(records).unwrap_or_default();
         for (key, value) in records {
-            self.kv.insert(key, value);
+            self.store.kv.insert(key, value);
+        }
+        if let Some(tables) = tables {
+            let mut engine = engine::Engine::default();
+            if engine.restore(&tables).is_ok() {
+                self.store.engine = engine;
+            }
         }
     }
 
@@ -204,8 +255,12 @@ impl PartitionData for PartitionStore {
         // A cut: the store's arc (which shares and surveys are cut to) becomes the holdings.
         self.arc = holds.clone();
         let placement = &self.placement;
-        self.kv
+        self.store
+            .kv
             .remove_where(|key| !holds.contains(placement.position(key)));
+        if !self.holds_tables() {
+            self.store.engine = engine::Engine::default();
+        }
     }
 }
 
@@ -213,7 +268,8 @@ impl PartitionData for PartitionStore {
 struct StoreSnapshot {
     arc: PositionSet,
     range_prefixes: Vec<Vec<u8>>,
-    kv: Vec<u8>,
+    /// `store::Store`'s snapshot: the key-value namespace and the tables.
+    store: Vec<u8>,
     elastic: bool,
 }
 
@@ -222,7 +278,7 @@ impl Serialize for PartitionStore {
         StoreSnapshot {
             arc: self.arc.clone(),
             range_prefixes: self.placement.range_prefixes().to_vec(),
-            kv: self.kv.snapshot(),
+            store: self.store.snapshot(),
             elastic: self.elastic,
         }
         .serialize(serializer)
@@ -232,15 +288,16 @@ impl Serialize for PartitionStore {
 impl<'de> Deserialize<'de> for PartitionStore {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let snapshot = StoreSnapshot::deserialize(deserializer)?;
-        let mut kv = KvStore::new();
-        kv.restore(&snapshot.kv)
+        let mut store = store::Store::new();
+        store
+            .restore(&snapshot.store)
             .map_err(|error| serde::de::Error::custom(format!("{error:?}")))?;
         let placement =
             KeyPlacement::new(snapshot.range_prefixes).map_err(serde::de::Error::custom)?;
         Ok(PartitionStore {
             arc: snapshot.arc,
             placement,
-            kv,
+            store,
             elastic: snapshot.elastic,
         })
     }
@@ -319,13 +376,14 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         restarted,
         listener,
         client_listener,
+        pg_listener,
     } = super::storage::open(&config, id).await?;
     let super::storage::Serving {
         links,
         status,
         gateway: gateway_frames,
         frames: mut receiver,
-    } = super::storage::serve(&config, id, listener, client_listener);
+    } = super::storage::serve(&config, id, listener, client_listener, pg_listener);
     let mut partitions = BTreeMap::new();
     // Above replication 1 a restarted process starts no replica up front: the cluster file's
     // groups may have retired and stopped everywhere since (a replica of one would recover

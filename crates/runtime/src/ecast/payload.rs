@@ -161,6 +161,33 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
 /// A payload carrying a command without a key (`Survey`).
 const SURVEY_FORMAT: u8 = 2;
 
+/// A payload carrying one operation of the store's SQL half (`store::sql_operation` or
+/// `store::catalog_operation`).
+const SQL_FORMAT: u8 = 3;
+
+/// The key whose partition holds every SQL table. Until SQL spans partitions, a table lives
+/// whole in one partition group (the one holding this key's position), which every gateway
+/// reaches like any single-key command; the tables move with the key when Rubberband moves
+/// its arc (`PartitionStore::export`). A RESP client cannot name it: it is not a key of the
+/// RESP namespace, only a position.
+pub const SQL_ANCHOR: &[u8] = b"\0tessera:sql-tables";
+
+/// The payload of a store operation of the SQL half.
+pub fn encode_sql(operation: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(operation.len() + 1);
+    bytes.push(SQL_FORMAT);
+    bytes.extend_from_slice(operation);
+    bytes
+}
+
+/// The store operation a SQL payload carries; None for other payloads.
+pub fn decode_sql(payload: &[u8]) -> Option<&[u8]> {
+    match payload.split_first() {
+        Some((&SQL_FORMAT, operation)) => Some(operation),
+        _ => None,
+    }
+}
+
 /// A command without a key, over the whole ring: DBSIZE, KEYS and SCAN (reads), FLUSHALL and
 /// FLUSHDB (a write).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -112,7 +112,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         status,
         gateway: gateway_frames,
         frames: mut receiver,
-    } = serve(&config, id, listener, client_listener);
+    } = serve(&config, id, listener, client_listener, None);
     let standby = initial.state(id) == Some(placement::ProcessState::Standby);
     let mut process = StorageProcess {
         id,
@@ -231,6 +231,8 @@ pub(super) struct Opened {
     pub listener: TcpListener,
     /// RESP clients.
     pub client_listener: TcpListener,
+    /// PostgreSQL clients, if the process has a `pg` address.
+    pub pg_listener: Option<TcpListener>,
 }
 
 /// What a storage process of either kind runs beside its own task: the RESP gateway, and the
@@ -243,22 +245,32 @@ pub(super) struct Serving {
     pub frames: mpsc::Receiver<Frame>,
 }
 
-/// Starts the gateway on `client_listener` and accepts E-Cast links on `listener`.
+/// Starts the gateway on `client_listener` (and the PostgreSQL front end on `pg_listener`,
+/// whose statements go through the same gateway) and accepts E-Cast links on `listener`.
 pub(super) fn serve(
     config: &ClusterConfig,
     id: ProcessId,
     listener: TcpListener,
     client_listener: TcpListener,
+    pg_listener: Option<TcpListener>,
 ) -> Serving {
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
-    let gateway = gateway::start(
+    let (gateway, jobs) = gateway::start(
         config.clone(),
         id,
         links.clone(),
         client_listener,
         status.clone(),
     );
+    if let Some(pg_listener) = pg_listener {
+        let backend = super::sql::ClusterBackend::new(jobs);
+        tokio::spawn(crate::pg::serve(
+            pg_listener,
+            backend,
+            crate::pg::PgLimits::default(),
+        ));
+    }
     let (sender, frames) = mpsc::channel::<Frame>(65_536);
     tokio::spawn(link::accept(listener, sender));
     Serving {
@@ -290,12 +302,21 @@ pub(super) async fn open(config: &ClusterConfig, id: ProcessId) -> Result<Opened
     let client_listener = TcpListener::bind(own.client)
         .await
         .map_err(|error| format!("cannot listen on {}: {error}", own.client))?;
+    let pg_listener = match own.pg {
+        Some(address) => Some(
+            TcpListener::bind(address)
+                .await
+                .map_err(|error| format!("cannot listen on {address}: {error}"))?,
+        ),
+        None => None,
+    };
     Ok(Opened {
         own,
         placement,
         restarted,
         listener,
         client_listener,
+        pg_listener,
     })
 }
 

@@ -179,6 +179,7 @@ fn describe_outcome(outcome: &Outcome) -> String {
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
+        Outcome::Foreign(bytes) => format!("foreign outcome of {} bytes", bytes.len()),
     }
 }
 
