@@ -1,4 +1,5 @@
-//! pgjdbc (the PostgreSQL JDBC driver) against a replicated cluster: server-side prepared
+//! pgjdbc (the PostgreSQL JDBC driver) against the cluster `tessera dev` starts (3 routers, 3
+//! storage processes hosting `vr` partition groups of 3): server-side prepared
 //! statements (`prepareThreshold=1`) in binary mode (`binaryTransfer=true`) with every JDBC
 //! setter the common column types need, non-key predicates, update counts, a duplicate key
 //! (23505) leaving the connection usable, and `DatabaseMetaData.getTables/getColumns/
@@ -12,10 +13,11 @@
 
 mod support;
 
+use runtime::ecast::config::PartitionMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::Cluster;
+use support::partitioned::PartitionedCluster;
 
 /// Checks of `JdbcCheck.java` that fail against Tessera today: (name prefix, reason).
 const KNOWN_GAPS: &[(&str, &str)] = &[
@@ -147,22 +149,19 @@ fn jdbc_check_until(jar: &Path, port: u16, patience: Duration) -> (String, Vec<S
 #[test]
 fn pgjdbc_runs_prepared_statements_in_binary_and_reads_metadata_through_a_replicated_cluster() {
     let jar = pgjdbc_jar();
-    let mut cluster = Cluster::start_with_pg("pgjdbc", 3, "memory", "vr", 9101, 9501);
-    assert!(cluster.wait_until_healthy(Duration::from_secs(20)));
+    let mut cluster = PartitionedCluster::dev("pgjdbc", PartitionMode::Vr, 9101, 9501);
     let pg_ports = [9501, 9502, 9503];
 
-    // Through a backup: its statements go to the primary and replicate.
-    let primary = cluster.primary().expect("a primary");
-    let backup = (primary + 1) % 3;
-    let (output, problems) = jdbc_check_until(&jar, pg_ports[backup], Duration::from_secs(20));
-    println!("JdbcCheck through backup {backup}:\n{output}");
+    // Through storage process 2: its gateway sends the statements to the tables' group.
+    let (output, problems) = jdbc_check_until(&jar, pg_ports[1], Duration::from_secs(20));
+    println!("JdbcCheck through storage process 2:\n{output}");
     assert!(problems.is_empty(), "{problems:#?}\n{output}");
 
-    // The primary dies; a survivor runs everything again on the new view.
-    cluster.kill(primary);
-    let survivor = (primary + 2) % 3;
-    let (output, problems) = jdbc_check_until(&jar, pg_ports[survivor], Duration::from_secs(30));
-    println!("JdbcCheck through survivor {survivor} after the primary died:\n{output}");
+    // Storage process 1 dies (SIGKILL); through storage process 3 everything runs again, on
+    // groups that lost a member (and a primary, where it led).
+    cluster.kill_storage(0);
+    let (output, problems) = jdbc_check_until(&jar, pg_ports[2], Duration::from_secs(30));
+    println!("JdbcCheck through storage process 3 after storage process 1 died:\n{output}");
     assert!(problems.is_empty(), "{problems:#?}\n{output}");
 
     println!(

@@ -1,9 +1,20 @@
-//! `tessera dev` works with the real Redis tools, unmodified, and leaves no process behind.
+//! `tessera dev` (its default cluster: 3 routers and 3 storage processes hosting partition
+//! groups) works with the real Redis tools, unmodified, and leaves no process behind.
 //! `scripts/test` installs redis-tools (Debian) when they are missing.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `tessera dev`, killed if the test fails before it stops it (its processes exit with it).
+struct DevGuard(std::process::Child);
+
+impl Drop for DevGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 fn redis_cli(port: u16, words: &[&str]) -> String {
     let output = Command::new("redis-cli")
@@ -19,10 +30,11 @@ fn redis_cli(port: u16, words: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
+/// The cluster's processes still running (routers and storage processes).
 fn node_processes(data_dir: &str) -> usize {
     let output = Command::new("pgrep")
         .arg("-f")
-        .arg(format!("node --config {data_dir}"))
+        .arg(format!("ecast-node --cluster {data_dir}/"))
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).lines().count()
@@ -44,23 +56,25 @@ fn run_redis_tools(protocol: &str, port: u16) {
         std::process::id()
     ));
     let data_dir_text = data_dir.display().to_string();
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args([
-            "dev",
-            "--protocol",
-            protocol,
-            "--port",
-            &port.to_string(),
-            "--pg-port",
-            &(port + 300).to_string(),
-            "--data-dir",
-            &data_dir_text,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut dev = DevGuard(
+        Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .args([
+                "dev",
+                "--protocol",
+                protocol,
+                "--port",
+                &port.to_string(),
+                "--pg-port",
+                &(port + 300).to_string(),
+                "--data-dir",
+                &data_dir_text,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
     let ready = lines.next().expect("tessera dev prints a line").unwrap();
     assert!(ready.starts_with("Tessera dev cluster ready"), "{ready}");
     let connect_hint = lines.next().unwrap().unwrap();
@@ -70,7 +84,7 @@ fn run_redis_tools(protocol: &str, port: u16) {
     );
     std::thread::spawn(move || for _ in lines {});
 
-    // Every replica serves every command; backups forward to the primary.
+    // Every storage process serves every command.
     assert_eq!(redis_cli(port, &["PING"]), "PONG");
     assert_eq!(redis_cli(port + 1, &["SET", "greeting", "hello"]), "OK");
     assert_eq!(redis_cli(port + 2, &["GET", "greeting"]), "hello");
@@ -116,19 +130,19 @@ fn run_redis_tools(protocol: &str, port: u16) {
         let info = redis_cli(port, &["INFO", "tessera"]);
         let fast: u64 = info
             .lines()
-            .find_map(|line| line.strip_prefix("tessera_skyros_nilext_fast:"))
+            .find_map(|line| line.strip_prefix("tessera_bypass_nilext_fast:"))
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or(0);
         assert!(fast >= 3000, "few one-round-trip writes: {info}");
     }
 
-    // Ctrl-C stops every node.
-    assert_eq!(node_processes(&data_dir_text), 3);
+    // Ctrl-C stops every process: 3 routers and 3 storage processes.
+    assert_eq!(node_processes(&data_dir_text), 6);
     Command::new("kill")
-        .args(["-INT", &dev.id().to_string()])
+        .args(["-INT", &dev.0.id().to_string()])
         .status()
         .unwrap();
-    let status = dev.wait().unwrap();
+    let status = dev.0.wait().unwrap();
     assert!(
         status.success(),
         "tessera dev exits cleanly on Ctrl-C: {status}"

@@ -71,6 +71,24 @@ impl PartitionedCluster {
         }
     }
 
+    /// A cluster as `tessera dev` starts it, running: 3 routers and 3 storage processes
+    /// hosting partition groups of 3 (`partitions`: `vr` or `skyros`), RESP on `port + i` and
+    /// PostgreSQL on `pg_port + i`.
+    pub fn dev(
+        name: &str,
+        partitions: runtime::ecast::config::PartitionMode,
+        port: u16,
+        pg_port: u16,
+    ) -> PartitionedCluster {
+        let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
+            config.partitions = partitions;
+            *config = config.clone().with_pg_ports(pg_port).unwrap();
+        });
+        cluster.launch();
+        assert!(cluster.wait_until_ready(Duration::from_secs(30)));
+        cluster
+    }
+
     /// Starts every router and storage process of the configuration.
     pub fn launch(&mut self) {
         for index in 0..self.config.routers.len() as u64 {
