@@ -315,6 +315,47 @@ fn the_canary_acknowledges_the_held_write() {
     );
 }
 
+/// G2 does not count pending writes the gate acknowledged: concurrent SETs of one key (what
+/// redis-benchmark sends without `-r`) all complete in one round trip, and execute in arrival
+/// order at every replica.
+#[test]
+fn nilext_writes_of_one_key_in_flight_at_once_are_all_acknowledged() {
+    let mut group = Group::new(None);
+    for client in 1..=5 {
+        let value = format!("a={client}");
+        assert_eq!(group.nilext(client, &value), vec![0, 1, 2], "{value}");
+    }
+    group.settle();
+    for index in 0..3 {
+        assert_eq!(
+            group.replicas[index]
+                .state_machine()
+                .data()
+                .0
+                .get(b"a".as_slice()),
+            Some(&b"5".to_vec()),
+            "replica {index}"
+        );
+    }
+    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 0);
+}
+
+/// A write the gate refused still counts for G2: a later write of its key waits too, although
+/// the gate is clear for it by then only if the refused one ran.
+#[test]
+fn a_write_of_the_key_of_a_refused_write_is_refused_while_it_is_pending() {
+    let mut group = Group::new(None);
+    group.ordered(ROUTER, delivery(1, 0, "a=m"));
+    assert_eq!(group.nilext(1, "a=w"), vec![1, 2]);
+    // Pending and refused (G1): the next write of a is refused too, the one of b is not.
+    assert_eq!(group.nilext(2, "a=v"), vec![1, 2]);
+    assert_eq!(group.nilext(3, "b=x"), vec![0, 1, 2]);
+    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 2);
+    group.settle();
+    assert_eq!(group.reply(1), Some(PartitionResult::Held));
+    assert_eq!(group.reply(2), Some(PartitionResult::Held));
+}
+
 // ----- Keyspace cuts (Rubberband over `skyros` partitions at replication 1). -----
 
 /// Positions 0–100 ("a" is 97): what the group keeps at the cut.

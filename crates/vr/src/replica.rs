@@ -160,6 +160,14 @@ struct PrimaryState {
     /// Skyros: nilext requests the state machine's gate refused (`NilextGate`): never
     /// acknowledged before they execute, retries included.
     nilext_refused: BTreeSet<(ClientId, RequestNumber)>,
+    /// Skyros with a gate (`NilextGate::Clear`): the keys of the refused requests above, not
+    /// yet executed (only the key index is used).
+    refused_writes: DurabilityLog,
+    /// Skyros with a gate: the unexecuted durability-log entries this primary appended in this
+    /// view after asking the gate (acknowledged or refused). When every entry of the
+    /// durability log is one of them, G2 need not count the acknowledged ones: each runs at
+    /// once when logged (`docs/internals/ecast.md`, "Skyros partitions").
+    gated: BTreeSet<(ClientId, RequestNumber)>,
 }
 
 /// State only a backup in normal status has.
@@ -832,13 +840,31 @@ impl<S: StateMachine> Replica<S> {
                 || replica.durability_log.conflicts(keys.as_deref())
                 || primary.ordered_writes.conflicts(keys.as_deref())
         };
+        // G2 of the gate: as above, except that a pending nilext write the gate acknowledged
+        // does not count when every durability-log entry went through this primary's gate:
+        // such a write runs at once when it is logged (G1 held when it was acknowledged, and
+        // whatever could hold it since arrived after it, so is ordered after it), so a later
+        // write of its key runs at once after it (rule O). Refused writes, ordered writes and
+        // deliveries, and the view's inherited entries still count.
+        let gate_conflict = |replica: &Replica<S>, primary: &PrimaryState| {
+            if replica.durability_log.len() != primary.gated.len() {
+                return pending_conflict(replica, primary);
+            }
+            debug_assert!(primary
+                .gated
+                .iter()
+                .all(|(client, number)| replica.durability_log.get(*client, *number).is_some()));
+            replica.commit_min < primary.view_start_op
+                || primary.refused_writes.conflicts(keys.as_deref())
+                || primary.ordered_writes.conflicts(keys.as_deref())
+        };
         // The gate (`NilextGate`): in a plain Skyros group always open. Evaluated at the
         // primary only: a client completes only with the primary's acknowledgement.
         let mut refused = false;
         if let Some(primary) = &self.primary {
             refused = match self.state_machine.nilext_gate(&request.operation) {
                 NilextGate::Open => false,
-                NilextGate::Clear => pending_conflict(self, primary),
+                NilextGate::Clear => gate_conflict(self, primary),
                 NilextGate::Closed => true,
             };
             if refused && self.config.canary == Some(Canary::NilextGateIgnored) {
@@ -859,7 +885,16 @@ impl<S: StateMachine> Replica<S> {
             // Not acknowledged: ordered like the others, answered with a Reply on execution.
             primary.slow_waiters.insert((client, number));
             primary.nilext_refused.insert((client, number));
+            primary
+                .refused_writes
+                .append(request.clone(), keys.clone(), 0);
             self.stats.skyros_nilext_refused += 1;
+        }
+        if let Some(primary) = self.primary.as_mut() {
+            if primary.gated.len() == self.durability_log.len() {
+                // Still every entry through the gate (the new one joins below).
+                primary.gated.insert((client, number));
+            }
         }
         let prefix_digest = self
             .durability_log
@@ -1297,6 +1332,10 @@ impl<S: StateMachine> Replica<S> {
             primary
                 .nilext_refused
                 .remove(&(request.client, request.request));
+            primary
+                .refused_writes
+                .remove_executed(request.client, request.request);
+            primary.gated.remove(&(request.client, request.request));
         }
     }
 
@@ -1934,6 +1973,8 @@ impl<S: StateMachine> Replica<S> {
             slow_waiters: BTreeSet::new(),
             ordered_writes: DurabilityLog::default(),
             nilext_refused: BTreeSet::new(),
+            refused_writes: DurabilityLog::default(),
+            gated: BTreeSet::new(),
         });
         self.timeouts.primary.stop();
         self.timeouts.lag.stop();

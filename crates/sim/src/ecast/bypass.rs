@@ -536,6 +536,8 @@ struct SkyrosPending {
     keys: Option<BTreeSet<u64>>,
     /// An acknowledged nilext write (kept across a crash).
     acknowledged: bool,
+    /// Kept across a crash of the primary (the new view inherited it).
+    inherited: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -1104,14 +1106,17 @@ impl BypassSimulation {
                 };
                 let clear =
                     partition.machine.nilext_gate(&operation.encode()) == vr::NilextGate::Clear;
-                let pending_conflict =
-                    partition
-                        .pending
-                        .iter()
-                        .any(|pending| match (&pending.keys, &keys) {
-                            (Some(theirs), Some(ours)) => !theirs.is_disjoint(ours),
-                            _ => true,
-                        });
+                // G2: a pending put this primary acknowledged runs at once when it is
+                // ordered, so it does not count; anything else pending, or inherited from the
+                // previous primary, does (`vr::Replica`'s `gate_conflict`).
+                let pending_conflict = partition
+                    .pending
+                    .iter()
+                    .filter(|pending| pending.inherited || !pending.acknowledged)
+                    .any(|pending| match (&pending.keys, &keys) {
+                        (Some(theirs), Some(ours)) => !theirs.is_disjoint(ours),
+                        _ => true,
+                    });
                 acknowledged = (clear && !pending_conflict)
                     || self.options.canary == Some(BypassCanary::SkyrosGateIgnored);
                 if acknowledged {
@@ -1135,6 +1140,7 @@ impl BypassSimulation {
             message,
             keys,
             acknowledged,
+            inherited: false,
         });
     }
 
@@ -1965,6 +1971,9 @@ impl BypassSimulation {
                         self.partitions[index]
                             .pending
                             .retain(|pending| pending.acknowledged);
+                        for pending in &mut self.partitions[index].pending {
+                            pending.inherited = true;
+                        }
                     }
                 }
             }
