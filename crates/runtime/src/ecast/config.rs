@@ -477,12 +477,45 @@ impl ClusterConfig {
 mod tests {
     use super::*;
 
+    /// `docs/deployment.md`'s three-machine example is a valid cluster file.
+    #[test]
+    fn the_documented_three_machine_deployment_parses_and_validates() {
+        let doc = include_str!("../../../../docs/deployment.md");
+        let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let end = start + doc[start..].find("```").expect("its end");
+        let config: ClusterConfig = toml::from_str(&doc[start..end]).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.routers.len(), 3);
+        assert_eq!(config.partitions, PartitionMode::Vr);
+        assert!(config.storage.iter().all(|storage| storage.pg.is_some()));
+        let groups = config.partition_groups();
+        assert_eq!(groups.len(), 3);
+        assert!(groups.iter().all(|group| group.members.len() == 3));
+    }
+
+    #[test]
+    fn a_pg_listener_needs_partition_groups() {
+        let config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        let error = config.with_pg_ports(5433).unwrap_err();
+        assert!(error.contains("needs partition groups"), "{error}");
+    }
+
     #[test]
     fn a_rendered_cluster_file_parses_back() {
         let config =
             ClusterConfig::loopback(7, 3, 6, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
         let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
         assert_eq!(parsed, config);
+        let mut grouped = config.clone();
+        grouped.partitions = PartitionMode::Vr;
+        let grouped = grouped.with_pg_ports(5433).unwrap();
+        let parsed: ClusterConfig = toml::from_str(&grouped.render()).unwrap();
+        assert_eq!(parsed, grouped);
+        assert_eq!(
+            parsed.storage[2].pg,
+            Some(SocketAddr::from(([127, 0, 0, 1], 5435)))
+        );
         assert_eq!(
             config.initial_configuration().replicas(Position(1)).len(),
             3
