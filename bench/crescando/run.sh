@@ -77,7 +77,7 @@ if [[ -n "${TESSERA_FROM:-}" ]]; then
     cp "$TESSERA_FROM"/raw.jsonl "$TESSERA_FROM"/tessera-*.txt "$WORK"/
 else
 log "starting tessera dev (3 replicas, memory durability)"
-"$TESSERA" dev --replicas 3 --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
+"$TESSERA" dev --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
     --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
 DEV_PID=$!
 for _ in $(seq 1 100); do

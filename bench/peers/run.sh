@@ -298,9 +298,9 @@ stop_from "$first"
 log "redis stopped"
 
 # ---------------------------------------------------------------- tessera
-log "starting tessera dev --replicas 3 --durability memory --port $TESSERA_PORT"
+log "starting tessera dev --durability memory --port $TESSERA_PORT"
 first=${#PIDS[@]}
-timeout 600 "$TESSERA" dev --replicas 3 --durability memory --port "$TESSERA_PORT" \
+timeout 600 "$TESSERA" dev --durability memory --port "$TESSERA_PORT" \
     --data-dir "$WORK/tessera" >"$WORK/logs/tessera-dev.log" 2>&1 </dev/null &
 PIDS+=($!)
 wait_for_pong "$TESSERA_PORT" "${PIDS[-1]}"

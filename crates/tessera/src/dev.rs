@@ -2,31 +2,21 @@
 //! and storage processes hosting partition groups (`dev_ecast.rs`), serving RESP and SQL on
 //! every storage process.
 //!
-//! With `--durability disk` it is still one replicated group of `tessera node` processes
-//! (partition groups have no write-ahead log yet): one configuration file per replica, the
-//! nodes started (each exits when this process goes, through its standard input), a primary
-//! waited for, how to connect printed, then a status line every second until Ctrl-C, when it
-//! stops every node.
+//! Each process exits when this one goes (through its standard input); Ctrl-C stops them all.
 
-use crate::info;
-use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use runtime::config::{DurabilityName, NodeConfig, ReplicaAddress, ReplicationName};
-use runtime::ecast::config::PartitionMode;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use runtime::ecast::config::{ClusterDurability, PartitionMode};
+use std::path::PathBuf;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct DevArguments {
-    /// With `--durability disk` only: replicas of the single group (3 tolerates one
-    /// failure, 5 two; default 3).
-    #[arg(long)]
-    replicas: Option<u8>,
-    /// `memory`: diskless, an op is durable on a majority of its partition's group;
-    /// `disk`: a write-ahead log per replica (for now one replicated group, not a cluster:
-    /// partition groups have no write-ahead log yet).
+    /// `memory`: diskless, an op is durable on a majority of its partition's group, and the
+    /// data directory starts empty every time; `disk`: every replica of the router group and
+    /// of every partition group keeps a write-ahead log in the data directory (group commit),
+    /// the cluster survives every process stopping at once, and a second `tessera dev
+    /// --durability disk` on the same directory starts the same cluster again.
     #[arg(long, value_enum, default_value_t = DurabilityArgument::Memory)]
     durability: DurabilityArgument,
     /// How each partition replicates. `vr`: a Viewstamped Replication group of its replicas,
@@ -94,203 +84,11 @@ pub fn run(arguments: DevArguments) -> anyhow::Result<()> {
         ProtocolArgument::Skyros => PartitionMode::Skyros,
         ProtocolArgument::Sequenced => PartitionMode::Sequenced,
     };
-    match arguments.durability {
-        DurabilityArgument::Memory => {
-            if arguments.replicas.is_some() {
-                bail!("--replicas sizes the single group of --durability disk; a cluster takes --nodes (storage processes) and --replication (replicas per partition)");
-            }
-            crate::dev_ecast::run(&arguments, partitions)
-        }
-        DurabilityArgument::Disk => {
-            // Partition groups and the router group have no write-ahead log yet: a disk
-            // deployment is still the single replicated group (`tessera node`).
-            if partitions == PartitionMode::Sequenced {
-                bail!("--durability disk is not built for --protocol sequenced");
-            }
-            if arguments.nodes.is_some()
-                || arguments.active.is_some()
-                || !arguments.range_prefixes.is_empty()
-            {
-                bail!("--durability disk runs one replicated group (partition groups have no write-ahead log yet): --nodes, --active and --range-prefix are for memory clusters");
-            }
-            run_single_group(arguments)
-        }
-    }
-}
-
-/// `--durability disk`: one VR or Skyros group of `tessera node` processes.
-fn run_single_group(arguments: DevArguments) -> anyhow::Result<()> {
-    let replicas = arguments.replicas.unwrap_or(3);
-    if !(1..=9).contains(&replicas) {
-        bail!("--replicas must be between 1 and 9");
-    }
     let durability = match arguments.durability {
-        DurabilityArgument::Memory => DurabilityName::Memory,
-        DurabilityArgument::Disk => DurabilityName::Disk,
+        DurabilityArgument::Memory => ClusterDurability::Memory,
+        DurabilityArgument::Disk => ClusterDurability::Disk,
     };
-    let replication = match arguments.protocol {
-        ProtocolArgument::Vr => ReplicationName::Vr,
-        ProtocolArgument::Skyros => ReplicationName::Skyros,
-        ProtocolArgument::Sequenced => unreachable!("handled above"),
-    };
-    let data_dir = arguments
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("tessera-dev"));
-    if durability == DurabilityName::Memory && data_dir.exists() {
-        std::fs::remove_dir_all(&data_dir)
-            .with_context(|| format!("cannot clear {}", data_dir.display()))?;
-    }
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let addresses: Vec<ReplicaAddress> = (0..replicas)
-        .map(|index| {
-            let port = |base: u16| {
-                base.checked_add(u16::from(index))
-                    .context("port out of range")
-            };
-            Ok(ReplicaAddress {
-                client: format!("127.0.0.1:{}", port(arguments.port)?).parse()?,
-                peer: format!(
-                    "127.0.0.1:{}",
-                    port(
-                        arguments
-                            .port
-                            .checked_add(100)
-                            .context("port out of range")?
-                    )?
-                )
-                .parse()?,
-                pg: match arguments.pg_port {
-                    0 => None,
-                    base => Some(format!("127.0.0.1:{}", port(base)?).parse()?),
-                },
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let cluster = std::process::id() as u64 ^ 0x7e55_e7a0;
-    let mut nodes = Vec::new();
-    for index in 0..replicas {
-        nodes.push(start_node(
-            &data_dir,
-            index,
-            cluster,
-            durability,
-            replication,
-            &addresses,
-        )?);
-    }
-    let clients: Vec<String> = addresses
-        .iter()
-        .map(|address| address.client.to_string())
-        .collect();
-    let outcome = wait_and_report(&arguments, &data_dir, &clients, &mut nodes);
-    stop(&mut nodes);
-    outcome
-}
-
-fn start_node(
-    data_dir: &Path,
-    index: u8,
-    cluster: u64,
-    durability: DurabilityName,
-    replication: ReplicationName,
-    addresses: &[ReplicaAddress],
-) -> anyhow::Result<Child> {
-    let node_dir = data_dir.join(format!("r{index}"));
-    std::fs::create_dir_all(&node_dir)?;
-    let config_path = data_dir.join(format!("r{index}.toml"));
-    std::fs::write(
-        &config_path,
-        NodeConfig::render(
-            cluster,
-            index,
-            durability,
-            replication,
-            &node_dir,
-            addresses,
-        ),
-    )?;
-    let log = std::fs::File::create(data_dir.join(format!("r{index}.log")))?;
-    let executable = std::env::current_exe().context("cannot find the tessera executable")?;
-    Command::new(executable)
-        .arg("node")
-        .arg("--config")
-        .arg(&config_path)
-        .arg("--exit-with-parent")
-        .stdin(Stdio::piped())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("cannot start replica {index}"))
-}
-
-fn wait_and_report(
-    arguments: &DevArguments,
-    data_dir: &Path,
-    clients: &[String],
-    nodes: &mut [Child],
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let primary = loop {
-        check_alive(nodes, data_dir)?;
-        if let Some(primary) = find_primary(clients) {
-            break primary;
-        }
-        if started.elapsed() > Duration::from_secs(30) {
-            bail!(
-                "no primary was elected within 30 s; see the logs in {}",
-                data_dir.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    println!(
-        "Tessera dev cluster ready in {:.1}s: {} replicas, {}, {} durability, primary is replica {primary}.",
-        started.elapsed().as_secs_f64(),
-        clients.len(),
-        match arguments.protocol {
-            ProtocolArgument::Vr => "vr",
-            ProtocolArgument::Skyros => "skyros",
-            ProtocolArgument::Sequenced => "sequenced",
-        },
-        match arguments.durability {
-            DurabilityArgument::Memory => "memory",
-            DurabilityArgument::Disk => "disk",
-        }
-    );
-    for (index, client) in clients.iter().enumerate() {
-        let port = client.rsplit(':').next().unwrap_or("?");
-        match arguments.pg_port {
-            0 => println!("  replica {index}: redis-cli -p {port}"),
-            base => println!(
-                "  replica {index}: redis-cli -p {port}    psql -h 127.0.0.1 -p {}",
-                u32::from(base) + index as u32
-            ),
-        }
-    }
-    println!(
-        "Any replica serves every command (backups forward to the primary). Logs: {}",
-        data_dir.display()
-    );
-    println!("Ctrl-C stops the cluster.");
-    if arguments.no_wait {
-        return Ok(());
-    }
-    let stop_requested = install_ctrl_c()?;
-    while !stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
-        check_alive(nodes, data_dir)?;
-        print!("\r{}\x1b[K", status_line(clients));
-        std::io::stdout().flush()?;
-        for _ in 0..10 {
-            if stop_requested.load(std::sync::atomic::Ordering::SeqCst) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    println!("\nstopping");
-    Ok(())
+    crate::dev_ecast::run(&arguments, partitions, durability)
 }
 
 pub(crate) fn install_ctrl_c() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
@@ -306,48 +104,6 @@ pub(crate) fn install_ctrl_c() -> anyhow::Result<std::sync::Arc<std::sync::atomi
         set.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     Ok(flag)
-}
-
-fn find_primary(clients: &[String]) -> Option<usize> {
-    clients.iter().position(|client| {
-        info::info(client).is_ok_and(|fields| {
-            fields
-                .get("tessera_role")
-                .is_some_and(|role| role == "primary")
-        })
-    })
-}
-
-fn status_line(clients: &[String]) -> String {
-    let mut parts = Vec::new();
-    for (index, client) in clients.iter().enumerate() {
-        match info::info(client) {
-            Ok(fields) => {
-                let field =
-                    |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());
-                parts.push(format!(
-                    "r{index} {} v{} commit {}",
-                    field("tessera_role"),
-                    field("tessera_view"),
-                    field("tessera_commit_number")
-                ));
-            }
-            Err(_) => parts.push(format!("r{index} down")),
-        }
-    }
-    parts.join(" | ")
-}
-
-fn check_alive(nodes: &mut [Child], data_dir: &Path) -> anyhow::Result<()> {
-    for (index, node) in nodes.iter_mut().enumerate() {
-        if let Some(status) = node.try_wait()? {
-            bail!(
-                "replica {index} exited ({status}); see {}",
-                data_dir.join(format!("r{index}.log")).display()
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Closes every node's standard input (they exit), then kills whatever is left.

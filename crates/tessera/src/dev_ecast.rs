@@ -5,7 +5,7 @@
 use crate::dev::{install_ctrl_c, stop, DevArguments};
 use crate::info;
 use anyhow::{bail, Context};
-use runtime::ecast::config::{ClusterConfig, PartitionMode};
+use runtime::ecast::config::{ClusterConfig, ClusterDurability, PartitionMode};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,7 +17,11 @@ use std::time::{Duration, Instant};
 const NODES_DEFAULT: u64 = 3;
 const NODES_DEFAULT_SEQUENCED: u64 = 6;
 
-pub fn run(arguments: &DevArguments, partitions: PartitionMode) -> anyhow::Result<()> {
+pub fn run(
+    arguments: &DevArguments,
+    partitions: PartitionMode,
+    durability: ClusterDurability,
+) -> anyhow::Result<()> {
     let nodes = arguments.nodes.unwrap_or(match partitions {
         PartitionMode::Sequenced => NODES_DEFAULT_SEQUENCED,
         PartitionMode::Vr | PartitionMode::Skyros => NODES_DEFAULT,
@@ -32,8 +36,11 @@ pub fn run(arguments: &DevArguments, partitions: PartitionMode) -> anyhow::Resul
         .data_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("tessera-dev"));
-    if data_dir.exists() {
-        // Nothing is kept on disk: every run starts empty.
+    let cluster_file = data_dir.join("cluster.toml");
+    let kept = durability == ClusterDurability::Disk && cluster_file.exists();
+    if data_dir.exists() && !kept {
+        // Memory: nothing is kept on disk, every run starts empty (a disk cluster's directory
+        // without its cluster file holds nothing it could start from either).
         std::fs::remove_dir_all(&data_dir)
             .with_context(|| format!("cannot clear {}", data_dir.display()))?;
     }
@@ -54,6 +61,7 @@ pub fn run(arguments: &DevArguments, partitions: PartitionMode) -> anyhow::Resul
     )
     .and_then(|mut config| {
         config.partitions = partitions;
+        config.durability = durability;
         config.range_prefixes = arguments.range_prefixes.clone();
         let mut config = config.with_active(arguments.active.unwrap_or(nodes))?;
         if partitions.grouped() && arguments.pg_port != 0 {
@@ -63,8 +71,24 @@ pub fn run(arguments: &DevArguments, partitions: PartitionMode) -> anyhow::Resul
         Ok(config)
     })
     .map_err(anyhow::Error::msg)?;
-    let cluster_file = data_dir.join("cluster.toml");
-    std::fs::write(&cluster_file, config.render())?;
+    let config = if kept {
+        // A disk cluster starts again from its directory: the same cluster file, if it is
+        // the cluster these arguments ask for.
+        let existing = ClusterConfig::load(&cluster_file).map_err(anyhow::Error::msg)?;
+        let mut asked = config.clone();
+        asked.cluster = existing.cluster;
+        if asked != existing {
+            bail!(
+                "{} holds a disk cluster of another shape (nodes, routers, replication, protocol, ports or range prefixes differ); start it with the same arguments, or use another --data-dir",
+                data_dir.display()
+            );
+        }
+        eprintln!("Restarting the disk cluster in {}.", data_dir.display());
+        existing
+    } else {
+        std::fs::write(&cluster_file, config.render())?;
+        config
+    };
     let mut processes = Vec::new();
     for index in 0..arguments.routers {
         let name = format!("router-{index}");

@@ -31,6 +31,12 @@ pub struct ClusterConfig {
     /// processes, `partition_host`). Absent: `sequenced`.
     #[serde(default)]
     pub partitions: PartitionMode,
+    /// `memory` (absent): replicas keep nothing on disk, a group survives the loss of a
+    /// minority; `disk`: every replica of the router group and of every partition group keeps
+    /// a write-ahead log (group commit) under `data_dir`, so the cluster survives every process
+    /// stopping at once. Partition groups need `partitions = "vr"` or `"skyros"`.
+    #[serde(default)]
+    pub durability: ClusterDurability,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
     /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
@@ -55,6 +61,24 @@ pub enum PartitionMode {
     /// nilext writes are acknowledged before they are ordered when the primary's nilext gate
     /// allows (`docs/internals/ecast.md`, "Skyros partitions").
     Skyros,
+}
+
+/// Where a cluster's replicas keep their promises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClusterDurability {
+    #[default]
+    Memory,
+    Disk,
+}
+
+impl ClusterDurability {
+    pub fn vr(self) -> vr::Durability {
+        match self {
+            ClusterDurability::Memory => vr::Durability::Memory,
+            ClusterDurability::Disk => vr::Durability::Disk,
+        }
+    }
 }
 
 impl PartitionMode {
@@ -130,7 +154,7 @@ fn default_suspect_after_ms() -> u64 {
 }
 
 /// A `vr` partition's replication group.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct PartitionGroup {
     /// The partition's name: its owner's process id (the router configuration's destination).
     pub partition: ProcessId,
@@ -182,6 +206,12 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
+        if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
+            return Err(
+                "durability = \"disk\" needs partition groups (partitions = \"vr\" or \"skyros\")"
+                    .into(),
+            );
+        }
         if !self.partitions.grouped() && self.storage.iter().any(|storage| storage.pg.is_some()) {
             return Err(
                 "a PostgreSQL listener (pg) needs partition groups (partitions = \"vr\" or \"skyros\"): sequenced storage processes hold no tables yet"
@@ -341,9 +371,9 @@ impl ClusterConfig {
             .find(|group| group.partition == partition)
     }
 
-    /// A partition group's VR configuration (diskless, like the routers).
+    /// A partition group's VR configuration (with the cluster's durability, like the routers').
     pub fn partition_protocol(&self, members: usize) -> vr::Config {
-        let mut config = vr::Config::new(members as u8, vr::Durability::Memory);
+        let mut config = vr::Config::new(members as u8, self.durability.vr());
         if self.partitions == PartitionMode::Skyros {
             config.protocol = vr::Protocol::Skyros;
             // Hidden, test-only (debug builds): the nilext gate is ignored, the real-process
@@ -363,7 +393,7 @@ impl ClusterConfig {
 
     /// The router group's VR configuration (diskless: an op is durable on a majority).
     pub fn router_protocol(&self) -> vr::Config {
-        vr::Config::new(self.routers.len() as u8, vr::Durability::Memory)
+        vr::Config::new(self.routers.len() as u8, self.durability.vr())
     }
 
     /// The TOML text `load` reads back.
@@ -381,6 +411,9 @@ impl ClusterConfig {
                 .map(|prefix| toml_string(prefix))
                 .collect();
             let _ = writeln!(text, "range_prefixes = [{}]", prefixes.join(", "));
+        }
+        if self.durability == ClusterDurability::Disk {
+            let _ = writeln!(text, "durability = \"disk\"");
         }
         match self.partitions {
             PartitionMode::Sequenced => {}
@@ -448,6 +481,7 @@ impl ClusterConfig {
             data_dir,
             suspect_after_ms: default_suspect_after_ms(),
             partitions: PartitionMode::Sequenced,
+            durability: ClusterDurability::Memory,
             routers: (0..u64::from(routers))
                 .map(|index| {
                     Ok(RouterAddress {

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
+//! | `durable` | disk durability: one write-ahead log per hosted replica, one writer thread per process (group commit) |
 //! | `fault` | faults a real-process test injects (debug builds): a partition whose deliveries lag |
 //! | `link` | the `Frame` every E-Cast message travels in, and one-way TCP links |
 //! | `router` | a router process: VR replica of `RouterState`, forwarder, failure detector |
@@ -20,6 +21,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod durable;
 pub mod fault;
 pub mod gateway;
 pub mod link;

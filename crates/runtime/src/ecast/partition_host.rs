@@ -20,7 +20,8 @@
 //! mode); a restarted one starts every replica `Replica::recovering` with a fresh nonce and is
 //! brought up to date by its group (VRR §4.3), so it rejoins under the same id.
 
-use super::config::{ClusterConfig, PartitionGroup};
+use super::config::{ClusterConfig, ClusterDurability, PartitionGroup};
+use super::durable::WalExecutor;
 use super::gateway::GatewayStatus;
 use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
@@ -385,14 +386,44 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         frames: mut receiver,
     } = super::storage::serve(&config, id, listener, client_listener, pg_listener);
     let mut partitions = BTreeMap::new();
+    let (completions_sender, mut completions) = mpsc::unbounded_channel();
+    let durable = config.durability == ClusterDurability::Disk;
+    let wal = if durable {
+        Some(WalExecutor::start(completions_sender)?)
+    } else {
+        None
+    };
+    if let Some(wal) = &wal {
+        // Every replica this process hosted and did not drop has a log: it reopens each one,
+        // and (the first time only) creates those of the cluster file's groups it is in.
+        for file in GroupFile::all(&config, id)? {
+            let hosted = open_durable(&config, id, &placement, &file, wal)?;
+            partitions.insert(file.group.partition, hosted);
+        }
+        if !restarted {
+            for group in config.partition_groups() {
+                let Some(place) = group.members.iter().position(|member| *member == id) else {
+                    continue;
+                };
+                let file = GroupFile {
+                    group,
+                    index: place as u8,
+                    started: false,
+                };
+                file.write(&config, id)?;
+                let hosted = open_durable(&config, id, &placement, &file, wal)?;
+                partitions.insert(file.group.partition, hosted);
+            }
+        }
+    }
     // Above replication 1 a restarted process starts no replica up front: the cluster file's
     // groups may have retired and stopped everywhere since (a replica of one would recover
     // forever, starting view changes nobody answers). It starts each group it is a member of,
     // recovering, on the first frame of it — a router's delivery, or a VR message of a
     // member: a running group's primary sends its backups commits within a heartbeat.
-    let lazy = config.regrouped() && restarted;
+    let lazy = config.regrouped() && restarted && !durable;
     for group in config.partition_groups() {
-        if lazy {
+        if lazy || durable {
             break;
         }
         let Some(place) = group.members.iter().position(|member| *member == id) else {
@@ -400,14 +431,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         };
         let index = ReplicaIndex(place as u8);
         let protocol = config.partition_protocol(group.members.len());
-        let store = PartitionStore::new(group.arc.clone(), placement.clone());
-        let machine = if config.elastic_groups() || config.regrouped() {
-            // Single-partition operations on keys a cut moved away are answered `Moved`.
-            PartitionMachine::new(store.elastic(), machine_settings())
-                .with_holdings(group.arc.clone())
-        } else {
-            PartitionMachine::new(store, machine_settings())
-        };
+        let machine = initial_machine(&config, &placement, &group.arc);
         let replica = if restarted {
             Replica::recovering(protocol, index, machine, Nonce(random_u64()))
         } else {
@@ -463,6 +487,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         newest: ConfigVersion(0),
         retired_at: BTreeMap::new(),
         dropped: BTreeSet::new(),
+        wal,
     };
     if lazy {
         // The version-0 groups, started lazily (above) from these descriptions.
@@ -482,6 +507,9 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                     Some(frame) => host.on_frame(frame),
                     None => return,
                 },
+                Some((log, sequence)) = completions.recv() => {
+                    host.step(ProcessId(log), Input::Persisted { sequence });
+                }
             }
             host.publish();
         }
@@ -521,6 +549,127 @@ fn machine_settings() -> PartitionMachineSettings {
         settings.rules.canary = Some(ecast::PartitionCanary::NoHold);
     }
     settings
+}
+
+/// The machine of a group of the cluster file, holding `arc`.
+fn initial_machine(config: &ClusterConfig, placement: &KeyPlacement, arc: &PositionSet) -> Machine {
+    let store = PartitionStore::new(arc.clone(), placement.clone());
+    if config.elastic_groups() || config.regrouped() {
+        // Single-partition operations on keys a cut moved away are answered `Moved`.
+        PartitionMachine::new(store.elastic(), machine_settings()).with_holdings(arc.clone())
+    } else {
+        PartitionMachine::new(store, machine_settings())
+    }
+}
+
+/// The machine of a group a keyspace change started: it holds nothing until its install.
+fn started_machine(placement: &KeyPlacement) -> Machine {
+    let store = PartitionStore::new(PositionSet::empty(), placement.clone()).elastic();
+    PartitionMachine::new(store, machine_settings()).with_holdings(PositionSet::empty())
+}
+
+/// Disk durability: what a storage process writes beside a partition replica's log, to
+/// rebuild the replica when it starts again (its machine as it was before the log's first
+/// record: a checkpoint in the log replaces it).
+#[derive(Debug, Serialize, Deserialize)]
+struct GroupFile {
+    group: PartitionGroup,
+    /// This replica's index in the group.
+    index: u8,
+    /// Started by a keyspace change (its machine held nothing), not one of the cluster file's.
+    started: bool,
+}
+
+impl GroupFile {
+    const NAME: &'static str = "group";
+
+    fn groups(config: &ClusterConfig, id: ProcessId) -> std::path::PathBuf {
+        config
+            .data_dir
+            .join(format!("storage-{}", id.0))
+            .join("groups")
+    }
+
+    fn directory(
+        config: &ClusterConfig,
+        id: ProcessId,
+        partition: ProcessId,
+    ) -> std::path::PathBuf {
+        GroupFile::groups(config, id).join(format!("{:016x}", partition.0))
+    }
+
+    /// Writes the file (and creates the log's directory), synced, before the log is opened.
+    fn write(&self, config: &ClusterConfig, id: ProcessId) -> Result<(), String> {
+        let directory = GroupFile::directory(config, id, self.group.partition);
+        std::fs::create_dir_all(&directory)
+            .map_err(|error| format!("{}: {error}", directory.display()))?;
+        let path = directory.join(GroupFile::NAME);
+        let bytes = postcard::to_allocvec(self).expect("group files serialise");
+        let written = std::fs::File::create(&path).and_then(|mut file| {
+            use std::io::Write;
+            file.write_all(&bytes)?;
+            file.sync_all()
+        });
+        written.map_err(|error| format!("{}: {error}", path.display()))
+    }
+
+    /// Every group file this process wrote and did not delete.
+    fn all(config: &ClusterConfig, id: ProcessId) -> Result<Vec<GroupFile>, String> {
+        let groups = GroupFile::groups(config, id);
+        let entries = match std::fs::read_dir(&groups) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(format!("{}: {error}", groups.display())),
+        };
+        let mut files = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|error| format!("{}: {error}", groups.display()))?;
+            let path = entry.path().join(GroupFile::NAME);
+            let bytes = match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                // A directory whose file was never written completely: its log was never
+                // opened, so the replica never ran here.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(format!("{}: {error}", path.display())),
+            };
+            let file: GroupFile = postcard::from_bytes(&bytes)
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+            if file.group.members.get(usize::from(file.index)) != Some(&id) {
+                return Err(format!("{}: not a group of this process", path.display()));
+            }
+            files.push(file);
+        }
+        files.sort_by_key(|file| file.group.partition);
+        Ok(files)
+    }
+}
+
+/// Opens a partition replica's log and the replica on it, and hands the log to the writer.
+fn open_durable(
+    config: &ClusterConfig,
+    id: ProcessId,
+    placement: &KeyPlacement,
+    file: &GroupFile,
+    wal: &WalExecutor,
+) -> Result<Hosted, String> {
+    let directory = GroupFile::directory(config, id, file.group.partition).join("wal");
+    let (state, committer) = super::durable::open(&directory, link::FRAME_BYTES_MAX)?;
+    let machine = if file.started {
+        started_machine(placement)
+    } else {
+        initial_machine(config, placement, &file.group.arc)
+    };
+    let protocol = config.partition_protocol(file.group.members.len());
+    let index = ReplicaIndex(file.index);
+    let replica = Replica::open(protocol, index, machine, state)
+        .map_err(|error| format!("{}: {error:?}", directory.display()))?;
+    wal.register(file.group.partition.0, committer);
+    Ok(Hosted {
+        group: file.group.clone(),
+        index,
+        replica,
+        duty: None,
+    })
 }
 
 struct Host {
@@ -581,6 +730,8 @@ struct Host {
     /// Above replication 1: retired groups whose replica here was dropped two versions past
     /// their retirement (`placement::past_retirement`): never started again.
     dropped: BTreeSet<ProcessId>,
+    /// Disk durability: the writer of every hosted replica's log.
+    wal: Option<WalExecutor>,
 }
 
 /// One copy into a group, as its primary here saw it.
@@ -700,8 +851,15 @@ impl Host {
         }
     }
 
-    /// Remembers that `partition`'s replica was dropped here (never started again).
+    /// Remembers that `partition`'s replica was dropped here (never started again), and
+    /// deletes its log (disk durability): a later start of this process must not reopen it.
     fn forget(&mut self, partition: ProcessId) {
+        if let Some(wal) = &self.wal {
+            wal.remove(
+                partition.0,
+                GroupFile::directory(&self.config, self.id, partition),
+            );
+        }
         if self.dropped.len() >= KNOWN_GROUPS_MAX {
             self.dropped.clear();
         }
@@ -776,10 +934,40 @@ impl Host {
             return;
         }
         let index = ReplicaIndex(place as u8);
+        if let Some(wal) = &self.wal {
+            // Disk: a replica this process ever ran has a log (reopened at its start), so one
+            // without a log never ran here and starts as VR starts, on a new log.
+            let file = GroupFile {
+                group: PartitionGroup {
+                    partition: destination,
+                    members: group.members.clone(),
+                    arc: group.arc(),
+                },
+                index: index.0,
+                started: true,
+            };
+            let opened = file
+                .write(&self.config, self.id)
+                .and_then(|()| open_durable(&self.config, self.id, &self.placement, &file, wal));
+            match opened {
+                Ok(hosted) => {
+                    log::info(format_args!(
+                        "group {:#x}: replica {} started on a new log",
+                        destination.0, index.0
+                    ));
+                    self.partitions.insert(destination, hosted);
+                    self.follow_primaryship(destination);
+                    self.log_changes(destination);
+                }
+                Err(error) => {
+                    log::error(format_args!("group {:#x}: {error}", destination.0));
+                    std::process::exit(70);
+                }
+            }
+            return;
+        }
         let protocol = self.config.partition_protocol(group.members.len());
-        let store = PartitionStore::new(PositionSet::empty(), self.placement.clone()).elastic();
-        let machine =
-            PartitionMachine::new(store, machine_settings()).with_holdings(PositionSet::empty());
+        let machine = started_machine(&self.placement);
         // A process that never restarted never ran this group (a stopped one is never started
         // again): VR's ordinary start. A restarted one may have, and forgot what it promised:
         // it recovers from the group (its first delivery waits for the recovery).
@@ -1128,9 +1316,12 @@ impl Host {
                 match effect {
                     Effect::Send { to, message } => self.send_replica(partition, to, message),
                     Effect::Reply { client, message } => self.on_reply(partition, client, message),
-                    Effect::Persist { .. } => log::warn(format_args!(
-                        "a diskless partition replica asked to persist"
-                    )),
+                    Effect::Persist { sequence, record } => match &self.wal {
+                        Some(wal) => wal.persist(partition.0, sequence, record),
+                        None => log::warn(format_args!(
+                            "a diskless partition replica asked to persist"
+                        )),
+                    },
                 }
             }
             self.follow_primaryship(partition);

@@ -4,7 +4,8 @@
 //! ticks reach it on one channel. It does what the simulator's world does for a router
 //! (`crates/sim/src/ecast/world.rs`): step, route effects to TCP links, follow primaryship.
 
-use super::config::{ClusterConfig, PartitionMode};
+use super::config::{ClusterConfig, ClusterDurability, PartitionMode};
+use super::durable::WalExecutor;
 use super::fault::SlowPartition;
 use super::link::{self, Frame, Links};
 use super::stats;
@@ -41,6 +42,8 @@ const CLIENTS_MAX: usize = 1 << 16;
 enum Event {
     Tick,
     Frame(Frame),
+    /// Disk durability: the log holds everything up to this sequence.
+    Persisted(u64),
 }
 
 /// Where a VR client's replies go: a gateway lives in a storage process; `tessera admin` (or
@@ -69,7 +72,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         .await
         .map_err(|error| format!("cannot listen on {own}: {error}"))?;
     // Diskless: a restarted router has forgotten everything and recovers from its peers
-    // (VRR §4.3), as a `memory` node does.
+    // (VRR §4.3), as a `memory` node does; with disk durability it reopens its log.
     let marker = directory.join("router-started");
     let restarted = marker.exists();
     std::fs::write(
@@ -83,15 +86,34 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     } else {
         RouterState::new(config.router_configuration(), RouterSettings::default())
     };
-    let replica = if restarted {
-        Replica::recovering(protocol, ReplicaIndex(index), state, Nonce(random_u64()))
+    let (completions_sender, completions) = mpsc::unbounded_channel();
+    let (replica, wal) = if config.durability == ClusterDurability::Disk {
+        // Disk: the router's promises are in its log; it reopens them rather than recover.
+        let wal = WalExecutor::start(completions_sender)?;
+        let log = directory.join("wal");
+        let (durable, committer) = super::durable::open(&log, link::FRAME_BYTES_MAX)?;
+        let replica = Replica::open(protocol, ReplicaIndex(index), state, durable)
+            .map_err(|error| format!("{}: {error:?}", log.display()))?;
+        wal.register(0, committer);
+        (replica, Some(wal))
+    } else if restarted {
+        let nonce = Nonce(random_u64());
+        (
+            Replica::recovering(protocol, ReplicaIndex(index), state, nonce),
+            None,
+        )
     } else {
-        Replica::new(protocol, ReplicaIndex(index), state)
+        (Replica::new(protocol, ReplicaIndex(index), state), None)
     };
     log::info(format_args!(
         "router {index} of {} starting ({}) on {own}",
         config.routers.len(),
-        if restarted { "recovering" } else { "fresh" }
+        match (&wal, restarted) {
+            (Some(_), true) => "from its write-ahead log",
+            (Some(_), false) => "fresh, with a write-ahead log",
+            (None, true) => "recovering",
+            (None, false) => "fresh",
+        }
     ));
     // Frames come straight from the connections' reader tasks to the router's task (no
     // forwarding task in between: one wakeup per burst, not two per frame).
@@ -110,8 +132,9 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         lead: None,
         ticks: 0,
         observed: (u64::MAX, StatusName::Normal, false),
+        wal,
     };
-    tokio::spawn(router.run(receiver, tick_ms));
+    tokio::spawn(router.run(receiver, completions, tick_ms));
     Ok(())
 }
 
@@ -151,10 +174,17 @@ struct RouterLoop {
     lead: Option<Lead>,
     ticks: u64,
     observed: (u64, StatusName, bool),
+    /// Disk durability: the writer of the replica's log (log id 0).
+    wal: Option<WalExecutor>,
 }
 
 impl RouterLoop {
-    async fn run(mut self, mut frames: mpsc::Receiver<Frame>, tick_ms: u64) {
+    async fn run(
+        mut self,
+        mut frames: mpsc::Receiver<Frame>,
+        mut completions: mpsc::UnboundedReceiver<(u64, u64)>,
+        tick_ms: u64,
+    ) {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         stats::start();
@@ -167,6 +197,7 @@ impl RouterLoop {
                     Some(frame) => Event::Frame(frame),
                     None => return,
                 },
+                Some((_, sequence)) = completions.recv() => Event::Persisted(sequence),
             };
             let started = Instant::now();
             let mut handled = 0;
@@ -177,6 +208,7 @@ impl RouterLoop {
                     last_tick = started;
                     self.on_tick();
                 }
+                Event::Persisted(sequence) => self.step(Input::Persisted { sequence }),
                 Event::Frame(frame) => {
                     self.on_frame(frame);
                     handled += 1;
@@ -281,7 +313,10 @@ impl RouterLoop {
                     Effect::Reply { client, message } => {
                         self.on_reply(client, message, &mut forwarder_effects, &mut queue)
                     }
-                    Effect::Persist { .. } => unreachable!("routers are diskless"),
+                    Effect::Persist { sequence, record } => match &self.wal {
+                        Some(wal) => wal.persist(0, sequence, record),
+                        None => log::warn(format_args!("a diskless router asked to persist")),
+                    },
                 }
             }
             self.follow_primaryship(&mut forwarder_effects);

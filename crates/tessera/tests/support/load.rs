@@ -145,6 +145,11 @@ impl Load {
         }
     }
 
+    /// The checker's verdict on the whole history (a canary expects a violation).
+    pub fn verdict(&self) -> lincheck::CheckResult {
+        self.state.history.verdict()
+    }
+
     /// Checks the whole history for linearisability (panics with the verdict if it is not).
     pub fn check(&self) {
         self.state.history.check();
