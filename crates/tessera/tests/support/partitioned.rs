@@ -198,6 +198,18 @@ impl PartitionedCluster {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to storage process `index` (0-based).
+    pub fn signal_storage(&self, index: usize, signal: &str) {
+        if let Some(child) = &self.storage[index] {
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status()
+                .unwrap();
+            assert!(status.success(), "kill -{signal} failed");
+        }
+    }
+
     pub fn signal_router(&self, index: usize, signal: &str) {
         if let Some(child) = &self.routers[index] {
             let status = Command::new("kill")
