@@ -9,8 +9,9 @@ use vr::{
 };
 
 /// A register store whose operations are `key=value` (a write) or `key` (a read). Keys
-/// beginning with `held` are gated closed (as if an uncovered multi-partition message touched
-/// them); the others are clear; `open` makes it a plain Skyros machine.
+/// beginning with `held`, and writes of values beginning with `held`, are gated closed (as if
+/// an uncovered multi-partition message touched them); the others are clear; `open` makes it a
+/// plain Skyros machine.
 #[derive(Default)]
 struct Gated {
     open: bool,
@@ -45,7 +46,12 @@ impl StateMachine for Gated {
     fn nilext_gate(&self, operation: &[u8]) -> NilextGate {
         if self.open {
             NilextGate::Open
-        } else if key_of(operation).starts_with(b"held") {
+        } else if key_of(operation).starts_with(b"held")
+            || operation
+                .splitn(2, |byte| *byte == b'=')
+                .nth(1)
+                .is_some_and(|value| value.starts_with(b"held"))
+        {
             NilextGate::Closed
         } else {
             NilextGate::Clear
@@ -226,15 +232,25 @@ fn a_clear_gate_acknowledges_unless_a_pending_request_touches_the_keys() {
         group.send(&[0, 1, 2], 1, RequestKind::Nilext, "a=1"),
         vec![0, 1, 2]
     );
-    // a=1 is still pending (nothing delivered): a second write of a is refused by the primary,
-    // one of b is acknowledged.
+    // a=1 is still pending (nothing delivered), but the gate acknowledged it, so it runs at
+    // once when ordered: a second write of a is acknowledged too (G2 counts only what may
+    // wait), and so is one of b.
     assert_eq!(
         group.send(&[0, 1, 2], 2, RequestKind::Nilext, "a=2"),
-        vec![1, 2]
+        vec![0, 1, 2]
     );
     assert_eq!(
         group.send(&[0, 1, 2], 3, RequestKind::Nilext, "b=1"),
         vec![0, 1, 2]
+    );
+    // A pending write the gate refused makes a later nilext write of its key wait.
+    assert_eq!(
+        group.send(&[0, 1, 2], 8, RequestKind::Nilext, "d=held"),
+        vec![1, 2]
+    );
+    assert_eq!(
+        group.send(&[0, 1, 2], 9, RequestKind::Nilext, "d=2"),
+        vec![1, 2]
     );
     // A pending ordered write of c makes a nilext write of c wait too.
     group.send(&[0], 4, RequestKind::Write, "c=1");
@@ -243,18 +259,32 @@ fn a_clear_gate_acknowledges_unless_a_pending_request_touches_the_keys() {
         vec![1, 2]
     );
     group.deliver_all();
-    assert!(group.replied(2) && group.replied(4) && group.replied(5));
-    assert!(!group.replied(1) && !group.replied(3), "completed by acks");
-    // Everything executed: a and c are clear again.
-    assert_eq!(
-        group.send(&[0, 1, 2], 6, RequestKind::Nilext, "a=3"),
-        vec![0, 1, 2]
+    assert!(group.replied(4) && group.replied(5) && group.replied(8) && group.replied(9));
+    assert!(
+        !group.replied(1) && !group.replied(2) && !group.replied(3),
+        "completed by acks"
     );
-    assert_eq!(
-        group.send(&[0, 1, 2], 7, RequestKind::Nilext, "c=3"),
-        vec![0, 1, 2]
+    // Executed in arrival order: a=1 before a=2, d=held before d=2.
+    let applied = &group.replicas[0].state_machine().applied;
+    let at = |op: &str| {
+        applied
+            .iter()
+            .position(|done| done == op.as_bytes())
+            .unwrap()
+    };
+    assert!(
+        at("a=1") < at("a=2") && at("d=held") < at("d=2"),
+        "{applied:?}"
     );
-    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 2);
+    // Everything executed: a, c and d are clear again.
+    for (client, operation) in [(6, "a=3"), (7, "c=3"), (10, "d=3")] {
+        assert_eq!(
+            group.send(&[0, 1, 2], client, RequestKind::Nilext, operation),
+            vec![0, 1, 2],
+            "{operation}"
+        );
+    }
+    assert_eq!(group.replicas[0].stats().skyros_nilext_refused, 3);
 }
 
 #[test]
