@@ -71,6 +71,7 @@ mod commands;
 mod info;
 mod table;
 mod text;
+mod types;
 mod value;
 
 pub use commands::{finish, is_nilext, plan, Pending};

@@ -8,8 +8,10 @@
 //! The crate is pure (`tests/purity.rs`): the runtime replicates it over TCP and the simulator
 //! (`crates/sim`) replicates the same type, so a seed exercises exactly what a node runs.
 //!
-//! The RESP namespace is also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA NOT NULL)`,
-//! built in (it cannot be created, dropped or indexed). A statement on it runs against a table
+//! The RESP namespace's strings are also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA
+//! NOT NULL)`, built in (it cannot be created, dropped or indexed); keys holding hashes, lists,
+//! sets or sorted sets are not rows of it and a SQL write leaves them alone (a row written
+//! over such a key replaces it with a string, as SET does). A statement on it runs against a table
 //! materialised from the key-value map at the statement's place in the log, and a write replaces
 //! the map with the table's rows afterwards: O(keys) per statement, like a scan, and exact,
 //! since the statement runs alone at its position. SQL on `kv` conflicts with every key for
@@ -177,7 +179,7 @@ impl Store {
         assert!(created.is_ok(), "{created:?}");
         let rows: Vec<Vec<engine::Value>> = self
             .kv
-            .entries()
+            .strings()
             .map(|(key, value)| {
                 vec![
                     engine::Value::Bytea(key.clone()),
@@ -221,7 +223,7 @@ impl Store {
             Ok(command) if touches_kv(&command) => {
                 let (outcome, entries) = self.run_on_kv(&command, true);
                 if let Some(entries) = entries {
-                    self.kv.replace_entries(entries);
+                    self.kv.replace_strings(entries);
                 }
                 outcome.encode()
             }

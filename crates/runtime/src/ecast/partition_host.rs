@@ -158,7 +158,7 @@ impl PartitionData for PartitionStore {
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
-            let keys = self.kv.entries().map(|(key, _)| key);
+            let keys = self.kv.key_names();
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
@@ -184,19 +184,20 @@ impl PartitionData for PartitionStore {
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {
-        let records: Vec<(&[u8], &[u8])> = self
+        let records: Vec<(&[u8], Vec<u8>)> = self
             .kv
-            .entries()
+            .records_after(None)
             .filter(|(key, _)| range.contains(self.placement.position(key)))
-            .map(|(key, value)| (key.as_slice(), value.as_slice()))
+            .map(|(key, record)| (key.as_slice(), record))
             .collect();
         postcard::to_allocvec(&records).expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
         let records: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(records).unwrap_or_default();
-        for (key, value) in records {
-            self.kv.insert(key, value);
+        for (key, record) in records {
+            // A record that does not decode is dropped (never a panic on received bytes).
+            let _ = self.kv.insert_record(key, &record);
         }
     }
 
