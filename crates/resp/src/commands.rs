@@ -32,7 +32,7 @@ pub(crate) enum Shape {
     /// Any outcome but an error → `+OK`. HMSET.
     Acknowledged,
     /// `Outcome::Ok` → `+OK`, for writes whose reply is OK but that are not nilext (LSET,
-    /// LTRIM, SET … KEEPTTL).
+    /// LTRIM).
     Done,
     /// `Outcome::Value(Some(text))` → `+text`. TYPE.
     Status,
@@ -123,7 +123,7 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
 
 /// Whether the reply to `pending` is nil-externalising: it reveals nothing about the store's
 /// state (always `+OK`, and the operation cannot fail once planned). True exactly for plain
-/// SET (and SET … KEEPTTL) and MSET; false for every other write and for every read.
+/// SET and MSET; false for every other write and for every read.
 pub fn is_nilext(pending: &Pending) -> bool {
     pending.reply == Shape::Ok
 }
@@ -267,7 +267,7 @@ pub(crate) fn dbsize(_: &[Vec<u8>]) -> Plan {
     Pending::plan(Command::Count, Shape::Integer)
 }
 
-/// The expiry options of SET. Tessera has no expiring keys yet.
+/// The expiry options of SET.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expiry {
     Seconds,
