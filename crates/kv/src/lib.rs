@@ -28,6 +28,11 @@ use vr::{RestoreError, StateMachine};
 /// A key or a value: raw bytes, as in Redis.
 pub type Bytes = Vec<u8>;
 
+/// The most members SRANDMEMBER and HRANDFIELD draw with repeats (a negative count): a reply
+/// of that many is built in memory, so a larger count is refused by the planner ("value is
+/// out of range") rather than exhausting the process.
+pub const RANDOM_REPEATS_MAX: u64 = 1 << 20;
+
 /// A command on the store. Slots are fixed: append new variants at the end.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Command {
@@ -930,11 +935,11 @@ impl KvStore {
                 let Some(now) = now_ms else {
                     return Outcome::Error(KvError::Unstamped);
                 };
-                let left = (at - now as i64).max(0);
+                let left = at.saturating_sub(now as i64).max(0);
                 if milliseconds {
                     left
                 } else {
-                    (left + 500) / 1000
+                    left.saturating_add(500) / 1000
                 }
             }
         };

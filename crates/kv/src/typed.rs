@@ -92,11 +92,13 @@ fn prng_for(key: &[u8], now_ms: Option<u64>, size: usize) -> Prng {
 }
 
 /// `count` positions drawn from `0..size`: distinct (at most `size`, in random order) for a
-/// non-negative count, `-count` with repeats for a negative one.
+/// non-negative count, `-count` with repeats for a negative one (at most
+/// `RANDOM_REPEATS_MAX`: the planner refuses more, and bytes from elsewhere get no more).
 fn draw(prng: &mut Prng, size: usize, count: i64) -> Vec<usize> {
     if size == 0 {
         return Vec::new();
     }
+    let count = count.max(-(crate::RANDOM_REPEATS_MAX as i64));
     if count < 0 {
         return (0..count.unsigned_abs())
             .map(|_| prng.below(size as u64) as usize)
@@ -527,7 +529,8 @@ impl KvStore {
                 } else {
                     Box::new((len - compared..len).rev())
                 };
-                let skip = (rank.unsigned_abs() - 1) as usize;
+                // The planner refuses rank 0; bytes from elsewhere read it as 1.
+                let skip = rank.unsigned_abs().saturating_sub(1) as usize;
                 let wanted = match count {
                     Some(0) => usize::MAX,
                     Some(count) => *count as usize,

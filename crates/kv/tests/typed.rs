@@ -957,3 +957,58 @@ fn typed_values_and_expiries_survive_snapshots_and_copy_records() {
     assert!(copy.insert_record(b("x"), &[42]).is_err());
     assert!(KvStore::new().restore(&[1, 2, 3]).is_err());
 }
+
+#[test]
+fn a_huge_negative_random_count_is_bounded_not_a_crash() {
+    let mut store = KvStore::new();
+    run(
+        &mut store,
+        set(
+            "s",
+            SetOperation::Add {
+                members: vec![b("a")],
+            },
+        ),
+    );
+    run(
+        &mut store,
+        hash(
+            "h",
+            HashOperation::Set {
+                pairs: vec![(b("f"), b("v"))],
+            },
+        ),
+    );
+    let max = kv::RANDOM_REPEATS_MAX as usize;
+    let Outcome::Values(drawn) = run(
+        &mut store,
+        at(
+            1,
+            set(
+                "s",
+                SetOperation::RandomMembers {
+                    count: Some(i64::MIN),
+                },
+            ),
+        ),
+    ) else {
+        panic!()
+    };
+    assert_eq!(drawn.len(), max);
+    let Outcome::Values(drawn) = run(
+        &mut store,
+        at(
+            1,
+            hash(
+                "h",
+                HashOperation::RandomFields {
+                    count: Some(i64::MIN),
+                    with_values: true,
+                },
+            ),
+        ),
+    ) else {
+        panic!()
+    };
+    assert_eq!(drawn.len(), 2 * max);
+}

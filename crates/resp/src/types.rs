@@ -155,6 +155,20 @@ pub(crate) fn hincrbyfloat(arguments: &[Vec<u8>]) -> Plan {
     )
 }
 
+/// The refusal of a negative SRANDMEMBER or HRANDFIELD count that asks for more draws than a reply may
+/// hold (`kv::RANDOM_REPEATS_MAX`; Redis refuses only `i64::MIN` and, with WITHVALUES, counts
+/// below `-i64::MAX / 2`, and would try to build the rest).
+fn out_of_range(count: i64) -> Option<Value> {
+    if count == i64::MIN {
+        return Some(refusal(
+            "ERR value is out of range, value must between -9223372036854775807 and \
+             9223372036854775807",
+        ));
+    }
+    (count < 0 && count.unsigned_abs() > kv::RANDOM_REPEATS_MAX)
+        .then(|| refusal("ERR value is out of range"))
+}
+
 /// `HRANDFIELD key [count [WITHVALUES]]`.
 pub(crate) fn hrandfield(arguments: &[Vec<u8>]) -> Plan {
     let (count, with_values) = match arguments {
@@ -168,8 +182,8 @@ pub(crate) fn hrandfield(arguments: &[Vec<u8>]) -> Plan {
     if with_values && !is(&arguments[3], "WITHVALUES") {
         return error(SYNTAX);
     }
-    if with_values && count.is_some_and(|count| count.checked_mul(2).is_none()) {
-        return error("ERR value is out of range");
+    if let Some(refusal) = count.and_then(out_of_range) {
+        return Plan::Reply(refusal);
     }
     let shape = if count.is_some() {
         Shape::Bulks
@@ -241,7 +255,10 @@ pub(crate) fn srandmember(arguments: &[Vec<u8>]) -> Plan {
     let count = match arguments {
         [_, _] => None,
         [_, _, count] => match parse_i64(count) {
-            Some(count) => Some(count),
+            Some(count) => match out_of_range(count) {
+                Some(refusal) => return Plan::Reply(refusal),
+                None => Some(count),
+            },
             None => return error(NOT_AN_INTEGER),
         },
         _ => return error(SYNTAX),
