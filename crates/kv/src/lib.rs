@@ -120,6 +120,12 @@ pub enum Command {
     /// milliseconds, stamped where the operation was planned). An envelope inside an
     /// envelope is refused (`KvError::Malformed`).
     At { now_ms: u64, command: Box<Command> },
+    /// Slot 25. OBJECT ENCODING: the Redis encoding closest to how the value is held
+    /// (`Value::encoding_name`), nil if absent.
+    Encoding { key: Bytes },
+    /// Slot 26. INCRBYFLOAT: add `by` to the float stored at `key` (absent counts as 0); the
+    /// new value as text.
+    IncrementFloat { key: Bytes, by: Score },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -177,7 +183,8 @@ impl Command {
             | Command::Count
             | Command::Type { .. }
             | Command::TimeToLive { .. }
-            | Command::Exists { .. } => true,
+            | Command::Exists { .. }
+            | Command::Encoding { .. } => true,
             Command::GetExpire { change, .. } => *change == TtlChange::Keep,
             Command::Hash { operation, .. } => operation.is_read(),
             Command::List { operation, .. } => operation.is_read(),
@@ -243,7 +250,9 @@ impl Command {
             | Command::Persist { key }
             | Command::GetExpire { key, .. }
             | Command::GetDelete { key }
-            | Command::SetExpiring { key, .. } => vec![key.as_slice()],
+            | Command::SetExpiring { key, .. }
+            | Command::Encoding { key }
+            | Command::IncrementFloat { key, .. } => vec![key.as_slice()],
             Command::MultiPut { pairs } => pairs.iter().map(|(key, _)| key.as_slice()).collect(),
             Command::MultiGet { keys }
             | Command::MultiDelete { keys }
@@ -604,6 +613,7 @@ impl KvStore {
             }
             Command::Delete { key } => Outcome::Integer(i64::from(self.take(key).is_some())),
             Command::Increment { key, by } => self.increment(key, *by),
+            Command::IncrementFloat { key, by } => self.increment_float(key, *by),
             Command::Append { key, value } => self.append(key, value),
             Command::MultiPut { pairs } => {
                 for (key, value) in pairs {
@@ -680,7 +690,8 @@ impl KvStore {
             | Command::Count
             | Command::Type { .. }
             | Command::TimeToLive { .. }
-            | Command::Exists { .. } => self.read_at(command, now_ms),
+            | Command::Exists { .. }
+            | Command::Encoding { .. } => self.read_at(command, now_ms),
         }
     }
 
@@ -743,6 +754,10 @@ impl KvStore {
                     .to_vec(),
             )),
             Command::TimeToLive { key, query } => self.time_to_live(key, *query, now_ms),
+            Command::Encoding { key } => Outcome::Value(
+                self.live(key, now_ms)
+                    .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
+            ),
             Command::GetExpire {
                 key,
                 change: TtlChange::Keep,
@@ -794,6 +809,27 @@ impl KvStore {
             }
             None => Outcome::Error(KvError::Overflow),
         }
+    }
+
+    fn increment_float(&mut self, key: &[u8], by: Score) -> Outcome {
+        let current = match self.entries.get(key) {
+            None => 0.0,
+            Some(Entry {
+                value: Value::String(bytes),
+                ..
+            }) => match value::parse_float(bytes) {
+                Some(value) => value,
+                None => return Outcome::Error(KvError::NotAFloat),
+            },
+            Some(_) => return Outcome::Error(KvError::WrongType),
+        };
+        let next = current + by.get();
+        if !next.is_finite() {
+            return Outcome::Error(KvError::NotFinite);
+        }
+        let text = value::format_float(next).into_bytes();
+        self.replace_string_keeping_expiry(key, text.clone());
+        Outcome::Value(Some(text))
     }
 
     /// Writes a string value at `key`, keeping the key's expiry if it has one (INCR, APPEND).

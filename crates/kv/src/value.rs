@@ -101,6 +101,33 @@ impl Value {
         }
     }
 
+    /// What OBJECT ENCODING answers: the Redis 7.0 encoding closest to how Tessera holds the
+    /// value (one representation per type: an ordered map, a deque, an ordered set, an
+    /// ordered set with a score map), and for strings what Redis would choose from the value
+    /// alone (`int` for a 64-bit decimal integer, `embstr` up to 44 bytes, else `raw`).
+    pub fn encoding_name(&self) -> &'static str {
+        match self {
+            Value::String(bytes) => {
+                let integer = bytes.len() <= 20
+                    && std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|text| text.parse::<i64>().ok())
+                        .is_some_and(|number| number.to_string().as_bytes() == bytes.as_slice());
+                if integer {
+                    "int"
+                } else if bytes.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+            Value::Hash(_) => "hashtable",
+            Value::List(_) => "quicklist",
+            Value::Set(_) => "hashtable",
+            Value::SortedSet(_) => "skiplist",
+        }
+    }
+
     pub fn bytes(&self) -> u64 {
         match self {
             Value::String(bytes) => bytes.len() as u64,

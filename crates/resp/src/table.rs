@@ -765,6 +765,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
         STRING_WRITE,
         t::getdel,
     ),
+    spec(
+        "incrbyfloat",
+        3,
+        WRITE_FAST,
+        ONE_KEY,
+        STRING_WRITE,
+        t::incrbyfloat,
+    ),
+    container(
+        "object",
+        -2,
+        &[],
+        &["@slow"],
+        OBJECT_SUBCOMMANDS,
+        c::container_without_subcommand,
+    ),
     spec("ping", -1, &["fast"], NO_KEYS, CONNECTION, c::ping),
     spec("echo", 2, &["fast"], NO_KEYS, CONNECTION, c::echo),
     spec("hello", -1, HANDSHAKE, NO_KEYS, CONNECTION, c::hello),
@@ -911,6 +927,15 @@ static CLIENT_SUBCOMMANDS: &[Spec] = &[
         c::client_help,
     ),
 ];
+
+static OBJECT_SUBCOMMANDS: &[Spec] = &[spec(
+    "object|encoding",
+    3,
+    &["readonly"],
+    (2, 2, 1),
+    &["@keyspace", "@read", "@slow"],
+    t::object_encoding,
+)];
 
 static CONFIG_SUBCOMMANDS: &[Spec] = &[
     spec(

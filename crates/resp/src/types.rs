@@ -998,3 +998,23 @@ pub(crate) fn getex(arguments: &[Vec<u8>]) -> Plan {
         Shape::Bulk,
     )
 }
+
+/// `OBJECT ENCODING key`.
+pub(crate) fn object_encoding(arguments: &[Vec<u8>]) -> Plan {
+    let key = arguments[2].clone();
+    Pending::plan(Command::Encoding { key }, Shape::Bulk)
+}
+
+/// `INCRBYFLOAT key increment`.
+pub(crate) fn incrbyfloat(arguments: &[Vec<u8>]) -> Plan {
+    let Some(by) = parse_float(&arguments[2]).and_then(Score::new) else {
+        return error(NOT_A_FLOAT);
+    };
+    Pending::plan(
+        Command::IncrementFloat {
+            key: key(arguments),
+            by,
+        },
+        Shape::Bulk,
+    )
+}

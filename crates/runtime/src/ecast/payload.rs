@@ -144,7 +144,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::Persist { .. }
         | Command::GetExpire { .. }
         | Command::GetDelete { .. }
-        | Command::SetExpiring { .. } => Ok(single(command)),
+        | Command::SetExpiring { .. }
+        | Command::Encoding { .. }
+        | Command::IncrementFloat { .. } => Ok(single(command)),
         Command::Exists { keys } => Ok(Split {
             commands: keys
                 .iter()
