@@ -884,6 +884,48 @@ mod kv_table_tests {
         assert_eq!(store.keys(&select_all()), None);
     }
 
+    /// The table shows the strings; a SQL write leaves hashes (and the other types) alone and
+    /// keeps the expiry of a string whose value it did not change.
+    #[test]
+    fn sql_on_the_kv_table_sees_strings_and_leaves_other_types_alone() {
+        let mut store = Store::new();
+        put(&mut store, "a", "1");
+        put(&mut store, "b", "2");
+        let hset = kv::Command::Hash {
+            key: b"h".to_vec(),
+            operation: kv::HashOperation::Set {
+                pairs: vec![(b"f".to_vec(), b"v".to_vec())],
+            },
+        };
+        store.apply(&kv_operation(&hset));
+        let expire = kv::Command::Expire {
+            key: b"b".to_vec(),
+            at: kv::ExpireTime::AtMs(5_000),
+            condition: kv::ExpireCondition::Always,
+            command: "pexpireat".into(),
+        }
+        .stamped(1_000);
+        store.apply(&kv_operation(&expire));
+        assert_eq!(
+            rows(&store.query(&select_all())),
+            vec![vec![bytea("a"), bytea("1")], vec![bytea("b"), bytea("2")]]
+        );
+        let update = sql_operation(&Command::Execute(Operation::Update {
+            table: KV_TABLE.into(),
+            assignments: vec![Assignment {
+                column: "value".into(),
+                value: bytea("10"),
+            }],
+            predicate: Some(Predicate::equal("key", bytea("a"))),
+        }));
+        store.apply(&update);
+        assert_eq!(store.kv.get(b"a"), Some(&b"10".to_vec()));
+        assert_eq!(store.kv.entry(b"b").unwrap().expires_at_ms, Some(5_000));
+        let hash = store.kv.entry(b"h").expect("the hash is still there");
+        assert_eq!(hash.value.type_name(), "hash");
+        assert_eq!(store.kv.len(), 3);
+    }
+
     #[test]
     fn the_kv_table_cannot_be_created_dropped_indexed_or_written_by_a_query() {
         let mut store = Store::new();
