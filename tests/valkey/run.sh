@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 port=$1
 shift
 units=${*:-unit/type/incr unit/type/string unit/type/hash unit/type/list unit/type/set unit/type/zset unit/expire unit/keyspace}
-suite=${VALKEY_TESTS:-$here/../../../../shared/valkey-tests}
+suite=${VALKEY_TESTS:-$here/../../../shared/valkey-tests}
 [ -d "$suite/tests" ] || suite=/work/shared/valkey-tests
 work=$(mktemp -d)
 logs=${VALKEY_LOGS:-$(mktemp -d)}
