@@ -3,7 +3,7 @@
 use crate::table::{self, Spec, COMMANDS};
 use crate::text::{c_prefix, error_text, glob_matches, is, is_printable_token, parse_i64};
 use crate::{Plan, Value, CLIENT_ID};
-use kv::{Command, Outcome, SetCondition};
+use kv::{Command, Outcome, SetCondition, TtlChange};
 
 /// A store operation waiting for its outcome: what to run and how to reply.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -16,7 +16,7 @@ pub struct Pending {
 
 /// How an outcome becomes a reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Shape {
+pub(crate) enum Shape {
     /// `Outcome::Ok` → `+OK`. Plain SET, MSET: the only nil-externalising shape.
     Ok,
     /// `Outcome::Integer(1)` → `+OK`, `Outcome::Integer(0)` → nil. SET with NX or XX.
@@ -27,15 +27,34 @@ enum Shape {
     Integer,
     /// `Outcome::Values` → array of bulks and nils. MGET.
     Bulks,
-    /// `Outcome::Values` → how many are present, duplicates counted each time. EXISTS.
-    CountPresent,
     /// `Outcome::Value` → its length, 0 if absent. STRLEN.
     Length,
+    /// Any outcome but an error → `+OK`. HMSET.
+    Acknowledged,
+    /// `Outcome::Ok` → `+OK`, for writes whose reply is OK but that are not nilext (LSET,
+    /// LTRIM).
+    Done,
+    /// `Outcome::Value(Some(text))` → `+text`. TYPE.
+    Status,
+    /// `Outcome::Integer` as is, `Outcome::Value(None)` → nil. ZRANK, LPOS.
+    IntegerOrNull,
+    /// `Outcome::Integers` → array of integers. SMISMEMBER, LPOS … COUNT.
+    Integers,
+    /// `Outcome::Values` → array, `Outcome::Value(None)` → nil. LPOP and RPOP with a count.
+    BulksOrNull,
 }
 
 impl Pending {
-    fn plan(command: Command, reply: Shape) -> Plan {
+    pub(crate) fn plan(command: Command, reply: Shape) -> Plan {
         Plan::Execute(Pending { command, reply })
+    }
+
+    /// Stamps the command with the time it is planned at (unix milliseconds), which is the
+    /// only time the state machine sees (`kv::Command::At`). The runtime calls it with its
+    /// clock once per command, where the command is planned.
+    pub fn stamp(&mut self, now_ms: u64) {
+        let command = std::mem::replace(&mut self.command, Command::Count);
+        self.command = command.stamped(now_ms);
     }
 }
 
@@ -67,23 +86,33 @@ pub fn plan(arguments: &[Vec<u8>]) -> Plan {
 /// Turns the outcome of `pending.command` into the reply Redis would send.
 pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
     if let Outcome::Error(error) = outcome {
-        let code = if *error == kv::KvError::Unavailable {
-            "TRYAGAIN"
-        } else {
-            "ERR"
-        };
-        return Value::Error(format!("{code} {error}"));
+        return Value::Error(error.reply_text());
     }
     match (pending.reply, outcome) {
-        (Shape::Ok, Outcome::Ok) | (Shape::Written, Outcome::Integer(1)) => Value::ok(),
+        (Shape::Ok | Shape::Done, Outcome::Ok)
+        | (Shape::Written, Outcome::Integer(1))
+        | (Shape::Acknowledged, _) => Value::ok(),
+        (Shape::Status, Outcome::Value(Some(text))) => {
+            Value::Simple(String::from_utf8_lossy(text).into_owned())
+        }
+        (Shape::IntegerOrNull, Outcome::Integer(number)) => Value::Integer(*number),
+        (Shape::IntegerOrNull, Outcome::Value(None)) => Value::Null,
+        (Shape::Integers, Outcome::Integers(numbers)) => Value::Array(
+            numbers
+                .iter()
+                .map(|number| Value::Integer(*number))
+                .collect(),
+        ),
+        // A pop with a count on an absent key.
+        (Shape::BulksOrNull, Outcome::Value(None)) => Value::Null,
+        (Shape::BulksOrNull, Outcome::Values(values)) => {
+            Value::Array(values.iter().map(bulk_or_null).collect())
+        }
         (Shape::Written, Outcome::Integer(0)) => Value::Null,
         (Shape::Bulk, Outcome::Value(value)) => bulk_or_null(value),
         (Shape::Integer, Outcome::Integer(number)) => Value::Integer(*number),
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
-        }
-        (Shape::CountPresent, Outcome::Values(values)) => {
-            Value::Integer(values.iter().filter(|value| value.is_some()).count() as i64)
         }
         (Shape::Length, Outcome::Value(value)) => {
             Value::Integer(value.as_ref().map_or(0, |bytes| bytes.len() as i64))
@@ -94,7 +123,7 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
 
 /// Whether the reply to `pending` is nil-externalising: it reveals nothing about the store's
 /// state (always `+OK`, and the operation cannot fail once planned). True exactly for plain
-/// SET (and SET … KEEPTTL) and MSET; false for every other write and for every read.
+/// SET and MSET; false for every other write and for every read.
 pub fn is_nilext(pending: &Pending) -> bool {
     pending.reply == Shape::Ok
 }
@@ -108,7 +137,7 @@ fn bulk_or_null(value: &Option<Vec<u8>>) -> Value {
 // ---------------------------------------------------------------------------------------------
 // Errors, with Redis's texts.
 
-fn error(text: &str) -> Plan {
+pub(crate) fn error(text: &str) -> Plan {
     Plan::Reply(Value::Error(text.to_string()))
 }
 
@@ -116,14 +145,14 @@ fn reply(value: Value) -> Plan {
     Plan::Reply(value)
 }
 
-fn wrong_arity(full_name: &str) -> Value {
+pub(crate) fn wrong_arity(full_name: &str) -> Value {
     Value::Error(format!(
         "ERR wrong number of arguments for '{full_name}' command"
     ))
 }
 
-const SYNTAX: &str = "ERR syntax error";
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+pub(crate) const SYNTAX: &str = "ERR syntax error";
+pub(crate) const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
 /// Redis 7's text: the name and the first arguments, quoted, each cut at a NUL byte, the
 /// arguments together cut near 128 bytes.
@@ -231,14 +260,14 @@ pub(crate) fn del(arguments: &[Vec<u8>]) -> Plan {
 
 pub(crate) fn exists(arguments: &[Vec<u8>]) -> Plan {
     let keys = arguments[1..].to_vec();
-    Pending::plan(Command::MultiGet { keys }, Shape::CountPresent)
+    Pending::plan(Command::Exists { keys }, Shape::Integer)
 }
 
 pub(crate) fn dbsize(_: &[Vec<u8>]) -> Plan {
     Pending::plan(Command::Count, Shape::Integer)
 }
 
-/// The expiry options of SET. Tessera has no expiring keys yet.
+/// The expiry options of SET.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expiry {
     Seconds,
@@ -295,15 +324,17 @@ pub(crate) fn set(arguments: &[Vec<u8>]) -> Plan {
         }
         index += 1;
     }
-    if let Some((kind, amount)) = expiry {
-        return match parse_i64(amount) {
-            None => error(NOT_AN_INTEGER),
-            Some(amount) if amount <= 0 || (kind.in_seconds() && amount > i64::MAX / 1000) => {
-                error("ERR invalid expire time in 'set' command")
+    let ttl = match expiry {
+        Some((kind, amount)) => {
+            let absolute = matches!(kind, Expiry::UnixSeconds | Expiry::UnixMilliseconds);
+            match crate::types::expiry_amount(amount, kind.in_seconds(), absolute, "set") {
+                Ok(at) => Some(TtlChange::Set(at)),
+                Err(refusal) => return Plan::Reply(refusal),
             }
-            Some(_) => error("ERR expiring keys are not supported by Tessera yet"),
-        };
-    }
+        }
+        None if keep_ttl => Some(TtlChange::Keep),
+        None => None,
+    };
     let (key, value) = (arguments[1].clone(), arguments[2].clone());
     let condition = if if_absent {
         SetCondition::IfAbsent
@@ -312,6 +343,19 @@ pub(crate) fn set(arguments: &[Vec<u8>]) -> Plan {
     } else {
         SetCondition::Always
     };
+    if let Some(ttl) = ttl {
+        let reply = if get { Shape::Bulk } else { Shape::Written };
+        return Pending::plan(
+            Command::SetExpiring {
+                key,
+                value,
+                condition,
+                return_previous: get,
+                ttl,
+            },
+            reply,
+        );
+    }
     match (condition, get) {
         (SetCondition::Always, false) => Pending::plan(Command::Put { key, value }, Shape::Ok),
         (SetCondition::Always, true) => Pending::plan(Command::GetSet { key, value }, Shape::Bulk),

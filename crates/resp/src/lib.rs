@@ -6,7 +6,8 @@
 //!
 //! 1. calls [`plan`], which answers at once, or asks for connection state, or names one store
 //!    operation ([`Plan::Execute`]);
-//! 2. for `Execute(pending)`: runs `pending.command` (a read, `Command::is_read()`, is served
+//! 2. for `Execute(pending)`: stamps it with its clock ([`Pending::stamp`], unix milliseconds:
+//!    the only time the store sees), runs `pending.command` (a read, `Command::is_read()`, is served
 //!    without logging; a write is replicated first), then replies [`finish`]`(&pending, &outcome)`;
 //! 3. encodes the [`Value`] for the connection's protocol. For a RESP2 connection the runtime
 //!    must downgrade RESP3 types first — [`Value::into_resp2`] does it: a [`Value::Map`] (CONFIG
@@ -37,11 +38,12 @@
 //! | `STRLEN k` | `Execute(Get)` | the length, 0 if absent |
 //! | `MGET k…` | `Execute(MultiGet)` | array of bulks and nils |
 //! | `EXISTS k…` | `Execute(MultiGet)` | how many exist, a key named twice counted twice |
-//! | `SET k v` (and `KEEPTTL`) | `Execute(Put)` | `+OK` |
+//! | `SET k v` | `Execute(Put)` | `+OK` |
 //! | `SET k v GET` | `Execute(GetSet)` | the previous value or nil |
 //! | `SET k v NX\|XX` | `Execute(Set)` | `+OK`, or nil if not written |
 //! | `SET k v NX\|XX GET` | `Execute(Set)` | the previous value or nil |
-//! | `SET … EX\|PX\|EXAT\|PXAT n` | `Reply` | error: Tessera has no expiring keys yet |
+//! | `SET … EX\|PX\|EXAT\|PXAT n\|KEEPTTL` | `Execute(SetExpiring)` | `+OK` or nil, or the previous value with GET |
+//! | hashes, sets, lists, sorted sets, TYPE, EXPIRE…, TTL…, PERSIST, GETEX, GETDEL, SETEX | `Execute(Hash\|Members\|List\|Sorted\|…)` | as Redis 7.0: `docs/internals/redis.md` |
 //! | `GETSET k v` | `Execute(GetSet)` | the previous value or nil |
 //! | `MSET k v …` | `Execute(MultiPut)` | `+OK` |
 //! | `DEL k…`, `UNLINK k…` | `Execute(MultiDelete)` | how many existed |
@@ -58,7 +60,7 @@
 //! operation is nilext is a property of the reply the client sees, so this crate decides it:
 //! [`is_nilext`].
 //!
-//! - **Nilext**: plain `SET k v` (also with `KEEPTTL`) and `MSET`. They always reply `+OK` and
+//! - **Nilext**: plain `SET k v` and `MSET`. They always reply `+OK` and
 //!   cannot fail once planned (their errors are syntax errors, answered by [`plan`]).
 //! - **Non-nilext writes**: `SET` with `NX`, `XX` or `GET` (the reply says whether it wrote, or
 //!   what was there), `GETSET`, `DEL`/`UNLINK` (a count), `INCR`/`DECR`/`INCRBY`/`DECRBY` (the new
@@ -71,6 +73,7 @@ mod commands;
 mod info;
 mod table;
 mod text;
+mod types;
 mod value;
 
 pub use commands::{finish, is_nilext, plan, Pending};

@@ -145,7 +145,8 @@ impl Connection {
         let mut run: Vec<resp::Pending> = Vec::new();
         for arguments in commands {
             match resp::plan(&arguments) {
-                Plan::Execute(pending) => {
+                Plan::Execute(mut pending) => {
+                    pending.stamp(unix_now_ms());
                     run.push(pending);
                     if run.len() == PIPELINE_COMMANDS_MAX {
                         self.execute_run(std::mem::take(&mut run), output).await;
@@ -185,7 +186,8 @@ impl Connection {
     async fn on_plan(&mut self, plan: Plan, output: &mut Vec<u8>) -> Next {
         let value = match plan {
             Plan::Reply(value) => value,
-            Plan::Execute(pending) => {
+            Plan::Execute(mut pending) => {
+                pending.stamp(unix_now_ms());
                 let outcome = self.execute(&pending.command).await;
                 resp::finish(&pending, &outcome)
             }
@@ -474,4 +476,13 @@ fn server_info(
         version: env!("CARGO_PKG_VERSION").to_string(),
         counters: Vec::new(),
     }
+}
+
+/// The gateway's clock in unix milliseconds: the timestamp a planned command carries
+/// (`resp::Pending::stamp`), the only time the replicated store sees. Gateways stamp rather
+/// than the log's orderer (a deviation from the design: `docs/internals/redis.md`).
+pub(crate) fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }

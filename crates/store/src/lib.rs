@@ -8,8 +8,10 @@
 //! The crate is pure (`tests/purity.rs`): the runtime replicates it over TCP and the simulator
 //! (`crates/sim`) replicates the same type, so a seed exercises exactly what a node runs.
 //!
-//! The RESP namespace is also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA NOT NULL)`,
-//! built in (it cannot be created, dropped or indexed). A statement on it runs against a table
+//! The RESP namespace's strings are also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA
+//! NOT NULL)`, built in (it cannot be created, dropped or indexed); keys holding hashes, lists,
+//! sets or sorted sets are not rows of it and a SQL write leaves them alone (a row written
+//! over such a key replaces it with a string, as SET does). A statement on it runs against a table
 //! materialised from the key-value map at the statement's place in the log, and a write replaces
 //! the map with the table's rows afterwards: O(keys) per statement, like a scan, and exact,
 //! since the statement runs alone at its position. SQL on `kv` conflicts with every key for
@@ -196,7 +198,7 @@ impl Store {
         assert!(created.is_ok(), "{created:?}");
         let rows: Vec<Vec<engine::Value>> = self
             .kv
-            .entries()
+            .strings()
             .map(|(key, value)| {
                 vec![
                     engine::Value::Bytea(key.clone()),
@@ -240,7 +242,7 @@ impl Store {
             Ok(command) if touches_kv(&command) => {
                 let (outcome, entries) = self.run_on_kv(&command, true);
                 if let Some(entries) = entries {
-                    self.kv.replace_entries(entries);
+                    self.kv.replace_strings(entries);
                 }
                 outcome.encode()
             }
@@ -899,6 +901,48 @@ mod kv_table_tests {
 
         // Skyros's read check: SQL on kv may touch any key.
         assert_eq!(store.keys(&select_all()), None);
+    }
+
+    /// The table shows the strings; a SQL write leaves hashes (and the other types) alone and
+    /// keeps the expiry of a string whose value it did not change.
+    #[test]
+    fn sql_on_the_kv_table_sees_strings_and_leaves_other_types_alone() {
+        let mut store = Store::new();
+        put(&mut store, "a", "1");
+        put(&mut store, "b", "2");
+        let hset = kv::Command::Hash {
+            key: b"h".to_vec(),
+            operation: kv::HashOperation::Set {
+                pairs: vec![(b"f".to_vec(), b"v".to_vec())],
+            },
+        };
+        store.apply(&kv_operation(&hset));
+        let expire = kv::Command::Expire {
+            key: b"b".to_vec(),
+            at: kv::ExpireTime::AtMs(5_000),
+            condition: kv::ExpireCondition::Always,
+            command: "pexpireat".into(),
+        }
+        .stamped(1_000);
+        store.apply(&kv_operation(&expire));
+        assert_eq!(
+            rows(&store.query(&select_all())),
+            vec![vec![bytea("a"), bytea("1")], vec![bytea("b"), bytea("2")]]
+        );
+        let update = sql_operation(&Command::Execute(Operation::Update {
+            table: KV_TABLE.into(),
+            assignments: vec![Assignment {
+                column: "value".into(),
+                value: bytea("10"),
+            }],
+            predicate: Some(Predicate::equal("key", bytea("a"))),
+        }));
+        store.apply(&update);
+        assert_eq!(store.kv.get(b"a"), Some(&b"10".to_vec()));
+        assert_eq!(store.kv.entry(b"b").unwrap().expires_at_ms, Some(5_000));
+        let hash = store.kv.entry(b"h").expect("the hash is still there");
+        assert_eq!(hash.value.type_name(), "hash");
+        assert_eq!(store.kv.len(), 3);
     }
 
     #[test]

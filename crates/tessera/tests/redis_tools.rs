@@ -92,7 +92,9 @@ fn run_redis_tools(protocol: &str, port: u16) {
     assert_eq!(redis_cli(port, &["MSET", "a", "1", "b", "2"]), "OK");
     assert_eq!(redis_cli(port + 1, &["MGET", "a", "b"]), "1\n2");
     assert_eq!(redis_cli(port + 1, &["EXISTS", "a", "missing"]), "1");
-    assert!(redis_cli(port, &["SET", "t", "v", "EX", "10"]).contains("not supported"));
+    assert_eq!(redis_cli(port, &["SET", "t", "v", "EX", "10"]), "OK");
+    let ttl: i64 = redis_cli(port + 2, &["TTL", "t"]).parse().unwrap();
+    assert!((9..=10).contains(&ttl), "{ttl}");
     assert!(redis_cli(port, &["NOSUCHCOMMAND"]).contains("unknown command"));
     assert!(redis_cli(port, &["INFO", "replication"]).contains("role:"));
     let info = redis_cli(port + 1, &["INFO", "tessera"]);

@@ -878,7 +878,6 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
         return Err("ERR invalid cursor".to_string());
     }
     let mut pattern = None;
-    let mut keys_of_type = true;
     let mut options = arguments[2..].chunks(2);
     for option in options.by_ref() {
         let [name, value] = option else {
@@ -896,14 +895,15 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
                 None => return Err("ERR value is not an integer or out of range".to_string()),
             }
         } else if name.eq_ignore_ascii_case(b"type") {
-            keys_of_type = value.eq_ignore_ascii_case(b"string");
+            // Keys hold typed values now; the survey does not filter by type yet.
+            return Err("ERR SCAN TYPE is not supported by a partitioned cluster yet".to_string());
         } else {
             return Err("ERR syntax error".to_string());
         }
     }
     Ok((
         Survey::Keys { pattern },
-        KeylessReply::Scan { keys_of_type },
+        KeylessReply::Scan { keys_of_type: true },
     ))
 }
 
@@ -1014,7 +1014,9 @@ impl Connection {
         }
         let value = match resp::plan(arguments) {
             Plan::Reply(value) => value,
-            Plan::Execute(pending) => {
+            Plan::Execute(mut pending) => {
+                // The only time the storage processes see: stamped here, where it is planned.
+                pending.stamp(crate::gateway::unix_now_ms());
                 let work = match payload::split(&pending.command) {
                     Ok(split) => Work::Keyed(split),
                     Err(_) if pending.command == kv::Command::Count => Work::Survey(Survey::Count),

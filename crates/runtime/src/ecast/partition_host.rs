@@ -198,7 +198,7 @@ impl PartitionData for PartitionStore {
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
-            let keys = self.store.kv.entries().map(|(key, _)| key);
+            let keys = self.store.kv.key_names();
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
@@ -224,12 +224,12 @@ impl PartitionData for PartitionStore {
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {
-        let records: Vec<(&[u8], &[u8])> = self
+        let records: Vec<(&[u8], Vec<u8>)> = self
             .store
             .kv
-            .entries()
+            .records_after(None)
             .filter(|(key, _)| range.contains(self.placement.position(key)))
-            .map(|(key, value)| (key.as_slice(), value.as_slice()))
+            .map(|(key, record)| (key.as_slice(), record))
             .collect();
         // The tables go with the anchor's position (the records come first: `record_count`).
         let tables = (self.holds_tables()
@@ -241,8 +241,9 @@ impl PartitionData for PartitionStore {
     fn import(&mut self, records: &[u8]) {
         type Records = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
         let (records, tables): Records = postcard::from_bytes(records).unwrap_or_default();
-        for (key, value) in records {
-            self.store.kv.insert(key, value);
+        for (key, record) in records {
+            // A record that does not decode is dropped (never a panic on received bytes).
+            let _ = self.store.kv.insert_record(key, &record);
         }
         if let Some(tables) = tables {
             let mut engine = engine::Engine::default();

@@ -22,6 +22,9 @@ pub enum Merge {
     MultiGet,
     /// DEL over several keys: the sum of the per-key counts.
     MultiDelete,
+    /// EXISTS over several keys: the sum of the per-key counts (a key named twice is asked
+    /// twice).
+    Sum,
 }
 
 /// A command split for E-Cast.
@@ -40,7 +43,7 @@ impl Split {
         match self.merge {
             Merge::MultiPut => false,
             Merge::Single => !matches!(self.commands[0], Command::Put { .. }),
-            Merge::MultiGet | Merge::MultiDelete => true,
+            Merge::MultiGet | Merge::MultiDelete | Merge::Sum => true,
         }
     }
 
@@ -83,7 +86,7 @@ impl Split {
                     })
                     .collect(),
             ),
-            Merge::MultiDelete => Outcome::Integer(
+            Merge::MultiDelete | Merge::Sum => Outcome::Integer(
                 outcomes
                     .iter()
                     .map(|outcome| match outcome {
@@ -103,8 +106,21 @@ pub enum SplitError {
     NotPartitionable,
 }
 
-/// Splits a planned command.
+/// Splits a planned command. A command stamped with its planning time (`Command::At`) is split
+/// as the command inside, each sub-command stamped with the same time.
 pub fn split(command: &Command) -> Result<Split, SplitError> {
+    if let Command::At { now_ms, command } = command {
+        if matches!(**command, Command::At { .. }) {
+            return Err(SplitError::NotPartitionable);
+        }
+        let mut split = split(command)?;
+        split.commands = split
+            .commands
+            .into_iter()
+            .map(|command| command.stamped(*now_ms))
+            .collect();
+        return Ok(split);
+    }
     let single = |command: &Command| Split {
         commands: vec![command.clone()],
         merge: Merge::Single,
@@ -117,7 +133,30 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::Increment { .. }
         | Command::Append { .. }
         | Command::GetSet { .. }
-        | Command::Set { .. } => Ok(single(command)),
+        | Command::Set { .. }
+        | Command::Hash { .. }
+        | Command::List { .. }
+        | Command::Members { .. }
+        | Command::Sorted { .. }
+        | Command::Type { .. }
+        | Command::Expire { .. }
+        | Command::TimeToLive { .. }
+        | Command::Persist { .. }
+        | Command::GetExpire { .. }
+        | Command::GetDelete { .. }
+        | Command::SetExpiring { .. }
+        | Command::Encoding { .. }
+        | Command::IncrementFloat { .. } => Ok(single(command)),
+        Command::Exists { keys } => Ok(Split {
+            commands: keys
+                .iter()
+                .map(|key| Command::Exists {
+                    keys: vec![key.clone()],
+                })
+                .collect(),
+            merge: Merge::Sum,
+            is_read: true,
+        }),
         Command::MultiPut { pairs } => Ok(Split {
             commands: pairs
                 .iter()
@@ -154,7 +193,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
                 is_read: false,
             })
         }
-        Command::Count | Command::Pipeline { .. } => Err(SplitError::NotPartitionable),
+        Command::Count | Command::Pipeline { .. } | Command::At { .. } => {
+            Err(SplitError::NotPartitionable)
+        }
     }
 }
 

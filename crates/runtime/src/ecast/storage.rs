@@ -769,7 +769,9 @@ impl StorageProcess {
                             let ((), took) = self.timing.time(|| {
                                 for record in records {
                                     // The migrator checked every record against the range.
-                                    kv.insert(record.key, record.value);
+                                    if kv.insert_record(record.key, &record.value).is_err() {
+                                        log::warn(format_args!("a copied record does not decode"));
+                                    }
                                 }
                             });
                             self.timing.turn.2 += took;
@@ -823,7 +825,7 @@ impl StorageProcess {
         let mut removed = Vec::new();
         let mut visited = 0;
         let mut last = None;
-        for (key, value) in self.store.kv.entries_after(after).take(keys_max) {
+        for (key, value) in self.store.kv.records_after(after).take(keys_max) {
             visited += 1;
             last = Some(key);
             let position = self.placement.position(key);
@@ -834,7 +836,7 @@ impl StorageProcess {
                 ScanMode::Copy => records.push(Record {
                     position,
                     key: key.clone(),
-                    value: value.clone(),
+                    value,
                 }),
                 ScanMode::Remove => removed.push(key.clone()),
             }
@@ -915,7 +917,7 @@ impl StorageProcess {
                 if puts {
                     for command in commands {
                         if let Command::Put { key, value } = command {
-                            self.store.kv.insert(key, value);
+                            self.store.kv.insert_string(key, value);
                         }
                     }
                     return;
@@ -970,7 +972,7 @@ impl StorageProcess {
             log::info(format_args!("flushed {deleted} keys at {timestamp}"));
             return;
         }
-        let keys = self.store.kv.entries().map(|(key, _)| key);
+        let keys = self.store.kv.key_names();
         let outcomes = payload::survey_answers(&survey, &arcs, holds, keys, &self.placement);
         if outcomes.is_empty() {
             return;

@@ -153,6 +153,9 @@ fn describe_command(command: &Command) -> String {
                 if *return_previous { " get" } else { "" }
             )
         }
+        Command::At { now_ms, command } => format!("at {now_ms} {}", describe_command(command)),
+        // The simulator's workloads issue none of these; described by their debug form.
+        other => format!("{other:?}"),
     }
 }
 
@@ -170,6 +173,7 @@ fn describe_outcome(outcome: &Outcome) -> String {
             found.iter().map(value).collect::<Vec<_>>().join(" ")
         ),
         Outcome::Integer(number) => number.to_string(),
+        Outcome::Integers(numbers) => format!("{numbers:?}"),
         Outcome::Error(error) => format!("error: {error}"),
         Outcome::Pipeline(outcomes) => format!(
             "[{}]",
