@@ -737,15 +737,6 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
     assert_eq!(cluster.error("SET server_version = '9'").code, "55P02");
     assert_eq!(cluster.error("SET no_such_setting = 1").code, "42704");
     assert_eq!(cluster.error("SHOW no_such_setting").code, "42704");
-    for (sql, tag) in [
-        ("BEGIN", "BEGIN"),
-        ("START TRANSACTION", "BEGIN"),
-        ("COMMIT", "COMMIT"),
-        ("ROLLBACK", "ROLLBACK"),
-        ("END", "COMMIT"),
-    ] {
-        assert_eq!(cluster.tag(sql), tag, "{sql}");
-    }
     for setting in [
         "standard_conforming_strings",
         "transaction_isolation",
@@ -766,7 +757,81 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         crate::ReadIsolation::Sequential
     );
     assert_eq!(cluster.tag("RESET ALL"), "RESET");
-    assert_eq!(cluster.error("SAVEPOINT a").code, "0A000");
+}
+
+#[test]
+fn begin_is_refused_and_nothing_after_it_runs() {
+    let mut cluster = people(1);
+    let before = cluster.rows("SELECT id, age FROM people ORDER BY id");
+    for sql in [
+        "BEGIN",
+        "BEGIN WORK",
+        "BEGIN TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        "START TRANSACTION",
+        "START TRANSACTION READ ONLY",
+    ] {
+        let error = cluster.error(sql);
+        assert_eq!(error.code, "0A000", "{sql}");
+        assert!(
+            error.message.contains("interactive transactions"),
+            "{sql}: {}",
+            error.message
+        );
+        assert!(error.detail.unwrap().contains("commits on its own"));
+    }
+    // As a simple query: the error stops the string, so the UPDATE never runs.
+    let error = cluster
+        .run("BEGIN; UPDATE people SET age = 0; ROLLBACK")
+        .unwrap_err();
+    assert_eq!(error.code, "0A000");
+    assert_eq!(
+        cluster.rows("SELECT id, age FROM people ORDER BY id"),
+        before
+    );
+    assert!(before.iter().all(|row| row[1] != Value::Int(0)));
+}
+
+#[test]
+fn transaction_statements_outside_a_block_answer_as_postgresql_does() {
+    use crate::SessionCommand;
+    let mut cluster = people(1);
+    for (sql, tag, command) in [
+        ("COMMIT", "COMMIT", SessionCommand::Commit),
+        ("COMMIT WORK", "COMMIT", SessionCommand::Commit),
+        ("END", "COMMIT", SessionCommand::Commit),
+        ("ROLLBACK", "ROLLBACK", SessionCommand::Rollback),
+        ("ROLLBACK TRANSACTION", "ROLLBACK", SessionCommand::Rollback),
+        ("ABORT", "ROLLBACK", SessionCommand::Rollback),
+        ("COMMIT AND NO CHAIN", "COMMIT", SessionCommand::Commit),
+    ] {
+        assert_eq!(cluster.tag(sql), tag, "{sql}");
+        let statement = parse(sql).unwrap().pop().unwrap();
+        let plan = plan_statement(&statement, &cluster.catalog).unwrap();
+        assert_eq!(plan, Plan::Session(command.clone()), "{sql}");
+        let warning = command.warning().expect("COMMIT and ROLLBACK warn");
+        assert_eq!(warning.code, "25P01");
+        assert_eq!(warning.message, "there is no transaction in progress");
+    }
+    for (sql, statement) in [
+        ("SAVEPOINT a", "SAVEPOINT"),
+        ("RELEASE SAVEPOINT a", "RELEASE SAVEPOINT"),
+        ("ROLLBACK TO SAVEPOINT a", "ROLLBACK TO SAVEPOINT"),
+        ("ROLLBACK TO a", "ROLLBACK TO SAVEPOINT"),
+        ("COMMIT AND CHAIN", "COMMIT AND CHAIN"),
+        ("ROLLBACK AND CHAIN", "ROLLBACK AND CHAIN"),
+    ] {
+        let error = cluster.error(sql);
+        assert_eq!(error.code, "25P01", "{sql}");
+        assert_eq!(
+            error.message,
+            format!("{statement} can only be used in transaction blocks")
+        );
+    }
+    let set = SessionCommand::Set {
+        name: "TimeZone".into(),
+        value: None,
+    };
+    assert_eq!(set.warning(), None);
 }
 
 #[test]
