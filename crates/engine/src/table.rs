@@ -2,9 +2,11 @@
 //! executor (shared scan, index lookup, sequential reference) shares.
 
 use crate::error::EngineError;
+use crate::expression::{assign, Expression};
 use crate::operation::{
     bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
 };
+use crate::predicate::BoundPredicate;
 use crate::schema::TableSchema;
 use crate::value::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -393,6 +395,45 @@ impl Table {
             }
         }
         state.finish(operation, &self.schema)
+    }
+
+    /// UPDATE with computed SET clauses on the given rows (keys in primary key order) that
+    /// satisfy the predicate. Every new row is computed from the row's old values, cast to its
+    /// column's type and checked (NOT NULL, length) before the first is written, so an error
+    /// on any row (22012, 22003, 23502, …) leaves the table unchanged.
+    pub fn update_computed(
+        &mut self,
+        assignments: &[(usize, Expression<usize>)],
+        predicate: Option<&BoundPredicate>,
+        keys: &[Key],
+    ) -> OperationResult {
+        let mut changes: Vec<(&Key, Row)> = Vec::new();
+        for key in keys {
+            let Some(row) = self.rows.get(key) else {
+                continue;
+            };
+            if !predicate.is_none_or(|predicate| predicate.matches(row)) {
+                continue;
+            }
+            let mut changed = row.clone();
+            for (position, expression) in assignments {
+                assert!(!self.schema.is_primary_key_column(*position));
+                let column = &self.schema.columns[*position];
+                let value = assign(&expression.evaluate(row)?, column.data_type, &column.name)?;
+                changed[*position] = self.schema.check_value(*position, &value)?;
+            }
+            changes.push((key, changed));
+        }
+        let count = changes.len() as u64;
+        for (key, changed) in changes {
+            if self.rows.get(key) == Some(&changed) {
+                continue;
+            }
+            let before = self.rows.insert(key.clone(), changed);
+            assert!(before.is_some(), "updates only change stored rows");
+            Table::reindex(&mut self.indexes, key, before.as_ref(), self.rows.get(key));
+        }
+        Ok(Output::Updated { count })
     }
 
     /// Executes a select on the given rows without changing anything.

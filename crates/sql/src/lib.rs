@@ -66,13 +66,17 @@
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
-//! UPDATE … SET col = constant WHERE …, DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
+//! UPDATE … SET col = expression WHERE … (constants go to the engine as values and share scans;
+//! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
+//! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
+//! are evaluated per row by every replica, each reading the row before the statement; type
+//! errors 42883/42804 are refused at planning), DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
 //! (interactive transactions), joins of user tables, subqueries, UNION/INTERSECT/EXCEPT, WITH,
-//! DISTINCT, window functions, GROUP BY expressions, UPDATE SET col = expression over columns,
+//! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
 //! indexes, multi-column indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,

@@ -1266,25 +1266,58 @@ impl Planner<'_, '_> {
             .map(|alias| ident_name(&alias.name))
             .unwrap_or(entry.schema.name.clone());
         let scope = table_scope(&entry.schema, &qualifier);
-        let mut assignments = Vec::with_capacity(update.assignments.len());
+        // SET clauses over the row's columns: constants go to the engine as values (the
+        // shared scan applies them), anything else as an expression it evaluates per row.
+        let mut constants = Vec::with_capacity(update.assignments.len());
+        let mut computed = Vec::new();
         for assignment in &update.assignments {
             let column = assignment_column(&assignment.target)?;
             let position = entry.schema.column_position(&column)?;
             let data_type = entry.schema.columns[position].data_type;
-            let value = self.constant(&assignment.value, Some(data_type), "SET")?;
-            assignments.push(Assignment::new(
-                &column,
-                assign(&value, data_type, &column)?,
-            ));
+            let mut scalar = self
+                .compiler(&scope)
+                .compile(&assignment.value, Some(data_type))?;
+            let mut used = vec![false; scope.columns.len()];
+            if mark_columns(&scalar, &mut used) && !used.contains(&true) {
+                // No column: a constant (`1 + 1`, `$1 * 2`), evaluated here once.
+                scalar = Scalar::Constant(scalar.evaluate(&[])?);
+            }
+            match scalar {
+                Scalar::Constant(value) => {
+                    let value = assign(&value, data_type, &column)?;
+                    computed.push(engine::ComputedAssignment::new(
+                        &column,
+                        engine::Expression::Constant(value.clone()),
+                    ));
+                    constants.push(Assignment::new(&column, value));
+                }
+                scalar => {
+                    check_assignment(&scalar, &scope, &column, data_type)?;
+                    computed.push(engine::ComputedAssignment::new(
+                        &column,
+                        scalar.to_engine(&scope)?,
+                    ));
+                }
+            }
         }
         let predicate = self.write_predicate(update.selection.as_ref(), &scope, "UPDATE")?;
         let routing = routing_of(predicate.as_ref(), &entry.options);
-        Ok(Execution {
-            operations: vec![Operation::Update {
-                table: entry.schema.name.clone(),
-                assignments,
+        let table = entry.schema.name.clone();
+        let operation = if computed.len() == constants.len() {
+            Operation::Update {
+                table,
+                assignments: constants,
                 predicate,
-            }],
+            }
+        } else {
+            Operation::UpdateComputed {
+                table,
+                assignments: computed,
+                predicate,
+            }
+        };
+        Ok(Execution {
+            operations: vec![operation],
             routing,
             finish: Finish::Command(CommandKind::Update),
             created_table: None,
@@ -1864,15 +1897,50 @@ fn column_of_nested(expr: &Expr, scope: &Scope) -> Option<usize> {
     }
 }
 
-/// A value assigned to a column of `data_type`: as an untyped constant, and doubles round into
-/// integer columns as PostgreSQL's assignment cast does.
+/// A value assigned to a column of `data_type`: PostgreSQL's assignment cast
+/// (`engine::expression::assign`, which the engine applies to computed SET clauses too).
 fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, SqlError> {
-    match (value, data_type) {
-        (Value::Double(_), DataType::Int | DataType::BigInt) => {
-            crate::expr::cast_value(value, data_type)
-        }
-        _ => Ok(coerce(value, data_type, column)?),
+    Ok(engine::expression::assign(value, data_type, column)?)
+}
+
+/// Checks a computed SET clause before anything runs: operators exist for its operand types
+/// (42883) and its type assigns to the column (42804), as PostgreSQL checks at planning.
+fn check_assignment(
+    scalar: &Scalar,
+    scope: &Scope,
+    column: &str,
+    data_type: DataType,
+) -> Result<(), SqlError> {
+    let types = scope.types();
+    scalar.check_operators(&types)?;
+    let Some(found) = scalar.data_type(&types) else {
+        return Ok(());
+    };
+    let numeric = |data_type: DataType| {
+        matches!(
+            data_type,
+            DataType::Int | DataType::BigInt | DataType::Double
+        )
+    };
+    let assignable = std::mem::discriminant(&found) == std::mem::discriminant(&data_type)
+        || (numeric(found) && numeric(data_type))
+        || matches!(data_type, DataType::Text { .. })
+        || matches!(
+            (found, data_type),
+            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+        );
+    if assignable {
+        return Ok(());
     }
+    Err(SqlError::new(
+        sqlstate::DATATYPE_MISMATCH,
+        format!(
+            "column \"{column}\" is of type {} but expression is of type {}",
+            data_type.name(),
+            found.name()
+        ),
+    )
+    .with_hint("You will need to rewrite or cast the expression."))
 }
 
 fn assignment_column(target: &ast::AssignmentTarget) -> Result<String, SqlError> {
