@@ -343,10 +343,12 @@ impl Engine {
             if *on_conflict == OnConflict::Error || rows.len() > INSERT_ROWS_MAX {
                 return None;
             }
-            let bound = self
-                .tables
-                .get(table)?
-                .bind_insert(columns, rows, on_conflict);
+            // Rows of a table with a hidden row id get their ids at execution: alone.
+            let table = self.tables.get(table)?;
+            if table.schema.row_id_column().is_some() {
+                return None;
+            }
+            let bound = table.bind_insert(columns, rows, on_conflict, None);
             return bound.ok().map(CycleOperation::Insert);
         }
         let (name, bound) = self.bind(operation)?.ok()?;

@@ -944,3 +944,92 @@ fn expressions_survive_the_wire_and_malformed_ones_are_refused() {
         ]
     );
 }
+
+#[test]
+fn hidden_row_ids_are_assigned_in_order_never_reused_and_kept_by_snapshots() {
+    use crate::schema::ROW_ID_COLUMN;
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "h",
+        vec![
+            ColumnDef::new("a", DataType::Int),
+            ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt).not_null(),
+        ],
+        &[ROW_ID_COLUMN],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let insert = |values: &[i32]| Operation::Insert {
+        table: "h".into(),
+        columns: Vec::new(),
+        rows: values
+            .iter()
+            .map(|value| vec![Value::Int(*value)])
+            .collect(),
+        on_conflict: OnConflict::Error,
+    };
+    engine.execute(&insert(&[7, 7, 8])).unwrap();
+    let ids = |engine: &Engine| -> Vec<Vec<Value>> {
+        engine.table("h").unwrap().rows.values().cloned().collect()
+    };
+    let row = |a: i32, id: i64| vec![Value::Int(a), Value::BigInt(id)];
+    assert_eq!(ids(&engine), vec![row(7, 1), row(7, 2), row(8, 3)]);
+    // Delete the newest row: its id is not given again, here or after a snapshot.
+    engine
+        .execute(&Operation::Delete {
+            table: "h".into(),
+            predicate: Some(Predicate::equal("a", Value::Int(8))),
+        })
+        .unwrap();
+    let mut restored = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
+    assert_eq!(restored, engine);
+    for engine in [&mut engine, &mut restored] {
+        engine.execute(&insert(&[9])).unwrap();
+        engine.check_invariants().unwrap();
+    }
+    assert_eq!(ids(&engine), vec![row(7, 1), row(7, 2), row(9, 4)]);
+    assert_eq!(restored, engine);
+    // The id is the engine's to give; ON CONFLICT inserts take ids at execution as well.
+    let named = Operation::Insert {
+        table: "h".into(),
+        columns: vec!["a".into(), ROW_ID_COLUMN.into()],
+        rows: vec![vec![Value::Int(1), Value::BigInt(99)]],
+        on_conflict: OnConflict::Error,
+    };
+    assert_eq!(engine.execute(&named).unwrap_err().code(), "428C9");
+    let batch = vec![
+        Operation::Insert {
+            table: "h".into(),
+            columns: vec!["a".into()],
+            rows: vec![vec![Value::Int(5)]],
+            on_conflict: OnConflict::DoNothing,
+        },
+        select_all("h"),
+    ];
+    let mut sequential = engine.clone();
+    assert_eq!(
+        engine.execute_batch(&batch),
+        sequential.execute_sequentially(&batch)
+    );
+    assert_eq!(engine, sequential);
+    assert_eq!(ids(&engine).last(), Some(&row(5, 5)));
+    // A user column cannot take the reserved name unless it is the hidden key.
+    let clash = TableSchema::new(
+        "c",
+        vec![
+            ColumnDef::new("id", DataType::Int),
+            ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt),
+        ],
+        &["id"],
+    );
+    assert_eq!(clash.unwrap_err().code(), "42P10");
+}
+
+fn select_all(table: &str) -> Operation {
+    Operation::Select {
+        table: table.into(),
+        columns: Vec::new(),
+        predicate: None,
+        limit: None,
+    }
+}

@@ -54,6 +54,8 @@ pub enum EngineError {
         condition: Condition,
         message: String,
     },
+    /// Slot 19. 428C9: a value given for a column the engine assigns (the hidden row id).
+    GeneratedAlways { column: String },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -103,6 +105,7 @@ impl EngineError {
             EngineError::UndefinedObject { .. } => "42704",
             EngineError::StaleCatalog => "40001",
             EngineError::Evaluation { condition, .. } => condition.code(),
+            EngineError::GeneratedAlways { .. } => "428C9",
         }
     }
 }
@@ -168,6 +171,10 @@ impl fmt::Display for EngineError {
                 "the tables changed while the statement was planned; it did not run (retry it)"
             ),
             EngineError::Evaluation { message, .. } => formatter.write_str(message),
+            EngineError::GeneratedAlways { column } => write!(
+                formatter,
+                "cannot insert a non-DEFAULT value into column \"{column}\""
+            ),
         }
     }
 }

@@ -32,6 +32,10 @@ pub struct Table {
     pub rows: BTreeMap<Key, Row>,
     /// By index name.
     pub indexes: BTreeMap<String, SecondaryIndex>,
+    /// The next hidden row id (tables without a declared primary key): replicated state, in
+    /// snapshots, never decreasing, so an id is never reused even after its row is deleted.
+    /// Invariant: greater than every stored row id.
+    pub row_id_next: i64,
 }
 
 /// The change a step made to one row.
@@ -213,6 +217,7 @@ impl Table {
             schema,
             rows: BTreeMap::new(),
             indexes: BTreeMap::new(),
+            row_id_next: 1,
         }
     }
 
@@ -267,13 +272,35 @@ impl Table {
     /// Checks an INSERT against the schema without looking at the rows: column list, arity,
     /// types, NOT NULL, lengths, the SET clause, and (for DO UPDATE) that no key repeats within
     /// the statement (21000). What remains depends on the stored rows: conflicts.
+    ///
+    /// A table with a hidden row id gives its rows the ids `row_id_first`, `row_id_first + 1`,
+    /// … in statement order (`None`: such inserts cannot be bound here, 0A000); no column list
+    /// means every column but the row id, and naming the row id is refused (428C9).
     pub fn bind_insert(
         &self,
         columns: &[String],
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
+        row_id_first: Option<i64>,
     ) -> Result<BoundInsert, EngineError> {
-        let positions = crate::operation::project(columns, &self.schema)?;
+        let row_id = self.schema.row_id_column();
+        let mut positions = crate::operation::project(columns, &self.schema)?;
+        if let Some(row_id) = row_id {
+            if columns.is_empty() {
+                positions.retain(|position| *position != row_id);
+            } else if positions.contains(&row_id) {
+                return Err(EngineError::GeneratedAlways {
+                    column: self.schema.columns[row_id].name.clone(),
+                });
+            }
+            if row_id_first.is_none() {
+                return Err(EngineError::FeatureNotSupported {
+                    feature:
+                        "binding an insert into a table with a hidden row id ahead of its execution"
+                            .into(),
+                });
+            }
+        }
         for (at, position) in positions.iter().enumerate() {
             if positions[..at].contains(position) {
                 return Err(EngineError::SyntaxError {
@@ -292,8 +319,17 @@ impl Table {
             }
         };
         let mut bound = Vec::with_capacity(rows.len());
-        for values in rows {
-            let row = self.complete_row(&positions, values)?;
+        for (at, values) in rows.iter().enumerate() {
+            let mut row = self.complete_row(&positions, values, row_id)?;
+            if let (Some(position), Some(first)) = (row_id, row_id_first) {
+                let id = i64::try_from(at)
+                    .ok()
+                    .and_then(|at| first.checked_add(at))
+                    .ok_or_else(|| EngineError::ProgramLimitExceeded {
+                        limit: "hidden row ids exhausted".into(),
+                    })?;
+                row[position] = Value::BigInt(id);
+            }
             bound.push((self.schema.key_of(&row), row));
         }
         if matches!(on_conflict, Conflict::DoUpdate(_)) {
@@ -316,7 +352,8 @@ impl Table {
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
     ) -> OperationResult {
-        let bound = self.bind_insert(columns, rows, on_conflict)?;
+        let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
+        let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
         // The statement's effect per key, starting from the stored row.
         let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;
@@ -334,6 +371,10 @@ impl Table {
                 count += 1;
             }
         }
+        if let Some(first) = row_id_first {
+            let count = i64::try_from(bound.rows.len()).expect("rows per insert are bounded");
+            self.row_id_next = first.checked_add(count).expect("checked while binding");
+        }
         for (key, row) in planned {
             let row = row.expect("inserts never remove a row");
             if self.rows.get(key) == Some(&row) {
@@ -345,8 +386,14 @@ impl Table {
         Ok(Output::Inserted { count })
     }
 
-    /// A full row from the given columns' values (others NULL), checked against the schema.
-    fn complete_row(&self, positions: &[usize], values: &[Value]) -> Result<Row, EngineError> {
+    /// A full row from the given columns' values (others NULL), checked against the schema;
+    /// the hidden row id (`row_id`), filled in by the caller, is not checked here.
+    fn complete_row(
+        &self,
+        positions: &[usize],
+        values: &[Value],
+        row_id: Option<usize>,
+    ) -> Result<Row, EngineError> {
         if values.len() != positions.len() {
             return Err(EngineError::SyntaxError {
                 reason: format!(
@@ -361,7 +408,9 @@ impl Table {
             row[*position] = value.clone();
         }
         for (position, value) in row.iter_mut().enumerate() {
-            *value = self.schema.check_value(position, value)?;
+            if Some(position) != row_id {
+                *value = self.schema.check_value(position, value)?;
+            }
         }
         Ok(row)
     }
@@ -463,6 +512,11 @@ impl Table {
                 .map_err(|error| error.to_string())?;
             if self.schema.key_of(row) != *key {
                 return Err("a row is stored under another key".into());
+            }
+            if let Some(position) = self.schema.row_id_column() {
+                if row[position] >= Value::BigInt(self.row_id_next) {
+                    return Err("a row id is not below the table's next row id".into());
+                }
             }
         }
         for index in self.indexes.values() {

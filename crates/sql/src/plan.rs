@@ -35,6 +35,7 @@ use crate::expr::{
 use crate::session::SessionCommand;
 use crate::{OutputColumn, StatementResult};
 use engine::predicate::Interval;
+use engine::schema::ROW_ID_COLUMN;
 use engine::value::coerce;
 use engine::{
     Aggregate, AggregateFunction, Assignment, ColumnDef, CompareOp, DataType, EngineError,
@@ -60,6 +61,10 @@ pub enum Routing {
     /// An insert: each row goes to the partition of its value at `position` (the partition
     /// key's position in the insert's row); see `split_insert`.
     RowsByKey { position: usize },
+    /// An insert into a table without a primary key: its rows get their hidden row ids where
+    /// they execute, so one partition takes them all (today such a table has one; see
+    /// docs/internals/sql.md for what spanning partitions needs).
+    OnePartition,
     /// No partition: the gateway answers alone (constant SELECTs, the virtual catalog).
     None,
 }
@@ -227,6 +232,7 @@ fn describe_routing(routing: &Routing) -> String {
             format!("partitions with {}", bounds.join(" and "))
         }
         Routing::RowsByKey { .. } => "each row to its key's partition".into(),
+        Routing::OnePartition => "one partition (rows get their hidden row ids there)".into(),
         Routing::None => "gateway only".into(),
     }
 }
@@ -792,6 +798,7 @@ impl Planner<'_, '_> {
                             if qualifier
                                 .as_ref()
                                 .is_some_and(|qualifier| column.table.as_ref() != Some(qualifier))
+                                || (column.name == ROW_ID_COLUMN && !column.virtual_catalog)
                             {
                                 continue;
                             }
@@ -1034,8 +1041,11 @@ impl Planner<'_, '_> {
         }
         let entry = self.entry(name)?;
         let schema = &entry.schema;
+        let row_id = schema.row_id_column();
         let columns: Vec<usize> = if insert.columns.is_empty() {
-            (0..schema.columns.len()).collect()
+            (0..schema.columns.len())
+                .filter(|position| Some(*position) != row_id)
+                .collect()
         } else {
             insert
                 .columns
@@ -1093,6 +1103,7 @@ impl Planner<'_, '_> {
             .collect();
         let key_column = schema.column_position(&entry.options.partition_key)?;
         let routing = match columns.iter().position(|column| *column == key_column) {
+            _ if row_id == Some(key_column) => Routing::OnePartition,
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
@@ -1433,10 +1444,16 @@ impl Planner<'_, '_> {
                 ),
             ));
         }
-        let mut columns = Vec::with_capacity(create.columns.len());
+        let mut columns = Vec::with_capacity(create.columns.len() + 1);
         let mut primary_key: Vec<String> = Vec::new();
         for column in &create.columns {
             let column_name = ident_name(&column.name);
+            if column_name == ROW_ID_COLUMN {
+                return Err(SqlError::new(
+                    "42701",
+                    format!("column name \"{column_name}\" conflicts with a system column name"),
+                ));
+            }
             let mut definition = ColumnDef::new(&column_name, data_type_of(&column.data_type)?);
             for option in &column.options {
                 match &option.option {
@@ -1482,11 +1499,10 @@ impl Planner<'_, '_> {
             }
         }
         if primary_key.is_empty() {
-            return Err(
-                SqlError::unsupported(format!("table \"{name}\" without a PRIMARY KEY")).with_hint(
-                    "every Tessera table needs a primary key: it decides the row's partition",
-                ),
-            );
+            // A hidden row id, assigned by the engine, is the key (and the placement column);
+            // last, so the visible columns keep their positions.
+            columns.push(ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt).not_null());
+            primary_key.push(ROW_ID_COLUMN.to_string());
         }
         let key_names: Vec<&str> = primary_key.iter().map(String::as_str).collect();
         let mut schema = TableSchema::new(&name, columns, &key_names)?;
@@ -1664,6 +1680,12 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("COPY (query)"));
         };
         let entry = self.entry(table_name)?;
+        if entry.schema.row_id_column().is_some() {
+            return Err(
+                SqlError::unsupported("COPY into a table without a PRIMARY KEY")
+                    .with_hint("use INSERT, or declare a primary key"),
+            );
+        }
         let positions: Vec<usize> = if columns.is_empty() {
             (0..entry.schema.columns.len()).collect()
         } else {
@@ -2100,6 +2122,10 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
     let Some(predicate) = predicate else {
         return Routing::Every;
     };
+    if options.partition_key == ROW_ID_COLUMN {
+        // Hidden row ids are assigned where rows land, not by placement (`OnePartition`).
+        return Routing::Every;
+    }
     let conjuncts: Vec<&Predicate> = match predicate {
         Predicate::And(operands) => operands.iter().collect(),
         other => vec![other],

@@ -128,6 +128,7 @@ impl Cluster {
                 partitions
             }
             Routing::None => Vec::new(),
+            Routing::OnePartition => vec![0],
             // The test cluster places by hash: a key range may live anywhere.
             _ => (0..count).collect(),
         }
@@ -677,7 +678,8 @@ fn create_table_parses_types_constraints_and_placement_options() {
             .code,
         "42P16"
     );
-    assert_eq!(cluster.error("CREATE TABLE u (a INT)").code, "0A000");
+    // Without a primary key: a hidden row id (`tables_without_a_primary_key_get_a_hidden_row_id`).
+    assert_eq!(cluster.tag("CREATE TABLE u0 (a INT)"), "CREATE TABLE");
     assert_eq!(
         cluster
             .error("CREATE TABLE u (a INT PRIMARY KEY, b INT UNIQUE)")
@@ -1447,5 +1449,96 @@ fn parameters_take_their_types_from_in_between_like_limit_and_set() {
             },
             DataType::Int
         ]
+    );
+}
+
+#[test]
+fn tables_without_a_primary_key_get_a_hidden_row_id() {
+    let mut cluster = Cluster::new(3);
+    assert_eq!(
+        cluster.tag("CREATE TABLE t1 (a INTEGER, b INTEGER, c TEXT)"),
+        "CREATE TABLE"
+    );
+    assert_eq!(
+        cluster.tag("INSERT INTO t1 (c, a) VALUES ('x', 1), ('y', 1)"),
+        "INSERT 0 2"
+    );
+    assert_eq!(
+        cluster.tag("INSERT INTO t1 VALUES (2, 20, 'z'), (1, NULL, 'x')"),
+        "INSERT 0 2"
+    );
+    // Duplicates are rows like any other; `*` shows the declared columns only, in insertion
+    // order when nothing else orders them (the row id breaks ties).
+    match cluster.run("SELECT * FROM t1").unwrap() {
+        StatementResult::Rows { columns, rows, .. } => {
+            let names: Vec<&str> = columns.iter().map(|column| column.name.as_str()).collect();
+            assert_eq!(names, ["a", "b", "c"]);
+            assert_eq!(
+                rows,
+                vec![
+                    vec![int(1), Value::Null, text("x")],
+                    vec![int(1), Value::Null, text("y")],
+                    vec![int(2), int(20), text("z")],
+                    vec![int(1), Value::Null, text("x")],
+                ]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cluster.rows("SELECT a, count(*) FROM t1 GROUP BY a ORDER BY a"),
+        vec![vec![int(1), big(3)], vec![int(2), big(1)]]
+    );
+    assert_eq!(
+        cluster.tag("UPDATE t1 SET b = a * 10 WHERE c = 'x'"),
+        "UPDATE 2"
+    );
+    assert_eq!(cluster.tag("DELETE FROM t1 WHERE c = 'y'"), "DELETE 1");
+    // The hidden id can be read by name, never written, and is never reused.
+    assert_eq!(
+        cluster.rows("SELECT tessera_row_id, b FROM t1 ORDER BY tessera_row_id"),
+        vec![
+            vec![big(1), int(10)],
+            vec![big(3), int(20)],
+            vec![big(4), int(10)]
+        ]
+    );
+    assert_eq!(
+        cluster
+            .error("INSERT INTO t1 (tessera_row_id, a) VALUES (9, 9)")
+            .code,
+        "428C9"
+    );
+    assert_eq!(
+        cluster.error("UPDATE t1 SET tessera_row_id = 9").code,
+        "0A000"
+    );
+    assert_eq!(cluster.tag("DELETE FROM t1 WHERE a = 2"), "DELETE 1");
+    cluster.tag("INSERT INTO t1 (a) VALUES (5)");
+    assert_eq!(
+        cluster.rows("SELECT tessera_row_id FROM t1 WHERE a = 5"),
+        vec![vec![big(5)]]
+    );
+    assert_eq!(
+        cluster
+            .error("CREATE TABLE t2 (a INT, tessera_row_id BIGINT)")
+            .code,
+        "42701"
+    );
+    assert_eq!(cluster.error("COPY t1 FROM STDIN").code, "0A000");
+    // The catalog shows the declared columns and no primary key.
+    let described = cluster.rows(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 't1' \
+         ORDER BY ordinal_position",
+    );
+    assert_eq!(
+        described,
+        vec![vec![text("a")], vec![text("b")], vec![text("c")]]
+    );
+    assert_eq!(
+        cluster.rows(
+            "SELECT count(*) FROM information_schema.table_constraints WHERE table_name = 't1'"
+        ),
+        vec![vec![big(0)]]
     );
 }

@@ -276,7 +276,7 @@ fn psql_script(port: u16, script: &str) -> (Option<i32>, String) {
 /// PostgreSQL compatibility as psql sees it (issue 20): BEGIN is refused with 0A000 rather
 /// than accepted and then not honoured by ROLLBACK, so the table is unchanged; COMMIT and
 /// ROLLBACK outside a transaction warn as PostgreSQL does; UPDATE SET takes expressions over
-/// the row's columns, replicated and evaluated by every replica.
+/// the row's columns, replicated and evaluated by every replica; a table needs no primary key.
 #[test]
 fn psql_sees_begin_refused_and_update_expressions_work() {
     let cluster = Cluster::start_with_pg("psqlcompat", 1, "memory", "vr", 8471, 8771);
@@ -354,7 +354,10 @@ fn psql_sees_begin_refused_and_update_expressions_work() {
         ],
     );
     assert!(output.contains("updating primary key column"), "{output}");
-    assert!(output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"), "{output}");
+    assert!(
+        output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"),
+        "{output}"
+    );
     let output = psql(
         pg,
         &[
@@ -372,5 +375,23 @@ fn psql_sees_begin_refused_and_update_expressions_work() {
         output.contains("ERROR:  22012: division by zero"),
         "{output}"
     );
-    assert!(output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"), "{output}");
+    assert!(
+        output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"),
+        "{output}"
+    );
+
+    // A table without a primary key: a hidden row id, not in `*` nor in psql's \d.
+    let output = psql(
+        pg,
+        &[
+            "CREATE TABLE t1(a INTEGER, b INTEGER)",
+            "INSERT INTO t1(b,a) VALUES(2,1),(2,1)",
+            "INSERT INTO t1 VALUES(3,NULL)",
+            "SELECT * FROM t1",
+            "\\d t1",
+        ],
+    );
+    assert!(output.starts_with("1|2\n1|2\n3|\n"), "{output}");
+    assert!(output.contains("a|integer|||"), "{output}");
+    assert!(!output.contains("tessera_row_id"), "{output}");
 }
