@@ -2204,9 +2204,62 @@ pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool 
     }
     // Cheap, conservative scan of the rendered SQL; a false positive only switches to grouped
     // compilation, where a plain column then fails with 42803 exactly as PostgreSQL would.
+    // Aggregates inside a subquery are the subquery's, not this query's.
+    let text = without_subqueries(&text);
     ["count(", "sum(", "min(", "max(", "avg("]
         .iter()
         .any(|call| contains_call(&text, call))
+}
+
+#[cfg(test)]
+pub(crate) fn without_subqueries_for_tests(text: &str) -> String {
+    without_subqueries(text)
+}
+
+/// Rendered (lowercase) SQL with every parenthesised `(select …)` removed, quotes respected.
+fn without_subqueries(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut kept: Vec<u8> = Vec::with_capacity(text.len());
+    let (mut at, mut quoted) = (0, false);
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if byte == b'\'' {
+            quoted = !quoted;
+        }
+        let opens_subquery = !quoted
+            && byte == b'('
+            && text[at + 1..].trim_start().starts_with("select")
+            && text[at + 1..]
+                .trim_start()
+                .as_bytes()
+                .get(6)
+                .is_none_or(|next| !next.is_ascii_alphanumeric() && *next != b'_');
+        if !opens_subquery {
+            kept.push(byte);
+            at += 1;
+            continue;
+        }
+        // Skip to the matching parenthesis (or the end).
+        let (mut depth, mut inner_quoted) = (0usize, false);
+        while at < bytes.len() {
+            match bytes[at] {
+                b'\'' => inner_quoted = !inner_quoted,
+                b'(' if !inner_quoted => depth += 1,
+                b')' if !inner_quoted => {
+                    depth -= 1;
+                    if depth == 0 {
+                        at += 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            at += 1;
+        }
+        kept.extend_from_slice(b"(subquery)");
+    }
+    // Only ASCII was removed, whole: the rest is still UTF-8.
+    String::from_utf8(kept).expect("cut at ASCII parentheses only")
 }
 
 fn contains_call(text: &str, call: &str) -> bool {

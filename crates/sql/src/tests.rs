@@ -1542,3 +1542,33 @@ fn tables_without_a_primary_key_get_a_hidden_row_id() {
         vec![vec![big(0)]]
     );
 }
+
+#[test]
+fn aggregates_inside_a_subquery_do_not_make_the_outer_query_grouped() {
+    let mut cluster = people(1);
+    // The subquery is refused for what it is, not as a grouping error of the outer query.
+    for sql in [
+        "SELECT CASE WHEN age > (SELECT avg(age) FROM people) THEN 1 ELSE 0 END FROM people",
+        "SELECT name, (SELECT count(*) FROM people AS x WHERE x.age < people.age) FROM people",
+        "SELECT name FROM people WHERE age > ( select max(age) FROM people)",
+    ] {
+        let error = cluster.error(sql);
+        assert_eq!(error.code, "0A000", "{sql}: {error}");
+        assert!(error.message.contains("subqueries"), "{sql}: {error}");
+    }
+    // Aggregates of the query itself still group it, next to a subquery too.
+    assert_eq!(
+        cluster.error("SELECT name, count(*) FROM people").code,
+        "42803"
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*), max(name) FROM people WHERE name <> '(select count(*)'"),
+        vec![vec![big(5), text("eve")]]
+    );
+    assert_eq!(
+        super::plan::without_subqueries_for_tests(
+            "a, (select count(*) from t where x = ')'), sum(b)"
+        ),
+        "a, (subquery), sum(b)"
+    );
+}
