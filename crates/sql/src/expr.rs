@@ -187,10 +187,63 @@ pub struct Subquery {
     pub kind: SubqueryKind,
     /// At most this many matching rows are considered (LIMIT).
     pub limit: Option<u64>,
+    /// A user table whose rows the statement reads at execution (`rows` is empty until the
+    /// gateway fills it from the engine operation at this index of the execution).
+    pub table: Option<(String, usize)>,
+    /// Aggregates over the matching rows (with their argument types): the projection is then
+    /// over the row of their results, and a scalar subquery answers exactly one row.
+    pub aggregates: Vec<(AggregateCall, Option<DataType>)>,
 }
 
 impl Subquery {
+    /// An ungrouped aggregate subquery: the aggregates over the matching rows, then the
+    /// projection over their results.
+    fn evaluate_aggregates(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        let mut partials = self
+            .aggregates
+            .iter()
+            .map(|(call, data_type)| crate::merge::initial_partial(call.function, *data_type))
+            .collect::<Result<Vec<_>, _>>()?;
+        for inner in &self.rows {
+            let mut row = inner.clone();
+            row.extend_from_slice(outer);
+            if let Some(filter) = &self.filter {
+                if !filter.qualifies(&row)? {
+                    continue;
+                }
+            }
+            for ((call, data_type), partial) in self.aggregates.iter().zip(partials.iter_mut()) {
+                match &call.argument {
+                    None => partial.add(&Value::Null),
+                    Some(argument) => {
+                        let value = argument.evaluate(&row)?;
+                        if !value.is_null() {
+                            let value = match data_type {
+                                Some(data_type) => cast_value(&value, *data_type)?,
+                                None => value,
+                            };
+                            partial.add(&value);
+                        }
+                    }
+                }
+            }
+        }
+        let results = partials
+            .iter()
+            .map(crate::merge::finish_partial)
+            .collect::<Result<Vec<_>, _>>()?;
+        match (&self.projection, &self.kind) {
+            (Some(projection), SubqueryKind::Scalar) => projection.evaluate(&results),
+            _ => Err(SqlError::unsupported(
+                "aggregates in EXISTS and IN subqueries",
+            )),
+        }
+    }
+
     fn evaluate(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        if !self.aggregates.is_empty() {
+            return self.evaluate_aggregates(outer);
+        }
         let mut found: Option<Value> = None;
         let mut matches = 0u64;
         let mut unknown = false;
@@ -599,6 +652,9 @@ impl Compiler<'_, '_> {
         let (Some(catalog), Mode::Row) = (self.catalog, &self.mode) else {
             return Err(SqlError::unsupported("subqueries"));
         };
+        if let Some(subquery) = self.user_table_subquery(query, catalog, &kind)? {
+            return Ok(Scalar::Subquery(Box::new(subquery)));
+        }
         let catalog_query = self
             .scope
             .columns
@@ -611,6 +667,128 @@ impl Compiler<'_, '_> {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// A scalar subquery over one user table (`(SELECT avg(c) FROM t1)`, correlated
+    /// `(SELECT count(*) FROM t1 AS x WHERE x.b < t1.b)`): the table's rows are read by the
+    /// same statement (the planner adds the engine operation) and the subquery is evaluated
+    /// at the gateway per outer row. `None` when the subquery is not of that form.
+    fn user_table_subquery(
+        &mut self,
+        query: &ast::Query,
+        catalog: &dyn crate::catalog::Catalog,
+        kind: &SubqueryKind,
+    ) -> Result<Option<Subquery>, SqlError> {
+        let ast::SetExpr::Select(select) = query.body.as_ref() else {
+            return Ok(None);
+        };
+        let [from] = select.from.as_slice() else {
+            return Ok(None);
+        };
+        let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+            return Ok(None);
+        };
+        if !from.joins.is_empty() || crate::pg_catalog::is_catalog_relation(&from.relation)? {
+            return Ok(None);
+        }
+        if query.order_by.is_some()
+            || query.with.is_some()
+            || query.limit_clause.is_some()
+            || select.distinct.is_some()
+            || select.having.is_some()
+            || !matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, _) if exprs.is_empty())
+        {
+            return Err(SqlError::unsupported(
+                "ORDER BY, LIMIT, WITH, DISTINCT, GROUP BY and HAVING in subqueries over user tables",
+            ));
+        }
+        let parts = object_name_parts(name)?;
+        let table = parts.last().cloned().unwrap_or_default();
+        let entry = catalog
+            .table(&table)
+            .ok_or_else(|| SqlError::undefined_table(&table))?;
+        let qualifier = alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.name))
+            .unwrap_or_else(|| table.clone());
+        let inner = crate::plan::table_scope(&entry.schema, &qualifier);
+        let outer_start = inner.columns.len();
+        let mut columns = inner.columns;
+        columns.extend(self.scope.columns.iter().cloned());
+        let scope = Scope {
+            columns,
+            outer_start: Some(outer_start),
+        };
+        let mut row_compiler = Compiler {
+            scope: &scope,
+            parameters: self.parameters,
+            mode: Mode::Row,
+            catalog: self.catalog,
+        };
+        let filter = select
+            .selection
+            .as_ref()
+            .map(|selection| row_compiler.compile(selection, Some(DataType::Boolean)))
+            .transpose()?;
+        let expr = match (kind, select.projection.as_slice()) {
+            (SubqueryKind::Exists, _) => None,
+            (
+                _,
+                [ast::SelectItem::UnnamedExpr(expr)]
+                | [ast::SelectItem::ExprWithAlias { expr, .. }],
+            ) => Some(expr),
+            _ => return Err(SqlError::syntax("subquery must return only one column")),
+        };
+        let grouped = crate::plan::uses_aggregates(select, query);
+        if grouped && !matches!(kind, SubqueryKind::Scalar) {
+            return Err(SqlError::unsupported(
+                "aggregates in EXISTS and IN subqueries",
+            ));
+        }
+        let mut calls = Vec::new();
+        let (projection, data_type) = match expr {
+            None => (None, None),
+            Some(expr) if grouped => {
+                let mut compiler = Compiler {
+                    scope: &scope,
+                    parameters: self.parameters,
+                    mode: Mode::Grouped {
+                        group_by: &[],
+                        aggregates: &mut calls,
+                    },
+                    catalog: self.catalog,
+                };
+                let projection = compiler.compile(expr, None)?;
+                let data_type = compiler.type_of(&projection);
+                (Some(projection), data_type)
+            }
+            Some(expr) => {
+                let projection = row_compiler.compile(expr, None)?;
+                let data_type = row_compiler.type_of(&projection);
+                (Some(projection), data_type)
+            }
+        };
+        let types = scope.types();
+        let aggregates = calls
+            .into_iter()
+            .map(|call| {
+                let data_type = call
+                    .argument
+                    .as_ref()
+                    .and_then(|argument| argument.data_type(&types));
+                (call, data_type)
+            })
+            .collect();
+        Ok(Some(Subquery {
+            rows: Vec::new(),
+            filter,
+            projection,
+            data_type,
+            kind: kind.clone(),
+            limit: None,
+            table: Some((entry.schema.name.clone(), usize::MAX)),
+            aggregates,
+        }))
     }
 
     fn column(&mut self, parts: &[String]) -> Result<Scalar, SqlError> {

@@ -74,8 +74,11 @@
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
+//! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
+//! aggregates: the table is read in the same batch and the gateway evaluates them per row.
+//!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), joins of user tables, subqueries, UNION/INTERSECT/EXCEPT, WITH,
+//! (interactive transactions), joins of user tables, other subqueries, UNION/INTERSECT/EXCEPT, WITH,
 //! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique

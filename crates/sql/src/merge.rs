@@ -22,6 +22,11 @@ impl Execution {
     /// partition the operations were sent to, each with one result per operation (for a
     /// split insert, the partitions that received no rows may be left out).
     pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
+        if let Finish::Query(plan) = &self.finish {
+            if let Some(result) = self.finish_with_subquery_tables(plan, &results) {
+                return result;
+            }
+        }
         let mut outputs: Vec<Output> = Vec::new();
         for partition in results {
             for result in partition {
@@ -34,6 +39,50 @@ impl Execution {
             }),
             Finish::Query(plan) => plan.finish(outputs),
         }
+    }
+}
+
+impl Execution {
+    /// A query whose subqueries read user tables: the operations after the query's own are
+    /// those tables' rows (from every partition), given to the subqueries before the query is
+    /// finished. `None` when the query has no such subquery.
+    fn finish_with_subquery_tables(
+        &self,
+        plan: &QueryPlan,
+        results: &[Vec<OperationResult>],
+    ) -> Option<Result<StatementResult, SqlError>> {
+        let mut plan = plan.clone();
+        let mut indexes: Vec<usize> = Vec::new();
+        crate::plan::visit_plan_subqueries(&mut plan, &mut |subquery| {
+            if let Some((_, index)) = &subquery.table {
+                indexes.push(*index);
+            }
+        });
+        let first = *indexes.iter().min()?;
+        assert!(indexes.iter().all(|index| *index < self.operations.len()));
+        Some((|| {
+            let mut outputs: Vec<Output> = Vec::new();
+            let mut tables: Vec<Vec<Vec<Value>>> = vec![Vec::new(); self.operations.len()];
+            for partition in results {
+                for (at, result) in partition.iter().enumerate() {
+                    let output = result.clone()?;
+                    if at < first {
+                        outputs.push(output);
+                        continue;
+                    }
+                    match output {
+                        Output::Rows { rows, .. } => tables[at].extend(rows),
+                        other => return Err(unexpected(&other)),
+                    }
+                }
+            }
+            crate::plan::visit_plan_subqueries(&mut plan, &mut |subquery| {
+                if let Some((_, index)) = &subquery.table {
+                    subquery.rows = std::mem::take(&mut tables[*index]);
+                }
+            });
+            plan.finish(outputs)
+        })())
     }
 }
 
@@ -293,7 +342,7 @@ fn unexpected(output: &Output) -> SqlError {
 }
 
 /// The partial an aggregate starts from, as the engine would bind it.
-fn initial_partial(
+pub(crate) fn initial_partial(
     function: AggregateFunction,
     argument: Option<DataType>,
 ) -> Result<Partial, SqlError> {

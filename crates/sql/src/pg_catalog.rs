@@ -1141,6 +1141,8 @@ pub fn subquery(
         data_type,
         kind,
         limit,
+        table: None,
+        aggregates: Vec::new(),
     })
 }
 

@@ -423,12 +423,12 @@ impl Planner<'_, '_> {
         let residual = conjunction(residual);
         let mut plan = self.select_list(select, query, &scope, source, residual)?;
         let Some((entry, predicate)) = operation else {
-            return Ok(Execution {
+            return Ok(with_subquery_tables(Execution {
                 operations: Vec::new(),
                 routing: Routing::None,
                 finish: Finish::Query(plan),
                 created_table: None,
-            });
+            }));
         };
         let routing = routing_of(predicate.as_ref(), &entry.options);
         let table = entry.schema.name.clone();
@@ -479,12 +479,12 @@ impl Planner<'_, '_> {
                 }
             }
         };
-        Ok(Execution {
+        Ok(with_subquery_tables(Execution {
             operations: vec![operation],
             routing,
             finish: Finish::Query(plan),
             created_table: None,
-        })
+        }))
     }
 
     /// The FROM clause: an engine table, the virtual catalog (joins allowed), or nothing.
@@ -1854,6 +1854,83 @@ fn operands_mut(scalar: &mut Scalar) -> Vec<&mut Scalar> {
     }
 }
 
+/// Calls `visit` on every subquery in a scalar, nested ones included (outer first).
+fn visit_subqueries(scalar: &mut Scalar, visit: &mut dyn FnMut(&mut crate::expr::Subquery)) {
+    match scalar {
+        Scalar::Subquery(subquery) => {
+            visit(subquery);
+            let mut inner: Vec<&mut Scalar> = Vec::new();
+            inner.extend(subquery.filter.as_mut());
+            inner.extend(subquery.projection.as_mut());
+            if let crate::expr::SubqueryKind::In(operand, _) = &mut subquery.kind {
+                inner.push(operand);
+            }
+            for (call, _) in &mut subquery.aggregates {
+                inner.extend(call.argument.as_mut());
+            }
+            for scalar in inner {
+                visit_subqueries(scalar, visit);
+            }
+        }
+        other => {
+            for operand in operands_mut(other) {
+                visit_subqueries(operand, visit);
+            }
+        }
+    }
+}
+
+/// Calls `visit` on every subquery of a query plan, in a fixed order.
+pub(crate) fn visit_plan_subqueries(
+    plan: &mut QueryPlan,
+    visit: &mut dyn FnMut(&mut crate::expr::Subquery),
+) {
+    let mut scalars: Vec<&mut Scalar> = plan.residual.iter_mut().collect();
+    if let Some(grouping) = &mut plan.grouping {
+        scalars.extend(grouping.having.as_mut());
+        scalars.extend(
+            grouping
+                .aggregates
+                .iter_mut()
+                .filter_map(|call| call.argument.as_mut()),
+        );
+    }
+    scalars.extend(plan.projection.iter_mut());
+    scalars.extend(plan.order_by.iter_mut().map(|key| &mut key.scalar));
+    for scalar in scalars {
+        visit_subqueries(scalar, visit);
+    }
+}
+
+/// Adds an engine read of every user table a subquery of the query reads (each subquery
+/// learns the index of its operation); such a statement reaches every partition.
+fn with_subquery_tables(mut execution: Execution) -> Execution {
+    let Finish::Query(plan) = &mut execution.finish else {
+        return execution;
+    };
+    let first = execution.operations.len();
+    let mut tables: Vec<String> = Vec::new();
+    visit_plan_subqueries(plan, &mut |subquery| {
+        if let Some((table, index)) = &mut subquery.table {
+            *index = first + tables.len();
+            tables.push(table.clone());
+        }
+    });
+    if tables.is_empty() {
+        return execution;
+    }
+    for table in tables {
+        execution.operations.push(Operation::Select {
+            table,
+            columns: Vec::new(),
+            predicate: None,
+            limit: None,
+        });
+    }
+    execution.routing = Routing::Every;
+    execution
+}
+
 /// Marks the columns a scalar reads; false if it holds a subquery.
 fn mark_columns(scalar: &Scalar, used: &mut [bool]) -> bool {
     let mut copy = scalar.clone();
@@ -2012,7 +2089,7 @@ fn table_option_pairs(
         .collect()
 }
 
-fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
+pub(crate) fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
     Scope {
         outer_start: None,
         columns: schema
