@@ -51,6 +51,15 @@ impl Execution {
         plan: &QueryPlan,
         results: &[Vec<OperationResult>],
     ) -> Option<Result<StatementResult, SqlError>> {
+        // The query itself sends one operation (none when the gateway holds its rows): any
+        // more are subquery tables. Checked first, so plain queries are not cloned.
+        let own = match plan.source {
+            Source::Rows(_) => 0,
+            Source::Engine { .. } | Source::EngineGroups => 1,
+        };
+        if self.operations.len() <= own {
+            return None;
+        }
         let mut plan = plan.clone();
         let mut indexes: Vec<usize> = Vec::new();
         crate::plan::visit_plan_subqueries(&mut plan, &mut |subquery| {
