@@ -1288,7 +1288,7 @@ pub fn value_type(value: &Value) -> Option<DataType> {
     engine::expression::value_type(value)
 }
 
-fn numeric_result(left: DataType, right: DataType) -> DataType {
+pub(crate) fn numeric_result(left: DataType, right: DataType) -> DataType {
     match (left, right) {
         (DataType::Double, _) | (_, DataType::Double) => DataType::Double,
         (DataType::BigInt, _) | (_, DataType::BigInt) => DataType::BigInt,

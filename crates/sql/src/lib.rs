@@ -78,7 +78,8 @@
 //! aggregates: the table is read in the same batch and the gateway evaluates them per row.
 //!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), joins of user tables, other subqueries, UNION/INTERSECT/EXCEPT, WITH,
+//! (interactive transactions), joins of user tables, other subqueries, ORDER BY/LIMIT on
+//! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
@@ -249,6 +250,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Query(query),
             ..
         }) => query.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::SetOperation(set),
+            ..
+        }) => set.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

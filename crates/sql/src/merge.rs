@@ -27,6 +27,14 @@ impl Execution {
                 return result;
             }
         }
+        if let Finish::SetOperation(set) = &self.finish {
+            let rows = set_rows(&set.node, &set.columns, &results)?;
+            return Ok(StatementResult::Rows {
+                columns: set.columns.clone(),
+                tag: format!("SELECT {}", rows.len()),
+                rows,
+            });
+        }
         let mut outputs: Vec<Output> = Vec::new();
         for partition in results {
             for result in partition {
@@ -38,6 +46,78 @@ impl Execution {
                 tag: command_tag(*kind, &outputs),
             }),
             Finish::Query(plan) => plan.finish(outputs),
+            Finish::SetOperation(_) => unreachable!("finished above"),
+        }
+    }
+}
+
+/// The rows of a set operation node: each query finished on its own share of every
+/// partition's results, cast to the unified column types, then combined as PostgreSQL does
+/// (without ALL: distinct rows; NULLs equal each other). Rows come in value order.
+fn set_rows(
+    node: &crate::plan::SetNode,
+    columns: &[crate::OutputColumn],
+    results: &[Vec<OperationResult>],
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    use crate::plan::SetNode;
+    use sqlparser::ast::SetOperator;
+    match node {
+        SetNode::Query {
+            execution,
+            operations,
+        } => {
+            let own: Vec<Vec<OperationResult>> = results
+                .iter()
+                .map(|partition| partition[operations.clone()].to_vec())
+                .collect();
+            let StatementResult::Rows { rows, .. } = execution.finish(own)? else {
+                return Err(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    "a query of a set operation answered no rows",
+                ));
+            };
+            rows.into_iter()
+                .map(|row| {
+                    row.iter()
+                        .zip(columns)
+                        .map(|(value, column)| cast_value(value, column.data_type))
+                        .collect()
+                })
+                .collect()
+        }
+        SetNode::Operation {
+            operator,
+            all,
+            left,
+            right,
+        } => {
+            let left = set_rows(left, columns, results)?;
+            let right = set_rows(right, columns, results)?;
+            let mut counts: BTreeMap<Vec<Value>, (usize, usize)> = BTreeMap::new();
+            for row in left {
+                counts.entry(row).or_default().0 += 1;
+            }
+            for row in right {
+                counts.entry(row).or_default().1 += 1;
+            }
+            let mut rows = Vec::new();
+            for (row, (in_left, in_right)) in counts {
+                let times = match (operator, all) {
+                    (SetOperator::Union, true) => in_left + in_right,
+                    (SetOperator::Union, false) => usize::from(in_left + in_right > 0),
+                    (SetOperator::Intersect, true) => in_left.min(in_right),
+                    (SetOperator::Intersect, false) => usize::from(in_left > 0 && in_right > 0),
+                    (SetOperator::Except, true) => in_left.saturating_sub(in_right),
+                    (SetOperator::Except, false) => usize::from(in_left > 0 && in_right == 0),
+                    (other, _) => {
+                        return Err(SqlError::unsupported(format!("set operator {other}")))
+                    }
+                };
+                for _ in 0..times {
+                    rows.push(row.clone());
+                }
+            }
+            Ok(rows)
         }
     }
 }

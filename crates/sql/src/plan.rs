@@ -106,6 +106,88 @@ pub enum Finish {
     Command(CommandKind),
     /// Merge rows or aggregate partials, filter, sort, limit, project.
     Query(QueryPlan),
+    /// UNION / INTERSECT / EXCEPT [ALL] of queries, each finished on its own operations.
+    SetOperation(SetPlan),
+}
+
+/// A set operation's plan: the tree of queries and the result columns (names of the first
+/// query, types unified across them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetPlan {
+    pub node: SetNode,
+    pub columns: Vec<crate::OutputColumn>,
+}
+
+/// A node of a set operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetNode {
+    /// One query: its own execution, whose operations are `operations` of the statement's.
+    Query {
+        execution: Box<Execution>,
+        operations: std::ops::Range<usize>,
+    },
+    Operation {
+        operator: ast::SetOperator,
+        all: bool,
+        left: Box<SetNode>,
+        right: Box<SetNode>,
+    },
+}
+
+impl SetNode {
+    /// The result columns: the first query's names, each column's type unified over every
+    /// query (numbers widen; other mixes are 42804, as in PostgreSQL).
+    fn columns(&self) -> Result<Vec<crate::OutputColumn>, SqlError> {
+        match self {
+            SetNode::Query { execution, .. } => Ok(crate::result_columns(&Plan::Execute(
+                execution.as_ref().clone(),
+            ))),
+            SetNode::Operation {
+                operator,
+                left,
+                right,
+                ..
+            } => {
+                let (left, right) = (left.columns()?, right.columns()?);
+                if left.len() != right.len() {
+                    return Err(SqlError::syntax(format!(
+                        "each {operator} query must have the same number of columns"
+                    )));
+                }
+                left.into_iter()
+                    .zip(right)
+                    .map(|(left, right)| {
+                        let numeric = |data_type: DataType| {
+                            matches!(
+                                data_type,
+                                DataType::Int | DataType::BigInt | DataType::Double
+                            )
+                        };
+                        let data_type = if std::mem::discriminant(&left.data_type)
+                            == std::mem::discriminant(&right.data_type)
+                        {
+                            left.data_type
+                        } else if numeric(left.data_type) && numeric(right.data_type) {
+                            crate::expr::numeric_result(left.data_type, right.data_type)
+                        } else {
+                            return Err(SqlError::new(
+                                sqlstate::DATATYPE_MISMATCH,
+                                format!(
+                                    "{operator} types {} and {} cannot be matched",
+                                    left.data_type.name(),
+                                    right.data_type.name()
+                                ),
+                            ));
+                        };
+                        Ok(crate::OutputColumn {
+                            name: left.name,
+                            data_type,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 /// The kind of a command's completion tag.
@@ -357,6 +439,77 @@ impl Planner<'_, '_> {
 
     // ----- SELECT -----
 
+    /// A node of UNION / INTERSECT / EXCEPT: each query planned alone, its operations
+    /// appended to the statement's.
+    fn set_node(
+        &mut self,
+        body: &SetExpr,
+        operations: &mut Vec<Operation>,
+    ) -> Result<SetNode, SqlError> {
+        match body {
+            SetExpr::SetOperation {
+                op,
+                set_quantifier,
+                left,
+                right,
+            } => {
+                let all = match set_quantifier {
+                    ast::SetQuantifier::All => true,
+                    ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+                    other => return Err(SqlError::unsupported(format!("{op} {other}"))),
+                };
+                if matches!(op, ast::SetOperator::Minus) {
+                    return Err(SqlError::unsupported("MINUS"));
+                }
+                Ok(SetNode::Operation {
+                    operator: *op,
+                    all,
+                    left: Box::new(self.set_node(left, operations)?),
+                    right: Box::new(self.set_node(right, operations)?),
+                })
+            }
+            SetExpr::Query(query) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                self.set_node(query.body.as_ref(), operations)
+            }
+            SetExpr::Select(_) => {
+                let query = ast::Query {
+                    with: None,
+                    body: Box::new(body.clone()),
+                    order_by: None,
+                    limit_clause: None,
+                    fetch: None,
+                    locks: Vec::new(),
+                    for_clause: None,
+                    settings: None,
+                    format_clause: None,
+                    pipe_operators: Vec::new(),
+                };
+                let execution = self.query(&query)?;
+                let own = match &execution.finish {
+                    Finish::Query(plan) => match plan.source {
+                        Source::Rows(_) => 0,
+                        _ => 1,
+                    },
+                    _ => 1,
+                };
+                if execution.operations.len() > own {
+                    return Err(SqlError::unsupported(
+                        "subqueries over tables inside UNION, INTERSECT and EXCEPT",
+                    ));
+                }
+                let start = operations.len();
+                operations.extend(execution.operations.iter().cloned());
+                Ok(SetNode::Query {
+                    operations: start..operations.len(),
+                    execution: Box::new(execution),
+                })
+            }
+            other => Err(SqlError::unsupported(format!(
+                "{other} in UNION, INTERSECT and EXCEPT"
+            ))),
+        }
+    }
+
     fn query(&mut self, query: &ast::Query) -> Result<Execution, SqlError> {
         if let Some(names) = crate::pg_catalog::provably_empty(query) {
             return Ok(empty_result(names));
@@ -373,7 +526,20 @@ impl Planner<'_, '_> {
                 return self.query(inner)
             }
             SetExpr::SetOperation { .. } => {
-                return Err(SqlError::unsupported("UNION, INTERSECT and EXCEPT"))
+                if query.order_by.is_some() || query.limit_clause.is_some() {
+                    return Err(SqlError::unsupported(
+                        "ORDER BY and LIMIT on UNION, INTERSECT and EXCEPT",
+                    ));
+                }
+                let mut operations = Vec::new();
+                let node = self.set_node(query.body.as_ref(), &mut operations)?;
+                let columns = node.columns()?;
+                return Ok(Execution {
+                    operations,
+                    routing: Routing::Every,
+                    finish: Finish::SetOperation(SetPlan { node, columns }),
+                    created_table: None,
+                });
             }
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),

@@ -1114,7 +1114,7 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
         "SELECT * FROM people JOIN other ON people.id = other.id",
         "SELECT * FROM people, other",
         "SELECT * FROM people WHERE id IN (SELECT DISTINCT id FROM other)",
-        "SELECT id FROM people UNION SELECT id FROM other",
+        "SELECT id FROM people UNION SELECT id FROM other ORDER BY 1",
         "WITH x AS (SELECT 1) SELECT * FROM x",
         "SELECT DISTINCT city FROM people",
         "SELECT count(*) OVER () FROM people",
@@ -1617,5 +1617,99 @@ fn aggregates_inside_a_subquery_do_not_make_the_outer_query_grouped() {
             "a, (select count(*) from t where x = ')'), sum(b)"
         ),
         "a, (subquery), sum(b)"
+    );
+}
+
+#[test]
+fn union_intersect_and_except_combine_queries_of_one_table_each() {
+    let mut cluster = people(3);
+    cluster.tag("CREATE TABLE other (id INT PRIMARY KEY, age BIGINT)");
+    cluster.tag("INSERT INTO other VALUES (1, 25), (2, 25), (3, 50), (4, NULL)");
+    let ages = |cluster: &mut Cluster, sql: &str| -> Vec<Value> {
+        cluster
+            .rows(sql)
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect()
+    };
+    // people.age: 36, 25, NULL, 41, 25; other.age: 25, 25, 50, NULL (BIGINT: INT widens).
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people UNION SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25), big(36), big(41), big(50)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people UNION ALL SELECT age FROM other"
+        )
+        .len(),
+        9
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people INTERSECT SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people INTERSECT ALL SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25), big(25)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people EXCEPT SELECT age FROM other"
+        ),
+        vec![big(36), big(41)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people WHERE id < 3 EXCEPT ALL SELECT age FROM people WHERE id = 5"
+        ),
+        vec![int(36)]
+    );
+    // INTERSECT binds tighter than UNION.
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT 1 UNION SELECT age FROM people WHERE id = 1 INTERSECT SELECT 36"
+        ),
+        vec![int(1), int(36)]
+    );
+    match cluster
+        .run("SELECT name AS who FROM people WHERE id = 1 UNION SELECT 'zed'")
+        .unwrap()
+    {
+        StatementResult::Rows { columns, rows, .. } => {
+            assert_eq!(columns[0].name, "who");
+            assert_eq!(rows, vec![vec![text("ada")], vec![text("zed")]]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cluster
+            .error("SELECT age FROM people UNION SELECT name FROM people")
+            .code,
+        "42804"
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT age, id FROM people UNION SELECT age FROM other")
+            .code,
+        "42601"
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT age FROM people UNION SELECT age FROM other ORDER BY 1")
+            .code,
+        "0A000"
     );
 }
