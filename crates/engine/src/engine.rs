@@ -2,10 +2,12 @@
 
 use crate::error::EngineError;
 use crate::operation::{
-    bind_scan_operation, check_ddl_names, OnConflict, Operation, OperationResult, Output,
-    ScanOperation, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+    bind_computed_assignments, bind_scan_operation, check_ddl_names, ComputedAssignment,
+    OnConflict, Operation, OperationResult, Output, ScanOperation, BATCH_OPERATIONS_MAX,
+    INSERT_ROWS_MAX,
 };
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
+use crate::predicate::Predicate;
 use crate::query_index::{Candidacy, Filing, QueryIndex};
 use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::table::{Key, Table};
@@ -253,6 +255,23 @@ impl Engine {
                     "Insert on {table} ({} rows, joins a shared scan cycle)",
                     rows.len()
                 ),
+                Operation::UpdateComputed { table, .. } => {
+                    let table =
+                        self.tables
+                            .get(table)
+                            .ok_or_else(|| EngineError::UndefinedTable {
+                                table: table.clone(),
+                            })?;
+                    let predicate = operation
+                        .predicate()
+                        .map(|predicate| crate::predicate::bind(predicate, &table.schema))
+                        .transpose()?;
+                    let path = choose_access_path(table, predicate.as_ref());
+                    format!(
+                        "{}\n  computed SET: runs alone, computes every new row before writing",
+                        describe(table, &path, "residual")
+                    )
+                }
                 _ => unreachable!("selects, updates and deletes bind"),
             }),
         }
@@ -324,10 +343,12 @@ impl Engine {
             if *on_conflict == OnConflict::Error || rows.len() > INSERT_ROWS_MAX {
                 return None;
             }
-            let bound = self
-                .tables
-                .get(table)?
-                .bind_insert(columns, rows, on_conflict);
+            // Rows of a table with a hidden row id get their ids at execution: alone.
+            let table = self.tables.get(table)?;
+            if table.schema.row_id_column().is_some() {
+                return None;
+            }
+            let bound = table.bind_insert(columns, rows, on_conflict, None);
             return bound.ok().map(CycleOperation::Insert);
         }
         let (name, bound) = self.bind(operation)?.ok()?;
@@ -396,6 +417,11 @@ impl Engine {
                 }
                 self.table_mut(table)?.insert(columns, rows, on_conflict)
             }
+            Operation::UpdateComputed {
+                table,
+                assignments,
+                predicate,
+            } => self.update_computed(table, assignments, predicate.as_ref()),
             Operation::Select { .. }
             | Operation::Update { .. }
             | Operation::Delete { .. }
@@ -403,6 +429,25 @@ impl Engine {
                 unreachable!("scan operations are bound, not executed here")
             }
         }
+    }
+
+    /// UPDATE with computed SET clauses: the rows the access path offers, filtered by the
+    /// predicate, each given its new values computed from its old ones; atomic.
+    fn update_computed(
+        &mut self,
+        table: &str,
+        assignments: &[ComputedAssignment],
+        predicate: Option<&Predicate>,
+    ) -> OperationResult {
+        let table = self.table_mut(table)?;
+        let assignments = bind_computed_assignments(assignments, &table.schema)?;
+        let predicate = predicate
+            .map(|predicate| crate::predicate::bind(predicate, &table.schema))
+            .transpose()?;
+        let path = choose_access_path(table, predicate.as_ref());
+        let keys =
+            candidate_keys(table, &path).unwrap_or_else(|| table.rows.keys().cloned().collect());
+        table.update_computed(&assignments, predicate.as_ref(), &keys)
     }
 
     fn table_mut(&mut self, name: &str) -> Result<&mut Table, EngineError> {

@@ -1,7 +1,9 @@
 //! Behaviour of the engine through its public operations.
 
+use crate::expression::{Expression, Function, Operator};
 use crate::operation::{
-    Aggregate, AggregateFunction, Assignment, Group, OnConflict, Operation, Output, Partial,
+    Aggregate, AggregateFunction, Assignment, ComputedAssignment, Group, OnConflict, Operation,
+    Output, Partial,
 };
 use crate::predicate::{CompareOp, Predicate};
 use crate::schema::{ColumnDef, TableSchema};
@@ -474,6 +476,24 @@ fn state_machine_never_panics_on_random_or_mutated_bytes() {
                 high: Value::Int(4),
             }),
         },
+        Operation::UpdateComputed {
+            table: "t".into(),
+            assignments: vec![ComputedAssignment::new(
+                "y",
+                Expression::Case {
+                    operand: None,
+                    branches: vec![(
+                        binary(Operator::Compare(CompareOp::Less), column("x"), int(2)),
+                        binary(Operator::Divide, column("y"), column("x")),
+                    )],
+                    otherwise: Some(Box::new(Expression::Call(
+                        Function::Coalesce,
+                        vec![column("y"), int(0)],
+                    ))),
+                },
+            )],
+            predicate: None,
+        },
     ])
     .encode();
     let mut state = 0x2545_F491_4F6C_DD1Du64;
@@ -679,4 +699,337 @@ fn inserts_that_cannot_fail_ride_the_cycle_in_batch_order() {
     assert_eq!(*rows, expected);
     engine.check_invariants().unwrap();
     assert_eq!(engine.table("t").unwrap().rows.len(), 4);
+}
+
+fn column(name: &str) -> Expression {
+    Expression::Column(name.to_string())
+}
+
+fn int(value: i32) -> Expression {
+    Expression::Constant(Value::Int(value))
+}
+
+fn binary(operator: Operator, left: Expression, right: Expression) -> Expression {
+    Expression::Binary(operator, Box::new(left), Box::new(right))
+}
+
+fn update_computed(
+    assignments: Vec<(&str, Expression)>,
+    predicate: Option<Predicate>,
+) -> Operation {
+    Operation::UpdateComputed {
+        table: "t".into(),
+        assignments: assignments
+            .into_iter()
+            .map(|(column, expression)| ComputedAssignment::new(column, expression))
+            .collect(),
+        predicate,
+    }
+}
+
+fn all_rows(engine: &Engine) -> Vec<Vec<Value>> {
+    engine.table("t").unwrap().rows.values().cloned().collect()
+}
+
+#[test]
+fn computed_updates_read_the_old_row_and_keep_indexes_exact() {
+    let mut engine = engine();
+    // x = y, y = x: a swap, on the indexed column x; y + 10 * id for the others.
+    let swapped = engine
+        .execute(&update_computed(
+            vec![("x", column("y")), ("y", column("x"))],
+            Some(Predicate::compare(
+                "id",
+                CompareOp::LessOrEqual,
+                Value::Int(3),
+            )),
+        ))
+        .unwrap();
+    assert_eq!(swapped, Output::Updated { count: 3 });
+    let rows = all_rows(&engine);
+    for row in &rows {
+        let Value::Int(id) = row[0] else { panic!() };
+        let (x, y) = if id <= 3 {
+            (id % 2, id % 3)
+        } else {
+            (id % 3, id % 2)
+        };
+        assert_eq!(
+            (row[1].clone(), row[2].clone()),
+            (Value::Int(x), Value::Int(y))
+        );
+    }
+    engine.check_invariants().unwrap();
+    // Through the index path (x = 1) and with a text function.
+    let updated = engine
+        .execute(&update_computed(
+            vec![(
+                "name",
+                Expression::Call(
+                    Function::Upper,
+                    vec![binary(Operator::Concat, column("name"), column("x"))],
+                ),
+            )],
+            Some(Predicate::equal("x", Value::Int(1))),
+        ))
+        .unwrap();
+    let expected: Vec<Value> = rows
+        .iter()
+        .filter(|row| row[1] == Value::Int(1))
+        .map(|row| {
+            let Value::Text(name) = &row[3] else { panic!() };
+            text(&format!("{}1", name.to_uppercase()))
+        })
+        .collect();
+    assert_eq!(
+        Output::Updated {
+            count: expected.len() as u64
+        },
+        updated
+    );
+    let names: Vec<Value> = all_rows(&engine)
+        .into_iter()
+        .filter(|row| row[1] == Value::Int(1))
+        .map(|row| row[3].clone())
+        .collect();
+    assert_eq!(names, expected);
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn a_computed_update_that_fails_on_any_row_changes_nothing() {
+    let mut engine = engine();
+    let before = all_rows(&engine);
+    // x is 0 for id 3 and 6: rows 1 and 2 are computed first, then 3 fails.
+    let cases: Vec<(Operation, &str)> = vec![
+        (
+            update_computed(
+                vec![("y", binary(Operator::Divide, int(10), column("x")))],
+                None,
+            ),
+            "22012",
+        ),
+        (
+            update_computed(
+                vec![("y", binary(Operator::Multiply, column("id"), int(i32::MAX)))],
+                None,
+            ),
+            "22003",
+        ),
+        (
+            update_computed(
+                vec![(
+                    "name",
+                    binary(
+                        Operator::Concat,
+                        column("name"),
+                        Expression::Constant(text("-long-name")),
+                    ),
+                )],
+                None,
+            ),
+            "22001",
+        ),
+        (
+            update_computed(
+                vec![("y", binary(Operator::Add, column("name"), int(1)))],
+                None,
+            ),
+            "42883",
+        ),
+        (
+            update_computed(
+                vec![("id", binary(Operator::Add, column("id"), int(1)))],
+                None,
+            ),
+            "0A000",
+        ),
+        (update_computed(vec![("nope", int(1))], None), "42703"),
+        (
+            update_computed(vec![("y", int(1)), ("y", int(2))], None),
+            "42601",
+        ),
+        (
+            update_computed(
+                vec![("y", Expression::Call(Function::NullIf, vec![int(1)]))],
+                None,
+            ),
+            "42601",
+        ),
+    ];
+    for (operation, code) in cases {
+        let batch_error = engine.execute_batch(std::slice::from_ref(&operation));
+        assert_eq!(
+            batch_error[0].as_ref().unwrap_err().code(),
+            code,
+            "{operation:?}"
+        );
+        let sequential_error = engine.execute_sequentially(std::slice::from_ref(&operation));
+        assert_eq!(sequential_error, batch_error);
+        assert_eq!(all_rows(&engine), before, "{operation:?}");
+        engine.check_invariants().unwrap();
+    }
+    // After all that, a statement that succeeds: NULL where x = 2 (a nullable column).
+    let operation = update_computed(
+        vec![(
+            "x",
+            Expression::Call(Function::NullIf, vec![column("x"), int(2)]),
+        )],
+        None,
+    );
+    assert_eq!(engine.execute(&operation), Ok(Output::Updated { count: 6 }));
+    let xs: Vec<Value> = all_rows(&engine)
+        .into_iter()
+        .map(|row| row[1].clone())
+        .collect();
+    let (one, zero) = (Value::Int(1), Value::Int(0));
+    assert_eq!(
+        xs,
+        vec![
+            one.clone(),
+            Value::Null,
+            zero.clone(),
+            one,
+            Value::Null,
+            zero
+        ]
+    );
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn expressions_survive_the_wire_and_malformed_ones_are_refused() {
+    let operation = update_computed(
+        vec![(
+            "y",
+            Expression::Case {
+                operand: Some(Box::new(column("x"))),
+                branches: vec![
+                    (int(1), int(10)),
+                    (int(2), Expression::Negate(Box::new(column("y")))),
+                ],
+                otherwise: None,
+            },
+        )],
+        None,
+    );
+    let command = Command::Execute(operation.clone());
+    assert_eq!(Command::decode(&command.encode()), Ok(command));
+    let mut deep = column("y");
+    for _ in 0..crate::expression::EXPRESSION_DEPTH_MAX {
+        deep = Expression::Negate(Box::new(deep));
+    }
+    let too_deep = Command::Execute(update_computed(vec![("y", deep)], None));
+    assert_eq!(
+        Command::decode(&too_deep.encode()),
+        Err(EngineError::Malformed)
+    );
+    let mut engine = engine();
+    let swapped = engine.execute(&operation).unwrap();
+    assert_eq!(swapped, Output::Updated { count: 6 });
+    let ys: Vec<Value> = all_rows(&engine)
+        .into_iter()
+        .map(|row| row[2].clone())
+        .collect();
+    // x = id % 3: 1 → 10, 2 → -(id % 2), 0 → NULL.
+    assert_eq!(
+        ys,
+        vec![
+            Value::Int(10),
+            Value::Int(0),
+            Value::Null,
+            Value::Int(10),
+            Value::Int(-1),
+            Value::Null
+        ]
+    );
+}
+
+#[test]
+fn hidden_row_ids_are_assigned_in_order_never_reused_and_kept_by_snapshots() {
+    use crate::schema::ROW_ID_COLUMN;
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "h",
+        vec![
+            ColumnDef::new("a", DataType::Int),
+            ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt).not_null(),
+        ],
+        &[ROW_ID_COLUMN],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let insert = |values: &[i32]| Operation::Insert {
+        table: "h".into(),
+        columns: Vec::new(),
+        rows: values
+            .iter()
+            .map(|value| vec![Value::Int(*value)])
+            .collect(),
+        on_conflict: OnConflict::Error,
+    };
+    engine.execute(&insert(&[7, 7, 8])).unwrap();
+    let ids = |engine: &Engine| -> Vec<Vec<Value>> {
+        engine.table("h").unwrap().rows.values().cloned().collect()
+    };
+    let row = |a: i32, id: i64| vec![Value::Int(a), Value::BigInt(id)];
+    assert_eq!(ids(&engine), vec![row(7, 1), row(7, 2), row(8, 3)]);
+    // Delete the newest row: its id is not given again, here or after a snapshot.
+    engine
+        .execute(&Operation::Delete {
+            table: "h".into(),
+            predicate: Some(Predicate::equal("a", Value::Int(8))),
+        })
+        .unwrap();
+    let mut restored = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
+    assert_eq!(restored, engine);
+    for engine in [&mut engine, &mut restored] {
+        engine.execute(&insert(&[9])).unwrap();
+        engine.check_invariants().unwrap();
+    }
+    assert_eq!(ids(&engine), vec![row(7, 1), row(7, 2), row(9, 4)]);
+    assert_eq!(restored, engine);
+    // The id is the engine's to give; ON CONFLICT inserts take ids at execution as well.
+    let named = Operation::Insert {
+        table: "h".into(),
+        columns: vec!["a".into(), ROW_ID_COLUMN.into()],
+        rows: vec![vec![Value::Int(1), Value::BigInt(99)]],
+        on_conflict: OnConflict::Error,
+    };
+    assert_eq!(engine.execute(&named).unwrap_err().code(), "428C9");
+    let batch = vec![
+        Operation::Insert {
+            table: "h".into(),
+            columns: vec!["a".into()],
+            rows: vec![vec![Value::Int(5)]],
+            on_conflict: OnConflict::DoNothing,
+        },
+        select_all("h"),
+    ];
+    let mut sequential = engine.clone();
+    assert_eq!(
+        engine.execute_batch(&batch),
+        sequential.execute_sequentially(&batch)
+    );
+    assert_eq!(engine, sequential);
+    assert_eq!(ids(&engine).last(), Some(&row(5, 5)));
+    // A user column cannot take the reserved name unless it is the hidden key.
+    let clash = TableSchema::new(
+        "c",
+        vec![
+            ColumnDef::new("id", DataType::Int),
+            ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt),
+        ],
+        &["id"],
+    );
+    assert_eq!(clash.unwrap_err().code(), "42P10");
+}
+
+fn select_all(table: &str) -> Operation {
+    Operation::Select {
+        table: table.into(),
+        columns: Vec::new(),
+        predicate: None,
+        limit: None,
+    }
 }

@@ -48,6 +48,38 @@ pub enum EngineError {
     /// A `Command::Guarded` planned against another catalog than the one it met: the gateway
     /// re-plans and retries; a client sees it only if that keeps failing.
     StaleCatalog,
+    /// Slot 18. An expression the engine evaluates failed (or cannot be typed): the condition
+    /// gives the SQLSTATE, the message is PostgreSQL's.
+    Evaluation {
+        condition: Condition,
+        message: String,
+    },
+    /// Slot 19. 428C9: a value given for a column the engine assigns (the hidden row id).
+    GeneratedAlways { column: String },
+}
+
+/// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Condition {
+    /// Slot 0. 42883: no operator or function for these types (`text + integer`).
+    UndefinedFunction,
+    /// Slot 1. 22012.
+    DivisionByZero,
+    /// Slot 2. 22003: a result outside its type's range.
+    NumericValueOutOfRange,
+    /// Slot 3. 42804: a value of a type the operation cannot take.
+    DatatypeMismatch,
+}
+
+impl Condition {
+    pub fn code(self) -> &'static str {
+        match self {
+            Condition::UndefinedFunction => "42883",
+            Condition::DivisionByZero => "22012",
+            Condition::NumericValueOutOfRange => "22003",
+            Condition::DatatypeMismatch => "42804",
+        }
+    }
 }
 
 impl EngineError {
@@ -72,6 +104,8 @@ impl EngineError {
             EngineError::SyntaxError { .. } => "42601",
             EngineError::UndefinedObject { .. } => "42704",
             EngineError::StaleCatalog => "40001",
+            EngineError::Evaluation { condition, .. } => condition.code(),
+            EngineError::GeneratedAlways { .. } => "428C9",
         }
     }
 }
@@ -135,6 +169,11 @@ impl fmt::Display for EngineError {
             EngineError::StaleCatalog => write!(
                 formatter,
                 "the tables changed while the statement was planned; it did not run (retry it)"
+            ),
+            EngineError::Evaluation { message, .. } => formatter.write_str(message),
+            EngineError::GeneratedAlways { column } => write!(
+                formatter,
+                "cannot insert a non-DEFAULT value into column \"{column}\""
             ),
         }
     }

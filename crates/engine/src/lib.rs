@@ -14,6 +14,7 @@
 //! | `schema` | `ColumnDef`, `TableSchema`, NOT NULL / VARCHAR checks |
 //! | `error` | `EngineError`, one SQLSTATE code per variant |
 //! | `predicate` | `Predicate` (by name, postfix on the wire), `BoundPredicate` (by position), `Truth`, LIKE |
+//! | `expression` | `Expression` for computed SET clauses (postfix on the wire), and the value semantics (arithmetic, comparison, casts, functions) the SQL gateway shares |
 //! | `operation` | `Operation`, `Output`, binding to `ScanOperation` |
 //! | `table` | `Table`, `SecondaryIndex`, inserts, the row-level step all executors share |
 //! | `query_index` | the per-cycle index over predicates: equality hash, interval regions, residual list |
@@ -111,6 +112,7 @@ pub mod engine;
 #[cfg(test)]
 mod engine_tests;
 pub mod error;
+pub mod expression;
 pub mod operation;
 pub mod planner;
 pub mod predicate;
@@ -124,10 +126,11 @@ pub mod table;
 pub mod value;
 
 pub use engine::Engine;
-pub use error::EngineError;
+pub use error::{Condition, EngineError};
+pub use expression::Expression;
 pub use operation::{
-    Aggregate, AggregateFunction, Assignment, Group, OnConflict, Operation, OperationResult,
-    Output, Partial, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+    Aggregate, AggregateFunction, Assignment, ComputedAssignment, Group, OnConflict, Operation,
+    OperationResult, Output, Partial, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 pub use predicate::{CompareOp, Predicate};
 pub use schema::{ColumnDef, TableSchema};

@@ -1,6 +1,7 @@
 //! Operations a partition executes, their results, and their binding to a table.
 
 use crate::error::EngineError;
+use crate::expression::{Expression, EXPRESSION_NODES_MAX};
 use crate::predicate::{bind, BoundPredicate, Predicate};
 use crate::schema::{check_name, TableSchema};
 use crate::value::Value;
@@ -23,6 +24,23 @@ impl Assignment {
         Assignment {
             column: column.to_string(),
             value,
+        }
+    }
+}
+
+/// `SET column = expression`: the expression is evaluated on each row's values before the
+/// statement changed it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComputedAssignment {
+    pub column: String,
+    pub expression: Expression,
+}
+
+impl ComputedAssignment {
+    pub fn new(column: &str, expression: Expression) -> ComputedAssignment {
+        ComputedAssignment {
+            column: column.to_string(),
+            expression,
         }
     }
 }
@@ -84,6 +102,15 @@ pub enum Operation {
         table: String,
         group_by: Vec<String>,
         aggregates: Vec<Aggregate>,
+        predicate: Option<Predicate>,
+    },
+    /// Slot 8. UPDATE table SET column = expression, … WHERE predicate, the expressions over
+    /// the row's values before the statement (so `SET a = b, b = a` swaps them, as in
+    /// PostgreSQL). Runs alone at its batch position and is atomic: every new row is computed
+    /// and checked before the first is written, so an error on any row changes nothing.
+    UpdateComputed {
+        table: String,
+        assignments: Vec<ComputedAssignment>,
         predicate: Option<Predicate>,
     },
 }
@@ -278,7 +305,8 @@ impl Operation {
             | Operation::Select { table, .. }
             | Operation::Update { table, .. }
             | Operation::Delete { table, .. }
-            | Operation::Aggregate { table, .. } => table,
+            | Operation::Aggregate { table, .. }
+            | Operation::UpdateComputed { table, .. } => table,
         }
     }
 
@@ -288,7 +316,8 @@ impl Operation {
             Operation::Select { predicate, .. }
             | Operation::Update { predicate, .. }
             | Operation::Delete { predicate, .. }
-            | Operation::Aggregate { predicate, .. } => predicate.as_ref(),
+            | Operation::Aggregate { predicate, .. }
+            | Operation::UpdateComputed { predicate, .. } => predicate.as_ref(),
             _ => None,
         }
     }
@@ -462,6 +491,41 @@ pub fn bind_assignments(
             });
         }
         bound.push((position, schema.check_value(position, &assignment.value)?));
+    }
+    Ok(bound)
+}
+
+/// Checks computed SET clauses as `bind_assignments` checks constant ones (known columns, each
+/// once, no primary key column) and binds their expressions; at most `EXPRESSION_NODES_MAX`
+/// nodes in all.
+pub fn bind_computed_assignments(
+    assignments: &[ComputedAssignment],
+    schema: &TableSchema,
+) -> Result<Vec<(usize, Expression<usize>)>, EngineError> {
+    let nodes: usize = assignments
+        .iter()
+        .map(|assignment| assignment.expression.node_count())
+        .sum();
+    if nodes > EXPRESSION_NODES_MAX {
+        return Err(EngineError::ProgramLimitExceeded {
+            limit: format!("at most {EXPRESSION_NODES_MAX} expression nodes in one UPDATE"),
+        });
+    }
+    let mut bound: Vec<(usize, Expression<usize>)> = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let position = schema.column_position(&assignment.column)?;
+        if schema.is_primary_key_column(position) {
+            return Err(EngineError::FeatureNotSupported {
+                feature: format!("updating primary key column \"{}\"", assignment.column),
+            });
+        }
+        if bound.iter().any(|(other, _)| *other == position) {
+            return Err(EngineError::SyntaxError {
+                reason: format!("multiple assignments to column \"{}\"", assignment.column),
+            });
+        }
+        assignment.expression.check_arity()?;
+        bound.push((position, assignment.expression.bind(schema)?));
     }
     Ok(bound)
 }

@@ -45,6 +45,12 @@ pub struct TableSchema {
     pub options: Vec<(String, String)>,
 }
 
+/// The hidden primary key of a table declared without one: a BIGINT the engine assigns on
+/// insert from the table's counter (`Table::row_id_next`), in statement order. The name is
+/// reserved: a user column cannot take it. The front end leaves it out of `SELECT *`, of
+/// INSERT without a column list and of the catalog.
+pub const ROW_ID_COLUMN: &str = "tessera_row_id";
+
 /// Most options a table keeps, and most bytes in one option's key or value.
 pub const TABLE_OPTIONS_MAX: usize = 16;
 pub const TABLE_OPTION_BYTES_MAX: usize = 256;
@@ -109,6 +115,16 @@ impl TableSchema {
         if self.primary_key.is_empty() {
             return invalid("a table needs a primary key".into());
         }
+        let named_row_id = self
+            .columns
+            .iter()
+            .any(|column| column.name == ROW_ID_COLUMN);
+        if named_row_id && self.row_id_column().is_none() {
+            return invalid(format!(
+                "column name \"{ROW_ID_COLUMN}\" is reserved for the hidden row id (the only \
+                 primary key column, BIGINT)"
+            ));
+        }
         for (at, position) in self.primary_key.iter().enumerate() {
             if *position >= self.columns.len() || self.primary_key[..at].contains(position) {
                 return invalid("primary key columns must be distinct columns".into());
@@ -125,6 +141,20 @@ impl TableSchema {
             .ok_or_else(|| EngineError::UndefinedColumn {
                 column: column.to_string(),
             })
+    }
+
+    /// The position of the hidden row id, if the table has one (`ROW_ID_COLUMN`, BIGINT, the
+    /// whole primary key).
+    pub fn row_id_column(&self) -> Option<usize> {
+        match self.primary_key.as_slice() {
+            [position]
+                if self.columns[*position].name == ROW_ID_COLUMN
+                    && self.columns[*position].data_type == DataType::BigInt =>
+            {
+                Some(*position)
+            }
+            _ => None,
+        }
     }
 
     pub fn is_primary_key_column(&self, position: usize) -> bool {

@@ -91,10 +91,12 @@ struct TableSnapshot {
     indexes: Vec<(String, String)>,
     /// In primary key order.
     rows: Vec<Row>,
+    /// `Table::row_id_next`.
+    row_id_next: i64,
 }
 
-/// 2: schemas carry their table options.
-const SNAPSHOT_VERSION: u32 = 2;
+/// 2: schemas carry their table options. 3: tables carry their next hidden row id.
+const SNAPSHOT_VERSION: u32 = 3;
 
 impl Engine {
     /// Executes a command (reads included).
@@ -145,6 +147,7 @@ impl Engine {
                     })
                     .collect(),
                 rows: table.rows.values().cloned().collect(),
+                row_id_next: table.row_id_next,
             })
             .collect();
         let snapshot = Snapshot {
@@ -173,6 +176,7 @@ impl Engine {
             created.map_err(|error| format!("table {name}: {error}"))?;
             let mut rebuilt: BTreeMap<String, Table> = BTreeMap::new();
             let mut loaded = engine.table(&name).expect("just created").clone();
+            loaded.row_id_next = table.row_id_next;
             for row in table.rows {
                 loaded
                     .schema
@@ -245,6 +249,7 @@ mod tests {
             .unwrap(),
             indexes,
             rows,
+            row_id_next: 1,
         }
     }
 

@@ -2,9 +2,11 @@
 //! executor (shared scan, index lookup, sequential reference) shares.
 
 use crate::error::EngineError;
+use crate::expression::{assign, Expression};
 use crate::operation::{
     bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
 };
+use crate::predicate::BoundPredicate;
 use crate::schema::TableSchema;
 use crate::value::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +32,10 @@ pub struct Table {
     pub rows: BTreeMap<Key, Row>,
     /// By index name.
     pub indexes: BTreeMap<String, SecondaryIndex>,
+    /// The next hidden row id (tables without a declared primary key): replicated state, in
+    /// snapshots, never decreasing, so an id is never reused even after its row is deleted.
+    /// Invariant: greater than every stored row id.
+    pub row_id_next: i64,
 }
 
 /// The change a step made to one row.
@@ -211,6 +217,7 @@ impl Table {
             schema,
             rows: BTreeMap::new(),
             indexes: BTreeMap::new(),
+            row_id_next: 1,
         }
     }
 
@@ -265,13 +272,35 @@ impl Table {
     /// Checks an INSERT against the schema without looking at the rows: column list, arity,
     /// types, NOT NULL, lengths, the SET clause, and (for DO UPDATE) that no key repeats within
     /// the statement (21000). What remains depends on the stored rows: conflicts.
+    ///
+    /// A table with a hidden row id gives its rows the ids `row_id_first`, `row_id_first + 1`,
+    /// … in statement order (`None`: such inserts cannot be bound here, 0A000); no column list
+    /// means every column but the row id, and naming the row id is refused (428C9).
     pub fn bind_insert(
         &self,
         columns: &[String],
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
+        row_id_first: Option<i64>,
     ) -> Result<BoundInsert, EngineError> {
-        let positions = crate::operation::project(columns, &self.schema)?;
+        let row_id = self.schema.row_id_column();
+        let mut positions = crate::operation::project(columns, &self.schema)?;
+        if let Some(row_id) = row_id {
+            if columns.is_empty() {
+                positions.retain(|position| *position != row_id);
+            } else if positions.contains(&row_id) {
+                return Err(EngineError::GeneratedAlways {
+                    column: self.schema.columns[row_id].name.clone(),
+                });
+            }
+            if row_id_first.is_none() {
+                return Err(EngineError::FeatureNotSupported {
+                    feature:
+                        "binding an insert into a table with a hidden row id ahead of its execution"
+                            .into(),
+                });
+            }
+        }
         for (at, position) in positions.iter().enumerate() {
             if positions[..at].contains(position) {
                 return Err(EngineError::SyntaxError {
@@ -290,8 +319,17 @@ impl Table {
             }
         };
         let mut bound = Vec::with_capacity(rows.len());
-        for values in rows {
-            let row = self.complete_row(&positions, values)?;
+        for (at, values) in rows.iter().enumerate() {
+            let mut row = self.complete_row(&positions, values, row_id)?;
+            if let (Some(position), Some(first)) = (row_id, row_id_first) {
+                let id = i64::try_from(at)
+                    .ok()
+                    .and_then(|at| first.checked_add(at))
+                    .ok_or_else(|| EngineError::ProgramLimitExceeded {
+                        limit: "hidden row ids exhausted".into(),
+                    })?;
+                row[position] = Value::BigInt(id);
+            }
             bound.push((self.schema.key_of(&row), row));
         }
         if matches!(on_conflict, Conflict::DoUpdate(_)) {
@@ -314,7 +352,8 @@ impl Table {
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
     ) -> OperationResult {
-        let bound = self.bind_insert(columns, rows, on_conflict)?;
+        let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
+        let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
         // The statement's effect per key, starting from the stored row.
         let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;
@@ -332,6 +371,10 @@ impl Table {
                 count += 1;
             }
         }
+        if let Some(first) = row_id_first {
+            let count = i64::try_from(bound.rows.len()).expect("rows per insert are bounded");
+            self.row_id_next = first.checked_add(count).expect("checked while binding");
+        }
         for (key, row) in planned {
             let row = row.expect("inserts never remove a row");
             if self.rows.get(key) == Some(&row) {
@@ -343,8 +386,14 @@ impl Table {
         Ok(Output::Inserted { count })
     }
 
-    /// A full row from the given columns' values (others NULL), checked against the schema.
-    fn complete_row(&self, positions: &[usize], values: &[Value]) -> Result<Row, EngineError> {
+    /// A full row from the given columns' values (others NULL), checked against the schema;
+    /// the hidden row id (`row_id`), filled in by the caller, is not checked here.
+    fn complete_row(
+        &self,
+        positions: &[usize],
+        values: &[Value],
+        row_id: Option<usize>,
+    ) -> Result<Row, EngineError> {
         if values.len() != positions.len() {
             return Err(EngineError::SyntaxError {
                 reason: format!(
@@ -359,7 +408,9 @@ impl Table {
             row[*position] = value.clone();
         }
         for (position, value) in row.iter_mut().enumerate() {
-            *value = self.schema.check_value(position, value)?;
+            if Some(position) != row_id {
+                *value = self.schema.check_value(position, value)?;
+            }
         }
         Ok(row)
     }
@@ -395,6 +446,45 @@ impl Table {
         state.finish(operation, &self.schema)
     }
 
+    /// UPDATE with computed SET clauses on the given rows (keys in primary key order) that
+    /// satisfy the predicate. Every new row is computed from the row's old values, cast to its
+    /// column's type and checked (NOT NULL, length) before the first is written, so an error
+    /// on any row (22012, 22003, 23502, …) leaves the table unchanged.
+    pub fn update_computed(
+        &mut self,
+        assignments: &[(usize, Expression<usize>)],
+        predicate: Option<&BoundPredicate>,
+        keys: &[Key],
+    ) -> OperationResult {
+        let mut changes: Vec<(&Key, Row)> = Vec::new();
+        for key in keys {
+            let Some(row) = self.rows.get(key) else {
+                continue;
+            };
+            if !predicate.is_none_or(|predicate| predicate.matches(row)) {
+                continue;
+            }
+            let mut changed = row.clone();
+            for (position, expression) in assignments {
+                assert!(!self.schema.is_primary_key_column(*position));
+                let column = &self.schema.columns[*position];
+                let value = assign(&expression.evaluate(row)?, column.data_type, &column.name)?;
+                changed[*position] = self.schema.check_value(*position, &value)?;
+            }
+            changes.push((key, changed));
+        }
+        let count = changes.len() as u64;
+        for (key, changed) in changes {
+            if self.rows.get(key) == Some(&changed) {
+                continue;
+            }
+            let before = self.rows.insert(key.clone(), changed);
+            assert!(before.is_some(), "updates only change stored rows");
+            Table::reindex(&mut self.indexes, key, before.as_ref(), self.rows.get(key));
+        }
+        Ok(Output::Updated { count })
+    }
+
     /// Executes a select on the given rows without changing anything.
     pub fn select_on_keys<'a>(
         &self,
@@ -422,6 +512,11 @@ impl Table {
                 .map_err(|error| error.to_string())?;
             if self.schema.key_of(row) != *key {
                 return Err("a row is stored under another key".into());
+            }
+            if let Some(position) = self.schema.row_id_column() {
+                if row[position] >= Value::BigInt(self.row_id_next) {
+                    return Err("a row id is not below the table's next row id".into());
+                }
             }
         }
         for index in self.indexes.values() {

@@ -251,6 +251,56 @@ async fn extended_protocol_discards_until_sync_after_an_error() {
     assert_eq!(tags(&read_until(&mut stream, b'Z').await), "TDCZ");
 }
 
+/// Execute with a row limit suspends the portal; later Executes before Sync fetch the rest,
+/// as in PostgreSQL's implicit transaction. Sync ends the portal (no BEGIN keeps it open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_fetch_in_chunks_until_sync() {
+    let address = start(PgLimits::default()).await;
+    let mut stream = connected(address).await;
+    let values: Vec<String> = (1..=7).map(|n| format!("({n})")).collect();
+    stream
+        .write_all(&query(&format!(
+            "CREATE TABLE numbers (n INT PRIMARY KEY); INSERT INTO numbers VALUES {}",
+            values.join(", ")
+        )))
+        .await
+        .expect("create");
+    assert_eq!(tags(&read_until(&mut stream, b'Z').await), "CCZ");
+    let execute_two = frame(b'E', b"\0\0\0\0\x02");
+    let mut batch = Vec::new();
+    batch.extend(frame(
+        b'P',
+        b"\0SELECT n FROM numbers WHERE n >= 2 ORDER BY n\0\0\0",
+    ));
+    batch.extend(frame(b'B', b"\0\0\0\0\0\0\0\0"));
+    for _ in 0..4 {
+        batch.extend(&execute_two);
+    }
+    batch.extend(frame(b'S', b""));
+    stream.write_all(&batch).await.expect("batch");
+    let messages = read_until(&mut stream, b'Z').await;
+    assert_eq!(tags(&messages), "12DDsDDsDDCCZ");
+    let numbers: Vec<&[u8]> = messages
+        .iter()
+        .filter(|(tag, _)| *tag == b'D')
+        .map(|(_, body)| &body[6..])
+        .collect();
+    assert_eq!(numbers, vec![&b"2"[..], b"3", b"4", b"5", b"6", b"7"]);
+    let completions: Vec<&[u8]> = messages
+        .iter()
+        .filter(|(tag, _)| *tag == b'C')
+        .map(|(_, body)| body.as_slice())
+        .collect();
+    assert_eq!(completions, vec![&b"SELECT 2\0"[..], b"SELECT 0\0"]);
+    // After Sync the portal is gone.
+    let mut batch = execute_two.clone();
+    batch.extend(frame(b'S', b""));
+    stream.write_all(&batch).await.expect("batch");
+    let messages = read_until(&mut stream, b'Z').await;
+    assert_eq!(tags(&messages), "EZ");
+    assert_eq!(error_code(&messages).as_deref(), Some("34000"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_limits_and_copy_fail_leave_the_session_usable() {
     let limits = PgLimits {

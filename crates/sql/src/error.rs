@@ -32,6 +32,8 @@ pub mod sqlstate {
     pub const INVALID_DEFINITION: &str = "42P10";
     pub const INVALID_TABLE_DEFINITION: &str = "42P16";
     pub const CARDINALITY_VIOLATION: &str = "21000";
+    /// COMMIT, ROLLBACK (warnings) and SAVEPOINT (errors) with no transaction block open.
+    pub const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
     pub const INTERNAL_ERROR: &str = "XX000";
 }
 

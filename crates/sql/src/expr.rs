@@ -117,6 +117,25 @@ pub enum Function {
     Constant,
 }
 
+impl Function {
+    /// The engine's function of the same meaning (`engine::expression`), if the engine has it.
+    pub fn engine_function(self) -> Option<engine::expression::Function> {
+        use engine::expression::Function as Shared;
+        Some(match self {
+            Function::Lower => Shared::Lower,
+            Function::Upper => Shared::Upper,
+            Function::Length => Shared::Length,
+            Function::Abs => Shared::Abs,
+            Function::Coalesce => Shared::Coalesce,
+            Function::NullIf => Shared::NullIf,
+            Function::FormatType
+            | Function::Record
+            | Function::RecordField(_)
+            | Function::Constant => return None,
+        })
+    }
+}
+
 /// A compiled expression over one row (positions in a `Scope`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Scalar {
@@ -168,10 +187,63 @@ pub struct Subquery {
     pub kind: SubqueryKind,
     /// At most this many matching rows are considered (LIMIT).
     pub limit: Option<u64>,
+    /// A user table whose rows the statement reads at execution (`rows` is empty until the
+    /// gateway fills it from the engine operation at this index of the execution).
+    pub table: Option<(String, usize)>,
+    /// Aggregates over the matching rows (with their argument types): the projection is then
+    /// over the row of their results, and a scalar subquery answers exactly one row.
+    pub aggregates: Vec<(AggregateCall, Option<DataType>)>,
 }
 
 impl Subquery {
+    /// An ungrouped aggregate subquery: the aggregates over the matching rows, then the
+    /// projection over their results.
+    fn evaluate_aggregates(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        let mut partials = self
+            .aggregates
+            .iter()
+            .map(|(call, data_type)| crate::merge::initial_partial(call.function, *data_type))
+            .collect::<Result<Vec<_>, _>>()?;
+        for inner in &self.rows {
+            let mut row = inner.clone();
+            row.extend_from_slice(outer);
+            if let Some(filter) = &self.filter {
+                if !filter.qualifies(&row)? {
+                    continue;
+                }
+            }
+            for ((call, data_type), partial) in self.aggregates.iter().zip(partials.iter_mut()) {
+                match &call.argument {
+                    None => partial.add(&Value::Null),
+                    Some(argument) => {
+                        let value = argument.evaluate(&row)?;
+                        if !value.is_null() {
+                            let value = match data_type {
+                                Some(data_type) => cast_value(&value, *data_type)?,
+                                None => value,
+                            };
+                            partial.add(&value);
+                        }
+                    }
+                }
+            }
+        }
+        let results = partials
+            .iter()
+            .map(crate::merge::finish_partial)
+            .collect::<Result<Vec<_>, _>>()?;
+        match (&self.projection, &self.kind) {
+            (Some(projection), SubqueryKind::Scalar) => projection.evaluate(&results),
+            _ => Err(SqlError::unsupported(
+                "aggregates in EXISTS and IN subqueries",
+            )),
+        }
+    }
+
     fn evaluate(&self, outer: &[Value]) -> Result<Value, SqlError> {
+        if !self.aggregates.is_empty() {
+            return self.evaluate_aggregates(outer);
+        }
         let mut found: Option<Value> = None;
         let mut matches = 0u64;
         let mut unknown = false;
@@ -580,6 +652,9 @@ impl Compiler<'_, '_> {
         let (Some(catalog), Mode::Row) = (self.catalog, &self.mode) else {
             return Err(SqlError::unsupported("subqueries"));
         };
+        if let Some(subquery) = self.user_table_subquery(query, catalog, &kind)? {
+            return Ok(Scalar::Subquery(Box::new(subquery)));
+        }
         let catalog_query = self
             .scope
             .columns
@@ -592,6 +667,128 @@ impl Compiler<'_, '_> {
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// A scalar subquery over one user table (`(SELECT avg(c) FROM t1)`, correlated
+    /// `(SELECT count(*) FROM t1 AS x WHERE x.b < t1.b)`): the table's rows are read by the
+    /// same statement (the planner adds the engine operation) and the subquery is evaluated
+    /// at the gateway per outer row. `None` when the subquery is not of that form.
+    fn user_table_subquery(
+        &mut self,
+        query: &ast::Query,
+        catalog: &dyn crate::catalog::Catalog,
+        kind: &SubqueryKind,
+    ) -> Result<Option<Subquery>, SqlError> {
+        let ast::SetExpr::Select(select) = query.body.as_ref() else {
+            return Ok(None);
+        };
+        let [from] = select.from.as_slice() else {
+            return Ok(None);
+        };
+        let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+            return Ok(None);
+        };
+        if !from.joins.is_empty() || crate::pg_catalog::is_catalog_relation(&from.relation)? {
+            return Ok(None);
+        }
+        if query.order_by.is_some()
+            || query.with.is_some()
+            || query.limit_clause.is_some()
+            || select.distinct.is_some()
+            || select.having.is_some()
+            || !matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, _) if exprs.is_empty())
+        {
+            return Err(SqlError::unsupported(
+                "ORDER BY, LIMIT, WITH, DISTINCT, GROUP BY and HAVING in subqueries over user tables",
+            ));
+        }
+        let parts = object_name_parts(name)?;
+        let table = parts.last().cloned().unwrap_or_default();
+        let entry = catalog
+            .table(&table)
+            .ok_or_else(|| SqlError::undefined_table(&table))?;
+        let qualifier = alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.name))
+            .unwrap_or_else(|| table.clone());
+        let inner = crate::plan::table_scope(&entry.schema, &qualifier);
+        let outer_start = inner.columns.len();
+        let mut columns = inner.columns;
+        columns.extend(self.scope.columns.iter().cloned());
+        let scope = Scope {
+            columns,
+            outer_start: Some(outer_start),
+        };
+        let mut row_compiler = Compiler {
+            scope: &scope,
+            parameters: self.parameters,
+            mode: Mode::Row,
+            catalog: self.catalog,
+        };
+        let filter = select
+            .selection
+            .as_ref()
+            .map(|selection| row_compiler.compile(selection, Some(DataType::Boolean)))
+            .transpose()?;
+        let expr = match (kind, select.projection.as_slice()) {
+            (SubqueryKind::Exists, _) => None,
+            (
+                _,
+                [ast::SelectItem::UnnamedExpr(expr)]
+                | [ast::SelectItem::ExprWithAlias { expr, .. }],
+            ) => Some(expr),
+            _ => return Err(SqlError::syntax("subquery must return only one column")),
+        };
+        let grouped = crate::plan::uses_aggregates(select, query);
+        if grouped && !matches!(kind, SubqueryKind::Scalar) {
+            return Err(SqlError::unsupported(
+                "aggregates in EXISTS and IN subqueries",
+            ));
+        }
+        let mut calls = Vec::new();
+        let (projection, data_type) = match expr {
+            None => (None, None),
+            Some(expr) if grouped => {
+                let mut compiler = Compiler {
+                    scope: &scope,
+                    parameters: self.parameters,
+                    mode: Mode::Grouped {
+                        group_by: &[],
+                        aggregates: &mut calls,
+                    },
+                    catalog: self.catalog,
+                };
+                let projection = compiler.compile(expr, None)?;
+                let data_type = compiler.type_of(&projection);
+                (Some(projection), data_type)
+            }
+            Some(expr) => {
+                let projection = row_compiler.compile(expr, None)?;
+                let data_type = row_compiler.type_of(&projection);
+                (Some(projection), data_type)
+            }
+        };
+        let types = scope.types();
+        let aggregates = calls
+            .into_iter()
+            .map(|call| {
+                let data_type = call
+                    .argument
+                    .as_ref()
+                    .and_then(|argument| argument.data_type(&types));
+                (call, data_type)
+            })
+            .collect();
+        Ok(Some(Subquery {
+            rows: Vec::new(),
+            filter,
+            projection,
+            data_type,
+            kind: kind.clone(),
+            limit: None,
+            table: Some((entry.schema.name.clone(), usize::MAX)),
+            aggregates,
+        }))
     }
 
     fn column(&mut self, parts: &[String]) -> Result<Scalar, SqlError> {
@@ -1024,71 +1221,12 @@ fn catalog_function(name: &str, arity: usize) -> Option<Value> {
 }
 
 fn negate(value: &Value) -> Result<Value, SqlError> {
-    let overflow = || SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range");
-    Ok(match value {
-        Value::Null => Value::Null,
-        Value::Int(number) => Value::Int(number.checked_neg().ok_or_else(overflow)?),
-        Value::BigInt(number) => Value::BigInt(number.checked_neg().ok_or_else(overflow)?),
-        Value::Double(number) => Value::Double(-number),
-        other => {
-            return Err(SqlError::new(
-                sqlstate::UNDEFINED_FUNCTION,
-                format!("operator does not exist: - {}", other.type_name()),
-            ))
-        }
-    })
+    Ok(engine::expression::negate(value)?)
 }
 
-/// A value converted to a type as an explicit CAST does: numbers convert (doubles round to
-/// integers), anything converts to text through its text form, text parses.
+/// A value converted to a type as an explicit CAST does (`engine::expression::cast`).
 pub fn cast_value(value: &Value, target: DataType) -> Result<Value, SqlError> {
-    let out_of_range = || {
-        SqlError::new(
-            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
-            format!("{} out of range", target.name()),
-        )
-    };
-    Ok(match (value, target) {
-        (Value::Null, _) => Value::Null,
-        (_, DataType::Text { length_max }) => {
-            let text = crate::types::encode_text(value).unwrap_or_default();
-            match length_max {
-                Some(length) => Value::Text(text.chars().take(length as usize).collect()),
-                None => Value::Text(text),
-            }
-        }
-        (Value::Double(number), DataType::Int) => {
-            let rounded = number.round_ties_even();
-            if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&rounded) {
-                return Err(out_of_range());
-            }
-            Value::Int(rounded as i32)
-        }
-        (Value::Double(number), DataType::BigInt) => {
-            let rounded = number.round_ties_even();
-            if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&rounded) {
-                return Err(out_of_range());
-            }
-            Value::BigInt(rounded as i64)
-        }
-        (Value::Int(number), DataType::Boolean) => Value::Boolean(*number != 0),
-        (Value::Boolean(flag), DataType::Int) => Value::Int(i32::from(*flag)),
-        (Value::Timestamp(microseconds), DataType::Date) => {
-            let days = microseconds.div_euclid(86_400_000_000);
-            Value::Date(i32::try_from(days).map_err(|_| out_of_range())?)
-        }
-        _ => coerce(value, target, "(cast)").map_err(|error| match error {
-            engine::EngineError::DatatypeMismatch { .. } => SqlError::new(
-                sqlstate::DATATYPE_MISMATCH,
-                format!(
-                    "cannot cast type {} to {}",
-                    value.type_name(),
-                    target.name()
-                ),
-            ),
-            other => other.into(),
-        })?,
-    })
+    Ok(engine::expression::cast(value, target)?)
 }
 
 impl Scalar {
@@ -1147,20 +1285,10 @@ impl Scalar {
 
 /// The type of a value (`None` for NULL). Text literals are plain TEXT.
 pub fn value_type(value: &Value) -> Option<DataType> {
-    Some(match value {
-        Value::Null => return None,
-        Value::Boolean(_) => DataType::Boolean,
-        Value::Int(_) => DataType::Int,
-        Value::BigInt(_) => DataType::BigInt,
-        Value::Double(_) => DataType::Double,
-        Value::Text(_) => DataType::Text { length_max: None },
-        Value::Bytea(_) => DataType::Bytea,
-        Value::Date(_) => DataType::Date,
-        Value::Timestamp(_) => DataType::Timestamp,
-    })
+    engine::expression::value_type(value)
 }
 
-fn numeric_result(left: DataType, right: DataType) -> DataType {
+pub(crate) fn numeric_result(left: DataType, right: DataType) -> DataType {
     match (left, right) {
         (DataType::Double, _) | (_, DataType::Double) => DataType::Double,
         (DataType::BigInt, _) | (_, DataType::BigInt) => DataType::BigInt,
@@ -1169,78 +1297,17 @@ fn numeric_result(left: DataType, right: DataType) -> DataType {
     }
 }
 
-/// SQL comparison across types: numbers compare numerically, a date with a timestamp as
-/// timestamps, text with another type by reading the text as that type (an untyped literal).
-/// `None` when either side is NULL.
+/// SQL comparison across types (`engine::expression::compare`); `None` when either side is
+/// NULL.
 pub fn compare_values(left: &Value, right: &Value) -> Result<Option<Ordering>, SqlError> {
-    if left.is_null() || right.is_null() {
-        return Ok(None);
-    }
-    let integer = |value: &Value| match value {
-        Value::Int(number) => Some(i64::from(*number)),
-        Value::BigInt(number) => Some(*number),
-        _ => None,
-    };
-    let double = |value: &Value| match value {
-        Value::Double(number) => Some(*number),
-        other => integer(other).map(|number| number as f64),
-    };
-    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
-        return Ok(Some(a.cmp(&b)));
-    }
-    if let (Some(a), Some(b)) = (double(left), double(right)) {
-        return Ok(Some(Value::Double(a).cmp(&Value::Double(b))));
-    }
-    let same_kind = std::mem::discriminant(left) == std::mem::discriminant(right);
-    if same_kind {
-        return Ok(Some(left.cmp(right)));
-    }
-    match (left, right) {
-        (Value::Date(_), Value::Timestamp(_)) => {
-            compare_values(&coerce(left, DataType::Timestamp, "")?, right)
-        }
-        (Value::Timestamp(_), Value::Date(_)) => {
-            compare_values(left, &coerce(right, DataType::Timestamp, "")?)
-        }
-        (Value::Text(_), other) | (other, Value::Text(_)) => {
-            let data_type = value_type(other).expect("not null");
-            let left = coerce(left, data_type, "")?;
-            let right = coerce(right, data_type, "")?;
-            Ok(Some(left.cmp(&right)))
-        }
-        _ => Err(SqlError::new(
-            sqlstate::UNDEFINED_FUNCTION,
-            format!(
-                "operator does not exist: {} = {}",
-                left.type_name(),
-                right.type_name()
-            ),
-        )
-        .with_hint("add an explicit cast")),
-    }
+    Ok(engine::expression::compare(left, right)?)
 }
 
 fn truth(value: &Value) -> Result<Option<bool>, SqlError> {
-    match value {
-        Value::Null => Ok(None),
-        Value::Boolean(flag) => Ok(Some(*flag)),
-        Value::Text(text) => match engine::value::parse_text(text, DataType::Boolean)? {
-            Value::Boolean(flag) => Ok(Some(flag)),
-            _ => Ok(None),
-        },
-        other => Err(SqlError::new(
-            sqlstate::DATATYPE_MISMATCH,
-            format!(
-                "argument must be type boolean, not type {}",
-                other.type_name()
-            ),
-        )),
-    }
+    Ok(engine::expression::truth(value)?)
 }
 
-fn boolean(flag: Option<bool>) -> Value {
-    flag.map_or(Value::Null, Value::Boolean)
-}
+use engine::expression::{and, boolean};
 
 impl Scalar {
     /// Evaluates over one row.
@@ -1368,22 +1435,6 @@ fn pattern_too_long() -> SqlError {
     )
 }
 
-fn and(left: Option<bool>, right: Option<bool>) -> Option<bool> {
-    match (left, right) {
-        (Some(false), _) | (_, Some(false)) => Some(false),
-        (Some(true), Some(true)) => Some(true),
-        _ => None,
-    }
-}
-
-fn or(left: Option<bool>, right: Option<bool>) -> Option<bool> {
-    match (left, right) {
-        (Some(true), _) | (_, Some(true)) => Some(true),
-        (Some(false), Some(false)) => Some(false),
-        _ => None,
-    }
-}
-
 fn binary(
     operator: Operator,
     left: &Scalar,
@@ -1398,113 +1449,31 @@ fn binary(
         return Ok(Value::Boolean(true));
     }
     let right = right.evaluate(row)?;
-    Ok(match operator {
-        Operator::And => boolean(and(truth(&left)?, truth(&right)?)),
-        Operator::Or => boolean(or(truth(&left)?, truth(&right)?)),
-        Operator::Compare(op) => boolean(compare_values(&left, &right)?.map(|ordering| {
-            use engine::CompareOp as C;
-            match op {
-                C::Equal => ordering == Ordering::Equal,
-                C::NotEqual => ordering != Ordering::Equal,
-                C::Less => ordering == Ordering::Less,
-                C::LessOrEqual => ordering != Ordering::Greater,
-                C::Greater => ordering == Ordering::Greater,
-                C::GreaterOrEqual => ordering != Ordering::Less,
-            }
-        })),
-        Operator::Concat => {
-            if left.is_null() || right.is_null() {
-                Value::Null
-            } else {
-                let mut text = crate::types::encode_text(&left).unwrap_or_default();
-                text.push_str(&crate::types::encode_text(&right).unwrap_or_default());
-                Value::Text(text)
+    let engine_operator = match operator {
+        Operator::Add => engine::expression::Operator::Add,
+        Operator::Subtract => engine::expression::Operator::Subtract,
+        Operator::Multiply => engine::expression::Operator::Multiply,
+        Operator::Divide => engine::expression::Operator::Divide,
+        Operator::Modulo => engine::expression::Operator::Modulo,
+        Operator::Concat => engine::expression::Operator::Concat,
+        Operator::Compare(op) => engine::expression::Operator::Compare(op),
+        Operator::And => engine::expression::Operator::And,
+        Operator::Or => engine::expression::Operator::Or,
+        Operator::RegexMatch => {
+            return match (&left, &right) {
+                (Value::Text(_), Value::Text(pattern))
+                    if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
+                {
+                    Err(pattern_too_long())
+                }
+                (Value::Text(text), Value::Text(pattern)) => {
+                    Ok(Value::Boolean(crate::regex::matches(pattern, text)?))
+                }
+                _ => Ok(Value::Null),
             }
         }
-        Operator::RegexMatch => match (&left, &right) {
-            (Value::Text(_), Value::Text(pattern))
-                if pattern.len() > engine::predicate::LIKE_PATTERN_BYTES_MAX =>
-            {
-                return Err(pattern_too_long());
-            }
-            (Value::Text(text), Value::Text(pattern)) => {
-                Value::Boolean(crate::regex::matches(pattern, text)?)
-            }
-            _ => Value::Null,
-        },
-        arithmetic => arithmetic_value(arithmetic, &left, &right)?,
-    })
-}
-
-fn arithmetic_value(operator: Operator, left: &Value, right: &Value) -> Result<Value, SqlError> {
-    if left.is_null() || right.is_null() {
-        return Ok(Value::Null);
-    }
-    let symbol = match operator {
-        Operator::Add => "+",
-        Operator::Subtract => "-",
-        Operator::Multiply => "*",
-        Operator::Divide => "/",
-        _ => "%",
     };
-    let no_operator = || {
-        SqlError::new(
-            sqlstate::UNDEFINED_FUNCTION,
-            format!(
-                "operator does not exist: {} {symbol} {}",
-                left.type_name(),
-                right.type_name()
-            ),
-        )
-    };
-    let divide_by_zero = || SqlError::new(sqlstate::DIVISION_BY_ZERO, "division by zero");
-    let integer = |value: &Value| match value {
-        Value::Int(number) => Some(i64::from(*number)),
-        Value::BigInt(number) => Some(*number),
-        _ => None,
-    };
-    let both_int = matches!((left, right), (Value::Int(_), Value::Int(_)));
-    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
-        let result = match operator {
-            Operator::Add => a.checked_add(b),
-            Operator::Subtract => a.checked_sub(b),
-            Operator::Multiply => a.checked_mul(b),
-            Operator::Divide if b == 0 => return Err(divide_by_zero()),
-            Operator::Divide => a.checked_div(b),
-            _ if b == 0 => return Err(divide_by_zero()),
-            _ => a.checked_rem(b),
-        };
-        let overflow = |name: &str| {
-            SqlError::new(
-                sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
-                format!("{name} out of range"),
-            )
-        };
-        let result = result.ok_or_else(|| overflow("bigint"))?;
-        return if both_int {
-            i32::try_from(result)
-                .map(Value::Int)
-                .map_err(|_| overflow("integer"))
-        } else {
-            Ok(Value::BigInt(result))
-        };
-    }
-    let double = |value: &Value| match value {
-        Value::Double(number) => Some(*number),
-        other => integer(other).map(|number| number as f64),
-    };
-    let (Some(a), Some(b)) = (double(left), double(right)) else {
-        return Err(no_operator());
-    };
-    Ok(Value::Double(match operator {
-        Operator::Add => a + b,
-        Operator::Subtract => a - b,
-        Operator::Multiply => a * b,
-        Operator::Divide if b == 0.0 => return Err(divide_by_zero()),
-        Operator::Divide => a / b,
-        _ if b == 0.0 => return Err(divide_by_zero()),
-        _ => a % b,
-    }))
+    Ok(engine::expression::binary(engine_operator, &left, &right)?)
 }
 
 fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value, SqlError> {
@@ -1512,41 +1481,16 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         .iter()
         .map(|argument| argument.evaluate(row))
         .collect::<Result<Vec<_>, _>>()?;
-    let text_of = |value: &Value| crate::types::encode_text(value);
+    if let Some(shared) = function.engine_function() {
+        return Ok(engine::expression::call(shared, &values)?);
+    }
     Ok(match function {
-        Function::Lower => {
-            text_of(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_lowercase()))
-        }
-        Function::Upper => {
-            text_of(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_uppercase()))
-        }
-        Function::Length => match &values[0] {
-            Value::Null => Value::Null,
-            Value::Bytea(bytes) => Value::Int(i32::try_from(bytes.len()).unwrap_or(i32::MAX)),
-            other => Value::Int(
-                i32::try_from(text_of(other).unwrap_or_default().chars().count())
-                    .unwrap_or(i32::MAX),
-            ),
-        },
-        Function::Abs => match &values[0] {
-            Value::Double(number) => Value::Double(number.abs()),
-            Value::Null => Value::Null,
-            other if compare_values(other, &Value::Int(0))? == Some(Ordering::Less) => {
-                negate(other)?
-            }
-            other => other.clone(),
-        },
-        Function::Coalesce => values
-            .into_iter()
-            .find(|value| !value.is_null())
-            .unwrap_or(Value::Null),
-        Function::NullIf => {
-            if compare_values(&values[0], &values[1])? == Some(Ordering::Equal) {
-                Value::Null
-            } else {
-                values[0].clone()
-            }
-        }
+        Function::Lower
+        | Function::Upper
+        | Function::Length
+        | Function::Abs
+        | Function::Coalesce
+        | Function::NullIf => unreachable!("the engine's functions"),
         Function::FormatType => {
             let number = |value: &Value| match value {
                 Value::Int(number) => Some(i64::from(*number)),
@@ -1579,4 +1523,164 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         },
         Function::Constant => Value::Null,
     })
+}
+
+impl Scalar {
+    /// The engine's form of an expression over a table's row (`scope` names its columns), for
+    /// computed SET clauses the engine evaluates per row. 0A000 for what only the gateway
+    /// evaluates (subqueries, LIKE, `~`, catalog functions).
+    pub fn to_engine(&self, scope: &Scope) -> Result<engine::Expression, SqlError> {
+        use engine::expression::Operator as Shared;
+        use engine::Expression as E;
+        let boxed = |scalar: &Scalar| scalar.to_engine(scope).map(Box::new);
+        let all = |scalars: &[Scalar]| {
+            scalars
+                .iter()
+                .map(|scalar| scalar.to_engine(scope))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let refused = |what: &str| Err(SqlError::unsupported(format!("{what} in UPDATE SET")));
+        Ok(match self {
+            Scalar::Column(position) => match scope.columns.get(*position) {
+                Some(column) => E::Column(column.name.clone()),
+                None => {
+                    return Err(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "column out of scope",
+                    ))
+                }
+            },
+            Scalar::Constant(value) => E::Constant(value.clone()),
+            Scalar::Not(operand) => E::Not(boxed(operand)?),
+            Scalar::Negate(operand) => E::Negate(boxed(operand)?),
+            Scalar::Binary(operator, left, right) => {
+                let shared = match operator {
+                    Operator::Add => Shared::Add,
+                    Operator::Subtract => Shared::Subtract,
+                    Operator::Multiply => Shared::Multiply,
+                    Operator::Divide => Shared::Divide,
+                    Operator::Modulo => Shared::Modulo,
+                    Operator::Concat => Shared::Concat,
+                    Operator::Compare(op) => Shared::Compare(*op),
+                    Operator::And => Shared::And,
+                    Operator::Or => Shared::Or,
+                    Operator::RegexMatch => return refused("regular expression matching"),
+                };
+                E::Binary(shared, boxed(left)?, boxed(right)?)
+            }
+            Scalar::IsNull(operand, negated) => E::IsNull(boxed(operand)?, *negated),
+            Scalar::IsBoolean(operand, expected, negated) => {
+                E::IsBoolean(boxed(operand)?, *expected, *negated)
+            }
+            Scalar::InList(operand, list, negated) => {
+                E::InList(boxed(operand)?, all(list)?, *negated)
+            }
+            Scalar::Between(operand, low, high, negated) => {
+                E::Between(boxed(operand)?, boxed(low)?, boxed(high)?, *negated)
+            }
+            Scalar::Like(..) => return refused("LIKE"),
+            Scalar::Case {
+                operand,
+                branches,
+                otherwise,
+            } => E::Case {
+                operand: operand.as_deref().map(boxed).transpose()?,
+                branches: branches
+                    .iter()
+                    .map(|(condition, result)| {
+                        Ok((condition.to_engine(scope)?, result.to_engine(scope)?))
+                    })
+                    .collect::<Result<_, SqlError>>()?,
+                otherwise: otherwise.as_deref().map(boxed).transpose()?,
+            },
+            Scalar::Cast(operand, data_type) => E::Cast(boxed(operand)?, *data_type),
+            Scalar::Call(function, arguments) => match function.engine_function() {
+                Some(shared) => E::Call(shared, all(arguments)?),
+                None => return refused(&format!("function {function:?}")),
+            },
+            Scalar::Subquery(_) => return refused("subqueries"),
+            Scalar::Lookup(..) => return refused("catalog lookups"),
+        })
+    }
+
+    /// Refuses, before anything runs, arithmetic whose operand types have no operator
+    /// (`text + integer`: 42883, as PostgreSQL refuses it at planning). Operands of unknown
+    /// type (NULL) are left to evaluation.
+    pub fn check_operators(&self, types: &[DataType]) -> Result<(), SqlError> {
+        let numeric = |data_type: DataType| {
+            matches!(
+                data_type,
+                DataType::Int | DataType::BigInt | DataType::Double
+            )
+        };
+        if let Scalar::Binary(operator, left, right) = self {
+            let symbol = match operator {
+                Operator::Add => Some("+"),
+                Operator::Subtract => Some("-"),
+                Operator::Multiply => Some("*"),
+                Operator::Divide => Some("/"),
+                Operator::Modulo => Some("%"),
+                _ => None,
+            };
+            if let (Some(symbol), Some(left_type), Some(right_type)) =
+                (symbol, left.data_type(types), right.data_type(types))
+            {
+                if !numeric(left_type) || !numeric(right_type) {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!(
+                            "operator does not exist: {} {symbol} {}",
+                            left_type.name(),
+                            right_type.name()
+                        ),
+                    )
+                    .with_hint(
+                        "No operator matches the given name and argument types. You might need to add explicit type casts.",
+                    ));
+                }
+            }
+        }
+        if let Scalar::Negate(operand) = self {
+            if let Some(data_type) = operand.data_type(types).filter(|t| !numeric(*t)) {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("operator does not exist: - {}", data_type.name()),
+                ));
+            }
+        }
+        let mut operands: Vec<&Scalar> = Vec::new();
+        match self {
+            Scalar::Not(operand)
+            | Scalar::Negate(operand)
+            | Scalar::IsNull(operand, _)
+            | Scalar::IsBoolean(operand, ..)
+            | Scalar::Cast(operand, _) => operands.push(operand),
+            Scalar::Binary(_, left, right) | Scalar::Like(left, right, ..) => {
+                operands.extend([left.as_ref(), right.as_ref()])
+            }
+            Scalar::InList(operand, list, _) => {
+                operands.push(operand);
+                operands.extend(list);
+            }
+            Scalar::Between(operand, low, high, _) => {
+                operands.extend([operand.as_ref(), low.as_ref(), high.as_ref()])
+            }
+            Scalar::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                operands.extend(operand.as_deref());
+                for (condition, result) in branches {
+                    operands.extend([condition, result]);
+                }
+                operands.extend(otherwise.as_deref());
+            }
+            Scalar::Call(_, arguments) => operands.extend(arguments),
+            Scalar::Column(_) | Scalar::Constant(_) | Scalar::Subquery(_) | Scalar::Lookup(..) => {}
+        }
+        operands
+            .into_iter()
+            .try_for_each(|operand| operand.check_operators(types))
+    }
 }

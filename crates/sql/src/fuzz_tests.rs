@@ -17,7 +17,7 @@ const SEEDS: &[&str] = &[
     "SELECT CASE WHEN age > 1 THEN 'a' ELSE 'b' END, age::text || '!', -age, abs(age) FROM people",
     "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname ~ '^p'",
     "EXPLAIN SELECT * FROM people WHERE id = $1",
-    "SET tessera.read_isolation = snapshot; SHOW TimeZone; BEGIN; COMMIT",
+    "SET tessera.read_isolation = snapshot; SHOW TimeZone; COMMIT; ROLLBACK",
     "CREATE INDEX people_age ON people (age); DROP TABLE IF EXISTS z",
 ];
 

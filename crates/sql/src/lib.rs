@@ -31,7 +31,7 @@
 //! | `plan` | the planner: `Plan`, `Execution`, `Routing`, `QueryPlan`; WHERE pushdown and its residual rule |
 //! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
-//! | `session` | `Session`: SET/SHOW/RESET/DISCARD, BEGIN/COMMIT/ROLLBACK (autocommit) |
+//! | `session` | `Session`: SET/SHOW/RESET/DISCARD, COMMIT/ROLLBACK outside a block (autocommit) |
 //! | `catalog` | the `Catalog` trait, `TableEntry`, `TableOptions` (`WITH (…)` placement) |
 //! | `pg_catalog` | virtual catalog tables for psql (`\\dt`, `\\d table`) and pgjdbc metadata |
 //! | `regex` | the `~` subset psql's catalog queries need |
@@ -59,23 +59,33 @@
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
-//! KEY as column or table constraint, required; `WITH (partition_key, placement, replication,
+//! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_key, placement, replication,
 //! replication_factor)`), DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
 //! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
-//! UPDATE … SET col = constant WHERE …, DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
-//! format), SET/SHOW/RESET/DISCARD ALL, BEGIN/COMMIT/ROLLBACK (no-ops: autocommit only, see
-//! `session`).
+//! UPDATE … SET col = expression WHERE … (constants go to the engine as values and share scans;
+//! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
+//! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
+//! are evaluated per row by every replica, each reading the row before the statement; type
+//! errors 42883/42804 are refused at planning), DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
+//! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
+//! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
-//! Refused with 0A000 and a message naming the feature: joins of user tables, subqueries,
-//! UNION/INTERSECT/EXCEPT, WITH, DISTINCT, window functions, GROUP BY expressions, UPDATE SET
-//! col = expression over columns, UPDATE/DELETE whose WHERE the engine cannot evaluate (see
-//! `plan`), RETURNING, INSERT … SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints,
-//! non-primary-key unique indexes, multi-column indexes, DROP INDEX, ALTER, savepoints,
-//! COPY TO and COPY in CSV/binary formats, EXPLAIN ANALYZE.
+//! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
+//! aggregates: the table is read in the same batch and the gateway evaluates them per row.
+//!
+//! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
+//! (interactive transactions), joins of user tables, other subqueries, ORDER BY/LIMIT on
+//! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
+//! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
+//! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
+//! indexes, multi-column indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
+//! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
+//! outside a transaction block.
 //!
 //! Catalog queries (`pg_catalog.*`, `information_schema.*`) run over virtual tables at the
 //! gateway, joins and correlated subqueries included; see `pg_catalog` for what is emulated.
@@ -112,7 +122,8 @@
 //!   gathers CopyData until CopyDone and calls `CopyIn::execution`.
 //! - Encode rows per column format with `types::encode_text`/`encode_binary`; send errors as
 //!   ErrorResponse (severity ERROR, `code`, `message`, `detail`, `hint`) and keep the
-//!   connection usable; a NOTICE for ROLLBACK (nothing is undone) is a kindness.
+//!   connection usable; send `SessionCommand::warning` as a WARNING NoticeResponse before
+//!   the completion of COMMIT and ROLLBACK.
 #![forbid(unsafe_code)]
 
 pub mod catalog;
@@ -239,6 +250,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Query(query),
             ..
         }) => query.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::SetOperation(set),
+            ..
+        }) => set.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

@@ -22,6 +22,19 @@ impl Execution {
     /// partition the operations were sent to, each with one result per operation (for a
     /// split insert, the partitions that received no rows may be left out).
     pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
+        if let Finish::Query(plan) = &self.finish {
+            if let Some(result) = self.finish_with_subquery_tables(plan, &results) {
+                return result;
+            }
+        }
+        if let Finish::SetOperation(set) = &self.finish {
+            let rows = set_rows(&set.node, &set.columns, &results)?;
+            return Ok(StatementResult::Rows {
+                columns: set.columns.clone(),
+                tag: format!("SELECT {}", rows.len()),
+                rows,
+            });
+        }
         let mut outputs: Vec<Output> = Vec::new();
         for partition in results {
             for result in partition {
@@ -33,7 +46,132 @@ impl Execution {
                 tag: command_tag(*kind, &outputs),
             }),
             Finish::Query(plan) => plan.finish(outputs),
+            Finish::SetOperation(_) => unreachable!("finished above"),
         }
+    }
+}
+
+/// The rows of a set operation node: each query finished on its own share of every
+/// partition's results, cast to the unified column types, then combined as PostgreSQL does
+/// (without ALL: distinct rows; NULLs equal each other). Rows come in value order.
+fn set_rows(
+    node: &crate::plan::SetNode,
+    columns: &[crate::OutputColumn],
+    results: &[Vec<OperationResult>],
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    use crate::plan::SetNode;
+    use sqlparser::ast::SetOperator;
+    match node {
+        SetNode::Query {
+            execution,
+            operations,
+        } => {
+            let own: Vec<Vec<OperationResult>> = results
+                .iter()
+                .map(|partition| partition[operations.clone()].to_vec())
+                .collect();
+            let StatementResult::Rows { rows, .. } = execution.finish(own)? else {
+                return Err(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    "a query of a set operation answered no rows",
+                ));
+            };
+            rows.into_iter()
+                .map(|row| {
+                    row.iter()
+                        .zip(columns)
+                        .map(|(value, column)| cast_value(value, column.data_type))
+                        .collect()
+                })
+                .collect()
+        }
+        SetNode::Operation {
+            operator,
+            all,
+            left,
+            right,
+        } => {
+            let left = set_rows(left, columns, results)?;
+            let right = set_rows(right, columns, results)?;
+            let mut counts: BTreeMap<Vec<Value>, (usize, usize)> = BTreeMap::new();
+            for row in left {
+                counts.entry(row).or_default().0 += 1;
+            }
+            for row in right {
+                counts.entry(row).or_default().1 += 1;
+            }
+            let mut rows = Vec::new();
+            for (row, (in_left, in_right)) in counts {
+                let times = match (operator, all) {
+                    (SetOperator::Union, true) => in_left + in_right,
+                    (SetOperator::Union, false) => usize::from(in_left + in_right > 0),
+                    (SetOperator::Intersect, true) => in_left.min(in_right),
+                    (SetOperator::Intersect, false) => usize::from(in_left > 0 && in_right > 0),
+                    (SetOperator::Except, true) => in_left.saturating_sub(in_right),
+                    (SetOperator::Except, false) => usize::from(in_left > 0 && in_right == 0),
+                    (other, _) => {
+                        return Err(SqlError::unsupported(format!("set operator {other}")))
+                    }
+                };
+                for _ in 0..times {
+                    rows.push(row.clone());
+                }
+            }
+            Ok(rows)
+        }
+    }
+}
+
+impl Execution {
+    /// A query whose subqueries read user tables: the operations after the query's own are
+    /// those tables' rows (from every partition), given to the subqueries before the query is
+    /// finished. `None` when the query has no such subquery.
+    fn finish_with_subquery_tables(
+        &self,
+        plan: &QueryPlan,
+        results: &[Vec<OperationResult>],
+    ) -> Option<Result<StatementResult, SqlError>> {
+        // The query itself sends one operation (none when the gateway holds its rows): any
+        // more are subquery tables. Checked first, so plain queries are not cloned.
+        let own = match plan.source {
+            Source::Rows(_) => 0,
+            Source::Engine { .. } | Source::EngineGroups => 1,
+        };
+        if self.operations.len() <= own {
+            return None;
+        }
+        let mut plan = plan.clone();
+        let mut indexes: Vec<usize> = Vec::new();
+        crate::plan::visit_plan_subqueries(&mut plan, &mut |subquery| {
+            if let Some((_, index)) = &subquery.table {
+                indexes.push(*index);
+            }
+        });
+        let first = *indexes.iter().min()?;
+        assert!(indexes.iter().all(|index| *index < self.operations.len()));
+        Some((|| {
+            let mut outputs: Vec<Output> = Vec::new();
+            let mut tables: Vec<Vec<Vec<Value>>> = vec![Vec::new(); self.operations.len()];
+            for partition in results {
+                for (at, result) in partition.iter().enumerate() {
+                    let output = result.clone()?;
+                    if at < first {
+                        outputs.push(output);
+                        continue;
+                    }
+                    match output {
+                        Output::Rows { rows, .. } => tables[at].extend(rows),
+                        other => return Err(unexpected(&other)),
+                    }
+                }
+            }
+            crate::plan::visit_plan_subqueries(&mut plan, &mut |subquery| {
+                if let Some((_, index)) = &subquery.table {
+                    subquery.rows = std::mem::take(&mut tables[*index]);
+                }
+            });
+            plan.finish(outputs)
+        })())
     }
 }
 
@@ -293,7 +431,7 @@ fn unexpected(output: &Output) -> SqlError {
 }
 
 /// The partial an aggregate starts from, as the engine would bind it.
-fn initial_partial(
+pub(crate) fn initial_partial(
     function: AggregateFunction,
     argument: Option<DataType>,
 ) -> Result<Partial, SqlError> {

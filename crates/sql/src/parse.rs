@@ -1,5 +1,5 @@
 //! Parsing: a query string → sqlparser statements (PostgreSQL dialect), with limits, and the
-//! session statements (SET, SHOW, RESET, DISCARD, BEGIN, COMMIT, ROLLBACK).
+//! session statements (SET, SHOW, RESET, DISCARD, COMMIT, ROLLBACK; BEGIN is refused).
 
 use crate::error::{sqlstate, SqlError};
 use crate::expr::{ident_name, object_name_parts};
@@ -217,19 +217,24 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             object_type: ast::DiscardObject::ALL,
         } => SessionCommand::ResetAll { tag: "DISCARD ALL" },
         Statement::Discard { .. } => SessionCommand::ResetAll { tag: "DISCARD" },
-        Statement::StartTransaction { statements, .. } if statements.is_empty() => {
-            SessionCommand::Begin
+        // No transaction block is ever open (see `session`): BEGIN is refused, and the
+        // statements that end or work inside a block answer what PostgreSQL answers outside one.
+        Statement::StartTransaction { .. } => return Err(transactions_refused()),
+        Statement::Commit { chain: true, .. } => {
+            return Err(no_transaction_block("COMMIT AND CHAIN"))
         }
         Statement::Commit { .. } => SessionCommand::Commit,
         Statement::Rollback {
-            savepoint: None, ..
+            chain: false,
+            savepoint: None,
         } => SessionCommand::Rollback,
-        Statement::Rollback { .. }
-        | Statement::Savepoint { .. }
-        | Statement::ReleaseSavepoint { .. } => {
-            return Err(
-                SqlError::unsupported("savepoints").with_hint("statements run in autocommit mode")
-            )
+        Statement::Rollback {
+            savepoint: Some(_), ..
+        } => return Err(no_transaction_block("ROLLBACK TO SAVEPOINT")),
+        Statement::Rollback { .. } => return Err(no_transaction_block("ROLLBACK AND CHAIN")),
+        Statement::Savepoint { .. } => return Err(no_transaction_block("SAVEPOINT")),
+        Statement::ReleaseSavepoint { .. } => {
+            return Err(no_transaction_block("RELEASE SAVEPOINT"))
         }
         Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } => {
             return Err(
@@ -246,4 +251,22 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             )));
         }
     })
+}
+
+/// BEGIN and START TRANSACTION: 0A000 until interactive transactions exist. Accepting them
+/// while every statement still commits alone would make a later ROLLBACK lose nothing it
+/// promised to undo, which is worse than refusing.
+pub fn transactions_refused() -> SqlError {
+    SqlError::unsupported("interactive transactions (BEGIN / START TRANSACTION)")
+        .with_detail("every statement commits on its own (autocommit); ROLLBACK could undo nothing")
+        .with_hint("send the statements without BEGIN; a single statement is atomic")
+}
+
+/// What PostgreSQL answers for a statement that only works inside a transaction block when
+/// none is open (25P01).
+fn no_transaction_block(statement: &str) -> SqlError {
+    SqlError::new(
+        sqlstate::NO_ACTIVE_SQL_TRANSACTION,
+        format!("{statement} can only be used in transaction blocks"),
+    )
 }

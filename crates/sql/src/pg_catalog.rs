@@ -51,7 +51,7 @@ use crate::expr::{
     SubqueryKind,
 };
 use crate::types::{pg_type, type_modifier};
-use engine::{DataType, Value};
+use engine::{DataType, TableSchema, Value};
 use sqlparser::ast::{self, TableFactor};
 
 /// Most rows a join of virtual tables may produce.
@@ -239,22 +239,25 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         int8(0),
                     ]
                 };
+                let hidden = usize::from(schema.row_id_column().is_some());
                 rows.push(class(
                     oid,
                     &schema.name,
                     "r",
                     HEAP_AM_OID,
-                    schema.columns.len(),
-                    true,
+                    schema.columns.len() - hidden,
+                    hidden == 0 || !entry.indexes.is_empty(),
                 ));
-                rows.push(class(
-                    oid + 1,
-                    &schema.primary_key_name(),
-                    "i",
-                    BTREE_AM_OID,
-                    schema.primary_key.len(),
-                    false,
-                ));
+                if hidden == 0 {
+                    rows.push(class(
+                        oid + 1,
+                        &schema.primary_key_name(),
+                        "i",
+                        BTREE_AM_OID,
+                        schema.primary_key.len(),
+                        false,
+                    ));
+                }
                 for (index_at, (index, _)) in entry.indexes.iter().enumerate() {
                     rows.push(class(
                         oid + 2 + index_at as i64,
@@ -293,7 +296,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         }
         (false, "pg_attribute") => {
             for (at, entry) in tables.iter().enumerate() {
-                for (position, column) in entry.schema.columns.iter().enumerate() {
+                for (position, column) in visible_columns(&entry.schema) {
                     let pg = pg_type(column.data_type);
                     let not_null = !column.nullable || entry.schema.is_primary_key_column(position);
                     rows.push(vec![
@@ -351,6 +354,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         (false, "pg_index") => {
             for (at, entry) in tables.iter().enumerate() {
                 let oid = oids.table_oid(at);
+                if entry.schema.row_id_column().is_some() {
+                    continue;
+                }
                 let key: Vec<String> = entry
                     .schema
                     .primary_key
@@ -464,6 +470,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         (false, "pg_constraint") => {
             for (at, entry) in tables.iter().enumerate() {
                 let oid = oids.table_oid(at);
+                if entry.schema.row_id_column().is_some() {
+                    continue;
+                }
                 let key: Vec<String> = entry
                     .schema
                     .primary_key
@@ -554,7 +563,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         }
         (true, "columns") => {
             for entry in tables {
-                for (position, column) in entry.schema.columns.iter().enumerate() {
+                for (position, column) in visible_columns(&entry.schema) {
                     let nullable = column.nullable && !entry.schema.is_primary_key_column(position);
                     let length = match column.data_type {
                         DataType::Text {
@@ -591,6 +600,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         }
         (true, "table_constraints") => {
             for entry in tables {
+                if entry.schema.row_id_column().is_some() {
+                    continue;
+                }
                 rows.push(vec![
                     text("tessera"),
                     text("public"),
@@ -611,6 +623,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         }
         (true, "key_column_usage") => {
             for entry in tables {
+                if entry.schema.row_id_column().is_some() {
+                    continue;
+                }
                 for (at, position) in entry.schema.primary_key.iter().enumerate() {
                     rows.push(vec![
                         text("tessera"),
@@ -1126,6 +1141,8 @@ pub fn subquery(
         data_type,
         kind,
         limit,
+        table: None,
+        aggregates: Vec::new(),
     })
 }
 
@@ -1230,21 +1247,24 @@ pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, Str
     for (at, entry) in oids.tables.iter().enumerate() {
         let oid = oids.table_oid(at);
         let schema = &entry.schema;
+        let hidden_key = schema.row_id_column().is_some();
         let key: Vec<&str> = schema
             .primary_key
             .iter()
             .map(|position| schema.columns[*position].name.as_str())
             .collect();
-        texts.insert(
-            oid + 1,
-            format!(
-                "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
-                schema.primary_key_name(),
-                schema.name,
-                key.join(", ")
-            ),
-        );
-        texts.insert(oid + 50, format!("PRIMARY KEY ({})", key.join(", ")));
+        if !hidden_key {
+            texts.insert(
+                oid + 1,
+                format!(
+                    "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+                    schema.primary_key_name(),
+                    schema.name,
+                    key.join(", ")
+                ),
+            );
+            texts.insert(oid + 50, format!("PRIMARY KEY ({})", key.join(", ")));
+        }
         for (index_at, (index, column)) in entry.indexes.iter().enumerate() {
             texts.insert(
                 oid + 2 + index_at as i64,
@@ -1271,4 +1291,15 @@ pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
             .name()
             .replace("timestamp", "timestamp without time zone"),
     })
+}
+
+/// A table's columns as clients see them: without the hidden row id of a table declared
+/// without a primary key.
+fn visible_columns(schema: &TableSchema) -> impl Iterator<Item = (usize, &engine::ColumnDef)> {
+    let hidden = schema.row_id_column();
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .filter(move |(position, _)| Some(*position) != hidden)
 }

@@ -35,6 +35,7 @@ use crate::expr::{
 use crate::session::SessionCommand;
 use crate::{OutputColumn, StatementResult};
 use engine::predicate::Interval;
+use engine::schema::ROW_ID_COLUMN;
 use engine::value::coerce;
 use engine::{
     Aggregate, AggregateFunction, Assignment, ColumnDef, CompareOp, DataType, EngineError,
@@ -60,6 +61,10 @@ pub enum Routing {
     /// An insert: each row goes to the partition of its value at `position` (the partition
     /// key's position in the insert's row); see `split_insert`.
     RowsByKey { position: usize },
+    /// An insert into a table without a primary key: its rows get their hidden row ids where
+    /// they execute, so one partition takes them all (today such a table has one; see
+    /// docs/internals/sql.md for what spanning partitions needs).
+    OnePartition,
     /// No partition: the gateway answers alone (constant SELECTs, the virtual catalog).
     None,
 }
@@ -101,6 +106,88 @@ pub enum Finish {
     Command(CommandKind),
     /// Merge rows or aggregate partials, filter, sort, limit, project.
     Query(QueryPlan),
+    /// UNION / INTERSECT / EXCEPT [ALL] of queries, each finished on its own operations.
+    SetOperation(SetPlan),
+}
+
+/// A set operation's plan: the tree of queries and the result columns (names of the first
+/// query, types unified across them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetPlan {
+    pub node: SetNode,
+    pub columns: Vec<crate::OutputColumn>,
+}
+
+/// A node of a set operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetNode {
+    /// One query: its own execution, whose operations are `operations` of the statement's.
+    Query {
+        execution: Box<Execution>,
+        operations: std::ops::Range<usize>,
+    },
+    Operation {
+        operator: ast::SetOperator,
+        all: bool,
+        left: Box<SetNode>,
+        right: Box<SetNode>,
+    },
+}
+
+impl SetNode {
+    /// The result columns: the first query's names, each column's type unified over every
+    /// query (numbers widen; other mixes are 42804, as in PostgreSQL).
+    fn columns(&self) -> Result<Vec<crate::OutputColumn>, SqlError> {
+        match self {
+            SetNode::Query { execution, .. } => Ok(crate::result_columns(&Plan::Execute(
+                execution.as_ref().clone(),
+            ))),
+            SetNode::Operation {
+                operator,
+                left,
+                right,
+                ..
+            } => {
+                let (left, right) = (left.columns()?, right.columns()?);
+                if left.len() != right.len() {
+                    return Err(SqlError::syntax(format!(
+                        "each {operator} query must have the same number of columns"
+                    )));
+                }
+                left.into_iter()
+                    .zip(right)
+                    .map(|(left, right)| {
+                        let numeric = |data_type: DataType| {
+                            matches!(
+                                data_type,
+                                DataType::Int | DataType::BigInt | DataType::Double
+                            )
+                        };
+                        let data_type = if std::mem::discriminant(&left.data_type)
+                            == std::mem::discriminant(&right.data_type)
+                        {
+                            left.data_type
+                        } else if numeric(left.data_type) && numeric(right.data_type) {
+                            crate::expr::numeric_result(left.data_type, right.data_type)
+                        } else {
+                            return Err(SqlError::new(
+                                sqlstate::DATATYPE_MISMATCH,
+                                format!(
+                                    "{operator} types {} and {} cannot be matched",
+                                    left.data_type.name(),
+                                    right.data_type.name()
+                                ),
+                            ));
+                        };
+                        Ok(crate::OutputColumn {
+                            name: left.name,
+                            data_type,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
 }
 
 /// The kind of a command's completion tag.
@@ -227,6 +314,7 @@ fn describe_routing(routing: &Routing) -> String {
             format!("partitions with {}", bounds.join(" and "))
         }
         Routing::RowsByKey { .. } => "each row to its key's partition".into(),
+        Routing::OnePartition => "one partition (rows get their hidden row ids there)".into(),
         Routing::None => "gateway only".into(),
     }
 }
@@ -351,6 +439,77 @@ impl Planner<'_, '_> {
 
     // ----- SELECT -----
 
+    /// A node of UNION / INTERSECT / EXCEPT: each query planned alone, its operations
+    /// appended to the statement's.
+    fn set_node(
+        &mut self,
+        body: &SetExpr,
+        operations: &mut Vec<Operation>,
+    ) -> Result<SetNode, SqlError> {
+        match body {
+            SetExpr::SetOperation {
+                op,
+                set_quantifier,
+                left,
+                right,
+            } => {
+                let all = match set_quantifier {
+                    ast::SetQuantifier::All => true,
+                    ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+                    other => return Err(SqlError::unsupported(format!("{op} {other}"))),
+                };
+                if matches!(op, ast::SetOperator::Minus) {
+                    return Err(SqlError::unsupported("MINUS"));
+                }
+                Ok(SetNode::Operation {
+                    operator: *op,
+                    all,
+                    left: Box::new(self.set_node(left, operations)?),
+                    right: Box::new(self.set_node(right, operations)?),
+                })
+            }
+            SetExpr::Query(query) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                self.set_node(query.body.as_ref(), operations)
+            }
+            SetExpr::Select(_) => {
+                let query = ast::Query {
+                    with: None,
+                    body: Box::new(body.clone()),
+                    order_by: None,
+                    limit_clause: None,
+                    fetch: None,
+                    locks: Vec::new(),
+                    for_clause: None,
+                    settings: None,
+                    format_clause: None,
+                    pipe_operators: Vec::new(),
+                };
+                let execution = self.query(&query)?;
+                let own = match &execution.finish {
+                    Finish::Query(plan) => match plan.source {
+                        Source::Rows(_) => 0,
+                        _ => 1,
+                    },
+                    _ => 1,
+                };
+                if execution.operations.len() > own {
+                    return Err(SqlError::unsupported(
+                        "subqueries over tables inside UNION, INTERSECT and EXCEPT",
+                    ));
+                }
+                let start = operations.len();
+                operations.extend(execution.operations.iter().cloned());
+                Ok(SetNode::Query {
+                    operations: start..operations.len(),
+                    execution: Box::new(execution),
+                })
+            }
+            other => Err(SqlError::unsupported(format!(
+                "{other} in UNION, INTERSECT and EXCEPT"
+            ))),
+        }
+    }
+
     fn query(&mut self, query: &ast::Query) -> Result<Execution, SqlError> {
         if let Some(names) = crate::pg_catalog::provably_empty(query) {
             return Ok(empty_result(names));
@@ -367,7 +526,20 @@ impl Planner<'_, '_> {
                 return self.query(inner)
             }
             SetExpr::SetOperation { .. } => {
-                return Err(SqlError::unsupported("UNION, INTERSECT and EXCEPT"))
+                if query.order_by.is_some() || query.limit_clause.is_some() {
+                    return Err(SqlError::unsupported(
+                        "ORDER BY and LIMIT on UNION, INTERSECT and EXCEPT",
+                    ));
+                }
+                let mut operations = Vec::new();
+                let node = self.set_node(query.body.as_ref(), &mut operations)?;
+                let columns = node.columns()?;
+                return Ok(Execution {
+                    operations,
+                    routing: Routing::Every,
+                    finish: Finish::SetOperation(SetPlan { node, columns }),
+                    created_table: None,
+                });
             }
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
@@ -417,12 +589,12 @@ impl Planner<'_, '_> {
         let residual = conjunction(residual);
         let mut plan = self.select_list(select, query, &scope, source, residual)?;
         let Some((entry, predicate)) = operation else {
-            return Ok(Execution {
+            return Ok(with_subquery_tables(Execution {
                 operations: Vec::new(),
                 routing: Routing::None,
                 finish: Finish::Query(plan),
                 created_table: None,
-            });
+            }));
         };
         let routing = routing_of(predicate.as_ref(), &entry.options);
         let table = entry.schema.name.clone();
@@ -473,12 +645,12 @@ impl Planner<'_, '_> {
                 }
             }
         };
-        Ok(Execution {
+        Ok(with_subquery_tables(Execution {
             operations: vec![operation],
             routing,
             finish: Finish::Query(plan),
             created_table: None,
-        })
+        }))
     }
 
     /// The FROM clause: an engine table, the virtual catalog (joins allowed), or nothing.
@@ -792,6 +964,7 @@ impl Planner<'_, '_> {
                             if qualifier
                                 .as_ref()
                                 .is_some_and(|qualifier| column.table.as_ref() != Some(qualifier))
+                                || (column.name == ROW_ID_COLUMN && !column.virtual_catalog)
                             {
                                 continue;
                             }
@@ -1034,8 +1207,11 @@ impl Planner<'_, '_> {
         }
         let entry = self.entry(name)?;
         let schema = &entry.schema;
+        let row_id = schema.row_id_column();
         let columns: Vec<usize> = if insert.columns.is_empty() {
-            (0..schema.columns.len()).collect()
+            (0..schema.columns.len())
+                .filter(|position| Some(*position) != row_id)
+                .collect()
         } else {
             insert
                 .columns
@@ -1093,6 +1269,7 @@ impl Planner<'_, '_> {
             .collect();
         let key_column = schema.column_position(&entry.options.partition_key)?;
         let routing = match columns.iter().position(|column| *column == key_column) {
+            _ if row_id == Some(key_column) => Routing::OnePartition,
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
@@ -1266,25 +1443,58 @@ impl Planner<'_, '_> {
             .map(|alias| ident_name(&alias.name))
             .unwrap_or(entry.schema.name.clone());
         let scope = table_scope(&entry.schema, &qualifier);
-        let mut assignments = Vec::with_capacity(update.assignments.len());
+        // SET clauses over the row's columns: constants go to the engine as values (the
+        // shared scan applies them), anything else as an expression it evaluates per row.
+        let mut constants = Vec::with_capacity(update.assignments.len());
+        let mut computed = Vec::new();
         for assignment in &update.assignments {
             let column = assignment_column(&assignment.target)?;
             let position = entry.schema.column_position(&column)?;
             let data_type = entry.schema.columns[position].data_type;
-            let value = self.constant(&assignment.value, Some(data_type), "SET")?;
-            assignments.push(Assignment::new(
-                &column,
-                assign(&value, data_type, &column)?,
-            ));
+            let mut scalar = self
+                .compiler(&scope)
+                .compile(&assignment.value, Some(data_type))?;
+            let mut used = vec![false; scope.columns.len()];
+            if mark_columns(&scalar, &mut used) && !used.contains(&true) {
+                // No column: a constant (`1 + 1`, `$1 * 2`), evaluated here once.
+                scalar = Scalar::Constant(scalar.evaluate(&[])?);
+            }
+            match scalar {
+                Scalar::Constant(value) => {
+                    let value = assign(&value, data_type, &column)?;
+                    computed.push(engine::ComputedAssignment::new(
+                        &column,
+                        engine::Expression::Constant(value.clone()),
+                    ));
+                    constants.push(Assignment::new(&column, value));
+                }
+                scalar => {
+                    check_assignment(&scalar, &scope, &column, data_type)?;
+                    computed.push(engine::ComputedAssignment::new(
+                        &column,
+                        scalar.to_engine(&scope)?,
+                    ));
+                }
+            }
         }
         let predicate = self.write_predicate(update.selection.as_ref(), &scope, "UPDATE")?;
         let routing = routing_of(predicate.as_ref(), &entry.options);
-        Ok(Execution {
-            operations: vec![Operation::Update {
-                table: entry.schema.name.clone(),
-                assignments,
+        let table = entry.schema.name.clone();
+        let operation = if computed.len() == constants.len() {
+            Operation::Update {
+                table,
+                assignments: constants,
                 predicate,
-            }],
+            }
+        } else {
+            Operation::UpdateComputed {
+                table,
+                assignments: computed,
+                predicate,
+            }
+        };
+        Ok(Execution {
+            operations: vec![operation],
             routing,
             finish: Finish::Command(CommandKind::Update),
             created_table: None,
@@ -1400,10 +1610,16 @@ impl Planner<'_, '_> {
                 ),
             ));
         }
-        let mut columns = Vec::with_capacity(create.columns.len());
+        let mut columns = Vec::with_capacity(create.columns.len() + 1);
         let mut primary_key: Vec<String> = Vec::new();
         for column in &create.columns {
             let column_name = ident_name(&column.name);
+            if column_name == ROW_ID_COLUMN {
+                return Err(SqlError::new(
+                    "42701",
+                    format!("column name \"{column_name}\" conflicts with a system column name"),
+                ));
+            }
             let mut definition = ColumnDef::new(&column_name, data_type_of(&column.data_type)?);
             for option in &column.options {
                 match &option.option {
@@ -1449,11 +1665,10 @@ impl Planner<'_, '_> {
             }
         }
         if primary_key.is_empty() {
-            return Err(
-                SqlError::unsupported(format!("table \"{name}\" without a PRIMARY KEY")).with_hint(
-                    "every Tessera table needs a primary key: it decides the row's partition",
-                ),
-            );
+            // A hidden row id, assigned by the engine, is the key (and the placement column);
+            // last, so the visible columns keep their positions.
+            columns.push(ColumnDef::new(ROW_ID_COLUMN, DataType::BigInt).not_null());
+            primary_key.push(ROW_ID_COLUMN.to_string());
         }
         let key_names: Vec<&str> = primary_key.iter().map(String::as_str).collect();
         let mut schema = TableSchema::new(&name, columns, &key_names)?;
@@ -1631,6 +1846,12 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("COPY (query)"));
         };
         let entry = self.entry(table_name)?;
+        if entry.schema.row_id_column().is_some() {
+            return Err(
+                SqlError::unsupported("COPY into a table without a PRIMARY KEY")
+                    .with_hint("use INSERT, or declare a primary key"),
+            );
+        }
         let positions: Vec<usize> = if columns.is_empty() {
             (0..entry.schema.columns.len()).collect()
         } else {
@@ -1799,6 +2020,83 @@ fn operands_mut(scalar: &mut Scalar) -> Vec<&mut Scalar> {
     }
 }
 
+/// Calls `visit` on every subquery in a scalar, nested ones included (outer first).
+fn visit_subqueries(scalar: &mut Scalar, visit: &mut dyn FnMut(&mut crate::expr::Subquery)) {
+    match scalar {
+        Scalar::Subquery(subquery) => {
+            visit(subquery);
+            let mut inner: Vec<&mut Scalar> = Vec::new();
+            inner.extend(subquery.filter.as_mut());
+            inner.extend(subquery.projection.as_mut());
+            if let crate::expr::SubqueryKind::In(operand, _) = &mut subquery.kind {
+                inner.push(operand);
+            }
+            for (call, _) in &mut subquery.aggregates {
+                inner.extend(call.argument.as_mut());
+            }
+            for scalar in inner {
+                visit_subqueries(scalar, visit);
+            }
+        }
+        other => {
+            for operand in operands_mut(other) {
+                visit_subqueries(operand, visit);
+            }
+        }
+    }
+}
+
+/// Calls `visit` on every subquery of a query plan, in a fixed order.
+pub(crate) fn visit_plan_subqueries(
+    plan: &mut QueryPlan,
+    visit: &mut dyn FnMut(&mut crate::expr::Subquery),
+) {
+    let mut scalars: Vec<&mut Scalar> = plan.residual.iter_mut().collect();
+    if let Some(grouping) = &mut plan.grouping {
+        scalars.extend(grouping.having.as_mut());
+        scalars.extend(
+            grouping
+                .aggregates
+                .iter_mut()
+                .filter_map(|call| call.argument.as_mut()),
+        );
+    }
+    scalars.extend(plan.projection.iter_mut());
+    scalars.extend(plan.order_by.iter_mut().map(|key| &mut key.scalar));
+    for scalar in scalars {
+        visit_subqueries(scalar, visit);
+    }
+}
+
+/// Adds an engine read of every user table a subquery of the query reads (each subquery
+/// learns the index of its operation); such a statement reaches every partition.
+fn with_subquery_tables(mut execution: Execution) -> Execution {
+    let Finish::Query(plan) = &mut execution.finish else {
+        return execution;
+    };
+    let first = execution.operations.len();
+    let mut tables: Vec<String> = Vec::new();
+    visit_plan_subqueries(plan, &mut |subquery| {
+        if let Some((table, index)) = &mut subquery.table {
+            *index = first + tables.len();
+            tables.push(table.clone());
+        }
+    });
+    if tables.is_empty() {
+        return execution;
+    }
+    for table in tables {
+        execution.operations.push(Operation::Select {
+            table,
+            columns: Vec::new(),
+            predicate: None,
+            limit: None,
+        });
+    }
+    execution.routing = Routing::Every;
+    execution
+}
+
 /// Marks the columns a scalar reads; false if it holds a subquery.
 fn mark_columns(scalar: &Scalar, used: &mut [bool]) -> bool {
     let mut copy = scalar.clone();
@@ -1864,15 +2162,50 @@ fn column_of_nested(expr: &Expr, scope: &Scope) -> Option<usize> {
     }
 }
 
-/// A value assigned to a column of `data_type`: as an untyped constant, and doubles round into
-/// integer columns as PostgreSQL's assignment cast does.
+/// A value assigned to a column of `data_type`: PostgreSQL's assignment cast
+/// (`engine::expression::assign`, which the engine applies to computed SET clauses too).
 fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, SqlError> {
-    match (value, data_type) {
-        (Value::Double(_), DataType::Int | DataType::BigInt) => {
-            crate::expr::cast_value(value, data_type)
-        }
-        _ => Ok(coerce(value, data_type, column)?),
+    Ok(engine::expression::assign(value, data_type, column)?)
+}
+
+/// Checks a computed SET clause before anything runs: operators exist for its operand types
+/// (42883) and its type assigns to the column (42804), as PostgreSQL checks at planning.
+fn check_assignment(
+    scalar: &Scalar,
+    scope: &Scope,
+    column: &str,
+    data_type: DataType,
+) -> Result<(), SqlError> {
+    let types = scope.types();
+    scalar.check_operators(&types)?;
+    let Some(found) = scalar.data_type(&types) else {
+        return Ok(());
+    };
+    let numeric = |data_type: DataType| {
+        matches!(
+            data_type,
+            DataType::Int | DataType::BigInt | DataType::Double
+        )
+    };
+    let assignable = std::mem::discriminant(&found) == std::mem::discriminant(&data_type)
+        || (numeric(found) && numeric(data_type))
+        || matches!(data_type, DataType::Text { .. })
+        || matches!(
+            (found, data_type),
+            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+        );
+    if assignable {
+        return Ok(());
     }
+    Err(SqlError::new(
+        sqlstate::DATATYPE_MISMATCH,
+        format!(
+            "column \"{column}\" is of type {} but expression is of type {}",
+            data_type.name(),
+            found.name()
+        ),
+    )
+    .with_hint("You will need to rewrite or cast the expression."))
 }
 
 fn assignment_column(target: &ast::AssignmentTarget) -> Result<String, SqlError> {
@@ -1922,7 +2255,7 @@ fn table_option_pairs(
         .collect()
 }
 
-fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
+pub(crate) fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
     Scope {
         outer_start: None,
         columns: schema
@@ -2032,6 +2365,10 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
     let Some(predicate) = predicate else {
         return Routing::Every;
     };
+    if options.partition_key == ROW_ID_COLUMN {
+        // Hidden row ids are assigned where rows land, not by placement (`OnePartition`).
+        return Routing::Every;
+    }
     let conjuncts: Vec<&Predicate> = match predicate {
         Predicate::And(operands) => operands.iter().collect(),
         other => vec![other],
@@ -2110,9 +2447,62 @@ pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool 
     }
     // Cheap, conservative scan of the rendered SQL; a false positive only switches to grouped
     // compilation, where a plain column then fails with 42803 exactly as PostgreSQL would.
+    // Aggregates inside a subquery are the subquery's, not this query's.
+    let text = without_subqueries(&text);
     ["count(", "sum(", "min(", "max(", "avg("]
         .iter()
         .any(|call| contains_call(&text, call))
+}
+
+#[cfg(test)]
+pub(crate) fn without_subqueries_for_tests(text: &str) -> String {
+    without_subqueries(text)
+}
+
+/// Rendered (lowercase) SQL with every parenthesised `(select …)` removed, quotes respected.
+fn without_subqueries(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut kept: Vec<u8> = Vec::with_capacity(text.len());
+    let (mut at, mut quoted) = (0, false);
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if byte == b'\'' {
+            quoted = !quoted;
+        }
+        let opens_subquery = !quoted
+            && byte == b'('
+            && text[at + 1..].trim_start().starts_with("select")
+            && text[at + 1..]
+                .trim_start()
+                .as_bytes()
+                .get(6)
+                .is_none_or(|next| !next.is_ascii_alphanumeric() && *next != b'_');
+        if !opens_subquery {
+            kept.push(byte);
+            at += 1;
+            continue;
+        }
+        // Skip to the matching parenthesis (or the end).
+        let (mut depth, mut inner_quoted) = (0usize, false);
+        while at < bytes.len() {
+            match bytes[at] {
+                b'\'' => inner_quoted = !inner_quoted,
+                b'(' if !inner_quoted => depth += 1,
+                b')' if !inner_quoted => {
+                    depth -= 1;
+                    if depth == 0 {
+                        at += 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            at += 1;
+        }
+        kept.extend_from_slice(b"(subquery)");
+    }
+    // Only ASCII was removed, whole: the rest is still UTF-8.
+    String::from_utf8(kept).expect("cut at ASCII parentheses only")
 }
 
 fn contains_call(text: &str, call: &str) -> bool {

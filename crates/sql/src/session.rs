@@ -1,11 +1,13 @@
 //! Per-connection settings: SET, SHOW, RESET, DISCARD ALL, and the transaction statements.
 //!
-//! Transactions: Tessera's SQL front end is autocommit only. Every statement commits on its
-//! own. BEGIN, START TRANSACTION, COMMIT, END and ROLLBACK are accepted so that drivers and
-//! tools that wrap statements in a transaction keep working, but they do nothing: a statement
-//! inside "a transaction" is committed when it completes, and ROLLBACK undoes nothing (it
-//! answers with a NOTICE-worthy `rollback_is_no_op` flag so the server can warn). The
-//! transaction status the server reports in ReadyForQuery is therefore always idle ('I').
+//! Transactions: Tessera's SQL front end is autocommit only; every statement commits on its
+//! own, and no transaction block is ever open. BEGIN and START TRANSACTION are refused with
+//! 0A000 (`parse::transactions_refused`): accepting them would let a client believe a later
+//! ROLLBACK undoes its statements. Everything else answers what PostgreSQL answers outside a
+//! transaction block: COMMIT, END, ROLLBACK and ABORT succeed with a WARNING "there is no
+//! transaction in progress" (25P01, `SessionCommand::warning`); SAVEPOINT, RELEASE SAVEPOINT,
+//! ROLLBACK TO SAVEPOINT and `AND CHAIN` fail with 25P01. The transaction status the server
+//! reports in ReadyForQuery is therefore always idle ('I').
 
 use crate::error::{sqlstate, SqlError};
 use std::collections::BTreeMap;
@@ -219,12 +221,24 @@ pub enum SessionCommand {
     Show { name: String },
     /// `RESET ALL` and `DISCARD ALL`.
     ResetAll { tag: &'static str },
-    /// BEGIN / START TRANSACTION: accepted, autocommit continues.
-    Begin,
-    /// COMMIT / END.
+    /// COMMIT / END with no transaction in progress: a warning, nothing else.
     Commit,
-    /// ROLLBACK: accepted; nothing is undone, every statement has already committed.
+    /// ROLLBACK / ABORT with no transaction in progress: a warning; every statement has
+    /// already committed, as the client was told when BEGIN was refused.
     Rollback,
+}
+
+impl SessionCommand {
+    /// The WARNING the server sends before the command's completion, as PostgreSQL does.
+    pub fn warning(&self) -> Option<SqlError> {
+        match self {
+            SessionCommand::Commit | SessionCommand::Rollback => Some(SqlError::new(
+                sqlstate::NO_ACTIVE_SQL_TRANSACTION,
+                "there is no transaction in progress",
+            )),
+            _ => None,
+        }
+    }
 }
 
 impl Session {
@@ -275,9 +289,6 @@ impl Session {
                     tag: tag.to_string(),
                 }
             }
-            SessionCommand::Begin => StatementResult::Command {
-                tag: "BEGIN".into(),
-            },
             SessionCommand::Commit => StatementResult::Command {
                 tag: "COMMIT".into(),
             },

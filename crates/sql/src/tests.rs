@@ -128,6 +128,7 @@ impl Cluster {
                 partitions
             }
             Routing::None => Vec::new(),
+            Routing::OnePartition => vec![0],
             // The test cluster places by hash: a key range may live anywhere.
             _ => (0..count).collect(),
         }
@@ -382,10 +383,6 @@ fn update_and_delete_report_counts_and_refuse_residual_predicates() {
     assert_eq!(error.code, "0A000");
     assert!(error.message.contains("WHERE"), "{error}");
     assert_eq!(
-        cluster.error("UPDATE people SET age = age + 1").code,
-        "0A000"
-    );
-    assert_eq!(
         cluster.error("UPDATE people SET id = 7 WHERE id = 4").code,
         "0A000"
     );
@@ -395,6 +392,136 @@ fn update_and_delete_report_counts_and_refuse_residual_predicates() {
         "42703"
     );
     assert_eq!(cluster.tag("DELETE FROM people"), "DELETE 2");
+}
+
+#[test]
+fn update_set_expressions_over_columns_use_the_old_row_and_are_atomic() {
+    // One partition: a data-dependent error (22012 on one row) is atomic within a partition;
+    // across partitions it is not yet (each partition decides alone; see docs/internals/sql.md).
+    let mut cluster = people(1);
+    let all = "SELECT id, name, age, city, score FROM people ORDER BY id";
+    assert_eq!(
+        cluster.tag("UPDATE people SET age = age + 10 WHERE city = 'london'"),
+        "UPDATE 2"
+    );
+    assert_eq!(
+        cluster.rows("SELECT id, age FROM people WHERE city = 'london' ORDER BY id"),
+        vec![vec![int(1), int(46)], vec![int(3), Value::Null]]
+    );
+    assert_eq!(
+        cluster.tag("UPDATE people SET city = CASE WHEN age > 40 THEN 'old' ELSE upper(city) END"),
+        "UPDATE 5"
+    );
+    assert_eq!(
+        cluster.rows("SELECT city FROM people ORDER BY id"),
+        ["old", "PARIS", "LONDON", "old", "PARIS"]
+            .iter()
+            .map(|city| vec![text(city)])
+            .collect::<Vec<_>>()
+    );
+    // Every SET reads the row as it was before the statement: a swap.
+    assert_eq!(
+        cluster.tag("UPDATE people SET name = city, city = name WHERE id = 2"),
+        "UPDATE 1"
+    );
+    assert_eq!(
+        cluster.rows("SELECT name, city FROM people WHERE id = 2"),
+        vec![vec![text("PARIS"), text("bob")]]
+    );
+    assert_eq!(
+        cluster.tag("UPDATE people SET score = coalesce(score, 0) * 2, age = -age"),
+        "UPDATE 5"
+    );
+    assert_eq!(
+        cluster.rows("SELECT score, age FROM people ORDER BY id"),
+        vec![
+            vec![Value::Double(3.0), int(-46)],
+            vec![Value::Double(0.0), int(-25)],
+            vec![Value::Double(6.0), Value::Null],
+            vec![Value::Double(5.0), int(-41)],
+            vec![Value::Double(1.0), int(-25)],
+        ]
+    );
+    // An integer column takes a double expression rounded, a text column any type's text.
+    assert_eq!(
+        cluster.tag("UPDATE people SET age = score * 1.25, city = score WHERE id = 4"),
+        "UPDATE 1"
+    );
+    assert_eq!(
+        cluster.rows("SELECT age, city FROM people WHERE id = 4"),
+        vec![vec![int(6), text("5")]]
+    );
+    let before = cluster.rows(all);
+    // Refused at planning, as PostgreSQL does, whether or not a row qualifies.
+    for (sql, code) in [
+        ("UPDATE people SET age = city + 1", "42883"),
+        ("UPDATE people SET age = city + 1 WHERE id = 99", "42883"),
+        ("UPDATE people SET age = -city", "42883"),
+        ("UPDATE people SET age = name", "42804"),
+        ("UPDATE people SET age = nope + 1", "42703"),
+        ("UPDATE people SET id = id + 1", "0A000"),
+        ("UPDATE people SET age = age + 1, age = 2", "42601"),
+        ("UPDATE people SET city = name LIKE 'a%'", "0A000"),
+    ] {
+        assert_eq!(cluster.error(sql).code, code, "{sql}");
+        assert_eq!(cluster.rows(all), before, "{sql}");
+    }
+    // Failing on a later row changes none of the earlier ones: 22012 on id 2 and 5 (age
+    // -25), after id 1 was computed; 22003 and 23502 likewise.
+    for (sql, code) in [
+        ("UPDATE people SET age = 100 / (age + 25)", "22012"),
+        ("UPDATE people SET age = age * 100000000", "22003"),
+        (
+            "UPDATE people SET name = CASE WHEN id = 5 THEN NULL ELSE name || '!' END",
+            "23502",
+        ),
+        (
+            "UPDATE people SET name = name || name || name || name || name",
+            "22001",
+        ),
+    ] {
+        assert_eq!(cluster.error(sql).code, code, "{sql}");
+        assert_eq!(cluster.rows(all), before, "{sql}");
+    }
+    // Prepared, with parameters inside the expression.
+    let prepared = prepare(
+        "UPDATE people SET age = age + $1 WHERE id = $2",
+        &cluster.catalog,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(prepared.parameter_types, vec![DataType::Int, DataType::Int]);
+    let plan = prepared
+        .bind(&cluster.catalog, &[Some(int(100)), Some(int(1))])
+        .unwrap();
+    assert!(matches!(
+        &plan,
+        Plan::Execute(execution)
+            if matches!(execution.operations[0], Operation::UpdateComputed { .. })
+    ));
+    cluster.execute(plan).unwrap();
+    assert_eq!(
+        cluster.rows("SELECT age FROM people WHERE id = 1"),
+        vec![vec![int(54)]]
+    );
+    // Constant SET clauses keep the plain update, which shares scans.
+    let statement = parse("UPDATE people SET age = 1 + 1 WHERE id = 1")
+        .unwrap()
+        .pop()
+        .unwrap();
+    let plan = plan_statement(&statement, &cluster.catalog).unwrap();
+    assert!(matches!(
+        &plan,
+        Plan::Execute(execution)
+            if matches!(execution.operations[0], Operation::Update { .. })
+    ));
+    let explained = cluster.rows("EXPLAIN UPDATE people SET age = age + 1 WHERE id = 3");
+    assert!(
+        explained
+            .iter()
+            .any(|row| row[0].to_string().contains("computed SET")),
+        "{explained:?}"
+    );
 }
 
 #[test]
@@ -551,7 +678,8 @@ fn create_table_parses_types_constraints_and_placement_options() {
             .code,
         "42P16"
     );
-    assert_eq!(cluster.error("CREATE TABLE u (a INT)").code, "0A000");
+    // Without a primary key: a hidden row id (`tables_without_a_primary_key_get_a_hidden_row_id`).
+    assert_eq!(cluster.tag("CREATE TABLE u0 (a INT)"), "CREATE TABLE");
     assert_eq!(
         cluster
             .error("CREATE TABLE u (a INT PRIMARY KEY, b INT UNIQUE)")
@@ -737,15 +865,6 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
     assert_eq!(cluster.error("SET server_version = '9'").code, "55P02");
     assert_eq!(cluster.error("SET no_such_setting = 1").code, "42704");
     assert_eq!(cluster.error("SHOW no_such_setting").code, "42704");
-    for (sql, tag) in [
-        ("BEGIN", "BEGIN"),
-        ("START TRANSACTION", "BEGIN"),
-        ("COMMIT", "COMMIT"),
-        ("ROLLBACK", "ROLLBACK"),
-        ("END", "COMMIT"),
-    ] {
-        assert_eq!(cluster.tag(sql), tag, "{sql}");
-    }
     for setting in [
         "standard_conforming_strings",
         "transaction_isolation",
@@ -766,7 +885,81 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         crate::ReadIsolation::Sequential
     );
     assert_eq!(cluster.tag("RESET ALL"), "RESET");
-    assert_eq!(cluster.error("SAVEPOINT a").code, "0A000");
+}
+
+#[test]
+fn begin_is_refused_and_nothing_after_it_runs() {
+    let mut cluster = people(1);
+    let before = cluster.rows("SELECT id, age FROM people ORDER BY id");
+    for sql in [
+        "BEGIN",
+        "BEGIN WORK",
+        "BEGIN TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        "START TRANSACTION",
+        "START TRANSACTION READ ONLY",
+    ] {
+        let error = cluster.error(sql);
+        assert_eq!(error.code, "0A000", "{sql}");
+        assert!(
+            error.message.contains("interactive transactions"),
+            "{sql}: {}",
+            error.message
+        );
+        assert!(error.detail.unwrap().contains("commits on its own"));
+    }
+    // As a simple query: the error stops the string, so the UPDATE never runs.
+    let error = cluster
+        .run("BEGIN; UPDATE people SET age = 0; ROLLBACK")
+        .unwrap_err();
+    assert_eq!(error.code, "0A000");
+    assert_eq!(
+        cluster.rows("SELECT id, age FROM people ORDER BY id"),
+        before
+    );
+    assert!(before.iter().all(|row| row[1] != Value::Int(0)));
+}
+
+#[test]
+fn transaction_statements_outside_a_block_answer_as_postgresql_does() {
+    use crate::SessionCommand;
+    let mut cluster = people(1);
+    for (sql, tag, command) in [
+        ("COMMIT", "COMMIT", SessionCommand::Commit),
+        ("COMMIT WORK", "COMMIT", SessionCommand::Commit),
+        ("END", "COMMIT", SessionCommand::Commit),
+        ("ROLLBACK", "ROLLBACK", SessionCommand::Rollback),
+        ("ROLLBACK TRANSACTION", "ROLLBACK", SessionCommand::Rollback),
+        ("ABORT", "ROLLBACK", SessionCommand::Rollback),
+        ("COMMIT AND NO CHAIN", "COMMIT", SessionCommand::Commit),
+    ] {
+        assert_eq!(cluster.tag(sql), tag, "{sql}");
+        let statement = parse(sql).unwrap().pop().unwrap();
+        let plan = plan_statement(&statement, &cluster.catalog).unwrap();
+        assert_eq!(plan, Plan::Session(command.clone()), "{sql}");
+        let warning = command.warning().expect("COMMIT and ROLLBACK warn");
+        assert_eq!(warning.code, "25P01");
+        assert_eq!(warning.message, "there is no transaction in progress");
+    }
+    for (sql, statement) in [
+        ("SAVEPOINT a", "SAVEPOINT"),
+        ("RELEASE SAVEPOINT a", "RELEASE SAVEPOINT"),
+        ("ROLLBACK TO SAVEPOINT a", "ROLLBACK TO SAVEPOINT"),
+        ("ROLLBACK TO a", "ROLLBACK TO SAVEPOINT"),
+        ("COMMIT AND CHAIN", "COMMIT AND CHAIN"),
+        ("ROLLBACK AND CHAIN", "ROLLBACK AND CHAIN"),
+    ] {
+        let error = cluster.error(sql);
+        assert_eq!(error.code, "25P01", "{sql}");
+        assert_eq!(
+            error.message,
+            format!("{statement} can only be used in transaction blocks")
+        );
+    }
+    let set = SessionCommand::Set {
+        name: "TimeZone".into(),
+        value: None,
+    };
+    assert_eq!(set.warning(), None);
 }
 
 #[test]
@@ -920,8 +1113,8 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
     for sql in [
         "SELECT * FROM people JOIN other ON people.id = other.id",
         "SELECT * FROM people, other",
-        "SELECT * FROM people WHERE id IN (SELECT id FROM other)",
-        "SELECT id FROM people UNION SELECT id FROM other",
+        "SELECT * FROM people WHERE id IN (SELECT DISTINCT id FROM other)",
+        "SELECT id FROM people UNION SELECT id FROM other ORDER BY 1",
         "WITH x AS (SELECT 1) SELECT * FROM x",
         "SELECT DISTINCT city FROM people",
         "SELECT count(*) OVER () FROM people",
@@ -1256,5 +1449,267 @@ fn parameters_take_their_types_from_in_between_like_limit_and_set() {
             },
             DataType::Int
         ]
+    );
+}
+
+#[test]
+fn tables_without_a_primary_key_get_a_hidden_row_id() {
+    let mut cluster = Cluster::new(3);
+    assert_eq!(
+        cluster.tag("CREATE TABLE t1 (a INTEGER, b INTEGER, c TEXT)"),
+        "CREATE TABLE"
+    );
+    assert_eq!(
+        cluster.tag("INSERT INTO t1 (c, a) VALUES ('x', 1), ('y', 1)"),
+        "INSERT 0 2"
+    );
+    assert_eq!(
+        cluster.tag("INSERT INTO t1 VALUES (2, 20, 'z'), (1, NULL, 'x')"),
+        "INSERT 0 2"
+    );
+    // Duplicates are rows like any other; `*` shows the declared columns only, in insertion
+    // order when nothing else orders them (the row id breaks ties).
+    match cluster.run("SELECT * FROM t1").unwrap() {
+        StatementResult::Rows { columns, rows, .. } => {
+            let names: Vec<&str> = columns.iter().map(|column| column.name.as_str()).collect();
+            assert_eq!(names, ["a", "b", "c"]);
+            assert_eq!(
+                rows,
+                vec![
+                    vec![int(1), Value::Null, text("x")],
+                    vec![int(1), Value::Null, text("y")],
+                    vec![int(2), int(20), text("z")],
+                    vec![int(1), Value::Null, text("x")],
+                ]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cluster.rows("SELECT a, count(*) FROM t1 GROUP BY a ORDER BY a"),
+        vec![vec![int(1), big(3)], vec![int(2), big(1)]]
+    );
+    assert_eq!(
+        cluster.tag("UPDATE t1 SET b = a * 10 WHERE c = 'x'"),
+        "UPDATE 2"
+    );
+    assert_eq!(cluster.tag("DELETE FROM t1 WHERE c = 'y'"), "DELETE 1");
+    // The hidden id can be read by name, never written, and is never reused.
+    assert_eq!(
+        cluster.rows("SELECT tessera_row_id, b FROM t1 ORDER BY tessera_row_id"),
+        vec![
+            vec![big(1), int(10)],
+            vec![big(3), int(20)],
+            vec![big(4), int(10)]
+        ]
+    );
+    assert_eq!(
+        cluster
+            .error("INSERT INTO t1 (tessera_row_id, a) VALUES (9, 9)")
+            .code,
+        "428C9"
+    );
+    assert_eq!(
+        cluster.error("UPDATE t1 SET tessera_row_id = 9").code,
+        "0A000"
+    );
+    assert_eq!(cluster.tag("DELETE FROM t1 WHERE a = 2"), "DELETE 1");
+    cluster.tag("INSERT INTO t1 (a) VALUES (5)");
+    assert_eq!(
+        cluster.rows("SELECT tessera_row_id FROM t1 WHERE a = 5"),
+        vec![vec![big(5)]]
+    );
+    assert_eq!(
+        cluster
+            .error("CREATE TABLE t2 (a INT, tessera_row_id BIGINT)")
+            .code,
+        "42701"
+    );
+    assert_eq!(cluster.error("COPY t1 FROM STDIN").code, "0A000");
+    // The catalog shows the declared columns and no primary key.
+    let described = cluster.rows(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 't1' \
+         ORDER BY ordinal_position",
+    );
+    assert_eq!(
+        described,
+        vec![vec![text("a")], vec![text("b")], vec![text("c")]]
+    );
+    assert_eq!(
+        cluster.rows(
+            "SELECT count(*) FROM information_schema.table_constraints WHERE table_name = 't1'"
+        ),
+        vec![vec![big(0)]]
+    );
+}
+
+#[test]
+fn aggregates_inside_a_subquery_do_not_make_the_outer_query_grouped() {
+    let mut cluster = people(3);
+    // Scalar subqueries over a user table, uncorrelated and correlated, with aggregates; the
+    // table's rows come from every partition.
+    assert_eq!(
+        cluster.rows(
+            "SELECT id, CASE WHEN age > (SELECT avg(age) FROM people) THEN 1 ELSE 0 END \
+             FROM people ORDER BY id"
+        ),
+        vec![
+            vec![int(1), int(1)],
+            vec![int(2), int(0)],
+            vec![int(3), int(0)],
+            vec![int(4), int(1)],
+            vec![int(5), int(0)],
+        ]
+    );
+    assert_eq!(
+        cluster.rows(
+            "SELECT name, (SELECT count(*) FROM people AS x WHERE x.age < people.age) \
+             FROM people WHERE id <= 4 ORDER BY 2, 1"
+        ),
+        vec![
+            vec![text("bob"), big(0)],
+            vec![text("cy"), big(0)],
+            vec![text("ada"), big(2)],
+            vec![text("dee"), big(3)],
+        ]
+    );
+    assert_eq!(
+        cluster.rows("SELECT name FROM people WHERE age >= (SELECT max(age) FROM people)"),
+        vec![vec![text("dee")]]
+    );
+    assert_eq!(
+        cluster.rows("SELECT (SELECT min(name) FROM people WHERE city = 'paris'), 1 + 1"),
+        vec![vec![text("bob"), int(2)]]
+    );
+    assert_eq!(
+        cluster.rows(
+            "SELECT id FROM people WHERE id IN (SELECT id FROM people WHERE age = 25) ORDER BY id"
+        ),
+        vec![vec![int(2)], vec![int(5)]]
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT (SELECT name FROM people) FROM people")
+            .code,
+        "21000"
+    );
+    assert_eq!(
+        cluster.error("SELECT (SELECT count(*) FROM nope)").code,
+        "42P01"
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT (SELECT age FROM people ORDER BY age LIMIT 1)")
+            .code,
+        "0A000"
+    );
+    // Aggregates of the query itself still group it, next to a subquery too.
+    assert_eq!(
+        cluster.error("SELECT name, count(*) FROM people").code,
+        "42803"
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*), max(name) FROM people WHERE name <> '(select count(*)'"),
+        vec![vec![big(5), text("eve")]]
+    );
+    assert_eq!(
+        super::plan::without_subqueries_for_tests(
+            "a, (select count(*) from t where x = ')'), sum(b)"
+        ),
+        "a, (subquery), sum(b)"
+    );
+}
+
+#[test]
+fn union_intersect_and_except_combine_queries_of_one_table_each() {
+    let mut cluster = people(3);
+    cluster.tag("CREATE TABLE other (id INT PRIMARY KEY, age BIGINT)");
+    cluster.tag("INSERT INTO other VALUES (1, 25), (2, 25), (3, 50), (4, NULL)");
+    let ages = |cluster: &mut Cluster, sql: &str| -> Vec<Value> {
+        cluster
+            .rows(sql)
+            .into_iter()
+            .map(|row| row[0].clone())
+            .collect()
+    };
+    // people.age: 36, 25, NULL, 41, 25; other.age: 25, 25, 50, NULL (BIGINT: INT widens).
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people UNION SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25), big(36), big(41), big(50)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people UNION ALL SELECT age FROM other"
+        )
+        .len(),
+        9
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people INTERSECT SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people INTERSECT ALL SELECT age FROM other"
+        ),
+        vec![Value::Null, big(25), big(25)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people EXCEPT SELECT age FROM other"
+        ),
+        vec![big(36), big(41)]
+    );
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT age FROM people WHERE id < 3 EXCEPT ALL SELECT age FROM people WHERE id = 5"
+        ),
+        vec![int(36)]
+    );
+    // INTERSECT binds tighter than UNION.
+    assert_eq!(
+        ages(
+            &mut cluster,
+            "SELECT 1 UNION SELECT age FROM people WHERE id = 1 INTERSECT SELECT 36"
+        ),
+        vec![int(1), int(36)]
+    );
+    match cluster
+        .run("SELECT name AS who FROM people WHERE id = 1 UNION SELECT 'zed'")
+        .unwrap()
+    {
+        StatementResult::Rows { columns, rows, .. } => {
+            assert_eq!(columns[0].name, "who");
+            assert_eq!(rows, vec![vec![text("ada")], vec![text("zed")]]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cluster
+            .error("SELECT age FROM people UNION SELECT name FROM people")
+            .code,
+        "42804"
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT age, id FROM people UNION SELECT age FROM other")
+            .code,
+        "42601"
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT age FROM people UNION SELECT age FROM other ORDER BY 1")
+            .code,
+        "0A000"
     );
 }

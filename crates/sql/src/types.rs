@@ -94,92 +94,13 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
     })
 }
 
-/// PostgreSQL's text output of a value (`None` for NULL).
+/// PostgreSQL's text output of a value (`None` for NULL): `engine::value::text_output`, which
+/// the engine also uses for casts to text and `||`.
 pub fn encode_text(value: &Value) -> Option<String> {
-    Some(match value {
-        Value::Null => return None,
-        Value::Boolean(true) => "t".into(),
-        Value::Boolean(false) => "f".into(),
-        Value::Int(number) => number.to_string(),
-        Value::BigInt(number) => number.to_string(),
-        Value::Double(number) => format_double(*number),
-        Value::Text(text) => text.clone(),
-        Value::Bytea(bytes) => {
-            let mut text = String::with_capacity(2 + 2 * bytes.len());
-            text.push_str("\\x");
-            for byte in bytes {
-                text.push_str(&format!("{byte:02x}"));
-            }
-            text
-        }
-        Value::Date(days) => format_date(i64::from(*days)),
-        Value::Timestamp(microseconds) => format_timestamp(*microseconds),
-    })
+    engine::value::text_output(value)
 }
 
-/// float8out: the shortest text that reads back exactly, in `%g` style (exponent when it is
-/// below -4 or at least 15), with PostgreSQL's spellings of the special values.
-pub fn format_double(number: f64) -> String {
-    if number.is_nan() {
-        return "NaN".into();
-    }
-    if number.is_infinite() {
-        return if number > 0.0 {
-            "Infinity"
-        } else {
-            "-Infinity"
-        }
-        .into();
-    }
-    if number == 0.0 {
-        return if number.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    let scientific = format!("{number:e}");
-    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} has an exponent");
-    let exponent: i32 = exponent.parse().expect("{:e} exponent is an integer");
-    if (-4..15).contains(&exponent) {
-        format!("{number}")
-    } else {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
-    }
-}
-
-fn format_date(days: i64) -> String {
-    let (year, month, day) = civil_from_days(days);
-    if year <= 0 {
-        format!("{:04}-{month:02}-{day:02} BC", 1 - year)
-    } else {
-        format!("{year:04}-{month:02}-{day:02}")
-    }
-}
-
-fn format_timestamp(microseconds: i64) -> String {
-    let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
-    let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
-    let (year, month, day) = civil_from_days(days);
-    let seconds = within / 1_000_000;
-    let fraction = within % 1_000_000;
-    let mut text = if year <= 0 {
-        format!("{:04}-{month:02}-{day:02}", 1 - year)
-    } else {
-        format!("{year:04}-{month:02}-{day:02}")
-    };
-    text.push_str(&format!(
-        " {:02}:{:02}:{:02}",
-        seconds / 3_600,
-        seconds / 60 % 60,
-        seconds % 60
-    ));
-    if fraction != 0 {
-        let digits = format!(".{fraction:06}");
-        text.push_str(digits.trim_end_matches('0'));
-    }
-    if year <= 0 {
-        text.push_str(" BC");
-    }
-    text
-}
+pub use engine::value::format_double;
 
 /// Reads a value in PostgreSQL's text format as `data_type` (22P02 when it does not parse).
 pub fn decode_text(text: &str, data_type: DataType) -> Result<Value, SqlError> {

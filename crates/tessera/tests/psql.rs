@@ -308,3 +308,167 @@ fn pgbench_custom_scripts_run_against_a_replicated_cluster() {
     }
     let _ = std::fs::remove_file(&script);
 }
+
+/// Runs a psql script from stdin with ON_ERROR_STOP, as an application's migration or batch
+/// job does; returns (exit code, stdout and stderr).
+fn psql_script(port: u16, script: &str) -> (Option<i32>, String) {
+    use std::io::Write;
+    let mut child = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            "127.0.0.1",
+        ])
+        .args([
+            "-p",
+            &port.to_string(),
+            "-U",
+            "tessera",
+            "-d",
+            "tessera",
+            "-f",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql is installed (scripts/test installs postgresql-client)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("script written");
+    let output = child.wait_with_output().expect("psql ran");
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status.code(), text.trim().to_string())
+}
+
+/// PostgreSQL compatibility as psql sees it (issue 20): BEGIN is refused with 0A000 rather
+/// than accepted and then not honoured by ROLLBACK, so the table is unchanged; COMMIT and
+/// ROLLBACK outside a transaction warn as PostgreSQL does; UPDATE SET takes expressions over
+/// the row's columns, replicated and evaluated by every replica; a table needs no primary key.
+#[test]
+fn psql_sees_begin_refused_and_update_expressions_work() {
+    let _cluster = dev_cluster("psqlcompat", PartitionMode::Vr, 8471, 8771);
+    let pg = 8771;
+    let created = psql(
+        pg,
+        &[
+            "CREATE TABLE bar_t (id INT PRIMARY KEY, city TEXT, n INT)",
+            "INSERT INTO bar_t VALUES (1, 'LHR', 5), (2, 'JFK', 7), (3, 'LHR', NULL)",
+        ],
+    );
+    assert!(!created.contains("ERROR"), "{created}");
+    let rows = "1|LHR|5\n2|JFK|7\n3|LHR|";
+
+    // One query string: the error on BEGIN stops it, the UPDATE never runs.
+    let output = psql(
+        pg,
+        &[
+            "\\set VERBOSITY verbose",
+            "BEGIN; UPDATE bar_t SET n = 0; ROLLBACK",
+        ],
+    );
+    assert!(output.contains("ERROR:  0A000"), "{output}");
+    assert!(
+        output.contains("interactive transactions (BEGIN / START TRANSACTION) is not supported"),
+        "{output}"
+    );
+    assert!(
+        output.contains("every statement commits on its own"),
+        "{output}"
+    );
+    assert_eq!(psql(pg, &["SELECT * FROM bar_t ORDER BY id"]), rows);
+
+    // A script with ON_ERROR_STOP stops at BEGIN (psql exits with 3).
+    let (code, output) = psql_script(
+        pg,
+        "START TRANSACTION;\nUPDATE bar_t SET n = 0 WHERE city = 'LHR';\nROLLBACK;\n",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(output.contains("not supported"), "{output}");
+    assert_eq!(psql(pg, &["SELECT * FROM bar_t ORDER BY id"]), rows);
+
+    // Outside a transaction, COMMIT and ROLLBACK warn and succeed; SAVEPOINT is an error.
+    let output = psql(
+        pg,
+        &[
+            "\\set VERBOSITY verbose",
+            "COMMIT",
+            "ROLLBACK",
+            "SAVEPOINT s",
+        ],
+    );
+    assert_eq!(
+        output
+            .matches("WARNING:  25P01: there is no transaction in progress")
+            .count(),
+        2,
+        "{output}"
+    );
+    assert!(
+        output.contains("ERROR:  25P01: SAVEPOINT can only be used in transaction blocks"),
+        "{output}"
+    );
+
+    // Expressions in UPDATE SET, through a replicated log (three replicas would show the
+    // same; one keeps the test light).
+    let output = psql(
+        pg,
+        &[
+            "UPDATE bar_t SET n = n + 10 WHERE city = 'LHR'",
+            "UPDATE bar_t SET city = CASE WHEN n > 10 THEN lower(city) ELSE city || '!' END",
+            "UPDATE bar_t SET n = id, id = id WHERE id = 2",
+            "SELECT * FROM bar_t ORDER BY id",
+        ],
+    );
+    assert!(output.contains("updating primary key column"), "{output}");
+    assert!(
+        output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"),
+        "{output}"
+    );
+    let output = psql(
+        pg,
+        &[
+            "\\set VERBOSITY verbose",
+            "UPDATE bar_t SET n = city + 1",
+            "UPDATE bar_t SET n = 100 / (n - 7)",
+            "SELECT * FROM bar_t ORDER BY id",
+        ],
+    );
+    assert!(
+        output.contains("ERROR:  42883: operator does not exist: text + integer"),
+        "{output}"
+    );
+    assert!(
+        output.contains("ERROR:  22012: division by zero"),
+        "{output}"
+    );
+    assert!(
+        output.starts_with("1|lhr|15\n2|JFK!|7\n3|LHR!|\n"),
+        "{output}"
+    );
+
+    // A table without a primary key: a hidden row id, not in `*` nor in psql's \d.
+    let output = psql(
+        pg,
+        &[
+            "CREATE TABLE t1(a INTEGER, b INTEGER)",
+            "INSERT INTO t1(b,a) VALUES(2,1),(2,1)",
+            "INSERT INTO t1 VALUES(3,NULL)",
+            "SELECT * FROM t1",
+            "\\d t1",
+        ],
+    );
+    assert!(output.starts_with("1|2\n1|2\n3|\n"), "{output}");
+    assert!(output.contains("a|integer|||"), "{output}");
+    assert!(!output.contains("tessera_row_id"), "{output}");
+}

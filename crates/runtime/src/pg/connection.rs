@@ -55,9 +55,6 @@ pub(crate) struct Connection<B, R, W> {
     portals: HashMap<String, Portal>,
     /// After an error in an extended-protocol message: discard messages until Sync.
     ignore_till_sync: bool,
-    /// Between BEGIN and COMMIT/ROLLBACK: statements still autocommit, but portals outlive
-    /// Sync (as in a PostgreSQL transaction block), so that clients can fetch in chunks.
-    in_block: bool,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -93,7 +90,6 @@ where
             statements: HashMap::new(),
             portals: HashMap::new(),
             ignore_till_sync: false,
-            in_block: false,
         }
     }
 
@@ -239,11 +235,9 @@ where
                 b'H' => self.flush().await,
                 b'S' => {
                     self.ignore_till_sync = false;
-                    // Sync ends the implicit transaction, and with it every portal (unless
-                    // the client opened a block with BEGIN).
-                    if !self.in_block {
-                        self.portals.clear();
-                    }
+                    // Sync ends the implicit transaction, and with it every portal (BEGIN is
+                    // refused, so no transaction block keeps them).
+                    self.portals.clear();
                     self.out.ready_for_query();
                     self.flush().await
                 }
@@ -328,22 +322,8 @@ where
                         self.out.parameter_status(&name, &value);
                     }
                 }
-                match command {
-                    SessionCommand::Begin => self.in_block = true,
-                    SessionCommand::Commit | SessionCommand::Rollback => {
-                        self.in_block = false;
-                    }
-                    _ => {}
-                }
-                if command == SessionCommand::Rollback {
-                    self.out.notice_response(
-                        "WARNING",
-                        &SqlError::new(
-                            "25P01",
-                            "there is no transaction in progress: every statement has already \
-                             committed (autocommit), ROLLBACK undoes nothing",
-                        ),
-                    );
+                if let Some(warning) = command.warning() {
+                    self.out.notice_response("WARNING", &warning);
                 }
                 Ok(Some(result))
             }

@@ -57,17 +57,19 @@
 //! - COPY TO, COPY in CSV or binary format (the planner refuses them), the function call
 //!   protocol, replication connections, protocol versions other than 3.0 (3.x minor versions
 //!   get NegotiateProtocolVersion for 3.0).
-//! - Transactions beyond autocommit: BEGIN/COMMIT/ROLLBACK are accepted, every statement
-//!   commits on its own; ReadyForQuery is always 'I'; ROLLBACK sends a WARNING saying nothing
-//!   was undone.
+//! - Transactions beyond autocommit: BEGIN / START TRANSACTION are refused with 0A000, every
+//!   statement commits on its own; ReadyForQuery is always 'I'; COMMIT and ROLLBACK answer
+//!   PostgreSQL's WARNING "there is no transaction in progress" (25P01). Portals live until
+//!   Sync, as in PostgreSQL's implicit transaction.
 //! - Later steps: pgjdbc (its extended-protocol flow is implemented but untested here);
 //!   pgbench's built-in TPC-B schema (`pgbench -i` needs statements the planner refuses —
 //!   custom scripts run in all three query modes, see `tests/pg_psql.rs`); routing over several
 //!   partitions; NOTIFY; DECLARE/FETCH cursors.
 //!
 //! Tests: `tests/pg_psql.rs` (psql, pgbench), `tests/pg_extended.rs` (tokio-postgres: binary
-//! parameters and results, portals fetched in chunks, COPY), `tests/pg_protocol.rs` (raw bytes:
-//! startup, 08P01 on bad frames, discard until Sync, limits, random input).
+//! parameters and results, BEGIN refused, COPY), `tests/pg_protocol.rs` (raw bytes:
+//! startup, 08P01 on bad frames, discard until Sync, portals fetched in chunks before Sync,
+//! limits, random input).
 
 mod connection;
 mod protocol;

@@ -1,0 +1,838 @@
+//! Scalar expressions over one row that the engine evaluates itself: the right-hand sides of
+//! `UPDATE … SET col = expression` (`Operation::UpdateComputed`), executed at the statement's
+//! place in the log on every replica, so they must be data, deterministic and total (every
+//! failure is an `EngineError`, never a panic).
+//!
+//! The value-level semantics (arithmetic with overflow checks, SQL comparison across types,
+//! three-valued logic, casts, text output, the built-in functions) live here once: the SQL
+//! gateway's own expression evaluator (`sql::expr`) calls these same functions, so an
+//! expression means the same thing at the gateway and in the engine.
+//!
+//! On the wire an expression is a postfix list of nodes, like a predicate, so that decoding
+//! untrusted bytes never recurses; trees deeper than `EXPRESSION_DEPTH_MAX` or larger than
+//! `EXPRESSION_NODES_MAX` are refused.
+
+use crate::error::{Condition, EngineError};
+use crate::predicate::CompareOp;
+use crate::schema::TableSchema;
+use crate::value::{coerce, parse_text, text_output, DataType, Value};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Ordering;
+
+/// Deepest expression accepted.
+pub const EXPRESSION_DEPTH_MAX: usize = 64;
+/// Most nodes in one expression.
+pub const EXPRESSION_NODES_MAX: usize = 4_096;
+
+/// A binary operator. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operator {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Modulo,
+    /// `||`: the text outputs of both sides.
+    Concat,
+    Compare(CompareOp),
+    And,
+    Or,
+}
+
+/// A built-in function. Slots are fixed: append new variants at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Function {
+    Lower,
+    Upper,
+    /// Characters of text (bytes of bytea).
+    Length,
+    Abs,
+    Coalesce,
+    NullIf,
+}
+
+impl Function {
+    /// How many arguments the function takes.
+    pub fn arity(self) -> std::ops::RangeInclusive<usize> {
+        match self {
+            Function::Lower | Function::Upper | Function::Length | Function::Abs => 1..=1,
+            Function::Coalesce => 1..=usize::MAX,
+            Function::NullIf => 2..=2,
+        }
+    }
+}
+
+/// An expression over one row; `C` names a column: its name on the wire (`String`), its
+/// position once bound to a table (`usize`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expression<C = String> {
+    Column(C),
+    Constant(Value),
+    Not(Box<Expression<C>>),
+    Negate(Box<Expression<C>>),
+    Binary(Operator, Box<Expression<C>>, Box<Expression<C>>),
+    /// `IS NULL` (`IS NOT NULL` when true).
+    IsNull(Box<Expression<C>>, bool),
+    /// `IS [NOT] TRUE/FALSE`: (operand, expected, negated).
+    IsBoolean(Box<Expression<C>>, bool, bool),
+    /// `operand [NOT] IN (list)`.
+    InList(Box<Expression<C>>, Vec<Expression<C>>, bool),
+    /// `operand [NOT] BETWEEN low AND high`.
+    Between(
+        Box<Expression<C>>,
+        Box<Expression<C>>,
+        Box<Expression<C>>,
+        bool,
+    ),
+    Case {
+        operand: Option<Box<Expression<C>>>,
+        branches: Vec<(Expression<C>, Expression<C>)>,
+        otherwise: Option<Box<Expression<C>>>,
+    },
+    Cast(Box<Expression<C>>, DataType),
+    Call(Function, Vec<Expression<C>>),
+}
+
+/// The children of a node, in evaluation (and postfix) order.
+fn children<C>(expression: &Expression<C>) -> Vec<&Expression<C>> {
+    match expression {
+        Expression::Column(_) | Expression::Constant(_) => Vec::new(),
+        Expression::Not(operand)
+        | Expression::Negate(operand)
+        | Expression::IsNull(operand, _)
+        | Expression::IsBoolean(operand, ..)
+        | Expression::Cast(operand, _) => vec![operand],
+        Expression::Binary(_, left, right) => vec![left, right],
+        Expression::InList(operand, list, _) => {
+            let mut all = vec![operand.as_ref()];
+            all.extend(list);
+            all
+        }
+        Expression::Between(operand, low, high, _) => vec![operand, low, high],
+        Expression::Case {
+            operand,
+            branches,
+            otherwise,
+        } => {
+            let mut all: Vec<&Expression<C>> = operand.iter().map(|boxed| boxed.as_ref()).collect();
+            for (condition, result) in branches {
+                all.push(condition);
+                all.push(result);
+            }
+            all.extend(otherwise.iter().map(|boxed| boxed.as_ref()));
+            all
+        }
+        Expression::Call(_, arguments) => arguments.iter().collect(),
+    }
+}
+
+impl Expression<String> {
+    /// Binds column names to positions in the table; 42703 for an unknown column.
+    pub fn bind(&self, schema: &TableSchema) -> Result<Expression<usize>, EngineError> {
+        self.map_columns(&mut |name: &String| schema.column_position(name))
+    }
+}
+
+impl<C> Expression<C> {
+    /// The same tree with every column reference mapped.
+    pub fn map_columns<D, E>(
+        &self,
+        map: &mut dyn FnMut(&C) -> Result<D, E>,
+    ) -> Result<Expression<D>, E> {
+        let boxed = |expression: &Expression<C>, map: &mut dyn FnMut(&C) -> Result<D, E>| {
+            expression.map_columns(map).map(Box::new)
+        };
+        Ok(match self {
+            Expression::Column(column) => Expression::Column(map(column)?),
+            Expression::Constant(value) => Expression::Constant(value.clone()),
+            Expression::Not(operand) => Expression::Not(boxed(operand, map)?),
+            Expression::Negate(operand) => Expression::Negate(boxed(operand, map)?),
+            Expression::Binary(operator, left, right) => {
+                Expression::Binary(*operator, boxed(left, map)?, boxed(right, map)?)
+            }
+            Expression::IsNull(operand, negated) => {
+                Expression::IsNull(boxed(operand, map)?, *negated)
+            }
+            Expression::IsBoolean(operand, expected, negated) => {
+                Expression::IsBoolean(boxed(operand, map)?, *expected, *negated)
+            }
+            Expression::InList(operand, list, negated) => Expression::InList(
+                boxed(operand, map)?,
+                list.iter()
+                    .map(|item| item.map_columns(map))
+                    .collect::<Result<_, _>>()?,
+                *negated,
+            ),
+            Expression::Between(operand, low, high, negated) => Expression::Between(
+                boxed(operand, map)?,
+                boxed(low, map)?,
+                boxed(high, map)?,
+                *negated,
+            ),
+            Expression::Case {
+                operand,
+                branches,
+                otherwise,
+            } => Expression::Case {
+                operand: match operand {
+                    Some(operand) => Some(boxed(operand, map)?),
+                    None => None,
+                },
+                branches: branches
+                    .iter()
+                    .map(|(condition, result)| {
+                        Ok((condition.map_columns(map)?, result.map_columns(map)?))
+                    })
+                    .collect::<Result<_, E>>()?,
+                otherwise: match otherwise {
+                    Some(otherwise) => Some(boxed(otherwise, map)?),
+                    None => None,
+                },
+            },
+            Expression::Cast(operand, data_type) => {
+                Expression::Cast(boxed(operand, map)?, *data_type)
+            }
+            Expression::Call(function, arguments) => Expression::Call(
+                *function,
+                arguments
+                    .iter()
+                    .map(|argument| argument.map_columns(map))
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+
+    /// Checks that every function call has an argument count the function takes (decoding
+    /// checks this too; operations built in process are checked here).
+    pub fn check_arity(&self) -> Result<(), EngineError> {
+        if let Expression::Call(function, arguments) = self {
+            if !function.arity().contains(&arguments.len()) {
+                return Err(EngineError::SyntaxError {
+                    reason: format!("{function:?} does not take {} arguments", arguments.len()),
+                });
+            }
+        }
+        children(self)
+            .into_iter()
+            .try_for_each(Expression::check_arity)
+    }
+
+    /// Nodes in the tree.
+    pub fn node_count(&self) -> usize {
+        1 + children(self)
+            .into_iter()
+            .map(Expression::node_count)
+            .sum::<usize>()
+    }
+}
+
+impl Expression<usize> {
+    /// Evaluates over one row with SQL's three-valued logic.
+    pub fn evaluate(&self, row: &[Value]) -> Result<Value, EngineError> {
+        Ok(match self {
+            Expression::Column(position) => {
+                assert!(*position < row.len(), "bound against this row's table");
+                row[*position].clone()
+            }
+            Expression::Constant(value) => value.clone(),
+            Expression::Not(operand) => boolean(truth(&operand.evaluate(row)?)?.map(|flag| !flag)),
+            Expression::Negate(operand) => negate(&operand.evaluate(row)?)?,
+            Expression::Binary(operator, left, right) => {
+                let left = left.evaluate(row)?;
+                match (operator, truth_of_boolean(&left)) {
+                    (Operator::And, Some(false)) => return Ok(Value::Boolean(false)),
+                    (Operator::Or, Some(true)) => return Ok(Value::Boolean(true)),
+                    _ => {}
+                }
+                binary(*operator, &left, &right.evaluate(row)?)?
+            }
+            Expression::IsNull(operand, negated) => {
+                Value::Boolean(operand.evaluate(row)?.is_null() != *negated)
+            }
+            Expression::IsBoolean(operand, expected, negated) => {
+                let value = truth(&operand.evaluate(row)?)?;
+                Value::Boolean((value == Some(*expected)) != *negated)
+            }
+            Expression::InList(operand, list, negated) => {
+                let value = operand.evaluate(row)?;
+                let mut items = Vec::with_capacity(list.len());
+                for item in list {
+                    items.push(item.evaluate(row)?);
+                }
+                in_list(&value, &items, *negated)?
+            }
+            Expression::Between(operand, low, high, negated) => between(
+                &operand.evaluate(row)?,
+                &low.evaluate(row)?,
+                &high.evaluate(row)?,
+                *negated,
+            )?,
+            Expression::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                let operand = match operand {
+                    Some(operand) => Some(operand.evaluate(row)?),
+                    None => None,
+                };
+                for (condition, result) in branches {
+                    let condition = condition.evaluate(row)?;
+                    let taken = match &operand {
+                        Some(operand) => compare(operand, &condition)? == Some(Ordering::Equal),
+                        None => truth(&condition)? == Some(true),
+                    };
+                    if taken {
+                        return result.evaluate(row);
+                    }
+                }
+                match otherwise {
+                    Some(otherwise) => otherwise.evaluate(row)?,
+                    None => Value::Null,
+                }
+            }
+            Expression::Cast(operand, target) => cast(&operand.evaluate(row)?, *target)?,
+            Expression::Call(function, arguments) => {
+                let mut values = Vec::with_capacity(arguments.len());
+                for argument in arguments {
+                    values.push(argument.evaluate(row)?);
+                }
+                call(*function, &values)?
+            }
+        })
+    }
+}
+
+fn truth_of_boolean(value: &Value) -> Option<bool> {
+    match value {
+        Value::Boolean(flag) => Some(*flag),
+        _ => None,
+    }
+}
+
+// ----- value-level semantics, shared with the SQL gateway -----
+
+fn error(condition: Condition, message: impl Into<String>) -> EngineError {
+    EngineError::Evaluation {
+        condition,
+        message: message.into(),
+    }
+}
+
+/// A boolean or NULL.
+pub fn boolean(flag: Option<bool>) -> Value {
+    flag.map_or(Value::Null, Value::Boolean)
+}
+
+/// A value read as a truth value: NULL is unknown, text is parsed as a boolean literal.
+pub fn truth(value: &Value) -> Result<Option<bool>, EngineError> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Boolean(flag) => Ok(Some(*flag)),
+        Value::Text(text) => match parse_text(text, DataType::Boolean)? {
+            Value::Boolean(flag) => Ok(Some(flag)),
+            _ => Ok(None),
+        },
+        other => Err(error(
+            Condition::DatatypeMismatch,
+            format!(
+                "argument must be type boolean, not type {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+/// Three-valued AND.
+pub fn and(left: Option<bool>, right: Option<bool>) -> Option<bool> {
+    match (left, right) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+/// Three-valued OR.
+pub fn or(left: Option<bool>, right: Option<bool>) -> Option<bool> {
+    match (left, right) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+/// The type of a value (`None` for NULL).
+pub fn value_type(value: &Value) -> Option<DataType> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Boolean(_) => DataType::Boolean,
+        Value::Int(_) => DataType::Int,
+        Value::BigInt(_) => DataType::BigInt,
+        Value::Double(_) => DataType::Double,
+        Value::Text(_) => DataType::Text { length_max: None },
+        Value::Bytea(_) => DataType::Bytea,
+        Value::Date(_) => DataType::Date,
+        Value::Timestamp(_) => DataType::Timestamp,
+    })
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(number) => Some(i64::from(*number)),
+        Value::BigInt(number) => Some(*number),
+        _ => None,
+    }
+}
+
+fn double(value: &Value) -> Option<f64> {
+    match value {
+        Value::Double(number) => Some(*number),
+        other => integer(other).map(|number| number as f64),
+    }
+}
+
+/// SQL comparison across types: numbers compare numerically, a date with a timestamp as
+/// timestamps, text with another type by reading the text as that type (an untyped literal).
+/// `None` when either side is NULL.
+pub fn compare(left: &Value, right: &Value) -> Result<Option<Ordering>, EngineError> {
+    if left.is_null() || right.is_null() {
+        return Ok(None);
+    }
+    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
+        return Ok(Some(a.cmp(&b)));
+    }
+    if let (Some(a), Some(b)) = (double(left), double(right)) {
+        return Ok(Some(Value::Double(a).cmp(&Value::Double(b))));
+    }
+    if std::mem::discriminant(left) == std::mem::discriminant(right) {
+        return Ok(Some(left.cmp(right)));
+    }
+    match (left, right) {
+        (Value::Date(_), Value::Timestamp(_)) => {
+            compare(&coerce(left, DataType::Timestamp, "")?, right)
+        }
+        (Value::Timestamp(_), Value::Date(_)) => {
+            compare(left, &coerce(right, DataType::Timestamp, "")?)
+        }
+        (Value::Text(_), other) | (other, Value::Text(_)) => {
+            let data_type = value_type(other).expect("not null");
+            let left = coerce(left, data_type, "")?;
+            let right = coerce(right, data_type, "")?;
+            Ok(Some(left.cmp(&right)))
+        }
+        _ => Err(error(
+            Condition::UndefinedFunction,
+            format!(
+                "operator does not exist: {} = {}",
+                left.type_name(),
+                right.type_name()
+            ),
+        )),
+    }
+}
+
+/// Unary minus.
+pub fn negate(value: &Value) -> Result<Value, EngineError> {
+    let overflow = || error(Condition::NumericValueOutOfRange, "integer out of range");
+    Ok(match value {
+        Value::Null => Value::Null,
+        Value::Int(number) => Value::Int(number.checked_neg().ok_or_else(overflow)?),
+        Value::BigInt(number) => Value::BigInt(number.checked_neg().ok_or_else(overflow)?),
+        Value::Double(number) => Value::Double(-number),
+        other => {
+            return Err(error(
+                Condition::UndefinedFunction,
+                format!("operator does not exist: - {}", other.type_name()),
+            ))
+        }
+    })
+}
+
+/// A binary operator on two evaluated operands.
+pub fn binary(operator: Operator, left: &Value, right: &Value) -> Result<Value, EngineError> {
+    Ok(match operator {
+        Operator::And => boolean(and(truth(left)?, truth(right)?)),
+        Operator::Or => boolean(or(truth(left)?, truth(right)?)),
+        Operator::Compare(op) => boolean(compare(left, right)?.map(|ordering| match op {
+            CompareOp::Equal => ordering == Ordering::Equal,
+            CompareOp::NotEqual => ordering != Ordering::Equal,
+            CompareOp::Less => ordering == Ordering::Less,
+            CompareOp::LessOrEqual => ordering != Ordering::Greater,
+            CompareOp::Greater => ordering == Ordering::Greater,
+            CompareOp::GreaterOrEqual => ordering != Ordering::Less,
+        })),
+        Operator::Concat => match (text_output(left), text_output(right)) {
+            (Some(mut text), Some(right)) => {
+                text.push_str(&right);
+                Value::Text(text)
+            }
+            _ => Value::Null,
+        },
+        arithmetic => arithmetic_value(arithmetic, left, right)?,
+    })
+}
+
+/// `+ - * / %` on numbers: integers with overflow checks (INT stays INT when both sides are
+/// INT), otherwise doubles.
+pub fn arithmetic_value(
+    operator: Operator,
+    left: &Value,
+    right: &Value,
+) -> Result<Value, EngineError> {
+    if left.is_null() || right.is_null() {
+        return Ok(Value::Null);
+    }
+    let symbol = match operator {
+        Operator::Add => "+",
+        Operator::Subtract => "-",
+        Operator::Multiply => "*",
+        Operator::Divide => "/",
+        Operator::Modulo => "%",
+        other => unreachable!("{other:?} is not arithmetic"),
+    };
+    let divide_by_zero = || error(Condition::DivisionByZero, "division by zero");
+    if let (Some(a), Some(b)) = (integer(left), integer(right)) {
+        let result = match operator {
+            Operator::Add => a.checked_add(b),
+            Operator::Subtract => a.checked_sub(b),
+            Operator::Multiply => a.checked_mul(b),
+            _ if b == 0 => return Err(divide_by_zero()),
+            Operator::Divide => a.checked_div(b),
+            _ => a.checked_rem(b),
+        };
+        let overflow = |name: &str| {
+            error(
+                Condition::NumericValueOutOfRange,
+                format!("{name} out of range"),
+            )
+        };
+        let result = result.ok_or_else(|| overflow("bigint"))?;
+        let both_int = matches!((left, right), (Value::Int(_), Value::Int(_)));
+        return if both_int {
+            i32::try_from(result)
+                .map(Value::Int)
+                .map_err(|_| overflow("integer"))
+        } else {
+            Ok(Value::BigInt(result))
+        };
+    }
+    let (Some(a), Some(b)) = (double(left), double(right)) else {
+        return Err(error(
+            Condition::UndefinedFunction,
+            format!(
+                "operator does not exist: {} {symbol} {}",
+                left.type_name(),
+                right.type_name()
+            ),
+        ));
+    };
+    Ok(Value::Double(match operator {
+        Operator::Add => a + b,
+        Operator::Subtract => a - b,
+        Operator::Multiply => a * b,
+        _ if b == 0.0 => return Err(divide_by_zero()),
+        Operator::Divide => a / b,
+        _ => a % b,
+    }))
+}
+
+/// `operand [NOT] IN (items)` with SQL's NULL rules.
+pub fn in_list(value: &Value, items: &[Value], negated: bool) -> Result<Value, EngineError> {
+    let mut result = Some(false);
+    for item in items {
+        match compare(value, item)? {
+            Some(Ordering::Equal) => {
+                result = Some(true);
+                break;
+            }
+            Some(_) => {}
+            None => result = None,
+        }
+    }
+    Ok(boolean(result.map(|found| found != negated)))
+}
+
+/// `operand [NOT] BETWEEN low AND high`.
+pub fn between(
+    value: &Value,
+    low: &Value,
+    high: &Value,
+    negated: bool,
+) -> Result<Value, EngineError> {
+    let above = compare(value, low)?.map(|ordering| ordering != Ordering::Less);
+    let below = compare(value, high)?.map(|ordering| ordering != Ordering::Greater);
+    Ok(boolean(and(above, below).map(|inside| inside != negated)))
+}
+
+/// A value converted to a type as an explicit CAST does: numbers convert (doubles round to
+/// integers, ties to even), anything converts to text through its text output, text parses.
+pub fn cast(value: &Value, target: DataType) -> Result<Value, EngineError> {
+    let out_of_range = || {
+        error(
+            Condition::NumericValueOutOfRange,
+            format!("{} out of range", target.name()),
+        )
+    };
+    Ok(match (value, target) {
+        (Value::Null, _) => Value::Null,
+        (_, DataType::Text { length_max }) => {
+            let text = text_output(value).unwrap_or_default();
+            match length_max {
+                Some(length) => Value::Text(text.chars().take(length as usize).collect()),
+                None => Value::Text(text),
+            }
+        }
+        (Value::Double(number), DataType::Int) => {
+            let rounded = number.round_ties_even();
+            if !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&rounded) {
+                return Err(out_of_range());
+            }
+            Value::Int(rounded as i32)
+        }
+        (Value::Double(number), DataType::BigInt) => {
+            let rounded = number.round_ties_even();
+            if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&rounded) {
+                return Err(out_of_range());
+            }
+            Value::BigInt(rounded as i64)
+        }
+        (Value::Int(number), DataType::Boolean) => Value::Boolean(*number != 0),
+        (Value::Boolean(flag), DataType::Int) => Value::Int(i32::from(*flag)),
+        (Value::Timestamp(microseconds), DataType::Date) => {
+            let days = microseconds.div_euclid(86_400_000_000);
+            Value::Date(i32::try_from(days).map_err(|_| out_of_range())?)
+        }
+        _ => coerce(value, target, "(cast)").map_err(|failure| match failure {
+            EngineError::DatatypeMismatch { .. } => error(
+                Condition::DatatypeMismatch,
+                format!(
+                    "cannot cast type {} to {}",
+                    value.type_name(),
+                    target.name()
+                ),
+            ),
+            other => other,
+        })?,
+    })
+}
+
+/// A built-in function on evaluated arguments. Precondition: the arity fits.
+pub fn call(function: Function, values: &[Value]) -> Result<Value, EngineError> {
+    assert!(function.arity().contains(&values.len()), "arity checked");
+    Ok(match function {
+        Function::Lower => {
+            text_output(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_lowercase()))
+        }
+        Function::Upper => {
+            text_output(&values[0]).map_or(Value::Null, |text| Value::Text(text.to_uppercase()))
+        }
+        Function::Length => match &values[0] {
+            Value::Null => Value::Null,
+            Value::Bytea(bytes) => Value::Int(i32::try_from(bytes.len()).unwrap_or(i32::MAX)),
+            other => Value::Int(
+                i32::try_from(text_output(other).unwrap_or_default().chars().count())
+                    .unwrap_or(i32::MAX),
+            ),
+        },
+        Function::Abs => match &values[0] {
+            Value::Double(number) => Value::Double(number.abs()),
+            Value::Null => Value::Null,
+            other if compare(other, &Value::Int(0))? == Some(Ordering::Less) => negate(other)?,
+            other => other.clone(),
+        },
+        Function::Coalesce => values
+            .iter()
+            .find(|value| !value.is_null())
+            .cloned()
+            .unwrap_or(Value::Null),
+        Function::NullIf => {
+            if compare(&values[0], &values[1])? == Some(Ordering::Equal) {
+                Value::Null
+            } else {
+                values[0].clone()
+            }
+        }
+    })
+}
+
+/// A value assigned to a column of `data_type` (PostgreSQL's assignment cast): numbers convert
+/// between numeric types (doubles round into integers), anything converts into a text column
+/// through its text output, text is read as the column's type; other pairs are 42804.
+pub fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, EngineError> {
+    match (value, data_type) {
+        (Value::Null, _) => Ok(Value::Null),
+        (Value::Double(_), DataType::Int | DataType::BigInt) => cast(value, data_type),
+        (other, DataType::Text { .. }) if !matches!(other, Value::Text(_)) => {
+            cast(value, DataType::Text { length_max: None })
+        }
+        _ => coerce(value, data_type, column),
+    }
+}
+
+// ----- wire encoding -----
+
+/// One node of an expression's postfix encoding. Slots are fixed: append new variants at the
+/// end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum Node {
+    Column(String),
+    Constant(Value),
+    Not,
+    Negate,
+    Binary(Operator),
+    IsNull(bool),
+    IsBoolean(bool, bool),
+    /// Pops the operand and `count` items.
+    InList {
+        count: u32,
+        negated: bool,
+    },
+    Between(bool),
+    /// Pops the operand if any, then `branches` (condition, result) pairs, then the ELSE.
+    Case {
+        operand: bool,
+        branches: u32,
+        otherwise: bool,
+    },
+    Cast(DataType),
+    /// Pops `count` arguments.
+    Call(Function, u32),
+}
+
+fn count_u32(count: usize) -> u32 {
+    u32::try_from(count).expect("expression sizes are bounded far below u32::MAX")
+}
+
+fn to_postfix(expression: &Expression<String>, nodes: &mut Vec<Node>) {
+    for child in children(expression) {
+        to_postfix(child, nodes);
+    }
+    nodes.push(match expression {
+        Expression::Column(name) => Node::Column(name.clone()),
+        Expression::Constant(value) => Node::Constant(value.clone()),
+        Expression::Not(_) => Node::Not,
+        Expression::Negate(_) => Node::Negate,
+        Expression::Binary(operator, ..) => Node::Binary(*operator),
+        Expression::IsNull(_, negated) => Node::IsNull(*negated),
+        Expression::IsBoolean(_, expected, negated) => Node::IsBoolean(*expected, *negated),
+        Expression::InList(_, list, negated) => Node::InList {
+            count: count_u32(list.len()),
+            negated: *negated,
+        },
+        Expression::Between(.., negated) => Node::Between(*negated),
+        Expression::Case {
+            operand,
+            branches,
+            otherwise,
+        } => Node::Case {
+            operand: operand.is_some(),
+            branches: count_u32(branches.len()),
+            otherwise: otherwise.is_some(),
+        },
+        Expression::Cast(_, data_type) => Node::Cast(*data_type),
+        Expression::Call(function, arguments) => Node::Call(*function, count_u32(arguments.len())),
+    });
+}
+
+/// Rebuilds a tree from untrusted postfix nodes without recursion.
+fn from_postfix(nodes: Vec<Node>) -> Result<Expression<String>, String> {
+    if nodes.len() > EXPRESSION_NODES_MAX {
+        return Err("expression has too many nodes".into());
+    }
+    let mut stack: Vec<(Expression<String>, usize)> = Vec::new();
+    for node in nodes {
+        let arity = match &node {
+            Node::Column(_) | Node::Constant(_) => 0,
+            Node::Not | Node::Negate | Node::IsNull(_) | Node::IsBoolean(..) | Node::Cast(_) => 1,
+            Node::Binary(_) => 2,
+            Node::InList { count, .. } => 1 + *count as usize,
+            Node::Between(_) => 3,
+            Node::Case {
+                operand,
+                branches,
+                otherwise,
+            } => usize::from(*operand) + 2 * *branches as usize + usize::from(*otherwise),
+            Node::Call(function, count) => {
+                if !function.arity().contains(&(*count as usize)) {
+                    return Err("function called with the wrong number of arguments".into());
+                }
+                *count as usize
+            }
+        };
+        if arity > stack.len() {
+            return Err("expression node without enough operands".into());
+        }
+        let popped = stack.split_off(stack.len() - arity);
+        let depth = 1 + popped.iter().map(|(_, depth)| *depth).max().unwrap_or(0);
+        if depth > EXPRESSION_DEPTH_MAX {
+            return Err("expression nested too deeply".into());
+        }
+        let mut operands = popped.into_iter().map(|(operand, _)| operand);
+        let mut next = || Box::new(operands.next().expect("arity counted"));
+        let tree = match node {
+            Node::Column(name) => Expression::Column(name),
+            Node::Constant(value) => Expression::Constant(value),
+            Node::Not => Expression::Not(next()),
+            Node::Negate => Expression::Negate(next()),
+            Node::Binary(operator) => {
+                let left = next();
+                Expression::Binary(operator, left, next())
+            }
+            Node::IsNull(negated) => Expression::IsNull(next(), negated),
+            Node::IsBoolean(expected, negated) => Expression::IsBoolean(next(), expected, negated),
+            Node::InList { count, negated } => {
+                let operand = next();
+                let list = (0..count).map(|_| *next()).collect();
+                Expression::InList(operand, list, negated)
+            }
+            Node::Between(negated) => {
+                let operand = next();
+                let low = next();
+                Expression::Between(operand, low, next(), negated)
+            }
+            Node::Case {
+                operand,
+                branches,
+                otherwise,
+            } => {
+                let operand = operand.then(&mut next);
+                let branches = (0..branches)
+                    .map(|_| {
+                        let condition = *next();
+                        (condition, *next())
+                    })
+                    .collect();
+                let otherwise = otherwise.then(&mut next);
+                Expression::Case {
+                    operand,
+                    branches,
+                    otherwise,
+                }
+            }
+            Node::Cast(data_type) => Expression::Cast(next(), data_type),
+            Node::Call(function, count) => {
+                Expression::Call(function, (0..count).map(|_| *next()).collect())
+            }
+        };
+        stack.push((tree, depth));
+    }
+    match (stack.pop(), stack.is_empty()) {
+        (Some((expression, _)), true) => Ok(expression),
+        _ => Err("expression must be exactly one tree".into()),
+    }
+}
+
+impl Serialize for Expression<String> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut nodes = Vec::new();
+        to_postfix(self, &mut nodes);
+        nodes.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Expression<String> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Expression<String>, D::Error> {
+        let nodes = Vec::<Node>::deserialize(deserializer)?;
+        from_postfix(nodes).map_err(serde::de::Error::custom)
+    }
+}
