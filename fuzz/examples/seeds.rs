@@ -360,6 +360,44 @@ fn router_apply() -> Vec<Vec<u8>> {
     seeds
 }
 
+fn partition_apply() -> Vec<Vec<u8>> {
+    use ecast::{PartitionOperation, PartitionQuery, Sequence, Share, Timestamp};
+    use placement::ProcessId;
+    let share = |timestamp: u64, previous: u64, operation: &[u8]| Share {
+        timestamp: Timestamp(timestamp),
+        previous: Timestamp(previous),
+        sender: ProcessId(50),
+        sequence: Sequence(timestamp),
+        operation: operation.to_vec(),
+    };
+    let operations = [
+        PartitionOperation::Single {
+            client: 1,
+            number: 1,
+            operation: b"pa\x07".to_vec(),
+        },
+        PartitionOperation::Deliveries(vec![share(1, 0, b"pb\x01"), share(2, 1, b"ga")]),
+        PartitionOperation::Single {
+            client: 2,
+            number: 1,
+            operation: b"gb".to_vec(),
+        },
+        PartitionOperation::Watermark(Timestamp(2)),
+        PartitionOperation::Query(PartitionQuery::Result {
+            client: 2,
+            number: 1,
+        }),
+        PartitionOperation::Query(PartitionQuery::Answer {
+            timestamp: Timestamp(1),
+        }),
+        PartitionOperation::Query(PartitionQuery::Progress),
+    ];
+    let encoded: Vec<Vec<u8>> = operations.iter().map(PartitionOperation::encode).collect();
+    let mut seeds = encoded.clone();
+    seeds.push(joined(&encoded));
+    seeds
+}
+
 fn main() {
     write("wire_frame", &wire_frame());
     write("ecast_frame", &ecast_frame());
@@ -380,4 +418,5 @@ fn main() {
     write("store_apply", &store_apply());
     write("wal_recovery", &wal_recovery());
     write("router_apply", &router_apply());
+    write("partition_apply", &partition_apply());
 }
