@@ -290,10 +290,7 @@ fn store_apply() -> Vec<Vec<u8>> {
     for operation in &operations {
         store.apply(operation);
     }
-    let mut seeds: Vec<Vec<u8>> = operations
-        .iter()
-        .map(|operation| operation.clone())
-        .collect();
+    let mut seeds = operations.clone();
     seeds.push(joined(&operations));
     let mut with_snapshot = operations.clone();
     with_snapshot.push(store.snapshot());

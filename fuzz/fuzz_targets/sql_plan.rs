@@ -44,7 +44,7 @@ impl Session {
                     .iter()
                     .map(|operation| self.engine.explain(operation))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|error| SqlError::from(error))?;
+                    .map_err(SqlError::from)?;
                 explain.finish(&[texts]);
                 Ok(())
             }

@@ -8,13 +8,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use wal::{Wal, WalConfig, WalError};
 
 const SEGMENTS_MAX: usize = 3;
 
 fn directory() -> PathBuf {
-    let base = if std::path::Path::new("/dev/shm").is_dir() {
+    let base = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
     } else {
         std::env::temp_dir()
@@ -22,9 +22,9 @@ fn directory() -> PathBuf {
     base.join(format!("tessera-fuzz-wal-{}", std::process::id()))
 }
 
-fn config(directory: &PathBuf) -> WalConfig {
+fn config(directory: &Path) -> WalConfig {
     WalConfig {
-        directory: directory.clone(),
+        directory: directory.to_path_buf(),
         segment_bytes_max: 1 << 20,
         record_bytes_max: 1 << 16,
     }
