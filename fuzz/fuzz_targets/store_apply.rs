@@ -4,7 +4,8 @@
 //! as a replica does with the operations of a log it received.
 //!
 //! Input: the operations separated by `tessera_fuzz::SEPARATOR`; the last piece is also tried
-//! as a snapshot. Properties: no panic; `apply_batch` answers what `apply` one by one answers
+//! as a snapshot, and every piece as an answer a gateway decodes (`store::decode_catalog`,
+//! `kv::Outcome::decode`, `engine::Outcome::decode`). Properties: no panic; `apply_batch` answers what `apply` one by one answers
 //! and leaves the same state, `query_batch` what `query` does; a snapshot restores to the same
 //! snapshot.
 #![no_main]
@@ -44,6 +45,13 @@ fuzz_target!(|bytes: &[u8]| {
     let mut restored = store::Store::new();
     restored.restore(&snapshot).expect("a snapshot restores");
     assert_eq!(restored.snapshot(), snapshot);
+
+    // What a gateway decodes from a replica's answers.
+    for piece in &operations {
+        let _ = store::decode_catalog(piece);
+        let _ = kv::Outcome::decode(piece);
+        let _ = engine::Outcome::decode(piece);
+    }
 
     let mut foreign = store::Store::new();
     if foreign.restore(operations[operations.len() - 1]).is_ok() {
