@@ -59,6 +59,7 @@ fuzz_target!(|bytes: &[u8]| {
         Ok(opened) => opened,
         Err(WalError::Corrupt { .. }) => {
             assert!(segments.len() > 1, "only a sealed segment can be corrupt");
+            let _ = std::fs::remove_dir_all(&directory);
             return;
         }
         Err(error) => panic!("recovery failed with {error}"),
