@@ -530,6 +530,31 @@ impl Partition {
             .unwrap_or(self.logged);
     }
 
+    /// `invariants`, checked without panicking: for a state restored from a peer's snapshot.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.admitted > self.logged {
+            return Err("admitted past the log".to_string());
+        }
+        if self
+            .early
+            .first_key_value()
+            .is_some_and(|(previous, _)| *previous <= self.logged)
+        {
+            return Err("an early message is not ahead of the log".to_string());
+        }
+        if self
+            .uncovered
+            .first_key_value()
+            .is_some_and(|(first, _)| *first <= self.watermark)
+        {
+            return Err("a covered message is still uncovered".to_string());
+        }
+        if self.early.len() > self.settings.buffer_max {
+            return Err("more early messages than the buffer holds".to_string());
+        }
+        Ok(())
+    }
+
     fn invariants(&self) {
         assert!(self.admitted <= self.logged);
         if let Some((previous, _)) = self.early.first_key_value() {

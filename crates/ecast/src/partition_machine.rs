@@ -801,6 +801,12 @@ where
             postcard::from_bytes(snapshot).map_err(|error| vr::RestoreError::Malformed {
                 reason: error.to_string(),
             })?;
+        // A snapshot comes from a peer: hold rules that break their invariants are refused
+        // here instead of failing an assertion on the next operation.
+        state
+            .rules
+            .check()
+            .map_err(|reason| vr::RestoreError::Malformed { reason })?;
         *self = state;
         Ok(())
     }
@@ -856,6 +862,26 @@ mod tests {
             self.0
                 .retain(|key, _| holds.contains(Position(*key as u64)));
         }
+    }
+
+    /// Found by the fuzz target `partition_apply` (docs/bench/fuzz.md): a snapshot whose hold
+    /// rules break their invariants (an early message not ahead of the log) was restored, and
+    /// the next operation failed an assertion ("early messages are ahead").
+    #[test]
+    fn a_snapshot_breaking_the_hold_rules_invariants_is_refused_not_a_panic() {
+        let snapshot: Vec<u8> = [&[1_u8, 0x85, 0, 1, 0, 0, 0, 0][..], &[1; 93]].concat();
+        let mut restored = machine();
+        let before = restored.snapshot();
+        assert!(matches!(
+            restored.restore(&snapshot),
+            Err(vr::RestoreError::Malformed { .. })
+        ));
+        assert_eq!(
+            restored.snapshot(),
+            before,
+            "a refused snapshot changes nothing"
+        );
+        assert!(restored.restore(&before).is_ok());
     }
 
     fn machine() -> PartitionMachine<Bytes> {

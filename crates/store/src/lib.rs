@@ -41,6 +41,9 @@ pub fn decode_catalog(bytes: &[u8]) -> Option<(u64, sql::MemoryCatalog)> {
     let (digest, tables): (u64, CatalogTables) = postcard::from_bytes(bytes).ok()?;
     let mut catalog = sql::MemoryCatalog::new();
     for (schema, indexes) in tables {
+        // The bytes come from a replica: a schema the engine would not have created (no
+        // primary key, a key position past the columns) is refused, not planned against.
+        schema.validate().ok()?;
         let options = sql::TableOptions::of(&schema);
         catalog.insert(sql::TableEntry {
             schema,
@@ -513,6 +516,19 @@ impl StateMachine for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzz target `store_apply` (docs/bench/fuzz.md): a catalog answer holding a
+    /// schema with no column and no primary key panicked the gateway decoding it (an index out
+    /// of bounds in `sql::TableOptions::defaults`) instead of being refused.
+    #[test]
+    fn a_catalog_answer_with_an_invalid_schema_is_refused_not_a_panic() {
+        let answer: &[u8] = &[1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
+        assert!(decode_catalog(answer).is_none());
+        let mut store = Store::new();
+        let valid = store.apply(&catalog_operation());
+        let (_, catalog) = decode_catalog(&valid).expect("a replica's catalog decodes");
+        assert!(sql::Catalog::table(&catalog, KV_TABLE).is_some());
+    }
 
     #[test]
     fn both_front_ends_share_one_store_and_its_snapshots() {

@@ -115,6 +115,21 @@ impl Default for PgLimits {
     }
 }
 
+/// Serves one client over `reader` and `writer` to its end, as `serve` does for an accepted
+/// connection (with a fixed process id and secret). For the fuzz target that drives the
+/// protocol without sockets (`fuzz/fuzz_targets/pg_connection.rs`).
+#[doc(hidden)]
+pub async fn serve_connection<B, R, W>(backend: B, limits: PgLimits, reader: R, writer: W)
+where
+    B: SqlBackend,
+    R: tokio::io::AsyncRead + Unpin + Send,
+    W: tokio::io::AsyncWrite + Unpin + Send,
+{
+    connection::Connection::new(backend, limits, reader, writer)
+        .run(1, 0)
+        .await
+}
+
 /// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
 /// `backend`.
 pub async fn serve<B: SqlBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
