@@ -225,7 +225,7 @@ fn wait_and_report(
     println!("  routers: {}", routers.join(", "));
     match config.partitions {
         PartitionMode::Sequenced => println!(
-            "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. Logs: {}",
+            "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. No PostgreSQL listener: sequenced storage processes hold no tables (use --protocol vr or skyros for SQL). Logs: {}",
             config.data_dir.display()
         ),
         PartitionMode::Vr => println!(
