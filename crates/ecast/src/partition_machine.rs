@@ -807,6 +807,16 @@ where
             .rules
             .check()
             .map_err(|reason| vr::RestoreError::Malformed { reason })?;
+        // A deferred multi-partition share was logged, so its timestamp is above 0 (found by
+        // fuzzing: one at 0 overflowed `admitted` on the next operation).
+        let deferred_at_zero = state.deferred.iter().any(|deferred| {
+            matches!(deferred, Deferred::Multi { timestamp, .. } if *timestamp == Timestamp::ZERO)
+        });
+        if deferred_at_zero {
+            return Err(vr::RestoreError::Malformed {
+                reason: "a deferred multi-partition share at timestamp 0".into(),
+            });
+        }
         *self = state;
         Ok(())
     }
@@ -882,6 +892,33 @@ mod tests {
             "a refused snapshot changes nothing"
         );
         assert!(restored.restore(&before).is_ok());
+    }
+
+    /// Found by the `partition_apply` fuzz target (`docs/bench/fuzz.md`): a foreign snapshot
+    /// holding a deferred multi-partition share at timestamp 0 overflowed `admitted` on the
+    /// next operation; it is refused instead.
+    #[test]
+    fn a_snapshot_with_a_deferred_share_at_timestamp_zero_is_refused_not_a_panic() {
+        let mut forged = machine();
+        forged.deferred.push_back(Deferred::Multi {
+            timestamp: Timestamp::ZERO,
+            operation: vec![b'p', 1, 2],
+        });
+        let snapshot = forged.snapshot();
+        let mut restored = machine();
+        let before = restored.snapshot();
+        assert!(matches!(
+            restored.restore(&snapshot),
+            Err(vr::RestoreError::Malformed { .. })
+        ));
+        assert_eq!(
+            restored.snapshot(),
+            before,
+            "a refused snapshot changes nothing"
+        );
+        // What the check prevents: the forged state's next question overflows.
+        let overflowed = std::panic::catch_unwind(move || forged.admitted());
+        assert!(overflowed.is_err() || !cfg!(debug_assertions));
     }
 
     fn machine() -> PartitionMachine<Bytes> {
