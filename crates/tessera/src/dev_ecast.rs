@@ -132,7 +132,7 @@ fn spawn(
     let log = std::fs::File::create(data_dir.join(format!("{name}.log")))?;
     let executable = std::env::current_exe().context("cannot find the tessera executable")?;
     Command::new(executable)
-        .arg("ecast-node")
+        .arg("node")
         .arg("--cluster")
         .arg(cluster_file)
         .arg(role)

@@ -34,7 +34,7 @@ fn redis_cli(port: u16, words: &[&str]) -> String {
 fn node_processes(data_dir: &str) -> usize {
     let output = Command::new("pgrep")
         .arg("-f")
-        .arg(format!("ecast-node --cluster {data_dir}/"))
+        .arg(format!("node --cluster {data_dir}/"))
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).lines().count()

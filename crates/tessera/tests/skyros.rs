@@ -120,6 +120,31 @@ fn skyros_adapt_switches_groups_for_a_straggler_and_a_failed_member() {
         "with f members failed the groups stay available"
     );
 
+    // `tessera status` shows the ring, each storage process's replicas, and the gateway's
+    // groups in 2-RTT mode; the killed process is unreachable.
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("status")
+        .arg("--cluster")
+        .arg(cluster.directory.join("cluster.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{text}");
+    let row = |id: &str| {
+        text.lines()
+            .filter(|line| line.split_whitespace().next() == Some(id))
+            .last()
+            .unwrap_or_else(|| panic!("no row for storage process {id}: {text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let gateway = row("2");
+    assert_eq!(gateway[2], "skyros-partitions", "{text}");
+    assert_eq!(gateway[4], "3", "three partition replicas: {text}");
+    assert_ne!(gateway[8], "0", "groups in 2-RTT mode: {text}");
+    assert!(row("3").contains(&"unreachable:".to_string()), "{text}");
+
     // A bad DEBUG argument is refused with an error, nothing else.
     let reply = debug_peer_delay(&cluster, 0, "soon");
     assert!(matches!(reply, Value::Error(_)), "{reply:?}");

@@ -1,7 +1,7 @@
 //! The cluster file every process of a partitioned (`sequenced`) cluster reads: the router
 //! group's addresses, the storage processes with their ring positions and addresses, and the
 //! shared knobs. One file for the whole cluster; a process is told its role and index on the
-//! command line (`tessera ecast-node --cluster FILE --router 0`).
+//! command line (`tessera node --cluster FILE --router 0`).
 
 use super::payload::KeyPlacement;
 use placement::{Configuration, Position, PositionSet, ProcessId};

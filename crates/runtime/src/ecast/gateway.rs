@@ -22,7 +22,7 @@ use super::config::PartitionMode;
 use super::link::{Frame, Links};
 use super::payload::{self, KeyPlacement, Split, Survey, SurveyPlan};
 use crate::log;
-use crate::node::random_u64;
+use crate::os::random_u64;
 use crate::resp_codec::{encode_reply, parse_request, Limits};
 use ecast::{
     BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
@@ -117,6 +117,10 @@ pub struct GatewayStatus {
     /// `vr` partitions: the partition replicas this process runs (stepped; a retired group's
     /// stopped replica is not counted).
     pub partition_replicas: AtomicU64,
+    /// Of those, the primaries of a normal view, and the replicas not in a normal view (a
+    /// view change or a recovery under way).
+    pub partition_primaries: AtomicU64,
+    pub partition_replicas_not_normal: AtomicU64,
 }
 
 /// One command for the gateway task.
@@ -1035,7 +1039,7 @@ impl Connection {
             Plan::Reply(value) => value,
             Plan::Execute(mut pending) => {
                 // The only time the storage processes see: stamped here, where it is planned.
-                pending.stamp(crate::gateway::unix_now_ms());
+                pending.stamp(crate::os::unix_now_ms());
                 let work = match payload::split(&pending.command) {
                     Ok(split) => Work::Keyed(split),
                     Err(_) if pending.command == kv::Command::Count => Work::Survey(Survey::Count),
@@ -1236,6 +1240,14 @@ impl Connection {
                 (
                     "partition_replicas".to_string(),
                     load(&status.partition_replicas),
+                ),
+                (
+                    "partition_primaries".to_string(),
+                    load(&status.partition_primaries),
+                ),
+                (
+                    "partition_replicas_not_normal".to_string(),
+                    load(&status.partition_replicas_not_normal),
                 ),
             ],
         }

@@ -27,7 +27,7 @@ use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
-use crate::node::random_u64;
+use crate::os::random_u64;
 use ecast::{
     Delivery, KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
     PartitionOperation, PartitionResult, Released, Share, Timestamp,
@@ -1940,6 +1940,24 @@ impl Host {
         self.status
             .partition_replicas
             .store(self.partitions.len() as u64, Ordering::Relaxed);
+        let primaries = self
+            .partitions
+            .values()
+            .filter(|hosted| {
+                hosted.replica.is_primary() && hosted.replica.status() == vr::StatusName::Normal
+            })
+            .count();
+        let not_normal = self
+            .partitions
+            .values()
+            .filter(|hosted| hosted.replica.status() != vr::StatusName::Normal)
+            .count();
+        self.status
+            .partition_primaries
+            .store(primaries as u64, Ordering::Relaxed);
+        self.status
+            .partition_replicas_not_normal
+            .store(not_normal as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
         let mut sums = [0u64; 5];
         for hosted in self.partitions.values() {

@@ -11,7 +11,7 @@ use super::link::{self, Frame, Links};
 use super::stats;
 use super::storage_of_sender;
 use crate::log;
-use crate::node::random_u64;
+use crate::os::random_u64;
 use ecast::{
     Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, OperationResult, RouterSettings,
     RouterState, Sender, SenderSettings, WatermarkInput, WatermarkReporter, WatermarkSettings,
