@@ -325,6 +325,9 @@ pub struct GatewayStats {
     pub nilext_slow_rounds: u64,
     /// `skyros` partitions: nilext writes completed by the primary's reply.
     pub nilext_replied: u64,
+    /// `skyros` partitions with Skyros-Comm (`with_skyros_comm`): other writes completed in
+    /// one round trip on a supermajority with the primary's previewed result.
+    pub comm_fast: u64,
     /// `skyros` partitions with Skyros-Adapt (`with_adapt`): nilext writes sent both ways at
     /// once because their group's mode was 2-RTT.
     pub nilext_slow_adapt: u64,
@@ -480,6 +483,9 @@ struct Bypass<A> {
     targets: BTreeMap<ProcessId, u8>,
     /// `skyros` partitions: which payloads are nilext writes.
     nilext: Option<BypassNilext>,
+    /// `skyros` partitions with Skyros-Comm (`with_skyros_comm`): every other write goes to
+    /// every member too, as a commutative request.
+    comm: bool,
     /// `skyros` partitions: per command sent as a nilext write, its flight.
     quorums: BTreeMap<u64, NilextFlight>,
     /// `skyros` partitions with Skyros-Adapt (`with_adapt`): how often modes are decided, in
@@ -494,8 +500,12 @@ struct Bypass<A> {
 struct NilextFlight {
     /// Its acknowledgements.
     quorum: vr::NilextQuorum,
-    /// The result bytes it completes with on the fast path.
+    /// The result bytes it completes with on the fast path (a nilext write's, known in
+    /// advance; empty for a commutative one, whose result the primary's acknowledgement
+    /// carries).
     result: Vec<u8>,
+    /// A Skyros-Comm request (`RequestKind::Commutative`).
+    commutative: bool,
     /// Whether it was also sent as an ordinary write.
     slow: bool,
     /// When its current round was sent, and which members acknowledged in that round (bit
@@ -716,6 +726,7 @@ impl<A: Clone> Gateway<A> {
             decode,
             lanes,
             nilext: None,
+            comm: false,
             quorums: BTreeMap::new(),
             adapt: None,
             regrouping: None,
@@ -752,6 +763,20 @@ impl<A: Clone> Gateway<A> {
     pub fn with_skyros(mut self, nilext: BypassNilext) -> Gateway<A> {
         if let Some(bypass) = &mut self.bypass {
             bypass.nilext = Some(nilext);
+        }
+        self
+    }
+
+    /// Skyros-Comm (§6.1, `docs/internals/skyros.md`): a bypassing write that is not nilext is
+    /// sent to every member as well, as a commutative request; the primary previews its result
+    /// when no pending update touches its keys and its partition would execute it at once
+    /// (`PartitionMachine::preview`), and it completes on a supermajority including the
+    /// primary with that result: one round trip. Otherwise the primary replies once it
+    /// executes. Call after `with_skyros`.
+    pub fn with_skyros_comm(mut self) -> Gateway<A> {
+        if let Some(bypass) = &mut self.bypass {
+            assert!(bypass.nilext.is_some(), "Skyros-Comm is part of Skyros");
+            bypass.comm = true;
         }
         self
     }
@@ -1081,8 +1106,10 @@ impl<A: Clone> Gateway<A> {
             return false;
         }
         let payload = pending.command.payload();
-        let Some(result) = nilext(payload) else {
-            return false;
+        let (result, commutative) = match nilext(payload) {
+            Some(result) => (result, false),
+            None if bypass.comm => (Vec::new(), true),
+            None => return false,
         };
         let attempts = match pending.phase {
             Phase::BypassSent { attempts, .. } => attempts,
@@ -1091,8 +1118,13 @@ impl<A: Clone> Gateway<A> {
         let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
         let now = self.now;
         let flight = bypass.quorums.entry(id).or_insert_with(|| NilextFlight {
-            quorum: vr::NilextQuorum::new(),
+            quorum: if commutative {
+                vr::NilextQuorum::commutative()
+            } else {
+                vr::NilextQuorum::new()
+            },
             result,
+            commutative,
             slow: false,
             round_sent_at: now,
             acked: 0,
@@ -1133,7 +1165,11 @@ impl<A: Clone> Gateway<A> {
                 request: Request {
                     client,
                     request: number,
-                    kind: RequestKind::Nilext,
+                    kind: if commutative {
+                        RequestKind::Commutative
+                    } else {
+                        RequestKind::Nilext
+                    },
                     operation: operation.clone(),
                 },
             });
@@ -1230,8 +1266,20 @@ impl<A: Clone> Gateway<A> {
             }
             return;
         }
-        let bytes = bytes.clone();
-        self.stats.nilext_fast += 1;
+        let bytes = if flight.commutative {
+            // The primary's previewed result: what its partition's execution returns.
+            match quorum.result().map(PartitionResult::decode) {
+                Some(PartitionResult::Executed(bytes)) => bytes,
+                _ => Vec::new(),
+            }
+        } else {
+            bytes.clone()
+        };
+        if flight.commutative {
+            self.stats.comm_fast += 1;
+        } else {
+            self.stats.nilext_fast += 1;
+        }
         let parts = self.pending[&id].command.parts().to_vec();
         let completion = match decode(&bytes) {
             Some(answers) => Completion::Done(

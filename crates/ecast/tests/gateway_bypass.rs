@@ -461,6 +461,73 @@ fn a_skyros_executed_acknowledgement_is_read_as_the_reply() {
     assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
 }
 
+/// Skyros-Comm (`with_skyros_comm`, §6.1): a write that is not nilext goes to every member as
+/// a commutative request and completes on a supermajority including the primary, with the
+/// result the primary previewed (a `PartitionResult`); a primary that acknowledges without a
+/// result (it will reply once the write executes) sends the gateway to the slow path at once.
+/// Without Skyros-Comm such a write goes to the primary only.
+#[test]
+fn a_skyros_comm_write_completes_on_a_supermajority_with_the_primary_preview() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"nilext").then(|| result(&[(0, 42)]))
+    }
+    let submit = |gateway: &mut Gateway<u64>, id: u64| {
+        let effects = step(
+            gateway,
+            GatewayInput::Submit {
+                id,
+                command: write(vec![key_of(2)]),
+            },
+        );
+        partition_requests(&effects)
+    };
+    let ack = |request: &Request, replica: u8, preview: Option<Vec<u8>>| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: 5,
+            executed: false,
+            result: preview,
+        },
+    };
+    let mut plain = gateway(1).with_skyros(nilext);
+    let sent = submit(&mut plain, 1);
+    assert_eq!(sent.len(), 1, "without Skyros-Comm: to the primary only");
+    assert_eq!(sent[0].2.kind, RequestKind::Write);
+
+    let mut gateway = gateway(1).with_skyros(nilext).with_skyros_comm();
+    let sent = submit(&mut gateway, 1);
+    assert_eq!(sent.len(), 3, "to every member: {sent:?}");
+    assert!(sent
+        .iter()
+        .all(|(_, _, request)| request.kind == RequestKind::Commutative));
+    let request = sent[0].2.clone();
+    let preview = PartitionResult::Executed(result(&[(0, 7)])).encode();
+    assert!(completed(&step(&mut gateway, ack(&request, 1, None))).is_empty());
+    assert!(completed(&step(&mut gateway, ack(&request, 2, None))).is_empty());
+    let done = completed(&step(&mut gateway, ack(&request, 0, Some(preview))));
+    assert_eq!(done, vec![(1, Completion::Done(BTreeMap::from([(0, 7)])))]);
+    assert_eq!(gateway.stats().comm_fast, 1);
+    assert_eq!(gateway.stats().nilext_fast, 0);
+
+    // The primary does not preview (a pending update touches the keys): the slow path.
+    let sent = submit(&mut gateway, 2);
+    let request = sent[0].2.clone();
+    let effects = step(&mut gateway, ack(&request, 0, None));
+    let slow = partition_requests(&effects);
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!(slow[0].2.kind, RequestKind::Write);
+    let done = completed(&step(
+        &mut gateway,
+        reply(&request, PartitionResult::Executed(result(&[(0, 8)]))),
+    ));
+    assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
+    assert_eq!(gateway.stats().comm_fast, 1);
+}
+
 /// Skyros-Adapt (`with_adapt`, §6.2): a member of the supermajority that acknowledges
 /// several times slower than the majority switches its group to the 2-RTT mode, where a nilext
 /// write also goes to the primary as an ordinary write at once and completes on its reply; once

@@ -98,6 +98,8 @@ pub struct GatewayStatus {
     /// Skyros-Adapt: nilext writes sent both ways because their group was in 2-RTT mode,
     /// groups in that mode now, and mode changes so far.
     pub nilext_slow_adapt: AtomicU64,
+    /// Skyros-Comm: other writes completed in one round trip with a previewed result.
+    pub comm_fast: AtomicU64,
     pub adapt_two_rtt_groups: AtomicU64,
     pub adapt_switches: AtomicU64,
     pub bypass_resends: AtomicU64,
@@ -248,6 +250,9 @@ pub(crate) fn start(
             gateway = gateway
                 .with_skyros(nilext)
                 .with_adapt((ADAPT_DECIDE_MS / tick_ms).max(1));
+            if config.skyros_comm() {
+                gateway = gateway.with_skyros_comm();
+            }
         }
         // Hidden, test-only (debug builds): no rule A, the real-process test's canary.
         let no_rule_a =
@@ -661,6 +666,9 @@ impl GatewayTask {
         self.status
             .nilext_slow_adapt
             .store(stats.nilext_slow_adapt, Ordering::Relaxed);
+        self.status
+            .comm_fast
+            .store(stats.comm_fast, Ordering::Relaxed);
         self.status
             .adapt_two_rtt_groups
             .store(stats.adapt_two_rtt_groups, Ordering::Relaxed);
@@ -1191,6 +1199,7 @@ impl Connection {
                     "bypass_nilext_replied".to_string(),
                     load(&status.nilext_replied),
                 ),
+                ("bypass_comm_fast".to_string(), load(&status.comm_fast)),
                 (
                     "bypass_nilext_slow_adapt".to_string(),
                     load(&status.nilext_slow_adapt),

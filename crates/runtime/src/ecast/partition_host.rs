@@ -221,6 +221,25 @@ impl PartitionData for PartitionStore {
         self.placement.position(key)
     }
 
+    /// Skyros-Comm: a share of RESP commands previews on a copy of the keys it touches (SQL
+    /// and surveys never: they touch whole tables or every key).
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if payload::decode_sql(operation).is_some() || payload::decode_survey(operation).is_some() {
+            return None;
+        }
+        let share = payload::share_in(operation, &self.arc, &self.placement).ok()?;
+        let outcomes = self
+            .store
+            .kv
+            .preview_commands(share.iter().map(|(_, command)| command))?;
+        let indexed: Vec<(u32, Outcome)> = share
+            .iter()
+            .map(|(index, _)| *index)
+            .zip(outcomes)
+            .collect();
+        Some(encode_outcomes(&indexed))
+    }
+
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {
