@@ -153,8 +153,7 @@ fn skyros_adapt_switches_groups_for_a_straggler_and_a_failed_member() {
     assert!(status.status.success(), "{text}");
     let row = |id: &str| {
         text.lines()
-            .filter(|line| line.split_whitespace().next() == Some(id))
-            .next_back()
+            .rfind(|line| line.split_whitespace().next() == Some(id))
             .unwrap_or_else(|| panic!("no row for storage process {id}: {text}"))
             .split_whitespace()
             .map(str::to_string)
