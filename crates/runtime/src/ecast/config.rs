@@ -100,6 +100,9 @@ impl PartitionMode {
 pub struct RouterAddress {
     /// E-Cast traffic: other routers, storage processes, gateways.
     pub address: SocketAddr,
+    /// Prometheus metrics over HTTP (`GET /metrics`; absent: none).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -117,6 +120,9 @@ pub struct StorageAddress {
     /// PostgreSQL clients (absent: no SQL listener on this process).
     #[serde(default)]
     pub pg: Option<SocketAddr>,
+    /// Prometheus metrics over HTTP (`GET /metrics`; absent: none).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
     /// Starts as a standby (Rubberband §6.1): a live process with no identifier on the ring
     /// and no data, which `tessera admin expand` or an automatic replacement puts on the
     /// ring. Its `position` is ignored. Standbys are part of the initial configuration (not
@@ -203,6 +209,35 @@ impl ClusterConfig {
                 self.replication,
                 placement::REPLICATION_MAX
             ));
+        }
+        // Every listener its own address: two on one would leave one process unable to start,
+        // or a client talking to the wrong protocol.
+        let mut listeners = std::collections::BTreeMap::new();
+        let routers = self.routers.iter().enumerate().flat_map(|(index, router)| {
+            [
+                Some((router.address, format!("router {index}"))),
+                router
+                    .metrics
+                    .map(|address| (address, format!("router {index}'s metrics"))),
+            ]
+        });
+        let storage = self.storage.iter().flat_map(|storage| {
+            let id = storage.id;
+            [
+                Some((storage.address, format!("storage {id}"))),
+                Some((storage.client, format!("storage {id}'s RESP clients"))),
+                storage
+                    .pg
+                    .map(|address| (address, format!("storage {id}'s PostgreSQL clients"))),
+                storage
+                    .metrics
+                    .map(|address| (address, format!("storage {id}'s metrics"))),
+            ]
+        });
+        for (address, name) in routers.chain(storage).flatten() {
+            if let Some(other) = listeners.insert(address, name.clone()) {
+                return Err(format!("{name} and {other} both listen on {address}"));
+            }
         }
         if !self.storage.iter().any(|storage| !storage.standby) {
             return Err("at least one storage process must start active (not a standby)".into());
@@ -444,6 +479,9 @@ impl ClusterConfig {
         }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
+            if let Some(metrics) = router.metrics {
+                let _ = writeln!(text, "metrics = \"{metrics}\"");
+            }
         }
         for storage in &self.storage {
             let _ = writeln!(
@@ -453,6 +491,9 @@ impl ClusterConfig {
             );
             if let Some(pg) = storage.pg {
                 let _ = writeln!(text, "pg = \"{pg}\"");
+            }
+            if let Some(metrics) = storage.metrics {
+                let _ = writeln!(text, "metrics = \"{metrics}\"");
             }
             if storage.standby {
                 let _ = writeln!(text, "standby = true");
@@ -468,6 +509,26 @@ impl ClusterConfig {
             let port = u64::from(base) + index as u64;
             let port = u16::try_from(port).map_err(|_| format!("port {port} out of range"))?;
             storage.pg = Some(SocketAddr::new(storage.client.ip(), port));
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Metrics endpoints: storage process i (0-based) on `base + i`, router i on
+    /// `base + 100 + i`, on their E-Cast addresses' IP.
+    pub fn with_metrics_ports(mut self, base: u16) -> Result<ClusterConfig, String> {
+        let port = |offset: u64| -> Result<u16, String> {
+            let port = u64::from(base) + offset;
+            u16::try_from(port).map_err(|_| format!("port {port} out of range"))
+        };
+        for (index, storage) in self.storage.iter_mut().enumerate() {
+            storage.metrics = Some(SocketAddr::new(storage.address.ip(), port(index as u64)?));
+        }
+        for (index, router) in self.routers.iter_mut().enumerate() {
+            router.metrics = Some(SocketAddr::new(
+                router.address.ip(),
+                port(100 + index as u64)?,
+            ));
         }
         self.validate()?;
         Ok(self)
@@ -505,6 +566,7 @@ impl ClusterConfig {
                 .map(|index| {
                     Ok(RouterAddress {
                         address: port(router_port, index)?,
+                        metrics: None,
                     })
                 })
                 .collect::<Result<_, String>>()?,
@@ -516,6 +578,7 @@ impl ClusterConfig {
                         address: port(client_port, 100 + index)?,
                         client: port(client_port, index)?,
                         pg: None,
+                        metrics: None,
                         standby: false,
                     })
                 })
@@ -541,9 +604,38 @@ mod tests {
         assert_eq!(config.routers.len(), 3);
         assert_eq!(config.partitions, PartitionMode::Vr);
         assert!(config.storage.iter().all(|storage| storage.pg.is_some()));
+        assert!(config
+            .storage
+            .iter()
+            .all(|storage| storage.metrics.is_some()));
+        assert!(config.routers.iter().all(|router| router.metrics.is_some()));
+        assert_eq!(config.durability, ClusterDurability::Disk);
         let groups = config.partition_groups();
         assert_eq!(groups.len(), 3);
         assert!(groups.iter().all(|group| group.members.len() == 3));
+    }
+
+    /// Two listeners on one address are refused with both names, and metrics ports render
+    /// and parse back.
+    #[test]
+    fn every_listener_needs_its_own_address() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.partitions = PartitionMode::Vr;
+        let config = config.with_metrics_ports(9900).unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        let error = config.with_pg_ports(9899).unwrap_err();
+        assert!(
+            error.contains("storage 2's PostgreSQL clients")
+                && error.contains("storage 1's metrics"),
+            "{error}"
+        );
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.routers[1].address = config.storage[0].client;
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("both listen on 127.0.0.1:9600"), "{error}");
     }
 
     #[test]

@@ -74,6 +74,8 @@ const BYPASS_CLIENT_IDS: u64 = 0x1_0000;
 /// What the storage process and the gateway share for INFO.
 #[derive(Debug, Default)]
 pub struct GatewayStatus {
+    /// The process's metrics endpoint's sources (`metrics`).
+    pub metrics: Arc<super::metrics::ProcessMetrics>,
     /// The inbox's last delivered timestamp.
     pub delivered: AtomicU64,
     /// The inbox's configuration version.
@@ -971,6 +973,7 @@ impl Connection {
                 Ok(read) => read,
             };
             input.extend_from_slice(&chunk[..read]);
+            let arrived = std::time::Instant::now();
             let mut consumed_total = 0;
             let mut answers = Vec::new();
             let mut close = false;
@@ -1018,6 +1021,10 @@ impl Connection {
                         Value::Simple("OK".to_string())
                     }
                 };
+                self.status
+                    .metrics
+                    .resp_latency
+                    .observe(arrived.elapsed().as_secs_f64());
                 encode_reply(&value, self.protocol, &mut output);
                 if close {
                     break;
@@ -1167,98 +1174,105 @@ impl Connection {
             },
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            counters: vec![
-                ("ecast_process".to_string(), self.storage.0),
-                ("ecast_delivered".to_string(), load(&status.delivered)),
-                ("ecast_version".to_string(), load(&status.version)),
-                (
-                    "ecast_gateway_version".to_string(),
-                    load(&status.gateway_version),
-                ),
-                (
-                    "ecast_router_target".to_string(),
-                    load(&status.router_target),
-                ),
-                ("ecast_completed".to_string(), load(&status.completed)),
-                (
-                    "ecast_router_answers".to_string(),
-                    load(&status.router_answers),
-                ),
-                ("ecast_refused".to_string(), load(&status.refused)),
-                ("ecast_retried".to_string(), load(&status.retried)),
-                ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
-                (
-                    "bypass_nilext_slow_hopeless".to_string(),
-                    load(&status.nilext_slow_hopeless),
-                ),
-                (
-                    "bypass_nilext_slow_rounds".to_string(),
-                    load(&status.nilext_slow_rounds),
-                ),
-                (
-                    "bypass_nilext_replied".to_string(),
-                    load(&status.nilext_replied),
-                ),
-                ("bypass_comm_fast".to_string(), load(&status.comm_fast)),
-                (
-                    "bypass_nilext_slow_adapt".to_string(),
-                    load(&status.nilext_slow_adapt),
-                ),
-                (
-                    "skyros_adapt_two_rtt".to_string(),
-                    load(&status.adapt_two_rtt_groups),
-                ),
-                (
-                    "skyros_adapt_switches".to_string(),
-                    load(&status.adapt_switches),
-                ),
-                ("bypass_resends".to_string(), load(&status.bypass_resends)),
-                ("bypass_groups".to_string(), load(&status.bypass_groups)),
-                (
-                    "bypass_groups_added".to_string(),
-                    load(&status.bypass_groups_added),
-                ),
-                (
-                    "bypass_sent_to_added".to_string(),
-                    load(&status.bypass_sent_to_added),
-                ),
-                (
-                    "bypass_nilext_executed_acks".to_string(),
-                    load(&status.nilext_executed_acks),
-                ),
-                (
-                    "skyros_nilext_refused".to_string(),
-                    load(&status.skyros_nilext_refused),
-                ),
-                (
-                    "skyros_ignored_lagging".to_string(),
-                    load(&status.skyros_ignored_lagging),
-                ),
-                (
-                    "skyros_executed_gated".to_string(),
-                    load(&status.skyros_executed_gated),
-                ),
-                (
-                    "skyros_ignored_full".to_string(),
-                    load(&status.skyros_ignored_full),
-                ),
-                (
-                    "requests_ignored_full".to_string(),
-                    load(&status.requests_ignored_full),
-                ),
-                (
-                    "partition_replicas".to_string(),
-                    load(&status.partition_replicas),
-                ),
-                (
-                    "partition_primaries".to_string(),
-                    load(&status.partition_primaries),
-                ),
-                (
-                    "partition_replicas_not_normal".to_string(),
-                    load(&status.partition_replicas_not_normal),
-                ),
-            ],
+            counters: counters(status, self.storage),
         }
     }
+}
+
+/// The gateway's and its process's counters, as `INFO tessera` shows them (without the
+/// `tessera_` prefix) and the metrics endpoint exports them.
+pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(String, u64)> {
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    vec![
+        ("ecast_process".to_string(), storage.0),
+        ("ecast_delivered".to_string(), load(&status.delivered)),
+        ("ecast_version".to_string(), load(&status.version)),
+        (
+            "ecast_gateway_version".to_string(),
+            load(&status.gateway_version),
+        ),
+        (
+            "ecast_router_target".to_string(),
+            load(&status.router_target),
+        ),
+        ("ecast_completed".to_string(), load(&status.completed)),
+        (
+            "ecast_router_answers".to_string(),
+            load(&status.router_answers),
+        ),
+        ("ecast_refused".to_string(), load(&status.refused)),
+        ("ecast_retried".to_string(), load(&status.retried)),
+        ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
+        (
+            "bypass_nilext_slow_hopeless".to_string(),
+            load(&status.nilext_slow_hopeless),
+        ),
+        (
+            "bypass_nilext_slow_rounds".to_string(),
+            load(&status.nilext_slow_rounds),
+        ),
+        (
+            "bypass_nilext_replied".to_string(),
+            load(&status.nilext_replied),
+        ),
+        ("bypass_comm_fast".to_string(), load(&status.comm_fast)),
+        (
+            "bypass_nilext_slow_adapt".to_string(),
+            load(&status.nilext_slow_adapt),
+        ),
+        (
+            "skyros_adapt_two_rtt".to_string(),
+            load(&status.adapt_two_rtt_groups),
+        ),
+        (
+            "skyros_adapt_switches".to_string(),
+            load(&status.adapt_switches),
+        ),
+        ("bypass_resends".to_string(), load(&status.bypass_resends)),
+        ("bypass_groups".to_string(), load(&status.bypass_groups)),
+        (
+            "bypass_groups_added".to_string(),
+            load(&status.bypass_groups_added),
+        ),
+        (
+            "bypass_sent_to_added".to_string(),
+            load(&status.bypass_sent_to_added),
+        ),
+        (
+            "bypass_nilext_executed_acks".to_string(),
+            load(&status.nilext_executed_acks),
+        ),
+        (
+            "skyros_nilext_refused".to_string(),
+            load(&status.skyros_nilext_refused),
+        ),
+        (
+            "skyros_ignored_lagging".to_string(),
+            load(&status.skyros_ignored_lagging),
+        ),
+        (
+            "skyros_executed_gated".to_string(),
+            load(&status.skyros_executed_gated),
+        ),
+        (
+            "skyros_ignored_full".to_string(),
+            load(&status.skyros_ignored_full),
+        ),
+        (
+            "requests_ignored_full".to_string(),
+            load(&status.requests_ignored_full),
+        ),
+        (
+            "partition_replicas".to_string(),
+            load(&status.partition_replicas),
+        ),
+        (
+            "partition_primaries".to_string(),
+            load(&status.partition_primaries),
+        ),
+        (
+            "partition_replicas_not_normal".to_string(),
+            load(&status.partition_replicas_not_normal),
+        ),
+    ]
 }

@@ -1974,6 +1974,20 @@ impl Host {
         self.status
             .partition_primaries
             .store(primaries as u64, Ordering::Relaxed);
+        let reports = self
+            .partitions
+            .iter()
+            .map(|(partition, hosted)| super::metrics::ReplicaReport {
+                group: partition.0.to_string(),
+                replica: hosted.index.0,
+                view: hosted.replica.view().0,
+                op: hosted.replica.op().0,
+                commit: hosted.replica.commit_max().0,
+                primary: hosted.replica.is_primary(),
+                normal: hosted.replica.status() == vr::StatusName::Normal,
+            })
+            .collect();
+        self.status.metrics.publish_replicas(reports);
         self.status
             .partition_replicas_not_normal
             .store(not_normal as u64, Ordering::Relaxed);

@@ -23,6 +23,7 @@ use placement::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -121,6 +122,22 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     tokio::spawn(link::accept(listener, frames));
     let tick_ms = config.tick_ms;
     let links = Links::new();
+    let metrics = match config.routers[index as usize].metrics {
+        Some(address) => match super::metrics::bind(address) {
+            Ok(listener) => {
+                let metrics = Arc::new(super::metrics::ProcessMetrics::default());
+                let registry = Arc::new(metrics.registry("router"));
+                tokio::spawn(super::metrics::serve(listener, registry));
+                Some(metrics)
+            }
+            // Not fatal: the router serves without (as a storage process does).
+            Err(reason) => {
+                log::warn(format_args!("no metrics: {reason}"));
+                None
+            }
+        },
+        None => None,
+    };
     let router = RouterLoop {
         index: ReplicaIndex(index),
         config,
@@ -133,6 +150,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         ticks: 0,
         observed: (u64::MAX, StatusName::Normal, false),
         wal,
+        metrics,
     };
     tokio::spawn(router.run(receiver, completions, tick_ms));
     Ok(())
@@ -176,6 +194,8 @@ struct RouterLoop {
     observed: (u64, StatusName, bool),
     /// Disk durability: the writer of the replica's log (log id 0).
     wal: Option<WalExecutor>,
+    /// The metrics endpoint's sources, when the cluster file gives this router one.
+    metrics: Option<Arc<super::metrics::ProcessMetrics>>,
 }
 
 impl RouterLoop {
@@ -227,6 +247,18 @@ impl RouterLoop {
 
     fn on_tick(&mut self) {
         self.ticks += 1;
+        if let Some(metrics) = &self.metrics {
+            let replica = &self.replica;
+            metrics.publish_replicas(vec![super::metrics::ReplicaReport {
+                group: "router".to_string(),
+                replica: self.index.0,
+                view: replica.view().0,
+                op: replica.op().0,
+                commit: replica.commit_max().0,
+                primary: replica.is_primary(),
+                normal: replica.status() == StatusName::Normal,
+            }]);
+        }
         self.step(Input::Tick);
         if let Some(lead) = &mut self.lead {
             lead.detector.sender.tick();
