@@ -19,7 +19,7 @@ use crate::{
     ConfigChange, ConfigMessage, ConfigVersion, Configuration, MembershipChange, Planner,
     ProcessId, ProcessState, Refusal, Transformation,
 };
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// The policy, in ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,8 +65,11 @@ pub enum Proposal {
 #[derive(Clone, Debug)]
 pub struct Supervisor {
     settings: SupervisorSettings,
-    /// Processes whose suspicion was submitted (never proposed twice).
-    submitted: BTreeSet<ProcessId>,
+    /// Processes whose suspicion was submitted, with the configuration version it was based
+    /// on: not proposed again while the configuration is at that version (the suspicion is
+    /// under way); at a later version a process still live is proposed again (the suspicion
+    /// was refused, or it came back, joined again and is down again).
+    submitted: BTreeMap<ProcessId, ConfigVersion>,
     /// The configuration version the last replacement was planned against.
     replace_planned_at: Option<ConfigVersion>,
 }
@@ -77,7 +80,7 @@ impl Supervisor {
         assert!(settings.unreached_after_ticks >= settings.suspect_after_ticks);
         Supervisor {
             settings,
-            submitted: BTreeSet::new(),
+            submitted: BTreeMap::new(),
             replace_planned_at: None,
         }
     }
@@ -98,7 +101,8 @@ impl Supervisor {
                 self.settings.unreached_after_ticks
             };
             let down = link.down_ticks.is_some_and(|ticks| ticks >= threshold);
-            if down && configuration.is_live(process) && !self.submitted.contains(&process) {
+            let under_way = self.submitted.get(&process) == Some(&configuration.version());
+            if down && configuration.is_live(process) && !under_way {
                 proposals.push(Proposal::Suspect {
                     process,
                     message: ConfigMessage {
@@ -115,9 +119,10 @@ impl Supervisor {
         proposals
     }
 
-    /// The sender took the suspicion of `process`: it is not proposed again.
-    pub fn submitted(&mut self, process: ProcessId) {
-        self.submitted.insert(process);
+    /// The sender took the suspicion of `process`, based on `version`: it is not proposed
+    /// again at that version.
+    pub fn submitted(&mut self, process: ProcessId, version: ConfigVersion) {
+        self.submitted.insert(process, version);
     }
 
     fn replacement(
@@ -214,12 +219,23 @@ mod tests {
             matches!(&proposals[..], [Proposal::Suspect { process, down_ticks: 100, .. }] if *process == ProcessId(2)),
             "{proposals:?}"
         );
-        // Not taken by the sender: proposed again; taken: never again.
+        // Not taken by the sender: proposed again; taken: not again at this version.
         assert_eq!(supervisor.decide(&configuration, &evidence(&down)).len(), 1);
-        supervisor.submitted(ProcessId(2));
+        supervisor.submitted(ProcessId(2), configuration.version());
         assert!(supervisor
             .decide(&configuration, &evidence(&down))
             .is_empty());
+        // At a later version with 2 still live (its suspicion refused, or 2 back and down
+        // again): proposed again.
+        let leave = ConfigMessage {
+            based_on: configuration.version(),
+            change: ConfigChange::Membership(MembershipChange::Leave {
+                process: ProcessId(4),
+            }),
+        };
+        let later = apply(&configuration, &leave).unwrap();
+        assert!(later.version() > configuration.version());
+        assert_eq!(supervisor.decide(&later, &evidence(&down)).len(), 1);
     }
 
     #[test]

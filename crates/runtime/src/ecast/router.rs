@@ -617,7 +617,9 @@ impl RouterLoop {
                 Ok(_) => {
                     log::warn(format_args!("{what}"));
                     if let Some(process) = suspected {
-                        detector.supervisor.submitted(process);
+                        detector
+                            .supervisor
+                            .submitted(process, configuration.version());
                     }
                 }
                 Err(error) => log::warn(format_args!("cannot submit ({what}): {error:?}")),

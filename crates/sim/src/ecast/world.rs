@@ -20,6 +20,7 @@ use ecast::{
 };
 use placement::ecast::{Message as Routing, Target};
 use placement::migration::{MigrationEffect, MigrationInput, Migrator, Record, ScanMode, StreamId};
+use placement::supervisor::{LinkEvidence, Proposal, Supervisor, SupervisorSettings};
 use placement::{
     ConfigChange, ConfigMessage, Configuration, Instruction, KeyMapping, MembershipChange, Planner,
     Position, PositionSet, ProcessId, ProcessState, Refusal, Transformation,
@@ -107,7 +108,6 @@ struct StorageNode {
     /// Crashed, or declared itself failed (then `self_failed`): crash-stop either way.
     crashed_at: Option<u64>,
     self_failed: bool,
-    suspect_submitted: bool,
 }
 
 /// What a storage process's migrator holds back and hands to the engine in order.
@@ -172,6 +172,9 @@ pub struct EcastSimulation {
     gateway_by_client: BTreeMap<ClientId, usize>,
     /// The failure detector's gateway.
     admin: usize,
+    /// The failure detector and replacement policy the lead router runs in real processes
+    /// (`placement::supervisor`), with crashes as its evidence.
+    supervisor: Supervisor,
     /// The reconfiguration nemesis's gateway (the super process): separate from the failure
     /// detector's, so that a Suspect never waits in a send window behind a keyspace message
     /// that cannot become stable until that very Suspect is applied.
@@ -245,7 +248,6 @@ impl EcastSimulation {
                     .collect(),
                 crashed_at: None,
                 self_failed: false,
-                suspect_submitted: false,
             })
             .collect();
         let network = Network::new(
@@ -264,6 +266,10 @@ impl EcastSimulation {
             gateways: Vec::new(),
             gateway_by_client: BTreeMap::new(),
             admin: 0,
+            supervisor: Supervisor::new(SupervisorSettings {
+                suspect_after_ticks: options.suspect_delay_ticks.max(1),
+                unreached_after_ticks: options.suspect_delay_ticks.max(1),
+            }),
             reconfigurer: 0,
             network,
             history: EcastHistory::default(),
@@ -771,7 +777,6 @@ impl EcastSimulation {
                 data: BTreeMap::new(),
                 crashed_at: None,
                 self_failed: false,
-                suspect_submitted: false,
             });
             self.trace.line(|| format!("join storage {}", id.0));
             OpCommand::Join(id)
@@ -857,32 +862,39 @@ impl EcastSimulation {
         self.trace.line(|| format!("restart router {index}"));
     }
 
-    /// A perfect failure detector with a delay: a crashed storage process is reported with a
-    /// Suspect message `suspect_delay_ticks` after it crashed.
+    /// The real processes' failure detector (`placement::supervisor`) with perfect evidence:
+    /// a crashed storage process's link is down from its crash, so it is suspected
+    /// `suspect_delay_ticks` after it (while the routers' configuration has it live); one
+    /// that declared itself failed submits its own Suspect at once (§6.5), the admin gateway
+    /// standing in for it. Its replacement proposals are not taken: the reconfiguration
+    /// nemesis plans keyspace changes itself (`reconfigure`).
     fn failure_detector(&mut self) {
-        for index in 0..self.storage.len() {
-            let node = &self.storage[index];
-            // A process that declared itself failed submits its own Suspect at once (§6.5);
-            // the admin gateway stands in for it.
-            let delay = if node.self_failed {
-                0
-            } else {
-                self.options.suspect_delay_ticks
+        let configuration = self.current_configuration();
+        let now = self.now;
+        let storage = &self.storage;
+        let evidence = |process: ProcessId| match storage.iter().find(|node| node.id == process) {
+            Some(node) => LinkEvidence {
+                ever_connected: true,
+                down_ticks: node
+                    .crashed_at
+                    .map(|at| if node.self_failed { u64::MAX } else { now - at }),
+            },
+            None => LinkEvidence::default(),
+        };
+        for proposal in self.supervisor.decide(&configuration, &evidence) {
+            let Proposal::Suspect { process, .. } = proposal else {
+                continue;
             };
-            let due = node.crashed_at.is_some_and(|at| at + delay <= self.now);
-            if due && !node.suspect_submitted {
-                let id = node.id;
-                self.storage[index].suspect_submitted = true;
-                let admin = self.admin;
-                self.push_op(
-                    admin,
-                    None,
-                    OpCommand::Suspect(id),
-                    Vec::new(),
-                    GatewayCommand::Config,
-                );
-                self.trace.line(|| format!("suspect storage {}", id.0));
-            }
+            self.supervisor.submitted(process, configuration.version());
+            let admin = self.admin;
+            self.push_op(
+                admin,
+                None,
+                OpCommand::Suspect(process),
+                Vec::new(),
+                GatewayCommand::Config,
+            );
+            self.trace.line(|| format!("suspect storage {}", process.0));
         }
     }
 
