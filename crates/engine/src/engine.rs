@@ -10,7 +10,9 @@ use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
 use crate::predicate::Predicate;
 use crate::query_index::{Candidacy, Filing, QueryIndex};
 use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
+use crate::schema::TableSchema;
 use crate::table::{Key, Table};
+use crate::value::Value;
 use std::collections::BTreeMap;
 
 /// A deliberately broken shared scan, for proving that the property test detects bugs.
@@ -471,6 +473,73 @@ impl Engine {
             });
         }
         Ok(())
+    }
+
+    /// A copy of the catalog (every table's schema, indexes and next hidden row id) holding
+    /// only the rows `keep` accepts: what a partition sends when its rows of part of the ring
+    /// move to another (Rubberband), the catalog included so that the receiver knows every
+    /// table even where it receives no row.
+    pub fn copy_where(&self, keep: impl Fn(&TableSchema, &[Value]) -> bool) -> Engine {
+        let tables = self
+            .tables
+            .iter()
+            .map(|(name, table)| {
+                let mut copy = Table::new(table.schema.clone());
+                copy.row_id_next = table.row_id_next;
+                copy.rows = table
+                    .rows
+                    .iter()
+                    .filter(|(_, row)| keep(&table.schema, row))
+                    .map(|(key, row)| (key.clone(), row.clone()))
+                    .collect();
+                for index in table.indexes.values() {
+                    let column = &table.schema.columns[index.column].name;
+                    copy.create_index(&index.name, column)
+                        .expect("the table's own index definitions");
+                }
+                (name.clone(), copy)
+            })
+            .collect();
+        Engine {
+            tables,
+            ..Engine::default()
+        }
+    }
+
+    /// Takes in `other`'s tables and rows (a copy `copy_where` made elsewhere): a table this
+    /// engine lacks is taken whole; into one it has (the same table: DDL reaches every
+    /// partition at the same point of the order) each row is written over the row of its key,
+    /// and the next hidden row id becomes the larger. Indexes follow the rows.
+    pub fn absorb(&mut self, other: Engine) {
+        for (name, incoming) in other.tables {
+            let Some(table) = self.tables.get_mut(&name) else {
+                self.tables.insert(name, incoming);
+                continue;
+            };
+            table.row_id_next = table.row_id_next.max(incoming.row_id_next);
+            for (key, row) in incoming.rows {
+                let before = table.rows.insert(key.clone(), row);
+                Table::reindex(&mut table.indexes, &key, before.as_ref(), table.rows.get(&key));
+            }
+        }
+    }
+
+    /// Drops every row `keep` refuses (a partition's rows of part of the ring moved away);
+    /// tables, indexes and the next hidden row ids stay.
+    pub fn retain_rows(&mut self, keep: impl Fn(&TableSchema, &[Value]) -> bool) {
+        for table in self.tables.values_mut() {
+            let schema = &table.schema;
+            let gone: Vec<Key> = table
+                .rows
+                .iter()
+                .filter(|(_, row)| !keep(schema, row))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in gone {
+                let before = table.rows.remove(&key);
+                Table::reindex(&mut table.indexes, &key, before.as_ref(), None);
+            }
+        }
     }
 
     /// Replaces the named tables (used by `from_snapshot`).

@@ -145,10 +145,10 @@ mod merge_tests;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{Catalog, MemoryCatalog, Placement, Replication, TableEntry, TableOptions};
+pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
 pub use parse::parse;
-pub use plan::{split_insert, CopyIn, Execution, Explain, Finish, Plan, Routing};
+pub use plan::{split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, Plan, Routing};
 pub use session::{ReadIsolation, Session, SessionCommand};
 pub use sqlparser::ast::Statement;
 
