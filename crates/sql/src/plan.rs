@@ -2383,10 +2383,6 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
     let Some(predicate) = predicate else {
         return Routing::Every;
     };
-    if options.partition_key == ROW_ID_COLUMN {
-        // Nobody names a hidden row id: a predicate never pins one.
-        return Routing::Every;
-    }
     let conjuncts: Vec<&Predicate> = match predicate {
         Predicate::And(operands) => operands.iter().collect(),
         other => vec![other],

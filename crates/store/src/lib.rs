@@ -17,6 +17,8 @@
 //! since the statement runs alone at its position. SQL on `kv` conflicts with every key for
 //! Skyros's read check (`keys` answers `None`).
 
+pub mod rows;
+
 use kv::KvStore;
 use serde::{Deserialize, Serialize};
 use vr::{RestoreError, StateMachine};
@@ -146,6 +148,35 @@ struct Snapshot {
 impl Store {
     pub fn new() -> Store {
         Store::default()
+    }
+
+    /// Executes a partitioned cluster's share of a store operation: a SQL command as
+    /// `rows::share_of` cuts it (each insert keeps the rows whose placement key `held`
+    /// accepts, the rest runs over this store's rows), reads without changing anything;
+    /// anything else (the catalog read, RESP commands, SQL on the table `kv`) as `apply` or
+    /// `query` would.
+    pub fn execute_share(&mut self, operation: &[u8], held: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+        if let Some((&TAG_SQL, rest)) = operation.split_first() {
+            if let Ok(command) = engine::Command::decode(rest) {
+                if !touches_kv(&command) {
+                    let engine = &self.engine;
+                    let schema_of =
+                        |name: &str| engine.table(name).map(|table| table.schema.clone());
+                    let command = rows::share_of(command, &schema_of, &held);
+                    let outcome = if command.is_read() {
+                        self.engine.read_command(&command)
+                    } else {
+                        self.engine.execute_command(&command)
+                    };
+                    return outcome.encode();
+                }
+            }
+        }
+        if is_read_operation(operation) {
+            self.query(operation)
+        } else {
+            self.apply(operation)
+        }
     }
 
     /// Runs an engine command on the built-in table `kv`, against a table materialised from

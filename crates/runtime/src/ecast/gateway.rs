@@ -29,7 +29,7 @@ use ecast::{
     GatewaySettings, Isolation, SenderSettings,
 };
 use kv::Outcome;
-use placement::{PositionSet, ProcessId};
+use placement::{Position, PositionSet, ProcessId};
 use resp::{Plan, ServerInfo, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,9 +124,13 @@ pub(super) enum Work {
     Keyed(Split),
     /// A command without a key, planned by the gateway task against its configuration.
     Survey(Survey),
-    /// An operation of the store's SQL half, to the partition holding the tables
-    /// (`payload::SQL_ANCHOR`); answered with `Outcome::Foreign`.
-    Sql { operation: Vec<u8>, read: bool },
+    /// An operation of the store's SQL half, to the partitions `route` names; answered with
+    /// `Outcome::Foreign` of `super::sql::encode_answers` (one engine outcome per partition).
+    Sql {
+        operation: Vec<u8>,
+        read: bool,
+        route: super::sql::SqlRoute,
+    },
 }
 
 /// A job as the gateway task holds it.
@@ -135,11 +139,14 @@ enum Planned {
     /// With how many times it was planned (a survey read whose arcs went stale is planned
     /// again against the newer configuration).
     Survey(SurveyPlan, u32),
-    /// With how many times it was planned (a statement that found no answer, its partition
-    /// having moved, is planned again).
+    /// With its target as planned (the parts' keys or arcs), and how many times it was planned
+    /// (a read that found no answer, or a statement over every partition whose configuration
+    /// moved on before it was sequenced, is planned again).
     Sql {
         operation: Vec<u8>,
         read: bool,
+        route: super::sql::SqlRoute,
+        target: payload::SqlTarget,
         plans: u32,
     },
 }
@@ -328,46 +335,167 @@ impl GatewayTask {
         match job.work {
             Work::Keyed(split) => self.submit_keyed(split, job.isolation, job.reply),
             Work::Survey(survey) => self.submit_survey(survey, 1, job.reply),
-            Work::Sql { operation, read } => self.submit_sql(operation, read, 1, job.reply),
+            Work::Sql {
+                operation,
+                read,
+                route,
+            } => self.submit_sql(operation, read, route, 1, job.reply),
         }
     }
 
-    /// A SQL statement is a single-key command on the tables' anchor: with partition groups
-    /// it bypasses the routers to the group holding the tables and is ordered in its log
-    /// (reads too: linearisable); otherwise it is a sequential E-Cast message.
+    /// A SQL statement goes where its route says (Sprint §6.1): pinned to partition keys, a
+    /// command over their placement keys' positions (one partition: the router bypass, ordered
+    /// in that group's log, reads too; several: one E-Cast message); over every partition, one
+    /// E-Cast message to the whole ring (`RangeRead`, `RangeWrite`: every partition at the
+    /// message's place) whose parts are the partitions' arcs, pinned to the configuration
+    /// version they were taken from; the catalog read, to the partition holding the tables'
+    /// anchor (every partition holds the catalog).
     fn submit_sql(
         &mut self,
         operation: Vec<u8>,
         read: bool,
+        route: super::sql::SqlRoute,
         plans: u32,
         reply: oneshot::Sender<Outcome>,
     ) -> GatewayInput<Outcome> {
+        use super::sql::SqlRoute;
         let id = self.job_next;
         self.job_next += 1;
-        let positions = vec![self.placement.position(payload::SQL_ANCHOR)];
-        let payload = payload::encode_sql(&operation);
-        let command = if read {
-            GatewayCommand::Read {
-                isolation: Isolation::Sequential,
-                positions,
-                payload,
-                parts: vec![0],
-            }
-        } else {
-            GatewayCommand::Write {
-                needs_answers: true,
-                positions,
-                payload,
-                parts: vec![0],
+        let configuration = self.gateway.configuration();
+        let version = configuration.version();
+        let (target, positions) = match &route {
+            SqlRoute::Any => (
+                payload::SqlTarget::Any,
+                Some(vec![self.placement.position(payload::SQL_ANCHOR)]),
+            ),
+            SqlRoute::Keys(keys) => (
+                payload::SqlTarget::Keys(keys.clone()),
+                Some(keys.iter().map(|key| self.placement.position(key)).collect()),
+            ),
+            SqlRoute::Every => {
+                let arcs = payload::partition_arcs(configuration, &PositionSet::whole());
+                let arcs = arcs.into_iter().map(|(arc, _)| arc).collect();
+                (payload::SqlTarget::Arcs(arcs), None)
             }
         };
-        let planned = Planned::Sql {
+        let payload = payload::SqlPayload {
             operation,
+            target: target.clone(),
+        };
+        let parts = payload.parts();
+        let bytes = payload.encode();
+        let range = PositionSet::whole();
+        let command = match positions {
+            Some(positions) if read => GatewayCommand::Read {
+                isolation: Isolation::Sequential,
+                positions,
+                payload: bytes,
+                parts,
+            },
+            Some(positions) => GatewayCommand::Write {
+                needs_answers: true,
+                positions,
+                payload: bytes,
+                parts,
+            },
+            None if read => GatewayCommand::RangeRead {
+                range,
+                payload: bytes,
+                parts,
+            },
+            None => GatewayCommand::RangeWrite {
+                range,
+                payload: bytes,
+                parts,
+            },
+        };
+        let pinned = route == SqlRoute::Every;
+        let planned = Planned::Sql {
+            operation: payload.operation,
             read,
+            route,
+            target,
             plans,
         };
         self.jobs.insert(id, (planned, reply));
-        GatewayInput::Submit { id, command }
+        if pinned {
+            GatewayInput::SubmitPinned {
+                id,
+                command,
+                version,
+            }
+        } else {
+            GatewayInput::Submit { id, command }
+        }
+    }
+
+    /// A SQL statement's completion: its answers as one engine outcome per partition, named
+    /// (`sql::encode_answers`); or, for a read that found no answer or a statement over every
+    /// partition whose configuration moved on first, planned again.
+    fn complete_sql(
+        &mut self,
+        id: u64,
+        planned: Planned,
+        reply: oneshot::Sender<Outcome>,
+        completion: Completion<Outcome>,
+    ) {
+        let Planned::Sql {
+            operation,
+            read,
+            route,
+            target,
+            plans,
+        } = planned
+        else {
+            unreachable!("called for statements only")
+        };
+        let outcome = match completion {
+            Completion::Done(answers) => self.sql_answers(&target, answers),
+            Completion::Failed(Failure::NoAnswer) if read && plans < SURVEY_PLANS_MAX => {
+                let input = self.submit_sql(operation, read, route, plans + 1, reply);
+                self.step(input);
+                return;
+            }
+            // Pinned to a configuration the gateway has moved past: nothing ran.
+            Completion::Failed(Failure::Refused(_)) if plans < SURVEY_PLANS_MAX => {
+                let input = self.submit_sql(operation, read, route, plans + 1, reply);
+                self.step(input);
+                return;
+            }
+            Completion::Failed(failure) => {
+                log::warn(format_args!("statement {id} failed: {failure:?}"));
+                Outcome::Error(kv::KvError::Unavailable)
+            }
+        };
+        let _ = reply.send(outcome);
+        self.status.completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One engine outcome per partition that answered, in part order, each named by the
+    /// partition of the gateway's configuration holding its part; `Outcome::Ok` answers are
+    /// parts another part's outcome covers. A missing part or a partition's error fails it.
+    fn sql_answers(&self, target: &payload::SqlTarget, answers: BTreeMap<u64, Outcome>) -> Outcome {
+        let mut outcomes = Vec::new();
+        for part in 0..target.part_count() {
+            match answers.get(&part) {
+                Some(Outcome::Foreign(bytes)) => {
+                    let position = match target {
+                        payload::SqlTarget::Keys(keys) => self.placement.position(&keys[part as usize]),
+                        payload::SqlTarget::Arcs(arcs) => {
+                            Position(arcs[part as usize].intervals().first().map_or(0, |interval| interval.0))
+                        }
+                        payload::SqlTarget::Any => self.placement.position(payload::SQL_ANCHOR),
+                    };
+                    let name = super::sql::partition_name(self.gateway.configuration(), position);
+                    outcomes.push((name, bytes.clone()));
+                }
+                Some(Outcome::Ok) => {}
+                Some(Outcome::Error(error)) => return Outcome::Error(error.clone()),
+                // A write's answer lost with its partition's primary: it may have run.
+                _ => return Outcome::Error(kv::KvError::Unavailable),
+            }
+        }
+        Outcome::Foreign(super::sql::encode_answers(&outcomes))
     }
 
     /// A survey is always a sequential E-Cast message (a consistent cut at its place in the
@@ -664,30 +792,8 @@ impl GatewayTask {
         };
         let split = match planned {
             Planned::Keyed(split) => split,
-            Planned::Sql {
-                operation,
-                read,
-                plans,
-            } => {
-                let outcome = match completion {
-                    Completion::Done(mut answers) => match answers.remove(&0) {
-                        Some(outcome @ Outcome::Foreign(_)) => outcome,
-                        Some(Outcome::Error(error)) => Outcome::Error(error),
-                        // A write whose answer was lost: it may have run.
-                        _ => Outcome::Error(kv::KvError::Unavailable),
-                    },
-                    Completion::Failed(Failure::NoAnswer) if read && plans < SURVEY_PLANS_MAX => {
-                        let input = self.submit_sql(operation, read, plans + 1, reply);
-                        self.step(input);
-                        return;
-                    }
-                    Completion::Failed(failure) => {
-                        log::warn(format_args!("statement {id} failed: {failure:?}"));
-                        Outcome::Error(kv::KvError::Unavailable)
-                    }
-                };
-                let _ = reply.send(outcome);
-                self.status.completed.fetch_add(1, Ordering::Relaxed);
+            planned @ Planned::Sql { .. } => {
+                self.complete_sql(id, planned, reply, completion);
                 return;
             }
             Planned::Survey(plan, plans) => {
