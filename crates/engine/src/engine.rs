@@ -9,8 +9,8 @@ use crate::operation::{
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
 use crate::predicate::Predicate;
 use crate::query_index::{Candidacy, Filing, QueryIndex};
-use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::schema::TableSchema;
+use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::table::{Key, Table};
 use crate::value::Value;
 use std::collections::BTreeMap;
@@ -519,9 +519,61 @@ impl Engine {
             table.row_id_next = table.row_id_next.max(incoming.row_id_next);
             for (key, row) in incoming.rows {
                 let before = table.rows.insert(key.clone(), row);
-                Table::reindex(&mut table.indexes, &key, before.as_ref(), table.rows.get(&key));
+                Table::reindex(
+                    &mut table.indexes,
+                    &key,
+                    before.as_ref(),
+                    table.rows.get(&key),
+                );
             }
         }
+    }
+
+    /// What `execute_batch(operations)` would answer, without changing anything: the
+    /// operations run on a scratch engine holding the catalog (without index entries: every
+    /// access path answers alike) and the rows they can meet — for an insert, the stored rows
+    /// of its keys; for any other operation, every row of its table. A partitioned cluster's
+    /// two-phase statements vote with it before any partition writes.
+    pub fn dry_run(&self, operations: &[Operation]) -> Vec<OperationResult> {
+        let mut scratch = Engine::default();
+        for (name, table) in &self.tables {
+            let mut copy = Table::new(table.schema.clone());
+            copy.row_id_next = table.row_id_next;
+            scratch.tables.insert(name.clone(), copy);
+        }
+        let mut whole: Vec<&str> = Vec::new();
+        for operation in operations {
+            let Some(table) = self.tables.get(operation.table_name()) else {
+                continue; // DDL, or a table that does not exist: the batch says so.
+            };
+            let copy = scratch
+                .tables
+                .get_mut(operation.table_name())
+                .expect("every table copied");
+            match operation {
+                Operation::Insert {
+                    columns,
+                    rows,
+                    on_conflict,
+                    ..
+                } => {
+                    let first = table.schema.row_id_column().map(|_| table.row_id_next);
+                    if let Ok(bound) = table.bind_insert(columns, rows, on_conflict, first) {
+                        for (key, _) in bound.rows {
+                            if let Some(row) = table.rows.get(&key) {
+                                copy.rows.insert(key, row.clone());
+                            }
+                        }
+                    }
+                }
+                _ if !whole.contains(&operation.table_name()) => {
+                    whole.push(operation.table_name());
+                    copy.rows = table.rows.clone();
+                }
+                _ => {}
+            }
+        }
+        scratch.execute_batch(operations)
     }
 
     /// Drops every row `keep` refuses (a partition's rows of part of the ring moved away);

@@ -997,7 +997,10 @@ fn hidden_row_ids_are_assigned_in_order_never_reused_and_kept_by_snapshots() {
         rows: vec![vec![Value::Int(1), id]],
         on_conflict: OnConflict::Error,
     };
-    assert_eq!(engine.execute(&named(Value::Null)).unwrap_err().code(), "23502");
+    assert_eq!(
+        engine.execute(&named(Value::Null)).unwrap_err().code(),
+        "23502"
+    );
     assert_eq!(
         engine.execute(&named(Value::BigInt(4))).unwrap_err().code(),
         "23505"
@@ -1061,9 +1064,7 @@ fn rows_copied_absorbed_and_retained_move_between_engines_with_their_indexes() {
     )
     .unwrap();
     let mut sender = Engine::new();
-    sender
-        .execute(&Operation::CreateTable { schema })
-        .unwrap();
+    sender.execute(&Operation::CreateTable { schema }).unwrap();
     sender
         .execute(&Operation::CreateIndex {
             name: "t_v".into(),
@@ -1142,7 +1143,11 @@ fn rows_copied_absorbed_and_retained_move_between_engines_with_their_indexes() {
         by_v(&receiver, 0),
         crate::Output::Rows {
             columns: vec!["id".into()],
-            rows: vec![vec![Value::BigInt(25)], vec![Value::BigInt(30)], vec![Value::BigInt(35)]],
+            rows: vec![
+                vec![Value::BigInt(25)],
+                vec![Value::BigInt(30)],
+                vec![Value::BigInt(35)]
+            ],
         }
     );
     assert!(fresh.table("t").unwrap().indexes.contains_key("t_v"));

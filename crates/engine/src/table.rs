@@ -356,7 +356,9 @@ impl Table {
     ) -> OperationResult {
         let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
         let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
-        let row_ids_given = columns.iter().any(|column| *column == crate::schema::ROW_ID_COLUMN);
+        let row_ids_given = columns
+            .iter()
+            .any(|column| *column == crate::schema::ROW_ID_COLUMN);
         // The statement's effect per key, starting from the stored row.
         let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;

@@ -48,7 +48,9 @@ impl TableOptions {
         for pair in &schema.options {
             if let Ok(parsed) = TableOptions::parse(schema, std::slice::from_ref(pair)) {
                 match pair.0.as_str() {
-                    "partition_key" | "partition_by" => options.partition_key = parsed.partition_key,
+                    "partition_key" | "partition_by" => {
+                        options.partition_key = parsed.partition_key
+                    }
                     "placement" => options.placement = parsed.placement,
                     _ => {}
                 }

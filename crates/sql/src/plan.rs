@@ -2241,7 +2241,10 @@ fn table_option_pairs(
     let list = match options {
         ast::CreateTableOptions::None => return Ok(Vec::new()),
         ast::CreateTableOptions::With(list) => list,
-        other => return Err(SqlError::unsupported(format!("table options {other}")).with_hint("use WITH (partition_by = …, placement = hash)")),
+        other => {
+            return Err(SqlError::unsupported(format!("table options {other}"))
+                .with_hint("use WITH (partition_by = …, placement = hash)"))
+        }
     };
     list.iter()
         .map(|option| match option {

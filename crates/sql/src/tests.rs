@@ -680,7 +680,9 @@ fn create_table_parses_types_constraints_and_placement_options() {
         ("placement = range", "placement = range"),
         ("placement = 'everywhere'", "placement = everywhere"),
     ] {
-        let error = cluster.error(&format!("CREATE TABLE u (a INT PRIMARY KEY) WITH ({option})"));
+        let error = cluster.error(&format!(
+            "CREATE TABLE u (a INT PRIMARY KEY) WITH ({option})"
+        ));
         assert_eq!(error.code, "0A000", "{option}: {error}");
         assert!(error.message.contains(named), "{option}: {error}");
     }
@@ -695,7 +697,10 @@ fn create_table_parses_types_constraints_and_placement_options() {
         cluster.tag("CREATE TABLE u1 (a INT, b INT, PRIMARY KEY (a, b)) WITH (partition_key = b)"),
         "CREATE TABLE"
     );
-    assert_eq!(cluster.catalog.table("u1").unwrap().options.partition_key, "b");
+    assert_eq!(
+        cluster.catalog.table("u1").unwrap().options.partition_key,
+        "b"
+    );
     assert_eq!(
         cluster
             .error("CREATE TABLE u (a INT PRIMARY KEY, b INT) WITH (partition_key = b)")

@@ -138,7 +138,9 @@ pub fn share_of(
             catalog,
             command: Box::new(share_of(*command, schema_of, held)),
         },
-        Command::Execute(operation) => Command::Execute(operation_share(operation, schema_of, held)),
+        Command::Execute(operation) => {
+            Command::Execute(operation_share(operation, schema_of, held))
+        }
         Command::Batch(operations) => Command::Batch(
             operations
                 .into_iter()
@@ -222,9 +224,15 @@ mod tests {
     #[test]
     fn rows_are_placed_by_the_first_key_column_or_the_one_partition_by_names() {
         let row = vec![Value::Int(1), Value::Text("x".into()), Value::Null];
-        assert_eq!(row_key(&schema(&[]), &row), placement_key("t", &Value::Int(1)));
+        assert_eq!(
+            row_key(&schema(&[]), &row),
+            placement_key("t", &Value::Int(1))
+        );
         let by_b = schema(&[("partition_key", "b")]);
-        assert_eq!(row_key(&by_b, &row), placement_key("t", &Value::Text("x".into())));
+        assert_eq!(
+            row_key(&by_b, &row),
+            placement_key("t", &Value::Text("x".into()))
+        );
     }
 
     #[test]
@@ -248,9 +256,15 @@ mod tests {
         let command = Command::Guarded {
             catalog: 9,
             command: Box::new(Command::Batch(vec![
-                insert(&["a", "b"], vec![row(1, "mine"), row(2, "theirs"), row(3, "mine")]),
+                insert(
+                    &["a", "b"],
+                    vec![row(1, "mine"), row(2, "theirs"), row(3, "mine")],
+                ),
                 // Reversed columns; no column list (every column).
-                insert(&["b", "a"], vec![vec![Value::Text("theirs".into()), Value::Int(4)]]),
+                insert(
+                    &["b", "a"],
+                    vec![vec![Value::Text("theirs".into()), Value::Int(4)]],
+                ),
                 insert(
                     &[],
                     vec![vec![Value::Int(5), Value::Text("mine".into()), Value::Null]],
@@ -261,7 +275,11 @@ mod tests {
             ])),
         };
         let share = share_of(command, &schema_of, &held);
-        let Command::Guarded { catalog: 9, command } = share else {
+        let Command::Guarded {
+            catalog: 9,
+            command,
+        } = share
+        else {
             panic!("{share:?}")
         };
         assert_eq!(
@@ -278,7 +296,10 @@ mod tests {
             ])
         );
         let keys = insert_keys(
-            &insert(&["b", "a"], vec![vec![Value::Text("x".into()), Value::Int(4)]]),
+            &insert(
+                &["b", "a"],
+                vec![vec![Value::Text("x".into()), Value::Int(4)]],
+            ),
             schema_of,
         );
         assert_eq!(keys, vec![placement_key("t", &Value::Text("x".into()))]);

@@ -24,7 +24,16 @@ use support::partitioned::PartitionedCluster;
 /// ON_ERROR_STOP=0`: later commands run after an error).
 fn psql(port: u16, commands: &[&str]) -> String {
     let mut command = Command::new("psql");
-    command.args(["-X", "-q", "-A", "-t", "-h", "127.0.0.1", "-p", &port.to_string()]);
+    command.args([
+        "-X",
+        "-q",
+        "-A",
+        "-t",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
     command.args(["-U", "tessera", "-d", "tessera"]);
     for sql in commands {
         command.args(["-c", sql]);
@@ -96,8 +105,10 @@ fn inserts(rows: &[Ticket]) -> Vec<String> {
 fn create_ticket(port: u16) {
     psql_ok(
         port,
-        &["CREATE TABLE ticket (id BIGINT PRIMARY KEY, flight TEXT NOT NULL, price BIGINT, \
-           class TEXT)"],
+        &[
+            "CREATE TABLE ticket (id BIGINT PRIMARY KEY, flight TEXT NOT NULL, price BIGINT, \
+           class TEXT)",
+        ],
     );
 }
 
@@ -153,7 +164,9 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
     for id in 1..=30 {
         let reached = partitions_reached(pg[1], &format!("SELECT * FROM ticket WHERE id = {id}"));
         assert_eq!(reached.len(), 1, "id {id}: {reached:?}");
-        *homes.entry(reached.into_iter().next().unwrap()).or_default() += 1;
+        *homes
+            .entry(reached.into_iter().next().unwrap())
+            .or_default() += 1;
     }
     assert_eq!(homes.len(), 3, "30 keys over the partitions: {homes:?}");
     let scanned = partitions_reached(pg[2], "SELECT * FROM ticket WHERE class = 'F'");
@@ -167,11 +180,17 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
     // Point reads, and reads of keys in several partitions (one message).
     let (_, flight, price, class) = &rows[16];
     assert_eq!(
-        psql_ok(pg[2], &["SELECT flight, price, class FROM ticket WHERE id = 17"]),
+        psql_ok(
+            pg[2],
+            &["SELECT flight, price, class FROM ticket WHERE id = 17"]
+        ),
         format!("{flight}|{price}|{class}")
     );
     assert_eq!(
-        psql_ok(pg[0], &["SELECT id FROM ticket WHERE id IN (5, 250, 3, 999, 120) ORDER BY id"]),
+        psql_ok(
+            pg[0],
+            &["SELECT id FROM ticket WHERE id IN (5, 250, 3, 999, 120) ORDER BY id"]
+        ),
         "3\n5\n120\n250"
     );
     assert_eq!(missing_by_key(pg[1], &rows), Vec::<i64>::new());
@@ -208,7 +227,10 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         .map(|(id, _, price, _)| format!("{id}|{price}"))
         .collect();
     assert_eq!(
-        psql_ok(pg[0], &["SELECT id, price FROM ticket ORDER BY price DESC, id LIMIT 7"]),
+        psql_ok(
+            pg[0],
+            &["SELECT id, price FROM ticket ORDER BY price DESC, id LIMIT 7"]
+        ),
         top.join("\n")
     );
     let skipped: Vec<String> = by_price[3..5]
@@ -216,7 +238,10 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         .map(|(id, ..)| id.to_string())
         .collect();
     assert_eq!(
-        psql_ok(pg[0], &["SELECT id FROM ticket ORDER BY price DESC, id LIMIT 2 OFFSET 3"]),
+        psql_ok(
+            pg[0],
+            &["SELECT id FROM ticket ORDER BY price DESC, id LIMIT 2 OFFSET 3"]
+        ),
         skipped.join("\n")
     );
     let first_class: Vec<String> = rows
@@ -251,13 +276,19 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         .collect();
     let deleted = psql(
         pg[0],
-        &["DELETE FROM ticket WHERE price < 100", "SELECT count(*) FROM ticket"],
+        &[
+            "DELETE FROM ticket WHERE price < 100",
+            "SELECT count(*) FROM ticket",
+        ],
     );
     rows.retain(|row| row.2 >= 100);
     assert!(!cheap.is_empty() && raised > 0);
     assert_eq!(deleted, rows.len().to_string(), "{deleted}");
     assert_eq!(
-        psql_ok(pg[1], &["SELECT count(*), sum(price), min(price), max(price), avg(price) FROM ticket"]),
+        psql_ok(
+            pg[1],
+            &["SELECT count(*), sum(price), min(price), max(price), avg(price) FROM ticket"]
+        ),
         aggregates(&rows)
     );
     // With the key: one partition.
@@ -278,14 +309,64 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         "0"
     );
 
-    // A duplicate key is refused by its partition; the other rows of a single-partition
-    // insert stay out (the statement is atomic there).
-    let duplicate = psql(pg[0], &["INSERT INTO ticket VALUES (1, 'LX1', 1, 'Y')"]);
+    // A write that fails on the data of one partition fails on all (two phases: every
+    // partition votes before any writes), as PostgreSQL's statement does.
+    let whole = aggregates(&rows);
+    let zero = rows[10].2;
+    let divided = psql(
+        pg[1],
+        &[&format!("UPDATE ticket SET price = 100 / (price - {zero})")],
+    );
+    assert!(divided.contains("division by zero"), "{divided}");
+    let inserts_with_a_duplicate: Vec<String> = (1001..1011)
+        .map(|id| format!("({id}, 'LX1', 1, 'Y')"))
+        .chain(["(5, 'LX1', 1, 'Y')".to_string()])
+        .collect();
+    let duplicate = psql(
+        pg[0],
+        &[&format!(
+            "INSERT INTO ticket VALUES {}",
+            inserts_with_a_duplicate.join(", ")
+        )],
+    );
     assert!(duplicate.contains("duplicate key"), "{duplicate}");
+    assert_eq!(
+        psql_ok(
+            pg[2],
+            &["SELECT count(*), sum(price), min(price), max(price), avg(price) FROM ticket"]
+        ),
+        whole,
+        "neither statement changed anything"
+    );
+    assert_eq!(
+        psql_ok(pg[2], &["SELECT count(*) FROM ticket WHERE id > 1000"]),
+        "0"
+    );
+    // The same kinds of statement commit when every partition can run its share.
+    psql_ok(
+        pg[2],
+        &["UPDATE ticket SET price = price * 2 WHERE class = 'Y'"],
+    );
+    for row in rows.iter_mut().filter(|row| row.3 == "Y") {
+        row.2 *= 2;
+    }
+    let added = tickets(1001..1021);
+    psql_ok(pg[1], &[&inserts(&added)[0]]);
+    rows.extend(added);
+    assert_eq!(
+        psql_ok(
+            pg[0],
+            &["SELECT count(*), sum(price), min(price), max(price), avg(price) FROM ticket"]
+        ),
+        aggregates(&rows)
+    );
 
     // DDL reaches every partition at one point of the order: an index shows on each.
     psql_ok(pg[2], &["CREATE INDEX ticket_flight ON ticket (flight)"]);
-    let explained = psql_ok(pg[0], &["EXPLAIN SELECT id FROM ticket WHERE flight = 'LX301'"]);
+    let explained = psql_ok(
+        pg[0],
+        &["EXPLAIN SELECT id FROM ticket WHERE flight = 'LX301'"],
+    );
     let index_lines = explained
         .lines()
         .filter(|line| line.contains("Partition ") && line.contains("ticket_flight"))
@@ -297,20 +378,29 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         .map(|row| row.0.to_string())
         .collect();
     assert_eq!(
-        psql_ok(pg[1], &["SELECT id FROM ticket WHERE flight = 'LX301' ORDER BY id"]),
+        psql_ok(
+            pg[1],
+            &["SELECT id FROM ticket WHERE flight = 'LX301' ORDER BY id"]
+        ),
         expected.join("\n")
     );
 
     // A table without a primary key spreads by the hidden row ids the gateways give.
     psql_ok(pg[1], &["CREATE TABLE note (body TEXT, n INT)"]);
     let values: Vec<String> = (1..=60).map(|n| format!("('note {n}', {n})")).collect();
-    psql_ok(pg[1], &[&format!("INSERT INTO note VALUES {}", values.join(", "))]);
+    psql_ok(
+        pg[1],
+        &[&format!("INSERT INTO note VALUES {}", values.join(", "))],
+    );
     psql_ok(pg[2], &["INSERT INTO note (n) VALUES (100), (200)"]);
     assert_eq!(
         psql_ok(pg[0], &["SELECT count(*), sum(n), count(body) FROM note"]),
         "62|2130|60"
     );
-    let ids = psql_ok(pg[0], &["SELECT tessera_row_id FROM note ORDER BY n LIMIT 20"]);
+    let ids = psql_ok(
+        pg[0],
+        &["SELECT tessera_row_id FROM note ORDER BY n LIMIT 20"],
+    );
     let mut note_homes = BTreeSet::new();
     for id in ids.lines() {
         note_homes.extend(partitions_reached(
@@ -367,7 +457,9 @@ impl Reader {
     /// (reads answered, reads that failed); panics if an answer was wrong.
     fn finish(self) -> (usize, usize) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.thread.join().expect("the reader saw only whole tables")
+        self.thread
+            .join()
+            .expect("the reader saw only whole tables")
     }
 }
 

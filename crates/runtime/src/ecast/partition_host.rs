@@ -126,9 +126,9 @@ impl PartitionStore {
             return Vec::new(); // Routed here against another ring: the gateway re-plans.
         }
         let (arc, placement) = (&self.arc, &self.placement);
-        let result = self
-            .store
-            .execute_share(&payload.operation, |key| arc.contains(placement.position(key)));
+        let result = self.store.execute_share(&payload.operation, |key| {
+            arc.contains(placement.position(key))
+        });
         let mut outcomes = Vec::with_capacity(parts.len());
         let mut result = Some(Outcome::Foreign(result));
         for part in parts {
@@ -138,7 +138,12 @@ impl PartitionStore {
     }
 
     /// Whether a stored row of `schema` lies in `range`.
-    fn row_in(&self, range: &PositionSet, schema: &engine::TableSchema, row: &[engine::Value]) -> bool {
+    fn row_in(
+        &self,
+        range: &PositionSet,
+        schema: &engine::TableSchema,
+        row: &[engine::Value],
+    ) -> bool {
         range.contains(self.placement.position(&store::rows::row_key(schema, row)))
     }
 }
@@ -247,7 +252,12 @@ impl PartitionData for PartitionStore {
         if key == payload::SQL_ANCHOR {
             // The tables' key stands for the catalog, which every partition holds: it lies in
             // whatever this partition holds (nowhere once it holds nothing).
-            return Position(self.arc.intervals().first().map_or(0, |interval| interval.0));
+            return Position(
+                self.arc
+                    .intervals()
+                    .first()
+                    .map_or(0, |interval| interval.0),
+            );
         }
         self.placement.position(key)
     }
@@ -263,19 +273,25 @@ impl PartitionData for PartitionStore {
             .map(|(key, record)| (key.as_slice(), record))
             .collect();
         // The table rows of the range, with the whole catalog (the receiver may be a group
-        // started by this change, which knows no table yet); the records come first
-        // (`record_count`).
+        // started by this change, which knows no table yet), and the two-phase statements
+        // undecided (every partition holds them); the records come first (`record_count`).
         let tables = self
             .store
             .engine
             .copy_where(|schema, row| self.row_in(range, schema, row))
             .snapshot_bytes();
-        postcard::to_allocvec(&(records, Some(tables))).expect("records serialise")
+        postcard::to_allocvec(&(records, Some(tables), &self.store.prepared))
+            .expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
-        type Records = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
-        let (records, tables): Records = postcard::from_bytes(records).unwrap_or_default();
+        type Records = (
+            Vec<(Vec<u8>, Vec<u8>)>,
+            Option<Vec<u8>>,
+            store::prepared::Prepared,
+        );
+        let (records, tables, prepared): Records =
+            postcard::from_bytes(records).unwrap_or_default();
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
             let _ = self.store.kv.insert_record(key, &record);
@@ -283,6 +299,7 @@ impl PartitionData for PartitionStore {
         if let Some(Ok(tables)) = tables.map(|tables| engine::Engine::from_snapshot(&tables)) {
             self.store.engine.absorb(tables);
         }
+        self.store.prepared.absorb(prepared);
     }
 
     fn retain(&mut self, holds: &PositionSet) {

@@ -296,7 +296,10 @@ pub fn decode_sql(payload: &[u8]) -> Option<Result<SqlPayload, KvError>> {
 /// One arc per partition of `configuration` that overlaps `range`, cut to it, with a position
 /// inside it (the partition's first if it lies in `range`), in ring order: the parts of a
 /// message to every partition of that range.
-pub fn partition_arcs(configuration: &Configuration, range: &PositionSet) -> Vec<(PositionSet, Position)> {
+pub fn partition_arcs(
+    configuration: &Configuration,
+    range: &PositionSet,
+) -> Vec<(PositionSet, Position)> {
     configuration
         .partitions()
         .into_iter()

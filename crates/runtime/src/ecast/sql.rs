@@ -29,6 +29,7 @@ use ecast::Isolation;
 use kv::Outcome;
 use placement::{Configuration, Position};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Where the gateway task sends a SQL statement.
@@ -61,13 +62,43 @@ pub(crate) fn partition_name(configuration: &Configuration, position: Position) 
         .find(|partition| partition.span.contains(position))
     {
         Some(partition) => {
-            let group = partition.replicas.first().copied().unwrap_or(partition.owner);
+            let group = partition
+                .replicas
+                .first()
+                .copied()
+                .unwrap_or(partition.owner);
             format!(
                 "group {} [{:016x}, {:016x})",
                 group.0, partition.span.start.0, partition.span.end.0
             )
         }
         None => format!("position {:016x}", position.0),
+    }
+}
+
+/// How many partitions of `configuration` hold `positions`.
+pub(crate) fn partitions_of(configuration: &Configuration, positions: &[Position]) -> usize {
+    let partitions = configuration.partitions();
+    let mut holding: Vec<usize> = positions
+        .iter()
+        .filter_map(|position| {
+            partitions
+                .iter()
+                .position(|partition| partition.span.contains(*position))
+        })
+        .collect();
+    holding.sort_unstable();
+    holding.dedup();
+    holding.len()
+}
+
+/// Whether a two-phase statement's vote (a partition's engine outcome bytes) fails it.
+pub(crate) fn vote_failed(vote: &[u8]) -> bool {
+    match engine::Outcome::decode(vote) {
+        Ok(engine::Outcome::Executed(result)) => result.is_err(),
+        Ok(engine::Outcome::Batch(results)) => results.iter().any(Result::is_err),
+        Ok(engine::Outcome::Explained(result)) => result.is_err(),
+        Ok(engine::Outcome::Error(_)) | Err(_) => true,
     }
 }
 
@@ -121,12 +152,14 @@ impl ClusterBackend {
     }
 
     /// Runs one store operation of the SQL half through the gateway; each answering
-    /// partition's name and result bytes.
+    /// partition's name and result bytes. `fallible`: a write that can fail on the data
+    /// (`store::prepared::fallible`), sent in two phases if it reaches several partitions.
     async fn run(
         &self,
         operation: Vec<u8>,
         read: bool,
         route: SqlRoute,
+        fallible: bool,
     ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
         let (reply, receiver) = oneshot::channel();
         let job = Job {
@@ -134,6 +167,7 @@ impl ClusterBackend {
                 operation,
                 read,
                 route,
+                fallible,
             },
             isolation: Isolation::Sequential,
             reply,
@@ -230,7 +264,7 @@ impl SqlBackend for ClusterBackend {
             }
         }
         let answers = self
-            .run(store::catalog_operation(), true, SqlRoute::Any)
+            .run(store::catalog_operation(), true, SqlRoute::Any, false)
             .await?;
         let [(_, bytes)] = answers.as_slice() else {
             return Err(BackendError::Unavailable);
@@ -249,9 +283,11 @@ impl SqlBackend for ClusterBackend {
         let mut answers = self.execute_routed(&sql::Routing::Every, command).await?;
         match answers.len() {
             1 => Ok(answers.remove(0).1),
-            _ => Ok(engine::Outcome::Error(engine::EngineError::FeatureNotSupported {
-                feature: "an unplanned command over several partitions".into(),
-            })),
+            _ => Ok(engine::Outcome::Error(
+                engine::EngineError::FeatureNotSupported {
+                    feature: "an unplanned command over several partitions".into(),
+                },
+            )),
         }
     }
 }
@@ -280,17 +316,69 @@ impl RoutedBackend for ClusterBackend {
             return Ok(Vec::new()); // No key, no partition: nothing to run.
         }
         let read = command.is_read();
-        let answers = self
-            .run(store::sql_operation(&command), read, route)
-            .await?;
-        Ok(answers
-            .into_iter()
-            .map(|(name, bytes)| {
-                let outcome = engine::Outcome::decode(&bytes)
-                    .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
-                (name, outcome)
-            })
-            .collect())
+        let fallible = store::prepared::fallible(&command);
+        let operation = store::sql_operation(&command);
+        // A write meeting a table that a two-phase statement holds did not run: it is sent
+        // again, a little later, until the statement is decided; one that holds the table
+        // for long is aborted (its gateway may be gone).
+        let started = Instant::now();
+        let mut blocked: Option<(u64, Instant)> = None;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let answers = self
+                .run(operation.clone(), read, route.clone(), fallible)
+                .await?;
+            let outcomes: Vec<(String, engine::Outcome)> = answers
+                .into_iter()
+                .map(|(name, bytes)| {
+                    let outcome = engine::Outcome::decode(&bytes)
+                        .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
+                    (name, outcome)
+                })
+                .collect();
+            let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
+                return Ok(outcomes);
+            };
+            if started.elapsed() > BUSY_RETRY_FOR {
+                return Ok(outcomes);
+            }
+            match blocked {
+                Some((holder, since)) if holder == statement => {
+                    if since.elapsed() > BUSY_ABORT_AFTER {
+                        crate::log::warn(format_args!(
+                            "aborting statement {statement:016x}: it has held its tables for {} ms",
+                            since.elapsed().as_millis()
+                        ));
+                        let abort = store::decide_operation(statement, false);
+                        let _ = self.run(abort, false, SqlRoute::Every, false).await;
+                        blocked = None;
+                    }
+                }
+                _ => blocked = Some((statement, Instant::now())),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A write refused because a two-phase statement holds its table is retried this long.
+const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
+/// A two-phase statement that keeps a write out this long is aborted.
+const BUSY_ABORT_AFTER: Duration = Duration::from_secs(2);
+
+/// The two-phase statement an outcome says holds a table (`EngineError::Busy`).
+fn busy(outcome: &engine::Outcome) -> Option<u64> {
+    let statement = |error: &engine::EngineError| match error {
+        engine::EngineError::Busy { statement, .. } => Some(*statement),
+        _ => None,
+    };
+    match outcome {
+        engine::Outcome::Error(error) | engine::Outcome::Executed(Err(error)) => statement(error),
+        engine::Outcome::Batch(results) => results
+            .iter()
+            .find_map(|result| result.as_ref().err().and_then(statement)),
+        _ => None,
     }
 }
 
