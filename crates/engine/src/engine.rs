@@ -500,10 +500,9 @@ impl Engine {
                 (name.clone(), copy)
             })
             .collect();
-        Engine {
-            tables,
-            ..Engine::default()
-        }
+        let mut copy = Engine::default();
+        copy.insert_tables(tables);
+        copy
     }
 
     /// Takes in `other`'s tables and rows (a copy `copy_where` made elsewhere): a table this
@@ -594,7 +593,7 @@ impl Engine {
         }
     }
 
-    /// Replaces the named tables (used by `from_snapshot`).
+    /// Replaces the named tables (used by `from_snapshot` and `copy_where`).
     pub(crate) fn insert_tables(&mut self, tables: BTreeMap<String, Table>) {
         self.tables.extend(tables);
     }

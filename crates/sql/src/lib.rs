@@ -59,8 +59,9 @@
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
-//! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_key, placement, replication,
-//! replication_factor)`), DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
+//! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
+//! (or partition_key) = a primary key column, placement = hash)`, other options refused),
+//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
 //! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,

@@ -23,8 +23,10 @@
 //! the partition key to constants (`key = c`, `key IN (…)` as a top-level conjunct) names those
 //! keys, and only their partitions need the operation; for a table placed by range, top-level
 //! range conjuncts on the partition key (`<`, `<=`, `>`, `>=`, BETWEEN) name an interval;
-//! inserts are split by each row's key; everything else goes to every partition. Today there is one partition and the server may
-//! ignore routing; the merge (`merge.rs`) is written for any number of partitions.
+//! inserts are split by each row's key (a table without a primary key's rows first get hidden
+//! row ids from the gateway, `with_row_ids`); everything else goes to every partition. A
+//! partitioned cluster sends each statement where its routing says (`runtime::ecast::sql`); the
+//! merge (`merge.rs`) is written for any number of partitions.
 
 use crate::catalog::{Catalog, TableEntry, TableOptions};
 use crate::error::{sqlstate, SqlError};
