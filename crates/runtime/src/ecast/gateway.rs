@@ -430,7 +430,7 @@ impl GatewayTask {
             };
             job.phase = if fallible && partitions > 1 {
                 SqlPhase::Prepare {
-                    statement: crate::node::random_u64(),
+                    statement: random_u64(),
                 }
             } else {
                 SqlPhase::Once
