@@ -191,7 +191,7 @@ impl Store {
             Some((&TAG_SQL, rest)) => {
                 if let Ok(command) = engine::Command::decode(rest) {
                     if !touches_kv(&command) {
-                        return self.run_share(command, &held, false).encode();
+                        return self.run_share(command, &held, Share::Run).encode();
                     }
                 }
             }
@@ -206,22 +206,25 @@ impl Store {
         }
     }
 
-    /// Runs a command's share (or its dry run), unless it writes a table a two-phase
-    /// statement holds.
+    /// Runs a command's share (or, `Share::DryRun`, its dry run), unless it writes a table a
+    /// two-phase statement holds. A statement's commit (`Share::Commit`) runs whatever holds
+    /// are recorded: its own hold is gone, and any other statement recorded since voted `Busy`
+    /// everywhere (this one held the tables), so it will abort.
     fn run_share(
         &mut self,
         command: engine::Command,
         held: &impl Fn(&[u8]) -> bool,
-        dry: bool,
+        share: Share,
     ) -> engine::Outcome {
         let written = prepared::written_tables(&command);
-        if let Some((table, statement)) = self.prepared.holder(written.iter().map(String::as_str)) {
+        let holder = self.prepared.holder(written.iter().map(String::as_str));
+        if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
             return engine::Outcome::Error(engine::EngineError::Busy { table, statement });
         }
         let engine = &self.engine;
         let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
         let command = rows::share_of(command, &schema_of, held);
-        if dry {
+        if share == Share::DryRun {
             return dry_run(&self.engine, &command);
         }
         if command.is_read() {
@@ -242,7 +245,7 @@ impl Store {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
         let tables = prepared::written_tables(&command);
-        let vote = self.run_share(command, held, true);
+        let vote = self.run_share(command, held, Share::DryRun);
         self.prepared.record(
             statement,
             prepared::Statement {
@@ -269,7 +272,7 @@ impl Store {
             return engine::Outcome::Batch(Vec::new());
         }
         match engine::Command::decode(&prepared.command) {
-            Ok(command) => self.run_share(command, held, false),
+            Ok(command) => self.run_share(command, held, Share::Commit),
             Err(error) => engine::Outcome::Error(error),
         }
     }
@@ -392,6 +395,15 @@ impl Store {
             Err(error) => engine::Outcome::Error(error).encode(),
         }
     }
+}
+
+/// How `Store::run_share` runs a share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Share {
+    Run,
+    DryRun,
+    /// A two-phase statement's commit.
+    Commit,
 }
 
 /// What running `command` would answer, nothing written (`Engine::dry_run`).

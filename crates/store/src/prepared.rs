@@ -290,6 +290,12 @@ mod tests {
         let mut restored = Store::new();
         vr::StateMachine::restore(&mut restored, &vr::StateMachine::snapshot(&odd)).unwrap();
         assert_eq!(restored.prepared, odd.prepared);
+        // A statement prepared meanwhile votes Busy (and will abort): the commit runs anyway.
+        let meanwhile = prepare_operation(9, &sql_operation(&Command::Execute(insert(&[(20, 1)]))));
+        assert!(matches!(
+            outcome(even.execute_share(&meanwhile, held_even)),
+            Outcome::Error(EngineError::Busy { statement: 7, .. })
+        ));
         let commit = decide_operation(7, true);
         assert!(matches!(
             outcome(even.execute_share(&commit, held_even)),
@@ -300,6 +306,11 @@ mod tests {
             Outcome::Executed(Ok(engine::Output::Inserted { count: 1 }))
         ));
         assert_eq!(rows_of(&even).len(), 4);
+        assert_eq!(
+            outcome(even.execute_share(&decide_operation(9, false), held_even)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(even.prepared.is_empty());
         assert_eq!(rows_of(&restored).len(), 3);
         // A duplicate key in one partition fails the vote there.
         let duplicate = prepare_operation(
