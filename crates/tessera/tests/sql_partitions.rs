@@ -443,6 +443,58 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
     psql_ok(pg[0], &["DROP TABLE pair"]);
     let gone = psql(pg[1], &["SELECT * FROM pair"]);
     assert!(gone.contains("does not exist"), "{gone}");
+
+    // Two-phase statements (computed updates, inserts over several partitions) and one-phase
+    // inserts at once, through three gateways: writes held off by a statement in progress
+    // wait for it, and every statement counts once.
+    psql_ok(
+        pg[0],
+        &["CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)"],
+    );
+    let values: Vec<String> = (1..=20).map(|id| format!("({id}, 0)")).collect();
+    psql_ok(
+        pg[0],
+        &[&format!("INSERT INTO counter VALUES {}", values.join(", "))],
+    );
+    let writers: Vec<std::thread::JoinHandle<()>> = (0..3)
+        .map(|writer| {
+            let port = pg[writer];
+            std::thread::spawn(move || match writer {
+                0 => (0..10).for_each(|_| {
+                    psql_ok(port, &["UPDATE counter SET n = n + 1 WHERE id <= 20"]);
+                }),
+                1 => (0..10).for_each(|round| {
+                    let rows: Vec<String> = (0..5)
+                        .map(|at| format!("({}, 0)", 1_000 + round * 5 + at))
+                        .collect();
+                    psql_ok(
+                        port,
+                        &[&format!("INSERT INTO counter VALUES {}", rows.join(", "))],
+                    );
+                }),
+                _ => (0..20).for_each(|at| {
+                    psql_ok(
+                        port,
+                        &[&format!("INSERT INTO counter VALUES ({}, 7)", 2_000 + at)],
+                    );
+                }),
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().expect("every statement succeeded");
+    }
+    assert_eq!(
+        psql_ok(
+            pg[1],
+            &["SELECT count(*), sum(n) FROM counter WHERE id <= 20"]
+        ),
+        "20|200"
+    );
+    assert_eq!(
+        psql_ok(pg[2], &["SELECT count(*), sum(n) FROM counter"]),
+        "90|340"
+    );
     drop(cluster);
 }
 
@@ -572,5 +624,50 @@ fn rows_move_with_their_ranges_when_the_ring_expands_and_contracts() {
         aggregates(&rows)
     );
     assert_eq!(partitions_reached(pg[3], "SELECT * FROM ticket").len(), 3);
+    drop(cluster);
+}
+
+/// A two-phase statement whose gateway stops after the prepare (the test fault
+/// `TESSERA_TEST_NO_DECISIONS`: as if its process died between the phases) holds its table:
+/// reads go on, writes are refused and retried, and the next writer's gateway aborts it after
+/// its 2 s, so the write completes and the statement left nothing.
+#[test]
+fn a_statement_left_undecided_is_aborted_by_the_next_writer() {
+    let mut cluster = PartitionedCluster::prepare("sqlorphan", 28700, (3, 3, 3), |config| {
+        config.partitions = PartitionMode::Vr;
+        *config = config.clone().with_pg_ports(28750).unwrap();
+    });
+    cluster
+        .storage_env
+        .push(("TESSERA_TEST_NO_DECISIONS".to_string(), "1".to_string()));
+    cluster.launch();
+    assert!(cluster.wait_until_ready(Duration::from_secs(30)));
+    let pg: Vec<u16> = (0..3).map(|index| 28750 + index).collect();
+    create_ticket(pg[0]);
+    // Single-row inserts: one partition each, one phase.
+    for (id, flight, price, class) in tickets(1..11) {
+        psql_ok(
+            pg[1],
+            &[&format!(
+                "INSERT INTO ticket VALUES ({id}, '{flight}', {price}, '{class}')"
+            )],
+        );
+    }
+    // Rows over several partitions: two phases, left undecided.
+    let orphan = psql(pg[0], &[&inserts(&tickets(100..121))[0]]);
+    assert!(
+        orphan.contains("may or may not have taken effect"),
+        "{orphan}"
+    );
+    assert_eq!(psql_ok(pg[2], &["SELECT count(*) FROM ticket"]), "10");
+    let started = Instant::now();
+    psql_ok(pg[2], &["INSERT INTO ticket VALUES (500, 'LX1', 1, 'Y')"]);
+    let waited = started.elapsed();
+    eprintln!("the write waited {} ms", waited.as_millis());
+    assert!(waited >= Duration::from_millis(1_500), "{waited:?}");
+    assert_eq!(
+        psql_ok(pg[1], &["SELECT count(*), max(id) FROM ticket"]),
+        "11|500"
+    );
     drop(cluster);
 }

@@ -529,6 +529,13 @@ impl GatewayTask {
                     Err(_) => None,
                 };
                 let commit = vote.is_none();
+                if super::fault::no_decisions() {
+                    log::info(format_args!(
+                        "test fault: statement {statement:016x} not decided"
+                    ));
+                    let _ = reply.send(Outcome::Error(kv::KvError::Unavailable));
+                    return;
+                }
                 return self.decide_sql(job, statement, commit, vote, reply);
             }
             (SqlPhase::Prepare { statement }, Completion::Failed(failure)) => {
