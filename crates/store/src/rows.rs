@@ -96,33 +96,6 @@ fn insert_key_position(schema: &TableSchema, columns: &[String]) -> Option<usize
     columns.iter().position(|column| column == name)
 }
 
-/// The placement keys of an insert's rows, by row; empty for other operations, for a table
-/// `schema_of` does not know, and for rows without the key (NULL).
-pub fn insert_keys(
-    operation: &Operation,
-    schema_of: impl Fn(&str) -> Option<TableSchema>,
-) -> Vec<Vec<u8>> {
-    let Operation::Insert {
-        table,
-        columns,
-        rows,
-        ..
-    } = operation
-    else {
-        return Vec::new();
-    };
-    let Some(schema) = schema_of(table) else {
-        return Vec::new();
-    };
-    let Some(position) = insert_key_position(&schema, columns) else {
-        return Vec::new();
-    };
-    rows.iter()
-        .filter_map(|row| row.get(position))
-        .map(|value| placement_key(table, value))
-        .collect()
-}
-
 /// A partition's share of a statement: every insert keeps only the rows whose placement key
 /// `held` accepts (the rows this partition holds; the others are other partitions' share of
 /// the same message); everything else runs as it is, since a partition's engine holds only its
@@ -295,13 +268,5 @@ mod tests {
                 select,
             ])
         );
-        let keys = insert_keys(
-            &insert(
-                &["b", "a"],
-                vec![vec![Value::Text("x".into()), Value::Int(4)]],
-            ),
-            schema_of,
-        );
-        assert_eq!(keys, vec![placement_key("t", &Value::Text("x".into()))]);
     }
 }
