@@ -107,6 +107,16 @@ pub enum GatewayCommand {
         payload: Vec<u8>,
         parts: Vec<u64>,
     },
+    /// An E-Cast write message to every live replica of every partition that overlaps
+    /// `range` (`Target::Range`): with the whole ring, every partition at the message's place
+    /// in the global order, whatever the configuration was when it was planned (a statement
+    /// over every partition's rows: none is missed, none is visited twice). Complete when
+    /// stable and every part was answered.
+    RangeWrite {
+        range: PositionSet,
+        payload: Vec<u8>,
+        parts: Vec<u64>,
+    },
     /// A configuration message. The gateway asks the driver to plan it against its current
     /// configuration (`GatewayEffect::Plan`, answered by `GatewayInput::Planned`); a refusal
     /// completes it (`Failure::Refused`): whether to try again is the driver's decision.
@@ -118,7 +128,8 @@ impl GatewayCommand {
         match self {
             GatewayCommand::Write { parts, .. }
             | GatewayCommand::Read { parts, .. }
-            | GatewayCommand::RangeRead { parts, .. } => parts,
+            | GatewayCommand::RangeRead { parts, .. }
+            | GatewayCommand::RangeWrite { parts, .. } => parts,
             GatewayCommand::Config => &[],
         }
     }
@@ -142,7 +153,9 @@ impl GatewayCommand {
             GatewayCommand::Write { positions, .. } | GatewayCommand::Read { positions, .. } => {
                 positions
             }
-            GatewayCommand::RangeRead { .. } | GatewayCommand::Config => &[],
+            GatewayCommand::RangeRead { .. }
+            | GatewayCommand::RangeWrite { .. }
+            | GatewayCommand::Config => &[],
         }
     }
 
@@ -150,7 +163,8 @@ impl GatewayCommand {
         match self {
             GatewayCommand::Write { payload, .. }
             | GatewayCommand::Read { payload, .. }
-            | GatewayCommand::RangeRead { payload, .. } => payload,
+            | GatewayCommand::RangeRead { payload, .. }
+            | GatewayCommand::RangeWrite { payload, .. } => payload,
             GatewayCommand::Config => &[],
         }
     }
@@ -163,6 +177,16 @@ pub enum GatewayInput<A> {
     Submit {
         id: u64,
         command: GatewayCommand,
+    },
+    /// A new command whose payload the driver built against configuration `version` (e.g. a
+    /// payload naming the partitions' arcs): it is sequenced only as planned at `version`.
+    /// Where the gateway would plan it at another version (its configuration moved on before
+    /// the command was sent, or the routers refused it) it completes with
+    /// `Failure::Refused(StaleVersion)` instead, and the driver builds it again.
+    SubmitPinned {
+        id: u64,
+        command: GatewayCommand,
+        version: ConfigVersion,
     },
     /// The driver's plan of configuration command `id` (after `GatewayEffect::Plan`); `None`
     /// drops it (`Failure::NotPlanned`).
@@ -296,10 +320,26 @@ pub enum Failure {
     AnswersLost,
     /// The router no longer knows what became of the message.
     Lost(String),
-    /// A configuration message was refused.
+    /// A configuration message was refused, or a pinned command (`SubmitPinned`) met another
+    /// configuration version than its own.
     Refused(Refusal),
     /// The driver did not plan a configuration message.
     NotPlanned,
+}
+
+/// The refusal a pinned command meets at configuration `current` (`SubmitPinned`).
+fn pinned_refusal(pinned: ConfigVersion, current: ConfigVersion) -> Refusal {
+    if pinned < current {
+        Refusal::StaleVersion {
+            based_on: pinned,
+            current,
+        }
+    } else {
+        Refusal::FutureVersion {
+            based_on: pinned,
+            current,
+        }
+    }
 }
 
 /// Counters, for a driver's status page and statistics.
@@ -412,6 +452,8 @@ struct Pending<A> {
     answers: BTreeMap<u64, A>,
     /// Read attempts ended (refusals and timeouts).
     attempts: u32,
+    /// `SubmitPinned`: the only configuration version it may be planned at.
+    pinned: Option<ConfigVersion>,
 }
 
 pub struct Gateway<A> {
@@ -862,7 +904,12 @@ impl<A: Clone> Gateway<A> {
     /// The single entry point. Appends to `effects`; never performs I/O.
     pub fn step(&mut self, input: GatewayInput<A>, effects: &mut Vec<GatewayEffect<A>>) {
         match input {
-            GatewayInput::Submit { id, command } => self.on_submit(id, command),
+            GatewayInput::Submit { id, command } => self.on_submit(id, command, None),
+            GatewayInput::SubmitPinned {
+                id,
+                command,
+                version,
+            } => self.on_submit(id, command, Some(version)),
             GatewayInput::Planned { id, message } => self.on_planned(id, message, effects),
             GatewayInput::Tick => self.on_tick(effects),
             GatewayInput::Router(message) => self.on_router_message(message, effects),
@@ -948,7 +995,7 @@ impl<A: Clone> Gateway<A> {
         self.invariants();
     }
 
-    fn on_submit(&mut self, id: u64, command: GatewayCommand) {
+    fn on_submit(&mut self, id: u64, command: GatewayCommand, pinned: Option<ConfigVersion>) {
         assert!(!self.pending.contains_key(&id), "command id {id} reused");
         let phase = match (command.isolation(), self.bypass_partition(&command)) {
             (Isolation::Snapshot, _) => Phase::SnapshotNeedsNow,
@@ -965,6 +1012,7 @@ impl<A: Clone> Gateway<A> {
                 started_at: self.now,
                 answers: BTreeMap::new(),
                 attempts: 0,
+                pinned,
             },
         );
     }
@@ -1739,6 +1787,7 @@ impl<A: Clone> Gateway<A> {
         let done = match &pending.command {
             GatewayCommand::Read { .. } | GatewayCommand::RangeRead { .. } => answered,
             GatewayCommand::Write { needs_answers, .. } => stable && (answered || !needs_answers),
+            GatewayCommand::RangeWrite { .. } => stable && answered,
             GatewayCommand::Config => stable,
         };
         if done {
@@ -1758,12 +1807,21 @@ impl<A: Clone> Gateway<A> {
     }
 
     fn routing(&mut self, command: &GatewayCommand) -> Routing {
-        if let GatewayCommand::RangeRead { range, .. } = command {
-            return Routing::Read {
-                sender: self.id,
-                target: Target::Range(range.clone()),
-                replica_offset: 0,
-            };
+        match command {
+            GatewayCommand::RangeRead { range, .. } => {
+                return Routing::Read {
+                    sender: self.id,
+                    target: Target::Range(range.clone()),
+                    replica_offset: 0,
+                }
+            }
+            GatewayCommand::RangeWrite { range, .. } => {
+                return Routing::Write {
+                    sender: self.id,
+                    target: Target::Range(range.clone()),
+                }
+            }
+            _ => {}
         }
         let positions = command.positions().to_vec();
         if command.is_read() {
@@ -1805,6 +1863,13 @@ impl<A: Clone> Gateway<A> {
             if command == GatewayCommand::Config {
                 self.set_phase(id, Phase::Planning);
                 effects.push(GatewayEffect::Plan { id });
+                continue;
+            }
+            let current = self.configuration.version();
+            if let Some(pinned) = self.pending[&id].pinned.filter(|pinned| *pinned != current) {
+                // Its payload was built for another configuration: the driver builds it again.
+                let refusal = pinned_refusal(pinned, current);
+                self.complete(id, Completion::Failed(Failure::Refused(refusal)), effects);
                 continue;
             }
             let routing = self.routing(&command);
@@ -2096,14 +2161,16 @@ impl<A: Clone> Gateway<A> {
     }
 
     /// Not routed (planned against a stale configuration): a data message is re-planned and
-    /// resubmitted after a configuration query; a configuration message completes.
+    /// resubmitted after a configuration query; a configuration message, or one pinned to its
+    /// version, completes.
     fn on_refused(&mut self, id: u64, refusal: Refusal, effects: &mut Vec<GatewayEffect<A>>) {
         self.need_configuration = true;
         effects.push(GatewayEffect::Refused {
             id,
             refusal: refusal.clone(),
         });
-        if self.pending[&id].command == GatewayCommand::Config {
+        let pending = &self.pending[&id];
+        if pending.command == GatewayCommand::Config || pending.pinned.is_some() {
             self.complete(id, Completion::Failed(Failure::Refused(refusal)), effects);
         } else {
             self.pending.get_mut(&id).expect("indexed").answers.clear();

@@ -868,6 +868,105 @@ fn a_range_read_is_one_message_to_a_minimal_cover_and_completes_on_every_part() 
     );
 }
 
+/// A range write (a SQL statement over every partition's rows) reaches every live replica of
+/// every partition at its place, and completes on stability and every part.
+#[test]
+fn a_range_write_reaches_every_replica_and_completes_when_stable_and_answered() {
+    let mut harness = Harness::new(settings());
+    let command = GatewayCommand::RangeWrite {
+        range: PositionSet::whole(),
+        payload: vec![5],
+        parts: vec![0, 1],
+    };
+    let (_, request) = only_request(&harness.submit(1, command));
+    let (sequence, planned_at, routing, payload) = submitted(&request).remove(0);
+    assert_eq!((planned_at, payload), (ConfigVersion(0), vec![5]));
+    assert!(matches!(
+        &routing,
+        Routing::Write { target: placement::ecast::Target::Range(range), .. } if range.is_whole()
+    ));
+    // Every replica of every partition, not a cover: the write must run on all of them.
+    let destinations = placement::ecast::destset(&ring(), &routing);
+    assert_eq!(destinations.len(), 4, "{destinations:?}");
+    harness.reply(
+        &request,
+        OperationResult::Submitted(vec![(sequence, sequenced(5))]),
+    );
+    let effects = harness.step(GatewayInput::Answer {
+        sequence,
+        answers: vec![(0, 10), (1, 11)],
+    });
+    assert!(completions(&effects).is_empty(), "answered, not stable yet");
+    let effects = harness.step(GatewayInput::Stable {
+        sequence,
+        timestamp: Timestamp(5),
+    });
+    assert_eq!(completions(&effects), vec![(1, done(&[(0, 10), (1, 11)]))]);
+}
+
+/// A pinned command's payload names the partitions of its version: a refusal for the
+/// version completes it (the driver builds it again) instead of re-planning it silently, and
+/// so does a configuration that moved on before it was sent.
+#[test]
+fn a_pinned_command_is_never_sequenced_at_another_version_than_its_own() {
+    let mut harness = Harness::new(settings());
+    let range_read = |payload: u8| GatewayCommand::RangeRead {
+        range: PositionSet::whole(),
+        payload: vec![payload],
+        parts: vec![0],
+    };
+    let effects = harness.step(GatewayInput::SubmitPinned {
+        id: 1,
+        command: range_read(1),
+        version: ConfigVersion(0),
+    });
+    let (_, request) = only_request(&effects);
+    let (sequence, planned_at, _, _) = submitted(&request).remove(0);
+    assert_eq!(planned_at, ConfigVersion(0));
+    let refusal = Refusal::StaleVersion {
+        based_on: ConfigVersion(0),
+        current: ConfigVersion(1),
+    };
+    let effects = harness.reply(
+        &request,
+        OperationResult::Submitted(vec![(sequence, Outcome::Refused(refusal.clone()))]),
+    );
+    assert_eq!(
+        completions(&effects),
+        vec![(1, Completion::Failed(Failure::Refused(refusal)))]
+    );
+    // The gateway asks for the configuration; a command pinned to version 0 submitted
+    // meanwhile is not sent at version 1 once that is learnt.
+    let (_, query) = only_request(&effects);
+    assert_eq!(operation(&query), Operation::Query(Query::Configuration));
+    harness.step(GatewayInput::SubmitPinned {
+        id: 2,
+        command: range_read(2),
+        version: ConfigVersion(0),
+    });
+    let effects = harness.reply(&query, OperationResult::Configuration(ring_after_suspect()));
+    assert!(requests(&effects).is_empty(), "{effects:?}");
+    assert_eq!(
+        completions(&effects),
+        vec![(
+            2,
+            Completion::Failed(Failure::Refused(Refusal::StaleVersion {
+                based_on: ConfigVersion(0),
+                current: ConfigVersion(1),
+            }))
+        )]
+    );
+    // Built again for version 1, it goes.
+    let effects = harness.step(GatewayInput::SubmitPinned {
+        id: 3,
+        command: range_read(3),
+        version: ConfigVersion(1),
+    });
+    let (_, request) = only_request(&effects);
+    let (_, planned_at, _, payload) = submitted(&request).remove(0);
+    assert_eq!((planned_at, payload), (ConfigVersion(1), vec![3]));
+}
+
 /// The destinations of `count` sequential and `count` basic point reads of keys of processes 1
 /// and 3 (ring(): replicated on 1–2 and 3–4), after telling the gateway `busy`.
 fn read_destinations(busy: &[u64], count: u64) -> std::collections::BTreeSet<ProcessId> {

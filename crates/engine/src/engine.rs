@@ -9,8 +9,10 @@ use crate::operation::{
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
 use crate::predicate::Predicate;
 use crate::query_index::{Candidacy, Filing, QueryIndex};
+use crate::schema::TableSchema;
 use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::table::{Key, Table};
+use crate::value::Value;
 use std::collections::BTreeMap;
 
 /// A deliberately broken shared scan, for proving that the property test detects bugs.
@@ -473,7 +475,125 @@ impl Engine {
         Ok(())
     }
 
-    /// Replaces the named tables (used by `from_snapshot`).
+    /// A copy of the catalog (every table's schema, indexes and next hidden row id) holding
+    /// only the rows `keep` accepts: what a partition sends when its rows of part of the ring
+    /// move to another (Rubberband), the catalog included so that the receiver knows every
+    /// table even where it receives no row.
+    pub fn copy_where(&self, keep: impl Fn(&TableSchema, &[Value]) -> bool) -> Engine {
+        let tables = self
+            .tables
+            .iter()
+            .map(|(name, table)| {
+                let mut copy = Table::new(table.schema.clone());
+                copy.row_id_next = table.row_id_next;
+                copy.rows = table
+                    .rows
+                    .iter()
+                    .filter(|(_, row)| keep(&table.schema, row))
+                    .map(|(key, row)| (key.clone(), row.clone()))
+                    .collect();
+                for index in table.indexes.values() {
+                    let column = &table.schema.columns[index.column].name;
+                    copy.create_index(&index.name, column)
+                        .expect("the table's own index definitions");
+                }
+                (name.clone(), copy)
+            })
+            .collect();
+        let mut copy = Engine::default();
+        copy.insert_tables(tables);
+        copy
+    }
+
+    /// Takes in `other`'s tables and rows (a copy `copy_where` made elsewhere): a table this
+    /// engine lacks is taken whole; into one it has (the same table: DDL reaches every
+    /// partition at the same point of the order) each row is written over the row of its key,
+    /// and the next hidden row id becomes the larger. Indexes follow the rows.
+    pub fn absorb(&mut self, other: Engine) {
+        for (name, incoming) in other.tables {
+            let Some(table) = self.tables.get_mut(&name) else {
+                self.tables.insert(name, incoming);
+                continue;
+            };
+            table.row_id_next = table.row_id_next.max(incoming.row_id_next);
+            for (key, row) in incoming.rows {
+                let before = table.rows.insert(key.clone(), row);
+                Table::reindex(
+                    &mut table.indexes,
+                    &key,
+                    before.as_ref(),
+                    table.rows.get(&key),
+                );
+            }
+        }
+    }
+
+    /// What `execute_batch(operations)` would answer, without changing anything: the
+    /// operations run on a scratch engine holding the catalog (without index entries: every
+    /// access path answers alike) and the rows they can meet — for an insert, the stored rows
+    /// of its keys; for any other operation, every row of its table. A partitioned cluster's
+    /// two-phase statements vote with it before any partition writes.
+    pub fn dry_run(&self, operations: &[Operation]) -> Vec<OperationResult> {
+        let mut scratch = Engine::default();
+        for (name, table) in &self.tables {
+            let mut copy = Table::new(table.schema.clone());
+            copy.row_id_next = table.row_id_next;
+            scratch.tables.insert(name.clone(), copy);
+        }
+        let mut whole: Vec<&str> = Vec::new();
+        for operation in operations {
+            let Some(table) = self.tables.get(operation.table_name()) else {
+                continue; // DDL, or a table that does not exist: the batch says so.
+            };
+            let copy = scratch
+                .tables
+                .get_mut(operation.table_name())
+                .expect("every table copied");
+            match operation {
+                Operation::Insert {
+                    columns,
+                    rows,
+                    on_conflict,
+                    ..
+                } => {
+                    let first = table.schema.row_id_column().map(|_| table.row_id_next);
+                    if let Ok(bound) = table.bind_insert(columns, rows, on_conflict, first) {
+                        for (key, _) in bound.rows {
+                            if let Some(row) = table.rows.get(&key) {
+                                copy.rows.insert(key, row.clone());
+                            }
+                        }
+                    }
+                }
+                _ if !whole.contains(&operation.table_name()) => {
+                    whole.push(operation.table_name());
+                    copy.rows = table.rows.clone();
+                }
+                _ => {}
+            }
+        }
+        scratch.execute_batch(operations)
+    }
+
+    /// Drops every row `keep` refuses (a partition's rows of part of the ring moved away);
+    /// tables, indexes and the next hidden row ids stay.
+    pub fn retain_rows(&mut self, keep: impl Fn(&TableSchema, &[Value]) -> bool) {
+        for table in self.tables.values_mut() {
+            let schema = &table.schema;
+            let gone: Vec<Key> = table
+                .rows
+                .iter()
+                .filter(|(_, row)| !keep(schema, row))
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in gone {
+                let before = table.rows.remove(&key);
+                Table::reindex(&mut table.indexes, &key, before.as_ref(), None);
+            }
+        }
+    }
+
+    /// Replaces the named tables (used by `from_snapshot` and `copy_where`).
     pub(crate) fn insert_tables(&mut self, tables: BTreeMap<String, Table>) {
         self.tables.extend(tables);
     }

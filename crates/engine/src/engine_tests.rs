@@ -989,14 +989,29 @@ fn hidden_row_ids_are_assigned_in_order_never_reused_and_kept_by_snapshots() {
     }
     assert_eq!(ids(&engine), vec![row(7, 1), row(7, 2), row(9, 4)]);
     assert_eq!(restored, engine);
-    // The id is the engine's to give; ON CONFLICT inserts take ids at execution as well.
-    let named = Operation::Insert {
+    // A gateway may give the ids (a partitioned cluster places rows by them): checked as a
+    // BIGINT NOT NULL key, and ids the table gives later stay above them.
+    let named = |id: Value| Operation::Insert {
         table: "h".into(),
         columns: vec!["a".into(), ROW_ID_COLUMN.into()],
-        rows: vec![vec![Value::Int(1), Value::BigInt(99)]],
+        rows: vec![vec![Value::Int(1), id]],
         on_conflict: OnConflict::Error,
     };
-    assert_eq!(engine.execute(&named).unwrap_err().code(), "428C9");
+    assert_eq!(
+        engine.execute(&named(Value::Null)).unwrap_err().code(),
+        "23502"
+    );
+    assert_eq!(
+        engine.execute(&named(Value::BigInt(4))).unwrap_err().code(),
+        "23505"
+    );
+    engine.execute(&named(Value::BigInt(99))).unwrap();
+    engine.execute(&insert(&[2])).unwrap();
+    assert_eq!(
+        ids(&engine),
+        vec![row(7, 1), row(7, 2), row(9, 4), row(1, 99), row(2, 100)]
+    );
+    // ON CONFLICT inserts take ids at execution as well.
     let batch = vec![
         Operation::Insert {
             table: "h".into(),
@@ -1012,7 +1027,7 @@ fn hidden_row_ids_are_assigned_in_order_never_reused_and_kept_by_snapshots() {
         sequential.execute_sequentially(&batch)
     );
     assert_eq!(engine, sequential);
-    assert_eq!(ids(&engine).last(), Some(&row(5, 5)));
+    assert_eq!(ids(&engine).last(), Some(&row(5, 101)));
     // A user column cannot take the reserved name unless it is the hidden key.
     let clash = TableSchema::new(
         "c",
@@ -1032,4 +1047,109 @@ fn select_all(table: &str) -> Operation {
         predicate: None,
         limit: None,
     }
+}
+
+/// Rubberband moves a partition's rows of part of the ring: the sender copies them with the
+/// catalog (`copy_where`) and drops them (`retain_rows`), the receiver takes them in
+/// (`absorb`), indexes and hidden row id counters included.
+#[test]
+fn rows_copied_absorbed_and_retained_move_between_engines_with_their_indexes() {
+    let schema = TableSchema::new(
+        "t",
+        vec![
+            ColumnDef::new("id", DataType::BigInt).not_null(),
+            ColumnDef::new("v", DataType::Int),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    let mut sender = Engine::new();
+    sender.execute(&Operation::CreateTable { schema }).unwrap();
+    sender
+        .execute(&Operation::CreateIndex {
+            name: "t_v".into(),
+            table: "t".into(),
+            column: "v".into(),
+        })
+        .unwrap();
+    let rows: Vec<Vec<Value>> = (0..40)
+        .map(|id| vec![Value::BigInt(id), Value::Int((id % 5) as i32)])
+        .collect();
+    sender
+        .execute(&Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows,
+            on_conflict: OnConflict::Error,
+        })
+        .unwrap();
+    let whole = sender.clone();
+    let moves = |_: &TableSchema, row: &[Value]| matches!(row[0], Value::BigInt(id) if id >= 25);
+    let copy = sender.copy_where(moves);
+    sender.retain_rows(|schema, row| !moves(schema, row));
+    // The receiver already holds the table with one row of its own (and a stale copy of a
+    // moving row, which the copy overwrites).
+    let mut receiver = Engine::new();
+    receiver
+        .execute(&Operation::CreateTable {
+            schema: whole.table("t").unwrap().schema.clone(),
+        })
+        .unwrap();
+    receiver
+        .execute(&Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows: vec![
+                vec![Value::BigInt(100), Value::Int(1)],
+                vec![Value::BigInt(30), Value::Int(4)],
+            ],
+            on_conflict: OnConflict::Error,
+        })
+        .unwrap();
+    receiver.absorb(copy.clone());
+    let mut fresh = Engine::new();
+    fresh.absorb(copy);
+    for engine in [&sender, &receiver, &fresh] {
+        engine.check_invariants().unwrap();
+    }
+    let ids = |engine: &Engine| -> Vec<i64> {
+        engine
+            .table("t")
+            .unwrap()
+            .rows
+            .keys()
+            .map(|key| match key[0] {
+                Value::BigInt(id) => id,
+                _ => unreachable!(),
+            })
+            .collect()
+    };
+    assert_eq!(ids(&sender), (0..25).collect::<Vec<_>>());
+    assert_eq!(ids(&fresh), (25..40).collect::<Vec<_>>());
+    assert_eq!(ids(&receiver), (25..40).chain([100]).collect::<Vec<_>>());
+    // The moved row 30 is the sender's (v = 0), through the index too.
+    let by_v = |engine: &Engine, v: i32| {
+        engine
+            .read_batch(&[Operation::Select {
+                table: "t".into(),
+                columns: vec!["id".into()],
+                predicate: Some(Predicate::equal("v", Value::Int(v))),
+                limit: None,
+            }])
+            .remove(0)
+            .unwrap()
+    };
+    assert_eq!(
+        by_v(&receiver, 0),
+        crate::Output::Rows {
+            columns: vec!["id".into()],
+            rows: vec![
+                vec![Value::BigInt(25)],
+                vec![Value::BigInt(30)],
+                vec![Value::BigInt(35)]
+            ],
+        }
+    );
+    assert!(fresh.table("t").unwrap().indexes.contains_key("t_v"));
+    assert_eq!(fresh.catalog_digest(), whole.catalog_digest());
 }

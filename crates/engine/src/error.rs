@@ -56,6 +56,10 @@ pub enum EngineError {
     },
     /// Slot 19. 428C9: a value given for a column the engine assigns (the hidden row id).
     GeneratedAlways { column: String },
+    /// Slot 20. 55P03: a write to a table that a statement prepared across partitions and
+    /// not yet decided holds (a partitioned cluster's two-phase statements): nothing ran; the
+    /// gateway retries.
+    Busy { table: String, statement: u64 },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -106,6 +110,7 @@ impl EngineError {
             EngineError::StaleCatalog => "40001",
             EngineError::Evaluation { condition, .. } => condition.code(),
             EngineError::GeneratedAlways { .. } => "428C9",
+            EngineError::Busy { .. } => "55P03",
         }
     }
 }
@@ -174,6 +179,10 @@ impl fmt::Display for EngineError {
             EngineError::GeneratedAlways { column } => write!(
                 formatter,
                 "cannot insert a non-DEFAULT value into column \"{column}\""
+            ),
+            EngineError::Busy { table, statement } => write!(
+                formatter,
+                "could not write relation \"{table}\": statement {statement:016x} across partitions is not decided yet (retry)"
             ),
         }
     }

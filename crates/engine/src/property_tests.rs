@@ -559,3 +559,28 @@ fn read_batches_equal_reading_each_operation_alone() {
         "{shared_cycles} batches shared a cycle"
     );
 }
+
+/// `dry_run` answers what `execute_batch` answers, and changes nothing: random batches (inserts
+/// of every conflict kind, updates, deletes, selects, aggregates, a missing table) over random
+/// tables, with and without indexes.
+#[test]
+fn a_dry_run_answers_what_the_batch_answers_and_changes_nothing() {
+    for seed in 0..1_500 {
+        let mut prng = Prng::new(seed);
+        let engine = populated_engine(&mut prng);
+        let batch: Vec<Operation> = (0..1 + prng.below(6))
+            .map(|_| operation(&mut prng))
+            .collect();
+        let mut executed = engine.clone();
+        let before = engine.clone();
+        assert_eq!(
+            engine.dry_run(&batch),
+            executed.execute_batch(&batch),
+            "seed {seed}: {batch:?}"
+        );
+        assert_eq!(
+            engine, before,
+            "seed {seed}: the dry run changed the engine"
+        );
+    }
+}

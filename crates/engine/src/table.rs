@@ -275,7 +275,10 @@ impl Table {
     ///
     /// A table with a hidden row id gives its rows the ids `row_id_first`, `row_id_first + 1`,
     /// … in statement order (`None`: such inserts cannot be bound here, 0A000); no column list
-    /// means every column but the row id, and naming the row id is refused (428C9).
+    /// means every column but the row id. An insert that names the row id gives each row's
+    /// (a partitioned cluster's gateway does, `sql::with_row_ids`, so that a row's id, and so
+    /// its partition, is known before it is sent; the SQL planner refuses clients that name it,
+    /// 428C9): checked as any BIGINT NOT NULL column, a duplicate is a unique violation.
     pub fn bind_insert(
         &self,
         columns: &[String],
@@ -283,15 +286,14 @@ impl Table {
         on_conflict: &OnConflict,
         row_id_first: Option<i64>,
     ) -> Result<BoundInsert, EngineError> {
-        let row_id = self.schema.row_id_column();
+        let mut row_id = self.schema.row_id_column();
         let mut positions = crate::operation::project(columns, &self.schema)?;
+        if row_id.is_some_and(|row_id| positions.contains(&row_id)) && !columns.is_empty() {
+            row_id = None; // Given: checked with the other columns, not assigned.
+        }
         if let Some(row_id) = row_id {
             if columns.is_empty() {
                 positions.retain(|position| *position != row_id);
-            } else if positions.contains(&row_id) {
-                return Err(EngineError::GeneratedAlways {
-                    column: self.schema.columns[row_id].name.clone(),
-                });
             }
             if row_id_first.is_none() {
                 return Err(EngineError::FeatureNotSupported {
@@ -354,6 +356,9 @@ impl Table {
     ) -> OperationResult {
         let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
         let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
+        let row_ids_given = columns
+            .iter()
+            .any(|column| *column == crate::schema::ROW_ID_COLUMN);
         // The statement's effect per key, starting from the stored row.
         let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;
@@ -371,9 +376,20 @@ impl Table {
                 count += 1;
             }
         }
-        if let Some(first) = row_id_first {
-            let count = i64::try_from(bound.rows.len()).expect("rows per insert are bounded");
-            self.row_id_next = first.checked_add(count).expect("checked while binding");
+        match (row_id_first, self.schema.row_id_column()) {
+            (Some(_), Some(position)) if row_ids_given => {
+                // Ids this table assigns itself later stay above every id given.
+                for (_, row) in &bound.rows {
+                    if let Value::BigInt(id) = row[position] {
+                        self.row_id_next = self.row_id_next.max(id.saturating_add(1));
+                    }
+                }
+            }
+            (Some(first), _) => {
+                let count = i64::try_from(bound.rows.len()).expect("rows per insert are bounded");
+                self.row_id_next = first.checked_add(count).expect("checked while binding");
+            }
+            (None, _) => {}
         }
         for (key, row) in planned {
             let row = row.expect("inserts never remove a row");

@@ -252,6 +252,9 @@ impl runtime::sql_backend::SqlBackend for CachingBackend {
     }
 }
 
+/// One partition: planned commands run where every other command runs.
+impl runtime::pg::RoutedBackend for CachingBackend {}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_planned_against_a_stale_catalog_is_planned_again_not_run() {
     let backend = CachingBackend::default();

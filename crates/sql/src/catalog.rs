@@ -7,55 +7,56 @@ use std::collections::BTreeMap;
 /// How a table's rows map to partitions (`WITH (placement = …)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Placement {
-    /// Rows spread by a hash of the partition key.
+    /// Rows spread by a hash of the table's name and the row's partition key value, on the
+    /// ring the key-value namespace uses (each partition holds the rows whose hash lies in its
+    /// arc).
     #[default]
     Hash,
-    /// Rows split into contiguous ranges of the partition key.
+    /// Rows split into contiguous ranges of the partition key. Not built: CREATE TABLE refuses
+    /// it (0A000); kept so that the planner's range routing stays tested.
     Range,
 }
 
-/// How each partition is replicated (`WITH (replication = …)`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Replication {
-    /// Viewstamped Replication.
-    #[default]
-    Vr,
-    /// Skyros: nilext writes in one round trip.
-    Skyros,
-    /// Writes ordered by a sequencer (E-Cast).
-    Sequenced,
-}
-
-/// Most replicas per partition accepted in `replication_factor`.
-pub const REPLICATION_FACTOR_MAX: u32 = 9;
-
-/// A table's placement: parsed and validated from `CREATE TABLE … WITH (…)`.
+/// A table's placement: parsed and validated from `CREATE TABLE … WITH (…)`. Every option a
+/// table accepts has an effect; the others are refused (0A000 for options or values not built
+/// yet, 42601 for unknown ones).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableOptions {
-    /// A primary key column (so a key's rows, and its uniqueness, live in one partition).
+    /// A primary key column (so a key's rows, and its uniqueness, live in one partition); the
+    /// hidden row id for a table without a primary key.
     pub partition_key: String,
     pub placement: Placement,
-    pub replication: Replication,
-    /// Replicas per partition, 1 to `REPLICATION_FACTOR_MAX`.
-    pub replication_factor: u32,
 }
 
+/// The options CREATE TABLE accepts, for hints.
+const OPTIONS_ACCEPTED: &str = "partition_by (or partition_key) and placement = hash";
+
 impl TableOptions {
-    /// The defaults for a schema: the first primary key column, hash, VR, three replicas.
+    /// The defaults for a schema: the first primary key column, hash placement.
     pub fn defaults(schema: &TableSchema) -> TableOptions {
         TableOptions {
             partition_key: schema.columns[schema.primary_key[0]].name.clone(),
             placement: Placement::Hash,
-            replication: Replication::Vr,
-            replication_factor: 3,
         }
     }
 
-    /// The options a schema carries (stored by CREATE TABLE), or the defaults if it carries
-    /// none or they no longer parse.
+    /// The options a schema carries (stored by CREATE TABLE). Stored options are read
+    /// leniently (a table created before an option was withdrawn keeps its place): pairs that
+    /// no longer parse are skipped, one by one.
     pub fn of(schema: &TableSchema) -> TableOptions {
-        TableOptions::parse(schema, &schema.options)
-            .unwrap_or_else(|_| TableOptions::defaults(schema))
+        let mut options = TableOptions::defaults(schema);
+        for pair in &schema.options {
+            if let Ok(parsed) = TableOptions::parse(schema, std::slice::from_ref(pair)) {
+                match pair.0.as_str() {
+                    "partition_key" | "partition_by" => {
+                        options.partition_key = parsed.partition_key
+                    }
+                    "placement" => options.placement = parsed.placement,
+                    _ => {}
+                }
+            }
+        }
+        options
     }
 
     /// The canonical `WITH` pairs of these options, as CREATE TABLE stores them.
@@ -64,24 +65,16 @@ impl TableOptions {
             Placement::Hash => "hash",
             Placement::Range => "range",
         };
-        let replication = match self.replication {
-            Replication::Vr => "vr",
-            Replication::Skyros => "skyros",
-            Replication::Sequenced => "sequenced",
-        };
         vec![
             ("partition_key".into(), self.partition_key.clone()),
             ("placement".into(), placement.into()),
-            ("replication".into(), replication.into()),
-            (
-                "replication_factor".into(),
-                self.replication_factor.to_string(),
-            ),
         ]
     }
 
     /// Parses `WITH (key = value, …)` pairs (keys already lowercased) against a schema.
-    /// Unknown options are 42601; bad values 22023; a partition key outside the primary key 42P16.
+    /// Unknown options are 42601; bad values 22023; a partition key outside the primary key
+    /// 42P16; options and values not built yet (`replication`, `replication_factor`,
+    /// `placement = range | everywhere`) 0A000, naming them.
     pub fn parse(
         schema: &TableSchema,
         pairs: &[(String, String)],
@@ -89,20 +82,26 @@ impl TableOptions {
         let mut options = TableOptions::defaults(schema);
         let mut seen: Vec<&str> = Vec::new();
         for (key, value) in pairs {
-            if seen.contains(&key.as_str()) {
+            // `partition_key` is the older spelling of `partition_by`: one option.
+            let name = if key == "partition_key" {
+                "partition_by"
+            } else {
+                key.as_str()
+            };
+            if seen.contains(&name) {
                 return Err(SqlError::syntax(format!(
                     "option \"{key}\" specified more than once"
                 )));
             }
-            seen.push(key);
+            seen.push(name);
             let bad_value = |allowed: &str| {
                 SqlError::invalid_parameter(format!(
                     "invalid value for option \"{key}\": \"{value}\""
                 ))
                 .with_hint(format!("valid values are {allowed}"))
             };
-            match key.as_str() {
-                "partition_key" => {
+            match name {
+                "partition_by" => {
                     let position = schema
                         .columns
                         .iter()
@@ -120,28 +119,24 @@ impl TableOptions {
                 "placement" => {
                     options.placement = match value.to_ascii_lowercase().as_str() {
                         "hash" => Placement::Hash,
-                        "range" => Placement::Range,
-                        _ => return Err(bad_value("hash, range")),
+                        "range" | "everywhere" => {
+                            return Err(SqlError::unsupported(format!(
+                                "table option placement = {}",
+                                value.to_ascii_lowercase()
+                            ))
+                            .with_hint("placement = hash spreads rows over every partition by their partition key"))
+                        }
+                        _ => return Err(bad_value("hash")),
                     }
                 }
-                "replication" => {
-                    options.replication = match value.to_ascii_lowercase().as_str() {
-                        "vr" => Replication::Vr,
-                        "skyros" => Replication::Skyros,
-                        "sequenced" => Replication::Sequenced,
-                        _ => return Err(bad_value("vr, skyros, sequenced")),
-                    }
-                }
-                "replication_factor" => {
-                    options.replication_factor = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|factor| (1..=REPLICATION_FACTOR_MAX).contains(factor))
-                        .ok_or_else(|| bad_value(&format!("1 to {REPLICATION_FACTOR_MAX}")))?;
+                "replication" | "replication_factor" => {
+                    return Err(SqlError::unsupported(format!("table option \"{key}\""))
+                        .with_detail("every table's partitions are the cluster's partition groups, replicated as the cluster is (tessera dev --protocol, --replication)")
+                        .with_hint(format!("valid options are {OPTIONS_ACCEPTED}")))
                 }
                 _ => {
                     return Err(SqlError::syntax(format!("unrecognized table option \"{key}\""))
-                        .with_hint("valid options are partition_key, placement, replication, replication_factor"))
+                        .with_hint(format!("valid options are {OPTIONS_ACCEPTED}")))
                 }
             }
         }

@@ -13,7 +13,7 @@ const SEEDS: &[&str] = &[
     "INSERT INTO people (id, name, age) VALUES (7, 'x', 3), (8, 'y', NULL) ON CONFLICT (id) DO UPDATE SET age = EXCLUDED.age",
     "UPDATE people SET age = 4 WHERE id IN (1, 2) OR name LIKE 'a%'",
     "DELETE FROM people WHERE age BETWEEN 1 AND 30 AND city IS NOT NULL",
-    "CREATE TABLE z (a INT PRIMARY KEY, b TEXT NOT NULL) WITH (placement = hash, replication_factor = 3)",
+    "CREATE TABLE z (a INT PRIMARY KEY, b TEXT NOT NULL) WITH (placement = hash, partition_by = a)",
     "SELECT CASE WHEN age > 1 THEN 'a' ELSE 'b' END, age::text || '!', -age, abs(age) FROM people",
     "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.relname ~ '^p'",
     "EXPLAIN SELECT * FROM people WHERE id = $1",

@@ -59,8 +59,9 @@
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
-//! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_key, placement, replication,
-//! replication_factor)`), DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
+//! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
+//! (or partition_key) = a primary key column, placement = hash)`, other options refused),
+//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
 //! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
@@ -145,10 +146,10 @@ mod merge_tests;
 #[cfg(test)]
 mod tests;
 
-pub use catalog::{Catalog, MemoryCatalog, Placement, Replication, TableEntry, TableOptions};
+pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
 pub use parse::parse;
-pub use plan::{split_insert, CopyIn, Execution, Explain, Finish, Plan, Routing};
+pub use plan::{split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, Plan, Routing};
 pub use session::{ReadIsolation, Session, SessionCommand};
 pub use sqlparser::ast::Statement;
 

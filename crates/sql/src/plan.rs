@@ -23,8 +23,10 @@
 //! the partition key to constants (`key = c`, `key IN (…)` as a top-level conjunct) names those
 //! keys, and only their partitions need the operation; for a table placed by range, top-level
 //! range conjuncts on the partition key (`<`, `<=`, `>`, `>=`, BETWEEN) name an interval;
-//! inserts are split by each row's key; everything else goes to every partition. Today there is one partition and the server may
-//! ignore routing; the merge (`merge.rs`) is written for any number of partitions.
+//! inserts are split by each row's key (a table without a primary key's rows first get hidden
+//! row ids from the gateway, `with_row_ids`); everything else goes to every partition. A
+//! partitioned cluster sends each statement where its routing says (`runtime::ecast::sql`); the
+//! merge (`merge.rs`) is written for any number of partitions.
 
 use crate::catalog::{Catalog, TableEntry, TableOptions};
 use crate::error::{sqlstate, SqlError};
@@ -61,10 +63,9 @@ pub enum Routing {
     /// An insert: each row goes to the partition of its value at `position` (the partition
     /// key's position in the insert's row); see `split_insert`.
     RowsByKey { position: usize },
-    /// An insert into a table without a primary key: its rows get their hidden row ids where
-    /// they execute, so one partition takes them all (today such a table has one; see
-    /// docs/internals/sql.md for what spanning partitions needs).
-    OnePartition,
+    /// An insert into a table without a primary key: the gateway gives every row a new hidden
+    /// row id (`with_row_ids`), and each row then goes to its id's partition (`RowsByKey`).
+    NewRowIds,
     /// No partition: the gateway answers alone (constant SELECTs, the virtual catalog).
     None,
 }
@@ -260,11 +261,23 @@ pub struct Explain {
 
 impl Explain {
     /// The QUERY PLAN rows: the gateway's steps, then each partition's engine text
-    /// (`texts[partition][operation]`).
+    /// (`texts[partition][operation]`), the partitions numbered from 0.
     pub fn finish(&self, texts: &[Vec<String>]) -> StatementResult {
+        let labelled: Vec<(String, Vec<String>)> = texts
+            .iter()
+            .enumerate()
+            .map(|(partition, texts)| (partition.to_string(), texts.clone()))
+            .collect();
+        self.finish_labelled(&labelled)
+    }
+
+    /// As `finish`, each partition's texts under the name the gateway gives it (a cluster's
+    /// partition group and arc): `(name, texts[operation])` per partition reached.
+    pub fn finish_labelled(&self, texts: &[(String, Vec<String>)]) -> StatementResult {
         let mut lines: Vec<String> = self.gateway_steps.clone();
         lines.push(format!("Routing: {}", describe_routing(&self.routing)));
-        for (partition, texts) in texts.iter().enumerate() {
+        lines.push(format!("Partitions reached: {}", texts.len()));
+        for (partition, texts) in texts {
             for text in texts {
                 for line in text.lines() {
                     lines.push(format!("  Partition {partition}: {line}"));
@@ -314,7 +327,7 @@ fn describe_routing(routing: &Routing) -> String {
             format!("partitions with {}", bounds.join(" and "))
         }
         Routing::RowsByKey { .. } => "each row to its key's partition".into(),
-        Routing::OnePartition => "one partition (rows get their hidden row ids there)".into(),
+        Routing::NewRowIds => "each row to the partition of its new hidden row id".into(),
         Routing::None => "gateway only".into(),
     }
 }
@@ -1231,6 +1244,13 @@ impl Planner<'_, '_> {
                 )));
             }
         }
+        if let Some(row_id) = row_id.filter(|row_id| columns.contains(row_id)) {
+            // The gateway gives hidden row ids (`with_row_ids`); a client never does.
+            return Err(EngineError::GeneratedAlways {
+                column: schema.columns[row_id].name.clone(),
+            }
+            .into());
+        }
         let Some(source) = &insert.source else {
             return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
         };
@@ -1269,7 +1289,7 @@ impl Planner<'_, '_> {
             .collect();
         let key_column = schema.column_position(&entry.options.partition_key)?;
         let routing = match columns.iter().position(|column| *column == key_column) {
-            _ if row_id == Some(key_column) => Routing::OnePartition,
+            _ if row_id == Some(key_column) => Routing::NewRowIds,
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
@@ -1595,7 +1615,7 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported(
                 "OR REPLACE, TEMPORARY, EXTERNAL, PARTITION BY and INHERITS",
             )
-            .with_hint("use WITH (partition_key = …, placement = hash|range) for placement"));
+            .with_hint("use WITH (partition_by = …, placement = hash) for placement"));
         }
         let (schema_name, name) = table_name(&create.name)?;
         if schema_name
@@ -2223,7 +2243,10 @@ fn table_option_pairs(
     let list = match options {
         ast::CreateTableOptions::None => return Ok(Vec::new()),
         ast::CreateTableOptions::With(list) => list,
-        other => return Err(SqlError::unsupported(format!("table options {other}")).with_hint("use WITH (partition_key = …, placement = …, replication = …, replication_factor = …)")),
+        other => {
+            return Err(SqlError::unsupported(format!("table options {other}"))
+                .with_hint("use WITH (partition_by = …, placement = hash)"))
+        }
     };
     list.iter()
         .map(|option| match option {
@@ -2365,10 +2388,6 @@ fn routing_of(predicate: Option<&Predicate>, options: &TableOptions) -> Routing 
     let Some(predicate) = predicate else {
         return Routing::Every;
     };
-    if options.partition_key == ROW_ID_COLUMN {
-        // Hidden row ids are assigned where rows land, not by placement (`OnePartition`).
-        return Routing::Every;
-    }
     let conjuncts: Vec<&Predicate> = match predicate {
         Predicate::And(operands) => operands.iter().collect(),
         other => vec![other],
@@ -2536,6 +2555,31 @@ pub(crate) fn column_name(expr: &Expr) -> String {
         Expr::Case { .. } => "case".into(),
         _ => "?column?".into(),
     }
+}
+
+/// Gives every row of the inserts among `operations` a new hidden row id: the row id column is
+/// appended to each insert's columns and `next_id()` to each of its rows, in order. For an
+/// execution routed `NewRowIds` (a table without a primary key, whose rows are placed by their
+/// row ids): the ids must be unique in the whole table (the gateway's business), and the
+/// execution's rows then go as `RowsByKey` at the returned position. Inserts that already name
+/// the row id are left alone.
+pub fn with_row_ids(operations: &mut [Operation], mut next_id: impl FnMut() -> i64) -> Routing {
+    let mut position = 0;
+    for operation in operations {
+        let Operation::Insert { columns, rows, .. } = operation else {
+            continue;
+        };
+        if let Some(named) = columns.iter().position(|column| column == ROW_ID_COLUMN) {
+            position = named;
+            continue;
+        }
+        position = columns.len();
+        columns.push(ROW_ID_COLUMN.to_string());
+        for row in rows {
+            row.push(Value::BigInt(next_id()));
+        }
+    }
+    Routing::RowsByKey { position }
 }
 
 /// Splits an insert over partitions: `partition_of` maps a row's partition key value to a

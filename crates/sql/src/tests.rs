@@ -2,7 +2,7 @@
 
 use crate::plan::{Plan, Routing};
 use crate::{
-    parse, plan_statement, prepare, split_insert, Catalog, MemoryCatalog, Placement, Replication,
+    parse, plan_statement, prepare, split_insert, with_row_ids, Catalog, MemoryCatalog, Placement,
     Session, SqlError, StatementResult, TableEntry,
 };
 use engine::{DataType, Engine, Operation, OperationResult, Value};
@@ -12,6 +12,8 @@ pub(crate) struct Cluster {
     engines: Vec<Engine>,
     pub(crate) catalog: MemoryCatalog,
     session: Session,
+    /// The gateway's next hidden row id (`with_row_ids`).
+    row_id_next: i64,
 }
 
 fn partition_of(value: &Value, partitions: usize) -> usize {
@@ -28,6 +30,7 @@ impl Cluster {
             engines: vec![Engine::new(); partitions],
             catalog: MemoryCatalog::new(),
             session: Session::new(),
+            row_id_next: 1_000,
         }
     }
 
@@ -64,7 +67,14 @@ impl Cluster {
                 Ok(explain.finish(&texts))
             }
             Plan::CopyIn(_) => panic!("use copy()"),
-            Plan::Execute(execution) => {
+            Plan::Execute(mut execution) => {
+                if execution.routing == Routing::NewRowIds {
+                    let next = &mut self.row_id_next;
+                    execution.routing = with_row_ids(&mut execution.operations, || {
+                        *next += 1;
+                        *next
+                    });
+                }
                 let count = self.engines.len();
                 let mut results: Vec<Vec<OperationResult>> = Vec::new();
                 for partition in self.targets(&execution.routing) {
@@ -128,7 +138,6 @@ impl Cluster {
                 partitions
             }
             Routing::None => Vec::new(),
-            Routing::OnePartition => vec![0],
             // The test cluster places by hash: a key range may live anywhere.
             _ => (0..count).collect(),
         }
@@ -606,14 +615,12 @@ fn create_table_parses_types_constraints_and_placement_options() {
     let mut cluster = Cluster::new(2);
     cluster.tag(
         "CREATE TABLE t (a BIGINT, b BOOLEAN NOT NULL, c REAL, d BYTEA, e DATE, f TIMESTAMP, g VARCHAR(5), h INTEGER, \
-         PRIMARY KEY (h, a)) WITH (partition_key = a, placement = range, replication = skyros, replication_factor = 5)",
+         PRIMARY KEY (h, a)) WITH (partition_by = a, placement = hash)",
     );
     let entry = cluster.catalog.table("t").expect("created");
     assert_eq!(entry.schema.primary_key, vec![7, 0]);
     assert_eq!(entry.options.partition_key, "a");
-    assert_eq!(entry.options.placement, Placement::Range);
-    assert_eq!(entry.options.replication, Replication::Skyros);
-    assert_eq!(entry.options.replication_factor, 5);
+    assert_eq!(entry.options.placement, Placement::Hash);
     // The options are stored with the schema: every partition's engine reports them.
     for engine in &cluster.engines {
         let stored = Catalog::table(engine, "t").expect("created everywhere");
@@ -666,11 +673,33 @@ fn create_table_parses_types_constraints_and_placement_options() {
             .code,
         "22023"
     );
+    // Options that would have no effect are refused, naming them (0A000).
+    for (option, named) in [
+        ("replication_factor = 3", "replication_factor"),
+        ("replication = skyros", "replication"),
+        ("placement = range", "placement = range"),
+        ("placement = 'everywhere'", "placement = everywhere"),
+    ] {
+        let error = cluster.error(&format!(
+            "CREATE TABLE u (a INT PRIMARY KEY) WITH ({option})"
+        ));
+        assert_eq!(error.code, "0A000", "{option}: {error}");
+        assert!(error.message.contains(named), "{option}: {error}");
+    }
     assert_eq!(
         cluster
-            .error("CREATE TABLE u (a INT PRIMARY KEY) WITH (replication_factor = 0)")
+            .error("CREATE TABLE u (a INT PRIMARY KEY) WITH (partition_key = a, partition_by = a)")
             .code,
-        "22023"
+        "42601",
+        "one option under two names"
+    );
+    assert_eq!(
+        cluster.tag("CREATE TABLE u1 (a INT, b INT, PRIMARY KEY (a, b)) WITH (partition_key = b)"),
+        "CREATE TABLE"
+    );
+    assert_eq!(
+        cluster.catalog.table("u1").unwrap().options.partition_key,
+        "b"
     );
     assert_eq!(
         cluster
@@ -759,8 +788,12 @@ fn key_predicates_route_to_the_key_partitions_only() {
     assert_eq!(plan_of("SELECT 1"), Routing::None);
     // Hash placement cannot narrow a range; range placement can.
     assert_eq!(plan_of("SELECT * FROM people WHERE id > 3"), Routing::Every);
+    // (CREATE TABLE refuses range placement until it is built: the entry is made here.)
     let mut ranged = Cluster::new(1);
-    ranged.tag("CREATE TABLE events (at BIGINT PRIMARY KEY, what TEXT) WITH (placement = range)");
+    ranged.tag("CREATE TABLE events (at BIGINT PRIMARY KEY, what TEXT)");
+    let mut entry = ranged.catalog.table("events").unwrap();
+    entry.options.placement = Placement::Range;
+    ranged.catalog.insert(entry);
     let routing = match plan_statement(
         &parse("DELETE FROM events WHERE at >= 10 AND at < 20 AND at BETWEEN 5 AND 15").unwrap()[0],
         &ranged.catalog,
@@ -1494,14 +1527,25 @@ fn tables_without_a_primary_key_get_a_hidden_row_id() {
         "UPDATE 2"
     );
     assert_eq!(cluster.tag("DELETE FROM t1 WHERE c = 'y'"), "DELETE 1");
-    // The hidden id can be read by name, never written, and is never reused.
+    // The hidden id (the gateway's, `with_row_ids`: the rows are spread over the partitions
+    // by it) can be read by name, never written, and is never reused.
     assert_eq!(
         cluster.rows("SELECT tessera_row_id, b FROM t1 ORDER BY tessera_row_id"),
         vec![
-            vec![big(1), int(10)],
-            vec![big(3), int(20)],
-            vec![big(4), int(10)]
+            vec![big(1001), int(10)],
+            vec![big(1003), int(20)],
+            vec![big(1004), int(10)]
         ]
+    );
+    let holding: Vec<usize> = cluster
+        .engines
+        .iter()
+        .map(|engine| engine.table("t1").unwrap().rows.len())
+        .collect();
+    assert_eq!(holding.iter().sum::<usize>(), 3);
+    assert!(
+        holding.iter().filter(|rows| **rows > 0).count() > 1,
+        "spread: {holding:?}"
     );
     assert_eq!(
         cluster
@@ -1517,7 +1561,7 @@ fn tables_without_a_primary_key_get_a_hidden_row_id() {
     cluster.tag("INSERT INTO t1 (a) VALUES (5)");
     assert_eq!(
         cluster.rows("SELECT tessera_row_id FROM t1 WHERE a = 5"),
-        vec![vec![big(5)]]
+        vec![vec![big(1005)]]
     );
     assert_eq!(
         cluster

@@ -17,6 +17,9 @@
 //! since the statement runs alone at its position. SQL on `kv` conflicts with every key for
 //! Skyros's read check (`keys` answers `None`).
 
+pub mod prepared;
+pub mod rows;
+
 use kv::KvStore;
 use serde::{Deserialize, Serialize};
 use vr::{RestoreError, StateMachine};
@@ -25,6 +28,28 @@ const TAG_KV: u8 = 0;
 const TAG_SQL: u8 = 1;
 /// A read of the SQL catalog (every table's schema and indexes), answered by `query`.
 const TAG_CATALOG: u8 = 2;
+/// A partitioned cluster's two-phase statements (`prepared`): prepare, and decide.
+const TAG_PREPARE: u8 = 3;
+const TAG_DECIDE: u8 = 4;
+
+/// The first phase of a two-phase statement (`prepared`) of the SQL operation `operation`
+/// (`sql_operation`): answered with the partition's vote, the engine outcome a dry run of its
+/// share gives (or `Busy`).
+pub fn prepare_operation(statement: u64, operation: &[u8]) -> Vec<u8> {
+    let command = match operation.split_first() {
+        Some((&TAG_SQL, command)) => command,
+        _ => &[],
+    };
+    let body = postcard::to_allocvec(&(statement, command)).expect("serialises");
+    tagged(TAG_PREPARE, body)
+}
+
+/// The second phase: commit (the engine outcome of the share) or abort (an empty batch). A
+/// statement decided before (or never prepared here) answers `Busy` with no table.
+pub fn decide_operation(statement: u64, commit: bool) -> Vec<u8> {
+    let body = postcard::to_allocvec(&(statement, commit)).expect("serialises");
+    tagged(TAG_DECIDE, body)
+}
 
 /// The catalog read, as an operation of the store.
 pub fn catalog_operation() -> Vec<u8> {
@@ -135,17 +160,121 @@ fn tagged(tag: u8, bytes: Vec<u8>) -> Vec<u8> {
 pub struct Store {
     pub kv: KvStore,
     pub engine: engine::Engine,
+    /// Two-phase statements prepared and not decided (a partitioned cluster's; empty
+    /// elsewhere).
+    pub prepared: prepared::Prepared,
 }
 
 #[derive(Serialize, Deserialize)]
 struct Snapshot {
     kv: Vec<u8>,
     engine: Vec<u8>,
+    prepared: prepared::Prepared,
 }
 
 impl Store {
     pub fn new() -> Store {
         Store::default()
+    }
+
+    /// Executes a partitioned cluster's share of a store operation: a SQL command as
+    /// `rows::share_of` cuts it (each insert keeps the rows whose placement key `held`
+    /// accepts, the rest runs over this store's rows), reads without changing anything;
+    /// anything else (the catalog read, RESP commands, SQL on the table `kv`) as `apply` or
+    /// `query` would.
+    ///
+    /// A write to a table a two-phase statement holds is refused (`Busy`); the two phases
+    /// themselves (`prepare_operation`, `decide_operation`) vote with a dry run of the share
+    /// and run it, as `prepared` describes.
+    pub fn execute_share(&mut self, operation: &[u8], held: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+        match operation.split_first() {
+            Some((&TAG_SQL, rest)) => {
+                if let Ok(command) = engine::Command::decode(rest) {
+                    if !touches_kv(&command) {
+                        return self.run_share(command, &held, Share::Run).encode();
+                    }
+                }
+            }
+            Some((&TAG_PREPARE, rest)) => return self.prepare(rest, &held).encode(),
+            Some((&TAG_DECIDE, rest)) => return self.decide(rest, &held).encode(),
+            _ => {}
+        }
+        if is_read_operation(operation) {
+            self.query(operation)
+        } else {
+            self.apply(operation)
+        }
+    }
+
+    /// Runs a command's share (or, `Share::DryRun`, its dry run), unless it writes a table a
+    /// two-phase statement holds. A statement's commit (`Share::Commit`) runs whatever holds
+    /// are recorded: its own hold is gone, and any other statement recorded since voted `Busy`
+    /// everywhere (this one held the tables), so it will abort.
+    fn run_share(
+        &mut self,
+        command: engine::Command,
+        held: &impl Fn(&[u8]) -> bool,
+        share: Share,
+    ) -> engine::Outcome {
+        let written = prepared::written_tables(&command);
+        let holder = self.prepared.holder(written.iter().map(String::as_str));
+        if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
+            return engine::Outcome::Error(engine::EngineError::Busy { table, statement });
+        }
+        let engine = &self.engine;
+        let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+        let command = rows::share_of(command, &schema_of, held);
+        if share == Share::DryRun {
+            return dry_run(&self.engine, &command);
+        }
+        if command.is_read() {
+            self.engine.read_command(&command)
+        } else {
+            self.engine.execute_command(&command)
+        }
+    }
+
+    /// The first phase: the vote (a dry run of the share, or `Busy` if another statement
+    /// holds one of its tables), and the statement recorded whatever the vote, so that every
+    /// partition holds its tables until the decision.
+    fn prepare(&mut self, body: &[u8], held: &impl Fn(&[u8]) -> bool) -> engine::Outcome {
+        let Ok((statement, bytes)) = postcard::from_bytes::<(u64, Vec<u8>)>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let Ok(command) = engine::Command::decode(&bytes) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let tables = prepared::written_tables(&command);
+        let vote = self.run_share(command, held, Share::DryRun);
+        self.prepared.record(
+            statement,
+            prepared::Statement {
+                tables,
+                command: bytes,
+            },
+        );
+        vote
+    }
+
+    /// The second phase: the share run for real (commit) or nothing (abort: an empty batch);
+    /// `Busy` with no table if the statement is not (or no longer) prepared here.
+    fn decide(&mut self, body: &[u8], held: &impl Fn(&[u8]) -> bool) -> engine::Outcome {
+        let Ok((statement, commit)) = postcard::from_bytes::<(u64, bool)>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let Some(prepared) = self.prepared.take(statement) else {
+            return engine::Outcome::Error(engine::EngineError::Busy {
+                table: String::new(),
+                statement,
+            });
+        };
+        if !commit {
+            return engine::Outcome::Batch(Vec::new());
+        }
+        match engine::Command::decode(&prepared.command) {
+            Ok(command) => self.run_share(command, held, Share::Commit),
+            Err(error) => engine::Outcome::Error(error),
+        }
     }
 
     /// Runs an engine command on the built-in table `kv`, against a table materialised from
@@ -268,6 +397,35 @@ impl Store {
     }
 }
 
+/// How `Store::run_share` runs a share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Share {
+    Run,
+    DryRun,
+    /// A two-phase statement's commit.
+    Commit,
+}
+
+/// What running `command` would answer, nothing written (`Engine::dry_run`).
+fn dry_run(engine: &engine::Engine, command: &engine::Command) -> engine::Outcome {
+    match command {
+        engine::Command::Guarded { catalog, command } => {
+            if *catalog != engine.catalog_digest() {
+                return engine::Outcome::Error(engine::EngineError::StaleCatalog);
+            }
+            dry_run(engine, command)
+        }
+        engine::Command::Execute(operation) => {
+            let mut results = engine.dry_run(std::slice::from_ref(operation));
+            engine::Outcome::Executed(results.remove(0))
+        }
+        engine::Command::Batch(operations) => engine::Outcome::Batch(engine.dry_run(operations)),
+        engine::Command::Explain(operation) => {
+            engine::Outcome::Explained(engine.explain(operation))
+        }
+    }
+}
+
 /// The answer to an operation whose tag is unknown, in the KV front end's terms.
 fn malformed() -> Vec<u8> {
     kv::Outcome::Error(kv::KvError::Malformed).encode()
@@ -349,6 +507,8 @@ impl StateMachine for Store {
             Some((&TAG_KV, rest)) => self.kv.apply(rest),
             Some((&TAG_SQL, rest)) => self.apply_sql(rest),
             Some((&TAG_CATALOG, [])) => encode_catalog(&self.engine),
+            // One partition: every key is held here.
+            Some((&TAG_PREPARE | &TAG_DECIDE, _)) => self.execute_share(operation, |_| true),
             _ => malformed(),
         }
     }
@@ -470,6 +630,7 @@ impl StateMachine for Store {
         let snapshot = Snapshot {
             kv: self.kv.snapshot(),
             engine: self.engine.snapshot(),
+            prepared: self.prepared.clone(),
         };
         postcard::to_allocvec(&snapshot).expect("snapshots serialise")
     }
@@ -485,6 +646,7 @@ impl StateMachine for Store {
         engine.restore(&snapshot.engine)?;
         self.kv = kv;
         self.engine = engine;
+        self.prepared = snapshot.prepared;
         Ok(())
     }
 

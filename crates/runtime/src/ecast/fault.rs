@@ -8,6 +8,12 @@
 //! the order it was sent: a destination that lags behind the others, which is what rule A of
 //! `docs/internals/ecast.md` is about.
 
+//!
+//! `TESSERA_TEST_NO_DECISIONS=1` makes a storage process's gateway stop a two-phase SQL
+//! statement (`store::prepared`) after its prepare, as if the process died between the two
+//! phases: it answers the client that the outcome is unknown and never sends the decision, so
+//! the statement holds its tables until another gateway aborts it.
+
 use super::link::{Frame, Links};
 use placement::ProcessId;
 use std::net::SocketAddr;
@@ -66,6 +72,15 @@ impl SlowPartition {
         let _ = self.queue.send((Instant::now() + self.delay, to, frame));
         None
     }
+}
+
+/// Whether this process's gateway drops two-phase statements' decisions (never in release
+/// builds).
+pub fn no_decisions() -> bool {
+    static NO_DECISIONS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NO_DECISIONS.get_or_init(|| {
+        cfg!(debug_assertions) && std::env::var_os("TESSERA_TEST_NO_DECISIONS").is_some()
+    })
 }
 
 fn parse(value: &str) -> Option<(ProcessId, Duration)> {

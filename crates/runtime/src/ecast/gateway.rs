@@ -29,7 +29,7 @@ use ecast::{
     GatewaySettings, Isolation, SenderSettings,
 };
 use kv::Outcome;
-use placement::{PositionSet, ProcessId};
+use placement::{Position, PositionSet, ProcessId};
 use resp::{Plan, ServerInfo, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,9 +140,16 @@ pub(super) enum Work {
     Keyed(Split),
     /// A command without a key, planned by the gateway task against its configuration.
     Survey(Survey),
-    /// An operation of the store's SQL half, to the partition holding the tables
-    /// (`payload::SQL_ANCHOR`); answered with `Outcome::Foreign`.
-    Sql { operation: Vec<u8>, read: bool },
+    /// An operation of the store's SQL half, to the partitions `route` names; answered with
+    /// `Outcome::Foreign` of `super::sql::encode_answers` (one engine outcome per partition).
+    Sql {
+        operation: Vec<u8>,
+        read: bool,
+        route: super::sql::SqlRoute,
+        /// A write that can fail on the data (`store::prepared::fallible`): in two phases if
+        /// it reaches several partitions.
+        fallible: bool,
+    },
 }
 
 /// A job as the gateway task holds it.
@@ -151,14 +158,45 @@ enum Planned {
     /// With how many times it was planned (a survey read whose arcs went stale is planned
     /// again against the newer configuration).
     Survey(SurveyPlan, u32),
-    /// With how many times it was planned (a statement that found no answer, its partition
-    /// having moved, is planned again).
-    Sql {
-        operation: Vec<u8>,
-        read: bool,
-        plans: u32,
+    /// With its target as planned (the parts' keys or arcs).
+    Sql(SqlJob, payload::SqlTarget),
+}
+
+/// A SQL statement in the gateway task.
+struct SqlJob {
+    /// The store operation (`store::sql_operation`, `store::catalog_operation`).
+    operation: Vec<u8>,
+    read: bool,
+    route: super::sql::SqlRoute,
+    /// How many times its current message was planned (a read that found no answer, or a
+    /// message to every partition whose configuration moved on before it was sequenced, is
+    /// planned again).
+    plans: u32,
+    phase: SqlPhase,
+}
+
+/// Where a SQL statement is (`store::prepared`: two-phase statements).
+#[derive(Clone, Debug)]
+enum SqlPhase {
+    /// Not planned yet; a write that can fail on the data if `fallible`.
+    New { fallible: bool },
+    /// One message (or the bypass).
+    Once,
+    /// A two-phase statement's first message: every partition votes and holds its tables.
+    Prepare { statement: u64 },
+    /// Its second: commit or abort. `vote`: the failing vote that aborted it (a partition's
+    /// name and engine outcome), the statement's answer; `None` with `commit` false: its
+    /// outcome is unknown (the prepare's answers were lost).
+    Decide {
+        statement: u64,
+        commit: bool,
+        vote: Option<(String, Vec<u8>)>,
     },
 }
+
+/// A two-phase statement's decision is planned again this many times at most (until then its
+/// tables stay held; other gateways abort it once their writes wait too long).
+const DECIDE_PLANS_MAX: u32 = 20;
 
 /// A survey read that found no answer (its arcs no longer match the ring) is planned again
 /// this many times at most.
@@ -349,46 +387,262 @@ impl GatewayTask {
         match job.work {
             Work::Keyed(split) => self.submit_keyed(split, job.isolation, job.reply),
             Work::Survey(survey) => self.submit_survey(survey, 1, job.reply),
-            Work::Sql { operation, read } => self.submit_sql(operation, read, 1, job.reply),
+            Work::Sql {
+                operation,
+                read,
+                route,
+                fallible,
+            } => {
+                let job_sql = SqlJob {
+                    operation,
+                    read,
+                    route,
+                    plans: 1,
+                    phase: SqlPhase::New { fallible },
+                };
+                self.submit_sql(job_sql, job.reply)
+            }
         }
     }
 
-    /// A SQL statement is a single-key command on the tables' anchor: with partition groups
-    /// it bypasses the routers to the group holding the tables and is ordered in its log
-    /// (reads too: linearisable); otherwise it is a sequential E-Cast message.
+    /// A SQL statement goes where its route says (Sprint §6.1): pinned to partition keys, a
+    /// command over their placement keys' positions (one partition: the router bypass, ordered
+    /// in that group's log, reads too; several: one E-Cast message); over every partition, one
+    /// E-Cast message to the whole ring (`RangeRead`, `RangeWrite`: every partition at the
+    /// message's place) whose parts are the partitions' arcs, pinned to the configuration
+    /// version they were taken from; the catalog read, to the partition holding the tables'
+    /// anchor (every partition holds the catalog). A write that can fail on the data and
+    /// reaches several partitions goes in two phases (`store::prepared`): a prepare and a
+    /// decision, each to every partition.
     fn submit_sql(
         &mut self,
-        operation: Vec<u8>,
-        read: bool,
-        plans: u32,
+        mut job: SqlJob,
         reply: oneshot::Sender<Outcome>,
     ) -> GatewayInput<Outcome> {
+        use super::sql::SqlRoute;
         let id = self.job_next;
         self.job_next += 1;
-        let positions = vec![self.placement.position(payload::SQL_ANCHOR)];
-        let payload = payload::encode_sql(&operation);
-        let command = if read {
-            GatewayCommand::Read {
+        let configuration = self.gateway.configuration();
+        let version = configuration.version();
+        let every = || {
+            let arcs = payload::partition_arcs(configuration, &PositionSet::whole());
+            payload::SqlTarget::Arcs(arcs.into_iter().map(|(arc, _)| arc).collect())
+        };
+        let (mut target, mut positions) = match &job.route {
+            SqlRoute::Any => (
+                payload::SqlTarget::Any,
+                Some(vec![self.placement.position(payload::SQL_ANCHOR)]),
+            ),
+            SqlRoute::Keys(keys) => (
+                payload::SqlTarget::Keys(keys.clone()),
+                Some(
+                    keys.iter()
+                        .map(|key| self.placement.position(key))
+                        .collect(),
+                ),
+            ),
+            SqlRoute::Every => (every(), None),
+        };
+        if let SqlPhase::New { fallible } = job.phase {
+            let partitions = match (&target, &positions) {
+                (payload::SqlTarget::Arcs(arcs), _) => arcs.len(),
+                (_, Some(positions)) => super::sql::partitions_of(configuration, positions),
+                _ => 1,
+            };
+            job.phase = if fallible && partitions > 1 {
+                SqlPhase::Prepare {
+                    statement: random_u64(),
+                }
+            } else {
+                SqlPhase::Once
+            };
+        }
+        let operation = match &job.phase {
+            SqlPhase::New { .. } | SqlPhase::Once => job.operation.clone(),
+            SqlPhase::Prepare { statement } => store::prepare_operation(*statement, &job.operation),
+            SqlPhase::Decide {
+                statement, commit, ..
+            } => store::decide_operation(*statement, *commit),
+        };
+        if !matches!(job.phase, SqlPhase::Once) {
+            // Both phases go to every partition, so that every partition holds the tables.
+            (target, positions) = (every(), None);
+        }
+        let payload = payload::SqlPayload {
+            operation,
+            target: target.clone(),
+        };
+        let parts = payload.parts();
+        let bytes = payload.encode();
+        let range = PositionSet::whole();
+        let read = job.read;
+        let command = match positions {
+            Some(positions) if read => GatewayCommand::Read {
                 isolation: Isolation::Sequential,
                 positions,
-                payload,
-                parts: vec![0],
-            }
-        } else {
-            GatewayCommand::Write {
+                payload: bytes,
+                parts,
+            },
+            Some(positions) => GatewayCommand::Write {
                 needs_answers: true,
                 positions,
-                payload,
-                parts: vec![0],
+                payload: bytes,
+                parts,
+            },
+            None if read => GatewayCommand::RangeRead {
+                range,
+                payload: bytes,
+                parts,
+            },
+            None => GatewayCommand::RangeWrite {
+                range,
+                payload: bytes,
+                parts,
+            },
+        };
+        let pinned = matches!(target, payload::SqlTarget::Arcs(_));
+        self.jobs.insert(id, (Planned::Sql(job, target), reply));
+        if pinned {
+            GatewayInput::SubmitPinned {
+                id,
+                command,
+                version,
+            }
+        } else {
+            GatewayInput::Submit { id, command }
+        }
+    }
+
+    /// A SQL statement's completion: its answers as one engine outcome per partition, named
+    /// (`sql::encode_answers`); a read that found no answer, or a message to every partition
+    /// whose configuration moved on first (nothing ran), planned again; a two-phase
+    /// statement's prepare followed by its decision.
+    fn complete_sql(
+        &mut self,
+        id: u64,
+        mut job: SqlJob,
+        target: payload::SqlTarget,
+        reply: oneshot::Sender<Outcome>,
+        completion: Completion<Outcome>,
+    ) {
+        let plans_max = match job.phase {
+            SqlPhase::Decide { .. } => DECIDE_PLANS_MAX,
+            _ => SURVEY_PLANS_MAX,
+        };
+        let again = match &completion {
+            Completion::Failed(Failure::NoAnswer) => job.read,
+            Completion::Failed(Failure::Refused(_)) => true,
+            _ => false,
+        };
+        if again && job.plans < plans_max {
+            job.plans += 1;
+            let input = self.submit_sql(job, reply);
+            self.step(input);
+            return;
+        }
+        let outcome = match (job.phase.clone(), completion) {
+            (SqlPhase::Prepare { statement }, Completion::Done(answers)) => {
+                let vote = match self.sql_answers(&target, answers) {
+                    Ok(votes) => votes
+                        .into_iter()
+                        .find(|(_, vote)| super::sql::vote_failed(vote)),
+                    // A vote lost: abort, and answer that the outcome is unknown.
+                    Err(_) => None,
+                };
+                let commit = vote.is_none();
+                if super::fault::no_decisions() {
+                    log::info(format_args!(
+                        "test fault: statement {statement:016x} not decided"
+                    ));
+                    let _ = reply.send(Outcome::Error(kv::KvError::Unavailable));
+                    return;
+                }
+                return self.decide_sql(job, statement, commit, vote, reply);
+            }
+            (SqlPhase::Prepare { statement }, Completion::Failed(failure)) => {
+                // Perhaps prepared somewhere: abort it, then answer that it failed.
+                log::warn(format_args!(
+                    "statement {id} failed to prepare: {failure:?}"
+                ));
+                return self.decide_sql(job, statement, false, None, reply);
+            }
+            (
+                SqlPhase::Decide {
+                    commit: false,
+                    vote,
+                    ..
+                },
+                Completion::Done(_),
+            ) => match vote {
+                Some(vote) => Outcome::Foreign(super::sql::encode_answers(&[vote])),
+                None => Outcome::Error(kv::KvError::Unavailable),
+            },
+            (_, Completion::Done(answers)) => match self.sql_answers(&target, answers) {
+                Ok(outcomes) => Outcome::Foreign(super::sql::encode_answers(&outcomes)),
+                Err(error) => Outcome::Error(error),
+            },
+            (_, Completion::Failed(failure)) => {
+                log::warn(format_args!("statement {id} failed: {failure:?}"));
+                Outcome::Error(kv::KvError::Unavailable)
             }
         };
-        let planned = Planned::Sql {
-            operation,
-            read,
-            plans,
+        let _ = reply.send(outcome);
+        self.status.completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends a two-phase statement's decision.
+    fn decide_sql(
+        &mut self,
+        mut job: SqlJob,
+        statement: u64,
+        commit: bool,
+        vote: Option<(String, Vec<u8>)>,
+        reply: oneshot::Sender<Outcome>,
+    ) {
+        job.plans = 1;
+        job.phase = SqlPhase::Decide {
+            statement,
+            commit,
+            vote,
         };
-        self.jobs.insert(id, (planned, reply));
-        GatewayInput::Submit { id, command }
+        let input = self.submit_sql(job, reply);
+        self.step(input);
+    }
+
+    /// The engine outcome per partition that answered, in part order, each named by the
+    /// partition of the gateway's configuration holding its part; `Outcome::Ok` answers are
+    /// parts another part's outcome covers. A missing part or a partition's error fails it.
+    fn sql_answers(
+        &self,
+        target: &payload::SqlTarget,
+        answers: BTreeMap<u64, Outcome>,
+    ) -> Result<Vec<(String, Vec<u8>)>, kv::KvError> {
+        let mut outcomes = Vec::new();
+        for part in 0..target.part_count() {
+            match answers.get(&part) {
+                Some(Outcome::Foreign(bytes)) => {
+                    let position = match target {
+                        payload::SqlTarget::Keys(keys) => {
+                            self.placement.position(&keys[part as usize])
+                        }
+                        payload::SqlTarget::Arcs(arcs) => Position(
+                            arcs[part as usize]
+                                .intervals()
+                                .first()
+                                .map_or(0, |interval| interval.0),
+                        ),
+                        payload::SqlTarget::Any => self.placement.position(payload::SQL_ANCHOR),
+                    };
+                    let name = super::sql::partition_name(self.gateway.configuration(), position);
+                    outcomes.push((name, bytes.clone()));
+                }
+                Some(Outcome::Ok) => {}
+                Some(Outcome::Error(error)) => return Err(error.clone()),
+                // A write's answer lost with its partition's primary: it may have run.
+                _ => return Err(kv::KvError::Unavailable),
+            }
+        }
+        Ok(outcomes)
     }
 
     /// A survey is always a sequential E-Cast message (a consistent cut at its place in the
@@ -697,30 +951,8 @@ impl GatewayTask {
         };
         let split = match planned {
             Planned::Keyed(split) => split,
-            Planned::Sql {
-                operation,
-                read,
-                plans,
-            } => {
-                let outcome = match completion {
-                    Completion::Done(mut answers) => match answers.remove(&0) {
-                        Some(outcome @ Outcome::Foreign(_)) => outcome,
-                        Some(Outcome::Error(error)) => Outcome::Error(error),
-                        // A write whose answer was lost: it may have run.
-                        _ => Outcome::Error(kv::KvError::Unavailable),
-                    },
-                    Completion::Failed(Failure::NoAnswer) if read && plans < SURVEY_PLANS_MAX => {
-                        let input = self.submit_sql(operation, read, plans + 1, reply);
-                        self.step(input);
-                        return;
-                    }
-                    Completion::Failed(failure) => {
-                        log::warn(format_args!("statement {id} failed: {failure:?}"));
-                        Outcome::Error(kv::KvError::Unavailable)
-                    }
-                };
-                let _ = reply.send(outcome);
-                self.status.completed.fetch_add(1, Ordering::Relaxed);
+            Planned::Sql(job, target) => {
+                self.complete_sql(id, job, target, reply, completion);
                 return;
             }
             Planned::Survey(plan, plans) => {

@@ -70,11 +70,12 @@ const STOP_AFTER_FINISHED_MS: u64 = 2_000;
 const KNOWN_GROUPS_MAX: usize = 1 << 16;
 
 /// A partition's data: a `store::Store`, whose key-value namespace holds the keys in its arc
-/// and whose engine holds the SQL tables if the arc holds `payload::SQL_ANCHOR`'s position
-/// (until SQL spans partitions every table lives in that one partition). An operation is a
-/// gateway's payload (`payload::Split`, a survey or a SQL operation), of which the partition
-/// executes the sub-commands whose key lies in its arc; the result is their outcomes by index
-/// (a SQL operation's is one `Outcome::Foreign`, the engine's outcome bytes, at index 0).
+/// and whose engine holds every SQL table's catalog and the rows whose placement key lies in
+/// its arc (`store::rows`). An operation is a gateway's payload (`payload::Split`, a survey or
+/// a SQL statement, `payload::SqlPayload`), of which the partition executes its share: the
+/// sub-commands whose key lies in its arc, or the statement over its rows (an insert keeping
+/// the rows it holds); the result is their outcomes by index (a statement's: `Outcome::Foreign`,
+/// the engine's outcome bytes, at its first part held, `Outcome::Ok` at the others).
 #[derive(Default)]
 pub struct PartitionStore {
     arc: PositionSet,
@@ -113,10 +114,37 @@ impl PartitionStore {
         self.store.kv.is_empty()
     }
 
-    /// Whether this partition holds the SQL tables (its arc holds the anchor's position).
-    fn holds_tables(&self) -> bool {
-        self.arc
-            .contains(self.placement.position(payload::SQL_ANCHOR))
+    /// Executes this partition's share of a SQL statement; its answers by part.
+    fn execute_sql(&mut self, payload: &payload::SqlPayload) -> Vec<(u32, Outcome)> {
+        let parts = payload.parts_held(&self.arc, &self.placement);
+        // A statement over every partition runs wherever it is delivered, even here where no
+        // arc it names lies wholly in the holdings (planned against another configuration,
+        // which the pinned submission prevents): its message reaches every partition at one
+        // point of the order, so all run it or none does; an arc nobody answers fails it.
+        let runs = !parts.is_empty() || matches!(payload.target, payload::SqlTarget::Arcs(_));
+        if !runs {
+            return Vec::new(); // Routed here against another ring: the gateway re-plans.
+        }
+        let (arc, placement) = (&self.arc, &self.placement);
+        let result = self.store.execute_share(&payload.operation, |key| {
+            arc.contains(placement.position(key))
+        });
+        let mut outcomes = Vec::with_capacity(parts.len());
+        let mut result = Some(Outcome::Foreign(result));
+        for part in parts {
+            outcomes.push((part, result.take().unwrap_or(Outcome::Ok)));
+        }
+        outcomes
+    }
+
+    /// Whether a stored row of `schema` lies in `range`.
+    fn row_in(
+        &self,
+        range: &PositionSet,
+        schema: &engine::TableSchema,
+        row: &[engine::Value],
+    ) -> bool {
+        range.contains(self.placement.position(&store::rows::row_key(schema, row)))
     }
 }
 
@@ -150,10 +178,19 @@ pub fn encode_outcomes(outcomes: &[(u32, Outcome)]) -> Vec<u8> {
 
 impl PartitionData for PartitionStore {
     fn keys(&self, operation: &[u8]) -> KeySet {
-        if payload::decode_sql(operation).is_some() {
-            // Every statement touches the tables (one key: statements are ordered among
-            // themselves and with nothing else).
-            return KeySet::of([payload::SQL_ANCHOR.to_vec()]);
+        if let Some(sql) = payload::decode_sql(operation) {
+            // Every statement names the tables (statements are ordered among themselves and
+            // with nothing else); one pinned to partition keys names their placement keys too,
+            // so that the group answers `Moved` once a cut took them away.
+            let mut keys = vec![payload::SQL_ANCHOR.to_vec()];
+            if let Ok(payload::SqlPayload {
+                target: payload::SqlTarget::Keys(rows),
+                ..
+            }) = sql
+            {
+                keys.extend(rows);
+            }
+            return KeySet::of(keys);
         }
         if payload::decode_survey(operation).is_some() {
             return KeySet::Unknown; // DBSIZE, KEYS, FLUSHALL…: every key.
@@ -175,17 +212,11 @@ impl PartitionData for PartitionStore {
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
         if let Some(sql) = payload::decode_sql(operation) {
-            if !self.holds_tables() {
-                // Routed here against another ring (the machine answers `Moved` first for an
-                // elastic group): no answer, the gateway re-plans.
-                return encode_outcomes(&[]);
-            }
-            let result = if store::is_read_operation(sql) {
-                self.store.query(sql)
-            } else {
-                self.store.apply(sql)
+            let outcomes = match sql {
+                Ok(sql) => self.execute_sql(&sql),
+                Err(_) => Vec::new(),
             };
-            return encode_outcomes(&[(0, Outcome::Foreign(result))]);
+            return encode_outcomes(&outcomes);
         }
         if let Some(survey) = payload::decode_survey(operation) {
             let Ok((survey, arcs)) = survey else {
@@ -218,6 +249,16 @@ impl PartitionData for PartitionStore {
     }
 
     fn position(&self, key: &[u8]) -> Position {
+        if key == payload::SQL_ANCHOR {
+            // The tables' key stands for the catalog, which every partition holds: it lies in
+            // whatever this partition holds (nowhere once it holds nothing).
+            return Position(
+                self.arc
+                    .intervals()
+                    .first()
+                    .map_or(0, |interval| interval.0),
+            );
+        }
         self.placement.position(key)
     }
 
@@ -250,26 +291,34 @@ impl PartitionData for PartitionStore {
             .filter(|(key, _)| range.contains(self.placement.position(key)))
             .map(|(key, record)| (key.as_slice(), record))
             .collect();
-        // The tables go with the anchor's position (the records come first: `record_count`).
-        let tables = (self.holds_tables()
-            && range.contains(self.placement.position(payload::SQL_ANCHOR)))
-        .then(|| self.store.engine.snapshot());
-        postcard::to_allocvec(&(records, tables)).expect("records serialise")
+        // The table rows of the range, with the whole catalog (the receiver may be a group
+        // started by this change, which knows no table yet), and the two-phase statements
+        // undecided (every partition holds them); the records come first (`record_count`).
+        let tables = self
+            .store
+            .engine
+            .copy_where(|schema, row| self.row_in(range, schema, row))
+            .snapshot_bytes();
+        postcard::to_allocvec(&(records, Some(tables), &self.store.prepared))
+            .expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
-        type Records = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
-        let (records, tables): Records = postcard::from_bytes(records).unwrap_or_default();
+        type Records = (
+            Vec<(Vec<u8>, Vec<u8>)>,
+            Option<Vec<u8>>,
+            store::prepared::Prepared,
+        );
+        let (records, tables, prepared): Records =
+            postcard::from_bytes(records).unwrap_or_default();
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
             let _ = self.store.kv.insert_record(key, &record);
         }
-        if let Some(tables) = tables {
-            let mut engine = engine::Engine::default();
-            if engine.restore(&tables).is_ok() {
-                self.store.engine = engine;
-            }
+        if let Some(Ok(tables)) = tables.map(|tables| engine::Engine::from_snapshot(&tables)) {
+            self.store.engine.absorb(tables);
         }
+        self.store.prepared.absorb(prepared);
     }
 
     fn retain(&mut self, holds: &PositionSet) {
@@ -279,9 +328,10 @@ impl PartitionData for PartitionStore {
         self.store
             .kv
             .remove_where(|key| !holds.contains(placement.position(key)));
-        if !self.holds_tables() {
-            self.store.engine = engine::Engine::default();
-        }
+        let placement = &self.placement;
+        self.store.engine.retain_rows(|schema, row| {
+            holds.contains(placement.position(&store::rows::row_key(schema, row)))
+        });
     }
 }
 

@@ -202,31 +202,118 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
 /// A payload carrying a command without a key (`Survey`).
 const SURVEY_FORMAT: u8 = 2;
 
-/// A payload carrying one operation of the store's SQL half (`store::sql_operation` or
-/// `store::catalog_operation`).
-const SQL_FORMAT: u8 = 3;
+/// A payload carrying a SQL statement: one operation of the store's SQL half
+/// (`store::sql_operation` or `store::catalog_operation`) and where it goes (`SqlPayload`).
+/// (Format 3 carried the operation alone, for the partition that held every table.)
+const SQL_FORMAT: u8 = 4;
 
-/// The key whose partition holds every SQL table. Until SQL spans partitions, a table lives
-/// whole in one partition group (the one holding this key's position), which every gateway
-/// reaches like any single-key command; the tables move with the key when Rubberband moves
-/// its arc (`PartitionStore::export`). A RESP client cannot name it: it is not a key of the
-/// RESP namespace, only a position.
+/// The key standing for "the SQL tables" in a partition's ordering (`ecast::KeySet`): every SQL
+/// statement names it, so statements are ordered among themselves (and never with RESP
+/// commands) by the hold rules; and the catalog read goes to the partition holding its
+/// position (any partition would do: every partition holds the catalog). A RESP client cannot
+/// name it: it is not a key of the RESP namespace, only a position.
 pub const SQL_ANCHOR: &[u8] = b"\0tessera:sql-tables";
 
-/// The payload of a store operation of the SQL half.
-pub fn encode_sql(operation: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(operation.len() + 1);
-    bytes.push(SQL_FORMAT);
-    bytes.extend_from_slice(operation);
-    bytes
+/// Where a SQL statement goes, and its answer parts. Wire enum: variants never renumber.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SqlTarget {
+    /// 0. The partitions holding these placement keys (`store::rows`, distinct): a statement
+    ///    whose predicate pins the partition key, or an insert (its rows' keys). Part i is key
+    ///    i; each partition executes its share (an insert keeps the rows it holds) and answers
+    ///    the parts of the keys it holds: its result at the first, `Outcome::Ok` ("in another
+    ///    part") at the others.
+    Keys(Vec<Vec<u8>>),
+    /// 1. Every partition, as it was at one configuration version (the message is sequenced at
+    ///    that version only, `GatewayInput::SubmitPinned`), by its arc: part i is arc i; each
+    ///    destination executes the statement over the rows it holds and answers the arcs that
+    ///    lie wholly in its holdings, its result at the first, `Outcome::Ok` at the others.
+    Arcs(Vec<PositionSet>),
+    /// 2. Any one partition: the catalog read (every partition holds the catalog). Part 0.
+    Any,
 }
 
-/// The store operation a SQL payload carries; None for other payloads.
-pub fn decode_sql(payload: &[u8]) -> Option<&[u8]> {
-    match payload.split_first() {
-        Some((&SQL_FORMAT, operation)) => Some(operation),
-        _ => None,
+impl SqlTarget {
+    /// How many answer parts complete a statement sent so: 0, 1, … .
+    pub fn part_count(&self) -> u64 {
+        let count = match self {
+            SqlTarget::Keys(keys) => keys.len(),
+            SqlTarget::Arcs(arcs) => arcs.len(),
+            SqlTarget::Any => 1,
+        };
+        count as u64
     }
+}
+
+/// A SQL statement's payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SqlPayload {
+    /// A store operation (`store::sql_operation`, `store::catalog_operation`).
+    pub operation: Vec<u8>,
+    pub target: SqlTarget,
+}
+
+impl SqlPayload {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = vec![SQL_FORMAT];
+        bytes.extend(postcard::to_allocvec(self).expect("payloads serialise"));
+        bytes
+    }
+
+    /// The answer parts that complete it.
+    pub fn parts(&self) -> Vec<u64> {
+        (0..self.target.part_count()).collect()
+    }
+
+    /// The parts a partition holding `holds` answers: the keys it holds, the arcs wholly
+    /// inside its holdings, or part 0 of a catalog read.
+    pub fn parts_held(&self, holds: &PositionSet, placement: &KeyPlacement) -> Vec<u32> {
+        let held: Vec<bool> = match &self.target {
+            SqlTarget::Keys(keys) => keys
+                .iter()
+                .map(|key| holds.contains(placement.position(key)))
+                .collect(),
+            SqlTarget::Arcs(arcs) => arcs
+                .iter()
+                .map(|arc| !arc.is_empty() && arc.is_subset(holds))
+                .collect(),
+            SqlTarget::Any => vec![true],
+        };
+        (0..held.len() as u32)
+            .filter(|part| held[*part as usize])
+            .collect()
+    }
+}
+
+/// The SQL statement a payload carries; None for other payloads (and Some(Err) for a SQL
+/// payload that does not decode).
+pub fn decode_sql(payload: &[u8]) -> Option<Result<SqlPayload, KvError>> {
+    let (&SQL_FORMAT, rest) = payload.split_first()? else {
+        return None;
+    };
+    Some(postcard::from_bytes(rest).map_err(|_| KvError::Malformed))
+}
+
+/// One arc per partition of `configuration` that overlaps `range`, cut to it, with a position
+/// inside it (the partition's first if it lies in `range`), in ring order: the parts of a
+/// message to every partition of that range.
+pub fn partition_arcs(
+    configuration: &Configuration,
+    range: &PositionSet,
+) -> Vec<(PositionSet, Position)> {
+    configuration
+        .partitions()
+        .into_iter()
+        .filter_map(|partition| {
+            let arc = partition.span.to_set().intersection(range);
+            let inside = Position(arc.intervals().first()?.0);
+            let point = if arc.contains(partition.span.start) {
+                partition.span.start
+            } else {
+                inside
+            };
+            Some((arc, point))
+        })
+        .collect()
 }
 
 /// A command without a key, over the whole ring: DBSIZE, KEYS and SCAN (reads), FLUSHALL and
@@ -265,20 +352,7 @@ impl SurveyPlan {
     /// `range`, cut to it. An empty ring gives no arcs (and a read then completes at once
     /// with nothing).
     pub fn new(survey: Survey, configuration: &Configuration, range: &PositionSet) -> SurveyPlan {
-        let (arcs, points) = configuration
-            .partitions()
-            .into_iter()
-            .filter_map(|partition| {
-                let arc = partition.span.to_set().intersection(range);
-                let inside = Position(arc.intervals().first()?.0);
-                let point = if arc.contains(partition.span.start) {
-                    partition.span.start
-                } else {
-                    inside
-                };
-                Some((arc, point))
-            })
-            .unzip();
+        let (arcs, points) = partition_arcs(configuration, range).into_iter().unzip();
         SurveyPlan {
             survey,
             arcs,
@@ -481,8 +555,12 @@ impl KeyPlacement {
         KeyPlacement::default()
     }
 
-    /// A key's ring position.
+    /// A key's ring position. A SQL row's placement key (`store::rows`) is placed by hash,
+    /// whatever the range-placed prefixes.
     pub fn position(&self, key: &[u8]) -> Position {
+        if key.starts_with(store::rows::ROW_KEY_PREFIX) {
+            return KeyMapping::Hash.position(key);
+        }
         match self.range_prefix(key) {
             Some(prefix) => KeyMapping::Range.position(&key[prefix..]),
             None => KeyMapping::Hash.position(key),

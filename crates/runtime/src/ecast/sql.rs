@@ -1,25 +1,145 @@
 //! SQL on a partitioned cluster: the PostgreSQL front end (`crate::pg`) of every storage
-//! process runs its statements through the process's gateway task, as single-key commands on
-//! the tables' anchor (`payload::SQL_ANCHOR`). Until SQL spans partitions every table lives
-//! whole in the partition holding that key: with partition groups (`vr`, `skyros`) a statement
-//! goes straight to that group (the router bypass) and is ordered in its log, reads included,
-//! so every statement is linearisable; in `sequenced` mode it is one E-Cast message.
+//! process runs its statements through the process's gateway task. A table's rows are spread
+//! over every partition by their placement keys (`store::rows`: the table and the row's
+//! partition key value, hashed onto the ring the RESP namespace uses); every partition holds
+//! the whole catalog. A statement goes where its plan's `sql::Routing` says (Sprint §6.1):
+//!
+//! - pinned to partition keys (`Keys`: `WHERE key = c`, `key IN (…)`; `RowsByKey`: an insert's
+//!   rows; `NewRowIds`: an insert into a table without a primary key, whose rows first get
+//!   hidden row ids here, `RowIds`), to the partitions holding those keys: one partition is the
+//!   router bypass straight to its group, several are one E-Cast message;
+//! - anything else (`Every`: non-key predicates, DDL, subqueries), to every partition as one
+//!   E-Cast message at one point of the global order, so DDL changes every partition's catalog
+//!   at the same point and a scan reads a consistent cut;
+//! - the catalog read, to one partition (the one holding `payload::SQL_ANCHOR`).
+//!
+//! Each partition answers one engine outcome over its rows; the front end merges them
+//! (`sql::Execution::finish`: key-ordered union, merge sort, limit, aggregate partials).
+//! Statements are ordered in each partition's log, reads included, so every statement is
+//! strictly serialisable with every other (the hold rules order single- and multi-partition
+//! work, `docs/internals/ecast.md`).
 //!
 //! The RESP namespace's SQL table `kv` spans every partition, so a statement on it is refused
 //! (0A000) here rather than answered from one partition's keys.
 
 use super::gateway::{Job, Work};
+use crate::pg::RoutedBackend;
 use crate::sql_backend::{BackendError, SqlBackend};
 use ecast::Isolation;
 use kv::Outcome;
+use placement::{Configuration, Position};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-/// A storage process's `SqlBackend`: its gateway task, and the last catalog read.
+/// Where the gateway task sends a SQL statement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum SqlRoute {
+    /// The partitions holding these placement keys (distinct).
+    Keys(Vec<Vec<u8>>),
+    /// Every partition.
+    Every,
+    /// One partition (the catalog read).
+    Any,
+}
+
+/// The statement's answer the gateway task hands back in `Outcome::Foreign`: each answering
+/// partition's name and engine outcome bytes.
+pub(crate) fn encode_answers(answers: &[(String, Vec<u8>)]) -> Vec<u8> {
+    postcard::to_allocvec(answers).expect("answers serialise")
+}
+
+fn decode_answers(bytes: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
+    postcard::from_bytes(bytes).ok()
+}
+
+/// How EXPLAIN names the partition of `configuration` holding `position`: its destination
+/// (partition group) and its arc.
+pub(crate) fn partition_name(configuration: &Configuration, position: Position) -> String {
+    match configuration
+        .partitions()
+        .into_iter()
+        .find(|partition| partition.span.contains(position))
+    {
+        Some(partition) => {
+            let group = partition
+                .replicas
+                .first()
+                .copied()
+                .unwrap_or(partition.owner);
+            format!(
+                "group {} [{:016x}, {:016x})",
+                group.0, partition.span.start.0, partition.span.end.0
+            )
+        }
+        None => format!("position {:016x}", position.0),
+    }
+}
+
+/// How many partitions of `configuration` hold `positions`.
+pub(crate) fn partitions_of(configuration: &Configuration, positions: &[Position]) -> usize {
+    let partitions = configuration.partitions();
+    let mut holding: Vec<usize> = positions
+        .iter()
+        .filter_map(|position| {
+            partitions
+                .iter()
+                .position(|partition| partition.span.contains(*position))
+        })
+        .collect();
+    holding.sort_unstable();
+    holding.dedup();
+    holding.len()
+}
+
+/// Whether a two-phase statement's vote (a partition's engine outcome bytes) fails it.
+pub(crate) fn vote_failed(vote: &[u8]) -> bool {
+    match engine::Outcome::decode(vote) {
+        Ok(engine::Outcome::Executed(result)) => result.is_err(),
+        Ok(engine::Outcome::Batch(results)) => results.iter().any(Result::is_err),
+        Ok(engine::Outcome::Explained(result)) => result.is_err(),
+        Ok(engine::Outcome::Error(_)) | Err(_) => true,
+    }
+}
+
+/// The hidden row ids this process gives (`sql::with_row_ids`): a random 31-bit prefix drawn
+/// at start, then a counter, `prefix << 32 | counter`. Unique in the cluster unless two
+/// gateways (over all restarts) draw the same prefix: about n² / 2^32 for n processes started,
+/// and then only ids of the same counter value collide, as a duplicate key error (23505) on
+/// insert. A prefix is drawn again once its counter is spent.
+struct RowIds {
+    prefix: u64,
+    counter: u64,
+}
+
+impl RowIds {
+    fn new() -> RowIds {
+        RowIds {
+            prefix: RowIds::draw(),
+            counter: 0,
+        }
+    }
+
+    fn draw() -> u64 {
+        (crate::os::random_u64() & 0x7fff_ffff).max(1)
+    }
+
+    fn next(&mut self) -> i64 {
+        if self.counter == u64::from(u32::MAX) {
+            *self = RowIds::new();
+        }
+        self.counter += 1;
+        i64::try_from(self.prefix << 32 | self.counter).expect("31 bits of prefix")
+    }
+}
+
+/// A storage process's `SqlBackend`: its gateway task, the last catalog read, and its hidden
+/// row ids.
 #[derive(Clone)]
 pub struct ClusterBackend {
     jobs: mpsc::Sender<Job>,
     catalog: Arc<Mutex<Option<(u64, sql::MemoryCatalog)>>>,
+    row_ids: Arc<Mutex<RowIds>>,
 }
 
 impl ClusterBackend {
@@ -27,14 +147,28 @@ impl ClusterBackend {
         ClusterBackend {
             jobs,
             catalog: Arc::new(Mutex::new(None)),
+            row_ids: Arc::new(Mutex::new(RowIds::new())),
         }
     }
 
-    /// Runs one store operation of the SQL half through the gateway; its result bytes.
-    async fn run(&self, operation: Vec<u8>, read: bool) -> Result<Vec<u8>, BackendError> {
+    /// Runs one store operation of the SQL half through the gateway; each answering
+    /// partition's name and result bytes. `fallible`: a write that can fail on the data
+    /// (`store::prepared::fallible`), sent in two phases if it reaches several partitions.
+    async fn run(
+        &self,
+        operation: Vec<u8>,
+        read: bool,
+        route: SqlRoute,
+        fallible: bool,
+    ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
         let (reply, receiver) = oneshot::channel();
         let job = Job {
-            work: Work::Sql { operation, read },
+            work: Work::Sql {
+                operation,
+                read,
+                route,
+                fallible,
+            },
             isolation: Isolation::Sequential,
             reply,
         };
@@ -43,10 +177,78 @@ impl ClusterBackend {
             .await
             .map_err(|_| BackendError::Unavailable)?;
         match receiver.await {
-            Ok(Outcome::Foreign(bytes)) => Ok(bytes),
+            Ok(Outcome::Foreign(bytes)) => decode_answers(&bytes).ok_or(BackendError::Unavailable),
             _ => Err(BackendError::Unavailable),
         }
     }
+
+    /// Gives the rows of an insert routed `NewRowIds` their hidden row ids; the routing that
+    /// then places them.
+    fn with_row_ids(&self, command: &mut engine::Command) -> sql::Routing {
+        let operations = match command {
+            engine::Command::Guarded { command, .. } => match command.as_mut() {
+                engine::Command::Batch(operations) => operations.as_mut_slice(),
+                engine::Command::Execute(operation) => std::slice::from_mut(operation),
+                _ => &mut [],
+            },
+            engine::Command::Batch(operations) => operations.as_mut_slice(),
+            engine::Command::Execute(operation) => std::slice::from_mut(operation),
+            engine::Command::Explain(_) => &mut [],
+        };
+        let mut row_ids = self
+            .row_ids
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        sql::with_row_ids(operations, || row_ids.next())
+    }
+}
+
+/// The operations of a command (under its guard).
+fn operations_of(command: &engine::Command) -> &[engine::Operation] {
+    match command {
+        engine::Command::Guarded { command, .. } => operations_of(command),
+        engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
+            std::slice::from_ref(operation)
+        }
+        engine::Command::Batch(operations) => operations,
+    }
+}
+
+/// Where a planned command goes: the placement keys its routing pins (distinct, sorted), or
+/// every partition.
+fn route_of(routing: &sql::Routing, command: &engine::Command) -> SqlRoute {
+    let operations = operations_of(command);
+    let mut keys: Vec<Vec<u8>> = match routing {
+        sql::Routing::Keys { values, .. } => {
+            let Some(table) = operations.first().map(engine::Operation::table_name) else {
+                return SqlRoute::Every;
+            };
+            values
+                .iter()
+                .map(|value| store::rows::placement_key(table, value))
+                .collect()
+        }
+        sql::Routing::RowsByKey { position } => operations
+            .iter()
+            .filter_map(|operation| match operation {
+                engine::Operation::Insert { table, rows, .. } => Some(
+                    rows.iter()
+                        .filter_map(|row| row.get(*position))
+                        .map(|value| store::rows::placement_key(table, value))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .flatten()
+            .collect(),
+        sql::Routing::Every
+        | sql::Routing::KeyRange { .. }
+        | sql::Routing::NewRowIds
+        | sql::Routing::None => return SqlRoute::Every,
+    };
+    keys.sort_unstable();
+    keys.dedup();
+    SqlRoute::Keys(keys)
 }
 
 impl SqlBackend for ClusterBackend {
@@ -61,8 +263,13 @@ impl SqlBackend for ClusterBackend {
                 return Ok(cached);
             }
         }
-        let bytes = self.run(store::catalog_operation(), true).await?;
-        let read = store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)?;
+        let answers = self
+            .run(store::catalog_operation(), true, SqlRoute::Any, false)
+            .await?;
+        let [(_, bytes)] = answers.as_slice() else {
+            return Err(BackendError::Unavailable);
+        };
+        let read = store::decode_catalog(bytes).ok_or(BackendError::Unavailable)?;
         *self
             .catalog
             .lock()
@@ -70,20 +277,169 @@ impl SqlBackend for ClusterBackend {
         Ok(read)
     }
 
+    /// A command without its plan's routing runs on every partition; it answers what one
+    /// partition answers (the front end sends planned statements through `execute_routed`).
     async fn execute(&self, command: engine::Command) -> Result<engine::Outcome, BackendError> {
-        if store::touches_kv_table(&command) {
-            return Ok(engine::Outcome::Error(
+        let mut answers = self.execute_routed(&sql::Routing::Every, command).await?;
+        match answers.len() {
+            1 => Ok(answers.remove(0).1),
+            _ => Ok(engine::Outcome::Error(
                 engine::EngineError::FeatureNotSupported {
-                    feature: format!(
-                        "SQL over the Redis namespace (table {}) on a partitioned cluster: its keys lie in every partition",
-                        store::KV_TABLE
-                    ),
+                    feature: "an unplanned command over several partitions".into(),
                 },
-            ));
+            )),
+        }
+    }
+}
+
+impl RoutedBackend for ClusterBackend {
+    async fn execute_routed(
+        &self,
+        routing: &sql::Routing,
+        mut command: engine::Command,
+    ) -> Result<Vec<(String, engine::Outcome)>, BackendError> {
+        if store::touches_kv_table(&command) {
+            let refusal = engine::EngineError::FeatureNotSupported {
+                feature: format!(
+                    "SQL over the Redis namespace (table {}) on a partitioned cluster: its keys lie in every partition",
+                    store::KV_TABLE
+                ),
+            };
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
+        let routing = match routing {
+            sql::Routing::NewRowIds => self.with_row_ids(&mut command),
+            other => other.clone(),
+        };
+        let route = route_of(&routing, &command);
+        if route == SqlRoute::Keys(Vec::new()) {
+            return Ok(Vec::new()); // No key, no partition: nothing to run.
         }
         let read = command.is_read();
-        let bytes = self.run(store::sql_operation(&command), read).await?;
-        Ok(engine::Outcome::decode(&bytes)
-            .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed)))
+        let fallible = store::prepared::fallible(&command);
+        let operation = store::sql_operation(&command);
+        // A write meeting a table that a two-phase statement holds did not run: it is sent
+        // again, a little later, until the statement is decided; one that holds the table
+        // for long is aborted (its gateway may be gone).
+        let started = Instant::now();
+        let mut blocked: Option<(u64, Instant)> = None;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let answers = self
+                .run(operation.clone(), read, route.clone(), fallible)
+                .await?;
+            let outcomes: Vec<(String, engine::Outcome)> = answers
+                .into_iter()
+                .map(|(name, bytes)| {
+                    let outcome = engine::Outcome::decode(&bytes)
+                        .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
+                    (name, outcome)
+                })
+                .collect();
+            let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
+                return Ok(outcomes);
+            };
+            if started.elapsed() > BUSY_RETRY_FOR {
+                return Ok(outcomes);
+            }
+            match blocked {
+                Some((holder, since)) if holder == statement => {
+                    if since.elapsed() > BUSY_ABORT_AFTER {
+                        crate::log::warn(format_args!(
+                            "aborting statement {statement:016x}: it has held its tables for {} ms",
+                            since.elapsed().as_millis()
+                        ));
+                        let abort = store::decide_operation(statement, false);
+                        let _ = self.run(abort, false, SqlRoute::Every, false).await;
+                        blocked = None;
+                    }
+                }
+                _ => blocked = Some((statement, Instant::now())),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A write refused because a two-phase statement holds its table is retried this long.
+const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
+/// A two-phase statement that keeps a write out this long is aborted.
+const BUSY_ABORT_AFTER: Duration = Duration::from_secs(2);
+
+/// The two-phase statement an outcome says holds a table (`EngineError::Busy`).
+fn busy(outcome: &engine::Outcome) -> Option<u64> {
+    let statement = |error: &engine::EngineError| match error {
+        engine::EngineError::Busy { statement, .. } => Some(*statement),
+        _ => None,
+    };
+    match outcome {
+        engine::Outcome::Error(error) | engine::Outcome::Executed(Err(error)) => statement(error),
+        engine::Outcome::Batch(results) => results
+            .iter()
+            .find_map(|result| result.as_ref().err().and_then(statement)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{Command, OnConflict, Operation, Predicate, Value};
+
+    fn insert(rows: Vec<Vec<Value>>) -> Operation {
+        Operation::Insert {
+            table: "t".into(),
+            columns: vec!["id".into(), "v".into()],
+            rows,
+            on_conflict: OnConflict::Error,
+        }
+    }
+
+    #[test]
+    fn a_plan_pinned_to_keys_goes_to_their_placement_keys_and_anything_else_everywhere() {
+        let key = |value: i64| store::rows::placement_key("t", &Value::BigInt(value));
+        let select = Command::Guarded {
+            catalog: 1,
+            command: Box::new(Command::Batch(vec![Operation::Select {
+                table: "t".into(),
+                columns: Vec::new(),
+                predicate: Some(Predicate::equal("id", Value::BigInt(3))),
+                limit: None,
+            }])),
+        };
+        let keys = sql::Routing::Keys {
+            column: "id".into(),
+            values: vec![Value::BigInt(3), Value::BigInt(1), Value::BigInt(3)],
+        };
+        let mut expected = vec![key(1), key(3)];
+        expected.sort();
+        assert_eq!(route_of(&keys, &select), SqlRoute::Keys(expected));
+        assert_eq!(route_of(&sql::Routing::Every, &select), SqlRoute::Every);
+        let rows = |ids: &[i64]| {
+            ids.iter()
+                .map(|id| vec![Value::BigInt(*id), Value::Null])
+                .collect()
+        };
+        let inserts = Command::Batch(vec![insert(rows(&[5, 6])), insert(rows(&[6, 7]))]);
+        let SqlRoute::Keys(routed) = route_of(&sql::Routing::RowsByKey { position: 0 }, &inserts)
+        else {
+            panic!("an insert goes by its rows' keys")
+        };
+        assert_eq!(routed.len(), 3, "distinct keys");
+        assert!([5, 6, 7].iter().all(|id| routed.contains(&key(*id))));
+    }
+
+    #[test]
+    fn row_ids_carry_a_prefix_and_count_up() {
+        let mut ids = RowIds::new();
+        let (first, second) = (ids.next(), ids.next());
+        assert!(first > 0);
+        assert_eq!(second, first + 1);
+        assert_eq!(first >> 32, ids.prefix as i64);
+        ids.counter = u64::from(u32::MAX);
+        let drawn = ids.next();
+        assert!(drawn > 0);
+        assert_eq!(drawn & 0xffff_ffff, 1, "a spent counter draws a new prefix");
     }
 }

@@ -6,7 +6,7 @@ use super::protocol::{
     PROTOCOL_3_0, SSL_REQUEST,
 };
 use super::PgLimits;
-use crate::sql_backend::{BackendError, SqlBackend};
+use crate::sql_backend::BackendError;
 use engine::{Command, Outcome, Value};
 use sql::error::sqlstate;
 use sql::{OutputColumn, Plan, Prepared, SessionCommand, SqlError, StatementResult};
@@ -75,7 +75,7 @@ fn backend_error(error: BackendError) -> SqlError {
 
 impl<B, R, W> Connection<B, R, W>
 where
-    B: SqlBackend,
+    B: super::RoutedBackend,
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
@@ -328,32 +328,7 @@ where
                 Ok(Some(result))
             }
             Plan::Execute(execution) => Ok(Some(self.run_execution(execution, digest).await?)),
-            Plan::Explain(explain) => {
-                let mut texts = Vec::with_capacity(explain.operations.len());
-                for operation in &explain.operations {
-                    let outcome = self
-                        .backend
-                        .execute(Command::Guarded {
-                            catalog: digest,
-                            command: Box::new(Command::Explain(operation.clone())),
-                        })
-                        .await
-                        .map_err(backend_error)?;
-                    match outcome {
-                        Outcome::Explained(Ok(text)) => texts.push(text),
-                        Outcome::Explained(Err(error)) | Outcome::Error(error) => {
-                            return Err(Fail::Error(error.into()))
-                        }
-                        _ => {
-                            return Err(Fail::Error(SqlError::new(
-                                sqlstate::INTERNAL_ERROR,
-                                "the engine answered EXPLAIN with another kind of outcome",
-                            )))
-                        }
-                    }
-                }
-                Ok(Some(explain.finish(&[texts])))
-            }
+            Plan::Explain(explain) => Ok(Some(self.run_explain(explain, digest).await?)),
             Plan::CopyIn(copy) => {
                 let data = self.copy_in(copy.columns.len()).await?;
                 let execution = copy.execution(&data)?;
@@ -362,7 +337,8 @@ where
         }
     }
 
-    /// Sends an execution's operations to the backend and merges the results.
+    /// Sends an execution's operations where its routing says and merges the partitions'
+    /// results.
     async fn run_execution(
         &mut self,
         execution: sql::Execution,
@@ -371,27 +347,68 @@ where
         if execution.operations.is_empty() {
             return Ok(execution.finish(Vec::new())?);
         }
-        // One partition today: the whole batch goes to this node's group, whatever
-        // the routing says.
-        let outcome = self
+        let command = Command::Guarded {
+            catalog: digest,
+            command: Box::new(Command::Batch(execution.operations.clone())),
+        };
+        let outcomes = self
             .backend
-            .execute(Command::Guarded {
-                catalog: digest,
-                command: Box::new(Command::Batch(execution.operations.clone())),
-            })
+            .execute_routed(&execution.routing, command)
             .await
             .map_err(backend_error)?;
-        let results = match outcome {
-            Outcome::Batch(results) => results,
-            Outcome::Error(error) => return Err(Fail::Error(error.into())),
-            _ => {
-                return Err(Fail::Error(SqlError::new(
-                    sqlstate::INTERNAL_ERROR,
-                    "the engine answered a batch with another kind of outcome",
-                )))
+        let mut results = Vec::with_capacity(outcomes.len());
+        for (_, outcome) in outcomes {
+            match outcome {
+                Outcome::Batch(partition) => results.push(partition),
+                Outcome::Error(error) => return Err(Fail::Error(error.into())),
+                _ => {
+                    return Err(Fail::Error(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "the engine answered a batch with another kind of outcome",
+                    )))
+                }
             }
-        };
-        Ok(execution.finish(vec![results])?)
+        }
+        Ok(execution.finish(results)?)
+    }
+
+    /// EXPLAIN: each operation's plan from every partition its routing reaches, named.
+    async fn run_explain(
+        &mut self,
+        explain: sql::Explain,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        let mut texts: Vec<(String, Vec<String>)> = Vec::new();
+        for operation in &explain.operations {
+            let command = Command::Guarded {
+                catalog: digest,
+                command: Box::new(Command::Explain(operation.clone())),
+            };
+            let outcomes = self
+                .backend
+                .execute_routed(&explain.routing, command)
+                .await
+                .map_err(backend_error)?;
+            for (partition, outcome) in outcomes {
+                let text = match outcome {
+                    Outcome::Explained(Ok(text)) => text,
+                    Outcome::Explained(Err(error)) | Outcome::Error(error) => {
+                        return Err(Fail::Error(error.into()))
+                    }
+                    _ => {
+                        return Err(Fail::Error(SqlError::new(
+                            sqlstate::INTERNAL_ERROR,
+                            "the engine answered EXPLAIN with another kind of outcome",
+                        )))
+                    }
+                };
+                match texts.iter_mut().find(|(name, _)| *name == partition) {
+                    Some((_, partition_texts)) => partition_texts.push(text),
+                    None => texts.push((partition, vec![text])),
+                }
+            }
+        }
+        Ok(explain.finish_labelled(&texts))
     }
 
     /// COPY FROM STDIN: CopyInResponse, then CopyData until CopyDone. Errors leave copy mode

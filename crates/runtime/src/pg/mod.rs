@@ -26,12 +26,12 @@
 //!  Terminate → close.
 //! ```
 //!
-//! Execution: today a node holds one partition, so an `Execution`'s operations go to the
-//! backend as one `engine::Command::Batch` and `Execution::finish` gets the results as one
-//! partition; `Routing` and `Execution::created_table` (the placement directory) are not used
-//! yet. EXPLAIN sends `Command::Explain` per operation. `Session::read_isolation` is not passed
-//! on: the backend decides the read path. Operations of a simple query with several
-//! statements are separate batches (autocommit per statement).
+//! Execution: an `Execution`'s operations go to the backend as one `engine::Command::Batch`
+//! with the plan's `Routing` (`RoutedBackend::execute_routed`); the backend sends it to the
+//! partitions the routing names and `Execution::finish` merges their results. EXPLAIN sends
+//! `Command::Explain` per operation the same way and names each partition's lines.
+//! `Session::read_isolation` is not passed on: the backend decides the read path. Operations of
+//! a simple query with several statements are separate batches (autocommit per statement).
 //!
 //! ## Limits (`PgLimits`)
 //!
@@ -75,12 +75,32 @@ mod connection;
 mod protocol;
 
 use crate::log;
-use crate::sql_backend::SqlBackend;
+use crate::sql_backend::{BackendError, SqlBackend};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+/// A backend whose tables may span partitions (`crate::ecast::sql::ClusterBackend`): runs a
+/// planned command where its routing sends it, answering one engine outcome per partition
+/// reached, with the partition's name (EXPLAIN shows it); `Execution::finish` merges them. A
+/// backend with one partition (`LocalBackend`, a single replicated group) runs everything
+/// there: the default.
+pub trait RoutedBackend: SqlBackend {
+    fn execute_routed(
+        &self,
+        routing: &sql::Routing,
+        command: engine::Command,
+    ) -> impl std::future::Future<Output = Result<Vec<(String, engine::Outcome)>, BackendError>> + Send
+    {
+        let _ = routing;
+        let run = self.execute(command);
+        async move { Ok(vec![("0".to_string(), run.await?)]) }
+    }
+}
+
+impl RoutedBackend for crate::sql_backend::LocalBackend {}
 
 /// Per-server limits on what clients may send and hold.
 #[derive(Clone, Debug)]
@@ -121,7 +141,7 @@ impl Default for PgLimits {
 #[doc(hidden)]
 pub async fn serve_connection<B, R, W>(backend: B, limits: PgLimits, reader: R, writer: W)
 where
-    B: SqlBackend,
+    B: RoutedBackend,
     R: tokio::io::AsyncRead + Unpin + Send,
     W: tokio::io::AsyncWrite + Unpin + Send,
 {
@@ -132,7 +152,7 @@ where
 
 /// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
 /// `backend`.
-pub async fn serve<B: SqlBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
+pub async fn serve<B: RoutedBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let next_process_id = AtomicI32::new(1);
     let secrets = std::collections::hash_map::RandomState::new();

@@ -1,0 +1,330 @@
+//! Statements prepared across partitions: a partitioned cluster's two-phase SQL writes.
+//!
+//! A write over several partitions that can fail on the data (an insert meeting a duplicate
+//! key, an `UPDATE … SET` expression dividing by zero) must fail everywhere or nowhere, as in
+//! PostgreSQL, yet each partition only sees its own rows. So the gateway sends it in two
+//! E-Cast messages to every partition (Sprint §4.2's termination, with the gateway collecting
+//! the votes):
+//!
+//! 1. *prepare*: each partition votes with a dry run of its share (`Engine::dry_run`: what it
+//!    would answer, nothing written) and records the statement, which from then on *holds* the
+//!    tables it writes: every other write to them, on any partition, is refused
+//!    (`EngineError::Busy`) and retried by its gateway; reads go on, and see the tables as
+//!    they were;
+//! 2. *decide*: commit if every vote succeeded, else abort. A commit runs each partition's
+//!    share for real, over the same rows the votes saw (no write reached them in between), so
+//!    it succeeds; either way the statement stops holding its tables.
+//!
+//! Every partition records the statement at the same point of the global order and forgets it
+//! at the same later point (both messages go to every partition), so the tables held are the
+//! same on every partition at every point of the order: a write refused by one destination is
+//! refused by all. A gateway that dies between the two leaves the tables held; another gateway
+//! whose writes keep being refused decides the statement (abort) after a while. Decisions are
+//! ordered: the first one delivered wins everywhere, and a later one finds nothing to decide.
+//! The statements held travel with Rubberband copies (a group started by a keyspace change
+//! learns them from its install).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One prepared statement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statement {
+    /// The tables it writes (held until it is decided).
+    pub tables: Vec<String>,
+    /// The engine command (`engine::Command::encode`), run at the commit.
+    pub command: Vec<u8>,
+}
+
+/// The statements prepared here and not decided yet, by the id their gateway gave them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepared {
+    statements: BTreeMap<u64, Statement>,
+}
+
+impl Prepared {
+    /// The first statement (by id) holding one of `tables`, with the table.
+    pub fn holder<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> Option<(String, u64)> {
+        self.statements.iter().find_map(|(id, statement)| {
+            tables
+                .clone()
+                .into_iter()
+                .find(|table| statement.tables.iter().any(|held| held == table))
+                .map(|table| (table.to_string(), *id))
+        })
+    }
+
+    pub fn record(&mut self, id: u64, statement: Statement) {
+        self.statements.insert(id, statement);
+    }
+
+    /// Forgets statement `id` (its decision), if it is here.
+    pub fn take(&mut self, id: u64) -> Option<Statement> {
+        self.statements.remove(&id)
+    }
+
+    /// Takes in the statements another partition holds (a Rubberband copy).
+    pub fn absorb(&mut self, other: Prepared) {
+        self.statements.extend(other.statements);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.statements.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.statements.len()
+    }
+}
+
+/// The tables an engine command writes (DDL included); none for reads.
+pub fn written_tables(command: &engine::Command) -> Vec<String> {
+    let operations: &[engine::Operation] = match command {
+        engine::Command::Guarded { command, .. } => return written_tables(command),
+        engine::Command::Execute(operation) => std::slice::from_ref(operation),
+        engine::Command::Batch(operations) => operations,
+        engine::Command::Explain(_) => &[],
+    };
+    let mut tables: Vec<String> = operations
+        .iter()
+        .filter(|operation| !operation.is_read())
+        .map(|operation| operation.table_name().to_string())
+        .collect();
+    tables.sort();
+    tables.dedup();
+    tables
+}
+
+/// Whether a write can fail on the data rather than on its plan: a plain insert (a duplicate
+/// key) or an update computing its values (division by zero, overflow, NOT NULL, lengths). Such
+/// a write over several partitions goes in two phases; any other (constant updates, deletes,
+/// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message.
+pub fn fallible(command: &engine::Command) -> bool {
+    let operations: &[engine::Operation] = match command {
+        engine::Command::Guarded { command, .. } => return fallible(command),
+        engine::Command::Execute(operation) => std::slice::from_ref(operation),
+        engine::Command::Batch(operations) => operations,
+        engine::Command::Explain(_) => &[],
+    };
+    operations.iter().any(|operation| {
+        matches!(
+            operation,
+            engine::Operation::Insert {
+                on_conflict: engine::OnConflict::Error,
+                ..
+            } | engine::Operation::UpdateComputed { .. }
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{decide_operation, prepare_operation, rows, sql_operation, Store};
+    use engine::expression::Operator;
+    use engine::{
+        ColumnDef, Command, ComputedAssignment, DataType, EngineError, Expression, OnConflict,
+        Operation, Outcome, TableSchema, Value,
+    };
+
+    /// Two partitions of one table `t (id, n)`: even ids on the first, odd on the second.
+    fn partitions() -> (Store, Store) {
+        let schema = TableSchema::new(
+            "t",
+            vec![
+                ColumnDef::new("id", DataType::BigInt).not_null(),
+                ColumnDef::new("n", DataType::BigInt),
+            ],
+            &["id"],
+        )
+        .unwrap();
+        let mut stores = (Store::new(), Store::new());
+        for (store, parity) in [(&mut stores.0, 0), (&mut stores.1, 1)] {
+            let create = Command::Execute(Operation::CreateTable {
+                schema: schema.clone(),
+            });
+            store.execute_share(&sql_operation(&create), |_| true);
+            let insert = Command::Execute(insert(&[(parity, 7 + parity), (parity + 2, 10)]));
+            store.execute_share(&sql_operation(&insert), |_| true);
+        }
+        stores
+    }
+
+    fn insert(rows: &[(i64, i64)]) -> Operation {
+        Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows: rows
+                .iter()
+                .map(|(id, n)| vec![Value::BigInt(*id), Value::BigInt(*n)])
+                .collect(),
+            on_conflict: OnConflict::Error,
+        }
+    }
+
+    /// `UPDATE t SET n = 100 / (n - 8)`: divides by zero on the odd partition's row 1 (n = 8).
+    fn divide() -> Command {
+        Command::Execute(Operation::UpdateComputed {
+            table: "t".into(),
+            assignments: vec![ComputedAssignment::new(
+                "n",
+                Expression::Binary(
+                    Operator::Divide,
+                    Box::new(Expression::Constant(Value::BigInt(100))),
+                    Box::new(Expression::Binary(
+                        Operator::Subtract,
+                        Box::new(Expression::Column("n".into())),
+                        Box::new(Expression::Constant(Value::BigInt(8))),
+                    )),
+                ),
+            )],
+            predicate: None,
+        })
+    }
+
+    fn outcome(bytes: Vec<u8>) -> Outcome {
+        Outcome::decode(&bytes).unwrap()
+    }
+
+    fn rows_of(store: &Store) -> Vec<Vec<Value>> {
+        store
+            .engine
+            .table("t")
+            .unwrap()
+            .rows
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_statement_that_fails_on_one_partition_changes_none_and_holds_its_table_until_decided() {
+        let (mut even, mut odd) = partitions();
+        let (even_rows, odd_rows) = (rows_of(&even), rows_of(&odd));
+        let prepare = prepare_operation(41, &sql_operation(&divide()));
+        let even_vote = outcome(even.execute_share(&prepare, |_| true));
+        let odd_vote = outcome(odd.execute_share(&prepare, |_| true));
+        assert!(
+            matches!(even_vote, Outcome::Executed(Ok(_))),
+            "{even_vote:?}"
+        );
+        assert!(
+            matches!(&odd_vote, Outcome::Executed(Err(error)) if error.code() == "22012"),
+            "{odd_vote:?}"
+        );
+        // Voting wrote nothing; until the decision every write to t is refused everywhere,
+        // reads are served.
+        assert_eq!(
+            (rows_of(&even), rows_of(&odd)),
+            (even_rows.clone(), odd_rows.clone())
+        );
+        for store in [&mut even, &mut odd] {
+            let write = sql_operation(&Command::Execute(insert(&[(9, 9)])));
+            assert_eq!(
+                outcome(store.execute_share(&write, |_| true)),
+                Outcome::Error(EngineError::Busy {
+                    table: "t".into(),
+                    statement: 41
+                })
+            );
+            let read = sql_operation(&Command::Execute(Operation::Select {
+                table: "t".into(),
+                columns: Vec::new(),
+                predicate: None,
+                limit: None,
+            }));
+            assert!(matches!(
+                outcome(store.execute_share(&read, |_| true)),
+                Outcome::Executed(Ok(_))
+            ));
+            // A second statement's prepare votes Busy, and holds t too.
+            let other =
+                prepare_operation(42, &sql_operation(&Command::Execute(insert(&[(20, 1)]))));
+            assert!(matches!(
+                outcome(store.execute_share(&other, |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 41, .. })
+            ));
+            assert_eq!(store.prepared.len(), 2);
+        }
+        // Both are aborted: nothing changed, t is free, a second decision finds nothing.
+        for store in [&mut even, &mut odd] {
+            for statement in [41, 42] {
+                let abort = decide_operation(statement, false);
+                assert_eq!(
+                    outcome(store.execute_share(&abort, |_| true)),
+                    Outcome::Batch(Vec::new())
+                );
+            }
+            assert!(matches!(
+                outcome(store.execute_share(&decide_operation(41, true), |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 41, .. })
+            ));
+            assert!(store.prepared.is_empty());
+        }
+        assert_eq!((rows_of(&even), rows_of(&odd)), (even_rows, odd_rows));
+    }
+
+    #[test]
+    fn a_committed_statement_runs_each_partitions_share_and_survives_snapshots() {
+        let (mut even, mut odd) = partitions();
+        // An insert whose rows lie in both partitions: each keeps its share.
+        let command = Command::Execute(insert(&[(4, 1), (5, 1), (6, 1)]));
+        let prepare = prepare_operation(7, &sql_operation(&command));
+        let held_even = |key: &[u8]| {
+            [4i64, 6]
+                .iter()
+                .any(|id| key == rows::placement_key("t", &Value::BigInt(*id)))
+        };
+        let held_odd = |key: &[u8]| key == rows::placement_key("t", &Value::BigInt(5));
+        let vote = outcome(even.execute_share(&prepare, held_even));
+        assert!(
+            matches!(
+                vote,
+                Outcome::Executed(Ok(engine::Output::Inserted { count: 2 }))
+            ),
+            "{vote:?}"
+        );
+        odd.execute_share(&prepare, held_odd);
+        let mut restored = Store::new();
+        vr::StateMachine::restore(&mut restored, &vr::StateMachine::snapshot(&odd)).unwrap();
+        assert_eq!(restored.prepared, odd.prepared);
+        // A statement prepared meanwhile votes Busy (and will abort): the commit runs anyway.
+        let meanwhile = prepare_operation(9, &sql_operation(&Command::Execute(insert(&[(20, 1)]))));
+        assert!(matches!(
+            outcome(even.execute_share(&meanwhile, held_even)),
+            Outcome::Error(EngineError::Busy { statement: 7, .. })
+        ));
+        let commit = decide_operation(7, true);
+        assert!(matches!(
+            outcome(even.execute_share(&commit, held_even)),
+            Outcome::Executed(Ok(engine::Output::Inserted { count: 2 }))
+        ));
+        assert!(matches!(
+            outcome(restored.execute_share(&commit, held_odd)),
+            Outcome::Executed(Ok(engine::Output::Inserted { count: 1 }))
+        ));
+        assert_eq!(rows_of(&even).len(), 4);
+        assert_eq!(
+            outcome(even.execute_share(&decide_operation(9, false), held_even)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(even.prepared.is_empty());
+        assert_eq!(rows_of(&restored).len(), 3);
+        // A duplicate key in one partition fails the vote there.
+        let duplicate = prepare_operation(
+            8,
+            &sql_operation(&Command::Execute(insert(&[(5, 2), (8, 2)]))),
+        );
+        assert!(matches!(
+            outcome(restored.execute_share(&duplicate, held_odd)),
+            Outcome::Executed(Err(EngineError::UniqueViolation { .. }))
+        ));
+        assert!(super::fallible(&command) && super::fallible(&divide()));
+        assert!(!super::fallible(&Command::Execute(Operation::Delete {
+            table: "t".into(),
+            predicate: None
+        })));
+    }
+}
