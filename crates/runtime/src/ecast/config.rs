@@ -37,13 +37,6 @@ pub struct ClusterConfig {
     /// stopping at once. Partition groups need `partitions = "vr"` or `"skyros"`.
     #[serde(default)]
     pub durability: ClusterDurability,
-    /// `skyros` partitions: Skyros-Comm (§6.1), on unless `false`: a write that is not nilext
-    /// (INCR, APPEND, SET NX, DEL, …) is sent to every member of its group too, and completes
-    /// in one round trip when it commutes with every pending update
-    /// (`docs/internals/skyros.md`). `false` sends such writes to the primary only (two round
-    /// trips). Refused with other partition modes.
-    #[serde(default)]
-    pub skyros_comm: Option<bool>,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
     /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
@@ -185,11 +178,6 @@ pub enum Role {
 }
 
 impl ClusterConfig {
-    /// Whether `skyros` partitions' gateways use Skyros-Comm (on unless `skyros_comm = false`).
-    pub fn skyros_comm(&self) -> bool {
-        self.partitions == PartitionMode::Skyros && self.skyros_comm != Some(false)
-    }
-
     pub fn load(path: &Path) -> Result<ClusterConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
@@ -253,9 +241,6 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
-        if self.skyros_comm.is_some() && self.partitions != PartitionMode::Skyros {
-            return Err("skyros_comm needs partitions = \"skyros\"".into());
-        }
         if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
             return Err(
                 "durability = \"disk\" needs partition groups (partitions = \"vr\" or \"skyros\")"
@@ -472,9 +457,6 @@ impl ClusterConfig {
             }
             PartitionMode::Skyros => {
                 let _ = writeln!(text, "partitions = \"skyros\"");
-                if let Some(comm) = self.skyros_comm {
-                    let _ = writeln!(text, "skyros_comm = {comm}");
-                }
             }
         }
         for router in &self.routers {
@@ -561,7 +543,6 @@ impl ClusterConfig {
             suspect_after_ms: default_suspect_after_ms(),
             partitions: PartitionMode::Sequenced,
             durability: ClusterDurability::Memory,
-            skyros_comm: None,
             routers: (0..u64::from(routers))
                 .map(|index| {
                     Ok(RouterAddress {
