@@ -12,5 +12,6 @@ pub mod node;
 pub mod peer;
 pub mod pg;
 pub mod resp_codec;
+pub mod security;
 pub mod sql_backend;
 pub use store;

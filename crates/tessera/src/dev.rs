@@ -62,6 +62,11 @@ pub struct DevArguments {
     /// `SCAN 0 MATCH user:ab*` then read only the partitions holding that range.
     #[arg(long = "range-prefix", value_name = "PREFIX")]
     pub(crate) range_prefixes: Vec<String>,
+    /// Run without authentication: every client port accepts anyone (printed as a warning).
+    /// Without it, `tessera dev` makes an admin user with a generated password, prints it and
+    /// writes it to `<data-dir>/admin-password`.
+    #[arg(long)]
+    pub(crate) insecure: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

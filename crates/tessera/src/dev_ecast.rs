@@ -63,6 +63,9 @@ pub fn run(
         config.partitions = partitions;
         config.durability = durability;
         config.range_prefixes = arguments.range_prefixes.clone();
+        if arguments.insecure {
+            config.security = runtime::security::SecurityConfig::insecure();
+        }
         let mut config = config.with_active(arguments.active.unwrap_or(nodes))?;
         if partitions.grouped() && arguments.pg_port != 0 {
             config = config.with_pg_ports(arguments.pg_port)?;
@@ -89,6 +92,7 @@ pub fn run(
         std::fs::write(&cluster_file, config.render())?;
         config
     };
+    let password = admin_password(&config)?;
     let mut processes = Vec::new();
     for index in 0..arguments.routers {
         let name = format!("router-{index}");
@@ -116,7 +120,7 @@ pub fn run(
             )?,
         ));
     }
-    let outcome = wait_and_report(arguments, &config, &mut processes);
+    let outcome = wait_and_report(arguments, &config, password.as_deref(), &mut processes);
     let mut children: Vec<Child> = processes.into_iter().map(|(_, child)| child).collect();
     stop(&mut children);
     outcome
@@ -153,10 +157,37 @@ fn clients(config: &ClusterConfig) -> Vec<String> {
         .collect()
 }
 
+/// The admin's password: kept from an earlier run of a disk cluster, else generated and
+/// written (owner-only) where the storage processes read it. `None` with `--insecure`.
+fn admin_password(config: &ClusterConfig) -> anyhow::Result<Option<String>> {
+    if config.security.insecure {
+        eprintln!(
+            "WARNING: --insecure: every port of this cluster accepts anyone, without a password."
+        );
+        return Ok(None);
+    }
+    let path = config.security.admin_password_path(&config.data_dir);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(password) = text.lines().next().filter(|line| !line.is_empty()) {
+            return Ok(Some(password.to_string()));
+        }
+    }
+    let password = runtime::security::random_token(18);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{password}")?;
+    Ok(Some(password))
+}
+
 /// Ready when every storage process's gateway has had an answer from the router group.
-fn ready(config: &ClusterConfig) -> bool {
+fn ready(config: &ClusterConfig, password: Option<&str>) -> bool {
     clients(config).iter().all(|client| {
-        info::info(client).is_ok_and(|fields| {
+        info::info_as(client, credentials(config, password)).is_ok_and(|fields| {
             fields
                 .get("tessera_ecast_router_answers")
                 .is_some_and(|answers| answers != "0")
@@ -164,13 +195,22 @@ fn ready(config: &ClusterConfig) -> bool {
     })
 }
 
+/// The admin's user name and password, for INFO.
+fn credentials<'a>(
+    config: &'a ClusterConfig,
+    password: Option<&'a str>,
+) -> Option<(&'a str, &'a str)> {
+    password.map(|password| (config.security.admin_user.as_str(), password))
+}
+
 fn wait_and_report(
     arguments: &DevArguments,
     config: &ClusterConfig,
+    password: Option<&str>,
     processes: &mut [(String, Child)],
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    while !ready(config) {
+    while !ready(config, password) {
         check_alive(processes, &config.data_dir)?;
         if started.elapsed() > Duration::from_secs(30) {
             bail!(
@@ -205,13 +245,35 @@ fn wait_and_report(
         config.replication,
         config.routers.len()
     );
+    let user = &config.security.admin_user;
+    match password {
+        Some(password) => println!(
+            "Admin user {user}, password {password} (also in {}).",
+            config
+                .security
+                .admin_password_path(&config.data_dir)
+                .display()
+        ),
+        // On standard error, so that scripts reading the connection lines are unchanged.
+        None => {
+            eprintln!("WARNING: running --insecure: no user or password is asked for on any port.")
+        }
+    }
+    let redis_auth = password.map_or(String::new(), |password| {
+        format!(" --user {user} --pass {password} --no-auth-warning")
+    });
     for storage in &config.storage {
-        let psql = match storage.pg {
-            Some(pg) => format!("    psql -h {} -p {}", pg.ip(), pg.port()),
-            None => String::new(),
+        let psql = match (storage.pg, password) {
+            (Some(pg), Some(password)) => format!(
+                "    psql postgresql://{user}:{password}@{}:{}/tessera",
+                pg.ip(),
+                pg.port()
+            ),
+            (Some(pg), None) => format!("    psql -h {} -p {}", pg.ip(), pg.port()),
+            (None, _) => String::new(),
         };
         println!(
-            "  storage {}: redis-cli -p {}{psql}{}",
+            "  storage {}: redis-cli -p {}{redis_auth}{psql}{}",
             storage.id,
             storage.client.port(),
             if storage.standby { " (standby)" } else { "" }
@@ -272,7 +334,7 @@ fn wait_and_report(
             bail!("every process of the cluster exited");
         }
         if interactive {
-            print!("\r{}\x1b[K", status_line(config));
+            print!("\r{}\x1b[K", status_line(config, password));
         }
         std::io::stdout().flush()?;
         for _ in 0..10 {
@@ -288,10 +350,10 @@ fn wait_and_report(
 
 /// One line: per storage process, the last timestamp it delivered and its configuration
 /// version.
-fn status_line(config: &ClusterConfig) -> String {
+fn status_line(config: &ClusterConfig, password: Option<&str>) -> String {
     let mut parts = Vec::new();
     for (storage, client) in config.storage.iter().zip(clients(config)) {
-        match info::info(&client) {
+        match info::info_as(&client, credentials(config, password)) {
             Ok(fields) => {
                 let field =
                     |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());

@@ -10,6 +10,11 @@ pub type Fields = BTreeMap<String, String>;
 
 /// The fields of `INFO` as key → value.
 pub fn info(address: &str) -> Result<Fields, String> {
+    info_as(address, None)
+}
+
+/// As `info`, after `AUTH user password` when `credentials` are given.
+pub fn info_as(address: &str, credentials: Option<(&str, &str)>) -> Result<Fields, String> {
     let socket_address = address
         .parse()
         .map_err(|_| format!("{address} is not an address"))?;
@@ -18,10 +23,30 @@ pub fn info(address: &str) -> Result<Fields, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|error| error.to_string())?;
+    let mut request = Vec::new();
+    if let Some((user, password)) = credentials {
+        for part in [
+            "*3\r\n$4\r\nAUTH\r\n".to_string(),
+            format!("${}\r\n{user}\r\n", user.len()),
+            format!("${}\r\n{password}\r\n", password.len()),
+        ] {
+            request.extend_from_slice(part.as_bytes());
+        }
+    }
+    request.extend_from_slice(b"*1\r\n$4\r\nINFO\r\n");
     stream
-        .write_all(b"*1\r\n$4\r\nINFO\r\n")
+        .write_all(&request)
         .map_err(|error| error.to_string())?;
     let mut reader = BufReader::new(stream);
+    if credentials.is_some() {
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .map_err(|error| error.to_string())?;
+        if line.trim_end() != "+OK" {
+            return Err(format!("AUTH refused: {}", line.trim()));
+        }
+    }
     let mut header = String::new();
     reader
         .read_line(&mut header)

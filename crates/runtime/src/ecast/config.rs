@@ -45,6 +45,10 @@ pub struct ClusterConfig {
     /// covering it. None may be a prefix of another. Fixed for the life of the cluster.
     #[serde(default)]
     pub range_prefixes: Vec<String>,
+    /// Authentication and limits on the client ports (`[security]`; absent: authentication
+    /// on, with the admin's password in `<data_dir>/admin-password`), `crate::security`.
+    #[serde(default)]
+    pub security: crate::security::SecurityConfig,
 }
 
 /// How a partitioned cluster's partitions replicate.
@@ -206,6 +210,7 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
+        self.security.validate()?;
         if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
             return Err(
                 "durability = \"disk\" needs partition groups (partitions = \"vr\" or \"skyros\")"
@@ -440,6 +445,7 @@ impl ClusterConfig {
                 let _ = writeln!(text, "standby = true");
             }
         }
+        text.push_str(&self.security.render());
         text
     }
 
@@ -475,6 +481,7 @@ impl ClusterConfig {
         let spacing = u64::MAX / storage.max(1);
         let config = ClusterConfig {
             range_prefixes: Vec::new(),
+            security: crate::security::SecurityConfig::default(),
             cluster,
             tick_ms: default_tick_ms(),
             replication,

@@ -23,7 +23,7 @@ use super::link::{Frame, Links};
 use super::payload::{self, KeyPlacement, Split, Survey, SurveyPlan};
 use crate::log;
 use crate::node::random_u64;
-use crate::resp_codec::{encode_reply, parse_request, Limits};
+use crate::resp_codec::{encode_reply, parse_request};
 use ecast::{
     BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
     GatewaySettings, Isolation, SenderSettings,
@@ -177,6 +177,7 @@ pub(crate) fn start(
     links: Links,
     listener: TcpListener,
     status: Arc<GatewayStatus>,
+    security: Arc<crate::security::Security>,
 ) -> (mpsc::UnboundedSender<Frame>, mpsc::Sender<Job>) {
     let (frames, frame_receiver) = mpsc::unbounded_channel();
     let (jobs, job_receiver) = mpsc::channel::<Job>(65_536);
@@ -258,7 +259,14 @@ pub(crate) fn start(
         status: status.clone(),
     };
     tokio::spawn(task.run(frame_receiver, job_receiver, tick_ms));
-    tokio::spawn(serve(listener, jobs.clone(), config, storage, status));
+    tokio::spawn(serve(
+        listener,
+        jobs.clone(),
+        config,
+        storage,
+        status,
+        security,
+    ));
     (frames, jobs)
 }
 
@@ -745,7 +753,9 @@ async fn serve(
     config: ClusterConfig,
     storage: ProcessId,
     status: Arc<GatewayStatus>,
+    security: Arc<crate::security::Security>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -756,7 +766,15 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(crate::security::resp::refuse_connection(stream));
+            continue;
+        };
         let mut connection = Connection {
+            session: crate::security::resp::Session::new(
+                security.clone(),
+                super::sql::ClusterBackend::new(jobs.clone()),
+            ),
             jobs: jobs.clone(),
             isolation: Isolation::Sequential,
             requested: Isolation::Sequential,
@@ -766,7 +784,10 @@ async fn serve(
             storage,
             status: status.clone(),
         };
-        tokio::spawn(async move { connection.run(stream).await });
+        tokio::spawn(async move {
+            connection.run(stream).await;
+            drop(permit);
+        });
     }
 }
 
@@ -783,6 +804,8 @@ struct Connection {
     config: ClusterConfig,
     storage: ProcessId,
     status: Arc<GatewayStatus>,
+    /// Who the client is, and what it may send and run (`crate::security::resp`).
+    session: crate::security::resp::Session<super::sql::ClusterBackend>,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -930,12 +953,21 @@ async fn resolve(answers: &mut [Answer]) {
 
 impl Connection {
     async fn run(&mut self, mut stream: TcpStream) {
-        let limits = Limits::default();
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            let read = match stream.read(&mut chunk).await {
+            let read = match self.session.read_timeout() {
+                None => stream.read(&mut chunk).await,
+                // Idle, or not authenticated in time: closed without a reply (as Redis closes
+                // idle clients).
+                Some(timeout) => match tokio::time::timeout(timeout, stream.read(&mut chunk)).await
+                {
+                    Ok(read) => read,
+                    Err(_) => return,
+                },
+            };
+            let read = match read {
                 Ok(0) | Err(_) => return,
                 Ok(read) => read,
             };
@@ -944,6 +976,7 @@ impl Connection {
             let mut answers = Vec::new();
             let mut close = false;
             loop {
+                let limits = self.session.limits();
                 match parse_request(&input[consumed_total..], &limits) {
                     Ok(None) => break,
                     Ok(Some((arguments, consumed))) => {
@@ -960,7 +993,7 @@ impl Connection {
                         }
                     }
                     Err(error) => {
-                        answers.push(Answer::Ready(Value::Error(format!("ERR {}", error.0))));
+                        answers.push(Answer::Ready(self.session.parse_error(&error)));
                         close = true;
                         break;
                     }
@@ -1000,6 +1033,16 @@ impl Connection {
     }
 
     async fn on_command(&mut self, arguments: &[Vec<u8>]) -> Answer {
+        use crate::security::resp::Intercept;
+        let rewritten;
+        let arguments = match self.session.intercept(arguments).await {
+            Intercept::Reply(value) => return Answer::Ready(value),
+            Intercept::Pass => arguments,
+            Intercept::Rewritten(arguments) => {
+                rewritten = arguments;
+                &rewritten[..]
+            }
+        };
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
         }

@@ -62,7 +62,8 @@ impl SqlBackend for ClusterBackend {
             }
         }
         let bytes = self.run(store::catalog_operation(), true).await?;
-        let read = store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)?;
+        let mut read = store::decode_catalog(&bytes).ok_or(BackendError::Unavailable)?;
+        crate::security::roles::hide(&mut read.1);
         *self
             .catalog
             .lock()

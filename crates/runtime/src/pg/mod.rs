@@ -97,8 +97,11 @@ pub struct PgLimits {
     pub portals_max: usize,
     /// Concurrent connections.
     pub connections_max: usize,
-    /// Time for a new connection to finish its startup packets.
+    /// Time for a new connection to finish its startup packets and its authentication.
     pub startup_timeout: Duration,
+    /// A session that sends nothing for this long is closed with FATAL 57P05 (PostgreSQL's
+    /// `idle_session_timeout`); `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for PgLimits {
@@ -111,6 +114,7 @@ impl Default for PgLimits {
             portals_max: 1_000,
             connections_max: 1_000,
             startup_timeout: Duration::from_secs(10),
+            idle_timeout: None,
         }
     }
 }
@@ -131,8 +135,19 @@ where
 }
 
 /// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
-/// `backend`.
+/// `backend`, without authentication.
 pub async fn serve<B: SqlBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
+    serve_secured(listener, backend, limits, crate::security::Security::open()).await
+}
+
+/// As `serve`, with clients authenticated as `security` says (SCRAM-SHA-256 against the
+/// admin of the cluster file and the replicated roles).
+pub async fn serve_secured<B: SqlBackend>(
+    listener: TcpListener,
+    backend: B,
+    limits: PgLimits,
+    security: Arc<crate::security::Security>,
+) {
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let next_process_id = AtomicI32::new(1);
     let secrets = std::collections::hash_map::RandomState::new();
@@ -155,9 +170,11 @@ pub async fn serve<B: SqlBackend>(listener: TcpListener, backend: B, limits: PgL
         };
         let permit = slots.clone().try_acquire_owned();
         let (backend, limits) = (backend.clone(), limits.clone());
+        let security = security.clone();
         tokio::spawn(async move {
             let (reader, writer) = stream.into_split();
-            let connection = connection::Connection::new(backend, limits, reader, writer);
+            let connection = connection::Connection::new(backend, limits, reader, writer)
+                .with_security(security);
             match permit {
                 Ok(_permit) => connection.run(process_id, secret).await,
                 Err(_) => {
