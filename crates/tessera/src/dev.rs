@@ -67,6 +67,11 @@ pub struct DevArguments {
     /// writes it to `<data-dir>/admin-password`.
     #[arg(long)]
     pub(crate) insecure: bool,
+    /// TLS on the client ports: a local CA and a certificate for localhost/127.0.0.1 it signs
+    /// go to `<data-dir>/tls/`; RESP then speaks only TLS (`redis-cli --tls --cacert`) and
+    /// PostgreSQL requires it (`sslmode=verify-full sslrootcert=…`).
+    #[arg(long)]
+    pub(crate) tls: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

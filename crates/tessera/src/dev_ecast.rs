@@ -74,6 +74,15 @@ pub fn run(
         Ok(config)
     })
     .map_err(anyhow::Error::msg)?;
+    let mut config = config;
+    let tls = if arguments.tls {
+        let files = crate::dev_tls::prepare(&data_dir)?;
+        config.security.tls_cert_file = Some(files.certificate.clone());
+        config.security.tls_key_file = Some(files.key.clone());
+        Some(files)
+    } else {
+        None
+    };
     let config = if kept {
         // A disk cluster starts again from its directory: the same cluster file, if it is
         // the cluster these arguments ask for.
@@ -120,7 +129,11 @@ pub fn run(
             )?,
         ));
     }
-    let outcome = wait_and_report(arguments, &config, password.as_deref(), &mut processes);
+    let access = Access {
+        password: password.as_deref(),
+        ca: tls.as_ref().map(|files| files.ca.as_path()),
+    };
+    let outcome = wait_and_report(arguments, &config, &access, &mut processes);
     let mut children: Vec<Child> = processes.into_iter().map(|(_, child)| child).collect();
     stop(&mut children);
     outcome
@@ -184,10 +197,25 @@ fn admin_password(config: &ClusterConfig) -> anyhow::Result<Option<String>> {
     Ok(Some(password))
 }
 
+/// How this process reaches the client ports: the admin's password, the CA of `--tls`.
+struct Access<'a> {
+    password: Option<&'a str>,
+    ca: Option<&'a Path>,
+}
+
+impl Access<'_> {
+    fn info(&self, config: &ClusterConfig, client: &str) -> Result<info::Fields, String> {
+        let credentials = self
+            .password
+            .map(|password| (config.security.admin_user.as_str(), password));
+        info::info_as(client, credentials, self.ca)
+    }
+}
+
 /// Ready when every storage process's gateway has had an answer from the router group.
-fn ready(config: &ClusterConfig, password: Option<&str>) -> bool {
+fn ready(config: &ClusterConfig, access: &Access) -> bool {
     clients(config).iter().all(|client| {
-        info::info_as(client, credentials(config, password)).is_ok_and(|fields| {
+        access.info(config, client).is_ok_and(|fields| {
             fields
                 .get("tessera_ecast_router_answers")
                 .is_some_and(|answers| answers != "0")
@@ -195,22 +223,15 @@ fn ready(config: &ClusterConfig, password: Option<&str>) -> bool {
     })
 }
 
-/// The admin's user name and password, for INFO.
-fn credentials<'a>(
-    config: &'a ClusterConfig,
-    password: Option<&'a str>,
-) -> Option<(&'a str, &'a str)> {
-    password.map(|password| (config.security.admin_user.as_str(), password))
-}
-
 fn wait_and_report(
     arguments: &DevArguments,
     config: &ClusterConfig,
-    password: Option<&str>,
+    access: &Access,
     processes: &mut [(String, Child)],
 ) -> anyhow::Result<()> {
+    let password = access.password;
     let started = Instant::now();
-    while !ready(config, password) {
+    while !ready(config, access) {
         check_alive(processes, &config.data_dir)?;
         if started.elapsed() > Duration::from_secs(30) {
             bail!(
@@ -259,17 +280,26 @@ fn wait_and_report(
             eprintln!("WARNING: running --insecure: no user or password is asked for on any port.")
         }
     }
-    let redis_auth = password.map_or(String::new(), |password| {
+    let mut redis_auth = password.map_or(String::new(), |password| {
         format!(" --user {user} --pass {password} --no-auth-warning")
     });
+    let mut psql_tls = String::new();
+    if let Some(ca) = access.ca {
+        redis_auth = format!(" --tls --cacert {}{redis_auth}", ca.display());
+        psql_tls = format!("?sslmode=verify-full&sslrootcert={}", ca.display());
+    }
     for storage in &config.storage {
         let psql = match (storage.pg, password) {
             (Some(pg), Some(password)) => format!(
-                "    psql postgresql://{user}:{password}@{}:{}/tessera",
+                "    psql 'postgresql://{user}:{password}@{}:{}/tessera{psql_tls}'",
                 pg.ip(),
                 pg.port()
             ),
-            (Some(pg), None) => format!("    psql -h {} -p {}", pg.ip(), pg.port()),
+            (Some(pg), None) => format!(
+                "    psql 'postgresql://{}:{}/tessera{psql_tls}'",
+                pg.ip(),
+                pg.port()
+            ),
             (None, _) => String::new(),
         };
         println!(
@@ -334,7 +364,7 @@ fn wait_and_report(
             bail!("every process of the cluster exited");
         }
         if interactive {
-            print!("\r{}\x1b[K", status_line(config, password));
+            print!("\r{}\x1b[K", status_line(config, access));
         }
         std::io::stdout().flush()?;
         for _ in 0..10 {
@@ -350,10 +380,10 @@ fn wait_and_report(
 
 /// One line: per storage process, the last timestamp it delivered and its configuration
 /// version.
-fn status_line(config: &ClusterConfig, password: Option<&str>) -> String {
+fn status_line(config: &ClusterConfig, access: &Access) -> String {
     let mut parts = Vec::new();
     for (storage, client) in config.storage.iter().zip(clients(config)) {
-        match info::info_as(&client, credentials(config, password)) {
+        match access.info(config, &client) {
             Ok(fields) => {
                 let field =
                     |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());

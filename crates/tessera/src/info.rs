@@ -10,19 +10,61 @@ pub type Fields = BTreeMap<String, String>;
 
 /// The fields of `INFO` as key → value.
 pub fn info(address: &str) -> Result<Fields, String> {
-    info_as(address, None)
+    info_as(address, None, None)
 }
 
-/// As `info`, after `AUTH user password` when `credentials` are given.
-pub fn info_as(address: &str, credentials: Option<(&str, &str)>) -> Result<Fields, String> {
+/// As `info`, after `AUTH user password` when `credentials` are given, over TLS verified
+/// with the CA certificate `ca` when given.
+pub fn info_as(
+    address: &str,
+    credentials: Option<(&str, &str)>,
+    ca: Option<&std::path::Path>,
+) -> Result<Fields, String> {
     let socket_address = address
         .parse()
         .map_err(|_| format!("{address} is not an address"))?;
-    let mut stream = TcpStream::connect_timeout(&socket_address, Duration::from_millis(300))
+    let stream = TcpStream::connect_timeout(&socket_address, Duration::from_millis(300))
         .map_err(|error| error.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|error| error.to_string())?;
+    match ca {
+        None => exchange(stream, credentials),
+        Some(ca) => exchange(tls_client(stream, &socket_address, ca)?, credentials),
+    }
+}
+
+/// A TLS client over `stream` that trusts only `ca`'s certificates (rustls, ring).
+fn tls_client(
+    stream: TcpStream,
+    address: &std::net::SocketAddr,
+    ca: &std::path::Path,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_file_iter(ca).map_err(|error| error.to_string())? {
+        roots
+            .add(certificate.map_err(|error| error.to_string())?)
+            .map_err(|error| error.to_string())?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::from(address.ip());
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|error| error.to_string())?;
+    Ok(rustls::StreamOwned::new(connection, stream))
+}
+
+/// Sends AUTH (if `credentials`) and INFO on `stream`; INFO's fields.
+fn exchange<S: Read + Write>(
+    mut stream: S,
+    credentials: Option<(&str, &str)>,
+) -> Result<Fields, String> {
     let mut request = Vec::new();
     if let Some((user, password)) = credentials {
         for part in [
@@ -36,6 +78,7 @@ pub fn info_as(address: &str, credentials: Option<(&str, &str)>) -> Result<Field
     request.extend_from_slice(b"*1\r\n$4\r\nINFO\r\n");
     stream
         .write_all(&request)
+        .and_then(|()| stream.flush())
         .map_err(|error| error.to_string())?;
     let mut reader = BufReader::new(stream);
     if credentials.is_some() {

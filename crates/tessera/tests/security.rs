@@ -262,6 +262,15 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
         patient.call(&arguments(&["STRLEN", "big"])).unwrap(),
         Value::Integer(100_000)
     );
+    // max_connections = 12 per port: the 13th client is refused as Redis refuses it.
+    let mut held: Vec<RespClient> = (0..11).map(|_| admin(port)).collect();
+    let (reply, _) = raw_exchange(port, b"");
+    assert_eq!(reply, "-ERR max number of clients reached\r\n");
+    held.clear();
+    assert_eq!(
+        patient.call(&arguments(&["PING"])).unwrap(),
+        Value::Simple("PONG".into())
+    );
     // A connection that never authenticates is closed after auth_timeout_ms (1.5 s).
     let started = Instant::now();
     let (reply, closed) = raw_exchange(port, b"");
@@ -271,26 +280,34 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
         waited >= Duration::from_millis(1_400) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
-    // The same on pgwire: a client that never finishes its startup is dropped.
+    // The same on pgwire: a silent client is dropped (as PostgreSQL does, without a word);
+    // one that sends its StartupMessage and never answers the SCRAM challenge gets FATAL.
     let started = Instant::now();
     let (reply, closed) = raw_exchange(24701, b"");
-    assert!(closed, "pgwire closes a silent client");
-    assert!(reply.contains("startup timed out"), "{reply:?}");
-    assert!(started.elapsed() < Duration::from_secs(5));
-    // max_connections = 12 per port: the 13th client is refused as Redis refuses it.
-    let mut held: Vec<RespClient> = (0..11).map(|_| admin(port)).collect();
-    let (reply, _) = raw_exchange(port, b"");
-    assert_eq!(reply, "-ERR max number of clients reached\r\n");
-    held.clear();
-    // The patient client was idle for less than idle_timeout_ms: still served.
-    assert_eq!(
-        patient.call(&arguments(&["PING"])).unwrap(),
-        Value::Simple("PONG".into())
+    assert!(
+        closed && reply.is_empty(),
+        "pgwire closes a silent client: {reply:?}"
     );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608_i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0admin\0\0");
+    let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&startup);
+    let started = Instant::now();
+    let (reply, closed) = raw_exchange(24701, &packet);
+    assert!(closed, "pgwire closes a client stalled in authentication");
+    assert!(
+        reply.contains("SCRAM-SHA-256"),
+        "the SASL challenge came first: {reply:?}"
+    );
+    assert!(reply.contains("startup timed out"), "{reply:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1_400));
     // Idle for longer than idle_timeout_ms (4 s): closed.
+    let mut idle = admin(port);
     std::thread::sleep(Duration::from_millis(4_500));
     assert!(
-        patient.call(&arguments(&["PING"])).is_err(),
+        idle.call(&arguments(&["PING"])).is_err(),
         "an idle client is closed"
     );
     assert_eq!(
@@ -456,7 +473,7 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
         storage_line.contains(&format!(
             "redis-cli -p 25201 --user admin --pass {password}"
         )) && storage_line.contains(&format!(
-            "psql postgresql://admin:{password}@127.0.0.1:25501/tessera"
+            "psql 'postgresql://admin:{password}@127.0.0.1:25501/tessera'"
         )),
         "{storage_line}"
     );
@@ -486,6 +503,86 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    drop(dev);
+    let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[test]
+fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_text() {
+    let data_dir =
+        std::env::temp_dir().join(format!("tessera-test-security-tls-{}", std::process::id()));
+    let mut dev = Dev(Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "dev",
+            "--tls",
+            "--port",
+            "25601",
+            "--pg-port",
+            "25901",
+            "--data-dir",
+        ])
+        .arg(&data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap());
+    let mut lines = BufReader::new(dev.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.starts_with("Tessera dev cluster ready"), "{ready}");
+    let password = std::fs::read_to_string(data_dir.join("admin-password")).unwrap();
+    let password = password.trim();
+    let ca = data_dir.join("tls").join("ca.pem");
+    let ca_text = ca.display().to_string();
+    let _ = lines.next();
+    let storage_line = lines.next().unwrap().unwrap();
+    assert!(
+        storage_line.contains(&format!("redis-cli -p 25601 --tls --cacert {ca_text}"))
+            && storage_line.contains(&format!("sslmode=verify-full&sslrootcert={ca_text}")),
+        "{storage_line}"
+    );
+    let tls = [
+        "--tls",
+        "--cacert",
+        ca_text.as_str(),
+        "--user",
+        "admin",
+        "--pass",
+        password,
+    ];
+    assert_eq!(redis_cli(25601, &tls, &["SET", "tls-key", "sealed"]), "OK");
+    assert_eq!(redis_cli(25603, &tls, &["GET", "tls-key"]), "sealed");
+    // Plain text on the TLS port gets no answer a RESP client can read.
+    let plain = redis_cli(
+        25601,
+        &["--user", "admin", "--pass", password],
+        &["GET", "tls-key"],
+    );
+    assert!(!plain.contains("sealed"), "{plain}");
+    // psql verifies the server's certificate against the generated CA (host name checked).
+    let url = |port: u16, mode: &str| {
+        format!("postgresql://admin:{password}@127.0.0.1:{port}/tessera?sslmode={mode}&sslrootcert={ca_text}")
+    };
+    let run = |url: String| {
+        let output = Command::new("psql")
+            .args(["-X", "-A", "-t", &url, "-c", "SELECT 6 * 7"])
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&output.stdout).trim().to_string(),
+            String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        )
+    };
+    let (out, err) = run(url(25901, "verify-full"));
+    assert_eq!(out, "42", "{err}");
+    let (out, err) = run(url(25902, "require"));
+    assert_eq!(out, "42", "{err}");
+    let (_, err) = run(url(25901, "disable"));
+    assert!(err.contains("this server requires TLS"), "{err}");
+    // Another CA does not vouch for this server.
+    let (_, err) = run(format!(
+        "postgresql://admin:{password}@127.0.0.1:25901/tessera?sslmode=verify-full&sslrootcert=/dev/null"
+    ));
+    assert!(!err.is_empty() && !err.contains("42"), "{err}");
     drop(dev);
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use vr::ClientId;
 
@@ -766,6 +766,7 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let security_timeout = security.auth_timeout();
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             tokio::spawn(crate::security::resp::refuse_connection(stream));
             continue;
@@ -784,8 +785,18 @@ async fn serve(
             storage,
             status: status.clone(),
         };
+        let tls = security.tls().cloned();
         tokio::spawn(async move {
-            connection.run(stream).await;
+            match tls {
+                None => connection.run(stream).await,
+                Some(acceptor) => {
+                    if let Some(encrypted) =
+                        crate::security::resp::handshake(&acceptor, stream, &security_timeout).await
+                    {
+                        connection.run(encrypted).await;
+                    }
+                }
+            }
             drop(permit);
         });
     }
@@ -952,7 +963,10 @@ async fn resolve(answers: &mut [Answer]) {
 }
 
 impl Connection {
-    async fn run(&mut self, mut stream: TcpStream) {
+    async fn run<S>(&mut self, mut stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
@@ -1025,7 +1039,9 @@ impl Connection {
                     break;
                 }
             }
-            if stream.write_all(&output).await.is_err() || close {
+            // Flushed: a TLS stream holds its last record until then.
+            let written = stream.write_all(&output).await.is_ok() && stream.flush().await.is_ok();
+            if !written || close {
                 return;
             }
             output.clear();

@@ -63,6 +63,8 @@ pub(crate) struct Connection<B, R, W> {
     user_name: String,
     /// The authenticated user's role (after startup).
     role: Option<crate::security::roles::Role>,
+    /// The connection runs over TLS.
+    encrypted: bool,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -101,7 +103,14 @@ where
             security: crate::security::Security::open(),
             user_name: String::new(),
             role: None,
+            encrypted: false,
         }
+    }
+
+    /// Marks the connection as running over TLS (a server with TLS refuses others).
+    pub(crate) fn with_encryption(mut self, encrypted: bool) -> Self {
+        self.encrypted = encrypted;
+        self
     }
 
     /// Authenticates clients as `security` says.

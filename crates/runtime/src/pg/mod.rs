@@ -171,21 +171,121 @@ pub async fn serve_secured<B: SqlBackend>(
         let permit = slots.clone().try_acquire_owned();
         let (backend, limits) = (backend.clone(), limits.clone());
         let security = security.clone();
-        tokio::spawn(async move {
-            let (reader, writer) = stream.into_split();
-            let connection = connection::Connection::new(backend, limits, reader, writer)
-                .with_security(security);
-            match permit {
-                Ok(_permit) => connection.run(process_id, secret).await,
-                Err(_) => {
-                    connection
-                        .refuse(sql::SqlError::new(
-                            "53300",
-                            "sorry, too many clients already",
-                        ))
-                        .await
-                }
+        tokio::spawn(serve_client(
+            stream,
+            Client {
+                backend,
+                limits,
+                security,
+                admitted: permit.ok(),
+                process_id,
+                secret,
+            },
+        ));
+    }
+}
+
+/// What one accepted client is served with.
+struct Client<B> {
+    backend: B,
+    limits: PgLimits,
+    security: Arc<crate::security::Security>,
+    /// A connection slot, or `None` beyond `connections_max` (refused with 53300).
+    admitted: Option<tokio::sync::OwnedSemaphorePermit>,
+    process_id: i32,
+    secret: i32,
+}
+
+/// How the client's first packets went (`negotiate`).
+enum Negotiated {
+    /// It asked for TLS and the server has it: 'S' was sent, the handshake comes next.
+    Tls,
+    /// It goes on in plain text; these bytes (its first packet's start) were read already.
+    Plain(Vec<u8>),
+}
+
+/// Reads the client's first packet's start: an SSLRequest is answered 'S' (TLS configured) or 'N',
+/// a GSSENCRequest 'N' (and the next 8 bytes are read); anything else is the start of a
+/// StartupMessage or CancelRequest, handed back to be read again.
+async fn negotiate(stream: &mut tokio::net::TcpStream, tls: bool) -> std::io::Result<Negotiated> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        // The length first: only an 8-byte packet can be an SSLRequest or GSSENCRequest, and
+        // a client that sent a bad length waits for no more bytes before it hears why.
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).await?;
+        if i32::from_be_bytes(length) != 8 {
+            return Ok(Negotiated::Plain(length.to_vec()));
+        }
+        let mut code = [0u8; 4];
+        stream.read_exact(&mut code).await?;
+        match i32::from_be_bytes(code) {
+            protocol::SSL_REQUEST if tls => {
+                stream.write_all(b"S").await?;
+                return Ok(Negotiated::Tls);
             }
-        });
+            protocol::SSL_REQUEST | protocol::GSSENC_REQUEST => {
+                stream.write_all(b"N").await?;
+            }
+            _ => return Ok(Negotiated::Plain([length, code].concat())),
+        }
+    }
+}
+
+/// Serves one client: the encryption negotiation, the TLS handshake if asked for, then the
+/// connection (or its refusal beyond `connections_max`), all startup steps within
+/// `startup_timeout` (the connection counts its own from its start).
+async fn serve_client<B: SqlBackend>(mut stream: tokio::net::TcpStream, client: Client<B>) {
+    use tokio::io::AsyncReadExt;
+    let tls = client.security.tls().cloned();
+    let negotiated = tokio::time::timeout(
+        client.limits.startup_timeout,
+        negotiate(&mut stream, tls.is_some()),
+    )
+    .await;
+    match (negotiated, tls) {
+        (Ok(Ok(Negotiated::Plain(prefix))), _) => {
+            let (reader, writer) = stream.into_split();
+            let reader = std::io::Cursor::new(prefix).chain(reader);
+            run_client(client, reader, writer, false).await;
+        }
+        (Ok(Ok(Negotiated::Tls)), Some(acceptor)) => {
+            let handshake =
+                tokio::time::timeout(client.limits.startup_timeout, acceptor.accept(stream)).await;
+            match handshake {
+                Ok(Ok(encrypted)) => {
+                    let (reader, writer) = tokio::io::split(encrypted);
+                    run_client(client, reader, writer, true).await;
+                }
+                Ok(Err(error)) => log::warn(format_args!(
+                    "PostgreSQL client's TLS handshake failed: {error}"
+                )),
+                Err(_) => log::warn(format_args!("PostgreSQL client's TLS handshake timed out")),
+            }
+        }
+        // The client left, was too slow, or (impossible) 'S' without TLS.
+        _ => {}
+    }
+}
+
+async fn run_client<B, R, W>(client: Client<B>, reader: R, writer: W, encrypted: bool)
+where
+    B: SqlBackend,
+    R: tokio::io::AsyncRead + Unpin + Send,
+    W: tokio::io::AsyncWrite + Unpin + Send,
+{
+    let connection = connection::Connection::new(client.backend, client.limits, reader, writer)
+        .with_security(client.security)
+        .with_encryption(encrypted);
+    match client.admitted {
+        Some(_permit) => connection.run(client.process_id, client.secret).await,
+        None => {
+            connection
+                .refuse(sql::SqlError::new(
+                    "53300",
+                    "sorry, too many clients already",
+                ))
+                .await
+        }
     }
 }

@@ -13,6 +13,7 @@
 pub mod resp;
 pub mod roles;
 pub mod scram;
+pub mod tls;
 
 use crate::log;
 use serde::Deserialize;
@@ -42,6 +43,11 @@ pub struct SecurityConfig {
     /// A connection that sends nothing for this long is closed (0: never; Redis's `timeout`,
     /// PostgreSQL's `idle_session_timeout`, FATAL 57P05).
     pub idle_timeout_ms: u64,
+    /// The client ports' TLS certificate chain (PEM). With `tls_key_file`: the RESP port
+    /// speaks only TLS and the PostgreSQL port refuses sessions without it (`tls`).
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key of `tls_cert_file` (PEM).
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for SecurityConfig {
@@ -53,6 +59,8 @@ impl Default for SecurityConfig {
             max_connections: 1_000,
             auth_timeout_ms: 10_000,
             idle_timeout_ms: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -73,6 +81,9 @@ impl SecurityConfig {
         }
         if self.auth_timeout_ms == 0 {
             return Err("security.auth_timeout_ms must be positive".into());
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err("security.tls_cert_file and security.tls_key_file go together".into());
         }
         if !roles::valid_name(&self.admin_user) {
             return Err(format!(
@@ -109,6 +120,14 @@ impl SecurityConfig {
                 path.display().to_string()
             ));
         }
+        for (name, path) in [
+            ("tls_cert_file", &self.tls_cert_file),
+            ("tls_key_file", &self.tls_key_file),
+        ] {
+            if let Some(path) = path {
+                text.push_str(&format!("{name} = {:?}\n", path.display().to_string()));
+            }
+        }
         for (name, value, default) in [
             (
                 "max_connections",
@@ -142,7 +161,6 @@ pub const UNAUTHENTICATED_BULK_BYTES_MAX: usize = 16 * 1024;
 pub const UNAUTHENTICATED_INLINE_BYTES_MAX: usize = 1024;
 
 /// A storage process's security settings at run time.
-#[derive(Debug)]
 pub struct Security {
     pub config: SecurityConfig,
     /// The admin's verifier, made at start from the password file (`None` when insecure and
@@ -151,6 +169,18 @@ pub struct Security {
     /// Salts the made-up verifiers of unknown users (so that an unknown user's exchange
     /// looks like a known one's, as PostgreSQL's mock authentication does).
     mock_secret: [u8; 16],
+    /// The client ports' TLS, if configured.
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Security")
+            .field("config", &self.config)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Security {
@@ -187,10 +217,15 @@ impl Security {
                 scram::ITERATIONS_DEFAULT,
             )
         });
+        let tls = match (&config.tls_cert_file, &config.tls_key_file) {
+            (Some(certificate), Some(key)) => Some(tls::acceptor(certificate, key)?),
+            _ => None,
+        };
         Ok(Arc::new(Security {
             config: config.clone(),
             admin,
             mock_secret: random_bytes::<16>(),
+            tls,
         }))
     }
 
@@ -201,7 +236,13 @@ impl Security {
             config: SecurityConfig::insecure(),
             admin: None,
             mock_secret: [0; 16],
+            tls: None,
         })
+    }
+
+    /// The client ports' TLS acceptor, if `tls_cert_file` is set.
+    pub fn tls(&self) -> Option<&tokio_rustls::TlsAcceptor> {
+        self.tls.as_ref()
     }
 
     /// Whether clients must authenticate.

@@ -516,6 +516,25 @@ impl<B: SqlBackend> Session<B> {
     }
 }
 
+/// The TLS handshake of a RESP client, within `timeout`; `None` (logged) when it fails.
+pub(crate) async fn handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    timeout: &Duration,
+) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+    match tokio::time::timeout(*timeout, acceptor.accept(stream)).await {
+        Ok(Ok(encrypted)) => Some(encrypted),
+        Ok(Err(error)) => {
+            crate::log::warn(format_args!("RESP client's TLS handshake failed: {error}"));
+            None
+        }
+        Err(_) => {
+            crate::log::warn(format_args!("RESP client's TLS handshake timed out"));
+            None
+        }
+    }
+}
+
 /// Answers a client beyond `max_connections` as Redis does, and closes it.
 pub(crate) async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     use tokio::io::AsyncWriteExt;

@@ -27,6 +27,15 @@ where
     /// and the session's role.
     pub(super) async fn authenticate(&mut self) -> Result<(), Fail> {
         use crate::security::{roles, scram};
+        if self.security.tls().is_some() && !self.encrypted {
+            return Err(Fail::Fatal(SqlError::new(
+                "28000",
+                format!(
+                    "connection for user \"{}\" refused: this server requires TLS (connect with sslmode=require or verify-full)",
+                    self.user_name
+                ),
+            )));
+        }
         if !self.security.required() {
             self.role = Some(roles::Role::unrestricted());
             return Ok(());
