@@ -179,6 +179,7 @@ fn admin_password(config: &ClusterConfig) -> anyhow::Result<Option<String>> {
         );
         return Ok(None);
     }
+    write_secret(&config.data_dir.join("cluster-secret"))?;
     let path = config.security.admin_password_path(&config.data_dir);
     if let Ok(text) = std::fs::read_to_string(&path) {
         if let Some(password) = text.lines().next().filter(|line| !line.is_empty()) {
@@ -210,6 +211,23 @@ impl Access<'_> {
             .map(|password| (config.security.admin_user.as_str(), password));
         info::info_as(client, credentials, self.ca)
     }
+}
+
+/// Writes a fresh cluster secret (owner-only) unless one is there: every process of the
+/// cluster authenticates its E-Cast frames with it.
+fn write_secret(path: &Path) -> anyhow::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{}", runtime::security::random_token(32))?;
+    Ok(())
 }
 
 /// Ready when every storage process's gateway has had an answer from the router group.

@@ -24,6 +24,7 @@ use support::partitioned::{wait_until, PartitionedCluster};
 use support::{arguments, RespClient};
 
 const PASSWORD: &str = "correct horse battery";
+const SECRET: &str = "the cluster secret of the security tests";
 
 /// `redis-cli` against `port` with `options` (authentication) and a command; its stdout.
 fn redis_cli(port: u16, options: &[&str], command: &[&str]) -> String {
@@ -95,7 +96,17 @@ fn ready(port: u16) -> bool {
 
 /// A `tessera dev`-shaped cluster (vr groups of 3) with authentication on and short limits.
 fn secured_cluster(name: &str, port: u16, pg_port: u16) -> PartitionedCluster {
-    let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
+    secured_cluster_with(name, port, pg_port, 3, |_| {})
+}
+
+fn secured_cluster_with(
+    name: &str,
+    port: u16,
+    pg_port: u16,
+    storage: u64,
+    adjust: impl FnOnce(&mut runtime::ecast::config::ClusterConfig),
+) -> PartitionedCluster {
+    let mut cluster = PartitionedCluster::prepare(name, port, (3, storage, 3), |config| {
         config.partitions = PartitionMode::Vr;
         *config = config.clone().with_pg_ports(pg_port).unwrap();
         config.security = SecurityConfig {
@@ -104,7 +115,9 @@ fn secured_cluster(name: &str, port: u16, pg_port: u16) -> PartitionedCluster {
             idle_timeout_ms: 4_000,
             ..SecurityConfig::default()
         };
+        adjust(config);
     });
+    std::fs::write(cluster.directory.join("cluster-secret"), SECRET).unwrap();
     std::fs::write(
         cluster.directory.join("admin-password"),
         format!("{PASSWORD}\n"),
@@ -585,4 +598,115 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
     assert!(!err.is_empty() && !err.contains("42"), "{err}");
     drop(dev);
     let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+#[test]
+fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
+    use runtime::ecast::config::ClusterConfig;
+    use std::net::SocketAddr;
+    // Ports 25920–25959: RESP, E-Cast, routers and pgwire moved into the last free range.
+    let address = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let cluster = secured_cluster_with("security-peers", 25920, 25950, 4, |config| {
+        let mut moved: ClusterConfig = config.clone().with_active(3).unwrap();
+        for (index, storage) in moved.storage.iter_mut().enumerate() {
+            let index = index as u16;
+            storage.client = address(25920 + index);
+            storage.address = address(25930 + index);
+            storage.pg = Some(address(25950 + index));
+        }
+        for (index, router) in moved.routers.iter_mut().enumerate() {
+            router.address = address(25940 + index as u16);
+        }
+        *config = moved;
+    });
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 0);
+    assert!(
+        processes[&4].iter().any(|word| word == "standby"),
+        "{processes:?}"
+    );
+    // The same cluster file with another secret: what a process without the secret sends.
+    std::fs::write(
+        cluster.directory.join("wrong-secret"),
+        "not the secret of this cluster",
+    )
+    .unwrap();
+    let mut wrong = cluster.config.clone();
+    wrong.security.cluster_secret_file = Some(cluster.directory.join("wrong-secret"));
+    std::fs::write(cluster.directory.join("wrong.toml"), wrong.render()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(["admin", "--cluster"])
+        .arg(cluster.directory.join("wrong.toml"))
+        .args(["--timeout", "5", "leave", "--process", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        !output.status.success(),
+        "an admin without the secret is not answered"
+    );
+    let logs: String = cluster
+        .router_logs
+        .iter()
+        .map(|log| std::fs::read_to_string(cluster.directory.join(log)).unwrap_or_default())
+        .collect();
+    assert!(
+        logs.contains("HMAC tag is wrong"),
+        "the routers log the dropped frames"
+    );
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 0, "the forged leave changed nothing");
+    assert!(
+        processes[&4].iter().any(|word| word == "standby"),
+        "{processes:?}"
+    );
+    // A frame forged to a storage process's E-Cast port: dropped and counted; the same frame
+    // with the cluster's secret is taken (the canary: the check is what drops it).
+    let frame = runtime::ecast::link::Frame::Stable {
+        sender: placement::ProcessId(0),
+        sequence: ecast::Sequence(1),
+        timestamp: ecast::Timestamp(1),
+    };
+    let unauthenticated = |port: u16| -> u64 {
+        let mut client = admin(port);
+        match client.call(&arguments(&["INFO", "tessera"])).unwrap() {
+            Value::Bulk(text) => String::from_utf8_lossy(&text)
+                .lines()
+                .find_map(|line| line.strip_prefix("tessera_ecast_frames_unauthenticated:"))
+                .and_then(|value| value.trim().parse().ok())
+                .expect("the counter is in INFO"),
+            other => panic!("{other:?}"),
+        }
+    };
+    let send = |bytes: Vec<u8>| {
+        let mut stream = TcpStream::connect(address(25930)).unwrap();
+        stream.write_all(&bytes).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let before = unauthenticated(25920);
+    send(runtime::ecast::link::encode_with_secret(
+        &frame,
+        SECRET.as_bytes(),
+    ));
+    assert_eq!(
+        unauthenticated(25920),
+        before,
+        "a frame with the secret's tag is taken"
+    );
+    send(runtime::ecast::link::encode_with_secret(
+        &frame,
+        b"guessed secret, wrong",
+    ));
+    assert_eq!(
+        unauthenticated(25920),
+        before + 1,
+        "a forged frame is dropped"
+    );
+    // The canary: the same leave with the secret does change the configuration.
+    cluster.admin_ok(&["leave", "--process", "4"]);
+    let (version, processes) = cluster.admin_status();
+    assert_eq!(version, 1);
+    assert!(
+        processes[&4].iter().any(|word| word == "gone"),
+        "{processes:?}"
+    );
 }

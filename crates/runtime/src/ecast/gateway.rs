@@ -1206,6 +1206,10 @@ impl Connection {
                     load(&status.router_answers),
                 ),
                 ("ecast_refused".to_string(), load(&status.refused)),
+                (
+                    "ecast_frames_unauthenticated".to_string(),
+                    super::link::frames_unauthenticated(),
+                ),
                 ("ecast_retried".to_string(), load(&status.retried)),
                 ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
                 (

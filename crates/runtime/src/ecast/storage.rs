@@ -302,6 +302,7 @@ pub(super) async fn open(config: &ClusterConfig, id: ProcessId) -> Result<Opened
     let placement = config.key_placement()?;
     log::init(format!("storage{}", id.0));
     let security = crate::security::Security::load(&config.security, &config.data_dir)?;
+    crate::security::authenticate_peers(&config.security, &config.data_dir)?;
     let directory = config.data_dir.join(format!("storage-{}", id.0));
     std::fs::create_dir_all(&directory)
         .map_err(|error| format!("{}: {error}", directory.display()))?;

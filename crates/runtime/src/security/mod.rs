@@ -48,6 +48,11 @@ pub struct SecurityConfig {
     pub tls_cert_file: Option<PathBuf>,
     /// The private key of `tls_cert_file` (PEM).
     pub tls_key_file: Option<PathBuf>,
+    /// A file whose first line is the cluster secret (at least 16 bytes) every process
+    /// authenticates its E-Cast frames with (HMAC-SHA-256, `ecast::link`); absent:
+    /// `<data_dir>/cluster-secret`. Not read when `insecure`. `tessera admin` reads it too:
+    /// without it, its requests are dropped.
+    pub cluster_secret_file: Option<PathBuf>,
 }
 
 impl Default for SecurityConfig {
@@ -61,6 +66,7 @@ impl Default for SecurityConfig {
             idle_timeout_ms: 0,
             tls_cert_file: None,
             tls_key_file: None,
+            cluster_secret_file: None,
         }
     }
 }
@@ -123,6 +129,7 @@ impl SecurityConfig {
         for (name, path) in [
             ("tls_cert_file", &self.tls_cert_file),
             ("tls_key_file", &self.tls_key_file),
+            ("cluster_secret_file", &self.cluster_secret_file),
         ] {
             if let Some(path) = path {
                 text.push_str(&format!("{name} = {:?}\n", path.display().to_string()));
@@ -151,6 +158,36 @@ impl SecurityConfig {
         }
         text
     }
+}
+
+/// Shortest cluster secret accepted.
+pub const CLUSTER_SECRET_BYTES_MIN: usize = 16;
+
+/// Reads the cluster secret (`None` when insecure) and makes this process authenticate its
+/// E-Cast frames with it. Every process of the cluster (routers, storage processes, `tessera
+/// admin`, `tessera bench-ecast`) calls this before its first link.
+pub fn authenticate_peers(config: &SecurityConfig, data_dir: &Path) -> Result<(), String> {
+    if config.insecure {
+        return crate::ecast::link::use_cluster_secret(None);
+    }
+    let path = config
+        .cluster_secret_file
+        .clone()
+        .unwrap_or_else(|| data_dir.join("cluster-secret"));
+    let text = std::fs::read_to_string(&path).map_err(|error| {
+        format!(
+            "peers authenticate their frames and the cluster secret {} cannot be read ({error}): write a secret there, set security.cluster_secret_file, or set security.insecure = true",
+            path.display()
+        )
+    })?;
+    let secret = text.lines().next().unwrap_or("").trim();
+    if secret.len() < CLUSTER_SECRET_BYTES_MIN {
+        return Err(format!(
+            "the cluster secret in {} is shorter than {CLUSTER_SECRET_BYTES_MIN} bytes",
+            path.display()
+        ));
+    }
+    crate::ecast::link::use_cluster_secret(Some(secret.as_bytes()))
 }
 
 /// Limits on what a RESP connection may send before it authenticates (Redis's: a request of
