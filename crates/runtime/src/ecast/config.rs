@@ -532,6 +532,25 @@ mod tests {
         let groups = config.partition_groups();
         assert_eq!(groups.len(), 3);
         assert!(groups.iter().all(|group| group.members.len() == 3));
+        assert!(!config.security.insecure);
+        assert!(config.security.tls_cert_file.is_some());
+        let rendered: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(rendered, config, "render keeps the [security] section");
+    }
+
+    #[test]
+    fn a_cluster_file_without_security_is_secure_and_half_a_tls_pair_is_refused() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        assert!(!config.security.insecure);
+        assert!(!config.render().contains("[security]"));
+        config.security.tls_cert_file = Some(PathBuf::from("/tmp/cert.pem"));
+        assert!(config.validate().is_err());
+        config.security.tls_key_file = Some(PathBuf::from("/tmp/key.pem"));
+        config.security.max_connections = 3;
+        config.validate().unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
     }
 
     #[test]

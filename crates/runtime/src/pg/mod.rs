@@ -7,8 +7,11 @@
 //! ## Message flow
 //!
 //! ```text
-//!  startup:  [SSLRequest → 'N'] [GSSENCRequest → 'N']  (CancelRequest: accepted, ignored, closed)
-//!            StartupMessage(user, database, settings) → AuthenticationOk, ParameterStatus × n
+//!  startup:  [SSLRequest → 'S' + TLS handshake (tls configured) | 'N'] [GSSENCRequest → 'N']
+//!            (CancelRequest: accepted, ignored, closed)
+//!            StartupMessage(user, database, settings) → [AuthenticationSASL; SASLInitialResponse
+//!            → AuthenticationSASLContinue; SASLResponse → AuthenticationSASLFinal]
+//!            (authentication on) AuthenticationOk, ParameterStatus × n
 //!            (Session::reported), BackendKeyData, ReadyForQuery('I')
 //!  simple:   Query(sql) → for each statement, planned against a fresh catalog after the
 //!            previous one ran: [RowDescription, DataRow × n (text)] CommandComplete
@@ -46,12 +49,23 @@
 //! body is checked (`protocol::Body`), and values decode through `sql::types` into SQLSTATE
 //! errors.
 //!
+//! ## Authentication and TLS
+//!
+//! With `serve_secured` and authentication on (`crate::security`), a StartupMessage is answered
+//! with AuthenticationSASL (SCRAM-SHA-256, `connection/authentication.rs`): the exchange runs
+//! against the user's verifier (the cluster file's admin, or a replicated role; an unknown user
+//! gets a made-up one, so the exchange looks the same) and ends in AuthenticationSASLFinal and
+//! AuthenticationOk, or FATAL 28P01 `password authentication failed for user "…"`. Negotiation,
+//! TLS handshake, startup and authentication together must end within `startup_timeout`. With
+//! TLS configured, SSLRequest gets 'S' and the session continues over rustls; a session without
+//! TLS is refused with FATAL 28000. `CREATE ROLE`, `ALTER ROLE` and `DROP ROLE` (simple protocol)
+//! are run by `crate::security::roles` for superusers; a role without `@read`/`@write` gets 42501
+//! for statements that read/write. `serve` (the old single-group node, the front end's tests)
+//! neither authenticates nor offers TLS: every user is accepted (AuthenticationOk at once).
+//!
 //! ## Not supported
 //!
-//! - Authentication: every user is accepted without a password (AuthenticationOk at once);
-//!   the user and database names are read and ignored. Put the port behind a trusted network.
-//! - SSL and GSS encryption: refused with 'N' (clients with sslmode=prefer continue in plain
-//!   text; sslmode=require fails).
+//! - GSS encryption: refused with 'N'. The database name is read and ignored.
 //! - Cancel requests: accepted and ignored (the connection is closed); BackendKeyData carries
 //!   a process id and secret only because clients expect them.
 //! - COPY TO, COPY in CSV or binary format (the planner refuses them), the function call
