@@ -341,6 +341,46 @@ mod tests {
         }
     }
 
+    /// Client bytes from a seeded generator (mutations of valid messages and noise) never
+    /// panic the exchange, and only the right proof passes.
+    #[test]
+    fn arbitrary_client_bytes_never_panic_the_exchange() {
+        let verifier = Verifier::new(b"pw", b"salt", 2);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let valid_first = b"n,,n=,r=abcdef".to_vec();
+        let valid_last = {
+            let (_, first) = server_first(verifier.clone(), &valid_first, "srv").unwrap();
+            client_final(b"pw", "n=,r=abcdef", &first).into_bytes()
+        };
+        for round in 0..5_000 {
+            let mut first = valid_first.clone();
+            let mut last = valid_last.clone();
+            for message in [&mut first, &mut last] {
+                for _ in 0..(next() % 4) {
+                    let at = (next() as usize) % (message.len() + 1);
+                    match next() % 3 {
+                        0 if at < message.len() => message[at] = next() as u8,
+                        1 => message.insert(at, next() as u8),
+                        _ => message.truncate(at),
+                    }
+                }
+            }
+            let Ok((exchange, _)) = server_first(verifier.clone(), &first, "srv") else {
+                continue;
+            };
+            let accepted = exchange.finish(&last).is_ok();
+            if accepted {
+                assert_eq!(last, valid_last, "round {round}: only the right proof passes");
+            }
+        }
+    }
+
     #[test]
     fn malformed_client_messages_are_errors_not_panics() {
         let verifier = Verifier::new(b"p", b"s", 1);
