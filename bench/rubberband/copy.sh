@@ -22,7 +22,7 @@ cleanup() {
     kill -INT $DEV 2>/dev/null || true
     for _ in $(seq 50); do kill -0 $DEV 2>/dev/null || break; sleep 0.1; done
     kill -KILL $DEV 2>/dev/null || true
-    pkill -KILL -f "ecast-node --cluster $W/" 2>/dev/null || true
+    pkill -KILL -f "node --cluster $W/" 2>/dev/null || true
     [[ -n "${KEEP:-}" ]] || rm -rf "$W"
 }
 trap cleanup EXIT

@@ -48,7 +48,7 @@ stop_cluster() {
         wait "$CLUSTER_PID" 2>/dev/null || true
         CLUSTER_PID=""
     fi
-    pkill -KILL -f "ecast-node --cluster $WORK/" 2>/dev/null || true
+    pkill -KILL -f "node --cluster $WORK/" 2>/dev/null || true
 }
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
@@ -142,8 +142,8 @@ PY
 }
 
 # router_pid I / storage_pid ID: the process id of a router or storage process.
-router_pid() { pgrep -f "ecast-node --cluster $DIR/cluster.toml --router $1( |\$)" | head -n 1; }
-storage_pid() { pgrep -f "ecast-node --cluster $DIR/cluster.toml --storage $1( |\$)" | head -n 1; }
+router_pid() { pgrep -f "node --cluster $DIR/cluster.toml --router $1( |\$)" | head -n 1; }
+storage_pid() { pgrep -f "node --cluster $DIR/cluster.toml --storage $1( |\$)" | head -n 1; }
 
 # lead_router: the router whose log last reports itself primary of a normal view, highest view.
 lead_router() {
@@ -228,7 +228,7 @@ routers() {
     kill -KILL "$(router_pid "$lead")"
     sleep $((PAUSE * 2))
     event "restart router $lead"
-    "$TESSERA" ecast-node --cluster "$DIR/cluster.toml" --router "$lead" \
+    "$TESSERA" node --cluster "$DIR/cluster.toml" --router "$lead" \
         >"$DIR/router-$lead-restarted.log" 2>&1 &
     EXTRA_PIDS+=($!)
     sleep $((PAUSE * 2))

@@ -325,6 +325,16 @@ pub struct GatewayStats {
     pub nilext_slow_rounds: u64,
     /// `skyros` partitions: nilext writes completed by the primary's reply.
     pub nilext_replied: u64,
+    /// `skyros` partitions with Skyros-Comm (`with_skyros_comm`): other writes completed in
+    /// one round trip on a supermajority with the primary's previewed result.
+    pub comm_fast: u64,
+    /// `skyros` partitions with Skyros-Adapt (`with_adapt`): nilext writes sent both ways at
+    /// once because their group's mode was 2-RTT.
+    pub nilext_slow_adapt: u64,
+    /// `skyros` partitions with Skyros-Adapt: groups whose mode is 2-RTT now.
+    pub adapt_two_rtt_groups: u64,
+    /// `skyros` partitions with Skyros-Adapt: mode changes so far.
+    pub adapt_switches: u64,
     /// Single-partition requests resent (or asked for their result) after `retry_ticks`.
     pub bypass_resends: u64,
     /// `skyros` partitions: nilext writes answered by a member's executed acknowledgement.
@@ -473,12 +483,105 @@ struct Bypass<A> {
     targets: BTreeMap<ProcessId, u8>,
     /// `skyros` partitions: which payloads are nilext writes.
     nilext: Option<BypassNilext>,
-    /// `skyros` partitions: per command sent as a nilext write, its acknowledgements, the
-    /// result bytes it completes with, and whether it was also sent as an ordinary write.
-    quorums: BTreeMap<u64, (vr::NilextQuorum, Vec<u8>, bool)>,
+    /// `skyros` partitions with Skyros-Comm (`with_skyros_comm`): every other write goes to
+    /// every member too, as a commutative request.
+    comm: bool,
+    /// `skyros` partitions: per command sent as a nilext write, its flight.
+    quorums: BTreeMap<u64, NilextFlight>,
+    /// `skyros` partitions with Skyros-Adapt (`with_adapt`): how often modes are decided, in
+    /// ticks, when they were last, and each group's acknowledgement latencies and mode.
+    adapt: Option<AdaptState>,
     /// `with_regrouping`: lane client ids are drawn from `client_base .. client_base +
     /// clients_max`; the next one tried.
     regrouping: Option<LaneIds>,
+}
+
+/// `skyros` partitions: a command sent as a nilext write.
+struct NilextFlight {
+    /// Its acknowledgements.
+    quorum: vr::NilextQuorum,
+    /// The result bytes it completes with on the fast path (a nilext write's, known in
+    /// advance; empty for a commutative one, whose result the primary's acknowledgement
+    /// carries).
+    result: Vec<u8>,
+    /// A Skyros-Comm request (`RequestKind::Commutative`).
+    commutative: bool,
+    /// Whether it was also sent as an ordinary write.
+    slow: bool,
+    /// When its current round was sent, and which members acknowledged in that round (bit
+    /// per member): Skyros-Adapt's latency samples.
+    round_sent_at: u64,
+    acked: u64,
+}
+
+/// Skyros-Adapt (§6.2) at a gateway: one `vr::Adapt` per partition group.
+struct AdaptState {
+    decide_ticks: u64,
+    decided_at: u64,
+    groups: BTreeMap<ProcessId, vr::Adapt>,
+    /// Nilext writes that completed before every member acknowledged (on a supermajority, or
+    /// on the primary's reply): the rest are still timed until their round ends, so that a
+    /// straggler's or a failed member's latency is seen, not only the fastest members'.
+    lingering: BTreeMap<(ClientId, RequestNumber), Lingering>,
+}
+
+/// A completed nilext write whose round some members have not acknowledged yet.
+struct Lingering {
+    partition: ProcessId,
+    size: u8,
+    round_sent_at: u64,
+    acked: u64,
+}
+
+impl AdaptState {
+    /// A late acknowledgement of a completed nilext write; false if it is not one.
+    fn late_ack(&mut self, now: u64, client: ClientId, number: RequestNumber, member: u8) -> bool {
+        let Some(lingering) = self.lingering.get_mut(&(client, number)) else {
+            return false;
+        };
+        let bit = 1u64 << member.min(63);
+        if member < lingering.size && lingering.acked & bit == 0 {
+            lingering.acked |= bit;
+            let (partition, size, latency) = (
+                lingering.partition,
+                lingering.size,
+                now - lingering.round_sent_at,
+            );
+            self.record(partition, size, member, latency);
+        }
+        true
+    }
+
+    /// Ends the rounds older than `round_ticks`: members still silent count the round.
+    fn expire(&mut self, now: u64, round_ticks: u64) {
+        let ended: Vec<_> = self
+            .lingering
+            .iter()
+            .filter(|(_, lingering)| now >= lingering.round_sent_at + round_ticks)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in ended {
+            let lingering = self.lingering.remove(&key).expect("listed above");
+            for member in (0..lingering.size).filter(|member| lingering.acked & (1 << member) == 0)
+            {
+                self.record(lingering.partition, lingering.size, member, round_ticks);
+            }
+        }
+    }
+
+    /// A member of `partition` (of `size`) answered, or let a round pass, after `ticks`.
+    fn record(&mut self, partition: ProcessId, size: u8, member: u8, ticks: u64) {
+        self.groups
+            .entry(partition)
+            .or_insert_with(|| vr::Adapt::new(size))
+            .record(member, ticks);
+    }
+
+    fn two_rtt(&self, partition: ProcessId) -> bool {
+        self.groups
+            .get(&partition)
+            .is_some_and(|adapt| adapt.mode() == vr::AdaptMode::TwoRtt)
+    }
 }
 
 struct LaneIds {
@@ -534,6 +637,9 @@ impl<A> Bypass<A> {
         self.lanes.retain(|_, lane| lane.partition != partition);
         self.settings.groups.remove(&partition);
         self.targets.remove(&partition);
+        if let Some(adapt) = &mut self.adapt {
+            adapt.groups.remove(&partition);
+        }
         true
     }
 }
@@ -620,7 +726,9 @@ impl<A: Clone> Gateway<A> {
             decode,
             lanes,
             nilext: None,
+            comm: false,
             quorums: BTreeMap::new(),
+            adapt: None,
             regrouping: None,
         });
         self
@@ -655,6 +763,43 @@ impl<A: Clone> Gateway<A> {
     pub fn with_skyros(mut self, nilext: BypassNilext) -> Gateway<A> {
         if let Some(bypass) = &mut self.bypass {
             bypass.nilext = Some(nilext);
+        }
+        self
+    }
+
+    /// Skyros-Comm (§6.1, `docs/internals/skyros.md`): a bypassing write that is not nilext is
+    /// sent to every member as well, as a commutative request; the primary previews its result
+    /// when no pending update touches its keys and its partition would execute it at once
+    /// (`PartitionMachine::preview`), and it completes on a supermajority including the
+    /// primary with that result: one round trip. Otherwise the primary replies once it
+    /// executes. Call after `with_skyros`.
+    pub fn with_skyros_comm(mut self) -> Gateway<A> {
+        if let Some(bypass) = &mut self.bypass {
+            assert!(bypass.nilext.is_some(), "Skyros-Comm is part of Skyros");
+            bypass.comm = true;
+        }
+        self
+    }
+
+    /// Skyros-Adapt (§6.2, `docs/internals/skyros.md`): per partition group, the gateway
+    /// keeps each member's nilext acknowledgement latencies in ticks (a member silent for a
+    /// whole round counts the round) and re-decides the group's mode every `decide_ticks`. In
+    /// the 2-RTT mode a nilext write is sent both ways at once: to every member as a nilext
+    /// request and to the primary as an ordinary write (the same request number: it executes
+    /// once), completing on whichever answers first. Call after `with_skyros`.
+    pub fn with_adapt(mut self, decide_ticks: u64) -> Gateway<A> {
+        assert!(decide_ticks >= 1);
+        if let Some(bypass) = &mut self.bypass {
+            assert!(
+                bypass.nilext.is_some(),
+                "Skyros-Adapt adapts Skyros partitions"
+            );
+            bypass.adapt = Some(AdaptState {
+                decide_ticks,
+                decided_at: 0,
+                groups: BTreeMap::new(),
+                lingering: BTreeMap::new(),
+            });
         }
         self
     }
@@ -961,19 +1106,49 @@ impl<A: Clone> Gateway<A> {
             return false;
         }
         let payload = pending.command.payload();
-        let Some(result) = nilext(payload) else {
-            return false;
+        let (result, commutative) = match nilext(payload) {
+            Some(result) => (result, false),
+            None if bypass.comm => (Vec::new(), true),
+            None => return false,
         };
         let attempts = match pending.phase {
             Phase::BypassSent { attempts, .. } => attempts,
             _ => 0,
         };
-        let (_, _, slow) = bypass
-            .quorums
-            .entry(id)
-            .or_insert_with(|| (vr::NilextQuorum::new(), result, false));
-        if attempts >= 2 && !*slow {
-            *slow = true;
+        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+        let now = self.now;
+        let flight = bypass.quorums.entry(id).or_insert_with(|| NilextFlight {
+            quorum: if commutative {
+                vr::NilextQuorum::commutative()
+            } else {
+                vr::NilextQuorum::new()
+            },
+            result,
+            commutative,
+            slow: false,
+            round_sent_at: now,
+            acked: 0,
+        });
+        if let Some(adapt) = &mut bypass.adapt {
+            if attempts > 0 {
+                // A new round: every member silent through the last one counts the round.
+                let round = now - flight.round_sent_at;
+                for member in (0..size).filter(|member| flight.acked & (1 << member) == 0) {
+                    adapt.record(partition, size, member, round);
+                }
+            }
+        }
+        flight.round_sent_at = now;
+        flight.acked = 0;
+        let two_rtt = bypass
+            .adapt
+            .as_ref()
+            .is_some_and(|adapt| adapt.two_rtt(partition));
+        if !flight.slow && two_rtt {
+            flight.slow = true;
+            self.stats.nilext_slow_adapt += 1;
+        } else if attempts >= 2 && !flight.slow {
+            flight.slow = true;
             self.stats.nilext_slow_rounds += 1;
         }
         let operation = PartitionOperation::Single {
@@ -982,7 +1157,6 @@ impl<A: Clone> Gateway<A> {
             operation: payload.to_vec(),
         }
         .encode();
-        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
         for replica in 0..size {
             effects.push(GatewayEffect::PartitionRequest {
                 id,
@@ -991,12 +1165,16 @@ impl<A: Clone> Gateway<A> {
                 request: Request {
                     client,
                     request: number,
-                    kind: RequestKind::Nilext,
+                    kind: if commutative {
+                        RequestKind::Commutative
+                    } else {
+                        RequestKind::Nilext
+                    },
                     operation: operation.clone(),
                 },
             });
         }
-        attempts < 2
+        attempts < 2 && !two_rtt
     }
 
     /// `skyros` partitions: a member's acknowledgement of a nilext write.
@@ -1021,6 +1199,11 @@ impl<A: Clone> Gateway<A> {
         let Some(bypass) = &mut self.bypass else {
             return;
         };
+        if let Some(adapt) = &mut bypass.adapt {
+            if adapt.late_ack(self.now, client, request, replica.0) {
+                return;
+            }
+        }
         let Some(lane) = bypass.lanes.get(&client) else {
             return;
         };
@@ -1034,6 +1217,15 @@ impl<A: Clone> Gateway<A> {
         if sent != request {
             return;
         }
+        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+        if let (Some(flight), Some(adapt)) = (bypass.quorums.get_mut(&id), &mut bypass.adapt) {
+            let bit = 1u64 << replica.0.min(63);
+            if replica.0 < size && flight.acked & bit == 0 {
+                flight.acked |= bit;
+                let latency = self.now - flight.round_sent_at;
+                adapt.record(partition, size, replica.0, latency);
+            }
+        }
         if let (true, Some(recorded)) = (executed, &result) {
             // A member that already executed it (a backup whose Commit overtook our copy)
             // acknowledges with the recorded result: the same as the primary's reply.
@@ -1042,11 +1234,11 @@ impl<A: Clone> Gateway<A> {
             self.on_bypass_result(partition, client, request, result, effects);
             return;
         }
-        let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
         let decode = bypass.decode;
-        let Some((quorum, bytes, slow)) = bypass.quorums.get_mut(&id) else {
+        let Some(flight) = bypass.quorums.get_mut(&id) else {
             return;
         };
+        let (quorum, bytes, slow) = (&mut flight.quorum, &flight.result, &mut flight.slow);
         if !quorum.on_ack(size, view, replica, prefix_digest, executed, result) {
             if quorum.hopeless(size) && !*slow {
                 // Too many members disagree with the primary's prefix (a backup that has not
@@ -1074,8 +1266,20 @@ impl<A: Clone> Gateway<A> {
             }
             return;
         }
-        let bytes = bytes.clone();
-        self.stats.nilext_fast += 1;
+        let bytes = if flight.commutative {
+            // The primary's previewed result: what its partition's execution returns.
+            match quorum.result().map(PartitionResult::decode) {
+                Some(PartitionResult::Executed(bytes)) => bytes,
+                _ => Vec::new(),
+            }
+        } else {
+            bytes.clone()
+        };
+        if flight.commutative {
+            self.stats.comm_fast += 1;
+        } else {
+            self.stats.nilext_fast += 1;
+        }
         let parts = self.pending[&id].command.parts().to_vec();
         let completion = match decode(&bytes) {
             Some(answers) => Completion::Done(
@@ -1095,6 +1299,20 @@ impl<A: Clone> Gateway<A> {
         let Some(bypass) = &mut self.bypass else {
             return;
         };
+        if let Some(adapt) = &mut bypass.adapt {
+            adapt.expire(self.now, bypass.settings.retry_ticks);
+            if self.now >= adapt.decided_at + adapt.decide_ticks {
+                adapt.decided_at = self.now;
+                let mut two_rtt = 0;
+                for adapt in adapt.groups.values_mut() {
+                    let before = adapt.mode();
+                    let after = adapt.decide();
+                    self.stats.adapt_switches += u64::from(before != after);
+                    two_rtt += u64::from(after == vr::AdaptMode::TwoRtt);
+                }
+                self.stats.adapt_two_rtt_groups = two_rtt;
+            }
+        }
         let retry = bypass.settings.retry_ticks;
         let now = self.now;
         let mut sends = Vec::new();
@@ -1391,14 +1609,32 @@ impl<A: Clone> Gateway<A> {
                 self.by_read.remove(&read_id);
             }
             Phase::Planning => self.planning -= 1,
-            Phase::BypassSent { .. } => {
+            Phase::BypassSent {
+                partition, number, ..
+            } => {
                 if let Some(bypass) = &mut self.bypass {
-                    for lane in bypass.lanes.values_mut() {
+                    let mut client = None;
+                    for (lane_client, lane) in bypass.lanes.iter_mut() {
                         if lane.busy == Some(id) {
                             lane.busy = None;
+                            client = Some(*lane_client);
                         }
                     }
-                    bypass.quorums.remove(&id);
+                    let flight = bypass.quorums.remove(&id);
+                    let size = bypass.settings.groups.get(&partition).copied().unwrap_or(1);
+                    if let (Some(adapt), Some(flight), Some(client)) =
+                        (&mut bypass.adapt, flight, client)
+                    {
+                        if flight.acked.count_ones() < u32::from(size) {
+                            let lingering = Lingering {
+                                partition,
+                                size,
+                                round_sent_at: flight.round_sent_at,
+                                acked: flight.acked,
+                            };
+                            adapt.lingering.insert((client, number), lingering);
+                        }
+                    }
                 }
             }
             _ => {}

@@ -47,6 +47,13 @@ pub trait PartitionData {
     fn import(&mut self, records: &[u8]);
     /// Drops every key whose position lies outside `holds`.
     fn retain(&mut self, holds: &PositionSet);
+    /// Skyros-Comm: what `execute(operation)` would return now, without changing anything;
+    /// `None` when it cannot tell (the write then takes two round trips). Must not panic on
+    /// any bytes.
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        let _ = operation;
+        None
+    }
 }
 
 /// One share of a router delivery, as the primary appends it.
@@ -794,6 +801,24 @@ where
             }
             _ => vr::NilextGate::Closed,
         }
+    }
+
+    /// Skyros-Comm in a `skyros` partition: a single-partition write that the gate clears
+    /// (logged now, it would run at once: every key held, nothing installing or deferred, no
+    /// hold rule in its way) executes with the result the data previews; anything else is not
+    /// previewed. The replica previews only when, besides, no pending update touches its keys
+    /// (`docs/internals/skyros.md`, "Skyros-Comm").
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if vr::StateMachine::nilext_gate(self, operation) != vr::NilextGate::Clear {
+            return None;
+        }
+        let Ok(PartitionOperation::Single { operation, .. }) =
+            PartitionOperation::decode(operation)
+        else {
+            return None;
+        };
+        let result = self.data.preview(&operation)?;
+        Some(PartitionResult::Executed(result).encode())
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), vr::RestoreError> {

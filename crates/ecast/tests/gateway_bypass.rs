@@ -461,6 +461,206 @@ fn a_skyros_executed_acknowledgement_is_read_as_the_reply() {
     assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
 }
 
+/// Skyros-Comm (`with_skyros_comm`, §6.1): a write that is not nilext goes to every member as
+/// a commutative request and completes on a supermajority including the primary, with the
+/// result the primary previewed (a `PartitionResult`); a primary that acknowledges without a
+/// result (it will reply once the write executes) sends the gateway to the slow path at once.
+/// Without Skyros-Comm such a write goes to the primary only.
+#[test]
+fn a_skyros_comm_write_completes_on_a_supermajority_with_the_primary_preview() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"nilext").then(|| result(&[(0, 42)]))
+    }
+    let submit = |gateway: &mut Gateway<u64>, id: u64| {
+        let effects = step(
+            gateway,
+            GatewayInput::Submit {
+                id,
+                command: write(vec![key_of(2)]),
+            },
+        );
+        partition_requests(&effects)
+    };
+    let ack = |request: &Request, replica: u8, preview: Option<Vec<u8>>| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: 5,
+            executed: false,
+            result: preview,
+        },
+    };
+    let mut plain = gateway(1).with_skyros(nilext);
+    let sent = submit(&mut plain, 1);
+    assert_eq!(sent.len(), 1, "without Skyros-Comm: to the primary only");
+    assert_eq!(sent[0].2.kind, RequestKind::Write);
+
+    let mut gateway = gateway(1).with_skyros(nilext).with_skyros_comm();
+    let sent = submit(&mut gateway, 1);
+    assert_eq!(sent.len(), 3, "to every member: {sent:?}");
+    assert!(sent
+        .iter()
+        .all(|(_, _, request)| request.kind == RequestKind::Commutative));
+    let request = sent[0].2.clone();
+    let preview = PartitionResult::Executed(result(&[(0, 7)])).encode();
+    assert!(completed(&step(&mut gateway, ack(&request, 1, None))).is_empty());
+    assert!(completed(&step(&mut gateway, ack(&request, 2, None))).is_empty());
+    let done = completed(&step(&mut gateway, ack(&request, 0, Some(preview))));
+    assert_eq!(done, vec![(1, Completion::Done(BTreeMap::from([(0, 7)])))]);
+    assert_eq!(gateway.stats().comm_fast, 1);
+    assert_eq!(gateway.stats().nilext_fast, 0);
+
+    // The primary does not preview (a pending update touches the keys): the slow path.
+    let sent = submit(&mut gateway, 2);
+    let request = sent[0].2.clone();
+    let effects = step(&mut gateway, ack(&request, 0, None));
+    let slow = partition_requests(&effects);
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!(slow[0].2.kind, RequestKind::Write);
+    let done = completed(&step(
+        &mut gateway,
+        reply(&request, PartitionResult::Executed(result(&[(0, 8)]))),
+    ));
+    assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 8)])))]);
+    assert_eq!(gateway.stats().comm_fast, 1);
+}
+
+/// Skyros-Adapt (`with_adapt`, §6.2): a member of the supermajority that acknowledges
+/// several times slower than the majority switches its group to the 2-RTT mode, where a nilext
+/// write also goes to the primary as an ordinary write at once and completes on its reply; once
+/// the member answers as fast as the others again (its late acknowledgements of completed
+/// writes are still timed), the group switches back. A silent member counts whole rounds.
+#[test]
+fn skyros_adapt_switches_a_group_with_a_straggler_to_two_round_trips_and_back() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"payload").then(|| result(&[(0, 42)]))
+    }
+    let mut gateway = gateway(1).with_skyros(nilext).with_adapt(5);
+    let ack = |request: &Request, replica: u8| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: 5,
+            executed: false,
+            result: None,
+        },
+    };
+    let mut id = 0;
+    let mut submit = |gateway: &mut Gateway<u64>| {
+        id += 1;
+        let effects = step(
+            gateway,
+            GatewayInput::Submit {
+                id,
+                command: write(vec![key_of(2)]),
+            },
+        );
+        (id, partition_requests(&effects))
+    };
+    // Member 2 answers 6 ticks after the others; with 3 members it is in every supermajority.
+    let mut writes = 0;
+    while gateway.stats().adapt_two_rtt_groups == 0 && writes < 10 {
+        writes += 1;
+        let (id, sent) = submit(&mut gateway);
+        assert!(sent.iter().all(|(_, _, r)| r.kind == RequestKind::Nilext));
+        let request = sent[0].2.clone();
+        step(&mut gateway, ack(&request, 0));
+        step(&mut gateway, ack(&request, 1));
+        for _ in 0..6 {
+            step(&mut gateway, GatewayInput::Tick);
+        }
+        let done = completed(&step(&mut gateway, ack(&request, 2)));
+        assert_eq!(
+            done,
+            vec![(id, Completion::Done(BTreeMap::from([(0, 42)])))]
+        );
+    }
+    assert_eq!(gateway.stats().adapt_two_rtt_groups, 1);
+    assert_eq!(gateway.stats().adapt_switches, 1);
+
+    // 2-RTT: every member still gets the nilext request (the samples keep flowing), and the
+    // primary gets it as an ordinary write at once; the primary's reply completes it.
+    let slow_before = gateway.stats().nilext_slow_adapt;
+    for _ in 0..25 {
+        let (id, sent) = submit(&mut gateway);
+        let kinds: Vec<_> = sent
+            .iter()
+            .map(|(_, replica, r)| (*replica, r.kind))
+            .collect();
+        assert_eq!(
+            sent.len(),
+            4,
+            "three nilext requests and one write: {kinds:?}"
+        );
+        let write: Vec<_> = sent
+            .iter()
+            .filter(|(_, _, r)| r.kind == RequestKind::Write)
+            .collect();
+        assert_eq!(write.len(), 1);
+        assert_eq!(write[0].1, 0, "the ordinary write goes to the primary");
+        let request = write[0].2.clone();
+        // The straggler recovered: every member acknowledges at once, the primary replies.
+        step(&mut gateway, ack(&request, 1));
+        let done = completed(&step(
+            &mut gateway,
+            reply(&request, PartitionResult::Executed(result(&[(0, 9)]))),
+        ));
+        assert_eq!(done, vec![(id, Completion::Done(BTreeMap::from([(0, 9)])))]);
+        // Late acknowledgements of the completed write are timed too.
+        step(&mut gateway, ack(&request, 0));
+        step(&mut gateway, ack(&request, 2));
+        step(&mut gateway, GatewayInput::Tick);
+        if gateway.stats().adapt_two_rtt_groups == 0 {
+            break;
+        }
+    }
+    assert!(gateway.stats().nilext_slow_adapt > slow_before);
+    assert_eq!(
+        gateway.stats().adapt_two_rtt_groups,
+        0,
+        "back to one round trip"
+    );
+    assert_eq!(gateway.stats().adapt_switches, 2);
+    let (_, sent) = submit(&mut gateway);
+    assert!(sent.iter().all(|(_, _, r)| r.kind == RequestKind::Nilext));
+
+    // Member 2 fails: it never answers. Writes complete on the slow path after two rounds, and
+    // the rounds it let pass switch the group to 2-RTT, where writes complete on the reply.
+    let request = sent[0].2.clone();
+    step(&mut gateway, ack(&request, 0));
+    step(&mut gateway, ack(&request, 1));
+    let mut switched = false;
+    for _ in 0..200 {
+        let effects = step(&mut gateway, GatewayInput::Tick);
+        let resent = partition_requests(&effects);
+        if let Some((_, _, write)) = resent.iter().find(|(_, _, r)| r.kind == RequestKind::Write) {
+            let write = write.clone();
+            step(&mut gateway, ack(&write, 0));
+            step(&mut gateway, ack(&write, 1));
+            step(
+                &mut gateway,
+                reply(&write, PartitionResult::Executed(result(&[(0, 1)]))),
+            );
+            let (_, sent) = submit(&mut gateway);
+            for (_, _, request) in &sent {
+                step(&mut gateway, ack(request, 0));
+                step(&mut gateway, ack(request, 1));
+            }
+        }
+        if gateway.stats().adapt_two_rtt_groups == 1 {
+            switched = true;
+            break;
+        }
+    }
+    assert!(switched, "a silent member switches its group to 2-RTT");
+}
+
 /// Regrouping (`with_regrouping`, `vr` partitions above replication 1): the configuration
 /// query asks the routers' grouping; groups a keyspace change started join the bypass with
 /// lanes of their own and are announced with their members; retired groups leave it once no

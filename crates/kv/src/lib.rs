@@ -570,6 +570,32 @@ impl KvStore {
     }
 
     /// Executes any command, reads included.
+    /// Skyros-Comm: the outcomes `execute` would give `commands`, run in order, without
+    /// changing anything: they run on a copy of just the keys they touch. `None` if one of
+    /// them reads every key (a count), which a copy of some keys cannot answer.
+    pub fn preview_commands<'a>(
+        &self,
+        commands: impl IntoIterator<Item = &'a Command> + Clone,
+    ) -> Option<Vec<Outcome>> {
+        let mut scratch = KvStore::new();
+        for command in commands.clone() {
+            if command.counts() {
+                return None;
+            }
+            for key in command.keys() {
+                if let Some(entry) = self.entries.get(key) {
+                    scratch.put_entry(key.to_vec(), entry.clone());
+                }
+            }
+        }
+        Some(
+            commands
+                .into_iter()
+                .map(|command| scratch.execute(command))
+                .collect(),
+        )
+    }
+
     pub fn execute(&mut self, command: &Command) -> Outcome {
         self.execute_at(command, None)
     }

@@ -117,6 +117,7 @@ pub mod message;
 pub mod migration;
 pub mod plan;
 pub mod position;
+pub mod supervisor;
 
 pub use configuration::{
     ConfigVersion, Configuration, Member, Partition, ProcessId, ProcessInfo, ProcessState,

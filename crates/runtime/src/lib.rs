@@ -1,15 +1,14 @@
-//! Tessera's runtime: the thin driver that runs the pure protocol in real processes.
+//! Tessera's runtime: the thin driver that runs the pure protocols in real processes.
 //!
-//! It reads sockets and the clock, calls `Replica::step`, and executes the effects: TCP to peers
-//! (`peer`), the write-ahead log (`wal` crate, on its own thread), replies to RESP clients
-//! (`gateway`). It adds no protocol logic of its own.
+//! A cluster is a router group and storage processes (`ecast`): each process reads sockets and
+//! the clock, steps its pure state machines (`vr::Replica`s of the router group and of the
+//! partition groups it hosts, `ecast::Gateway`), and executes their effects: frames to peers
+//! (`ecast::link`), write-ahead logs (`ecast::durable`, on a writer thread), replies to RESP and
+//! PostgreSQL clients (`ecast::gateway`, `pg`). It adds no protocol logic of its own.
 
-pub mod config;
 pub mod ecast;
-pub mod gateway;
 pub mod log;
-pub mod node;
-pub mod peer;
+pub mod os;
 pub mod pg;
 pub mod resp_codec;
 pub mod security;

@@ -80,12 +80,30 @@ enum AdminCommand {
     },
 }
 
-pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
-    let path = arguments.cluster.clone().unwrap_or_else(|| {
+/// `tessera status`: `tessera admin status`, then each storage process's own report.
+pub fn status_command(cluster: Option<PathBuf>) -> anyhow::Result<()> {
+    let path = cluster_path(cluster.clone());
+    let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
+    run(AdminArguments {
+        cluster,
+        timeout: 600,
+        command: AdminCommand::Status,
+    })?;
+    println!();
+    print!("{}", crate::info::status_table(&config));
+    Ok(())
+}
+
+fn cluster_path(cluster: Option<PathBuf>) -> PathBuf {
+    cluster.unwrap_or_else(|| {
         std::env::temp_dir()
             .join("tessera-dev")
             .join("cluster.toml")
-    });
+    })
+}
+
+pub fn run(arguments: AdminArguments) -> anyhow::Result<()> {
+    let path = cluster_path(arguments.cluster.clone());
     let config = ClusterConfig::load(&path).map_err(anyhow::Error::msg)?;
     // `vr` and `skyros` partitions at replication 1 reconfigure (each process a one-member
     // group: a keyspace change is a cut in the affected groups' logs and copies between them,

@@ -281,8 +281,8 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
     let mut by_sender = HashMap::new();
     let mut by_client = HashMap::new();
     for index in 0..arguments.senders {
-        let sender = gateway_sender(ProcessId(0), runtime::node::random_u64());
-        let client = ClientId(runtime::node::random_u64());
+        let sender = gateway_sender(ProcessId(0), runtime::os::random_u64());
+        let client = ClientId(runtime::os::random_u64());
         by_sender.insert(sender, index);
         by_client.insert(client, index);
         gateways.push(Gateway::new(
@@ -291,7 +291,7 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
             config.initial_configuration(),
             router_count,
             (index % router_count as usize) as u8,
-            runtime::node::random_u64(),
+            runtime::os::random_u64(),
             settings(arguments.tick_ms, arguments.window),
         ));
     }
@@ -301,7 +301,7 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
     let duration = Duration::from_secs_f64(arguments.duration);
     let mut load = Load {
         value: vec![b'v'; arguments.value_size],
-        prng: stdx::Prng::new(runtime::node::random_u64()),
+        prng: stdx::Prng::new(runtime::os::random_u64()),
         pending: vec![BTreeMap::new(); arguments.senders],
         arguments,
         config,

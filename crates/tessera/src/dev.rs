@@ -37,6 +37,10 @@ pub struct DevArguments {
     /// none. Not with `--protocol sequenced`.
     #[arg(long, default_value_t = 5433)]
     pub(crate) pg_port: u16,
+    /// Prometheus metrics over HTTP (`GET /metrics`) of storage process i + 1 on this port + i,
+    /// and of router i on this port + 100 + i; 0 for none. Default: `--port` + 400.
+    #[arg(long)]
+    pub(crate) metrics_port: Option<u32>,
     /// Stop after starting and reporting readiness (for scripts and tests).
     #[arg(long)]
     pub(crate) no_wait: bool,

@@ -70,6 +70,14 @@ pub fn run(
         if partitions.grouped() && arguments.pg_port != 0 {
             config = config.with_pg_ports(arguments.pg_port)?;
         }
+        let metrics_port = arguments
+            .metrics_port
+            .unwrap_or(u32::from(arguments.port) + 400);
+        if metrics_port != 0 {
+            let base = u16::try_from(metrics_port)
+                .map_err(|_| format!("metrics port {metrics_port} out of range"))?;
+            config = config.with_metrics_ports(base)?;
+        }
         config.validate()?;
         Ok(config)
     })
@@ -149,7 +157,7 @@ fn spawn(
     let log = std::fs::File::create(data_dir.join(format!("{name}.log")))?;
     let executable = std::env::current_exe().context("cannot find the tessera executable")?;
     Command::new(executable)
-        .arg("ecast-node")
+        .arg("node")
         .arg("--cluster")
         .arg(cluster_file)
         .arg(role)
@@ -333,6 +341,20 @@ fn wait_and_report(
         .map(|router| router.address.to_string())
         .collect();
     println!("  routers: {}", routers.join(", "));
+    let metrics: Vec<String> = config
+        .storage
+        .iter()
+        .filter_map(|storage| storage.metrics)
+        .chain(config.routers.iter().filter_map(|router| router.metrics))
+        .map(|address| format!("http://{address}/metrics"))
+        .collect();
+    if !metrics.is_empty() {
+        println!("  Prometheus metrics: {}", metrics.join(" "));
+    }
+    println!(
+        "  tessera status --cluster {}",
+        config.data_dir.join("cluster.toml").display()
+    );
     match config.partitions {
         PartitionMode::Sequenced => println!(
             "Any storage process serves every command through E-Cast; READMODE sequential|snapshot|basic sets a connection's read isolation. No PostgreSQL listener: sequenced storage processes hold no tables (use --protocol vr or skyros for SQL). Logs: {}",

@@ -8,13 +8,8 @@ use std::time::Duration;
 /// INFO's fields, key → value.
 pub type Fields = BTreeMap<String, String>;
 
-/// The fields of `INFO` as key → value.
-pub fn info(address: &str) -> Result<Fields, String> {
-    info_as(address, None, None)
-}
-
-/// As `info`, after `AUTH user password` when `credentials` are given, over TLS verified
-/// with the CA certificate `ca` when given.
+/// The fields of `INFO` as key → value, after `AUTH user password` when `credentials` are
+/// given, over TLS verified with the CA certificate `ca` when given.
 pub fn info_as(
     address: &str,
     credentials: Option<(&str, &str)>,
@@ -113,48 +108,75 @@ fn exchange<S: Read + Write>(
         .collect())
 }
 
-/// One line per replica: role, status, view, commit number, lag behind the highest.
-pub fn status_table(nodes: &[String]) -> String {
-    let answers: Vec<(String, Result<Fields, String>)> = nodes
-        .iter()
-        .map(|node| (node.clone(), info(node)))
-        .collect();
-    let commit_max = answers
-        .iter()
-        .filter_map(|(_, answer)| {
-            answer
-                .as_ref()
-                .ok()?
-                .get("tessera_commit_number")?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-        .unwrap_or(0);
+/// The keys of `# Keyspace` (`db0:keys=N,...`; absent when there are none).
+fn keys(fields: &Fields) -> String {
+    fields
+        .get("db0")
+        .and_then(|db0| db0.strip_prefix("keys="))
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or("0")
+        .to_string()
+}
+
+/// How an operator's tool reaches a cluster's RESP ports: the admin's user and password (read
+/// from `security.admin_password_file`, unless the cluster is insecure) and, with TLS, the CA
+/// certificate `ca.pem` beside the server certificate (where `tessera dev --tls` writes it).
+pub fn access_of(
+    config: &runtime::ecast::config::ClusterConfig,
+) -> (Option<(String, String)>, Option<std::path::PathBuf>) {
+    let security = &config.security;
+    let credentials = (!security.insecure)
+        .then(|| std::fs::read_to_string(security.admin_password_path(&config.data_dir)).ok())
+        .flatten()
+        .and_then(|text| text.lines().next().map(str::to_string))
+        .map(|password| (security.admin_user.clone(), password));
+    let ca = security
+        .tls_cert_file
+        .as_ref()
+        .and_then(|certificate| Some(certificate.parent()?.join("ca.pem")));
+    (credentials, ca)
+}
+
+/// One line per storage process, from its `INFO`: protocol, durability, the partition replicas
+/// it runs (primaries, replicas in a view change or recovery), keys over those replicas (a key
+/// is counted once per replica of its partition), and how many of its
+/// gateway's Skyros groups are in 2-RTT mode.
+pub fn status_table(config: &runtime::ecast::config::ClusterConfig) -> String {
     let mut table = format!(
-        "{:<22} {:>7} {:<12} {:>6} {:>12} {:>8}\n",
-        "node", "replica", "role", "view", "commit", "lag"
+        "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8}\n",
+        "id", "resp", "protocol", "durable", "replicas", "primaries", "view-chg", "keys", "2-rtt"
     );
-    for (node, answer) in answers {
-        match answer {
+    let (credentials, ca) = access_of(config);
+    let credentials = credentials
+        .as_ref()
+        .map(|(user, password)| (user.as_str(), password.as_str()));
+    for storage in &config.storage {
+        let address = storage.client.to_string();
+        match info_as(&address, credentials, ca.as_deref()) {
             Ok(fields) => {
-                let field =
-                    |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());
-                let commit = field("tessera_commit_number");
-                let lag = commit.parse::<u64>().map_or("?".to_string(), |commit| {
-                    (commit_max - commit.min(commit_max)).to_string()
-                });
+                let field = |name: &str| {
+                    fields
+                        .get(&format!("tessera_{name}"))
+                        .cloned()
+                        .unwrap_or_else(|| "?".to_string())
+                };
                 table.push_str(&format!(
-                    "{:<22} {:>7} {:<12} {:>6} {:>12} {:>8}\n",
-                    node,
-                    field("tessera_replica_index"),
-                    field("tessera_role"),
-                    field("tessera_view"),
-                    commit,
-                    lag
+                    "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8}\n",
+                    storage.id,
+                    address,
+                    field("protocol"),
+                    field("durability"),
+                    field("partition_replicas"),
+                    field("partition_primaries"),
+                    field("partition_replicas_not_normal"),
+                    keys(&fields),
+                    field("skyros_adapt_two_rtt"),
                 ));
             }
-            Err(reason) => table.push_str(&format!("{node:<22} unreachable: {reason}\n")),
+            Err(reason) => table.push_str(&format!(
+                "{:>4}  {address:<21} unreachable: {reason}\n",
+                storage.id
+            )),
         }
     }
     table

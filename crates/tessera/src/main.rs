@@ -1,4 +1,5 @@
-//! `tessera`: run a local cluster, run one node of a deployment, or ask a cluster for its status.
+//! `tessera`: run a local cluster, run one process of a deployment, change a cluster's ring, ask a
+//! cluster for its status, or load it.
 
 mod admin;
 mod bench;
@@ -47,18 +48,8 @@ struct Arguments {
 enum Subcommands {
     /// Run a local cluster of separate processes on 127.0.0.1, ready for redis-cli.
     Dev(dev::DevArguments),
-    /// Run one node of a deployment from its configuration file.
+    #[command(alias = "ecast-node")]
     Node {
-        /// The node's TOML configuration (see `crates/runtime/src/config.rs`).
-        #[arg(long)]
-        config: PathBuf,
-        /// Exit when standard input closes (used by `tessera dev` so no node outlives it).
-        #[arg(long)]
-        exit_with_parent: bool,
-    },
-    /// Run one process of a partitioned cluster (a router or a storage process) from the
-    /// cluster file (see `crates/runtime/src/ecast/config.rs`).
-    EcastNode {
         #[arg(long)]
         cluster: PathBuf,
         /// Run router N (from 0).
@@ -77,15 +68,14 @@ enum Subcommands {
     /// Workload generators.
     #[command(subcommand)]
     Bench(BenchCommand),
-    /// Print each replica's role, view, commit number and lag.
+    /// Print the cluster's configuration and each storage process: its state on the ring,
+    /// keys, partition replicas (primaries, replicas in a view change) and its gateway's
+    /// Skyros-Adapt mode.
     Status {
-        /// Client (RESP) addresses of the replicas.
-        #[arg(
-            long,
-            value_delimiter = ',',
-            default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
-        )]
-        nodes: Vec<String>,
+        /// The cluster file (`tessera dev` writes it to `<data-dir>/cluster.toml`; by default
+        /// the temporary directory's `tessera-dev`).
+        #[arg(long)]
+        cluster: Option<PathBuf>,
     },
 }
 
@@ -105,20 +95,13 @@ fn main() -> anyhow::Result<()> {
     match arguments.command {
         Subcommands::Dev(arguments) => dev::run(arguments),
         Subcommands::Node {
-            config,
-            exit_with_parent,
-        } => {
-            fail_stop_on_panic();
-            run_node(config, exit_with_parent)
-        }
-        Subcommands::EcastNode {
             cluster,
             router,
             storage,
             exit_with_parent,
         } => {
             fail_stop_on_panic();
-            run_ecast_node(cluster, router, storage, exit_with_parent)
+            run_node(cluster, router, storage, exit_with_parent)
         }
         Subcommands::Admin(arguments) => {
             // A refusal is an answer, not a crash: its reason on one line, exit 1.
@@ -131,14 +114,17 @@ fn main() -> anyhow::Result<()> {
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
         Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
         Subcommands::Bench(BenchCommand::Ecast(arguments)) => bench_ecast::run(arguments),
-        Subcommands::Status { nodes } => {
-            print!("{}", info::status_table(&nodes));
+        Subcommands::Status { cluster } => {
+            if let Err(error) = admin::status_command(cluster) {
+                eprintln!("tessera status: {error:#}");
+                std::process::exit(1);
+            }
             Ok(())
         }
     }
 }
 
-/// A node process is fail-stop: a panic anywhere in it (a bug; nothing a client or a peer sends
+/// A cluster process is fail-stop: a panic anywhere in it (a bug; nothing a client or a peer sends
 /// may cause one) ends the whole process instead of one tokio task. Tokio catches a task's
 /// panic and keeps the runtime going, which would leave a process that is up, holds its ports
 /// and answers heartbeats, but no longer runs the task that served its replica: its peers
@@ -182,7 +168,7 @@ fn worker_threads(variables: &[&str], default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The async runtime of a node or E-Cast process, with `worker_threads(variables, default)`
+/// The async runtime of a router or storage process, with `worker_threads(variables, default)`
 /// workers.
 fn async_runtime(variables: &[&str], default: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     let threads = worker_threads(variables, default);
@@ -199,8 +185,6 @@ fn async_runtime(variables: &[&str], default: usize) -> anyhow::Result<tokio::ru
         .context("cannot start the async runtime")
 }
 
-/// A node's default: two worker threads.
-const NODE_WORKER_THREADS: usize = 2;
 /// An E-Cast router's or storage process's default: tokio's current-thread runtime (0). On a
 /// 2-core machine running ten such processes it cut the CPU per ordered message by 12–18 % and
 /// raised throughput by 10–20 % against two worker threads, and an elasticity run (migration
@@ -211,16 +195,7 @@ const NODE_WORKER_THREADS: usize = 2;
 /// `TESSERA_WORKER_THREADS=2`.
 const ECAST_WORKER_THREADS: usize = 0;
 
-fn run_node(path: PathBuf, exit_with_parent: bool) -> anyhow::Result<()> {
-    let config = runtime::config::NodeConfig::load(&path)?;
-    let tokio = async_runtime(&["TESSERA_WORKER_THREADS"], NODE_WORKER_THREADS)?;
-    tokio.block_on(async move {
-        runtime::node::start(config).await?;
-        wait_for_exit(exit_with_parent).await
-    })
-}
-
-fn run_ecast_node(
+fn run_node(
     path: PathBuf,
     router: Option<u8>,
     storage: Option<u64>,

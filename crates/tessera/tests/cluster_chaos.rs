@@ -5,17 +5,19 @@
 //! pauses one with SIGSTOP/SIGCONT long enough to be suspected by its groups. In `disk` mode
 //! every process is finally killed at once and restarted from its logs. The history, with a
 //! final read of every key, is checked for linearisability: a lost acknowledged write or a
-//! stale read fails it (the checker's canaries are in `chaos.rs` and `disk_cluster.rs`).
+//! stale read fails it (the checker's canaries: the last test here, and `disk_cluster.rs`).
 //! Ports 21000–21299 only (clusters at 21000, 21010, 21020 and 21030: RESP there, E-Cast 100
 //! and routers 200 above).
 
 mod support;
 
+use resp::Value;
 use runtime::ecast::config::{ClusterDurability, PartitionMode};
 use std::time::Duration;
 use stdx::Prng;
 use support::load::{Load, LoadOptions, Mix};
 use support::partitioned::{wait_until, PartitionedCluster};
+use support::{arguments, History};
 
 struct Nemesis {
     prng: Prng,
@@ -179,4 +181,65 @@ fn a_skyros_cluster_on_disk_stays_linearizable_and_survives_killing_every_proces
         ClusterDurability::Disk,
         21030,
     );
+}
+
+/// The checker used above must catch real bugs: a lost acknowledged write and a stale read.
+#[test]
+fn the_history_checker_catches_a_lost_write_and_a_stale_read() {
+    let ok = Value::Simple("OK".to_string());
+    let lost = History::default();
+    lost.record(
+        1,
+        0,
+        Some(10),
+        arguments(&["SET", "g0.0", "a"]),
+        Some(ok.clone()),
+    );
+    lost.record(
+        2,
+        20,
+        Some(30),
+        arguments(&["GET", "g0.0"]),
+        Some(Value::Null),
+    );
+    assert!(
+        lost.verdict().is_illegal(),
+        "a read after an acknowledged write that misses it is not linearisable"
+    );
+
+    let stale = History::default();
+    stale.record(
+        1,
+        0,
+        Some(10),
+        arguments(&["SET", "g0.0", "a"]),
+        Some(ok.clone()),
+    );
+    stale.record(
+        1,
+        11,
+        Some(20),
+        arguments(&["SET", "g0.0", "b"]),
+        Some(ok.clone()),
+    );
+    stale.record(
+        2,
+        25,
+        Some(30),
+        arguments(&["GET", "g0.0"]),
+        Some(Value::Bulk(b"a".to_vec())),
+    );
+    assert!(stale.verdict().is_illegal(), "a stale read is caught");
+
+    let fine = History::default();
+    fine.record(1, 0, Some(10), arguments(&["SET", "g0.0", "a"]), Some(ok));
+    fine.record(2, 5, None, arguments(&["SET", "g0.0", "b"]), None);
+    fine.record(
+        3,
+        20,
+        Some(30),
+        arguments(&["GET", "g0.0"]),
+        Some(Value::Bulk(b"b".to_vec())),
+    );
+    fine.check();
 }

@@ -2,9 +2,8 @@
 //! or `skyros` partition groups of 3): SQL statements go from any storage process's gateway to
 //! the partition group holding the tables, every storage process serves them, a statement sees
 //! tables created through another process, and the data survives SIGKILL of any one process.
-//! The built-in table `kv` (the RESP namespace) is still served by the single replicated group
-//! (`tessera node`, what `--durability disk` runs) and refused on the cluster, where its keys lie
-//! in every partition. `scripts/test` installs postgresql-client (psql) if missing.
+//! The built-in table `kv` (the RESP namespace) is refused on the cluster, where its keys lie in
+//! every partition. `scripts/test` installs postgresql-client (psql) if missing.
 
 mod support;
 
@@ -12,7 +11,6 @@ use runtime::ecast::config::PartitionMode;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::partitioned::PartitionedCluster;
-use support::Cluster;
 
 fn dev_cluster(
     name: &str,
@@ -221,49 +219,6 @@ new
     }
     let shapes = psql(pg0, &["SELECT count(*) FROM shape WHERE c = 'after'"]);
     assert_eq!(shapes, "3", "{shapes}");
-}
-
-/// The single replicated group (`tessera node`, what `tessera dev --durability disk` runs):
-/// the RESP namespace is the table kv, so what redis-cli writes SQL reads and changes.
-#[test]
-fn the_single_group_serves_the_resp_namespace_as_the_table_kv() {
-    let mut cluster = Cluster::start_with_pg("psql-kv", 3, "memory", "vr", 8431, 8731);
-    assert!(cluster.wait_until_healthy(Duration::from_secs(20)));
-    let [pg0, pg1, pg2] = [8731, 8732, 8733];
-    let created = psql(
-        pg0,
-        &[
-            "CREATE TABLE ticket (id BIGINT PRIMARY KEY, flight TEXT NOT NULL)",
-            "INSERT INTO ticket VALUES (1,'LX318'),(3,'UA900'),(4,'UA900')",
-        ],
-    );
-    assert!(!created.contains("ERROR"), "{created}");
-    // The RESP namespace is the table kv: what redis-cli writes, SQL reads and changes.
-    let set = redis_cli(8431, &["MSET", "user:1", "alice", "user:2", "bob"]);
-    assert_eq!(set, "OK");
-    let kv = psql(
-        pg1,
-        &[
-            "SELECT count(*) FROM kv WHERE key >= 'user:'",
-            "UPDATE kv SET value = 'carol' WHERE value = 'bob'",
-            "INSERT INTO kv VALUES ('user:3', 'dave')",
-            "DELETE FROM kv WHERE key = 'user:1'",
-            "SELECT value FROM kv WHERE key = 'user:2'",
-        ],
-    );
-    assert_eq!(kv, "2\n\\x6361726f6c", "{kv}");
-    assert_eq!(
-        redis_cli(8433, &["MGET", "user:2", "user:3"]),
-        "carol\ndave"
-    );
-    assert_eq!(redis_cli(8432, &["EXISTS", "user:1"]), "0");
-
-    // The primary dies: the SQL data is replicated like everything else.
-    let primary = cluster.primary().expect("a primary");
-    cluster.kill(primary);
-    let survivor = [pg0, pg1, pg2][(primary + 1) % 3];
-    let after = psql_until(survivor, &["SELECT count(*) FROM ticket"], "3");
-    assert_eq!(after, "3", "every acknowledged row survives the primary");
 }
 
 /// pgbench (Debian's postgresql-client) with a custom script against a cluster of `skyros`

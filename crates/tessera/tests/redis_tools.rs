@@ -34,7 +34,7 @@ fn redis_cli(port: u16, words: &[&str]) -> String {
 fn node_processes(data_dir: &str) -> usize {
     let output = Command::new("pgrep")
         .arg("-f")
-        .arg(format!("ecast-node --cluster {data_dir}/"))
+        .arg(format!("node --cluster {data_dir}/"))
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).lines().count()
@@ -128,6 +128,7 @@ fn run_redis_tools(protocol: &str, port: u16) {
             "{test} missing in:\n{report}"
         );
     }
+    check_metrics(port + 400, port + 500);
     if protocol == "skyros" {
         // The writes went the one-round-trip way (redis-benchmark's SET and MSET are nilext).
         let info = redis_cli(port, &["INFO", "tessera"]);
@@ -160,4 +161,67 @@ fn run_redis_tools(protocol: &str, port: u16) {
         "no node outlives tessera dev"
     );
     let _ = std::fs::remove_dir_all(&data_dir);
+}
+
+/// One HTTP request to a metrics endpoint; the whole response.
+fn http(port: u16, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = stream.write_all(request);
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// `tessera dev`'s Prometheus endpoints (storage processes at `storage_base + i`, routers at
+/// `router_base + i`): every partition group has exactly one primary among the storage
+/// processes, the router group one among the routers, the RESP latency histogram counted the
+/// commands above, and bad requests get HTTP errors.
+fn check_metrics(storage_base: u16, router_base: u16) {
+    let get = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let value = |text: &str, prefix: &str| -> Vec<u64> {
+        text.lines()
+            .filter(|line| line.starts_with(prefix))
+            .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
+            .collect()
+    };
+    let storage: Vec<String> = (0..3).map(|i| http(storage_base + i, get)).collect();
+    for text in &storage {
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(
+            text.contains("tessera_partition_replicas{role=\"storage\"} 3"),
+            "{text}"
+        );
+    }
+    let primaries: u64 = storage
+        .iter()
+        .flat_map(|text| value(text, "tessera_replica_primary{"))
+        .sum();
+    assert_eq!(primaries, 3, "one primary per partition group");
+    let commands: u64 = storage
+        .iter()
+        .flat_map(|text| value(text, "tessera_resp_command_seconds_count"))
+        .sum();
+    assert!(commands > 3000, "RESP commands counted: {commands}");
+    let routers: Vec<String> = (0..3).map(|i| http(router_base + i, get)).collect();
+    let router_primaries: u64 = routers
+        .iter()
+        .flat_map(|text| {
+            value(
+                text,
+                "tessera_replica_primary{role=\"router\",group=\"router\"",
+            )
+        })
+        .sum();
+    assert_eq!(router_primaries, 1, "{routers:?}");
+    assert!(http(storage_base, b"GET /other HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(http(storage_base, b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    // Just above the 8 KiB limit, all of it read before the answer (no reset).
+    let oversized = [b'x'; 9 * 1024];
+    assert!(http(storage_base, &oversized).starts_with("HTTP/1.1 400"));
+    // The endpoint still serves after the bad requests.
+    assert!(http(storage_base, get).starts_with("HTTP/1.1 200 OK"));
 }

@@ -330,7 +330,8 @@ fn run_file(port: u16, path: &std::path::Path) -> Counts {
     counts
 }
 
-/// The corpus through psql's protocol against `tessera node`: counts per file, ratcheted.
+/// The corpus over the PostgreSQL protocol against the cluster `tessera dev` starts: counts per
+/// file, ratcheted.
 #[test]
 fn sqllogictest_select_corpus_passes_at_least_the_recorded_records() {
     let directory = corpus_directory();

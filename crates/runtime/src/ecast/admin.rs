@@ -7,7 +7,7 @@
 
 use super::config::ClusterConfig;
 use super::link::{self, Frame, ProgressReport};
-use crate::node::random_u64;
+use crate::os::random_u64;
 use ecast::{Operation, OperationResult, Query, Sender, SenderEvent, SenderSettings};
 use placement::ecast::Message as Routing;
 use placement::{ConfigMessage, Configuration, ProcessId, Refusal};

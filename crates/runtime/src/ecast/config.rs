@@ -1,7 +1,7 @@
 //! The cluster file every process of a partitioned (`sequenced`) cluster reads: the router
 //! group's addresses, the storage processes with their ring positions and addresses, and the
 //! shared knobs. One file for the whole cluster; a process is told its role and index on the
-//! command line (`tessera ecast-node --cluster FILE --router 0`).
+//! command line (`tessera node --cluster FILE --router 0`).
 
 use super::payload::KeyPlacement;
 use placement::{Configuration, Position, PositionSet, ProcessId};
@@ -37,6 +37,13 @@ pub struct ClusterConfig {
     /// stopping at once. Partition groups need `partitions = "vr"` or `"skyros"`.
     #[serde(default)]
     pub durability: ClusterDurability,
+    /// `skyros` partitions: Skyros-Comm (§6.1), on unless `false`: a write that is not nilext
+    /// (INCR, APPEND, SET NX, DEL, …) is sent to every member of its group too, and completes
+    /// in one round trip when it commutes with every pending update
+    /// (`docs/internals/skyros.md`). `false` sends such writes to the primary only (two round
+    /// trips). Refused with other partition modes.
+    #[serde(default)]
+    pub skyros_comm: Option<bool>,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
     /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
@@ -97,6 +104,9 @@ impl PartitionMode {
 pub struct RouterAddress {
     /// E-Cast traffic: other routers, storage processes, gateways.
     pub address: SocketAddr,
+    /// Prometheus metrics over HTTP (`GET /metrics`; absent: none).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -114,6 +124,9 @@ pub struct StorageAddress {
     /// PostgreSQL clients (absent: no SQL listener on this process).
     #[serde(default)]
     pub pg: Option<SocketAddr>,
+    /// Prometheus metrics over HTTP (`GET /metrics`; absent: none).
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
     /// Starts as a standby (Rubberband §6.1): a live process with no identifier on the ring
     /// and no data, which `tessera admin expand` or an automatic replacement puts on the
     /// ring. Its `position` is ignored. Standbys are part of the initial configuration (not
@@ -176,6 +189,11 @@ pub enum Role {
 }
 
 impl ClusterConfig {
+    /// Whether `skyros` partitions' gateways use Skyros-Comm (on unless `skyros_comm = false`).
+    pub fn skyros_comm(&self) -> bool {
+        self.partitions == PartitionMode::Skyros && self.skyros_comm != Some(false)
+    }
+
     pub fn load(path: &Path) -> Result<ClusterConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
@@ -196,6 +214,35 @@ impl ClusterConfig {
                 placement::REPLICATION_MAX
             ));
         }
+        // Every listener its own address: two on one would leave one process unable to start,
+        // or a client talking to the wrong protocol.
+        let mut listeners = std::collections::BTreeMap::new();
+        let routers = self.routers.iter().enumerate().flat_map(|(index, router)| {
+            [
+                Some((router.address, format!("router {index}"))),
+                router
+                    .metrics
+                    .map(|address| (address, format!("router {index}'s metrics"))),
+            ]
+        });
+        let storage = self.storage.iter().flat_map(|storage| {
+            let id = storage.id;
+            [
+                Some((storage.address, format!("storage {id}"))),
+                Some((storage.client, format!("storage {id}'s RESP clients"))),
+                storage
+                    .pg
+                    .map(|address| (address, format!("storage {id}'s PostgreSQL clients"))),
+                storage
+                    .metrics
+                    .map(|address| (address, format!("storage {id}'s metrics"))),
+            ]
+        });
+        for (address, name) in routers.chain(storage).flatten() {
+            if let Some(other) = listeners.insert(address, name.clone()) {
+                return Err(format!("{name} and {other} both listen on {address}"));
+            }
+        }
         if !self.storage.iter().any(|storage| !storage.standby) {
             return Err("at least one storage process must start active (not a standby)".into());
         }
@@ -211,6 +258,9 @@ impl ClusterConfig {
         }
         self.key_placement()?;
         self.security.validate()?;
+        if self.skyros_comm.is_some() && self.partitions != PartitionMode::Skyros {
+            return Err("skyros_comm needs partitions = \"skyros\"".into());
+        }
         if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
             return Err(
                 "durability = \"disk\" needs partition groups (partitions = \"vr\" or \"skyros\")"
@@ -427,10 +477,16 @@ impl ClusterConfig {
             }
             PartitionMode::Skyros => {
                 let _ = writeln!(text, "partitions = \"skyros\"");
+                if let Some(comm) = self.skyros_comm {
+                    let _ = writeln!(text, "skyros_comm = {comm}");
+                }
             }
         }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
+            if let Some(metrics) = router.metrics {
+                let _ = writeln!(text, "metrics = \"{metrics}\"");
+            }
         }
         for storage in &self.storage {
             let _ = writeln!(
@@ -440,6 +496,9 @@ impl ClusterConfig {
             );
             if let Some(pg) = storage.pg {
                 let _ = writeln!(text, "pg = \"{pg}\"");
+            }
+            if let Some(metrics) = storage.metrics {
+                let _ = writeln!(text, "metrics = \"{metrics}\"");
             }
             if storage.standby {
                 let _ = writeln!(text, "standby = true");
@@ -456,6 +515,26 @@ impl ClusterConfig {
             let port = u64::from(base) + index as u64;
             let port = u16::try_from(port).map_err(|_| format!("port {port} out of range"))?;
             storage.pg = Some(SocketAddr::new(storage.client.ip(), port));
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Metrics endpoints: storage process i (0-based) on `base + i`, router i on
+    /// `base + 100 + i`, on their E-Cast addresses' IP.
+    pub fn with_metrics_ports(mut self, base: u16) -> Result<ClusterConfig, String> {
+        let port = |offset: u64| -> Result<u16, String> {
+            let port = u64::from(base) + offset;
+            u16::try_from(port).map_err(|_| format!("port {port} out of range"))
+        };
+        for (index, storage) in self.storage.iter_mut().enumerate() {
+            storage.metrics = Some(SocketAddr::new(storage.address.ip(), port(index as u64)?));
+        }
+        for (index, router) in self.routers.iter_mut().enumerate() {
+            router.metrics = Some(SocketAddr::new(
+                router.address.ip(),
+                port(100 + index as u64)?,
+            ));
         }
         self.validate()?;
         Ok(self)
@@ -489,10 +568,12 @@ impl ClusterConfig {
             suspect_after_ms: default_suspect_after_ms(),
             partitions: PartitionMode::Sequenced,
             durability: ClusterDurability::Memory,
+            skyros_comm: None,
             routers: (0..u64::from(routers))
                 .map(|index| {
                     Ok(RouterAddress {
                         address: port(router_port, index)?,
+                        metrics: None,
                     })
                 })
                 .collect::<Result<_, String>>()?,
@@ -504,6 +585,7 @@ impl ClusterConfig {
                         address: port(client_port, 100 + index)?,
                         client: port(client_port, index)?,
                         pg: None,
+                        metrics: None,
                         standby: false,
                     })
                 })
@@ -529,6 +611,12 @@ mod tests {
         assert_eq!(config.routers.len(), 3);
         assert_eq!(config.partitions, PartitionMode::Vr);
         assert!(config.storage.iter().all(|storage| storage.pg.is_some()));
+        assert!(config
+            .storage
+            .iter()
+            .all(|storage| storage.metrics.is_some()));
+        assert!(config.routers.iter().all(|router| router.metrics.is_some()));
+        assert_eq!(config.durability, ClusterDurability::Disk);
         let groups = config.partition_groups();
         assert_eq!(groups.len(), 3);
         assert!(groups.iter().all(|group| group.members.len() == 3));
@@ -551,6 +639,29 @@ mod tests {
         config.validate().unwrap();
         let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
         assert_eq!(parsed, config);
+    }
+
+    /// Two listeners on one address are refused with both names, and metrics ports render
+    /// and parse back.
+    #[test]
+    fn every_listener_needs_its_own_address() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.partitions = PartitionMode::Vr;
+        let config = config.with_metrics_ports(9900).unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
+        let error = config.with_pg_ports(9899).unwrap_err();
+        assert!(
+            error.contains("storage 2's PostgreSQL clients")
+                && error.contains("storage 1's metrics"),
+            "{error}"
+        );
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        config.routers[1].address = config.storage[0].client;
+        let error = config.validate().unwrap_err();
+        assert!(error.contains("both listen on 127.0.0.1:9600"), "{error}");
     }
 
     #[test]

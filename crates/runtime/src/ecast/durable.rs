@@ -7,7 +7,7 @@
 //! acknowledgement without durability would break the protocol's promise.
 //!
 //! The protocol decides what is persisted and when a promise may be made (`vr`); this module
-//! only moves records to files and completions back, as `runtime::node` does for one group.
+//! only moves records to files and completions back.
 
 use crate::log;
 use std::collections::BTreeMap;

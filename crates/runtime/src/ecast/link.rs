@@ -404,7 +404,8 @@ pub struct StreamReport {
 }
 
 struct Link {
-    frames: mpsc::Sender<Frame>,
+    /// Frames with when they were queued (`DEBUG PEER-DELAY` delays from there).
+    frames: mpsc::Sender<(Instant, Frame)>,
     /// Milliseconds since `Links::epoch` when the link last lost (or failed to make) its
     /// connection; 0 while connected or never tried.
     down_since_ms: Arc<AtomicU64>,
@@ -453,7 +454,7 @@ impl Links {
                 connected_once,
             }
         });
-        if link.frames.try_send(frame).is_err() {
+        if link.frames.try_send((Instant::now(), frame)).is_err() {
             // Lost: the protocol above resends, after a timeout. Logged (the first and every
             // 1,000th) because each loss stalls someone for that timeout.
             let dropped = FRAMES_DROPPED.fetch_add(1, Ordering::Relaxed);
@@ -485,6 +486,20 @@ impl Links {
             Duration::from_millis(now.saturating_sub(since))
         })
     }
+}
+
+/// `DEBUG PEER-DELAY`: every frame this process sends to a peer waits this long after it was
+/// queued (a straggler, for benchmarks and tests of Skyros-Adapt; tokio's timers round it up
+/// to whole milliseconds). Process-wide: a process is one straggler.
+static SEND_DELAY_MICROS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the delay of every frame this process sends from now on (`DEBUG PEER-DELAY`).
+pub fn set_send_delay(delay: Duration) {
+    SEND_DELAY_MICROS.store(delay.as_micros() as u64, Ordering::Relaxed);
+}
+
+fn send_delay() -> Duration {
+    Duration::from_micros(SEND_DELAY_MICROS.load(Ordering::Relaxed))
 }
 
 /// Frames this process dropped so far (a full or closed link).
@@ -524,7 +539,7 @@ pub fn send_once(to: SocketAddr, frame: Frame) {
 
 async fn dial(
     address: SocketAddr,
-    mut frames: mpsc::Receiver<Frame>,
+    mut frames: mpsc::Receiver<(Instant, Frame)>,
     down_since_ms: Arc<AtomicU64>,
     connected_once: Arc<AtomicBool>,
     epoch: Instant,
@@ -554,14 +569,28 @@ async fn dial(
         down_since_ms.store(0, Ordering::Relaxed);
         connected_once.store(true, Ordering::Relaxed);
         backoff = Duration::from_millis(10);
+        // A frame taken from the queue before its delay was up (`DEBUG PEER-DELAY`).
+        let mut held: Option<(Instant, Frame)> = None;
         loop {
-            let Some(frame) = frames.recv().await else {
-                return;
+            let (queued, frame) = match held.take() {
+                Some(held) => held,
+                None => match frames.recv().await {
+                    Some(queued) => queued,
+                    None => return,
+                },
             };
+            let delay = send_delay();
+            if !delay.is_zero() {
+                tokio::time::sleep_until((queued + delay).into()).await;
+            }
             buffer.clear();
             encode_sealed(&frame, &mut buffer);
             let mut burst = 1;
-            while let Ok(frame) = frames.try_recv() {
+            while let Ok((queued, frame)) = frames.try_recv() {
+                if !delay.is_zero() && queued + delay > Instant::now() {
+                    held = Some((queued, frame));
+                    break;
+                }
                 encode_sealed(&frame, &mut buffer);
                 burst += 1;
                 if buffer.len() > 1 << 20 {

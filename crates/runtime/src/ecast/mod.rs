@@ -25,6 +25,7 @@ pub mod durable;
 pub mod fault;
 pub mod gateway;
 pub mod link;
+pub mod metrics;
 pub mod partition_host;
 pub mod payload;
 pub mod router;

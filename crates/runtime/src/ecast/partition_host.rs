@@ -27,7 +27,7 @@ use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
-use crate::node::random_u64;
+use crate::os::random_u64;
 use ecast::{
     Delivery, KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
     PartitionOperation, PartitionResult, Released, Share, Timestamp,
@@ -219,6 +219,25 @@ impl PartitionData for PartitionStore {
 
     fn position(&self, key: &[u8]) -> Position {
         self.placement.position(key)
+    }
+
+    /// Skyros-Comm: a share of RESP commands previews on a copy of the keys it touches (SQL
+    /// and surveys never: they touch whole tables or every key).
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if payload::decode_sql(operation).is_some() || payload::decode_survey(operation).is_some() {
+            return None;
+        }
+        let share = payload::share_in(operation, &self.arc, &self.placement).ok()?;
+        let outcomes = self
+            .store
+            .kv
+            .preview_commands(share.iter().map(|(_, command)| command))?;
+        let indexed: Vec<(u32, Outcome)> = share
+            .iter()
+            .map(|(index, _)| *index)
+            .zip(outcomes)
+            .collect();
+        Some(encode_outcomes(&indexed))
     }
 
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
@@ -1948,6 +1967,38 @@ impl Host {
         self.status
             .partition_replicas
             .store(self.partitions.len() as u64, Ordering::Relaxed);
+        let primaries = self
+            .partitions
+            .values()
+            .filter(|hosted| {
+                hosted.replica.is_primary() && hosted.replica.status() == vr::StatusName::Normal
+            })
+            .count();
+        let not_normal = self
+            .partitions
+            .values()
+            .filter(|hosted| hosted.replica.status() != vr::StatusName::Normal)
+            .count();
+        self.status
+            .partition_primaries
+            .store(primaries as u64, Ordering::Relaxed);
+        let reports = self
+            .partitions
+            .iter()
+            .map(|(partition, hosted)| super::metrics::ReplicaReport {
+                group: partition.0.to_string(),
+                replica: hosted.index.0,
+                view: hosted.replica.view().0,
+                op: hosted.replica.op().0,
+                commit: hosted.replica.commit_max().0,
+                primary: hosted.replica.is_primary(),
+                normal: hosted.replica.status() == vr::StatusName::Normal,
+            })
+            .collect();
+        self.status.metrics.publish_replicas(reports);
+        self.status
+            .partition_replicas_not_normal
+            .store(not_normal as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
         let mut sums = [0u64; 5];
         for hosted in self.partitions.values() {

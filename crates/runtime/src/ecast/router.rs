@@ -11,18 +11,17 @@ use super::link::{self, Frame, Links};
 use super::stats;
 use super::storage_of_sender;
 use crate::log;
-use crate::node::random_u64;
+use crate::os::random_u64;
 use ecast::{
     Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, OperationResult, RouterSettings,
     RouterState, Sender, SenderSettings, WatermarkInput, WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::Message as Routing;
-use placement::{
-    ConfigChange, ConfigMessage, ConfigVersion, MembershipChange, Planner, ProcessId, ProcessState,
-    Transformation,
-};
+use placement::supervisor::{LinkEvidence, Proposal, Supervisor, SupervisorSettings};
+use placement::{ConfigChange, MembershipChange, ProcessId};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -122,6 +121,22 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     tokio::spawn(link::accept(listener, frames));
     let tick_ms = config.tick_ms;
     let links = Links::new();
+    let metrics = match config.routers[index as usize].metrics {
+        Some(address) => match super::metrics::bind(address) {
+            Ok(listener) => {
+                let metrics = Arc::new(super::metrics::ProcessMetrics::default());
+                let registry = Arc::new(metrics.registry("router"));
+                tokio::spawn(super::metrics::serve(listener, registry));
+                Some(metrics)
+            }
+            // Not fatal: the router serves without (as a storage process does).
+            Err(reason) => {
+                log::warn(format_args!("no metrics: {reason}"));
+                None
+            }
+        },
+        None => None,
+    };
     let router = RouterLoop {
         index: ReplicaIndex(index),
         config,
@@ -134,6 +149,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         ticks: 0,
         observed: (u64::MAX, StatusName::Normal, false),
         wal,
+        metrics,
     };
     tokio::spawn(router.run(receiver, completions, tick_ms));
     Ok(())
@@ -148,17 +164,15 @@ struct Lead {
     watermark: Option<WatermarkReporter>,
 }
 
-/// Suspects storage processes this router cannot reach (the simulator's failure detector, with
-/// the link's connection state as the evidence). It submits Suspect configuration messages as
-/// an E-Cast sender of its own, into its own replica.
+/// The super process at the lead router: the pure policy (`placement::supervisor`) decides
+/// what to suspect and whom to replace from the links' connection state; this submits its
+/// configuration messages as an E-Cast sender of its own, into its own replica.
 struct Detector {
     client: ClientId,
     sender: Sender,
     request_next: RequestNumber,
-    submitted: BTreeSet<ProcessId>,
-    /// The configuration version the last automatic Replace was planned against: at most one
-    /// per version (a refusal waits for the next version).
-    replace_planned_at: Option<ConfigVersion>,
+    /// The policy (`placement::supervisor`, pure): what to suspect and whom to replace.
+    supervisor: Supervisor,
 }
 
 struct RouterLoop {
@@ -177,6 +191,8 @@ struct RouterLoop {
     observed: (u64, StatusName, bool),
     /// Disk durability: the writer of the replica's log (log id 0).
     wal: Option<WalExecutor>,
+    /// The metrics endpoint's sources, when the cluster file gives this router one.
+    metrics: Option<Arc<super::metrics::ProcessMetrics>>,
 }
 
 impl RouterLoop {
@@ -228,6 +244,18 @@ impl RouterLoop {
 
     fn on_tick(&mut self) {
         self.ticks += 1;
+        if let Some(metrics) = &self.metrics {
+            let replica = &self.replica;
+            metrics.publish_replicas(vec![super::metrics::ReplicaReport {
+                group: "router".to_string(),
+                replica: self.index.0,
+                view: replica.view().0,
+                op: replica.op().0,
+                commit: replica.commit_max().0,
+                primary: replica.is_primary(),
+                normal: replica.status() == StatusName::Normal,
+            }]);
+        }
         self.step(Input::Tick);
         if let Some(lead) = &mut self.lead {
             lead.detector.sender.tick();
@@ -421,8 +449,7 @@ impl RouterLoop {
                     client: ClientId(random_u64()),
                     sender: Sender::new(detector_id, SenderSettings::default()),
                     request_next: RequestNumber(1),
-                    submitted: BTreeSet::new(),
-                    replace_planned_at: None,
+                    supervisor: Supervisor::new(self.supervisor_settings()),
                 },
                 watermark: self.config.partitions.grouped().then(|| {
                     // Every 100 ms again (reports are lost on the way).
@@ -500,9 +527,22 @@ impl RouterLoop {
         requests
     }
 
-    /// The lead router suspects every live storage process its link has not reached for
-    /// `suspect_after_ms` (Crescando/RB §5.3: a suspected process stops being a destination,
-    /// so messages routed to it can become stable).
+    /// The failure detector and replacement policy's settings, in this process's ticks.
+    fn supervisor_settings(&self) -> SupervisorSettings {
+        let ticks = |ms: u64| (ms / self.config.tick_ms).max(1);
+        let suspect_after_ticks = ticks(self.config.suspect_after_ms);
+        SupervisorSettings {
+            suspect_after_ticks,
+            unreached_after_ticks: ticks(SUSPECT_UNREACHED_MS_MIN).max(suspect_after_ticks),
+        }
+    }
+
+    /// The lead router runs the super process's policy (`placement::supervisor`): it suspects
+    /// every live storage process its link has not reached for `suspect_after_ms` (Crescando/RB
+    /// §5.3: a suspected process stops being a destination, so messages routed to it can
+    /// become stable), then replaces a suspected ring member by a standby (§6.1, §7.8). The
+    /// evidence is the links' connection state: on loopback a dead process refuses
+    /// connections at once, and a live one, however loaded, is accepted by its kernel.
     fn detect(&mut self) {
         let Some(lead) = &mut self.lead else {
             return;
@@ -513,126 +553,83 @@ impl RouterLoop {
             return;
         }
         let configuration = self.replica.state_machine().configuration();
-        let reached = Duration::from_millis(self.config.suspect_after_ms);
-        let unreached = reached.max(Duration::from_millis(SUSPECT_UNREACHED_MS_MIN));
-        for storage in &self.config.storage {
-            let process = ProcessId(storage.id);
-            // A process the link reached before and that now refuses connections has gone
-            // away (on loopback a dead process refuses at once; a live one, however loaded,
-            // is accepted by its kernel); one never reached may still be starting.
-            let threshold = if self.links.ever_connected(storage.address) {
-                reached
-            } else {
-                unreached
-            };
-            let down = self
-                .links
-                .down_for(storage.address)
-                .is_some_and(|down| down >= threshold);
-            if down && configuration.is_live(process) && !lead.detector.submitted.contains(&process)
-            {
-                let message = ConfigMessage {
-                    based_on: configuration.version(),
-                    change: ConfigChange::Membership(MembershipChange::Suspect { process }),
-                };
-                let id = lead.detector.sender.id();
-                let routing = Routing::Config {
-                    sender: id,
+        let (links, config, tick_ms) = (&self.links, &self.config, self.config.tick_ms);
+        let evidence = |process: ProcessId| match config.storage(process) {
+            Some(storage) => LinkEvidence {
+                ever_connected: links.ever_connected(storage.address),
+                down_ticks: links
+                    .down_for(storage.address)
+                    .map(|down| down.as_millis() as u64 / tick_ms),
+            },
+            None => LinkEvidence::default(),
+        };
+        for proposal in lead.detector.supervisor.decide(configuration, &evidence) {
+            let detector = &mut lead.detector;
+            let (message, what) = match proposal {
+                Proposal::Suspect {
+                    process,
                     message,
-                };
-                if lead
-                    .detector
-                    .sender
-                    .submit(configuration.version(), routing, Vec::new())
-                    .is_ok()
-                {
+                    down_ticks,
+                } => (
+                    message,
+                    format!(
+                        "storage process {} unreachable for {} ms: suspecting it",
+                        process.0,
+                        down_ticks * tick_ms
+                    ),
+                ),
+                Proposal::Replace {
+                    replaced,
+                    standby,
+                    message,
+                } => (
+                    message,
+                    format!(
+                        "replacing suspected storage process {} by standby {} (configuration {})",
+                        replaced.0,
+                        standby.0,
+                        configuration.version().0
+                    ),
+                ),
+                Proposal::ReplaceRefused {
+                    replaced,
+                    standby,
+                    refusal,
+                } => {
                     log::warn(format_args!(
-                        "storage process {} unreachable for {threshold:?}: suspecting it",
-                        process.0
+                        "cannot replace suspected storage process {} by {}: {refusal}",
+                        replaced.0, standby.0
                     ));
-                    lead.detector.submitted.insert(process);
+                    continue;
                 }
+            };
+            let suspected = match &message.change {
+                ConfigChange::Membership(MembershipChange::Suspect { process }) => Some(*process),
+                _ => None,
+            };
+            let routing = Routing::Config {
+                sender: detector.sender.id(),
+                message,
+            };
+            match detector
+                .sender
+                .submit(configuration.version(), routing, Vec::new())
+            {
+                Ok(_) => {
+                    log::warn(format_args!("{what}"));
+                    if let Some(process) = suspected {
+                        detector.supervisor.submitted(process);
+                    }
+                }
+                Err(error) => log::warn(format_args!("cannot submit ({what}): {error:?}")),
             }
         }
-        self.replace_suspected();
         if let Some(request) = self
             .lead
             .as_mut()
             .and_then(|lead| lead.detector.next_request())
         {
             self.step(Input::Message(Message::Request(request)));
-        }
-    }
-
-    /// The super process's policy (Crescando/RB §6.1, §7.8), colocated with the lead router:
-    /// once a suspicion is applied, a suspected ring member is replaced by a standby — the
-    /// lowest-numbered one the router has no evidence against — with the §6.5 planner's
-    /// instruction list, submitted through the detector's sender. Never while a live ring
-    /// member is unreachable but not yet suspected (the plan could name it as a sender):
-    /// that one is suspected first, and the replacement planned after. A false suspicion
-    /// costs a copy, never consistency: the suspected process is routed nothing.
-    fn replace_suspected(&mut self) {
-        let Some(lead) = &mut self.lead else {
-            return;
-        };
-        let configuration = self.replica.state_machine().configuration();
-        if lead.detector.replace_planned_at == Some(configuration.version()) {
-            return;
-        }
-        let reachable = |process: ProcessId| {
-            self.config
-                .storage(process)
-                .is_some_and(|storage| self.links.down_for(storage.address).is_none())
-        };
-        let ring = configuration.ring();
-        if ring
-            .iter()
-            .any(|member| member.live && !reachable(member.process))
-        {
-            return; // Suspect it first.
-        }
-        let Some(replaced) = ring.iter().find(|member| !member.live) else {
-            return;
-        };
-        let standby = configuration
-            .processes()
-            .iter()
-            .find(|(process, info)| info.state == ProcessState::Standby && reachable(**process))
-            .map(|(process, _)| *process);
-        let Some(standby) = standby else {
-            return;
-        };
-        let transformation = Transformation::Replace {
-            replaced: replaced.process,
-            standby,
-        };
-        lead.detector.replace_planned_at = Some(configuration.version());
-        let message = match Planner::default().propose(configuration, transformation) {
-            Ok(message) => message,
-            Err(refusal) => {
-                log::warn(format_args!(
-                    "cannot replace suspected storage process {} by {}: {refusal}",
-                    replaced.process.0, standby.0
-                ));
-                return;
-            }
-        };
-        let routing = Routing::Config {
-            sender: lead.detector.sender.id(),
-            message,
-        };
-        match lead
-            .detector
-            .sender
-            .submit(configuration.version(), routing, Vec::new())
-        {
-            Ok(_) => log::warn(format_args!(
-                "replacing suspected storage process {} by standby {} (configuration {})",
-                replaced.process.0,
-                standby.0,
-                configuration.version().0
-            )),
-            Err(error) => log::warn(format_args!("cannot submit a Replace: {error:?}")),
         }
     }
 

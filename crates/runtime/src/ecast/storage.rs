@@ -260,6 +260,22 @@ pub(super) fn serve(
 ) -> Serving {
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
+    if let Some(address) = config.storage(id).and_then(|own| own.metrics) {
+        let weak = Arc::downgrade(&status);
+        status.metrics.set_counters(Box::new(move || {
+            weak.upgrade()
+                .map(|status| gateway::counters(&status, id))
+                .unwrap_or_default()
+        }));
+        match super::metrics::bind(address) {
+            Ok(listener) => {
+                let registry = Arc::new(status.metrics.registry("storage"));
+                tokio::spawn(super::metrics::serve(listener, registry));
+            }
+            // Not fatal: the process serves its clients without.
+            Err(reason) => log::warn(format_args!("no metrics: {reason}")),
+        }
+    }
     let (gateway, jobs) = gateway::start(
         config.clone(),
         id,

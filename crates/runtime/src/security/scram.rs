@@ -376,7 +376,10 @@ mod tests {
             };
             let accepted = exchange.finish(&last).is_ok();
             if accepted {
-                assert_eq!(last, valid_last, "round {round}: only the right proof passes");
+                assert_eq!(
+                    last, valid_last,
+                    "round {round}: only the right proof passes"
+                );
             }
         }
     }

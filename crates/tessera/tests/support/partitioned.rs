@@ -1,4 +1,4 @@
-//! A partitioned cluster of real processes (`tessera ecast-node`): routers and storage
+//! A partitioned cluster of real processes (`tessera node`): routers and storage
 //! processes on loopback, in `sequenced` or `vr` mode, with the faults the tests inject (SIGKILL,
 //! SIGSTOP, restarts) and `tessera admin`. Storage process i (0-based) serves RESP on
 //! `port + i` and E-Cast on `port + 100 + i`; router i listens on `port + 200 + i`, unless the
@@ -117,7 +117,7 @@ impl PartitionedCluster {
         };
         Command::new(env!("CARGO_BIN_EXE_tessera"))
             .envs(env.iter().map(|(name, value)| (name, value)))
-            .arg("ecast-node")
+            .arg("node")
             .arg("--cluster")
             .arg(self.directory.join("cluster.toml"))
             .arg(role)

@@ -1,0 +1,24 @@
+//! What the runtime reads from the operating system for the protocols above it: randomness for
+//! identifiers and seeds, and the wall clock for timestamps stamped where an operation is
+//! ordered (Redis expiry). Protocol code never calls these; the runtime passes their values in.
+
+/// A random 64-bit value (sender and client ids, seeds): the standard library's randomly keyed
+/// hasher over the time and the process id.
+pub fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
