@@ -425,6 +425,48 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
         err.contains("permission denied for role reader to write"),
         "{err}"
     );
+    // pgjdbc logs in with SCRAM-SHA-256 (its own implementation) as a role made with SQL.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["CREATE ROLE tessera LOGIN SUPERUSER PASSWORD 'jpw'"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let jar = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/java/postgresql-42.7.14.jar");
+    assert!(
+        jar.is_file(),
+        "the pgjdbc jar {} is missing: run scripts/fetch-pgjdbc (scripts/test runs it)",
+        jar.display()
+    );
+    {
+        let jdbc = |password: &str| {
+            let output = Command::new("java")
+                .arg("-cp")
+                .arg(&jar)
+                .arg(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("tests/java/JdbcCheck.java"),
+                )
+                .args([
+                    "127.0.0.1",
+                    &pg.to_string(),
+                    &format!("password={password}"),
+                ])
+                .output()
+                .expect("java runs");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        };
+        let refused = jdbc("wrong");
+        assert!(
+            refused.contains("FAIL: connect") && refused.contains("28P01"),
+            "{refused}"
+        );
+        let accepted = jdbc("jpw");
+        assert!(!accepted.contains("FAIL: connect"), "{accepted}");
+        assert!(accepted.contains("ok: connect"), "{accepted}");
+    }
     // ALTER ROLE changes the password; DROP ROLE removes the user.
     let (_, err) = psql(pg, "admin", PASSWORD, &["ALTER ROLE alice PASSWORD 'new'"]);
     assert!(err.is_empty(), "{err}");
