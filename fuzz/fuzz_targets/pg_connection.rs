@@ -35,6 +35,7 @@ fn limits() -> PgLimits {
         portals_max: 8,
         connections_max: 1,
         startup_timeout: Duration::from_secs(10),
+        idle_timeout: None,
     }
 }
 

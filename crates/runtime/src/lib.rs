@@ -11,5 +11,6 @@ pub mod log;
 pub mod os;
 pub mod pg;
 pub mod resp_codec;
+pub mod security;
 pub mod sql_backend;
 pub use store;

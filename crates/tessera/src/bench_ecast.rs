@@ -267,6 +267,8 @@ pub fn run(arguments: EcastArguments) -> anyhow::Result<()> {
 }
 
 async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Result<()> {
+    runtime::security::authenticate_peers(&config.security, &config.data_dir)
+        .map_err(anyhow::Error::msg)?;
     let listen_on = std::net::SocketAddr::new(config.routers[0].address.ip(), 0);
     let listener = TcpListener::bind(listen_on)
         .await

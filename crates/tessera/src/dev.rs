@@ -66,6 +66,16 @@ pub struct DevArguments {
     /// `SCAN 0 MATCH user:ab*` then read only the partitions holding that range.
     #[arg(long = "range-prefix", value_name = "PREFIX")]
     pub(crate) range_prefixes: Vec<String>,
+    /// Run without authentication: every client port accepts anyone (printed as a warning).
+    /// Without it, `tessera dev` makes an admin user with a generated password, prints it and
+    /// writes it to `<data-dir>/admin-password`.
+    #[arg(long)]
+    pub(crate) insecure: bool,
+    /// TLS on the client ports: a local CA and a certificate for localhost/127.0.0.1 it signs
+    /// go to `<data-dir>/tls/`; RESP then speaks only TLS (`redis-cli --tls --cacert`) and
+    /// PostgreSQL requires it (`sslmode=verify-full sslrootcert=…`).
+    #[arg(long)]
+    pub(crate) tls: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

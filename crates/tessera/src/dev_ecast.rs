@@ -63,6 +63,9 @@ pub fn run(
         config.partitions = partitions;
         config.durability = durability;
         config.range_prefixes = arguments.range_prefixes.clone();
+        if arguments.insecure {
+            config.security = runtime::security::SecurityConfig::insecure();
+        }
         let mut config = config.with_active(arguments.active.unwrap_or(nodes))?;
         if partitions.grouped() && arguments.pg_port != 0 {
             config = config.with_pg_ports(arguments.pg_port)?;
@@ -79,6 +82,15 @@ pub fn run(
         Ok(config)
     })
     .map_err(anyhow::Error::msg)?;
+    let mut config = config;
+    let tls = if arguments.tls {
+        let files = crate::dev_tls::prepare(&data_dir)?;
+        config.security.tls_cert_file = Some(files.certificate.clone());
+        config.security.tls_key_file = Some(files.key.clone());
+        Some(files)
+    } else {
+        None
+    };
     let config = if kept {
         // A disk cluster starts again from its directory: the same cluster file, if it is
         // the cluster these arguments ask for.
@@ -97,6 +109,7 @@ pub fn run(
         std::fs::write(&cluster_file, config.render())?;
         config
     };
+    let password = admin_password(&config)?;
     let mut processes = Vec::new();
     for index in 0..arguments.routers {
         let name = format!("router-{index}");
@@ -124,7 +137,11 @@ pub fn run(
             )?,
         ));
     }
-    let outcome = wait_and_report(arguments, &config, &mut processes);
+    let access = Access {
+        password: password.as_deref(),
+        ca: tls.as_ref().map(|files| files.ca.as_path()),
+    };
+    let outcome = wait_and_report(arguments, &config, &access, &mut processes);
     let mut children: Vec<Child> = processes.into_iter().map(|(_, child)| child).collect();
     stop(&mut children);
     outcome
@@ -161,10 +178,70 @@ fn clients(config: &ClusterConfig) -> Vec<String> {
         .collect()
 }
 
+/// The admin's password: kept from an earlier run of a disk cluster, else generated and
+/// written (owner-only) where the storage processes read it. `None` with `--insecure`.
+fn admin_password(config: &ClusterConfig) -> anyhow::Result<Option<String>> {
+    if config.security.insecure {
+        eprintln!(
+            "WARNING: --insecure: every port of this cluster accepts anyone, without a password."
+        );
+        return Ok(None);
+    }
+    write_secret(&config.data_dir.join("cluster-secret"))?;
+    let path = config.security.admin_password_path(&config.data_dir);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Some(password) = text.lines().next().filter(|line| !line.is_empty()) {
+            return Ok(Some(password.to_string()));
+        }
+    }
+    let password = runtime::security::random_token(18);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{password}")?;
+    Ok(Some(password))
+}
+
+/// How this process reaches the client ports: the admin's password, the CA of `--tls`.
+struct Access<'a> {
+    password: Option<&'a str>,
+    ca: Option<&'a Path>,
+}
+
+impl Access<'_> {
+    fn info(&self, config: &ClusterConfig, client: &str) -> Result<info::Fields, String> {
+        let credentials = self
+            .password
+            .map(|password| (config.security.admin_user.as_str(), password));
+        info::info_as(client, credentials, self.ca)
+    }
+}
+
+/// Writes a fresh cluster secret (owner-only) unless one is there: every process of the
+/// cluster authenticates its E-Cast frames with it.
+fn write_secret(path: &Path) -> anyhow::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    writeln!(file, "{}", runtime::security::random_token(32))?;
+    Ok(())
+}
+
 /// Ready when every storage process's gateway has had an answer from the router group.
-fn ready(config: &ClusterConfig) -> bool {
+fn ready(config: &ClusterConfig, access: &Access) -> bool {
     clients(config).iter().all(|client| {
-        info::info(client).is_ok_and(|fields| {
+        access.info(config, client).is_ok_and(|fields| {
             fields
                 .get("tessera_ecast_router_answers")
                 .is_some_and(|answers| answers != "0")
@@ -175,10 +252,12 @@ fn ready(config: &ClusterConfig) -> bool {
 fn wait_and_report(
     arguments: &DevArguments,
     config: &ClusterConfig,
+    access: &Access,
     processes: &mut [(String, Child)],
 ) -> anyhow::Result<()> {
+    let password = access.password;
     let started = Instant::now();
-    while !ready(config) {
+    while !ready(config, access) {
         check_alive(processes, &config.data_dir)?;
         if started.elapsed() > Duration::from_secs(30) {
             bail!(
@@ -213,13 +292,44 @@ fn wait_and_report(
         config.replication,
         config.routers.len()
     );
+    let user = &config.security.admin_user;
+    match password {
+        Some(password) => println!(
+            "Admin user {user}, password {password} (also in {}).",
+            config
+                .security
+                .admin_password_path(&config.data_dir)
+                .display()
+        ),
+        // On standard error, so that scripts reading the connection lines are unchanged.
+        None => {
+            eprintln!("WARNING: running --insecure: no user or password is asked for on any port.")
+        }
+    }
+    let mut redis_auth = password.map_or(String::new(), |password| {
+        format!(" --user {user} --pass {password} --no-auth-warning")
+    });
+    let mut psql_tls = String::new();
+    if let Some(ca) = access.ca {
+        redis_auth = format!(" --tls --cacert {}{redis_auth}", ca.display());
+        psql_tls = format!("?sslmode=verify-full&sslrootcert={}", ca.display());
+    }
     for storage in &config.storage {
-        let psql = match storage.pg {
-            Some(pg) => format!("    psql -h {} -p {}", pg.ip(), pg.port()),
-            None => String::new(),
+        let psql = match (storage.pg, password) {
+            (Some(pg), Some(password)) => format!(
+                "    psql 'postgresql://{user}:{password}@{}:{}/tessera{psql_tls}'",
+                pg.ip(),
+                pg.port()
+            ),
+            (Some(pg), None) => format!(
+                "    psql 'postgresql://{}:{}/tessera{psql_tls}'",
+                pg.ip(),
+                pg.port()
+            ),
+            (None, _) => String::new(),
         };
         println!(
-            "  storage {}: redis-cli -p {}{psql}{}",
+            "  storage {}: redis-cli -p {}{redis_auth}{psql}{}",
             storage.id,
             storage.client.port(),
             if storage.standby { " (standby)" } else { "" }
@@ -294,7 +404,7 @@ fn wait_and_report(
             bail!("every process of the cluster exited");
         }
         if interactive {
-            print!("\r{}\x1b[K", status_line(config));
+            print!("\r{}\x1b[K", status_line(config, access));
         }
         std::io::stdout().flush()?;
         for _ in 0..10 {
@@ -310,10 +420,10 @@ fn wait_and_report(
 
 /// One line: per storage process, the last timestamp it delivered and its configuration
 /// version.
-fn status_line(config: &ClusterConfig) -> String {
+fn status_line(config: &ClusterConfig, access: &Access) -> String {
     let mut parts = Vec::new();
     for (storage, client) in config.storage.iter().zip(clients(config)) {
-        match info::info(&client) {
+        match access.info(config, &client) {
             Ok(fields) => {
                 let field =
                     |name: &str| fields.get(name).cloned().unwrap_or_else(|| "?".to_string());

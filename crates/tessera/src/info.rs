@@ -8,20 +8,83 @@ use std::time::Duration;
 /// INFO's fields, key → value.
 pub type Fields = BTreeMap<String, String>;
 
-/// The fields of `INFO` as key → value.
-pub fn info(address: &str) -> Result<Fields, String> {
+/// The fields of `INFO` as key → value, after `AUTH user password` when `credentials` are
+/// given, over TLS verified with the CA certificate `ca` when given.
+pub fn info_as(
+    address: &str,
+    credentials: Option<(&str, &str)>,
+    ca: Option<&std::path::Path>,
+) -> Result<Fields, String> {
     let socket_address = address
         .parse()
         .map_err(|_| format!("{address} is not an address"))?;
-    let mut stream = TcpStream::connect_timeout(&socket_address, Duration::from_millis(300))
+    let stream = TcpStream::connect_timeout(&socket_address, Duration::from_millis(300))
         .map_err(|error| error.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(2)))
         .map_err(|error| error.to_string())?;
+    match ca {
+        None => exchange(stream, credentials),
+        Some(ca) => exchange(tls_client(stream, &socket_address, ca)?, credentials),
+    }
+}
+
+/// A TLS client over `stream` that trusts only `ca`'s certificates (rustls, ring).
+fn tls_client(
+    stream: TcpStream,
+    address: &std::net::SocketAddr,
+    ca: &std::path::Path,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_file_iter(ca).map_err(|error| error.to_string())? {
+        roots
+            .add(certificate.map_err(|error| error.to_string())?)
+            .map_err(|error| error.to_string())?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::from(address.ip());
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|error| error.to_string())?;
+    Ok(rustls::StreamOwned::new(connection, stream))
+}
+
+/// Sends AUTH (if `credentials`) and INFO on `stream`; INFO's fields.
+fn exchange<S: Read + Write>(
+    mut stream: S,
+    credentials: Option<(&str, &str)>,
+) -> Result<Fields, String> {
+    let mut request = Vec::new();
+    if let Some((user, password)) = credentials {
+        for part in [
+            "*3\r\n$4\r\nAUTH\r\n".to_string(),
+            format!("${}\r\n{user}\r\n", user.len()),
+            format!("${}\r\n{password}\r\n", password.len()),
+        ] {
+            request.extend_from_slice(part.as_bytes());
+        }
+    }
+    request.extend_from_slice(b"*1\r\n$4\r\nINFO\r\n");
     stream
-        .write_all(b"*1\r\n$4\r\nINFO\r\n")
+        .write_all(&request)
+        .and_then(|()| stream.flush())
         .map_err(|error| error.to_string())?;
     let mut reader = BufReader::new(stream);
+    if credentials.is_some() {
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .map_err(|error| error.to_string())?;
+        if line.trim_end() != "+OK" {
+            return Err(format!("AUTH refused: {}", line.trim()));
+        }
+    }
     let mut header = String::new();
     reader
         .read_line(&mut header)
@@ -55,6 +118,25 @@ fn keys(fields: &Fields) -> String {
         .to_string()
 }
 
+/// How an operator's tool reaches a cluster's RESP ports: the admin's user and password (read
+/// from `security.admin_password_file`, unless the cluster is insecure) and, with TLS, the CA
+/// certificate `ca.pem` beside the server certificate (where `tessera dev --tls` writes it).
+pub fn access_of(
+    config: &runtime::ecast::config::ClusterConfig,
+) -> (Option<(String, String)>, Option<std::path::PathBuf>) {
+    let security = &config.security;
+    let credentials = (!security.insecure)
+        .then(|| std::fs::read_to_string(security.admin_password_path(&config.data_dir)).ok())
+        .flatten()
+        .and_then(|text| text.lines().next().map(str::to_string))
+        .map(|password| (security.admin_user.clone(), password));
+    let ca = security
+        .tls_cert_file
+        .as_ref()
+        .and_then(|certificate| Some(certificate.parent()?.join("ca.pem")));
+    (credentials, ca)
+}
+
 /// One line per storage process, from its `INFO`: protocol, durability, the partition replicas
 /// it runs (primaries, replicas in a view change or recovery), keys over those replicas (a key
 /// is counted once per replica of its partition), and how many of its
@@ -64,9 +146,13 @@ pub fn status_table(config: &runtime::ecast::config::ClusterConfig) -> String {
         "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8}\n",
         "id", "resp", "protocol", "durable", "replicas", "primaries", "view-chg", "keys", "2-rtt"
     );
+    let (credentials, ca) = access_of(config);
+    let credentials = credentials
+        .as_ref()
+        .map(|(user, password)| (user.as_str(), password.as_str()));
     for storage in &config.storage {
         let address = storage.client.to_string();
-        match info(&address) {
+        match info_as(&address, credentials, ca.as_deref()) {
             Ok(fields) => {
                 let field = |name: &str| {
                     fields

@@ -7,6 +7,7 @@ mod bench_ecast;
 mod bench_history;
 mod dev;
 mod dev_ecast;
+mod dev_tls;
 mod info;
 mod ticket;
 

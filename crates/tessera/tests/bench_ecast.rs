@@ -86,6 +86,7 @@ fn messages_submitted_straight_to_the_routers_become_stable_and_are_applied_or_n
     let _dev = Dev(Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args([
             "dev",
+            "--insecure",
             "--protocol",
             "sequenced",
             "--nodes",

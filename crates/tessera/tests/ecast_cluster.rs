@@ -265,6 +265,7 @@ fn tessera_dev_starts_partitioned_clusters_of_sequenced_and_skyros_partitions() 
     let output = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args([
             "dev",
+            "--insecure",
             "--nodes",
             "6",
             "--replication",
@@ -296,6 +297,7 @@ fn tessera_dev_starts_partitioned_clusters_of_sequenced_and_skyros_partitions() 
     let skyros = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args([
             "dev",
+            "--insecure",
             "--nodes",
             "6",
             "--protocol",

@@ -60,6 +60,7 @@ fn run_redis_tools(protocol: &str, port: u16) {
         Command::new(env!("CARGO_BIN_EXE_tessera"))
             .args([
                 "dev",
+                "--insecure",
                 "--protocol",
                 protocol,
                 "--port",

@@ -49,6 +49,7 @@ fn start(name: &str, arguments: &[&str]) -> Dev {
     ));
     let mut dev = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .arg("dev")
+        .arg("--insecure")
         .args(arguments)
         .arg("--data-dir")
         .arg(&data_dir)

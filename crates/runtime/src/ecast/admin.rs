@@ -43,6 +43,9 @@ pub struct RouterClient {
 impl RouterClient {
     /// Listens on an ephemeral port of the routers' interface for answers.
     pub async fn start(config: ClusterConfig) -> Result<RouterClient, String> {
+        // Requests without the cluster secret's tags are dropped: the secret is the admin's
+        // credential towards the routers and storage processes.
+        crate::security::authenticate_peers(&config.security, &config.data_dir)?;
         let ip = config
             .routers
             .first()

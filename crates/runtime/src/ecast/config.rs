@@ -45,6 +45,10 @@ pub struct ClusterConfig {
     /// covering it. None may be a prefix of another. Fixed for the life of the cluster.
     #[serde(default)]
     pub range_prefixes: Vec<String>,
+    /// Authentication and limits on the client ports (`[security]`; absent: authentication
+    /// on, with the admin's password in `<data_dir>/admin-password`), `crate::security`.
+    #[serde(default)]
+    pub security: crate::security::SecurityConfig,
 }
 
 /// How a partitioned cluster's partitions replicate.
@@ -241,6 +245,7 @@ impl ClusterConfig {
             return Err("tick_ms must be positive".into());
         }
         self.key_placement()?;
+        self.security.validate()?;
         if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
             return Err(
                 "durability = \"disk\" needs partition groups (partitions = \"vr\" or \"skyros\")"
@@ -481,6 +486,7 @@ impl ClusterConfig {
                 let _ = writeln!(text, "standby = true");
             }
         }
+        text.push_str(&self.security.render());
         text
     }
 
@@ -536,6 +542,7 @@ impl ClusterConfig {
         let spacing = u64::MAX / storage.max(1);
         let config = ClusterConfig {
             range_prefixes: Vec::new(),
+            security: crate::security::SecurityConfig::default(),
             cluster,
             tick_ms: default_tick_ms(),
             replication,
@@ -594,6 +601,25 @@ mod tests {
         let groups = config.partition_groups();
         assert_eq!(groups.len(), 3);
         assert!(groups.iter().all(|group| group.members.len() == 3));
+        assert!(!config.security.insecure);
+        assert!(config.security.tls_cert_file.is_some());
+        let rendered: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(rendered, config, "render keeps the [security] section");
+    }
+
+    #[test]
+    fn a_cluster_file_without_security_is_secure_and_half_a_tls_pair_is_refused() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        assert!(!config.security.insecure);
+        assert!(!config.render().contains("[security]"));
+        config.security.tls_cert_file = Some(PathBuf::from("/tmp/cert.pem"));
+        assert!(config.validate().is_err());
+        config.security.tls_key_file = Some(PathBuf::from("/tmp/key.pem"));
+        config.security.max_connections = 3;
+        config.validate().unwrap();
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
     }
 
     /// Two listeners on one address are refused with both names, and metrics ports render

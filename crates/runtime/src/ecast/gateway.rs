@@ -23,7 +23,7 @@ use super::link::{Frame, Links};
 use super::payload::{self, KeyPlacement, Split, Survey, SurveyPlan};
 use crate::log;
 use crate::os::random_u64;
-use crate::resp_codec::{encode_reply, parse_request, Limits};
+use crate::resp_codec::{encode_reply, parse_request};
 use ecast::{
     BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
     GatewaySettings, Isolation, SenderSettings,
@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use vr::ClientId;
 
@@ -231,6 +231,7 @@ pub(crate) fn start(
     links: Links,
     listener: TcpListener,
     status: Arc<GatewayStatus>,
+    security: Arc<crate::security::Security>,
 ) -> (mpsc::UnboundedSender<Frame>, mpsc::Sender<Job>) {
     let (frames, frame_receiver) = mpsc::unbounded_channel();
     let (jobs, job_receiver) = mpsc::channel::<Job>(65_536);
@@ -317,7 +318,14 @@ pub(crate) fn start(
         status: status.clone(),
     };
     tokio::spawn(task.run(frame_receiver, job_receiver, tick_ms));
-    tokio::spawn(serve(listener, jobs.clone(), config, storage, status));
+    tokio::spawn(serve(
+        listener,
+        jobs.clone(),
+        config,
+        storage,
+        status,
+        security,
+    ));
     (frames, jobs)
 }
 
@@ -1010,7 +1018,9 @@ async fn serve(
     config: ClusterConfig,
     storage: ProcessId,
     status: Arc<GatewayStatus>,
+    security: Arc<crate::security::Security>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -1021,7 +1031,16 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let security_timeout = security.auth_timeout();
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(crate::security::resp::refuse_connection(stream));
+            continue;
+        };
         let mut connection = Connection {
+            session: crate::security::resp::Session::new(
+                security.clone(),
+                super::sql::ClusterBackend::new(jobs.clone()),
+            ),
             jobs: jobs.clone(),
             isolation: Isolation::Sequential,
             requested: Isolation::Sequential,
@@ -1031,7 +1050,20 @@ async fn serve(
             storage,
             status: status.clone(),
         };
-        tokio::spawn(async move { connection.run(stream).await });
+        let tls = security.tls().cloned();
+        tokio::spawn(async move {
+            match tls {
+                None => connection.run(stream).await,
+                Some(acceptor) => {
+                    if let Some(encrypted) =
+                        crate::security::resp::handshake(&acceptor, stream, &security_timeout).await
+                    {
+                        connection.run(encrypted).await;
+                    }
+                }
+            }
+            drop(permit);
+        });
     }
 }
 
@@ -1048,6 +1080,8 @@ struct Connection {
     config: ClusterConfig,
     storage: ProcessId,
     status: Arc<GatewayStatus>,
+    /// Who the client is, and what it may send and run (`crate::security::resp`).
+    session: crate::security::resp::Session<super::sql::ClusterBackend>,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1194,13 +1228,25 @@ async fn resolve(answers: &mut [Answer]) {
 }
 
 impl Connection {
-    async fn run(&mut self, mut stream: TcpStream) {
-        let limits = Limits::default();
+    async fn run<S>(&mut self, mut stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            let read = match stream.read(&mut chunk).await {
+            let read = match self.session.read_timeout() {
+                None => stream.read(&mut chunk).await,
+                // Idle, or not authenticated in time: closed without a reply (as Redis closes
+                // idle clients).
+                Some(timeout) => match tokio::time::timeout(timeout, stream.read(&mut chunk)).await
+                {
+                    Ok(read) => read,
+                    Err(_) => return,
+                },
+            };
+            let read = match read {
                 Ok(0) | Err(_) => return,
                 Ok(read) => read,
             };
@@ -1210,6 +1256,7 @@ impl Connection {
             let mut answers = Vec::new();
             let mut close = false;
             loop {
+                let limits = self.session.limits();
                 match parse_request(&input[consumed_total..], &limits) {
                     Ok(None) => break,
                     Ok(Some((arguments, consumed))) => {
@@ -1226,7 +1273,7 @@ impl Connection {
                         }
                     }
                     Err(error) => {
-                        answers.push(Answer::Ready(Value::Error(format!("ERR {}", error.0))));
+                        answers.push(Answer::Ready(self.session.parse_error(&error)));
                         close = true;
                         break;
                     }
@@ -1262,7 +1309,9 @@ impl Connection {
                     break;
                 }
             }
-            if stream.write_all(&output).await.is_err() || close {
+            // Flushed: a TLS stream holds its last record until then.
+            let written = stream.write_all(&output).await.is_ok() && stream.flush().await.is_ok();
+            if !written || close {
                 return;
             }
             output.clear();
@@ -1270,6 +1319,16 @@ impl Connection {
     }
 
     async fn on_command(&mut self, arguments: &[Vec<u8>]) -> Answer {
+        use crate::security::resp::Intercept;
+        let rewritten;
+        let arguments = match self.session.intercept(arguments).await {
+            Intercept::Reply(value) => return Answer::Ready(value),
+            Intercept::Pass => arguments,
+            Intercept::Rewritten(arguments) => {
+                rewritten = arguments;
+                &rewritten[..]
+            }
+        };
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
         }
@@ -1433,6 +1492,10 @@ pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(Strin
             load(&status.router_answers),
         ),
         ("ecast_refused".to_string(), load(&status.refused)),
+        (
+            "ecast_frames_unauthenticated".to_string(),
+            super::link::frames_unauthenticated(),
+        ),
         ("ecast_retried".to_string(), load(&status.retried)),
         ("bypass_nilext_fast".to_string(), load(&status.nilext_fast)),
         (

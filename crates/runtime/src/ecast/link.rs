@@ -5,6 +5,13 @@
 //! the receiver needs to know, so no handshake is needed. A link's queue is bounded and a
 //! frame that does not fit, or is in flight when a connection breaks, is lost: every protocol
 //! above resends (the forwarder its deliveries, gateways their requests).
+//!
+//! Authenticated frames: when the process has the cluster secret (`use_cluster_secret`, from
+//! `[security]`), every frame on the wire is followed by an HMAC-SHA-256 tag (ring) of its
+//! bytes under that secret, and a reader checks the tag before it decodes the frame: a frame
+//! without a valid tag is dropped, counted (`frames_unauthenticated`) and logged, and its
+//! connection closed. Every process of a cluster reads the same secret, so every link is
+//! authenticated or none is (`security.insecure`).
 
 use super::stats;
 use crate::log;
@@ -25,6 +32,87 @@ use wire::{Message, ReplicaIndex, Request};
 
 /// Frames this process dropped because a link's queue was full (or its task gone).
 static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Frames dropped because their HMAC tag was missing or wrong.
+static FRAMES_UNAUTHENTICATED: AtomicU64 = AtomicU64::new(0);
+
+/// The cluster secret's HMAC key, when frames are authenticated (set once at start).
+static CLUSTER_KEY: std::sync::OnceLock<Option<ring::hmac::Key>> = std::sync::OnceLock::new();
+
+/// Bytes of the tag after every frame when frames are authenticated.
+pub const TAG_BYTES: usize = 32;
+
+/// Authenticates every frame this process sends and receives with `secret` (`None`: no
+/// tags, an insecure cluster). Called once, before the first link; a second call with the
+/// same setting is a no-op, with another one an error.
+pub fn use_cluster_secret(secret: Option<&[u8]>) -> Result<(), String> {
+    let key = secret.map(|secret| ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret));
+    let set = CLUSTER_KEY.get_or_init(|| key.clone());
+    let same = match (set, &key) {
+        (None, None) => true,
+        (Some(set), Some(key)) => {
+            ring::hmac::sign(set, b"probe").as_ref() == ring::hmac::sign(key, b"probe").as_ref()
+        }
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err("this process already uses another cluster secret".into())
+    }
+}
+
+fn cluster_key() -> Option<&'static ring::hmac::Key> {
+    CLUSTER_KEY.get().and_then(Option::as_ref)
+}
+
+/// Frames this process dropped for a missing or wrong HMAC tag.
+pub fn frames_unauthenticated() -> u64 {
+    FRAMES_UNAUTHENTICATED.load(Ordering::Relaxed)
+}
+
+/// Encodes `frame` onto `buffer`, followed by its tag when frames are authenticated.
+fn encode_sealed(frame: &Frame, buffer: &mut Vec<u8>) {
+    let start = buffer.len();
+    wire::encode_into(frame, buffer);
+    if let Some(key) = cluster_key() {
+        let tag = ring::hmac::sign(key, &buffer[start..]);
+        buffer.extend_from_slice(tag.as_ref());
+    }
+}
+
+/// What the reader makes of the bytes at the front of its buffer.
+enum Unsealed {
+    /// More bytes are needed.
+    Incomplete,
+    /// The frame's bytes (without the tag) and the bytes it took with its tag.
+    Frame { frame_bytes: usize, consumed: usize },
+    /// The tag does not match: the frame is not from a holder of the secret.
+    Forged,
+}
+
+/// Finds the frame at the front of `bytes` and checks its tag, before anything decodes it.
+fn unseal(bytes: &[u8], key: &ring::hmac::Key) -> Result<Unsealed, String> {
+    if bytes.len() < wire::FRAME_HEADER_BYTES {
+        return Ok(Unsealed::Incomplete);
+    }
+    let length = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+    if length > FRAME_BYTES_MAX {
+        return Err(format!("a frame of {length} bytes is over the limit"));
+    }
+    let frame_bytes = wire::FRAME_HEADER_BYTES + length;
+    let consumed = frame_bytes + TAG_BYTES;
+    if bytes.len() < consumed {
+        return Ok(Unsealed::Incomplete);
+    }
+    match ring::hmac::verify(key, &bytes[..frame_bytes], &bytes[frame_bytes..consumed]) {
+        Ok(()) => Ok(Unsealed::Frame {
+            frame_bytes,
+            consumed,
+        }),
+        Err(_) => Ok(Unsealed::Forged),
+    }
+}
 
 /// Frames queued per link at most; more are dropped (the sender's protocol resends).
 const LINK_FRAMES_MAX: usize = 16_384;
@@ -422,7 +510,17 @@ pub fn frames_dropped() -> u64 {
 /// One frame as it travels (tests and tools that speak to a process directly).
 pub fn encode(frame: &Frame) -> Vec<u8> {
     let mut buffer = Vec::new();
-    wire::encode_into(frame, &mut buffer);
+    encode_sealed(frame, &mut buffer);
+    buffer
+}
+
+/// One frame as a holder of `secret` sends it: the frame and its HMAC tag (tests and tools
+/// that speak to a process directly).
+pub fn encode_with_secret(frame: &Frame, secret: &[u8]) -> Vec<u8> {
+    let mut buffer = wire::encode(frame);
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, &buffer);
+    buffer.extend_from_slice(tag.as_ref());
     buffer
 }
 
@@ -486,14 +584,14 @@ async fn dial(
                 tokio::time::sleep_until((queued + delay).into()).await;
             }
             buffer.clear();
-            wire::encode_into(&frame, &mut buffer);
+            encode_sealed(&frame, &mut buffer);
             let mut burst = 1;
             while let Ok((queued, frame)) = frames.try_recv() {
                 if !delay.is_zero() && queued + delay > Instant::now() {
                     held = Some((queued, frame));
                     break;
                 }
-                wire::encode_into(&frame, &mut buffer);
+                encode_sealed(&frame, &mut buffer);
                 burst += 1;
                 if buffer.len() > 1 << 20 {
                     break;
@@ -549,9 +647,27 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
         stats::BYTES_IN.add(read as u64);
         let mut consumed_total = 0;
         loop {
-            match wire::decode::<Frame>(&buffer[consumed_total..], FRAME_BYTES_MAX) {
+            let rest = &buffer[consumed_total..];
+            let (frame_bytes, sealed) = match cluster_key() {
+                None => (rest, 0),
+                Some(key) => match unseal(rest, key)? {
+                    Unsealed::Incomplete => break,
+                    Unsealed::Frame {
+                        frame_bytes,
+                        consumed,
+                    } => (&rest[..frame_bytes], consumed - frame_bytes),
+                    Unsealed::Forged => {
+                        FRAMES_UNAUTHENTICATED.fetch_add(1, Ordering::Relaxed);
+                        return Err(
+                            "dropped a frame whose HMAC tag is wrong (not from a holder of the cluster secret); closing the connection"
+                                .into(),
+                        );
+                    }
+                },
+            };
+            match wire::decode::<Frame>(frame_bytes, FRAME_BYTES_MAX) {
                 Ok((frame, consumed)) => {
-                    consumed_total += consumed;
+                    consumed_total += consumed + sealed;
                     stats::FRAMES_IN.add(1);
                     let full = inbound.capacity() == 0;
                     let started = full.then(Instant::now);

@@ -448,13 +448,21 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         listener,
         client_listener,
         pg_listener,
+        security,
     } = super::storage::open(&config, id).await?;
     let super::storage::Serving {
         links,
         status,
         gateway: gateway_frames,
         frames: mut receiver,
-    } = super::storage::serve(&config, id, listener, client_listener, pg_listener);
+    } = super::storage::serve(
+        &config,
+        id,
+        listener,
+        client_listener,
+        pg_listener,
+        security,
+    );
     let mut partitions = BTreeMap::new();
     let (completions_sender, mut completions) = mpsc::unbounded_channel();
     let durable = config.durability == ClusterDurability::Disk;

@@ -64,6 +64,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         .ok_or_else(|| format!("there is no router {index}"))?
         .address;
     log::init(format!("router{index}"));
+    crate::security::authenticate_peers(&config.security, &config.data_dir)?;
     let directory = config.data_dir.join(format!("router-{index}"));
     std::fs::create_dir_all(&directory)
         .map_err(|error| format!("{}: {error}", directory.display()))?;

@@ -269,7 +269,8 @@ impl SqlBackend for ClusterBackend {
         let [(_, bytes)] = answers.as_slice() else {
             return Err(BackendError::Unavailable);
         };
-        let read = store::decode_catalog(bytes).ok_or(BackendError::Unavailable)?;
+        let mut read = store::decode_catalog(bytes).ok_or(BackendError::Unavailable)?;
+        crate::security::roles::hide(&mut read.1);
         *self
             .catalog
             .lock()

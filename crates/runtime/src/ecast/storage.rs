@@ -102,6 +102,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         placement,
         listener,
         client_listener,
+        security,
         ..
     } = opened;
     let initial = config.initial_configuration();
@@ -112,7 +113,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         status,
         gateway: gateway_frames,
         frames: mut receiver,
-    } = serve(&config, id, listener, client_listener, None);
+    } = serve(&config, id, listener, client_listener, None, security);
     let standby = initial.state(id) == Some(placement::ProcessState::Standby);
     let mut process = StorageProcess {
         id,
@@ -233,6 +234,8 @@ pub(super) struct Opened {
     pub client_listener: TcpListener,
     /// PostgreSQL clients, if the process has a `pg` address.
     pub pg_listener: Option<TcpListener>,
+    /// Who may use the client ports (`[security]`, the admin's verifier).
+    pub security: Arc<crate::security::Security>,
 }
 
 /// What a storage process of either kind runs beside its own task: the RESP gateway, and the
@@ -253,6 +256,7 @@ pub(super) fn serve(
     listener: TcpListener,
     client_listener: TcpListener,
     pg_listener: Option<TcpListener>,
+    security: Arc<crate::security::Security>,
 ) -> Serving {
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
@@ -278,13 +282,21 @@ pub(super) fn serve(
         links.clone(),
         client_listener,
         status.clone(),
+        security.clone(),
     );
     if let Some(pg_listener) = pg_listener {
         let backend = super::sql::ClusterBackend::new(jobs);
-        tokio::spawn(crate::pg::serve(
+        let limits = crate::pg::PgLimits {
+            connections_max: security.config.max_connections,
+            startup_timeout: security.auth_timeout(),
+            idle_timeout: security.idle_timeout(),
+            ..crate::pg::PgLimits::default()
+        };
+        tokio::spawn(crate::pg::serve_secured(
             pg_listener,
             backend,
-            crate::pg::PgLimits::default(),
+            limits,
+            security,
         ));
     }
     let (sender, frames) = mpsc::channel::<Frame>(65_536);
@@ -305,6 +317,8 @@ pub(super) async fn open(config: &ClusterConfig, id: ProcessId) -> Result<Opened
         .clone();
     let placement = config.key_placement()?;
     log::init(format!("storage{}", id.0));
+    let security = crate::security::Security::load(&config.security, &config.data_dir)?;
+    crate::security::authenticate_peers(&config.security, &config.data_dir)?;
     let directory = config.data_dir.join(format!("storage-{}", id.0));
     std::fs::create_dir_all(&directory)
         .map_err(|error| format!("{}: {error}", directory.display()))?;
@@ -333,6 +347,7 @@ pub(super) async fn open(config: &ClusterConfig, id: ProcessId) -> Result<Opened
         listener,
         client_listener,
         pg_listener,
+        security,
     })
 }
 

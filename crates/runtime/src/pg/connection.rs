@@ -13,6 +13,8 @@ use sql::{OutputColumn, Plan, Prepared, SessionCommand, SqlError, StatementResul
 use std::collections::{HashMap, VecDeque};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
+mod authentication;
+
 /// Output is written to the socket once this much is buffered, and at every ReadyForQuery,
 /// Flush and CopyInResponse.
 const FLUSH_BYTES: usize = 64 * 1024;
@@ -55,6 +57,14 @@ pub(crate) struct Connection<B, R, W> {
     portals: HashMap<String, Portal>,
     /// After an error in an extended-protocol message: discard messages until Sync.
     ignore_till_sync: bool,
+    /// Who may connect (`serve`: anyone).
+    security: std::sync::Arc<crate::security::Security>,
+    /// The user named in the StartupMessage.
+    user_name: String,
+    /// The authenticated user's role (after startup).
+    role: Option<crate::security::roles::Role>,
+    /// The connection runs over TLS.
+    encrypted: bool,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -90,7 +100,26 @@ where
             statements: HashMap::new(),
             portals: HashMap::new(),
             ignore_till_sync: false,
+            security: crate::security::Security::open(),
+            user_name: String::new(),
+            role: None,
+            encrypted: false,
         }
+    }
+
+    /// Marks the connection as running over TLS (a server with TLS refuses others).
+    pub(crate) fn with_encryption(mut self, encrypted: bool) -> Self {
+        self.encrypted = encrypted;
+        self
+    }
+
+    /// Authenticates clients as `security` says.
+    pub(crate) fn with_security(
+        mut self,
+        security: std::sync::Arc<crate::security::Security>,
+    ) -> Self {
+        self.security = security;
+        self
     }
 
     async fn flush(&mut self) -> Result<(), Fail> {
@@ -119,7 +148,14 @@ where
 
     /// Runs the connection to its end. Never panics on client input.
     pub(crate) async fn run(mut self, process_id: i32, secret: i32) {
-        let result = match tokio::time::timeout(self.limits.startup_timeout, self.startup()).await {
+        let startup_timeout = self.limits.startup_timeout;
+        let started = async {
+            match self.startup().await {
+                Ok(true) => self.authenticate().await.map(|()| true),
+                other => other,
+            }
+        };
+        let result = match tokio::time::timeout(startup_timeout, started).await {
             Ok(result) => result,
             Err(_) => Err(protocol_violation("startup timed out")),
         };
@@ -173,7 +209,10 @@ where
                         }
                         let value = body.cstr().map_err(fatal)?;
                         match name {
-                            "user" => user = Some(value.to_string()),
+                            "user" => {
+                                self.user_name = value.to_string();
+                                user = Some(value.to_string());
+                            }
                             "database" | "options" | "replication" => {}
                             _ if name.starts_with("_pq_.") => unrecognized.push(name.to_string()),
                             _ => {
@@ -217,9 +256,7 @@ where
     async fn serve(&mut self) -> Result<(), Fail> {
         loop {
             self.flush_if_full().await?;
-            let Some((tag, body)) =
-                read_frame(&mut self.reader, self.limits.message_bytes_max).await?
-            else {
+            let Some((tag, body)) = self.read_frame_or_idle().await? else {
                 return Ok(());
             };
             if self.ignore_till_sync && tag != b'S' && tag != b'X' {
@@ -262,6 +299,21 @@ where
                 }
                 Err(fail) => return Err(fail),
             }
+        }
+    }
+
+    /// The next frame, or FATAL 57P05 when none starts within the idle timeout.
+    async fn read_frame_or_idle(&mut self) -> Result<Option<(u8, Vec<u8>)>, Fail> {
+        let bytes_max = self.limits.message_bytes_max;
+        let Some(idle) = self.limits.idle_timeout else {
+            return read_frame(&mut self.reader, bytes_max).await;
+        };
+        match tokio::time::timeout(idle, read_frame(&mut self.reader, bytes_max)).await {
+            Ok(result) => result,
+            Err(_) => Err(Fail::Fatal(SqlError::new(
+                "57P05",
+                "terminating connection due to idle-session timeout",
+            ))),
         }
     }
 
@@ -347,6 +399,7 @@ where
         if execution.operations.is_empty() {
             return Ok(execution.finish(Vec::new())?);
         }
+        self.check_privileges(&execution.operations)?;
         let command = Command::Guarded {
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
@@ -479,6 +532,11 @@ where
         let mut body = Body::new(body);
         let query = body.cstr()?;
         body.end()?;
+        if crate::security::roles::is_role_statement(query) {
+            let tag = self.role_statement(query).await?;
+            self.out.command_complete(&tag);
+            return Ok(());
+        }
         let statements = sql::parse(query)?;
         if statements.is_empty() {
             self.out.empty_query_response();

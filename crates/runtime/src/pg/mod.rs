@@ -7,8 +7,11 @@
 //! ## Message flow
 //!
 //! ```text
-//!  startup:  [SSLRequest → 'N'] [GSSENCRequest → 'N']  (CancelRequest: accepted, ignored, closed)
-//!            StartupMessage(user, database, settings) → AuthenticationOk, ParameterStatus × n
+//!  startup:  [SSLRequest → 'S' + TLS handshake (tls configured) | 'N'] [GSSENCRequest → 'N']
+//!            (CancelRequest: accepted, ignored, closed)
+//!            StartupMessage(user, database, settings) → [AuthenticationSASL; SASLInitialResponse
+//!            → AuthenticationSASLContinue; SASLResponse → AuthenticationSASLFinal]
+//!            (authentication on) AuthenticationOk, ParameterStatus × n
 //!            (Session::reported), BackendKeyData, ReadyForQuery('I')
 //!  simple:   Query(sql) → for each statement, planned against a fresh catalog after the
 //!            previous one ran: [RowDescription, DataRow × n (text)] CommandComplete
@@ -46,12 +49,23 @@
 //! body is checked (`protocol::Body`), and values decode through `sql::types` into SQLSTATE
 //! errors.
 //!
+//! ## Authentication and TLS
+//!
+//! With `serve_secured` and authentication on (`crate::security`), a StartupMessage is answered
+//! with AuthenticationSASL (SCRAM-SHA-256, `connection/authentication.rs`): the exchange runs
+//! against the user's verifier (the cluster file's admin, or a replicated role; an unknown user
+//! gets a made-up one, so the exchange looks the same) and ends in AuthenticationSASLFinal and
+//! AuthenticationOk, or FATAL 28P01 `password authentication failed for user "…"`. Negotiation,
+//! TLS handshake, startup and authentication together must end within `startup_timeout`. With
+//! TLS configured, SSLRequest gets 'S' and the session continues over rustls; a session without
+//! TLS is refused with FATAL 28000. `CREATE ROLE`, `ALTER ROLE` and `DROP ROLE` (simple protocol)
+//! are run by `crate::security::roles` for superusers; a role without `@read`/`@write` gets 42501
+//! for statements that read/write. `serve` (the old single-group node, the front end's tests)
+//! neither authenticates nor offers TLS: every user is accepted (AuthenticationOk at once).
+//!
 //! ## Not supported
 //!
-//! - Authentication: every user is accepted without a password (AuthenticationOk at once);
-//!   the user and database names are read and ignored. Put the port behind a trusted network.
-//! - SSL and GSS encryption: refused with 'N' (clients with sslmode=prefer continue in plain
-//!   text; sslmode=require fails).
+//! - GSS encryption: refused with 'N'. The database name is read and ignored.
 //! - Cancel requests: accepted and ignored (the connection is closed); BackendKeyData carries
 //!   a process id and secret only because clients expect them.
 //! - COPY TO, COPY in CSV or binary format (the planner refuses them), the function call
@@ -117,8 +131,11 @@ pub struct PgLimits {
     pub portals_max: usize,
     /// Concurrent connections.
     pub connections_max: usize,
-    /// Time for a new connection to finish its startup packets.
+    /// Time for a new connection to finish its startup packets and its authentication.
     pub startup_timeout: Duration,
+    /// A session that sends nothing for this long is closed with FATAL 57P05 (PostgreSQL's
+    /// `idle_session_timeout`); `None`: never.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for PgLimits {
@@ -131,6 +148,7 @@ impl Default for PgLimits {
             portals_max: 1_000,
             connections_max: 1_000,
             startup_timeout: Duration::from_secs(10),
+            idle_timeout: None,
         }
     }
 }
@@ -151,8 +169,19 @@ where
 }
 
 /// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
-/// `backend`.
+/// `backend`, without authentication.
 pub async fn serve<B: RoutedBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
+    serve_secured(listener, backend, limits, crate::security::Security::open()).await
+}
+
+/// As `serve`, with clients authenticated as `security` says (SCRAM-SHA-256 against the
+/// admin of the cluster file and the replicated roles).
+pub async fn serve_secured<B: RoutedBackend>(
+    listener: TcpListener,
+    backend: B,
+    limits: PgLimits,
+    security: Arc<crate::security::Security>,
+) {
     let slots = Arc::new(Semaphore::new(limits.connections_max));
     let next_process_id = AtomicI32::new(1);
     let secrets = std::collections::hash_map::RandomState::new();
@@ -175,20 +204,122 @@ pub async fn serve<B: RoutedBackend>(listener: TcpListener, backend: B, limits: 
         };
         let permit = slots.clone().try_acquire_owned();
         let (backend, limits) = (backend.clone(), limits.clone());
-        tokio::spawn(async move {
-            let (reader, writer) = stream.into_split();
-            let connection = connection::Connection::new(backend, limits, reader, writer);
-            match permit {
-                Ok(_permit) => connection.run(process_id, secret).await,
-                Err(_) => {
-                    connection
-                        .refuse(sql::SqlError::new(
-                            "53300",
-                            "sorry, too many clients already",
-                        ))
-                        .await
-                }
+        let security = security.clone();
+        tokio::spawn(serve_client(
+            stream,
+            Client {
+                backend,
+                limits,
+                security,
+                admitted: permit.ok(),
+                process_id,
+                secret,
+            },
+        ));
+    }
+}
+
+/// What one accepted client is served with.
+struct Client<B> {
+    backend: B,
+    limits: PgLimits,
+    security: Arc<crate::security::Security>,
+    /// A connection slot, or `None` beyond `connections_max` (refused with 53300).
+    admitted: Option<tokio::sync::OwnedSemaphorePermit>,
+    process_id: i32,
+    secret: i32,
+}
+
+/// How the client's first packets went (`negotiate`).
+enum Negotiated {
+    /// It asked for TLS and the server has it: 'S' was sent, the handshake comes next.
+    Tls,
+    /// It goes on in plain text; these bytes (its first packet's start) were read already.
+    Plain(Vec<u8>),
+}
+
+/// Reads the client's first packet's start: an SSLRequest is answered 'S' (TLS configured) or 'N',
+/// a GSSENCRequest 'N' (and the next 8 bytes are read); anything else is the start of a
+/// StartupMessage or CancelRequest, handed back to be read again.
+async fn negotiate(stream: &mut tokio::net::TcpStream, tls: bool) -> std::io::Result<Negotiated> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        // The length first: only an 8-byte packet can be an SSLRequest or GSSENCRequest, and
+        // a client that sent a bad length waits for no more bytes before it hears why.
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).await?;
+        if i32::from_be_bytes(length) != 8 {
+            return Ok(Negotiated::Plain(length.to_vec()));
+        }
+        let mut code = [0u8; 4];
+        stream.read_exact(&mut code).await?;
+        match i32::from_be_bytes(code) {
+            protocol::SSL_REQUEST if tls => {
+                stream.write_all(b"S").await?;
+                return Ok(Negotiated::Tls);
             }
-        });
+            protocol::SSL_REQUEST | protocol::GSSENC_REQUEST => {
+                stream.write_all(b"N").await?;
+            }
+            _ => return Ok(Negotiated::Plain([length, code].concat())),
+        }
+    }
+}
+
+/// Serves one client: the encryption negotiation, the TLS handshake if asked for, then the
+/// connection (or its refusal beyond `connections_max`), all startup steps within
+/// `startup_timeout` (the connection counts its own from its start).
+async fn serve_client<B: RoutedBackend>(mut stream: tokio::net::TcpStream, client: Client<B>) {
+    use tokio::io::AsyncReadExt;
+    let tls = client.security.tls().cloned();
+    let negotiated = tokio::time::timeout(
+        client.limits.startup_timeout,
+        negotiate(&mut stream, tls.is_some()),
+    )
+    .await;
+    match (negotiated, tls) {
+        (Ok(Ok(Negotiated::Plain(prefix))), _) => {
+            let (reader, writer) = stream.into_split();
+            let reader = std::io::Cursor::new(prefix).chain(reader);
+            run_client(client, reader, writer, false).await;
+        }
+        (Ok(Ok(Negotiated::Tls)), Some(acceptor)) => {
+            let handshake =
+                tokio::time::timeout(client.limits.startup_timeout, acceptor.accept(stream)).await;
+            match handshake {
+                Ok(Ok(encrypted)) => {
+                    let (reader, writer) = tokio::io::split(encrypted);
+                    run_client(client, reader, writer, true).await;
+                }
+                Ok(Err(error)) => log::warn(format_args!(
+                    "PostgreSQL client's TLS handshake failed: {error}"
+                )),
+                Err(_) => log::warn(format_args!("PostgreSQL client's TLS handshake timed out")),
+            }
+        }
+        // The client left, was too slow, or (impossible) 'S' without TLS.
+        _ => {}
+    }
+}
+
+async fn run_client<B, R, W>(client: Client<B>, reader: R, writer: W, encrypted: bool)
+where
+    B: RoutedBackend,
+    R: tokio::io::AsyncRead + Unpin + Send,
+    W: tokio::io::AsyncWrite + Unpin + Send,
+{
+    let connection = connection::Connection::new(client.backend, client.limits, reader, writer)
+        .with_security(client.security)
+        .with_encryption(encrypted);
+    match client.admitted {
+        Some(_permit) => connection.run(client.process_id, client.secret).await,
+        None => {
+            connection
+                .refuse(sql::SqlError::new(
+                    "53300",
+                    "sorry, too many clients already",
+                ))
+                .await
+        }
     }
 }

@@ -158,6 +158,11 @@ impl<'a> Body<'a> {
         })
     }
 
+    /// How many bytes are left.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// Fails unless the body was read to its end.
     pub(crate) fn end(&self) -> Result<(), Fail> {
         if self.bytes.is_empty() {
@@ -215,6 +220,20 @@ impl Out {
     pub(crate) fn authentication_ok(&mut self) {
         let at = self.begin(b'R');
         self.i32(0);
+        self.end(at);
+    }
+
+    /// AuthenticationSASL (10) offering SCRAM-SHA-256, AuthenticationSASLContinue (11) and
+    /// AuthenticationSASLFinal (12) with their data.
+    pub(crate) fn authentication_sasl(&mut self, code: i32, data: &[u8]) {
+        let at = self.begin(b'R');
+        self.i32(code);
+        if code == 10 {
+            self.cstr(crate::security::scram::MECHANISM);
+            self.bytes.push(0);
+        } else {
+            self.bytes.extend_from_slice(data);
+        }
         self.end(at);
     }
 

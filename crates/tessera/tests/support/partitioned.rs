@@ -52,6 +52,9 @@ impl PartitionedCluster {
             directory.clone(),
         )
         .unwrap();
+        // The tests of replication, routing and faults run without authentication;
+        // `tests/security.rs` runs with it (and `adjust` may turn it back on).
+        config.security = runtime::security::SecurityConfig::insecure();
         adjust(&mut config);
         std::fs::write(directory.join("cluster.toml"), config.render()).unwrap();
         PartitionedCluster {

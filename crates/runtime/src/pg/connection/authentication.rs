@@ -1,0 +1,161 @@
+//! The authentication phase of a connection (SCRAM-SHA-256 against `crate::security`), the
+//! role statements, and the role's read/write check on every execution.
+
+use super::super::protocol::{protocol_violation, read_frame, Body, Fail};
+use super::{fatal, Connection};
+use crate::pg::RoutedBackend;
+use engine::Command;
+use sql::SqlError;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// What a failed SCRAM exchange answers.
+fn authentication_failed(user: &str) -> Fail {
+    Fail::Fatal(SqlError::new(
+        "28P01",
+        format!("password authentication failed for user \"{user}\""),
+    ))
+}
+
+impl<B, R, W> Connection<B, R, W>
+where
+    B: RoutedBackend,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    /// After the StartupMessage: the SCRAM-SHA-256 exchange when authentication is on (a
+    /// FATAL 28P01 for a wrong password, an unknown user, a user without LOGIN or password),
+    /// and the session's role.
+    pub(super) async fn authenticate(&mut self) -> Result<(), Fail> {
+        use crate::security::{roles, scram};
+        if self.security.tls().is_some() && !self.encrypted {
+            return Err(Fail::Fatal(SqlError::new(
+                "28000",
+                format!(
+                    "connection for user \"{}\" refused: this server requires TLS (connect with sslmode=require or verify-full)",
+                    self.user_name
+                ),
+            )));
+        }
+        if !self.security.required() {
+            self.role = Some(roles::Role::unrestricted());
+            return Ok(());
+        }
+        let name = self.user_name.clone();
+        let role = if self.security.is_admin_user(&name) {
+            self.security.admin_role()
+        } else {
+            roles::lookup(&self.backend, &name)
+                .await
+                .map_err(|error| Fail::Fatal(SqlError::new("08006", error.to_string())))?
+        };
+        let usable = role
+            .as_ref()
+            .filter(|role| role.rules.enabled)
+            .and_then(|role| role.verifier.clone());
+        // An unusable user runs the exchange against a verifier no password matches, so a
+        // client cannot tell it from a wrong password (PostgreSQL's mock authentication).
+        let verifier = usable
+            .clone()
+            .unwrap_or_else(|| self.security.mock_verifier(&name));
+        self.out.authentication_sasl(10, &[]);
+        self.flush().await?;
+        let first = self.sasl_message(true).await?;
+        let nonce = crate::security::random_token(18);
+        let (exchange, server_first) = scram::server_first(verifier, &first, &nonce)
+            .map_err(|error| self.scram_failed(error))?;
+        self.out.authentication_sasl(11, server_first.as_bytes());
+        self.flush().await?;
+        let last = self.sasl_message(false).await?;
+        let server_final = exchange
+            .finish(&last)
+            .map_err(|error| self.scram_failed(error))?;
+        if usable.is_none() {
+            return Err(self.scram_failed(scram::ScramError::WrongProof));
+        }
+        self.out.authentication_sasl(12, server_final.as_bytes());
+        self.role = role;
+        Ok(())
+    }
+
+    fn scram_failed(&self, error: crate::security::scram::ScramError) -> Fail {
+        match error {
+            crate::security::scram::ScramError::Malformed(reason) => {
+                protocol_violation(format!("malformed SCRAM message: {reason}"))
+            }
+            crate::security::scram::ScramError::WrongProof => {
+                crate::log::warn(format_args!(
+                    "PostgreSQL authentication failed for user {:?}",
+                    self.user_name
+                ));
+                authentication_failed(&self.user_name)
+            }
+        }
+    }
+
+    /// A SASLInitialResponse (`initial`: mechanism, length, data) or SASLResponse ('p').
+    async fn sasl_message(&mut self, initial: bool) -> Result<Vec<u8>, Fail> {
+        let Some((tag, body)) = read_frame(&mut self.reader, self.limits.startup_bytes_max).await?
+        else {
+            return Err(Fail::Io);
+        };
+        if tag != b'p' {
+            return Err(protocol_violation(format!(
+                "expected SASL response, got message type {tag}"
+            )));
+        }
+        let mut body = Body::new(&body);
+        if !initial {
+            return Ok(body.take(body_len(&body))?.to_vec());
+        }
+        let mechanism = body.cstr().map_err(fatal)?;
+        if mechanism != crate::security::scram::MECHANISM {
+            return Err(protocol_violation(
+                "client selected an invalid SASL authentication mechanism",
+            ));
+        }
+        let length = body.i32()?;
+        let data = body.take(
+            usize::try_from(length)
+                .map_err(|_| protocol_violation("invalid SASL message length"))?,
+        )?;
+        body.end()?;
+        Ok(data.to_vec())
+    }
+
+    /// CREATE/ALTER/DROP ROLE, for a superuser.
+    pub(super) async fn role_statement(&mut self, query: &str) -> Result<String, Fail> {
+        let role = self
+            .role
+            .clone()
+            .unwrap_or_else(crate::security::roles::Role::unrestricted);
+        let tag =
+            crate::security::roles::run_statement(&self.backend, &self.security, &role, query)
+                .await?;
+        Ok(tag)
+    }
+
+    /// A role without `@read` may not read, one without `@write` may not write (42501).
+    pub(super) fn check_privileges(&self, operations: &[engine::Operation]) -> Result<(), Fail> {
+        let Some(role) = &self.role else {
+            return Ok(());
+        };
+        let read = Command::Batch(operations.to_vec()).is_read();
+        let (allowed, what) = if read {
+            (role.rules.read, "read (the role lacks +@read)")
+        } else {
+            (role.rules.write, "write (the role lacks +@write)")
+        };
+        if allowed {
+            return Ok(());
+        }
+        Err(Fail::Error(SqlError::new(
+            "42501",
+            format!("permission denied for role {} to {what}", role.name),
+        )))
+    }
+}
+
+/// The bytes left in a body.
+fn body_len(body: &Body<'_>) -> usize {
+    body.remaining()
+}
