@@ -679,6 +679,33 @@ fn zrange_generic(
     )
 }
 
+/// ZRANGESTORE's source key and what it selects there: ZRANGE's parsing of `source min max
+/// [options]` (`arguments` is the whole ZRANGESTORE command). `Err`: the refusal.
+pub(crate) fn zrange_store_source(
+    arguments: &[Vec<u8>],
+) -> Result<(Vec<u8>, kv::Range, bool, Option<(i64, i64)>), Plan> {
+    let shifted: Vec<Vec<u8>> = std::iter::once(arguments[0].clone())
+        .chain(arguments[2..].iter().cloned())
+        .collect();
+    match zrange_generic(&shifted, By::Rank, false, true) {
+        Plan::Execute(Pending {
+            command:
+                kv::Command::Sorted {
+                    key,
+                    operation:
+                        SortedOperation::Range {
+                            range,
+                            reverse,
+                            limit,
+                            ..
+                        },
+                },
+            ..
+        }) => Ok((key, range, reverse, limit)),
+        refusal => Err(refusal),
+    }
+}
+
 pub(crate) fn zrange(arguments: &[Vec<u8>]) -> Plan {
     zrange_generic(arguments, By::Rank, false, true)
 }
