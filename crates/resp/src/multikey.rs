@@ -3,7 +3,7 @@
 
 use crate::commands::{error, wrong_arity, Pending, Shape, NOT_AN_INTEGER, SYNTAX};
 use crate::text::{is, parse_i64};
-use crate::types::zrange_store_source;
+use crate::types::zrange_store;
 use crate::Plan;
 use kv::value::parse_float;
 use kv::{Aggregate, Combine, Command, KeysOperation, Score};
@@ -180,7 +180,7 @@ pub(crate) fn sintercard(arguments: &[Vec<u8>]) -> Plan {
 }
 
 pub(crate) fn msetnx(arguments: &[Vec<u8>]) -> Plan {
-    if arguments.len() % 2 == 0 {
+    if arguments.len().is_multiple_of(2) {
         return Plan::Reply(wrong_arity("msetnx"));
     }
     let pairs = arguments[1..]
@@ -288,17 +288,5 @@ pub(crate) fn zrangestore(arguments: &[Vec<u8>]) -> Plan {
     if arguments[5..].iter().any(|option| is(option, "WITHSCORES")) {
         return error(SYNTAX);
     }
-    match zrange_store_source(arguments) {
-        Ok((source, range, reverse, limit)) => keys(
-            KeysOperation::SortedRangeStore {
-                destination: arguments[1].clone(),
-                source,
-                range,
-                reverse,
-                limit,
-            },
-            Shape::Integer,
-        ),
-        Err(refusal) => refusal,
-    }
+    zrange_store(arguments)
 }

@@ -679,11 +679,9 @@ fn zrange_generic(
     )
 }
 
-/// ZRANGESTORE's source key and what it selects there: ZRANGE's parsing of `source min max
-/// [options]` (`arguments` is the whole ZRANGESTORE command). `Err`: the refusal.
-pub(crate) fn zrange_store_source(
-    arguments: &[Vec<u8>],
-) -> Result<(Vec<u8>, kv::Range, bool, Option<(i64, i64)>), Plan> {
+/// ZRANGESTORE: ZRANGE's parsing of `source min max [options]` (`arguments` is the whole
+/// ZRANGESTORE command), the selection stored at the destination.
+pub(crate) fn zrange_store(arguments: &[Vec<u8>]) -> Plan {
     let shifted: Vec<Vec<u8>> = std::iter::once(arguments[0].clone())
         .chain(arguments[2..].iter().cloned())
         .collect();
@@ -701,8 +699,17 @@ pub(crate) fn zrange_store_source(
                         },
                 },
             ..
-        }) => Ok((key, range, reverse, limit)),
-        refusal => Err(refusal),
+        }) => Pending::plan(
+            kv::Command::Keys(kv::KeysOperation::SortedRangeStore {
+                destination: arguments[1].clone(),
+                source: key,
+                range,
+                reverse,
+                limit,
+            }),
+            Shape::Integer,
+        ),
+        refusal => refusal,
     }
 }
 
