@@ -746,6 +746,10 @@ impl GatewayTask {
                 let outcomes: Vec<Outcome> = answers.into_values().collect();
                 split.merge(&outcomes)
             }
+            // The steps of a multi-key command need every outcome.
+            Completion::Done(_) if split.merge == payload::Merge::Each => {
+                Outcome::Error(kv::KvError::Unavailable)
+            }
             // A plain SET or MSET: stable is all it needs.
             Completion::Done(_) => Outcome::Ok,
             Completion::Failed(failure) => {
@@ -796,6 +800,7 @@ async fn serve(
             config: config.clone(),
             storage,
             status: status.clone(),
+            session: super::transaction::Session::default(),
         };
         tokio::spawn(async move { connection.run(stream).await });
     }
@@ -814,6 +819,8 @@ struct Connection {
     config: ClusterConfig,
     storage: ProcessId,
     status: Arc<GatewayStatus>,
+    /// MULTI and WATCH (`transaction::Session`).
+    session: super::transaction::Session,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -939,13 +946,14 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
 }
 
 /// Awaits every waiting answer, in order.
-async fn resolve(answers: &mut [Answer]) {
+async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
     for answer in answers.iter_mut() {
         match answer {
             Answer::Waiting(pending, receiver) => {
                 let outcome = receiver
                     .await
                     .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                let outcome = super::transaction::settle(jobs, pending, outcome).await;
                 *answer = Answer::Ready(resp::finish(pending, &outcome));
             }
             Answer::Formatted(receiver, shape) => {
@@ -985,7 +993,7 @@ impl Connection {
                             // basic reads bypass the sequence, so they wait for the commands
                             // before them (a read sees the pipeline's earlier writes).
                             if self.isolation != Isolation::Sequential {
-                                resolve(&mut answers).await;
+                                resolve(&mut answers, &self.jobs).await;
                             }
                             answers.push(self.on_command(&arguments).await);
                         }
@@ -1005,6 +1013,8 @@ impl Connection {
                         let outcome = receiver
                             .await
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                        let outcome =
+                            super::transaction::settle(&self.jobs, &pending, outcome).await;
                         resp::finish(&pending, &outcome)
                     }
                     Answer::Formatted(receiver, shape) => {
@@ -1031,6 +1041,14 @@ impl Connection {
     }
 
     async fn on_command(&mut self, arguments: &[Vec<u8>]) -> Answer {
+        let keyless = plan_keyless(arguments).is_some();
+        if let Some(value) = self
+            .session
+            .on_command(&self.jobs, arguments, keyless)
+            .await
+        {
+            return Answer::Ready(value);
+        }
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
         }
@@ -1048,6 +1066,13 @@ impl Connection {
             Plan::Execute(mut pending) => {
                 // The only time the storage processes see: stamped here, where it is planned.
                 pending.stamp(crate::os::unix_now_ms());
+                if super::transaction::needs_reservation(&pending.command) {
+                    // Every earlier command of the pipeline was submitted already, and the
+                    // next ones wait for this one: the pipeline's order is kept.
+                    return Answer::Ready(
+                        super::transaction::execute_one(&self.jobs, &pending).await,
+                    );
+                }
                 let work = match payload::split(&pending.command) {
                     Ok(split) => Work::Keyed(split),
                     Err(_) if pending.command == kv::Command::Count => Work::Survey(Survey::Count),

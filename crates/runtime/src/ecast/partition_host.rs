@@ -240,6 +240,23 @@ impl PartitionData for PartitionStore {
         Some(encode_outcomes(&indexed))
     }
 
+    /// A write to a key a multi-key command holds is refused (`KvError::Locked`), so the
+    /// nilext gate must not acknowledge it early.
+    fn executes_as_is(&self, operation: &[u8]) -> bool {
+        if self.store.kv.locked_keys() == 0 {
+            return true;
+        }
+        match payload::share_in(operation, &PositionSet::whole(), &self.placement) {
+            Ok(share) => share.iter().all(|(_, command)| {
+                command
+                    .keys()
+                    .into_iter()
+                    .all(|key| self.store.kv.lock(key).is_none())
+            }),
+            Err(_) => false,
+        }
+    }
+
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {

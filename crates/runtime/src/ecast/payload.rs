@@ -25,6 +25,9 @@ pub enum Merge {
     /// EXISTS over several keys: the sum of the per-key counts (a key named twice is asked
     /// twice).
     Sum,
+    /// The steps of a multi-key command (`Reserve`, `Commit`, `Release` of each key): every
+    /// sub-command's outcome, errors included, as `Outcome::Pipeline` in index order.
+    Each,
 }
 
 /// A command split for E-Cast.
@@ -37,13 +40,22 @@ pub struct Split {
 }
 
 impl Split {
-    /// Whether the reply needs the storage processes' outcomes (a plain SET or MSET replies
-    /// `OK` once its message is stable; everything else carries data).
+    /// Whether the reply needs the storage processes' outcomes: always, now that a plain SET
+    /// can be refused too (a key held by a multi-key command, `KvError::Locked`).
     pub fn needs_answers(&self) -> bool {
-        match self.merge {
-            Merge::MultiPut => false,
-            Merge::Single => !matches!(self.commands[0], Command::Put { .. }),
-            Merge::MultiGet | Merge::MultiDelete | Merge::Sum => true,
+        true
+    }
+
+    /// The steps of a multi-key command: one single-key step per command, each outcome kept.
+    pub fn each(commands: Vec<Command>) -> Split {
+        assert!(
+            commands.iter().all(|command| command.keys().len() == 1),
+            "every step names one key"
+        );
+        Split {
+            commands,
+            merge: Merge::Each,
+            is_read: false,
         }
     }
 
@@ -68,6 +80,9 @@ impl Split {
     /// Merges one outcome per sub-command (index order).
     pub fn merge(&self, outcomes: &[Outcome]) -> Outcome {
         assert_eq!(outcomes.len(), self.commands.len());
+        if self.merge == Merge::Each {
+            return Outcome::Pipeline(outcomes.to_vec());
+        }
         if let Some(error) = outcomes
             .iter()
             .find(|outcome| matches!(outcome, Outcome::Error(_)))
@@ -86,6 +101,7 @@ impl Split {
                     })
                     .collect(),
             ),
+            Merge::Each => unreachable!("merged above"),
             Merge::MultiDelete | Merge::Sum => Outcome::Integer(
                 outcomes
                     .iter()
@@ -146,7 +162,10 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::GetDelete { .. }
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
-        | Command::IncrementFloat { .. } => Ok(single(command)),
+        | Command::IncrementFloat { .. }
+        | Command::Reserve { .. }
+        | Command::Commit { .. }
+        | Command::Release { .. } => Ok(single(command)),
         Command::Exists { keys } => Ok(Split {
             commands: keys
                 .iter()
@@ -193,7 +212,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
                 is_read: false,
             })
         }
-        Command::Count | Command::Pipeline { .. } | Command::At { .. } => {
+        // A multi-key operation runs on the records of its keys, reserved first
+        // (`ecast::transaction`); DBSIZE is a survey.
+        Command::Count | Command::Pipeline { .. } | Command::At { .. } | Command::Keys(_) => {
             Err(SplitError::NotPartitionable)
         }
     }
