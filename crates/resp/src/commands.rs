@@ -12,6 +12,8 @@ pub struct Pending {
     /// replicated first.
     pub command: Command,
     reply: Shape,
+    /// HSCAN, SSCAN, ZSCAN: the MATCH pattern the reply's elements are filtered by.
+    pattern: Option<Vec<u8>>,
 }
 
 /// How an outcome becomes a reply.
@@ -42,11 +44,28 @@ pub(crate) enum Shape {
     Integers,
     /// `Outcome::Values` → array, `Outcome::Value(None)` → nil. LPOP and RPOP with a count.
     BulksOrNull,
+    /// `Outcome::Values` → `[0, [elements…]]`, one page holding everything (cursor 0), the
+    /// elements (or, with `pairs`, each element and the item after it) whose first matches
+    /// the pending's pattern. HSCAN, SSCAN, ZSCAN.
+    Scan { pairs: bool },
 }
 
 impl Pending {
     pub(crate) fn plan(command: Command, reply: Shape) -> Plan {
-        Plan::Execute(Pending { command, reply })
+        Plan::Execute(Pending {
+            command,
+            reply,
+            pattern: None,
+        })
+    }
+
+    /// A read whose reply is one SCAN page of the elements matching `pattern`.
+    pub(crate) fn plan_scan(command: Command, pairs: bool, pattern: Option<Vec<u8>>) -> Plan {
+        Plan::Execute(Pending {
+            command,
+            reply: Shape::Scan { pairs },
+            pattern,
+        })
     }
 
     /// Stamps the command with the time it is planned at (unix milliseconds), which is the
@@ -114,11 +133,34 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }
+        (Shape::Scan { pairs }, Outcome::Values(values)) => {
+            scan_page(values, pairs, pending.pattern.as_deref())
+        }
         (Shape::Length, Outcome::Value(value)) => {
             Value::Integer(value.as_ref().map_or(0, |bytes| bytes.len() as i64))
         }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
+}
+
+/// One SCAN page holding every element (cursor 0) that matches `pattern`; with `pairs`, each
+/// matching element comes with the item after it (a field's value, a member's score).
+fn scan_page(values: &[Option<Vec<u8>>], pairs: bool, pattern: Option<&[u8]>) -> Value {
+    let matches = |element: &Option<Vec<u8>>| {
+        pattern.is_none_or(|pattern| {
+            element
+                .as_deref()
+                .is_some_and(|element| glob_matches(pattern, element, false))
+        })
+    };
+    let step = if pairs { 2 } else { 1 };
+    let elements = values
+        .chunks(step)
+        .filter(|chunk| matches(&chunk[0]))
+        .flatten()
+        .map(bulk_or_null)
+        .collect();
+    Value::Array(vec![Value::Bulk(b"0".to_vec()), Value::Array(elements)])
 }
 
 /// Whether the reply to `pending` is nil-externalising: it reveals nothing about the store's

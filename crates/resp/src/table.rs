@@ -138,6 +138,23 @@ const fn container(
 /// Every command Tessera answers. `COMMAND COUNT` is its length.
 pub(crate) static COMMANDS: &[Spec] = &[
     spec(
+        "hscan",
+        -3,
+        &["readonly"],
+        ONE_KEY,
+        &["@read", "@hash", "@slow"],
+        t::hscan,
+    ),
+    spec("sscan", -3, &["readonly"], ONE_KEY, SET_READ_SLOW, t::sscan),
+    spec(
+        "zscan",
+        -3,
+        &["readonly"],
+        ONE_KEY,
+        SORTED_READ_SLOW,
+        t::zscan,
+    ),
+    spec(
         "rename",
         3,
         &["write"],

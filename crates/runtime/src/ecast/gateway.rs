@@ -842,6 +842,8 @@ enum KeylessReply {
     Scan { keys_of_type: bool },
     /// FLUSHALL, FLUSHDB: `+OK`.
     Ok,
+    /// RANDOMKEY: one of the keys, drawn here, or nil if there is none.
+    Random,
 }
 
 fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
@@ -867,11 +869,20 @@ fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
             },
         ]),
         (KeylessReply::Ok, Outcome::Ok) => Value::ok(),
+        (KeylessReply::Random, Outcome::Values(values)) => {
+            let keys: Vec<&Vec<u8>> = values.iter().flatten().collect();
+            if keys.is_empty() {
+                Value::Null
+            } else {
+                let drawn = random_u64() % keys.len() as u64;
+                Value::Bulk(keys[drawn as usize].clone())
+            }
+        }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
 }
 
-/// KEYS, SCAN, FLUSHALL and FLUSHDB, which the `resp` planner does not know: `None` for any
+/// KEYS, SCAN, RANDOMKEY, FLUSHALL and FLUSHDB, which the `resp` planner does not know: `None` for any
 /// other command, else the survey and the reply's shape, or the error reply.
 fn plan_keyless(arguments: &[Vec<u8>]) -> Option<Result<(Survey, KeylessReply), String>> {
     let name = arguments[0].to_ascii_lowercase();
@@ -887,6 +898,12 @@ fn plan_keyless(arguments: &[Vec<u8>]) -> Option<Result<(Survey, KeylessReply), 
             _ => Err(wrong_arity("keys")),
         },
         b"scan" => plan_scan(arguments),
+        // Every key is listed and one drawn at the gateway: O(keys), but any key is as
+        // likely as any other (Redis draws from its hash table).
+        b"randomkey" => match arguments {
+            [_] => Ok((Survey::Keys { pattern: None }, KeylessReply::Random)),
+            _ => Err(wrong_arity("randomkey")),
+        },
         b"flushall" | b"flushdb" => {
             let name = String::from_utf8_lossy(&name).into_owned();
             match arguments {
