@@ -163,6 +163,21 @@ fn exercise(cluster: &PartitionedCluster) {
         "{text}"
     );
     assert_eq!(cli(&["DEL", a, b, c]), "3");
+    // The keyspace over every partition: SCAN with TYPE, RANDOMKEY, and HSCAN.
+    assert_eq!(cli(&["RANDOMKEY"]), "");
+    assert_eq!(cli(&["SET", a, "s"]), "OK");
+    assert_eq!(cli(&["SADD", b, "m"]), "1");
+    assert_eq!(cli(&["HSET", c, "f1", "v1", "g", "v2"]), "2");
+    assert_eq!(cli(&["SCAN", "0", "TYPE", "set"]), format!("0\n{b}"));
+    assert_eq!(
+        cli(&["SCAN", "0", "MATCH", "key*", "TYPE", "HASH"]),
+        format!("0\n{c}")
+    );
+    assert_eq!(cli(&["SCAN", "0", "TYPE", "stream"]), "0");
+    let drawn = cli(&["RANDOMKEY"]);
+    assert!([a, b, c].contains(&drawn.as_str()), "{drawn}");
+    assert_eq!(cli(&["HSCAN", c, "0", "MATCH", "f*"]), "0\nf1\nv1");
+    assert_eq!(cli(&["DEL", a, b, c]), "3");
 }
 
 #[test]

@@ -401,7 +401,9 @@ impl GatewayTask {
         self.job_next += 1;
         // A KEYS or SCAN pattern inside a range-placed namespace reads only its arc.
         let range = match &survey {
-            Survey::Keys { pattern } => self.placement.positions_of_pattern(pattern.as_deref()),
+            Survey::Keys { pattern } | Survey::KeysOfType { pattern, .. } => {
+                self.placement.positions_of_pattern(pattern.as_deref())
+            }
             Survey::Count | Survey::Flush => PositionSet::whole(),
         };
         let plan = SurveyPlan::new(survey, self.gateway.configuration(), &range);
@@ -837,9 +839,8 @@ enum Answer {
 enum KeylessReply {
     /// KEYS: an array of the keys.
     Keys,
-    /// SCAN: cursor 0 and every matching key in one page (`keys_of_type`: whether TYPE,
-    /// if given, names strings, the only type Tessera stores).
-    Scan { keys_of_type: bool },
+    /// SCAN: cursor 0 and every matching key (of the type asked, if any) in one page.
+    Scan,
     /// FLUSHALL, FLUSHDB: `+OK`.
     Ok,
     /// RANDOMKEY: one of the keys, drawn here, or nil if there is none.
@@ -860,14 +861,9 @@ fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
             Value::Error(format!("{code} {error}"))
         }
         (KeylessReply::Keys, Outcome::Values(values)) => keys(values),
-        (KeylessReply::Scan { keys_of_type }, Outcome::Values(values)) => Value::Array(vec![
-            Value::Bulk(b"0".to_vec()),
-            if keys_of_type {
-                keys(values)
-            } else {
-                Value::Array(Vec::new())
-            },
-        ]),
+        (KeylessReply::Scan, Outcome::Values(values)) => {
+            Value::Array(vec![Value::Bulk(b"0".to_vec()), keys(values)])
+        }
         (KeylessReply::Ok, Outcome::Ok) => Value::ok(),
         (KeylessReply::Random, Outcome::Values(values)) => {
             let keys: Vec<&Vec<u8>> = values.iter().flatten().collect();
@@ -933,6 +929,7 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
         return Err("ERR invalid cursor".to_string());
     }
     let mut pattern = None;
+    let mut type_name = None;
     let mut options = arguments[2..].chunks(2);
     for option in options.by_ref() {
         let [name, value] = option else {
@@ -950,16 +947,18 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
                 None => return Err("ERR value is not an integer or out of range".to_string()),
             }
         } else if name.eq_ignore_ascii_case(b"type") {
-            // Keys hold typed values now; the survey does not filter by type yet.
-            return Err("ERR SCAN TYPE is not supported by a partitioned cluster yet".to_string());
+            // Matched against TYPE's names, case-insensitively as Redis 7.0 does; a name no
+            // type has matches nothing.
+            type_name = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
         } else {
             return Err("ERR syntax error".to_string());
         }
     }
-    Ok((
-        Survey::Keys { pattern },
-        KeylessReply::Scan { keys_of_type: true },
-    ))
+    let survey = match type_name {
+        Some(type_name) => Survey::KeysOfType { pattern, type_name },
+        None => Survey::Keys { pattern },
+    };
+    Ok((survey, KeylessReply::Scan))
 }
 
 /// Awaits every waiting answer, in order.

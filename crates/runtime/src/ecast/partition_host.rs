@@ -198,13 +198,15 @@ impl PartitionData for PartitionStore {
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
-            let keys = self.store.kv.key_names();
+            let kv = &self.store.kv;
+            let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
                 &self.arc,
-                keys,
+                kv.key_names(),
                 &self.placement,
+                &type_of,
             ));
         }
         let Ok(share) = payload::share_in(operation, &self.arc, &self.placement) else {

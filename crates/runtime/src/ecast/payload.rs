@@ -260,6 +260,12 @@ pub enum Survey {
     Keys { pattern: Option<Vec<u8>> },
     /// Delete every key (every replica of every arc).
     Flush,
+    /// The keys matching `pattern` whose value is of the type TYPE names `type_name`
+    /// (`string`, `hash`, `list`, `set`, `zset`), sorted: SCAN … TYPE.
+    KeysOfType {
+        pattern: Option<Vec<u8>>,
+        type_name: String,
+    },
 }
 
 /// A survey planned against a configuration: the message's parts are its arcs (the primary
@@ -363,7 +369,7 @@ impl SurveyPlan {
                     })
                     .sum(),
             ),
-            Survey::Keys { .. } => {
+            Survey::Keys { .. } | Survey::KeysOfType { .. } => {
                 let mut keys: Vec<Option<kv::Bytes>> = answers
                     .values()
                     .flat_map(|outcome| match outcome {
@@ -416,6 +422,7 @@ pub fn survey_answers<'a>(
     holds: &PositionSet,
     keys: impl Iterator<Item = &'a kv::Bytes>,
     placement: &KeyPlacement,
+    type_of: &dyn Fn(&[u8]) -> Option<&'static str>,
 ) -> Vec<(u32, Outcome)> {
     let answered: Vec<usize> = (0..arcs.len())
         .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
@@ -431,13 +438,17 @@ pub fn survey_answers<'a>(
             continue;
         };
         counts[slot] += 1;
-        if let Survey::Keys { pattern } = survey {
-            if pattern
-                .as_ref()
-                .is_none_or(|pattern| resp::glob_match(pattern, key))
-            {
-                matching[slot].push(Some(key.clone()));
-            }
+        let (pattern, type_name) = match survey {
+            Survey::Keys { pattern } => (pattern, None),
+            Survey::KeysOfType { pattern, type_name } => (pattern, Some(type_name)),
+            Survey::Count | Survey::Flush => continue,
+        };
+        let matches = pattern
+            .as_ref()
+            .is_none_or(|pattern| resp::glob_match(pattern, key))
+            && type_name.is_none_or(|type_name| type_of(key) == Some(type_name.as_str()));
+        if matches {
+            matching[slot].push(Some(key.clone()));
         }
     }
     answered
@@ -445,8 +456,8 @@ pub fn survey_answers<'a>(
         .zip(counts.into_iter().zip(matching))
         .map(|(index, (count, keys))| {
             let outcome = match survey {
-                Survey::Keys { .. } => Outcome::Values(keys),
-                _ => Outcome::Integer(count),
+                Survey::Keys { .. } | Survey::KeysOfType { .. } => Outcome::Values(keys),
+                Survey::Count | Survey::Flush => Outcome::Integer(count),
             };
             (index as u32, outcome)
         })
@@ -686,6 +697,7 @@ mod tests {
                     &holds,
                     held.into_iter(),
                     &KeyPlacement::hash(),
+                    &|_| Some("string"),
                 )
             })
             .collect()
@@ -765,6 +777,7 @@ mod tests {
             &holds,
             keys.iter(),
             &KeyPlacement::hash(),
+            &|_| Some("string"),
         );
         let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
         assert_eq!(parts, vec![1]);
@@ -903,7 +916,10 @@ mod tests {
             let held = keys
                 .iter()
                 .filter(|key| holds.contains(placement.position(key)));
-            let answers = survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement);
+            let answers =
+                survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement, &|_| {
+                    Some("string")
+                });
             if answers.is_empty() {
                 continue;
             }

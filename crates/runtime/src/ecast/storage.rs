@@ -978,8 +978,16 @@ impl StorageProcess {
             log::info(format_args!("flushed {deleted} keys at {timestamp}"));
             return;
         }
-        let keys = self.store.kv.key_names();
-        let outcomes = payload::survey_answers(&survey, &arcs, holds, keys, &self.placement);
+        let kv = &self.store.kv;
+        let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
+        let outcomes = payload::survey_answers(
+            &survey,
+            &arcs,
+            holds,
+            kv.key_names(),
+            &self.placement,
+            &type_of,
+        );
         if outcomes.is_empty() {
             return;
         }
