@@ -633,7 +633,8 @@ impl KvStore {
     /// Executes any command, reads included.
     /// Skyros-Comm: the outcomes `execute` would give `commands`, run in order, without
     /// changing anything: they run on a copy of just the keys they touch. `None` if one of
-    /// them reads every key (a count), which a copy of some keys cannot answer.
+    /// them reads every key (a count), which a copy of some keys cannot answer, or touches a
+    /// key a multi-key command holds (`Command::Reserve`).
     pub fn preview_commands<'a>(
         &self,
         commands: impl IntoIterator<Item = &'a Command> + Clone,
@@ -641,6 +642,15 @@ impl KvStore {
         let mut scratch = KvStore::new();
         for command in commands.clone() {
             if command.counts() {
+                return None;
+            }
+            // A key a multi-key command holds: the write would be refused now and may run
+            // once the lock is gone, so no outcome can be promised before it is ordered.
+            if command
+                .keys()
+                .iter()
+                .any(|key| self.locks.contains_key(*key))
+            {
                 return None;
             }
             for key in command.keys() {
@@ -1172,6 +1182,14 @@ impl StateMachine for KvStore {
     fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
         let command = Command::decode(operation).ok()?;
         if command.is_read() || command.counts() {
+            return None;
+        }
+        // A locked key: the outcome depends on when the lock goes (`preview_commands`).
+        if command
+            .keys()
+            .iter()
+            .any(|key| self.locks.contains_key(*key))
+        {
             return None;
         }
         // Only the keys the command touches matter: run it on a copy of just those.

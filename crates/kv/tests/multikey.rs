@@ -513,3 +513,21 @@ fn an_expired_key_is_absent_for_a_reservation_and_the_transaction() {
         "the expired key was deleted by the ordered reservation"
     );
 }
+
+#[test]
+fn a_locked_key_is_never_previewed() {
+    let mut store = KvStore::new();
+    put(&mut store, "k", "1");
+    let increment = Command::Increment {
+        key: bytes("k"),
+        by: 1,
+    };
+    assert_eq!(
+        store.preview_commands([&increment]),
+        Some(vec![Outcome::Integer(2)])
+    );
+    assert!(store.preview(&increment.encode()).is_some());
+    store.execute(&reserve("k", 3, &["k"]));
+    assert_eq!(store.preview_commands([&increment]), None);
+    assert_eq!(store.preview(&increment.encode()), None);
+}

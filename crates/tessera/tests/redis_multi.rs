@@ -475,10 +475,7 @@ fn bank(cluster: &mut PartitionedCluster, ports: &[u16], kill: Option<usize>) ->
                 .chain(accounts.iter().map(String::as_str))
                 .collect();
             match setup.call(&arguments(&words)) {
-                Ok(Value::Array(values)) => values
-                    .iter()
-                    .map(integer)
-                    .sum::<Option<i64>>(),
+                Ok(Value::Array(values)) => values.iter().map(integer).sum::<Option<i64>>(),
                 _ => {
                     std::thread::sleep(Duration::from_millis(100));
                     None
