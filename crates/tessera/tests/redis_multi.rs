@@ -362,14 +362,15 @@ fn perform(client: &mut RespClient, accounts: &[String], operation: &Bank) -> Op
 
 /// The bank workload: `CLIENTS` clients on `ports` (in turn), each `OPERATIONS` transfers,
 /// reads and single-key writes over 3 accounts in 3 partitions; with `kill`, that storage
-/// process is SIGKILLed 300 ms in. Checks the history (linearisable; every read sees the
+/// process is SIGKILLed once a third of the calls returned (and a third of them are asserted
+/// to be called after it). Checks the history (linearisable; every read sees the
 /// total; a forged reply is refused) and the final total; returns how many calls had no known
 /// outcome (an error or a lost connection).
 fn bank(cluster: &mut PartitionedCluster, ports: &[u16], kill: Option<usize>) -> usize {
     const ACCOUNTS: usize = 3;
     const INITIAL: i64 = 1_000;
     const CLIENTS: u64 = 4;
-    const OPERATIONS: u64 = 60;
+    let operations: u64 = if kill.is_some() { 150 } else { 60 };
     let accounts = spread(cluster, "bank", ACCOUNTS);
     let mut setup = RespClient::connect(ports[0], Duration::from_secs(5)).unwrap();
     for account in &accounts {
@@ -385,7 +386,7 @@ fn bank(cluster: &mut PartitionedCluster, ports: &[u16], kill: Option<usize>) ->
             std::thread::spawn(move || {
                 let mut client = RespClient::connect(port, Duration::from_secs(5)).unwrap();
                 let mut seed = client_index * 7_919 + 13;
-                for _ in 0..OPERATIONS {
+                for _ in 0..operations {
                     seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
                     let pick = (seed >> 33) as usize;
                     let operation = match pick % 5 {
@@ -424,14 +425,29 @@ fn bank(cluster: &mut PartitionedCluster, ports: &[u16], kill: Option<usize>) ->
             })
         })
         .collect();
+    let mut killed_at_us = None;
     if let Some(index) = kill {
-        std::thread::sleep(Duration::from_millis(300));
+        let third = (CLIENTS * operations / 3) as usize;
+        while history.lock().unwrap().len() < third {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        killed_at_us = Some(start.elapsed().as_micros() as u64);
         cluster.kill_storage(index);
     }
     for thread in threads {
         thread.join().unwrap();
     }
     let history = history.lock().unwrap();
+    if let Some(killed_at_us) = killed_at_us {
+        let after = history
+            .iter()
+            .filter(|operation| operation.call > killed_at_us)
+            .count();
+        assert!(
+            after as u64 >= CLIENTS * operations / 3,
+            "only {after} calls after the kill"
+        );
+    }
     let transfers = history
         .iter()
         .filter(|operation| {
