@@ -526,3 +526,44 @@ fn multi_exec_transfers_survive_sigkill_of_a_storage_process() {
     let unknown = bank(&mut cluster, &ports, Some(2));
     eprintln!("multi/exec under SIGKILL: {unknown} calls without a known outcome");
 }
+
+/// A gateway that dies between a reservation and its commit leaves its keys locked; another
+/// gateway refused by such a lock after its lease (5 s) releases it, at every key it names, and
+/// goes on. The dying gateway is simulated (`TESSERA_TEST_ABANDON_RESERVATIONS`, debug builds:
+/// a command on `abandon:` keys is abandoned after its reservation).
+#[test]
+fn a_reservation_abandoned_by_its_gateway_is_released_after_its_lease() {
+    let mut cluster =
+        PartitionedCluster::prepare("redis-multi-abandon", 27300, (3, 3, 3), |config| {
+            config.partitions = PartitionMode::Skyros;
+        });
+    cluster.storage_env.push((
+        "TESSERA_TEST_ABANDON_RESERVATIONS".to_string(),
+        "1".to_string(),
+    ));
+    cluster.launch();
+    assert!(cluster.wait_until_ready(Duration::from_secs(30)));
+    let ports = cluster.client_ports.clone();
+    let keys = cluster.keys_in_partitions("abandon:", 2);
+    assert_ne!(keys[0].1, keys[1].1, "two partitions");
+    let (a, b) = (keys[0].0.as_str(), keys[1].0.as_str());
+    assert_eq!(redis_cli(ports[0], &["SET", a, "1"]), "OK");
+    // The RENAME reserves both keys and is abandoned: no answer but an error, no effect.
+    let abandoned = redis_cli(ports[0], &["RENAME", a, b]);
+    assert!(abandoned.starts_with("TRYAGAIN"), "{abandoned}");
+    let started = Instant::now();
+    // Reads are served from the values before the (never committed) command.
+    assert_eq!(redis_cli(ports[1], &["GET", a]), "1");
+    // A write to either key waits for the lease, then releases the lock and runs.
+    assert_eq!(redis_cli(ports[1], &["SET", b, "2"]), "OK");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3) && waited < Duration::from_secs(10),
+        "the write waited {waited:?} for a 5 s lease"
+    );
+    // Both locks went with one release: the other key is writable at once.
+    let quick = Instant::now();
+    assert_eq!(redis_cli(ports[2], &["INCR", a]), "2");
+    assert!(quick.elapsed() < Duration::from_secs(2));
+    assert_eq!(redis_cli(ports[2], &["MGET", a, b]), "2\n2");
+}

@@ -88,6 +88,10 @@ pub(super) async fn run(
                 continue;
             }
         };
+        if abandons(&keys) {
+            // Test-only: the gateway "dies" holding the locks (neither commit nor release).
+            return Err(TransactionError::Store(KvError::Unavailable));
+        }
         let changed = watched.iter().any(|(key, record)| {
             records
                 .iter()
@@ -110,6 +114,16 @@ pub(super) async fn run(
             false => pause(attempt).await,
         }
     }
+}
+
+/// Hidden, test-only (debug builds, `TESSERA_TEST_ABANDON_RESERVATIONS`): a command whose first
+/// key starts with `abandon:` is abandoned after its reservation, as by a gateway that died
+/// between reserve and commit, so that a real-process test can watch another gateway release
+/// the stale locks.
+fn abandons(keys: &[Bytes]) -> bool {
+    cfg!(debug_assertions)
+        && keys.first().is_some_and(|key| key.starts_with(b"abandon:"))
+        && std::env::var_os("TESSERA_TEST_ABANDON_RESERVATIONS").is_some()
 }
 
 /// The records `keys` hold now, read at one point of the order (WATCH): reserved, then
