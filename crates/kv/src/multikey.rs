@@ -91,6 +91,17 @@ pub enum KeysOperation {
         reverse: bool,
         limit: Option<(i64, i64)>,
     },
+    /// Slot 9. LMPOP and the pops of BLPOP, BRPOP, BLMPOP: from the first key holding a list,
+    /// `count` items (one without) from the front or the back: `[key, items…]`, or nil if no
+    /// key holds a list. A key of another type met first is WRONGTYPE.
+    ListPop {
+        keys: Vec<Bytes>,
+        front: bool,
+        count: Option<u64>,
+    },
+    /// Slot 10. The pops of BZPOPMIN and BZPOPMAX: from the first key holding a sorted set,
+    /// its lowest (or highest) member: `[key, member, score]`, or nil.
+    SortedPop { keys: Vec<Bytes>, highest: bool },
 }
 
 impl KeysOperation {
@@ -132,9 +143,9 @@ impl KeysOperation {
                 .chain(destination.iter())
                 .map(Vec::as_slice)
                 .collect(),
-            KeysOperation::SetIntersectionCard { keys, .. } => {
-                keys.iter().map(Vec::as_slice).collect()
-            }
+            KeysOperation::SetIntersectionCard { keys, .. }
+            | KeysOperation::ListPop { keys, .. }
+            | KeysOperation::SortedPop { keys, .. } => keys.iter().map(Vec::as_slice).collect(),
             KeysOperation::MultiPutIfAbsent { pairs } => {
                 pairs.iter().map(|(key, _)| key.as_slice()).collect()
             }
@@ -235,6 +246,12 @@ impl KvStore {
                 reverse,
                 limit,
             } => self.sorted_range_store(destination, source, range, *reverse, *limit, now_ms),
+            KeysOperation::ListPop { keys, front, count } => {
+                self.list_pop_first(keys, *front, *count, now_ms)
+            }
+            KeysOperation::SortedPop { keys, highest } => {
+                self.sorted_pop_first(keys, *highest, now_ms)
+            }
         })
     }
 
@@ -533,6 +550,89 @@ impl KvStore {
             chosen = chosen.into_iter().skip(offset).take(count).collect();
         }
         Ok(self.store_sorted(destination, chosen))
+    }
+}
+
+impl KvStore {
+    /// The first of `keys` that holds a value of the kind `is_kind` accepts; WRONGTYPE if a
+    /// key of another type comes first.
+    fn first_holding(
+        &self,
+        keys: &[Bytes],
+        now_ms: Option<u64>,
+        is_kind: fn(&Value) -> bool,
+    ) -> Result<Option<Bytes>, KvError> {
+        for key in keys {
+            match self.live(key, now_ms) {
+                None => continue,
+                Some(entry) if is_kind(&entry.value) => return Ok(Some(key.clone())),
+                Some(_) => return Err(KvError::WrongType),
+            }
+        }
+        Ok(None)
+    }
+
+    fn list_pop_first(
+        &mut self,
+        keys: &[Bytes],
+        front: bool,
+        count: Option<u64>,
+        now_ms: Option<u64>,
+    ) -> Result<Outcome, KvError> {
+        let is_list: fn(&Value) -> bool = |value| matches!(value, Value::List(_));
+        let Some(key) = self.first_holding(keys, now_ms, is_list)? else {
+            return Ok(Outcome::Value(None));
+        };
+        let mut entry = self.take(&key).expect("the key is live");
+        let Value::List(list) = &mut entry.value else {
+            unreachable!("the key holds a list")
+        };
+        let wanted = count.unwrap_or(1).min(list.len() as u64);
+        let mut reply = vec![Some(key.clone())];
+        for _ in 0..wanted {
+            let item = if front {
+                list.pop_front()
+            } else {
+                list.pop_back()
+            };
+            reply.push(item);
+        }
+        if !list.is_empty() {
+            self.put_entry(key, entry);
+        }
+        Ok(Outcome::Values(reply))
+    }
+
+    fn sorted_pop_first(
+        &mut self,
+        keys: &[Bytes],
+        highest: bool,
+        now_ms: Option<u64>,
+    ) -> Result<Outcome, KvError> {
+        let is_sorted: fn(&Value) -> bool = |value| matches!(value, Value::SortedSet(_));
+        let Some(key) = self.first_holding(keys, now_ms, is_sorted)? else {
+            return Ok(Outcome::Value(None));
+        };
+        let mut entry = self.take(&key).expect("the key is live");
+        let Value::SortedSet(sorted) = &mut entry.value else {
+            unreachable!("the key holds a sorted set")
+        };
+        let (member, score) = if highest {
+            sorted.iter().next_back()
+        } else {
+            sorted.iter().next()
+        }
+        .map(|(member, score)| (member.clone(), score))
+        .expect("a stored sorted set is never empty");
+        sorted.remove(&member);
+        if !sorted.is_empty() {
+            self.put_entry(key.clone(), entry);
+        }
+        Ok(Outcome::Values(vec![
+            Some(key),
+            Some(member),
+            Some(crate::value::format_score(score).into_bytes()),
+        ]))
     }
 }
 

@@ -14,6 +14,9 @@ pub struct Pending {
     reply: Shape,
     /// HSCAN, SSCAN, ZSCAN: the MATCH pattern the reply's elements are filtered by.
     pattern: Option<Vec<u8>>,
+    /// A blocking command (BLPOP, BLMOVE…): how long to wait in milliseconds for a nil
+    /// outcome to change (0: for ever). `None`: answer the first outcome.
+    blocking_ms: Option<u64>,
 }
 
 /// How an outcome becomes a reply.
@@ -48,6 +51,9 @@ pub(crate) enum Shape {
     /// elements (or, with `pairs`, each element and the item after it) whose first matches
     /// the pending's pattern. HSCAN, SSCAN, ZSCAN.
     Scan { pairs: bool },
+    /// `Outcome::Values([key, items…])` → `[key, [items…]]`, `Outcome::Value(None)` → nil.
+    /// LMPOP, BLMPOP.
+    KeyAndItems,
 }
 
 impl Pending {
@@ -56,7 +62,29 @@ impl Pending {
             command,
             reply,
             pattern: None,
+            blocking_ms: None,
         })
+    }
+
+    /// A blocking command: the runtime runs it again while it answers nil, for up to
+    /// `timeout_ms` (0: for ever), unless it is queued in a MULTI (then it runs once).
+    pub(crate) fn plan_blocking(command: Command, reply: Shape, timeout_ms: u64) -> Plan {
+        Plan::Execute(Pending {
+            command,
+            reply,
+            pattern: None,
+            blocking_ms: Some(timeout_ms),
+        })
+    }
+
+    /// For a blocking command, how long to wait for a non-nil outcome (0: for ever).
+    pub fn blocking_ms(&self) -> Option<u64> {
+        self.blocking_ms
+    }
+
+    /// Whether `outcome` is the nil a blocking command waits past.
+    pub fn is_nil(outcome: &Outcome) -> bool {
+        *outcome == Outcome::Value(None)
     }
 
     /// A read whose reply is one SCAN page of the elements matching `pattern`.
@@ -65,6 +93,7 @@ impl Pending {
             command,
             reply: Shape::Scan { pairs },
             pattern,
+            blocking_ms: None,
         })
     }
 
@@ -133,6 +162,11 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }
+        (Shape::KeyAndItems, Outcome::Value(None)) => Value::Null,
+        (Shape::KeyAndItems, Outcome::Values(values)) if !values.is_empty() => Value::Array(vec![
+            bulk_or_null(&values[0]),
+            Value::Array(values[1..].iter().map(bulk_or_null).collect()),
+        ]),
         (Shape::Scan { pairs }, Outcome::Values(values)) => {
             scan_page(values, pairs, pending.pattern.as_deref())
         }

@@ -290,3 +290,136 @@ pub(crate) fn zrangestore(arguments: &[Vec<u8>]) -> Plan {
     }
     zrange_store(arguments)
 }
+
+/// A blocking command's timeout in seconds (a float, as Redis 7 reads it), in milliseconds.
+fn timeout_ms(text: &[u8]) -> Result<u64, Plan> {
+    let seconds = parse_float(text)
+        .filter(|seconds| seconds.is_finite())
+        .ok_or_else(|| error("ERR timeout is not a float or out of range"))?;
+    if seconds < 0.0 {
+        return Err(error("ERR timeout is negative"));
+    }
+    Ok((seconds * 1000.0).ceil() as u64)
+}
+
+fn blocking_pop(arguments: &[Vec<u8>], front: bool) -> Plan {
+    let last = arguments.len() - 1;
+    match timeout_ms(&arguments[last]) {
+        Ok(timeout) => Pending::plan_blocking(
+            Command::Keys(KeysOperation::ListPop {
+                keys: arguments[1..last].to_vec(),
+                front,
+                count: None,
+            }),
+            Shape::BulksOrNull,
+            timeout,
+        ),
+        Err(refusal) => refusal,
+    }
+}
+
+pub(crate) fn blpop(arguments: &[Vec<u8>]) -> Plan {
+    blocking_pop(arguments, true)
+}
+
+pub(crate) fn brpop(arguments: &[Vec<u8>]) -> Plan {
+    blocking_pop(arguments, false)
+}
+
+fn blocking_sorted_pop(arguments: &[Vec<u8>], highest: bool) -> Plan {
+    let last = arguments.len() - 1;
+    match timeout_ms(&arguments[last]) {
+        Ok(timeout) => Pending::plan_blocking(
+            Command::Keys(KeysOperation::SortedPop {
+                keys: arguments[1..last].to_vec(),
+                highest,
+            }),
+            Shape::BulksOrNull,
+            timeout,
+        ),
+        Err(refusal) => refusal,
+    }
+}
+
+pub(crate) fn bzpopmin(arguments: &[Vec<u8>]) -> Plan {
+    blocking_sorted_pop(arguments, false)
+}
+
+pub(crate) fn bzpopmax(arguments: &[Vec<u8>]) -> Plan {
+    blocking_sorted_pop(arguments, true)
+}
+
+pub(crate) fn brpoplpush(arguments: &[Vec<u8>]) -> Plan {
+    match (timeout_ms(&arguments[3]), rpoplpush(arguments)) {
+        (Ok(timeout), Plan::Execute(pending)) => {
+            Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
+        }
+        (Err(refusal), _) => refusal,
+        (_, refusal) => refusal,
+    }
+}
+
+pub(crate) fn blmove(arguments: &[Vec<u8>]) -> Plan {
+    match (timeout_ms(&arguments[5]), lmove(&arguments[..5])) {
+        (Ok(timeout), Plan::Execute(pending)) => {
+            Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
+        }
+        (_, Plan::Reply(refusal)) => Plan::Reply(refusal),
+        (Err(refusal), _) => refusal,
+        (_, other) => other,
+    }
+}
+
+/// `LMPOP numkeys key … LEFT|RIGHT [COUNT count]` (`at`: where numkeys is).
+fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, Plan> {
+    let count = match parse_i64(&arguments[at]) {
+        Some(count) if count > 0 => count as usize,
+        _ => return Err(error("ERR numkeys should be greater than 0")),
+    };
+    let first = at + 1;
+    if count >= arguments.len() - first {
+        return Err(error(SYNTAX));
+    }
+    let side = &arguments[first + count];
+    let front = if is(side, "LEFT") {
+        true
+    } else if is(side, "RIGHT") {
+        false
+    } else {
+        return Err(error(SYNTAX));
+    };
+    let mut pop_count = None;
+    match &arguments[first + count + 1..] {
+        [] => {}
+        [option, value] if is(option, "COUNT") => match parse_i64(value) {
+            Some(value) if value > 0 => pop_count = Some(value as u64),
+            _ => return Err(error("ERR count should be greater than 0")),
+        },
+        _ => return Err(error(SYNTAX)),
+    }
+    Ok(KeysOperation::ListPop {
+        keys: arguments[first..first + count].to_vec(),
+        front,
+        count: Some(pop_count.unwrap_or(1)),
+    })
+}
+
+pub(crate) fn lmpop(arguments: &[Vec<u8>]) -> Plan {
+    match list_multi_pop(arguments, 1) {
+        Ok(operation) => keys(operation, Shape::KeyAndItems),
+        Err(refusal) => refusal,
+    }
+}
+
+pub(crate) fn blmpop(arguments: &[Vec<u8>]) -> Plan {
+    let timeout = match timeout_ms(&arguments[1]) {
+        Ok(timeout) => timeout,
+        Err(refusal) => return refusal,
+    };
+    match list_multi_pop(arguments, 2) {
+        Ok(operation) => {
+            Pending::plan_blocking(Command::Keys(operation), Shape::KeyAndItems, timeout)
+        }
+        Err(refusal) => refusal,
+    }
+}

@@ -79,6 +79,8 @@ const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 const PAIRS: (i64, i64, i64) = (1, -1, 2);
 
 const READ_FAST: &[&str] = &["readonly", "fast"];
+const BLOCKING: &[&str] = &["write", "blocking"];
+const LIST_BLOCKING: &[&str] = &["@write", "@list", "@slow", "@blocking"];
 const KEYSPACE_WRITE_SLOW: &[&str] = &["@keyspace", "@write", "@slow"];
 const SET_READ_SLOW: &[&str] = &["@read", "@set", "@slow"];
 const SET_WRITE_SLOW: &[&str] = &["@write", "@set", "@slow"];
@@ -137,6 +139,49 @@ const fn container(
 
 /// Every command Tessera answers. `COMMAND COUNT` is its length.
 pub(crate) static COMMANDS: &[Spec] = &[
+    spec("blpop", -3, BLOCKING, (1, -2, 1), LIST_BLOCKING, m::blpop),
+    spec("brpop", -3, BLOCKING, (1, -2, 1), LIST_BLOCKING, m::brpop),
+    spec(
+        "brpoplpush",
+        4,
+        BLOCKING,
+        (1, 2, 1),
+        LIST_BLOCKING,
+        m::brpoplpush,
+    ),
+    spec("blmove", 6, BLOCKING, (1, 2, 1), LIST_BLOCKING, m::blmove),
+    spec(
+        "lmpop",
+        -4,
+        &["write", "movablekeys"],
+        NO_KEYS,
+        &["@write", "@list", "@slow"],
+        m::lmpop,
+    ),
+    spec(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        LIST_BLOCKING,
+        m::blmpop,
+    ),
+    spec(
+        "bzpopmin",
+        -3,
+        BLOCKING,
+        (1, -2, 1),
+        &["@write", "@sortedset", "@fast", "@blocking"],
+        m::bzpopmin,
+    ),
+    spec(
+        "bzpopmax",
+        -3,
+        BLOCKING,
+        (1, -2, 1),
+        &["@write", "@sortedset", "@fast", "@blocking"],
+        m::bzpopmax,
+    ),
     spec(
         "hscan",
         -3,

@@ -162,6 +162,36 @@ fn exercise(cluster: &PartitionedCluster) {
         "{text}"
     );
     assert_eq!(cli(&["DEL", a, b, c]), "3");
+    // Blocking pops wait at the gateway: a push through another gateway, to a key in another
+    // partition than the first one named, wakes the BLPOP.
+    let pusher = {
+        let (port, key) = (ports[1], b.to_string());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            redis_cli(port, &["RPUSH", &key, "x"])
+        })
+    };
+    let started = Instant::now();
+    assert_eq!(
+        redis_cli(ports[0], &["BLPOP", a, b, "5"]),
+        format!("{b}\nx")
+    );
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(pusher.join().unwrap(), "1");
+    let started = Instant::now();
+    assert_eq!(
+        redis_cli(ports[2], &["BLPOP", a, b, "0.2"]),
+        "",
+        "nil after the timeout"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(cli(&["RPUSH", c, "1", "2"]), "2");
+    assert_eq!(cli(&["BLMOVE", c, a, "RIGHT", "LEFT", "0"]), "2");
+    assert_eq!(
+        cli(&["LMPOP", "2", b, c, "LEFT", "COUNT", "5"]),
+        format!("{c}\n1")
+    );
+    assert_eq!(cli(&["DEL", a]), "1");
     // The keyspace over every partition: SCAN with TYPE, RANDOMKEY, and HSCAN.
     assert_eq!(cli(&["RANDOMKEY"]), "");
     assert_eq!(cli(&["SET", a, "s"]), "OK");

@@ -1011,7 +1011,7 @@ impl Connection {
                             if self.isolation != Isolation::Sequential {
                                 resolve(&mut answers, &self.jobs).await;
                             }
-                            answers.push(self.on_command(&arguments).await);
+                            answers.push(self.on_command(&arguments, &stream).await);
                         }
                     }
                     Err(error) => {
@@ -1056,7 +1056,8 @@ impl Connection {
         }
     }
 
-    async fn on_command(&mut self, arguments: &[Vec<u8>]) -> Answer {
+    /// `stream`: the client's, which a blocking command watches for the client leaving.
+    async fn on_command(&mut self, arguments: &[Vec<u8>], stream: &TcpStream) -> Answer {
         let keyless = plan_keyless(arguments).is_some();
         if let Some(value) = self
             .session
@@ -1086,7 +1087,7 @@ impl Connection {
                     // Every earlier command of the pipeline was submitted already, and the
                     // next ones wait for this one: the pipeline's order is kept.
                     return Answer::Ready(
-                        super::transaction::execute_one(&self.jobs, &pending).await,
+                        super::transaction::execute_one(&self.jobs, &pending, stream).await,
                     );
                 }
                 let work = match payload::split(&pending.command) {

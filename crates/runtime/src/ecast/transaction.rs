@@ -312,13 +312,50 @@ pub(super) fn needs_reservation(command: &Command) -> bool {
     }
 }
 
-/// Runs one planned multi-key command; its reply.
-pub(super) async fn execute_one(jobs: &mpsc::Sender<Job>, pending: &Pending) -> Value {
-    match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
-        Ok(outcomes) => resp::finish(pending, &outcomes[0]),
-        Err(TransactionError::Store(error)) => Value::Error(error.reply_text()),
-        Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+/// How often a blocked command (BLPOP…) runs again while it finds nothing.
+const BLOCKED_POLL_MS: u64 = 10;
+
+/// Runs one planned multi-key command; its reply. A blocking command (BLPOP, BLMOVE…) that
+/// finds nothing runs again every `BLOCKED_POLL_MS`, stamped anew, until it finds something,
+/// its timeout passes (nil), or the client leaves (`stream` closed: nothing more is popped for
+/// it).
+pub(super) async fn execute_one(
+    jobs: &mpsc::Sender<Job>,
+    pending: &Pending,
+    stream: &tokio::net::TcpStream,
+) -> Value {
+    let started = std::time::Instant::now();
+    let mut pending = pending.clone();
+    loop {
+        let outcome = match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
+            Ok(mut outcomes) => outcomes.remove(0),
+            Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
+            Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+        };
+        let waits = match pending.blocking_ms() {
+            Some(0) => true,
+            Some(timeout) => started.elapsed() < Duration::from_millis(timeout),
+            None => false,
+        };
+        if !Pending::is_nil(&outcome) || !waits {
+            return resp::finish(&pending, &outcome);
+        }
+        tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)).await;
+        if client_left(stream).await {
+            return Value::Null;
+        }
+        pending.command = pending.command.unstamped().clone();
+        pending.stamp(crate::os::unix_now_ms());
     }
+}
+
+/// Whether the client closed its side (a read would return end of file now).
+async fn client_left(stream: &tokio::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::ZERO, stream.peek(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
 }
 
 /// A single-key command refused because a multi-key command holds its key is planned again
