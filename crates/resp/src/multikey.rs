@@ -292,12 +292,13 @@ pub(crate) fn zrangestore(arguments: &[Vec<u8>]) -> Plan {
 }
 
 /// A blocking command's timeout in seconds (a float, as Redis 7 reads it), in milliseconds.
-fn timeout_ms(text: &[u8]) -> Result<u64, Plan> {
+/// `Err`: the error reply's text.
+fn timeout_ms(text: &[u8]) -> Result<u64, &'static str> {
     let seconds = parse_float(text)
         .filter(|seconds| seconds.is_finite())
-        .ok_or_else(|| error("ERR timeout is not a float or out of range"))?;
+        .ok_or("ERR timeout is not a float or out of range")?;
     if seconds < 0.0 {
-        return Err(error("ERR timeout is negative"));
+        return Err("ERR timeout is negative");
     }
     Ok((seconds * 1000.0).ceil() as u64)
 }
@@ -314,7 +315,7 @@ fn blocking_pop(arguments: &[Vec<u8>], front: bool) -> Plan {
             Shape::BulksOrNull,
             timeout,
         ),
-        Err(refusal) => refusal,
+        Err(text) => error(text),
     }
 }
 
@@ -337,7 +338,7 @@ fn blocking_sorted_pop(arguments: &[Vec<u8>], highest: bool) -> Plan {
             Shape::BulksOrNull,
             timeout,
         ),
-        Err(refusal) => refusal,
+        Err(text) => error(text),
     }
 }
 
@@ -354,7 +355,7 @@ pub(crate) fn brpoplpush(arguments: &[Vec<u8>]) -> Plan {
         (Ok(timeout), Plan::Execute(pending)) => {
             Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
         }
-        (Err(refusal), _) => refusal,
+        (Err(text), _) => error(text),
         (_, refusal) => refusal,
     }
 }
@@ -365,20 +366,21 @@ pub(crate) fn blmove(arguments: &[Vec<u8>]) -> Plan {
             Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
         }
         (_, Plan::Reply(refusal)) => Plan::Reply(refusal),
-        (Err(refusal), _) => refusal,
+        (Err(text), _) => error(text),
         (_, other) => other,
     }
 }
 
 /// `LMPOP numkeys key … LEFT|RIGHT [COUNT count]` (`at`: where numkeys is).
-fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, Plan> {
+/// `Err`: the error reply's text.
+fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'static str> {
     let count = match parse_i64(&arguments[at]) {
         Some(count) if count > 0 => count as usize,
-        _ => return Err(error("ERR numkeys should be greater than 0")),
+        _ => return Err("ERR numkeys should be greater than 0"),
     };
     let first = at + 1;
     if count >= arguments.len() - first {
-        return Err(error(SYNTAX));
+        return Err(SYNTAX);
     }
     let side = &arguments[first + count];
     let front = if is(side, "LEFT") {
@@ -386,16 +388,16 @@ fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, Pla
     } else if is(side, "RIGHT") {
         false
     } else {
-        return Err(error(SYNTAX));
+        return Err(SYNTAX);
     };
     let mut pop_count = None;
     match &arguments[first + count + 1..] {
         [] => {}
         [option, value] if is(option, "COUNT") => match parse_i64(value) {
             Some(value) if value > 0 => pop_count = Some(value as u64),
-            _ => return Err(error("ERR count should be greater than 0")),
+            _ => return Err("ERR count should be greater than 0"),
         },
-        _ => return Err(error(SYNTAX)),
+        _ => return Err(SYNTAX),
     }
     Ok(KeysOperation::ListPop {
         keys: arguments[first..first + count].to_vec(),
@@ -407,19 +409,19 @@ fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, Pla
 pub(crate) fn lmpop(arguments: &[Vec<u8>]) -> Plan {
     match list_multi_pop(arguments, 1) {
         Ok(operation) => keys(operation, Shape::KeyAndItems),
-        Err(refusal) => refusal,
+        Err(text) => error(text),
     }
 }
 
 pub(crate) fn blmpop(arguments: &[Vec<u8>]) -> Plan {
     let timeout = match timeout_ms(&arguments[1]) {
         Ok(timeout) => timeout,
-        Err(refusal) => return refusal,
+        Err(text) => return error(text),
     };
     match list_multi_pop(arguments, 2) {
         Ok(operation) => {
             Pending::plan_blocking(Command::Keys(operation), Shape::KeyAndItems, timeout)
         }
-        Err(refusal) => refusal,
+        Err(text) => error(text),
     }
 }
