@@ -175,7 +175,14 @@ async fn reserve(
             .stamped(now)
         })
         .collect();
-    let outcomes = submit(jobs, steps).await?;
+    let outcomes = match submit(jobs, steps).await {
+        Ok(outcomes) => outcomes,
+        Err(error) => {
+            // Some keys may have been reserved: release what this owner holds.
+            release(jobs, keys, owner).await;
+            return Err(error);
+        }
+    };
     let mut records = Vec::with_capacity(keys.len());
     let mut stale: Vec<(u64, Vec<Bytes>)> = Vec::new();
     let mut refused = false;
