@@ -197,6 +197,16 @@ impl Command {
         }
     }
 
+    /// Whether it is a step of a multi-key command (`Reserve`, `Commit`, `Release`), stamped
+    /// or not: never previewed (Skyros-Comm), since a reservation must read its records at its
+    /// place in the order.
+    pub fn is_reservation_step(&self) -> bool {
+        matches!(
+            self.unstamped(),
+            Command::Reserve { .. } | Command::Commit { .. } | Command::Release { .. }
+        )
+    }
+
     /// The command inside an `At` envelope (itself otherwise).
     pub fn unstamped(&self) -> &Command {
         match self {
@@ -646,10 +656,11 @@ impl KvStore {
             }
             // A key a multi-key command holds: the write would be refused now and may run
             // once the lock is gone, so no outcome can be promised before it is ordered.
-            if command
-                .keys()
-                .iter()
-                .any(|key| self.locks.contains_key(*key))
+            if command.is_reservation_step()
+                || command
+                    .keys()
+                    .iter()
+                    .any(|key| self.locks.contains_key(*key))
             {
                 return None;
             }
@@ -1185,10 +1196,11 @@ impl StateMachine for KvStore {
             return None;
         }
         // A locked key: the outcome depends on when the lock goes (`preview_commands`).
-        if command
-            .keys()
-            .iter()
-            .any(|key| self.locks.contains_key(*key))
+        if command.is_reservation_step()
+            || command
+                .keys()
+                .iter()
+                .any(|key| self.locks.contains_key(*key))
         {
             return None;
         }
