@@ -38,6 +38,11 @@ impl KvStore {
     /// The lock that refuses `command` (a write other than the reservation steps, on a
     /// reserved key), if any. Reads are never refused: a reserved key keeps its value until
     /// the commit, and a read ordered before the commit is serialised before the command.
+    /// Nor are plain SET and MSET (`Put`, `MultiPut`): Skyros acknowledges them before they
+    /// are ordered, so refusing one when it executes could lose an acknowledged write (a
+    /// reservation ordered between its acknowledgement and its execution; found by
+    /// `skyros_regrouping.rs`). They overwrite the key, and the commit may overwrite them in
+    /// turn (`docs/internals/redis.md`, "Deviations").
     pub(crate) fn lock_refusing(&self, command: &Command) -> Option<&Lock> {
         if self.locks.is_empty() {
             return None;
@@ -45,6 +50,8 @@ impl KvStore {
         match command {
             Command::At { .. }
             | Command::Pipeline { .. }
+            | Command::Put { .. }
+            | Command::MultiPut { .. }
             | Command::Reserve { .. }
             | Command::Commit { .. }
             | Command::Release { .. } => None,
@@ -64,6 +71,26 @@ impl KvStore {
     /// How many keys are locked.
     pub fn locked_keys(&self) -> usize {
         self.locks.len()
+    }
+
+    /// The locks on keys `select` accepts (a keyspace cut's copy carries them with the
+    /// records, so that a reserved key stays reserved in the group it moves to).
+    pub fn locks_where(&self, select: impl Fn(&[u8]) -> bool) -> Vec<(Bytes, Lock)> {
+        self.locks
+            .iter()
+            .filter(|(key, _)| select(key))
+            .map(|(key, lock)| (key.clone(), lock.clone()))
+            .collect()
+    }
+
+    /// Installs a lock from a copy (`locks_where`).
+    pub fn insert_lock(&mut self, key: Bytes, lock: Lock) {
+        self.locks.insert(key, lock);
+    }
+
+    /// Drops the locks on keys `select` accepts (keys this store no longer holds).
+    pub fn remove_locks_where(&mut self, select: impl Fn(&[u8]) -> bool) {
+        self.locks.retain(|key, _| !select(key));
     }
 
     pub(crate) fn reserve(

@@ -326,7 +326,7 @@ fn a_reserved_key_refuses_other_writes_and_reservations_but_not_reads() {
         until_ms: 3_000,
     });
     assert_eq!(store.execute(&reserve("k", 8, &["k"])), locked);
-    let write = Command::Put {
+    let write = Command::Append {
         key: bytes("k"),
         value: bytes("w"),
     };
@@ -378,7 +378,18 @@ fn a_reserved_key_refuses_other_writes_and_reservations_but_not_reads() {
     );
     assert_eq!(store.locked_keys(), 0);
     assert_eq!(get(&store, "k"), Some(bytes("new")));
-    assert_eq!(store.execute(&write), Outcome::Ok, "unlocked");
+    assert_eq!(store.execute(&write), Outcome::Integer(4), "unlocked");
+    // A plain put is never refused (Skyros acknowledges it before it is ordered).
+    store.execute(&reserve("k", 11, &["k"]));
+    let put = Command::Put {
+        key: bytes("k"),
+        value: bytes("w"),
+    };
+    assert_eq!(store.execute(&put), Outcome::Ok);
+    store.execute(&Command::Release {
+        key: bytes("k"),
+        owner: 11,
+    });
     // A commit after its reservation was released (as stale) does nothing.
     store.execute(&reserve("k", 9, &["k"]));
     store.execute(&Command::Release {

@@ -273,15 +273,28 @@ impl PartitionData for PartitionStore {
         let tables = (self.holds_tables()
             && range.contains(self.placement.position(payload::SQL_ANCHOR)))
         .then(|| self.store.engine.snapshot());
-        postcard::to_allocvec(&(records, tables)).expect("records serialise")
+        // Keys reserved by a multi-key command stay reserved where they go (its commit or
+        // release follows them there, re-planned at the new configuration).
+        let locks = self
+            .store
+            .kv
+            .locks_where(|key| range.contains(self.placement.position(key)));
+        postcard::to_allocvec(&(records, tables, locks)).expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
-        type Records = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
-        let (records, tables): Records = postcard::from_bytes(records).unwrap_or_default();
+        type Records = (
+            Vec<(Vec<u8>, Vec<u8>)>,
+            Option<Vec<u8>>,
+            Vec<(Vec<u8>, kv::Lock)>,
+        );
+        let (records, tables, locks): Records = postcard::from_bytes(records).unwrap_or_default();
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
             let _ = self.store.kv.insert_record(key, &record);
+        }
+        for (key, lock) in locks {
+            self.store.kv.insert_lock(key, lock);
         }
         if let Some(tables) = tables {
             let mut engine = engine::Engine::default();
@@ -298,6 +311,9 @@ impl PartitionData for PartitionStore {
         self.store
             .kv
             .remove_where(|key| !holds.contains(placement.position(key)));
+        self.store
+            .kv
+            .remove_locks_where(|key| !holds.contains(placement.position(key)));
         if !self.holds_tables() {
             self.store.engine = engine::Engine::default();
         }

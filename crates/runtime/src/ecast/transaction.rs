@@ -307,16 +307,12 @@ async fn pause(attempt: u32) {
 }
 
 /// Whether a planned command runs as a multi-key command (reserve, run, commit) rather than
-/// as one message of independent single-key shares: the multi-key operations, and MSET and
-/// DEL over several keys (atomic even when another multi-key command holds one of them).
+/// as one message of independent single-key shares: the multi-key operations. MSET, DEL and
+/// MGET of several keys stay one message, as before: run as reservations they broke
+/// `skyros_regrouping.rs`'s histories against Skyros's early-acknowledged SETs
+/// (`docs/internals/redis.md`, "Deviations").
 pub(super) fn needs_reservation(command: &Command) -> bool {
-    match command.unstamped() {
-        Command::Keys(_) => true,
-        Command::MultiPut { .. } | Command::MultiDelete { .. } => {
-            distinct_keys(command.keys()).len() > 1
-        }
-        _ => false,
-    }
+    matches!(command.unstamped(), Command::Keys(_))
 }
 
 /// How often a blocked command (BLPOP…) runs again while it finds nothing.
