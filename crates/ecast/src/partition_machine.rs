@@ -54,6 +54,13 @@ pub trait PartitionData {
         let _ = operation;
         None
     }
+
+    /// Whether the data would execute a single-partition operation as it is, whatever runs
+    /// before it: the nilext gate acknowledges a write early only then. `false` when the data
+    /// would refuse it now (a key held by a multi-key command in progress); by default, always.
+    fn executes_as_is(&self, _operation: &[u8]) -> bool {
+        true
+    }
 }
 
 /// One share of a router delivery, as the primary appends it.
@@ -792,7 +799,11 @@ where
                     || (self.holds_keys(&keys)
                         && self.installing.is_empty()
                         && self.deferred.is_empty());
-                let runs_at_once = !self.rules.would_wait(&keys) && cuts_allow;
+                // The data itself must not refuse it (e.g. a key locked by a multi-key
+                // command): a refused write must not have been acknowledged.
+                let runs_at_once = !self.rules.would_wait(&keys)
+                    && cuts_allow
+                    && self.data.executes_as_is(&operation);
                 if runs_at_once {
                     vr::NilextGate::Clear
                 } else {

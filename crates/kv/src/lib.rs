@@ -11,14 +11,18 @@
 //! timestamp, so the delete is replicated). A replica never reads a clock.
 #![forbid(unsafe_code)]
 
+mod multikey;
 mod operations;
+mod reservation;
 mod typed;
 pub mod value;
 
+pub use multikey::{Aggregate, Combine, KeysOperation};
 pub use operations::{
     AddFlags, ExpireCondition, ExpireTime, HashOperation, LexBound, ListOperation, Range,
     ScoreBound, SetOperation, SortedOperation, TtlChange, TtlQuery,
 };
+pub use reservation::{run_transaction, CommitWrite, Lock, TransactionResult};
 pub use value::{Entry, Score, Value};
 
 use serde::{Deserialize, Serialize};
@@ -126,6 +130,32 @@ pub enum Command {
     /// Slot 26. INCRBYFLOAT: add `by` to the float stored at `key` (absent counts as 0); the
     /// new value as text.
     IncrementFloat { key: Bytes, by: Score },
+    /// Slot 27. The first step of a multi-key command across partitions
+    /// (`docs/internals/redis.md`, "Multi-key commands"): lock `key` for the command `owner`
+    /// until `until_ms` (unix milliseconds; `keys` are every key the command locks, so that
+    /// whoever finds the lock stale can release all of them in one ordered message) and read
+    /// its record (`Outcome::Value`, `None` if absent at the stamp). Refused with
+    /// `KvError::Locked` if another owner holds the key; taken again by the same owner.
+    Reserve {
+        key: Bytes,
+        owner: u64,
+        keys: Vec<Bytes>,
+        until_ms: u64,
+    },
+    /// Slot 28. The last step: if `owner` holds `key`, apply `write` and unlock (`Outcome::Ok`);
+    /// otherwise change nothing (`KvError::NotReserved`).
+    Commit {
+        key: Bytes,
+        owner: u64,
+        write: CommitWrite,
+    },
+    /// Slot 29. Unlock `key` if `owner` holds it (an abandoned or refused reservation, or a
+    /// stale one released by another gateway); always `Outcome::Ok`.
+    Release { key: Bytes, owner: u64 },
+    /// Slot 30. A command over several keys (RENAME, SMOVE, SINTERSTORE…), executed where every
+    /// key it names is present: a transaction's scratch store (`run_transaction`), never a
+    /// partition (the gateway does not split it).
+    Keys(KeysOperation),
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -167,6 +197,16 @@ impl Command {
         }
     }
 
+    /// Whether it is a step of a multi-key command (`Reserve`, `Commit`, `Release`), stamped
+    /// or not: never previewed (Skyros-Comm), since a reservation must read its records at its
+    /// place in the order.
+    pub fn is_reservation_step(&self) -> bool {
+        matches!(
+            self.unstamped(),
+            Command::Reserve { .. } | Command::Commit { .. } | Command::Release { .. }
+        )
+    }
+
     /// The command inside an `At` envelope (itself otherwise).
     pub fn unstamped(&self) -> &Command {
         match self {
@@ -190,6 +230,7 @@ impl Command {
             Command::List { operation, .. } => operation.is_read(),
             Command::Members { operation, .. } => operation.is_read(),
             Command::Sorted { operation, .. } => operation.is_read(),
+            Command::Keys(operation) => operation.is_read(),
             Command::At { command, .. } => {
                 !matches!(**command, Command::At { .. }) && command.is_read()
             }
@@ -252,7 +293,11 @@ impl Command {
             | Command::GetDelete { key }
             | Command::SetExpiring { key, .. }
             | Command::Encoding { key }
-            | Command::IncrementFloat { key, .. } => vec![key.as_slice()],
+            | Command::IncrementFloat { key, .. }
+            | Command::Reserve { key, .. }
+            | Command::Commit { key, .. }
+            | Command::Release { key, .. } => vec![key.as_slice()],
+            Command::Keys(operation) => operation.keys(),
             Command::MultiPut { pairs } => pairs.iter().map(|(key, _)| key.as_slice()).collect(),
             Command::MultiGet { keys }
             | Command::MultiDelete { keys }
@@ -306,13 +351,30 @@ pub enum KvError {
     Unstamped,
     /// Slot 14. INCRBYFLOAT on a value that is not a float.
     NotAFloat,
+    /// Slot 15. A write to a key a multi-key command holds (`Command::Reserve`): nothing
+    /// changed; the gateway tries again, and releases the lock (every key in `keys`) once it
+    /// is past `until_ms`.
+    Locked {
+        owner: u64,
+        keys: Vec<Bytes>,
+        until_ms: u64,
+    },
+    /// Slot 16. A `Command::Commit` for a key its owner no longer holds (the reservation was
+    /// released as stale): nothing changed.
+    NotReserved,
+    /// Slot 17. RENAME of an absent key.
+    NoSuchKeyToRename,
+    /// Slot 18. COPY of a key onto itself.
+    SameObject,
 }
 
 impl KvError {
     /// The whole error reply, as Redis words it (the prefix included).
     pub fn reply_text(&self) -> String {
         match self {
-            KvError::Unavailable => format!("TRYAGAIN {self}"),
+            KvError::Unavailable | KvError::Locked { .. } | KvError::NotReserved => {
+                format!("TRYAGAIN {self}")
+            }
             KvError::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
             }
@@ -343,6 +405,10 @@ impl std::fmt::Display for KvError {
             }
             KvError::Unstamped => "the command needs a timestamp and was not stamped",
             KvError::NotAFloat => "value is not a valid float",
+            KvError::Locked { .. } => "a multi-key command in progress holds the key",
+            KvError::NotReserved => "a multi-key command's reservation was released",
+            KvError::NoSuchKeyToRename => "no such key",
+            KvError::SameObject => "source and destination objects are the same",
         })
     }
 }
@@ -387,10 +453,15 @@ pub struct KvStore {
     /// Bytes of every key and value (a function of `entries`, kept as they change, so that
     /// progress reports need not walk the store).
     bytes: u64,
+    /// Keys reserved by multi-key commands in progress (`Command::Reserve`): replicated state,
+    /// in snapshots. A key may be locked whether or not it holds a value.
+    locks: BTreeMap<Bytes, Lock>,
 }
 
-/// The snapshot's format byte (the first byte of `snapshot`).
-const SNAPSHOT_FORMAT: u8 = 2;
+/// The snapshot's format byte (the first byte of `snapshot`): 3 adds the locks; 2 (entries
+/// only) is still restored.
+const SNAPSHOT_FORMAT: u8 = 3;
+const SNAPSHOT_FORMAT_ENTRIES_ONLY: u8 = 2;
 
 impl KvStore {
     pub fn new() -> KvStore {
@@ -572,7 +643,8 @@ impl KvStore {
     /// Executes any command, reads included.
     /// Skyros-Comm: the outcomes `execute` would give `commands`, run in order, without
     /// changing anything: they run on a copy of just the keys they touch. `None` if one of
-    /// them reads every key (a count), which a copy of some keys cannot answer.
+    /// them reads every key (a count), which a copy of some keys cannot answer, or touches a
+    /// key a multi-key command holds (`Command::Reserve`).
     pub fn preview_commands<'a>(
         &self,
         commands: impl IntoIterator<Item = &'a Command> + Clone,
@@ -580,6 +652,16 @@ impl KvStore {
         let mut scratch = KvStore::new();
         for command in commands.clone() {
             if command.counts() {
+                return None;
+            }
+            // A key a multi-key command holds: the write would be refused now and may run
+            // once the lock is gone, so no outcome can be promised before it is ordered.
+            if command.is_reservation_step()
+                || command
+                    .keys()
+                    .iter()
+                    .any(|key| self.locks.contains_key(*key))
+            {
                 return None;
             }
             for key in command.keys() {
@@ -605,6 +687,13 @@ impl KvStore {
     fn execute_at(&mut self, command: &Command, now_ms: Option<u64>) -> Outcome {
         if command.is_read() && !matches!(command, Command::Pipeline { .. } | Command::At { .. }) {
             return self.read_at(command, now_ms);
+        }
+        if let Some(lock) = self.lock_refusing(command) {
+            return Outcome::Error(KvError::Locked {
+                owner: lock.owner,
+                keys: lock.keys.clone(),
+                until_ms: lock.until_ms,
+            });
         }
         if let Some(now_ms) = now_ms {
             // A write deletes its keys that are expired at its time, on every replica alike.
@@ -701,6 +790,15 @@ impl KvStore {
                 _ => Outcome::Integer(0),
             },
             Command::GetExpire { key, change } => self.get_expire(key, *change, now_ms),
+            Command::Reserve {
+                key,
+                owner,
+                keys,
+                until_ms,
+            } => self.reserve(key, *owner, keys, *until_ms, now_ms),
+            Command::Commit { key, owner, write } => self.commit(key, *owner, write),
+            Command::Release { key, owner } => self.release(key, *owner),
+            Command::Keys(operation) => self.keys_operation(operation, now_ms),
             Command::GetDelete { key } => match self.entries.get(key) {
                 None => Outcome::Value(None),
                 Some(Entry {
@@ -806,6 +904,17 @@ impl KvStore {
             }
             Command::Sorted { key, operation } if operation.is_read() => {
                 self.read_sorted(key, operation, now_ms)
+            }
+            Command::Keys(operation) if operation.is_read() => {
+                // The operation's code takes the store mutably; a read runs on a copy of
+                // just the keys it names.
+                let mut scratch = KvStore::new();
+                for key in operation.keys() {
+                    if let Some(entry) = self.live(key, now_ms) {
+                        scratch.put_entry(key.to_vec(), entry.clone());
+                    }
+                }
+                scratch.keys_operation(operation, now_ms)
             }
             Command::Pipeline { commands } if command.is_read() => Outcome::Pipeline(
                 commands
@@ -1086,6 +1195,15 @@ impl StateMachine for KvStore {
         if command.is_read() || command.counts() {
             return None;
         }
+        // A locked key: the outcome depends on when the lock goes (`preview_commands`).
+        if command.is_reservation_step()
+            || command
+                .keys()
+                .iter()
+                .any(|key| self.locks.contains_key(*key))
+        {
+            return None;
+        }
         // Only the keys the command touches matter: run it on a copy of just those.
         let mut scratch = KvStore::new();
         for key in command.keys() {
@@ -1096,7 +1214,7 @@ impl StateMachine for KvStore {
         Some(scratch.execute(&command).encode())
     }
 
-    /// A format byte, then the postcard sequence of (key, record) pairs.
+    /// A format byte, then the postcard sequence of (key, record) pairs and the locks.
     fn snapshot(&self) -> Vec<u8> {
         let pairs: Vec<(&Bytes, Bytes)> = self
             .entries
@@ -1104,17 +1222,23 @@ impl StateMachine for KvStore {
             .map(|(key, entry)| (key, entry.to_record()))
             .collect();
         let mut snapshot = vec![SNAPSHOT_FORMAT];
-        snapshot.extend(postcard::to_allocvec(&pairs).expect("snapshots serialise"));
+        snapshot.extend(postcard::to_allocvec(&(pairs, &self.locks)).expect("snapshots serialise"));
         snapshot
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
         let malformed = |reason: String| RestoreError::Malformed { reason };
-        let Some((&SNAPSHOT_FORMAT, rest)) = snapshot.split_first() else {
-            return Err(malformed("unknown snapshot format".into()));
-        };
-        let pairs: Vec<(Bytes, Bytes)> =
-            postcard::from_bytes(rest).map_err(|error| malformed(error.to_string()))?;
+        let (pairs, locks): (Vec<(Bytes, Bytes)>, BTreeMap<Bytes, Lock>) =
+            match snapshot.split_first() {
+                Some((&SNAPSHOT_FORMAT, rest)) => {
+                    postcard::from_bytes(rest).map_err(|error| malformed(error.to_string()))?
+                }
+                Some((&SNAPSHOT_FORMAT_ENTRIES_ONLY, rest)) => (
+                    postcard::from_bytes(rest).map_err(|error| malformed(error.to_string()))?,
+                    BTreeMap::new(),
+                ),
+                _ => return Err(malformed("unknown snapshot format".into())),
+            };
         let mut entries = BTreeMap::new();
         for (key, record) in pairs {
             let entry = Entry::from_record(&record)
@@ -1124,6 +1248,7 @@ impl StateMachine for KvStore {
             }
         }
         self.entries = entries;
+        self.locks = locks;
         self.recount();
         Ok(())
     }

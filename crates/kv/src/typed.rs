@@ -162,7 +162,7 @@ fn lex_below(member: &[u8], max: &LexBound) -> bool {
 }
 
 /// The members a range selects, in the reply's direction, with their scores.
-fn select(sorted: &SortedSet, range: &Range, reverse: bool) -> Vec<(Bytes, f64)> {
+pub(crate) fn select(sorted: &SortedSet, range: &Range, reverse: bool) -> Vec<(Bytes, f64)> {
     let ordered: Box<dyn Iterator<Item = (&Bytes, f64)>> = if reverse {
         Box::new(sorted.iter().rev())
     } else {
@@ -186,7 +186,7 @@ fn select(sorted: &SortedSet, range: &Range, reverse: bool) -> Vec<(Bytes, f64)>
         .collect()
 }
 
-fn pairs_with_scores(chosen: Vec<(Bytes, f64)>, with_scores: bool) -> Outcome {
+pub(crate) fn format_scored(chosen: Vec<(Bytes, f64)>, with_scores: bool) -> Outcome {
     let mut items = Vec::with_capacity(chosen.len() * (1 + usize::from(with_scores)));
     for (member, score) in chosen {
         items.push(member);
@@ -690,7 +690,7 @@ impl KvStore {
                     for (member, _) in &chosen {
                         sorted.remove(member);
                     }
-                    Ok(pairs_with_scores(chosen, true))
+                    Ok(format_scored(chosen, true))
                 })
             }
             SortedOperation::RemoveRange { range } => {
@@ -752,7 +752,7 @@ impl KvStore {
                     let count = usize::try_from(*count).unwrap_or(usize::MAX);
                     chosen = chosen.into_iter().skip(offset).take(count).collect();
                 }
-                pairs_with_scores(chosen, *with_scores)
+                format_scored(chosen, *with_scores)
             }
             SortedOperation::Rank { member, reverse } => {
                 let position = if *reverse {

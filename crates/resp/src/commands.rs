@@ -12,6 +12,11 @@ pub struct Pending {
     /// replicated first.
     pub command: Command,
     reply: Shape,
+    /// HSCAN, SSCAN, ZSCAN: the MATCH pattern the reply's elements are filtered by.
+    pattern: Option<Vec<u8>>,
+    /// A blocking command (BLPOP, BLMOVE…): how long to wait in milliseconds for a nil
+    /// outcome to change (0: for ever). `None`: answer the first outcome.
+    blocking_ms: Option<u64>,
 }
 
 /// How an outcome becomes a reply.
@@ -42,11 +47,54 @@ pub(crate) enum Shape {
     Integers,
     /// `Outcome::Values` → array, `Outcome::Value(None)` → nil. LPOP and RPOP with a count.
     BulksOrNull,
+    /// `Outcome::Values` → `[0, [elements…]]`, one page holding everything (cursor 0), the
+    /// elements (or, with `pairs`, each element and the item after it) whose first matches
+    /// the pending's pattern. HSCAN, SSCAN, ZSCAN.
+    Scan { pairs: bool },
+    /// `Outcome::Values([key, items…])` → `[key, [items…]]`, `Outcome::Value(None)` → nil.
+    /// LMPOP, BLMPOP.
+    KeyAndItems,
 }
 
 impl Pending {
     pub(crate) fn plan(command: Command, reply: Shape) -> Plan {
-        Plan::Execute(Pending { command, reply })
+        Plan::Execute(Pending {
+            command,
+            reply,
+            pattern: None,
+            blocking_ms: None,
+        })
+    }
+
+    /// A blocking command: the runtime runs it again while it answers nil, for up to
+    /// `timeout_ms` (0: for ever), unless it is queued in a MULTI (then it runs once).
+    pub(crate) fn plan_blocking(command: Command, reply: Shape, timeout_ms: u64) -> Plan {
+        Plan::Execute(Pending {
+            command,
+            reply,
+            pattern: None,
+            blocking_ms: Some(timeout_ms),
+        })
+    }
+
+    /// For a blocking command, how long to wait for a non-nil outcome (0: for ever).
+    pub fn blocking_ms(&self) -> Option<u64> {
+        self.blocking_ms
+    }
+
+    /// Whether `outcome` is the nil a blocking command waits past.
+    pub fn is_nil(outcome: &Outcome) -> bool {
+        *outcome == Outcome::Value(None)
+    }
+
+    /// A read whose reply is one SCAN page of the elements matching `pattern`.
+    pub(crate) fn plan_scan(command: Command, pairs: bool, pattern: Option<Vec<u8>>) -> Plan {
+        Plan::Execute(Pending {
+            command,
+            reply: Shape::Scan { pairs },
+            pattern,
+            blocking_ms: None,
+        })
     }
 
     /// Stamps the command with the time it is planned at (unix milliseconds), which is the
@@ -114,11 +162,39 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }
+        (Shape::KeyAndItems, Outcome::Value(None)) => Value::Null,
+        (Shape::KeyAndItems, Outcome::Values(values)) if !values.is_empty() => Value::Array(vec![
+            bulk_or_null(&values[0]),
+            Value::Array(values[1..].iter().map(bulk_or_null).collect()),
+        ]),
+        (Shape::Scan { pairs }, Outcome::Values(values)) => {
+            scan_page(values, pairs, pending.pattern.as_deref())
+        }
         (Shape::Length, Outcome::Value(value)) => {
             Value::Integer(value.as_ref().map_or(0, |bytes| bytes.len() as i64))
         }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
+}
+
+/// One SCAN page holding every element (cursor 0) that matches `pattern`; with `pairs`, each
+/// matching element comes with the item after it (a field's value, a member's score).
+fn scan_page(values: &[Option<Vec<u8>>], pairs: bool, pattern: Option<&[u8]>) -> Value {
+    let matches = |element: &Option<Vec<u8>>| {
+        pattern.is_none_or(|pattern| {
+            element
+                .as_deref()
+                .is_some_and(|element| glob_matches(pattern, element, false))
+        })
+    };
+    let step = if pairs { 2 } else { 1 };
+    let elements = values
+        .chunks(step)
+        .filter(|chunk| matches(&chunk[0]))
+        .flatten()
+        .map(bulk_or_null)
+        .collect();
+    Value::Array(vec![Value::Bulk(b"0".to_vec()), Value::Array(elements)])
 }
 
 /// Whether the reply to `pending` is nil-externalising: it reveals nothing about the store's

@@ -71,6 +71,7 @@
 
 mod commands;
 mod info;
+mod multikey;
 mod table;
 mod text;
 mod types;

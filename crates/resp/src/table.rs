@@ -2,6 +2,7 @@
 //! `COMMAND`, and the handler that plans each command.
 
 use crate::commands as c;
+use crate::multikey as m;
 use crate::text::is;
 use crate::types as t;
 use crate::{Plan, Value};
@@ -78,6 +79,13 @@ const ALL_KEYS: (i64, i64, i64) = (1, -1, 1);
 const PAIRS: (i64, i64, i64) = (1, -1, 2);
 
 const READ_FAST: &[&str] = &["readonly", "fast"];
+const BLOCKING: &[&str] = &["write", "blocking"];
+const LIST_BLOCKING: &[&str] = &["@write", "@list", "@slow", "@blocking"];
+const KEYSPACE_WRITE_SLOW: &[&str] = &["@keyspace", "@write", "@slow"];
+const SET_READ_SLOW: &[&str] = &["@read", "@set", "@slow"];
+const SET_WRITE_SLOW: &[&str] = &["@write", "@set", "@slow"];
+const SORTED_READ_SLOW: &[&str] = &["@read", "@sortedset", "@slow"];
+const SORTED_WRITE_SLOW: &[&str] = &["@write", "@sortedset", "@slow"];
 const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
 const CONNECTION: &[&str] = &["@fast", "@connection"];
 const STRING_READ: &[&str] = &["@read", "@string", "@fast"];
@@ -131,6 +139,234 @@ const fn container(
 
 /// Every command Tessera answers. `COMMAND COUNT` is its length.
 pub(crate) static COMMANDS: &[Spec] = &[
+    spec("blpop", -3, BLOCKING, (1, -2, 1), LIST_BLOCKING, m::blpop),
+    spec("brpop", -3, BLOCKING, (1, -2, 1), LIST_BLOCKING, m::brpop),
+    spec(
+        "brpoplpush",
+        4,
+        BLOCKING,
+        (1, 2, 1),
+        LIST_BLOCKING,
+        m::brpoplpush,
+    ),
+    spec("blmove", 6, BLOCKING, (1, 2, 1), LIST_BLOCKING, m::blmove),
+    spec(
+        "lmpop",
+        -4,
+        &["write", "movablekeys"],
+        NO_KEYS,
+        &["@write", "@list", "@slow"],
+        m::lmpop,
+    ),
+    spec(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        LIST_BLOCKING,
+        m::blmpop,
+    ),
+    spec(
+        "bzpopmin",
+        -3,
+        BLOCKING,
+        (1, -2, 1),
+        &["@write", "@sortedset", "@fast", "@blocking"],
+        m::bzpopmin,
+    ),
+    spec(
+        "bzpopmax",
+        -3,
+        BLOCKING,
+        (1, -2, 1),
+        &["@write", "@sortedset", "@fast", "@blocking"],
+        m::bzpopmax,
+    ),
+    spec(
+        "hscan",
+        -3,
+        &["readonly"],
+        ONE_KEY,
+        &["@read", "@hash", "@slow"],
+        t::hscan,
+    ),
+    spec("sscan", -3, &["readonly"], ONE_KEY, SET_READ_SLOW, t::sscan),
+    spec(
+        "zscan",
+        -3,
+        &["readonly"],
+        ONE_KEY,
+        SORTED_READ_SLOW,
+        t::zscan,
+    ),
+    spec(
+        "rename",
+        3,
+        &["write"],
+        (1, 2, 1),
+        KEYSPACE_WRITE_SLOW,
+        m::rename,
+    ),
+    spec(
+        "renamenx",
+        3,
+        &["write", "fast"],
+        (1, 2, 1),
+        &["@keyspace", "@write", "@fast"],
+        m::renamenx,
+    ),
+    spec(
+        "copy",
+        -3,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        KEYSPACE_WRITE_SLOW,
+        m::copy,
+    ),
+    spec(
+        "smove",
+        4,
+        &["write", "fast"],
+        (1, 2, 1),
+        &["@write", "@set", "@fast"],
+        m::smove,
+    ),
+    spec(
+        "lmove",
+        5,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        &["@write", "@list", "@slow"],
+        m::lmove,
+    ),
+    spec(
+        "rpoplpush",
+        3,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        &["@write", "@list", "@slow"],
+        m::rpoplpush,
+    ),
+    spec(
+        "sinter",
+        -2,
+        &["readonly"],
+        ALL_KEYS,
+        SET_READ_SLOW,
+        m::sinter,
+    ),
+    spec(
+        "sunion",
+        -2,
+        &["readonly"],
+        ALL_KEYS,
+        SET_READ_SLOW,
+        m::sunion,
+    ),
+    spec(
+        "sdiff",
+        -2,
+        &["readonly"],
+        ALL_KEYS,
+        SET_READ_SLOW,
+        m::sdiff,
+    ),
+    spec(
+        "sinterstore",
+        -3,
+        &["write", "denyoom"],
+        ALL_KEYS,
+        SET_WRITE_SLOW,
+        m::sinterstore,
+    ),
+    spec(
+        "sunionstore",
+        -3,
+        &["write", "denyoom"],
+        ALL_KEYS,
+        SET_WRITE_SLOW,
+        m::sunionstore,
+    ),
+    spec(
+        "sdiffstore",
+        -3,
+        &["write", "denyoom"],
+        ALL_KEYS,
+        SET_WRITE_SLOW,
+        m::sdiffstore,
+    ),
+    spec(
+        "sintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        SET_READ_SLOW,
+        m::sintercard,
+    ),
+    spec(
+        "msetnx",
+        -3,
+        &["write", "denyoom"],
+        PAIRS,
+        &["@write", "@string", "@slow"],
+        m::msetnx,
+    ),
+    spec(
+        "zunion",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        SORTED_READ_SLOW,
+        m::zunion,
+    ),
+    spec(
+        "zinter",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        SORTED_READ_SLOW,
+        m::zinter,
+    ),
+    spec(
+        "zdiff",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        SORTED_READ_SLOW,
+        m::zdiff,
+    ),
+    spec(
+        "zunionstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        SORTED_WRITE_SLOW,
+        m::zunionstore,
+    ),
+    spec(
+        "zinterstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        SORTED_WRITE_SLOW,
+        m::zinterstore,
+    ),
+    spec(
+        "zdiffstore",
+        -4,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        SORTED_WRITE_SLOW,
+        m::zdiffstore,
+    ),
+    spec(
+        "zrangestore",
+        -5,
+        &["write", "denyoom"],
+        (1, 2, 1),
+        SORTED_WRITE_SLOW,
+        m::zrangestore,
+    ),
     spec("get", 2, READ_FAST, ONE_KEY, STRING_READ, c::get),
     spec(
         "set",

@@ -109,6 +109,65 @@ pub(crate) fn hgetall(arguments: &[Vec<u8>]) -> Plan {
     hash(arguments, HashOperation::GetAll, Shape::Bulks)
 }
 
+/// `HSCAN key cursor [MATCH pattern] [COUNT count]`, `SSCAN`, `ZSCAN`: one page with every
+/// element (cursor 0), COUNT checked and otherwise ignored; any valid cursor starts over.
+fn scan(arguments: &[Vec<u8>], command: kv::Command, pairs: bool) -> Plan {
+    // Redis reads the cursor with strtoul: digits, optionally after a minus sign.
+    let digits = arguments[2].strip_prefix(b"-").unwrap_or(&arguments[2]);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return error("ERR invalid cursor");
+    }
+    let mut pattern = None;
+    let mut index = 3;
+    while let Some(option) = arguments.get(index) {
+        let Some(value) = arguments.get(index + 1) else {
+            return error(SYNTAX);
+        };
+        if is(option, "MATCH") {
+            pattern = Some(value.clone());
+        } else if is(option, "COUNT") {
+            match parse_i64(value) {
+                Some(count) if count >= 1 => {}
+                Some(_) => return error(SYNTAX),
+                None => return error(NOT_AN_INTEGER),
+            }
+        } else {
+            return error(SYNTAX);
+        }
+        index += 2;
+    }
+    Pending::plan_scan(command, pairs, pattern)
+}
+
+pub(crate) fn hscan(arguments: &[Vec<u8>]) -> Plan {
+    let command = kv::Command::Hash {
+        key: arguments[1].clone(),
+        operation: HashOperation::GetAll,
+    };
+    scan(arguments, command, true)
+}
+
+pub(crate) fn sscan(arguments: &[Vec<u8>]) -> Plan {
+    let command = kv::Command::Members {
+        key: arguments[1].clone(),
+        operation: SetOperation::Members,
+    };
+    scan(arguments, command, false)
+}
+
+pub(crate) fn zscan(arguments: &[Vec<u8>]) -> Plan {
+    let command = kv::Command::Sorted {
+        key: arguments[1].clone(),
+        operation: SortedOperation::Range {
+            range: kv::Range::Rank { start: 0, stop: -1 },
+            reverse: false,
+            limit: None,
+            with_scores: true,
+        },
+    };
+    scan(arguments, command, true)
+}
+
 pub(crate) fn hkeys(arguments: &[Vec<u8>]) -> Plan {
     hash(arguments, HashOperation::Fields, Shape::Bulks)
 }
@@ -677,6 +736,40 @@ fn zrange_generic(
         },
         Shape::Bulks,
     )
+}
+
+/// ZRANGESTORE: ZRANGE's parsing of `source min max [options]` (`arguments` is the whole
+/// ZRANGESTORE command), the selection stored at the destination.
+pub(crate) fn zrange_store(arguments: &[Vec<u8>]) -> Plan {
+    let shifted: Vec<Vec<u8>> = std::iter::once(arguments[0].clone())
+        .chain(arguments[2..].iter().cloned())
+        .collect();
+    match zrange_generic(&shifted, By::Rank, false, true) {
+        Plan::Execute(Pending {
+            command:
+                kv::Command::Sorted {
+                    key,
+                    operation:
+                        SortedOperation::Range {
+                            range,
+                            reverse,
+                            limit,
+                            ..
+                        },
+                },
+            ..
+        }) => Pending::plan(
+            kv::Command::Keys(kv::KeysOperation::SortedRangeStore {
+                destination: arguments[1].clone(),
+                source: key,
+                range,
+                reverse,
+                limit,
+            }),
+            Shape::Integer,
+        ),
+        refusal => refusal,
+    }
 }
 
 pub(crate) fn zrange(arguments: &[Vec<u8>]) -> Plan {

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use vr::ClientId;
 
@@ -665,7 +665,9 @@ impl GatewayTask {
         self.job_next += 1;
         // A KEYS or SCAN pattern inside a range-placed namespace reads only its arc.
         let range = match &survey {
-            Survey::Keys { pattern } => self.placement.positions_of_pattern(pattern.as_deref()),
+            Survey::Keys { pattern } | Survey::KeysOfType { pattern, .. } => {
+                self.placement.positions_of_pattern(pattern.as_deref())
+            }
             Survey::Count | Survey::Flush => PositionSet::whole(),
         };
         let plan = SurveyPlan::new(survey, self.gateway.configuration(), &range);
@@ -988,6 +990,10 @@ impl GatewayTask {
                 let outcomes: Vec<Outcome> = answers.into_values().collect();
                 split.merge(&outcomes)
             }
+            // The steps of a multi-key command need every outcome.
+            Completion::Done(_) if split.merge == payload::Merge::Each => {
+                Outcome::Error(kv::KvError::Unavailable)
+            }
             // A plain SET or MSET: stable is all it needs.
             Completion::Done(_) => Outcome::Ok,
             Completion::Failed(failure) => {
@@ -1049,6 +1055,7 @@ async fn serve(
             config: config.clone(),
             storage,
             status: status.clone(),
+            transaction: super::transaction::Session::default(),
         };
         let tls = security.tls().cloned();
         tokio::spawn(async move {
@@ -1082,6 +1089,8 @@ struct Connection {
     status: Arc<GatewayStatus>,
     /// Who the client is, and what it may send and run (`crate::security::resp`).
     session: crate::security::resp::Session<super::sql::ClusterBackend>,
+    /// MULTI and WATCH (`transaction::Session`).
+    transaction: super::transaction::Session,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1098,11 +1107,12 @@ enum Answer {
 enum KeylessReply {
     /// KEYS: an array of the keys.
     Keys,
-    /// SCAN: cursor 0 and every matching key in one page (`keys_of_type`: whether TYPE,
-    /// if given, names strings, the only type Tessera stores).
-    Scan { keys_of_type: bool },
+    /// SCAN: cursor 0 and every matching key (of the type asked, if any) in one page.
+    Scan,
     /// FLUSHALL, FLUSHDB: `+OK`.
     Ok,
+    /// RANDOMKEY: one of the keys, drawn here, or nil if there is none.
+    Random,
 }
 
 fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
@@ -1119,20 +1129,24 @@ fn keyless_reply(shape: KeylessReply, outcome: &Outcome) -> Value {
             Value::Error(format!("{code} {error}"))
         }
         (KeylessReply::Keys, Outcome::Values(values)) => keys(values),
-        (KeylessReply::Scan { keys_of_type }, Outcome::Values(values)) => Value::Array(vec![
-            Value::Bulk(b"0".to_vec()),
-            if keys_of_type {
-                keys(values)
-            } else {
-                Value::Array(Vec::new())
-            },
-        ]),
+        (KeylessReply::Scan, Outcome::Values(values)) => {
+            Value::Array(vec![Value::Bulk(b"0".to_vec()), keys(values)])
+        }
         (KeylessReply::Ok, Outcome::Ok) => Value::ok(),
+        (KeylessReply::Random, Outcome::Values(values)) => {
+            let keys: Vec<&Vec<u8>> = values.iter().flatten().collect();
+            if keys.is_empty() {
+                Value::Null
+            } else {
+                let drawn = random_u64() % keys.len() as u64;
+                Value::Bulk(keys[drawn as usize].clone())
+            }
+        }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
 }
 
-/// KEYS, SCAN, FLUSHALL and FLUSHDB, which the `resp` planner does not know: `None` for any
+/// KEYS, SCAN, RANDOMKEY, FLUSHALL and FLUSHDB, which the `resp` planner does not know: `None` for any
 /// other command, else the survey and the reply's shape, or the error reply.
 fn plan_keyless(arguments: &[Vec<u8>]) -> Option<Result<(Survey, KeylessReply), String>> {
     let name = arguments[0].to_ascii_lowercase();
@@ -1148,6 +1162,12 @@ fn plan_keyless(arguments: &[Vec<u8>]) -> Option<Result<(Survey, KeylessReply), 
             _ => Err(wrong_arity("keys")),
         },
         b"scan" => plan_scan(arguments),
+        // Every key is listed and one drawn at the gateway: O(keys), but any key is as
+        // likely as any other (Redis draws from its hash table).
+        b"randomkey" => match arguments {
+            [_] => Ok((Survey::Keys { pattern: None }, KeylessReply::Random)),
+            _ => Err(wrong_arity("randomkey")),
+        },
         b"flushall" | b"flushdb" => {
             let name = String::from_utf8_lossy(&name).into_owned();
             match arguments {
@@ -1177,6 +1197,7 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
         return Err("ERR invalid cursor".to_string());
     }
     let mut pattern = None;
+    let mut type_name = None;
     let mut options = arguments[2..].chunks(2);
     for option in options.by_ref() {
         let [name, value] = option else {
@@ -1194,26 +1215,29 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
                 None => return Err("ERR value is not an integer or out of range".to_string()),
             }
         } else if name.eq_ignore_ascii_case(b"type") {
-            // Keys hold typed values now; the survey does not filter by type yet.
-            return Err("ERR SCAN TYPE is not supported by a partitioned cluster yet".to_string());
+            // Matched against TYPE's names, case-insensitively as Redis 7.0 does; a name no
+            // type has matches nothing.
+            type_name = Some(String::from_utf8_lossy(value).to_ascii_lowercase());
         } else {
             return Err("ERR syntax error".to_string());
         }
     }
-    Ok((
-        Survey::Keys { pattern },
-        KeylessReply::Scan { keys_of_type: true },
-    ))
+    let survey = match type_name {
+        Some(type_name) => Survey::KeysOfType { pattern, type_name },
+        None => Survey::Keys { pattern },
+    };
+    Ok((survey, KeylessReply::Scan))
 }
 
 /// Awaits every waiting answer, in order.
-async fn resolve(answers: &mut [Answer]) {
+async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
     for answer in answers.iter_mut() {
         match answer {
             Answer::Waiting(pending, receiver) => {
                 let outcome = receiver
                     .await
                     .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                let outcome = super::transaction::settle(jobs, pending, outcome).await;
                 *answer = Answer::Ready(resp::finish(pending, &outcome));
             }
             Answer::Formatted(receiver, shape) => {
@@ -1227,10 +1251,28 @@ async fn resolve(answers: &mut [Answer]) {
     }
 }
 
+/// A client's connection, plain or TLS: its TCP socket, which a blocking command watches for
+/// the client leaving.
+trait ClientSocket {
+    fn socket(&self) -> &TcpStream;
+}
+
+impl ClientSocket for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl ClientSocket for tokio_rustls::server::TlsStream<TcpStream> {
+    fn socket(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+}
+
 impl Connection {
     async fn run<S>(&mut self, mut stream: S)
     where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + ClientSocket,
     {
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
@@ -1267,9 +1309,9 @@ impl Connection {
                             // basic reads bypass the sequence, so they wait for the commands
                             // before them (a read sees the pipeline's earlier writes).
                             if self.isolation != Isolation::Sequential {
-                                resolve(&mut answers).await;
+                                resolve(&mut answers, &self.jobs).await;
                             }
-                            answers.push(self.on_command(&arguments).await);
+                            answers.push(self.on_command(&arguments, stream.socket()).await);
                         }
                     }
                     Err(error) => {
@@ -1287,6 +1329,8 @@ impl Connection {
                         let outcome = receiver
                             .await
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
+                        let outcome =
+                            super::transaction::settle(&self.jobs, &pending, outcome).await;
                         resp::finish(&pending, &outcome)
                     }
                     Answer::Formatted(receiver, shape) => {
@@ -1318,7 +1362,8 @@ impl Connection {
         }
     }
 
-    async fn on_command(&mut self, arguments: &[Vec<u8>]) -> Answer {
+    /// `stream`: the client's, which a blocking command watches for the client leaving.
+    async fn on_command(&mut self, arguments: &[Vec<u8>], stream: &TcpStream) -> Answer {
         use crate::security::resp::Intercept;
         let rewritten;
         let arguments = match self.session.intercept(arguments).await {
@@ -1329,6 +1374,14 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        let keyless = plan_keyless(arguments).is_some();
+        if let Some(value) = self
+            .transaction
+            .on_command(&self.jobs, arguments, keyless)
+            .await
+        {
+            return Answer::Ready(value);
+        }
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
         }
@@ -1346,6 +1399,13 @@ impl Connection {
             Plan::Execute(mut pending) => {
                 // The only time the storage processes see: stamped here, where it is planned.
                 pending.stamp(crate::os::unix_now_ms());
+                if super::transaction::needs_reservation(&pending.command) {
+                    // Every earlier command of the pipeline was submitted already, and the
+                    // next ones wait for this one: the pipeline's order is kept.
+                    return Answer::Ready(
+                        super::transaction::execute_one(&self.jobs, &pending, stream).await,
+                    );
+                }
                 let work = match payload::split(&pending.command) {
                     Ok(split) => Work::Keyed(split),
                     Err(_) if pending.command == kv::Command::Count => Work::Survey(Survey::Count),

@@ -18,6 +18,7 @@
 //! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
 //! | `payload` | a command split into single-key sub-commands, shares, and the merge back; SQL payloads |
 //! | `sql` | the PostgreSQL front end's backend on a storage process: statements through the gateway to the partition holding the tables |
+//! | `transaction` | multi-key commands and MULTI/EXEC/WATCH across partitions: reserve every key, run on a scratch store, commit |
 
 pub mod admin;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod router;
 pub mod sql;
 pub mod stats;
 pub mod storage;
+pub mod transaction;
 
 use placement::ProcessId;
 

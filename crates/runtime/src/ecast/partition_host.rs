@@ -229,13 +229,15 @@ impl PartitionData for PartitionStore {
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
-            let keys = self.store.kv.key_names();
+            let kv = &self.store.kv;
+            let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
                 &self.arc,
-                keys,
+                kv.key_names(),
                 &self.placement,
+                &type_of,
             ));
         }
         let Ok(share) = payload::share_in(operation, &self.arc, &self.placement) else {
@@ -281,6 +283,23 @@ impl PartitionData for PartitionStore {
         Some(encode_outcomes(&indexed))
     }
 
+    /// A write to a key a multi-key command holds is refused (`KvError::Locked`), so the
+    /// nilext gate must not acknowledge it early.
+    fn executes_as_is(&self, operation: &[u8]) -> bool {
+        if self.store.kv.locked_keys() == 0 {
+            return true;
+        }
+        match payload::share_in(operation, &PositionSet::whole(), &self.placement) {
+            Ok(share) => share.iter().all(|(_, command)| {
+                command
+                    .keys()
+                    .into_iter()
+                    .all(|key| self.store.kv.lock(key).is_none())
+            }),
+            Err(_) => false,
+        }
+    }
+
     // Keyspace cuts (`ecast::partition_keyspace`), driven at replication 1
     // (`ClusterConfig::elastic_groups`).
     fn export(&self, range: &PositionSet) -> Vec<u8> {
@@ -299,7 +318,13 @@ impl PartitionData for PartitionStore {
             .engine
             .copy_where(|schema, row| self.row_in(range, schema, row))
             .snapshot_bytes();
-        postcard::to_allocvec(&(records, Some(tables), &self.store.prepared))
+        // Keys reserved by a multi-key command stay reserved where they go (its commit or
+        // release follows them there, re-planned at the new configuration).
+        let locks = self
+            .store
+            .kv
+            .locks_where(|key| range.contains(self.placement.position(key)));
+        postcard::to_allocvec(&(records, Some(tables), &self.store.prepared, locks))
             .expect("records serialise")
     }
 
@@ -308,12 +333,16 @@ impl PartitionData for PartitionStore {
             Vec<(Vec<u8>, Vec<u8>)>,
             Option<Vec<u8>>,
             store::prepared::Prepared,
+            Vec<(Vec<u8>, kv::Lock)>,
         );
-        let (records, tables, prepared): Records =
+        let (records, tables, prepared, locks): Records =
             postcard::from_bytes(records).unwrap_or_default();
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
             let _ = self.store.kv.insert_record(key, &record);
+        }
+        for (key, lock) in locks {
+            self.store.kv.insert_lock(key, lock);
         }
         if let Some(Ok(tables)) = tables.map(|tables| engine::Engine::from_snapshot(&tables)) {
             self.store.engine.absorb(tables);
@@ -328,6 +357,9 @@ impl PartitionData for PartitionStore {
         self.store
             .kv
             .remove_where(|key| !holds.contains(placement.position(key)));
+        self.store
+            .kv
+            .remove_locks_where(|key| !holds.contains(placement.position(key)));
         let placement = &self.placement;
         self.store.engine.retain_rows(|schema, row| {
             holds.contains(placement.position(&store::rows::row_key(schema, row)))

@@ -25,6 +25,9 @@ pub enum Merge {
     /// EXISTS over several keys: the sum of the per-key counts (a key named twice is asked
     /// twice).
     Sum,
+    /// The steps of a multi-key command (`Reserve`, `Commit`, `Release` of each key): every
+    /// sub-command's outcome, errors included, as `Outcome::Pipeline` in index order.
+    Each,
 }
 
 /// A command split for E-Cast.
@@ -37,13 +40,22 @@ pub struct Split {
 }
 
 impl Split {
-    /// Whether the reply needs the storage processes' outcomes (a plain SET or MSET replies
-    /// `OK` once its message is stable; everything else carries data).
+    /// Whether the reply needs the storage processes' outcomes: always, now that a plain SET
+    /// can be refused too (a key held by a multi-key command, `KvError::Locked`).
     pub fn needs_answers(&self) -> bool {
-        match self.merge {
-            Merge::MultiPut => false,
-            Merge::Single => !matches!(self.commands[0], Command::Put { .. }),
-            Merge::MultiGet | Merge::MultiDelete | Merge::Sum => true,
+        true
+    }
+
+    /// The steps of a multi-key command: one single-key step per command, each outcome kept.
+    pub fn each(commands: Vec<Command>) -> Split {
+        assert!(
+            commands.iter().all(|command| command.keys().len() == 1),
+            "every step names one key"
+        );
+        Split {
+            commands,
+            merge: Merge::Each,
+            is_read: false,
         }
     }
 
@@ -68,6 +80,9 @@ impl Split {
     /// Merges one outcome per sub-command (index order).
     pub fn merge(&self, outcomes: &[Outcome]) -> Outcome {
         assert_eq!(outcomes.len(), self.commands.len());
+        if self.merge == Merge::Each {
+            return Outcome::Pipeline(outcomes.to_vec());
+        }
         if let Some(error) = outcomes
             .iter()
             .find(|outcome| matches!(outcome, Outcome::Error(_)))
@@ -86,6 +101,7 @@ impl Split {
                     })
                     .collect(),
             ),
+            Merge::Each => unreachable!("merged above"),
             Merge::MultiDelete | Merge::Sum => Outcome::Integer(
                 outcomes
                     .iter()
@@ -146,7 +162,10 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::GetDelete { .. }
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
-        | Command::IncrementFloat { .. } => Ok(single(command)),
+        | Command::IncrementFloat { .. }
+        | Command::Reserve { .. }
+        | Command::Commit { .. }
+        | Command::Release { .. } => Ok(single(command)),
         Command::Exists { keys } => Ok(Split {
             commands: keys
                 .iter()
@@ -193,7 +212,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
                 is_read: false,
             })
         }
-        Command::Count | Command::Pipeline { .. } | Command::At { .. } => {
+        // A multi-key operation runs on the records of its keys, reserved first
+        // (`ecast::transaction`); DBSIZE is a survey.
+        Command::Count | Command::Pipeline { .. } | Command::At { .. } | Command::Keys(_) => {
             Err(SplitError::NotPartitionable)
         }
     }
@@ -326,6 +347,12 @@ pub enum Survey {
     Keys { pattern: Option<Vec<u8>> },
     /// Delete every key (every replica of every arc).
     Flush,
+    /// The keys matching `pattern` whose value is of the type TYPE names `type_name`
+    /// (`string`, `hash`, `list`, `set`, `zset`), sorted: SCAN … TYPE.
+    KeysOfType {
+        pattern: Option<Vec<u8>>,
+        type_name: String,
+    },
 }
 
 /// A survey planned against a configuration: the message's parts are its arcs (the primary
@@ -416,7 +443,7 @@ impl SurveyPlan {
                     })
                     .sum(),
             ),
-            Survey::Keys { .. } => {
+            Survey::Keys { .. } | Survey::KeysOfType { .. } => {
                 let mut keys: Vec<Option<kv::Bytes>> = answers
                     .values()
                     .flat_map(|outcome| match outcome {
@@ -469,6 +496,7 @@ pub fn survey_answers<'a>(
     holds: &PositionSet,
     keys: impl Iterator<Item = &'a kv::Bytes>,
     placement: &KeyPlacement,
+    type_of: &dyn Fn(&[u8]) -> Option<&'static str>,
 ) -> Vec<(u32, Outcome)> {
     let answered: Vec<usize> = (0..arcs.len())
         .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
@@ -484,13 +512,17 @@ pub fn survey_answers<'a>(
             continue;
         };
         counts[slot] += 1;
-        if let Survey::Keys { pattern } = survey {
-            if pattern
-                .as_ref()
-                .is_none_or(|pattern| resp::glob_match(pattern, key))
-            {
-                matching[slot].push(Some(key.clone()));
-            }
+        let (pattern, type_name) = match survey {
+            Survey::Keys { pattern } => (pattern, None),
+            Survey::KeysOfType { pattern, type_name } => (pattern, Some(type_name)),
+            Survey::Count | Survey::Flush => continue,
+        };
+        let matches = pattern
+            .as_ref()
+            .is_none_or(|pattern| resp::glob_match(pattern, key))
+            && type_name.is_none_or(|type_name| type_of(key) == Some(type_name.as_str()));
+        if matches {
+            matching[slot].push(Some(key.clone()));
         }
     }
     answered
@@ -498,8 +530,8 @@ pub fn survey_answers<'a>(
         .zip(counts.into_iter().zip(matching))
         .map(|(index, (count, keys))| {
             let outcome = match survey {
-                Survey::Keys { .. } => Outcome::Values(keys),
-                _ => Outcome::Integer(count),
+                Survey::Keys { .. } | Survey::KeysOfType { .. } => Outcome::Values(keys),
+                Survey::Count | Survey::Flush => Outcome::Integer(count),
             };
             (index as u32, outcome)
         })
@@ -743,6 +775,7 @@ mod tests {
                     &holds,
                     held.into_iter(),
                     &KeyPlacement::hash(),
+                    &|_| Some("string"),
                 )
             })
             .collect()
@@ -822,6 +855,7 @@ mod tests {
             &holds,
             keys.iter(),
             &KeyPlacement::hash(),
+            &|_| Some("string"),
         );
         let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
         assert_eq!(parts, vec![1]);
@@ -960,7 +994,10 @@ mod tests {
             let held = keys
                 .iter()
                 .filter(|key| holds.contains(placement.position(key)));
-            let answers = survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement);
+            let answers =
+                survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement, &|_| {
+                    Some("string")
+                });
             if answers.is_empty() {
                 continue;
             }

@@ -938,23 +938,29 @@ impl StorageProcess {
                     return;
                 }
                 let (indexes, commands): (Vec<u32>, Vec<Command>) = share.into_iter().unzip();
-                // A share of plain PUTs (SET, MSET) answers OK for each: the gateway completes
-                // such a write on stability alone (`Split::needs_answers`), so no Answer. The
-                // keys and values are moved into the store (what executing the pipeline does,
-                // without copying them or encoding the pipeline to decode it again).
-                let puts = commands
-                    .iter()
-                    .all(|command| matches!(command, Command::Put { .. }));
-                if puts {
+                // A share of plain PUTs (SET, MSET) on keys no multi-key command holds answers
+                // OK for each: the keys and values are moved into the store (what executing the
+                // pipeline does, without copying them or encoding the pipeline to decode it
+                // again). A PUT to a held key is refused by the store (`KvError::Locked`), so
+                // every share is answered (`Split::needs_answers`).
+                let puts = commands.iter().all(|command| match command {
+                    Command::Put { key, .. } => self.store.kv.lock(key).is_none(),
+                    _ => false,
+                });
+                let outcomes = if puts {
                     for command in commands {
                         if let Command::Put { key, value } = command {
                             self.store.kv.insert_string(key, value);
                         }
                     }
-                    return;
-                }
-                let outcome = self.store.kv.execute(&Command::Pipeline { commands });
-                let outcomes = pipeline_outcomes(outcome, indexes);
+                    indexes
+                        .into_iter()
+                        .map(|index| (index, Outcome::Ok))
+                        .collect()
+                } else {
+                    let outcome = self.store.kv.execute(&Command::Pipeline { commands });
+                    pipeline_outcomes(outcome, indexes)
+                };
                 let frame = Frame::Answer {
                     sender: envelope.sender,
                     sequence: envelope.sequence,
@@ -1003,8 +1009,16 @@ impl StorageProcess {
             log::info(format_args!("flushed {deleted} keys at {timestamp}"));
             return;
         }
-        let keys = self.store.kv.key_names();
-        let outcomes = payload::survey_answers(&survey, &arcs, holds, keys, &self.placement);
+        let kv = &self.store.kv;
+        let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
+        let outcomes = payload::survey_answers(
+            &survey,
+            &arcs,
+            holds,
+            kv.key_names(),
+            &self.placement,
+            &type_of,
+        );
         if outcomes.is_empty() {
             return;
         }

@@ -1,0 +1,427 @@
+//! Planning the commands over several keys (`kv::KeysOperation`) and MSETNX, with Redis
+//! 7.0's argument errors. The runtime runs them as multi-key commands (reserve, run, commit).
+
+use crate::commands::{error, wrong_arity, Pending, Shape, NOT_AN_INTEGER, SYNTAX};
+use crate::text::{is, parse_i64};
+use crate::types::zrange_store;
+use crate::Plan;
+use kv::value::parse_float;
+use kv::{Aggregate, Combine, Command, KeysOperation, Score};
+
+fn keys(operation: KeysOperation, shape: Shape) -> Plan {
+    Pending::plan(Command::Keys(operation), shape)
+}
+
+pub(crate) fn rename(arguments: &[Vec<u8>]) -> Plan {
+    keys(
+        KeysOperation::Rename {
+            source: arguments[1].clone(),
+            destination: arguments[2].clone(),
+            if_absent: false,
+        },
+        Shape::Done,
+    )
+}
+
+pub(crate) fn renamenx(arguments: &[Vec<u8>]) -> Plan {
+    keys(
+        KeysOperation::Rename {
+            source: arguments[1].clone(),
+            destination: arguments[2].clone(),
+            if_absent: true,
+        },
+        Shape::Integer,
+    )
+}
+
+/// `COPY source destination [DB index] [REPLACE]`: Tessera has database 0 only.
+pub(crate) fn copy(arguments: &[Vec<u8>]) -> Plan {
+    let mut replace = false;
+    let mut index = 3;
+    while let Some(option) = arguments.get(index) {
+        if is(option, "REPLACE") {
+            replace = true;
+        } else if is(option, "DB") && index + 1 < arguments.len() {
+            match parse_i64(&arguments[index + 1]) {
+                Some(0) => {}
+                Some(_) => return error("ERR DB index is out of range"),
+                None => return error(NOT_AN_INTEGER),
+            }
+            index += 1;
+        } else {
+            return error(SYNTAX);
+        }
+        index += 1;
+    }
+    keys(
+        KeysOperation::Copy {
+            source: arguments[1].clone(),
+            destination: arguments[2].clone(),
+            replace,
+        },
+        Shape::Integer,
+    )
+}
+
+pub(crate) fn smove(arguments: &[Vec<u8>]) -> Plan {
+    keys(
+        KeysOperation::SetMove {
+            source: arguments[1].clone(),
+            destination: arguments[2].clone(),
+            member: arguments[3].clone(),
+        },
+        Shape::Integer,
+    )
+}
+
+fn list_move(arguments: &[Vec<u8>], from_front: bool, to_front: bool) -> Plan {
+    keys(
+        KeysOperation::ListMove {
+            source: arguments[1].clone(),
+            destination: arguments[2].clone(),
+            from_front,
+            to_front,
+        },
+        Shape::Bulk,
+    )
+}
+
+pub(crate) fn lmove(arguments: &[Vec<u8>]) -> Plan {
+    let side = |word: &[u8]| {
+        if is(word, "LEFT") {
+            Some(true)
+        } else if is(word, "RIGHT") {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    match (side(&arguments[3]), side(&arguments[4])) {
+        (Some(from_front), Some(to_front)) => list_move(arguments, from_front, to_front),
+        _ => error(SYNTAX),
+    }
+}
+
+pub(crate) fn rpoplpush(arguments: &[Vec<u8>]) -> Plan {
+    list_move(arguments, false, true)
+}
+
+fn set_combine(arguments: &[Vec<u8>], combine: Combine, store: bool) -> Plan {
+    let (destination, first) = if store {
+        (Some(arguments[1].clone()), 2)
+    } else {
+        (None, 1)
+    };
+    let shape = if store { Shape::Integer } else { Shape::Bulks };
+    keys(
+        KeysOperation::SetCombine {
+            combine,
+            keys: arguments[first..].to_vec(),
+            destination,
+        },
+        shape,
+    )
+}
+
+pub(crate) fn sinter(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Intersection, false)
+}
+
+pub(crate) fn sunion(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Union, false)
+}
+
+pub(crate) fn sdiff(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Difference, false)
+}
+
+pub(crate) fn sinterstore(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Intersection, true)
+}
+
+pub(crate) fn sunionstore(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Union, true)
+}
+
+pub(crate) fn sdiffstore(arguments: &[Vec<u8>]) -> Plan {
+    set_combine(arguments, Combine::Difference, true)
+}
+
+/// `SINTERCARD numkeys key [key …] [LIMIT limit]`.
+pub(crate) fn sintercard(arguments: &[Vec<u8>]) -> Plan {
+    const NUMKEYS: &str = "ERR numkeys should be greater than 0";
+    let count = match parse_i64(&arguments[1]) {
+        Some(count) if count > 0 => count as usize,
+        _ => return error(NUMKEYS),
+    };
+    if count > arguments.len() - 2 {
+        return error("ERR Number of keys can't be greater than number of args");
+    }
+    let mut limit = 0;
+    let mut index = 2 + count;
+    while let Some(option) = arguments.get(index) {
+        if is(option, "LIMIT") && index + 1 < arguments.len() {
+            match parse_i64(&arguments[index + 1]) {
+                Some(value) if value >= 0 => limit = value as u64,
+                _ => return error("ERR LIMIT can't be negative"),
+            }
+            index += 2;
+        } else {
+            return error(SYNTAX);
+        }
+    }
+    keys(
+        KeysOperation::SetIntersectionCard {
+            keys: arguments[2..2 + count].to_vec(),
+            limit,
+        },
+        Shape::Integer,
+    )
+}
+
+pub(crate) fn msetnx(arguments: &[Vec<u8>]) -> Plan {
+    if arguments.len().is_multiple_of(2) {
+        return Plan::Reply(wrong_arity("msetnx"));
+    }
+    let pairs = arguments[1..]
+        .chunks(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect();
+    keys(KeysOperation::MultiPutIfAbsent { pairs }, Shape::Integer)
+}
+
+/// ZUNION, ZINTER, ZDIFF and their STORE forms: `[destination] numkeys key … [WEIGHTS w …]
+/// [AGGREGATE SUM|MIN|MAX] [WITHSCORES]` (ZDIFF takes neither WEIGHTS nor AGGREGATE; the
+/// STORE forms take no WITHSCORES).
+fn sorted_combine(arguments: &[Vec<u8>], combine: Combine, store: bool, name: &str) -> Plan {
+    let (destination, at) = if store {
+        (Some(arguments[1].clone()), 2)
+    } else {
+        (None, 1)
+    };
+    let count = match parse_i64(&arguments[at]) {
+        Some(count) if count > 0 => count as usize,
+        Some(_) => {
+            return error(&format!(
+                "ERR at least 1 input key is needed for '{name}' command"
+            ))
+        }
+        None => return error(NOT_AN_INTEGER),
+    };
+    let first = at + 1;
+    if count > arguments.len() - first {
+        return error(SYNTAX);
+    }
+    let (mut weights, mut aggregate, mut with_scores) = (Vec::new(), Aggregate::Sum, false);
+    let mut index = first + count;
+    let algebra = combine != Combine::Difference;
+    while let Some(option) = arguments.get(index) {
+        if algebra && is(option, "WEIGHTS") && index + count < arguments.len() {
+            weights.clear();
+            for weight in &arguments[index + 1..=index + count] {
+                match parse_float(weight).and_then(Score::new) {
+                    Some(weight) => weights.push(weight),
+                    None => return error("ERR weight value is not a float"),
+                }
+            }
+            index += count + 1;
+        } else if algebra && is(option, "AGGREGATE") && index + 1 < arguments.len() {
+            let word = &arguments[index + 1];
+            aggregate = if is(word, "SUM") {
+                Aggregate::Sum
+            } else if is(word, "MIN") {
+                Aggregate::Min
+            } else if is(word, "MAX") {
+                Aggregate::Max
+            } else {
+                return error(SYNTAX);
+            };
+            index += 2;
+        } else if !store && is(option, "WITHSCORES") {
+            with_scores = true;
+            index += 1;
+        } else {
+            return error(SYNTAX);
+        }
+    }
+    let shape = if store { Shape::Integer } else { Shape::Bulks };
+    keys(
+        KeysOperation::SortedCombine {
+            combine,
+            keys: arguments[first..first + count].to_vec(),
+            weights,
+            aggregate,
+            destination,
+            with_scores,
+        },
+        shape,
+    )
+}
+
+pub(crate) fn zunion(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Union, false, "zunion")
+}
+
+pub(crate) fn zinter(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Intersection, false, "zinter")
+}
+
+pub(crate) fn zdiff(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Difference, false, "zdiff")
+}
+
+pub(crate) fn zunionstore(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Union, true, "zunionstore")
+}
+
+pub(crate) fn zinterstore(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Intersection, true, "zinterstore")
+}
+
+pub(crate) fn zdiffstore(arguments: &[Vec<u8>]) -> Plan {
+    sorted_combine(arguments, Combine::Difference, true, "zdiffstore")
+}
+
+/// `ZRANGESTORE destination source min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]`:
+/// ZRANGE's parsing of the source's range, then stored.
+pub(crate) fn zrangestore(arguments: &[Vec<u8>]) -> Plan {
+    if arguments[5..].iter().any(|option| is(option, "WITHSCORES")) {
+        return error(SYNTAX);
+    }
+    zrange_store(arguments)
+}
+
+/// A blocking command's timeout in seconds (a float, as Redis 7 reads it), in milliseconds.
+/// `Err`: the error reply's text.
+fn timeout_ms(text: &[u8]) -> Result<u64, &'static str> {
+    let seconds = parse_float(text)
+        .filter(|seconds| seconds.is_finite())
+        .ok_or("ERR timeout is not a float or out of range")?;
+    if seconds < 0.0 {
+        return Err("ERR timeout is negative");
+    }
+    Ok((seconds * 1000.0).ceil() as u64)
+}
+
+fn blocking_pop(arguments: &[Vec<u8>], front: bool) -> Plan {
+    let last = arguments.len() - 1;
+    match timeout_ms(&arguments[last]) {
+        Ok(timeout) => Pending::plan_blocking(
+            Command::Keys(KeysOperation::ListPop {
+                keys: arguments[1..last].to_vec(),
+                front,
+                count: None,
+            }),
+            Shape::BulksOrNull,
+            timeout,
+        ),
+        Err(text) => error(text),
+    }
+}
+
+pub(crate) fn blpop(arguments: &[Vec<u8>]) -> Plan {
+    blocking_pop(arguments, true)
+}
+
+pub(crate) fn brpop(arguments: &[Vec<u8>]) -> Plan {
+    blocking_pop(arguments, false)
+}
+
+fn blocking_sorted_pop(arguments: &[Vec<u8>], highest: bool) -> Plan {
+    let last = arguments.len() - 1;
+    match timeout_ms(&arguments[last]) {
+        Ok(timeout) => Pending::plan_blocking(
+            Command::Keys(KeysOperation::SortedPop {
+                keys: arguments[1..last].to_vec(),
+                highest,
+            }),
+            Shape::BulksOrNull,
+            timeout,
+        ),
+        Err(text) => error(text),
+    }
+}
+
+pub(crate) fn bzpopmin(arguments: &[Vec<u8>]) -> Plan {
+    blocking_sorted_pop(arguments, false)
+}
+
+pub(crate) fn bzpopmax(arguments: &[Vec<u8>]) -> Plan {
+    blocking_sorted_pop(arguments, true)
+}
+
+pub(crate) fn brpoplpush(arguments: &[Vec<u8>]) -> Plan {
+    match (timeout_ms(&arguments[3]), rpoplpush(arguments)) {
+        (Ok(timeout), Plan::Execute(pending)) => {
+            Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
+        }
+        (Err(text), _) => error(text),
+        (_, refusal) => refusal,
+    }
+}
+
+pub(crate) fn blmove(arguments: &[Vec<u8>]) -> Plan {
+    match (timeout_ms(&arguments[5]), lmove(&arguments[..5])) {
+        (Ok(timeout), Plan::Execute(pending)) => {
+            Pending::plan_blocking(pending.command, Shape::Bulk, timeout)
+        }
+        (_, Plan::Reply(refusal)) => Plan::Reply(refusal),
+        (Err(text), _) => error(text),
+        (_, other) => other,
+    }
+}
+
+/// `LMPOP numkeys key … LEFT|RIGHT [COUNT count]` (`at`: where numkeys is).
+/// `Err`: the error reply's text.
+fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'static str> {
+    let count = match parse_i64(&arguments[at]) {
+        Some(count) if count > 0 => count as usize,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let first = at + 1;
+    if count >= arguments.len() - first {
+        return Err(SYNTAX);
+    }
+    let side = &arguments[first + count];
+    let front = if is(side, "LEFT") {
+        true
+    } else if is(side, "RIGHT") {
+        false
+    } else {
+        return Err(SYNTAX);
+    };
+    let mut pop_count = None;
+    match &arguments[first + count + 1..] {
+        [] => {}
+        [option, value] if is(option, "COUNT") => match parse_i64(value) {
+            Some(value) if value > 0 => pop_count = Some(value as u64),
+            _ => return Err("ERR count should be greater than 0"),
+        },
+        _ => return Err(SYNTAX),
+    }
+    Ok(KeysOperation::ListPop {
+        keys: arguments[first..first + count].to_vec(),
+        front,
+        count: Some(pop_count.unwrap_or(1)),
+    })
+}
+
+pub(crate) fn lmpop(arguments: &[Vec<u8>]) -> Plan {
+    match list_multi_pop(arguments, 1) {
+        Ok(operation) => keys(operation, Shape::KeyAndItems),
+        Err(text) => error(text),
+    }
+}
+
+pub(crate) fn blmpop(arguments: &[Vec<u8>]) -> Plan {
+    let timeout = match timeout_ms(&arguments[1]) {
+        Ok(timeout) => timeout,
+        Err(text) => return error(text),
+    };
+    match list_multi_pop(arguments, 2) {
+        Ok(operation) => {
+            Pending::plan_blocking(Command::Keys(operation), Shape::KeyAndItems, timeout)
+        }
+        Err(text) => error(text),
+    }
+}

@@ -1,0 +1,599 @@
+//! Multi-key commands and MULTI/EXEC across partitions, driven by a RESP connection
+//! (`docs/internals/redis.md`, "Multi-key commands and transactions").
+//!
+//! A command whose result at one key depends on another key (RENAME, SMOVE, SINTERSTORE, an
+//! EXEC of queued commands…) cannot be cut into independent single-key shares, so it runs in
+//! three ordered steps, each one E-Cast message (or one bypass request when its keys share a
+//! partition):
+//!
+//! 1. **reserve** every key it names (`kv::Command::Reserve`): each key is locked for the
+//!    command's owner number and its record is read, at the message's place in the order;
+//! 2. the gateway runs the commands on a scratch store of those records
+//!    (`kv::run_transaction`), deterministically, at the command's stamp;
+//! 3. **commit** (`kv::Command::Commit`): each key gets its new record (or is deleted, or kept)
+//!    and is unlocked.
+//!
+//! Between 1 and 3 every other write to a reserved key is refused (`KvError::Locked`) and
+//! retried by its gateway, and reads see the value from before the command, so the command
+//! takes effect atomically at its commit. A reservation refused at any key is released at all
+//! of them and retried after a random pause. A lock whose lease has passed (its gateway died)
+//! is released by whichever gateway finds it, with one ordered `Release` of every key the lock
+//! names: the commit and that release are ordered messages over the same keys, so the commit
+//! applies everywhere or nowhere.
+
+use super::gateway::{Job, Work};
+use super::payload::{self, Split};
+use ecast::Isolation;
+use kv::{Bytes, Command, CommitWrite, KvError, Outcome};
+use resp::{Pending, Plan, Value};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long a reservation holds its keys before another gateway may release it.
+const LEASE_MS: u64 = 5_000;
+/// A command still refused this long after it started gives up (`TRYAGAIN`).
+const GIVE_UP_MS: u64 = 10_000;
+/// The longest pause between two attempts (the pause grows from 1 ms, randomly).
+const PAUSE_MS_MAX: u64 = 50;
+
+/// Why a multi-key command did not complete.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TransactionError {
+    /// A store or gateway error (`Unavailable`: a commit may or may not have been applied).
+    Store(KvError),
+    /// A watched key changed since WATCH: nothing was written (EXEC answers nil).
+    Watched,
+}
+
+/// The keys a set of commands names, each once, in order of first appearance.
+pub(super) fn distinct_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec<Bytes> {
+    let mut distinct: Vec<Bytes> = Vec::new();
+    for key in keys {
+        if !distinct.iter().any(|known| known.as_slice() == key) {
+            distinct.push(key.to_vec());
+        }
+    }
+    distinct
+}
+
+/// Runs `commands` (stamped) atomically over every key they name and `watched` (keys with the
+/// record each held at WATCH; the command aborts if any differs now): their outcomes, in order.
+pub(super) async fn run(
+    jobs: &mpsc::Sender<Job>,
+    commands: &[Command],
+    watched: &[(Bytes, Option<Bytes>)],
+) -> Result<Vec<Outcome>, TransactionError> {
+    let keys = distinct_keys(
+        commands
+            .iter()
+            .flat_map(Command::keys)
+            .chain(watched.iter().map(|(key, _)| key.as_slice())),
+    );
+    let started = crate::os::unix_now_ms();
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let owner = crate::os::random_u64();
+        let records = match reserve(jobs, &keys, owner).await? {
+            Reserved::All(records) => records,
+            Reserved::Refused => {
+                if crate::os::unix_now_ms() > started + GIVE_UP_MS {
+                    return Err(TransactionError::Store(KvError::Locked {
+                        owner: 0,
+                        keys: Vec::new(),
+                        until_ms: 0,
+                    }));
+                }
+                pause(attempt).await;
+                continue;
+            }
+        };
+        if abandons(&keys) {
+            // Test-only: the gateway "dies" holding the locks (neither commit nor release).
+            return Err(TransactionError::Store(KvError::Unavailable));
+        }
+        let changed = watched.iter().any(|(key, record)| {
+            records
+                .iter()
+                .any(|(reserved, now)| reserved == key && now != record)
+        });
+        if changed {
+            release(jobs, &keys, owner).await;
+            return Err(TransactionError::Watched);
+        }
+        let result = match kv::run_transaction(&records, commands) {
+            Ok(result) => result,
+            Err(error) => {
+                release(jobs, &keys, owner).await;
+                return Err(TransactionError::Store(error));
+            }
+        };
+        match commit(jobs, result.writes, owner).await? {
+            true => return Ok(result.outcomes),
+            // Released as stale before the commit, at every key: nothing was written.
+            false => pause(attempt).await,
+        }
+    }
+}
+
+/// Hidden, test-only (debug builds, `TESSERA_TEST_ABANDON_RESERVATIONS`): a command whose first
+/// key starts with `abandon:` is abandoned after its reservation, as by a gateway that died
+/// between reserve and commit, so that a real-process test can watch another gateway release
+/// the stale locks.
+fn abandons(keys: &[Bytes]) -> bool {
+    cfg!(debug_assertions)
+        && keys.first().is_some_and(|key| key.starts_with(b"abandon:"))
+        && std::env::var_os("TESSERA_TEST_ABANDON_RESERVATIONS").is_some()
+}
+
+/// The records `keys` hold now, read at one point of the order (WATCH): reserved, then
+/// released.
+pub(super) async fn read_records(
+    jobs: &mpsc::Sender<Job>,
+    keys: &[Bytes],
+) -> Result<Vec<(Bytes, Option<Bytes>)>, TransactionError> {
+    let keys = distinct_keys(keys.iter().map(Vec::as_slice));
+    let started = crate::os::unix_now_ms();
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let owner = crate::os::random_u64();
+        if let Reserved::All(records) = reserve(jobs, &keys, owner).await? {
+            release(jobs, &keys, owner).await;
+            return Ok(records);
+        }
+        if crate::os::unix_now_ms() > started + GIVE_UP_MS {
+            return Err(TransactionError::Store(KvError::Unavailable));
+        }
+        pause(attempt).await;
+    }
+}
+
+enum Reserved {
+    /// Every key, with its record.
+    All(Vec<(Bytes, Option<Bytes>)>),
+    /// Some key is held by another command: whatever this one reserved is released (and
+    /// stale locks found on the way too).
+    Refused,
+}
+
+async fn reserve(
+    jobs: &mpsc::Sender<Job>,
+    keys: &[Bytes],
+    owner: u64,
+) -> Result<Reserved, TransactionError> {
+    let now = crate::os::unix_now_ms();
+    let steps = keys
+        .iter()
+        .map(|key| {
+            Command::Reserve {
+                key: key.clone(),
+                owner,
+                keys: keys.to_vec(),
+                until_ms: now + LEASE_MS,
+            }
+            .stamped(now)
+        })
+        .collect();
+    let outcomes = match submit(jobs, steps).await {
+        Ok(outcomes) => outcomes,
+        Err(error) => {
+            // Some keys may have been reserved: release what this owner holds.
+            release(jobs, keys, owner).await;
+            return Err(error);
+        }
+    };
+    let mut records = Vec::with_capacity(keys.len());
+    let mut stale: Vec<(u64, Vec<Bytes>)> = Vec::new();
+    let mut refused = false;
+    for (key, outcome) in keys.iter().zip(outcomes) {
+        match outcome {
+            Outcome::Value(record) => records.push((key.clone(), record)),
+            Outcome::Error(KvError::Locked {
+                owner: holder,
+                keys: held,
+                until_ms,
+            }) => {
+                refused = true;
+                if until_ms < now && !stale.iter().any(|(known, _)| *known == holder) {
+                    stale.push((holder, held));
+                }
+            }
+            Outcome::Error(error) => {
+                release(jobs, keys, owner).await;
+                return Err(TransactionError::Store(error));
+            }
+            _ => {
+                release(jobs, keys, owner).await;
+                return Err(TransactionError::Store(KvError::Malformed));
+            }
+        }
+    }
+    if !refused {
+        return Ok(Reserved::All(records));
+    }
+    release(jobs, keys, owner).await;
+    for (holder, held) in stale {
+        crate::log::warn(format_args!(
+            "releasing a stale multi-key reservation of {} keys",
+            held.len()
+        ));
+        release(jobs, &held, holder).await;
+    }
+    Ok(Reserved::Refused)
+}
+
+/// Releases what `owner` holds of `keys` (best effort: a release that is lost leaves a lock
+/// that its lease lets another gateway release).
+pub(super) async fn release(jobs: &mpsc::Sender<Job>, keys: &[Bytes], owner: u64) {
+    let steps = keys
+        .iter()
+        .map(|key| Command::Release {
+            key: key.clone(),
+            owner,
+        })
+        .collect();
+    if let Err(error) = submit(jobs, steps).await {
+        crate::log::warn(format_args!("a multi-key release failed: {error:?}"));
+    }
+}
+
+/// Commits the writes: `true` if every key was still reserved (all applied), `false` if none
+/// was (the reservation was released as stale first; nothing applied).
+async fn commit(
+    jobs: &mpsc::Sender<Job>,
+    writes: Vec<(Bytes, CommitWrite)>,
+    owner: u64,
+) -> Result<bool, TransactionError> {
+    let count = writes.len();
+    let steps = writes
+        .into_iter()
+        .map(|(key, write)| Command::Commit { key, owner, write })
+        .collect();
+    let outcomes = submit(jobs, steps).await?;
+    let applied = outcomes
+        .iter()
+        .filter(|outcome| **outcome == Outcome::Ok)
+        .count();
+    let released = outcomes
+        .iter()
+        .filter(|outcome| **outcome == Outcome::Error(KvError::NotReserved))
+        .count();
+    if applied == count {
+        return Ok(true);
+    }
+    if released == count {
+        return Ok(false);
+    }
+    if applied > 0 && released > 0 {
+        // A commit is one ordered message over every key, and so is a stale release: this
+        // cannot happen unless a lock was lost another way (a keyspace change moving a
+        // reserved key: its lock does not move with it; `docs/internals/redis.md`).
+        crate::log::warn(format_args!(
+            "a multi-key commit applied at {applied} keys and found {released} released"
+        ));
+    }
+    // Some step's answer was lost (`Unavailable`): the commit may have been applied.
+    Err(TransactionError::Store(KvError::Unavailable))
+}
+
+/// Submits the steps as one command and waits for each step's outcome.
+async fn submit(
+    jobs: &mpsc::Sender<Job>,
+    steps: Vec<Command>,
+) -> Result<Vec<Outcome>, TransactionError> {
+    let count = steps.len();
+    let (reply, receiver) = oneshot::channel();
+    let job = Job {
+        work: Work::Keyed(Split::each(steps)),
+        isolation: Isolation::Sequential,
+        reply,
+    };
+    if jobs.send(job).await.is_err() {
+        return Err(TransactionError::Store(KvError::Unavailable));
+    }
+    match receiver.await {
+        Ok(Outcome::Pipeline(outcomes)) if outcomes.len() == count => Ok(outcomes),
+        Ok(Outcome::Error(error)) => Err(TransactionError::Store(error)),
+        _ => Err(TransactionError::Store(KvError::Unavailable)),
+    }
+}
+
+/// A random pause before attempt `attempt + 1`, growing with the attempts.
+async fn pause(attempt: u32) {
+    let ceiling = (1u64 << attempt.min(6)).min(PAUSE_MS_MAX);
+    let ms = 1 + crate::os::random_u64() % ceiling;
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Whether a planned command runs as a multi-key command (reserve, run, commit) rather than
+/// as one message of independent single-key shares: the multi-key operations. MSET, DEL and
+/// MGET of several keys stay one message, as before: run as reservations they broke
+/// `skyros_regrouping.rs`'s histories against Skyros's early-acknowledged SETs
+/// (`docs/internals/redis.md`, "Deviations").
+pub(super) fn needs_reservation(command: &Command) -> bool {
+    matches!(command.unstamped(), Command::Keys(_))
+}
+
+/// How often a blocked command (BLPOP…) runs again while it finds nothing.
+const BLOCKED_POLL_MS: u64 = 10;
+
+/// Runs one planned multi-key command; its reply. A blocking command (BLPOP, BLMOVE…) that
+/// finds nothing runs again every `BLOCKED_POLL_MS`, stamped anew, until it finds something,
+/// its timeout passes (nil), or the client leaves (`stream` closed: nothing more is popped for
+/// it).
+pub(super) async fn execute_one(
+    jobs: &mpsc::Sender<Job>,
+    pending: &Pending,
+    stream: &tokio::net::TcpStream,
+) -> Value {
+    let started = std::time::Instant::now();
+    let mut pending = pending.clone();
+    loop {
+        let outcome = match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
+            Ok(mut outcomes) => outcomes.remove(0),
+            Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
+            Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+        };
+        let waits = match pending.blocking_ms() {
+            Some(0) => true,
+            Some(timeout) => started.elapsed() < Duration::from_millis(timeout),
+            None => false,
+        };
+        if !Pending::is_nil(&outcome) || !waits {
+            return resp::finish(&pending, &outcome);
+        }
+        tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)).await;
+        if client_left(stream).await {
+            return Value::Null;
+        }
+        pending.command = pending.command.unstamped().clone();
+        pending.stamp(crate::os::unix_now_ms());
+    }
+}
+
+/// Whether the client closed its side (a read would return end of file now).
+async fn client_left(stream: &tokio::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::ZERO, stream.peek(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+/// A single-key command refused because a multi-key command holds its key is planned again
+/// (stamped now) and resubmitted after a pause, until it is not refused or `GIVE_UP_MS`
+/// passed; a lock past its lease is released on the way. Any other outcome is returned as is.
+pub(super) async fn settle(jobs: &mpsc::Sender<Job>, pending: &Pending, first: Outcome) -> Outcome {
+    let started = crate::os::unix_now_ms();
+    let mut outcome = first;
+    let mut attempt = 0u32;
+    while let Outcome::Error(KvError::Locked {
+        owner,
+        keys,
+        until_ms,
+    }) = &outcome
+    {
+        let now = crate::os::unix_now_ms();
+        if now > started + GIVE_UP_MS {
+            break;
+        }
+        if *until_ms < now {
+            release(jobs, keys, *owner).await;
+        }
+        attempt += 1;
+        pause(attempt).await;
+        let command = pending
+            .command
+            .unstamped()
+            .clone()
+            .stamped(crate::os::unix_now_ms());
+        let Ok(split) = payload::split(&command) else {
+            break;
+        };
+        let (reply, receiver) = oneshot::channel();
+        let job = Job {
+            work: Work::Keyed(split),
+            isolation: Isolation::Sequential,
+            reply,
+        };
+        if jobs.send(job).await.is_err() {
+            return Outcome::Error(KvError::Unavailable);
+        }
+        outcome = receiver
+            .await
+            .unwrap_or(Outcome::Error(KvError::Unavailable));
+    }
+    outcome
+}
+
+/// One queued command of a MULTI.
+enum Queued {
+    /// Known at once (PING, ECHO…): replied in its place by EXEC.
+    Reply(Value),
+    /// Runs in the transaction.
+    Command(Pending),
+}
+
+/// A connection's MULTI/WATCH state.
+#[derive(Default)]
+pub(super) struct Session {
+    /// Inside MULTI: the queued commands, and whether one was refused (EXEC then aborts).
+    queue: Option<(Vec<Queued>, bool)>,
+    /// Watched keys with the record each held at WATCH (`None`: absent).
+    watched: Vec<(Bytes, Option<Bytes>)>,
+}
+
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+impl Session {
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH, and every command while inside MULTI (queued);
+    /// `None` for any other command outside MULTI. `keyless`: the command is one the gateway
+    /// plans itself (KEYS, SCAN, FLUSHALL…), which a transaction does not run.
+    pub(super) async fn on_command(
+        &mut self,
+        jobs: &mpsc::Sender<Job>,
+        arguments: &[Vec<u8>],
+        keyless: bool,
+    ) -> Option<Value> {
+        let name = arguments[0].to_ascii_lowercase();
+        let arity = |exact: bool, count: usize| {
+            if exact {
+                arguments.len() == count
+            } else {
+                arguments.len() >= count
+            }
+        };
+        let (exact, count) = match name.as_slice() {
+            b"multi" | b"exec" | b"discard" | b"unwatch" => (true, 1),
+            b"watch" => (false, 2),
+            _ => return self.queue(arguments, keyless),
+        };
+        if !arity(exact, count) {
+            let text = resp_arity_error(&name);
+            if let Some((_, aborted)) = &mut self.queue {
+                *aborted = true;
+            }
+            return Some(Value::Error(text));
+        }
+        Some(match name.as_slice() {
+            b"multi" if self.queue.is_some() => {
+                Value::Error("ERR MULTI calls can not be nested".into())
+            }
+            b"multi" => {
+                self.queue = Some((Vec::new(), false));
+                Value::ok()
+            }
+            b"discard" => match self.queue.take() {
+                None => Value::Error("ERR DISCARD without MULTI".into()),
+                Some(_) => {
+                    self.watched.clear();
+                    Value::ok()
+                }
+            },
+            b"unwatch" if self.queue.is_some() => return self.queue(arguments, keyless),
+            b"unwatch" => {
+                self.watched.clear();
+                Value::ok()
+            }
+            b"watch" if self.queue.is_some() => {
+                Value::Error("ERR WATCH inside MULTI is not allowed".into())
+            }
+            b"watch" => self.watch(jobs, &arguments[1..]).await,
+            _ => self.exec(jobs).await,
+        })
+    }
+
+    /// Queues a command inside MULTI (`None` outside). A command refused at once (unknown,
+    /// wrong arity, bad arguments, or one a transaction does not run) is answered with its
+    /// error and makes EXEC abort, as Redis does.
+    fn queue(&mut self, arguments: &[Vec<u8>], keyless: bool) -> Option<Value> {
+        let (queued, aborted) = self.queue.as_mut()?;
+        let refuse = |aborted: &mut bool, text: String| {
+            *aborted = true;
+            Some(Value::Error(text))
+        };
+        if keyless {
+            return refuse(
+                aborted,
+                "ERR KEYS, SCAN, FLUSHALL, FLUSHDB and DBSIZE are not supported inside MULTI yet"
+                    .into(),
+            );
+        }
+        match resp::plan(arguments) {
+            Plan::Reply(Value::Error(text)) => refuse(aborted, text),
+            Plan::Reply(value) => {
+                queued.push(Queued::Reply(value));
+                Some(Value::Simple("QUEUED".into()))
+            }
+            Plan::Execute(pending) if pending.command.counts() => refuse(
+                aborted,
+                "ERR KEYS, SCAN, FLUSHALL, FLUSHDB and DBSIZE are not supported inside MULTI yet"
+                    .into(),
+            ),
+            Plan::Execute(pending) => {
+                queued.push(Queued::Command(pending));
+                Some(Value::Simple("QUEUED".into()))
+            }
+            _ => refuse(
+                aborted,
+                "ERR this command is not supported inside MULTI yet".into(),
+            ),
+        }
+    }
+
+    async fn watch(&mut self, jobs: &mpsc::Sender<Job>, keys: &[Vec<u8>]) -> Value {
+        let fresh: Vec<Bytes> = keys
+            .iter()
+            .filter(|key| !self.watched.iter().any(|(watched, _)| watched == *key))
+            .cloned()
+            .collect();
+        if fresh.is_empty() {
+            return Value::ok();
+        }
+        match read_records(jobs, &fresh).await {
+            Ok(records) => {
+                self.watched.extend(records);
+                Value::ok()
+            }
+            Err(TransactionError::Store(error)) => Value::Error(error.reply_text()),
+            Err(TransactionError::Watched) => unreachable!("a read watches nothing"),
+        }
+    }
+
+    /// EXEC: the queued commands as one multi-key command over every key they name and every
+    /// watched key, at one stamp; nil if a watched key changed.
+    async fn exec(&mut self, jobs: &mpsc::Sender<Job>) -> Value {
+        let Some((queued, aborted)) = self.queue.take() else {
+            return Value::Error("ERR EXEC without MULTI".into());
+        };
+        let watched = std::mem::take(&mut self.watched);
+        if aborted {
+            return Value::Error(EXECABORT.into());
+        }
+        let now = crate::os::unix_now_ms();
+        let mut commands = Vec::new();
+        let mut queued = queued;
+        for entry in &mut queued {
+            if let Queued::Command(pending) = entry {
+                pending.stamp(now);
+                commands.push(pending.command.clone());
+            }
+        }
+        if commands.is_empty() && watched.is_empty() {
+            return Value::Array(
+                queued
+                    .into_iter()
+                    .map(|entry| match entry {
+                        Queued::Reply(value) => value,
+                        Queued::Command(_) => unreachable!("no command was queued"),
+                    })
+                    .collect(),
+            );
+        }
+        let mut outcomes = match run(jobs, &commands, &watched).await {
+            Ok(outcomes) => outcomes.into_iter(),
+            Err(TransactionError::Watched) => return Value::Null,
+            Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
+        };
+        Value::Array(
+            queued
+                .into_iter()
+                .map(|entry| match entry {
+                    Queued::Reply(value) => value,
+                    Queued::Command(pending) => {
+                        let outcome = outcomes.next().expect("one outcome per queued command");
+                        resp::finish(&pending, &outcome)
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+fn resp_arity_error(name: &[u8]) -> String {
+    format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name)
+    )
+}
