@@ -16,7 +16,7 @@ const CATALOG: &str = "\
 CREATE TABLE people (id INT PRIMARY KEY, name VARCHAR(20) NOT NULL, age INT, city TEXT, \
 score DOUBLE PRECISION, born DATE, data BYTEA, flag BOOLEAN);
 CREATE INDEX people_age ON people (age);
-CREATE TABLE accounts (owner TEXT PRIMARY KEY, balance BIGINT NOT NULL) WITH (placement = range);
+CREATE TABLE accounts (owner TEXT PRIMARY KEY, balance BIGINT NOT NULL) WITH (placement = hash);
 INSERT INTO people VALUES (1, 'ada', 36, 'london', 1.5, '1815-12-10', '\\x00ff', true), \
 (2, 'bob', 25, NULL, NULL, NULL, NULL, false), (3, 'cy', NULL, 'paris', -0.5, NULL, '', NULL);
 INSERT INTO accounts VALUES ('ada', 100), ('bob', -5);";
