@@ -127,6 +127,11 @@ fn aggregates(rows: &[Ticket]) -> String {
     )
 }
 
+/// The query whose answer `aggregates` computes.
+fn whole_query() -> String {
+    "SELECT count(*), sum(price), min(price), max(price), avg(price) FROM ticket".to_string()
+}
+
 /// Every row read back by key, one SELECT per row in few psql runs; failures listed.
 fn missing_by_key(port: u16, rows: &[Ticket]) -> Vec<i64> {
     let mut missing = Vec::new();
@@ -670,4 +675,41 @@ fn a_statement_left_undecided_is_aborted_by_the_next_writer() {
         "11|500"
     );
     drop(cluster);
+}
+
+/// The canary of the first test's atomicity check: with fallible writes sent in one phase
+/// (`TESSERA_CANARY_ONE_PHASE_WRITES`, debug builds), an UPDATE that divides by zero on one
+/// partition leaves the other partitions' part applied, and the aggregates the first test
+/// compares change. Ports 28020 (RESP), 28120, 28220 and 28070 (PostgreSQL).
+#[test]
+fn the_atomicity_check_catches_fallible_writes_sent_in_one_phase() {
+    let mut cluster = PartitionedCluster::prepare("sqlonephase", 28020, (3, 3, 3), |config| {
+        config.partitions = PartitionMode::Vr;
+        *config = config.clone().with_pg_ports(28070).unwrap();
+    });
+    cluster.storage_env.push((
+        "TESSERA_CANARY_ONE_PHASE_WRITES".to_string(),
+        "1".to_string(),
+    ));
+    cluster.launch();
+    assert!(cluster.wait_until_ready(Duration::from_secs(30)));
+    let pg: Vec<u16> = (0..3).map(|index| 28070 + index).collect();
+    create_ticket(pg[0]);
+    let rows = tickets(1..61);
+    for insert in inserts(&rows) {
+        assert_eq!(psql_ok(pg[1], &[&insert]), "");
+    }
+    let whole = aggregates(&rows);
+    assert_eq!(psql_ok(pg[2], &[&whole_query()]), whole);
+    let zero = rows[10].2;
+    let divided = psql(
+        pg[1],
+        &[&format!("UPDATE ticket SET price = 100 / (price - {zero})")],
+    );
+    assert!(divided.contains("division by zero"), "{divided}");
+    assert_ne!(
+        psql_ok(pg[2], &[&whole_query()]),
+        whole,
+        "in one phase, the partitions without the zero applied their part"
+    );
 }
