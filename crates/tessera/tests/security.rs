@@ -500,7 +500,18 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
     let data_dir =
         std::env::temp_dir().join(format!("tessera-test-security-dev-{}", std::process::id()));
     let mut dev = Dev(Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(["dev", "--port", "25201", "--pg-port", "25501", "--data-dir"])
+        // No metrics listeners: their default ports (--port + 400, + 500) would meet the
+        // other `tessera dev` test's RESP ports, and both run at once.
+        .args([
+            "dev",
+            "--port",
+            "25201",
+            "--pg-port",
+            "25501",
+            "--metrics-port",
+            "0",
+        ])
+        .arg("--data-dir")
         .arg(&data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -574,6 +585,8 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
             "25601",
             "--pg-port",
             "25901",
+            "--metrics-port",
+            "0",
             "--data-dir",
         ])
         .arg(&data_dir)
