@@ -11,6 +11,7 @@ use runtime::ecast::config::PartitionMode;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::partitioned::PartitionedCluster;
+use support::psql;
 
 fn dev_cluster(
     name: &str,
@@ -19,32 +20,6 @@ fn dev_cluster(
     pg_port: u16,
 ) -> PartitionedCluster {
     PartitionedCluster::dev(name, partitions, port, pg_port)
-}
-
-/// Runs psql commands against one node; returns stdout (errors go to stdout too, `-v
-/// ON_ERROR_STOP=0`), failing the test if psql itself cannot run.
-fn psql(port: u16, commands: &[&str]) -> String {
-    let mut command = Command::new("psql");
-    command.args([
-        "-X",
-        "-q",
-        "-A",
-        "-t",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-    ]);
-    command.args(["-U", "tessera", "-d", "tessera"]);
-    for sql in commands {
-        command.args(["-c", sql]);
-    }
-    let output = command
-        .output()
-        .expect("psql is installed (scripts/test installs postgresql-client)");
-    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    text.trim().to_string()
 }
 
 /// Runs one redis-cli command against a node's RESP port; returns its trimmed stdout.

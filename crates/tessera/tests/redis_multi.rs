@@ -8,6 +8,8 @@
 
 mod support;
 
+use support::redis_cli;
+
 use lincheck::{Budget, CheckResult, Model, Operation};
 use resp::Value;
 use runtime::ecast::config::PartitionMode;
@@ -16,20 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::partitioned::PartitionedCluster;
 use support::{arguments, RespClient};
-
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs redis-tools)");
-    assert!(
-        output.status.success(),
-        "redis-cli {words:?} failed: {output:?}"
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
 
 /// Keys `{prefix}0…` in `count` different partitions (asserted), by name.
 fn spread(cluster: &PartitionedCluster, prefix: &str, count: usize) -> Vec<String> {

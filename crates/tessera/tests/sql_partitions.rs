@@ -16,35 +16,9 @@ mod support;
 
 use runtime::ecast::config::PartitionMode;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::partitioned::PartitionedCluster;
-
-/// Runs psql commands against a PostgreSQL port; stdout and stderr, trimmed (`-v
-/// ON_ERROR_STOP=0`: later commands run after an error).
-fn psql(port: u16, commands: &[&str]) -> String {
-    let mut command = Command::new("psql");
-    command.args([
-        "-X",
-        "-q",
-        "-A",
-        "-t",
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-    ]);
-    command.args(["-U", "tessera", "-d", "tessera"]);
-    for sql in commands {
-        command.args(["-c", sql]);
-    }
-    let output = command
-        .output()
-        .expect("psql is installed (scripts/test installs postgresql-client)");
-    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    text.trim().to_string()
-}
+use support::psql;
 
 /// psql that must succeed (no ERROR in its output).
 fn psql_ok(port: u16, commands: &[&str]) -> String {

@@ -203,3 +203,44 @@ impl History {
         }
     }
 }
+
+/// Runs psql commands against one node; returns stdout (errors go to stdout too, `-v
+/// ON_ERROR_STOP=0`), failing the test if psql itself cannot run.
+pub fn psql(port: u16, commands: &[&str]) -> String {
+    let mut command = std::process::Command::new("psql");
+    command.args([
+        "-X",
+        "-q",
+        "-A",
+        "-t",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
+    command.args(["-U", "tessera", "-d", "tessera"]);
+    for sql in commands {
+        command.args(["-c", sql]);
+    }
+    let output = command
+        .output()
+        .expect("psql is installed (scripts/test installs postgresql-client)");
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    text.trim().to_string()
+}
+
+/// The real redis-cli against `port`, which must succeed; its stdout, trimmed.
+pub fn redis_cli(port: u16, words: &[&str]) -> String {
+    let output = std::process::Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(words)
+        .output()
+        .expect("redis-cli is installed (scripts/test installs redis-tools)");
+    assert!(
+        output.status.success(),
+        "redis-cli {words:?} failed: {output:?}"
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
