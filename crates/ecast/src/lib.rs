@@ -15,6 +15,7 @@
 //! | `inbox` | §5.4 Algorithm 1 [[10–14]], §6.7 | `Inbox`: in-order, gap-free delivery via the `previous` chain, duplicates dropped, early arrivals buffered, confirmations, snapshot reads at their point, the basic-read version check |
 //! | `partition` | (Tessera's; §5.4 for the chain) | `Partition`: the replicated hold/admission rules of a partition that is its own replication group (the router bypass): per-key log order, rule (H) against the router's stable watermark, gap-free admission of multi-partition messages, the admitted prefix to confirm |
 //! | `partition_machine` | (Tessera's) | `PartitionMachine<D>` (`impl vr::StateMachine`): `Partition` around the application's data, held operations answered "held" and their results released through a queue the primary's driver reads; per-client results and share answers for queries |
+//! | `partition_duty` | (Tessera's) | `PrimaryDuty`: what a partition group's primary does beside its replica — queue deliveries (a keyspace message becomes the group's cut), submit them to its replica one request in flight, confirm the admitted prefix, install and acknowledge copies, release replies — driven alike by the runtime's partition host and the simulator |
 //! | `watermark` | (Tessera's) | `RouterState::stable_watermark` reported to partitions and gateways (`WatermarkReporter`), and rule A's `AcknowledgementGate` in gateways |
 //! | `sender` | §5.4 Algorithm 1 [[5–9, 16–18]] | `Sender`: sequence numbers, the send window, Submit batches, outcomes and stable notifications |
 //! | `gateway` | §5.4 Algorithm 1, §6.7 | `Gateway`: a client's commands as E-Cast messages (planned against its configuration, re-planned after a version refusal) and reads (snapshot via `Query::Now`, basic with the version check); a VR client of the router group; answers collected by part; timeouts and retry limits in ticks |
@@ -83,6 +84,7 @@ pub mod forwarder;
 pub mod gateway;
 pub mod inbox;
 pub mod partition;
+pub mod partition_duty;
 pub mod partition_keyspace;
 pub mod partition_machine;
 pub mod router;
@@ -102,6 +104,7 @@ pub use partition::{
     Ignored, KeySet, OperationId, Partition, PartitionCanary, PartitionEntry, PartitionEvent,
     PartitionSettings, PartitionStats,
 };
+pub use partition_duty::{CutPlanning, Delivered, DutyReply, PrimaryDuty};
 pub use partition_keyspace::PartitionCut;
 pub use partition_machine::{
     PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,

@@ -859,14 +859,14 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use vr::StateMachine;
 
     /// A map of one-byte keys to one-byte values; `[b'g', key]` reads, `[b'p', key, value]`
     /// writes (and answers the old value). Anything else touches unknown keys and does nothing.
     #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    struct Bytes(BTreeMap<u8, u8>);
+    pub(crate) struct Bytes(pub(crate) BTreeMap<u8, u8>);
 
     impl PartitionData for Bytes {
         fn keys(&self, operation: &[u8]) -> KeySet {

@@ -28,16 +28,15 @@ use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
 use crate::os::random_u64;
+use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
-    Delivery, KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
-    PartitionOperation, PartitionResult, Released, Share, Timestamp,
+    Delivery, KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionResult,
+    Released, Timestamp,
 };
 use kv::Outcome;
-use placement::ecast::Message as Routing;
 use placement::migration::StreamId;
 use placement::{
-    past_retirement, ConfigChange, ConfigVersion, Group, GroupName, Groups, Instruction, Position,
-    PositionSet, ProcessId, Regrouping,
+    past_retirement, ConfigVersion, Group, GroupName, Groups, Position, PositionSet, ProcessId,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -47,12 +46,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use vr::{
     ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestKind,
-    RequestNumber, StateMachine, StatusName, View,
+    RequestNumber, StateMachine, StatusName,
 };
-
-/// Shares a primary keeps waiting for its replica at most (more are dropped: the forwarder
-/// resends what is not confirmed).
-const PENDING_SHARES_MAX: usize = 8_192;
 
 /// A keyspace cut's copy travels in frames of at most this many bytes (`Frame::PartitionCopy`);
 /// the receiving primary logs the reassembled copy as one `Install`.
@@ -413,54 +408,8 @@ struct Hosted {
     group: PartitionGroup,
     index: ReplicaIndex,
     replica: Replica<Machine>,
-    /// Set while the replica is the primary of a normal view.
-    duty: Option<Duty>,
-}
-
-/// What a partition's primary does beside its replica: log the router's deliveries, confirm,
-/// and send released replies. Rebuilt (fresh client id) on every new view.
-struct Duty {
-    view: View,
-    /// The VR client id it submits deliveries with.
-    client: ClientId,
-    request_next: RequestNumber,
-    in_flight: bool,
-    /// Deliveries received and not yet submitted, in arrival order.
-    pending: Vec<Pending>,
-    /// Copies to log (`Install`) and acknowledgements of this group's copies to log
-    /// (`Installed`): submitted before deliveries.
-    copies: VecDeque<PartitionOperation>,
-    /// The `Install` in flight (its sender is acknowledged once it commits).
-    install_in_flight: Option<(ConfigVersion, ProcessId)>,
-    /// When each outgoing copy (version, receiver) was last sent, in ticks.
-    copies_sent: BTreeMap<(ConfigVersion, ProcessId), u64>,
-    /// The router that delivered last (confirmations go there).
-    router: ReplicaIndex,
-    /// The last released reply sent.
-    released_sent: u64,
-    /// The newest stable watermark the lead router reported, the last one submitted, and
-    /// whether the last request was a watermark.
-    watermark: Timestamp,
-    watermark_submitted: Timestamp,
-    watermark_last: bool,
-}
-
-/// A delivery as the primary queues it: a share, or an accepted keyspace message (its cut is
-/// planned when it is submitted, against the holdings after every cut logged before it).
-enum Pending {
-    Share(Share),
-    Keyspace {
-        share: Share,
-        version: ConfigVersion,
-        instructions: Vec<Instruction>,
-    },
-    /// Above replication 1 (`ClusterConfig::regrouped`): an accepted keyspace message whose cut
-    /// is this group's part of the regrouping (`PartitionCut::regroup`), which does not depend
-    /// on the holdings (a retired group gives away its whole arc, a started one holds its).
-    Regrouped {
-        share: Share,
-        cut: PartitionCut,
-    },
+    /// Set while the replica is the primary of a normal view (`ecast::partition_duty`).
+    duty: Option<PrimaryDuty>,
 }
 
 /// A copy being received, part by part (volatile: the sender resends what is not installed).
@@ -1260,7 +1209,7 @@ impl Host {
                     else {
                         continue;
                     };
-                    duty.watermark = duty.watermark.max(watermark);
+                    duty.raise_watermark(watermark);
                     if let Some(request) = self.next_request(partition) {
                         self.step(partition, Input::Message(Message::Request(request)));
                     }
@@ -1282,10 +1231,7 @@ impl Host {
                 else {
                     return; // Not a primary of the sending group.
                 };
-                let operation = PartitionOperation::Installed { version, to };
-                if !duty.copies.contains(&operation) {
-                    duty.copies.push_back(operation);
-                }
+                duty.copy_acknowledged(version, to);
                 if let Some(request) = self.next_request(from) {
                     self.step(from, Input::Message(Message::Request(request)));
                 }
@@ -1336,71 +1282,24 @@ impl Host {
         let Some(duty) = &mut hosted.duty else {
             return; // A backup: the primary got the same frame.
         };
-        duty.router = router;
         let early = self.canary_early;
         let arrived = deliveries.iter().map(|delivery| delivery.timestamp).max();
-        let mut keyspace_versions = Vec::new();
-        for delivery in deliveries {
-            if duty.pending.len() >= PENDING_SHARES_MAX {
-                break;
-            }
-            let envelope = std::sync::Arc::unwrap_or_clone(delivery.envelope);
-            let keyspace = match &envelope.routing {
-                Routing::Config { message, .. } => match &message.change {
-                    ConfigChange::Keyspace(keyspace) => Some(keyspace.instructions.clone()),
-                    ConfigChange::Membership(_) => None,
-                },
-                _ => None,
-            };
-            if keyspace.is_some() {
-                keyspace_versions.push(delivery.version);
-            }
-            let share = Share {
-                timestamp: delivery.timestamp,
-                previous: delivery.previous,
-                sender: envelope.sender,
-                sequence: envelope.sequence,
-                operation: envelope.payload,
-            };
-            duty.pending.push(match keyspace {
-                // One-member groups cut by the instruction list (`ClusterConfig::
-                // elastic_groups`), groups named by (arc, version) by the regrouping
-                // (`ClusterConfig::regrouped`, `vr` and `skyros` alike: a `skyros` group's
-                // cut is an ordered write too, so the nilext gate's G2/G3 apply as at
-                // replication 1; rubberband.md, "Skyros partitions above replication 1").
-                Some(instructions) if elastic => Pending::Keyspace {
-                    share: Share {
-                        operation: Vec::new(),
-                        ..share
-                    },
-                    version: delivery.version,
-                    instructions,
-                },
-                Some(_) if regrouped => {
-                    match regrouped_cut(groupings, delivery.version, partition) {
-                        Some(cut) => Pending::Regrouped {
-                            share: Share {
-                                operation: Vec::new(),
-                                ..share
-                            },
-                            cut,
-                        },
-                        None => {
-                            // Not logged: the chain waits for it (the forwarder resends it
-                            // with the groups; a router always sends them).
-                            log::warn(format_args!(
-                                "group {:#x}: a keyspace delivery of version {} without its groups: dropped",
-                                partition.0, delivery.version.0
-                            ));
-                            continue;
-                        }
-                    }
-                }
-                _ => Pending::Share(share),
-            });
+        let planning = if elastic {
+            CutPlanning::Elastic
+        } else if regrouped {
+            CutPlanning::Regrouped
+        } else {
+            CutPlanning::Fixed
+        };
+        let delivered = duty.deliver(router, deliveries, planning, groupings, partition);
+        for version in &delivered.without_groups {
+            log::warn(format_args!(
+                "group {:#x}: a keyspace delivery of version {} without its groups: dropped",
+                partition.0, version.0
+            ));
         }
         let now = Instant::now();
-        for version in keyspace_versions {
+        for version in delivered.keyspace_versions {
             self.keyspace_at.entry((partition, version)).or_insert(now);
         }
         if let (true, Some(arrived)) = (early, arrived) {
@@ -1450,7 +1349,7 @@ impl Host {
         let own = hosted
             .duty
             .as_ref()
-            .is_some_and(|duty| duty.client == client);
+            .is_some_and(|duty| duty.client() == client);
         if !own {
             // A gateway's bypass lane (its client id names its storage process).
             let cuts = self.config.elastic_groups() || self.config.regrouped();
@@ -1470,39 +1369,28 @@ impl Host {
         let Message::Reply(reply) = message else {
             return;
         };
-        if reply.request.0 + 1 != duty.request_next.0 {
-            return;
-        }
-        duty.in_flight = false;
-        let install = duty.install_in_flight.take();
-        match PartitionResult::decode(&reply.result) {
-            PartitionResult::Logged { admitted } => {
-                let router = duty.router;
-                self.confirm(partition, router, admitted);
-            }
-            PartitionResult::Installed => {
-                if let Some((version, from)) = install {
-                    log::info(format_args!(
-                        "partition {}: installed the copy of version {} from partition {}",
-                        partition.0, version.0, from.0
-                    ));
-                    if let Some(account) = self.copy_accounts.get_mut(&(partition, from, version)) {
-                        let micros = account.since.elapsed().as_micros();
-                        account.installed_after = Some(u64::try_from(micros).unwrap_or(u64::MAX));
-                    }
-                    self.send_group(
-                        from,
-                        Frame::PartitionInstalled {
-                            version,
-                            from,
-                            to: partition,
-                        },
-                    );
+        match duty.on_reply(&reply) {
+            DutyReply::Stale | DutyReply::Quiet => {}
+            DutyReply::Confirm { router, admitted } => self.confirm(partition, router, admitted),
+            DutyReply::Installed { version, from } => {
+                log::info(format_args!(
+                    "partition {}: installed the copy of version {} from partition {}",
+                    partition.0, version.0, from.0
+                ));
+                if let Some(account) = self.copy_accounts.get_mut(&(partition, from, version)) {
+                    let micros = account.since.elapsed().as_micros();
+                    account.installed_after = Some(u64::try_from(micros).unwrap_or(u64::MAX));
                 }
+                self.send_group(
+                    from,
+                    Frame::PartitionInstalled {
+                        version,
+                        from,
+                        to: partition,
+                    },
+                );
             }
-            // An install of a cut this group has not logged yet: dropped, the sender resends.
-            PartitionResult::Unknown if install.is_some() => {}
-            other => log::warn(format_args!(
+            DutyReply::Unexpected(other) => log::warn(format_args!(
                 "partition {}: deliveries answered {other:?}",
                 partition.0
             )),
@@ -1530,29 +1418,8 @@ impl Host {
         };
         let replica = &hosted.replica;
         let primary = replica.status() == StatusName::Normal && replica.is_primary();
-        if !primary {
-            hosted.duty = None;
-            return;
-        }
         let view = replica.view();
-        if hosted.duty.as_ref().is_none_or(|duty| duty.view != view) {
-            hosted.duty = Some(Duty {
-                view,
-                client: ClientId(random_u64()),
-                request_next: RequestNumber(1),
-                in_flight: false,
-                pending: Vec::new(),
-                copies: VecDeque::new(),
-                install_in_flight: None,
-                copies_sent: BTreeMap::new(),
-                router: ReplicaIndex(0),
-                // A new primary resends every retained reply (duplicates are harmless).
-                released_sent: 0,
-                watermark: Timestamp::ZERO,
-                watermark_submitted: Timestamp::ZERO,
-                watermark_last: false,
-            });
-        }
+        partition_duty::follow(&mut hosted.duty, primary, view, || ClientId(random_u64()));
     }
 
     /// The primary sends the replies its machine released since the last ones it sent.
@@ -1564,12 +1431,8 @@ impl Host {
             return;
         };
         let mut frames = Vec::new();
-        for (number, released) in hosted
-            .replica
-            .state_machine()
-            .released_after(duty.released_sent)
-        {
-            duty.released_sent = *number;
+        let view = duty.view();
+        for released in duty.released(hosted.replica.state_machine()) {
             match released {
                 Released::Answer {
                     sender,
@@ -1609,7 +1472,7 @@ impl Host {
                         partition.0
                     ));
                     let reply = Reply {
-                        view: duty.view,
+                        view,
                         client: ClientId(*client),
                         request: RequestNumber(*number),
                         result: PartitionResult::Moved.encode(),
@@ -1634,102 +1497,7 @@ impl Host {
         }
         let hosted = self.partitions.get_mut(&partition)?;
         let duty = hosted.duty.as_mut()?;
-        if duty.in_flight {
-            return None;
-        }
-        // Deliveries and watermarks take turns, so that neither starves the other (held
-        // operations wait for the watermark; the routers for the confirmations). Copies and
-        // their acknowledgements go first: executions may wait for them.
-        let watermark_due = duty.watermark > duty.watermark_submitted;
-        let operation = if let Some(operation) = duty.copies.pop_front() {
-            if let PartitionOperation::Install { version, from, .. } = &operation {
-                duty.install_in_flight = Some((*version, *from));
-            }
-            operation
-        } else if watermark_due && (duty.pending.is_empty() || !duty.watermark_last) {
-            duty.watermark_submitted = duty.watermark;
-            duty.watermark_last = true;
-            PartitionOperation::Watermark(duty.watermark)
-        } else if let Some(Pending::Keyspace { .. }) = duty.pending.first() {
-            duty.watermark_last = false;
-            let Pending::Keyspace {
-                share,
-                version,
-                instructions,
-            } = duty.pending.remove(0)
-            else {
-                unreachable!("matched above");
-            };
-            // The cut starts from the holdings after every cut logged before it (the
-            // previous request, if it was one, has committed: one request in flight). Only a
-            // cut that is next in the chain is logged: an early one (a delivery before it is
-            // missing) is dropped and comes back with the forwarder's resends, so that no cut
-            // is ever planned before an earlier one is in the log (the rules could drop that
-            // one, `Ignored::BufferFull`, and a later cut would start from the wrong holdings).
-            let machine = hosted.replica.state_machine();
-            if share.previous > machine.rules().logged() {
-                return None;
-            }
-            let before = machine
-                .holds_logged()
-                .cloned()
-                .unwrap_or_else(|| hosted.group.arc.clone());
-            let holds = PartitionCut::holds_after(&instructions, partition, &before);
-            let cut = PartitionCut::project(&instructions, partition, version, holds);
-            // In a `skyros` group the cut, an ordered write like every request here, is
-            // ordered after every nilext write the primary acknowledged before it (one batch
-            // queue in arrival order), and no nilext write is acknowledged early while it is
-            // pending (its keys are every key: G2) nor, once it executed, for a key it moved
-            // away or while copies install (G3). So nothing pending in the durability log is
-            // left behind by the copy (`docs/internals/rubberband.md`, "Skyros partitions at
-            // replication 1").
-            PartitionOperation::Cut { share, cut }
-        } else if let Some(Pending::Regrouped { .. }) = duty.pending.first() {
-            duty.watermark_last = false;
-            let Pending::Regrouped { share, cut } = duty.pending.remove(0) else {
-                unreachable!("matched above");
-            };
-            // Next in the chain only, as above (a started group's K has `previous` 0).
-            if share.previous > hosted.replica.state_machine().rules().logged() {
-                return None;
-            }
-            PartitionOperation::Cut { share, cut }
-        } else if !duty.pending.is_empty() {
-            duty.watermark_last = false;
-            // The shares up to the next keyspace message.
-            let end = duty
-                .pending
-                .iter()
-                .position(|pending| {
-                    matches!(
-                        pending,
-                        Pending::Keyspace { .. } | Pending::Regrouped { .. }
-                    )
-                })
-                .unwrap_or(duty.pending.len());
-            let shares = duty
-                .pending
-                .drain(..end)
-                .map(|pending| match pending {
-                    Pending::Share(share) => share,
-                    Pending::Keyspace { .. } | Pending::Regrouped { .. } => {
-                        unreachable!("drained up to the first one")
-                    }
-                })
-                .collect();
-            PartitionOperation::Deliveries(shares)
-        } else {
-            return None;
-        };
-        let request = Request {
-            client: duty.client,
-            request: duty.request_next,
-            kind: RequestKind::Write,
-            operation: operation.encode(),
-        };
-        duty.request_next = RequestNumber(duty.request_next.0 + 1);
-        duty.in_flight = true;
-        Some(request)
+        duty.next_request(hosted.replica.state_machine(), &hosted.group.arc, partition)
     }
 
     /// The primary of a sending group sends each copy its machine keeps (`outgoing`, in the
@@ -1745,7 +1513,7 @@ impl Host {
         let Some(duty) = &mut hosted.duty else {
             return;
         };
-        if self.canary_no_resend && duty.view.0 > 0 {
+        if self.canary_no_resend && duty.view().0 > 0 {
             return;
         }
         let outgoing: Vec<(ConfigVersion, ProcessId)> = hosted
@@ -1754,7 +1522,7 @@ impl Host {
             .outgoing()
             .map(|(version, to, _)| (version, to))
             .collect();
-        duty.copies_sent.retain(|copy, _| outgoing.contains(copy));
+        duty.retain_copies(&outgoing);
         self.cut_at.retain(|(group, version), _| {
             *group != partition || outgoing.iter().any(|(other, _)| other == version)
         });
@@ -1766,19 +1534,18 @@ impl Host {
                 // the sending primary on this line.
                 log::info(format_args!(
                     "partition {}: primary in view {}, owes copies of version {}",
-                    partition.0, duty.view.0, version.0
+                    partition.0,
+                    duty.view().0,
+                    version.0
                 ));
                 now
             });
             if now < seen + delay {
                 continue;
             }
-            let sent = duty.copies_sent.get(&(version, to));
-            if sent.is_some_and(|sent| now < sent + resend_ticks) {
-                continue;
+            if duty.copy_due(version, to, now, resend_ticks) {
+                due.push((version, to));
             }
-            duty.copies_sent.insert((version, to), now);
-            due.push((version, to));
         }
         for (version, to) in due {
             let Some(records) = self.partitions.get(&partition).and_then(|hosted| {
@@ -1840,11 +1607,7 @@ impl Host {
             ));
             return;
         }
-        let queued = duty.copies.iter().any(|operation| {
-            matches!(operation, PartitionOperation::Install { version: v, from: f, .. }
-                if (*v, *f) == (version, from))
-        });
-        if queued || duty.install_in_flight == Some((version, from)) {
+        if duty.installing(version, from) {
             return;
         }
         let key = (to, from, version);
@@ -1887,11 +1650,7 @@ impl Host {
                 .expect("not empty");
             self.copy_accounts.remove(&oldest);
         }
-        duty.copies.push_back(PartitionOperation::Install {
-            version,
-            from,
-            records,
-        });
+        duty.install(version, from, records);
         if let Some(request) = self.next_request(to) {
             self.step(to, Input::Message(Message::Request(request)));
         }
@@ -2108,21 +1867,6 @@ impl Host {
 /// Group `group`'s cut at the keyspace message that makes `version`, from the groups of that
 /// version and of the newest one before it among `groupings` (`Frame::GroupDeliver`): `None`
 /// if either is missing or the group is neither retired nor started by it.
-fn regrouped_cut(
-    groupings: &[Groups],
-    version: ConfigVersion,
-    group: ProcessId,
-) -> Option<PartitionCut> {
-    let after = groupings
-        .iter()
-        .find(|groups| groups.version() == version)?;
-    let before = groupings
-        .iter()
-        .filter(|groups| groups.version() < version)
-        .max_by_key(|groups| groups.version())?;
-    PartitionCut::regroup(&Regrouping::try_between(before, after)?, group)
-}
-
 #[cfg(test)]
 mod tests {
     use super::record_count;
