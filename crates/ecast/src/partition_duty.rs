@@ -318,17 +318,17 @@ impl PrimaryDuty {
         true
     }
 
-    /// The replies `machine` released that this duty has not sent, oldest first; they count
-    /// as sent from now on.
+    /// The replies `machine` released that this duty has not sent, oldest first, with their
+    /// numbers in the machine's release queue; they count as sent from now on.
     pub fn released<'m, D: PartitionData>(
         &mut self,
         machine: &'m PartitionMachine<D>,
-    ) -> Vec<&'m Released> {
+    ) -> Vec<(u64, &'m Released)> {
         let mut released = Vec::new();
         for (number, reply) in machine.released_after(self.released_sent) {
             debug_assert!(*number > self.released_sent, "released in number order");
             self.released_sent = *number;
-            released.push(reply);
+            released.push((*number, reply));
         }
         released
     }

@@ -27,7 +27,8 @@ const USAGE: &str =
   --partitions vr   with --ecast: partitions with their own log and the router bypass
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
-                 bypass-act-before-install | bypass-ignore-holdings)
+                 bypass-act-before-install | bypass-ignore-holdings |
+                 bypass-group-commit-without-quorum)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
@@ -98,6 +99,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-ack-on-stable") => Some(BypassCanary::AckOnStable),
                     Some("bypass-act-before-install") => Some(BypassCanary::ActBeforeInstall),
                     Some("bypass-ignore-holdings") => Some(BypassCanary::IgnoreHoldings),
+                    Some("bypass-group-commit-without-quorum") => {
+                        Some(BypassCanary::GroupCommitWithoutQuorum)
+                    }
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
@@ -281,8 +285,8 @@ fn print_bypass_report(report: &BypassReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
-         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} forwarders={} \
-         timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} fast_acks={} gate_refusals={} result={}",
+         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} \
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} fast_acks={} gate_refusals={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -296,6 +300,8 @@ fn print_bypass_report(report: &BypassReport) {
         stats.messages_dropped,
         stats.router_crashes,
         stats.partition_crashes,
+        stats.partition_pauses,
+        stats.primaryships,
         stats.forwarders,
         stats.timestamp_max,
         stats.watermark_max,

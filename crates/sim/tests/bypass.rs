@@ -41,22 +41,49 @@ fn a_bypass_seed_replays_to_the_same_trace_hash_and_does_real_work() {
 }
 
 #[test]
-fn the_fault_mix_reaches_fail_overs_partition_crashes_and_held_operations() {
-    let (mut router_crashes, mut fail_overs, mut partition_crashes, mut held) = (0, 0, 0, 0);
+fn the_fault_mix_reaches_fail_overs_member_crashes_pauses_view_changes_and_held_operations() {
+    let (mut router_crashes, mut fail_overs, mut held) = (0, 0, 0);
+    let (mut crashes, mut pauses, mut new_primaries) = (0, 0, 0);
     for seed in 1..80 {
-        let report = run(BypassOptions::from_seed(seed));
+        let options = BypassOptions::from_seed(seed);
+        let groups = options.partitions + options.standbys;
+        let report = run(options);
         router_crashes += report.stats.router_crashes;
         fail_overs += u64::from(report.stats.forwarders > 1);
-        partition_crashes += report.stats.partition_crashes;
+        crashes += report.stats.partition_crashes;
+        pauses += report.stats.partition_pauses;
+        // Every group's first primary starts a duty; more are view changes.
+        new_primaries += report.stats.primaryships.saturating_sub(groups);
         held += report.stats.held;
     }
     assert!(router_crashes >= 10, "{router_crashes} router crashes");
     assert!(fail_overs >= 10, "{fail_overs} runs with a fail-over");
+    assert!(crashes >= 10, "{crashes} crashes of group members");
+    assert!(pauses >= 10, "{pauses} pauses of group members");
     assert!(
-        partition_crashes >= 10,
-        "{partition_crashes} partition crashes"
+        new_primaries >= 20,
+        "{new_primaries} primaries after a view change"
     );
     assert!(held >= 200, "{held} held operations");
+}
+
+/// The partition groups are real replicas: with VR's commit rule broken in them (commit
+/// without a quorum), crashes and view changes lose executed, answered ops, and the checkers
+/// (or VR's own assertions) catch it; the replicas' agreement checker is among them.
+#[test]
+fn the_group_commit_without_quorum_canary_is_caught() {
+    let failures = sweep(&seeds(1, 200), Some(BypassCanary::GroupCommitWithoutQuorum));
+    report(&failures);
+    let agreement = failures
+        .iter()
+        .filter(|(_, _, checker)| *checker == "bypass_agreement")
+        .count();
+    assert!(
+        failures.len() >= 40,
+        "caught on {} of 200 seeds",
+        failures.len()
+    );
+    assert!(agreement >= 3, "the agreement checker caught {agreement}");
 }
 
 /// How many of `failures` the named checker found; every failure must be that checker's.

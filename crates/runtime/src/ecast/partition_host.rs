@@ -1432,7 +1432,7 @@ impl Host {
         };
         let mut frames = Vec::new();
         let view = duty.view();
-        for released in duty.released(hosted.replica.state_machine()) {
+        for (_, released) in duty.released(hosted.replica.state_machine()) {
             match released {
                 Released::Answer {
                     sender,

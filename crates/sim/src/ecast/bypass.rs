@@ -5,16 +5,24 @@
 //!
 //! What is modelled, and what is abstracted:
 //!
-//! - **Each partition's group is one atomic state machine**: an `ecast::PartitionMachine`
-//!   (`ecast::Partition`'s rules around the data) driven through its `vr::StateMachine` bytes,
-//!   every op applied the moment it arrives, with VR's client table kept beside it (per client:
-//!   the last request number and what its entry was answered). The primary driver's duty is
-//!   real: after every op it sends the released queue's new replies (held operations' results,
-//!   shares' answers); a retried request answered `Held` by the client table asks `Result` on
-//!   the read path; a lost share answer is recalled with an `Answer` query. This abstracts the
-//!   partition's VR group (VR itself is verified by the single-group simulator); a *primary
-//!   crash* is the group being unreachable for a while (every message to it lost) with its log
-//!   intact, after which a new primary's driver resends the released queue from its start.
+//! - **Each partition's group is real replicas** (`groups`, every `vr` seed): three
+//!   `vr::Replica<ecast::PartitionMachine>`s (one at replication 1 with Rubberband, as the
+//!   runtime's one-member groups) exchanging VR messages over the simulated network, the
+//!   primary of a normal view running `ecast::PrimaryDuty` — the runtime partition host's duty,
+//!   the same code. Members crash (and restart recovering, VRR §4.3, as a diskless storage
+//!   process does) or pause and come back after the others suspected them (a false suspicion);
+//!   at most one member of a group fails at a time. A gateway's bypass request goes to every
+//!   member (backups answer `NotPrimary`, dropped); a retried request answered `Held` by VR's
+//!   client table asks the machine for its `Result`; a lost share answer is recalled with an
+//!   `Answer` query (both queries abstract VR's read path: answered from the machine of a
+//!   member that is a normal primary, whose answers are immutable once given). A checker
+//!   compares members that executed the same ops (`bypass_agreement`).
+//! - **`skyros` partitions** (`--partitions skyros`) still model each group as one atomic
+//!   machine (`PartitionNode::machine`): its VR group abstracted, a *primary crash* being the
+//!   group unreachable for a while with its log intact, after which a new primary's driver
+//!   resends the released queue from its start; the Skyros durability log is modelled by
+//!   `SkyrosPending`. Real Skyros replicas need the gateway's nilext path (a supermajority of
+//!   replies) in the simulator: not built yet.
 //! - **The router group is one `ecast::RouterState`** (its VR group abstracted the same way; the
 //!   main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
 //!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
@@ -61,6 +69,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
 use vr::{ClientId, Reply, Request, RequestKind, StateMachine, View};
 
+#[path = "bypass_groups.rs"]
+mod groups;
+
 /// Values read by a transaction, by key.
 type Values = Vec<(u64, i64)>;
 
@@ -94,6 +105,11 @@ pub enum BypassCanary {
     /// A group executes single-partition operations on keys its cut moved away
     /// (`PartitionMachineSettings::ignore_holdings`). Reconfigures on every seed.
     IgnoreHoldings,
+    /// The partition groups' replicas commit an op as soon as their primary prepares it,
+    /// without a quorum (`vr::Canary::CommitWithoutQuorum`): a crashed or deposed primary's
+    /// last ops are lost by the view change after they were executed and answered. Crashes
+    /// members often.
+    GroupCommitWithoutQuorum,
     /// `skyros` partitions: the primary ignores the nilext gate (`vr::Canary::NilextGateIgnored`)
     /// and acknowledges every nilext write before ordering it, held or not.
     SkyrosGateIgnored,
@@ -147,6 +163,9 @@ pub struct BypassOptions {
     /// `skyros` partitions (`--partitions skyros`): puts are Skyros nilext writes, acknowledged
     /// before they are ordered when the nilext gate allows it (see `SkyrosPending`).
     pub skyros: bool,
+    /// The partition groups' VR heartbeat and primary timeout, in ticks (replicated mode).
+    pub group_heartbeat_ticks: u64,
+    pub group_timeout_ticks: u64,
     pub canary: Option<BypassCanary>,
 }
 
@@ -210,9 +229,12 @@ impl BypassOptions {
             standbys: 0,
             replication: 1,
             skyros: false,
+            group_heartbeat_ticks: 10,
+            group_timeout_ticks: 100,
             canary: None,
         }
         .with_reconfiguration_drawn()
+        .with_group_timing_drawn()
     }
 
     /// Reconfiguration on 30 % of seeds, drawn from a generator of its own so that every
@@ -225,6 +247,24 @@ impl BypassOptions {
             self.replication = if prng.percent(50) { 3 } else { 1 };
         }
         self
+    }
+
+    /// The partition groups' VR timing, from a generator of its own (as reconfiguration).
+    fn with_group_timing_drawn(mut self) -> BypassOptions {
+        let mut prng = Prng::new(self.seed ^ 0x6a0f_7e11_9a0f_7e11);
+        self.group_heartbeat_ticks = prng.range_inclusive(5, 15);
+        self.group_timeout_ticks = self.group_heartbeat_ticks * prng.range_inclusive(4, 10);
+        self
+    }
+
+    /// Members per partition group in the replicated mode: three, as `tessera dev`'s fixed
+    /// groups, except at replication 1 with Rubberband (a group per process, one member).
+    pub fn group_members(&self) -> u8 {
+        if self.reconfigure_per_10000 > 0 && self.replication == 1 {
+            1
+        } else {
+            3
+        }
     }
 
     /// The seed's options with `skyros` partitions.
@@ -294,6 +334,11 @@ impl BypassOptions {
         if canary == BypassCanary::SkyrosGateIgnoresCuts {
             options.skyros = true;
         }
+        if canary == BypassCanary::GroupCommitWithoutQuorum {
+            let mut prng = Prng::new(seed ^ 0xc0aa_17e0);
+            options.partition_crash_per_10000 = prng.range_inclusive(30, 80);
+            options.delay_ticks_max = options.delay_ticks_max.max(5);
+        }
         if matches!(
             canary,
             BypassCanary::ActBeforeInstall
@@ -312,7 +357,8 @@ impl BypassOptions {
         format!(
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
-             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={} replication={}{}{}",
+             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
+             group_heartbeat={} group_timeout={}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -333,6 +379,8 @@ impl BypassOptions {
             self.reconfigure_per_10000,
             self.standbys,
             self.replication,
+            self.group_heartbeat_ticks,
+            self.group_timeout_ticks,
             if self.skyros { " skyros" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
@@ -357,6 +405,10 @@ pub struct BypassStats {
     pub messages_dropped: u64,
     pub router_crashes: u64,
     pub partition_crashes: u64,
+    /// Replicated mode: members paused (and resumed with their state), and duties started
+    /// (a member becoming the primary of a normal view; the initial primaries count).
+    pub partition_pauses: u64,
+    pub primaryships: u64,
     pub forwarders: u64,
     /// Keyspace messages the nemesis submitted, and those the routers accepted.
     pub reconfigurations: u64,
@@ -430,12 +482,17 @@ enum Msg {
         version: ConfigVersion,
         to: ProcessId,
     },
+    /// Member → member of a partition group (`groups`): a VR message.
+    Vr { message: vr::Message },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Node {
     Router,
+    /// A partition group: in the replicated mode a message to it goes to each member.
     Partition(usize),
+    /// A member (replica index) of a partition group (`groups`).
+    Member(usize, u8),
     Gateway(usize),
 }
 
@@ -505,8 +562,16 @@ fn decode_values(bytes: &[u8]) -> Option<Values> {
 
 struct PartitionNode {
     id: ProcessId,
-    /// The partition group's replicated state machine, applied atomically (the abstraction).
+    /// `skyros` partitions: the partition group's replicated state machine, applied
+    /// atomically (the abstraction). In the replicated mode, the group's initial machine.
     machine: PartitionMachine<SimData>,
+    /// The replicated mode (`groups`): the group's members, real replicas.
+    members: Vec<groups::Member>,
+    /// The arc the group starts with, and the machine a member starts or restarts from.
+    arc: PositionSet,
+    initial: PartitionMachine<SimData>,
+    /// The per-message canary's `MessageStable` requests sent to the group so far.
+    stable_requests: u64,
     /// VR's client table, which the group would keep: per client, the last request number and
     /// the result bytes its entry was answered with.
     vr_clients: BTreeMap<u64, (u64, Vec<u8>)>,
@@ -584,6 +649,10 @@ pub struct BypassSimulation {
     node_index: BTreeMap<ProcessId, usize>,
     /// Every partition machine's settings (a started group's too).
     machine_settings: PartitionMachineSettings,
+    /// Replicated mode: the groups' VR configuration by group size.
+    group_configs: BTreeMap<u8, vr::Config>,
+    /// Replicated mode: duty client ids handed out so far.
+    duty_clients: u64,
     /// The nemesis's keyspace command in flight at gateway 0 (its id), if any.
     reconfiguring: Option<u64>,
     planner: Planner,
@@ -623,16 +692,21 @@ fn partition_node(
     settings: PartitionMachineSettings,
     holds: PositionSet,
 ) -> PartitionNode {
+    let machine = PartitionMachine::new(
+        SimData {
+            accounts,
+            data: BTreeMap::new(),
+        },
+        settings,
+    )
+    .with_holdings(holds.clone());
     PartitionNode {
         id,
-        machine: PartitionMachine::new(
-            SimData {
-                accounts,
-                data: BTreeMap::new(),
-            },
-            settings,
-        )
-        .with_holdings(holds),
+        initial: machine.clone(),
+        machine,
+        members: Vec::new(),
+        arc: holds,
+        stable_requests: 0,
         vr_clients: BTreeMap::new(),
         released_sent: 0,
         admissions_seen: 0,
@@ -723,6 +797,27 @@ impl BypassSimulation {
                 })
                 .collect(),
         };
+        let group_configs: BTreeMap<u8, vr::Config> = [1, 3]
+            .into_iter()
+            .map(|size| {
+                let mut config = groups::group_config(
+                    size,
+                    options.group_heartbeat_ticks,
+                    options.group_timeout_ticks,
+                );
+                if options.canary == Some(BypassCanary::GroupCommitWithoutQuorum) {
+                    config.canary = Some(vr::Canary::CommitWithoutQuorum);
+                }
+                (size, config)
+            })
+            .collect();
+        let mut partitions = partitions;
+        if !options.skyros {
+            let config = &group_configs[&options.group_members()];
+            for node in &mut partitions {
+                node.members = groups::members(config, &node.initial);
+            }
+        }
         let node_index = partitions
             .iter()
             .enumerate()
@@ -773,6 +868,8 @@ impl BypassSimulation {
             groupings,
             node_index,
             machine_settings,
+            group_configs,
+            duty_clients: 0,
             reconfiguring: None,
             planner: Planner::default(),
             router: RouterNode {
@@ -841,6 +938,13 @@ impl BypassSimulation {
     }
 
     fn send(&mut self, from: Node, to: Node, message: Msg) {
+        if let (Node::Partition(index), true) = (to, self.replicated()) {
+            // Every member receives its own copy (lost, delayed, duplicated on its own).
+            for member in 0..self.partitions[index].members.len() as u8 {
+                self.send(from, Node::Member(index, member), message.clone());
+            }
+            return;
+        }
         self.stats.messages_sent += 1;
         let faults = self.faults_on();
         if faults && self.prng.percent(self.options.loss_percent) {
@@ -854,7 +958,8 @@ impl BypassSimulation {
         };
         for _ in 0..copies {
             let mut delay = self.prng.range_inclusive(1, self.options.delay_ticks_max);
-            if from == Node::Router && to == Node::Partition(0) && faults {
+            let slow = matches!(to, Node::Partition(0) | Node::Member(0, _));
+            if from == Node::Router && slow && faults {
                 delay += self.options.slow_partition_ticks;
             }
             self.network_sequence += 1;
@@ -988,8 +1093,8 @@ impl BypassSimulation {
                 Vec::new()
             };
         for index in 0..self.partitions.len() {
-            let rules = self.partitions[index].machine.rules();
-            if self.partitions[index].machine.finished()
+            let rules = self.machine(index).rules();
+            if self.machine(index).finished()
                 && rules.waiting() == 0
                 && rules.watermark() >= rules.logged()
             {
@@ -1399,12 +1504,17 @@ impl BypassSimulation {
             let id = group.destination();
             assert!(!self.node_index.contains_key(&id), "a group name is new");
             self.node_index.insert(id, self.partitions.len());
-            self.partitions.push(partition_node(
+            let mut node = partition_node(
                 id,
                 self.options.accounts,
                 self.machine_settings.clone(),
                 PositionSet::empty(),
-            ));
+            );
+            if self.replicated() {
+                let config = &self.group_configs[&self.options.group_members()];
+                node.members = groups::members(config, &node.initial);
+            }
+            self.partitions.push(node);
         }
         self.groupings.insert(version, grouping);
     }
@@ -1910,6 +2020,9 @@ impl BypassSimulation {
                 self.router.down_until = None;
                 self.start_router();
             }
+            if self.replicated() {
+                self.member_faults();
+            }
             for partition in &mut self.partitions {
                 if partition.down_until.take().is_some() {
                     partition.released_sent = 0; // A new primary's driver.
@@ -1952,6 +2065,10 @@ impl BypassSimulation {
                 },
             );
         }
+        if self.replicated() {
+            self.member_faults();
+            return;
+        }
         for index in 0..self.partitions.len() {
             match self.partitions[index].down_until {
                 Some(until) if self.now >= until => {
@@ -1983,8 +2100,8 @@ impl BypassSimulation {
     /// For the liveness report: each partition with something still under way.
     fn partitions_not_idle(&self) -> String {
         let mut report = String::new();
-        for partition in &self.partitions {
-            let machine = &partition.machine;
+        for (index, partition) in self.partitions.iter().enumerate() {
+            let machine = self.machine(index);
             let outgoing = machine.outgoing().count();
             if machine.installing().is_empty()
                 && machine.deferred() == 0
@@ -2006,6 +2123,7 @@ impl BypassSimulation {
                 machine.version().0
             ));
         }
+        report.push_str(&self.members_report());
         report
     }
 
@@ -2016,13 +2134,19 @@ impl BypassSimulation {
             })
             && self.router.state.unstable().is_empty()
             && self.reconfiguring.is_none()
-            && self.partitions.iter().all(|partition| {
-                partition.machine.rules().waiting() == 0
-                    && partition.machine.installing().is_empty()
-                    && partition.machine.deferred() == 0
-                    && partition.machine.outgoing().next().is_none()
-                    && partition.pending.is_empty()
-            })
+            && self
+                .partitions
+                .iter()
+                .enumerate()
+                .all(|(index, partition)| {
+                    let machine = self.machine(index);
+                    machine.rules().waiting() == 0
+                        && machine.installing().is_empty()
+                        && machine.deferred() == 0
+                        && machine.outgoing().next().is_none()
+                        && partition.pending.is_empty()
+                })
+            && self.members_settled()
     }
 
     /// At the end: every group holds exactly its ranges of the final configuration and no key
@@ -2036,27 +2160,27 @@ impl BypassSimulation {
                 report,
             })
         };
-        for partition in &self.partitions {
+        for (index, partition) in self.partitions.iter().enumerate() {
+            let machine = self.machine(index);
             let expected = configuration.ranges_of(partition.id);
-            if partition.machine.holds() != Some(&expected) {
+            if machine.holds() != Some(&expected) {
                 return fail(format!(
                     "partition {} holds {:?}, configuration {} gives it {:?}",
                     partition.id.0,
-                    partition.machine.holds(),
+                    machine.holds(),
                     configuration.version().0,
                     expected
                 ));
             }
             let retired =
                 self.options.replication > 1 && configuration.state(partition.id).is_none();
-            if retired && !partition.machine.finished() {
+            if retired && !machine.finished() {
                 return fail(format!(
                     "retired group {} is not finished (copies outstanding or waiting)",
                     partition.id.0
                 ));
             }
-            if let Some(key) = partition
-                .machine
+            if let Some(key) = machine
                 .data()
                 .data
                 .keys()
@@ -2071,9 +2195,7 @@ impl BypassSimulation {
         let accounts = self.options.accounts;
         let total: i64 = (0..accounts)
             .map(|key| {
-                let owner = &self.partitions[self.index_of(partition_of(configuration, key))];
-                owner
-                    .machine
+                self.machine(self.index_of(partition_of(configuration, key)))
                     .data()
                     .data
                     .get(&key)
@@ -2097,10 +2219,8 @@ impl BypassSimulation {
         loop {
             self.now += 1;
             if self.now > deadline {
-                let waiting: usize = self
-                    .partitions
-                    .iter()
-                    .map(|partition| partition.machine.rules().waiting())
+                let waiting: usize = (0..self.partitions.len())
+                    .map(|index| self.machine(index).rules().waiting())
                     .sum();
                 self.fail(Violation {
                     checker: "liveness",
@@ -2126,7 +2246,9 @@ impl BypassSimulation {
                 let (to, message) = entry.remove();
                 self.deliver(to, message);
             }
-            if self.options.reconfigure_per_10000 > 0 && self.now.is_multiple_of(20) {
+            if self.replicated() {
+                self.tick_members();
+            } else if self.options.reconfigure_per_10000 > 0 && self.now.is_multiple_of(20) {
                 for index in 0..self.partitions.len() {
                     if self.partitions[index].down_until.is_none() {
                         self.send_copies(index);
@@ -2147,10 +2269,8 @@ impl BypassSimulation {
         }
         self.stats.ticks = self.now;
         self.stats.operations = self.history.invocations.len();
-        self.stats.held = self
-            .partitions
-            .iter()
-            .map(|partition| partition.machine.rules().stats().held)
+        self.stats.held = (0..self.partitions.len())
+            .map(|index| self.machine(index).rules().stats().held)
             .sum();
         let mut result = match self.violation.take() {
             Some(violation) => Err(violation),
@@ -2161,7 +2281,8 @@ impl BypassSimulation {
                 .order
                 .at_end()
                 .and_then(|()| bypass_checkers::check_serializability(&self.history))
-                .and_then(|()| self.check_keyspace());
+                .and_then(|()| self.check_keyspace())
+                .and_then(|()| self.check_agreement());
         }
         BypassReport {
             seed: self.options.seed,
@@ -2177,6 +2298,7 @@ impl BypassSimulation {
                 Node::Router => 0,
                 Node::Partition(index) => 1 + index as u64,
                 Node::Gateway(index) => 100 + index as u64,
+                Node::Member(index, member) => 1_000 + 8 * index as u64 + u64::from(member),
             },
             message_code(&message),
         );
@@ -2193,6 +2315,7 @@ impl BypassSimulation {
                     self.on_partition(index, message);
                 }
             }
+            Node::Member(index, member) => self.on_member(index, member, message),
             Node::Gateway(index) => self.on_gateway(index, message),
         }
     }
@@ -2214,6 +2337,7 @@ fn message_code(message: &Msg) -> u64 {
         Msg::SingleMoved { .. } => 12,
         Msg::Copy { .. } => 13,
         Msg::CopyAck { .. } => 14,
+        Msg::Vr { .. } => 15,
     }
 }
 

@@ -1,0 +1,715 @@
+//! Partition groups of real replicas in the bypass mode (`vr` partitions): each group is
+//! `members` `vr::Replica<PartitionMachine<SimData>>`s exchanging VR messages over the
+//! simulated network, and the replica that is the primary of a normal view runs
+//! `ecast::PrimaryDuty` — the same duty the runtime's partition host runs
+//! (`runtime::ecast::partition_host`). The simulator adds what the host adds and nothing else:
+//! it hands a member what arrives, steps its replica with the duty's requests, and sends what
+//! the replica and the duty say to whom they say it.
+//!
+//! Faults of members: a member of a group of three may crash (its state is lost; it restarts
+//! `Replica::recovering` with a fresh nonce, as a diskless storage process does) or pause (it
+//! keeps its state, receives nothing and is not ticked; the others may suspect it and change
+//! view; it comes back and learns it was deposed: a false suspicion). At most one member of a
+//! group is down at a time, so a majority always remains. A one-member group (replication 1
+//! with Rubberband) only pauses: with memory durability its crash would lose the group.
+
+use super::{
+    decode_values, partition_of, BypassCanary, BypassSimulation, Msg, Node, SimData, GATEWAY_BASE,
+    SLOTS_MAX,
+};
+use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
+use ecast::{
+    Delivery, OperationId, PartitionMachine, PartitionOperation, PartitionQuery, PartitionResult,
+    Released,
+};
+use placement::{ConfigChange, ConfigVersion, Groups, ProcessId};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use vr::{
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestKind,
+    RequestNumber, StateMachine, StatusName,
+};
+
+/// The duties' VR client ids (a fresh one per duty).
+const DUTY_CLIENT_BASE: u64 = 0xd017_0000_0000_0000;
+/// The per-message canary's `MessageStable` requests, one client per group.
+const STABLE_CLIENT_BASE: u64 = 0x57ab_0000_0000_0000;
+
+/// One member of a partition group.
+pub(super) struct Member {
+    /// `None` while crashed.
+    pub(super) replica: Option<Replica<PartitionMachine<SimData>>>,
+    /// Set while the replica is the primary of a normal view.
+    pub(super) duty: Option<PrimaryDuty>,
+    /// Down (crashed or paused) until this tick.
+    pub(super) down_until: Option<u64>,
+    /// Down but keeping its state (a pause), rather than crashed.
+    pub(super) paused: bool,
+}
+
+impl Member {
+    fn up(&self) -> bool {
+        self.down_until.is_none() && self.replica.is_some()
+    }
+}
+
+/// The group members' VR configuration.
+pub(super) fn group_config(members: u8, heartbeat_ticks: u64, timeout_ticks: u64) -> vr::Config {
+    let mut config = vr::Config::new(members, vr::Durability::Memory);
+    config.heartbeat_ticks = heartbeat_ticks;
+    config.primary_timeout_ticks = timeout_ticks;
+    config.view_change_timeout_ticks = timeout_ticks;
+    config
+}
+
+/// The members of a group whose machine starts as `machine`.
+pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) -> Vec<Member> {
+    (0..config.replica_count)
+        .map(|index| Member {
+            replica: Some(Replica::new(
+                config.clone(),
+                ReplicaIndex(index),
+                machine.clone(),
+            )),
+            duty: None,
+            down_until: None,
+            paused: false,
+        })
+        .collect()
+}
+
+impl BypassSimulation {
+    /// Whether partition groups are real replicas (every `vr` seed; `skyros` partitions keep
+    /// the atomic abstraction of `bypass.rs` for now).
+    pub(super) fn replicated(&self) -> bool {
+        !self.options.skyros
+    }
+
+    /// The machine that stands for group `index` in checks: the most advanced up member's
+    /// (by executed ops), or in the abstract mode the group's one machine.
+    pub(super) fn machine(&self, index: usize) -> &PartitionMachine<SimData> {
+        let node = &self.partitions[index];
+        node.members
+            .iter()
+            .filter_map(|member| member.replica.as_ref())
+            .max_by_key(|replica| (replica.commit_min(), std::cmp::Reverse(replica.index())))
+            .map_or(&node.machine, |replica| replica.state_machine())
+    }
+
+    /// How group `index` cuts its holdings at a keyspace message.
+    fn planning(&self) -> CutPlanning {
+        match (
+            self.options.reconfigure_per_10000 > 0,
+            self.options.replication,
+        ) {
+            (false, _) => CutPlanning::Fixed,
+            (true, 1) => CutPlanning::Elastic,
+            (true, _) => CutPlanning::Regrouped,
+        }
+    }
+
+    /// A message for group `index` reached member `member`.
+    pub(super) fn on_member(&mut self, index: usize, member: u8, message: Msg) {
+        let slot = &self.partitions[index].members[member as usize];
+        if !slot.up() {
+            return;
+        }
+        match message {
+            Msg::Vr { message } => self.step_member(index, member, Input::Message(message)),
+            Msg::Deliver(deliveries) => self.member_deliver(index, member, deliveries),
+            Msg::Watermark(watermark) => {
+                let Some(duty) = self.duty_mut(index, member) else {
+                    return;
+                };
+                duty.raise_watermark(watermark);
+                let id = self.partitions[index].id;
+                let logged = self.member_machine(index, member).rules().watermark();
+                if watermark > logged {
+                    if let Err(violation) = self.order.on_watermark(id, watermark) {
+                        self.fail(violation);
+                    }
+                }
+                self.submit(index, member);
+            }
+            Msg::StableSet(timestamps) => {
+                if self.duty_mut(index, member).is_none() {
+                    return;
+                }
+                for timestamp in timestamps {
+                    let node = &mut self.partitions[index];
+                    node.stable_requests += 1;
+                    let request = Request {
+                        client: ClientId(STABLE_CLIENT_BASE + index as u64),
+                        request: RequestNumber(node.stable_requests),
+                        kind: RequestKind::Write,
+                        operation: PartitionOperation::MessageStable(timestamp).encode(),
+                    };
+                    self.step_member(index, member, Input::Message(Message::Request(request)));
+                }
+            }
+            Msg::Single { id, txn } => {
+                let operation = PartitionOperation::Single {
+                    client: id.client,
+                    number: id.number,
+                    operation: postcard::to_allocvec(&txn).expect("a txn serialises"),
+                };
+                let request = Request {
+                    client: ClientId(id.client),
+                    request: RequestNumber(id.number),
+                    kind: RequestKind::Write,
+                    operation: operation.encode(),
+                };
+                self.step_member(index, member, Input::Message(Message::Request(request)));
+            }
+            Msg::Recall {
+                timestamp,
+                gateway,
+                sequence,
+            } => {
+                // The read path, abstracted: a normal primary answers from its machine (an
+                // admitted share's answer never changes, so even a deposed one answers right).
+                if self.duty_mut(index, member).is_none() {
+                    return;
+                }
+                let query = PartitionOperation::Query(PartitionQuery::Answer { timestamp });
+                let answer = PartitionResult::decode(
+                    &self.member_machine(index, member).query(&query.encode()),
+                );
+                if let PartitionResult::Executed(bytes) = answer {
+                    if let Some(values) = decode_values(&bytes) {
+                        let partition = self.partitions[index].id;
+                        self.send(
+                            Node::Member(index, member),
+                            Node::Gateway(gateway),
+                            Msg::MultiAnswer {
+                                sequence,
+                                partition,
+                                values,
+                            },
+                        );
+                    }
+                }
+            }
+            Msg::Copy {
+                version,
+                from,
+                records,
+            } => {
+                let Some(duty) = self.duty_mut(index, member) else {
+                    return;
+                };
+                if !duty.installing(version, from) {
+                    duty.install(version, from, records);
+                }
+                self.submit(index, member);
+            }
+            Msg::CopyAck { version, to } => {
+                let Some(duty) = self.duty_mut(index, member) else {
+                    return;
+                };
+                duty.copy_acknowledged(version, to);
+                self.submit(index, member);
+            }
+            _ => {}
+        }
+    }
+
+    fn duty_mut(&mut self, index: usize, member: u8) -> Option<&mut PrimaryDuty> {
+        self.partitions[index].members[member as usize]
+            .duty
+            .as_mut()
+    }
+
+    fn member_machine(&self, index: usize, member: u8) -> &PartitionMachine<SimData> {
+        self.partitions[index].members[member as usize]
+            .replica
+            .as_ref()
+            .expect("an up member has a replica")
+            .state_machine()
+    }
+
+    /// The router's deliveries at member `member`: its duty (if it is the primary) queues this
+    /// group's shares and cuts.
+    fn member_deliver(&mut self, index: usize, member: u8, deliveries: Vec<Delivery>) {
+        if self.duty_mut(index, member).is_none() {
+            return; // A backup: the primary got the same message.
+        }
+        let process = self.partitions[index].id;
+        let logged = self.member_machine(index, member).rules().logged();
+        let mut groupings: Vec<Groups> = Vec::new();
+        let mut queued = Vec::with_capacity(deliveries.len());
+        for delivery in deliveries {
+            let keyspace = matches!(
+                &delivery.envelope.routing,
+                placement::ecast::Message::Config { message, .. }
+                    if matches!(message.change, ConfigChange::Keyspace(_))
+            );
+            if keyspace {
+                // The groups before and after the message (replication 3's cut is planned
+                // from them; the routers send them with the delivery).
+                for version in [ConfigVersion(delivery.version.0 - 1), delivery.version] {
+                    if let Some(grouping) = self.groupings.get(&version) {
+                        if !groupings.iter().any(|groups| groups.version() == version) {
+                            groupings.push(grouping.groups.clone());
+                        }
+                    }
+                }
+                queued.push(delivery);
+                continue;
+            }
+            // This partition's share of the transaction, as the application's data expects.
+            let configuration = self.configuration_at(delivery.version);
+            let payload = match postcard::from_bytes::<super::Txn>(&delivery.envelope.payload) {
+                Ok(txn) => {
+                    let share = txn.share(|key| partition_of(configuration, key) == process);
+                    postcard::to_allocvec(&share).expect("a share serialises")
+                }
+                Err(_) => delivery.envelope.payload.clone(),
+            };
+            let previous = if self.options.canary == Some(BypassCanary::ChainIgnored)
+                && delivery.timestamp > logged
+            {
+                logged
+            } else {
+                delivery.previous
+            };
+            let mut envelope = (*delivery.envelope).clone();
+            envelope.payload = payload;
+            queued.push(Delivery {
+                previous,
+                envelope: Arc::new(envelope),
+                ..delivery
+            });
+        }
+        let planning = self.planning();
+        let duty = self.duty_mut(index, member).expect("checked above");
+        duty.deliver(ReplicaIndex(0), queued, planning, &groupings, process);
+        self.submit(index, member);
+    }
+
+    /// Steps member `member`'s replica with the duty's next request, if any.
+    fn submit(&mut self, index: usize, member: u8) {
+        if let Some(request) = self.next_request(index, member) {
+            self.step_member(index, member, Input::Message(Message::Request(request)));
+        }
+    }
+
+    fn next_request(&mut self, index: usize, member: u8) -> Option<Request> {
+        let node = &mut self.partitions[index];
+        let id = node.id;
+        let arc = node.arc.clone();
+        let slot = &mut node.members[member as usize];
+        let replica = slot.replica.as_ref()?;
+        slot.duty
+            .as_mut()?
+            .next_request(replica.state_machine(), &arc, id)
+    }
+
+    /// Steps a member's replica with `input`, carries out its effects, keeps its duty
+    /// following its primaryship, sends released replies, and submits the duty's requests.
+    pub(super) fn step_member(&mut self, index: usize, member: u8, input: Input) {
+        let mut queue = VecDeque::from([input]);
+        while let Some(input) = queue.pop_front() {
+            let slot = &mut self.partitions[index].members[member as usize];
+            let Some(replica) = slot.replica.as_mut() else {
+                return;
+            };
+            let mut effects = Vec::new();
+            replica.step(input, &mut effects);
+            for effect in effects {
+                match effect {
+                    Effect::Send { to, message } => self.send(
+                        Node::Member(index, member),
+                        Node::Member(index, to.0),
+                        Msg::Vr { message },
+                    ),
+                    Effect::Reply { client, message } => {
+                        self.member_reply(index, member, client, message)
+                    }
+                    Effect::Persist { .. } => {
+                        unreachable!("partition groups here are diskless")
+                    }
+                }
+            }
+            self.follow(index, member);
+            self.send_released(index, member);
+            if let Some(request) = self.next_request(index, member) {
+                queue.push_back(Input::Message(Message::Request(request)));
+            }
+        }
+    }
+
+    /// The duty follows the replica (fresh client id per duty, from the world's counter).
+    fn follow(&mut self, index: usize, member: u8) {
+        self.duty_clients += 1;
+        let client = ClientId(DUTY_CLIENT_BASE + self.duty_clients);
+        let slot = &mut self.partitions[index].members[member as usize];
+        let Some(replica) = slot.replica.as_ref() else {
+            slot.duty = None;
+            return;
+        };
+        let primary = replica.status() == StatusName::Normal && replica.is_primary();
+        if partition_duty::follow(&mut slot.duty, primary, replica.view(), || client) {
+            self.stats.primaryships += 1;
+        }
+    }
+
+    fn member_reply(&mut self, index: usize, member: u8, client: ClientId, message: Message) {
+        let own = self.partitions[index].members[member as usize]
+            .duty
+            .as_ref()
+            .is_some_and(|duty| duty.client() == client);
+        let Message::Reply(reply) = message else {
+            return; // NotPrimary and the like: the gateway retries.
+        };
+        if own {
+            let process = self.partitions[index].id;
+            let duty = self.duty_mut(index, member).expect("checked above");
+            match duty.on_reply(&reply) {
+                DutyReply::Stale | DutyReply::Quiet => {}
+                DutyReply::Confirm { admitted, .. } => self.send(
+                    Node::Member(index, member),
+                    Node::Router,
+                    Msg::Confirm {
+                        process,
+                        delivered: admitted,
+                    },
+                ),
+                DutyReply::Installed { version, from } => {
+                    self.stats.installs += 1;
+                    let sender = self.index_of(from);
+                    self.send(
+                        Node::Member(index, member),
+                        Node::Partition(sender),
+                        Msg::CopyAck {
+                            version,
+                            to: process,
+                        },
+                    );
+                }
+                DutyReply::Unexpected(result) => self.fail(crate::checkers::Violation {
+                    checker: "bypass_duty",
+                    report: format!(
+                        "group {}: the duty's request was answered {result:?}",
+                        process.0
+                    ),
+                }),
+            }
+            return;
+        }
+        if client.0 >= STABLE_CLIENT_BASE {
+            return; // The per-message canary's own requests.
+        }
+        self.single_reply(index, member, reply);
+    }
+
+    /// A gateway's single-partition request was answered by the group.
+    fn single_reply(&mut self, index: usize, member: u8, reply: Reply) {
+        let id = OperationId {
+            client: reply.client.0,
+            number: reply.request.0,
+        };
+        let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
+        let mut result = PartitionResult::decode(&reply.result);
+        if result == PartitionResult::Held {
+            // Held: its result is released when it executes; a retry answered `Held` by the
+            // client table asks for it (the gateway's `Result` query on the read path).
+            let query = PartitionOperation::Query(PartitionQuery::Result {
+                client: id.client,
+                number: id.number,
+            });
+            result =
+                PartitionResult::decode(&self.member_machine(index, member).query(&query.encode()));
+        }
+        match result {
+            PartitionResult::Executed(bytes) => {
+                if let Some(values) = decode_values(&bytes) {
+                    self.send(
+                        Node::Member(index, member),
+                        gateway,
+                        Msg::SingleReply { id, values },
+                    );
+                }
+            }
+            PartitionResult::Moved => {
+                self.stats.moved += 1;
+                self.send(
+                    Node::Member(index, member),
+                    gateway,
+                    Msg::SingleMoved { id },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// The primary's duty sends the replies its machine released since the last it sent.
+    fn send_released(&mut self, index: usize, member: u8) {
+        let node = &mut self.partitions[index];
+        let id = node.id;
+        let slot = &mut node.members[member as usize];
+        let (Some(replica), Some(duty)) = (slot.replica.as_ref(), slot.duty.as_mut()) else {
+            return;
+        };
+        let released: Vec<(u64, Released)> = duty
+            .released(replica.state_machine())
+            .into_iter()
+            .map(|(number, released)| (number, released.clone()))
+            .collect();
+        for (number, released) in released {
+            let from = Node::Member(index, member);
+            match released {
+                Released::Single {
+                    client,
+                    number,
+                    result,
+                } => {
+                    let id = OperationId { client, number };
+                    if let Some(values) = decode_values(&result) {
+                        let gateway = Node::Gateway((client / SLOTS_MAX) as usize);
+                        self.send(from, gateway, Msg::SingleReply { id, values });
+                    }
+                }
+                Released::Moved { client, number } => {
+                    self.stats.moved += 1;
+                    let id = OperationId { client, number };
+                    let gateway = Node::Gateway((client / SLOTS_MAX) as usize);
+                    self.send(from, gateway, Msg::SingleMoved { id });
+                }
+                Released::Answer {
+                    sender,
+                    sequence,
+                    timestamp,
+                    result,
+                } => {
+                    if number > self.partitions[index].admissions_seen {
+                        self.partitions[index].admissions_seen = number;
+                        self.stats.admitted += 1;
+                        if let Err(violation) = self.order.on_admit(id, timestamp) {
+                            self.fail(violation);
+                        }
+                    }
+                    let Some(values) = decode_values(&result) else {
+                        continue;
+                    };
+                    if sender.0 >= GATEWAY_BASE {
+                        let gateway = Node::Gateway((sender.0 - GATEWAY_BASE) as usize);
+                        let answer = Msg::MultiAnswer {
+                            sequence,
+                            partition: id,
+                            values,
+                        };
+                        self.send(from, gateway, answer);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every tick: each up member's replica is ticked; the primaries' duties resend owed
+    /// copies every 20 ticks.
+    pub(super) fn tick_members(&mut self) {
+        for index in 0..self.partitions.len() {
+            for member in 0..self.partitions[index].members.len() as u8 {
+                if !self.partitions[index].members[member as usize].up() {
+                    continue;
+                }
+                self.step_member(index, member, Input::Tick);
+                if self.options.reconfigure_per_10000 > 0 {
+                    self.send_member_copies(index, member);
+                }
+            }
+        }
+    }
+
+    fn send_member_copies(&mut self, index: usize, member: u8) {
+        let now = self.now;
+        let node = &mut self.partitions[index];
+        let from = node.id;
+        let slot = &mut node.members[member as usize];
+        let (Some(replica), Some(duty)) = (slot.replica.as_ref(), slot.duty.as_mut()) else {
+            return;
+        };
+        let outgoing: Vec<(ConfigVersion, ProcessId)> = replica
+            .state_machine()
+            .outgoing()
+            .map(|(version, to, _)| (version, to))
+            .collect();
+        duty.retain_copies(&outgoing);
+        let due: Vec<(ConfigVersion, ProcessId, Vec<u8>)> = replica
+            .state_machine()
+            .outgoing()
+            .filter(|(version, to, _)| duty.copy_due(*version, *to, now, 20))
+            .map(|(version, to, records)| (version, to, records.clone()))
+            .collect();
+        for (version, to, records) in due {
+            let receiver = self.index_of(to);
+            self.send(
+                Node::Member(index, member),
+                Node::Partition(receiver),
+                Msg::Copy {
+                    version,
+                    from,
+                    records,
+                },
+            );
+        }
+    }
+
+    /// The nemesis's faults of members (while faults are on), and their ends.
+    pub(super) fn member_faults(&mut self) {
+        let faults = self.faults_on();
+        for index in 0..self.partitions.len() {
+            let size = self.partitions[index].members.len();
+            for member in 0..size {
+                let slot = &self.partitions[index].members[member];
+                if slot
+                    .down_until
+                    .is_some_and(|until| !faults || self.now >= until)
+                {
+                    self.revive(index, member as u8);
+                }
+            }
+            // At most f = 1 member fails at a time: a restarted member counts as failed until
+            // its recovery ends (two recovering members of three never recover, VRR §4.3).
+            let any_down = self.partitions[index].members.iter().any(|member| {
+                member.down_until.is_some()
+                    || member
+                        .replica
+                        .as_ref()
+                        .is_some_and(|replica| replica.status() == StatusName::Recovering)
+            });
+            if !faults
+                || any_down
+                || !self
+                    .prng
+                    .chance(self.options.partition_crash_per_10000, 10_000)
+            {
+                continue;
+            }
+            let member = self.prng.range_inclusive(0, size as u64 - 1) as usize;
+            let until = self.now + self.prng.range_inclusive(20, 300);
+            // A one-member group only pauses (a crash would lose it: memory durability).
+            let pause = size == 1 || self.prng.percent(50);
+            self.stats.partition_crashes += u64::from(!pause);
+            self.stats.partition_pauses += u64::from(pause);
+            let slot = &mut self.partitions[index].members[member];
+            slot.down_until = Some(until);
+            slot.paused = pause;
+            slot.duty = None;
+            if !pause {
+                slot.replica = None;
+            }
+        }
+    }
+
+    /// A down member comes back: a paused one as it was, a crashed one recovering (VRR
+    /// §4.3) from an empty machine with a fresh nonce.
+    fn revive(&mut self, index: usize, member: u8) {
+        let nonce = Nonce(self.prng.next_u64());
+        let node = &mut self.partitions[index];
+        let config = &self.group_configs[&(node.members.len() as u8)];
+        let slot = &mut node.members[member as usize];
+        slot.down_until = None;
+        slot.paused = false;
+        if slot.replica.is_none() {
+            let config = config.clone();
+            slot.replica = Some(Replica::recovering(
+                config,
+                ReplicaIndex(member),
+                node.initial.clone(),
+                nonce,
+            ));
+        }
+        self.follow(index, member);
+    }
+
+    /// Replicas agree: members that executed the same ops hold the same state.
+    pub(super) fn check_agreement(&self) -> Result<(), crate::checkers::Violation> {
+        for node in &self.partitions {
+            let replicas: Vec<&Replica<PartitionMachine<SimData>>> = node
+                .members
+                .iter()
+                .filter_map(|member| member.replica.as_ref())
+                .collect();
+            for pair in replicas.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                if a.commit_min() == b.commit_min()
+                    && a.state_machine().snapshot() != b.state_machine().snapshot()
+                {
+                    return Err(crate::checkers::Violation {
+                        checker: "bypass_agreement",
+                        report: format!(
+                            "group {}: replicas {} and {} executed up to op {} and differ",
+                            node.id.0,
+                            a.index().0,
+                            b.index().0,
+                            a.commit_min().0
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// For the liveness report: each member's status, view, ops and duty.
+    pub(super) fn members_report(&self) -> String {
+        let mut report = String::new();
+        for node in &self.partitions {
+            if node.members.is_empty() {
+                continue;
+            }
+            report.push_str(&format!("group {}: ", node.id.0));
+            for member in &node.members {
+                match &member.replica {
+                    None => report.push_str("[crashed] "),
+                    Some(replica) => {
+                        let machine = replica.state_machine();
+                        report.push_str(&format!(
+                            "[{:?} view {} op {} commit {} logged {} admitted {} watermark {} waiting {}{}{}] ",
+                            replica.status(),
+                            replica.view().0,
+                            replica.op().0,
+                            replica.commit_min().0,
+                            machine.rules().logged(),
+                            machine.admitted(),
+                            machine.rules().watermark(),
+                            machine.rules().waiting(),
+                            member.duty.as_ref().map_or(String::new(), |duty| format!(
+                                " duty(pending {} in flight {})",
+                                duty.pending(),
+                                duty.in_flight()
+                            )),
+                            member.down_until.map_or(String::new(), |until| format!(" down until {until}")),
+                        ));
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    /// Whether every member of every group is up and has executed what its group committed.
+    pub(super) fn members_settled(&self) -> bool {
+        self.partitions.iter().all(|node| {
+            let executed: Vec<u64> = node
+                .members
+                .iter()
+                .filter_map(|member| {
+                    member
+                        .up()
+                        .then(|| {
+                            member
+                                .replica
+                                .as_ref()
+                                .map(|replica| replica.commit_min().0)
+                        })
+                        .flatten()
+                })
+                .collect();
+            executed.len() == node.members.len()
+                && executed.windows(2).all(|pair| pair[0] == pair[1])
+        })
+    }
+}
