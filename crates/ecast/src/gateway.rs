@@ -523,6 +523,11 @@ struct Bypass<A> {
     lanes: BTreeMap<ClientId, Lane>,
     /// Each partition's member requests go to (the primary, as far as known).
     targets: BTreeMap<ProcessId, u8>,
+    /// When a member last named a partition's primary (`NotPrimary`): the target it named is
+    /// not rotated away from for two retry periods since (a resend's rotation must not undo
+    /// the hint: with two lanes resending in turn, it did, and a held command asked a backup
+    /// for its result forever; found by the simulator's real partition groups).
+    hinted_at: BTreeMap<ProcessId, u64>,
     /// `skyros` partitions: which payloads are nilext writes.
     nilext: Option<BypassNilext>,
     /// `skyros` partitions with Skyros-Comm (`with_skyros_comm`): every other write goes to
@@ -679,6 +684,7 @@ impl<A> Bypass<A> {
         self.lanes.retain(|_, lane| lane.partition != partition);
         self.settings.groups.remove(&partition);
         self.targets.remove(&partition);
+        self.hinted_at.remove(&partition);
         if let Some(adapt) = &mut self.adapt {
             adapt.groups.remove(&partition);
         }
@@ -764,6 +770,7 @@ impl<A: Clone> Gateway<A> {
         }
         self.bypass = Some(Bypass {
             targets: settings.groups.keys().map(|group| (*group, 0)).collect(),
+            hinted_at: BTreeMap::new(),
             settings,
             decode,
             lanes,
@@ -1389,7 +1396,11 @@ impl<A: Clone> Gateway<A> {
             if let Some(at) = held_at {
                 *at = now;
             }
-            if attempts.is_multiple_of(2) {
+            let hinted = bypass
+                .hinted_at
+                .get(partition)
+                .is_some_and(|at| now < at.saturating_add(2 * retry));
+            if attempts.is_multiple_of(2) && !hinted {
                 let size = bypass
                     .settings
                     .groups
@@ -1517,6 +1528,7 @@ impl<A: Clone> Gateway<A> {
                 bypass
                     .targets
                     .insert(partition, (view.0 % u64::from(size.max(1))) as u8);
+                bypass.hinted_at.insert(partition, self.now);
                 // Resend soon, to the primary named.
                 let half = bypass.settings.retry_ticks / 2;
                 let now = self.now;

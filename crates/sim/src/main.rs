@@ -285,7 +285,7 @@ fn print_bypass_report(report: &BypassReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
-         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} \
+         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
          forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} fast_acks={} gate_refusals={} result={}",
         report.seed,
         report.trace_hash,
@@ -302,6 +302,7 @@ fn print_bypass_report(report: &BypassReport) {
         stats.partition_crashes,
         stats.partition_pauses,
         stats.primaryships,
+        stats.lane_requests,
         stats.forwarders,
         stats.timestamp_max,
         stats.watermark_max,

@@ -83,11 +83,12 @@ fn the_cut_canary_shape_passes_with_the_gate() {
 /// A put acknowledged before ordering although its group gave its key away at a keyspace cut
 /// (or was installing copies): answered `Moved` where it executes, after its client completed
 /// (`ecast.md`, "With keyspace cuts", G3). Every seed reconfigures. Caught on 16 of seeds
-/// 1..200 when written.
+/// 1..200 when written (groups as atomic machines); with real Skyros replicas (stop 26) on 28
+/// of seeds 1..600.
 #[test]
 fn the_gate_ignores_cuts_canary_is_caught() {
     let failures = sweep_mode(
-        &seeds(1, 200),
+        &seeds(1, 600),
         Some(BypassCanary::SkyrosGateIgnoresCuts),
         true,
     );
@@ -99,8 +100,8 @@ fn the_gate_ignores_cuts_canary_is_caught() {
         );
     }
     assert!(
-        failures.len() >= 8,
-        "caught on {} of 200 seeds",
+        failures.len() >= 15,
+        "caught on {} of 600 seeds",
         failures.len()
     );
 }

@@ -5,35 +5,31 @@
 //!
 //! What is modelled, and what is abstracted:
 //!
-//! - **Each partition's group is real replicas** (`groups`, every `vr` seed): three
+//! - **Each partition's group is real replicas** (`groups`): three
 //!   `vr::Replica<ecast::PartitionMachine>`s (one at replication 1 with Rubberband, as the
-//!   runtime's one-member groups) exchanging VR messages over the simulated network, the
-//!   primary of a normal view running `ecast::PrimaryDuty` — the runtime partition host's duty,
-//!   the same code. Members crash (and restart recovering, VRR §4.3, as a diskless storage
-//!   process does) or pause and come back after the others suspected them (a false suspicion);
-//!   at most one member of a group fails at a time. A gateway's bypass request goes to every
-//!   member (backups answer `NotPrimary`, dropped); a retried request answered `Held` by VR's
-//!   client table asks the machine for its `Result`; a lost share answer is recalled with an
-//!   `Answer` query (both queries abstract VR's read path: answered from the machine of a
-//!   member that is a normal primary, whose answers are immutable once given). A checker
-//!   compares members that executed the same ops (`bypass_agreement`).
-//! - **`skyros` partitions** (`--partitions skyros`) still model each group as one atomic
-//!   machine (`PartitionNode::machine`): its VR group abstracted, a *primary crash* being the
-//!   group unreachable for a while with its log intact, after which a new primary's driver
-//!   resends the released queue from its start; the Skyros durability log is modelled by
-//!   `SkyrosPending`. Real Skyros replicas need the gateway's nilext path (a supermajority of
-//!   replies) in the simulator: not built yet.
-//! - **The router group is one `ecast::RouterState`** (its VR group abstracted the same way; the
-//!   main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
+//!   runtime's one-member groups), running VR or, with `--partitions skyros`, Skyros, exchanging
+//!   VR messages over the simulated network; the primary of a normal view runs
+//!   `ecast::PrimaryDuty` — the runtime partition host's duty, the same code. Members crash
+//!   (and restart recovering, VRR §4.3, as a diskless storage process does) or pause and come
+//!   back after the others suspected them (a false suspicion); at most one member of a group
+//!   fails at a time. A lost share answer is recalled with an `Answer` query (VR's read path
+//!   abstracted: answered from the machine of a member that is a normal primary; an admitted
+//!   share's answer never changes). A checker compares members that executed the same ops
+//!   (`bypass_agreement`).
+//! - **The router group is one `ecast::RouterState`** (its VR group abstracted as one atomic
+//!   state machine; the main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
 //!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
 //!   reporter are lost and, after a pause, rebuilt from the replicated state with a fresh client
 //!   id, as a new primary's would be.
-//! - **Gateways** drive an `ecast::Gateway` built `with_watermark_gate` (rule A) for routed
-//!   transactions: its VR client requests are answered by the abstracted router group (a
-//!   `Reply` with the op's result; a retried Submit is deduplicated by the router state's
-//!   sequence table), and lost share answers are recalled from the partitions. Single-partition
-//!   transactions take the bypass: sent to the partition, retried with the same request number
-//!   until answered (this small path is the simulator's own; `ecast::Gateway` has no bypass yet).
+//! - **Gateways** drive an `ecast::Gateway` built `with_watermark_gate` (rule A) and
+//!   `with_bypass` (with regrouping at replication 3 and `with_skyros` for Skyros groups), as
+//!   the runtime's gateways are: a transaction whose keys lie in one group of the
+//!   configuration the gateway knows goes to that group's members as a lane's VR request
+//!   (retried, re-targeted on `NotPrimary`, its result asked for when held, re-planned when
+//!   `Moved`; a put to a Skyros group goes to every member as a nilext write and completes on
+//!   a supermajority); any other goes through the routers, whose VR client requests are
+//!   answered by the abstracted router group (a retried Submit is deduplicated by the router
+//!   state's sequence table); lost share answers are recalled from the partitions.
 //!
 //! - **Rubberband** (on 30 % of seeds): keyspace messages cut the groups' logs and copies move
 //!   between groups. At replication 1 a group is a process's and keeps its name; at replication
@@ -54,15 +50,13 @@ use crate::checkers::Violation;
 use ecast::{
     Completion, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
     GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Grouping, Isolation, KeySet,
-    OperationId, PartitionCanary, PartitionCut, PartitionData, PartitionMachine,
-    PartitionMachineSettings, PartitionOperation, PartitionQuery, PartitionResult,
-    PartitionSettings, Released, RouterSettings, RouterState, SenderSettings, Sequence, Share,
-    Timestamp, WatermarkInput, WatermarkReporter, WatermarkSettings,
+    PartitionCanary, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionSettings,
+    RouterSettings, RouterState, SenderSettings, Sequence, Timestamp, WatermarkInput,
+    WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::{destset, Message as Routing, Target};
 use placement::{
-    ConfigChange, ConfigMessage, ConfigVersion, Configuration, KeyMapping, Planner, Position,
-    PositionSet, ProcessId, Regrouping,
+    ConfigVersion, Configuration, KeyMapping, Planner, Position, PositionSet, ProcessId, Regrouping,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,12 +73,14 @@ type Values = Vec<(u64, i64)>;
 const GATEWAY_BASE: u64 = 1_000_000;
 const FORWARDER_CLIENT_BASE: u64 = 0xf0f0_0000_0000_0000;
 const GATEWAY_CLIENT_BASE: u64 = 0x6a7e_0000_0000_0000;
-/// A single-partition request unanswered this long is sent again (same number).
-const SINGLE_RETRY_TICKS: u64 = 40;
+/// The replicated mode's bypass lanes: gateway g's lanes are VR clients
+/// `LANE_CLIENT_BASE + g << LANE_GATEWAY_SHIFT + n`.
+const LANE_CLIENT_BASE: u64 = 0x1a4e_0000_0000_0000;
+const LANE_GATEWAY_SHIFT: u32 = 24;
+/// A bypass lane's unanswered request is sent again this often (`BypassSettings::retry_ticks`).
+const LANE_RETRY_TICKS: u64 = 40;
 /// A multi-partition answer missing this long after the gate opened is asked for again.
 const RECALL_TICKS: u64 = 40;
-/// Client ids per gateway (one per slot).
-const SLOTS_MAX: u64 = 16;
 
 /// A deliberately broken variant (hidden, test-only); each must be caught by a checker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -160,8 +156,8 @@ pub struct BypassOptions {
     /// members) change and starts new ones; the routers run `RouterState::grouped`). Drawn
     /// only on seeds that reconfigure.
     pub replication: u8,
-    /// `skyros` partitions (`--partitions skyros`): puts are Skyros nilext writes, acknowledged
-    /// before they are ordered when the nilext gate allows it (see `SkyrosPending`).
+    /// `skyros` partitions (`--partitions skyros`): the groups run Skyros and puts are nilext
+    /// writes, acknowledged before they are ordered when the primary's nilext gate allows it.
     pub skyros: bool,
     /// The partition groups' VR heartbeat and primary timeout, in ticks (replicated mode).
     pub group_heartbeat_ticks: u64,
@@ -409,6 +405,9 @@ pub struct BypassStats {
     /// (a member becoming the primary of a normal view; the initial primaries count).
     pub partition_pauses: u64,
     pub primaryships: u64,
+    /// Replicated mode: the gateways' bypass requests sent to group members (`ecast::Gateway`'s
+    /// lanes, retries and `Result` queries included).
+    pub lane_requests: u64,
     pub forwarders: u64,
     /// Keyspace messages the nemesis submitted, and those the routers accepted.
     pub reconfigurations: u64,
@@ -452,10 +451,6 @@ enum Msg {
         process: ProcessId,
         delivered: Timestamp,
     },
-    /// Gateway → partition: a single-partition transaction.
-    Single { id: OperationId, txn: Txn },
-    /// Partition → gateway.
-    SingleReply { id: OperationId, values: Values },
     /// Gateway → partition: send the answer to this message again.
     Recall {
         timestamp: Timestamp,
@@ -468,9 +463,6 @@ enum Msg {
         partition: ProcessId,
         values: Values,
     },
-    /// Partition → gateway: the single-partition transaction's keys moved (a keyspace cut);
-    /// re-plan it.
-    SingleMoved { id: OperationId },
     /// Partition → partition: the copy captured at a keyspace cut.
     Copy {
         version: ConfigVersion,
@@ -484,6 +476,21 @@ enum Msg {
     },
     /// Member → member of a partition group (`groups`): a VR message.
     Vr { message: vr::Message },
+    /// Gateway → member (the replicated mode's bypass, `Gateway::with_bypass`): a lane's VR
+    /// request carrying a `PartitionOperation`.
+    PartitionRequest { request: Request },
+    /// Member → gateway: the VR reply (or `NotPrimary`) to a lane's request.
+    PartitionReply {
+        partition: ProcessId,
+        message: vr::Message,
+    },
+    /// Member (primary) → gateway: a held lane request executed (`Released::Single`).
+    PartitionReleased {
+        partition: ProcessId,
+        client: ClientId,
+        number: vr::RequestNumber,
+        result: Vec<u8>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -560,61 +567,23 @@ fn decode_values(bytes: &[u8]) -> Option<Values> {
     postcard::from_bytes(bytes).ok()
 }
 
+/// A partition group (`groups`): its members, real replicas.
 struct PartitionNode {
     id: ProcessId,
-    /// `skyros` partitions: the partition group's replicated state machine, applied
-    /// atomically (the abstraction). In the replicated mode, the group's initial machine.
-    machine: PartitionMachine<SimData>,
-    /// The replicated mode (`groups`): the group's members, real replicas.
     members: Vec<groups::Member>,
     /// The arc the group starts with, and the machine a member starts or restarts from.
     arc: PositionSet,
     initial: PartitionMachine<SimData>,
     /// The per-message canary's `MessageStable` requests sent to the group so far.
     stable_requests: u64,
-    /// VR's client table, which the group would keep: per client, the last request number and
-    /// the result bytes its entry was answered with.
-    vr_clients: BTreeMap<u64, (u64, Vec<u8>)>,
-    /// The primary driver's cursor in the released queue; a new primary starts from 0.
-    released_sent: u64,
     /// The checker's cursor in the released queue (admissions observed), never reset.
     admissions_seen: u64,
-    /// Unreachable until then (a primary crash and the group's fail-over).
-    down_until: Option<u64>,
-    /// `skyros`: what the primary holds but has not ordered yet (see `SkyrosPending`).
-    pending: Vec<SkyrosPending>,
-    /// `skyros`: when the pending messages are ordered and applied.
-    commit_at: u64,
-}
-
-/// `skyros` partitions: a message the primary received and holds (its batch, its durability
-/// log) but whose op is not ordered yet. The group stays one atomic state machine, but in this
-/// mode ops are applied a few ticks after they arrive, all pending ones at once in arrival order
-/// (the primary's batch). A put that is a nilext write is acknowledged when it arrives if the
-/// gate allows — `PartitionMachine::nilext_gate` is `Clear` and no pending message touches its
-/// keys, the replica's rule — else when it is applied. A crash of the group's primary loses the
-/// pending messages except the acknowledged puts (Skyros's view change recovers those from the
-/// durability logs and orders them after what the old primary ordered; senders resend the rest).
-struct SkyrosPending {
-    message: Msg,
-    /// The keys it touches here (`None`: unknown, so any).
-    keys: Option<BTreeSet<u64>>,
-    /// An acknowledged nilext write (kept across a crash).
-    acknowledged: bool,
-    /// Kept across a crash of the primary (the new view inherited it).
-    inherited: bool,
 }
 
 #[derive(Clone, Debug)]
 enum SlotOp {
-    Single {
-        history: usize,
-        partition: usize,
-        id: OperationId,
-        txn: Txn,
-        sent_at: u64,
-    },
-    /// A routed transaction, driven by the `ecast::Gateway` as command `history`.
+    /// A transaction, driven by the `ecast::Gateway` as command `history` (through the bypass
+    /// when its keys lie in one group, else through the routers).
     Multi {
         history: usize,
         destinations: BTreeSet<ProcessId>,
@@ -627,12 +596,11 @@ enum SlotOp {
 
 struct GatewayNode {
     id: ProcessId,
-    /// The pure gateway for routed transactions, with rule A's watermark gate (not under the
-    /// `AckOnStable` canary).
+    /// The pure gateway, with the router bypass (`with_bypass`, and `with_skyros` for `skyros`
+    /// partitions) and rule A's watermark gate (not under the `AckOnStable` canary).
     gateway: Gateway<i64>,
     slots: Vec<Option<SlotOp>>,
     idle_until: Vec<u64>,
-    numbers: Vec<u64>,
 }
 
 pub struct BypassSimulation {
@@ -702,17 +670,11 @@ fn partition_node(
     .with_holdings(holds.clone());
     PartitionNode {
         id,
-        initial: machine.clone(),
-        machine,
+        initial: machine,
         members: Vec::new(),
         arc: holds,
         stable_requests: 0,
-        vr_clients: BTreeMap::new(),
-        released_sent: 0,
         admissions_seen: 0,
-        down_until: None,
-        pending: Vec::new(),
-        commit_at: 0,
     }
 }
 
@@ -799,20 +761,10 @@ impl BypassSimulation {
         };
         let group_configs: BTreeMap<u8, vr::Config> = [1, 3]
             .into_iter()
-            .map(|size| {
-                let mut config = groups::group_config(
-                    size,
-                    options.group_heartbeat_ticks,
-                    options.group_timeout_ticks,
-                );
-                if options.canary == Some(BypassCanary::GroupCommitWithoutQuorum) {
-                    config.canary = Some(vr::Canary::CommitWithoutQuorum);
-                }
-                (size, config)
-            })
+            .map(|size| (size, groups::group_config(&options, size)))
             .collect();
         let mut partitions = partitions;
-        if !options.skyros {
+        {
             let config = &group_configs[&options.group_members()];
             for node in &mut partitions {
                 node.members = groups::members(config, &node.initial);
@@ -827,6 +779,11 @@ impl BypassSimulation {
             .grouping()
             .map(|grouping| BTreeMap::from([(grouping.groups.version(), grouping.clone())]))
             .unwrap_or_default();
+        // The replicated mode's bypass: every group the routers start with, and its size.
+        let bypass_groups: BTreeMap<ProcessId, u8> = partitions
+            .iter()
+            .map(|node| (node.id, options.group_members()))
+            .collect();
         let gateways = (0..options.gateways)
             .map(|index| GatewayNode {
                 id: ProcessId(GATEWAY_BASE + index as u64),
@@ -850,15 +807,15 @@ impl BypassSimulation {
                         options.seed ^ index as u64,
                         settings,
                     );
-                    if options.canary == Some(BypassCanary::AckOnStable) {
+                    let gateway = if options.canary == Some(BypassCanary::AckOnStable) {
                         gateway
                     } else {
                         gateway.with_watermark_gate()
-                    }
+                    };
+                    groups::with_bypass(gateway, &options, index, &bypass_groups)
                 },
                 slots: vec![None; options.slots],
                 idle_until: vec![0; options.slots],
-                numbers: vec![0; options.slots],
             })
             .collect();
         let mut simulation = BypassSimulation {
@@ -938,7 +895,7 @@ impl BypassSimulation {
     }
 
     fn send(&mut self, from: Node, to: Node, message: Msg) {
-        if let (Node::Partition(index), true) = (to, self.replicated()) {
+        if let Node::Partition(index) = to {
             // Every member receives its own copy (lost, delayed, duplicated on its own).
             for member in 0..self.partitions[index].members.len() as u8 {
                 self.send(from, Node::Member(index, member), message.clone());
@@ -1152,333 +1109,6 @@ impl BypassSimulation {
 
     // ----- Partitions. -----
 
-    fn on_partition(&mut self, index: usize, message: Msg) {
-        if self.options.skyros && !matches!(message, Msg::Recall { .. }) {
-            self.skyros_receive(index, message);
-        } else {
-            self.on_partition_ordered(index, message);
-        }
-    }
-
-    /// `skyros`: the primary receives a message; ops wait in `pending` (see `SkyrosPending`).
-    fn skyros_receive(&mut self, index: usize, message: Msg) {
-        let keys = match &message {
-            Msg::Single { id, txn } => {
-                let partition = &self.partitions[index];
-                let queued = partition.pending.iter().any(
-                    |pending| matches!(&pending.message, Msg::Single { id: other, .. } if other == id),
-                );
-                if queued {
-                    return; // A retry of a pending request: its reply will come.
-                }
-                if partition
-                    .vr_clients
-                    .get(&id.client)
-                    .is_some_and(|(number, _)| *number >= id.number)
-                {
-                    // Known to the client table: answered from it (or stale), as in `vr` mode.
-                    self.on_partition_ordered(index, message);
-                    return;
-                }
-                Some(txn.keys())
-            }
-            Msg::Deliver(deliveries) => {
-                let mut keys = BTreeSet::new();
-                let mut known = true;
-                for delivery in deliveries {
-                    match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
-                        Ok(txn) => keys.extend(
-                            txn.keys()
-                                .into_iter()
-                                .filter(|key| self.partition_of(*key) == index),
-                        ),
-                        Err(_) => known = false,
-                    }
-                }
-                known.then_some(keys)
-            }
-            _ => Some(BTreeSet::new()),
-        };
-        let mut acknowledged = false;
-        if let Msg::Single { id, txn } = &message {
-            if txn.reads.is_empty() && txn.adds.is_empty() {
-                // A nilext write: the nilext gate, as the primary evaluates it.
-                let partition = &self.partitions[index];
-                let operation = PartitionOperation::Single {
-                    client: id.client,
-                    number: id.number,
-                    operation: postcard::to_allocvec(txn).expect("a txn serialises"),
-                };
-                let clear =
-                    partition.machine.nilext_gate(&operation.encode()) == vr::NilextGate::Clear;
-                // G2: a pending put this primary acknowledged runs at once when it is
-                // ordered, so it does not count; anything else pending, or inherited from the
-                // previous primary, does (`vr::Replica`'s `gate_conflict`).
-                let pending_conflict = partition
-                    .pending
-                    .iter()
-                    .filter(|pending| pending.inherited || !pending.acknowledged)
-                    .any(|pending| match (&pending.keys, &keys) {
-                        (Some(theirs), Some(ours)) => !theirs.is_disjoint(ours),
-                        _ => true,
-                    });
-                acknowledged = (clear && !pending_conflict)
-                    || self.options.canary == Some(BypassCanary::SkyrosGateIgnored);
-                if acknowledged {
-                    self.stats.fast_acks += 1;
-                    let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
-                    let reply = Msg::SingleReply {
-                        id: *id,
-                        values: Vec::new(),
-                    };
-                    self.send(Node::Partition(index), gateway, reply);
-                } else {
-                    self.stats.gate_refusals += 1;
-                }
-            }
-        }
-        if self.partitions[index].pending.is_empty() {
-            let delay = self.prng.range_inclusive(1, self.options.delay_ticks_max);
-            self.partitions[index].commit_at = self.now + delay;
-        }
-        self.partitions[index].pending.push(SkyrosPending {
-            message,
-            keys,
-            acknowledged,
-            inherited: false,
-        });
-    }
-
-    /// `skyros`: orders and applies every pending message of partitions whose batch is due.
-    fn skyros_commit(&mut self) {
-        for index in 0..self.partitions.len() {
-            let partition = &mut self.partitions[index];
-            if partition.pending.is_empty()
-                || partition.down_until.is_some()
-                || partition.commit_at > self.now
-            {
-                continue;
-            }
-            for pending in std::mem::take(&mut partition.pending) {
-                self.on_partition_ordered(index, pending.message);
-            }
-        }
-    }
-
-    /// Applies a message at the partition's group (in `skyros` mode, once it is ordered).
-    fn on_partition_ordered(&mut self, index: usize, message: Msg) {
-        match message {
-            Msg::Deliver(deliveries) => {
-                let mut shares = Vec::new();
-                let process = self.partitions[index].id;
-                for delivery in deliveries {
-                    if let Some(cut) = self.cut_of(process, &delivery) {
-                        // A keyspace message: the shares before it, then its cut, in order.
-                        if !shares.is_empty() {
-                            let before = std::mem::take(&mut shares);
-                            self.partition_apply(index, PartitionOperation::Deliveries(before));
-                        }
-                        let share = Share {
-                            timestamp: delivery.timestamp,
-                            previous: delivery.previous,
-                            sender: delivery.envelope.sender,
-                            sequence: delivery.envelope.sequence,
-                            operation: Vec::new(),
-                        };
-                        self.partition_apply(index, PartitionOperation::Cut { share, cut });
-                        continue;
-                    }
-                    let configuration = self.configuration_at(delivery.version);
-                    let share = match postcard::from_bytes::<Txn>(&delivery.envelope.payload) {
-                        Ok(txn) => {
-                            let share =
-                                txn.share(|key| partition_of(configuration, key) == process);
-                            postcard::to_allocvec(&share).expect("a share serialises")
-                        }
-                        Err(_) => delivery.envelope.payload.clone(),
-                    };
-                    let logged = self.partitions[index].machine.rules().logged();
-                    let previous = if self.options.canary == Some(BypassCanary::ChainIgnored)
-                        && delivery.timestamp > logged
-                    {
-                        logged
-                    } else {
-                        delivery.previous
-                    };
-                    shares.push(Share {
-                        timestamp: delivery.timestamp,
-                        previous,
-                        sender: delivery.envelope.sender,
-                        sequence: delivery.envelope.sequence,
-                        operation: share,
-                    });
-                }
-                if !shares.is_empty() {
-                    self.partition_apply(index, PartitionOperation::Deliveries(shares));
-                }
-                let delivered = self.partitions[index].machine.admitted();
-                self.send(
-                    Node::Partition(index),
-                    Node::Router,
-                    Msg::Confirm { process, delivered },
-                );
-            }
-            Msg::Watermark(watermark) => {
-                let partition = &self.partitions[index];
-                if watermark > partition.machine.rules().watermark() {
-                    if let Err(violation) = self.order.on_watermark(partition.id, watermark) {
-                        self.fail(violation);
-                    }
-                }
-                self.partition_apply(index, PartitionOperation::Watermark(watermark));
-            }
-            Msg::StableSet(timestamps) => {
-                for timestamp in timestamps {
-                    self.partition_apply(index, PartitionOperation::MessageStable(timestamp));
-                }
-            }
-            Msg::Single { id, txn } => {
-                let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
-                let known = self.partitions[index].vr_clients.get(&id.client).cloned();
-                match known {
-                    Some((number, _)) if number > id.number => {}
-                    Some((number, answered)) if number == id.number => {
-                        // A retry. VR's client table answers what the entry was answered;
-                        // if that was "held", the client asks for the result (read path).
-                        let mut result = PartitionResult::decode(&answered);
-                        if result == PartitionResult::Held {
-                            let query = PartitionOperation::Query(PartitionQuery::Result {
-                                client: id.client,
-                                number: id.number,
-                            });
-                            result = PartitionResult::decode(
-                                &self.partitions[index].machine.query(&query.encode()),
-                            );
-                        }
-                        if let PartitionResult::Executed(bytes) = result {
-                            if let Some(values) = decode_values(&bytes) {
-                                self.send(
-                                    Node::Partition(index),
-                                    gateway,
-                                    Msg::SingleReply { id, values },
-                                );
-                            }
-                        } else if result == PartitionResult::Moved {
-                            self.send(Node::Partition(index), gateway, Msg::SingleMoved { id });
-                        }
-                    }
-                    _ => {
-                        let operation = PartitionOperation::Single {
-                            client: id.client,
-                            number: id.number,
-                            operation: postcard::to_allocvec(&txn).expect("a txn serialises"),
-                        };
-                        let result = self.partition_apply(index, operation);
-                        if result == PartitionResult::Unknown {
-                            return; // Refused (too much waiting): the client retries.
-                        }
-                        self.partitions[index]
-                            .vr_clients
-                            .insert(id.client, (id.number, result.encode()));
-                        if let PartitionResult::Executed(bytes) = result {
-                            if let Some(values) = decode_values(&bytes) {
-                                self.send(
-                                    Node::Partition(index),
-                                    gateway,
-                                    Msg::SingleReply { id, values },
-                                );
-                            }
-                        } else if result == PartitionResult::Moved {
-                            self.stats.moved += 1;
-                            self.send(Node::Partition(index), gateway, Msg::SingleMoved { id });
-                        }
-                    }
-                }
-            }
-            Msg::Recall {
-                timestamp,
-                gateway,
-                sequence,
-            } => {
-                let query = PartitionOperation::Query(PartitionQuery::Answer { timestamp });
-                // (A recall of a keyspace message's answer finds empty bytes: nothing to send.)
-                let answer =
-                    PartitionResult::decode(&self.partitions[index].machine.query(&query.encode()));
-                if let PartitionResult::Executed(bytes) = answer {
-                    if let Some(values) = decode_values(&bytes) {
-                        let partition = self.partitions[index].id;
-                        self.send(
-                            Node::Partition(index),
-                            Node::Gateway(gateway),
-                            Msg::MultiAnswer {
-                                sequence,
-                                partition,
-                                values,
-                            },
-                        );
-                    }
-                }
-            }
-            Msg::Copy {
-                version,
-                from,
-                records,
-            } => {
-                let install = PartitionOperation::Install {
-                    version,
-                    from,
-                    records,
-                };
-                let before = self.partitions[index].machine.installing().len();
-                if self.partition_apply(index, install) == PartitionResult::Installed {
-                    if self.partitions[index].machine.installing().len() < before {
-                        self.stats.installs += 1;
-                    }
-                    let to = self.partitions[index].id;
-                    let sender = self.index_of(from);
-                    self.send(
-                        Node::Partition(index),
-                        Node::Partition(sender),
-                        Msg::CopyAck { version, to },
-                    );
-                }
-            }
-            Msg::CopyAck { version, to } => {
-                self.partition_apply(index, PartitionOperation::Installed { version, to });
-            }
-            _ => {}
-        }
-    }
-
-    /// Group `process`'s cut if `delivery` is an accepted keyspace message.
-    fn cut_of(&self, process: ProcessId, delivery: &Delivery) -> Option<PartitionCut> {
-        let Routing::Config {
-            message:
-                ConfigMessage {
-                    change: ConfigChange::Keyspace(keyspace),
-                    ..
-                },
-            ..
-        } = &delivery.envelope.routing
-        else {
-            return None;
-        };
-        if self.options.replication > 1 {
-            // Groups never change: K retires or starts this group (`placement::groups`).
-            let before = &self.groupings[&ConfigVersion(delivery.version.0 - 1)];
-            let after = &self.groupings[&delivery.version];
-            let regrouping = Regrouping::between(&before.groups, &after.groups);
-            return PartitionCut::regroup(&regrouping, process);
-        }
-        let holds = self.configuration_at(delivery.version).ranges_of(process);
-        Some(PartitionCut::project(
-            &keyspace.instructions,
-            process,
-            delivery.version,
-            holds,
-        ))
-    }
-
     /// Replication 3: records the routers' new grouping and makes a node for every group it
     /// starts (the abstraction of its members' storage processes starting their replicas from
     /// the configuration they learn), before any delivery can reach it. The group starts empty,
@@ -1510,108 +1140,11 @@ impl BypassSimulation {
                 self.machine_settings.clone(),
                 PositionSet::empty(),
             );
-            if self.replicated() {
-                let config = &self.group_configs[&self.options.group_members()];
-                node.members = groups::members(config, &node.initial);
-            }
+            let config = &self.group_configs[&self.options.group_members()];
+            node.members = groups::members(config, &node.initial);
             self.partitions.push(node);
         }
         self.groupings.insert(version, grouping);
-    }
-
-    /// The primary driver sends every copy its group has not had acknowledged (resent until
-    /// it is: the copy lives in the replicated state).
-    fn send_copies(&mut self, index: usize) {
-        let from = self.partitions[index].id;
-        let copies: Vec<(ConfigVersion, ProcessId, Vec<u8>)> = self.partitions[index]
-            .machine
-            .outgoing()
-            .map(|(version, to, records)| (version, to, records.clone()))
-            .collect();
-        for (version, to, records) in copies {
-            let receiver = self.index_of(to);
-            self.send(
-                Node::Partition(index),
-                Node::Partition(receiver),
-                Msg::Copy {
-                    version,
-                    from,
-                    records,
-                },
-            );
-        }
-    }
-
-    /// Commits one op to the partition's group (atomically: the abstraction), then runs the
-    /// primary driver's duty: every released reply not sent yet goes out.
-    fn partition_apply(&mut self, index: usize, operation: PartitionOperation) -> PartitionResult {
-        let result =
-            PartitionResult::decode(&self.partitions[index].machine.apply(&operation.encode()));
-        let after = self.partitions[index].released_sent;
-        let released: Vec<(u64, Released)> = self.partitions[index]
-            .machine
-            .released_after(after)
-            .cloned()
-            .collect();
-        let partition_id = self.partitions[index].id;
-        for (number, released) in released {
-            self.partitions[index].released_sent = number;
-            match released {
-                Released::Single {
-                    client,
-                    number,
-                    result,
-                } => {
-                    let id = OperationId { client, number };
-                    if let Some(values) = decode_values(&result) {
-                        self.send(
-                            Node::Partition(index),
-                            Node::Gateway((client / SLOTS_MAX) as usize),
-                            Msg::SingleReply { id, values },
-                        );
-                    }
-                }
-                Released::Moved { client, number } => {
-                    self.stats.moved += 1;
-                    let id = OperationId { client, number };
-                    self.send(
-                        Node::Partition(index),
-                        Node::Gateway((client / SLOTS_MAX) as usize),
-                        Msg::SingleMoved { id },
-                    );
-                }
-                Released::Answer {
-                    sender,
-                    sequence,
-                    timestamp,
-                    result,
-                } => {
-                    // Every admission releases its answer: the order checker watches them.
-                    if number > self.partitions[index].admissions_seen {
-                        self.partitions[index].admissions_seen = number;
-                        self.stats.admitted += 1;
-                        if let Err(violation) = self.order.on_admit(partition_id, timestamp) {
-                            self.fail(violation);
-                        }
-                    }
-                    let Some(values) = decode_values(&result) else {
-                        continue;
-                    };
-                    if sender.0 >= GATEWAY_BASE {
-                        self.send(
-                            Node::Partition(index),
-                            Node::Gateway((sender.0 - GATEWAY_BASE) as usize),
-                            Msg::MultiAnswer {
-                                sequence,
-                                partition: partition_id,
-                                values,
-                            },
-                        );
-                    }
-                }
-            }
-        }
-        result
     }
 
     // ----- Gateways. -----
@@ -1692,47 +1225,25 @@ impl BypassSimulation {
         let history =
             self.history
                 .invoke(client, self.now, kind, partitions.len() == 1, txn.clone());
-        self.dispatch(gateway, slot, history, txn, false);
+        self.dispatch(gateway, slot, history, txn);
     }
 
-    /// Sends transaction `history` on its way: through the bypass if its keys lie in one
-    /// partition of the current configuration, else through the routers. A single-partition
-    /// transaction whose keys moved comes back here (`Msg::SingleMoved`).
-    /// `fresh`: plan against the routers' current configuration (after `Moved`, the gateway
-    /// re-reads it); else against the configuration the gateway last read, which may be stale.
-    fn dispatch(&mut self, gateway: usize, slot: usize, history: usize, txn: Txn, fresh: bool) {
-        let configuration = if fresh {
-            self.current()
-        } else {
-            self.gateways[gateway].gateway.configuration()
-        };
+    /// Submits transaction `history` to the slot's `ecast::Gateway`, which sends it through
+    /// the bypass if its keys lie in one group of the configuration it knows, else through
+    /// the routers.
+    fn dispatch(&mut self, gateway: usize, slot: usize, history: usize, txn: Txn) {
+        let configuration = self.gateways[gateway].gateway.configuration();
         let partitions: BTreeSet<ProcessId> = txn
             .keys()
             .into_iter()
             .map(|key| partition_of(configuration, key))
             .collect();
         if partitions.len() == 1 {
-            let partition = self.index_of(*partitions.iter().next().expect("one"));
-            let node = &mut self.gateways[gateway];
-            node.numbers[slot] += 1;
-            let id = OperationId {
-                client: gateway as u64 * SLOTS_MAX + slot as u64,
-                number: node.numbers[slot],
-            };
+            // As far as the gateway knows, `ecast::Gateway`'s bypass takes it
+            // (`Gateway::with_bypass`; it re-plans what a cut moved away).
             self.stats.singles += 1;
-            self.gateways[gateway].slots[slot] = Some(SlotOp::Single {
-                history,
-                partition,
-                id,
-                txn: txn.clone(),
-                sent_at: self.now,
-            });
-            self.send(
-                Node::Gateway(gateway),
-                Node::Partition(partition),
-                Msg::Single { id, txn },
-            );
-            return;
+        } else {
+            self.stats.multis += 1;
         }
         let positions: Vec<Position> = txn.keys().into_iter().map(position).collect();
         let payload = postcard::to_allocvec(&txn).expect("a txn serialises");
@@ -1751,7 +1262,6 @@ impl BypassSimulation {
                 needs_answers: !reads_nothing,
             },
         };
-        self.stats.multis += 1;
         self.gateways[gateway].slots[slot] = Some(SlotOp::Multi {
             history,
             destinations: partitions,
@@ -1847,9 +1357,24 @@ impl BypassSimulation {
                 | GatewayEffect::BasicRead { .. }
                 | GatewayEffect::Submitted { .. }
                 | GatewayEffect::ConfigurationRefreshed { .. } => {}
-                // Its gateways are not built `with_bypass` (this world's own single-partition
-                // path sends those transactions).
-                GatewayEffect::PartitionRequest { .. } | GatewayEffect::BypassGroups { .. } => {}
+                GatewayEffect::PartitionRequest {
+                    partition,
+                    replica,
+                    request,
+                    ..
+                } => {
+                    // (`skyros` gateways are not built `with_bypass`: this world's own
+                    // single-partition path sends those transactions.)
+                    if let Some(index) = self.node_index.get(&partition).copied() {
+                        self.stats.lane_requests += 1;
+                        self.send(
+                            Node::Gateway(gateway),
+                            Node::Member(index, replica),
+                            Msg::PartitionRequest { request },
+                        );
+                    }
+                }
+                GatewayEffect::BypassGroups { .. } => {}
             }
         }
     }
@@ -1869,28 +1394,6 @@ impl BypassSimulation {
                 None => {
                     if self.faults_on() && self.now >= self.gateways[gateway].idle_until[slot] {
                         self.issue(gateway, slot);
-                    }
-                }
-                Some(SlotOp::Single {
-                    partition,
-                    id,
-                    txn,
-                    sent_at,
-                    history,
-                }) => {
-                    if self.now >= sent_at + SINGLE_RETRY_TICKS {
-                        self.gateways[gateway].slots[slot] = Some(SlotOp::Single {
-                            history,
-                            partition,
-                            id,
-                            txn: txn.clone(),
-                            sent_at: self.now,
-                        });
-                        self.send(
-                            Node::Gateway(gateway),
-                            Node::Partition(partition),
-                            Msg::Single { id, txn },
-                        );
                     }
                 }
                 Some(SlotOp::Multi {
@@ -1953,33 +1456,23 @@ impl BypassSimulation {
             Msg::Watermark(watermark) => {
                 self.gateway_step(gateway, GatewayInput::Watermark(watermark))
             }
-            Msg::SingleMoved { id } => {
-                let slot = (id.client % SLOTS_MAX) as usize;
-                if let Some(SlotOp::Single {
-                    history,
-                    id: own,
-                    txn,
-                    ..
-                }) = self.gateways[gateway].slots[slot].clone()
-                {
-                    if own == id {
-                        // Nothing executed: re-planned against the current configuration.
-                        self.dispatch(gateway, slot, history, txn, true);
-                    }
-                }
+            Msg::PartitionReply { partition, message } => {
+                self.gateway_step(gateway, GatewayInput::Partition { partition, message })
             }
-            Msg::SingleReply { id, values } => {
-                let slot = (id.client % SLOTS_MAX) as usize;
-                if let Some(SlotOp::Single {
-                    history, id: own, ..
-                }) = &self.gateways[gateway].slots[slot]
-                {
-                    if *own == id {
-                        let history = *history;
-                        self.finish(gateway, slot, history, values);
-                    }
-                }
-            }
+            Msg::PartitionReleased {
+                partition,
+                client,
+                number,
+                result,
+            } => self.gateway_step(
+                gateway,
+                GatewayInput::Released {
+                    partition,
+                    client,
+                    number,
+                    result,
+                },
+            ),
             Msg::MultiAnswer {
                 sequence,
                 partition,
@@ -2020,14 +1513,7 @@ impl BypassSimulation {
                 self.router.down_until = None;
                 self.start_router();
             }
-            if self.replicated() {
-                self.member_faults();
-            }
-            for partition in &mut self.partitions {
-                if partition.down_until.take().is_some() {
-                    partition.released_sent = 0; // A new primary's driver.
-                }
-            }
+            self.member_faults();
             return;
         }
         match self.router.down_until {
@@ -2065,36 +1551,7 @@ impl BypassSimulation {
                 },
             );
         }
-        if self.replicated() {
-            self.member_faults();
-            return;
-        }
-        for index in 0..self.partitions.len() {
-            match self.partitions[index].down_until {
-                Some(until) if self.now >= until => {
-                    self.partitions[index].down_until = None;
-                    self.partitions[index].released_sent = 0; // A new primary's driver.
-                }
-                Some(_) => {}
-                None => {
-                    if self
-                        .prng
-                        .chance(self.options.partition_crash_per_10000, 10_000)
-                    {
-                        self.stats.partition_crashes += 1;
-                        let until = self.now + self.prng.range_inclusive(20, 200);
-                        self.partitions[index].down_until = Some(until);
-                        // `skyros`: the new primary keeps only the acknowledged puts.
-                        self.partitions[index]
-                            .pending
-                            .retain(|pending| pending.acknowledged);
-                        for pending in &mut self.partitions[index].pending {
-                            pending.inherited = true;
-                        }
-                    }
-                }
-            }
-        }
+        self.member_faults();
     }
 
     /// For the liveness report: each partition with something still under way.
@@ -2103,27 +1560,29 @@ impl BypassSimulation {
         for (index, partition) in self.partitions.iter().enumerate() {
             let machine = self.machine(index);
             let outgoing = machine.outgoing().count();
-            if machine.installing().is_empty()
-                && machine.deferred() == 0
-                && outgoing == 0
-                && partition.pending.is_empty()
-            {
+            if machine.installing().is_empty() && machine.deferred() == 0 && outgoing == 0 {
                 continue;
             }
             report.push_str(&format!(
-                "[{} installing {:?} deferred {} outgoing {} pending {} (commit at {}, down until \
-                 {:?}) version {}] ",
+                "[{} installing {:?} deferred {} outgoing {} version {}] ",
                 partition.id.0,
                 machine.installing(),
                 machine.deferred(),
                 outgoing,
-                partition.pending.len(),
-                partition.commit_at,
-                partition.down_until,
                 machine.version().0
             ));
         }
         report.push_str(&self.members_report());
+        for (index, node) in self.gateways.iter().enumerate() {
+            for slot in node.slots.iter().flatten() {
+                let SlotOp::Multi { history, .. } = slot;
+                let phase = node.gateway.describe(*history as u64);
+                report.push_str(&format!(
+                    "gateway {index} command {history}: {} ",
+                    phase.unwrap_or_else(|| "not pending".to_string())
+                ));
+            }
+        }
         report
     }
 
@@ -2134,18 +1593,13 @@ impl BypassSimulation {
             })
             && self.router.state.unstable().is_empty()
             && self.reconfiguring.is_none()
-            && self
-                .partitions
-                .iter()
-                .enumerate()
-                .all(|(index, partition)| {
-                    let machine = self.machine(index);
-                    machine.rules().waiting() == 0
-                        && machine.installing().is_empty()
-                        && machine.deferred() == 0
-                        && machine.outgoing().next().is_none()
-                        && partition.pending.is_empty()
-                })
+            && self.partitions.iter().enumerate().all(|(index, _)| {
+                let machine = self.machine(index);
+                machine.rules().waiting() == 0
+                    && machine.installing().is_empty()
+                    && machine.deferred() == 0
+                    && machine.outgoing().next().is_none()
+            })
             && self.members_settled()
     }
 
@@ -2246,20 +1700,11 @@ impl BypassSimulation {
                 let (to, message) = entry.remove();
                 self.deliver(to, message);
             }
-            if self.replicated() {
-                self.tick_members();
-            } else if self.options.reconfigure_per_10000 > 0 && self.now.is_multiple_of(20) {
-                for index in 0..self.partitions.len() {
-                    if self.partitions[index].down_until.is_none() {
-                        self.send_copies(index);
-                    }
-                }
-            }
+            self.tick_members();
             if self.router.forwarder.is_some() {
                 self.router_input(ForwarderInput::Tick);
                 self.report_watermark(WatermarkInput::Tick);
             }
-            self.skyros_commit();
             for gateway in 0..self.gateways.len() {
                 self.gateway_tick(gateway);
             }
@@ -2269,6 +1714,12 @@ impl BypassSimulation {
         }
         self.stats.ticks = self.now;
         self.stats.operations = self.history.invocations.len();
+        self.stats.fast_acks = self
+            .gateways
+            .iter()
+            .map(|node| node.gateway.stats().nilext_fast)
+            .sum();
+        self.stats.gate_refusals = self.members_nilext_refused();
         self.stats.held = (0..self.partitions.len())
             .map(|index| self.machine(index).rules().stats().held)
             .sum();
@@ -2310,11 +1761,7 @@ impl BypassSimulation {
                     self.on_router(message);
                 }
             }
-            Node::Partition(index) => {
-                if self.partitions[index].down_until.is_none() {
-                    self.on_partition(index, message);
-                }
-            }
+            Node::Partition(_) => unreachable!("`send` addresses a group's members"),
             Node::Member(index, member) => self.on_member(index, member, message),
             Node::Gateway(index) => self.on_gateway(index, message),
         }
@@ -2330,14 +1777,14 @@ fn message_code(message: &Msg) -> u64 {
         Msg::StableSet(_) => 5,
         Msg::Deliver(_) => 6,
         Msg::Confirm { .. } => 7,
-        Msg::Single { .. } => 8,
-        Msg::SingleReply { .. } => 9,
         Msg::Recall { .. } => 10,
         Msg::MultiAnswer { .. } => 11,
-        Msg::SingleMoved { .. } => 12,
         Msg::Copy { .. } => 13,
         Msg::CopyAck { .. } => 14,
         Msg::Vr { .. } => 15,
+        Msg::PartitionRequest { .. } => 16,
+        Msg::PartitionReply { .. } => 17,
+        Msg::PartitionReleased { .. } => 18,
     }
 }
 

@@ -14,13 +14,13 @@
 //! with Rubberband) only pauses: with memory durability its crash would lose the group.
 
 use super::{
-    decode_values, partition_of, BypassCanary, BypassSimulation, Msg, Node, SimData, GATEWAY_BASE,
-    SLOTS_MAX,
+    decode_values, partition_of, BypassCanary, BypassOptions, BypassSimulation, Msg, Node, SimData,
+    GATEWAY_BASE, LANE_CLIENT_BASE, LANE_GATEWAY_SHIFT, LANE_RETRY_TICKS,
 };
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
-    Delivery, OperationId, PartitionMachine, PartitionOperation, PartitionQuery, PartitionResult,
-    Released,
+    BypassSettings, Delivery, Gateway, PartitionMachine, PartitionOperation, PartitionQuery,
+    PartitionResult, Released,
 };
 use placement::{ConfigChange, ConfigVersion, Groups, ProcessId};
 use std::collections::VecDeque;
@@ -54,8 +54,18 @@ impl Member {
 }
 
 /// The group members' VR configuration.
-pub(super) fn group_config(members: u8, heartbeat_ticks: u64, timeout_ticks: u64) -> vr::Config {
+pub(super) fn group_config(options: &BypassOptions, members: u8) -> vr::Config {
+    let (heartbeat_ticks, timeout_ticks) =
+        (options.group_heartbeat_ticks, options.group_timeout_ticks);
     let mut config = vr::Config::new(members, vr::Durability::Memory);
+    if options.skyros {
+        config.protocol = vr::Protocol::Skyros;
+    }
+    config.canary = match options.canary {
+        Some(BypassCanary::GroupCommitWithoutQuorum) => Some(vr::Canary::CommitWithoutQuorum),
+        Some(BypassCanary::SkyrosGateIgnored) => Some(vr::Canary::NilextGateIgnored),
+        _ => None,
+    };
     config.heartbeat_ticks = heartbeat_ticks;
     config.primary_timeout_ticks = timeout_ticks;
     config.view_change_timeout_ticks = timeout_ticks;
@@ -78,13 +88,46 @@ pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) 
         .collect()
 }
 
-impl BypassSimulation {
-    /// Whether partition groups are real replicas (every `vr` seed; `skyros` partitions keep
-    /// the atomic abstraction of `bypass.rs` for now).
-    pub(super) fn replicated(&self) -> bool {
-        !self.options.skyros
+/// A gateway of the replicated mode takes the router bypass itself, as the runtime's do
+/// (`Gateway::with_bypass`, with regrouping at replication 3): a transaction whose keys lie in
+/// one group goes to its members as a lane's VR request.
+pub(super) fn with_bypass(
+    gateway: Gateway<i64>,
+    options: &BypassOptions,
+    index: usize,
+    groups: &std::collections::BTreeMap<ProcessId, u8>,
+) -> Gateway<i64> {
+    let settings = BypassSettings {
+        groups: groups.clone(),
+        lanes: options.slots as u32,
+        client_base: LANE_CLIENT_BASE + ((index as u64) << LANE_GATEWAY_SHIFT),
+        retry_ticks: LANE_RETRY_TICKS,
+    };
+    let decode: ecast::BypassDecode<i64> = |bytes| decode_values(bytes);
+    let mut gateway = gateway.with_bypass(settings, decode);
+    if options.replication > 1 {
+        gateway = gateway.with_regrouping(1 << 16);
     }
+    if options.skyros {
+        // A put (writes only) is a nilext write: its execution answers no values.
+        let nilext: ecast::BypassNilext = |payload| {
+            let txn: super::Txn = postcard::from_bytes(payload).ok()?;
+            let nilext = txn.reads.is_empty() && txn.adds.is_empty() && !txn.writes.is_empty();
+            nilext.then(|| postcard::to_allocvec(&super::Values::new()).expect("serialises"))
+        };
+        gateway = gateway.with_skyros(nilext);
+    }
+    gateway
+}
 
+/// The gateway whose lane `client` is, if it is a lane.
+fn lane_gateway(client: ClientId) -> Option<usize> {
+    let offset = client.0.checked_sub(LANE_CLIENT_BASE)?;
+    let gateway = offset >> LANE_GATEWAY_SHIFT;
+    (gateway < 1 << 16).then_some(gateway as usize)
+}
+
+impl BypassSimulation {
     /// The machine that stands for group `index` in checks: the most advanced up member's
     /// (by executed ops), or in the abstract mode the group's one machine.
     pub(super) fn machine(&self, index: usize) -> &PartitionMachine<SimData> {
@@ -93,7 +136,7 @@ impl BypassSimulation {
             .iter()
             .filter_map(|member| member.replica.as_ref())
             .max_by_key(|replica| (replica.commit_min(), std::cmp::Reverse(replica.index())))
-            .map_or(&node.machine, |replica| replica.state_machine())
+            .map_or(&node.initial, |replica| replica.state_machine())
     }
 
     /// How group `index` cuts its holdings at a keyspace message.
@@ -116,6 +159,9 @@ impl BypassSimulation {
         }
         match message {
             Msg::Vr { message } => self.step_member(index, member, Input::Message(message)),
+            Msg::PartitionRequest { request } => {
+                self.step_member(index, member, Input::Message(Message::Request(request)))
+            }
             Msg::Deliver(deliveries) => self.member_deliver(index, member, deliveries),
             Msg::Watermark(watermark) => {
                 let Some(duty) = self.duty_mut(index, member) else {
@@ -146,20 +192,6 @@ impl BypassSimulation {
                     };
                     self.step_member(index, member, Input::Message(Message::Request(request)));
                 }
-            }
-            Msg::Single { id, txn } => {
-                let operation = PartitionOperation::Single {
-                    client: id.client,
-                    number: id.number,
-                    operation: postcard::to_allocvec(&txn).expect("a txn serialises"),
-                };
-                let request = Request {
-                    client: ClientId(id.client),
-                    request: RequestNumber(id.number),
-                    kind: RequestKind::Write,
-                    operation: operation.encode(),
-                };
-                self.step_member(index, member, Input::Message(Message::Request(request)));
             }
             Msg::Recall {
                 timestamp,
@@ -359,10 +391,23 @@ impl BypassSimulation {
             .duty
             .as_ref()
             .is_some_and(|duty| duty.client() == client);
-        let Message::Reply(reply) = message else {
-            return; // NotPrimary and the like: the gateway retries.
+        if !own {
+            if let Some(gateway) = lane_gateway(client) {
+                let partition = self.partitions[index].id;
+                self.send(
+                    Node::Member(index, member),
+                    Node::Gateway(gateway),
+                    Msg::PartitionReply { partition, message },
+                );
+                return;
+            }
+        }
+        // Else a former duty's request (committed after a view change) or the per-message
+        // canary's: nothing to do.
+        let (true, Message::Reply(reply)) = (own, message) else {
+            return;
         };
-        if own {
+        {
             let process = self.partitions[index].id;
             let duty = self.duty_mut(index, member).expect("checked above");
             match duty.on_reply(&reply) {
@@ -395,51 +440,6 @@ impl BypassSimulation {
                     ),
                 }),
             }
-            return;
-        }
-        if client.0 >= STABLE_CLIENT_BASE {
-            return; // The per-message canary's own requests.
-        }
-        self.single_reply(index, member, reply);
-    }
-
-    /// A gateway's single-partition request was answered by the group.
-    fn single_reply(&mut self, index: usize, member: u8, reply: Reply) {
-        let id = OperationId {
-            client: reply.client.0,
-            number: reply.request.0,
-        };
-        let gateway = Node::Gateway((id.client / SLOTS_MAX) as usize);
-        let mut result = PartitionResult::decode(&reply.result);
-        if result == PartitionResult::Held {
-            // Held: its result is released when it executes; a retry answered `Held` by the
-            // client table asks for it (the gateway's `Result` query on the read path).
-            let query = PartitionOperation::Query(PartitionQuery::Result {
-                client: id.client,
-                number: id.number,
-            });
-            result =
-                PartitionResult::decode(&self.member_machine(index, member).query(&query.encode()));
-        }
-        match result {
-            PartitionResult::Executed(bytes) => {
-                if let Some(values) = decode_values(&bytes) {
-                    self.send(
-                        Node::Member(index, member),
-                        gateway,
-                        Msg::SingleReply { id, values },
-                    );
-                }
-            }
-            PartitionResult::Moved => {
-                self.stats.moved += 1;
-                self.send(
-                    Node::Member(index, member),
-                    gateway,
-                    Msg::SingleMoved { id },
-                );
-            }
-            _ => {}
         }
     }
 
@@ -451,6 +451,7 @@ impl BypassSimulation {
         let (Some(replica), Some(duty)) = (slot.replica.as_ref(), slot.duty.as_mut()) else {
             return;
         };
+        let replica_view = replica.view();
         let released: Vec<(u64, Released)> = duty
             .released(replica.state_machine())
             .into_iter()
@@ -464,17 +465,34 @@ impl BypassSimulation {
                     number,
                     result,
                 } => {
-                    let id = OperationId { client, number };
-                    if let Some(values) = decode_values(&result) {
-                        let gateway = Node::Gateway((client / SLOTS_MAX) as usize);
-                        self.send(from, gateway, Msg::SingleReply { id, values });
-                    }
+                    let Some(gateway) = lane_gateway(ClientId(client)) else {
+                        continue;
+                    };
+                    let released = Msg::PartitionReleased {
+                        partition: id,
+                        client: ClientId(client),
+                        number: RequestNumber(number),
+                        result,
+                    };
+                    self.send(from, Node::Gateway(gateway), released);
                 }
                 Released::Moved { client, number } => {
+                    // Answered as the lane's VR reply would be, so that the gateway re-plans.
                     self.stats.moved += 1;
-                    let id = OperationId { client, number };
-                    let gateway = Node::Gateway((client / SLOTS_MAX) as usize);
-                    self.send(from, gateway, Msg::SingleMoved { id });
+                    let Some(gateway) = lane_gateway(ClientId(client)) else {
+                        continue;
+                    };
+                    let reply = Reply {
+                        view: replica_view,
+                        client: ClientId(client),
+                        request: RequestNumber(number),
+                        result: PartitionResult::Moved.encode(),
+                    };
+                    let message = Msg::PartitionReply {
+                        partition: id,
+                        message: Message::Reply(reply),
+                    };
+                    self.send(from, Node::Gateway(gateway), message);
                 }
                 Released::Answer {
                     sender,
@@ -688,6 +706,16 @@ impl BypassSimulation {
             }
         }
         report
+    }
+
+    /// `skyros` partitions: nilext writes the members' nilext gates refused (as primaries).
+    pub(super) fn members_nilext_refused(&self) -> u64 {
+        self.partitions
+            .iter()
+            .flat_map(|node| &node.members)
+            .filter_map(|member| member.replica.as_ref())
+            .map(|replica| replica.stats().skyros_nilext_refused)
+            .sum()
     }
 
     /// Whether every member of every group is up and has executed what its group committed.
