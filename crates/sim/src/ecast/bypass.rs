@@ -159,7 +159,11 @@ pub struct BypassOptions {
     /// `skyros` partitions (`--partitions skyros`): the groups run Skyros and puts are nilext
     /// writes, acknowledged before they are ordered when the primary's nilext gate allows it.
     pub skyros: bool,
-    /// The partition groups' VR heartbeat and primary timeout, in ticks (replicated mode).
+    /// `skyros` partitions with Skyros-Comm (`Gateway::with_skyros_comm`): a write that is
+    /// not nilext goes to every member too, and completes in one round trip on the primary's
+    /// preview. Drawn on half the seeds (it has an effect only with `skyros`).
+    pub skyros_comm: bool,
+    /// The partition groups' VR heartbeat and primary timeout, in ticks.
     pub group_heartbeat_ticks: u64,
     pub group_timeout_ticks: u64,
     pub canary: Option<BypassCanary>,
@@ -225,6 +229,7 @@ impl BypassOptions {
             standbys: 0,
             replication: 1,
             skyros: false,
+            skyros_comm: false,
             group_heartbeat_ticks: 10,
             group_timeout_ticks: 100,
             canary: None,
@@ -250,6 +255,7 @@ impl BypassOptions {
         let mut prng = Prng::new(self.seed ^ 0x6a0f_7e11_9a0f_7e11);
         self.group_heartbeat_ticks = prng.range_inclusive(5, 15);
         self.group_timeout_ticks = self.group_heartbeat_ticks * prng.range_inclusive(4, 10);
+        self.skyros_comm = prng.percent(50);
         self
     }
 
@@ -354,7 +360,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={}{}{}",
+             group_heartbeat={} group_timeout={}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -378,6 +384,7 @@ impl BypassOptions {
             self.group_heartbeat_ticks,
             self.group_timeout_ticks,
             if self.skyros { " skyros" } else { "" },
+            if self.skyros && self.skyros_comm { " comm" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
@@ -396,6 +403,8 @@ pub struct BypassStats {
     /// `skyros`: puts acknowledged before they were ordered, and puts the gate refused.
     pub fast_acks: u64,
     pub gate_refusals: u64,
+    /// Skyros-Comm: writes that completed in one round trip on the primary's preview.
+    pub comm_fast: u64,
     pub admitted: u64,
     pub messages_sent: u64,
     pub messages_dropped: u64,
@@ -549,6 +558,16 @@ impl PartitionData for SimData {
             Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
             Err(_) => KeySet::Unknown,
         }
+    }
+
+    fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        let mut copy = self.data.clone();
+        let txn = postcard::from_bytes::<Txn>(operation).ok()?;
+        let accounts = self.accounts;
+        let values = txn.execute(&mut copy, |key| {
+            bypass_checkers::initial_value(accounts, key)
+        });
+        Some(postcard::to_allocvec(&values).expect("values serialise"))
     }
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
@@ -1720,6 +1739,11 @@ impl BypassSimulation {
             .map(|node| node.gateway.stats().nilext_fast)
             .sum();
         self.stats.gate_refusals = self.members_nilext_refused();
+        self.stats.comm_fast = self
+            .gateways
+            .iter()
+            .map(|node| node.gateway.stats().comm_fast)
+            .sum();
         self.stats.held = (0..self.partitions.len())
             .map(|index| self.machine(index).rules().stats().held)
             .sum();

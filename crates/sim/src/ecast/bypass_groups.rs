@@ -116,6 +116,9 @@ pub(super) fn with_bypass(
             nilext.then(|| postcard::to_allocvec(&super::Values::new()).expect("serialises"))
         };
         gateway = gateway.with_skyros(nilext);
+        if options.skyros_comm {
+            gateway = gateway.with_skyros_comm();
+        }
     }
     gateway
 }
