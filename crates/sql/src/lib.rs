@@ -142,6 +142,8 @@ pub mod types;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod join_tests;
+#[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
 mod tests;

@@ -133,10 +133,7 @@ impl Execution {
     ) -> Option<Result<StatementResult, SqlError>> {
         // The query itself sends one operation (none when the gateway holds its rows): any
         // more are subquery tables. Checked first, so plain queries are not cloned.
-        let own = match plan.source {
-            Source::Rows(_) => 0,
-            Source::Engine { .. } | Source::EngineGroups => 1,
-        };
+        let own = plan.source.operation_count();
         if self.operations.len() <= own {
             return None;
         }
@@ -308,6 +305,7 @@ impl QueryPlan {
                 });
                 rows
             }
+            Source::Join(join) => join.rows_from_outputs(outputs)?,
             Source::EngineGroups => {
                 return Err(SqlError::new(
                     sqlstate::INTERNAL_ERROR,

@@ -690,6 +690,7 @@ fn virtual_scope(qualifier: &str, columns: Vec<(String, DataType)>) -> Scope {
                 name,
                 data_type,
                 virtual_catalog: true,
+                hidden: false,
             })
             .collect(),
     )
@@ -1051,6 +1052,7 @@ pub fn expand_set_returning(
             name: name.to_string(),
             data_type: INT4,
             virtual_catalog: true,
+            hidden: false,
         });
     }
     Ok(())
@@ -1111,6 +1113,7 @@ pub fn subquery(
     let scope = Scope {
         columns,
         outer_start: Some(outer_start),
+        star: None,
     };
     let mut compiler = Compiler {
         scope: &scope,

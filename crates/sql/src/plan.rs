@@ -46,6 +46,8 @@ use engine::{
 use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
+pub mod join;
+
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Routing {
@@ -213,6 +215,21 @@ pub enum Source {
     EngineGroups,
     /// Rows the gateway already holds (no FROM, or the virtual catalog).
     Rows(Vec<Vec<Value>>),
+    /// `Output::Rows` of every column of each joined table (one operation per table, in FROM
+    /// order), joined at the gateway (`join::JoinPlan`).
+    Join(Box<join::JoinPlan>),
+}
+
+impl Source {
+    /// How many of the statement's first operations the query's own input (the rest read
+    /// subquery tables).
+    pub fn operation_count(&self) -> usize {
+        match self {
+            Source::Rows(_) => 0,
+            Source::Engine { .. } | Source::EngineGroups => 1,
+            Source::Join(join) => join.relations.len(),
+        }
+    }
 }
 
 /// GROUP BY and aggregates.
@@ -499,10 +516,7 @@ impl Planner<'_, '_> {
                 };
                 let execution = self.query(&query)?;
                 let own = match &execution.finish {
-                    Finish::Query(plan) => match plan.source {
-                        Source::Rows(_) => 0,
-                        _ => 1,
-                    },
+                    Finish::Query(plan) => plan.source.operation_count(),
                     _ => 1,
                 };
                 if execution.operations.len() > own {
@@ -568,6 +582,9 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported(
                 "SELECT INTO, TOP, WINDOW and QUALIFY",
             ));
+        }
+        if join::is_user_join(&select.from)? {
+            return self.join_query(select, query);
         }
         let (mut source, mut scope, table) = self.from(&select.from, select.selection.as_ref())?;
         if let Source::Rows(rows) = &mut source {
@@ -973,10 +990,16 @@ impl Planner<'_, '_> {
                             _ => None,
                         };
                         let mut any = false;
-                        for (position, column) in scope.columns.iter().enumerate() {
+                        let order: Vec<usize> = match (&qualifier, &scope.star) {
+                            (None, Some(star)) => star.clone(),
+                            _ => (0..scope.columns.len()).collect(),
+                        };
+                        for position in order {
+                            let column = &scope.columns[position];
                             if qualifier
                                 .as_ref()
                                 .is_some_and(|qualifier| column.table.as_ref() != Some(qualifier))
+                                || (qualifier.is_none() && column.hidden)
                                 || (column.name == ROW_ID_COLUMN && !column.virtual_catalog)
                             {
                                 continue;
@@ -992,7 +1015,6 @@ impl Planner<'_, '_> {
                                     .map(|part| ast::Ident::with_quote('"', part))
                                     .collect(),
                             );
-                            let _ = position;
                             projection.push(compiler.compile(&expr, None)?);
                             names.push(column.name.clone());
                         }
@@ -1804,8 +1826,12 @@ impl Planner<'_, '_> {
                     Source::Engine { .. } => "rows from the partitions in primary key order",
                     Source::EngineGroups => "aggregate partials from the partitions by group",
                     Source::Rows(_) => "nothing (rows computed at the gateway)",
+                    Source::Join(_) => "the rows of each joined table from the partitions",
                 }
             ));
+            if let Source::Join(join) = &plan.source {
+                steps.push(join.describe());
+            }
             if plan.residual.is_some() {
                 steps.push(
                     "Gateway: filter rows by the conditions the engine cannot evaluate".into(),
@@ -2281,11 +2307,13 @@ fn table_option_pairs(
 pub(crate) fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
     Scope {
         outer_start: None,
+        star: None,
         columns: schema
             .columns
             .iter()
             .map(|column| ScopeColumn {
                 virtual_catalog: false,
+                hidden: false,
                 table: Some(qualifier.to_string()),
                 name: column.name.clone(),
                 data_type: column.data_type,

@@ -1144,8 +1144,8 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
     let mut cluster = people(1);
     cluster.tag("CREATE TABLE other (id INT PRIMARY KEY)");
     for sql in [
-        "SELECT * FROM people JOIN other ON people.id = other.id",
-        "SELECT * FROM people, other",
+        "SELECT * FROM people JOIN LATERAL (SELECT 1) AS x ON true",
+        "SELECT * FROM people NATURAL JOIN pg_class",
         "SELECT * FROM people WHERE id IN (SELECT DISTINCT id FROM other)",
         "SELECT id FROM people UNION SELECT id FROM other ORDER BY 1",
         "WITH x AS (SELECT 1) SELECT * FROM x",
