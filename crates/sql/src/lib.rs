@@ -29,6 +29,7 @@
 //! |---|---|
 //! | `parse` | `parse`, limits (`QUERY_BYTES_MAX`, `RECURSION_LIMIT`), `$n` counting, session statements |
 //! | `plan` | the planner: `Plan`, `Execution`, `Routing`, `QueryPlan`; WHERE pushdown and its residual rule |
+//! | `plan::join` | joins of user tables: the join tree, pushdown per table, hash join and nested loop at the gateway |
 //! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
 //! | `session` | `Session`: SET/SHOW/RESET/DISCARD, COMMIT/ROLLBACK outside a block (autocommit) |
@@ -63,7 +64,7 @@
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
 //! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
-//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
+//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
@@ -78,8 +79,13 @@
 //! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
 //! aggregates: the table is read in the same batch and the gateway evaluates them per row.
 //!
+//! Joins of user tables (comma lists, INNER/CROSS/LEFT/RIGHT/FULL, ON, USING, NATURAL,
+//! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
+//! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
+//!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), joins of user tables, other subqueries, ORDER BY/LIMIT on
+//! (interactive transactions), LATERAL, derived tables and catalog tables in joins of user
+//! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
