@@ -1754,17 +1754,21 @@ impl Planner<'_, '_> {
             ));
         }
         let entry = self.entry(&create.table_name)?;
-        let [column] = create.columns.as_slice() else {
-            return Err(SqlError::unsupported("indexes on several columns"));
-        };
-        let Expr::Identifier(ident) = &column.column.expr else {
-            return Err(SqlError::unsupported("indexes on expressions"));
-        };
-        let column = ident_name(ident);
-        entry.schema.column_position(&column)?;
+        let mut columns = Vec::with_capacity(create.columns.len());
+        for column in &create.columns {
+            let Expr::Identifier(ident) = &column.column.expr else {
+                return Err(SqlError::unsupported("indexes on expressions"));
+            };
+            let column = ident_name(ident);
+            entry.schema.column_position(&column)?;
+            columns.push(column);
+        }
+        if columns.is_empty() {
+            return Err(SqlError::syntax("an index needs at least one column"));
+        }
         let name = match &create.name {
             Some(name) => object_name_parts(name)?.last().cloned().unwrap_or_default(),
-            None => format!("{}_{column}_idx", entry.schema.name),
+            None => format!("{}_{}_idx", entry.schema.name, columns.join("_")),
         };
         if create.if_not_exists && entry.indexes.iter().any(|(index, _)| *index == name) {
             return Ok(Plan::Execute(Execution {
@@ -1775,10 +1779,18 @@ impl Planner<'_, '_> {
             }));
         }
         Ok(Plan::Execute(Execution {
-            operations: vec![Operation::CreateIndex {
-                name,
-                table: entry.schema.name.clone(),
-                column,
+            operations: vec![if columns.len() == 1 {
+                Operation::CreateIndex {
+                    name,
+                    table: entry.schema.name.clone(),
+                    column: columns.remove(0),
+                }
+            } else {
+                Operation::CreateIndexOn {
+                    name,
+                    table: entry.schema.name.clone(),
+                    columns,
+                }
             }],
             routing: Routing::Every,
             finish: Finish::Command(CommandKind::CreateIndex),
