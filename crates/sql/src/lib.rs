@@ -73,7 +73,9 @@
 //! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
 //! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
 //! are evaluated per row by every replica, each reading the row before the statement; type
-//! errors 42883/42804 are refused at planning), DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
+//! errors 42883/42804 are refused at planning), DELETE … WHERE …, TRUNCATE [TABLE] t [, …]
+//! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
+//! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!

@@ -190,6 +190,7 @@ fn command_tag(kind: CommandKind, outputs: &[Output]) -> String {
         CommandKind::Update => format!("UPDATE {count}"),
         CommandKind::Delete => format!("DELETE {count}"),
         CommandKind::Copy => format!("COPY {count}"),
+        CommandKind::Truncate => "TRUNCATE TABLE".into(),
     }
 }
 

@@ -203,6 +203,7 @@ pub enum CommandKind {
     Update,
     Delete,
     Copy,
+    Truncate,
 }
 
 /// Where a query's input rows come from.
@@ -399,6 +400,7 @@ impl Planner<'_, '_> {
             Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
             Statement::CreateTable(create) => self.create_table(create),
             Statement::CreateIndex(create) => self.create_index(create),
+            Statement::Truncate(truncate) => self.truncate(truncate).map(Plan::Execute),
             Statement::Drop {
                 object_type,
                 if_exists,
@@ -1539,6 +1541,46 @@ impl Planner<'_, '_> {
             operations: vec![operation],
             routing,
             finish: Finish::Command(CommandKind::Update),
+            created_table: None,
+        })
+    }
+
+    /// TRUNCATE [TABLE] [ONLY] t [, …] [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT]: a
+    /// DELETE of every row of each table, in one batch to every partition. RESTART IDENTITY and
+    /// CASCADE do exactly what PostgreSQL does here: no table owns a sequence and none is
+    /// referenced by a foreign key, so there is nothing more to restart or truncate.
+    fn truncate(&mut self, truncate: &ast::Truncate) -> Result<Execution, SqlError> {
+        if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
+            return Err(SqlError::unsupported("TRUNCATE … PARTITION and ON CLUSTER"));
+        }
+        let mut operations = Vec::with_capacity(truncate.table_names.len());
+        for target in &truncate.table_names {
+            let table = match self.entry(&target.name) {
+                Ok(entry) => entry.schema.name,
+                Err(error) if truncate.if_exists && error.code == sqlstate::UNDEFINED_TABLE => {
+                    continue
+                }
+                Err(error) => return Err(error),
+            };
+            if operations
+                .iter()
+                .any(|operation: &Operation| operation.table_name() == table)
+            {
+                continue;
+            }
+            operations.push(Operation::Delete {
+                table,
+                predicate: None,
+            });
+        }
+        Ok(Execution {
+            routing: if operations.is_empty() {
+                Routing::None
+            } else {
+                Routing::Every
+            },
+            operations,
+            finish: Finish::Command(CommandKind::Truncate),
             created_table: None,
         })
     }

@@ -737,6 +737,28 @@ fn create_table_parses_types_constraints_and_placement_options() {
 }
 
 #[test]
+fn truncate_empties_every_partition_of_each_table_named() {
+    let mut cluster = people(3);
+    cluster.tag("CREATE TABLE other (id INT PRIMARY KEY)");
+    cluster.tag("INSERT INTO other VALUES (1), (2), (3)");
+    assert_eq!(
+        cluster.tag("TRUNCATE TABLE people, ONLY other RESTART IDENTITY CASCADE"),
+        "TRUNCATE TABLE"
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM people, other"),
+        vec![vec![big(0)]]
+    );
+    assert_eq!(cluster.error("TRUNCATE nope").code, "42P01");
+    assert_eq!(cluster.tag("INSERT INTO other VALUES (4)"), "INSERT 0 1");
+    assert_eq!(cluster.tag("TRUNCATE other"), "TRUNCATE TABLE");
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM other"),
+        vec![vec![big(0)]]
+    );
+}
+
+#[test]
 fn create_index_and_drop_table() {
     let mut cluster = people(2);
     assert_eq!(

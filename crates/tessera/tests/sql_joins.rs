@@ -6,7 +6,8 @@
 //! partitions); inner, comma, outer, USING and three-way joins, with aggregates, GROUP BY,
 //! ORDER BY and LIMIT over them, answer what PostgreSQL answers on the same rows (computed
 //! here); EXPLAIN of a join shows every partition reached and each table's pushed predicate;
-//! PostgreSQL's errors for ambiguous and mistyped join columns;
+//! PostgreSQL's errors for ambiguous and mistyped join columns; TRUNCATE of two tables
+//! empties every partition;
 //! (b) a self-join reads both sides at one point of the order: while one-shot UPDATEs change
 //! every row of a table across all partitions at once, a join comparing neighbouring rows never
 //! sees two versions.
@@ -197,6 +198,30 @@ fn joins_of_tables_spread_over_partitions_answer_what_postgresql_answers() {
     assert!(
         mistyped.contains("operator does not exist: text = bigint"),
         "{mistyped}"
+    );
+
+    // TRUNCATE empties both tables on every partition; the join then finds nothing.
+    assert_eq!(
+        psql_ok(pg[1], &["TRUNCATE TABLE emp, dept"]),
+        "",
+        "psql -q prints nothing for TRUNCATE TABLE"
+    );
+    assert_eq!(
+        psql_ok(
+            pg[2],
+            &[
+                "SELECT (SELECT count(*) FROM emp), (SELECT count(*) FROM dept), \
+               (SELECT count(*) FROM site)"
+            ]
+        ),
+        "0|0|4"
+    );
+    assert_eq!(
+        psql_ok(
+            pg[0],
+            &["SELECT count(*) FROM emp e JOIN dept d ON e.dept = d.id"]
+        ),
+        "0"
     );
     drop(cluster);
 }
