@@ -64,7 +64,9 @@
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
 //! leading column, see `engine::Operation::CreateIndexOn`),
-//! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
+//! INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
+//! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
+//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
@@ -91,7 +93,8 @@
 //! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
-//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
+//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING on UPDATE and
+//! DELETE, on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
 //! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
@@ -266,6 +269,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::SetOperation(set),
             ..
         }) => set.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Returning(returning),
+            ..
+        }) => returning.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

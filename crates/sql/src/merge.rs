@@ -47,6 +47,30 @@ impl Execution {
             }),
             Finish::Query(plan) => plan.finish(outputs),
             Finish::SetOperation(_) => unreachable!("finished above"),
+            Finish::Returning(returning) => {
+                let tag = command_tag(CommandKind::Insert, &outputs);
+                let inserted: u64 = outputs
+                    .iter()
+                    .map(|output| match output {
+                        Output::Inserted { count } => *count,
+                        _ => 0,
+                    })
+                    .sum();
+                if inserted != returning.rows.len() as u64 {
+                    return Err(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        format!(
+                            "INSERT … RETURNING inserted {inserted} rows, not {}",
+                            returning.rows.len()
+                        ),
+                    ));
+                }
+                Ok(StatementResult::Rows {
+                    columns: returning.columns.clone(),
+                    rows: returning.rows.clone(),
+                    tag,
+                })
+            }
         }
     }
 }

@@ -111,6 +111,15 @@ pub enum Finish {
     Query(QueryPlan),
     /// UNION / INTERSECT / EXCEPT [ALL] of queries, each finished on its own operations.
     SetOperation(SetPlan),
+    /// INSERT … RETURNING: these rows once every partition inserted its share.
+    Returning(Returning),
+}
+
+/// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Returning {
+    pub columns: Vec<OutputColumn>,
+    pub rows: Vec<Vec<Value>>,
 }
 
 /// A set operation's plan: the tree of queries and the result columns (names of the first
@@ -1231,8 +1240,12 @@ impl Planner<'_, '_> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::unsupported("INSERT INTO a table function"));
         };
-        if insert.returning.is_some() {
-            return Err(SqlError::unsupported("RETURNING"));
+        if insert.returning.is_some() && insert.on.is_some() {
+            return Err(
+                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
+                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
+                ),
+            );
         }
         if !insert.assignments.is_empty()
             || insert.partitioned.is_some()
@@ -1317,13 +1330,99 @@ impl Planner<'_, '_> {
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
+        let finish = match &insert.returning {
+            None => Finish::Command(CommandKind::Insert),
+            Some(items) => {
+                if row_id.is_some() {
+                    return Err(SqlError::unsupported(
+                        "RETURNING from a table without a primary key",
+                    )
+                    .with_hint("its hidden row ids are given after planning"));
+                }
+                let qualifier = insert
+                    .table_alias
+                    .as_ref()
+                    .map(|alias| ident_name(&alias.alias))
+                    .unwrap_or(schema.name.clone());
+                Finish::Returning(self.returning(items, schema, &qualifier, &columns, &rows)?)
+            }
+        };
         let operations =
             self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
         Ok(Execution {
             operations,
             routing,
-            finish: Finish::Command(CommandKind::Insert),
+            finish,
             created_table: None,
+        })
+    }
+
+    /// INSERT … VALUES … RETURNING: the inserted rows are the statement's constants (a plain
+    /// INSERT is atomic: every row is written or none), so the returned rows are computed here
+    /// and answered once every partition has inserted its share.
+    fn returning(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+        columns: &[usize],
+        rows: &[Vec<Value>],
+    ) -> Result<Returning, SqlError> {
+        let scope = table_scope(schema, qualifier);
+        let mut projection = Vec::new();
+        let mut names = Vec::new();
+        for item in items {
+            match item {
+                SelectItem::UnnamedExpr(expr) => {
+                    projection.push(self.compiler(&scope).compile(expr, None)?);
+                    names.push(column_name(expr));
+                }
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    projection.push(self.compiler(&scope).compile(expr, None)?);
+                    names.push(ident_name(alias));
+                }
+                SelectItem::Wildcard(_) => {
+                    for (position, column) in schema.columns.iter().enumerate() {
+                        if column.name != ROW_ID_COLUMN {
+                            projection.push(Scalar::Column(position));
+                            names.push(column.name.clone());
+                        }
+                    }
+                }
+                other => return Err(SqlError::unsupported(format!("RETURNING {other}"))),
+            }
+        }
+        let types = scope.types();
+        let output_columns: Vec<OutputColumn> = projection
+            .iter()
+            .zip(names)
+            .map(|(scalar, name)| {
+                OutputColumn::new(
+                    &name,
+                    scalar
+                        .data_type(&types)
+                        .unwrap_or(DataType::Text { length_max: None }),
+                )
+            })
+            .collect();
+        let mut returned = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut full = vec![Value::Null; schema.columns.len()];
+            for (value, column) in row.iter().zip(columns) {
+                full[*column] = value.clone();
+            }
+            let mut values = Vec::with_capacity(projection.len());
+            for (scalar, column) in projection.iter().zip(&output_columns) {
+                values.push(crate::expr::cast_value(
+                    &scalar.evaluate(&full)?,
+                    column.data_type,
+                )?);
+            }
+            returned.push(values);
+        }
+        Ok(Returning {
+            columns: output_columns,
+            rows: returned,
         })
     }
 

@@ -759,6 +759,75 @@ fn truncate_empties_every_partition_of_each_table_named() {
 }
 
 #[test]
+fn insert_returning_answers_the_inserted_rows_once_every_partition_inserted() {
+    let mut cluster = people(3);
+    match cluster.run(
+        "INSERT INTO people (id, name, age) VALUES (7, 'fay', 30), (8, 'gus', NULL) \
+         RETURNING id, upper(name) AS shout, age + 1, city",
+    ) {
+        Ok(StatementResult::Rows { columns, rows, tag }) => {
+            assert_eq!(tag, "INSERT 0 2");
+            let names: Vec<&str> = columns.iter().map(|column| column.name.as_str()).collect();
+            assert_eq!(names, ["id", "shout", "?column?", "city"]);
+            assert_eq!(
+                rows,
+                vec![
+                    vec![int(7), text("FAY"), int(31), Value::Null],
+                    vec![int(8), text("GUS"), Value::Null, Value::Null],
+                ]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cluster.rows("INSERT INTO people AS p VALUES (9, 'hal', 1, 'oslo', 0.5) RETURNING *"),
+        vec![vec![
+            int(9),
+            text("hal"),
+            int(1),
+            text("oslo"),
+            Value::Double(0.5)
+        ]]
+    );
+    // A conflict fails the whole INSERT: nothing is returned and nothing inserted.
+    assert_eq!(
+        cluster
+            .error("INSERT INTO people VALUES (10, 'ida', 1, NULL, NULL), (1, 'x', 1, NULL, NULL) RETURNING id")
+            .code,
+        "23505"
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM people WHERE id = 10"),
+        vec![vec![big(0)]]
+    );
+    assert_eq!(
+        cluster
+            .error("INSERT INTO people (id, name) VALUES (11, 'x') ON CONFLICT DO NOTHING RETURNING id")
+            .code,
+        "0A000"
+    );
+    assert_eq!(
+        cluster
+            .error("INSERT INTO people (id, name) VALUES (12, 'x') RETURNING nope")
+            .code,
+        "42703"
+    );
+    cluster.tag("CREATE TABLE bag (v INT)");
+    assert_eq!(
+        cluster.error("INSERT INTO bag VALUES (1) RETURNING v").code,
+        "0A000"
+    );
+    // Describe (extended protocol) knows the columns.
+    let prepared = prepare(
+        "INSERT INTO people (id, name) VALUES ($1, $2) RETURNING id, name",
+        &cluster.catalog,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(prepared.columns.len(), 2);
+}
+
+#[test]
 fn create_index_and_drop_table() {
     let mut cluster = people(2);
     assert_eq!(

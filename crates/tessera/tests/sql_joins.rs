@@ -6,8 +6,8 @@
 //! partitions); inner, comma, outer, USING and three-way joins, with aggregates, GROUP BY,
 //! ORDER BY and LIMIT over them, answer what PostgreSQL answers on the same rows (computed
 //! here); EXPLAIN of a join shows every partition reached and each table's pushed predicate;
-//! PostgreSQL's errors for ambiguous and mistyped join columns; TRUNCATE of two tables
-//! empties every partition;
+//! PostgreSQL's errors for ambiguous and mistyped join columns; INSERT … RETURNING over
+//! several partitions; TRUNCATE of two tables empties every partition;
 //! (b) a self-join reads both sides at one point of the order: while one-shot UPDATEs change
 //! every row of a table across all partitions at once, a join comparing neighbouring rows never
 //! sees two versions.
@@ -198,6 +198,45 @@ fn joins_of_tables_spread_over_partitions_answer_what_postgresql_answers() {
     assert!(
         mistyped.contains("operator does not exist: text = bigint"),
         "{mistyped}"
+    );
+
+    // INSERT … RETURNING answers the rows once every partition inserted its share.
+    assert_eq!(
+        psql_ok(
+            pg[2],
+            &["INSERT INTO dept VALUES (7, 'd7'), (8, 'd8'), (9, 'd9') RETURNING id, upper(name)"]
+        ),
+        "7|D7\n8|D8\n9|D9"
+    );
+    assert_eq!(
+        psql_ok(pg[0], &["SELECT count(*) FROM dept WHERE id >= 7"]),
+        "3"
+    );
+    // Through the extended protocol (Parse, Describe, Bind, Execute), with parameters.
+    let returned: Vec<(i64, String)> = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let (client, connection) = tokio_postgres::connect(
+                &format!("host=127.0.0.1 port={} user=tessera dbname=tessera", pg[1]),
+                tokio_postgres::NoTls,
+            )
+            .await
+            .unwrap();
+            tokio::spawn(connection);
+            let rows = client
+                .query(
+                    "INSERT INTO dept (id, name) VALUES ($1, $2), ($3, $4) RETURNING id, name",
+                    &[&10i64, &"d10", &11i64, &"d11"],
+                )
+                .await
+                .unwrap();
+            rows.iter().map(|row| (row.get(0), row.get(1))).collect()
+        });
+    assert_eq!(
+        returned,
+        vec![(10, "d10".to_string()), (11, "d11".to_string())]
     );
 
     // TRUNCATE empties both tables on every partition; the join then finds nothing.
