@@ -286,6 +286,53 @@ fn multi_way_joins_with_aggregates_grouping_order_and_limit() {
 }
 
 #[test]
+fn distinct_over_a_join_and_a_table_removes_duplicate_rows_before_order_and_limit() {
+    for partitions in [1, 3] {
+        let mut cluster = company(partitions);
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT DISTINCT d.name FROM emp e JOIN dept d ON e.dept = d.id ORDER BY 1 DESC"
+            ),
+            vec![vec![text("ops")], vec![text("eng")]]
+        );
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT DISTINCT dept FROM emp ORDER BY dept NULLS FIRST LIMIT 3"
+            ),
+            vec![vec![Value::Null], vec![int(1)], vec![int(2)]]
+        );
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT count(*) FROM emp e, dept d WHERE e.dept = d.id"
+            ),
+            vec![vec![Value::BigInt(3)]]
+        );
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT DISTINCT boss IS NULL, count(*) FROM dept GROUP BY boss ORDER BY 1, 2"
+            ),
+            vec![
+                vec![Value::Boolean(false), Value::BigInt(1)],
+                vec![Value::Boolean(false), Value::BigInt(2)],
+                vec![Value::Boolean(true), Value::BigInt(1)],
+            ]
+        );
+        assert_eq!(
+            error(
+                &mut cluster,
+                "SELECT DISTINCT name FROM emp ORDER BY salary"
+            )
+            .code,
+            "42P10"
+        );
+    }
+}
+
+#[test]
 fn join_errors_are_postgresqls() {
     let mut cluster = company(2);
     // Numbers of different types match by value; text and integers do not compare.

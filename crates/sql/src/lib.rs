@@ -84,6 +84,10 @@
 //! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
 //! aggregates: the table is read in the same batch and the gateway evaluates them per row.
 //!
+//! SELECT DISTINCT (one table, a join or none): duplicate projected rows, NULLs equal, are
+//! removed at the gateway before ORDER BY, OFFSET and LIMIT (42P10 when an ORDER BY expression
+//! is not in the select list, as in PostgreSQL).
+//!
 //! Joins of user tables (comma lists, INNER/CROSS/LEFT/RIGHT/FULL, ON, USING, NATURAL,
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
@@ -92,7 +96,7 @@
 //! (interactive transactions), LATERAL, derived tables and catalog tables in joins of user
 //! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
-//! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING on UPDATE and
 //! DELETE, on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique

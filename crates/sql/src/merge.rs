@@ -237,8 +237,21 @@ impl QueryPlan {
         };
         // Evaluate the projection and the sort keys, sort stably, cut, keep the projection.
         let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+        let mut seen: std::collections::BTreeSet<Vec<Value>> = Default::default();
         for row in &rows {
             let projected = evaluate_all(&self.projection, row)?;
+            // DISTINCT keeps a row's first occurrence; its sort keys are among its projected
+            // values, so equal rows sort equally and dropping the later ones is exact.
+            if self.distinct {
+                let key = projected
+                    .iter()
+                    .zip(&self.columns)
+                    .map(|(value, column)| cast_value(value, column.data_type))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if !seen.insert(key) {
+                    continue;
+                }
+            }
             let keys = self
                 .order_by
                 .iter()

@@ -271,6 +271,9 @@ pub struct QueryPlan {
     pub grouping: Option<Grouping>,
     /// Over the input row, or the grouped row when grouping.
     pub projection: Vec<Scalar>,
+    /// SELECT DISTINCT: duplicate projected rows (NULLs equal) are removed before ORDER BY,
+    /// OFFSET and LIMIT; every sort key is one of the projected expressions.
+    pub distinct: bool,
     pub order_by: Vec<SortKey>,
     pub offset: u64,
     pub limit: Option<u64>,
@@ -582,8 +585,8 @@ impl Planner<'_, '_> {
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
         };
-        if select.distinct.is_some() {
-            return Err(SqlError::unsupported("SELECT DISTINCT"));
+        if matches!(select.distinct, Some(ast::Distinct::On(_))) {
+            return Err(SqlError::unsupported("SELECT DISTINCT ON"));
         }
         if select.into.is_some()
             || select.top.is_some()
@@ -668,8 +671,10 @@ impl Planner<'_, '_> {
             _ => {
                 // Each partition may stop after offset + limit rows in key order when the
                 // gateway neither filters, groups nor sorts.
-                let pushable =
-                    plan.residual.is_none() && plan.grouping.is_none() && plan.order_by.is_empty();
+                let pushable = plan.residual.is_none()
+                    && plan.grouping.is_none()
+                    && plan.order_by.is_empty()
+                    && !plan.distinct;
                 let limit = plan
                     .limit
                     .filter(|_| pushable)
@@ -1092,12 +1097,20 @@ impl Planner<'_, '_> {
             aggregates,
             having,
         });
+        let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
+        if distinct && order_by.iter().any(|key| !projection.contains(&key.scalar)) {
+            return Err(SqlError::new(
+                sqlstate::INVALID_DEFINITION,
+                "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+            ));
+        }
         Ok(QueryPlan {
             source,
             input_types,
             residual,
             grouping,
             projection,
+            distinct,
             order_by,
             offset,
             limit,
@@ -2000,6 +2013,9 @@ impl Planner<'_, '_> {
                     steps.push("Gateway: filter groups by HAVING".into());
                 }
             }
+            if plan.distinct {
+                steps.push("Gateway: remove duplicate rows (DISTINCT)".into());
+            }
             if !plan.order_by.is_empty() {
                 steps.push(format!("Gateway: sort by {} keys", plan.order_by.len()));
             }
@@ -2338,6 +2354,7 @@ fn empty_result(names: Vec<String>) -> Execution {
                 .iter()
                 .map(|_| Scalar::Constant(Value::Null))
                 .collect(),
+            distinct: false,
             order_by: Vec::new(),
             offset: 0,
             limit: None,

@@ -1297,7 +1297,7 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
         "SELECT * FROM people WHERE id IN (SELECT DISTINCT id FROM other)",
         "SELECT id FROM people UNION SELECT id FROM other ORDER BY 1",
         "WITH x AS (SELECT 1) SELECT * FROM x",
-        "SELECT DISTINCT city FROM people",
+        "SELECT DISTINCT ON (city) city FROM people",
         "SELECT count(*) OVER () FROM people",
         "SELECT age + 1, count(*) FROM people GROUP BY age + 1",
         "DELETE FROM people WHERE id = 1 RETURNING id",

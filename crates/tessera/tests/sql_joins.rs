@@ -188,6 +188,16 @@ fn joins_of_tables_spread_over_partitions_answer_what_postgresql_answers() {
         "1|london\n2|paris\n3|london\n4|\n5|\n6|\n|rome"
     );
 
+    // DISTINCT over the join: the cities that employ someone (departments 1, 2, 3 and 7
+    // have employees and sites).
+    assert_eq!(
+        psql_ok(
+            pg[1],
+            &["SELECT DISTINCT s.city FROM emp e JOIN site s ON s.dept = e.dept ORDER BY 1"]
+        ),
+        "london\nparis\nrome"
+    );
+
     // PostgreSQL's errors.
     let ambiguous = psql(pg[0], &["SELECT id FROM emp, dept"]);
     assert!(
