@@ -333,6 +333,19 @@ fn distinct_over_a_join_and_a_table_removes_duplicate_rows_before_order_and_limi
 }
 
 #[test]
+fn a_join_inside_a_set_operation_reads_its_tables_in_the_same_batch() {
+    let mut cluster = company(3);
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT e.id FROM emp e JOIN dept d ON e.dept = d.id WHERE d.name = 'eng' \
+             UNION SELECT boss FROM dept EXCEPT SELECT 20"
+        ),
+        vec![vec![Value::Null], vec![int(10)], vec![int(11)]]
+    );
+}
+
+#[test]
 fn join_errors_are_postgresqls() {
     let mut cluster = company(2);
     // Numbers of different types match by value; text and integers do not compare.
