@@ -244,7 +244,8 @@ impl Engine {
             None => Ok(match operation {
                 Operation::CreateTable { schema } => format!("Create Table {}", schema.name),
                 Operation::DropTable { name, .. } => format!("Drop Table {name}"),
-                Operation::CreateIndex { name, table, .. } => {
+                Operation::CreateIndex { name, table, .. }
+                | Operation::CreateIndexOn { name, table, .. } => {
                     format!("Create Index {name} on {table}")
                 }
                 Operation::Insert {
@@ -294,7 +295,9 @@ impl Engine {
             for index in table.indexes.values() {
                 write(index.name.as_bytes());
                 write(&[0xff]);
-                write(&(index.column as u64).to_le_bytes());
+                for column in &index.columns {
+                    write(&(*column as u64).to_le_bytes());
+                }
             }
             write(&[0xfe]);
         }
@@ -406,6 +409,16 @@ impl Engine {
                 table.create_index(name, column)?;
                 Ok(Output::Created)
             }
+            Operation::CreateIndexOn {
+                name,
+                table,
+                columns,
+            } => {
+                self.check_name_free(name)?;
+                let table = self.table_mut(table)?;
+                table.create_index_on(name, columns)?;
+                Ok(Output::Created)
+            }
             Operation::Insert {
                 table,
                 columns,
@@ -493,8 +506,12 @@ impl Engine {
                     .map(|(key, row)| (key.clone(), row.clone()))
                     .collect();
                 for index in table.indexes.values() {
-                    let column = &table.schema.columns[index.column].name;
-                    copy.create_index(&index.name, column)
+                    let columns: Vec<String> = index
+                        .columns
+                        .iter()
+                        .map(|column| table.schema.columns[*column].name.clone())
+                        .collect();
+                    copy.create_index_on(&index.name, &columns)
                         .expect("the table's own index definitions");
                 }
                 (name.clone(), copy)

@@ -1153,3 +1153,57 @@ fn rows_copied_absorbed_and_retained_move_between_engines_with_their_indexes() {
     assert!(fresh.table("t").unwrap().indexes.contains_key("t_v"));
     assert_eq!(fresh.catalog_digest(), whole.catalog_digest());
 }
+
+#[test]
+fn an_index_on_several_columns_is_kept_on_its_leading_column_and_defined_by_all() {
+    let mut engine = engine();
+    let digest = engine.catalog_digest();
+    let index = |name: &str, columns: &[&str]| Operation::CreateIndexOn {
+        name: name.into(),
+        table: "t".into(),
+        columns: columns.iter().map(|column| column.to_string()).collect(),
+    };
+    assert_eq!(code(engine.execute(&index("t_yz", &["y", "z"]))), "42703");
+    assert_eq!(code(engine.execute(&index("t_none", &[]))), "0A000");
+    assert_eq!(
+        code(engine.execute(&index("t_x_idx", &["y", "x"]))),
+        "42P07"
+    );
+    assert_eq!(
+        engine.catalog_digest(),
+        digest,
+        "failed DDL changes nothing"
+    );
+    engine.execute(&index("t_yx", &["y", "x"])).unwrap();
+    let created = &engine.table("t").unwrap().indexes["t_yx"];
+    assert_eq!((created.column, created.columns.clone()), (2, vec![2, 1]));
+    assert_eq!(created.entries.len(), 6);
+    // The definition's other columns are part of the catalog digest.
+    let mut other = self::engine();
+    other.execute(&index("t_yx", &["y", "id"])).unwrap();
+    assert_ne!(engine.catalog_digest(), other.catalog_digest());
+    // Writes keep it exact; lookups on the leading column use it.
+    engine
+        .execute(&Operation::Delete {
+            table: "t".into(),
+            predicate: Some(Predicate::equal("x", Value::Int(0))),
+        })
+        .unwrap();
+    engine.check_invariants().unwrap();
+    assert_eq!(engine.table("t").unwrap().indexes["t_yx"].entries.len(), 4);
+    let select = Operation::Select {
+        table: "t".into(),
+        columns: vec!["id".into()],
+        predicate: Some(Predicate::And(vec![
+            Predicate::equal("y", Value::Int(1)),
+            Predicate::equal("x", Value::Int(1)),
+        ])),
+        limit: None,
+    };
+    let explained = engine.explain(&select).unwrap();
+    assert!(explained.contains("using t_"), "{explained}");
+    let Ok(Output::Rows { rows, .. }) = engine.execute(&select) else {
+        panic!("rows")
+    };
+    assert_eq!(rows, vec![vec![Value::Int(1)]]);
+}

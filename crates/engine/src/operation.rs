@@ -113,6 +113,16 @@ pub enum Operation {
         assignments: Vec<ComputedAssignment>,
         predicate: Option<Predicate>,
     },
+    /// Slot 9. CREATE INDEX name ON table (column, …) over several columns. The index is kept
+    /// on its leading column (its entries, and the lookups it serves, are the leading
+    /// column's, as a B-tree over (a, b) serves predicates on a); the other columns are part of
+    /// its definition (catalog, snapshots, digest), and a lookup's rows are filtered by the
+    /// rest of the predicate as usual.
+    CreateIndexOn {
+        name: String,
+        table: String,
+        columns: Vec<String>,
+    },
 }
 
 /// Most aggregates in one operation.
@@ -301,6 +311,7 @@ impl Operation {
             Operation::CreateTable { schema } => &schema.name,
             Operation::DropTable { name, .. } => name,
             Operation::CreateIndex { table, .. }
+            | Operation::CreateIndexOn { table, .. }
             | Operation::Insert { table, .. }
             | Operation::Select { table, .. }
             | Operation::Update { table, .. }
@@ -534,7 +545,9 @@ pub fn bind_computed_assignments(
 pub fn check_ddl_names(operation: &Operation) -> Result<(), EngineError> {
     match operation {
         Operation::CreateTable { schema } => schema.validate(),
-        Operation::CreateIndex { name, .. } => check_name(name),
+        Operation::CreateIndex { name, .. } | Operation::CreateIndexOn { name, .. } => {
+            check_name(name)
+        }
         _ => Ok(()),
     }
 }

@@ -87,16 +87,17 @@ struct Snapshot {
 #[derive(Serialize, Deserialize)]
 struct TableSnapshot {
     schema: TableSchema,
-    /// (index name, column name), by index name.
-    indexes: Vec<(String, String)>,
+    /// (index name, its column names, the leading one first), by index name.
+    indexes: Vec<(String, Vec<String>)>,
     /// In primary key order.
     rows: Vec<Row>,
     /// `Table::row_id_next`.
     row_id_next: i64,
 }
 
-/// 2: schemas carry their table options. 3: tables carry their next hidden row id.
-const SNAPSHOT_VERSION: u32 = 3;
+/// 2: schemas carry their table options. 3: tables carry their next hidden row id. 4: an
+/// index carries every column of its definition.
+const SNAPSHOT_VERSION: u32 = 4;
 
 impl Engine {
     /// Executes a command (reads included).
@@ -142,8 +143,12 @@ impl Engine {
                     .indexes
                     .values()
                     .map(|index| {
-                        let column = table.schema.columns[index.column].name.clone();
-                        (index.name.clone(), column)
+                        let columns = index
+                            .columns
+                            .iter()
+                            .map(|column| table.schema.columns[*column].name.clone())
+                            .collect();
+                        (index.name.clone(), columns)
                     })
                     .collect(),
                 rows: table.rows.values().cloned().collect(),
@@ -189,11 +194,11 @@ impl Engine {
             }
             rebuilt.insert(name.clone(), loaded);
             engine.insert_tables(rebuilt);
-            for (index, column) in table.indexes {
-                let created = engine.execute(&Operation::CreateIndex {
+            for (index, columns) in table.indexes {
+                let created = engine.execute(&Operation::CreateIndexOn {
                     name: index.clone(),
                     table: name.clone(),
-                    column,
+                    columns,
                 });
                 created.map_err(|error| format!("index {index}: {error}"))?;
             }
@@ -236,7 +241,7 @@ mod tests {
     use crate::schema::ColumnDef;
     use crate::value::{DataType, Value};
 
-    fn table(rows: Vec<Row>, indexes: Vec<(String, String)>) -> TableSnapshot {
+    fn table(rows: Vec<Row>, indexes: Vec<(String, Vec<String>)>) -> TableSnapshot {
         TableSnapshot {
             schema: TableSchema::new(
                 "t",
@@ -264,9 +269,14 @@ mod tests {
     #[test]
     fn restore_checks_versions_keys_rows_and_index_definitions() {
         let good = || vec![row(1, Value::Int(1)), row(2, Value::Int(1))];
-        let index = || vec![("t_v".to_string(), "v".to_string())];
+        let index = || vec![("t_v".to_string(), vec!["v".to_string(), "id".to_string()])];
         let engine = restore(SNAPSHOT_VERSION, vec![table(good(), index())]).unwrap();
-        assert_eq!(engine.table("t").unwrap().indexes["t_v"].entries.len(), 2);
+        let restored = &engine.table("t").unwrap().indexes["t_v"];
+        assert_eq!(restored.entries.len(), 2);
+        assert_eq!((restored.column, restored.columns.clone()), (1, vec![1, 0]));
+        // The snapshot keeps every column of a multi-column index.
+        let again = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
+        assert_eq!(again.table("t").unwrap().indexes["t_v"].columns, vec![1, 0]);
         assert!(restore(SNAPSHOT_VERSION + 1, vec![table(good(), index())]).is_err());
         let duplicate = vec![row(1, Value::Int(1)), row(1, Value::Int(2))];
         assert!(restore(SNAPSHOT_VERSION, vec![table(duplicate, index())]).is_err());
@@ -276,7 +286,7 @@ mod tests {
         assert!(restore(SNAPSHOT_VERSION, vec![table(mistyped, index())]).is_err());
         let short = vec![vec![Value::Int(1)]];
         assert!(restore(SNAPSHOT_VERSION, vec![table(short, index())]).is_err());
-        let bad_index = vec![("t_w".to_string(), "w".to_string())];
+        let bad_index = vec![("t_w".to_string(), vec!["v".to_string(), "w".to_string()])];
         assert!(restore(SNAPSHOT_VERSION, vec![table(good(), bad_index)]).is_err());
         let twice = vec![table(good(), index()), table(good(), Vec::new())];
         assert!(restore(SNAPSHOT_VERSION, twice).is_err());

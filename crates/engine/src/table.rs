@@ -16,11 +16,15 @@ pub type Key = Vec<Value>;
 /// A row: one value per column, in column order.
 pub type Row = Vec<Value>;
 
-/// A non-unique index on one column: (value, primary key) pairs, NULLs included.
+/// A non-unique index: (value of its leading column, primary key) pairs, NULLs included.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecondaryIndex {
     pub name: String,
+    /// The leading column: the one the entries hold (`columns[0]`).
     pub column: usize,
+    /// Every column of the definition, the leading one first (more than one for
+    /// `Operation::CreateIndexOn`).
+    pub columns: Vec<usize>,
     pub entries: BTreeSet<(Value, Key)>,
 }
 
@@ -221,9 +225,22 @@ impl Table {
         }
     }
 
-    /// Creates a secondary index over the existing rows.
+    /// Creates a secondary index on one column over the existing rows.
     pub fn create_index(&mut self, name: &str, column: &str) -> Result<(), EngineError> {
-        let column = self.schema.column_position(column)?;
+        self.create_index_on(name, &[column.to_string()])
+    }
+
+    /// Creates a secondary index over the existing rows, kept on the first of `columns`.
+    pub fn create_index_on(&mut self, name: &str, columns: &[String]) -> Result<(), EngineError> {
+        let columns = columns
+            .iter()
+            .map(|column| self.schema.column_position(column))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(&column) = columns.first() else {
+            return Err(EngineError::FeatureNotSupported {
+                feature: "an index without columns".into(),
+            });
+        };
         let entries = self
             .rows
             .iter()
@@ -232,6 +249,7 @@ impl Table {
         let index = SecondaryIndex {
             name: name.to_string(),
             column,
+            columns,
             entries,
         };
         let previous = self.indexes.insert(name.to_string(), index);
@@ -541,6 +559,12 @@ impl Table {
                 .iter()
                 .map(|(key, row)| (row[index.column].clone(), key.clone()))
                 .collect();
+            if index.columns.first() != Some(&index.column) {
+                return Err(format!(
+                    "index {} is not kept on its leading column",
+                    index.name
+                ));
+            }
             if expected != index.entries {
                 return Err(format!("index {} does not match the rows", index.name));
             }

@@ -148,8 +148,9 @@ impl TableOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableEntry {
     pub schema: TableSchema,
-    /// Secondary indexes: (index name, column name), by index name.
-    pub indexes: Vec<(String, String)>,
+    /// Secondary indexes: (index name, its column names, the leading one first), by index
+    /// name.
+    pub indexes: Vec<(String, Vec<String>)>,
     pub options: TableOptions,
 }
 
@@ -197,10 +198,12 @@ impl Catalog for Engine {
                 .indexes
                 .values()
                 .map(|index| {
-                    (
-                        index.name.clone(),
-                        table.schema.columns[index.column].name.clone(),
-                    )
+                    let columns = index
+                        .columns
+                        .iter()
+                        .map(|column| table.schema.columns[*column].name.clone())
+                        .collect();
+                    (index.name.clone(), columns)
                 })
                 .collect(),
             options: TableOptions::of(&table.schema),

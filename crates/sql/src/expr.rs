@@ -22,6 +22,9 @@ pub struct ScopeColumn {
     pub data_type: DataType,
     /// A column of a virtual catalog table.
     pub virtual_catalog: bool,
+    /// A join's USING (or NATURAL) column merged into another: only a qualified reference
+    /// (`t.c`) or `t.*` reaches it, as in PostgreSQL.
+    pub hidden: bool,
 }
 
 /// The columns of the rows an expression is evaluated on, by position.
@@ -31,6 +34,9 @@ pub struct Scope {
     /// In a subquery, where the enclosing query's columns start: names resolve among the
     /// subquery's own columns first, as in SQL.
     pub outer_start: Option<usize>,
+    /// The positions `SELECT *` expands to, in order, when not every column in scope order (a
+    /// join with USING or NATURAL lists its merged columns first, as PostgreSQL does).
+    pub star: Option<Vec<usize>>,
 }
 
 impl Scope {
@@ -38,6 +44,7 @@ impl Scope {
         Scope {
             columns,
             outer_start: None,
+            star: None,
         }
     }
 
@@ -68,6 +75,7 @@ fn resolve_in(columns: &[ScopeColumn], parts: &[String]) -> Result<usize, SqlErr
         };
         let mut found = columns.iter().enumerate().filter(|(_, column)| {
             column.name == *name
+                && (table.is_some() || !column.hidden)
                 && table.is_none_or(|table| column.table.as_deref() == Some(table.as_str()))
         });
         match (found.next(), found.next()) {
@@ -718,6 +726,7 @@ impl Compiler<'_, '_> {
         let scope = Scope {
             columns,
             outer_start: Some(outer_start),
+            star: None,
         };
         let mut row_compiler = Compiler {
             scope: &scope,

@@ -29,6 +29,7 @@
 //! |---|---|
 //! | `parse` | `parse`, limits (`QUERY_BYTES_MAX`, `RECURSION_LIMIT`), `$n` counting, session statements |
 //! | `plan` | the planner: `Plan`, `Execution`, `Routing`, `QueryPlan`; WHERE pushdown and its residual rule |
+//! | `plan::join` | joins of user tables: the join tree, pushdown per table, hash join and nested loop at the gateway |
 //! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
 //! | `session` | `Session`: SET/SHOW/RESET/DISCARD, COMMIT/ROLLBACK outside a block (autocommit) |
@@ -61,9 +62,12 @@
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
-//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] name ON t (col),
-//! INSERT … VALUES (multi-row, constant expressions, `$n`) [ON CONFLICT \[(pk)\] DO NOTHING | DO
-//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table or none; expressions,
+//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
+//! leading column, see `engine::Operation::CreateIndexOn`),
+//! INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
+//! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
+//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk)\] DO NOTHING | DO
+//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
@@ -71,20 +75,32 @@
 //! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
 //! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
 //! are evaluated per row by every replica, each reading the row before the statement; type
-//! errors 42883/42804 are refused at planning), DELETE … WHERE …, EXPLAIN, COPY … FROM STDIN (text
+//! errors 42883/42804 are refused at planning), DELETE … WHERE …, TRUNCATE [TABLE] t [, …]
+//! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
+//! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
 //! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
 //! aggregates: the table is read in the same batch and the gateway evaluates them per row.
 //!
+//! SELECT DISTINCT (one table, a join or none): duplicate projected rows, NULLs equal, are
+//! removed at the gateway before ORDER BY, OFFSET and LIMIT (42P10 when an ORDER BY expression
+//! is not in the select list, as in PostgreSQL).
+//!
+//! Joins of user tables (comma lists, INNER/CROSS/LEFT/RIGHT/FULL, ON, USING, NATURAL,
+//! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
+//! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
+//!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), joins of user tables, other subqueries, ORDER BY/LIMIT on
+//! (interactive transactions), LATERAL, derived tables and catalog tables in joins of user
+//! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
-//! DISTINCT, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
-//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING, INSERT …
+//! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING on UPDATE and
+//! DELETE, on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
 //! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
-//! indexes, multi-column indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
+//! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
 //! outside a transaction block.
 //!
@@ -141,6 +157,8 @@ pub mod types;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod join_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
@@ -255,6 +273,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::SetOperation(set),
             ..
         }) => set.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Returning(returning),
+            ..
+        }) => returning.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

@@ -47,6 +47,30 @@ impl Execution {
             }),
             Finish::Query(plan) => plan.finish(outputs),
             Finish::SetOperation(_) => unreachable!("finished above"),
+            Finish::Returning(returning) => {
+                let tag = command_tag(CommandKind::Insert, &outputs);
+                let inserted: u64 = outputs
+                    .iter()
+                    .map(|output| match output {
+                        Output::Inserted { count } => *count,
+                        _ => 0,
+                    })
+                    .sum();
+                if inserted != returning.rows.len() as u64 {
+                    return Err(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        format!(
+                            "INSERT … RETURNING inserted {inserted} rows, not {}",
+                            returning.rows.len()
+                        ),
+                    ));
+                }
+                Ok(StatementResult::Rows {
+                    columns: returning.columns.clone(),
+                    rows: returning.rows.clone(),
+                    tag,
+                })
+            }
         }
     }
 }
@@ -133,10 +157,7 @@ impl Execution {
     ) -> Option<Result<StatementResult, SqlError>> {
         // The query itself sends one operation (none when the gateway holds its rows): any
         // more are subquery tables. Checked first, so plain queries are not cloned.
-        let own = match plan.source {
-            Source::Rows(_) => 0,
-            Source::Engine { .. } | Source::EngineGroups => 1,
-        };
+        let own = plan.source.operation_count();
         if self.operations.len() <= own {
             return None;
         }
@@ -193,6 +214,7 @@ fn command_tag(kind: CommandKind, outputs: &[Output]) -> String {
         CommandKind::Update => format!("UPDATE {count}"),
         CommandKind::Delete => format!("DELETE {count}"),
         CommandKind::Copy => format!("COPY {count}"),
+        CommandKind::Truncate => "TRUNCATE TABLE".into(),
     }
 }
 
@@ -215,8 +237,21 @@ impl QueryPlan {
         };
         // Evaluate the projection and the sort keys, sort stably, cut, keep the projection.
         let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+        let mut seen: std::collections::BTreeSet<Vec<Value>> = Default::default();
         for row in &rows {
             let projected = evaluate_all(&self.projection, row)?;
+            // DISTINCT keeps a row's first occurrence; its sort keys are among its projected
+            // values, so equal rows sort equally and dropping the later ones is exact.
+            if self.distinct {
+                let key = projected
+                    .iter()
+                    .zip(&self.columns)
+                    .map(|(value, column)| cast_value(value, column.data_type))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if !seen.insert(key) {
+                    continue;
+                }
+            }
             let keys = self
                 .order_by
                 .iter()
@@ -308,6 +343,7 @@ impl QueryPlan {
                 });
                 rows
             }
+            Source::Join(join) => join.rows_from_outputs(outputs)?,
             Source::EngineGroups => {
                 return Err(SqlError::new(
                     sqlstate::INTERNAL_ERROR,

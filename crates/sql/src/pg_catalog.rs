@@ -258,13 +258,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         false,
                     ));
                 }
-                for (index_at, (index, _)) in entry.indexes.iter().enumerate() {
+                for (index_at, (index, columns)) in entry.indexes.iter().enumerate() {
                     rows.push(class(
                         oid + 2 + index_at as i64,
                         index,
                         "i",
                         BTREE_AM_OID,
-                        1,
+                        columns.len(),
                         false,
                     ));
                 }
@@ -375,19 +375,25 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     Value::Null,
                     Value::Boolean(false),
                 ]);
-                for (index_at, (_, column)) in entry.indexes.iter().enumerate() {
-                    let position = entry
-                        .schema
-                        .column_position(column)
-                        .map(|position| position + 1)
-                        .unwrap_or(0);
+                for (index_at, (_, columns)) in entry.indexes.iter().enumerate() {
+                    let positions: Vec<String> = columns
+                        .iter()
+                        .map(|column| {
+                            entry
+                                .schema
+                                .column_position(column)
+                                .map(|position| position + 1)
+                                .unwrap_or(0)
+                                .to_string()
+                        })
+                        .collect();
                     rows.push(vec![
                         int8(oid + 2 + index_at as i64),
                         int8(oid),
                         Value::Boolean(false),
                         Value::Boolean(false),
-                        text(&position.to_string()),
-                        Value::Int(1),
+                        text(&positions.join(" ")),
+                        Value::Int(columns.len() as i32),
                         Value::Boolean(false),
                         Value::Boolean(true),
                         Value::Null,
@@ -690,6 +696,7 @@ fn virtual_scope(qualifier: &str, columns: Vec<(String, DataType)>) -> Scope {
                 name,
                 data_type,
                 virtual_catalog: true,
+                hidden: false,
             })
             .collect(),
     )
@@ -1051,6 +1058,7 @@ pub fn expand_set_returning(
             name: name.to_string(),
             data_type: INT4,
             virtual_catalog: true,
+            hidden: false,
         });
     }
     Ok(())
@@ -1111,6 +1119,7 @@ pub fn subquery(
     let scope = Scope {
         columns,
         outer_start: Some(outer_start),
+        star: None,
     };
     let mut compiler = Compiler {
         scope: &scope,
@@ -1265,12 +1274,13 @@ pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, Str
             );
             texts.insert(oid + 50, format!("PRIMARY KEY ({})", key.join(", ")));
         }
-        for (index_at, (index, column)) in entry.indexes.iter().enumerate() {
+        for (index_at, (index, columns)) in entry.indexes.iter().enumerate() {
             texts.insert(
                 oid + 2 + index_at as i64,
                 format!(
-                    "CREATE INDEX {index} ON public.{} USING btree ({column})",
-                    schema.name
+                    "CREATE INDEX {index} ON public.{} USING btree ({})",
+                    schema.name,
+                    columns.join(", ")
                 ),
             );
         }

@@ -46,6 +46,8 @@ use engine::{
 use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
+pub mod join;
+
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Routing {
@@ -109,6 +111,15 @@ pub enum Finish {
     Query(QueryPlan),
     /// UNION / INTERSECT / EXCEPT [ALL] of queries, each finished on its own operations.
     SetOperation(SetPlan),
+    /// INSERT … RETURNING: these rows once every partition inserted its share.
+    Returning(Returning),
+}
+
+/// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Returning {
+    pub columns: Vec<OutputColumn>,
+    pub rows: Vec<Vec<Value>>,
 }
 
 /// A set operation's plan: the tree of queries and the result columns (names of the first
@@ -201,6 +212,7 @@ pub enum CommandKind {
     Update,
     Delete,
     Copy,
+    Truncate,
 }
 
 /// Where a query's input rows come from.
@@ -213,6 +225,21 @@ pub enum Source {
     EngineGroups,
     /// Rows the gateway already holds (no FROM, or the virtual catalog).
     Rows(Vec<Vec<Value>>),
+    /// `Output::Rows` of every column of each joined table (one operation per table, in FROM
+    /// order), joined at the gateway (`join::JoinPlan`).
+    Join(Box<join::JoinPlan>),
+}
+
+impl Source {
+    /// How many of the statement's first operations the query's own input (the rest read
+    /// subquery tables).
+    pub fn operation_count(&self) -> usize {
+        match self {
+            Source::Rows(_) => 0,
+            Source::Engine { .. } | Source::EngineGroups => 1,
+            Source::Join(join) => join.relations.len(),
+        }
+    }
 }
 
 /// GROUP BY and aggregates.
@@ -244,6 +271,9 @@ pub struct QueryPlan {
     pub grouping: Option<Grouping>,
     /// Over the input row, or the grouped row when grouping.
     pub projection: Vec<Scalar>,
+    /// SELECT DISTINCT: duplicate projected rows (NULLs equal) are removed before ORDER BY,
+    /// OFFSET and LIMIT; every sort key is one of the projected expressions.
+    pub distinct: bool,
     pub order_by: Vec<SortKey>,
     pub offset: u64,
     pub limit: Option<u64>,
@@ -382,6 +412,7 @@ impl Planner<'_, '_> {
             Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
             Statement::CreateTable(create) => self.create_table(create),
             Statement::CreateIndex(create) => self.create_index(create),
+            Statement::Truncate(truncate) => self.truncate(truncate).map(Plan::Execute),
             Statement::Drop {
                 object_type,
                 if_exists,
@@ -499,10 +530,7 @@ impl Planner<'_, '_> {
                 };
                 let execution = self.query(&query)?;
                 let own = match &execution.finish {
-                    Finish::Query(plan) => match plan.source {
-                        Source::Rows(_) => 0,
-                        _ => 1,
-                    },
+                    Finish::Query(plan) => plan.source.operation_count(),
                     _ => 1,
                 };
                 if execution.operations.len() > own {
@@ -557,8 +585,8 @@ impl Planner<'_, '_> {
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
         };
-        if select.distinct.is_some() {
-            return Err(SqlError::unsupported("SELECT DISTINCT"));
+        if matches!(select.distinct, Some(ast::Distinct::On(_))) {
+            return Err(SqlError::unsupported("SELECT DISTINCT ON"));
         }
         if select.into.is_some()
             || select.top.is_some()
@@ -568,6 +596,9 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported(
                 "SELECT INTO, TOP, WINDOW and QUALIFY",
             ));
+        }
+        if join::is_user_join(&select.from)? {
+            return self.join_query(select, query);
         }
         let (mut source, mut scope, table) = self.from(&select.from, select.selection.as_ref())?;
         if let Source::Rows(rows) = &mut source {
@@ -640,8 +671,10 @@ impl Planner<'_, '_> {
             _ => {
                 // Each partition may stop after offset + limit rows in key order when the
                 // gateway neither filters, groups nor sorts.
-                let pushable =
-                    plan.residual.is_none() && plan.grouping.is_none() && plan.order_by.is_empty();
+                let pushable = plan.residual.is_none()
+                    && plan.grouping.is_none()
+                    && plan.order_by.is_empty()
+                    && !plan.distinct;
                 let limit = plan
                     .limit
                     .filter(|_| pushable)
@@ -973,10 +1006,16 @@ impl Planner<'_, '_> {
                             _ => None,
                         };
                         let mut any = false;
-                        for (position, column) in scope.columns.iter().enumerate() {
+                        let order: Vec<usize> = match (&qualifier, &scope.star) {
+                            (None, Some(star)) => star.clone(),
+                            _ => (0..scope.columns.len()).collect(),
+                        };
+                        for position in order {
+                            let column = &scope.columns[position];
                             if qualifier
                                 .as_ref()
                                 .is_some_and(|qualifier| column.table.as_ref() != Some(qualifier))
+                                || (qualifier.is_none() && column.hidden)
                                 || (column.name == ROW_ID_COLUMN && !column.virtual_catalog)
                             {
                                 continue;
@@ -992,7 +1031,6 @@ impl Planner<'_, '_> {
                                     .map(|part| ast::Ident::with_quote('"', part))
                                     .collect(),
                             );
-                            let _ = position;
                             projection.push(compiler.compile(&expr, None)?);
                             names.push(column.name.clone());
                         }
@@ -1059,12 +1097,20 @@ impl Planner<'_, '_> {
             aggregates,
             having,
         });
+        let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
+        if distinct && order_by.iter().any(|key| !projection.contains(&key.scalar)) {
+            return Err(SqlError::new(
+                sqlstate::INVALID_DEFINITION,
+                "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+            ));
+        }
         Ok(QueryPlan {
             source,
             input_types,
             residual,
             grouping,
             projection,
+            distinct,
             order_by,
             offset,
             limit,
@@ -1207,8 +1253,12 @@ impl Planner<'_, '_> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::unsupported("INSERT INTO a table function"));
         };
-        if insert.returning.is_some() {
-            return Err(SqlError::unsupported("RETURNING"));
+        if insert.returning.is_some() && insert.on.is_some() {
+            return Err(
+                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
+                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
+                ),
+            );
         }
         if !insert.assignments.is_empty()
             || insert.partitioned.is_some()
@@ -1293,13 +1343,99 @@ impl Planner<'_, '_> {
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
+        let finish = match &insert.returning {
+            None => Finish::Command(CommandKind::Insert),
+            Some(items) => {
+                if row_id.is_some() {
+                    return Err(SqlError::unsupported(
+                        "RETURNING from a table without a primary key",
+                    )
+                    .with_hint("its hidden row ids are given after planning"));
+                }
+                let qualifier = insert
+                    .table_alias
+                    .as_ref()
+                    .map(|alias| ident_name(&alias.alias))
+                    .unwrap_or(schema.name.clone());
+                Finish::Returning(self.returning(items, schema, &qualifier, &columns, &rows)?)
+            }
+        };
         let operations =
             self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
         Ok(Execution {
             operations,
             routing,
-            finish: Finish::Command(CommandKind::Insert),
+            finish,
             created_table: None,
+        })
+    }
+
+    /// INSERT … VALUES … RETURNING: the inserted rows are the statement's constants (a plain
+    /// INSERT is atomic: every row is written or none), so the returned rows are computed here
+    /// and answered once every partition has inserted its share.
+    fn returning(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+        columns: &[usize],
+        rows: &[Vec<Value>],
+    ) -> Result<Returning, SqlError> {
+        let scope = table_scope(schema, qualifier);
+        let mut projection = Vec::new();
+        let mut names = Vec::new();
+        for item in items {
+            match item {
+                SelectItem::UnnamedExpr(expr) => {
+                    projection.push(self.compiler(&scope).compile(expr, None)?);
+                    names.push(column_name(expr));
+                }
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    projection.push(self.compiler(&scope).compile(expr, None)?);
+                    names.push(ident_name(alias));
+                }
+                SelectItem::Wildcard(_) => {
+                    for (position, column) in schema.columns.iter().enumerate() {
+                        if column.name != ROW_ID_COLUMN {
+                            projection.push(Scalar::Column(position));
+                            names.push(column.name.clone());
+                        }
+                    }
+                }
+                other => return Err(SqlError::unsupported(format!("RETURNING {other}"))),
+            }
+        }
+        let types = scope.types();
+        let output_columns: Vec<OutputColumn> = projection
+            .iter()
+            .zip(names)
+            .map(|(scalar, name)| {
+                OutputColumn::new(
+                    &name,
+                    scalar
+                        .data_type(&types)
+                        .unwrap_or(DataType::Text { length_max: None }),
+                )
+            })
+            .collect();
+        let mut returned = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut full = vec![Value::Null; schema.columns.len()];
+            for (value, column) in row.iter().zip(columns) {
+                full[*column] = value.clone();
+            }
+            let mut values = Vec::with_capacity(projection.len());
+            for (scalar, column) in projection.iter().zip(&output_columns) {
+                values.push(crate::expr::cast_value(
+                    &scalar.evaluate(&full)?,
+                    column.data_type,
+                )?);
+            }
+            returned.push(values);
+        }
+        Ok(Returning {
+            columns: output_columns,
+            rows: returned,
         })
     }
 
@@ -1521,6 +1657,46 @@ impl Planner<'_, '_> {
         })
     }
 
+    /// TRUNCATE [TABLE] [ONLY] t [, …] [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT]: a
+    /// DELETE of every row of each table, in one batch to every partition. RESTART IDENTITY and
+    /// CASCADE do exactly what PostgreSQL does here: no table owns a sequence and none is
+    /// referenced by a foreign key, so there is nothing more to restart or truncate.
+    fn truncate(&mut self, truncate: &ast::Truncate) -> Result<Execution, SqlError> {
+        if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
+            return Err(SqlError::unsupported("TRUNCATE … PARTITION and ON CLUSTER"));
+        }
+        let mut operations = Vec::with_capacity(truncate.table_names.len());
+        for target in &truncate.table_names {
+            let table = match self.entry(&target.name) {
+                Ok(entry) => entry.schema.name,
+                Err(error) if truncate.if_exists && error.code == sqlstate::UNDEFINED_TABLE => {
+                    continue
+                }
+                Err(error) => return Err(error),
+            };
+            if operations
+                .iter()
+                .any(|operation: &Operation| operation.table_name() == table)
+            {
+                continue;
+            }
+            operations.push(Operation::Delete {
+                table,
+                predicate: None,
+            });
+        }
+        Ok(Execution {
+            routing: if operations.is_empty() {
+                Routing::None
+            } else {
+                Routing::Every
+            },
+            operations,
+            finish: Finish::Command(CommandKind::Truncate),
+            created_table: None,
+        })
+    }
+
     fn delete(&mut self, delete: &ast::Delete) -> Result<Execution, SqlError> {
         if delete.using.is_some() || !delete.tables.is_empty() {
             return Err(SqlError::unsupported("DELETE … USING"));
@@ -1732,17 +1908,21 @@ impl Planner<'_, '_> {
             ));
         }
         let entry = self.entry(&create.table_name)?;
-        let [column] = create.columns.as_slice() else {
-            return Err(SqlError::unsupported("indexes on several columns"));
-        };
-        let Expr::Identifier(ident) = &column.column.expr else {
-            return Err(SqlError::unsupported("indexes on expressions"));
-        };
-        let column = ident_name(ident);
-        entry.schema.column_position(&column)?;
+        let mut columns = Vec::with_capacity(create.columns.len());
+        for column in &create.columns {
+            let Expr::Identifier(ident) = &column.column.expr else {
+                return Err(SqlError::unsupported("indexes on expressions"));
+            };
+            let column = ident_name(ident);
+            entry.schema.column_position(&column)?;
+            columns.push(column);
+        }
+        if columns.is_empty() {
+            return Err(SqlError::syntax("an index needs at least one column"));
+        }
         let name = match &create.name {
             Some(name) => object_name_parts(name)?.last().cloned().unwrap_or_default(),
-            None => format!("{}_{column}_idx", entry.schema.name),
+            None => format!("{}_{}_idx", entry.schema.name, columns.join("_")),
         };
         if create.if_not_exists && entry.indexes.iter().any(|(index, _)| *index == name) {
             return Ok(Plan::Execute(Execution {
@@ -1753,10 +1933,18 @@ impl Planner<'_, '_> {
             }));
         }
         Ok(Plan::Execute(Execution {
-            operations: vec![Operation::CreateIndex {
-                name,
-                table: entry.schema.name.clone(),
-                column,
+            operations: vec![if columns.len() == 1 {
+                Operation::CreateIndex {
+                    name,
+                    table: entry.schema.name.clone(),
+                    column: columns.remove(0),
+                }
+            } else {
+                Operation::CreateIndexOn {
+                    name,
+                    table: entry.schema.name.clone(),
+                    columns,
+                }
             }],
             routing: Routing::Every,
             finish: Finish::Command(CommandKind::CreateIndex),
@@ -1804,8 +1992,12 @@ impl Planner<'_, '_> {
                     Source::Engine { .. } => "rows from the partitions in primary key order",
                     Source::EngineGroups => "aggregate partials from the partitions by group",
                     Source::Rows(_) => "nothing (rows computed at the gateway)",
+                    Source::Join(_) => "the rows of each joined table from the partitions",
                 }
             ));
+            if let Source::Join(join) = &plan.source {
+                steps.push(join.describe());
+            }
             if plan.residual.is_some() {
                 steps.push(
                     "Gateway: filter rows by the conditions the engine cannot evaluate".into(),
@@ -1820,6 +2012,9 @@ impl Planner<'_, '_> {
                 if grouping.having.is_some() {
                     steps.push("Gateway: filter groups by HAVING".into());
                 }
+            }
+            if plan.distinct {
+                steps.push("Gateway: remove duplicate rows (DISTINCT)".into());
             }
             if !plan.order_by.is_empty() {
                 steps.push(format!("Gateway: sort by {} keys", plan.order_by.len()));
@@ -2159,6 +2354,7 @@ fn empty_result(names: Vec<String>) -> Execution {
                 .iter()
                 .map(|_| Scalar::Constant(Value::Null))
                 .collect(),
+            distinct: false,
             order_by: Vec::new(),
             offset: 0,
             limit: None,
@@ -2281,11 +2477,13 @@ fn table_option_pairs(
 pub(crate) fn table_scope(schema: &TableSchema, qualifier: &str) -> Scope {
     Scope {
         outer_start: None,
+        star: None,
         columns: schema
             .columns
             .iter()
             .map(|column| ScopeColumn {
                 virtual_catalog: false,
+                hidden: false,
                 table: Some(qualifier.to_string()),
                 name: column.name.clone(),
                 data_type: column.data_type,

@@ -56,9 +56,9 @@ pub fn catalog_operation() -> Vec<u8> {
     vec![TAG_CATALOG]
 }
 
-/// Every table's schema and secondary indexes ((name, column) pairs), as `catalog_operation`
-/// returns them.
-pub type CatalogTables = Vec<(engine::TableSchema, Vec<(String, String)>)>;
+/// Every table's schema and secondary indexes ((name, columns) pairs, the leading column
+/// first), as `catalog_operation` returns them.
+pub type CatalogTables = Vec<(engine::TableSchema, Vec<(String, Vec<String>)>)>;
 
 /// Decodes the answer to `catalog_operation`: the catalog's digest (for `Command::Guarded`)
 /// and the catalog.
@@ -312,7 +312,9 @@ impl Store {
                         name: KV_TABLE.to_string(),
                     })
                 }
-                engine::Operation::DropTable { .. } | engine::Operation::CreateIndex { .. } => {
+                engine::Operation::DropTable { .. }
+                | engine::Operation::CreateIndex { .. }
+                | engine::Operation::CreateIndexOn { .. } => {
                     Some(engine::EngineError::FeatureNotSupported {
                         feature: "changing the built-in table kv (the RESP namespace)".into(),
                     })
@@ -474,6 +476,7 @@ fn has_ddl(command: &engine::Command) -> bool {
             engine::Operation::CreateTable { .. }
                 | engine::Operation::DropTable { .. }
                 | engine::Operation::CreateIndex { .. }
+                | engine::Operation::CreateIndexOn { .. }
         )
     })
 }

@@ -1,0 +1,1148 @@
+//! Joins of user tables: planned here, executed at the gateway.
+//!
+//! ## Plan
+//!
+//! Every table of the FROM clause (comma lists, `[INNER] JOIN`, `CROSS JOIN`, `LEFT`/`RIGHT`/
+//! `FULL [OUTER] JOIN`, `ON`, `USING`, `NATURAL`, parenthesised joins) becomes one engine
+//! `Select` of that table, and all of them go out in one batch to every partition (one atomic
+//! multi-partition read: every table is seen at the same point of the order). A WHERE conjunct
+//! over one table that is not on the NULL-supplying side of an outer join, and that the engine's
+//! predicate language expresses, is pushed into that table's read, so each partition filters
+//! its rows before they travel. The joined row is every table's columns in FROM order (then
+//! the merged columns of FULL JOIN … USING), so the scope the rest of the query compiles
+//! against is the one PostgreSQL builds.
+//!
+//! The tree keeps outer joins where they are (they do not commute) and flattens every run of
+//! inner and cross joins, with the WHERE conjuncts that remain, into one `JoinNode::Inner`
+//! whose children may be joined in any order.
+//!
+//! ## Execution (`JoinPlan::rows`)
+//!
+//! Each table's rows (the union over partitions, sorted by primary key so that the answer does
+//! not depend on how rows are split) are joined bottom-up. An inner node starts from its
+//! smallest child and repeatedly joins the smallest child connected to what it has by an
+//! equality conjunct (a hash join on all such equalities; NULL keys never match; numbers of
+//! different types are compared as their common type), or, when none is connected, the
+//! smallest child (a nested loop). Every conjunct is applied as soon as the tables it reads
+//! are joined. An outer node joins its two sides the same way and pads the unmatched rows of
+//! the preserved side(s) with NULLs. A join that would hold more than `JOIN_ROWS_MAX` rows at
+//! any step stops with 54000 rather than exhausting memory.
+//!
+//! Deviations from PostgreSQL: an inner join's ON may name tables joined later in the FROM
+//! clause (PostgreSQL: 42P01); the merged column of `USING` in an inner or left join has the
+//! left column's type (PostgreSQL: the common type of both).
+
+use super::{
+    conjunction, flatten_and, table_name, table_scope, with_subquery_tables, Execution, Finish,
+    Planner, Routing, Source,
+};
+use crate::catalog::TableEntry;
+use crate::error::{sqlstate, SqlError};
+use crate::expr::{
+    ident_name, numeric_result, Compiler, Mode, Operator, Scalar, Scope, ScopeColumn,
+};
+use engine::{CompareOp, DataType, Operation, Output, Predicate, Value};
+use sqlparser::ast::{self, Expr, TableFactor};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most rows a join may hold at any step (an intermediate result or the answer).
+pub const JOIN_ROWS_MAX: usize = 1_000_000;
+
+/// A join's plan: the tables read and how their rows combine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinPlan {
+    /// One per table in FROM order; relation `i` is the statement's operation `i`.
+    pub relations: Vec<JoinRelation>,
+    pub tree: JoinNode,
+    /// For every position of the joined row, the relations its value comes from (one for a
+    /// table column, two for a merged FULL JOIN … USING column).
+    pub owners: Vec<Vec<usize>>,
+    /// The type of every position of the joined row.
+    pub types: Vec<DataType>,
+}
+
+/// One table read by a join.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinRelation {
+    pub table: String,
+    /// The name the query knows it by (its alias, else its name).
+    pub qualifier: String,
+    /// Its first column's position in the joined row.
+    pub start: usize,
+    pub width: usize,
+    /// Its primary key's positions in its own rows (the order rows are joined in).
+    pub key_positions: Vec<usize>,
+}
+
+/// A node of the join tree.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JoinNode {
+    Relation(usize),
+    /// Inner and cross joins of the children, in any order, filtered by the conditions.
+    Inner {
+        children: Vec<JoinNode>,
+        conditions: Vec<Scalar>,
+    },
+    /// An outer join: the conditions are its ON (or USING) conjuncts.
+    Outer {
+        kind: OuterKind,
+        left: Box<JoinNode>,
+        right: Box<JoinNode>,
+        conditions: Vec<Scalar>,
+        merges: Vec<Merge>,
+    },
+}
+
+/// Which sides of an outer join keep their unmatched rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OuterKind {
+    Left,
+    Right,
+    Full,
+}
+
+/// A merged column of FULL JOIN … USING: `coalesce(left, right)` as `data_type`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Merge {
+    pub target: usize,
+    pub left: usize,
+    pub right: usize,
+    pub data_type: DataType,
+}
+
+type Row = Vec<Value>;
+
+/// Rows of a part of the tree, with the relations and positions they fill.
+struct Part {
+    rows: Vec<Row>,
+    relations: BTreeSet<usize>,
+    positions: Vec<usize>,
+}
+
+impl JoinPlan {
+    /// Joins the partitions' outputs: `outputs` are partition-major, one per relation each.
+    pub fn rows_from_outputs(&self, outputs: Vec<Output>) -> Result<Vec<Row>, SqlError> {
+        let count = self.relations.len();
+        if count == 0 || !outputs.len().is_multiple_of(count) {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                format!("a join of {count} tables got {} outputs", outputs.len()),
+            ));
+        }
+        let mut inputs: Vec<Vec<Row>> = vec![Vec::new(); count];
+        for (at, output) in outputs.into_iter().enumerate() {
+            match output {
+                Output::Rows { rows, .. } => inputs[at % count].extend(rows),
+                other => {
+                    return Err(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        format!("unexpected engine output {other:?} for a join"),
+                    ))
+                }
+            }
+        }
+        self.rows(inputs)
+    }
+
+    /// Joins each relation's rows (its own columns, from any number of partitions).
+    pub fn rows(&self, inputs: Vec<Vec<Row>>) -> Result<Vec<Row>, SqlError> {
+        if inputs.len() != self.relations.len() {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "a join got rows for a different number of tables",
+            ));
+        }
+        let width = self.types.len();
+        let mut widened: Vec<Option<Vec<Row>>> = Vec::with_capacity(inputs.len());
+        for (relation, mut rows) in self.relations.iter().zip(inputs) {
+            if rows.iter().any(|row| row.len() != relation.width) {
+                return Err(SqlError::new(
+                    sqlstate::INTERNAL_ERROR,
+                    format!("rows of {} have the wrong width", relation.table),
+                ));
+            }
+            rows.sort_by(|left, right| {
+                relation
+                    .key_positions
+                    .iter()
+                    .map(|at| left[*at].cmp(&right[*at]))
+                    .find(|ordering| ordering.is_ne())
+                    .unwrap_or(Ordering::Equal)
+            });
+            let rows = rows
+                .into_iter()
+                .map(|row| {
+                    let mut wide = vec![Value::Null; width];
+                    for (offset, value) in row.into_iter().enumerate() {
+                        wide[relation.start + offset] = value;
+                    }
+                    wide
+                })
+                .collect();
+            widened.push(Some(rows));
+        }
+        let part = self.node(&self.tree, &mut widened)?;
+        debug_assert!(part.rows.iter().all(|row| row.len() == width));
+        Ok(part.rows)
+    }
+
+    fn node(&self, node: &JoinNode, inputs: &mut [Option<Vec<Row>>]) -> Result<Part, SqlError> {
+        match node {
+            JoinNode::Relation(index) => {
+                let relation = &self.relations[*index];
+                let rows = inputs[*index].take().ok_or_else(|| {
+                    SqlError::new(sqlstate::INTERNAL_ERROR, "a join read a table twice")
+                })?;
+                Ok(Part {
+                    rows,
+                    relations: BTreeSet::from([*index]),
+                    positions: (relation.start..relation.start + relation.width).collect(),
+                })
+            }
+            JoinNode::Inner {
+                children,
+                conditions,
+            } => {
+                let mut parts = children
+                    .iter()
+                    .map(|child| self.node(child, inputs))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.inner(&mut parts, conditions)
+            }
+            JoinNode::Outer {
+                kind,
+                left,
+                right,
+                conditions,
+                merges,
+            } => {
+                let left = self.node(left, inputs)?;
+                let right = self.node(right, inputs)?;
+                let relations: BTreeSet<usize> =
+                    left.relations.union(&right.relations).copied().collect();
+                let filters: Vec<&Scalar> = conditions.iter().collect();
+                let keys = self.keys(&filters, &left.relations, &right.relations);
+                let mut rows = join_pair(
+                    &left.rows,
+                    &right.rows,
+                    &right.positions,
+                    &keys,
+                    &filters,
+                    Some(*kind),
+                )?;
+                for row in &mut rows {
+                    for merge in merges {
+                        let value = match &row[merge.left] {
+                            Value::Null => row[merge.right].clone(),
+                            value => value.clone(),
+                        };
+                        row[merge.target] = crate::expr::cast_value(&value, merge.data_type)?;
+                    }
+                }
+                let mut positions = left.positions;
+                positions.extend(right.positions);
+                positions.extend(merges.iter().map(|merge| merge.target));
+                Ok(Part {
+                    rows,
+                    relations,
+                    positions,
+                })
+            }
+        }
+    }
+
+    /// An inner node: greedy order by equalities, each condition applied once its tables are in.
+    fn inner(&self, parts: &mut Vec<Part>, conditions: &[Scalar]) -> Result<Part, SqlError> {
+        let mut pending: Vec<(&Scalar, BTreeSet<usize>)> = conditions
+            .iter()
+            .map(|condition| (condition, self.relations_of(condition)))
+            .collect();
+        let smallest = |parts: &[Part], among: &mut dyn Iterator<Item = usize>| {
+            among.min_by_key(|at| (parts[*at].rows.len(), *at))
+        };
+        let Some(first) = smallest(parts, &mut (0..parts.len())) else {
+            return Err(SqlError::new(sqlstate::INTERNAL_ERROR, "an empty join"));
+        };
+        let mut joined = parts.remove(first);
+        let ready = take_ready(&mut pending, &joined.relations);
+        joined.rows = filter_rows(std::mem::take(&mut joined.rows), &ready)?;
+        while !parts.is_empty() {
+            let connected: Vec<usize> = (0..parts.len())
+                .filter(|at| {
+                    pending.iter().any(|(condition, relations)| {
+                        relations.iter().all(|relation| {
+                            joined.relations.contains(relation)
+                                || parts[*at].relations.contains(relation)
+                        }) && !self
+                            .keys(&[condition], &joined.relations, &parts[*at].relations)
+                            .is_empty()
+                    })
+                })
+                .collect();
+            let next = match smallest(parts, &mut connected.iter().copied()) {
+                Some(next) => next,
+                None => smallest(parts, &mut (0..parts.len())).expect("parts is not empty"),
+            };
+            let right = parts.remove(next);
+            let relations: BTreeSet<usize> =
+                joined.relations.union(&right.relations).copied().collect();
+            let ready = take_ready(&mut pending, &relations);
+            let keys = self.keys(&ready, &joined.relations, &right.relations);
+            joined.rows = join_pair(
+                &joined.rows,
+                &right.rows,
+                &right.positions,
+                &keys,
+                &ready,
+                None,
+            )?;
+            joined.relations = relations;
+            joined.positions.extend(right.positions);
+        }
+        if !pending.is_empty() {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "a join condition names a table outside its join",
+            ));
+        }
+        Ok(joined)
+    }
+
+    /// The relations a condition reads.
+    fn relations_of(&self, scalar: &Scalar) -> BTreeSet<usize> {
+        let mut relations = BTreeSet::new();
+        let mut used = vec![false; self.owners.len()];
+        // Conditions never hold subqueries (the planner keeps those for after the join).
+        let _ = super::mark_columns(scalar, &mut used);
+        for (position, used) in used.iter().enumerate() {
+            if *used {
+                relations.extend(self.owners[position].iter().copied());
+            }
+        }
+        relations
+    }
+
+    /// The equality conditions usable as hash keys between `left` and `right`: (expression over
+    /// the left rows, expression over the right rows, the type both are compared as).
+    fn keys<'s>(
+        &self,
+        conditions: &[&'s Scalar],
+        left: &BTreeSet<usize>,
+        right: &BTreeSet<usize>,
+    ) -> Vec<(&'s Scalar, &'s Scalar, Option<DataType>)> {
+        let mut keys = Vec::new();
+        for condition in conditions {
+            let Scalar::Binary(Operator::Compare(CompareOp::Equal), a, b) = condition else {
+                continue;
+            };
+            let (a_relations, b_relations) = (self.relations_of(a), self.relations_of(b));
+            let within = |relations: &BTreeSet<usize>, side: &BTreeSet<usize>| {
+                !relations.is_empty() && relations.is_subset(side)
+            };
+            let (from_left, from_right) =
+                if within(&a_relations, left) && within(&b_relations, right) {
+                    (a.as_ref(), b.as_ref())
+                } else if within(&b_relations, left) && within(&a_relations, right) {
+                    (b.as_ref(), a.as_ref())
+                } else {
+                    continue;
+                };
+            let (Some(left_type), Some(right_type)) = (
+                from_left.data_type(&self.types),
+                from_right.data_type(&self.types),
+            ) else {
+                continue;
+            };
+            let numeric = |data_type: DataType| {
+                matches!(
+                    data_type,
+                    DataType::Int | DataType::BigInt | DataType::Double
+                )
+            };
+            let common = if numeric(left_type) && numeric(right_type) {
+                Some(numeric_result(left_type, right_type))
+            } else if std::mem::discriminant(&left_type) == std::mem::discriminant(&right_type) {
+                None
+            } else {
+                continue;
+            };
+            keys.push((from_left, from_right, common));
+        }
+        keys
+    }
+}
+
+/// Removes and answers the pending conditions whose relations are all in `relations`.
+fn take_ready<'s>(
+    pending: &mut Vec<(&'s Scalar, BTreeSet<usize>)>,
+    relations: &BTreeSet<usize>,
+) -> Vec<&'s Scalar> {
+    let mut ready = Vec::new();
+    pending.retain(|(condition, needs)| {
+        if needs.is_subset(relations) {
+            ready.push(*condition);
+            false
+        } else {
+            true
+        }
+    });
+    ready
+}
+
+fn filter_rows(rows: Vec<Row>, filters: &[&Scalar]) -> Result<Vec<Row>, SqlError> {
+    if filters.is_empty() {
+        return Ok(rows);
+    }
+    let mut kept = Vec::with_capacity(rows.len());
+    for row in rows {
+        if qualifies(filters, &row)? {
+            kept.push(row);
+        }
+    }
+    Ok(kept)
+}
+
+fn qualifies(filters: &[&Scalar], row: &[Value]) -> Result<bool, SqlError> {
+    for filter in filters {
+        if !filter.qualifies(row)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A hash key: the key expressions' values as the common type; `None` if any is NULL (a NULL
+/// key matches nothing).
+fn key_of(
+    row: &[Value],
+    keys: &[(&Scalar, &Scalar, Option<DataType>)],
+    left: bool,
+) -> Result<Option<Vec<Value>>, SqlError> {
+    let mut key = Vec::with_capacity(keys.len());
+    for (left_expression, right_expression, common) in keys {
+        let expression = if left {
+            left_expression
+        } else {
+            right_expression
+        };
+        let value = expression.evaluate(row)?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        key.push(match common {
+            Some(data_type) => crate::expr::cast_value(&value, *data_type)?,
+            None => value,
+        });
+    }
+    Ok(Some(key))
+}
+
+fn too_many_rows() -> SqlError {
+    SqlError::new(
+        sqlstate::PROGRAM_LIMIT_EXCEEDED,
+        format!("a join is limited to {JOIN_ROWS_MAX} rows at any step"),
+    )
+    .with_hint("add conditions that connect the tables, or filter them")
+}
+
+/// Joins two parts: hash join on `keys` (nested loop when there are none), every filter
+/// applied to each combined row; an outer kind pads the unmatched rows of its preserved sides.
+fn join_pair(
+    left: &[Row],
+    right: &[Row],
+    right_positions: &[usize],
+    keys: &[(&Scalar, &Scalar, Option<DataType>)],
+    filters: &[&Scalar],
+    outer: Option<OuterKind>,
+) -> Result<Vec<Row>, SqlError> {
+    let mut table: BTreeMap<Vec<Value>, Vec<usize>> = BTreeMap::new();
+    if !keys.is_empty() {
+        for (at, row) in right.iter().enumerate() {
+            if let Some(key) = key_of(row, keys, false)? {
+                table.entry(key).or_default().push(at);
+            }
+        }
+    }
+    let every: Vec<usize> = (0..right.len()).collect();
+    let mut right_matched = vec![false; right.len()];
+    let mut joined = Vec::new();
+    let push = |joined: &mut Vec<Row>, row: Row| {
+        if joined.len() >= JOIN_ROWS_MAX {
+            return Err(too_many_rows());
+        }
+        joined.push(row);
+        Ok(())
+    };
+    for left_row in left {
+        let candidates: &[usize] = if keys.is_empty() {
+            &every
+        } else {
+            match key_of(left_row, keys, true)? {
+                Some(key) => table.get(&key).map_or(&[], Vec::as_slice),
+                None => &[],
+            }
+        };
+        let mut matched = false;
+        for at in candidates {
+            let mut row = left_row.clone();
+            for position in right_positions {
+                row[*position] = right[*at][*position].clone();
+            }
+            if !qualifies(filters, &row)? {
+                continue;
+            }
+            matched = true;
+            right_matched[*at] = true;
+            push(&mut joined, row)?;
+        }
+        if !matched && matches!(outer, Some(OuterKind::Left | OuterKind::Full)) {
+            push(&mut joined, left_row.clone())?;
+        }
+    }
+    if matches!(outer, Some(OuterKind::Right | OuterKind::Full)) {
+        for (at, matched) in right_matched.iter().enumerate() {
+            if !matched {
+                push(&mut joined, right[at].clone())?;
+            }
+        }
+    }
+    Ok(joined)
+}
+
+// ----- planning -----
+
+/// A FROM tree before its ON conditions are compiled (they may name any table of the FROM
+/// clause, so they compile against the whole scope).
+enum Draft<'a> {
+    Relation(usize),
+    Inner {
+        children: Vec<Draft<'a>>,
+        on: Vec<&'a Expr>,
+        using: Vec<Scalar>,
+    },
+    Outer {
+        kind: OuterKind,
+        left: Box<Draft<'a>>,
+        right: Box<Draft<'a>>,
+        on: Vec<&'a Expr>,
+        using: Vec<Scalar>,
+        merges: Vec<Merge>,
+    },
+}
+
+/// What the FROM walk collects.
+#[derive(Default)]
+struct Builder {
+    relations: Vec<JoinRelation>,
+    entries: Vec<TableEntry>,
+    /// Whether a relation is on the NULL-supplying side of an outer join.
+    nullable: Vec<bool>,
+    columns: Vec<ScopeColumn>,
+    owners: Vec<Vec<usize>>,
+}
+
+/// A walked FROM item: its draft, the positions `*` lists for it, and its relations.
+struct Walked<'a> {
+    draft: Draft<'a>,
+    star: Vec<usize>,
+    relations: Vec<usize>,
+}
+
+/// Whether a FROM clause joins user tables (more than one item, or any JOIN), so that
+/// `join_query` plans it. Catalog relations are planned by `pg_catalog`.
+pub(super) fn is_user_join(from: &[ast::TableWithJoins]) -> Result<bool, SqlError> {
+    let Some(first) = from.first() else {
+        return Ok(false);
+    };
+    if from.len() == 1 && first.joins.is_empty() {
+        return Ok(matches!(first.relation, TableFactor::NestedJoin { .. }));
+    }
+    if crate::pg_catalog::is_catalog_relation(&first.relation)? {
+        return Ok(false);
+    }
+    if let TableFactor::Table { name, .. } = &first.relation {
+        let (schema, table) = table_name(name)?;
+        if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl Planner<'_, '_> {
+    /// A SELECT over a join of user tables.
+    pub(super) fn join_query(
+        &mut self,
+        select: &ast::Select,
+        query: &ast::Query,
+    ) -> Result<Execution, SqlError> {
+        let mut builder = Builder::default();
+        let mut items = Vec::with_capacity(select.from.len());
+        let mut star = Vec::new();
+        for item in &select.from {
+            let walked = self.walk_item(item, &mut builder, false)?;
+            star.extend(walked.star);
+            items.push(walked.draft);
+        }
+        let scope = Scope {
+            columns: builder.columns.clone(),
+            outer_start: None,
+            star: Some(star),
+        };
+        let mut plan = JoinPlan {
+            relations: builder.relations.clone(),
+            tree: JoinNode::Relation(0),
+            owners: builder.owners.clone(),
+            types: scope.types(),
+        };
+        // WHERE: pushed into one table's read, kept as a join condition, or (with a subquery)
+        // applied to the joined rows.
+        let mut pushed: Vec<Vec<Predicate>> = vec![Vec::new(); plan.relations.len()];
+        let mut conditions = Vec::new();
+        let mut residual = Vec::new();
+        if let Some(selection) = &select.selection {
+            let mut conjuncts = Vec::new();
+            flatten_and(selection, &mut conjuncts);
+            for conjunct in conjuncts {
+                let scalar = self
+                    .compiler(&scope)
+                    .compile(conjunct, Some(DataType::Boolean))?;
+                if has_subquery(&scalar) {
+                    residual.push(scalar);
+                    continue;
+                }
+                check_comparisons(&scalar, &plan.types)?;
+                let relations = plan.relations_of(&scalar);
+                if let [relation] = relations.iter().copied().collect::<Vec<_>>().as_slice() {
+                    if !builder.nullable[*relation] {
+                        let own = table_scope(
+                            &builder.entries[*relation].schema,
+                            &plan.relations[*relation].qualifier,
+                        );
+                        if let Some(predicate) = self.translate(conjunct, &own)? {
+                            pushed[*relation].push(predicate);
+                            continue;
+                        }
+                    }
+                }
+                conditions.push(scalar);
+            }
+        }
+        let mut children = Vec::with_capacity(items.len());
+        for item in items {
+            match self.finish_draft(item, &scope, &plan)? {
+                JoinNode::Inner {
+                    children: inner,
+                    conditions: on,
+                } => {
+                    children.extend(inner);
+                    conditions.extend(on);
+                }
+                other => children.push(other),
+            }
+        }
+        plan.tree = JoinNode::Inner {
+            children,
+            conditions,
+        };
+        let operations = plan
+            .relations
+            .iter()
+            .zip(pushed)
+            .map(|(relation, mut predicates)| Operation::Select {
+                table: relation.table.clone(),
+                columns: Vec::new(),
+                predicate: match predicates.len() {
+                    0 => None,
+                    1 => predicates.pop(),
+                    _ => Some(Predicate::And(predicates)),
+                },
+                limit: None,
+            })
+            .collect();
+        let query_plan = self.select_list(
+            select,
+            query,
+            &scope,
+            Source::Join(Box::new(plan)),
+            conjunction(residual),
+        )?;
+        Ok(with_subquery_tables(Execution {
+            operations,
+            routing: Routing::Every,
+            finish: Finish::Query(query_plan),
+            created_table: None,
+        }))
+    }
+
+    fn walk_item<'a>(
+        &mut self,
+        item: &'a ast::TableWithJoins,
+        builder: &mut Builder,
+        nullable: bool,
+    ) -> Result<Walked<'a>, SqlError> {
+        let mut left = self.walk_factor(&item.relation, builder, nullable)?;
+        for join in &item.joins {
+            let (kind, constraint) = match &join.join_operator {
+                ast::JoinOperator::Join(constraint) | ast::JoinOperator::Inner(constraint) => {
+                    (None, constraint)
+                }
+                ast::JoinOperator::CrossJoin(constraint) => (None, constraint),
+                ast::JoinOperator::Left(constraint) | ast::JoinOperator::LeftOuter(constraint) => {
+                    (Some(OuterKind::Left), constraint)
+                }
+                ast::JoinOperator::Right(constraint)
+                | ast::JoinOperator::RightOuter(constraint) => (Some(OuterKind::Right), constraint),
+                ast::JoinOperator::FullOuter(constraint) => (Some(OuterKind::Full), constraint),
+                other => {
+                    return Err(SqlError::unsupported(format!(
+                        "join operator {}",
+                        format!("{other:?}").split('(').next().unwrap_or("")
+                    )))
+                }
+            };
+            let right_nullable =
+                nullable || matches!(kind, Some(OuterKind::Left | OuterKind::Full));
+            if matches!(kind, Some(OuterKind::Right | OuterKind::Full)) {
+                for relation in &left.relations {
+                    builder.nullable[*relation] = true;
+                }
+            }
+            let right = self.walk_factor(&join.relation, builder, right_nullable)?;
+            left = self.combine(left, right, kind, constraint, builder)?;
+        }
+        Ok(left)
+    }
+
+    fn walk_factor<'a>(
+        &mut self,
+        factor: &'a TableFactor,
+        builder: &mut Builder,
+        nullable: bool,
+    ) -> Result<Walked<'a>, SqlError> {
+        match factor {
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } => {
+                let (schema, table) = table_name(name)?;
+                if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
+                    return Err(SqlError::unsupported("joins of catalog and user tables"));
+                }
+                if alias
+                    .as_ref()
+                    .is_some_and(|alias| !alias.columns.is_empty())
+                {
+                    return Err(SqlError::unsupported("column aliases on a joined table"));
+                }
+                let entry = self.entry(name)?;
+                let qualifier = alias
+                    .as_ref()
+                    .map(|alias| ident_name(&alias.name))
+                    .unwrap_or(table);
+                if builder
+                    .relations
+                    .iter()
+                    .any(|relation| relation.qualifier == qualifier)
+                {
+                    return Err(SqlError::new(
+                        "42712",
+                        format!("table name \"{qualifier}\" specified more than once"),
+                    ));
+                }
+                let index = builder.relations.len();
+                let start = builder.columns.len();
+                let own = table_scope(&entry.schema, &qualifier);
+                let width = own.columns.len();
+                builder.columns.extend(own.columns);
+                builder
+                    .owners
+                    .extend(std::iter::repeat_n(vec![index], width));
+                builder.relations.push(JoinRelation {
+                    table: entry.schema.name.clone(),
+                    qualifier,
+                    start,
+                    width,
+                    key_positions: entry.schema.primary_key.clone(),
+                });
+                builder.entries.push(entry);
+                builder.nullable.push(nullable);
+                Ok(Walked {
+                    draft: Draft::Relation(index),
+                    star: (start..start + width).collect(),
+                    relations: vec![index],
+                })
+            }
+            TableFactor::NestedJoin {
+                table_with_joins,
+                alias: None,
+            } => self.walk_item(table_with_joins, builder, nullable),
+            other => Err(SqlError::unsupported(format!("FROM {other} in a join"))),
+        }
+    }
+
+    /// `left JOIN right` with its kind and constraint.
+    fn combine<'a>(
+        &mut self,
+        left: Walked<'a>,
+        right: Walked<'a>,
+        kind: Option<OuterKind>,
+        constraint: &'a ast::JoinConstraint,
+        builder: &mut Builder,
+    ) -> Result<Walked<'a>, SqlError> {
+        let mut on = Vec::new();
+        let mut using_names: Vec<String> = Vec::new();
+        match constraint {
+            ast::JoinConstraint::On(expr) => flatten_and(expr, &mut on),
+            ast::JoinConstraint::Using(names) => {
+                for name in names {
+                    let parts = crate::expr::object_name_parts(name)?;
+                    match parts.as_slice() {
+                        [name] => using_names.push(name.clone()),
+                        _ => {
+                            return Err(SqlError::syntax(format!(
+                                "syntax error at or near \"{name}\""
+                            )))
+                        }
+                    }
+                }
+            }
+            ast::JoinConstraint::Natural => {
+                let visible = |star: &[usize]| -> Vec<String> {
+                    star.iter()
+                        .map(|at| builder.columns[*at].name.clone())
+                        .filter(|name| name != engine::schema::ROW_ID_COLUMN)
+                        .collect()
+                };
+                let right_names = visible(&right.star);
+                using_names = visible(&left.star)
+                    .into_iter()
+                    .filter(|name| right_names.contains(name))
+                    .collect();
+            }
+            ast::JoinConstraint::None => {
+                if kind.is_some() {
+                    return Err(SqlError::syntax("an outer join needs ON, USING or NATURAL"));
+                }
+            }
+        }
+        let mut using = Vec::new();
+        let mut merges = Vec::new();
+        let mut merged_star = Vec::new();
+        let mut left_star = left.star;
+        let mut right_star = right.star;
+        for name in &using_names {
+            let left_at = using_column(builder, &left_star, name, "left")?;
+            let right_at = using_column(builder, &right_star, name, "right")?;
+            let (left_type, right_type) = (
+                builder.columns[left_at].data_type,
+                builder.columns[right_at].data_type,
+            );
+            let numeric = |data_type: DataType| {
+                matches!(
+                    data_type,
+                    DataType::Int | DataType::BigInt | DataType::Double
+                )
+            };
+            let comparable = std::mem::discriminant(&left_type)
+                == std::mem::discriminant(&right_type)
+                || (numeric(left_type) && numeric(right_type));
+            if !comparable {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!(
+                        "operator does not exist: {} = {}",
+                        left_type.name(),
+                        right_type.name()
+                    ),
+                )
+                .with_hint("No operator matches the given name and argument types."));
+            }
+            using.push(Scalar::Binary(
+                Operator::Compare(CompareOp::Equal),
+                Box::new(Scalar::Column(left_at)),
+                Box::new(Scalar::Column(right_at)),
+            ));
+            left_star.retain(|at| *at != left_at);
+            right_star.retain(|at| *at != right_at);
+            match kind {
+                None | Some(OuterKind::Left) => {
+                    builder.columns[right_at].hidden = true;
+                    merged_star.push(left_at);
+                }
+                Some(OuterKind::Right) => {
+                    builder.columns[left_at].hidden = true;
+                    merged_star.push(right_at);
+                }
+                Some(OuterKind::Full) => {
+                    builder.columns[left_at].hidden = true;
+                    builder.columns[right_at].hidden = true;
+                    let target = builder.columns.len();
+                    let data_type = if left_type == right_type {
+                        left_type
+                    } else if numeric(left_type) {
+                        numeric_result(left_type, right_type)
+                    } else {
+                        DataType::Text { length_max: None }
+                    };
+                    builder.columns.push(ScopeColumn {
+                        table: None,
+                        name: name.clone(),
+                        data_type,
+                        virtual_catalog: false,
+                        hidden: false,
+                    });
+                    let mut owners = builder.owners[left_at].clone();
+                    owners.extend(builder.owners[right_at].iter().copied());
+                    builder.owners.push(owners);
+                    merges.push(Merge {
+                        target,
+                        left: left_at,
+                        right: right_at,
+                        data_type,
+                    });
+                    merged_star.push(target);
+                }
+            }
+        }
+        let mut star = merged_star;
+        star.extend(left_star);
+        star.extend(right_star);
+        let mut relations = left.relations;
+        relations.extend(right.relations);
+        let draft = match kind {
+            None => {
+                let mut children = Vec::new();
+                let (mut all_on, mut all_using) = (on, using);
+                match left.draft {
+                    Draft::Inner {
+                        children: inner,
+                        on: inner_on,
+                        using: inner_using,
+                    } => {
+                        children.extend(inner);
+                        all_on.extend(inner_on);
+                        all_using.extend(inner_using);
+                    }
+                    other => children.push(other),
+                }
+                children.push(right.draft);
+                Draft::Inner {
+                    children,
+                    on: all_on,
+                    using: all_using,
+                }
+            }
+            Some(kind) => Draft::Outer {
+                kind,
+                left: Box::new(left.draft),
+                right: Box::new(right.draft),
+                on,
+                using,
+                merges,
+            },
+        };
+        Ok(Walked {
+            draft,
+            star,
+            relations,
+        })
+    }
+
+    /// Compiles a draft's ON conditions against the whole scope.
+    fn finish_draft(
+        &mut self,
+        draft: Draft<'_>,
+        scope: &Scope,
+        plan: &JoinPlan,
+    ) -> Result<JoinNode, SqlError> {
+        Ok(match draft {
+            Draft::Relation(index) => JoinNode::Relation(index),
+            Draft::Inner {
+                children,
+                on,
+                using,
+            } => {
+                let mut conditions = self.compile_on(&on, scope)?;
+                conditions.extend(using);
+                JoinNode::Inner {
+                    children: children
+                        .into_iter()
+                        .map(|child| self.finish_draft(child, scope, plan))
+                        .collect::<Result<_, _>>()?,
+                    conditions,
+                }
+            }
+            Draft::Outer {
+                kind,
+                left,
+                right,
+                on,
+                using,
+                merges,
+            } => {
+                let mut conditions = self.compile_on(&on, scope)?;
+                conditions.extend(using);
+                let left = self.finish_draft(*left, scope, plan)?;
+                let right = self.finish_draft(*right, scope, plan)?;
+                let mut inside = BTreeSet::new();
+                collect_relations(&left, &mut inside);
+                collect_relations(&right, &mut inside);
+                for condition in &conditions {
+                    if let Some(outside) = plan
+                        .relations_of(condition)
+                        .into_iter()
+                        .find(|relation| !inside.contains(relation))
+                    {
+                        return Err(SqlError::new(
+                            sqlstate::UNDEFINED_TABLE,
+                            format!(
+                                "invalid reference to FROM-clause entry for table \"{}\"",
+                                plan.relations[outside].qualifier
+                            ),
+                        ));
+                    }
+                }
+                JoinNode::Outer {
+                    kind,
+                    left: Box::new(left),
+                    right: Box::new(right),
+                    conditions,
+                    merges,
+                }
+            }
+        })
+    }
+
+    fn compile_on(&mut self, on: &[&Expr], scope: &Scope) -> Result<Vec<Scalar>, SqlError> {
+        let mut conditions = Vec::with_capacity(on.len());
+        for conjunct in on {
+            let mut compiler = Compiler {
+                scope,
+                parameters: self.parameters,
+                mode: Mode::Row,
+                catalog: Some(self.catalog),
+            };
+            let scalar = compiler.compile(conjunct, Some(DataType::Boolean))?;
+            if has_subquery(&scalar) {
+                return Err(SqlError::unsupported("subqueries in JOIN conditions"));
+            }
+            check_comparisons(&scalar, &scope.types())?;
+            conditions.push(scalar);
+        }
+        Ok(conditions)
+    }
+}
+
+/// The one column named `name` among a side's visible columns.
+fn using_column(
+    builder: &Builder,
+    star: &[usize],
+    name: &str,
+    side: &str,
+) -> Result<usize, SqlError> {
+    let mut found = star.iter().filter(|at| builder.columns[**at].name == name);
+    match (found.next(), found.next()) {
+        (Some(at), None) => Ok(*at),
+        (Some(_), Some(_)) => Err(SqlError::new(
+            sqlstate::AMBIGUOUS_COLUMN,
+            format!("common column name \"{name}\" appears more than once in {side} table"),
+        )),
+        (None, _) => Err(SqlError::new(
+            sqlstate::UNDEFINED_COLUMN,
+            format!("column \"{name}\" specified in USING clause does not exist in {side} table"),
+        )),
+    }
+}
+
+fn collect_relations(node: &JoinNode, into: &mut BTreeSet<usize>) {
+    match node {
+        JoinNode::Relation(index) => {
+            into.insert(*index);
+        }
+        JoinNode::Inner { children, .. } => {
+            for child in children {
+                collect_relations(child, into);
+            }
+        }
+        JoinNode::Outer { left, right, .. } => {
+            collect_relations(left, into);
+            collect_relations(right, into);
+        }
+    }
+}
+
+/// Refuses a comparison of two non-constant operands whose types have no operator
+/// (`text = integer`: 42883 at planning, as PostgreSQL). A constant is coerced to the other
+/// side's type when compiled (`name = 1` is 22P02, as PostgreSQL's unknown literal).
+fn check_comparisons(scalar: &Scalar, types: &[DataType]) -> Result<(), SqlError> {
+    let numeric = |data_type: DataType| {
+        matches!(
+            data_type,
+            DataType::Int | DataType::BigInt | DataType::Double
+        )
+    };
+    let mut copy = scalar.clone();
+    let mut pending = vec![&mut copy];
+    while let Some(scalar) = pending.pop() {
+        if let Scalar::Binary(Operator::Compare(operator), left, right) = scalar {
+            let constant = |scalar: &Scalar| matches!(scalar, Scalar::Constant(_));
+            if let (false, false, Some(left_type), Some(right_type)) = (
+                constant(left),
+                constant(right),
+                left.data_type(types),
+                right.data_type(types),
+            ) {
+                let comparable = std::mem::discriminant(&left_type)
+                    == std::mem::discriminant(&right_type)
+                    || (numeric(left_type) && numeric(right_type));
+                if !comparable {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!(
+                            "operator does not exist: {} {} {}",
+                            left_type.name(),
+                            operator.symbol(),
+                            right_type.name()
+                        ),
+                    )
+                    .with_hint(
+                        "No operator matches the given name and argument types. You might need to add explicit type casts.",
+                    ));
+                }
+            }
+        }
+        pending.extend(super::operands_mut(scalar));
+    }
+    Ok(())
+}
+
+fn has_subquery(scalar: &Scalar) -> bool {
+    let mut copy = scalar.clone();
+    let mut pending = vec![&mut copy];
+    while let Some(scalar) = pending.pop() {
+        match scalar {
+            Scalar::Subquery(_) => return true,
+            other => pending.extend(super::operands_mut(other)),
+        }
+    }
+    false
+}
+
+impl JoinPlan {
+    /// EXPLAIN's line for the gateway's join.
+    pub fn describe(&self) -> String {
+        format!(
+            "Gateway: join {} tables ({}): hash join on equality conditions, nested loop otherwise",
+            self.relations.len(),
+            self.relations
+                .iter()
+                .map(|relation| relation.qualifier.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
