@@ -28,6 +28,7 @@ use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
 use crate::os::random_u64;
+use ecast::group_lifecycle::{Fate, GroupLifecycle, ReplicaState};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     Delivery, KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionResult,
@@ -35,11 +36,9 @@ use ecast::{
 };
 use kv::Outcome;
 use placement::migration::StreamId;
-use placement::{
-    past_retirement, ConfigVersion, Group, GroupName, Groups, Position, PositionSet, ProcessId,
-};
+use placement::{ConfigVersion, Group, Groups, Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,9 +59,6 @@ const COPY_RESEND_MS: u64 = 1_000;
 /// `finished` (its last `Installed` committed), so that the primary's commit reaches the
 /// backups first (they stop on their own once they execute it).
 const STOP_AFTER_FINISHED_MS: u64 = 2_000;
-/// Group descriptions a process remembers at most (`Host::known`; forgotten all at once past
-/// it, as the routers forget clients: the forwarder's next delivery names them again).
-const KNOWN_GROUPS_MAX: usize = 1 << 16;
 
 /// A partition's data: a `store::Store`, whose key-value namespace holds the keys in its arc
 /// and whose engine holds every SQL table's catalog and the rows whose placement key lies in
@@ -538,21 +534,17 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         cut_at: BTreeMap::new(),
         placement,
         restarted,
-        known: BTreeMap::new(),
+        lifecycle: GroupLifecycle::new((STOP_AFTER_FINISHED_MS / tick_ms).max(1)),
         stopped: BTreeMap::new(),
-        finished_at: BTreeMap::new(),
         keyspace_at: BTreeMap::new(),
         copy_accounts: BTreeMap::new(),
-        newest: ConfigVersion(0),
-        retired_at: BTreeMap::new(),
-        dropped: BTreeSet::new(),
         wal,
     };
     if lazy {
         // The version-0 groups, started lazily (above) from these descriptions.
         for group in Groups::initial(&host.config.initial_configuration()).groups() {
             if group.members.contains(&id) {
-                host.learn(group);
+                host.lifecycle.learn(group);
             }
         }
     }
@@ -763,17 +755,16 @@ struct Host {
     /// This process restarted (diskless: it forgot everything): every replica it starts
     /// recovers (VRR §4.3), including a started group's — it may have been a member before.
     restarted: bool,
-    /// Above replication 1: the groups named in the routers' deliveries (`Frame::GroupDeliver`:
-    /// the delivered group and both versions' groups around a keyspace message), by
-    /// destination id. Where copies and acknowledgements for groups not hosted here go, and
-    /// which groups this process is a member of.
-    known: BTreeMap<ProcessId, Group>,
+    /// Above replication 1: the groups' lives (`ecast::group_lifecycle`): the groups named in
+    /// the routers' deliveries (`Frame::GroupDeliver`: the delivered group and both versions'
+    /// groups around a keyspace message; where copies and acknowledgements for groups not
+    /// hosted here go, and which groups this process is a member of), their retirements, and
+    /// which replicas to stop and drop.
+    lifecycle: GroupLifecycle,
     /// Above replication 1: retired groups whose replica here stopped (never started again),
     /// kept inert — never stepped — only to answer late bypass requests from what they
     /// remember: a machine that holds nothing (its per-client results) and VR's client table.
     stopped: BTreeMap<ProcessId, Replica<Machine>>,
-    /// Above replication 1: when each hosted group's machine was first seen `finished`.
-    finished_at: BTreeMap<ProcessId, u64>,
     /// Per (group, version): when this process's primary of the group first had the keyspace
     /// message of that version to log (a copy into the group is timed from there).
     keyspace_at: BTreeMap<(ProcessId, ConfigVersion), Instant>,
@@ -781,14 +772,6 @@ struct Host {
     /// version): `tessera admin`'s account of each copy (`ProgressReport::copies`), by this
     /// process's clock. The last `COPY_ACCOUNTS_KEPT`.
     copy_accounts: BTreeMap<(ProcessId, ProcessId, ConfigVersion), CopyAccount>,
-    /// Above replication 1: the newest configuration version a delivery or a grouping showed.
-    newest: ConfigVersion,
-    /// Above replication 1: hosted or stopped groups a delivery's groupings showed retired,
-    /// with the earliest such version (`Groups::retired`).
-    retired_at: BTreeMap<ProcessId, ConfigVersion>,
-    /// Above replication 1: retired groups whose replica here was dropped two versions past
-    /// their retirement (`placement::past_retirement`): never started again.
-    dropped: BTreeSet<ProcessId>,
     /// Disk durability: the writer of every hosted replica's log.
     wal: Option<WalExecutor>,
 }
@@ -824,67 +807,60 @@ impl Host {
             }
             self.step(partition, Input::Tick);
             self.send_copies(partition);
-            self.stop_if_finished(partition);
-            self.drop_if_past_retirement(partition);
+            self.follow_lifecycle(partition);
         }
         self.drop_stopped_past_retirement();
     }
 
-    /// Above replication 1: the version that retired a hosted or stopped group, as far as
-    /// this process knows — its replica's cut to holding nothing (a retired group's cut), or
-    /// a delivery's groupings without it. The groupings count only for a replica that holds
-    /// nothing or is not in a normal view (lagging or recovering): a replica serving an arc
-    /// is never dropped on the word of a frame alone (only a forged one could name such a
-    /// group retired).
-    fn retirement(
-        &self,
-        partition: ProcessId,
-        replica: &Replica<Machine>,
-    ) -> Option<ConfigVersion> {
+    /// What the lifecycle (`ecast::group_lifecycle`) needs to know of a replica.
+    fn replica_state(replica: &Replica<Machine>) -> ReplicaState {
         let machine = replica.state_machine();
-        let holds_nothing = machine.holds().is_some_and(PositionSet::is_empty);
-        let cut =
-            (machine.version() > ConfigVersion(0) && holds_nothing).then(|| machine.version());
-        let seen = self
-            .retired_at
-            .get(&partition)
-            .copied()
-            .filter(|_| holds_nothing || replica.status() != StatusName::Normal);
-        match (cut, seen) {
-            (Some(cut), Some(seen)) => Some(cut.min(seen)),
-            (cut, seen) => cut.or(seen),
+        ReplicaState {
+            version: machine.version(),
+            holds_nothing: machine.holds().is_some_and(PositionSet::is_empty),
+            normal: replica.status() == StatusName::Normal,
+            finished: machine.finished(),
         }
     }
 
-    /// Above replication 1: a retired group's replica that is still running (a member that
-    /// missed the last `Installed` and so never saw its machine `finished`, or one restarted
-    /// and recovering a group that stopped everywhere) is dropped once the grouping is two
-    /// versions past the group's retirement (`placement::past_retirement`): it owes nothing,
-    /// and would keep starting view changes nobody answers.
-    fn drop_if_past_retirement(&mut self, partition: ProcessId) {
+    /// Above replication 1: what the lifecycle decides for a running replica — stop a retired
+    /// group's replica once its machine is `finished` (`STOP_AFTER_FINISHED_MS` later; kept
+    /// inert in `Host::stopped` to answer late bypass requests), or drop one (running: a member
+    /// that missed the last `Installed`, or one recovering a group that stopped everywhere)
+    /// two versions past its group's retirement.
+    fn follow_lifecycle(&mut self, partition: ProcessId) {
         if !self.config.regrouped() {
             return;
         }
         let Some(hosted) = self.partitions.get(&partition) else {
             return;
         };
-        let Some(retired) = self.retirement(partition, &hosted.replica) else {
-            return;
-        };
-        if !past_retirement(retired, self.newest) {
-            return;
-        }
+        let state = Host::replica_state(&hosted.replica);
         let status = hosted.replica.status();
-        self.partitions.remove(&partition);
-        self.finished_at.remove(&partition);
-        self.observed.remove(&partition);
-        self.retired_at.remove(&partition);
-        self.incoming.retain(|(to, _, _), _| *to != partition);
-        self.forget(partition);
-        log::info(format_args!(
-            "group {:#x}: retired at version {}, the grouping is at version {}: running replica ({status:?}) dropped",
-            partition.0, retired.0, self.newest.0
-        ));
+        match self.lifecycle.running(partition, state, self.ticks) {
+            Fate::Keep => {}
+            Fate::Stop => {
+                let hosted = self.partitions.remove(&partition).expect("present above");
+                self.observed.remove(&partition);
+                self.incoming.retain(|(to, _, _), _| *to != partition);
+                self.stopped.insert(partition, hosted.replica);
+                self.lifecycle.stopped(partition);
+                log::info(format_args!(
+                    "group {:#x}: retired, its copies acknowledged: replica stopped",
+                    partition.0
+                ));
+            }
+            Fate::Drop { retired } => {
+                self.partitions.remove(&partition);
+                self.observed.remove(&partition);
+                self.incoming.retain(|(to, _, _), _| *to != partition);
+                self.forget(partition);
+                log::info(format_args!(
+                    "group {:#x}: retired at version {}, the grouping is at version {}: running replica ({status:?}) dropped",
+                    partition.0, retired.0, self.lifecycle.newest().0
+                ));
+            }
+        }
     }
 
     /// Above replication 1: stopped replicas (`Host::stopped`) are dropped two versions past
@@ -895,17 +871,17 @@ impl Host {
             .stopped
             .iter()
             .filter_map(|(partition, replica)| {
-                let retired = self.retirement(*partition, replica)?;
-                past_retirement(retired, self.newest).then_some((*partition, retired))
+                let state = Host::replica_state(replica);
+                let retired = self.lifecycle.stopped_expired(*partition, state)?;
+                Some((*partition, retired))
             })
             .collect();
         for (partition, retired) in expired {
             self.stopped.remove(&partition);
-            self.retired_at.remove(&partition);
             self.forget(partition);
             log::info(format_args!(
                 "group {:#x}: retired at version {}, the grouping is at version {}: stopped replica dropped",
-                partition.0, retired.0, self.newest.0
+                partition.0, retired.0, self.lifecycle.newest().0
             ));
         }
     }
@@ -919,50 +895,7 @@ impl Host {
                 GroupFile::directory(&self.config, self.id, partition),
             );
         }
-        if self.dropped.len() >= KNOWN_GROUPS_MAX {
-            self.dropped.clear();
-        }
-        self.dropped.insert(partition);
-    }
-
-    /// Above replication 1: a retired group's replica stops once its machine is `finished`
-    /// (cut to holding nothing, every copy acknowledged, nothing deferred: it owes nothing to
-    /// anyone), `STOP_AFTER_FINISHED_MS` later.
-    fn stop_if_finished(&mut self, partition: ProcessId) {
-        if !self.config.regrouped() {
-            return;
-        }
-        let Some(hosted) = self.partitions.get(&partition) else {
-            return;
-        };
-        if !hosted.replica.state_machine().finished() {
-            self.finished_at.remove(&partition);
-            return;
-        }
-        let now = self.ticks;
-        let since = *self.finished_at.entry(partition).or_insert(now);
-        if now < since + (STOP_AFTER_FINISHED_MS / self.config.tick_ms).max(1) {
-            return;
-        }
-        let Some(hosted) = self.partitions.remove(&partition) else {
-            return;
-        };
-        self.finished_at.remove(&partition);
-        self.observed.remove(&partition);
-        self.incoming.retain(|(to, _, _), _| *to != partition);
-        self.stopped.insert(partition, hosted.replica);
-        log::info(format_args!(
-            "group {:#x}: retired, its copies acknowledged: replica stopped",
-            partition.0
-        ));
-    }
-
-    /// Above replication 1: remembers a group's description (immutable for its life).
-    fn learn(&mut self, group: &Group) {
-        if self.known.len() >= KNOWN_GROUPS_MAX {
-            self.known.clear();
-        }
-        self.known.insert(group.destination(), group.clone());
+        self.lifecycle.dropped(partition);
     }
 
     /// Above replication 1: starts this process's replica of `group` if it is a member and
@@ -973,7 +906,7 @@ impl Host {
         let destination = group.destination();
         if self.partitions.contains_key(&destination)
             || self.stopped.contains_key(&destination)
-            || self.dropped.contains(&destination)
+            || !self.lifecycle.may_start(destination)
         {
             return;
         }
@@ -1097,26 +1030,12 @@ impl Host {
             return;
         }
         for groups in &groupings {
-            for known in groups.groups() {
-                self.learn(known);
-            }
-            self.newest = self.newest.max(groups.version());
             // Hosted or stopped groups these groups show retired (a lagging or recovering
             // replica may never execute the cut that says so).
-            let here: Vec<ProcessId> = self
-                .partitions
-                .keys()
-                .chain(self.stopped.keys())
-                .copied()
-                .collect();
-            for partition in here {
-                if groups.retired(GroupName::from_destination(partition)) {
-                    let at = self.retired_at.entry(partition).or_insert(groups.version());
-                    *at = (*at).min(groups.version());
-                }
-            }
+            let here = self.partitions.keys().chain(self.stopped.keys()).copied();
+            self.lifecycle.see_groupings(groups, here);
         }
-        self.learn(&group);
+        self.lifecycle.learn(&group);
         let destination = group.destination();
         self.start_group(&group);
         self.on_deliver(destination, router, deliveries, &groupings);
@@ -1133,7 +1052,7 @@ impl Host {
                     // A member that missed the group's first delivery starts it from the
                     // description it learned (a replica that never ran: VR's state transfer
                     // brings it up to date).
-                    if let Some(group) = self.known.get(&partition).cloned() {
+                    if let Some(group) = self.lifecycle.known(partition).cloned() {
                         self.start_group(&group);
                     }
                 }
@@ -1274,7 +1193,8 @@ impl Host {
         let regrouped = self.config.regrouped();
         if regrouped {
             let version = deliveries.iter().map(|delivery| delivery.version).max();
-            self.newest = self.newest.max(version.unwrap_or(ConfigVersion(0)));
+            self.lifecycle
+                .see_version(version.unwrap_or(ConfigVersion(0)));
         }
         let Some(hosted) = self.partitions.get_mut(&partition) else {
             return;
@@ -1674,7 +1594,7 @@ impl Host {
         if let Some(hosted) = self.partitions.get(&partition) {
             return Some(hosted.group.members.clone());
         }
-        if let Some(group) = self.known.get(&partition) {
+        if let Some(group) = self.lifecycle.known(partition) {
             return Some(group.members.clone());
         }
         self.config
