@@ -101,6 +101,22 @@ pub fn sha1_hex(body: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// Whether `body` compiles (SCRIPT LOAD, and EVAL before caching a body): Redis's error reply
+/// if it does not.
+pub fn compile(body: &[u8]) -> Result<(), String> {
+    match sandbox::compile_only(body) {
+        Ok(()) => Ok(()),
+        Err(sandbox::Failure::Compile(text)) => Err(compile_error_text(&text)),
+        Err(_) => Err("ERR Error compiling script (new function): out of memory".into()),
+    }
+}
+
+fn compile_error_text(text: &str) -> String {
+    convert::one_line(&format!(
+        "ERR Error compiling script (new function): {text}"
+    ))
+}
+
 /// Runs `script` on `scratch` (the records of its declared keys). Never panics on what the
 /// script does.
 pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
@@ -110,12 +126,9 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
     let (reply, commit) = match (killer.killed(), result) {
         (Some(kill), _) => (Value::Error(killed_text(kill, &sha)), false),
         (None, Ok(reply)) => (reply, true),
-        (None, Err(sandbox::Failure::Compile(text))) => (
-            Value::Error(convert::one_line(&format!(
-                "ERR Error compiling script (new function): {text}"
-            ))),
-            false,
-        ),
+        (None, Err(sandbox::Failure::Compile(text))) => {
+            (Value::Error(compile_error_text(&text)), false)
+        }
         (None, Err(sandbox::Failure::Raised(text))) => (Value::Error(text), true),
         (None, Err(sandbox::Failure::Memory)) => (
             Value::Error(format!(

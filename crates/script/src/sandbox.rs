@@ -321,6 +321,15 @@ fn lua_number_text(number: f64) -> String {
     }
 }
 
+/// Compiles `body` in a fresh state, running nothing.
+pub fn compile_only(body: &[u8]) -> Result<(), Failure> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default())
+        .map_err(|error| Failure::Compile(error.to_string()))?;
+    lua.set_memory_limit(MEMORY_BYTES_MAX)
+        .map_err(|error| Failure::Compile(error.to_string()))?;
+    compile(&lua, body).map(|_| ())
+}
+
 fn compile(lua: &Lua, body: &[u8]) -> Result<Function, Failure> {
     lua.load(body)
         .set_name(CHUNK_NAME)

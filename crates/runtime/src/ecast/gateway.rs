@@ -1027,6 +1027,7 @@ async fn serve(
     security: Arc<crate::security::Security>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
+    let scripts = Arc::new(super::scripting::Scripts::default());
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -1056,6 +1057,7 @@ async fn serve(
             storage,
             status: status.clone(),
             transaction: super::transaction::Session::default(),
+            scripts: scripts.clone(),
         };
         let tls = security.tls().cloned();
         tokio::spawn(async move {
@@ -1091,6 +1093,9 @@ struct Connection {
     session: crate::security::resp::Session<super::sql::ClusterBackend>,
     /// MULTI and WATCH (`transaction::Session`).
     transaction: super::transaction::Session,
+    /// This gateway's script cache and running scripts (`scripting`), shared by its
+    /// connections.
+    scripts: Arc<super::scripting::Scripts>,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1374,6 +1379,9 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        if let Some(value) = self.on_script_command(arguments).await {
+            return Answer::Ready(value);
+        }
         let keyless = plan_keyless(arguments).is_some();
         if let Some(value) = self
             .transaction
@@ -1448,6 +1456,21 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// EVAL, EVALSHA, SCRIPT, FUNCTION… (`scripting`); `None` for any other command. Inside
+    /// MULTI they are refused (and EXEC aborts).
+    async fn on_script_command(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        if !super::scripting::is_script_command(&arguments[0]) {
+            return None;
+        }
+        if let Some(refused) = self
+            .transaction
+            .refuse_queued(super::scripting::NOT_IN_MULTI)
+        {
+            return Some(refused);
+        }
+        Some(self.scripts.on_command(&self.jobs, arguments).await)
     }
 
     /// Hands `work` to the gateway task; the receiver gets its outcome.
