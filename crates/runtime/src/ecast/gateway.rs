@@ -302,6 +302,7 @@ pub(crate) fn start(
             gateway = gateway.with_watermark_gate();
         }
     }
+    let hub = Arc::new(super::pubsub::Hub::new(&config, storage, links.clone()));
     let task = GatewayTask {
         id,
         storage,
@@ -316,6 +317,7 @@ pub(crate) fn start(
         cluster: config.clone(),
         links,
         status: status.clone(),
+        hub: hub.clone(),
     };
     tokio::spawn(task.run(frame_receiver, job_receiver, tick_ms));
     tokio::spawn(serve(
@@ -325,6 +327,7 @@ pub(crate) fn start(
         storage,
         status,
         security,
+        hub,
     ));
     (frames, jobs)
 }
@@ -348,6 +351,8 @@ struct GatewayTask {
     cluster: ClusterConfig,
     links: Links,
     status: Arc<GatewayStatus>,
+    /// Pub/sub: this gateway's subscribers (`pubsub`).
+    hub: Arc<super::pubsub::Hub>,
 }
 
 impl GatewayTask {
@@ -795,6 +800,20 @@ impl GatewayTask {
             Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),
             // §6.4: reads avoid processes receiving copies, for what they receive; an
             // announcement lasts 2 s.
+            Frame::Publish {
+                from,
+                id,
+                channel,
+                message,
+            } => {
+                self.hub
+                    .on_publish(&self.cluster, from, id, &channel, &message);
+                return None;
+            }
+            Frame::Published { id, receivers, .. } => {
+                self.hub.on_published(id, receivers);
+                return None;
+            }
             Frame::Busy { process, receiving } => {
                 let incoming = if receiving {
                     PositionSet::whole()
@@ -1025,6 +1044,7 @@ async fn serve(
     storage: ProcessId,
     status: Arc<GatewayStatus>,
     security: Arc<crate::security::Security>,
+    hub: Arc<super::pubsub::Hub>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
     let scripts = Arc::new(super::scripting::Scripts::default());
@@ -1058,6 +1078,8 @@ async fn serve(
             status: status.clone(),
             transaction: super::transaction::Session::default(),
             scripts: scripts.clone(),
+            hub: hub.clone(),
+            subscriptions: super::pubsub::Subscriptions::new(),
         };
         let tls = security.tls().cloned();
         tokio::spawn(async move {
@@ -1071,6 +1093,7 @@ async fn serve(
                     }
                 }
             }
+            connection.subscriptions.leave(&connection.hub);
             drop(permit);
         });
     }
@@ -1096,6 +1119,9 @@ struct Connection {
     /// This gateway's script cache and running scripts (`scripting`), shared by its
     /// connections.
     scripts: Arc<super::scripting::Scripts>,
+    /// This gateway's pub/sub hub, and this connection's subscriptions (`pubsub`).
+    hub: Arc<super::pubsub::Hub>,
+    subscriptions: super::pubsub::Subscriptions,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1104,6 +1130,8 @@ enum Answer {
     Waiting(resp::Pending, oneshot::Receiver<Outcome>),
     /// A command without a key (planned here, not by `resp`): its reply's shape.
     Formatted(oneshot::Receiver<Outcome>, KeylessReply),
+    /// SUBSCRIBE and its kin: one push per channel or pattern.
+    Pushes(Vec<super::pubsub::Push>),
     Close,
 }
 
@@ -1251,8 +1279,33 @@ async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
                     .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                 *answer = Answer::Ready(keyless_reply(*shape, &outcome));
             }
-            Answer::Ready(_) | Answer::Close => {}
+            Answer::Ready(_) | Answer::Pushes(_) | Answer::Close => {}
         }
+    }
+}
+
+/// What a connection waits for: bytes from its client, or a message for it to push.
+enum ConnectionEvent {
+    /// How many bytes were read; `None`: the client left, or was idle past `timeout`.
+    Read(Option<usize>),
+    Push(super::pubsub::Push),
+}
+
+/// One read from the client (`None` on end of file, an error, or `timeout` passing: an idle
+/// or unauthenticated client is closed without a reply, as Redis closes idle clients).
+async fn read_some<S>(stream: &mut S, chunk: &mut [u8], timeout: Option<Duration>) -> Option<usize>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    let read = match timeout {
+        None => stream.read(chunk).await,
+        Some(timeout) => tokio::time::timeout(timeout, stream.read(chunk))
+            .await
+            .ok()?,
+    };
+    match read {
+        Ok(0) | Err(_) => None,
+        Ok(read) => Some(read),
     }
 }
 
@@ -1283,19 +1336,20 @@ impl Connection {
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
-            let read = match self.session.read_timeout() {
-                None => stream.read(&mut chunk).await,
-                // Idle, or not authenticated in time: closed without a reply (as Redis closes
-                // idle clients).
-                Some(timeout) => match tokio::time::timeout(timeout, stream.read(&mut chunk)).await
-                {
-                    Ok(read) => read,
-                    Err(_) => return,
-                },
+            let timeout = self.session.read_timeout();
+            let event = tokio::select! {
+                read = read_some(&mut stream, &mut chunk, timeout) => ConnectionEvent::Read(read),
+                Some(push) = self.subscriptions.receiver.recv() => ConnectionEvent::Push(push),
             };
-            let read = match read {
-                Ok(0) | Err(_) => return,
-                Ok(read) => read,
+            let read = match event {
+                ConnectionEvent::Read(Some(read)) => read,
+                ConnectionEvent::Read(None) => return,
+                ConnectionEvent::Push(push) => {
+                    if !self.write_pushes(&mut stream, push).await {
+                        return;
+                    }
+                    continue;
+                }
             };
             input.extend_from_slice(&chunk[..read]);
             let arrived = std::time::Instant::now();
@@ -1344,6 +1398,12 @@ impl Connection {
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                         keyless_reply(shape, &outcome)
                     }
+                    Answer::Pushes(pushes) => {
+                        for push in &pushes {
+                            super::pubsub::encode_push(push, self.protocol, &mut output);
+                        }
+                        continue;
+                    }
                     Answer::Close => {
                         close = true;
                         Value::Simple("OK".to_string())
@@ -1379,6 +1439,9 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        if let Some(answer) = self.on_pubsub_command(arguments).await {
+            return answer;
+        }
         if let Some(value) = self.on_script_command(arguments).await {
             return Answer::Ready(value);
         }
@@ -1456,6 +1519,50 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// SUBSCRIBE, PUBLISH, PUBSUB… and the subscribed mode's refusals (`pubsub`); `None` for
+    /// any other command. Inside MULTI the pub/sub commands are refused (and EXEC aborts).
+    async fn on_pubsub_command(&mut self, arguments: &[Vec<u8>]) -> Option<Answer> {
+        let name = arguments[0].to_ascii_lowercase();
+        let pubsub_name = matches!(
+            name.as_slice(),
+            b"subscribe"
+                | b"psubscribe"
+                | b"unsubscribe"
+                | b"punsubscribe"
+                | b"publish"
+                | b"pubsub"
+        );
+        if pubsub_name {
+            if let Some(refused) = self.transaction.refuse_queued(
+                "ERR SUBSCRIBE, UNSUBSCRIBE, PUBLISH and PUBSUB are not supported inside MULTI yet",
+            ) {
+                return Some(Answer::Ready(refused));
+            }
+        }
+        let answer = self
+            .subscriptions
+            .on_command(&self.hub, arguments, self.protocol)
+            .await?;
+        Some(match answer {
+            super::pubsub::PubSubAnswer::Pushes(pushes) => Answer::Pushes(pushes),
+            super::pubsub::PubSubAnswer::Reply(value) => Answer::Ready(value),
+        })
+    }
+
+    /// Writes `first` and every other message waiting for this connection; false if the
+    /// client is gone.
+    async fn write_pushes<S>(&mut self, stream: &mut S, first: super::pubsub::Push) -> bool
+    where
+        S: tokio::io::AsyncWrite + Unpin,
+    {
+        let mut output = Vec::new();
+        super::pubsub::encode_push(&first, self.protocol, &mut output);
+        while let Ok(push) = self.subscriptions.receiver.try_recv() {
+            super::pubsub::encode_push(&push, self.protocol, &mut output);
+        }
+        stream.write_all(&output).await.is_ok() && stream.flush().await.is_ok()
     }
 
     /// EVAL, EVALSHA, SCRIPT, FUNCTION… (`scripting`); `None` for any other command. Inside

@@ -18,6 +18,7 @@
 //! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
 //! | `payload` | a command split into single-key sub-commands, shares, and the merge back; SQL payloads |
 //! | `sql` | the PostgreSQL front end's backend on a storage process: statements through the gateway to the partition holding the tables |
+//! | `pubsub` | SUBSCRIBE/PUBLISH/PUBSUB: each gateway's subscribers; PUBLISH reaches every storage process over the peer links |
 //! | `scripting` | EVAL/EVALSHA/SCRIPT/FUNCTION: a script runs as a multi-key command over its declared keys (`script` crate), the per-gateway script cache |
 //! | `transaction` | multi-key commands and MULTI/EXEC/WATCH across partitions: reserve every key, run on a scratch store, commit |
 
@@ -30,6 +31,7 @@ pub mod link;
 pub mod metrics;
 pub mod partition_host;
 pub mod payload;
+pub mod pubsub;
 pub mod router;
 pub mod scripting;
 pub mod sql;

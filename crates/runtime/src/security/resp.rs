@@ -255,6 +255,16 @@ fn needs<'a>(name: &str, arguments: &'a [Vec<u8>]) -> Option<Needs<'a>> {
             needs.keys = declared_keys(arguments);
             return Some(needs);
         }
+        // Pub/sub (`ecast::pubsub`): Tessera has no channel permissions; publishing is a
+        // write, subscribing a read.
+        "publish" => {
+            needs.write = true;
+            return Some(needs);
+        }
+        "subscribe" | "psubscribe" | "pubsub" => {
+            needs.read = true;
+            return Some(needs);
+        }
         _ => {}
     }
     match resp::plan(arguments) {
