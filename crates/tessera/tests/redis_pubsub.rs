@@ -60,6 +60,21 @@ impl Raw {
         self.received.drain(..expected.len());
     }
 
+    /// Waits (up to 5 s) for the server to close the connection.
+    fn closed(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut chunk = [0u8; 4096];
+        loop {
+            assert!(Instant::now() < deadline, "the connection stayed open");
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return,
+                Ok(read) => self.received.extend_from_slice(&chunk[..read]),
+                Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => return,
+                Err(_) => {}
+            }
+        }
+    }
+
     /// Reads everything that arrives within `wait` (a push that must not come).
     fn nothing_within(&mut self, wait: Duration) {
         std::thread::sleep(wait);
@@ -129,6 +144,27 @@ fn a_subscriber_on_one_storage_process_receives_what_another_publishes() {
     assert_eq!(redis_cli(ports[1], &["PUBLISH", "news", "again"]), "1");
     third.expect(b">4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$5\r\nagain\r\n");
     first.nothing_within(Duration::from_millis(200));
+    // CLIENT LIST shows the subscriber as it is; CLIENT KILL closes it.
+    let list = redis_cli(ports[0], &["CLIENT", "LIST", "TYPE", "pubsub"]);
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(
+        list.contains(" flags=P ")
+            && list.contains(" sub=1 psub=0 ")
+            && list.contains(" cmd=unsubscribe "),
+        "{list}"
+    );
+    let id = list
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .strip_prefix("id=")
+        .unwrap();
+    assert_eq!(redis_cli(ports[0], &["CLIENT", "KILL", "ID", id]), "1");
+    first.closed();
+    assert_eq!(
+        redis_cli(ports[0], &["CLIENT", "LIST", "TYPE", "pubsub"]),
+        ""
+    );
     // A subscriber that leaves is forgotten.
     drop(third);
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -1048,8 +1048,9 @@ async fn serve(
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
     let scripts = Arc::new(super::scripting::Scripts::default());
+    let clients = Arc::new(super::clients::Clients::default());
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, address) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 log::warn(format_args!("accepting a client failed: {error}"));
@@ -1063,7 +1064,10 @@ async fn serve(
             tokio::spawn(crate::security::resp::refuse_connection(stream));
             continue;
         };
+        let local = stream.local_addr().unwrap_or(address);
         let mut connection = Connection {
+            client: clients.register(address, local),
+            clients: clients.clone(),
             session: crate::security::resp::Session::new(
                 security.clone(),
                 super::sql::ClusterBackend::new(jobs.clone()),
@@ -1122,6 +1126,9 @@ struct Connection {
     /// This gateway's pub/sub hub, and this connection's subscriptions (`pubsub`).
     hub: Arc<super::pubsub::Hub>,
     subscriptions: super::pubsub::Subscriptions,
+    /// This connection's entry in its gateway's client table (CLIENT LIST, KILL…).
+    client: super::clients::Registration,
+    clients: Arc<super::clients::Clients>,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1335,11 +1342,14 @@ impl Connection {
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
+        let kill = self.client.kill.clone();
         loop {
             let timeout = self.session.read_timeout();
             let event = tokio::select! {
                 read = read_some(&mut stream, &mut chunk, timeout) => ConnectionEvent::Read(read),
                 Some(push) = self.subscriptions.receiver.recv() => ConnectionEvent::Push(push),
+                // CLIENT KILL: closed at once, as Redis closes a killed client.
+                _ = kill.notified() => ConnectionEvent::Read(None),
             };
             let read = match event {
                 ConnectionEvent::Read(Some(read)) => read,
@@ -1370,7 +1380,11 @@ impl Connection {
                             if self.isolation != Isolation::Sequential {
                                 resolve(&mut answers, &self.jobs).await;
                             }
+                            // Before (`cmd` is the current command, as in Redis) and after
+                            // (the subscriptions, name and MULTI it left).
+                            self.record_activity(&arguments);
                             answers.push(self.on_command(&arguments, stream.socket()).await);
+                            self.record_activity(&arguments);
                         }
                     }
                     Err(error) => {
@@ -1441,6 +1455,11 @@ impl Connection {
         };
         if let Some(answer) = self.on_pubsub_command(arguments).await {
             return answer;
+        }
+        if arguments[0].eq_ignore_ascii_case(b"client") {
+            if let Some(value) = self.clients.on_command(self.client.id, arguments) {
+                return Answer::Ready(value);
+            }
         }
         if let Some(value) = self.on_script_command(arguments).await {
             return Answer::Ready(value);
@@ -1519,6 +1538,21 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// Tells the client table the command this connection is about to run (CLIENT LIST's
+    /// `cmd`, as Redis shows the current command).
+    fn record_activity(&self, arguments: &[Vec<u8>]) {
+        let (channels, patterns) = self.subscriptions.counts();
+        let activity = super::clients::Activity {
+            name: self.name.as_deref(),
+            arguments,
+            protocol: self.protocol,
+            channels,
+            patterns,
+            queued: self.transaction.queued(),
+        };
+        self.clients.on_activity(self.client.id, activity);
     }
 
     /// SUBSCRIBE, PUBLISH, PUBSUB… and the subscribed mode's refusals (`pubsub`); `None` for

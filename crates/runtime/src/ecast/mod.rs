@@ -7,6 +7,7 @@
 //! | module | what |
 //! |---|---|
 //! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
+//! | `clients` | each gateway's RESP connections: CLIENT LIST/INFO/ID/KILL/NO-EVICT |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
 //! | `durable` | disk durability: one write-ahead log per hosted replica, one writer thread per process (group commit) |
 //! | `fault` | faults a real-process test injects (debug builds): a partition whose deliveries lag |
@@ -23,6 +24,7 @@
 //! | `transaction` | multi-key commands and MULTI/EXEC/WATCH across partitions: reserve every key, run on a scratch store, commit |
 
 pub mod admin;
+pub mod clients;
 pub mod config;
 pub mod durable;
 pub mod fault;

@@ -292,6 +292,11 @@ impl Subscriptions {
         !self.channels.is_empty() || !self.patterns.is_empty()
     }
 
+    /// How many channels and patterns the connection subscribed to.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.channels.len(), self.patterns.len())
+    }
+
     fn count(&self) -> i64 {
         (self.channels.len() + self.patterns.len()) as i64
     }

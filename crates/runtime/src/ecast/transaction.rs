@@ -518,6 +518,11 @@ impl Session {
         })
     }
 
+    /// Inside MULTI: how many commands are queued (`None` outside MULTI).
+    pub(super) fn queued(&self) -> Option<usize> {
+        self.queue.as_ref().map(|(queued, _)| queued.len())
+    }
+
     /// Inside MULTI: refuses a command a transaction cannot queue (answered `text`; EXEC then
     /// aborts, as for any command refused when queued). `None` outside MULTI.
     pub(super) fn refuse_queued(&mut self, text: &str) -> Option<Value> {
