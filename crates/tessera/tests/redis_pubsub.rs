@@ -137,6 +137,24 @@ fn a_subscriber_on_one_storage_process_receives_what_another_publishes() {
         "news\n0"
     );
     assert_eq!(redis_cli(ports[2], &["PUBSUB", "NUMPAT"]), "1");
+    // NUMPAT counts distinct patterns, not subscriptions (as Redis).
+    let mut fourth = Raw::connect(ports[2]);
+    fourth.send(&["PSUBSCRIBE", "n*"]);
+    fourth.expect(b"*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:1\r\n");
+    assert_eq!(redis_cli(ports[2], &["PUBSUB", "NUMPAT"]), "1");
+    drop(fourth);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while redis_cli(ports[2], &["CLIENT", "LIST", "TYPE", "pubsub"])
+        .lines()
+        .count()
+        != 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the closed subscriber is still listed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(redis_cli(ports[0], &["PUBSUB", "CHANNELS", "n*"]), "news");
     // Unsubscribed from one channel: a message to it reaches only the pattern.
     first.send(&["UNSUBSCRIBE", "news"]);

@@ -240,9 +240,8 @@ impl Hub {
                     })
                     .collect(),
             ),
-            (b"numpat", 2) => {
-                Value::Integer(state.patterns.values().map(BTreeMap::len).sum::<usize>() as i64)
-            }
+            // Distinct patterns, however many connections subscribed to each (as Redis).
+            (b"numpat", 2) => Value::Integer(state.patterns.len() as i64),
             (b"channels" | b"numpat", _) => Value::Error(format!(
                 "ERR wrong number of arguments for 'pubsub|{}' command",
                 String::from_utf8_lossy(subcommand).to_ascii_lowercase()
