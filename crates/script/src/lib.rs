@@ -95,6 +95,58 @@ impl Killer {
     }
 }
 
+/// What a script's shebang line (`#!lua flags=…`, Redis 7.0) declares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shebang {
+    /// `no-writes`: the script runs as read-only (as under EVAL_RO).
+    pub no_writes: bool,
+}
+
+/// Redis 7.0's shebang flags Tessera accepts. `no-writes` makes the script read-only;
+/// `allow-oom`, `allow-stale` and `allow-cross-slot-keys` allow what Tessera never refuses (it
+/// has no out-of-memory refusal, no stale replica reads, and serves keys across partitions);
+/// `no-cluster` is refused when run (every Tessera deployment is a cluster).
+const SHEBANG_FLAGS: &[&str] = &[
+    "no-writes",
+    "allow-oom",
+    "allow-stale",
+    "no-cluster",
+    "allow-cross-slot-keys",
+];
+
+/// Parses the shebang line of `body`, if it has one: the flags, and the body with that line
+/// blanked (line numbers in messages stay the script's). Redis 7.0's error texts.
+pub fn shebang(body: &[u8]) -> Result<(Shebang, std::borrow::Cow<'_, [u8]>), String> {
+    if !body.starts_with(b"#!") {
+        return Ok((Shebang::default(), std::borrow::Cow::Borrowed(body)));
+    }
+    let end = body
+        .iter()
+        .position(|byte| *byte == b'\n')
+        .unwrap_or(body.len());
+    let line = String::from_utf8_lossy(&body[..end]).into_owned();
+    let mut parts = line.split(' ').filter(|part| !part.is_empty());
+    if parts.next() != Some("#!lua") {
+        return Err("ERR Unexpected engine in script shebang in first line".into());
+    }
+    let mut declared = Shebang::default();
+    for part in parts {
+        let Some(flags) = part.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {part}"));
+        };
+        for flag in flags.split(',').filter(|flag| !flag.is_empty()) {
+            if !SHEBANG_FLAGS.contains(&flag) {
+                return Err(format!("ERR Unexpected flag in script shebang: {flag}"));
+            }
+            if flag == "no-cluster" {
+                return Err("ERR Can not run script on cluster, 'no-cluster' flag is set.".into());
+            }
+            declared.no_writes |= flag == "no-writes";
+        }
+    }
+    Ok((declared, std::borrow::Cow::Owned(body[end..].to_vec())))
+}
+
 /// A script's name in replies and in the script cache: the SHA1 of its body, in lowercase hex.
 pub fn sha1_hex(body: &[u8]) -> String {
     let digest = Sha1::digest(body);
@@ -104,7 +156,8 @@ pub fn sha1_hex(body: &[u8]) -> String {
 /// Whether `body` compiles (SCRIPT LOAD, and EVAL before caching a body): Redis's error reply
 /// if it does not.
 pub fn compile(body: &[u8]) -> Result<(), String> {
-    match sandbox::compile_only(body) {
+    let (_, body) = shebang(body)?;
+    match sandbox::compile_only(&body) {
         Ok(()) => Ok(()),
         Err(sandbox::Failure::Compile(text)) => Err(compile_error_text(&text)),
         Err(_) => Err("ERR Error compiling script (new function): out of memory".into()),
@@ -122,7 +175,22 @@ fn compile_error_text(text: &str) -> String {
 pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
     let sha = sha1_hex(script.body);
     let mut log = Vec::new();
-    let result = sandbox::run(script, &sha, scratch, killer, &mut log);
+    let (declared, body) = match shebang(script.body) {
+        Ok(parsed) => parsed,
+        Err(text) => {
+            return Run {
+                reply: Value::Error(text),
+                commit: false,
+                log,
+            }
+        }
+    };
+    let script = Script {
+        body: &body,
+        read_only: script.read_only || declared.no_writes,
+        ..*script
+    };
+    let result = sandbox::run(&script, &sha, scratch, killer, &mut log);
     let (reply, commit) = match (killer.killed(), result) {
         (Some(kill), _) => (Value::Error(killed_text(kill, &sha)), false),
         (None, Ok(reply)) => (reply, true),

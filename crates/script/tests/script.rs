@@ -428,3 +428,29 @@ fn redis_log_collects_lines_for_the_runtime() {
     assert_eq!(run.log, vec!["hello world".to_string()]);
     assert_eq!(run.reply, Value::Null);
 }
+
+#[test]
+fn a_shebang_line_declares_flags_as_redis_7_0() {
+    assert_eq!(eval("#!lua\nreturn 1", &[]), Value::Integer(1));
+    assert_eq!(
+        eval("#!not-lua\nreturn 1", &[]),
+        error("ERR Unexpected engine in script shebang in first line")
+    );
+    assert_eq!(
+        eval("#!lua badger=data\nreturn 1", &[]),
+        error("ERR Unknown lua shebang option: badger=data")
+    );
+    assert_eq!(
+        eval("#!lua flags=allow-oom,what?\nreturn 1", &[]),
+        error("ERR Unexpected flag in script shebang: what?")
+    );
+    let body = "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 1)";
+    assert_eq!(
+        eval(body, &["x"]),
+        error(&format!(
+            "ERR Write commands are not allowed from read-only scripts. script: {}, on @user_script:2.",
+            sha(body)
+        ))
+    );
+    assert_eq!(script::compile(b"#!lua flags=no-writes\nreturn 1"), Ok(()));
+}
