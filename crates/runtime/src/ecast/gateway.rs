@@ -798,8 +798,6 @@ impl GatewayTask {
                 result,
             },
             Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),
-            // §6.4: reads avoid processes receiving copies, for what they receive; an
-            // announcement lasts 2 s.
             Frame::Publish {
                 from,
                 id,
@@ -814,6 +812,8 @@ impl GatewayTask {
                 self.hub.on_published(id, receivers);
                 return None;
             }
+            // §6.4: reads avoid processes receiving copies, for what they receive; an
+            // announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
                 let incoming = if receiving {
                     PositionSet::whole()
