@@ -22,7 +22,7 @@ pub use operations::{
     AddFlags, ExpireCondition, ExpireTime, HashOperation, LexBound, ListOperation, Range,
     ScoreBound, SetOperation, SortedOperation, TtlChange, TtlQuery,
 };
-pub use reservation::{run_transaction, CommitWrite, Lock, TransactionResult};
+pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
 pub use value::{Entry, Score, Value};
 
 use serde::{Deserialize, Serialize};

@@ -174,35 +174,76 @@ pub fn run_transaction(
     records: &[(Bytes, Option<Bytes>)],
     commands: &[Command],
 ) -> Result<TransactionResult, KvError> {
-    let mut scratch = KvStore::new();
-    let mut known: BTreeMap<&[u8], Option<&Bytes>> = BTreeMap::new();
-    for (key, record) in records {
-        if let Some(record) = record {
-            scratch.insert_record(key.clone(), record)?;
-        }
-        known.insert(key.as_slice(), record.as_ref());
-    }
-    for command in commands {
-        if command.keys().iter().any(|key| !known.contains_key(key)) {
-            return Err(KvError::Malformed);
-        }
+    let mut scratch = Scratch::new(records)?;
+    if commands
+        .iter()
+        .any(|command| command.keys().iter().any(|key| !scratch.holds(key)))
+    {
+        return Err(KvError::Malformed);
     }
     let outcomes = commands
         .iter()
         .map(|command| scratch.execute(command))
-        .collect();
-    let writes = known
-        .into_iter()
-        .map(|(key, before)| {
-            let after = scratch.entry(key).map(Entry::to_record);
-            let write = match (before, after) {
-                (None, None) => CommitWrite::Keep,
-                (Some(before), Some(after)) if *before == after => CommitWrite::Keep,
-                (_, None) => CommitWrite::Delete,
-                (_, Some(after)) => CommitWrite::Record(after),
-            };
-            (key.to_vec(), write)
-        })
-        .collect();
-    Ok(TransactionResult { outcomes, writes })
+        .collect::<Result<Vec<Outcome>, KvError>>()?;
+    Ok(TransactionResult {
+        outcomes,
+        writes: scratch.writes(),
+    })
+}
+
+/// A scratch store of a transaction's reserved records, on which its commands run one at a
+/// time (MULTI/EXEC all at once through `run_transaction`; a script one `redis.call` at a
+/// time), and which says at the end what to commit at each key.
+pub struct Scratch {
+    store: KvStore,
+    /// Each reserved key and its record when it was reserved (`None`: absent).
+    before: BTreeMap<Bytes, Option<Bytes>>,
+}
+
+impl Scratch {
+    /// A store holding `records` (each reserved key and its record, `None` if absent). A
+    /// record that does not decode is refused (`KvError::Malformed`).
+    pub fn new(records: &[(Bytes, Option<Bytes>)]) -> Result<Scratch, KvError> {
+        let mut store = KvStore::new();
+        let mut before = BTreeMap::new();
+        for (key, record) in records {
+            if let Some(record) = record {
+                store.insert_record(key.clone(), record)?;
+            }
+            before.insert(key.clone(), record.clone());
+        }
+        Ok(Scratch { store, before })
+    }
+
+    /// Whether `key` is one of the reserved keys.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.before.contains_key(key)
+    }
+
+    /// Runs one command (stamped, or not needing a stamp). A command naming a key that was not
+    /// reserved is refused (`KvError::Malformed`) and changes nothing.
+    pub fn execute(&mut self, command: &Command) -> Result<Outcome, KvError> {
+        if command.keys().iter().any(|key| !self.holds(key)) {
+            return Err(KvError::Malformed);
+        }
+        Ok(self.store.execute(command))
+    }
+
+    /// What to commit at each reserved key, in key order: keep (unchanged), delete, or the new
+    /// record.
+    pub fn writes(&self) -> Vec<(Bytes, CommitWrite)> {
+        self.before
+            .iter()
+            .map(|(key, before)| {
+                let after = self.store.entry(key).map(Entry::to_record);
+                let write = match (before, after) {
+                    (None, None) => CommitWrite::Keep,
+                    (Some(before), Some(after)) if *before == after => CommitWrite::Keep,
+                    (_, None) => CommitWrite::Delete,
+                    (_, Some(after)) => CommitWrite::Record(after),
+                };
+                (key.clone(), write)
+            })
+            .collect()
+    }
 }

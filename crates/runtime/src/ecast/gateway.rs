@@ -302,6 +302,7 @@ pub(crate) fn start(
             gateway = gateway.with_watermark_gate();
         }
     }
+    let hub = Arc::new(super::pubsub::Hub::new(&config, storage, links.clone()));
     let task = GatewayTask {
         id,
         storage,
@@ -316,6 +317,7 @@ pub(crate) fn start(
         cluster: config.clone(),
         links,
         status: status.clone(),
+        hub: hub.clone(),
     };
     tokio::spawn(task.run(frame_receiver, job_receiver, tick_ms));
     tokio::spawn(serve(
@@ -325,6 +327,7 @@ pub(crate) fn start(
         storage,
         status,
         security,
+        hub,
     ));
     (frames, jobs)
 }
@@ -348,6 +351,8 @@ struct GatewayTask {
     cluster: ClusterConfig,
     links: Links,
     status: Arc<GatewayStatus>,
+    /// Pub/sub: this gateway's subscribers (`pubsub`).
+    hub: Arc<super::pubsub::Hub>,
 }
 
 impl GatewayTask {
@@ -793,6 +798,20 @@ impl GatewayTask {
                 result,
             },
             Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),
+            Frame::Publish {
+                from,
+                id,
+                channel,
+                message,
+            } => {
+                self.hub
+                    .on_publish(&self.cluster, from, id, &channel, &message);
+                return None;
+            }
+            Frame::Published { id, receivers, .. } => {
+                self.hub.on_published(id, receivers);
+                return None;
+            }
             // §6.4: reads avoid processes receiving copies, for what they receive; an
             // announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
@@ -1025,10 +1044,13 @@ async fn serve(
     storage: ProcessId,
     status: Arc<GatewayStatus>,
     security: Arc<crate::security::Security>,
+    hub: Arc<super::pubsub::Hub>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
+    let scripts = Arc::new(super::scripting::Scripts::default());
+    let clients = Arc::new(super::clients::Clients::default());
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, address) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
                 log::warn(format_args!("accepting a client failed: {error}"));
@@ -1042,7 +1064,10 @@ async fn serve(
             tokio::spawn(crate::security::resp::refuse_connection(stream));
             continue;
         };
+        let local = stream.local_addr().unwrap_or(address);
         let mut connection = Connection {
+            client: clients.register(address, local),
+            clients: clients.clone(),
             session: crate::security::resp::Session::new(
                 security.clone(),
                 super::sql::ClusterBackend::new(jobs.clone()),
@@ -1056,6 +1081,9 @@ async fn serve(
             storage,
             status: status.clone(),
             transaction: super::transaction::Session::default(),
+            scripts: scripts.clone(),
+            hub: hub.clone(),
+            subscriptions: super::pubsub::Subscriptions::new(),
         };
         let tls = security.tls().cloned();
         tokio::spawn(async move {
@@ -1069,6 +1097,7 @@ async fn serve(
                     }
                 }
             }
+            connection.subscriptions.leave(&connection.hub);
             drop(permit);
         });
     }
@@ -1091,6 +1120,15 @@ struct Connection {
     session: crate::security::resp::Session<super::sql::ClusterBackend>,
     /// MULTI and WATCH (`transaction::Session`).
     transaction: super::transaction::Session,
+    /// This gateway's script cache and running scripts (`scripting`), shared by its
+    /// connections.
+    scripts: Arc<super::scripting::Scripts>,
+    /// This gateway's pub/sub hub, and this connection's subscriptions (`pubsub`).
+    hub: Arc<super::pubsub::Hub>,
+    subscriptions: super::pubsub::Subscriptions,
+    /// This connection's entry in its gateway's client table (CLIENT LIST, KILL…).
+    client: super::clients::Registration,
+    clients: Arc<super::clients::Clients>,
 }
 
 /// A reply in a pipeline: known at once, or waiting for the gateway.
@@ -1099,6 +1137,8 @@ enum Answer {
     Waiting(resp::Pending, oneshot::Receiver<Outcome>),
     /// A command without a key (planned here, not by `resp`): its reply's shape.
     Formatted(oneshot::Receiver<Outcome>, KeylessReply),
+    /// SUBSCRIBE and its kin: one push per channel or pattern.
+    Pushes(Vec<super::pubsub::Push>),
     Close,
 }
 
@@ -1246,8 +1286,33 @@ async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
                     .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                 *answer = Answer::Ready(keyless_reply(*shape, &outcome));
             }
-            Answer::Ready(_) | Answer::Close => {}
+            Answer::Ready(_) | Answer::Pushes(_) | Answer::Close => {}
         }
+    }
+}
+
+/// What a connection waits for: bytes from its client, or a message for it to push.
+enum ConnectionEvent {
+    /// How many bytes were read; `None`: the client left, or was idle past `timeout`.
+    Read(Option<usize>),
+    Push(super::pubsub::Push),
+}
+
+/// One read from the client (`None` on end of file, an error, or `timeout` passing: an idle
+/// or unauthenticated client is closed without a reply, as Redis closes idle clients).
+async fn read_some<S>(stream: &mut S, chunk: &mut [u8], timeout: Option<Duration>) -> Option<usize>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    let read = match timeout {
+        None => stream.read(chunk).await,
+        Some(timeout) => tokio::time::timeout(timeout, stream.read(chunk))
+            .await
+            .ok()?,
+    };
+    match read {
+        Ok(0) | Err(_) => None,
+        Ok(read) => Some(read),
     }
 }
 
@@ -1277,20 +1342,24 @@ impl Connection {
         let mut input: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
+        let kill = self.client.kill.clone();
         loop {
-            let read = match self.session.read_timeout() {
-                None => stream.read(&mut chunk).await,
-                // Idle, or not authenticated in time: closed without a reply (as Redis closes
-                // idle clients).
-                Some(timeout) => match tokio::time::timeout(timeout, stream.read(&mut chunk)).await
-                {
-                    Ok(read) => read,
-                    Err(_) => return,
-                },
+            let timeout = self.session.read_timeout();
+            let event = tokio::select! {
+                read = read_some(&mut stream, &mut chunk, timeout) => ConnectionEvent::Read(read),
+                Some(push) = self.subscriptions.receiver.recv() => ConnectionEvent::Push(push),
+                // CLIENT KILL: closed at once, as Redis closes a killed client.
+                _ = kill.notified() => ConnectionEvent::Read(None),
             };
-            let read = match read {
-                Ok(0) | Err(_) => return,
-                Ok(read) => read,
+            let read = match event {
+                ConnectionEvent::Read(Some(read)) => read,
+                ConnectionEvent::Read(None) => return,
+                ConnectionEvent::Push(push) => {
+                    if !self.write_pushes(&mut stream, push).await {
+                        return;
+                    }
+                    continue;
+                }
             };
             input.extend_from_slice(&chunk[..read]);
             let arrived = std::time::Instant::now();
@@ -1311,7 +1380,11 @@ impl Connection {
                             if self.isolation != Isolation::Sequential {
                                 resolve(&mut answers, &self.jobs).await;
                             }
+                            // Before (`cmd` is the current command, as in Redis) and after
+                            // (the subscriptions, name and MULTI it left).
+                            self.record_activity(&arguments);
                             answers.push(self.on_command(&arguments, stream.socket()).await);
+                            self.record_activity(&arguments);
                         }
                     }
                     Err(error) => {
@@ -1338,6 +1411,12 @@ impl Connection {
                             .await
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                         keyless_reply(shape, &outcome)
+                    }
+                    Answer::Pushes(pushes) => {
+                        for push in &pushes {
+                            super::pubsub::encode_push(push, self.protocol, &mut output);
+                        }
+                        continue;
                     }
                     Answer::Close => {
                         close = true;
@@ -1374,6 +1453,17 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        if let Some(answer) = self.on_pubsub_command(arguments).await {
+            return answer;
+        }
+        if arguments[0].eq_ignore_ascii_case(b"client") {
+            if let Some(value) = self.clients.on_command(self.client.id, arguments) {
+                return Answer::Ready(value);
+            }
+        }
+        if let Some(value) = self.on_script_command(arguments).await {
+            return Answer::Ready(value);
+        }
         let keyless = plan_keyless(arguments).is_some();
         if let Some(value) = self
             .transaction
@@ -1448,6 +1538,80 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// Tells the client table the command this connection is about to run (CLIENT LIST's
+    /// `cmd`, as Redis shows the current command).
+    fn record_activity(&self, arguments: &[Vec<u8>]) {
+        let (channels, patterns) = self.subscriptions.counts();
+        let activity = super::clients::Activity {
+            name: self.name.as_deref(),
+            arguments,
+            protocol: self.protocol,
+            channels,
+            patterns,
+            queued: self.transaction.queued(),
+        };
+        self.clients.on_activity(self.client.id, activity);
+    }
+
+    /// SUBSCRIBE, PUBLISH, PUBSUB… and the subscribed mode's refusals (`pubsub`); `None` for
+    /// any other command. Inside MULTI the pub/sub commands are refused (and EXEC aborts).
+    async fn on_pubsub_command(&mut self, arguments: &[Vec<u8>]) -> Option<Answer> {
+        let name = arguments[0].to_ascii_lowercase();
+        let pubsub_name = matches!(
+            name.as_slice(),
+            b"subscribe"
+                | b"psubscribe"
+                | b"unsubscribe"
+                | b"punsubscribe"
+                | b"publish"
+                | b"pubsub"
+        );
+        if pubsub_name {
+            if let Some(refused) = self.transaction.refuse_queued(
+                "ERR SUBSCRIBE, UNSUBSCRIBE, PUBLISH and PUBSUB are not supported inside MULTI yet",
+            ) {
+                return Some(Answer::Ready(refused));
+            }
+        }
+        let answer = self
+            .subscriptions
+            .on_command(&self.hub, arguments, self.protocol)
+            .await?;
+        Some(match answer {
+            super::pubsub::PubSubAnswer::Pushes(pushes) => Answer::Pushes(pushes),
+            super::pubsub::PubSubAnswer::Reply(value) => Answer::Ready(value),
+        })
+    }
+
+    /// Writes `first` and every other message waiting for this connection; false if the
+    /// client is gone.
+    async fn write_pushes<S>(&mut self, stream: &mut S, first: super::pubsub::Push) -> bool
+    where
+        S: tokio::io::AsyncWrite + Unpin,
+    {
+        let mut output = Vec::new();
+        super::pubsub::encode_push(&first, self.protocol, &mut output);
+        while let Ok(push) = self.subscriptions.receiver.try_recv() {
+            super::pubsub::encode_push(&push, self.protocol, &mut output);
+        }
+        stream.write_all(&output).await.is_ok() && stream.flush().await.is_ok()
+    }
+
+    /// EVAL, EVALSHA, SCRIPT, FUNCTION… (`scripting`); `None` for any other command. Inside
+    /// MULTI they are refused (and EXEC aborts).
+    async fn on_script_command(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        if !super::scripting::is_script_command(&arguments[0]) {
+            return None;
+        }
+        if let Some(refused) = self
+            .transaction
+            .refuse_queued(super::scripting::NOT_IN_MULTI)
+        {
+            return Some(refused);
+        }
+        Some(self.scripts.on_command(&self.jobs, arguments).await)
     }
 
     /// Hands `work` to the gateway task; the receiver gets its outcome.

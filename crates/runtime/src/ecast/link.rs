@@ -320,6 +320,21 @@ pub enum Frame {
         deliveries: Vec<Delivery>,
         groupings: Vec<Groups>,
     },
+    /// 31. Gateway to every other storage process (for its gateway): a PUBLISH
+    ///     (`pubsub`), delivered to that process's subscribers and counted back to `from`.
+    Publish {
+        from: ProcessId,
+        id: u64,
+        channel: Vec<u8>,
+        message: Vec<u8>,
+    },
+    /// 32. Gateway to the publishing gateway: how many of `from`'s clients received PUBLISH
+    ///     `id`.
+    Published {
+        from: ProcessId,
+        id: u64,
+        receivers: u64,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -7,6 +7,7 @@
 //! | module | what |
 //! |---|---|
 //! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
+//! | `clients` | each gateway's RESP connections: CLIENT LIST/INFO/ID/KILL/NO-EVICT |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
 //! | `durable` | disk durability: one write-ahead log per hosted replica, one writer thread per process (group commit) |
 //! | `fault` | faults a real-process test injects (debug builds): a partition whose deliveries lag |
@@ -18,9 +19,12 @@
 //! | `partition_host` | a storage process of a `vr` cluster: one `vr::Replica<ecast::PartitionMachine<…>>` per partition it holds |
 //! | `payload` | a command split into single-key sub-commands, shares, and the merge back; SQL payloads |
 //! | `sql` | the PostgreSQL front end's backend on a storage process: statements through the gateway to the partition holding the tables |
+//! | `pubsub` | SUBSCRIBE/PUBLISH/PUBSUB: each gateway's subscribers; PUBLISH reaches every storage process over the peer links |
+//! | `scripting` | EVAL/EVALSHA/SCRIPT/FUNCTION: a script runs as a multi-key command over its declared keys (`script` crate), the per-gateway script cache |
 //! | `transaction` | multi-key commands and MULTI/EXEC/WATCH across partitions: reserve every key, run on a scratch store, commit |
 
 pub mod admin;
+pub mod clients;
 pub mod config;
 pub mod durable;
 pub mod fault;
@@ -29,7 +33,9 @@ pub mod link;
 pub mod metrics;
 pub mod partition_host;
 pub mod payload;
+pub mod pubsub;
 pub mod router;
+pub mod scripting;
 pub mod sql;
 pub mod stats;
 pub mod storage;

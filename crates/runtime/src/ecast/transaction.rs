@@ -69,12 +69,51 @@ pub(super) async fn run(
             .flat_map(Command::keys)
             .chain(watched.iter().map(|(key, _)| key.as_slice())),
     );
+    run_reserved(jobs, &keys, |records| {
+        let changed = watched.iter().any(|(key, record)| {
+            records
+                .iter()
+                .any(|(reserved, now)| reserved == key && now != record)
+        });
+        let computed = if changed {
+            Err(TransactionError::Watched)
+        } else {
+            kv::run_transaction(&records, commands)
+                .map(|result| Computed::Commit(result.outcomes, result.writes))
+                .map_err(TransactionError::Store)
+        };
+        std::future::ready(computed)
+    })
+    .await
+}
+
+/// What a computation over reserved records decided.
+pub(super) enum Computed<T> {
+    /// Commit these writes (one per reserved key), then answer `T`.
+    Commit(T, Vec<(Bytes, CommitWrite)>),
+    /// Write nothing (release the keys), then answer `T`.
+    Release(T),
+}
+
+/// Reserves `keys` (distinct), runs `compute` on their records and commits (or releases) what
+/// it decided, atomically at the commit's place in the order; retried from the reservation
+/// while another command holds a key (up to `GIVE_UP_MS`) or when the reservation was released
+/// as stale before the commit. An error from `compute` releases the keys and is returned.
+pub(super) async fn run_reserved<T, F, Fut>(
+    jobs: &mpsc::Sender<Job>,
+    keys: &[Bytes],
+    mut compute: F,
+) -> Result<T, TransactionError>
+where
+    F: FnMut(Vec<(Bytes, Option<Bytes>)>) -> Fut,
+    Fut: std::future::Future<Output = Result<Computed<T>, TransactionError>>,
+{
     let started = crate::os::unix_now_ms();
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let owner = crate::os::random_u64();
-        let records = match reserve(jobs, &keys, owner).await? {
+        let records = match reserve(jobs, keys, owner).await? {
             Reserved::All(records) => records,
             Reserved::Refused => {
                 if crate::os::unix_now_ms() > started + GIVE_UP_MS {
@@ -88,28 +127,23 @@ pub(super) async fn run(
                 continue;
             }
         };
-        if abandons(&keys) {
+        if abandons(keys) {
             // Test-only: the gateway "dies" holding the locks (neither commit nor release).
             return Err(TransactionError::Store(KvError::Unavailable));
         }
-        let changed = watched.iter().any(|(key, record)| {
-            records
-                .iter()
-                .any(|(reserved, now)| reserved == key && now != record)
-        });
-        if changed {
-            release(jobs, &keys, owner).await;
-            return Err(TransactionError::Watched);
-        }
-        let result = match kv::run_transaction(&records, commands) {
-            Ok(result) => result,
+        let (answer, writes) = match compute(records).await {
+            Ok(Computed::Commit(answer, writes)) => (answer, writes),
+            Ok(Computed::Release(answer)) => {
+                release(jobs, keys, owner).await;
+                return Ok(answer);
+            }
             Err(error) => {
-                release(jobs, &keys, owner).await;
-                return Err(TransactionError::Store(error));
+                release(jobs, keys, owner).await;
+                return Err(error);
             }
         };
-        match commit(jobs, result.writes, owner).await? {
-            true => return Ok(result.outcomes),
+        match commit(jobs, writes, owner).await? {
+            true => return Ok(answer),
             // Released as stale before the commit, at every key: nothing was written.
             false => pause(attempt).await,
         }
@@ -482,6 +516,19 @@ impl Session {
             b"watch" => self.watch(jobs, &arguments[1..]).await,
             _ => self.exec(jobs).await,
         })
+    }
+
+    /// Inside MULTI: how many commands are queued (`None` outside MULTI).
+    pub(super) fn queued(&self) -> Option<usize> {
+        self.queue.as_ref().map(|(queued, _)| queued.len())
+    }
+
+    /// Inside MULTI: refuses a command a transaction cannot queue (answered `text`; EXEC then
+    /// aborts, as for any command refused when queued). `None` outside MULTI.
+    pub(super) fn refuse_queued(&mut self, text: &str) -> Option<Value> {
+        let (_, aborted) = self.queue.as_mut()?;
+        *aborted = true;
+        Some(Value::Error(text.to_string()))
     }
 
     /// Queues a command inside MULTI (`None` outside). A command refused at once (unknown,

@@ -247,6 +247,24 @@ fn needs<'a>(name: &str, arguments: &'a [Vec<u8>]) -> Option<Needs<'a>> {
             return Some(needs);
         }
         "readmode" => return None,
+        // A script may touch only the keys it declares (`script` refuses any other), with
+        // any command: it needs what its keys and its commands might need.
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            needs.read = true;
+            needs.write = !name.ends_with("_ro");
+            needs.keys = declared_keys(arguments);
+            return Some(needs);
+        }
+        // Pub/sub (`ecast::pubsub`): Tessera has no channel permissions; publishing is a
+        // write, subscribing a read.
+        "publish" => {
+            needs.write = true;
+            return Some(needs);
+        }
+        "subscribe" | "psubscribe" | "pubsub" => {
+            needs.read = true;
+            return Some(needs);
+        }
         _ => {}
     }
     match resp::plan(arguments) {
@@ -263,6 +281,21 @@ fn needs<'a>(name: &str, arguments: &'a [Vec<u8>]) -> Option<Needs<'a>> {
             Some(needs)
         }
         _ => None,
+    }
+}
+
+/// The keys an EVAL-like command declares (`name body numkeys key…`); none if its count is
+/// not a number that fits (the command then fails before running).
+fn declared_keys(arguments: &[Vec<u8>]) -> Vec<&[u8]> {
+    let count = arguments
+        .get(2)
+        .and_then(|count| std::str::from_utf8(count).ok())
+        .and_then(|count| count.parse::<usize>().ok());
+    match count {
+        Some(count) if count <= arguments.len().saturating_sub(3) => {
+            arguments[3..3 + count].iter().map(Vec::as_slice).collect()
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -1,0 +1,431 @@
+//! Pub/sub across storage processes (`docs/internals/redis.md`, "Pub/sub").
+//!
+//! Every storage process's gateway keeps a `Hub` of the channels and patterns its own clients
+//! subscribed to. PUBLISH at any gateway delivers to its own subscribers and sends one
+//! `Frame::Publish` to every other storage process over the E-Cast peer links (authenticated
+//! like every peer frame); each delivers to its subscribers and answers `Frame::Published`
+//! with how many received it. PUBLISH replies the sum once every process answered, or after
+//! `PUBLISH_WAIT_MS` with the answers it has. Messages are not replicated or ordered through
+//! the log: as in Redis, a message reaches the subscribers connected when it arrives, at most
+//! once, and is lost for a process that is down.
+
+use super::config::ClusterConfig;
+use super::link::{Frame, Links};
+use placement::ProcessId;
+use resp::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How long PUBLISH waits for the other processes' receiver counts.
+const PUBLISH_WAIT_MS: u64 = 200;
+
+/// A push message to one connection (`message`, `pmessage`…: its elements).
+pub(super) type Push = Vec<Value>;
+
+/// One gateway's subscribers and its PUBLISHes waiting for counts.
+pub(crate) struct Hub {
+    storage: ProcessId,
+    /// Every other storage process's peer address.
+    peers: Vec<SocketAddr>,
+    links: Links,
+    state: Mutex<HubState>,
+    next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct HubState {
+    /// Channel → connection id → its push sender.
+    channels: BTreeMap<Vec<u8>, BTreeMap<u64, mpsc::UnboundedSender<Push>>>,
+    /// Pattern → connection id → its push sender.
+    patterns: BTreeMap<Vec<u8>, BTreeMap<u64, mpsc::UnboundedSender<Push>>>,
+    /// PUBLISHes of this gateway waiting for other processes' counts, by id.
+    waiting: HashMap<u64, Waiting>,
+}
+
+struct Waiting {
+    /// Processes that have not answered.
+    remaining: usize,
+    receivers: u64,
+    done: Option<oneshot::Sender<u64>>,
+}
+
+fn bulk(bytes: &[u8]) -> Value {
+    Value::Bulk(bytes.to_vec())
+}
+
+impl Hub {
+    pub(crate) fn new(config: &ClusterConfig, storage: ProcessId, links: Links) -> Hub {
+        Hub {
+            storage,
+            peers: config
+                .storage
+                .iter()
+                .filter(|other| other.id != storage.0)
+                .map(|other| other.address)
+                .collect(),
+            links,
+            state: Mutex::default(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Delivers to this gateway's subscribers; how many received it (a connection subscribed
+    /// to the channel and to matching patterns receives it once per subscription, as in
+    /// Redis).
+    pub(crate) fn deliver(&self, channel: &[u8], message: &[u8]) -> u64 {
+        let state = self.lock();
+        let mut receivers = 0;
+        if let Some(subscribers) = state.channels.get(channel) {
+            for sender in subscribers.values() {
+                let push = vec![bulk(b"message"), bulk(channel), bulk(message)];
+                receivers += u64::from(sender.send(push).is_ok());
+            }
+        }
+        for (pattern, subscribers) in &state.patterns {
+            if !resp::glob_match(pattern, channel) {
+                continue;
+            }
+            for sender in subscribers.values() {
+                let push = vec![
+                    bulk(b"pmessage"),
+                    bulk(pattern),
+                    bulk(channel),
+                    bulk(message),
+                ];
+                receivers += u64::from(sender.send(push).is_ok());
+            }
+        }
+        receivers
+    }
+
+    /// PUBLISH: every process's subscribers; how many received it (the processes that
+    /// answered within `PUBLISH_WAIT_MS`).
+    pub(super) async fn publish(&self, channel: &[u8], message: &[u8]) -> u64 {
+        let local = self.deliver(channel, message);
+        if self.peers.is_empty() {
+            return local;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (done, receiver) = oneshot::channel();
+        self.lock().waiting.insert(
+            id,
+            Waiting {
+                remaining: self.peers.len(),
+                receivers: local,
+                done: Some(done),
+            },
+        );
+        for peer in &self.peers {
+            let frame = Frame::Publish {
+                from: self.storage,
+                id,
+                channel: channel.to_vec(),
+                message: message.to_vec(),
+            };
+            self.links.send(*peer, frame);
+        }
+        let waited = tokio::time::timeout(Duration::from_millis(PUBLISH_WAIT_MS), receiver).await;
+        let waiting = self.lock().waiting.remove(&id);
+        match waited {
+            Ok(Ok(receivers)) => receivers,
+            _ => waiting.map_or(local, |waiting| waiting.receivers),
+        }
+    }
+
+    /// `Frame::Publish` from another process: delivered here, and counted back to it.
+    pub(super) fn on_publish(
+        &self,
+        config: &ClusterConfig,
+        from: ProcessId,
+        id: u64,
+        channel: &[u8],
+        message: &[u8],
+    ) {
+        let receivers = self.deliver(channel, message);
+        if let Some(publisher) = config.storage(from) {
+            let frame = Frame::Published {
+                from: self.storage,
+                id,
+                receivers,
+            };
+            self.links.send(publisher.address, frame);
+        }
+    }
+
+    /// `Frame::Published`: one process's count for one of this gateway's PUBLISHes.
+    pub(super) fn on_published(&self, id: u64, receivers: u64) {
+        let mut state = self.lock();
+        let Some(waiting) = state.waiting.get_mut(&id) else {
+            return; // Answered after the wait: PUBLISH already replied.
+        };
+        waiting.receivers += receivers;
+        waiting.remaining = waiting.remaining.saturating_sub(1);
+        if waiting.remaining == 0 {
+            if let Some(done) = waiting.done.take() {
+                let _ = done.send(waiting.receivers);
+            }
+        }
+    }
+
+    fn subscribe(
+        &self,
+        pattern: bool,
+        name: &[u8],
+        connection: u64,
+        sender: &mpsc::UnboundedSender<Push>,
+    ) {
+        let mut state = self.lock();
+        let table = if pattern {
+            &mut state.patterns
+        } else {
+            &mut state.channels
+        };
+        table
+            .entry(name.to_vec())
+            .or_default()
+            .insert(connection, sender.clone());
+    }
+
+    fn unsubscribe(&self, pattern: bool, name: &[u8], connection: u64) {
+        let mut state = self.lock();
+        let table = if pattern {
+            &mut state.patterns
+        } else {
+            &mut state.channels
+        };
+        if let Some(subscribers) = table.get_mut(name) {
+            subscribers.remove(&connection);
+            if subscribers.is_empty() {
+                table.remove(name);
+            }
+        }
+    }
+
+    /// PUBSUB CHANNELS, NUMSUB, NUMPAT, HELP (this process's subscribers, as a Redis Cluster
+    /// node answers for its own).
+    pub(super) fn pubsub(&self, arguments: &[Vec<u8>]) -> Value {
+        let Some(subcommand) = arguments.get(1) else {
+            return Value::Error("ERR wrong number of arguments for 'pubsub' command".into());
+        };
+        let state = self.lock();
+        match (subcommand.to_ascii_lowercase().as_slice(), arguments.len()) {
+            (b"channels", 2 | 3) => Value::Array(
+                state
+                    .channels
+                    .keys()
+                    .filter(|channel| {
+                        arguments
+                            .get(2)
+                            .is_none_or(|pattern| resp::glob_match(pattern, channel))
+                    })
+                    .map(|channel| bulk(channel))
+                    .collect(),
+            ),
+            (b"numsub", _) => Value::Array(
+                arguments[2..]
+                    .iter()
+                    .flat_map(|channel| {
+                        let count = state.channels.get(channel).map_or(0, BTreeMap::len);
+                        [bulk(channel), Value::Integer(count as i64)]
+                    })
+                    .collect(),
+            ),
+            // Distinct patterns, however many connections subscribed to each (as Redis).
+            (b"numpat", 2) => Value::Integer(state.patterns.len() as i64),
+            (b"channels" | b"numpat", _) => Value::Error(format!(
+                "ERR wrong number of arguments for 'pubsub|{}' command",
+                String::from_utf8_lossy(subcommand).to_ascii_lowercase()
+            )),
+            _ => Value::Error(format!(
+                "ERR unknown subcommand '{}'. Try PUBSUB HELP.",
+                String::from_utf8_lossy(subcommand)
+            )),
+        }
+    }
+}
+
+/// One connection's subscriptions.
+pub(super) struct Subscriptions {
+    connection: u64,
+    channels: Vec<Vec<u8>>,
+    patterns: Vec<Vec<u8>>,
+    sender: mpsc::UnboundedSender<Push>,
+    /// Messages for this connection, written between its replies.
+    pub(super) receiver: mpsc::UnboundedReceiver<Push>,
+}
+
+/// What a pub/sub command answers: pushes (one per channel or pattern) or one reply.
+pub(super) enum PubSubAnswer {
+    Pushes(Vec<Push>),
+    Reply(Value),
+}
+
+const SUBSCRIBED_ONLY: &str =
+    "only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context";
+
+impl Subscriptions {
+    pub(super) fn new() -> Subscriptions {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let (sender, receiver) = mpsc::unbounded_channel();
+        Subscriptions {
+            connection: NEXT.fetch_add(1, Ordering::Relaxed),
+            channels: Vec::new(),
+            patterns: Vec::new(),
+            sender,
+            receiver,
+        }
+    }
+
+    /// Whether the connection subscribed to anything (RESP2: subscribed mode).
+    pub(super) fn active(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    /// How many channels and patterns the connection subscribed to.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.channels.len(), self.patterns.len())
+    }
+
+    fn count(&self) -> i64 {
+        (self.channels.len() + self.patterns.len()) as i64
+    }
+
+    /// The pub/sub commands, and the subscribed mode's refusals (RESP2); `None` for any other
+    /// command, which runs as usual.
+    pub(super) async fn on_command(
+        &mut self,
+        hub: &Hub,
+        arguments: &[Vec<u8>],
+        protocol: u8,
+    ) -> Option<PubSubAnswer> {
+        let name = arguments[0].to_ascii_lowercase();
+        let wrong_arity = || {
+            PubSubAnswer::Reply(Value::Error(format!(
+                "ERR wrong number of arguments for '{}' command",
+                String::from_utf8_lossy(&name)
+            )))
+        };
+        match name.as_slice() {
+            b"subscribe" | b"psubscribe" => {
+                if arguments.len() < 2 {
+                    return Some(wrong_arity());
+                }
+                Some(self.subscribe(hub, name == b"psubscribe", &arguments[1..]))
+            }
+            b"unsubscribe" | b"punsubscribe" => {
+                Some(self.unsubscribe(hub, name == b"punsubscribe", &arguments[1..]))
+            }
+            b"publish" if protocol == 2 && self.active() => Some(refuse(&name)),
+            b"publish" => Some(match arguments {
+                [_, channel, message] => {
+                    PubSubAnswer::Reply(Value::Integer(hub.publish(channel, message).await as i64))
+                }
+                _ => wrong_arity(),
+            }),
+            b"pubsub" if protocol == 2 && self.active() => Some(refuse(&name)),
+            b"pubsub" => Some(PubSubAnswer::Reply(hub.pubsub(arguments))),
+            b"ping" if protocol == 2 && self.active() => Some(match arguments {
+                [_] => PubSubAnswer::Reply(Value::Array(vec![bulk(b"pong"), bulk(b"")])),
+                [_, message] => {
+                    PubSubAnswer::Reply(Value::Array(vec![bulk(b"pong"), bulk(message)]))
+                }
+                _ => wrong_arity(),
+            }),
+            b"quit" | b"reset" => None,
+            _ if protocol == 2 && self.active() => Some(refuse(&name)),
+            _ => None,
+        }
+    }
+
+    fn subscribe(&mut self, hub: &Hub, pattern: bool, names: &[Vec<u8>]) -> PubSubAnswer {
+        let kind: &[u8] = if pattern { b"psubscribe" } else { b"subscribe" };
+        let mut pushes = Vec::with_capacity(names.len());
+        for name in names {
+            let list = if pattern {
+                &mut self.patterns
+            } else {
+                &mut self.channels
+            };
+            if !list.contains(name) {
+                list.push(name.clone());
+                hub.subscribe(pattern, name, self.connection, &self.sender);
+            }
+            pushes.push(vec![bulk(kind), bulk(name), Value::Integer(self.count())]);
+        }
+        PubSubAnswer::Pushes(pushes)
+    }
+
+    fn unsubscribe(&mut self, hub: &Hub, pattern: bool, names: &[Vec<u8>]) -> PubSubAnswer {
+        let kind: &[u8] = if pattern {
+            b"punsubscribe"
+        } else {
+            b"unsubscribe"
+        };
+        let names: Vec<Vec<u8>> = if names.is_empty() {
+            if pattern {
+                self.patterns.clone()
+            } else {
+                self.channels.clone()
+            }
+        } else {
+            names.to_vec()
+        };
+        if names.is_empty() {
+            return PubSubAnswer::Pushes(vec![vec![
+                bulk(kind),
+                Value::Null,
+                Value::Integer(self.count()),
+            ]]);
+        }
+        let mut pushes = Vec::with_capacity(names.len());
+        for name in names {
+            let list = if pattern {
+                &mut self.patterns
+            } else {
+                &mut self.channels
+            };
+            if let Some(position) = list.iter().position(|known| *known == name) {
+                list.remove(position);
+                hub.unsubscribe(pattern, &name, self.connection);
+            }
+            pushes.push(vec![bulk(kind), bulk(&name), Value::Integer(self.count())]);
+        }
+        PubSubAnswer::Pushes(pushes)
+    }
+
+    /// Leaves every channel and pattern (the connection closed).
+    pub(super) fn leave(&mut self, hub: &Hub) {
+        for channel in std::mem::take(&mut self.channels) {
+            hub.unsubscribe(false, &channel, self.connection);
+        }
+        for pattern in std::mem::take(&mut self.patterns) {
+            hub.unsubscribe(true, &pattern, self.connection);
+        }
+    }
+}
+
+fn refuse(name: &[u8]) -> PubSubAnswer {
+    PubSubAnswer::Reply(Value::Error(format!(
+        "ERR Can't execute '{}': {SUBSCRIBED_ONLY}",
+        String::from_utf8_lossy(name)
+    )))
+}
+
+/// A push as RESP: `>n` in RESP3, an array in RESP2.
+pub(super) fn encode_push(items: &[Value], protocol: u8, out: &mut Vec<u8>) {
+    let marker = if protocol == 3 { '>' } else { '*' };
+    out.extend_from_slice(format!("{marker}{}\r\n", items.len()).as_bytes());
+    for item in items {
+        crate::resp_codec::encode_reply(item, protocol, out);
+    }
+}

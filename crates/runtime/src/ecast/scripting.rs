@@ -1,0 +1,403 @@
+//! Redis scripts at a gateway: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, FUNCTION, FCALL
+//! (`docs/internals/redis.md`, "Scripts").
+//!
+//! A script with declared keys runs as a multi-key command (`transaction::run_reserved`):
+//! every declared key is reserved (locked and read) at one place of the order, the script runs
+//! here on a scratch store of those records (`script::run`, on a blocking thread), and its
+//! writes are committed in one ordered message. So it is atomic and strictly serialisable with
+//! everything else, across partitions; replicas never run Lua, they apply the committed
+//! records. A script without keys touches nothing and runs here alone.
+//!
+//! The script cache (SCRIPT LOAD, and every EVAL) belongs to this storage process's gateway,
+//! as Redis Cluster's belongs to each node: EVALSHA on another process answers NOSCRIPT until
+//! the script is loaded there too (clients retry with EVAL, as they do against Redis Cluster).
+
+use super::gateway::Job;
+use super::transaction::{self, Computed, TransactionError};
+use kv::Scratch;
+use resp::Value;
+use script::{Kill, Killer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A script still running after this long is killed and writes nothing: well inside the
+/// reservation's lease (`transaction::LEASE_MS`), so that no other gateway releases its keys
+/// while it runs.
+const TIME_LIMIT_MS: u64 = 2_000;
+
+/// The commands this module answers.
+const COMMANDS: &[&[u8]] = &[
+    b"eval",
+    b"evalsha",
+    b"eval_ro",
+    b"evalsha_ro",
+    b"script",
+    b"function",
+    b"fcall",
+    b"fcall_ro",
+];
+
+/// What MULTI answers for a script command (a transaction does not run scripts yet).
+pub(super) const NOT_IN_MULTI: &str =
+    "ERR EVAL, EVALSHA, SCRIPT, FUNCTION and FCALL are not supported inside MULTI yet";
+
+/// One gateway's scripts: the cache of bodies by SHA1 and the scripts running now.
+#[derive(Default)]
+pub(crate) struct Scripts {
+    cache: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// The killers of the scripts running now, by a number drawn when each started.
+    running: Mutex<Vec<(u64, Killer)>>,
+}
+
+/// Whether `name` (any case) is a command of this module.
+pub(super) fn is_script_command(name: &[u8]) -> bool {
+    COMMANDS.contains(&name.to_ascii_lowercase().as_slice())
+}
+
+impl Scripts {
+    /// Answers one script command (`is_script_command`).
+    pub(super) async fn on_command(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        arguments: &[Vec<u8>],
+    ) -> Value {
+        let name = arguments[0].to_ascii_lowercase();
+        match name.as_slice() {
+            b"eval" | b"eval_ro" | b"evalsha" | b"evalsha_ro" => {
+                self.eval(jobs, &name, arguments).await
+            }
+            b"script" => self.script(arguments),
+            b"function" => function(arguments),
+            _ => fcall(&name, arguments),
+        }
+    }
+
+    async fn eval(&self, jobs: &mpsc::Sender<Job>, name: &[u8], arguments: &[Vec<u8>]) -> Value {
+        let call = match parse_call(name, arguments) {
+            Ok(call) => call,
+            Err(text) => return Value::Error(text),
+        };
+        let by_sha = name.starts_with(b"evalsha");
+        let body = if by_sha {
+            let sha = String::from_utf8_lossy(&arguments[1]).to_ascii_lowercase();
+            match self.lookup(&sha) {
+                Some(body) => body,
+                None => {
+                    return Value::Error("NOSCRIPT No matching script. Please use EVAL.".into())
+                }
+            }
+        } else {
+            let body = Arc::new(arguments[1].clone());
+            if let Err(text) = script::compile(&body) {
+                return Value::Error(text);
+            }
+            self.insert(body.clone());
+            body
+        };
+        let read_only = name.ends_with(b"_ro");
+        self.run(jobs, body, call.keys, call.arguments, read_only)
+            .await
+    }
+
+    /// Runs a script over its declared keys: reserved, run, committed.
+    async fn run(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        body: Arc<Vec<u8>>,
+        keys: Vec<Vec<u8>>,
+        arguments: Vec<Vec<u8>>,
+        read_only: bool,
+    ) -> Value {
+        let keys = Arc::new(keys);
+        let arguments = Arc::new(arguments);
+        let distinct = transaction::distinct_keys(keys.iter().map(Vec::as_slice));
+        if distinct.is_empty() {
+            let run = self
+                .run_once(&body, &keys, &arguments, read_only, Vec::new())
+                .await;
+            return run.map_or_else(Value::Error, |(reply, _)| reply);
+        }
+        let result = transaction::run_reserved(jobs, &distinct, |records| {
+            let run = self.run_once(&body, &keys, &arguments, read_only, records);
+            async move {
+                match run.await {
+                    Ok((reply, Some(writes))) => Ok(Computed::Commit(reply, writes)),
+                    Ok((reply, None)) => Ok(Computed::Release(reply)),
+                    Err(text) => Ok(Computed::Release(Value::Error(text))),
+                }
+            }
+        })
+        .await;
+        match result {
+            Ok(reply) => reply,
+            Err(TransactionError::Store(error)) => Value::Error(error.reply_text()),
+            Err(TransactionError::Watched) => unreachable!("a script watches nothing"),
+        }
+    }
+
+    /// One run of the script on `records` (a blocking thread; killed after `TIME_LIMIT_MS`):
+    /// its reply and, if it is to be committed, the writes.
+    async fn run_once(
+        &self,
+        body: &Arc<Vec<u8>>,
+        keys: &Arc<Vec<Vec<u8>>>,
+        arguments: &Arc<Vec<Vec<u8>>>,
+        read_only: bool,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<(Value, Option<Vec<(Vec<u8>, kv::CommitWrite)>>), String> {
+        let killer = Killer::default();
+        let number = crate::os::random_u64();
+        self.lock_running().push((number, killer.clone()));
+        let timer = {
+            let killer = killer.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(TIME_LIMIT_MS)).await;
+                killer.kill(Kill::TimeLimit);
+            })
+        };
+        let (body, keys, arguments) = (body.clone(), keys.clone(), arguments.clone());
+        let now_ms = crate::os::unix_now_ms();
+        let seed = crate::os::random_u64();
+        let running = killer.clone();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut scratch = Scratch::new(&records).map_err(|error| error.reply_text())?;
+            let script = script::Script {
+                body: &body,
+                keys: &keys,
+                arguments: &arguments,
+                now_ms,
+                seed,
+                read_only,
+            };
+            let run = script::run(&script, &mut scratch, &running);
+            for line in &run.log {
+                crate::log::info(format_args!("script log: {line}"));
+            }
+            let writes = run.commit.then(|| scratch.writes());
+            Ok((run.reply, writes))
+        })
+        .await;
+        timer.abort();
+        self.lock_running()
+            .retain(|(running, _)| *running != number);
+        joined.unwrap_or_else(|error| Err(format!("ERR the script's thread failed: {error}")))
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Killer)>> {
+        self.running
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<u8>>>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lookup(&self, sha: &str) -> Option<Arc<Vec<u8>>> {
+        self.lock_cache().get(sha).cloned()
+    }
+
+    /// Caches a body that compiles; its SHA1.
+    fn insert(&self, body: Arc<Vec<u8>>) -> String {
+        let sha = script::sha1_hex(&body);
+        self.lock_cache().insert(sha.clone(), body);
+        sha
+    }
+
+    /// SCRIPT LOAD, EXISTS, FLUSH, KILL, HELP.
+    fn script(&self, arguments: &[Vec<u8>]) -> Value {
+        let Some(subcommand) = arguments.get(1) else {
+            return Value::Error("ERR wrong number of arguments for 'script' command".into());
+        };
+        let subcommand = subcommand.to_ascii_lowercase();
+        let arity = |name: &str| {
+            Value::Error(format!(
+                "ERR wrong number of arguments for 'script|{name}' command"
+            ))
+        };
+        match (subcommand.as_slice(), arguments.len()) {
+            (b"load", 3) => {
+                let body = Arc::new(arguments[2].clone());
+                match script::compile(&body) {
+                    Ok(()) => Value::Bulk(self.insert(body).into_bytes()),
+                    Err(text) => Value::Error(text),
+                }
+            }
+            (b"load", _) => arity("load"),
+            (b"exists", 2) => arity("exists"),
+            (b"exists", _) => {
+                let cache = self.lock_cache();
+                Value::Array(
+                    arguments[2..]
+                        .iter()
+                        .map(|sha| {
+                            let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                            Value::Integer(i64::from(cache.contains_key(&sha)))
+                        })
+                        .collect(),
+                )
+            }
+            (b"flush", 2) => self.flush(),
+            (b"flush", 3)
+                if arguments[2].eq_ignore_ascii_case(b"sync")
+                    || arguments[2].eq_ignore_ascii_case(b"async") =>
+            {
+                self.flush()
+            }
+            (b"flush", 3) => Value::Error("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into()),
+            (b"flush", _) => arity("flush"),
+            (b"kill", 2) => self.kill(),
+            (b"kill", _) => arity("kill"),
+            (b"debug", _) => Value::Error(
+                "ERR SCRIPT DEBUG is not supported by Tessera (no Lua debugger)".into(),
+            ),
+            (b"help", 2) => help(SCRIPT_HELP),
+            _ => Value::Error(format!(
+                "ERR unknown subcommand '{}'. Try SCRIPT HELP.",
+                String::from_utf8_lossy(&arguments[1])
+            )),
+        }
+    }
+
+    fn flush(&self) -> Value {
+        self.lock_cache().clear();
+        Value::ok()
+    }
+
+    /// SCRIPT KILL: stops every script running at this gateway (each writes nothing: a
+    /// script's writes are committed only when it ends, so unlike Redis a script that wrote
+    /// can be killed too).
+    fn kill(&self) -> Value {
+        let running = self.lock_running();
+        if running.is_empty() {
+            return Value::Error("NOTBUSY No scripts in execution right now.".into());
+        }
+        for (_, killer) in running.iter() {
+            killer.kill(Kill::Requested);
+        }
+        Value::ok()
+    }
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush this storage process's script cache.",
+    "KILL",
+    "    Kill the scripts running at this storage process (they write nothing).",
+    "LOAD <script>",
+    "    Load a script into this storage process's script cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn help(lines: &[&str]) -> Value {
+    Value::Array(
+        lines
+            .iter()
+            .map(|line| Value::Simple(line.to_string()))
+            .collect(),
+    )
+}
+
+/// EVAL's arguments past the script: the declared keys and ARGV.
+struct Call {
+    keys: Vec<Vec<u8>>,
+    arguments: Vec<Vec<u8>>,
+}
+
+/// `<name> script|sha numkeys key… arg…`, checked as Redis 7.0 checks it.
+fn parse_call(name: &[u8], arguments: &[Vec<u8>]) -> Result<Call, String> {
+    if arguments.len() < 3 {
+        return Err(format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(name)
+        ));
+    }
+    let count = std::str::from_utf8(&arguments[2])
+        .ok()
+        .and_then(|text| text.parse::<i64>().ok())
+        .ok_or("ERR value is not an integer or out of range")?;
+    let available = (arguments.len() - 3) as i64;
+    if count > available {
+        return Err("ERR Number of keys can't be greater than number of args".into());
+    }
+    if count < 0 {
+        return Err("ERR Number of keys can't be negative".into());
+    }
+    let split = 3 + count as usize;
+    Ok(Call {
+        keys: arguments[3..split].to_vec(),
+        arguments: arguments[split..].to_vec(),
+    })
+}
+
+/// FUNCTION: Tessera has no function libraries yet. FLUSH and LIST answer for the empty set
+/// (what they do with no library), DELETE finds nothing; LOAD and RESTORE, which would
+/// create one, are refused by name.
+fn function(arguments: &[Vec<u8>]) -> Value {
+    let Some(subcommand) = arguments.get(1) else {
+        return Value::Error("ERR wrong number of arguments for 'function' command".into());
+    };
+    let subcommand = subcommand.to_ascii_lowercase();
+    let rest = &arguments[2..];
+    match subcommand.as_slice() {
+        b"flush" => match rest {
+            [] => Value::ok(),
+            [mode] if mode.eq_ignore_ascii_case(b"sync") || mode.eq_ignore_ascii_case(b"async") => {
+                Value::ok()
+            }
+            [_] => Value::Error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into()),
+            _ => Value::Error("ERR wrong number of arguments for 'function|flush' command".into()),
+        },
+        b"list" => function_list(rest),
+        b"delete" => match rest {
+            [_] => Value::Error("ERR Library not found".into()),
+            _ => Value::Error("ERR wrong number of arguments for 'function|delete' command".into()),
+        },
+        b"load" | b"restore" | b"dump" | b"kill" | b"stats" => Value::Error(format!(
+            "ERR FUNCTION {} is not supported by Tessera (no function libraries yet)",
+            String::from_utf8_lossy(&subcommand).to_ascii_uppercase()
+        )),
+        _ => Value::Error(format!(
+            "ERR unknown subcommand '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&arguments[1])
+        )),
+    }
+}
+
+/// `FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]`: no library matches.
+fn function_list(options: &[Vec<u8>]) -> Value {
+    let mut index = 0;
+    while index < options.len() {
+        let option = &options[index];
+        if option.eq_ignore_ascii_case(b"withcode") {
+            index += 1;
+        } else if option.eq_ignore_ascii_case(b"libraryname") && index + 1 < options.len() {
+            index += 2;
+        } else {
+            return Value::Error(format!(
+                "ERR Unknown argument {}",
+                String::from_utf8_lossy(option)
+            ));
+        }
+    }
+    Value::Array(Vec::new())
+}
+
+/// FCALL, FCALL_RO: no function exists.
+fn fcall(name: &[u8], arguments: &[Vec<u8>]) -> Value {
+    if arguments.len() < 3 {
+        return Value::Error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(name)
+        ));
+    }
+    Value::Error("ERR Function not found".into())
+}

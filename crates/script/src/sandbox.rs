@@ -1,0 +1,512 @@
+//! The Lua state a script runs in, as Redis 7.0 builds it: the base, table, string and math
+//! libraries; no `os`, `io`, `debug`, `package`, `dofile`, `loadfile`, `load` or `print`;
+//! `loadstring` refuses precompiled bytecode; globals are read-only and reading an unknown
+//! global is an error; `math.random` draws from a generator seeded by the caller; `KEYS`,
+//! `ARGV` and the `redis` library. Every run gets a fresh state, so nothing a script does
+//! reaches another.
+//!
+//! Errors: an error a script raises becomes Redis's error table (`{err = text}`; a string
+//! error gets the code `ERR`), located at the script's line where it was raised, and the reply
+//! is `<text> script: <sha>, on @user_script:<line>.`.
+
+use crate::call::Context;
+use crate::convert::{field_table, lua_to_reply, one_line, reply_to_lua};
+use crate::{Killer, Script, MEMORY_BYTES_MAX};
+use kv::Scratch;
+use mlua::{
+    ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table,
+    VmState,
+};
+use resp::Value;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// How often (in Lua instructions) the hook looks at the killer.
+const HOOK_INSTRUCTIONS: u32 = 1_000;
+
+/// The chunk name of a script: Lua prints it as `user_script` in messages.
+const CHUNK_NAME: &str = "@user_script";
+
+/// Why a script ended without a value.
+#[derive(Debug)]
+pub enum Failure {
+    /// The body does not compile: Lua's message.
+    Compile(String),
+    /// It raised an error: the reply's text.
+    Raised(String),
+    /// It ran out of memory.
+    Memory,
+}
+
+/// The bootstrap: wraps `pcall` and `xpcall` so that a killed script cannot catch its kill
+/// and so that an error `redis.call` raised is caught as Redis's table, protects the globals,
+/// and runs the script under the error handler. Arguments: the script, the killed probe, the
+/// conversion of a caught error, the error handler.
+const BOOTSTRAP: &str = r#"
+local script, killed, caught, handler = ...
+local error, select, unpack, tostring = error, select, unpack, tostring
+local raw_pcall, raw_xpcall, setmetatable = pcall, xpcall, setmetatable
+local function pack(...) return { n = select('#', ...), ... } end
+local function checked(results)
+  if killed() then error('script killed', 0) end
+  if not results[1] then results[2] = caught(results[2]) end
+  return unpack(results, 1, results.n)
+end
+pcall = function(...) return checked(pack(raw_pcall(...))) end
+xpcall = function(f, h)
+  return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
+end
+setmetatable(_G, {
+  __index = function(_, name)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end,
+  __newindex = function()
+    error('Attempt to modify a readonly table', 2)
+  end,
+  __metatable = false,
+})
+return raw_xpcall(script, handler)
+"#;
+
+/// The error `redis.call` raises for an error reply (its text): a Rust function cannot raise
+/// a Lua table, so the handler and `pcall` turn it into Redis's `{err = text}`.
+#[derive(Debug)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+/// The `Raised` inside an error, if `redis.call` raised it.
+fn raised_by_call(error: &mlua::Error) -> Option<&Raised> {
+    match error {
+        mlua::Error::CallbackError { cause, .. } => raised_by_call(cause),
+        mlua::Error::ExternalError(inner) => inner.downcast_ref::<Raised>(),
+        _ => None,
+    }
+}
+
+/// A caught error as the script sees it: `redis.call`'s as Redis's table, others unchanged.
+fn caught(lua: &Lua, error: mlua::Value) -> mlua::Result<mlua::Value> {
+    if let mlua::Value::Error(inner) = &error {
+        if let Some(Raised(text)) = raised_by_call(inner) {
+            return field_table(lua, "err", text.as_bytes());
+        }
+    }
+    Ok(error)
+}
+
+/// Runs the script; its reply, or why it failed.
+pub fn run(
+    script: &Script,
+    sha: &str,
+    scratch: &mut Scratch,
+    killer: &Killer,
+    log: &mut Vec<String>,
+) -> Result<Value, Failure> {
+    let lua = Lua::new_with(
+        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+        LuaOptions::default(),
+    )
+    .map_err(|error| Failure::Raised(one_line(&format!("ERR {error}"))))?;
+    let prepared = prepare(&lua, script);
+    let hooked = killer.clone();
+    let hook = lua.set_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+        move |_, _| match hooked.killed() {
+            Some(_) => Err(mlua::Error::runtime("script killed")),
+            None => Ok(VmState::Continue),
+        },
+    );
+    let function = prepared
+        .and(hook)
+        .map_err(|error| Failure::Raised(one_line(&format!("ERR {error}"))))
+        .and_then(|()| compile(&lua, script.body))?;
+    let logs = Rc::new(RefCell::new(Vec::new()));
+    let context = RefCell::new(Context {
+        scratch,
+        now_ms: script.now_ms,
+        read_only: script.read_only,
+    });
+    let outcome = lua.scope(|scope| {
+        let redis: Table = lua.globals().raw_get("redis")?;
+        let call = scope.create_function(|lua, arguments: MultiValue| {
+            let (ok, reply) = raw_call(lua, &context, arguments)?;
+            match (ok, &reply) {
+                (false, mlua::Value::Table(table)) => {
+                    let text: String = table.raw_get("err")?;
+                    Err(mlua::Error::external(Raised(text)))
+                }
+                _ => Ok(reply),
+            }
+        })?;
+        let pcall = scope.create_function(|lua, arguments: MultiValue| {
+            Ok(raw_call(lua, &context, arguments)?.1)
+        })?;
+        redis.raw_set("call", call)?;
+        redis.raw_set("pcall", pcall)?;
+        let probe = killer.clone();
+        let killed = scope.create_function(move |_, ()| Ok(probe.killed().is_some()))?;
+        let handler = lua.create_function(handle_error)?;
+        let caught = lua.create_function(caught)?;
+        install_log(&lua, &logs)?;
+        let bootstrap = lua
+            .load(BOOTSTRAP)
+            .set_name("=bootstrap")
+            .set_mode(ChunkMode::Text)
+            .into_function()?;
+        bootstrap.call::<MultiValue>((function, killed, caught, handler))
+    });
+    log.extend(logs.borrow_mut().drain(..));
+    finish(outcome, sha)
+}
+
+/// The script's first result, or its error table's text.
+fn finish(outcome: mlua::Result<MultiValue>, sha: &str) -> Result<Value, Failure> {
+    let results = match outcome {
+        Ok(results) => results,
+        Err(mlua::Error::MemoryError(_)) => return Err(Failure::Memory),
+        Err(error) => return Err(Failure::Raised(one_line(&format!("ERR {error}")))),
+    };
+    let mut results = results.into_iter();
+    let ok = matches!(results.next(), Some(mlua::Value::Boolean(true)));
+    let first = results.next().unwrap_or(mlua::Value::Nil);
+    if ok {
+        return Ok(lua_to_reply(&first));
+    }
+    match &first {
+        // Lua 5.1 calls no handler for a memory error: its message arrives as it is.
+        mlua::Value::String(text) if text.as_bytes().as_ref() == b"not enough memory" => {
+            Err(Failure::Memory)
+        }
+        mlua::Value::Table(table) if is_memory_error(table) => Err(Failure::Memory),
+        _ => Err(Failure::Raised(raised_text(&first, sha))),
+    }
+}
+
+fn is_memory_error(table: &Table) -> bool {
+    matches!(
+        table.raw_get::<mlua::Value>("cause"),
+        Ok(mlua::Value::Error(inner)) if matches!(*inner, mlua::Error::MemoryError(_))
+    )
+}
+
+/// `<message> script: <sha>, on <source>:<line>.` from the handler's error table.
+fn raised_text(error: &mlua::Value, sha: &str) -> String {
+    let mlua::Value::Table(table) = error else {
+        return format!("ERR {} script: {sha}", describe(error));
+    };
+    let message = match table.raw_get::<mlua::Value>("err") {
+        Ok(mlua::Value::String(text)) => text.to_string_lossy(),
+        _ => "ERR unknown error".to_string(),
+    };
+    let source = table.raw_get::<Option<String>>("source").ok().flatten();
+    let line = table.raw_get::<Option<i64>>("line").ok().flatten();
+    let text = match (source, line) {
+        (Some(source), Some(line)) => format!("{message} script: {sha}, on {source}:{line}."),
+        _ => format!("{message} script: {sha}"),
+    };
+    one_line(&text)
+}
+
+fn describe(value: &mlua::Value) -> String {
+    match value {
+        mlua::Value::String(text) => text.to_string_lossy(),
+        mlua::Value::Error(error) => error.to_string(),
+        mlua::Value::Nil => "nil".to_string(),
+        other => other.type_name().to_string(),
+    }
+}
+
+/// The error handler (`xpcall`'s): makes the error Redis's table and records where in the
+/// script it was raised.
+fn handle_error(lua: &Lua, error: mlua::Value) -> mlua::Result<Table> {
+    let table = match &error {
+        mlua::Value::Table(table)
+            if matches!(
+                table.raw_get::<mlua::Value>("err"),
+                Ok(mlua::Value::String(_))
+            ) =>
+        {
+            table.clone()
+        }
+        mlua::Value::String(text) => {
+            let mut message = b"ERR ".to_vec();
+            message.extend_from_slice(&text.as_bytes());
+            error_table(lua, &message)?
+        }
+        mlua::Value::Error(inner) if raised_by_call(inner).is_some() => {
+            let Some(Raised(text)) = raised_by_call(inner) else {
+                unreachable!("matched just above")
+            };
+            error_table(lua, text.as_bytes())?
+        }
+        mlua::Value::Error(inner) => {
+            let table = error_table(lua, format!("ERR {inner}").as_bytes())?;
+            table.raw_set("cause", error.clone())?;
+            table
+        }
+        other => error_table(lua, format!("ERR {}", describe(other)).as_bytes())?,
+    };
+    if let Some((source, line)) = script_frame(lua) {
+        table.raw_set("source", source)?;
+        table.raw_set("line", line)?;
+    }
+    Ok(table)
+}
+
+fn error_table(lua: &Lua, message: &[u8]) -> mlua::Result<Table> {
+    match field_table(lua, "err", message)? {
+        mlua::Value::Table(table) => Ok(table),
+        _ => Err(mlua::Error::runtime("an error table is a table")),
+    }
+}
+
+/// The innermost frame of the script itself: its source and current line.
+fn script_frame(lua: &Lua) -> Option<(String, i64)> {
+    for level in 0..64 {
+        let frame = lua.inspect_stack(level, |debug| {
+            let source = debug.source().source.map(|source| source.into_owned());
+            (source, debug.current_line())
+        })?;
+        if let (Some(source), Some(line)) = frame {
+            if source == CHUNK_NAME {
+                return Some((source, line as i64));
+            }
+        }
+    }
+    None
+}
+
+/// `redis.call`'s raw form: `(true, reply)` or `(false, error table)`.
+fn raw_call(
+    lua: &Lua,
+    context: &RefCell<Context>,
+    arguments: MultiValue,
+) -> mlua::Result<(bool, mlua::Value)> {
+    let mut words = Vec::with_capacity(arguments.len());
+    for argument in arguments {
+        match argument {
+            mlua::Value::String(text) => words.push(text.as_bytes().to_vec()),
+            mlua::Value::Integer(number) => words.push(number.to_string().into_bytes()),
+            mlua::Value::Number(number) => words.push(lua_number_text(number).into_bytes()),
+            _ => {
+                let reply = field_table(
+                    lua,
+                    "err",
+                    b"ERR Lua redis lib command arguments must be strings or integers",
+                )?;
+                return Ok((false, reply));
+            }
+        }
+    }
+    let reply = match context.try_borrow_mut() {
+        Ok(mut context) => context.call(&words),
+        Err(_) => Value::Error(crate::NOT_ALLOWED_TEXT.into()),
+    };
+    let failed = reply.is_error();
+    Ok((!failed, reply_to_lua(lua, reply)?))
+}
+
+/// A Lua number as a command argument: Lua's own `%.14g`.
+fn lua_number_text(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e15 {
+        format!("{}", number as i64)
+    } else {
+        format!("{number}")
+    }
+}
+
+/// Compiles `body` in a fresh state, running nothing.
+pub fn compile_only(body: &[u8]) -> Result<(), Failure> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default())
+        .map_err(|error| Failure::Compile(error.to_string()))?;
+    lua.set_memory_limit(MEMORY_BYTES_MAX)
+        .map_err(|error| Failure::Compile(error.to_string()))?;
+    compile(&lua, body).map(|_| ())
+}
+
+fn compile(lua: &Lua, body: &[u8]) -> Result<Function, Failure> {
+    lua.load(body)
+        .set_name(CHUNK_NAME)
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|error| match error {
+            mlua::Error::SyntaxError { message, .. } => Failure::Compile(message),
+            mlua::Error::MemoryError(_) => Failure::Memory,
+            other => Failure::Compile(other.to_string()),
+        })
+}
+
+/// Everything but `redis.call`/`pcall` and the global protection (the bootstrap's).
+fn prepare(lua: &Lua, script: &Script) -> mlua::Result<()> {
+    lua.set_memory_limit(MEMORY_BYTES_MAX)?;
+    let globals = lua.globals();
+    for name in [
+        "dofile", "loadfile", "load", "print", "module", "require", "gcinfo", "newproxy",
+    ] {
+        globals.raw_set(name, mlua::Value::Nil)?;
+    }
+    globals.raw_set("loadstring", lua.create_function(load_source)?)?;
+    globals.raw_set("KEYS", string_table(lua, script.keys)?)?;
+    globals.raw_set("ARGV", string_table(lua, script.arguments)?)?;
+    install_random(lua, script.seed)?;
+    globals.raw_set("redis", redis_library(lua)?)?;
+    Ok(())
+}
+
+fn string_table(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
+    let table = lua.create_table_with_capacity(items.len(), 0)?;
+    for (index, item) in items.iter().enumerate() {
+        table.raw_set(index + 1, lua.create_string(item)?)?;
+    }
+    Ok(table)
+}
+
+/// `loadstring`, which refuses precompiled bytecode (it could break the Lua VM): `nil` and a
+/// message, as Lua answers a chunk that does not compile.
+fn load_source(
+    lua: &Lua,
+    (source, name): (mlua::String, Option<String>),
+) -> mlua::Result<MultiValue> {
+    let bytes = source.as_bytes().to_vec();
+    if bytes.first() == Some(&0x1b) {
+        return (
+            mlua::Value::Nil,
+            "loading precompiled bytecode is not allowed",
+        )
+            .into_lua_multi(lua);
+    }
+    let name = name.unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+    match lua
+        .load(bytes)
+        .set_name(format!("={name}"))
+        .set_mode(ChunkMode::Text)
+        .into_function()
+    {
+        Ok(function) => mlua::Value::Function(function).into_lua_multi(lua),
+        Err(mlua::Error::SyntaxError { message, .. }) => {
+            (mlua::Value::Nil, message).into_lua_multi(lua)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `math.random` and `math.randomseed` over a generator seeded by the caller (Lua 5.1's
+/// ranges: `()` in [0, 1), `(m)` in [1, m], `(m, n)` in [m, n]).
+fn install_random(lua: &Lua, seed: u64) -> mlua::Result<()> {
+    let state = Rc::new(Cell::new(seed));
+    let math: Table = lua.globals().raw_get("math")?;
+    let drawn = state.clone();
+    let random = lua.create_function(move |_, bounds: (Option<f64>, Option<f64>)| {
+        let fraction = (next(&drawn) >> 11) as f64 / (1u64 << 53) as f64;
+        match bounds {
+            (None, None) => Ok(fraction),
+            (Some(upper), None) if upper >= 1.0 => Ok((fraction * upper.floor()).floor() + 1.0),
+            (Some(lower), Some(upper)) if lower <= upper => {
+                Ok((fraction * (upper - lower + 1.0)).floor() + lower)
+            }
+            _ => Err(mlua::Error::runtime(
+                "bad argument #1 to 'random' (interval is empty)",
+            )),
+        }
+    })?;
+    let seeded = state;
+    let randomseed = lua.create_function(move |_, seed: f64| {
+        seeded.set(seed as i64 as u64);
+        Ok(())
+    })?;
+    math.raw_set("random", random)?;
+    math.raw_set("randomseed", randomseed)?;
+    Ok(())
+}
+
+/// SplitMix64: small, and every seed gives a full-period sequence.
+fn next(state: &Cell<u64>) -> u64 {
+    let value = state.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+    state.set(value);
+    let mut mixed = value;
+    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    mixed ^ (mixed >> 31)
+}
+
+/// The `redis` table but `call` and `pcall` (the bootstrap's) and `log` (`install_log`).
+fn redis_library(lua: &Lua) -> mlua::Result<Table> {
+    let redis = lua.create_table()?;
+    redis.raw_set("error_reply", lua.create_function(error_reply)?)?;
+    redis.raw_set(
+        "status_reply",
+        lua.create_function(|lua, text: mlua::String| field_table(lua, "ok", &text.as_bytes()))?,
+    )?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|_, text: mlua::String| Ok(crate::sha1_hex(&text.as_bytes())))?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|_, protocol: i64| match protocol {
+            2 => Ok(()),
+            _ => Err(mlua::Error::runtime(
+                "RESP version must be 2 (Tessera's scripts speak RESP2 only)",
+            )),
+        })?,
+    )?;
+    redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    redis.raw_set("REDIS_VERSION", resp::REDIS_VERSION)?;
+    redis.raw_set("REDIS_VERSION_NUM", 0x07_00_00)?;
+    for (name, level) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+    ] {
+        redis.raw_set(name, level)?;
+    }
+    Ok(redis)
+}
+
+/// `redis.log(level, message…)`: kept for the runtime's log.
+fn install_log(lua: &Lua, logs: &Rc<RefCell<Vec<String>>>) -> mlua::Result<()> {
+    let redis: Table = lua.globals().raw_get("redis")?;
+    let logs = logs.clone();
+    let log = lua.create_function(move |_, (level, words): (i64, MultiValue)| {
+        if !(0..=3).contains(&level) {
+            return Err(mlua::Error::runtime("Invalid debug level."));
+        }
+        let words: Vec<String> = words
+            .iter()
+            .map(|word| match word {
+                mlua::Value::String(text) => text.to_string_lossy(),
+                other => describe(other),
+            })
+            .collect();
+        let mut logs = logs.borrow_mut();
+        if logs.len() < 1_000 {
+            logs.push(words.join(" "));
+        }
+        Ok(())
+    })?;
+    redis.raw_set("log", log)
+}
+
+/// `redis.error_reply(text)`: `{err = "CODE message"}`; a text without a code gets `ERR`.
+fn error_reply(lua: &Lua, text: mlua::String) -> mlua::Result<mlua::Value> {
+    let text = text.to_string_lossy();
+    let text = text.strip_prefix('-').unwrap_or(&text);
+    let message = match text.split_once(' ') {
+        Some((code, message)) => {
+            format!(
+                "{code} {}",
+                message.trim_matches(|c| c == '\r' || c == '\n')
+            )
+        }
+        None => format!("ERR {}", text.trim_matches(|c| c == '\r' || c == '\n')),
+    };
+    field_table(lua, "err", message.as_bytes())
+}
