@@ -286,7 +286,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} fast_acks={} gate_refusals={} comm_fast={} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} fast_acks={} gate_refusals={} comm_fast={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -312,6 +312,8 @@ fn print_bypass_report(report: &BypassReport) {
         stats.moved,
         stats.groups_started,
         stats.groups_retired,
+        stats.replicas_stopped,
+        stats.replicas_dropped,
         stats.fast_acks,
         stats.gate_refusals,
         stats.comm_fast,

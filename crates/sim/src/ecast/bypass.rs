@@ -414,6 +414,10 @@ pub struct BypassStats {
     /// (a member becoming the primary of a normal view; the initial primaries count).
     pub partition_pauses: u64,
     pub primaryships: u64,
+    /// Replication 3: group replicas stopped (retired, finished) and dropped (two versions
+    /// past their group's retirement) by `ecast::GroupLifecycle`.
+    pub replicas_stopped: u64,
+    pub replicas_dropped: u64,
     /// Replicated mode: the gateways' bypass requests sent to group members (`ecast::Gateway`'s
     /// lanes, retries and `Result` queries included).
     pub lane_requests: u64,
@@ -1163,6 +1167,7 @@ impl BypassSimulation {
             node.members = groups::members(config, &node.initial);
             self.partitions.push(node);
         }
+        self.members_see_grouping(&grouping.groups);
         self.groupings.insert(version, grouping);
     }
 
@@ -1589,6 +1594,22 @@ impl BypassSimulation {
                 machine.deferred(),
                 outgoing,
                 machine.version().0
+            ));
+        }
+        for (timestamp, routed) in self.router.state.unstable() {
+            report.push_str(&format!(
+                "unstable {timestamp} (routed under {}, version after {}, {}) to {:?} ",
+                routed.routed_under.0,
+                routed.version_after.0,
+                match &routed.envelope.routing {
+                    Routing::Config { .. } => "configuration",
+                    _ => "data",
+                },
+                routed
+                    .destinations
+                    .keys()
+                    .map(|id| id.0)
+                    .collect::<Vec<_>>()
             ));
         }
         report.push_str(&self.members_report());

@@ -17,6 +17,7 @@ use super::{
     decode_values, partition_of, BypassCanary, BypassOptions, BypassSimulation, Msg, Node, SimData,
     GATEWAY_BASE, LANE_CLIENT_BASE, LANE_GATEWAY_SHIFT, LANE_RETRY_TICKS,
 };
+use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     BypassSettings, Delivery, Gateway, PartitionMachine, PartitionOperation, PartitionQuery,
@@ -45,11 +46,26 @@ pub(super) struct Member {
     pub(super) down_until: Option<u64>,
     /// Down but keeping its state (a pause), rather than crashed.
     pub(super) paused: bool,
+    /// Above replication 1: its storage process's decisions about the group's life
+    /// (`ecast::GroupLifecycle`, the runtime host's), and what it decided: the replica stopped
+    /// (inert, answering late bypass requests) or dropped (answering nothing; kept only for
+    /// the end checks).
+    pub(super) lifecycle: GroupLifecycle,
+    pub(super) stopped: bool,
+    pub(super) dropped: bool,
 }
+
+/// A finished retired replica stops this many ticks later (the runtime's 2 s).
+const STOP_AFTER_TICKS: u64 = 100;
 
 impl Member {
     fn up(&self) -> bool {
-        self.down_until.is_none() && self.replica.is_some()
+        self.active() && self.down_until.is_none() && self.replica.is_some()
+    }
+
+    /// Neither stopped nor dropped.
+    fn active(&self) -> bool {
+        !self.stopped && !self.dropped
     }
 }
 
@@ -84,6 +100,9 @@ pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) 
             duty: None,
             down_until: None,
             paused: false,
+            lifecycle: GroupLifecycle::new(STOP_AFTER_TICKS),
+            stopped: false,
+            dropped: false,
         })
         .collect()
 }
@@ -157,6 +176,19 @@ impl BypassSimulation {
     /// A message for group `index` reached member `member`.
     pub(super) fn on_member(&mut self, index: usize, member: u8, message: Msg) {
         let slot = &self.partitions[index].members[member as usize];
+        if slot.stopped {
+            if let (Msg::PartitionRequest { request }, Some(replica)) = (&message, &slot.replica) {
+                // A stale gateway's request to a group whose replica stopped here.
+                let reply = group_lifecycle::answer_stopped(replica, request);
+                if let Some(gateway) = lane_gateway(request.client) {
+                    let partition = self.partitions[index].id;
+                    let message = Message::Reply(reply);
+                    let reply = Msg::PartitionReply { partition, message };
+                    self.send(Node::Member(index, member), Node::Gateway(gateway), reply);
+                }
+            }
+            return;
+        }
         if !slot.up() {
             return;
         }
@@ -266,6 +298,10 @@ impl BypassSimulation {
     /// The router's deliveries at member `member`: its duty (if it is the primary) queues this
     /// group's shares and cuts.
     fn member_deliver(&mut self, index: usize, member: u8, deliveries: Vec<Delivery>) {
+        let slot = &mut self.partitions[index].members[member as usize];
+        for delivery in &deliveries {
+            slot.lifecycle.see_version(delivery.version);
+        }
         if self.duty_mut(index, member).is_none() {
             return; // A backup: the primary got the same message.
         }
@@ -539,6 +575,78 @@ impl BypassSimulation {
                 if self.options.reconfigure_per_10000 > 0 {
                     self.send_member_copies(index, member);
                 }
+                if self.options.replication > 1 {
+                    self.follow_lifecycle(index, member);
+                }
+            }
+        }
+    }
+
+    /// Above replication 1: what the member's storage process decides for its replica
+    /// (`ecast::GroupLifecycle`, as the runtime host does).
+    fn follow_lifecycle(&mut self, index: usize, member: u8) {
+        let now = self.now;
+        let node = &mut self.partitions[index];
+        let id = node.id;
+        let slot = &mut node.members[member as usize];
+        let Some(replica) = slot.replica.as_ref() else {
+            return;
+        };
+        let machine = replica.state_machine();
+        let state = ReplicaState {
+            version: machine.version(),
+            holds_nothing: machine
+                .holds()
+                .is_some_and(placement::PositionSet::is_empty),
+            normal: replica.status() == StatusName::Normal,
+            finished: machine.finished(),
+        };
+        match slot.lifecycle.running(id, state, now) {
+            Fate::Keep => {}
+            Fate::Stop => {
+                slot.stopped = true;
+                slot.duty = None;
+                slot.lifecycle.stopped(id);
+                self.stats.replicas_stopped += 1;
+            }
+            Fate::Drop { .. } => {
+                slot.dropped = true;
+                slot.duty = None;
+                slot.lifecycle.dropped(id);
+                self.stats.replicas_dropped += 1;
+            }
+        }
+    }
+
+    /// Above replication 1: every member's storage process learns the routers' new grouping
+    /// (the runtime's learn it from the deliveries of any group they host), and drops stopped
+    /// replicas two versions past their retirement.
+    pub(super) fn members_see_grouping(&mut self, groups: &Groups) {
+        for node in &mut self.partitions {
+            let id = node.id;
+            for slot in &mut node.members {
+                slot.lifecycle.see_groupings(groups, [id]);
+                if !slot.stopped {
+                    continue;
+                }
+                let Some(replica) = slot.replica.as_ref() else {
+                    continue;
+                };
+                let machine = replica.state_machine();
+                let state = ReplicaState {
+                    version: machine.version(),
+                    holds_nothing: machine
+                        .holds()
+                        .is_some_and(placement::PositionSet::is_empty),
+                    normal: replica.status() == StatusName::Normal,
+                    finished: machine.finished(),
+                };
+                if slot.lifecycle.stopped_expired(id, state).is_some() {
+                    slot.stopped = false;
+                    slot.dropped = true;
+                    slot.lifecycle.dropped(id);
+                    self.stats.replicas_dropped += 1;
+                }
             }
         }
     }
@@ -609,6 +717,9 @@ impl BypassSimulation {
                 continue;
             }
             let member = self.prng.range_inclusive(0, size as u64 - 1) as usize;
+            if !self.partitions[index].members[member].active() {
+                continue; // Stopped or dropped: nothing left to fail.
+            }
             let until = self.now + self.prng.range_inclusive(20, 300);
             // A one-member group only pauses (a crash would lose it: memory durability).
             let pause = size == 1 || self.prng.percent(50);
@@ -683,6 +794,15 @@ impl BypassSimulation {
             }
             report.push_str(&format!("group {}: ", node.id.0));
             for member in &node.members {
+                if member.stopped || member.dropped {
+                    report.push_str(if member.stopped {
+                        "(stopped) "
+                    } else {
+                        "(dropped) "
+                    });
+                }
+            }
+            for member in &node.members {
                 match &member.replica {
                     None => report.push_str("[crashed] "),
                     Some(replica) => {
@@ -724,9 +844,11 @@ impl BypassSimulation {
     /// Whether every member of every group is up and has executed what its group committed.
     pub(super) fn members_settled(&self) -> bool {
         self.partitions.iter().all(|node| {
+            let active = node.members.iter().filter(|member| member.active()).count();
             let executed: Vec<u64> = node
                 .members
                 .iter()
+                .filter(|member| member.active())
                 .filter_map(|member| {
                     member
                         .up()
@@ -739,8 +861,7 @@ impl BypassSimulation {
                         .flatten()
                 })
                 .collect();
-            executed.len() == node.members.len()
-                && executed.windows(2).all(|pair| pair[0] == pair[1])
+            executed.len() == active && executed.windows(2).all(|pair| pair[0] == pair[1])
         })
     }
 }
