@@ -22,8 +22,35 @@
 //! The runtime's partition host (`runtime::ecast::partition_host`) holds the replicas and asks
 //! this state machine what to do with them; the decisions are here.
 
+use crate::{PartitionData, PartitionMachine, PartitionResult};
 use placement::{past_retirement, ConfigVersion, Group, GroupName, Groups, ProcessId};
+use serde::{de::DeserializeOwned, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use vr::{Replica, Reply, Request, RequestKind, StateMachine};
+
+/// A stale gateway's bypass request to a group whose replica stopped here, answered as its
+/// running replica would have: a query (a held request's `Result`) by the machine; a request
+/// it executed before the cut by the result its client table remembers (a resend after a lost
+/// reply must not be re-planned into a second execution); anything else `Moved` (it holds
+/// nothing), which its gateway re-plans. The replica is not stepped: it stays inert.
+pub fn answer_stopped<D>(stopped: &Replica<PartitionMachine<D>>, request: &Request) -> Reply
+where
+    D: PartitionData + Serialize + DeserializeOwned,
+{
+    let result = match request.kind {
+        RequestKind::Read => stopped.state_machine().query(&request.operation),
+        _ => match stopped.client_table().get(request.client) {
+            Some((number, result)) if number == request.request => result.to_vec(),
+            _ => PartitionResult::Moved.encode(),
+        },
+    };
+    Reply {
+        view: stopped.view(),
+        client: request.client,
+        request: request.request,
+        result,
+    }
+}
 
 /// Groups a process remembers at most (descriptions and dropped names; forgotten all at once
 /// past it, as the routers forget clients: the forwarder's next delivery names them again).

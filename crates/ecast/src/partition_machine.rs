@@ -349,10 +349,14 @@ impl<D: PartitionData> PartitionMachine<D> {
 
     /// Whether the group has cut to holding nothing, sends nothing and waits for nothing: a
     /// retired group above replication 1 (`placement::groups`) whose copies were all
-    /// acknowledged, whose replicas may stop. (A group at replication 1 that a contract
-    /// emptied is finished too; it stays hosted for a later expand.)
+    /// acknowledged and whose held operations were all released (answered `Moved`), whose
+    /// replicas may stop. (A group at replication 1 that a contract emptied is finished too;
+    /// it stays hosted for a later expand.) Held operations count: a replica that stopped
+    /// with one held would answer its gateway's `Result` queries `Held` forever (found by the
+    /// simulator's real groups, stop 26).
     pub fn finished(&self) -> bool {
-        self.version > ConfigVersion(0)
+        self.rules.waiting() == 0
+            && self.version > ConfigVersion(0)
             && self.holds.as_ref().is_some_and(PositionSet::is_empty)
             && self.cuts.is_empty()
             && self.outgoing.is_empty()

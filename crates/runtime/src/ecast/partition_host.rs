@@ -28,7 +28,7 @@ use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
 use crate::os::random_u64;
-use ecast::group_lifecycle::{Fate, GroupLifecycle, ReplicaState};
+use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     Delivery, KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionResult,
@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use vr::{
-    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestKind,
-    RequestNumber, StateMachine, StatusName,
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestNumber,
+    StateMachine, StatusName,
 };
 
 /// A keyspace cut's copy travels in frames of at most this many bytes (`Frame::PartitionCopy`);
@@ -1091,25 +1091,8 @@ impl Host {
                 if self.partitions.contains_key(&partition) {
                     self.step(partition, Input::Message(Message::Request(request)));
                 } else if let Some(stopped) = self.stopped.get(&partition) {
-                    // A stale gateway's bypass request to a group that retired and stopped
-                    // here, answered as its running replica would have: a query (a held
-                    // request's `Result`) by the machine; a request it executed before the
-                    // cut by the result its client table remembers (a resend after a lost
-                    // reply must not be re-planned into a second execution); anything else
-                    // `Moved` (it holds nothing), which its gateway re-plans.
-                    let result = match request.kind {
-                        RequestKind::Read => stopped.state_machine().query(&request.operation),
-                        _ => match stopped.client_table().get(request.client) {
-                            Some((number, result)) if number == request.request => result.to_vec(),
-                            _ => PartitionResult::Moved.encode(),
-                        },
-                    };
-                    let reply = Reply {
-                        view: stopped.view(),
-                        client: request.client,
-                        request: request.request,
-                        result,
-                    };
+                    // A stale gateway's request to a group that retired and stopped here.
+                    let reply = group_lifecycle::answer_stopped(stopped, &request);
                     let frame = Frame::PartitionReply {
                         partition,
                         message: Message::Reply(reply),
