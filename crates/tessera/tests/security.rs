@@ -194,14 +194,30 @@ fn resp_clients_authenticate_and_users_have_only_their_rights() {
     assert_eq!(redis_cli(other, &reader, &["ACL", "WHOAMI"]), "reader");
     assert_eq!(
         redis_cli(other, &reader, &["SET", "pub:1", "x"]),
-        "NOPERM User reader has no permissions to run the 'set' command"
+        "NOPERM this user has no permissions to run the 'set' command"
     );
     assert_eq!(
         redis_cli(other, &reader, &["GET", "secret"]),
-        "NOPERM No permissions to access a key"
+        "NOPERM this user has no permissions to access one of the keys used as arguments"
     );
-    assert!(redis_cli(other, &reader, &["ACL", "LIST"]).starts_with("NOPERM"));
-    assert!(redis_cli(other, &reader, &["FLUSHALL"]).starts_with("NOPERM"));
+    assert_eq!(
+        redis_cli(other, &reader, &["ACL", "LIST"]),
+        "NOPERM this user has no permissions to run the 'acl|list' command"
+    );
+    assert_eq!(
+        redis_cli(other, &reader, &["FLUSHALL"]),
+        "NOPERM this user has no permissions to run the 'flushall' command"
+    );
+    // The bytes on the wire, as redis-server 7.0.15 sends them.
+    let (reply, _) = raw_exchange(
+        other,
+        b"AUTH reader rpw\r\nSET pub:1 x\r\nMGET pub:1 secret\r\nQUIT\r\n",
+    );
+    assert_eq!(
+        reply,
+        "+OK\r\n-NOPERM this user has no permissions to run the 'set' command\r\n\
+         -NOPERM this user has no permissions to access one of the keys used as arguments\r\n+OK\r\n"
+    );
     assert_eq!(
         redis_cli(other, &admin_options, &["GET", "pub:1"]),
         "hello",
@@ -341,11 +357,12 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
             "CREATE ROLE alice LOGIN PASSWORD 'apw'",
             "CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT)",
             "INSERT INTO notes VALUES (1, 'first')",
+            "GRANT SELECT, INSERT ON notes TO alice",
         ],
     );
     assert!(err.is_empty(), "{err}");
     assert_eq!(out, "");
-    // Alice, created through process 1, logs in at process 2 with SCRAM-SHA-256.
+    // Alice, created and granted through process 1, logs in at process 2 with SCRAM-SHA-256.
     let (out, err) = psql(
         pg_other,
         "alice",
@@ -413,6 +430,11 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
             &["ACL", "SETUSER", "reader", "on", ">rpw", "+@read", "~*"]
         ),
         "OK"
+    );
+    assert!(
+        psql(pg, "admin", PASSWORD, &["GRANT SELECT ON notes TO reader"])
+            .1
+            .is_empty()
     );
     let (out, err) = psql(
         pg,
@@ -763,5 +785,271 @@ fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
     assert!(
         processes[&4].iter().any(|word| word == "gone"),
         "{processes:?}"
+    );
+}
+
+/// One line per step of `tests/java/SqlAs.java` (pgjdbc) or `tests/python/sql_as.py`
+/// (psycopg 3) running `statements` as `user`.
+fn client_lines(
+    client: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    statements: &[&str],
+) -> Vec<String> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = match client {
+        "pgjdbc" => {
+            let jar = manifest.join("../../target/java/postgresql-42.7.14.jar");
+            assert!(
+                jar.is_file(),
+                "the pgjdbc jar {} is missing: run scripts/fetch-pgjdbc (scripts/test runs it)",
+                jar.display()
+            );
+            let mut command = Command::new("java");
+            command
+                .arg("-cp")
+                .arg(jar)
+                .arg(manifest.join("tests/java/SqlAs.java"));
+            command
+        }
+        "psycopg" => {
+            let mut command = Command::new("/usr/bin/python3");
+            command.arg(manifest.join("tests/python/sql_as.py"));
+            command
+        }
+        other => panic!("no client {other}"),
+    };
+    let output = command
+        .args(["127.0.0.1", &port.to_string(), user, password])
+        .args(statements)
+        .output()
+        .unwrap_or_else(|error| panic!("{client} runs (scripts/test installs it): {error}"));
+    let lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "{client} printed nothing: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
+
+#[test]
+fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501() {
+    // Ports 32001–32003 (RESP), 32101–32103 (E-Cast), 32201–32203 (routers), 32301–32303.
+    let _cluster = secured_cluster("security-grants", 32001, 32301);
+    let (pg, pg_other, pg_third) = (32301, 32302, 32303);
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "CREATE ROLE builder LOGIN PASSWORD 'bpw'",
+            "CREATE ROLE guest LOGIN PASSWORD 'gpw'",
+            "CREATE TABLE ledger (id BIGINT PRIMARY KEY, amount BIGINT)",
+            "INSERT INTO ledger VALUES (1, 10), (2, 20)",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    // A role reads nothing it was not granted, and PostgreSQL's words say so.
+    let (out, err) = psql(
+        pg_other,
+        "guest",
+        "gpw",
+        &["SELECT amount FROM ledger WHERE id = 1"],
+    );
+    assert_eq!(out, "");
+    assert!(
+        err.contains("ERROR:  permission denied for table ledger"),
+        "{err}"
+    );
+    // A table's creator owns it: every privilege, and the right to grant them.
+    let (out, err) = psql(
+        pg,
+        "builder",
+        "bpw",
+        &[
+            "CREATE TABLE parts (id BIGINT PRIMARY KEY, name TEXT)",
+            "INSERT INTO parts VALUES (1, 'bolt'), (2, 'nut')",
+            "UPDATE parts SET name = 'screw' WHERE id = 2",
+            "SELECT name FROM parts ORDER BY id",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(out, "bolt\nscrew");
+    let (_, err) = psql(pg_other, "guest", "gpw", &["SELECT * FROM parts"]);
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    let (_, err) = psql(pg, "builder", "bpw", &["GRANT SELECT ON parts TO guest"]);
+    assert!(err.is_empty(), "{err}");
+    // Granted through process 1, seen by process 3 at once (the grants are replicated rows).
+    let (out, err) = psql(
+        pg_third,
+        "guest",
+        "gpw",
+        &[
+            "SELECT name FROM parts WHERE id = 1",
+            "INSERT INTO parts VALUES (3, 'washer')",
+        ],
+    );
+    assert_eq!(out, "bolt");
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    for (sql, refusal) in [
+        (
+            "DELETE FROM parts WHERE id = 1",
+            "permission denied for table parts",
+        ),
+        (
+            "UPDATE parts SET name = 'x'",
+            "permission denied for table parts",
+        ),
+        (
+            "GRANT INSERT ON parts TO guest",
+            "permission denied for table parts",
+        ),
+        ("DROP TABLE parts", "must be owner of table parts"),
+        (
+            "CREATE INDEX parts_name ON parts (name)",
+            "must be owner of table parts",
+        ),
+        (
+            "EXPLAIN SELECT * FROM ledger",
+            "permission denied for table ledger",
+        ),
+    ] {
+        let (_, err) = psql(pg_third, "guest", "gpw", &[sql]);
+        assert!(err.contains(refusal), "{sql}: {err}");
+    }
+    let (_, err) = psql(pg, "builder", "bpw", &["GRANT SELECT ON ledger TO guest"]);
+    assert!(err.contains("permission denied for table ledger"), "{err}");
+    // REVOKE takes it away again, everywhere.
+    let (_, err) = psql(
+        pg_other,
+        "builder",
+        "bpw",
+        &["REVOKE SELECT ON parts FROM guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(pg_third, "guest", "gpw", &["SELECT * FROM parts"]);
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    // The superuser grants on every table, checked against the catalog and the roles.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["GRANT ALL PRIVILEGES ON ALL TABLES IN SCHEMA public TO guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (out, err) = psql(
+        pg_other,
+        "guest",
+        "gpw",
+        &[
+            "INSERT INTO ledger VALUES (3, 30)",
+            "UPDATE ledger SET amount = amount + 1 WHERE id = 3",
+            "DELETE FROM parts WHERE id = 1",
+            "SELECT sum(amount) FROM ledger",
+            "SELECT count(*) FROM parts",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(out, "61\n1");
+    let (_, err) = psql(pg, "admin", PASSWORD, &["GRANT SELECT ON nope TO guest"]);
+    assert!(err.contains("relation \"nope\" does not exist"), "{err}");
+    let (_, err) = psql(pg, "admin", PASSWORD, &["GRANT SELECT ON ledger TO nobody"]);
+    assert!(err.contains("role \"nobody\" does not exist"), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["GRANT TRUNCATE ON ledger TO guest"],
+    );
+    assert!(err.contains("is not supported"), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["REVOKE INSERT, DELETE ON ledger FROM guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+
+    // Real drivers: SCRAM-SHA-256 logins, a wrong password refused, 42501 for a missing grant.
+    for client in ["pgjdbc", "psycopg"] {
+        let lines = client_lines(
+            client,
+            pg_other,
+            "guest",
+            "gpw",
+            &[
+                "SELECT amount FROM ledger WHERE id = 1",
+                "DELETE FROM ledger WHERE id = 1",
+                "SELECT name FROM parts",
+            ],
+        );
+        assert_eq!(lines[0], "connected", "{client}: {lines:?}");
+        assert_eq!(lines[1], "rows: 10", "{client}: {lines:?}");
+        assert!(
+            lines[2].starts_with("error: 42501 ")
+                && lines[2].contains("permission denied for table ledger"),
+            "{client}: {lines:?}"
+        );
+        assert_eq!(lines[3], "rows: screw", "{client}: {lines:?}");
+        let refused = client_lines(client, pg, "guest", "wrong", &["SELECT 1"]);
+        assert!(
+            refused[0].starts_with("connect error:")
+                && refused[0].contains("password authentication failed for user \"guest\""),
+            "{client}: {refused:?}"
+        );
+        if client == "pgjdbc" {
+            assert!(
+                refused[0].starts_with("connect error: 28P01 "),
+                "{refused:?}"
+            );
+        }
+    }
+
+    // A dropped table takes its grants and its ownership with it: a new table of the name
+    // starts with none.
+    let (_, err) = psql(pg, "builder", "bpw", &["DROP TABLE parts"]);
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "CREATE TABLE parts (id BIGINT PRIMARY KEY)",
+            "INSERT INTO parts VALUES (7)",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    for user in [("builder", "bpw"), ("guest", "gpw")] {
+        let (_, err) = psql(pg_third, user.0, user.1, &["SELECT * FROM parts"]);
+        assert!(
+            err.contains("permission denied for table parts"),
+            "{user:?}: {err}"
+        );
+    }
+    // A dropped role's grants go with it.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["DROP ROLE guest", "CREATE ROLE guest LOGIN PASSWORD 'gpw'"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(pg_other, "guest", "gpw", &["SELECT * FROM ledger"]);
+    assert!(err.contains("permission denied for table ledger"), "{err}");
+    // The superuser is never refused.
+    assert_eq!(
+        psql(
+            pg_third,
+            "admin",
+            PASSWORD,
+            &["SELECT count(*) FROM ledger"]
+        )
+        .0,
+        "3"
     );
 }

@@ -399,7 +399,7 @@ where
         if execution.operations.is_empty() {
             return Ok(execution.finish(Vec::new())?);
         }
-        self.check_privileges(&execution.operations)?;
+        self.check_privileges(&execution.operations).await?;
         let command = Command::Guarded {
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
@@ -422,7 +422,9 @@ where
                 }
             }
         }
-        Ok(execution.finish(results)?)
+        let result = execution.finish(results)?;
+        self.after_privileged(&execution.operations).await?;
+        Ok(result)
     }
 
     /// EXPLAIN: each operation's plan from every partition its routing reaches, named.
@@ -431,6 +433,7 @@ where
         explain: sql::Explain,
         digest: u64,
     ) -> Result<StatementResult, Fail> {
+        self.check_privileges(&explain.operations).await?;
         let mut texts: Vec<(String, Vec<String>)> = Vec::new();
         for operation in &explain.operations {
             let command = Command::Guarded {
@@ -534,6 +537,11 @@ where
         body.end()?;
         if crate::security::roles::is_role_statement(query) {
             let tag = self.role_statement(query).await?;
+            self.out.command_complete(&tag);
+            return Ok(());
+        }
+        if crate::security::grants::is_grant_statement(query) {
+            let tag = self.grant_statement(query).await?;
             self.out.command_complete(&tag);
             return Ok(());
         }

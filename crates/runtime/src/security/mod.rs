@@ -10,6 +10,7 @@
 //! authentication off (every connection acts as a user with every right), and is logged as a
 //! warning at start.
 
+pub mod grants;
 pub mod resp;
 pub mod roles;
 pub mod scram;

@@ -139,10 +139,7 @@ impl<B: RoutedBackend> Session<B> {
             || (needs.write && !user.rules.write)
             || (needs.admin && !user.rules.admin);
         if denied {
-            return error(format!(
-                "NOPERM User {} has no permissions to run the '{name}' command",
-                user.name
-            ));
+            return error(command_refused(&name, arguments));
         }
         let keys_denied = if needs.all_keys {
             !user.all_keys()
@@ -150,7 +147,7 @@ impl<B: RoutedBackend> Session<B> {
             needs.keys.iter().any(|key| !user.may_touch(key))
         };
         if keys_denied {
-            return error("NOPERM No permissions to access a key");
+            return error(KEY_REFUSED);
         }
         Intercept::Pass
     }
@@ -376,10 +373,7 @@ impl<B: RoutedBackend> Session<B> {
         }
         let admin = self.user.as_ref().is_some_and(|user| user.rules.admin);
         if !admin {
-            return Value::Error(format!(
-                "NOPERM User {} has no permissions to run the 'acl|{subcommand}' command",
-                self.user_name()
-            ));
+            return Value::Error(command_refused("acl", arguments));
         }
         let result = match subcommand.as_str() {
             "users" | "list" => self.acl_list(subcommand == "list").await,
@@ -547,8 +541,61 @@ pub(crate) async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// Redis 7.0's refusal of a key outside the user's patterns (7.2 words it "No permissions to
+/// access a key"; Tessera answers as the 7.0.15 it is checked against).
+pub const KEY_REFUSED: &str =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
+
+/// Commands Redis 7.0 names with their subcommand in a refusal (`'config|get'`).
+const CONTAINER_COMMANDS: [&str; 15] = [
+    "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
+    "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
+];
+
+/// Redis 7.0's refusal of a command outside the user's categories, byte for byte:
+/// `NOPERM this user has no permissions to run the 'set' command` (`'acl|setuser'` for a
+/// container command's subcommand).
+pub fn command_refused(name: &str, arguments: &[Vec<u8>]) -> String {
+    let full_name = match arguments.get(1) {
+        Some(subcommand) if CONTAINER_COMMANDS.contains(&name) => {
+            format!("{name}|{}", lowercase(subcommand))
+        }
+        _ => name.to_string(),
+    };
+    format!("NOPERM this user has no permissions to run the '{full_name}' command")
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn refusals_are_redis_7_0_bytes() {
+        let arguments = |words: &[&str]| -> Vec<Vec<u8>> {
+            words.iter().map(|word| word.as_bytes().to_vec()).collect()
+        };
+        // What redis-server 7.0.15 answers a user with `+@read ~a*` (recorded by hand).
+        assert_eq!(
+            command_refused("set", &arguments(&["SET", "a", "1"])),
+            "NOPERM this user has no permissions to run the 'set' command"
+        );
+        assert_eq!(
+            command_refused("acl", &arguments(&["ACL", "SETUSER", "x"])),
+            "NOPERM this user has no permissions to run the 'acl|setuser' command"
+        );
+        assert_eq!(
+            command_refused("config", &arguments(&["CONFIG", "GET", "x"])),
+            "NOPERM this user has no permissions to run the 'config|get' command"
+        );
+        assert_eq!(
+            command_refused("flushall", &arguments(&["FLUSHALL", "ASYNC"])),
+            "NOPERM this user has no permissions to run the 'flushall' command"
+        );
+        assert_eq!(
+            KEY_REFUSED,
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        );
+    }
+
     use super::*;
 
     #[test]

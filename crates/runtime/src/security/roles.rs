@@ -108,9 +108,10 @@ pub fn valid_name(name: &str) -> bool {
             .all(|character| !character.is_control() && !character.is_whitespace())
 }
 
-/// Removes the roles table from a catalog the planner will see.
+/// Removes the roles and grants tables from a catalog the planner will see.
 pub fn hide(catalog: &mut sql::MemoryCatalog) {
     catalog.tables.remove(ROLES_TABLE);
+    catalog.tables.remove(super::grants::GRANTS_TABLE);
 }
 
 fn schema() -> TableSchema {
@@ -188,7 +189,7 @@ impl std::fmt::Display for RolesError {
 /// Runs `operation` where the roles table's rows for `name` live (its partition key), or on
 /// every partition when `name` is `None` (the table's DDL, listing every role): the rows of
 /// every answer, in name order; the first error.
-async fn run<B: RoutedBackend>(
+pub(super) async fn run<B: RoutedBackend>(
     backend: &B,
     name: Option<&str>,
     operation: Operation,
@@ -265,9 +266,12 @@ pub async fn list<B: RoutedBackend>(backend: &B) -> Result<Vec<Role>, RolesError
     select(backend, None).await
 }
 
-/// Creates the roles table if no role was ever written.
-async fn ensure_table<B: RoutedBackend>(backend: &B) -> Result<(), RolesError> {
-    match run(backend, None, Operation::CreateTable { schema: schema() }).await {
+/// Creates a hidden table (the roles', the grants') if it was never written.
+pub(super) async fn ensure_table<B: RoutedBackend>(
+    backend: &B,
+    schema: TableSchema,
+) -> Result<(), RolesError> {
+    match run(backend, None, Operation::CreateTable { schema }).await {
         Ok(_) | Err(RolesError::Engine(EngineError::DuplicateTable { .. })) => Ok(()),
         Err(error) => Err(error),
     }
@@ -289,7 +293,7 @@ pub async fn write<B: RoutedBackend>(
     how: Write,
 ) -> Result<bool, RolesError> {
     assert!(valid_name(&role.name));
-    ensure_table(backend).await?;
+    ensure_table(backend, schema()).await?;
     let row = row_of(role);
     let on_conflict = match how {
         Write::Create => OnConflict::DoNothing,
@@ -344,7 +348,7 @@ pub struct RoleOptions {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Token {
+pub(super) enum Token {
     /// An unquoted word, lowercased.
     Word(String),
     /// A double-quoted identifier.
@@ -352,13 +356,17 @@ enum Token {
     /// A single-quoted string.
     Literal(String),
     Comma,
+    /// `.` (a qualified name, GRANT's `public.t`).
+    Dot,
+    /// `(` or `)` (GRANT's column lists, refused).
+    Parenthesis,
 }
 
-fn syntax_error(near: &str) -> SqlError {
+pub(super) fn syntax_error(near: &str) -> SqlError {
     SqlError::new("42601", format!("syntax error at or near \"{near}\""))
 }
 
-fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
+pub(super) fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
     let mut tokens = Vec::new();
     let mut characters = text.chars().peekable();
     while let Some(&character) = characters.peek() {
@@ -367,6 +375,12 @@ fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
         } else if character == ',' {
             characters.next();
             tokens.push(Token::Comma);
+        } else if character == '.' {
+            characters.next();
+            tokens.push(Token::Dot);
+        } else if character == '(' || character == ')' {
+            characters.next();
+            tokens.push(Token::Parenthesis);
         } else if character == '\'' || character == '"' {
             characters.next();
             let mut value = String::new();
@@ -416,7 +430,7 @@ pub fn is_role_statement(query: &str) -> bool {
     )
 }
 
-fn name_of(token: Option<&Token>) -> Result<String, SqlError> {
+pub(super) fn name_of(token: Option<&Token>) -> Result<String, SqlError> {
     let name = match token {
         Some(Token::Word(word)) => word.clone(),
         Some(Token::Quoted(name)) => name.clone(),
@@ -552,7 +566,8 @@ pub fn verifier_of_password(password: &str) -> Verifier {
     })
 }
 
-fn unavailable(error: RolesError) -> SqlError {
+/// A roles or grants failure as the SQL error a client gets.
+pub fn unavailable(error: RolesError) -> SqlError {
     match error {
         RolesError::Unavailable => SqlError::new("08007", error.to_string()),
         RolesError::Engine(error) => SqlError::new(error.code(), error.to_string()),
@@ -589,13 +604,14 @@ pub async fn run_statement<B: RoutedBackend>(
             let mut role = Role {
                 name: name.clone(),
                 verifier: None,
-                // A non-superuser may read and write every table and key (no GRANT yet).
+                // Nothing until granted: tables need GRANT, RESP keys `ACL SETUSER ~pattern`
+                // (the categories only bound what grants and patterns allow).
                 rules: Rules {
                     enabled: false,
                     read: true,
                     write: true,
                     admin: false,
-                    key_patterns: vec![b"*".to_vec()],
+                    key_patterns: Vec::new(),
                 },
             };
             apply_options(&mut role, &options);
@@ -631,6 +647,11 @@ pub async fn run_statement<B: RoutedBackend>(
                         format!("role \"{name}\" does not exist"),
                     ));
                 }
+                // Its privileges and ownerships go with it (PostgreSQL refuses the drop
+                // instead, 2BP01; docs/security.md).
+                super::grants::forget_role(backend, name)
+                    .await
+                    .map_err(unavailable)?;
             }
             Ok("DROP ROLE".to_string())
         }
