@@ -1053,3 +1053,91 @@ fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501()
         "3"
     );
 }
+
+#[test]
+fn connection_limits_hold_per_role_and_per_process() {
+    // Ports 32401–32403 (RESP), 32501–32503, 32601–32603, 32701–32703 (pgwire).
+    let cluster = secured_cluster("security-limits-per-role", 32401, 32701);
+    let (pg, pg_other) = (32701, 32702);
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["CREATE ROLE limited LOGIN PASSWORD 'lpw' CONNECTION LIMIT 1"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(psql(pg, "limited", "lpw", &["SELECT 1"]).0, "1");
+    // One RESP connection of the role holds its one slot in process 1: pgwire and RESP count
+    // together.
+    let mut held = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    let reply = held.call(&arguments(&["AUTH", "limited", "lpw"])).unwrap();
+    assert_eq!(reply, Value::Simple("OK".into()));
+    let (out, err) = psql(pg, "limited", "lpw", &["SELECT 1"]);
+    assert_eq!(out, "");
+    assert!(
+        err.contains("FATAL:  too many connections for role \"limited\""),
+        "{err}"
+    );
+    let mut second = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        second
+            .call(&arguments(&["AUTH", "limited", "lpw"]))
+            .unwrap(),
+        Value::Error("ERR too many connections for role \"limited\"".into())
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let code = runtime.block_on(async {
+        let error = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={pg} user=limited password=lpw dbname=tessera"),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .err()
+        .expect("the role is at its limit");
+        error.code().map(|code| code.code().to_string())
+    });
+    assert_eq!(code.as_deref(), Some("53300"));
+    // The count is per process: process 2 has none of the role's connections.
+    assert_eq!(psql(pg_other, "limited", "lpw", &["SELECT 1"]).0, "1");
+    // A superuser is not held to a limit; ALTER ROLE raises it; a closed connection frees its
+    // slot.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT 2"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(psql(pg, "limited", "lpw", &["SELECT 1"]).0, "1");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT 1"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert!(psql(pg, "limited", "lpw", &["SELECT 1"])
+        .1
+        .contains("too many connections"));
+    drop(held);
+    assert!(
+        wait_until(Duration::from_secs(5), || psql(
+            pg,
+            "limited",
+            "lpw",
+            &["SELECT 1"]
+        )
+        .0 == "1"),
+        "the closed connection's slot is free again"
+    );
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT -2"],
+    );
+    assert!(err.contains("invalid connection limit: -2"), "{err}");
+}

@@ -65,6 +65,8 @@ pub(crate) struct Connection<B, R, W> {
     role: Option<crate::security::roles::Role>,
     /// The connection runs over TLS.
     encrypted: bool,
+    /// Counts this connection against its role's CONNECTION LIMIT while it lives.
+    connection_slot: Option<crate::security::ConnectionSlot>,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -104,6 +106,7 @@ where
             user_name: String::new(),
             role: None,
             encrypted: false,
+            connection_slot: None,
         }
     }
 

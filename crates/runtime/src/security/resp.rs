@@ -36,6 +36,8 @@ pub(crate) struct Session<B> {
     user: Option<Role>,
     /// When the connection was accepted (the authentication deadline counts from it).
     accepted: Instant,
+    /// Counts the connection against its user's CONNECTION LIMIT while it lives.
+    slot: Option<super::ConnectionSlot>,
 }
 
 /// What a command needs of its user.
@@ -64,6 +66,7 @@ impl<B: RoutedBackend> Session<B> {
             backend,
             user,
             accepted: Instant::now(),
+            slot: None,
         }
     }
 
@@ -193,12 +196,31 @@ impl<B: RoutedBackend> Session<B> {
             _ => return Value::Error("ERR wrong number of arguments for 'auth' command".into()),
         };
         match self.verify(&user, password).await {
-            Ok(role) => {
-                self.user = Some(role);
-                Value::ok()
-            }
+            Ok(role) => match self.become_user(role) {
+                Ok(()) => Value::ok(),
+                Err(reply) => reply,
+            },
             Err(reply) => reply,
         }
+    }
+
+    /// Makes the connection `role`'s, counted against its CONNECTION LIMIT (a connection that
+    /// authenticates again as the same user keeps its slot). Refused: the connection stays
+    /// as it was.
+    fn become_user(&mut self, role: Role) -> Result<(), Value> {
+        let same = self
+            .slot
+            .as_ref()
+            .is_some_and(|slot| slot.role() == role.name);
+        if !same {
+            let slot = self
+                .security
+                .admit(&role)
+                .map_err(|refusal| Value::Error(format!("ERR {refusal}")))?;
+            self.slot = slot;
+        }
+        self.user = Some(role);
+        Ok(())
     }
 
     /// `HELLO [protover [AUTH user password] [SETNAME name]]`: authenticates if AUTH is given,
@@ -213,9 +235,12 @@ impl<B: RoutedBackend> Session<B> {
             return error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         };
         let user = String::from_utf8_lossy(&arguments[at + 1]).into_owned();
-        match self.verify(&user, &arguments[at + 2]).await {
-            Ok(role) => self.user = Some(role),
-            Err(reply) => return Intercept::Reply(reply),
+        let verified = match self.verify(&user, &arguments[at + 2]).await {
+            Ok(role) => self.become_user(role),
+            Err(reply) => Err(reply),
+        };
+        if let Err(reply) = verified {
+            return Intercept::Reply(reply);
         }
         let mut rewritten = arguments[..at].to_vec();
         rewritten.extend_from_slice(&arguments[at + 3..]);

@@ -72,6 +72,12 @@ where
         if usable.is_none() {
             return Err(self.scram_failed(scram::ScramError::WrongProof));
         }
+        if let Some(role) = &role {
+            self.connection_slot = self
+                .security
+                .admit(role)
+                .map_err(|refusal| Fail::Fatal(SqlError::new("53300", refusal)))?;
+        }
         self.out.authentication_sasl(12, server_final.as_bytes());
         self.role = role;
         Ok(())
