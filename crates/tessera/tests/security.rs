@@ -106,6 +106,18 @@ fn secured_cluster_with(
     storage: u64,
     adjust: impl FnOnce(&mut runtime::ecast::config::ClusterConfig),
 ) -> PartitionedCluster {
+    secured_cluster_with_env(name, port, pg_port, storage, adjust, &[])
+}
+
+/// As `secured_cluster_with`, every process started with `env` set.
+fn secured_cluster_with_env(
+    name: &str,
+    port: u16,
+    pg_port: u16,
+    storage: u64,
+    adjust: impl FnOnce(&mut runtime::ecast::config::ClusterConfig),
+    env: &[(&str, &str)],
+) -> PartitionedCluster {
     let mut cluster = PartitionedCluster::prepare(name, port, (3, storage, 3), |config| {
         config.partitions = PartitionMode::Vr;
         *config = config.clone().with_pg_ports(pg_port).unwrap();
@@ -123,6 +135,11 @@ fn secured_cluster_with(
         format!("{PASSWORD}\n"),
     )
     .unwrap();
+    for (name, value) in env {
+        let pair = (name.to_string(), value.to_string());
+        cluster.router_env.push(pair.clone());
+        cluster.storage_env.push(pair);
+    }
     cluster.launch();
     assert!(
         wait_until(Duration::from_secs(30), || cluster
@@ -743,41 +760,53 @@ fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
         sequence: ecast::Sequence(1),
         timestamp: ecast::Timestamp(1),
     };
-    let unauthenticated = |port: u16| -> u64 {
-        let mut client = admin(port);
-        match client.call(&arguments(&["INFO", "tessera"])).unwrap() {
-            Value::Bulk(text) => String::from_utf8_lossy(&text)
-                .lines()
-                .find_map(|line| line.strip_prefix("tessera_ecast_frames_unauthenticated:"))
-                .and_then(|value| value.trim().parse().ok())
-                .expect("the counter is in INFO"),
-            other => panic!("{other:?}"),
-        }
-    };
-    let send = |bytes: Vec<u8>| {
-        let mut stream = TcpStream::connect(address(25930)).unwrap();
-        stream.write_all(&bytes).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let unauthenticated = frames_unauthenticated;
     let before = unauthenticated(25920);
-    send(runtime::ecast::link::encode_with_secret(
-        &frame,
-        SECRET.as_bytes(),
-    ));
+    let mut peer = PeerConnection::open(25930, SECRET.as_bytes(), true);
+    peer.send_frame(&frame);
     assert_eq!(
         unauthenticated(25920),
         before,
         "a frame with the secret's tag is taken"
     );
-    send(runtime::ecast::link::encode_with_secret(
-        &frame,
-        b"guessed secret, wrong",
-    ));
+    let mut forger = PeerConnection::open(25930, b"guessed secret, wrong", true);
+    forger.send_frame(&frame);
     assert_eq!(
         unauthenticated(25920),
         before + 1,
         "a forged frame is dropped"
     );
+    // Replays (issue 23): a frame recorded from a connection of a holder of the secret,
+    // sent again on that connection (its number is past) or on a new one (another key from
+    // other nonces), and frames out of their order, are dropped and counted too.
+    let recorded = peer.seal(&frame);
+    peer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 1,
+        "the recorded frame was taken once"
+    );
+    peer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 2,
+        "replayed on its own connection"
+    );
+    let mut replayer = PeerConnection::open(25930, b"the replayer has no secret", true);
+    replayer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 3,
+        "replayed on a new connection"
+    );
+    let mut reordered = PeerConnection::open(25930, SECRET.as_bytes(), true);
+    let first = reordered.seal(&frame);
+    let second = reordered.seal(&frame);
+    reordered.send(&second);
+    reordered.send(&first);
+    assert_eq!(unauthenticated(25920), before + 4, "reordered frames");
+    let (version, _) = cluster.admin_status();
+    assert_eq!(version, 0, "nothing changed the configuration");
     // The canary: the same leave with the secret does change the configuration.
     cluster.admin_ok(&["leave", "--process", "4"]);
     let (version, processes) = cluster.admin_status();
@@ -786,6 +815,72 @@ fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
         processes[&4].iter().any(|word| word == "gone"),
         "{processes:?}"
     );
+}
+
+/// `tessera_ecast_frames_unauthenticated` of the storage process whose RESP port is `port`.
+fn frames_unauthenticated(port: u16) -> u64 {
+    let mut client = admin(port);
+    match client.call(&arguments(&["INFO", "tessera"])).unwrap() {
+        Value::Bulk(text) => String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|line| line.strip_prefix("tessera_ecast_frames_unauthenticated:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("the counter is in INFO"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A connection to an E-Cast port as a peer makes it: the link handshake (hello and nonce
+/// each way), then frames sealed under `secret` for this connection.
+struct PeerConnection {
+    stream: TcpStream,
+    sealer: runtime::ecast::link::Sealer,
+}
+
+impl PeerConnection {
+    /// `fresh: false` seals as `TESSERA_CANARY_PEER_REPLAY` processes check (no nonces, no
+    /// numbers).
+    fn open(port: u16, secret: &[u8], fresh: bool) -> PeerConnection {
+        use runtime::ecast::link::{Sealer, HELLO_MAGIC, NONCE_BYTES};
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut nonce = [0u8; NONCE_BYTES];
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        nonce.copy_from_slice(&now.to_le_bytes()[..NONCE_BYTES]);
+        let mut hello = HELLO_MAGIC.to_vec();
+        hello.extend_from_slice(&nonce);
+        stream.write_all(&hello).unwrap();
+        let mut answer = [0u8; NONCE_BYTES];
+        stream.read_exact(&mut answer).unwrap();
+        PeerConnection {
+            stream,
+            sealer: Sealer::with_secret(secret, &nonce, &answer, fresh),
+        }
+    }
+
+    /// The bytes of `frame` as this connection's next frame (not sent).
+    fn seal(&mut self, frame: &runtime::ecast::link::Frame) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        self.sealer.seal(frame, &mut bytes);
+        bytes
+    }
+
+    /// Sends `bytes` and gives the process time to read them.
+    fn send(&mut self, bytes: &[u8]) {
+        // The process may have closed the connection already: what it did is in its counter.
+        let _ = self.stream.write_all(bytes);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    fn send_frame(&mut self, frame: &runtime::ecast::link::Frame) {
+        let bytes = self.seal(frame);
+        self.send(&bytes);
+    }
 }
 
 /// One line per step of `tests/java/SqlAs.java` (pgjdbc) or `tests/python/sql_as.py`
@@ -1140,4 +1235,44 @@ fn connection_limits_hold_per_role_and_per_process() {
         &["ALTER ROLE limited CONNECTION LIMIT -2"],
     );
     assert!(err.contains("invalid connection limit: -2"), "{err}");
+}
+
+#[test]
+fn the_replay_check_is_what_drops_replayed_peer_frames() {
+    // The canary of the replay part of `peer_frames_without_the_cluster_secret_…`: a cluster
+    // whose links tag frames without nonces or numbers (debug builds only) takes a recorded
+    // frame replayed on its connection and on a new one. Ports 32051–32053, 32151–32153,
+    // 32251–32253, 32351–32353.
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let _cluster = secured_cluster_with_env(
+        "security-replay-canary",
+        32051,
+        32351,
+        3,
+        |_| {},
+        &[("TESSERA_CANARY_PEER_REPLAY", "1")],
+    );
+    let frame = runtime::ecast::link::Frame::Stable {
+        sender: placement::ProcessId(0),
+        sequence: ecast::Sequence(1),
+        timestamp: ecast::Timestamp(1),
+    };
+    let before = frames_unauthenticated(32051);
+    let mut peer = PeerConnection::open(32151, SECRET.as_bytes(), false);
+    let recorded = peer.seal(&frame);
+    peer.send(&recorded);
+    peer.send(&recorded);
+    let mut replayer = PeerConnection::open(32151, b"the replayer has no secret", false);
+    replayer.send(&recorded);
+    assert_eq!(
+        frames_unauthenticated(32051),
+        before,
+        "without nonces and numbers, replays pass the tag check"
+    );
+    // The tag itself is still checked: a forged frame is dropped even here.
+    let mut forger = PeerConnection::open(32151, b"guessed secret, wrong", false);
+    forger.send_frame(&frame);
+    assert_eq!(frames_unauthenticated(32051), before + 1);
 }
