@@ -587,6 +587,13 @@ where
             declared_oids.push(oid);
         }
         body.end()?;
+        if crate::security::roles::is_role_statement(&query)
+            || crate::security::grants::is_grant_statement(&query)
+        {
+            return Err(Fail::Error(SqlError::unsupported(
+                "a role statement or GRANT/REVOKE in the extended query protocol (send it as a simple query)",
+            )));
+        }
         if !name.is_empty() {
             if self.statements.contains_key(&name) {
                 return Err(Fail::Error(SqlError::new(

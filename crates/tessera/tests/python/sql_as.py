@@ -5,8 +5,8 @@ line per step, for crates/tessera/tests/security.rs:
 
 "connected", then per statement "rows: a,b;c,d" (a query), "count: n" (otherwise) or
 "error: SQLSTATE message"; a failed connection prints "connect error: SQLSTATE message".
-Each statement runs in autocommit mode with psycopg's server-side parameters (extended
-protocol).
+Each statement runs in autocommit mode; psycopg 3 sends a statement without parameters as a
+simple query.
 """
 
 import sys
