@@ -185,8 +185,17 @@ where
         let held = crate::security::grants::held(&self.backend, &role.name)
             .await
             .map_err(crate::security::roles::unavailable)?;
-        let (_, catalog) = self.catalog(false).await?;
-        crate::security::grants::check(&held, operations, &catalog)?;
+        let drops = crate::security::grants::drops_not_owned(&held, operations);
+        let mut missing = Vec::new();
+        if !drops.is_empty() {
+            let (_, catalog) = self.catalog(true).await?;
+            missing.extend(
+                drops
+                    .into_iter()
+                    .filter(|table| !catalog.tables.contains_key(*table)),
+            );
+        }
+        crate::security::grants::check(&held, operations, &missing)?;
         Ok(())
     }
 
