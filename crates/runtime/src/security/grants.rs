@@ -618,9 +618,12 @@ mod tests {
             name: "notes".into(),
             if_exists: false,
         };
-        assert_eq!(drops_not_owned(&held, &[drop_table.clone()]), vec!["notes"]);
         assert_eq!(
-            check(&held, &[drop_table.clone()], &[])
+            drops_not_owned(&held, std::slice::from_ref(&drop_table)),
+            vec!["notes"]
+        );
+        assert_eq!(
+            check(&held, std::slice::from_ref(&drop_table), &[])
                 .unwrap_err()
                 .message,
             "must be owner of table notes"
