@@ -380,11 +380,14 @@ pub async fn forget_role<B: RoutedBackend>(backend: &B, role: &str) -> Result<()
 /// What `operation` needs on its table (PostgreSQL's rules: UPDATE and DELETE that read rows
 /// through a WHERE, and computed assignments, need SELECT too; INSERT … ON CONFLICT DO
 /// UPDATE needs UPDATE; DDL on an existing table needs its ownership; CREATE TABLE needs
-/// nothing here: its creator becomes the owner).
+/// nothing here: its creator becomes the owner). TRUNCATE runs as a DELETE of every row and
+/// needs DELETE here (PostgreSQL has a TRUNCATE privilege, which GRANT refuses with 0A000).
 pub fn required(operation: &Operation) -> Vec<Privilege> {
     match operation {
         Operation::CreateTable { .. } => Vec::new(),
-        Operation::DropTable { .. } | Operation::CreateIndex { .. } => vec![Privilege::Owner],
+        Operation::DropTable { .. }
+        | Operation::CreateIndex { .. }
+        | Operation::CreateIndexOn { .. } => vec![Privilege::Owner],
         Operation::Select { .. } | Operation::Aggregate { .. } => vec![Privilege::Select],
         Operation::Insert { on_conflict, .. } => match on_conflict {
             OnConflict::DoUpdate(_) => vec![Privilege::Insert, Privilege::Update],
