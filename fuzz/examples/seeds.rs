@@ -395,7 +395,43 @@ fn partition_apply() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// SCRAM exchanges (mode 0: client-first, separator, client-final; RFC 7677's shape) and role
+/// and privilege statements (mode 1).
+fn security_messages() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for (first, last) in [
+        (
+            "n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+            "c=biws,r=rOprNGfwEbeRWgbNEkqOSERVERNONCE,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+        ),
+        ("y,,n=,r=abc", "c=eSws,r=abcSERVERNONCE,p=AAAA"),
+        ("p=tls-server-end-point,,n=,r=x", ""),
+    ] {
+        let mut seed = vec![0];
+        seed.extend(tessera_fuzz::joined(&[
+            first.as_bytes().to_vec(),
+            last.as_bytes().to_vec(),
+        ]));
+        seeds.push(seed);
+    }
+    for statement in [
+        "CREATE ROLE alice WITH LOGIN PASSWORD 'it''s' CONNECTION LIMIT 3",
+        "ALTER USER \"Bob\" NOSUPERUSER PASSWORD NULL CONNECTION LIMIT -1",
+        "DROP ROLE IF EXISTS a, b",
+        "GRANT SELECT, INSERT ON TABLE notes, public.\"Other\" TO alice, GROUP bob",
+        "GRANT ALL PRIVILEGES ON ALL TABLES IN SCHEMA public TO carol",
+        "REVOKE UPDATE, DELETE ON notes FROM alice CASCADE",
+        "GRANT SELECT (a) ON t TO u WITH GRANT OPTION",
+    ] {
+        let mut seed = vec![1];
+        seed.extend_from_slice(statement.as_bytes());
+        seeds.push(seed);
+    }
+    seeds
+}
+
 fn main() {
+    write("security_messages", &security_messages());
     write("wire_frame", &wire_frame());
     write("ecast_frame", &ecast_frame());
     write(

@@ -106,6 +106,18 @@ fn secured_cluster_with(
     storage: u64,
     adjust: impl FnOnce(&mut runtime::ecast::config::ClusterConfig),
 ) -> PartitionedCluster {
+    secured_cluster_with_env(name, port, pg_port, storage, adjust, &[])
+}
+
+/// As `secured_cluster_with`, every process started with `env` set.
+fn secured_cluster_with_env(
+    name: &str,
+    port: u16,
+    pg_port: u16,
+    storage: u64,
+    adjust: impl FnOnce(&mut runtime::ecast::config::ClusterConfig),
+    env: &[(&str, &str)],
+) -> PartitionedCluster {
     let mut cluster = PartitionedCluster::prepare(name, port, (3, storage, 3), |config| {
         config.partitions = PartitionMode::Vr;
         *config = config.clone().with_pg_ports(pg_port).unwrap();
@@ -123,6 +135,11 @@ fn secured_cluster_with(
         format!("{PASSWORD}\n"),
     )
     .unwrap();
+    for (name, value) in env {
+        let pair = (name.to_string(), value.to_string());
+        cluster.router_env.push(pair.clone());
+        cluster.storage_env.push(pair);
+    }
     cluster.launch();
     assert!(
         wait_until(Duration::from_secs(30), || cluster
@@ -194,14 +211,30 @@ fn resp_clients_authenticate_and_users_have_only_their_rights() {
     assert_eq!(redis_cli(other, &reader, &["ACL", "WHOAMI"]), "reader");
     assert_eq!(
         redis_cli(other, &reader, &["SET", "pub:1", "x"]),
-        "NOPERM User reader has no permissions to run the 'set' command"
+        "NOPERM this user has no permissions to run the 'set' command"
     );
     assert_eq!(
         redis_cli(other, &reader, &["GET", "secret"]),
-        "NOPERM No permissions to access a key"
+        "NOPERM this user has no permissions to access one of the keys used as arguments"
     );
-    assert!(redis_cli(other, &reader, &["ACL", "LIST"]).starts_with("NOPERM"));
-    assert!(redis_cli(other, &reader, &["FLUSHALL"]).starts_with("NOPERM"));
+    assert_eq!(
+        redis_cli(other, &reader, &["ACL", "LIST"]),
+        "NOPERM this user has no permissions to run the 'acl|list' command"
+    );
+    assert_eq!(
+        redis_cli(other, &reader, &["FLUSHALL"]),
+        "NOPERM this user has no permissions to run the 'flushall' command"
+    );
+    // The bytes on the wire, as redis-server 7.0.15 sends them.
+    let (reply, _) = raw_exchange(
+        other,
+        b"AUTH reader rpw\r\nSET pub:1 x\r\nMGET pub:1 secret\r\nQUIT\r\n",
+    );
+    assert_eq!(
+        reply,
+        "+OK\r\n-NOPERM this user has no permissions to run the 'set' command\r\n\
+         -NOPERM this user has no permissions to access one of the keys used as arguments\r\n+OK\r\n"
+    );
     assert_eq!(
         redis_cli(other, &admin_options, &["GET", "pub:1"]),
         "hello",
@@ -341,11 +374,12 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
             "CREATE ROLE alice LOGIN PASSWORD 'apw'",
             "CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT)",
             "INSERT INTO notes VALUES (1, 'first')",
+            "GRANT SELECT, INSERT ON notes TO alice",
         ],
     );
     assert!(err.is_empty(), "{err}");
     assert_eq!(out, "");
-    // Alice, created through process 1, logs in at process 2 with SCRAM-SHA-256.
+    // Alice, created and granted through process 1, logs in at process 2 with SCRAM-SHA-256.
     let (out, err) = psql(
         pg_other,
         "alice",
@@ -413,6 +447,11 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
             &["ACL", "SETUSER", "reader", "on", ">rpw", "+@read", "~*"]
         ),
         "OK"
+    );
+    assert!(
+        psql(pg, "admin", PASSWORD, &["GRANT SELECT ON notes TO reader"])
+            .1
+            .is_empty()
     );
     let (out, err) = psql(
         pg,
@@ -721,41 +760,53 @@ fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
         sequence: ecast::Sequence(1),
         timestamp: ecast::Timestamp(1),
     };
-    let unauthenticated = |port: u16| -> u64 {
-        let mut client = admin(port);
-        match client.call(&arguments(&["INFO", "tessera"])).unwrap() {
-            Value::Bulk(text) => String::from_utf8_lossy(&text)
-                .lines()
-                .find_map(|line| line.strip_prefix("tessera_ecast_frames_unauthenticated:"))
-                .and_then(|value| value.trim().parse().ok())
-                .expect("the counter is in INFO"),
-            other => panic!("{other:?}"),
-        }
-    };
-    let send = |bytes: Vec<u8>| {
-        let mut stream = TcpStream::connect(address(25930)).unwrap();
-        stream.write_all(&bytes).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let unauthenticated = frames_unauthenticated;
     let before = unauthenticated(25920);
-    send(runtime::ecast::link::encode_with_secret(
-        &frame,
-        SECRET.as_bytes(),
-    ));
+    let mut peer = PeerConnection::open(25930, SECRET.as_bytes(), true);
+    peer.send_frame(&frame);
     assert_eq!(
         unauthenticated(25920),
         before,
         "a frame with the secret's tag is taken"
     );
-    send(runtime::ecast::link::encode_with_secret(
-        &frame,
-        b"guessed secret, wrong",
-    ));
+    let mut forger = PeerConnection::open(25930, b"guessed secret, wrong", true);
+    forger.send_frame(&frame);
     assert_eq!(
         unauthenticated(25920),
         before + 1,
         "a forged frame is dropped"
     );
+    // Replays (issue 23): a frame recorded from a connection of a holder of the secret,
+    // sent again on that connection (its number is past) or on a new one (another key from
+    // other nonces), and frames out of their order, are dropped and counted too.
+    let recorded = peer.seal(&frame);
+    peer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 1,
+        "the recorded frame was taken once"
+    );
+    peer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 2,
+        "replayed on its own connection"
+    );
+    let mut replayer = PeerConnection::open(25930, b"the replayer has no secret", true);
+    replayer.send(&recorded);
+    assert_eq!(
+        unauthenticated(25920),
+        before + 3,
+        "replayed on a new connection"
+    );
+    let mut reordered = PeerConnection::open(25930, SECRET.as_bytes(), true);
+    let first = reordered.seal(&frame);
+    let second = reordered.seal(&frame);
+    reordered.send(&second);
+    reordered.send(&first);
+    assert_eq!(unauthenticated(25920), before + 4, "reordered frames");
+    let (version, _) = cluster.admin_status();
+    assert_eq!(version, 0, "nothing changed the configuration");
     // The canary: the same leave with the secret does change the configuration.
     cluster.admin_ok(&["leave", "--process", "4"]);
     let (version, processes) = cluster.admin_status();
@@ -764,4 +815,473 @@ fn peer_frames_without_the_cluster_secret_are_dropped_and_change_nothing() {
         processes[&4].iter().any(|word| word == "gone"),
         "{processes:?}"
     );
+}
+
+/// `tessera_ecast_frames_unauthenticated` of the storage process whose RESP port is `port`.
+fn frames_unauthenticated(port: u16) -> u64 {
+    let mut client = admin(port);
+    match client.call(&arguments(&["INFO", "tessera"])).unwrap() {
+        Value::Bulk(text) => String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|line| line.strip_prefix("tessera_ecast_frames_unauthenticated:"))
+            .and_then(|value| value.trim().parse().ok())
+            .expect("the counter is in INFO"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A connection to an E-Cast port as a peer makes it: the link handshake (hello and nonce
+/// each way), then frames sealed under `secret` for this connection.
+struct PeerConnection {
+    stream: TcpStream,
+    sealer: runtime::ecast::link::Sealer,
+}
+
+impl PeerConnection {
+    /// `fresh: false` seals as `TESSERA_CANARY_PEER_REPLAY` processes check (no nonces, no
+    /// numbers).
+    fn open(port: u16, secret: &[u8], fresh: bool) -> PeerConnection {
+        use runtime::ecast::link::{Sealer, HELLO_MAGIC, NONCE_BYTES};
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut nonce = [0u8; NONCE_BYTES];
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        nonce.copy_from_slice(&now.to_le_bytes()[..NONCE_BYTES]);
+        let mut hello = HELLO_MAGIC.to_vec();
+        hello.extend_from_slice(&nonce);
+        stream.write_all(&hello).unwrap();
+        let mut answer = [0u8; NONCE_BYTES];
+        stream.read_exact(&mut answer).unwrap();
+        PeerConnection {
+            stream,
+            sealer: Sealer::with_secret(secret, &nonce, &answer, fresh),
+        }
+    }
+
+    /// The bytes of `frame` as this connection's next frame (not sent).
+    fn seal(&mut self, frame: &runtime::ecast::link::Frame) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        self.sealer.seal(frame, &mut bytes);
+        bytes
+    }
+
+    /// Sends `bytes` and gives the process time to read them.
+    fn send(&mut self, bytes: &[u8]) {
+        // The process may have closed the connection already: what it did is in its counter.
+        let _ = self.stream.write_all(bytes);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    fn send_frame(&mut self, frame: &runtime::ecast::link::Frame) {
+        let bytes = self.seal(frame);
+        self.send(&bytes);
+    }
+}
+
+/// One line per step of `tests/java/SqlAs.java` (pgjdbc) or `tests/python/sql_as.py`
+/// (psycopg 3) running `statements` as `user`.
+fn client_lines(
+    client: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    statements: &[&str],
+) -> Vec<String> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = match client {
+        "pgjdbc" => {
+            let jar = manifest.join("../../target/java/postgresql-42.7.14.jar");
+            assert!(
+                jar.is_file(),
+                "the pgjdbc jar {} is missing: run scripts/fetch-pgjdbc (scripts/test runs it)",
+                jar.display()
+            );
+            let mut command = Command::new("java");
+            command
+                .arg("-cp")
+                .arg(jar)
+                .arg(manifest.join("tests/java/SqlAs.java"));
+            command
+        }
+        "psycopg" => {
+            let mut command = Command::new("/usr/bin/python3");
+            command.arg(manifest.join("tests/python/sql_as.py"));
+            command
+        }
+        other => panic!("no client {other}"),
+    };
+    let output = command
+        .args(["127.0.0.1", &port.to_string(), user, password])
+        .args(statements)
+        .output()
+        .unwrap_or_else(|error| panic!("{client} runs (scripts/test installs it): {error}"));
+    let lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "{client} printed nothing: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
+
+#[test]
+fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501() {
+    // Ports 32001–32003 (RESP), 32101–32103 (E-Cast), 32201–32203 (routers), 32301–32303.
+    let _cluster = secured_cluster("security-grants", 32001, 32301);
+    let (pg, pg_other, pg_third) = (32301, 32302, 32303);
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "CREATE ROLE builder LOGIN PASSWORD 'bpw'",
+            "CREATE ROLE guest LOGIN PASSWORD 'gpw'",
+            "CREATE TABLE ledger (id BIGINT PRIMARY KEY, amount BIGINT)",
+            "INSERT INTO ledger VALUES (1, 10), (2, 20)",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    // A role reads nothing it was not granted, and PostgreSQL's words say so.
+    let (out, err) = psql(
+        pg_other,
+        "guest",
+        "gpw",
+        &["SELECT amount FROM ledger WHERE id = 1"],
+    );
+    assert_eq!(out, "");
+    assert!(
+        err.contains("ERROR:  permission denied for table ledger"),
+        "{err}"
+    );
+    // A table's creator owns it: every privilege, and the right to grant them.
+    let (out, err) = psql(
+        pg,
+        "builder",
+        "bpw",
+        &[
+            "CREATE TABLE parts (id BIGINT PRIMARY KEY, name TEXT)",
+            "INSERT INTO parts VALUES (1, 'bolt'), (2, 'nut')",
+            "UPDATE parts SET name = 'screw' WHERE id = 2",
+            "SELECT name FROM parts ORDER BY id",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(out, "bolt\nscrew");
+    let (_, err) = psql(pg_other, "guest", "gpw", &["SELECT * FROM parts"]);
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    let (_, err) = psql(pg, "builder", "bpw", &["GRANT SELECT ON parts TO guest"]);
+    assert!(err.is_empty(), "{err}");
+    // Granted through process 1, seen by process 3 at once (the grants are replicated rows).
+    let (out, err) = psql(
+        pg_third,
+        "guest",
+        "gpw",
+        &[
+            "SELECT name FROM parts WHERE id = 1",
+            "INSERT INTO parts VALUES (3, 'washer')",
+        ],
+    );
+    assert_eq!(out, "bolt");
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    for (sql, refusal) in [
+        (
+            "DELETE FROM parts WHERE id = 1",
+            "permission denied for table parts",
+        ),
+        (
+            "UPDATE parts SET name = 'x'",
+            "permission denied for table parts",
+        ),
+        (
+            "GRANT INSERT ON parts TO guest",
+            "permission denied for table parts",
+        ),
+        ("DROP TABLE parts", "must be owner of table parts"),
+        (
+            "CREATE INDEX parts_name ON parts (name)",
+            "must be owner of table parts",
+        ),
+        (
+            "EXPLAIN SELECT * FROM ledger",
+            "permission denied for table ledger",
+        ),
+    ] {
+        let (_, err) = psql(pg_third, "guest", "gpw", &[sql]);
+        assert!(err.contains(refusal), "{sql}: {err}");
+    }
+    let (_, err) = psql(pg, "builder", "bpw", &["GRANT SELECT ON ledger TO guest"]);
+    assert!(err.contains("permission denied for table ledger"), "{err}");
+    // REVOKE takes it away again, everywhere.
+    let (_, err) = psql(
+        pg_other,
+        "builder",
+        "bpw",
+        &["REVOKE SELECT ON parts FROM guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(pg_third, "guest", "gpw", &["SELECT * FROM parts"]);
+    assert!(err.contains("permission denied for table parts"), "{err}");
+    // The superuser grants on every table, checked against the catalog and the roles.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["GRANT ALL PRIVILEGES ON ALL TABLES IN SCHEMA public TO guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (out, err) = psql(
+        pg_other,
+        "guest",
+        "gpw",
+        &[
+            "INSERT INTO ledger VALUES (3, 30)",
+            "UPDATE ledger SET amount = amount + 1 WHERE id = 3",
+            "DELETE FROM parts WHERE id = 1",
+            "SELECT sum(amount) FROM ledger",
+            "SELECT count(*) FROM parts",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(out, "61\n1");
+    let (_, err) = psql(pg, "admin", PASSWORD, &["GRANT SELECT ON nope TO guest"]);
+    assert!(err.contains("relation \"nope\" does not exist"), "{err}");
+    let (_, err) = psql(pg, "admin", PASSWORD, &["GRANT SELECT ON ledger TO nobody"]);
+    assert!(err.contains("role \"nobody\" does not exist"), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["GRANT TRUNCATE ON ledger TO guest"],
+    );
+    assert!(err.contains("is not supported"), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["REVOKE INSERT, DELETE ON ledger FROM guest"],
+    );
+    assert!(err.is_empty(), "{err}");
+
+    // Real drivers: SCRAM-SHA-256 logins, a wrong password refused, 42501 for a missing grant.
+    for client in ["pgjdbc", "psycopg"] {
+        let lines = client_lines(
+            client,
+            pg_other,
+            "guest",
+            "gpw",
+            &[
+                "SELECT amount FROM ledger WHERE id = 1",
+                "DELETE FROM ledger WHERE id = 1",
+                "SELECT name FROM parts",
+                "GRANT SELECT ON parts TO guest",
+            ],
+        );
+        assert_eq!(lines[0], "connected", "{client}: {lines:?}");
+        assert_eq!(lines[1], "rows: 10", "{client}: {lines:?}");
+        assert!(
+            lines[2].starts_with("error: 42501 ")
+                && lines[2].contains("permission denied for table ledger"),
+            "{client}: {lines:?}"
+        );
+        assert_eq!(lines[3], "rows: screw", "{client}: {lines:?}");
+        // pgjdbc sends it in the extended protocol, where GRANT is refused naming itself;
+        // psycopg sends a query without parameters as a simple query, where it runs and the
+        // guest, not the table's owner, is refused.
+        let expected = match client {
+            "pgjdbc" => "error: 0A000 ",
+            _ => "error: 42501 permission denied for table parts",
+        };
+        assert!(lines[4].starts_with(expected), "{client}: {lines:?}");
+        let refused = client_lines(client, pg, "guest", "wrong", &["SELECT 1"]);
+        assert!(
+            refused[0].starts_with("connect error:")
+                && refused[0].contains("password authentication failed for user \"guest\""),
+            "{client}: {refused:?}"
+        );
+        if client == "pgjdbc" {
+            assert!(
+                refused[0].starts_with("connect error: 28P01 "),
+                "{refused:?}"
+            );
+        }
+    }
+
+    // A dropped table takes its grants and its ownership with it: a new table of the name
+    // starts with none.
+    let (_, err) = psql(pg, "builder", "bpw", &["DROP TABLE parts"]);
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "CREATE TABLE parts (id BIGINT PRIMARY KEY)",
+            "INSERT INTO parts VALUES (7)",
+        ],
+    );
+    assert!(err.is_empty(), "{err}");
+    for user in [("builder", "bpw"), ("guest", "gpw")] {
+        let (_, err) = psql(pg_third, user.0, user.1, &["SELECT * FROM parts"]);
+        assert!(
+            err.contains("permission denied for table parts"),
+            "{user:?}: {err}"
+        );
+    }
+    // A dropped role's grants go with it.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["DROP ROLE guest", "CREATE ROLE guest LOGIN PASSWORD 'gpw'"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(pg_other, "guest", "gpw", &["SELECT * FROM ledger"]);
+    assert!(err.contains("permission denied for table ledger"), "{err}");
+    // The superuser is never refused.
+    assert_eq!(
+        psql(
+            pg_third,
+            "admin",
+            PASSWORD,
+            &["SELECT count(*) FROM ledger"]
+        )
+        .0,
+        "3"
+    );
+}
+
+#[test]
+fn connection_limits_hold_per_role_and_per_process() {
+    // Ports 32401–32403 (RESP), 32501–32503, 32601–32603, 32701–32703 (pgwire).
+    let cluster = secured_cluster("security-limits-per-role", 32401, 32701);
+    let (pg, pg_other) = (32701, 32702);
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["CREATE ROLE limited LOGIN PASSWORD 'lpw' CONNECTION LIMIT 1"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(psql(pg, "limited", "lpw", &["SELECT 1"]).0, "1");
+    // One RESP connection of the role holds its one slot in process 1: pgwire and RESP count
+    // together.
+    let mut held = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    let reply = held.call(&arguments(&["AUTH", "limited", "lpw"])).unwrap();
+    assert_eq!(reply, Value::Simple("OK".into()));
+    let (out, err) = psql(pg, "limited", "lpw", &["SELECT 1"]);
+    assert_eq!(out, "");
+    assert!(
+        err.contains("FATAL:  too many connections for role \"limited\""),
+        "{err}"
+    );
+    let mut second = RespClient::connect(cluster.client_ports[0], Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        second
+            .call(&arguments(&["AUTH", "limited", "lpw"]))
+            .unwrap(),
+        Value::Error("ERR too many connections for role \"limited\"".into())
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let code = runtime.block_on(async {
+        let error = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={pg} user=limited password=lpw dbname=tessera"),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .err()
+        .expect("the role is at its limit");
+        error.code().map(|code| code.code().to_string())
+    });
+    assert_eq!(code.as_deref(), Some("53300"));
+    // The count is per process: process 2 has none of the role's connections.
+    assert_eq!(psql(pg_other, "limited", "lpw", &["SELECT 1"]).0, "1");
+    // A superuser is not held to a limit; ALTER ROLE raises it; a closed connection frees its
+    // slot.
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT 2"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(psql(pg, "limited", "lpw", &["SELECT 1"]).0, "1");
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT 1"],
+    );
+    assert!(err.is_empty(), "{err}");
+    assert!(psql(pg, "limited", "lpw", &["SELECT 1"])
+        .1
+        .contains("too many connections"));
+    drop(held);
+    assert!(
+        wait_until(Duration::from_secs(5), || psql(
+            pg,
+            "limited",
+            "lpw",
+            &["SELECT 1"]
+        )
+        .0 == "1"),
+        "the closed connection's slot is free again"
+    );
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE limited CONNECTION LIMIT -2"],
+    );
+    assert!(err.contains("invalid connection limit: -2"), "{err}");
+}
+
+#[test]
+fn the_replay_check_is_what_drops_replayed_peer_frames() {
+    // The canary of the replay part of `peer_frames_without_the_cluster_secret_…`: a cluster
+    // whose links tag frames without nonces or numbers (debug builds only) takes a recorded
+    // frame replayed on its connection and on a new one. Ports 32051–32053, 32151–32153,
+    // 32251–32253, 32351–32353.
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let _cluster = secured_cluster_with_env(
+        "security-replay-canary",
+        32051,
+        32351,
+        3,
+        |_| {},
+        &[("TESSERA_CANARY_PEER_REPLAY", "1")],
+    );
+    let frame = runtime::ecast::link::Frame::Stable {
+        sender: placement::ProcessId(0),
+        sequence: ecast::Sequence(1),
+        timestamp: ecast::Timestamp(1),
+    };
+    let before = frames_unauthenticated(32051);
+    let mut peer = PeerConnection::open(32151, SECRET.as_bytes(), false);
+    let recorded = peer.seal(&frame);
+    peer.send(&recorded);
+    peer.send(&recorded);
+    let mut replayer = PeerConnection::open(32151, b"the replayer has no secret", false);
+    replayer.send(&recorded);
+    assert_eq!(
+        frames_unauthenticated(32051),
+        before,
+        "without nonces and numbers, replays pass the tag check"
+    );
+    // The tag itself is still checked: a forged frame is dropped even here.
+    let mut forger = PeerConnection::open(32151, b"guessed secret, wrong", false);
+    forger.send_frame(&frame);
+    assert_eq!(frames_unauthenticated(32051), before + 1);
 }

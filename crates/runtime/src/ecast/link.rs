@@ -7,11 +7,17 @@
 //! above resends (the forwarder its deliveries, gateways their requests).
 //!
 //! Authenticated frames: when the process has the cluster secret (`use_cluster_secret`, from
-//! `[security]`), every frame on the wire is followed by an HMAC-SHA-256 tag (ring) of its
-//! bytes under that secret, and a reader checks the tag before it decodes the frame: a frame
-//! without a valid tag is dropped, counted (`frames_unauthenticated`) and logged, and its
-//! connection closed. Every process of a cluster reads the same secret, so every link is
-//! authenticated or none is (`security.insecure`).
+//! `[security]`), a connection starts with a handshake that binds it to fresh nonces from both
+//! sides: the dialer sends `HELLO_MAGIC` and a random nonce, the acceptor answers with its own
+//! (`NONCE_BYTES` each), and both derive the connection's key, HMAC(secret, "tessera link v1"
+//! ‖ dialer nonce ‖ acceptor nonce) (`Sealer`). Every frame on the wire is then followed by an
+//! HMAC-SHA-256 tag (ring) of the frame's number on the connection (0, 1, …, never sent: both
+//! sides count) and its bytes under that key, and a reader checks the tag before it decodes
+//! the frame. A frame without a valid tag — forged, replayed from another connection (another
+//! key), or replayed, dropped or reordered within this one (another number) — is dropped,
+//! counted (`frames_unauthenticated`) and logged, and its connection closed. Every process of
+//! a cluster reads the same secret, so every link is authenticated or none is
+//! (`security.insecure`: no handshake, no tags).
 
 use super::stats;
 use crate::log;
@@ -42,6 +48,161 @@ static CLUSTER_KEY: std::sync::OnceLock<Option<ring::hmac::Key>> = std::sync::On
 /// Bytes of the tag after every frame when frames are authenticated.
 pub const TAG_BYTES: usize = 32;
 
+/// What a dialer sends first on an authenticated link, before its nonce.
+pub const HELLO_MAGIC: &[u8; 4] = b"TLK1";
+
+/// Bytes of each side's nonce in the handshake.
+pub const NONCE_BYTES: usize = 16;
+
+/// How long either side of a handshake waits for the other's bytes.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_PEER_REPLAY`): links tag frames under the
+/// bare cluster secret without their numbers, as before the handshake existed, so a recorded
+/// frame replayed on any connection passes the check. `security.rs` runs a cluster with it to
+/// show that its replay test catches what the nonces and numbers prevent.
+fn freshness_disabled() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_PEER_REPLAY").is_some()
+}
+
+/// One direction of one authenticated connection: its key (bound to both nonces) and the
+/// number of the next frame. The sender seals with one, the reader opens with its twin.
+pub struct Sealer {
+    key: ring::hmac::Key,
+    /// The next frame's number on this connection (under the tag, never on the wire).
+    frame_next: u64,
+    /// Numbers and nonces are used (false only under `TESSERA_CANARY_PEER_REPLAY`).
+    fresh: bool,
+}
+
+impl Sealer {
+    /// The connection's sealer under `cluster_key`, for the two nonces of its handshake.
+    fn new(
+        cluster_key: &ring::hmac::Key,
+        dialer_nonce: &[u8; NONCE_BYTES],
+        acceptor_nonce: &[u8; NONCE_BYTES],
+        fresh: bool,
+    ) -> Sealer {
+        if !fresh {
+            return Sealer {
+                key: cluster_key.clone(),
+                frame_next: 0,
+                fresh,
+            };
+        }
+        let mut context = ring::hmac::Context::with_key(cluster_key);
+        context.update(b"tessera link v1");
+        context.update(dialer_nonce);
+        context.update(acceptor_nonce);
+        let derived = context.sign();
+        Sealer {
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, derived.as_ref()),
+            frame_next: 0,
+            fresh,
+        }
+    }
+
+    /// A holder of `secret`'s sealer for a connection with these nonces (tests and tools that
+    /// speak to a process directly; `fresh: false` is the canary's scheme).
+    pub fn with_secret(
+        secret: &[u8],
+        dialer_nonce: &[u8; NONCE_BYTES],
+        acceptor_nonce: &[u8; NONCE_BYTES],
+        fresh: bool,
+    ) -> Sealer {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+        Sealer::new(&key, dialer_nonce, acceptor_nonce, fresh)
+    }
+
+    /// The tag of the next frame, whose bytes are `frame`.
+    fn tag(&self, frame: &[u8]) -> ring::hmac::Tag {
+        let mut context = ring::hmac::Context::with_key(&self.key);
+        if self.fresh {
+            context.update(&self.frame_next.to_be_bytes());
+        }
+        context.update(frame);
+        context.sign()
+    }
+
+    /// Appends `frame` and its tag to `buffer`, as the next frame of the connection.
+    pub fn seal(&mut self, frame: &Frame, buffer: &mut Vec<u8>) {
+        let start = buffer.len();
+        wire::encode_into(frame, buffer);
+        let tag = self.tag(&buffer[start..]);
+        buffer.extend_from_slice(tag.as_ref());
+        self.frame_next += 1;
+    }
+
+    /// Whether `tag` is the next frame's tag for `frame`; counts the frame if so.
+    fn open(&mut self, frame: &[u8], tag: &[u8]) -> bool {
+        let expected = self.tag(frame);
+        // Constant time: a tag is a secret until checked.
+        #[allow(deprecated)]
+        let equal = ring::constant_time::verify_slices_are_equal(expected.as_ref(), tag).is_ok();
+        if equal {
+            self.frame_next += 1;
+        }
+        equal
+    }
+}
+
+/// The dialer's half of the handshake: sends the hello, reads the acceptor's nonce; the
+/// connection's sealer (`None`: frames are not authenticated, no handshake).
+async fn dialer_handshake(stream: &mut TcpStream) -> Result<Option<Sealer>, String> {
+    let Some(key) = cluster_key() else {
+        return Ok(None);
+    };
+    let nonce: [u8; NONCE_BYTES] = crate::security::random_bytes();
+    let mut hello = HELLO_MAGIC.to_vec();
+    hello.extend_from_slice(&nonce);
+    let mut answer = [0u8; NONCE_BYTES];
+    let exchange = async {
+        stream.write_all(&hello).await?;
+        stream.read_exact(&mut answer).await
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await {
+        Ok(Ok(_)) => Ok(Some(Sealer::new(
+            key,
+            &nonce,
+            &answer,
+            !freshness_disabled(),
+        ))),
+        Ok(Err(error)) => Err(format!("handshake failed: {error}")),
+        Err(_) => Err("handshake timed out".into()),
+    }
+}
+
+/// The acceptor's half: reads the hello, answers its nonce; the connection's opener.
+async fn acceptor_handshake(stream: &mut TcpStream) -> Result<Option<Sealer>, String> {
+    let Some(key) = cluster_key() else {
+        return Ok(None);
+    };
+    let mut hello = [0u8; HELLO_MAGIC.len() + NONCE_BYTES];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.read_exact(&mut hello)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => return Err(format!("handshake failed: {error}")),
+        Err(_) => return Err("handshake timed out".into()),
+    }
+    if &hello[..HELLO_MAGIC.len()] != HELLO_MAGIC {
+        FRAMES_UNAUTHENTICATED.fetch_add(1, Ordering::Relaxed);
+        return Err("dropped a connection without the link handshake (its HMAC tag is wrong: not from a holder of the cluster secret)".into());
+    }
+    let dialer_nonce: [u8; NONCE_BYTES] = hello[HELLO_MAGIC.len()..]
+        .try_into()
+        .expect("the hello holds a nonce");
+    let nonce: [u8; NONCE_BYTES] = crate::security::random_bytes();
+    stream
+        .write_all(&nonce)
+        .await
+        .map_err(|error| format!("handshake failed: {error}"))?;
+    Ok(Some(Sealer::new(
+        key,
+        &dialer_nonce,
+        &nonce,
+        !freshness_disabled(),
+    )))
+}
+
 /// Authenticates every frame this process sends and receives with `secret` (`None`: no
 /// tags, an insecure cluster). Called once, before the first link; a second call with the
 /// same setting is a no-op, with another one an error.
@@ -71,13 +232,11 @@ pub fn frames_unauthenticated() -> u64 {
     FRAMES_UNAUTHENTICATED.load(Ordering::Relaxed)
 }
 
-/// Encodes `frame` onto `buffer`, followed by its tag when frames are authenticated.
-fn encode_sealed(frame: &Frame, buffer: &mut Vec<u8>) {
-    let start = buffer.len();
-    wire::encode_into(frame, buffer);
-    if let Some(key) = cluster_key() {
-        let tag = ring::hmac::sign(key, &buffer[start..]);
-        buffer.extend_from_slice(tag.as_ref());
+/// Encodes `frame` onto `buffer`, followed by its tag when the connection is authenticated.
+fn encode_sealed(frame: &Frame, buffer: &mut Vec<u8>, sealer: Option<&mut Sealer>) {
+    match sealer {
+        Some(sealer) => sealer.seal(frame, buffer),
+        None => wire::encode_into(frame, buffer),
     }
 }
 
@@ -91,8 +250,9 @@ enum Unsealed {
     Forged,
 }
 
-/// Finds the frame at the front of `bytes` and checks its tag, before anything decodes it.
-fn unseal(bytes: &[u8], key: &ring::hmac::Key) -> Result<Unsealed, String> {
+/// Finds the frame at the front of `bytes` and checks its tag (as the connection's next
+/// frame), before anything decodes it.
+fn unseal(bytes: &[u8], opener: &mut Sealer) -> Result<Unsealed, String> {
     if bytes.len() < wire::FRAME_HEADER_BYTES {
         return Ok(Unsealed::Incomplete);
     }
@@ -105,12 +265,13 @@ fn unseal(bytes: &[u8], key: &ring::hmac::Key) -> Result<Unsealed, String> {
     if bytes.len() < consumed {
         return Ok(Unsealed::Incomplete);
     }
-    match ring::hmac::verify(key, &bytes[..frame_bytes], &bytes[frame_bytes..consumed]) {
-        Ok(()) => Ok(Unsealed::Frame {
+    if opener.open(&bytes[..frame_bytes], &bytes[frame_bytes..consumed]) {
+        Ok(Unsealed::Frame {
             frame_bytes,
             consumed,
-        }),
-        Err(_) => Ok(Unsealed::Forged),
+        })
+    } else {
+        Ok(Unsealed::Forged)
     }
 }
 
@@ -522,30 +683,23 @@ pub fn frames_dropped() -> u64 {
     FRAMES_DROPPED.load(Ordering::Relaxed)
 }
 
-/// One frame as it travels (tests and tools that speak to a process directly).
+/// One frame as it travels on a link without authentication (tests and tools that speak to
+/// an insecure process directly).
 pub fn encode(frame: &Frame) -> Vec<u8> {
-    let mut buffer = Vec::new();
-    encode_sealed(frame, &mut buffer);
-    buffer
-}
-
-/// One frame as a holder of `secret` sends it: the frame and its HMAC tag (tests and tools
-/// that speak to a process directly).
-pub fn encode_with_secret(frame: &Frame, secret: &[u8]) -> Vec<u8> {
-    let mut buffer = wire::encode(frame);
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
-    let tag = ring::hmac::sign(&key, &buffer);
-    buffer.extend_from_slice(tag.as_ref());
-    buffer
+    wire::encode(frame)
 }
 
 /// Sends one frame over a connection of its own, then closes it (answers to `tessera admin`,
 /// which comes and goes: a link would redial it forever). Best effort: a failure is dropped.
 pub fn send_once(to: SocketAddr, frame: Frame) {
     tokio::spawn(async move {
-        let buffer = encode(&frame);
         let connect = TcpStream::connect(to);
         if let Ok(Ok(mut stream)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
+            let Ok(mut sealer) = dialer_handshake(&mut stream).await else {
+                return;
+            };
+            let mut buffer = Vec::new();
+            encode_sealed(&frame, &mut buffer, sealer.as_mut());
             let _ = stream.write_all(&buffer).await;
             let _ = stream.shutdown().await;
         }
@@ -581,6 +735,16 @@ async fn dial(
             }
         };
         let _ = stream.set_nodelay(true);
+        let mut sealer = match dialer_handshake(&mut stream).await {
+            Ok(sealer) => sealer,
+            Err(reason) => {
+                log::warn(format_args!("E-Cast link to {address}: {reason}"));
+                mark_down();
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(200));
+                continue;
+            }
+        };
         down_since_ms.store(0, Ordering::Relaxed);
         connected_once.store(true, Ordering::Relaxed);
         backoff = Duration::from_millis(10);
@@ -599,14 +763,14 @@ async fn dial(
                 tokio::time::sleep_until((queued + delay).into()).await;
             }
             buffer.clear();
-            encode_sealed(&frame, &mut buffer);
+            encode_sealed(&frame, &mut buffer, sealer.as_mut());
             let mut burst = 1;
             while let Ok((queued, frame)) = frames.try_recv() {
                 if !delay.is_zero() && queued + delay > Instant::now() {
                     held = Some((queued, frame));
                     break;
                 }
-                encode_sealed(&frame, &mut buffer);
+                encode_sealed(&frame, &mut buffer, sealer.as_mut());
                 burst += 1;
                 if buffer.len() > 1 << 20 {
                     break;
@@ -648,6 +812,7 @@ pub async fn accept(listener: TcpListener, inbound: mpsc::Sender<Frame>) {
 }
 
 async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Result<(), String> {
+    let mut opener = acceptor_handshake(&mut stream).await?;
     let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -663,9 +828,9 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
         let mut consumed_total = 0;
         loop {
             let rest = &buffer[consumed_total..];
-            let (frame_bytes, sealed) = match cluster_key() {
+            let (frame_bytes, sealed) = match opener.as_mut() {
                 None => (rest, 0),
-                Some(key) => match unseal(rest, key)? {
+                Some(opener) => match unseal(rest, opener)? {
                     Unsealed::Incomplete => break,
                     Unsealed::Frame {
                         frame_bytes,
@@ -674,7 +839,7 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
                     Unsealed::Forged => {
                         FRAMES_UNAUTHENTICATED.fetch_add(1, Ordering::Relaxed);
                         return Err(
-                            "dropped a frame whose HMAC tag is wrong (not from a holder of the cluster secret); closing the connection"
+                            "dropped a frame whose HMAC tag is wrong for this connection (forged by a process without the cluster secret, or replayed, dropped or reordered); closing the connection"
                                 .into(),
                         );
                     }
@@ -699,5 +864,76 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
             }
         }
         buffer.drain(..consumed_total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(sequence: u64) -> Frame {
+        Frame::Stable {
+            sender: ProcessId(1),
+            sequence: Sequence(sequence),
+            timestamp: Timestamp(sequence),
+        }
+    }
+
+    /// A connection's sealer and its reader's opener, from the same nonces.
+    fn pair(secret: &[u8], dialer: u8, acceptor: u8) -> (Sealer, Sealer) {
+        let (dialer, acceptor) = ([dialer; NONCE_BYTES], [acceptor; NONCE_BYTES]);
+        (
+            Sealer::with_secret(secret, &dialer, &acceptor, true),
+            Sealer::with_secret(secret, &dialer, &acceptor, true),
+        )
+    }
+
+    fn open_all(opener: &mut Sealer, mut bytes: &[u8]) -> Vec<bool> {
+        let mut opened = Vec::new();
+        while !bytes.is_empty() {
+            match unseal(bytes, opener).unwrap() {
+                Unsealed::Frame { consumed, .. } => {
+                    opened.push(true);
+                    bytes = &bytes[consumed..];
+                }
+                Unsealed::Forged => {
+                    opened.push(false);
+                    let length = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+                    bytes = &bytes[wire::FRAME_HEADER_BYTES + length as usize + TAG_BYTES..];
+                }
+                Unsealed::Incomplete => panic!("whole frames only"),
+            }
+        }
+        opened
+    }
+
+    #[test]
+    fn frames_open_once_in_order_on_their_own_connection_only() {
+        let (mut sealer, mut opener) = pair(b"the cluster secret", 1, 2);
+        let mut first = Vec::new();
+        sealer.seal(&frame(1), &mut first);
+        let mut second = Vec::new();
+        sealer.seal(&frame(2), &mut second);
+        let stream = [first.clone(), second.clone()].concat();
+        assert_eq!(open_all(&mut opener, &stream), vec![true, true]);
+        // Replayed on its connection: its number is past.
+        assert_eq!(open_all(&mut opener, &first), vec![false]);
+        // Reordered.
+        let (_, mut opener) = pair(b"the cluster secret", 1, 2);
+        assert_eq!(open_all(&mut opener, &second), vec![false]);
+        // On a connection with other nonces, or under another secret.
+        let (_, mut other) = pair(b"the cluster secret", 1, 3);
+        assert_eq!(open_all(&mut other, &first), vec![false]);
+        let (_, mut other) = pair(b"another secret", 1, 2);
+        assert_eq!(open_all(&mut other, &first), vec![false]);
+        // Without freshness (the canary's scheme), a frame opens on any connection, again.
+        let mut bare = Sealer::with_secret(b"s", &[1; NONCE_BYTES], &[2; NONCE_BYTES], false);
+        let mut bytes = Vec::new();
+        bare.seal(&frame(1), &mut bytes);
+        let mut opener = Sealer::with_secret(b"s", &[7; NONCE_BYTES], &[8; NONCE_BYTES], false);
+        assert_eq!(
+            open_all(&mut opener, &[bytes.clone(), bytes].concat()),
+            vec![true, true]
+        );
     }
 }

@@ -65,6 +65,8 @@ pub(crate) struct Connection<B, R, W> {
     role: Option<crate::security::roles::Role>,
     /// The connection runs over TLS.
     encrypted: bool,
+    /// Counts this connection against its role's CONNECTION LIMIT while it lives.
+    connection_slot: Option<crate::security::ConnectionSlot>,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -104,6 +106,7 @@ where
             user_name: String::new(),
             role: None,
             encrypted: false,
+            connection_slot: None,
         }
     }
 
@@ -399,7 +402,7 @@ where
         if execution.operations.is_empty() {
             return Ok(execution.finish(Vec::new())?);
         }
-        self.check_privileges(&execution.operations)?;
+        self.check_privileges(&execution.operations).await?;
         let command = Command::Guarded {
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
@@ -422,7 +425,9 @@ where
                 }
             }
         }
-        Ok(execution.finish(results)?)
+        let result = execution.finish(results)?;
+        self.after_privileged(&execution.operations).await?;
+        Ok(result)
     }
 
     /// EXPLAIN: each operation's plan from every partition its routing reaches, named.
@@ -431,6 +436,7 @@ where
         explain: sql::Explain,
         digest: u64,
     ) -> Result<StatementResult, Fail> {
+        self.check_privileges(&explain.operations).await?;
         let mut texts: Vec<(String, Vec<String>)> = Vec::new();
         for operation in &explain.operations {
             let command = Command::Guarded {
@@ -537,6 +543,11 @@ where
             self.out.command_complete(&tag);
             return Ok(());
         }
+        if crate::security::grants::is_grant_statement(query) {
+            let tag = self.grant_statement(query).await?;
+            self.out.command_complete(&tag);
+            return Ok(());
+        }
         let statements = sql::parse(query)?;
         if statements.is_empty() {
             self.out.empty_query_response();
@@ -576,6 +587,13 @@ where
             declared_oids.push(oid);
         }
         body.end()?;
+        if crate::security::roles::is_role_statement(&query)
+            || crate::security::grants::is_grant_statement(&query)
+        {
+            return Err(Fail::Error(SqlError::unsupported(
+                "a role statement or GRANT/REVOKE in the extended query protocol (send it as a simple query)",
+            )));
+        }
         if !name.is_empty() {
             if self.statements.contains_key(&name) {
                 return Err(Fail::Error(SqlError::new(

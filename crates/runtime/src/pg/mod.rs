@@ -59,8 +59,10 @@
 //! TLS handshake, startup and authentication together must end within `startup_timeout`. With
 //! TLS configured, SSLRequest gets 'S' and the session continues over rustls; a session without
 //! TLS is refused with FATAL 28000. `CREATE ROLE`, `ALTER ROLE` and `DROP ROLE` (simple protocol)
-//! are run by `crate::security::roles` for superusers; a role without `@read`/`@write` gets 42501
-//! for statements that read/write. `serve` (the old single-group node, the front end's tests)
+//! are run by `crate::security::roles` for superusers, `GRANT` and `REVOKE` by
+//! `crate::security::grants`; a role without `@read`/`@write` gets 42501 for statements that
+//! read/write, and a role that is not a superuser needs its grants on every table a statement
+//! touches (42501 `permission denied for table t`). `serve` (the old single-group node, the front end's tests)
 //! neither authenticates nor offers TLS: every user is accepted (AuthenticationOk at once).
 //!
 //! ## Not supported

@@ -10,6 +10,7 @@
 //! authentication off (every connection acts as a user with every right), and is logged as a
 //! warning at start.
 
+pub mod grants;
 pub mod resp;
 pub mod roles;
 pub mod scram;
@@ -208,6 +209,36 @@ pub struct Security {
     mock_secret: [u8; 16],
     /// The client ports' TLS, if configured.
     tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Open connections per role name in this process (pgwire and RESP), for CONNECTION LIMIT;
+    /// only roles that are not superusers are counted. An entry is removed at zero.
+    connections: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+/// One counted connection of a role (`Security::admit`); released when dropped.
+pub struct ConnectionSlot {
+    security: Arc<Security>,
+    role: String,
+}
+
+impl ConnectionSlot {
+    /// The role the slot counts a connection of.
+    pub fn role(&self) -> &str {
+        &self.role
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut connections = self.security.connections();
+        let count = connections
+            .get_mut(&self.role)
+            .expect("a slot's role is counted");
+        assert!(*count > 0);
+        *count -= 1;
+        if *count == 0 {
+            connections.remove(&self.role);
+        }
+    }
 }
 
 impl std::fmt::Debug for Security {
@@ -263,6 +294,7 @@ impl Security {
             admin,
             mock_secret: random_bytes::<16>(),
             tls,
+            connections: Default::default(),
         }))
     }
 
@@ -274,7 +306,43 @@ impl Security {
             admin: None,
             mock_secret: [0; 16],
             tls: None,
+            connections: Default::default(),
         })
+    }
+
+    fn connections(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Counts a new connection of `role` against its CONNECTION LIMIT in this process: `Ok`
+    /// with the slot to hold while connected (`None` for a superuser, never counted), or the
+    /// refusal's text (PostgreSQL's, SQLSTATE 53300) when the role has its limit already.
+    pub fn admit(
+        self: &Arc<Security>,
+        role: &roles::Role,
+    ) -> Result<Option<ConnectionSlot>, String> {
+        if role.rules.admin {
+            return Ok(None);
+        }
+        let mut connections = self.connections();
+        let count = connections.entry(role.name.clone()).or_insert(0);
+        if role
+            .rules
+            .connection_limit
+            .is_some_and(|limit| *count >= limit)
+        {
+            if *count == 0 {
+                connections.remove(&role.name);
+            }
+            return Err(format!("too many connections for role \"{}\"", role.name));
+        }
+        *count += 1;
+        Ok(Some(ConnectionSlot {
+            security: Arc::clone(self),
+            role: role.name.clone(),
+        }))
     }
 
     /// The client ports' TLS acceptor, if `tls_cert_file` is set.
@@ -342,4 +410,42 @@ pub fn random_token(bytes: usize) -> String {
         .fill(&mut buffer)
         .expect("the operating system's random generator works");
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buffer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_limits_count_a_roles_connections_and_release_them_when_dropped() {
+        let security = Security::open();
+        let mut role = roles::Role::unrestricted();
+        assert!(
+            security.admit(&role).unwrap().is_none(),
+            "superusers are not counted"
+        );
+        role.rules.admin = false;
+        role.rules.connection_limit = Some(2);
+        let first = security.admit(&role).unwrap().unwrap();
+        let second = security.admit(&role).unwrap().unwrap();
+        assert_eq!(
+            security.admit(&role).err().unwrap(),
+            "too many connections for role \"default\""
+        );
+        drop(first);
+        let third = security.admit(&role).unwrap().unwrap();
+        assert_eq!(third.role(), "default");
+        role.rules.connection_limit = Some(0);
+        drop((second, third));
+        assert!(security.admit(&role).is_err());
+        assert!(
+            security.connections().is_empty(),
+            "no count is left at zero"
+        );
+        role.rules.connection_limit = None;
+        let unlimited: Vec<_> = (0..5).map(|_| security.admit(&role).unwrap()).collect();
+        assert_eq!(security.connections()["default"], 5);
+        drop(unlimited);
+        assert!(security.connections().is_empty());
+    }
 }

@@ -36,6 +36,8 @@ pub(crate) struct Session<B> {
     user: Option<Role>,
     /// When the connection was accepted (the authentication deadline counts from it).
     accepted: Instant,
+    /// Counts the connection against its user's CONNECTION LIMIT while it lives.
+    slot: Option<super::ConnectionSlot>,
 }
 
 /// What a command needs of its user.
@@ -64,6 +66,7 @@ impl<B: RoutedBackend> Session<B> {
             backend,
             user,
             accepted: Instant::now(),
+            slot: None,
         }
     }
 
@@ -139,10 +142,7 @@ impl<B: RoutedBackend> Session<B> {
             || (needs.write && !user.rules.write)
             || (needs.admin && !user.rules.admin);
         if denied {
-            return error(format!(
-                "NOPERM User {} has no permissions to run the '{name}' command",
-                user.name
-            ));
+            return error(command_refused(&name, arguments));
         }
         let keys_denied = if needs.all_keys {
             !user.all_keys()
@@ -150,7 +150,7 @@ impl<B: RoutedBackend> Session<B> {
             needs.keys.iter().any(|key| !user.may_touch(key))
         };
         if keys_denied {
-            return error("NOPERM No permissions to access a key");
+            return error(KEY_REFUSED);
         }
         Intercept::Pass
     }
@@ -196,12 +196,31 @@ impl<B: RoutedBackend> Session<B> {
             _ => return Value::Error("ERR wrong number of arguments for 'auth' command".into()),
         };
         match self.verify(&user, password).await {
-            Ok(role) => {
-                self.user = Some(role);
-                Value::ok()
-            }
+            Ok(role) => match self.become_user(role) {
+                Ok(()) => Value::ok(),
+                Err(reply) => reply,
+            },
             Err(reply) => reply,
         }
+    }
+
+    /// Makes the connection `role`'s, counted against its CONNECTION LIMIT (a connection that
+    /// authenticates again as the same user keeps its slot). Refused: the connection stays
+    /// as it was.
+    fn become_user(&mut self, role: Role) -> Result<(), Value> {
+        let same = self
+            .slot
+            .as_ref()
+            .is_some_and(|slot| slot.role() == role.name);
+        if !same {
+            let slot = self
+                .security
+                .admit(&role)
+                .map_err(|refusal| Value::Error(format!("ERR {refusal}")))?;
+            self.slot = slot;
+        }
+        self.user = Some(role);
+        Ok(())
     }
 
     /// `HELLO [protover [AUTH user password] [SETNAME name]]`: authenticates if AUTH is given,
@@ -216,9 +235,12 @@ impl<B: RoutedBackend> Session<B> {
             return error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         };
         let user = String::from_utf8_lossy(&arguments[at + 1]).into_owned();
-        match self.verify(&user, &arguments[at + 2]).await {
-            Ok(role) => self.user = Some(role),
-            Err(reply) => return Intercept::Reply(reply),
+        let verified = match self.verify(&user, &arguments[at + 2]).await {
+            Ok(role) => self.become_user(role),
+            Err(reply) => Err(reply),
+        };
+        if let Err(reply) = verified {
+            return Intercept::Reply(reply);
         }
         let mut rewritten = arguments[..at].to_vec();
         rewritten.extend_from_slice(&arguments[at + 3..]);
@@ -409,10 +431,7 @@ impl<B: RoutedBackend> Session<B> {
         }
         let admin = self.user.as_ref().is_some_and(|user| user.rules.admin);
         if !admin {
-            return Value::Error(format!(
-                "NOPERM User {} has no permissions to run the 'acl|{subcommand}' command",
-                self.user_name()
-            ));
+            return Value::Error(command_refused("acl", arguments));
         }
         let result = match subcommand.as_str() {
             "users" | "list" => self.acl_list(subcommand == "list").await,
@@ -580,8 +599,61 @@ pub(crate) async fn refuse_connection(mut stream: tokio::net::TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// Redis 7.0's refusal of a key outside the user's patterns (7.2 words it "No permissions to
+/// access a key"; Tessera answers as the 7.0.15 it is checked against).
+pub const KEY_REFUSED: &str =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
+
+/// Commands Redis 7.0 names with their subcommand in a refusal (`'config|get'`).
+const CONTAINER_COMMANDS: [&str; 15] = [
+    "acl", "client", "cluster", "command", "config", "function", "latency", "memory", "module",
+    "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
+];
+
+/// Redis 7.0's refusal of a command outside the user's categories, byte for byte:
+/// `NOPERM this user has no permissions to run the 'set' command` (`'acl|setuser'` for a
+/// container command's subcommand).
+pub fn command_refused(name: &str, arguments: &[Vec<u8>]) -> String {
+    let full_name = match arguments.get(1) {
+        Some(subcommand) if CONTAINER_COMMANDS.contains(&name) => {
+            format!("{name}|{}", lowercase(subcommand))
+        }
+        _ => name.to_string(),
+    };
+    format!("NOPERM this user has no permissions to run the '{full_name}' command")
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn refusals_are_redis_7_0_bytes() {
+        let arguments = |words: &[&str]| -> Vec<Vec<u8>> {
+            words.iter().map(|word| word.as_bytes().to_vec()).collect()
+        };
+        // What redis-server 7.0.15 answers a user with `+@read ~a*` (recorded by hand).
+        assert_eq!(
+            command_refused("set", &arguments(&["SET", "a", "1"])),
+            "NOPERM this user has no permissions to run the 'set' command"
+        );
+        assert_eq!(
+            command_refused("acl", &arguments(&["ACL", "SETUSER", "x"])),
+            "NOPERM this user has no permissions to run the 'acl|setuser' command"
+        );
+        assert_eq!(
+            command_refused("config", &arguments(&["CONFIG", "GET", "x"])),
+            "NOPERM this user has no permissions to run the 'config|get' command"
+        );
+        assert_eq!(
+            command_refused("flushall", &arguments(&["FLUSHALL", "ASYNC"])),
+            "NOPERM this user has no permissions to run the 'flushall' command"
+        );
+        assert_eq!(
+            KEY_REFUSED,
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -40,6 +40,36 @@ pub struct Rules {
     pub admin: bool,
     /// Glob patterns of the RESP keys it may touch (`~pattern`; `~*` is every key).
     pub key_patterns: Vec<Vec<u8>>,
+    /// CONNECTION LIMIT: at most this many of its connections (pgwire and RESP together) per
+    /// storage process; `None` (PostgreSQL's -1): no limit. Superusers are not held to it.
+    /// Last, so that rows written before it existed decode (`decode_rules`).
+    pub connection_limit: Option<u32>,
+}
+
+/// `Rules` as rows written before CONNECTION LIMIT existed hold them.
+#[derive(Deserialize)]
+struct RulesWithoutLimit {
+    enabled: bool,
+    read: bool,
+    write: bool,
+    admin: bool,
+    key_patterns: Vec<Vec<u8>>,
+}
+
+/// Decodes a row's rules, in today's shape or the one before `connection_limit`.
+fn decode_rules(bytes: &[u8]) -> Option<Rules> {
+    if let Ok(rules) = postcard::from_bytes::<Rules>(bytes) {
+        return Some(rules);
+    }
+    let old: RulesWithoutLimit = postcard::from_bytes(bytes).ok()?;
+    Some(Rules {
+        enabled: old.enabled,
+        read: old.read,
+        write: old.write,
+        admin: old.admin,
+        key_patterns: old.key_patterns,
+        connection_limit: None,
+    })
 }
 
 /// One user.
@@ -95,6 +125,7 @@ impl Rules {
             write: true,
             admin: true,
             key_patterns: vec![b"*".to_vec()],
+            connection_limit: None,
         }
     }
 }
@@ -108,9 +139,10 @@ pub fn valid_name(name: &str) -> bool {
             .all(|character| !character.is_control() && !character.is_whitespace())
 }
 
-/// Removes the roles table from a catalog the planner will see.
+/// Removes the roles and grants tables from a catalog the planner will see.
 pub fn hide(catalog: &mut sql::MemoryCatalog) {
     catalog.tables.remove(ROLES_TABLE);
+    catalog.tables.remove(super::grants::GRANTS_TABLE);
 }
 
 fn schema() -> TableSchema {
@@ -157,7 +189,7 @@ fn role_of(row: &[Value]) -> Option<Role> {
     Some(Role {
         name: name.clone(),
         verifier,
-        rules: postcard::from_bytes(rules).ok()?,
+        rules: decode_rules(rules)?,
     })
 }
 
@@ -188,7 +220,7 @@ impl std::fmt::Display for RolesError {
 /// Runs `operation` where the roles table's rows for `name` live (its partition key), or on
 /// every partition when `name` is `None` (the table's DDL, listing every role): the rows of
 /// every answer, in name order; the first error.
-async fn run<B: RoutedBackend>(
+pub(super) async fn run<B: RoutedBackend>(
     backend: &B,
     name: Option<&str>,
     operation: Operation,
@@ -265,9 +297,12 @@ pub async fn list<B: RoutedBackend>(backend: &B) -> Result<Vec<Role>, RolesError
     select(backend, None).await
 }
 
-/// Creates the roles table if no role was ever written.
-async fn ensure_table<B: RoutedBackend>(backend: &B) -> Result<(), RolesError> {
-    match run(backend, None, Operation::CreateTable { schema: schema() }).await {
+/// Creates a hidden table (the roles', the grants') if it was never written.
+pub(super) async fn ensure_table<B: RoutedBackend>(
+    backend: &B,
+    schema: TableSchema,
+) -> Result<(), RolesError> {
+    match run(backend, None, Operation::CreateTable { schema }).await {
         Ok(_) | Err(RolesError::Engine(EngineError::DuplicateTable { .. })) => Ok(()),
         Err(error) => Err(error),
     }
@@ -289,7 +324,7 @@ pub async fn write<B: RoutedBackend>(
     how: Write,
 ) -> Result<bool, RolesError> {
     assert!(valid_name(&role.name));
-    ensure_table(backend).await?;
+    ensure_table(backend, schema()).await?;
     let row = row_of(role);
     let on_conflict = match how {
         Write::Create => OnConflict::DoNothing,
@@ -341,10 +376,12 @@ pub struct RoleOptions {
     pub superuser: Option<bool>,
     /// `Some(None)`: PASSWORD NULL.
     pub password: Option<Option<String>>,
+    /// CONNECTION LIMIT n; `Some(None)`: -1, no limit.
+    pub connection_limit: Option<Option<u32>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Token {
+pub(super) enum Token {
     /// An unquoted word, lowercased.
     Word(String),
     /// A double-quoted identifier.
@@ -352,13 +389,17 @@ enum Token {
     /// A single-quoted string.
     Literal(String),
     Comma,
+    /// `.` (a qualified name, GRANT's `public.t`).
+    Dot,
+    /// `(` or `)` (GRANT's column lists, refused).
+    Parenthesis,
 }
 
-fn syntax_error(near: &str) -> SqlError {
+pub(super) fn syntax_error(near: &str) -> SqlError {
     SqlError::new("42601", format!("syntax error at or near \"{near}\""))
 }
 
-fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
+pub(super) fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
     let mut tokens = Vec::new();
     let mut characters = text.chars().peekable();
     while let Some(&character) = characters.peek() {
@@ -367,6 +408,12 @@ fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
         } else if character == ',' {
             characters.next();
             tokens.push(Token::Comma);
+        } else if character == '.' {
+            characters.next();
+            tokens.push(Token::Dot);
+        } else if character == '(' || character == ')' {
+            characters.next();
+            tokens.push(Token::Parenthesis);
         } else if character == '\'' || character == '"' {
             characters.next();
             let mut value = String::new();
@@ -389,8 +436,12 @@ fn tokens(text: &str) -> Result<Vec<Token>, SqlError> {
             } else {
                 Token::Quoted(value)
             });
-        } else if character.is_alphanumeric() || character == '_' {
+        } else if character.is_alphanumeric() || character == '_' || character == '-' {
             let mut word = String::new();
+            if character == '-' {
+                characters.next();
+                word.push('-');
+            }
             while let Some(&next) = characters.peek() {
                 if next.is_alphanumeric() || next == '_' || next == '$' {
                     word.push(next.to_ascii_lowercase());
@@ -416,7 +467,7 @@ pub fn is_role_statement(query: &str) -> bool {
     )
 }
 
-fn name_of(token: Option<&Token>) -> Result<String, SqlError> {
+pub(super) fn name_of(token: Option<&Token>) -> Result<String, SqlError> {
     let name = match token {
         Some(Token::Word(word)) => word.clone(),
         Some(Token::Quoted(name)) => name.clone(),
@@ -457,6 +508,16 @@ fn options_of(tokens: &[Token], user: bool) -> Result<RoleOptions, SqlError> {
             "nologin" => options.login = Some(false),
             "superuser" => options.superuser = Some(true),
             "nosuperuser" => options.superuser = Some(false),
+            "connection" => {
+                let [Token::Word(limit), Token::Word(number), tail @ ..] = rest else {
+                    return Err(syntax_error("CONNECTION"));
+                };
+                if limit != "limit" {
+                    return Err(syntax_error(limit));
+                }
+                options.connection_limit = Some(connection_limit_of(number)?);
+                rest = tail;
+            }
             "encrypted" | "password" => {
                 if word == "encrypted" {
                     match rest {
@@ -485,6 +546,24 @@ fn options_of(tokens: &[Token], user: bool) -> Result<RoleOptions, SqlError> {
         }
     }
     Ok(options)
+}
+
+/// CONNECTION LIMIT's number: -1 (no limit) or 0 and above (PostgreSQL: 22023 below -1).
+fn connection_limit_of(number: &str) -> Result<Option<u32>, SqlError> {
+    match number.parse::<i64>() {
+        Ok(-1) => Ok(None),
+        Ok(limit) if limit >= 0 => u32::try_from(limit).map(Some).map_err(|_| {
+            SqlError::new(
+                "22003",
+                format!("value \"{number}\" is out of range for type integer"),
+            )
+        }),
+        Ok(_) => Err(SqlError::new(
+            "22023",
+            format!("invalid connection limit: {number}"),
+        )),
+        Err(_) => Err(syntax_error(number)),
+    }
 }
 
 /// Parses a role statement.
@@ -539,6 +618,9 @@ fn apply_options(role: &mut Role, options: &RoleOptions) {
     if let Some(password) = &options.password {
         role.verifier = password.as_deref().map(verifier_of_password);
     }
+    if let Some(limit) = options.connection_limit {
+        role.rules.connection_limit = limit;
+    }
 }
 
 /// The verifier for a password given in a statement or `ACL SETUSER >password`.
@@ -552,7 +634,8 @@ pub fn verifier_of_password(password: &str) -> Verifier {
     })
 }
 
-fn unavailable(error: RolesError) -> SqlError {
+/// A roles or grants failure as the SQL error a client gets.
+pub fn unavailable(error: RolesError) -> SqlError {
     match error {
         RolesError::Unavailable => SqlError::new("08007", error.to_string()),
         RolesError::Engine(error) => SqlError::new(error.code(), error.to_string()),
@@ -589,13 +672,15 @@ pub async fn run_statement<B: RoutedBackend>(
             let mut role = Role {
                 name: name.clone(),
                 verifier: None,
-                // A non-superuser may read and write every table and key (no GRANT yet).
+                // Nothing until granted: tables need GRANT, RESP keys `ACL SETUSER ~pattern`
+                // (the categories only bound what grants and patterns allow).
                 rules: Rules {
                     enabled: false,
                     read: true,
                     write: true,
                     admin: false,
-                    key_patterns: vec![b"*".to_vec()],
+                    key_patterns: Vec::new(),
+                    connection_limit: None,
                 },
             };
             apply_options(&mut role, &options);
@@ -631,6 +716,11 @@ pub async fn run_statement<B: RoutedBackend>(
                         format!("role \"{name}\" does not exist"),
                     ));
                 }
+                // Its privileges and ownerships go with it (PostgreSQL refuses the drop
+                // instead, 2BP01; docs/security.md).
+                super::grants::forget_role(backend, name)
+                    .await
+                    .map_err(unavailable)?;
             }
             Ok("DROP ROLE".to_string())
         }
@@ -652,6 +742,7 @@ mod tests {
                     login: Some(true),
                     superuser: None,
                     password: Some(Some("it's".into())),
+                    connection_limit: None,
                 },
             }
         );
@@ -668,6 +759,29 @@ mod tests {
             }
         );
         assert_eq!(parse("ALTER ROLE a CREATEDB").unwrap_err().code, "0A000");
+        let limited = |query: &str| match parse(query) {
+            Ok(RoleStatement::Create { options, .. } | RoleStatement::Alter { options, .. }) => {
+                Ok(options.connection_limit)
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(error) => Err(error.code),
+        };
+        assert_eq!(
+            limited("CREATE ROLE a LOGIN CONNECTION LIMIT 2"),
+            Ok(Some(Some(2)))
+        );
+        assert_eq!(
+            limited("ALTER ROLE a WITH CONNECTION LIMIT -1"),
+            Ok(Some(None))
+        );
+        assert_eq!(
+            limited("ALTER ROLE a CONNECTION LIMIT 0"),
+            Ok(Some(Some(0)))
+        );
+        assert_eq!(limited("ALTER ROLE a LOGIN"), Ok(None));
+        assert_eq!(limited("ALTER ROLE a CONNECTION LIMIT -2"), Err("22023"));
+        assert_eq!(limited("ALTER ROLE a CONNECTION LIMIT x"), Err("42601"));
+        assert_eq!(limited("ALTER ROLE a CONNECTION 3"), Err("42601"));
         assert_eq!(parse("CREATE ROLE 'a'").unwrap_err().code, "42601");
         assert_eq!(
             parse("CREATE ROLE a PASSWORD 'x").unwrap_err().code,
@@ -688,9 +802,16 @@ mod tests {
                 write: false,
                 admin: false,
                 key_patterns: vec![b"user:*".to_vec()],
+                connection_limit: Some(3),
             },
         };
         assert_eq!(role_of(&row_of(&role)), Some(role.clone()));
+        // A row written before CONNECTION LIMIT existed still decodes, without a limit.
+        let old =
+            postcard::to_allocvec(&(true, true, false, false, vec![b"user:*".to_vec()])).unwrap();
+        let rules = decode_rules(&old).unwrap();
+        assert_eq!(rules.connection_limit, None);
+        assert_eq!(rules.key_patterns, vec![b"user:*".to_vec()]);
         assert_eq!(role_of(&[Value::Text("x".into())]), None);
         assert!(role.may_touch(b"user:1"));
         assert!(!role.may_touch(b"admin:1"));

@@ -72,6 +72,12 @@ where
         if usable.is_none() {
             return Err(self.scram_failed(scram::ScramError::WrongProof));
         }
+        if let Some(role) = &role {
+            self.connection_slot = self
+                .security
+                .admit(role)
+                .map_err(|refusal| Fail::Fatal(SqlError::new("53300", refusal)))?;
+        }
         self.out.authentication_sasl(12, server_final.as_bytes());
         self.role = role;
         Ok(())
@@ -134,8 +140,30 @@ where
         Ok(tag)
     }
 
-    /// A role without `@read` may not read, one without `@write` may not write (42501).
-    pub(super) fn check_privileges(&self, operations: &[engine::Operation]) -> Result<(), Fail> {
+    /// GRANT / REVOKE on tables (`crate::security::grants`), against a fresh catalog.
+    pub(super) async fn grant_statement(&mut self, query: &str) -> Result<String, Fail> {
+        let role = self
+            .role
+            .clone()
+            .unwrap_or_else(crate::security::roles::Role::unrestricted);
+        let (_, catalog) = self.catalog(true).await?;
+        let tag = crate::security::grants::run_statement(
+            &self.backend,
+            &self.security,
+            &role,
+            &catalog,
+            query,
+        )
+        .await?;
+        Ok(tag)
+    }
+
+    /// A role without `@read` may not read, one without `@write` may not write; a role that
+    /// is not a superuser needs its grants on every table it touches (42501).
+    pub(super) async fn check_privileges(
+        &self,
+        operations: &[engine::Operation],
+    ) -> Result<(), Fail> {
         let Some(role) = &self.role else {
             return Ok(());
         };
@@ -145,13 +173,63 @@ where
         } else {
             (role.rules.write, "write (the role lacks +@write)")
         };
-        if allowed {
+        if !allowed {
+            return Err(Fail::Error(SqlError::new(
+                "42501",
+                format!("permission denied for role {} to {what}", role.name),
+            )));
+        }
+        if role.rules.admin {
             return Ok(());
         }
-        Err(Fail::Error(SqlError::new(
-            "42501",
-            format!("permission denied for role {} to {what}", role.name),
-        )))
+        let held = crate::security::grants::held(&self.backend, &role.name)
+            .await
+            .map_err(crate::security::roles::unavailable)?;
+        let drops = crate::security::grants::drops_not_owned(&held, operations);
+        let mut missing = Vec::new();
+        if !drops.is_empty() {
+            let (_, catalog) = self.catalog(true).await?;
+            missing.extend(
+                drops
+                    .into_iter()
+                    .filter(|table| !catalog.tables.contains_key(*table)),
+            );
+        }
+        crate::security::grants::check(&held, operations, &missing)?;
+        Ok(())
+    }
+
+    /// After a statement ran: a table a non-superuser created is its own; a dropped table's
+    /// grants are removed (a new table of the name starts with none).
+    pub(super) async fn after_privileged(
+        &self,
+        operations: &[engine::Operation],
+    ) -> Result<(), Fail> {
+        use crate::security::{grants, roles};
+        // Without authentication every connection is a superuser and grants mean nothing:
+        // no extra writes on an insecure cluster's DDL.
+        if !self.security.required() {
+            return Ok(());
+        }
+        for operation in operations {
+            match operation {
+                engine::Operation::CreateTable { schema } => match &self.role {
+                    Some(role) if !role.rules.admin => {
+                        grants::record_owner(&self.backend, &role.name, &schema.name)
+                            .await
+                            .map_err(roles::unavailable)?
+                    }
+                    _ => {}
+                },
+                engine::Operation::DropTable { name, .. } => {
+                    grants::forget_table(&self.backend, name)
+                        .await
+                        .map_err(roles::unavailable)?
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
