@@ -352,10 +352,14 @@ impl<D: PartitionData> PartitionMachine<D> {
     /// acknowledged and whose held operations were all released (answered `Moved`), whose
     /// replicas may stop. (A group at replication 1 that a contract emptied is finished too;
     /// it stays hosted for a later expand.) Held operations count: a replica that stopped
-    /// with one held would answer its gateway's `Result` queries `Held` forever (found by the
-    /// simulator's real groups, stop 26).
+    /// with one held would answer its gateway's `Result` queries `Held` forever. So does the
+    /// stability of what it logged (the routers' watermark covers it): a replica that stopped
+    /// before its confirmation of a message reached the routers never confirms the forwarder's
+    /// resends, and the message never becomes stable (both found by the simulator driving the
+    /// lifecycle, stop 26).
     pub fn finished(&self) -> bool {
         self.rules.waiting() == 0
+            && self.rules.watermark() >= self.rules.logged()
             && self.version > ConfigVersion(0)
             && self.holds.as_ref().is_some_and(PositionSet::is_empty)
             && self.cuts.is_empty()
