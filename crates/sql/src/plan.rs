@@ -2408,7 +2408,10 @@ fn check_assignment(
         || matches!(data_type, DataType::Text { .. })
         || matches!(
             (found, data_type),
-            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+            (
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz,
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz
+            )
         );
     if assignable {
         return Ok(());
