@@ -71,11 +71,11 @@
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
-//! UPDATE … SET col = expression WHERE … (constants go to the engine as values and share scans;
+//! UPDATE … SET col = expression WHERE … [RETURNING …] (the changed rows: a select of them in the same batch, SET applied at the gateway as the engine applies it) (constants go to the engine as values and share scans;
 //! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
 //! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
 //! are evaluated per row by every replica, each reading the row before the statement; type
-//! errors 42883/42804 are refused at planning), DELETE … WHERE …, TRUNCATE [TABLE] t [, …]
+//! errors 42883/42804 are refused at planning), DELETE … WHERE … [RETURNING …], TRUNCATE [TABLE] t [, …]
 //! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
 //! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
@@ -161,6 +161,8 @@ mod fuzz_tests;
 mod join_tests;
 #[cfg(test)]
 mod merge_tests;
+#[cfg(test)]
+mod returning_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -298,6 +300,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Returning(returning),
             ..
         }) => returning.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Changed(changed),
+            ..
+        }) => changed.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

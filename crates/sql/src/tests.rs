@@ -1300,7 +1300,7 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
         "SELECT DISTINCT ON (city) city FROM people",
         "SELECT count(*) OVER () FROM people",
         "SELECT age + 1, count(*) FROM people GROUP BY age + 1",
-        "DELETE FROM people WHERE id = 1 RETURNING id",
+        "DELETE FROM people WHERE id = 1 RETURNING id LIMIT 1",
         "ALTER TABLE people ADD COLUMN x INT",
         "DROP INDEX people_city",
         "PREPARE p AS SELECT 1",

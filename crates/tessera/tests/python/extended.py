@@ -1,6 +1,6 @@
 """Runs SQL statements with parameters through psycopg 3's extended query protocol (Parse,
 Bind, Describe, Execute, Sync: `prepare=True`) and prints one line per statement, for
-crates/tessera/tests/sql_statement_time.rs:
+crates/tessera/tests/sql_pgcompat.rs:
 
     /usr/bin/python3 crates/tessera/tests/python/extended.py HOST PORT STATEMENT...
 

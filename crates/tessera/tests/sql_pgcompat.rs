@@ -8,7 +8,12 @@
 //! printed as PostgreSQL prints TIMESTAMPTZ, TIMESTAMP and DATE in UTC; a later statement
 //! gets a later time; `at > now()` reaches the partitions as an indexable constant (the
 //! replicas execute the constant and never read a clock); the extended protocol (psycopg)
-//! describes the columns as timestamptz/date/timestamp and binds a fresh time per execution.
+//! describes the columns as timestamptz/date/timestamp and binds a fresh time per execution;
+//! (b) UPDATE … RETURNING and DELETE … RETURNING over rows on three partitions answer the
+//! changed rows (new values for UPDATE, computed and constant SET clauses, through psql and
+//! through the extended protocol with parameters), the table then holds what was returned; an
+//! UPDATE whose expression fails on one partition's row returns nothing and changes no
+//! partition.
 
 mod support;
 
@@ -151,5 +156,96 @@ fn now_is_one_value_per_statement_stamped_at_the_gateway() {
     assert_eq!(format!("{}+00:00", now_row[2]), now_row[0], "{lines:?}");
     assert_eq!(lines[3], "count: 1", "{lines:?}");
     assert_eq!(lines[5], "rows: True", "{lines:?}");
+    drop(cluster);
+}
+
+/// (id, n, city) rows over three partitions: ids 1..=30, n = id, city by id % 3.
+fn accounts(port: u16) {
+    psql_ok(
+        port,
+        &["CREATE TABLE acct (id BIGINT PRIMARY KEY, n BIGINT, city TEXT)"],
+    );
+    let values: Vec<String> = (1..=30)
+        .map(|id| format!("({id}, {id}, '{}')", ["LHR", "CDG", "JFK"][id % 3]))
+        .collect();
+    psql_ok(
+        port,
+        &[&format!("INSERT INTO acct VALUES {}", values.join(", "))],
+    );
+}
+
+#[test]
+fn update_and_delete_returning_answer_the_changed_rows_of_every_partition() {
+    let cluster = PartitionedCluster::dev("sqlreturning", PartitionMode::Vr, 34300, 34350);
+    let pg: Vec<u16> = (0..3).map(|index| 34350 + index).collect();
+    accounts(pg[0]);
+    // A computed update (two phases across partitions): the new rows, in key order.
+    let output = psql_ok(
+        pg[1],
+        &["UPDATE acct SET n = n * 100, city = lower(city) WHERE city = 'LHR' RETURNING id, n, city"],
+    );
+    let expected: Vec<String> = (1..=30)
+        .filter(|id| id % 3 == 0)
+        .map(|id| format!("{id}|{}|lhr", id * 100))
+        .collect();
+    assert_eq!(output, expected.join("\n"));
+    // What was returned is what the partitions hold.
+    let stored = psql_ok(
+        pg[2],
+        &["SELECT id, n, city FROM acct WHERE city = 'lhr' ORDER BY id"],
+    );
+    assert_eq!(stored, expected.join("\n"));
+    // A constant update with RETURNING *, and the tag psql prints without -t.
+    let output = psql_ok(
+        pg[0],
+        &["UPDATE acct SET city = 'X' WHERE id IN (1, 2, 4) RETURNING *"],
+    );
+    assert_eq!(output, "1|1|X\n2|2|X\n4|4|X");
+    // DELETE … RETURNING: the deleted rows as they were.
+    let output = psql_ok(
+        pg[2],
+        &["DELETE FROM acct WHERE n > 1500 RETURNING id, n / 100 AS hundreds"],
+    );
+    let expected: Vec<String> = (16..=30)
+        .filter(|id| id % 3 == 0)
+        .map(|id| format!("{id}|{id}"))
+        .collect();
+    assert_eq!(output, expected.join("\n"));
+    assert_eq!(psql_ok(pg[1], &["SELECT count(*) FROM acct"]), "25");
+    // An expression failing on one partition's row: an error, no rows, no change anywhere.
+    let before = psql_ok(pg[0], &["SELECT id, n FROM acct ORDER BY id"]);
+    let output = psql(pg[0], &["UPDATE acct SET n = 10 / (n - 7) RETURNING id, n"]);
+    assert!(output.contains("division by zero"), "{output}");
+    assert!(!output.contains("|"), "{output}");
+    assert_eq!(
+        psql_ok(pg[0], &["SELECT id, n FROM acct ORDER BY id"]),
+        before
+    );
+    // The extended protocol: parameters, described columns, the row count.
+    let lines = extended(
+        pg[1],
+        &[
+            (
+                "UPDATE acct SET n = n + %s WHERE id = %s RETURNING n, city",
+                "[5, 7]",
+            ),
+            ("DELETE FROM acct WHERE id = %s RETURNING id, city", "[8]"),
+            ("DELETE FROM acct WHERE id = %s RETURNING id", "[8]"),
+        ],
+    );
+    assert_eq!(
+        lines,
+        [
+            "types: 20,25",
+            "rows: 12,CDG",
+            "count: 1",
+            "types: 20,25",
+            "rows: 8,JFK",
+            "count: 1",
+            "types: 20",
+            "rows: ",
+            "count: 0",
+        ]
+    );
     drop(cluster);
 }
