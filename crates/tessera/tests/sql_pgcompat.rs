@@ -134,6 +134,17 @@ fn now_is_one_value_per_statement_stamped_at_the_gateway() {
     // Clocks that move during a statement are refused.
     let refused = psql(pg[0], &["SELECT clock_timestamp()"]);
     assert!(refused.contains("not supported"), "{refused}");
+    // Sequences are refused, naming themselves, and create nothing.
+    let refused = psql(pg[0], &["CREATE TABLE s (id SERIAL PRIMARY KEY, n INT)"]);
+    assert!(
+        refused.contains(
+            "SERIAL, BIGSERIAL and SMALLSERIAL (sequences are not built yet) is not supported"
+        ),
+        "{refused}"
+    );
+    let refused = psql(pg[0], &["SELECT nextval('s_id_seq')"]);
+    assert!(refused.contains("nextval() (sequences"), "{refused}");
+    assert!(psql(pg[0], &["SELECT * FROM s"]).contains("does not exist"));
     // The extended protocol: described types, a fresh time per execution.
     let lines = extended(
         pg[1],
