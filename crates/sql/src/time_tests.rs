@@ -204,3 +204,27 @@ fn sequences_are_refused_with_0a000_naming_them() {
     }
     assert!(cluster.catalog.table("s1").is_none());
 }
+
+#[test]
+fn the_session_time_zone_is_utc_and_other_zones_are_refused() {
+    let mut cluster = Cluster::new(1);
+    for sql in [
+        "SET TimeZone = 'UTC'",
+        "SET TIME ZONE 'Etc/UTC'",
+        "SET timezone TO 'GMT'",
+        "RESET TimeZone",
+    ] {
+        assert!(run_at(&mut cluster, sql, NOW_US).is_ok(), "{sql}");
+    }
+    for sql in [
+        "SET TimeZone = 'Europe/Paris'",
+        "SET TIME ZONE 'America/New_York'",
+        "SET timezone TO '+02'",
+    ] {
+        let error = run_at(&mut cluster, sql, NOW_US).unwrap_err();
+        assert_eq!(error.code, "0A000", "{sql}: {error}");
+        assert!(error.message.contains("always UTC"), "{sql}: {error}");
+    }
+    let rows = rows_at(&mut cluster, "SHOW TimeZone", NOW_US);
+    assert_eq!(rows, vec![vec![Value::Text("UTC".into())]]);
+}

@@ -134,6 +134,13 @@ fn now_is_one_value_per_statement_stamped_at_the_gateway() {
     // Clocks that move during a statement are refused.
     let refused = psql(pg[0], &["SELECT clock_timestamp()"]);
     assert!(refused.contains("not supported"), "{refused}");
+    // The session time zone is UTC; another is refused, not accepted without effect.
+    let refused = psql(pg[0], &["SET TIME ZONE 'Europe/Paris'"]);
+    assert!(refused.contains("always UTC"), "{refused}");
+    assert_eq!(
+        psql_ok(pg[0], &["SET TIME ZONE 'UTC'", "SHOW TimeZone"]),
+        "UTC"
+    );
     // Sequences are refused, naming themselves, and create nothing.
     let refused = psql(pg[0], &["CREATE TABLE s (id SERIAL PRIMARY KEY, n INT)"]);
     assert!(
