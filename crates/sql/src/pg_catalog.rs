@@ -143,6 +143,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Bytea,
         DataType::Date,
         DataType::Timestamp,
+        DataType::TimestampTz,
     ];
     types
         .iter()
@@ -153,7 +154,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                 DataType::Int | DataType::BigInt | DataType::Double => "N",
                 DataType::Text { .. } => "S",
                 DataType::Bytea => "U",
-                DataType::Date | DataType::Timestamp => "D",
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
             };
             vec![
                 int8(i64::from(pg.oid)),

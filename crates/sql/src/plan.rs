@@ -113,6 +113,8 @@ pub enum Finish {
     SetOperation(SetPlan),
     /// INSERT … RETURNING: these rows once every partition inserted its share.
     Returning(Returning),
+    /// UPDATE or DELETE … RETURNING: the rows the statement changed, read by the same batch.
+    Changed(ChangedReturning),
 }
 
 /// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
@@ -120,6 +122,27 @@ pub enum Finish {
 pub struct Returning {
     pub columns: Vec<OutputColumn>,
     pub rows: Vec<Vec<Value>>,
+}
+
+/// UPDATE or DELETE … RETURNING. The statement's batch is a `Select` of every column of the
+/// rows its WHERE matches, then the write with the same predicate: every partition executes
+/// both at one point of the order, so the selected rows are exactly the rows the write
+/// changes, as they were before it. The gateway answers, once every partition has executed
+/// its share: for DELETE those rows, for UPDATE each with the SET clauses applied as the
+/// engine applies them (`engine::expression::assign` of the same bound expressions over the
+/// old row), projected through the RETURNING list. Rows come in primary key order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangedReturning {
+    /// `Update` or `Delete` (the command tag).
+    pub kind: CommandKind,
+    pub columns: Vec<OutputColumn>,
+    /// The RETURNING expressions over the table's row (every column, schema order).
+    pub projection: Vec<Scalar>,
+    /// UPDATE's SET clauses: column position, type, name, and the expression bound to the
+    /// table's columns (constants too). Empty for DELETE.
+    pub assignments: Vec<(usize, DataType, String, engine::Expression<usize>)>,
+    /// The primary key's column positions, to order the rows.
+    pub key: Vec<usize>,
 }
 
 /// A set operation's plan: the tree of queries and the result columns (names of the first
@@ -1381,6 +1404,29 @@ impl Planner<'_, '_> {
         columns: &[usize],
         rows: &[Vec<Value>],
     ) -> Result<Returning, SqlError> {
+        let (projection, output_columns) = self.returning_list(items, schema, qualifier)?;
+        let mut returned = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut full = vec![Value::Null; schema.columns.len()];
+            for (value, column) in row.iter().zip(columns) {
+                full[*column] = value.clone();
+            }
+            returned.push(project_returning(&projection, &output_columns, &full)?);
+        }
+        Ok(Returning {
+            columns: output_columns,
+            rows: returned,
+        })
+    }
+
+    /// A RETURNING list compiled over the table's row: the expressions and the result
+    /// columns (`*` is every column but the hidden row id).
+    fn returning_list(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+    ) -> Result<(Vec<Scalar>, Vec<OutputColumn>), SqlError> {
         let scope = table_scope(schema, qualifier);
         let mut projection = Vec::new();
         let mut names = Vec::new();
@@ -1418,25 +1464,53 @@ impl Planner<'_, '_> {
                 )
             })
             .collect();
-        let mut returned = Vec::with_capacity(rows.len());
-        for row in rows {
-            let mut full = vec![Value::Null; schema.columns.len()];
-            for (value, column) in row.iter().zip(columns) {
-                full[*column] = value.clone();
-            }
-            let mut values = Vec::with_capacity(projection.len());
-            for (scalar, column) in projection.iter().zip(&output_columns) {
-                values.push(crate::expr::cast_value(
-                    &scalar.evaluate(&full)?,
-                    column.data_type,
-                )?);
-            }
-            returned.push(values);
+        Ok((projection, output_columns))
+    }
+
+    /// UPDATE or DELETE … RETURNING: the write preceded by a `Select` of every column of the
+    /// rows it changes, in the same batch (`ChangedReturning`).
+    fn changed_returning(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+        write: Operation,
+        computed: &[engine::ComputedAssignment],
+    ) -> Result<(Vec<Operation>, Finish), SqlError> {
+        let (projection, columns) = self.returning_list(items, schema, qualifier)?;
+        let mut assignments = Vec::with_capacity(computed.len());
+        for assignment in computed {
+            let position = schema.column_position(&assignment.column)?;
+            let column = &schema.columns[position];
+            assignments.push((
+                position,
+                column.data_type,
+                column.name.clone(),
+                assignment.expression.bind(schema)?,
+            ));
         }
-        Ok(Returning {
-            columns: output_columns,
-            rows: returned,
-        })
+        let kind = match write {
+            Operation::Delete { .. } => CommandKind::Delete,
+            _ => CommandKind::Update,
+        };
+        let select = Operation::Select {
+            table: schema.name.clone(),
+            columns: schema
+                .columns
+                .iter()
+                .map(|column| column.name.clone())
+                .collect(),
+            predicate: write.predicate().cloned(),
+            limit: None,
+        };
+        let finish = Finish::Changed(ChangedReturning {
+            kind,
+            columns,
+            projection,
+            assignments,
+            key: schema.primary_key.clone(),
+        });
+        Ok((vec![select, write], finish))
     }
 
     /// ON CONFLICT: DO NOTHING; DO UPDATE SET col = constant | EXCLUDED.col. Assignments from
@@ -1582,10 +1656,8 @@ impl Planner<'_, '_> {
         if update.from.is_some() || !update.table.joins.is_empty() {
             return Err(SqlError::unsupported("UPDATE … FROM"));
         }
-        if update.returning.is_some() || update.limit.is_some() || !update.order_by.is_empty() {
-            return Err(SqlError::unsupported(
-                "RETURNING, ORDER BY and LIMIT in UPDATE",
-            ));
+        if update.limit.is_some() || !update.order_by.is_empty() {
+            return Err(SqlError::unsupported("ORDER BY and LIMIT in UPDATE"));
         }
         let TableFactor::Table { name, alias, .. } = &update.table.relation else {
             return Err(SqlError::unsupported(format!(
@@ -1645,14 +1717,20 @@ impl Planner<'_, '_> {
         } else {
             Operation::UpdateComputed {
                 table,
-                assignments: computed,
+                assignments: computed.clone(),
                 predicate,
             }
         };
+        let (operations, finish) = match &update.returning {
+            None => (vec![operation], Finish::Command(CommandKind::Update)),
+            Some(items) => {
+                self.changed_returning(items, &entry.schema, &qualifier, operation, &computed)?
+            }
+        };
         Ok(Execution {
-            operations: vec![operation],
+            operations,
             routing,
-            finish: Finish::Command(CommandKind::Update),
+            finish,
             created_table: None,
         })
     }
@@ -1701,10 +1779,8 @@ impl Planner<'_, '_> {
         if delete.using.is_some() || !delete.tables.is_empty() {
             return Err(SqlError::unsupported("DELETE … USING"));
         }
-        if delete.returning.is_some() || delete.limit.is_some() || !delete.order_by.is_empty() {
-            return Err(SqlError::unsupported(
-                "RETURNING, ORDER BY and LIMIT in DELETE",
-            ));
+        if delete.limit.is_some() || !delete.order_by.is_empty() {
+            return Err(SqlError::unsupported("ORDER BY and LIMIT in DELETE"));
         }
         let tables = match &delete.from {
             ast::FromTable::WithFromKeyword(tables) | ast::FromTable::WithoutKeyword(tables) => {
@@ -1731,13 +1807,20 @@ impl Planner<'_, '_> {
         let scope = table_scope(&entry.schema, &qualifier);
         let predicate = self.write_predicate(delete.selection.as_ref(), &scope, "DELETE")?;
         let routing = routing_of(predicate.as_ref(), &entry.options);
+        let operation = Operation::Delete {
+            table: entry.schema.name.clone(),
+            predicate,
+        };
+        let (operations, finish) = match &delete.returning {
+            None => (vec![operation], Finish::Command(CommandKind::Delete)),
+            Some(items) => {
+                self.changed_returning(items, &entry.schema, &qualifier, operation, &[])?
+            }
+        };
         Ok(Execution {
-            operations: vec![Operation::Delete {
-                table: entry.schema.name.clone(),
-                predicate,
-            }],
+            operations,
             routing,
-            finish: Finish::Command(CommandKind::Delete),
+            finish,
             created_table: None,
         })
     }
@@ -2408,7 +2491,10 @@ fn check_assignment(
         || matches!(data_type, DataType::Text { .. })
         || matches!(
             (found, data_type),
-            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+            (
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz,
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz
+            )
         );
     if assignable {
         return Ok(());
@@ -2817,4 +2903,20 @@ pub fn split_insert(
             })
         })
         .collect()
+}
+
+/// One returned row: the RETURNING expressions over a full row, cast to the result types.
+pub(crate) fn project_returning(
+    projection: &[Scalar],
+    columns: &[OutputColumn],
+    row: &[Value],
+) -> Result<Vec<Value>, SqlError> {
+    let mut values = Vec::with_capacity(projection.len());
+    for (scalar, column) in projection.iter().zip(columns) {
+        values.push(crate::expr::cast_value(
+            &scalar.evaluate(row)?,
+            column.data_type,
+        )?);
+    }
+    Ok(values)
 }

@@ -24,8 +24,9 @@ struct Portal {
     state: PortalState,
     /// The catalog digest the pending plan was bound against.
     planned_against: u64,
-    /// The statement and parameters, to bind again if the catalog changed before Execute.
-    rebind: (Prepared, Vec<Option<Value>>),
+    /// The statement, parameters and statement time, to bind again if the catalog changed
+    /// before Execute.
+    rebind: (Prepared, Vec<Option<Value>>, i64),
     columns: Vec<OutputColumn>,
     /// One format code per result column (0 text, 1 binary).
     formats: Vec<i16>,
@@ -553,8 +554,12 @@ where
             self.out.empty_query_response();
             return Ok(());
         }
+        // One statement time per query message: its statements form one implicit transaction
+        // in PostgreSQL, whose now() is the same for all of them.
+        let now_us = crate::os::unix_now_us();
         for statement in &statements {
-            let replan = |catalog: &sql::MemoryCatalog| sql::plan_statement(statement, catalog);
+            let replan =
+                |catalog: &sql::MemoryCatalog| sql::plan_statement_at(statement, catalog, now_us);
             let (digest, plan) = self.planned(replan, answered_here).await?;
             match self.run_planned(digest, plan, replan).await? {
                 None => self.out.empty_query_response(),
@@ -722,8 +727,12 @@ where
             values.push(Some(value));
         }
         let prepared = prepared.clone();
+        let now_us = crate::os::unix_now_us();
         let (digest, plan) = self
-            .planned(|catalog| prepared.bind(catalog, &values), answered_here)
+            .planned(
+                |catalog| prepared.bind_at(catalog, &values, now_us),
+                answered_here,
+            )
             .await?;
         let columns = sql::result_columns(&plan);
         let formats = match result_formats.len() {
@@ -751,7 +760,7 @@ where
             Portal {
                 state: PortalState::Pending(plan),
                 planned_against: digest,
-                rebind: (prepared, values),
+                rebind: (prepared, values, now_us),
                 columns,
                 formats,
             },
@@ -847,8 +856,9 @@ where
             PortalState::Suspended { rows, tag } => (rows, tag, true),
             PortalState::Pending(plan) => {
                 let digest = portal.planned_against;
-                let (prepared, values) = portal.rebind.clone();
-                let rebind = move |catalog: &sql::MemoryCatalog| prepared.bind(catalog, &values);
+                let (prepared, values, now_us) = portal.rebind.clone();
+                let rebind =
+                    move |catalog: &sql::MemoryCatalog| prepared.bind_at(catalog, &values, now_us);
                 let result = self.run_planned(digest, plan, rebind).await?;
                 match result {
                     None => {
