@@ -168,6 +168,22 @@ pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
     })
 }
 
+/// A binary parameter the client declared int2 (OID 21): its 2 bytes, widened to INT (the
+/// engine has no SMALLINT). A parameter whose type was inferred as INT needs 4 bytes
+/// (`decode_binary`), as PostgreSQL's 22P03 says.
+pub fn decode_binary_int2(bytes: &[u8]) -> Result<Value, SqlError> {
+    match bytes {
+        [high, low] => Ok(Value::Int(i32::from(i16::from_be_bytes([*high, *low])))),
+        _ => Err(SqlError::new(
+            "22P03",
+            format!(
+                "incorrect binary data format in bind parameter: {} bytes for int2",
+                bytes.len()
+            ),
+        )),
+    }
+}
+
 /// Reads a value in PostgreSQL's binary format as `data_type` (22P03 on a wrong length or
 /// invalid UTF-8).
 pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlError> {
@@ -190,10 +206,6 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
     };
     Ok(match data_type {
         DataType::Boolean => Value::Boolean(fixed(1)?[0] != 0),
-        // int2 parameters (psycopg sends small Python ints as int2) widen to INT: 2 bytes.
-        DataType::Int if bytes.len() == 2 => {
-            Value::Int(i32::from(i16::from_be_bytes([bytes[0], bytes[1]])))
-        }
         DataType::Int => Value::Int(i32::from_be_bytes(
             fixed(4)?.try_into().map_err(|_| invalid())?,
         )),

@@ -657,7 +657,7 @@ where
         }
         body.end()?;
 
-        let Some((prepared, _)) = self.statements.get(&statement_name) else {
+        let Some((prepared, declared)) = self.statements.get(&statement_name) else {
             return Err(Fail::Error(SqlError::new(
                 "26000",
                 format!("prepared statement \"{statement_name}\" does not exist"),
@@ -715,6 +715,11 @@ where
                         SqlError::new("22021", "invalid byte sequence for encoding \"UTF8\"")
                     })?;
                     sql::types::decode_text(text, *data_type)?
+                }
+                // A parameter the client declared int2 (psycopg does, for small Python ints)
+                // arrives in 2 bytes and widens to INT; an inferred one must have INT's 4.
+                1 if declared.get(index) == Some(&sql::types::INT2_OID) => {
+                    sql::types::decode_binary_int2(bytes)?
                 }
                 1 => sql::types::decode_binary(bytes, *data_type)?,
                 other => {
