@@ -308,7 +308,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Int(position as i32 + 1),
                         Value::Int(type_modifier(column.data_type)),
                         Value::Boolean(not_null),
-                        Value::Boolean(false),
+                        Value::Boolean(column.default.is_some()),
                         Value::Boolean(false),
                         text(""),
                         text(""),
@@ -584,7 +584,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         text(&entry.schema.name),
                         text(&column.name),
                         Value::Int(position as i32 + 1),
-                        Value::Null,
+                        column.default.as_ref().map_or(Value::Null, |default| {
+                            text(&default_text(default, column.data_type))
+                        }),
                         text(if nullable { "YES" } else { "NO" }),
                         text(&sql_type_name(column.data_type)),
                         length,
@@ -1313,4 +1315,30 @@ fn visible_columns(schema: &TableSchema) -> impl Iterator<Item = (usize, &engine
         .iter()
         .enumerate()
         .filter(move |(position, _)| Some(*position) != hidden)
+}
+
+/// A column's DEFAULT as `information_schema.columns.column_default` spells it: `now()`,
+/// `CURRENT_DATE`, `LOCALTIMESTAMP`, a number, or a quoted literal with its type.
+fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String {
+    match default {
+        engine::ColumnDefault::StatementTime(DataType::TimestampTz) => "now()".into(),
+        engine::ColumnDefault::StatementTime(DataType::Timestamp) => "LOCALTIMESTAMP".into(),
+        engine::ColumnDefault::StatementTime(_) => "CURRENT_DATE".into(),
+        engine::ColumnDefault::Constant(Value::Null) => "NULL".into(),
+        engine::ColumnDefault::Constant(
+            value @ (Value::Int(_) | Value::BigInt(_) | Value::Double(_) | Value::Boolean(_)),
+        ) => engine::value::text_output(value).unwrap_or_default(),
+        engine::ColumnDefault::Constant(value) => format!(
+            "'{}'::{}",
+            engine::value::text_output(value)
+                .unwrap_or_default()
+                .replace('\'', "''"),
+            match data_type {
+                DataType::Text {
+                    length_max: Some(_),
+                } => "character varying".to_string(),
+                other => sql_type_name(other),
+            }
+        ),
+    }
 }
