@@ -1351,6 +1351,15 @@ impl Planner<'_, '_> {
             let mut values = Vec::with_capacity(row.len());
             for (expr, column) in row.iter().zip(&columns) {
                 let data_type = schema.columns[*column].data_type;
+                if is_default_keyword(expr) {
+                    // `VALUES (…, DEFAULT, …)`: the column's DEFAULT, or NULL without one.
+                    let definition = &schema.columns[*column];
+                    values.push(match &definition.default {
+                        Some(default) => self.default_value(default, definition)?,
+                        None => Value::Null,
+                    });
+                    continue;
+                }
                 let value = self.constant(expr, Some(data_type), "VALUES")?;
                 values.push(assign(&value, data_type, &schema.columns[*column].name)?);
             }
@@ -1409,29 +1418,38 @@ impl Planner<'_, '_> {
             if columns.contains(&position) {
                 continue;
             }
-            let value = match default {
-                engine::ColumnDefault::Constant(value) => value.clone(),
-                engine::ColumnDefault::StatementTime(data_type) => {
-                    let now = self.parameters.now.ok_or_else(|| {
-                        SqlError::new(
-                            sqlstate::INTERNAL_ERROR,
-                            "DEFAULT now(): the statement was planned without a statement time",
-                        )
-                    })?;
-                    let value = match data_type {
-                        DataType::TimestampTz => Value::TimestampTz(now),
-                        DataType::Timestamp => Value::Timestamp(now),
-                        _ => engine::expression::cast(&Value::Timestamp(now), DataType::Date)?,
-                    };
-                    assign(&value, column.data_type, &column.name)?
-                }
-            };
+            let value = self.default_value(default, column)?;
             columns.push(position);
             for row in rows.iter_mut() {
                 row.push(value.clone());
             }
         }
         Ok(())
+    }
+
+    /// The value a column's DEFAULT gives in this statement.
+    fn default_value(
+        &self,
+        default: &engine::ColumnDefault,
+        column: &ColumnDef,
+    ) -> Result<Value, SqlError> {
+        Ok(match default {
+            engine::ColumnDefault::Constant(value) => value.clone(),
+            engine::ColumnDefault::StatementTime(data_type) => {
+                let now = self.parameters.now.ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "DEFAULT now(): the statement was planned without a statement time",
+                    )
+                })?;
+                let value = match data_type {
+                    DataType::TimestampTz => Value::TimestampTz(now),
+                    DataType::Timestamp => Value::Timestamp(now),
+                    _ => engine::expression::cast(&Value::Timestamp(now), DataType::Date)?,
+                };
+                assign(&value, column.data_type, &column.name)?
+            }
+        })
     }
 
     /// INSERT … VALUES … RETURNING: the inserted rows are the statement's constants (a plain
@@ -3047,4 +3065,9 @@ pub(crate) fn project_returning(
         )?);
     }
     Ok(values)
+}
+
+/// Whether a VALUES item is the keyword DEFAULT (the parser reads it as a bare identifier).
+fn is_default_keyword(expr: &Expr) -> bool {
+    matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
 }

@@ -357,3 +357,51 @@ fn defaults_show_in_information_schema_and_pg_attribute() {
     );
     assert_eq!(rows.len(), 3, "{rows:?}");
 }
+
+#[test]
+fn the_default_keyword_in_values_takes_the_columns_default() {
+    let mut cluster = Cluster::new(2);
+    cluster.tag(
+        "CREATE TABLE k (id INT PRIMARY KEY, at DATE DEFAULT current_date, n INT DEFAULT 5, m INT)",
+    );
+    run_at(
+        &mut cluster,
+        "INSERT INTO k VALUES (1, DEFAULT, DEFAULT, DEFAULT), (2, '2020-02-02', 6, 7)",
+        NOW_US,
+    )
+    .unwrap();
+    let rows = rows_at(&mut cluster, "SELECT * FROM k ORDER BY id", 0);
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::Int(1),
+                Value::Date(20_783),
+                Value::Int(5),
+                Value::Null
+            ],
+            vec![
+                Value::Int(2),
+                Value::Date(18_294),
+                Value::Int(6),
+                Value::Int(7)
+            ],
+        ]
+    );
+    // Outside VALUES the keyword is not a column reference.
+    assert!(run_at(&mut cluster, "SELECT default FROM k", 0).is_err());
+}
+
+#[test]
+fn int2_binary_parameters_widen_to_integer() {
+    assert_eq!(
+        types::decode_binary(&[0xff, 0xfe], DataType::Int).unwrap(),
+        Value::Int(-2)
+    );
+    assert_eq!(
+        types::decode_binary(&[0, 0, 1], DataType::Int)
+            .unwrap_err()
+            .code,
+        "22P03"
+    );
+}
