@@ -172,6 +172,20 @@ fn now_is_one_value_per_statement_stamped_at_the_gateway() {
         psql_ok(pg[2], &["SELECT column_default FROM information_schema.columns WHERE table_name = 'audit' AND column_name = 'at'"]),
         "now()"
     );
+    // psql's \d shows the defaults (pg_attrdef, pg_get_expr).
+    let described = psql_ok(pg[0], &["\\d audit"]);
+    assert!(
+        described
+            .lines()
+            .any(|line| line == "at|timestamp with time zone|||now()"),
+        "{described}"
+    );
+    assert!(
+        described
+            .lines()
+            .any(|line| line == "who|text|||'anon'::text"),
+        "{described}"
+    );
     // The session time zone is UTC; another is refused, not accepted without effect.
     let refused = psql(pg[0], &["SET TIME ZONE 'Europe/Paris'"]);
     assert!(refused.contains("always UTC"), "{refused}");
