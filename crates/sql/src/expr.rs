@@ -1067,6 +1067,13 @@ impl Compiler<'_, '_> {
             }
             return Ok(Scalar::Call(builtin, compiled));
         }
+        if let ("pg_get_expr", Some(first)) = (name.as_str(), arguments.first()) {
+            // The catalog keeps expressions (pg_attrdef.adbin) as their text already.
+            for argument in &arguments[1..] {
+                self.compile(argument, None)?;
+            }
+            return self.compile(first, None);
+        }
         if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
             (name.as_str(), self.catalog, arguments.first())
         {
@@ -1303,9 +1310,7 @@ fn catalog_function(name: &str, arity: usize) -> Option<Value> {
         ("pg_table_is_visible" | "pg_type_is_visible" | "has_table_privilege", _) => {
             Some(Value::Boolean(true))
         }
-        ("obj_description" | "col_description" | "shobj_description" | "pg_get_expr", _) => {
-            Some(Value::Null)
-        }
+        ("obj_description" | "col_description" | "shobj_description", _) => Some(Value::Null),
         ("pg_backend_pid", 0) => Some(Value::Int(1)),
         _ => None,
     }

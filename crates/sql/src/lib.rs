@@ -59,7 +59,7 @@
 //! ## Supported, and refused
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
-//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; PRIMARY
+//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
@@ -97,9 +97,10 @@
 //! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
-//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING on UPDATE and
-//! DELETE, on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
-//! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
+//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
+//! on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
+//! SELECT, DEFAULT expressions other than constants and the statement-time functions,
+//! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
 //! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
 //! outside a transaction block.

@@ -1294,7 +1294,7 @@ impl Planner<'_, '_> {
         let entry = self.entry(name)?;
         let schema = &entry.schema;
         let row_id = schema.row_id_column();
-        let columns: Vec<usize> = if insert.columns.is_empty() {
+        let mut columns: Vec<usize> = if insert.columns.is_empty() {
             (0..schema.columns.len())
                 .filter(|position| Some(*position) != row_id)
                 .collect()
@@ -1351,11 +1351,21 @@ impl Planner<'_, '_> {
             let mut values = Vec::with_capacity(row.len());
             for (expr, column) in row.iter().zip(&columns) {
                 let data_type = schema.columns[*column].data_type;
+                if is_default_keyword(expr) {
+                    // `VALUES (…, DEFAULT, …)`: the column's DEFAULT, or NULL without one.
+                    let definition = &schema.columns[*column];
+                    values.push(match &definition.default {
+                        Some(default) => self.default_value(default, definition)?,
+                        None => Value::Null,
+                    });
+                    continue;
+                }
                 let value = self.constant(expr, Some(data_type), "VALUES")?;
                 values.push(assign(&value, data_type, &schema.columns[*column].name)?);
             }
             rows.push(values);
         }
+        self.apply_defaults(schema, &mut columns, &mut rows)?;
         let column_names: Vec<String> = columns
             .iter()
             .map(|column| schema.columns[*column].name.clone())
@@ -1390,6 +1400,55 @@ impl Planner<'_, '_> {
             routing,
             finish,
             created_table: None,
+        })
+    }
+
+    /// Adds the columns an INSERT leaves out that have a DEFAULT, with their values: a
+    /// constant, or the statement's time (`Parameters::now`, stamped by the gateway).
+    fn apply_defaults(
+        &mut self,
+        schema: &TableSchema,
+        columns: &mut Vec<usize>,
+        rows: &mut [Vec<Value>],
+    ) -> Result<(), SqlError> {
+        for (position, column) in schema.columns.iter().enumerate() {
+            let Some(default) = &column.default else {
+                continue;
+            };
+            if columns.contains(&position) {
+                continue;
+            }
+            let value = self.default_value(default, column)?;
+            columns.push(position);
+            for row in rows.iter_mut() {
+                row.push(value.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The value a column's DEFAULT gives in this statement.
+    fn default_value(
+        &self,
+        default: &engine::ColumnDefault,
+        column: &ColumnDef,
+    ) -> Result<Value, SqlError> {
+        Ok(match default {
+            engine::ColumnDefault::Constant(value) => value.clone(),
+            engine::ColumnDefault::StatementTime(data_type) => {
+                let now = self.parameters.now.ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "DEFAULT now(): the statement was planned without a statement time",
+                    )
+                })?;
+                let value = match data_type {
+                    DataType::TimestampTz => Value::TimestampTz(now),
+                    DataType::Timestamp => Value::Timestamp(now),
+                    _ => engine::expression::cast(&Value::Timestamp(now), DataType::Date)?,
+                };
+                assign(&value, column.data_type, &column.name)?
+            }
         })
     }
 
@@ -1825,6 +1884,74 @@ impl Planner<'_, '_> {
         })
     }
 
+    /// A column's `DEFAULT expr`: one of the statement-time functions alone (`now()`,
+    /// `current_timestamp`, `localtimestamp`, `current_date`: evaluated per INSERT), or an
+    /// expression without columns, evaluated now and assigned to the column's type. An
+    /// expression that uses the statement's time inside a larger one would be frozen at
+    /// CREATE TABLE, so it is refused (0A000).
+    fn column_default(
+        &mut self,
+        expr: &Expr,
+        column: &ColumnDef,
+    ) -> Result<engine::ColumnDefault, SqlError> {
+        let scope = Scope::default();
+        let saved = self.parameters.now.take();
+        let time_function = match expr {
+            Expr::Function(function) => {
+                object_name_parts(&function.name)?
+                    .last()
+                    .is_some_and(|name| {
+                        [
+                            "now",
+                            "transaction_timestamp",
+                            "statement_timestamp",
+                            "current_timestamp",
+                            "localtimestamp",
+                            "current_date",
+                        ]
+                        .contains(&name.as_str())
+                    })
+            }
+            _ => false,
+        };
+        let compiled = if time_function {
+            // The time functions compile to a constant of their type: stamp a probe time.
+            self.parameters.now = Some(0);
+            let probe = self.compiler(&scope).compile(expr, None);
+            self.parameters.now = None;
+            let timeless = self.compiler(&scope).compile(expr, None);
+            match (probe, timeless) {
+                (Ok(Scalar::Constant(value)), Err(error))
+                    if error.code == sqlstate::INTERNAL_ERROR =>
+                {
+                    let data_type = engine::expression::value_type(&value)
+                        .expect("a statement time is not NULL");
+                    assign(&value, column.data_type, &column.name)?;
+                    self.parameters.now = saved;
+                    return Ok(engine::ColumnDefault::StatementTime(data_type));
+                }
+                (_, timeless) => timeless,
+            }
+        } else {
+            self.compiler(&scope).compile(expr, Some(column.data_type))
+        };
+        self.parameters.now = saved;
+        let scalar = compiled.map_err(|error| {
+            if error.code == sqlstate::INTERNAL_ERROR {
+                SqlError::unsupported("a DEFAULT expression computed from the statement's time")
+                    .with_hint("DEFAULT now(), current_timestamp, localtimestamp or current_date alone is supported")
+            } else {
+                error
+            }
+        })?;
+        let value = scalar.evaluate(&[])?;
+        Ok(engine::ColumnDefault::Constant(assign(
+            &value,
+            column.data_type,
+            &column.name,
+        )?))
+    }
+
     /// The WHERE of an UPDATE or DELETE: the engine must evaluate all of it.
     fn write_predicate(
         &mut self,
@@ -1914,6 +2041,9 @@ impl Planner<'_, '_> {
                             ));
                         }
                         primary_key.push(column_name.clone());
+                    }
+                    ast::ColumnOption::Default(expr) => {
+                        definition.default = Some(self.column_default(expr, &definition)?);
                     }
                     other => return Err(SqlError::unsupported(format!("column option {other}"))),
                 }
@@ -2174,6 +2304,22 @@ impl Planner<'_, '_> {
                         .with_hint("only the text format is supported"))
                 }
             }
+        }
+        if let Some(column) =
+            entry
+                .schema
+                .columns
+                .iter()
+                .enumerate()
+                .find_map(|(position, column)| {
+                    (column.default.is_some() && !positions.contains(&position)).then_some(column)
+                })
+        {
+            return Err(SqlError::unsupported(format!(
+                "COPY leaving out column \"{}\", which has a DEFAULT",
+                column.name
+            ))
+            .with_hint("list every column with a DEFAULT in COPY, or use INSERT"));
         }
         let key = entry.schema.column_position(&entry.options.partition_key)?;
         let key_position = positions
@@ -2919,4 +3065,9 @@ pub(crate) fn project_returning(
         )?);
     }
     Ok(values)
+}
+
+/// Whether a VALUES item is the keyword DEFAULT (the parser reads it as a bare identifier).
+fn is_default_keyword(expr: &Expr) -> bool {
+    matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
 }

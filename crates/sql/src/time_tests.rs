@@ -228,3 +228,180 @@ fn the_session_time_zone_is_utc_and_other_zones_are_refused() {
     let rows = rows_at(&mut cluster, "SHOW TimeZone", NOW_US);
     assert_eq!(rows, vec![vec![Value::Text("UTC".into())]]);
 }
+
+#[test]
+fn column_defaults_fill_left_out_columns_with_constants_or_the_statement_time() {
+    let mut cluster = Cluster::new(3);
+    cluster.tag(
+        "CREATE TABLE log (id INT PRIMARY KEY, at TIMESTAMPTZ DEFAULT now(), \
+         day DATE DEFAULT current_date, local TIMESTAMP DEFAULT localtimestamp, \
+         stamp TIMESTAMPTZ DEFAULT current_timestamp NOT NULL, \
+         state TEXT DEFAULT 'new', n INT DEFAULT 2 * 21, note TEXT)",
+    );
+    run_at(
+        &mut cluster,
+        "INSERT INTO log (id, note) VALUES (1, 'a'), (2, 'b')",
+        NOW_US,
+    )
+    .unwrap();
+    run_at(
+        &mut cluster,
+        "INSERT INTO log (id, state, at) VALUES (3, 'old', '2020-01-01 00:00:00+00')",
+        NOW_US + 5,
+    )
+    .unwrap();
+    let rows = rows_at(&mut cluster, "SELECT * FROM log ORDER BY id", 0);
+    assert_eq!(
+        texts(&rows),
+        vec![
+            vec![
+                "1",
+                "2026-11-26 20:44:38.123456+00",
+                "2026-11-26",
+                "2026-11-26 20:44:38.123456",
+                "2026-11-26 20:44:38.123456+00",
+                "new",
+                "42",
+                "a"
+            ],
+            vec![
+                "2",
+                "2026-11-26 20:44:38.123456+00",
+                "2026-11-26",
+                "2026-11-26 20:44:38.123456",
+                "2026-11-26 20:44:38.123456+00",
+                "new",
+                "42",
+                "b"
+            ],
+            vec![
+                "3",
+                "2020-01-01 00:00:00+00",
+                "2026-11-26",
+                "2026-11-26 20:44:38.123461",
+                "2026-11-26 20:44:38.123461+00",
+                "old",
+                "42",
+                "NULL"
+            ],
+        ]
+        .into_iter()
+        .map(|row| row.into_iter().map(String::from).collect::<Vec<_>>())
+        .collect::<Vec<_>>()
+    );
+    // RETURNING sees the defaults.
+    let rows = rows_at(
+        &mut cluster,
+        "INSERT INTO log (id) VALUES (4) RETURNING state, n, at",
+        NOW_US,
+    );
+    assert_eq!(
+        texts(&rows),
+        vec![vec![
+            "new".to_string(),
+            "42".into(),
+            "2026-11-26 20:44:38.123456+00".into()
+        ]]
+    );
+    // Refused: a default computed from the time (it would be frozen), a mistyped default,
+    // COPY leaving a defaulted column out.
+    let error = run_at(
+        &mut cluster,
+        "CREATE TABLE bad (id INT PRIMARY KEY, d DATE DEFAULT now()::date)",
+        NOW_US,
+    )
+    .unwrap_err();
+    assert_eq!(error.code, "0A000", "{error}");
+    let error = run_at(
+        &mut cluster,
+        "CREATE TABLE bad (id INT PRIMARY KEY, n INT DEFAULT 'x')",
+        NOW_US,
+    )
+    .unwrap_err();
+    assert_eq!(error.code, "22P02", "{error}");
+    let error = run_at(&mut cluster, "COPY log (id, note) FROM STDIN", NOW_US).unwrap_err();
+    assert_eq!(error.code, "0A000", "{error}");
+}
+
+#[test]
+fn defaults_show_in_information_schema_and_pg_attribute() {
+    let mut cluster = Cluster::new(1);
+    cluster.tag(
+        "CREATE TABLE d (id INT PRIMARY KEY, at TIMESTAMPTZ DEFAULT now(), n INT DEFAULT 7, \
+         s VARCHAR(5) DEFAULT 'it''s', plain TEXT)",
+    );
+    let rows = rows_at(
+        &mut cluster,
+        "SELECT column_name, column_default FROM information_schema.columns \
+         WHERE table_name = 'd' ORDER BY ordinal_position",
+        NOW_US,
+    );
+    assert_eq!(
+        texts(&rows),
+        [
+            ["id", "NULL"],
+            ["at", "now()"],
+            ["n", "7"],
+            ["s", "'it''s'::character varying"],
+            ["plain", "NULL"]
+        ]
+        .iter()
+        .map(|row| row.iter().map(|cell| cell.to_string()).collect::<Vec<_>>())
+        .collect::<Vec<_>>()
+    );
+    let rows = rows_at(
+        &mut cluster,
+        "SELECT attname, atthasdef FROM pg_attribute a JOIN pg_class c ON a.attrelid = c.oid \
+         WHERE c.relname = 'd' AND atthasdef",
+        NOW_US,
+    );
+    assert_eq!(rows.len(), 3, "{rows:?}");
+}
+
+#[test]
+fn the_default_keyword_in_values_takes_the_columns_default() {
+    let mut cluster = Cluster::new(2);
+    cluster.tag(
+        "CREATE TABLE k (id INT PRIMARY KEY, at DATE DEFAULT current_date, n INT DEFAULT 5, m INT)",
+    );
+    run_at(
+        &mut cluster,
+        "INSERT INTO k VALUES (1, DEFAULT, DEFAULT, DEFAULT), (2, '2020-02-02', 6, 7)",
+        NOW_US,
+    )
+    .unwrap();
+    let rows = rows_at(&mut cluster, "SELECT * FROM k ORDER BY id", 0);
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::Int(1),
+                Value::Date(20_783),
+                Value::Int(5),
+                Value::Null
+            ],
+            vec![
+                Value::Int(2),
+                Value::Date(18_294),
+                Value::Int(6),
+                Value::Int(7)
+            ],
+        ]
+    );
+    // Outside VALUES the keyword is not a column reference.
+    assert!(run_at(&mut cluster, "SELECT default FROM k", 0).is_err());
+}
+
+#[test]
+fn int2_binary_parameters_widen_to_integer() {
+    assert_eq!(
+        types::decode_binary(&[0xff, 0xfe], DataType::Int).unwrap(),
+        Value::Int(-2)
+    );
+    assert_eq!(
+        types::decode_binary(&[0, 0, 1], DataType::Int)
+            .unwrap_err()
+            .code,
+        "22P03"
+    );
+}

@@ -134,6 +134,58 @@ fn now_is_one_value_per_statement_stamped_at_the_gateway() {
     // Clocks that move during a statement are refused.
     let refused = psql(pg[0], &["SELECT clock_timestamp()"]);
     assert!(refused.contains("not supported"), "{refused}");
+    // DEFAULT now() and constant defaults fill columns an INSERT leaves out, per statement.
+    psql_ok(
+        pg[0],
+        &["CREATE TABLE audit (id BIGINT PRIMARY KEY, at TIMESTAMPTZ DEFAULT now(), who TEXT DEFAULT 'anon')"],
+    );
+    let before = date_utc(format);
+    let returned = psql_ok(
+        pg[1],
+        &["INSERT INTO audit (id) VALUES (1), (2), (3) RETURNING at, who"],
+    );
+    let after = date_utc(format);
+    let returned: Vec<&str> = returned.lines().collect();
+    assert_eq!(returned.len(), 3, "{returned:?}");
+    let (at, who) = returned[0].split_once('|').unwrap();
+    assert!(
+        before.as_str() <= at && at <= after.as_str(),
+        "{before} <= {at} <= {after}"
+    );
+    assert_eq!(who, "anon");
+    assert!(
+        returned.iter().all(|row| *row == returned[0]),
+        "{returned:?}"
+    );
+    assert_eq!(
+        psql_ok(
+            pg[2],
+            &[
+                "SELECT count(*) FROM audit WHERE at = '{at}' AND who = 'anon'"
+                    .replace("{at}", at)
+                    .as_str()
+            ]
+        ),
+        "3"
+    );
+    assert_eq!(
+        psql_ok(pg[2], &["SELECT column_default FROM information_schema.columns WHERE table_name = 'audit' AND column_name = 'at'"]),
+        "now()"
+    );
+    // psql's \d shows the defaults (pg_attrdef, pg_get_expr).
+    let described = psql_ok(pg[0], &["\\d audit"]);
+    assert!(
+        described
+            .lines()
+            .any(|line| line == "at|timestamp with time zone|||now()"),
+        "{described}"
+    );
+    assert!(
+        described
+            .lines()
+            .any(|line| line == "who|text|||'anon'::text"),
+        "{described}"
+    );
     // The session time zone is UTC; another is refused, not accepted without effect.
     let refused = psql(pg[0], &["SET TIME ZONE 'Europe/Paris'"]);
     assert!(refused.contains("always UTC"), "{refused}");
