@@ -373,6 +373,7 @@ pub fn value_type(value: &Value) -> Option<DataType> {
         Value::Bytea(_) => DataType::Bytea,
         Value::Date(_) => DataType::Date,
         Value::Timestamp(_) => DataType::Timestamp,
+        Value::TimestampTz(_) => DataType::TimestampTz,
     })
 }
 
@@ -413,6 +414,13 @@ pub fn compare(left: &Value, right: &Value) -> Result<Option<Ordering>, EngineEr
         }
         (Value::Timestamp(_), Value::Date(_)) => {
             compare(left, &coerce(right, DataType::Timestamp, "")?)
+        }
+        // A TIMESTAMPTZ compares with a date or timestamp taken in the session zone (UTC).
+        (Value::TimestampTz(_), Value::Date(_) | Value::Timestamp(_)) => {
+            compare(left, &coerce(right, DataType::TimestampTz, "")?)
+        }
+        (Value::Date(_) | Value::Timestamp(_), Value::TimestampTz(_)) => {
+            compare(&coerce(left, DataType::TimestampTz, "")?, right)
         }
         (Value::Text(_), other) | (other, Value::Text(_)) => {
             let data_type = value_type(other).expect("not null");
@@ -598,7 +606,7 @@ pub fn cast(value: &Value, target: DataType) -> Result<Value, EngineError> {
         }
         (Value::Int(number), DataType::Boolean) => Value::Boolean(*number != 0),
         (Value::Boolean(flag), DataType::Int) => Value::Int(i32::from(*flag)),
-        (Value::Timestamp(microseconds), DataType::Date) => {
+        (Value::Timestamp(microseconds) | Value::TimestampTz(microseconds), DataType::Date) => {
             let days = microseconds.div_euclid(86_400_000_000);
             Value::Date(i32::try_from(days).map_err(|_| out_of_range())?)
         }
@@ -656,12 +664,14 @@ pub fn call(function: Function, values: &[Value]) -> Result<Value, EngineError> 
 }
 
 /// A value assigned to a column of `data_type` (PostgreSQL's assignment cast): numbers convert
-/// between numeric types (doubles round into integers), anything converts into a text column
+/// between numeric types (doubles round into integers), a timestamp into a date column is its
+/// date, anything converts into a text column
 /// through its text output, text is read as the column's type; other pairs are 42804.
 pub fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, EngineError> {
     match (value, data_type) {
         (Value::Null, _) => Ok(Value::Null),
         (Value::Double(_), DataType::Int | DataType::BigInt) => cast(value, data_type),
+        (Value::Timestamp(_) | Value::TimestampTz(_), DataType::Date) => cast(value, data_type),
         (other, DataType::Text { .. }) if !matches!(other, Value::Text(_)) => {
             cast(value, DataType::Text { length_max: None })
         }

@@ -133,6 +133,6 @@ pub use operation::{
     OperationResult, Output, Partial, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 pub use predicate::{CompareOp, Predicate};
-pub use schema::{ColumnDef, TableSchema};
+pub use schema::{ColumnDef, ColumnDefault, TableSchema};
 pub use state_machine::{Command, Outcome};
 pub use value::{DataType, Value};

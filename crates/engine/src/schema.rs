@@ -16,6 +16,20 @@ pub struct ColumnDef {
     pub data_type: DataType,
     /// False for NOT NULL. Primary key columns are NOT NULL whatever this says.
     pub nullable: bool,
+    /// `DEFAULT …`: what the front end inserts when an INSERT leaves the column out. The
+    /// engine only stores it (catalog, digest, snapshots); the planner applies it.
+    pub default: Option<ColumnDefault>,
+}
+
+/// A column's DEFAULT.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ColumnDefault {
+    /// A constant, already of the column's type.
+    Constant(Value),
+    /// The statement's time as a function of this type returns it (`now()`,
+    /// `current_timestamp`: TIMESTAMPTZ; `localtimestamp`: TIMESTAMP; `current_date`: DATE),
+    /// assigned to the column's type; stamped by the gateway per statement.
+    StatementTime(DataType),
 }
 
 impl ColumnDef {
@@ -24,6 +38,7 @@ impl ColumnDef {
             name: name.to_string(),
             data_type,
             nullable: true,
+            default: None,
         }
     }
 

@@ -96,8 +96,8 @@ struct TableSnapshot {
 }
 
 /// 2: schemas carry their table options. 3: tables carry their next hidden row id. 4: an
-/// index carries every column of its definition.
-const SNAPSHOT_VERSION: u32 = 4;
+/// index carries every column of its definition. 5: columns carry their DEFAULT.
+const SNAPSHOT_VERSION: u32 = 5;
 
 impl Engine {
     /// Executes a command (reads included).

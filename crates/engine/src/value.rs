@@ -28,6 +28,9 @@ pub enum DataType {
     Date,
     /// Slot 7. TIMESTAMP: microseconds since 1970-01-01 00:00:00 (no time zone).
     Timestamp,
+    /// Slot 8. TIMESTAMPTZ (timestamp with time zone): microseconds since 1970-01-01
+    /// 00:00:00 UTC. The session time zone is always UTC, so it prints with `+00`.
+    TimestampTz,
 }
 
 impl DataType {
@@ -45,6 +48,7 @@ impl DataType {
             DataType::Bytea => "bytea".into(),
             DataType::Date => "date".into(),
             DataType::Timestamp => "timestamp".into(),
+            DataType::TimestampTz => "timestamp with time zone".into(),
         }
     }
 }
@@ -74,6 +78,8 @@ pub enum Value {
     Date(i32),
     /// Slot 8. Microseconds since 1970-01-01 00:00:00.
     Timestamp(i64),
+    /// Slot 9. Microseconds since 1970-01-01 00:00:00 UTC (TIMESTAMPTZ).
+    TimestampTz(i64),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -98,6 +104,7 @@ impl Value {
             Value::Bytea(_) => 6,
             Value::Date(_) => 7,
             Value::Timestamp(_) => 8,
+            Value::TimestampTz(_) => 9,
         }
     }
 
@@ -117,6 +124,7 @@ impl Value {
             Value::Bytea(_) => "bytea",
             Value::Date(_) => "date",
             Value::Timestamp(_) => "timestamp",
+            Value::TimestampTz(_) => "timestamp with time zone",
         }
     }
 
@@ -126,7 +134,7 @@ impl Value {
             Value::Null => 0,
             Value::Boolean(_) => 1,
             Value::Int(_) | Value::Date(_) => 4,
-            Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) => 8,
+            Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
             Value::Text(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
         }
@@ -144,6 +152,7 @@ impl Value {
                 | (Value::Bytea(_), DataType::Bytea)
                 | (Value::Date(_), DataType::Date)
                 | (Value::Timestamp(_), DataType::Timestamp)
+                | (Value::TimestampTz(_), DataType::TimestampTz)
         )
     }
 }
@@ -176,6 +185,7 @@ impl Ord for Value {
             (Value::Bytea(a), Value::Bytea(b)) => a.cmp(b),
             (Value::Date(a), Value::Date(b)) => a.cmp(b),
             (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
+            (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -188,7 +198,9 @@ impl Hash for Value {
             Value::Null => {}
             Value::Boolean(value) => value.hash(state),
             Value::Int(value) | Value::Date(value) => value.hash(state),
-            Value::BigInt(value) | Value::Timestamp(value) => value.hash(state),
+            Value::BigInt(value) | Value::Timestamp(value) | Value::TimestampTz(value) => {
+                value.hash(state)
+            }
             Value::Double(value) => canonical_double(*value).to_bits().hash(state),
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
@@ -235,6 +247,10 @@ impl std::fmt::Display for Value {
             Value::Date(days) => {
                 let (year, month, day) = civil_from_days(i64::from(*days));
                 write!(formatter, "DATE '{year:04}-{month:02}-{day:02}'")
+            }
+            Value::TimestampTz(microseconds) => {
+                let text = format_timestamp(*microseconds, true);
+                write!(formatter, "TIMESTAMPTZ '{text}'")
             }
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
@@ -283,6 +299,19 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
             .ok_or_else(|| EngineError::NumericValueOutOfRange {
                 column: column.to_string(),
             }),
+        (Value::Date(days), DataType::TimestampTz) => i64::from(*days)
+            .checked_mul(MICROSECONDS_PER_DAY)
+            .map(Value::TimestampTz)
+            .ok_or_else(|| EngineError::NumericValueOutOfRange {
+                column: column.to_string(),
+            }),
+        // The session time zone is UTC: the two timestamp types convert without a shift.
+        (Value::Timestamp(microseconds), DataType::TimestampTz) => {
+            Ok(Value::TimestampTz(*microseconds))
+        }
+        (Value::TimestampTz(microseconds), DataType::Timestamp) => {
+            Ok(Value::Timestamp(*microseconds))
+        }
         (Value::Text(text), data_type) => parse_text(text, data_type),
         _ => Err(mismatch()),
     }
@@ -353,6 +382,9 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::Date => parse_date(trimmed).map(Value::Date).ok_or_else(invalid),
         DataType::Timestamp => parse_timestamp(trimmed)
             .map(Value::Timestamp)
+            .ok_or_else(invalid),
+        DataType::TimestampTz => parse_timestamp_tz(trimmed)
+            .map(Value::TimestampTz)
             .ok_or_else(invalid),
     }
 }
@@ -461,9 +493,16 @@ fn parse_number<T: std::str::FromStr>(text: &str, digits: usize) -> Option<T> {
 /// from date or timestamp text. The types have no time zone; PostgreSQL's input for `date` and
 /// `timestamp` (without time zone) ignores the offset, and clients such as pgjdbc send one.
 fn without_zone(text: &str) -> &str {
+    split_zone(text).0
+}
+
+/// Splits a trailing time-zone offset (`Z`, `UTC`, `±HH`, `±HHMM`, `±HH:MM`, optionally after a
+/// space) from date or timestamp text: the text before it and the offset east of UTC in
+/// seconds (`None` when there is none).
+fn split_zone(text: &str) -> (&str, Option<i64>) {
     let text = text.trim_end();
-    if let Some(rest) = text.strip_suffix('Z') {
-        return rest.trim_end();
+    if let Some(rest) = text.strip_suffix('Z').or_else(|| text.strip_suffix(" UTC")) {
+        return (rest.trim_end(), Some(0));
     }
     // The offset starts at the last sign after the date part (10 bytes of YYYY-MM-DD).
     let Some(at) = text
@@ -471,18 +510,33 @@ fn without_zone(text: &str) -> &str {
         .and_then(|tail| tail.rfind(['+', '-']))
         .map(|index| index + 10)
     else {
-        return text;
+        return (text, None);
     };
     let offset = &text[at + 1..];
     let digits: String = offset.chars().filter(|c| *c != ':').collect();
     let well_formed = matches!(digits.len(), 2 | 4)
         && digits.bytes().all(|byte| byte.is_ascii_digit())
         && (offset.len() == digits.len() || offset.as_bytes().get(2) == Some(&b':'));
-    if well_formed {
-        text[..at].trim_end()
-    } else {
-        text
+    if !well_formed {
+        return (text, None);
     }
+    let hours: i64 = digits[..2].parse().unwrap_or(0);
+    let minutes: i64 = digits
+        .get(2..)
+        .map_or(0, |minutes| minutes.parse().unwrap_or(0));
+    let sign = if text.as_bytes()[at] == b'-' { -1 } else { 1 };
+    (
+        text[..at].trim_end(),
+        Some(sign * (hours * 3_600 + minutes * 60)),
+    )
+}
+
+/// Parses TIMESTAMPTZ text: a timestamp and an optional offset (none: the session's time
+/// zone, always UTC here), to microseconds since the epoch in UTC.
+fn parse_timestamp_tz(text: &str) -> Option<i64> {
+    let (local, offset) = split_zone(text);
+    let local = parse_timestamp(local)?;
+    local.checked_sub(offset.unwrap_or(0).checked_mul(1_000_000)?)
 }
 
 /// Parses `YYYY-MM-DD` (years 0001–9999), ignoring a trailing time-zone offset.
@@ -555,7 +609,8 @@ pub fn text_output(value: &Value) -> Option<String> {
             text
         }
         Value::Date(days) => format_date(i64::from(*days)),
-        Value::Timestamp(microseconds) => format_timestamp(*microseconds),
+        Value::Timestamp(microseconds) => format_timestamp(*microseconds, false),
+        Value::TimestampTz(microseconds) => format_timestamp(*microseconds, true),
     })
 }
 
@@ -596,7 +651,8 @@ fn format_date(days: i64) -> String {
     }
 }
 
-fn format_timestamp(microseconds: i64) -> String {
+/// PostgreSQL's ISO output of a timestamp; with `zone`, a TIMESTAMPTZ in UTC (`+00`).
+fn format_timestamp(microseconds: i64, zone: bool) -> String {
     let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
     let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
     let (year, month, day) = civil_from_days(days);
@@ -616,6 +672,9 @@ fn format_timestamp(microseconds: i64) -> String {
     if fraction != 0 {
         let digits = format!(".{fraction:06}");
         text.push_str(digits.trim_end_matches('0'));
+    }
+    if zone {
+        text.push_str("+00");
     }
     if year <= 0 {
         text.push_str(" BC");

@@ -16,6 +16,16 @@ pub fn random_u64() -> u64 {
     hasher.finish()
 }
 
+/// Microseconds since the Unix epoch (0 if the clock is before it): the time a SQL statement
+/// is stamped with at the gateway (`sql::plan_statement_at`).
+pub fn unix_now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX)
+        })
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -317,12 +317,21 @@ pub struct AggregateCall {
 pub struct Parameters {
     pub values: Vec<Value>,
     pub inferred: Vec<Option<DataType>>,
+    /// The statement's time (microseconds since 1970-01-01 UTC) that `now()`,
+    /// `current_timestamp`, `localtimestamp` and `current_date` read: stamped by the gateway
+    /// before the statement is planned and sent, so every partition and replica sees the
+    /// same constant. `None` when the caller gave none (those functions then fail).
+    pub now: Option<i64>,
 }
 
 impl Parameters {
     pub fn new(values: Vec<Value>) -> Parameters {
         let inferred = vec![None; values.len()];
-        Parameters { values, inferred }
+        Parameters {
+            values,
+            inferred,
+            now: None,
+        }
     }
 
     /// The value of `$n`; records `hint` as its type if none is known yet.
@@ -428,6 +437,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             DataType::Timestamp
         }
+        Sql::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => DataType::TimestampTz,
         Sql::Custom(name, modifiers) if modifiers.is_empty() => {
             let parts = object_name_parts(name)?;
             match parts.last().map(String::as_str) {
@@ -439,6 +449,12 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("bytea") => DataType::Bytea,
                 Some("date") => DataType::Date,
                 Some("timestamp") => DataType::Timestamp,
+                Some("timestamptz") => DataType::TimestampTz,
+                Some(
+                    "serial" | "serial4" | "bigserial" | "serial8" | "smallserial" | "serial2",
+                ) => {
+                    return Err(sequences_refused("SERIAL, BIGSERIAL and SMALLSERIAL"));
+                }
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -452,6 +468,15 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         }
         other => return Err(SqlError::unsupported(format!("type {other}"))),
     })
+}
+
+/// The refusal of sequences (SERIAL types, `nextval` and the other sequence functions): not
+/// built yet. A sequence must be replicated state advanced by an ordered write, read by the
+/// gateway before it plans the insert that uses its values; see docs/internals/sql.md.
+pub fn sequences_refused(feature: &str) -> SqlError {
+    SqlError::unsupported(format!("{feature} (sequences are not built yet)")).with_hint(
+        "declare the column INTEGER or BIGINT and insert its values; a table without a primary key gets a hidden row id",
+    )
 }
 
 /// A numeric literal: INT when it fits, else BIGINT, else DOUBLE.
@@ -996,6 +1021,12 @@ impl Compiler<'_, '_> {
         if let Some(scalar) = self.catalog_function_call(&name, function)? {
             return Ok(scalar);
         }
+        if let Some(scalar) = self.statement_time(&name, function)? {
+            return Ok(scalar);
+        }
+        if matches!(name.as_str(), "nextval" | "currval" | "setval" | "lastval") {
+            return Err(sequences_refused(&format!("{name}()")));
+        }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
         if let Some(aggregate) = aggregate_function(&name, star) {
@@ -1036,6 +1067,13 @@ impl Compiler<'_, '_> {
             }
             return Ok(Scalar::Call(builtin, compiled));
         }
+        if let ("pg_get_expr", Some(first)) = (name.as_str(), arguments.first()) {
+            // The catalog keeps expressions (pg_attrdef.adbin) as their text already.
+            for argument in &arguments[1..] {
+                self.compile(argument, None)?;
+            }
+            return self.compile(first, None);
+        }
         if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
             (name.as_str(), self.catalog, arguments.first())
         {
@@ -1057,6 +1095,57 @@ impl Compiler<'_, '_> {
                     format!("function {name}() does not exist"),
                 )
             })
+    }
+
+    /// `now()`, `transaction_timestamp()`, `statement_timestamp()`, `current_timestamp`
+    /// (TIMESTAMPTZ), `localtimestamp` (TIMESTAMP) and `current_date` (DATE): the statement's
+    /// time (`Parameters::now`), a constant. Every statement commits on its own, so the
+    /// transaction's and the statement's time are the same. Functions that read the clock
+    /// while the statement runs (`clock_timestamp`, `timeofday`) and the TIME types are
+    /// refused (0A000). `None` for any other function.
+    fn statement_time(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+    ) -> Result<Option<Scalar>, SqlError> {
+        let bare = matches!(function.args, FunctionArguments::None);
+        let data_type = match name {
+            "now" | "transaction_timestamp" | "statement_timestamp" if !bare => {
+                if !function_arguments(function)?.is_empty() {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("function {name} with arguments does not exist"),
+                    ));
+                }
+                DataType::TimestampTz
+            }
+            "current_timestamp" | "localtimestamp" | "current_date" if !bare => {
+                return Err(SqlError::unsupported(format!("{name} with a precision")));
+            }
+            "current_timestamp" if bare => DataType::TimestampTz,
+            "localtimestamp" if bare => DataType::Timestamp,
+            "current_date" if bare => DataType::Date,
+            "clock_timestamp" | "timeofday" | "current_time" | "localtime" => {
+                return Err(SqlError::unsupported(format!(
+                    "{name} (only the statement's time is available: now(), current_timestamp, localtimestamp, current_date)"
+                )));
+            }
+            _ => return Ok(None),
+        };
+        let now = self.parameters.now.ok_or_else(|| {
+            SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                format!("{name}: the statement was planned without a statement time"),
+            )
+        })?;
+        let value = match data_type {
+            DataType::TimestampTz => Value::TimestampTz(now),
+            DataType::Timestamp => Value::Timestamp(now),
+            _ => Value::Date(i32::try_from(now.div_euclid(86_400_000_000)).map_err(|_| {
+                SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "date out of range")
+            })?),
+        };
+        Ok(Some(Scalar::Constant(value)))
     }
 
     /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
@@ -1221,9 +1310,7 @@ fn catalog_function(name: &str, arity: usize) -> Option<Value> {
         ("pg_table_is_visible" | "pg_type_is_visible" | "has_table_privilege", _) => {
             Some(Value::Boolean(true))
         }
-        ("obj_description" | "col_description" | "shobj_description" | "pg_get_expr", _) => {
-            Some(Value::Null)
-        }
+        ("obj_description" | "col_description" | "shobj_description", _) => Some(Value::Null),
         ("pg_backend_pid", 0) => Some(Value::Int(1)),
         _ => None,
     }

@@ -59,7 +59,7 @@
 //! ## Supported, and refused
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
-//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\]; NOT NULL; PRIMARY
+//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
@@ -71,11 +71,11 @@
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
-//! UPDATE … SET col = expression WHERE … (constants go to the engine as values and share scans;
+//! UPDATE … SET col = expression WHERE … [RETURNING …] (the changed rows: a select of them in the same batch, SET applied at the gateway as the engine applies it) (constants go to the engine as values and share scans;
 //! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
 //! BETWEEN, IS, coalesce/nullif/abs/lower/upper/length — travel as `engine::Expression` and
 //! are evaluated per row by every replica, each reading the row before the statement; type
-//! errors 42883/42804 are refused at planning), DELETE … WHERE …, TRUNCATE [TABLE] t [, …]
+//! errors 42883/42804 are refused at planning), DELETE … WHERE … [RETURNING …], TRUNCATE [TABLE] t [, …]
 //! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
 //! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
@@ -97,9 +97,10 @@
 //! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
-//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING on UPDATE and
-//! DELETE, on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
-//! SELECT, DEFAULT values, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
+//! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
+//! on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
+//! SELECT, DEFAULT expressions other than constants and the statement-time functions,
+//! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
 //! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
 //! outside a transaction block.
@@ -162,7 +163,11 @@ mod join_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
+mod returning_tests;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod time_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
@@ -210,6 +215,23 @@ pub fn plan_statement(statement: &Statement, catalog: &dyn Catalog) -> Result<Pl
     plan::plan(statement, catalog, &mut parameters)
 }
 
+/// `plan_statement` with the statement's time, `now_us` microseconds since 1970-01-01 UTC,
+/// which `now()`, `current_timestamp`, `localtimestamp` and `current_date` become (as
+/// constants in the plan, so every partition and replica executes the same value). The
+/// gateway reads its clock once per statement (per query message) and passes the same value
+/// again when it plans the statement again after a stale catalog.
+pub fn plan_statement_at(
+    statement: &Statement,
+    catalog: &dyn Catalog,
+    now_us: i64,
+) -> Result<Plan, SqlError> {
+    let mut parameters = Parameters {
+        now: Some(now_us),
+        ..Parameters::default()
+    };
+    plan::plan(statement, catalog, &mut parameters)
+}
+
 /// A statement prepared by the extended protocol's Parse.
 #[derive(Clone, Debug)]
 pub struct Prepared {
@@ -248,6 +270,8 @@ pub fn prepare(
     for (at, data_type) in declared.iter().enumerate() {
         parameters.inferred[at] = *data_type;
     }
+    // Only the result and parameter types are used here; the time is stamped at Bind.
+    parameters.now = Some(0);
     let plan = plan::plan(&statement, catalog, &mut parameters)?;
     let parameter_types = parameters
         .inferred
@@ -277,6 +301,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Returning(returning),
             ..
         }) => returning.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Changed(changed),
+            ..
+        }) => changed.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![
@@ -297,6 +325,25 @@ impl Prepared {
     /// against the current catalog. Planning again at bind time, rather than keeping the
     /// prepare-time plan, means a table dropped or recreated since Parse is seen as it is now.
     pub fn bind(&self, catalog: &dyn Catalog, values: &[Option<Value>]) -> Result<Plan, SqlError> {
+        self.bind_with_time(catalog, values, None)
+    }
+
+    /// `bind` with the statement's time (see `plan_statement_at`).
+    pub fn bind_at(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now_us: i64,
+    ) -> Result<Plan, SqlError> {
+        self.bind_with_time(catalog, values, Some(now_us))
+    }
+
+    fn bind_with_time(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now: Option<i64>,
+    ) -> Result<Plan, SqlError> {
         if values.len() != self.parameter_types.len() {
             return Err(SqlError::new(
                 error::sqlstate::PROTOCOL_VIOLATION,
@@ -319,6 +366,7 @@ impl Prepared {
             })
             .collect::<Result<Vec<_>, SqlError>>()?;
         let mut parameters = Parameters::new(values);
+        parameters.now = now;
         parameters.inferred = self
             .parameter_types
             .iter()

@@ -11,7 +11,10 @@
 
 use crate::error::{sqlstate, SqlError};
 use crate::expr::{cast_value, compare_values, Scalar};
-use crate::plan::{CommandKind, Execution, Finish, Grouping, QueryPlan, Source};
+use crate::plan::{
+    project_returning, ChangedReturning, CommandKind, Execution, Finish, Grouping, QueryPlan,
+    Source,
+};
 use crate::StatementResult;
 use engine::{AggregateFunction, DataType, Operation, OperationResult, Output, Partial, Value};
 use std::cmp::Ordering;
@@ -26,6 +29,9 @@ impl Execution {
             if let Some(result) = self.finish_with_subquery_tables(plan, &results) {
                 return result;
             }
+        }
+        if let Finish::Changed(changed) = &self.finish {
+            return changed.finish(&results);
         }
         if let Finish::SetOperation(set) = &self.finish {
             let rows = set_rows(&set.node, &set.columns, &results)?;
@@ -46,7 +52,7 @@ impl Execution {
                 tag: command_tag(*kind, &outputs),
             }),
             Finish::Query(plan) => plan.finish(outputs),
-            Finish::SetOperation(_) => unreachable!("finished above"),
+            Finish::SetOperation(_) | Finish::Changed(_) => unreachable!("finished above"),
             Finish::Returning(returning) => {
                 let tag = command_tag(CommandKind::Insert, &outputs);
                 let inserted: u64 = outputs
@@ -72,6 +78,63 @@ impl Execution {
                 })
             }
         }
+    }
+}
+
+impl ChangedReturning {
+    /// The changed rows from `results[partition] = [select, write]`: the selected rows of
+    /// every partition (as they were before the write), with UPDATE's SET clauses applied,
+    /// in primary key order, projected. Any partition's error is the statement's.
+    fn finish(&self, results: &[Vec<OperationResult>]) -> Result<StatementResult, SqlError> {
+        let mut old_rows: Vec<Vec<Value>> = Vec::new();
+        let mut outputs: Vec<Output> = Vec::new();
+        for partition in results {
+            for result in partition {
+                match result.clone()? {
+                    Output::Rows { rows, .. } => old_rows.extend(rows),
+                    output => outputs.push(output),
+                }
+            }
+        }
+        let tag = command_tag(self.kind, &outputs);
+        let changed = outputs
+            .iter()
+            .map(|output| match output {
+                Output::Updated { count } | Output::Deleted { count } => *count,
+                _ => 0,
+            })
+            .sum::<u64>();
+        // The select and the write ran at one point of the order with one predicate.
+        if changed != old_rows.len() as u64 {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                format!(
+                    "RETURNING read {} rows but the statement changed {changed}",
+                    old_rows.len()
+                ),
+            ));
+        }
+        old_rows.sort_by(|left, right| {
+            self.key
+                .iter()
+                .map(|position| left[*position].cmp(&right[*position]))
+                .find(|ordering| ordering.is_ne())
+                .unwrap_or(Ordering::Equal)
+        });
+        let mut rows = Vec::with_capacity(old_rows.len());
+        for old in old_rows {
+            let mut row = old.clone();
+            for (position, data_type, name, expression) in &self.assignments {
+                row[*position] =
+                    engine::expression::assign(&expression.evaluate(&old)?, *data_type, name)?;
+            }
+            rows.push(project_returning(&self.projection, &self.columns, &row)?);
+        }
+        Ok(StatementResult::Rows {
+            columns: self.columns.clone(),
+            rows,
+            tag,
+        })
     }
 }
 

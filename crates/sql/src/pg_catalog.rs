@@ -31,17 +31,17 @@
 //!
 //! Not supported: joins of catalog and user tables, arrays (`indkey`, `conkey` are text such as
 //! "1 2"), `::regclass` of a name, comments (`pg_description` is empty), defaults
-//! (`pg_attrdef` is empty).
+//! (`pg_attrdef` holds the columns' DEFAULTs as text, which `pg_get_expr` returns).
 //!
 //! | table | rows |
 //! |---|---|
 //! | `pg_namespace` | pg_catalog (11), public (2200), information_schema |
 //! | `pg_class` | per table (relkind 'r', oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
-//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp) |
+//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz) |
 //! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
-//! | `pg_description`, `pg_attrdef`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
+//! | `pg_description`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
 //! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | per table, column, primary key |
 
 use crate::catalog::Catalog;
@@ -143,6 +143,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Bytea,
         DataType::Date,
         DataType::Timestamp,
+        DataType::TimestampTz,
     ];
     types
         .iter()
@@ -153,7 +154,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                 DataType::Int | DataType::BigInt | DataType::Double => "N",
                 DataType::Text { .. } => "S",
                 DataType::Bytea => "U",
-                DataType::Date | DataType::Timestamp => "D",
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
             };
             vec![
                 int8(i64::from(pg.oid)),
@@ -307,7 +308,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Int(position as i32 + 1),
                         Value::Int(type_modifier(column.data_type)),
                         Value::Boolean(not_null),
-                        Value::Boolean(false),
+                        Value::Boolean(column.default.is_some()),
                         Value::Boolean(false),
                         text(""),
                         text(""),
@@ -521,12 +522,28 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("objsubid", INT4),
             ("description", TEXT),
         ],
-        (false, "pg_attrdef") => vec![
-            ("oid", INT8),
-            ("adrelid", INT8),
-            ("adnum", INT4),
-            ("adbin", TEXT),
-        ],
+        (false, "pg_attrdef") => {
+            for (at, entry) in tables.iter().enumerate() {
+                for (position, column) in visible_columns(&entry.schema) {
+                    if let Some(default) = &column.default {
+                        let table = oids.table_oid(at);
+                        rows.push(vec![
+                            // Unique within pg_attrdef, as PostgreSQL's OIDs are per catalog.
+                            int8(table * 10_000 + position as i64 + 1),
+                            int8(table),
+                            Value::Int(position as i32 + 1),
+                            text(&default_text(default, column.data_type)),
+                        ]);
+                    }
+                }
+            }
+            vec![
+                ("oid", INT8),
+                ("adrelid", INT8),
+                ("adnum", INT4),
+                ("adbin", TEXT),
+            ]
+        }
         (false, "pg_inherits") => vec![
             ("inhrelid", INT8),
             ("inhparent", INT8),
@@ -583,7 +600,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         text(&entry.schema.name),
                         text(&column.name),
                         Value::Int(position as i32 + 1),
-                        Value::Null,
+                        column.default.as_ref().map_or(Value::Null, |default| {
+                            text(&default_text(default, column.data_type))
+                        }),
                         text(if nullable { "YES" } else { "NO" }),
                         text(&sql_type_name(column.data_type)),
                         length,
@@ -1297,9 +1316,8 @@ pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
             format!("character varying({})", modifier - 4)
         }
         (crate::types::VARCHAR_OID, _) => "character varying".into(),
-        (_, data_type) => data_type
-            .name()
-            .replace("timestamp", "timestamp without time zone"),
+        (_, DataType::Timestamp) => "timestamp without time zone".into(),
+        (_, data_type) => data_type.name(),
     })
 }
 
@@ -1312,4 +1330,30 @@ fn visible_columns(schema: &TableSchema) -> impl Iterator<Item = (usize, &engine
         .iter()
         .enumerate()
         .filter(move |(position, _)| Some(*position) != hidden)
+}
+
+/// A column's DEFAULT as `information_schema.columns.column_default` spells it: `now()`,
+/// `CURRENT_DATE`, `LOCALTIMESTAMP`, a number, or a quoted literal with its type.
+fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String {
+    match default {
+        engine::ColumnDefault::StatementTime(DataType::TimestampTz) => "now()".into(),
+        engine::ColumnDefault::StatementTime(DataType::Timestamp) => "LOCALTIMESTAMP".into(),
+        engine::ColumnDefault::StatementTime(_) => "CURRENT_DATE".into(),
+        engine::ColumnDefault::Constant(Value::Null) => "NULL".into(),
+        engine::ColumnDefault::Constant(
+            value @ (Value::Int(_) | Value::BigInt(_) | Value::Double(_) | Value::Boolean(_)),
+        ) => engine::value::text_output(value).unwrap_or_default(),
+        engine::ColumnDefault::Constant(value) => format!(
+            "'{}'::{}",
+            engine::value::text_output(value)
+                .unwrap_or_default()
+                .replace('\'', "''"),
+            match data_type {
+                DataType::Text {
+                    length_max: Some(_),
+                } => "character varying".to_string(),
+                other => sql_type_name(other),
+            }
+        ),
+    }
 }

@@ -113,6 +113,8 @@ pub enum Finish {
     SetOperation(SetPlan),
     /// INSERT … RETURNING: these rows once every partition inserted its share.
     Returning(Returning),
+    /// UPDATE or DELETE … RETURNING: the rows the statement changed, read by the same batch.
+    Changed(ChangedReturning),
 }
 
 /// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
@@ -120,6 +122,27 @@ pub enum Finish {
 pub struct Returning {
     pub columns: Vec<OutputColumn>,
     pub rows: Vec<Vec<Value>>,
+}
+
+/// UPDATE or DELETE … RETURNING. The statement's batch is a `Select` of every column of the
+/// rows its WHERE matches, then the write with the same predicate: every partition executes
+/// both at one point of the order, so the selected rows are exactly the rows the write
+/// changes, as they were before it. The gateway answers, once every partition has executed
+/// its share: for DELETE those rows, for UPDATE each with the SET clauses applied as the
+/// engine applies them (`engine::expression::assign` of the same bound expressions over the
+/// old row), projected through the RETURNING list. Rows come in primary key order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangedReturning {
+    /// `Update` or `Delete` (the command tag).
+    pub kind: CommandKind,
+    pub columns: Vec<OutputColumn>,
+    /// The RETURNING expressions over the table's row (every column, schema order).
+    pub projection: Vec<Scalar>,
+    /// UPDATE's SET clauses: column position, type, name, and the expression bound to the
+    /// table's columns (constants too). Empty for DELETE.
+    pub assignments: Vec<(usize, DataType, String, engine::Expression<usize>)>,
+    /// The primary key's column positions, to order the rows.
+    pub key: Vec<usize>,
 }
 
 /// A set operation's plan: the tree of queries and the result columns (names of the first
@@ -1271,7 +1294,7 @@ impl Planner<'_, '_> {
         let entry = self.entry(name)?;
         let schema = &entry.schema;
         let row_id = schema.row_id_column();
-        let columns: Vec<usize> = if insert.columns.is_empty() {
+        let mut columns: Vec<usize> = if insert.columns.is_empty() {
             (0..schema.columns.len())
                 .filter(|position| Some(*position) != row_id)
                 .collect()
@@ -1328,11 +1351,21 @@ impl Planner<'_, '_> {
             let mut values = Vec::with_capacity(row.len());
             for (expr, column) in row.iter().zip(&columns) {
                 let data_type = schema.columns[*column].data_type;
+                if is_default_keyword(expr) {
+                    // `VALUES (…, DEFAULT, …)`: the column's DEFAULT, or NULL without one.
+                    let definition = &schema.columns[*column];
+                    values.push(match &definition.default {
+                        Some(default) => self.default_value(default, definition)?,
+                        None => Value::Null,
+                    });
+                    continue;
+                }
                 let value = self.constant(expr, Some(data_type), "VALUES")?;
                 values.push(assign(&value, data_type, &schema.columns[*column].name)?);
             }
             rows.push(values);
         }
+        self.apply_defaults(schema, &mut columns, &mut rows)?;
         let column_names: Vec<String> = columns
             .iter()
             .map(|column| schema.columns[*column].name.clone())
@@ -1370,6 +1403,55 @@ impl Planner<'_, '_> {
         })
     }
 
+    /// Adds the columns an INSERT leaves out that have a DEFAULT, with their values: a
+    /// constant, or the statement's time (`Parameters::now`, stamped by the gateway).
+    fn apply_defaults(
+        &mut self,
+        schema: &TableSchema,
+        columns: &mut Vec<usize>,
+        rows: &mut [Vec<Value>],
+    ) -> Result<(), SqlError> {
+        for (position, column) in schema.columns.iter().enumerate() {
+            let Some(default) = &column.default else {
+                continue;
+            };
+            if columns.contains(&position) {
+                continue;
+            }
+            let value = self.default_value(default, column)?;
+            columns.push(position);
+            for row in rows.iter_mut() {
+                row.push(value.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The value a column's DEFAULT gives in this statement.
+    fn default_value(
+        &self,
+        default: &engine::ColumnDefault,
+        column: &ColumnDef,
+    ) -> Result<Value, SqlError> {
+        Ok(match default {
+            engine::ColumnDefault::Constant(value) => value.clone(),
+            engine::ColumnDefault::StatementTime(data_type) => {
+                let now = self.parameters.now.ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "DEFAULT now(): the statement was planned without a statement time",
+                    )
+                })?;
+                let value = match data_type {
+                    DataType::TimestampTz => Value::TimestampTz(now),
+                    DataType::Timestamp => Value::Timestamp(now),
+                    _ => engine::expression::cast(&Value::Timestamp(now), DataType::Date)?,
+                };
+                assign(&value, column.data_type, &column.name)?
+            }
+        })
+    }
+
     /// INSERT … VALUES … RETURNING: the inserted rows are the statement's constants (a plain
     /// INSERT is atomic: every row is written or none), so the returned rows are computed here
     /// and answered once every partition has inserted its share.
@@ -1381,6 +1463,29 @@ impl Planner<'_, '_> {
         columns: &[usize],
         rows: &[Vec<Value>],
     ) -> Result<Returning, SqlError> {
+        let (projection, output_columns) = self.returning_list(items, schema, qualifier)?;
+        let mut returned = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut full = vec![Value::Null; schema.columns.len()];
+            for (value, column) in row.iter().zip(columns) {
+                full[*column] = value.clone();
+            }
+            returned.push(project_returning(&projection, &output_columns, &full)?);
+        }
+        Ok(Returning {
+            columns: output_columns,
+            rows: returned,
+        })
+    }
+
+    /// A RETURNING list compiled over the table's row: the expressions and the result
+    /// columns (`*` is every column but the hidden row id).
+    fn returning_list(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+    ) -> Result<(Vec<Scalar>, Vec<OutputColumn>), SqlError> {
         let scope = table_scope(schema, qualifier);
         let mut projection = Vec::new();
         let mut names = Vec::new();
@@ -1418,25 +1523,53 @@ impl Planner<'_, '_> {
                 )
             })
             .collect();
-        let mut returned = Vec::with_capacity(rows.len());
-        for row in rows {
-            let mut full = vec![Value::Null; schema.columns.len()];
-            for (value, column) in row.iter().zip(columns) {
-                full[*column] = value.clone();
-            }
-            let mut values = Vec::with_capacity(projection.len());
-            for (scalar, column) in projection.iter().zip(&output_columns) {
-                values.push(crate::expr::cast_value(
-                    &scalar.evaluate(&full)?,
-                    column.data_type,
-                )?);
-            }
-            returned.push(values);
+        Ok((projection, output_columns))
+    }
+
+    /// UPDATE or DELETE … RETURNING: the write preceded by a `Select` of every column of the
+    /// rows it changes, in the same batch (`ChangedReturning`).
+    fn changed_returning(
+        &mut self,
+        items: &[SelectItem],
+        schema: &TableSchema,
+        qualifier: &str,
+        write: Operation,
+        computed: &[engine::ComputedAssignment],
+    ) -> Result<(Vec<Operation>, Finish), SqlError> {
+        let (projection, columns) = self.returning_list(items, schema, qualifier)?;
+        let mut assignments = Vec::with_capacity(computed.len());
+        for assignment in computed {
+            let position = schema.column_position(&assignment.column)?;
+            let column = &schema.columns[position];
+            assignments.push((
+                position,
+                column.data_type,
+                column.name.clone(),
+                assignment.expression.bind(schema)?,
+            ));
         }
-        Ok(Returning {
-            columns: output_columns,
-            rows: returned,
-        })
+        let kind = match write {
+            Operation::Delete { .. } => CommandKind::Delete,
+            _ => CommandKind::Update,
+        };
+        let select = Operation::Select {
+            table: schema.name.clone(),
+            columns: schema
+                .columns
+                .iter()
+                .map(|column| column.name.clone())
+                .collect(),
+            predicate: write.predicate().cloned(),
+            limit: None,
+        };
+        let finish = Finish::Changed(ChangedReturning {
+            kind,
+            columns,
+            projection,
+            assignments,
+            key: schema.primary_key.clone(),
+        });
+        Ok((vec![select, write], finish))
     }
 
     /// ON CONFLICT: DO NOTHING; DO UPDATE SET col = constant | EXCLUDED.col. Assignments from
@@ -1582,10 +1715,8 @@ impl Planner<'_, '_> {
         if update.from.is_some() || !update.table.joins.is_empty() {
             return Err(SqlError::unsupported("UPDATE … FROM"));
         }
-        if update.returning.is_some() || update.limit.is_some() || !update.order_by.is_empty() {
-            return Err(SqlError::unsupported(
-                "RETURNING, ORDER BY and LIMIT in UPDATE",
-            ));
+        if update.limit.is_some() || !update.order_by.is_empty() {
+            return Err(SqlError::unsupported("ORDER BY and LIMIT in UPDATE"));
         }
         let TableFactor::Table { name, alias, .. } = &update.table.relation else {
             return Err(SqlError::unsupported(format!(
@@ -1645,14 +1776,20 @@ impl Planner<'_, '_> {
         } else {
             Operation::UpdateComputed {
                 table,
-                assignments: computed,
+                assignments: computed.clone(),
                 predicate,
             }
         };
+        let (operations, finish) = match &update.returning {
+            None => (vec![operation], Finish::Command(CommandKind::Update)),
+            Some(items) => {
+                self.changed_returning(items, &entry.schema, &qualifier, operation, &computed)?
+            }
+        };
         Ok(Execution {
-            operations: vec![operation],
+            operations,
             routing,
-            finish: Finish::Command(CommandKind::Update),
+            finish,
             created_table: None,
         })
     }
@@ -1701,10 +1838,8 @@ impl Planner<'_, '_> {
         if delete.using.is_some() || !delete.tables.is_empty() {
             return Err(SqlError::unsupported("DELETE … USING"));
         }
-        if delete.returning.is_some() || delete.limit.is_some() || !delete.order_by.is_empty() {
-            return Err(SqlError::unsupported(
-                "RETURNING, ORDER BY and LIMIT in DELETE",
-            ));
+        if delete.limit.is_some() || !delete.order_by.is_empty() {
+            return Err(SqlError::unsupported("ORDER BY and LIMIT in DELETE"));
         }
         let tables = match &delete.from {
             ast::FromTable::WithFromKeyword(tables) | ast::FromTable::WithoutKeyword(tables) => {
@@ -1731,15 +1866,90 @@ impl Planner<'_, '_> {
         let scope = table_scope(&entry.schema, &qualifier);
         let predicate = self.write_predicate(delete.selection.as_ref(), &scope, "DELETE")?;
         let routing = routing_of(predicate.as_ref(), &entry.options);
+        let operation = Operation::Delete {
+            table: entry.schema.name.clone(),
+            predicate,
+        };
+        let (operations, finish) = match &delete.returning {
+            None => (vec![operation], Finish::Command(CommandKind::Delete)),
+            Some(items) => {
+                self.changed_returning(items, &entry.schema, &qualifier, operation, &[])?
+            }
+        };
         Ok(Execution {
-            operations: vec![Operation::Delete {
-                table: entry.schema.name.clone(),
-                predicate,
-            }],
+            operations,
             routing,
-            finish: Finish::Command(CommandKind::Delete),
+            finish,
             created_table: None,
         })
+    }
+
+    /// A column's `DEFAULT expr`: one of the statement-time functions alone (`now()`,
+    /// `current_timestamp`, `localtimestamp`, `current_date`: evaluated per INSERT), or an
+    /// expression without columns, evaluated now and assigned to the column's type. An
+    /// expression that uses the statement's time inside a larger one would be frozen at
+    /// CREATE TABLE, so it is refused (0A000).
+    fn column_default(
+        &mut self,
+        expr: &Expr,
+        column: &ColumnDef,
+    ) -> Result<engine::ColumnDefault, SqlError> {
+        let scope = Scope::default();
+        let saved = self.parameters.now.take();
+        let time_function = match expr {
+            Expr::Function(function) => {
+                object_name_parts(&function.name)?
+                    .last()
+                    .is_some_and(|name| {
+                        [
+                            "now",
+                            "transaction_timestamp",
+                            "statement_timestamp",
+                            "current_timestamp",
+                            "localtimestamp",
+                            "current_date",
+                        ]
+                        .contains(&name.as_str())
+                    })
+            }
+            _ => false,
+        };
+        let compiled = if time_function {
+            // The time functions compile to a constant of their type: stamp a probe time.
+            self.parameters.now = Some(0);
+            let probe = self.compiler(&scope).compile(expr, None);
+            self.parameters.now = None;
+            let timeless = self.compiler(&scope).compile(expr, None);
+            match (probe, timeless) {
+                (Ok(Scalar::Constant(value)), Err(error))
+                    if error.code == sqlstate::INTERNAL_ERROR =>
+                {
+                    let data_type = engine::expression::value_type(&value)
+                        .expect("a statement time is not NULL");
+                    assign(&value, column.data_type, &column.name)?;
+                    self.parameters.now = saved;
+                    return Ok(engine::ColumnDefault::StatementTime(data_type));
+                }
+                (_, timeless) => timeless,
+            }
+        } else {
+            self.compiler(&scope).compile(expr, Some(column.data_type))
+        };
+        self.parameters.now = saved;
+        let scalar = compiled.map_err(|error| {
+            if error.code == sqlstate::INTERNAL_ERROR {
+                SqlError::unsupported("a DEFAULT expression computed from the statement's time")
+                    .with_hint("DEFAULT now(), current_timestamp, localtimestamp or current_date alone is supported")
+            } else {
+                error
+            }
+        })?;
+        let value = scalar.evaluate(&[])?;
+        Ok(engine::ColumnDefault::Constant(assign(
+            &value,
+            column.data_type,
+            &column.name,
+        )?))
     }
 
     /// The WHERE of an UPDATE or DELETE: the engine must evaluate all of it.
@@ -1831,6 +2041,9 @@ impl Planner<'_, '_> {
                             ));
                         }
                         primary_key.push(column_name.clone());
+                    }
+                    ast::ColumnOption::Default(expr) => {
+                        definition.default = Some(self.column_default(expr, &definition)?);
                     }
                     other => return Err(SqlError::unsupported(format!("column option {other}"))),
                 }
@@ -2091,6 +2304,22 @@ impl Planner<'_, '_> {
                         .with_hint("only the text format is supported"))
                 }
             }
+        }
+        if let Some(column) =
+            entry
+                .schema
+                .columns
+                .iter()
+                .enumerate()
+                .find_map(|(position, column)| {
+                    (column.default.is_some() && !positions.contains(&position)).then_some(column)
+                })
+        {
+            return Err(SqlError::unsupported(format!(
+                "COPY leaving out column \"{}\", which has a DEFAULT",
+                column.name
+            ))
+            .with_hint("list every column with a DEFAULT in COPY, or use INSERT"));
         }
         let key = entry.schema.column_position(&entry.options.partition_key)?;
         let key_position = positions
@@ -2408,7 +2637,10 @@ fn check_assignment(
         || matches!(data_type, DataType::Text { .. })
         || matches!(
             (found, data_type),
-            (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date)
+            (
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz,
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz
+            )
         );
     if assignable {
         return Ok(());
@@ -2817,4 +3049,25 @@ pub fn split_insert(
             })
         })
         .collect()
+}
+
+/// One returned row: the RETURNING expressions over a full row, cast to the result types.
+pub(crate) fn project_returning(
+    projection: &[Scalar],
+    columns: &[OutputColumn],
+    row: &[Value],
+) -> Result<Vec<Value>, SqlError> {
+    let mut values = Vec::with_capacity(projection.len());
+    for (scalar, column) in projection.iter().zip(columns) {
+        values.push(crate::expr::cast_value(
+            &scalar.evaluate(row)?,
+            column.data_type,
+        )?);
+    }
+    Ok(values)
+}
+
+/// Whether a VALUES item is the keyword DEFAULT (the parser reads it as a bare identifier).
+fn is_default_keyword(expr: &Expr) -> bool {
+    matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
 }

@@ -319,6 +319,12 @@ impl Session {
             self.overrides.remove(setting.name);
             return Ok(());
         };
+        if setting.name == "TimeZone" && !is_utc(value) {
+            return Err(SqlError::unsupported(format!(
+                "time zone \"{value}\" (the session time zone is always UTC)"
+            ))
+            .with_hint("TIMESTAMPTZ values are read and printed in UTC; an offset in the value itself (+02:00) is applied"));
+        }
         if let Some(allowed) = setting.allowed {
             if !allowed
                 .iter()
@@ -378,4 +384,39 @@ impl Session {
             tag: "SHOW".into(),
         })
     }
+}
+
+/// Whether a TimeZone value names UTC (the only session time zone: TIMESTAMPTZ values print
+/// in UTC, so accepting another zone would be accepting an option without its effect).
+fn is_utc(value: &str) -> bool {
+    let value = value.trim().trim_matches('\'');
+    [
+        "UTC",
+        "Etc/UTC",
+        "GMT",
+        "Etc/GMT",
+        "UCT",
+        "Etc/UCT",
+        "Universal",
+        "Etc/Universal",
+        "Zulu",
+        "Etc/Zulu",
+        "Z",
+        "0",
+        "+0",
+        "-0",
+        "+00",
+        "00:00",
+        "+00:00",
+        "GMT0",
+        "Etc/GMT0",
+        "Etc/GMT+0",
+        "Etc/GMT-0",
+        "Greenwich",
+        "Etc/Greenwich",
+        "DEFAULT",
+        "LOCAL",
+    ]
+    .iter()
+    .any(|utc| utc.eq_ignore_ascii_case(value))
 }

@@ -13,6 +13,7 @@
 //! | `Bytea` | bytea | 17 | -1 | the bytes |
 //! | `Date` | date | 1082 | 4 | big-endian i32 days since 2000-01-01 |
 //! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
+//! | `TimestampTz` | timestamptz | 1184 | 8 | big-endian i64 microseconds since 2000-01-01 UTC |
 
 use crate::error::{sqlstate, SqlError};
 use engine::value::{civil_from_days, days_from_civil, parse_text};
@@ -40,6 +41,7 @@ pub const BPCHAR_OID: u32 = 1042;
 pub const VARCHAR_OID: u32 = 1043;
 pub const DATE_OID: u32 = 1082;
 pub const TIMESTAMP_OID: u32 = 1114;
+pub const TIMESTAMPTZ_OID: u32 = 1184;
 pub const NAME_OID: u32 = 19;
 pub const CHAR_OID: u32 = 18;
 pub const NUMERIC_OID: u32 = 1700;
@@ -62,6 +64,7 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::Bytea => (BYTEA_OID, "bytea", -1),
         DataType::Date => (DATE_OID, "date", 4),
         DataType::Timestamp => (TIMESTAMP_OID, "timestamp", 8),
+        DataType::TimestampTz => (TIMESTAMPTZ_OID, "timestamptz", 8),
     };
     PgType { oid, name, typlen }
 }
@@ -90,6 +93,7 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
         BYTEA_OID => DataType::Bytea,
         DATE_OID => DataType::Date,
         TIMESTAMP_OID => DataType::Timestamp,
+        TIMESTAMPTZ_OID => DataType::TimestampTz,
         _ => return None,
     })
 }
@@ -157,11 +161,27 @@ pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
                 i32::try_from(shifted).unwrap_or(if shifted < 0 { i32::MIN } else { i32::MAX });
             clamped.to_be_bytes().to_vec()
         }
-        Value::Timestamp(microseconds) => microseconds
+        Value::Timestamp(microseconds) | Value::TimestampTz(microseconds) => microseconds
             .saturating_sub(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
             .to_be_bytes()
             .to_vec(),
     })
+}
+
+/// A binary parameter the client declared int2 (OID 21): its 2 bytes, widened to INT (the
+/// engine has no SMALLINT). A parameter whose type was inferred as INT needs 4 bytes
+/// (`decode_binary`), as PostgreSQL's 22P03 says.
+pub fn decode_binary_int2(bytes: &[u8]) -> Result<Value, SqlError> {
+    match bytes {
+        [high, low] => Ok(Value::Int(i32::from(i16::from_be_bytes([*high, *low])))),
+        _ => Err(SqlError::new(
+            "22P03",
+            format!(
+                "incorrect binary data format in bind parameter: {} bytes for int2",
+                bytes.len()
+            ),
+        )),
+    }
 }
 
 /// Reads a value in PostgreSQL's binary format as `data_type` (22P03 on a wrong length or
@@ -208,18 +228,21 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
                 SqlError::new(sqlstate::NUMERIC_VALUE_OUT_OF_RANGE, "date out of range")
             })?)
         }
-        DataType::Timestamp => {
+        DataType::Timestamp | DataType::TimestampTz => {
             let microseconds = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| invalid())?);
-            Value::Timestamp(
-                microseconds
-                    .checked_add(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
-                    .ok_or_else(|| {
-                        SqlError::new(
-                            sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
-                            "timestamp out of range",
-                        )
-                    })?,
-            )
+            let microseconds = microseconds
+                .checked_add(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
+                .ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::NUMERIC_VALUE_OUT_OF_RANGE,
+                        "timestamp out of range",
+                    )
+                })?;
+            if data_type == DataType::TimestampTz {
+                Value::TimestampTz(microseconds)
+            } else {
+                Value::Timestamp(microseconds)
+            }
         }
     })
 }

@@ -62,6 +62,10 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.push(7);
             key.extend_from_slice(&micros.to_be_bytes());
         }
+        Value::TimestampTz(micros) => {
+            key.push(8);
+            key.extend_from_slice(&micros.to_be_bytes());
+        }
     }
     key
 }

@@ -2,9 +2,12 @@
 //! groups) works with the real Redis tools, unmodified, and leaves no process behind.
 //! `scripts/test` installs redis-tools (Debian) when they are missing.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::redis_cli;
 
 /// `tessera dev`, killed if the test fails before it stops it (its processes exit with it).
 struct DevGuard(std::process::Child);
@@ -14,20 +17,6 @@ impl Drop for DevGuard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs redis-tools)");
-    assert!(
-        output.status.success(),
-        "redis-cli {words:?} failed: {output:?}"
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 /// The cluster's processes still running (routers and storage processes).

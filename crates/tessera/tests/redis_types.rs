@@ -3,23 +3,12 @@
 //! partition groups (keys spread over the ring, so commands reach different partitions).
 //! Ports: 7951 (SQL 8251), 17500 and 17510, and +100 and +200 above each.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn redis_cli(port: u16, words: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(words)
-        .output()
-        .expect("redis-cli is installed (scripts/test installs redis-tools)");
-    assert!(
-        output.status.success(),
-        "redis-cli {words:?} failed: {output:?}"
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use support::redis_cli;
 
 /// A running `tessera dev`, stopped (Ctrl-C) when dropped, also when a check fails.
 struct Dev {

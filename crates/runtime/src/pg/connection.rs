@@ -24,8 +24,9 @@ struct Portal {
     state: PortalState,
     /// The catalog digest the pending plan was bound against.
     planned_against: u64,
-    /// The statement and parameters, to bind again if the catalog changed before Execute.
-    rebind: (Prepared, Vec<Option<Value>>),
+    /// The statement, parameters and statement time, to bind again if the catalog changed
+    /// before Execute.
+    rebind: (Prepared, Vec<Option<Value>>, i64),
     columns: Vec<OutputColumn>,
     /// One format code per result column (0 text, 1 binary).
     formats: Vec<i16>,
@@ -553,8 +554,12 @@ where
             self.out.empty_query_response();
             return Ok(());
         }
+        // One statement time per query message: its statements form one implicit transaction
+        // in PostgreSQL, whose now() is the same for all of them.
+        let now_us = crate::os::unix_now_us();
         for statement in &statements {
-            let replan = |catalog: &sql::MemoryCatalog| sql::plan_statement(statement, catalog);
+            let replan =
+                |catalog: &sql::MemoryCatalog| sql::plan_statement_at(statement, catalog, now_us);
             let (digest, plan) = self.planned(replan, answered_here).await?;
             match self.run_planned(digest, plan, replan).await? {
                 None => self.out.empty_query_response(),
@@ -652,7 +657,7 @@ where
         }
         body.end()?;
 
-        let Some((prepared, _)) = self.statements.get(&statement_name) else {
+        let Some((prepared, declared)) = self.statements.get(&statement_name) else {
             return Err(Fail::Error(SqlError::new(
                 "26000",
                 format!("prepared statement \"{statement_name}\" does not exist"),
@@ -711,6 +716,11 @@ where
                     })?;
                     sql::types::decode_text(text, *data_type)?
                 }
+                // A parameter the client declared int2 (psycopg does, for small Python ints)
+                // arrives in 2 bytes and widens to INT; an inferred one must have INT's 4.
+                1 if declared.get(index) == Some(&sql::types::INT2_OID) => {
+                    sql::types::decode_binary_int2(bytes)?
+                }
                 1 => sql::types::decode_binary(bytes, *data_type)?,
                 other => {
                     return Err(Fail::Error(SqlError::new(
@@ -722,8 +732,12 @@ where
             values.push(Some(value));
         }
         let prepared = prepared.clone();
+        let now_us = crate::os::unix_now_us();
         let (digest, plan) = self
-            .planned(|catalog| prepared.bind(catalog, &values), answered_here)
+            .planned(
+                |catalog| prepared.bind_at(catalog, &values, now_us),
+                answered_here,
+            )
             .await?;
         let columns = sql::result_columns(&plan);
         let formats = match result_formats.len() {
@@ -751,7 +765,7 @@ where
             Portal {
                 state: PortalState::Pending(plan),
                 planned_against: digest,
-                rebind: (prepared, values),
+                rebind: (prepared, values, now_us),
                 columns,
                 formats,
             },
@@ -847,8 +861,9 @@ where
             PortalState::Suspended { rows, tag } => (rows, tag, true),
             PortalState::Pending(plan) => {
                 let digest = portal.planned_against;
-                let (prepared, values) = portal.rebind.clone();
-                let rebind = move |catalog: &sql::MemoryCatalog| prepared.bind(catalog, &values);
+                let (prepared, values, now_us) = portal.rebind.clone();
+                let rebind =
+                    move |catalog: &sql::MemoryCatalog| prepared.bind_at(catalog, &values, now_us);
                 let result = self.run_planned(digest, plan, rebind).await?;
                 match result {
                     None => {

@@ -412,8 +412,8 @@ impl BypassSimulation {
 
     /// The duty follows the replica (fresh client id per duty, from the world's counter).
     fn follow(&mut self, index: usize, member: u8) {
-        self.duty_clients += 1;
-        let client = ClientId(DUTY_CLIENT_BASE + self.duty_clients);
+        // The next unused id; counted only when a fresh duty takes it.
+        let client = ClientId(DUTY_CLIENT_BASE + self.duty_clients + 1);
         let slot = &mut self.partitions[index].members[member as usize];
         let Some(replica) = slot.replica.as_ref() else {
             slot.duty = None;
@@ -421,6 +421,7 @@ impl BypassSimulation {
         };
         let primary = replica.status() == StatusName::Normal && replica.is_primary();
         if partition_duty::follow(&mut slot.duty, primary, replica.view(), || client) {
+            self.duty_clients += 1;
             self.stats.primaryships += 1;
         }
     }
@@ -446,39 +447,37 @@ impl BypassSimulation {
         let (true, Message::Reply(reply)) = (own, message) else {
             return;
         };
-        {
-            let process = self.partitions[index].id;
-            let duty = self.duty_mut(index, member).expect("checked above");
-            match duty.on_reply(&reply) {
-                DutyReply::Stale | DutyReply::Quiet => {}
-                DutyReply::Confirm { admitted, .. } => self.send(
+        let process = self.partitions[index].id;
+        let duty = self.duty_mut(index, member).expect("checked above");
+        match duty.on_reply(&reply) {
+            DutyReply::Stale | DutyReply::Quiet => {}
+            DutyReply::Confirm { admitted, .. } => self.send(
+                Node::Member(index, member),
+                Node::Router,
+                Msg::Confirm {
+                    process,
+                    delivered: admitted,
+                },
+            ),
+            DutyReply::Installed { version, from } => {
+                self.stats.installs += 1;
+                let sender = self.index_of(from);
+                self.send(
                     Node::Member(index, member),
-                    Node::Router,
-                    Msg::Confirm {
-                        process,
-                        delivered: admitted,
+                    Node::Partition(sender),
+                    Msg::CopyAck {
+                        version,
+                        to: process,
                     },
-                ),
-                DutyReply::Installed { version, from } => {
-                    self.stats.installs += 1;
-                    let sender = self.index_of(from);
-                    self.send(
-                        Node::Member(index, member),
-                        Node::Partition(sender),
-                        Msg::CopyAck {
-                            version,
-                            to: process,
-                        },
-                    );
-                }
-                DutyReply::Unexpected(result) => self.fail(crate::checkers::Violation {
-                    checker: "bypass_duty",
-                    report: format!(
-                        "group {}: the duty's request was answered {result:?}",
-                        process.0
-                    ),
-                }),
+                );
             }
+            DutyReply::Unexpected(result) => self.fail(crate::checkers::Violation {
+                checker: "bypass_duty",
+                report: format!(
+                    "group {}: the duty's request was answered {result:?}",
+                    process.0
+                ),
+            }),
         }
     }
 
