@@ -15,7 +15,7 @@
 //! | `inbox` | §5.4 Algorithm 1 [[10–14]], §6.7 | `Inbox`: in-order, gap-free delivery via the `previous` chain, duplicates dropped, early arrivals buffered, confirmations, snapshot reads at their point, the basic-read version check |
 //! | `partition` | (Tessera's; §5.4 for the chain) | `Partition`: the replicated hold/admission rules of a partition that is its own replication group (the router bypass): per-key log order, rule (H) against the router's stable watermark, gap-free admission of multi-partition messages, the admitted prefix to confirm |
 //! | `partition_machine` | (Tessera's) | `PartitionMachine<D>` (`impl vr::StateMachine`): `Partition` around the application's data, held operations answered "held" and their results released through a queue the primary's driver reads; per-client results and share answers for queries |
-//! | `group_lifecycle` | (Tessera's) | `GroupLifecycle`: above replication 1, which groups a storage process knows, when a retired group's replica stops (finished, after a delay) and when a replica is dropped for good (two versions past its group's retirement) |
+//! | `group_lifecycle` | (Tessera's) | `GroupLifecycle`: above replication 1, which groups a storage process knows, when a retired group's replica stops (finished, after a delay, leaving a `Tombstone` that answers late bypass requests) and when an unfinished one is dropped (two versions past its group's retirement, out of a normal view for long) |
 //! | `partition_duty` | (Tessera's) | `PrimaryDuty`: what a partition group's primary does beside its replica — queue deliveries (a keyspace message becomes the group's cut), submit them to its replica one request in flight, confirm the admitted prefix, install and acknowledge copies, release replies — driven alike by the runtime's partition host and the simulator |
 //! | `watermark` | (Tessera's) | `RouterState::stable_watermark` reported to partitions and gateways (`WatermarkReporter`), and rule A's `AcknowledgementGate` in gateways |
 //! | `sender` | §5.4 Algorithm 1 [[5–9, 16–18]] | `Sender`: sequence numbers, the send window, Submit batches, outcomes and stable notifications |
@@ -110,7 +110,7 @@ pub use partition_duty::{CutPlanning, Delivered, DutyReply, PrimaryDuty};
 pub use partition_keyspace::PartitionCut;
 pub use partition_machine::{
     PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation, PartitionQuery,
-    PartitionResult, Released, Share, PARTITION_FORMAT_VERSION,
+    PartitionResult, Released, ResultAnswers, Share, PARTITION_FORMAT_VERSION,
 };
 pub use router::{
     ConfigEntry, Grouping, Operation, OperationError, OperationResult, Outcome, Query, Routed,

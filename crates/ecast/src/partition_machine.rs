@@ -712,18 +712,20 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
     }
 
+    /// What a `Result` query learns here, copied out (a stopped replica's tombstone keeps it:
+    /// `group_lifecycle::Tombstone`).
+    pub fn result_answers(&self) -> ResultAnswers {
+        ResultAnswers {
+            results: self.results.clone(),
+            moved: self.moved.clone(),
+        }
+    }
+
     fn answer(&self, query: &PartitionQuery) -> PartitionResult {
         match query {
-            PartitionQuery::Result { client, number } if self.moved.get(client) == Some(number) => {
-                PartitionResult::Moved
+            PartitionQuery::Result { client, number } => {
+                answer_result(&self.results, &self.moved, *client, *number)
             }
-            PartitionQuery::Result { client, number } => match self.results.get(client) {
-                Some((last, Some(result))) if last == number => {
-                    PartitionResult::Executed(result.clone())
-                }
-                Some((last, None)) if last == number => PartitionResult::Held,
-                _ => PartitionResult::Unknown,
-            },
             PartitionQuery::Answer { timestamp } => match self.answers.get(timestamp) {
                 Some(result) => PartitionResult::Executed(result.clone()),
                 None => PartitionResult::Unknown,
@@ -733,6 +735,38 @@ impl<D: PartitionData> PartitionMachine<D> {
                 watermark: self.rules.watermark(),
             },
         }
+    }
+}
+
+/// The answers to `PartitionQuery::Result` a machine holds: per client, its last
+/// single-partition request number with its result once executed, and its last request
+/// answered `Moved`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResultAnswers {
+    results: BTreeMap<u64, (u64, Option<Vec<u8>>)>,
+    moved: BTreeMap<u64, u64>,
+}
+
+impl ResultAnswers {
+    /// The answer to `PartitionQuery::Result { client, number }`.
+    pub fn answer(&self, client: u64, number: u64) -> PartitionResult {
+        answer_result(&self.results, &self.moved, client, number)
+    }
+}
+
+fn answer_result(
+    results: &BTreeMap<u64, (u64, Option<Vec<u8>>)>,
+    moved: &BTreeMap<u64, u64>,
+    client: u64,
+    number: u64,
+) -> PartitionResult {
+    if moved.get(&client) == Some(&number) {
+        return PartitionResult::Moved;
+    }
+    match results.get(&client) {
+        Some((last, Some(result))) if *last == number => PartitionResult::Executed(result.clone()),
+        Some((last, None)) if *last == number => PartitionResult::Held,
+        _ => PartitionResult::Unknown,
     }
 }
 

@@ -28,7 +28,7 @@ const USAGE: &str =
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
                  bypass-act-before-install | bypass-ignore-holdings |
-                 bypass-group-commit-without-quorum)
+                 bypass-group-commit-without-quorum | bypass-tombstone-silent)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
@@ -102,6 +102,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-group-commit-without-quorum") => {
                         Some(BypassCanary::GroupCommitWithoutQuorum)
                     }
+                    Some("bypass-tombstone-silent") => Some(BypassCanary::TombstoneSilent),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
@@ -286,7 +287,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} fast_acks={} gate_refusals={} comm_fast={} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -314,6 +315,7 @@ fn print_bypass_report(report: &BypassReport) {
         stats.groups_retired,
         stats.replicas_stopped,
         stats.replicas_dropped,
+        stats.tombstone_answers,
         stats.fast_acks,
         stats.gate_refusals,
         stats.comm_fast,

@@ -130,3 +130,26 @@ fn the_canaries_are_caught_at_replication_3() {
         seeds.len()
     );
 }
+
+/// A stopped replica must leave a tombstone that answers late bypass requests
+/// (`ecast::group_lifecycle::Tombstone`): without it, a gateway whose request reached a retired
+/// group only after its replicas stopped resends for ever, and the run never settles. The
+/// same seeds and options without the canary pass every checker.
+#[test]
+fn the_silent_tombstone_canary_is_caught_and_its_seeds_pass_without_it() {
+    let seeds: Vec<u64> = (1..=300).collect();
+    let failures = sweep(&seeds, Some(BypassCanary::TombstoneSilent));
+    let caught = caught_by(&failures, &["liveness"]);
+    assert!(caught >= 15, "caught on {caught} of 300 seeds");
+    for seed in failures.iter().map(|failure| failure.0).take(20) {
+        let mut options = BypassOptions::canary(seed, BypassCanary::TombstoneSilent);
+        options.canary = None;
+        let report = run(options);
+        assert!(
+            report.result.is_ok(),
+            "seed {seed} without the canary: {:?}",
+            report.result
+        );
+        assert!(report.stats.tombstone_answers > 0, "seed {seed}");
+    }
+}

@@ -28,7 +28,7 @@ use super::payload::{self, KeyPlacement};
 use super::storage_of_sender;
 use crate::log;
 use crate::os::random_u64;
-use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState};
+use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState, Tombstone};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     Delivery, KeySet, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionResult,
@@ -761,10 +761,11 @@ struct Host {
     /// hosted here go, and which groups this process is a member of), their retirements, and
     /// which replicas to stop and drop.
     lifecycle: GroupLifecycle,
-    /// Above replication 1: retired groups whose replica here stopped (never started again),
-    /// kept inert — never stepped — only to answer late bypass requests from what they
-    /// remember: a machine that holds nothing (its per-client results) and VR's client table.
-    stopped: BTreeMap<ProcessId, Replica<Machine>>,
+    /// Above replication 1: the tombstones of retired groups whose replica here stopped (never
+    /// started again), answering late bypass requests from what the replica executed
+    /// (`ecast::group_lifecycle::Tombstone`; the oldest group ids forgotten past
+    /// `KNOWN_GROUPS_MAX`).
+    stopped: BTreeMap<ProcessId, Tombstone>,
     /// Per (group, version): when this process's primary of the group first had the keyspace
     /// message of that version to log (a copy into the group is timed from there).
     keyspace_at: BTreeMap<(ProcessId, ConfigVersion), Instant>,
@@ -809,25 +810,14 @@ impl Host {
             self.send_copies(partition);
             self.follow_lifecycle(partition);
         }
-        self.drop_stopped_past_retirement();
-    }
-
-    /// What the lifecycle (`ecast::group_lifecycle`) needs to know of a replica.
-    fn replica_state(replica: &Replica<Machine>) -> ReplicaState {
-        let machine = replica.state_machine();
-        ReplicaState {
-            version: machine.version(),
-            holds_nothing: machine.holds().is_some_and(PositionSet::is_empty),
-            normal: replica.status() == StatusName::Normal,
-            finished: machine.finished(),
-        }
     }
 
     /// Above replication 1: what the lifecycle decides for a running replica — stop a retired
-    /// group's replica once its machine is `finished` (`STOP_AFTER_FINISHED_MS` later; kept
-    /// inert in `Host::stopped` to answer late bypass requests), or drop one (running: a member
-    /// that missed the last `Installed`, or one recovering a group that stopped everywhere)
-    /// two versions past its group's retirement.
+    /// group's replica once its machine is `finished` (`STOP_AFTER_FINISHED_MS` later; its
+    /// tombstone stays in `Host::stopped` to answer late bypass requests), or drop one that
+    /// cannot finish (out of a normal view for long, two versions past its group's
+    /// retirement: a member that lagged behind its peers' stop, or one recovering a group that
+    /// stopped everywhere).
     fn follow_lifecycle(&mut self, partition: ProcessId) {
         if !self.config.regrouped() {
             return;
@@ -835,7 +825,7 @@ impl Host {
         let Some(hosted) = self.partitions.get(&partition) else {
             return;
         };
-        let state = Host::replica_state(&hosted.replica);
+        let state = ReplicaState::of(&hosted.replica);
         let status = hosted.replica.status();
         match self.lifecycle.running(partition, state, self.ticks) {
             Fate::Keep => {}
@@ -843,8 +833,12 @@ impl Host {
                 let hosted = self.partitions.remove(&partition).expect("present above");
                 self.observed.remove(&partition);
                 self.incoming.retain(|(to, _, _), _| *to != partition);
-                self.stopped.insert(partition, hosted.replica);
-                self.lifecycle.stopped(partition);
+                if self.stopped.len() >= group_lifecycle::KNOWN_GROUPS_MAX {
+                    self.stopped.pop_first();
+                }
+                self.stopped
+                    .insert(partition, Tombstone::of(&hosted.replica));
+                self.forget(partition);
                 log::info(format_args!(
                     "group {:#x}: retired, its copies acknowledged: replica stopped",
                     partition.0
@@ -863,31 +857,10 @@ impl Host {
         }
     }
 
-    /// Above replication 1: stopped replicas (`Host::stopped`) are dropped two versions past
-    /// their group's retirement. A late bypass request to the group is then answered by no
-    /// one here (its gateway resends until it re-plans; `rubberband.md`).
-    fn drop_stopped_past_retirement(&mut self) {
-        let expired: Vec<(ProcessId, ConfigVersion)> = self
-            .stopped
-            .iter()
-            .filter_map(|(partition, replica)| {
-                let state = Host::replica_state(replica);
-                let retired = self.lifecycle.stopped_expired(*partition, state)?;
-                Some((*partition, retired))
-            })
-            .collect();
-        for (partition, retired) in expired {
-            self.stopped.remove(&partition);
-            self.forget(partition);
-            log::info(format_args!(
-                "group {:#x}: retired at version {}, the grouping is at version {}: stopped replica dropped",
-                partition.0, retired.0, self.lifecycle.newest().0
-            ));
-        }
-    }
-
-    /// Remembers that `partition`'s replica was dropped here (never started again), and
-    /// deletes its log (disk durability): a later start of this process must not reopen it.
+    /// Remembers that `partition`'s replica stopped or was dropped here (never started again),
+    /// and deletes its log (disk durability): a later start of this process must not reopen
+    /// it. (A tombstone lives in memory only: after a restart, late bypass requests to the
+    /// group are answered by its other members' tombstones, or by no one.)
     fn forget(&mut self, partition: ProcessId) {
         if let Some(wal) = &self.wal {
             wal.remove(
@@ -1090,9 +1063,9 @@ impl Host {
             Frame::PartitionRequest { partition, request } => {
                 if self.partitions.contains_key(&partition) {
                     self.step(partition, Input::Message(Message::Request(request)));
-                } else if let Some(stopped) = self.stopped.get(&partition) {
+                } else if let Some(tombstone) = self.stopped.get(&partition) {
                     // A stale gateway's request to a group that retired and stopped here.
-                    let reply = group_lifecycle::answer_stopped(stopped, &request);
+                    let reply = tombstone.answer(&request);
                     let frame = Frame::PartitionReply {
                         partition,
                         message: Message::Reply(reply),

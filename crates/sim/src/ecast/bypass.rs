@@ -114,6 +114,10 @@ pub enum BypassCanary {
     /// one arriving while copies install, is acknowledged before it is ordered. Reconfigures
     /// on every seed.
     SkyrosGateIgnoresCuts,
+    /// A stopped replica answers nothing (no `group_lifecycle::Tombstone`): a gateway whose
+    /// bypass request reaches a retired group only after its replicas stopped resends for
+    /// ever (found by the simulator, stop 27). Reconfigures on every seed, replication 3.
+    TombstoneSilent,
 }
 
 #[derive(Clone, Debug)]
@@ -352,6 +356,12 @@ impl BypassOptions {
             options.standbys = prng.range_inclusive(1, 3);
             options.replication = if prng.percent(50) { 3 } else { 1 };
         }
+        if canary == BypassCanary::TombstoneSilent {
+            let mut prng = Prng::new(seed ^ 0x7033_b570);
+            options.reconfigure_per_10000 = prng.range_inclusive(30, 80);
+            options.standbys = prng.range_inclusive(1, 3);
+            options.replication = 3;
+        }
         options
     }
 
@@ -418,6 +428,8 @@ pub struct BypassStats {
     /// past their group's retirement) by `ecast::GroupLifecycle`.
     pub replicas_stopped: u64,
     pub replicas_dropped: u64,
+    /// Late bypass requests answered by a stopped replica's tombstone.
+    pub tombstone_answers: u64,
     /// Replicated mode: the gateways' bypass requests sent to group members (`ecast::Gateway`'s
     /// lanes, retries and `Result` queries included).
     pub lane_requests: u64,
@@ -1626,6 +1638,12 @@ impl BypassSimulation {
         report
     }
 
+    /// Above replication 1: group `index` is not in the current configuration (it retired; it
+    /// must finish: `PartitionMachine::finished`).
+    fn retired(&self, index: usize) -> bool {
+        self.options.replication > 1 && self.current().state(self.partitions[index].id).is_none()
+    }
+
     fn settled(&self) -> bool {
         !self.faults_on()
             && self.gateways.iter().all(|gateway| {
@@ -1639,6 +1657,7 @@ impl BypassSimulation {
                     && machine.installing().is_empty()
                     && machine.deferred() == 0
                     && machine.outgoing().next().is_none()
+                    && (!self.retired(index) || machine.finished())
             })
             && self.members_settled()
     }
@@ -1666,12 +1685,11 @@ impl BypassSimulation {
                     expected
                 ));
             }
-            let retired =
-                self.options.replication > 1 && configuration.state(partition.id).is_none();
-            if retired && !machine.finished() {
+            if self.retired(index) && !machine.finished() {
                 return fail(format!(
-                    "retired group {} is not finished (copies outstanding or waiting)",
-                    partition.id.0
+                    "retired group {} is not finished (copies outstanding or waiting): {}",
+                    partition.id.0,
+                    self.members_report()
                 ));
             }
             if let Some(key) = machine

@@ -17,7 +17,7 @@ use super::{
     decode_values, partition_of, BypassCanary, BypassOptions, BypassSimulation, Msg, Node, SimData,
     GATEWAY_BASE, LANE_CLIENT_BASE, LANE_GATEWAY_SHIFT, LANE_RETRY_TICKS,
 };
-use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState};
+use ecast::group_lifecycle::{Fate, GroupLifecycle, ReplicaState, Tombstone};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     BypassSettings, Delivery, Gateway, PartitionMachine, PartitionOperation, PartitionQuery,
@@ -48,10 +48,10 @@ pub(super) struct Member {
     pub(super) paused: bool,
     /// Above replication 1: its storage process's decisions about the group's life
     /// (`ecast::GroupLifecycle`, the runtime host's), and what it decided: the replica stopped
-    /// (inert, answering late bypass requests) or dropped (answering nothing; kept only for
-    /// the end checks).
+    /// (its tombstone answers late bypass requests) or dropped (answering nothing). The
+    /// replica itself is kept only for the end checks.
     pub(super) lifecycle: GroupLifecycle,
-    pub(super) stopped: bool,
+    pub(super) tombstone: Option<Tombstone>,
     pub(super) dropped: bool,
 }
 
@@ -65,7 +65,7 @@ impl Member {
 
     /// Neither stopped nor dropped.
     fn active(&self) -> bool {
-        !self.stopped && !self.dropped
+        self.tombstone.is_none() && !self.dropped
     }
 }
 
@@ -101,7 +101,7 @@ pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) 
             down_until: None,
             paused: false,
             lifecycle: GroupLifecycle::new(STOP_AFTER_TICKS),
-            stopped: false,
+            tombstone: None,
             dropped: false,
         })
         .collect()
@@ -176,10 +176,12 @@ impl BypassSimulation {
     /// A message for group `index` reached member `member`.
     pub(super) fn on_member(&mut self, index: usize, member: u8, message: Msg) {
         let slot = &self.partitions[index].members[member as usize];
-        if slot.stopped {
-            if let (Msg::PartitionRequest { request }, Some(replica)) = (&message, &slot.replica) {
+        if let Some(tombstone) = &slot.tombstone {
+            let silent = self.options.canary == Some(BypassCanary::TombstoneSilent);
+            if let (Msg::PartitionRequest { request }, false) = (&message, silent) {
                 // A stale gateway's request to a group whose replica stopped here.
-                let reply = group_lifecycle::answer_stopped(replica, request);
+                let reply = tombstone.answer(request);
+                self.stats.tombstone_answers += 1;
                 if let Some(gateway) = lane_gateway(request.client) {
                     let partition = self.partitions[index].id;
                     let message = Message::Reply(reply);
@@ -591,19 +593,11 @@ impl BypassSimulation {
         let Some(replica) = slot.replica.as_ref() else {
             return;
         };
-        let machine = replica.state_machine();
-        let state = ReplicaState {
-            version: machine.version(),
-            holds_nothing: machine
-                .holds()
-                .is_some_and(placement::PositionSet::is_empty),
-            normal: replica.status() == StatusName::Normal,
-            finished: machine.finished(),
-        };
+        let state = ReplicaState::of(replica);
         match slot.lifecycle.running(id, state, now) {
             Fate::Keep => {}
             Fate::Stop => {
-                slot.stopped = true;
+                slot.tombstone = Some(Tombstone::of(replica));
                 slot.duty = None;
                 slot.lifecycle.stopped(id);
                 self.stats.replicas_stopped += 1;
@@ -618,34 +612,12 @@ impl BypassSimulation {
     }
 
     /// Above replication 1: every member's storage process learns the routers' new grouping
-    /// (the runtime's learn it from the deliveries of any group they host), and drops stopped
-    /// replicas two versions past their retirement.
+    /// (the runtime's learn it from the deliveries of any group they host).
     pub(super) fn members_see_grouping(&mut self, groups: &Groups) {
         for node in &mut self.partitions {
             let id = node.id;
             for slot in &mut node.members {
                 slot.lifecycle.see_groupings(groups, [id]);
-                if !slot.stopped {
-                    continue;
-                }
-                let Some(replica) = slot.replica.as_ref() else {
-                    continue;
-                };
-                let machine = replica.state_machine();
-                let state = ReplicaState {
-                    version: machine.version(),
-                    holds_nothing: machine
-                        .holds()
-                        .is_some_and(placement::PositionSet::is_empty),
-                    normal: replica.status() == StatusName::Normal,
-                    finished: machine.finished(),
-                };
-                if slot.lifecycle.stopped_expired(id, state).is_some() {
-                    slot.stopped = false;
-                    slot.dropped = true;
-                    slot.lifecycle.dropped(id);
-                    self.stats.replicas_dropped += 1;
-                }
             }
         }
     }
@@ -793,8 +765,8 @@ impl BypassSimulation {
             }
             report.push_str(&format!("group {}: ", node.id.0));
             for member in &node.members {
-                if member.stopped || member.dropped {
-                    report.push_str(if member.stopped {
+                if member.tombstone.is_some() || member.dropped {
+                    report.push_str(if member.tombstone.is_some() {
                         "(stopped) "
                     } else {
                         "(dropped) "
@@ -849,7 +821,7 @@ impl BypassSimulation {
             // A group with a stopped member finished: it owes nothing, and a member that
             // lagged behind the others' stop stays in its view change (the runtime drops it
             // two versions past the group's retirement).
-            if node.members.iter().any(|member| member.stopped) {
+            if node.members.iter().any(|member| member.tombstone.is_some()) {
                 return true;
             }
             let active = node.members.iter().filter(|member| member.active()).count();
