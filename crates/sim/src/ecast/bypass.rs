@@ -144,6 +144,9 @@ pub struct BypassOptions {
     pub put_percent: u64,
     pub txn_percent: u64,
     pub transfer_percent: u64,
+    /// Read-modify-writes of one register (INCR: read it, add 1), from the share the other
+    /// kinds leave to audits; drawn by a generator of its own (0 on half the seeds).
+    pub incr_percent: u64,
     pub think_ticks_max: u64,
     pub fault_ticks: u64,
     pub liveness_ticks_max: u64,
@@ -225,6 +228,7 @@ impl BypassOptions {
             put_percent,
             txn_percent,
             transfer_percent,
+            incr_percent: 0,
             think_ticks_max,
             fault_ticks,
             liveness_ticks_max: 8_000,
@@ -260,6 +264,10 @@ impl BypassOptions {
         self.group_heartbeat_ticks = prng.range_inclusive(5, 15);
         self.group_timeout_ticks = self.group_heartbeat_ticks * prng.range_inclusive(4, 10);
         self.skyros_comm = prng.percent(50);
+        let mut prng = Prng::new(self.seed ^ 0x1c2e_3a11_1c2e_3a11);
+        if prng.percent(50) {
+            self.incr_percent = prng.range_inclusive(5, 20);
+        }
         self
     }
 
@@ -369,7 +377,7 @@ impl BypassOptions {
         format!(
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
-             get={}% put={}% txn={}% transfer={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
+             get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
              group_heartbeat={} group_timeout={}{}{}{}",
             self.partitions,
             self.accounts,
@@ -387,6 +395,7 @@ impl BypassOptions {
             self.put_percent,
             self.txn_percent,
             self.transfer_percent,
+            self.incr_percent,
             self.fault_ticks,
             self.reconfigure_per_10000,
             self.standbys,
@@ -1240,6 +1249,22 @@ impl BypassSimulation {
                 Kind::Transfer,
                 Txn {
                     adds: vec![(from, -amount), (to, amount)],
+                    ..Txn::default()
+                },
+            )
+        } else if roll
+            < options.get_percent
+                + options.put_percent
+                + options.txn_percent
+                + options.transfer_percent
+                + options.incr_percent
+        {
+            let key = accounts + self.prng.below(registers);
+            (
+                Kind::Incr,
+                Txn {
+                    reads: vec![key],
+                    adds: vec![(key, 1)],
                     ..Txn::default()
                 },
             )

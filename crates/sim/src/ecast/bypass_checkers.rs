@@ -107,6 +107,8 @@ pub enum Kind {
     Put,
     Txn,
     Transfer,
+    /// Read one register and add 1 to it (INCR): a second execution shows in later reads.
+    Incr,
     Audit,
 }
 

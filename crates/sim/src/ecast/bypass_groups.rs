@@ -833,10 +833,14 @@ impl BypassSimulation {
                     member
                         .up()
                         .then(|| {
-                            member
-                                .replica
-                                .as_ref()
-                                .map(|replica| replica.commit_min().0)
+                            // Settled: in a normal view, everything it logged executed (a
+                            // recovering member, or ops a crashed primary committed that its
+                            // backups have logged but not yet executed, are work to come).
+                            member.replica.as_ref().and_then(|replica| {
+                                (replica.status() == StatusName::Normal
+                                    && replica.op() == replica.commit_min())
+                                .then(|| replica.commit_min().0)
+                            })
                         })
                         .flatten()
                 })
