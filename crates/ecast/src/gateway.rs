@@ -25,7 +25,7 @@ use placement::migration::{foreseen_incoming, read_offset};
 use placement::{
     ConfigMessage, ConfigVersion, Configuration, Group, Position, PositionSet, ProcessId, Refusal,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
 use vr::{ClientId, Message, Request, RequestKind, RequestNumber};
 
@@ -1371,6 +1371,11 @@ impl<A: Clone> Gateway<A> {
         let retry = bypass.settings.retry_ticks;
         let now = self.now;
         let mut sends = Vec::new();
+        // A silent target rotates at most once per partition per tick, however many of its
+        // lanes resend: with as many lanes as members resending together, one rotation each
+        // added up to a whole turn and every resend went to the same silent member for ever
+        // (found by the simulator once its router group was real replicas, stop 27).
+        let mut rotated: BTreeSet<ProcessId> = BTreeSet::new();
         for (id, pending) in &mut self.pending {
             let Phase::BypassSent {
                 partition,
@@ -1400,7 +1405,7 @@ impl<A: Clone> Gateway<A> {
                 .hinted_at
                 .get(partition)
                 .is_some_and(|at| now < at.saturating_add(2 * retry));
-            if attempts.is_multiple_of(2) && !hinted {
+            if attempts.is_multiple_of(2) && !hinted && rotated.insert(*partition) {
                 let size = bypass
                     .settings
                     .groups

@@ -10,6 +10,7 @@ use ecast::{
 };
 use placement::{Configuration, Position, ProcessId};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use vr::{ClientId, Message, Reply, Request, RequestKind, RequestNumber, View};
 
 const GATEWAY: ProcessId = ProcessId(100);
@@ -298,6 +299,36 @@ fn a_named_primary_keeps_every_lanes_requests_while_backups_keep_naming_it() {
         to_primary * 3 >= targets.len() * 2,
         "{to_primary} of {} resends went to the named primary: {targets:?}",
         targets.len()
+    );
+}
+
+/// Found by the simulator once its router group was real replicas: three lanes of one group of
+/// three resending together each rotated the shared target once per resend, a whole turn, so
+/// every resend went to the same silent member (a dropped replica) for ever. Silence must move
+/// the requests to every member in turn.
+#[test]
+fn silence_rotates_the_target_once_per_tick_however_many_lanes_resend() {
+    let mut gateway = gateway(3);
+    for id in 1..=3 {
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Submit {
+                id,
+                command: write(vec![key_of(3)]),
+            },
+        );
+        assert_eq!(partition_requests(&effects).len(), 1, "one lane each");
+    }
+    let mut targets = BTreeSet::new();
+    for _ in 0..100 {
+        for (_, replica, _) in partition_requests(&step(&mut gateway, GatewayInput::Tick)) {
+            targets.insert(replica);
+        }
+    }
+    assert_eq!(
+        targets,
+        BTreeSet::from([0, 1, 2]),
+        "the silent group's members asked"
     );
 }
 

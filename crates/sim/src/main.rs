@@ -286,7 +286,7 @@ fn print_bypass_report(report: &BypassReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
-         admitted={} messages={} dropped={} router_crashes={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
+         admitted={} messages={} dropped={} router_crashes={} router_pauses={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
          forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={} result={}",
         report.seed,
         report.trace_hash,
@@ -300,6 +300,7 @@ fn print_bypass_report(report: &BypassReport) {
         stats.messages_sent,
         stats.messages_dropped,
         stats.router_crashes,
+        stats.router_pauses,
         stats.partition_crashes,
         stats.partition_pauses,
         stats.primaryships,

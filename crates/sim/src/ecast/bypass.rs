@@ -16,20 +16,20 @@
 //!   abstracted: answered from the machine of a member that is a normal primary; an admitted
 //!   share's answer never changes). A checker compares members that executed the same ops
 //!   (`bypass_agreement`).
-//! - **The router group is one `ecast::RouterState`** (its VR group abstracted as one atomic
-//!   state machine; the main `--ecast` mode runs it as real `vr::Replica`s) with a real `ecast::Forwarder` and
-//!   `ecast::WatermarkReporter` beside it. A *router crash* is a fail-over: the forwarder and
-//!   reporter are lost and, after a pause, rebuilt from the replicated state with a fresh client
-//!   id, as a new primary's would be.
+//! - **The router group is real replicas too** (`routers`, since stop 27): three
+//!   `vr::Replica<ecast::RouterState>`s exchanging VR messages over the simulated network; the
+//!   primary of a normal view runs the `ecast::Forwarder` and `ecast::WatermarkReporter`, as
+//!   the runtime's router does. One router at a time crashes (restarting recovering) or pauses
+//!   (a false suspicion); a new primary starts its own forwarder with a fresh client id.
 //! - **Gateways** drive an `ecast::Gateway` built `with_watermark_gate` (rule A) and
 //!   `with_bypass` (with regrouping at replication 3 and `with_skyros` for Skyros groups), as
 //!   the runtime's gateways are: a transaction whose keys lie in one group of the
 //!   configuration the gateway knows goes to that group's members as a lane's VR request
 //!   (retried, re-targeted on `NotPrimary`, its result asked for when held, re-planned when
 //!   `Moved`; a put to a Skyros group goes to every member as a nilext write and completes on
-//!   a supermajority); any other goes through the routers, whose VR client requests are
-//!   answered by the abstracted router group (a retried Submit is deduplicated by the router
-//!   state's sequence table); lost share answers are recalled from the partitions.
+//!   a supermajority); any other goes through the routers as a VR client of their group (a
+//!   retried Submit is deduplicated by the router state's sequence table); lost share answers
+//!   are recalled from the partitions.
 //!
 //! - **Rubberband** (on 30 % of seeds): keyspace messages cut the groups' logs and copies move
 //!   between groups. At replication 1 a group is a process's and keeps its name; at replication
@@ -40,19 +40,19 @@
 //!   message as its first entry.
 //!
 //! The workload is one object: a bank (transfers between accounts, audits of every account; the
-//! total never changes) and registers (puts, gets, and multi-key transactions that read some
-//! registers and write others, which give the dependency chains of the second counterexample).
+//! total never changes) and registers (puts, gets, INCR-like read-and-add-1 on half the seeds,
+//! and multi-key transactions that read some registers and write others, which give the
+//! dependency chains of the second counterexample).
 //! A transaction whose keys all live in one partition takes the bypass; any other goes through
 //! the routers. Single-key gets read accounts too, so that bypass reads race transfers.
 
 use super::bypass_checkers::{self, BypassOrder, Kind, Txn};
 use crate::checkers::Violation;
 use ecast::{
-    Completion, Delivery, Forwarder, ForwarderEffect, ForwarderInput, ForwarderSettings, Gateway,
-    GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings, Grouping, Isolation, KeySet,
-    PartitionCanary, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionSettings,
-    RouterSettings, RouterState, SenderSettings, Sequence, Timestamp, WatermarkInput,
-    WatermarkReporter, WatermarkSettings,
+    Completion, Delivery, Gateway, GatewayCommand, GatewayEffect, GatewayInput, GatewaySettings,
+    Grouping, Isolation, KeySet, PartitionCanary, PartitionData, PartitionMachine,
+    PartitionMachineSettings, PartitionSettings, RouterSettings, RouterState, SenderSettings,
+    Sequence, Timestamp, WatermarkInput,
 };
 use placement::ecast::{destset, Message as Routing, Target};
 use placement::{
@@ -61,10 +61,12 @@ use placement::{
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use stdx::Prng;
-use vr::{ClientId, Reply, Request, RequestKind, StateMachine, View};
+use vr::{ClientId, Request};
 
 #[path = "bypass_groups.rs"]
 mod groups;
+#[path = "bypass_routers.rs"]
+mod routers;
 
 /// Values read by a transaction, by key.
 type Values = Vec<(u64, i64)>;
@@ -428,6 +430,8 @@ pub struct BypassStats {
     pub messages_sent: u64,
     pub messages_dropped: u64,
     pub router_crashes: u64,
+    /// Router replicas paused (and resumed as they were).
+    pub router_pauses: u64,
     pub partition_crashes: u64,
     /// Replicated mode: members paused (and resumed with their state), and duties started
     /// (a member becoming the primary of a normal view; the initial primaries count).
@@ -465,8 +469,8 @@ pub struct BypassReport {
 
 #[derive(Clone, Debug)]
 enum Msg {
-    /// Gateway → router: a VR client request of gateway `from` (the group is abstracted).
-    Request { from: usize, request: Request },
+    /// Gateway → router: a VR client request of gateway `from`.
+    Request { request: Request },
     /// Router → gateway: the VR reply.
     RouterReply(vr::Message),
     Stable {
@@ -478,8 +482,11 @@ enum Msg {
     /// Router → partitions, the per-message canary only: messages above the watermark that
     /// are stable.
     StableSet(Vec<Timestamp>),
-    /// Router → partition.
-    Deliver(Vec<Delivery>),
+    /// Router → partition: the forwarder of router `router` delivers.
+    Deliver {
+        router: u8,
+        deliveries: Vec<Delivery>,
+    },
     /// Partition → router.
     Confirm {
         process: ProcessId,
@@ -529,20 +536,13 @@ enum Msg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Node {
-    Router,
+    /// A replica of the router group (`routers`).
+    Router(u8),
     /// A partition group: in the replicated mode a message to it goes to each member.
     Partition(usize),
     /// A member (replica index) of a partition group (`groups`).
     Member(usize, u8),
     Gateway(usize),
-}
-
-struct RouterNode {
-    state: RouterState,
-    forwarder: Option<Forwarder>,
-    reporter: Option<WatermarkReporter>,
-    down_until: Option<u64>,
-    incarnation: u64,
 }
 
 /// A partition's data: the simulator's key-value map behind `ecast::PartitionData`.
@@ -668,7 +668,11 @@ pub struct BypassSimulation {
     /// The nemesis's keyspace command in flight at gateway 0 (its id), if any.
     reconfiguring: Option<u64>,
     planner: Planner,
-    router: RouterNode,
+    /// The router group (`routers`): its replicas, the state a replica starts or recovers
+    /// from, and its VR configuration.
+    routers: Vec<routers::RouterMember>,
+    router_initial: RouterState,
+    router_config: vr::Config,
     partitions: Vec<PartitionNode>,
     gateways: Vec<GatewayNode>,
     /// (delivery tick, sequence) → (destination, message).
@@ -760,6 +764,8 @@ impl BypassSimulation {
         } else {
             RouterState::new(processes, router_settings)
         };
+        let router_config =
+            routers::router_config(options.group_heartbeat_ticks, options.group_timeout_ticks);
         let configuration = state.configuration().clone();
         let partition_canary = match options.canary {
             Some(BypassCanary::NoHold) => Some(PartitionCanary::NoHold),
@@ -846,8 +852,8 @@ impl BypassSimulation {
                         ProcessId(GATEWAY_BASE + index as u64),
                         ClientId(GATEWAY_CLIENT_BASE + index as u64),
                         configuration.clone(),
-                        1,
-                        0,
+                        routers::ROUTERS,
+                        (index % routers::ROUTERS as usize) as u8,
                         options.seed ^ index as u64,
                         settings,
                     );
@@ -862,7 +868,7 @@ impl BypassSimulation {
                 idle_until: vec![0; options.slots],
             })
             .collect();
-        let mut simulation = BypassSimulation {
+        BypassSimulation {
             prng,
             now: 0,
             configurations: BTreeMap::from([(configuration.version(), configuration)]),
@@ -873,13 +879,9 @@ impl BypassSimulation {
             duty_clients: 0,
             reconfiguring: None,
             planner: Planner::default(),
-            router: RouterNode {
-                state,
-                forwarder: None,
-                reporter: None,
-                down_until: None,
-                incarnation: 0,
-            },
+            routers: routers::routers(&router_config, &state),
+            router_initial: state,
+            router_config,
             partitions,
             gateways,
             network: BTreeMap::new(),
@@ -890,9 +892,7 @@ impl BypassSimulation {
             trace_hash: 0xcbf2_9ce4_8422_2325,
             violation: None,
             options,
-        };
-        simulation.start_router();
-        simulation
+        }
     }
 
     fn hash(&mut self, value: u64) {
@@ -960,7 +960,7 @@ impl BypassSimulation {
         for _ in 0..copies {
             let mut delay = self.prng.range_inclusive(1, self.options.delay_ticks_max);
             let slow = matches!(to, Node::Partition(0) | Node::Member(0, _));
-            if from == Node::Router && slow && faults {
+            if matches!(from, Node::Router(_)) && slow && faults {
                 delay += self.options.slow_partition_ticks;
             }
             self.network_sequence += 1;
@@ -971,84 +971,24 @@ impl BypassSimulation {
         }
     }
 
-    // ----- The router group. -----
+    // ----- The router group (`routers`). -----
 
-    fn start_router(&mut self) {
-        self.router.incarnation += 1;
-        self.stats.forwarders += 1;
-        let client = ClientId(FORWARDER_CLIENT_BASE + self.router.incarnation);
-        self.router.forwarder = Some(Forwarder::new(
-            client,
-            ForwarderSettings::default(),
-            &self.router.state,
-        ));
-        self.router.reporter = Some(WatermarkReporter::new(WatermarkSettings::default()));
-        self.router_input(ForwarderInput::Sync);
-    }
-
-    fn router_input(&mut self, input: ForwarderInput) {
-        let Some(forwarder) = self.router.forwarder.as_mut() else {
+    /// The checkers observe what router `index`'s replica has committed.
+    fn observe_router(&mut self, index: u8) {
+        let Some(state) = self.routers[index as usize]
+            .replica
+            .as_ref()
+            .map(|replica| replica.state_machine())
+        else {
             return;
         };
-        let mut inputs = vec![input];
-        let mut effects = Vec::new();
-        let mut outgoing = Vec::new();
-        let mut applied = false;
-        while let Some(input) = inputs.pop() {
-            forwarder.step(input, &self.router.state, &mut effects);
-            for effect in effects.drain(..) {
-                match effect {
-                    ForwarderEffect::Submit(request) => {
-                        // The forwarder's Confirm op, committed by the (abstracted) group.
-                        let result = self.router.state.apply(&request.operation);
-                        applied = true;
-                        inputs.push(ForwarderInput::Reply {
-                            request: request.request,
-                            result,
-                        });
-                        inputs.push(ForwarderInput::Sync);
-                    }
-                    ForwarderEffect::Deliver { to, deliveries } => {
-                        // (The field, not `index_of`: the forwarder is borrowed.)
-                        let index = self.node_index[&to];
-                        outgoing.push((Node::Partition(index), Msg::Deliver(deliveries)));
-                    }
-                    ForwarderEffect::Stable {
-                        to,
-                        sequence,
-                        timestamp,
-                    } => {
-                        let index = (to.0 - GATEWAY_BASE) as usize;
-                        outgoing.push((
-                            Node::Gateway(index),
-                            Msg::Stable {
-                                sequence,
-                                timestamp,
-                            },
-                        ));
-                    }
-                    ForwarderEffect::DeliverSnapshot { .. }
-                    | ForwarderEffect::SnapshotStamped { .. }
-                    | ForwarderEffect::SnapshotRefused { .. } => {}
-                }
-            }
-        }
-        if applied {
-            self.observe_router();
-        }
-        for (to, message) in outgoing {
-            self.send(Node::Router, to, message);
-        }
-        self.report_watermark(WatermarkInput::Sync);
-    }
-
-    fn observe_router(&mut self) {
-        let configuration = self.router.state.configuration();
+        let configuration = state.configuration().clone();
         if !self.configurations.contains_key(&configuration.version()) {
+            let grouping = state.grouping().cloned();
             self.stats.reconfigurations_accepted += 1;
             self.configurations
-                .insert(configuration.version(), configuration.clone());
-            self.start_groups();
+                .insert(configuration.version(), configuration);
+            self.start_groups(grouping);
         }
         let configurations = &self.configurations;
         let shares = |routed: &ecast::Routed| {
@@ -1069,23 +1009,32 @@ impl BypassSimulation {
                 })
                 .collect()
         };
+        let state = self.routers[index as usize]
+            .replica
+            .as_ref()
+            .expect("checked above")
+            .state_machine();
         let mut order = std::mem::take(&mut self.order);
-        order.observe_router(&self.router.state, shares);
+        order.observe_router(state, shares);
         self.order = order;
-        self.stats.timestamp_max = self.router.state.timestamp_last().0;
+        self.stats.timestamp_max = self.stats.timestamp_max.max(state.timestamp_last().0);
     }
 
-    fn report_watermark(&mut self, input: WatermarkInput) {
-        let Some(reporter) = self.router.reporter.as_mut() else {
+    /// Router `router`'s watermark reporter (the primary's), and the watermark it reports to
+    /// the partitions and the gateways.
+    fn report_watermark(&mut self, router: u8, input: WatermarkInput) {
+        let member = &mut self.routers[router as usize];
+        let (Some(reporter), Some(replica)) = (member.reporter.as_mut(), member.replica.as_ref())
+        else {
             return;
         };
-        let Some(watermark) = reporter.step(input, &self.router.state) else {
+        let Some(watermark) = reporter.step(input, replica.state_machine()) else {
             return;
         };
         self.stats.watermark_max = self.stats.watermark_max.max(watermark.0);
         let stable_above: Vec<Timestamp> =
             if self.options.canary == Some(BypassCanary::PerMessageHold) {
-                let state = &self.router.state;
+                let state = replica.state_machine();
                 (watermark.0 + 1..=state.timestamp_last().0)
                     .map(Timestamp)
                     .filter(|timestamp| state.is_stable(*timestamp))
@@ -1104,13 +1053,13 @@ impl BypassSimulation {
                 continue;
             }
             self.send(
-                Node::Router,
+                Node::Router(router),
                 Node::Partition(index),
                 Msg::Watermark(watermark),
             );
             if !stable_above.is_empty() {
                 self.send(
-                    Node::Router,
+                    Node::Router(router),
                     Node::Partition(index),
                     Msg::StableSet(stable_above.clone()),
                 );
@@ -1118,36 +1067,10 @@ impl BypassSimulation {
         }
         for index in 0..self.gateways.len() {
             self.send(
-                Node::Router,
+                Node::Router(router),
                 Node::Gateway(index),
                 Msg::Watermark(watermark),
             );
-        }
-    }
-
-    fn on_router(&mut self, message: Msg) {
-        match message {
-            Msg::Request { from, request } => {
-                let result = if request.kind == RequestKind::Read {
-                    self.router.state.query(&request.operation)
-                } else {
-                    let result = self.router.state.apply(&request.operation);
-                    self.observe_router();
-                    result
-                };
-                let reply = vr::Message::Reply(Reply {
-                    view: View(0),
-                    client: request.client,
-                    request: request.request,
-                    result,
-                });
-                self.send(Node::Router, Node::Gateway(from), Msg::RouterReply(reply));
-                self.router_input(ForwarderInput::Sync);
-            }
-            Msg::Confirm { process, delivered } => {
-                self.router_input(ForwarderInput::Confirmed { process, delivered });
-            }
-            _ => {}
         }
     }
 
@@ -1157,8 +1080,8 @@ impl BypassSimulation {
     /// starts (the abstraction of its members' storage processes starting their replicas from
     /// the configuration they learn), before any delivery can reach it. The group starts empty,
     /// holding nothing, so that nothing executes before its cut (K, its first chain entry).
-    fn start_groups(&mut self) {
-        let Some(grouping) = self.router.state.grouping().cloned() else {
+    fn start_groups(&mut self, grouping: Option<Grouping>) {
+        let Some(grouping) = grouping else {
             return;
         };
         let version = grouping.groups.version();
@@ -1345,13 +1268,10 @@ impl BypassSimulation {
         self.gateways[gateway].gateway.step(input, &mut effects);
         for effect in effects {
             match effect {
-                GatewayEffect::Request { request, .. } => self.send(
+                GatewayEffect::Request { router, request } => self.send(
                     Node::Gateway(gateway),
-                    Node::Router,
-                    Msg::Request {
-                        from: gateway,
-                        request,
-                    },
+                    Node::Router(router),
+                    Msg::Request { request },
                 ),
                 GatewayEffect::Sequenced {
                     id,
@@ -1569,31 +1489,10 @@ impl BypassSimulation {
     // ----- The run. -----
 
     fn nemesis(&mut self) {
+        self.router_faults();
         if !self.faults_on() {
-            if self.router.down_until.is_some() {
-                self.router.down_until = None;
-                self.start_router();
-            }
             self.member_faults();
             return;
-        }
-        match self.router.down_until {
-            Some(until) if self.now >= until => {
-                self.router.down_until = None;
-                self.start_router();
-            }
-            Some(_) => {}
-            None => {
-                if self
-                    .prng
-                    .chance(self.options.router_crash_per_10000, 10_000)
-                {
-                    self.stats.router_crashes += 1;
-                    self.router.forwarder = None;
-                    self.router.reporter = None;
-                    self.router.down_until = Some(self.now + self.prng.range_inclusive(20, 300));
-                }
-            }
         }
         if self.options.reconfigure_per_10000 > 0
             && self.reconfiguring.is_none()
@@ -1633,7 +1532,7 @@ impl BypassSimulation {
                 machine.version().0
             ));
         }
-        for (timestamp, routed) in self.router.state.unstable() {
+        for (timestamp, routed) in self.router_state().unstable() {
             report.push_str(&format!(
                 "unstable {timestamp} (routed under {}, version after {}, {}) to {:?} ",
                 routed.routed_under.0,
@@ -1674,7 +1573,7 @@ impl BypassSimulation {
             && self.gateways.iter().all(|gateway| {
                 gateway.slots.iter().all(Option::is_none) && gateway.gateway.pending_count() == 0
             })
-            && self.router.state.unstable().is_empty()
+            && self.router_state().unstable().is_empty()
             && self.reconfiguring.is_none()
             && self.partitions.iter().enumerate().all(|(index, _)| {
                 let machine = self.machine(index);
@@ -1767,8 +1666,8 @@ impl BypassSimulation {
                              reconfiguring {}; partitions not idle: {}",
                         self.options.liveness_ticks_max,
                         self.history.invocations.len() - self.history.completed(),
-                        self.router.state.unstable().len(),
-                        self.router.state.stable_watermark(),
+                        self.router_state().unstable().len(),
+                        self.router_state().stable_watermark(),
                         self.reconfiguring.is_some(),
                         self.partitions_not_idle()
                     ),
@@ -1784,10 +1683,7 @@ impl BypassSimulation {
                 self.deliver(to, message);
             }
             self.tick_members();
-            if self.router.forwarder.is_some() {
-                self.router_input(ForwarderInput::Tick);
-                self.report_watermark(WatermarkInput::Tick);
-            }
+            self.tick_routers();
             for gateway in 0..self.gateways.len() {
                 self.gateway_tick(gateway);
             }
@@ -1834,7 +1730,7 @@ impl BypassSimulation {
     fn deliver(&mut self, to: Node, message: Msg) {
         let (node_code, message_code) = (
             match to {
-                Node::Router => 0,
+                Node::Router(index) => 200 + u64::from(index),
                 Node::Partition(index) => 1 + index as u64,
                 Node::Gateway(index) => 100 + index as u64,
                 Node::Member(index, member) => 1_000 + 8 * index as u64 + u64::from(member),
@@ -1844,11 +1740,7 @@ impl BypassSimulation {
         self.hash(self.now);
         self.hash(node_code << 8 | message_code);
         match to {
-            Node::Router => {
-                if self.router.forwarder.is_some() {
-                    self.on_router(message);
-                }
-            }
+            Node::Router(index) => self.on_router(index, message),
             Node::Partition(_) => unreachable!("`send` addresses a group's members"),
             Node::Member(index, member) => self.on_member(index, member, message),
             Node::Gateway(index) => self.on_gateway(index, message),
@@ -1863,7 +1755,7 @@ fn message_code(message: &Msg) -> u64 {
         Msg::Stable { .. } => 3,
         Msg::Watermark(_) => 4,
         Msg::StableSet(_) => 5,
-        Msg::Deliver(_) => 6,
+        Msg::Deliver { .. } => 6,
         Msg::Confirm { .. } => 7,
         Msg::Recall { .. } => 10,
         Msg::MultiAnswer { .. } => 11,

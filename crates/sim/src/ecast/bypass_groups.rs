@@ -199,7 +199,9 @@ impl BypassSimulation {
             Msg::PartitionRequest { request } => {
                 self.step_member(index, member, Input::Message(Message::Request(request)))
             }
-            Msg::Deliver(deliveries) => self.member_deliver(index, member, deliveries),
+            Msg::Deliver { router, deliveries } => {
+                self.member_deliver(index, member, router, deliveries)
+            }
             Msg::Watermark(watermark) => {
                 let Some(duty) = self.duty_mut(index, member) else {
                     return;
@@ -299,7 +301,7 @@ impl BypassSimulation {
 
     /// The router's deliveries at member `member`: its duty (if it is the primary) queues this
     /// group's shares and cuts.
-    fn member_deliver(&mut self, index: usize, member: u8, deliveries: Vec<Delivery>) {
+    fn member_deliver(&mut self, index: usize, member: u8, router: u8, deliveries: Vec<Delivery>) {
         let slot = &mut self.partitions[index].members[member as usize];
         for delivery in &deliveries {
             slot.lifecycle.see_version(delivery.version);
@@ -356,7 +358,7 @@ impl BypassSimulation {
         }
         let planning = self.planning();
         let duty = self.duty_mut(index, member).expect("checked above");
-        duty.deliver(ReplicaIndex(0), queued, planning, &groupings, process);
+        duty.deliver(ReplicaIndex(router), queued, planning, &groupings, process);
         self.submit(index, member);
     }
 
@@ -453,9 +455,9 @@ impl BypassSimulation {
         let duty = self.duty_mut(index, member).expect("checked above");
         match duty.on_reply(&reply) {
             DutyReply::Stale | DutyReply::Quiet => {}
-            DutyReply::Confirm { admitted, .. } => self.send(
+            DutyReply::Confirm { router, admitted } => self.send(
                 Node::Member(index, member),
-                Node::Router,
+                Node::Router(router.0),
                 Msg::Confirm {
                     process,
                     delivered: admitted,
