@@ -18,13 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs/bench/peers.json"
 TARGET = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "docs/bench/peers.png"
 
-SYSTEMS = ["etcd", "redis", "tessera"]
+SYSTEMS = ["etcd", "redis", "tessera", "tessera-disk"]
 NAMES = {
     "etcd": "etcd 3 members (fsync on)",
     "redis": "Redis 1 server (no persistence)",
-    "tessera": "Tessera 3 replicas (memory durability)",
+    "tessera": "Tessera dev cluster (memory)",
+    "tessera-disk": "Tessera dev cluster (disk, fsync on)",
 }
-COLOURS = {"etcd": "#4C72B0", "redis": "#C44E52", "tessera": "#55A868"}
+COLOURS = {"etcd": "#4C72B0", "redis": "#C44E52", "tessera": "#55A868", "tessera-disk": "#8172B2"}
 
 
 def mix(read_percent):

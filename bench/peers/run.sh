@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Peer benchmark: Tessera (3 replicas, memory durability) against etcd (3 members, fsync on) and a
-# single redis-server (no persistence), all on 127.0.0.1, with the same closed-loop workload:
+# Peer benchmark: Tessera's default cluster (`tessera dev`: 3 routers, 3 storage processes,
+# partitions in VR groups of 3), in memory and with `--durability disk`, against etcd (3
+# members, fsync on) and a single redis-server (no persistence), all on 127.0.0.1, with the same
+# closed-loop workload:
 # 1 and 64 clients, SET-only and 50/50 GET/SET, uniform keys "key:%012d" over KEYS keys, 100-byte
 # values. One system runs at a time. Then `redis-benchmark -t set,get -P 16` against Tessera (and
 # against redis for reference).
@@ -12,8 +14,9 @@
 #   DURATION=8 WARMUP=1 KEYS=100000 VALUE_SIZE=100   the workload
 #   ETCD_CONNS=8            gRPC connections the etcd loader's clients share (min(clients, this))
 #   ETCD_DATA_ROOT=/dev/shm put etcd's data on tmpfs instead of the default temporary dir on disk
-#   TESSERA_PORT=7001       RESP port of Tessera replica 0 (peers on +100); if it or a neighbour
-#                           is taken, the next free block of 7201, 7401, ... is used
+#   TESSERA_PORT=7001       RESP port of storage process 1 (E-Cast +100, routers +200, metrics
+#                           +400 and +500); if one is taken, the next free block of 7601, 8201,
+#                           ... is used
 #   SKIP_TESSERA_BUILD=1    use target/release/tessera as it is, do not run cargo build
 #   SKIP_INSTALL=1          do not apt-get / pip install anything
 set -euo pipefail
@@ -127,17 +130,20 @@ if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
 fi
 [[ -x "$TESSERA" ]] || { log "$TESSERA is missing (run cargo build --release -p tessera)"; exit 1; }
 
-# Pick Tessera's ports: replica i on port+i, its peer port on port+100+i.
+# Pick Tessera's ports: storage process i's RESP on port+i-1, E-Cast +100, routers +200,
+# metrics +400 (storage) and +500 (routers); no PostgreSQL listener.
 tessera_ports_free() {
     local base=$1
-    for offset in 0 1 2 100 101 102; do port_free $((base + offset)) || return 1; done
+    for offset in 0 1 2 100 101 102 200 201 202 400 401 402 500 501 502; do
+        port_free $((base + offset)) || return 1
+    done
 }
 REQUESTED_TESSERA_PORT=${TESSERA_PORT:-7001}
 TESSERA_PORT=$REQUESTED_TESSERA_PORT
 until tessera_ports_free "$TESSERA_PORT"; do
     if ((TESSERA_PORT > 9000)); then log "no free ports for Tessera"; exit 1; fi
-    log "Tessera ports $TESSERA_PORT.. are in use (by something else); trying $((TESSERA_PORT + 200))"
-    TESSERA_PORT=$((TESSERA_PORT + 200))
+    log "Tessera ports $TESSERA_PORT.. are in use (by something else); trying $((TESSERA_PORT + 600))"
+    TESSERA_PORT=$((TESSERA_PORT + 600))
 done
 require_free "${ETCD_CLIENT_PORTS[@]}" "${ETCD_PEER_PORTS[@]}" "$REDIS_PORT"
 
@@ -249,7 +255,7 @@ for attempt in $(seq 60); do
     ((attempt == 60)) && { log "etcd did not become healthy; see $WORK/logs"; exit 1; }
     sleep 0.5
 done
-# Clients talk to the leader only, as the Tessera clients talk to replica 0 (the primary of view 0).
+# Clients talk to the leader only (every write and linearizable read goes through it anyway).
 ETCD_LEADER=$(ETCDCTL_API=3 etcdctl --endpoints "$ETCD_ENDPOINTS" endpoint status -w json | python3 -c '
 import json, sys
 for member in json.load(sys.stdin):
@@ -263,8 +269,8 @@ stop_from "$first"
 log "etcd stopped"
 
 # ---------------------------------------------------------------- redis
-resp_load() { # SYSTEM CLIENTS READS (needs RESP_PORT, RESP_LABEL)
-    run_load "$1" "$2" "$3" "$TESSERA" bench kv --nodes "127.0.0.1:$RESP_PORT" --clients "$2" \
+resp_load() { # SYSTEM CLIENTS READS (needs RESP_NODES, RESP_LABEL)
+    run_load "$1" "$2" "$3" "$TESSERA" bench kv --nodes "$RESP_NODES" --clients "$2" \
         --pipeline 1 --keys "$KEYS" --value-size "$VALUE_SIZE" --read-percent "$3" \
         --duration "$DURATION" --warmup "$WARMUP" --label "$RESP_LABEL"
 }
@@ -292,33 +298,42 @@ timeout 600 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appen
     --daemonize no --dir "$WORK" >"$WORK/logs/redis.log" 2>&1 &
 PIDS+=($!)
 wait_for_pong "$REDIS_PORT" "${PIDS[-1]}"
-RESP_PORT=$REDIS_PORT RESP_LABEL="redis-1 (no persistence)" each_workload redis resp_load
+RESP_NODES=127.0.0.1:$REDIS_PORT RESP_LABEL="redis-1 (no persistence)" each_workload redis resp_load
 redis_benchmark redis "$REDIS_PORT"
 stop_from "$first"
 log "redis stopped"
 
 # ---------------------------------------------------------------- tessera
-log "starting tessera dev --durability memory --port $TESSERA_PORT"
-first=${#PIDS[@]}
-timeout 600 "$TESSERA" dev --durability memory --port "$TESSERA_PORT" \
-    --data-dir "$WORK/tessera" >"$WORK/logs/tessera-dev.log" 2>&1 </dev/null &
-PIDS+=($!)
-wait_for_pong "$TESSERA_PORT" "${PIDS[-1]}"
-RESP_PORT=$TESSERA_PORT RESP_LABEL="tessera-3 (memory)" each_workload tessera resp_load
-redis_benchmark tessera "$TESSERA_PORT"
-stop_from "$first"
-cp "$WORK/tessera/"r*.log "$WORK/logs/" 2>/dev/null || true
-log "tessera stopped"
+# The default cluster, run open (`--insecure`: the load generators do not log in), once in
+# memory and once with a write-ahead log per replica (`--durability disk`, group commit, fsync
+# on); the clients are spread round-robin over the three storage processes' gateways.
+TESSERA_NODES="127.0.0.1:$TESSERA_PORT,127.0.0.1:$((TESSERA_PORT + 1)),127.0.0.1:$((TESSERA_PORT + 2))"
+for durability in memory disk; do
+    system=tessera
+    [[ $durability == disk ]] && system=tessera-disk
+    log "starting tessera dev --insecure --durability $durability --port $TESSERA_PORT"
+    first=${#PIDS[@]}
+    timeout 900 "$TESSERA" dev --insecure --durability "$durability" --port "$TESSERA_PORT" \
+        --pg-port 0 --data-dir "$WORK/$system" >"$WORK/logs/$system-dev.log" 2>&1 </dev/null &
+    PIDS+=($!)
+    for port in $TESSERA_PORT $((TESSERA_PORT + 1)) $((TESSERA_PORT + 2)); do
+        wait_for_pong "$port" "${PIDS[-1]}"
+    done
+    RESP_NODES=$TESSERA_NODES RESP_LABEL="tessera dev ($durability)" each_workload "$system" resp_load
+    redis_benchmark "$system" "$TESSERA_PORT"
+    stop_from "$first"
+    log "tessera ($durability) stopped"
+done
 
 # ---------------------------------------------------------------- results
 python3 - "$WORK" "$OUT/peers.json" <<'EOF'
 import glob, json, os, sys
 work, out = sys.argv[1:]
-order = {"etcd": 0, "redis": 1, "tessera": 2}
+order = {"etcd": 0, "redis": 1, "tessera": 2, "tessera-disk": 3}
 runs = [json.load(open(p)) for p in glob.glob(os.path.join(work, "json", "*.json"))]
 runs.sort(key=lambda r: (order.get(r["system"], 9), r["read_percent"], r["clients"]))
 bench = {}
-for name in ("tessera", "redis"):
+for name in ("tessera", "tessera-disk", "redis"):
     path = os.path.join(work, f"redis-benchmark-{name}.txt")
     if os.path.exists(path):
         bench[name] = open(path).read().strip().splitlines()
