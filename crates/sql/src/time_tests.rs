@@ -394,12 +394,18 @@ fn the_default_keyword_in_values_takes_the_columns_default() {
 
 #[test]
 fn int2_binary_parameters_widen_to_integer() {
+    // A parameter the client declared int2 (psycopg) widens; an INT parameter still needs 4
+    // bytes, as in PostgreSQL.
     assert_eq!(
-        types::decode_binary(&[0xff, 0xfe], DataType::Int).unwrap(),
+        types::decode_binary_int2(&[0xff, 0xfe]).unwrap(),
         Value::Int(-2)
     );
     assert_eq!(
-        types::decode_binary(&[0, 0, 1], DataType::Int)
+        types::decode_binary_int2(&[0, 0, 1]).unwrap_err().code,
+        "22P03"
+    );
+    assert_eq!(
+        types::decode_binary(&[0xff, 0xfe], DataType::Int)
             .unwrap_err()
             .code,
         "22P03"
