@@ -120,6 +120,9 @@ pub enum Function {
     Record,
     /// Field `k` of a record built by `Record`.
     RecordField(usize),
+    /// `x = ANY(array)` over a catalog array (space-separated integers such as `indkey`):
+    /// true when `x` is one of the elements, NULL when the array is NULL.
+    ArrayContains,
     /// A function answering a constant (`version()`, `current_schema()`, …): evaluated at
     /// compile time, so it never appears in a compiled expression.
     Constant,
@@ -139,6 +142,7 @@ impl Function {
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
+            | Function::ArrayContains
             | Function::Constant => return None,
         })
     }
@@ -674,6 +678,16 @@ impl Compiler<'_, '_> {
                 let operand = self.compile(expr, None)?;
                 self.subquery(subquery, SubqueryKind::In(Box::new(operand), *negated))?
             }
+            Expr::AnyOp {
+                left,
+                compare_op: ast::BinaryOperator::Eq,
+                right,
+                ..
+            } if self.in_catalog_query() && !matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let element = self.compile(left, None)?;
+                let array = self.compile(right, None)?;
+                Scalar::Call(Function::ArrayContains, vec![element, array])
+            }
             other => return Err(SqlError::unsupported(format!("expression {other}"))),
         })
     }
@@ -1148,6 +1162,14 @@ impl Compiler<'_, '_> {
         Ok(Some(Scalar::Constant(value)))
     }
 
+    /// Whether the scope is a catalog query's (its columns come from virtual catalog tables).
+    fn in_catalog_query(&self) -> bool {
+        self.scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog)
+    }
+
     /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
     /// o)` is `o` (exact for `attnum`, dense from 1 per table here) and
     /// `_pg_expandarray(a)` the record of the row's expanded element (`expand_set_returning`).
@@ -1156,15 +1178,21 @@ impl Compiler<'_, '_> {
         name: &str,
         function: &ast::Function,
     ) -> Result<Option<Scalar>, SqlError> {
-        let catalog_query = self
-            .scope
-            .columns
-            .iter()
-            .any(|column| column.virtual_catalog);
-        if !catalog_query {
+        if !self.in_catalog_query() {
             return Ok(None);
         }
         match name {
+            "unnest" | "generate_subscripts" => {
+                let hidden = if name == "unnest" {
+                    crate::pg_catalog::EXPANDED_ELEMENT
+                } else {
+                    crate::pg_catalog::EXPANDED_INDEX
+                };
+                match self.scope.resolve(&[hidden.to_string()]) {
+                    Ok(position) => Ok(Some(Scalar::Column(position))),
+                    Err(_) => Err(SqlError::unsupported(format!("{name} here"))),
+                }
+            }
             "row_number" => {
                 let Some(ast::WindowType::WindowSpec(spec)) = &function.over else {
                     return Ok(None);
@@ -1369,6 +1397,7 @@ impl Scalar {
                     Some(text)
                 }
                 Function::RecordField(_) => Some(DataType::Int),
+                Function::ArrayContains => Some(DataType::Boolean),
                 Function::Length => Some(DataType::Int),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
@@ -1617,8 +1646,28 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
                 .map_or(Value::Null, Value::Int),
             _ => Value::Null,
         },
+        Function::ArrayContains => array_contains(&values[0], &values[1]),
         Function::Constant => Value::Null,
     })
+}
+
+/// `element = ANY(array)` where the array is a catalog array in text form ("1 2", or
+/// PostgreSQL's "{1,2}"): NULL if either is NULL, else whether some element equals `element`
+/// (compared as integers when both parse, else as text).
+fn array_contains(element: &Value, array: &Value) -> Value {
+    let (Some(needle), Value::Text(array)) = (crate::types::encode_text(element), array) else {
+        return Value::Null;
+    };
+    let found = array
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .any(|item| match (item.parse::<i64>(), needle.parse::<i64>()) {
+            (Ok(item), Ok(needle)) => item == needle,
+            _ => item == needle,
+        });
+    Value::Boolean(found)
 }
 
 impl Scalar {

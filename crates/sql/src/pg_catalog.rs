@@ -84,6 +84,9 @@ const VIRTUAL_PG_CATALOG: &[&str] = &[
     "pg_statistic_ext",
     "pg_publication",
     "pg_trigger",
+    "pg_sequence",
+    "pg_sequences",
+    "pg_enum",
 ];
 const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "tables",
@@ -169,9 +172,30 @@ fn type_rows() -> Vec<Vec<Value>> {
                 int8(0),
                 int8(0),
                 int8(0),
+                int8(array_type_oid(*data_type)),
+                Value::Null,
             ]
         })
         .collect()
+}
+
+/// The oid of PostgreSQL's array type over `data_type` (`pg_type.typarray`), which drivers read
+/// to register array adapters (psycopg2's `HstoreAdapter.get_oids`, pgjdbc's type cache).
+fn array_type_oid(data_type: DataType) -> i64 {
+    match data_type {
+        DataType::Boolean => 1000,
+        DataType::Int => 1007,
+        DataType::BigInt => 1016,
+        DataType::Double => 1022,
+        DataType::Text { length_max: None } => 1009,
+        DataType::Text {
+            length_max: Some(_),
+        } => 1015,
+        DataType::Bytea => 1001,
+        DataType::Date => 1182,
+        DataType::Timestamp => 1115,
+        DataType::TimestampTz => 1185,
+    }
 }
 
 fn sql_type_name(data_type: DataType) -> String {
@@ -350,6 +374,8 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("typelem", INT8),
                 ("typrelid", INT8),
                 ("typcollation", INT8),
+                ("typarray", INT8),
+                ("typdefault", TEXT),
             ]
         }
         (false, "pg_index") => {
@@ -375,6 +401,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     Value::Boolean(true),
                     Value::Null,
                     Value::Boolean(false),
+                    text(&vec!["0"; key.len()].join(" ")),
+                    Value::Null,
+                    Value::Int(key.len() as i32),
+                    Value::Boolean(true),
+                    Value::Boolean(false),
+                    Value::Boolean(true),
+                    Value::Boolean(true),
                 ]);
                 for (index_at, (_, columns)) in entry.indexes.iter().enumerate() {
                     let positions: Vec<String> = columns
@@ -399,6 +432,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Boolean(true),
                         Value::Null,
                         Value::Boolean(false),
+                        text(&vec!["0"; columns.len()].join(" ")),
+                        Value::Null,
+                        Value::Int(columns.len() as i32),
+                        Value::Boolean(true),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
                     ]);
                 }
             }
@@ -413,6 +453,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("indisvalid", BOOL),
                 ("indpred", TEXT),
                 ("indisreplident", BOOL),
+                ("indoption", TEXT),
+                ("indexprs", TEXT),
+                ("indnkeyatts", INT4),
+                ("indimmediate", BOOL),
+                ("indisexclusion", BOOL),
+                ("indisready", BOOL),
+                ("indislive", BOOL),
             ]
         }
         (false, "pg_am") => {
@@ -499,6 +546,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     Value::Boolean(false),
                     Value::Boolean(false),
                     Value::Boolean(true),
+                    Value::Null,
+                    text(" "),
+                    text(" "),
+                    text(" "),
+                    int8(0),
                 ]);
             }
             vec![
@@ -514,6 +566,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("condeferrable", BOOL),
                 ("condeferred", BOOL),
                 ("convalidated", BOOL),
+                ("confkey", TEXT),
+                ("confupdtype", TEXT),
+                ("confdeltype", TEXT),
+                ("confmatchtype", TEXT),
+                ("contypid", INT8),
             ]
         }
         (false, "pg_description") => vec![
@@ -551,6 +608,37 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("inhdetachpending", BOOL),
         ],
         (false, "pg_collation") => vec![("oid", INT8), ("collname", TEXT)],
+        // No enum types (CREATE TYPE is refused).
+        (false, "pg_enum") => vec![
+            ("oid", INT8),
+            ("enumtypid", INT8),
+            ("enumsortorder", DataType::Double),
+            ("enumlabel", TEXT),
+        ],
+        // Sequences are not built (SERIAL and CREATE SEQUENCE are refused), so both are empty.
+        (false, "pg_sequence") => vec![
+            ("seqrelid", INT8),
+            ("seqtypid", INT8),
+            ("seqstart", INT8),
+            ("seqincrement", INT8),
+            ("seqmax", INT8),
+            ("seqmin", INT8),
+            ("seqcache", INT8),
+            ("seqcycle", BOOL),
+        ],
+        (false, "pg_sequences") => vec![
+            ("schemaname", TEXT),
+            ("sequencename", TEXT),
+            ("sequenceowner", TEXT),
+            ("data_type", TEXT),
+            ("start_value", INT8),
+            ("min_value", INT8),
+            ("max_value", INT8),
+            ("increment_by", INT8),
+            ("cycle", BOOL),
+            ("cache_size", INT8),
+            ("last_value", INT8),
+        ],
         (false, "pg_policy" | "pg_statistic_ext" | "pg_publication" | "pg_trigger") => {
             vec![("oid", INT8)]
         }
@@ -1005,9 +1093,11 @@ fn join(
 pub const EXPANDED_ELEMENT: &str = "_pg_expandarray.x";
 pub const EXPANDED_INDEX: &str = "_pg_expandarray.n";
 
-/// `information_schema._pg_expandarray(array)` in a catalog select list is set-returning: each
-/// row becomes one row per element of the array (our arrays are space-separated text such as
-/// `indkey` "1 2"), with the element and its index in two hidden columns.
+/// `information_schema._pg_expandarray(array)`, `unnest(array)` and
+/// `generate_subscripts(array, 1)` in a catalog select list are set-returning: each row becomes
+/// one row per element of the array (our arrays are space-separated text such as `indkey`
+/// "1 2"), with the element and its index in two hidden columns (`unnest` is the element,
+/// `generate_subscripts` the index).
 pub fn expand_set_returning(
     select: &ast::Select,
     rows: &mut Vec<Vec<Value>>,
@@ -1035,11 +1125,23 @@ pub fn expand_set_returning(
                 .0
                 .last()
                 .and_then(|part| part.as_ident())
-                .is_some_and(|ident| ident_name(ident) == "_pg_expandarray");
+                .is_some_and(|ident| {
+                    matches!(
+                        ident_name(ident).as_str(),
+                        "_pg_expandarray" | "unnest" | "generate_subscripts"
+                    )
+                });
             if let (true, ast::FunctionArguments::List(list)) = (is_expand, &function.args) {
-                if let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(argument_expr))] =
-                    list.args.as_slice()
+                if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(argument_expr))) =
+                    list.args.first()
                 {
+                    // Several set-returning calls expand in step (as PostgreSQL zips them):
+                    // here only over one array.
+                    if argument.is_some_and(|known| known != argument_expr) {
+                        return Err(SqlError::unsupported(
+                            "set-returning functions over different arrays in one select list",
+                        ));
+                    }
                     argument = Some(argument_expr);
                 }
             }
@@ -1120,6 +1222,20 @@ pub fn subquery(
         },
         Some(_) => return Err(SqlError::unsupported("this LIMIT in a subquery")),
     };
+    if provably_empty(query).is_some() {
+        // Reads an empty catalog table (`pg_sequence`, `pg_description`, …): no rows, so NULL,
+        // false or not-in whatever it selects, as for a whole query (`provably_empty`).
+        return Ok(Subquery {
+            rows: Vec::new(),
+            filter: None,
+            projection: None,
+            data_type: None,
+            kind,
+            limit,
+            table: None,
+            aggregates: Vec::new(),
+        });
+    }
     let (rows, inner) = if select.from.is_empty() {
         (vec![Vec::new()], Scope::default())
     } else {
@@ -1178,7 +1294,9 @@ pub fn subquery(
 /// catalog table) answers no rows without being compiled.
 const EMPTY_TABLES: &[&str] = &[
     "pg_description",
-    "pg_attrdef",
+    "pg_enum",
+    "pg_sequence",
+    "pg_sequences",
     "pg_inherits",
     "pg_collation",
     "pg_policy",
