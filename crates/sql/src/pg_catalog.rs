@@ -87,6 +87,7 @@ const VIRTUAL_PG_CATALOG: &[&str] = &[
     "pg_sequence",
     "pg_sequences",
     "pg_enum",
+    "pg_settings",
 ];
 const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "tables",
@@ -262,6 +263,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         text("d"),
                         Value::Null,
                         int8(0),
+                        Value::Int(0),
                     ]
                 };
                 let hidden = usize::from(schema.row_id_column().is_some());
@@ -317,6 +319,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("relreplident", TEXT),
                 ("reloptions", TEXT),
                 ("reltoastrelid", INT8),
+                ("relpages", INT4),
             ]
         }
         (false, "pg_attribute") => {
@@ -608,6 +611,32 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("inhdetachpending", BOOL),
         ],
         (false, "pg_collation") => vec![("oid", INT8), ("collname", TEXT)],
+        // The server's fixed limits that drivers read here (pgjdbc's getImportedKeys reads
+        // max_index_keys); the session's settings are answered by SHOW, not listed here.
+        (false, "pg_settings") => {
+            for (setting, value, unit) in [
+                ("max_index_keys", "32", None),
+                ("max_identifier_length", "63", None),
+                ("block_size", "8192", None),
+                ("server_encoding", "UTF8", None),
+                ("integer_datetimes", "on", None),
+            ] {
+                rows.push(vec![
+                    text(setting),
+                    text(value),
+                    unit.map_or(Value::Null, text),
+                    text("Preset Options"),
+                    text("internal"),
+                ]);
+            }
+            vec![
+                ("name", TEXT),
+                ("setting", TEXT),
+                ("unit", TEXT),
+                ("category", TEXT),
+                ("context", TEXT),
+            ]
+        }
         // No enum types (CREATE TYPE is refused).
         (false, "pg_enum") => vec![
             ("oid", INT8),
@@ -778,7 +807,7 @@ pub fn is_catalog_relation(factor: &TableFactor) -> Result<bool, SqlError> {
             let (schema, table) = split_name(&parts)?;
             match args {
                 None => is_virtual(schema, table),
-                Some(_) => table == "pg_partition_ancestors",
+                Some(_) => matches!(table, "pg_partition_ancestors" | "generate_series"),
             }
         }
         TableFactor::Derived { .. } => true,
@@ -809,6 +838,64 @@ fn virtual_scope(qualifier: &str, columns: Vec<(String, DataType)>) -> Scope {
     )
 }
 
+/// Most rows `generate_series` may produce in a catalog query.
+pub const SERIES_ROWS_MAX: i64 = 10_000;
+
+/// `generate_series(start, stop)` in a catalog query's FROM (pgjdbc's `getImportedKeys` joins
+/// `generate_series(1, max_index_keys) pos(n)`): one INT row per integer from start to stop,
+/// named by the alias's column (else the alias, else `generate_series`); at most `SERIES_ROWS_MAX` rows (54000).
+fn generate_series(
+    args: &[ast::FunctionArg],
+    alias: Option<&ast::TableAlias>,
+    qualifier: &str,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<(Scope, Vec<Vec<Value>>), SqlError> {
+    let scope = Scope::default();
+    let mut bounds = Vec::new();
+    for arg in args {
+        let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) = arg else {
+            return Err(SqlError::unsupported("named arguments of generate_series"));
+        };
+        let value = Compiler {
+            scope: &scope,
+            parameters,
+            mode: Mode::Row,
+            catalog: Some(catalog),
+        }
+        .compile(expr, Some(INT8))?
+        .evaluate(&[])?;
+        bounds.push(crate::expr::cast_value(&value, INT8)?);
+    }
+    let (start, stop) = match bounds.as_slice() {
+        [Value::BigInt(start), Value::BigInt(stop)] => (*start, *stop),
+        [_, _] => (1, 0),
+        _ => {
+            return Err(SqlError::unsupported(
+                "generate_series with other than two integer arguments",
+            ))
+        }
+    };
+    if stop.saturating_sub(start) >= SERIES_ROWS_MAX {
+        return Err(SqlError::new(
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
+            format!("generate_series in catalog queries is limited to {SERIES_ROWS_MAX} rows"),
+        ));
+    }
+    // As in PostgreSQL: the alias's column, else the alias itself, else the function's name.
+    let name = match alias {
+        Some(alias) => alias
+            .columns
+            .first()
+            .map_or(ident_name(&alias.name), |column| ident_name(&column.name)),
+        None => "generate_series".to_string(),
+    };
+    let rows = (start..=stop)
+        .map(|number| vec![Value::Int(i32::try_from(number).unwrap_or(i32::MAX))])
+        .collect();
+    Ok((virtual_scope(qualifier, vec![(name, INT4)]), rows))
+}
+
 fn relation(
     factor: &TableFactor,
     oids: &Oids,
@@ -825,6 +912,15 @@ fn relation(
                 .as_ref()
                 .map(|alias| ident_name(&alias.name))
                 .unwrap_or(table.to_string());
+            if let (Some(args), "generate_series") = (args, table) {
+                return generate_series(
+                    &args.args,
+                    alias.as_ref(),
+                    &qualifier,
+                    catalog,
+                    parameters,
+                );
+            }
             if let Some(args) = args {
                 // pg_partition_ancestors(rel): a table is its own only ancestor here.
                 if table != "pg_partition_ancestors" || args.args.len() != 1 {
@@ -1381,6 +1477,46 @@ pub fn provably_empty(query: &ast::Query) -> Option<Vec<String>> {
 
 /// Object definitions by oid: `CREATE INDEX …` for index oids, `PRIMARY KEY (…)` for
 /// constraint oids (for `pg_get_indexdef`, `pg_get_constraintdef`).
+/// `pg_get_indexdef(index, k, …)` looks up `index × INDEX_COLUMN_KEY + k` in `index_columns`.
+pub const INDEX_COLUMN_KEY: i64 = 1_000;
+
+/// For `pg_get_indexdef(index, k, pretty)`: at `index × INDEX_COLUMN_KEY + k` the name of the
+/// index's column k (from 1), and at `index × INDEX_COLUMN_KEY` the whole definition.
+pub fn index_columns(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
+    let whole = definitions(catalog);
+    let mut columns = std::collections::BTreeMap::new();
+    let entries: Vec<crate::catalog::TableEntry> = catalog
+        .table_names()
+        .iter()
+        .filter_map(|name| catalog.table(name))
+        .collect();
+    for (at, entry) in entries.iter().enumerate() {
+        let oid = FIRST_TABLE_OID + 100 * at as i64;
+        let schema = &entry.schema;
+        let mut indexes: Vec<(i64, Vec<String>)> = Vec::new();
+        if schema.row_id_column().is_none() {
+            let key = schema
+                .primary_key
+                .iter()
+                .map(|position| schema.columns[*position].name.clone())
+                .collect();
+            indexes.push((oid + 1, key));
+        }
+        for (index_at, (_, names)) in entry.indexes.iter().enumerate() {
+            indexes.push((oid + 2 + index_at as i64, names.clone()));
+        }
+        for (index, names) in indexes {
+            if let Some(definition) = whole.get(&index) {
+                columns.insert(index * INDEX_COLUMN_KEY, definition.clone());
+            }
+            for (k, name) in names.into_iter().enumerate() {
+                columns.insert(index * INDEX_COLUMN_KEY + k as i64 + 1, name);
+            }
+        }
+    }
+    columns
+}
+
 pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
     let oids = Oids {
         tables: catalog

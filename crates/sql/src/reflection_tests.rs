@@ -227,3 +227,115 @@ fn sqlalchemy_finds_no_foreign_unique_or_check_constraints() {
                      and relname='authors'";
     assert_eq!(rows(&mut cluster, has_table), vec![vec![text("authors")]]);
 }
+
+/// pgjdbc 42.7's getIndexInfo (server 9.6 and later), with the table's schema and name.
+#[test]
+fn pgjdbc_index_info_lists_every_index_column() {
+    let mut cluster = authors();
+    let query = "SELECT     tmp.TABLE_CAT AS \"TABLE_CAT\",     tmp.TABLE_SCHEM AS \"TABLE_SCHEM\",     tmp.TABLE_NAME AS \"TABLE_NAME\",     tmp.NON_UNIQUE AS \"NON_UNIQUE\",     tmp.INDEX_QUALIFIER AS \"INDEX_QUALIFIER\",     tmp.INDEX_NAME AS \"INDEX_NAME\",     tmp.TYPE AS \"TYPE\",     tmp.ORDINAL_POSITION AS \"ORDINAL_POSITION\",     trim(both '\"' from pg_catalog.pg_get_indexdef(tmp.CI_OID, tmp.ORDINAL_POSITION, false)) AS \"COLUMN_NAME\",   CASE tmp.AM_NAME     WHEN 'btree' THEN CASE tmp.I_INDOPTION[tmp.ORDINAL_POSITION - 1] & 1::smallint       WHEN 1 THEN 'D'       ELSE 'A'     END     ELSE NULL   END AS \"ASC_OR_DESC\",     tmp.CARDINALITY AS \"CARDINALITY\",     tmp.PAGES AS \"PAGES\",     tmp.FILTER_CONDITION AS \"FILTER_CONDITION\",     tmp.REMARKS AS \"REMARKS\"FROM (SELECT current_database() AS TABLE_CAT,  n.nspname AS TABLE_SCHEM,   ct.relname AS TABLE_NAME, NOT i.indisunique AS NON_UNIQUE,   NULL AS INDEX_QUALIFIER, ci.relname AS INDEX_NAME,   CASE i.indisclustered     WHEN true THEN 1    ELSE CASE am.amname       WHEN 'hash' THEN 2      ELSE 3    END   END AS TYPE,   (information_schema._pg_expandarray(i.indkey)).n AS ORDINAL_POSITION,   ci.reltuples AS CARDINALITY,   ci.relpages AS PAGES,   pg_catalog.pg_get_expr(i.indpred, i.indrelid) AS FILTER_CONDITION,   ci.oid AS CI_OID,   i.indoption AS I_INDOPTION,   am.amname AS AM_NAME,   d.description AS REMARKS FROM pg_catalog.pg_class ct   JOIN pg_catalog.pg_namespace n ON (ct.relnamespace = n.oid)   JOIN pg_catalog.pg_index i ON (ct.oid = i.indrelid)   JOIN pg_catalog.pg_class ci ON (ci.oid = i.indexrelid)   JOIN pg_catalog.pg_am am ON (ci.relam = am.oid)   LEFT JOIN pg_catalog.pg_description d ON (ci.oid = d.objoid) WHERE true  AND n.nspname = 'public' AND ct.relname = 'authors' ) AS tmp ORDER BY \"NON_UNIQUE\", \"TYPE\", \"INDEX_NAME\", \"ORDINAL_POSITION\" ";
+    let found: Vec<Vec<Value>> = rows(&mut cluster, query)
+        .into_iter()
+        .map(|row| {
+            vec![
+                row[3].clone(),
+                row[5].clone(),
+                row[7].clone(),
+                row[8].clone(),
+                row[9].clone(),
+            ]
+        })
+        .collect();
+    let row = |unique: bool, index: &str, at: i32, column: &str| {
+        vec![
+            Value::Boolean(!unique),
+            text(index),
+            Value::Int(at),
+            text(column),
+            text("A"),
+        ]
+    };
+    assert_eq!(
+        found,
+        vec![
+            row(true, "authors_pkey", 1, "id"),
+            row(false, "authors_rank_name", 1, "rank"),
+            row(false, "authors_rank_name", 2, "name"),
+        ]
+    );
+}
+
+/// pgjdbc's getImportedKeys and getExportedKeys read max_index_keys first, then join
+/// pg_constraint's foreign keys (none here: REFERENCES is refused).
+#[test]
+fn pgjdbc_foreign_key_queries_answer_no_rows() {
+    let mut cluster = authors();
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT setting FROM pg_catalog.pg_settings WHERE name='max_index_keys'"
+        ),
+        vec![vec![text("32")]]
+    );
+    let imported = "SELECT current_database() AS \"PKTABLE_CAT\", pkn.nspname AS \"PKTABLE_SCHEM\", pkc.relname AS \"PKTABLE_NAME\", pka.attname AS \"PKCOLUMN_NAME\", current_database() AS \"FKTABLE_CAT\", fkn.nspname AS \"FKTABLE_SCHEM\", fkc.relname AS \"FKTABLE_NAME\", fka.attname AS \"FKCOLUMN_NAME\", pos.n AS \"KEY_SEQ\", CASE con.confupdtype  WHEN 'c' THEN 0 WHEN 'n' THEN 2 WHEN 'd' THEN 4 WHEN 'r' THEN 1 WHEN 'p' THEN 1 WHEN 'a' THEN 3 ELSE NULL END AS \"UPDATE_RULE\", CASE con.confdeltype  WHEN 'c' THEN 0 WHEN 'n' THEN 2 WHEN 'd' THEN 4 WHEN 'r' THEN 1 WHEN 'p' THEN 1 WHEN 'a' THEN 3 ELSE NULL END AS \"DELETE_RULE\", con.conname AS \"FK_NAME\", pkic.relname AS \"PK_NAME\", CASE  WHEN con.condeferrable AND con.condeferred THEN 5 WHEN con.condeferrable THEN 6 ELSE 7 END AS \"DEFERRABILITY\"  FROM  pg_catalog.pg_namespace pkn, pg_catalog.pg_class pkc, pg_catalog.pg_attribute pka,  pg_catalog.pg_namespace fkn, pg_catalog.pg_class fkc, pg_catalog.pg_attribute fka,  pg_catalog.pg_constraint con,  pg_catalog.generate_series(1, 32) pos(n),  pg_catalog.pg_class pkic WHERE pkn.oid = pkc.relnamespace AND pkc.oid = pka.attrelid AND pka.attnum = con.confkey[pos.n] AND con.confrelid = pkc.oid  AND fkn.oid = fkc.relnamespace AND fkc.oid = fka.attrelid AND fka.attnum = con.conkey[pos.n] AND con.conrelid = fkc.oid  AND con.contype = 'f' AND pkic.oid = con.conindid AND fkn.nspname = 'public' AND fkc.relname = 'authors' ORDER BY pkn.nspname,pkc.relname, con.conname,pos.n";
+    assert_eq!(rows(&mut cluster, imported), Vec::<Vec<Value>>::new());
+}
+
+#[test]
+fn generate_series_is_a_table_function() {
+    let mut cluster = authors();
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT pos.n * 2 FROM generate_series(1, 3) pos(n) ORDER BY 1 DESC"
+        ),
+        vec![
+            vec![Value::Int(6)],
+            vec![Value::Int(4)],
+            vec![Value::Int(2)]
+        ]
+    );
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT s FROM generate_series(2, 5) s WHERE s > 3"
+        ),
+        vec![vec![Value::Int(4)], vec![Value::Int(5)]]
+    );
+    assert_eq!(
+        cluster
+            .run("SELECT * FROM generate_series(1, 100000000)")
+            .unwrap_err()
+            .code,
+        "54000"
+    );
+}
+
+/// What psql 15's `\d+` and `\dt+` call beyond `\d`: `array(subquery)`, `array_to_string`,
+/// `pg_size_pretty` (sizes themselves are not tracked: NULL).
+#[test]
+fn psql_verbose_describe_functions_answer() {
+    let mut cluster = authors();
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT pg_catalog.array_to_string(array(select relname from pg_catalog.pg_class \
+             where relkind = 'i'), ', ') FROM pg_catalog.pg_namespace WHERE nspname = 'public'"
+        ),
+        vec![vec![text("authors_pkey, authors_rank_name")]]
+    );
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT pg_catalog.pg_size_pretty(n), pg_catalog.pg_size_pretty(pg_catalog.pg_table_size(c.oid)) \
+             FROM pg_catalog.pg_class c, (SELECT 8192 AS n) s WHERE c.relname = 'authors'"
+        ),
+        vec![vec![text("8192 bytes"), Value::Null]]
+    );
+    let verbose = "SELECT c.relchecks, pg_catalog.array_to_string(c.reloptions || array(select 'toast.' || x from pg_catalog.unnest(tc.reloptions) x), ', ') \
+                   FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_class tc ON (c.reltoastrelid = tc.oid) \
+                   WHERE c.relname = 'authors'";
+    assert_eq!(
+        rows(&mut cluster, verbose),
+        vec![vec![Value::Int(0), Value::Null]]
+    );
+}

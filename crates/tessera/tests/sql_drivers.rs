@@ -8,11 +8,16 @@
 //! defaulted columns out, a select with a join, then reflection (`inspect(engine)`:
 //! `get_table_names`, `get_columns` with types, nullability and defaults, `get_pk_constraint`,
 //! `get_indexes`, `get_foreign_keys`, `get_unique_constraints`, `get_check_constraints`;
-//! `MetaData.reflect()`), and `drop_all`.
+//! `MetaData.reflect()`), and `drop_all`;
+//! (b) pgjdbc 42.7's `DatabaseMetaData` (`tests/java/MetadataCheck.java`): `getTables`,
+//! `getColumns` (types, sizes, nullability, defaults), `getPrimaryKeys` of a two-column key,
+//! `getIndexInfo` (all and unique only, a two-column secondary index), `getImportedKeys` and
+//! `getExportedKeys` (none: REFERENCES is refused).
 
 mod support;
 
 use runtime::ecast::config::PartitionMode;
+use std::path::Path;
 use std::process::Command;
 use support::partitioned::PartitionedCluster;
 
@@ -59,4 +64,57 @@ fn sqlalchemy_core_creates_joins_and_reflects_the_schema() {
         Some("drop_all: ok"),
         "{lines:?}"
     );
+}
+
+/// The pgjdbc jar `scripts/fetch-pgjdbc` puts in `target/java/` (its version from the script).
+fn pgjdbc_jar() -> std::path::PathBuf {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = std::fs::read_to_string(repository.join("scripts/fetch-pgjdbc"))
+        .expect("scripts/fetch-pgjdbc exists");
+    let version = script
+        .lines()
+        .find_map(|line| line.strip_prefix("version=\""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("scripts/fetch-pgjdbc sets version=\"...\"");
+    let jar = repository.join(format!("target/java/postgresql-{version}.jar"));
+    assert!(
+        jar.is_file(),
+        "{} is missing: run scripts/fetch-pgjdbc (scripts/test runs it)",
+        jar.display()
+    );
+    jar
+}
+
+#[test]
+fn pgjdbc_database_metadata_describes_tables_keys_and_indexes() {
+    let _cluster = PartitionedCluster::dev("jdbcmeta", PartitionMode::Vr, 35020, 35070);
+    let output = Command::new("java")
+        .arg("-cp")
+        .arg(pgjdbc_jar())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/MetadataCheck.java"))
+        .args(["127.0.0.1", "35071"])
+        .output()
+        .expect("java (17 or later) is installed");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // MetadataCheck asserts each answer; the lines say what was checked.
+    for call in [
+        "getTables:",
+        "getColumns:",
+        "getPrimaryKeys: [region #1 orders_pkey, id #2 orders_pkey]",
+        "getIndexInfo:",
+        "getIndexInfo unique: [orders_pkey region, orders_pkey id]",
+        "getImportedKeys: 0",
+        "getExportedKeys: 0",
+        "done",
+    ] {
+        assert!(
+            stdout.lines().any(|line| line.starts_with(call)),
+            "{call}: {stdout}"
+        );
+    }
 }
