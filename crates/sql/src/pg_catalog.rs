@@ -2,46 +2,52 @@
 //! `Catalog` at planning time, so that the catalog queries of psql and drivers run through the
 //! ordinary gateway pipeline (filter, group, sort, limit, project) with no engine involved.
 //!
-//! Checked by the tests against the exact text of psql 15's `\dt` and `\d table` (every query
-//! of describeOneTableDetails for a plain table, footers included) and pgjdbc 42's
-//! `getTables`, `getColumns` and `getPrimaryKeys`.
+//! Checked by the tests against the exact text of psql 15's `\dt`, `\d table` and `\d+ table`
+//! (the real-process test compares with what PostgreSQL 15 prints), pgjdbc 42's
+//! `getTables`, `getColumns`, `getPrimaryKeys`, `getIndexInfo` and `getImportedKeys`, and
+//! SQLAlchemy 1.4's PostgreSQL reflection (`reflection_tests.rs` holds their queries verbatim).
 //!
 //! Supported in catalog queries:
 //! - the tables below, with the columns those clients read; `[INNER|LEFT|CROSS] JOIN … ON`
 //!   and comma joins (nested loops over materialised rows; every WHERE conjunct is applied as
 //!   soon as its tables are joined, and joins stop at `JOIN_ROWS_MAX` rows with 54000);
-//! - derived tables (`FROM (SELECT …) alias`) over catalog tables;
-//! - correlated scalar subqueries, `EXISTS` and `IN (SELECT …)` over catalog tables (no
-//!   aggregates, ORDER BY or UNION inside);
+//! - derived tables (`FROM (SELECT …) alias`) over catalog tables, and
+//!   `generate_series(a, b)` in FROM (at most `SERIES_ROWS_MAX` rows);
+//! - correlated scalar subqueries, `EXISTS`, `IN (SELECT …)` and `ARRAY(SELECT …)` over
+//!   catalog tables (no aggregates, ORDER BY or UNION inside);
 //! - every gateway expression, `~`/`!~`/`OPERATOR(pg_catalog.~)` with a small regex subset,
 //!   `COLLATE` (ignored), casts to `regclass`/`oid`/`regtype` (no-ops: compare oids with
-//!   numbers or numeric strings, as psql does), `format_type`, `pg_get_indexdef`,
-//!   `pg_get_constraintdef`, and constant answers for `pg_get_userbyid`,
-//!   `pg_table_is_visible`, `obj_description`, `pg_get_expr`, …;
-//! - `pg_partition_ancestors(rel)` (the table itself), `information_schema._pg_expandarray`
-//!   (set-returning in the select list, over our space-separated `indkey`), and
+//!   numbers or numeric strings, as psql does), `format_type`, `pg_get_indexdef` (also with a
+//!   column number), `pg_get_constraintdef`, `x = ANY(array)`, `array[k]`, `array_to_string`,
+//!   `pg_size_pretty`, `TRIM`, integer `&`, and constant answers for `pg_get_userbyid`,
+//!   `pg_table_is_visible`, `obj_description`, `pg_get_expr`, table sizes (NULL), …;
+//! - `pg_partition_ancestors(rel)` (the table itself); `information_schema._pg_expandarray`,
+//!   `unnest` and `generate_subscripts` set-returning in the select list (expanded together,
+//!   over one of our space-separated arrays such as `indkey`); and
 //!   `row_number() OVER (PARTITION BY p ORDER BY o)` answered as `o` (exact for `attnum`,
 //!   which is dense from 1 per table here).
 //!
 //! Emulation shortcuts, deliberately lenient so that tools degrade instead of failing:
 //! - a query every branch of which (UNION included) inner-joins an empty or unknown catalog
-//!   table answers no rows without being compiled;
-//! - catalog tables not listed below read as empty;
+//!   table answers no rows without being compiled, and such a subquery reads no rows;
 //! - inside a catalog query, a subquery this emulation cannot evaluate reads as NULL.
 //!
-//! Not supported: joins of catalog and user tables, arrays (`indkey`, `conkey` are text such as
-//! "1 2"), `::regclass` of a name, comments (`pg_description` is empty), defaults
-//! (`pg_attrdef` holds the columns' DEFAULTs as text, which `pg_get_expr` returns).
+//! Not supported: joins of catalog and user tables, arrays as a type (`indkey`, `indoption`
+//! are int2vector text such as "1 2", indexed from 0; "{1,2}" text indexes from 1),
+//! `::regclass` of a name, comments (`pg_description` is empty). `pg_attrdef` holds the
+//! columns' DEFAULTs as text, which `pg_get_expr` returns.
 //!
 //! | table | rows |
 //! |---|---|
 //! | `pg_namespace` | pg_catalog (11), public (2200), information_schema |
 //! | `pg_class` | per table (relkind 'r', oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
-//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz) |
-//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes |
+//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz), with `typarray` |
+//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
+//! | `pg_attrdef` | one per column DEFAULT |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
-//! | `pg_description`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
+//! | `pg_settings` | fixed limits only (`max_index_keys`, `max_identifier_length`, …) |
+//! | `pg_description`, `pg_sequence`, `pg_sequences`, `pg_enum`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
 //! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | per table, column, primary key |
 
 use crate::catalog::Catalog;
@@ -342,6 +348,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         int8(0),
                         Value::Int(0),
                         Value::Null,
+                        // PostgreSQL's storage: plain for fixed-length types, extended else.
+                        text(if pg.typlen > 0 { "p" } else { "x" }),
+                        text(""),
+                        Value::Int(-1),
                     ]);
                 }
             }
@@ -360,6 +370,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("attcollation", INT8),
                 ("attndims", INT4),
                 ("attoptions", TEXT),
+                ("attstorage", TEXT),
+                ("attcompression", TEXT),
+                ("attstattarget", INT4),
             ]
         }
         (false, "pg_type") => {

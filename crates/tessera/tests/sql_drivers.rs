@@ -12,7 +12,10 @@
 //! (b) pgjdbc 42.7's `DatabaseMetaData` (`tests/java/MetadataCheck.java`): `getTables`,
 //! `getColumns` (types, sizes, nullability, defaults), `getPrimaryKeys` of a two-column key,
 //! `getIndexInfo` (all and unique only, a two-column secondary index), `getImportedKeys` and
-//! `getExportedKeys` (none: REFERENCES is refused).
+//! `getExportedKeys` (none: REFERENCES is refused);
+//! (c) psql 15's `\d+ table` prints exactly what PostgreSQL 15 prints for the same table
+//! (captured from a real PostgreSQL 15 server), `\di` lists its indexes as PostgreSQL does,
+//! and `\dt+` likewise except the Size column, which is empty (sizes are not tracked).
 
 mod support;
 
@@ -117,4 +120,77 @@ fn pgjdbc_database_metadata_describes_tables_keys_and_indexes() {
             "{call}: {stdout}"
         );
     }
+}
+
+/// psql's aligned output (what a user sees) of `commands`, as the user tessera.
+fn psql_aligned(port: u16, commands: &[&str]) -> String {
+    let mut command = Command::new("psql");
+    command.args(["-X", "-h", "127.0.0.1", "-p", &port.to_string()]);
+    command.args(["-U", "tessera", "-d", "tessera"]);
+    for sql in commands {
+        command.args(["-c", sql]);
+    }
+    let output = command
+        .output()
+        .expect("psql is installed (scripts/test installs postgresql-client)");
+    let mut text = String::from_utf8_lossy(&output.stdout).to_string();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    text
+}
+
+/// `\d+ authors` as PostgreSQL 15 prints it for the table `psql_describes_like_postgres`
+/// creates (psql 15 against PostgreSQL 15.x, captured).
+const POSTGRES_DESCRIBE_VERBOSE: &str = r#"                                                              Table "public.authors"
+ Column  |            Type             | Collation | Nullable |           Default            | Storage  | Compression | Stats target | Description 
+---------+-----------------------------+-----------+----------+------------------------------+----------+-------------+--------------+-------------
+ id      | integer                     |           | not null |                              | plain    |             |              | 
+ name    | text                        |           | not null |                              | extended |             |              | 
+ country | character varying(40)       |           |          | 'unknown'::character varying | extended |             |              | 
+ joined  | timestamp without time zone |           |          | now()                        | plain    |             |              | 
+Indexes:
+    "authors_pkey" PRIMARY KEY, btree (id)
+    "authors_name" btree (name)
+Access method: heap
+
+"#;
+
+#[test]
+fn psql_describes_like_postgres() {
+    let _cluster = PartitionedCluster::dev("psqldescribe", PartitionMode::Vr, 35030, 35080);
+    let created = psql_aligned(
+        35080,
+        &[
+            "CREATE TABLE authors (id INTEGER PRIMARY KEY, name TEXT NOT NULL, \
+             country VARCHAR(40) DEFAULT 'unknown', joined TIMESTAMP DEFAULT now())",
+            "CREATE INDEX authors_name ON authors (name)",
+        ],
+    );
+    assert_eq!(created, "CREATE TABLE\nCREATE INDEX\n");
+    // Through another node: the catalog is read through the primary.
+    assert_eq!(
+        psql_aligned(35081, &["\\d+ authors"]),
+        POSTGRES_DESCRIBE_VERBOSE
+    );
+    assert_eq!(
+        psql_aligned(35082, &["\\di authors*"]),
+        "                 List of relations
+ Schema |     Name     | Type  |  Owner  |  Table  
+--------+--------------+-------+---------+---------
+ public | authors_name | index | tessera | authors
+ public | authors_pkey | index | tessera | authors
+(2 rows)
+
+"
+    );
+    // PostgreSQL prints the size ("8192 bytes"); here it is unknown, so empty.
+    assert_eq!(
+        psql_aligned(35080, &["\\dt+ authors"]),
+        "                                   List of relations
+ Schema |  Name   | Type  |  Owner  | Persistence | Access method | Size | Description 
+--------+---------+-------+---------+-------------+---------------+------+-------------
+ public | authors | table | tessera | permanent   | heap          |      | 
+(1 row)
+
+"
+    );
 }
