@@ -397,34 +397,36 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         (false, "pg_index") => {
             for (at, entry) in tables.iter().enumerate() {
                 let oid = oids.table_oid(at);
-                if entry.schema.row_id_column().is_some() {
-                    continue;
-                }
+                // A table without a primary key has no primary key index (its hidden row id
+                // is not shown), but its secondary indexes are.
+                let hidden_key = entry.schema.row_id_column().is_some();
                 let key: Vec<String> = entry
                     .schema
                     .primary_key
                     .iter()
                     .map(|position| (position + 1).to_string())
                     .collect();
-                rows.push(vec![
-                    int8(oid + 1),
-                    int8(oid),
-                    Value::Boolean(true),
-                    Value::Boolean(true),
-                    text(&key.join(" ")),
-                    Value::Int(key.len() as i32),
-                    Value::Boolean(false),
-                    Value::Boolean(true),
-                    Value::Null,
-                    Value::Boolean(false),
-                    text(&vec!["0"; key.len()].join(" ")),
-                    Value::Null,
-                    Value::Int(key.len() as i32),
-                    Value::Boolean(true),
-                    Value::Boolean(false),
-                    Value::Boolean(true),
-                    Value::Boolean(true),
-                ]);
+                if !hidden_key {
+                    rows.push(vec![
+                        int8(oid + 1),
+                        int8(oid),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
+                        text(&key.join(" ")),
+                        Value::Int(key.len() as i32),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Null,
+                        Value::Boolean(false),
+                        text(&vec!["0"; key.len()].join(" ")),
+                        Value::Null,
+                        Value::Int(key.len() as i32),
+                        Value::Boolean(true),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
+                    ]);
+                }
                 for (index_at, (_, columns)) in entry.indexes.iter().enumerate() {
                     let positions: Vec<String> = columns
                         .iter()

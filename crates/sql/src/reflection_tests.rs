@@ -339,3 +339,27 @@ fn psql_verbose_describe_functions_answer() {
         vec![vec![Value::Int(0), Value::Null]]
     );
 }
+
+/// A table without a primary key shows its secondary indexes (and no primary key index), as
+/// psql's `\d` reads them.
+#[test]
+fn secondary_indexes_of_a_table_without_a_primary_key_are_listed() {
+    let mut cluster = Cluster::new(1);
+    cluster.tag("CREATE TABLE t1 (a INTEGER, b BIGINT NOT NULL)");
+    cluster.tag("CREATE INDEX t1_b ON t1 (b)");
+    let oid = oid_text(&table_oid(&mut cluster, "t1"));
+    let indexes = format!(
+        "SELECT c2.relname, i.indisprimary, pg_catalog.pg_get_indexdef(i.indexrelid, 0, true) \
+         FROM pg_catalog.pg_class c, pg_catalog.pg_class c2, pg_catalog.pg_index i \
+         WHERE c.oid = '{oid}' AND c.oid = i.indrelid AND i.indexrelid = c2.oid \
+         ORDER BY i.indisprimary DESC, c2.relname"
+    );
+    assert_eq!(
+        rows(&mut cluster, &indexes),
+        vec![vec![
+            text("t1_b"),
+            Value::Boolean(false),
+            text("CREATE INDEX t1_b ON public.t1 USING btree (b)")
+        ]]
+    );
+}

@@ -14,7 +14,8 @@
 //! `getIndexInfo` (all and unique only, a two-column secondary index), `getImportedKeys` and
 //! `getExportedKeys` (none: REFERENCES is refused);
 //! (c) psql 15's `\d+ table` prints exactly what PostgreSQL 15 prints for the same table
-//! (captured from a real PostgreSQL 15 server), `\di` lists its indexes as PostgreSQL does,
+//! (captured from a real PostgreSQL 15 server), also for a table without a primary key and
+//! with every other column type, `\di` lists its indexes as PostgreSQL does,
 //! and `\dt+` likewise except the Size column, which is empty (sizes are not tracked).
 
 mod support;
@@ -154,6 +155,24 @@ Access method: heap
 
 "#;
 
+/// `\d+ t1` as PostgreSQL 15 prints it for a table without a primary key, with every other
+/// column type and a two-column index (captured likewise).
+const POSTGRES_DESCRIBE_NO_KEY: &str = r#"                                                    Table "public.t1"
+ Column |           Type           | Collation | Nullable | Default | Storage  | Compression | Stats target | Description 
+--------+--------------------------+-----------+----------+---------+----------+-------------+--------------+-------------
+ a      | integer                  |           |          |         | plain    |             |              | 
+ b      | bigint                   |           | not null |         | plain    |             |              | 
+ c      | date                     |           |          |         | plain    |             |              | 
+ d      | timestamp with time zone |           |          | now()   | plain    |             |              | 
+ e      | bytea                    |           |          |         | extended |             |              | 
+ f      | double precision         |           |          |         | plain    |             |              | 
+ g      | boolean                  |           |          |         | plain    |             |              | 
+Indexes:
+    "t1_b_c" btree (b, c)
+Access method: heap
+
+"#;
+
 #[test]
 fn psql_describes_like_postgres() {
     let _cluster = PartitionedCluster::dev("psqldescribe", PartitionMode::Vr, 35030, 35080);
@@ -182,6 +201,15 @@ fn psql_describes_like_postgres() {
 
 "
     );
+    psql_aligned(
+        35080,
+        &[
+            "CREATE TABLE t1 (a INTEGER, b BIGINT NOT NULL, c DATE, d TIMESTAMPTZ DEFAULT now(), \
+             e BYTEA, f DOUBLE PRECISION, g BOOLEAN)",
+            "CREATE INDEX t1_b_c ON t1 (b, c)",
+        ],
+    );
+    assert_eq!(psql_aligned(35081, &["\\d+ t1"]), POSTGRES_DESCRIBE_NO_KEY);
     // PostgreSQL prints the size ("8192 bytes"); here it is unknown, so empty.
     assert_eq!(
         psql_aligned(35080, &["\\dt+ authors"]),
