@@ -120,6 +120,20 @@ pub enum Function {
     Record,
     /// Field `k` of a record built by `Record`.
     RecordField(usize),
+    /// `array[k]` over a catalog array: an int2vector's text ("1 2", `indkey`, `indoption`)
+    /// counts from 0, an array's ("{1,2}") from 1, as in PostgreSQL.
+    ArrayElement,
+    /// `a & b` on integers.
+    BitAnd,
+    /// `trim([both | leading | trailing] [characters] from text)`: (leading, trailing).
+    Trim(bool, bool),
+    /// `array_to_string(array, separator)` over an array's text (`{a,b}`).
+    ArrayToString,
+    /// `pg_size_pretty(bytes)`, as PostgreSQL rounds it.
+    SizePretty,
+    /// `x = ANY(array)` over a catalog array (space-separated integers such as `indkey`):
+    /// true when `x` is one of the elements, NULL when the array is NULL.
+    ArrayContains,
     /// A function answering a constant (`version()`, `current_schema()`, …): evaluated at
     /// compile time, so it never appears in a compiled expression.
     Constant,
@@ -139,6 +153,12 @@ impl Function {
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
+            | Function::ArrayContains
+            | Function::ArrayElement
+            | Function::BitAnd
+            | Function::Trim(..)
+            | Function::ArrayToString
+            | Function::SizePretty
             | Function::Constant => return None,
         })
     }
@@ -182,6 +202,8 @@ pub enum SubqueryKind {
     Exists,
     /// `operand [NOT] IN (SELECT x …)`.
     In(Box<Scalar>, bool),
+    /// `ARRAY(SELECT x …)`: the values as an array's text (`{a,b}`; `{}` for no row).
+    Array,
 }
 
 /// A subquery over rows materialised at planning time; its expressions see the subquery's
@@ -253,6 +275,7 @@ impl Subquery {
             return self.evaluate_aggregates(outer);
         }
         let mut found: Option<Value> = None;
+        let mut elements: Vec<String> = Vec::new();
         let mut matches = 0u64;
         let mut unknown = false;
         for inner in &self.rows {
@@ -280,6 +303,10 @@ impl Subquery {
                     ))
                 }
                 SubqueryKind::Scalar => found = Some(value),
+                SubqueryKind::Array => elements.push(match value {
+                    Value::Null => "NULL".to_string(),
+                    value => crate::types::encode_text(&value).unwrap_or_default(),
+                }),
                 SubqueryKind::In(operand, negated) => {
                     match compare_values(&operand.evaluate(outer)?, &value)? {
                         Some(Ordering::Equal) => return Ok(Value::Boolean(!*negated)),
@@ -292,6 +319,7 @@ impl Subquery {
         Ok(match &self.kind {
             SubqueryKind::Exists => Value::Boolean(false),
             SubqueryKind::Scalar => found.unwrap_or(Value::Null),
+            SubqueryKind::Array => Value::Text(format!("{{{}}}", elements.join(","))),
             SubqueryKind::In(operand, negated) => {
                 if unknown || operand.evaluate(outer)?.is_null() && matches > 0 {
                     Value::Null
@@ -655,8 +683,51 @@ impl Compiler<'_, '_> {
                     let record = self.compile(root, None)?;
                     Scalar::Call(Function::RecordField(index), vec![record])
                 }
+                [path @ .., ast::AccessExpr::Subscript(ast::Subscript::Index { index })]
+                    if self.in_catalog_query() =>
+                {
+                    // `t.a[k]` parses as `t` with the accesses `.a` and `[k]`.
+                    let mut parts = match root.as_ref() {
+                        Expr::Identifier(ident) => vec![ident.clone()],
+                        Expr::CompoundIdentifier(idents) => idents.clone(),
+                        _ if path.is_empty() => Vec::new(),
+                        _ => return Err(SqlError::unsupported(format!("expression {expr}"))),
+                    };
+                    for access in path {
+                        let ast::AccessExpr::Dot(Expr::Identifier(field)) = access else {
+                            return Err(SqlError::unsupported(format!("expression {expr}")));
+                        };
+                        parts.push(field.clone());
+                    }
+                    let array = if path.is_empty() {
+                        self.compile(root, None)?
+                    } else {
+                        self.compile(&Expr::CompoundIdentifier(parts), None)?
+                    };
+                    let index = self.compile(index, Some(DataType::Int))?;
+                    Scalar::Call(Function::ArrayElement, vec![array, index])
+                }
                 _ => return Err(SqlError::unsupported(format!("expression {expr}"))),
             },
+            Expr::Trim {
+                trim_where,
+                trim_what,
+                expr,
+                trim_characters: None,
+            } => {
+                let (leading, trailing) = match trim_where {
+                    Some(ast::TrimWhereField::Leading) => (true, false),
+                    Some(ast::TrimWhereField::Trailing) => (false, true),
+                    Some(ast::TrimWhereField::Both) | None => (true, true),
+                };
+                let text = DataType::Text { length_max: None };
+                let operand = self.compile(expr, Some(text))?;
+                let characters = match trim_what {
+                    Some(what) => self.compile(what, Some(text))?,
+                    None => Scalar::Constant(Value::Text(" ".to_string())),
+                };
+                Scalar::Call(Function::Trim(leading, trailing), vec![operand, characters])
+            }
             Expr::Subquery(query) => self.subquery(query, SubqueryKind::Scalar)?,
             Expr::Exists { subquery, negated } => {
                 let exists = self.subquery(subquery, SubqueryKind::Exists)?;
@@ -673,6 +744,16 @@ impl Compiler<'_, '_> {
             } => {
                 let operand = self.compile(expr, None)?;
                 self.subquery(subquery, SubqueryKind::In(Box::new(operand), *negated))?
+            }
+            Expr::AnyOp {
+                left,
+                compare_op: ast::BinaryOperator::Eq,
+                right,
+                ..
+            } if self.in_catalog_query() && !matches!(right.as_ref(), Expr::Subquery(_)) => {
+                let element = self.compile(left, None)?;
+                let array = self.compile(right, None)?;
+                Scalar::Call(Function::ArrayContains, vec![element, array])
             }
             other => return Err(SqlError::unsupported(format!("expression {other}"))),
         })
@@ -718,7 +799,14 @@ impl Compiler<'_, '_> {
         let [from] = select.from.as_slice() else {
             return Ok(None);
         };
-        let ast::TableFactor::Table { name, alias, .. } = &from.relation else {
+        // A table function (`unnest(…)`) is not a user table.
+        let ast::TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } = &from.relation
+        else {
             return Ok(None);
         };
         if !from.joins.is_empty() || crate::pg_catalog::is_catalog_relation(&from.relation)? {
@@ -887,6 +975,12 @@ impl Compiler<'_, '_> {
             BinaryOperator::And => Operator::And,
             BinaryOperator::Or => Operator::Or,
             BinaryOperator::PGRegexMatch => Operator::RegexMatch,
+            BinaryOperator::BitwiseAnd => {
+                let left = self.compile(left, None)?;
+                let hint = self.type_of(&left);
+                let right = self.compile(right, hint)?;
+                return Ok(Scalar::Call(Function::BitAnd, vec![left, right]));
+            }
             BinaryOperator::PGRegexNotMatch => {
                 let inner = self.binary(left, &BinaryOperator::PGRegexMatch, right)?;
                 return Ok(Scalar::Not(Box::new(inner)));
@@ -1074,6 +1168,35 @@ impl Compiler<'_, '_> {
             }
             return self.compile(first, None);
         }
+        if let ("pg_get_indexdef", Some(catalog), [index, column, rest @ ..]) =
+            (name.as_str(), self.catalog, arguments.as_slice())
+        {
+            // pg_get_indexdef(index, k, pretty): column k's definition (0: the whole index).
+            for argument in rest {
+                self.compile(argument, None)?;
+            }
+            let key = Scalar::Binary(
+                Operator::Add,
+                Box::new(Scalar::Binary(
+                    Operator::Multiply,
+                    Box::new(Scalar::Cast(
+                        Box::new(self.compile(index, None)?),
+                        DataType::BigInt,
+                    )),
+                    Box::new(Scalar::Constant(Value::BigInt(
+                        crate::pg_catalog::INDEX_COLUMN_KEY,
+                    ))),
+                )),
+                Box::new(Scalar::Cast(
+                    Box::new(self.compile(column, Some(DataType::Int))?),
+                    DataType::BigInt,
+                )),
+            );
+            return Ok(Scalar::Lookup(
+                Box::new(key),
+                crate::pg_catalog::index_columns(catalog),
+            ));
+        }
         if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
             (name.as_str(), self.catalog, arguments.first())
         {
@@ -1148,6 +1271,14 @@ impl Compiler<'_, '_> {
         Ok(Some(Scalar::Constant(value)))
     }
 
+    /// Whether the scope is a catalog query's (its columns come from virtual catalog tables).
+    fn in_catalog_query(&self) -> bool {
+        self.scope
+            .columns
+            .iter()
+            .any(|column| column.virtual_catalog)
+    }
+
     /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
     /// o)` is `o` (exact for `attnum`, dense from 1 per table here) and
     /// `_pg_expandarray(a)` the record of the row's expanded element (`expand_set_returning`).
@@ -1156,15 +1287,44 @@ impl Compiler<'_, '_> {
         name: &str,
         function: &ast::Function,
     ) -> Result<Option<Scalar>, SqlError> {
-        let catalog_query = self
-            .scope
-            .columns
-            .iter()
-            .any(|column| column.virtual_catalog);
-        if !catalog_query {
+        if !self.in_catalog_query() {
             return Ok(None);
         }
+        if let ("array", FunctionArguments::Subquery(query)) = (name, &function.args) {
+            return self.subquery(query, SubqueryKind::Array).map(Some);
+        }
+        let call = match name {
+            "array_to_string" => Some((Function::ArrayToString, 2)),
+            "pg_size_pretty" => Some((Function::SizePretty, 1)),
+            _ => None,
+        };
+        if let Some((call, arity)) = call {
+            let arguments = function_arguments(function)?;
+            if arguments.len() != arity || arguments.iter().any(Option::is_none) {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!("function {name} does not take these arguments"),
+                ));
+            }
+            let compiled = arguments
+                .into_iter()
+                .flatten()
+                .map(|argument| self.compile(argument, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Some(Scalar::Call(call, compiled)));
+        }
         match name {
+            "unnest" | "generate_subscripts" => {
+                let hidden = if name == "unnest" {
+                    crate::pg_catalog::EXPANDED_ELEMENT
+                } else {
+                    crate::pg_catalog::EXPANDED_INDEX
+                };
+                match self.scope.resolve(&[hidden.to_string()]) {
+                    Ok(position) => Ok(Some(Scalar::Column(position))),
+                    Err(_) => Err(SqlError::unsupported(format!("{name} here"))),
+                }
+            }
             "row_number" => {
                 let Some(ast::WindowType::WindowSpec(spec)) = &function.over else {
                     return Ok(None);
@@ -1312,6 +1472,11 @@ fn catalog_function(name: &str, arity: usize) -> Option<Value> {
         }
         ("obj_description" | "col_description" | "shobj_description", _) => Some(Value::Null),
         ("pg_backend_pid", 0) => Some(Value::Int(1)),
+        // Sizes are not tracked (the engine keeps tables in memory): unknown, NULL.
+        (
+            "pg_table_size" | "pg_relation_size" | "pg_total_relation_size" | "pg_indexes_size",
+            1,
+        ) => Some(Value::Null),
         _ => None,
     }
 }
@@ -1361,6 +1526,7 @@ impl Scalar {
             Scalar::Cast(_, data_type) => Some(*data_type),
             Scalar::Subquery(subquery) => match subquery.kind {
                 SubqueryKind::Scalar => subquery.data_type,
+                SubqueryKind::Array => Some(text),
                 _ => Some(DataType::Boolean),
             },
             Scalar::Lookup(..) => Some(text),
@@ -1369,6 +1535,12 @@ impl Scalar {
                     Some(text)
                 }
                 Function::RecordField(_) => Some(DataType::Int),
+                Function::ArrayContains => Some(DataType::Boolean),
+                Function::ArrayElement => Some(DataType::Int),
+                Function::Trim(..) | Function::ArrayToString | Function::SizePretty => Some(text),
+                Function::BitAnd => arguments
+                    .iter()
+                    .find_map(|argument| argument.data_type(types)),
                 Function::Length => Some(DataType::Int),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
@@ -1617,8 +1789,121 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
                 .map_or(Value::Null, Value::Int),
             _ => Value::Null,
         },
+        Function::ArrayContains => array_contains(&values[0], &values[1]),
+        Function::ArrayElement => array_element(&values[0], &values[1]),
+        Function::ArrayToString => match (&values[0], &values[1]) {
+            (Value::Text(array), Value::Text(separator)) => {
+                let inner = array.trim_start_matches('{').trim_end_matches('}');
+                let items: Vec<&str> = inner
+                    .split(',')
+                    .filter(|item| !item.is_empty() && *item != "NULL")
+                    .collect();
+                Value::Text(items.join(separator))
+            }
+            _ => Value::Null,
+        },
+        Function::SizePretty => {
+            integer(&values[0]).map_or(Value::Null, |bytes| Value::Text(size_pretty(bytes)))
+        }
+        Function::Trim(leading, trailing) => match (&values[0], &values[1]) {
+            (Value::Null, _) | (_, Value::Null) => Value::Null,
+            (value, Value::Text(characters)) => {
+                let text = crate::types::encode_text(value).unwrap_or_default();
+                let set = |c: char| characters.contains(c);
+                let text = if leading {
+                    text.trim_start_matches(set)
+                } else {
+                    &text
+                };
+                let text = if trailing {
+                    text.trim_end_matches(set)
+                } else {
+                    text
+                };
+                Value::Text(text.to_string())
+            }
+            _ => Value::Null,
+        },
+        Function::BitAnd => match (&values[0], &values[1]) {
+            (Value::Null, _) | (_, Value::Null) => Value::Null,
+            (Value::Int(a), Value::Int(b)) => Value::Int(a & b),
+            (a, b) => match (integer(a), integer(b)) {
+                (Some(a), Some(b)) => Value::BigInt(a & b),
+                _ => {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        "operator does not exist: & (integers only)",
+                    ))
+                }
+            },
+        },
         Function::Constant => Value::Null,
     })
+}
+
+/// PostgreSQL's `pg_size_pretty(bigint)`: bytes below 10 kB, then kB, MB, GB, TB, rounded
+/// half up.
+fn size_pretty(bytes: i64) -> String {
+    const LIMIT: i64 = 10 * 1024;
+    const LIMIT2: i64 = LIMIT * 2 - 1;
+    if bytes.abs() < LIMIT {
+        return format!("{bytes} bytes");
+    }
+    let mut size = bytes >> 9; // half-kB
+    for unit in ["kB", "MB", "GB"] {
+        if size.abs() < LIMIT2 {
+            return format!("{} {unit}", (size + 1) / 2);
+        }
+        size >>= 10;
+    }
+    format!("{} TB", (size + 1) / 2)
+}
+
+fn integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(number) => Some(i64::from(*number)),
+        Value::BigInt(number) => Some(*number),
+        _ => None,
+    }
+}
+
+/// `array[index]` over a catalog array in text form: "1 2" is an int2vector (from 0), "{1,2}"
+/// an array (from 1); NULL outside the array, as in PostgreSQL.
+fn array_element(array: &Value, index: &Value) -> Value {
+    let (Value::Text(array), Some(index)) = (array, integer(index)) else {
+        return Value::Null;
+    };
+    let (items, first) = match array.strip_prefix('{') {
+        Some(inner) => (
+            inner.trim_end_matches('}').split(',').collect::<Vec<_>>(),
+            1,
+        ),
+        None => (array.split_whitespace().collect(), 0),
+    };
+    usize::try_from(index - first)
+        .ok()
+        .and_then(|at| items.get(at))
+        .and_then(|item| item.trim().parse::<i32>().ok())
+        .map_or(Value::Null, Value::Int)
+}
+
+/// `element = ANY(array)` where the array is a catalog array in text form ("1 2", or
+/// PostgreSQL's "{1,2}"): NULL if either is NULL, else whether some element equals `element`
+/// (compared as integers when both parse, else as text).
+fn array_contains(element: &Value, array: &Value) -> Value {
+    let (Some(needle), Value::Text(array)) = (crate::types::encode_text(element), array) else {
+        return Value::Null;
+    };
+    let found = array
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|item| !item.is_empty())
+        .any(|item| match (item.parse::<i64>(), needle.parse::<i64>()) {
+            (Ok(item), Ok(needle)) => item == needle,
+            _ => item == needle,
+        });
+    Value::Boolean(found)
 }
 
 impl Scalar {

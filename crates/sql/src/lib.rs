@@ -163,6 +163,8 @@ mod join_tests;
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
+mod reflection_tests;
+#[cfg(test)]
 mod returning_tests;
 #[cfg(test)]
 mod tests;

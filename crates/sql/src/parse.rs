@@ -197,13 +197,7 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             other => return Err(SqlError::unsupported(format!("{other}"))),
         },
         Statement::ShowVariable { variable } => SessionCommand::Show {
-            name: variable
-                .iter()
-                .map(|ident| ident.value.clone())
-                .collect::<Vec<_>>()
-                .join(" ")
-                .replace(' ', "_")
-                .replace("_._", "."),
+            name: show_name(variable),
         },
         Statement::Reset(reset) => match &reset.reset {
             ast::Reset::ALL => SessionCommand::ResetAll { tag: "RESET" },
@@ -269,4 +263,22 @@ fn no_transaction_block(statement: &str) -> SqlError {
         sqlstate::NO_ACTIVE_SQL_TRANSACTION,
         format!("{statement} can only be used in transaction blocks"),
     )
+}
+
+/// The setting a SHOW names: the words joined with `_`, and PostgreSQL's multi-word
+/// spellings (`SHOW TRANSACTION ISOLATION LEVEL`, which SQLAlchemy sends on connect, and
+/// `SHOW TIME ZONE`) mapped to the parameters they mean.
+fn show_name(variable: &[ast::Ident]) -> String {
+    let joined = variable
+        .iter()
+        .map(|ident| ident.value.clone())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(' ', "_")
+        .replace("_._", ".");
+    match joined.to_ascii_lowercase().as_str() {
+        "transaction_isolation_level" => "transaction_isolation".to_string(),
+        "time_zone" => "TimeZone".to_string(),
+        _ => joined,
+    }
 }

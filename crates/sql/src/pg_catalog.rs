@@ -2,46 +2,52 @@
 //! `Catalog` at planning time, so that the catalog queries of psql and drivers run through the
 //! ordinary gateway pipeline (filter, group, sort, limit, project) with no engine involved.
 //!
-//! Checked by the tests against the exact text of psql 15's `\dt` and `\d table` (every query
-//! of describeOneTableDetails for a plain table, footers included) and pgjdbc 42's
-//! `getTables`, `getColumns` and `getPrimaryKeys`.
+//! Checked by the tests against the exact text of psql 15's `\dt`, `\d table` and `\d+ table`
+//! (the real-process test compares with what PostgreSQL 15 prints), pgjdbc 42's
+//! `getTables`, `getColumns`, `getPrimaryKeys`, `getIndexInfo` and `getImportedKeys`, and
+//! SQLAlchemy 1.4's PostgreSQL reflection (`reflection_tests.rs` holds their queries verbatim).
 //!
 //! Supported in catalog queries:
 //! - the tables below, with the columns those clients read; `[INNER|LEFT|CROSS] JOIN … ON`
 //!   and comma joins (nested loops over materialised rows; every WHERE conjunct is applied as
 //!   soon as its tables are joined, and joins stop at `JOIN_ROWS_MAX` rows with 54000);
-//! - derived tables (`FROM (SELECT …) alias`) over catalog tables;
-//! - correlated scalar subqueries, `EXISTS` and `IN (SELECT …)` over catalog tables (no
-//!   aggregates, ORDER BY or UNION inside);
+//! - derived tables (`FROM (SELECT …) alias`) over catalog tables, and
+//!   `generate_series(a, b)` in FROM (at most `SERIES_ROWS_MAX` rows);
+//! - correlated scalar subqueries, `EXISTS`, `IN (SELECT …)` and `ARRAY(SELECT …)` over
+//!   catalog tables (no aggregates, ORDER BY or UNION inside);
 //! - every gateway expression, `~`/`!~`/`OPERATOR(pg_catalog.~)` with a small regex subset,
 //!   `COLLATE` (ignored), casts to `regclass`/`oid`/`regtype` (no-ops: compare oids with
-//!   numbers or numeric strings, as psql does), `format_type`, `pg_get_indexdef`,
-//!   `pg_get_constraintdef`, and constant answers for `pg_get_userbyid`,
-//!   `pg_table_is_visible`, `obj_description`, `pg_get_expr`, …;
-//! - `pg_partition_ancestors(rel)` (the table itself), `information_schema._pg_expandarray`
-//!   (set-returning in the select list, over our space-separated `indkey`), and
+//!   numbers or numeric strings, as psql does), `format_type`, `pg_get_indexdef` (also with a
+//!   column number), `pg_get_constraintdef`, `x = ANY(array)`, `array[k]`, `array_to_string`,
+//!   `pg_size_pretty`, `TRIM`, integer `&`, and constant answers for `pg_get_userbyid`,
+//!   `pg_table_is_visible`, `obj_description`, `pg_get_expr`, table sizes (NULL), …;
+//! - `pg_partition_ancestors(rel)` (the table itself); `information_schema._pg_expandarray`,
+//!   `unnest` and `generate_subscripts` set-returning in the select list (expanded together,
+//!   over one of our space-separated arrays such as `indkey`); and
 //!   `row_number() OVER (PARTITION BY p ORDER BY o)` answered as `o` (exact for `attnum`,
 //!   which is dense from 1 per table here).
 //!
 //! Emulation shortcuts, deliberately lenient so that tools degrade instead of failing:
 //! - a query every branch of which (UNION included) inner-joins an empty or unknown catalog
-//!   table answers no rows without being compiled;
-//! - catalog tables not listed below read as empty;
+//!   table answers no rows without being compiled, and such a subquery reads no rows;
 //! - inside a catalog query, a subquery this emulation cannot evaluate reads as NULL.
 //!
-//! Not supported: joins of catalog and user tables, arrays (`indkey`, `conkey` are text such as
-//! "1 2"), `::regclass` of a name, comments (`pg_description` is empty), defaults
-//! (`pg_attrdef` holds the columns' DEFAULTs as text, which `pg_get_expr` returns).
+//! Not supported: joins of catalog and user tables, arrays as a type (`indkey`, `indoption`
+//! are int2vector text such as "1 2", indexed from 0; "{1,2}" text indexes from 1),
+//! `::regclass` of a name, comments (`pg_description` is empty). `pg_attrdef` holds the
+//! columns' DEFAULTs as text, which `pg_get_expr` returns.
 //!
 //! | table | rows |
 //! |---|---|
 //! | `pg_namespace` | pg_catalog (11), public (2200), information_schema |
 //! | `pg_class` | per table (relkind 'r', oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
-//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz) |
-//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes |
+//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz), with `typarray` |
+//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
+//! | `pg_attrdef` | one per column DEFAULT |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
-//! | `pg_description`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
+//! | `pg_settings` | fixed limits only (`max_index_keys`, `max_identifier_length`, …) |
+//! | `pg_description`, `pg_sequence`, `pg_sequences`, `pg_enum`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
 //! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | per table, column, primary key |
 
 use crate::catalog::Catalog;
@@ -84,6 +90,10 @@ const VIRTUAL_PG_CATALOG: &[&str] = &[
     "pg_statistic_ext",
     "pg_publication",
     "pg_trigger",
+    "pg_sequence",
+    "pg_sequences",
+    "pg_enum",
+    "pg_settings",
 ];
 const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "tables",
@@ -169,9 +179,30 @@ fn type_rows() -> Vec<Vec<Value>> {
                 int8(0),
                 int8(0),
                 int8(0),
+                int8(array_type_oid(*data_type)),
+                Value::Null,
             ]
         })
         .collect()
+}
+
+/// The oid of PostgreSQL's array type over `data_type` (`pg_type.typarray`), which drivers read
+/// to register array adapters (psycopg2's `HstoreAdapter.get_oids`, pgjdbc's type cache).
+fn array_type_oid(data_type: DataType) -> i64 {
+    match data_type {
+        DataType::Boolean => 1000,
+        DataType::Int => 1007,
+        DataType::BigInt => 1016,
+        DataType::Double => 1022,
+        DataType::Text { length_max: None } => 1009,
+        DataType::Text {
+            length_max: Some(_),
+        } => 1015,
+        DataType::Bytea => 1001,
+        DataType::Date => 1182,
+        DataType::Timestamp => 1115,
+        DataType::TimestampTz => 1185,
+    }
 }
 
 fn sql_type_name(data_type: DataType) -> String {
@@ -238,6 +269,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         text("d"),
                         Value::Null,
                         int8(0),
+                        Value::Int(0),
                     ]
                 };
                 let hidden = usize::from(schema.row_id_column().is_some());
@@ -293,6 +325,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("relreplident", TEXT),
                 ("reloptions", TEXT),
                 ("reltoastrelid", INT8),
+                ("relpages", INT4),
             ]
         }
         (false, "pg_attribute") => {
@@ -315,6 +348,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         int8(0),
                         Value::Int(0),
                         Value::Null,
+                        // PostgreSQL's storage: plain for fixed-length types, extended else.
+                        text(if pg.typlen > 0 { "p" } else { "x" }),
+                        text(""),
+                        Value::Int(-1),
                     ]);
                 }
             }
@@ -333,6 +370,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("attcollation", INT8),
                 ("attndims", INT4),
                 ("attoptions", TEXT),
+                ("attstorage", TEXT),
+                ("attcompression", TEXT),
+                ("attstattarget", INT4),
             ]
         }
         (false, "pg_type") => {
@@ -350,32 +390,43 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("typelem", INT8),
                 ("typrelid", INT8),
                 ("typcollation", INT8),
+                ("typarray", INT8),
+                ("typdefault", TEXT),
             ]
         }
         (false, "pg_index") => {
             for (at, entry) in tables.iter().enumerate() {
                 let oid = oids.table_oid(at);
-                if entry.schema.row_id_column().is_some() {
-                    continue;
-                }
+                // A table without a primary key has no primary key index (its hidden row id
+                // is not shown), but its secondary indexes are.
+                let hidden_key = entry.schema.row_id_column().is_some();
                 let key: Vec<String> = entry
                     .schema
                     .primary_key
                     .iter()
                     .map(|position| (position + 1).to_string())
                     .collect();
-                rows.push(vec![
-                    int8(oid + 1),
-                    int8(oid),
-                    Value::Boolean(true),
-                    Value::Boolean(true),
-                    text(&key.join(" ")),
-                    Value::Int(key.len() as i32),
-                    Value::Boolean(false),
-                    Value::Boolean(true),
-                    Value::Null,
-                    Value::Boolean(false),
-                ]);
+                if !hidden_key {
+                    rows.push(vec![
+                        int8(oid + 1),
+                        int8(oid),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
+                        text(&key.join(" ")),
+                        Value::Int(key.len() as i32),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Null,
+                        Value::Boolean(false),
+                        text(&vec!["0"; key.len()].join(" ")),
+                        Value::Null,
+                        Value::Int(key.len() as i32),
+                        Value::Boolean(true),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
+                    ]);
+                }
                 for (index_at, (_, columns)) in entry.indexes.iter().enumerate() {
                     let positions: Vec<String> = columns
                         .iter()
@@ -399,6 +450,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Boolean(true),
                         Value::Null,
                         Value::Boolean(false),
+                        text(&vec!["0"; columns.len()].join(" ")),
+                        Value::Null,
+                        Value::Int(columns.len() as i32),
+                        Value::Boolean(true),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Boolean(true),
                     ]);
                 }
             }
@@ -413,6 +471,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("indisvalid", BOOL),
                 ("indpred", TEXT),
                 ("indisreplident", BOOL),
+                ("indoption", TEXT),
+                ("indexprs", TEXT),
+                ("indnkeyatts", INT4),
+                ("indimmediate", BOOL),
+                ("indisexclusion", BOOL),
+                ("indisready", BOOL),
+                ("indislive", BOOL),
             ]
         }
         (false, "pg_am") => {
@@ -499,6 +564,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     Value::Boolean(false),
                     Value::Boolean(false),
                     Value::Boolean(true),
+                    Value::Null,
+                    text(" "),
+                    text(" "),
+                    text(" "),
+                    int8(0),
                 ]);
             }
             vec![
@@ -514,6 +584,11 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("condeferrable", BOOL),
                 ("condeferred", BOOL),
                 ("convalidated", BOOL),
+                ("confkey", TEXT),
+                ("confupdtype", TEXT),
+                ("confdeltype", TEXT),
+                ("confmatchtype", TEXT),
+                ("contypid", INT8),
             ]
         }
         (false, "pg_description") => vec![
@@ -551,6 +626,63 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("inhdetachpending", BOOL),
         ],
         (false, "pg_collation") => vec![("oid", INT8), ("collname", TEXT)],
+        // The server's fixed limits that drivers read here (pgjdbc's getImportedKeys reads
+        // max_index_keys); the session's settings are answered by SHOW, not listed here.
+        (false, "pg_settings") => {
+            for (setting, value, unit) in [
+                ("max_index_keys", "32", None),
+                ("max_identifier_length", "63", None),
+                ("block_size", "8192", None),
+                ("server_encoding", "UTF8", None),
+                ("integer_datetimes", "on", None),
+            ] {
+                rows.push(vec![
+                    text(setting),
+                    text(value),
+                    unit.map_or(Value::Null, text),
+                    text("Preset Options"),
+                    text("internal"),
+                ]);
+            }
+            vec![
+                ("name", TEXT),
+                ("setting", TEXT),
+                ("unit", TEXT),
+                ("category", TEXT),
+                ("context", TEXT),
+            ]
+        }
+        // No enum types (CREATE TYPE is refused).
+        (false, "pg_enum") => vec![
+            ("oid", INT8),
+            ("enumtypid", INT8),
+            ("enumsortorder", DataType::Double),
+            ("enumlabel", TEXT),
+        ],
+        // Sequences are not built (SERIAL and CREATE SEQUENCE are refused), so both are empty.
+        (false, "pg_sequence") => vec![
+            ("seqrelid", INT8),
+            ("seqtypid", INT8),
+            ("seqstart", INT8),
+            ("seqincrement", INT8),
+            ("seqmax", INT8),
+            ("seqmin", INT8),
+            ("seqcache", INT8),
+            ("seqcycle", BOOL),
+        ],
+        (false, "pg_sequences") => vec![
+            ("schemaname", TEXT),
+            ("sequencename", TEXT),
+            ("sequenceowner", TEXT),
+            ("data_type", TEXT),
+            ("start_value", INT8),
+            ("min_value", INT8),
+            ("max_value", INT8),
+            ("increment_by", INT8),
+            ("cycle", BOOL),
+            ("cache_size", INT8),
+            ("last_value", INT8),
+        ],
         (false, "pg_policy" | "pg_statistic_ext" | "pg_publication" | "pg_trigger") => {
             vec![("oid", INT8)]
         }
@@ -690,7 +822,7 @@ pub fn is_catalog_relation(factor: &TableFactor) -> Result<bool, SqlError> {
             let (schema, table) = split_name(&parts)?;
             match args {
                 None => is_virtual(schema, table),
-                Some(_) => table == "pg_partition_ancestors",
+                Some(_) => matches!(table, "pg_partition_ancestors" | "generate_series"),
             }
         }
         TableFactor::Derived { .. } => true,
@@ -721,6 +853,64 @@ fn virtual_scope(qualifier: &str, columns: Vec<(String, DataType)>) -> Scope {
     )
 }
 
+/// Most rows `generate_series` may produce in a catalog query.
+pub const SERIES_ROWS_MAX: i64 = 10_000;
+
+/// `generate_series(start, stop)` in a catalog query's FROM (pgjdbc's `getImportedKeys` joins
+/// `generate_series(1, max_index_keys) pos(n)`): one INT row per integer from start to stop,
+/// named by the alias's column (else the alias, else `generate_series`); at most `SERIES_ROWS_MAX` rows (54000).
+fn generate_series(
+    args: &[ast::FunctionArg],
+    alias: Option<&ast::TableAlias>,
+    qualifier: &str,
+    catalog: &dyn Catalog,
+    parameters: &mut Parameters,
+) -> Result<(Scope, Vec<Vec<Value>>), SqlError> {
+    let scope = Scope::default();
+    let mut bounds = Vec::new();
+    for arg in args {
+        let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) = arg else {
+            return Err(SqlError::unsupported("named arguments of generate_series"));
+        };
+        let value = Compiler {
+            scope: &scope,
+            parameters,
+            mode: Mode::Row,
+            catalog: Some(catalog),
+        }
+        .compile(expr, Some(INT8))?
+        .evaluate(&[])?;
+        bounds.push(crate::expr::cast_value(&value, INT8)?);
+    }
+    let (start, stop) = match bounds.as_slice() {
+        [Value::BigInt(start), Value::BigInt(stop)] => (*start, *stop),
+        [_, _] => (1, 0),
+        _ => {
+            return Err(SqlError::unsupported(
+                "generate_series with other than two integer arguments",
+            ))
+        }
+    };
+    if stop.saturating_sub(start) >= SERIES_ROWS_MAX {
+        return Err(SqlError::new(
+            sqlstate::PROGRAM_LIMIT_EXCEEDED,
+            format!("generate_series in catalog queries is limited to {SERIES_ROWS_MAX} rows"),
+        ));
+    }
+    // As in PostgreSQL: the alias's column, else the alias itself, else the function's name.
+    let name = match alias {
+        Some(alias) => alias
+            .columns
+            .first()
+            .map_or(ident_name(&alias.name), |column| ident_name(&column.name)),
+        None => "generate_series".to_string(),
+    };
+    let rows = (start..=stop)
+        .map(|number| vec![Value::Int(i32::try_from(number).unwrap_or(i32::MAX))])
+        .collect();
+    Ok((virtual_scope(qualifier, vec![(name, INT4)]), rows))
+}
+
 fn relation(
     factor: &TableFactor,
     oids: &Oids,
@@ -737,6 +927,15 @@ fn relation(
                 .as_ref()
                 .map(|alias| ident_name(&alias.name))
                 .unwrap_or(table.to_string());
+            if let (Some(args), "generate_series") = (args, table) {
+                return generate_series(
+                    &args.args,
+                    alias.as_ref(),
+                    &qualifier,
+                    catalog,
+                    parameters,
+                );
+            }
             if let Some(args) = args {
                 // pg_partition_ancestors(rel): a table is its own only ancestor here.
                 if table != "pg_partition_ancestors" || args.args.len() != 1 {
@@ -1005,9 +1204,11 @@ fn join(
 pub const EXPANDED_ELEMENT: &str = "_pg_expandarray.x";
 pub const EXPANDED_INDEX: &str = "_pg_expandarray.n";
 
-/// `information_schema._pg_expandarray(array)` in a catalog select list is set-returning: each
-/// row becomes one row per element of the array (our arrays are space-separated text such as
-/// `indkey` "1 2"), with the element and its index in two hidden columns.
+/// `information_schema._pg_expandarray(array)`, `unnest(array)` and
+/// `generate_subscripts(array, 1)` in a catalog select list are set-returning: each row becomes
+/// one row per element of the array (our arrays are space-separated text such as `indkey`
+/// "1 2"), with the element and its index in two hidden columns (`unnest` is the element,
+/// `generate_subscripts` the index).
 pub fn expand_set_returning(
     select: &ast::Select,
     rows: &mut Vec<Vec<Value>>,
@@ -1035,11 +1236,23 @@ pub fn expand_set_returning(
                 .0
                 .last()
                 .and_then(|part| part.as_ident())
-                .is_some_and(|ident| ident_name(ident) == "_pg_expandarray");
+                .is_some_and(|ident| {
+                    matches!(
+                        ident_name(ident).as_str(),
+                        "_pg_expandarray" | "unnest" | "generate_subscripts"
+                    )
+                });
             if let (true, ast::FunctionArguments::List(list)) = (is_expand, &function.args) {
-                if let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(argument_expr))] =
-                    list.args.as_slice()
+                if let Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(argument_expr))) =
+                    list.args.first()
                 {
+                    // Several set-returning calls expand in step (as PostgreSQL zips them):
+                    // here only over one array.
+                    if argument.is_some_and(|known| known != argument_expr) {
+                        return Err(SqlError::unsupported(
+                            "set-returning functions over different arrays in one select list",
+                        ));
+                    }
                     argument = Some(argument_expr);
                 }
             }
@@ -1120,6 +1333,20 @@ pub fn subquery(
         },
         Some(_) => return Err(SqlError::unsupported("this LIMIT in a subquery")),
     };
+    if provably_empty(query).is_some() {
+        // Reads an empty catalog table (`pg_sequence`, `pg_description`, …): no rows, so NULL,
+        // false or not-in whatever it selects, as for a whole query (`provably_empty`).
+        return Ok(Subquery {
+            rows: Vec::new(),
+            filter: None,
+            projection: None,
+            data_type: None,
+            kind,
+            limit,
+            table: None,
+            aggregates: Vec::new(),
+        });
+    }
     let (rows, inner) = if select.from.is_empty() {
         (vec![Vec::new()], Scope::default())
     } else {
@@ -1178,7 +1405,9 @@ pub fn subquery(
 /// catalog table) answers no rows without being compiled.
 const EMPTY_TABLES: &[&str] = &[
     "pg_description",
-    "pg_attrdef",
+    "pg_enum",
+    "pg_sequence",
+    "pg_sequences",
     "pg_inherits",
     "pg_collation",
     "pg_policy",
@@ -1263,6 +1492,46 @@ pub fn provably_empty(query: &ast::Query) -> Option<Vec<String>> {
 
 /// Object definitions by oid: `CREATE INDEX …` for index oids, `PRIMARY KEY (…)` for
 /// constraint oids (for `pg_get_indexdef`, `pg_get_constraintdef`).
+/// `pg_get_indexdef(index, k, …)` looks up `index × INDEX_COLUMN_KEY + k` in `index_columns`.
+pub const INDEX_COLUMN_KEY: i64 = 1_000;
+
+/// For `pg_get_indexdef(index, k, pretty)`: at `index × INDEX_COLUMN_KEY + k` the name of the
+/// index's column k (from 1), and at `index × INDEX_COLUMN_KEY` the whole definition.
+pub fn index_columns(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
+    let whole = definitions(catalog);
+    let mut columns = std::collections::BTreeMap::new();
+    let entries: Vec<crate::catalog::TableEntry> = catalog
+        .table_names()
+        .iter()
+        .filter_map(|name| catalog.table(name))
+        .collect();
+    for (at, entry) in entries.iter().enumerate() {
+        let oid = FIRST_TABLE_OID + 100 * at as i64;
+        let schema = &entry.schema;
+        let mut indexes: Vec<(i64, Vec<String>)> = Vec::new();
+        if schema.row_id_column().is_none() {
+            let key = schema
+                .primary_key
+                .iter()
+                .map(|position| schema.columns[*position].name.clone())
+                .collect();
+            indexes.push((oid + 1, key));
+        }
+        for (index_at, (_, names)) in entry.indexes.iter().enumerate() {
+            indexes.push((oid + 2 + index_at as i64, names.clone()));
+        }
+        for (index, names) in indexes {
+            if let Some(definition) = whole.get(&index) {
+                columns.insert(index * INDEX_COLUMN_KEY, definition.clone());
+            }
+            for (k, name) in names.into_iter().enumerate() {
+                columns.insert(index * INDEX_COLUMN_KEY + k as i64 + 1, name);
+            }
+        }
+    }
+    columns
+}
+
 pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
     let oids = Oids {
         tables: catalog
