@@ -124,7 +124,7 @@ pub enum Command {
     /// milliseconds, stamped where the operation was planned). An envelope inside an
     /// envelope is refused (`KvError::Malformed`).
     At { now_ms: u64, command: Box<Command> },
-    /// Slot 25. OBJECT ENCODING: the Redis encoding closest to how the value is held
+    /// Slot 25. OBJECT ENCODING: the Redis name of the layout the value is held in
     /// (`Value::encoding_name`), nil if absent.
     Encoding { key: Bytes },
     /// Slot 26. INCRBYFLOAT: add `by` to the float stored at `key` (absent counts as 0); the

@@ -441,21 +441,21 @@ impl KvStore {
         aggregate: Aggregate,
         now_ms: Option<u64>,
     ) -> Result<Vec<(Bytes, f64)>, KvError> {
-        let mut inputs: Vec<BTreeMap<&[u8], f64>> = Vec::with_capacity(keys.len());
+        let mut inputs: Vec<BTreeMap<Bytes, f64>> = Vec::with_capacity(keys.len());
         for key in keys {
-            let members: BTreeMap<&[u8], f64> = match self.live(key, now_ms) {
+            let members: BTreeMap<Bytes, f64> = match self.live(key, now_ms) {
                 None => BTreeMap::new(),
                 Some(Entry {
                     value: Value::SortedSet(sorted),
                     ..
                 }) => sorted
                     .iter()
-                    .map(|(member, score)| (member.as_slice(), score))
+                    .map(|(member, score)| (member.clone(), score))
                     .collect(),
                 Some(Entry {
                     value: Value::Set(set),
                     ..
-                }) => set.iter().map(|member| (member.as_slice(), 1.0)).collect(),
+                }) => set.iter().map(|member| (member, 1.0)).collect(),
                 Some(_) => return Err(KvError::WrongType),
             };
             inputs.push(members);
@@ -493,7 +493,7 @@ impl KvStore {
                 }
                 if combine == Combine::Intersection {
                     combined
-                        .retain(|member, _| inputs.iter().all(|input| input.contains_key(member)));
+                        .retain(|member, _| inputs.iter().all(|input| input.contains_key(*member)));
                 }
             }
         }
@@ -655,8 +655,7 @@ fn aggregated(aggregate: Aggregate, total: f64, score: f64) -> f64 {
 /// The members of a set combination, in member order (an absent input is empty).
 fn combine_sets(combine: Combine, sets: &[Option<&Set>]) -> BTreeSet<Bytes> {
     let members = |set: &Option<&Set>| -> BTreeSet<Bytes> {
-        set.map(|set| set.iter().cloned().collect())
-            .unwrap_or_default()
+        set.map(|set| set.iter().collect()).unwrap_or_default()
     };
     let Some((first, rest)) = sets.split_first() else {
         return BTreeSet::new();

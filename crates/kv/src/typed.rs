@@ -585,7 +585,7 @@ impl KvStore {
                 );
                 let chosen: Vec<Bytes> = drawn
                     .into_iter()
-                    .map(|at| set.nth(at).expect("drawn below the size").clone())
+                    .map(|at| set.nth(at).expect("drawn below the size"))
                     .collect();
                 for member in &chosen {
                     set.remove(member);
@@ -622,7 +622,7 @@ impl KvStore {
         let present = set.is_some();
         let set = set.unwrap_or(&empty);
         match operation {
-            SetOperation::Members => values(set.iter().cloned()),
+            SetOperation::Members => values(set.iter()),
             SetOperation::IsMember { member } => Outcome::Integer(i64::from(set.contains(member))),
             SetOperation::MultiIsMember { members } => Outcome::Integers(
                 members
@@ -633,7 +633,7 @@ impl KvStore {
             SetOperation::Card => Outcome::Integer(set.len() as i64),
             SetOperation::RandomMembers { count } => {
                 let mut prng = prng_for(key, now_ms, set.len());
-                let members: Vec<&Bytes> = set.iter().collect();
+                let members: Vec<Bytes> = set.iter().collect();
                 match count {
                     None => Outcome::Value(
                         draw(&mut prng, members.len(), 1)

@@ -21,8 +21,14 @@ pub struct Entry {
 
 /// The record tag of a string without expiry: the rest of the record is the string's bytes.
 const RECORD_PLAIN_STRING: u8 = 0;
-/// The record tag of anything else: the rest is the postcard encoding of the `Entry`.
-const RECORD_ENTRY: u8 = 1;
+/// The record tag of records written before collections had encodings: the rest is the
+/// postcard encoding of a `legacy::Entry` (still decoded; its collections get the encoding
+/// their contents would have if built from empty).
+const RECORD_LEGACY_ENTRY: u8 = 1;
+/// The record tag of anything else: the rest is the postcard encoding of the `Entry`,
+/// collections in their encoding (`listpack`, `intset`, ...), so that a restored replica
+/// answers OBJECT ENCODING as the one it copied.
+const RECORD_ENTRY: u8 = 2;
 
 impl Entry {
     pub fn string(bytes: Bytes) -> Entry {
@@ -69,6 +75,11 @@ impl Entry {
                 let entry: Entry = postcard::from_bytes(rest).ok()?;
                 entry.value.is_valid().then_some(entry)
             }
+            (&RECORD_LEGACY_ENTRY, rest) => {
+                let entry: legacy::Entry = postcard::from_bytes(rest).ok()?;
+                let entry = entry.upgrade()?;
+                entry.value.is_valid().then_some(entry)
+            }
             _ => None,
         }
     }
@@ -101,10 +112,11 @@ impl Value {
         }
     }
 
-    /// What OBJECT ENCODING answers: the Redis 7.0 encoding closest to how Tessera holds the
-    /// value (one representation per type: an ordered map, a deque, an ordered set, an
-    /// ordered set with a score map), and for strings what Redis would choose from the value
-    /// alone (`int` for a 64-bit decimal integer, `embstr` up to 44 bytes, else `raw`).
+    /// What OBJECT ENCODING answers: the layout a collection is held in (Redis 7.0's
+    /// `listpack`/`hashtable` hashes, `intset`/`hashtable` sets, `listpack`/`skiplist` sorted
+    /// sets, converted at Redis's default thresholds; lists are `quicklist`, as every list is
+    /// in Redis 7.0), and for strings what Redis would choose from the value alone (`int` for
+    /// a 64-bit decimal integer, `embstr` up to 44 bytes, else `raw`).
     pub fn encoding_name(&self) -> &'static str {
         match self {
             Value::String(bytes) => {
@@ -121,10 +133,10 @@ impl Value {
                     "raw"
                 }
             }
-            Value::Hash(_) => "hashtable",
+            Value::Hash(hash) => hash.encoding(),
             Value::List(_) => "quicklist",
-            Value::Set(_) => "hashtable",
-            Value::SortedSet(_) => "skiplist",
+            Value::Set(set) => set.encoding(),
+            Value::SortedSet(sorted) => sorted.encoding(),
         }
     }
 
@@ -142,10 +154,10 @@ impl Value {
     pub fn is_empty_collection(&self) -> bool {
         match self {
             Value::String(_) => false,
-            Value::Hash(hash) => hash.fields.is_empty(),
+            Value::Hash(hash) => hash.is_empty(),
             Value::List(list) => list.items.is_empty(),
-            Value::Set(set) => set.members.is_empty(),
-            Value::SortedSet(sorted) => sorted.scores.is_empty(),
+            Value::Set(set) => set.is_empty(),
+            Value::SortedSet(sorted) => sorted.is_empty(),
         }
     }
 
@@ -156,11 +168,7 @@ impl Value {
             Value::Hash(hash) => hash.recount(),
             Value::List(list) => list.recount(),
             Value::Set(set) => set.recount(),
-            Value::SortedSet(sorted) => sorted
-                .scores
-                .keys()
-                .map(|member| member.len() as u64 + SCORE_BYTES)
-                .sum(),
+            Value::SortedSet(sorted) => sorted.recount(),
         }
     }
 
@@ -171,43 +179,112 @@ impl Value {
         }
         match self {
             Value::String(_) => true,
-            Value::Hash(hash) => hash.bytes == hash.recount(),
+            Value::Hash(hash) => hash.is_valid(),
             Value::List(list) => list.bytes == list.recount(),
-            Value::Set(set) => set.bytes == set.recount(),
+            Value::Set(set) => set.is_valid(),
             Value::SortedSet(sorted) => sorted.is_valid(),
         }
+    }
+}
+
+/// Redis 7.0's `hash-max-listpack-entries`: a hash with more fields is a hashtable.
+pub const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
+/// Redis 7.0's `hash-max-listpack-value`: a longer field or value makes a hash a hashtable.
+pub const HASH_MAX_LISTPACK_VALUE: usize = 64;
+/// Redis 7.0's `set-max-intset-entries`: a set of more integers is a hashtable.
+pub const SET_MAX_INTSET_ENTRIES: usize = 512;
+/// Redis 7.0's `zset-max-listpack-entries`: a sorted set with more members is a skiplist.
+pub const ZSET_MAX_LISTPACK_ENTRIES: usize = 128;
+/// Redis 7.0's `zset-max-listpack-value`: a longer member makes a sorted set a skiplist.
+pub const ZSET_MAX_LISTPACK_VALUE: usize = 64;
+
+/// How a hash holds its fields: Redis 7.0's two encodings. A listpack becomes a table when
+/// it outgrows `HASH_MAX_LISTPACK_*`, and never goes back (as in Redis).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+enum HashFields {
+    /// `listpack`: (field, value) pairs in insertion order, searched linearly.
+    Listpack(Vec<(Bytes, Bytes)>),
+    /// `hashtable`: an ordered map.
+    Table(BTreeMap<Bytes, Bytes>),
+}
+
+impl Default for HashFields {
+    fn default() -> HashFields {
+        HashFields::Listpack(Vec::new())
     }
 }
 
 /// A hash: fields and values.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Hash {
-    fields: BTreeMap<Bytes, Bytes>,
+    fields: HashFields,
     bytes: u64,
 }
 
 impl Hash {
     pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
-        self.fields.get(field)
+        match &self.fields {
+            HashFields::Listpack(pairs) => pairs
+                .iter()
+                .find(|(candidate, _)| candidate.as_slice() == field)
+                .map(|(_, value)| value),
+            HashFields::Table(map) => map.get(field),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.fields.len()
+        match &self.fields {
+            HashFields::Listpack(pairs) => pairs.len(),
+            HashFields::Table(map) => map.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.len() == 0
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, &Bytes)> {
-        self.fields.iter()
+    /// Redis's name of the encoding the fields are held in.
+    pub fn encoding(&self) -> &'static str {
+        match &self.fields {
+            HashFields::Listpack(_) => "listpack",
+            HashFields::Table(_) => "hashtable",
+        }
     }
 
-    /// Sets a field; whether it is new.
+    /// Fields and values: insertion order in a listpack, field order in a table.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&Bytes, &Bytes)> + '_> {
+        match &self.fields {
+            HashFields::Listpack(pairs) => {
+                Box::new(pairs.iter().map(|(field, value)| (field, value)))
+            }
+            HashFields::Table(map) => Box::new(map.iter()),
+        }
+    }
+
+    /// Sets a field; whether it is new. A listpack that would hold a too long field or value,
+    /// or too many fields, becomes a table first.
     pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
+        if field.len() > HASH_MAX_LISTPACK_VALUE || value.len() > HASH_MAX_LISTPACK_VALUE {
+            self.convert_to_table();
+        }
         let added = (field.len() + value.len()) as u64;
         let field_len = field.len() as u64;
-        match self.fields.insert(field, value) {
+        let old = match &mut self.fields {
+            HashFields::Listpack(pairs) => {
+                match pairs.iter_mut().find(|(candidate, _)| *candidate == field) {
+                    Some((_, slot)) => Some(std::mem::replace(slot, value)),
+                    None => {
+                        pairs.push((field, value));
+                        None
+                    }
+                }
+            }
+            HashFields::Table(map) => map.insert(field, value),
+        };
+        if self.len() > HASH_MAX_LISTPACK_ENTRIES {
+            self.convert_to_table();
+        }
+        match old {
             Some(old) => {
                 self.bytes = self.bytes - field_len - old.len() as u64 + added;
                 false
@@ -221,7 +298,14 @@ impl Hash {
 
     /// Removes a field; whether it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
-        match self.fields.remove(field) {
+        let old = match &mut self.fields {
+            HashFields::Listpack(pairs) => pairs
+                .iter()
+                .position(|(candidate, _)| candidate.as_slice() == field)
+                .map(|at| pairs.remove(at).1),
+            HashFields::Table(map) => map.remove(field),
+        };
+        match old {
             Some(old) => {
                 self.bytes -= (field.len() + old.len()) as u64;
                 true
@@ -230,9 +314,33 @@ impl Hash {
         }
     }
 
+    fn convert_to_table(&mut self) {
+        if let HashFields::Listpack(pairs) = &mut self.fields {
+            let map = std::mem::take(pairs).into_iter().collect();
+            self.fields = HashFields::Table(map);
+        }
+    }
+
+    /// Whether a decoded hash keeps its invariants (byte count, a listpack within limits and
+    /// without duplicate fields).
+    fn is_valid(&self) -> bool {
+        let listpack_ok = match &self.fields {
+            HashFields::Listpack(pairs) => {
+                let distinct: BTreeSet<&Bytes> = pairs.iter().map(|(field, _)| field).collect();
+                distinct.len() == pairs.len()
+                    && pairs.len() <= HASH_MAX_LISTPACK_ENTRIES
+                    && pairs.iter().all(|(field, value)| {
+                        field.len() <= HASH_MAX_LISTPACK_VALUE
+                            && value.len() <= HASH_MAX_LISTPACK_VALUE
+                    })
+            }
+            HashFields::Table(_) => true,
+        };
+        listpack_ok && self.bytes == self.recount()
+    }
+
     fn recount(&self) -> u64 {
-        self.fields
-            .iter()
+        self.iter()
             .map(|(field, value)| (field.len() + value.len()) as u64)
             .sum()
     }
@@ -317,55 +425,162 @@ impl List {
     }
 }
 
+/// How a set holds its members: Redis 7.0's two encodings. An intset becomes a table when a
+/// member is not an integer or it outgrows `SET_MAX_INTSET_ENTRIES`, and never goes back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+enum Members {
+    /// `intset`: the members as integers, sorted.
+    Intset(Vec<i64>),
+    /// `hashtable`: an ordered set of byte strings.
+    Table(BTreeSet<Bytes>),
+}
+
+impl Default for Members {
+    fn default() -> Members {
+        Members::Intset(Vec::new())
+    }
+}
+
+/// The integer a member is, if Redis would hold it in an intset (`string2ll`: a canonical
+/// decimal 64-bit integer, no sign on zero, no leading zeros, no spaces).
+pub fn intset_integer(member: &[u8]) -> Option<i64> {
+    if member.is_empty() || member.len() > 20 {
+        return None;
+    }
+    let number: i64 = std::str::from_utf8(member).ok()?.parse().ok()?;
+    (number.to_string().as_bytes() == member).then_some(number)
+}
+
 /// A set.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Set {
-    members: BTreeSet<Bytes>,
+    members: Members,
     bytes: u64,
 }
 
 impl Set {
     pub fn len(&self) -> usize {
-        self.members.len()
+        match &self.members {
+            Members::Intset(numbers) => numbers.len(),
+            Members::Table(members) => members.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.len() == 0
+    }
+
+    /// Redis's name of the encoding the members are held in.
+    pub fn encoding(&self) -> &'static str {
+        match &self.members {
+            Members::Intset(_) => "intset",
+            Members::Table(_) => "hashtable",
+        }
     }
 
     pub fn contains(&self, member: &[u8]) -> bool {
-        self.members.contains(member)
+        match &self.members {
+            Members::Intset(numbers) => {
+                intset_integer(member).is_some_and(|number| numbers.binary_search(&number).is_ok())
+            }
+            Members::Table(members) => members.contains(member),
+        }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Bytes> {
-        self.members.iter()
+    /// The members: in numeric order in an intset, byte order in a table.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Bytes> + '_> {
+        match &self.members {
+            Members::Intset(numbers) => {
+                Box::new(numbers.iter().map(|number| number.to_string().into_bytes()))
+            }
+            Members::Table(members) => Box::new(members.iter().cloned()),
+        }
     }
 
-    pub fn nth(&self, index: usize) -> Option<&Bytes> {
-        self.members.iter().nth(index)
+    /// The member at `index` in `iter`'s order.
+    pub fn nth(&self, index: usize) -> Option<Bytes> {
+        match &self.members {
+            Members::Intset(numbers) => numbers
+                .get(index)
+                .map(|number| number.to_string().into_bytes()),
+            Members::Table(members) => members.iter().nth(index).cloned(),
+        }
     }
 
     /// Adds a member; whether it is new.
     pub fn insert(&mut self, member: Bytes) -> bool {
         let len = member.len() as u64;
-        let added = self.members.insert(member);
+        let added = match (&mut self.members, intset_integer(&member)) {
+            (Members::Intset(numbers), Some(number)) => match numbers.binary_search(&number) {
+                Ok(_) => false,
+                Err(at) => {
+                    numbers.insert(at, number);
+                    true
+                }
+            },
+            (Members::Intset(_), None) => {
+                self.convert_to_table();
+                self.table_insert(member)
+            }
+            (Members::Table(members), _) => members.insert(member),
+        };
+        if self.len() > SET_MAX_INTSET_ENTRIES {
+            self.convert_to_table();
+        }
         if added {
             self.bytes += len;
         }
         added
     }
 
+    fn table_insert(&mut self, member: Bytes) -> bool {
+        match &mut self.members {
+            Members::Table(members) => members.insert(member),
+            Members::Intset(_) => unreachable!("converted to a table just before"),
+        }
+    }
+
     /// Removes a member; whether it was there.
     pub fn remove(&mut self, member: &[u8]) -> bool {
-        let removed = self.members.remove(member);
+        let removed = match &mut self.members {
+            Members::Intset(numbers) => {
+                match intset_integer(member).map(|number| numbers.binary_search(&number)) {
+                    Some(Ok(at)) => {
+                        numbers.remove(at);
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            Members::Table(members) => members.remove(member),
+        };
         if removed {
             self.bytes -= member.len() as u64;
         }
         removed
     }
 
+    fn convert_to_table(&mut self) {
+        if let Members::Intset(_) = self.members {
+            let members = self.iter().collect();
+            self.members = Members::Table(members);
+        }
+    }
+
+    /// Whether a decoded set keeps its invariants (byte count, a sorted intset within limits).
+    fn is_valid(&self) -> bool {
+        let intset_ok = match &self.members {
+            Members::Intset(numbers) => {
+                numbers.len() <= SET_MAX_INTSET_ENTRIES
+                    && numbers.windows(2).all(|pair| pair[0] < pair[1])
+            }
+            Members::Table(_) => true,
+        };
+        intset_ok && self.bytes == self.recount()
+    }
+
     fn recount(&self) -> u64 {
-        self.members.iter().map(|member| member.len() as u64).sum()
+        self.iter().map(|member| member.len() as u64).sum()
     }
 }
 
@@ -413,51 +628,130 @@ impl std::hash::Hash for Score {
     }
 }
 
+/// How a sorted set holds its members: Redis 7.0's two encodings. A listpack becomes a
+/// skiplist when it outgrows `ZSET_MAX_LISTPACK_*`, and never goes back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+enum Scored {
+    /// `listpack`: (score, member) pairs in (score, member) order, searched linearly.
+    Listpack(Vec<(Score, Bytes)>),
+    /// `skiplist`: a member-to-score map and the (score, member) order.
+    Skiplist {
+        scores: BTreeMap<Bytes, Score>,
+        /// Invariant: exactly the pairs of `scores`, as (score, member).
+        order: BTreeSet<(Score, Bytes)>,
+    },
+}
+
+impl Default for Scored {
+    fn default() -> Scored {
+        Scored::Listpack(Vec::new())
+    }
+}
+
 /// A sorted set: members with scores, kept in (score, member) order as Redis orders them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SortedSet {
-    scores: BTreeMap<Bytes, Score>,
-    /// Invariant: exactly the pairs of `scores`, as (score, member).
-    order: BTreeSet<(Score, Bytes)>,
+    scored: Scored,
     bytes: u64,
 }
 
 impl SortedSet {
     pub fn len(&self) -> usize {
-        self.scores.len()
+        match &self.scored {
+            Scored::Listpack(pairs) => pairs.len(),
+            Scored::Skiplist { scores, .. } => scores.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.scores.is_empty()
+        self.len() == 0
+    }
+
+    /// Redis's name of the encoding the members are held in.
+    pub fn encoding(&self) -> &'static str {
+        match &self.scored {
+            Scored::Listpack(_) => "listpack",
+            Scored::Skiplist { .. } => "skiplist",
+        }
+    }
+
+    fn score_of(&self, member: &[u8]) -> Option<Score> {
+        match &self.scored {
+            Scored::Listpack(pairs) => pairs
+                .iter()
+                .find(|(_, candidate)| candidate.as_slice() == member)
+                .map(|(score, _)| *score),
+            Scored::Skiplist { scores, .. } => scores.get(member).copied(),
+        }
     }
 
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).map(|score| score.get())
+        self.score_of(member).map(Score::get)
     }
 
     /// Members in (score, member) order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
-        self.order
-            .iter()
-            .map(|(score, member)| (member, score.get()))
+    pub fn iter(&self) -> Box<dyn DoubleEndedIterator<Item = (&Bytes, f64)> + '_> {
+        match &self.scored {
+            Scored::Listpack(pairs) => {
+                Box::new(pairs.iter().map(|(score, member)| (member, score.get())))
+            }
+            Scored::Skiplist { order, .. } => {
+                Box::new(order.iter().map(|(score, member)| (member, score.get())))
+            }
+        }
     }
 
-    /// Sets a member's score; whether the member is new.
+    /// Sets a member's score; whether the member is new. A listpack that would hold a too
+    /// long member or too many becomes a skiplist first.
     pub fn insert(&mut self, member: Bytes, score: Score) -> bool {
-        match self.scores.get(&member).copied() {
-            Some(old) => {
-                if old != score {
-                    let removed = self.order.remove(&(old, member.clone()));
-                    assert!(removed, "order holds every scored member");
-                    self.order.insert((score, member.clone()));
-                    self.scores.insert(member, score);
-                }
-                false
+        if member.len() > ZSET_MAX_LISTPACK_VALUE
+            || (self.len() >= ZSET_MAX_LISTPACK_ENTRIES && self.score_of(&member).is_none())
+        {
+            self.convert_to_skiplist();
+        }
+        let old = self.score_of(&member);
+        match old {
+            Some(old) if old == score => return false,
+            Some(_) => {
+                self.remove_pair(&member);
             }
-            None => {
-                self.bytes += member.len() as u64 + SCORE_BYTES;
-                self.order.insert((score, member.clone()));
-                self.scores.insert(member, score);
+            None => self.bytes += member.len() as u64 + SCORE_BYTES,
+        }
+        match &mut self.scored {
+            Scored::Listpack(pairs) => {
+                let pair = (score, member);
+                let at = pairs.binary_search(&pair).unwrap_or_else(|at| at);
+                pairs.insert(at, pair);
+            }
+            Scored::Skiplist { scores, order } => {
+                order.insert((score, member.clone()));
+                scores.insert(member, score);
+            }
+        }
+        old.is_none()
+    }
+
+    /// Removes a member's pair from the layout (not from `bytes`); whether it was there.
+    fn remove_pair(&mut self, member: &[u8]) -> bool {
+        match &mut self.scored {
+            Scored::Listpack(pairs) => {
+                match pairs
+                    .iter()
+                    .position(|(_, candidate)| candidate.as_slice() == member)
+                {
+                    Some(at) => {
+                        pairs.remove(at);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Scored::Skiplist { scores, order } => {
+                let Some(score) = scores.remove(member) else {
+                    return false;
+                };
+                let removed = order.remove(&(score, member.to_vec()));
+                assert!(removed, "order holds every scored member");
                 true
             }
         }
@@ -465,27 +759,50 @@ impl SortedSet {
 
     /// Removes a member; whether it was there.
     pub fn remove(&mut self, member: &[u8]) -> bool {
-        let Some(score) = self.scores.remove(member) else {
-            return false;
-        };
-        let removed = self.order.remove(&(score, member.to_vec()));
-        assert!(removed, "order holds every scored member");
-        self.bytes -= member.len() as u64 + SCORE_BYTES;
-        true
+        let removed = self.remove_pair(member);
+        if removed {
+            self.bytes -= member.len() as u64 + SCORE_BYTES;
+        }
+        removed
+    }
+
+    fn convert_to_skiplist(&mut self) {
+        if let Scored::Listpack(pairs) = &mut self.scored {
+            let pairs = std::mem::take(pairs);
+            let scores = pairs
+                .iter()
+                .map(|(score, member)| (member.clone(), *score))
+                .collect();
+            let order = pairs.into_iter().collect();
+            self.scored = Scored::Skiplist { scores, order };
+        }
+    }
+
+    fn recount(&self) -> u64 {
+        self.iter()
+            .map(|(member, _)| member.len() as u64 + SCORE_BYTES)
+            .sum()
     }
 
     fn is_valid(&self) -> bool {
-        let bytes: u64 = self
-            .scores
-            .keys()
-            .map(|member| member.len() as u64 + SCORE_BYTES)
-            .sum();
-        bytes == self.bytes
-            && self.scores.len() == self.order.len()
-            && self
-                .order
-                .iter()
-                .all(|(score, member)| self.scores.get(member) == Some(score))
+        let layout_ok = match &self.scored {
+            Scored::Listpack(pairs) => {
+                let distinct: BTreeSet<&Bytes> = pairs.iter().map(|(_, member)| member).collect();
+                distinct.len() == pairs.len()
+                    && pairs.len() <= ZSET_MAX_LISTPACK_ENTRIES
+                    && pairs.windows(2).all(|pair| pair[0] < pair[1])
+                    && pairs
+                        .iter()
+                        .all(|(_, member)| member.len() <= ZSET_MAX_LISTPACK_VALUE)
+            }
+            Scored::Skiplist { scores, order } => {
+                scores.len() == order.len()
+                    && order
+                        .iter()
+                        .all(|(score, member)| scores.get(member) == Some(score))
+            }
+        };
+        layout_ok && self.bytes == self.recount()
     }
 }
 
@@ -544,6 +861,82 @@ pub fn parse_float(text: &[u8]) -> Option<f64> {
     }
     let value: f64 = text.parse().ok()?;
     (!value.is_nan()).then_some(value)
+}
+
+/// The layout of records tagged `RECORD_LEGACY_ENTRY` (one representation per type).
+mod legacy {
+    use super::{Bytes, Score};
+    use serde::Deserialize;
+    use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+    #[derive(Deserialize)]
+    pub(super) struct Entry {
+        value: Value,
+        expires_at_ms: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    enum Value {
+        String(Bytes),
+        Hash {
+            fields: BTreeMap<Bytes, Bytes>,
+            _bytes: u64,
+        },
+        List {
+            items: VecDeque<Bytes>,
+            _bytes: u64,
+        },
+        Set {
+            members: BTreeSet<Bytes>,
+            _bytes: u64,
+        },
+        SortedSet {
+            scores: BTreeMap<Bytes, Score>,
+            _order: BTreeSet<(Score, Bytes)>,
+            _bytes: u64,
+        },
+    }
+
+    impl Entry {
+        /// The entry in today's layout; `None` for a NaN score.
+        pub(super) fn upgrade(self) -> Option<super::Entry> {
+            let value = match self.value {
+                Value::String(bytes) => super::Value::String(bytes),
+                Value::Hash { fields, .. } => {
+                    let mut hash = super::Hash::default();
+                    for (field, value) in fields {
+                        hash.insert(field, value);
+                    }
+                    super::Value::Hash(hash)
+                }
+                Value::List { items, .. } => {
+                    let mut list = super::List::default();
+                    for item in items {
+                        list.push_back(item);
+                    }
+                    super::Value::List(list)
+                }
+                Value::Set { members, .. } => {
+                    let mut set = super::Set::default();
+                    for member in members {
+                        set.insert(member);
+                    }
+                    super::Value::Set(set)
+                }
+                Value::SortedSet { scores, .. } => {
+                    let mut sorted = super::SortedSet::default();
+                    for (member, score) in scores {
+                        sorted.insert(member, Score::new(score.get())?);
+                    }
+                    super::Value::SortedSet(sorted)
+                }
+            };
+            Some(super::Entry {
+                value,
+                expires_at_ms: self.expires_at_ms,
+            })
+        }
+    }
 }
 
 #[cfg(test)]
@@ -653,5 +1046,145 @@ mod tests {
         );
         sorted.remove(b"a");
         assert!(sorted.is_valid());
+    }
+    fn integers(range: std::ops::Range<i64>) -> impl Iterator<Item = Bytes> {
+        range.map(|number| number.to_string().into_bytes())
+    }
+
+    #[test]
+    fn a_hash_is_a_listpack_until_it_outgrows_redis_thresholds() {
+        let mut hash = Hash::default();
+        for field in integers(0..128) {
+            hash.insert(field.clone(), field);
+        }
+        assert_eq!(hash.encoding(), "listpack");
+        // Insertion order, as a listpack keeps it.
+        assert_eq!(
+            hash.iter().next().map(|(field, _)| field.clone()),
+            Some(b"0".to_vec())
+        );
+        assert_eq!(
+            hash.iter().nth(10).map(|(field, _)| field.clone()),
+            Some(b"10".to_vec())
+        );
+        hash.insert(b"0".to_vec(), b"again".to_vec());
+        assert_eq!(hash.encoding(), "listpack");
+        hash.insert(b"128".to_vec(), b"x".to_vec());
+        assert_eq!(hash.encoding(), "hashtable");
+        assert!(hash.is_valid());
+        // One way: emptying it down to one field keeps the table.
+        for field in integers(1..129) {
+            assert!(hash.remove(&field));
+        }
+        assert_eq!((hash.len(), hash.encoding()), (1, "hashtable"));
+        assert_eq!(hash.get(b"0"), Some(&b"again".to_vec()));
+
+        let mut long = Hash::default();
+        long.insert(b"f".to_vec(), vec![b'v'; 64]);
+        assert_eq!(long.encoding(), "listpack");
+        long.insert(b"g".to_vec(), vec![b'v'; 65]);
+        assert_eq!(long.encoding(), "hashtable");
+        let mut long_field = Hash::default();
+        long_field.insert(vec![b'f'; 65], b"v".to_vec());
+        assert_eq!(long_field.encoding(), "hashtable");
+        assert!(long.is_valid() && long_field.is_valid());
+    }
+
+    #[test]
+    fn a_set_is_an_intset_while_its_members_are_few_integers() {
+        let mut set = Set::default();
+        for member in integers(-256..256) {
+            set.insert(member);
+        }
+        assert_eq!((set.len(), set.encoding()), (512, "intset"));
+        assert!(set.contains(b"-256") && !set.contains(b"256") && !set.contains(b"+1"));
+        assert_eq!(set.nth(0), Some(b"-256".to_vec()));
+        assert!(set.is_valid());
+        set.insert(b"256".to_vec());
+        assert_eq!(set.encoding(), "hashtable");
+        assert!(set.is_valid());
+
+        // Not integers as Redis reads them: a leading zero, a sign on zero, a space, too big.
+        for member in [&b"01"[..], b"-0", b" 1", b"9223372036854775808", b"a"] {
+            let mut set = Set::default();
+            set.insert(b"1".to_vec());
+            assert_eq!(set.encoding(), "intset");
+            set.insert(member.to_vec());
+            assert_eq!(set.encoding(), "hashtable", "{member:?}");
+            assert!(set.remove(member) && set.contains(b"1"));
+            // One way: only integers left, still a table.
+            assert_eq!(set.encoding(), "hashtable");
+        }
+        assert_eq!(intset_integer(b"-9223372036854775808"), Some(i64::MIN));
+    }
+
+    #[test]
+    fn a_sorted_set_is_a_listpack_until_it_outgrows_redis_thresholds() {
+        let score = |value: f64| Score::new(value).unwrap();
+        let mut sorted = SortedSet::default();
+        for (at, member) in integers(0..128).enumerate() {
+            sorted.insert(member, score(-(at as f64)));
+        }
+        assert_eq!(sorted.encoding(), "listpack");
+        assert_eq!(
+            sorted.iter().next().map(|(member, _)| member.clone()),
+            Some(b"127".to_vec())
+        );
+        sorted.insert(b"127".to_vec(), score(1000.0));
+        assert_eq!(sorted.iter().next_back().map(|(_, at)| at), Some(1000.0));
+        assert_eq!(sorted.score(b"5"), Some(-5.0));
+        assert!(sorted.is_valid());
+        sorted.insert(b"128".to_vec(), score(0.5));
+        assert_eq!((sorted.len(), sorted.encoding()), (129, "skiplist"));
+        assert!(sorted.is_valid());
+        for member in integers(0..128) {
+            sorted.remove(&member);
+        }
+        assert_eq!((sorted.len(), sorted.encoding()), (1, "skiplist"));
+
+        let mut long = SortedSet::default();
+        long.insert(vec![b'm'; 64], score(1.0));
+        assert_eq!(long.encoding(), "listpack");
+        long.insert(vec![b'm'; 65], score(1.0));
+        assert_eq!(long.encoding(), "skiplist");
+        assert!(long.is_valid());
+    }
+
+    #[test]
+    fn records_keep_the_encoding_and_legacy_records_still_decode() {
+        let mut set = Set::default();
+        set.insert(b"x".to_vec());
+        set.remove(b"x");
+        set.insert(b"1".to_vec());
+        let entry = Entry {
+            value: Value::Set(set),
+            expires_at_ms: None,
+        };
+        let decoded = Entry::from_record(&entry.to_record()).unwrap();
+        assert_eq!(decoded.value.encoding_name(), "hashtable");
+        assert_eq!(decoded, entry);
+        // The layout before encodings: tag 1, Value::Hash { fields: {f: v}, bytes: 2 }, no
+        // expiry.
+        let legacy = [1, 1, 1, 1, b'f', 1, b'v', 2, 0];
+        let decoded = Entry::from_record(&legacy).unwrap();
+        assert_eq!(decoded.value.encoding_name(), "listpack");
+        let Value::Hash(hash) = decoded.value else {
+            panic!("a hash")
+        };
+        assert_eq!(hash.get(b"f"), Some(&b"v".to_vec()));
+        // A listpack record over the limits is refused.
+        let mut pairs = Vec::new();
+        for field in integers(0..129) {
+            pairs.push((field.clone(), field));
+        }
+        let bytes = pairs.iter().map(|(f, v)| (f.len() + v.len()) as u64).sum();
+        let oversized = Entry {
+            value: Value::Hash(Hash {
+                fields: HashFields::Listpack(pairs),
+                bytes,
+            }),
+            expires_at_ms: None,
+        };
+        assert_eq!(Entry::from_record(&oversized.to_record()), None);
     }
 }
