@@ -1253,6 +1253,13 @@ fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501()
     assert!(lines[2].starts_with("count: "), "{lines:?}");
     assert!(lines[3].starts_with("count: "), "{lines:?}");
     assert!(client_lines("pgjdbc", pg, "clerk", "cpw", &[])[0].starts_with("connect error: 28P01 "));
+    // SHOW max_connections is this process's per-port bound (secured_cluster sets 12).
+    assert_eq!(
+        psql(pg_third, "admin", PASSWORD, &["SHOW max_connections"]).0,
+        "12"
+    );
+    let lines = client_lines("pgjdbc", pg, "admin", PASSWORD, &["SHOW max_connections"]);
+    assert_eq!(lines[1], "rows: 12", "{lines:?}");
     // The superuser is never refused.
     assert_eq!(
         psql(

@@ -378,6 +378,9 @@ where
         match plan {
             Plan::Empty => Ok(None),
             Plan::Session(command) => {
+                if let Some(result) = self.show_server_setting(&command) {
+                    return Ok(Some(result));
+                }
                 let before = self.session.reported();
                 let result = self.session.apply(&command)?;
                 for (name, value) in self.session.reported() {

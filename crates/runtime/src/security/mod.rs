@@ -35,7 +35,8 @@ pub struct SecurityConfig {
     /// A file whose first line is the admin's password (absent: `<data_dir>/admin-password`).
     /// Read once at start; the process keeps only a SCRAM verifier of it.
     pub admin_password_file: Option<PathBuf>,
-    /// Client connections per port at most (RESP and pgwire each): beyond it a RESP client
+    /// Client connections per port of this storage process at most (RESP and pgwire each;
+    /// not a cluster-wide count, `SHOW max_connections` shows it): beyond it a RESP client
     /// gets `-ERR max number of clients reached`, a PostgreSQL one FATAL 53300, and is closed.
     pub max_connections: usize,
     /// A connection that has not authenticated (pgwire: finished its startup and SCRAM

@@ -211,6 +211,32 @@ where
         Ok(true)
     }
 
+    /// `SHOW max_connections`: the bound this process's pgwire port enforces
+    /// (`PgLimits::connections_max`, from `security.max_connections`): per process and port,
+    /// not cluster-wide (docs/security.md).
+    /// `None` for every other session command (the SQL session answers them).
+    pub(super) fn show_server_setting(
+        &self,
+        command: &sql::SessionCommand,
+    ) -> Option<sql::StatementResult> {
+        let sql::SessionCommand::Show { name } = command else {
+            return None;
+        };
+        if !name.eq_ignore_ascii_case("max_connections") {
+            return None;
+        }
+        Some(sql::StatementResult::Rows {
+            columns: vec![sql::OutputColumn::new(
+                "max_connections",
+                engine::DataType::Text { length_max: None },
+            )],
+            rows: vec![vec![engine::Value::Text(
+                self.limits.connections_max.to_string(),
+            )]],
+            tag: "SHOW".to_string(),
+        })
+    }
+
     /// GRANT / REVOKE on tables (`crate::security::grants`), against a fresh catalog.
     pub(super) async fn grant_statement(&mut self, query: &str) -> Result<String, Fail> {
         let role = self
