@@ -571,9 +571,9 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
         .args([
             "dev",
             "--port",
-            "25201",
+            "32091",
             "--pg-port",
-            "25501",
+            "32491",
             "--metrics-port",
             "0",
         ])
@@ -603,27 +603,27 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
     let storage_line = lines.next().unwrap().unwrap();
     assert!(
         storage_line.contains(&format!(
-            "redis-cli -p 25201 --user admin --pass {password}"
+            "redis-cli -p 32091 --user admin --pass {password}"
         )) && storage_line.contains(&format!(
-            "psql 'postgresql://admin:{password}@127.0.0.1:25501/tessera'"
+            "psql 'postgresql://admin:{password}@127.0.0.1:32491/tessera'"
         )),
         "{storage_line}"
     );
     assert_eq!(
-        redis_cli(25201, &[], &["SET", "a", "b"]),
+        redis_cli(32091, &[], &["SET", "a", "b"]),
         "NOAUTH Authentication required."
     );
     let options = ["--user", "admin", "--pass", password.as_str()];
-    assert_eq!(redis_cli(25201, &options, &["SET", "a", "b"]), "OK");
-    assert_eq!(redis_cli(25202, &options, &["GET", "a"]), "b");
-    let (_, err) = psql(25501, "admin", "not-it", &["SELECT 1"]);
+    assert_eq!(redis_cli(32091, &options, &["SET", "a", "b"]), "OK");
+    assert_eq!(redis_cli(32092, &options, &["GET", "a"]), "b");
+    let (_, err) = psql(32491, "admin", "not-it", &["SELECT 1"]);
     assert!(err.contains("password authentication failed"), "{err}");
     let output = Command::new("psql")
         .args([
             "-X",
             "-A",
             "-t",
-            &format!("postgresql://admin:{password}@127.0.0.1:25502/tessera"),
+            &format!("postgresql://admin:{password}@127.0.0.1:32492/tessera"),
             "-c",
             "SELECT 41 + 1",
         ])
@@ -648,9 +648,9 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
             "dev",
             "--tls",
             "--port",
-            "25601",
+            "32095",
             "--pg-port",
-            "25901",
+            "32495",
             "--metrics-port",
             "0",
             "--data-dir",
@@ -670,7 +670,7 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
     let _ = lines.next();
     let storage_line = lines.next().unwrap().unwrap();
     assert!(
-        storage_line.contains(&format!("redis-cli -p 25601 --tls --cacert {ca_text}"))
+        storage_line.contains(&format!("redis-cli -p 32095 --tls --cacert {ca_text}"))
             && storage_line.contains(&format!("sslmode=verify-full&sslrootcert={ca_text}")),
         "{storage_line}"
     );
@@ -683,11 +683,11 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
         "--pass",
         password,
     ];
-    assert_eq!(redis_cli(25601, &tls, &["SET", "tls-key", "sealed"]), "OK");
-    assert_eq!(redis_cli(25603, &tls, &["GET", "tls-key"]), "sealed");
+    assert_eq!(redis_cli(32095, &tls, &["SET", "tls-key", "sealed"]), "OK");
+    assert_eq!(redis_cli(32097, &tls, &["GET", "tls-key"]), "sealed");
     // Plain text on the TLS port gets no answer a RESP client can read.
     let plain = redis_cli(
-        25601,
+        32095,
         &["--user", "admin", "--pass", password],
         &["GET", "tls-key"],
     );
@@ -706,15 +706,15 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
             String::from_utf8_lossy(&output.stderr).trim().to_string(),
         )
     };
-    let (out, err) = run(url(25901, "verify-full"));
+    let (out, err) = run(url(32495, "verify-full"));
     assert_eq!(out, "42", "{err}");
-    let (out, err) = run(url(25902, "require"));
+    let (out, err) = run(url(32496, "require"));
     assert_eq!(out, "42", "{err}");
-    let (_, err) = run(url(25901, "disable"));
+    let (_, err) = run(url(32495, "disable"));
     assert!(err.contains("this server requires TLS"), "{err}");
     // Another CA does not vouch for this server.
     let (_, err) = run(format!(
-        "postgresql://admin:{password}@127.0.0.1:25901/tessera?sslmode=verify-full&sslrootcert=/dev/null"
+        "postgresql://admin:{password}@127.0.0.1:32495/tessera?sslmode=verify-full&sslrootcert=/dev/null"
     ));
     assert!(!err.is_empty() && !err.contains("42"), "{err}");
     drop(dev);
