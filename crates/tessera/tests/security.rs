@@ -283,7 +283,8 @@ fn resp_clients_authenticate_and_users_have_only_their_rights() {
 
 #[test]
 fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
-    let cluster = secured_cluster("security-limits", 24401, 24701);
+    // Ports 32061–32063 (RESP), 32161–32163, 32261–32263, 32461–32463 (pgwire).
+    let cluster = secured_cluster("security-limits", 32061, 32461);
     let port = cluster.client_ports[0];
     let mut patient = admin(port);
     // A 512 MB bulk announced before AUTH: an error, then the connection is closed.
@@ -330,7 +331,7 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
     // The same on pgwire: a silent client is dropped (as PostgreSQL does, without a word);
     // one that sends its StartupMessage and never answers the SCRAM challenge gets FATAL.
     let started = Instant::now();
-    let (reply, closed) = raw_exchange(24701, b"");
+    let (reply, closed) = raw_exchange(32461, b"");
     assert!(
         closed && reply.is_empty(),
         "pgwire closes a silent client: {reply:?}"
@@ -342,7 +343,7 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
     let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
     packet.extend_from_slice(&startup);
     let started = Instant::now();
-    let (reply, closed) = raw_exchange(24701, &packet);
+    let (reply, closed) = raw_exchange(32461, &packet);
     assert!(closed, "pgwire closes a client stalled in authentication");
     assert!(
         reply.contains("SCRAM-SHA-256"),
