@@ -395,16 +395,17 @@ fn partition_apply() -> Vec<Vec<u8>> {
     seeds
 }
 
-/// SCRAM exchanges (mode 0: client-first, separator, client-final; RFC 7677's shape) and role
+/// SCRAM exchanges (mode 0: client-first, separator, client-final with `@NONCE@` for the
+/// server's nonce; RFC 7677's shape) and role
 /// and privilege statements (mode 1).
 fn security_messages() -> Vec<Vec<u8>> {
     let mut seeds = Vec::new();
     for (first, last) in [
         (
             "n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
-            "c=biws,r=rOprNGfwEbeRWgbNEkqOSERVERNONCE,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+            "c=biws,r=@NONCE@,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
         ),
-        ("y,,n=,r=abc", "c=eSws,r=abcSERVERNONCE,p=AAAA"),
+        ("y,,n=,r=abc", "c=eSws,r=@NONCE@,p=AAAA"),
         ("p=tls-server-end-point,,n=,r=x", ""),
     ] {
         let mut seed = vec![0];

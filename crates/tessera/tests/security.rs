@@ -1,5 +1,5 @@
 //! Authentication and the limits before it, against real processes and real clients
-//! (`redis-cli`, `psql`, tokio-postgres' SCRAM): issue 23. Ports 24000–25999 only.
+//! (`redis-cli`, `psql`, tokio-postgres' SCRAM): issue 23. Ports 24000–25999 and 32000–32999.
 //!
 //! - `tessera dev` is secure by default: it prints an admin password (and writes it to its data
 //!   directory) that redis-cli and psql log in with; without it every command is refused.
@@ -166,7 +166,8 @@ fn raw_exchange(port: u16, bytes: &[u8]) -> (String, bool) {
 
 #[test]
 fn resp_clients_authenticate_and_users_have_only_their_rights() {
-    let cluster = secured_cluster("security-resp", 24001, 24301);
+    // Ports 32081–32083 (RESP), 32181–32183, 32281–32283, 32481–32483 (pgwire).
+    let cluster = secured_cluster("security-resp", 32081, 32481);
     let port = cluster.client_ports[0];
     let admin_options = ["--user", "admin", "--pass", PASSWORD];
     // Nothing runs before AUTH; a wrong password is refused as Redis refuses it.
@@ -282,7 +283,8 @@ fn resp_clients_authenticate_and_users_have_only_their_rights() {
 
 #[test]
 fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
-    let cluster = secured_cluster("security-limits", 24401, 24701);
+    // Ports 32061–32063 (RESP), 32161–32163, 32261–32263, 32461–32463 (pgwire).
+    let cluster = secured_cluster("security-limits", 32061, 32461);
     let port = cluster.client_ports[0];
     let mut patient = admin(port);
     // A 512 MB bulk announced before AUTH: an error, then the connection is closed.
@@ -329,7 +331,7 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
     // The same on pgwire: a silent client is dropped (as PostgreSQL does, without a word);
     // one that sends its StartupMessage and never answers the SCRAM challenge gets FATAL.
     let started = Instant::now();
-    let (reply, closed) = raw_exchange(24701, b"");
+    let (reply, closed) = raw_exchange(32461, b"");
     assert!(
         closed && reply.is_empty(),
         "pgwire closes a silent client: {reply:?}"
@@ -341,7 +343,7 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
     let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
     packet.extend_from_slice(&startup);
     let started = Instant::now();
-    let (reply, closed) = raw_exchange(24701, &packet);
+    let (reply, closed) = raw_exchange(32461, &packet);
     assert!(closed, "pgwire closes a client stalled in authentication");
     assert!(
         reply.contains("SCRAM-SHA-256"),
@@ -364,8 +366,9 @@ fn limits_before_authentication_cut_off_abusers_and_the_server_serves_others() {
 
 #[test]
 fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
-    let cluster = secured_cluster("security-pg", 24801, 25101);
-    let (pg, pg_other) = (25101, 25102);
+    // Ports 32071–32073 (RESP), 32171–32173, 32271–32273, 32471–32473 (pgwire).
+    let cluster = secured_cluster("security-pg", 32071, 32471);
+    let (pg, pg_other) = (32471, 32472);
     let (out, err) = psql(
         pg,
         "admin",
@@ -506,17 +509,42 @@ fn psql_logs_in_with_scram_and_roles_live_in_the_replicated_state() {
         assert!(!accepted.contains("FAIL: connect"), "{accepted}");
         assert!(accepted.contains("ok: connect"), "{accepted}");
     }
-    // ALTER ROLE changes the password; DROP ROLE removes the user.
+    // ALTER ROLE changes the password; DROP ROLE removes the user. A password given as
+    // PostgreSQL's verifier cannot be stored (pgwire's SCRAM needs the salted password).
+    let (_, err) = psql(
+        pg,
+        "admin",
+        PASSWORD,
+        &["ALTER ROLE alice PASSWORD 'SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy'"],
+    );
+    assert!(
+        err.contains("a password given as a SCRAM-SHA-256 verifier is not supported"),
+        "{err}"
+    );
     let (_, err) = psql(pg, "admin", PASSWORD, &["ALTER ROLE alice PASSWORD 'new'"]);
     assert!(err.is_empty(), "{err}");
     let (_, err) = psql(pg, "alice", "apw", &["SELECT 1"]);
     assert!(err.contains("password authentication failed"), "{err}");
     assert_eq!(psql(pg, "alice", "new", &["SELECT 1"]).0, "1");
+    // A role that holds privileges is not dropped (2BP01, the DETAIL names them) until
+    // they are revoked.
+    let (_, err) = psql(pg, "admin", PASSWORD, &["DROP ROLE alice"]);
+    assert!(
+        err.contains(
+            "ERROR:  role \"alice\" cannot be dropped because some objects depend on it\nDETAIL:  privileges for table notes"
+        ),
+        "{err}"
+    );
+    assert_eq!(psql(pg, "alice", "new", &["SELECT 1"]).0, "1");
     let (_, err) = psql(
         pg,
         "admin",
         PASSWORD,
-        &["DROP ROLE alice", "DROP ROLE alice"],
+        &[
+            "REVOKE ALL ON notes FROM alice",
+            "DROP ROLE alice",
+            "DROP ROLE alice",
+        ],
     );
     assert!(err.contains("role \"alice\" does not exist"), "{err}");
     assert!(psql(pg, "alice", "new", &["SELECT 1"])
@@ -544,9 +572,9 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
         .args([
             "dev",
             "--port",
-            "25201",
+            "32091",
             "--pg-port",
-            "25501",
+            "32491",
             "--metrics-port",
             "0",
         ])
@@ -576,27 +604,27 @@ fn tessera_dev_is_secure_by_default_and_prints_a_working_password() {
     let storage_line = lines.next().unwrap().unwrap();
     assert!(
         storage_line.contains(&format!(
-            "redis-cli -p 25201 --user admin --pass {password}"
+            "redis-cli -p 32091 --user admin --pass {password}"
         )) && storage_line.contains(&format!(
-            "psql 'postgresql://admin:{password}@127.0.0.1:25501/tessera'"
+            "psql 'postgresql://admin:{password}@127.0.0.1:32491/tessera'"
         )),
         "{storage_line}"
     );
     assert_eq!(
-        redis_cli(25201, &[], &["SET", "a", "b"]),
+        redis_cli(32091, &[], &["SET", "a", "b"]),
         "NOAUTH Authentication required."
     );
     let options = ["--user", "admin", "--pass", password.as_str()];
-    assert_eq!(redis_cli(25201, &options, &["SET", "a", "b"]), "OK");
-    assert_eq!(redis_cli(25202, &options, &["GET", "a"]), "b");
-    let (_, err) = psql(25501, "admin", "not-it", &["SELECT 1"]);
+    assert_eq!(redis_cli(32091, &options, &["SET", "a", "b"]), "OK");
+    assert_eq!(redis_cli(32092, &options, &["GET", "a"]), "b");
+    let (_, err) = psql(32491, "admin", "not-it", &["SELECT 1"]);
     assert!(err.contains("password authentication failed"), "{err}");
     let output = Command::new("psql")
         .args([
             "-X",
             "-A",
             "-t",
-            &format!("postgresql://admin:{password}@127.0.0.1:25502/tessera"),
+            &format!("postgresql://admin:{password}@127.0.0.1:32492/tessera"),
             "-c",
             "SELECT 41 + 1",
         ])
@@ -621,9 +649,9 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
             "dev",
             "--tls",
             "--port",
-            "25601",
+            "32095",
             "--pg-port",
-            "25901",
+            "32495",
             "--metrics-port",
             "0",
             "--data-dir",
@@ -643,7 +671,7 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
     let _ = lines.next();
     let storage_line = lines.next().unwrap().unwrap();
     assert!(
-        storage_line.contains(&format!("redis-cli -p 25601 --tls --cacert {ca_text}"))
+        storage_line.contains(&format!("redis-cli -p 32095 --tls --cacert {ca_text}"))
             && storage_line.contains(&format!("sslmode=verify-full&sslrootcert={ca_text}")),
         "{storage_line}"
     );
@@ -656,11 +684,11 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
         "--pass",
         password,
     ];
-    assert_eq!(redis_cli(25601, &tls, &["SET", "tls-key", "sealed"]), "OK");
-    assert_eq!(redis_cli(25603, &tls, &["GET", "tls-key"]), "sealed");
+    assert_eq!(redis_cli(32095, &tls, &["SET", "tls-key", "sealed"]), "OK");
+    assert_eq!(redis_cli(32097, &tls, &["GET", "tls-key"]), "sealed");
     // Plain text on the TLS port gets no answer a RESP client can read.
     let plain = redis_cli(
-        25601,
+        32095,
         &["--user", "admin", "--pass", password],
         &["GET", "tls-key"],
     );
@@ -679,15 +707,15 @@ fn tessera_dev_tls_serves_redis_cli_tls_and_psql_verify_full_and_refuses_plain_t
             String::from_utf8_lossy(&output.stderr).trim().to_string(),
         )
     };
-    let (out, err) = run(url(25901, "verify-full"));
+    let (out, err) = run(url(32495, "verify-full"));
     assert_eq!(out, "42", "{err}");
-    let (out, err) = run(url(25902, "require"));
+    let (out, err) = run(url(32496, "require"));
     assert_eq!(out, "42", "{err}");
-    let (_, err) = run(url(25901, "disable"));
+    let (_, err) = run(url(32495, "disable"));
     assert!(err.contains("this server requires TLS"), "{err}");
     // Another CA does not vouch for this server.
     let (_, err) = run(format!(
-        "postgresql://admin:{password}@127.0.0.1:25901/tessera?sslmode=verify-full&sslrootcert=/dev/null"
+        "postgresql://admin:{password}@127.0.0.1:32495/tessera?sslmode=verify-full&sslrootcert=/dev/null"
     ));
     assert!(!err.is_empty() && !err.contains("42"), "{err}");
     drop(dev);
@@ -1092,14 +1120,13 @@ fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501()
             "{client}: {lines:?}"
         );
         assert_eq!(lines[3], "rows: screw", "{client}: {lines:?}");
-        // pgjdbc sends it in the extended protocol, where GRANT is refused naming itself;
-        // psycopg sends a query without parameters as a simple query, where it runs and the
-        // guest, not the table's owner, is refused.
-        let expected = match client {
-            "pgjdbc" => "error: 0A000 ",
-            _ => "error: 42501 permission denied for table parts",
-        };
-        assert!(lines[4].starts_with(expected), "{client}: {lines:?}");
+        // pgjdbc sends it in the extended protocol, psycopg (no parameters) as a simple query;
+        // in both it runs and the guest, not the table's owner, is refused.
+        assert!(
+            lines[4].starts_with("error: 42501 ")
+                && lines[4].contains("permission denied for table parts"),
+            "{client}: {lines:?}"
+        );
         let refused = client_lines(client, pg, "guest", "wrong", &["SELECT 1"]);
         assert!(
             refused[0].starts_with("connect error:")
@@ -1135,16 +1162,105 @@ fn sql_privileges_are_granted_per_table_and_every_client_is_refused_with_42501()
             "{user:?}: {err}"
         );
     }
-    // A dropped role's grants go with it.
+    // A role that holds privileges is not dropped (PostgreSQL's 2BP01 and DETAIL); once
+    // they are revoked it is, and a new role of the name starts with none.
+    let (_, err) = psql(pg, "admin", PASSWORD, &["DROP ROLE guest"]);
+    assert!(
+        err.contains("ERROR:  role \"guest\" cannot be dropped because some objects depend on it\nDETAIL:  privileges for table kv\nprivileges for table ledger"),
+        "{err}"
+    );
+    let (_, err) = psql(
+        pg,
+        "builder",
+        "bpw",
+        &["CREATE TABLE bins (id BIGINT PRIMARY KEY)"],
+    );
+    assert!(err.is_empty(), "{err}");
+    let (_, err) = psql(pg, "admin", PASSWORD, &["DROP ROLE builder"]);
+    assert!(err.contains("DETAIL:  owner of table bins"), "{err}");
     let (_, err) = psql(
         pg,
         "admin",
         PASSWORD,
-        &["DROP ROLE guest", "CREATE ROLE guest LOGIN PASSWORD 'gpw'"],
+        &[
+            "REVOKE ALL ON ALL TABLES IN SCHEMA public FROM guest",
+            "DROP ROLE guest",
+            "CREATE ROLE guest LOGIN PASSWORD 'gpw'",
+        ],
     );
     assert!(err.is_empty(), "{err}");
     let (_, err) = psql(pg_other, "guest", "gpw", &["SELECT * FROM ledger"]);
     assert!(err.contains("permission denied for table ledger"), "{err}");
+    // Role and privilege statements in pgjdbc's extended protocol (Parse/Bind/Execute): a
+    // role created and granted SELECT by pgjdbc reads, and is refused an INSERT (42501).
+    let lines = client_lines(
+        "pgjdbc",
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "CREATE ROLE clerk LOGIN PASSWORD 'cpw'",
+            "GRANT SELECT ON ledger TO clerk",
+            "CREATE ROLE clerk LOGIN",
+            "CREATE ROLE other PASSWORD 'SCRAM-SHA-256$4096:c2FsdA==$c3RvcmVk:c2VydmVy'",
+        ],
+    );
+    assert_eq!(lines[0], "connected", "{lines:?}");
+    assert!(lines[1].starts_with("count: "), "{lines:?}");
+    assert!(lines[2].starts_with("count: "), "{lines:?}");
+    assert!(
+        lines[3].starts_with("error: 42710 ") && lines[3].contains("role \"clerk\" already exists"),
+        "{lines:?}"
+    );
+    assert!(lines[4].starts_with("error: 0A000 "), "{lines:?}");
+    let lines = client_lines(
+        "pgjdbc",
+        pg_other,
+        "clerk",
+        "cpw",
+        &[
+            "SELECT count(*) FROM ledger",
+            "INSERT INTO ledger VALUES (9, 90)",
+            "DROP ROLE guest",
+        ],
+    );
+    assert_eq!(lines[0], "connected", "{lines:?}");
+    assert_eq!(lines[1], "rows: 3", "{lines:?}");
+    assert!(
+        lines[2].starts_with("error: 42501 ")
+            && lines[2].contains("permission denied for table ledger"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[3].starts_with("error: 42501 ")
+            && lines[3].contains("permission denied to drop role"),
+        "{lines:?}"
+    );
+    let lines = client_lines(
+        "pgjdbc",
+        pg,
+        "admin",
+        PASSWORD,
+        &[
+            "DROP ROLE clerk",
+            "REVOKE SELECT ON ledger FROM clerk",
+            "DROP ROLE clerk",
+        ],
+    );
+    assert!(
+        lines[1].starts_with("error: 2BP01 ") && lines[1].contains("privileges for table ledger"),
+        "{lines:?}"
+    );
+    assert!(lines[2].starts_with("count: "), "{lines:?}");
+    assert!(lines[3].starts_with("count: "), "{lines:?}");
+    assert!(client_lines("pgjdbc", pg, "clerk", "cpw", &[])[0].starts_with("connect error: 28P01 "));
+    // SHOW max_connections is this process's per-port bound (secured_cluster sets 12).
+    assert_eq!(
+        psql(pg_third, "admin", PASSWORD, &["SHOW max_connections"]).0,
+        "12"
+    );
+    let lines = client_lines("pgjdbc", pg, "admin", PASSWORD, &["SHOW max_connections"]);
+    assert_eq!(lines[1], "rows: 12", "{lines:?}");
     // The superuser is never refused.
     assert_eq!(
         psql(

@@ -68,6 +68,11 @@ pub(crate) struct Connection<B, R, W> {
     encrypted: bool,
     /// Counts this connection against its role's CONNECTION LIMIT while it lives.
     connection_slot: Option<crate::security::ConnectionSlot>,
+    /// Prepared statements (by name) that are role statements or GRANT/REVOKE, with their
+    /// text: `statements` holds an empty placeholder for them (`authentication.rs`).
+    utility_statements: HashMap<String, String>,
+    /// Portals bound from `utility_statements`, with the statement's text.
+    utility_portals: HashMap<String, String>,
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning.
@@ -108,6 +113,8 @@ where
             role: None,
             encrypted: false,
             connection_slot: None,
+            utility_statements: HashMap::new(),
+            utility_portals: HashMap::new(),
         }
     }
 
@@ -371,6 +378,9 @@ where
         match plan {
             Plan::Empty => Ok(None),
             Plan::Session(command) => {
+                if let Some(result) = self.show_server_setting(&command) {
+                    return Ok(Some(result));
+                }
                 let before = self.session.reported();
                 let result = self.session.apply(&command)?;
                 for (name, value) in self.session.reported() {
@@ -592,13 +602,6 @@ where
             declared_oids.push(oid);
         }
         body.end()?;
-        if crate::security::roles::is_role_statement(&query)
-            || crate::security::grants::is_grant_statement(&query)
-        {
-            return Err(Fail::Error(SqlError::unsupported(
-                "a role statement or GRANT/REVOKE in the extended query protocol (send it as a simple query)",
-            )));
-        }
         if !name.is_empty() {
             if self.statements.contains_key(&name) {
                 return Err(Fail::Error(SqlError::new(
@@ -615,6 +618,9 @@ where
                     ),
                 )));
             }
+        }
+        if self.parse_utility(&name, &query)? {
+            return Ok(());
         }
         let (_, prepared) = self
             .planned(
@@ -760,6 +766,7 @@ where
                 format!("unsupported format code: {other}"),
             )));
         }
+        self.bind_utility(&statement_name, &portal_name);
         self.portals.insert(
             portal_name,
             Portal {
@@ -836,6 +843,9 @@ where
         let name = body.cstr().map_err(fatal)?.to_string();
         let max_rows = body.i32()?;
         body.end()?;
+        if self.execute_utility(&name).await? {
+            return Ok(());
+        }
         let Some(portal) = self.portals.get_mut(&name) else {
             return Err(Fail::Error(SqlError::new(
                 "34000",

@@ -52,7 +52,8 @@
 //! ## Authentication and TLS
 //!
 //! With `serve_secured` and authentication on (`crate::security`), a StartupMessage is answered
-//! with AuthenticationSASL (SCRAM-SHA-256, `connection/authentication.rs`): the exchange runs
+//! with AuthenticationSASL (SCRAM-SHA-256, `connection/authentication.rs`; the exchange itself
+//! is the `pgwire` crate's `ScramServerAuth`, through `crate::security::scram`): it runs
 //! against the user's verifier (the cluster file's admin, or a replicated role; an unknown user
 //! gets a made-up one, so the exchange looks the same) and ends in AuthenticationSASLFinal and
 //! AuthenticationOk, or FATAL 28P01 `password authentication failed for user "…"`. Negotiation,

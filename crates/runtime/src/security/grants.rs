@@ -22,6 +22,43 @@ use std::collections::BTreeSet;
 /// The hidden table of grants (a NUL byte in its name: no SQL client can name it).
 pub const GRANTS_TABLE: &str = "\0tessera_grants";
 
+/// What DROP ROLE answers when `held` (the role's rows of the grants table) is not empty:
+/// PostgreSQL's 2BP01, with a DETAIL line per owned table (`owner of table t`) and per table
+/// it has privileges on (`privileges for table t`); `None` when it holds nothing.
+pub fn dependents_error(role: &str, held: &BTreeSet<(String, Privilege)>) -> Option<SqlError> {
+    let owned: BTreeSet<&str> = held
+        .iter()
+        .filter(|(_, privilege)| *privilege == Privilege::Owner)
+        .map(|(table, _)| table.as_str())
+        .collect();
+    let privileged: BTreeSet<&str> = held
+        .iter()
+        .filter(|(table, privilege)| {
+            *privilege != Privilege::Owner && !owned.contains(table.as_str())
+        })
+        .map(|(table, _)| table.as_str())
+        .collect();
+    if owned.is_empty() && privileged.is_empty() {
+        return None;
+    }
+    let detail: Vec<String> = owned
+        .iter()
+        .map(|table| format!("owner of table {table}"))
+        .chain(
+            privileged
+                .iter()
+                .map(|table| format!("privileges for table {table}")),
+        )
+        .collect();
+    Some(
+        SqlError::new(
+            "2BP01",
+            format!("role \"{role}\" cannot be dropped because some objects depend on it"),
+        )
+        .with_detail(detail.join("\n")),
+    )
+}
+
 /// A privilege on a table. `Owner` is not granted by GRANT: the creator holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Privilege {
@@ -657,5 +694,30 @@ mod tests {
             vec![Privilege::Update]
         );
         assert!(schema().name.contains('\0'));
+    }
+
+    #[test]
+    fn a_role_with_tables_or_privileges_is_not_dropped_and_the_detail_names_them() {
+        assert!(dependents_error("r", &BTreeSet::new()).is_none());
+        let held: BTreeSet<(String, Privilege)> = [
+            ("mine", Privilege::Owner),
+            ("mine", Privilege::Select),
+            ("theirs", Privilege::Select),
+            ("theirs", Privilege::Insert),
+            ("other", Privilege::Delete),
+        ]
+        .into_iter()
+        .map(|(table, privilege)| (table.to_string(), privilege))
+        .collect();
+        let error = dependents_error("r", &held).unwrap();
+        assert_eq!(error.code, "2BP01");
+        assert_eq!(
+            error.message,
+            "role \"r\" cannot be dropped because some objects depend on it"
+        );
+        assert_eq!(
+            error.detail.as_deref(),
+            Some("owner of table mine\nprivileges for table other\nprivileges for table theirs")
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Who may talk to a storage process, and how much before they say who they are: the
 //! `[security]` section of the cluster file, the admin user it defines, roles kept in the
 //! replicated state (`roles`), SCRAM-SHA-256 verifiers (`scram`), and what a RESP connection
-//! may do before and after `AUTH` (`resp`). The PostgreSQL front end (`crate::pg`) runs the
-//! SCRAM exchange itself with `scram`. `docs/security.md` has the threat model.
+//! may do before and after `AUTH` (`resp`). The PostgreSQL front end (`crate::pg`) frames the
+//! SCRAM exchange, which `scram` runs with the `pgwire` crate's server side. `docs/security.md` has the threat model.
 //!
 //! Secure by default: a cluster file without `[security]` requires authentication on every
 //! client port, and a storage process refuses to start without the admin's password file
@@ -35,7 +35,8 @@ pub struct SecurityConfig {
     /// A file whose first line is the admin's password (absent: `<data_dir>/admin-password`).
     /// Read once at start; the process keeps only a SCRAM verifier of it.
     pub admin_password_file: Option<PathBuf>,
-    /// Client connections per port at most (RESP and pgwire each): beyond it a RESP client
+    /// Client connections per port of this storage process at most (RESP and pgwire each;
+    /// not a cluster-wide count, `SHOW max_connections` shows it): beyond it a RESP client
     /// gets `-ERR max number of clients reached`, a PostgreSQL one FATAL 53300, and is closed.
     pub max_connections: usize,
     /// A connection that has not authenticated (pgwire: finished its startup and SCRAM
@@ -371,12 +372,17 @@ impl Security {
     /// A verifier that no password matches, the same for every call with one name, for the
     /// exchange with a user that does not exist.
     pub fn mock_verifier(&self, name: &str) -> scram::Verifier {
-        let mut salt = self.mock_secret.to_vec();
-        salt.extend_from_slice(name.as_bytes());
-        let salt = ring::digest::digest(&ring::digest::SHA256, &salt);
-        let mut verifier = scram::Verifier::new(&self.mock_secret, &salt.as_ref()[..16], 1);
-        verifier.iterations = scram::ITERATIONS_DEFAULT;
-        verifier
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.mock_secret);
+        let salt = ring::hmac::sign(&key, name.as_bytes());
+        let salted = ring::hmac::sign(&key, salt.as_ref());
+        scram::Verifier {
+            iterations: scram::ITERATIONS_DEFAULT,
+            salt: salt.as_ref()[..scram::SALT_BYTES].to_vec(),
+            salted_password: salted
+                .as_ref()
+                .try_into()
+                .expect("HMAC-SHA-256 tags are 32 bytes"),
+        }
     }
 
     pub fn auth_timeout(&self) -> Duration {

@@ -403,12 +403,13 @@ fn rules_text(role: &Role) -> (String, String) {
     (commands, keys.join(" "))
 }
 
-/// A password shown as Redis shows one: `#` and a hex digest (here of the verifier's
-/// StoredKey: the password itself is never kept).
+/// A password shown as Redis shows one: `#` and a hex digest (here SHA-256 of the verifier's
+/// StoredKey, `Verifier::fingerprint`: neither the password nor the salted password, which
+/// would let a reader log in, is shown).
 fn password_text(role: &Role) -> Option<String> {
     role.verifier.as_ref().map(|verifier| {
         verifier
-            .stored_key
+            .fingerprint()
             .iter()
             .map(|byte| format!("{byte:02x}"))
             .collect()

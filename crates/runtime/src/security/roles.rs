@@ -4,7 +4,8 @@
 //! are replicated, logged, snapshotted and moved with the other tables, by the machinery that
 //! already does it, and read linearisably through the same path (`SqlBackend`).
 //!
-//! A row: the name, the SCRAM-SHA-256 verifier (never the password), and the rules
+//! A row: the name, the SCRAM-SHA-256 verifier (the salted password, `scram::Verifier`; never
+//! the password), and the rules
 //! (`Rules`, postcard-encoded): enabled (LOGIN / `on`), the command categories it may run
 //! (`+@read`, `+@write`, `+@admin`) and the key patterns (`~pattern`) RESP commands may touch.
 //! Both front ends write them: SQL `CREATE ROLE … LOGIN PASSWORD`, `ALTER ROLE`, `DROP ROLE`
@@ -183,6 +184,9 @@ fn role_of(row: &[Value]) -> Option<Role> {
     };
     let verifier = match verifier {
         Value::Null => None,
+        // Rows written before pgwire's SCRAM (issue 23) hold PostgreSQL's verifier, which
+        // cannot log in here: the role has no password until one is set again.
+        Value::Text(text) if super::scram::is_postgres_verifier(text) => None,
         Value::Text(text) => Some(Verifier::decode(text)?),
         _ => return None,
     };
@@ -527,6 +531,7 @@ fn options_of(tokens: &[Token], user: bool) -> Result<RoleOptions, SqlError> {
                 }
                 match rest {
                     [Token::Literal(password), tail @ ..] => {
+                        refuse_postgres_verifier(password)?;
                         options.password = Some(Some(password.clone()));
                         rest = tail;
                     }
@@ -606,8 +611,7 @@ pub fn parse(query: &str) -> Result<RoleStatement, SqlError> {
     }
 }
 
-/// Applies `options` to `role` (a password becomes a verifier: a SCRAM verifier given as the
-/// password, as `psql`'s `\password` sends, is stored as it is).
+/// Applies `options` to `role` (a password becomes a verifier).
 fn apply_options(role: &mut Role, options: &RoleOptions) {
     if let Some(login) = options.login {
         role.rules.enabled = login;
@@ -623,15 +627,27 @@ fn apply_options(role: &mut Role, options: &RoleOptions) {
     }
 }
 
-/// The verifier for a password given in a statement or `ACL SETUSER >password`.
+/// The verifier for a password given in a statement or `ACL SETUSER >password` (always the
+/// password itself: a PostgreSQL verifier is refused by the parser, `refuse_postgres_verifier`).
 pub fn verifier_of_password(password: &str) -> Verifier {
-    Verifier::decode(password).unwrap_or_else(|| {
-        Verifier::new(
-            password.as_bytes(),
-            &super::random_bytes::<{ super::scram::SALT_BYTES }>(),
-            super::scram::ITERATIONS_DEFAULT,
-        )
-    })
+    Verifier::new(
+        password.as_bytes(),
+        &super::random_bytes::<{ super::scram::SALT_BYTES }>(),
+        super::scram::ITERATIONS_DEFAULT,
+    )
+}
+
+/// A password given as PostgreSQL's SCRAM verifier (`psql`'s `\password`, a dump of
+/// `pg_authid`) is refused with 0A000: the stored form is the SaltedPassword that pgwire's
+/// server needs, which cannot be derived from `StoredKey:ServerKey`.
+fn refuse_postgres_verifier(password: &str) -> Result<(), SqlError> {
+    if super::scram::is_postgres_verifier(password) {
+        return Err(
+            SqlError::unsupported("a password given as a SCRAM-SHA-256 verifier")
+                .with_hint("give the password itself: it is stored salted and hashed"),
+        );
+    }
+    Ok(())
 }
 
 /// A roles or grants failure as the SQL error a client gets.
@@ -709,6 +725,16 @@ pub async fn run_statement<B: RoutedBackend>(
             Ok("ALTER ROLE".to_string())
         }
         RoleStatement::Drop { names, if_exists } => {
+            // A role that owns tables or holds privileges is not dropped (PostgreSQL's
+            // 2BP01): checked for every name before any is dropped.
+            for name in &names {
+                let held = super::grants::held(backend, name)
+                    .await
+                    .map_err(unavailable)?;
+                if let Some(error) = super::grants::dependents_error(name, &held) {
+                    return Err(error);
+                }
+            }
             for name in &names {
                 if !delete(backend, name).await.map_err(unavailable)? && !if_exists {
                     return Err(SqlError::new(
@@ -716,8 +742,7 @@ pub async fn run_statement<B: RoutedBackend>(
                         format!("role \"{name}\" does not exist"),
                     ));
                 }
-                // Its privileges and ownerships go with it (PostgreSQL refuses the drop
-                // instead, 2BP01; docs/security.md).
+                // Rows granted between the check and the drop go with it.
                 super::grants::forget_role(backend, name)
                     .await
                     .map_err(unavailable)?;
@@ -730,6 +755,32 @@ pub async fn run_statement<B: RoutedBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A parameter has no place in PostgreSQL's grammar of these statements: Parse of one
+    /// in the extended protocol is a syntax error (42601), as PostgreSQL answers.
+    #[test]
+    fn parameters_in_role_and_grant_statements_are_syntax_errors() {
+        for query in [
+            "CREATE ROLE x PASSWORD $1",
+            "CREATE ROLE $1 LOGIN",
+            "ALTER ROLE x CONNECTION LIMIT $1",
+        ] {
+            assert_eq!(parse(query).unwrap_err().code, "42601", "{query}");
+        }
+        for query in ["GRANT SELECT ON t TO $1", "GRANT SELECT ON $1 TO r"] {
+            assert_eq!(
+                super::super::grants::parse(query).unwrap_err().code,
+                "42601",
+                "{query}"
+            );
+        }
+    }
+
+    #[test]
+    fn passwords_given_as_postgresql_verifiers_are_refused() {
+        let error = parse("ALTER ROLE r PASSWORD 'SCRAM-SHA-256$4096:AAAA$AAAA:AAAA'").unwrap_err();
+        assert_eq!(error.code, "0A000");
+    }
 
     #[test]
     fn role_statements_parse_as_postgresql_writes_them() {

@@ -1,4 +1,6 @@
-//! The authentication phase of a connection (SCRAM-SHA-256 against `crate::security`), the
+//! The authentication phase of a connection (SCRAM-SHA-256: this module frames the SASL
+//! messages and answers errors; `crate::security::scram` runs the exchange with the `pgwire`
+//! crate's `ScramServerAuth`), the
 //! role statements, and the role's read/write check on every execution.
 
 use super::super::protocol::{protocol_violation, read_frame, Body, Fail};
@@ -60,9 +62,8 @@ where
         self.out.authentication_sasl(10, &[]);
         self.flush().await?;
         let first = self.sasl_message(true).await?;
-        let nonce = crate::security::random_token(18);
-        let (exchange, server_first) = scram::server_first(verifier, &first, &nonce)
-            .map_err(|error| self.scram_failed(error))?;
+        let (exchange, server_first) =
+            scram::server_first(&verifier, &first).map_err(|error| self.scram_failed(error))?;
         self.out.authentication_sasl(11, server_first.as_bytes());
         self.flush().await?;
         let last = self.sasl_message(false).await?;
@@ -138,6 +139,102 @@ where
             crate::security::roles::run_statement(&self.backend, &self.security, &role, query)
                 .await?;
         Ok(tag)
+    }
+
+    /// Parse of a role statement or GRANT/REVOKE (pgjdbc sends everything extended): checked
+    /// now (a syntax error, also a `$1` PostgreSQL's grammar has no place for, is 42601 at
+    /// Parse, as PostgreSQL), kept as text, run at Execute. `statements` gets a placeholder
+    /// without parameters or columns, so Describe, Bind and Close work as for any statement.
+    /// `false` when `query` is not such a statement.
+    pub(super) fn parse_utility(&mut self, name: &str, query: &str) -> Result<bool, Fail> {
+        use crate::security::{grants, roles};
+        self.utility_statements.remove(name);
+        if roles::is_role_statement(query) {
+            roles::parse(query)?;
+        } else if grants::is_grant_statement(query) {
+            grants::parse(query)?;
+        } else {
+            return Ok(false);
+        }
+        let placeholder = sql::prepare("", &sql::MemoryCatalog::default(), &[])?;
+        assert!(placeholder.parameter_types.is_empty() && placeholder.columns.is_empty());
+        self.statements
+            .insert(name.to_string(), (placeholder, Vec::new()));
+        self.utility_statements
+            .insert(name.to_string(), query.to_string());
+        self.out.parse_complete();
+        Ok(true)
+    }
+
+    /// Bind: the portal runs the statement's text at Execute if the statement is a utility
+    /// one (and forgets an older binding of the name otherwise).
+    pub(super) fn bind_utility(&mut self, statement: &str, portal: &str) {
+        match self.utility_statements.get(statement) {
+            Some(query) => {
+                let query = query.clone();
+                self.utility_portals.insert(portal.to_string(), query);
+            }
+            None => {
+                self.utility_portals.remove(portal);
+            }
+        }
+    }
+
+    /// Execute of a portal bound from a role statement or GRANT/REVOKE that has not run yet:
+    /// runs it (CommandComplete with its tag). `false` for any other portal (also one that
+    /// ran already: its tag is answered again by the ordinary path).
+    pub(super) async fn execute_utility(&mut self, portal: &str) -> Result<bool, Fail> {
+        let pending = matches!(
+            self.portals.get(portal).map(|portal| &portal.state),
+            Some(super::PortalState::Pending(_))
+        );
+        let Some(query) = self
+            .utility_portals
+            .get(portal)
+            .filter(|_| pending)
+            .cloned()
+        else {
+            return Ok(false);
+        };
+        let tag = if crate::security::roles::is_role_statement(&query) {
+            self.role_statement(&query).await?
+        } else {
+            self.grant_statement(&query).await?
+        };
+        let state = &mut self
+            .portals
+            .get_mut(portal)
+            .expect("the portal was found above")
+            .state;
+        *state = super::PortalState::Done(Some(tag.clone()));
+        self.out.command_complete(&tag);
+        Ok(true)
+    }
+
+    /// `SHOW max_connections`: the bound this process's pgwire port enforces
+    /// (`PgLimits::connections_max`, from `security.max_connections`): per process and port,
+    /// not cluster-wide (docs/security.md).
+    /// `None` for every other session command (the SQL session answers them).
+    pub(super) fn show_server_setting(
+        &self,
+        command: &sql::SessionCommand,
+    ) -> Option<sql::StatementResult> {
+        let sql::SessionCommand::Show { name } = command else {
+            return None;
+        };
+        if !name.eq_ignore_ascii_case("max_connections") {
+            return None;
+        }
+        Some(sql::StatementResult::Rows {
+            columns: vec![sql::OutputColumn::new(
+                "max_connections",
+                engine::DataType::Text { length_max: None },
+            )],
+            rows: vec![vec![engine::Value::Text(
+                self.limits.connections_max.to_string(),
+            )]],
+            tag: "SHOW".to_string(),
+        })
     }
 
     /// GRANT / REVOKE on tables (`crate::security::grants`), against a fresh catalog.
