@@ -198,8 +198,10 @@ fn the_checks_catch_a_cluster_that_loses_its_logs() {
 /// linearisable. Ports 19650–19655 (E-Cast 19750…, routers 19850…, PostgreSQL 19950…).
 #[test]
 fn a_regrouped_disk_cluster_restarts_without_its_retired_groups_and_loses_nothing() {
-    use support::partitioned::{info_counter, preload, wait_until};
-    use support::rubberband::{check_preload, PADDING, PRELOAD};
+    use support::partitioned::{preload, wait_until};
+    use support::rubberband::{
+        check_preload, expected_replicas, running_replicas, PADDING, PRELOAD,
+    };
     let port = 19650;
     let mut cluster = PartitionedCluster::prepare("disk-regroup", port, (3, 6, 3), |config| {
         config.partitions = PartitionMode::Vr;
@@ -237,19 +239,8 @@ fn a_regrouped_disk_cluster_restarts_without_its_retired_groups_and_loses_nothin
     assert_eq!(version, 2);
     // Each process hosts the groups of the configuration once the retired ones stopped (2 s
     // after their copies are acknowledged).
-    let expected: Vec<(u64, u64)> = processes
-        .iter()
-        .map(|(id, words)| (*id, if words[1] == "active" { 3 } else { 0 }))
-        .collect();
-    let running = |cluster: &PartitionedCluster| -> Vec<(u64, u64)> {
-        expected
-            .iter()
-            .map(|(id, _)| {
-                let port = cluster.client_ports[*id as usize - 1];
-                (*id, info_counter(port, "tessera_partition_replicas"))
-            })
-            .collect()
-    };
+    let expected = expected_replicas(&processes);
+    let running = |cluster: &PartitionedCluster| running_replicas(cluster, &expected);
     assert!(
         wait_until(Duration::from_secs(20), || running(&cluster) == expected),
         "retired replicas keep running before the kill: {:?}, expected {expected:?}",

@@ -21,10 +21,10 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::partitioned::{info_counter, preload, wait_until, PartitionedCluster};
+use support::partitioned::{preload, wait_until, PartitionedCluster};
 use support::rubberband::{
-    check_preload, expect_caught, probe, regrouped_counts, start_load, start_regrouped, Elasticity,
-    PADDING, PRELOAD,
+    check_preload, expect_caught, expected_replicas, probe, regrouped_counts, running_replicas,
+    start_load, start_regrouped, Elasticity, PADDING, PRELOAD,
 };
 
 /// Whom the fault kills during the expand.
@@ -242,19 +242,8 @@ fn kill_mid_copy(
     // their last `Installed`, leaving tombstones) or, lagging, were dropped two versions past
     // their retirement,
     // every active process runs exactly its 3 groups' replicas and the standby none.
-    let expected: Vec<(u64, u64)> = processes
-        .iter()
-        .map(|(id, words)| (*id, if words[1] == "active" { 3 } else { 0 }))
-        .collect();
-    let running = || -> Vec<(u64, u64)> {
-        expected
-            .iter()
-            .map(|(id, _)| {
-                let port = cluster.client_ports[*id as usize - 1];
-                (*id, info_counter(port, "tessera_partition_replicas"))
-            })
-            .collect()
-    };
+    let expected = expected_replicas(&processes);
+    let running = || running_replicas(&cluster, &expected);
     let settled = wait_until(Duration::from_secs(15), || running() == expected);
     let counts = regrouped_counts(&cluster);
     let logs = cluster.all_storage_logs();

@@ -470,3 +470,25 @@ pub fn regrouped_counts(cluster: &PartitionedCluster) -> Regrouped {
     );
     counts
 }
+
+/// Above replication 1, once every retired group's replica has stopped: (process, partition
+/// replicas it should host) for `processes` as `admin_status` shows them (3 per active
+/// process, none on a standby).
+pub fn expected_replicas(processes: &BTreeMap<u64, Vec<String>>) -> Vec<(u64, u64)> {
+    processes
+        .iter()
+        .map(|(id, words)| (*id, if words[1] == "active" { 3 } else { 0 }))
+        .collect()
+}
+
+/// (process, partition replicas it hosts now) for the processes of `expected`, from each
+/// one's INFO (`tessera_partition_replicas`).
+pub fn running_replicas(cluster: &PartitionedCluster, expected: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    expected
+        .iter()
+        .map(|(id, _)| {
+            let port = cluster.client_ports[*id as usize - 1];
+            (*id, info_counter(port, "tessera_partition_replicas"))
+        })
+        .collect()
+}
