@@ -35,7 +35,7 @@ pub(crate) enum Canary {
 #[derive(Clone, Debug, Default)]
 pub struct Engine {
     /// By table name.
-    tables: BTreeMap<String, Table>,
+    pub(crate) tables: BTreeMap<String, Table>,
     #[cfg(test)]
     pub(crate) canary: Canary,
 }

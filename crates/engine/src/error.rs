@@ -60,6 +60,18 @@ pub enum EngineError {
     /// not yet decided holds (a partitioned cluster's two-phase statements): nothing ran; the
     /// gateway retries.
     Busy { table: String, statement: u64 },
+    /// Slot 21. 55P03: the table is locked by an open transaction (`store::transactions`):
+    /// nothing ran; the gateway waits and retries. `last_ms`: the holder's latest statement
+    /// stamp here (its gateway's clock), which a waiting gateway watches to tell an abandoned
+    /// holder from a working one.
+    TransactionLocked {
+        table: String,
+        transaction: u64,
+        last_ms: u64,
+    },
+    /// Slot 22. 40001: the transaction cannot go on without breaking serialisability (it
+    /// would wait for a younger transaction, or it was aborted): it is rolled back.
+    SerializationFailure { reason: String },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -111,6 +123,8 @@ impl EngineError {
             EngineError::Evaluation { condition, .. } => condition.code(),
             EngineError::GeneratedAlways { .. } => "428C9",
             EngineError::Busy { .. } => "55P03",
+            EngineError::TransactionLocked { .. } => "55P03",
+            EngineError::SerializationFailure { .. } => "40001",
         }
     }
 }
@@ -183,6 +197,16 @@ impl fmt::Display for EngineError {
             EngineError::Busy { table, statement } => write!(
                 formatter,
                 "could not write relation \"{table}\": statement {statement:016x} across partitions is not decided yet (retry)"
+            ),
+            EngineError::TransactionLocked {
+                table, transaction, ..
+            } => write!(
+                formatter,
+                "could not obtain lock on relation \"{table}\": transaction {transaction:016x} holds it"
+            ),
+            EngineError::SerializationFailure { reason } => write!(
+                formatter,
+                "could not serialize access due to {reason}"
             ),
         }
     }

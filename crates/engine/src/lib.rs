@@ -123,6 +123,7 @@ pub mod schema;
 pub mod shared_scan;
 pub mod state_machine;
 pub mod table;
+pub mod undo;
 pub mod value;
 
 pub use engine::Engine;

@@ -112,6 +112,9 @@ impl From<EngineError> for SqlError {
             EngineError::FeatureNotSupported { .. } => {
                 Some("Tessera's engine does not offer this yet".to_string())
             }
+            EngineError::SerializationFailure { .. } => {
+                Some("The transaction might succeed if retried.".to_string())
+            }
             _ => None,
         };
         SqlError {

@@ -19,6 +19,7 @@
 
 pub mod prepared;
 pub mod rows;
+pub mod transactions;
 
 use kv::KvStore;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,28 @@ const TAG_CATALOG: u8 = 2;
 /// A partitioned cluster's two-phase statements (`prepared`): prepare, and decide.
 const TAG_PREPARE: u8 = 3;
 const TAG_DECIDE: u8 = 4;
+/// An interactive transaction's statement, and its end (`transactions`).
+const TAG_TRANSACTION: u8 = 5;
+const TAG_END: u8 = 6;
+
+/// A statement of an interactive transaction (`transactions`), answered with its engine
+/// outcome at this partition's share.
+pub fn transaction_operation(statement: &transactions::TransactionStatement) -> Vec<u8> {
+    tagged(
+        TAG_TRANSACTION,
+        postcard::to_allocvec(statement).expect("serialises"),
+    )
+}
+
+/// The end of transaction `transaction` (commit or abort), answered with `Outcome::Batch`
+/// holding one `Updated { count }`: the rows whose before-images it dropped (commit) or wrote
+/// back (abort) here; an empty batch where it was not open.
+pub fn end_operation(transaction: u64, commit: bool) -> Vec<u8> {
+    tagged(
+        TAG_END,
+        postcard::to_allocvec(&(transaction, commit)).expect("serialises"),
+    )
+}
 
 /// The first phase of a two-phase statement (`prepared`) of the SQL operation `operation`
 /// (`sql_operation`): answered with the partition's vote, the engine outcome a dry run of its
@@ -163,6 +186,8 @@ pub struct Store {
     /// Two-phase statements prepared and not decided (a partitioned cluster's; empty
     /// elsewhere).
     pub prepared: prepared::Prepared,
+    /// Interactive transactions open here (a partitioned cluster's; empty elsewhere).
+    pub transactions: transactions::Transactions,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -170,6 +195,7 @@ struct Snapshot {
     kv: Vec<u8>,
     engine: Vec<u8>,
     prepared: prepared::Prepared,
+    transactions: transactions::Transactions,
 }
 
 impl Store {
@@ -197,6 +223,8 @@ impl Store {
             }
             Some((&TAG_PREPARE, rest)) => return self.prepare(rest, &held).encode(),
             Some((&TAG_DECIDE, rest)) => return self.decide(rest, &held).encode(),
+            Some((&TAG_TRANSACTION, rest)) => return self.run_transaction(rest, &held).encode(),
+            Some((&TAG_END, rest)) => return self.end_transaction(rest).encode(),
             _ => {}
         }
         if is_read_operation(operation) {
@@ -220,6 +248,12 @@ impl Store {
         let holder = self.prepared.holder(written.iter().map(String::as_str));
         if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
             return engine::Outcome::Error(engine::EngineError::Busy { table, statement });
+        }
+        if share != Share::Commit {
+            let read = transactions::tables_read(&command);
+            if let Some(locked) = self.transactions.blocker(&read, &written) {
+                return engine::Outcome::Error(locked);
+            }
         }
         let engine = &self.engine;
         let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
@@ -275,6 +309,96 @@ impl Store {
             Ok(command) => self.run_share(command, held, Share::Commit),
             Err(error) => engine::Outcome::Error(error),
         }
+    }
+
+    /// A statement of an interactive transaction: its locks (or the refusal), its rows'
+    /// before-images, then its share run in place (`transactions`). A statement run here
+    /// before answers the outcome it answered then, whether it wrote; a read runs again.
+    fn run_transaction(&mut self, body: &[u8], held: &impl Fn(&[u8]) -> bool) -> engine::Outcome {
+        let Ok(statement) = postcard::from_bytes::<transactions::TransactionStatement>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let Ok(command) = engine::Command::decode(&statement.command) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        if touches_kv(&command) {
+            return engine::Outcome::Error(engine::EngineError::FeatureNotSupported {
+                feature: "the built-in table kv inside a transaction block".into(),
+            });
+        }
+        let id = statement.transaction;
+        if let Some((number, outcome)) = self
+            .transactions
+            .get(id)
+            .and_then(|open| open.last_write.as_ref())
+        {
+            if *number == statement.statement {
+                return engine::Outcome::decode(outcome)
+                    .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
+            }
+        }
+        let mut inner = &command;
+        if let engine::Command::Guarded { catalog, command } = &command {
+            if *catalog != self.engine.catalog_digest() {
+                return engine::Outcome::Error(engine::EngineError::StaleCatalog);
+            }
+            inner = command;
+        }
+        if matches!(inner, engine::Command::Explain(_)) {
+            return self.engine.read_command(&command);
+        }
+        let needed = match transactions::locks_needed(transactions::operations_of(inner)) {
+            Ok(needed) => needed,
+            Err(error) => return engine::Outcome::Error(error),
+        };
+        let prepared = &self.prepared;
+        let admission =
+            self.transactions
+                .admit(id, statement.begin_ms, statement.now_ms, &needed, |table| {
+                    prepared.holder([table]).map(|(_, statement)| statement)
+                });
+        if let transactions::Admission::Refused(error) = admission {
+            return engine::Outcome::Error(error);
+        }
+        let engine = &self.engine;
+        let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+        let share = rows::share_of(command, &schema_of, held);
+        if share.is_read() {
+            return self.engine.read_command(&share);
+        }
+        let images: Vec<_> = transactions::operations_of(&share)
+            .iter()
+            .flat_map(|operation| self.engine.before_images(operation))
+            .collect();
+        self.transactions.remember(id, images);
+        let outcome = self.engine.execute_command(&share);
+        let open = self
+            .transactions
+            .get_mut(id)
+            .expect("admitted above, not ended since");
+        open.last_write = Some((statement.statement, outcome.encode()));
+        outcome
+    }
+
+    /// The end of an interactive transaction: commit drops its before-images, abort writes
+    /// them back; either releases its locks.
+    fn end_transaction(&mut self, body: &[u8]) -> engine::Outcome {
+        let Ok((id, commit)) = postcard::from_bytes::<(u64, bool)>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let Some(ended) = self.transactions.end(id) else {
+            return engine::Outcome::Batch(Vec::new());
+        };
+        let count = ended.undo.len() as u64;
+        if !commit {
+            self.engine.write_back(
+                ended
+                    .undo
+                    .into_iter()
+                    .map(|((table, key), before)| (table, key, before)),
+            );
+        }
+        engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }
 
     /// Runs an engine command on the built-in table `kv`, against a table materialised from
@@ -634,6 +758,7 @@ impl StateMachine for Store {
             kv: self.kv.snapshot(),
             engine: self.engine.snapshot(),
             prepared: self.prepared.clone(),
+            transactions: self.transactions.clone(),
         };
         postcard::to_allocvec(&snapshot).expect("snapshots serialise")
     }
@@ -650,6 +775,7 @@ impl StateMachine for Store {
         self.kv = kv;
         self.engine = engine;
         self.prepared = snapshot.prepared;
+        self.transactions = snapshot.transactions;
         Ok(())
     }
 

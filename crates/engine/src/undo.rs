@@ -1,0 +1,189 @@
+//! Row-level before-images, for interactive transactions (`store::transactions`): a
+//! transaction writes in place, and keeps the rows its writes may change as they were before
+//! its first write to them; an abort writes them back.
+//!
+//! The images are per row (table, primary key), not per table, so that a transaction's undo
+//! can be cut by key range and travel with the rows when Rubberband moves part of a partition
+//! (`Engine::copy_where` / `retain_rows` move rows; the undo entries of the same keys go with
+//! them).
+
+use crate::engine::Engine;
+use crate::operation::Operation;
+use crate::predicate::bind;
+use crate::table::{Key, Row, Table};
+
+/// One row as it was before a transaction first changed it: `None` if it did not exist.
+pub type BeforeImage = (String, Key, Option<Row>);
+
+impl Engine {
+    /// The rows `operation` may change, as they are now: for an insert, the stored rows of its
+    /// keys (or `None` where there is none); for an update or a delete, every row its
+    /// predicate matches. Reads, DDL and operations that do not bind (they will fail without
+    /// writing) give nothing.
+    pub fn before_images(&self, operation: &Operation) -> Vec<BeforeImage> {
+        let Some(table) = self.table(operation.table_name()) else {
+            return Vec::new();
+        };
+        let name = operation.table_name().to_string();
+        match operation {
+            Operation::Insert {
+                columns,
+                rows,
+                on_conflict,
+                ..
+            } => {
+                let first = table.schema.row_id_column().map(|_| table.row_id_next);
+                // An insert that does not bind fails without writing.
+                let Ok(bound) = table.bind_insert(columns, rows, on_conflict, first) else {
+                    return Vec::new();
+                };
+                bound
+                    .rows
+                    .into_iter()
+                    .map(|(key, _)| {
+                        let before = table.rows.get(&key).cloned();
+                        (name.clone(), key, before)
+                    })
+                    .collect()
+            }
+            Operation::Update { predicate, .. }
+            | Operation::UpdateComputed { predicate, .. }
+            | Operation::Delete { predicate, .. } => matching(table, predicate.as_ref())
+                .map(|(key, row)| (name.clone(), key.clone(), Some(row.clone())))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Writes rows back as `images` give them (a row whose image is `None` is removed),
+    /// keeping indexes in step. Images of a table that no longer exists are skipped.
+    pub fn write_back(&mut self, images: impl IntoIterator<Item = BeforeImage>) {
+        for (name, key, before) in images {
+            let Some(table) = self.tables.get_mut(&name) else {
+                continue;
+            };
+            let current = match &before {
+                Some(row) => table.rows.insert(key.clone(), row.clone()),
+                None => table.rows.remove(&key),
+            };
+            Table::reindex(&mut table.indexes, &key, current.as_ref(), before.as_ref());
+        }
+    }
+}
+
+/// The rows of `table` a predicate matches (every row without one); none if it does not bind.
+fn matching<'a>(
+    table: &'a Table,
+    predicate: Option<&crate::predicate::Predicate>,
+) -> Box<dyn Iterator<Item = (&'a Key, &'a Row)> + 'a> {
+    match predicate.map(|predicate| bind(predicate, &table.schema)) {
+        None => Box::new(table.rows.iter()),
+        Some(Ok(bound)) => Box::new(table.rows.iter().filter(move |(_, row)| bound.matches(row))),
+        Some(Err(_)) => Box::new(std::iter::empty()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{
+        ColumnDef, DataType, Engine, OnConflict, Operation, Predicate, TableSchema, Value,
+    };
+
+    fn engine() -> Engine {
+        let mut engine = Engine::new();
+        let schema = TableSchema::new(
+            "t",
+            vec![
+                ColumnDef::new("k", DataType::Int),
+                ColumnDef::new("v", DataType::Int),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        engine.execute(&Operation::CreateTable { schema }).unwrap();
+        engine
+            .execute(&Operation::CreateIndex {
+                name: "t_v".into(),
+                table: "t".into(),
+                column: "v".into(),
+            })
+            .unwrap();
+        engine
+            .execute(&insert(vec![vec![Value::Int(1), Value::Int(10)]]))
+            .unwrap();
+        engine
+    }
+
+    fn insert(rows: Vec<Vec<Value>>) -> Operation {
+        Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows,
+            on_conflict: OnConflict::Error,
+        }
+    }
+
+    #[test]
+    fn writing_back_before_images_undoes_inserts_updates_and_deletes() {
+        let mut engine = engine();
+        let original = engine.clone();
+        let writes = [
+            insert(vec![vec![Value::Int(2), Value::Int(20)]]),
+            Operation::Update {
+                table: "t".into(),
+                assignments: vec![crate::Assignment::new("v", Value::Int(11))],
+                predicate: Some(Predicate::equal("k", Value::Int(1))),
+            },
+            Operation::Delete {
+                table: "t".into(),
+                predicate: None,
+            },
+        ];
+        let mut undo = Vec::new();
+        for write in &writes {
+            for image in engine.before_images(write) {
+                if !undo
+                    .iter()
+                    .any(|(t, k, _): &super::BeforeImage| *t == image.0 && *k == image.1)
+                {
+                    undo.push(image);
+                }
+            }
+            engine.execute(write).unwrap();
+        }
+        assert!(engine.table("t").unwrap().rows.is_empty());
+        assert_eq!(
+            undo.len(),
+            2,
+            "row 1 (updated, then deleted) and row 2 (inserted)"
+        );
+        engine.write_back(undo);
+        assert_eq!(engine, original);
+        engine.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn an_insert_names_the_rows_of_its_keys_and_a_predicate_only_its_matches() {
+        let engine = engine();
+        let images = engine.before_images(&insert(vec![
+            vec![Value::Int(1), Value::Int(0)],
+            vec![Value::Int(3), Value::Int(0)],
+        ]));
+        assert_eq!(
+            images,
+            vec![
+                (
+                    "t".into(),
+                    vec![Value::Int(1)],
+                    Some(vec![Value::Int(1), Value::Int(10)])
+                ),
+                ("t".into(), vec![Value::Int(3)], None),
+            ]
+        );
+        let none = engine.before_images(&Operation::Delete {
+            table: "t".into(),
+            predicate: Some(Predicate::equal("v", Value::Int(99))),
+        });
+        assert!(none.is_empty());
+    }
+}

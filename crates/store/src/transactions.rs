@@ -1,0 +1,620 @@
+//! Interactive SQL transactions at a partition (Sprint §4, `docs/internals/sprint.md`).
+//!
+//! A transaction's statements reach the partitions holding their rows (the router bypass for
+//! one, one E-Cast message for several), each stamped with the transaction's id, its begin
+//! time (its age, for wait-die) and the gateway's clock. At each partition a statement:
+//!
+//! 1. takes table locks under strict two-phase locking: shared for the tables it reads,
+//!    exclusive for those it writes, held until the transaction ends. A lock another
+//!    transaction holds in a conflicting mode is waited for if every such holder is younger
+//!    (the partition answers `TransactionLocked`, nothing ran, the gateway retries), and
+//!    refused if one is older (`SerializationFailure`: the younger dies). So no transaction
+//!    waits for an older one, at any partition: there is no deadlock, local or distributed,
+//!    and no timeout is needed to break one (Sprint's execution-order rule plays this part in
+//!    the paper, see the internals doc);
+//! 2. keeps the before-image of every row its writes may change, the first time it changes
+//!    it (`engine::undo`), and writes in place;
+//! 3. runs, and for a write keeps its outcome under the statement's number, so that the same
+//!    statement sent again (another partition of the same message refused it, and the gateway
+//!    retries the whole message) answers that outcome instead of running twice.
+//!
+//! The end of a transaction (`end_operation`) is one E-Cast message to every partition, at one
+//! point of the global order: commit forgets the before-images, abort writes them back; both
+//! release the locks. A partition never ends a transaction on its own: partitions are
+//! replicated groups that do not lose a transaction's state, so every partition holding it
+//! ends it at the same point of the order, the same way, and no votes are needed (Sprint
+//! gathers votes because its data servers are single processes that may fail). A gateway
+//! that dies leaves its transactions open; one whose statements wait for such a transaction
+//! idle for long aborts it, with the same ordered message (`runtime::ecast::sql`).
+//!
+//! Statements outside transactions (autocommit) respect the locks: a write to a table any
+//! transaction has locked, or a read of a table one has locked exclusively (its rows hold
+//! uncommitted values), is refused with `TransactionLocked` and retried by its gateway.
+//!
+//! When Rubberband moves part of a partition's rows, the before-images of the moved rows, and
+//! every lock, travel with them (`copy_where`, `retain_where`, `absorb`): the receiving group
+//! then ends the transaction with the same message as everyone else.
+
+use engine::table::{Key, Row};
+use engine::{EngineError, Operation, TableSchema, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How a transaction holds a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Mode {
+    Shared,
+    Exclusive,
+}
+
+impl Mode {
+    fn conflicts(self, other: Mode) -> bool {
+        self == Mode::Exclusive || other == Mode::Exclusive
+    }
+}
+
+/// One open transaction's state at this partition.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transaction {
+    /// When its gateway began it (ms): with the id, its age for wait-die.
+    pub begin_ms: u64,
+    /// The latest gateway stamp of its statements here (ms).
+    pub last_ms: u64,
+    /// The tables it holds, and how.
+    pub locks: BTreeMap<String, Mode>,
+    /// The rows its writes changed here, as they were before (`None`: the row did not exist).
+    pub undo: BTreeMap<(String, Key), Option<Row>>,
+    /// The last write statement run here (its number) and the outcome it answered.
+    pub last_write: Option<(u64, Vec<u8>)>,
+}
+
+impl Transaction {
+    /// Wait-die's order: older first; ties (one gateway's clock) broken by id.
+    fn older_than(&self, id: u64, other: &Transaction, other_id: u64) -> bool {
+        (self.begin_ms, id) < (other.begin_ms, other_id)
+    }
+}
+
+/// The transactions open at this partition, by id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transactions {
+    open: BTreeMap<u64, Transaction>,
+}
+
+/// A statement of a transaction, as the operation carries it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransactionStatement {
+    pub transaction: u64,
+    /// The statement's number within its transaction (from 1).
+    pub statement: u64,
+    pub begin_ms: u64,
+    /// The gateway's clock when it sent the statement.
+    pub now_ms: u64,
+    /// `engine::Command::encode`.
+    pub command: Vec<u8>,
+}
+
+/// What the lock step decided.
+#[derive(Debug, PartialEq)]
+pub enum Admission {
+    /// Every lock is held: run.
+    Run,
+    /// Nothing ran, nothing was taken: answer this error.
+    Refused(EngineError),
+}
+
+impl Transactions {
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn get(&self, id: u64) -> Option<&Transaction> {
+        self.open.get(&id)
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Transaction> {
+        self.open.get_mut(&id)
+    }
+
+    /// Takes the locks `needed` (table, mode) for transaction `id` (created here if new), or
+    /// refuses them all: a conflicting holder that is older kills `id` (wait-die), one that is
+    /// younger makes it wait. A prepared two-phase statement holding a table blocks an
+    /// exclusive lock (`held_by_statement`).
+    pub fn admit(
+        &mut self,
+        id: u64,
+        begin_ms: u64,
+        now_ms: u64,
+        needed: &[(String, Mode)],
+        held_by_statement: impl Fn(&str) -> Option<u64>,
+    ) -> Admission {
+        let me = self.open.get(&id).cloned().unwrap_or(Transaction {
+            begin_ms,
+            last_ms: now_ms,
+            ..Transaction::default()
+        });
+        for (table, mode) in needed {
+            if me.locks.get(table).is_some_and(|held| held >= mode) {
+                continue;
+            }
+            if *mode == Mode::Exclusive {
+                if let Some(statement) = held_by_statement(table) {
+                    return Admission::Refused(EngineError::Busy {
+                        table: table.clone(),
+                        statement,
+                    });
+                }
+            }
+            for (other_id, other) in &self.open {
+                if *other_id == id {
+                    continue;
+                }
+                let Some(held) = other.locks.get(table) else {
+                    continue;
+                };
+                if !held.conflicts(*mode) {
+                    continue;
+                }
+                if me.older_than(id, other, *other_id) {
+                    return Admission::Refused(EngineError::TransactionLocked {
+                        table: table.clone(),
+                        transaction: *other_id,
+                        last_ms: other.last_ms,
+                    });
+                }
+                return Admission::Refused(EngineError::SerializationFailure {
+                    reason: format!(
+                        "a conflict with an older transaction on relation \"{table}\" (it would wait for it)"
+                    ),
+                });
+            }
+        }
+        let entry = self.open.entry(id).or_insert(me);
+        entry.last_ms = entry.last_ms.max(now_ms);
+        for (table, mode) in needed {
+            let held = entry.locks.entry(table.clone()).or_insert(*mode);
+            *held = (*held).max(*mode);
+        }
+        Admission::Run
+    }
+
+    /// The transaction that keeps a statement outside transactions from `tables_read` and
+    /// `tables_written`: one holding a written table in any mode, or a read one exclusively.
+    pub fn blocker(
+        &self,
+        tables_read: &[String],
+        tables_written: &[String],
+    ) -> Option<EngineError> {
+        self.open.iter().find_map(|(id, transaction)| {
+            let blocked = transaction.locks.iter().find(|(table, mode)| {
+                tables_written.contains(table)
+                    || (**mode == Mode::Exclusive && tables_read.contains(table))
+            })?;
+            Some(EngineError::TransactionLocked {
+                table: blocked.0.clone(),
+                transaction: *id,
+                last_ms: transaction.last_ms,
+            })
+        })
+    }
+
+    /// Records before-images for transaction `id` (those of rows it already changed are kept).
+    pub fn remember(&mut self, id: u64, images: Vec<engine::undo::BeforeImage>) {
+        let transaction = self
+            .open
+            .get_mut(&id)
+            .expect("a transaction is admitted before it writes");
+        for (table, key, before) in images {
+            transaction.undo.entry((table, key)).or_insert(before);
+        }
+    }
+
+    /// Ends transaction `id`: removes it and returns it (its before-images are written back by
+    /// the caller on an abort); `None` if it is not open here.
+    pub fn end(&mut self, id: u64) -> Option<Transaction> {
+        self.open.remove(&id)
+    }
+
+    /// A copy holding, of each transaction, every lock and the before-images of the rows
+    /// `keep` accepts (Rubberband's copy of part of the ring). A row's place is judged by its
+    /// before-image, or, for a row the transaction inserted, by the row as it is now
+    /// (`current`); an image of a row that exists in neither form changes nothing and is left
+    /// out.
+    pub fn copy_where(
+        &self,
+        keep: impl Fn(&TableSchema, &[Value]) -> bool,
+        schema_of: impl Fn(&str) -> Option<TableSchema>,
+        current: impl Fn(&str, &Key) -> Option<Row>,
+    ) -> Transactions {
+        let open = self
+            .open
+            .iter()
+            .map(|(id, transaction)| {
+                let undo = transaction
+                    .undo
+                    .iter()
+                    .filter(|((table, key), before)| {
+                        let Some(schema) = schema_of(table) else {
+                            return false;
+                        };
+                        let row = Option::clone(before).or_else(|| current(table, key));
+                        row.is_some_and(|row| keep(&schema, &row))
+                    })
+                    .map(|(place, before)| (place.clone(), before.clone()))
+                    .collect();
+                let copy = Transaction {
+                    undo,
+                    ..transaction.clone()
+                };
+                (*id, copy)
+            })
+            .collect();
+        Transactions { open }
+    }
+
+    /// Keeps only the before-images of rows `keep` accepts (the rest moved away), judged as
+    /// `copy_where` judges them.
+    pub fn retain_where(
+        &mut self,
+        keep: impl Fn(&TableSchema, &[Value]) -> bool,
+        schema_of: impl Fn(&str) -> Option<TableSchema>,
+        current: impl Fn(&str, &Key) -> Option<Row>,
+    ) {
+        *self = self.copy_where(keep, schema_of, current);
+    }
+
+    /// Takes in another partition's copy: locks are merged (the stronger mode), before-images
+    /// added (the two copies hold different rows), the newest stamp kept.
+    pub fn absorb(&mut self, other: Transactions) {
+        for (id, incoming) in other.open {
+            let Some(transaction) = self.open.get_mut(&id) else {
+                self.open.insert(id, incoming);
+                continue;
+            };
+            transaction.last_ms = transaction.last_ms.max(incoming.last_ms);
+            for (table, mode) in incoming.locks {
+                let held = transaction.locks.entry(table).or_insert(mode);
+                *held = (*held).max(mode);
+            }
+            for (place, before) in incoming.undo {
+                transaction.undo.entry(place).or_insert(before);
+            }
+        }
+    }
+}
+
+/// The operations of a command (under its guard).
+pub fn operations_of(command: &engine::Command) -> &[Operation] {
+    match command {
+        engine::Command::Guarded { command, .. } => operations_of(command),
+        engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
+            std::slice::from_ref(operation)
+        }
+        engine::Command::Batch(operations) => operations,
+    }
+}
+
+/// The tables a command reads (its read operations'), distinct.
+pub fn tables_read(command: &engine::Command) -> Vec<String> {
+    let mut tables: Vec<String> = operations_of(command)
+        .iter()
+        .filter(|operation| operation.is_read())
+        .map(|operation| operation.table_name().to_string())
+        .collect();
+    tables.sort();
+    tables.dedup();
+    tables
+}
+
+/// The locks a statement needs: shared for each table it reads, exclusive for each it writes;
+/// `Err` for DDL, which a transaction block does not run.
+pub fn locks_needed(operations: &[Operation]) -> Result<Vec<(String, Mode)>, EngineError> {
+    let mut needed: BTreeMap<String, Mode> = BTreeMap::new();
+    for operation in operations {
+        if matches!(
+            operation,
+            Operation::CreateTable { .. }
+                | Operation::DropTable { .. }
+                | Operation::CreateIndex { .. }
+                | Operation::CreateIndexOn { .. }
+        ) {
+            return Err(EngineError::FeatureNotSupported {
+                feature: "DDL (CREATE, DROP) inside a transaction block".into(),
+            });
+        }
+        let mode = if operation.is_read() {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        };
+        let held = needed
+            .entry(operation.table_name().to_string())
+            .or_insert(mode);
+        *held = (*held).max(mode);
+    }
+    Ok(needed.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(name: &str, mode: Mode) -> Vec<(String, Mode)> {
+        vec![(name.to_string(), mode)]
+    }
+
+    #[test]
+    fn shared_locks_share_and_exclusive_ones_make_the_younger_die_and_the_older_wait() {
+        let mut open = Transactions::default();
+        let none = |_: &str| None;
+        assert_eq!(
+            open.admit(1, 100, 100, &table("t", Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(2, 200, 200, &table("t", Mode::Shared), none),
+            Admission::Run
+        );
+        // Younger (2) wants exclusive over older (1)'s shared lock: dies.
+        assert!(matches!(
+            open.admit(2, 200, 210, &table("t", Mode::Exclusive), none),
+            Admission::Refused(EngineError::SerializationFailure { .. })
+        ));
+        // Older (1) wants exclusive over younger (2)'s shared lock: waits.
+        assert_eq!(
+            open.admit(1, 100, 260, &table("t", Mode::Exclusive), none),
+            Admission::Refused(EngineError::TransactionLocked {
+                table: "t".into(),
+                transaction: 2,
+                last_ms: 200,
+            })
+        );
+        // Nothing was taken by the refusals.
+        assert_eq!(open.get(1).unwrap().locks["t"], Mode::Shared);
+        open.end(2).unwrap();
+        assert_eq!(
+            open.admit(1, 100, 270, &table("t", Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(open.get(1).unwrap().last_ms, 270);
+    }
+
+    #[test]
+    fn statements_outside_transactions_wait_for_written_tables_and_exclusive_reads() {
+        let mut open = Transactions::default();
+        let none = |_: &str| None;
+        assert_eq!(
+            open.admit(1, 0, 0, &table("r", Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(1, 0, 0, &table("w", Mode::Exclusive), none),
+            Admission::Run
+        );
+        let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert!(open.blocker(&names(&["r"]), &[]).is_none(), "reads share");
+        assert!(open.blocker(&[], &names(&["r"])).is_some());
+        assert!(open.blocker(&names(&["w"]), &[]).is_some(), "dirty rows");
+        assert!(open.blocker(&names(&["x"]), &names(&["y"])).is_none());
+    }
+
+    #[test]
+    fn a_prepared_statement_blocks_exclusive_locks_only() {
+        let mut open = Transactions::default();
+        let held = |table: &str| (table == "t").then_some(9);
+        assert_eq!(
+            open.admit(1, 0, 0, &table("t", Mode::Shared), held),
+            Admission::Run
+        );
+        assert!(matches!(
+            open.admit(1, 0, 0, &table("t", Mode::Exclusive), held),
+            Admission::Refused(EngineError::Busy { statement: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn ddl_is_refused_and_modes_are_the_strongest_needed() {
+        let select = Operation::Select {
+            table: "t".into(),
+            columns: vec![],
+            predicate: None,
+            limit: None,
+        };
+        let delete = Operation::Delete {
+            table: "t".into(),
+            predicate: None,
+        };
+        assert_eq!(
+            locks_needed(&[select.clone(), delete]).unwrap(),
+            vec![("t".to_string(), Mode::Exclusive)]
+        );
+        assert_eq!(
+            locks_needed(&[select]).unwrap(),
+            vec![("t".to_string(), Mode::Shared)]
+        );
+        assert!(locks_needed(&[Operation::DropTable {
+            name: "t".into(),
+            if_exists: false
+        }])
+        .is_err());
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    use crate::transactions::TransactionStatement;
+    use crate::{end_operation, sql_operation, transaction_operation, Store};
+    use engine::{
+        Assignment, ColumnDef, Command, DataType, EngineError, OnConflict, Operation, Outcome,
+        Predicate, TableSchema, Value,
+    };
+
+    fn store() -> Store {
+        let schema = TableSchema::new(
+            "t",
+            vec![
+                ColumnDef::new("id", DataType::BigInt).not_null(),
+                ColumnDef::new("n", DataType::BigInt),
+            ],
+            &["id"],
+        )
+        .unwrap();
+        let mut store = Store::new();
+        let create = Command::Execute(Operation::CreateTable { schema });
+        store.execute_share(&sql_operation(&create), |_| true);
+        store.execute_share(&sql_operation(&Command::Execute(insert(1, 10))), |_| true);
+        store
+    }
+
+    fn insert(id: i64, n: i64) -> Operation {
+        Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows: vec![vec![Value::BigInt(id), Value::BigInt(n)]],
+            on_conflict: OnConflict::Error,
+        }
+    }
+
+    fn set_n(n: i64) -> Operation {
+        Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("n", Value::BigInt(n))],
+            predicate: Some(Predicate::equal("id", Value::BigInt(1))),
+        }
+    }
+
+    fn run(store: &mut Store, transaction: u64, statement: u64, operation: Operation) -> Outcome {
+        let bytes = transaction_operation(&TransactionStatement {
+            transaction,
+            statement,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            command: Command::Batch(vec![operation]).encode(),
+        });
+        Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    fn rows(store: &Store) -> Vec<Vec<Value>> {
+        store
+            .engine
+            .table("t")
+            .unwrap()
+            .rows
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn error(outcome: &Outcome) -> Option<&EngineError> {
+        match outcome {
+            Outcome::Error(error) => Some(error),
+            Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_abort_writes_every_changed_row_back_and_a_commit_keeps_them() {
+        for commit in [false, true] {
+            let mut store = store();
+            let before = rows(&store);
+            assert!(error(&run(&mut store, 7, 1, insert(2, 20))).is_none());
+            assert!(error(&run(&mut store, 7, 2, set_n(11))).is_none());
+            let delete = Operation::Delete {
+                table: "t".into(),
+                predicate: Some(Predicate::equal("id", Value::BigInt(2))),
+            };
+            assert!(error(&run(&mut store, 7, 3, delete)).is_none());
+            let during = rows(&store);
+            assert_eq!(during, vec![vec![Value::BigInt(1), Value::BigInt(11)]]);
+            store.execute_share(&end_operation(7, commit), |_| true);
+            assert!(store.transactions.is_empty());
+            assert_eq!(rows(&store), if commit { during } else { before });
+            store.engine.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_statement_sent_again_answers_its_first_outcome_without_running_twice() {
+        let mut store = store();
+        let increment = Operation::UpdateComputed {
+            table: "t".into(),
+            assignments: vec![engine::ComputedAssignment::new(
+                "n",
+                engine::Expression::Binary(
+                    engine::expression::Operator::Add,
+                    Box::new(engine::Expression::Column("n".into())),
+                    Box::new(engine::Expression::Constant(Value::BigInt(1))),
+                ),
+            )],
+            predicate: None,
+        };
+        let first = run(&mut store, 7, 1, increment.clone());
+        let again = run(&mut store, 7, 1, increment);
+        assert_eq!(first, again);
+        assert_eq!(
+            rows(&store),
+            vec![vec![Value::BigInt(1), Value::BigInt(11)]]
+        );
+    }
+
+    #[test]
+    fn others_wait_for_the_locks_and_the_younger_transaction_dies() {
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        // Autocommit: a write and a read of the exclusively locked table wait.
+        let write = sql_operation(&Command::Batch(vec![set_n(0)]));
+        let refused = Outcome::decode(&store.execute_share(&write, |_| true)).unwrap();
+        assert!(matches!(
+            error(&refused),
+            Some(EngineError::TransactionLocked { transaction: 7, .. })
+        ));
+        let select = Operation::Select {
+            table: "t".into(),
+            columns: vec![],
+            predicate: None,
+            limit: None,
+        };
+        let read = sql_operation(&Command::Batch(vec![select.clone()]));
+        let refused = Outcome::decode(&store.execute_share(&read, |_| true)).unwrap();
+        assert!(matches!(
+            error(&refused),
+            Some(EngineError::TransactionLocked { .. })
+        ));
+        // An older transaction waits; a younger one dies.
+        assert!(matches!(
+            error(&run(&mut store, 3, 1, select.clone())),
+            Some(EngineError::TransactionLocked { .. })
+        ));
+        assert!(matches!(
+            error(&run(&mut store, 9, 1, select)),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert_eq!(
+            rows(&store),
+            vec![vec![Value::BigInt(1), Value::BigInt(11)]]
+        );
+        store.execute_share(&end_operation(7, true), |_| true);
+        let ran = Outcome::decode(&store.execute_share(&write, |_| true)).unwrap();
+        assert!(error(&ran).is_none());
+    }
+
+    #[test]
+    fn transactions_survive_a_snapshot() {
+        use vr::StateMachine;
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        let mut restored = Store::new();
+        restored.restore(&store.snapshot()).unwrap();
+        assert_eq!(restored.transactions, store.transactions);
+        restored.execute_share(&end_operation(7, false), |_| true);
+        assert_eq!(
+            rows(&restored),
+            vec![vec![Value::BigInt(1), Value::BigInt(10)]]
+        );
+    }
+}
