@@ -141,8 +141,9 @@ async fn prepared_statements_with_binary_parameters_and_results() {
     assert_eq!(texts, vec!["item 1".to_string(), "2".to_string()]);
 }
 
-/// BEGIN is refused (0A000) until interactive transactions exist: a driver's transaction
-/// fails at once instead of pretending that ROLLBACK will undo its statements. Chunked
+/// A backend without transactions (this test's unreplicated engine) refuses BEGIN (0A000): a
+/// driver's transaction fails at once instead of pretending that ROLLBACK will undo its
+/// statements. (The cluster's backend runs them: `crates/tessera/tests/sql_transactions.rs`.) Chunked
 /// fetching of portals within one Sync is tested at the byte level in `pg_protocol.rs`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn driver_transactions_are_refused_and_change_nothing() {
@@ -254,6 +255,7 @@ impl runtime::sql_backend::SqlBackend for CachingBackend {
 
 /// One partition: planned commands run where every other command runs.
 impl runtime::pg::RoutedBackend for CachingBackend {}
+impl runtime::pg::TransactionBackend for CachingBackend {}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_planned_against_a_stale_catalog_is_planned_again_not_run() {

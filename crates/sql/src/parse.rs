@@ -211,9 +211,37 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             object_type: ast::DiscardObject::ALL,
         } => SessionCommand::ResetAll { tag: "DISCARD ALL" },
         Statement::Discard { .. } => SessionCommand::ResetAll { tag: "DISCARD" },
-        // No transaction block is ever open (see `session`): BEGIN is refused, and the
-        // statements that end or work inside a block answer what PostgreSQL answers outside one.
-        Statement::StartTransaction { .. } => return Err(transactions_refused()),
+        // A transaction block is the front end's (`SessionCommand::Begin`); savepoints are
+        // not offered, and answer what PostgreSQL answers outside a block.
+        Statement::StartTransaction {
+            modes,
+            statements,
+            exception,
+            ..
+        } => {
+            if !statements.is_empty() || exception.is_some() {
+                return Err(SqlError::unsupported("BEGIN … END blocks with statements"));
+            }
+            let mut read_only = false;
+            for mode in modes {
+                match mode {
+                    ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadOnly) => {
+                        read_only = true
+                    }
+                    ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => {
+                        read_only = false
+                    }
+                    ast::TransactionMode::IsolationLevel(
+                        ast::TransactionIsolationLevel::Snapshot,
+                    ) => {
+                        return Err(SqlError::unsupported("ISOLATION LEVEL SNAPSHOT"));
+                    }
+                    // Every other level is served as SERIALIZABLE, which is stronger.
+                    ast::TransactionMode::IsolationLevel(_) => {}
+                }
+            }
+            SessionCommand::Begin { read_only }
+        }
         Statement::Commit { chain: true, .. } => {
             return Err(no_transaction_block("COMMIT AND CHAIN"))
         }
@@ -247,9 +275,9 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
     })
 }
 
-/// BEGIN and START TRANSACTION: 0A000 until interactive transactions exist. Accepting them
-/// while every statement still commits alone would make a later ROLLBACK lose nothing it
-/// promised to undo, which is worse than refusing.
+/// BEGIN and START TRANSACTION in a front end without transactions (`Session::apply`): 0A000.
+/// Accepting them while every statement still commits alone would make a later ROLLBACK lose
+/// nothing it promised to undo, which is worse than refusing.
 pub fn transactions_refused() -> SqlError {
     SqlError::unsupported("interactive transactions (BEGIN / START TRANSACTION)")
         .with_detail("every statement commits on its own (autocommit); ROLLBACK could undo nothing")

@@ -1,13 +1,13 @@
 //! Per-connection settings: SET, SHOW, RESET, DISCARD ALL, and the transaction statements.
 //!
-//! Transactions: Tessera's SQL front end is autocommit only; every statement commits on its
-//! own, and no transaction block is ever open. BEGIN and START TRANSACTION are refused with
-//! 0A000 (`parse::transactions_refused`): accepting them would let a client believe a later
-//! ROLLBACK undoes its statements. Everything else answers what PostgreSQL answers outside a
-//! transaction block: COMMIT, END, ROLLBACK and ABORT succeed with a WARNING "there is no
-//! transaction in progress" (25P01, `SessionCommand::warning`); SAVEPOINT, RELEASE SAVEPOINT,
-//! ROLLBACK TO SAVEPOINT and `AND CHAIN` fail with 25P01. The transaction status the server
-//! reports in ReadyForQuery is therefore always idle ('I').
+//! Transactions: the session keeps no transaction state. BEGIN and START TRANSACTION parse to
+//! `SessionCommand::Begin`, which the PostgreSQL front end (`runtime::pg`) turns into a
+//! transaction block over the cluster (`docs/internals/sprint.md`); `Session::apply` refuses
+//! it with 0A000 (`parse::transactions_refused`), for a front end without transactions, since
+//! accepting it would let a client believe a later ROLLBACK undoes its statements. With no
+//! block open, COMMIT, END, ROLLBACK and ABORT succeed with a WARNING "there is no transaction
+//! in progress" (25P01, `SessionCommand::warning`); SAVEPOINT, RELEASE SAVEPOINT, ROLLBACK TO
+//! SAVEPOINT and `AND CHAIN` fail with 25P01 (savepoints are not offered).
 
 use crate::error::{sqlstate, SqlError};
 use std::collections::BTreeMap;
@@ -221,7 +221,12 @@ pub enum SessionCommand {
     Show { name: String },
     /// `RESET ALL` and `DISCARD ALL`.
     ResetAll { tag: &'static str },
-    /// COMMIT / END with no transaction in progress: a warning, nothing else.
+    /// BEGIN / START TRANSACTION: the front end opens a transaction block (the session keeps
+    /// no transaction state; the connection does). `read_only`: READ ONLY was given. Every
+    /// isolation level is served as serialisable (strictly: `docs/internals/sprint.md`).
+    Begin { read_only: bool },
+    /// COMMIT / END: the front end ends its transaction block; with none open, a warning and
+    /// nothing else.
     Commit,
     /// ROLLBACK / ABORT with no transaction in progress: a warning; every statement has
     /// already committed, as the client was told when BEGIN was refused.
@@ -289,6 +294,7 @@ impl Session {
                     tag: tag.to_string(),
                 }
             }
+            SessionCommand::Begin { .. } => return Err(crate::parse::transactions_refused()),
             SessionCommand::Commit => StatementResult::Command {
                 tag: "COMMIT".into(),
             },

@@ -1069,7 +1069,7 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
 }
 
 #[test]
-fn begin_is_refused_and_nothing_after_it_runs() {
+fn a_front_end_without_transactions_refuses_begin_and_nothing_after_it_runs() {
     let mut cluster = people(1);
     let before = cluster.rows("SELECT id, age FROM people ORDER BY id");
     for sql in [

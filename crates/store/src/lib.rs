@@ -35,6 +35,19 @@ const TAG_DECIDE: u8 = 4;
 /// An interactive transaction's statement, and its end (`transactions`).
 const TAG_TRANSACTION: u8 = 5;
 const TAG_END: u8 = 6;
+/// A transaction's table locks, taken at every partition at once (`transactions`).
+const TAG_LOCK: u8 = 7;
+
+/// Takes table locks for a transaction (`transactions::LockRequest`), answered with an empty
+/// `Outcome::Batch`, or the refusal (`TransactionLocked`, `Busy`: wait; `SerializationFailure`:
+/// the transaction dies). Sent to every partition in one message, so every partition holds
+/// the same locks and refuses alike.
+pub fn lock_operation(request: &transactions::LockRequest) -> Vec<u8> {
+    tagged(
+        TAG_LOCK,
+        postcard::to_allocvec(request).expect("serialises"),
+    )
+}
 
 /// A statement of an interactive transaction (`transactions`), answered with its engine
 /// outcome at this partition's share.
@@ -225,6 +238,7 @@ impl Store {
             Some((&TAG_DECIDE, rest)) => return self.decide(rest, &held).encode(),
             Some((&TAG_TRANSACTION, rest)) => return self.run_transaction(rest, &held).encode(),
             Some((&TAG_END, rest)) => return self.end_transaction(rest).encode(),
+            Some((&TAG_LOCK, rest)) => return self.lock(rest).encode(),
             _ => {}
         }
         if is_read_operation(operation) {
@@ -347,16 +361,21 @@ impl Store {
         if matches!(inner, engine::Command::Explain(_)) {
             return self.engine.read_command(&command);
         }
-        let needed = match transactions::locks_needed(transactions::operations_of(inner)) {
-            Ok(needed) => needed,
-            Err(error) => return engine::Outcome::Error(error),
-        };
+        let operations = transactions::operations_of(inner);
+        if let Err(error) = transactions::locks_needed(operations, None) {
+            return engine::Outcome::Error(error); // DDL.
+        }
+        if !transactions::covers_tables(operations, &statement.locks, self.transactions.get(id)) {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        }
         let prepared = &self.prepared;
-        let admission =
-            self.transactions
-                .admit(id, statement.begin_ms, statement.now_ms, &needed, |table| {
-                    prepared.holder([table]).map(|(_, statement)| statement)
-                });
+        let admission = self.transactions.admit(
+            id,
+            statement.begin_ms,
+            statement.now_ms,
+            &statement.locks,
+            |table| prepared.holder([table]).map(|(_, statement)| statement),
+        );
         if let transactions::Admission::Refused(error) = admission {
             return engine::Outcome::Error(error);
         }
@@ -378,6 +397,24 @@ impl Store {
             .expect("admitted above, not ended since");
         open.last_write = Some((statement.statement, outcome.encode()));
         outcome
+    }
+
+    /// A transaction's table locks, all or none.
+    fn lock(&mut self, body: &[u8]) -> engine::Outcome {
+        let Ok(request) = postcard::from_bytes::<transactions::LockRequest>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let prepared = &self.prepared;
+        match self.transactions.admit(
+            request.transaction,
+            request.begin_ms,
+            request.now_ms,
+            &request.locks,
+            |table| prepared.holder([table]).map(|(_, statement)| statement),
+        ) {
+            transactions::Admission::Run => engine::Outcome::Batch(Vec::new()),
+            transactions::Admission::Refused(error) => engine::Outcome::Error(error),
+        }
     }
 
     /// The end of an interactive transaction: commit drops its before-images, abort writes

@@ -2,9 +2,13 @@
 //!
 //! A transaction's statements reach the partitions holding their rows (the router bypass for
 //! one, one E-Cast message for several), each stamped with the transaction's id, its begin
-//! time (its age, for wait-die) and the gateway's clock. At each partition a statement:
+//! time (its age, for wait-die) and the gateway's clock. Before its first statement on a
+//! table, the gateway takes the table's lock at every partition with one E-Cast message
+//! (`LockRequest`): so every partition holds the same locks at every point of the order, and
+//! a statement refused for a lock is refused by every partition it reaches, having run
+//! nowhere; the gateway sends it again. At each partition a statement:
 //!
-//! 1. takes table locks under strict two-phase locking: shared for the tables it reads,
+//! 1. takes table locks (already held, after the lock message) under strict two-phase locking: shared for the tables it reads,
 //!    exclusive for those it writes, held until the transaction ends. A lock another
 //!    transaction holds in a conflicting mode is waited for if every such holder is younger
 //!    (the partition answers `TransactionLocked`, nothing ran, the gateway retries), and
@@ -32,7 +36,7 @@
 //! uncommitted values), is refused with `TransactionLocked` and retried by its gateway.
 //!
 //! When Rubberband moves part of a partition's rows, the before-images of the moved rows, and
-//! every lock, travel with them (`copy_where`, `retain_where`, `absorb`): the receiving group
+//! every lock, travel with them (`copy_where` for the copy sent and the part kept, `absorb`): the receiving group
 //! then ends the transaction with the same message as everyone else.
 
 use engine::table::{Key, Row};
@@ -40,16 +44,65 @@ use engine::{EngineError, Operation, TableSchema, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// How a transaction holds a table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// What a lock is on: a table (`None`), or the rows of one partition key value of a table
+/// (`Some(placement key)`, `rows::placement_key`), which also covers that value's absence (an
+/// insert of it conflicts with a read that found nothing).
+pub type Resource = (String, Option<Vec<u8>>);
+
+/// How a transaction holds a resource: multiple-granularity locking (Gray et al.). A
+/// statement pinned to partition keys takes an intention lock on the table (IS to read, IX to
+/// write) and S or X on the rows of its keys; any other statement takes S or X on the table.
+/// Rows only take `Shared` and `Exclusive`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
+    IntentShared,
+    IntentExclusive,
     Shared,
+    /// S and IX together (a transaction that read the whole table, then wrote rows of it).
+    SharedIntentExclusive,
     Exclusive,
 }
 
 impl Mode {
-    fn conflicts(self, other: Mode) -> bool {
-        self == Mode::Exclusive || other == Mode::Exclusive
+    /// The compatibility matrix of multiple-granularity locking.
+    pub fn conflicts(self, other: Mode) -> bool {
+        use Mode::*;
+        !matches!(
+            (self, other),
+            (
+                IntentShared,
+                IntentShared | IntentExclusive | Shared | SharedIntentExclusive
+            ) | (IntentExclusive, IntentShared | IntentExclusive)
+                | (Shared, IntentShared | Shared)
+                | (SharedIntentExclusive, IntentShared)
+        )
+    }
+
+    /// The weakest mode that grants both.
+    pub fn join(self, other: Mode) -> Mode {
+        use Mode::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Exclusive, _) | (_, Exclusive) => Exclusive,
+            (SharedIntentExclusive, _) | (_, SharedIntentExclusive) => SharedIntentExclusive,
+            (IntentExclusive, Shared) | (Shared, IntentExclusive) => SharedIntentExclusive,
+            (IntentShared, b) => b,
+            (a, IntentShared) => a,
+            (a, b) => unreachable!("every pair is covered: {a:?} {b:?}"),
+        }
+    }
+
+    /// Whether holding `self` grants `wanted`.
+    pub fn covers(self, wanted: Mode) -> bool {
+        self.join(wanted) == self
+    }
+
+    /// Whether the mode lets its holder write (some of) the resource.
+    fn writes(self) -> bool {
+        matches!(
+            self,
+            Mode::IntentExclusive | Mode::SharedIntentExclusive | Mode::Exclusive
+        )
     }
 }
 
@@ -60,8 +113,8 @@ pub struct Transaction {
     pub begin_ms: u64,
     /// The latest gateway stamp of its statements here (ms).
     pub last_ms: u64,
-    /// The tables it holds, and how.
-    pub locks: BTreeMap<String, Mode>,
+    /// What it holds, and how.
+    pub locks: BTreeMap<Resource, Mode>,
     /// The rows its writes changed here, as they were before (`None`: the row did not exist).
     pub undo: BTreeMap<(String, Key), Option<Row>>,
     /// The last write statement run here (its number) and the outcome it answered.
@@ -90,8 +143,19 @@ pub struct TransactionStatement {
     pub begin_ms: u64,
     /// The gateway's clock when it sent the statement.
     pub now_ms: u64,
+    /// The locks it needs (`locks_needed`, with the placement keys the gateway routed it by).
+    pub locks: Vec<(Resource, Mode)>,
     /// `engine::Command::encode`.
     pub command: Vec<u8>,
+}
+
+/// A transaction's request for table locks at every partition (`lock_operation`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockRequest {
+    pub transaction: u64,
+    pub begin_ms: u64,
+    pub now_ms: u64,
+    pub locks: Vec<(Resource, Mode)>,
 }
 
 /// What the lock step decided.
@@ -120,16 +184,16 @@ impl Transactions {
         self.open.get_mut(&id)
     }
 
-    /// Takes the locks `needed` (table, mode) for transaction `id` (created here if new), or
-    /// refuses them all: a conflicting holder that is older kills `id` (wait-die), one that is
-    /// younger makes it wait. A prepared two-phase statement holding a table blocks an
-    /// exclusive lock (`held_by_statement`).
+    /// Takes the locks `needed` for transaction `id` (created here if new), or refuses them
+    /// all: a conflicting holder that is older kills `id` (wait-die), one that is younger
+    /// makes it wait. A prepared two-phase statement holding a table blocks the modes that
+    /// write it (`held_by_statement`).
     pub fn admit(
         &mut self,
         id: u64,
         begin_ms: u64,
         now_ms: u64,
-        needed: &[(String, Mode)],
+        needed: &[(Resource, Mode)],
         held_by_statement: impl Fn(&str) -> Option<u64>,
     ) -> Admission {
         let me = self.open.get(&id).cloned().unwrap_or(Transaction {
@@ -137,11 +201,16 @@ impl Transactions {
             last_ms: now_ms,
             ..Transaction::default()
         });
-        for (table, mode) in needed {
-            if me.locks.get(table).is_some_and(|held| held >= mode) {
+        for (resource, mode) in needed {
+            if me
+                .locks
+                .get(resource)
+                .is_some_and(|held| held.covers(*mode))
+            {
                 continue;
             }
-            if *mode == Mode::Exclusive {
+            let table = &resource.0;
+            if resource.1.is_none() && mode.writes() {
                 if let Some(statement) = held_by_statement(table) {
                     return Admission::Refused(EngineError::Busy {
                         table: table.clone(),
@@ -153,7 +222,7 @@ impl Transactions {
                 if *other_id == id {
                     continue;
                 }
-                let Some(held) = other.locks.get(table) else {
+                let Some(held) = other.locks.get(resource) else {
                     continue;
                 };
                 if !held.conflicts(*mode) {
@@ -175,27 +244,31 @@ impl Transactions {
         }
         let entry = self.open.entry(id).or_insert(me);
         entry.last_ms = entry.last_ms.max(now_ms);
-        for (table, mode) in needed {
-            let held = entry.locks.entry(table.clone()).or_insert(*mode);
-            *held = (*held).max(*mode);
+        for (resource, mode) in needed {
+            let held = entry.locks.entry(resource.clone()).or_insert(*mode);
+            *held = held.join(*mode);
         }
         Admission::Run
     }
 
     /// The transaction that keeps a statement outside transactions from `tables_read` and
-    /// `tables_written`: one holding a written table in any mode, or a read one exclusively.
+    /// `tables_written`: one holding a written table in any mode (intentions included: the
+    /// statement does not say which rows it writes), or a read one in a mode that writes (its
+    /// rows may hold uncommitted values). Judged on table locks only, which every partition
+    /// holds alike, so every partition refuses alike.
     pub fn blocker(
         &self,
         tables_read: &[String],
         tables_written: &[String],
     ) -> Option<EngineError> {
         self.open.iter().find_map(|(id, transaction)| {
-            let blocked = transaction.locks.iter().find(|(table, mode)| {
-                tables_written.contains(table)
-                    || (**mode == Mode::Exclusive && tables_read.contains(table))
+            let ((table, _), _) = transaction.locks.iter().find(|((table, row), mode)| {
+                row.is_none()
+                    && (tables_written.contains(table)
+                        || (mode.writes() && tables_read.contains(table)))
             })?;
             Some(EngineError::TransactionLocked {
-                table: blocked.0.clone(),
+                table: table.clone(),
                 transaction: *id,
                 last_ms: transaction.last_ms,
             })
@@ -256,17 +329,6 @@ impl Transactions {
         Transactions { open }
     }
 
-    /// Keeps only the before-images of rows `keep` accepts (the rest moved away), judged as
-    /// `copy_where` judges them.
-    pub fn retain_where(
-        &mut self,
-        keep: impl Fn(&TableSchema, &[Value]) -> bool,
-        schema_of: impl Fn(&str) -> Option<TableSchema>,
-        current: impl Fn(&str, &Key) -> Option<Row>,
-    ) {
-        *self = self.copy_where(keep, schema_of, current);
-    }
-
     /// Takes in another partition's copy: locks are merged (the stronger mode), before-images
     /// added (the two copies hold different rows), the newest stamp kept.
     pub fn absorb(&mut self, other: Transactions) {
@@ -276,9 +338,9 @@ impl Transactions {
                 continue;
             };
             transaction.last_ms = transaction.last_ms.max(incoming.last_ms);
-            for (table, mode) in incoming.locks {
-                let held = transaction.locks.entry(table).or_insert(mode);
-                *held = (*held).max(mode);
+            for (resource, mode) in incoming.locks {
+                let held = transaction.locks.entry(resource).or_insert(mode);
+                *held = held.join(mode);
             }
             for (place, before) in incoming.undo {
                 transaction.undo.entry(place).or_insert(before);
@@ -310,10 +372,24 @@ pub fn tables_read(command: &engine::Command) -> Vec<String> {
     tables
 }
 
-/// The locks a statement needs: shared for each table it reads, exclusive for each it writes;
-/// `Err` for DDL, which a transaction block does not run.
-pub fn locks_needed(operations: &[Operation]) -> Result<Vec<(String, Mode)>, EngineError> {
-    let mut needed: BTreeMap<String, Mode> = BTreeMap::new();
+/// The locks a statement needs. Pinned to partition keys (`rows`: their placement keys, every
+/// operation on one table): IS on the table and S on those rows to read, IX and X to write.
+/// Otherwise: S on each table it reads, X on each it writes. `Err` for DDL, which a
+/// transaction block does not run.
+pub fn locks_needed(
+    operations: &[Operation],
+    rows: Option<&[Vec<u8>]>,
+) -> Result<Vec<(Resource, Mode)>, EngineError> {
+    let mut needed: BTreeMap<Resource, Mode> = BTreeMap::new();
+    let one_table = operations
+        .first()
+        .map(Operation::table_name)
+        .filter(|first| {
+            operations
+                .iter()
+                .all(|operation| operation.table_name() == *first)
+        });
+    let rows = rows.filter(|_| one_table.is_some());
     for operation in operations {
         if matches!(
             operation,
@@ -326,25 +402,139 @@ pub fn locks_needed(operations: &[Operation]) -> Result<Vec<(String, Mode)>, Eng
                 feature: "DDL (CREATE, DROP) inside a transaction block".into(),
             });
         }
-        let mode = if operation.is_read() {
-            Mode::Shared
-        } else {
-            Mode::Exclusive
+        let table = operation.table_name().to_string();
+        let read = operation.is_read();
+        let mut take = |resource: Resource, mode: Mode| {
+            let held = needed.entry(resource).or_insert(mode);
+            *held = held.join(mode);
         };
-        let held = needed
-            .entry(operation.table_name().to_string())
-            .or_insert(mode);
-        *held = (*held).max(mode);
+        match rows {
+            Some(rows) => {
+                let (intent, row_mode) = if read {
+                    (Mode::IntentShared, Mode::Shared)
+                } else {
+                    (Mode::IntentExclusive, Mode::Exclusive)
+                };
+                take((table.clone(), None), intent);
+                for row in rows {
+                    take((table.clone(), Some(row.clone())), row_mode);
+                }
+            }
+            None => take(
+                (table, None),
+                if read { Mode::Shared } else { Mode::Exclusive },
+            ),
+        }
     }
     Ok(needed.into_iter().collect())
+}
+
+/// Whether `locks` (with those already `held`) cover every table the operations name: a
+/// statement whose locks do not is refused, never run unlocked.
+pub fn covers_tables(
+    operations: &[Operation],
+    locks: &[(Resource, Mode)],
+    held: Option<&Transaction>,
+) -> bool {
+    operations.iter().all(|operation| {
+        let table = (operation.table_name().to_string(), None);
+        let wanted = if operation.is_read() {
+            Mode::IntentShared
+        } else {
+            Mode::IntentExclusive
+        };
+        locks
+            .iter()
+            .filter(|(resource, _)| *resource == table)
+            .map(|(_, mode)| *mode)
+            .chain(held.and_then(|held| held.locks.get(&table).copied()))
+            .any(|mode| mode.covers(wanted))
+    })
+}
+
+/// Only the table locks of `locks` (what every partition must hold alike).
+pub fn table_locks(locks: &[(Resource, Mode)]) -> Vec<(Resource, Mode)> {
+    locks
+        .iter()
+        .filter(|((_, row), _)| row.is_none())
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn table(name: &str, mode: Mode) -> Vec<(String, Mode)> {
-        vec![(name.to_string(), mode)]
+    fn table(name: &str, mode: Mode) -> Vec<(Resource, Mode)> {
+        vec![((name.to_string(), None), mode)]
+    }
+
+    fn row(name: &str, key: u8, mode: Mode) -> Vec<(Resource, Mode)> {
+        let intent = if mode == Mode::Shared {
+            Mode::IntentShared
+        } else {
+            Mode::IntentExclusive
+        };
+        vec![
+            ((name.to_string(), None), intent),
+            ((name.to_string(), Some(vec![key])), mode),
+        ]
+    }
+
+    #[test]
+    fn the_matrix_is_symmetric_and_joins_grant_both() {
+        use Mode::*;
+        let all = [
+            IntentShared,
+            IntentExclusive,
+            Shared,
+            SharedIntentExclusive,
+            Exclusive,
+        ];
+        for a in all {
+            for b in all {
+                assert_eq!(a.conflicts(b), b.conflicts(a), "{a:?} {b:?}");
+                let joined = a.join(b);
+                assert!(joined.covers(a) && joined.covers(b), "{a:?} {b:?}");
+                // A holder of the join conflicts with whatever either conflicts with.
+                for c in all {
+                    if a.conflicts(c) || b.conflicts(c) {
+                        assert!(joined.conflicts(c), "{a:?} {b:?} {c:?}");
+                    }
+                }
+            }
+        }
+        assert!(!IntentExclusive.conflicts(IntentExclusive));
+        assert!(Shared.conflicts(IntentExclusive));
+        assert_eq!(IntentExclusive.join(Shared), SharedIntentExclusive);
+    }
+
+    #[test]
+    fn row_locks_of_different_keys_do_not_conflict_and_a_table_lock_waits_for_rows() {
+        let mut open = Transactions::default();
+        let none = |_: &str| None;
+        assert_eq!(
+            open.admit(1, 100, 100, &row("t", 1, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(2, 200, 200, &row("t", 2, Mode::Exclusive), none),
+            Admission::Run
+        );
+        // The younger wants row 1: dies; the older wants row 2: waits.
+        assert!(matches!(
+            open.admit(2, 200, 201, &row("t", 1, Mode::Shared), none),
+            Admission::Refused(EngineError::SerializationFailure { .. })
+        ));
+        assert!(matches!(
+            open.admit(1, 100, 201, &row("t", 2, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 2, .. })
+        ));
+        // A whole-table read conflicts with both writers' intentions.
+        assert!(matches!(
+            open.admit(0, 50, 202, &table("t", Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { .. })
+        ));
     }
 
     #[test]
@@ -374,7 +564,10 @@ mod tests {
             })
         );
         // Nothing was taken by the refusals.
-        assert_eq!(open.get(1).unwrap().locks["t"], Mode::Shared);
+        assert_eq!(
+            open.get(1).unwrap().locks[&("t".to_string(), None)],
+            Mode::Shared
+        );
         open.end(2).unwrap();
         assert_eq!(
             open.admit(1, 100, 270, &table("t", Mode::Exclusive), none),
@@ -429,17 +622,28 @@ mod tests {
             predicate: None,
         };
         assert_eq!(
-            locks_needed(&[select.clone(), delete]).unwrap(),
-            vec![("t".to_string(), Mode::Exclusive)]
+            locks_needed(&[select.clone(), delete.clone()], None).unwrap(),
+            table("t", Mode::Exclusive)
         );
         assert_eq!(
-            locks_needed(&[select]).unwrap(),
-            vec![("t".to_string(), Mode::Shared)]
+            locks_needed(std::slice::from_ref(&select), None).unwrap(),
+            table("t", Mode::Shared)
         );
-        assert!(locks_needed(&[Operation::DropTable {
-            name: "t".into(),
-            if_exists: false
-        }])
+        assert_eq!(
+            locks_needed(&[select], Some(&[vec![7]])).unwrap(),
+            row("t", 7, Mode::Shared)
+        );
+        assert_eq!(
+            locks_needed(&[delete], Some(&[vec![7]])).unwrap(),
+            row("t", 7, Mode::Exclusive)
+        );
+        assert!(locks_needed(
+            &[Operation::DropTable {
+                name: "t".into(),
+                if_exists: false
+            }],
+            None
+        )
         .is_err());
     }
 }
@@ -488,11 +692,14 @@ mod store_tests {
     }
 
     fn run(store: &mut Store, transaction: u64, statement: u64, operation: Operation) -> Outcome {
+        let locks =
+            crate::transactions::locks_needed(std::slice::from_ref(&operation), None).unwrap();
         let bytes = transaction_operation(&TransactionStatement {
             transaction,
             statement,
             begin_ms: transaction,
             now_ms: 1_000,
+            locks,
             command: Command::Batch(vec![operation]).encode(),
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()

@@ -128,6 +128,11 @@ impl PartitionStore {
         outcomes
     }
 
+    /// The stored row of `key` in table `name`, if any.
+    fn current_row(&self, name: &str, key: &engine::table::Key) -> Option<engine::table::Row> {
+        self.store.engine.table(name)?.rows.get(key).cloned()
+    }
+
     /// Whether a stored row of `schema` lies in `range`.
     fn row_in(
         &self,
@@ -315,8 +320,26 @@ impl PartitionData for PartitionStore {
             .store
             .kv
             .locks_where(|key| range.contains(self.placement.position(key)));
-        postcard::to_allocvec(&(records, Some(tables), &self.store.prepared, locks))
-            .expect("records serialise")
+        // Open transactions: every lock, and the before-images of the range's rows, go with
+        // the rows (their end reaches every partition, this one's receiver included).
+        let transactions = self.store.transactions.copy_where(
+            |schema, row| self.row_in(range, schema, row),
+            |name| {
+                self.store
+                    .engine
+                    .table(name)
+                    .map(|table| table.schema.clone())
+            },
+            |name, key| self.current_row(name, key),
+        );
+        postcard::to_allocvec(&(
+            records,
+            Some(tables),
+            &self.store.prepared,
+            locks,
+            transactions,
+        ))
+        .expect("records serialise")
     }
 
     fn import(&mut self, records: &[u8]) {
@@ -325,8 +348,9 @@ impl PartitionData for PartitionStore {
             Option<Vec<u8>>,
             store::prepared::Prepared,
             Vec<(Vec<u8>, kv::Lock)>,
+            store::transactions::Transactions,
         );
-        let (records, tables, prepared, locks): Records =
+        let (records, tables, prepared, locks, transactions): Records =
             postcard::from_bytes(records).unwrap_or_default();
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
@@ -339,6 +363,7 @@ impl PartitionData for PartitionStore {
             self.store.engine.absorb(tables);
         }
         self.store.prepared.absorb(prepared);
+        self.store.transactions.absorb(transactions);
     }
 
     fn retain(&mut self, holds: &PositionSet) {
@@ -351,6 +376,18 @@ impl PartitionData for PartitionStore {
         self.store
             .kv
             .remove_locks_where(|key| !holds.contains(placement.position(key)));
+        // Before-images are judged by the rows as they are before these go.
+        let transactions = self.store.transactions.copy_where(
+            |schema, row| self.row_in(holds, schema, row),
+            |name| {
+                self.store
+                    .engine
+                    .table(name)
+                    .map(|table| table.schema.clone())
+            },
+            |name, key| self.current_row(name, key),
+        );
+        self.store.transactions = transactions;
         let placement = &self.placement;
         self.store.engine.retain_rows(|schema, row| {
             holds.contains(placement.position(&store::rows::row_key(schema, row)))

@@ -23,7 +23,7 @@
 //! (0A000) here rather than answered from one partition's keys.
 
 use super::gateway::{Job, Work};
-use crate::pg::RoutedBackend;
+use crate::pg::{RoutedBackend, TransactionBackend, TransactionContext};
 use crate::sql_backend::{BackendError, SqlBackend};
 use ecast::Isolation;
 use kv::Outcome;
@@ -122,6 +122,11 @@ impl RowIds {
 
     fn draw() -> u64 {
         (crate::os::random_u64() & 0x7fff_ffff).max(1)
+    }
+
+    /// A new transaction id: the process's prefix and the shared counter.
+    fn transaction_id(&mut self) -> u64 {
+        self.next() as u64
     }
 
     fn next(&mut self) -> i64 {
@@ -325,18 +330,18 @@ impl RoutedBackend for ClusterBackend {
         let started = Instant::now();
         let mut blocked: Option<(u64, Instant)> = None;
         let mut pause = Duration::from_millis(5);
+        let mut waiter = Waiter::new(LOCK_WAIT_MAX);
         loop {
             let answers = self
                 .run(operation.clone(), read, route.clone(), fallible)
                 .await?;
-            let outcomes: Vec<(String, engine::Outcome)> = answers
-                .into_iter()
-                .map(|(name, bytes)| {
-                    let outcome = engine::Outcome::decode(&bytes)
-                        .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
-                    (name, outcome)
-                })
-                .collect();
+            let outcomes = decode_outcomes(answers);
+            // A transaction's lock: waited for (nothing ran anywhere: the refusal is decided
+            // on the catalog-wide locks every partition holds alike, or by one partition of a
+            // single-partition statement).
+            if waiter.wait(self, &outcomes).await {
+                continue;
+            }
             let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
                 return Ok(outcomes);
             };
@@ -363,6 +368,260 @@ impl RoutedBackend for ClusterBackend {
     }
 }
 
+impl TransactionBackend for ClusterBackend {
+    fn begin(&self) -> Option<TransactionContext> {
+        let id = self
+            .row_ids
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .transaction_id();
+        Some(TransactionContext {
+            id,
+            begin_ms: now_ms(),
+            statements: 0,
+            locks: Default::default(),
+            wrote: false,
+        })
+    }
+
+    /// Takes the table locks the statement lacks at every partition (one message, sent again
+    /// while a younger transaction's lock or a two-phase statement is in the way), then sends
+    /// the statement, numbered, where its routing says. A statement refused for a lock ran
+    /// nowhere (every partition holds the same locks) and is sent again.
+    async fn execute_in(
+        &self,
+        transaction: &mut TransactionContext,
+        routing: &sql::Routing,
+        mut command: engine::Command,
+    ) -> Result<Vec<(String, engine::Outcome)>, BackendError> {
+        if store::touches_kv_table(&command) {
+            let refusal = engine::EngineError::FeatureNotSupported {
+                feature: format!("the table {} inside a transaction block", store::KV_TABLE),
+            };
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
+        if command.is_read() && canary_unlocked_reads() {
+            return self.execute_routed(routing, command).await;
+        }
+        let routing = match routing {
+            sql::Routing::NewRowIds => self.with_row_ids(&mut command),
+            other => other.clone(),
+        };
+        let route = route_of(&routing, &command);
+        if route == SqlRoute::Keys(Vec::new()) {
+            return Ok(Vec::new());
+        }
+        let rows = match &route {
+            SqlRoute::Keys(keys) => Some(keys.as_slice()),
+            _ => None,
+        };
+        let needed = match store::transactions::locks_needed(
+            store::transactions::operations_of(&command),
+            rows,
+        ) {
+            Ok(needed) => needed,
+            Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
+        };
+        // Table locks go to every partition in one message the first time (so that every
+        // partition holds them alike); a statement that may reach several partitions takes all
+        // its locks that way first, so that no partition refuses it after another ran it.
+        let several = !matches!(&route, SqlRoute::Keys(keys) if keys.len() == 1);
+        let lacking: Vec<_> = needed
+            .iter()
+            .filter(|((table, row), mode)| {
+                several
+                    || (row.is_none()
+                        && transaction
+                            .locks
+                            .get(table)
+                            .is_none_or(|held| !held.covers(*mode)))
+            })
+            .cloned()
+            .collect();
+        transaction.statements += 1;
+        // Counted before anything is sent: a lock taken, or a statement that may have run,
+        // must be ended by COMMIT or ROLLBACK.
+        if !lacking.is_empty() {
+            let mut waiter = Waiter::new(LOCK_WAIT_MAX);
+            loop {
+                let operation = store::lock_operation(&store::transactions::LockRequest {
+                    transaction: transaction.id,
+                    begin_ms: transaction.begin_ms,
+                    now_ms: now_ms(),
+                    locks: lacking.clone(),
+                });
+                let outcomes =
+                    decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+                if waiter.wait(self, &outcomes).await || waiter.busy(&outcomes).await {
+                    continue;
+                }
+                if outcomes
+                    .iter()
+                    .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
+                {
+                    return Ok(outcomes);
+                }
+                break;
+            }
+            for ((table, row), mode) in lacking {
+                if row.is_none() {
+                    let held = transaction.locks.entry(table).or_insert(mode);
+                    *held = held.join(mode);
+                }
+            }
+        }
+        if !command.is_read() {
+            transaction.wrote = true;
+        }
+        let encoded = command.encode();
+        let mut waiter = Waiter::new(LOCK_WAIT_MAX);
+        loop {
+            let operation =
+                store::transaction_operation(&store::transactions::TransactionStatement {
+                    transaction: transaction.id,
+                    statement: transaction.statements,
+                    begin_ms: transaction.begin_ms,
+                    now_ms: now_ms(),
+                    locks: needed.clone(),
+                    command: encoded.clone(),
+                });
+            let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
+            if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
+                return Ok(outcomes);
+            }
+        }
+    }
+
+    async fn end(
+        &self,
+        transaction: &TransactionContext,
+        commit: bool,
+    ) -> Result<(), BackendError> {
+        if transaction.statements == 0 {
+            return Ok(()); // Nothing was sent: no partition knows it.
+        }
+        let operation = store::end_operation(transaction.id, commit);
+        self.run(operation, false, SqlRoute::Every, false).await?;
+        Ok(())
+    }
+}
+
+/// The engine outcomes of a gateway answer.
+fn decode_outcomes(answers: Vec<(String, Vec<u8>)>) -> Vec<(String, engine::Outcome)> {
+    answers
+        .into_iter()
+        .map(|(name, bytes)| {
+            let outcome = engine::Outcome::decode(&bytes)
+                .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
+            (name, outcome)
+        })
+        .collect()
+}
+
+/// The gateway's clock, in ms since the epoch: transactions' stamps (their age, and how long
+/// they have been idle).
+fn now_ms() -> u64 {
+    crate::os::unix_now_us().max(0) as u64 / 1_000
+}
+
+/// How a statement waits for the locks of open transactions (`store::transactions`): it is
+/// sent again after a growing pause, for at most `patience`; a holder that has shown no new
+/// statement for `TRANSACTION_ABANDONED_AFTER` while this one waited (its gateway may be
+/// gone) is aborted with the ordered end message.
+struct Waiter {
+    started: Instant,
+    patience: Duration,
+    pause: Duration,
+    /// The holder waited for, its last stamp, and since when (this gateway's clock).
+    holder: Option<(u64, u64, Instant)>,
+}
+
+impl Waiter {
+    fn new(patience: Duration) -> Waiter {
+        Waiter {
+            started: Instant::now(),
+            patience,
+            pause: Duration::from_millis(2),
+            holder: None,
+        }
+    }
+
+    /// Whether to send a transaction's message again (after a pause, taken here): a two-phase
+    /// statement holds a table it needs (`EngineError::Busy`), and patience remains. (A
+    /// statement outside transactions handles `Busy` itself, deciding abandoned statements.)
+    async fn busy(&mut self, outcomes: &[(String, engine::Outcome)]) -> bool {
+        if !outcomes.iter().any(|(_, outcome)| busy(outcome).is_some())
+            || self.started.elapsed() > self.patience
+        {
+            return false;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        true
+    }
+
+    /// Whether to send the statement again (after a pause, taken here): some partition
+    /// refused it for a transaction's lock, and patience remains.
+    async fn wait(
+        &mut self,
+        backend: &ClusterBackend,
+        outcomes: &[(String, engine::Outcome)],
+    ) -> bool {
+        let Some((transaction, last_ms)) = outcomes
+            .iter()
+            .find_map(|(_, outcome)| transaction_locked(outcome))
+        else {
+            return false;
+        };
+        if self.started.elapsed() > self.patience {
+            return false;
+        }
+        match self.holder {
+            Some((holder, seen, since)) if holder == transaction && seen == last_ms => {
+                if since.elapsed() > TRANSACTION_ABANDONED_AFTER {
+                    crate::log::warn(format_args!(
+                        "aborting transaction {transaction:016x}: idle for {} ms while holding a lock others wait for",
+                        since.elapsed().as_millis()
+                    ));
+                    let abort = store::end_operation(transaction, false);
+                    let _ = backend.run(abort, false, SqlRoute::Every, false).await;
+                    self.holder = None;
+                }
+            }
+            _ => self.holder = Some((transaction, last_ms, Instant::now())),
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        true
+    }
+}
+
+/// The transaction whose lock an outcome was refused for (`EngineError::TransactionLocked`),
+/// with its last stamp.
+fn transaction_locked(outcome: &engine::Outcome) -> Option<(u64, u64)> {
+    let locked = |error: &engine::EngineError| match error {
+        engine::EngineError::TransactionLocked {
+            transaction,
+            last_ms,
+            ..
+        } => Some((*transaction, *last_ms)),
+        _ => None,
+    };
+    match outcome {
+        engine::Outcome::Error(error) | engine::Outcome::Executed(Err(error)) => locked(error),
+        engine::Outcome::Batch(results) => results
+            .iter()
+            .find_map(|result| result.as_ref().err().and_then(locked)),
+        _ => None,
+    }
+}
+
+/// How long a statement waits for transactions' locks before it fails with 55P03.
+const LOCK_WAIT_MAX: Duration = Duration::from_secs(60);
+/// A transaction that shows no new statement for this long while a statement waits for its
+/// lock is aborted (its client idles in the transaction, or its gateway is gone).
+const TRANSACTION_ABANDONED_AFTER: Duration = Duration::from_secs(20);
+
 /// A write refused because a two-phase statement holds its table is retried this long.
 const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
 /// A two-phase statement that keeps a write out this long is aborted.
@@ -386,6 +645,17 @@ fn busy(outcome: &engine::Outcome) -> Option<u64> {
 /// Hidden, test-only (debug builds, `TESSERA_CANARY_ONE_PHASE_WRITES`): writes that can fail on
 /// the data go in one phase even across partitions, so a failure on one partition leaves the
 /// others' part applied — `sql_partitions.rs`'s canary proves its checks catch that.
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_UNLOCKED_READS`): a transaction's reads
+/// take no lock and run as statements outside it, so a concurrent transaction may change what
+/// it read before it commits — `sql_transactions.rs`'s canary proves the bank checker catches
+/// that (lost updates, non-repeatable reads).
+fn canary_unlocked_reads() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_UNLOCKED_READS").is_some()
+    })
+}
+
 fn canary_one_phase() -> bool {
     static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *CANARY.get_or_init(|| {

@@ -73,14 +73,38 @@ pub(crate) struct Connection<B, R, W> {
     utility_statements: HashMap<String, String>,
     /// Portals bound from `utility_statements`, with the statement's text.
     utility_portals: HashMap<String, String>,
+    /// The open transaction block, if any (`docs/internals/sprint.md`).
+    transaction: Option<Block>,
 }
 
-/// What `Command::Guarded` answers when the catalog changed since planning.
-const STALE_CATALOG: &str = "40001";
+/// A transaction block between BEGIN and COMMIT or ROLLBACK.
+struct Block {
+    context: super::TransactionContext,
+    /// READ ONLY: writes are refused (25006).
+    read_only: bool,
+    /// A statement failed: the transaction was aborted at the cluster, and every statement
+    /// but COMMIT and ROLLBACK is refused (25P02) until one ends the block.
+    failed: bool,
+}
+
+/// What `Command::Guarded` answers when the catalog changed since planning: nothing ran, and
+/// the statement is planned again. (A serialisation failure shares its SQLSTATE, 40001, and
+/// is never retried here: its transaction is over.)
+fn is_stale_catalog(error: &SqlError) -> bool {
+    error.code == "40001" && error.message == engine::EngineError::StaleCatalog.to_string()
+}
 
 /// Whether a plan is answered at the gateway from the catalog alone (no engine operation).
 fn answered_here(plan: &Plan) -> bool {
     matches!(plan, Plan::Execute(execution) if execution.operations.is_empty())
+}
+
+/// A COMMIT or ROLLBACK whose message no partition confirmed.
+fn end_error(error: BackendError, commit: bool) -> SqlError {
+    let what = if commit { "COMMIT" } else { "ROLLBACK" };
+    SqlError::new("08007", format!("{what} was not confirmed: {error}")).with_hint(
+        "the transaction may or may not have committed; it ended either way (a later statement waiting for it aborts it if it did not)",
+    )
 }
 
 fn backend_error(error: BackendError) -> SqlError {
@@ -93,7 +117,7 @@ fn backend_error(error: BackendError) -> SqlError {
 
 impl<B, R, W> Connection<B, R, W>
 where
-    B: super::RoutedBackend,
+    B: super::TransactionBackend,
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
@@ -115,6 +139,86 @@ where
             connection_slot: None,
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
+            transaction: None,
+        }
+    }
+
+    /// Role and privilege statements commit on their own: inside a transaction block they
+    /// are refused, rather than run outside it.
+    fn refuse_utility_in_block(&self) -> Result<(), Fail> {
+        if self.transaction.is_some() {
+            return Err(Fail::Error(SqlError::unsupported(
+                "role and privilege statements (CREATE/ALTER/DROP ROLE, GRANT, REVOKE) inside a transaction block",
+            )));
+        }
+        Ok(())
+    }
+
+    /// ReadyForQuery's transaction status.
+    fn transaction_status(&self) -> u8 {
+        match &self.transaction {
+            None => b'I',
+            Some(block) if block.failed => b'E',
+            Some(_) => b'T',
+        }
+    }
+
+    /// After an error inside a transaction block: the block fails and the transaction is
+    /// aborted at once (its locks released; a later ROLLBACK has nothing left to do).
+    async fn fail_block(&mut self) {
+        let Some(block) = self.transaction.as_mut().filter(|block| !block.failed) else {
+            return;
+        };
+        block.failed = true;
+        let context = block.context.clone();
+        if let Err(error) = self.backend.end(&context, false).await {
+            crate::log::warn(format_args!(
+                "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
+                context.id
+            ));
+        }
+    }
+
+    /// BEGIN, COMMIT and ROLLBACK, when they open or end a block (`None`: the session
+    /// answers, as outside a block).
+    async fn block_command(
+        &mut self,
+        command: &SessionCommand,
+    ) -> Result<Option<StatementResult>, Fail> {
+        let tag = |tag: &str| Ok(Some(StatementResult::Command { tag: tag.into() }));
+        match (command, &self.transaction) {
+            (SessionCommand::Begin { .. }, Some(_)) => {
+                self.out.notice_response(
+                    "WARNING",
+                    &SqlError::new("25001", "there is already a transaction in progress"),
+                );
+                tag("BEGIN")
+            }
+            (SessionCommand::Begin { read_only }, None) => {
+                let Some(context) = self.backend.begin() else {
+                    return Err(Fail::Error(sql::parse::transactions_refused()));
+                };
+                self.transaction = Some(Block {
+                    context,
+                    read_only: *read_only,
+                    failed: false,
+                });
+                tag("BEGIN")
+            }
+            (SessionCommand::Commit | SessionCommand::Rollback, Some(block)) => {
+                let commit = matches!(command, SessionCommand::Commit) && !block.failed;
+                let failed = block.failed;
+                let context = block.context.clone();
+                self.transaction = None;
+                if !failed {
+                    self.backend
+                        .end(&context, commit)
+                        .await
+                        .map_err(|error| Fail::Error(end_error(error, commit)))?;
+                }
+                tag(if commit { "COMMIT" } else { "ROLLBACK" })
+            }
+            _ => Ok(None),
         }
     }
 
@@ -177,7 +281,7 @@ where
                     self.out.parameter_status(&name, &value);
                 }
                 self.out.backend_key_data(process_id, secret);
-                self.out.ready_for_query();
+                self.out.ready_for_query(self.transaction_status());
                 match self.flush().await {
                     Ok(()) => self.serve().await,
                     Err(fail) => Err(fail),
@@ -189,6 +293,8 @@ where
         if let Err(Fail::Fatal(error) | Fail::Error(error)) = result {
             self.out.error_response("FATAL", &error);
         }
+        // A client gone inside a transaction block: its transaction is aborted.
+        self.fail_block().await;
         let _ = self.flush().await;
         let _ = self.writer.shutdown().await;
     }
@@ -286,7 +392,7 @@ where
                     // Sync ends the implicit transaction, and with it every portal (BEGIN is
                     // refused, so no transaction block keeps them).
                     self.portals.clear();
-                    self.out.ready_for_query();
+                    self.out.ready_for_query(self.transaction_status());
                     self.flush().await
                 }
                 b'X' => return Ok(()),
@@ -306,6 +412,7 @@ where
                     self.out.error_response("ERROR", &error);
                     if tag != b'Q' {
                         self.ignore_till_sync = true;
+                        self.fail_block().await;
                     }
                 }
                 Err(fail) => return Err(fail),
@@ -362,7 +469,7 @@ where
         let mut attempts = 0;
         loop {
             match self.run_plan(plan, digest).await {
-                Err(Fail::Error(error)) if error.code == STALE_CATALOG && attempts < 8 => {
+                Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
                     attempts += 1;
                     let (fresh, catalog) = self.catalog(true).await?;
                     digest = fresh;
@@ -375,9 +482,22 @@ where
 
     /// Runs a plan. `None`: an empty query.
     async fn run_plan(&mut self, plan: Plan, digest: u64) -> Result<Option<StatementResult>, Fail> {
+        let ends_block = matches!(
+            &plan,
+            Plan::Session(SessionCommand::Commit | SessionCommand::Rollback)
+        );
+        if self.transaction.as_ref().is_some_and(|block| block.failed) && !ends_block {
+            return Err(Fail::Error(SqlError::new(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )));
+        }
         match plan {
             Plan::Empty => Ok(None),
             Plan::Session(command) => {
+                if let Some(result) = self.block_command(&command).await? {
+                    return Ok(Some(result));
+                }
                 if let Some(result) = self.show_server_setting(&command) {
                     return Ok(Some(result));
                 }
@@ -418,11 +538,36 @@ where
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
         };
-        let outcomes = self
-            .backend
-            .execute_routed(&execution.routing, command)
-            .await
-            .map_err(backend_error)?;
+        let outcomes = match self.transaction.as_mut() {
+            None => self
+                .backend
+                .execute_routed(&execution.routing, command)
+                .await
+                .map_err(backend_error)?,
+            Some(block) => {
+                if block.read_only && !command.is_read() {
+                    let verb = execution
+                        .operations
+                        .iter()
+                        .find_map(|operation| match operation {
+                            engine::Operation::Insert { .. } => Some("INSERT"),
+                            engine::Operation::Update { .. }
+                            | engine::Operation::UpdateComputed { .. } => Some("UPDATE"),
+                            engine::Operation::Delete { .. } => Some("DELETE"),
+                            _ => None,
+                        })
+                        .unwrap_or("a write");
+                    return Err(Fail::Error(SqlError::new(
+                        "25006",
+                        format!("cannot execute {verb} in a read-only transaction"),
+                    )));
+                }
+                self.backend
+                    .execute_in(&mut block.context, &execution.routing, command)
+                    .await
+                    .map_err(backend_error)?
+            }
+        };
         let mut results = Vec::with_capacity(outcomes.len());
         for (_, outcome) in outcomes {
             match outcome {
@@ -538,10 +683,13 @@ where
         let result = self.simple_query_statements(body).await;
         match result {
             Ok(()) => {}
-            Err(Fail::Error(error)) => self.out.error_response("ERROR", &error),
+            Err(Fail::Error(error)) => {
+                self.out.error_response("ERROR", &error);
+                self.fail_block().await;
+            }
             Err(fail) => return Err(fail),
         }
-        self.out.ready_for_query();
+        self.out.ready_for_query(self.transaction_status());
         self.flush().await
     }
 
@@ -549,6 +697,11 @@ where
         let mut body = Body::new(body);
         let query = body.cstr()?;
         body.end()?;
+        if crate::security::roles::is_role_statement(query)
+            || crate::security::grants::is_grant_statement(query)
+        {
+            self.refuse_utility_in_block()?;
+        }
         if crate::security::roles::is_role_statement(query) {
             let tag = self.role_statement(query).await?;
             self.out.command_complete(&tag);

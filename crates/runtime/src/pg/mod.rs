@@ -119,6 +119,64 @@ pub trait RoutedBackend: SqlBackend {
 
 impl RoutedBackend for crate::sql_backend::LocalBackend {}
 
+/// An open transaction block, as the front end hands it to the backend
+/// (`RoutedBackend::execute_in`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionContext {
+    /// Unique across the cluster (a random per-process prefix and a counter).
+    pub id: u64,
+    /// When it began (ms since the epoch, the gateway's clock): its age for wait-die.
+    pub begin_ms: u64,
+    /// The statements sent so far; each new one takes the next number.
+    pub statements: u64,
+    /// The table locks it holds at every partition (`store::transactions`).
+    pub locks: std::collections::BTreeMap<String, store::transactions::Mode>,
+    /// A statement that writes ran (so far only reads, or nothing).
+    pub wrote: bool,
+}
+
+/// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,
+/// `docs/internals/sprint.md`). The defaults refuse them (a backend without transactions).
+pub trait TransactionBackend: RoutedBackend {
+    /// A new transaction's identity (nothing is sent); `None`: this backend has no
+    /// transactions, and BEGIN is refused (0A000).
+    fn begin(&self) -> Option<TransactionContext> {
+        None
+    }
+
+    /// Runs a statement of the transaction where its routing sends it (first taking the
+    /// table locks it lacks), waiting for locks younger transactions hold.
+    fn execute_in(
+        &self,
+        transaction: &mut TransactionContext,
+        routing: &sql::Routing,
+        command: engine::Command,
+    ) -> impl std::future::Future<Output = Result<Vec<(String, engine::Outcome)>, BackendError>> + Send
+    {
+        let _ = (transaction, routing, command);
+        async {
+            Ok(vec![(
+                String::new(),
+                engine::Outcome::Error(engine::EngineError::FeatureNotSupported {
+                    feature: "transaction blocks on this backend".into(),
+                }),
+            )])
+        }
+    }
+
+    /// Ends the transaction everywhere (commit or abort), at one point of the global order.
+    fn end(
+        &self,
+        transaction: &TransactionContext,
+        commit: bool,
+    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
+        let _ = (transaction, commit);
+        async { Ok(()) }
+    }
+}
+
+impl TransactionBackend for crate::sql_backend::LocalBackend {}
+
 /// Per-server limits on what clients may send and hold.
 #[derive(Clone, Debug)]
 pub struct PgLimits {
@@ -162,7 +220,7 @@ impl Default for PgLimits {
 #[doc(hidden)]
 pub async fn serve_connection<B, R, W>(backend: B, limits: PgLimits, reader: R, writer: W)
 where
-    B: RoutedBackend,
+    B: TransactionBackend,
     R: tokio::io::AsyncRead + Unpin + Send,
     W: tokio::io::AsyncWrite + Unpin + Send,
 {
@@ -173,13 +231,13 @@ where
 
 /// Accepts PostgreSQL clients on `listener` forever, each served by its own task over
 /// `backend`, without authentication.
-pub async fn serve<B: RoutedBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
+pub async fn serve<B: TransactionBackend>(listener: TcpListener, backend: B, limits: PgLimits) {
     serve_secured(listener, backend, limits, crate::security::Security::open()).await
 }
 
 /// As `serve`, with clients authenticated as `security` says (SCRAM-SHA-256 against the
 /// admin of the cluster file and the replicated roles).
-pub async fn serve_secured<B: RoutedBackend>(
+pub async fn serve_secured<B: TransactionBackend>(
     listener: TcpListener,
     backend: B,
     limits: PgLimits,
@@ -272,7 +330,7 @@ async fn negotiate(stream: &mut tokio::net::TcpStream, tls: bool) -> std::io::Re
 /// Serves one client: the encryption negotiation, the TLS handshake if asked for, then the
 /// connection (or its refusal beyond `connections_max`), all startup steps within
 /// `startup_timeout` (the connection counts its own from its start).
-async fn serve_client<B: RoutedBackend>(mut stream: tokio::net::TcpStream, client: Client<B>) {
+async fn serve_client<B: TransactionBackend>(mut stream: tokio::net::TcpStream, client: Client<B>) {
     use tokio::io::AsyncReadExt;
     let tls = client.security.tls().cloned();
     let negotiated = tokio::time::timeout(
@@ -307,7 +365,7 @@ async fn serve_client<B: RoutedBackend>(mut stream: tokio::net::TcpStream, clien
 
 async fn run_client<B, R, W>(client: Client<B>, reader: R, writer: W, encrypted: bool)
 where
-    B: RoutedBackend,
+    B: TransactionBackend,
     R: tokio::io::AsyncRead + Unpin + Send,
     W: tokio::io::AsyncWrite + Unpin + Send,
 {

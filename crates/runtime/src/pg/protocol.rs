@@ -261,10 +261,11 @@ impl Out {
         self.end(at);
     }
 
-    /// 'I': always idle (autocommit).
-    pub(crate) fn ready_for_query(&mut self) {
+    /// The transaction status: 'I' idle, 'T' in a transaction block, 'E' in a failed one.
+    pub(crate) fn ready_for_query(&mut self, status: u8) {
+        debug_assert!(matches!(status, b'I' | b'T' | b'E'));
         let at = self.begin(b'Z');
-        self.bytes.push(b'I');
+        self.bytes.push(status);
         self.end(at);
     }
 

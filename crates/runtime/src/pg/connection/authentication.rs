@@ -5,7 +5,7 @@
 
 use super::super::protocol::{protocol_violation, read_frame, Body, Fail};
 use super::{fatal, Connection};
-use crate::pg::RoutedBackend;
+use crate::pg::TransactionBackend;
 use engine::Command;
 use sql::SqlError;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -20,7 +20,7 @@ fn authentication_failed(user: &str) -> Fail {
 
 impl<B, R, W> Connection<B, R, W>
 where
-    B: RoutedBackend,
+    B: TransactionBackend,
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send,
 {
@@ -196,6 +196,7 @@ where
         else {
             return Ok(false);
         };
+        self.refuse_utility_in_block()?;
         let tag = if crate::security::roles::is_role_statement(&query) {
             self.role_statement(&query).await?
         } else {
