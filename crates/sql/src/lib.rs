@@ -92,8 +92,10 @@
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
 //!
-//! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), LATERAL, derived tables and catalog tables in joins of user
+//! BEGIN / START TRANSACTION parse to `SessionCommand::Begin`; the PostgreSQL front end runs
+//! the transaction block (`docs/internals/sprint.md`).
+//!
+//! Refused with 0A000 and a message naming the feature: LATERAL, derived tables and catalog tables in joins of user
 //! tables, other subqueries, ORDER BY/LIMIT on
 //! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
 //! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,

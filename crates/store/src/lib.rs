@@ -60,11 +60,18 @@ pub fn transaction_operation(statement: &transactions::TransactionStatement) -> 
 
 /// The end of transaction `transaction` (commit or abort), answered with `Outcome::Batch`
 /// holding one `Updated { count }`: the rows whose before-images it dropped (commit) or wrote
-/// back (abort) here; an empty batch where it was not open.
-pub fn end_operation(transaction: u64, commit: bool) -> Vec<u8> {
+/// back (abort) here; an empty batch where it was not open; `SerializationFailure` for a
+/// commit of a transaction another gateway aborted.
+/// `by_owner`: sent by the transaction's own gateway (COMMIT, ROLLBACK, a failed block);
+/// otherwise another gateway aborts it, and its later statements are refused.
+pub fn end_operation(transaction: u64, commit: bool, by_owner: bool) -> Vec<u8> {
+    assert!(
+        by_owner || !commit,
+        "only its own gateway commits a transaction"
+    );
     tagged(
         TAG_END,
-        postcard::to_allocvec(&(transaction, commit)).expect("serialises"),
+        postcard::to_allocvec(&(transaction, commit, by_owner)).expect("serialises"),
     )
 }
 
@@ -420,10 +427,18 @@ impl Store {
     /// The end of an interactive transaction: commit drops its before-images, abort writes
     /// them back; either releases its locks.
     fn end_transaction(&mut self, body: &[u8]) -> engine::Outcome {
-        let Ok((id, commit)) = postcard::from_bytes::<(u64, bool)>(body) else {
+        let Ok((id, commit, by_owner)) = postcard::from_bytes::<(u64, bool, bool)>(body) else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
-        let Some(ended) = self.transactions.end(id) else {
+        // Only its own gateway commits; a commit that says otherwise aborts.
+        let commit = commit && by_owner;
+        if commit && self.transactions.was_aborted(id) {
+            self.transactions.end(id, true);
+            return engine::Outcome::Error(engine::EngineError::SerializationFailure {
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+            });
+        }
+        let Some(ended) = self.transactions.end(id, by_owner) else {
             return engine::Outcome::Batch(Vec::new());
         };
         let count = ended.undo.len() as u64;

@@ -132,7 +132,15 @@ impl Transaction {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Transactions {
     open: BTreeMap<u64, Transaction>,
+    /// Transactions aborted by another gateway (they idled while blocking it) and not ended
+    /// by their own gateway yet: a later statement of theirs is refused (40001), never run as
+    /// the start of a new transaction under the same id. At most `ABORTED_MAX`, the lowest
+    /// ids forgotten first.
+    aborted: std::collections::BTreeSet<u64>,
 }
+
+/// Most tombstones of transactions aborted by others (`Transactions::aborted`).
+pub const ABORTED_MAX: usize = 4096;
 
 /// A statement of a transaction, as the operation carries it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,6 +204,11 @@ impl Transactions {
         needed: &[(Resource, Mode)],
         held_by_statement: impl Fn(&str) -> Option<u64>,
     ) -> Admission {
+        if self.aborted.contains(&id) {
+            return Admission::Refused(EngineError::SerializationFailure {
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+            });
+        }
         let me = self.open.get(&id).cloned().unwrap_or(Transaction {
             begin_ms,
             last_ms: now_ms,
@@ -287,8 +300,28 @@ impl Transactions {
     }
 
     /// Ends transaction `id`: removes it and returns it (its before-images are written back by
-    /// the caller on an abort); `None` if it is not open here.
-    pub fn end(&mut self, id: u64) -> Option<Transaction> {
+    /// the caller on an abort); `None` if it is not open here. `by_owner`: its own gateway
+    /// ends it (its last message); otherwise another aborts it, and a tombstone refuses its
+    /// later statements.
+    /// Whether another gateway aborted transaction `id` (and its own has not ended it).
+    pub fn was_aborted(&self, id: u64) -> bool {
+        self.aborted.contains(&id)
+    }
+
+    pub fn end(&mut self, id: u64, by_owner: bool) -> Option<Transaction> {
+        if by_owner {
+            self.aborted.remove(&id);
+        } else {
+            // A tombstone only for a transaction this partition has seen (a gateway's abort
+            // reaches every partition).
+            if !self.open.contains_key(&id) {
+                return None;
+            }
+            self.aborted.insert(id);
+            while self.aborted.len() > ABORTED_MAX {
+                self.aborted.pop_first();
+            }
+        }
         self.open.remove(&id)
     }
 
@@ -326,12 +359,19 @@ impl Transactions {
                 (*id, copy)
             })
             .collect();
-        Transactions { open }
+        Transactions {
+            open,
+            aborted: self.aborted.clone(),
+        }
     }
 
     /// Takes in another partition's copy: locks are merged (the stronger mode), before-images
     /// added (the two copies hold different rows), the newest stamp kept.
     pub fn absorb(&mut self, other: Transactions) {
+        self.aborted.extend(other.aborted);
+        while self.aborted.len() > ABORTED_MAX {
+            self.aborted.pop_first();
+        }
         for (id, incoming) in other.open {
             let Some(transaction) = self.open.get_mut(&id) else {
                 self.open.insert(id, incoming);
@@ -568,7 +608,7 @@ mod tests {
             open.get(1).unwrap().locks[&("t".to_string(), None)],
             Mode::Shared
         );
-        open.end(2).unwrap();
+        open.end(2, true).unwrap();
         assert_eq!(
             open.admit(1, 100, 270, &table("t", Mode::Exclusive), none),
             Admission::Run
@@ -738,7 +778,7 @@ mod store_tests {
             assert!(error(&run(&mut store, 7, 3, delete)).is_none());
             let during = rows(&store);
             assert_eq!(during, vec![vec![Value::BigInt(1), Value::BigInt(11)]]);
-            store.execute_share(&end_operation(7, commit), |_| true);
+            store.execute_share(&end_operation(7, commit, true), |_| true);
             assert!(store.transactions.is_empty());
             assert_eq!(rows(&store), if commit { during } else { before });
             store.engine.check_invariants().unwrap();
@@ -805,9 +845,39 @@ mod store_tests {
             rows(&store),
             vec![vec![Value::BigInt(1), Value::BigInt(11)]]
         );
-        store.execute_share(&end_operation(7, true), |_| true);
+        store.execute_share(&end_operation(7, true, true), |_| true);
         let ran = Outcome::decode(&store.execute_share(&write, |_| true)).unwrap();
         assert!(error(&ran).is_none());
+    }
+
+    #[test]
+    fn a_transaction_aborted_by_another_gateway_cannot_go_on_under_its_id() {
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        store.execute_share(&end_operation(7, false, false), |_| true);
+        assert_eq!(
+            rows(&store),
+            vec![vec![Value::BigInt(1), Value::BigInt(10)]]
+        );
+        assert!(matches!(
+            error(&run(&mut store, 7, 2, set_n(12))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert_eq!(
+            rows(&store),
+            vec![vec![Value::BigInt(1), Value::BigInt(10)]]
+        );
+        // Its own gateway's commit is refused, and forgets the tombstone.
+        let commit = Outcome::decode(&store.execute_share(&end_operation(7, true, true), |_| true));
+        assert!(matches!(
+            error(&commit.unwrap()),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert!(store.transactions.aborted.is_empty());
+        assert_eq!(
+            rows(&store),
+            vec![vec![Value::BigInt(1), Value::BigInt(10)]]
+        );
     }
 
     #[test]
@@ -818,7 +888,7 @@ mod store_tests {
         let mut restored = Store::new();
         restored.restore(&store.snapshot()).unwrap();
         assert_eq!(restored.transactions, store.transactions);
-        restored.execute_share(&end_operation(7, false), |_| true);
+        restored.execute_share(&end_operation(7, false, true), |_| true);
         assert_eq!(
             rows(&restored),
             vec![vec![Value::BigInt(1), Value::BigInt(10)]]

@@ -6,7 +6,8 @@
 //! COMMIT keeps them; an error fails the block (25P02 until ROLLBACK, and COMMIT answers
 //! ROLLBACK); READ ONLY refuses writes (25006); DDL inside a block is refused (0A000); a
 //! statement outside transactions waits for a transaction's lock and then sees its commit;
-//! a client that disconnects inside a block leaves nothing behind;
+//! a client that disconnects inside a block leaves nothing behind; a block idle while it
+//! blocks another statement is aborted after 20 s, and its COMMIT fails with 40001;
 //! (b) bank transfers as read-modify-write transactions from 4 psycopg2 clients across the
 //! partitions, with 2 readers (`tests/python/bank.py`): every reader's two reads in one
 //! transaction are equal and sum to the total, and at the end every balance matches the
@@ -195,6 +196,34 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     let out = psql(port, "BEGIN;\nUPDATE t SET n = -1 WHERE id = 5;\n");
     assert!(!out.contains("ERROR"), "{out}");
     assert_eq!(scalar(port, "SELECT n FROM t WHERE id = 5"), "55");
+
+    // A block idle while it holds a lock another statement waits for is aborted after 20 s of
+    // that wait; the waiter then runs, and the idle block's COMMIT fails with 40001.
+    let mut idle = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
+        .args(["-X", "tessera"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = idle.stdin.take().unwrap();
+    stdin
+        .write_all(b"BEGIN;\nUPDATE t SET n = 7777 WHERE id = 6;\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let started = std::time::Instant::now();
+    let out = psql(port, "UPDATE t SET n = n + 1 WHERE id = 6;\n");
+    let waited = started.elapsed();
+    assert!(out.contains("UPDATE 1"), "{out}");
+    assert!(waited >= std::time::Duration::from_secs(19), "{waited:?}");
+    stdin.write_all(b"COMMIT;\n").unwrap();
+    drop(stdin);
+    let output = idle.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("could not serialize access"), "{stderr}");
+    assert_eq!(scalar(port, "SELECT n FROM t WHERE id = 6"), "61");
 
     // (b) Bank transfers across the partitions.
     let (ok, lines) = bank(port, 10);

@@ -496,13 +496,16 @@ impl TransactionBackend for ClusterBackend {
         &self,
         transaction: &TransactionContext,
         commit: bool,
-    ) -> Result<(), BackendError> {
+    ) -> Result<Option<engine::EngineError>, BackendError> {
         if transaction.statements == 0 {
-            return Ok(()); // Nothing was sent: no partition knows it.
+            return Ok(None); // Nothing was sent: no partition knows it.
         }
-        let operation = store::end_operation(transaction.id, commit);
-        self.run(operation, false, SqlRoute::Every, false).await?;
-        Ok(())
+        let operation = store::end_operation(transaction.id, commit, true);
+        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
+            engine::Outcome::Error(error) => Some(error),
+            _ => None,
+        }))
     }
 }
 
@@ -583,7 +586,7 @@ impl Waiter {
                         "aborting transaction {transaction:016x}: idle for {} ms while holding a lock others wait for",
                         since.elapsed().as_millis()
                     ));
-                    let abort = store::end_operation(transaction, false);
+                    let abort = store::end_operation(transaction, false, false);
                     let _ = backend.run(abort, false, SqlRoute::Every, false).await;
                     self.holder = None;
                 }

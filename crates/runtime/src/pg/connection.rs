@@ -211,10 +211,14 @@ where
                 let context = block.context.clone();
                 self.transaction = None;
                 if !failed {
-                    self.backend
+                    let refused = self
+                        .backend
                         .end(&context, commit)
                         .await
                         .map_err(|error| Fail::Error(end_error(error, commit)))?;
+                    if let Some(error) = refused {
+                        return Err(Fail::Error(error.into()));
+                    }
                 }
                 tag(if commit { "COMMIT" } else { "ROLLBACK" })
             }

@@ -165,13 +165,15 @@ pub trait TransactionBackend: RoutedBackend {
     }
 
     /// Ends the transaction everywhere (commit or abort), at one point of the global order.
+    /// `Ok(Some(error))`: the commit was refused (another gateway had aborted it).
     fn end(
         &self,
         transaction: &TransactionContext,
         commit: bool,
-    ) -> impl std::future::Future<Output = Result<(), BackendError>> + Send {
+    ) -> impl std::future::Future<Output = Result<Option<engine::EngineError>, BackendError>> + Send
+    {
         let _ = (transaction, commit);
-        async { Ok(()) }
+        async { Ok(None) }
     }
 }
 
