@@ -150,6 +150,7 @@ pub mod catalog;
 pub mod copy;
 pub mod error;
 pub mod expr;
+pub mod locking;
 pub mod merge;
 pub mod parse;
 pub mod pg_catalog;
@@ -175,6 +176,7 @@ mod time_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
+pub use locking::{row_locking, RowLocking};
 pub use parse::parse;
 pub use plan::{split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, Plan, Routing};
 pub use session::{ReadIsolation, Session, SessionCommand};

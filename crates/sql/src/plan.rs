@@ -581,8 +581,10 @@ impl Planner<'_, '_> {
         if query.with.is_some() {
             return Err(SqlError::unsupported("WITH queries"));
         }
-        if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
-            return Err(SqlError::unsupported("FETCH, FOR UPDATE and FOR clauses"));
+        // A locking clause (FOR UPDATE/SHARE) is the transaction's (`locking`): planned as
+        // the query without it.
+        if query.fetch.is_some() || query.for_clause.is_some() {
+            return Err(SqlError::unsupported("FETCH and FOR clauses"));
         }
         let select = match query.body.as_ref() {
             SetExpr::Select(select) => select,

@@ -376,12 +376,12 @@ impl Store {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         }
         let prepared = &self.prepared;
-        let admission = self.transactions.admit(
+        let admission = self.transactions.admit_as(
             id,
-            statement.begin_ms,
-            statement.now_ms,
+            (statement.begin_ms, statement.now_ms),
             &statement.locks,
             |table| prepared.holder([table]).map(|(_, statement)| statement),
+            statement.nowait,
         );
         if let transactions::Admission::Refused(error) = admission {
             return engine::Outcome::Error(error);
@@ -412,12 +412,12 @@ impl Store {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
         let prepared = &self.prepared;
-        match self.transactions.admit(
+        match self.transactions.admit_as(
             request.transaction,
-            request.begin_ms,
-            request.now_ms,
+            (request.begin_ms, request.now_ms),
             &request.locks,
             |table| prepared.holder([table]).map(|(_, statement)| statement),
+            request.nowait,
         ) {
             transactions::Admission::Run => engine::Outcome::Batch(Vec::new()),
             transactions::Admission::Refused(error) => engine::Outcome::Error(error),

@@ -153,6 +153,8 @@ pub struct TransactionStatement {
     pub now_ms: u64,
     /// The locks it needs (`locks_needed`, with the placement keys the gateway routed it by).
     pub locks: Vec<(Resource, Mode)>,
+    /// NOWAIT: a lock another transaction holds fails the statement (`admit_as`).
+    pub nowait: bool,
     /// `engine::Command::encode`.
     pub command: Vec<u8>,
 }
@@ -164,6 +166,8 @@ pub struct LockRequest {
     pub begin_ms: u64,
     pub now_ms: u64,
     pub locks: Vec<(Resource, Mode)>,
+    /// NOWAIT (`admit_as`).
+    pub nowait: bool,
 }
 
 /// What the lock step decided.
@@ -204,6 +208,19 @@ impl Transactions {
         needed: &[(Resource, Mode)],
         held_by_statement: impl Fn(&str) -> Option<u64>,
     ) -> Admission {
+        self.admit_as(id, (begin_ms, now_ms), needed, held_by_statement, false)
+    }
+
+    /// `admit`; with `nowait` (`SELECT … FOR UPDATE NOWAIT`) a conflict with an older holder
+    /// makes the statement fail as a wait would (`TransactionLocked`), not the transaction die.
+    pub fn admit_as(
+        &mut self,
+        id: u64,
+        (begin_ms, now_ms): (u64, u64),
+        needed: &[(Resource, Mode)],
+        held_by_statement: impl Fn(&str) -> Option<u64>,
+        nowait: bool,
+    ) -> Admission {
         if self.aborted.contains(&id) {
             return Admission::Refused(EngineError::SerializationFailure {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
@@ -241,7 +258,7 @@ impl Transactions {
                 if !held.conflicts(*mode) {
                     continue;
                 }
-                if me.older_than(id, other, *other_id) {
+                if nowait || me.older_than(id, other, *other_id) {
                     return Admission::Refused(EngineError::TransactionLocked {
                         table: table.clone(),
                         transaction: *other_id,
@@ -492,6 +509,22 @@ pub fn covers_tables(
     })
 }
 
+/// The same locks, exclusive where they were shared (`SELECT … FOR UPDATE`): IS becomes IX, S
+/// becomes X.
+pub fn as_exclusive(locks: Vec<(Resource, Mode)>) -> Vec<(Resource, Mode)> {
+    locks
+        .into_iter()
+        .map(|(resource, mode)| {
+            let mode = match mode {
+                Mode::IntentShared => Mode::IntentExclusive,
+                Mode::Shared | Mode::SharedIntentExclusive => Mode::Exclusive,
+                other => other,
+            };
+            (resource, mode)
+        })
+        .collect()
+}
+
 /// Only the table locks of `locks` (what every partition must hold alike).
 pub fn table_locks(locks: &[(Resource, Mode)]) -> Vec<(Resource, Mode)> {
     locks
@@ -740,6 +773,7 @@ mod store_tests {
             begin_ms: transaction,
             now_ms: 1_000,
             locks,
+            nowait: false,
             command: Command::Batch(vec![operation]).encode(),
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()

@@ -6,7 +6,8 @@
 //! COMMIT keeps them; an error fails the block (25P02 until ROLLBACK, and COMMIT answers
 //! ROLLBACK); READ ONLY refuses writes (25006); DDL inside a block is refused (0A000); a
 //! statement outside transactions waits for a transaction's lock and then sees its commit;
-//! a client that disconnects inside a block leaves nothing behind; a block idle while it
+//! a client that disconnects inside a block leaves nothing behind; `FOR UPDATE NOWAIT` of a
+//! row another block locked fails with 55P03; a block idle while it
 //! blocks another statement is aborted after 20 s, and its COMMIT fails with 40001;
 //! (b) bank transfers as read-modify-write transactions from 4 psycopg2 clients across the
 //! partitions, with 2 readers (`tests/python/bank.py`): every reader's two reads in one
@@ -196,6 +197,37 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     let out = psql(port, "BEGIN;\nUPDATE t SET n = -1 WHERE id = 5;\n");
     assert!(!out.contains("ERROR"), "{out}");
     assert_eq!(scalar(port, "SELECT n FROM t WHERE id = 5"), "55");
+
+    // SELECT … FOR UPDATE locks the rows it reads: another block's FOR UPDATE NOWAIT of the
+    // same row fails with 55P03, of another row it succeeds.
+    let mut holder = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
+        .args(["-X", "tessera"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    stdin
+        .write_all(b"BEGIN;\nSELECT n FROM t WHERE id = 2 FOR UPDATE;\n")
+        .unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = psql(
+        port,
+        "BEGIN;\nSELECT n FROM t WHERE id = 2 FOR UPDATE NOWAIT;\nROLLBACK;\n\
+         BEGIN;\nSELECT n FROM t WHERE id = 3 FOR UPDATE NOWAIT;\nROLLBACK;\n\
+         SELECT n FROM t WHERE id = 2 FOR UPDATE SKIP LOCKED;\n",
+    );
+    assert!(
+        out.contains("could not obtain lock on relation \"t\""),
+        "{out}"
+    );
+    assert_eq!(out.matches("ERROR").count(), 2, "{out}");
+    assert!(out.contains("SKIP LOCKED"), "refused by name: {out}");
+    stdin.write_all(b"COMMIT;\n").unwrap();
+    drop(stdin);
+    let _ = holder.wait();
 
     // A block idle while it holds a lock another statement waits for is aborted after 20 s of
     // that wait; the waiter then runs, and the idle block's COMMIT fails with 40001.

@@ -381,6 +381,7 @@ impl TransactionBackend for ClusterBackend {
             statements: 0,
             locks: Default::default(),
             wrote: false,
+            locking: None,
         })
     }
 
@@ -422,6 +423,16 @@ impl TransactionBackend for ClusterBackend {
             Ok(needed) => needed,
             Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
         };
+        // SELECT … FOR UPDATE locks what it reads as a write of the same rows would.
+        let needed = match transaction.locking {
+            Some(locking) if locking.exclusive => store::transactions::as_exclusive(needed),
+            _ => needed,
+        };
+        // NOWAIT: a lock held elsewhere fails the statement at once (55P03).
+        let patience = match transaction.locking {
+            Some(locking) if locking.nowait => Duration::ZERO,
+            _ => LOCK_WAIT_MAX,
+        };
         // Table locks go to every partition in one message the first time (so that every
         // partition holds them alike); a statement that may reach several partitions takes all
         // its locks that way first, so that no partition refuses it after another ran it.
@@ -442,13 +453,14 @@ impl TransactionBackend for ClusterBackend {
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
         if !lacking.is_empty() {
-            let mut waiter = Waiter::new(LOCK_WAIT_MAX);
+            let mut waiter = Waiter::new(patience);
             loop {
                 let operation = store::lock_operation(&store::transactions::LockRequest {
                     transaction: transaction.id,
                     begin_ms: transaction.begin_ms,
                     now_ms: now_ms(),
                     locks: lacking.clone(),
+                    nowait: patience.is_zero(),
                 });
                 let outcomes =
                     decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
@@ -474,7 +486,7 @@ impl TransactionBackend for ClusterBackend {
             transaction.wrote = true;
         }
         let encoded = command.encode();
-        let mut waiter = Waiter::new(LOCK_WAIT_MAX);
+        let mut waiter = Waiter::new(patience);
         loop {
             let operation =
                 store::transaction_operation(&store::transactions::TransactionStatement {
@@ -483,6 +495,7 @@ impl TransactionBackend for ClusterBackend {
                     begin_ms: transaction.begin_ms,
                     now_ms: now_ms(),
                     locks: needed.clone(),
+                    nowait: patience.is_zero(),
                     command: encoded.clone(),
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);

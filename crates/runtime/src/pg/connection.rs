@@ -75,6 +75,8 @@ pub(crate) struct Connection<B, R, W> {
     utility_portals: HashMap<String, String>,
     /// The open transaction block, if any (`docs/internals/sprint.md`).
     transaction: Option<Block>,
+    /// The locking clause of the statement being run (`SELECT … FOR UPDATE`).
+    locking: Option<sql::RowLocking>,
 }
 
 /// A transaction block between BEGIN and COMMIT or ROLLBACK.
@@ -140,6 +142,7 @@ where
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
             transaction: None,
+            locking: None,
         }
     }
 
@@ -566,6 +569,7 @@ where
                         format!("cannot execute {verb} in a read-only transaction"),
                     )));
                 }
+                block.context.locking = self.locking;
                 self.backend
                     .execute_in(&mut block.context, &execution.routing, command)
                     .await
@@ -725,6 +729,7 @@ where
         // in PostgreSQL, whose now() is the same for all of them.
         let now_us = crate::os::unix_now_us();
         for statement in &statements {
+            self.locking = sql::row_locking(statement)?;
             let replan =
                 |catalog: &sql::MemoryCatalog| sql::plan_statement_at(statement, catalog, now_us);
             let (digest, plan) = self.planned(replan, answered_here).await?;
@@ -1029,6 +1034,7 @@ where
             PortalState::Pending(plan) => {
                 let digest = portal.planned_against;
                 let (prepared, values, now_us) = portal.rebind.clone();
+                self.locking = prepared.row_locking()?;
                 let rebind =
                     move |catalog: &sql::MemoryCatalog| prepared.bind_at(catalog, &values, now_us);
                 let result = self.run_planned(digest, plan, rebind).await?;

@@ -133,6 +133,9 @@ pub struct TransactionContext {
     pub locks: std::collections::BTreeMap<String, store::transactions::Mode>,
     /// A statement that writes ran (so far only reads, or nothing).
     pub wrote: bool,
+    /// The current statement's locking clause (`SELECT … FOR UPDATE`), set by the front end
+    /// for each statement.
+    pub locking: Option<sql::RowLocking>,
 }
 
 /// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,
