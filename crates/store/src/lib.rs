@@ -332,6 +332,30 @@ impl Store {
         }
     }
 
+    /// The open transactions as a copy of the rows `keep` accepts would carry them
+    /// (Rubberband's export: every lock, the before-images of those rows).
+    pub fn transactions_where(
+        &self,
+        keep: impl Fn(&engine::TableSchema, &[engine::Value]) -> bool,
+    ) -> transactions::Transactions {
+        let engine = &self.engine;
+        self.transactions.copy_where(
+            keep,
+            |name| engine.table(name).map(|table| table.schema.clone()),
+            |name, key| engine.table(name)?.rows.get(key).cloned(),
+        )
+    }
+
+    /// Keeps only the table rows `keep` accepts, and the open transactions' before-images of
+    /// them (the rest moved away).
+    pub fn retain_rows_where(
+        &mut self,
+        keep: impl Fn(&engine::TableSchema, &[engine::Value]) -> bool,
+    ) {
+        self.transactions = self.transactions_where(&keep);
+        self.engine.retain_rows(keep);
+    }
+
     /// A statement of an interactive transaction: its locks (or the refusal), its rows'
     /// before-images, then its share run in place (`transactions`). A statement run here
     /// before answers the outcome it answered then, whether it wrote; a read runs again.

@@ -525,6 +525,54 @@ pub fn as_exclusive(locks: Vec<(Resource, Mode)>) -> Vec<(Resource, Mode)> {
         .collect()
 }
 
+/// What a gateway sends for one statement of a transaction (`plan_statement`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatementLocks {
+    /// The locks the statement carries (its partition admits them).
+    pub needed: Vec<(Resource, Mode)>,
+    /// The locks to take first at every partition, in one message (`LockRequest`): table
+    /// locks the transaction does not hold there yet, and, for a statement that may reach
+    /// several partitions, all of them. Empty: send the statement at once.
+    pub everywhere: Vec<(Resource, Mode)>,
+}
+
+/// Plans the locks of a statement of a transaction that holds `held` table locks at every
+/// partition: pinned to `keys` (placement keys; `None`: not pinned, it reaches every
+/// partition), `exclusive` for `SELECT … FOR UPDATE`. The gateway's half of the uniform-lock
+/// rule (module doc). `Err` for DDL.
+pub fn plan_statement(
+    held: &BTreeMap<String, Mode>,
+    operations: &[Operation],
+    keys: Option<&[Vec<u8>]>,
+    exclusive: bool,
+) -> Result<StatementLocks, EngineError> {
+    let needed = locks_needed(operations, keys)?;
+    let needed = if exclusive {
+        as_exclusive(needed)
+    } else {
+        needed
+    };
+    let several = !matches!(keys, Some(keys) if keys.len() == 1);
+    let everywhere = needed
+        .iter()
+        .filter(|((table, row), mode)| {
+            several || (row.is_none() && held.get(table).is_none_or(|held| !held.covers(*mode)))
+        })
+        .cloned()
+        .collect();
+    Ok(StatementLocks { needed, everywhere })
+}
+
+/// Records table locks taken at every partition (after a granted `LockRequest`).
+pub fn hold_tables(held: &mut BTreeMap<String, Mode>, taken: &[(Resource, Mode)]) {
+    for ((table, row), mode) in taken {
+        if row.is_none() {
+            let entry = held.entry(table.clone()).or_insert(*mode);
+            *entry = entry.join(*mode);
+        }
+    }
+}
+
 /// Only the table locks of `locks` (what every partition must hold alike).
 pub fn table_locks(locks: &[(Resource, Mode)]) -> Vec<(Resource, Mode)> {
     locks

@@ -128,11 +128,6 @@ impl PartitionStore {
         outcomes
     }
 
-    /// The stored row of `key` in table `name`, if any.
-    fn current_row(&self, name: &str, key: &engine::table::Key) -> Option<engine::table::Row> {
-        self.store.engine.table(name)?.rows.get(key).cloned()
-    }
-
     /// Whether a stored row of `schema` lies in `range`.
     fn row_in(
         &self,
@@ -322,16 +317,9 @@ impl PartitionData for PartitionStore {
             .locks_where(|key| range.contains(self.placement.position(key)));
         // Open transactions: every lock, and the before-images of the range's rows, go with
         // the rows (their end reaches every partition, this one's receiver included).
-        let transactions = self.store.transactions.copy_where(
-            |schema, row| self.row_in(range, schema, row),
-            |name| {
-                self.store
-                    .engine
-                    .table(name)
-                    .map(|table| table.schema.clone())
-            },
-            |name, key| self.current_row(name, key),
-        );
+        let transactions = self
+            .store
+            .transactions_where(|schema, row| self.row_in(range, schema, row));
         postcard::to_allocvec(&(
             records,
             Some(tables),
@@ -376,20 +364,9 @@ impl PartitionData for PartitionStore {
         self.store
             .kv
             .remove_locks_where(|key| !holds.contains(placement.position(key)));
-        // Before-images are judged by the rows as they are before these go.
-        let transactions = self.store.transactions.copy_where(
-            |schema, row| self.row_in(holds, schema, row),
-            |name| {
-                self.store
-                    .engine
-                    .table(name)
-                    .map(|table| table.schema.clone())
-            },
-            |name, key| self.current_row(name, key),
-        );
-        self.store.transactions = transactions;
+        // Open transactions keep the before-images of the rows kept.
         let placement = &self.placement;
-        self.store.engine.retain_rows(|schema, row| {
+        self.store.retain_rows_where(|schema, row| {
             holds.contains(placement.position(&store::rows::row_key(schema, row)))
         });
     }

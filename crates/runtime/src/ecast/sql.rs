@@ -412,23 +412,13 @@ impl TransactionBackend for ClusterBackend {
         if route == SqlRoute::Keys(Vec::new()) {
             return Ok(Vec::new());
         }
-        let rows = match &route {
+        let keys = match &route {
             SqlRoute::Keys(keys) => Some(keys.as_slice()),
             _ => None,
         };
-        let needed = match store::transactions::locks_needed(
-            store::transactions::operations_of(&command),
-            rows,
-        ) {
-            Ok(needed) => needed,
-            Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
-        };
-        // SELECT … FOR UPDATE locks what it reads as a write of the same rows would.
-        let needed = match transaction.locking {
-            Some(locking) if locking.exclusive => store::transactions::as_exclusive(needed),
-            _ => needed,
-        };
-        // NOWAIT: a lock held elsewhere fails the statement at once (55P03).
+        // SELECT … FOR UPDATE locks what it reads as a write of the same rows would; NOWAIT
+        // fails the statement at once (55P03) where it would wait.
+        let exclusive = transaction.locking.is_some_and(|locking| locking.exclusive);
         let patience = match transaction.locking {
             Some(locking) if locking.nowait => Duration::ZERO,
             _ => LOCK_WAIT_MAX,
@@ -436,19 +426,16 @@ impl TransactionBackend for ClusterBackend {
         // Table locks go to every partition in one message the first time (so that every
         // partition holds them alike); a statement that may reach several partitions takes all
         // its locks that way first, so that no partition refuses it after another ran it.
-        let several = !matches!(&route, SqlRoute::Keys(keys) if keys.len() == 1);
-        let lacking: Vec<_> = needed
-            .iter()
-            .filter(|((table, row), mode)| {
-                several
-                    || (row.is_none()
-                        && transaction
-                            .locks
-                            .get(table)
-                            .is_none_or(|held| !held.covers(*mode)))
-            })
-            .cloned()
-            .collect();
+        let plan = match store::transactions::plan_statement(
+            &transaction.locks,
+            store::transactions::operations_of(&command),
+            keys,
+            exclusive,
+        ) {
+            Ok(plan) => plan,
+            Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
+        };
+        let (needed, lacking) = (plan.needed, plan.everywhere);
         transaction.statements += 1;
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
@@ -475,12 +462,7 @@ impl TransactionBackend for ClusterBackend {
                 }
                 break;
             }
-            for ((table, row), mode) in lacking {
-                if row.is_none() {
-                    let held = transaction.locks.entry(table).or_insert(mode);
-                    *held = held.join(mode);
-                }
-            }
+            store::transactions::hold_tables(&mut transaction.locks, &lacking);
         }
         if !command.is_read() {
             transaction.wrote = true;
