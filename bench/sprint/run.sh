@@ -103,6 +103,6 @@ runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -m fast stop >/dev/null
 
 # --- Report ---------------------------------------------------------------------------------
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)
-"$PYTHON" "$HERE/report.py" "$WORK" "$OUT" "$COMMIT" "$CLIENTS" "$DURATION" "$ROWS" \
+python3 "$HERE/report.py" "$WORK" "$OUT" "$COMMIT" "$CLIENTS" "$DURATION" "$ROWS" \
     "$("$PGBIN/postgres" --version)"
 log "wrote $OUT/sprint.json, $OUT/sprint.md, $OUT/sprint-micro.png"
