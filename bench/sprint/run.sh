@@ -84,7 +84,7 @@ TESSERA_PID=""
 
 # --- PostgreSQL 15 --------------------------------------------------------------------------
 log "starting PostgreSQL 15 on 127.0.0.1:$PG_PORT (fsync=off, synchronous_commit=off)"
-mkdir -p "$WORK/pg" && chown postgres "$WORK/pg"
+mkdir -p "$WORK/pg" && chown postgres "$WORK" "$WORK/pg"
 runuser -u postgres -- "$PGBIN/initdb" -D "$WORK/pg" --username=postgres --auth=trust >/dev/null
 cat >>"$WORK/pg/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
