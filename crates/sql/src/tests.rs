@@ -1905,3 +1905,30 @@ fn union_intersect_and_except_combine_queries_of_one_table_each() {
         "0A000"
     );
 }
+
+/// Every isolation level is served as serializable, and SHOW says what is served (issue 21).
+#[test]
+fn every_isolation_level_is_served_and_shown_as_serializable() {
+    let mut cluster = people(1);
+    for sql in [
+        "SET default_transaction_isolation = 'read committed'",
+        "SET default_transaction_isolation TO 'READ UNCOMMITTED'",
+        "SET transaction_isolation = 'repeatable read'",
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    ] {
+        assert_eq!(cluster.tag(sql), "SET", "{sql}");
+        for setting in ["transaction_isolation", "default_transaction_isolation"] {
+            assert_eq!(
+                cluster.rows(&format!("SHOW {setting}")),
+                vec![vec![text("serializable")]],
+                "{sql}: {setting}"
+            );
+        }
+    }
+    assert_eq!(
+        cluster
+            .error("SET default_transaction_isolation = 'snapshot'")
+            .code,
+        "22023"
+    );
+}
