@@ -48,6 +48,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod elle;
 pub mod models;
 mod report;
 mod search;

@@ -13,7 +13,10 @@
 //! partitions, with 2 readers (`tests/python/bank.py`): every reader's two reads in one
 //! transaction are equal and sum to the total, and at the end every balance matches the
 //! ledger;
-//! (c) the canary: with `TESSERA_CANARY_UNLOCKED_READS` (a transaction's reads take no lock),
+//! (c) list-append transactions from 4 psycopg2 clients (`tests/python/listappend.py`), their
+//! history judged by `lincheck::elle` (dependency cycles G0–G2 with real-time edges, G1a, G1b,
+//! lost appends);
+//! (d) the canary: with `TESSERA_CANARY_UNLOCKED_READS` (a transaction's reads take no lock),
 //! the same checker reports lost updates and non-repeatable reads.
 
 mod support;
@@ -83,6 +86,63 @@ fn bank_spawn(ports: &str, seconds: u32, workers: u32, readers: u32) -> std::pro
 
 fn bank(port: u16, seconds: u32) -> (bool, Vec<String>) {
     bank_finish(bank_spawn(&port.to_string(), seconds, 4, 2))
+}
+
+/// `tests/python/listappend.py` against `ports` for `seconds` with `workers`: the committed
+/// transactions and every key's final list, for `lincheck::elle`.
+fn list_append(
+    ports: &str,
+    seconds: u32,
+    workers: u32,
+) -> (
+    Vec<lincheck::elle::Committed>,
+    std::collections::BTreeMap<i64, Vec<u64>>,
+) {
+    use lincheck::elle::{Committed, Micro};
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("/usr/bin/python3")
+        .arg(manifest.join("tests/python/listappend.py"))
+        .args(["127.0.0.1", ports, "tessera"])
+        .args([seconds.to_string(), workers.to_string()])
+        .output()
+        .expect("python3 runs (scripts/test installs python3-psycopg2)");
+    assert!(
+        output.status.success(),
+        "listappend.py: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list = |text: Option<&str>| -> Vec<u64> {
+        text.unwrap_or("")
+            .split(',')
+            .filter(|item| !item.is_empty())
+            .map(|item| item.parse().unwrap())
+            .collect()
+    };
+    let (mut history, mut finals) = (Vec::new(), std::collections::BTreeMap::new());
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words.as_slice() {
+            ["T", id, began, ended] => history.push(Committed {
+                id: id.parse().unwrap(),
+                began: began.parse().unwrap(),
+                ended: ended.parse().unwrap(),
+                history: Vec::new(),
+            }),
+            ["R", key, rest @ ..] => {
+                let read = Micro::Read(key.parse().unwrap(), list(rest.first().copied()));
+                history.last_mut().unwrap().history.push(read);
+            }
+            ["A", key, value] => {
+                let append = Micro::Append(key.parse().unwrap(), value.parse().unwrap());
+                history.last_mut().unwrap().history.push(append);
+            }
+            ["F", key, rest @ ..] => {
+                finals.insert(key.parse().unwrap(), list(rest.first().copied()));
+            }
+            other => panic!("listappend.py printed {other:?}"),
+        }
+    }
+    (history, finals)
 }
 
 /// Waits for bank.py: whether it found nothing, and its lines.
@@ -284,6 +344,24 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
         .and_then(|count| count.parse().ok())
         .unwrap();
     assert!(transfers > 0, "{last}");
+
+    // (c) List-append transactions from 4 clients, judged by the Elle-style checker (its
+    // canary runs in `crates/store/tests/transactions_model.rs`).
+    let (history, finals) = list_append(&port.to_string(), 8, 4);
+    assert!(history.len() > 20, "{} committed", history.len());
+    assert!(
+        history.iter().any(|t| t
+            .history
+            .iter()
+            .any(|m| matches!(m, lincheck::elle::Micro::Read(_, l) if !l.is_empty()))),
+        "some read saw an append"
+    );
+    let anomalies = lincheck::elle::check(&history, &finals);
+    assert!(anomalies.is_empty(), "{anomalies:?}");
+    eprintln!(
+        "list-append: {} committed transactions, no anomaly",
+        history.len()
+    );
     drop(cluster);
 }
 
