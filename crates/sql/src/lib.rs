@@ -88,15 +88,20 @@
 //! removed at the gateway before ORDER BY, OFFSET and LIMIT (42P10 when an ORDER BY expression
 //! is not in the select list, as in PostgreSQL).
 //!
+//! Derived tables (`FROM (SELECT …) AS s (a, …)`) and non-recursive WITH queries, as the only
+//! item of a FROM clause: the inner query's operations go out in the statement's batch, the
+//! gateway finishes it first and runs the outer query over its rows (`plan::Source::Derived`).
+//! ORDER BY, OFFSET and LIMIT on UNION/INTERSECT/EXCEPT \[ALL\] (by result column names or
+//! positions, as in PostgreSQL) sort and cut the set operation's rows the same way.
+//!
 //! Joins of user tables (comma lists, INNER/CROSS/LEFT/RIGHT/FULL, ON, USING, NATURAL,
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
 //!
 //! Refused with 0A000 and a message naming the feature: BEGIN / START TRANSACTION
-//! (interactive transactions), LATERAL, derived tables and catalog tables in joins of user
-//! tables, other subqueries, ORDER BY/LIMIT on
-//! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
-//! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! (interactive transactions), LATERAL, derived tables, WITH queries and catalog tables in
+//! joins of user tables, other subqueries, WITH RECURSIVE, expressions in ORDER BY on
+//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
 //! SELECT, DEFAULT expressions other than constants and the statement-time functions,
@@ -170,6 +175,8 @@ mod returning_tests;
 mod tests;
 #[cfg(test)]
 mod time_tests;
+#[cfg(test)]
+mod with_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;

@@ -251,6 +251,10 @@ pub enum Source {
     /// `Output::Rows` of every column of each joined table (one operation per table, in FROM
     /// order), joined at the gateway (`join::JoinPlan`).
     Join(Box<join::JoinPlan>),
+    /// A derived table (`FROM (SELECT …) AS s`, a WITH query, or a set operation with ORDER
+    /// BY or LIMIT): the inner execution's operations are the statement's first ones; the
+    /// gateway finishes it on its share of the results, and its rows are this query's input.
+    Derived(Box<Execution>),
 }
 
 impl Source {
@@ -261,6 +265,7 @@ impl Source {
             Source::Rows(_) => 0,
             Source::Engine { .. } | Source::EngineGroups => 1,
             Source::Join(join) => join.relations.len(),
+            Source::Derived(inner) => inner.operations.len(),
         }
     }
 }
@@ -407,6 +412,7 @@ pub fn plan(
     Planner {
         catalog,
         parameters,
+        ctes: Vec::new(),
     }
     .statement(statement)
 }
@@ -414,6 +420,17 @@ pub fn plan(
 struct Planner<'a, 'p> {
     catalog: &'a dyn Catalog,
     parameters: &'p mut Parameters,
+    /// The WITH queries in scope, innermost last (a later one hides an earlier one of the
+    /// same name); each reference plans its query again as a derived table.
+    ctes: Vec<Cte>,
+}
+
+/// A non-recursive WITH query: its name, column names (empty: the query's own) and query.
+#[derive(Clone)]
+struct Cte {
+    name: String,
+    columns: Vec<String>,
+    query: ast::Query,
 }
 
 /// A table name: strips `public.`; `None` for names in another schema.
@@ -535,8 +552,16 @@ impl Planner<'_, '_> {
                     right: Box::new(self.set_node(right, operations)?),
                 })
             }
-            SetExpr::Query(query) if query.order_by.is_none() && query.limit_clause.is_none() => {
+            SetExpr::Query(query)
+                if query.order_by.is_none()
+                    && query.limit_clause.is_none()
+                    && query.with.is_none() =>
+            {
                 self.set_node(query.body.as_ref(), operations)
+            }
+            SetExpr::Query(query) => {
+                let execution = self.query(query)?;
+                set_leaf(execution, operations)
             }
             SetExpr::Select(_) => {
                 let query = ast::Query {
@@ -552,21 +577,7 @@ impl Planner<'_, '_> {
                     pipe_operators: Vec::new(),
                 };
                 let execution = self.query(&query)?;
-                let own = match &execution.finish {
-                    Finish::Query(plan) => plan.source.operation_count(),
-                    _ => 1,
-                };
-                if execution.operations.len() > own {
-                    return Err(SqlError::unsupported(
-                        "subqueries over tables inside UNION, INTERSECT and EXCEPT",
-                    ));
-                }
-                let start = operations.len();
-                operations.extend(execution.operations.iter().cloned());
-                Ok(SetNode::Query {
-                    operations: start..operations.len(),
-                    execution: Box::new(execution),
-                })
+                set_leaf(execution, operations)
             }
             other => Err(SqlError::unsupported(format!(
                 "{other} in UNION, INTERSECT and EXCEPT"
@@ -578,8 +589,8 @@ impl Planner<'_, '_> {
         if let Some(names) = crate::pg_catalog::provably_empty(query) {
             return Ok(empty_result(names));
         }
-        if query.with.is_some() {
-            return Err(SqlError::unsupported("WITH queries"));
+        if let Some(with) = &query.with {
+            return self.with_query(with, query);
         }
         if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
             return Err(SqlError::unsupported("FETCH, FOR UPDATE and FOR clauses"));
@@ -590,20 +601,19 @@ impl Planner<'_, '_> {
                 return self.query(inner)
             }
             SetExpr::SetOperation { .. } => {
-                if query.order_by.is_some() || query.limit_clause.is_some() {
-                    return Err(SqlError::unsupported(
-                        "ORDER BY and LIMIT on UNION, INTERSECT and EXCEPT",
-                    ));
-                }
                 let mut operations = Vec::new();
                 let node = self.set_node(query.body.as_ref(), &mut operations)?;
                 let columns = node.columns()?;
-                return Ok(Execution {
+                let execution = Execution {
                     operations,
                     routing: Routing::Every,
                     finish: Finish::SetOperation(SetPlan { node, columns }),
                     created_table: None,
-                });
+                };
+                if query.order_by.is_none() && query.limit_clause.is_none() {
+                    return Ok(execution);
+                }
+                return self.ordered_set(query, execution);
             }
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
@@ -656,9 +666,14 @@ impl Planner<'_, '_> {
         let residual = conjunction(residual);
         let mut plan = self.select_list(select, query, &scope, source, residual)?;
         let Some((entry, predicate)) = operation else {
+            // A derived table's operations are the statement's first ones, routed as its own.
+            let (operations, routing) = match &plan.source {
+                Source::Derived(inner) => (inner.operations.clone(), inner.routing.clone()),
+                _ => (Vec::new(), Routing::None),
+            };
             return Ok(with_subquery_tables(Execution {
-                operations: Vec::new(),
-                routing: Routing::None,
+                operations,
+                routing,
                 finish: Finish::Query(plan),
                 created_table: None,
             }));
@@ -732,6 +747,11 @@ impl Planner<'_, '_> {
             return Ok((Source::Rows(vec![Vec::new()]), Scope::default(), None));
         }
         let first = &from[0];
+        if from.len() == 1 && first.joins.is_empty() {
+            if let Some((source, scope)) = self.derived_relation(&first.relation)? {
+                return Ok((source, scope, None));
+            }
+        }
         if crate::pg_catalog::is_catalog_relation(&first.relation)? {
             let (rows, scope) =
                 crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
@@ -764,6 +784,206 @@ impl Planner<'_, '_> {
             return Ok((Source::Engine { key_positions }, scope, Some(entry)));
         }
         Err(SqlError::unsupported(format!("FROM {}", first.relation)))
+    }
+
+    /// `WITH name [(columns)] AS (query), … query`: each WITH query is planned once here (so
+    /// that its errors show even when it is not referenced, as in PostgreSQL), then again as
+    /// a derived table wherever the main query names it. Every reference reads its tables in
+    /// the statement's one batch, so all of them see the same rows.
+    fn with_query(&mut self, with: &ast::With, query: &ast::Query) -> Result<Execution, SqlError> {
+        if with.recursive {
+            return Err(SqlError::unsupported("WITH RECURSIVE")
+                .with_hint("non-recursive WITH queries are supported"));
+        }
+        let saved = self.ctes.len();
+        let result = (|| {
+            let mut names: Vec<String> = Vec::new();
+            for cte in &with.cte_tables {
+                let name = ident_name(&cte.alias.name);
+                if names.contains(&name) {
+                    return Err(SqlError::new(
+                        "42712",
+                        format!("WITH query name \"{name}\" specified more than once"),
+                    ));
+                }
+                if cte.from.is_some() {
+                    return Err(SqlError::unsupported("WITH … FROM"));
+                }
+                let columns: Vec<String> = cte
+                    .alias
+                    .columns
+                    .iter()
+                    .map(|column| ident_name(&column.name))
+                    .collect();
+                let planned = self.query(&cte.query)?;
+                let available = execution_columns(&planned).len();
+                if columns.len() > available {
+                    return Err(SqlError::new(
+                        sqlstate::INVALID_DEFINITION,
+                        format!(
+                            "WITH query \"{name}\" has {available} columns available but {} columns specified",
+                            columns.len()
+                        ),
+                    ));
+                }
+                names.push(name.clone());
+                self.ctes.push(Cte {
+                    name,
+                    columns,
+                    query: (*cte.query).clone(),
+                });
+            }
+            let mut main = query.clone();
+            main.with = None;
+            self.query(&main)
+        })();
+        self.ctes.truncate(saved);
+        result
+    }
+
+    /// The WITH query a table name refers to, if any (the innermost of that name).
+    fn cte_index(&self, name: &ast::ObjectName) -> Option<usize> {
+        let Ok((None, table)) = table_name(name) else {
+            return None;
+        };
+        self.ctes.iter().rposition(|cte| cte.name == table)
+    }
+
+    /// A FROM item that is a subquery (`(SELECT …) AS s (a, b)`) or names a WITH query: its
+    /// plan as a derived source and its columns' scope. `None` for other items.
+    fn derived_relation(
+        &mut self,
+        relation: &TableFactor,
+    ) -> Result<Option<(Source, Scope)>, SqlError> {
+        match relation {
+            TableFactor::Derived {
+                lateral,
+                subquery,
+                alias,
+                sample,
+            } => {
+                if *lateral {
+                    return Err(SqlError::unsupported("LATERAL"));
+                }
+                if sample.is_some() {
+                    return Err(SqlError::unsupported("TABLESAMPLE"));
+                }
+                let Some(alias) = alias else {
+                    return Err(SqlError::syntax("subquery in FROM must have an alias")
+                        .with_hint("For example, FROM (SELECT ...) [AS] foo."));
+                };
+                let execution = self.query(subquery)?;
+                if execution.routing == Routing::None
+                    && execution.operations.is_empty()
+                    && alias.columns.is_empty()
+                {
+                    // Rows the gateway holds (constants, the virtual catalog): the catalog's
+                    // FROM planning evaluates them, with its set-returning functions.
+                    return Ok(None);
+                }
+                let aliases = alias_columns(alias);
+                derived_scope(execution, &ident_name(&alias.name), &aliases).map(Some)
+            }
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                with_hints,
+                ..
+            } if with_hints.is_empty() => {
+                let Some(index) = self.cte_index(name) else {
+                    return Ok(None);
+                };
+                let cte = self.ctes[index].clone();
+                // The WITH query sees only the WITH queries before it (not itself).
+                let later = self.ctes.split_off(index);
+                let planned = self.query(&cte.query);
+                self.ctes.extend(later);
+                let (qualifier, aliases) = match alias {
+                    Some(alias) if !alias.columns.is_empty() => {
+                        (ident_name(&alias.name), alias_columns(alias))
+                    }
+                    Some(alias) => (ident_name(&alias.name), cte.columns.clone()),
+                    None => (cte.name.clone(), cte.columns.clone()),
+                };
+                derived_scope(planned?, &qualifier, &aliases).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// UNION / INTERSECT / EXCEPT with ORDER BY, OFFSET or LIMIT: the set operation as a
+    /// derived source, sorted and cut by its result columns. As in PostgreSQL, ORDER BY names
+    /// result columns or their positions only (0A000 for expressions).
+    fn ordered_set(
+        &mut self,
+        query: &ast::Query,
+        execution: Execution,
+    ) -> Result<Execution, SqlError> {
+        if let Some(ast::OrderBy {
+            kind: ast::OrderByKind::Expressions(items),
+            ..
+        }) = &query.order_by
+        {
+            for item in items {
+                let plain = match &item.expr {
+                    Expr::Identifier(_) => true,
+                    Expr::Value(value) => matches!(value.value, ast::Value::Number(..)),
+                    _ => false,
+                };
+                if !plain {
+                    return Err(SqlError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        "invalid UNION/INTERSECT/EXCEPT ORDER BY clause",
+                    )
+                    .with_detail("Only result column names can be used, not expressions or functions.")
+                    .with_hint("Add the expression/function to every SELECT, or move the UNION into a FROM clause."));
+                }
+            }
+        }
+        let columns = execution_columns(&execution);
+        let scope = Scope::new(
+            columns
+                .iter()
+                .map(|column| ScopeColumn {
+                    table: None,
+                    name: column.name.clone(),
+                    data_type: column.data_type,
+                    virtual_catalog: false,
+                    hidden: false,
+                })
+                .collect(),
+        );
+        let projection: Vec<Scalar> = (0..columns.len()).map(Scalar::Column).collect();
+        let names: Vec<String> = columns.iter().map(|column| column.name.clone()).collect();
+        let order_by = self.order_by(
+            query,
+            &scope,
+            &projection,
+            &names,
+            false,
+            &[],
+            &mut Vec::new(),
+        )?;
+        let (offset, limit) = self.limit(query)?;
+        let (operations, routing) = (execution.operations.clone(), execution.routing.clone());
+        Ok(Execution {
+            operations,
+            routing,
+            finish: Finish::Query(QueryPlan {
+                source: Source::Derived(Box::new(execution)),
+                input_types: scope.types(),
+                residual: None,
+                grouping: None,
+                projection,
+                distinct: false,
+                order_by,
+                offset,
+                limit,
+                columns,
+            }),
+            created_table: None,
+        })
     }
 
     /// Splits WHERE into the engine predicate and residual conjuncts (compiled).
@@ -2206,6 +2426,7 @@ impl Planner<'_, '_> {
                     Source::EngineGroups => "aggregate partials from the partitions by group",
                     Source::Rows(_) => "nothing (rows computed at the gateway)",
                     Source::Join(_) => "the rows of each joined table from the partitions",
+                    Source::Derived(_) => "the rows of a subquery, finished at the gateway",
                 }
             ));
             if let Source::Join(join) = &plan.source {
@@ -2566,6 +2787,82 @@ fn remap_columns(scalar: &mut Scalar, map: &[usize]) {
             other => pending.extend(operands_mut(other)),
         }
     }
+}
+
+/// One query of a set operation: its operations appended to the statement's.
+fn set_leaf(execution: Execution, operations: &mut Vec<Operation>) -> Result<SetNode, SqlError> {
+    let own = match &execution.finish {
+        Finish::Query(plan) => plan.source.operation_count(),
+        _ => execution.operations.len(),
+    };
+    if execution.operations.len() > own {
+        return Err(SqlError::unsupported(
+            "subqueries over tables inside UNION, INTERSECT and EXCEPT",
+        ));
+    }
+    let start = operations.len();
+    operations.extend(execution.operations.iter().cloned());
+    Ok(SetNode::Query {
+        operations: start..operations.len(),
+        execution: Box::new(execution),
+    })
+}
+
+/// A query execution's result columns.
+fn execution_columns(execution: &Execution) -> Vec<OutputColumn> {
+    match &execution.finish {
+        Finish::Query(plan) => plan.columns.clone(),
+        Finish::SetOperation(set) => set.columns.clone(),
+        Finish::Returning(returning) => returning.columns.clone(),
+        Finish::Changed(changed) => changed.columns.clone(),
+        Finish::Command(_) => Vec::new(),
+    }
+}
+
+/// A table alias's column names (`AS s (a, b)`).
+fn alias_columns(alias: &ast::TableAlias) -> Vec<String> {
+    alias
+        .columns
+        .iter()
+        .map(|column| ident_name(&column.name))
+        .collect()
+}
+
+/// A derived source over a planned query, and its scope: the query's result columns under
+/// `qualifier`, the first renamed by `aliases` (42P10 when there are more aliases than columns).
+fn derived_scope(
+    execution: Execution,
+    qualifier: &str,
+    aliases: &[String],
+) -> Result<(Source, Scope), SqlError> {
+    let columns = execution_columns(&execution);
+    if aliases.len() > columns.len() {
+        return Err(SqlError::new(
+            sqlstate::INVALID_DEFINITION,
+            format!(
+                "table \"{qualifier}\" has {} columns available but {} columns specified",
+                columns.len(),
+                aliases.len()
+            ),
+        ));
+    }
+    let scope = Scope::new(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(at, column)| ScopeColumn {
+                table: Some(qualifier.to_string()),
+                name: aliases
+                    .get(at)
+                    .cloned()
+                    .unwrap_or_else(|| column.name.clone()),
+                data_type: column.data_type,
+                virtual_catalog: false,
+                hidden: false,
+            })
+            .collect(),
+    );
+    Ok((Source::Derived(Box::new(execution)), scope))
 }
 
 /// A query answered with no rows and text columns of these names.
