@@ -88,6 +88,49 @@ pub enum Plan {
     Explain(Explain),
     /// COPY … FROM STDIN: the server collects CopyData and calls `CopyIn::operations`.
     CopyIn(CopyIn),
+    /// INSERT … SELECT: run `InsertSelect::select` as an execution, then the execution
+    /// `InsertSelect::execution(rows)` builds from its rows.
+    InsertSelect(InsertSelect),
+}
+
+/// INSERT … SELECT, planned in two steps: the SELECT (any query: one table, a join, a set
+/// operation, WITH, constants) reads every partition it needs in one batch; its rows, once
+/// finished at the gateway, become one INSERT statement routed as an INSERT's rows
+/// (`execution`), so the insert is all-or-nothing as any INSERT of constants. The insert is
+/// planned against the target table as the SELECT was planned (the gateway sends both steps
+/// under the same catalog guard).
+#[derive(Clone, Debug)]
+pub struct InsertSelect {
+    pub select: Execution,
+    /// The result columns (RETURNING's; none without it).
+    pub columns: Vec<OutputColumn>,
+    insert: ast::Insert,
+    table: TableEntry,
+    parameters: Parameters,
+    /// How many columns the SELECT answers.
+    width: usize,
+}
+
+impl PartialEq for InsertSelect {
+    fn eq(&self, other: &InsertSelect) -> bool {
+        self.select == other.select && self.insert == other.insert && self.table == other.table
+    }
+}
+
+impl InsertSelect {
+    /// The insert of the SELECT's rows (as `Execution::finish` answered them), planned as an
+    /// INSERT … VALUES of those values: same coercions, defaults, ON CONFLICT and RETURNING.
+    pub fn execution(&self, rows: Vec<Vec<Value>>) -> Result<Execution, SqlError> {
+        let mut catalog = crate::MemoryCatalog::new();
+        catalog.insert(self.table.clone());
+        let mut parameters = self.parameters.clone();
+        Planner {
+            catalog: &catalog,
+            parameters: &mut parameters,
+            ctes: Vec::new(),
+        }
+        .insert(&self.insert, Some((self.width, rows)))
+    }
 }
 
 /// Engine operations and the gateway's post-processing.
@@ -447,7 +490,12 @@ impl Planner<'_, '_> {
     fn statement(&mut self, statement: &Statement) -> Result<Plan, SqlError> {
         match statement {
             Statement::Query(query) => self.query(query).map(Plan::Execute),
-            Statement::Insert(insert) => self.insert(insert).map(Plan::Execute),
+            Statement::Insert(insert) => match insert.source.as_deref() {
+                Some(source) if !matches!(source.body.as_ref(), SetExpr::Values(_)) => {
+                    self.insert_select(insert, source).map(Plan::InsertSelect)
+                }
+                _ => self.insert(insert, None).map(Plan::Execute),
+            },
             Statement::Update(update) => self.update(update).map(Plan::Execute),
             Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
             Statement::CreateTable(create) => self.create_table(create),
@@ -1492,29 +1540,47 @@ impl Planner<'_, '_> {
 
     // ----- writes -----
 
-    fn insert(&mut self, insert: &ast::Insert) -> Result<Execution, SqlError> {
+    /// INSERT … SELECT: the query planned, the column counts checked, and the insert planned
+    /// once with no rows so that its errors (ON CONFLICT, RETURNING) come before anything runs.
+    fn insert_select(
+        &mut self,
+        insert: &ast::Insert,
+        source: &ast::Query,
+    ) -> Result<InsertSelect, SqlError> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::unsupported("INSERT INTO a table function"));
         };
-        if insert.returning.is_some() && insert.on.is_some() {
-            return Err(
-                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
-                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
-                ),
-            );
+        let table = self.entry(name)?;
+        let select = self.query(source)?;
+        let selected = execution_columns(&select).len();
+        let targets = self.insert_columns(insert, &table.schema)?.len();
+        // Without a column list, fewer expressions fill the first columns (as in PostgreSQL).
+        if selected > targets || (selected < targets && !insert.columns.is_empty()) {
+            return Err(SqlError::syntax(if selected > targets {
+                "INSERT has more expressions than target columns"
+            } else {
+                "INSERT has more target columns than expressions"
+            }));
         }
-        if !insert.assignments.is_empty()
-            || insert.partitioned.is_some()
-            || insert.or.is_some()
-            || insert.ignore
-            || insert.overwrite
-        {
-            return Err(SqlError::unsupported("this form of INSERT"));
-        }
-        let entry = self.entry(name)?;
-        let schema = &entry.schema;
+        let validated = self.insert(insert, Some((selected, Vec::new())))?;
+        Ok(InsertSelect {
+            select,
+            columns: execution_columns(&validated),
+            insert: insert.clone(),
+            table,
+            parameters: self.parameters.clone(),
+            width: selected,
+        })
+    }
+
+    /// The target columns of an INSERT (every visible column without a list), checked.
+    fn insert_columns(
+        &self,
+        insert: &ast::Insert,
+        schema: &TableSchema,
+    ) -> Result<Vec<usize>, SqlError> {
         let row_id = schema.row_id_column();
-        let mut columns: Vec<usize> = if insert.columns.is_empty() {
+        let columns: Vec<usize> = if insert.columns.is_empty() {
             (0..schema.columns.len())
                 .filter(|position| Some(*position) != row_id)
                 .collect()
@@ -1544,13 +1610,12 @@ impl Planner<'_, '_> {
             }
             .into());
         }
-        let Some(source) = &insert.source else {
-            return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
-        };
-        let SetExpr::Values(values) = source.body.as_ref() else {
-            return Err(SqlError::unsupported("INSERT … SELECT"));
-        };
-        if values.rows.len() > engine::operation::INSERT_ROWS_MAX {
+        Ok(columns)
+    }
+
+    /// `INSERT_ROWS_MAX` bounds one INSERT's rows (54000 beyond).
+    fn check_row_count(count: usize) -> Result<(), SqlError> {
+        if count > engine::operation::INSERT_ROWS_MAX {
             return Err(SqlError::new(
                 sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
@@ -1559,6 +1624,17 @@ impl Planner<'_, '_> {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The rows of `VALUES (…), …`: constants coerced to the target columns, DEFAULT filled.
+    fn values_rows(
+        &mut self,
+        schema: &TableSchema,
+        columns: &[usize],
+        values: &ast::Values,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        Self::check_row_count(values.rows.len())?;
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
             if row.len() != columns.len() {
@@ -1569,7 +1645,7 @@ impl Planner<'_, '_> {
                 }));
             }
             let mut values = Vec::with_capacity(row.len());
-            for (expr, column) in row.iter().zip(&columns) {
+            for (expr, column) in row.iter().zip(columns) {
                 let data_type = schema.columns[*column].data_type;
                 if is_default_keyword(expr) {
                     // `VALUES (…, DEFAULT, …)`: the column's DEFAULT, or NULL without one.
@@ -1585,6 +1661,77 @@ impl Planner<'_, '_> {
             }
             rows.push(values);
         }
+        Ok(rows)
+    }
+
+    /// The rows a SELECT answered, assigned to the target columns as VALUES constants are.
+    fn selected_rows(
+        schema: &TableSchema,
+        columns: &[usize],
+        selected: Vec<Vec<Value>>,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        Self::check_row_count(selected.len())?;
+        selected
+            .into_iter()
+            .map(|row| {
+                assert_eq!(row.len(), columns.len(), "checked at planning");
+                row.iter()
+                    .zip(columns)
+                    .map(|(value, column)| {
+                        let definition = &schema.columns[*column];
+                        assign(value, definition.data_type, &definition.name)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// INSERT … VALUES, or (`selected`: its width and rows) an INSERT of the rows a SELECT
+    /// answered; with no such rows, an execution with no operations (`INSERT 0 0`, RETURNING
+    /// nothing).
+    fn insert(
+        &mut self,
+        insert: &ast::Insert,
+        selected: Option<(usize, Vec<Vec<Value>>)>,
+    ) -> Result<Execution, SqlError> {
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(SqlError::unsupported("INSERT INTO a table function"));
+        };
+        if insert.returning.is_some() && insert.on.is_some() {
+            return Err(
+                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
+                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
+                ),
+            );
+        }
+        if !insert.assignments.is_empty()
+            || insert.partitioned.is_some()
+            || insert.or.is_some()
+            || insert.ignore
+            || insert.overwrite
+        {
+            return Err(SqlError::unsupported("this form of INSERT"));
+        }
+        let entry = self.entry(name)?;
+        let schema = &entry.schema;
+        let row_id = schema.row_id_column();
+        let mut columns = self.insert_columns(insert, schema)?;
+        let Some(source) = &insert.source else {
+            return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
+        };
+        let nothing = selected.as_ref().is_some_and(|(_, rows)| rows.is_empty());
+        let mut rows = match selected {
+            Some((width, selected)) => {
+                columns.truncate(width);
+                Self::selected_rows(schema, &columns, selected)?
+            }
+            None => {
+                let SetExpr::Values(values) = source.body.as_ref() else {
+                    return Err(SqlError::unsupported("INSERT … SELECT here"));
+                };
+                self.values_rows(schema, &columns, values)?
+            }
+        };
         self.apply_defaults(schema, &mut columns, &mut rows)?;
         let column_names: Vec<String> = columns
             .iter()
@@ -1615,6 +1762,15 @@ impl Planner<'_, '_> {
         };
         let operations =
             self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
+        if nothing {
+            // A SELECT that answered no rows: nothing to send.
+            return Ok(Execution {
+                operations: Vec::new(),
+                routing: Routing::None,
+                finish,
+                created_table: None,
+            });
+        }
         Ok(Execution {
             operations,
             routing,
