@@ -178,5 +178,16 @@ fn with_derived_tables_and_ordered_set_operations_answer_as_postgresql() {
         ),
         "30|870"
     );
+    // INSERT … SELECT through the extended protocol: parameters in the SELECT, RETURNING
+    // described and answered.
+    let lines = extended(
+        pg[0],
+        &[(
+            "INSERT INTO totals (city, total) SELECT city || %s, n FROM acct WHERE id = %s \
+             RETURNING city, total",
+            "[\"X\", 3]",
+        )],
+    );
+    assert_eq!(lines, ["types: 25,20", "rows: LHRX,3", "count: 1"]);
     drop(cluster);
 }
