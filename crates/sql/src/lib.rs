@@ -20,6 +20,7 @@
 //!                                group, HAVING, sort, offset/limit, project) ─► StatementResult
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
 //!  Plan::CopyIn(copy):      CopyData bytes ─► copy.execution(bytes) ─► as Plan::Execute
+//!  Plan::InsertSelect(i):   i.select as Plan::Execute ─► rows ─► i.execution(rows) ─► as Plan::Execute
 //!  StatementResult rows ─► types::encode_text / encode_binary per value, types::pg_type per column
 //! ```
 //!
@@ -64,7 +65,8 @@
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
 //! leading column, see `engine::Operation::CreateIndexOn`),
-//! INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
+//! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
+//! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
 //! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
 //! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk)\] DO NOTHING | DO
 //! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
@@ -88,6 +90,12 @@
 //! removed at the gateway before ORDER BY, OFFSET and LIMIT (42P10 when an ORDER BY expression
 //! is not in the select list, as in PostgreSQL).
 //!
+//! Derived tables (`FROM (SELECT …) AS s (a, …)`) and non-recursive WITH queries, as the only
+//! item of a FROM clause: the inner query's operations go out in the statement's batch, the
+//! gateway finishes it first and runs the outer query over its rows (`plan::Source::Derived`).
+//! ORDER BY, OFFSET and LIMIT on UNION/INTERSECT/EXCEPT \[ALL\] (by result column names or
+//! positions, as in PostgreSQL) sort and cut the set operation's rows the same way.
+//!
 //! Joins of user tables (comma lists, INNER/CROSS/LEFT/RIGHT/FULL, ON, USING, NATURAL,
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
@@ -95,13 +103,11 @@
 //! BEGIN / START TRANSACTION parse to `SessionCommand::Begin`; the PostgreSQL front end runs
 //! the transaction block (`docs/internals/sprint.md`).
 //!
-//! Refused with 0A000 and a message naming the feature: LATERAL, derived tables and catalog tables in joins of user
-//! tables, other subqueries, ORDER BY/LIMIT on
-//! UNION/INTERSECT/EXCEPT (which work without them, see `merge::set_rows`), WITH,
-//! DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! Refused with 0A000 and a message naming the feature: LATERAL, derived tables, WITH queries and catalog tables in
+//! joins of user tables, other subqueries, WITH RECURSIVE, expressions in ORDER BY on
+//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
-//! on INSERT … ON CONFLICT and into tables without a primary key, INSERT …
-//! SELECT, DEFAULT expressions other than constants and the statement-time functions,
+//! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
 //! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
 //! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
@@ -162,6 +168,8 @@ pub mod types;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod insert_select_tests;
+#[cfg(test)]
 mod join_tests;
 #[cfg(test)]
 mod merge_tests;
@@ -173,12 +181,16 @@ mod returning_tests;
 mod tests;
 #[cfg(test)]
 mod time_tests;
+#[cfg(test)]
+mod with_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
 pub use locking::{row_locking, RowLocking};
 pub use parse::parse;
-pub use plan::{split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, Plan, Routing};
+pub use plan::{
+    split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, InsertSelect, Plan, Routing,
+};
 pub use session::{ReadIsolation, Session, SessionCommand};
 pub use sqlparser::ast::Statement;
 
@@ -311,6 +323,7 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Changed(changed),
             ..
         }) => changed.columns.clone(),
+        Plan::InsertSelect(insert) => insert.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

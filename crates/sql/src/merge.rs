@@ -26,6 +26,9 @@ impl Execution {
     /// split insert, the partitions that received no rows may be left out).
     pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
         if let Finish::Query(plan) = &self.finish {
+            if let Source::Derived(inner) = &plan.source {
+                return self.finish_derived(plan, inner, results);
+            }
             if let Some(result) = self.finish_with_subquery_tables(plan, &results) {
                 return result;
             }
@@ -210,6 +213,45 @@ fn set_rows(
 }
 
 impl Execution {
+    /// A query over a derived table: the inner execution finished on the first operations'
+    /// results of every partition, then this query over its rows (the remaining operations
+    /// are the query's subquery tables, as for any query over rows the gateway holds).
+    fn finish_derived(
+        &self,
+        plan: &QueryPlan,
+        inner: &Execution,
+        results: Vec<Vec<OperationResult>>,
+    ) -> Result<StatementResult, SqlError> {
+        let count = inner.operations.len();
+        assert!(count <= self.operations.len());
+        let own = results
+            .iter()
+            .map(|partition| {
+                partition.get(..count).map(<[_]>::to_vec).ok_or_else(|| {
+                    SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        "a partition answered fewer results than the statement's operations",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let StatementResult::Rows { rows, .. } = inner.finish(own)? else {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "a subquery in FROM answered no rows",
+            ));
+        };
+        let mut outer = plan.clone();
+        outer.source = Source::Rows(rows);
+        Execution {
+            operations: self.operations.clone(),
+            routing: self.routing.clone(),
+            finish: Finish::Query(outer),
+            created_table: None,
+        }
+        .finish(results)
+    }
+
     /// A query whose subqueries read user tables: the operations after the query's own are
     /// those tables' rows (from every partition), given to the subqueries before the query is
     /// finished. `None` when the query has no such subquery.
@@ -407,7 +449,7 @@ impl QueryPlan {
                 rows
             }
             Source::Join(join) => join.rows_from_outputs(outputs)?,
-            Source::EngineGroups => {
+            Source::EngineGroups | Source::Derived(_) => {
                 return Err(SqlError::new(
                     sqlstate::INTERNAL_ERROR,
                     "groups where rows were expected",

@@ -88,6 +88,49 @@ pub enum Plan {
     Explain(Explain),
     /// COPY … FROM STDIN: the server collects CopyData and calls `CopyIn::operations`.
     CopyIn(CopyIn),
+    /// INSERT … SELECT: run `InsertSelect::select` as an execution, then the execution
+    /// `InsertSelect::execution(rows)` builds from its rows.
+    InsertSelect(InsertSelect),
+}
+
+/// INSERT … SELECT, planned in two steps: the SELECT (any query: one table, a join, a set
+/// operation, WITH, constants) reads every partition it needs in one batch; its rows, once
+/// finished at the gateway, become one INSERT statement routed as an INSERT's rows
+/// (`execution`), so the insert is all-or-nothing as any INSERT of constants. The insert is
+/// planned against the target table as the SELECT was planned (the gateway sends both steps
+/// under the same catalog guard).
+#[derive(Clone, Debug)]
+pub struct InsertSelect {
+    pub select: Execution,
+    /// The result columns (RETURNING's; none without it).
+    pub columns: Vec<OutputColumn>,
+    insert: ast::Insert,
+    table: TableEntry,
+    parameters: Parameters,
+    /// How many columns the SELECT answers.
+    width: usize,
+}
+
+impl PartialEq for InsertSelect {
+    fn eq(&self, other: &InsertSelect) -> bool {
+        self.select == other.select && self.insert == other.insert && self.table == other.table
+    }
+}
+
+impl InsertSelect {
+    /// The insert of the SELECT's rows (as `Execution::finish` answered them), planned as an
+    /// INSERT … VALUES of those values: same coercions, defaults, ON CONFLICT and RETURNING.
+    pub fn execution(&self, rows: Vec<Vec<Value>>) -> Result<Execution, SqlError> {
+        let mut catalog = crate::MemoryCatalog::new();
+        catalog.insert(self.table.clone());
+        let mut parameters = self.parameters.clone();
+        Planner {
+            catalog: &catalog,
+            parameters: &mut parameters,
+            ctes: Vec::new(),
+        }
+        .insert(&self.insert, Some((self.width, rows)))
+    }
 }
 
 /// Engine operations and the gateway's post-processing.
@@ -251,6 +294,10 @@ pub enum Source {
     /// `Output::Rows` of every column of each joined table (one operation per table, in FROM
     /// order), joined at the gateway (`join::JoinPlan`).
     Join(Box<join::JoinPlan>),
+    /// A derived table (`FROM (SELECT …) AS s`, a WITH query, or a set operation with ORDER
+    /// BY or LIMIT): the inner execution's operations are the statement's first ones; the
+    /// gateway finishes it on its share of the results, and its rows are this query's input.
+    Derived(Box<Execution>),
 }
 
 impl Source {
@@ -261,6 +308,7 @@ impl Source {
             Source::Rows(_) => 0,
             Source::Engine { .. } | Source::EngineGroups => 1,
             Source::Join(join) => join.relations.len(),
+            Source::Derived(inner) => inner.operations.len(),
         }
     }
 }
@@ -407,6 +455,7 @@ pub fn plan(
     Planner {
         catalog,
         parameters,
+        ctes: Vec::new(),
     }
     .statement(statement)
 }
@@ -414,6 +463,17 @@ pub fn plan(
 struct Planner<'a, 'p> {
     catalog: &'a dyn Catalog,
     parameters: &'p mut Parameters,
+    /// The WITH queries in scope, innermost last (a later one hides an earlier one of the
+    /// same name); each reference plans its query again as a derived table.
+    ctes: Vec<Cte>,
+}
+
+/// A non-recursive WITH query: its name, column names (empty: the query's own) and query.
+#[derive(Clone)]
+struct Cte {
+    name: String,
+    columns: Vec<String>,
+    query: ast::Query,
 }
 
 /// A table name: strips `public.`; `None` for names in another schema.
@@ -430,7 +490,12 @@ impl Planner<'_, '_> {
     fn statement(&mut self, statement: &Statement) -> Result<Plan, SqlError> {
         match statement {
             Statement::Query(query) => self.query(query).map(Plan::Execute),
-            Statement::Insert(insert) => self.insert(insert).map(Plan::Execute),
+            Statement::Insert(insert) => match insert.source.as_deref() {
+                Some(source) if !matches!(source.body.as_ref(), SetExpr::Values(_)) => {
+                    self.insert_select(insert, source).map(Plan::InsertSelect)
+                }
+                _ => self.insert(insert, None).map(Plan::Execute),
+            },
             Statement::Update(update) => self.update(update).map(Plan::Execute),
             Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
             Statement::CreateTable(create) => self.create_table(create),
@@ -535,8 +600,16 @@ impl Planner<'_, '_> {
                     right: Box::new(self.set_node(right, operations)?),
                 })
             }
-            SetExpr::Query(query) if query.order_by.is_none() && query.limit_clause.is_none() => {
+            SetExpr::Query(query)
+                if query.order_by.is_none()
+                    && query.limit_clause.is_none()
+                    && query.with.is_none() =>
+            {
                 self.set_node(query.body.as_ref(), operations)
+            }
+            SetExpr::Query(query) => {
+                let execution = self.query(query)?;
+                set_leaf(execution, operations)
             }
             SetExpr::Select(_) => {
                 let query = ast::Query {
@@ -552,21 +625,7 @@ impl Planner<'_, '_> {
                     pipe_operators: Vec::new(),
                 };
                 let execution = self.query(&query)?;
-                let own = match &execution.finish {
-                    Finish::Query(plan) => plan.source.operation_count(),
-                    _ => 1,
-                };
-                if execution.operations.len() > own {
-                    return Err(SqlError::unsupported(
-                        "subqueries over tables inside UNION, INTERSECT and EXCEPT",
-                    ));
-                }
-                let start = operations.len();
-                operations.extend(execution.operations.iter().cloned());
-                Ok(SetNode::Query {
-                    operations: start..operations.len(),
-                    execution: Box::new(execution),
-                })
+                set_leaf(execution, operations)
             }
             other => Err(SqlError::unsupported(format!(
                 "{other} in UNION, INTERSECT and EXCEPT"
@@ -578,8 +637,8 @@ impl Planner<'_, '_> {
         if let Some(names) = crate::pg_catalog::provably_empty(query) {
             return Ok(empty_result(names));
         }
-        if query.with.is_some() {
-            return Err(SqlError::unsupported("WITH queries"));
+        if let Some(with) = &query.with {
+            return self.with_query(with, query);
         }
         // A locking clause (FOR UPDATE/SHARE) is the transaction's (`locking`): planned as
         // the query without it.
@@ -592,20 +651,19 @@ impl Planner<'_, '_> {
                 return self.query(inner)
             }
             SetExpr::SetOperation { .. } => {
-                if query.order_by.is_some() || query.limit_clause.is_some() {
-                    return Err(SqlError::unsupported(
-                        "ORDER BY and LIMIT on UNION, INTERSECT and EXCEPT",
-                    ));
-                }
                 let mut operations = Vec::new();
                 let node = self.set_node(query.body.as_ref(), &mut operations)?;
                 let columns = node.columns()?;
-                return Ok(Execution {
+                let execution = Execution {
                     operations,
                     routing: Routing::Every,
                     finish: Finish::SetOperation(SetPlan { node, columns }),
                     created_table: None,
-                });
+                };
+                if query.order_by.is_none() && query.limit_clause.is_none() {
+                    return Ok(execution);
+                }
+                return self.ordered_set(query, execution);
             }
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
@@ -658,9 +716,14 @@ impl Planner<'_, '_> {
         let residual = conjunction(residual);
         let mut plan = self.select_list(select, query, &scope, source, residual)?;
         let Some((entry, predicate)) = operation else {
+            // A derived table's operations are the statement's first ones, routed as its own.
+            let (operations, routing) = match &plan.source {
+                Source::Derived(inner) => (inner.operations.clone(), inner.routing.clone()),
+                _ => (Vec::new(), Routing::None),
+            };
             return Ok(with_subquery_tables(Execution {
-                operations: Vec::new(),
-                routing: Routing::None,
+                operations,
+                routing,
                 finish: Finish::Query(plan),
                 created_table: None,
             }));
@@ -734,6 +797,11 @@ impl Planner<'_, '_> {
             return Ok((Source::Rows(vec![Vec::new()]), Scope::default(), None));
         }
         let first = &from[0];
+        if from.len() == 1 && first.joins.is_empty() {
+            if let Some((source, scope)) = self.derived_relation(&first.relation)? {
+                return Ok((source, scope, None));
+            }
+        }
         if crate::pg_catalog::is_catalog_relation(&first.relation)? {
             let (rows, scope) =
                 crate::pg_catalog::from_clause(from, self.catalog, self.parameters, selection)?;
@@ -766,6 +834,206 @@ impl Planner<'_, '_> {
             return Ok((Source::Engine { key_positions }, scope, Some(entry)));
         }
         Err(SqlError::unsupported(format!("FROM {}", first.relation)))
+    }
+
+    /// `WITH name [(columns)] AS (query), … query`: each WITH query is planned once here (so
+    /// that its errors show even when it is not referenced, as in PostgreSQL), then again as
+    /// a derived table wherever the main query names it. Every reference reads its tables in
+    /// the statement's one batch, so all of them see the same rows.
+    fn with_query(&mut self, with: &ast::With, query: &ast::Query) -> Result<Execution, SqlError> {
+        if with.recursive {
+            return Err(SqlError::unsupported("WITH RECURSIVE")
+                .with_hint("non-recursive WITH queries are supported"));
+        }
+        let saved = self.ctes.len();
+        let result = (|| {
+            let mut names: Vec<String> = Vec::new();
+            for cte in &with.cte_tables {
+                let name = ident_name(&cte.alias.name);
+                if names.contains(&name) {
+                    return Err(SqlError::new(
+                        "42712",
+                        format!("WITH query name \"{name}\" specified more than once"),
+                    ));
+                }
+                if cte.from.is_some() {
+                    return Err(SqlError::unsupported("WITH … FROM"));
+                }
+                let columns: Vec<String> = cte
+                    .alias
+                    .columns
+                    .iter()
+                    .map(|column| ident_name(&column.name))
+                    .collect();
+                let planned = self.query(&cte.query)?;
+                let available = execution_columns(&planned).len();
+                if columns.len() > available {
+                    return Err(SqlError::new(
+                        sqlstate::INVALID_DEFINITION,
+                        format!(
+                            "WITH query \"{name}\" has {available} columns available but {} columns specified",
+                            columns.len()
+                        ),
+                    ));
+                }
+                names.push(name.clone());
+                self.ctes.push(Cte {
+                    name,
+                    columns,
+                    query: (*cte.query).clone(),
+                });
+            }
+            let mut main = query.clone();
+            main.with = None;
+            self.query(&main)
+        })();
+        self.ctes.truncate(saved);
+        result
+    }
+
+    /// The WITH query a table name refers to, if any (the innermost of that name).
+    fn cte_index(&self, name: &ast::ObjectName) -> Option<usize> {
+        let Ok((None, table)) = table_name(name) else {
+            return None;
+        };
+        self.ctes.iter().rposition(|cte| cte.name == table)
+    }
+
+    /// A FROM item that is a subquery (`(SELECT …) AS s (a, b)`) or names a WITH query: its
+    /// plan as a derived source and its columns' scope. `None` for other items.
+    fn derived_relation(
+        &mut self,
+        relation: &TableFactor,
+    ) -> Result<Option<(Source, Scope)>, SqlError> {
+        match relation {
+            TableFactor::Derived {
+                lateral,
+                subquery,
+                alias,
+                sample,
+            } => {
+                if *lateral {
+                    return Err(SqlError::unsupported("LATERAL"));
+                }
+                if sample.is_some() {
+                    return Err(SqlError::unsupported("TABLESAMPLE"));
+                }
+                let Some(alias) = alias else {
+                    return Err(SqlError::syntax("subquery in FROM must have an alias")
+                        .with_hint("For example, FROM (SELECT ...) [AS] foo."));
+                };
+                let execution = self.query(subquery)?;
+                if execution.routing == Routing::None
+                    && execution.operations.is_empty()
+                    && alias.columns.is_empty()
+                {
+                    // Rows the gateway holds (constants, the virtual catalog): the catalog's
+                    // FROM planning evaluates them, with its set-returning functions.
+                    return Ok(None);
+                }
+                let aliases = alias_columns(alias);
+                derived_scope(execution, &ident_name(&alias.name), &aliases).map(Some)
+            }
+            TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                with_hints,
+                ..
+            } if with_hints.is_empty() => {
+                let Some(index) = self.cte_index(name) else {
+                    return Ok(None);
+                };
+                let cte = self.ctes[index].clone();
+                // The WITH query sees only the WITH queries before it (not itself).
+                let later = self.ctes.split_off(index);
+                let planned = self.query(&cte.query);
+                self.ctes.extend(later);
+                let (qualifier, aliases) = match alias {
+                    Some(alias) if !alias.columns.is_empty() => {
+                        (ident_name(&alias.name), alias_columns(alias))
+                    }
+                    Some(alias) => (ident_name(&alias.name), cte.columns.clone()),
+                    None => (cte.name.clone(), cte.columns.clone()),
+                };
+                derived_scope(planned?, &qualifier, &aliases).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// UNION / INTERSECT / EXCEPT with ORDER BY, OFFSET or LIMIT: the set operation as a
+    /// derived source, sorted and cut by its result columns. As in PostgreSQL, ORDER BY names
+    /// result columns or their positions only (0A000 for expressions).
+    fn ordered_set(
+        &mut self,
+        query: &ast::Query,
+        execution: Execution,
+    ) -> Result<Execution, SqlError> {
+        if let Some(ast::OrderBy {
+            kind: ast::OrderByKind::Expressions(items),
+            ..
+        }) = &query.order_by
+        {
+            for item in items {
+                let plain = match &item.expr {
+                    Expr::Identifier(_) => true,
+                    Expr::Value(value) => matches!(value.value, ast::Value::Number(..)),
+                    _ => false,
+                };
+                if !plain {
+                    return Err(SqlError::new(
+                        sqlstate::FEATURE_NOT_SUPPORTED,
+                        "invalid UNION/INTERSECT/EXCEPT ORDER BY clause",
+                    )
+                    .with_detail("Only result column names can be used, not expressions or functions.")
+                    .with_hint("Add the expression/function to every SELECT, or move the UNION into a FROM clause."));
+                }
+            }
+        }
+        let columns = execution_columns(&execution);
+        let scope = Scope::new(
+            columns
+                .iter()
+                .map(|column| ScopeColumn {
+                    table: None,
+                    name: column.name.clone(),
+                    data_type: column.data_type,
+                    virtual_catalog: false,
+                    hidden: false,
+                })
+                .collect(),
+        );
+        let projection: Vec<Scalar> = (0..columns.len()).map(Scalar::Column).collect();
+        let names: Vec<String> = columns.iter().map(|column| column.name.clone()).collect();
+        let order_by = self.order_by(
+            query,
+            &scope,
+            &projection,
+            &names,
+            false,
+            &[],
+            &mut Vec::new(),
+        )?;
+        let (offset, limit) = self.limit(query)?;
+        let (operations, routing) = (execution.operations.clone(), execution.routing.clone());
+        Ok(Execution {
+            operations,
+            routing,
+            finish: Finish::Query(QueryPlan {
+                source: Source::Derived(Box::new(execution)),
+                input_types: scope.types(),
+                residual: None,
+                grouping: None,
+                projection,
+                distinct: false,
+                order_by,
+                offset,
+                limit,
+                columns,
+            }),
+            created_table: None,
+        })
     }
 
     /// Splits WHERE into the engine predicate and residual conjuncts (compiled).
@@ -1274,29 +1542,47 @@ impl Planner<'_, '_> {
 
     // ----- writes -----
 
-    fn insert(&mut self, insert: &ast::Insert) -> Result<Execution, SqlError> {
+    /// INSERT … SELECT: the query planned, the column counts checked, and the insert planned
+    /// once with no rows so that its errors (ON CONFLICT, RETURNING) come before anything runs.
+    fn insert_select(
+        &mut self,
+        insert: &ast::Insert,
+        source: &ast::Query,
+    ) -> Result<InsertSelect, SqlError> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::unsupported("INSERT INTO a table function"));
         };
-        if insert.returning.is_some() && insert.on.is_some() {
-            return Err(
-                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
-                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
-                ),
-            );
+        let table = self.entry(name)?;
+        let select = self.query(source)?;
+        let selected = execution_columns(&select).len();
+        let targets = self.insert_columns(insert, &table.schema)?.len();
+        // Without a column list, fewer expressions fill the first columns (as in PostgreSQL).
+        if selected > targets || (selected < targets && !insert.columns.is_empty()) {
+            return Err(SqlError::syntax(if selected > targets {
+                "INSERT has more expressions than target columns"
+            } else {
+                "INSERT has more target columns than expressions"
+            }));
         }
-        if !insert.assignments.is_empty()
-            || insert.partitioned.is_some()
-            || insert.or.is_some()
-            || insert.ignore
-            || insert.overwrite
-        {
-            return Err(SqlError::unsupported("this form of INSERT"));
-        }
-        let entry = self.entry(name)?;
-        let schema = &entry.schema;
+        let validated = self.insert(insert, Some((selected, Vec::new())))?;
+        Ok(InsertSelect {
+            select,
+            columns: execution_columns(&validated),
+            insert: insert.clone(),
+            table,
+            parameters: self.parameters.clone(),
+            width: selected,
+        })
+    }
+
+    /// The target columns of an INSERT (every visible column without a list), checked.
+    fn insert_columns(
+        &self,
+        insert: &ast::Insert,
+        schema: &TableSchema,
+    ) -> Result<Vec<usize>, SqlError> {
         let row_id = schema.row_id_column();
-        let mut columns: Vec<usize> = if insert.columns.is_empty() {
+        let columns: Vec<usize> = if insert.columns.is_empty() {
             (0..schema.columns.len())
                 .filter(|position| Some(*position) != row_id)
                 .collect()
@@ -1326,13 +1612,12 @@ impl Planner<'_, '_> {
             }
             .into());
         }
-        let Some(source) = &insert.source else {
-            return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
-        };
-        let SetExpr::Values(values) = source.body.as_ref() else {
-            return Err(SqlError::unsupported("INSERT … SELECT"));
-        };
-        if values.rows.len() > engine::operation::INSERT_ROWS_MAX {
+        Ok(columns)
+    }
+
+    /// `INSERT_ROWS_MAX` bounds one INSERT's rows (54000 beyond).
+    fn check_row_count(count: usize) -> Result<(), SqlError> {
+        if count > engine::operation::INSERT_ROWS_MAX {
             return Err(SqlError::new(
                 sqlstate::PROGRAM_LIMIT_EXCEEDED,
                 format!(
@@ -1341,6 +1626,17 @@ impl Planner<'_, '_> {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The rows of `VALUES (…), …`: constants coerced to the target columns, DEFAULT filled.
+    fn values_rows(
+        &mut self,
+        schema: &TableSchema,
+        columns: &[usize],
+        values: &ast::Values,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        Self::check_row_count(values.rows.len())?;
         let mut rows = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
             if row.len() != columns.len() {
@@ -1351,7 +1647,7 @@ impl Planner<'_, '_> {
                 }));
             }
             let mut values = Vec::with_capacity(row.len());
-            for (expr, column) in row.iter().zip(&columns) {
+            for (expr, column) in row.iter().zip(columns) {
                 let data_type = schema.columns[*column].data_type;
                 if is_default_keyword(expr) {
                     // `VALUES (…, DEFAULT, …)`: the column's DEFAULT, or NULL without one.
@@ -1367,6 +1663,77 @@ impl Planner<'_, '_> {
             }
             rows.push(values);
         }
+        Ok(rows)
+    }
+
+    /// The rows a SELECT answered, assigned to the target columns as VALUES constants are.
+    fn selected_rows(
+        schema: &TableSchema,
+        columns: &[usize],
+        selected: Vec<Vec<Value>>,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        Self::check_row_count(selected.len())?;
+        selected
+            .into_iter()
+            .map(|row| {
+                assert_eq!(row.len(), columns.len(), "checked at planning");
+                row.iter()
+                    .zip(columns)
+                    .map(|(value, column)| {
+                        let definition = &schema.columns[*column];
+                        assign(value, definition.data_type, &definition.name)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// INSERT … VALUES, or (`selected`: its width and rows) an INSERT of the rows a SELECT
+    /// answered; with no such rows, an execution with no operations (`INSERT 0 0`, RETURNING
+    /// nothing).
+    fn insert(
+        &mut self,
+        insert: &ast::Insert,
+        selected: Option<(usize, Vec<Vec<Value>>)>,
+    ) -> Result<Execution, SqlError> {
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(SqlError::unsupported("INSERT INTO a table function"));
+        };
+        if insert.returning.is_some() && insert.on.is_some() {
+            return Err(
+                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
+                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
+                ),
+            );
+        }
+        if !insert.assignments.is_empty()
+            || insert.partitioned.is_some()
+            || insert.or.is_some()
+            || insert.ignore
+            || insert.overwrite
+        {
+            return Err(SqlError::unsupported("this form of INSERT"));
+        }
+        let entry = self.entry(name)?;
+        let schema = &entry.schema;
+        let row_id = schema.row_id_column();
+        let mut columns = self.insert_columns(insert, schema)?;
+        let Some(source) = &insert.source else {
+            return Err(SqlError::unsupported("INSERT … DEFAULT VALUES"));
+        };
+        let nothing = selected.as_ref().is_some_and(|(_, rows)| rows.is_empty());
+        let mut rows = match selected {
+            Some((width, selected)) => {
+                columns.truncate(width);
+                Self::selected_rows(schema, &columns, selected)?
+            }
+            None => {
+                let SetExpr::Values(values) = source.body.as_ref() else {
+                    return Err(SqlError::unsupported("INSERT … SELECT here"));
+                };
+                self.values_rows(schema, &columns, values)?
+            }
+        };
         self.apply_defaults(schema, &mut columns, &mut rows)?;
         let column_names: Vec<String> = columns
             .iter()
@@ -1397,6 +1764,15 @@ impl Planner<'_, '_> {
         };
         let operations =
             self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
+        if nothing {
+            // A SELECT that answered no rows: nothing to send.
+            return Ok(Execution {
+                operations: Vec::new(),
+                routing: Routing::None,
+                finish,
+                created_table: None,
+            });
+        }
         Ok(Execution {
             operations,
             routing,
@@ -2208,6 +2584,7 @@ impl Planner<'_, '_> {
                     Source::EngineGroups => "aggregate partials from the partitions by group",
                     Source::Rows(_) => "nothing (rows computed at the gateway)",
                     Source::Join(_) => "the rows of each joined table from the partitions",
+                    Source::Derived(_) => "the rows of a subquery, finished at the gateway",
                 }
             ));
             if let Source::Join(join) = &plan.source {
@@ -2568,6 +2945,82 @@ fn remap_columns(scalar: &mut Scalar, map: &[usize]) {
             other => pending.extend(operands_mut(other)),
         }
     }
+}
+
+/// One query of a set operation: its operations appended to the statement's.
+fn set_leaf(execution: Execution, operations: &mut Vec<Operation>) -> Result<SetNode, SqlError> {
+    let own = match &execution.finish {
+        Finish::Query(plan) => plan.source.operation_count(),
+        _ => execution.operations.len(),
+    };
+    if execution.operations.len() > own {
+        return Err(SqlError::unsupported(
+            "subqueries over tables inside UNION, INTERSECT and EXCEPT",
+        ));
+    }
+    let start = operations.len();
+    operations.extend(execution.operations.iter().cloned());
+    Ok(SetNode::Query {
+        operations: start..operations.len(),
+        execution: Box::new(execution),
+    })
+}
+
+/// A query execution's result columns.
+fn execution_columns(execution: &Execution) -> Vec<OutputColumn> {
+    match &execution.finish {
+        Finish::Query(plan) => plan.columns.clone(),
+        Finish::SetOperation(set) => set.columns.clone(),
+        Finish::Returning(returning) => returning.columns.clone(),
+        Finish::Changed(changed) => changed.columns.clone(),
+        Finish::Command(_) => Vec::new(),
+    }
+}
+
+/// A table alias's column names (`AS s (a, b)`).
+fn alias_columns(alias: &ast::TableAlias) -> Vec<String> {
+    alias
+        .columns
+        .iter()
+        .map(|column| ident_name(&column.name))
+        .collect()
+}
+
+/// A derived source over a planned query, and its scope: the query's result columns under
+/// `qualifier`, the first renamed by `aliases` (42P10 when there are more aliases than columns).
+fn derived_scope(
+    execution: Execution,
+    qualifier: &str,
+    aliases: &[String],
+) -> Result<(Source, Scope), SqlError> {
+    let columns = execution_columns(&execution);
+    if aliases.len() > columns.len() {
+        return Err(SqlError::new(
+            sqlstate::INVALID_DEFINITION,
+            format!(
+                "table \"{qualifier}\" has {} columns available but {} columns specified",
+                columns.len(),
+                aliases.len()
+            ),
+        ));
+    }
+    let scope = Scope::new(
+        columns
+            .iter()
+            .enumerate()
+            .map(|(at, column)| ScopeColumn {
+                table: Some(qualifier.to_string()),
+                name: aliases
+                    .get(at)
+                    .cloned()
+                    .unwrap_or_else(|| column.name.clone()),
+                data_type: column.data_type,
+                virtual_catalog: false,
+                hidden: false,
+            })
+            .collect(),
+    );
+    Ok((Source::Derived(Box::new(execution)), scope))
 }
 
 /// A query answered with no rows and text columns of these names.

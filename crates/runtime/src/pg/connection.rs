@@ -527,7 +527,27 @@ where
                 let execution = copy.execution(&data)?;
                 Ok(Some(self.run_execution(execution, digest).await?))
             }
+            Plan::InsertSelect(insert) => Ok(Some(self.run_insert_select(insert, digest).await?)),
         }
+    }
+
+    /// INSERT … SELECT: the SELECT's execution, then one insert of its rows (both under the
+    /// catalog guard of `digest`).
+    async fn run_insert_select(
+        &mut self,
+        insert: sql::InsertSelect,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        let StatementResult::Rows { rows, .. } =
+            self.run_execution(insert.select.clone(), digest).await?
+        else {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "the SELECT of an INSERT … SELECT answered no rows",
+            )));
+        };
+        let execution = insert.execution(rows)?;
+        self.run_execution(execution, digest).await
     }
 
     /// Sends an execution's operations where its routing says and merges the partitions'

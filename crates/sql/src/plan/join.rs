@@ -738,6 +738,10 @@ impl Planner<'_, '_> {
                 {
                     return Err(SqlError::unsupported("column aliases on a joined table"));
                 }
+                if self.cte_index(name).is_some() {
+                    return Err(SqlError::unsupported("WITH queries in joins")
+                        .with_hint("a WITH query may be the only item of a FROM clause"));
+                }
                 let entry = self.entry(name)?;
                 let qualifier = alias
                     .as_ref()
