@@ -156,6 +156,10 @@ pub enum Command {
     /// key it names is present: a transaction's scratch store (`run_transaction`), never a
     /// partition (the gateway does not split it).
     Keys(KeysOperation),
+    /// Slot 31. MEMORY USAGE: the estimated bytes of the key and its value in this store's
+    /// representation (`Entry::memory_usage`; collections estimated from `samples` of their
+    /// elements, 0: all), nil if absent.
+    MemoryUsage { key: Bytes, samples: u64 },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -224,7 +228,8 @@ impl Command {
             | Command::Type { .. }
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
-            | Command::Encoding { .. } => true,
+            | Command::Encoding { .. }
+            | Command::MemoryUsage { .. } => true,
             Command::GetExpire { change, .. } => *change == TtlChange::Keep,
             Command::Hash { operation, .. } => operation.is_read(),
             Command::List { operation, .. } => operation.is_read(),
@@ -293,6 +298,7 @@ impl Command {
             | Command::GetDelete { key }
             | Command::SetExpiring { key, .. }
             | Command::Encoding { key }
+            | Command::MemoryUsage { key, .. }
             | Command::IncrementFloat { key, .. }
             | Command::Reserve { key, .. }
             | Command::Commit { key, .. }
@@ -857,7 +863,8 @@ impl KvStore {
             | Command::Type { .. }
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
-            | Command::Encoding { .. } => self.read_at(command, now_ms),
+            | Command::Encoding { .. }
+            | Command::MemoryUsage { .. } => self.read_at(command, now_ms),
         }
     }
 
@@ -924,6 +931,13 @@ impl KvStore {
                 self.live(key, now_ms)
                     .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
             ),
+            Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
+                Some(entry) => {
+                    let bytes = entry.memory_usage(key, *samples);
+                    Outcome::Integer(i64::try_from(bytes).unwrap_or(i64::MAX))
+                }
+                None => Outcome::Value(None),
+            },
             Command::GetExpire {
                 key,
                 change: TtlChange::Keep,

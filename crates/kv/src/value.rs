@@ -187,6 +187,86 @@ impl Value {
     }
 }
 
+/// The bytes a `Vec<u8>` takes besides its contents (pointer, capacity, length).
+const VEC_HEADER: u64 = std::mem::size_of::<Bytes>() as u64;
+/// An element's estimated share of a B-tree node beyond the element itself (the standard
+/// library's nodes hold up to 11 elements with a parent pointer, indices and lengths, and
+/// are on average about three quarters full): 16 bytes.
+const TREE_NODE_SHARE: u64 = 16;
+/// A score (an `f64`).
+const SCORE_SIZE: u64 = 8;
+
+impl Entry {
+    /// MEMORY USAGE: an estimate of the bytes the key and its entry take in the store: the
+    /// key's bytes and vector header, the entry's own size and its B-tree node share, and
+    /// the value's contents (`Value::memory_usage`).
+    pub fn memory_usage(&self, key: &[u8], samples: u64) -> u64 {
+        key.len() as u64
+            + VEC_HEADER
+            + std::mem::size_of::<Entry>() as u64
+            + TREE_NODE_SHARE
+            + self.value.memory_usage(samples)
+    }
+}
+
+/// The sum of `costs` of `len` elements, estimated as Redis's MEMORY USAGE does: from the
+/// first `samples` elements (0: all of them), scaled to `len`.
+fn sampled(len: usize, samples: u64, costs: impl Iterator<Item = u64>) -> u64 {
+    let take = if samples == 0 {
+        len
+    } else {
+        len.min(usize::try_from(samples).unwrap_or(usize::MAX))
+    };
+    if take == 0 {
+        return 0;
+    }
+    let sum: u64 = costs.take(take).sum();
+    // Exact when every element is counted; the sample's average times `len` otherwise.
+    (u128::from(sum) * len as u128 / take as u128) as u64
+}
+
+impl Value {
+    /// The bytes the value's contents take, heap included, in Tessera's layouts (not Redis's):
+    /// a string its bytes; each list item, hash field and value, and set or sorted-set member
+    /// its bytes and a vector header; an intset 8 bytes a member; a sorted set's score 8
+    /// bytes; a table element (hash, set) its B-tree node share on top, a skiplist member
+    /// twice (the member-to-score map and the order). Collections are estimated from
+    /// `samples` of their elements (0: all), as Redis does.
+    pub fn memory_usage(&self, samples: u64) -> u64 {
+        let bytes = |item: &Bytes| VEC_HEADER + item.len() as u64;
+        match self {
+            Value::String(text) => text.len() as u64,
+            Value::List(list) => sampled(list.items.len(), samples, list.items.iter().map(bytes)),
+            Value::Hash(hash) => {
+                let node = match hash.fields {
+                    HashFields::Listpack(_) => 0,
+                    HashFields::Table(_) => TREE_NODE_SHARE,
+                };
+                let pairs = hash
+                    .iter()
+                    .map(|(field, value)| bytes(field) + bytes(value) + node);
+                sampled(hash.len(), samples, pairs)
+            }
+            Value::Set(set) => match &set.members {
+                Members::Intset(numbers) => numbers.len() as u64 * 8,
+                Members::Table(members) => sampled(
+                    members.len(),
+                    samples,
+                    members.iter().map(|member| bytes(member) + TREE_NODE_SHARE),
+                ),
+            },
+            Value::SortedSet(sorted) => {
+                let per_member = |member: &Bytes| match sorted.scored {
+                    Scored::Listpack(_) => bytes(member) + SCORE_SIZE,
+                    Scored::Skiplist { .. } => 2 * (bytes(member) + SCORE_SIZE + TREE_NODE_SHARE),
+                };
+                let members = sorted.iter().map(|(member, _)| per_member(member));
+                sampled(sorted.len(), samples, members)
+            }
+        }
+    }
+}
+
 /// Redis 7.0's `hash-max-listpack-entries`: a hash with more fields is a hashtable.
 pub const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
 /// Redis 7.0's `hash-max-listpack-value`: a longer field or value makes a hash a hashtable.
@@ -1106,6 +1186,33 @@ mod tests {
     }
     fn integers(range: std::ops::Range<i64>) -> impl Iterator<Item = Bytes> {
         range.map(|number| number.to_string().into_bytes())
+    }
+
+    #[test]
+    fn memory_usage_counts_the_layout_and_samples_like_redis() {
+        let entry = Entry::string(b"hello".to_vec());
+        let base = 3 + VEC_HEADER + std::mem::size_of::<Entry>() as u64 + TREE_NODE_SHARE;
+        assert_eq!(entry.memory_usage(b"key", 0), base + 5);
+        let mut hash = Hash::default();
+        hash.insert(b"a".to_vec(), b"1".to_vec());
+        hash.insert(b"bbb".to_vec(), b"333".to_vec());
+        let listpack = Value::Hash(hash.clone()).memory_usage(0);
+        assert_eq!(listpack, 4 * VEC_HEADER + 8);
+        hash.convert_to_table();
+        let table = Value::Hash(hash).memory_usage(0);
+        assert_eq!(table, listpack + 2 * TREE_NODE_SHARE);
+        // One sample of two: the first pair's cost, twice.
+        let mut list = List::default();
+        list.push_back(b"a".to_vec());
+        list.push_back(b"bbbbbbbbb".to_vec());
+        assert_eq!(
+            Value::List(list.clone()).memory_usage(1),
+            2 * (VEC_HEADER + 1)
+        );
+        assert_eq!(Value::List(list).memory_usage(0), 2 * VEC_HEADER + 10);
+        let mut set = Set::default();
+        set.insert(b"7".to_vec());
+        assert_eq!(Value::Set(set).memory_usage(5), 8);
     }
 
     #[test]

@@ -150,6 +150,42 @@ fn thresholds_apply_cluster_wide(port: u16) {
     assert_eq!(redis_cli(port, &["OBJECT", "ENCODING", "h"]), "listpack");
 }
 
+/// MEMORY USAGE: nil for a missing key, Redis 7.0's errors, and an estimate that grows with
+/// the value and with the layout (a table costs more than a listpack of the same fields).
+fn memory_usage_estimates_bytes(port: u16) {
+    let usage = |key: &str, extra: &[&str]| -> i64 {
+        let mut words = vec!["MEMORY", "USAGE", key];
+        words.extend_from_slice(extra);
+        let reply = redis_cli(port, &words);
+        reply
+            .parse()
+            .unwrap_or_else(|_| panic!("{words:?}: {reply}"))
+    };
+    assert_eq!(redis_cli(port, &["MEMORY", "USAGE", "missing"]), "");
+    assert_eq!(
+        redis_cli(port, &["MEMORY", "USAGE", "m", "SAMPLES", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        redis_cli(port, &["MEMORY", "USAGE", "m", "SAMPLES", "-1"]),
+        "ERR syntax error"
+    );
+    assert_eq!(redis_cli(port, &["SET", "s1", "x"]), "OK");
+    assert_eq!(redis_cli(port, &["SET", "s2", &"x".repeat(1000)]), "OK");
+    assert_eq!(usage("s2", &[]) - usage("s1", &[]), 999);
+    for field in 0..10 {
+        let field = field.to_string();
+        redis_cli(port, &["HSET", "small", &field, "v"]);
+        redis_cli(port, &["HSET", "big", &field, "v"]);
+    }
+    redis_cli(port, &["CONFIG", "SET", "hash-max-listpack-entries", "0"]);
+    redis_cli(port, &["HSET", "big", "10", "v"]);
+    redis_cli(port, &["HDEL", "big", "10"]);
+    assert_eq!(redis_cli(port, &["OBJECT", "ENCODING", "big"]), "hashtable");
+    assert!(usage("big", &["SAMPLES", "0"]) > usage("small", &["SAMPLES", "0"]));
+    redis_cli(port, &["CONFIG", "SET", "hash-max-listpack-entries", "128"]);
+}
+
 #[test]
 fn config_set_changes_encodings_on_every_process_of_a_sequenced_cluster() {
     let port = 33210;
@@ -157,6 +193,7 @@ fn config_set_changes_encodings_on_every_process_of_a_sequenced_cluster() {
     let dev = start("sequenced", "memory", port, &data_dir);
     config_errors_are_redis_7s(port);
     thresholds_apply_cluster_wide(port);
+    memory_usage_estimates_bytes(port);
     stop(dev);
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -162,6 +162,7 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::GetDelete { .. }
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
+        | Command::MemoryUsage { .. }
         | Command::IncrementFloat { .. }
         | Command::Reserve { .. }
         | Command::Commit { .. }
