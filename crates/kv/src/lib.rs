@@ -23,7 +23,7 @@ pub use operations::{
     ScoreBound, SetOperation, SortedOperation, TtlChange, TtlQuery,
 };
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
-pub use value::{Entry, Score, Value};
+pub use value::{EncodingLimits, Entry, Score, Value};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -156,6 +156,10 @@ pub enum Command {
     /// key it names is present: a transaction's scratch store (`run_transaction`), never a
     /// partition (the gateway does not split it).
     Keys(KeysOperation),
+    /// Slot 31. MEMORY USAGE: the estimated bytes of the key and its value in this store's
+    /// representation (`Entry::memory_usage`; collections estimated from `samples` of their
+    /// elements, 0: all), nil if absent.
+    MemoryUsage { key: Bytes, samples: u64 },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -224,7 +228,8 @@ impl Command {
             | Command::Type { .. }
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
-            | Command::Encoding { .. } => true,
+            | Command::Encoding { .. }
+            | Command::MemoryUsage { .. } => true,
             Command::GetExpire { change, .. } => *change == TtlChange::Keep,
             Command::Hash { operation, .. } => operation.is_read(),
             Command::List { operation, .. } => operation.is_read(),
@@ -293,6 +298,7 @@ impl Command {
             | Command::GetDelete { key }
             | Command::SetExpiring { key, .. }
             | Command::Encoding { key }
+            | Command::MemoryUsage { key, .. }
             | Command::IncrementFloat { key, .. }
             | Command::Reserve { key, .. }
             | Command::Commit { key, .. }
@@ -456,16 +462,50 @@ pub struct KvStore {
     /// Keys reserved by multi-key commands in progress (`Command::Reserve`): replicated state,
     /// in snapshots. A key may be locked whether or not it holds a value.
     locks: BTreeMap<Bytes, Lock>,
+    /// The encoding thresholds (CONFIG SET `*-max-listpack-*`…): replicated state, set by an
+    /// ordered operation on every replica alike (`set_limits`), in snapshots.
+    limits: EncodingLimits,
 }
 
-/// The snapshot's format byte (the first byte of `snapshot`): 3 adds the locks; 2 (entries
-/// only) is still restored.
-const SNAPSHOT_FORMAT: u8 = 3;
+/// The snapshot's format byte (the first byte of `snapshot`): 4 adds the encoding limits; 3
+/// (entries and locks) and 2 (entries only) are still restored, with Redis's default limits.
+const SNAPSHOT_FORMAT: u8 = 4;
+const SNAPSHOT_FORMAT_LOCKS: u8 = 3;
 const SNAPSHOT_FORMAT_ENTRIES_ONLY: u8 = 2;
 
 impl KvStore {
     pub fn new() -> KvStore {
         KvStore::default()
+    }
+
+    /// The encoding thresholds in force.
+    pub fn limits(&self) -> EncodingLimits {
+        self.limits
+    }
+
+    /// Sets the encoding thresholds (CONFIG SET): must run at an ordered place on every
+    /// replica, as a write does. Collections already held keep their encoding until a write
+    /// touches them (Redis converts on the next write too, and never back).
+    pub fn set_limits(&mut self, limits: EncodingLimits) {
+        self.limits = limits;
+    }
+
+    /// An empty store with this store's limits, to run commands on a copy of some keys.
+    fn scratch(&self) -> KvStore {
+        KvStore {
+            limits: self.limits,
+            ..KvStore::default()
+        }
+    }
+
+    /// Fits the encodings of the keys a write touched to the limits (`Value::fit`).
+    fn fit_keys(&mut self, command: &Command) {
+        let limits = self.limits;
+        for key in command.keys() {
+            if let Some(entry) = self.entries.get_mut(key) {
+                entry.value.fit(&limits);
+            }
+        }
     }
 
     /// The string stored at `key`, whatever its expiry (`None` for another type).
@@ -649,7 +689,7 @@ impl KvStore {
         &self,
         commands: impl IntoIterator<Item = &'a Command> + Clone,
     ) -> Option<Vec<Outcome>> {
-        let mut scratch = KvStore::new();
+        let mut scratch = self.scratch();
         for command in commands.clone() {
             if command.counts() {
                 return None;
@@ -679,7 +719,11 @@ impl KvStore {
     }
 
     pub fn execute(&mut self, command: &Command) -> Outcome {
-        self.execute_at(command, None)
+        let outcome = self.execute_at(command, None);
+        if !command.is_read() {
+            self.fit_keys(command);
+        }
+        outcome
     }
 
     /// Executes `command` at `now_ms` (`None`: unstamped; nothing counts as expired and a
@@ -819,7 +863,8 @@ impl KvStore {
             | Command::Type { .. }
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
-            | Command::Encoding { .. } => self.read_at(command, now_ms),
+            | Command::Encoding { .. }
+            | Command::MemoryUsage { .. } => self.read_at(command, now_ms),
         }
     }
 
@@ -886,6 +931,13 @@ impl KvStore {
                 self.live(key, now_ms)
                     .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
             ),
+            Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
+                Some(entry) => {
+                    let bytes = entry.memory_usage(key, *samples);
+                    Outcome::Integer(i64::try_from(bytes).unwrap_or(i64::MAX))
+                }
+                None => Outcome::Value(None),
+            },
             Command::GetExpire {
                 key,
                 change: TtlChange::Keep,
@@ -908,7 +960,7 @@ impl KvStore {
             Command::Keys(operation) if operation.is_read() => {
                 // The operation's code takes the store mutably; a read runs on a copy of
                 // just the keys it names.
-                let mut scratch = KvStore::new();
+                let mut scratch = self.scratch();
                 for key in operation.keys() {
                     if let Some(entry) = self.live(key, now_ms) {
                         scratch.put_entry(key.to_vec(), entry.clone());
@@ -1205,7 +1257,7 @@ impl StateMachine for KvStore {
             return None;
         }
         // Only the keys the command touches matter: run it on a copy of just those.
-        let mut scratch = KvStore::new();
+        let mut scratch = self.scratch();
         for key in command.keys() {
             if let Some(entry) = self.entries.get(key) {
                 scratch.put_entry(key.to_vec(), entry.clone());
@@ -1222,23 +1274,32 @@ impl StateMachine for KvStore {
             .map(|(key, entry)| (key, entry.to_record()))
             .collect();
         let mut snapshot = vec![SNAPSHOT_FORMAT];
-        snapshot.extend(postcard::to_allocvec(&(pairs, &self.locks)).expect("snapshots serialise"));
+        snapshot.extend(
+            postcard::to_allocvec(&(pairs, &self.locks, &self.limits))
+                .expect("snapshots serialise"),
+        );
         snapshot
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
         let malformed = |reason: String| RestoreError::Malformed { reason };
-        let (pairs, locks): (Vec<(Bytes, Bytes)>, BTreeMap<Bytes, Lock>) =
-            match snapshot.split_first() {
-                Some((&SNAPSHOT_FORMAT, rest)) => {
-                    postcard::from_bytes(rest).map_err(|error| malformed(error.to_string()))?
-                }
-                Some((&SNAPSHOT_FORMAT_ENTRIES_ONLY, rest)) => (
-                    postcard::from_bytes(rest).map_err(|error| malformed(error.to_string()))?,
-                    BTreeMap::new(),
-                ),
-                _ => return Err(malformed("unknown snapshot format".into())),
-            };
+        type Pairs = Vec<(Bytes, Bytes)>;
+        let decode_error = |error: postcard::Error| malformed(error.to_string());
+        let (pairs, locks, limits): (Pairs, BTreeMap<Bytes, Lock>, EncodingLimits) = match snapshot
+            .split_first()
+        {
+            Some((&SNAPSHOT_FORMAT, rest)) => postcard::from_bytes(rest).map_err(decode_error)?,
+            Some((&SNAPSHOT_FORMAT_LOCKS, rest)) => {
+                let (pairs, locks) = postcard::from_bytes(rest).map_err(decode_error)?;
+                (pairs, locks, EncodingLimits::default())
+            }
+            Some((&SNAPSHOT_FORMAT_ENTRIES_ONLY, rest)) => (
+                postcard::from_bytes(rest).map_err(decode_error)?,
+                BTreeMap::new(),
+                EncodingLimits::default(),
+            ),
+            _ => return Err(malformed("unknown snapshot format".into())),
+        };
         let mut entries = BTreeMap::new();
         for (key, record) in pairs {
             let entry = Entry::from_record(&record)
@@ -1249,6 +1310,7 @@ impl StateMachine for KvStore {
         }
         self.entries = entries;
         self.locks = locks;
+        self.limits = limits;
         self.recount();
         Ok(())
     }
@@ -1724,6 +1786,46 @@ mod tests {
         assert_eq!(copy, store);
         assert!(copy.restore(&[0xff, 0xff]).is_err());
         assert_eq!(copy, store, "a failed restore leaves the store as it was");
+    }
+
+    fn hset(key: &[u8], field: &[u8]) -> Command {
+        Command::Hash {
+            key: key.to_vec(),
+            operation: HashOperation::Set {
+                pairs: vec![(field.to_vec(), b"v".to_vec())],
+            },
+        }
+    }
+
+    fn encoding(store: &KvStore, key: &[u8]) -> &'static str {
+        store.entry(key).unwrap().value.encoding_name()
+    }
+
+    #[test]
+    fn the_limits_decide_encodings_from_the_next_write_and_survive_a_snapshot() {
+        let mut store = KvStore::new();
+        run(&mut store, hset(b"old", b"a"));
+        store.set_limits(EncodingLimits {
+            hash_max_listpack_entries: 0,
+            ..EncodingLimits::default()
+        });
+        // A new hash is a table at once; the old one converts on its next write.
+        run(&mut store, hset(b"new", b"a"));
+        assert_eq!(encoding(&store, b"new"), "hashtable");
+        assert_eq!(encoding(&store, b"old"), "listpack");
+        run(&mut store, hset(b"old", b"b"));
+        assert_eq!(encoding(&store, b"old"), "hashtable");
+        let mut copy = KvStore::new();
+        copy.restore(&store.snapshot()).unwrap();
+        assert_eq!(copy.limits(), store.limits());
+        run(&mut copy, hset(b"third", b"a"));
+        assert_eq!(encoding(&copy, b"third"), "hashtable");
+        // A snapshot of format 3 (no limits) restores with Redis's defaults.
+        let pairs: Vec<(Bytes, Bytes)> = Vec::new();
+        let mut old_format = vec![SNAPSHOT_FORMAT_LOCKS];
+        old_format.extend(postcard::to_allocvec(&(pairs, BTreeMap::<Bytes, Lock>::new())).unwrap());
+        copy.restore(&old_format).unwrap();
+        assert_eq!(copy.limits(), EncodingLimits::default());
     }
 }
 

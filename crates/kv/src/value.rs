@@ -187,6 +187,86 @@ impl Value {
     }
 }
 
+/// The bytes a `Vec<u8>` takes besides its contents (pointer, capacity, length).
+const VEC_HEADER: u64 = std::mem::size_of::<Bytes>() as u64;
+/// An element's estimated share of a B-tree node beyond the element itself (the standard
+/// library's nodes hold up to 11 elements with a parent pointer, indices and lengths, and
+/// are on average about three quarters full): 16 bytes.
+const TREE_NODE_SHARE: u64 = 16;
+/// A score (an `f64`).
+const SCORE_SIZE: u64 = 8;
+
+impl Entry {
+    /// MEMORY USAGE: an estimate of the bytes the key and its entry take in the store: the
+    /// key's bytes and vector header, the entry's own size and its B-tree node share, and
+    /// the value's contents (`Value::memory_usage`).
+    pub fn memory_usage(&self, key: &[u8], samples: u64) -> u64 {
+        key.len() as u64
+            + VEC_HEADER
+            + std::mem::size_of::<Entry>() as u64
+            + TREE_NODE_SHARE
+            + self.value.memory_usage(samples)
+    }
+}
+
+/// The sum of `costs` of `len` elements, estimated as Redis's MEMORY USAGE does: from the
+/// first `samples` elements (0: all of them), scaled to `len`.
+fn sampled(len: usize, samples: u64, costs: impl Iterator<Item = u64>) -> u64 {
+    let take = if samples == 0 {
+        len
+    } else {
+        len.min(usize::try_from(samples).unwrap_or(usize::MAX))
+    };
+    if take == 0 {
+        return 0;
+    }
+    let sum: u64 = costs.take(take).sum();
+    // Exact when every element is counted; the sample's average times `len` otherwise.
+    (u128::from(sum) * len as u128 / take as u128) as u64
+}
+
+impl Value {
+    /// The bytes the value's contents take, heap included, in Tessera's layouts (not Redis's):
+    /// a string its bytes; each list item, hash field and value, and set or sorted-set member
+    /// its bytes and a vector header; an intset 8 bytes a member; a sorted set's score 8
+    /// bytes; a table element (hash, set) its B-tree node share on top, a skiplist member
+    /// twice (the member-to-score map and the order). Collections are estimated from
+    /// `samples` of their elements (0: all), as Redis does.
+    pub fn memory_usage(&self, samples: u64) -> u64 {
+        let bytes = |item: &Bytes| VEC_HEADER + item.len() as u64;
+        match self {
+            Value::String(text) => text.len() as u64,
+            Value::List(list) => sampled(list.items.len(), samples, list.items.iter().map(bytes)),
+            Value::Hash(hash) => {
+                let node = match hash.fields {
+                    HashFields::Listpack(_) => 0,
+                    HashFields::Table(_) => TREE_NODE_SHARE,
+                };
+                let pairs = hash
+                    .iter()
+                    .map(|(field, value)| bytes(field) + bytes(value) + node);
+                sampled(hash.len(), samples, pairs)
+            }
+            Value::Set(set) => match &set.members {
+                Members::Intset(numbers) => numbers.len() as u64 * 8,
+                Members::Table(members) => sampled(
+                    members.len(),
+                    samples,
+                    members.iter().map(|member| bytes(member) + TREE_NODE_SHARE),
+                ),
+            },
+            Value::SortedSet(sorted) => {
+                let per_member = |member: &Bytes| match sorted.scored {
+                    Scored::Listpack(_) => bytes(member) + SCORE_SIZE,
+                    Scored::Skiplist { .. } => 2 * (bytes(member) + SCORE_SIZE + TREE_NODE_SHARE),
+                };
+                let members = sorted.iter().map(|(member, _)| per_member(member));
+                sampled(sorted.len(), samples, members)
+            }
+        }
+    }
+}
+
 /// Redis 7.0's `hash-max-listpack-entries`: a hash with more fields is a hashtable.
 pub const HASH_MAX_LISTPACK_ENTRIES: usize = 128;
 /// Redis 7.0's `hash-max-listpack-value`: a longer field or value makes a hash a hashtable.
@@ -197,6 +277,52 @@ pub const SET_MAX_INTSET_ENTRIES: usize = 512;
 pub const ZSET_MAX_LISTPACK_ENTRIES: usize = 128;
 /// Redis 7.0's `zset-max-listpack-value`: a longer member makes a sorted set a skiplist.
 pub const ZSET_MAX_LISTPACK_VALUE: usize = 64;
+
+/// The thresholds at which a collection leaves its small encoding (Redis 7.0's
+/// `hash-max-listpack-*`, `set-max-intset-entries`, `zset-max-listpack-*`; CONFIG SET changes
+/// them). Replicated state: they decide the encoding every replica holds, so they change only
+/// through an ordered operation and are kept in snapshots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EncodingLimits {
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+    pub set_max_intset_entries: u64,
+    pub zset_max_listpack_entries: u64,
+    pub zset_max_listpack_value: u64,
+}
+
+impl Default for EncodingLimits {
+    /// Redis 7.0's defaults.
+    fn default() -> EncodingLimits {
+        EncodingLimits {
+            hash_max_listpack_entries: HASH_MAX_LISTPACK_ENTRIES as u64,
+            hash_max_listpack_value: HASH_MAX_LISTPACK_VALUE as u64,
+            set_max_intset_entries: SET_MAX_INTSET_ENTRIES as u64,
+            zset_max_listpack_entries: ZSET_MAX_LISTPACK_ENTRIES as u64,
+            zset_max_listpack_value: ZSET_MAX_LISTPACK_VALUE as u64,
+        }
+    }
+}
+
+/// Whether `len` bytes exceed `limit` (a limit past `usize` is never exceeded).
+fn longer(len: usize, limit: u64) -> bool {
+    len as u64 > limit
+}
+
+impl Value {
+    /// Converts a collection that has outgrown its small encoding under `limits` (a listpack
+    /// with too many or too long entries, an intset with too many members), as Redis converts
+    /// within the command that outgrows it; never back. Run after every write on the keys it
+    /// touched.
+    pub fn fit(&mut self, limits: &EncodingLimits) {
+        match self {
+            Value::Hash(hash) => hash.fit(limits),
+            Value::Set(set) => set.fit(limits),
+            Value::SortedSet(sorted) => sorted.fit(limits),
+            Value::String(_) | Value::List(_) => {}
+        }
+    }
+}
 
 /// How a hash holds its fields: Redis 7.0's two encodings. A listpack becomes a table when
 /// it outgrows `HASH_MAX_LISTPACK_*`, and never goes back (as in Redis).
@@ -261,12 +387,9 @@ impl Hash {
         }
     }
 
-    /// Sets a field; whether it is new. A listpack that would hold a too long field or value,
-    /// or too many fields, becomes a table first.
+    /// Sets a field; whether it is new. The encoding is fitted to the limits after the
+    /// command (`Value::fit`).
     pub fn insert(&mut self, field: Bytes, value: Bytes) -> bool {
-        if field.len() > HASH_MAX_LISTPACK_VALUE || value.len() > HASH_MAX_LISTPACK_VALUE {
-            self.convert_to_table();
-        }
         let added = (field.len() + value.len()) as u64;
         let field_len = field.len() as u64;
         let old = match &mut self.fields {
@@ -281,9 +404,6 @@ impl Hash {
             }
             HashFields::Table(map) => map.insert(field, value),
         };
-        if self.len() > HASH_MAX_LISTPACK_ENTRIES {
-            self.convert_to_table();
-        }
         match old {
             Some(old) => {
                 self.bytes = self.bytes - field_len - old.len() as u64 + added;
@@ -314,6 +434,21 @@ impl Hash {
         }
     }
 
+    /// A listpack with more fields than the limit, or a field or value longer than it,
+    /// becomes a table.
+    fn fit(&mut self, limits: &EncodingLimits) {
+        if let HashFields::Listpack(pairs) = &self.fields {
+            let outgrown = longer(pairs.len(), limits.hash_max_listpack_entries)
+                || pairs.iter().any(|(field, value)| {
+                    longer(field.len(), limits.hash_max_listpack_value)
+                        || longer(value.len(), limits.hash_max_listpack_value)
+                });
+            if outgrown {
+                self.convert_to_table();
+            }
+        }
+    }
+
     fn convert_to_table(&mut self) {
         if let HashFields::Listpack(pairs) = &mut self.fields {
             let map = std::mem::take(pairs).into_iter().collect();
@@ -321,18 +456,13 @@ impl Hash {
         }
     }
 
-    /// Whether a decoded hash keeps its invariants (byte count, a listpack within limits and
-    /// without duplicate fields).
+    /// Whether a decoded hash keeps its invariants (byte count, a listpack without duplicate
+    /// fields; the limits may have been raised, so a listpack's size is not checked).
     fn is_valid(&self) -> bool {
         let listpack_ok = match &self.fields {
             HashFields::Listpack(pairs) => {
                 let distinct: BTreeSet<&Bytes> = pairs.iter().map(|(field, _)| field).collect();
                 distinct.len() == pairs.len()
-                    && pairs.len() <= HASH_MAX_LISTPACK_ENTRIES
-                    && pairs.iter().all(|(field, value)| {
-                        field.len() <= HASH_MAX_LISTPACK_VALUE
-                            && value.len() <= HASH_MAX_LISTPACK_VALUE
-                    })
             }
             HashFields::Table(_) => true,
         };
@@ -524,9 +654,6 @@ impl Set {
             }
             (Members::Table(members), _) => members.insert(member),
         };
-        if self.len() > SET_MAX_INTSET_ENTRIES {
-            self.convert_to_table();
-        }
         if added {
             self.bytes += len;
         }
@@ -560,6 +687,15 @@ impl Set {
         removed
     }
 
+    /// An intset with more members than the limit becomes a table.
+    fn fit(&mut self, limits: &EncodingLimits) {
+        if let Members::Intset(numbers) = &self.members {
+            if longer(numbers.len(), limits.set_max_intset_entries) {
+                self.convert_to_table();
+            }
+        }
+    }
+
     fn convert_to_table(&mut self) {
         if let Members::Intset(_) = self.members {
             let members = self.iter().collect();
@@ -567,13 +703,10 @@ impl Set {
         }
     }
 
-    /// Whether a decoded set keeps its invariants (byte count, a sorted intset within limits).
+    /// Whether a decoded set keeps its invariants (byte count, a sorted intset).
     fn is_valid(&self) -> bool {
         let intset_ok = match &self.members {
-            Members::Intset(numbers) => {
-                numbers.len() <= SET_MAX_INTSET_ENTRIES
-                    && numbers.windows(2).all(|pair| pair[0] < pair[1])
-            }
+            Members::Intset(numbers) => numbers.windows(2).all(|pair| pair[0] < pair[1]),
             Members::Table(_) => true,
         };
         intset_ok && self.bytes == self.recount()
@@ -701,14 +834,9 @@ impl SortedSet {
         }
     }
 
-    /// Sets a member's score; whether the member is new. A listpack that would hold a too
-    /// long member or too many becomes a skiplist first.
+    /// Sets a member's score; whether the member is new. The encoding is fitted to the
+    /// limits after the command (`Value::fit`).
     pub fn insert(&mut self, member: Bytes, score: Score) -> bool {
-        if member.len() > ZSET_MAX_LISTPACK_VALUE
-            || (self.len() >= ZSET_MAX_LISTPACK_ENTRIES && self.score_of(&member).is_none())
-        {
-            self.convert_to_skiplist();
-        }
         let old = self.score_of(&member);
         match old {
             Some(old) if old == score => return false,
@@ -766,6 +894,20 @@ impl SortedSet {
         removed
     }
 
+    /// A listpack with more members than the limit, or a member longer than it, becomes a
+    /// skiplist.
+    fn fit(&mut self, limits: &EncodingLimits) {
+        if let Scored::Listpack(pairs) = &self.scored {
+            let outgrown = longer(pairs.len(), limits.zset_max_listpack_entries)
+                || pairs
+                    .iter()
+                    .any(|(_, member)| longer(member.len(), limits.zset_max_listpack_value));
+            if outgrown {
+                self.convert_to_skiplist();
+            }
+        }
+    }
+
     fn convert_to_skiplist(&mut self) {
         if let Scored::Listpack(pairs) = &mut self.scored {
             let pairs = std::mem::take(pairs);
@@ -788,12 +930,7 @@ impl SortedSet {
         let layout_ok = match &self.scored {
             Scored::Listpack(pairs) => {
                 let distinct: BTreeSet<&Bytes> = pairs.iter().map(|(_, member)| member).collect();
-                distinct.len() == pairs.len()
-                    && pairs.len() <= ZSET_MAX_LISTPACK_ENTRIES
-                    && pairs.windows(2).all(|pair| pair[0] < pair[1])
-                    && pairs
-                        .iter()
-                        .all(|(_, member)| member.len() <= ZSET_MAX_LISTPACK_VALUE)
+                distinct.len() == pairs.len() && pairs.windows(2).all(|pair| pair[0] < pair[1])
             }
             Scored::Skiplist { scores, order } => {
                 scores.len() == order.len()
@@ -1052,10 +1189,38 @@ mod tests {
     }
 
     #[test]
+    fn memory_usage_counts_the_layout_and_samples_like_redis() {
+        let entry = Entry::string(b"hello".to_vec());
+        let base = 3 + VEC_HEADER + std::mem::size_of::<Entry>() as u64 + TREE_NODE_SHARE;
+        assert_eq!(entry.memory_usage(b"key", 0), base + 5);
+        let mut hash = Hash::default();
+        hash.insert(b"a".to_vec(), b"1".to_vec());
+        hash.insert(b"bbb".to_vec(), b"333".to_vec());
+        let listpack = Value::Hash(hash.clone()).memory_usage(0);
+        assert_eq!(listpack, 4 * VEC_HEADER + 8);
+        hash.convert_to_table();
+        let table = Value::Hash(hash).memory_usage(0);
+        assert_eq!(table, listpack + 2 * TREE_NODE_SHARE);
+        // One sample of two: the first pair's cost, twice.
+        let mut list = List::default();
+        list.push_back(b"a".to_vec());
+        list.push_back(b"bbbbbbbbb".to_vec());
+        assert_eq!(
+            Value::List(list.clone()).memory_usage(1),
+            2 * (VEC_HEADER + 1)
+        );
+        assert_eq!(Value::List(list).memory_usage(0), 2 * VEC_HEADER + 10);
+        let mut set = Set::default();
+        set.insert(b"7".to_vec());
+        assert_eq!(Value::Set(set).memory_usage(5), 8);
+    }
+
+    #[test]
     fn a_hash_is_a_listpack_until_it_outgrows_redis_thresholds() {
         let mut hash = Hash::default();
         for field in integers(0..128) {
             hash.insert(field.clone(), field);
+            hash.fit(&EncodingLimits::default());
         }
         assert_eq!(hash.encoding(), "listpack");
         // Insertion order, as a listpack keeps it.
@@ -1068,8 +1233,10 @@ mod tests {
             Some(b"10".to_vec())
         );
         hash.insert(b"0".to_vec(), b"again".to_vec());
+        hash.fit(&EncodingLimits::default());
         assert_eq!(hash.encoding(), "listpack");
         hash.insert(b"128".to_vec(), b"x".to_vec());
+        hash.fit(&EncodingLimits::default());
         assert_eq!(hash.encoding(), "hashtable");
         assert!(hash.is_valid());
         // One way: emptying it down to one field keeps the table.
@@ -1081,11 +1248,14 @@ mod tests {
 
         let mut long = Hash::default();
         long.insert(b"f".to_vec(), vec![b'v'; 64]);
+        long.fit(&EncodingLimits::default());
         assert_eq!(long.encoding(), "listpack");
         long.insert(b"g".to_vec(), vec![b'v'; 65]);
+        long.fit(&EncodingLimits::default());
         assert_eq!(long.encoding(), "hashtable");
         let mut long_field = Hash::default();
         long_field.insert(vec![b'f'; 65], b"v".to_vec());
+        long_field.fit(&EncodingLimits::default());
         assert_eq!(long_field.encoding(), "hashtable");
         assert!(long.is_valid() && long_field.is_valid());
     }
@@ -1095,12 +1265,14 @@ mod tests {
         let mut set = Set::default();
         for member in integers(-256..256) {
             set.insert(member);
+            set.fit(&EncodingLimits::default());
         }
         assert_eq!((set.len(), set.encoding()), (512, "intset"));
         assert!(set.contains(b"-256") && !set.contains(b"256") && !set.contains(b"+1"));
         assert_eq!(set.nth(0), Some(b"-256".to_vec()));
         assert!(set.is_valid());
         set.insert(b"256".to_vec());
+        set.fit(&EncodingLimits::default());
         assert_eq!(set.encoding(), "hashtable");
         assert!(set.is_valid());
 
@@ -1108,8 +1280,10 @@ mod tests {
         for member in [&b"01"[..], b"-0", b" 1", b"9223372036854775808", b"a"] {
             let mut set = Set::default();
             set.insert(b"1".to_vec());
+            set.fit(&EncodingLimits::default());
             assert_eq!(set.encoding(), "intset");
             set.insert(member.to_vec());
+            set.fit(&EncodingLimits::default());
             assert_eq!(set.encoding(), "hashtable", "{member:?}");
             assert!(set.remove(member) && set.contains(b"1"));
             // One way: only integers left, still a table.
@@ -1124,6 +1298,7 @@ mod tests {
         let mut sorted = SortedSet::default();
         for (at, member) in integers(0..128).enumerate() {
             sorted.insert(member, score(-(at as f64)));
+            sorted.fit(&EncodingLimits::default());
         }
         assert_eq!(sorted.encoding(), "listpack");
         assert_eq!(
@@ -1131,10 +1306,12 @@ mod tests {
             Some(b"127".to_vec())
         );
         sorted.insert(b"127".to_vec(), score(1000.0));
+        sorted.fit(&EncodingLimits::default());
         assert_eq!(sorted.iter().next_back().map(|(_, at)| at), Some(1000.0));
         assert_eq!(sorted.score(b"5"), Some(-5.0));
         assert!(sorted.is_valid());
         sorted.insert(b"128".to_vec(), score(0.5));
+        sorted.fit(&EncodingLimits::default());
         assert_eq!((sorted.len(), sorted.encoding()), (129, "skiplist"));
         assert!(sorted.is_valid());
         for member in integers(0..128) {
@@ -1144,8 +1321,10 @@ mod tests {
 
         let mut long = SortedSet::default();
         long.insert(vec![b'm'; 64], score(1.0));
+        long.fit(&EncodingLimits::default());
         assert_eq!(long.encoding(), "listpack");
         long.insert(vec![b'm'; 65], score(1.0));
+        long.fit(&EncodingLimits::default());
         assert_eq!(long.encoding(), "skiplist");
         assert!(long.is_valid());
     }
@@ -1172,7 +1351,8 @@ mod tests {
             panic!("a hash")
         };
         assert_eq!(hash.get(b"f"), Some(&b"v".to_vec()));
-        // A listpack record over the limits is refused.
+        // A listpack record over the default limits decodes (the limits may have been raised
+        // when it was written); the next write fits it to the limits in force.
         let mut pairs = Vec::new();
         for field in integers(0..129) {
             pairs.push((field.clone(), field));
@@ -1185,6 +1365,16 @@ mod tests {
             }),
             expires_at_ms: None,
         };
-        assert_eq!(Entry::from_record(&oversized.to_record()), None);
+        let mut decoded = Entry::from_record(&oversized.to_record()).unwrap();
+        assert_eq!(decoded.value.encoding_name(), "listpack");
+        decoded.value.fit(&EncodingLimits::default());
+        assert_eq!(decoded.value.encoding_name(), "hashtable");
+        let raised = EncodingLimits {
+            hash_max_listpack_entries: 1000,
+            ..EncodingLimits::default()
+        };
+        let mut kept = Entry::from_record(&oversized.to_record()).unwrap();
+        kept.value.fit(&raised);
+        assert_eq!(kept.value.encoding_name(), "listpack");
     }
 }

@@ -70,6 +70,7 @@
 #![forbid(unsafe_code)]
 
 mod commands;
+pub mod config;
 mod info;
 mod multikey;
 mod table;

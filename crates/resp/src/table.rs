@@ -1010,6 +1010,14 @@ pub(crate) static COMMANDS: &[Spec] = &[
         t::incrbyfloat,
     ),
     container(
+        "memory",
+        -2,
+        &[],
+        &["@slow"],
+        MEMORY_SUBCOMMANDS,
+        c::container_without_subcommand,
+    ),
+    container(
         "object",
         -2,
         &[],
@@ -1163,6 +1171,15 @@ static CLIENT_SUBCOMMANDS: &[Spec] = &[
         c::client_help,
     ),
 ];
+
+static MEMORY_SUBCOMMANDS: &[Spec] = &[spec(
+    "memory|usage",
+    -3,
+    &["readonly"],
+    (2, 2, 1),
+    &["@read", "@slow"],
+    t::memory_usage,
+)];
 
 static OBJECT_SUBCOMMANDS: &[Spec] = &[spec(
     "object|encoding",

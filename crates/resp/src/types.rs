@@ -1092,6 +1092,22 @@ pub(crate) fn getex(arguments: &[Vec<u8>]) -> Plan {
     )
 }
 
+/// `MEMORY USAGE key [SAMPLES count]`: the key's estimated bytes (`kv::Entry::memory_usage`),
+/// nil if absent. Redis's default is 5 samples; 0 counts every element.
+pub(crate) fn memory_usage(arguments: &[Vec<u8>]) -> Plan {
+    let samples = match &arguments[3..] {
+        [] => 5,
+        [option, count] if is(option, "samples") => match parse_i64(count) {
+            None => return error(NOT_AN_INTEGER),
+            Some(count) if count < 0 => return error(SYNTAX),
+            Some(count) => count as u64,
+        },
+        _ => return error(SYNTAX),
+    };
+    let key = arguments[2].clone();
+    Pending::plan(Command::MemoryUsage { key, samples }, Shape::IntegerOrNull)
+}
+
 /// `OBJECT ENCODING key`.
 pub(crate) fn object_encoding(arguments: &[Vec<u8>]) -> Plan {
     let key = arguments[2].clone();

@@ -673,7 +673,9 @@ impl GatewayTask {
             Survey::Keys { pattern } | Survey::KeysOfType { pattern, .. } => {
                 self.placement.positions_of_pattern(pattern.as_deref())
             }
-            Survey::Count | Survey::Flush => PositionSet::whole(),
+            Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
+                PositionSet::whole()
+            }
         };
         let plan = SurveyPlan::new(survey, self.gateway.configuration(), &range);
         let positions = plan.points.clone();
@@ -1464,6 +1466,9 @@ impl Connection {
         if let Some(value) = self.on_script_command(arguments).await {
             return Answer::Ready(value);
         }
+        if let Some(value) = self.on_config_command(arguments).await {
+            return Answer::Ready(value);
+        }
         let keyless = plan_keyless(arguments).is_some();
         if let Some(value) = self
             .transaction
@@ -1597,6 +1602,65 @@ impl Connection {
             super::pubsub::encode_push(&push, self.protocol, &mut output);
         }
         stream.write_all(&output).await.is_ok() && stream.flush().await.is_ok()
+    }
+
+    /// CONFIG GET and CONFIG SET (`resp::config`); `None` for any other command. The encoding
+    /// thresholds are cluster state: SET sends them to every arc as one ordered message (as
+    /// FLUSHALL), GET reads them back through one (so a GET after a SET, from any gateway,
+    /// sees it). Inside MULTI they are refused (and EXEC aborts).
+    async fn on_config_command(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        let [command, subcommand, rest @ ..] = arguments else {
+            return None;
+        };
+        let set = subcommand.eq_ignore_ascii_case(b"set");
+        if !command.eq_ignore_ascii_case(b"config")
+            || !(set || subcommand.eq_ignore_ascii_case(b"get"))
+        {
+            return None;
+        }
+        if let Some(refused) = self
+            .transaction
+            .refuse_queued("ERR CONFIG inside MULTI is not supported yet")
+        {
+            return Some(refused);
+        }
+        if set {
+            let changes = match resp::config::parse_set(rest) {
+                Ok(changes) => changes,
+                Err(error) => return Some(error),
+            };
+            let changes = resp::config::cluster_changes(&changes);
+            let outcome = self.survey_now(Survey::Configure { changes }).await;
+            return Some(match outcome {
+                Outcome::Ok => Value::ok(),
+                other => keyless_reply(KeylessReply::Ok, &other),
+            });
+        }
+        if rest.is_empty() {
+            return Some(Value::Error(
+                "ERR wrong number of arguments for 'config|get' command".into(),
+            ));
+        }
+        let outcome = self.survey_now(Survey::ReadConfig).await;
+        let Some(limits) = payload::decode_limits(&outcome) else {
+            return Some(keyless_reply(KeylessReply::Ok, &outcome));
+        };
+        let process = |_: &str| None;
+        let current = resp::config::Current {
+            limits: &limits,
+            process: &process,
+        };
+        Some(resp::config::get_reply(rest, &current))
+    }
+
+    /// Runs a survey and waits for its merged outcome.
+    async fn survey_now(&mut self, survey: Survey) -> Outcome {
+        match self.submit(Work::Survey(survey)).await {
+            Ok(receiver) => receiver
+                .await
+                .unwrap_or(Outcome::Error(kv::KvError::Unavailable)),
+            Err(_) => Outcome::Error(kv::KvError::Unavailable),
+        }
     }
 
     /// EVAL, EVALSHA, SCRIPT, FUNCTION… (`scripting`); `None` for any other command. Inside

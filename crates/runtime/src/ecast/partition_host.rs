@@ -220,6 +220,11 @@ impl PartitionData for PartitionStore {
                     .remove_where(|key| arc.contains(placement.position(key)));
                 return encode_outcomes(&[]);
             }
+            let arc = self.arc.clone();
+            if let Some(outcomes) = payload::config_survey(&survey, &arcs, &arc, &mut self.store.kv)
+            {
+                return encode_outcomes(&outcomes);
+            }
             let kv = &self.store.kv;
             let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
             return encode_outcomes(&payload::survey_answers(

@@ -162,6 +162,7 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::GetDelete { .. }
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
+        | Command::MemoryUsage { .. }
         | Command::IncrementFloat { .. }
         | Command::Reserve { .. }
         | Command::Commit { .. }
@@ -353,6 +354,21 @@ pub enum Survey {
         pattern: Option<Vec<u8>>,
         type_name: String,
     },
+    /// CONFIG SET of the encoding thresholds: every replica of every arc sets them (canonical
+    /// parameter name, value; `resp::config::set_limit`) at the message's place in the order,
+    /// as a flush deletes.
+    Configure { changes: Vec<(String, u64)> },
+    /// CONFIG GET: each arc answers its store's thresholds (one postcard-encoded
+    /// `kv::EncodingLimits`); every store set them in the same order, so any arc's answer is
+    /// the cluster's.
+    ReadConfig,
+}
+
+impl Survey {
+    /// Whether it changes every arc (FLUSHALL, CONFIG SET) rather than reads.
+    pub fn is_write(&self) -> bool {
+        matches!(self, Survey::Flush | Survey::Configure { .. })
+    }
 }
 
 /// A survey planned against a configuration: the message's parts are its arcs (the primary
@@ -388,7 +404,7 @@ impl SurveyPlan {
     }
 
     pub fn is_read(&self) -> bool {
-        self.survey != Survey::Flush
+        !self.survey.is_write()
     }
 
     /// Every position of its arcs (the whole ring unless the ring is empty).
@@ -454,7 +470,12 @@ impl SurveyPlan {
                 keys.sort();
                 Outcome::Values(keys)
             }
-            Survey::Flush => Outcome::Ok,
+            Survey::ReadConfig => answers
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or(Outcome::Error(KvError::Unavailable)),
+            Survey::Flush | Survey::Configure { .. } => Outcome::Ok,
         }
     }
 }
@@ -486,6 +507,50 @@ fn union_of(arcs: &[PositionSet]) -> PositionSet {
         .fold(PositionSet::empty(), |all, arc| all.union(arc))
 }
 
+/// CONFIG SET and CONFIG GET at a store, at the message's place in its stream: `None` for any
+/// other survey. CONFIG SET sets the store's encoding thresholds (every replica of every arc
+/// does, whatever it holds: the thresholds are the same everywhere) and answers nothing;
+/// CONFIG GET answers each arc that lies wholly inside `holds` with the store's thresholds.
+pub fn config_survey(
+    survey: &Survey,
+    arcs: &[PositionSet],
+    holds: &PositionSet,
+    kv: &mut kv::KvStore,
+) -> Option<Vec<(u32, Outcome)>> {
+    match survey {
+        Survey::Configure { changes } => {
+            let mut limits = kv.limits();
+            for (name, value) in changes {
+                if !resp::config::set_limit(&mut limits, name, *value) {
+                    crate::log::warn(format_args!(
+                        "CONFIG SET of an unknown limit {name}: ignored"
+                    ));
+                }
+            }
+            kv.set_limits(limits);
+            Some(Vec::new())
+        }
+        Survey::ReadConfig => {
+            let limits = postcard::to_allocvec(&kv.limits()).expect("limits serialise");
+            Some(
+                (0..arcs.len())
+                    .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
+                    .map(|index| (index as u32, Outcome::Values(vec![Some(limits.clone())])))
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// The thresholds in a CONFIG GET survey's merged outcome (`None`: not such an outcome).
+pub fn decode_limits(outcome: &Outcome) -> Option<kv::EncodingLimits> {
+    match outcome {
+        Outcome::Values(values) => postcard::from_bytes(values.first()?.as_ref()?).ok(),
+        _ => None,
+    }
+}
+
 /// A storage process's answers to a survey read over `keys` (its store's keys): one answer per
 /// arc that lies wholly inside `holds` (what it holds at the message's place in its stream,
 /// copies installed), none for any other arc. Each key is counted in the one arc holding its
@@ -515,7 +580,9 @@ pub fn survey_answers<'a>(
         let (pattern, type_name) = match survey {
             Survey::Keys { pattern } => (pattern, None),
             Survey::KeysOfType { pattern, type_name } => (pattern, Some(type_name)),
-            Survey::Count | Survey::Flush => continue,
+            Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
+                continue
+            }
         };
         let matches = pattern
             .as_ref()
@@ -531,7 +598,9 @@ pub fn survey_answers<'a>(
         .map(|(index, (count, keys))| {
             let outcome = match survey {
                 Survey::Keys { .. } | Survey::KeysOfType { .. } => Outcome::Values(keys),
-                Survey::Count | Survey::Flush => Outcome::Integer(count),
+                Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
+                    Outcome::Integer(count)
+                }
             };
             (index as u32, outcome)
         })

@@ -1009,16 +1009,19 @@ impl StorageProcess {
             log::info(format_args!("flushed {deleted} keys at {timestamp}"));
             return;
         }
+        let configured = payload::config_survey(&survey, &arcs, holds, &mut self.store.kv);
         let kv = &self.store.kv;
         let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
-        let outcomes = payload::survey_answers(
-            &survey,
-            &arcs,
-            holds,
-            kv.key_names(),
-            &self.placement,
-            &type_of,
-        );
+        let outcomes = configured.unwrap_or_else(|| {
+            payload::survey_answers(
+                &survey,
+                &arcs,
+                holds,
+                kv.key_names(),
+                &self.placement,
+                &type_of,
+            )
+        });
         if outcomes.is_empty() {
             return;
         }
