@@ -2517,6 +2517,10 @@ impl<S: StateMachine> Replica<S> {
             self.checkpoint.op <= self.commit_min,
             "checkpoints cover executed ops only"
         );
+        assert!(
+            self.journal.first_op() <= self.checkpoint.op.next(),
+            "the journal is compacted only through a completed checkpoint"
+        );
         if let Some(op) = self.checkpoint_in_flight {
             assert!(
                 self.checkpoint.op < op && op <= self.commit_min,
