@@ -32,7 +32,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub const PARTITION_FORMAT_VERSION: u8 = 1;
 
 /// The application's data in a partition.
-pub trait PartitionData {
+/// `Clone` and thread-safe so that a checkpoint can copy the data on the replica's loop and
+/// serialise the copy on another thread (`vr::StateMachine::snapshot_source`); a clone should
+/// share what it can (copy-on-write).
+pub trait PartitionData: Clone + Send + Sync + 'static {
     /// The keys an operation (single-partition, or a multi-partition share) touches;
     /// `KeySet::Unknown` when it cannot tell (e.g. the bytes do not decode).
     fn keys(&self, operation: &[u8]) -> KeySet;
@@ -793,6 +796,14 @@ where
 
     fn snapshot(&self) -> Vec<u8> {
         postcard::to_allocvec(self).expect("the partition machine serialises")
+    }
+
+    /// A copy serialised off the replica's loop: the data's clone shares what it can (a
+    /// `store::Store`'s key-value map); the machine's own bookkeeping (retained answers and
+    /// releases, bounded) is copied.
+    fn snapshot_source(&self) -> vr::SnapshotSource {
+        let copy = self.clone();
+        vr::SnapshotSource::new(move || copy.snapshot())
     }
 
     /// Skyros's per-key checks (its reads, Skyros-Comm, the nilext gate): a single-partition

@@ -104,7 +104,8 @@ impl World {
                             );
                         }
                     }
-                    Effect::Reply { .. } | Effect::Persist { .. } => {}
+                    // Checkpoints never complete here: the log is never compacted.
+                    Effect::Reply { .. } | Effect::Persist { .. } | Effect::Checkpoint { .. } => {}
                 }
             }
             let replica = self.routers[index].as_ref().expect("stepped above");

@@ -25,9 +25,10 @@ pub use operations::{
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
 pub use value::{EncodingLimits, Entry, Score, Value};
 
+use imbl::OrdMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use vr::{RestoreError, StateMachine};
+use vr::{RestoreError, SnapshotSource, StateMachine};
 
 /// A key or a value: raw bytes, as in Redis.
 pub type Bytes = Vec<u8>;
@@ -452,10 +453,12 @@ impl Outcome {
     }
 }
 
-/// The store. A `BTreeMap` so that iteration, snapshots and digests are deterministic.
+/// The store. An ordered map so that iteration, snapshots and digests are deterministic; a
+/// persistent one (`imbl::OrdMap`, a B-tree whose nodes are shared between copies and copied
+/// on write) so that a checkpoint's copy (`snapshot_source`) costs no more than a pointer.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct KvStore {
-    entries: BTreeMap<Bytes, Entry>,
+    entries: OrdMap<Bytes, Entry>,
     /// Bytes of every key and value (a function of `entries`, kept as they change, so that
     /// progress reports need not walk the store).
     bytes: u64,
@@ -594,7 +597,7 @@ impl KvStore {
         use std::ops::Bound;
         let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         self.entries
-            .range::<[u8], _>((from, Bound::Unbounded))
+            .range::<_, [u8]>((from, Bound::Unbounded))
             .map(|(key, entry)| (key, entry.to_record()))
     }
 
@@ -648,17 +651,16 @@ impl KvStore {
 
     /// Removes every entry whose key satisfies `select`; returns how many went.
     pub fn remove_where(&mut self, select: impl Fn(&[u8]) -> bool) -> usize {
-        let before = self.entries.len();
-        let mut freed = 0u64;
-        self.entries.retain(|key, entry| {
-            let keep = !select(key);
-            if !keep {
-                freed += key.len() as u64 + entry.bytes();
-            }
-            keep
-        });
-        self.bytes -= freed;
-        before - self.entries.len()
+        let doomed: Vec<Bytes> = self
+            .entries
+            .keys()
+            .filter(|key| select(key))
+            .cloned()
+            .collect();
+        for key in &doomed {
+            self.take(key);
+        }
+        doomed.len()
     }
 
     /// Replaces the range `select` with `records` (`select`'s form): every entry whose key
@@ -1281,6 +1283,13 @@ impl StateMachine for KvStore {
         snapshot
     }
 
+    /// A copy of the store (sharing the map's nodes), serialised when the checkpoint's
+    /// thread asks.
+    fn snapshot_source(&self) -> SnapshotSource {
+        let copy = self.clone();
+        SnapshotSource::new(move || copy.snapshot())
+    }
+
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {
         let malformed = |reason: String| RestoreError::Malformed { reason };
         type Pairs = Vec<(Bytes, Bytes)>;
@@ -1300,7 +1309,7 @@ impl StateMachine for KvStore {
             ),
             _ => return Err(malformed("unknown snapshot format".into())),
         };
-        let mut entries = BTreeMap::new();
+        let mut entries = OrdMap::new();
         for (key, record) in pairs {
             let entry = Entry::from_record(&record)
                 .ok_or_else(|| malformed("a record does not decode".into()))?;

@@ -207,7 +207,7 @@ impl KvStore {
         empty: Option<fn() -> Value>,
         change: impl FnOnce(&mut T) -> R,
     ) -> Result<Option<R>, KvError> {
-        let (key, mut entry) = match self.entries.remove_entry(key) {
+        let (key, mut entry) = match self.entries.remove_with_key(key) {
             Some((key, mut entry)) => {
                 if extract(&mut entry.value).is_none() {
                     self.entries.insert(key, entry);

@@ -25,6 +25,9 @@ struct Node {
     paused_until: Option<u64>,
     crashed_until: Option<u64>,
     clock_credit: u64,
+    /// The checkpoint being serialised "off the loop" (`Effect::Checkpoint`): due at this
+    /// tick; lost if the replica crashes first.
+    checkpoint: Option<(u64, vr::Checkpoint, vr::SnapshotSource)>,
 }
 
 /// What a run did, for the report line.
@@ -95,6 +98,7 @@ impl Simulation {
                 paused_until: None,
                 crashed_until: None,
                 clock_credit: 0,
+                checkpoint: None,
             })
             .collect();
         let clients = (0..options.workload.clients)
@@ -319,6 +323,7 @@ impl Simulation {
         }
         for index in 0..self.nodes.len() {
             self.complete_disk_writes(index)?;
+            self.complete_checkpoint(index)?;
             self.deliver_ticks(index)?;
         }
         for index in 0..self.clients.len() {
@@ -384,6 +389,7 @@ impl Simulation {
         let node = &mut self.nodes[index];
         node.replica = None;
         node.paused_until = None;
+        node.checkpoint = None;
         node.crashed_until = Some(self.now + self.prng.range_inclusive(20, 400));
         let torn = node.disk.crash(&mut self.prng);
         self.network
@@ -489,6 +495,21 @@ impl Simulation {
         }
     }
 
+    /// Serialises a due checkpoint (from the copy taken when it was asked for, as the
+    /// runtime's other thread does) and reports it; a paused replica waits for it.
+    fn complete_checkpoint(&mut self, index: usize) -> Result<(), Violation> {
+        let node = &mut self.nodes[index];
+        if node.replica.is_none() || node.paused_until.is_some() {
+            return Ok(());
+        }
+        if !matches!(&node.checkpoint, Some((due, _, _)) if *due <= self.now) {
+            return Ok(());
+        }
+        let (_, mut checkpoint, source) = node.checkpoint.take().expect("due");
+        checkpoint.state = source.serialise();
+        self.step(index, Input::Checkpointed(checkpoint))
+    }
+
     /// Clock skew: a replica with rate r% gets r ticks per 100 global ticks.
     fn deliver_ticks(&mut self, index: usize) -> Result<(), Violation> {
         let rate = self.options.faults.clock_rate_percent[index];
@@ -510,6 +531,7 @@ impl Simulation {
             Input::Tick => 0,
             Input::Message(message) => 1 + message.name().len() as u64,
             Input::Persisted { sequence } => 100 + sequence,
+            Input::Checkpointed(checkpoint) => 200 + checkpoint.op.0,
         };
         self.trace.hash(&[self.now, index as u64, input_kind]);
         let mut effects = std::mem::take(&mut self.effects);
@@ -551,6 +573,14 @@ impl Simulation {
                     self.nodes[index]
                         .disk
                         .write(self.now, latency, sequence, record);
+                }
+                Effect::Checkpoint { checkpoint, source } => {
+                    // Serialised later (a few disk latencies): ops keep committing meanwhile.
+                    let delay = self
+                        .prng
+                        .range_inclusive(1, 4 * self.options.faults.disk_ticks_max);
+                    let due = self.now + delay;
+                    self.nodes[index].checkpoint = Some((due, checkpoint, source));
                 }
             }
         }

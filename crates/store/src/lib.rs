@@ -23,7 +23,7 @@ pub mod transactions;
 
 use kv::KvStore;
 use serde::{Deserialize, Serialize};
-use vr::{RestoreError, StateMachine};
+use vr::{RestoreError, SnapshotSource, StateMachine};
 
 const TAG_KV: u8 = 0;
 const TAG_SQL: u8 = 1;
@@ -199,7 +199,9 @@ fn tagged(tag: u8, bytes: Vec<u8>) -> Vec<u8> {
     operation
 }
 
-#[derive(Default)]
+/// Cloning shares the key-value map's nodes (copy-on-write, `kv::KvStore`); the tables are
+/// copied whole.
+#[derive(Clone, Default)]
 pub struct Store {
     pub kv: KvStore,
     pub engine: engine::Engine,
@@ -837,6 +839,14 @@ impl StateMachine for Store {
             transactions: self.transactions.clone(),
         };
         postcard::to_allocvec(&snapshot).expect("snapshots serialise")
+    }
+
+    /// A copy serialised later, off the replica's loop: the key-value map is shared
+    /// (copy-on-write), the tables are copied now (`docs/internals/vr.md`, "Checkpoints off
+    /// the loop").
+    fn snapshot_source(&self) -> SnapshotSource {
+        let copy = self.clone();
+        SnapshotSource::new(move || copy.snapshot())
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError> {

@@ -30,7 +30,7 @@ pub use journal::Journal;
 pub use nilext_quorum::NilextQuorum;
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
-pub use state_machine::{NilextGate, RestoreError, StateMachine};
+pub use state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
 pub use wire::{
     Checkpoint, ClientId, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,
     Nonce, Op, ReplicaIndex, Reply, Request, RequestKind, RequestNumber, View,

@@ -9,7 +9,7 @@ use crate::durability_log::{self, DurabilityLog};
 use crate::durable::{DurableState, Record};
 use crate::journal::Journal;
 use crate::quorum::majority_value;
-use crate::state_machine::{NilextGate, RestoreError, StateMachine};
+use crate::state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Timeout;
 use wire::RecoveryState;
@@ -27,6 +27,8 @@ pub enum Input {
     Message(Message),
     /// Every record up to and including the one with this sequence number is durable.
     Persisted { sequence: u64 },
+    /// The checkpoint an `Effect::Checkpoint` asked for, its `state` now serialised.
+    Checkpointed(Checkpoint),
 }
 
 /// What a replica asks its driver to do.
@@ -39,6 +41,15 @@ pub enum Effect {
     /// Persist a record (disk durability only). Records are written in sequence order; the
     /// driver reports completion with `Input::Persisted`.
     Persist { sequence: u64, record: Record },
+    /// Take a checkpoint: serialise `source` into `checkpoint.state` (empty here), off the
+    /// loop that steps the replica, and report it with `Input::Checkpointed`. Until then the
+    /// replica treats its previous checkpoint as its latest; a checkpoint that never comes
+    /// back (a crash) costs only the journal it would have compacted. One is in flight at a
+    /// time.
+    Checkpoint {
+        checkpoint: Checkpoint,
+        source: SnapshotSource,
+    },
 }
 
 /// Counters for observers (INFO, benchmarks).
@@ -263,6 +274,8 @@ pub struct Replica<S: StateMachine> {
     view_change_attempts: u32,
     /// Operation bytes executed since the latest checkpoint (`Config::checkpoint_interval_bytes`).
     bytes_since_checkpoint: u64,
+    /// The op of the checkpoint being serialised off the loop (`Effect::Checkpoint`), if any.
+    checkpoint_in_flight: Option<Op>,
 }
 
 /// The view change timeout grows to at most 2^this (4) times its configured length: enough
@@ -403,6 +416,7 @@ impl<S: StateMachine> Replica<S> {
             executed_digest: 0,
             view_change_attempts: 0,
             bytes_since_checkpoint: 0,
+            checkpoint_in_flight: None,
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -451,6 +465,10 @@ impl<S: StateMachine> Replica<S> {
     }
     pub fn checkpoint_op(&self) -> Op {
         self.checkpoint.op
+    }
+    /// The op of the checkpoint its driver is serialising (`Effect::Checkpoint`), if any.
+    pub fn checkpoint_in_flight(&self) -> Option<Op> {
+        self.checkpoint_in_flight
     }
     /// While recovering (VRR §4.3): each responder's view and whether it sent the primary's
     /// state. For logging why a recovery is waiting.
@@ -505,6 +523,7 @@ impl<S: StateMachine> Replica<S> {
             Input::Tick => self.on_tick(effects),
             Input::Message(message) => self.on_message(message, effects),
             Input::Persisted { sequence } => self.on_persisted(sequence, effects),
+            Input::Checkpointed(checkpoint) => self.on_checkpointed(checkpoint, effects),
         }
         self.invariants();
     }
@@ -1384,16 +1403,40 @@ impl<S: StateMachine> Replica<S> {
             self.commit_min.0 - self.checkpoint.op.0 >= self.config.checkpoint_interval_ops;
         let due_by_bytes = self.commit_min > self.checkpoint.op
             && self.bytes_since_checkpoint >= self.config.checkpoint_interval_bytes;
-        if !due_by_ops && !due_by_bytes {
+        let busy = self.checkpoint_in_flight.is_some() || self.commit_min == self.checkpoint.op;
+        if !due_by_ops && !due_by_bytes || busy {
             return;
         }
         self.bytes_since_checkpoint = 0;
-        self.checkpoint = Checkpoint {
-            op: self.commit_min,
-            state: self.state_machine.snapshot(),
-            client_table: self.client_table.to_entries(),
-            executed_digest: self.executed_digest,
-        };
+        self.checkpoint_in_flight = Some(self.commit_min);
+        // The state machine's copy costs (next to) nothing here; its driver serialises it.
+        effects.push(Effect::Checkpoint {
+            checkpoint: Checkpoint {
+                op: self.commit_min,
+                state: Vec::new(),
+                client_table: self.client_table.to_entries(),
+                executed_digest: self.executed_digest,
+            },
+            source: self.state_machine.snapshot_source(),
+        });
+    }
+
+    /// A checkpoint came back serialised: it becomes the latest (persisted with disk
+    /// durability; the journal behind it is compacted at the next tick), unless it is not the
+    /// one in flight (a previous life's, or one a state transfer overtook).
+    fn on_checkpointed(&mut self, checkpoint: Checkpoint, effects: &mut Vec<Effect>) {
+        if self.checkpoint_in_flight != Some(checkpoint.op) {
+            return;
+        }
+        self.checkpoint_in_flight = None;
+        assert!(
+            checkpoint.op <= self.commit_min,
+            "a checkpoint completes for an executed op"
+        );
+        if checkpoint.op <= self.checkpoint.op {
+            return;
+        }
+        self.checkpoint = checkpoint;
         if self.durable() {
             self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
         }
@@ -2197,6 +2240,8 @@ impl<S: StateMachine> Replica<S> {
         }
         self.checkpoint = checkpoint;
         self.bytes_since_checkpoint = 0;
+        // A checkpoint being serialised is behind this one: its completion will be ignored.
+        self.checkpoint_in_flight = None;
         if self.durable() {
             self.persist(Record::Checkpoint(self.checkpoint.clone()), effects);
         }
@@ -2292,6 +2337,8 @@ impl<S: StateMachine> Replica<S> {
         self.commit_max = commit.max(checkpoint.op);
         self.checkpoint = checkpoint;
         self.bytes_since_checkpoint = 0;
+        // A checkpoint being serialised is behind this one: its completion will be ignored.
+        self.checkpoint_in_flight = None;
         for entry in log {
             self.journal.append(entry);
         }
@@ -2470,6 +2517,16 @@ impl<S: StateMachine> Replica<S> {
             self.checkpoint.op <= self.commit_min,
             "checkpoints cover executed ops only"
         );
+        assert!(
+            self.journal.first_op() <= self.checkpoint.op.next(),
+            "the journal is compacted only through a completed checkpoint"
+        );
+        if let Some(op) = self.checkpoint_in_flight {
+            assert!(
+                self.checkpoint.op < op && op <= self.commit_min,
+                "a checkpoint in flight is of an executed op past the latest checkpoint"
+            );
+        }
         assert!(
             self.journal.first_op() <= self.commit_min.next(),
             "unexecuted ops are retained"

@@ -1,4 +1,5 @@
 use std::fmt;
+use std::sync::Arc;
 
 /// The deterministic service a VR group replicates.
 ///
@@ -50,6 +51,14 @@ pub trait StateMachine {
     }
     /// Serialises the whole state, for checkpoints and state transfer.
     fn snapshot(&self) -> Vec<u8>;
+    /// A checkpoint's view of the state as it is now: an immutable copy that serialises to
+    /// what `snapshot()` returns now, later and on another thread (the replica hands it to its
+    /// driver in `Effect::Checkpoint`, `docs/internals/vr.md`, "Checkpoints off the loop").
+    /// A state machine whose big collections share structure (copy-on-write) returns one in
+    /// far less time than `snapshot()` takes. The default serialises now.
+    fn snapshot_source(&self) -> SnapshotSource {
+        SnapshotSource::ready(self.snapshot())
+    }
     /// Replaces the whole state with a snapshot. On error the state must be unchanged.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
     /// The keys an operation reads or writes, for Skyros's per-key read check; `None` means
@@ -89,6 +98,49 @@ pub enum NilextGate {
     /// (the client completes on that reply, as on Skyros's slow path).
     Closed,
 }
+
+/// The state of a state machine at one op, to serialise later on any thread
+/// (`StateMachine::snapshot_source`). Cloning it shares the copy.
+#[derive(Clone)]
+pub struct SnapshotSource {
+    serialise: Arc<dyn Fn() -> Vec<u8> + Send + Sync>,
+}
+
+impl SnapshotSource {
+    /// A source that serialises with `serialise`, which must not depend on anything that
+    /// changes after the call (it captures an immutable copy of the state).
+    pub fn new(serialise: impl Fn() -> Vec<u8> + Send + Sync + 'static) -> SnapshotSource {
+        SnapshotSource {
+            serialise: Arc::new(serialise),
+        }
+    }
+
+    /// A source already serialised (the default `snapshot_source`).
+    pub fn ready(snapshot: Vec<u8>) -> SnapshotSource {
+        let snapshot = Arc::new(snapshot);
+        SnapshotSource::new(move || snapshot.as_ref().clone())
+    }
+
+    /// The snapshot's bytes: what `StateMachine::snapshot` returned when the source was taken.
+    pub fn serialise(&self) -> Vec<u8> {
+        (self.serialise)()
+    }
+}
+
+impl fmt::Debug for SnapshotSource {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("SnapshotSource")
+    }
+}
+
+/// Two sources are equal when they are the same copy (a clone of one another).
+impl PartialEq for SnapshotSource {
+    fn eq(&self, other: &SnapshotSource) -> bool {
+        Arc::ptr_eq(&self.serialise, &other.serialise)
+    }
+}
+
+impl Eq for SnapshotSource {}
 
 /// Why a snapshot could not be restored.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,9 @@
 use kv::{Command, KvStore, Outcome};
 use std::collections::VecDeque;
 use vr::{
-    ClientId, Config, Durability, DurableState, Effect, Input, Message, Nonce, Op, Record, Replica,
-    ReplicaIndex, Request, RequestKind, RequestNumber, StatusName, View,
+    Checkpoint, ClientId, Config, Durability, DurableState, Effect, Input, Message, Nonce, Op,
+    Record, Replica, ReplicaIndex, Request, RequestKind, RequestNumber, SnapshotSource, StatusName,
+    View,
 };
 
 struct Node {
@@ -15,6 +16,23 @@ struct Node {
     unpersisted: Vec<(u64, Record)>,
     /// When false, Persist effects stay unpersisted until `persist` is called.
     auto_persist: bool,
+    /// Checkpoints asked for and not serialised yet (`Effect::Checkpoint`).
+    checkpoints: Vec<(Checkpoint, SnapshotSource)>,
+    /// When false, checkpoints stay in `checkpoints` until `complete_checkpoint` is called.
+    auto_checkpoint: bool,
+}
+
+impl Node {
+    fn up(replica: Replica<KvStore>) -> Node {
+        Node {
+            replica: Some(replica),
+            records: Vec::new(),
+            unpersisted: Vec::new(),
+            auto_persist: true,
+            checkpoints: Vec::new(),
+            auto_checkpoint: true,
+        }
+    }
 }
 
 struct Group {
@@ -36,15 +54,12 @@ impl Group {
         config.batch_requests_max = 1;
         change(&mut config);
         let nodes = (0..replica_count)
-            .map(|index| Node {
-                replica: Some(Replica::new(
+            .map(|index| {
+                Node::up(Replica::new(
                     config.clone(),
                     ReplicaIndex(index),
                     KvStore::new(),
-                )),
-                records: Vec::new(),
-                unpersisted: Vec::new(),
-                auto_persist: true,
+                ))
             })
             .collect();
         Group {
@@ -83,11 +98,29 @@ impl Group {
                         persisted = Some(sequence);
                     }
                 }
+                Effect::Checkpoint { checkpoint, source } => {
+                    self.nodes[index as usize]
+                        .checkpoints
+                        .push((checkpoint, source));
+                }
             }
         }
         if let Some(sequence) = persisted {
             self.persist(index, sequence);
         }
+        if self.nodes[index as usize].auto_checkpoint {
+            while !self.nodes[index as usize].checkpoints.is_empty() {
+                self.complete_checkpoint(index, 0);
+            }
+        }
+    }
+
+    /// Serialises the `at`-th checkpoint in flight at `index` (as a driver's other thread
+    /// would) and reports it.
+    fn complete_checkpoint(&mut self, index: u8, at: usize) {
+        let (mut checkpoint, source) = self.nodes[index as usize].checkpoints.remove(at);
+        checkpoint.state = source.serialise();
+        self.step(index, Input::Checkpointed(checkpoint));
     }
 
     /// Makes every record up to `sequence` durable and tells the replica.
@@ -180,6 +213,7 @@ impl Group {
         let node = &mut self.nodes[index as usize];
         node.replica = None;
         node.unpersisted.clear();
+        node.checkpoints.clear();
         self.network.retain(|(_, to, _)| to.0 != index);
     }
 
@@ -773,4 +807,142 @@ fn skyros_comm_a_commuting_write_completes_in_one_round_trip_with_its_result() {
         group.commutative(&[0, 1, 2], 5, 1, other),
         Some(Outcome::Integer(3))
     );
+}
+
+// ----- Checkpoints serialised off the loop (`Effect::Checkpoint`). -----
+
+/// A group that checkpoints every 4 ops, compacts everything a checkpoint covers and leaves
+/// checkpoints in flight until the test completes them.
+fn checkpointing_group(durability: Durability) -> Group {
+    let mut group = Group::with(3, durability, |config| {
+        config.checkpoint_interval_ops = 4;
+        config.log_retained_ops = 0;
+    });
+    for node in &mut group.nodes {
+        node.auto_checkpoint = false;
+    }
+    group
+}
+
+/// Writes `k<number>` for each number through replica 0 and lets the backups learn that
+/// they committed (a heartbeat's commit).
+fn put_numbered(group: &mut Group, numbers: std::ops::RangeInclusive<u64>) {
+    for number in numbers {
+        group.request(0, 1, number, put(&format!("k{number}"), "v"));
+        group.deliver_all();
+    }
+    let heartbeat = group.config.heartbeat_ticks;
+    group.run(heartbeat + 1, &[0, 1, 2]);
+}
+
+fn checkpoint_records(records: &[Record]) -> Vec<Op> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Checkpoint(checkpoint) => Some(checkpoint.op),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_checkpoint_in_flight_counts_only_once_serialised_while_new_ops_commit() {
+    let mut group = checkpointing_group(Durability::Disk);
+    put_numbered(&mut group, 1..=4);
+    assert_eq!(group.replica(0).checkpoint_in_flight(), Some(Op(4)));
+    assert_eq!(
+        group.replica(0).checkpoint_op(),
+        Op(0),
+        "not yet serialised"
+    );
+    // New ops commit and execute while it is in flight; no second one is asked for.
+    put_numbered(&mut group, 5..=9);
+    group.tick(1, &[0, 1, 2]);
+    assert_eq!(group.replica(0).commit_min(), Op(9));
+    assert_eq!(
+        group.nodes[0].checkpoints.len(),
+        1,
+        "one in flight at a time"
+    );
+    assert_eq!(group.replica(0).checkpoint_op(), Op(0));
+    assert_eq!(
+        group.replica(0).journal().first_op(),
+        Op(1),
+        "nothing is compacted behind a checkpoint in flight"
+    );
+    assert!(checkpoint_records(&group.nodes[0].records).is_empty());
+    // Completed, it is the state at op 4 (not at op 9), persisted and compacted behind.
+    let (_, source) = group.nodes[0].checkpoints[0].clone();
+    let mut at_four = KvStore::new();
+    vr::StateMachine::restore(&mut at_four, &source.serialise()).unwrap();
+    assert_eq!(at_four.len(), 4, "the copy did not see ops 5 to 9");
+    group.complete_checkpoint(0, 0);
+    assert_eq!(group.replica(0).checkpoint_op(), Op(4));
+    assert_eq!(group.replica(0).checkpoint_in_flight(), None);
+    assert_eq!(checkpoint_records(&group.nodes[0].records), vec![Op(4)]);
+    group.tick(1, &[0, 1, 2]);
+    assert_eq!(group.replica(0).journal().first_op(), Op(5));
+    // The next executed op asks for the next one.
+    put_numbered(&mut group, 10..=10);
+    assert_eq!(group.replica(0).checkpoint_in_flight(), Some(Op(10)));
+}
+
+#[test]
+fn a_completion_not_in_flight_or_after_a_view_change_is_handled() {
+    let mut group = checkpointing_group(Durability::Memory);
+    put_numbered(&mut group, 1..=4);
+    // A completion for an op that is not in flight (a stale or foreign one) is ignored.
+    let mut stale = group.nodes[1].checkpoints[0].0.clone();
+    stale.op = Op(2);
+    group.step(1, Input::Checkpointed(stale));
+    assert_eq!(group.replica(1).checkpoint_op(), Op(0));
+    assert_eq!(group.replica(1).checkpoint_in_flight(), Some(Op(4)));
+    // Replica 0 fails; 1 and 2 change view and commit more while 1's checkpoint is in flight.
+    group.crash(0);
+    group.run(400, &[1, 2]);
+    let primary = (1..3)
+        .find(|index| group.replica(*index).is_primary())
+        .expect("a new primary");
+    assert!(group.replica(1).view() > View(0));
+    group.request(primary, 2, 1, put("after", "view change"));
+    group.deliver_all();
+    assert!(group.replica(1).commit_min() > Op(4));
+    // It completes after the view change: committed state does not change with the view.
+    let pending = group.nodes[1].checkpoints.len();
+    assert_eq!(pending, 1);
+    group.complete_checkpoint(1, 0);
+    assert_eq!(group.replica(1).checkpoint_op(), Op(4));
+    // Completing it again (a duplicate) changes nothing.
+    let mut duplicate = group.nodes[2].checkpoints[0].0.clone();
+    duplicate.state = group.nodes[2].checkpoints[0].1.serialise();
+    group.step(1, Input::Checkpointed(duplicate));
+    assert_eq!(group.replica(1).checkpoint_op(), Op(4));
+    assert_eq!(group.replica(1).checkpoint_in_flight(), None);
+}
+
+#[test]
+fn a_crash_before_a_checkpoint_completes_loses_only_that_checkpoint() {
+    let mut group = checkpointing_group(Durability::Disk);
+    put_numbered(&mut group, 1..=4);
+    group.complete_checkpoint(2, 0);
+    put_numbered(&mut group, 5..=8);
+    assert_eq!(group.replica(2).checkpoint_in_flight(), Some(Op(8)));
+    group.tick(1, &[0, 1, 2]);
+    let expected = group.replica(0).state_machine().clone();
+    // Replica 2 dies with its checkpoint of op 8 in flight: it restarts from op 4's.
+    assert_eq!(checkpoint_records(&group.nodes[2].records), vec![Op(4)]);
+    group.crash(2);
+    group.restart_from_disk(2);
+    assert_eq!(group.replica(2).checkpoint_op(), Op(4));
+    assert_eq!(group.replica(2).checkpoint_in_flight(), None);
+    group.run(400, &[0, 1, 2]);
+    for node in &mut group.nodes {
+        node.auto_checkpoint = true;
+    }
+    put_numbered(&mut group, 9..=9);
+    group.run(10, &[0, 1, 2]);
+    assert_eq!(group.replica(2).commit_min(), group.replica(0).commit_min());
+    let mut expected = expected;
+    vr::StateMachine::apply(&mut expected, &put("k9", "v").encode());
+    assert_eq!(group.replica(2).state_machine(), &expected);
 }

@@ -7,6 +7,7 @@
 //! | module | what |
 //! |---|---|
 //! | `admin` | a super process's client: VR requests to the routers (configuration, config messages), progress queries to storage processes |
+//! | `checkpoint` | replicas' checkpoints serialised on the blocking pool, off the loop that owns them |
 //! | `clients` | each gateway's RESP connections: CLIENT LIST/INFO/ID/KILL/NO-EVICT |
 //! | `config` | the cluster file: routers, storage processes with ring positions, knobs |
 //! | `durable` | disk durability: one write-ahead log per hosted replica, one writer thread per process (group commit) |
@@ -24,6 +25,7 @@
 //! | `transaction` | multi-key commands and MULTI/EXEC/WATCH across partitions: reserve every key, run on a scratch store, commit |
 
 pub mod admin;
+pub mod checkpoint;
 pub mod clients;
 pub mod config;
 pub mod durable;

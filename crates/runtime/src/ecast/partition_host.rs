@@ -20,11 +20,13 @@
 //! mode); a restarted one starts every replica `Replica::recovering` with a fresh nonce and is
 //! brought up to date by its group (VRR §4.3), so it rejoins under the same id.
 
+use super::checkpoint::{self, Checkpoints};
 use super::config::{ClusterConfig, ClusterDurability, PartitionGroup};
 use super::durable::WalExecutor;
 use super::gateway::GatewayStatus;
 use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
+use super::stats;
 use super::storage_of_sender;
 use crate::log;
 use crate::os::random_u64;
@@ -67,7 +69,8 @@ const STOP_AFTER_FINISHED_MS: u64 = 2_000;
 /// sub-commands whose key lies in its arc, or the statement over its rows (an insert keeping
 /// the rows it holds); the result is their outcomes by index (a statement's: `Outcome::Foreign`,
 /// the engine's outcome bytes, at its first part held, `Outcome::Ok` at the others).
-#[derive(Default)]
+/// Cloning shares the key-value map (a checkpoint's copy, `vr::StateMachine::snapshot_source`).
+#[derive(Clone, Default)]
 pub struct PartitionStore {
     arc: PositionSet,
     /// Where keys lie on the ring (`ClusterConfig::range_prefixes`).
@@ -425,6 +428,9 @@ struct Hosted {
     replica: Replica<Machine>,
     /// Set while the replica is the primary of a normal view (`ecast::partition_duty`).
     duty: Option<PrimaryDuty>,
+    /// The ticket of this replica's checkpoint being serialised (`checkpoint`): a completion
+    /// with another ticket belongs to a replica this one replaced, and is dropped.
+    checkpoint_ticket: Option<u64>,
 }
 
 /// A copy being received, part by part (volatile: the sender resends what is not installed).
@@ -518,6 +524,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
                 index,
                 replica,
                 duty: None,
+                checkpoint_ticket: None,
             },
         );
     }
@@ -534,7 +541,9 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
             .collect::<Vec<_>>()
     ));
     let tick_ms = config.tick_ms;
+    let (checkpoints, mut checkpointed) = Checkpoints::new();
     let mut host = Host {
+        checkpoints,
         id,
         config,
         links,
@@ -570,17 +579,28 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        stats::start();
         loop {
             tokio::select! {
-                _ = interval.tick() => host.on_tick(),
+                _ = interval.tick() => {
+                    let started = Instant::now();
+                    host.on_tick();
+                    stats::TURN_MAX_US.max(started.elapsed().as_micros() as u64);
+                }
                 frame = receiver.recv() => match frame {
-                    Some(frame) => host.on_frame(frame),
+                    Some(frame) => {
+                        let started = Instant::now();
+                        host.on_frame(frame);
+                        stats::TURN_MAX_US.max(started.elapsed().as_micros() as u64);
+                    }
                     None => return,
                 },
                 Some((log, sequence)) = completions.recv() => {
                     host.step(ProcessId(log), Input::Persisted { sequence });
                 }
+                Some(done) = checkpointed.recv() => host.on_checkpointed(done),
             }
+            stats::TURNS.add(1);
             host.publish();
         }
     });
@@ -739,10 +759,13 @@ fn open_durable(
         index,
         replica,
         duty: None,
+        checkpoint_ticket: None,
     })
 }
 
 struct Host {
+    /// Serialises the hosted replicas' checkpoints off this loop.
+    checkpoints: Checkpoints,
     id: ProcessId,
     config: ClusterConfig,
     links: Links,
@@ -983,6 +1006,7 @@ impl Host {
                 index,
                 replica,
                 duty: None,
+                checkpoint_ticket: None,
             },
         );
         self.follow_primaryship(destination);
@@ -1206,6 +1230,20 @@ impl Host {
         }
     }
 
+    /// A checkpoint serialised off the loop: to the replica that asked for it, if it is still
+    /// hosted (not replaced since).
+    fn on_checkpointed(&mut self, done: checkpoint::Done) {
+        let partition = ProcessId(done.log);
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        if hosted.checkpoint_ticket != Some(done.ticket) {
+            return;
+        }
+        hosted.checkpoint_ticket = None;
+        self.step(partition, Input::Checkpointed(done.checkpoint));
+    }
+
     /// Steps partition `partition`'s replica with `input`, executes its effects, follows its
     /// primaryship, sends released replies, and submits pending deliveries.
     fn step(&mut self, partition: ProcessId, input: Input) {
@@ -1226,6 +1264,12 @@ impl Host {
                             "a diskless partition replica asked to persist"
                         )),
                     },
+                    Effect::Checkpoint { checkpoint, source } => {
+                        let ticket = self.checkpoints.start(partition.0, checkpoint, source);
+                        if let Some(hosted) = self.partitions.get_mut(&partition) {
+                            hosted.checkpoint_ticket = Some(ticket);
+                        }
+                    }
                 }
             }
             self.follow_primaryship(partition);

@@ -4,6 +4,7 @@
 //! ticks reach it on one channel. It does what the simulator's world does for a router
 //! (`crates/sim/src/ecast/world.rs`): step, route effects to TCP links, follow primaryship.
 
+use super::checkpoint::{self, Checkpoints};
 use super::config::{ClusterConfig, ClusterDurability, PartitionMode};
 use super::durable::WalExecutor;
 use super::fault::SlowPartition;
@@ -43,6 +44,8 @@ enum Event {
     Frame(Frame),
     /// Disk durability: the log holds everything up to this sequence.
     Persisted(u64),
+    /// A checkpoint serialised off the loop (`checkpoint`).
+    Checkpointed(vr::Checkpoint),
 }
 
 /// Where a VR client's replies go: a gateway lives in a storage process; `tessera admin` (or
@@ -137,7 +140,9 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         },
         None => None,
     };
+    let (checkpoints, checkpointed) = Checkpoints::new();
     let router = RouterLoop {
+        checkpoints,
         index: ReplicaIndex(index),
         config,
         replica,
@@ -151,7 +156,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         wal,
         metrics,
     };
-    tokio::spawn(router.run(receiver, completions, tick_ms));
+    tokio::spawn(router.run(receiver, completions, checkpointed, tick_ms));
     Ok(())
 }
 
@@ -176,6 +181,8 @@ struct Detector {
 }
 
 struct RouterLoop {
+    /// Serialises the replica's checkpoints off this loop.
+    checkpoints: Checkpoints,
     index: ReplicaIndex,
     config: ClusterConfig,
     replica: Replica<RouterState>,
@@ -200,6 +207,7 @@ impl RouterLoop {
         mut self,
         mut frames: mpsc::Receiver<Frame>,
         mut completions: mpsc::UnboundedReceiver<(u64, u64)>,
+        mut checkpointed: mpsc::UnboundedReceiver<checkpoint::Done>,
         tick_ms: u64,
     ) {
         let mut interval = tokio::time::interval(Duration::from_millis(tick_ms));
@@ -215,6 +223,7 @@ impl RouterLoop {
                     None => return,
                 },
                 Some((_, sequence)) = completions.recv() => Event::Persisted(sequence),
+                Some(done) = checkpointed.recv() => Event::Checkpointed(done.checkpoint),
             };
             let started = Instant::now();
             let mut handled = 0;
@@ -226,6 +235,7 @@ impl RouterLoop {
                     self.on_tick();
                 }
                 Event::Persisted(sequence) => self.step(Input::Persisted { sequence }),
+                Event::Checkpointed(checkpoint) => self.step(Input::Checkpointed(checkpoint)),
                 Event::Frame(frame) => {
                     self.on_frame(frame);
                     handled += 1;
@@ -346,6 +356,9 @@ impl RouterLoop {
                         Some(wal) => wal.persist(0, sequence, record),
                         None => log::warn(format_args!("a diskless router asked to persist")),
                     },
+                    Effect::Checkpoint { checkpoint, source } => {
+                        self.checkpoints.start(0, checkpoint, source);
+                    }
                 }
             }
             self.follow_primaryship(&mut forwarder_effects);

@@ -72,6 +72,9 @@ pub static REQUESTS_IGNORED_FULL: Counter = Counter::new();
 /// Storage processes: deliveries that arrived again, and early ones buffered by the inbox.
 pub static INBOX_DUPLICATES: Counter = Counter::new();
 pub static INBOX_BUFFERED: Counter = Counter::new();
+/// Checkpoints serialised off the loop (`checkpoint`), and the longest serialisation (µs).
+pub static CHECKPOINTS: Counter = Counter::new();
+pub static CHECKPOINT_SERIALISE_MAX_US: Counter = Counter::new();
 
 /// Whether statistics are reported, and how often.
 pub fn period() -> Option<Duration> {
@@ -115,7 +118,8 @@ pub fn start() {
                 "stats: frames in {} ({} KB), out {} in {} writes; turns {}, longest {} us, \
                  most frames {}; tick gap {} ms; timer late {} us; write wait {} us, burst {}; \
                  inbound wait {} us; resends {} deliveries, {} confirms; ignored full {}; inbox \
-                 duplicates {}, buffered {}; dropped {}",
+                 duplicates {}, buffered {}; dropped {}; checkpoints {}, longest serialisation \
+                 {} us (off the loop)",
                 delta[0],
                 delta[1] / 1024,
                 delta[2],
@@ -134,6 +138,8 @@ pub fn start() {
                 INBOX_DUPLICATES.get(),
                 INBOX_BUFFERED.get(),
                 super::link::frames_dropped(),
+                CHECKPOINTS.get(),
+                CHECKPOINT_SERIALISE_MAX_US.take(),
             ));
         }
     });

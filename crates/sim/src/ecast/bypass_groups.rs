@@ -404,6 +404,15 @@ impl BypassSimulation {
                     Effect::Persist { .. } => {
                         unreachable!("partition groups here are diskless")
                     }
+                    // Serialised inline, completed right after this step (the vr-only
+                    // simulation delays completions; `docs/internals/vr.md`).
+                    Effect::Checkpoint {
+                        mut checkpoint,
+                        source,
+                    } => {
+                        checkpoint.state = source.serialise();
+                        queue.push_back(Input::Checkpointed(checkpoint));
+                    }
                 }
             }
             self.follow(index, member);

@@ -112,6 +112,15 @@ impl BypassSimulation {
                     Effect::Persist { .. } => {
                         unreachable!("the simulated routers are diskless")
                     }
+                    // Serialised inline, completed right after this step (the vr-only
+                    // simulation delays completions; `docs/internals/vr.md`).
+                    Effect::Checkpoint {
+                        mut checkpoint,
+                        source,
+                    } => {
+                        checkpoint.state = source.serialise();
+                        queue.push_back(Input::Checkpointed(checkpoint));
+                    }
                 }
             }
             self.after_router_step(index, &mut forwarder_effects);

@@ -1013,6 +1013,15 @@ impl EcastSimulation {
                     Effect::Persist { .. } => {
                         unreachable!("routers are diskless in the simulation")
                     }
+                    // Serialised inline, completed right after this step (the vr-only
+                    // simulation delays completions; `docs/internals/vr.md`).
+                    Effect::Checkpoint {
+                        mut checkpoint,
+                        source,
+                    } => {
+                        checkpoint.state = source.serialise();
+                        queue.push_back(Input::Checkpointed(checkpoint));
+                    }
                 }
             }
             self.after_router_step(index, &mut forwarder_effects)?;
