@@ -53,13 +53,26 @@ impl Session {
                 self.execute(execution)
             }
             Plan::Execute(execution) => self.execute(execution),
+            // The SELECT's rows, then the INSERT of them, as the front end runs it.
+            Plan::InsertSelect(insert) => {
+                let selected = self.finish(insert.select.clone())?;
+                let sql::StatementResult::Rows { rows, .. } = selected else {
+                    panic!("the SELECT of an INSERT … SELECT answered no rows");
+                };
+                let execution = insert.execution(rows)?;
+                self.execute(execution)
+            }
         }
     }
 
     fn execute(&mut self, execution: sql::Execution) -> Result<(), SqlError> {
+        self.finish(execution).map(|_| ())
+    }
+
+    fn finish(&mut self, execution: sql::Execution) -> Result<sql::StatementResult, SqlError> {
         let results = self.engine.execute_batch(&execution.operations);
         assert_eq!(results.len(), execution.operations.len());
-        let outcome = execution.finish(vec![results]).map(|_| ());
+        let outcome = execution.finish(vec![results]);
         if let Err(violation) = self.engine.check_invariants() {
             panic!("engine invariants: {violation}");
         }
