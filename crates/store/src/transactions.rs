@@ -573,15 +573,6 @@ pub fn hold_tables(held: &mut BTreeMap<String, Mode>, taken: &[(Resource, Mode)]
     }
 }
 
-/// Only the table locks of `locks` (what every partition must hold alike).
-pub fn table_locks(locks: &[(Resource, Mode)]) -> Vec<(Resource, Mode)> {
-    locks
-        .iter()
-        .filter(|((_, row), _)| row.is_none())
-        .cloned()
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

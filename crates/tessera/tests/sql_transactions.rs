@@ -51,6 +51,23 @@ fn psql(port: u16, script: &str) -> String {
     )
 }
 
+/// A psql session kept open: `first` is sent at once; the caller writes more to its stdin
+/// and drops it to end the session.
+fn open_session(port: u16, first: &[u8]) -> (std::process::Child, std::process::ChildStdin) {
+    let mut session = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
+        .args(["-X", "tessera"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = session.stdin.take().unwrap();
+    stdin.write_all(first).unwrap();
+    stdin.flush().unwrap();
+    (session, stdin)
+}
+
 /// One value from a query, through psql.
 fn scalar(port: u16, query: &str) -> String {
     let output = Command::new("psql")
@@ -246,18 +263,8 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     assert_eq!(sum(), "280/7");
 
     // A statement outside transactions waits for a block's lock, then sees its commit.
-    let mut holder = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
-        .args(["-X", "-q", "tessera"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = holder.stdin.take().unwrap();
-    stdin
-        .write_all(b"BEGIN;\nUPDATE t SET n = 1000 WHERE id = 4;\n")
-        .unwrap();
-    stdin.flush().unwrap();
+    let (mut holder, mut stdin) =
+        open_session(port, b"BEGIN;\nUPDATE t SET n = 1000 WHERE id = 4;\n");
     std::thread::sleep(std::time::Duration::from_secs(2));
     let waiter = std::thread::spawn(move || scalar(port, "SELECT n FROM t WHERE id = 4"));
     std::thread::sleep(std::time::Duration::from_secs(2));
@@ -277,18 +284,8 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
 
     // SELECT … FOR UPDATE locks the rows it reads: another block's FOR UPDATE NOWAIT of the
     // same row fails with 55P03, of another row it succeeds.
-    let mut holder = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
-        .args(["-X", "tessera"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = holder.stdin.take().unwrap();
-    stdin
-        .write_all(b"BEGIN;\nSELECT n FROM t WHERE id = 2 FOR UPDATE;\n")
-        .unwrap();
-    stdin.flush().unwrap();
+    let (mut holder, mut stdin) =
+        open_session(port, b"BEGIN;\nSELECT n FROM t WHERE id = 2 FOR UPDATE;\n");
     std::thread::sleep(std::time::Duration::from_secs(2));
     let out = psql(
         port,
@@ -308,19 +305,7 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
 
     // A block idle while it holds a lock another statement waits for is aborted after 20 s of
     // that wait; the waiter then runs, and the idle block's COMMIT fails with 40001.
-    let mut idle = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "tessera"])
-        .args(["-X", "tessera"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = idle.stdin.take().unwrap();
-    stdin
-        .write_all(b"BEGIN;\nUPDATE t SET n = 7777 WHERE id = 6;\n")
-        .unwrap();
-    stdin.flush().unwrap();
+    let (idle, mut stdin) = open_session(port, b"BEGIN;\nUPDATE t SET n = 7777 WHERE id = 6;\n");
     std::thread::sleep(std::time::Duration::from_secs(2));
     let started = std::time::Instant::now();
     let out = psql(port, "UPDATE t SET n = n + 1 WHERE id = 6;\n");

@@ -380,7 +380,6 @@ impl TransactionBackend for ClusterBackend {
             begin_ms: now_ms(),
             statements: 0,
             locks: Default::default(),
-            wrote: false,
             locking: None,
         })
     }
@@ -463,9 +462,6 @@ impl TransactionBackend for ClusterBackend {
                 break;
             }
             store::transactions::hold_tables(&mut transaction.locks, &lacking);
-        }
-        if !command.is_read() {
-            transaction.wrote = true;
         }
         let encoded = command.encode();
         let mut waiter = Waiter::new(patience);

@@ -131,8 +131,6 @@ pub struct TransactionContext {
     pub statements: u64,
     /// The table locks it holds at every partition (`store::transactions`).
     pub locks: std::collections::BTreeMap<String, store::transactions::Mode>,
-    /// A statement that writes ran (so far only reads, or nothing).
-    pub wrote: bool,
     /// The current statement's locking clause (`SELECT … FOR UPDATE`), set by the front end
     /// for each statement.
     pub locking: Option<sql::RowLocking>,
