@@ -77,7 +77,15 @@ pub(crate) struct Connection<B, R, W> {
     transaction: Option<Block>,
     /// The locking clause of the statement being run (`SELECT … FOR UPDATE`).
     locking: Option<sql::RowLocking>,
+    /// The age (begin time) of the last block that failed, and when it failed: the next block
+    /// begun soon after (most often the client retrying it) keeps that age, so that a
+    /// transaction wait-die kills keeps getting older and cannot starve. Ages only decide who
+    /// waits for whom (ids keep them distinct), so any choice is safe.
+    retry_age: Option<(u64, std::time::Instant)>,
 }
+
+/// How long after a failed block the next BEGIN inherits its age.
+const RETRY_AGE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A transaction block between BEGIN and COMMIT or ROLLBACK.
 struct Block {
@@ -142,6 +150,7 @@ where
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
             transaction: None,
+            retry_age: None,
             locking: None,
         }
     }
@@ -174,6 +183,7 @@ where
         };
         block.failed = true;
         let context = block.context.clone();
+        self.retry_age = Some((context.begin_ms, std::time::Instant::now()));
         if let Err(error) = self.backend.end(&context, false).await {
             crate::log::warn(format_args!(
                 "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
@@ -198,9 +208,14 @@ where
                 tag("BEGIN")
             }
             (SessionCommand::Begin { read_only }, None) => {
-                let Some(context) = self.backend.begin() else {
+                let Some(mut context) = self.backend.begin() else {
                     return Err(Fail::Error(sql::parse::transactions_refused()));
                 };
+                if let Some((age, failed_at)) = self.retry_age.take() {
+                    if failed_at.elapsed() < RETRY_AGE_WINDOW {
+                        context.begin_ms = context.begin_ms.min(age);
+                    }
+                }
                 self.transaction = Some(Block {
                     context,
                     read_only: *read_only,
