@@ -489,6 +489,33 @@ where
         replan: impl Fn(&sql::MemoryCatalog) -> Result<Plan, SqlError>,
     ) -> Result<Option<StatementResult>, Fail> {
         let mut attempts = 0;
+        if let Plan::CopyIn(copy) = &plan {
+            if !self.transaction.as_ref().is_some_and(|block| block.failed) {
+                // The client sends its data once: a statement planned again runs over the
+                // same data, never asks for it again (a second CopyInResponse would be a
+                // protocol error for the client).
+                let data = self.copy_in(copy.columns.len()).await?;
+                let mut copy = copy.clone();
+                loop {
+                    let execution = copy.execution(&data)?;
+                    match self.run_execution(execution, digest).await {
+                        Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
+                            attempts += 1;
+                            let (fresh, catalog) = self.catalog(true).await?;
+                            digest = fresh;
+                            let Plan::CopyIn(again) = replan(&catalog)? else {
+                                return Err(Fail::Error(SqlError::new(
+                                    sqlstate::INTERNAL_ERROR,
+                                    "COPY planned again as another statement",
+                                )));
+                            };
+                            copy = again;
+                        }
+                        result => return result.map(Some),
+                    }
+                }
+            }
+        }
         loop {
             match self.run_plan(plan, digest).await {
                 Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
