@@ -3273,13 +3273,14 @@ fn negate_if(predicate: Predicate, negated: bool) -> Predicate {
     }
 }
 
-/// Whether the engine can compute the aggregates: plain column arguments only.
+/// Whether the engine can compute the aggregates: plain column arguments only, no DISTINCT.
 fn engine_aggregable(grouping: &Grouping) -> bool {
     grouping.aggregates.iter().all(|call| {
-        matches!(
-            (&call.argument, call.function),
-            (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
-        )
+        !call.distinct
+            && matches!(
+                (&call.argument, call.function),
+                (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
+            )
     })
 }
 

@@ -1763,7 +1763,17 @@ fn tables_without_a_primary_key_get_a_hidden_row_id() {
             .code,
         "42701"
     );
-    assert_eq!(cluster.error("COPY t1 FROM STDIN").code, "0A000");
+    // COPY gives its rows hidden row ids too.
+    assert_eq!(
+        cluster.copy("COPY t1 (a) FROM STDIN", "7\n").unwrap(),
+        StatementResult::Command {
+            tag: "COPY 1".into()
+        }
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM t1 WHERE a = 7"),
+        vec![vec![big(1)]]
+    );
     // The catalog shows the declared columns and no primary key.
     let described = cluster.rows(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 't1' \
