@@ -102,6 +102,14 @@ pub enum KeysOperation {
     /// Slot 10. The pops of BZPOPMIN and BZPOPMAX: from the first key holding a sorted set,
     /// its lowest (or highest) member: `[key, member, score]`, or nil.
     SortedPop { keys: Vec<Bytes>, highest: bool },
+    /// Slot 11. ZMPOP and the pops of BZMPOP: from the first key holding a sorted set, its
+    /// `count` lowest (or highest) members, fewer if it has fewer: `[key, member, score, …]`,
+    /// or nil if no key holds a sorted set. A key of another type met first is WRONGTYPE.
+    SortedMultiPop {
+        keys: Vec<Bytes>,
+        highest: bool,
+        count: u64,
+    },
 }
 
 impl KeysOperation {
@@ -145,7 +153,10 @@ impl KeysOperation {
                 .collect(),
             KeysOperation::SetIntersectionCard { keys, .. }
             | KeysOperation::ListPop { keys, .. }
-            | KeysOperation::SortedPop { keys, .. } => keys.iter().map(Vec::as_slice).collect(),
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => {
+                keys.iter().map(Vec::as_slice).collect()
+            }
             KeysOperation::MultiPutIfAbsent { pairs } => {
                 pairs.iter().map(|(key, _)| key.as_slice()).collect()
             }
@@ -250,8 +261,13 @@ impl KvStore {
                 self.list_pop_first(keys, *front, *count, now_ms)
             }
             KeysOperation::SortedPop { keys, highest } => {
-                self.sorted_pop_first(keys, *highest, now_ms)
+                self.sorted_pop_first(keys, *highest, 1, now_ms)
             }
+            KeysOperation::SortedMultiPop {
+                keys,
+                highest,
+                count,
+            } => self.sorted_pop_first(keys, *highest, *count, now_ms),
         })
     }
 
@@ -603,10 +619,13 @@ impl KvStore {
         Ok(Outcome::Values(reply))
     }
 
+    /// BZPOPMIN's, ZMPOP's and BZMPOP's pop: up to `count` (at least one) lowest or highest
+    /// members of the first key holding a sorted set, `[key, member, score, …]`.
     fn sorted_pop_first(
         &mut self,
         keys: &[Bytes],
         highest: bool,
+        count: u64,
         now_ms: Option<u64>,
     ) -> Result<Outcome, KvError> {
         let is_sorted: fn(&Value) -> bool = |value| matches!(value, Value::SortedSet(_));
@@ -617,22 +636,24 @@ impl KvStore {
         let Value::SortedSet(sorted) = &mut entry.value else {
             unreachable!("the key holds a sorted set")
         };
-        let (member, score) = if highest {
-            sorted.iter().next_back()
+        let wanted = count.clamp(1, sorted.len() as u64) as usize;
+        let clone = |(member, score): (&Bytes, f64)| (member.clone(), score);
+        let chosen: Vec<(Bytes, f64)> = if highest {
+            sorted.iter().rev().take(wanted).map(clone).collect()
         } else {
-            sorted.iter().next()
+            sorted.iter().take(wanted).map(clone).collect()
+        };
+        assert!(!chosen.is_empty(), "a stored sorted set is never empty");
+        let mut reply = vec![Some(key.clone())];
+        for (member, score) in chosen {
+            sorted.remove(&member);
+            reply.push(Some(member));
+            reply.push(Some(crate::value::format_score(score).into_bytes()));
         }
-        .map(|(member, score)| (member.clone(), score))
-        .expect("a stored sorted set is never empty");
-        sorted.remove(&member);
         if !sorted.is_empty() {
-            self.put_entry(key.clone(), entry);
+            self.put_entry(key, entry);
         }
-        Ok(Outcome::Values(vec![
-            Some(key),
-            Some(member),
-            Some(crate::value::format_score(score).into_bytes()),
-        ]))
+        Ok(Outcome::Values(reply))
     }
 }
 

@@ -217,6 +217,14 @@ pub enum SortedOperation {
     Pop { highest: bool, count: Option<u64> },
     /// Slot 10. ZREMRANGEBYRANK / BYSCORE / BYLEX: how many went.
     RemoveRange { range: Range },
+    /// Slot 11. ZRANDMEMBER: without `count` one member or nil; with it, up to `count`
+    /// distinct members (count ≥ 0) or exactly `-count` members that may repeat, each followed
+    /// by its score if `with_scores`. Drawn as HRANDFIELD draws (seeded from the operation's
+    /// timestamp, the key and the size).
+    RandomMembers {
+        count: Option<i64>,
+        with_scores: bool,
+    },
 }
 
 impl SortedOperation {

@@ -865,6 +865,38 @@ pub(crate) static COMMANDS: &[Spec] = &[
         t::zpopmax,
     ),
     spec(
+        "zintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        NO_KEYS,
+        SORTED_READ_SLOW,
+        m::zintercard,
+    ),
+    spec(
+        "zrandmember",
+        -2,
+        &["readonly"],
+        ONE_KEY,
+        SORTED_READ_SLOW,
+        t::zrandmember,
+    ),
+    spec(
+        "zmpop",
+        -4,
+        &["write", "movablekeys"],
+        NO_KEYS,
+        SORTED_WRITE_SLOW,
+        m::zmpop,
+    ),
+    spec(
+        "bzmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        NO_KEYS,
+        &["@write", "@sortedset", "@slow", "@blocking"],
+        m::bzmpop,
+    ),
+    spec(
         "zremrangebyrank",
         4,
         &["write"],
@@ -1078,6 +1110,14 @@ pub(crate) static COMMANDS: &[Spec] = &[
         CONFIG_SUBCOMMANDS,
         c::container_without_subcommand,
     ),
+    container(
+        "slowlog",
+        -2,
+        &[],
+        &["@slow"],
+        SLOWLOG_SUBCOMMANDS,
+        c::container_without_subcommand,
+    ),
 ];
 
 const SERVER_INFO: &[&str] = &["loading", "stale"];
@@ -1206,6 +1246,61 @@ static CONFIG_SUBCOMMANDS: &[Spec] = &[
         NO_KEYS,
         &["@slow"],
         c::config_help,
+    ),
+    spec(
+        "config|set",
+        -4,
+        ADMIN_NOSCRIPT,
+        NO_KEYS,
+        ADMIN_SLOW_DANGEROUS,
+        c::served_by_the_gateway,
+    ),
+    spec(
+        "config|resetstat",
+        2,
+        ADMIN_NOSCRIPT,
+        NO_KEYS,
+        ADMIN_SLOW_DANGEROUS,
+        c::served_by_the_gateway,
+    ),
+];
+
+const ADMIN_NOSCRIPT: &[&str] = &["admin", "noscript", "loading", "stale"];
+const ADMIN_SLOW_DANGEROUS: &[&str] = &["@admin", "@slow", "@dangerous"];
+
+/// SLOWLOG: the gateway's slow log (`stats`), answered by the runtime.
+static SLOWLOG_SUBCOMMANDS: &[Spec] = &[
+    spec(
+        "slowlog|get",
+        -2,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        ADMIN_SLOW_DANGEROUS,
+        c::served_by_the_gateway,
+    ),
+    spec(
+        "slowlog|len",
+        2,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        ADMIN_SLOW_DANGEROUS,
+        c::served_by_the_gateway,
+    ),
+    spec(
+        "slowlog|reset",
+        2,
+        &["admin", "loading", "stale"],
+        NO_KEYS,
+        ADMIN_SLOW_DANGEROUS,
+        c::served_by_the_gateway,
+    ),
+    spec(
+        "slowlog|help",
+        2,
+        SERVER_INFO,
+        NO_KEYS,
+        &["@slow"],
+        c::served_by_the_gateway,
     ),
 ];
 

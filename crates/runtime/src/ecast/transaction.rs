@@ -356,13 +356,18 @@ const BLOCKED_POLL_MS: u64 = 10;
 /// finds nothing runs again every `BLOCKED_POLL_MS`, stamped anew, until it finds something,
 /// its timeout passes (nil), or the client leaves (`stream` closed: nothing more is popped for
 /// it).
+///
+/// While it waits the connection is marked blocked in `clients` (INFO's `blocked_clients`),
+/// and CLIENT UNBLOCK ends the wait: as a timeout (nil) or with Redis's `UNBLOCKED` error.
 pub(super) async fn execute_one(
     jobs: &mpsc::Sender<Job>,
     pending: &Pending,
     stream: &tokio::net::TcpStream,
+    clients: (&super::clients::Clients, u64),
 ) -> Value {
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
+    let mut blocked = None;
     loop {
         let outcome = match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
             Ok(mut outcomes) => outcomes.remove(0),
@@ -377,7 +382,22 @@ pub(super) async fn execute_one(
         if !Pending::is_nil(&outcome) || !waits {
             return resp::finish(&pending, &outcome);
         }
-        tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)).await;
+        let keys = pending.command.keys().len();
+        let blocked = blocked.get_or_insert_with(|| clients.0.block(clients.1, keys));
+        let unblocked = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)) => false,
+            _ = blocked.unblock.notify.notified() => true,
+        };
+        if unblocked {
+            if blocked
+                .unblock
+                .error
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Value::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into());
+            }
+            return resp::finish(&pending, &outcome);
+        }
         if client_left(stream).await {
             return Value::Null;
         }
