@@ -163,6 +163,40 @@ impl KeysOperation {
         }
     }
 
+    /// The keys a blocking pop waits on (the keys it pops from): the keys of LMPOP, ZMPOP
+    /// and the pops of BLPOP…, the source of LMOVE; empty for the other operations.
+    pub fn source_keys(&self) -> Vec<&[u8]> {
+        match self {
+            KeysOperation::ListPop { keys, .. }
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => {
+                keys.iter().map(Vec::as_slice).collect()
+            }
+            KeysOperation::ListMove { source, .. } => vec![source],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The same pop restricted to the source keys `excluded` refuses (a blocking pop leaves
+    /// the keys older blocked clients wait on to them, as Redis serves the longest-waiting
+    /// client first); `None` if no source key is left. Other operations are returned as they
+    /// are.
+    pub fn without_sources(&self, excluded: &dyn Fn(&[u8]) -> bool) -> Option<KeysOperation> {
+        let kept = |keys: &[Bytes]| -> Option<Vec<Bytes>> {
+            let kept: Vec<Bytes> = keys.iter().filter(|key| !excluded(key)).cloned().collect();
+            (!kept.is_empty()).then_some(kept)
+        };
+        let mut restricted = self.clone();
+        match &mut restricted {
+            KeysOperation::ListPop { keys, .. }
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => *keys = kept(keys)?,
+            KeysOperation::ListMove { source, .. } if excluded(source) => return None,
+            _ => {}
+        }
+        Some(restricted)
+    }
+
     /// Whether it only reads (SINTER, SUNION, SDIFF, SINTERCARD, ZUNION, ZINTER, ZDIFF).
     pub fn is_read(&self) -> bool {
         match self {

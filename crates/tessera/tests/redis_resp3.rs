@@ -286,6 +286,40 @@ fn introspection_counts_what_the_gateway_served(port: u16) {
     assert_eq!(redis_cli(port, &["SLOWLOG", "LEN"]), "0");
 }
 
+/// Two clients blocked on one key are served oldest first, and a younger one waiting on a
+/// second key too is served from that key meanwhile.
+fn blocked_clients_are_served_oldest_first(port: u16) {
+    let blocked_count = || info_field(port, "clients", "blocked_clients").unwrap();
+    let wait_for = |count: &str| {
+        let mut waited = 0;
+        while blocked_count() != count {
+            waited += 1;
+            assert!(waited < 300, "never {count} blocked clients");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let older = std::thread::spawn(move || redis_cli(port, &["BLPOP", "line", "0"]));
+    wait_for("1");
+    let younger = std::thread::spawn(move || redis_cli(port, &["BLPOP", "line", "other", "0"]));
+    wait_for("2");
+    assert_eq!(redis_cli(port, &["RPUSH", "line", "first"]), "1");
+    assert_eq!(older.join().unwrap(), "line\nfirst");
+    wait_for("1");
+    assert_eq!(redis_cli(port, &["RPUSH", "other", "second"]), "1");
+    assert_eq!(younger.join().unwrap(), "other\nsecond");
+    // A younger client cannot take the key an older one waits on, but gets its own keys.
+    let older = std::thread::spawn(move || redis_cli(port, &["BRPOPLPUSH", "src", "dst", "0"]));
+    wait_for("1");
+    let younger =
+        std::thread::spawn(move || redis_cli(port, &["BLMPOP", "0", "2", "src", "mine", "LEFT"]));
+    wait_for("2");
+    assert_eq!(redis_cli(port, &["RPUSH", "mine", "m"]), "1");
+    assert_eq!(younger.join().unwrap(), "mine\nm");
+    assert_eq!(redis_cli(port, &["RPUSH", "src", "s"]), "1");
+    assert_eq!(older.join().unwrap(), "s");
+    assert_eq!(redis_cli(port, &["LRANGE", "dst", "0", "-1"]), "s");
+}
+
 #[test]
 fn resp3_sorted_sets_and_introspection_against_a_sequenced_cluster() {
     let port = 33430;
@@ -294,6 +328,7 @@ fn resp3_sorted_sets_and_introspection_against_a_sequenced_cluster() {
     resp3_replies_are_redis_7_0s(port);
     new_sorted_set_commands_work_across_the_ring(port);
     introspection_counts_what_the_gateway_served(port);
+    blocked_clients_are_served_oldest_first(port);
     drop(dev);
     let _ = std::fs::remove_dir_all(&data_dir);
 }

@@ -22,6 +22,8 @@ pub(crate) struct Clients {
     next_id: AtomicU64,
     table: Mutex<BTreeMap<u64, Entry>>,
     stats: Mutex<resp::stats::Stats>,
+    /// Blocking commands take a ticket when they start: the order they are served in.
+    next_ticket: AtomicU64,
 }
 
 /// What CLIENT LIST shows of one connection.
@@ -43,6 +45,9 @@ struct Entry {
     /// While a blocking command waits (after an attempt found nothing): how many keys it
     /// waits on, and how CLIENT UNBLOCK wakes it.
     blocked: Option<(usize, Arc<Unblock>)>,
+    /// While a blocking command runs: its place in line (`Clients::next_ticket`) and the
+    /// keys it pops from.
+    waiting: Option<(u64, Vec<Vec<u8>>)>,
 }
 
 /// How CLIENT UNBLOCK wakes one waiting blocking command: `error` says whether it answers
@@ -64,6 +69,35 @@ impl Drop for Blocked<'_> {
     fn drop(&mut self) {
         if let Some(entry) = self.clients.lock().get_mut(&self.id) {
             entry.blocked = None;
+        }
+    }
+}
+
+/// A blocking command's place in its gateway's line, until dropped: while it waits, younger
+/// blocking commands leave the keys it pops from to it (`Clients::taken_by_older`).
+pub(super) struct Waiting<'a> {
+    clients: &'a Clients,
+    id: u64,
+    ticket: u64,
+}
+
+impl Waiting<'_> {
+    /// The keys older blocking commands of this gateway wait on.
+    pub(super) fn taken_by_older(&self) -> std::collections::BTreeSet<Vec<u8>> {
+        let table = self.clients.lock();
+        table
+            .values()
+            .filter_map(|entry| entry.waiting.as_ref())
+            .filter(|(ticket, _)| *ticket < self.ticket)
+            .flat_map(|(_, keys)| keys.iter().cloned())
+            .collect()
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(entry) = self.clients.lock().get_mut(&self.id) {
+            entry.waiting = None;
         }
     }
 }
@@ -134,6 +168,7 @@ impl Clients {
                 no_evict: false,
                 kill: kill.clone(),
                 blocked: None,
+                waiting: None,
             },
         );
         Registration {
@@ -227,6 +262,19 @@ impl Clients {
             stats.commandstats_section(),
             stats.errorstats_section(),
         ]
+    }
+
+    /// Gives connection `id`'s blocking command, which pops from `keys`, its place in line.
+    pub(super) fn wait_in_line(&self, id: u64, keys: Vec<Vec<u8>>) -> Waiting<'_> {
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        if let Some(entry) = self.lock().get_mut(&id) {
+            entry.waiting = Some((ticket, keys));
+        }
+        Waiting {
+            clients: self,
+            id,
+            ticket,
+        }
     }
 
     /// Marks connection `id` blocked on `keys` keys until the guard is dropped.

@@ -368,11 +368,24 @@ pub(super) async fn execute_one(
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
     let mut blocked = None;
+    let waiting = pending.blocking_ms().map(|_| {
+        clients
+            .0
+            .wait_in_line(clients.1, source_keys(&pending.command))
+    });
     loop {
-        let outcome = match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
-            Ok(mut outcomes) => outcomes.remove(0),
-            Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
-            Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+        let attempt = match &waiting {
+            Some(waiting) => first_in_line(&pending.command, waiting),
+            None => Some(pending.command.clone()),
+        };
+        let outcome = match attempt {
+            // Every key it pops from is an older blocked client's: nothing for it yet.
+            None => Outcome::Value(None),
+            Some(command) => match run(jobs, std::slice::from_ref(&command), &[]).await {
+                Ok(mut outcomes) => outcomes.remove(0),
+                Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
+                Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+            },
         };
         let waits = match pending.blocking_ms() {
             Some(0) => true,
@@ -403,6 +416,43 @@ pub(super) async fn execute_one(
         }
         pending.command = pending.command.unstamped().clone();
         pending.stamp(crate::os::unix_now_ms());
+    }
+}
+
+/// The keys a blocking pop waits on.
+fn source_keys(command: &Command) -> Vec<Vec<u8>> {
+    match command.unstamped() {
+        Command::Keys(operation) => operation
+            .source_keys()
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The attempt a blocking pop may make now: its command without the keys older blocked
+/// clients of this gateway wait on (they are served first, as Redis serves the
+/// longest-waiting client), or `None` if that leaves none.
+fn first_in_line(command: &Command, waiting: &super::clients::Waiting) -> Option<Command> {
+    let taken = waiting.taken_by_older();
+    if taken.is_empty() {
+        return Some(command.clone());
+    }
+    let excluded = |key: &[u8]| taken.contains(key);
+    match command {
+        Command::At { now_ms, command } => match command.as_ref() {
+            Command::Keys(operation) => Some(Command::At {
+                now_ms: *now_ms,
+                command: Box::new(Command::Keys(operation.without_sources(&excluded)?)),
+            }),
+            _ => Some(Command::At {
+                now_ms: *now_ms,
+                command: command.clone(),
+            }),
+        },
+        Command::Keys(operation) => Some(Command::Keys(operation.without_sources(&excluded)?)),
+        other => Some(other.clone()),
     }
 }
 
