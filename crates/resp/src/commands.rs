@@ -381,6 +381,65 @@ pub(crate) fn append(arguments: &[Vec<u8>]) -> Plan {
     Pending::plan(Command::Append { key, value }, Shape::Integer)
 }
 
+/// GETRANGE and SUBSTR: `key start end`.
+pub(crate) fn getrange(arguments: &[Vec<u8>]) -> Plan {
+    let (Some(start), Some(end)) = (parse_i64(&arguments[2]), parse_i64(&arguments[3])) else {
+        return error(NOT_AN_INTEGER);
+    };
+    let operation = kv::StringOperation::GetRange { start, end };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Bulk)
+}
+
+/// `SETRANGE key offset value`.
+pub(crate) fn setrange(arguments: &[Vec<u8>]) -> Plan {
+    let offset = match parse_i64(&arguments[2]) {
+        None => return error(NOT_AN_INTEGER),
+        Some(offset) if offset < 0 => return error("ERR offset is out of range"),
+        Some(offset) => offset as u64,
+    };
+    let operation = kv::StringOperation::SetRange {
+        offset,
+        value: arguments[3].clone(),
+    };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
+}
+
+/// A bit offset as GETBIT and SETBIT take it: below `kv::STRING_BYTES_MAX * 8`.
+fn bit_offset(argument: &[u8]) -> Option<u64> {
+    parse_i64(argument)
+        .and_then(|offset| u64::try_from(offset).ok())
+        .filter(|offset| *offset < kv::STRING_BYTES_MAX * 8)
+}
+
+const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// `GETBIT key offset`.
+pub(crate) fn getbit(arguments: &[Vec<u8>]) -> Plan {
+    let Some(offset) = bit_offset(&arguments[2]) else {
+        return error(BIT_OFFSET);
+    };
+    let operation = kv::StringOperation::GetBit { offset };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
+}
+
+/// `SETBIT key offset 0|1`.
+pub(crate) fn setbit(arguments: &[Vec<u8>]) -> Plan {
+    let Some(offset) = bit_offset(&arguments[2]) else {
+        return error(BIT_OFFSET);
+    };
+    let bit = match arguments[3].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return error("ERR bit is not an integer or out of range"),
+    };
+    let operation = kv::StringOperation::SetBit { offset, bit };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
+}
+
 pub(crate) fn strlen(arguments: &[Vec<u8>]) -> Plan {
     let key = arguments[1].clone();
     Pending::plan(Command::Get { key }, Shape::Length)

@@ -1087,3 +1087,64 @@ fn zmpop_zrandmember_and_zintercard_follow_redis_7_0() {
         ),
     ]);
 }
+
+/// GETRANGE, SUBSTR, SETRANGE, GETBIT, SETBIT: replies and errors as redis-server 7.0.15's
+/// (the same commands were compared with it byte for byte).
+#[test]
+fn string_ranges_and_bits_follow_redis_7_0() {
+    script(&[
+        (&["getrange", "nosuch", "0", "-1"], bulk("")),
+        (&["set", "s", "Hello World"], ok()),
+        (&["getrange", "s", "0", "4"], bulk("Hello")),
+        (&["getrange", "s", "-5", "-1"], bulk("World")),
+        (&["getrange", "s", "5", "3"], bulk("")),
+        (&["getrange", "s", "-1", "-5"], bulk("")),
+        (&["getrange", "s", "0", "100"], bulk("Hello World")),
+        (&["substr", "s", "-100", "2"], bulk("Hel")),
+        (
+            &["getrange", "s", "x", "2"],
+            err("ERR value is not an integer or out of range"),
+        ),
+        (&["setrange", "nosuch", "5", ""], int(0)),
+        (&["exists", "nosuch"], int(0)),
+        (&["setrange", "s", "6", "Redis"], int(11)),
+        (&["get", "s"], bulk("Hello Redis")),
+        (&["setrange", "new", "3", "ab"], int(5)),
+        (&["get", "new"], Value::Bulk(b"\0\0\0ab".to_vec())),
+        (
+            &["setrange", "s", "-1", "x"],
+            err("ERR offset is out of range"),
+        ),
+        (
+            &["setrange", "s", "536870908", "world"],
+            err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"),
+        ),
+        (&["setrange", "s", "5", ""], int(11)),
+        (&["lpush", "l", "a"], int(1)),
+        (
+            &["setrange", "l", "0", "x"],
+            err("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ),
+        (&["getbit", "nosuch", "0"], int(0)),
+        (&["setbit", "b", "7", "1"], int(0)),
+        (&["get", "b"], bulk("\u{1}")),
+        (&["getbit", "b", "7"], int(1)),
+        (&["getbit", "b", "100"], int(0)),
+        (&["setbit", "b", "7", "0"], int(1)),
+        (
+            &["setbit", "b", "7", "2"],
+            err("ERR bit is not an integer or out of range"),
+        ),
+        (
+            &["setbit", "b", "4294967296", "1"],
+            err("ERR bit offset is not an integer or out of range"),
+        ),
+        (
+            &["getbit", "b", "-1"],
+            err("ERR bit offset is not an integer or out of range"),
+        ),
+        (&["set", "n", "1234"], ok()),
+        (&["setbit", "n", "0", "1"], int(0)),
+        (&["get", "n"], Value::Bulk(b"\xb1234".to_vec())),
+    ]);
+}

@@ -195,6 +195,27 @@ fn new_sorted_set_commands_work_across_the_ring(port: u16) {
     );
 }
 
+/// GETRANGE, SETRANGE, GETBIT, SETBIT through different storage processes.
+fn string_ranges_and_bits(port: u16) {
+    assert_eq!(redis_cli(port, &["SET", "greeting", "Hello World"]), "OK");
+    assert_eq!(
+        redis_cli(port + 1, &["SETRANGE", "greeting", "6", "Redis"]),
+        "11"
+    );
+    assert_eq!(
+        redis_cli(port + 2, &["GETRANGE", "greeting", "-5", "-1"]),
+        "Redis"
+    );
+    assert_eq!(redis_cli(port, &["SUBSTR", "greeting", "0", "4"]), "Hello");
+    assert_eq!(redis_cli(port + 1, &["SETBIT", "bits", "9", "1"]), "0");
+    assert_eq!(redis_cli(port + 2, &["GETBIT", "bits", "9"]), "1");
+    assert_eq!(redis_cli(port, &["STRLEN", "bits"]), "2");
+    assert_eq!(
+        redis_cli(port, &["SETRANGE", "greeting", "536870908", "world"]),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+}
+
 /// `field` in INFO's text (`None` if absent).
 fn info_field(port: u16, section: &str, field: &str) -> Option<String> {
     redis_cli(port, &["INFO", section])
@@ -327,6 +348,7 @@ fn resp3_sorted_sets_and_introspection_against_a_sequenced_cluster() {
     let dev = start(port, &data_dir);
     resp3_replies_are_redis_7_0s(port);
     new_sorted_set_commands_work_across_the_ring(port);
+    string_ranges_and_bits(port);
     introspection_counts_what_the_gateway_served(port);
     blocked_clients_are_served_oldest_first(port);
     drop(dev);
