@@ -1133,6 +1133,25 @@ struct Connection {
     clients: Arc<super::clients::Clients>,
 }
 
+/// Whether a command may block its connection (a blocking pop outside MULTI).
+fn may_block(arguments: &[Vec<u8>]) -> bool {
+    const BLOCKING: &[&[u8]] = &[
+        b"blpop",
+        b"brpop",
+        b"brpoplpush",
+        b"blmove",
+        b"blmpop",
+        b"bzpopmin",
+        b"bzpopmax",
+        b"bzmpop",
+    ];
+    arguments.first().is_some_and(|name| {
+        BLOCKING
+            .iter()
+            .any(|blocking| name.eq_ignore_ascii_case(blocking))
+    })
+}
+
 /// A reply in a pipeline: known at once, or waiting for the gateway.
 enum Answer {
     Ready(Value),
@@ -1345,13 +1364,19 @@ impl Connection {
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
         let kill = self.client.kill.clone();
+        // Set when a blocking command waits in the input behind answers not yet written.
+        let mut resume = false;
         loop {
             let timeout = self.session.read_timeout();
-            let event = tokio::select! {
+            let event = if std::mem::take(&mut resume) {
+                ConnectionEvent::Read(Some(0))
+            } else {
+                tokio::select! {
                 read = read_some(&mut stream, &mut chunk, timeout) => ConnectionEvent::Read(read),
                 Some(push) = self.subscriptions.receiver.recv() => ConnectionEvent::Push(push),
                 // CLIENT KILL: closed at once, as Redis closes a killed client.
                 _ = kill.notified() => ConnectionEvent::Read(None),
+                }
             };
             let read = match event {
                 ConnectionEvent::Read(Some(read)) => read,
@@ -1374,6 +1399,16 @@ impl Connection {
                 let limits = self.session.limits();
                 match parse_request(&input[consumed_total..], &limits) {
                     Ok(None) => break,
+                    Ok(Some((arguments, _)))
+                        if !answers.is_empty()
+                            && may_block(&arguments)
+                            && self.transaction.queued().is_none() =>
+                    {
+                        // The replies before a blocking command are written before it waits
+                        // (its client may be waiting for them to unblock it); it runs next.
+                        resume = true;
+                        break;
+                    }
                     Ok(Some((arguments, consumed))) => {
                         consumed_total += consumed;
                         if !arguments.is_empty() {
