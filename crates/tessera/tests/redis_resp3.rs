@@ -339,6 +339,26 @@ fn blocked_clients_are_served_oldest_first(port: u16) {
     assert_eq!(redis_cli(port, &["RPUSH", "src", "s"]), "1");
     assert_eq!(older.join().unwrap(), "s");
     assert_eq!(redis_cli(port, &["LRANGE", "dst", "0", "-1"]), "s");
+    // A pipeline of LPUSH and BLPOP: the LPUSH reply comes before the BLPOP waits, and the
+    // client blocked earlier gets the pushed item.
+    let mut older = Raw::connect(port);
+    let waiting = std::thread::spawn(move || older.call(&["BLPOP", "piped", "0"]));
+    wait_for("1");
+    let mut pipelined = Raw::connect(port);
+    pipelined
+        .reader
+        .get_mut()
+        .write_all(b"LPUSH piped 1\r\nBLPOP piped 0\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    pipelined.read_value(&mut reply);
+    assert_eq!(reply, ":1\r\n");
+    assert_eq!(waiting.join().unwrap(), "*2\r\n$5\r\npiped\r\n$1\r\n1\r\n");
+    wait_for("1");
+    assert_eq!(redis_cli(port, &["LPUSH", "piped", "2"]), "1");
+    let mut reply = String::new();
+    pipelined.read_value(&mut reply);
+    assert_eq!(reply, "*2\r\n$5\r\npiped\r\n$1\r\n2\r\n");
 }
 
 #[test]
