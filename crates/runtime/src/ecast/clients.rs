@@ -45,9 +45,9 @@ struct Entry {
     /// While a blocking command waits (after an attempt found nothing): how many keys it
     /// waits on, and how CLIENT UNBLOCK wakes it.
     blocked: Option<(usize, Arc<Unblock>)>,
-    /// While a blocking command runs: its place in line (`Clients::next_ticket`) and the
-    /// keys it pops from.
-    waiting: Option<(u64, Vec<Vec<u8>>)>,
+    /// While a blocking command runs: its place in line (`Clients::next_ticket`), the keys
+    /// it pops from, and how CLIENT UNBLOCK wakes it (also before its first attempt).
+    waiting: Option<(u64, Vec<Vec<u8>>, Arc<Unblock>)>,
 }
 
 /// How CLIENT UNBLOCK wakes one waiting blocking command: `error` says whether it answers
@@ -88,8 +88,8 @@ impl Waiting<'_> {
         table
             .values()
             .filter_map(|entry| entry.waiting.as_ref())
-            .filter(|(ticket, _)| *ticket < self.ticket)
-            .flat_map(|(_, keys)| keys.iter().cloned())
+            .filter(|(ticket, _, _)| *ticket < self.ticket)
+            .flat_map(|(_, keys, _)| keys.iter().cloned())
             .collect()
     }
 }
@@ -268,7 +268,7 @@ impl Clients {
     pub(super) fn wait_in_line(&self, id: u64, keys: Vec<Vec<u8>>) -> Waiting<'_> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         if let Some(entry) = self.lock().get_mut(&id) {
-            entry.waiting = Some((ticket, keys));
+            entry.waiting = Some((ticket, keys, Arc::new(Unblock::default())));
         }
         Waiting {
             clients: self,
@@ -278,11 +278,22 @@ impl Clients {
     }
 
     /// Marks connection `id` blocked on `keys` keys until the guard is dropped.
+    /// A command in line (`wait_in_line`) keeps the wake-up CLIENT UNBLOCK may already have
+    /// sent it.
     pub(super) fn block(&self, id: u64, keys: usize) -> Blocked<'_> {
-        let unblock = Arc::new(Unblock::default());
-        if let Some(entry) = self.lock().get_mut(&id) {
+        let mut table = self.lock();
+        let entry = table.get_mut(&id);
+        let unblock = entry
+            .as_ref()
+            .and_then(|entry| entry.waiting.as_ref())
+            .map_or_else(
+                || Arc::new(Unblock::default()),
+                |(_, _, unblock)| unblock.clone(),
+            );
+        if let Some(entry) = entry {
             entry.blocked = Some((keys, unblock.clone()));
         }
+        drop(table);
         Blocked {
             clients: self,
             id,
@@ -303,7 +314,8 @@ impl Clients {
     }
 
     /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: 1 if that client was waiting in a blocking command
-    /// (now woken), else 0.
+    /// (now woken), else 0. A blocking command that has not yet made its first attempt counts
+    /// as waiting: it ends at that attempt if it finds nothing.
     fn unblock(&self, options: &[Vec<u8>]) -> Value {
         let (id, error) = match options {
             [id] => (id, false),
@@ -324,9 +336,9 @@ impl Clients {
         let blocked = u64::try_from(id)
             .ok()
             .and_then(|id| table.get(&id))
-            .and_then(|entry| entry.blocked.as_ref());
+            .and_then(|entry| entry.waiting.as_ref());
         match blocked {
-            Some((_, unblock)) => {
+            Some((_, _, unblock)) => {
                 unblock.error.store(error, Ordering::Relaxed);
                 unblock.notify.notify_one();
                 Value::Integer(1)
