@@ -824,6 +824,12 @@ pub(crate) fn config_help(_: &[Vec<u8>]) -> Plan {
     ])
 }
 
+/// TIME is answered by the gateway with its clock (the planner has none); a script's TIME is
+/// the script's frozen time (`script`). The planner sees it only queued inside MULTI.
+pub(crate) fn time_in_multi(_: &[Vec<u8>]) -> Plan {
+    error("ERR TIME inside MULTI is not supported yet")
+}
+
 /// CONFIG SET, CONFIG RESETSTAT and SLOWLOG are answered by the runtime (the gateway keeps
 /// the parameters and statistics) before a command is planned; the planner sees them only
 /// from a script, which may not run them (Redis's `noscript`).

@@ -1100,6 +1100,14 @@ pub(crate) static COMMANDS: &[Spec] = &[
     spec("ping", -1, &["fast"], NO_KEYS, CONNECTION, c::ping),
     spec("echo", 2, &["fast"], NO_KEYS, CONNECTION, c::echo),
     spec("hello", -1, HANDSHAKE, NO_KEYS, CONNECTION, c::hello),
+    spec(
+        "time",
+        1,
+        &["loading", "stale", "fast"],
+        NO_KEYS,
+        &["@fast"],
+        c::time_in_multi,
+    ),
     spec("auth", -2, HANDSHAKE, NO_KEYS, CONNECTION, c::auth),
     spec("quit", -1, HANDSHAKE, NO_KEYS, CONNECTION, c::quit),
     spec(

@@ -216,6 +216,24 @@ fn string_ranges_and_bits(port: u16) {
     );
 }
 
+/// TIME answers the gateway's clock.
+fn time_is_the_gateway_s_clock(port: u16) {
+    let reply = redis_cli(port, &["TIME"]);
+    let (seconds, micros) = reply.split_once('\n').unwrap();
+    let seconds: u64 = seconds.parse().unwrap();
+    let micros: u64 = micros.parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(seconds.abs_diff(now) <= 5, "{seconds} vs {now}");
+    assert!(micros < 1_000_000);
+    assert_eq!(
+        redis_cli(port, &["TIME", "x"]),
+        "ERR wrong number of arguments for 'time' command"
+    );
+}
+
 /// `field` in INFO's text (`None` if absent).
 fn info_field(port: u16, section: &str, field: &str) -> Option<String> {
     redis_cli(port, &["INFO", section])
@@ -369,6 +387,7 @@ fn resp3_sorted_sets_and_introspection_against_a_sequenced_cluster() {
     resp3_replies_are_redis_7_0s(port);
     new_sorted_set_commands_work_across_the_ring(port);
     string_ranges_and_bits(port);
+    time_is_the_gateway_s_clock(port);
     introspection_counts_what_the_gateway_served(port);
     blocked_clients_are_served_oldest_first(port);
     drop(dev);

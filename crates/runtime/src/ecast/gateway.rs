@@ -1133,6 +1133,17 @@ struct Connection {
     clients: Arc<super::clients::Clients>,
 }
 
+/// TIME: this gateway's clock, `[unix seconds, microseconds]` as Redis replies it.
+fn time_reply() -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Value::Array(vec![
+        Value::Bulk(now.as_secs().to_string().into_bytes()),
+        Value::Bulk(now.subsec_micros().to_string().into_bytes()),
+    ])
+}
+
 /// Whether a command may block its connection (a blocking pop outside MULTI).
 fn may_block(arguments: &[Vec<u8>]) -> bool {
     const BLOCKING: &[&[u8]] = &[
@@ -1525,6 +1536,11 @@ impl Connection {
             .await
         {
             return Answer::Ready(value);
+        }
+        if let [name] = arguments {
+            if name.eq_ignore_ascii_case(b"time") {
+                return Answer::Ready(time_reply());
+            }
         }
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
