@@ -100,12 +100,20 @@
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
 //!
+//! Window functions (`plan::window`): row_number, rank, dense_rank, percent_rank, cume_dist,
+//! ntile, lag, lead, first_value, last_value, nth_value and count/sum/avg/min/max `OVER
+//! (PARTITION BY … ORDER BY … [ROWS | RANGE frame])`, named windows (`WINDOW w AS (…)`), over
+//! grouped rows (`sum(count(*)) OVER ()`), in ORDER BY: the query without its windows is
+//! planned as any query, the gateway computes the windows over its rows and then projects,
+//! sorts and cuts (`Finish::Window`).
+//!
 //! BEGIN / START TRANSACTION parse to `SessionCommand::Begin`; the PostgreSQL front end runs
 //! the transaction block (`docs/internals/sprint.md`).
 //!
 //! Refused with 0A000 and a message naming the feature: LATERAL, derived tables, WITH queries and catalog tables in
 //! joins of user tables, other subqueries, WITH RECURSIVE, expressions in ORDER BY on
-//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window frames in RANGE with an offset or
+//! GROUPS, FILTER and IGNORE NULLS on window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
 //! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
@@ -181,6 +189,8 @@ mod returning_tests;
 mod tests;
 #[cfg(test)]
 mod time_tests;
+#[cfg(test)]
+mod window_tests;
 #[cfg(test)]
 mod with_tests;
 
@@ -323,6 +333,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Changed(changed),
             ..
         }) => changed.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Window(window),
+            ..
+        }) => window.columns.clone(),
         Plan::InsertSelect(insert) => insert.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {

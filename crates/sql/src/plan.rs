@@ -47,6 +47,7 @@ use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
 pub mod join;
+pub mod window;
 
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,6 +159,9 @@ pub enum Finish {
     Returning(Returning),
     /// UPDATE or DELETE … RETURNING: the rows the statement changed, read by the same batch.
     Changed(ChangedReturning),
+    /// Window functions over a query's rows (`window::WindowPlan`): the rows with the
+    /// windows' values appended.
+    Window(Box<window::WindowPlan>),
 }
 
 /// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
@@ -670,6 +674,12 @@ impl Planner<'_, '_> {
         };
         if matches!(select.distinct, Some(ast::Distinct::On(_))) {
             return Err(SqlError::unsupported("SELECT DISTINCT ON"));
+        }
+        if !self.is_catalog_from(&select.from)? {
+            window::refuse_in(select)?;
+            if window::uses_windows(select, query) || !select.named_window.is_empty() {
+                return self.window_query(select, query);
+            }
         }
         if select.into.is_some()
             || select.top.is_some()
@@ -2590,6 +2600,11 @@ impl Planner<'_, '_> {
             if let Source::Join(join) = &plan.source {
                 steps.push(join.describe());
             }
+            if let Source::Derived(inner) = &plan.source {
+                if let Finish::Window(window) = &inner.finish {
+                    steps.push(window.describe());
+                }
+            }
             if plan.residual.is_some() {
                 steps.push(
                     "Gateway: filter rows by the conditions the engine cannot evaluate".into(),
@@ -2973,6 +2988,7 @@ fn execution_columns(execution: &Execution) -> Vec<OutputColumn> {
         Finish::SetOperation(set) => set.columns.clone(),
         Finish::Returning(returning) => returning.columns.clone(),
         Finish::Changed(changed) => changed.columns.clone(),
+        Finish::Window(window) => window.columns.clone(),
         Finish::Command(_) => Vec::new(),
     }
 }
