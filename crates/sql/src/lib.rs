@@ -107,6 +107,9 @@
 //! planned as any query, the gateway computes the windows over its rows and then projects,
 //! sorts and cuts (`Finish::Window`).
 //!
+//! UNION/INTERSECT/EXCEPT: a NULL literal column takes the other query's type (PostgreSQL's
+//! `unknown`). INSERT … VALUES without a column list fills the first columns.
+//!
 //! BEGIN / START TRANSACTION parse to `SessionCommand::Begin`; the PostgreSQL front end runs
 //! the transaction block (`docs/internals/sprint.md`).
 //!

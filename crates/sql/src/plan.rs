@@ -220,17 +220,34 @@ impl SetNode {
     /// The result columns: the first query's names, each column's type unified over every
     /// query (numbers widen; other mixes are 42804, as in PostgreSQL).
     fn columns(&self) -> Result<Vec<crate::OutputColumn>, SqlError> {
+        Ok(self
+            .typed_columns()?
+            .into_iter()
+            .map(|(column, _)| column)
+            .collect())
+    }
+
+    /// The result columns, each with whether it is only NULL literals (PostgreSQL's type
+    /// `unknown`: `SELECT 1 UNION SELECT NULL` takes the other query's type).
+    fn typed_columns(&self) -> Result<Vec<(crate::OutputColumn, bool)>, SqlError> {
         match self {
-            SetNode::Query { execution, .. } => Ok(crate::result_columns(&Plan::Execute(
-                execution.as_ref().clone(),
-            ))),
+            SetNode::Query { execution, .. } => {
+                let nulls = null_literal_columns(execution);
+                Ok(
+                    crate::result_columns(&Plan::Execute(execution.as_ref().clone()))
+                        .into_iter()
+                        .enumerate()
+                        .map(|(at, column)| (column, nulls.get(at) == Some(&true)))
+                        .collect(),
+                )
+            }
             SetNode::Operation {
                 operator,
                 left,
                 right,
                 ..
             } => {
-                let (left, right) = (left.columns()?, right.columns()?);
+                let (left, right) = (left.typed_columns()?, right.typed_columns()?);
                 if left.len() != right.len() {
                     return Err(SqlError::syntax(format!(
                         "each {operator} query must have the same number of columns"
@@ -238,7 +255,19 @@ impl SetNode {
                 }
                 left.into_iter()
                     .zip(right)
-                    .map(|(left, right)| {
+                    .map(|((left, left_null), (right, right_null))| {
+                        if left_null || right_null {
+                            let data_type = if left_null && !right_null {
+                                right.data_type
+                            } else {
+                                left.data_type
+                            };
+                            let column = crate::OutputColumn {
+                                name: left.name,
+                                data_type,
+                            };
+                            return Ok((column, left_null && right_null));
+                        }
                         let numeric = |data_type: DataType| {
                             matches!(
                                 data_type,
@@ -261,14 +290,30 @@ impl SetNode {
                                 ),
                             ));
                         };
-                        Ok(crate::OutputColumn {
-                            name: left.name,
-                            data_type,
-                        })
+                        Ok((
+                            crate::OutputColumn {
+                                name: left.name,
+                                data_type,
+                            },
+                            false,
+                        ))
                     })
                     .collect()
             }
         }
+    }
+}
+
+/// Which result columns of a query are a bare NULL literal (ungrouped, so the value is NULL
+/// on every row).
+fn null_literal_columns(execution: &Execution) -> Vec<bool> {
+    match &execution.finish {
+        Finish::Query(plan) if plan.grouping.is_none() => plan
+            .projection
+            .iter()
+            .map(|scalar| *scalar == Scalar::Constant(Value::Null))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -1741,6 +1786,9 @@ impl Planner<'_, '_> {
                 let SetExpr::Values(values) = source.body.as_ref() else {
                     return Err(SqlError::unsupported("INSERT … SELECT here"));
                 };
+                if insert.columns.is_empty() {
+                    values_fill_first_columns(values, &mut columns)?;
+                }
                 self.values_rows(schema, &columns, values)?
             }
         };
@@ -3539,6 +3587,23 @@ pub(crate) fn project_returning(
 }
 
 /// Whether a VALUES item is the keyword DEFAULT (the parser reads it as a bare identifier).
+/// `INSERT INTO t VALUES …` without a column list: rows shorter than the table fill its first
+/// columns, as in PostgreSQL; every row must have the same length (42601, PostgreSQL's
+/// message). Longer rows are left to `values_rows`' error.
+fn values_fill_first_columns(
+    values: &ast::Values,
+    columns: &mut Vec<usize>,
+) -> Result<(), SqlError> {
+    let Some(first) = values.rows.first() else {
+        return Ok(());
+    };
+    if values.rows.iter().any(|row| row.len() != first.len()) {
+        return Err(SqlError::syntax("VALUES lists must all be the same length"));
+    }
+    columns.truncate(first.len());
+    Ok(())
+}
+
 fn is_default_keyword(expr: &Expr) -> bool {
     matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
 }
