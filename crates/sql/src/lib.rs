@@ -68,8 +68,10 @@
 //! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
 //! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
 //! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
-//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk)\] DO NOTHING | DO
-//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
+//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk) | ON CONSTRAINT pkey\] DO NOTHING | DO
+//! UPDATE SET col = expression over the stored row and EXCLUDED \[WHERE condition\] (constants and
+//! `EXCLUDED.col` go as values; anything else as `engine::OnConflict::DoUpdateComputed`,
+//! evaluated per conflicting row by the partition owning it, atomically with the insert)], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
@@ -192,6 +194,8 @@ mod returning_tests;
 mod tests;
 #[cfg(test)]
 mod time_tests;
+#[cfg(test)]
+mod upsert_tests;
 #[cfg(test)]
 mod window_tests;
 #[cfg(test)]

@@ -1820,8 +1820,18 @@ impl Planner<'_, '_> {
                 Finish::Returning(self.returning(items, schema, &qualifier, &columns, &rows)?)
             }
         };
-        let operations =
-            self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
+        let qualifier = insert
+            .table_alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.alias))
+            .unwrap_or(schema.name.clone());
+        let operations = self.on_conflict(
+            insert.on.as_ref(),
+            (&entry, &qualifier),
+            &columns,
+            &column_names,
+            rows,
+        )?;
         if nothing {
             // A SELECT that answered no rows: nothing to send.
             return Ok(Execution {
@@ -2010,11 +2020,13 @@ impl Planner<'_, '_> {
 
     /// ON CONFLICT: DO NOTHING; DO UPDATE SET col = constant | EXCLUDED.col. Assignments from
     /// EXCLUDED split the statement into one engine insert per row (the engine applies constant
-    /// assignments only), after the gateway checks the rows' keys are distinct (21000).
+    /// assignments only), after the gateway checks the rows' keys are distinct (21000). Any
+    /// other expression, or a WHERE, makes one insert whose clauses the engine evaluates per
+    /// conflicting row (`computed_upsert`).
     fn on_conflict(
         &mut self,
         on: Option<&ast::OnInsert>,
-        entry: &TableEntry,
+        (entry, qualifier): (&TableEntry, &str),
         columns: &[usize],
         column_names: &[String],
         rows: Vec<Vec<Value>>,
@@ -2068,8 +2080,9 @@ impl Planner<'_, '_> {
             }
             ast::OnConflictAction::DoUpdate(update) => update,
         };
-        if update.selection.is_some() {
-            return Err(SqlError::unsupported("ON CONFLICT DO UPDATE … WHERE"));
+        if update.selection.is_some() || self.upsert_needs_rows(update, &entry.schema)? {
+            let on_conflict = self.computed_upsert(update, &entry.schema, qualifier)?;
+            return Ok(vec![single(on_conflict, rows)]);
         }
         // Each assignment: a constant, or the position in the inserted row of an EXCLUDED column.
         let mut assignments: Vec<(String, Result<Value, usize>)> = Vec::new();
@@ -2145,6 +2158,98 @@ impl Planner<'_, '_> {
                 single(OnConflict::DoUpdate(assignments), vec![row])
             })
             .collect())
+    }
+
+    /// The scope of `ON CONFLICT DO UPDATE`'s expressions: the stored row under the table's
+    /// name (or alias), then the proposed row under `excluded`; and the same
+    /// columns named as the engine knows them (`engine::operation::excluded_column`).
+    fn upsert_scopes(schema: &TableSchema, qualifier: &str) -> (Scope, Scope) {
+        let mut scope = table_scope(schema, qualifier);
+        let width = scope.columns.len();
+        let excluded = table_scope(schema, "excluded");
+        // As in PostgreSQL, an unqualified name of both rows is ambiguous (42702).
+        scope.columns.extend(excluded.columns);
+        let mut naming = scope.clone();
+        for column in &mut naming.columns[width..] {
+            column.name = engine::operation::excluded_column(&column.name);
+        }
+        (scope, naming)
+    }
+
+    /// Whether a DO UPDATE clause reads the stored row (or computes over the proposed one):
+    /// anything but a constant or a bare `EXCLUDED.col`, which the engine applies as values.
+    fn upsert_needs_rows(
+        &mut self,
+        update: &ast::DoUpdate,
+        schema: &TableSchema,
+    ) -> Result<bool, SqlError> {
+        let (scope, _) = Self::upsert_scopes(schema, &schema.name);
+        for assignment in &update.assignments {
+            if let Expr::CompoundIdentifier(parts) = &assignment.value {
+                if parts.len() == 2 && ident_name(&parts[0]) == "excluded" {
+                    continue;
+                }
+            }
+            let mut used = vec![false; scope.columns.len()];
+            match self.compiler(&scope).compile(&assignment.value, None) {
+                Ok(scalar) if mark_columns(&scalar, &mut used) && !used.contains(&true) => {}
+                // Errors are reported by the path that plans the clause.
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// `ON CONFLICT … DO UPDATE SET col = expression, … [WHERE condition]` over the stored row
+    /// and `EXCLUDED`: compiled and type-checked here (42883, 42804, as PostgreSQL plans
+    /// them), evaluated by the partition owning each conflicting row
+    /// (`OnConflict::DoUpdateComputed`), atomically with the rest of the insert.
+    fn computed_upsert(
+        &mut self,
+        update: &ast::DoUpdate,
+        schema: &TableSchema,
+        qualifier: &str,
+    ) -> Result<OnConflict, SqlError> {
+        let (scope, naming) = Self::upsert_scopes(schema, qualifier);
+        let mut assignments = Vec::with_capacity(update.assignments.len());
+        for assignment in &update.assignments {
+            let column = assignment_column(&assignment.target)?;
+            let position = schema.column_position(&column)?;
+            let data_type = schema.columns[position].data_type;
+            let scalar = self
+                .compiler(&scope)
+                .compile(&assignment.value, Some(data_type))?;
+            check_assignment(&scalar, &scope, &column, data_type)?;
+            assignments.push(engine::ComputedAssignment::new(
+                &column,
+                scalar.to_engine(&naming)?,
+            ));
+        }
+        let condition = match &update.selection {
+            Some(selection) => {
+                let scalar = self
+                    .compiler(&scope)
+                    .compile(selection, Some(DataType::Boolean))?;
+                scalar.check_operators(&scope.types())?;
+                if let Some(found) = scalar.data_type(&scope.types()) {
+                    if found != DataType::Boolean {
+                        return Err(SqlError::new(
+                            sqlstate::DATATYPE_MISMATCH,
+                            format!(
+                                "argument of WHERE must be type boolean, not type {}",
+                                found.name()
+                            ),
+                        ));
+                    }
+                }
+                Some(scalar.to_engine(&naming)?)
+            }
+            None => None,
+        };
+        Ok(OnConflict::DoUpdateComputed {
+            assignments,
+            condition,
+        })
     }
 
     fn update(&mut self, update: &ast::Update) -> Result<Execution, SqlError> {

@@ -588,7 +588,7 @@ fn insert_on_conflict_does_nothing_or_updates_with_constants_and_excluded() {
             .code,
         "42P10"
     );
-    assert_eq!(cluster.error("INSERT INTO people (id, name) VALUES (9, 'a') ON CONFLICT (id) DO UPDATE SET age = people.age + 1").code, "0A000");
+    assert_eq!(cluster.error("INSERT INTO people (id, name) VALUES (9, 'a') ON CONFLICT (id) DO UPDATE SET age = people.age + 1 RETURNING age").code, "0A000");
     assert_eq!(
         cluster.error("INSERT INTO people (id) VALUES (10)").code,
         "23502"
