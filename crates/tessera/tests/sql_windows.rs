@@ -2,8 +2,10 @@
 //! cluster `tessera dev` starts (three partitions): ranking per partition, sliding ROWS frames,
 //! lag, windows over grouped rows (`sum(count(*)) OVER ()`), ORDER BY a window result, a named
 //! window — each answer as PostgreSQL 15 gives it for the same table and statements (checked
-//! against a PostgreSQL 15 server); PostgreSQL's SQLSTATEs for misuse; and the extended
-//! protocol describing and binding a window query.
+//! against a PostgreSQL 15 server); PostgreSQL's SQLSTATEs for misuse; the extended protocol
+//! describing and binding a window query; and, for issue 20's items 2 and 3, a computed
+//! upsert with DO UPDATE … WHERE over three partitions, a NULL branch of a UNION, and a short
+//! VALUES row.
 
 mod support;
 
@@ -118,6 +120,43 @@ fn window_functions_answer_as_postgresql_over_three_partitions() {
     assert_eq!(
         lines,
         ["types: 20,20", "rows: 27,2;28,1;29,1;30,1", "count: 4"]
+    );
+    // Item 2: a computed upsert over three partitions, with DO UPDATE … WHERE.
+    psql_ok(
+        pg[0],
+        &[
+            "CREATE TABLE stock (id BIGINT PRIMARY KEY, n BIGINT NOT NULL, note TEXT)",
+            "INSERT INTO stock VALUES (1, 1, 'r1'), (2, 2, 'r2'), (3, 3, 'r3'), (4, 4, 'r4'), \
+             (5, 5, 'r5'), (6, 6, 'r6')",
+        ],
+    );
+    assert_eq!(
+        psql_ok(
+            pg[1],
+            &[
+                "INSERT INTO stock VALUES (1, 10, 'x'), (2, 20, 'y'), (7, 70, 'z') \
+                 ON CONFLICT (id) DO UPDATE SET n = stock.n + excluded.n, \
+                 note = upper(excluded.note) WHERE stock.n < 2",
+                "SELECT * FROM stock ORDER BY id",
+            ]
+        ),
+        "1|11|X\n2|2|r2\n3|3|r3\n4|4|r4\n5|5|r5\n6|6|r6\n7|70|z"
+    );
+    // Item 3: a NULL branch takes the other's type; VALUES fills the first columns.
+    assert_eq!(
+        psql_ok(
+            pg[2],
+            &["SELECT coalesce(x::text, 'null') FROM (SELECT 1 AS x UNION SELECT NULL) AS s ORDER BY 1"]
+        ),
+        "1\nnull"
+    );
+    let short = psql(
+        pg[0],
+        &["\\set VERBOSITY verbose", "INSERT INTO stock VALUES (8)"],
+    );
+    assert!(
+        short.contains("ERROR:  23502: null value in column \"n\""),
+        "{short}"
     );
     drop(cluster);
 }
