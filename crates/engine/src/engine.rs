@@ -345,7 +345,11 @@ impl Engine {
             on_conflict,
         } = operation
         {
-            if *on_conflict == OnConflict::Error || rows.len() > INSERT_ROWS_MAX {
+            if matches!(
+                on_conflict,
+                OnConflict::Error | OnConflict::DoUpdateComputed { .. }
+            ) || rows.len() > INSERT_ROWS_MAX
+            {
                 return None;
             }
             // Rows of a table with a hidden row id get their ids at execution: alone.

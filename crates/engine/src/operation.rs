@@ -54,6 +54,25 @@ pub enum OnConflict {
     DoNothing,
     /// Slot 2. `ON CONFLICT (pk) DO UPDATE SET …` with constants.
     DoUpdate(Vec<Assignment>),
+    /// Slot 3. `ON CONFLICT (pk) DO UPDATE SET col = expression, … [WHERE condition]`: every
+    /// expression, and the condition, is over the stored row's columns (by name) and the
+    /// proposed row's (`excluded_column(name)`, PostgreSQL's `EXCLUDED.name`), evaluated for a
+    /// conflicting row where it lives, at the statement's place in the log. A row whose
+    /// condition is not true is left as it is and not counted, as in PostgreSQL. Such an insert
+    /// runs alone at its batch position and is atomic like every insert.
+    DoUpdateComputed {
+        assignments: Vec<ComputedAssignment>,
+        condition: Option<Expression>,
+    },
+}
+
+/// How `OnConflict::DoUpdateComputed` names a column of the proposed row (`EXCLUDED.name`):
+/// a prefix no SQL identifier starts with (PostgreSQL forbids NUL in names).
+pub const EXCLUDED_PREFIX: &str = "\u{0}excluded.";
+
+/// The name of the proposed row's column `name` in an `OnConflict::DoUpdateComputed`.
+pub fn excluded_column(name: &str) -> String {
+    format!("{EXCLUDED_PREFIX}{name}")
 }
 
 /// One operation on the partition. Slots are fixed: append new variants at the end.
@@ -539,6 +558,67 @@ pub fn bind_computed_assignments(
         bound.push((position, assignment.expression.bind(schema)?));
     }
     Ok(bound)
+}
+
+/// `OnConflict::DoUpdateComputed` bound to a table: each SET clause's position and expression,
+/// and the condition, over the stored row followed by the proposed row (positions from
+/// `columns.len()` are the proposed row's). Checked as computed UPDATE clauses are.
+pub fn bind_upsert(
+    assignments: &[ComputedAssignment],
+    condition: Option<&Expression>,
+    schema: &TableSchema,
+) -> Result<BoundUpsert, EngineError> {
+    let width = schema.columns.len();
+    let mut map = |name: &String| -> Result<usize, EngineError> {
+        match name.strip_prefix(EXCLUDED_PREFIX) {
+            Some(name) => Ok(width + schema.column_position(name)?),
+            None => schema.column_position(name),
+        }
+    };
+    let nodes: usize = assignments
+        .iter()
+        .map(|assignment| assignment.expression.node_count())
+        .chain(condition.map(Expression::node_count))
+        .sum();
+    if nodes > EXPRESSION_NODES_MAX {
+        return Err(EngineError::ProgramLimitExceeded {
+            limit: format!("at most {EXPRESSION_NODES_MAX} expression nodes in one ON CONFLICT"),
+        });
+    }
+    let mut bound: Vec<(usize, Expression<usize>)> = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let position = schema.column_position(&assignment.column)?;
+        if schema.is_primary_key_column(position) {
+            return Err(EngineError::FeatureNotSupported {
+                feature: format!("updating primary key column \"{}\"", assignment.column),
+            });
+        }
+        if bound.iter().any(|(other, _)| *other == position) {
+            return Err(EngineError::SyntaxError {
+                reason: format!("multiple assignments to column \"{}\"", assignment.column),
+            });
+        }
+        assignment.expression.check_arity()?;
+        bound.push((position, assignment.expression.map_columns(&mut map)?));
+    }
+    let condition = match condition {
+        Some(condition) => {
+            condition.check_arity()?;
+            Some(condition.map_columns(&mut map)?)
+        }
+        None => None,
+    };
+    Ok(BoundUpsert {
+        assignments: bound,
+        condition,
+    })
+}
+
+/// `OnConflict::DoUpdateComputed` bound (`bind_upsert`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundUpsert {
+    pub assignments: Vec<(usize, Expression<usize>)>,
+    pub condition: Option<Expression<usize>>,
 }
 
 /// Checks the names in a DDL operation.

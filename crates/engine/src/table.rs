@@ -155,6 +155,9 @@ pub enum Conflict {
     Error,
     DoNothing,
     DoUpdate(Vec<(usize, Value)>),
+    /// Computed SET clauses and condition (`OnConflict::DoUpdateComputed`): never in a shared
+    /// scan cycle, only in `Table::insert`, because evaluating them can fail.
+    DoUpdateComputed(crate::operation::BoundUpsert),
 }
 
 /// An INSERT checked against its table: complete rows and their keys, in statement order.
@@ -181,7 +184,40 @@ pub fn insert_row(on_conflict: &Conflict, current: &mut Option<Row>, row: &Row) 
             }
             true
         }
+        (Some(_), Conflict::DoUpdateComputed(_)) => {
+            unreachable!("computed upserts run alone, through upsert_row")
+        }
     }
+}
+
+/// `insert_row` for `Table::insert`, which also evaluates computed DO UPDATE clauses: over the
+/// stored row followed by the proposed one, each value assigned to its column's type and
+/// checked (NOT NULL, length); a condition that is not true leaves the row as it is.
+fn upsert_row(
+    schema: &TableSchema,
+    on_conflict: &Conflict,
+    current: &mut Option<Row>,
+    row: &Row,
+) -> Result<bool, EngineError> {
+    let (Some(existing), Conflict::DoUpdateComputed(upsert)) = (current.as_mut(), on_conflict)
+    else {
+        return Ok(insert_row(on_conflict, current, row));
+    };
+    assert_eq!(existing.len(), row.len(), "rows of one table");
+    let mut both = existing.clone();
+    both.extend(row.iter().cloned());
+    if let Some(condition) = &upsert.condition {
+        if crate::expression::truth(&condition.evaluate(&both)?)? != Some(true) {
+            return Ok(false);
+        }
+    }
+    for (position, expression) in &upsert.assignments {
+        assert!(!schema.is_primary_key_column(*position));
+        let column = &schema.columns[*position];
+        let value = assign(&expression.evaluate(&both)?, column.data_type, &column.name)?;
+        existing[*position] = schema.check_value(*position, &value)?;
+    }
+    Ok(true)
 }
 
 /// Executes one operation on one row, exactly as it would alone.
@@ -337,6 +373,14 @@ impl Table {
             OnConflict::DoUpdate(assignments) => {
                 Conflict::DoUpdate(bind_assignments(assignments, &self.schema)?)
             }
+            OnConflict::DoUpdateComputed {
+                assignments,
+                condition,
+            } => Conflict::DoUpdateComputed(crate::operation::bind_upsert(
+                assignments,
+                condition.as_ref(),
+                &self.schema,
+            )?),
         };
         let mut bound = Vec::with_capacity(rows.len());
         for (at, values) in rows.iter().enumerate() {
@@ -352,7 +396,10 @@ impl Table {
             }
             bound.push((self.schema.key_of(&row), row));
         }
-        if matches!(on_conflict, Conflict::DoUpdate(_)) {
+        if matches!(
+            on_conflict,
+            Conflict::DoUpdate(_) | Conflict::DoUpdateComputed(_)
+        ) {
             let mut keys: Vec<&Key> = bound.iter().map(|(key, _)| key).collect();
             keys.sort();
             if keys.windows(2).any(|pair| pair[0] == pair[1]) {
@@ -390,7 +437,7 @@ impl Table {
                     constraint: self.schema.primary_key_name(),
                 });
             }
-            if insert_row(&bound.on_conflict, current, row) {
+            if upsert_row(&self.schema, &bound.on_conflict, current, row)? {
                 count += 1;
             }
         }

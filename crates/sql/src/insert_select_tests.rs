@@ -163,3 +163,42 @@ fn insert_select_is_all_or_nothing_and_refuses_as_postgresql() {
         vec![vec![big(1)]]
     );
 }
+
+#[test]
+fn values_without_a_column_list_fill_the_first_columns() {
+    for partitions in [1, 3] {
+        let mut cluster = staff(partitions);
+        assert_eq!(
+            cluster.tag("INSERT INTO copy VALUES (1), (2)"),
+            "INSERT 0 2"
+        );
+        assert_eq!(
+            cluster.tag("INSERT INTO copy VALUES (3, 'c')"),
+            "INSERT 0 1"
+        );
+        assert_eq!(
+            rows(&mut cluster, "SELECT id, name, pay FROM copy ORDER BY id"),
+            vec![
+                vec![int(1), Value::Null, big(5)],
+                vec![int(2), Value::Null, big(5)],
+                vec![int(3), text("c"), big(5)],
+            ]
+        );
+        // Left-out columns take their DEFAULT. As PostgreSQL: rows of different lengths, and too many values.
+        let ragged = error(&mut cluster, "INSERT INTO copy VALUES (4), (5, 'e')");
+        assert_eq!(
+            (ragged.code, ragged.message.as_str()),
+            ("42601", "VALUES lists must all be the same length")
+        );
+        let more = error(&mut cluster, "INSERT INTO copy VALUES (6, 'f', 1, 2)");
+        assert_eq!(
+            (more.code, more.message.as_str()),
+            ("42601", "INSERT has more expressions than target columns")
+        );
+        let fewer = error(&mut cluster, "INSERT INTO copy (id, name) VALUES (7)");
+        assert_eq!(
+            (fewer.code, fewer.message.as_str()),
+            ("42601", "INSERT has more target columns than expressions")
+        );
+    }
+}

@@ -68,8 +68,10 @@
 //! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
 //! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
 //! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
-//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk)\] DO NOTHING | DO
-//! UPDATE SET col = constant | EXCLUDED.col], SELECT (one table, a join of tables, or none; expressions,
+//! inserted constants and answered once every partition inserted)] [ON CONFLICT \[(pk) | ON CONSTRAINT pkey\] DO NOTHING | DO
+//! UPDATE SET col = expression over the stored row and EXCLUDED \[WHERE condition\] (constants and
+//! `EXCLUDED.col` go as values; anything else as `engine::OnConflict::DoUpdateComputed`,
+//! evaluated per conflicting row by the partition owning it, atomically with the insert)], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
 //! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
@@ -104,12 +106,23 @@
 //! multi-way): every table is read in one batch with its own WHERE conjuncts pushed down, and
 //! the gateway joins the rows (`plan::join`: hash joins on equalities, nested loops otherwise).
 //!
+//! Window functions (`plan::window`): row_number, rank, dense_rank, percent_rank, cume_dist,
+//! ntile, lag, lead, first_value, last_value, nth_value and count/sum/avg/min/max `OVER
+//! (PARTITION BY … ORDER BY … [ROWS | RANGE frame])`, named windows (`WINDOW w AS (…)`), over
+//! grouped rows (`sum(count(*)) OVER ()`), in ORDER BY: the query without its windows is
+//! planned as any query, the gateway computes the windows over its rows and then projects,
+//! sorts and cuts (`Finish::Window`).
+//!
+//! UNION/INTERSECT/EXCEPT: a NULL literal column takes the other query's type (PostgreSQL's
+//! `unknown`). INSERT … VALUES without a column list fills the first columns.
+//!
 //! BEGIN / START TRANSACTION parse to `SessionCommand::Begin`; the PostgreSQL front end runs
 //! the transaction block (`docs/internals/sprint.md`).
 //!
 //! Refused with 0A000 and a message naming the feature: LATERAL, derived tables, WITH queries and catalog tables in
 //! joins of user tables, other subqueries, WITH RECURSIVE, expressions in ORDER BY on
-//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
+//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window frames in RANGE with an offset or
+//! GROUPS, FILTER and IGNORE NULLS on window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
 //! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
@@ -185,6 +198,10 @@ mod returning_tests;
 mod tests;
 #[cfg(test)]
 mod time_tests;
+#[cfg(test)]
+mod upsert_tests;
+#[cfg(test)]
+mod window_tests;
 #[cfg(test)]
 mod with_tests;
 
@@ -327,6 +344,10 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             finish: Finish::Changed(changed),
             ..
         }) => changed.columns.clone(),
+        Plan::Execute(Execution {
+            finish: Finish::Window(window),
+            ..
+        }) => window.columns.clone(),
         Plan::InsertSelect(insert) => insert.columns.clone(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {

@@ -25,6 +25,9 @@ impl Execution {
     /// partition the operations were sent to, each with one result per operation (for a
     /// split insert, the partitions that received no rows may be left out).
     pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
+        if let Finish::Window(window) = &self.finish {
+            return window.finish(results);
+        }
         if let Finish::Query(plan) = &self.finish {
             if let Source::Derived(inner) = &plan.source {
                 return self.finish_derived(plan, inner, results);
@@ -55,7 +58,9 @@ impl Execution {
                 tag: command_tag(*kind, &outputs),
             }),
             Finish::Query(plan) => plan.finish(outputs),
-            Finish::SetOperation(_) | Finish::Changed(_) => unreachable!("finished above"),
+            Finish::SetOperation(_) | Finish::Changed(_) | Finish::Window(_) => {
+                unreachable!("finished above")
+            }
             Finish::Returning(returning) => {
                 let tag = command_tag(CommandKind::Insert, &outputs);
                 let inserted: u64 = outputs

@@ -47,6 +47,7 @@ use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
 pub mod join;
+pub mod window;
 
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,6 +159,9 @@ pub enum Finish {
     Returning(Returning),
     /// UPDATE or DELETE … RETURNING: the rows the statement changed, read by the same batch.
     Changed(ChangedReturning),
+    /// Window functions over a query's rows (`window::WindowPlan`): the rows with the
+    /// windows' values appended.
+    Window(Box<window::WindowPlan>),
 }
 
 /// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
@@ -216,17 +220,34 @@ impl SetNode {
     /// The result columns: the first query's names, each column's type unified over every
     /// query (numbers widen; other mixes are 42804, as in PostgreSQL).
     fn columns(&self) -> Result<Vec<crate::OutputColumn>, SqlError> {
+        Ok(self
+            .typed_columns()?
+            .into_iter()
+            .map(|(column, _)| column)
+            .collect())
+    }
+
+    /// The result columns, each with whether it is only NULL literals (PostgreSQL's type
+    /// `unknown`: `SELECT 1 UNION SELECT NULL` takes the other query's type).
+    fn typed_columns(&self) -> Result<Vec<(crate::OutputColumn, bool)>, SqlError> {
         match self {
-            SetNode::Query { execution, .. } => Ok(crate::result_columns(&Plan::Execute(
-                execution.as_ref().clone(),
-            ))),
+            SetNode::Query { execution, .. } => {
+                let nulls = null_literal_columns(execution);
+                Ok(
+                    crate::result_columns(&Plan::Execute(execution.as_ref().clone()))
+                        .into_iter()
+                        .enumerate()
+                        .map(|(at, column)| (column, nulls.get(at) == Some(&true)))
+                        .collect(),
+                )
+            }
             SetNode::Operation {
                 operator,
                 left,
                 right,
                 ..
             } => {
-                let (left, right) = (left.columns()?, right.columns()?);
+                let (left, right) = (left.typed_columns()?, right.typed_columns()?);
                 if left.len() != right.len() {
                     return Err(SqlError::syntax(format!(
                         "each {operator} query must have the same number of columns"
@@ -234,7 +255,19 @@ impl SetNode {
                 }
                 left.into_iter()
                     .zip(right)
-                    .map(|(left, right)| {
+                    .map(|((left, left_null), (right, right_null))| {
+                        if left_null || right_null {
+                            let data_type = if left_null && !right_null {
+                                right.data_type
+                            } else {
+                                left.data_type
+                            };
+                            let column = crate::OutputColumn {
+                                name: left.name,
+                                data_type,
+                            };
+                            return Ok((column, left_null && right_null));
+                        }
                         let numeric = |data_type: DataType| {
                             matches!(
                                 data_type,
@@ -257,14 +290,30 @@ impl SetNode {
                                 ),
                             ));
                         };
-                        Ok(crate::OutputColumn {
-                            name: left.name,
-                            data_type,
-                        })
+                        Ok((
+                            crate::OutputColumn {
+                                name: left.name,
+                                data_type,
+                            },
+                            false,
+                        ))
                     })
                     .collect()
             }
         }
+    }
+}
+
+/// Which result columns of a query are a bare NULL literal (ungrouped, so the value is NULL
+/// on every row).
+fn null_literal_columns(execution: &Execution) -> Vec<bool> {
+    match &execution.finish {
+        Finish::Query(plan) if plan.grouping.is_none() => plan
+            .projection
+            .iter()
+            .map(|scalar| *scalar == Scalar::Constant(Value::Null))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -671,6 +720,12 @@ impl Planner<'_, '_> {
         };
         if matches!(select.distinct, Some(ast::Distinct::On(_))) {
             return Err(SqlError::unsupported("SELECT DISTINCT ON"));
+        }
+        if !self.is_catalog_from(&select.from)? {
+            window::refuse_in(select)?;
+            if window::uses_windows(select, query) || !select.named_window.is_empty() {
+                return self.window_query(select, query);
+            }
         }
         if select.into.is_some()
             || select.top.is_some()
@@ -1732,6 +1787,9 @@ impl Planner<'_, '_> {
                 let SetExpr::Values(values) = source.body.as_ref() else {
                     return Err(SqlError::unsupported("INSERT … SELECT here"));
                 };
+                if insert.columns.is_empty() {
+                    values_fill_first_columns(values, &mut columns)?;
+                }
                 self.values_rows(schema, &columns, values)?
             }
         };
@@ -1763,8 +1821,18 @@ impl Planner<'_, '_> {
                 Finish::Returning(self.returning(items, schema, &qualifier, &columns, &rows)?)
             }
         };
-        let operations =
-            self.on_conflict(insert.on.as_ref(), &entry, &columns, &column_names, rows)?;
+        let qualifier = insert
+            .table_alias
+            .as_ref()
+            .map(|alias| ident_name(&alias.alias))
+            .unwrap_or(schema.name.clone());
+        let operations = self.on_conflict(
+            insert.on.as_ref(),
+            (&entry, &qualifier),
+            &columns,
+            &column_names,
+            rows,
+        )?;
         if nothing {
             // A SELECT that answered no rows: nothing to send.
             return Ok(Execution {
@@ -1953,11 +2021,13 @@ impl Planner<'_, '_> {
 
     /// ON CONFLICT: DO NOTHING; DO UPDATE SET col = constant | EXCLUDED.col. Assignments from
     /// EXCLUDED split the statement into one engine insert per row (the engine applies constant
-    /// assignments only), after the gateway checks the rows' keys are distinct (21000).
+    /// assignments only), after the gateway checks the rows' keys are distinct (21000). Any
+    /// other expression, or a WHERE, makes one insert whose clauses the engine evaluates per
+    /// conflicting row (`computed_upsert`).
     fn on_conflict(
         &mut self,
         on: Option<&ast::OnInsert>,
-        entry: &TableEntry,
+        (entry, qualifier): (&TableEntry, &str),
         columns: &[usize],
         column_names: &[String],
         rows: Vec<Vec<Value>>,
@@ -2011,8 +2081,9 @@ impl Planner<'_, '_> {
             }
             ast::OnConflictAction::DoUpdate(update) => update,
         };
-        if update.selection.is_some() {
-            return Err(SqlError::unsupported("ON CONFLICT DO UPDATE … WHERE"));
+        if update.selection.is_some() || self.upsert_needs_rows(update, &entry.schema)? {
+            let on_conflict = self.computed_upsert(update, &entry.schema, qualifier)?;
+            return Ok(vec![single(on_conflict, rows)]);
         }
         // Each assignment: a constant, or the position in the inserted row of an EXCLUDED column.
         let mut assignments: Vec<(String, Result<Value, usize>)> = Vec::new();
@@ -2088,6 +2159,98 @@ impl Planner<'_, '_> {
                 single(OnConflict::DoUpdate(assignments), vec![row])
             })
             .collect())
+    }
+
+    /// The scope of `ON CONFLICT DO UPDATE`'s expressions: the stored row under the table's
+    /// name (or alias), then the proposed row under `excluded`; and the same
+    /// columns named as the engine knows them (`engine::operation::excluded_column`).
+    fn upsert_scopes(schema: &TableSchema, qualifier: &str) -> (Scope, Scope) {
+        let mut scope = table_scope(schema, qualifier);
+        let width = scope.columns.len();
+        let excluded = table_scope(schema, "excluded");
+        // As in PostgreSQL, an unqualified name of both rows is ambiguous (42702).
+        scope.columns.extend(excluded.columns);
+        let mut naming = scope.clone();
+        for column in &mut naming.columns[width..] {
+            column.name = engine::operation::excluded_column(&column.name);
+        }
+        (scope, naming)
+    }
+
+    /// Whether a DO UPDATE clause reads the stored row (or computes over the proposed one):
+    /// anything but a constant or a bare `EXCLUDED.col`, which the engine applies as values.
+    fn upsert_needs_rows(
+        &mut self,
+        update: &ast::DoUpdate,
+        schema: &TableSchema,
+    ) -> Result<bool, SqlError> {
+        let (scope, _) = Self::upsert_scopes(schema, &schema.name);
+        for assignment in &update.assignments {
+            if let Expr::CompoundIdentifier(parts) = &assignment.value {
+                if parts.len() == 2 && ident_name(&parts[0]) == "excluded" {
+                    continue;
+                }
+            }
+            let mut used = vec![false; scope.columns.len()];
+            match self.compiler(&scope).compile(&assignment.value, None) {
+                Ok(scalar) if mark_columns(&scalar, &mut used) && !used.contains(&true) => {}
+                // Errors are reported by the path that plans the clause.
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
+    }
+
+    /// `ON CONFLICT … DO UPDATE SET col = expression, … [WHERE condition]` over the stored row
+    /// and `EXCLUDED`: compiled and type-checked here (42883, 42804, as PostgreSQL plans
+    /// them), evaluated by the partition owning each conflicting row
+    /// (`OnConflict::DoUpdateComputed`), atomically with the rest of the insert.
+    fn computed_upsert(
+        &mut self,
+        update: &ast::DoUpdate,
+        schema: &TableSchema,
+        qualifier: &str,
+    ) -> Result<OnConflict, SqlError> {
+        let (scope, naming) = Self::upsert_scopes(schema, qualifier);
+        let mut assignments = Vec::with_capacity(update.assignments.len());
+        for assignment in &update.assignments {
+            let column = assignment_column(&assignment.target)?;
+            let position = schema.column_position(&column)?;
+            let data_type = schema.columns[position].data_type;
+            let scalar = self
+                .compiler(&scope)
+                .compile(&assignment.value, Some(data_type))?;
+            check_assignment(&scalar, &scope, &column, data_type)?;
+            assignments.push(engine::ComputedAssignment::new(
+                &column,
+                scalar.to_engine(&naming)?,
+            ));
+        }
+        let condition = match &update.selection {
+            Some(selection) => {
+                let scalar = self
+                    .compiler(&scope)
+                    .compile(selection, Some(DataType::Boolean))?;
+                scalar.check_operators(&scope.types())?;
+                if let Some(found) = scalar.data_type(&scope.types()) {
+                    if found != DataType::Boolean {
+                        return Err(SqlError::new(
+                            sqlstate::DATATYPE_MISMATCH,
+                            format!(
+                                "argument of WHERE must be type boolean, not type {}",
+                                found.name()
+                            ),
+                        ));
+                    }
+                }
+                Some(scalar.to_engine(&naming)?)
+            }
+            None => None,
+        };
+        Ok(OnConflict::DoUpdateComputed {
+            assignments,
+            condition,
+        })
     }
 
     fn update(&mut self, update: &ast::Update) -> Result<Execution, SqlError> {
@@ -2591,6 +2754,11 @@ impl Planner<'_, '_> {
             if let Source::Join(join) = &plan.source {
                 steps.push(join.describe());
             }
+            if let Source::Derived(inner) = &plan.source {
+                if let Finish::Window(window) = &inner.finish {
+                    steps.push(window.describe());
+                }
+            }
             if plan.residual.is_some() {
                 steps.push(
                     "Gateway: filter rows by the conditions the engine cannot evaluate".into(),
@@ -2988,6 +3156,7 @@ fn execution_columns(execution: &Execution) -> Vec<OutputColumn> {
         Finish::SetOperation(set) => set.columns.clone(),
         Finish::Returning(returning) => returning.columns.clone(),
         Finish::Changed(changed) => changed.columns.clone(),
+        Finish::Window(window) => window.columns.clone(),
         Finish::Command(_) => Vec::new(),
     }
 }
@@ -3539,6 +3708,23 @@ pub(crate) fn project_returning(
 }
 
 /// Whether a VALUES item is the keyword DEFAULT (the parser reads it as a bare identifier).
+/// `INSERT INTO t VALUES …` without a column list: rows shorter than the table fill its first
+/// columns, as in PostgreSQL; every row must have the same length (42601, PostgreSQL's
+/// message). Longer rows are left to `values_rows`' error.
+fn values_fill_first_columns(
+    values: &ast::Values,
+    columns: &mut Vec<usize>,
+) -> Result<(), SqlError> {
+    let Some(first) = values.rows.first() else {
+        return Ok(());
+    };
+    if values.rows.iter().any(|row| row.len() != first.len()) {
+        return Err(SqlError::syntax("VALUES lists must all be the same length"));
+    }
+    columns.truncate(first.len());
+    Ok(())
+}
+
 fn is_default_keyword(expr: &Expr) -> bool {
     matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
 }

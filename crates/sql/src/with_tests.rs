@@ -324,3 +324,40 @@ fn set_operations_take_order_by_offset_and_limit() {
         "42P10"
     );
 }
+
+#[test]
+fn a_null_literal_in_a_set_operation_takes_the_other_query_s_type() {
+    for partitions in [1, 3] {
+        let mut cluster = staff(partitions);
+        // PostgreSQL's `unknown` NULL: it used to be TEXT and fail with 42804.
+        assert_eq!(
+            rows(&mut cluster, "SELECT 1 UNION SELECT NULL ORDER BY 1"),
+            vec![vec![int(1)], vec![Value::Null]]
+        );
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT id, NULL FROM emp WHERE id = 10 UNION ALL SELECT NULL, salary FROM emp \
+                 WHERE id = 11 ORDER BY 1"
+            ),
+            vec![vec![int(10), Value::Null], vec![Value::Null, big(90)]]
+        );
+        let StatementResult::Rows { columns, .. } = cluster
+            .run("SELECT NULL AS x UNION SELECT salary FROM emp")
+            .unwrap()
+        else {
+            panic!("rows")
+        };
+        assert_eq!(columns[0].name, "x");
+        assert_eq!(columns[0].data_type, engine::DataType::BigInt);
+        assert_eq!(
+            rows(&mut cluster, "SELECT NULL UNION SELECT NULL"),
+            vec![vec![Value::Null]]
+        );
+        // Two typed queries still have to match.
+        assert_eq!(
+            error(&mut cluster, "SELECT 1 UNION SELECT 'a'::text").code,
+            "42804"
+        );
+    }
+}

@@ -427,7 +427,9 @@ pub fn required(operation: &Operation) -> Vec<Privilege> {
         | Operation::CreateIndexOn { .. } => vec![Privilege::Owner],
         Operation::Select { .. } | Operation::Aggregate { .. } => vec![Privilege::Select],
         Operation::Insert { on_conflict, .. } => match on_conflict {
-            OnConflict::DoUpdate(_) => vec![Privilege::Insert, Privilege::Update],
+            OnConflict::DoUpdate(_) | OnConflict::DoUpdateComputed { .. } => {
+                vec![Privilege::Insert, Privilege::Update]
+            }
             _ => vec![Privilege::Insert],
         },
         Operation::Update { predicate, .. } => match predicate {
