@@ -162,6 +162,7 @@ pub mod parse;
 pub mod pg_catalog;
 pub mod plan;
 pub mod regex;
+pub mod sequence;
 pub mod session;
 pub mod types;
 
@@ -177,6 +178,8 @@ mod merge_tests;
 mod reflection_tests;
 #[cfg(test)]
 mod returning_tests;
+#[cfg(test)]
+mod sequence_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -230,7 +233,22 @@ pub enum StatementResult {
 /// previous one executed: a CREATE TABLE changes the catalog the next one sees.
 pub fn plan_statement(statement: &Statement, catalog: &dyn Catalog) -> Result<Plan, SqlError> {
     let mut parameters = Parameters::default();
-    plan::plan(statement, catalog, &mut parameters)
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    undrawn(&parameters)?;
+    Ok(plan)
+}
+
+/// A plan made without drawing its sequence values holds placeholders: refused (the gateway
+/// plans with `plan_statement_sequenced` / `Prepared::bind_sequenced`).
+fn undrawn(parameters: &Parameters) -> Result<(), SqlError> {
+    if parameters.sequences.is_final() {
+        return Ok(());
+    }
+    Err(SqlError::new(
+        error::sqlstate::INTERNAL_ERROR,
+        "the statement draws from a sequence but was planned without drawing its values",
+    )
+    .with_hint("plan it with plan_statement_sequenced"))
 }
 
 /// `plan_statement` with the statement's time, `now_us` microseconds since 1970-01-01 UTC,
@@ -247,7 +265,30 @@ pub fn plan_statement_at(
         now: Some(now_us),
         ..Parameters::default()
     };
-    plan::plan(statement, catalog, &mut parameters)
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    undrawn(&parameters)?;
+    Ok(plan)
+}
+
+/// `plan_statement_at` with the session's sequence state (`Session::sequences`). The plan is
+/// final when the returned `SequenceUse::is_final`; otherwise the statement draws from or sets
+/// sequences: run `sequence::advance` for each of its `requests` (ordered writes, outside any
+/// transaction block), then plan again with `SequenceUse::supplied` of the values drawn, and
+/// keep the returned state in the session (`Session::set_sequences`) once the values are
+/// drawn, whether or not the statement then succeeds (nextval is not undone).
+pub fn plan_statement_sequenced(
+    statement: &Statement,
+    catalog: &dyn Catalog,
+    now_us: i64,
+    sequences: sequence::SequenceUse,
+) -> Result<(Plan, sequence::SequenceUse), SqlError> {
+    let mut parameters = Parameters {
+        now: Some(now_us),
+        sequences,
+        ..Parameters::default()
+    };
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    Ok((plan, parameters.sequences))
 }
 
 /// A statement prepared by the extended protocol's Parse.
@@ -363,6 +404,25 @@ impl Prepared {
         values: &[Option<Value>],
         now: Option<i64>,
     ) -> Result<Plan, SqlError> {
+        let mut used = None;
+        let plan = self.bind_inner(catalog, values, now, Default::default(), &mut used)?;
+        if let Some(used) = used {
+            undrawn(&Parameters {
+                sequences: used,
+                ..Parameters::default()
+            })?;
+        }
+        Ok(plan)
+    }
+
+    fn bind_inner(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now: Option<i64>,
+        sequences: sequence::SequenceUse,
+        used: &mut Option<sequence::SequenceUse>,
+    ) -> Result<Plan, SqlError> {
         if values.len() != self.parameter_types.len() {
             return Err(SqlError::new(
                 error::sqlstate::PROTOCOL_VIOLATION,
@@ -386,12 +446,28 @@ impl Prepared {
             .collect::<Result<Vec<_>, SqlError>>()?;
         let mut parameters = Parameters::new(values);
         parameters.now = now;
+        parameters.sequences = sequences;
         parameters.inferred = self
             .parameter_types
             .iter()
             .map(|data_type| Some(*data_type))
             .collect();
-        plan::plan(statement, catalog, &mut parameters)
+        let plan = plan::plan(statement, catalog, &mut parameters)?;
+        *used = Some(parameters.sequences);
+        Ok(plan)
+    }
+
+    /// `bind_at` with the session's sequence state (see `plan_statement_sequenced`).
+    pub fn bind_sequenced(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now_us: i64,
+        sequences: sequence::SequenceUse,
+    ) -> Result<(Plan, sequence::SequenceUse), SqlError> {
+        let mut used = None;
+        let plan = self.bind_inner(catalog, values, Some(now_us), sequences, &mut used)?;
+        Ok((plan, used.unwrap_or_default()))
     }
 
     /// Whether Parse was given an empty query string (EmptyQueryResponse).
