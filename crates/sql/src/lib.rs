@@ -34,6 +34,7 @@
 //! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
 //! | `session` | `Session`: SET/SHOW/RESET/DISCARD, COMMIT/ROLLBACK outside a block (autocommit) |
+//! | `sequence` | sequences: definition in a relation's options, the draw (`advance`), SERIAL/IDENTITY |
 //! | `catalog` | the `Catalog` trait, `TableEntry`, `TableOptions` (`WITH (…)` placement) |
 //! | `pg_catalog` | virtual catalog tables for psql (`\\dt`, `\\d table`) and pgjdbc metadata |
 //! | `regex` | the `~` subset psql's catalog queries need |
@@ -63,7 +64,12 @@
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
-//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
+//! DROP TABLE [IF EXISTS] (with the sequences its columns own), CREATE SEQUENCE [IF NOT EXISTS]
+//! (AS, INCREMENT, MINVALUE, MAXVALUE, START, CYCLE, OWNED BY; CACHE 1 only), DROP SEQUENCE
+//! [IF EXISTS], `nextval`/`currval`/`setval`/`lastval`, SERIAL/BIGSERIAL/SMALLSERIAL and
+//! GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY columns, DEFAULT nextval('s') (see `sequence`:
+//! the gateway draws values by one ordered write at the sequence's partition before the
+//! statement's final planning, `plan_statement_sequenced`), CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
 //! leading column, see `engine::Operation::CreateIndexOn`),
 //! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
 //! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
@@ -79,7 +85,7 @@
 //! are evaluated per row by every replica, each reading the row before the statement; type
 //! errors 42883/42804 are refused at planning), DELETE … WHERE … [RETURNING …], TRUNCATE [TABLE] t [, …]
 //! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
-//! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
+//! one batch; RESTART IDENTITY restarts the sequences the tables own; no foreign keys exist, so CASCADE has nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
@@ -108,8 +114,10 @@
 //! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
-//! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
-//! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
+//! sequence CACHE above 1, ALTER SEQUENCE, nextval/setval over a table's rows and INSERT … SELECT
+//! into a column whose default draws from a sequence, time zones other than UTC,
+//! UNIQUE/CHECK/FOREIGN KEY constraints and non-primary-key unique indexes (with the reason:
+//! not enforced across partitions), DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
 //! outside a transaction block.
 //!

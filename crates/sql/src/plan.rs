@@ -2249,6 +2249,22 @@ impl Planner<'_, '_> {
             {
                 continue;
             }
+            if matches!(
+                truncate.identity,
+                Some(ast::TruncateIdentityOption::Restart)
+            ) {
+                // RESTART IDENTITY: every sequence the table's columns own starts over, set by
+                // the gateway before the truncate (`SequenceRequest::Set`).
+                for sequence in crate::sequence::owned_by(self.catalog, &table) {
+                    let definition = crate::sequence::lookup(self.catalog, &sequence)?;
+                    self.parameters.sequences.setval(
+                        self.catalog,
+                        &sequence,
+                        definition.start,
+                        false,
+                    )?;
+                }
+            }
             operations.push(Operation::Delete {
                 table,
                 predicate: None,
@@ -2655,7 +2671,7 @@ impl Planner<'_, '_> {
                     ast::ColumnOption::Default(expr) => {
                         definition.default = Some(self.column_default(expr, &definition)?);
                     }
-                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+                    other => return Err(refused_column_option(other)),
                 }
             }
             columns.push(definition);
@@ -2680,7 +2696,7 @@ impl Planner<'_, '_> {
                         }
                     }
                 }
-                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+                other => return Err(refused_table_constraint(other)),
             }
         }
         if primary_key.is_empty() {
@@ -2722,9 +2738,9 @@ impl Planner<'_, '_> {
 
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<Plan, SqlError> {
         if create.unique {
-            return Err(
-                SqlError::unsupported("UNIQUE indexes").with_hint("only the primary key is unique")
-            );
+            return Err(SqlError::unsupported("UNIQUE indexes")
+                .with_detail(UNIQUE_REFUSED)
+                .with_hint("only the primary key is unique"));
         }
         if create.predicate.is_some()
             || !create.include.is_empty()
@@ -3833,4 +3849,41 @@ fn refuse_explicit_identity(column: &ColumnDef) -> Result<(), SqlError> {
         .with_hint("Use OVERRIDING SYSTEM VALUE to override."));
     }
     Ok(())
+}
+
+/// Why UNIQUE: rows are spread over partitions by their partition key, and no check across
+/// partitions exists yet; a constraint accepted and not enforced would be a lie.
+const UNIQUE_REFUSED: &str = "uniqueness beyond the primary key is not enforced: a table's rows are spread over partitions by the partition key, and a check across partitions is not built";
+/// Why FOREIGN KEY: no check of the referenced table at write time exists yet.
+const FOREIGN_KEY_REFUSED: &str = "foreign keys are not enforced: a write would have to check the referenced table on other partitions in the same ordered step, which is not built";
+
+/// A column option CREATE TABLE refuses (0A000), naming it and why.
+fn refused_column_option(option: &ast::ColumnOption) -> SqlError {
+    match option {
+        ast::ColumnOption::Unique(_) => {
+            SqlError::unsupported("UNIQUE constraints").with_detail(UNIQUE_REFUSED)
+        }
+        ast::ColumnOption::ForeignKey(_) => {
+            SqlError::unsupported("FOREIGN KEY constraints (REFERENCES)")
+                .with_detail(FOREIGN_KEY_REFUSED)
+        }
+        ast::ColumnOption::Check(_) => SqlError::unsupported("CHECK constraints"),
+        ast::ColumnOption::Generated { .. } => {
+            SqlError::unsupported("generated columns (GENERATED ALWAYS AS (expression) STORED)")
+        }
+        other => SqlError::unsupported(format!("column option {other}")),
+    }
+}
+
+/// A table constraint CREATE TABLE refuses (0A000), naming it and why.
+fn refused_table_constraint(constraint: &ast::TableConstraint) -> SqlError {
+    match constraint {
+        ast::TableConstraint::Unique(_) => {
+            SqlError::unsupported("UNIQUE constraints").with_detail(UNIQUE_REFUSED)
+        }
+        ast::TableConstraint::ForeignKey(_) => {
+            SqlError::unsupported("FOREIGN KEY constraints").with_detail(FOREIGN_KEY_REFUSED)
+        }
+        other => SqlError::unsupported(format!("table constraint {other}")),
+    }
 }

@@ -423,3 +423,75 @@ fn a_written_out_nextval_default_draws_from_an_existing_sequence() {
         "42P01"
     );
 }
+
+#[test]
+fn truncate_restart_identity_restarts_the_sequences_the_table_owns() {
+    let mut cluster = Cluster::new(3);
+    tag(
+        &mut cluster,
+        "CREATE TABLE t (id SERIAL PRIMARY KEY, v INT)",
+    );
+    values(
+        &mut cluster,
+        "INSERT INTO t (v) VALUES (1), (2) RETURNING id",
+    );
+    tag(&mut cluster, "TRUNCATE t");
+    assert_eq!(
+        values(&mut cluster, "INSERT INTO t (v) VALUES (3) RETURNING id"),
+        vec![3]
+    );
+    tag(&mut cluster, "TRUNCATE t RESTART IDENTITY");
+    assert_eq!(
+        values(&mut cluster, "INSERT INTO t (v) VALUES (4) RETURNING id"),
+        vec![1]
+    );
+}
+
+#[test]
+fn unique_and_foreign_key_constraints_are_refused_naming_why() {
+    let mut cluster = Cluster::new(2);
+    tag(&mut cluster, "CREATE TABLE p (id INT PRIMARY KEY)");
+    for (sql, message) in [
+        (
+            "CREATE TABLE a (id INT PRIMARY KEY, e TEXT UNIQUE)",
+            "UNIQUE constraints is not supported",
+        ),
+        (
+            "CREATE TABLE a (id INT PRIMARY KEY, e TEXT, UNIQUE (e))",
+            "UNIQUE constraints is not supported",
+        ),
+        (
+            "CREATE TABLE a (id INT PRIMARY KEY, p INT REFERENCES p (id))",
+            "FOREIGN KEY constraints (REFERENCES) is not supported",
+        ),
+        (
+            "CREATE TABLE a (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES p (id))",
+            "FOREIGN KEY constraints is not supported",
+        ),
+        (
+            "CREATE UNIQUE INDEX pi ON p (id)",
+            "UNIQUE indexes is not supported",
+        ),
+    ] {
+        let refused = error(&mut cluster, sql);
+        assert_eq!(
+            (refused.code, refused.message.as_str()),
+            ("0A000", message),
+            "{sql}"
+        );
+        assert!(
+            refused
+                .detail
+                .is_some_and(|detail| detail.contains("not enforced")),
+            "{sql}"
+        );
+    }
+    // Nothing was created, and pg_constraint holds only the primary key.
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT conname, contype FROM pg_catalog.pg_constraint"
+        ),
+        vec![vec![Value::Text("p_pkey".into()), Value::Text("p".into())]]
+    );
+}
