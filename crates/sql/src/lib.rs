@@ -140,6 +140,11 @@
 //!
 //! - Sockets, startup (report `Session::reported()` as ParameterStatus, `BackendKeyData`),
 //!   authentication, SSL refusal, cancel requests, and the message framing of both protocols.
+//! - Sequences: plan with `plan_statement_sequenced` / `Prepared::bind_sequenced`; when the
+//!   returned state is not final, run `sequence::advance` of each request (outside any
+//!   transaction block), plan again with `SequenceUse::supplied`, and keep the state in the
+//!   session (`Session::set_sequences`). `plan_statement` refuses (XX000) a statement that
+//!   would need values rather than plan it with placeholders.
 //! - Simple query: `parse`, then for each statement `plan_statement` *after* the previous one
 //!   executed; stop at the first error (autocommit: earlier statements stay committed). An
 //!   empty string is EmptyQueryResponse. ReadyForQuery is always idle ('I').
