@@ -6,6 +6,11 @@
 # shared copy stays pristine. Logs: $VALKEY_LOGS (default: a temporary directory).
 #
 #   tests/valkey/run.sh PORT [UNIT ...]     e.g. tests/valkey/run.sh 7001 unit/type/hash
+#
+# The harness listens for its own test clients on a port below its base port (21079–21110
+# by default); VALKEY_BASEPORT moves that range (BASE-32 … BASE-1, and BASE … BASE+63 for
+# servers it would spawn) into a port range of one's own, which also lets two runs (against
+# two servers) go at once. VALKEY_TIMEOUT (seconds, default 900) bounds each unit.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 port=$1
@@ -22,7 +27,8 @@ total_ok=0
 total_err=0
 for unit in $units; do
     log="$logs/$(echo "$unit" | tr / _).log"
-    (cd "$work" && timeout 900 ./runtest --host 127.0.0.1 --port "$port" --singledb --durable \
+    (cd "$work" && timeout "${VALKEY_TIMEOUT:-900}" ./runtest --host 127.0.0.1 --port "$port" --singledb --durable \
+        ${VALKEY_BASEPORT:+--baseport "$VALKEY_BASEPORT" --portcount 64} \
         --single "$unit" --tags -needs:debug --tags -needs:repl \
         --tags -needs:config-maxmemory --tags -needs:save) > "$log" 2>&1 || true
     plain=$(sed 's/\x1b\[[0-9;]*m//g' "$log")

@@ -20,8 +20,11 @@ pub mod value;
 pub use multikey::{Aggregate, Combine, KeysOperation};
 pub use operations::{
     AddFlags, ExpireCondition, ExpireTime, HashOperation, LexBound, ListOperation, Range,
-    ScoreBound, SetOperation, SortedOperation, TtlChange, TtlQuery,
+    ScoreBound, SetOperation, SortedOperation, StringOperation, TtlChange, TtlQuery,
 };
+
+/// The longest string SETRANGE and SETBIT may make (Redis's `proto-max-bulk-len`, 512 MiB).
+pub const STRING_BYTES_MAX: u64 = 512 * 1024 * 1024;
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
 pub use value::{EncodingLimits, Entry, Score, Value};
 
@@ -161,6 +164,11 @@ pub enum Command {
     /// representation (`Entry::memory_usage`; collections estimated from `samples` of their
     /// elements, 0: all), nil if absent.
     MemoryUsage { key: Bytes, samples: u64 },
+    /// Slot 32. GETRANGE, SETRANGE, GETBIT, SETBIT: the bytes of one string.
+    Text {
+        key: Bytes,
+        operation: StringOperation,
+    },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -172,6 +180,27 @@ pub enum SetCondition {
     IfAbsent,
     /// Slot 2. Write only if the key is present (Redis `XX`).
     IfPresent,
+}
+
+/// GETRANGE's selection, as Redis 7.0 clamps it: negative indexes count from the end, both
+/// ends are clamped into the string, an empty range (or both ends negative and inverted) is
+/// empty.
+fn string_range(bytes: &[u8], start: i64, end: i64) -> &[u8] {
+    let length = bytes.len() as i64;
+    if (start < 0 && end < 0 && start > end) || length == 0 {
+        return &[];
+    }
+    let start = if start < 0 {
+        (length + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { (length + end).max(0) } else { end };
+    let end = end.min(length - 1);
+    if start > end {
+        return &[];
+    }
+    &bytes[start as usize..=end as usize]
 }
 
 impl SetCondition {
@@ -237,6 +266,7 @@ impl Command {
             Command::Members { operation, .. } => operation.is_read(),
             Command::Sorted { operation, .. } => operation.is_read(),
             Command::Keys(operation) => operation.is_read(),
+            Command::Text { operation, .. } => operation.is_read(),
             Command::At { command, .. } => {
                 !matches!(**command, Command::At { .. }) && command.is_read()
             }
@@ -301,6 +331,7 @@ impl Command {
             | Command::Encoding { key }
             | Command::MemoryUsage { key, .. }
             | Command::IncrementFloat { key, .. }
+            | Command::Text { key, .. }
             | Command::Reserve { key, .. }
             | Command::Commit { key, .. }
             | Command::Release { key, .. } => vec![key.as_slice()],
@@ -373,6 +404,8 @@ pub enum KvError {
     NoSuchKeyToRename,
     /// Slot 18. COPY of a key onto itself.
     SameObject,
+    /// Slot 19. SETRANGE or SETBIT would make a string longer than `STRING_BYTES_MAX`.
+    StringTooLong,
 }
 
 impl KvError {
@@ -416,6 +449,7 @@ impl std::fmt::Display for KvError {
             KvError::NotReserved => "a multi-key command's reservation was released",
             KvError::NoSuchKeyToRename => "no such key",
             KvError::SameObject => "source and destination objects are the same",
+            KvError::StringTooLong => "string exceeds maximum allowed size (proto-max-bulk-len)",
         })
     }
 }
@@ -780,6 +814,7 @@ impl KvStore {
             Command::Increment { key, by } => self.increment(key, *by),
             Command::IncrementFloat { key, by } => self.increment_float(key, *by),
             Command::Append { key, value } => self.append(key, value),
+            Command::Text { key, operation } => self.text(key, operation, now_ms),
             Command::MultiPut { pairs } => {
                 for (key, value) in pairs {
                     self.put(key.clone(), value.clone());
@@ -933,6 +968,7 @@ impl KvStore {
                 self.live(key, now_ms)
                     .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
             ),
+            Command::Text { key, operation } => self.read_text(key, operation, now_ms),
             Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
                 Some(entry) => {
                     let bytes = entry.memory_usage(key, *samples);
@@ -1035,6 +1071,88 @@ impl KvStore {
                 expires_at_ms,
             },
         );
+    }
+
+    /// GETRANGE, SETRANGE, GETBIT, SETBIT (expired keys already deleted by `execute_at`).
+    fn text(&mut self, key: &[u8], operation: &StringOperation, now_ms: Option<u64>) -> Outcome {
+        let (offset, written): (u64, Vec<u8>) = match operation {
+            StringOperation::SetRange { offset, value } => (*offset, value.clone()),
+            StringOperation::SetBit { offset, .. } => (offset / 8, vec![0]),
+            read => return self.read_text(key, read, now_ms),
+        };
+        let length = match self.entries.get(key) {
+            None => 0,
+            Some(Entry {
+                value: Value::String(stored),
+                ..
+            }) => stored.len() as u64,
+            Some(_) => return Outcome::Error(KvError::WrongType),
+        };
+        if written.is_empty() {
+            // SETRANGE of nothing: no key made, nothing grown.
+            return Outcome::Integer(length as i64);
+        }
+        if offset + written.len() as u64 > STRING_BYTES_MAX {
+            return Outcome::Error(KvError::StringTooLong);
+        }
+        if !self.entries.contains_key(key) {
+            self.put(key.to_vec(), Vec::new());
+        }
+        let Some(Entry {
+            value: Value::String(stored),
+            ..
+        }) = self.entries.get_mut(key)
+        else {
+            unreachable!("a string is there")
+        };
+        let before = stored.len() as u64;
+        let end = offset as usize + written.len();
+        if stored.len() < end {
+            stored.resize(end, 0);
+        }
+        let reply = match operation {
+            StringOperation::SetRange { value, .. } => {
+                stored[offset as usize..end].copy_from_slice(value);
+                Outcome::Integer(stored.len() as i64)
+            }
+            StringOperation::SetBit {
+                offset: bit,
+                bit: on,
+            } => {
+                let mask = 0x80u8 >> (bit % 8);
+                let byte = &mut stored[offset as usize];
+                let old = *byte & mask != 0;
+                if *on {
+                    *byte |= mask;
+                } else {
+                    *byte &= !mask;
+                }
+                Outcome::Integer(i64::from(old))
+            }
+            _ => unreachable!("reads returned above"),
+        };
+        self.bytes += stored.len() as u64 - before;
+        reply
+    }
+
+    /// GETRANGE and GETBIT.
+    fn read_text(&self, key: &[u8], operation: &StringOperation, now_ms: Option<u64>) -> Outcome {
+        let stored = match self.live_string(key, now_ms) {
+            Ok(stored) => stored.map_or(&[][..], Vec::as_slice),
+            Err(error) => return Outcome::Error(error),
+        };
+        match operation {
+            StringOperation::GetRange { start, end } => {
+                Outcome::Value(Some(string_range(stored, *start, *end).to_vec()))
+            }
+            StringOperation::GetBit { offset } => {
+                let bit = stored
+                    .get((offset / 8) as usize)
+                    .is_some_and(|byte| byte & (0x80 >> (offset % 8)) != 0);
+                Outcome::Integer(i64::from(bit))
+            }
+            _ => Outcome::Error(KvError::NotARead),
+        }
     }
 
     fn append(&mut self, key: &[u8], value: &[u8]) -> Outcome {

@@ -102,6 +102,14 @@ pub enum KeysOperation {
     /// Slot 10. The pops of BZPOPMIN and BZPOPMAX: from the first key holding a sorted set,
     /// its lowest (or highest) member: `[key, member, score]`, or nil.
     SortedPop { keys: Vec<Bytes>, highest: bool },
+    /// Slot 11. ZMPOP and the pops of BZMPOP: from the first key holding a sorted set, its
+    /// `count` lowest (or highest) members, fewer if it has fewer: `[key, member, score, …]`,
+    /// or nil if no key holds a sorted set. A key of another type met first is WRONGTYPE.
+    SortedMultiPop {
+        keys: Vec<Bytes>,
+        highest: bool,
+        count: u64,
+    },
 }
 
 impl KeysOperation {
@@ -145,11 +153,48 @@ impl KeysOperation {
                 .collect(),
             KeysOperation::SetIntersectionCard { keys, .. }
             | KeysOperation::ListPop { keys, .. }
-            | KeysOperation::SortedPop { keys, .. } => keys.iter().map(Vec::as_slice).collect(),
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => {
+                keys.iter().map(Vec::as_slice).collect()
+            }
             KeysOperation::MultiPutIfAbsent { pairs } => {
                 pairs.iter().map(|(key, _)| key.as_slice()).collect()
             }
         }
+    }
+
+    /// The keys a blocking pop waits on (the keys it pops from): the keys of LMPOP, ZMPOP
+    /// and the pops of BLPOP…, the source of LMOVE; empty for the other operations.
+    pub fn source_keys(&self) -> Vec<&[u8]> {
+        match self {
+            KeysOperation::ListPop { keys, .. }
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => {
+                keys.iter().map(Vec::as_slice).collect()
+            }
+            KeysOperation::ListMove { source, .. } => vec![source],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The same pop restricted to the source keys `excluded` refuses (a blocking pop leaves
+    /// the keys older blocked clients wait on to them, as Redis serves the longest-waiting
+    /// client first); `None` if no source key is left. Other operations are returned as they
+    /// are.
+    pub fn without_sources(&self, excluded: &dyn Fn(&[u8]) -> bool) -> Option<KeysOperation> {
+        let kept = |keys: &[Bytes]| -> Option<Vec<Bytes>> {
+            let kept: Vec<Bytes> = keys.iter().filter(|key| !excluded(key)).cloned().collect();
+            (!kept.is_empty()).then_some(kept)
+        };
+        let mut restricted = self.clone();
+        match &mut restricted {
+            KeysOperation::ListPop { keys, .. }
+            | KeysOperation::SortedPop { keys, .. }
+            | KeysOperation::SortedMultiPop { keys, .. } => *keys = kept(keys)?,
+            KeysOperation::ListMove { source, .. } if excluded(source) => return None,
+            _ => {}
+        }
+        Some(restricted)
     }
 
     /// Whether it only reads (SINTER, SUNION, SDIFF, SINTERCARD, ZUNION, ZINTER, ZDIFF).
@@ -250,8 +295,13 @@ impl KvStore {
                 self.list_pop_first(keys, *front, *count, now_ms)
             }
             KeysOperation::SortedPop { keys, highest } => {
-                self.sorted_pop_first(keys, *highest, now_ms)
+                self.sorted_pop_first(keys, *highest, 1, now_ms)
             }
+            KeysOperation::SortedMultiPop {
+                keys,
+                highest,
+                count,
+            } => self.sorted_pop_first(keys, *highest, *count, now_ms),
         })
     }
 
@@ -603,10 +653,13 @@ impl KvStore {
         Ok(Outcome::Values(reply))
     }
 
+    /// BZPOPMIN's, ZMPOP's and BZMPOP's pop: up to `count` (at least one) lowest or highest
+    /// members of the first key holding a sorted set, `[key, member, score, …]`.
     fn sorted_pop_first(
         &mut self,
         keys: &[Bytes],
         highest: bool,
+        count: u64,
         now_ms: Option<u64>,
     ) -> Result<Outcome, KvError> {
         let is_sorted: fn(&Value) -> bool = |value| matches!(value, Value::SortedSet(_));
@@ -617,22 +670,24 @@ impl KvStore {
         let Value::SortedSet(sorted) = &mut entry.value else {
             unreachable!("the key holds a sorted set")
         };
-        let (member, score) = if highest {
-            sorted.iter().next_back()
+        let wanted = count.clamp(1, sorted.len() as u64) as usize;
+        let clone = |(member, score): (&Bytes, f64)| (member.clone(), score);
+        let chosen: Vec<(Bytes, f64)> = if highest {
+            sorted.iter().rev().take(wanted).map(clone).collect()
         } else {
-            sorted.iter().next()
+            sorted.iter().take(wanted).map(clone).collect()
+        };
+        assert!(!chosen.is_empty(), "a stored sorted set is never empty");
+        let mut reply = vec![Some(key.clone())];
+        for (member, score) in chosen {
+            sorted.remove(&member);
+            reply.push(Some(member));
+            reply.push(Some(crate::value::format_score(score).into_bytes()));
         }
-        .map(|(member, score)| (member.clone(), score))
-        .expect("a stored sorted set is never empty");
-        sorted.remove(&member);
         if !sorted.is_empty() {
-            self.put_entry(key.clone(), entry);
+            self.put_entry(key, entry);
         }
-        Ok(Outcome::Values(vec![
-            Some(key),
-            Some(member),
-            Some(crate::value::format_score(score).into_bytes()),
-        ]))
+        Ok(Outcome::Values(reply))
     }
 }
 

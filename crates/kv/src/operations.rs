@@ -217,6 +217,14 @@ pub enum SortedOperation {
     Pop { highest: bool, count: Option<u64> },
     /// Slot 10. ZREMRANGEBYRANK / BYSCORE / BYLEX: how many went.
     RemoveRange { range: Range },
+    /// Slot 11. ZRANDMEMBER: without `count` one member or nil; with it, up to `count`
+    /// distinct members (count ≥ 0) or exactly `-count` members that may repeat, each followed
+    /// by its score if `with_scores`. Drawn as HRANDFIELD draws (seeded from the operation's
+    /// timestamp, the key and the size).
+    RandomMembers {
+        count: Option<i64>,
+        with_scores: bool,
+    },
 }
 
 impl SortedOperation {
@@ -228,6 +236,31 @@ impl SortedOperation {
                 | SortedOperation::Remove { .. }
                 | SortedOperation::Pop { .. }
                 | SortedOperation::RemoveRange { .. }
+        )
+    }
+}
+
+/// A command on the bytes of one string key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StringOperation {
+    /// Slot 0. GETRANGE / SUBSTR: the bytes `start..=end` (negative counts from the end,
+    /// clamped as Redis clamps them), empty if absent.
+    GetRange { start: i64, end: i64 },
+    /// Slot 1. SETRANGE: `value` written at `offset` (the string padded with zero bytes up
+    /// to it); the new length. An empty `value` creates nothing (0 for an absent key).
+    SetRange { offset: u64, value: Bytes },
+    /// Slot 2. GETBIT: the bit at `offset` (0 past the end or for an absent key).
+    GetBit { offset: u64 },
+    /// Slot 3. SETBIT: the bit at `offset` set to `bit` (the string padded with zero bytes);
+    /// the bit it had.
+    SetBit { offset: u64, bit: bool },
+}
+
+impl StringOperation {
+    pub fn is_read(&self) -> bool {
+        matches!(
+            self,
+            StringOperation::GetRange { .. } | StringOperation::GetBit { .. }
         )
     }
 }

@@ -725,6 +725,7 @@ impl KvStore {
             Err(error) => return Outcome::Error(error),
         };
         let empty = SortedSet::default();
+        let present = sorted.is_some();
         let sorted = sorted.unwrap_or(&empty);
         let score_text = |member: &[u8]| {
             sorted
@@ -767,6 +768,25 @@ impl KvStore {
                     Some(rank) => Outcome::Integer(rank as i64),
                     None => Outcome::Value(None),
                 }
+            }
+            SortedOperation::RandomMembers { count, with_scores } => {
+                let mut prng = prng_for(key, now_ms, sorted.len());
+                let members: Vec<(&Bytes, f64)> = sorted.iter().collect();
+                let Some(count) = count else {
+                    return Outcome::Value(
+                        draw(&mut prng, members.len(), 1)
+                            .first()
+                            .map(|at| members[*at].0.clone()),
+                    );
+                };
+                if !present {
+                    return Outcome::Values(Vec::new());
+                }
+                let chosen = draw(&mut prng, members.len(), *count)
+                    .into_iter()
+                    .map(|at| (members[at].0.clone(), members[at].1))
+                    .collect();
+                format_scored(chosen, *with_scores)
             }
             _ => Outcome::Error(KvError::NotARead),
         }

@@ -54,6 +54,33 @@ pub(crate) enum Shape {
     /// `Outcome::Values([key, items…])` → `[key, [items…]]`, `Outcome::Value(None)` → nil.
     /// LMPOP, BLMPOP.
     KeyAndItems,
+    /// `Outcome::Value` → a score (RESP3 double, RESP2 bulk text) or nil. ZSCORE, ZINCRBY,
+    /// ZADD … INCR.
+    Score,
+    /// `Outcome::Values` → array of scores and nils. ZMSCORE.
+    Scores,
+    /// `Outcome::Values([member, score, …])` → pairs of member and score (RESP3 nested,
+    /// RESP2 flat). ZRANGE … WITHSCORES, ZPOPMIN with a count, ZUNION … WITHSCORES.
+    ScoredPairs,
+    /// `Outcome::Values([member, score])` → `[member, score]` (flat in both protocols), or an
+    /// empty array. ZPOPMIN and ZPOPMAX without a count.
+    ScoredOne,
+    /// `Outcome::Values([field, value, …])` → pairs (RESP3 nested, RESP2 flat). HRANDFIELD …
+    /// WITHVALUES.
+    FieldPairs,
+    /// `Outcome::Values([field, value, …])` → a map (RESP3 `%`, RESP2 flat). HGETALL.
+    Map,
+    /// `Outcome::Values` → a set (RESP3 `~`, RESP2 array). SMEMBERS, SINTER, SUNION, SDIFF,
+    /// SPOP with a count.
+    Members,
+    /// `Outcome::Values([key, member, score])` → the same array with the score a double;
+    /// `Outcome::Value(None)` → a nil array. BZPOPMIN, BZPOPMAX.
+    KeyMemberScore,
+    /// `Outcome::Values([key, member, score, …])` → `[key, [[member, score], …]]` (nested in
+    /// both protocols), `Outcome::Value(None)` → a nil array. ZMPOP, BZMPOP.
+    KeyAndScored,
+    /// `Outcome::Values` → how many, at most `limit` unless it is 0. ZINTERCARD.
+    CountUpTo { limit: u64 },
 }
 
 impl Pending {
@@ -152,7 +179,9 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
                 .collect(),
         ),
         // A pop with a count on an absent key.
-        (Shape::BulksOrNull, Outcome::Value(None)) => Value::Null,
+        (Shape::BulksOrNull, Outcome::Value(None)) => Value::NullArray,
+        // A blocking command that timed out answers a nil array, whatever its shape.
+        (_, Outcome::Value(None)) if pending.blocking_ms.is_some() => Value::NullArray,
         (Shape::BulksOrNull, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }
@@ -162,7 +191,10 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }
-        (Shape::KeyAndItems, Outcome::Value(None)) => Value::Null,
+        (
+            Shape::KeyAndItems | Shape::KeyMemberScore | Shape::KeyAndScored,
+            Outcome::Value(None),
+        ) => Value::NullArray,
         (Shape::KeyAndItems, Outcome::Values(values)) if !values.is_empty() => Value::Array(vec![
             bulk_or_null(&values[0]),
             Value::Array(values[1..].iter().map(bulk_or_null).collect()),
@@ -172,6 +204,31 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         }
         (Shape::Length, Outcome::Value(value)) => {
             Value::Integer(value.as_ref().map_or(0, |bytes| bytes.len() as i64))
+        }
+        (Shape::Score, Outcome::Value(value)) => score_or_null(value),
+        (Shape::Scores, Outcome::Values(values)) => {
+            Value::Array(values.iter().map(score_or_null).collect())
+        }
+        (Shape::ScoredPairs, Outcome::Values(values)) => pairs(values, score_or_null),
+        (Shape::FieldPairs, Outcome::Values(values)) => pairs(values, bulk_or_null),
+        (Shape::ScoredOne, Outcome::Values(values)) => scored_flat(values),
+        (Shape::Map, Outcome::Values(values)) => match pairs(values, bulk_or_null) {
+            Value::Pairs(pairs) => Value::Map(pairs),
+            other => other,
+        },
+        (Shape::Members, Outcome::Values(values)) => {
+            Value::Set(values.iter().map(bulk_or_null).collect())
+        }
+        (Shape::KeyMemberScore, Outcome::Values(values)) if values.len() == 3 => {
+            scored_flat(values)
+        }
+        (Shape::KeyAndScored, Outcome::Values(values)) if !values.is_empty() => {
+            key_and_scored(values)
+        }
+        (Shape::CountUpTo { limit }, Outcome::Values(values)) => {
+            let count = values.len() as u64;
+            let count = if limit == 0 { count } else { count.min(limit) };
+            Value::Integer(count as i64)
         }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
@@ -202,6 +259,52 @@ fn scan_page(values: &[Option<Vec<u8>>], pairs: bool, pattern: Option<&[u8]>) ->
 /// SET and MSET; false for every other write and for every read.
 pub fn is_nilext(pending: &Pending) -> bool {
     pending.reply == Shape::Ok
+}
+
+/// A score the store formatted (`%.17g`) as a double reply, or nil.
+fn score_or_null(value: &Option<Vec<u8>>) -> Value {
+    let number = value
+        .as_deref()
+        .and_then(|text| std::str::from_utf8(text).ok())
+        .and_then(|text| text.parse::<f64>().ok());
+    match (value, number) {
+        (None, _) => Value::Null,
+        (Some(_), Some(number)) => Value::Double(number),
+        // The store formats every score; keep any other text as it is.
+        (Some(bytes), None) => Value::Bulk(bytes.clone()),
+    }
+}
+
+/// `[a1, b1, a2, b2, …]` as pairs, each second item made by `second`. An odd count (never
+/// answered by the store) leaves the last item out.
+fn pairs(values: &[Option<Vec<u8>>], second: fn(&Option<Vec<u8>>) -> Value) -> Value {
+    debug_assert!(values.len().is_multiple_of(2), "pairs come in twos");
+    Value::Pairs(
+        values
+            .chunks_exact(2)
+            .map(|pair| (bulk_or_null(&pair[0]), second(&pair[1])))
+            .collect(),
+    )
+}
+
+/// `[…, score]` as a flat array whose last item is a double: ZPOPMIN's `[member, score]`,
+/// BZPOPMIN's `[key, member, score]`.
+fn scored_flat(values: &[Option<Vec<u8>>]) -> Value {
+    let Some((score, rest)) = values.split_last() else {
+        return Value::Array(Vec::new());
+    };
+    let mut items: Vec<Value> = rest.iter().map(bulk_or_null).collect();
+    items.push(score_or_null(score));
+    Value::Array(items)
+}
+
+/// `[key, member, score, …]` as ZMPOP replies it: `[key, [[member, score], …]]`.
+fn key_and_scored(values: &[Option<Vec<u8>>]) -> Value {
+    let popped = values[1..]
+        .chunks_exact(2)
+        .map(|pair| Value::Array(vec![bulk_or_null(&pair[0]), score_or_null(&pair[1])]))
+        .collect();
+    Value::Array(vec![bulk_or_null(&values[0]), Value::Array(popped)])
 }
 
 fn bulk_or_null(value: &Option<Vec<u8>>) -> Value {
@@ -276,6 +379,65 @@ pub(crate) fn getset(arguments: &[Vec<u8>]) -> Plan {
 pub(crate) fn append(arguments: &[Vec<u8>]) -> Plan {
     let (key, value) = (arguments[1].clone(), arguments[2].clone());
     Pending::plan(Command::Append { key, value }, Shape::Integer)
+}
+
+/// GETRANGE and SUBSTR: `key start end`.
+pub(crate) fn getrange(arguments: &[Vec<u8>]) -> Plan {
+    let (Some(start), Some(end)) = (parse_i64(&arguments[2]), parse_i64(&arguments[3])) else {
+        return error(NOT_AN_INTEGER);
+    };
+    let operation = kv::StringOperation::GetRange { start, end };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Bulk)
+}
+
+/// `SETRANGE key offset value`.
+pub(crate) fn setrange(arguments: &[Vec<u8>]) -> Plan {
+    let offset = match parse_i64(&arguments[2]) {
+        None => return error(NOT_AN_INTEGER),
+        Some(offset) if offset < 0 => return error("ERR offset is out of range"),
+        Some(offset) => offset as u64,
+    };
+    let operation = kv::StringOperation::SetRange {
+        offset,
+        value: arguments[3].clone(),
+    };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
+}
+
+/// A bit offset as GETBIT and SETBIT take it: below `kv::STRING_BYTES_MAX * 8`.
+fn bit_offset(argument: &[u8]) -> Option<u64> {
+    parse_i64(argument)
+        .and_then(|offset| u64::try_from(offset).ok())
+        .filter(|offset| *offset < kv::STRING_BYTES_MAX * 8)
+}
+
+const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// `GETBIT key offset`.
+pub(crate) fn getbit(arguments: &[Vec<u8>]) -> Plan {
+    let Some(offset) = bit_offset(&arguments[2]) else {
+        return error(BIT_OFFSET);
+    };
+    let operation = kv::StringOperation::GetBit { offset };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
+}
+
+/// `SETBIT key offset 0|1`.
+pub(crate) fn setbit(arguments: &[Vec<u8>]) -> Plan {
+    let Some(offset) = bit_offset(&arguments[2]) else {
+        return error(BIT_OFFSET);
+    };
+    let bit = match arguments[3].as_slice() {
+        b"0" => false,
+        b"1" => true,
+        _ => return error("ERR bit is not an integer or out of range"),
+    };
+    let operation = kv::StringOperation::SetBit { offset, bit };
+    let key = arguments[1].clone();
+    Pending::plan(Command::Text { key, operation }, Shape::Integer)
 }
 
 pub(crate) fn strlen(arguments: &[Vec<u8>]) -> Plan {
@@ -653,9 +815,26 @@ pub(crate) fn config_help(_: &[Vec<u8>]) -> Plan {
         "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET <pattern>",
         "    Return parameters matching the glob-like <pattern> and their values.",
+        "SET <directive> <value>",
+        "    Set the configuration <directive> to <value>.",
+        "RESETSTAT",
+        "    Reset statistics reported by the INFO command.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ])
+}
+
+/// TIME is answered by the gateway with its clock (the planner has none); a script's TIME is
+/// the script's frozen time (`script`). The planner sees it only queued inside MULTI.
+pub(crate) fn time_in_multi(_: &[Vec<u8>]) -> Plan {
+    error("ERR TIME inside MULTI is not supported yet")
+}
+
+/// CONFIG SET, CONFIG RESETSTAT and SLOWLOG are answered by the runtime (the gateway keeps
+/// the parameters and statistics) before a command is planned; the planner sees them only
+/// from a script, which may not run them (Redis's `noscript`).
+pub(crate) fn served_by_the_gateway(_: &[Vec<u8>]) -> Plan {
+    error("ERR This Redis command is not allowed from script")
 }
 
 pub(crate) fn command_all(_: &[Vec<u8>]) -> Plan {

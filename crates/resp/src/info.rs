@@ -24,6 +24,17 @@ pub struct ServerInfo {
     pub version: String,
     /// More `# Tessera` lines (`tessera_<name>:<value>`), e.g. Skyros's path counters.
     pub counters: Vec<(String, u64)>,
+    /// Sections the runtime fills itself (`clients`, `stats`, `commandstats`, `errorstats`:
+    /// `stats::Stats`); a section not given here is left out.
+    pub sections: Vec<InfoSection>,
+}
+
+/// One INFO section the runtime provides: its name (lower case, one of [`SECTIONS`]) and its
+/// `field:value` lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InfoSection {
+    pub name: &'static str,
+    pub lines: Vec<(String, String)>,
 }
 
 impl ServerInfo {
@@ -32,8 +43,21 @@ impl ServerInfo {
     }
 }
 
-/// The INFO sections, in the order Redis prints them (Tessera's own last).
-const SECTIONS: &[&str] = &["server", "replication", "keyspace", "tessera"];
+/// The INFO sections, in the order Redis 7.0 prints them (Tessera's own last).
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "stats",
+    "replication",
+    "commandstats",
+    "errorstats",
+    "keyspace",
+    "tessera",
+];
+
+/// Sections only `all`, `everything` or their own name print (Redis 7.0's default leaves
+/// them out).
+const NOT_DEFAULT: &[&str] = &["commandstats"];
 
 /// The INFO reply: text of `# Section` headers and `field:value` lines, each ending in `\r\n`,
 /// sections separated by an empty line, as a RESP3 verbatim string (RESP2: bulk string) as
@@ -48,13 +72,18 @@ pub fn info_reply(info: &ServerInfo, section: Option<&str>) -> Value {
         .split_ascii_whitespace()
         .map(str::to_ascii_lowercase)
         .collect();
-    let everything = requested.is_empty()
-        || requested
-            .iter()
-            .any(|name| matches!(name.as_str(), "default" | "all" | "everything"));
+    let all = requested
+        .iter()
+        .any(|name| matches!(name.as_str(), "all" | "everything"));
+    let default = requested.is_empty() || requested.iter().any(|name| name == "default");
     let mut text = String::new();
     for &name in SECTIONS {
-        if !everything && !requested.iter().any(|wanted| wanted == name) {
+        let wanted = all
+            || (default && !NOT_DEFAULT.contains(&name))
+            || requested.iter().any(|wanted| wanted == name);
+        let provided = matches!(name, "server" | "replication" | "keyspace" | "tessera")
+            || info.sections.iter().any(|section| section.name == name);
+        if !wanted || !provided {
             continue;
         }
         if !text.is_empty() {
@@ -68,7 +97,11 @@ pub fn info_reply(info: &ServerInfo, section: Option<&str>) -> Value {
 fn render_section(text: &mut String, name: &str, info: &ServerInfo) {
     let header = match name {
         "server" => "# Server",
+        "clients" => "# Clients",
+        "stats" => "# Stats",
         "replication" => "# Replication",
+        "commandstats" => "# Commandstats",
+        "errorstats" => "# Errorstats",
         "keyspace" => "# Keyspace",
         _ => "# Tessera",
     };
@@ -94,6 +127,12 @@ fn render_section(text: &mut String, name: &str, info: &ServerInfo) {
             // Redis lists a database only when it holds keys.
             if let Some(keys @ 1..) = info.keys {
                 line("db0", &format!("keys={keys},expires=0,avg_ttl=0"));
+            }
+        }
+        "clients" | "stats" | "commandstats" | "errorstats" => {
+            let sections = info.sections.iter().filter(|section| section.name == name);
+            for (field, value) in sections.flat_map(|section| &section.lines) {
+                line(field, value);
             }
         }
         _ => {

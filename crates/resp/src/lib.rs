@@ -73,14 +73,15 @@ mod commands;
 pub mod config;
 mod info;
 mod multikey;
+pub mod stats;
 mod table;
 mod text;
 mod types;
 mod value;
 
 pub use commands::{finish, is_nilext, plan, Pending};
-pub use info::{hello_reply, info_reply, ServerInfo};
-pub use value::Value;
+pub use info::{hello_reply, info_reply, InfoSection, ServerInfo};
+pub use value::{double_text, Value};
 
 /// Redis glob matching (`KEYS`, `SCAN … MATCH`): `*`, `?`, `[abc]`, `[^abc]`, `[a-z]` and `\`
 /// escapes, case-sensitive.

@@ -112,7 +112,11 @@ fn set_combine(arguments: &[Vec<u8>], combine: Combine, store: bool) -> Plan {
     } else {
         (None, 1)
     };
-    let shape = if store { Shape::Integer } else { Shape::Bulks };
+    let shape = if store {
+        Shape::Integer
+    } else {
+        Shape::Members
+    };
     keys(
         KeysOperation::SetCombine {
             combine,
@@ -190,6 +194,44 @@ pub(crate) fn msetnx(arguments: &[Vec<u8>]) -> Plan {
     keys(KeysOperation::MultiPutIfAbsent { pairs }, Shape::Integer)
 }
 
+/// `ZINTERCARD numkeys key [key …] [LIMIT limit]`: the size of the intersection (of sorted
+/// sets and sets, as ZINTER), at most `limit` if not 0. Errors as Redis 7.0's (which parses it
+/// as ZINTER: `at least 1 input key`, a syntax error for more keys than arguments).
+pub(crate) fn zintercard(arguments: &[Vec<u8>]) -> Plan {
+    let count = match parse_i64(&arguments[1]) {
+        Some(count) if count > 0 => count as usize,
+        Some(_) => return error("ERR at least 1 input key is needed for 'zintercard' command"),
+        None => return error(NOT_AN_INTEGER),
+    };
+    if count > arguments.len() - 2 {
+        return error(SYNTAX);
+    }
+    let mut limit = 0;
+    let mut index = 2 + count;
+    while let Some(option) = arguments.get(index) {
+        if is(option, "LIMIT") && index + 1 < arguments.len() {
+            match parse_i64(&arguments[index + 1]) {
+                Some(value) if value >= 0 => limit = value as u64,
+                _ => return error("ERR LIMIT can't be negative"),
+            }
+            index += 2;
+        } else {
+            return error(SYNTAX);
+        }
+    }
+    keys(
+        KeysOperation::SortedCombine {
+            combine: Combine::Intersection,
+            keys: arguments[2..2 + count].to_vec(),
+            weights: Vec::new(),
+            aggregate: Aggregate::Sum,
+            destination: None,
+            with_scores: false,
+        },
+        Shape::CountUpTo { limit },
+    )
+}
+
 /// ZUNION, ZINTER, ZDIFF and their STORE forms: `[destination] numkeys key … [WEIGHTS w …]
 /// [AGGREGATE SUM|MIN|MAX] [WITHSCORES]` (ZDIFF takes neither WEIGHTS nor AGGREGATE; the
 /// STORE forms take no WITHSCORES).
@@ -244,7 +286,11 @@ fn sorted_combine(arguments: &[Vec<u8>], combine: Combine, store: bool, name: &s
             return error(SYNTAX);
         }
     }
-    let shape = if store { Shape::Integer } else { Shape::Bulks };
+    let shape = match (store, with_scores) {
+        (true, _) => Shape::Integer,
+        (false, false) => Shape::Bulks,
+        (false, true) => Shape::ScoredPairs,
+    };
     keys(
         KeysOperation::SortedCombine {
             combine,
@@ -335,7 +381,7 @@ fn blocking_sorted_pop(arguments: &[Vec<u8>], highest: bool) -> Plan {
                 keys: arguments[1..last].to_vec(),
                 highest,
             }),
-            Shape::BulksOrNull,
+            Shape::KeyMemberScore,
             timeout,
         ),
         Err(text) => error(text),
@@ -371,9 +417,15 @@ pub(crate) fn blmove(arguments: &[Vec<u8>]) -> Plan {
     }
 }
 
-/// `LMPOP numkeys key … LEFT|RIGHT [COUNT count]` (`at`: where numkeys is).
-/// `Err`: the error reply's text.
-fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'static str> {
+/// The arguments of LMPOP and ZMPOP: `numkeys key … FIRST|SECOND [COUNT count]` (`at`:
+/// where numkeys is; `sides`: the two words, e.g. LEFT and RIGHT). The keys, whether the
+/// first word was given, and the count (1 without COUNT). `Err`: the error reply's text,
+/// Redis 7.0's.
+fn multi_pop_arguments(
+    arguments: &[Vec<u8>],
+    at: usize,
+    sides: (&str, &str),
+) -> Result<(Vec<Vec<u8>>, bool, u64), &'static str> {
     let count = match parse_i64(&arguments[at]) {
         Some(count) if count > 0 => count as usize,
         _ => return Err("ERR numkeys should be greater than 0"),
@@ -383,27 +435,69 @@ fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'s
         return Err(SYNTAX);
     }
     let side = &arguments[first + count];
-    let front = if is(side, "LEFT") {
+    let first_side = if is(side, sides.0) {
         true
-    } else if is(side, "RIGHT") {
+    } else if is(side, sides.1) {
         false
     } else {
         return Err(SYNTAX);
     };
-    let mut pop_count = None;
+    let mut pop_count = 1;
     match &arguments[first + count + 1..] {
         [] => {}
         [option, value] if is(option, "COUNT") => match parse_i64(value) {
-            Some(value) if value > 0 => pop_count = Some(value as u64),
+            Some(value) if value > 0 => pop_count = value as u64,
             _ => return Err("ERR count should be greater than 0"),
         },
         _ => return Err(SYNTAX),
     }
+    Ok((
+        arguments[first..first + count].to_vec(),
+        first_side,
+        pop_count,
+    ))
+}
+
+/// `LMPOP numkeys key … LEFT|RIGHT [COUNT count]` (`at`: where numkeys is).
+/// `Err`: the error reply's text.
+fn list_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'static str> {
+    let (keys, front, count) = multi_pop_arguments(arguments, at, ("LEFT", "RIGHT"))?;
     Ok(KeysOperation::ListPop {
-        keys: arguments[first..first + count].to_vec(),
+        keys,
         front,
-        count: Some(pop_count.unwrap_or(1)),
+        count: Some(count),
     })
+}
+
+/// `ZMPOP numkeys key … MIN|MAX [COUNT count]` (`at`: where numkeys is).
+/// `Err`: the error reply's text.
+fn sorted_multi_pop(arguments: &[Vec<u8>], at: usize) -> Result<KeysOperation, &'static str> {
+    let (keys, lowest, count) = multi_pop_arguments(arguments, at, ("MIN", "MAX"))?;
+    Ok(KeysOperation::SortedMultiPop {
+        keys,
+        highest: !lowest,
+        count,
+    })
+}
+
+pub(crate) fn zmpop(arguments: &[Vec<u8>]) -> Plan {
+    match sorted_multi_pop(arguments, 1) {
+        Ok(operation) => keys(operation, Shape::KeyAndScored),
+        Err(text) => error(text),
+    }
+}
+
+pub(crate) fn bzmpop(arguments: &[Vec<u8>]) -> Plan {
+    let timeout = match timeout_ms(&arguments[1]) {
+        Ok(timeout) => timeout,
+        Err(text) => return error(text),
+    };
+    match sorted_multi_pop(arguments, 2) {
+        Ok(operation) => {
+            Pending::plan_blocking(Command::Keys(operation), Shape::KeyAndScored, timeout)
+        }
+        Err(text) => error(text),
+    }
 }
 
 pub(crate) fn lmpop(arguments: &[Vec<u8>]) -> Plan {

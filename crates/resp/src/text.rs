@@ -68,16 +68,30 @@ pub(crate) fn is_printable_token(bytes: &[u8]) -> bool {
     bytes.iter().all(|byte| (b'!'..=b'~').contains(byte))
 }
 
+/// The most stars a match may pass (Redis 7.0's `stringmatchlen` nesting limit).
+pub(crate) const GLOB_STARS_MAX: usize = 1000;
+
 /// Redis glob matching (`stringmatchlen`): `*`, `?`, `[abc]`, `[^abc]`, `[a-z]` and `\`
 /// escapes. Runs in O(pattern × text) time: it backtracks only to the latest `*`.
+///
+/// As Redis 7.0 protects itself from abusive patterns (its matcher recurses once per star and
+/// gives up past a depth of 1000), a match that must pass more than
+/// [`GLOB_STARS_MAX`] stars (runs of `*` not ending the pattern) fails.
 pub(crate) fn glob_matches(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
     let (mut p, mut t) = (0, 0);
     // Where to resume after the latest star: the pattern after it and the text it absorbs up to.
     let mut resume: Option<(usize, usize)> = None;
+    let mut stars = 0;
     loop {
         if p < pattern.len() && pattern[p] == b'*' {
             while p < pattern.len() && pattern[p] == b'*' {
                 p += 1;
+            }
+            if p < pattern.len() {
+                stars += 1;
+                if stars > GLOB_STARS_MAX {
+                    return false;
+                }
             }
             resume = Some((p, t));
             continue;
@@ -239,6 +253,19 @@ mod tests {
                 "{pattern:?} against {text:?} (nocase {nocase})"
             );
         }
+    }
+
+    #[test]
+    fn a_glob_past_redis_s_nesting_limit_never_matches() {
+        let text = vec![b'a'; 2000];
+        let within: Vec<u8> = b"*?".repeat(GLOB_STARS_MAX);
+        assert!(glob_matches(&within, &text, false));
+        let beyond: Vec<u8> = b"*?".repeat(GLOB_STARS_MAX + 1);
+        assert!(!glob_matches(&beyond, &text, false));
+        // Trailing stars are not passed through, and runs count once.
+        let mut trailing = within.clone();
+        trailing.extend_from_slice(b"***");
+        assert!(glob_matches(&trailing, &text, false));
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub(crate) fn hdel(arguments: &[Vec<u8>]) -> Plan {
 }
 
 pub(crate) fn hgetall(arguments: &[Vec<u8>]) -> Plan {
-    hash(arguments, HashOperation::GetAll, Shape::Bulks)
+    hash(arguments, HashOperation::GetAll, Shape::Map)
 }
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`, `SSCAN`, `ZSCAN`: one page with every
@@ -228,6 +228,34 @@ fn out_of_range(count: i64) -> Option<Value> {
         .then(|| refusal("ERR value is out of range"))
 }
 
+/// `ZRANDMEMBER key [count [WITHSCORES]]`.
+pub(crate) fn zrandmember(arguments: &[Vec<u8>]) -> Plan {
+    let (count, with_scores) = match arguments {
+        [_, _] => (None, false),
+        [_, _, count] | [_, _, count, _] => match parse_i64(count) {
+            None => return error(NOT_AN_INTEGER),
+            Some(count) => (Some(count), arguments.len() == 4),
+        },
+        _ => return error(SYNTAX),
+    };
+    if with_scores && !is(&arguments[3], "WITHSCORES") {
+        return error(SYNTAX);
+    }
+    if let Some(refusal) = count.and_then(out_of_range) {
+        return Plan::Reply(refusal);
+    }
+    let shape = match (count, with_scores) {
+        (None, _) => Shape::Bulk,
+        (Some(_), false) => Shape::Bulks,
+        (Some(_), true) => Shape::ScoredPairs,
+    };
+    sorted(
+        arguments,
+        SortedOperation::RandomMembers { count, with_scores },
+        shape,
+    )
+}
+
 /// `HRANDFIELD key [count [WITHVALUES]]`.
 pub(crate) fn hrandfield(arguments: &[Vec<u8>]) -> Plan {
     let (count, with_values) = match arguments {
@@ -244,10 +272,10 @@ pub(crate) fn hrandfield(arguments: &[Vec<u8>]) -> Plan {
     if let Some(refusal) = count.and_then(out_of_range) {
         return Plan::Reply(refusal);
     }
-    let shape = if count.is_some() {
-        Shape::Bulks
-    } else {
-        Shape::Bulk
+    let shape = match (count, with_values) {
+        (None, _) => Shape::Bulk,
+        (Some(_), false) => Shape::Bulks,
+        (Some(_), true) => Shape::FieldPairs,
     };
     hash(
         arguments,
@@ -270,7 +298,7 @@ pub(crate) fn srem(arguments: &[Vec<u8>]) -> Plan {
 }
 
 pub(crate) fn smembers(arguments: &[Vec<u8>]) -> Plan {
-    set(arguments, SetOperation::Members, Shape::Bulks)
+    set(arguments, SetOperation::Members, Shape::Members)
 }
 
 pub(crate) fn sismember(arguments: &[Vec<u8>]) -> Plan {
@@ -302,7 +330,7 @@ pub(crate) fn spop(arguments: &[Vec<u8>]) -> Plan {
         _ => return error(SYNTAX),
     };
     let shape = if count.is_some() {
-        Shape::Bulks
+        Shape::Members
     } else {
         Shape::Bulk
     };
@@ -571,7 +599,7 @@ pub(crate) fn zadd(arguments: &[Vec<u8>]) -> Plan {
         members.push((score, pair[1].clone()));
     }
     let shape = if flags.increment {
-        Shape::Bulk
+        Shape::Score
     } else {
         Shape::Integer
     };
@@ -586,13 +614,13 @@ pub(crate) fn zincrby(arguments: &[Vec<u8>]) -> Plan {
     sorted(
         arguments,
         SortedOperation::IncrementBy { by, member },
-        Shape::Bulk,
+        Shape::Score,
     )
 }
 
 pub(crate) fn zscore(arguments: &[Vec<u8>]) -> Plan {
     let member = arguments[2].clone();
-    sorted(arguments, SortedOperation::Score { member }, Shape::Bulk)
+    sorted(arguments, SortedOperation::Score { member }, Shape::Score)
 }
 
 pub(crate) fn zmscore(arguments: &[Vec<u8>]) -> Plan {
@@ -600,7 +628,7 @@ pub(crate) fn zmscore(arguments: &[Vec<u8>]) -> Plan {
     sorted(
         arguments,
         SortedOperation::MultiScore { members },
-        Shape::Bulks,
+        Shape::Scores,
     )
 }
 
@@ -734,7 +762,11 @@ fn zrange_generic(
             limit,
             with_scores,
         },
-        Shape::Bulks,
+        if with_scores {
+            Shape::ScoredPairs
+        } else {
+            Shape::Bulks
+        },
     )
 }
 
@@ -825,7 +857,11 @@ fn zpop(arguments: &[Vec<u8>], highest: bool) -> Plan {
     sorted(
         arguments,
         SortedOperation::Pop { highest, count },
-        Shape::Bulks,
+        if count.is_some() {
+            Shape::ScoredPairs
+        } else {
+            Shape::ScoredOne
+        },
     )
 }
 

@@ -27,6 +27,15 @@ pub enum Value {
     /// RESP3 verbatim string of format `txt` (`=len\r\ntxt:…`); the text here has no `txt:`
     /// prefix. In RESP2 a bulk string.
     Verbatim(String),
+    /// RESP3 `~n` (SMEMBERS, SINTER, SPOP with a count…). In RESP2 an array.
+    Set(Vec<Value>),
+    /// Pairs that RESP3 sends as an array of two-element arrays and RESP2 as one flat array
+    /// `[a1, b1, a2, b2, …]`, as Redis 7.0 replies ZRANGE … WITHSCORES, ZPOPMIN with a count,
+    /// ZRANDMEMBER … WITHSCORES and HRANDFIELD … WITHVALUES.
+    Pairs(Vec<(Value, Value)>),
+    /// A nil where Redis answers a null *array*: RESP3 `_`, RESP2 `*-1` (BLPOP's timeout,
+    /// LMPOP and ZMPOP of absent keys, LPOP with a count of an absent key).
+    NullArray,
 }
 
 impl Value {
@@ -41,8 +50,9 @@ impl Value {
     }
 
     /// The same reply expressed with RESP2 types only, as Redis downgrades replies for a RESP2
-    /// connection: maps become flat arrays, doubles become bulk text, booleans become 1 or 0,
-    /// verbatim strings become bulk strings. `Null` stays `Null` (the encoder writes `$-1`).
+    /// connection: maps and pairs become flat arrays, sets arrays, doubles bulk text,
+    /// booleans 1 or 0, verbatim strings bulk strings. `Null` and `NullArray` stay (the encoder
+    /// writes `$-1` and `*-1`).
     pub fn into_resp2(self) -> Value {
         match self {
             Value::Array(items) => Value::Array(items.into_iter().map(Value::into_resp2).collect()),
@@ -55,20 +65,22 @@ impl Value {
             Value::Double(number) => Value::Bulk(double_text(number).into_bytes()),
             Value::Boolean(flag) => Value::Integer(i64::from(flag)),
             Value::Verbatim(text) => Value::Bulk(text.into_bytes()),
+            Value::Set(items) => Value::Array(items.into_iter().map(Value::into_resp2).collect()),
+            Value::Pairs(pairs) => Value::Array(
+                pairs
+                    .into_iter()
+                    .flat_map(|(first, second)| [first.into_resp2(), second.into_resp2()])
+                    .collect(),
+            ),
             other => other,
         }
     }
 }
 
-/// Redis spells infinities `inf` and `-inf` and NaN `nan`.
-fn double_text(number: f64) -> String {
-    if number.is_nan() {
-        "nan".to_string()
-    } else if number.is_infinite() {
-        if number > 0.0 { "inf" } else { "-inf" }.to_string()
-    } else {
-        number.to_string()
-    }
+/// A double as Redis 7.0 prints one in a reply, in either protocol (`%.17g`: `2.5`, `3`,
+/// `0.10000000000000001`, `1e+100`; infinities `inf` and `-inf`, NaN `nan`).
+pub fn double_text(number: f64) -> String {
+    kv::value::format_score(number)
 }
 
 #[cfg(test)]
@@ -104,5 +116,30 @@ mod tests {
             Value::Bulk(b"-inf".to_vec())
         );
         assert_eq!(Value::ok().into_resp2(), Value::ok());
+    }
+
+    #[test]
+    fn resp2_downgrade_flattens_pairs_and_keeps_sets_as_arrays() {
+        let bulk = |text: &str| Value::Bulk(text.as_bytes().to_vec());
+        let pairs = Value::Pairs(vec![
+            (bulk("a"), Value::Double(0.1)),
+            (bulk("b"), Value::Double(3.0)),
+        ]);
+        assert_eq!(
+            pairs.into_resp2(),
+            Value::Array(vec![
+                bulk("a"),
+                bulk("0.10000000000000001"),
+                bulk("b"),
+                bulk("3"),
+            ])
+        );
+        assert_eq!(
+            Value::Set(vec![bulk("x")]).into_resp2(),
+            Value::Array(vec![bulk("x")])
+        );
+        assert_eq!(Value::NullArray.into_resp2(), Value::NullArray);
+        assert_eq!(double_text(1e100), "1e+100");
+        assert_eq!(double_text(f64::INFINITY), "inf");
     }
 }

@@ -35,6 +35,7 @@ fn primary() -> ServerInfo {
         keys: Some(5),
         version: "0.1.0".into(),
         counters: vec![("skyros_nilext_fast".into(), 3)],
+        sections: Vec::new(),
     }
 }
 
@@ -498,8 +499,17 @@ fn unknown_commands_are_reported_with_redis_text() {
     );
     // Containers name their HELP.
     assert_eq!(
+        reply(&["config", "rewrite"]),
+        Plan::Reply(err("ERR unknown subcommand 'rewrite'. Try CONFIG HELP."))
+    );
+    // CONFIG SET and SLOWLOG are the gateway's; the planner sees them only from scripts.
+    assert_eq!(
         reply(&["config", "set", "save", ""]),
-        Plan::Reply(err("ERR unknown subcommand 'set'. Try CONFIG HELP."))
+        Plan::Reply(err("ERR This Redis command is not allowed from script"))
+    );
+    assert_eq!(
+        reply(&["slowlog", "len"]),
+        Plan::Reply(err("ERR This Redis command is not allowed from script"))
     );
     assert_eq!(
         reply(&["Client", "LIST"]),
@@ -949,4 +959,192 @@ fn finish_turns_store_errors_and_surprises_into_error_replies() {
         }
         assert_eq!(accepted, 1, "{words:?} accepts exactly one outcome shape");
     }
+}
+
+/// Scores are doubles (RESP3 `,`), WITHSCORES replies pairs, sets are sets and a missing
+/// pop answers a nil array: the RESP3 types Redis 7.0 replies with (the encoder downgrades
+/// them for RESP2; `runtime::resp_codec` checks the bytes).
+#[test]
+fn sorted_set_and_set_replies_carry_their_resp3_types() {
+    let pair = |member: &str, score: f64| (bulk(member), Value::Double(score));
+    script(&[
+        (&["zadd", "z", "1", "a", "2.5", "b", "3", "c"], int(3)),
+        (&["zscore", "z", "b"], Value::Double(2.5)),
+        (&["zscore", "z", "nosuch"], Value::Null),
+        (
+            &["zmscore", "z", "a", "nosuch"],
+            Value::Array(vec![Value::Double(1.0), Value::Null]),
+        ),
+        (&["zincrby", "z", "0.1", "a"], Value::Double(1.1)),
+        (
+            &["zadd", "z", "incr", "-0.1", "a"],
+            Value::Double(1.1 - 0.1),
+        ),
+        (
+            &["zrange", "z", "1", "-1", "withscores"],
+            Value::Pairs(vec![pair("b", 2.5), pair("c", 3.0)]),
+        ),
+        (
+            &["zrange", "z", "1", "-1"],
+            Value::Array(vec![bulk("b"), bulk("c")]),
+        ),
+        (
+            &["zpopmax", "z"],
+            Value::Array(vec![bulk("c"), Value::Double(3.0)]),
+        ),
+        (
+            &["zpopmin", "z", "1"],
+            Value::Pairs(vec![pair("a", 1.1 - 0.1)]),
+        ),
+        (&["zpopmin", "nosuch"], Value::Array(Vec::new())),
+        (&["sadd", "s", "x"], int(1)),
+        (&["smembers", "s"], Value::Set(vec![bulk("x")])),
+        (&["sinter", "s"], Value::Set(vec![bulk("x")])),
+        (&["spop", "s", "5"], Value::Set(vec![bulk("x")])),
+        (&["lpop", "nosuch", "2"], Value::NullArray),
+        (&["hset", "h", "f", "v"], int(1)),
+        (&["hgetall", "h"], Value::Map(vec![(bulk("f"), bulk("v"))])),
+        (
+            &["hrandfield", "h", "1", "withvalues"],
+            Value::Pairs(vec![(bulk("f"), bulk("v"))]),
+        ),
+    ]);
+}
+
+/// ZMPOP, ZRANDMEMBER and ZINTERCARD: replies and argument errors as Redis 7.0's.
+#[test]
+fn zmpop_zrandmember_and_zintercard_follow_redis_7_0() {
+    let scored = |member: &str, score: f64| Value::Array(vec![bulk(member), Value::Double(score)]);
+    script(&[
+        (&["zadd", "z", "1", "a", "2", "b", "3", "c"], int(3)),
+        (&["zmpop", "1", "nosuch", "min"], Value::NullArray),
+        (
+            &["zmpop", "2", "nosuch", "z", "min"],
+            Value::Array(vec![bulk("z"), Value::Array(vec![scored("a", 1.0)])]),
+        ),
+        (
+            &["zmpop", "1", "z", "MAX", "COUNT", "5"],
+            Value::Array(vec![
+                bulk("z"),
+                Value::Array(vec![scored("c", 3.0), scored("b", 2.0)]),
+            ]),
+        ),
+        (&["exists", "z"], int(0)),
+        (
+            &["zmpop", "0", "z", "min"],
+            err("ERR numkeys should be greater than 0"),
+        ),
+        (&["zmpop", "1", "z", "sideways"], err("ERR syntax error")),
+        (&["zmpop", "2", "z", "min"], err("ERR syntax error")),
+        (
+            &["zmpop", "1", "z", "min", "count", "0"],
+            err("ERR count should be greater than 0"),
+        ),
+        (
+            &["zmpop", "1", "z", "min", "count", "1", "x"],
+            err("ERR syntax error"),
+        ),
+        (&["set", "str", "v"], ok()),
+        (
+            &["zmpop", "1", "str", "min"],
+            err("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ),
+        (&["zadd", "r", "1", "a"], int(1)),
+        (&["zrandmember", "r"], bulk("a")),
+        (&["zrandmember", "nosuch"], Value::Null),
+        (&["zrandmember", "nosuch", "3"], Value::Array(Vec::new())),
+        (&["zrandmember", "r", "0"], Value::Array(Vec::new())),
+        (
+            &["zrandmember", "r", "-2", "withscores"],
+            Value::Pairs(vec![
+                (bulk("a"), Value::Double(1.0)),
+                (bulk("a"), Value::Double(1.0)),
+            ]),
+        ),
+        (
+            &["zrandmember", "r", "1", "scores"],
+            err("ERR syntax error"),
+        ),
+        (
+            &["zrandmember", "r", "x"],
+            err("ERR value is not an integer or out of range"),
+        ),
+        (&["zadd", "y", "1", "a", "2", "b"], int(2)),
+        (&["sadd", "plain", "a", "b"], int(2)),
+        (&["zintercard", "2", "r", "y"], int(1)),
+        (&["zintercard", "2", "y", "plain"], int(2)),
+        (&["zintercard", "2", "y", "plain", "limit", "1"], int(1)),
+        (&["zintercard", "2", "y", "plain", "limit", "0"], int(2)),
+        (
+            &["zintercard", "0", "y"],
+            err("ERR at least 1 input key is needed for 'zintercard' command"),
+        ),
+        (&["zintercard", "1", "y", "y"], err("ERR syntax error")),
+        (&["zintercard", "1", "y", "limit"], err("ERR syntax error")),
+        (
+            &["zintercard", "1", "y", "limit", "-1"],
+            err("ERR LIMIT can't be negative"),
+        ),
+    ]);
+}
+
+/// GETRANGE, SUBSTR, SETRANGE, GETBIT, SETBIT: replies and errors as redis-server 7.0.15's
+/// (the same commands were compared with it byte for byte).
+#[test]
+fn string_ranges_and_bits_follow_redis_7_0() {
+    script(&[
+        (&["getrange", "nosuch", "0", "-1"], bulk("")),
+        (&["set", "s", "Hello World"], ok()),
+        (&["getrange", "s", "0", "4"], bulk("Hello")),
+        (&["getrange", "s", "-5", "-1"], bulk("World")),
+        (&["getrange", "s", "5", "3"], bulk("")),
+        (&["getrange", "s", "-1", "-5"], bulk("")),
+        (&["getrange", "s", "0", "100"], bulk("Hello World")),
+        (&["substr", "s", "-100", "2"], bulk("Hel")),
+        (
+            &["getrange", "s", "x", "2"],
+            err("ERR value is not an integer or out of range"),
+        ),
+        (&["setrange", "nosuch", "5", ""], int(0)),
+        (&["exists", "nosuch"], int(0)),
+        (&["setrange", "s", "6", "Redis"], int(11)),
+        (&["get", "s"], bulk("Hello Redis")),
+        (&["setrange", "new", "3", "ab"], int(5)),
+        (&["get", "new"], Value::Bulk(b"\0\0\0ab".to_vec())),
+        (
+            &["setrange", "s", "-1", "x"],
+            err("ERR offset is out of range"),
+        ),
+        (
+            &["setrange", "s", "536870908", "world"],
+            err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"),
+        ),
+        (&["setrange", "s", "5", ""], int(11)),
+        (&["lpush", "l", "a"], int(1)),
+        (
+            &["setrange", "l", "0", "x"],
+            err("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ),
+        (&["getbit", "nosuch", "0"], int(0)),
+        (&["setbit", "b", "7", "1"], int(0)),
+        (&["get", "b"], bulk("\u{1}")),
+        (&["getbit", "b", "7"], int(1)),
+        (&["getbit", "b", "100"], int(0)),
+        (&["setbit", "b", "7", "0"], int(1)),
+        (
+            &["setbit", "b", "7", "2"],
+            err("ERR bit is not an integer or out of range"),
+        ),
+        (
+            &["setbit", "b", "4294967296", "1"],
+            err("ERR bit offset is not an integer or out of range"),
+        ),
+        (
+            &["getbit", "b", "-1"],
+            err("ERR bit offset is not an integer or out of range"),
+        ),
+        (&["set", "n", "1234"], ok()),
+        (&["setbit", "n", "0", "1"], int(0)),
+        (&["get", "n"], Value::Bulk(b"\xb1234".to_vec())),
+    ]);
 }

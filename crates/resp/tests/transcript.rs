@@ -7,14 +7,14 @@ use resp::{finish, plan, Plan, Value};
 /// The time every command is planned at (unix milliseconds).
 const NOW_MS: u64 = 1_700_000_000_000;
 
-/// A reply as redis-cli prints it with its output piped, one line per element, lines joined
-/// by `|` (an error reply is followed by an empty line).
+/// A reply as redis-cli (RESP2) prints it with its output piped, one line per element, lines
+/// joined by `|` (an error reply is followed by an empty line).
 fn printed(value: &Value) -> String {
-    match value {
+    match &value.clone().into_resp2() {
         Value::Integer(number) => format!("{number}|"),
         Value::Bulk(bytes) => format!("{}|", String::from_utf8_lossy(bytes)),
         Value::Simple(text) => format!("{text}|"),
-        Value::Null => "|".to_string(),
+        Value::Null | Value::NullArray => "|".to_string(),
         Value::Error(text) => format!("{text}||"),
         Value::Array(items) if items.is_empty() => "|".to_string(),
         Value::Array(items) => items.iter().map(printed).collect(),

@@ -227,12 +227,24 @@ pub fn encode_reply(value: &Value, protocol: u8, out: &mut Vec<u8>) {
         Value::Bulk(bytes) => encode_bulk(bytes, out),
         Value::Null if protocol >= 3 => out.extend_from_slice(b"_\r\n"),
         Value::Null => out.extend_from_slice(b"$-1\r\n"),
-        Value::Array(items) => {
-            out.push(b'*');
-            out.extend_from_slice(items.len().to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
-            for item in items {
-                encode_reply(item, protocol, out);
+        Value::NullArray if protocol >= 3 => out.extend_from_slice(b"_\r\n"),
+        Value::NullArray => out.extend_from_slice(b"*-1\r\n"),
+        Value::Array(items) => encode_items(b'*', items, protocol, out),
+        Value::Set(items) if protocol >= 3 => encode_items(b'~', items, protocol, out),
+        Value::Set(items) => encode_items(b'*', items, protocol, out),
+        Value::Pairs(pairs) if protocol >= 3 => {
+            encode_length(b'*', pairs.len(), out);
+            for (first, second) in pairs {
+                encode_length(b'*', 2, out);
+                encode_reply(first, protocol, out);
+                encode_reply(second, protocol, out);
+            }
+        }
+        Value::Pairs(pairs) => {
+            encode_length(b'*', pairs.len() * 2, out);
+            for (first, second) in pairs {
+                encode_reply(first, protocol, out);
+                encode_reply(second, protocol, out);
             }
         }
         Value::Map(pairs) => {
@@ -270,6 +282,21 @@ pub fn encode_reply(value: &Value, protocol: u8, out: &mut Vec<u8>) {
     }
 }
 
+/// An aggregate's header: `prefix`, the count, CRLF.
+fn encode_length(prefix: u8, count: usize, out: &mut Vec<u8>) {
+    out.push(prefix);
+    out.extend_from_slice(count.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An array (`*`) or a RESP3 set (`~`) of `items`.
+fn encode_items(prefix: u8, items: &[Value], protocol: u8, out: &mut Vec<u8>) {
+    encode_length(prefix, items.len(), out);
+    for item in items {
+        encode_reply(item, protocol, out);
+    }
+}
+
 fn encode_bulk(bytes: &[u8], out: &mut Vec<u8>) {
     out.push(b'$');
     out.extend_from_slice(bytes.len().to_string().as_bytes());
@@ -278,14 +305,9 @@ fn encode_bulk(bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Redis 7.0's `%.17g`, in both protocols.
 fn format_double(number: f64) -> String {
-    if number.is_infinite() {
-        if number > 0.0 { "inf" } else { "-inf" }.to_string()
-    } else if number.is_nan() {
-        "nan".to_string()
-    } else {
-        number.to_string()
-    }
+    resp::double_text(number)
 }
 
 #[cfg(test)]
@@ -399,5 +421,29 @@ mod tests {
         encode_reply(&Value::Null, 3, &mut out);
         encode_reply(&Value::Error("ERR x\r\ny".to_string()), 2, &mut out);
         assert_eq!(out, b"$-1\r\n_\r\n-ERR xy\r\n");
+    }
+
+    /// Redis 7.0.15's bytes for a score, ZRANGE … WITHSCORES, SMEMBERS and a nil array.
+    #[test]
+    fn resp3_types_encode_as_redis_7_0_sends_them() {
+        let encode = |value: &Value, protocol| {
+            let mut out = Vec::new();
+            encode_reply(value, protocol, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let bulk = |text: &str| Value::Bulk(text.as_bytes().to_vec());
+        assert_eq!(encode(&Value::Double(0.1), 3), ",0.10000000000000001\r\n");
+        assert_eq!(encode(&Value::Double(3.0), 3), ",3\r\n");
+        assert_eq!(encode(&Value::Double(-1e100), 3), ",-1e+100\r\n");
+        assert_eq!(encode(&Value::Double(f64::INFINITY), 3), ",inf\r\n");
+        assert_eq!(encode(&Value::Double(2.5), 2), "$3\r\n2.5\r\n");
+        let pairs = Value::Pairs(vec![(bulk("b"), Value::Double(2.5))]);
+        assert_eq!(encode(&pairs, 3), "*1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n");
+        assert_eq!(encode(&pairs, 2), "*2\r\n$1\r\nb\r\n$3\r\n2.5\r\n");
+        let set = Value::Set(vec![bulk("1")]);
+        assert_eq!(encode(&set, 3), "~1\r\n$1\r\n1\r\n");
+        assert_eq!(encode(&set, 2), "*1\r\n$1\r\n1\r\n");
+        assert_eq!(encode(&Value::NullArray, 3), "_\r\n");
+        assert_eq!(encode(&Value::NullArray, 2), "*-1\r\n");
     }
 }

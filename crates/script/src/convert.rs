@@ -82,7 +82,8 @@ pub fn reply_to_lua(lua: &Lua, reply: Value) -> mlua::Result<mlua::Value> {
         Value::Error(text) => field_table(lua, "err", text.as_bytes()),
         Value::Integer(number) => Ok(mlua::Value::Number(number as f64)),
         Value::Bulk(bytes) => lua.create_string(&bytes)?.into_lua(lua),
-        Value::Null => Ok(mlua::Value::Boolean(false)),
+        // A nil bulk and a nil array are both `false` in Lua, as in Redis.
+        Value::Null | Value::NullArray => Ok(mlua::Value::Boolean(false)),
         Value::Array(items) => {
             let table = lua.create_table_with_capacity(items.len(), 0)?;
             for (index, item) in items.into_iter().enumerate() {
@@ -91,9 +92,12 @@ pub fn reply_to_lua(lua: &Lua, reply: Value) -> mlua::Result<mlua::Value> {
             Ok(mlua::Value::Table(table))
         }
         // `into_resp2` leaves none of the RESP3 types.
-        Value::Map(_) | Value::Double(_) | Value::Boolean(_) | Value::Verbatim(_) => {
-            Ok(mlua::Value::Boolean(false))
-        }
+        Value::Map(_)
+        | Value::Double(_)
+        | Value::Boolean(_)
+        | Value::Verbatim(_)
+        | Value::Set(_)
+        | Value::Pairs(_) => Ok(mlua::Value::Boolean(false)),
     }
 }
 

@@ -124,8 +124,9 @@ impl CopyIn {
             .collect();
         Ok(Execution {
             operations,
-            routing: Routing::RowsByKey {
-                position: self.key_position,
+            routing: match self.key_position {
+                Some(position) => Routing::RowsByKey { position },
+                None => Routing::NewRowIds,
             },
             finish: Finish::Command(CommandKind::Copy),
             created_table: None,

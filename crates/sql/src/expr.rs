@@ -234,6 +234,7 @@ impl Subquery {
             .iter()
             .map(|(call, data_type)| crate::merge::initial_partial(call.function, *data_type))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut seen = SeenValues::new(self.aggregates.len());
         for inner in &self.rows {
             let mut row = inner.clone();
             row.extend_from_slice(outer);
@@ -242,7 +243,9 @@ impl Subquery {
                     continue;
                 }
             }
-            for ((call, data_type), partial) in self.aggregates.iter().zip(partials.iter_mut()) {
+            for (index, ((call, data_type), partial)) in
+                self.aggregates.iter().zip(partials.iter_mut()).enumerate()
+            {
                 match &call.argument {
                     None => partial.add(&Value::Null),
                     Some(argument) => {
@@ -252,7 +255,9 @@ impl Subquery {
                                 Some(data_type) => cast_value(&value, *data_type)?,
                                 None => value,
                             };
-                            partial.add(&value);
+                            if seen.admit(index, call, &value) {
+                                partial.add(&value);
+                            }
                         }
                     }
                 }
@@ -337,6 +342,34 @@ pub struct AggregateCall {
     pub function: engine::AggregateFunction,
     /// The argument over the input scope; `None` for COUNT(*).
     pub argument: Option<Scalar>,
+    /// `count(DISTINCT x)`: each distinct non-NULL value counts once. Computed at the gateway
+    /// over the gathered rows (partials from the partitions could not tell duplicates apart).
+    pub distinct: bool,
+}
+
+/// Whether a call says `DISTINCT` among its arguments (`ALL` is the default).
+fn is_distinct(function: &ast::Function) -> bool {
+    matches!(
+        &function.args,
+        FunctionArguments::List(list)
+            if matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct))
+    )
+}
+
+/// The values each DISTINCT aggregate of a group has taken so far.
+#[derive(Clone, Debug, Default)]
+pub struct SeenValues(Vec<std::collections::BTreeSet<Value>>);
+
+impl SeenValues {
+    pub fn new(aggregates: usize) -> SeenValues {
+        SeenValues(vec![std::collections::BTreeSet::new(); aggregates])
+    }
+
+    /// Whether `value` should be added to aggregate `index`: always for a plain aggregate, the
+    /// first time only for a DISTINCT one.
+    pub fn admit(&mut self, index: usize, call: &AggregateCall, value: &Value) -> bool {
+        !call.distinct || self.0[index].insert(value.clone())
+    }
 }
 
 /// Statement parameters ($1, $2, …): their values, and the types the statement implies for
@@ -549,10 +582,8 @@ pub(crate) fn function_arguments(function: &ast::Function) -> Result<Vec<Option<
         FunctionArguments::None => Ok(Vec::new()),
         FunctionArguments::Subquery(_) => Err(SqlError::unsupported("subqueries")),
         FunctionArguments::List(list) => {
-            if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
-                return Err(SqlError::unsupported(
-                    "DISTINCT or ORDER BY in function arguments",
-                ));
+            if !list.clauses.is_empty() {
+                return Err(SqlError::unsupported("ORDER BY in function arguments"));
             }
             list.args
                 .iter()
@@ -1113,8 +1144,15 @@ impl Compiler<'_, '_> {
         }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
+        let distinct = is_distinct(function);
         if let Some(aggregate) = aggregate_function(&name, star) {
-            return self.aggregate(aggregate, &arguments, function);
+            return self.aggregate(aggregate, &arguments, function, distinct);
+        }
+        if distinct {
+            return Err(SqlError::new(
+                "42809",
+                format!("DISTINCT specified, but {name} is not an aggregate function"),
+            ));
         }
         if arguments.iter().any(Option::is_none) {
             return Err(SqlError::syntax(format!(
@@ -1439,6 +1477,7 @@ impl Compiler<'_, '_> {
         function: engine::AggregateFunction,
         arguments: &[Option<&Expr>],
         call: &ast::Function,
+        distinct: bool,
     ) -> Result<Scalar, SqlError> {
         let Mode::Grouped {
             group_by,
@@ -1468,7 +1507,11 @@ impl Compiler<'_, '_> {
                 ))
             }
         };
-        let call = AggregateCall { function, argument };
+        let call = AggregateCall {
+            function,
+            argument,
+            distinct,
+        };
         let slot = match aggregates.iter().position(|known| *known == call) {
             Some(slot) => slot,
             None => {

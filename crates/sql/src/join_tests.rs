@@ -499,3 +499,44 @@ fn hash_join_nested_loop_and_any_split_agree() {
         }
     }
 }
+
+#[test]
+fn distinct_aggregates_count_each_value_once_over_tables_and_joins() {
+    for partitions in [1, 3] {
+        let mut cluster = company(partitions);
+        cluster.tag("CREATE TABLE site (dept INT PRIMARY KEY, city TEXT)");
+        cluster.tag("INSERT INTO site VALUES (1, 'london'), (2, 'paris'), (4, 'london')");
+        // One table: the partitions send rows, the gateway counts distinct values.
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT count(DISTINCT city), count(city), count(ALL city) FROM site"
+            ),
+            vec![vec![Value::BigInt(2), Value::BigInt(3), Value::BigInt(3)]]
+        );
+        // A join (TPC-C's Stock-Level shape), grouped and not: ada and bob in london's
+        // department 1, cy in paris's 2.
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT count(DISTINCT s.city), count(*) FROM emp e, site s WHERE s.dept = e.dept"
+            ),
+            vec![vec![Value::BigInt(2), Value::BigInt(3)]]
+        );
+        assert_eq!(
+            rows(
+                &mut cluster,
+                "SELECT s.city, sum(DISTINCT e.dept), count(DISTINCT e.id) FROM emp e, site s \
+                 WHERE s.dept = e.dept GROUP BY s.city ORDER BY s.city"
+            ),
+            vec![
+                vec![text("london"), Value::BigInt(1), Value::BigInt(2)],
+                vec![text("paris"), Value::BigInt(2), Value::BigInt(1)],
+            ]
+        );
+        assert_eq!(
+            error(&mut cluster, "SELECT lower(DISTINCT city) FROM site").code,
+            "42809"
+        );
+    }
+}

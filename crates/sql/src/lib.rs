@@ -92,6 +92,10 @@
 //! Subqueries (scalar, IN, EXISTS) over one user table, correlated or not, with ungrouped
 //! aggregates: the table is read in the same batch and the gateway evaluates them per row.
 //!
+//! Aggregates with DISTINCT (`count(DISTINCT x)`, `sum(DISTINCT x)`): each distinct non-NULL
+//! value once per group, computed at the gateway over the gathered rows (partitions' partials
+//! cannot tell duplicates apart). COPY into a table without a primary key gives each row a hidden
+//! row id, as INSERT does.
 //! SELECT DISTINCT (one table, a join or none): duplicate projected rows, NULLs equal, are
 //! removed at the gateway before ORDER BY, OFFSET and LIMIT (42P10 when an ORDER BY expression
 //! is not in the select list, as in PostgreSQL).

@@ -517,18 +517,23 @@ impl QueryPlan {
                 }
             }
         } else {
+            let mut seen: BTreeMap<Vec<Value>, crate::expr::SeenValues> = BTreeMap::new();
             for row in self.input_rows(outputs)? {
                 let key: Vec<Value> = grouping
                     .group_by
                     .iter()
                     .map(|at| row[*at].clone())
                     .collect();
+                let seen = seen
+                    .entry(key.clone())
+                    .or_insert_with(|| crate::expr::SeenValues::new(grouping.aggregates.len()));
                 let partials = groups.entry(key).or_insert_with(|| initial.clone());
-                for ((call, partial), data_type) in grouping
+                for (index, ((call, partial), data_type)) in grouping
                     .aggregates
                     .iter()
                     .zip(partials.iter_mut())
                     .zip(&argument_types)
+                    .enumerate()
                 {
                     match &call.argument {
                         None => partial.add(&Value::Null),
@@ -539,7 +544,9 @@ impl QueryPlan {
                                     Some(data_type) => cast_value(&value, *data_type)?,
                                     None => value,
                                 };
-                                partial.add(&value);
+                                if seen.admit(index, call, &value) {
+                                    partial.add(&value);
+                                }
                             }
                         }
                     }

@@ -454,8 +454,9 @@ pub struct CopyIn {
     pub types: Vec<DataType>,
     pub delimiter: char,
     pub null: String,
-    /// The partition key's position in a copied row.
-    pub key_position: usize,
+    /// The partition key's position in a copied row; `None` for a table without a primary
+    /// key, whose rows are placed by the hidden row ids the gateway gives them.
+    pub key_position: Option<usize>,
 }
 
 /// Plans one statement against a catalog with parameter values (`Value::Null` for each while
@@ -2946,6 +2947,7 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("COPY (query)"));
         };
         let entry = self.entry(table_name)?;
+<<<<<<< HEAD
         refuse_sequence_change(&entry)?;
         if entry.schema.row_id_column().is_some() {
             return Err(
@@ -2953,8 +2955,15 @@ impl Planner<'_, '_> {
                     .with_hint("use INSERT, or declare a primary key"),
             );
         }
+=======
+        // A table without a primary key: its rows get hidden row ids at the gateway, as an
+        // INSERT's do (`Routing::NewRowIds`).
+        let row_id = entry.schema.row_id_column();
+>>>>>>> main
         let positions: Vec<usize> = if columns.is_empty() {
-            (0..entry.schema.columns.len()).collect()
+            (0..entry.schema.columns.len())
+                .filter(|position| Some(*position) != row_id)
+                .collect()
         } else {
             columns
                 .iter()
@@ -2994,19 +3003,34 @@ impl Planner<'_, '_> {
             ))
             .with_hint("list every column with a DEFAULT in COPY, or use INSERT"));
         }
+        if let Some(row_id) = row_id.filter(|row_id| positions.contains(row_id)) {
+            return Err(SqlError::new(
+                "428C9",
+                format!(
+                    "cannot insert a non-DEFAULT value into column \"{}\"",
+                    entry.schema.columns[row_id].name
+                ),
+            ));
+        }
         let key = entry.schema.column_position(&entry.options.partition_key)?;
-        let key_position = positions
-            .iter()
-            .position(|position| *position == key)
-            .ok_or_else(|| {
-                SqlError::new(
-                    sqlstate::INVALID_PARAMETER_VALUE,
-                    format!(
-                        "COPY must include the partition key column \"{}\"",
-                        entry.options.partition_key
-                    ),
-                )
-            })?;
+        let key_position = if row_id == Some(key) {
+            None
+        } else {
+            Some(
+                positions
+                    .iter()
+                    .position(|position| *position == key)
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            sqlstate::INVALID_PARAMETER_VALUE,
+                            format!(
+                                "COPY must include the partition key column \"{}\"",
+                                entry.options.partition_key
+                            ),
+                        )
+                    })?,
+            )
+        };
         Ok(Plan::CopyIn(CopyIn {
             table: entry.schema.name.clone(),
             columns: positions
@@ -3552,13 +3576,14 @@ fn negate_if(predicate: Predicate, negated: bool) -> Predicate {
     }
 }
 
-/// Whether the engine can compute the aggregates: plain column arguments only.
+/// Whether the engine can compute the aggregates: plain column arguments only, no DISTINCT.
 fn engine_aggregable(grouping: &Grouping) -> bool {
     grouping.aggregates.iter().all(|call| {
-        matches!(
-            (&call.argument, call.function),
-            (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
-        )
+        !call.distinct
+            && matches!(
+                (&call.argument, call.function),
+                (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
+            )
     })
 }
 

@@ -1346,6 +1346,44 @@ fn copy_from_stdin_loads_text_format_rows() {
 }
 
 #[test]
+fn copy_into_a_table_without_a_primary_key_gives_rows_hidden_ids() {
+    let mut cluster = people(3);
+    cluster.tag("CREATE TABLE log (who TEXT, amount INT)");
+    let data: String = (0..40)
+        .map(|index| format!("u{index}\t{index}\n"))
+        .collect();
+    assert_eq!(
+        cluster.copy("COPY log FROM STDIN", &data).unwrap(),
+        StatementResult::Command {
+            tag: "COPY 40".into()
+        }
+    );
+    assert_eq!(
+        cluster
+            .copy("COPY log (amount) FROM STDIN", "7\n7\n")
+            .unwrap(),
+        StatementResult::Command {
+            tag: "COPY 2".into()
+        }
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*), sum(amount) FROM log"),
+        vec![vec![Value::BigInt(42), Value::BigInt(794)]]
+    );
+    assert_eq!(
+        cluster.rows("SELECT who FROM log WHERE amount = 39"),
+        vec![vec![text("u39")]]
+    );
+    assert_eq!(
+        cluster
+            .copy("COPY log (tessera_row_id, who) FROM STDIN", "1\tx\n")
+            .unwrap_err()
+            .code,
+        "428C9"
+    );
+}
+
+#[test]
 fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
     let mut cluster = people(1);
     cluster.tag("CREATE TABLE other (id INT PRIMARY KEY)");
@@ -1775,7 +1813,17 @@ fn tables_without_a_primary_key_get_a_hidden_row_id() {
             .code,
         "42701"
     );
-    assert_eq!(cluster.error("COPY t1 FROM STDIN").code, "0A000");
+    // COPY gives its rows hidden row ids too.
+    assert_eq!(
+        cluster.copy("COPY t1 (a) FROM STDIN", "7\n").unwrap(),
+        StatementResult::Command {
+            tag: "COPY 1".into()
+        }
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM t1 WHERE a = 7"),
+        vec![vec![big(1)]]
+    );
     // The catalog shows the declared columns and no primary key.
     let described = cluster.rows(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 't1' \

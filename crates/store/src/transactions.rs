@@ -40,7 +40,7 @@
 //! then ends the transaction with the same message as everyone else.
 
 use engine::table::{Key, Row};
-use engine::{EngineError, Operation, TableSchema, Value};
+use engine::{EngineError, Operation, Predicate, TableSchema, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -429,6 +429,11 @@ pub fn tables_read(command: &engine::Command) -> Vec<String> {
     tables
 }
 
+/// A row resource with the coarser row resources above it, coarsest first: the placement key
+/// of a partition key value, then (`row_paths`) resources for longer primary-key prefixes. A
+/// statement takes S or X on the last and IS or IX on the others (and on the table).
+pub type RowPath = Vec<Vec<u8>>;
+
 /// The locks a statement needs. Pinned to partition keys (`rows`: their placement keys, every
 /// operation on one table): IS on the table and S on those rows to read, IX and X to write.
 /// Otherwise: S on each table it reads, X on each it writes. `Err` for DDL, which a
@@ -436,6 +441,16 @@ pub fn tables_read(command: &engine::Command) -> Vec<String> {
 pub fn locks_needed(
     operations: &[Operation],
     rows: Option<&[Vec<u8>]>,
+) -> Result<Vec<(Resource, Mode)>, EngineError> {
+    let paths: Option<Vec<RowPath>> =
+        rows.map(|rows| rows.iter().map(|row| vec![row.clone()]).collect());
+    locks_needed_on_paths(operations, paths.as_deref())
+}
+
+/// `locks_needed` with row paths (`RowPath`): intention locks down each path, S or X at its end.
+pub fn locks_needed_on_paths(
+    operations: &[Operation],
+    rows: Option<&[RowPath]>,
 ) -> Result<Vec<(Resource, Mode)>, EngineError> {
     let mut needed: BTreeMap<Resource, Mode> = BTreeMap::new();
     let one_table = operations
@@ -473,8 +488,19 @@ pub fn locks_needed(
                     (Mode::IntentExclusive, Mode::Exclusive)
                 };
                 take((table.clone(), None), intent);
-                for row in rows {
-                    take((table.clone(), Some(row.clone())), row_mode);
+                for path in rows {
+                    assert!(
+                        !path.is_empty(),
+                        "a row path names at least its placement key"
+                    );
+                    for (depth, resource) in path.iter().enumerate() {
+                        let mode = if depth + 1 == path.len() {
+                            row_mode
+                        } else {
+                            intent
+                        };
+                        take((table.clone(), Some(resource.clone())), mode);
+                    }
                 }
             }
             None => take(
@@ -484,6 +510,177 @@ pub fn locks_needed(
         }
     }
     Ok(needed.into_iter().collect())
+}
+
+/// The values of the longest primary-key prefix a predicate pins: each column of the prefix
+/// has one non-NULL equality constant among the predicate's top-level conjuncts.
+fn pinned_prefix(predicate: &Predicate, schema: &TableSchema) -> Vec<Value> {
+    let mut conjuncts = Vec::new();
+    let mut pending = vec![predicate];
+    while let Some(predicate) = pending.pop() {
+        match predicate {
+            Predicate::And(operands) => pending.extend(operands.iter()),
+            other => conjuncts.push(other),
+        }
+    }
+    let constant = |column: &str| -> Option<Value> {
+        let mut found: Option<&Value> = None;
+        for conjunct in &conjuncts {
+            let value = match conjunct {
+                Predicate::Compare {
+                    column: named,
+                    op: engine::predicate::CompareOp::Equal,
+                    value,
+                } if named == column => value,
+                Predicate::In {
+                    column: named,
+                    values,
+                } if named == column && values.len() == 1 => &values[0],
+                _ => continue,
+            };
+            match found {
+                None => found = Some(value),
+                // Two different constants: no row qualifies; keep the coarser lock.
+                Some(earlier) if earlier != value => return None,
+                Some(_) => {}
+            }
+        }
+        found.filter(|value| !value.is_null()).cloned()
+    };
+    let mut prefix = Vec::new();
+    for &position in &schema.primary_key {
+        match constant(&schema.columns[position].name) {
+            Some(value) => prefix.push(value),
+            None => break,
+        }
+    }
+    prefix
+}
+
+/// The resource of a primary-key prefix longer than one column: its placement key, a marker,
+/// the prefix's length and each further value, length-prefixed.
+fn prefix_resource(placement: &[u8], prefix: &[Value]) -> Vec<u8> {
+    let mut resource = placement.to_vec();
+    resource.extend_from_slice(&[0xFF, prefix.len() as u8]);
+    for value in &prefix[1..] {
+        let encoded = crate::rows::placement_key("", value);
+        resource.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        resource.extend_from_slice(&encoded);
+    }
+    resource
+}
+
+/// The path of a pinned primary-key prefix: the placement key, then one resource per longer
+/// prefix.
+fn prefix_path(table: &str, prefix: &[Value]) -> RowPath {
+    assert!(!prefix.is_empty());
+    let placement = crate::rows::placement_key(table, &prefix[0]);
+    let mut path = vec![placement.clone()];
+    for length in 2..=prefix.len() {
+        path.push(prefix_resource(&placement, &prefix[..length]));
+    }
+    path
+}
+
+/// Row locks finer than a partition key value, for a statement on one table pinned to one
+/// partition key value (`keys`: its placement keys) of a table whose partition key is the
+/// first primary-key column: a statement pinning a longer primary-key prefix by equalities
+/// (`WHERE c_w_id = 1 AND c_d_id = 2 AND c_id = 3`) locks that prefix, under intention locks
+/// on the shorter ones, so two statements on different rows of one partition key value do not
+/// conflict, while one that reads or writes a whole prefix still conflicts with every row
+/// under it. An insert locks each row's whole key. `None`: lock the placement keys alone.
+pub fn row_paths(
+    operations: &[Operation],
+    schema: &TableSchema,
+    partition_column: usize,
+    keys: &[Vec<u8>],
+) -> Option<Vec<RowPath>> {
+    if keys.len() != 1 || schema.primary_key.first() != Some(&partition_column) {
+        return None;
+    }
+    let key_columns: Vec<&str> = schema
+        .primary_key
+        .iter()
+        .map(|&position| schema.columns[position].name.as_str())
+        .collect();
+    let mut paths = Vec::new();
+    for operation in operations {
+        if operation.table_name() != schema.name {
+            return None;
+        }
+        let prefix = match operation {
+            Operation::Select { predicate, .. }
+            | Operation::Delete { predicate, .. }
+            | Operation::Aggregate { predicate, .. } => pinned_prefix(predicate.as_ref()?, schema),
+            Operation::Update {
+                predicate,
+                assignments,
+                ..
+            } => {
+                if assignments
+                    .iter()
+                    .any(|assignment| key_columns.contains(&assignment.column.as_str()))
+                {
+                    return None;
+                }
+                pinned_prefix(predicate.as_ref()?, schema)
+            }
+            Operation::UpdateComputed {
+                predicate,
+                assignments,
+                ..
+            } => {
+                if assignments
+                    .iter()
+                    .any(|assignment| key_columns.contains(&assignment.column.as_str()))
+                {
+                    return None;
+                }
+                pinned_prefix(predicate.as_ref()?, schema)
+            }
+            Operation::Insert { columns, rows, .. } => {
+                let positions: Option<Vec<usize>> = schema
+                    .primary_key
+                    .iter()
+                    .map(|&key_position| {
+                        if columns.is_empty() {
+                            Some(key_position)
+                        } else {
+                            let name = &schema.columns[key_position].name;
+                            columns.iter().position(|column| column == name)
+                        }
+                    })
+                    .collect();
+                let positions = positions?;
+                for row in rows {
+                    let prefix: Option<Vec<Value>> = positions
+                        .iter()
+                        .map(|&position| {
+                            row.get(position).filter(|value| !value.is_null()).cloned()
+                        })
+                        .collect();
+                    paths.push(prefix_path(&schema.name, &prefix?));
+                }
+                continue;
+            }
+            _ => return None,
+        };
+        if prefix.is_empty() {
+            return None;
+        }
+        let path = prefix_path(&schema.name, &prefix);
+        if path[0] != keys[0] {
+            // Routed by another value than the predicate pins: keep the routed lock.
+            return None;
+        }
+        paths.push(path);
+    }
+    if paths.iter().any(|path| path[0] != keys[0]) {
+        return None;
+    }
+    paths.sort();
+    paths.dedup();
+    Some(paths)
 }
 
 /// Whether `locks` (with those already `held`) cover every table the operations name: a
@@ -546,7 +743,27 @@ pub fn plan_statement(
     keys: Option<&[Vec<u8>]>,
     exclusive: bool,
 ) -> Result<StatementLocks, EngineError> {
-    let needed = locks_needed(operations, keys)?;
+    plan_statement_on_paths(held, operations, keys, None, exclusive)
+}
+
+/// `plan_statement` with finer row paths (`row_paths`) for a statement pinned to one key.
+pub fn plan_statement_on_paths(
+    held: &BTreeMap<String, Mode>,
+    operations: &[Operation],
+    keys: Option<&[Vec<u8>]>,
+    paths: Option<&[RowPath]>,
+    exclusive: bool,
+) -> Result<StatementLocks, EngineError> {
+    let needed = match (keys, paths) {
+        (Some(keys), Some(paths)) => {
+            assert!(
+                paths.iter().all(|path| keys.contains(&path[0])),
+                "row paths start at the statement's placement keys"
+            );
+            locks_needed_on_paths(operations, Some(paths))?
+        }
+        _ => locks_needed(operations, keys)?,
+    };
     let needed = if exclusive {
         as_exclusive(needed)
     } else {
@@ -966,5 +1183,181 @@ mod store_tests {
             rows(&restored),
             vec![vec![Value::BigInt(1), Value::BigInt(10)]]
         );
+    }
+}
+
+#[cfg(test)]
+mod row_path_tests {
+    use super::*;
+    use engine::{Assignment, ColumnDef, DataType, OnConflict};
+
+    /// customer(c_w_id, c_d_id, c_id, c_last): primary key (c_w_id, c_d_id, c_id).
+    fn customer() -> TableSchema {
+        TableSchema::new(
+            "customer",
+            vec![
+                ColumnDef::new("c_w_id", DataType::Int).not_null(),
+                ColumnDef::new("c_d_id", DataType::Int).not_null(),
+                ColumnDef::new("c_id", DataType::Int).not_null(),
+                ColumnDef::new("c_last", DataType::BigInt),
+            ],
+            &["c_w_id", "c_d_id", "c_id"],
+        )
+        .unwrap()
+    }
+
+    fn equal(pairs: &[(&str, i32)]) -> Option<Predicate> {
+        Some(Predicate::And(
+            pairs
+                .iter()
+                .map(|(column, value)| Predicate::equal(column, Value::Int(*value)))
+                .collect(),
+        ))
+    }
+
+    fn select(predicate: Option<Predicate>) -> Operation {
+        Operation::Select {
+            table: "customer".into(),
+            columns: vec![],
+            predicate,
+            limit: None,
+        }
+    }
+
+    fn update(predicate: Option<Predicate>, column: &str) -> Operation {
+        Operation::Update {
+            table: "customer".into(),
+            assignments: vec![Assignment {
+                column: column.into(),
+                value: Value::Int(5),
+            }],
+            predicate,
+        }
+    }
+
+    fn warehouse_key(w: i32) -> Vec<Vec<u8>> {
+        vec![crate::rows::placement_key("customer", &Value::Int(w))]
+    }
+
+    /// Whether two statements' locks conflict on any resource.
+    fn conflict(a: &[(Resource, Mode)], b: &[(Resource, Mode)]) -> bool {
+        a.iter().any(|(resource, mode)| {
+            b.iter()
+                .any(|(other, other_mode)| resource == other && mode.conflicts(*other_mode))
+        })
+    }
+
+    fn locks(operation: Operation, w: i32) -> Vec<(Resource, Mode)> {
+        let schema = customer();
+        let keys = warehouse_key(w);
+        let operations = [operation];
+        let paths = row_paths(&operations, &schema, 0, &keys);
+        plan_statement_on_paths(
+            &BTreeMap::new(),
+            &operations,
+            Some(&keys),
+            paths.as_deref(),
+            false,
+        )
+        .unwrap()
+        .needed
+    }
+
+    #[test]
+    fn writes_of_different_rows_of_one_partition_key_do_not_conflict() {
+        let one = locks(
+            update(
+                equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+                "c_last",
+            ),
+            1,
+        );
+        let other = locks(
+            update(
+                equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 4)]),
+                "c_last",
+            ),
+            1,
+        );
+        let same = locks(
+            update(
+                equal(&[("c_d_id", 2), ("c_id", 3), ("c_w_id", 1)]),
+                "c_last",
+            ),
+            1,
+        );
+        assert!(!conflict(&one, &other));
+        assert!(conflict(&one, &same));
+        // The row lock is the path's end; the placement key and the district carry intents.
+        assert_eq!(one.len(), 4);
+        assert_eq!(
+            one.iter()
+                .filter(|(_, mode)| *mode == Mode::Exclusive)
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_read_of_a_prefix_conflicts_with_writes_under_it_and_only_those() {
+        let district = locks(select(equal(&[("c_w_id", 1), ("c_d_id", 2)])), 1);
+        let row_in = locks(
+            update(
+                equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 9)]),
+                "c_last",
+            ),
+            1,
+        );
+        let row_out = locks(
+            update(
+                equal(&[("c_w_id", 1), ("c_d_id", 3), ("c_id", 9)]),
+                "c_last",
+            ),
+            1,
+        );
+        assert!(conflict(&district, &row_in));
+        assert!(!conflict(&district, &row_out));
+        // A whole partition key value (a read by warehouse only) covers every district.
+        let warehouse = locks(select(equal(&[("c_w_id", 1)])), 1);
+        assert!(conflict(&warehouse, &row_in) && conflict(&warehouse, &row_out));
+        // An insert into the district read conflicts (no phantom); elsewhere it does not.
+        let insert = |d: i32| Operation::Insert {
+            table: "customer".into(),
+            columns: vec![],
+            rows: vec![vec![
+                Value::Int(1),
+                Value::Int(d),
+                Value::Int(77),
+                Value::Null,
+            ]],
+            on_conflict: OnConflict::Error,
+        };
+        assert!(conflict(&district, &locks(insert(2), 1)));
+        assert!(!conflict(&district, &locks(insert(5), 1)));
+    }
+
+    #[test]
+    fn statements_that_cannot_be_refined_keep_the_partition_key_lock() {
+        let schema = customer();
+        let keys = warehouse_key(1);
+        // No predicate, a key column assigned, two constants for one column, a routed key the
+        // predicate does not pin, several keys, another partition column.
+        for operation in [
+            select(None),
+            update(equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]), "c_id"),
+            select(equal(&[("c_w_id", 1), ("c_w_id", 2)])),
+            select(equal(&[("c_d_id", 2)])),
+            select(equal(&[("c_w_id", 2), ("c_d_id", 2)])),
+        ] {
+            assert_eq!(
+                row_paths(std::slice::from_ref(&operation), &schema, 0, &keys),
+                None,
+                "{operation:?}"
+            );
+        }
+        let operation = [select(equal(&[("c_w_id", 1), ("c_d_id", 2)]))];
+        let two = [warehouse_key(1), warehouse_key(2)].concat();
+        assert_eq!(row_paths(&operation, &schema, 0, &two), None);
+        assert_eq!(row_paths(&operation, &schema, 1, &keys), None);
     }
 }

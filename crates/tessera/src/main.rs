@@ -10,6 +10,7 @@ mod dev_ecast;
 mod dev_tls;
 mod info;
 mod ticket;
+mod tpcc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -88,6 +89,9 @@ enum BenchCommand {
     /// Ordered multi-partition messages through the routers of a partitioned cluster,
     /// submitted directly as E-Cast senders (no RESP).
     Ecast(bench_ecast::EcastArguments),
+    /// TPC-C (the five transactions at the standard mix) over the PostgreSQL protocol, against
+    /// Tessera or PostgreSQL.
+    Tpcc(tpcc::TpccArguments),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -114,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         Subcommands::Bench(BenchCommand::Kv(arguments)) => bench::run(arguments),
         Subcommands::Bench(BenchCommand::Ticket(arguments)) => ticket::run(arguments),
         Subcommands::Bench(BenchCommand::Ecast(arguments)) => bench_ecast::run(arguments),
+        Subcommands::Bench(BenchCommand::Tpcc(arguments)) => tpcc::run(arguments),
         Subcommands::Status { cluster } => {
             if let Err(error) = admin::status_command(cluster) {
                 eprintln!("tessera status: {error:#}");

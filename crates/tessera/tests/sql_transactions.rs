@@ -303,6 +303,35 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     drop(stdin);
     let _ = holder.wait();
 
+    // Row locks follow the primary key below the partition key (`row_paths`): with a key
+    // (w, k) partitioned by w, locking (1, 1) leaves (1, 2) free, while a statement over all of
+    // w = 1 or over (1, 1) is refused.
+    let out = psql(
+        port,
+        "CREATE TABLE d (w INT, k INT, n INT, PRIMARY KEY (w, k));\n\
+         INSERT INTO d VALUES (1, 1, 0), (1, 2, 0), (2, 1, 0);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (mut holder, mut stdin) =
+        open_session(port, b"BEGIN;\nUPDATE d SET n = 5 WHERE w = 1 AND k = 1;\n");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = psql(
+        port,
+        "BEGIN;\nSELECT n FROM d WHERE w = 1 AND k = 2 FOR UPDATE NOWAIT;\nROLLBACK;\n\
+         BEGIN;\nSELECT n FROM d WHERE k = 1 AND w = 1 FOR UPDATE NOWAIT;\nROLLBACK;\n\
+         BEGIN;\nSELECT n FROM d WHERE w = 1 FOR UPDATE NOWAIT;\nROLLBACK;\n",
+    );
+    assert_eq!(
+        out.matches("could not obtain lock on relation \"d\"")
+            .count(),
+        2,
+        "only the locked row and its whole partition key are refused: {out}"
+    );
+    stdin.write_all(b"COMMIT;\n").unwrap();
+    drop(stdin);
+    let _ = holder.wait();
+    assert_eq!(scalar(port, "SELECT sum(n) FROM d"), "5");
+
     // A block idle while it holds a lock another statement waits for is aborted after 20 s of
     // that wait; the waiter then runs, and the idle block's COMMIT fails with 40001.
     let (idle, mut stdin) = open_session(port, b"BEGIN;\nUPDATE t SET n = 7777 WHERE id = 6;\n");

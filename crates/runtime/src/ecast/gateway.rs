@@ -1133,6 +1133,36 @@ struct Connection {
     clients: Arc<super::clients::Clients>,
 }
 
+/// TIME: this gateway's clock, `[unix seconds, microseconds]` as Redis replies it.
+fn time_reply() -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Value::Array(vec![
+        Value::Bulk(now.as_secs().to_string().into_bytes()),
+        Value::Bulk(now.subsec_micros().to_string().into_bytes()),
+    ])
+}
+
+/// Whether a command may block its connection (a blocking pop outside MULTI).
+fn may_block(arguments: &[Vec<u8>]) -> bool {
+    const BLOCKING: &[&[u8]] = &[
+        b"blpop",
+        b"brpop",
+        b"brpoplpush",
+        b"blmove",
+        b"blmpop",
+        b"bzpopmin",
+        b"bzpopmax",
+        b"bzmpop",
+    ];
+    arguments.first().is_some_and(|name| {
+        BLOCKING
+            .iter()
+            .any(|blocking| name.eq_ignore_ascii_case(blocking))
+    })
+}
+
 /// A reply in a pipeline: known at once, or waiting for the gateway.
 enum Answer {
     Ready(Value),
@@ -1345,13 +1375,19 @@ impl Connection {
         let mut output: Vec<u8> = Vec::with_capacity(16 * 1024);
         let mut chunk = vec![0u8; 64 * 1024];
         let kill = self.client.kill.clone();
+        // Set when a blocking command waits in the input behind answers not yet written.
+        let mut resume = false;
         loop {
             let timeout = self.session.read_timeout();
-            let event = tokio::select! {
+            let event = if std::mem::take(&mut resume) {
+                ConnectionEvent::Read(Some(0))
+            } else {
+                tokio::select! {
                 read = read_some(&mut stream, &mut chunk, timeout) => ConnectionEvent::Read(read),
                 Some(push) = self.subscriptions.receiver.recv() => ConnectionEvent::Push(push),
                 // CLIENT KILL: closed at once, as Redis closes a killed client.
                 _ = kill.notified() => ConnectionEvent::Read(None),
+                }
             };
             let read = match event {
                 ConnectionEvent::Read(Some(read)) => read,
@@ -1367,11 +1403,23 @@ impl Connection {
             let arrived = std::time::Instant::now();
             let mut consumed_total = 0;
             let mut answers = Vec::new();
+            // Each answer's command and when it started (INFO commandstats, SLOWLOG).
+            let mut calls = Vec::new();
             let mut close = false;
             loop {
                 let limits = self.session.limits();
                 match parse_request(&input[consumed_total..], &limits) {
                     Ok(None) => break,
+                    Ok(Some((arguments, _)))
+                        if !answers.is_empty()
+                            && may_block(&arguments)
+                            && self.transaction.queued().is_none() =>
+                    {
+                        // The replies before a blocking command are written before it waits
+                        // (its client may be waiting for them to unblock it); it runs next.
+                        resume = true;
+                        break;
+                    }
                     Ok(Some((arguments, consumed))) => {
                         consumed_total += consumed;
                         if !arguments.is_empty() {
@@ -1385,8 +1433,10 @@ impl Connection {
                             // Before (`cmd` is the current command, as in Redis) and after
                             // (the subscriptions, name and MULTI it left).
                             self.record_activity(&arguments);
+                            let started = Instant::now();
                             answers.push(self.on_command(&arguments, stream.socket()).await);
                             self.record_activity(&arguments);
+                            calls.push((arguments, started));
                         }
                     }
                     Err(error) => {
@@ -1397,7 +1447,10 @@ impl Connection {
                 }
             }
             input.drain(..consumed_total);
+            let mut calls = calls.into_iter();
             for answer in answers {
+                // A parse error's answer, always the last, has no command.
+                let call = calls.next();
                 let value = match answer {
                     Answer::Ready(value) => value,
                     Answer::Waiting(pending, receiver) => {
@@ -1429,6 +1482,10 @@ impl Connection {
                     .metrics
                     .resp_latency
                     .observe(arrived.elapsed().as_secs_f64());
+                if let Some((arguments, started)) = call {
+                    self.clients
+                        .record(self.client.id, &arguments, &value, started.elapsed());
+                }
                 encode_reply(&value, self.protocol, &mut output);
                 if close {
                     break;
@@ -1466,6 +1523,9 @@ impl Connection {
         if let Some(value) = self.on_script_command(arguments).await {
             return Answer::Ready(value);
         }
+        if let Some(value) = self.on_stats_command(arguments) {
+            return Answer::Ready(value);
+        }
         if let Some(value) = self.on_config_command(arguments).await {
             return Answer::Ready(value);
         }
@@ -1476,6 +1536,11 @@ impl Connection {
             .await
         {
             return Answer::Ready(value);
+        }
+        if let [name] = arguments {
+            if name.eq_ignore_ascii_case(b"time") {
+                return Answer::Ready(time_reply());
+            }
         }
         if arguments[0].eq_ignore_ascii_case(b"READMODE") {
             return Answer::Ready(self.read_mode(arguments));
@@ -1498,7 +1563,13 @@ impl Connection {
                     // Every earlier command of the pipeline was submitted already, and the
                     // next ones wait for this one: the pipeline's order is kept.
                     return Answer::Ready(
-                        super::transaction::execute_one(&self.jobs, &pending, stream).await,
+                        super::transaction::execute_one(
+                            &self.jobs,
+                            &pending,
+                            stream,
+                            (&self.clients, self.client.id),
+                        )
+                        .await,
                     );
                 }
                 let work = match payload::split(&pending.command) {
@@ -1629,10 +1700,18 @@ impl Connection {
                 Ok(changes) => changes,
                 Err(error) => return Some(error),
             };
-            let changes = resp::config::cluster_changes(&changes);
-            let outcome = self.survey_now(Survey::Configure { changes }).await;
+            let cluster = resp::config::cluster_changes(&changes);
+            let outcome = if cluster.is_empty() {
+                Outcome::Ok
+            } else {
+                self.survey_now(Survey::Configure { changes: cluster })
+                    .await
+            };
             return Some(match outcome {
-                Outcome::Ok => Value::ok(),
+                Outcome::Ok => {
+                    self.clients.set_parameters(&changes);
+                    Value::ok()
+                }
                 other => keyless_reply(KeylessReply::Ok, &other),
             });
         }
@@ -1645,12 +1724,27 @@ impl Connection {
         let Some(limits) = payload::decode_limits(&outcome) else {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
-        let process = |_: &str| None;
+        let process = |name: &str| self.clients.parameter(name);
         let current = resp::config::Current {
             limits: &limits,
             process: &process,
         };
         Some(resp::config::get_reply(rest, &current))
+    }
+
+    /// SLOWLOG and CONFIG RESETSTAT (the gateway's statistics, `clients`); `None` for any
+    /// other command. Inside MULTI they are refused (and EXEC aborts).
+    fn on_stats_command(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        if !super::clients::is_stats_command(arguments) {
+            return None;
+        }
+        if let Some(refused) = self
+            .transaction
+            .refuse_queued("ERR SLOWLOG and CONFIG RESETSTAT inside MULTI are not supported yet")
+        {
+            return Some(refused);
+        }
+        self.clients.on_stats_command(arguments)
     }
 
     /// Runs a survey and waits for its merged outcome.
@@ -1754,6 +1848,7 @@ impl Connection {
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),
             counters: counters(status, self.storage),
+            sections: self.clients.info_sections(),
         }
     }
 }

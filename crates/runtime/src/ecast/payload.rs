@@ -164,6 +164,7 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::Encoding { .. }
         | Command::MemoryUsage { .. }
         | Command::IncrementFloat { .. }
+        | Command::Text { .. }
         | Command::Reserve { .. }
         | Command::Commit { .. }
         | Command::Release { .. } => Ok(single(command)),

@@ -368,6 +368,27 @@ impl RoutedBackend for ClusterBackend {
     }
 }
 
+impl ClusterBackend {
+    /// Row locks finer than the partition key value (`store::transactions::row_paths`), from
+    /// the cached catalog's schema of the statement's table; `None` without one.
+    fn row_paths(
+        &self,
+        operations: &[engine::Operation],
+        keys: &[Vec<u8>],
+    ) -> Option<Vec<store::transactions::RowPath>> {
+        let table = operations.first()?.table_name();
+        let schema = {
+            let cached = self
+                .catalog
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            cached.as_ref()?.1.tables.get(table)?.schema.clone()
+        };
+        let partition_column = store::rows::partition_column(&schema);
+        store::transactions::row_paths(operations, &schema, partition_column, keys)
+    }
+}
+
 impl TransactionBackend for ClusterBackend {
     fn begin(&self) -> Option<TransactionContext> {
         let id = self
@@ -425,10 +446,13 @@ impl TransactionBackend for ClusterBackend {
         // Table locks go to every partition in one message the first time (so that every
         // partition holds them alike); a statement that may reach several partitions takes all
         // its locks that way first, so that no partition refuses it after another ran it.
-        let plan = match store::transactions::plan_statement(
+        let operations = store::transactions::operations_of(&command);
+        let paths = keys.and_then(|keys| self.row_paths(operations, keys));
+        let plan = match store::transactions::plan_statement_on_paths(
             &transaction.locks,
-            store::transactions::operations_of(&command),
+            operations,
             keys,
+            paths.as_deref(),
             exclusive,
         ) {
             Ok(plan) => plan,

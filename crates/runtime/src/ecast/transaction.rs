@@ -356,18 +356,36 @@ const BLOCKED_POLL_MS: u64 = 10;
 /// finds nothing runs again every `BLOCKED_POLL_MS`, stamped anew, until it finds something,
 /// its timeout passes (nil), or the client leaves (`stream` closed: nothing more is popped for
 /// it).
+///
+/// While it waits the connection is marked blocked in `clients` (INFO's `blocked_clients`),
+/// and CLIENT UNBLOCK ends the wait: as a timeout (nil) or with Redis's `UNBLOCKED` error.
 pub(super) async fn execute_one(
     jobs: &mpsc::Sender<Job>,
     pending: &Pending,
     stream: &tokio::net::TcpStream,
+    clients: (&super::clients::Clients, u64),
 ) -> Value {
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
+    let mut blocked = None;
+    let waiting = pending.blocking_ms().map(|_| {
+        clients
+            .0
+            .wait_in_line(clients.1, source_keys(&pending.command))
+    });
     loop {
-        let outcome = match run(jobs, std::slice::from_ref(&pending.command), &[]).await {
-            Ok(mut outcomes) => outcomes.remove(0),
-            Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
-            Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+        let attempt = match &waiting {
+            Some(waiting) => first_in_line(&pending.command, waiting),
+            None => Some(pending.command.clone()),
+        };
+        let outcome = match attempt {
+            // Every key it pops from is an older blocked client's: nothing for it yet.
+            None => Outcome::Value(None),
+            Some(command) => match run(jobs, std::slice::from_ref(&command), &[]).await {
+                Ok(mut outcomes) => outcomes.remove(0),
+                Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
+                Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+            },
         };
         let waits = match pending.blocking_ms() {
             Some(0) => true,
@@ -377,12 +395,64 @@ pub(super) async fn execute_one(
         if !Pending::is_nil(&outcome) || !waits {
             return resp::finish(&pending, &outcome);
         }
-        tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)).await;
+        let keys = pending.command.keys().len();
+        let blocked = blocked.get_or_insert_with(|| clients.0.block(clients.1, keys));
+        let unblocked = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(BLOCKED_POLL_MS)) => false,
+            _ = blocked.unblock.notify.notified() => true,
+        };
+        if unblocked {
+            if blocked
+                .unblock
+                .error
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Value::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into());
+            }
+            return resp::finish(&pending, &outcome);
+        }
         if client_left(stream).await {
             return Value::Null;
         }
         pending.command = pending.command.unstamped().clone();
         pending.stamp(crate::os::unix_now_ms());
+    }
+}
+
+/// The keys a blocking pop waits on.
+fn source_keys(command: &Command) -> Vec<Vec<u8>> {
+    match command.unstamped() {
+        Command::Keys(operation) => operation
+            .source_keys()
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The attempt a blocking pop may make now: its command without the keys older blocked
+/// clients of this gateway wait on (they are served first, as Redis serves the
+/// longest-waiting client), or `None` if that leaves none.
+fn first_in_line(command: &Command, waiting: &super::clients::Waiting) -> Option<Command> {
+    let taken = waiting.taken_by_older();
+    if taken.is_empty() {
+        return Some(command.clone());
+    }
+    let excluded = |key: &[u8]| taken.contains(key);
+    match command {
+        Command::At { now_ms, command } => match command.as_ref() {
+            Command::Keys(operation) => Some(Command::At {
+                now_ms: *now_ms,
+                command: Box::new(Command::Keys(operation.without_sources(&excluded)?)),
+            }),
+            _ => Some(Command::At {
+                now_ms: *now_ms,
+                command: command.clone(),
+            }),
+        },
+        Command::Keys(operation) => Some(Command::Keys(operation.without_sources(&excluded)?)),
+        other => Some(other.clone()),
     }
 }
 

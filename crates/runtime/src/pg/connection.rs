@@ -83,7 +83,15 @@ pub(crate) struct Connection<B, R, W> {
     transaction: Option<Block>,
     /// The locking clause of the statement being run (`SELECT … FOR UPDATE`).
     locking: Option<sql::RowLocking>,
+    /// The age (begin time) of the last block that failed, and when it failed: the next block
+    /// begun soon after (most often the client retrying it) keeps that age, so that a
+    /// transaction wait-die kills keeps getting older and cannot starve. Ages only decide who
+    /// waits for whom (ids keep them distinct), so any choice is safe.
+    retry_age: Option<(u64, std::time::Instant)>,
 }
+
+/// How long after a failed block the next BEGIN inherits its age.
+const RETRY_AGE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A transaction block between BEGIN and COMMIT or ROLLBACK.
 struct Block {
@@ -148,6 +156,7 @@ where
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
             transaction: None,
+            retry_age: None,
             locking: None,
         }
     }
@@ -180,6 +189,7 @@ where
         };
         block.failed = true;
         let context = block.context.clone();
+        self.retry_age = Some((context.begin_ms, std::time::Instant::now()));
         if let Err(error) = self.backend.end(&context, false).await {
             crate::log::warn(format_args!(
                 "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
@@ -204,9 +214,14 @@ where
                 tag("BEGIN")
             }
             (SessionCommand::Begin { read_only }, None) => {
-                let Some(context) = self.backend.begin() else {
+                let Some(mut context) = self.backend.begin() else {
                     return Err(Fail::Error(sql::parse::transactions_refused()));
                 };
+                if let Some((age, failed_at)) = self.retry_age.take() {
+                    if failed_at.elapsed() < RETRY_AGE_WINDOW {
+                        context.begin_ms = context.begin_ms.min(age);
+                    }
+                }
                 self.transaction = Some(Block {
                     context,
                     read_only: *read_only,
@@ -480,6 +495,33 @@ where
         replan: impl Fn(&sql::MemoryCatalog) -> Result<Plan, SqlError>,
     ) -> Result<Option<StatementResult>, Fail> {
         let mut attempts = 0;
+        if let Plan::CopyIn(copy) = &plan {
+            if !self.transaction.as_ref().is_some_and(|block| block.failed) {
+                // The client sends its data once: a statement planned again runs over the
+                // same data, never asks for it again (a second CopyInResponse would be a
+                // protocol error for the client).
+                let data = self.copy_in(copy.columns.len()).await?;
+                let mut copy = copy.clone();
+                loop {
+                    let execution = copy.execution(&data)?;
+                    match self.run_execution(execution, digest).await {
+                        Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
+                            attempts += 1;
+                            let (fresh, catalog) = self.catalog(true).await?;
+                            digest = fresh;
+                            let Plan::CopyIn(again) = replan(&catalog)? else {
+                                return Err(Fail::Error(SqlError::new(
+                                    sqlstate::INTERNAL_ERROR,
+                                    "COPY planned again as another statement",
+                                )));
+                            };
+                            copy = again;
+                        }
+                        result => return result.map(Some),
+                    }
+                }
+            }
+        }
         loop {
             match self.run_plan(plan, digest).await {
                 Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {

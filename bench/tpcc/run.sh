@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# TPC-C (`tessera bench tpcc`: the five transactions at the standard mix, no think time) on
+# Tessera's default cluster and on PostgreSQL 15 on this machine, same driver, same schema, same
+# statements, same run:
+#   memory pairing: `tessera dev --insecure` (memory)        vs PostgreSQL fsync=off
+#   disk pairing:   `tessera dev --insecure --durability disk` vs PostgreSQL fsync=on
+# and Tessera's throughput against its number of storage processes (NODES_SWEEP).
+# PostgreSQL runs at SERIALIZABLE (what Tessera serves) and at READ COMMITTED (its default).
+# Each system is loaded with W warehouses, runs WARMUP + DURATION seconds with TERMINALS
+# terminals, and is then checked against TPC-C's consistency conditions 1-4.
+#
+# Writes docs/bench/tpcc.json, docs/bench/tpcc.md and docs/bench/tpcc.png.
+#
+# Usage: bench/tpcc/run.sh
+# Environment (optional): W=2 TERMINALS=20 DURATION=60 WARMUP=10 ITEMS=100000 CUSTOMERS=3000
+#   PORT=37300 PG_PORT=37390 PAIRINGS="memory disk" NODES_SWEEP="3"
+#   SKIP_TESSERA_BUILD=1 (use target/release/tessera as it is)
+set -euo pipefail
+
+W=${W:-2}
+TERMINALS=${TERMINALS:-20}
+DURATION=${DURATION:-60}
+WARMUP=${WARMUP:-10}
+ITEMS=${ITEMS:-100000}
+CUSTOMERS=${CUSTOMERS:-3000}
+PORT=${PORT:-37300}
+PG_PORT=${PG_PORT:-37390}
+PAIRINGS=${PAIRINGS:-memory disk}
+NODES_SWEEP=${NODES_SWEEP:-3}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/bench/tpcc"
+OUT="$ROOT/docs/bench"
+PGBIN=/usr/lib/postgresql/15/bin
+WORK=$(mktemp -d /tmp/tessera-tpcc.XXXXXX)
+chmod 755 "$WORK"
+TESSERA_PID=""
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+stop_postgres() {
+    if [[ -f $WORK/pg/postmaster.pid ]]; then
+        runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+    fi
+}
+
+stop_tessera() {
+    if [[ -n $TESSERA_PID ]] && kill -0 "$TESSERA_PID" 2>/dev/null; then
+        kill -INT "$TESSERA_PID" 2>/dev/null || true
+        wait "$TESSERA_PID" 2>/dev/null || true
+    fi
+    TESSERA_PID=""
+}
+
+cleanup() {
+    stop_tessera
+    stop_postgres
+}
+trap cleanup EXIT INT TERM
+
+TESSERA="$ROOT/target/release/tessera"
+if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
+    log "building tessera (cargo build --release -p tessera)"
+    (cd "$ROOT" && cargo build --release -p tessera)
+fi
+
+tpcc() { # LABEL HOSTS EXTRA...
+    local label=$1 hosts=$2
+    shift 2
+    log "$label: load W=$W, then $TERMINALS terminals for ${WARMUP}s + ${DURATION}s, then check"
+    # The progress bar and the progress line go to the terminal; the results to the log.
+    if ! "$TESSERA" bench tpcc --hosts "$hosts" --label "$label" --warehouses "$W" --load \
+        --items "$ITEMS" --customers "$CUSTOMERS" --terminals "$TERMINALS" \
+        --duration "$DURATION" --warmup "$WARMUP" --check --json "$WORK/results.jsonl" "$@" \
+        >"$WORK/$label.log"; then
+        log "$label: the driver failed"
+    fi
+    cat "$WORK/$label.log" >&2
+}
+
+start_tessera() { # NODES DURABILITY
+    local nodes=$1 durability=$2 replication=3
+    if ((nodes < 3)); then replication=$nodes; fi
+    rm -rf "$WORK/tessera"
+    log "starting tessera dev --insecure --nodes $nodes --replication $replication --durability $durability"
+    "$TESSERA" dev --insecure --nodes "$nodes" --replication "$replication" \
+        --durability "$durability" --port "$PORT" --pg-port $((PORT + 50)) --metrics-port 0 \
+        --data-dir "$WORK/tessera" >"$WORK/tessera-$nodes-$durability.log" 2>&1 &
+    TESSERA_PID=$!
+    for _ in $(seq 1 120); do
+        if grep -q "Ctrl-C stops the cluster" "$WORK/tessera-$nodes-$durability.log"; then
+            return 0
+        fi
+        sleep 0.5
+    done
+    log "tessera dev did not start; see $WORK/tessera-$nodes-$durability.log"
+    return 1
+}
+
+tessera_hosts() { # NODES
+    local hosts=()
+    for index in $(seq 0 $(($1 - 1))); do hosts+=("127.0.0.1:$((PORT + 50 + index))"); done
+    local IFS=,
+    echo "${hosts[*]}"
+}
+
+start_postgres() { # FSYNC
+    stop_postgres
+    rm -rf "$WORK/pg"
+    mkdir -p "$WORK/pg" && chown postgres "$WORK" "$WORK/pg"
+    runuser -u postgres -- "$PGBIN/initdb" -D "$WORK/pg" --username=postgres --auth=trust >/dev/null
+    cat >>"$WORK/pg/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$WORK/pg'
+max_connections = 200
+shared_buffers = 1GB
+fsync = $1
+synchronous_commit = $1
+full_page_writes = $1
+CONF
+    log "starting PostgreSQL 15 on 127.0.0.1:$PG_PORT (fsync=$1)"
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w start >/dev/null
+}
+
+for pairing in $PAIRINGS; do
+    case $pairing in
+    memory) durability=memory fsync=off ;;
+    disk) durability=disk fsync=on ;;
+    *) log "unknown pairing $pairing" && exit 2 ;;
+    esac
+    start_tessera 3 "$durability"
+    tpcc "tessera-$durability" "$(tessera_hosts 3)"
+    stop_tessera
+    start_postgres "$fsync"
+    tpcc "postgres-fsync-$fsync" "127.0.0.1:$PG_PORT"
+    # PostgreSQL's own default, as TPC-C kits run it (SELECT … FOR UPDATE where the
+    # transactions need it): weaker than what Tessera serves, for reference.
+    tpcc "postgres-fsync-$fsync-read-committed" "127.0.0.1:$PG_PORT" --isolation "READ COMMITTED"
+    stop_postgres
+done
+
+for nodes in $NODES_SWEEP; do
+    if [[ $nodes == 3 && $PAIRINGS == *memory* ]]; then continue; fi
+    start_tessera "$nodes" memory
+    tpcc "tessera-memory-$nodes-nodes" "$(tessera_hosts "$nodes")"
+    stop_tessera
+done
+
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD)
+python3 "$HERE/report.py" "$WORK/results.jsonl" "$OUT" "$COMMIT" "$("$PGBIN/postgres" --version)"
+log "wrote $OUT/tpcc.json, $OUT/tpcc.md, $OUT/tpcc.png (logs in $WORK)"
