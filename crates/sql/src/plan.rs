@@ -2947,19 +2947,10 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("COPY (query)"));
         };
         let entry = self.entry(table_name)?;
-<<<<<<< HEAD
         refuse_sequence_change(&entry)?;
-        if entry.schema.row_id_column().is_some() {
-            return Err(
-                SqlError::unsupported("COPY into a table without a PRIMARY KEY")
-                    .with_hint("use INSERT, or declare a primary key"),
-            );
-        }
-=======
         // A table without a primary key: its rows get hidden row ids at the gateway, as an
         // INSERT's do (`Routing::NewRowIds`).
         let row_id = entry.schema.row_id_column();
->>>>>>> main
         let positions: Vec<usize> = if columns.is_empty() {
             (0..entry.schema.columns.len())
                 .filter(|position| Some(*position) != row_id)
