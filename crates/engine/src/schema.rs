@@ -30,6 +30,13 @@ pub enum ColumnDefault {
     /// `current_timestamp`: TIMESTAMPTZ; `localtimestamp`: TIMESTAMP; `current_date`: DATE),
     /// assigned to the column's type; stamped by the gateway per statement.
     StatementTime(DataType),
+    /// `nextval('sequence')` (SERIAL, BIGSERIAL, SMALLSERIAL, or written out): the gateway
+    /// advances the sequence by an ordered write before it plans the INSERT and inserts the
+    /// values as constants (`sql::sequence`).
+    NextValue { sequence: String },
+    /// `GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY` over the column's own sequence: as
+    /// `NextValue`; `always` refuses explicit values (428C9), as PostgreSQL does.
+    Identity { sequence: String, always: bool },
 }
 
 impl ColumnDef {

@@ -383,6 +383,9 @@ pub struct Parameters {
     /// before the statement is planned and sent, so every partition and replica sees the
     /// same constant. `None` when the caller gave none (those functions then fail).
     pub now: Option<i64>,
+    /// The sequences the statement draws from (`nextval`), sets or reads, and the values the
+    /// gateway drew for it (`sequence::SequenceUse`).
+    pub sequences: crate::sequence::SequenceUse,
 }
 
 impl Parameters {
@@ -392,6 +395,7 @@ impl Parameters {
             values,
             inferred,
             now: None,
+            sequences: Default::default(),
         }
     }
 
@@ -511,11 +515,6 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("date") => DataType::Date,
                 Some("timestamp") => DataType::Timestamp,
                 Some("timestamptz") => DataType::TimestampTz,
-                Some(
-                    "serial" | "serial4" | "bigserial" | "serial8" | "smallserial" | "serial2",
-                ) => {
-                    return Err(sequences_refused("SERIAL, BIGSERIAL and SMALLSERIAL"));
-                }
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -529,15 +528,6 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         }
         other => return Err(SqlError::unsupported(format!("type {other}"))),
     })
-}
-
-/// The refusal of sequences (SERIAL types, `nextval` and the other sequence functions): not
-/// built yet. A sequence must be replicated state advanced by an ordered write, read by the
-/// gateway before it plans the insert that uses its values; see docs/internals/sql.md.
-pub fn sequences_refused(feature: &str) -> SqlError {
-    SqlError::unsupported(format!("{feature} (sequences are not built yet)")).with_hint(
-        "declare the column INTEGER or BIGINT and insert its values; a table without a primary key gets a hidden row id",
-    )
 }
 
 /// A numeric literal: INT when it fits, else BIGINT, else DOUBLE.
@@ -581,7 +571,7 @@ pub fn aggregate_function(name: &str, star: bool) -> Option<engine::AggregateFun
 }
 
 /// The arguments of a function call: expressions, or `None` for `*`.
-fn function_arguments(function: &ast::Function) -> Result<Vec<Option<&Expr>>, SqlError> {
+pub(crate) fn function_arguments(function: &ast::Function) -> Result<Vec<Option<&Expr>>, SqlError> {
     if function.over.is_some() {
         return Err(SqlError::unsupported("window functions"));
     }
@@ -1150,7 +1140,7 @@ impl Compiler<'_, '_> {
             return Ok(scalar);
         }
         if matches!(name.as_str(), "nextval" | "currval" | "setval" | "lastval") {
-            return Err(sequences_refused(&format!("{name}()")));
+            return self.sequence_function(&name, function);
         }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
@@ -1244,6 +1234,30 @@ impl Compiler<'_, '_> {
                 crate::pg_catalog::definitions(catalog),
             ));
         }
+        if let ("pg_get_serial_sequence", Some(catalog), [table, column]) =
+            (name.as_str(), self.catalog, arguments.as_slice())
+        {
+            let text = DataType::Text { length_max: None };
+            let table = self.compile(table, Some(text))?;
+            let column = self.compile(column, Some(text))?;
+            // Named by constants: the owned sequence, as PostgreSQL answers. Correlated with
+            // catalog rows (an oid as text, as SQLAlchemy's identity query passes it): NULL.
+            return Ok(Scalar::Constant(match (table, column) {
+                (Scalar::Constant(Value::Text(table)), Scalar::Constant(Value::Text(column))) => {
+                    let table = crate::sequence::parse_name(&table)?;
+                    crate::sequence::serial_sequence(catalog, &table, &column)?
+                }
+                _ => Value::Null,
+            }));
+        }
+        if name == "json_build_object" && self.in_catalog_query() {
+            // SQLAlchemy's identity options: there is no JSON type; inside a catalog query this
+            // reads as NULL (the lenient emulation), so reflection reports no options.
+            for argument in &arguments {
+                self.compile(argument, None)?;
+            }
+            return Ok(Scalar::Constant(Value::Null));
+        }
         // Catalog helpers psql and drivers call; their arguments are evaluated for errors only.
         for argument in &arguments {
             self.compile(argument, None)?;
@@ -1320,6 +1334,72 @@ impl Compiler<'_, '_> {
     /// The catalog emulation's special functions: `row_number() OVER (PARTITION BY p ORDER BY
     /// o)` is `o` (exact for `attnum`, dense from 1 per table here) and
     /// `_pg_expandarray(a)` the record of the row's expanded element (`expand_set_returning`).
+    /// `nextval`, `currval`, `setval` and `lastval` (`sequence::SequenceUse`): each occurrence
+    /// is one value, drawn by the gateway before the statement's final planning, so nextval
+    /// and setval over a table's rows are refused.
+    fn sequence_function(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+    ) -> Result<Scalar, SqlError> {
+        let Some(catalog) = self.catalog else {
+            return Err(SqlError::unsupported(format!("{name}() here")));
+        };
+        if matches!(name, "nextval" | "setval") && !self.scope.columns.is_empty() {
+            return Err(SqlError::unsupported(format!("{name}() over the rows of a table"))
+                .with_detail("the gateway draws a sequence's values by an ordered write before it plans the statement, one per occurrence")
+                .with_hint("use it in VALUES, in a column DEFAULT (SERIAL, IDENTITY) or in a SELECT without FROM"));
+        }
+        let arguments = function_arguments(function)?;
+        let arity = match name {
+            "lastval" => 0..=0,
+            "setval" => 2..=3,
+            _ => 1..=1,
+        };
+        if !arity.contains(&arguments.len()) || arguments.iter().any(Option::is_none) {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!("function {name} does not take these arguments"),
+            )
+            .with_hint("No function matches the given name and argument types. You might need to add explicit type casts."));
+        }
+        let scope = Scope::default();
+        let mut values = Vec::with_capacity(arguments.len());
+        for (at, argument) in arguments.into_iter().flatten().enumerate() {
+            let hint = match at {
+                0 => DataType::Text { length_max: None },
+                1 => DataType::BigInt,
+                _ => DataType::Boolean,
+            };
+            let mut compiler = Compiler {
+                scope: &scope,
+                parameters: &mut *self.parameters,
+                mode: Mode::Row,
+                catalog: Some(catalog),
+            };
+            let value = compiler.compile(argument, Some(hint))?.evaluate(&[])?;
+            values.push(cast_value(&value, hint)?);
+        }
+        let sequence = match values.first() {
+            Some(Value::Text(text)) => Some(crate::sequence::parse_name(text)?),
+            // Strict functions, as in PostgreSQL: a NULL argument answers NULL.
+            Some(_) => return Ok(Scalar::Constant(Value::Null)),
+            None => None,
+        };
+        let uses = &mut self.parameters.sequences;
+        let value = match (name, sequence.as_deref(), values.get(1), values.get(2)) {
+            ("nextval", Some(sequence), _, _) => uses.next(catalog, sequence)?,
+            ("currval", Some(sequence), _, _) => uses.currval(catalog, sequence)?,
+            ("setval", Some(sequence), Some(Value::BigInt(value)), is_called) => {
+                let is_called = !matches!(is_called, Some(Value::Boolean(false)));
+                uses.setval(catalog, sequence, *value, is_called)?
+            }
+            ("setval", Some(_), _, _) => return Ok(Scalar::Constant(Value::Null)),
+            _ => uses.lastval()?,
+        };
+        Ok(Scalar::Constant(value))
+    }
+
     fn catalog_function_call(
         &mut self,
         name: &str,

@@ -34,6 +34,7 @@
 //! | `expr` | gateway expressions: compile from the AST, infer types, evaluate with three-valued logic |
 //! | `merge` | `Execution::finish`: union in key order, partial merge, filter, sort, limit, project |
 //! | `session` | `Session`: SET/SHOW/RESET/DISCARD, COMMIT/ROLLBACK outside a block (autocommit) |
+//! | `sequence` | sequences: definition in a relation's options, the draw (`advance`), SERIAL/IDENTITY |
 //! | `catalog` | the `Catalog` trait, `TableEntry`, `TableOptions` (`WITH (…)` placement) |
 //! | `pg_catalog` | virtual catalog tables for psql (`\\dt`, `\\d table`) and pgjdbc metadata |
 //! | `regex` | the `~` subset psql's catalog queries need |
@@ -63,7 +64,12 @@
 //! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
-//! DROP TABLE [IF EXISTS], CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
+//! DROP TABLE [IF EXISTS] (with the sequences its columns own), CREATE SEQUENCE [IF NOT EXISTS]
+//! (AS, INCREMENT, MINVALUE, MAXVALUE, START, CYCLE, OWNED BY; CACHE 1 only), DROP SEQUENCE
+//! [IF EXISTS], `nextval`/`currval`/`setval`/`lastval`, SERIAL/BIGSERIAL/SMALLSERIAL and
+//! GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY columns, DEFAULT nextval('s') (see `sequence`:
+//! the gateway draws values by one ordered write at the sequence's partition before the
+//! statement's final planning, `plan_statement_sequenced`), CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
 //! leading column, see `engine::Operation::CreateIndexOn`),
 //! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
 //! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
@@ -81,7 +87,7 @@
 //! are evaluated per row by every replica, each reading the row before the statement; type
 //! errors 42883/42804 are refused at planning), DELETE … WHERE … [RETURNING …], TRUNCATE [TABLE] t [, …]
 //! [RESTART | CONTINUE IDENTITY] [CASCADE | RESTRICT] (a DELETE of every row of each table in
-//! one batch; no sequences or foreign keys exist, so the options have nothing more to do), EXPLAIN, COPY … FROM STDIN (text
+//! one batch; RESTART IDENTITY restarts the sequences the tables own; no foreign keys exist, so CASCADE has nothing more to do), EXPLAIN, COPY … FROM STDIN (text
 //! format), SET/SHOW/RESET/DISCARD ALL, COMMIT/END/ROLLBACK/ABORT (autocommit only: they
 //! answer PostgreSQL's WARNING "there is no transaction in progress", see `session`).
 //!
@@ -125,8 +131,10 @@
 //! GROUPS, FILTER and IGNORE NULLS on window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
-//! sequences (SERIAL, nextval), time zones other than UTC, UNIQUE/CHECK/FOREIGN KEY constraints, non-primary-key unique
-//! indexes, DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
+//! sequence CACHE above 1, ALTER SEQUENCE, nextval/setval over a table's rows and INSERT … SELECT
+//! into a column whose default draws from a sequence, time zones other than UTC,
+//! UNIQUE/CHECK/FOREIGN KEY constraints and non-primary-key unique indexes (with the reason:
+//! not enforced across partitions), DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
 //! outside a transaction block.
 //!
@@ -149,6 +157,11 @@
 //!
 //! - Sockets, startup (report `Session::reported()` as ParameterStatus, `BackendKeyData`),
 //!   authentication, SSL refusal, cancel requests, and the message framing of both protocols.
+//! - Sequences: plan with `plan_statement_sequenced` / `Prepared::bind_sequenced`; when the
+//!   returned state is not final, run `sequence::advance` of each request (outside any
+//!   transaction block), plan again with `SequenceUse::supplied`, and keep the state in the
+//!   session (`Session::set_sequences`). `plan_statement` refuses (XX000) a statement that
+//!   would need values rather than plan it with placeholders.
 //! - Simple query: `parse`, then for each statement `plan_statement` *after* the previous one
 //!   executed; stop at the first error (autocommit: earlier statements stay committed). An
 //!   empty string is EmptyQueryResponse. ReadyForQuery is always idle ('I').
@@ -179,6 +192,7 @@ pub mod parse;
 pub mod pg_catalog;
 pub mod plan;
 pub mod regex;
+pub mod sequence;
 pub mod session;
 pub mod types;
 
@@ -194,6 +208,8 @@ mod merge_tests;
 mod reflection_tests;
 #[cfg(test)]
 mod returning_tests;
+#[cfg(test)]
+mod sequence_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -251,7 +267,22 @@ pub enum StatementResult {
 /// previous one executed: a CREATE TABLE changes the catalog the next one sees.
 pub fn plan_statement(statement: &Statement, catalog: &dyn Catalog) -> Result<Plan, SqlError> {
     let mut parameters = Parameters::default();
-    plan::plan(statement, catalog, &mut parameters)
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    undrawn(&parameters)?;
+    Ok(plan)
+}
+
+/// A plan made without drawing its sequence values holds placeholders: refused (the gateway
+/// plans with `plan_statement_sequenced` / `Prepared::bind_sequenced`).
+fn undrawn(parameters: &Parameters) -> Result<(), SqlError> {
+    if parameters.sequences.is_final() {
+        return Ok(());
+    }
+    Err(SqlError::new(
+        error::sqlstate::INTERNAL_ERROR,
+        "the statement draws from a sequence but was planned without drawing its values",
+    )
+    .with_hint("plan it with plan_statement_sequenced"))
 }
 
 /// `plan_statement` with the statement's time, `now_us` microseconds since 1970-01-01 UTC,
@@ -268,7 +299,30 @@ pub fn plan_statement_at(
         now: Some(now_us),
         ..Parameters::default()
     };
-    plan::plan(statement, catalog, &mut parameters)
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    undrawn(&parameters)?;
+    Ok(plan)
+}
+
+/// `plan_statement_at` with the session's sequence state (`Session::sequences`). The plan is
+/// final when the returned `SequenceUse::is_final`; otherwise the statement draws from or sets
+/// sequences: run `sequence::advance` for each of its `requests` (ordered writes, outside any
+/// transaction block), then plan again with `SequenceUse::supplied` of the values drawn, and
+/// keep the returned state in the session (`Session::set_sequences`) once the values are
+/// drawn, whether or not the statement then succeeds (nextval is not undone).
+pub fn plan_statement_sequenced(
+    statement: &Statement,
+    catalog: &dyn Catalog,
+    now_us: i64,
+    sequences: sequence::SequenceUse,
+) -> Result<(Plan, sequence::SequenceUse), SqlError> {
+    let mut parameters = Parameters {
+        now: Some(now_us),
+        sequences,
+        ..Parameters::default()
+    };
+    let plan = plan::plan(statement, catalog, &mut parameters)?;
+    Ok((plan, parameters.sequences))
 }
 
 /// A statement prepared by the extended protocol's Parse.
@@ -388,6 +442,25 @@ impl Prepared {
         values: &[Option<Value>],
         now: Option<i64>,
     ) -> Result<Plan, SqlError> {
+        let mut used = None;
+        let plan = self.bind_inner(catalog, values, now, Default::default(), &mut used)?;
+        if let Some(used) = used {
+            undrawn(&Parameters {
+                sequences: used,
+                ..Parameters::default()
+            })?;
+        }
+        Ok(plan)
+    }
+
+    fn bind_inner(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now: Option<i64>,
+        sequences: sequence::SequenceUse,
+        used: &mut Option<sequence::SequenceUse>,
+    ) -> Result<Plan, SqlError> {
         if values.len() != self.parameter_types.len() {
             return Err(SqlError::new(
                 error::sqlstate::PROTOCOL_VIOLATION,
@@ -411,12 +484,28 @@ impl Prepared {
             .collect::<Result<Vec<_>, SqlError>>()?;
         let mut parameters = Parameters::new(values);
         parameters.now = now;
+        parameters.sequences = sequences;
         parameters.inferred = self
             .parameter_types
             .iter()
             .map(|data_type| Some(*data_type))
             .collect();
-        plan::plan(statement, catalog, &mut parameters)
+        let plan = plan::plan(statement, catalog, &mut parameters)?;
+        *used = Some(parameters.sequences);
+        Ok(plan)
+    }
+
+    /// `bind_at` with the session's sequence state (see `plan_statement_sequenced`).
+    pub fn bind_sequenced(
+        &self,
+        catalog: &dyn Catalog,
+        values: &[Option<Value>],
+        now_us: i64,
+        sequences: sequence::SequenceUse,
+    ) -> Result<(Plan, sequence::SequenceUse), SqlError> {
+        let mut used = None;
+        let plan = self.bind_inner(catalog, values, Some(now_us), sequences, &mut used)?;
+        Ok((plan, used.unwrap_or_default()))
     }
 
     /// Whether Parse was given an empty query string (EmptyQueryResponse).

@@ -39,6 +39,9 @@ impl Execution {
         if let Finish::Changed(changed) = &self.finish {
             return changed.finish(&results);
         }
+        if let Finish::Sequence(advance) = &self.finish {
+            return advance.finish(&results);
+        }
         if let Finish::SetOperation(set) = &self.finish {
             let rows = set_rows(&set.node, &set.columns, &results)?;
             return Ok(StatementResult::Rows {
@@ -58,7 +61,10 @@ impl Execution {
                 tag: command_tag(*kind, &outputs),
             }),
             Finish::Query(plan) => plan.finish(outputs),
-            Finish::SetOperation(_) | Finish::Changed(_) | Finish::Window(_) => {
+            Finish::SetOperation(_)
+            | Finish::Changed(_)
+            | Finish::Window(_)
+            | Finish::Sequence(_) => {
                 unreachable!("finished above")
             }
             Finish::Returning(returning) => {
@@ -325,6 +331,8 @@ fn command_tag(kind: CommandKind, outputs: &[Output]) -> String {
         CommandKind::Delete => format!("DELETE {count}"),
         CommandKind::Copy => format!("COPY {count}"),
         CommandKind::Truncate => "TRUNCATE TABLE".into(),
+        CommandKind::CreateSequence => "CREATE SEQUENCE".into(),
+        CommandKind::DropSequence => "DROP SEQUENCE".into(),
     }
 }
 

@@ -40,14 +40,15 @@
 //! | table | rows |
 //! |---|---|
 //! | `pg_namespace` | pg_catalog (11), public (2200), information_schema |
-//! | `pg_class` | per table (relkind 'r', oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
+//! | `pg_class` | per table (relkind 'r'; 'S' for a sequence, oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
 //! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz), with `typarray` |
 //! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
 //! | `pg_attrdef` | one per column DEFAULT |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
 //! | `pg_settings` | fixed limits only (`max_index_keys`, `max_identifier_length`, …) |
-//! | `pg_description`, `pg_sequence`, `pg_sequences`, `pg_enum`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
+//! | `pg_sequence`, `pg_sequences` | per sequence (`last_value` NULL: the counter lives at its partition) |
+//! | `pg_description`, `pg_enum`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
 //! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | per table, column, primary key |
 
 use crate::catalog::Catalog;
@@ -273,11 +274,12 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     ]
                 };
                 let hidden = usize::from(schema.row_id_column().is_some());
+                let sequence = crate::sequence::is_sequence(entry);
                 rows.push(class(
                     oid,
                     &schema.name,
-                    "r",
-                    HEAP_AM_OID,
+                    if sequence { "S" } else { "r" },
+                    if sequence { 0 } else { HEAP_AM_OID },
                     schema.columns.len() - hidden,
                     hidden == 0 || !entry.indexes.is_empty(),
                 ));
@@ -341,9 +343,9 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         Value::Int(position as i32 + 1),
                         Value::Int(type_modifier(column.data_type)),
                         Value::Boolean(not_null),
-                        Value::Boolean(column.default.is_some()),
+                        Value::Boolean(has_default(column)),
                         Value::Boolean(false),
-                        text(""),
+                        text(identity_kind(column)),
                         text(""),
                         int8(0),
                         Value::Int(0),
@@ -524,7 +526,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ]
         }
         (false, "pg_tables") => {
-            for entry in tables {
+            for entry in tables
+                .iter()
+                .filter(|entry| !crate::sequence::is_sequence(entry))
+            {
                 rows.push(vec![
                     text("public"),
                     text(&entry.schema.name),
@@ -600,7 +605,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         (false, "pg_attrdef") => {
             for (at, entry) in tables.iter().enumerate() {
                 for (position, column) in visible_columns(&entry.schema) {
-                    if let Some(default) = &column.default {
+                    if let Some(default) = column.default.as_ref().filter(|_| has_default(column)) {
                         let table = oids.table_oid(at);
                         rows.push(vec![
                             // Unique within pg_attrdef, as PostgreSQL's OIDs are per catalog.
@@ -659,30 +664,36 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ("enumsortorder", DataType::Double),
             ("enumlabel", TEXT),
         ],
-        // Sequences are not built (SERIAL and CREATE SEQUENCE are refused), so both are empty.
-        (false, "pg_sequence") => vec![
-            ("seqrelid", INT8),
-            ("seqtypid", INT8),
-            ("seqstart", INT8),
-            ("seqincrement", INT8),
-            ("seqmax", INT8),
-            ("seqmin", INT8),
-            ("seqcache", INT8),
-            ("seqcycle", BOOL),
-        ],
-        (false, "pg_sequences") => vec![
-            ("schemaname", TEXT),
-            ("sequencename", TEXT),
-            ("sequenceowner", TEXT),
-            ("data_type", TEXT),
-            ("start_value", INT8),
-            ("min_value", INT8),
-            ("max_value", INT8),
-            ("increment_by", INT8),
-            ("cycle", BOOL),
-            ("cache_size", INT8),
-            ("last_value", INT8),
-        ],
+        // One row per sequence (`sequence::SequenceDef`).
+        (false, "pg_sequence") => {
+            rows = sequence_rows(oids, false);
+            vec![
+                ("seqrelid", INT8),
+                ("seqtypid", INT8),
+                ("seqstart", INT8),
+                ("seqincrement", INT8),
+                ("seqmax", INT8),
+                ("seqmin", INT8),
+                ("seqcache", INT8),
+                ("seqcycle", BOOL),
+            ]
+        }
+        (false, "pg_sequences") => {
+            rows = sequence_rows(oids, true);
+            vec![
+                ("schemaname", TEXT),
+                ("sequencename", TEXT),
+                ("sequenceowner", TEXT),
+                ("data_type", TEXT),
+                ("start_value", INT8),
+                ("min_value", INT8),
+                ("max_value", INT8),
+                ("increment_by", INT8),
+                ("cycle", BOOL),
+                ("cache_size", INT8),
+                ("last_value", INT8),
+            ]
+        }
         (false, "pg_policy" | "pg_statistic_ext" | "pg_publication" | "pg_trigger") => {
             vec![("oid", INT8)]
         }
@@ -697,7 +708,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ]
         }
         (true, "tables") => {
-            for entry in tables {
+            for entry in tables
+                .iter()
+                .filter(|entry| !crate::sequence::is_sequence(entry))
+            {
                 rows.push(vec![
                     text("tessera"),
                     text("public"),
@@ -717,7 +731,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
             ]
         }
         (true, "columns") => {
-            for entry in tables {
+            for entry in tables
+                .iter()
+                .filter(|entry| !crate::sequence::is_sequence(entry))
+            {
                 for (position, column) in visible_columns(&entry.schema) {
                     let nullable = column.nullable && !entry.schema.is_primary_key_column(position);
                     let length = match column.data_type {
@@ -732,9 +749,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                         text(&entry.schema.name),
                         text(&column.name),
                         Value::Int(position as i32 + 1),
-                        column.default.as_ref().map_or(Value::Null, |default| {
-                            text(&default_text(default, column.data_type))
-                        }),
+                        column
+                            .default
+                            .as_ref()
+                            .filter(|_| has_default(column))
+                            .map_or(Value::Null, |default| {
+                                text(&default_text(default, column.data_type))
+                            }),
                         text(if nullable { "YES" } else { "NO" }),
                         text(&sql_type_name(column.data_type)),
                         length,
@@ -1406,8 +1427,6 @@ pub fn subquery(
 const EMPTY_TABLES: &[&str] = &[
     "pg_description",
     "pg_enum",
-    "pg_sequence",
-    "pg_sequences",
     "pg_inherits",
     "pg_collation",
     "pg_policy",
@@ -1605,6 +1624,10 @@ fn visible_columns(schema: &TableSchema) -> impl Iterator<Item = (usize, &engine
 /// `CURRENT_DATE`, `LOCALTIMESTAMP`, a number, or a quoted literal with its type.
 fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String {
     match default {
+        engine::ColumnDefault::NextValue { sequence }
+        | engine::ColumnDefault::Identity { sequence, .. } => {
+            format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
+        }
         engine::ColumnDefault::StatementTime(DataType::TimestampTz) => "now()".into(),
         engine::ColumnDefault::StatementTime(DataType::Timestamp) => "LOCALTIMESTAMP".into(),
         engine::ColumnDefault::StatementTime(_) => "CURRENT_DATE".into(),
@@ -1625,4 +1648,65 @@ fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String 
             }
         ),
     }
+}
+
+/// Whether a column has a DEFAULT PostgreSQL shows (`atthasdef`, `pg_attrdef`): an identity
+/// column's sequence is not a default there.
+fn has_default(column: &engine::ColumnDef) -> bool {
+    !matches!(
+        column.default,
+        None | Some(engine::ColumnDefault::Identity { .. })
+    )
+}
+
+/// `pg_attribute.attidentity`: `a` GENERATED ALWAYS, `d` BY DEFAULT, empty otherwise.
+fn identity_kind(column: &engine::ColumnDef) -> &'static str {
+    match column.default {
+        Some(engine::ColumnDefault::Identity { always: true, .. }) => "a",
+        Some(engine::ColumnDefault::Identity { always: false, .. }) => "d",
+        _ => "",
+    }
+}
+
+/// `pg_sequence` rows (`named`: `pg_sequences` rows) of every sequence. `last_value` is NULL:
+/// the counter lives at its partition, not in the catalog.
+fn sequence_rows(oids: &Oids, named: bool) -> Vec<Vec<Value>> {
+    let mut rows = Vec::new();
+    for (at, entry) in oids.tables.iter().enumerate() {
+        let Some(definition) = crate::sequence::SequenceDef::of(&entry.schema) else {
+            continue;
+        };
+        let type_oid: i64 = match definition.type_name {
+            "smallint" => 21,
+            "integer" => 23,
+            _ => 20,
+        };
+        rows.push(if named {
+            vec![
+                text("public"),
+                text(&entry.schema.name),
+                text("tessera"),
+                text(definition.type_name),
+                int8(definition.start),
+                int8(definition.min),
+                int8(definition.max),
+                int8(definition.increment),
+                Value::Boolean(definition.cycle),
+                int8(definition.cache),
+                Value::Null,
+            ]
+        } else {
+            vec![
+                int8(oids.table_oid(at)),
+                int8(type_oid),
+                int8(definition.start),
+                int8(definition.increment),
+                int8(definition.max),
+                int8(definition.min),
+                int8(definition.cache),
+                Value::Boolean(definition.cycle),
+            ]
+        });
+    }
+    rows
 }

@@ -125,12 +125,20 @@ impl InsertSelect {
         let mut catalog = crate::MemoryCatalog::new();
         catalog.insert(self.table.clone());
         let mut parameters = self.parameters.clone();
-        Planner {
+        let execution = Planner {
             catalog: &catalog,
             parameters: &mut parameters,
             ctes: Vec::new(),
         }
-        .insert(&self.insert, Some((self.width, rows)))
+        .insert(&self.insert, Some((self.width, rows)))?;
+        if !parameters.sequences.is_final() {
+            // The rows are known only now, after the statement's sequence values were drawn.
+            return Err(SqlError::unsupported(
+                "INSERT … SELECT into a table whose column default draws from a sequence (SERIAL, IDENTITY, nextval)",
+            )
+            .with_hint("insert with VALUES, or give the column's values in the SELECT"));
+        }
+        Ok(execution)
     }
 }
 
@@ -162,6 +170,9 @@ pub enum Finish {
     /// Window functions over a query's rows (`window::WindowPlan`): the rows with the
     /// windows' values appended.
     Window(Box<window::WindowPlan>),
+    /// A sequence advanced or set by the gateway before the statement is planned
+    /// (`sequence::advance`): the values drawn.
+    Sequence(Box<crate::sequence::Advance>),
 }
 
 /// The rows an INSERT … RETURNING answers, computed at planning from the inserted constants.
@@ -328,6 +339,8 @@ pub enum CommandKind {
     Delete,
     Copy,
     Truncate,
+    CreateSequence,
+    DropSequence,
 }
 
 /// Where a query's input rows come from.
@@ -550,6 +563,23 @@ impl Planner<'_, '_> {
             Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
             Statement::CreateTable(create) => self.create_table(create),
             Statement::CreateIndex(create) => self.create_index(create),
+            Statement::CreateSequence {
+                temporary,
+                if_not_exists,
+                name,
+                data_type,
+                sequence_options,
+                owned_by,
+            } => self
+                .create_sequence(
+                    *temporary,
+                    *if_not_exists,
+                    name,
+                    data_type.as_ref(),
+                    sequence_options,
+                    owned_by.as_ref(),
+                )
+                .map(Plan::Execute),
             Statement::Truncate(truncate) => self.truncate(truncate).map(Plan::Execute),
             Statement::Drop {
                 object_type,
@@ -1714,6 +1744,7 @@ impl Planner<'_, '_> {
                     });
                     continue;
                 }
+                refuse_explicit_identity(&schema.columns[*column])?;
                 let value = self.constant(expr, Some(data_type), "VALUES")?;
                 values.push(assign(&value, data_type, &schema.columns[*column].name)?);
             }
@@ -1771,6 +1802,7 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("this form of INSERT"));
         }
         let entry = self.entry(name)?;
+        refuse_sequence_change(&entry)?;
         let schema = &entry.schema;
         let row_id = schema.row_id_column();
         let mut columns = self.insert_columns(insert, schema)?;
@@ -1865,10 +1897,20 @@ impl Planner<'_, '_> {
             if columns.contains(&position) {
                 continue;
             }
-            let value = self.default_value(default, column)?;
             columns.push(position);
-            for row in rows.iter_mut() {
-                row.push(value.clone());
+            let value = self.default_value(default, column)?;
+            let per_row = matches!(
+                default,
+                engine::ColumnDefault::NextValue { .. } | engine::ColumnDefault::Identity { .. }
+            );
+            for (at, row) in rows.iter_mut().enumerate() {
+                // A sequence gives every row its own value.
+                let value = if per_row && at > 0 {
+                    self.default_value(default, column)?
+                } else {
+                    value.clone()
+                };
+                row.push(value);
             }
         }
         Ok(())
@@ -1876,12 +1918,17 @@ impl Planner<'_, '_> {
 
     /// The value a column's DEFAULT gives in this statement.
     fn default_value(
-        &self,
+        &mut self,
         default: &engine::ColumnDefault,
         column: &ColumnDef,
     ) -> Result<Value, SqlError> {
         Ok(match default {
             engine::ColumnDefault::Constant(value) => value.clone(),
+            engine::ColumnDefault::NextValue { sequence }
+            | engine::ColumnDefault::Identity { sequence, .. } => {
+                let value = self.parameters.sequences.next(self.catalog, sequence)?;
+                assign(&value, column.data_type, &column.name)?
+            }
             engine::ColumnDefault::StatementTime(data_type) => {
                 let now = self.parameters.now.ok_or_else(|| {
                     SqlError::new(
@@ -2267,6 +2314,7 @@ impl Planner<'_, '_> {
             )));
         };
         let entry = self.entry(name)?;
+        refuse_sequence_change(&entry)?;
         let qualifier = alias
             .as_ref()
             .map(|alias| ident_name(&alias.name))
@@ -2347,6 +2395,12 @@ impl Planner<'_, '_> {
         let mut operations = Vec::with_capacity(truncate.table_names.len());
         for target in &truncate.table_names {
             let table = match self.entry(&target.name) {
+                Ok(entry) if crate::sequence::is_sequence(&entry) => {
+                    return Err(SqlError::new(
+                        "42809",
+                        format!("\"{}\" is not a table", entry.schema.name),
+                    ))
+                }
                 Ok(entry) => entry.schema.name,
                 Err(error) if truncate.if_exists && error.code == sqlstate::UNDEFINED_TABLE => {
                     continue
@@ -2358,6 +2412,22 @@ impl Planner<'_, '_> {
                 .any(|operation: &Operation| operation.table_name() == table)
             {
                 continue;
+            }
+            if matches!(
+                truncate.identity,
+                Some(ast::TruncateIdentityOption::Restart)
+            ) {
+                // RESTART IDENTITY: every sequence the table's columns own starts over, set by
+                // the gateway before the truncate (`SequenceRequest::Set`).
+                for sequence in crate::sequence::owned_by(self.catalog, &table) {
+                    let definition = crate::sequence::lookup(self.catalog, &sequence)?;
+                    self.parameters.sequences.setval(
+                        self.catalog,
+                        &sequence,
+                        definition.start,
+                        false,
+                    )?;
+                }
             }
             operations.push(Operation::Delete {
                 table,
@@ -2401,6 +2471,7 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("joins"));
         }
         let entry = self.entry(name)?;
+        refuse_sequence_change(&entry)?;
         let qualifier = alias
             .as_ref()
             .map(|alias| ident_name(&alias.name))
@@ -2436,6 +2507,11 @@ impl Planner<'_, '_> {
         expr: &Expr,
         column: &ColumnDef,
     ) -> Result<engine::ColumnDefault, SqlError> {
+        if let Some(sequence) = self.nextval_default(expr)? {
+            crate::sequence::lookup(self.catalog, &sequence)?;
+            return Ok(engine::ColumnDefault::NextValue { sequence });
+        }
+        let requests = self.parameters.sequences.requests.len();
         let scope = Scope::default();
         let saved = self.parameters.now.take();
         let time_function = match expr {
@@ -2486,12 +2562,46 @@ impl Planner<'_, '_> {
                 error
             }
         })?;
+        if self.parameters.sequences.requests.len() != requests {
+            return Err(SqlError::unsupported(
+                "a DEFAULT expression that draws from a sequence inside a larger expression",
+            )
+            .with_hint("DEFAULT nextval('sequence') alone is supported"));
+        }
         let value = scalar.evaluate(&[])?;
         Ok(engine::ColumnDefault::Constant(assign(
             &value,
             column.data_type,
             &column.name,
         )?))
+    }
+
+    /// The sequence of `DEFAULT nextval('name')` (the argument may be cast to regclass).
+    fn nextval_default(&mut self, expr: &Expr) -> Result<Option<String>, SqlError> {
+        let Expr::Function(function) = expr else {
+            return Ok(None);
+        };
+        if object_name_parts(&function.name)?
+            .last()
+            .map(String::as_str)
+            != Some("nextval")
+        {
+            return Ok(None);
+        }
+        let arguments = crate::expr::function_arguments(function)?;
+        let [Some(argument)] = arguments.as_slice() else {
+            return Ok(None);
+        };
+        let scope = Scope::default();
+        let text = DataType::Text { length_max: None };
+        match self
+            .compiler(&scope)
+            .compile(argument, Some(text))?
+            .evaluate(&[])?
+        {
+            Value::Text(name) => crate::sequence::parse_name(&name).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// The WHERE of an UPDATE or DELETE: the engine must evaluate all of it.
@@ -2529,6 +2639,124 @@ impl Planner<'_, '_> {
 
     // ----- DDL -----
 
+    /// CREATE SEQUENCE (`sequence::create`): a relation created on every partition.
+    fn create_sequence(
+        &mut self,
+        temporary: bool,
+        if_not_exists: bool,
+        name: &ast::ObjectName,
+        data_type: Option<&ast::DataType>,
+        options: &[ast::SequenceOptions],
+        owned_by: Option<&ast::ObjectName>,
+    ) -> Result<Execution, SqlError> {
+        if temporary {
+            return Err(SqlError::unsupported("CREATE TEMPORARY SEQUENCE"));
+        }
+        let (schema_name, sequence) = table_name(name)?;
+        if let Some(schema) = schema_name.filter(|schema| schema != "public") {
+            return Err(SqlError::new(
+                "3F000",
+                format!("schema \"{schema}\" does not exist"),
+            ));
+        }
+        let type_name = match data_type.map(|data_type| data_type.to_string().to_lowercase()) {
+            None => "bigint",
+            Some(name) => match name.as_str() {
+                "smallint" | "int2" => "smallint",
+                "int" | "integer" | "int4" => "integer",
+                "bigint" | "int8" => "bigint",
+                _ => {
+                    return Err(SqlError::invalid_parameter(
+                        "sequence type must be smallint, integer, or bigint",
+                    ))
+                }
+            },
+        };
+        let mut definition = crate::sequence::SequenceDef::with_options(type_name, options)?;
+        if let Some(owner) = owned_by {
+            let parts = object_name_parts(owner)?;
+            match parts.as_slice() {
+                [none] if none == "none" => {}
+                [.., table, column] => {
+                    let entry = self
+                        .catalog
+                        .table(table)
+                        .ok_or_else(|| SqlError::undefined_table(table))?;
+                    entry.schema.column_position(column).map_err(|_| {
+                        SqlError::new(
+                            sqlstate::UNDEFINED_COLUMN,
+                            format!("column \"{column}\" of relation \"{table}\" does not exist"),
+                        )
+                    })?;
+                    definition.owned_by = Some((table.clone(), column.clone()));
+                }
+                _ => {
+                    return Err(SqlError::new("42601", "invalid OWNED BY option")
+                        .with_hint("Specify OWNED BY table.column or OWNED BY NONE."))
+                }
+            }
+        }
+        crate::sequence::create(self.catalog, &sequence, if_not_exists, &definition)
+    }
+
+    /// A SERIAL or identity column: its type made NOT NULL, its default `nextval` of a new
+    /// sequence it owns (`table_column_seq`), which is returned for creation with the table.
+    fn sequence_column(
+        &mut self,
+        table: &str,
+        column: &ast::ColumnDef,
+        definition: &mut ColumnDef,
+        taken: &[TableSchema],
+    ) -> Result<Option<TableSchema>, SqlError> {
+        let serial = crate::sequence::serial_type(&column.data_type)?;
+        let identity = column
+            .options
+            .iter()
+            .find_map(|option| match &option.option {
+                ast::ColumnOption::Generated {
+                    generated_as,
+                    sequence_options,
+                    generation_expr: None,
+                    ..
+                } => Some((generated_as, sequence_options)),
+                _ => None,
+            });
+        if serial.is_none() && identity.is_none() {
+            return Ok(None);
+        }
+        if !matches!(definition.data_type, DataType::Int | DataType::BigInt) {
+            return Err(SqlError::invalid_parameter(
+                "identity column type must be smallint, integer, or bigint",
+            ));
+        }
+        let type_name = match serial {
+            Some(type_name) => type_name,
+            None => crate::sequence::type_name_of(definition.data_type),
+        };
+        let mut name = crate::sequence::owned_name(self.catalog, table, &definition.name);
+        while taken.iter().any(|schema| schema.name == name) {
+            name.push('1');
+        }
+        let mut sequence = match identity {
+            Some((_, Some(options))) => {
+                crate::sequence::SequenceDef::with_options(type_name, options)?
+            }
+            _ => crate::sequence::SequenceDef::with_options(type_name, &[])?,
+        };
+        sequence.owned_by = Some((table.to_string(), definition.name.clone()));
+        definition.nullable = false;
+        definition.default = Some(match identity {
+            None => engine::ColumnDefault::NextValue {
+                sequence: name.clone(),
+            },
+            Some((generated_as, _)) => engine::ColumnDefault::Identity {
+                sequence: name.clone(),
+                always: matches!(generated_as, ast::GeneratedAs::Always),
+            },
+        });
+        Ok(Some(sequence.schema(&name)?))
+    }
+
     fn create_table(&mut self, create: &ast::CreateTable) -> Result<Plan, SqlError> {
         if create.query.is_some() || create.like.is_some() || create.clone.is_some() {
             return Err(SqlError::unsupported("CREATE TABLE AS, LIKE and CLONE"));
@@ -2560,6 +2788,7 @@ impl Planner<'_, '_> {
         }
         let mut columns = Vec::with_capacity(create.columns.len() + 1);
         let mut primary_key: Vec<String> = Vec::new();
+        let mut sequences: Vec<TableSchema> = Vec::new();
         for column in &create.columns {
             let column_name = ident_name(&column.name);
             if column_name == ROW_ID_COLUMN {
@@ -2568,9 +2797,28 @@ impl Planner<'_, '_> {
                     format!("column name \"{column_name}\" conflicts with a system column name"),
                 ));
             }
-            let mut definition = ColumnDef::new(&column_name, data_type_of(&column.data_type)?);
+            let data_type = match crate::sequence::serial_type(&column.data_type)? {
+                Some("bigint") => DataType::BigInt,
+                Some(_) => DataType::Int,
+                None => data_type_of(&column.data_type)?,
+            };
+            let mut definition = ColumnDef::new(&column_name, data_type);
+            if let Some(sequence) =
+                self.sequence_column(&name, column, &mut definition, &sequences)?
+            {
+                sequences.push(sequence);
+            }
             for option in &column.options {
                 match &option.option {
+                    ast::ColumnOption::Generated {
+                        generation_expr: None,
+                        ..
+                    } => {}
+                    ast::ColumnOption::Default(_) if definition.default.is_some() => {
+                        return Err(SqlError::syntax(format!(
+                            "multiple default values specified for column \"{column_name}\" of table \"{name}\""
+                        )))
+                    }
                     ast::ColumnOption::NotNull => definition.nullable = false,
                     ast::ColumnOption::Null => {}
                     ast::ColumnOption::PrimaryKey(_) => {
@@ -2587,7 +2835,7 @@ impl Planner<'_, '_> {
                     ast::ColumnOption::Default(expr) => {
                         definition.default = Some(self.column_default(expr, &definition)?);
                     }
-                    other => return Err(SqlError::unsupported(format!("column option {other}"))),
+                    other => return Err(refused_column_option(other)),
                 }
             }
             columns.push(definition);
@@ -2612,7 +2860,7 @@ impl Planner<'_, '_> {
                         }
                     }
                 }
-                other => return Err(SqlError::unsupported(format!("table constraint {other}"))),
+                other => return Err(refused_table_constraint(other)),
             }
         }
         if primary_key.is_empty() {
@@ -2639,8 +2887,13 @@ impl Planner<'_, '_> {
             indexes: Vec::new(),
             options,
         };
+        let mut operations: Vec<Operation> = sequences
+            .into_iter()
+            .map(|schema| Operation::CreateTable { schema })
+            .collect();
+        operations.push(Operation::CreateTable { schema });
         Ok(Plan::Execute(Execution {
-            operations: vec![Operation::CreateTable { schema }],
+            operations,
             routing: Routing::Every,
             finish: Finish::Command(CommandKind::CreateTable),
             created_table: Some(entry),
@@ -2649,9 +2902,9 @@ impl Planner<'_, '_> {
 
     fn create_index(&mut self, create: &ast::CreateIndex) -> Result<Plan, SqlError> {
         if create.unique {
-            return Err(
-                SqlError::unsupported("UNIQUE indexes").with_hint("only the primary key is unique")
-            );
+            return Err(SqlError::unsupported("UNIQUE indexes")
+                .with_detail(UNIQUE_REFUSED)
+                .with_hint("only the primary key is unique"));
         }
         if create.predicate.is_some()
             || !create.include.is_empty()
@@ -2663,6 +2916,13 @@ impl Planner<'_, '_> {
             ));
         }
         let entry = self.entry(&create.table_name)?;
+        if crate::sequence::is_sequence(&entry) {
+            return Err(SqlError::new(
+                "42809",
+                format!("cannot create index on relation \"{}\"", entry.schema.name),
+            )
+            .with_detail("This operation is not supported for sequences."));
+        }
         let mut columns = Vec::with_capacity(create.columns.len());
         for column in &create.columns {
             let Expr::Identifier(ident) = &column.column.expr else {
@@ -2713,14 +2973,47 @@ impl Planner<'_, '_> {
         if_exists: bool,
         names: &[ast::ObjectName],
     ) -> Result<Plan, SqlError> {
-        if *object_type != ast::ObjectType::Table {
-            return Err(SqlError::unsupported(format!("DROP {object_type}")));
-        }
+        let kind = match object_type {
+            ast::ObjectType::Table => CommandKind::DropTable,
+            ast::ObjectType::Sequence => CommandKind::DropSequence,
+            _ => return Err(SqlError::unsupported(format!("DROP {object_type}"))),
+        };
         let mut operations = Vec::with_capacity(names.len());
         for name in names {
             let (_, table) = table_name(name)?;
-            if !if_exists && self.catalog.table(&table).is_none() {
-                return Err(SqlError::undefined_table(&table));
+            let sequence = kind == CommandKind::DropSequence;
+            match self.catalog.table(&table) {
+                None if !if_exists => {
+                    return Err(if sequence {
+                        SqlError::new(
+                            sqlstate::UNDEFINED_TABLE,
+                            format!("sequence \"{table}\" does not exist"),
+                        )
+                    } else {
+                        SqlError::undefined_table(&table)
+                    })
+                }
+                Some(entry) if crate::sequence::is_sequence(&entry) != sequence => {
+                    let (what, hint) = if sequence {
+                        ("sequence", "Use DROP TABLE to remove a table.")
+                    } else {
+                        ("table", "Use DROP SEQUENCE to remove a sequence.")
+                    };
+                    return Err(
+                        SqlError::new("42809", format!("\"{table}\" is not a {what}"))
+                            .with_hint(hint),
+                    );
+                }
+                _ => {}
+            }
+            if !sequence {
+                // A table's SERIAL and identity sequences go with it (PostgreSQL's OWNED BY).
+                for owned in crate::sequence::owned_by(self.catalog, &table) {
+                    operations.push(Operation::DropTable {
+                        name: owned,
+                        if_exists: true,
+                    });
+                }
             }
             operations.push(Operation::DropTable {
                 name: table,
@@ -2730,7 +3023,7 @@ impl Planner<'_, '_> {
         Ok(Plan::Execute(Execution {
             operations,
             routing: Routing::Every,
-            finish: Finish::Command(CommandKind::DropTable),
+            finish: Finish::Command(kind),
             created_table: None,
         }))
     }
@@ -2822,6 +3115,7 @@ impl Planner<'_, '_> {
             return Err(SqlError::unsupported("COPY (query)"));
         };
         let entry = self.entry(table_name)?;
+        refuse_sequence_change(&entry)?;
         // A table without a primary key: its rows get hidden row ids at the gateway, as an
         // INSERT's do (`Routing::NewRowIds`).
         let row_id = entry.schema.row_id_column();
@@ -3157,7 +3451,7 @@ fn execution_columns(execution: &Execution) -> Vec<OutputColumn> {
         Finish::Returning(returning) => returning.columns.clone(),
         Finish::Changed(changed) => changed.columns.clone(),
         Finish::Window(window) => window.columns.clone(),
-        Finish::Command(_) => Vec::new(),
+        Finish::Command(_) | Finish::Sequence(_) => Vec::new(),
     }
 }
 
@@ -3727,4 +4021,71 @@ fn values_fill_first_columns(
 
 fn is_default_keyword(expr: &Expr) -> bool {
     matches!(expr, Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
+}
+
+/// INSERT, UPDATE, DELETE and COPY into a sequence's relation: 42809, as in PostgreSQL.
+fn refuse_sequence_change(entry: &TableEntry) -> Result<(), SqlError> {
+    if crate::sequence::is_sequence(entry) {
+        return Err(SqlError::new(
+            "42809",
+            format!("cannot change sequence \"{}\"", entry.schema.name),
+        ));
+    }
+    Ok(())
+}
+
+/// An explicit value for a `GENERATED ALWAYS AS IDENTITY` column: 428C9, as in PostgreSQL.
+fn refuse_explicit_identity(column: &ColumnDef) -> Result<(), SqlError> {
+    if let Some(engine::ColumnDefault::Identity { always: true, .. }) = &column.default {
+        return Err(SqlError::new(
+            "428C9",
+            format!(
+                "cannot insert a non-DEFAULT value into column \"{}\"",
+                column.name
+            ),
+        )
+        .with_detail(format!(
+            "Column \"{}\" is an identity column defined as GENERATED ALWAYS.",
+            column.name
+        ))
+        .with_hint("Use OVERRIDING SYSTEM VALUE to override."));
+    }
+    Ok(())
+}
+
+/// Why UNIQUE: rows are spread over partitions by their partition key, and no check across
+/// partitions exists yet; a constraint accepted and not enforced would be a lie.
+const UNIQUE_REFUSED: &str = "uniqueness beyond the primary key is not enforced: a table's rows are spread over partitions by the partition key, and a check across partitions is not built";
+/// Why FOREIGN KEY: no check of the referenced table at write time exists yet.
+const FOREIGN_KEY_REFUSED: &str = "foreign keys are not enforced: a write would have to check the referenced table on other partitions in the same ordered step, which is not built";
+
+/// A column option CREATE TABLE refuses (0A000), naming it and why.
+fn refused_column_option(option: &ast::ColumnOption) -> SqlError {
+    match option {
+        ast::ColumnOption::Unique(_) => {
+            SqlError::unsupported("UNIQUE constraints").with_detail(UNIQUE_REFUSED)
+        }
+        ast::ColumnOption::ForeignKey(_) => {
+            SqlError::unsupported("FOREIGN KEY constraints (REFERENCES)")
+                .with_detail(FOREIGN_KEY_REFUSED)
+        }
+        ast::ColumnOption::Check(_) => SqlError::unsupported("CHECK constraints"),
+        ast::ColumnOption::Generated { .. } => {
+            SqlError::unsupported("generated columns (GENERATED ALWAYS AS (expression) STORED)")
+        }
+        other => SqlError::unsupported(format!("column option {other}")),
+    }
+}
+
+/// A table constraint CREATE TABLE refuses (0A000), naming it and why.
+fn refused_table_constraint(constraint: &ast::TableConstraint) -> SqlError {
+    match constraint {
+        ast::TableConstraint::Unique(_) => {
+            SqlError::unsupported("UNIQUE constraints").with_detail(UNIQUE_REFUSED)
+        }
+        ast::TableConstraint::ForeignKey(_) => {
+            SqlError::unsupported("FOREIGN KEY constraints").with_detail(FOREIGN_KEY_REFUSED)
+        }
+        other => SqlError::unsupported(format!("table constraint {other}")),
+    }
 }

@@ -219,6 +219,8 @@ fn setting(name: &str) -> Option<&'static Setting> {
 pub struct Session {
     /// Values set by the client, by canonical setting name.
     overrides: BTreeMap<&'static str, String>,
+    /// `currval` per sequence and `lastval` (empty until this session's first nextval).
+    sequences: crate::sequence::SequenceUse,
 }
 
 /// A session statement, planned.
@@ -288,6 +290,20 @@ impl Session {
             .collect()
     }
 
+    /// The session's sequence state for planning a statement (`plan_statement_sequenced`).
+    pub fn sequences(&self) -> crate::sequence::SequenceUse {
+        let mut state = crate::sequence::SequenceUse::default();
+        state.current = self.sequences.current.clone();
+        state.last = self.sequences.last;
+        state
+    }
+
+    /// Keeps a statement's sequence state (currval, lastval) once its values were drawn.
+    pub fn set_sequences(&mut self, used: &crate::sequence::SequenceUse) {
+        self.sequences.current = used.current.clone();
+        self.sequences.last = used.last;
+    }
+
     /// Applies a session command.
     pub fn apply(&mut self, command: &SessionCommand) -> Result<crate::StatementResult, SqlError> {
         use crate::StatementResult;
@@ -299,6 +315,10 @@ impl Session {
             SessionCommand::Show { name } => self.show(name)?,
             SessionCommand::ResetAll { tag } => {
                 self.overrides.clear();
+                if tag.starts_with("DISCARD") {
+                    // DISCARD ALL and DISCARD SEQUENCES forget currval and lastval.
+                    self.sequences = Default::default();
+                }
                 StatementResult::Command {
                     tag: tag.to_string(),
                 }

@@ -46,6 +46,47 @@ impl Cluster {
         Ok(last)
     }
 
+    /// `run` as the gateway runs statements that use sequences: plan, draw the values each
+    /// request asks for (`sequence::advance`, one batch at the sequence's partition), plan
+    /// again with them, keep currval/lastval in the session.
+    pub(crate) fn run_sequenced(&mut self, sql: &str) -> Result<StatementResult, SqlError> {
+        let mut last = StatementResult::Command {
+            tag: "EMPTY".into(),
+        };
+        for statement in parse(sql)? {
+            let (mut plan, used) = crate::plan_statement_sequenced(
+                &statement,
+                &self.catalog,
+                0,
+                self.session.sequences(),
+            )?;
+            if !used.is_final() {
+                let mut drawn = Vec::new();
+                for request in &used.requests {
+                    let advance = crate::sequence::advance(&self.catalog, request)?;
+                    let result = self.execute(Plan::Execute(advance))?;
+                    drawn.push((request.clone(), crate::sequence::drawn_values(&result)));
+                }
+                let (again, used) = crate::plan_statement_sequenced(
+                    &statement,
+                    &self.catalog,
+                    0,
+                    used.supplied(&drawn),
+                )?;
+                assert!(
+                    used.requests.is_empty(),
+                    "the final plan asks for nothing more"
+                );
+                self.session.set_sequences(&used);
+                plan = again;
+            } else {
+                self.session.set_sequences(&used);
+            }
+            last = self.execute(plan)?;
+        }
+        Ok(last)
+    }
+
     pub(crate) fn execute(&mut self, plan: Plan) -> Result<StatementResult, SqlError> {
         match plan {
             Plan::Empty => Ok(StatementResult::Command {
@@ -110,6 +151,15 @@ impl Cluster {
                 }
                 for operation in &execution.operations {
                     match operation {
+                        // Relations created beside the statement's table (a SERIAL column's
+                        // sequence): as every partition's engine now holds them.
+                        Operation::CreateTable { schema }
+                            if !self.catalog.tables.contains_key(&schema.name) =>
+                        {
+                            if let Some(entry) = Catalog::table(&self.engines[0], &schema.name) {
+                                self.catalog.insert(entry);
+                            }
+                        }
                         Operation::DropTable { name, .. } => {
                             self.catalog.tables.remove(name);
                         }

@@ -14,6 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 mod authentication;
+mod sequences;
 
 /// Output is written to the socket once this much is buffered, and at every ReadyForQuery,
 /// Flush and CopyInResponse.
@@ -26,7 +27,12 @@ struct Portal {
     planned_against: u64,
     /// The statement, parameters and statement time, to bind again if the catalog changed
     /// before Execute.
-    rebind: (Prepared, Vec<Option<Value>>, i64),
+    rebind: (
+        Prepared,
+        Vec<Option<Value>>,
+        i64,
+        sql::sequence::SequenceUse,
+    ),
     columns: Vec<OutputColumn>,
     /// One format code per result column (0 text, 1 binary).
     formats: Vec<i16>,
@@ -792,9 +798,19 @@ where
         let now_us = crate::os::unix_now_us();
         for statement in &statements {
             self.locking = sql::row_locking(statement)?;
-            let replan =
-                |catalog: &sql::MemoryCatalog| sql::plan_statement_at(statement, catalog, now_us);
-            let (digest, plan) = self.planned(replan, answered_here).await?;
+            let (digest, plan, sequences) = self
+                .planned_sequenced(|catalog, sequences| {
+                    sql::plan_statement_sequenced(statement, catalog, now_us, sequences)
+                })
+                .await?;
+            let replan = |catalog: &sql::MemoryCatalog| {
+                sequences::final_plan(sql::plan_statement_sequenced(
+                    statement,
+                    catalog,
+                    now_us,
+                    sequences.clone(),
+                ))
+            };
             match self.run_planned(digest, plan, replan).await? {
                 None => self.out.empty_query_response(),
                 Some(StatementResult::Command { tag }) => self.out.command_complete(&tag),
@@ -963,11 +979,10 @@ where
         }
         let prepared = prepared.clone();
         let now_us = crate::os::unix_now_us();
-        let (digest, plan) = self
-            .planned(
-                |catalog| prepared.bind_at(catalog, &values, now_us),
-                answered_here,
-            )
+        let (digest, plan, sequences) = self
+            .planned_sequenced(|catalog, sequences| {
+                prepared.bind_sequenced(catalog, &values, now_us, sequences)
+            })
             .await?;
         let columns = sql::result_columns(&plan);
         let formats = match result_formats.len() {
@@ -996,7 +1011,7 @@ where
             Portal {
                 state: PortalState::Pending(plan),
                 planned_against: digest,
-                rebind: (prepared, values, now_us),
+                rebind: (prepared, values, now_us, sequences),
                 columns,
                 formats,
             },
@@ -1095,10 +1110,16 @@ where
             PortalState::Suspended { rows, tag } => (rows, tag, true),
             PortalState::Pending(plan) => {
                 let digest = portal.planned_against;
-                let (prepared, values, now_us) = portal.rebind.clone();
+                let (prepared, values, now_us, sequences) = portal.rebind.clone();
                 self.locking = prepared.row_locking()?;
-                let rebind =
-                    move |catalog: &sql::MemoryCatalog| prepared.bind_at(catalog, &values, now_us);
+                let rebind = move |catalog: &sql::MemoryCatalog| {
+                    sequences::final_plan(prepared.bind_sequenced(
+                        catalog,
+                        &values,
+                        now_us,
+                        sequences.clone(),
+                    ))
+                };
                 let result = self.run_planned(digest, plan, rebind).await?;
                 match result {
                     None => {
