@@ -300,7 +300,9 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
         expected: data_type.name(),
         found: value.type_name().to_string(),
     };
-    if value.is_null() || value.has_type(data_type) {
+    // A NUMERIC is rounded and checked against the column's typmod even when it is one.
+    let typmod = matches!(data_type, DataType::Numeric { typmod: Some(_) });
+    if value.is_null() || (value.has_type(data_type) && !typmod) {
         return Ok(value.clone());
     }
     match (value, data_type) {

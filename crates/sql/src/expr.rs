@@ -644,6 +644,14 @@ impl Compiler<'_, '_> {
                 Scalar::Constant(crate::types::decode_text(&text, data_type)?)
             }
             Expr::Nested(inner) => self.compile(inner, hint)?,
+            Expr::Ceil {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Scalar::Call(Function::Ceil, vec![self.compile(expr, hint)?]),
+            Expr::Floor {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Scalar::Call(Function::Floor, vec![self.compile(expr, hint)?]),
             Expr::Collate { expr, .. } => self.compile(expr, hint)?,
             Expr::UnaryOp { op, expr } => match op {
                 UnaryOperator::Not => {

@@ -166,7 +166,10 @@ fn updates_round_to_the_column_and_overflow_is_refused() {
         texts(&mut cluster, "SELECT balance FROM acct WHERE id = 1"),
         ["110.01"]
     );
-    let overflow = error(&mut cluster, "INSERT INTO acct VALUES (5, 12345678901.00)");
+    let overflow = error(
+        &mut cluster,
+        "INSERT INTO acct (id, balance) VALUES (5, 12345678901.00)",
+    );
     assert_eq!(
         (overflow.code, overflow.message.as_str()),
         ("22003", "numeric field overflow")
@@ -253,8 +256,9 @@ fn the_catalog_shows_numeric_with_its_precision_and_scale() {
     assert_eq!(
         texts(
             &mut cluster,
-            "SELECT format_type(atttypid, atttypmod), atttypmod FROM pg_attribute \
-             WHERE attrelid = 'acct'::regclass AND attnum > 0 ORDER BY attnum"
+            "SELECT format_type(a.atttypid, a.atttypmod), a.atttypmod FROM pg_attribute a \
+             JOIN pg_class c ON a.attrelid = c.oid WHERE c.relname = 'acct' AND a.attnum > 0 \
+             ORDER BY a.attnum"
         ),
         [
             "numeric(10,0)|655364",
