@@ -383,6 +383,12 @@ impl Parameters {
                     format!("there is no parameter {placeholder}"),
                 )
             })?;
+        // A parameter is of the type without its modifier, as in PostgreSQL (`$1` beside a
+        // numeric(12,2) column is numeric: the column rounds it when it is stored).
+        let hint = hint.map(|hint| match hint {
+            DataType::Numeric { .. } => DataType::Numeric { typmod: None },
+            other => other,
+        });
         if let Some(hint) = hint {
             self.inferred[index - 1].get_or_insert(hint);
         }

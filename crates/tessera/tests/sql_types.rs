@@ -24,12 +24,12 @@ fn psql_ok(port: u16, commands: &[&str]) -> String {
     output
 }
 
-/// psycopg's extended protocol in binary (tests/python/types.py): each statement is (SQL with
+/// psycopg's extended protocol in binary (tests/python/binary_types.py): each statement is (SQL with
 /// %b, JSON parameters).
 fn binary(port: u16, statements: &[(&str, &str)]) -> Vec<String> {
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new("/usr/bin/python3")
-        .arg(manifest.join("tests/python/types.py"))
+        .arg(manifest.join("tests/python/binary_types.py"))
         .args(["127.0.0.1", &port.to_string()])
         .args(
             statements

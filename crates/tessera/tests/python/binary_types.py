@@ -1,7 +1,7 @@
 """Runs SQL statements through psycopg 3's extended protocol with BINARY results and
 parameters, for crates/tessera/tests/sql_types.rs:
 
-    /usr/bin/python3 crates/tessera/tests/python/types.py HOST PORT STATEMENT...
+    /usr/bin/python3 crates/tessera/tests/python/binary_types.py HOST PORT STATEMENT...
 
 Each STATEMENT is a JSON array: the SQL (with %b placeholders: binary parameters) and its
 parameters; a parameter written as {"decimal": "12.50"} is sent as a Python Decimal (so
