@@ -13,6 +13,7 @@
 //! `EXPRESSION_NODES_MAX` are refused.
 
 use crate::error::{Condition, EngineError};
+use crate::numeric::{self, Decimal};
 use crate::predicate::CompareOp;
 use crate::schema::TableSchema;
 use crate::value::{coerce, parse_text, text_output, DataType, Value};
@@ -49,6 +50,14 @@ pub enum Function {
     Abs,
     Coalesce,
     NullIf,
+    /// `round(x)` (double or numeric) and `round(x, digits)` (numeric).
+    Round,
+    /// `trunc(x)` and `trunc(x, digits)`, toward zero.
+    Trunc,
+    /// `ceil(x)` / `ceiling(x)`.
+    Ceil,
+    /// `floor(x)`.
+    Floor,
 }
 
 impl Function {
@@ -58,6 +67,8 @@ impl Function {
             Function::Lower | Function::Upper | Function::Length | Function::Abs => 1..=1,
             Function::Coalesce => 1..=usize::MAX,
             Function::NullIf => 2..=2,
+            Function::Round | Function::Trunc => 1..=2,
+            Function::Ceil | Function::Floor => 1..=1,
         }
     }
 }
@@ -374,6 +385,7 @@ pub fn value_type(value: &Value) -> Option<DataType> {
         Value::Date(_) => DataType::Date,
         Value::Timestamp(_) => DataType::Timestamp,
         Value::TimestampTz(_) => DataType::TimestampTz,
+        Value::Numeric(_) => DataType::Numeric { typmod: None },
     })
 }
 
@@ -388,7 +400,16 @@ fn integer(value: &Value) -> Option<i64> {
 fn double(value: &Value) -> Option<f64> {
     match value {
         Value::Double(number) => Some(*number),
+        Value::Numeric(decimal) => Some(numeric::to_double(*decimal)),
         other => integer(other).map(|number| number as f64),
+    }
+}
+
+/// An integer or NUMERIC as a NUMERIC (PostgreSQL's int → numeric promotion).
+fn decimal(value: &Value) -> Option<Decimal> {
+    match value {
+        Value::Numeric(decimal) => Some(*decimal),
+        other => integer(other).map(Decimal::from),
     }
 }
 
@@ -400,6 +421,9 @@ pub fn compare(left: &Value, right: &Value) -> Result<Option<Ordering>, EngineEr
         return Ok(None);
     }
     if let (Some(a), Some(b)) = (integer(left), integer(right)) {
+        return Ok(Some(a.cmp(&b)));
+    }
+    if let (Some(a), Some(b)) = (decimal(left), decimal(right)) {
         return Ok(Some(a.cmp(&b)));
     }
     if let (Some(a), Some(b)) = (double(left), double(right)) {
@@ -447,6 +471,7 @@ pub fn negate(value: &Value) -> Result<Value, EngineError> {
         Value::Int(number) => Value::Int(number.checked_neg().ok_or_else(overflow)?),
         Value::BigInt(number) => Value::BigInt(number.checked_neg().ok_or_else(overflow)?),
         Value::Double(number) => Value::Double(-number),
+        Value::Numeric(decimal) => Value::Numeric(-*decimal),
         other => {
             return Err(error(
                 Condition::UndefinedFunction,
@@ -523,6 +548,10 @@ pub fn arithmetic_value(
         } else {
             Ok(Value::BigInt(result))
         };
+    }
+    if let (Some(a), Some(b)) = (decimal(left), decimal(right)) {
+        let symbol = symbol.chars().next().expect("one character");
+        return numeric::arithmetic(symbol, a, b).map(Value::Numeric);
     }
     let (Some(a), Some(b)) = (double(left), double(right)) else {
         return Err(error(
@@ -660,7 +689,63 @@ pub fn call(function: Function, values: &[Value]) -> Result<Value, EngineError> 
                 values[0].clone()
             }
         }
+        Function::Round | Function::Trunc | Function::Ceil | Function::Floor => {
+            rounding(function, values)?
+        }
     })
+}
+
+/// `round`, `trunc`, `ceil` and `floor`: of a NUMERIC a NUMERIC, of an integer or double a
+/// double (as PostgreSQL resolves them: `round(5)` is `round(double precision)`); with a
+/// digit count (`round(x, 2)`) the argument is taken as NUMERIC and so is the answer.
+fn rounding(function: Function, values: &[Value]) -> Result<Value, EngineError> {
+    if values.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let name = format!("{function:?}").to_lowercase();
+    let undefined = || {
+        error(
+            Condition::UndefinedFunction,
+            format!(
+                "function {name}({}) does not exist",
+                values
+                    .iter()
+                    .map(Value::type_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    };
+    let digits = match values.get(1) {
+        None => None,
+        Some(digits) => Some(integer(digits).ok_or_else(undefined)?),
+    };
+    let as_decimal = match (&values[0], digits) {
+        (Value::Numeric(decimal), _) => Some(*decimal),
+        (Value::Double(number), Some(_)) => Some(numeric::from_double(*number)?),
+        (other, Some(_)) => Some(decimal(other).ok_or_else(undefined)?),
+        _ => None,
+    };
+    if let Some(value) = as_decimal {
+        return numeric::round_function(function_kind(function), value, digits.unwrap_or(0))
+            .map(Value::Numeric);
+    }
+    let number = double(&values[0]).ok_or_else(undefined)?;
+    Ok(Value::Double(match function {
+        Function::Round => number.round_ties_even(),
+        Function::Trunc => number.trunc(),
+        Function::Ceil => number.ceil(),
+        _ => number.floor(),
+    }))
+}
+
+fn function_kind(function: Function) -> numeric::Rounding {
+    match function {
+        Function::Round => numeric::Rounding::Round,
+        Function::Trunc => numeric::Rounding::Trunc,
+        Function::Ceil => numeric::Rounding::Ceil,
+        _ => numeric::Rounding::Floor,
+    }
 }
 
 /// A value assigned to a column of `data_type` (PostgreSQL's assignment cast): numbers convert

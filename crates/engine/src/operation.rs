@@ -189,6 +189,33 @@ pub enum Partial {
     AvgInteger { sum: i128, count: u64 },
     /// Slot 6. AVG of DOUBLE.
     AvgDouble { sum: f64, count: u64 },
+    /// Slot 7. SUM of NUMERIC: `sum` is NULL until a value is summed, else a `Value::Numeric`;
+    /// `overflow` once a sum exceeded NUMERIC's range (the aggregate then answers 22003).
+    SumNumeric { sum: Value, overflow: bool },
+    /// Slot 8. AVG of NUMERIC: the exact sum (`Value::Numeric`) and count.
+    AvgNumeric {
+        sum: Value,
+        count: u64,
+        overflow: bool,
+    },
+}
+
+/// Adds a NUMERIC to a NUMERIC partial's sum (NULL: nothing summed yet); sets `overflow`
+/// instead of failing, so the aggregate can answer the error when it finishes.
+pub fn add_numeric(sum: &mut Value, overflow: &mut bool, value: &Value) {
+    let Value::Numeric(addend) = value else {
+        return;
+    };
+    *sum = match sum {
+        Value::Numeric(total) => match total.checked_add(*addend) {
+            Some(total) => Value::Numeric(total),
+            None => {
+                *overflow = true;
+                return;
+            }
+        },
+        _ => Value::Numeric(*addend),
+    };
 }
 
 impl Partial {
@@ -234,6 +261,17 @@ impl Partial {
             Partial::AvgDouble { sum, count } => {
                 if let Some(number) = double {
                     *sum += number;
+                    *count += 1;
+                }
+            }
+            Partial::SumNumeric { sum, overflow } => add_numeric(sum, overflow, value),
+            Partial::AvgNumeric {
+                sum,
+                count,
+                overflow,
+            } => {
+                if matches!(value, Value::Numeric(_)) {
+                    add_numeric(sum, overflow, value);
                     *count += 1;
                 }
             }
@@ -310,6 +348,15 @@ fn bind_aggregate(
             Partial::AvgInteger { sum: 0, count: 0 }
         }
         (AggregateFunction::Avg, DataType::Double) => Partial::AvgDouble { sum: 0.0, count: 0 },
+        (AggregateFunction::Sum, DataType::Numeric { .. }) => Partial::SumNumeric {
+            sum: Value::Null,
+            overflow: false,
+        },
+        (AggregateFunction::Avg, DataType::Numeric { .. }) => Partial::AvgNumeric {
+            sum: Value::Null,
+            count: 0,
+            overflow: false,
+        },
         (AggregateFunction::Sum | AggregateFunction::Avg, _) => return Err(not_numeric()),
     };
     Ok(BoundAggregate {

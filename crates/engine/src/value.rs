@@ -1,6 +1,7 @@
 //! Column types, values, their total order, and coercion of constants to a column's type.
 
 use crate::error::EngineError;
+use crate::numeric::{self, Decimal};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
@@ -31,6 +32,9 @@ pub enum DataType {
     /// Slot 8. TIMESTAMPTZ (timestamp with time zone): microseconds since 1970-01-01
     /// 00:00:00 UTC. The session time zone is always UTC, so it prints with `+00`.
     TimestampTz,
+    /// Slot 9. NUMERIC / DECIMAL: exact decimals (`crate::numeric`); `typmod` is
+    /// `numeric(precision, scale)`, `None` for an unconstrained `numeric`.
+    Numeric { typmod: Option<(u8, u8)> },
 }
 
 impl DataType {
@@ -49,6 +53,10 @@ impl DataType {
             DataType::Date => "date".into(),
             DataType::Timestamp => "timestamp".into(),
             DataType::TimestampTz => "timestamp with time zone".into(),
+            DataType::Numeric { typmod: None } => "numeric".into(),
+            DataType::Numeric {
+                typmod: Some((precision, scale)),
+            } => format!("numeric({precision},{scale})"),
         }
     }
 }
@@ -80,6 +88,8 @@ pub enum Value {
     Timestamp(i64),
     /// Slot 9. Microseconds since 1970-01-01 00:00:00 UTC (TIMESTAMPTZ).
     TimestampTz(i64),
+    /// Slot 10. NUMERIC: an exact decimal (`crate::numeric`).
+    Numeric(#[serde(with = "crate::numeric::serde_decimal")] Decimal),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -105,6 +115,7 @@ impl Value {
             Value::Date(_) => 7,
             Value::Timestamp(_) => 8,
             Value::TimestampTz(_) => 9,
+            Value::Numeric(_) => 10,
         }
     }
 
@@ -125,6 +136,7 @@ impl Value {
             Value::Date(_) => "date",
             Value::Timestamp(_) => "timestamp",
             Value::TimestampTz(_) => "timestamp with time zone",
+            Value::Numeric(_) => "numeric",
         }
     }
 
@@ -137,6 +149,7 @@ impl Value {
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
             Value::Text(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
+            Value::Numeric(_) => 16,
         }
     }
 
@@ -153,6 +166,7 @@ impl Value {
                 | (Value::Date(_), DataType::Date)
                 | (Value::Timestamp(_), DataType::Timestamp)
                 | (Value::TimestampTz(_), DataType::TimestampTz)
+                | (Value::Numeric(_), DataType::Numeric { .. })
         )
     }
 }
@@ -186,6 +200,7 @@ impl Ord for Value {
             (Value::Date(a), Value::Date(b)) => a.cmp(b),
             (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
             (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
+            (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -204,6 +219,11 @@ impl Hash for Value {
             Value::Double(value) => canonical_double(*value).to_bits().hash(state),
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
+            // Equal values hash alike: 1.5 and 1.50 normalise to the same mantissa and scale.
+            Value::Numeric(value) => {
+                let normal = value.normalize();
+                (normal.mantissa(), normal.scale()).hash(state)
+            }
         }
     }
 }
@@ -252,6 +272,7 @@ impl std::fmt::Display for Value {
                 let text = format_timestamp(*microseconds, true);
                 write!(formatter, "TIMESTAMPTZ '{text}'")
             }
+            Value::Numeric(value) => write!(formatter, "{value}"),
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
                 let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
@@ -279,7 +300,9 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
         expected: data_type.name(),
         found: value.type_name().to_string(),
     };
-    if value.is_null() || value.has_type(data_type) {
+    // A NUMERIC is rounded and checked against the column's typmod even when it is one.
+    let typmod = matches!(data_type, DataType::Numeric { typmod: Some(_) });
+    if value.is_null() || (value.has_type(data_type) && !typmod) {
         return Ok(value.clone());
     }
     match (value, data_type) {
@@ -313,8 +336,44 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
             Ok(Value::Timestamp(*microseconds))
         }
         (Value::Text(text), data_type) => parse_text(text, data_type),
+        (_, DataType::Numeric { .. }) | (Value::Numeric(_), _) => {
+            coerce_numeric(value, data_type).unwrap_or_else(|| Err(mismatch()))
+        }
         _ => Err(mismatch()),
     }
+}
+
+/// Coercions to and from NUMERIC (`None` for a pair that does not convert): integers and
+/// doubles become NUMERIC (rounded to the column's typmod, 22003 beyond its precision), a
+/// NUMERIC is rounded to another typmod, and NUMERIC narrows into integers (rounding half away
+/// from zero) and doubles.
+fn coerce_numeric(value: &Value, data_type: DataType) -> Option<Result<Value, EngineError>> {
+    let out_of_range = || out_of_range(data_type);
+    Some(match (value, data_type) {
+        (Value::Int(number), DataType::Numeric { typmod }) => {
+            numeric::apply_typmod(Decimal::from(*number), typmod).map(Value::Numeric)
+        }
+        (Value::BigInt(number), DataType::Numeric { typmod }) => {
+            numeric::apply_typmod(Decimal::from(*number), typmod).map(Value::Numeric)
+        }
+        (Value::Double(number), DataType::Numeric { typmod }) => numeric::from_double(*number)
+            .and_then(|decimal| numeric::apply_typmod(decimal, typmod))
+            .map(Value::Numeric),
+        (Value::Numeric(decimal), DataType::Numeric { typmod }) => {
+            numeric::apply_typmod(*decimal, typmod).map(Value::Numeric)
+        }
+        (Value::Numeric(decimal), DataType::Int) => numeric::to_integer(*decimal)
+            .and_then(|number| i32::try_from(number).ok())
+            .map(Value::Int)
+            .ok_or_else(out_of_range),
+        (Value::Numeric(decimal), DataType::BigInt) => numeric::to_integer(*decimal)
+            .map(Value::BigInt)
+            .ok_or_else(out_of_range),
+        (Value::Numeric(decimal), DataType::Double) => {
+            Ok(Value::Double(numeric::to_double(*decimal)))
+        }
+        _ => return None,
+    })
 }
 
 /// Checks a VARCHAR(n) length limit (in characters, as PostgreSQL counts) and the engine's byte
@@ -386,6 +445,9 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::TimestampTz => parse_timestamp_tz(trimmed)
             .map(Value::TimestampTz)
             .ok_or_else(invalid),
+        DataType::Numeric { typmod } => numeric::parse(text)
+            .and_then(|decimal| numeric::apply_typmod(decimal, typmod))
+            .map(Value::Numeric),
     }
 }
 
@@ -611,6 +673,7 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::Date(days) => format_date(i64::from(*days)),
         Value::Timestamp(microseconds) => format_timestamp(*microseconds, false),
         Value::TimestampTz(microseconds) => format_timestamp(*microseconds, true),
+        Value::Numeric(decimal) => decimal.to_string(),
     })
 }
 

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-const ALLOWED_DEPENDENCIES: &[&str] = &["vr", "serde", "postcard"];
+/// rust_decimal: NUMERIC's exact values (pure arithmetic, built without std's I/O).
+const ALLOWED_DEPENDENCIES: &[&str] = &["vr", "serde", "postcard", "rust_decimal"];
 const FORBIDDEN_IN_SOURCES: &[&str] = &[
     "std::net",
     "std::fs",
@@ -46,7 +47,7 @@ fn dependencies(manifest: &str) -> Vec<String> {
 }
 
 #[test]
-fn engine_depends_only_on_vr_serde_and_postcard() {
+fn engine_depends_only_on_vr_serde_postcard_and_rust_decimal() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
     let names = dependencies(&manifest);

@@ -114,6 +114,11 @@ pub enum Function {
     Abs,
     Coalesce,
     NullIf,
+    /// `round`, `trunc`, `ceil`/`ceiling`, `floor` (`engine::expression::Function`).
+    Round,
+    Trunc,
+    Ceil,
+    Floor,
     /// `format_type(type_oid, typmod)`, for catalog queries.
     FormatType,
     /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
@@ -150,6 +155,10 @@ impl Function {
             Function::Abs => Shared::Abs,
             Function::Coalesce => Shared::Coalesce,
             Function::NullIf => Shared::NullIf,
+            Function::Round => Shared::Round,
+            Function::Trunc => Shared::Trunc,
+            Function::Ceil => Shared::Ceil,
+            Function::Floor => Shared::Floor,
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
@@ -411,6 +420,12 @@ impl Parameters {
                     format!("there is no parameter {placeholder}"),
                 )
             })?;
+        // A parameter is of the type without its modifier, as in PostgreSQL (`$1` beside a
+        // numeric(12,2) column is numeric: the column rounds it when it is stored).
+        let hint = hint.map(|hint| match hint {
+            DataType::Numeric { .. } => DataType::Numeric { typmod: None },
+            other => other,
+        });
         if let Some(hint) = hint {
             self.inferred[index - 1].get_or_insert(hint);
         }
@@ -498,6 +513,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
             }
         }
         Sql::Bytea => DataType::Bytea,
+        Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,
         Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             DataType::Timestamp
@@ -515,6 +531,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("date") => DataType::Date,
                 Some("timestamp") => DataType::Timestamp,
                 Some("timestamptz") => DataType::TimestampTz,
+                Some("numeric" | "decimal") => DataType::Numeric { typmod: None },
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -530,13 +547,48 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
     })
 }
 
-/// A numeric literal: INT when it fits, else BIGINT, else DOUBLE.
+/// `NUMERIC`, `NUMERIC(p)` (scale 0) or `NUMERIC(p, s)`: PostgreSQL's 22023 for a precision
+/// outside 1–1000; precisions above `engine::numeric::NUMERIC_PRECISION_MAX` (28) and scales
+/// outside 0–p (which PostgreSQL 15 accepts) are refused with 0A000.
+fn numeric_type(info: &ast::ExactNumberInfo) -> Result<DataType, SqlError> {
+    let (precision, scale) = match info {
+        ast::ExactNumberInfo::None => return Ok(DataType::Numeric { typmod: None }),
+        ast::ExactNumberInfo::Precision(precision) => (*precision, 0),
+        ast::ExactNumberInfo::PrecisionAndScale(precision, scale) => (*precision, *scale),
+    };
+    if !(1..=1000).contains(&precision) {
+        return Err(SqlError::invalid_parameter(format!(
+            "NUMERIC precision {precision} must be between 1 and 1000"
+        )));
+    }
+    let maximum = engine::numeric::NUMERIC_PRECISION_MAX;
+    if precision > u64::from(maximum) {
+        return Err(SqlError::unsupported(format!(
+            "NUMERIC precision {precision} (at most {maximum} digits)"
+        )));
+    }
+    if !(0..=precision as i64).contains(&scale) {
+        return Err(SqlError::unsupported(format!(
+            "NUMERIC scale {scale} outside 0 to the precision {precision}"
+        )));
+    }
+    Ok(DataType::Numeric {
+        typmod: Some((precision as u8, scale as u8)),
+    })
+}
+
+/// A numeric literal, typed as PostgreSQL types it: INT when it fits, else BIGINT, else
+/// NUMERIC (so is any literal with a point or an exponent: `1.5`, `1e3`); DOUBLE only beyond
+/// NUMERIC's range here (`engine::numeric`).
 pub fn number_literal(text: &str) -> Result<Value, SqlError> {
     if let Ok(number) = text.parse::<i32>() {
         return Ok(Value::Int(number));
     }
     if let Ok(number) = text.parse::<i64>() {
         return Ok(Value::BigInt(number));
+    }
+    if let Ok(decimal) = engine::numeric::parse(text) {
+        return Ok(Value::Numeric(decimal));
     }
     text.parse::<f64>()
         .map(Value::Double)
@@ -619,6 +671,14 @@ impl Compiler<'_, '_> {
                 Scalar::Constant(crate::types::decode_text(&text, data_type)?)
             }
             Expr::Nested(inner) => self.compile(inner, hint)?,
+            Expr::Ceil {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Scalar::Call(Function::Ceil, vec![self.compile(expr, hint)?]),
+            Expr::Floor {
+                expr,
+                field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
+            } => Scalar::Call(Function::Floor, vec![self.compile(expr, hint)?]),
             Expr::Collate { expr, .. } => self.compile(expr, hint)?,
             Expr::UnaryOp { op, expr } => match op {
                 UnaryOperator::Not => {
@@ -1167,6 +1227,10 @@ impl Compiler<'_, '_> {
             "abs" => Some((Function::Abs, 1..=1)),
             "coalesce" => Some((Function::Coalesce, 1..=usize::MAX)),
             "nullif" => Some((Function::NullIf, 2..=2)),
+            "round" => Some((Function::Round, 1..=2)),
+            "trunc" => Some((Function::Trunc, 1..=2)),
+            "ceil" | "ceiling" => Some((Function::Ceil, 1..=1)),
+            "floor" => Some((Function::Floor, 1..=1)),
             "format_type" => Some((Function::FormatType, 2..=2)),
             _ => None,
         };
@@ -1568,9 +1632,13 @@ pub fn aggregate_result_type(
         F::CountRows | F::Count => DataType::BigInt,
         F::Sum => match argument {
             Some(DataType::Double) => DataType::Double,
+            Some(DataType::Numeric { .. }) => DataType::Numeric { typmod: None },
             _ => DataType::BigInt,
         },
-        F::Avg => DataType::Double,
+        F::Avg => match argument {
+            Some(DataType::Numeric { .. }) => DataType::Numeric { typmod: None },
+            _ => DataType::Double,
+        },
         F::Min | F::Max => argument.unwrap_or(DataType::Text { length_max: None }),
     }
 }
@@ -1669,6 +1737,14 @@ impl Scalar {
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
                     .iter()
                     .find_map(|argument| argument.data_type(types)),
+                Function::Round | Function::Trunc | Function::Ceil | Function::Floor => {
+                    let numeric = DataType::Numeric { typmod: None };
+                    match arguments.first().and_then(|first| first.data_type(types)) {
+                        Some(DataType::Numeric { .. }) => Some(numeric),
+                        _ if arguments.len() == 2 => Some(numeric),
+                        _ => Some(DataType::Double),
+                    }
+                }
             },
         }
     }
@@ -1682,6 +1758,9 @@ pub fn value_type(value: &Value) -> Option<DataType> {
 pub(crate) fn numeric_result(left: DataType, right: DataType) -> DataType {
     match (left, right) {
         (DataType::Double, _) | (_, DataType::Double) => DataType::Double,
+        (DataType::Numeric { .. }, _) | (_, DataType::Numeric { .. }) => {
+            DataType::Numeric { typmod: None }
+        }
         (DataType::BigInt, _) | (_, DataType::BigInt) => DataType::BigInt,
         (DataType::Int, _) | (_, DataType::Int) => DataType::Int,
         (other, _) => other,
@@ -1881,7 +1960,11 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         | Function::Length
         | Function::Abs
         | Function::Coalesce
-        | Function::NullIf => unreachable!("the engine's functions"),
+        | Function::NullIf
+        | Function::Round
+        | Function::Trunc
+        | Function::Ceil
+        | Function::Floor => unreachable!("the engine's functions"),
         Function::FormatType => {
             let number = |value: &Value| match value {
                 Value::Int(number) => Some(i64::from(*number)),
@@ -2114,7 +2197,7 @@ impl Scalar {
         let numeric = |data_type: DataType| {
             matches!(
                 data_type,
-                DataType::Int | DataType::BigInt | DataType::Double
+                DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
             )
         };
         if let Scalar::Binary(operator, left, right) = self {

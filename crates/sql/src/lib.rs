@@ -61,7 +61,7 @@
 //! ## Supported, and refused
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
-//! REAL/FLOAT, TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
+//! REAL/FLOAT, NUMERIC/DECIMAL\[(p\[, s\])\] (exact, `engine::numeric`: p at most 28), TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS] (with the sequences its columns own), CREATE SEQUENCE [IF NOT EXISTS]
@@ -79,7 +79,7 @@
 //! `EXCLUDED.col` go as values; anything else as `engine::OnConflict::DoUpdateComputed`,
 //! evaluated per conflicting row by the partition owning it, atomically with the insert)], SELECT (one table, a join of tables, or none; expressions,
 //! arithmetic, `||`, CASE, CAST/`::`, LIKE/ILIKE, IN, BETWEEN, IS \[NOT\] NULL/TRUE/FALSE,
-//! lower/upper/length/abs/coalesce/nullif; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
+//! lower/upper/length/abs/coalesce/nullif/round/trunc/ceil/floor; WHERE; GROUP BY columns; COUNT/SUM/MIN/MAX/AVG;
 //! HAVING; ORDER BY expressions, aliases, positions, ASC/DESC, NULLS FIRST/LAST; LIMIT/OFFSET),
 //! UPDATE … SET col = expression WHERE … [RETURNING …] (the changed rows: a select of them in the same batch, SET applied at the gateway as the engine applies it) (constants go to the engine as values and share scans;
 //! expressions over the row's columns — arithmetic, `||`, CASE, CAST, comparisons, IN,
@@ -132,7 +132,8 @@
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
 //! sequence CACHE above 1, ALTER SEQUENCE, nextval/setval over a table's rows and INSERT … SELECT
-//! into a column whose default draws from a sequence, time zones other than UTC,
+//! into a column whose default draws from a sequence, time zones other than UTC, NUMERIC
+//! precision above 28, NUMERIC NaN and Infinity,
 //! UNIQUE/CHECK/FOREIGN KEY constraints and non-primary-key unique indexes (with the reason:
 //! not enforced across partitions), DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
@@ -141,8 +142,12 @@
 //! Catalog queries (`pg_catalog.*`, `information_schema.*`) run over virtual tables at the
 //! gateway, joins and correlated subqueries included; see `pg_catalog` for what is emulated.
 //!
-//! Deviations from PostgreSQL: AVG answers DOUBLE PRECISION (not NUMERIC); SUM of integers
-//! answers BIGINT and fails with 22003 beyond it; numeric literals with a fraction are DOUBLE;
+//! Deviations from PostgreSQL: AVG of integers answers DOUBLE PRECISION (not NUMERIC); SUM of
+//! integers answers BIGINT and fails with 22003 beyond it (SUM and AVG of NUMERIC answer NUMERIC,
+//! as in PostgreSQL); NUMERIC holds at most 28 digits after the point and absolute values below
+//! 2^96, without NaN and Infinity (22003 / 0A000 beyond, never rounded silently; precision above
+//! 28 is refused with 0A000); numeric literals beyond that range are DOUBLE;
+//! `round(double, n)` and `trunc(double, n)` answer NUMERIC (PostgreSQL has no such functions);
 //! ORDER BY ties come in primary key order (PostgreSQL leaves them unspecified); a multi-row
 //! INSERT with `EXCLUDED.col` assignments, and COPY beyond `INSERT_ROWS_MAX` rows, run as
 //! several engine inserts in one batch and are not atomic if a later one fails; statements
@@ -204,6 +209,8 @@ mod insert_select_tests;
 mod join_tests;
 #[cfg(test)]
 mod merge_tests;
+#[cfg(test)]
+mod numeric_tests;
 #[cfg(test)]
 mod reflection_tests;
 #[cfg(test)]

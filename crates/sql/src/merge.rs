@@ -613,6 +613,10 @@ pub(crate) fn initial_partial(
         AggregateFunction::Sum => match argument {
             Some(DataType::Int | DataType::BigInt) | None => Partial::SumInteger(None),
             Some(DataType::Double) => Partial::SumDouble(None),
+            Some(DataType::Numeric { .. }) => Partial::SumNumeric {
+                sum: Value::Null,
+                overflow: false,
+            },
             _ => return Err(not_numeric()),
         },
         AggregateFunction::Avg => match argument {
@@ -620,6 +624,11 @@ pub(crate) fn initial_partial(
                 Partial::AvgInteger { sum: 0, count: 0 }
             }
             Some(DataType::Double) => Partial::AvgDouble { sum: 0.0, count: 0 },
+            Some(DataType::Numeric { .. }) => Partial::AvgNumeric {
+                sum: Value::Null,
+                count: 0,
+                overflow: false,
+            },
             _ => return Err(not_numeric()),
         },
     })
@@ -686,6 +695,32 @@ pub fn merge_partials(into: &mut [Partial], from: &[Partial]) -> Result<(), SqlE
                 *sum += other_sum;
                 *count += other_count;
             }
+            (
+                Partial::SumNumeric { sum, overflow },
+                Partial::SumNumeric {
+                    sum: other_sum,
+                    overflow: other_overflow,
+                },
+            ) => {
+                *overflow |= other_overflow;
+                engine::operation::add_numeric(sum, overflow, other_sum);
+            }
+            (
+                Partial::AvgNumeric {
+                    sum,
+                    count,
+                    overflow,
+                },
+                Partial::AvgNumeric {
+                    sum: other_sum,
+                    count: other_count,
+                    overflow: other_overflow,
+                },
+            ) => {
+                *overflow |= other_overflow;
+                engine::operation::add_numeric(sum, overflow, other_sum);
+                *count += other_count;
+            }
             _ => {
                 return Err(SqlError::new(
                     sqlstate::INTERNAL_ERROR,
@@ -710,6 +745,18 @@ pub fn finish_partial(partial: &Partial) -> Result<Value, SqlError> {
         Partial::AvgInteger { count: 0, .. } | Partial::AvgDouble { count: 0, .. } => Value::Null,
         Partial::AvgInteger { sum, count } => Value::Double(*sum as f64 / *count as f64),
         Partial::AvgDouble { sum, count } => Value::Double(sum / *count as f64),
+        Partial::SumNumeric { overflow: true, .. } | Partial::AvgNumeric { overflow: true, .. } => {
+            return Err(engine::numeric::overflow().into())
+        }
+        Partial::SumNumeric { sum, .. } => sum.clone(),
+        Partial::AvgNumeric { count: 0, .. } => Value::Null,
+        Partial::AvgNumeric { sum, count, .. } => match sum {
+            Value::Numeric(sum) => {
+                let count = engine::numeric::Decimal::from(*count);
+                Value::Numeric(engine::numeric::divide(*sum, count)?)
+            }
+            _ => Value::Null,
+        },
     })
 }
 

@@ -155,6 +155,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Date,
         DataType::Timestamp,
         DataType::TimestampTz,
+        DataType::Numeric { typmod: None },
     ];
     types
         .iter()
@@ -162,7 +163,9 @@ fn type_rows() -> Vec<Vec<Value>> {
             let pg = pg_type(*data_type);
             let category = match data_type {
                 DataType::Boolean => "B",
-                DataType::Int | DataType::BigInt | DataType::Double => "N",
+                DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. } => {
+                    "N"
+                }
                 DataType::Text { .. } => "S",
                 DataType::Bytea => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
@@ -203,11 +206,17 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::Date => 1182,
         DataType::Timestamp => 1115,
         DataType::TimestampTz => 1185,
+        DataType::Numeric { .. } => 1231,
     }
 }
 
+/// `information_schema.columns.data_type`: the type without its modifiers (`numeric`, as
+/// PostgreSQL shows it; VARCHAR's length is `character_maximum_length`).
 fn sql_type_name(data_type: DataType) -> String {
-    data_type.name()
+    match data_type {
+        DataType::Numeric { .. } => "numeric".into(),
+        other => other.name(),
+    }
 }
 
 fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table, SqlError> {
@@ -1604,6 +1613,14 @@ pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
             format!("character varying({})", modifier - 4)
         }
         (crate::types::VARCHAR_OID, _) => "character varying".into(),
+        (crate::types::NUMERIC_OID, _) if modifier >= 4 => {
+            let modifier = modifier - 4;
+            format!(
+                "numeric({},{})",
+                (modifier >> 16) & 0xffff,
+                modifier & 0xffff
+            )
+        }
         (_, DataType::Timestamp) => "timestamp without time zone".into(),
         (_, data_type) => data_type.name(),
     })

@@ -282,7 +282,10 @@ impl SetNode {
                         let numeric = |data_type: DataType| {
                             matches!(
                                 data_type,
-                                DataType::Int | DataType::BigInt | DataType::Double
+                                DataType::Int
+                                    | DataType::BigInt
+                                    | DataType::Double
+                                    | DataType::Numeric { .. }
                             )
                         };
                         let data_type = if std::mem::discriminant(&left.data_type)
@@ -1305,6 +1308,9 @@ impl Planner<'_, '_> {
             return Ok(None);
         };
         match coerce(&value, definition.data_type, &definition.name) {
+            // A constant that converts only by rounding (`int_col = 1.5`, `numeric(5,2) col =
+            // 1.005`) is compared exactly by the residual instead.
+            Ok(coerced) if !converts_exactly(&value, &coerced) => Ok(None),
             Ok(value) => Ok(Some(value)),
             Err(EngineError::DatatypeMismatch { .. }) => Ok(None),
             Err(error) => Err(error.into()),
@@ -3546,6 +3552,14 @@ fn assign(value: &Value, data_type: DataType, column: &str) -> Result<Value, Sql
     Ok(engine::expression::assign(value, data_type, column)?)
 }
 
+/// Whether a constant converted to a column's type kept its value (a NUMERIC rounded into an
+/// integer or a narrower scale did not).
+fn converts_exactly(original: &Value, converted: &Value) -> bool {
+    !matches!(original, Value::Numeric(_))
+        || engine::expression::compare(original, converted)
+            .is_ok_and(|ordering| ordering == Some(std::cmp::Ordering::Equal))
+}
+
 /// Checks a computed SET clause before anything runs: operators exist for its operand types
 /// (42883) and its type assigns to the column (42804), as PostgreSQL checks at planning.
 fn check_assignment(
@@ -3562,7 +3576,7 @@ fn check_assignment(
     let numeric = |data_type: DataType| {
         matches!(
             data_type,
-            DataType::Int | DataType::BigInt | DataType::Double
+            DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
         )
     };
     let assignable = std::mem::discriminant(&found) == std::mem::discriminant(&data_type)

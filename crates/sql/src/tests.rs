@@ -338,7 +338,13 @@ fn projection_evaluates_expressions_case_casts_and_concatenation() {
     );
     assert_eq!(
         cluster.rows("SELECT 1 + 2, 'a' || 'b', 7 / 2, 7.0 / 2"),
-        vec![vec![int(3), text("ab"), int(3), Value::Double(3.5)]]
+        // 7.0 is NUMERIC, as in PostgreSQL, which answers 3.5000000000000000.
+        vec![vec![
+            int(3),
+            text("ab"),
+            int(3),
+            Value::Numeric(engine::numeric::parse("3.5000000000000000").unwrap())
+        ]]
     );
 }
 

@@ -14,6 +14,7 @@
 //! | `Date` | date | 1082 | 4 | big-endian i32 days since 2000-01-01 |
 //! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
 //! | `TimestampTz` | timestamptz | 1184 | 8 | big-endian i64 microseconds since 2000-01-01 UTC |
+//! | `Numeric { typmod }` | numeric | 1700 | -1 (typmod ((p << 16) \| s) + 4) | ndigits, weight, sign, dscale, base-10000 digits (i16 each) |
 
 use crate::error::{sqlstate, SqlError};
 use engine::value::{civil_from_days, days_from_civil, parse_text};
@@ -65,13 +66,18 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::Date => (DATE_OID, "date", 4),
         DataType::Timestamp => (TIMESTAMP_OID, "timestamp", 8),
         DataType::TimestampTz => (TIMESTAMPTZ_OID, "timestamptz", 8),
+        DataType::Numeric { .. } => (NUMERIC_OID, "numeric", -1),
     };
     PgType { oid, name, typlen }
 }
 
-/// The type modifier (atttypmod): VARCHAR(n) is n + 4, everything else -1.
+/// The type modifier (atttypmod): VARCHAR(n) is n + 4, NUMERIC(p, s) is ((p << 16) | s) + 4,
+/// everything else -1.
 pub fn type_modifier(data_type: DataType) -> i32 {
     match data_type {
+        DataType::Numeric {
+            typmod: Some((precision, scale)),
+        } => ((i32::from(precision) << 16) | i32::from(scale)) + 4,
         DataType::Text {
             length_max: Some(length_max),
         } => i32::try_from(length_max).map_or(-1, |length| length.saturating_add(4)),
@@ -86,7 +92,8 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
         BOOL_OID => DataType::Boolean,
         INT2_OID | INT4_OID => DataType::Int,
         INT8_OID => DataType::BigInt,
-        FLOAT4_OID | FLOAT8_OID | NUMERIC_OID => DataType::Double,
+        FLOAT4_OID | FLOAT8_OID => DataType::Double,
+        NUMERIC_OID => DataType::Numeric { typmod: None },
         TEXT_OID | VARCHAR_OID | BPCHAR_OID | NAME_OID | CHAR_OID => {
             DataType::Text { length_max: None }
         }
@@ -165,6 +172,7 @@ pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
             .saturating_sub(PG_EPOCH_DAYS * MICROSECONDS_PER_DAY)
             .to_be_bytes()
             .to_vec(),
+        Value::Numeric(decimal) => engine::numeric::to_binary(*decimal),
     })
 }
 
@@ -244,6 +252,12 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
                 Value::Timestamp(microseconds)
             }
         }
+        DataType::Numeric { typmod } => {
+            let decimal = engine::numeric::from_binary(bytes).map_err(|reason| {
+                SqlError::new(sqlstate::INVALID_BINARY_REPRESENTATION, reason)
+            })??;
+            Value::Numeric(engine::numeric::apply_typmod(decimal, typmod)?)
+        }
     })
 }
 
@@ -283,6 +297,16 @@ mod tests {
             (
                 Value::Timestamp(-70_000_000_000_000_000),
                 DataType::Timestamp,
+            ),
+            (
+                Value::Numeric(engine::numeric::parse("-12345.678").unwrap()),
+                DataType::Numeric { typmod: None },
+            ),
+            (
+                Value::Numeric(engine::numeric::parse("0.0100").unwrap()),
+                DataType::Numeric {
+                    typmod: Some((6, 4)),
+                },
             ),
         ]
     }
@@ -380,6 +404,16 @@ mod tests {
             14
         );
         assert_eq!(data_type_for_oid(20), Some(DataType::BigInt));
+        let money = DataType::Numeric {
+            typmod: Some((12, 2)),
+        };
+        assert_eq!(pg_type(money).oid, 1700);
+        // atttypmod of numeric(12,2) in PostgreSQL 15: 786438.
+        assert_eq!(type_modifier(money), 786_438);
+        assert_eq!(
+            data_type_for_oid(1700),
+            Some(DataType::Numeric { typmod: None })
+        );
         assert_eq!(data_type_for_oid(0), None);
     }
 }

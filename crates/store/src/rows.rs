@@ -66,6 +66,13 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.push(8);
             key.extend_from_slice(&micros.to_be_bytes());
         }
+        // Equal numbers (1.5 and 1.50) place alike: the normalised mantissa and scale.
+        Value::Numeric(decimal) => {
+            let normal = decimal.normalize();
+            key.push(9);
+            key.extend_from_slice(&normal.mantissa().to_be_bytes());
+            key.push(normal.scale() as u8);
+        }
     }
     key
 }

@@ -357,7 +357,7 @@ impl JoinPlan {
             let numeric = |data_type: DataType| {
                 matches!(
                     data_type,
-                    DataType::Int | DataType::BigInt | DataType::Double
+                    DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
                 )
             };
             let common = if numeric(left_type) && numeric(right_type) {
@@ -848,7 +848,7 @@ impl Planner<'_, '_> {
             let numeric = |data_type: DataType| {
                 matches!(
                     data_type,
-                    DataType::Int | DataType::BigInt | DataType::Double
+                    DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
                 )
             };
             let comparable = std::mem::discriminant(&left_type)
@@ -1086,7 +1086,7 @@ fn check_comparisons(scalar: &Scalar, types: &[DataType]) -> Result<(), SqlError
     let numeric = |data_type: DataType| {
         matches!(
             data_type,
-            DataType::Int | DataType::BigInt | DataType::Double
+            DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
         )
     };
     let mut copy = scalar.clone();
