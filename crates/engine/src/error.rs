@@ -72,6 +72,8 @@ pub enum EngineError {
     /// Slot 22. 40001: the transaction cannot go on without breaking serialisability (it
     /// would wait for a younger transaction, or it was aborted): it is rolled back.
     SerializationFailure { reason: String },
+    /// Slot 23. 22001: a value longer than a CHAR(n) column (beyond trailing blanks).
+    CharTooLong { column: String, length: u32 },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -104,7 +106,7 @@ impl EngineError {
         match self {
             EngineError::UniqueViolation { .. } => "23505",
             EngineError::NotNullViolation { .. } => "23502",
-            EngineError::StringTooLong { .. } => "22001",
+            EngineError::StringTooLong { .. } | EngineError::CharTooLong { .. } => "22001",
             EngineError::UndefinedTable { .. } => "42P01",
             EngineError::UndefinedColumn { .. } => "42703",
             EngineError::DuplicateTable { .. } => "42P07",
@@ -139,6 +141,10 @@ impl fmt::Display for EngineError {
             EngineError::NotNullViolation { table, column } => write!(
                 formatter,
                 "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
+            ),
+            EngineError::CharTooLong { column, length } => write!(
+                formatter,
+                "value too long for type character({length}) in column \"{column}\""
             ),
             EngineError::StringTooLong { column, length_max } => write!(
                 formatter,

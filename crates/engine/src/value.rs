@@ -35,6 +35,9 @@ pub enum DataType {
     /// Slot 9. NUMERIC / DECIMAL: exact decimals (`crate::numeric`); `typmod` is
     /// `numeric(precision, scale)`, `None` for an unconstrained `numeric`.
     Numeric { typmod: Option<(u8, u8)> },
+    /// Slot 10. CHAR(n) / CHARACTER(n): text blank-padded to exactly n characters when stored
+    /// (PostgreSQL's `bpchar`); longer values are refused unless the excess is blanks.
+    Char { length: u32 },
 }
 
 impl DataType {
@@ -57,6 +60,7 @@ impl DataType {
             DataType::Numeric {
                 typmod: Some((precision, scale)),
             } => format!("numeric({precision},{scale})"),
+            DataType::Char { length } => format!("character({length})"),
         }
     }
 }
@@ -162,6 +166,7 @@ impl Value {
                 | (Value::BigInt(_), DataType::BigInt)
                 | (Value::Double(_), DataType::Double)
                 | (Value::Text(_), DataType::Text { .. })
+                | (Value::Text(_), DataType::Char { .. })
                 | (Value::Bytea(_), DataType::Bytea)
                 | (Value::Date(_), DataType::Date)
                 | (Value::Timestamp(_), DataType::Timestamp)
@@ -301,11 +306,18 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
         found: value.type_name().to_string(),
     };
     // A NUMERIC is rounded and checked against the column's typmod even when it is one.
-    let typmod = matches!(data_type, DataType::Numeric { typmod: Some(_) });
+    // A CHAR(n) value is blank-padded to n even when it is text.
+    let typmod = matches!(
+        data_type,
+        DataType::Numeric { typmod: Some(_) } | DataType::Char { .. }
+    );
     if value.is_null() || (value.has_type(data_type) && !typmod) {
         return Ok(value.clone());
     }
     match (value, data_type) {
+        (Value::Text(text), DataType::Char { length }) => {
+            pad_char(text, length, column).map(Value::Text)
+        }
         (Value::Int(number), DataType::BigInt) => Ok(Value::BigInt(i64::from(*number))),
         (Value::BigInt(number), DataType::Int) => {
             i32::try_from(*number).map(Value::Int).map_err(|_| {
@@ -376,6 +388,31 @@ fn coerce_numeric(value: &Value, data_type: DataType) -> Option<Result<Value, En
     })
 }
 
+/// A CHAR(n) value as PostgreSQL stores it: blank-padded to n characters; a longer value is
+/// refused (22001) unless what lies beyond n is blanks, which are cut.
+pub fn pad_char(text: &str, length: u32, column: &str) -> Result<String, EngineError> {
+    let length = length as usize;
+    let count = text.chars().count();
+    if count <= length {
+        let mut padded = String::with_capacity(text.len() + length - count);
+        padded.push_str(text);
+        padded.extend(std::iter::repeat_n(' ', length - count));
+        return Ok(padded);
+    }
+    let cut = text
+        .char_indices()
+        .nth(length)
+        .map_or(text.len(), |(at, _)| at);
+    if text[cut..].chars().all(|character| character == ' ') {
+        Ok(text[..cut].to_string())
+    } else {
+        Err(EngineError::CharTooLong {
+            column: column.to_string(),
+            length: length as u32,
+        })
+    }
+}
+
 /// Checks a VARCHAR(n) length limit (in characters, as PostgreSQL counts) and the engine's byte
 /// limit on TEXT and BYTEA values.
 pub fn check_length(value: &Value, data_type: DataType, column: &str) -> Result<(), EngineError> {
@@ -401,6 +438,17 @@ pub fn check_length(value: &Value, data_type: DataType, column: &str) -> Result<
                 _ => Ok(()),
             }
         }
+        (Value::Text(text), DataType::Char { length }) => {
+            too_big(text.len())?;
+            if text.chars().count() > length as usize {
+                Err(EngineError::CharTooLong {
+                    column: column.to_string(),
+                    length,
+                })
+            } else {
+                Ok(())
+            }
+        }
         (Value::Bytea(bytes), _) => too_big(bytes.len()),
         _ => Ok(()),
     }
@@ -416,7 +464,7 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
     };
     let trimmed = text.trim();
     match data_type {
-        DataType::Text { .. } => Ok(Value::Text(text.to_string())),
+        DataType::Text { .. } | DataType::Char { .. } => Ok(Value::Text(text.to_string())),
         DataType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
             "t" | "true" | "yes" | "on" | "1" => Ok(Value::Boolean(true)),
             "f" | "false" | "no" | "off" | "0" => Ok(Value::Boolean(false)),

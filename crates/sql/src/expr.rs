@@ -512,6 +512,23 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 length_max: varchar_length(length)?,
             }
         }
+        // CHAR without a length is CHAR(1), as in PostgreSQL.
+        Sql::Char(length) | Sql::Character(length) => DataType::Char {
+            length: match length {
+                None => 1,
+                Some(CharacterLength::Max) => {
+                    return Err(SqlError::syntax("CHAR(MAX) is not PostgreSQL syntax"))
+                }
+                Some(CharacterLength::IntegerLength { length, .. }) => u32::try_from(*length)
+                    .ok()
+                    .filter(|length| (1..=10_485_760).contains(length))
+                    .ok_or_else(|| {
+                        SqlError::invalid_parameter(
+                            "length for type char must be between 1 and 10485760",
+                        )
+                    })?,
+            },
+        },
         Sql::Bytea => DataType::Bytea,
         Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,

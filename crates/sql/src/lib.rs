@@ -61,7 +61,7 @@
 //! ## Supported, and refused
 //!
 //! Statements: CREATE TABLE (BOOLEAN, SMALLINT/INT/INTEGER, BIGINT, DOUBLE PRECISION/FLOAT8/
-//! REAL/FLOAT, NUMERIC/DECIMAL\[(p\[, s\])\] (exact, `engine::numeric`: p at most 28), TEXT, VARCHAR(n), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
+//! REAL/FLOAT, NUMERIC/DECIMAL\[(p\[, s\])\] (exact, `engine::numeric`: p at most 28), TEXT, VARCHAR(n), CHAR(n) (blank-padded to n on store, `bpchar`), BYTEA, DATE, TIMESTAMP \[WITHOUT TIME ZONE\], TIMESTAMPTZ (UTC); NOT NULL; DEFAULT constant | now() | current_date | localtimestamp; PRIMARY
 //! KEY as column or table constraint; without one, a hidden row id `tessera_row_id` is the key; `WITH (partition_by
 //! (or partition_key) = a primary key column, placement = hash)`, other options refused),
 //! DROP TABLE [IF EXISTS] (with the sequences its columns own), CREATE SEQUENCE [IF NOT EXISTS]

@@ -156,6 +156,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Timestamp,
         DataType::TimestampTz,
         DataType::Numeric { typmod: None },
+        DataType::Char { length: 1 },
     ];
     types
         .iter()
@@ -166,7 +167,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                 DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. } => {
                     "N"
                 }
-                DataType::Text { .. } => "S",
+                DataType::Text { .. } | DataType::Char { .. } => "S",
                 DataType::Bytea => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
             };
@@ -207,6 +208,7 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::Timestamp => 1115,
         DataType::TimestampTz => 1185,
         DataType::Numeric { .. } => 1231,
+        DataType::Char { .. } => 1014,
     }
 }
 
@@ -215,6 +217,7 @@ fn array_type_oid(data_type: DataType) -> i64 {
 fn sql_type_name(data_type: DataType) -> String {
     match data_type {
         DataType::Numeric { .. } => "numeric".into(),
+        DataType::Char { .. } => "character".into(),
         other => other.name(),
     }
 }
@@ -749,7 +752,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     let length = match column.data_type {
                         DataType::Text {
                             length_max: Some(length),
-                        } => Value::Int(i32::try_from(length).unwrap_or(i32::MAX)),
+                        }
+                        | DataType::Char { length } => {
+                            Value::Int(i32::try_from(length).unwrap_or(i32::MAX))
+                        }
                         _ => Value::Null,
                     };
                     rows.push(vec![

@@ -2046,3 +2046,43 @@ fn every_isolation_level_is_served_and_shown_as_serializable() {
         "22023"
     );
 }
+
+#[test]
+fn char_columns_are_blank_padded_and_length_checked_as_in_postgresql() {
+    for partitions in [1, 3] {
+        let mut cluster = people(partitions);
+        cluster.tag(
+            "CREATE TABLE codes (id INT PRIMARY KEY, state CHAR(2), zip CHARACTER(5), flag CHAR)",
+        );
+        cluster.tag("INSERT INTO codes VALUES (1, 'CA', '9', 'y'), (2, 'N', '123  ', NULL)");
+        assert_eq!(
+            cluster.rows("SELECT state, zip, flag FROM codes ORDER BY id"),
+            vec![
+                vec![text("CA"), text("9    "), text("y")],
+                vec![text("N "), text("123  "), Value::Null],
+            ]
+        );
+        // Beyond n: refused unless the excess is blanks (then cut), as PostgreSQL does.
+        let error = cluster.error("INSERT INTO codes VALUES (3, 'CAL', '1', 'n')");
+        assert_eq!(error.code, "22001");
+        assert!(error.message.contains("character(2)"), "{}", error.message);
+        cluster.tag("INSERT INTO codes VALUES (4, 'TX   ', '1', 'n')");
+        assert_eq!(
+            cluster.rows("SELECT state FROM codes WHERE id = 4"),
+            vec![vec![text("TX")]]
+        );
+        cluster.tag("UPDATE codes SET state = 'W' WHERE id = 1");
+        assert_eq!(
+            cluster.rows("SELECT state FROM codes WHERE id = 1"),
+            vec![vec![text("W ")]]
+        );
+        // The catalog reports bpchar with its length.
+        assert_eq!(
+            cluster.rows(
+                "SELECT data_type, character_maximum_length FROM information_schema.columns \
+                 WHERE table_name = 'codes' AND column_name = 'state'"
+            ),
+            vec![vec![text("character"), Value::Int(2)]]
+        );
+    }
+}

@@ -67,11 +67,12 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::Timestamp => (TIMESTAMP_OID, "timestamp", 8),
         DataType::TimestampTz => (TIMESTAMPTZ_OID, "timestamptz", 8),
         DataType::Numeric { .. } => (NUMERIC_OID, "numeric", -1),
+        DataType::Char { .. } => (BPCHAR_OID, "bpchar", -1),
     };
     PgType { oid, name, typlen }
 }
 
-/// The type modifier (atttypmod): VARCHAR(n) is n + 4, NUMERIC(p, s) is ((p << 16) | s) + 4,
+/// The type modifier (atttypmod): VARCHAR(n) and CHAR(n) are n + 4, NUMERIC(p, s) is ((p << 16) | s) + 4,
 /// everything else -1.
 pub fn type_modifier(data_type: DataType) -> i32 {
     match data_type {
@@ -81,6 +82,9 @@ pub fn type_modifier(data_type: DataType) -> i32 {
         DataType::Text {
             length_max: Some(length_max),
         } => i32::try_from(length_max).map_or(-1, |length| length.saturating_add(4)),
+        DataType::Char { length } => {
+            i32::try_from(length).map_or(-1, |length| length.saturating_add(4))
+        }
         _ => -1,
     }
 }
@@ -223,7 +227,7 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
         DataType::Double => Value::Double(f64::from_bits(u64::from_be_bytes(
             fixed(8)?.try_into().map_err(|_| invalid())?,
         ))),
-        DataType::Text { .. } => Value::Text(
+        DataType::Text { .. } | DataType::Char { .. } => Value::Text(
             std::str::from_utf8(bytes)
                 .map_err(|_| invalid())?
                 .to_string(),
