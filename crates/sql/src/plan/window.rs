@@ -233,7 +233,8 @@ fn rendered_has_over(text: &str) -> bool {
         if *byte == b'\'' {
             quoted = !quoted;
         }
-        if quoted || !text[at..].starts_with("over") {
+        // Bytes, not `str` slices: `at` may fall inside a multi-byte character.
+        if quoted || !bytes[at..].starts_with(b"over") {
             continue;
         }
         let before = at.checked_sub(1).map(|before| bytes[before]);
@@ -246,6 +247,19 @@ fn rendered_has_over(text: &str) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod rendered_tests {
+    #[test]
+    fn rendered_over_is_found_by_bytes_whatever_characters_surround_it() {
+        assert!(super::rendered_has_over("sum(x) over (partition by é)"));
+        // Non-ASCII letters count as boundaries: conservative (a refusal, never a wrong plan).
+        assert!(super::rendered_has_over("é€overé"));
+        assert!(!super::rendered_has_over("'over' || 'ü'"));
+        // Found by the fuzzer: a multi-byte character right before a byte the scan visits.
+        assert!(!super::rendered_has_over(":n&\u{fffd}slecn.*spum"));
+    }
 }
 
 /// Whether a SELECT calls window functions in its select list or ORDER BY (its own, not its
