@@ -249,19 +249,6 @@ fn rendered_has_over(text: &str) -> bool {
     false
 }
 
-#[cfg(test)]
-mod rendered_tests {
-    #[test]
-    fn rendered_over_is_found_by_bytes_whatever_characters_surround_it() {
-        assert!(super::rendered_has_over("sum(x) over (partition by é)"));
-        // Non-ASCII letters count as boundaries: conservative (a refusal, never a wrong plan).
-        assert!(super::rendered_has_over("é€overé"));
-        assert!(!super::rendered_has_over("'over' || 'ü'"));
-        // Found by the fuzzer: a multi-byte character right before a byte the scan visits.
-        assert!(!super::rendered_has_over(":n&\u{fffd}slecn.*spum"));
-    }
-}
-
 /// Whether a SELECT calls window functions in its select list or ORDER BY (its own, not its
 /// subqueries').
 pub(crate) fn uses_windows(select: &ast::Select, query: &ast::Query) -> bool {
@@ -1489,5 +1476,18 @@ impl Planner<'_, '_> {
             ast::TableFactor::Table { name, .. } if self.cte_index(name).is_some() => Ok(false),
             relation => crate::pg_catalog::is_catalog_relation(relation),
         }
+    }
+}
+
+#[cfg(test)]
+mod rendered_tests {
+    #[test]
+    fn rendered_over_is_found_by_bytes_whatever_characters_surround_it() {
+        assert!(super::rendered_has_over("sum(x) over (partition by é)"));
+        // Non-ASCII letters count as boundaries: conservative (a refusal, never a wrong plan).
+        assert!(super::rendered_has_over("é€overé"));
+        assert!(!super::rendered_has_over("'over' || 'ü'"));
+        // Found by the fuzzer: a multi-byte character right before a byte the scan visits.
+        assert!(!super::rendered_has_over(":n&\u{fffd}slecn.*spum"));
     }
 }
