@@ -9,6 +9,7 @@ mod dev;
 mod dev_ecast;
 mod dev_tls;
 mod info;
+mod pg_client;
 mod ticket;
 mod tpcc;
 

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 use stdx::Prng;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 #[derive(Args, Clone)]
 pub struct TicketArguments {
@@ -545,37 +545,18 @@ pub fn run(arguments: TicketArguments) -> anyhow::Result<()> {
 }
 
 async fn connect(arguments: &TicketArguments, index: usize) -> anyhow::Result<Client> {
-    let host = &arguments.hosts[index % arguments.hosts.len()];
-    let (address, port) = host
-        .rsplit_once(':')
-        .with_context(|| format!("{host:?} is not host:port"))?;
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(address)
-        .port(port.parse().context("bad port")?)
-        .user(&arguments.user)
-        .dbname(&arguments.dbname)
-        .connect_timeout(Duration::from_secs(30));
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .with_context(|| format!("cannot connect to {host}"))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    crate::pg_client::connect(
+        &arguments.hosts,
+        index,
+        &arguments.user,
+        &arguments.dbname,
+        None,
+    )
+    .await
 }
 
 fn emit(arguments: &TicketArguments, json: String) -> anyhow::Result<()> {
-    if let Some(path) = &arguments.json {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        writeln!(file, "{json}")?;
-    }
-    Ok(())
+    crate::pg_client::append_json(arguments.json.as_deref(), &json)
 }
 
 fn progress_bar(done: u64, total: u64, elapsed: f64) {

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stdx::Prng;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 use transactions::{Ended, Failure, Kind};
 
 #[derive(Args, Clone)]
@@ -158,40 +158,18 @@ pub fn run(arguments: TpccArguments) -> anyhow::Result<()> {
 }
 
 async fn connect(arguments: &TpccArguments, index: usize) -> anyhow::Result<Client> {
-    let host = &arguments.hosts[index % arguments.hosts.len()];
-    let (address, port) = host
-        .rsplit_once(':')
-        .with_context(|| format!("{host:?} is not host:port"))?;
-    let mut config = tokio_postgres::Config::new();
-    config
-        .host(address)
-        .port(port.parse().context("bad port")?)
-        .user(&arguments.user)
-        .dbname(&arguments.dbname)
-        .connect_timeout(Duration::from_secs(30));
-    if let Some(password) = &arguments.password {
-        config.password(password);
-    }
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(|error| anyhow::anyhow!("cannot connect to {host}: {}", describe(&error)))?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(client)
+    crate::pg_client::connect(
+        &arguments.hosts,
+        index,
+        &arguments.user,
+        &arguments.dbname,
+        arguments.password.as_deref(),
+    )
+    .await
 }
 
 fn emit(arguments: &TpccArguments, json: String) -> anyhow::Result<()> {
-    if let Some(path) = &arguments.json {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        writeln!(file, "{json}")?;
-    }
-    Ok(())
+    crate::pg_client::append_json(arguments.json.as_deref(), &json)
 }
 
 fn scale_of(arguments: &TpccArguments) -> Scale {
@@ -593,19 +571,15 @@ fn report(arguments: &TpccArguments, tally: &Tally) -> anyhow::Result<()> {
 
 /// Rows of a query as text, NULL as "NULL".
 async fn text_rows(client: &Client, sql: &str) -> anyhow::Result<Vec<Vec<String>>> {
-    let messages = client
-        .simple_query(sql)
+    let rows = transactions::run_sql(client, sql)
         .await
         .map_err(|error| anyhow::anyhow!("{sql}: {}", describe(&error)))?;
-    Ok(messages
-        .iter()
-        .filter_map(|message| match message {
-            tokio_postgres::SimpleQueryMessage::Row(row) => Some(
-                (0..row.len())
-                    .map(|index| row.get(index).unwrap_or("NULL").to_string())
-                    .collect(),
-            ),
-            _ => None,
+    Ok(rows
+        .into_iter()
+        .map(|row| {
+            row.into_iter()
+                .map(|value| value.unwrap_or_else(|| "NULL".to_string()))
+                .collect()
         })
         .collect())
 }

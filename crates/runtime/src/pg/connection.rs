@@ -495,35 +495,17 @@ where
         replan: impl Fn(&sql::MemoryCatalog) -> Result<Plan, SqlError>,
     ) -> Result<Option<StatementResult>, Fail> {
         let mut attempts = 0;
-        if let Plan::CopyIn(copy) = &plan {
-            if !self.transaction.as_ref().is_some_and(|block| block.failed) {
-                // The client sends its data once: a statement planned again runs over the
-                // same data, never asks for it again (a second CopyInResponse would be a
-                // protocol error for the client).
-                let data = self.copy_in(copy.columns.len()).await?;
-                let mut copy = copy.clone();
-                loop {
-                    let execution = copy.execution(&data)?;
-                    match self.run_execution(execution, digest).await {
-                        Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
-                            attempts += 1;
-                            let (fresh, catalog) = self.catalog(true).await?;
-                            digest = fresh;
-                            let Plan::CopyIn(again) = replan(&catalog)? else {
-                                return Err(Fail::Error(SqlError::new(
-                                    sqlstate::INTERNAL_ERROR,
-                                    "COPY planned again as another statement",
-                                )));
-                            };
-                            copy = again;
-                        }
-                        result => return result.map(Some),
-                    }
-                }
+        // The client sends COPY data once: a statement planned again runs over the same data
+        // and never asks for it again (a second CopyInResponse would be a protocol error for
+        // the client). A failed block refuses the COPY before reading (25P02).
+        let copy_data = match &plan {
+            Plan::CopyIn(copy) if !self.transaction.as_ref().is_some_and(|block| block.failed) => {
+                Some(self.copy_in(copy.columns.len()).await?)
             }
-        }
+            _ => None,
+        };
         loop {
-            match self.run_plan(plan, digest).await {
+            match self.run_plan(plan, digest, copy_data.as_deref()).await {
                 Err(Fail::Error(error)) if is_stale_catalog(&error) && attempts < 8 => {
                     attempts += 1;
                     let (fresh, catalog) = self.catalog(true).await?;
@@ -536,7 +518,12 @@ where
     }
 
     /// Runs a plan. `None`: an empty query.
-    async fn run_plan(&mut self, plan: Plan, digest: u64) -> Result<Option<StatementResult>, Fail> {
+    async fn run_plan(
+        &mut self,
+        plan: Plan,
+        digest: u64,
+        copy_data: Option<&[u8]>,
+    ) -> Result<Option<StatementResult>, Fail> {
         let ends_block = matches!(
             &plan,
             Plan::Session(SessionCommand::Commit | SessionCommand::Rollback)
@@ -571,8 +558,15 @@ where
             Plan::Execute(execution) => Ok(Some(self.run_execution(execution, digest).await?)),
             Plan::Explain(explain) => Ok(Some(self.run_explain(explain, digest).await?)),
             Plan::CopyIn(copy) => {
-                let data = self.copy_in(copy.columns.len()).await?;
-                let execution = copy.execution(&data)?;
+                let read;
+                let data = match copy_data {
+                    Some(data) => data,
+                    None => {
+                        read = self.copy_in(copy.columns.len()).await?;
+                        &read
+                    }
+                };
+                let execution = copy.execution(data)?;
                 Ok(Some(self.run_execution(execution, digest).await?))
             }
             Plan::InsertSelect(insert) => Ok(Some(self.run_insert_select(insert, digest).await?)),

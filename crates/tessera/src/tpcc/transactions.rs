@@ -216,7 +216,8 @@ pub enum Ended {
 
 type Rows = Vec<Vec<Option<String>>>;
 
-async fn run_sql(client: &Client, sql: &str) -> Result<Rows, tokio_postgres::Error> {
+/// A statement's rows, each value as text (`None` for NULL).
+pub async fn run_sql(client: &Client, sql: &str) -> Result<Rows, tokio_postgres::Error> {
     let messages = client.simple_query(sql).await?;
     Ok(messages
         .iter()
