@@ -137,7 +137,7 @@
 //! UNIQUE/CHECK/FOREIGN KEY constraints and non-primary-key unique indexes (with the reason:
 //! not enforced across partitions), DROP INDEX, ALTER, COPY TO and COPY in CSV/binary formats,
 //! EXPLAIN ANALYZE. SAVEPOINT, RELEASE and ROLLBACK TO fail with 25P01 as in PostgreSQL
-//! outside a transaction block.
+//! outside a transaction block (inside one, the front end runs them).
 //!
 //! Catalog queries (`pg_catalog.*`, `information_schema.*`) run over virtual tables at the
 //! gateway, joins and correlated subqueries included; see `pg_catalog` for what is emulated.

@@ -211,8 +211,8 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             object_type: ast::DiscardObject::ALL,
         } => SessionCommand::ResetAll { tag: "DISCARD ALL" },
         Statement::Discard { .. } => SessionCommand::ResetAll { tag: "DISCARD" },
-        // A transaction block is the front end's (`SessionCommand::Begin`); savepoints are
-        // not offered, and answer what PostgreSQL answers outside a block.
+        // A transaction block is the front end's (`SessionCommand::Begin`), and so are its
+        // savepoints (outside a block they answer 25P01, as PostgreSQL does).
         Statement::StartTransaction {
             modes,
             statements,
@@ -251,13 +251,18 @@ pub fn session_command(statement: &Statement) -> Result<SessionCommand, SqlError
             savepoint: None,
         } => SessionCommand::Rollback,
         Statement::Rollback {
-            savepoint: Some(_), ..
-        } => return Err(no_transaction_block("ROLLBACK TO SAVEPOINT")),
+            chain: false,
+            savepoint: Some(name),
+        } => SessionCommand::RollbackTo {
+            name: crate::expr::ident_name(name),
+        },
         Statement::Rollback { .. } => return Err(no_transaction_block("ROLLBACK AND CHAIN")),
-        Statement::Savepoint { .. } => return Err(no_transaction_block("SAVEPOINT")),
-        Statement::ReleaseSavepoint { .. } => {
-            return Err(no_transaction_block("RELEASE SAVEPOINT"))
-        }
+        Statement::Savepoint { name } => SessionCommand::Savepoint {
+            name: crate::expr::ident_name(name),
+        },
+        Statement::ReleaseSavepoint { name } => SessionCommand::Release {
+            name: crate::expr::ident_name(name),
+        },
         Statement::Prepare { .. } | Statement::Execute { .. } | Statement::Deallocate { .. } => {
             return Err(
                 SqlError::unsupported("SQL-level PREPARE, EXECUTE and DEALLOCATE")
@@ -286,7 +291,7 @@ pub fn transactions_refused() -> SqlError {
 
 /// What PostgreSQL answers for a statement that only works inside a transaction block when
 /// none is open (25P01).
-fn no_transaction_block(statement: &str) -> SqlError {
+pub(crate) fn no_transaction_block(statement: &str) -> SqlError {
     SqlError::new(
         sqlstate::NO_ACTIVE_SQL_TRANSACTION,
         format!("{statement} can only be used in transaction blocks"),

@@ -7,7 +7,7 @@
 //! accepting it would let a client believe a later ROLLBACK undoes its statements. With no
 //! block open, COMMIT, END, ROLLBACK and ABORT succeed with a WARNING "there is no transaction
 //! in progress" (25P01, `SessionCommand::warning`); SAVEPOINT, RELEASE SAVEPOINT, ROLLBACK TO
-//! SAVEPOINT and `AND CHAIN` fail with 25P01 (savepoints are not offered).
+//! SAVEPOINT and `AND CHAIN` fail with 25P01; inside a block the front end runs savepoints.
 
 use crate::error::{sqlstate, SqlError};
 use std::collections::BTreeMap;
@@ -242,6 +242,15 @@ pub enum SessionCommand {
     /// ROLLBACK / ABORT with no transaction in progress: a warning; every statement has
     /// already committed, as the client was told when BEGIN was refused.
     Rollback,
+    /// SAVEPOINT name (folded as an identifier): the front end marks a point of its block;
+    /// outside one, 25P01.
+    Savepoint { name: String },
+    /// RELEASE [SAVEPOINT] name: forgets the savepoint and every later one; outside a block,
+    /// 25P01.
+    Release { name: String },
+    /// ROLLBACK TO [SAVEPOINT] name: undoes what the block did since the savepoint (which
+    /// stays); outside a block, 25P01.
+    RollbackTo { name: String },
 }
 
 impl SessionCommand {
@@ -330,6 +339,15 @@ impl Session {
             SessionCommand::Rollback => StatementResult::Command {
                 tag: "ROLLBACK".into(),
             },
+            SessionCommand::Savepoint { .. } => {
+                return Err(crate::parse::no_transaction_block("SAVEPOINT"))
+            }
+            SessionCommand::Release { .. } => {
+                return Err(crate::parse::no_transaction_block("RELEASE SAVEPOINT"))
+            }
+            SessionCommand::RollbackTo { .. } => {
+                return Err(crate::parse::no_transaction_block("ROLLBACK TO SAVEPOINT"))
+            }
         })
     }
 

@@ -37,6 +37,8 @@ const TAG_TRANSACTION: u8 = 5;
 const TAG_END: u8 = 6;
 /// A transaction's table locks, taken at every partition at once (`transactions`).
 const TAG_LOCK: u8 = 7;
+/// ROLLBACK TO SAVEPOINT of a transaction, at every partition at once (`transactions`).
+const TAG_ROLLBACK_TO: u8 = 8;
 
 /// Takes table locks for a transaction (`transactions::LockRequest`), answered with an empty
 /// `Outcome::Batch`, or the refusal (`TransactionLocked`, `Busy`: wait; `SerializationFailure`:
@@ -72,6 +74,20 @@ pub fn end_operation(transaction: u64, commit: bool, by_owner: bool) -> Vec<u8> 
     tagged(
         TAG_END,
         postcard::to_allocvec(&(transaction, commit, by_owner)).expect("serialises"),
+    )
+}
+
+/// ROLLBACK TO savepoint `savepoint` (its id, from 1) of transaction `transaction`: each
+/// partition writes back what the transaction's statements under that savepoint and later
+/// ones changed there (`Transactions::rollback_to`); the transaction stays open with every
+/// lock. Answered with `Outcome::Batch` holding one `Updated { count }` (the rows written
+/// back), an empty batch where the transaction is not open, `SerializationFailure` if another
+/// gateway aborted it.
+pub fn rollback_to_operation(transaction: u64, savepoint: u32) -> Vec<u8> {
+    assert!(savepoint > 0, "savepoint ids start at 1");
+    tagged(
+        TAG_ROLLBACK_TO,
+        postcard::to_allocvec(&(transaction, savepoint)).expect("serialises"),
     )
 }
 
@@ -248,6 +264,7 @@ impl Store {
             Some((&TAG_TRANSACTION, rest)) => return self.run_transaction(rest, &held).encode(),
             Some((&TAG_END, rest)) => return self.end_transaction(rest).encode(),
             Some((&TAG_LOCK, rest)) => return self.lock(rest).encode(),
+            Some((&TAG_ROLLBACK_TO, rest)) => return self.rollback_to(rest).encode(),
             _ => {}
         }
         if is_read_operation(operation) {
@@ -422,7 +439,7 @@ impl Store {
             .iter()
             .flat_map(|operation| self.engine.before_images(operation))
             .collect();
-        self.transactions.remember(id, images);
+        self.transactions.remember(id, images, statement.savepoint);
         let outcome = self.engine.execute_command(&share);
         let open = self
             .transactions
@@ -448,6 +465,28 @@ impl Store {
             transactions::Admission::Run => engine::Outcome::Batch(Vec::new()),
             transactions::Admission::Refused(error) => engine::Outcome::Error(error),
         }
+    }
+
+    /// ROLLBACK TO SAVEPOINT: the savepoint undo of the transaction's statements since then is
+    /// written back, newest first; locks and the transaction's own undo stay.
+    fn rollback_to(&mut self, body: &[u8]) -> engine::Outcome {
+        let Ok((id, savepoint)) = postcard::from_bytes::<(u64, u32)>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        if savepoint == 0 {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        }
+        if self.transactions.was_aborted(id) {
+            return engine::Outcome::Error(engine::EngineError::SerializationFailure {
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+            });
+        }
+        let Some(images) = self.transactions.rollback_to(id, savepoint) else {
+            return engine::Outcome::Batch(Vec::new());
+        };
+        let count = images.len() as u64;
+        self.engine.write_back(images);
+        engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }
 
     /// The end of an interactive transaction: commit drops its before-images, abort writes

@@ -119,6 +119,12 @@ pub struct Transaction {
     pub undo: BTreeMap<(String, Key), Option<Row>>,
     /// The last write statement run here (its number) and the outcome it answered.
     pub last_write: Option<(u64, Vec<u8>)>,
+    /// Savepoints' undo, in the order recorded: (savepoint id, row, the row as it was when a
+    /// statement under that savepoint first changed it). `rollback_to(s)` writes back the
+    /// entries of ids ≥ s, newest first, so each row ends as it was when savepoint s was
+    /// taken. A row gets an entry under savepoint c only if it has none under an id ≥ c (an
+    /// entry under a later, released savepoint is older and serves c too).
+    pub savepoint_undo: Vec<(u32, (String, Key), Option<Row>)>,
 }
 
 impl Transaction {
@@ -157,6 +163,9 @@ pub struct TransactionStatement {
     pub nowait: bool,
     /// `engine::Command::encode`.
     pub command: Vec<u8>,
+    /// The innermost savepoint open in the block when the statement was sent (ids grow
+    /// within a transaction, from 1); 0: none.
+    pub savepoint: u32,
 }
 
 /// A transaction's request for table locks at every partition (`lock_operation`).
@@ -305,15 +314,55 @@ impl Transactions {
         })
     }
 
-    /// Records before-images for transaction `id` (those of rows it already changed are kept).
-    pub fn remember(&mut self, id: u64, images: Vec<engine::undo::BeforeImage>) {
+    /// Records before-images for transaction `id` (those of rows it already changed are kept),
+    /// and, under savepoint `savepoint` (0: none), the rows' images for `rollback_to`.
+    pub fn remember(&mut self, id: u64, images: Vec<engine::undo::BeforeImage>, savepoint: u32) {
         let transaction = self
             .open
             .get_mut(&id)
             .expect("a transaction is admitted before it writes");
         for (table, key, before) in images {
-            transaction.undo.entry((table, key)).or_insert(before);
+            let place = (table, key);
+            if savepoint > 0
+                && !transaction
+                    .savepoint_undo
+                    .iter()
+                    .any(|(id, row, _)| *id >= savepoint && *row == place)
+            {
+                transaction
+                    .savepoint_undo
+                    .push((savepoint, place.clone(), before.clone()));
+            }
+            transaction.undo.entry(place).or_insert(before);
         }
+    }
+
+    /// ROLLBACK TO savepoint `savepoint` of transaction `id`: removes the savepoint undo of ids
+    /// ≥ `savepoint` and returns it, newest first, for the caller to write back (`None` if the
+    /// transaction is not open here). Locks stay held (stricter than PostgreSQL, which
+    /// releases those taken since the savepoint; holding more is always safe).
+    pub fn rollback_to(
+        &mut self,
+        id: u64,
+        savepoint: u32,
+    ) -> Option<Vec<engine::undo::BeforeImage>> {
+        assert!(savepoint > 0, "savepoint ids start at 1");
+        let transaction = self.open.get_mut(&id)?;
+        let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut transaction.savepoint_undo)
+            .into_iter()
+            .partition(|(id, _, _)| *id >= savepoint);
+        transaction.savepoint_undo = kept;
+        debug_assert!(transaction
+            .savepoint_undo
+            .iter()
+            .all(|(id, _, _)| *id < savepoint));
+        Some(
+            undone
+                .into_iter()
+                .rev()
+                .map(|(_, (table, key), before)| (table, key, before))
+                .collect(),
+        )
     }
 
     /// Ends transaction `id`: removes it and returns it (its before-images are written back by
@@ -369,8 +418,21 @@ impl Transactions {
                     })
                     .map(|(place, before)| (place.clone(), before.clone()))
                     .collect();
+                let savepoint_undo = transaction
+                    .savepoint_undo
+                    .iter()
+                    .filter(|(_, (table, key), before)| {
+                        let Some(schema) = schema_of(table) else {
+                            return false;
+                        };
+                        let row = Option::clone(before).or_else(|| current(table, key));
+                        row.is_some_and(|row| keep(&schema, &row))
+                    })
+                    .cloned()
+                    .collect();
                 let copy = Transaction {
                     undo,
+                    savepoint_undo,
                     ..transaction.clone()
                 };
                 (*id, copy)
@@ -402,6 +464,9 @@ impl Transactions {
             for (place, before) in incoming.undo {
                 transaction.undo.entry(place).or_insert(before);
             }
+            // The two copies hold different rows, so their savepoint entries never name the
+            // same row; each keeps its own order.
+            transaction.savepoint_undo.extend(incoming.savepoint_undo);
         }
     }
 }
@@ -1021,6 +1086,16 @@ mod store_tests {
     }
 
     fn run(store: &mut Store, transaction: u64, statement: u64, operation: Operation) -> Outcome {
+        run_under(store, transaction, statement, operation, 0)
+    }
+
+    fn run_under(
+        store: &mut Store,
+        transaction: u64,
+        statement: u64,
+        operation: Operation,
+        savepoint: u32,
+    ) -> Outcome {
         let locks =
             crate::transactions::locks_needed(std::slice::from_ref(&operation), None).unwrap();
         let bytes = transaction_operation(&TransactionStatement {
@@ -1031,6 +1106,7 @@ mod store_tests {
             locks,
             nowait: false,
             command: Command::Batch(vec![operation]).encode(),
+            savepoint,
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
     }
@@ -1052,6 +1128,76 @@ mod store_tests {
             Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
             _ => None,
         }
+    }
+
+    fn row(id: i64, n: i64) -> Vec<Value> {
+        vec![Value::BigInt(id), Value::BigInt(n)]
+    }
+
+    fn rollback_to(store: &mut Store, transaction: u64, savepoint: u32) -> Outcome {
+        let bytes = crate::rollback_to_operation(transaction, savepoint);
+        Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    /// SAVEPOINT a; …; SAVEPOINT b; …; RELEASE b; …; ROLLBACK TO a: every row is as it was at
+    /// a, including those first changed under the released b and changed again after it; the
+    /// transaction's own undo still restores the state before it on abort.
+    #[test]
+    fn rollback_to_a_savepoint_restores_the_rows_as_they_were_when_it_was_taken() {
+        for commit in [false, true] {
+            let mut store = store();
+            let before = rows(&store);
+            // Before any savepoint: id 1 becomes 11.
+            assert!(error(&run_under(&mut store, 7, 1, set_n(11), 0)).is_none());
+            // Under savepoint 1 (a): insert 2.
+            assert!(error(&run_under(&mut store, 7, 2, insert(2, 20), 1)).is_none());
+            let at_b = vec![row(1, 11), row(2, 20)];
+            assert_eq!(rows(&store), at_b);
+            // Under savepoint 2 (b): id 1 becomes 12, then b is released (nothing is sent) and
+            // id 1 becomes 13 under a again: its entry under b (11) is older and serves a.
+            assert!(error(&run_under(&mut store, 7, 3, set_n(12), 2)).is_none());
+            assert!(error(&run_under(&mut store, 7, 4, set_n(13), 1)).is_none());
+            let open = store.transactions.get(7).unwrap();
+            assert_eq!(open.savepoint_undo.len(), 2, "{:?}", open.savepoint_undo);
+            // ROLLBACK TO a: 2 written back (absent) and 1 back to 11.
+            let outcome = rollback_to(&mut store, 7, 1);
+            assert_eq!(
+                outcome,
+                Outcome::Batch(vec![Ok(engine::Output::Updated { count: 2 })])
+            );
+            assert_eq!(rows(&store), vec![row(1, 11)]);
+            assert!(store.transactions.get(7).unwrap().savepoint_undo.is_empty());
+            // Rolling back to it again changes nothing; the savepoint goes on working.
+            assert_eq!(
+                rollback_to(&mut store, 7, 1),
+                Outcome::Batch(vec![Ok(engine::Output::Updated { count: 0 })])
+            );
+            assert!(error(&run_under(&mut store, 7, 5, insert(3, 30), 1)).is_none());
+            assert!(error(&run_under(&mut store, 7, 6, set_n(14), 1)).is_none());
+            rollback_to(&mut store, 7, 1);
+            assert_eq!(rows(&store), vec![row(1, 11)]);
+            store.engine.check_invariants().unwrap();
+            store.execute_share(&end_operation(7, commit, true), |_| true);
+            assert_eq!(rows(&store), if commit { vec![row(1, 11)] } else { before });
+            // A transaction not open here answers an empty batch.
+            assert_eq!(rollback_to(&mut store, 7, 1), Outcome::Batch(Vec::new()));
+        }
+    }
+
+    /// The savepoint undo travels with its rows when part of the partition moves, as the
+    /// transaction's undo does (`copy_where` / `absorb`).
+    #[test]
+    fn savepoint_undo_moves_with_its_rows() {
+        let mut store = store();
+        assert!(error(&run_under(&mut store, 7, 1, insert(2, 20), 1)).is_none());
+        assert!(error(&run_under(&mut store, 7, 2, set_n(11), 1)).is_none());
+        let moved = store.transactions_where(|_, row| row[0] == Value::BigInt(2));
+        let kept = store.transactions_where(|_, row| row[0] == Value::BigInt(1));
+        assert_eq!(moved.get(7).unwrap().savepoint_undo.len(), 1);
+        assert_eq!(kept.get(7).unwrap().savepoint_undo.len(), 1);
+        let mut joined = kept.clone();
+        joined.absorb(moved);
+        assert_eq!(joined.get(7).unwrap().savepoint_undo.len(), 2);
     }
 
     #[test]

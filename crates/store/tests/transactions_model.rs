@@ -367,6 +367,7 @@ impl Model {
                 locks: plan.needed,
                 nowait: false,
                 command: command.encode(),
+                savepoint: 0,
             });
             self.send(&statement, &targets)
         };

@@ -242,6 +242,47 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     );
     assert_eq!(scalar(port, "SELECT n FROM t WHERE id = 3"), "30");
 
+    // Savepoints: ROLLBACK TO undoes what the block did since the savepoint on every
+    // partition (rows first changed under a released savepoint included), recovers a failed
+    // block, and the rest commits.
+    let out = psql(
+        port,
+        "CREATE TABLE sp (id INT PRIMARY KEY, n INT);\nINSERT INTO sp VALUES (1, 10), (2, 20), (3, 30), (4, 40);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let sp_sum = || scalar(port, "SELECT sum(n) || '/' || count(*) FROM sp");
+    let out = psql(
+        port,
+        "BEGIN;\nUPDATE sp SET n = n + 100 WHERE id = 4;\nSAVEPOINT a;\nUPDATE sp SET n = n + 1;\n\
+         INSERT INTO sp VALUES (5, 50);\nSAVEPOINT b;\nDELETE FROM sp WHERE id = 1;\nRELEASE SAVEPOINT b;\n\
+         UPDATE sp SET n = 0 WHERE id = 4;\nSELECT sum(n) || '/' || count(*) AS before_rollback FROM sp;\n\
+         ROLLBACK TO SAVEPOINT a;\nSELECT sum(n) || '/' || count(*) AS after_rollback FROM sp;\n\
+         SAVEPOINT c;\nINSERT INTO sp VALUES (1, 1);\nSELECT 1;\nROLLBACK TO c;\n\
+         UPDATE sp SET n = n + 1 WHERE id = 2;\nCOMMIT;\n",
+    );
+    assert!(out.contains("102/4"), "the block's own writes: {out}");
+    assert!(out.contains("200/4"), "ROLLBACK TO a: {out}");
+    assert!(out.contains("duplicate key value"), "{out}");
+    assert_eq!(
+        out.matches("current transaction is aborted").count(),
+        1,
+        "SELECT 1 in the failed block, then ROLLBACK TO c recovers it: {out}"
+    );
+    assert_eq!(sp_sum(), "201/4", "{out}");
+    assert_eq!(scalar(port, "SELECT n FROM sp WHERE id = 4"), "140");
+    // A savepoint released is gone (3B001), and with no savepoint left the error aborts the
+    // block; outside a block SAVEPOINT is 25P01.
+    let out = psql(
+        port,
+        "BEGIN;\nSAVEPOINT a;\nUPDATE sp SET n = 0;\nRELEASE a;\nROLLBACK TO a;\nCOMMIT;\nSAVEPOINT x;\n",
+    );
+    assert!(out.contains("savepoint \"a\" does not exist"), "{out}");
+    assert!(
+        out.contains("SAVEPOINT can only be used in transaction blocks"),
+        "{out}"
+    );
+    assert_eq!(sp_sum(), "201/4", "{out}");
+
     // READ ONLY, DDL, a second BEGIN.
     let out = psql(
         port,

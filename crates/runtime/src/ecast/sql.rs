@@ -402,6 +402,7 @@ impl TransactionBackend for ClusterBackend {
             statements: 0,
             locks: Default::default(),
             locking: None,
+            savepoint: 0,
         })
     }
 
@@ -499,6 +500,7 @@ impl TransactionBackend for ClusterBackend {
                     locks: needed.clone(),
                     nowait: patience.is_zero(),
                     command: encoded.clone(),
+                    savepoint: transaction.savepoint,
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
@@ -516,6 +518,24 @@ impl TransactionBackend for ClusterBackend {
             return Ok(None); // Nothing was sent: no partition knows it.
         }
         let operation = store::end_operation(transaction.id, commit, true);
+        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
+            engine::Outcome::Error(error) => Some(error),
+            _ => None,
+        }))
+    }
+
+    /// One ordered message to every partition (as the end): each writes back what the
+    /// transaction changed there since the savepoint.
+    async fn rollback_to(
+        &self,
+        transaction: &TransactionContext,
+        savepoint: u32,
+    ) -> Result<Option<engine::EngineError>, BackendError> {
+        if transaction.statements == 0 {
+            return Ok(None); // Nothing was sent: nothing to undo.
+        }
+        let operation = store::rollback_to_operation(transaction.id, savepoint);
         let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
         Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
             engine::Outcome::Error(error) => Some(error),

@@ -98,9 +98,52 @@ struct Block {
     context: super::TransactionContext,
     /// READ ONLY: writes are refused (25006).
     read_only: bool,
-    /// A statement failed: the transaction was aborted at the cluster, and every statement
-    /// but COMMIT and ROLLBACK is refused (25P02) until one ends the block.
+    /// A statement failed: every statement but COMMIT, ROLLBACK and ROLLBACK TO is refused
+    /// (25P02) until one ends the block or returns it to a savepoint.
     failed: bool,
+    /// The transaction was aborted at the cluster (its locks released): only COMMIT or
+    /// ROLLBACK can follow (both answer ROLLBACK), and nothing more is sent.
+    aborted: bool,
+    /// Open savepoints, oldest first: name and id. Ids grow within the block from 1 and are
+    /// never reused, so "every savepoint taken after s" is "every id above s's".
+    savepoints: Vec<(String, u32)>,
+    /// The last savepoint id given.
+    savepoint_ids: u32,
+}
+
+impl Block {
+    fn new(context: super::TransactionContext, read_only: bool) -> Block {
+        assert_eq!(context.savepoint, 0, "a new block has no savepoint");
+        Block {
+            context,
+            read_only,
+            failed: false,
+            aborted: false,
+            savepoints: Vec::new(),
+            savepoint_ids: 0,
+        }
+    }
+
+    /// The savepoint named `name` (the latest of that name, as PostgreSQL finds it): its
+    /// index in `savepoints`; 3B001 if there is none.
+    fn savepoint(&self, name: &str) -> Result<usize, Fail> {
+        self.savepoints
+            .iter()
+            .rposition(|(known, _)| known == name)
+            .ok_or_else(|| {
+                Fail::Error(SqlError::new(
+                    "3B001",
+                    format!("savepoint \"{name}\" does not exist"),
+                ))
+            })
+    }
+
+    /// Keeps the first `open` savepoints; statements then run under the last of them.
+    fn keep_savepoints(&mut self, open: usize) {
+        self.savepoints.truncate(open);
+        self.context.savepoint = self.savepoints.last().map_or(0, |(_, id)| *id);
+        debug_assert!(self.savepoints.windows(2).all(|pair| pair[0].1 < pair[1].1));
+    }
 }
 
 /// What `Command::Guarded` answers when the catalog changed since planning: nothing ran, and
@@ -181,13 +224,25 @@ where
         }
     }
 
-    /// After an error inside a transaction block: the block fails and the transaction is
-    /// aborted at once (its locks released; a later ROLLBACK has nothing left to do).
-    async fn fail_block(&mut self) {
-        let Some(block) = self.transaction.as_mut().filter(|block| !block.failed) else {
+    /// After an error inside a transaction block (`None`: the client is gone): the block
+    /// fails. With a savepoint open, an error a statement met leaves the transaction open for
+    /// ROLLBACK TO; otherwise, and whatever the savepoints after a serialisation failure
+    /// (class 40: the transaction must be retried whole) or an unknown outcome (class 08), the
+    /// transaction is aborted at once (its locks released; a later ROLLBACK has nothing left
+    /// to do).
+    async fn fail_block(&mut self, error: Option<&SqlError>) {
+        let Some(block) = self.transaction.as_mut().filter(|block| !block.aborted) else {
             return;
         };
         block.failed = true;
+        let recoverable = !block.savepoints.is_empty()
+            && error.is_some_and(|error| {
+                !error.code.starts_with("40") && !error.code.starts_with("08")
+            });
+        if recoverable {
+            return;
+        }
+        block.aborted = true;
         let context = block.context.clone();
         self.retry_age = Some((context.begin_ms, std::time::Instant::now()));
         if let Err(error) = self.backend.end(&context, false).await {
@@ -222,19 +277,17 @@ where
                         context.begin_ms = context.begin_ms.min(age);
                     }
                 }
-                self.transaction = Some(Block {
-                    context,
-                    read_only: *read_only,
-                    failed: false,
-                });
+                self.transaction = Some(Block::new(context, *read_only));
                 tag("BEGIN")
             }
             (SessionCommand::Commit | SessionCommand::Rollback, Some(block)) => {
                 let commit = matches!(command, SessionCommand::Commit) && !block.failed;
-                let failed = block.failed;
+                let aborted = block.aborted;
                 let context = block.context.clone();
                 self.transaction = None;
-                if !failed {
+                // The block's portals end with it.
+                self.portals.clear();
+                if !aborted {
                     let refused = self
                         .backend
                         .end(&context, commit)
@@ -245,6 +298,56 @@ where
                     }
                 }
                 tag(if commit { "COMMIT" } else { "ROLLBACK" })
+            }
+            (SessionCommand::Savepoint { name }, Some(_)) => {
+                let block = self.transaction.as_mut().expect("matched above");
+                assert!(!block.failed, "a failed block refuses SAVEPOINT (run_plan)");
+                block.savepoint_ids += 1;
+                let id = block.savepoint_ids;
+                block.savepoints.push((name.clone(), id));
+                block.keep_savepoints(block.savepoints.len());
+                tag("SAVEPOINT")
+            }
+            (SessionCommand::Release { name }, Some(block)) => {
+                let index = block.savepoint(name)?;
+                let block = self.transaction.as_mut().expect("matched above");
+                block.keep_savepoints(index);
+                tag("RELEASE")
+            }
+            (SessionCommand::RollbackTo { name }, Some(block)) => {
+                if block.aborted {
+                    return Err(Fail::Error(
+                        SqlError::new(
+                            "25P02",
+                            "current transaction is aborted, commands ignored until end of transaction block",
+                        )
+                        .with_detail("the transaction itself was aborted (a serialization failure or an unconfirmed statement), so no savepoint can restore it")
+                        .with_hint("ROLLBACK, then run the transaction again"),
+                    ));
+                }
+                let index = block.savepoint(name)?;
+                let block = self.transaction.as_mut().expect("matched above");
+                block.keep_savepoints(index + 1);
+                let (context, savepoint) = (block.context.clone(), block.context.savepoint);
+                let refused = self
+                    .backend
+                    .rollback_to(&context, savepoint)
+                    .await
+                    .map_err(|error| {
+                        Fail::Error(
+                            SqlError::new(
+                                "08007",
+                                format!("ROLLBACK TO SAVEPOINT was not confirmed: {error}"),
+                            )
+                            .with_hint("the transaction is aborted; run it again"),
+                        )
+                    })?;
+                if let Some(error) = refused {
+                    return Err(Fail::Error(error.into()));
+                }
+                let block = self.transaction.as_mut().expect("still open");
+                block.failed = false;
+                tag("ROLLBACK")
             }
             _ => Ok(None),
         }
@@ -322,7 +425,7 @@ where
             self.out.error_response("FATAL", &error);
         }
         // A client gone inside a transaction block: its transaction is aborted.
-        self.fail_block().await;
+        self.fail_block(None).await;
         let _ = self.flush().await;
         let _ = self.writer.shutdown().await;
     }
@@ -417,9 +520,12 @@ where
                 b'H' => self.flush().await,
                 b'S' => {
                     self.ignore_till_sync = false;
-                    // Sync ends the implicit transaction, and with it every portal (BEGIN is
-                    // refused, so no transaction block keeps them).
-                    self.portals.clear();
+                    // Sync ends the implicit transaction, and with it every portal; inside a
+                    // transaction block portals live to the block's end (a driver fetching a
+                    // cursor in chunks across Syncs), as in PostgreSQL.
+                    if self.transaction.is_none() {
+                        self.portals.clear();
+                    }
                     self.out.ready_for_query(self.transaction_status());
                     self.flush().await
                 }
@@ -440,7 +546,7 @@ where
                     self.out.error_response("ERROR", &error);
                     if tag != b'Q' {
                         self.ignore_till_sync = true;
-                        self.fail_block().await;
+                        self.fail_block(Some(&error)).await;
                     }
                 }
                 Err(fail) => return Err(fail),
@@ -526,7 +632,11 @@ where
     ) -> Result<Option<StatementResult>, Fail> {
         let ends_block = matches!(
             &plan,
-            Plan::Session(SessionCommand::Commit | SessionCommand::Rollback)
+            Plan::Session(
+                SessionCommand::Commit
+                    | SessionCommand::Rollback
+                    | SessionCommand::RollbackTo { .. }
+            )
         );
         if self.transaction.as_ref().is_some_and(|block| block.failed) && !ends_block {
             return Err(Fail::Error(SqlError::new(
@@ -755,7 +865,7 @@ where
             Ok(()) => {}
             Err(Fail::Error(error)) => {
                 self.out.error_response("ERROR", &error);
-                self.fail_block().await;
+                self.fail_block(Some(&error)).await;
             }
             Err(fail) => return Err(fail),
         }

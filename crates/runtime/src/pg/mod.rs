@@ -134,6 +134,9 @@ pub struct TransactionContext {
     /// The current statement's locking clause (`SELECT … FOR UPDATE`), set by the front end
     /// for each statement.
     pub locking: Option<sql::RowLocking>,
+    /// The innermost open savepoint's id (0: none), set by the front end; each statement
+    /// carries it, so that the partitions keep what ROLLBACK TO it undoes.
+    pub savepoint: u32,
 }
 
 /// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,
@@ -175,6 +178,23 @@ pub trait TransactionBackend: RoutedBackend {
     {
         let _ = (transaction, commit);
         async { Ok(None) }
+    }
+
+    /// ROLLBACK TO savepoint `savepoint` (its id) everywhere, at one point of the global
+    /// order: every partition writes back what the transaction changed since; its locks stay.
+    /// `Ok(Some(error))`: refused (another gateway had aborted the transaction).
+    fn rollback_to(
+        &self,
+        transaction: &TransactionContext,
+        savepoint: u32,
+    ) -> impl std::future::Future<Output = Result<Option<engine::EngineError>, BackendError>> + Send
+    {
+        let _ = (transaction, savepoint);
+        async {
+            Ok(Some(engine::EngineError::FeatureNotSupported {
+                feature: "savepoints on this backend".into(),
+            }))
+        }
     }
 }
 
