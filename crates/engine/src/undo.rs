@@ -9,7 +9,7 @@
 
 use crate::engine::Engine;
 use crate::operation::Operation;
-use crate::predicate::bind;
+use crate::predicate::{bind, Predicate};
 use crate::table::{Key, Row, Table};
 
 /// One row as it was before a transaction first changed it: `None` if it did not exist.
@@ -55,6 +55,17 @@ impl Engine {
         }
     }
 
+    /// The rows of table `name` a predicate matches (every row without one), in primary-key
+    /// order; none if the table does not exist or the predicate does not bind.
+    pub fn matching_rows(&self, name: &str, predicate: Option<&Predicate>) -> Vec<(Key, Row)> {
+        let Some(table) = self.table(name) else {
+            return Vec::new();
+        };
+        matching(table, predicate)
+            .map(|(key, row)| (key.clone(), row.clone()))
+            .collect()
+    }
+
     /// Writes rows back as `images` give them (a row whose image is `None` is removed),
     /// keeping indexes in step. Images of a table that no longer exists are skipped.
     pub fn write_back(&mut self, images: impl IntoIterator<Item = BeforeImage>) {
@@ -74,7 +85,7 @@ impl Engine {
 /// The rows of `table` a predicate matches (every row without one); none if it does not bind.
 fn matching<'a>(
     table: &'a Table,
-    predicate: Option<&crate::predicate::Predicate>,
+    predicate: Option<&Predicate>,
 ) -> Box<dyn Iterator<Item = (&'a Key, &'a Row)> + 'a> {
     match predicate.map(|predicate| bind(predicate, &table.schema)) {
         None => Box::new(table.rows.iter()),

@@ -2,8 +2,10 @@
 //! transaction block. The planner plans the query as it would without the clause; the front
 //! end hands the locking to the transaction (`docs/internals/sprint.md`): FOR UPDATE takes the
 //! locks a write of the same rows would (exclusive), FOR SHARE the shared locks every read in a
-//! block takes anyway; NOWAIT fails with 55P03 instead of waiting. Outside a block the clause
-//! changes nothing a client can see (PostgreSQL releases the locks when the statement ends).
+//! block takes anyway; NOWAIT fails with 55P03 instead of waiting; SKIP LOCKED leaves out the
+//! rows other transactions hold and locks the rows it returns (a job queue's worker). Outside a
+//! block FOR UPDATE / FOR SHARE [NOWAIT] change nothing a client can see (PostgreSQL releases
+//! the locks when the statement ends); SKIP LOCKED is refused there by the front end.
 
 use crate::error::SqlError;
 use sqlparser::ast::{self, Statement};
@@ -15,11 +17,13 @@ pub struct RowLocking {
     pub exclusive: bool,
     /// NOWAIT: a lock another transaction holds fails the statement at once (55P03).
     pub nowait: bool,
+    /// SKIP LOCKED: rows another transaction holds in a conflicting mode are left out.
+    pub skip_locked: bool,
 }
 
-/// The locking clause of a top-level SELECT, if any. Refused (0A000): `SKIP LOCKED`, `OF
-/// table`, and a clause with DISTINCT, GROUP BY, HAVING or a set operation (PostgreSQL refuses
-/// those too).
+/// The locking clause of a top-level SELECT, if any. Refused (0A000): `OF table`, and a
+/// clause with DISTINCT, GROUP BY, HAVING or a set operation (PostgreSQL refuses those too).
+/// SKIP LOCKED is checked against the plan by the front end (one table, no join).
 pub fn row_locking(statement: &Statement) -> Result<Option<RowLocking>, SqlError> {
     let Statement::Query(query) = statement else {
         return Ok(None);
@@ -30,15 +34,14 @@ pub fn row_locking(statement: &Statement) -> Result<Option<RowLocking>, SqlError
     let mut locking = RowLocking {
         exclusive: false,
         nowait: false,
+        skip_locked: false,
     };
     for clause in &query.locks {
         if clause.of.is_some() {
             return Err(SqlError::unsupported("FOR UPDATE/SHARE OF a table"));
         }
         match clause.nonblock {
-            Some(ast::NonBlock::SkipLocked) => {
-                return Err(SqlError::unsupported("FOR UPDATE/SHARE SKIP LOCKED"))
-            }
+            Some(ast::NonBlock::SkipLocked) => locking.skip_locked = true,
             Some(ast::NonBlock::Nowait) => locking.nowait = true,
             None => {}
         }
@@ -86,18 +89,27 @@ mod tests {
             locking("SELECT * FROM t WHERE id = 1 FOR UPDATE").unwrap(),
             Some(RowLocking {
                 exclusive: true,
-                nowait: false
+                nowait: false,
+                skip_locked: false,
             })
         );
         assert_eq!(
             locking("SELECT * FROM t FOR SHARE NOWAIT").unwrap(),
             Some(RowLocking {
                 exclusive: false,
-                nowait: true
+                nowait: true,
+                skip_locked: false,
+            })
+        );
+        assert_eq!(
+            locking("SELECT * FROM t ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").unwrap(),
+            Some(RowLocking {
+                exclusive: true,
+                nowait: false,
+                skip_locked: true,
             })
         );
         for refused in [
-            "SELECT * FROM t FOR UPDATE SKIP LOCKED",
             "SELECT * FROM t FOR UPDATE OF t",
             "SELECT DISTINCT a FROM t FOR UPDATE",
             "SELECT a FROM t GROUP BY a FOR UPDATE",

@@ -847,10 +847,23 @@ impl Planner<'_, '_> {
             }
             _ => {
                 // Each partition may stop after offset + limit rows in key order when the
-                // gateway neither filters, groups nor sorts.
+                // gateway neither filters, groups nor sorts, or sorts by a prefix of the
+                // primary key ascending, where its order is the engine's (integer columns:
+                // `ORDER BY id LIMIT 1`, a queue's worker with SKIP LOCKED).
+                let in_key_order = plan.order_by.len() <= entry.schema.primary_key.len()
+                    && plan.order_by.iter().zip(&entry.schema.primary_key).all(
+                        |(key, position)| {
+                            key.scalar == Scalar::Column(*position)
+                                && !key.descending
+                                && matches!(
+                                    entry.schema.columns[*position].data_type,
+                                    DataType::Int | DataType::BigInt
+                                )
+                        },
+                    );
                 let pushable = plan.residual.is_none()
                     && plan.grouping.is_none()
-                    && plan.order_by.is_empty()
+                    && in_key_order
                     && !plan.distinct;
                 let limit = plan
                     .limit

@@ -1025,6 +1025,64 @@ fn key_predicates_route_to_the_key_partitions_only() {
     );
 }
 
+/// LIMIT reaches the partitions when their key order is the query's: no ORDER BY, or ORDER BY
+/// an integer primary key ascending (a queue's `ORDER BY id LIMIT 1 … SKIP LOCKED`); never
+/// for another order, a descending one, or one over a residual filter. Results agree on
+/// several partitions either way.
+#[test]
+fn limit_is_pushed_to_the_partitions_only_in_key_order() {
+    let mut cluster = people(3);
+    let limit_of = |cluster: &Cluster, sql: &str| match plan_statement(
+        &parse(sql).unwrap()[0],
+        &cluster.catalog,
+    )
+    .unwrap()
+    {
+        Plan::Execute(execution) => match &execution.operations[0] {
+            Operation::Select { limit, .. } => *limit,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    for (sql, pushed, rows) in [
+        (
+            "SELECT id FROM people ORDER BY id LIMIT 2",
+            Some(2),
+            vec![1, 2],
+        ),
+        (
+            "SELECT id FROM people WHERE age = 25 ORDER BY id LIMIT 1",
+            Some(1),
+            vec![2],
+        ),
+        (
+            "SELECT id FROM people ORDER BY id LIMIT 2 OFFSET 1",
+            Some(3),
+            vec![2, 3],
+        ),
+        (
+            "SELECT id FROM people ORDER BY id DESC LIMIT 2",
+            None,
+            vec![5, 4],
+        ),
+        (
+            "SELECT id FROM people ORDER BY age, id LIMIT 2",
+            None,
+            vec![2, 5],
+        ),
+        (
+            "SELECT id FROM people WHERE age > id ORDER BY id LIMIT 1",
+            None,
+            vec![1],
+        ),
+    ] {
+        assert_eq!(limit_of(&cluster, sql), pushed, "{sql}");
+        let got = cluster.rows(sql);
+        let want: Vec<Vec<Value>> = rows.into_iter().map(|id| vec![int(id)]).collect();
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
 #[test]
 fn selects_fetch_only_the_columns_the_gateway_uses() {
     let catalog = people(1).catalog;

@@ -208,6 +208,19 @@ pub fn sql_operation(command: &engine::Command) -> Vec<u8> {
     tagged(TAG_SQL, command.encode())
 }
 
+/// `command` with its one operation replaced by `operation`, in the same shape (guard, batch).
+fn with_operation(command: engine::Command, operation: engine::Operation) -> engine::Command {
+    match command {
+        engine::Command::Guarded { catalog, command } => engine::Command::Guarded {
+            catalog,
+            command: Box::new(with_operation(*command, operation)),
+        },
+        engine::Command::Batch(_) => engine::Command::Batch(vec![operation]),
+        engine::Command::Execute(_) => engine::Command::Execute(operation),
+        engine::Command::Explain(_) => engine::Command::Explain(operation),
+    }
+}
+
 fn tagged(tag: u8, bytes: Vec<u8>) -> Vec<u8> {
     let mut operation = Vec::with_capacity(bytes.len() + 1);
     operation.push(tag);
@@ -432,6 +445,9 @@ impl Store {
         let engine = &self.engine;
         let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
         let share = rows::share_of(command, &schema_of, held);
+        if statement.skip_locked {
+            return self.skip_locked_read(id, &statement.locks, share);
+        }
         if share.is_read() {
             return self.engine.read_command(&share);
         }
@@ -447,6 +463,96 @@ impl Store {
             .expect("admitted above, not ended since");
         open.last_write = Some((statement.statement, outcome.encode()));
         outcome
+    }
+
+    /// SKIP LOCKED: of the rows the select's predicate matches here, in primary-key order,
+    /// those whose placement key no other transaction holds in a conflicting mode, up to its
+    /// limit; each gets the row lock (X for FOR UPDATE, S for FOR SHARE, from the table
+    /// intention the statement carries), then the select runs over exactly those rows.
+    fn skip_locked_read(
+        &mut self,
+        id: u64,
+        locks: &[(transactions::Resource, transactions::Mode)],
+        share: engine::Command,
+    ) -> engine::Outcome {
+        let refuse = || {
+            engine::Outcome::Error(engine::EngineError::FeatureNotSupported {
+                feature: "SKIP LOCKED on a query that is not a plain SELECT of one table".into(),
+            })
+        };
+        let operations = transactions::operations_of(&share);
+        let [engine::Operation::Select {
+            table,
+            columns,
+            predicate,
+            limit,
+        }] = operations
+        else {
+            return refuse();
+        };
+        let Some(schema) = self.engine.table(table).map(|table| table.schema.clone()) else {
+            return self.engine.read_command(&share); // Answers the missing table's error.
+        };
+        let mode = match locks
+            .iter()
+            .find(|((name, row), _)| name == table && row.is_none())
+        {
+            Some((_, transactions::Mode::IntentExclusive)) => transactions::Mode::Exclusive,
+            Some((_, transactions::Mode::IntentShared)) => transactions::Mode::Shared,
+            _ => return engine::Outcome::Error(engine::EngineError::Malformed),
+        };
+        let mut chosen = Vec::new();
+        for (_, row) in self.engine.matching_rows(table, predicate.as_ref()) {
+            if limit.is_some_and(|limit| chosen.len() as u64 >= limit) {
+                break;
+            }
+            let resource = (table.clone(), Some(rows::row_key(&schema, &row)));
+            if !self.transactions.held_by_other(id, &resource, mode) {
+                chosen.push((resource, row));
+            }
+        }
+        let needed: Vec<_> = chosen
+            .iter()
+            .map(|(resource, _)| (resource.clone(), mode))
+            .collect();
+        let admission = self
+            .transactions
+            .admit_as(id, (0, 0), &needed, |_| None, true);
+        assert_eq!(
+            admission,
+            transactions::Admission::Run,
+            "rows no other transaction holds are granted"
+        );
+        // The same select over exactly the chosen rows (by primary key), in the command's
+        // shape.
+        let key_columns: Vec<&str> = schema
+            .primary_key
+            .iter()
+            .map(|position| schema.columns[*position].name.as_str())
+            .collect();
+        let by_key = engine::Predicate::Or(
+            chosen
+                .iter()
+                .map(|(_, row)| {
+                    engine::Predicate::And(
+                        key_columns
+                            .iter()
+                            .zip(&schema.primary_key)
+                            .map(|(column, position)| {
+                                engine::Predicate::equal(column, row[*position].clone())
+                            })
+                            .collect(),
+                    )
+                })
+                .collect(),
+        );
+        let select = engine::Operation::Select {
+            table: table.clone(),
+            columns: columns.clone(),
+            predicate: Some(by_key),
+            limit: None,
+        };
+        self.engine.read_command(&with_operation(share, select))
     }
 
     /// A transaction's table locks, all or none.

@@ -166,6 +166,10 @@ pub struct TransactionStatement {
     /// The innermost savepoint open in the block when the statement was sent (ids grow
     /// within a transaction, from 1); 0: none.
     pub savepoint: u32,
+    /// `SELECT … FOR UPDATE | SHARE SKIP LOCKED`: `locks` hold the table intention only; the
+    /// partition leaves out the rows others hold and locks those it returns
+    /// (`plan_skip_locked`, `Store`'s `skip_locked_read`).
+    pub skip_locked: bool,
 }
 
 /// A transaction's request for table locks at every partition (`lock_operation`).
@@ -311,6 +315,19 @@ impl Transactions {
                 transaction: *id,
                 last_ms: transaction.last_ms,
             })
+        })
+    }
+
+    /// Whether a transaction other than `id` holds `resource` in a mode that conflicts with
+    /// `mode` (SKIP LOCKED's test; under multiple-granularity locking a finer lock on a row
+    /// implies an intention on its placement key, so testing the placement key suffices).
+    pub fn held_by_other(&self, id: u64, resource: &Resource, mode: Mode) -> bool {
+        self.open.iter().any(|(other_id, other)| {
+            *other_id != id
+                && other
+                    .locks
+                    .get(resource)
+                    .is_some_and(|held| held.conflicts(mode))
         })
     }
 
@@ -845,6 +862,38 @@ pub fn plan_statement_on_paths(
     Ok(StatementLocks { needed, everywhere })
 }
 
+/// Plans `SELECT … FOR UPDATE | SHARE SKIP LOCKED` (one `Select` of one table): the table's
+/// intention (IX for UPDATE, IS for SHARE), at every partition first unless held; the rows are
+/// chosen and locked by each partition (`TransactionStatement::skip_locked`). A query that is
+/// not one plain select of one table is refused.
+pub fn plan_skip_locked(
+    held: &BTreeMap<String, Mode>,
+    operations: &[Operation],
+    keys: Option<&[Vec<u8>]>,
+    exclusive: bool,
+) -> Result<StatementLocks, EngineError> {
+    let [Operation::Select { table, .. }] = operations else {
+        return Err(EngineError::FeatureNotSupported {
+            feature: "SKIP LOCKED on a query that is not a plain SELECT of one table (a join, a subquery, an aggregate)".into(),
+        });
+    };
+    let mode = if exclusive {
+        Mode::IntentExclusive
+    } else {
+        Mode::IntentShared
+    };
+    let needed = vec![((table.clone(), None), mode)];
+    let several = !matches!(keys, Some(keys) if keys.len() == 1);
+    let everywhere = needed
+        .iter()
+        .filter(|((table, _), mode)| {
+            several || held.get(table).is_none_or(|held| !held.covers(*mode))
+        })
+        .cloned()
+        .collect();
+    Ok(StatementLocks { needed, everywhere })
+}
+
 /// Records table locks taken at every partition (after a granted `LockRequest`).
 pub fn hold_tables(held: &mut BTreeMap<String, Mode>, taken: &[(Resource, Mode)]) {
     for ((table, row), mode) in taken {
@@ -1044,12 +1093,15 @@ mod tests {
 
 #[cfg(test)]
 mod store_tests {
-    use crate::transactions::TransactionStatement;
+    use crate::transactions::{
+        locks_needed, plan_skip_locked, Mode, Resource, TransactionStatement,
+    };
     use crate::{end_operation, sql_operation, transaction_operation, Store};
     use engine::{
         Assignment, ColumnDef, Command, DataType, EngineError, OnConflict, Operation, Outcome,
         Predicate, TableSchema, Value,
     };
+    use std::collections::BTreeMap;
 
     fn store() -> Store {
         let schema = TableSchema::new(
@@ -1107,6 +1159,7 @@ mod store_tests {
             nowait: false,
             command: Command::Batch(vec![operation]).encode(),
             savepoint,
+            skip_locked: false,
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
     }
@@ -1182,6 +1235,86 @@ mod store_tests {
             // A transaction not open here answers an empty batch.
             assert_eq!(rollback_to(&mut store, 7, 1), Outcome::Batch(Vec::new()));
         }
+    }
+
+    fn statement(
+        transaction: u64,
+        locks: Vec<(Resource, Mode)>,
+        operation: Operation,
+        skip_locked: bool,
+    ) -> Vec<u8> {
+        transaction_operation(&TransactionStatement {
+            transaction,
+            statement: 1,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks,
+            nowait: false,
+            command: Command::Batch(vec![operation]).encode(),
+            savepoint: 0,
+            skip_locked,
+        })
+    }
+
+    /// SKIP LOCKED passes over a row another transaction holds, returns the next one in key
+    /// order within the limit, and locks it, so a third worker passes over both.
+    #[test]
+    fn skip_locked_leaves_out_held_rows_and_locks_what_it_returns() {
+        let mut store = store();
+        for id in 2..=4 {
+            store.execute_share(
+                &sql_operation(&Command::Execute(insert(id, id * 10))),
+                |_| true,
+            );
+        }
+        let key = crate::rows::placement_key("t", &Value::BigInt(1));
+        let update = set_n(11);
+        let locks = locks_needed(std::slice::from_ref(&update), Some(&[key])).unwrap();
+        let outcome = store.execute_share(&statement(7, locks, update, false), |_| true);
+        assert!(error(&Outcome::decode(&outcome).unwrap()).is_none());
+        let take_one = Operation::Select {
+            table: "t".into(),
+            columns: vec!["id".into()],
+            predicate: Some(Predicate::compare(
+                "n",
+                engine::predicate::CompareOp::GreaterOrEqual,
+                Value::BigInt(0),
+            )),
+            limit: Some(1),
+        };
+        let plan = plan_skip_locked(
+            &BTreeMap::new(),
+            std::slice::from_ref(&take_one),
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.needed,
+            vec![(("t".to_string(), None), Mode::IntentExclusive)]
+        );
+        let ids = |store: &mut Store, transaction: u64| -> Vec<Vec<Value>> {
+            let bytes = statement(transaction, plan.needed.clone(), take_one.clone(), true);
+            match Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap() {
+                Outcome::Batch(mut results) => match results.remove(0) {
+                    Ok(engine::Output::Rows { rows, .. }) => rows,
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(ids(&mut store, 8), vec![vec![Value::BigInt(2)]]);
+        assert_eq!(ids(&mut store, 9), vec![vec![Value::BigInt(3)]]);
+        // The owner of a row is not kept out of it; after 8 ends, its row is free again.
+        assert_eq!(ids(&mut store, 9), vec![vec![Value::BigInt(3)]]);
+        store.execute_share(&end_operation(8, true, true), |_| true);
+        assert_eq!(ids(&mut store, 10), vec![vec![Value::BigInt(2)]]);
+        // A join or an aggregate is refused.
+        let count = Operation::Delete {
+            table: "t".into(),
+            predicate: None,
+        };
+        assert!(plan_skip_locked(&BTreeMap::new(), &[take_one, count], None, true).is_err());
     }
 
     /// The savepoint undo travels with its rows when part of the partition moves, as the

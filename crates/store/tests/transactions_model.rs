@@ -368,6 +368,7 @@ impl Model {
                 nowait: false,
                 command: command.encode(),
                 savepoint: 0,
+                skip_locked: false,
             });
             self.send(&statement, &targets)
         };

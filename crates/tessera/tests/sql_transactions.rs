@@ -101,6 +101,28 @@ fn bank_spawn(ports: &str, seconds: u32, workers: u32, readers: u32) -> std::pro
         .expect("python3 runs (scripts/test installs python3-psycopg2)")
 }
 
+/// `tests/python/queue.py` against `ports`: `jobs` jobs taken by `workers` workers with
+/// `FOR UPDATE SKIP LOCKED`; whether it found nothing, and its lines.
+fn queue(ports: &str, jobs: u32, workers: u32) -> (bool, Vec<String>) {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("/usr/bin/python3")
+        .arg(manifest.join("tests/python/queue.py"))
+        .args(["127.0.0.1", ports, "tessera"])
+        .args([jobs.to_string(), workers.to_string()])
+        .output()
+        .expect("python3 runs (scripts/test installs python3-psycopg2)");
+    let lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        lines.last().is_some_and(|last| last.starts_with("ok ")) || !output.status.success(),
+        "queue.py did not finish: {lines:?} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), lines)
+}
+
 fn bank(port: u16, seconds: u32) -> (bool, Vec<String>) {
     bank_finish(bank_spawn(&port.to_string(), seconds, 4, 2))
 }
@@ -332,17 +354,37 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
         port,
         "BEGIN;\nSELECT n FROM t WHERE id = 2 FOR UPDATE NOWAIT;\nROLLBACK;\n\
          BEGIN;\nSELECT n FROM t WHERE id = 3 FOR UPDATE NOWAIT;\nROLLBACK;\n\
-         SELECT n FROM t WHERE id = 2 FOR UPDATE SKIP LOCKED;\n",
+         SELECT n FROM t WHERE id = 2 FOR UPDATE SKIP LOCKED;\n\
+         BEGIN;\nSELECT 'got:' || id AS skipped FROM t WHERE id >= 2 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;\n\
+         SELECT 'keyed:' || id AS skipped FROM t WHERE id IN (1, 2) ORDER BY id FOR UPDATE SKIP LOCKED;\n\
+         SELECT n FROM t WHERE id = 3 FOR UPDATE NOWAIT;\nROLLBACK;\n",
     );
     assert!(
         out.contains("could not obtain lock on relation \"t\""),
         "{out}"
     );
     assert_eq!(out.matches("ERROR").count(), 2, "{out}");
-    assert!(out.contains("SKIP LOCKED"), "refused by name: {out}");
+    assert!(
+        out.contains("SKIP LOCKED outside a transaction block"),
+        "refused by name outside a block: {out}"
+    );
+    // SKIP LOCKED passes over the held row (2) to the next (3) and locks it: the NOWAIT of
+    // row 3 in the same block succeeds (its own lock); pinned to keys, only 1 is returned.
+    assert!(
+        out.contains("got:3") && !out.contains("got:2"),
+        "SKIP LOCKED leaves the held row out: {out}"
+    );
+    assert!(out.contains("keyed:1") && !out.contains("keyed:2"), "{out}");
     stdin.write_all(b"COMMIT;\n").unwrap();
     drop(stdin);
     let _ = holder.wait();
+
+    // A job queue: workers on every storage process take jobs with SKIP LOCKED; every job is
+    // done exactly once, and no job is handed to a worker while another holds it.
+    let (ok, lines) = queue("36560,36561,36562", 40, 4);
+    assert!(ok, "queue.py found problems: {lines:?}");
+    let last = lines.last().unwrap();
+    assert!(last.contains("overlaps=0"), "{last}");
 
     // Row locks follow the primary key below the partition key (`row_paths`): with a key
     // (w, k) partitioned by w, locking (1, 1) leaves (1, 2) free, while a statement over all of

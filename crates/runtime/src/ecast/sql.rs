@@ -440,6 +440,9 @@ impl TransactionBackend for ClusterBackend {
         // SELECT … FOR UPDATE locks what it reads as a write of the same rows would; NOWAIT
         // fails the statement at once (55P03) where it would wait.
         let exclusive = transaction.locking.is_some_and(|locking| locking.exclusive);
+        let skip_locked = transaction
+            .locking
+            .is_some_and(|locking| locking.skip_locked);
         let patience = match transaction.locking {
             Some(locking) if locking.nowait => Duration::ZERO,
             _ => LOCK_WAIT_MAX,
@@ -448,14 +451,20 @@ impl TransactionBackend for ClusterBackend {
         // partition holds them alike); a statement that may reach several partitions takes all
         // its locks that way first, so that no partition refuses it after another ran it.
         let operations = store::transactions::operations_of(&command);
-        let paths = keys.and_then(|keys| self.row_paths(operations, keys));
-        let plan = match store::transactions::plan_statement_on_paths(
-            &transaction.locks,
-            operations,
-            keys,
-            paths.as_deref(),
-            exclusive,
-        ) {
+        let planned = if skip_locked {
+            // Each partition chooses and locks the rows (`TransactionStatement::skip_locked`).
+            store::transactions::plan_skip_locked(&transaction.locks, operations, keys, exclusive)
+        } else {
+            let paths = keys.and_then(|keys| self.row_paths(operations, keys));
+            store::transactions::plan_statement_on_paths(
+                &transaction.locks,
+                operations,
+                keys,
+                paths.as_deref(),
+                exclusive,
+            )
+        };
+        let plan = match planned {
             Ok(plan) => plan,
             Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
         };
@@ -501,6 +510,7 @@ impl TransactionBackend for ClusterBackend {
                     nowait: patience.is_zero(),
                     command: encoded.clone(),
                     savepoint: transaction.savepoint,
+                    skip_locked,
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {

@@ -717,6 +717,14 @@ where
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
         };
+        if self.transaction.is_none() && self.locking.is_some_and(|locking| locking.skip_locked) {
+            // PostgreSQL would skip the rows open transactions hold; a statement outside a
+            // block here waits for them instead, so the clause is refused rather than ignored.
+            return Err(Fail::Error(
+                SqlError::unsupported("FOR UPDATE/SHARE SKIP LOCKED outside a transaction block")
+                    .with_hint("run it inside BEGIN … COMMIT, as a queue's worker does"),
+            ));
+        }
         let outcomes = match self.transaction.as_mut() {
             None => self
                 .backend
