@@ -142,6 +142,9 @@ pub enum Function {
     /// A function answering a constant (`version()`, `current_schema()`, …): evaluated at
     /// compile time, so it never appears in a compiled expression.
     Constant,
+    /// `substring(text FROM start [FOR count])`, `substring(text, start [, count])`,
+    /// `substr(…)`: characters, counted from 1, as PostgreSQL cuts them.
+    Substring,
 }
 
 impl Function {
@@ -168,6 +171,7 @@ impl Function {
             | Function::Trim(..)
             | Function::ArrayToString
             | Function::SizePretty
+            | Function::Substring
             | Function::Constant => return None,
         })
     }
@@ -826,6 +830,24 @@ impl Compiler<'_, '_> {
                 };
                 Scalar::Call(Function::Trim(leading, trailing), vec![operand, characters])
             }
+            Expr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let text = self.compile(expr, Some(DataType::Text { length_max: None }))?;
+                let start = match substring_from {
+                    Some(start) => self.compile(start, Some(DataType::Int))?,
+                    None => Scalar::Constant(Value::Int(1)),
+                };
+                let mut arguments = vec![text, start];
+                if let Some(count) = substring_for {
+                    arguments.push(self.compile(count, Some(DataType::Int))?);
+                }
+                self.substring_arguments(&arguments)?;
+                Scalar::Call(Function::Substring, arguments)
+            }
             Expr::Subquery(query) => self.subquery(query, SubqueryKind::Scalar)?,
             Expr::Exists { subquery, negated } => {
                 let exists = self.subquery(subquery, SubqueryKind::Exists)?;
@@ -855,6 +877,28 @@ impl Compiler<'_, '_> {
             }
             other => return Err(SqlError::unsupported(format!("expression {other}"))),
         })
+    }
+
+    /// `substring`'s start and count must be integers; a text start is the regular-expression
+    /// form (`substring(text FROM pattern)`), which is not built.
+    fn substring_arguments(&self, arguments: &[Scalar]) -> Result<(), SqlError> {
+        for argument in &arguments[1..] {
+            match self.type_of(argument) {
+                None | Some(DataType::Int) | Some(DataType::BigInt) => {}
+                Some(DataType::Text { .. }) => {
+                    return Err(SqlError::unsupported(
+                        "substring(text FROM pattern), the regular-expression form",
+                    ))
+                }
+                Some(other) => {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("function substring(text, {}) does not exist", other.name()),
+                    ))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A subquery: over the virtual catalog only, in a row context. In a catalog query a
@@ -1269,6 +1313,24 @@ impl Compiler<'_, '_> {
                 compiled.push(scalar);
             }
             return Ok(Scalar::Call(builtin, compiled));
+        }
+        if name == "substr" {
+            if !(2..=3).contains(&arguments.len()) {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!(
+                        "function substr does not take {} arguments",
+                        arguments.len()
+                    ),
+                ));
+            }
+            let mut compiled =
+                vec![self.compile(arguments[0], Some(DataType::Text { length_max: None }))?];
+            for argument in &arguments[1..] {
+                compiled.push(self.compile(argument, Some(DataType::Int))?);
+            }
+            self.substring_arguments(&compiled)?;
+            return Ok(Scalar::Call(Function::Substring, compiled));
         }
         if let ("pg_get_expr", Some(first)) = (name.as_str(), arguments.first()) {
             // The catalog keeps expressions (pg_attrdef.adbin) as their text already.
@@ -1745,7 +1807,10 @@ impl Scalar {
                 Function::RecordField(_) => Some(DataType::Int),
                 Function::ArrayContains => Some(DataType::Boolean),
                 Function::ArrayElement => Some(DataType::Int),
-                Function::Trim(..) | Function::ArrayToString | Function::SizePretty => Some(text),
+                Function::Trim(..)
+                | Function::ArrayToString
+                | Function::SizePretty
+                | Function::Substring => Some(text),
                 Function::BitAnd => arguments
                     .iter()
                     .find_map(|argument| argument.data_type(types)),
@@ -2027,6 +2092,32 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         },
         Function::SizePretty => {
             integer(&values[0]).map_or(Value::Null, |bytes| Value::Text(size_pretty(bytes)))
+        }
+        Function::Substring => {
+            if values.iter().any(Value::is_null) {
+                return Ok(Value::Null);
+            }
+            let text = crate::types::encode_text(&values[0]).unwrap_or_default();
+            let start = integer(&values[1]).unwrap_or(1);
+            let end = match values.get(2) {
+                Some(count) => {
+                    let count = integer(count).unwrap_or(0);
+                    if count < 0 {
+                        return Err(SqlError::new(
+                            "22011",
+                            "negative substring length not allowed",
+                        ));
+                    }
+                    start.saturating_add(count)
+                }
+                None => i64::MAX,
+            };
+            // Positions [start, end) of the characters 1..=len, as PostgreSQL clips them.
+            let from = start.max(1);
+            let taken = end.saturating_sub(from).max(0);
+            let skip = usize::try_from(from - 1).unwrap_or(usize::MAX);
+            let take = usize::try_from(taken).unwrap_or(usize::MAX);
+            Value::Text(text.chars().skip(skip).take(take).collect())
         }
         Function::Trim(leading, trailing) => match (&values[0], &values[1]) {
             (Value::Null, _) | (_, Value::Null) => Value::Null,

@@ -127,7 +127,7 @@
 //!
 //! Refused with 0A000 and a message naming the feature: LATERAL, derived tables, WITH queries and catalog tables in
 //! joins of user tables, other subqueries, WITH RECURSIVE, expressions in ORDER BY on
-//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON, window frames in RANGE with an offset or
+//! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON with window functions, window frames in RANGE with an offset or
 //! GROUPS, FILTER and IGNORE NULLS on window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
 //! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,

@@ -354,7 +354,8 @@ impl QueryPlan {
             None => self.input_rows(outputs)?,
         };
         // Evaluate the projection and the sort keys, sort stably, cut, keep the projection.
-        let mut keyed: Vec<(Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
+        // (sort keys, projected row, DISTINCT ON keys).
+        let mut keyed: Vec<(Vec<Value>, Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
         let mut seen: std::collections::BTreeSet<Vec<Value>> = Default::default();
         for row in &rows {
             let projected = evaluate_all(&self.projection, row)?;
@@ -375,10 +376,15 @@ impl QueryPlan {
                 .iter()
                 .map(|key| key.scalar.evaluate(row))
                 .collect::<Result<Vec<_>, _>>()?;
-            keyed.push((keys, projected));
+            let on = self
+                .distinct_on
+                .iter()
+                .map(|key| key.evaluate(row))
+                .collect::<Result<Vec<_>, _>>()?;
+            keyed.push((keys, projected, on));
         }
         if !self.order_by.is_empty() {
-            keyed.sort_by(|(left, _), (right, _)| {
+            keyed.sort_by(|(left, _, _), (right, _, _)| {
                 for ((a, b), key) in left.iter().zip(right).zip(&self.order_by) {
                     let ordering = match (a.is_null(), b.is_null()) {
                         (true, true) => Ordering::Equal,
@@ -412,6 +418,12 @@ impl QueryPlan {
                 Ordering::Equal
             });
         }
+        if !self.distinct_on.is_empty() {
+            // The first row of each DISTINCT ON value, in sort order (the sort is stable;
+            // NULLs are one value, as PostgreSQL groups them).
+            let mut seen: std::collections::BTreeSet<Vec<Value>> = Default::default();
+            keyed.retain(|(_, _, on)| seen.insert(on.clone()));
+        }
         let offset = usize::try_from(self.offset).unwrap_or(usize::MAX);
         let limit = self.limit.map_or(usize::MAX, |limit| {
             usize::try_from(limit).unwrap_or(usize::MAX)
@@ -420,7 +432,7 @@ impl QueryPlan {
             .into_iter()
             .skip(offset)
             .take(limit)
-            .map(|(_, projected)| {
+            .map(|(_, projected, _)| {
                 projected
                     .into_iter()
                     .zip(&self.columns)

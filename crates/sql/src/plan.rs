@@ -410,6 +410,9 @@ pub struct QueryPlan {
     /// SELECT DISTINCT: duplicate projected rows (NULLs equal) are removed before ORDER BY,
     /// OFFSET and LIMIT; every sort key is one of the projected expressions.
     pub distinct: bool,
+    /// DISTINCT ON (…): after the sort, the first row of each distinct value of these keys
+    /// (over the input row, like `order_by`); empty without.
+    pub distinct_on: Vec<Scalar>,
     pub order_by: Vec<SortKey>,
     pub offset: u64,
     pub limit: Option<u64>,
@@ -725,8 +728,8 @@ impl Planner<'_, '_> {
         }
         // A locking clause (FOR UPDATE/SHARE) is the transaction's (`locking`): planned as
         // the query without it.
-        if query.fetch.is_some() || query.for_clause.is_some() {
-            return Err(SqlError::unsupported("FETCH and FOR clauses"));
+        if query.for_clause.is_some() {
+            return Err(SqlError::unsupported("FOR XML/JSON/BROWSE clauses"));
         }
         let select = match query.body.as_ref() {
             SetExpr::Select(select) => select,
@@ -751,12 +754,14 @@ impl Planner<'_, '_> {
             SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
         };
-        if matches!(select.distinct, Some(ast::Distinct::On(_))) {
-            return Err(SqlError::unsupported("SELECT DISTINCT ON"));
-        }
         if !self.is_catalog_from(&select.from)? {
             window::refuse_in(select)?;
             if window::uses_windows(select, query) || !select.named_window.is_empty() {
+                if matches!(select.distinct, Some(ast::Distinct::On(_))) {
+                    return Err(SqlError::unsupported(
+                        "SELECT DISTINCT ON with window functions",
+                    ));
+                }
                 return self.window_query(select, query);
             }
         }
@@ -864,7 +869,8 @@ impl Planner<'_, '_> {
                 let pushable = plan.residual.is_none()
                     && plan.grouping.is_none()
                     && in_key_order
-                    && !plan.distinct;
+                    && !plan.distinct
+                    && plan.distinct_on.is_empty();
                 let limit = plan
                     .limit
                     .filter(|_| pushable)
@@ -1129,6 +1135,7 @@ impl Planner<'_, '_> {
                 grouping: None,
                 projection,
                 distinct: false,
+                distinct_on: Vec::new(),
                 order_by,
                 offset,
                 limit,
@@ -1471,6 +1478,33 @@ impl Planner<'_, '_> {
             &group_by,
             &mut aggregates,
         )?;
+        let mut distinct_on = Vec::new();
+        if let Some(ast::Distinct::On(exprs)) = &select.distinct {
+            for expr in exprs {
+                let scalar = self.sort_scalar(
+                    expr,
+                    "DISTINCT ON",
+                    scope,
+                    &projection,
+                    &names,
+                    grouped,
+                    &group_by,
+                    &mut aggregates,
+                )?;
+                distinct_on.push(scalar);
+            }
+            // PostgreSQL: the leading ORDER BY keys must be DISTINCT ON keys.
+            if order_by
+                .iter()
+                .take(distinct_on.len())
+                .any(|key| !distinct_on.contains(&key.scalar))
+            {
+                return Err(SqlError::new(
+                    sqlstate::INVALID_DEFINITION,
+                    "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                ));
+            }
+        }
         let (offset, limit) = self.limit(query)?;
         let input_types = scope.types();
         let output_types = if grouped {
@@ -1509,6 +1543,7 @@ impl Planner<'_, '_> {
             grouping,
             projection,
             distinct,
+            distinct_on,
             order_by,
             offset,
             limit,
@@ -1544,54 +1579,9 @@ impl Planner<'_, '_> {
                 return Err(SqlError::unsupported("WITH FILL"));
             }
             let nulls_first = item.options.nulls_first.unwrap_or(descending);
-            let scalar = match &item.expr {
-                Expr::Value(value) if matches!(value.value, ast::Value::Number(..)) => {
-                    let ast::Value::Number(text, _) = &value.value else {
-                        unreachable!()
-                    };
-                    let index: usize = text.parse().unwrap_or(0);
-                    projection
-                        .get(index.wrapping_sub(1))
-                        .cloned()
-                        .ok_or_else(|| {
-                            SqlError::new(
-                                sqlstate::INVALID_DEFINITION,
-                                format!("ORDER BY position {text} is not in select list"),
-                            )
-                        })?
-                }
-                Expr::Identifier(ident) if names.contains(&ident_name(ident)) => {
-                    let name = ident_name(ident);
-                    let mut matching = names
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, known)| **known == name);
-                    let (index, _) = matching.next().expect("contains");
-                    if matching.next().is_some() {
-                        return Err(SqlError::new(
-                            sqlstate::AMBIGUOUS_COLUMN,
-                            format!("ORDER BY \"{name}\" is ambiguous"),
-                        ));
-                    }
-                    projection[index].clone()
-                }
-                expr => {
-                    let mut compiler = Compiler {
-                        scope,
-                        parameters: self.parameters,
-                        mode: if grouped {
-                            Mode::Grouped {
-                                group_by,
-                                aggregates,
-                            }
-                        } else {
-                            Mode::Row
-                        },
-                        catalog: Some(self.catalog),
-                    };
-                    compiler.compile(expr, None)?
-                }
-            };
+            let scalar = self.sort_scalar(
+                &item.expr, "ORDER BY", scope, projection, names, grouped, group_by, aggregates,
+            )?;
             keys.push(SortKey {
                 scalar,
                 descending,
@@ -1599,6 +1589,70 @@ impl Planner<'_, '_> {
             });
         }
         Ok(keys)
+    }
+
+    /// A sort or DISTINCT ON key: a select-list position, an output column's name, or an
+    /// expression over the input row (`what` names the clause in errors).
+    #[allow(clippy::too_many_arguments)]
+    fn sort_scalar(
+        &mut self,
+        expr: &Expr,
+        what: &str,
+        scope: &Scope,
+        projection: &[Scalar],
+        names: &[String],
+        grouped: bool,
+        group_by: &[usize],
+        aggregates: &mut Vec<AggregateCall>,
+    ) -> Result<Scalar, SqlError> {
+        Ok(match expr {
+            Expr::Value(value) if matches!(value.value, ast::Value::Number(..)) => {
+                let ast::Value::Number(text, _) = &value.value else {
+                    unreachable!()
+                };
+                let index: usize = text.parse().unwrap_or(0);
+                projection
+                    .get(index.wrapping_sub(1))
+                    .cloned()
+                    .ok_or_else(|| {
+                        SqlError::new(
+                            sqlstate::INVALID_DEFINITION,
+                            format!("{what} position {text} is not in select list"),
+                        )
+                    })?
+            }
+            Expr::Identifier(ident) if names.contains(&ident_name(ident)) => {
+                let name = ident_name(ident);
+                let mut matching = names
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, known)| **known == name);
+                let (index, _) = matching.next().expect("contains");
+                if matching.next().is_some() {
+                    return Err(SqlError::new(
+                        sqlstate::AMBIGUOUS_COLUMN,
+                        format!("{what} \"{name}\" is ambiguous"),
+                    ));
+                }
+                projection[index].clone()
+            }
+            expr => {
+                let mut compiler = Compiler {
+                    scope,
+                    parameters: self.parameters,
+                    mode: if grouped {
+                        Mode::Grouped {
+                            group_by,
+                            aggregates,
+                        }
+                    } else {
+                        Mode::Row
+                    },
+                    catalog: Some(self.catalog),
+                };
+                compiler.compile(expr, None)?
+            }
+        })
     }
 
     fn limit(&mut self, query: &ast::Query) -> Result<(u64, Option<u64>), SqlError> {
@@ -1640,8 +1694,25 @@ impl Planner<'_, '_> {
                 )),
             }
         };
-        let limit = count(limit, "LIMIT")?;
+        let mut limit = count(limit, "LIMIT")?;
         let offset = count(offset, "OFFSET")?.unwrap_or(0);
+        // FETCH FIRST | NEXT [n] ROWS ONLY is the standard's LIMIT n (1 without n).
+        if let Some(fetch) = &query.fetch {
+            if fetch.with_ties || fetch.percent {
+                return Err(SqlError::unsupported(
+                    "FETCH … WITH TIES and FETCH … PERCENT",
+                ));
+            }
+            if query.limit_clause.as_ref().is_some_and(|clause| {
+                matches!(clause, ast::LimitClause::LimitOffset { limit: Some(_), .. })
+            }) {
+                return Err(SqlError::syntax("multiple LIMIT clauses not allowed"));
+            }
+            limit = match &fetch.quantity {
+                Some(quantity) => count(Some(quantity), "FETCH FIRST")?,
+                None => Some(1),
+            };
+        }
         Ok((offset, limit))
     }
 
@@ -3254,6 +3325,7 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
         None => {
             scalars.extend(plan.projection.iter());
             scalars.extend(plan.order_by.iter().map(|key| &key.scalar));
+            scalars.extend(plan.distinct_on.iter());
         }
     }
     for scalar in scalars {
@@ -3292,6 +3364,9 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
             }
             for key in plan.order_by.iter_mut() {
                 remap_columns(&mut key.scalar, &map);
+            }
+            for key in plan.distinct_on.iter_mut() {
+                remap_columns(key, &map);
             }
         }
     }
@@ -3536,6 +3611,7 @@ fn empty_result(names: Vec<String>) -> Execution {
                 .map(|_| Scalar::Constant(Value::Null))
                 .collect(),
             distinct: false,
+            distinct_on: Vec::new(),
             order_by: Vec::new(),
             offset: 0,
             limit: None,

@@ -2144,3 +2144,90 @@ fn char_columns_are_blank_padded_and_length_checked_as_in_postgresql() {
         );
     }
 }
+
+/// DISTINCT ON keeps the first row of each value in the query's order (PostgreSQL's rule that
+/// the leading ORDER BY keys be the DISTINCT ON keys, 42P10 otherwise); FETCH FIRST is LIMIT;
+/// substring/substr cut characters as PostgreSQL does. Answers checked against PostgreSQL 15.
+#[test]
+fn distinct_on_fetch_first_and_substring() {
+    let mut cluster = people(3);
+    assert_eq!(
+        cluster.rows("SELECT DISTINCT ON (age) age, name FROM people ORDER BY age, name DESC"),
+        vec![
+            vec![int(25), text("eve")],
+            vec![int(36), text("ada")],
+            vec![int(41), text("dee")],
+            vec![Value::Null, text("cy")],
+        ]
+    );
+    assert_eq!(
+        cluster
+            .rows("SELECT DISTINCT ON (city) city, id FROM people ORDER BY city, id DESC LIMIT 2"),
+        vec![vec![text("london"), int(3)], vec![text("paris"), int(5)]]
+    );
+    assert_eq!(
+        cluster.rows("SELECT DISTINCT ON (2) name, city FROM people ORDER BY city NULLS FIRST, id"),
+        vec![
+            vec![text("dee"), Value::Null],
+            vec![text("ada"), text("london")],
+            vec![text("bob"), text("paris")],
+        ]
+    );
+    let error = cluster.error("SELECT DISTINCT ON (age) name FROM people ORDER BY name");
+    assert_eq!(error.code, "42P10");
+    assert_eq!(
+        error.message,
+        "SELECT DISTINCT ON expressions must match initial ORDER BY expressions"
+    );
+    assert_eq!(
+        cluster.rows("SELECT id FROM people ORDER BY id FETCH FIRST 2 ROWS ONLY"),
+        vec![vec![int(1)], vec![int(2)]]
+    );
+    assert_eq!(
+        cluster.rows("SELECT id FROM people ORDER BY id OFFSET 3 ROWS FETCH NEXT ROW ONLY"),
+        vec![vec![int(4)]]
+    );
+    assert_eq!(
+        cluster
+            .error("SELECT id FROM people ORDER BY id FETCH FIRST 2 ROWS WITH TIES")
+            .code,
+        "0A000"
+    );
+    assert_eq!(
+        cluster.rows(
+            "SELECT substring(name FROM 2 FOR 1), substring(name, 2), substr(name, 0, 2), \
+             substring('hello' FROM -1 FOR 3), substr('héllo', 2, 2) FROM people WHERE id = 1"
+        ),
+        vec![vec![
+            text("d"),
+            text("da"),
+            text("a"),
+            text("h"),
+            text("él")
+        ]]
+    );
+    assert_eq!(
+        cluster.rows("SELECT substring(NULL::text, 1, 2), substr('abc', NULL)"),
+        vec![vec![Value::Null, Value::Null]]
+    );
+    assert_eq!(cluster.error("SELECT substr('abc', 1, -1)").code, "22011");
+    assert_eq!(
+        cluster.error("SELECT substring('abc' FROM 'b.')").code,
+        "0A000"
+    );
+}
+
+#[test]
+fn distinct_on_is_refused_where_it_is_not_planned() {
+    let mut cluster = people(1);
+    let error = cluster
+        .error("SELECT DISTINCT ON (age) age, row_number() OVER () FROM people ORDER BY age");
+    assert_eq!(error.code, "0A000", "{error:?}");
+}
+
+#[test]
+fn substring_in_update_set_is_refused_by_name() {
+    let mut cluster = people(1);
+    let error = cluster.error("UPDATE people SET name = substr(name, 1, 2) WHERE id = 1");
+    assert_eq!(error.code, "0A000", "{error:?}");
+}
