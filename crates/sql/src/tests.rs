@@ -1457,7 +1457,7 @@ fn unsupported_features_are_refused_with_0a000_and_parse_errors_with_42601() {
         "SELECT * FROM people WHERE id IN (SELECT DISTINCT id FROM other)",
         "SELECT id FROM people UNION SELECT id FROM other ORDER BY id + 1",
         "WITH RECURSIVE x AS (SELECT 1) SELECT * FROM x",
-        "SELECT DISTINCT ON (city) city FROM people",
+        "SELECT DISTINCT ON (city) city, rank() OVER () FROM people",
         "SELECT count(*) OVER (ORDER BY id GROUPS 1 PRECEDING) FROM people",
         "SELECT age + 1, count(*) FROM people GROUP BY age + 1",
         "DELETE FROM people WHERE id = 1 RETURNING id LIMIT 1",
