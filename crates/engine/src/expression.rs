@@ -386,6 +386,7 @@ pub fn value_type(value: &Value) -> Option<DataType> {
         Value::Timestamp(_) => DataType::Timestamp,
         Value::TimestampTz(_) => DataType::TimestampTz,
         Value::Numeric(_) => DataType::Numeric { typmod: None },
+        Value::Uuid(_) => DataType::Uuid,
     })
 }
 

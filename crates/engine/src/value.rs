@@ -38,6 +38,8 @@ pub enum DataType {
     /// Slot 10. CHAR(n) / CHARACTER(n): text blank-padded to exactly n characters when stored
     /// (PostgreSQL's `bpchar`); longer values are refused unless the excess is blanks.
     Char { length: u32 },
+    /// Slot 11. UUID: 16 bytes, compared bytewise (as PostgreSQL's `uuid_cmp`).
+    Uuid,
 }
 
 impl DataType {
@@ -61,6 +63,7 @@ impl DataType {
                 typmod: Some((precision, scale)),
             } => format!("numeric({precision},{scale})"),
             DataType::Char { length } => format!("character({length})"),
+            DataType::Uuid => "uuid".into(),
         }
     }
 }
@@ -94,6 +97,8 @@ pub enum Value {
     TimestampTz(i64),
     /// Slot 10. NUMERIC: an exact decimal (`crate::numeric`).
     Numeric(#[serde(with = "crate::numeric::serde_decimal")] Decimal),
+    /// Slot 11. UUID: its 16 bytes in network order.
+    Uuid([u8; 16]),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -120,6 +125,7 @@ impl Value {
             Value::Timestamp(_) => 8,
             Value::TimestampTz(_) => 9,
             Value::Numeric(_) => 10,
+            Value::Uuid(_) => 11,
         }
     }
 
@@ -141,6 +147,7 @@ impl Value {
             Value::Timestamp(_) => "timestamp",
             Value::TimestampTz(_) => "timestamp with time zone",
             Value::Numeric(_) => "numeric",
+            Value::Uuid(_) => "uuid",
         }
     }
 
@@ -153,7 +160,7 @@ impl Value {
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
             Value::Text(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
-            Value::Numeric(_) => 16,
+            Value::Numeric(_) | Value::Uuid(_) => 16,
         }
     }
 
@@ -172,6 +179,7 @@ impl Value {
                 | (Value::Timestamp(_), DataType::Timestamp)
                 | (Value::TimestampTz(_), DataType::TimestampTz)
                 | (Value::Numeric(_), DataType::Numeric { .. })
+                | (Value::Uuid(_), DataType::Uuid)
         )
     }
 }
@@ -206,6 +214,7 @@ impl Ord for Value {
             (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
             (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
             (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
+            (Value::Uuid(a), Value::Uuid(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -224,6 +233,7 @@ impl Hash for Value {
             Value::Double(value) => canonical_double(*value).to_bits().hash(state),
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
+            Value::Uuid(bytes) => bytes.hash(state),
             // Equal values hash alike: 1.5 and 1.50 normalise to the same mantissa and scale.
             Value::Numeric(value) => {
                 let normal = value.normalize();
@@ -278,6 +288,7 @@ impl std::fmt::Display for Value {
                 write!(formatter, "TIMESTAMPTZ '{text}'")
             }
             Value::Numeric(value) => write!(formatter, "{value}"),
+            Value::Uuid(bytes) => write!(formatter, "UUID '{}'", format_uuid(bytes)),
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
                 let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
@@ -496,7 +507,49 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::Numeric { typmod } => numeric::parse(text)
             .and_then(|decimal| numeric::apply_typmod(decimal, typmod))
             .map(Value::Numeric),
+        // PostgreSQL's uuid_in takes no surrounding blanks.
+        DataType::Uuid => parse_uuid(text).map(Value::Uuid).ok_or_else(invalid),
     }
+}
+
+/// PostgreSQL's `uuid_in`: 32 hex digits of either case, optionally in braces, with a hyphen
+/// allowed after any group of four digits (the standard form, `a0eebc999c0b…`, `{…}`).
+pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let bytes = text.as_bytes();
+    let (mut at, braces) = match bytes.first() {
+        Some(b'{') => (1, true),
+        _ => (0, false),
+    };
+    let mut uuid = [0u8; 16];
+    for (index, byte) in uuid.iter_mut().enumerate() {
+        let pair = bytes.get(at..at + 2)?;
+        let high = char::from(pair[0]).to_digit(16)?;
+        let low = char::from(pair[1]).to_digit(16)?;
+        *byte = (high * 16 + low) as u8;
+        at += 2;
+        if index % 2 == 1 && index < 15 && bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+    }
+    if braces {
+        if bytes.get(at) != Some(&b'}') {
+            return None;
+        }
+        at += 1;
+    }
+    (at == bytes.len()).then_some(uuid)
+}
+
+/// PostgreSQL's `uuid_out`: lower case, hyphenated 8-4-4-4-12.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let mut text = String::with_capacity(36);
+    for (index, byte) in bytes.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            text.push('-');
+        }
+        text.push_str(&format!("{byte:02x}"));
+    }
+    text
 }
 
 /// An integer literal: 22P02 when it is not one, 22003 when it exceeds even i128.
@@ -722,6 +775,7 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::Timestamp(microseconds) => format_timestamp(*microseconds, false),
         Value::TimestampTz(microseconds) => format_timestamp(*microseconds, true),
         Value::Numeric(decimal) => decimal.to_string(),
+        Value::Uuid(bytes) => format_uuid(bytes),
     })
 }
 
@@ -914,6 +968,48 @@ mod tests {
             let error = parse_text(text, data_type).unwrap_err();
             assert_eq!(error.code(), "22P02", "{text}");
         }
+    }
+
+    #[test]
+    fn uuids_parse_in_postgresql_forms_and_print_lower_case_hyphenated() {
+        let expected = parse_uuid("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").expect("standard");
+        for text in [
+            "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11",
+            "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}",
+        ] {
+            assert_eq!(parse_uuid(text), Some(expected), "{text}");
+        }
+        assert_eq!(
+            text_output(&Value::Uuid(expected)).unwrap(),
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+        );
+        for text in [
+            "",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a111",
+            " a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-",
+            "-a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eeb-c99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11",
+            "g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380aé",
+        ] {
+            assert_eq!(parse_uuid(text), None, "{text:?}");
+        }
+        let error = parse_text("nope", DataType::Uuid).unwrap_err();
+        assert_eq!(error.code(), "22P02");
+        assert_eq!(
+            error.to_string(),
+            "invalid input syntax for type uuid: \"nope\""
+        );
+        let low = Value::Uuid([0; 16]);
+        let high = Value::Uuid(expected);
+        assert!(low < high);
     }
 
     #[test]

@@ -392,6 +392,14 @@ pub struct Parameters {
     /// before the statement is planned and sent, so every partition and replica sees the
     /// same constant. `None` when the caller gave none (those functions then fail).
     pub now: Option<i64>,
+    /// Random bits the gateway stamps on the statement with its time, from which
+    /// `gen_random_uuid()` draws (`Parameters::random_uuid`): the values are constants in the
+    /// plan, so every partition and replica stores the same ones. `None` when the caller gave
+    /// none (the function then fails).
+    pub entropy: Option<u128>,
+    /// How many UUIDs the statement has drawn so far (each occurrence and each defaulted row
+    /// draws one), so that planning the statement again gives the same values.
+    pub uuids_drawn: u64,
     /// The sequences the statement draws from (`nextval`), sets or reads, and the values the
     /// gateway drew for it (`sequence::SequenceUse`).
     pub sequences: crate::sequence::SequenceUse,
@@ -404,10 +412,51 @@ impl Parameters {
             values,
             inferred,
             now: None,
+            entropy: None,
+            uuids_drawn: 0,
             sequences: Default::default(),
         }
     }
 
+    /// The next value of `gen_random_uuid()` in this statement: a version 4 UUID from the
+    /// statement's entropy and the draw's number. Deterministic (planning again draws the same
+    /// values), distinct within the statement, and as unpredictable across statements as the
+    /// gateway's entropy.
+    pub fn random_uuid(&mut self) -> Result<Value, SqlError> {
+        let entropy = self.entropy.ok_or_else(|| {
+            SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "gen_random_uuid(): the statement was planned without entropy",
+            )
+        })?;
+        let draw = self.uuids_drawn;
+        self.uuids_drawn += 1;
+        Ok(Value::Uuid(uuid_from_entropy(entropy, draw)))
+    }
+}
+
+/// SplitMix64's finaliser: a bijection on 64-bit words that mixes every input bit into every
+/// output bit.
+fn mix64(mut word: u64) -> u64 {
+    word = (word ^ (word >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    word = (word ^ (word >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    word ^ (word >> 31)
+}
+
+/// A version 4 (random) UUID: draw `draw` from 128 bits of entropy. For a fixed entropy each
+/// half is a bijection of the draw number, so draws of one statement differ.
+pub fn uuid_from_entropy(entropy: u128, draw: u64) -> [u8; 16] {
+    let high = mix64((entropy >> 64) as u64 ^ mix64(draw));
+    let low = mix64(entropy as u64 ^ mix64(draw ^ 0x9e37_79b9_7f4a_7c15));
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&high.to_be_bytes());
+    bytes[8..].copy_from_slice(&low.to_be_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    bytes
+}
+
+impl Parameters {
     /// The value of `$n`; records `hint` as its type if none is known yet.
     pub fn value(&mut self, placeholder: &str, hint: Option<DataType>) -> Result<Value, SqlError> {
         let index = placeholder
@@ -532,6 +581,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Bytea => DataType::Bytea,
         Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,
+        Sql::Uuid => DataType::Uuid,
         Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             DataType::Timestamp
         }
@@ -549,6 +599,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("timestamp") => DataType::Timestamp,
                 Some("timestamptz") => DataType::TimestampTz,
                 Some("numeric" | "decimal") => DataType::Numeric { typmod: None },
+                Some("uuid") => DataType::Uuid,
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -1219,6 +1270,9 @@ impl Compiler<'_, '_> {
         if matches!(name.as_str(), "nextval" | "currval" | "setval" | "lastval") {
             return self.sequence_function(&name, function);
         }
+        if name == "gen_random_uuid" {
+            return self.random_uuid(function);
+        }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
         let distinct = is_distinct(function);
@@ -1402,6 +1456,24 @@ impl Compiler<'_, '_> {
             })?),
         };
         Ok(Some(Scalar::Constant(value)))
+    }
+
+    /// `gen_random_uuid()`: one value per occurrence, drawn at planning from the statement's
+    /// entropy (`Parameters::random_uuid`), so over a table's rows it is refused (every row
+    /// would get the same value); a column `DEFAULT gen_random_uuid()` draws one per row.
+    fn random_uuid(&mut self, function: &ast::Function) -> Result<Scalar, SqlError> {
+        if !function_arguments(function)?.is_empty() {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                "function gen_random_uuid with arguments does not exist",
+            ));
+        }
+        if !self.scope.columns.is_empty() {
+            return Err(SqlError::unsupported("gen_random_uuid() over the rows of a table")
+                .with_detail("the gateway draws the statement's UUIDs when it plans it, one per occurrence, so that every replica stores the same values")
+                .with_hint("use it in VALUES, in a column DEFAULT or in a SELECT without FROM"));
+        }
+        Ok(Scalar::Constant(self.parameters.random_uuid()?))
     }
 
     /// Whether the scope is a catalog query's (its columns come from virtual catalog tables).

@@ -157,6 +157,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::TimestampTz,
         DataType::Numeric { typmod: None },
         DataType::Char { length: 1 },
+        DataType::Uuid,
     ];
     types
         .iter()
@@ -168,7 +169,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                     "N"
                 }
                 DataType::Text { .. } | DataType::Char { .. } => "S",
-                DataType::Bytea => "U",
+                DataType::Bytea | DataType::Uuid => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
             };
             vec![
@@ -209,6 +210,7 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::TimestampTz => 1185,
         DataType::Numeric { .. } => 1231,
         DataType::Char { .. } => 1014,
+        DataType::Uuid => 2951,
     }
 }
 
@@ -1652,6 +1654,7 @@ fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String 
             format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
         }
         engine::ColumnDefault::StatementTime(DataType::TimestampTz) => "now()".into(),
+        engine::ColumnDefault::RandomUuid => "gen_random_uuid()".into(),
         engine::ColumnDefault::StatementTime(DataType::Timestamp) => "LOCALTIMESTAMP".into(),
         engine::ColumnDefault::StatementTime(_) => "CURRENT_DATE".into(),
         engine::ColumnDefault::Constant(Value::Null) => "NULL".into(),

@@ -15,6 +15,7 @@
 //! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
 //! | `TimestampTz` | timestamptz | 1184 | 8 | big-endian i64 microseconds since 2000-01-01 UTC |
 //! | `Numeric { typmod }` | numeric | 1700 | -1 (typmod ((p << 16) \| s) + 4) | ndigits, weight, sign, dscale, base-10000 digits (i16 each) |
+//! | `Uuid` | uuid | 2950 | 16 | the 16 bytes |
 
 use crate::error::{sqlstate, SqlError};
 use engine::value::{civil_from_days, days_from_civil, parse_text};
@@ -46,6 +47,7 @@ pub const TIMESTAMPTZ_OID: u32 = 1184;
 pub const NAME_OID: u32 = 19;
 pub const CHAR_OID: u32 = 18;
 pub const NUMERIC_OID: u32 = 1700;
+pub const UUID_OID: u32 = 2950;
 
 /// Days from 1970-01-01 to PostgreSQL's epoch 2000-01-01.
 const PG_EPOCH_DAYS: i64 = 10_957;
@@ -68,6 +70,7 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::TimestampTz => (TIMESTAMPTZ_OID, "timestamptz", 8),
         DataType::Numeric { .. } => (NUMERIC_OID, "numeric", -1),
         DataType::Char { .. } => (BPCHAR_OID, "bpchar", -1),
+        DataType::Uuid => (UUID_OID, "uuid", 16),
     };
     PgType { oid, name, typlen }
 }
@@ -105,6 +108,7 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
         DATE_OID => DataType::Date,
         TIMESTAMP_OID => DataType::Timestamp,
         TIMESTAMPTZ_OID => DataType::TimestampTz,
+        UUID_OID => DataType::Uuid,
         _ => return None,
     })
 }
@@ -177,6 +181,7 @@ pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
             .to_be_bytes()
             .to_vec(),
         Value::Numeric(decimal) => engine::numeric::to_binary(*decimal),
+        Value::Uuid(bytes) => bytes.to_vec(),
     })
 }
 
@@ -262,6 +267,7 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
             })??;
             Value::Numeric(engine::numeric::apply_typmod(decimal, typmod)?)
         }
+        DataType::Uuid => Value::Uuid(fixed(16)?.try_into().map_err(|_| invalid())?),
     })
 }
 
@@ -311,6 +317,10 @@ mod tests {
                 DataType::Numeric {
                     typmod: Some((6, 4)),
                 },
+            ),
+            (
+                Value::Uuid(*b"\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11"),
+                DataType::Uuid,
             ),
         ]
     }

@@ -73,6 +73,10 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.extend_from_slice(&normal.mantissa().to_be_bytes());
             key.push(normal.scale() as u8);
         }
+        Value::Uuid(bytes) => {
+            key.push(10);
+            key.extend_from_slice(bytes);
+        }
     }
     key
 }
