@@ -87,6 +87,12 @@ pub enum Condition {
     NumericValueOutOfRange,
     /// Slot 3. 42804: a value of a type the operation cannot take.
     DatatypeMismatch,
+    /// Slot 4. 22008: a date, timestamp or interval result outside its range.
+    DatetimeFieldOverflow,
+    /// Slot 5. 22015: an interval field outside its range.
+    IntervalFieldOverflow,
+    /// Slot 6. 0A000: a feature not built (an `extract` field).
+    FeatureNotSupported,
 }
 
 impl Condition {
@@ -96,6 +102,9 @@ impl Condition {
             Condition::DivisionByZero => "22012",
             Condition::NumericValueOutOfRange => "22003",
             Condition::DatatypeMismatch => "42804",
+            Condition::DatetimeFieldOverflow => "22008",
+            Condition::IntervalFieldOverflow => "22015",
+            Condition::FeatureNotSupported => "0A000",
         }
     }
 }

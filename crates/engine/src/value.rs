@@ -1,6 +1,7 @@
 //! Column types, values, their total order, and coercion of constants to a column's type.
 
 use crate::error::EngineError;
+use crate::interval::{self, Interval};
 use crate::numeric::{self, Decimal};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -40,6 +41,8 @@ pub enum DataType {
     Char { length: u32 },
     /// Slot 11. UUID: 16 bytes, compared bytewise (as PostgreSQL's `uuid_cmp`).
     Uuid,
+    /// Slot 12. INTERVAL: months, days and microseconds (`crate::interval`).
+    Interval,
 }
 
 impl DataType {
@@ -64,6 +67,7 @@ impl DataType {
             } => format!("numeric({precision},{scale})"),
             DataType::Char { length } => format!("character({length})"),
             DataType::Uuid => "uuid".into(),
+            DataType::Interval => "interval".into(),
         }
     }
 }
@@ -99,6 +103,9 @@ pub enum Value {
     Numeric(#[serde(with = "crate::numeric::serde_decimal")] Decimal),
     /// Slot 11. UUID: its 16 bytes in network order.
     Uuid([u8; 16]),
+    /// Slot 12. INTERVAL. Equal, ordered and hashed by its span with a month of 30 days and
+    /// a day of 24 hours (`Interval::span`), as PostgreSQL compares intervals.
+    Interval(Interval),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -126,6 +133,7 @@ impl Value {
             Value::TimestampTz(_) => 9,
             Value::Numeric(_) => 10,
             Value::Uuid(_) => 11,
+            Value::Interval(_) => 12,
         }
     }
 
@@ -148,6 +156,7 @@ impl Value {
             Value::TimestampTz(_) => "timestamp with time zone",
             Value::Numeric(_) => "numeric",
             Value::Uuid(_) => "uuid",
+            Value::Interval(_) => "interval",
         }
     }
 
@@ -160,7 +169,7 @@ impl Value {
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
             Value::Text(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
-            Value::Numeric(_) | Value::Uuid(_) => 16,
+            Value::Numeric(_) | Value::Uuid(_) | Value::Interval(_) => 16,
         }
     }
 
@@ -180,6 +189,7 @@ impl Value {
                 | (Value::TimestampTz(_), DataType::TimestampTz)
                 | (Value::Numeric(_), DataType::Numeric { .. })
                 | (Value::Uuid(_), DataType::Uuid)
+                | (Value::Interval(_), DataType::Interval)
         )
     }
 }
@@ -215,6 +225,7 @@ impl Ord for Value {
             (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
             (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
             (Value::Uuid(a), Value::Uuid(b)) => a.cmp(b),
+            (Value::Interval(a), Value::Interval(b)) => a.span().cmp(&b.span()),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -234,6 +245,8 @@ impl Hash for Value {
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
             Value::Uuid(bytes) => bytes.hash(state),
+            // Equal spans hash alike: '1 mon' equals '30 days'.
+            Value::Interval(interval) => interval.span().hash(state),
             // Equal values hash alike: 1.5 and 1.50 normalise to the same mantissa and scale.
             Value::Numeric(value) => {
                 let normal = value.normalize();
@@ -289,6 +302,7 @@ impl std::fmt::Display for Value {
             }
             Value::Numeric(value) => write!(formatter, "{value}"),
             Value::Uuid(bytes) => write!(formatter, "UUID '{}'", format_uuid(bytes)),
+            Value::Interval(value) => write!(formatter, "INTERVAL '{}'", interval::format(*value)),
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
                 let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
@@ -509,6 +523,17 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
             .map(Value::Numeric),
         // PostgreSQL's uuid_in takes no surrounding blanks.
         DataType::Uuid => parse_uuid(text).map(Value::Uuid).ok_or_else(invalid),
+        DataType::Interval => match interval::parse(text) {
+            Ok(value) => Ok(Value::Interval(value)),
+            Err(interval::IntervalError::Invalid) => Err(invalid()),
+            Err(_) => Err(EngineError::Evaluation {
+                condition: crate::error::Condition::IntervalFieldOverflow,
+                message: format!(
+                    "interval field value out of range: \"{}\"",
+                    text.chars().take(64).collect::<String>()
+                ),
+            }),
+        },
     }
 }
 
@@ -635,7 +660,7 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-fn days_in_month(year: i64, month: u32) -> u32 {
+pub(crate) fn days_in_month(year: i64, month: u32) -> u32 {
     let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     match month {
         2 if leap => 29,
@@ -776,6 +801,7 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::TimestampTz(microseconds) => format_timestamp(*microseconds, true),
         Value::Numeric(decimal) => decimal.to_string(),
         Value::Uuid(bytes) => format_uuid(bytes),
+        Value::Interval(value) => interval::format(*value),
     })
 }
 

@@ -119,6 +119,8 @@ pub enum Function {
     Trunc,
     Ceil,
     Floor,
+    /// `extract(field from source)` (`engine::expression::Function::Extract`).
+    Extract,
     /// `format_type(type_oid, typmod)`, for catalog queries.
     FormatType,
     /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
@@ -159,6 +161,7 @@ impl Function {
             Function::Trunc => Shared::Trunc,
             Function::Ceil => Shared::Ceil,
             Function::Floor => Shared::Floor,
+            Function::Extract => Shared::Extract,
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
@@ -582,6 +585,15 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,
         Sql::Uuid => DataType::Uuid,
+        Sql::Interval {
+            fields: None,
+            precision: None,
+        } => DataType::Interval,
+        Sql::Interval { .. } => {
+            return Err(SqlError::unsupported(
+                "INTERVAL with fields or a precision (INTERVAL YEAR TO MONTH, INTERVAL(3))",
+            ))
+        }
         Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             DataType::Timestamp
         }
@@ -600,6 +612,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("timestamptz") => DataType::TimestampTz,
                 Some("numeric" | "decimal") => DataType::Numeric { typmod: None },
                 Some("uuid") => DataType::Uuid,
+                Some("interval") => DataType::Interval,
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -739,6 +752,20 @@ impl Compiler<'_, '_> {
                 Scalar::Constant(crate::types::decode_text(&text, data_type)?)
             }
             Expr::Nested(inner) => self.compile(inner, hint)?,
+            Expr::Interval(interval) => self.interval_literal(interval)?,
+            Expr::Extract { field, expr, .. } => {
+                let field = match field {
+                    ast::DateTimeField::Custom(name) => ident_name(name),
+                    other => other.to_string().to_lowercase(),
+                };
+                Scalar::Call(
+                    Function::Extract,
+                    vec![
+                        Scalar::Constant(Value::Text(field)),
+                        self.compile(expr, None)?,
+                    ],
+                )
+            }
             Expr::Ceil {
                 expr,
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
@@ -1458,6 +1485,31 @@ impl Compiler<'_, '_> {
         Ok(Some(Scalar::Constant(value)))
     }
 
+    /// `INTERVAL 'text'`: the text read as an interval (PostgreSQL's `interval_in`). The SQL
+    /// standard's qualified forms (`INTERVAL '1' DAY`, `INTERVAL '1-2' YEAR TO MONTH`) are
+    /// refused (0A000).
+    fn interval_literal(&mut self, interval: &ast::Interval) -> Result<Scalar, SqlError> {
+        if interval.leading_field.is_some()
+            || interval.last_field.is_some()
+            || interval.leading_precision.is_some()
+            || interval.fractional_seconds_precision.is_some()
+        {
+            return Err(SqlError::unsupported(
+                "an INTERVAL literal with fields or a precision (INTERVAL '1' DAY)",
+            )
+            .with_hint("write the unit inside the string: INTERVAL '1 day'"));
+        }
+        let text = DataType::Text { length_max: None };
+        let value = self.compile(&interval.value, Some(text))?;
+        Ok(match value {
+            Scalar::Constant(Value::Text(text)) => {
+                Scalar::Constant(crate::types::decode_text(&text, DataType::Interval)?)
+            }
+            Scalar::Constant(value) => Scalar::Constant(cast_value(&value, DataType::Interval)?),
+            other => Scalar::Cast(Box::new(other), DataType::Interval),
+        })
+    }
+
     /// `gen_random_uuid()`: one value per occurrence, drawn at planning from the statement's
     /// entropy (`Parameters::random_uuid`), so over a table's rows it is refused (every row
     /// would get the same value); a column `DEFAULT gen_random_uuid()` draws one per row.
@@ -1791,7 +1843,15 @@ impl Scalar {
                 Operator::Concat => Some(text),
                 _ => {
                     let (left, right) = (left.data_type(types), right.data_type(types));
-                    Some(numeric_result(left.or(right)?, right.or(left)?))
+                    let (left, right) = (left.or(right)?, right.or(left)?);
+                    match engine::expression::temporal_arithmetic_type(
+                        engine_operator(*operator),
+                        left,
+                        right,
+                    ) {
+                        Some(result) => result,
+                        None => Some(numeric_result(left, right)),
+                    }
                 }
             },
             Scalar::Case {
@@ -1822,6 +1882,7 @@ impl Scalar {
                     .iter()
                     .find_map(|argument| argument.data_type(types)),
                 Function::Length => Some(DataType::Int),
+                Function::Extract => Some(DataType::Numeric { typmod: None }),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
                     .iter()
@@ -1836,6 +1897,18 @@ impl Scalar {
                 }
             },
         }
+    }
+}
+
+/// The engine's operator for an arithmetic one (`Operator::Add` … `Operator::Modulo`).
+fn engine_operator(operator: Operator) -> engine::expression::Operator {
+    use engine::expression::Operator as Shared;
+    match operator {
+        Operator::Add => Shared::Add,
+        Operator::Subtract => Shared::Subtract,
+        Operator::Multiply => Shared::Multiply,
+        Operator::Divide => Shared::Divide,
+        _ => Shared::Modulo,
     }
 }
 
@@ -2053,7 +2126,8 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         | Function::Round
         | Function::Trunc
         | Function::Ceil
-        | Function::Floor => unreachable!("the engine's functions"),
+        | Function::Floor
+        | Function::Extract => unreachable!("the engine's functions"),
         Function::FormatType => {
             let number = |value: &Value| match value {
                 Value::Int(number) => Some(i64::from(*number)),
@@ -2301,7 +2375,16 @@ impl Scalar {
             if let (Some(symbol), Some(left_type), Some(right_type)) =
                 (symbol, left.data_type(types), right.data_type(types))
             {
-                if !numeric(left_type) || !numeric(right_type) {
+                let temporal = engine::expression::temporal_arithmetic_type(
+                    engine_operator(*operator),
+                    left_type,
+                    right_type,
+                );
+                let defined = match temporal {
+                    Some(result) => result.is_some(),
+                    None => numeric(left_type) && numeric(right_type),
+                };
+                if !defined {
                     return Err(SqlError::new(
                         sqlstate::UNDEFINED_FUNCTION,
                         format!(
@@ -2317,7 +2400,10 @@ impl Scalar {
             }
         }
         if let Scalar::Negate(operand) = self {
-            if let Some(data_type) = operand.data_type(types).filter(|t| !numeric(*t)) {
+            if let Some(data_type) = operand
+                .data_type(types)
+                .filter(|t| !numeric(*t) && *t != DataType::Interval)
+            {
                 return Err(SqlError::new(
                     sqlstate::UNDEFINED_FUNCTION,
                     format!("operator does not exist: - {}", data_type.name()),

@@ -158,6 +158,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Numeric { typmod: None },
         DataType::Char { length: 1 },
         DataType::Uuid,
+        DataType::Interval,
     ];
     types
         .iter()
@@ -171,6 +172,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                 DataType::Text { .. } | DataType::Char { .. } => "S",
                 DataType::Bytea | DataType::Uuid => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
+                DataType::Interval => "T",
             };
             vec![
                 int8(i64::from(pg.oid)),
@@ -211,6 +213,7 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::Numeric { .. } => 1231,
         DataType::Char { .. } => 1014,
         DataType::Uuid => 2951,
+        DataType::Interval => 1187,
     }
 }
 

@@ -166,3 +166,103 @@ fn the_same_stamp_draws_the_same_uuids() {
         "22P03"
     );
 }
+
+fn events(cluster: &mut Cluster) {
+    run(
+        cluster,
+        "CREATE TABLE ev (id INT PRIMARY KEY, at TIMESTAMPTZ NOT NULL, took INTERVAL)",
+    );
+    run(
+        cluster,
+        "INSERT INTO ev VALUES (1, '2024-01-31 10:00:00+00', '1 day 02:03:04'), \
+         (2, '2024-02-29 00:00:00+00', '-1 days +01:00:00'), \
+         (3, '2023-12-31 23:59:59.5+00', '1 year 2 mons'), (4, '2024-03-01 12:00:00+00', 'P1DT12H')",
+    );
+}
+
+/// The answers are PostgreSQL 15's for the same table and statements.
+#[test]
+fn intervals_print_order_and_compute_as_postgresql_15() {
+    let mut cluster = Cluster::new(3);
+    events(&mut cluster);
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT id, took, at + took, at - interval '1 hour', extract(epoch from took) \
+             FROM ev ORDER BY took, id"
+        ),
+        [
+            "2|-1 days +01:00:00|2024-02-28 01:00:00+00|2024-02-28 23:00:00+00|-82800.000000",
+            "1|1 day 02:03:04|2024-02-01 12:03:04+00|2024-01-31 09:00:00+00|93784.000000",
+            "4|1 day 12:00:00|2024-03-03 00:00:00+00|2024-03-01 11:00:00+00|129600.000000",
+            "3|1 year 2 mons|2025-02-28 23:59:59.5+00|2023-12-31 22:59:59.5+00|36741600.000000",
+        ]
+    );
+    assert_eq!(
+        texts(&mut cluster, "SELECT max(at) - min(at) FROM ev"),
+        ["60 days 12:00:00.5"]
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT id FROM ev WHERE took > '1 day' ORDER BY id"
+        ),
+        ["1", "3", "4"]
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT interval '1 mon' = interval '30 days', interval '1 day' * 1.5, \
+             interval '1 mon' / 3, -interval '1 day', date '2024-01-01' + 1, \
+             date '2024-02-01' - date '2024-01-01', date '2024-01-01' + interval '1 day', \
+             2 * '1 hour'::interval, extract(year from timestamp '2024-03-05 01:02:03.5'), \
+             extract(second from timestamp '2024-03-05 01:02:03.5'), now() - interval '1 hour'"
+        ),
+        [
+            "t|1 day 12:00:00|10 days|-1 days|2024-01-02|31|2024-01-02 00:00:00|02:00:00|2024|3.500000|1969-12-31 23:00:00+00"
+        ]
+    );
+    // Computed by every replica (UPDATE SET with an expression).
+    run(
+        &mut cluster,
+        "UPDATE ev SET took = took * 2, at = at + interval '1 mon' WHERE id = 1",
+    );
+    assert_eq!(
+        texts(&mut cluster, "SELECT took, at FROM ev WHERE id = 1"),
+        ["2 days 04:06:08|2024-02-29 10:00:00+00"]
+    );
+    for (sql, code, message) in [
+        (
+            "SELECT interval 'abc'",
+            "22P02",
+            "invalid input syntax for type interval: \"abc\"",
+        ),
+        ("SELECT interval '1 day' / 0", "22012", "division by zero"),
+        (
+            "SELECT at + 1 FROM ev",
+            "42883",
+            "operator does not exist: timestamp with time zone + integer",
+        ),
+        (
+            "SELECT extract(foo from took) FROM ev",
+            "0A000",
+            "unit \"foo\" not supported for type interval",
+        ),
+        (
+            "SELECT interval '1' day",
+            "0A000",
+            "an INTERVAL literal with fields or a precision (INTERVAL '1' DAY) is not supported",
+        ),
+    ] {
+        let failure = error(&mut cluster, sql);
+        assert_eq!(
+            (failure.code, failure.message.as_str()),
+            (code, message),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        texts(&mut cluster, "SELECT format_type(1186, -1)"),
+        ["interval"]
+    );
+}

@@ -77,6 +77,11 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.push(10);
             key.extend_from_slice(bytes);
         }
+        // Equal intervals ('1 mon' and '30 days') place alike: their span.
+        Value::Interval(interval) => {
+            key.push(11);
+            key.extend_from_slice(&interval.span().to_be_bytes());
+        }
     }
     key
 }
