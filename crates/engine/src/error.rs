@@ -93,6 +93,11 @@ pub enum Condition {
     IntervalFieldOverflow,
     /// Slot 6. 0A000: a feature not built (an `extract` field).
     FeatureNotSupported,
+    /// Slot 7. 22P02: text that is not a value of the type (`invalid input syntax for type
+    /// json`, whose message carries no text).
+    InvalidTextRepresentation,
+    /// Slot 8. 22023: an argument outside what the function takes.
+    InvalidParameterValue,
 }
 
 impl Condition {
@@ -105,6 +110,8 @@ impl Condition {
             Condition::DatetimeFieldOverflow => "22008",
             Condition::IntervalFieldOverflow => "22015",
             Condition::FeatureNotSupported => "0A000",
+            Condition::InvalidTextRepresentation => "22P02",
+            Condition::InvalidParameterValue => "22023",
         }
     }
 }

@@ -14,6 +14,7 @@
 
 use crate::error::{Condition, EngineError};
 use crate::interval::{self, Interval, IntervalError};
+use crate::jsonb::Json;
 use crate::numeric::{self, Decimal};
 use crate::predicate::CompareOp;
 use crate::schema::TableSchema;
@@ -62,6 +63,30 @@ pub enum Function {
     /// `extract(field from source)`: the field's name as text, then a date, timestamp or
     /// interval; NUMERIC, as PostgreSQL 15 answers.
     Extract,
+    /// `jsonb -> key | index`.
+    JsonField,
+    /// `jsonb ->> key | index`: text.
+    JsonFieldText,
+    /// `jsonb #> path` (a text array).
+    JsonPath,
+    /// `jsonb #>> path`: text.
+    JsonPathText,
+    /// `a @> b` (and `b <@ a`).
+    JsonContains,
+    /// `jsonb ? key`.
+    JsonHasKey,
+    /// `jsonb ?| keys` (the keys as a JSONB array of strings).
+    JsonHasAny,
+    /// `jsonb ?& keys`.
+    JsonHasAll,
+    /// `jsonb_typeof(jsonb)`.
+    JsonTypeof,
+    /// `jsonb_array_length(jsonb)`.
+    JsonArrayLength,
+    /// `jsonb_build_object(key, value, …)`.
+    JsonBuildObject,
+    /// `to_jsonb(value)`.
+    ToJsonb,
 }
 
 impl Function {
@@ -74,6 +99,16 @@ impl Function {
             Function::Round | Function::Trunc => 1..=2,
             Function::Ceil | Function::Floor => 1..=1,
             Function::Extract => 2..=2,
+            Function::JsonField
+            | Function::JsonFieldText
+            | Function::JsonPath
+            | Function::JsonPathText
+            | Function::JsonContains
+            | Function::JsonHasKey
+            | Function::JsonHasAny
+            | Function::JsonHasAll => 2..=2,
+            Function::JsonTypeof | Function::JsonArrayLength | Function::ToJsonb => 1..=1,
+            Function::JsonBuildObject => 0..=usize::MAX,
         }
     }
 }
@@ -393,6 +428,7 @@ pub fn value_type(value: &Value) -> Option<DataType> {
         Value::Numeric(_) => DataType::Numeric { typmod: None },
         Value::Uuid(_) => DataType::Uuid,
         Value::Interval(_) => DataType::Interval,
+        Value::Jsonb(_) => DataType::Jsonb,
     })
 }
 
@@ -825,6 +861,175 @@ fn extract(field: &Value, source: &Value) -> Result<Value, EngineError> {
     }
 }
 
+/// A JSONB value's tree; 42883 for a value of another type.
+fn json_operand(value: &Value, operation: &str) -> Result<Json, EngineError> {
+    match value {
+        Value::Jsonb(text) => crate::jsonb::parse(text).map_err(|_| {
+            error(
+                Condition::InvalidTextRepresentation,
+                "invalid input syntax for type json",
+            )
+        }),
+        Value::Text(text) => crate::jsonb::parse(text).map_err(|_| {
+            error(
+                Condition::InvalidTextRepresentation,
+                "invalid input syntax for type json",
+            )
+        }),
+        other => Err(error(
+            Condition::UndefinedFunction,
+            format!("operator does not exist: {} {operation}", other.type_name()),
+        )),
+    }
+}
+
+fn json_value(json: &Json) -> Value {
+    Value::Jsonb(json.to_text())
+}
+
+/// `to_jsonb`: numbers and booleans as themselves, JSONB as is, anything else as the JSON
+/// string of its text output.
+pub fn to_jsonb(value: &Value) -> Value {
+    match value {
+        Value::Null => Value::Null,
+        Value::Jsonb(_) => value.clone(),
+        Value::Boolean(_) | Value::Int(_) | Value::BigInt(_) | Value::Numeric(_) => {
+            Value::Jsonb(text_output(value).unwrap_or_default())
+        }
+        Value::Double(number) if number.is_finite() => {
+            Value::Jsonb(text_output(value).unwrap_or_default())
+        }
+        other => Value::Jsonb(crate::jsonb::quoted(
+            &text_output(other).unwrap_or_default(),
+        )),
+    }
+}
+
+/// The JSON operators and functions.
+fn json_call(function: Function, values: &[Value]) -> Result<Value, EngineError> {
+    if function == Function::JsonBuildObject {
+        return json_build_object(values);
+    }
+    if function == Function::ToJsonb {
+        return Ok(to_jsonb(&values[0]));
+    }
+    if values.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let document = json_operand(&values[0], "")?;
+    let text = |json: Option<&Json>| {
+        json.and_then(Json::to_unquoted)
+            .map_or(Value::Null, Value::Text)
+    };
+    let found = |json: Option<&Json>| json.map_or(Value::Null, json_value);
+    let step = |key: &Value| -> Result<Option<&Json>, EngineError> {
+        Ok(match key {
+            Value::Int(_) | Value::BigInt(_) => document.element(integer(key).expect("an integer")),
+            Value::Text(name) => document.field(name),
+            other => {
+                return Err(error(
+                    Condition::UndefinedFunction,
+                    format!("operator does not exist: jsonb -> {}", other.type_name()),
+                ))
+            }
+        })
+    };
+    let path = |value: &Value| -> Result<Vec<String>, EngineError> {
+        let text = text_output(value).unwrap_or_default();
+        crate::jsonb::text_array(&text).ok_or_else(|| {
+            error(
+                Condition::InvalidTextRepresentation,
+                format!("malformed array literal: \"{text}\""),
+            )
+        })
+    };
+    let keys = |value: &Value| -> Result<Vec<String>, EngineError> {
+        match json_operand(value, "?|")? {
+            Json::Array(elements) => Ok(elements
+                .iter()
+                .filter_map(|element| match element {
+                    Json::String(key) => Some(key.clone()),
+                    _ => None,
+                })
+                .collect()),
+            _ => path(value),
+        }
+    };
+    Ok(match function {
+        Function::JsonField => found(step(&values[1])?),
+        Function::JsonFieldText => text(step(&values[1])?),
+        Function::JsonPath => found(document.path(&path(&values[1])?)),
+        Function::JsonPathText => text(document.path(&path(&values[1])?)),
+        Function::JsonContains => {
+            Value::Boolean(document.contains(&json_operand(&values[1], "@>")?))
+        }
+        Function::JsonHasKey => {
+            Value::Boolean(document.has_key(&text_output(&values[1]).unwrap_or_default()))
+        }
+        Function::JsonHasAny => {
+            Value::Boolean(keys(&values[1])?.iter().any(|key| document.has_key(key)))
+        }
+        Function::JsonHasAll => {
+            Value::Boolean(keys(&values[1])?.iter().all(|key| document.has_key(key)))
+        }
+        Function::JsonTypeof => Value::Text(document.type_name().into()),
+        Function::JsonArrayLength => match &document {
+            Json::Array(elements) => Value::Int(i32::try_from(elements.len()).unwrap_or(i32::MAX)),
+            Json::Object(_) => {
+                return Err(error(
+                    Condition::InvalidParameterValue,
+                    "cannot get array length of a non-array",
+                ))
+            }
+            _ => {
+                return Err(error(
+                    Condition::InvalidParameterValue,
+                    "cannot get array length of a scalar",
+                ))
+            }
+        },
+        other => unreachable!("{other:?} is not a JSON function"),
+    })
+}
+
+/// `jsonb_build_object(key, value, …)`: keys by their text (never NULL), values by `to_jsonb`.
+fn json_build_object(values: &[Value]) -> Result<Value, EngineError> {
+    if !values.len().is_multiple_of(2) {
+        return Err(error(
+            Condition::InvalidParameterValue,
+            "argument list must have even number of elements",
+        ));
+    }
+    let mut text = String::from("{");
+    for (at, pair) in values.chunks(2).enumerate() {
+        let Some(key) = text_output(&pair[0]) else {
+            return Err(error(
+                Condition::InvalidParameterValue,
+                format!("argument {}: key must not be null", 2 * at + 1),
+            ));
+        };
+        if at > 0 {
+            text.push(',');
+        }
+        text.push_str(&crate::jsonb::quoted(&key));
+        text.push(':');
+        match to_jsonb(&pair[1]) {
+            Value::Jsonb(value) => text.push_str(&value),
+            _ => text.push_str("null"),
+        }
+    }
+    text.push('}');
+    // Canonical order, the last of duplicate keys kept, as jsonb builds it.
+    crate::jsonb::canonical(&text)
+        .map(Value::Jsonb)
+        .map_err(|_| {
+            error(
+                Condition::InvalidParameterValue,
+                "invalid jsonb_build_object arguments",
+            )
+        })
+}
+
 /// `operand [NOT] IN (items)` with SQL's NULL rules.
 pub fn in_list(value: &Value, items: &[Value], negated: bool) -> Result<Value, EngineError> {
     let mut result = Some(false);
@@ -945,6 +1150,18 @@ pub fn call(function: Function, values: &[Value]) -> Result<Value, EngineError> 
             rounding(function, values)?
         }
         Function::Extract => extract(&values[0], &values[1])?,
+        Function::JsonField
+        | Function::JsonFieldText
+        | Function::JsonPath
+        | Function::JsonPathText
+        | Function::JsonContains
+        | Function::JsonHasKey
+        | Function::JsonHasAny
+        | Function::JsonHasAll
+        | Function::JsonTypeof
+        | Function::JsonArrayLength
+        | Function::JsonBuildObject
+        | Function::ToJsonb => json_call(function, values)?,
     })
 }
 

@@ -159,7 +159,11 @@ impl Parser<'_> {
             self.at += 1;
             match byte {
                 b'"' => break,
-                0..=0x1f => return fail(format!("Character with value 0x{byte:02x} must be escaped.")),
+                0..=0x1f => {
+                    return fail(format!(
+                        "Character with value 0x{byte:02x} must be escaped."
+                    ))
+                }
                 b'\\' => {
                     let Some(&escape) = self.bytes.get(self.at) else {
                         return fail("The input string ended unexpectedly.");
@@ -184,7 +188,9 @@ impl Parser<'_> {
                     let mut code = self.hex4()?;
                     if (0xd800..0xdc00).contains(&code) {
                         if !self.bytes[self.at..].starts_with(b"\\u") {
-                            return fail("Unicode high surrogate must not follow a high surrogate.");
+                            return fail(
+                                "Unicode high surrogate must not follow a high surrogate.",
+                            );
                         }
                         self.at += 2;
                         let low = self.hex4()?;
@@ -533,20 +539,36 @@ mod tests {
             assert_eq!(canonical(input).as_deref(), Ok(output), "{input}");
         }
         for bad in [
-            r#"{"a" 1}"#, "", "[1,]", "01", "1.", "tru", "\"\u{1}\"", r#""\x""#, "[1] 2",
-            r#""\u0000""#, r#""\ud83d""#, "{1: 2}",
+            r#"{"a" 1}"#,
+            "",
+            "[1,]",
+            "01",
+            "1.",
+            "tru",
+            "\"\u{1}\"",
+            r#""\x""#,
+            "[1] 2",
+            r#""\u0000""#,
+            r#""\ud83d""#,
+            "{1: 2}",
         ] {
             assert!(canonical(bad).is_err(), "{bad:?}");
         }
         let deep = "[".repeat(DEPTH_MAX + 2);
-        assert!(canonical(&deep).is_err(), "deep nesting is refused, not a stack overflow");
+        assert!(
+            canonical(&deep).is_err(),
+            "deep nesting is refused, not a stack overflow"
+        );
     }
 
     #[test]
     fn operators_answer_as_postgresql() {
         let json = |text: &str| parse(text).unwrap();
         let document = json(r#"{"a": {"b": [5, 6]}, "k": "x", "n": null}"#);
-        assert_eq!(document.field("k").and_then(Json::to_unquoted).as_deref(), Some("x"));
+        assert_eq!(
+            document.field("k").and_then(Json::to_unquoted).as_deref(),
+            Some("x")
+        );
         assert_eq!(document.field("n").and_then(Json::to_unquoted), None);
         assert_eq!(json("[1,2,3]").element(-1), Some(&json("3")));
         assert_eq!(json("[1,2,3]").element(3), None);

@@ -114,6 +114,7 @@ mod engine_tests;
 pub mod error;
 pub mod expression;
 pub mod interval;
+pub mod jsonb;
 pub mod numeric;
 pub mod operation;
 pub mod planner;

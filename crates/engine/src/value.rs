@@ -43,6 +43,9 @@ pub enum DataType {
     Uuid,
     /// Slot 12. INTERVAL: months, days and microseconds (`crate::interval`).
     Interval,
+    /// Slot 13. JSONB (and JSON, which is taken as JSONB): canonical jsonb text
+    /// (`crate::jsonb`).
+    Jsonb,
 }
 
 impl DataType {
@@ -68,6 +71,7 @@ impl DataType {
             DataType::Char { length } => format!("character({length})"),
             DataType::Uuid => "uuid".into(),
             DataType::Interval => "interval".into(),
+            DataType::Jsonb => "jsonb".into(),
         }
     }
 }
@@ -106,6 +110,9 @@ pub enum Value {
     /// Slot 12. INTERVAL. Equal, ordered and hashed by its span with a month of 30 days and
     /// a day of 24 hours (`Interval::span`), as PostgreSQL compares intervals.
     Interval(Interval),
+    /// Slot 13. JSONB: always canonical text (`crate::jsonb::canonical`), so equal documents
+    /// are equal strings; ordered by that text.
+    Jsonb(String),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -134,6 +141,7 @@ impl Value {
             Value::Numeric(_) => 10,
             Value::Uuid(_) => 11,
             Value::Interval(_) => 12,
+            Value::Jsonb(_) => 13,
         }
     }
 
@@ -157,6 +165,7 @@ impl Value {
             Value::Numeric(_) => "numeric",
             Value::Uuid(_) => "uuid",
             Value::Interval(_) => "interval",
+            Value::Jsonb(_) => "jsonb",
         }
     }
 
@@ -167,7 +176,7 @@ impl Value {
             Value::Boolean(_) => 1,
             Value::Int(_) | Value::Date(_) => 4,
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
-            Value::Text(text) => text.len(),
+            Value::Text(text) | Value::Jsonb(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
             Value::Numeric(_) | Value::Uuid(_) | Value::Interval(_) => 16,
         }
@@ -190,6 +199,7 @@ impl Value {
                 | (Value::Numeric(_), DataType::Numeric { .. })
                 | (Value::Uuid(_), DataType::Uuid)
                 | (Value::Interval(_), DataType::Interval)
+                | (Value::Jsonb(_), DataType::Jsonb)
         )
     }
 }
@@ -226,6 +236,7 @@ impl Ord for Value {
             (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
             (Value::Uuid(a), Value::Uuid(b)) => a.cmp(b),
             (Value::Interval(a), Value::Interval(b)) => a.span().cmp(&b.span()),
+            (Value::Jsonb(a), Value::Jsonb(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -245,6 +256,7 @@ impl Hash for Value {
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
             Value::Uuid(bytes) => bytes.hash(state),
+            Value::Jsonb(text) => text.hash(state),
             // Equal spans hash alike: '1 mon' equals '30 days'.
             Value::Interval(interval) => interval.span().hash(state),
             // Equal values hash alike: 1.5 and 1.50 normalise to the same mantissa and scale.
@@ -303,6 +315,7 @@ impl std::fmt::Display for Value {
             Value::Numeric(value) => write!(formatter, "{value}"),
             Value::Uuid(bytes) => write!(formatter, "UUID '{}'", format_uuid(bytes)),
             Value::Interval(value) => write!(formatter, "INTERVAL '{}'", interval::format(*value)),
+            Value::Jsonb(text) => write!(formatter, "JSONB '{}'", text.replace('\'', "''")),
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
                 let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
@@ -475,6 +488,7 @@ pub fn check_length(value: &Value, data_type: DataType, column: &str) -> Result<
             }
         }
         (Value::Bytea(bytes), _) => too_big(bytes.len()),
+        (Value::Jsonb(text), _) => too_big(text.len()),
         _ => Ok(()),
     }
 }
@@ -523,6 +537,12 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
             .map(Value::Numeric),
         // PostgreSQL's uuid_in takes no surrounding blanks.
         DataType::Uuid => parse_uuid(text).map(Value::Uuid).ok_or_else(invalid),
+        DataType::Jsonb => crate::jsonb::canonical(text)
+            .map(Value::Jsonb)
+            .map_err(|_| EngineError::Evaluation {
+                condition: crate::error::Condition::InvalidTextRepresentation,
+                message: "invalid input syntax for type json".into(),
+            }),
         DataType::Interval => match interval::parse(text) {
             Ok(value) => Ok(Value::Interval(value)),
             Err(interval::IntervalError::Invalid) => Err(invalid()),
@@ -802,6 +822,7 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::Numeric(decimal) => decimal.to_string(),
         Value::Uuid(bytes) => format_uuid(bytes),
         Value::Interval(value) => interval::format(*value),
+        Value::Jsonb(text) => text.clone(),
     })
 }
 

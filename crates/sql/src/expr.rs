@@ -121,6 +121,8 @@ pub enum Function {
     Floor,
     /// `extract(field from source)` (`engine::expression::Function::Extract`).
     Extract,
+    /// A JSON operator or function of the engine (`->`, `@>`, `jsonb_typeof`, …).
+    Json(engine::expression::Function),
     /// `format_type(type_oid, typmod)`, for catalog queries.
     FormatType,
     /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
@@ -162,6 +164,7 @@ impl Function {
             Function::Ceil => Shared::Ceil,
             Function::Floor => Shared::Floor,
             Function::Extract => Shared::Extract,
+            Function::Json(shared) => shared,
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
@@ -585,6 +588,8 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,
         Sql::Uuid => DataType::Uuid,
+        // JSON is taken as JSONB (docs/internals/sql.md, "JSONB").
+        Sql::JSON | Sql::JSONB => DataType::Jsonb,
         Sql::Interval {
             fields: None,
             precision: None,
@@ -613,6 +618,7 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("numeric" | "decimal") => DataType::Numeric { typmod: None },
                 Some("uuid") => DataType::Uuid,
                 Some("interval") => DataType::Interval,
+                Some("jsonb" | "json") => DataType::Jsonb,
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -1161,6 +1167,15 @@ impl Compiler<'_, '_> {
                 let inner = self.binary(left, &BinaryOperator::PGRegexMatch, right)?;
                 return Ok(Scalar::Not(Box::new(inner)));
             }
+            BinaryOperator::Arrow
+            | BinaryOperator::LongArrow
+            | BinaryOperator::HashArrow
+            | BinaryOperator::HashLongArrow
+            | BinaryOperator::AtArrow
+            | BinaryOperator::ArrowAt
+            | BinaryOperator::Question
+            | BinaryOperator::QuestionPipe
+            | BinaryOperator::QuestionAnd => return self.json_operator(left, op, right),
             BinaryOperator::PGCustomBinaryOperator(parts) => {
                 let symbol = parts.last().map(String::as_str).unwrap_or("");
                 let plain = match symbol {
@@ -1330,6 +1345,21 @@ impl Compiler<'_, '_> {
             "ceil" | "ceiling" => Some((Function::Ceil, 1..=1)),
             "floor" => Some((Function::Floor, 1..=1)),
             "format_type" => Some((Function::FormatType, 2..=2)),
+            "jsonb_typeof" | "json_typeof" => Some((
+                Function::Json(engine::expression::Function::JsonTypeof),
+                1..=1,
+            )),
+            "jsonb_array_length" | "json_array_length" => Some((
+                Function::Json(engine::expression::Function::JsonArrayLength),
+                1..=1,
+            )),
+            "to_jsonb" | "to_json" => {
+                Some((Function::Json(engine::expression::Function::ToJsonb), 1..=1))
+            }
+            "jsonb_build_object" => Some((
+                Function::Json(engine::expression::Function::JsonBuildObject),
+                0..=usize::MAX,
+            )),
             _ => None,
         };
         if let Some((builtin, arity)) = builtin {
@@ -1483,6 +1513,73 @@ impl Compiler<'_, '_> {
             })?),
         };
         Ok(Some(Scalar::Constant(value)))
+    }
+
+    /// The JSONB operators: `->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, `?|`, `?&`. The key list
+    /// of `?|` and `?&` may be `ARRAY['a', 'b']` of constants or a text array literal.
+    fn json_operator(
+        &mut self,
+        left: &Expr,
+        op: &BinaryOperator,
+        right: &Expr,
+    ) -> Result<Scalar, SqlError> {
+        use engine::expression::Function as Shared;
+        let text = DataType::Text { length_max: None };
+        let function = match op {
+            BinaryOperator::Arrow => Shared::JsonField,
+            BinaryOperator::LongArrow => Shared::JsonFieldText,
+            BinaryOperator::HashArrow => Shared::JsonPath,
+            BinaryOperator::HashLongArrow => Shared::JsonPathText,
+            BinaryOperator::AtArrow | BinaryOperator::ArrowAt => Shared::JsonContains,
+            BinaryOperator::Question => Shared::JsonHasKey,
+            BinaryOperator::QuestionPipe => Shared::JsonHasAny,
+            _ => Shared::JsonHasAll,
+        };
+        let document = self.compile(left, Some(DataType::Jsonb))?;
+        let argument = match (function, right) {
+            (Shared::JsonHasAny | Shared::JsonHasAll, Expr::Array(array)) => {
+                let mut keys = Vec::with_capacity(array.elem.len());
+                for element in &array.elem {
+                    match self.compile(element, Some(text))? {
+                        Scalar::Constant(Value::Text(key)) => {
+                            keys.push(engine::jsonb::quoted(&key))
+                        }
+                        _ => {
+                            return Err(SqlError::unsupported(
+                                "?| and ?& with an array of other than text constants",
+                            ))
+                        }
+                    }
+                }
+                Scalar::Constant(Value::Jsonb(format!("[{}]", keys.join(", "))))
+            }
+            (Shared::JsonContains, _) => self.compile(right, Some(DataType::Jsonb))?,
+            (Shared::JsonField | Shared::JsonFieldText, _) => self.compile(right, None)?,
+            _ => self.compile(right, Some(text))?,
+        };
+        let json = |scalar: &Scalar, compiler: &Self| {
+            matches!(
+                compiler.type_of(scalar),
+                None | Some(DataType::Jsonb) | Some(DataType::Text { .. })
+            )
+        };
+        if !json(&document, self) || (function == Shared::JsonContains && !json(&argument, self)) {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!(
+                    "operator does not exist: {} {op} {}",
+                    self.type_of(&document).map_or("unknown".into(), DataType::name),
+                    self.type_of(&argument).map_or("unknown".into(), DataType::name)
+                ),
+            )
+            .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts."));
+        }
+        let arguments = if *op == BinaryOperator::ArrowAt {
+            vec![argument, document]
+        } else {
+            vec![document, argument]
+        };
+        Ok(Scalar::Call(Function::Json(function), arguments))
     }
 
     /// `INTERVAL 'text'`: the text read as an interval (PostgreSQL's `interval_in`). The SQL
@@ -1883,6 +1980,7 @@ impl Scalar {
                     .find_map(|argument| argument.data_type(types)),
                 Function::Length => Some(DataType::Int),
                 Function::Extract => Some(DataType::Numeric { typmod: None }),
+                Function::Json(shared) => Some(json_result_type(*shared)),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
                     .iter()
@@ -1897,6 +1995,21 @@ impl Scalar {
                 }
             },
         }
+    }
+}
+
+/// The type a JSON operator or function answers.
+fn json_result_type(function: engine::expression::Function) -> DataType {
+    use engine::expression::Function as Shared;
+    match function {
+        Shared::JsonFieldText | Shared::JsonPathText | Shared::JsonTypeof => {
+            DataType::Text { length_max: None }
+        }
+        Shared::JsonContains | Shared::JsonHasKey | Shared::JsonHasAny | Shared::JsonHasAll => {
+            DataType::Boolean
+        }
+        Shared::JsonArrayLength => DataType::Int,
+        _ => DataType::Jsonb,
     }
 }
 
@@ -2127,7 +2240,8 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         | Function::Trunc
         | Function::Ceil
         | Function::Floor
-        | Function::Extract => unreachable!("the engine's functions"),
+        | Function::Extract
+        | Function::Json(_) => unreachable!("the engine's functions"),
         Function::FormatType => {
             let number = |value: &Value| match value {
                 Value::Int(number) => Some(i64::from(*number)),

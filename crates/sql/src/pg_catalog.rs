@@ -159,6 +159,7 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Char { length: 1 },
         DataType::Uuid,
         DataType::Interval,
+        DataType::Jsonb,
     ];
     types
         .iter()
@@ -170,7 +171,7 @@ fn type_rows() -> Vec<Vec<Value>> {
                     "N"
                 }
                 DataType::Text { .. } | DataType::Char { .. } => "S",
-                DataType::Bytea | DataType::Uuid => "U",
+                DataType::Bytea | DataType::Uuid | DataType::Jsonb => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
                 DataType::Interval => "T",
             };
@@ -214,6 +215,7 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::Char { .. } => 1014,
         DataType::Uuid => 2951,
         DataType::Interval => 1187,
+        DataType::Jsonb => 3807,
     }
 }
 
@@ -1633,6 +1635,7 @@ pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
             )
         }
         (_, DataType::Timestamp) => "timestamp without time zone".into(),
+        (crate::types::JSON_OID, _) => "json".into(),
         (_, data_type) => data_type.name(),
     })
 }

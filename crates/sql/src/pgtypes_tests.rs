@@ -266,3 +266,87 @@ fn intervals_print_order_and_compute_as_postgresql_15() {
         ["interval"]
     );
 }
+
+/// The answers are PostgreSQL 15's for the same table and statements.
+#[test]
+fn jsonb_is_stored_canonically_and_its_operators_answer_as_postgresql_15() {
+    let mut cluster = Cluster::new(3);
+    run(
+        &mut cluster,
+        "CREATE TABLE docs (id INT PRIMARY KEY, doc JSONB, raw JSON)",
+    );
+    run(
+        &mut cluster,
+        r#"INSERT INTO docs VALUES (1, '{"b": [1, 2.50], "a": {"k": "x"}, "a": {"k": "z"}}', '{"z":1}'),
+           (2, '[1, "two", null]', NULL), (3, '{"a": {"k": "y"}, "tags": ["t1", "t2"]}', NULL),
+           (4, '"text"', NULL)"#,
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            r#"SELECT id, doc, doc -> 'a', doc ->> 'tags', doc #>> '{a,k}', doc @> '{"a": {"k": "y"}}', doc ? 'tags', jsonb_typeof(doc) FROM docs ORDER BY id"#
+        ),
+        [
+            r#"1|{"a": {"k": "z"}, "b": [1, 2.50]}|{"k": "z"}||z|f|f|object"#,
+            r#"2|[1, "two", null]||||f|f|array"#,
+            r#"3|{"a": {"k": "y"}, "tags": ["t1", "t2"]}|{"k": "y"}|["t1", "t2"]|y|t|t|object"#,
+            r#"4|"text"||||f|f|string"#,
+        ]
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            r#"SELECT '[1,2,3]'::jsonb -> 1, '[1,2,3]'::jsonb -> -1, '{"a":{"b":[5,6]}}'::jsonb #> '{a,b,1}', '{"a":1}'::jsonb <@ '{"a":1,"b":2}', '{"a":1}'::jsonb ?| array['x','a'], '{"a":1}'::jsonb ?& array['x','a'], jsonb_array_length('[1,2]'), jsonb_build_object('a', 1, 'b', 'x', 'c', null), to_jsonb('x'::text), to_jsonb(1.50), '{"a":1}'::jsonb = '{ "a" : 1 }'"#
+        ),
+        [r#"2|3|6|t|t|f|2|{"a": 1, "b": "x", "c": null}|"x"|1.50|t"#]
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT id FROM docs WHERE doc ->> 'tags' IS NOT NULL"
+        ),
+        ["3"]
+    );
+    assert_eq!(
+        texts(&mut cluster, "SELECT raw FROM docs WHERE id = 1"),
+        [r#"{"z": 1}"#]
+    );
+    run(
+        &mut cluster,
+        "UPDATE docs SET doc = jsonb_build_object('n', id, 'old', doc -> 'a') WHERE id = 3",
+    );
+    assert_eq!(
+        texts(&mut cluster, "SELECT doc FROM docs WHERE id = 3"),
+        [r#"{"n": 3, "old": {"k": "y"}}"#]
+    );
+    let bad = error(
+        &mut cluster,
+        r#"INSERT INTO docs VALUES (5, '{"a" 1}', NULL)"#,
+    );
+    assert_eq!(
+        (bad.code, bad.message.as_str()),
+        ("22P02", "invalid input syntax for type json")
+    );
+    let scalar = error(&mut cluster, "SELECT jsonb_array_length('1')");
+    assert_eq!(scalar.code, "22023");
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT format_type(3802, -1), format_type(114, -1)"
+        ),
+        ["jsonb|json"]
+    );
+    let value = Value::Jsonb(r#"{"a": [1]}"#.into());
+    let bytes = types::encode_binary(&value).unwrap();
+    assert_eq!(bytes[0], 1, "jsonb_send's version byte");
+    assert_eq!(
+        types::decode_binary(&bytes, DataType::Jsonb).unwrap(),
+        value
+    );
+    assert_eq!(
+        types::decode_binary(b"\x02{}", DataType::Jsonb)
+            .unwrap_err()
+            .code,
+        "22P03"
+    );
+}

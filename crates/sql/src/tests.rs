@@ -801,7 +801,7 @@ fn create_table_parses_types_constraints_and_placement_options() {
     );
     assert_eq!(
         cluster
-            .error("CREATE TABLE u (a INT PRIMARY KEY, b JSON)")
+            .error("CREATE TABLE u (a INT PRIMARY KEY, b TIME)")
             .code,
         "0A000"
     );

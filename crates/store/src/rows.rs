@@ -82,6 +82,10 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.push(11);
             key.extend_from_slice(&interval.span().to_be_bytes());
         }
+        Value::Jsonb(text) => {
+            key.push(12);
+            key.extend_from_slice(text.as_bytes());
+        }
     }
     key
 }

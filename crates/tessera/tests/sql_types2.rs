@@ -9,6 +9,12 @@
 //! 22P02 for bad input; psycopg's binary protocol (oid 2950) decodes `uuid.UUID` and sends it
 //! as a parameter. The rows survive every process being killed at once and restarted from the
 //! logs.
+//!
+//! INTERVAL and JSONB: a table of events keyed over the partitions with a TIMESTAMPTZ, an
+//! INTERVAL and a JSONB column; timestamp ± interval, timestamp − timestamp, extract, ordering
+//! by interval; jsonb stored canonically and its operators (`->`, `->>`, `#>>`, `@>`, `?`);
+//! psycopg's binary formats (interval as `timedelta`, jsonb as Python objects, both as
+//! parameters too). They survive the same restart.
 
 mod support;
 
@@ -203,6 +209,89 @@ fn uuid_interval_and_jsonb_are_stored_keyed_spoken_and_survive_a_restart() {
         ]
     );
 
+    // INTERVAL and JSONB.
+    psql_ok(
+        pg[1],
+        &[
+            "CREATE TABLE events (id INT PRIMARY KEY, at TIMESTAMPTZ NOT NULL, took INTERVAL, \
+             doc JSONB)",
+            r#"INSERT INTO events VALUES (1, '2024-01-31 10:00:00+00', '1 day 02:03:04', '{"b": [1, 2.50], "a": {"k": "x"}, "a": {"k": "z"}}'), (2, '2024-02-29 00:00:00+00', '-1 days +01:00:00', '[1, "two", null]'), (3, '2023-12-31 23:59:59.5+00', '1 year 2 mons', '{"a": {"k": "y"}, "tags": ["t1", "t2"]}'), (4, '2024-03-01 12:00:00+00', 'P1DT12H', '"text"')"#,
+        ],
+    );
+    assert_eq!(
+        partitions_reached(pg[0], "SELECT * FROM events WHERE id IN (1, 2, 3, 4)").len(),
+        3,
+        "the events lie on every partition"
+    );
+    let intervals = "SELECT id, took, at + took, at - interval '1 hour', \
+                     extract(epoch from took) FROM events ORDER BY took, id";
+    // PostgreSQL 15's answer.
+    let expected_intervals = "\
+2|-1 days +01:00:00|2024-02-28 01:00:00+00|2024-02-28 23:00:00+00|-82800.000000
+1|1 day 02:03:04|2024-02-01 12:03:04+00|2024-01-31 09:00:00+00|93784.000000
+4|1 day 12:00:00|2024-03-03 00:00:00+00|2024-03-01 11:00:00+00|129600.000000
+3|1 year 2 mons|2025-02-28 23:59:59.5+00|2023-12-31 22:59:59.5+00|36741600.000000";
+    assert_eq!(psql_ok(pg[2], &[intervals]), expected_intervals);
+    assert_eq!(
+        psql_ok(pg[0], &["SELECT max(at) - min(at) FROM events"]),
+        "60 days 12:00:00.5"
+    );
+    let documents = r#"SELECT id, doc, doc -> 'a', doc ->> 'tags', doc #>> '{a,k}', doc @> '{"a": {"k": "y"}}', doc ? 'tags', jsonb_typeof(doc) FROM events ORDER BY id"#;
+    let expected_documents = r#"1|{"a": {"k": "z"}, "b": [1, 2.50]}|{"k": "z"}||z|f|f|object
+2|[1, "two", null]||||f|f|array
+3|{"a": {"k": "y"}, "tags": ["t1", "t2"]}|{"k": "y"}|["t1", "t2"]|y|t|t|object
+4|"text"||||f|f|string"#;
+    assert_eq!(psql_ok(pg[1], &[documents]), expected_documents);
+    let bad = psql(
+        pg[0],
+        &["INSERT INTO events VALUES (9, now(), '1 fortnight', '{}')"],
+    );
+    assert!(
+        bad.contains("ERROR:  invalid input syntax for type interval: \"1 fortnight\""),
+        "{bad}"
+    );
+    let bad = psql(
+        pg[0],
+        &[r#"INSERT INTO events VALUES (9, now(), '1 day', '{"a" 1}')"#],
+    );
+    assert!(
+        bad.contains("ERROR:  invalid input syntax for type json"),
+        "{bad}"
+    );
+    // psycopg in binary (PostgreSQL 15 answers the same lines).
+    let answers = binary(
+        pg[2],
+        &[
+            ("SELECT took, doc FROM events WHERE id = %b", "[1]"),
+            (
+                "SELECT id FROM events WHERE took = %b",
+                r#"[{"timedelta": [1, 7384, 0]}]"#,
+            ),
+            (
+                "SELECT id FROM events WHERE doc @> %b",
+                r#"[{"jsonb": {"a": {"k": "y"}}}]"#,
+            ),
+            ("SELECT took FROM events WHERE id = 3", "[]"),
+        ],
+    );
+    assert_eq!(
+        answers,
+        [
+            "types: 1186,3802",
+            "rows: timedelta:1 day, 2:03:04,dict:{'a': {'k': 'z'}, 'b': [1, 2.5]}",
+            "count: 1",
+            "types: 23",
+            "rows: int:1",
+            "count: 1",
+            "types: 23",
+            "rows: int:3",
+            "count: 1",
+            "types: 1186",
+            "rows: timedelta:425 days, 0:00:00",
+            "count: 1",
+        ]
+    );
+
     // Every process killed at once, restarted from its logs: the rows are all there.
     let before = psql_ok(pg[0], &["SELECT id, n FROM things ORDER BY id"]);
     kill_everything_and_restart(&mut cluster);
@@ -210,4 +299,6 @@ fn uuid_interval_and_jsonb_are_stored_keyed_spoken_and_survive_a_restart() {
         psql_eventually(pg[1], "SELECT id, n FROM things ORDER BY id"),
         before
     );
+    assert_eq!(psql_eventually(pg[2], intervals), expected_intervals);
+    assert_eq!(psql_eventually(pg[0], documents), expected_documents);
 }
