@@ -87,6 +87,17 @@ pub enum Condition {
     NumericValueOutOfRange,
     /// Slot 3. 42804: a value of a type the operation cannot take.
     DatatypeMismatch,
+    /// Slot 4. 22008: a date, timestamp or interval result outside its range.
+    DatetimeFieldOverflow,
+    /// Slot 5. 22015: an interval field outside its range.
+    IntervalFieldOverflow,
+    /// Slot 6. 0A000: a feature not built (an `extract` field).
+    FeatureNotSupported,
+    /// Slot 7. 22P02: text that is not a value of the type (`invalid input syntax for type
+    /// json`, whose message carries no text).
+    InvalidTextRepresentation,
+    /// Slot 8. 22023: an argument outside what the function takes.
+    InvalidParameterValue,
 }
 
 impl Condition {
@@ -96,6 +107,11 @@ impl Condition {
             Condition::DivisionByZero => "22012",
             Condition::NumericValueOutOfRange => "22003",
             Condition::DatatypeMismatch => "42804",
+            Condition::DatetimeFieldOverflow => "22008",
+            Condition::IntervalFieldOverflow => "22015",
+            Condition::FeatureNotSupported => "0A000",
+            Condition::InvalidTextRepresentation => "22P02",
+            Condition::InvalidParameterValue => "22023",
         }
     }
 }

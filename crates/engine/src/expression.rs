@@ -13,6 +13,8 @@
 //! `EXPRESSION_NODES_MAX` are refused.
 
 use crate::error::{Condition, EngineError};
+use crate::interval::{self, Interval, IntervalError};
+use crate::jsonb::Json;
 use crate::numeric::{self, Decimal};
 use crate::predicate::CompareOp;
 use crate::schema::TableSchema;
@@ -58,6 +60,33 @@ pub enum Function {
     Ceil,
     /// `floor(x)`.
     Floor,
+    /// `extract(field from source)`: the field's name as text, then a date, timestamp or
+    /// interval; NUMERIC, as PostgreSQL 15 answers.
+    Extract,
+    /// `jsonb -> key | index`.
+    JsonField,
+    /// `jsonb ->> key | index`: text.
+    JsonFieldText,
+    /// `jsonb #> path` (a text array).
+    JsonPath,
+    /// `jsonb #>> path`: text.
+    JsonPathText,
+    /// `a @> b` (and `b <@ a`).
+    JsonContains,
+    /// `jsonb ? key`.
+    JsonHasKey,
+    /// `jsonb ?| keys` (the keys as a JSONB array of strings).
+    JsonHasAny,
+    /// `jsonb ?& keys`.
+    JsonHasAll,
+    /// `jsonb_typeof(jsonb)`.
+    JsonTypeof,
+    /// `jsonb_array_length(jsonb)`.
+    JsonArrayLength,
+    /// `jsonb_build_object(key, value, …)`.
+    JsonBuildObject,
+    /// `to_jsonb(value)`.
+    ToJsonb,
 }
 
 impl Function {
@@ -69,6 +98,17 @@ impl Function {
             Function::NullIf => 2..=2,
             Function::Round | Function::Trunc => 1..=2,
             Function::Ceil | Function::Floor => 1..=1,
+            Function::Extract => 2..=2,
+            Function::JsonField
+            | Function::JsonFieldText
+            | Function::JsonPath
+            | Function::JsonPathText
+            | Function::JsonContains
+            | Function::JsonHasKey
+            | Function::JsonHasAny
+            | Function::JsonHasAll => 2..=2,
+            Function::JsonTypeof | Function::JsonArrayLength | Function::ToJsonb => 1..=1,
+            Function::JsonBuildObject => 0..=usize::MAX,
         }
     }
 }
@@ -386,6 +426,9 @@ pub fn value_type(value: &Value) -> Option<DataType> {
         Value::Timestamp(_) => DataType::Timestamp,
         Value::TimestampTz(_) => DataType::TimestampTz,
         Value::Numeric(_) => DataType::Numeric { typmod: None },
+        Value::Uuid(_) => DataType::Uuid,
+        Value::Interval(_) => DataType::Interval,
+        Value::Jsonb(_) => DataType::Jsonb,
     })
 }
 
@@ -472,6 +515,7 @@ pub fn negate(value: &Value) -> Result<Value, EngineError> {
         Value::BigInt(number) => Value::BigInt(number.checked_neg().ok_or_else(overflow)?),
         Value::Double(number) => Value::Double(-number),
         Value::Numeric(decimal) => Value::Numeric(-*decimal),
+        Value::Interval(value) => Value::Interval(value.checked_neg().map_err(interval_error)?),
         other => {
             return Err(error(
                 Condition::UndefinedFunction,
@@ -524,6 +568,9 @@ pub fn arithmetic_value(
         other => unreachable!("{other:?} is not arithmetic"),
     };
     let divide_by_zero = || error(Condition::DivisionByZero, "division by zero");
+    if let Some(result) = temporal_arithmetic(operator, left, right) {
+        return result;
+    }
     if let (Some(a), Some(b)) = (integer(left), integer(right)) {
         let result = match operator {
             Operator::Add => a.checked_add(b),
@@ -571,6 +618,416 @@ pub fn arithmetic_value(
         Operator::Divide => a / b,
         _ => a % b,
     }))
+}
+
+/// An interval failure as PostgreSQL reports it.
+pub fn interval_error(failure: IntervalError) -> EngineError {
+    match failure {
+        IntervalError::Invalid => error(Condition::DatatypeMismatch, "invalid interval"),
+        IntervalError::OutOfRange => {
+            error(Condition::DatetimeFieldOverflow, "interval out of range")
+        }
+        IntervalError::DivisionByZero => error(Condition::DivisionByZero, "division by zero"),
+    }
+}
+
+fn is_temporal(data_type: DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Date | DataType::Timestamp | DataType::TimestampTz | DataType::Interval
+    )
+}
+
+fn is_number(data_type: DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
+    )
+}
+
+/// The result type of `+ - * /` when either operand is a date, timestamp or interval, as
+/// PostgreSQL's operators give it: `Some(None)` when there is no such operator (42883),
+/// `None` when neither operand is of those types (the numeric rules apply).
+pub fn temporal_arithmetic_type(
+    operator: Operator,
+    left: DataType,
+    right: DataType,
+) -> Option<Option<DataType>> {
+    use DataType as T;
+    if !is_temporal(left) && !is_temporal(right) {
+        return None;
+    }
+    let instant =
+        |data_type: DataType| matches!(data_type, T::Date | T::Timestamp | T::TimestampTz);
+    Some(match (operator, left, right) {
+        (Operator::Add, T::Date, T::Int) | (Operator::Add, T::Int, T::Date) => Some(T::Date),
+        (Operator::Subtract, T::Date, T::Int) => Some(T::Date),
+        (Operator::Subtract, T::Date, T::Date) => Some(T::Int),
+        (Operator::Add | Operator::Subtract, T::Interval, T::Interval) => Some(T::Interval),
+        (Operator::Add | Operator::Subtract, T::TimestampTz, T::Interval)
+        | (Operator::Add, T::Interval, T::TimestampTz) => Some(T::TimestampTz),
+        (Operator::Add | Operator::Subtract, T::Timestamp | T::Date, T::Interval)
+        | (Operator::Add, T::Interval, T::Timestamp | T::Date) => Some(T::Timestamp),
+        (Operator::Subtract, left, right) if instant(left) && instant(right) => Some(T::Interval),
+        (Operator::Multiply, T::Interval, number) | (Operator::Multiply, number, T::Interval)
+            if is_number(number) =>
+        {
+            Some(T::Interval)
+        }
+        (Operator::Divide, T::Interval, number) if is_number(number) => Some(T::Interval),
+        _ => None,
+    })
+}
+
+/// Microseconds since 1970 of a date (its midnight) or timestamp.
+fn instant_of(value: &Value) -> Option<i64> {
+    match value {
+        Value::Date(days) => i64::from(*days).checked_mul(interval::MICROSECONDS_PER_DAY),
+        Value::Timestamp(microseconds) | Value::TimestampTz(microseconds) => Some(*microseconds),
+        _ => None,
+    }
+}
+
+/// Date, timestamp and interval arithmetic, as PostgreSQL's operators (`timestamp ±
+/// interval`, `timestamp - timestamp`, `interval ± interval`, `interval * / number`,
+/// `date ± integer`, `date - date`); `None` when neither operand is such a value. The operand
+/// types must have an operator (`temporal_arithmetic_type`), else 42883.
+fn temporal_arithmetic(
+    operator: Operator,
+    left: &Value,
+    right: &Value,
+) -> Option<Result<Value, EngineError>> {
+    let (left_type, right_type) = (value_type(left)?, value_type(right)?);
+    let result_type = temporal_arithmetic_type(operator, left_type, right_type)?;
+    let Some(result_type) = result_type else {
+        let symbol = match operator {
+            Operator::Add => "+",
+            Operator::Subtract => "-",
+            Operator::Multiply => "*",
+            Operator::Divide => "/",
+            _ => "%",
+        };
+        return Some(Err(error(
+            Condition::UndefinedFunction,
+            format!(
+                "operator does not exist: {} {symbol} {}",
+                left.type_name(),
+                right.type_name()
+            ),
+        )));
+    };
+    Some(temporal_value(operator, left, right, result_type))
+}
+
+fn temporal_value(
+    operator: Operator,
+    left: &Value,
+    right: &Value,
+    result_type: DataType,
+) -> Result<Value, EngineError> {
+    let out_of_range = |what: &str| {
+        error(
+            Condition::DatetimeFieldOverflow,
+            format!("{what} out of range"),
+        )
+    };
+    let subtract = operator == Operator::Subtract;
+    Ok(match (left, right) {
+        (Value::Date(days), other) | (other, Value::Date(days))
+            if result_type == DataType::Date =>
+        {
+            let offset = integer(other).expect("date ± integer");
+            let offset = if subtract { -offset } else { offset };
+            let shifted = i64::from(*days) + offset;
+            Value::Date(i32::try_from(shifted).map_err(|_| out_of_range("date"))?)
+        }
+        (Value::Date(a), Value::Date(b)) => Value::Int(
+            i32::try_from(i64::from(*a) - i64::from(*b)).map_err(|_| out_of_range("integer"))?,
+        ),
+        (Value::Interval(a), Value::Interval(b)) => Value::Interval(
+            if subtract {
+                a.checked_sub(*b)
+            } else {
+                a.checked_add(*b)
+            }
+            .map_err(interval_error)?,
+        ),
+        (Value::Interval(value), number) | (number, Value::Interval(value))
+            if matches!(operator, Operator::Multiply | Operator::Divide) =>
+        {
+            let factor = double(number).expect("a number operand");
+            Value::Interval(
+                if operator == Operator::Divide {
+                    value.divide(factor)
+                } else {
+                    value.multiply(factor)
+                }
+                .map_err(interval_error)?,
+            )
+        }
+        (Value::Interval(value), instant) | (instant, Value::Interval(value)) => {
+            let start = instant_of(instant).ok_or_else(|| out_of_range("timestamp"))?;
+            let value: Interval = if subtract {
+                value.checked_neg().map_err(interval_error)?
+            } else {
+                *value
+            };
+            let moved = interval::add_to_timestamp(start, value)
+                .ok_or_else(|| out_of_range("timestamp"))?;
+            match result_type {
+                DataType::TimestampTz => Value::TimestampTz(moved),
+                _ => Value::Timestamp(moved),
+            }
+        }
+        (later, earlier) => {
+            let (later, earlier) = (instant_of(later), instant_of(earlier));
+            let (Some(later), Some(earlier)) = (later, earlier) else {
+                unreachable!("temporal_arithmetic_type admits only these operands")
+            };
+            Value::Interval(interval::between_timestamps(later, earlier).map_err(interval_error)?)
+        }
+    })
+}
+
+/// `extract(field from source)` (PostgreSQL 15's answers and scales: seconds and epochs of
+/// timestamps and intervals with six decimals, a date's epoch and the other fields whole).
+fn extract(field: &Value, source: &Value) -> Result<Value, EngineError> {
+    let (Value::Text(field), false) = (field, source.is_null()) else {
+        return Ok(Value::Null);
+    };
+    let field = field.to_ascii_lowercase();
+    let whole = |number: i64| Ok(Value::Numeric(Decimal::from(number)));
+    let micro = |microseconds: i128| {
+        Ok(Value::Numeric(Decimal::from_i128_with_scale(
+            microseconds,
+            6,
+        )))
+    };
+    let unsupported = || {
+        Err(error(
+            Condition::FeatureNotSupported,
+            format!(
+                "unit \"{field}\" not supported for type {}",
+                source.type_name()
+            ),
+        ))
+    };
+    match source {
+        Value::Interval(value) => match field.as_str() {
+            "epoch" => Ok(Value::Numeric(value.epoch())),
+            "year" | "years" => whole(i64::from(value.months / 12)),
+            "month" | "months" | "mon" | "mons" => whole(i64::from(value.months % 12)),
+            "day" | "days" => whole(i64::from(value.days)),
+            "hour" | "hours" => whole(value.microseconds / interval::MICROSECONDS_PER_HOUR),
+            "minute" | "minutes" => whole(value.microseconds / 60_000_000 % 60),
+            "second" | "seconds" => micro(i128::from(value.microseconds % 60_000_000)),
+            "millisecond" | "milliseconds" => Ok(Value::Numeric(Decimal::from_i128_with_scale(
+                i128::from(value.microseconds % 60_000_000),
+                3,
+            ))),
+            "microsecond" | "microseconds" => whole(value.microseconds % 60_000_000),
+            _ => unsupported(),
+        },
+        Value::Date(_) | Value::Timestamp(_) | Value::TimestampTz(_) => {
+            let is_date = matches!(source, Value::Date(_));
+            let at = instant_of(source).expect("a date or timestamp");
+            let days = at.div_euclid(interval::MICROSECONDS_PER_DAY);
+            let within = at.rem_euclid(interval::MICROSECONDS_PER_DAY);
+            let (year, month, day) = crate::value::civil_from_days(days);
+            match field.as_str() {
+                "epoch" if is_date => whole(at / interval::MICROSECONDS_PER_SECOND),
+                "epoch" => micro(i128::from(at)),
+                "year" | "years" => whole(if year <= 0 { year - 1 } else { year }),
+                "month" | "months" | "mon" | "mons" => whole(i64::from(month)),
+                "day" | "days" => whole(i64::from(day)),
+                "quarter" => whole(i64::from((month - 1) / 3 + 1)),
+                // 1970-01-01 was a Thursday (4).
+                "dow" => whole((days + 4).rem_euclid(7)),
+                "doy" => whole(days - crate::value::days_from_civil(year, 1, 1) + 1),
+                _ if is_date => unsupported(),
+                "hour" | "hours" => whole(within / interval::MICROSECONDS_PER_HOUR),
+                "minute" | "minutes" => whole(within / 60_000_000 % 60),
+                "second" | "seconds" => micro(i128::from(within % 60_000_000)),
+                _ => unsupported(),
+            }
+        }
+        other => Err(error(
+            Condition::UndefinedFunction,
+            format!(
+                "function extract(unknown, {}) does not exist",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+/// A JSONB value's tree; 42883 for a value of another type.
+fn json_operand(value: &Value, operation: &str) -> Result<Json, EngineError> {
+    match value {
+        Value::Jsonb(text) => crate::jsonb::parse(text).map_err(|_| {
+            error(
+                Condition::InvalidTextRepresentation,
+                "invalid input syntax for type json",
+            )
+        }),
+        Value::Text(text) => crate::jsonb::parse(text).map_err(|_| {
+            error(
+                Condition::InvalidTextRepresentation,
+                "invalid input syntax for type json",
+            )
+        }),
+        other => Err(error(
+            Condition::UndefinedFunction,
+            format!("operator does not exist: {} {operation}", other.type_name()),
+        )),
+    }
+}
+
+fn json_value(json: &Json) -> Value {
+    Value::Jsonb(json.to_text())
+}
+
+/// `to_jsonb`: numbers and booleans as themselves, JSONB as is, anything else as the JSON
+/// string of its text output.
+pub fn to_jsonb(value: &Value) -> Value {
+    match value {
+        Value::Null => Value::Null,
+        Value::Jsonb(_) => value.clone(),
+        Value::Boolean(_) | Value::Int(_) | Value::BigInt(_) | Value::Numeric(_) => {
+            Value::Jsonb(text_output(value).unwrap_or_default())
+        }
+        Value::Double(number) if number.is_finite() => {
+            Value::Jsonb(text_output(value).unwrap_or_default())
+        }
+        other => Value::Jsonb(crate::jsonb::quoted(
+            &text_output(other).unwrap_or_default(),
+        )),
+    }
+}
+
+/// The JSON operators and functions.
+fn json_call(function: Function, values: &[Value]) -> Result<Value, EngineError> {
+    if function == Function::JsonBuildObject {
+        return json_build_object(values);
+    }
+    if function == Function::ToJsonb {
+        return Ok(to_jsonb(&values[0]));
+    }
+    if values.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let document = json_operand(&values[0], "")?;
+    let text = |json: Option<&Json>| {
+        json.and_then(Json::to_unquoted)
+            .map_or(Value::Null, Value::Text)
+    };
+    let found = |json: Option<&Json>| json.map_or(Value::Null, json_value);
+    let step = |key: &Value| -> Result<Option<&Json>, EngineError> {
+        Ok(match key {
+            Value::Int(_) | Value::BigInt(_) => document.element(integer(key).expect("an integer")),
+            Value::Text(name) => document.field(name),
+            other => {
+                return Err(error(
+                    Condition::UndefinedFunction,
+                    format!("operator does not exist: jsonb -> {}", other.type_name()),
+                ))
+            }
+        })
+    };
+    let path = |value: &Value| -> Result<Vec<String>, EngineError> {
+        let text = text_output(value).unwrap_or_default();
+        crate::jsonb::text_array(&text).ok_or_else(|| {
+            error(
+                Condition::InvalidTextRepresentation,
+                format!("malformed array literal: \"{text}\""),
+            )
+        })
+    };
+    let keys = |value: &Value| -> Result<Vec<String>, EngineError> {
+        match json_operand(value, "?|")? {
+            Json::Array(elements) => Ok(elements
+                .iter()
+                .filter_map(|element| match element {
+                    Json::String(key) => Some(key.clone()),
+                    _ => None,
+                })
+                .collect()),
+            _ => path(value),
+        }
+    };
+    Ok(match function {
+        Function::JsonField => found(step(&values[1])?),
+        Function::JsonFieldText => text(step(&values[1])?),
+        Function::JsonPath => found(document.path(&path(&values[1])?)),
+        Function::JsonPathText => text(document.path(&path(&values[1])?)),
+        Function::JsonContains => {
+            Value::Boolean(document.contains(&json_operand(&values[1], "@>")?))
+        }
+        Function::JsonHasKey => {
+            Value::Boolean(document.has_key(&text_output(&values[1]).unwrap_or_default()))
+        }
+        Function::JsonHasAny => {
+            Value::Boolean(keys(&values[1])?.iter().any(|key| document.has_key(key)))
+        }
+        Function::JsonHasAll => {
+            Value::Boolean(keys(&values[1])?.iter().all(|key| document.has_key(key)))
+        }
+        Function::JsonTypeof => Value::Text(document.type_name().into()),
+        Function::JsonArrayLength => match &document {
+            Json::Array(elements) => Value::Int(i32::try_from(elements.len()).unwrap_or(i32::MAX)),
+            Json::Object(_) => {
+                return Err(error(
+                    Condition::InvalidParameterValue,
+                    "cannot get array length of a non-array",
+                ))
+            }
+            _ => {
+                return Err(error(
+                    Condition::InvalidParameterValue,
+                    "cannot get array length of a scalar",
+                ))
+            }
+        },
+        other => unreachable!("{other:?} is not a JSON function"),
+    })
+}
+
+/// `jsonb_build_object(key, value, …)`: keys by their text (never NULL), values by `to_jsonb`.
+fn json_build_object(values: &[Value]) -> Result<Value, EngineError> {
+    if !values.len().is_multiple_of(2) {
+        return Err(error(
+            Condition::InvalidParameterValue,
+            "argument list must have even number of elements",
+        ));
+    }
+    let mut text = String::from("{");
+    for (at, pair) in values.chunks(2).enumerate() {
+        let Some(key) = text_output(&pair[0]) else {
+            return Err(error(
+                Condition::InvalidParameterValue,
+                format!("argument {}: key must not be null", 2 * at + 1),
+            ));
+        };
+        if at > 0 {
+            text.push(',');
+        }
+        text.push_str(&crate::jsonb::quoted(&key));
+        text.push(':');
+        match to_jsonb(&pair[1]) {
+            Value::Jsonb(value) => text.push_str(&value),
+            _ => text.push_str("null"),
+        }
+    }
+    text.push('}');
+    // Canonical order, the last of duplicate keys kept, as jsonb builds it.
+    crate::jsonb::canonical(&text)
+        .map(Value::Jsonb)
+        .map_err(|_| {
+            error(
+                Condition::InvalidParameterValue,
+                "invalid jsonb_build_object arguments",
+            )
+        })
 }
 
 /// `operand [NOT] IN (items)` with SQL's NULL rules.
@@ -692,6 +1149,19 @@ pub fn call(function: Function, values: &[Value]) -> Result<Value, EngineError> 
         Function::Round | Function::Trunc | Function::Ceil | Function::Floor => {
             rounding(function, values)?
         }
+        Function::Extract => extract(&values[0], &values[1])?,
+        Function::JsonField
+        | Function::JsonFieldText
+        | Function::JsonPath
+        | Function::JsonPathText
+        | Function::JsonContains
+        | Function::JsonHasKey
+        | Function::JsonHasAny
+        | Function::JsonHasAll
+        | Function::JsonTypeof
+        | Function::JsonArrayLength
+        | Function::JsonBuildObject
+        | Function::ToJsonb => json_call(function, values)?,
     })
 }
 

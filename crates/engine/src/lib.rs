@@ -113,6 +113,8 @@ pub mod engine;
 mod engine_tests;
 pub mod error;
 pub mod expression;
+pub mod interval;
+pub mod jsonb;
 pub mod numeric;
 pub mod operation;
 pub mod planner;

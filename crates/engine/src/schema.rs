@@ -37,6 +37,9 @@ pub enum ColumnDefault {
     /// `GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY` over the column's own sequence: as
     /// `NextValue`; `always` refuses explicit values (428C9), as PostgreSQL does.
     Identity { sequence: String, always: bool },
+    /// `gen_random_uuid()`: the gateway draws one UUID per inserted row from the statement's
+    /// entropy and inserts them as constants, so every replica stores the same values.
+    RandomUuid,
 }
 
 impl ColumnDef {

@@ -1,6 +1,7 @@
 //! Column types, values, their total order, and coercion of constants to a column's type.
 
 use crate::error::EngineError;
+use crate::interval::{self, Interval};
 use crate::numeric::{self, Decimal};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -38,6 +39,13 @@ pub enum DataType {
     /// Slot 10. CHAR(n) / CHARACTER(n): text blank-padded to exactly n characters when stored
     /// (PostgreSQL's `bpchar`); longer values are refused unless the excess is blanks.
     Char { length: u32 },
+    /// Slot 11. UUID: 16 bytes, compared bytewise (as PostgreSQL's `uuid_cmp`).
+    Uuid,
+    /// Slot 12. INTERVAL: months, days and microseconds (`crate::interval`).
+    Interval,
+    /// Slot 13. JSONB (and JSON, which is taken as JSONB): canonical jsonb text
+    /// (`crate::jsonb`).
+    Jsonb,
 }
 
 impl DataType {
@@ -61,6 +69,9 @@ impl DataType {
                 typmod: Some((precision, scale)),
             } => format!("numeric({precision},{scale})"),
             DataType::Char { length } => format!("character({length})"),
+            DataType::Uuid => "uuid".into(),
+            DataType::Interval => "interval".into(),
+            DataType::Jsonb => "jsonb".into(),
         }
     }
 }
@@ -94,6 +105,14 @@ pub enum Value {
     TimestampTz(i64),
     /// Slot 10. NUMERIC: an exact decimal (`crate::numeric`).
     Numeric(#[serde(with = "crate::numeric::serde_decimal")] Decimal),
+    /// Slot 11. UUID: its 16 bytes in network order.
+    Uuid([u8; 16]),
+    /// Slot 12. INTERVAL. Equal, ordered and hashed by its span with a month of 30 days and
+    /// a day of 24 hours (`Interval::span`), as PostgreSQL compares intervals.
+    Interval(Interval),
+    /// Slot 13. JSONB: always canonical text (`crate::jsonb::canonical`), so equal documents
+    /// are equal strings; ordered by that text.
+    Jsonb(String),
 }
 
 fn canonical_double(value: f64) -> f64 {
@@ -120,6 +139,9 @@ impl Value {
             Value::Timestamp(_) => 8,
             Value::TimestampTz(_) => 9,
             Value::Numeric(_) => 10,
+            Value::Uuid(_) => 11,
+            Value::Interval(_) => 12,
+            Value::Jsonb(_) => 13,
         }
     }
 
@@ -141,6 +163,9 @@ impl Value {
             Value::Timestamp(_) => "timestamp",
             Value::TimestampTz(_) => "timestamp with time zone",
             Value::Numeric(_) => "numeric",
+            Value::Uuid(_) => "uuid",
+            Value::Interval(_) => "interval",
+            Value::Jsonb(_) => "jsonb",
         }
     }
 
@@ -151,9 +176,9 @@ impl Value {
             Value::Boolean(_) => 1,
             Value::Int(_) | Value::Date(_) => 4,
             Value::BigInt(_) | Value::Double(_) | Value::Timestamp(_) | Value::TimestampTz(_) => 8,
-            Value::Text(text) => text.len(),
+            Value::Text(text) | Value::Jsonb(text) => text.len(),
             Value::Bytea(bytes) => bytes.len(),
-            Value::Numeric(_) => 16,
+            Value::Numeric(_) | Value::Uuid(_) | Value::Interval(_) => 16,
         }
     }
 
@@ -172,6 +197,9 @@ impl Value {
                 | (Value::Timestamp(_), DataType::Timestamp)
                 | (Value::TimestampTz(_), DataType::TimestampTz)
                 | (Value::Numeric(_), DataType::Numeric { .. })
+                | (Value::Uuid(_), DataType::Uuid)
+                | (Value::Interval(_), DataType::Interval)
+                | (Value::Jsonb(_), DataType::Jsonb)
         )
     }
 }
@@ -206,6 +234,9 @@ impl Ord for Value {
             (Value::Timestamp(a), Value::Timestamp(b)) => a.cmp(b),
             (Value::TimestampTz(a), Value::TimestampTz(b)) => a.cmp(b),
             (Value::Numeric(a), Value::Numeric(b)) => a.cmp(b),
+            (Value::Uuid(a), Value::Uuid(b)) => a.cmp(b),
+            (Value::Interval(a), Value::Interval(b)) => a.span().cmp(&b.span()),
+            (Value::Jsonb(a), Value::Jsonb(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -224,6 +255,10 @@ impl Hash for Value {
             Value::Double(value) => canonical_double(*value).to_bits().hash(state),
             Value::Text(value) => value.hash(state),
             Value::Bytea(value) => value.hash(state),
+            Value::Uuid(bytes) => bytes.hash(state),
+            Value::Jsonb(text) => text.hash(state),
+            // Equal spans hash alike: '1 mon' equals '30 days'.
+            Value::Interval(interval) => interval.span().hash(state),
             // Equal values hash alike: 1.5 and 1.50 normalise to the same mantissa and scale.
             Value::Numeric(value) => {
                 let normal = value.normalize();
@@ -278,6 +313,9 @@ impl std::fmt::Display for Value {
                 write!(formatter, "TIMESTAMPTZ '{text}'")
             }
             Value::Numeric(value) => write!(formatter, "{value}"),
+            Value::Uuid(bytes) => write!(formatter, "UUID '{}'", format_uuid(bytes)),
+            Value::Interval(value) => write!(formatter, "INTERVAL '{}'", interval::format(*value)),
+            Value::Jsonb(text) => write!(formatter, "JSONB '{}'", text.replace('\'', "''")),
             Value::Timestamp(microseconds) => {
                 let days = microseconds.div_euclid(MICROSECONDS_PER_DAY);
                 let within = microseconds.rem_euclid(MICROSECONDS_PER_DAY);
@@ -450,6 +488,7 @@ pub fn check_length(value: &Value, data_type: DataType, column: &str) -> Result<
             }
         }
         (Value::Bytea(bytes), _) => too_big(bytes.len()),
+        (Value::Jsonb(text), _) => too_big(text.len()),
         _ => Ok(()),
     }
 }
@@ -496,7 +535,66 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::Numeric { typmod } => numeric::parse(text)
             .and_then(|decimal| numeric::apply_typmod(decimal, typmod))
             .map(Value::Numeric),
+        // PostgreSQL's uuid_in takes no surrounding blanks.
+        DataType::Uuid => parse_uuid(text).map(Value::Uuid).ok_or_else(invalid),
+        DataType::Jsonb => crate::jsonb::canonical(text)
+            .map(Value::Jsonb)
+            .map_err(|_| EngineError::Evaluation {
+                condition: crate::error::Condition::InvalidTextRepresentation,
+                message: "invalid input syntax for type json".into(),
+            }),
+        DataType::Interval => match interval::parse(text) {
+            Ok(value) => Ok(Value::Interval(value)),
+            Err(interval::IntervalError::Invalid) => Err(invalid()),
+            Err(_) => Err(EngineError::Evaluation {
+                condition: crate::error::Condition::IntervalFieldOverflow,
+                message: format!(
+                    "interval field value out of range: \"{}\"",
+                    text.chars().take(64).collect::<String>()
+                ),
+            }),
+        },
     }
+}
+
+/// PostgreSQL's `uuid_in`: 32 hex digits of either case, optionally in braces, with a hyphen
+/// allowed after any group of four digits (the standard form, `a0eebc999c0b…`, `{…}`).
+pub fn parse_uuid(text: &str) -> Option<[u8; 16]> {
+    let bytes = text.as_bytes();
+    let (mut at, braces) = match bytes.first() {
+        Some(b'{') => (1, true),
+        _ => (0, false),
+    };
+    let mut uuid = [0u8; 16];
+    for (index, byte) in uuid.iter_mut().enumerate() {
+        let pair = bytes.get(at..at + 2)?;
+        let high = char::from(pair[0]).to_digit(16)?;
+        let low = char::from(pair[1]).to_digit(16)?;
+        *byte = (high * 16 + low) as u8;
+        at += 2;
+        if index % 2 == 1 && index < 15 && bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+    }
+    if braces {
+        if bytes.get(at) != Some(&b'}') {
+            return None;
+        }
+        at += 1;
+    }
+    (at == bytes.len()).then_some(uuid)
+}
+
+/// PostgreSQL's `uuid_out`: lower case, hyphenated 8-4-4-4-12.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let mut text = String::with_capacity(36);
+    for (index, byte) in bytes.iter().enumerate() {
+        if matches!(index, 4 | 6 | 8 | 10) {
+            text.push('-');
+        }
+        text.push_str(&format!("{byte:02x}"));
+    }
+    text
 }
 
 /// An integer literal: 22P02 when it is not one, 22003 when it exceeds even i128.
@@ -582,7 +680,7 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-fn days_in_month(year: i64, month: u32) -> u32 {
+pub(crate) fn days_in_month(year: i64, month: u32) -> u32 {
     let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     match month {
         2 if leap => 29,
@@ -722,6 +820,9 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::Timestamp(microseconds) => format_timestamp(*microseconds, false),
         Value::TimestampTz(microseconds) => format_timestamp(*microseconds, true),
         Value::Numeric(decimal) => decimal.to_string(),
+        Value::Uuid(bytes) => format_uuid(bytes),
+        Value::Interval(value) => interval::format(*value),
+        Value::Jsonb(text) => text.clone(),
     })
 }
 
@@ -914,6 +1015,48 @@ mod tests {
             let error = parse_text(text, data_type).unwrap_err();
             assert_eq!(error.code(), "22P02", "{text}");
         }
+    }
+
+    #[test]
+    fn uuids_parse_in_postgresql_forms_and_print_lower_case_hyphenated() {
+        let expected = parse_uuid("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").expect("standard");
+        for text in [
+            "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11",
+            "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}",
+        ] {
+            assert_eq!(parse_uuid(text), Some(expected), "{text}");
+        }
+        assert_eq!(
+            text_output(&Value::Uuid(expected)).unwrap(),
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+        );
+        for text in [
+            "",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a111",
+            " a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-",
+            "-a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eeb-c99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11",
+            "g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380aé",
+        ] {
+            assert_eq!(parse_uuid(text), None, "{text:?}");
+        }
+        let error = parse_text("nope", DataType::Uuid).unwrap_err();
+        assert_eq!(error.code(), "22P02");
+        assert_eq!(
+            error.to_string(),
+            "invalid input syntax for type uuid: \"nope\""
+        );
+        let low = Value::Uuid([0; 16]);
+        let high = Value::Uuid(expected);
+        assert!(low < high);
     }
 
     #[test]

@@ -26,6 +26,22 @@ pub fn unix_now_us() -> i64 {
         })
 }
 
+/// What the gateway stamps on a SQL statement: its time and 128 random bits for
+/// `gen_random_uuid()` (`sql::StatementStamp`).
+pub fn statement_stamp() -> sql::StatementStamp {
+    let mut bytes = [0u8; 16];
+    // The system source; should it ever fail, the standard library's keyed hasher still gives
+    // values that differ between processes and calls.
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).is_err() {
+        bytes[..8].copy_from_slice(&random_u64().to_be_bytes());
+        bytes[8..].copy_from_slice(&random_u64().to_be_bytes());
+    }
+    sql::StatementStamp {
+        now_us: unix_now_us(),
+        entropy: u128::from_be_bytes(bytes),
+    }
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -119,6 +119,10 @@ pub enum Function {
     Trunc,
     Ceil,
     Floor,
+    /// `extract(field from source)` (`engine::expression::Function::Extract`).
+    Extract,
+    /// A JSON operator or function of the engine (`->`, `@>`, `jsonb_typeof`, …).
+    Json(engine::expression::Function),
     /// `format_type(type_oid, typmod)`, for catalog queries.
     FormatType,
     /// A record `(x,n)` as text, from `information_schema._pg_expandarray`.
@@ -162,6 +166,8 @@ impl Function {
             Function::Trunc => Shared::Trunc,
             Function::Ceil => Shared::Ceil,
             Function::Floor => Shared::Floor,
+            Function::Extract => Shared::Extract,
+            Function::Json(shared) => shared,
             Function::FormatType
             | Function::Record
             | Function::RecordField(_)
@@ -396,6 +402,14 @@ pub struct Parameters {
     /// before the statement is planned and sent, so every partition and replica sees the
     /// same constant. `None` when the caller gave none (those functions then fail).
     pub now: Option<i64>,
+    /// Random bits the gateway stamps on the statement with its time, from which
+    /// `gen_random_uuid()` draws (`Parameters::random_uuid`): the values are constants in the
+    /// plan, so every partition and replica stores the same ones. `None` when the caller gave
+    /// none (the function then fails).
+    pub entropy: Option<u128>,
+    /// How many UUIDs the statement has drawn so far (each occurrence and each defaulted row
+    /// draws one), so that planning the statement again gives the same values.
+    pub uuids_drawn: u64,
     /// The sequences the statement draws from (`nextval`), sets or reads, and the values the
     /// gateway drew for it (`sequence::SequenceUse`).
     pub sequences: crate::sequence::SequenceUse,
@@ -408,10 +422,51 @@ impl Parameters {
             values,
             inferred,
             now: None,
+            entropy: None,
+            uuids_drawn: 0,
             sequences: Default::default(),
         }
     }
 
+    /// The next value of `gen_random_uuid()` in this statement: a version 4 UUID from the
+    /// statement's entropy and the draw's number. Deterministic (planning again draws the same
+    /// values), distinct within the statement, and as unpredictable across statements as the
+    /// gateway's entropy.
+    pub fn random_uuid(&mut self) -> Result<Value, SqlError> {
+        let entropy = self.entropy.ok_or_else(|| {
+            SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "gen_random_uuid(): the statement was planned without entropy",
+            )
+        })?;
+        let draw = self.uuids_drawn;
+        self.uuids_drawn += 1;
+        Ok(Value::Uuid(uuid_from_entropy(entropy, draw)))
+    }
+}
+
+/// SplitMix64's finaliser: a bijection on 64-bit words that mixes every input bit into every
+/// output bit.
+fn mix64(mut word: u64) -> u64 {
+    word = (word ^ (word >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    word = (word ^ (word >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    word ^ (word >> 31)
+}
+
+/// A version 4 (random) UUID: draw `draw` from 128 bits of entropy. For a fixed entropy each
+/// half is a bijection of the draw number, so draws of one statement differ.
+pub fn uuid_from_entropy(entropy: u128, draw: u64) -> [u8; 16] {
+    let high = mix64((entropy >> 64) as u64 ^ mix64(draw));
+    let low = mix64(entropy as u64 ^ mix64(draw ^ 0x9e37_79b9_7f4a_7c15));
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&high.to_be_bytes());
+    bytes[8..].copy_from_slice(&low.to_be_bytes());
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    bytes
+}
+
+impl Parameters {
     /// The value of `$n`; records `hint` as its type if none is known yet.
     pub fn value(&mut self, placeholder: &str, hint: Option<DataType>) -> Result<Value, SqlError> {
         let index = placeholder
@@ -536,6 +591,18 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
         Sql::Bytea => DataType::Bytea,
         Sql::Numeric(info) | Sql::Decimal(info) | Sql::Dec(info) => numeric_type(info)?,
         Sql::Date => DataType::Date,
+        Sql::Uuid => DataType::Uuid,
+        // JSON is taken as JSONB (docs/internals/sql.md, "JSONB").
+        Sql::JSON | Sql::JSONB => DataType::Jsonb,
+        Sql::Interval {
+            fields: None,
+            precision: None,
+        } => DataType::Interval,
+        Sql::Interval { .. } => {
+            return Err(SqlError::unsupported(
+                "INTERVAL with fields or a precision (INTERVAL YEAR TO MONTH, INTERVAL(3))",
+            ))
+        }
         Sql::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             DataType::Timestamp
         }
@@ -553,6 +620,9 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
                 Some("timestamp") => DataType::Timestamp,
                 Some("timestamptz") => DataType::TimestampTz,
                 Some("numeric" | "decimal") => DataType::Numeric { typmod: None },
+                Some("uuid") => DataType::Uuid,
+                Some("interval") => DataType::Interval,
+                Some("jsonb" | "json") => DataType::Jsonb,
                 Some("name" | "regclass" | "oid" | "regtype" | "regproc") => {
                     return Err(SqlError::unsupported(format!("type {name}")));
                 }
@@ -692,6 +762,20 @@ impl Compiler<'_, '_> {
                 Scalar::Constant(crate::types::decode_text(&text, data_type)?)
             }
             Expr::Nested(inner) => self.compile(inner, hint)?,
+            Expr::Interval(interval) => self.interval_literal(interval)?,
+            Expr::Extract { field, expr, .. } => {
+                let field = match field {
+                    ast::DateTimeField::Custom(name) => ident_name(name),
+                    other => other.to_string().to_lowercase(),
+                };
+                Scalar::Call(
+                    Function::Extract,
+                    vec![
+                        Scalar::Constant(Value::Text(field)),
+                        self.compile(expr, None)?,
+                    ],
+                )
+            }
             Expr::Ceil {
                 expr,
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
@@ -1127,6 +1211,15 @@ impl Compiler<'_, '_> {
                 let inner = self.binary(left, &BinaryOperator::PGRegexMatch, right)?;
                 return Ok(Scalar::Not(Box::new(inner)));
             }
+            BinaryOperator::Arrow
+            | BinaryOperator::LongArrow
+            | BinaryOperator::HashArrow
+            | BinaryOperator::HashLongArrow
+            | BinaryOperator::AtArrow
+            | BinaryOperator::ArrowAt
+            | BinaryOperator::Question
+            | BinaryOperator::QuestionPipe
+            | BinaryOperator::QuestionAnd => return self.json_operator(left, op, right),
             BinaryOperator::PGCustomBinaryOperator(parts) => {
                 let symbol = parts.last().map(String::as_str).unwrap_or("");
                 let plain = match symbol {
@@ -1263,6 +1356,9 @@ impl Compiler<'_, '_> {
         if matches!(name.as_str(), "nextval" | "currval" | "setval" | "lastval") {
             return self.sequence_function(&name, function);
         }
+        if name == "gen_random_uuid" {
+            return self.random_uuid(function);
+        }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
         let distinct = is_distinct(function);
@@ -1293,6 +1389,21 @@ impl Compiler<'_, '_> {
             "ceil" | "ceiling" => Some((Function::Ceil, 1..=1)),
             "floor" => Some((Function::Floor, 1..=1)),
             "format_type" => Some((Function::FormatType, 2..=2)),
+            "jsonb_typeof" | "json_typeof" => Some((
+                Function::Json(engine::expression::Function::JsonTypeof),
+                1..=1,
+            )),
+            "jsonb_array_length" | "json_array_length" => Some((
+                Function::Json(engine::expression::Function::JsonArrayLength),
+                1..=1,
+            )),
+            "to_jsonb" | "to_json" => {
+                Some((Function::Json(engine::expression::Function::ToJsonb), 1..=1))
+            }
+            "jsonb_build_object" => Some((
+                Function::Json(engine::expression::Function::JsonBuildObject),
+                0..=usize::MAX,
+            )),
             _ => None,
         };
         if let Some((builtin, arity)) = builtin {
@@ -1464,6 +1575,116 @@ impl Compiler<'_, '_> {
             })?),
         };
         Ok(Some(Scalar::Constant(value)))
+    }
+
+    /// The JSONB operators: `->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, `?|`, `?&`. The key list
+    /// of `?|` and `?&` may be `ARRAY['a', 'b']` of constants or a text array literal.
+    fn json_operator(
+        &mut self,
+        left: &Expr,
+        op: &BinaryOperator,
+        right: &Expr,
+    ) -> Result<Scalar, SqlError> {
+        use engine::expression::Function as Shared;
+        let text = DataType::Text { length_max: None };
+        let function = match op {
+            BinaryOperator::Arrow => Shared::JsonField,
+            BinaryOperator::LongArrow => Shared::JsonFieldText,
+            BinaryOperator::HashArrow => Shared::JsonPath,
+            BinaryOperator::HashLongArrow => Shared::JsonPathText,
+            BinaryOperator::AtArrow | BinaryOperator::ArrowAt => Shared::JsonContains,
+            BinaryOperator::Question => Shared::JsonHasKey,
+            BinaryOperator::QuestionPipe => Shared::JsonHasAny,
+            _ => Shared::JsonHasAll,
+        };
+        let document = self.compile(left, Some(DataType::Jsonb))?;
+        let argument = match (function, right) {
+            (Shared::JsonHasAny | Shared::JsonHasAll, Expr::Array(array)) => {
+                let mut keys = Vec::with_capacity(array.elem.len());
+                for element in &array.elem {
+                    match self.compile(element, Some(text))? {
+                        Scalar::Constant(Value::Text(key)) => {
+                            keys.push(engine::jsonb::quoted(&key))
+                        }
+                        _ => {
+                            return Err(SqlError::unsupported(
+                                "?| and ?& with an array of other than text constants",
+                            ))
+                        }
+                    }
+                }
+                Scalar::Constant(Value::Jsonb(format!("[{}]", keys.join(", "))))
+            }
+            (Shared::JsonContains, _) => self.compile(right, Some(DataType::Jsonb))?,
+            (Shared::JsonField | Shared::JsonFieldText, _) => self.compile(right, None)?,
+            _ => self.compile(right, Some(text))?,
+        };
+        let json = |scalar: &Scalar, compiler: &Self| {
+            matches!(
+                compiler.type_of(scalar),
+                None | Some(DataType::Jsonb) | Some(DataType::Text { .. })
+            )
+        };
+        if !json(&document, self) || (function == Shared::JsonContains && !json(&argument, self)) {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!(
+                    "operator does not exist: {} {op} {}",
+                    self.type_of(&document).map_or("unknown".into(), DataType::name),
+                    self.type_of(&argument).map_or("unknown".into(), DataType::name)
+                ),
+            )
+            .with_hint("No operator matches the given name and argument types. You might need to add explicit type casts."));
+        }
+        let arguments = if *op == BinaryOperator::ArrowAt {
+            vec![argument, document]
+        } else {
+            vec![document, argument]
+        };
+        Ok(Scalar::Call(Function::Json(function), arguments))
+    }
+
+    /// `INTERVAL 'text'`: the text read as an interval (PostgreSQL's `interval_in`). The SQL
+    /// standard's qualified forms (`INTERVAL '1' DAY`, `INTERVAL '1-2' YEAR TO MONTH`) are
+    /// refused (0A000).
+    fn interval_literal(&mut self, interval: &ast::Interval) -> Result<Scalar, SqlError> {
+        if interval.leading_field.is_some()
+            || interval.last_field.is_some()
+            || interval.leading_precision.is_some()
+            || interval.fractional_seconds_precision.is_some()
+        {
+            return Err(SqlError::unsupported(
+                "an INTERVAL literal with fields or a precision (INTERVAL '1' DAY)",
+            )
+            .with_hint("write the unit inside the string: INTERVAL '1 day'"));
+        }
+        let text = DataType::Text { length_max: None };
+        let value = self.compile(&interval.value, Some(text))?;
+        Ok(match value {
+            Scalar::Constant(Value::Text(text)) => {
+                Scalar::Constant(crate::types::decode_text(&text, DataType::Interval)?)
+            }
+            Scalar::Constant(value) => Scalar::Constant(cast_value(&value, DataType::Interval)?),
+            other => Scalar::Cast(Box::new(other), DataType::Interval),
+        })
+    }
+
+    /// `gen_random_uuid()`: one value per occurrence, drawn at planning from the statement's
+    /// entropy (`Parameters::random_uuid`), so over a table's rows it is refused (every row
+    /// would get the same value); a column `DEFAULT gen_random_uuid()` draws one per row.
+    fn random_uuid(&mut self, function: &ast::Function) -> Result<Scalar, SqlError> {
+        if !function_arguments(function)?.is_empty() {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                "function gen_random_uuid with arguments does not exist",
+            ));
+        }
+        if !self.scope.columns.is_empty() {
+            return Err(SqlError::unsupported("gen_random_uuid() over the rows of a table")
+                .with_detail("the gateway draws the statement's UUIDs when it plans it, one per occurrence, so that every replica stores the same values")
+                .with_hint("use it in VALUES, in a column DEFAULT or in a SELECT without FROM"));
+        }
+        Ok(Scalar::Constant(self.parameters.random_uuid()?))
     }
 
     /// Whether the scope is a catalog query's (its columns come from virtual catalog tables).
@@ -1781,7 +2002,15 @@ impl Scalar {
                 Operator::Concat => Some(text),
                 _ => {
                     let (left, right) = (left.data_type(types), right.data_type(types));
-                    Some(numeric_result(left.or(right)?, right.or(left)?))
+                    let (left, right) = (left.or(right)?, right.or(left)?);
+                    match engine::expression::temporal_arithmetic_type(
+                        engine_operator(*operator),
+                        left,
+                        right,
+                    ) {
+                        Some(result) => result,
+                        None => Some(numeric_result(left, right)),
+                    }
                 }
             },
             Scalar::Case {
@@ -1815,6 +2044,8 @@ impl Scalar {
                     .iter()
                     .find_map(|argument| argument.data_type(types)),
                 Function::Length => Some(DataType::Int),
+                Function::Extract => Some(DataType::Numeric { typmod: None }),
+                Function::Json(shared) => Some(json_result_type(*shared)),
                 Function::Constant => None,
                 Function::Abs | Function::Coalesce | Function::NullIf => arguments
                     .iter()
@@ -1829,6 +2060,33 @@ impl Scalar {
                 }
             },
         }
+    }
+}
+
+/// The type a JSON operator or function answers.
+fn json_result_type(function: engine::expression::Function) -> DataType {
+    use engine::expression::Function as Shared;
+    match function {
+        Shared::JsonFieldText | Shared::JsonPathText | Shared::JsonTypeof => {
+            DataType::Text { length_max: None }
+        }
+        Shared::JsonContains | Shared::JsonHasKey | Shared::JsonHasAny | Shared::JsonHasAll => {
+            DataType::Boolean
+        }
+        Shared::JsonArrayLength => DataType::Int,
+        _ => DataType::Jsonb,
+    }
+}
+
+/// The engine's operator for an arithmetic one (`Operator::Add` … `Operator::Modulo`).
+fn engine_operator(operator: Operator) -> engine::expression::Operator {
+    use engine::expression::Operator as Shared;
+    match operator {
+        Operator::Add => Shared::Add,
+        Operator::Subtract => Shared::Subtract,
+        Operator::Multiply => Shared::Multiply,
+        Operator::Divide => Shared::Divide,
+        _ => Shared::Modulo,
     }
 }
 
@@ -2046,7 +2304,9 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
         | Function::Round
         | Function::Trunc
         | Function::Ceil
-        | Function::Floor => unreachable!("the engine's functions"),
+        | Function::Floor
+        | Function::Extract
+        | Function::Json(_) => unreachable!("the engine's functions"),
         Function::FormatType => {
             let number = |value: &Value| match value {
                 Value::Int(number) => Some(i64::from(*number)),
@@ -2320,7 +2580,16 @@ impl Scalar {
             if let (Some(symbol), Some(left_type), Some(right_type)) =
                 (symbol, left.data_type(types), right.data_type(types))
             {
-                if !numeric(left_type) || !numeric(right_type) {
+                let temporal = engine::expression::temporal_arithmetic_type(
+                    engine_operator(*operator),
+                    left_type,
+                    right_type,
+                );
+                let defined = match temporal {
+                    Some(result) => result.is_some(),
+                    None => numeric(left_type) && numeric(right_type),
+                };
+                if !defined {
                     return Err(SqlError::new(
                         sqlstate::UNDEFINED_FUNCTION,
                         format!(
@@ -2336,7 +2605,10 @@ impl Scalar {
             }
         }
         if let Scalar::Negate(operand) = self {
-            if let Some(data_type) = operand.data_type(types).filter(|t| !numeric(*t)) {
+            if let Some(data_type) = operand
+                .data_type(types)
+                .filter(|t| !numeric(*t) && *t != DataType::Interval)
+            {
                 return Err(SqlError::new(
                     sqlstate::UNDEFINED_FUNCTION,
                     format!("operator does not exist: - {}", data_type.name()),

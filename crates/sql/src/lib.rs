@@ -212,6 +212,8 @@ mod merge_tests;
 #[cfg(test)]
 mod numeric_tests;
 #[cfg(test)]
+mod pgtypes_tests;
+#[cfg(test)]
 mod reflection_tests;
 #[cfg(test)]
 mod returning_tests;
@@ -292,6 +294,18 @@ fn undrawn(parameters: &Parameters) -> Result<(), SqlError> {
     .with_hint("plan it with plan_statement_sequenced"))
 }
 
+/// What the gateway stamps on a statement before planning it, and keeps when it plans the
+/// statement again (after a stale catalog, or once sequence values are drawn): its time and
+/// random bits for `gen_random_uuid()`. Both become constants in the plan, so no partition or
+/// replica reads a clock or a random source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatementStamp {
+    /// Microseconds since 1970-01-01 UTC (`now()`).
+    pub now_us: i64,
+    /// Random bits (`Parameters::entropy`).
+    pub entropy: u128,
+}
+
 /// `plan_statement` with the statement's time, `now_us` microseconds since 1970-01-01 UTC,
 /// which `now()`, `current_timestamp`, `localtimestamp` and `current_date` become (as
 /// constants in the plan, so every partition and replica executes the same value). The
@@ -320,11 +334,12 @@ pub fn plan_statement_at(
 pub fn plan_statement_sequenced(
     statement: &Statement,
     catalog: &dyn Catalog,
-    now_us: i64,
+    stamp: StatementStamp,
     sequences: sequence::SequenceUse,
 ) -> Result<(Plan, sequence::SequenceUse), SqlError> {
     let mut parameters = Parameters {
-        now: Some(now_us),
+        now: Some(stamp.now_us),
+        entropy: Some(stamp.entropy),
         sequences,
         ..Parameters::default()
     };
@@ -372,6 +387,7 @@ pub fn prepare(
     }
     // Only the result and parameter types are used here; the time is stamped at Bind.
     parameters.now = Some(0);
+    parameters.entropy = Some(0);
     let plan = plan::plan(&statement, catalog, &mut parameters)?;
     let parameter_types = parameters
         .inferred
@@ -450,7 +466,7 @@ impl Prepared {
         now: Option<i64>,
     ) -> Result<Plan, SqlError> {
         let mut used = None;
-        let plan = self.bind_inner(catalog, values, now, Default::default(), &mut used)?;
+        let plan = self.bind_inner(catalog, values, now, None, Default::default(), &mut used)?;
         if let Some(used) = used {
             undrawn(&Parameters {
                 sequences: used,
@@ -465,6 +481,7 @@ impl Prepared {
         catalog: &dyn Catalog,
         values: &[Option<Value>],
         now: Option<i64>,
+        entropy: Option<u128>,
         sequences: sequence::SequenceUse,
         used: &mut Option<sequence::SequenceUse>,
     ) -> Result<Plan, SqlError> {
@@ -491,6 +508,7 @@ impl Prepared {
             .collect::<Result<Vec<_>, SqlError>>()?;
         let mut parameters = Parameters::new(values);
         parameters.now = now;
+        parameters.entropy = entropy;
         parameters.sequences = sequences;
         parameters.inferred = self
             .parameter_types
@@ -507,11 +525,18 @@ impl Prepared {
         &self,
         catalog: &dyn Catalog,
         values: &[Option<Value>],
-        now_us: i64,
+        stamp: StatementStamp,
         sequences: sequence::SequenceUse,
     ) -> Result<(Plan, sequence::SequenceUse), SqlError> {
         let mut used = None;
-        let plan = self.bind_inner(catalog, values, Some(now_us), sequences, &mut used)?;
+        let plan = self.bind_inner(
+            catalog,
+            values,
+            Some(stamp.now_us),
+            Some(stamp.entropy),
+            sequences,
+            &mut used,
+        )?;
         Ok((plan, used.unwrap_or_default()))
     }
 

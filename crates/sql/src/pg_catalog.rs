@@ -157,6 +157,9 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::TimestampTz,
         DataType::Numeric { typmod: None },
         DataType::Char { length: 1 },
+        DataType::Uuid,
+        DataType::Interval,
+        DataType::Jsonb,
     ];
     types
         .iter()
@@ -168,8 +171,9 @@ fn type_rows() -> Vec<Vec<Value>> {
                     "N"
                 }
                 DataType::Text { .. } | DataType::Char { .. } => "S",
-                DataType::Bytea => "U",
+                DataType::Bytea | DataType::Uuid | DataType::Jsonb => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
+                DataType::Interval => "T",
             };
             vec![
                 int8(i64::from(pg.oid)),
@@ -209,6 +213,9 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::TimestampTz => 1185,
         DataType::Numeric { .. } => 1231,
         DataType::Char { .. } => 1014,
+        DataType::Uuid => 2951,
+        DataType::Interval => 1187,
+        DataType::Jsonb => 3807,
     }
 }
 
@@ -1628,6 +1635,7 @@ pub fn format_type(oid: i64, modifier: i64) -> Option<String> {
             )
         }
         (_, DataType::Timestamp) => "timestamp without time zone".into(),
+        (crate::types::JSON_OID, _) => "json".into(),
         (_, data_type) => data_type.name(),
     })
 }
@@ -1652,6 +1660,7 @@ fn default_text(default: &engine::ColumnDefault, data_type: DataType) -> String 
             format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
         }
         engine::ColumnDefault::StatementTime(DataType::TimestampTz) => "now()".into(),
+        engine::ColumnDefault::RandomUuid => "gen_random_uuid()".into(),
         engine::ColumnDefault::StatementTime(DataType::Timestamp) => "LOCALTIMESTAMP".into(),
         engine::ColumnDefault::StatementTime(_) => "CURRENT_DATE".into(),
         engine::ColumnDefault::Constant(Value::Null) => "NULL".into(),

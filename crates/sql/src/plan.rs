@@ -1991,10 +1991,12 @@ impl Planner<'_, '_> {
             let value = self.default_value(default, column)?;
             let per_row = matches!(
                 default,
-                engine::ColumnDefault::NextValue { .. } | engine::ColumnDefault::Identity { .. }
+                engine::ColumnDefault::NextValue { .. }
+                    | engine::ColumnDefault::Identity { .. }
+                    | engine::ColumnDefault::RandomUuid
             );
             for (at, row) in rows.iter_mut().enumerate() {
-                // A sequence gives every row its own value.
+                // A sequence or gen_random_uuid() gives every row its own value.
                 let value = if per_row && at > 0 {
                     self.default_value(default, column)?
                 } else {
@@ -2014,6 +2016,11 @@ impl Planner<'_, '_> {
     ) -> Result<Value, SqlError> {
         Ok(match default {
             engine::ColumnDefault::Constant(value) => value.clone(),
+            engine::ColumnDefault::RandomUuid => assign(
+                &self.parameters.random_uuid()?,
+                column.data_type,
+                &column.name,
+            )?,
             engine::ColumnDefault::NextValue { sequence }
             | engine::ColumnDefault::Identity { sequence, .. } => {
                 let value = self.parameters.sequences.next(self.catalog, sequence)?;
@@ -2601,9 +2608,21 @@ impl Planner<'_, '_> {
             crate::sequence::lookup(self.catalog, &sequence)?;
             return Ok(engine::ColumnDefault::NextValue { sequence });
         }
+        if let Expr::Function(function) = expr {
+            let random_uuid = object_name_parts(&function.name)?
+                .last()
+                .is_some_and(|name| name == "gen_random_uuid");
+            if random_uuid && crate::expr::function_arguments(function)?.is_empty() {
+                // The column must take a UUID (42804 for `integer DEFAULT gen_random_uuid()`).
+                assign(&Value::Uuid([0; 16]), column.data_type, &column.name)?;
+                return Ok(engine::ColumnDefault::RandomUuid);
+            }
+        }
         let requests = self.parameters.sequences.requests.len();
         let scope = Scope::default();
         let saved = self.parameters.now.take();
+        // Nor may a DEFAULT freeze one gen_random_uuid() value at CREATE TABLE.
+        let saved_entropy = self.parameters.entropy.take();
         let time_function = match expr {
             Expr::Function(function) => {
                 object_name_parts(&function.name)?
@@ -2636,6 +2655,7 @@ impl Planner<'_, '_> {
                         .expect("a statement time is not NULL");
                     assign(&value, column.data_type, &column.name)?;
                     self.parameters.now = saved;
+                    self.parameters.entropy = saved_entropy;
                     return Ok(engine::ColumnDefault::StatementTime(data_type));
                 }
                 (_, timeless) => timeless,
@@ -2644,10 +2664,11 @@ impl Planner<'_, '_> {
             self.compiler(&scope).compile(expr, Some(column.data_type))
         };
         self.parameters.now = saved;
+        self.parameters.entropy = saved_entropy;
         let scalar = compiled.map_err(|error| {
             if error.code == sqlstate::INTERNAL_ERROR {
-                SqlError::unsupported("a DEFAULT expression computed from the statement's time")
-                    .with_hint("DEFAULT now(), current_timestamp, localtimestamp or current_date alone is supported")
+                SqlError::unsupported("a DEFAULT expression computed from the statement's time or from gen_random_uuid()")
+                    .with_hint("DEFAULT now(), current_timestamp, localtimestamp, current_date or gen_random_uuid() alone is supported")
             } else {
                 error
             }

@@ -15,6 +15,9 @@
 //! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
 //! | `TimestampTz` | timestamptz | 1184 | 8 | big-endian i64 microseconds since 2000-01-01 UTC |
 //! | `Numeric { typmod }` | numeric | 1700 | -1 (typmod ((p << 16) \| s) + 4) | ndigits, weight, sign, dscale, base-10000 digits (i16 each) |
+//! | `Uuid` | uuid | 2950 | 16 | the 16 bytes |
+//! | `Interval` | interval | 1186 | 16 | big-endian i64 microseconds, i32 days, i32 months |
+//! | `Jsonb` | jsonb | 3802 | -1 | version byte 1, then the canonical text |
 
 use crate::error::{sqlstate, SqlError};
 use engine::value::{civil_from_days, days_from_civil, parse_text};
@@ -46,6 +49,11 @@ pub const TIMESTAMPTZ_OID: u32 = 1184;
 pub const NAME_OID: u32 = 19;
 pub const CHAR_OID: u32 = 18;
 pub const NUMERIC_OID: u32 = 1700;
+pub const UUID_OID: u32 = 2950;
+pub const INTERVAL_OID: u32 = 1186;
+pub const JSONB_OID: u32 = 3802;
+/// `json` is read as JSONB (parameters declared json; `format_type`).
+pub const JSON_OID: u32 = 114;
 
 /// Days from 1970-01-01 to PostgreSQL's epoch 2000-01-01.
 const PG_EPOCH_DAYS: i64 = 10_957;
@@ -68,6 +76,9 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::TimestampTz => (TIMESTAMPTZ_OID, "timestamptz", 8),
         DataType::Numeric { .. } => (NUMERIC_OID, "numeric", -1),
         DataType::Char { .. } => (BPCHAR_OID, "bpchar", -1),
+        DataType::Uuid => (UUID_OID, "uuid", 16),
+        DataType::Interval => (INTERVAL_OID, "interval", 16),
+        DataType::Jsonb => (JSONB_OID, "jsonb", -1),
     };
     PgType { oid, name, typlen }
 }
@@ -105,6 +116,9 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
         DATE_OID => DataType::Date,
         TIMESTAMP_OID => DataType::Timestamp,
         TIMESTAMPTZ_OID => DataType::TimestampTz,
+        UUID_OID => DataType::Uuid,
+        INTERVAL_OID => DataType::Interval,
+        JSONB_OID | JSON_OID => DataType::Jsonb,
         _ => return None,
     })
 }
@@ -177,6 +191,9 @@ pub fn encode_binary(value: &Value) -> Option<Vec<u8>> {
             .to_be_bytes()
             .to_vec(),
         Value::Numeric(decimal) => engine::numeric::to_binary(*decimal),
+        Value::Uuid(bytes) => bytes.to_vec(),
+        Value::Interval(interval) => engine::interval::to_binary(*interval),
+        Value::Jsonb(text) => engine::jsonb::to_binary(text),
     })
 }
 
@@ -262,6 +279,23 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
             })??;
             Value::Numeric(engine::numeric::apply_typmod(decimal, typmod)?)
         }
+        DataType::Uuid => Value::Uuid(fixed(16)?.try_into().map_err(|_| invalid())?),
+        DataType::Interval => {
+            Value::Interval(engine::interval::from_binary(bytes).ok_or_else(invalid)?)
+        }
+        DataType::Jsonb => match bytes.split_first() {
+            Some((1, text)) => {
+                let text = std::str::from_utf8(text).map_err(|_| invalid())?;
+                parse_text(text, DataType::Jsonb)?
+            }
+            Some((version, _)) => {
+                return Err(SqlError::new(
+                    sqlstate::INVALID_BINARY_REPRESENTATION,
+                    format!("unsupported jsonb version number {version}"),
+                ))
+            }
+            None => return Err(invalid()),
+        },
     })
 }
 
@@ -311,6 +345,18 @@ mod tests {
                 DataType::Numeric {
                     typmod: Some((6, 4)),
                 },
+            ),
+            (
+                Value::Jsonb(r#"{"a": [1, 2.50, "x\ny"], "bb": null}"#.into()),
+                DataType::Jsonb,
+            ),
+            (
+                Value::Interval(engine::interval::Interval::new(-14, 3, -4_500_000)),
+                DataType::Interval,
+            ),
+            (
+                Value::Uuid(*b"\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11"),
+                DataType::Uuid,
             ),
         ]
     }

@@ -73,6 +73,19 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.extend_from_slice(&normal.mantissa().to_be_bytes());
             key.push(normal.scale() as u8);
         }
+        Value::Uuid(bytes) => {
+            key.push(10);
+            key.extend_from_slice(bytes);
+        }
+        // Equal intervals ('1 mon' and '30 days') place alike: their span.
+        Value::Interval(interval) => {
+            key.push(11);
+            key.extend_from_slice(&interval.span().to_be_bytes());
+        }
+        Value::Jsonb(text) => {
+            key.push(12);
+            key.extend_from_slice(text.as_bytes());
+        }
     }
     key
 }

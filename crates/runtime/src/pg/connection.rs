@@ -30,7 +30,7 @@ struct Portal {
     rebind: (
         Prepared,
         Vec<Option<Value>>,
-        i64,
+        sql::StatementStamp,
         sql::sequence::SequenceUse,
     ),
     columns: Vec<OutputColumn>,
@@ -907,19 +907,19 @@ where
         }
         // One statement time per query message: its statements form one implicit transaction
         // in PostgreSQL, whose now() is the same for all of them.
-        let now_us = crate::os::unix_now_us();
+        let stamp = crate::os::statement_stamp();
         for statement in &statements {
             self.locking = sql::row_locking(statement)?;
             let (digest, plan, sequences) = self
                 .planned_sequenced(|catalog, sequences| {
-                    sql::plan_statement_sequenced(statement, catalog, now_us, sequences)
+                    sql::plan_statement_sequenced(statement, catalog, stamp, sequences)
                 })
                 .await?;
             let replan = |catalog: &sql::MemoryCatalog| {
                 sequences::final_plan(sql::plan_statement_sequenced(
                     statement,
                     catalog,
-                    now_us,
+                    stamp,
                     sequences.clone(),
                 ))
             };
@@ -1090,10 +1090,10 @@ where
             values.push(Some(value));
         }
         let prepared = prepared.clone();
-        let now_us = crate::os::unix_now_us();
+        let stamp = crate::os::statement_stamp();
         let (digest, plan, sequences) = self
             .planned_sequenced(|catalog, sequences| {
-                prepared.bind_sequenced(catalog, &values, now_us, sequences)
+                prepared.bind_sequenced(catalog, &values, stamp, sequences)
             })
             .await?;
         let columns = sql::result_columns(&plan);
@@ -1123,7 +1123,7 @@ where
             Portal {
                 state: PortalState::Pending(plan),
                 planned_against: digest,
-                rebind: (prepared, values, now_us, sequences),
+                rebind: (prepared, values, stamp, sequences),
                 columns,
                 formats,
             },
@@ -1222,13 +1222,13 @@ where
             PortalState::Suspended { rows, tag } => (rows, tag, true),
             PortalState::Pending(plan) => {
                 let digest = portal.planned_against;
-                let (prepared, values, now_us, sequences) = portal.rebind.clone();
+                let (prepared, values, stamp, sequences) = portal.rebind.clone();
                 self.locking = prepared.row_locking()?;
                 let rebind = move |catalog: &sql::MemoryCatalog| {
                     sequences::final_plan(prepared.bind_sequenced(
                         catalog,
                         &values,
-                        now_us,
+                        stamp,
                         sequences.clone(),
                     ))
                 };

@@ -5,22 +5,34 @@ parameters, for crates/tessera/tests/sql_types.rs:
 
 Each STATEMENT is a JSON array: the SQL (with %b placeholders: binary parameters) and its
 parameters; a parameter written as {"decimal": "12.50"} is sent as a Python Decimal (so
-psycopg sends PostgreSQL's binary NUMERIC). Per statement the output is
+psycopg sends PostgreSQL's binary NUMERIC), {"uuid": "…"} as a uuid.UUID (binary uuid),
+{"timedelta": [days, seconds, microseconds]} as a datetime.timedelta (binary interval) and
+{"jsonb": value} as psycopg's Jsonb wrapper (binary jsonb). Per statement the output is
 "types: <oids>", then "rows: " with each value as "<python type>:<str(value)>" (so a NUMERIC
 decoded from the binary format prints as "Decimal:12.50"), then "count: n"; or
 "error: SQLSTATE message". Autocommit.
 """
 
+import datetime
 import json
 import sys
+import uuid
 from decimal import Decimal
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 
 def parameter(value):
     if isinstance(value, dict) and "decimal" in value:
         return Decimal(value["decimal"])
+    if isinstance(value, dict) and "uuid" in value:
+        return uuid.UUID(value["uuid"])
+    if isinstance(value, dict) and "timedelta" in value:
+        days, seconds, microseconds = value["timedelta"]
+        return datetime.timedelta(days=days, seconds=seconds, microseconds=microseconds)
+    if isinstance(value, dict) and "jsonb" in value:
+        return Jsonb(value["jsonb"])
     return value
 
 
