@@ -3,8 +3,8 @@
 use crate::error::EngineError;
 use crate::operation::{
     bind_computed_assignments, bind_scan_operation, check_ddl_names, ComputedAssignment,
-    OnConflict, Operation, OperationResult, Output, ScanOperation, BATCH_OPERATIONS_MAX,
-    INSERT_ROWS_MAX,
+    OnConflict, Operation, OperationResult, Output, ScanOperation, TableChange,
+    BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
 use crate::predicate::Predicate;
@@ -244,6 +244,10 @@ impl Engine {
             None => Ok(match operation {
                 Operation::CreateTable { schema } => format!("Create Table {}", schema.name),
                 Operation::DropTable { name, .. } => format!("Drop Table {name}"),
+                Operation::AlterTable { table, changes } => {
+                    format!("Alter Table {table} ({} changes)", changes.len())
+                }
+                Operation::DropIndex { name, table } => format!("Drop Index {name} on {table}"),
                 Operation::CreateIndex { name, table, .. }
                 | Operation::CreateIndexOn { name, table, .. } => {
                     format!("Create Index {name} on {table}")
@@ -423,6 +427,14 @@ impl Engine {
                 table.create_index_on(name, columns)?;
                 Ok(Output::Created)
             }
+            Operation::AlterTable { table, changes } => self.alter_table(table, changes),
+            Operation::DropIndex { name, table } => {
+                let table = self.table_mut(table)?;
+                match table.indexes.remove(name) {
+                    Some(_) => Ok(Output::Dropped { existed: true }),
+                    None => Err(EngineError::UndefinedObject { name: name.clone() }),
+                }
+            }
             Operation::Insert {
                 table,
                 columns,
@@ -467,6 +479,40 @@ impl Engine {
         let keys =
             candidate_keys(table, &path).unwrap_or_else(|| table.rows.keys().cloned().collect());
         table.update_computed(&assignments, predicate.as_ref(), &keys)
+    }
+
+    /// ALTER TABLE: every change applied to a copy of the table, which replaces the table
+    /// only if all succeed, so the statement is atomic on this partition (and, being DDL,
+    /// reaches every partition at one point of the order).
+    fn alter_table(&mut self, name: &str, changes: &[TableChange]) -> OperationResult {
+        let mut table = self
+            .tables
+            .get(name)
+            .ok_or_else(|| EngineError::UndefinedTable {
+                table: name.to_string(),
+            })?
+            .clone();
+        for change in changes {
+            match change {
+                TableChange::RenameTable { to } => {
+                    self.check_name_free(to)?;
+                    self.check_name_free(&format!("{to}_pkey"))?;
+                    table.schema.name = to.clone();
+                }
+                other => table.alter(other)?,
+            }
+        }
+        table.schema.validate()?;
+        let checked = table.check_invariants();
+        assert!(
+            checked.is_ok(),
+            "an altered table keeps its invariants: {checked:?}"
+        );
+        let removed = self.tables.remove(name);
+        assert!(removed.is_some());
+        let previous = self.tables.insert(table.schema.name.clone(), table);
+        assert!(previous.is_none(), "the new name was checked free");
+        Ok(Output::Altered)
     }
 
     fn table_mut(&mut self, name: &str) -> Result<&mut Table, EngineError> {

@@ -1207,3 +1207,103 @@ fn an_index_on_several_columns_is_kept_on_its_leading_column_and_defined_by_all(
     };
     assert_eq!(rows, vec![vec![Value::Int(1)]]);
 }
+
+fn alter(changes: Vec<crate::operation::TableChange>) -> Operation {
+    Operation::AlterTable {
+        table: "t".into(),
+        changes,
+    }
+}
+
+#[test]
+fn alter_table_rewrites_rows_remaps_indexes_and_is_atomic() {
+    use crate::operation::TableChange;
+    let mut engine = engine();
+    engine
+        .execute(&Operation::CreateIndexOn {
+            name: "t_name_y".into(),
+            table: "t".into(),
+            columns: vec!["name".into(), "y".into()],
+        })
+        .unwrap();
+    let digest = engine.catalog_digest();
+    // Two changes, the second failing: nothing changes (the table is altered on a copy).
+    let failing = alter(vec![
+        TableChange::AddColumn {
+            column: ColumnDef::new("z", DataType::Int),
+            fill: Value::Int(7),
+        },
+        TableChange::DropColumn {
+            column: "id".into(),
+        },
+    ]);
+    assert_eq!(engine.execute(&failing).unwrap_err().code(), "0A000");
+    assert_eq!(engine.catalog_digest(), digest);
+    assert_eq!(engine.table("t").unwrap().schema.columns.len(), 4);
+    // ADD then DROP: rows rewritten, the index over the dropped column goes, the other is
+    // remapped, and lookups through it still find the rows.
+    let output = engine.execute(&alter(vec![
+        TableChange::AddColumn {
+            column: ColumnDef::new("z", DataType::Int),
+            fill: Value::Int(7),
+        },
+        TableChange::DropColumn { column: "x".into() },
+    ]));
+    assert_eq!(output, Ok(Output::Altered));
+    assert_ne!(engine.catalog_digest(), digest);
+    engine.check_invariants().unwrap();
+    let table = engine.table("t").unwrap();
+    assert_eq!(table.indexes.keys().collect::<Vec<_>>(), ["t_name_y"]);
+    assert_eq!(table.indexes["t_name_y"].columns, vec![2, 1]);
+    assert_eq!(
+        table.rows[&vec![Value::Int(4)]],
+        vec![Value::Int(4), Value::Int(0), text("n4"), Value::Int(7)]
+    );
+    let found = engine.execute(&select(Some(Predicate::compare(
+        "name",
+        CompareOp::Equal,
+        text("n5"),
+    ))));
+    assert_eq!(
+        found,
+        Ok(Output::Rows {
+            columns: vec!["id".into()],
+            rows: vec![vec![Value::Int(5)]],
+        })
+    );
+    // SET NOT NULL checks the rows; RENAME TO moves the table under its new name.
+    engine
+        .execute(&Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("z", Value::Null)],
+            predicate: Some(Predicate::compare("id", CompareOp::Equal, Value::Int(2))),
+        })
+        .unwrap();
+    let nulls = engine.execute(&alter(vec![TableChange::SetNotNull {
+        column: "z".into(),
+        not_null: true,
+    }]));
+    assert_eq!(
+        nulls,
+        Err(EngineError::ColumnContainsNulls {
+            table: "t".into(),
+            column: "z".into(),
+        })
+    );
+    engine
+        .execute(&alter(vec![TableChange::RenameTable { to: "u".into() }]))
+        .unwrap();
+    assert!(engine.table("t").is_none());
+    assert_eq!(engine.table("u").unwrap().rows.len(), 6);
+    assert_eq!(
+        engine.execute(&Operation::DropIndex {
+            name: "t_name_y".into(),
+            table: "u".into(),
+        }),
+        Ok(Output::Dropped { existed: true })
+    );
+    engine.check_invariants().unwrap();
+    // A snapshot round trip keeps the altered table.
+    let restored = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
+    assert_eq!(restored, engine);
+}

@@ -74,6 +74,13 @@ pub enum EngineError {
     SerializationFailure { reason: String },
     /// Slot 23. 22001: a value longer than a CHAR(n) column (beyond trailing blanks).
     CharTooLong { column: String, length: u32 },
+    /// Slot 24. 23502: ALTER COLUMN SET NOT NULL over a column that holds NULL.
+    ColumnContainsNulls { table: String, column: String },
+    /// Slot 25. 42701: a column of that name exists (ADD COLUMN, RENAME COLUMN).
+    DuplicateColumn { table: String, column: String },
+    /// Slot 26. 2BP01 / 42P16: a change the table's definition forbids (dropping a primary key
+    /// column): the message says which.
+    InvalidTableChange { code: String, message: String },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -143,6 +150,12 @@ impl EngineError {
             EngineError::Busy { .. } => "55P03",
             EngineError::TransactionLocked { .. } => "55P03",
             EngineError::SerializationFailure { .. } => "40001",
+            EngineError::ColumnContainsNulls { .. } => "23502",
+            EngineError::DuplicateColumn { .. } => "42701",
+            EngineError::InvalidTableChange { code, .. } => match code.as_str() {
+                "2BP01" => "2BP01",
+                _ => "42P16",
+            },
         }
     }
 }
@@ -230,6 +243,15 @@ impl fmt::Display for EngineError {
                 formatter,
                 "could not serialize access due to {reason}"
             ),
+            EngineError::ColumnContainsNulls { table, column } => write!(
+                formatter,
+                "column \"{column}\" of relation \"{table}\" contains null values"
+            ),
+            EngineError::DuplicateColumn { table, column } => write!(
+                formatter,
+                "column \"{column}\" of relation \"{table}\" already exists"
+            ),
+            EngineError::InvalidTableChange { message, .. } => formatter.write_str(message),
         }
     }
 }

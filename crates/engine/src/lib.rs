@@ -134,7 +134,7 @@ pub use error::{Condition, EngineError};
 pub use expression::Expression;
 pub use operation::{
     Aggregate, AggregateFunction, Assignment, ComputedAssignment, Group, OnConflict, Operation,
-    OperationResult, Output, Partial, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+    OperationResult, Output, Partial, TableChange, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 pub use predicate::{CompareOp, Predicate};
 pub use schema::{ColumnDef, ColumnDefault, TableSchema};

@@ -3,7 +3,7 @@
 use crate::error::EngineError;
 use crate::expression::{Expression, EXPRESSION_NODES_MAX};
 use crate::predicate::{bind, BoundPredicate, Predicate};
-use crate::schema::{check_name, TableSchema};
+use crate::schema::{check_name, ColumnDef, ColumnDefault, TableSchema};
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +142,44 @@ pub enum Operation {
         table: String,
         columns: Vec<String>,
     },
+    /// Slot 10. ALTER TABLE table change, …: the changes applied in order to a copy of the
+    /// table, which replaces it only if every change succeeds (atomic). Adding or dropping a
+    /// column rewrites every row of this partition at the operation's place in the order, and
+    /// the indexes are rebuilt; the schema changes, so the catalog digest does too and
+    /// statements planned before are refused (`StaleCatalog`) and planned again.
+    AlterTable {
+        table: String,
+        changes: Vec<TableChange>,
+    },
+    /// Slot 11. DROP INDEX name (of `table`, which the planner looked up).
+    DropIndex { name: String, table: String },
+}
+
+/// One change of an `Operation::AlterTable`. Slots are fixed: append new variants at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TableChange {
+    /// Slot 0. ADD COLUMN: the column goes after the visible columns (before a hidden row
+    /// id, which stays last); every existing row gets `fill` (the column's constant default,
+    /// or NULL), checked against the column (type, NOT NULL, length).
+    AddColumn { column: ColumnDef, fill: Value },
+    /// Slot 1. DROP COLUMN: not a primary key column (so never the partition key). Indexes
+    /// over the column are dropped with it, as in PostgreSQL.
+    DropColumn { column: String },
+    /// Slot 2. RENAME COLUMN column TO to.
+    RenameColumn { column: String, to: String },
+    /// Slot 3. RENAME TO to: the table's new name (its primary key constraint follows it).
+    RenameTable { to: String },
+    /// Slot 4. ALTER COLUMN SET DEFAULT / DROP DEFAULT (`None`).
+    SetDefault {
+        column: String,
+        default: Option<ColumnDefault>,
+    },
+    /// Slot 5. ALTER COLUMN SET NOT NULL (checked against every stored row: 23502 if one
+    /// holds NULL) / DROP NOT NULL.
+    SetNotNull { column: String, not_null: bool },
+    /// Slot 6. The front end's table options replaced (a renamed partition key column, a
+    /// sequence's owner renamed).
+    SetOptions { options: Vec<(String, String)> },
 }
 
 /// Most aggregates in one operation.
@@ -383,8 +421,23 @@ impl Operation {
             | Operation::Update { table, .. }
             | Operation::Delete { table, .. }
             | Operation::Aggregate { table, .. }
-            | Operation::UpdateComputed { table, .. } => table,
+            | Operation::UpdateComputed { table, .. }
+            | Operation::AlterTable { table, .. }
+            | Operation::DropIndex { table, .. } => table,
         }
+    }
+
+    /// Whether the operation changes the catalog (tables, columns, indexes).
+    pub fn is_ddl(&self) -> bool {
+        matches!(
+            self,
+            Operation::CreateTable { .. }
+                | Operation::DropTable { .. }
+                | Operation::CreateIndex { .. }
+                | Operation::CreateIndexOn { .. }
+                | Operation::AlterTable { .. }
+                | Operation::DropIndex { .. }
+        )
     }
 
     /// The predicate of a select, update or delete.
@@ -424,6 +477,8 @@ pub enum Output {
         group_by: Vec<String>,
         groups: Vec<Group>,
     },
+    /// Slot 7. ALTER TABLE done.
+    Altered,
 }
 
 /// The result of one operation.
@@ -674,6 +729,18 @@ pub fn check_ddl_names(operation: &Operation) -> Result<(), EngineError> {
         Operation::CreateTable { schema } => schema.validate(),
         Operation::CreateIndex { name, .. } | Operation::CreateIndexOn { name, .. } => {
             check_name(name)
+        }
+        Operation::AlterTable { changes, .. } => {
+            for change in changes {
+                match change {
+                    TableChange::AddColumn { column, .. } => check_name(&column.name)?,
+                    TableChange::RenameColumn { to, .. } | TableChange::RenameTable { to } => {
+                        check_name(to)?
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
         }
         _ => Ok(()),
     }

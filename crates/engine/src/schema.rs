@@ -79,6 +79,10 @@ pub const ROW_ID_COLUMN: &str = "tessera_row_id";
 /// Most options a table keeps, and most bytes in one option's key or value.
 pub const TABLE_OPTIONS_MAX: usize = 16;
 pub const TABLE_OPTION_BYTES_MAX: usize = 256;
+/// Options whose values may be longer (a view's query text and what it depends on, which the
+/// front end keeps in a view's options), up to this many bytes.
+pub const LONG_TABLE_OPTIONS: &[&str] = &["view", "view_depends_on"];
+pub const LONG_TABLE_OPTION_BYTES_MAX: usize = 65_536;
 
 impl TableSchema {
     /// Builds a schema from column definitions and primary key column names.
@@ -114,7 +118,12 @@ impl TableSchema {
         check_name(&self.name)?;
         if self.options.len() > TABLE_OPTIONS_MAX
             || self.options.iter().any(|(key, value)| {
-                key.len() > TABLE_OPTION_BYTES_MAX || value.len() > TABLE_OPTION_BYTES_MAX
+                let value_max = if LONG_TABLE_OPTIONS.contains(&key.as_str()) {
+                    LONG_TABLE_OPTION_BYTES_MAX
+                } else {
+                    TABLE_OPTION_BYTES_MAX
+                };
+                key.len() > TABLE_OPTION_BYTES_MAX || value.len() > value_max
             })
         {
             return invalid(format!(

@@ -5,6 +5,7 @@ use crate::error::EngineError;
 use crate::expression::{assign, Expression};
 use crate::operation::{
     bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
+    TableChange,
 };
 use crate::predicate::BoundPredicate;
 use crate::schema::TableSchema;
@@ -290,6 +291,123 @@ impl Table {
         };
         let previous = self.indexes.insert(name.to_string(), index);
         assert!(previous.is_none(), "index names are checked by the engine");
+        Ok(())
+    }
+
+    /// Applies one ALTER TABLE change (not a rename of the table, which the engine does).
+    /// On error the table may be half changed: the engine applies changes to a copy.
+    pub fn alter(&mut self, change: &TableChange) -> Result<(), EngineError> {
+        let name = self.schema.name.clone();
+        let position_of = |schema: &TableSchema, column: &str| {
+            let position = schema.column_position(column)?;
+            if schema.row_id_column() == Some(position) {
+                return Err(EngineError::FeatureNotSupported {
+                    feature: format!("changing the hidden row id column \"{column}\""),
+                });
+            }
+            Ok(position)
+        };
+        match change {
+            TableChange::AddColumn { column, fill } => {
+                if self.schema.column_position(&column.name).is_ok() {
+                    return Err(EngineError::DuplicateColumn {
+                        table: name,
+                        column: column.name.clone(),
+                    });
+                }
+                // Before the hidden row id, which stays the last column.
+                let position = self
+                    .schema
+                    .row_id_column()
+                    .unwrap_or(self.schema.columns.len());
+                self.schema.columns.insert(position, column.clone());
+                let shift = |at: &mut usize| {
+                    if *at >= position {
+                        *at += 1;
+                    }
+                };
+                self.schema.primary_key.iter_mut().for_each(shift);
+                // NOT NULL without a default: PostgreSQL refuses it only where rows exist.
+                let fill = if fill.is_null() && !column.nullable {
+                    if !self.rows.is_empty() {
+                        return Err(EngineError::ColumnContainsNulls {
+                            table: name,
+                            column: column.name.clone(),
+                        });
+                    }
+                    Value::Null
+                } else {
+                    self.schema.check_value(position, fill)?
+                };
+                for row in self.rows.values_mut() {
+                    row.insert(position, fill.clone());
+                }
+                for index in self.indexes.values_mut() {
+                    shift(&mut index.column);
+                    index.columns.iter_mut().for_each(shift);
+                }
+            }
+            TableChange::DropColumn { column } => {
+                let position = position_of(&self.schema, column)?;
+                if self.schema.is_primary_key_column(position) {
+                    return Err(EngineError::FeatureNotSupported {
+                        feature: format!(
+                            "dropping the primary key column \"{column}\" (rows are keyed and placed by it)"
+                        ),
+                    });
+                }
+                self.schema.columns.remove(position);
+                let shift = |at: &mut usize| {
+                    if *at > position {
+                        *at -= 1;
+                    }
+                };
+                self.schema.primary_key.iter_mut().for_each(shift);
+                for row in self.rows.values_mut() {
+                    row.remove(position);
+                }
+                self.indexes
+                    .retain(|_, index| !index.columns.contains(&position));
+                for index in self.indexes.values_mut() {
+                    shift(&mut index.column);
+                    index.columns.iter_mut().for_each(shift);
+                }
+            }
+            TableChange::RenameColumn { column, to } => {
+                let position = position_of(&self.schema, column)?;
+                if self.schema.column_position(to).is_ok() {
+                    return Err(EngineError::DuplicateColumn {
+                        table: name,
+                        column: to.clone(),
+                    });
+                }
+                self.schema.columns[position].name = to.clone();
+            }
+            TableChange::RenameTable { .. } => {
+                unreachable!("the engine renames tables, which its map keys by name")
+            }
+            TableChange::SetDefault { column, default } => {
+                let position = position_of(&self.schema, column)?;
+                self.schema.columns[position].default = default.clone();
+            }
+            TableChange::SetNotNull { column, not_null } => {
+                let position = position_of(&self.schema, column)?;
+                if !*not_null && self.schema.is_primary_key_column(position) {
+                    return Err(EngineError::InvalidTableChange {
+                        code: "42P16".into(),
+                        message: format!("column \"{column}\" is in a primary key"),
+                    });
+                }
+                if *not_null && self.rows.values().any(|row| row[position].is_null()) {
+                    return Err(EngineError::ColumnContainsNulls {
+                        table: name,
+                        column: column.clone(),
+                    });
+                }
+                self.schema.columns[position].nullable = !*not_null;
+            }
+            TableChange::SetOptions { options } => self.schema.options = options.clone(),
+        }
         Ok(())
     }
 

@@ -130,6 +130,7 @@ impl CopyIn {
             },
             finish: Finish::Command(CommandKind::Copy),
             created_table: None,
+            notices: Vec::new(),
         })
     }
 }

@@ -1054,6 +1054,9 @@ impl Compiler<'_, '_> {
         let entry = catalog
             .table(&table)
             .ok_or_else(|| SqlError::undefined_table(&table))?;
+        if crate::view::is_view(&entry) {
+            return Err(crate::plan::view_refused(&table));
+        }
         let qualifier = alias
             .as_ref()
             .map(|alias| ident_name(&alias.name))
@@ -1479,8 +1482,11 @@ impl Compiler<'_, '_> {
                 crate::pg_catalog::index_columns(catalog),
             ));
         }
-        if let ("pg_get_indexdef" | "pg_get_constraintdef", Some(catalog), Some(first)) =
-            (name.as_str(), self.catalog, arguments.first())
+        if let (
+            "pg_get_indexdef" | "pg_get_constraintdef" | "pg_get_viewdef",
+            Some(catalog),
+            Some(first),
+        ) = (name.as_str(), self.catalog, arguments.first())
         {
             let key = self.compile(first, None)?;
             return Ok(Scalar::Lookup(

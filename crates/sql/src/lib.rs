@@ -200,7 +200,10 @@ pub mod regex;
 pub mod sequence;
 pub mod session;
 pub mod types;
+pub mod view;
 
+#[cfg(test)]
+mod alter_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]

@@ -259,6 +259,7 @@ impl Execution {
             routing: self.routing.clone(),
             finish: Finish::Query(outer),
             created_table: None,
+            notices: Vec::new(),
         }
         .finish(results)
     }
@@ -333,6 +334,10 @@ fn command_tag(kind: CommandKind, outputs: &[Output]) -> String {
         CommandKind::Truncate => "TRUNCATE TABLE".into(),
         CommandKind::CreateSequence => "CREATE SEQUENCE".into(),
         CommandKind::DropSequence => "DROP SEQUENCE".into(),
+        CommandKind::AlterTable => "ALTER TABLE".into(),
+        CommandKind::DropIndex => "DROP INDEX".into(),
+        CommandKind::CreateView => "CREATE VIEW".into(),
+        CommandKind::DropView => "DROP VIEW".into(),
     }
 }
 

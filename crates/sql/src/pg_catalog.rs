@@ -95,6 +95,7 @@ const VIRTUAL_PG_CATALOG: &[&str] = &[
     "pg_sequences",
     "pg_enum",
     "pg_settings",
+    "pg_views",
 ];
 const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "tables",
@@ -102,6 +103,7 @@ const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "table_constraints",
     "key_column_usage",
     "schemata",
+    "views",
 ];
 
 /// Whether a FROM name is a virtual catalog table.
@@ -294,11 +296,18 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 };
                 let hidden = usize::from(schema.row_id_column().is_some());
                 let sequence = crate::sequence::is_sequence(entry);
+                let view = crate::view::is_view(entry);
                 rows.push(class(
                     oid,
                     &schema.name,
-                    if sequence { "S" } else { "r" },
-                    if sequence { 0 } else { HEAP_AM_OID },
+                    if sequence {
+                        "S"
+                    } else if view {
+                        "v"
+                    } else {
+                        "r"
+                    },
+                    if sequence || view { 0 } else { HEAP_AM_OID },
                     schema.columns.len() - hidden,
                     hidden == 0 || !entry.indexes.is_empty(),
                 ));
@@ -544,11 +553,58 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ),
             ]
         }
+        (false, "pg_views") => {
+            for entry in tables.iter() {
+                if let Some(query) = crate::view::query_text(entry) {
+                    rows.push(vec![
+                        text("public"),
+                        text(&entry.schema.name),
+                        text("tessera"),
+                        text(&view_definition(query)),
+                    ]);
+                }
+            }
+            vec![
+                ("schemaname", TEXT),
+                ("viewname", TEXT),
+                ("viewowner", TEXT),
+                ("definition", TEXT),
+            ]
+        }
+        (true, "views") => {
+            for entry in tables.iter() {
+                if let Some(query) = crate::view::query_text(entry) {
+                    rows.push(vec![
+                        text("tessera"),
+                        text("public"),
+                        text(&entry.schema.name),
+                        text(&view_definition(query)),
+                        text("NONE"),
+                        text("NO"),
+                        text("NO"),
+                        text("NO"),
+                        text("NO"),
+                        text("NO"),
+                    ]);
+                }
+            }
+            vec![
+                ("table_catalog", TEXT),
+                ("table_schema", TEXT),
+                ("table_name", TEXT),
+                ("view_definition", TEXT),
+                ("check_option", TEXT),
+                ("is_updatable", TEXT),
+                ("is_insertable_into", TEXT),
+                ("is_trigger_updatable", TEXT),
+                ("is_trigger_deletable", TEXT),
+                ("is_trigger_insertable_into", TEXT),
+            ]
+        }
         (false, "pg_tables") => {
-            for entry in tables
-                .iter()
-                .filter(|entry| !crate::sequence::is_sequence(entry))
-            {
+            for entry in tables.iter().filter(|entry| {
+                !crate::sequence::is_sequence(entry) && !crate::view::is_view(entry)
+            }) {
                 rows.push(vec![
                     text("public"),
                     text(&entry.schema.name),
@@ -731,12 +787,13 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 .iter()
                 .filter(|entry| !crate::sequence::is_sequence(entry))
             {
+                let view = crate::view::is_view(entry);
                 rows.push(vec![
                     text("tessera"),
                     text("public"),
                     text(&entry.schema.name),
-                    text("BASE TABLE"),
-                    text("YES"),
+                    text(if view { "VIEW" } else { "BASE TABLE" }),
+                    text(if view { "NO" } else { "YES" }),
                     text("NO"),
                 ]);
             }
@@ -1573,6 +1630,13 @@ pub fn index_columns(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, S
     columns
 }
 
+/// A view's definition as `pg_views.definition` and `pg_get_viewdef` show it: PostgreSQL
+/// prints its own deparsed form (a leading space, one column per line, a semicolon); ours is
+/// the query text as the parser prints it, with the leading space and the semicolon.
+fn view_definition(query: &str) -> String {
+    format!(" {query};")
+}
+
 pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, String> {
     let oids = Oids {
         tables: catalog
@@ -1585,6 +1649,10 @@ pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, Str
     for (at, entry) in oids.tables.iter().enumerate() {
         let oid = oids.table_oid(at);
         let schema = &entry.schema;
+        if let Some(query) = crate::view::query_text(entry) {
+            // pg_get_viewdef(view oid).
+            texts.insert(oid, view_definition(query));
+        }
         let hidden_key = schema.row_id_column().is_some();
         let key: Vec<&str> = schema
             .primary_key

@@ -46,7 +46,9 @@ use engine::{
 use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
+mod alter;
 pub mod join;
+mod view;
 pub mod window;
 
 /// Which partitions an operation must reach.
@@ -129,6 +131,7 @@ impl InsertSelect {
             catalog: &catalog,
             parameters: &mut parameters,
             ctes: Vec::new(),
+            views: Vec::new(),
         }
         .insert(&self.insert, Some((self.width, rows)))?;
         if !parameters.sequences.is_final() {
@@ -151,6 +154,26 @@ pub struct Execution {
     pub finish: Finish,
     /// For CREATE TABLE: the table with its placement, for the gateway's directory.
     pub created_table: Option<TableEntry>,
+    /// NOTICEs the gateway sends before the statement's answer if it succeeds (IF [NOT]
+    /// EXISTS skipping an object, DROP … CASCADE), as PostgreSQL does.
+    pub notices: Vec<SqlError>,
+}
+
+/// PostgreSQL's NOTICE for CREATE … IF NOT EXISTS of a relation that exists.
+pub fn already_exists_notice(name: &str) -> SqlError {
+    SqlError::new(
+        "42P07",
+        format!("relation \"{name}\" already exists, skipping"),
+    )
+}
+
+/// PostgreSQL's NOTICE for DROP … IF EXISTS of a missing object (`what`: table, view,
+/// sequence, index).
+pub fn missing_notice(what: &str, name: &str) -> SqlError {
+    SqlError::new(
+        "00000",
+        format!("{what} \"{name}\" does not exist, skipping"),
+    )
 }
 
 /// What the gateway does with the partitions' outputs.
@@ -344,6 +367,10 @@ pub enum CommandKind {
     Truncate,
     CreateSequence,
     DropSequence,
+    AlterTable,
+    DropIndex,
+    CreateView,
+    DropView,
 }
 
 /// Where a query's input rows come from.
@@ -525,6 +552,7 @@ pub fn plan(
         catalog,
         parameters,
         ctes: Vec::new(),
+        views: Vec::new(),
     }
     .statement(statement)
 }
@@ -535,6 +563,8 @@ struct Planner<'a, 'p> {
     /// The WITH queries in scope, innermost last (a later one hides an earlier one of the
     /// same name); each reference plans its query again as a derived table.
     ctes: Vec<Cte>,
+    /// The views being expanded, outermost first (a view reading itself is 42P17).
+    views: Vec<String>,
 }
 
 /// A non-recursive WITH query: its name, column names (empty: the query's own) and query.
@@ -591,8 +621,11 @@ impl Planner<'_, '_> {
                 object_type,
                 if_exists,
                 names,
+                cascade,
                 ..
-            } => self.drop(object_type, *if_exists, names),
+            } => self.drop(object_type, *if_exists, names, *cascade),
+            Statement::AlterTable(alter) => self.alter_table(alter),
+            Statement::CreateView(create) => self.create_view(create),
             Statement::Explain {
                 analyze, statement, ..
             } => {
@@ -621,9 +654,14 @@ impl Planner<'_, '_> {
                 format!("schema \"{schema}\" does not exist"),
             ));
         }
-        self.catalog
+        let entry = self
+            .catalog
             .table(&table)
-            .ok_or_else(|| SqlError::undefined_table(&table))
+            .ok_or_else(|| SqlError::undefined_table(&table))?;
+        if crate::view::is_view(&entry) {
+            return Err(view_refused(&table));
+        }
+        Ok(entry)
     }
 
     fn compiler<'s>(&'s mut self, scope: &'s Scope) -> Compiler<'s, 's> {
@@ -745,6 +783,7 @@ impl Planner<'_, '_> {
                     routing: Routing::Every,
                     finish: Finish::SetOperation(SetPlan { node, columns }),
                     created_table: None,
+                    notices: Vec::new(),
                 };
                 if query.order_by.is_none() && query.limit_clause.is_none() {
                     return Ok(execution);
@@ -820,6 +859,7 @@ impl Planner<'_, '_> {
                 routing,
                 finish: Finish::Query(plan),
                 created_table: None,
+                notices: Vec::new(),
             }));
         };
         let routing = routing_of(predicate.as_ref(), &entry.options);
@@ -892,6 +932,7 @@ impl Planner<'_, '_> {
             routing,
             finish: Finish::Query(plan),
             created_table: None,
+            notices: Vec::new(),
         }))
     }
 
@@ -1050,7 +1091,16 @@ impl Planner<'_, '_> {
                 ..
             } if with_hints.is_empty() => {
                 let Some(index) = self.cte_index(name) else {
-                    return Ok(None);
+                    let (schema, table) = table_name(name)?;
+                    if schema.as_deref().is_some_and(|schema| schema != "public") {
+                        return Ok(None);
+                    }
+                    return match self.catalog.table(&table) {
+                        Some(entry) if crate::view::is_view(&entry) => {
+                            self.view_relation(&entry, alias.as_ref()).map(Some)
+                        }
+                        _ => Ok(None),
+                    };
                 };
                 let cte = self.ctes[index].clone();
                 // The WITH query sees only the WITH queries before it (not itself).
@@ -1142,6 +1192,7 @@ impl Planner<'_, '_> {
                 columns,
             }),
             created_table: None,
+            notices: Vec::new(),
         })
     }
 
@@ -1962,6 +2013,7 @@ impl Planner<'_, '_> {
                 routing: Routing::None,
                 finish,
                 created_table: None,
+                notices: Vec::new(),
             });
         }
         Ok(Execution {
@@ -1969,6 +2021,7 @@ impl Planner<'_, '_> {
             routing,
             finish,
             created_table: None,
+            notices: Vec::new(),
         })
     }
 
@@ -2478,6 +2531,7 @@ impl Planner<'_, '_> {
             routing,
             finish,
             created_table: None,
+            notices: Vec::new(),
         })
     }
 
@@ -2540,6 +2594,7 @@ impl Planner<'_, '_> {
             operations,
             finish: Finish::Command(CommandKind::Truncate),
             created_table: None,
+            notices: Vec::new(),
         })
     }
 
@@ -2591,6 +2646,7 @@ impl Planner<'_, '_> {
             routing,
             finish,
             created_table: None,
+            notices: Vec::new(),
         })
     }
 
@@ -2991,6 +3047,7 @@ impl Planner<'_, '_> {
                 routing: Routing::None,
                 finish: Finish::Command(CommandKind::CreateTable),
                 created_table: None,
+                notices: vec![already_exists_notice(&name)],
             }));
         }
         let entry = TableEntry {
@@ -3008,6 +3065,7 @@ impl Planner<'_, '_> {
             routing: Routing::Every,
             finish: Finish::Command(CommandKind::CreateTable),
             created_table: Some(entry),
+            notices: Vec::new(),
         }))
     }
 
@@ -3050,12 +3108,13 @@ impl Planner<'_, '_> {
             Some(name) => object_name_parts(name)?.last().cloned().unwrap_or_default(),
             None => format!("{}_{}_idx", entry.schema.name, columns.join("_")),
         };
-        if create.if_not_exists && entry.indexes.iter().any(|(index, _)| *index == name) {
+        if create.if_not_exists && relation_exists(self.catalog, &name) {
             return Ok(Plan::Execute(Execution {
                 operations: Vec::new(),
                 routing: Routing::None,
                 finish: Finish::Command(CommandKind::CreateIndex),
                 created_table: None,
+                notices: vec![already_exists_notice(&name)],
             }));
         }
         Ok(Plan::Execute(Execution {
@@ -3075,6 +3134,7 @@ impl Planner<'_, '_> {
             routing: Routing::Every,
             finish: Finish::Command(CommandKind::CreateIndex),
             created_table: None,
+            notices: Vec::new(),
         }))
     }
 
@@ -3083,41 +3143,87 @@ impl Planner<'_, '_> {
         object_type: &ast::ObjectType,
         if_exists: bool,
         names: &[ast::ObjectName],
+        cascade: bool,
     ) -> Result<Plan, SqlError> {
-        let kind = match object_type {
-            ast::ObjectType::Table => CommandKind::DropTable,
-            ast::ObjectType::Sequence => CommandKind::DropSequence,
+        let (kind, what) = match object_type {
+            ast::ObjectType::Table => (CommandKind::DropTable, "table"),
+            ast::ObjectType::Sequence => (CommandKind::DropSequence, "sequence"),
+            ast::ObjectType::View => (CommandKind::DropView, "view"),
+            ast::ObjectType::Index => return self.drop_index(if_exists, names),
             _ => return Err(SqlError::unsupported(format!("DROP {object_type}"))),
         };
         let mut operations = Vec::with_capacity(names.len());
+        let mut notices = Vec::new();
+        let mut dropped: Vec<String> = Vec::new();
         for name in names {
             let (_, table) = table_name(name)?;
-            let sequence = kind == CommandKind::DropSequence;
-            match self.catalog.table(&table) {
-                None if !if_exists => {
-                    return Err(if sequence {
-                        SqlError::new(
-                            sqlstate::UNDEFINED_TABLE,
-                            format!("sequence \"{table}\" does not exist"),
-                        )
-                    } else {
-                        SqlError::undefined_table(&table)
-                    })
+            let Some(entry) = self.catalog.table(&table) else {
+                if !if_exists {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_TABLE,
+                        format!("{what} \"{table}\" does not exist"),
+                    ));
                 }
-                Some(entry) if crate::sequence::is_sequence(&entry) != sequence => {
-                    let (what, hint) = if sequence {
-                        ("sequence", "Use DROP TABLE to remove a table.")
-                    } else {
-                        ("table", "Use DROP SEQUENCE to remove a sequence.")
-                    };
-                    return Err(
-                        SqlError::new("42809", format!("\"{table}\" is not a {what}"))
-                            .with_hint(hint),
-                    );
-                }
-                _ => {}
+                notices.push(missing_notice(what, &table));
+                continue;
+            };
+            let actual = if crate::sequence::is_sequence(&entry) {
+                "sequence"
+            } else if crate::view::is_view(&entry) {
+                "view"
+            } else {
+                "table"
+            };
+            if actual != what {
+                let verb = match actual {
+                    "sequence" => "SEQUENCE",
+                    "view" => "VIEW",
+                    _ => "TABLE",
+                };
+                return Err(
+                    SqlError::new("42809", format!("\"{table}\" is not a {what}"))
+                        .with_hint(format!("Use DROP {verb} to remove a {actual}.")),
+                );
             }
-            if !sequence {
+            if dropped.contains(&table) {
+                continue;
+            }
+            // Views that read the relation go with it under CASCADE (PostgreSQL's
+            // dependencies), else the drop is refused.
+            let dependents = crate::view::dependents(self.catalog, &table)
+                .into_iter()
+                .filter(|view| {
+                    !names
+                        .iter()
+                        .any(|name| table_name(name).is_ok_and(|(_, n)| n == *view))
+                })
+                .collect::<Vec<_>>();
+            if !dependents.is_empty() {
+                if !cascade {
+                    let detail = dependents
+                        .iter()
+                        .map(|view| format!("view {view} depends on {what} {table}"))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    return Err(SqlError::new(
+                        "2BP01",
+                        format!("cannot drop {what} {table} because other objects depend on it"),
+                    )
+                    .with_detail(detail)
+                    .with_hint("Use DROP ... CASCADE to drop the dependent objects too."));
+                }
+                notices.push(crate::view::cascade_notice(&dependents));
+                for view in dependents {
+                    if !dropped.contains(&view) {
+                        operations.push(Operation::DropTable {
+                            name: view.clone(),
+                            if_exists: false,
+                        });
+                        dropped.push(view);
+                    }
+                }
+            }
+            if kind == CommandKind::DropTable {
                 // A table's SERIAL and identity sequences go with it (PostgreSQL's OWNED BY).
                 for owned in crate::sequence::owned_by(self.catalog, &table) {
                     operations.push(Operation::DropTable {
@@ -3127,15 +3233,21 @@ impl Planner<'_, '_> {
                 }
             }
             operations.push(Operation::DropTable {
-                name: table,
-                if_exists,
+                name: table.clone(),
+                if_exists: false,
             });
+            dropped.push(table);
         }
         Ok(Plan::Execute(Execution {
+            routing: if operations.is_empty() {
+                Routing::None
+            } else {
+                Routing::Every
+            },
             operations,
-            routing: Routing::Every,
             finish: Finish::Command(kind),
             created_table: None,
+            notices,
         }))
     }
 
@@ -3642,6 +3754,7 @@ fn empty_result(names: Vec<String>) -> Execution {
                 .collect(),
         }),
         created_table: None,
+        notices: Vec::new(),
     }
 }
 
@@ -4175,6 +4288,28 @@ fn refuse_explicit_identity(column: &ColumnDef) -> Result<(), SqlError> {
         .with_hint("Use OVERRIDING SYSTEM VALUE to override."));
     }
     Ok(())
+}
+
+/// A statement that names a view where only a table can be (a join, a subquery, a write):
+/// views are expanded only as the one item of a FROM clause.
+pub(crate) fn view_refused(view: &str) -> SqlError {
+    SqlError::unsupported(format!(
+        "\"{view}\" is a view: views in joins, subqueries, INSERT, UPDATE, DELETE, COPY, TRUNCATE and indexes"
+    ))
+    .with_detail("a view is expanded only where it is the one item of a query's FROM clause")
+    .with_hint(format!("SELECT … FROM {view} reads it"))
+}
+
+/// Whether a relation (table, view, sequence, primary key or index) has this name: they
+/// share one name space, as in PostgreSQL.
+pub(crate) fn relation_exists(catalog: &dyn Catalog, name: &str) -> bool {
+    catalog.table(name).is_some()
+        || catalog.table_names().into_iter().any(|table| {
+            catalog.table(&table).is_some_and(|entry| {
+                (entry.schema.row_id_column().is_none() && entry.schema.primary_key_name() == name)
+                    || entry.indexes.iter().any(|(index, _)| index == name)
+            })
+        })
 }
 
 /// Why UNIQUE: rows are spread over partitions by their partition key, and no check across

@@ -634,6 +634,7 @@ pub fn advance(catalog: &dyn Catalog, request: &SequenceRequest) -> Result<Execu
             schema,
         })),
         created_table: None,
+        notices: Vec::new(),
     })
 }
 
@@ -731,6 +732,7 @@ pub fn create(
                 routing: Routing::None,
                 finish: Finish::Command(CommandKind::CreateSequence),
                 created_table: None,
+                notices: vec![crate::plan::already_exists_notice(name)],
             });
         }
         return Err(SqlError::new(
@@ -750,6 +752,7 @@ pub fn create(
             indexes: Vec::new(),
             options,
         }),
+        notices: Vec::new(),
     })
 }
 

@@ -661,7 +661,9 @@ impl Store {
                 }
                 engine::Operation::DropTable { .. }
                 | engine::Operation::CreateIndex { .. }
-                | engine::Operation::CreateIndexOn { .. } => {
+                | engine::Operation::CreateIndexOn { .. }
+                | engine::Operation::AlterTable { .. }
+                | engine::Operation::DropIndex { .. } => {
                     Some(engine::EngineError::FeatureNotSupported {
                         feature: "changing the built-in table kv (the RESP namespace)".into(),
                     })
@@ -817,15 +819,7 @@ fn operations_of(command: &engine::Command) -> &[engine::Operation] {
 }
 
 fn has_ddl(command: &engine::Command) -> bool {
-    operations_of(command).iter().any(|operation| {
-        matches!(
-            operation,
-            engine::Operation::CreateTable { .. }
-                | engine::Operation::DropTable { .. }
-                | engine::Operation::CreateIndex { .. }
-                | engine::Operation::CreateIndexOn { .. }
-        )
-    })
+    operations_of(command).iter().any(engine::Operation::is_ddl)
 }
 
 fn batch_len(command: &engine::Command) -> usize {

@@ -101,7 +101,9 @@ pub fn written_tables(command: &engine::Command) -> Vec<String> {
 /// Whether a write can fail on the data rather than on its plan: a plain insert (a duplicate
 /// key) or an update computing its values (division by zero, overflow, NOT NULL, lengths). Such
 /// a write over several partitions goes in two phases; any other (constant updates, deletes,
-/// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message.
+/// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message, except
+/// ALTER TABLE … SET NOT NULL and ADD COLUMN … NOT NULL without a default, which fail where a
+/// partition holds a NULL (or any row).
 pub fn fallible(command: &engine::Command) -> bool {
     let operations: &[engine::Operation] = match command {
         engine::Command::Guarded { command, .. } => return fallible(command),
@@ -116,7 +118,12 @@ pub fn fallible(command: &engine::Command) -> bool {
                 on_conflict: engine::OnConflict::Error,
                 ..
             } | engine::Operation::UpdateComputed { .. }
-        )
+        ) || matches!(operation, engine::Operation::AlterTable { changes, .. }
+        if changes.iter().any(|change| match change {
+            engine::TableChange::SetNotNull { not_null, .. } => *not_null,
+            engine::TableChange::AddColumn { column, fill } => !column.nullable && fill.is_null(),
+            _ => false,
+        }))
     })
 }
 

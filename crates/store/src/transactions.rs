@@ -545,15 +545,9 @@ pub fn locks_needed_on_paths(
         });
     let rows = rows.filter(|_| one_table.is_some());
     for operation in operations {
-        if matches!(
-            operation,
-            Operation::CreateTable { .. }
-                | Operation::DropTable { .. }
-                | Operation::CreateIndex { .. }
-                | Operation::CreateIndexOn { .. }
-        ) {
+        if operation.is_ddl() {
             return Err(EngineError::FeatureNotSupported {
-                feature: "DDL (CREATE, DROP) inside a transaction block".into(),
+                feature: "DDL (CREATE, DROP, ALTER) inside a transaction block".into(),
             });
         }
         let table = operation.table_name().to_string();

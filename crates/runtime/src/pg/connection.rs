@@ -710,7 +710,11 @@ where
         digest: u64,
     ) -> Result<StatementResult, Fail> {
         if execution.operations.is_empty() {
-            return Ok(execution.finish(Vec::new())?);
+            let result = execution.finish(Vec::new())?;
+            for notice in &execution.notices {
+                self.out.notice_response("NOTICE", notice);
+            }
+            return Ok(result);
         }
         self.check_privileges(&execution.operations).await?;
         let command = Command::Guarded {
@@ -771,6 +775,9 @@ where
         }
         let result = execution.finish(results)?;
         self.after_privileged(&execution.operations).await?;
+        for notice in &execution.notices {
+            self.out.notice_response("NOTICE", notice);
+        }
         Ok(result)
     }
 

@@ -407,6 +407,37 @@ pub async fn forget_table<B: RoutedBackend>(backend: &B, table: &str) -> Result<
     remove(backend, None, equal("table_name", table)).await
 }
 
+/// Moves every grant on a renamed table to its new name (ALTER TABLE … RENAME TO): the
+/// grants are read from every partition, written again under the new name (each role's rows
+/// in its partition), and the old ones removed.
+pub async fn rename_table<B: RoutedBackend>(
+    backend: &B,
+    table: &str,
+    to: &str,
+) -> Result<(), RolesError> {
+    let operation = Operation::Select {
+        table: GRANTS_TABLE.to_string(),
+        columns: Vec::new(),
+        predicate: Some(equal("table_name", table)),
+        limit: None,
+    };
+    let rows = match roles::run(backend, None, operation).await {
+        Ok(Output::Rows { rows, .. }) => rows,
+        Ok(_) => return Err(RolesError::Engine(EngineError::Malformed)),
+        Err(RolesError::Engine(EngineError::UndefinedTable { .. })) => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    forget_table(backend, to).await?;
+    for row in &rows {
+        if let [Value::Text(role), Value::Text(_), Value::Text(privilege)] = row.as_slice() {
+            if let Some(privilege) = Privilege::of_name(privilege) {
+                insert(backend, role, &[to.to_string()], &[privilege]).await?;
+            }
+        }
+    }
+    forget_table(backend, table).await
+}
+
 /// Removes every grant of a dropped role.
 pub async fn forget_role<B: RoutedBackend>(backend: &B, role: &str) -> Result<(), RolesError> {
     remove(backend, Some(role), equal("role", role)).await
@@ -424,7 +455,9 @@ pub fn required(operation: &Operation) -> Vec<Privilege> {
         Operation::CreateTable { .. } => Vec::new(),
         Operation::DropTable { .. }
         | Operation::CreateIndex { .. }
-        | Operation::CreateIndexOn { .. } => vec![Privilege::Owner],
+        | Operation::CreateIndexOn { .. }
+        | Operation::AlterTable { .. }
+        | Operation::DropIndex { .. } => vec![Privilege::Owner],
         Operation::Select { .. } | Operation::Aggregate { .. } => vec![Privilege::Select],
         Operation::Insert { on_conflict, .. } => match on_conflict {
             OnConflict::DoUpdate(_) | OnConflict::DoUpdateComputed { .. } => {

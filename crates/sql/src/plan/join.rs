@@ -673,6 +673,7 @@ impl Planner<'_, '_> {
             routing: Routing::Every,
             finish: Finish::Query(query_plan),
             created_table: None,
+            notices: Vec::new(),
         }))
     }
 

@@ -998,6 +998,7 @@ impl Planner<'_, '_> {
                 columns,
             })),
             created_table: None,
+            notices: Vec::new(),
         };
         let mut output_select = select.clone();
         output_select.projection = projection;
@@ -1027,6 +1028,7 @@ impl Planner<'_, '_> {
             routing,
             finish: Finish::Query(plan),
             created_table: None,
+            notices: Vec::new(),
         }))
     }
 

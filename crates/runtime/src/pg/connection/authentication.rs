@@ -324,6 +324,15 @@ where
                         .await
                         .map_err(roles::unavailable)?
                 }
+                engine::Operation::AlterTable { table, changes } => {
+                    for change in changes {
+                        if let engine::TableChange::RenameTable { to } = change {
+                            grants::rename_table(&self.backend, table, to)
+                                .await
+                                .map_err(roles::unavailable)?
+                        }
+                    }
+                }
                 _ => {}
             }
         }
