@@ -20,7 +20,7 @@ pub enum Merge {
     MultiPut,
     /// MGET: the values in order.
     MultiGet,
-    /// DEL over several keys: the sum of the per-key counts.
+    /// DEL over several keys: one count per distinct key (`Outcome::Integers`).
     MultiDelete,
     /// EXISTS over several keys: the sum of the per-key counts (a key named twice is asked
     /// twice).
@@ -102,7 +102,18 @@ impl Split {
                     .collect(),
             ),
             Merge::Each => unreachable!("merged above"),
-            Merge::MultiDelete | Merge::Sum => Outcome::Integer(
+            // One count per distinct key, in order: the reply sums them (`resp::finish`), and
+            // keyspace notifications name the keys that existed (`resp::notify`).
+            Merge::MultiDelete => Outcome::Integers(
+                outcomes
+                    .iter()
+                    .map(|outcome| match outcome {
+                        Outcome::Integer(count) => *count,
+                        _ => 0,
+                    })
+                    .collect(),
+            ),
+            Merge::Sum => Outcome::Integer(
                 outcomes
                     .iter()
                     .map(|outcome| match outcome {
@@ -163,6 +174,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
         | Command::MemoryUsage { .. }
+        | Command::Dump { .. }
+        | Command::Restore { .. }
+        | Command::Reclaim { .. }
         | Command::IncrementFloat { .. }
         | Command::Text { .. }
         | Command::Reserve { .. }
@@ -363,6 +377,9 @@ pub enum Survey {
     /// `kv::EncodingLimits`); every store set them in the same order, so any arc's answer is
     /// the cluster's.
     ReadConfig,
+    /// The reclaimer's survey (`reclaim`): the keys expired at `now_ms` (unix milliseconds),
+    /// at most `limit` per arc, sorted.
+    Expired { now_ms: u64, limit: u64 },
 }
 
 impl Survey {
@@ -460,7 +477,7 @@ impl SurveyPlan {
                     })
                     .sum(),
             ),
-            Survey::Keys { .. } | Survey::KeysOfType { .. } => {
+            Survey::Keys { .. } | Survey::KeysOfType { .. } | Survey::Expired { .. } => {
                 let mut keys: Vec<Option<kv::Bytes>> = answers
                     .values()
                     .flat_map(|outcome| match outcome {
@@ -522,7 +539,9 @@ pub fn config_survey(
         Survey::Configure { changes } => {
             let mut limits = kv.limits();
             for (name, value) in changes {
-                if !resp::config::set_limit(&mut limits, name, *value) {
+                if name == resp::config::NOTIFY {
+                    kv.set_notify_flags(i64::try_from(*value).unwrap_or(0));
+                } else if !resp::config::set_limit(&mut limits, name, *value) {
                     crate::log::warn(format_args!(
                         "CONFIG SET of an unknown limit {name}: ignored"
                     ));
@@ -532,7 +551,8 @@ pub fn config_survey(
             Some(Vec::new())
         }
         Survey::ReadConfig => {
-            let limits = postcard::to_allocvec(&kv.limits()).expect("limits serialise");
+            let limits = postcard::to_allocvec(&(kv.limits(), kv.notify_flags()))
+                .expect("the configuration serialises");
             Some(
                 (0..arcs.len())
                     .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
@@ -544,8 +564,9 @@ pub fn config_survey(
     }
 }
 
-/// The thresholds in a CONFIG GET survey's merged outcome (`None`: not such an outcome).
-pub fn decode_limits(outcome: &Outcome) -> Option<kv::EncodingLimits> {
+/// The thresholds and the keyspace notification flags in a CONFIG GET survey's merged outcome
+/// (`None`: not such an outcome).
+pub fn decode_config(outcome: &Outcome) -> Option<(kv::EncodingLimits, i64)> {
     match outcome {
         Outcome::Values(values) => postcard::from_bytes(values.first()?.as_ref()?).ok(),
         _ => None,
@@ -556,14 +577,15 @@ pub fn decode_limits(outcome: &Outcome) -> Option<kv::EncodingLimits> {
 /// arc that lies wholly inside `holds` (what it holds at the message's place in its stream,
 /// copies installed), none for any other arc. Each key is counted in the one arc holding its
 /// position, so an arc's answer is exactly that arc's keys, whichever replica gives it.
-pub fn survey_answers<'a>(
+pub fn survey_answers<'a, 'b>(
     survey: &Survey,
     arcs: &[PositionSet],
     holds: &PositionSet,
     keys: impl Iterator<Item = &'a kv::Bytes>,
     placement: &KeyPlacement,
-    type_of: &dyn Fn(&[u8]) -> Option<&'static str>,
+    entry_of: &dyn Fn(&[u8]) -> Option<&'b kv::Entry>,
 ) -> Vec<(u32, Outcome)> {
+    let type_of = |key: &[u8]| entry_of(key).map(|entry| entry.value.type_name());
     let answered: Vec<usize> = (0..arcs.len())
         .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
         .collect();
@@ -581,6 +603,13 @@ pub fn survey_answers<'a>(
         let (pattern, type_name) = match survey {
             Survey::Keys { pattern } => (pattern, None),
             Survey::KeysOfType { pattern, type_name } => (pattern, Some(type_name)),
+            Survey::Expired { now_ms, limit } => {
+                let expired = entry_of(key).is_some_and(|entry| entry.expired(*now_ms));
+                if expired && (matching[slot].len() as u64) < *limit {
+                    matching[slot].push(Some(key.clone()));
+                }
+                continue;
+            }
             Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
                 continue
             }
@@ -598,7 +627,9 @@ pub fn survey_answers<'a>(
         .zip(counts.into_iter().zip(matching))
         .map(|(index, (count, keys))| {
             let outcome = match survey {
-                Survey::Keys { .. } | Survey::KeysOfType { .. } => Outcome::Values(keys),
+                Survey::Keys { .. } | Survey::KeysOfType { .. } | Survey::Expired { .. } => {
+                    Outcome::Values(keys)
+                }
                 Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
                     Outcome::Integer(count)
                 }
@@ -797,6 +828,12 @@ fn share_where(
 mod tests {
     use super::*;
 
+    /// What the test stores hold at every key (a survey reads only its type and expiry).
+    static STRING_ENTRY: kv::Entry = kv::Entry {
+        value: kv::Value::String(Vec::new()),
+        expires_at_ms: None,
+    };
+
     #[test]
     fn a_multi_key_delete_counts_each_distinct_key_once() {
         let split = split(&Command::MultiDelete {
@@ -805,7 +842,7 @@ mod tests {
         .unwrap();
         assert_eq!(split.commands.len(), 2);
         let merged = split.merge(&[Outcome::Integer(1), Outcome::Integer(0)]);
-        assert_eq!(merged, Outcome::Integer(1));
+        assert_eq!(merged, Outcome::Integers(vec![1, 0]));
     }
 
     fn six_processes() -> (Vec<(ProcessId, Position)>, Configuration) {
@@ -845,7 +882,7 @@ mod tests {
                     &holds,
                     held.into_iter(),
                     &KeyPlacement::hash(),
-                    &|_| Some("string"),
+                    &|_| Some(&STRING_ENTRY),
                 )
             })
             .collect()
@@ -925,7 +962,7 @@ mod tests {
             &holds,
             keys.iter(),
             &KeyPlacement::hash(),
-            &|_| Some("string"),
+            &|_| Some(&STRING_ENTRY),
         );
         let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
         assert_eq!(parts, vec![1]);
@@ -1066,7 +1103,7 @@ mod tests {
                 .filter(|key| holds.contains(placement.position(key)));
             let answers =
                 survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement, &|_| {
-                    Some("string")
+                    Some(&STRING_ENTRY)
                 });
             if answers.is_empty() {
                 continue;

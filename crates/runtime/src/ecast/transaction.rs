@@ -56,35 +56,54 @@ pub(super) fn distinct_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec
     distinct
 }
 
+/// How many times a transaction is reserved again with the keys its SORT patterns named
+/// (`KvError::Unreserved`) before it gives up: the elements, and so the keys, may change
+/// between two attempts.
+const UNRESERVED_ROUNDS_MAX: usize = 8;
+
 /// Runs `commands` (stamped) atomically over every key they name and `watched` (keys with the
 /// record each held at WATCH; the command aborts if any differs now): their outcomes, in order.
+/// A SORT whose BY or GET patterns name keys not reserved releases everything and runs again
+/// with those keys reserved too, so that every key it reads is read at one point of the order.
 pub(super) async fn run(
     jobs: &mpsc::Sender<Job>,
     commands: &[Command],
     watched: &[(Bytes, Option<Bytes>)],
 ) -> Result<Vec<Outcome>, TransactionError> {
-    let keys = distinct_keys(
-        commands
-            .iter()
-            .flat_map(Command::keys)
-            .chain(watched.iter().map(|(key, _)| key.as_slice())),
-    );
-    run_reserved(jobs, &keys, |records| {
-        let changed = watched.iter().any(|(key, record)| {
-            records
+    let mut extra: Vec<Bytes> = Vec::new();
+    for _ in 0..UNRESERVED_ROUNDS_MAX {
+        let keys = distinct_keys(
+            commands
                 .iter()
-                .any(|(reserved, now)| reserved == key && now != record)
-        });
-        let computed = if changed {
-            Err(TransactionError::Watched)
-        } else {
-            kv::run_transaction(&records, commands)
-                .map(|result| Computed::Commit(result.outcomes, result.writes))
-                .map_err(TransactionError::Store)
-        };
-        std::future::ready(computed)
-    })
-    .await
+                .flat_map(Command::keys)
+                .chain(watched.iter().map(|(key, _)| key.as_slice()))
+                .chain(extra.iter().map(Vec::as_slice)),
+        );
+        let ran = run_reserved(jobs, &keys, |records| {
+            let changed = watched.iter().any(|(key, record)| {
+                records
+                    .iter()
+                    .any(|(reserved, now)| reserved == key && now != record)
+            });
+            let computed = if changed {
+                Err(TransactionError::Watched)
+            } else {
+                kv::run_transaction(&records, commands)
+                    .map(|result| Computed::Commit(result.outcomes, result.writes))
+                    .map_err(TransactionError::Store)
+            };
+            std::future::ready(computed)
+        })
+        .await;
+        match ran {
+            Err(TransactionError::Store(KvError::Unreserved { keys: missing })) => {
+                assert!(!missing.is_empty(), "an unreserved read names its keys");
+                extra.extend(missing);
+            }
+            other => return other,
+        }
+    }
+    Err(TransactionError::Store(KvError::Unavailable))
 }
 
 /// What a computation over reserved records decided.
@@ -364,6 +383,7 @@ pub(super) async fn execute_one(
     pending: &Pending,
     stream: &tokio::net::TcpStream,
     clients: (&super::clients::Clients, u64),
+    notifier: &super::pubsub::Notifier,
 ) -> Value {
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
@@ -393,6 +413,7 @@ pub(super) async fn execute_one(
             None => false,
         };
         if !Pending::is_nil(&outcome) || !waits {
+            notifier.notify(&pending.command, &outcome);
             return resp::finish(&pending, &outcome);
         }
         let keys = pending.command.keys().len();
@@ -539,6 +560,7 @@ impl Session {
         jobs: &mpsc::Sender<Job>,
         arguments: &[Vec<u8>],
         keyless: bool,
+        notifier: &super::pubsub::Notifier,
     ) -> Option<Value> {
         let name = arguments[0].to_ascii_lowercase();
         let arity = |exact: bool, count: usize| {
@@ -584,7 +606,7 @@ impl Session {
                 Value::Error("ERR WATCH inside MULTI is not allowed".into())
             }
             b"watch" => self.watch(jobs, &arguments[1..]).await,
-            _ => self.exec(jobs).await,
+            _ => self.exec(jobs, notifier).await,
         })
     }
 
@@ -660,7 +682,11 @@ impl Session {
 
     /// EXEC: the queued commands as one multi-key command over every key they name and every
     /// watched key, at one stamp; nil if a watched key changed.
-    async fn exec(&mut self, jobs: &mpsc::Sender<Job>) -> Value {
+    async fn exec(
+        &mut self,
+        jobs: &mpsc::Sender<Job>,
+        notifier: &super::pubsub::Notifier,
+    ) -> Value {
         let Some((queued, aborted)) = self.queue.take() else {
             return Value::Error("ERR EXEC without MULTI".into());
         };
@@ -700,6 +726,7 @@ impl Session {
                     Queued::Reply(value) => value,
                     Queued::Command(pending) => {
                         let outcome = outcomes.next().expect("one outcome per queued command");
+                        notifier.notify(&pending.command, &outcome);
                         resp::finish(&pending, &outcome)
                     }
                 })
