@@ -320,6 +320,23 @@ fn client_reply_silences_replies(port: u16) {
     client.expect(b"$8\r\nanswered\r\n");
     client.send(&["CLIENT", "REPLY", "MAYBE"]);
     client.expect(b"-ERR syntax error\r\n");
+    // CONFIG inside MULTI is queued and runs at EXEC, its reply (or error) in its place.
+    client.send(&["MULTI"]);
+    client.expect(b"+OK\r\n");
+    client.send(&["SET", "configured", "1"]);
+    client.expect(b"+QUEUED\r\n");
+    client.send(&["CONFIG", "SET", "slowlog-max-len", "77"]);
+    client.expect(b"+QUEUED\r\n");
+    client.send(&["CONFIG", "SET", "maxmemory", "bla"]);
+    client.expect(b"+QUEUED\r\n");
+    client.send(&["EXEC"]);
+    client.expect(
+        b"*3\r\n+OK\r\n+OK\r\n-ERR Unknown option or number of arguments for CONFIG SET - 'maxmemory'\r\n",
+    );
+    assert_eq!(
+        redis_cli(port, &["CONFIG", "GET", "slowlog-max-len"]),
+        "slowlog-max-len\n77"
+    );
 }
 
 fn keyspace_notifications_reach_other_processes(ports: &[u16]) {

@@ -1610,12 +1610,18 @@ impl Connection {
             return Answer::Ready(value);
         }
         let keyless = plan_keyless(arguments).is_some();
+        let exec = arguments.len() == 1 && arguments[0].eq_ignore_ascii_case(b"exec");
+        let deferred = if exec {
+            self.transaction.take_deferred()
+        } else {
+            Vec::new()
+        };
         if let Some(value) = self
             .transaction
             .on_command(&self.jobs, arguments, keyless, &self.notifier())
             .await
         {
-            return Answer::Ready(value);
+            return Answer::Ready(self.run_deferred(value, deferred).await);
         }
         if let [name] = arguments {
             if name.eq_ignore_ascii_case(b"time") {
@@ -1695,6 +1701,24 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// EXEC's reply with the deferred commands (CONFIG inside MULTI) run in queue order after
+    /// the transaction's other commands, each reply in its place; nothing runs if EXEC did not
+    /// (aborted, or nil because a watched key changed).
+    async fn run_deferred(&mut self, reply: Value, deferred: Vec<(usize, Vec<Vec<u8>>)>) -> Value {
+        let Value::Array(mut replies) = reply else {
+            return reply;
+        };
+        for (place, arguments) in deferred {
+            assert!(
+                place < replies.len(),
+                "a deferred command has its place in EXEC's reply"
+            );
+            let value = self.on_config_command(&arguments).await;
+            replies[place] = value.unwrap_or_else(|| Value::Error("ERR internal error".into()));
+        }
+        Value::Array(replies)
     }
 
     /// This connection's keyspace notifier (its gateway's hub and parameters).
@@ -1794,11 +1818,20 @@ impl Connection {
         {
             return None;
         }
-        if let Some(refused) = self
-            .transaction
-            .refuse_queued("ERR CONFIG inside MULTI is not supported yet")
-        {
-            return Some(refused);
+        // Inside MULTI: queued (an arity error refuses it at once and aborts EXEC, as in
+        // Redis), and run by `exec_with_deferred` once EXEC has run the other commands.
+        if self.transaction.queued().is_some() {
+            let arity = if set {
+                rest.len() >= 2
+            } else {
+                !rest.is_empty()
+            };
+            if !arity {
+                let name = if set { "config|set" } else { "config|get" };
+                let text = format!("ERR wrong number of arguments for '{name}' command");
+                return self.transaction.refuse_queued(&text);
+            }
+            return self.transaction.defer(arguments);
         }
         if set {
             let changes = match resp::config::parse_set(rest) {

@@ -547,6 +547,9 @@ pub(super) struct Session {
     queue: Option<(Vec<Queued>, bool)>,
     /// Watched keys with the record each held at WATCH (`None`: absent).
     watched: Vec<(Bytes, Option<Bytes>)>,
+    /// Queued commands the connection runs itself when EXEC has run the others (CONFIG): each
+    /// one's place in the queue and its arguments.
+    deferred: Vec<(usize, Vec<Vec<u8>>)>,
 }
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -594,6 +597,7 @@ impl Session {
                 None => Value::Error("ERR DISCARD without MULTI".into()),
                 Some(_) => {
                     self.watched.clear();
+                    self.deferred.clear();
                     Value::ok()
                 }
             },
@@ -613,6 +617,21 @@ impl Session {
     /// Inside MULTI: how many commands are queued (`None` outside MULTI).
     pub(super) fn queued(&self) -> Option<usize> {
         self.queue.as_ref().map(|(queued, _)| queued.len())
+    }
+
+    /// Inside MULTI: queues a command the connection runs itself at EXEC, after the others
+    /// (`take_deferred`); its reply takes its place in EXEC's array. `None` outside MULTI.
+    pub(super) fn defer(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        let (queued, _) = self.queue.as_mut()?;
+        self.deferred.push((queued.len(), arguments.to_vec()));
+        queued.push(Queued::Reply(Value::Null));
+        Some(Value::Simple("QUEUED".into()))
+    }
+
+    /// The deferred commands of the transaction EXEC is about to run (forgotten by the
+    /// session; the caller runs them if EXEC answers an array).
+    pub(super) fn take_deferred(&mut self) -> Vec<(usize, Vec<Vec<u8>>)> {
+        std::mem::take(&mut self.deferred)
     }
 
     /// Inside MULTI: refuses a command a transaction cannot queue (answered `text`; EXEC then
