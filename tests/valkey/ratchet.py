@@ -2,9 +2,11 @@
 """The Valkey ratchet: which test cases passed in a run of tests/valkey/run.sh, compared with
 tests/valkey/expected-passes.txt.
 
-    ratchet.py compare EXPECTED LOGDIR   exit 1 if a case listed in EXPECTED did not pass in the
-                                         logs of LOGDIR (one log per unit, run.sh's names);
-                                         prints the cases that pass and are not listed yet
+    ratchet.py compare EXPECTED LOGDIR [UNIT ...]
+                                         exit 1 if a case listed in EXPECTED (of the UNITs
+                                         given, every unit without) did not pass in the logs
+                                         of LOGDIR (one log per unit, run.sh's names); prints
+                                         the cases that pass and are not listed yet
     ratchet.py list LOGDIR               prints every passing case, in EXPECTED's format
     ratchet.py self-test                 the comparison's own canary: a log that lost a listed
                                          case must fail, one that gained a case must pass
@@ -65,11 +67,11 @@ def logged_units(logdir):
     return units
 
 
-def compare(expected, logdir):
-    """(missing, new): listed cases that did not pass, passing cases not listed (over the
-    units listed and the units that have a log)."""
+def compare(expected, logdir, units=None):
+    """(missing, new): listed cases that did not pass, passing cases not listed (over `units`,
+    or else the units listed and the units that have a log)."""
     missing, new = [], []
-    for unit in sorted(set(expected) | set(logged_units(logdir))):
+    for unit in sorted(units or set(expected) | set(logged_units(logdir))):
         path = os.path.join(logdir, log_name(unit))
         passed = passes(path) if os.path.exists(path) else set()
         for name in sorted(expected.get(unit, set()) - passed):
@@ -80,9 +82,12 @@ def compare(expected, logdir):
 
 
 def main(arguments):
-    if len(arguments) == 3 and arguments[0] == "compare":
+    if len(arguments) >= 3 and arguments[0] == "compare":
         expected = read_expected(arguments[1])
-        missing, new = compare(expected, arguments[2])
+        units = arguments[3:] or None
+        if units:
+            expected = {unit: names for unit, names in expected.items() if unit in units}
+        missing, new = compare(expected, arguments[2], units)
         for unit, name in new:
             print(f"newly passing (add to {arguments[1]}): {unit}\t{name}")
         for unit, name in missing:
