@@ -2091,6 +2091,88 @@ mod tests {
     }
 
     #[test]
+    fn reclaim_deletes_only_a_key_still_expired_at_its_stamp() {
+        let mut store = KvStore::new();
+        let set_expiring = |key: &[u8], at: i64| Command::At {
+            now_ms: 1_000,
+            command: Box::new(Command::SetExpiring {
+                key: key.to_vec(),
+                value: b"v".to_vec(),
+                condition: SetCondition::Always,
+                return_previous: false,
+                ttl: TtlChange::Set(ExpireTime::AtMs(at)),
+            }),
+        };
+        run(&mut store, set_expiring(b"old", 2_000));
+        run(&mut store, set_expiring(b"later", 9_000));
+        let reclaim = |key: &[u8]| Command::At {
+            now_ms: 5_000,
+            command: Box::new(Command::Reclaim { key: key.to_vec() }),
+        };
+        assert_eq!(run(&mut store, reclaim(b"old")), Outcome::Integer(1));
+        assert_eq!(
+            run(&mut store, reclaim(b"old")),
+            Outcome::Integer(0),
+            "once"
+        );
+        assert_eq!(run(&mut store, reclaim(b"later")), Outcome::Integer(0));
+        assert_eq!(run(&mut store, reclaim(b"absent")), Outcome::Integer(0));
+        assert_eq!(store.len(), 1, "only the expired key went");
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Reclaim {
+                    key: b"later".to_vec()
+                }
+            ),
+            Outcome::Error(KvError::Unstamped)
+        );
+    }
+
+    #[test]
+    fn raw_strings_and_notify_flags_survive_a_snapshot_and_a_rewrite_clears_raw() {
+        let mut store = KvStore::new();
+        let encoding =
+            |store: &KvStore, key: &[u8]| store.read(&Command::Encoding { key: key.to_vec() });
+        run(
+            &mut store,
+            Command::Put {
+                key: b"n".to_vec(),
+                value: b"1".to_vec(),
+            },
+        );
+        assert_eq!(
+            encoding(&store, b"n"),
+            Outcome::Value(Some(b"int".to_vec()))
+        );
+        run(
+            &mut store,
+            Command::Append {
+                key: b"n".to_vec(),
+                value: b"2".to_vec(),
+            },
+        );
+        assert_eq!(
+            encoding(&store, b"n"),
+            Outcome::Value(Some(b"raw".to_vec()))
+        );
+        store.set_notify_flags(3);
+        let mut copy = KvStore::new();
+        copy.restore(&store.snapshot()).unwrap();
+        assert_eq!(copy, store);
+        assert_eq!(encoding(&copy, b"n"), Outcome::Value(Some(b"raw".to_vec())));
+        assert_eq!(copy.notify_flags(), 3);
+        run(
+            &mut copy,
+            Command::Increment {
+                key: b"n".to_vec(),
+                by: 1,
+            },
+        );
+        assert_eq!(encoding(&copy, b"n"), Outcome::Value(Some(b"int".to_vec())));
+    }
+
+    #[test]
     fn snapshot_restores_an_equal_store_and_refuses_garbage() {
         let mut store = KvStore::new();
         for index in 0..50u32 {
