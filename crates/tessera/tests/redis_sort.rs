@@ -162,6 +162,8 @@ fn sort_reads_patterns_across_partitions(port: u16) {
         "1\n\n3\n\n2\n\n0"
     );
     assert_eq!(cli(&["SADD", "words", "b", "a"]), "2");
+    // MGET reads a key of another type as nil, wherever the keys lie.
+    assert_eq!(cli(&["MGET", "w_3", "words", "w_1"]), "1\n\n3");
     assert_eq!(
         cli(&["SORT", "words"]),
         "ERR One or more scores can't be converted into double"

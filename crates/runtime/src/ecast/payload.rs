@@ -96,6 +96,7 @@ impl Split {
                 outcomes
                     .iter()
                     .map(|outcome| match outcome {
+                        Outcome::Values(values) => values.first().cloned().flatten(),
                         Outcome::Value(value) => value.clone(),
                         _ => None,
                     })
@@ -203,10 +204,14 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
             merge: Merge::MultiPut,
             is_read: false,
         }),
+        // Each key is its own one-key MGET, not a GET: MGET reads a key of another type as
+        // nil, where GET answers WRONGTYPE (which failed the whole MGET before).
         Command::MultiGet { keys } => Ok(Split {
             commands: keys
                 .iter()
-                .map(|key| Command::Get { key: key.clone() })
+                .map(|key| Command::MultiGet {
+                    keys: vec![key.clone()],
+                })
                 .collect(),
             merge: Merge::MultiGet,
             is_read: true,
@@ -987,6 +992,41 @@ mod tests {
         assert_eq!(
             decode_survey(&[SURVEY_FORMAT, 9, 9, 9]),
             Some(Err(KvError::Malformed))
+        );
+    }
+
+    #[test]
+    fn mget_is_split_into_one_key_mgets_so_another_type_reads_as_nil() {
+        let split = split(&Command::MultiGet {
+            keys: vec![b"a".to_vec(), b"set".to_vec()],
+        })
+        .unwrap();
+        assert_eq!(
+            split.commands,
+            vec![
+                Command::MultiGet {
+                    keys: vec![b"a".to_vec()]
+                },
+                Command::MultiGet {
+                    keys: vec![b"set".to_vec()]
+                },
+            ]
+        );
+        let mut store = kv::KvStore::new();
+        store.execute(&Command::Put {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+        });
+        store.execute(&Command::Members {
+            key: b"set".to_vec(),
+            operation: kv::SetOperation::Add {
+                members: vec![b"m".to_vec()],
+            },
+        });
+        let outcomes: Vec<Outcome> = split.commands.iter().map(|c| store.read(c)).collect();
+        assert_eq!(
+            split.merge(&outcomes),
+            Outcome::Values(vec![Some(b"1".to_vec()), None])
         );
     }
 
