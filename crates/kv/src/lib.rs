@@ -11,9 +11,12 @@
 //! timestamp, so the delete is replicated). A replica never reads a clock.
 #![forbid(unsafe_code)]
 
+mod lcs;
 mod multikey;
 mod operations;
+pub mod rdb;
 mod reservation;
+mod sort;
 mod typed;
 pub mod value;
 
@@ -25,10 +28,12 @@ pub use operations::{
 
 /// The longest string SETRANGE and SETBIT may make (Redis's `proto-max-bulk-len`, 512 MiB).
 pub const STRING_BYTES_MAX: u64 = 512 * 1024 * 1024;
+pub use lcs::{LcsReply, LCS_CELLS_MAX};
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
+pub use sort::SortOptions;
 pub use value::{EncodingLimits, Entry, Score, Value};
 
-use imbl::OrdMap;
+use imbl::{OrdMap, OrdSet};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use vr::{RestoreError, SnapshotSource, StateMachine};
@@ -169,6 +174,21 @@ pub enum Command {
         key: Bytes,
         operation: StringOperation,
     },
+    /// Slot 33. DUMP: the value's RDB payload (`rdb::dump`), nil if absent.
+    Dump { key: Bytes },
+    /// Slot 34. RESTORE: the value a DUMP payload holds, written at `key` with expiry `ttl`
+    /// (`None`: none; a time at or before the stamp: nothing is written). Refused if the key
+    /// exists and not `replace` (`BusyKey`), or if the payload does not decode.
+    Restore {
+        key: Bytes,
+        payload: Bytes,
+        ttl: Option<ExpireTime>,
+        replace: bool,
+    },
+    /// Slot 35. The reclaimer's delete (`docs/internals/redis.md`, "Active expiry"): 1 if
+    /// `key` was expired at the stamp and is deleted now, else 0 and nothing changes (a key
+    /// written again meanwhile stays). Unstamped: `KvError::Unstamped`.
+    Reclaim { key: Bytes },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -259,6 +279,7 @@ impl Command {
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
             | Command::Encoding { .. }
+            | Command::Dump { .. }
             | Command::MemoryUsage { .. } => true,
             Command::GetExpire { change, .. } => *change == TtlChange::Keep,
             Command::Hash { operation, .. } => operation.is_read(),
@@ -330,6 +351,9 @@ impl Command {
             | Command::SetExpiring { key, .. }
             | Command::Encoding { key }
             | Command::MemoryUsage { key, .. }
+            | Command::Dump { key }
+            | Command::Restore { key, .. }
+            | Command::Reclaim { key }
             | Command::IncrementFloat { key, .. }
             | Command::Text { key, .. }
             | Command::Reserve { key, .. }
@@ -406,6 +430,23 @@ pub enum KvError {
     SameObject,
     /// Slot 19. SETRANGE or SETBIT would make a string longer than `STRING_BYTES_MAX`.
     StringTooLong,
+    /// Slot 20. SORT (numeric) met an element or BY value that is not a double.
+    SortNotADouble,
+    /// Slot 21. A command on a transaction's scratch store reads keys that were not reserved
+    /// (SORT's BY and GET patterns name keys from the elements): reserve these too and run
+    /// it again.
+    Unreserved { keys: Vec<Bytes> },
+    /// Slot 22. LCS of a key that holds another type than a string.
+    LcsNotStrings,
+    /// Slot 23. LCS of strings whose table would pass `lcs::LCS_CELLS_MAX`.
+    LcsTooLarge,
+    /// Slot 24. RESTORE of a payload whose RDB version is newer than 10 or whose checksum is
+    /// wrong.
+    DumpPayload,
+    /// Slot 25. RESTORE of a payload whose value does not decode.
+    BadDataFormat,
+    /// Slot 26. RESTORE without REPLACE onto an existing key.
+    BusyKey,
 }
 
 impl KvError {
@@ -418,6 +459,7 @@ impl KvError {
             KvError::WrongType => {
                 "WRONGTYPE Operation against a key holding the wrong kind of value".to_string()
             }
+            KvError::BusyKey => "BUSYKEY Target key name already exists.".to_string(),
             other => format!("ERR {other}"),
         }
     }
@@ -450,6 +492,17 @@ impl std::fmt::Display for KvError {
             KvError::NoSuchKeyToRename => "no such key",
             KvError::SameObject => "source and destination objects are the same",
             KvError::StringTooLong => "string exceeds maximum allowed size (proto-max-bulk-len)",
+            KvError::SortNotADouble => "One or more scores can't be converted into double",
+            KvError::DumpPayload => "DUMP payload version or checksum are wrong",
+            KvError::BadDataFormat => "Bad data format",
+            KvError::BusyKey => "Target key name already exists.",
+            KvError::LcsNotStrings => "The specified keys must contain string values",
+            KvError::LcsTooLarge => {
+                "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len"
+            }
+            KvError::Unreserved { .. } => {
+                "the keys SORT's BY or GET patterns name were not declared or reserved"
+            }
         })
     }
 }
@@ -502,11 +555,24 @@ pub struct KvStore {
     /// The encoding thresholds (CONFIG SET `*-max-listpack-*`…): replicated state, set by an
     /// ordered operation on every replica alike (`set_limits`), in snapshots.
     limits: EncodingLimits,
+    /// Keys whose string is `raw` whatever its bytes: Redis keeps an encoding per value, and
+    /// APPEND (to an existing string), SETRANGE and SETBIT leave it `raw` until the value is
+    /// replaced (SET, INCR…). Every write of a whole entry (`put_entry`) and every delete
+    /// (`take`) clears the key; in snapshots (format 5).
+    raw_strings: OrdSet<Bytes>,
+    /// `notify-keyspace-events` (`resp::notify`'s flags): cluster configuration set by the
+    /// same ordered operation as the encoding thresholds (`set_notify_flags`), which the
+    /// gateways read back to decide which keyspace notifications to send; in snapshots
+    /// (format 5).
+    notify_flags: i64,
 }
 
-/// The snapshot's format byte (the first byte of `snapshot`): 4 adds the encoding limits; 3
-/// (entries and locks) and 2 (entries only) are still restored, with Redis's default limits.
-const SNAPSHOT_FORMAT: u8 = 4;
+/// The snapshot's format byte (the first byte of `snapshot`): 5 adds the raw strings and the
+/// keyspace notification flags, 4 the
+/// encoding limits; 4, 3 (entries and locks) and 2 (entries only) are still restored, with
+/// Redis's default limits and no raw strings.
+const SNAPSHOT_FORMAT: u8 = 5;
+const SNAPSHOT_FORMAT_LIMITS: u8 = 4;
 const SNAPSHOT_FORMAT_LOCKS: u8 = 3;
 const SNAPSHOT_FORMAT_ENTRIES_ONLY: u8 = 2;
 
@@ -525,6 +591,16 @@ impl KvStore {
     /// touches them (Redis converts on the next write too, and never back).
     pub fn set_limits(&mut self, limits: EncodingLimits) {
         self.limits = limits;
+    }
+
+    /// `notify-keyspace-events`'s flags.
+    pub fn notify_flags(&self) -> i64 {
+        self.notify_flags
+    }
+
+    /// Sets `notify-keyspace-events` (CONFIG SET): at an ordered place, as `set_limits`.
+    pub fn set_notify_flags(&mut self, flags: i64) {
+        self.notify_flags = flags;
     }
 
     /// An empty store with this store's limits, to run commands on a copy of some keys.
@@ -573,6 +649,7 @@ impl KvStore {
     /// Inserts or overwrites, keeping `bytes`; the previous entry.
     fn put_entry(&mut self, key: Bytes, entry: Entry) -> Option<Entry> {
         let (key_len, value_len) = (key.len() as u64, entry.bytes());
+        self.raw_strings.remove(&key);
         let previous = self.entries.insert(key, entry);
         match &previous {
             Some(old) => self.bytes = self.bytes - old.bytes() + value_len,
@@ -588,6 +665,7 @@ impl KvStore {
 
     /// Removes, keeping `bytes`; the entry that was there.
     fn take(&mut self, key: &[u8]) -> Option<Entry> {
+        self.raw_strings.remove(key);
         let previous = self.entries.remove(key);
         if let Some(old) = &previous {
             self.bytes -= key.len() as u64 + old.bytes();
@@ -775,6 +853,16 @@ impl KvStore {
                 until_ms: lock.until_ms,
             });
         }
+        if let (Command::Reclaim { key }, Some(now_ms)) = (command, now_ms) {
+            let expired = self
+                .entries
+                .get(key)
+                .is_some_and(|entry| entry.expired(now_ms));
+            if expired {
+                self.take(key);
+            }
+            return Outcome::Integer(i64::from(expired));
+        }
         if let Some(now_ms) = now_ms {
             // A write deletes its keys that are expired at its time, on every replica alike.
             for key in command.keys() {
@@ -901,7 +989,16 @@ impl KvStore {
             | Command::TimeToLive { .. }
             | Command::Exists { .. }
             | Command::Encoding { .. }
+            | Command::Dump { .. }
             | Command::MemoryUsage { .. } => self.read_at(command, now_ms),
+            Command::Restore {
+                key,
+                payload,
+                ttl,
+                replace,
+            } => self.restore_key(key, payload, *ttl, *replace, now_ms),
+            // Stamped ones returned above.
+            Command::Reclaim { .. } => Outcome::Error(KvError::Unstamped),
         }
     }
 
@@ -964,11 +1061,19 @@ impl KvStore {
                     .to_vec(),
             )),
             Command::TimeToLive { key, query } => self.time_to_live(key, *query, now_ms),
-            Command::Encoding { key } => Outcome::Value(
-                self.live(key, now_ms)
-                    .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
-            ),
+            Command::Encoding { key } => Outcome::Value(self.live(key, now_ms).map(|entry| {
+                let raw = matches!(entry.value, Value::String(_)) && self.raw_strings.contains(key);
+                let name = if raw {
+                    "raw"
+                } else {
+                    entry.value.encoding_name()
+                };
+                name.as_bytes().to_vec()
+            })),
             Command::Text { key, operation } => self.read_text(key, operation, now_ms),
+            Command::Dump { key } => {
+                Outcome::Value(self.live(key, now_ms).map(|entry| rdb::dump(&entry.value)))
+            }
             Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
                 Some(entry) => {
                     let bytes = entry.memory_usage(key, *samples);
@@ -998,10 +1103,18 @@ impl KvStore {
             Command::Keys(operation) if operation.is_read() => {
                 // The operation's code takes the store mutably; a read runs on a copy of
                 // just the keys it names.
+                // SORT reads the keys its BY and GET patterns name too.
                 let mut scratch = self.scratch();
-                for key in operation.keys() {
-                    if let Some(entry) = self.live(key, now_ms) {
-                        scratch.put_entry(key.to_vec(), entry.clone());
+                let pattern_keys = match operation {
+                    KeysOperation::Sort { key, options, .. } => {
+                        self.sort_pattern_keys(key, options, now_ms)
+                    }
+                    _ => Vec::new(),
+                };
+                let named = operation.keys().into_iter().map(<[u8]>::to_vec);
+                for key in named.chain(pattern_keys) {
+                    if let Some(entry) = self.live(&key, now_ms) {
+                        scratch.put_entry(key, entry.clone());
                     }
                 }
                 scratch.keys_operation(operation, now_ms)
@@ -1132,6 +1245,8 @@ impl KvStore {
             _ => unreachable!("reads returned above"),
         };
         self.bytes += stored.len() as u64 - before;
+        // Redis writes SETRANGE and SETBIT into a raw string.
+        self.raw_strings.insert(key.to_vec());
         reply
     }
 
@@ -1168,6 +1283,7 @@ impl KvStore {
                 stored.extend_from_slice(value);
                 let length = stored.len();
                 self.bytes += value.len() as u64;
+                self.raw_strings.insert(key.to_vec());
                 Outcome::Integer(length as i64)
             }
             Some(_) => Outcome::Error(KvError::WrongType),
@@ -1322,6 +1438,51 @@ impl KvStore {
     }
 }
 
+impl KvStore {
+    /// RESTORE (expired keys already deleted by `execute_at`): Redis 7.0's order of checks —
+    /// the key must be free (or REPLACE), then the payload must decode; a TTL already past
+    /// deletes the key and writes nothing, as Redis does.
+    fn restore_key(
+        &mut self,
+        key: &[u8],
+        payload: &[u8],
+        ttl: Option<ExpireTime>,
+        replace: bool,
+        now_ms: Option<u64>,
+    ) -> Outcome {
+        if !replace && self.live(key, now_ms).is_some() {
+            return Outcome::Error(KvError::BusyKey);
+        }
+        let mut value = match rdb::load(payload) {
+            Ok(value) => value,
+            Err(rdb::RdbError::VersionOrChecksum) => return Outcome::Error(KvError::DumpPayload),
+            Err(rdb::RdbError::BadFormat) => return Outcome::Error(KvError::BadDataFormat),
+        };
+        let expires_at_ms = match ttl {
+            None => None,
+            Some(at) => match expiry_time(at, now_ms, "restore") {
+                Ok(at) => Some(at),
+                Err(error) => return Outcome::Error(error),
+            },
+        };
+        if let (Some(at), Some(now)) = (expires_at_ms, now_ms) {
+            if at <= now {
+                self.take(key);
+                return Outcome::Ok;
+            }
+        }
+        value.fit(&self.limits);
+        self.put_entry(
+            key.to_vec(),
+            Entry {
+                value,
+                expires_at_ms,
+            },
+        );
+        Outcome::Ok
+    }
+}
+
 /// The absolute unix milliseconds of a SET or GETEX expiry (the planner checked it positive).
 fn expiry_time(at: ExpireTime, now_ms: Option<u64>, command: &str) -> Result<u64, KvError> {
     let invalid = || KvError::InvalidExpireTime {
@@ -1393,10 +1554,17 @@ impl StateMachine for KvStore {
             .iter()
             .map(|(key, entry)| (key, entry.to_record()))
             .collect();
+        let raw_strings: Vec<&Bytes> = self.raw_strings.iter().collect();
         let mut snapshot = vec![SNAPSHOT_FORMAT];
         snapshot.extend(
-            postcard::to_allocvec(&(pairs, &self.locks, &self.limits))
-                .expect("snapshots serialise"),
+            postcard::to_allocvec(&(
+                pairs,
+                &self.locks,
+                &self.limits,
+                raw_strings,
+                self.notify_flags,
+            ))
+            .expect("snapshots serialise"),
         );
         snapshot
     }
@@ -1412,18 +1580,31 @@ impl StateMachine for KvStore {
         let malformed = |reason: String| RestoreError::Malformed { reason };
         type Pairs = Vec<(Bytes, Bytes)>;
         let decode_error = |error: postcard::Error| malformed(error.to_string());
-        let (pairs, locks, limits): (Pairs, BTreeMap<Bytes, Lock>, EncodingLimits) = match snapshot
+        type Decoded = (
+            Pairs,
+            BTreeMap<Bytes, Lock>,
+            EncodingLimits,
+            Vec<Bytes>,
+            i64,
+        );
+        let (pairs, locks, limits, raw_strings, notify_flags): Decoded = match snapshot
             .split_first()
         {
             Some((&SNAPSHOT_FORMAT, rest)) => postcard::from_bytes(rest).map_err(decode_error)?,
+            Some((&SNAPSHOT_FORMAT_LIMITS, rest)) => {
+                let (pairs, locks, limits) = postcard::from_bytes(rest).map_err(decode_error)?;
+                (pairs, locks, limits, Vec::new(), 0)
+            }
             Some((&SNAPSHOT_FORMAT_LOCKS, rest)) => {
                 let (pairs, locks) = postcard::from_bytes(rest).map_err(decode_error)?;
-                (pairs, locks, EncodingLimits::default())
+                (pairs, locks, EncodingLimits::default(), Vec::new(), 0)
             }
             Some((&SNAPSHOT_FORMAT_ENTRIES_ONLY, rest)) => (
                 postcard::from_bytes(rest).map_err(decode_error)?,
                 BTreeMap::new(),
                 EncodingLimits::default(),
+                Vec::new(),
+                0,
             ),
             _ => return Err(malformed("unknown snapshot format".into())),
         };
@@ -1435,9 +1616,22 @@ impl StateMachine for KvStore {
                 return Err(malformed("duplicate key in snapshot".into()));
             }
         }
+        if raw_strings.iter().any(|key| {
+            !matches!(
+                entries.get(key),
+                Some(Entry {
+                    value: Value::String(_),
+                    ..
+                })
+            )
+        }) {
+            return Err(malformed("a raw string key holds no string".into()));
+        }
         self.entries = entries;
         self.locks = locks;
         self.limits = limits;
+        self.raw_strings = raw_strings.into_iter().collect();
+        self.notify_flags = notify_flags;
         self.recount();
         Ok(())
     }
@@ -1894,6 +2088,88 @@ mod tests {
             .keys(),
             vec![&b"n"[..]]
         );
+    }
+
+    #[test]
+    fn reclaim_deletes_only_a_key_still_expired_at_its_stamp() {
+        let mut store = KvStore::new();
+        let set_expiring = |key: &[u8], at: i64| Command::At {
+            now_ms: 1_000,
+            command: Box::new(Command::SetExpiring {
+                key: key.to_vec(),
+                value: b"v".to_vec(),
+                condition: SetCondition::Always,
+                return_previous: false,
+                ttl: TtlChange::Set(ExpireTime::AtMs(at)),
+            }),
+        };
+        run(&mut store, set_expiring(b"old", 2_000));
+        run(&mut store, set_expiring(b"later", 9_000));
+        let reclaim = |key: &[u8]| Command::At {
+            now_ms: 5_000,
+            command: Box::new(Command::Reclaim { key: key.to_vec() }),
+        };
+        assert_eq!(run(&mut store, reclaim(b"old")), Outcome::Integer(1));
+        assert_eq!(
+            run(&mut store, reclaim(b"old")),
+            Outcome::Integer(0),
+            "once"
+        );
+        assert_eq!(run(&mut store, reclaim(b"later")), Outcome::Integer(0));
+        assert_eq!(run(&mut store, reclaim(b"absent")), Outcome::Integer(0));
+        assert_eq!(store.len(), 1, "only the expired key went");
+        assert_eq!(
+            run(
+                &mut store,
+                Command::Reclaim {
+                    key: b"later".to_vec()
+                }
+            ),
+            Outcome::Error(KvError::Unstamped)
+        );
+    }
+
+    #[test]
+    fn raw_strings_and_notify_flags_survive_a_snapshot_and_a_rewrite_clears_raw() {
+        let mut store = KvStore::new();
+        let encoding =
+            |store: &KvStore, key: &[u8]| store.read(&Command::Encoding { key: key.to_vec() });
+        run(
+            &mut store,
+            Command::Put {
+                key: b"n".to_vec(),
+                value: b"1".to_vec(),
+            },
+        );
+        assert_eq!(
+            encoding(&store, b"n"),
+            Outcome::Value(Some(b"int".to_vec()))
+        );
+        run(
+            &mut store,
+            Command::Append {
+                key: b"n".to_vec(),
+                value: b"2".to_vec(),
+            },
+        );
+        assert_eq!(
+            encoding(&store, b"n"),
+            Outcome::Value(Some(b"raw".to_vec()))
+        );
+        store.set_notify_flags(3);
+        let mut copy = KvStore::new();
+        copy.restore(&store.snapshot()).unwrap();
+        assert_eq!(copy, store);
+        assert_eq!(encoding(&copy, b"n"), Outcome::Value(Some(b"raw".to_vec())));
+        assert_eq!(copy.notify_flags(), 3);
+        run(
+            &mut copy,
+            Command::Increment {
+                key: b"n".to_vec(),
+                by: 1,
+            },
+        );
+        assert_eq!(encoding(&copy, b"n"), Outcome::Value(Some(b"int".to_vec())));
     }
 
     #[test]

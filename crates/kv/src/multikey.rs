@@ -110,6 +110,22 @@ pub enum KeysOperation {
         highest: bool,
         count: u64,
     },
+    /// Slot 12. SORT and SORT_RO: the elements of `key` (a list, set or sorted set) ordered
+    /// and selected as `options` say (`sort.rs`), or with a `destination`, stored there as a
+    /// list (the stored length; an empty result deletes the destination). The keys BY and
+    /// GET patterns name are read too (`KvStore::sort_pattern_keys`).
+    Sort {
+        key: Bytes,
+        options: crate::SortOptions,
+        destination: Option<Bytes>,
+    },
+    /// Slot 13. LCS: the longest common subsequence of two strings (absent: empty), as
+    /// `reply` asks (`lcs.rs`).
+    Lcs {
+        first: Bytes,
+        second: Bytes,
+        reply: crate::LcsReply,
+    },
 }
 
 impl KeysOperation {
@@ -160,6 +176,13 @@ impl KeysOperation {
             KeysOperation::MultiPutIfAbsent { pairs } => {
                 pairs.iter().map(|(key, _)| key.as_slice()).collect()
             }
+            KeysOperation::Lcs { first, second, .. } => vec![first, second],
+            KeysOperation::Sort {
+                key, destination, ..
+            } => std::iter::once(key)
+                .chain(destination.iter())
+                .map(Vec::as_slice)
+                .collect(),
         }
     }
 
@@ -203,6 +226,8 @@ impl KeysOperation {
             KeysOperation::SetCombine { destination, .. }
             | KeysOperation::SortedCombine { destination, .. } => destination.is_none(),
             KeysOperation::SetIntersectionCard { .. } => true,
+            KeysOperation::Sort { destination, .. } => destination.is_none(),
+            KeysOperation::Lcs { .. } => true,
             _ => false,
         }
     }
@@ -302,6 +327,16 @@ impl KvStore {
                 highest,
                 count,
             } => self.sorted_pop_first(keys, *highest, *count, now_ms),
+            KeysOperation::Sort {
+                key,
+                options,
+                destination,
+            } => self.sort(key, options, destination.as_deref(), now_ms),
+            KeysOperation::Lcs {
+                first,
+                second,
+                reply,
+            } => self.lcs_keys(first, second, *reply, now_ms),
         })
     }
 

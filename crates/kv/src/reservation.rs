@@ -169,7 +169,9 @@ pub struct TransactionResult {
 /// Runs `commands` (each stamped, or not needing a stamp) in order on a scratch store holding
 /// `records` (each reserved key and its record, `None` if absent) and says what changed. Every
 /// key a command names must be among `records` (`KvError::Malformed` otherwise): the
-/// transaction read exactly the keys it locked.
+/// transaction read exactly the keys it locked. A SORT whose BY or GET patterns name keys not
+/// among them fails the whole run with `KvError::Unreserved` (those keys): the caller reserves
+/// them too and runs again.
 pub fn run_transaction(
     records: &[(Bytes, Option<Bytes>)],
     commands: &[Command],
@@ -221,12 +223,36 @@ impl Scratch {
     }
 
     /// Runs one command (stamped, or not needing a stamp). A command naming a key that was not
-    /// reserved is refused (`KvError::Malformed`) and changes nothing.
+    /// reserved is refused (`KvError::Malformed`), and a SORT whose patterns name keys that
+    /// were not reserved `KvError::Unreserved` (those keys); either changes nothing.
     pub fn execute(&mut self, command: &Command) -> Result<Outcome, KvError> {
         if command.keys().iter().any(|key| !self.holds(key)) {
             return Err(KvError::Malformed);
         }
+        let missing: Vec<Bytes> = self
+            .pattern_keys(command)
+            .into_iter()
+            .filter(|key| !self.holds(key))
+            .collect();
+        if !missing.is_empty() {
+            return Err(KvError::Unreserved { keys: missing });
+        }
         Ok(self.store.execute(command))
+    }
+
+    /// The keys a SORT's BY and GET patterns name on this store now; none for any other
+    /// command.
+    fn pattern_keys(&self, command: &Command) -> Vec<Bytes> {
+        let (now_ms, inner) = match command {
+            Command::At { now_ms, command } => (Some(*now_ms), command.as_ref()),
+            command => (None, command),
+        };
+        match inner {
+            Command::Keys(crate::KeysOperation::Sort { key, options, .. }) => {
+                self.store.sort_pattern_keys(key, options, now_ms)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// What to commit at each reserved key, in key order: keep (unchanged), delete, or the new

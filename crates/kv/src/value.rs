@@ -173,7 +173,7 @@ impl Value {
     }
 
     /// Whether a decoded value keeps the invariants the code relies on.
-    fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         if self.is_empty_collection() {
             return false;
         }

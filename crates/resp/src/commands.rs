@@ -81,6 +81,10 @@ pub(crate) enum Shape {
     KeyAndScored,
     /// `Outcome::Values` → how many, at most `limit` unless it is 0. ZINTERCARD.
     CountUpTo { limit: u64 },
+    /// `Outcome::Integers([len, a_start, a_end, b_start, b_end, match_len, …])` → LCS … IDX's
+    /// map of `matches` (each `[[a_start, a_end], [b_start, b_end]]`, and the match's length
+    /// `with_match_len`) and `len`.
+    LcsIndexes { with_match_len: bool },
 }
 
 impl Pending {
@@ -159,6 +163,27 @@ pub fn plan(arguments: &[Vec<u8>]) -> Plan {
 }
 
 /// Turns the outcome of `pending.command` into the reply Redis would send.
+/// LCS … IDX's reply (`Shape::LcsIndexes`).
+fn lcs_indexes(numbers: &[i64], with_match_len: bool) -> Value {
+    let matches = numbers[1..]
+        .chunks(5)
+        .map(|range| {
+            let mut entry = vec![
+                Value::Array(vec![Value::Integer(range[0]), Value::Integer(range[1])]),
+                Value::Array(vec![Value::Integer(range[2]), Value::Integer(range[3])]),
+            ];
+            if with_match_len {
+                entry.push(Value::Integer(range[4]));
+            }
+            Value::Array(entry)
+        })
+        .collect();
+    Value::Map(vec![
+        (Value::Bulk(b"matches".to_vec()), Value::Array(matches)),
+        (Value::Bulk(b"len".to_vec()), Value::Integer(numbers[0])),
+    ])
+}
+
 pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
     if let Outcome::Error(error) = outcome {
         return Value::Error(error.reply_text());
@@ -188,6 +213,13 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::Written, Outcome::Integer(0)) => Value::Null,
         (Shape::Bulk, Outcome::Value(value)) => bulk_or_null(value),
         (Shape::Integer, Outcome::Integer(number)) => Value::Integer(*number),
+        (Shape::LcsIndexes { with_match_len }, Outcome::Integers(numbers))
+            if !numbers.is_empty() && (numbers.len() - 1) % 5 == 0 =>
+        {
+            lcs_indexes(numbers, with_match_len)
+        }
+        // DEL of several keys: the gateway merges one count per distinct key.
+        (Shape::Integer, Outcome::Integers(numbers)) => Value::Integer(numbers.iter().sum()),
         (Shape::Bulks, Outcome::Values(values)) => {
             Value::Array(values.iter().map(bulk_or_null).collect())
         }

@@ -19,6 +19,8 @@ enum Kind {
     Integer { min: i64 },
     /// A memory size: digits and an optional unit (`k`, `kb`, `m`, `mb`, `g`, `gb`, any case).
     Memory,
+    /// Keyspace notification classes (`notify`): a string of flags, kept as their bits.
+    Events,
 }
 
 /// Where a parameter lives.
@@ -77,9 +79,18 @@ const PARAMETERS: &[Parameter] = &[
         kind: INTEGER,
         scope: Scope::Process,
     },
+    Parameter {
+        name: "notify-keyspace-events",
+        alias: None,
+        kind: Kind::Events,
+        scope: Scope::Cluster,
+    },
 ];
 
 const INTEGER: Kind = Kind::Integer { min: 0 };
+
+/// The keyspace notification parameter's name: cluster-scoped, but not one of the limits.
+pub const NOTIFY: &str = "notify-keyspace-events";
 
 const fn cluster(name: &'static str, alias: &'static str, kind: Kind) -> Parameter {
     Parameter {
@@ -102,10 +113,11 @@ pub struct Change {
     pub value: i64,
 }
 
-/// The current values GET answers from: the cluster's limits and the process's parameters
-/// (canonical name → value).
+/// The current values GET answers from: the cluster's limits and keyspace notification flags,
+/// and the process's parameters (canonical name → value).
 pub struct Current<'a> {
     pub limits: &'a EncodingLimits,
+    pub notify_flags: i64,
     pub process: &'a dyn Fn(&str) -> Option<i64>,
 }
 
@@ -181,6 +193,7 @@ fn parse_value(parameter: &Parameter, value: &[u8]) -> Result<i64, String> {
             Ok(number)
         }
         Kind::Memory => memory_value(value).ok_or_else(|| "argument must be a memory value".into()),
+        Kind::Events => crate::notify::parse_flags(value),
     }
 }
 
@@ -270,18 +283,23 @@ pub fn get_reply(patterns: &[Vec<u8>], current: &Current) -> Value {
     for pattern in patterns {
         for parameter in PARAMETERS {
             let value = match parameter.scope {
+                Scope::Cluster if parameter.name == NOTIFY => Some(current.notify_flags),
                 Scope::Cluster => Some(limit(current.limits, parameter.name)),
                 Scope::Process => (current.process)(parameter.name),
             };
             let Some(value) = value else { continue };
+            let value = match parameter.kind {
+                Kind::Events => crate::notify::flags_text(value),
+                Kind::Integer { .. } | Kind::Memory => value.to_string(),
+            };
             let names = std::iter::once(parameter.name).chain(parameter.alias);
             for name in names {
                 if !has_glob(pattern) {
                     if pattern.eq_ignore_ascii_case(name.as_bytes()) {
-                        push(pattern.clone(), value.to_string());
+                        push(pattern.clone(), value.clone());
                     }
                 } else if glob_matches(pattern, name.as_bytes(), true) {
-                    push(name.as_bytes().to_vec(), value.to_string());
+                    push(name.as_bytes().to_vec(), value.clone());
                 }
             }
         }
@@ -374,6 +392,7 @@ mod tests {
         let process = |name: &str| (name == "slowlog-max-len").then_some(128);
         let current = Current {
             limits: &limits,
+            notify_flags: crate::notify::KEYSPACE | crate::notify::LIST,
             process: &process,
         };
         let Value::Map(pairs) = get_reply(&args(&["zset-*", "ZSET-MAX-ZIPLIST-ENTRIES"]), &current)
@@ -392,5 +411,15 @@ mod tests {
             panic!("a map")
         };
         assert_eq!(pairs.len(), 2, "the unset process parameter is not listed");
+        let Value::Map(pairs) = get_reply(&args(&["notify-*"]), &current) else {
+            panic!("a map")
+        };
+        assert_eq!(
+            pairs,
+            vec![(
+                Value::Bulk(b"notify-keyspace-events".to_vec()),
+                Value::Bulk(b"lK".to_vec())
+            )]
+        );
     }
 }

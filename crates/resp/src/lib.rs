@@ -73,6 +73,7 @@ mod commands;
 pub mod config;
 mod info;
 mod multikey;
+pub mod notify;
 pub mod stats;
 mod table;
 mod text;

@@ -519,3 +519,118 @@ pub(crate) fn blmpop(arguments: &[Vec<u8>]) -> Plan {
         Err(text) => error(text),
     }
 }
+
+/// `SORT key [BY pattern] [LIMIT offset count] [GET pattern …] [ASC|DESC] [ALPHA] [STORE
+/// destination]`, and SORT_RO (`read_only`: STORE is a syntax error), options in any order as
+/// Redis 7.0 reads them.
+fn sort_generic(arguments: &[Vec<u8>], read_only: bool) -> Plan {
+    let mut options = kv::SortOptions {
+        by: None,
+        gets: Vec::new(),
+        limit: None,
+        descending: false,
+        alpha: false,
+    };
+    let mut destination = None;
+    let mut index = 2;
+    while let Some(option) = arguments.get(index) {
+        let remaining = arguments.len() - index - 1;
+        if is(option, "ASC") {
+            options.descending = false;
+        } else if is(option, "DESC") {
+            options.descending = true;
+        } else if is(option, "ALPHA") {
+            options.alpha = true;
+        } else if is(option, "LIMIT") && remaining >= 2 {
+            let (Some(offset), Some(count)) = (
+                parse_i64(&arguments[index + 1]),
+                parse_i64(&arguments[index + 2]),
+            ) else {
+                return error(NOT_AN_INTEGER);
+            };
+            options.limit = Some((offset, count));
+            index += 2;
+        } else if is(option, "STORE") && remaining >= 1 && !read_only {
+            destination = Some(arguments[index + 1].clone());
+            index += 1;
+        } else if is(option, "BY") && remaining >= 1 {
+            options.by = Some(arguments[index + 1].clone());
+            index += 1;
+        } else if is(option, "GET") && remaining >= 1 {
+            options.gets.push(arguments[index + 1].clone());
+            index += 1;
+        } else {
+            return error(SYNTAX);
+        }
+        index += 1;
+    }
+    let shape = if destination.is_some() {
+        Shape::Integer
+    } else {
+        Shape::Bulks
+    };
+    keys(
+        KeysOperation::Sort {
+            key: arguments[1].clone(),
+            options,
+            destination,
+        },
+        shape,
+    )
+}
+
+pub(crate) fn sort(arguments: &[Vec<u8>]) -> Plan {
+    sort_generic(arguments, false)
+}
+
+pub(crate) fn sort_ro(arguments: &[Vec<u8>]) -> Plan {
+    sort_generic(arguments, true)
+}
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]`, with Redis 7.0's errors.
+pub(crate) fn lcs(arguments: &[Vec<u8>]) -> Plan {
+    let (mut length, mut indexes, mut with_match_len) = (false, false, false);
+    let mut min_match_len = 0i64;
+    let mut index = 3;
+    while let Some(option) = arguments.get(index) {
+        if is(option, "LEN") {
+            length = true;
+        } else if is(option, "IDX") {
+            indexes = true;
+        } else if is(option, "WITHMATCHLEN") {
+            with_match_len = true;
+        } else if is(option, "MINMATCHLEN") && index + 1 < arguments.len() {
+            let Some(value) = parse_i64(&arguments[index + 1]) else {
+                return error(NOT_AN_INTEGER);
+            };
+            min_match_len = value.max(0);
+            index += 1;
+        } else {
+            return error(SYNTAX);
+        }
+        index += 1;
+    }
+    if length && indexes {
+        return error("ERR If you want both the length and indexes, please just use IDX.");
+    }
+    let (reply, shape) = if indexes {
+        (
+            kv::LcsReply::Indexes {
+                min_match_len: min_match_len as u64,
+            },
+            Shape::LcsIndexes { with_match_len },
+        )
+    } else if length {
+        (kv::LcsReply::Length, Shape::Integer)
+    } else {
+        (kv::LcsReply::Text, Shape::Bulk)
+    };
+    keys(
+        KeysOperation::Lcs {
+            first: arguments[1].clone(),
+            second: arguments[2].clone(),
+            reply,
+        },
+        shape,
+    )
+}

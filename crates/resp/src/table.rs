@@ -84,6 +84,22 @@ const LIST_BLOCKING: &[&str] = &["@write", "@list", "@slow", "@blocking"];
 const KEYSPACE_WRITE_SLOW: &[&str] = &["@keyspace", "@write", "@slow"];
 const SET_READ_SLOW: &[&str] = &["@read", "@set", "@slow"];
 const SET_WRITE_SLOW: &[&str] = &["@write", "@set", "@slow"];
+const SORT_WRITE: &[&str] = &[
+    "@write",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@slow",
+    "@dangerous",
+];
+const SORT_READ: &[&str] = &[
+    "@read",
+    "@set",
+    "@sortedset",
+    "@list",
+    "@slow",
+    "@dangerous",
+];
 const SORTED_READ_SLOW: &[&str] = &["@read", "@sortedset", "@slow"];
 const SORTED_WRITE_SLOW: &[&str] = &["@write", "@sortedset", "@slow"];
 const WRITE_FAST: &[&str] = &["write", "denyoom", "fast"];
@@ -294,6 +310,46 @@ pub(crate) static COMMANDS: &[Spec] = &[
         ALL_KEYS,
         SET_WRITE_SLOW,
         m::sdiffstore,
+    ),
+    spec(
+        "dump",
+        2,
+        &["readonly"],
+        ONE_KEY,
+        &["@keyspace", "@read", "@slow"],
+        t::dump,
+    ),
+    spec(
+        "restore",
+        -4,
+        &["write", "denyoom"],
+        ONE_KEY,
+        &["@keyspace", "@write", "@slow", "@dangerous"],
+        t::restore,
+    ),
+    spec(
+        "lcs",
+        -3,
+        &["readonly"],
+        (1, 2, 1),
+        &["@read", "@string", "@slow"],
+        m::lcs,
+    ),
+    spec(
+        "sort",
+        -2,
+        &["write", "denyoom", "movablekeys"],
+        ONE_KEY,
+        SORT_WRITE,
+        m::sort,
+    ),
+    spec(
+        "sort_ro",
+        -2,
+        &["readonly", "movablekeys"],
+        ONE_KEY,
+        SORT_READ,
+        m::sort_ro,
     ),
     spec(
         "sintercard",

@@ -206,6 +206,10 @@ pub(crate) fn hincrbyfloat(arguments: &[Vec<u8>]) -> Plan {
     let Some(by) = parse_float(&arguments[3]).and_then(Score::new) else {
         return error(NOT_A_FLOAT);
     };
+    // Redis 7.0 refuses an infinite increment itself, before looking at the field.
+    if by.get().is_infinite() {
+        return error("ERR value is NaN or Infinity");
+    }
     let field = arguments[2].clone();
     hash(
         arguments,
@@ -1161,5 +1165,70 @@ pub(crate) fn incrbyfloat(arguments: &[Vec<u8>]) -> Plan {
             by,
         },
         Shape::Bulk,
+    )
+}
+
+/// `DUMP key`: the value's RDB payload (`kv::rdb`), nil if absent.
+pub(crate) fn dump(arguments: &[Vec<u8>]) -> Plan {
+    let key = arguments[1].clone();
+    Pending::plan(Command::Dump { key }, Shape::Bulk)
+}
+
+/// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`, with
+/// Redis 7.0's argument errors. IDLETIME and FREQ set LRU/LFU data Tessera does not keep:
+/// checked as Redis checks them, then refused by name rather than accepted and ignored.
+pub(crate) fn restore(arguments: &[Vec<u8>]) -> Plan {
+    let (mut replace, mut absolute) = (false, false);
+    let (mut idle, mut frequency) = (None, None);
+    let mut index = 4;
+    while let Some(option) = arguments.get(index) {
+        let has_value = index + 1 < arguments.len();
+        if is(option, "REPLACE") {
+            replace = true;
+        } else if is(option, "ABSTTL") {
+            absolute = true;
+        } else if is(option, "IDLETIME") && has_value && frequency.is_none() {
+            match parse_i64(&arguments[index + 1]) {
+                None => return error(NOT_AN_INTEGER),
+                Some(seconds) if seconds < 0 => {
+                    return error("ERR Invalid IDLETIME value, must be >= 0")
+                }
+                Some(seconds) => idle = Some(seconds),
+            }
+            index += 1;
+        } else if is(option, "FREQ") && has_value && idle.is_none() {
+            match parse_i64(&arguments[index + 1]) {
+                None => return error(NOT_AN_INTEGER),
+                Some(count) if !(0..=255).contains(&count) => {
+                    return error("ERR Invalid FREQ value, must be >= 0 and <= 255")
+                }
+                Some(count) => frequency = Some(count),
+            }
+            index += 1;
+        } else {
+            return error(SYNTAX);
+        }
+        index += 1;
+    }
+    let ttl = match parse_i64(&arguments[2]) {
+        None => return error(NOT_AN_INTEGER),
+        Some(ttl) if ttl < 0 => return error("ERR Invalid TTL value, must be >= 0"),
+        Some(0) => None,
+        Some(ttl) if absolute => Some(kv::ExpireTime::AtMs(ttl)),
+        Some(ttl) => Some(kv::ExpireTime::AfterMs(ttl)),
+    };
+    if idle.is_some() || frequency.is_some() {
+        return error(
+            "ERR RESTORE IDLETIME and FREQ are not supported: Tessera keeps no LRU or LFU data",
+        );
+    }
+    Pending::plan(
+        Command::Restore {
+            key: arguments[1].clone(),
+            payload: arguments[3].clone(),
+            ttl,
+            replace,
+        },
+        Shape::Done,
     )
 }

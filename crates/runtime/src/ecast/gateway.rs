@@ -673,9 +673,11 @@ impl GatewayTask {
             Survey::Keys { pattern } | Survey::KeysOfType { pattern, .. } => {
                 self.placement.positions_of_pattern(pattern.as_deref())
             }
-            Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
-                PositionSet::whole()
-            }
+            Survey::Count
+            | Survey::Flush
+            | Survey::Configure { .. }
+            | Survey::ReadConfig
+            | Survey::Expired { .. } => PositionSet::whole(),
         };
         let plan = SurveyPlan::new(survey, self.gateway.configuration(), &range);
         let positions = plan.points.clone();
@@ -1051,6 +1053,11 @@ async fn serve(
     let slots = Arc::new(tokio::sync::Semaphore::new(security.config.max_connections));
     let scripts = Arc::new(super::scripting::Scripts::default());
     let clients = Arc::new(super::clients::Clients::default());
+    let notifier = super::pubsub::Notifier {
+        hub: hub.clone(),
+        clients: clients.clone(),
+    };
+    tokio::spawn(super::reclaim::run(jobs.clone(), notifier));
     loop {
         let (stream, address) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -1086,6 +1093,7 @@ async fn serve(
             scripts: scripts.clone(),
             hub: hub.clone(),
             subscriptions: super::pubsub::Subscriptions::new(),
+            reply_mode: ReplyMode::On,
         };
         let tls = security.tls().cloned();
         tokio::spawn(async move {
@@ -1131,6 +1139,39 @@ struct Connection {
     /// This connection's entry in its gateway's client table (CLIENT LIST, KILL…).
     client: super::clients::Registration,
     clients: Arc<super::clients::Clients>,
+    /// CLIENT REPLY: whether this connection's replies are sent.
+    reply_mode: ReplyMode,
+}
+
+/// CLIENT REPLY's modes. Pushes (pub/sub confirmations and messages) are sent in every mode,
+/// as Redis 7.0 sends them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReplyMode {
+    On,
+    /// No reply is sent until CLIENT REPLY ON.
+    Off,
+    /// The next command's reply is not sent.
+    SkipNext,
+}
+
+/// `CLIENT REPLY ON|OFF|SKIP`: the new mode and the reply (sent only for ON), or the error;
+/// `None` for any other command.
+fn client_reply(arguments: &[Vec<u8>]) -> Option<Result<ReplyMode, Value>> {
+    let [command, subcommand, rest @ ..] = arguments else {
+        return None;
+    };
+    if !command.eq_ignore_ascii_case(b"client") || !subcommand.eq_ignore_ascii_case(b"reply") {
+        return None;
+    }
+    Some(match rest {
+        [mode] if mode.eq_ignore_ascii_case(b"on") => Ok(ReplyMode::On),
+        [mode] if mode.eq_ignore_ascii_case(b"off") => Ok(ReplyMode::Off),
+        [mode] if mode.eq_ignore_ascii_case(b"skip") => Ok(ReplyMode::SkipNext),
+        [_] => Err(Value::Error("ERR syntax error".into())),
+        _ => Err(Value::Error(
+            "ERR wrong number of arguments for 'client|reply' command".into(),
+        )),
+    })
 }
 
 /// TIME: this gateway's clock, `[unix seconds, microseconds]` as Redis replies it.
@@ -1142,6 +1183,20 @@ fn time_reply() -> Value {
         Value::Bulk(now.as_secs().to_string().into_bytes()),
         Value::Bulk(now.subsec_micros().to_string().into_bytes()),
     ])
+}
+
+/// Hidden, test-only (debug builds, `TESSERA_TEST_BREAK_COMMAND=name`): every command of that
+/// name answers an error, so that the Valkey ratchet's canary (`tests/valkey/ratchet.sh
+/// --canary`) can show that a broken command fails the ratchet.
+fn broken_on_purpose(arguments: &[Vec<u8>]) -> bool {
+    if !cfg!(debug_assertions) {
+        return false;
+    }
+    static BROKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let broken = BROKEN.get_or_init(|| std::env::var("TESSERA_TEST_BREAK_COMMAND").ok());
+    broken
+        .as_deref()
+        .is_some_and(|name| arguments[0].eq_ignore_ascii_case(name.as_bytes()))
 }
 
 /// Whether a command may block its connection (a blocking pop outside MULTI).
@@ -1301,8 +1356,12 @@ fn plan_scan(arguments: &[Vec<u8>]) -> Result<(Survey, KeylessReply), String> {
     Ok((survey, KeylessReply::Scan))
 }
 
-/// Awaits every waiting answer, in order.
-async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
+/// Awaits every waiting answer, in order (sending each write's keyspace notifications).
+async fn resolve(
+    answers: &mut [Answer],
+    jobs: &mpsc::Sender<Job>,
+    notifier: &super::pubsub::Notifier,
+) {
     for answer in answers.iter_mut() {
         match answer {
             Answer::Waiting(pending, receiver) => {
@@ -1310,6 +1369,7 @@ async fn resolve(answers: &mut [Answer], jobs: &mpsc::Sender<Job>) {
                     .await
                     .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                 let outcome = super::transaction::settle(jobs, pending, outcome).await;
+                notifier.notify(&pending.command, &outcome);
                 *answer = Answer::Ready(resp::finish(pending, &outcome));
             }
             Answer::Formatted(receiver, shape) => {
@@ -1428,15 +1488,16 @@ impl Connection {
                             // basic reads bypass the sequence, so they wait for the commands
                             // before them (a read sees the pipeline's earlier writes).
                             if self.isolation != Isolation::Sequential {
-                                resolve(&mut answers, &self.jobs).await;
+                                resolve(&mut answers, &self.jobs, &self.notifier()).await;
                             }
                             // Before (`cmd` is the current command, as in Redis) and after
                             // (the subscriptions, name and MULTI it left).
                             self.record_activity(&arguments);
                             let started = Instant::now();
+                            let silenced = self.silences(&arguments);
                             answers.push(self.on_command(&arguments, stream.socket()).await);
                             self.record_activity(&arguments);
-                            calls.push((arguments, started));
+                            calls.push((arguments, started, silenced));
                         }
                     }
                     Err(error) => {
@@ -1459,6 +1520,7 @@ impl Connection {
                             .unwrap_or(Outcome::Error(kv::KvError::Unavailable));
                         let outcome =
                             super::transaction::settle(&self.jobs, &pending, outcome).await;
+                        self.notifier().notify(&pending.command, &outcome);
                         resp::finish(&pending, &outcome)
                     }
                     Answer::Formatted(receiver, shape) => {
@@ -1482,11 +1544,15 @@ impl Connection {
                     .metrics
                     .resp_latency
                     .observe(arrived.elapsed().as_secs_f64());
-                if let Some((arguments, started)) = call {
+                let mut silenced = false;
+                if let Some((arguments, started, silent)) = call {
                     self.clients
                         .record(self.client.id, &arguments, &value, started.elapsed());
+                    silenced = silent;
                 }
-                encode_reply(&value, self.protocol, &mut output);
+                if !silenced {
+                    encode_reply(&value, self.protocol, &mut output);
+                }
                 if close {
                     break;
                 }
@@ -1512,8 +1578,22 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        if broken_on_purpose(arguments) {
+            return Answer::Ready(Value::Error(
+                "ERR broken on purpose (TESSERA_TEST_BREAK_COMMAND)".into(),
+            ));
+        }
         if let Some(answer) = self.on_pubsub_command(arguments).await {
             return answer;
+        }
+        if let Some(mode) = client_reply(arguments) {
+            return Answer::Ready(match mode {
+                Ok(mode) => {
+                    self.reply_mode = mode;
+                    Value::ok()
+                }
+                Err(error) => error,
+            });
         }
         if arguments[0].eq_ignore_ascii_case(b"client") {
             if let Some(value) = self.clients.on_command(self.client.id, arguments) {
@@ -1530,12 +1610,18 @@ impl Connection {
             return Answer::Ready(value);
         }
         let keyless = plan_keyless(arguments).is_some();
+        let exec = arguments.len() == 1 && arguments[0].eq_ignore_ascii_case(b"exec");
+        let deferred = if exec {
+            self.transaction.take_deferred()
+        } else {
+            Vec::new()
+        };
         if let Some(value) = self
             .transaction
-            .on_command(&self.jobs, arguments, keyless)
+            .on_command(&self.jobs, arguments, keyless, &self.notifier())
             .await
         {
-            return Answer::Ready(value);
+            return Answer::Ready(self.run_deferred(value, deferred).await);
         }
         if let [name] = arguments {
             if name.eq_ignore_ascii_case(b"time") {
@@ -1568,6 +1654,7 @@ impl Connection {
                             &pending,
                             stream,
                             (&self.clients, self.client.id),
+                            &self.notifier(),
                         )
                         .await,
                     );
@@ -1614,6 +1701,48 @@ impl Connection {
             Plan::Quit => return Answer::Close,
         };
         Answer::Ready(value)
+    }
+
+    /// EXEC's reply with the deferred commands (CONFIG inside MULTI) run in queue order after
+    /// the transaction's other commands, each reply in its place; nothing runs if EXEC did not
+    /// (aborted, or nil because a watched key changed).
+    async fn run_deferred(&mut self, reply: Value, deferred: Vec<(usize, Vec<Vec<u8>>)>) -> Value {
+        let Value::Array(mut replies) = reply else {
+            return reply;
+        };
+        for (place, arguments) in deferred {
+            assert!(
+                place < replies.len(),
+                "a deferred command has its place in EXEC's reply"
+            );
+            let value = self.on_config_command(&arguments).await;
+            replies[place] = value.unwrap_or_else(|| Value::Error("ERR internal error".into()));
+        }
+        Value::Array(replies)
+    }
+
+    /// This connection's keyspace notifier (its gateway's hub and parameters).
+    fn notifier(&self) -> super::pubsub::Notifier {
+        super::pubsub::Notifier {
+            hub: self.hub.clone(),
+            clients: self.clients.clone(),
+        }
+    }
+
+    /// Whether the reply to the command about to run is dropped (CLIENT REPLY OFF, or SKIP
+    /// before it). CLIENT REPLY itself: ON is answered, OFF and SKIP are not.
+    fn silences(&mut self, arguments: &[Vec<u8>]) -> bool {
+        if let Some(Ok(mode)) = client_reply(arguments) {
+            return mode != ReplyMode::On;
+        }
+        match self.reply_mode {
+            ReplyMode::On => false,
+            ReplyMode::Off => true,
+            ReplyMode::SkipNext => {
+                self.reply_mode = ReplyMode::On;
+                true
+            }
+        }
     }
 
     /// Tells the client table the command this connection is about to run (CLIENT LIST's
@@ -1689,11 +1818,20 @@ impl Connection {
         {
             return None;
         }
-        if let Some(refused) = self
-            .transaction
-            .refuse_queued("ERR CONFIG inside MULTI is not supported yet")
-        {
-            return Some(refused);
+        // Inside MULTI: queued (an arity error refuses it at once and aborts EXEC, as in
+        // Redis), and run by `exec_with_deferred` once EXEC has run the other commands.
+        if self.transaction.queued().is_some() {
+            let arity = if set {
+                rest.len() >= 2
+            } else {
+                !rest.is_empty()
+            };
+            if !arity {
+                let name = if set { "config|set" } else { "config|get" };
+                let text = format!("ERR wrong number of arguments for '{name}' command");
+                return self.transaction.refuse_queued(&text);
+            }
+            return self.transaction.defer(arguments);
         }
         if set {
             let changes = match resp::config::parse_set(rest) {
@@ -1710,6 +1848,11 @@ impl Connection {
             return Some(match outcome {
                 Outcome::Ok => {
                     self.clients.set_parameters(&changes);
+                    for change in &changes {
+                        if change.name == resp::config::NOTIFY {
+                            self.clients.set_notify_flags(change.value);
+                        }
+                    }
                     Value::ok()
                 }
                 other => keyless_reply(KeylessReply::Ok, &other),
@@ -1721,12 +1864,14 @@ impl Connection {
             ));
         }
         let outcome = self.survey_now(Survey::ReadConfig).await;
-        let Some(limits) = payload::decode_limits(&outcome) else {
+        let Some((limits, notify_flags)) = payload::decode_config(&outcome) else {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
+        self.clients.set_notify_flags(notify_flags);
         let process = |name: &str| self.clients.parameter(name);
         let current = resp::config::Current {
             limits: &limits,
+            notify_flags,
             process: &process,
         };
         Some(resp::config::get_reply(rest, &current))

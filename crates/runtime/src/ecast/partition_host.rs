@@ -229,14 +229,14 @@ impl PartitionData for PartitionStore {
                 return encode_outcomes(&outcomes);
             }
             let kv = &self.store.kv;
-            let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
+            let entry_of = |key: &[u8]| kv.entry(key);
             return encode_outcomes(&payload::survey_answers(
                 &survey,
                 &arcs,
                 &self.arc,
                 kv.key_names(),
                 &self.placement,
-                &type_of,
+                &entry_of,
             ));
         }
         let Ok(share) = payload::share_in(operation, &self.arc, &self.placement) else {

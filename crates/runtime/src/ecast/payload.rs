@@ -20,7 +20,7 @@ pub enum Merge {
     MultiPut,
     /// MGET: the values in order.
     MultiGet,
-    /// DEL over several keys: the sum of the per-key counts.
+    /// DEL over several keys: one count per distinct key (`Outcome::Integers`).
     MultiDelete,
     /// EXISTS over several keys: the sum of the per-key counts (a key named twice is asked
     /// twice).
@@ -96,13 +96,25 @@ impl Split {
                 outcomes
                     .iter()
                     .map(|outcome| match outcome {
+                        Outcome::Values(values) => values.first().cloned().flatten(),
                         Outcome::Value(value) => value.clone(),
                         _ => None,
                     })
                     .collect(),
             ),
             Merge::Each => unreachable!("merged above"),
-            Merge::MultiDelete | Merge::Sum => Outcome::Integer(
+            // One count per distinct key, in order: the reply sums them (`resp::finish`), and
+            // keyspace notifications name the keys that existed (`resp::notify`).
+            Merge::MultiDelete => Outcome::Integers(
+                outcomes
+                    .iter()
+                    .map(|outcome| match outcome {
+                        Outcome::Integer(count) => *count,
+                        _ => 0,
+                    })
+                    .collect(),
+            ),
+            Merge::Sum => Outcome::Integer(
                 outcomes
                     .iter()
                     .map(|outcome| match outcome {
@@ -163,6 +175,9 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::SetExpiring { .. }
         | Command::Encoding { .. }
         | Command::MemoryUsage { .. }
+        | Command::Dump { .. }
+        | Command::Restore { .. }
+        | Command::Reclaim { .. }
         | Command::IncrementFloat { .. }
         | Command::Text { .. }
         | Command::Reserve { .. }
@@ -189,10 +204,14 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
             merge: Merge::MultiPut,
             is_read: false,
         }),
+        // Each key is its own one-key MGET, not a GET: MGET reads a key of another type as
+        // nil, where GET answers WRONGTYPE (which failed the whole MGET before).
         Command::MultiGet { keys } => Ok(Split {
             commands: keys
                 .iter()
-                .map(|key| Command::Get { key: key.clone() })
+                .map(|key| Command::MultiGet {
+                    keys: vec![key.clone()],
+                })
                 .collect(),
             merge: Merge::MultiGet,
             is_read: true,
@@ -363,6 +382,9 @@ pub enum Survey {
     /// `kv::EncodingLimits`); every store set them in the same order, so any arc's answer is
     /// the cluster's.
     ReadConfig,
+    /// The reclaimer's survey (`reclaim`): the keys expired at `now_ms` (unix milliseconds),
+    /// at most `limit` per arc, sorted.
+    Expired { now_ms: u64, limit: u64 },
 }
 
 impl Survey {
@@ -460,7 +482,7 @@ impl SurveyPlan {
                     })
                     .sum(),
             ),
-            Survey::Keys { .. } | Survey::KeysOfType { .. } => {
+            Survey::Keys { .. } | Survey::KeysOfType { .. } | Survey::Expired { .. } => {
                 let mut keys: Vec<Option<kv::Bytes>> = answers
                     .values()
                     .flat_map(|outcome| match outcome {
@@ -522,7 +544,9 @@ pub fn config_survey(
         Survey::Configure { changes } => {
             let mut limits = kv.limits();
             for (name, value) in changes {
-                if !resp::config::set_limit(&mut limits, name, *value) {
+                if name == resp::config::NOTIFY {
+                    kv.set_notify_flags(i64::try_from(*value).unwrap_or(0));
+                } else if !resp::config::set_limit(&mut limits, name, *value) {
                     crate::log::warn(format_args!(
                         "CONFIG SET of an unknown limit {name}: ignored"
                     ));
@@ -532,7 +556,8 @@ pub fn config_survey(
             Some(Vec::new())
         }
         Survey::ReadConfig => {
-            let limits = postcard::to_allocvec(&kv.limits()).expect("limits serialise");
+            let limits = postcard::to_allocvec(&(kv.limits(), kv.notify_flags()))
+                .expect("the configuration serialises");
             Some(
                 (0..arcs.len())
                     .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
@@ -544,8 +569,9 @@ pub fn config_survey(
     }
 }
 
-/// The thresholds in a CONFIG GET survey's merged outcome (`None`: not such an outcome).
-pub fn decode_limits(outcome: &Outcome) -> Option<kv::EncodingLimits> {
+/// The thresholds and the keyspace notification flags in a CONFIG GET survey's merged outcome
+/// (`None`: not such an outcome).
+pub fn decode_config(outcome: &Outcome) -> Option<(kv::EncodingLimits, i64)> {
     match outcome {
         Outcome::Values(values) => postcard::from_bytes(values.first()?.as_ref()?).ok(),
         _ => None,
@@ -556,14 +582,15 @@ pub fn decode_limits(outcome: &Outcome) -> Option<kv::EncodingLimits> {
 /// arc that lies wholly inside `holds` (what it holds at the message's place in its stream,
 /// copies installed), none for any other arc. Each key is counted in the one arc holding its
 /// position, so an arc's answer is exactly that arc's keys, whichever replica gives it.
-pub fn survey_answers<'a>(
+pub fn survey_answers<'a, 'b>(
     survey: &Survey,
     arcs: &[PositionSet],
     holds: &PositionSet,
     keys: impl Iterator<Item = &'a kv::Bytes>,
     placement: &KeyPlacement,
-    type_of: &dyn Fn(&[u8]) -> Option<&'static str>,
+    entry_of: &dyn Fn(&[u8]) -> Option<&'b kv::Entry>,
 ) -> Vec<(u32, Outcome)> {
+    let type_of = |key: &[u8]| entry_of(key).map(|entry| entry.value.type_name());
     let answered: Vec<usize> = (0..arcs.len())
         .filter(|index| !arcs[*index].is_empty() && arcs[*index].is_subset(holds))
         .collect();
@@ -581,6 +608,13 @@ pub fn survey_answers<'a>(
         let (pattern, type_name) = match survey {
             Survey::Keys { pattern } => (pattern, None),
             Survey::KeysOfType { pattern, type_name } => (pattern, Some(type_name)),
+            Survey::Expired { now_ms, limit } => {
+                let expired = entry_of(key).is_some_and(|entry| entry.expired(*now_ms));
+                if expired && (matching[slot].len() as u64) < *limit {
+                    matching[slot].push(Some(key.clone()));
+                }
+                continue;
+            }
             Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
                 continue
             }
@@ -598,7 +632,9 @@ pub fn survey_answers<'a>(
         .zip(counts.into_iter().zip(matching))
         .map(|(index, (count, keys))| {
             let outcome = match survey {
-                Survey::Keys { .. } | Survey::KeysOfType { .. } => Outcome::Values(keys),
+                Survey::Keys { .. } | Survey::KeysOfType { .. } | Survey::Expired { .. } => {
+                    Outcome::Values(keys)
+                }
                 Survey::Count | Survey::Flush | Survey::Configure { .. } | Survey::ReadConfig => {
                     Outcome::Integer(count)
                 }
@@ -797,6 +833,12 @@ fn share_where(
 mod tests {
     use super::*;
 
+    /// What the test stores hold at every key (a survey reads only its type and expiry).
+    static STRING_ENTRY: kv::Entry = kv::Entry {
+        value: kv::Value::String(Vec::new()),
+        expires_at_ms: None,
+    };
+
     #[test]
     fn a_multi_key_delete_counts_each_distinct_key_once() {
         let split = split(&Command::MultiDelete {
@@ -805,7 +847,7 @@ mod tests {
         .unwrap();
         assert_eq!(split.commands.len(), 2);
         let merged = split.merge(&[Outcome::Integer(1), Outcome::Integer(0)]);
-        assert_eq!(merged, Outcome::Integer(1));
+        assert_eq!(merged, Outcome::Integers(vec![1, 0]));
     }
 
     fn six_processes() -> (Vec<(ProcessId, Position)>, Configuration) {
@@ -845,7 +887,7 @@ mod tests {
                     &holds,
                     held.into_iter(),
                     &KeyPlacement::hash(),
-                    &|_| Some("string"),
+                    &|_| Some(&STRING_ENTRY),
                 )
             })
             .collect()
@@ -925,7 +967,7 @@ mod tests {
             &holds,
             keys.iter(),
             &KeyPlacement::hash(),
-            &|_| Some("string"),
+            &|_| Some(&STRING_ENTRY),
         );
         let parts: Vec<u32> = answers.iter().map(|(part, _)| *part).collect();
         assert_eq!(parts, vec![1]);
@@ -950,6 +992,41 @@ mod tests {
         assert_eq!(
             decode_survey(&[SURVEY_FORMAT, 9, 9, 9]),
             Some(Err(KvError::Malformed))
+        );
+    }
+
+    #[test]
+    fn mget_is_split_into_one_key_mgets_so_another_type_reads_as_nil() {
+        let split = split(&Command::MultiGet {
+            keys: vec![b"a".to_vec(), b"set".to_vec()],
+        })
+        .unwrap();
+        assert_eq!(
+            split.commands,
+            vec![
+                Command::MultiGet {
+                    keys: vec![b"a".to_vec()]
+                },
+                Command::MultiGet {
+                    keys: vec![b"set".to_vec()]
+                },
+            ]
+        );
+        let mut store = kv::KvStore::new();
+        store.execute(&Command::Put {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+        });
+        store.execute(&Command::Members {
+            key: b"set".to_vec(),
+            operation: kv::SetOperation::Add {
+                members: vec![b"m".to_vec()],
+            },
+        });
+        let outcomes: Vec<Outcome> = split.commands.iter().map(|c| store.read(c)).collect();
+        assert_eq!(
+            split.merge(&outcomes),
+            Outcome::Values(vec![Some(b"1".to_vec()), None])
         );
     }
 
@@ -1066,7 +1143,7 @@ mod tests {
                 .filter(|key| holds.contains(placement.position(key)));
             let answers =
                 survey_answers(&plan.survey, &plan.arcs, &holds, held, &placement, &|_| {
-                    Some("string")
+                    Some(&STRING_ENTRY)
                 });
             if answers.is_empty() {
                 continue;

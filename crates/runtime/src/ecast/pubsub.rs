@@ -16,12 +16,53 @@ use resp::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// How long PUBLISH waits for the other processes' receiver counts.
 const PUBLISH_WAIT_MS: u64 = 200;
+
+/// The PUBLISH id keyspace notifications are sent under: never a waiting PUBLISH's (those
+/// count from 1).
+const NOTIFICATION_ID: u64 = 0;
+
+/// Sends the keyspace notifications of the writes a gateway coordinates
+/// (`docs/internals/redis.md`, "Keyspace notifications"): derived from each write's planned
+/// command and outcome (`resp::notify`), filtered by this process's `notify-keyspace-events`,
+/// published through the hub to every storage process's subscribers.
+#[derive(Clone)]
+pub(super) struct Notifier {
+    pub(super) hub: Arc<Hub>,
+    pub(super) clients: Arc<super::clients::Clients>,
+}
+
+impl Notifier {
+    /// Publishes the events `command` sent with `outcome` (nothing for a read or an error).
+    pub(super) fn notify(&self, command: &kv::Command, outcome: &kv::Outcome) {
+        let flags = self.clients.notify_flags();
+        if flags == 0 {
+            return;
+        }
+        for event in resp::notify::events(command, outcome) {
+            self.publish(flags, &event);
+        }
+    }
+
+    /// Publishes one event (the reclaimer's `expired`) if its class is on.
+    pub(super) fn notify_event(&self, event: &resp::notify::Event) {
+        let flags = self.clients.notify_flags();
+        if flags != 0 {
+            self.publish(flags, event);
+        }
+    }
+
+    fn publish(&self, flags: i64, event: &resp::notify::Event) {
+        for (channel, message) in resp::notify::messages(flags, event) {
+            self.hub.publish_event(&channel, &message);
+        }
+    }
+}
 
 /// A push message to one connection (`message`, `pmessage`…: its elements).
 pub(super) type Push = Vec<Value>;
@@ -142,6 +183,22 @@ impl Hub {
         }
     }
 
+    /// A keyspace notification: delivered here and sent to every other process, without
+    /// waiting for their counts (nobody asked for them). Its id, 0, is never a waiting
+    /// PUBLISH's, so the counts that come back are dropped (`on_published`).
+    pub(super) fn publish_event(&self, channel: &[u8], message: &[u8]) {
+        self.deliver(channel, message);
+        for peer in &self.peers {
+            let frame = Frame::Publish {
+                from: self.storage,
+                id: NOTIFICATION_ID,
+                channel: channel.to_vec(),
+                message: message.to_vec(),
+            };
+            self.links.send(*peer, frame);
+        }
+    }
+
     /// `Frame::Publish` from another process: delivered here, and counted back to it.
     pub(super) fn on_publish(
         &self,
@@ -165,6 +222,9 @@ impl Hub {
     /// `Frame::Published`: one process's count for one of this gateway's PUBLISHes.
     pub(super) fn on_published(&self, id: u64, receivers: u64) {
         let mut state = self.lock();
+        if id == NOTIFICATION_ID {
+            return; // A keyspace notification's count: nobody waits for it.
+        }
         let Some(waiting) = state.waiting.get_mut(&id) else {
             return; // Answered after the wait: PUBLISH already replied.
         };

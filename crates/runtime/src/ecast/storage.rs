@@ -1011,7 +1011,7 @@ impl StorageProcess {
         }
         let configured = payload::config_survey(&survey, &arcs, holds, &mut self.store.kv);
         let kv = &self.store.kv;
-        let type_of = |key: &[u8]| kv.entry(key).map(|entry| entry.value.type_name());
+        let entry_of = |key: &[u8]| kv.entry(key);
         let outcomes = configured.unwrap_or_else(|| {
             payload::survey_answers(
                 &survey,
@@ -1019,7 +1019,7 @@ impl StorageProcess {
                 holds,
                 kv.key_names(),
                 &self.placement,
-                &type_of,
+                &entry_of,
             )
         });
         if outcomes.is_empty() {

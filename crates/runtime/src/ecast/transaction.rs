@@ -56,35 +56,54 @@ pub(super) fn distinct_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec
     distinct
 }
 
+/// How many times a transaction is reserved again with the keys its SORT patterns named
+/// (`KvError::Unreserved`) before it gives up: the elements, and so the keys, may change
+/// between two attempts.
+const UNRESERVED_ROUNDS_MAX: usize = 8;
+
 /// Runs `commands` (stamped) atomically over every key they name and `watched` (keys with the
 /// record each held at WATCH; the command aborts if any differs now): their outcomes, in order.
+/// A SORT whose BY or GET patterns name keys not reserved releases everything and runs again
+/// with those keys reserved too, so that every key it reads is read at one point of the order.
 pub(super) async fn run(
     jobs: &mpsc::Sender<Job>,
     commands: &[Command],
     watched: &[(Bytes, Option<Bytes>)],
 ) -> Result<Vec<Outcome>, TransactionError> {
-    let keys = distinct_keys(
-        commands
-            .iter()
-            .flat_map(Command::keys)
-            .chain(watched.iter().map(|(key, _)| key.as_slice())),
-    );
-    run_reserved(jobs, &keys, |records| {
-        let changed = watched.iter().any(|(key, record)| {
-            records
+    let mut extra: Vec<Bytes> = Vec::new();
+    for _ in 0..UNRESERVED_ROUNDS_MAX {
+        let keys = distinct_keys(
+            commands
                 .iter()
-                .any(|(reserved, now)| reserved == key && now != record)
-        });
-        let computed = if changed {
-            Err(TransactionError::Watched)
-        } else {
-            kv::run_transaction(&records, commands)
-                .map(|result| Computed::Commit(result.outcomes, result.writes))
-                .map_err(TransactionError::Store)
-        };
-        std::future::ready(computed)
-    })
-    .await
+                .flat_map(Command::keys)
+                .chain(watched.iter().map(|(key, _)| key.as_slice()))
+                .chain(extra.iter().map(Vec::as_slice)),
+        );
+        let ran = run_reserved(jobs, &keys, |records| {
+            let changed = watched.iter().any(|(key, record)| {
+                records
+                    .iter()
+                    .any(|(reserved, now)| reserved == key && now != record)
+            });
+            let computed = if changed {
+                Err(TransactionError::Watched)
+            } else {
+                kv::run_transaction(&records, commands)
+                    .map(|result| Computed::Commit(result.outcomes, result.writes))
+                    .map_err(TransactionError::Store)
+            };
+            std::future::ready(computed)
+        })
+        .await;
+        match ran {
+            Err(TransactionError::Store(KvError::Unreserved { keys: missing })) => {
+                assert!(!missing.is_empty(), "an unreserved read names its keys");
+                extra.extend(missing);
+            }
+            other => return other,
+        }
+    }
+    Err(TransactionError::Store(KvError::Unavailable))
 }
 
 /// What a computation over reserved records decided.
@@ -364,6 +383,7 @@ pub(super) async fn execute_one(
     pending: &Pending,
     stream: &tokio::net::TcpStream,
     clients: (&super::clients::Clients, u64),
+    notifier: &super::pubsub::Notifier,
 ) -> Value {
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
@@ -393,6 +413,7 @@ pub(super) async fn execute_one(
             None => false,
         };
         if !Pending::is_nil(&outcome) || !waits {
+            notifier.notify(&pending.command, &outcome);
             return resp::finish(&pending, &outcome);
         }
         let keys = pending.command.keys().len();
@@ -526,6 +547,9 @@ pub(super) struct Session {
     queue: Option<(Vec<Queued>, bool)>,
     /// Watched keys with the record each held at WATCH (`None`: absent).
     watched: Vec<(Bytes, Option<Bytes>)>,
+    /// Queued commands the connection runs itself when EXEC has run the others (CONFIG): each
+    /// one's place in the queue and its arguments.
+    deferred: Vec<(usize, Vec<Vec<u8>>)>,
 }
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -539,6 +563,7 @@ impl Session {
         jobs: &mpsc::Sender<Job>,
         arguments: &[Vec<u8>],
         keyless: bool,
+        notifier: &super::pubsub::Notifier,
     ) -> Option<Value> {
         let name = arguments[0].to_ascii_lowercase();
         let arity = |exact: bool, count: usize| {
@@ -572,6 +597,7 @@ impl Session {
                 None => Value::Error("ERR DISCARD without MULTI".into()),
                 Some(_) => {
                     self.watched.clear();
+                    self.deferred.clear();
                     Value::ok()
                 }
             },
@@ -584,13 +610,28 @@ impl Session {
                 Value::Error("ERR WATCH inside MULTI is not allowed".into())
             }
             b"watch" => self.watch(jobs, &arguments[1..]).await,
-            _ => self.exec(jobs).await,
+            _ => self.exec(jobs, notifier).await,
         })
     }
 
     /// Inside MULTI: how many commands are queued (`None` outside MULTI).
     pub(super) fn queued(&self) -> Option<usize> {
         self.queue.as_ref().map(|(queued, _)| queued.len())
+    }
+
+    /// Inside MULTI: queues a command the connection runs itself at EXEC, after the others
+    /// (`take_deferred`); its reply takes its place in EXEC's array. `None` outside MULTI.
+    pub(super) fn defer(&mut self, arguments: &[Vec<u8>]) -> Option<Value> {
+        let (queued, _) = self.queue.as_mut()?;
+        self.deferred.push((queued.len(), arguments.to_vec()));
+        queued.push(Queued::Reply(Value::Null));
+        Some(Value::Simple("QUEUED".into()))
+    }
+
+    /// The deferred commands of the transaction EXEC is about to run (forgotten by the
+    /// session; the caller runs them if EXEC answers an array).
+    pub(super) fn take_deferred(&mut self) -> Vec<(usize, Vec<Vec<u8>>)> {
+        std::mem::take(&mut self.deferred)
     }
 
     /// Inside MULTI: refuses a command a transaction cannot queue (answered `text`; EXEC then
@@ -660,7 +701,11 @@ impl Session {
 
     /// EXEC: the queued commands as one multi-key command over every key they name and every
     /// watched key, at one stamp; nil if a watched key changed.
-    async fn exec(&mut self, jobs: &mpsc::Sender<Job>) -> Value {
+    async fn exec(
+        &mut self,
+        jobs: &mpsc::Sender<Job>,
+        notifier: &super::pubsub::Notifier,
+    ) -> Value {
         let Some((queued, aborted)) = self.queue.take() else {
             return Value::Error("ERR EXEC without MULTI".into());
         };
@@ -700,6 +745,7 @@ impl Session {
                     Queued::Reply(value) => value,
                     Queued::Command(pending) => {
                         let outcome = outcomes.next().expect("one outcome per queued command");
+                        notifier.notify(&pending.command, &outcome);
                         resp::finish(&pending, &outcome)
                     }
                 })

@@ -294,7 +294,11 @@ fn needs<'a>(name: &str, arguments: &'a [Vec<u8>]) -> Option<Needs<'a>> {
             let _ = &pending;
             needs.read = pending.command.is_read();
             needs.write = !needs.read;
-            needs.all_keys = pending.command.keys().is_empty();
+            // SORT's BY and GET patterns name keys from the elements, which no key pattern of
+            // the user's can be checked against in advance: they need every key (as Redis 7.0
+            // refuses them without full key access).
+            needs.all_keys =
+                pending.command.keys().is_empty() || sorts_by_patterns(&pending.command);
             needs.keys = command_keys(arguments, &pending.command);
             Some(needs)
         }
@@ -303,6 +307,17 @@ fn needs<'a>(name: &str, arguments: &'a [Vec<u8>]) -> Option<Needs<'a>> {
             Some(needs)
         }
         _ => None,
+    }
+}
+
+/// Whether a command is a SORT whose BY or GET patterns read other keys.
+fn sorts_by_patterns(command: &kv::Command) -> bool {
+    match command.unstamped() {
+        kv::Command::Keys(kv::KeysOperation::Sort { options, .. }) => {
+            options.by.as_ref().is_some_and(|by| by.contains(&b'*'))
+                || options.gets.iter().any(|get| get.as_slice() != b"#")
+        }
+        _ => false,
     }
 }
 
