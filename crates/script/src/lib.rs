@@ -14,6 +14,7 @@
 
 mod call;
 mod convert;
+mod libraries;
 mod sandbox;
 
 pub use call::{
@@ -21,6 +22,7 @@ pub use call::{
     WHOLE_KEYSPACE_TEXT, WRONG_ARITY_TEXT,
 };
 pub use convert::{lua_to_reply, reply_to_lua, truncate};
+pub use libraries::format_g;
 
 use kv::Scratch;
 use resp::Value;

@@ -44,27 +44,73 @@ pub enum Failure {
 /// conversion of a caught error, the error handler.
 const BOOTSTRAP: &str = r#"
 local script, killed, caught, handler = ...
-local error, select, unpack, tostring = error, select, unpack, tostring
+local G = _G
+local error, select, unpack, tostring, rawget = error, select, unpack, tostring, rawget
 local raw_pcall, raw_xpcall, setmetatable = pcall, xpcall, setmetatable
+local raw_rawset, raw_setmetatable, raw_getfenv, raw_setfenv = rawset, setmetatable, getfenv, setfenv
+local raw_loadstring = loadstring
 local function pack(...) return { n = select('#', ...), ... } end
 local function checked(results)
   if killed() then error('script killed', 0) end
   if not results[1] then results[2] = caught(results[2]) end
   return unpack(results, 1, results.n)
 end
-pcall = function(...) return checked(pack(raw_pcall(...))) end
-xpcall = function(f, h)
-  return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
+local function deny() error('Attempt to modify a readonly table', 2) end
+-- Read-only tables, as Redis 7.0 makes the globals and its libraries: each is an empty proxy
+-- reading through to the real table; writing, rawset and setmetatable on it are refused, and
+-- its metatable (getmetatable) is read-only too.
+local protected = raw_setmetatable({}, { __mode = 'k' })
+local function frozen(source)
+  local view = raw_setmetatable({}, { __index = source, __newindex = deny, __metatable = false })
+  protected[view] = true
+  return view
 end
-setmetatable(_G, {
-  __index = function(_, name)
+local function protect(real, index)
+  local meta = { __index = index or real, __newindex = deny }
+  meta.__metatable = frozen(meta)
+  local proxy = raw_setmetatable({}, meta)
+  protected[proxy] = true
+  return proxy
+end
+raw_rawset(G, 'pcall', function(...) return checked(pack(raw_pcall(...))) end)
+raw_rawset(G, 'xpcall', function(f, h)
+  return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
+end)
+for _, name in ipairs({ 'redis', 'cjson', 'cmsgpack', 'bit', 'struct', 'string', 'math', 'table' }) do
+  raw_rawset(G, name, protect(rawget(G, name)))
+end
+local env = protect(G, function(_, name)
+  local value = rawget(G, name)
+  if value == nil then
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-  end,
-  __newindex = function()
-    error('Attempt to modify a readonly table', 2)
-  end,
-  __metatable = false,
-})
+  end
+  return value
+end)
+raw_rawset(G, '_G', env)
+raw_rawset(G, 'rawset', function(t, k, v)
+  if protected[t] or t == G then deny() end
+  return raw_rawset(t, k, v)
+end)
+raw_rawset(G, 'setmetatable', function(t, m)
+  if protected[t] or t == G then deny() end
+  return raw_setmetatable(t, m)
+end)
+raw_rawset(G, 'getfenv', function(...)
+  local found = raw_getfenv(...)
+  if found == G then return env end
+  return found
+end)
+raw_rawset(G, 'setfenv', function(f, t)
+  if f == 0 then deny() end
+  return raw_setfenv(f, t)
+end)
+raw_rawset(G, 'loadstring', function(...)
+  local loaded, message = raw_loadstring(...)
+  if loaded then raw_setfenv(loaded, env) end
+  return loaded, message
+end)
+raw_setmetatable(G, { __newindex = deny, __metatable = false })
+raw_setfenv(script, env)
 return raw_xpcall(script, handler)
 "#;
 
@@ -113,7 +159,8 @@ pub fn run(
         LuaOptions::default(),
     )
     .map_err(|error| Failure::Raised(one_line(&format!("ERR {error}"))))?;
-    let prepared = prepare(&lua, script);
+    let resp3 = Rc::new(Cell::new(false));
+    let prepared = prepare(&lua, script, &resp3);
     let hooked = killer.clone();
     let hook = lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
@@ -135,7 +182,7 @@ pub fn run(
     let outcome = lua.scope(|scope| {
         let redis: Table = lua.globals().raw_get("redis")?;
         let call = scope.create_function(|lua, arguments: MultiValue| {
-            let (ok, reply) = raw_call(lua, &context, arguments)?;
+            let (ok, reply) = raw_call(lua, &context, arguments, resp3.get())?;
             match (ok, &reply) {
                 (false, mlua::Value::Table(table)) => {
                     let text: String = table.raw_get("err")?;
@@ -145,7 +192,7 @@ pub fn run(
             }
         })?;
         let pcall = scope.create_function(|lua, arguments: MultiValue| {
-            Ok(raw_call(lua, &context, arguments)?.1)
+            Ok(raw_call(lua, &context, arguments, resp3.get())?.1)
         })?;
         redis.raw_set("call", call)?;
         redis.raw_set("pcall", pcall)?;
@@ -162,11 +209,11 @@ pub fn run(
         bootstrap.call::<MultiValue>((function, killed, caught, handler))
     });
     log.extend(logs.borrow_mut().drain(..));
-    finish(outcome, sha)
+    finish(outcome, sha, resp3.get())
 }
 
 /// The script's first result, or its error table's text.
-fn finish(outcome: mlua::Result<MultiValue>, sha: &str) -> Result<Value, Failure> {
+fn finish(outcome: mlua::Result<MultiValue>, sha: &str, resp3: bool) -> Result<Value, Failure> {
     let results = match outcome {
         Ok(results) => results,
         Err(mlua::Error::MemoryError(_)) => return Err(Failure::Memory),
@@ -176,7 +223,7 @@ fn finish(outcome: mlua::Result<MultiValue>, sha: &str) -> Result<Value, Failure
     let ok = matches!(results.next(), Some(mlua::Value::Boolean(true)));
     let first = results.next().unwrap_or(mlua::Value::Nil);
     if ok {
-        return Ok(lua_to_reply(&first));
+        return Ok(lua_to_reply(&first, resp3));
     }
     match &first {
         // Lua 5.1 calls no handler for a memory error: its message arrives as it is.
@@ -287,6 +334,7 @@ fn raw_call(
     lua: &Lua,
     context: &RefCell<Context>,
     arguments: MultiValue,
+    resp3: bool,
 ) -> mlua::Result<(bool, mlua::Value)> {
     let mut words = Vec::with_capacity(arguments.len());
     for argument in arguments {
@@ -309,7 +357,7 @@ fn raw_call(
         Err(_) => Value::Error(crate::NOT_ALLOWED_TEXT.into()),
     };
     let failed = reply.is_error();
-    Ok((!failed, reply_to_lua(lua, reply)?))
+    Ok((!failed, reply_to_lua(lua, reply, resp3)?))
 }
 
 /// A Lua number as a command argument: Lua's own `%.14g`.
@@ -343,7 +391,7 @@ fn compile(lua: &Lua, body: &[u8]) -> Result<Function, Failure> {
 }
 
 /// Everything but `redis.call`/`pcall` and the global protection (the bootstrap's).
-fn prepare(lua: &Lua, script: &Script) -> mlua::Result<()> {
+fn prepare(lua: &Lua, script: &Script, resp3: &Rc<Cell<bool>>) -> mlua::Result<()> {
     lua.set_memory_limit(MEMORY_BYTES_MAX)?;
     let globals = lua.globals();
     for name in [
@@ -355,7 +403,8 @@ fn prepare(lua: &Lua, script: &Script) -> mlua::Result<()> {
     globals.raw_set("KEYS", string_table(lua, script.keys)?)?;
     globals.raw_set("ARGV", string_table(lua, script.arguments)?)?;
     install_random(lua, script.seed)?;
-    globals.raw_set("redis", redis_library(lua)?)?;
+    globals.raw_set("redis", redis_library(lua, resp3)?)?;
+    crate::libraries::install(lua)?;
     Ok(())
 }
 
@@ -436,7 +485,7 @@ fn next(state: &Cell<u64>) -> u64 {
 }
 
 /// The `redis` table but `call` and `pcall` (the bootstrap's) and `log` (`install_log`).
-fn redis_library(lua: &Lua) -> mlua::Result<Table> {
+fn redis_library(lua: &Lua, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
     redis.raw_set("error_reply", lua.create_function(error_reply)?)?;
     redis.raw_set(
@@ -447,13 +496,22 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
         "sha1hex",
         lua.create_function(|_, text: mlua::String| Ok(crate::sha1_hex(&text.as_bytes())))?,
     )?;
+    let protocol = resp3.clone();
     redis.raw_set(
         "setresp",
-        lua.create_function(|_, protocol: i64| match protocol {
-            2 => Ok(()),
-            _ => Err(mlua::Error::runtime(
-                "RESP version must be 2 (Tessera's scripts speak RESP2 only)",
-            )),
+        lua.create_function(move |_, arguments: MultiValue| {
+            if arguments.len() != 1 {
+                return Err(mlua::Error::runtime(
+                    "redis.setresp() requires one argument.",
+                ));
+            }
+            match arguments.front().and_then(crate::libraries::number_of) {
+                Some(version) if version == 2.0 || version == 3.0 => {
+                    protocol.set(version == 3.0);
+                    Ok(())
+                }
+                _ => Err(mlua::Error::runtime("RESP version must be 2 or 3.")),
+            }
         })?,
     )?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
