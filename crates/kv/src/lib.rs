@@ -14,6 +14,7 @@
 mod multikey;
 mod operations;
 mod reservation;
+mod stream;
 mod typed;
 pub mod value;
 
@@ -26,6 +27,7 @@ pub use operations::{
 /// The longest string SETRANGE and SETBIT may make (Redis's `proto-max-bulk-len`, 512 MiB).
 pub const STRING_BYTES_MAX: u64 = 512 * 1024 * 1024;
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
+pub use stream::{Stream, StreamId, StreamIdChoice, StreamOperation, StreamTrim};
 pub use value::{EncodingLimits, Entry, Score, Value};
 
 use imbl::OrdMap;
@@ -169,6 +171,11 @@ pub enum Command {
         key: Bytes,
         operation: StringOperation,
     },
+    /// Slot 33. A stream command (XADD, XTRIM, XDEL, XLEN, XRANGE, XREVRANGE).
+    Stream {
+        key: Bytes,
+        operation: StreamOperation,
+    },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -267,6 +274,7 @@ impl Command {
             Command::Sorted { operation, .. } => operation.is_read(),
             Command::Keys(operation) => operation.is_read(),
             Command::Text { operation, .. } => operation.is_read(),
+            Command::Stream { operation, .. } => operation.is_read(),
             Command::At { command, .. } => {
                 !matches!(**command, Command::At { .. }) && command.is_read()
             }
@@ -332,6 +340,7 @@ impl Command {
             | Command::MemoryUsage { key, .. }
             | Command::IncrementFloat { key, .. }
             | Command::Text { key, .. }
+            | Command::Stream { key, .. }
             | Command::Reserve { key, .. }
             | Command::Commit { key, .. }
             | Command::Release { key, .. } => vec![key.as_slice()],
@@ -406,6 +415,10 @@ pub enum KvError {
     SameObject,
     /// Slot 19. SETRANGE or SETBIT would make a string longer than `STRING_BYTES_MAX`.
     StringTooLong,
+    /// Slot 20. XADD with an ID not greater than the stream's last.
+    StreamIdTooSmall,
+    /// Slot 21. XADD with the ID 0-0.
+    StreamIdZero,
 }
 
 impl KvError {
@@ -450,6 +463,10 @@ impl std::fmt::Display for KvError {
             KvError::NoSuchKeyToRename => "no such key",
             KvError::SameObject => "source and destination objects are the same",
             KvError::StringTooLong => "string exceeds maximum allowed size (proto-max-bulk-len)",
+            KvError::StreamIdTooSmall => {
+                "The ID specified in XADD is equal or smaller than the target stream top item"
+            }
+            KvError::StreamIdZero => "The ID specified in XADD must be greater than 0-0",
         })
     }
 }
@@ -815,6 +832,7 @@ impl KvStore {
             Command::IncrementFloat { key, by } => self.increment_float(key, *by),
             Command::Append { key, value } => self.append(key, value),
             Command::Text { key, operation } => self.text(key, operation, now_ms),
+            Command::Stream { key, operation } => self.stream(key, operation, now_ms),
             Command::MultiPut { pairs } => {
                 for (key, value) in pairs {
                     self.put(key.clone(), value.clone());
@@ -969,6 +987,9 @@ impl KvStore {
                     .map(|entry| entry.value.encoding_name().as_bytes().to_vec()),
             ),
             Command::Text { key, operation } => self.read_text(key, operation, now_ms),
+            Command::Stream { key, operation } if operation.is_read() => {
+                self.read_stream(key, operation, now_ms)
+            }
             Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
                 Some(entry) => {
                     let bytes = entry.memory_usage(key, *samples);

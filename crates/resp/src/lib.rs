@@ -74,6 +74,7 @@ pub mod config;
 mod info;
 mod multikey;
 pub mod stats;
+mod streams;
 mod table;
 mod text;
 mod types;

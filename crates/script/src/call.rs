@@ -64,6 +64,8 @@ pub const NO_ARGUMENTS_TEXT: &str =
 
 /// What `redis.call` runs against.
 pub struct Context<'a> {
+    /// The keys commands named that the scratch store did not hold (taken in as absent).
+    pub undeclared: Vec<Vec<u8>>,
     pub scratch: &'a mut Scratch,
     /// The script's time (unix milliseconds), stamped where it was ordered.
     pub now_ms: u64,
@@ -103,13 +105,16 @@ impl Context<'_> {
         if self.read_only && !pending.command.is_read() {
             return Value::Error(READ_ONLY_TEXT.into());
         }
-        if pending
+        let missing: Vec<Vec<u8>> = pending
             .command
             .keys()
-            .iter()
-            .any(|key| !self.scratch.holds(key))
-        {
-            return Value::Error(UNDECLARED_TEXT.into());
+            .into_iter()
+            .filter(|key| !self.scratch.holds(key))
+            .map(<[u8]>::to_vec)
+            .collect();
+        for key in missing {
+            self.scratch.hold_absent(&key);
+            self.undeclared.push(key);
         }
         match self.scratch.execute(&pending.command) {
             Ok(outcome) => resp::finish(&pending, &outcome),

@@ -60,6 +60,12 @@ pub struct Run {
     pub commit: bool,
     /// What the script logged (`redis.log`), for the runtime's log.
     pub log: Vec<String>,
+    /// Keys commands of the script named that the scratch store did not hold (not declared,
+    /// so not reserved). They were taken in as absent so that the run could find every key it
+    /// names, and the run commits nothing. The runtime reserves these keys too and runs the
+    /// script again, as a single Redis serves undeclared keys; its reply, if it does not, is
+    /// Redis Cluster's refusal.
+    pub undeclared: Vec<Vec<u8>>,
 }
 
 /// Why a script was stopped.
@@ -184,6 +190,7 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
                 reply: Value::Error(text),
                 commit: false,
                 log,
+                undeclared: Vec::new(),
             }
         }
     };
@@ -192,7 +199,8 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
         read_only: script.read_only || declared.no_writes,
         ..*script
     };
-    let result = sandbox::run(&script, &sha, scratch, killer, &mut log);
+    let mut undeclared = Vec::new();
+    let result = sandbox::run(&script, &sha, scratch, killer, &mut log, &mut undeclared);
     let (reply, commit) = match (killer.killed(), result) {
         (Some(kill), _) => (Value::Error(killed_text(kill, &sha)), false),
         (None, Ok(reply)) => (reply, true),
@@ -212,7 +220,24 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
         !matches!(&reply, Value::Error(text) if text.contains(['\r', '\n'])),
         "an error reply is one line"
     );
-    Run { reply, commit, log }
+    let (reply, commit) = if undeclared.is_empty() || killer.killed().is_some() {
+        (reply, commit)
+    } else {
+        (
+            Value::Error(format!("{UNDECLARED_TEXT} script: {sha}")),
+            false,
+        )
+    };
+    assert!(
+        !commit || undeclared.is_empty(),
+        "a run that met an undeclared key commits nothing"
+    );
+    Run {
+        reply,
+        commit,
+        log,
+        undeclared,
+    }
 }
 
 fn killed_text(kill: Kill, sha: &str) -> String {

@@ -1160,11 +1160,7 @@ fn struct_items(format: &[u8]) -> mlua::Result<Vec<(Item, bool)>> {
                 big_endian = true;
                 continue;
             }
-            b'!' => {
-                // Alignment is not applied: Tessera's `struct` packs without padding.
-                count(&mut at, 8)?;
-                continue;
-            }
+            b'!' => return error("alignment ('!') is not supported by Tessera's struct library"),
             b'b' | b'B' => Item::Integer {
                 size: 1,
                 signed: option == b'b',

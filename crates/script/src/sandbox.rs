@@ -153,6 +153,7 @@ pub fn run(
     scratch: &mut Scratch,
     killer: &Killer,
     log: &mut Vec<String>,
+    undeclared: &mut Vec<Vec<u8>>,
 ) -> Result<Value, Failure> {
     let lua = Lua::new_with(
         StdLib::TABLE | StdLib::STRING | StdLib::MATH,
@@ -178,6 +179,7 @@ pub fn run(
         scratch,
         now_ms: script.now_ms,
         read_only: script.read_only,
+        undeclared: Vec::new(),
     });
     let outcome = lua.scope(|scope| {
         let redis: Table = lua.globals().raw_get("redis")?;
@@ -209,6 +211,7 @@ pub fn run(
         bootstrap.call::<MultiValue>((function, killed, caught, handler))
     });
     log.extend(logs.borrow_mut().drain(..));
+    undeclared.append(&mut context.into_inner().undeclared);
     finish(outcome, sha, resp3.get())
 }
 

@@ -245,19 +245,44 @@ fn errors_carry_redis_text_and_the_script_location() {
 }
 
 #[test]
-fn a_key_not_declared_is_refused_as_redis_cluster_does() {
-    let body = "return redis.call('set', 'other', 'v')";
+fn a_key_not_declared_stops_the_script_and_is_reported_for_a_second_run() {
+    let body = "redis.call('set', KEYS[1], 'x') return redis.call('set', 'other', 'v')";
+    let mut scratch = scratch_of(&["k"]);
+    let run = eval_on(&mut scratch, body, &["k"], &[]);
     assert_eq!(
-        eval(body, &["k"]),
+        run.reply,
         error(&format!(
-            "ERR Script attempted to access a non local key in a cluster node script: {}, on @user_script:1.",
+            "ERR Script attempted to access a non local key in a cluster node script: {}",
             sha(body)
         ))
     );
-    assert_eq!(
-        eval("return redis.pcall('mget', KEYS[1], 'other')", &["k"]),
-        error("ERR Script attempted to access a non local key in a cluster node")
+    assert!(
+        !run.commit,
+        "a script stopped at an undeclared key commits nothing"
     );
+    assert_eq!(run.undeclared, vec![b"other".to_vec()]);
+    // The run goes on with undeclared keys taken as absent, to find every key it names.
+    let run = eval_on(
+        &mut scratch_of(&["k"]),
+        "local ok = redis.pcall('mget', KEYS[1], 'a', 'b') for i = 1, 3 do redis.call('del', 'job:' .. i) end return 'went on'",
+        &["k"],
+        &[],
+    );
+    assert!(!run.commit);
+    let found: Vec<&[u8]> = run.undeclared.iter().map(Vec::as_slice).collect();
+    assert_eq!(found, [&b"a"[..], b"b", b"job:1", b"job:2", b"job:3"]);
+    // With the key held (reserved by the runtime's second run), the script runs; KEYS is still
+    // what the client declared.
+    let mut scratch = scratch_of(&["k", "other"]);
+    let run = eval_on(
+        &mut scratch,
+        "redis.call('set', 'other', 'v') return #KEYS",
+        &["k"],
+        &[],
+    );
+    assert_eq!(run.reply, Value::Integer(1));
+    assert!(run.commit);
+    assert!(run.undeclared.is_empty());
 }
 
 #[test]

@@ -165,6 +165,7 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::MemoryUsage { .. }
         | Command::IncrementFloat { .. }
         | Command::Text { .. }
+        | Command::Stream { .. }
         | Command::Reserve { .. }
         | Command::Commit { .. }
         | Command::Release { .. } => Ok(single(command)),

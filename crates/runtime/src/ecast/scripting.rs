@@ -27,6 +27,25 @@ use tokio::sync::mpsc;
 /// while it runs.
 const TIME_LIMIT_MS: u64 = 2_000;
 
+/// How many times a script may be run again for keys it did not declare (each run reserves
+/// at least one more key).
+const UNDECLARED_ROUNDS_MAX: usize = 64;
+
+/// What one run of a script produced.
+struct Once {
+    reply: Value,
+    /// The writes to commit, if the run is to be committed.
+    writes: Option<Vec<(Vec<u8>, kv::CommitWrite)>>,
+    /// Keys the script named without having them reserved (it was stopped, commits nothing).
+    undeclared: Vec<Vec<u8>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The commands this module answers.
 const COMMANDS: &[&[u8]] = &[
     b"eval",
@@ -101,7 +120,12 @@ impl Scripts {
             .await
     }
 
-    /// Runs a script over its declared keys: reserved, run, committed.
+    /// Runs a script over its declared keys: reserved, run, committed. A script that names
+    /// a key it did not declare is stopped before it commits anything; the key joins the
+    /// reservation and the script runs again from the start (a single Redis serves undeclared
+    /// keys; BullMQ's scripts build job keys from a declared prefix). Each round adds at least
+    /// one key; after `UNDECLARED_ROUNDS_MAX` rounds the script is refused with Redis
+    /// Cluster's text.
     async fn run(
         &self,
         jobs: &mpsc::Sender<Job>,
@@ -112,19 +136,82 @@ impl Scripts {
     ) -> Value {
         let keys = Arc::new(keys);
         let arguments = Arc::new(arguments);
-        let distinct = transaction::distinct_keys(keys.iter().map(Vec::as_slice));
-        if distinct.is_empty() {
-            let run = self
-                .run_once(&body, &keys, &arguments, read_only, Vec::new())
-                .await;
-            return run.map_or_else(Value::Error, |(reply, _)| reply);
+        let mut reserved = transaction::distinct_keys(keys.iter().map(Vec::as_slice));
+        for _ in 0..UNDECLARED_ROUNDS_MAX {
+            let undeclared = Mutex::new(Vec::new());
+            let reply = if reserved.is_empty() {
+                match self
+                    .run_once(&body, &keys, &arguments, read_only, Vec::new())
+                    .await
+                {
+                    Ok(once) => {
+                        *lock(&undeclared) = once.undeclared;
+                        once.reply
+                    }
+                    Err(text) => Value::Error(text),
+                }
+            } else {
+                self.run_reserved(
+                    jobs,
+                    &reserved,
+                    &body,
+                    &keys,
+                    &arguments,
+                    read_only,
+                    &undeclared,
+                )
+                .await
+            };
+            let undeclared = undeclared
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if undeclared.is_empty() {
+                return reply;
+            }
+            let before = reserved.len();
+            for key in undeclared {
+                if !reserved.contains(&key) {
+                    reserved.push(key);
+                }
+            }
+            assert!(
+                reserved.len() > before,
+                "an undeclared key was not reserved yet"
+            );
         }
-        let result = transaction::run_reserved(jobs, &distinct, |records| {
-            let run = self.run_once(&body, &keys, &arguments, read_only, records);
+        Value::Error(format!(
+            "{} (it named undeclared keys in more than {UNDECLARED_ROUNDS_MAX} runs)",
+            script::UNDECLARED_TEXT
+        ))
+    }
+
+    /// One reserved run over `reserved`: the reply, with the writes committed; a run stopped
+    /// at an undeclared key records its keys in `undeclared` and releases everything.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_reserved(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        reserved: &[Vec<u8>],
+        body: &Arc<Vec<u8>>,
+        keys: &Arc<Vec<Vec<u8>>>,
+        arguments: &Arc<Vec<Vec<u8>>>,
+        read_only: bool,
+        undeclared: &Mutex<Vec<Vec<u8>>>,
+    ) -> Value {
+        let result = transaction::run_reserved(jobs, reserved, |records| {
+            let run = self.run_once(body, keys, arguments, read_only, records);
             async move {
                 match run.await {
-                    Ok((reply, Some(writes))) => Ok(Computed::Commit(reply, writes)),
-                    Ok((reply, None)) => Ok(Computed::Release(reply)),
+                    Ok(once) if !once.undeclared.is_empty() => {
+                        *lock(undeclared) = once.undeclared;
+                        Ok(Computed::Release(once.reply))
+                    }
+                    Ok(Once {
+                        reply,
+                        writes: Some(writes),
+                        ..
+                    }) => Ok(Computed::Commit(reply, writes)),
+                    Ok(once) => Ok(Computed::Release(once.reply)),
                     Err(text) => Ok(Computed::Release(Value::Error(text))),
                 }
             }
@@ -138,7 +225,7 @@ impl Scripts {
     }
 
     /// One run of the script on `records` (a blocking thread; killed after `TIME_LIMIT_MS`):
-    /// its reply and, if it is to be committed, the writes.
+    /// its reply, the writes if they are to be committed, and the undeclared keys it met.
     async fn run_once(
         &self,
         body: &Arc<Vec<u8>>,
@@ -146,7 +233,7 @@ impl Scripts {
         arguments: &Arc<Vec<Vec<u8>>>,
         read_only: bool,
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    ) -> Result<(Value, Option<Vec<(Vec<u8>, kv::CommitWrite)>>), String> {
+    ) -> Result<Once, String> {
         let killer = Killer::default();
         let number = crate::os::random_u64();
         self.lock_running().push((number, killer.clone()));
@@ -176,7 +263,11 @@ impl Scripts {
                 crate::log::info(format_args!("script log: {line}"));
             }
             let writes = run.commit.then(|| scratch.writes());
-            Ok((run.reply, writes))
+            Ok(Once {
+                reply: run.reply,
+                writes,
+                undeclared: run.undeclared,
+            })
         })
         .await;
         timer.abort();
