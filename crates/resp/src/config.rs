@@ -77,6 +77,12 @@ const PARAMETERS: &[Parameter] = &[
         kind: INTEGER,
         scope: Scope::Process,
     },
+    Parameter {
+        name: "busy-reply-threshold",
+        alias: Some("lua-time-limit"),
+        kind: INTEGER,
+        scope: Scope::Process,
+    },
 ];
 
 const INTEGER: Kind = Kind::Integer { min: 0 };

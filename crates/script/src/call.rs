@@ -64,6 +64,8 @@ pub const NO_ARGUMENTS_TEXT: &str =
 
 /// What `redis.call` runs against.
 pub struct Context<'a> {
+    /// Told when a write command succeeds (SCRIPT KILL refuses a script that wrote).
+    pub killer: &'a crate::Killer,
     /// The keys commands named that the scratch store did not hold (taken in as absent).
     pub undeclared: Vec<Vec<u8>>,
     pub scratch: &'a mut Scratch,
@@ -117,7 +119,12 @@ impl Context<'_> {
             self.undeclared.push(key);
         }
         match self.scratch.execute(&pending.command) {
-            Ok(outcome) => resp::finish(&pending, &outcome),
+            Ok(outcome) => {
+                if !pending.command.is_read() && !matches!(outcome, kv::Outcome::Error(_)) {
+                    self.killer.mark_written();
+                }
+                resp::finish(&pending, &outcome)
+            }
             Err(error) => Value::Error(error.reply_text()),
         }
     }

@@ -27,7 +27,7 @@ pub use libraries::format_g;
 use kv::Scratch;
 use resp::Value;
 use sha1::{Digest, Sha1};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The most memory one script run may allocate in its Lua state.
@@ -77,11 +77,26 @@ pub enum Kill {
     Requested,
 }
 
-/// A flag the runtime sets, from any thread, to stop a running script.
+/// A flag the runtime sets, from any thread, to stop a running script; and the flag the
+/// script sets once it wrote (SCRIPT KILL refuses to stop a script that wrote, as Redis).
 #[derive(Clone, Debug, Default)]
-pub struct Killer(Arc<AtomicU8>);
+pub struct Killer {
+    state: Arc<AtomicU8>,
+    wrote: Arc<AtomicBool>,
+}
 
 impl Killer {
+    /// Records that the script ran a write command that succeeded.
+    pub fn mark_written(&self) {
+        self.wrote.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the script ran a write command that succeeded (Redis's "already executed write
+    /// commands against the dataset").
+    pub fn has_written(&self) -> bool {
+        self.wrote.load(Ordering::SeqCst)
+    }
+
     /// Stops the script (the first reason set stays).
     pub fn kill(&self, kill: Kill) {
         let code = match kill {
@@ -89,13 +104,13 @@ impl Killer {
             Kill::Requested => 2,
         };
         let _ = self
-            .0
+            .state
             .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Why the script was stopped, if it was.
     pub fn killed(&self) -> Option<Kill> {
-        match self.0.load(Ordering::SeqCst) {
+        match self.state.load(Ordering::SeqCst) {
             0 => None,
             1 => Some(Kill::TimeLimit),
             _ => Some(Kill::Requested),

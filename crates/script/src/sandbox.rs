@@ -179,6 +179,7 @@ pub fn run(
         scratch,
         now_ms: script.now_ms,
         read_only: script.read_only,
+        killer,
         undeclared: Vec::new(),
     });
     let outcome = lua.scope(|scope| {

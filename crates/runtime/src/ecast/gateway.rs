@@ -1512,6 +1512,9 @@ impl Connection {
                 &rewritten[..]
             }
         };
+        if let Some(busy) = self.scripts.refuse_busy(arguments) {
+            return Answer::Ready(busy);
+        }
         if let Some(answer) = self.on_pubsub_command(arguments).await {
             return answer;
         }
@@ -1709,7 +1712,16 @@ impl Connection {
             };
             return Some(match outcome {
                 Outcome::Ok => {
-                    self.clients.set_parameters(&changes);
+                    // The scripts' threshold is the script module's; the rest the clients'.
+                    let (scripts, others): (Vec<_>, Vec<_>) = changes
+                        .into_iter()
+                        .partition(|change| change.name == "busy-reply-threshold");
+                    for change in scripts {
+                        assert!(change.value >= 0, "CONFIG SET checked the value");
+                        self.scripts
+                            .set_busy_reply_threshold_ms(change.value as u64);
+                    }
+                    self.clients.set_parameters(&others);
                     Value::ok()
                 }
                 other => keyless_reply(KeylessReply::Ok, &other),
@@ -1724,7 +1736,12 @@ impl Connection {
         let Some(limits) = payload::decode_limits(&outcome) else {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
-        let process = |name: &str| self.clients.parameter(name);
+        let process = |name: &str| match name {
+            "busy-reply-threshold" => {
+                Some(i64::try_from(self.scripts.busy_reply_threshold_ms()).unwrap_or(i64::MAX))
+            }
+            _ => self.clients.parameter(name),
+        };
         let current = resp::config::Current {
             limits: &limits,
             process: &process,
