@@ -235,10 +235,14 @@ fn cjson(lua: &Lua) -> mlua::Result<Table> {
     Ok(table)
 }
 
+/// The deepest nesting `cjson` may be set to follow: each level holds a table in mlua's
+/// reference stack (about 8,000 slots), so lua-cjson's unbounded setting is refused past it.
+const JSON_DEPTH_MAX: i64 = 1_000;
+
 fn depth_setting(setting: &Cell<i64>, depth: Option<i64>) -> mlua::Result<i64> {
     if let Some(depth) = depth {
-        if !(1..=i64::from(i32::MAX)).contains(&depth) {
-            return error("bad argument #1 to '?' (expected integer between 1 and 2147483647)");
+        if !(1..=JSON_DEPTH_MAX).contains(&depth) {
+            return error("bad argument #1 to '?' (expected integer between 1 and 1000)");
         }
         setting.set(depth);
     }
@@ -672,6 +676,12 @@ impl JsonParser<'_> {
 // ---------------------------------------------------------------------------------------
 // cmsgpack
 
+/// The most values a library function returns at once (`cmsgpack.unpack` of many objects,
+/// `struct.unpack` of a long format): every value returned from Rust takes a slot of mlua's
+/// reference stack (about 8,000) until Lua has it, so more would abort the process. Lua 5.1's
+/// own C functions stop at about the same count ("too many results to unpack").
+const RESULTS_MAX: usize = 4_000;
+
 /// lua-cmsgpack encodes tables nested at most this deep; deeper ones are `nil`.
 const MSGPACK_NESTING_MAX: usize = 16;
 /// How deep `unpack` follows nested arrays and maps before refusing the input.
@@ -681,13 +691,13 @@ fn cmsgpack(lua: &Lua) -> mlua::Result<Table> {
     let table = lua.create_table()?;
     table.raw_set(
         "pack",
-        lua.create_function(|_, values: MultiValue| {
-            if values.is_empty() {
+        lua.create_function(|_, (values, count): (Table, i64)| {
+            if count < 1 {
                 return error("MessagePack pack needs input.");
             }
             let mut out = Vec::new();
-            for value in values.iter() {
-                msgpack_encode(value, 0, &mut out)?;
+            for index in 1..=count {
+                msgpack_encode(&values.raw_get(index)?, 0, &mut out)?;
             }
             Ok(mlua::BString::from(out))
         })?,
@@ -761,12 +771,19 @@ fn msgpack_encode(value: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Resul
                     msgpack_encode(&item, level + 1, out)?;
                 }
             } else {
-                let pairs: Vec<(Value, Value)> =
-                    table.clone().pairs().collect::<mlua::Result<_>>()?;
-                msgpack_header(pairs.len(), 0x80, 0xde, 0xdf, out);
-                for (key, item) in &pairs {
-                    msgpack_encode(key, level + 1, out)?;
-                    msgpack_encode(item, level + 1, out)?;
+                // Two passes (count, then encode) rather than collecting the pairs: every
+                // value held from Rust takes a slot of mlua's reference stack (about 8,000),
+                // and a map of 100,000 fields would exhaust it.
+                let mut count = 0usize;
+                for pair in table.clone().pairs::<Value, Value>() {
+                    pair?;
+                    count += 1;
+                }
+                msgpack_header(count, 0x80, 0xde, 0xdf, out);
+                for pair in table.clone().pairs::<Value, Value>() {
+                    let (key, item) = pair?;
+                    msgpack_encode(&key, level + 1, out)?;
+                    msgpack_encode(&item, level + 1, out)?;
                 }
             }
         }
@@ -862,6 +879,9 @@ fn msgpack_unpack(lua: &Lua, bytes: &[u8], limit: i64, offset: i64) -> mlua::Res
     };
     let mut values = Vec::new();
     while cursor.at < bytes.len() && (values.len() as i64) < limit {
+        if values.len() >= RESULTS_MAX {
+            return error("too many results to unpack");
+        }
         values.push(cursor.value(lua, 0)?);
     }
     if !decode_all {
@@ -1051,11 +1071,13 @@ fn bit(lua: &Lua) -> mlua::Result<Table> {
     ] {
         table.raw_set(
             name,
-            lua.create_function(move |_, values: MultiValue| {
-                let first = values.front().cloned().unwrap_or(Value::Nil);
-                let mut result = to_bit(&first, 1, name)?;
-                for (index, value) in values.iter().enumerate().skip(1) {
-                    result = operation(result, to_bit(value, index + 1, name)?);
+            lua.create_function(move |_, (values, count): (Table, i64)| {
+                let mut result = to_bit(&values.raw_get(1)?, 1, name)?;
+                for index in 2..=count {
+                    result = operation(
+                        result,
+                        to_bit(&values.raw_get(index)?, index as usize, name)?,
+                    );
                 }
                 Ok(f64::from(result))
             })?,
@@ -1199,9 +1221,19 @@ fn structure(lua: &Lua) -> mlua::Result<Table> {
     let table = lua.create_table()?;
     table.raw_set(
         "pack",
-        lua.create_function(|_, (format, values): (mlua::String, MultiValue)| {
+        lua.create_function(|_, (values, count): (Table, i64)| {
+            let format = match values.raw_get::<Value>(1)? {
+                Value::String(format) => format,
+                other => {
+                    return error(format!(
+                        "bad argument #1 to 'pack' (string expected, got {})",
+                        other.type_name()
+                    ))
+                }
+            };
             let items = struct_items(&format.as_bytes())?;
-            let mut values = values.into_iter();
+            let mut values =
+                (2..=count).map(|index| values.raw_get::<Value>(index).unwrap_or(Value::Nil));
             let mut out = Vec::new();
             for (position, (item, big_endian)) in items.iter().enumerate() {
                 let mut next = || values.next().unwrap_or(Value::Nil);

@@ -72,6 +72,19 @@ local function protect(real, index)
   protected[proxy] = true
   return proxy
 end
+-- The variadic library functions are Rust functions that take their arguments as one table
+-- and a count: each value a Rust function holds takes a slot of mlua's reference stack (about
+-- 8,000), so a call with thousands of string arguments (`cmsgpack.pack(unpack(t))`) must not
+-- hand them over one by one. (Not a tail call, so that the caller's frame stays for error
+-- locations. `redis.call` and `redis.pcall` are not wrapped: a Lua wrapper would take the
+-- place of a script's frame that tail-calls them, `return redis.call(…)`, and lose the
+-- error's line.)
+local function packed(f) return function(...) return (f({...}, select('#', ...))) end end
+for _, place in ipairs({ { 'redis', 'log' }, { 'redis', 'setresp' }, { 'cmsgpack', 'pack' },
+    { 'bit', 'band' }, { 'bit', 'bor' }, { 'bit', 'bxor' }, { 'struct', 'pack' } }) do
+  local library = rawget(G, place[1])
+  raw_rawset(library, place[2], packed(rawget(library, place[2])))
+end
 raw_rawset(G, 'pcall', function(...) return checked(pack(raw_pcall(...))) end)
 raw_rawset(G, 'xpcall', function(f, h)
   return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
@@ -503,13 +516,13 @@ fn redis_library(lua: &Lua, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
     let protocol = resp3.clone();
     redis.raw_set(
         "setresp",
-        lua.create_function(move |_, arguments: MultiValue| {
-            if arguments.len() != 1 {
+        lua.create_function(move |_, (arguments, count): (Table, i64)| {
+            if count != 1 {
                 return Err(mlua::Error::runtime(
                     "redis.setresp() requires one argument.",
                 ));
             }
-            match arguments.front().and_then(crate::libraries::number_of) {
+            match crate::libraries::number_of(&arguments.raw_get(1)?) {
                 Some(version) if version == 2.0 || version == 3.0 => {
                     protocol.set(version == 3.0);
                     Ok(())
@@ -537,17 +550,25 @@ fn redis_library(lua: &Lua, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
 fn install_log(lua: &Lua, logs: &Rc<RefCell<Vec<String>>>) -> mlua::Result<()> {
     let redis: Table = lua.globals().raw_get("redis")?;
     let logs = logs.clone();
-    let log = lua.create_function(move |_, (level, words): (i64, MultiValue)| {
+    let log = lua.create_function(move |_, (arguments, count): (Table, i64)| {
+        let level = match crate::libraries::number_of(&arguments.raw_get(1)?) {
+            Some(level) if count >= 1 => level as i64,
+            _ => {
+                return Err(mlua::Error::runtime(
+                    "First argument must be a number (log level).",
+                ))
+            }
+        };
         if !(0..=3).contains(&level) {
             return Err(mlua::Error::runtime("Invalid debug level."));
         }
-        let words: Vec<String> = words
-            .iter()
-            .map(|word| match word {
+        let mut words = Vec::new();
+        for index in 2..=count {
+            words.push(match arguments.raw_get::<mlua::Value>(index)? {
                 mlua::Value::String(text) => text.to_string_lossy(),
-                other => describe(other),
-            })
-            .collect();
+                other => describe(&other),
+            });
+        }
         let mut logs = logs.borrow_mut();
         if logs.len() < 1_000 {
             logs.push(words.join(" "));

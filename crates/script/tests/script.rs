@@ -516,13 +516,14 @@ fn cmsgpack_packs_and_unpacks_as_redis_7_0() {
     );
     // Every width of integer, string, array and map round-trips.
     let body = "local big = {} for i = 1, 70000 do big[i] = i end
-        local m = {} for i = 1, 20 do m['k' .. i] = -i * 1000000 end
+        local m = {} for i = 1, 100000 do m['k' .. i] = -i * 1000000 end
         local values = {0, 127, 128, 255, 256, 65535, 65536, 2^32, 2^40, -1, -32, -33, -128, -129, -32768, -32769, -2^31, -2^31 - 1, 1.5, string.rep('x', 31), string.rep('y', 32), string.rep('z', 300), string.rep('w', 70000), true, false}
         local packed = cmsgpack.pack(values, big, m)
         local v, b, n = cmsgpack.unpack(packed)
         for i = 1, #values do assert(v[i] == values[i], 'value ' .. i) end
         assert(#b == 70000 and b[70000] == 70000)
-        for i = 1, 20 do assert(n['k' .. i] == -i * 1000000) end
+        for i = 1, 100000 do assert(n['k' .. i] == -i * 1000000) end
+        assert(#cjson.decode(cjson.encode(big)) == 70000)
         local offset, first = cmsgpack.unpack_one(cmsgpack.pack('a', 'b'), 0)
         local last_offset, second = cmsgpack.unpack_limit(cmsgpack.pack('a', 'b'), 1, offset)
         return {offset, first, last_offset, second}";
@@ -753,4 +754,41 @@ fn globals_and_libraries_are_read_only_as_redis_7_0() {
         eval("local t = {} t.x = 1 setmetatable(t, {}) return {t.x, string.rep('a', 2), #KEYS, math.floor(2.5)}", &[]),
         Value::Array(vec![Value::Integer(1), bulk("aa"), Value::Integer(0), Value::Integer(2)])
     );
+}
+
+#[test]
+fn thousands_of_arguments_and_results_never_exhaust_the_reference_stack() {
+    // Each would abort the process if every value were handed to Rust at once (mlua holds a
+    // reference per value, about 8,000 at most).
+    assert_eq!(
+        eval(
+            "local a = {} for i = 1, 7999 do a[i] = i end
+             return redis.call('rpush', KEYS[1], unpack(a))",
+            &["list"]
+        ),
+        Value::Integer(7999)
+    );
+    assert_eq!(
+        eval(
+            "local a = {} for i = 1, 7000 do a[i] = 'x' end
+             local packed = cmsgpack.pack(unpack(a))
+             local ok = pcall(cmsgpack.unpack, packed)
+             redis.log(redis.LOG_NOTICE, unpack(a))
+             local b = {} for i = 1, 7000 do b[i] = i end
+             return {#packed, ok, bit.bor(unpack(b))}",
+            &[]
+        ),
+        Value::Array(vec![
+            Value::Integer(14000),
+            Value::Null,
+            Value::Integer(8191)
+        ])
+    );
+    let mut big_map = String::from("local m = {} for i = 1, 100000 do m['k' .. i] = 'v' end ");
+    big_map.push_str("return #cmsgpack.pack(m) > 0 and #cjson.encode(m) > 0");
+    assert_eq!(eval(&big_map, &[]), Value::Integer(1));
+    assert!(matches!(
+        eval("cjson.decode_max_depth(100000)", &[]),
+        Value::Error(text) if text.contains("expected integer between 1 and 1000")
+    ));
 }
