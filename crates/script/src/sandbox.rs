@@ -14,8 +14,8 @@ use crate::convert::{field_table, lua_to_reply, one_line, reply_to_lua};
 use crate::{Killer, Script, MEMORY_BYTES_MAX};
 use kv::Scratch;
 use mlua::{
-    ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table,
-    VmState,
+    ffi, ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib,
+    Table, VmState,
 };
 use resp::Value;
 use std::cell::{Cell, RefCell};
@@ -76,9 +76,8 @@ end
 -- and a count: each value a Rust function holds takes a slot of mlua's reference stack (about
 -- 8,000), so a call with thousands of string arguments (`cmsgpack.pack(unpack(t))`) must not
 -- hand them over one by one. (Not a tail call, so that the caller's frame stays for error
--- locations. `redis.call` and `redis.pcall` are not wrapped: a Lua wrapper would take the
--- place of a script's frame that tail-calls them, `return redis.call(…)`, and lose the
--- error's line.)
+-- locations. `redis.call` and `redis.pcall` pack their arguments in C instead: a Lua wrapper
+-- would take the place of a script's frame that tail-calls them and lose the error's line.)
 local function packed(f) return function(...) return (f({...}, select('#', ...))) end end
 for _, place in ipairs({ { 'redis', 'log' }, { 'redis', 'setresp' }, { 'cmsgpack', 'pack' },
     { 'bit', 'band' }, { 'bit', 'bor' }, { 'bit', 'bxor' }, { 'struct', 'pack' } }) do
@@ -197,8 +196,8 @@ pub fn run(
     });
     let outcome = lua.scope(|scope| {
         let redis: Table = lua.globals().raw_get("redis")?;
-        let call = scope.create_function(|lua, arguments: MultiValue| {
-            let (ok, reply) = raw_call(lua, &context, arguments, resp3.get())?;
+        let call = scope.create_function(|lua, (arguments, count): (Table, i64)| {
+            let (ok, reply) = raw_call(lua, &context, &arguments, count, resp3.get())?;
             match (ok, &reply) {
                 (false, mlua::Value::Table(table)) => {
                     let text: String = table.raw_get("err")?;
@@ -207,11 +206,16 @@ pub fn run(
                 _ => Ok(reply),
             }
         })?;
-        let pcall = scope.create_function(|lua, arguments: MultiValue| {
-            Ok(raw_call(lua, &context, arguments, resp3.get())?.1)
+        let pcall = scope.create_function(|lua, (arguments, count): (Table, i64)| {
+            Ok(raw_call(lua, &context, &arguments, count, resp3.get())?.1)
         })?;
-        redis.raw_set("call", call)?;
-        redis.raw_set("pcall", pcall)?;
+        lua.set_named_registry_value(CALL_KEY, call)?;
+        lua.set_named_registry_value(PCALL_KEY, pcall)?;
+        // SAFETY: the trampolines touch only the Lua stack they are given, within the slots
+        // a C function is guaranteed (`LUA_MINSTACK`), and hold nothing that needs dropping
+        // when a Lua error unwinds through them.
+        redis.raw_set("call", unsafe { lua.create_c_function(call_trampoline)? })?;
+        redis.raw_set("pcall", unsafe { lua.create_c_function(pcall_trampoline)? })?;
         let probe = killer.clone();
         let killed = scope.create_function(move |_, ()| Ok(probe.killed().is_some()))?;
         let handler = lua.create_function(handle_error)?;
@@ -346,16 +350,50 @@ fn script_frame(lua: &Lua) -> Option<(String, i64)> {
     None
 }
 
+/// Where `redis.call`'s and `redis.pcall`'s Rust functions are kept (the Lua registry).
+const CALL_KEY: &str = "tessera.redis.call";
+const PCALL_KEY: &str = "tessera.redis.pcall";
+
+/// `redis.call` and `redis.pcall` as Lua sees them: C functions that pack their arguments
+/// into one table and call the Rust function registered under `key` with `(table, count)`.
+/// Rust never holds the arguments one by one (each value it holds takes a slot of mlua's
+/// reference stack, about 8,000: `redis.call('rpush', k, unpack(t))` with thousands of
+/// strings would abort the process), and, being C functions, they keep the script's frame
+/// on the stack when a script tail-calls them (`return redis.call(…)`), so an error keeps its
+/// line, as Redis's C `redis.call` does.
+unsafe fn forward_packed(state: *mut ffi::lua_State, key: &std::ffi::CStr) -> std::ffi::c_int {
+    let count = ffi::lua_gettop(state);
+    ffi::lua_createtable(state, count, 0);
+    for index in 1..=count {
+        ffi::lua_pushvalue(state, index);
+        ffi::lua_rawseti(state, -2, ffi::lua_Integer::from(index));
+    }
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, key.as_ptr());
+    ffi::lua_insert(state, -2);
+    ffi::lua_pushinteger(state, ffi::lua_Integer::from(count));
+    ffi::lua_call(state, 2, 1);
+    1
+}
+
+unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> std::ffi::c_int {
+    forward_packed(state, c"tessera.redis.call")
+}
+
+unsafe extern "C-unwind" fn pcall_trampoline(state: *mut ffi::lua_State) -> std::ffi::c_int {
+    forward_packed(state, c"tessera.redis.pcall")
+}
+
 /// `redis.call`'s raw form: `(true, reply)` or `(false, error table)`.
 fn raw_call(
     lua: &Lua,
     context: &RefCell<Context>,
-    arguments: MultiValue,
+    arguments: &Table,
+    count: i64,
     resp3: bool,
 ) -> mlua::Result<(bool, mlua::Value)> {
-    let mut words = Vec::with_capacity(arguments.len());
-    for argument in arguments {
-        match argument {
+    let mut words = Vec::with_capacity(count.clamp(0, 1 << 16) as usize);
+    for index in 1..=count {
+        match arguments.raw_get::<mlua::Value>(index)? {
             mlua::Value::String(text) => words.push(text.as_bytes().to_vec()),
             mlua::Value::Integer(number) => words.push(number.to_string().into_bytes()),
             mlua::Value::Number(number) => words.push(lua_number_text(number).into_bytes()),

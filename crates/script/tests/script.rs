@@ -762,11 +762,12 @@ fn thousands_of_arguments_and_results_never_exhaust_the_reference_stack() {
     // reference per value, about 8,000 at most).
     assert_eq!(
         eval(
-            "local a = {} for i = 1, 7999 do a[i] = i end
+            "local a = {} for i = 1, 7999 do a[i] = 'item' .. i end
+             redis.pcall('rpush', KEYS[1], unpack(a))
              return redis.call('rpush', KEYS[1], unpack(a))",
             &["list"]
         ),
-        Value::Integer(7999)
+        Value::Integer(15998)
     );
     assert_eq!(
         eval(
