@@ -39,6 +39,7 @@ const NOT_ALLOWED: &[&[u8]] = &[
     b"monitor",
     b"readmode",
     b"debug",
+    b"cluster",
 ];
 
 /// Commands that read or change the whole keyspace: a script sees only its declared keys.

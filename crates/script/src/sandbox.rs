@@ -72,18 +72,6 @@ local function protect(real, index)
   protected[proxy] = true
   return proxy
 end
--- The variadic library functions are Rust functions that take their arguments as one table
--- and a count: each value a Rust function holds takes a slot of mlua's reference stack (about
--- 8,000), so a call with thousands of string arguments (`cmsgpack.pack(unpack(t))`) must not
--- hand them over one by one. (Not a tail call, so that the caller's frame stays for error
--- locations. `redis.call` and `redis.pcall` pack their arguments in C instead: a Lua wrapper
--- would take the place of a script's frame that tail-calls them and lose the error's line.)
-local function packed(f) return function(...) return (f({...}, select('#', ...))) end end
-for _, place in ipairs({ { 'redis', 'log' }, { 'redis', 'setresp' }, { 'cmsgpack', 'pack' },
-    { 'bit', 'band' }, { 'bit', 'bor' }, { 'bit', 'bxor' }, { 'struct', 'pack' } }) do
-  local library = rawget(G, place[1])
-  raw_rawset(library, place[2], packed(rawget(library, place[2])))
-end
 raw_rawset(G, 'pcall', function(...) return checked(pack(raw_pcall(...))) end)
 raw_rawset(G, 'xpcall', function(f, h)
   return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
@@ -221,6 +209,7 @@ pub fn run(
         let handler = lua.create_function(handle_error)?;
         let caught = lua.create_function(caught)?;
         install_log(&lua, &logs)?;
+        install_trampolines(&lua)?;
         let bootstrap = lua
             .load(BOOTSTRAP)
             .set_name("=bootstrap")
@@ -314,7 +303,7 @@ fn handle_error(lua: &Lua, error: mlua::Value) -> mlua::Result<Table> {
             error_table(lua, text.as_bytes())?
         }
         mlua::Value::Error(inner) => {
-            let table = error_table(lua, format!("ERR {inner}").as_bytes())?;
+            let table = error_table(lua, format!("ERR {}", message_of(inner)).as_bytes())?;
             table.raw_set("cause", error.clone())?;
             table
         }
@@ -325,6 +314,21 @@ fn handle_error(lua: &Lua, error: mlua::Value) -> mlua::Result<Table> {
         table.raw_set("line", line)?;
     }
     Ok(table)
+}
+
+/// An error's message as Redis's C libraries raise theirs: the message alone, without mlua's
+/// `runtime error:` prefix and stack traceback.
+fn message_of(error: &mlua::Error) -> String {
+    match error {
+        mlua::Error::CallbackError { cause, .. } => message_of(cause),
+        mlua::Error::RuntimeError(message) => message.clone(),
+        mlua::Error::BadArgument { to, pos, cause, .. } => format!(
+            "bad argument #{pos} to '{}' ({})",
+            to.as_deref().unwrap_or("?"),
+            message_of(cause)
+        ),
+        other => other.to_string(),
+    }
 }
 
 fn error_table(lua: &Lua, message: &[u8]) -> mlua::Result<Table> {
@@ -354,7 +358,8 @@ fn script_frame(lua: &Lua) -> Option<(String, i64)> {
 const CALL_KEY: &str = "tessera.redis.call";
 const PCALL_KEY: &str = "tessera.redis.pcall";
 
-/// `redis.call` and `redis.pcall` as Lua sees them: C functions that pack their arguments
+/// `redis.call`, `redis.pcall` and the variadic library functions as Lua sees them: C
+/// functions that pack their arguments
 /// into one table and call the Rust function registered under `key` with `(table, count)`.
 /// Rust never holds the arguments one by one (each value it holds takes a slot of mlua's
 /// reference stack, about 8,000: `redis.call('rpush', k, unpack(t))` with thousands of
@@ -375,12 +380,47 @@ unsafe fn forward_packed(state: *mut ffi::lua_State, key: &std::ffi::CStr) -> st
     1
 }
 
-unsafe extern "C-unwind" fn call_trampoline(state: *mut ffi::lua_State) -> std::ffi::c_int {
-    forward_packed(state, c"tessera.redis.call")
+/// A C function per Rust function that takes its arguments packed (`forward_packed`).
+macro_rules! trampoline {
+    ($name:ident, $key:literal) => {
+        unsafe extern "C-unwind" fn $name(state: *mut ffi::lua_State) -> std::ffi::c_int {
+            forward_packed(state, $key)
+        }
+    };
 }
 
-unsafe extern "C-unwind" fn pcall_trampoline(state: *mut ffi::lua_State) -> std::ffi::c_int {
-    forward_packed(state, c"tessera.redis.pcall")
+trampoline!(call_trampoline, c"tessera.redis.call");
+trampoline!(pcall_trampoline, c"tessera.redis.pcall");
+trampoline!(log_trampoline, c"tessera.redis.log");
+trampoline!(setresp_trampoline, c"tessera.redis.setresp");
+trampoline!(sha1hex_trampoline, c"tessera.redis.sha1hex");
+trampoline!(pack_trampoline, c"tessera.cmsgpack.pack");
+trampoline!(band_trampoline, c"tessera.bit.band");
+trampoline!(bor_trampoline, c"tessera.bit.bor");
+trampoline!(bxor_trampoline, c"tessera.bit.bxor");
+trampoline!(struct_pack_trampoline, c"tessera.struct.pack");
+
+/// Replaces each variadic library function (a Rust function taking `(table, count)`) by its
+/// C trampoline, the Rust function kept in the registry under the trampoline's key.
+fn install_trampolines(lua: &Lua) -> mlua::Result<()> {
+    let places: [(&str, &str, ffi::lua_CFunction); 8] = [
+        ("redis", "log", log_trampoline),
+        ("redis", "setresp", setresp_trampoline),
+        ("redis", "sha1hex", sha1hex_trampoline),
+        ("cmsgpack", "pack", pack_trampoline),
+        ("bit", "band", band_trampoline),
+        ("bit", "bor", bor_trampoline),
+        ("bit", "bxor", bxor_trampoline),
+        ("struct", "pack", struct_pack_trampoline),
+    ];
+    for (library, name, trampoline) in places {
+        let table: Table = lua.globals().raw_get(library)?;
+        let function: Function = table.raw_get(name)?;
+        lua.set_named_registry_value(&format!("tessera.{library}.{name}"), function)?;
+        // SAFETY: as for `redis.call` (`run`).
+        table.raw_set(name, unsafe { lua.create_c_function(trampoline)? })?;
+    }
+    Ok(())
 }
 
 /// `redis.call`'s raw form: `(true, reply)` or `(false, error table)`.
@@ -549,7 +589,15 @@ fn redis_library(lua: &Lua, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
     )?;
     redis.raw_set(
         "sha1hex",
-        lua.create_function(|_, text: mlua::String| Ok(crate::sha1_hex(&text.as_bytes())))?,
+        lua.create_function(|_, (arguments, count): (Table, i64)| {
+            let text = match arguments.raw_get::<mlua::Value>(1)? {
+                mlua::Value::String(text) if count == 1 => text.as_bytes().to_vec(),
+                mlua::Value::Integer(number) if count == 1 => number.to_string().into_bytes(),
+                mlua::Value::Number(number) if count == 1 => lua_number_text(number).into_bytes(),
+                _ => return Err(mlua::Error::runtime("wrong number of arguments")),
+            };
+            Ok(crate::sha1_hex(&text))
+        })?,
     )?;
     let protocol = resp3.clone();
     redis.raw_set(

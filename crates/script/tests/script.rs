@@ -793,3 +793,31 @@ fn thousands_of_arguments_and_results_never_exhaust_the_reference_stack() {
         Value::Error(text) if text.contains("expected integer between 1 and 1000")
     ));
 }
+
+#[test]
+fn library_errors_carry_their_message_alone_as_redis_c_libraries() {
+    let body = "return redis.sha1hex()";
+    assert_eq!(
+        eval(body, &[]),
+        error(&format!(
+            "ERR wrong number of arguments script: {}, on @user_script:1.",
+            sha(body)
+        ))
+    );
+    let body = "return cmsgpack.unpack('\\220\\255')";
+    assert_eq!(
+        eval(body, &[]),
+        error(&format!(
+            "ERR Missing bytes in input. script: {}, on @user_script:1.",
+            sha(body)
+        ))
+    );
+    let body = "return redis.call('cluster', 'reset')";
+    assert_eq!(
+        eval(body, &[]),
+        error(&format!(
+            "ERR This Redis command is not allowed from script script: {}, on @user_script:1.",
+            sha(body)
+        ))
+    );
+}
