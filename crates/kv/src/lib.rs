@@ -17,6 +17,7 @@ mod operations;
 pub mod rdb;
 mod reservation;
 mod sort;
+mod stream;
 mod typed;
 pub mod value;
 
@@ -31,6 +32,7 @@ pub const STRING_BYTES_MAX: u64 = 512 * 1024 * 1024;
 pub use lcs::{LcsReply, LCS_CELLS_MAX};
 pub use reservation::{run_transaction, CommitWrite, Lock, Scratch, TransactionResult};
 pub use sort::SortOptions;
+pub use stream::{Stream, StreamId, StreamIdChoice, StreamOperation, StreamTrim};
 pub use value::{EncodingLimits, Entry, Score, Value};
 
 use imbl::{OrdMap, OrdSet};
@@ -189,6 +191,11 @@ pub enum Command {
     /// `key` was expired at the stamp and is deleted now, else 0 and nothing changes (a key
     /// written again meanwhile stays). Unstamped: `KvError::Unstamped`.
     Reclaim { key: Bytes },
+    /// Slot 36. A stream command (XADD, XTRIM, XDEL, XLEN, XRANGE, XREVRANGE).
+    Stream {
+        key: Bytes,
+        operation: StreamOperation,
+    },
 }
 
 /// When a `Command::Set` writes. Slots are fixed: append new variants at the end.
@@ -288,6 +295,7 @@ impl Command {
             Command::Sorted { operation, .. } => operation.is_read(),
             Command::Keys(operation) => operation.is_read(),
             Command::Text { operation, .. } => operation.is_read(),
+            Command::Stream { operation, .. } => operation.is_read(),
             Command::At { command, .. } => {
                 !matches!(**command, Command::At { .. }) && command.is_read()
             }
@@ -356,6 +364,7 @@ impl Command {
             | Command::Reclaim { key }
             | Command::IncrementFloat { key, .. }
             | Command::Text { key, .. }
+            | Command::Stream { key, .. }
             | Command::Reserve { key, .. }
             | Command::Commit { key, .. }
             | Command::Release { key, .. } => vec![key.as_slice()],
@@ -447,6 +456,12 @@ pub enum KvError {
     BadDataFormat,
     /// Slot 26. RESTORE without REPLACE onto an existing key.
     BusyKey,
+    /// Slot 27. XADD with an ID not greater than the stream's last.
+    StreamIdTooSmall,
+    /// Slot 28. XADD with the ID 0-0.
+    StreamIdZero,
+    /// Slot 29. DUMP of a stream: its RDB form (listpacks of entries) is not built.
+    DumpOfStream,
 }
 
 impl KvError {
@@ -503,6 +518,11 @@ impl std::fmt::Display for KvError {
             KvError::Unreserved { .. } => {
                 "the keys SORT's BY or GET patterns name were not declared or reserved"
             }
+            KvError::StreamIdTooSmall => {
+                "The ID specified in XADD is equal or smaller than the target stream top item"
+            }
+            KvError::StreamIdZero => "The ID specified in XADD must be greater than 0-0",
+            KvError::DumpOfStream => "DUMP of a stream is not supported",
         })
     }
 }
@@ -903,6 +923,7 @@ impl KvStore {
             Command::IncrementFloat { key, by } => self.increment_float(key, *by),
             Command::Append { key, value } => self.append(key, value),
             Command::Text { key, operation } => self.text(key, operation, now_ms),
+            Command::Stream { key, operation } => self.stream(key, operation, now_ms),
             Command::MultiPut { pairs } => {
                 for (key, value) in pairs {
                     self.put(key.clone(), value.clone());
@@ -1072,7 +1093,13 @@ impl KvStore {
             })),
             Command::Text { key, operation } => self.read_text(key, operation, now_ms),
             Command::Dump { key } => {
-                Outcome::Value(self.live(key, now_ms).map(|entry| rdb::dump(&entry.value)))
+                match self.live(key, now_ms).map(|entry| rdb::dump(&entry.value)) {
+                    Some(None) => Outcome::Error(KvError::DumpOfStream),
+                    dumped => Outcome::Value(dumped.flatten()),
+                }
+            }
+            Command::Stream { key, operation } if operation.is_read() => {
+                self.read_stream(key, operation, now_ms)
             }
             Command::MemoryUsage { key, samples } => match self.live(key, now_ms) {
                 Some(entry) => {

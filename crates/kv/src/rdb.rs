@@ -73,10 +73,11 @@ fn put_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// DUMP's payload for a value.
-pub fn dump(value: &Value) -> Bytes {
+/// DUMP's payload for a value; `None` for a stream (its RDB form is not built).
+pub fn dump(value: &Value) -> Option<Bytes> {
     let mut out = Vec::new();
     match value {
+        Value::Stream(_) => return None,
         Value::String(bytes) => {
             out.push(TYPE_STRING);
             put_string(&mut out, bytes);
@@ -115,7 +116,7 @@ pub fn dump(value: &Value) -> Bytes {
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());
-    out
+    Some(out)
 }
 
 /// RESTORE's value from a payload (collections in the encodings their contents would have if
@@ -536,7 +537,7 @@ mod tests {
             Value::Hash(hash),
             Value::Set(set),
         ] {
-            let payload = dump(&value);
+            let payload = dump(&value).expect("not a stream");
             assert_eq!(load(&payload).unwrap(), value);
             assert_eq!(
                 load(&payload[..payload.len() - 1]),

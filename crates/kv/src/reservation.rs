@@ -217,6 +217,13 @@ impl Scratch {
         Ok(Scratch { store, before })
     }
 
+    /// Takes `key` in as absent (a script's discovery of a key it did not declare: the run
+    /// goes on, as if the key were absent, to find every key it names, and is never
+    /// committed; the runtime reserves those keys and runs the script again).
+    pub fn hold_absent(&mut self, key: &[u8]) {
+        self.before.entry(key.to_vec()).or_insert(None);
+    }
+
     /// Whether `key` is one of the reserved keys.
     pub fn holds(&self, key: &[u8]) -> bool {
         self.before.contains_key(key)

@@ -98,6 +98,8 @@ pub enum Value {
     Set(Set),
     /// Slot 4.
     SortedSet(SortedSet),
+    /// Slot 5.
+    Stream(crate::stream::Stream),
 }
 
 impl Value {
@@ -109,6 +111,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::SortedSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -137,6 +140,7 @@ impl Value {
             Value::List(_) => "quicklist",
             Value::Set(set) => set.encoding(),
             Value::SortedSet(sorted) => sorted.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -147,6 +151,7 @@ impl Value {
             Value::List(list) => list.bytes,
             Value::Set(set) => set.bytes,
             Value::SortedSet(sorted) => sorted.bytes,
+            Value::Stream(stream) => stream.bytes,
         }
     }
 
@@ -158,6 +163,8 @@ impl Value {
             Value::List(list) => list.items.is_empty(),
             Value::Set(set) => set.is_empty(),
             Value::SortedSet(sorted) => sorted.is_empty(),
+            // Redis keeps a stream that empties.
+            Value::Stream(_) => false,
         }
     }
 
@@ -169,6 +176,7 @@ impl Value {
             Value::List(list) => list.recount(),
             Value::Set(set) => set.recount(),
             Value::SortedSet(sorted) => sorted.recount(),
+            Value::Stream(stream) => stream.recount(),
         }
     }
 
@@ -183,6 +191,7 @@ impl Value {
             Value::List(list) => list.bytes == list.recount(),
             Value::Set(set) => set.is_valid(),
             Value::SortedSet(sorted) => sorted.is_valid(),
+            Value::Stream(stream) => stream.is_valid(),
         }
     }
 }
@@ -263,6 +272,7 @@ impl Value {
                 let members = sorted.iter().map(|(member, _)| per_member(member));
                 sampled(sorted.len(), samples, members)
             }
+            Value::Stream(stream) => stream.memory_usage(),
         }
     }
 }
@@ -319,7 +329,7 @@ impl Value {
             Value::Hash(hash) => hash.fit(limits),
             Value::Set(set) => set.fit(limits),
             Value::SortedSet(sorted) => sorted.fit(limits),
-            Value::String(_) | Value::List(_) => {}
+            Value::String(_) | Value::List(_) | Value::Stream(_) => {}
         }
     }
 }

@@ -85,6 +85,9 @@ pub(crate) enum Shape {
     /// map of `matches` (each `[[a_start, a_end], [b_start, b_end]]`, and the match's length
     /// `with_match_len`) and `len`.
     LcsIndexes { with_match_len: bool },
+    /// `Outcome::Values([id, field count, field, value, …, id, …])` → `[[id, [field, value,
+    /// …]], …]`; a nil array instead if `null` (XRANGE … COUNT 0). XRANGE, XREVRANGE.
+    StreamEntries { null: bool },
 }
 
 impl Pending {
@@ -257,6 +260,8 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::KeyAndScored, Outcome::Values(values)) if !values.is_empty() => {
             key_and_scored(values)
         }
+        (Shape::StreamEntries { null: true }, Outcome::Values(_)) => Value::NullArray,
+        (Shape::StreamEntries { null: false }, Outcome::Values(values)) => stream_entries(values),
         (Shape::CountUpTo { limit }, Outcome::Values(values)) => {
             let count = values.len() as u64;
             let count = if limit == 0 { count } else { count.min(limit) };
@@ -264,6 +269,27 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         }
         _ => Value::Error("ERR internal error: the store returned an unexpected outcome".into()),
     }
+}
+
+/// Stream entries as Redis replies them: `[[id, [field, value, …]], …]` from the store's
+/// flat `[id, field count, field, value, …]`.
+fn stream_entries(values: &[Option<Vec<u8>>]) -> Value {
+    let mut entries = Vec::new();
+    let mut at = 0;
+    while at + 1 < values.len() {
+        let count = values[at + 1]
+            .as_deref()
+            .and_then(|text| std::str::from_utf8(text).ok())
+            .and_then(|text| text.parse::<usize>().ok())
+            .unwrap_or(0);
+        let end = (at + 2 + 2 * count).min(values.len());
+        entries.push(Value::Array(vec![
+            bulk_or_null(&values[at]),
+            Value::Array(values[at + 2..end].iter().map(bulk_or_null).collect()),
+        ]));
+        at = end;
+    }
+    Value::Array(entries)
 }
 
 /// One SCAN page holding every element (cursor 0) that matches `pattern`; with `pairs`, each

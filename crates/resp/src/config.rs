@@ -85,6 +85,12 @@ const PARAMETERS: &[Parameter] = &[
         kind: Kind::Events,
         scope: Scope::Cluster,
     },
+    Parameter {
+        name: "busy-reply-threshold",
+        alias: Some("lua-time-limit"),
+        kind: INTEGER,
+        scope: Scope::Process,
+    },
 ];
 
 const INTEGER: Kind = Kind::Integer { min: 0 };

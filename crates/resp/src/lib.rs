@@ -75,6 +75,7 @@ mod info;
 mod multikey;
 pub mod notify;
 pub mod stats;
+mod streams;
 mod table;
 mod text;
 mod types;

@@ -3,6 +3,7 @@
 
 use crate::commands as c;
 use crate::multikey as m;
+use crate::streams as x;
 use crate::text::is;
 use crate::types as t;
 use crate::{Plan, Value};
@@ -807,6 +808,54 @@ pub(crate) static COMMANDS: &[Spec] = &[
         ONE_KEY,
         &["@write", "@list", "@slow"],
         t::ltrim,
+    ),
+    spec(
+        "xadd",
+        -5,
+        WRITE_FAST,
+        ONE_KEY,
+        &["@write", "@stream", "@fast"],
+        x::xadd,
+    ),
+    spec(
+        "xtrim",
+        -4,
+        &["write"],
+        ONE_KEY,
+        &["@write", "@stream", "@slow"],
+        x::xtrim,
+    ),
+    spec(
+        "xdel",
+        -3,
+        &["write", "fast"],
+        ONE_KEY,
+        &["@write", "@stream", "@fast"],
+        x::xdel,
+    ),
+    spec(
+        "xlen",
+        2,
+        READ_FAST,
+        ONE_KEY,
+        &["@read", "@stream", "@fast"],
+        x::xlen,
+    ),
+    spec(
+        "xrange",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        &["@read", "@stream", "@slow"],
+        x::xrange,
+    ),
+    spec(
+        "xrevrange",
+        -4,
+        &["readonly"],
+        ONE_KEY,
+        &["@read", "@stream", "@slow"],
+        x::xrevrange,
     ),
     spec(
         "lpos",

@@ -462,9 +462,9 @@ fn unknown_commands_are_reported_with_redis_text() {
         Plan::Reply(err("ERR unknown command 'foo', with args beginning with: "))
     );
     assert_eq!(
-        reply(&["XADD", "list", "x"]),
+        reply(&["XREAD", "list", "x"]),
         Plan::Reply(err(
-            "ERR unknown command 'XADD', with args beginning with: 'list' 'x' "
+            "ERR unknown command 'XREAD', with args beginning with: 'list' 'x' "
         ))
     );
     // Arguments are quoted until their text reaches 128 bytes; the one crossing it is cut.
@@ -1147,4 +1147,85 @@ fn string_ranges_and_bits_follow_redis_7_0() {
         (&["setbit", "n", "0", "1"], int(0)),
         (&["get", "n"], Value::Bulk(b"\xb1234".to_vec())),
     ]);
+}
+
+#[test]
+fn stream_commands_parse_as_redis_7_0() {
+    use kv::{Command, StreamId, StreamIdChoice, StreamOperation, StreamTrim};
+    let planned = |words: &[&str]| match plan(&args(words)) {
+        Plan::Execute(pending) => pending.command,
+        other => panic!("{words:?}: {other:?}"),
+    };
+    let refused = |words: &[&str], text: &str| {
+        assert_eq!(plan(&args(words)), Plan::Reply(err(text)), "{words:?}")
+    };
+    assert_eq!(
+        planned(&[
+            "XADD",
+            "s",
+            "NOMKSTREAM",
+            "MAXLEN",
+            "~",
+            "10",
+            "*",
+            "f",
+            "v"
+        ]),
+        Command::Stream {
+            key: b"s".to_vec(),
+            operation: StreamOperation::Add {
+                id: StreamIdChoice::Automatic,
+                fields: vec![(b"f".to_vec(), b"v".to_vec())],
+                trim: Some(StreamTrim::MaxLength(10)),
+                no_create: true,
+            },
+        }
+    );
+    assert_eq!(
+        planned(&["xadd", "s", "minid", "5-1", "7-*", "f", "v"]),
+        Command::Stream {
+            key: b"s".to_vec(),
+            operation: StreamOperation::Add {
+                id: StreamIdChoice::Milliseconds(7),
+                fields: vec![(b"f".to_vec(), b"v".to_vec())],
+                trim: Some(StreamTrim::MinimumId(StreamId { ms: 5, seq: 1 })),
+                no_create: false,
+            },
+        }
+    );
+    // XREVRANGE key end start: an exclusive start moves to the next ID.
+    assert_eq!(
+        planned(&["XREVRANGE", "s", "+", "(3-0", "COUNT", "2"]),
+        Command::Stream {
+            key: b"s".to_vec(),
+            operation: StreamOperation::Range {
+                start: StreamId { ms: 3, seq: 1 },
+                end: StreamId::MAX,
+                count: 2,
+                reverse: true,
+            }
+        }
+    );
+    refused(
+        &["XADD", "s", "*", "f"],
+        "ERR wrong number of arguments for 'xadd' command",
+    );
+    refused(
+        &["XADD", "s", "1-x", "f", "v"],
+        "ERR Invalid stream ID specified as stream command argument",
+    );
+    refused(
+        &["XADD", "s", "MAXLEN", "-1", "*", "f", "v"],
+        "ERR The MAXLEN argument must be >= 0.",
+    );
+    refused(
+        &["XADD", "s", "MAXLEN", "1", "MINID", "1", "*", "f", "v"],
+        "ERR syntax error, MAXLEN and MINID options at the same time are not compatible",
+    );
+    refused(&["XTRIM", "s", "LEN", "1"], "ERR syntax error");
+    refused(&["XRANGE", "s", "-", "+", "COUNT"], "ERR syntax error");
+    refused(
+        &["XDEL", "s", "abc"],
+        "ERR Invalid stream ID specified as stream command argument",
+    );
 }

@@ -39,6 +39,7 @@ const NOT_ALLOWED: &[&[u8]] = &[
     b"monitor",
     b"readmode",
     b"debug",
+    b"cluster",
 ];
 
 /// Commands that read or change the whole keyspace: a script sees only its declared keys.
@@ -64,6 +65,10 @@ pub const NO_ARGUMENTS_TEXT: &str =
 
 /// What `redis.call` runs against.
 pub struct Context<'a> {
+    /// Told when a write command succeeds (SCRIPT KILL refuses a script that wrote).
+    pub killer: &'a crate::Killer,
+    /// The keys commands named that the scratch store did not hold (taken in as absent).
+    pub undeclared: Vec<Vec<u8>>,
     pub scratch: &'a mut Scratch,
     /// The script's time (unix milliseconds), stamped where it was ordered.
     pub now_ms: u64,
@@ -103,16 +108,24 @@ impl Context<'_> {
         if self.read_only && !pending.command.is_read() {
             return Value::Error(READ_ONLY_TEXT.into());
         }
-        if pending
+        let missing: Vec<Vec<u8>> = pending
             .command
             .keys()
-            .iter()
-            .any(|key| !self.scratch.holds(key))
-        {
-            return Value::Error(UNDECLARED_TEXT.into());
+            .into_iter()
+            .filter(|key| !self.scratch.holds(key))
+            .map(<[u8]>::to_vec)
+            .collect();
+        for key in missing {
+            self.scratch.hold_absent(&key);
+            self.undeclared.push(key);
         }
         match self.scratch.execute(&pending.command) {
-            Ok(outcome) => resp::finish(&pending, &outcome),
+            Ok(outcome) => {
+                if !pending.command.is_read() && !matches!(outcome, kv::Outcome::Error(_)) {
+                    self.killer.mark_written();
+                }
+                resp::finish(&pending, &outcome)
+            }
             Err(error) => Value::Error(error.reply_text()),
         }
     }

@@ -14,6 +14,7 @@
 
 mod call;
 mod convert;
+mod libraries;
 mod sandbox;
 
 pub use call::{
@@ -21,11 +22,12 @@ pub use call::{
     WHOLE_KEYSPACE_TEXT, WRONG_ARITY_TEXT,
 };
 pub use convert::{lua_to_reply, reply_to_lua, truncate};
+pub use libraries::format_g;
 
 use kv::Scratch;
 use resp::Value;
 use sha1::{Digest, Sha1};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The most memory one script run may allocate in its Lua state.
@@ -58,6 +60,12 @@ pub struct Run {
     pub commit: bool,
     /// What the script logged (`redis.log`), for the runtime's log.
     pub log: Vec<String>,
+    /// Keys commands of the script named that the scratch store did not hold (not declared,
+    /// so not reserved). They were taken in as absent so that the run could find every key it
+    /// names, and the run commits nothing. The runtime reserves these keys too and runs the
+    /// script again, as a single Redis serves undeclared keys; its reply, if it does not, is
+    /// Redis Cluster's refusal.
+    pub undeclared: Vec<Vec<u8>>,
 }
 
 /// Why a script was stopped.
@@ -69,11 +77,26 @@ pub enum Kill {
     Requested,
 }
 
-/// A flag the runtime sets, from any thread, to stop a running script.
+/// A flag the runtime sets, from any thread, to stop a running script; and the flag the
+/// script sets once it wrote (SCRIPT KILL refuses to stop a script that wrote, as Redis).
 #[derive(Clone, Debug, Default)]
-pub struct Killer(Arc<AtomicU8>);
+pub struct Killer {
+    state: Arc<AtomicU8>,
+    wrote: Arc<AtomicBool>,
+}
 
 impl Killer {
+    /// Records that the script ran a write command that succeeded.
+    pub fn mark_written(&self) {
+        self.wrote.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the script ran a write command that succeeded (Redis's "already executed write
+    /// commands against the dataset").
+    pub fn has_written(&self) -> bool {
+        self.wrote.load(Ordering::SeqCst)
+    }
+
     /// Stops the script (the first reason set stays).
     pub fn kill(&self, kill: Kill) {
         let code = match kill {
@@ -81,13 +104,13 @@ impl Killer {
             Kill::Requested => 2,
         };
         let _ = self
-            .0
+            .state
             .compare_exchange(0, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Why the script was stopped, if it was.
     pub fn killed(&self) -> Option<Kill> {
-        match self.0.load(Ordering::SeqCst) {
+        match self.state.load(Ordering::SeqCst) {
             0 => None,
             1 => Some(Kill::TimeLimit),
             _ => Some(Kill::Requested),
@@ -182,6 +205,7 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
                 reply: Value::Error(text),
                 commit: false,
                 log,
+                undeclared: Vec::new(),
             }
         }
     };
@@ -190,7 +214,8 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
         read_only: script.read_only || declared.no_writes,
         ..*script
     };
-    let result = sandbox::run(&script, &sha, scratch, killer, &mut log);
+    let mut undeclared = Vec::new();
+    let result = sandbox::run(&script, &sha, scratch, killer, &mut log, &mut undeclared);
     let (reply, commit) = match (killer.killed(), result) {
         (Some(kill), _) => (Value::Error(killed_text(kill, &sha)), false),
         (None, Ok(reply)) => (reply, true),
@@ -210,7 +235,24 @@ pub fn run(script: &Script, scratch: &mut Scratch, killer: &Killer) -> Run {
         !matches!(&reply, Value::Error(text) if text.contains(['\r', '\n'])),
         "an error reply is one line"
     );
-    Run { reply, commit, log }
+    let (reply, commit) = if undeclared.is_empty() || killer.killed().is_some() {
+        (reply, commit)
+    } else {
+        (
+            Value::Error(format!("{UNDECLARED_TEXT} script: {sha}")),
+            false,
+        )
+    };
+    assert!(
+        !commit || undeclared.is_empty(),
+        "a run that met an undeclared key commits nothing"
+    );
+    Run {
+        reply,
+        commit,
+        log,
+        undeclared,
+    }
 }
 
 fn killed_text(kill: Kill, sha: &str) -> String {

@@ -14,8 +14,8 @@ use crate::convert::{field_table, lua_to_reply, one_line, reply_to_lua};
 use crate::{Killer, Script, MEMORY_BYTES_MAX};
 use kv::Scratch;
 use mlua::{
-    ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib, Table,
-    VmState,
+    ffi, ChunkMode, Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, MultiValue, StdLib,
+    Table, VmState,
 };
 use resp::Value;
 use std::cell::{Cell, RefCell};
@@ -44,27 +44,73 @@ pub enum Failure {
 /// conversion of a caught error, the error handler.
 const BOOTSTRAP: &str = r#"
 local script, killed, caught, handler = ...
-local error, select, unpack, tostring = error, select, unpack, tostring
+local G = _G
+local error, select, unpack, tostring, rawget = error, select, unpack, tostring, rawget
 local raw_pcall, raw_xpcall, setmetatable = pcall, xpcall, setmetatable
+local raw_rawset, raw_setmetatable, raw_getfenv, raw_setfenv = rawset, setmetatable, getfenv, setfenv
+local raw_loadstring = loadstring
 local function pack(...) return { n = select('#', ...), ... } end
 local function checked(results)
   if killed() then error('script killed', 0) end
   if not results[1] then results[2] = caught(results[2]) end
   return unpack(results, 1, results.n)
 end
-pcall = function(...) return checked(pack(raw_pcall(...))) end
-xpcall = function(f, h)
-  return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
+local function deny() error('Attempt to modify a readonly table', 2) end
+-- Read-only tables, as Redis 7.0 makes the globals and its libraries: each is an empty proxy
+-- reading through to the real table; writing, rawset and setmetatable on it are refused, and
+-- its metatable (getmetatable) is read-only too.
+local protected = raw_setmetatable({}, { __mode = 'k' })
+local function frozen(source)
+  local view = raw_setmetatable({}, { __index = source, __newindex = deny, __metatable = false })
+  protected[view] = true
+  return view
 end
-setmetatable(_G, {
-  __index = function(_, name)
+local function protect(real, index)
+  local meta = { __index = index or real, __newindex = deny }
+  meta.__metatable = frozen(meta)
+  local proxy = raw_setmetatable({}, meta)
+  protected[proxy] = true
+  return proxy
+end
+raw_rawset(G, 'pcall', function(...) return checked(pack(raw_pcall(...))) end)
+raw_rawset(G, 'xpcall', function(f, h)
+  return checked(pack(raw_xpcall(f, function(e) return h(caught(e)) end)))
+end)
+for _, name in ipairs({ 'redis', 'cjson', 'cmsgpack', 'bit', 'struct', 'string', 'math', 'table' }) do
+  raw_rawset(G, name, protect(rawget(G, name)))
+end
+local env = protect(G, function(_, name)
+  local value = rawget(G, name)
+  if value == nil then
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-  end,
-  __newindex = function()
-    error('Attempt to modify a readonly table', 2)
-  end,
-  __metatable = false,
-})
+  end
+  return value
+end)
+raw_rawset(G, '_G', env)
+raw_rawset(G, 'rawset', function(t, k, v)
+  if protected[t] or t == G then deny() end
+  return raw_rawset(t, k, v)
+end)
+raw_rawset(G, 'setmetatable', function(t, m)
+  if protected[t] or t == G then deny() end
+  return raw_setmetatable(t, m)
+end)
+raw_rawset(G, 'getfenv', function(...)
+  local found = raw_getfenv(...)
+  if found == G then return env end
+  return found
+end)
+raw_rawset(G, 'setfenv', function(f, t)
+  if f == 0 then deny() end
+  return raw_setfenv(f, t)
+end)
+raw_rawset(G, 'loadstring', function(...)
+  local loaded, message = raw_loadstring(...)
+  if loaded then raw_setfenv(loaded, env) end
+  return loaded, message
+end)
+raw_setmetatable(G, { __newindex = deny, __metatable = false })
+raw_setfenv(script, env)
 return raw_xpcall(script, handler)
 "#;
 
@@ -107,13 +153,15 @@ pub fn run(
     scratch: &mut Scratch,
     killer: &Killer,
     log: &mut Vec<String>,
+    undeclared: &mut Vec<Vec<u8>>,
 ) -> Result<Value, Failure> {
     let lua = Lua::new_with(
         StdLib::TABLE | StdLib::STRING | StdLib::MATH,
         LuaOptions::default(),
     )
     .map_err(|error| Failure::Raised(one_line(&format!("ERR {error}"))))?;
-    let prepared = prepare(&lua, script);
+    let resp3 = Rc::new(Cell::new(false));
+    let prepared = prepare(&lua, script, &resp3);
     let hooked = killer.clone();
     let hook = lua.set_hook(
         HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
@@ -131,11 +179,13 @@ pub fn run(
         scratch,
         now_ms: script.now_ms,
         read_only: script.read_only,
+        killer,
+        undeclared: Vec::new(),
     });
     let outcome = lua.scope(|scope| {
         let redis: Table = lua.globals().raw_get("redis")?;
-        let call = scope.create_function(|lua, arguments: MultiValue| {
-            let (ok, reply) = raw_call(lua, &context, arguments)?;
+        let call = scope.create_function(|lua, (arguments, count): (Table, i64)| {
+            let (ok, reply) = raw_call(lua, &context, &arguments, count, resp3.get())?;
             match (ok, &reply) {
                 (false, mlua::Value::Table(table)) => {
                     let text: String = table.raw_get("err")?;
@@ -144,16 +194,22 @@ pub fn run(
                 _ => Ok(reply),
             }
         })?;
-        let pcall = scope.create_function(|lua, arguments: MultiValue| {
-            Ok(raw_call(lua, &context, arguments)?.1)
+        let pcall = scope.create_function(|lua, (arguments, count): (Table, i64)| {
+            Ok(raw_call(lua, &context, &arguments, count, resp3.get())?.1)
         })?;
-        redis.raw_set("call", call)?;
-        redis.raw_set("pcall", pcall)?;
+        lua.set_named_registry_value(CALL_KEY, call)?;
+        lua.set_named_registry_value(PCALL_KEY, pcall)?;
+        // SAFETY: the trampolines touch only the Lua stack they are given, within the slots
+        // a C function is guaranteed (`LUA_MINSTACK`), and hold nothing that needs dropping
+        // when a Lua error unwinds through them.
+        redis.raw_set("call", unsafe { lua.create_c_function(call_trampoline)? })?;
+        redis.raw_set("pcall", unsafe { lua.create_c_function(pcall_trampoline)? })?;
         let probe = killer.clone();
         let killed = scope.create_function(move |_, ()| Ok(probe.killed().is_some()))?;
         let handler = lua.create_function(handle_error)?;
         let caught = lua.create_function(caught)?;
         install_log(&lua, &logs)?;
+        install_trampolines(&lua)?;
         let bootstrap = lua
             .load(BOOTSTRAP)
             .set_name("=bootstrap")
@@ -162,11 +218,12 @@ pub fn run(
         bootstrap.call::<MultiValue>((function, killed, caught, handler))
     });
     log.extend(logs.borrow_mut().drain(..));
-    finish(outcome, sha)
+    undeclared.append(&mut context.into_inner().undeclared);
+    finish(outcome, sha, resp3.get())
 }
 
 /// The script's first result, or its error table's text.
-fn finish(outcome: mlua::Result<MultiValue>, sha: &str) -> Result<Value, Failure> {
+fn finish(outcome: mlua::Result<MultiValue>, sha: &str, resp3: bool) -> Result<Value, Failure> {
     let results = match outcome {
         Ok(results) => results,
         Err(mlua::Error::MemoryError(_)) => return Err(Failure::Memory),
@@ -176,7 +233,7 @@ fn finish(outcome: mlua::Result<MultiValue>, sha: &str) -> Result<Value, Failure
     let ok = matches!(results.next(), Some(mlua::Value::Boolean(true)));
     let first = results.next().unwrap_or(mlua::Value::Nil);
     if ok {
-        return Ok(lua_to_reply(&first));
+        return Ok(lua_to_reply(&first, resp3));
     }
     match &first {
         // Lua 5.1 calls no handler for a memory error: its message arrives as it is.
@@ -246,7 +303,7 @@ fn handle_error(lua: &Lua, error: mlua::Value) -> mlua::Result<Table> {
             error_table(lua, text.as_bytes())?
         }
         mlua::Value::Error(inner) => {
-            let table = error_table(lua, format!("ERR {inner}").as_bytes())?;
+            let table = error_table(lua, format!("ERR {}", message_of(inner)).as_bytes())?;
             table.raw_set("cause", error.clone())?;
             table
         }
@@ -257,6 +314,21 @@ fn handle_error(lua: &Lua, error: mlua::Value) -> mlua::Result<Table> {
         table.raw_set("line", line)?;
     }
     Ok(table)
+}
+
+/// An error's message as Redis's C libraries raise theirs: the message alone, without mlua's
+/// `runtime error:` prefix and stack traceback.
+fn message_of(error: &mlua::Error) -> String {
+    match error {
+        mlua::Error::CallbackError { cause, .. } => message_of(cause),
+        mlua::Error::RuntimeError(message) => message.clone(),
+        mlua::Error::BadArgument { to, pos, cause, .. } => format!(
+            "bad argument #{pos} to '{}' ({})",
+            to.as_deref().unwrap_or("?"),
+            message_of(cause)
+        ),
+        other => other.to_string(),
+    }
 }
 
 fn error_table(lua: &Lua, message: &[u8]) -> mlua::Result<Table> {
@@ -282,15 +354,86 @@ fn script_frame(lua: &Lua) -> Option<(String, i64)> {
     None
 }
 
+/// Where `redis.call`'s and `redis.pcall`'s Rust functions are kept (the Lua registry).
+const CALL_KEY: &str = "tessera.redis.call";
+const PCALL_KEY: &str = "tessera.redis.pcall";
+
+/// `redis.call`, `redis.pcall` and the variadic library functions as Lua sees them: C
+/// functions that pack their arguments
+/// into one table and call the Rust function registered under `key` with `(table, count)`.
+/// Rust never holds the arguments one by one (each value it holds takes a slot of mlua's
+/// reference stack, about 8,000: `redis.call('rpush', k, unpack(t))` with thousands of
+/// strings would abort the process), and, being C functions, they keep the script's frame
+/// on the stack when a script tail-calls them (`return redis.call(…)`), so an error keeps its
+/// line, as Redis's C `redis.call` does.
+unsafe fn forward_packed(state: *mut ffi::lua_State, key: &std::ffi::CStr) -> std::ffi::c_int {
+    let count = ffi::lua_gettop(state);
+    ffi::lua_createtable(state, count, 0);
+    for index in 1..=count {
+        ffi::lua_pushvalue(state, index);
+        ffi::lua_rawseti(state, -2, ffi::lua_Integer::from(index));
+    }
+    ffi::lua_getfield(state, ffi::LUA_REGISTRYINDEX, key.as_ptr());
+    ffi::lua_insert(state, -2);
+    ffi::lua_pushinteger(state, ffi::lua_Integer::from(count));
+    ffi::lua_call(state, 2, 1);
+    1
+}
+
+/// A C function per Rust function that takes its arguments packed (`forward_packed`).
+macro_rules! trampoline {
+    ($name:ident, $key:literal) => {
+        unsafe extern "C-unwind" fn $name(state: *mut ffi::lua_State) -> std::ffi::c_int {
+            forward_packed(state, $key)
+        }
+    };
+}
+
+trampoline!(call_trampoline, c"tessera.redis.call");
+trampoline!(pcall_trampoline, c"tessera.redis.pcall");
+trampoline!(log_trampoline, c"tessera.redis.log");
+trampoline!(setresp_trampoline, c"tessera.redis.setresp");
+trampoline!(sha1hex_trampoline, c"tessera.redis.sha1hex");
+trampoline!(pack_trampoline, c"tessera.cmsgpack.pack");
+trampoline!(band_trampoline, c"tessera.bit.band");
+trampoline!(bor_trampoline, c"tessera.bit.bor");
+trampoline!(bxor_trampoline, c"tessera.bit.bxor");
+trampoline!(struct_pack_trampoline, c"tessera.struct.pack");
+
+/// Replaces each variadic library function (a Rust function taking `(table, count)`) by its
+/// C trampoline, the Rust function kept in the registry under the trampoline's key.
+fn install_trampolines(lua: &Lua) -> mlua::Result<()> {
+    let places: [(&str, &str, ffi::lua_CFunction); 8] = [
+        ("redis", "log", log_trampoline),
+        ("redis", "setresp", setresp_trampoline),
+        ("redis", "sha1hex", sha1hex_trampoline),
+        ("cmsgpack", "pack", pack_trampoline),
+        ("bit", "band", band_trampoline),
+        ("bit", "bor", bor_trampoline),
+        ("bit", "bxor", bxor_trampoline),
+        ("struct", "pack", struct_pack_trampoline),
+    ];
+    for (library, name, trampoline) in places {
+        let table: Table = lua.globals().raw_get(library)?;
+        let function: Function = table.raw_get(name)?;
+        lua.set_named_registry_value(&format!("tessera.{library}.{name}"), function)?;
+        // SAFETY: as for `redis.call` (`run`).
+        table.raw_set(name, unsafe { lua.create_c_function(trampoline)? })?;
+    }
+    Ok(())
+}
+
 /// `redis.call`'s raw form: `(true, reply)` or `(false, error table)`.
 fn raw_call(
     lua: &Lua,
     context: &RefCell<Context>,
-    arguments: MultiValue,
+    arguments: &Table,
+    count: i64,
+    resp3: bool,
 ) -> mlua::Result<(bool, mlua::Value)> {
-    let mut words = Vec::with_capacity(arguments.len());
-    for argument in arguments {
-        match argument {
+    let mut words = Vec::with_capacity(count.clamp(0, 1 << 16) as usize);
+    for index in 1..=count {
+        match arguments.raw_get::<mlua::Value>(index)? {
             mlua::Value::String(text) => words.push(text.as_bytes().to_vec()),
             mlua::Value::Integer(number) => words.push(number.to_string().into_bytes()),
             mlua::Value::Number(number) => words.push(lua_number_text(number).into_bytes()),
@@ -309,7 +452,7 @@ fn raw_call(
         Err(_) => Value::Error(crate::NOT_ALLOWED_TEXT.into()),
     };
     let failed = reply.is_error();
-    Ok((!failed, reply_to_lua(lua, reply)?))
+    Ok((!failed, reply_to_lua(lua, reply, resp3)?))
 }
 
 /// A Lua number as a command argument: Lua's own `%.14g`.
@@ -343,7 +486,7 @@ fn compile(lua: &Lua, body: &[u8]) -> Result<Function, Failure> {
 }
 
 /// Everything but `redis.call`/`pcall` and the global protection (the bootstrap's).
-fn prepare(lua: &Lua, script: &Script) -> mlua::Result<()> {
+fn prepare(lua: &Lua, script: &Script, resp3: &Rc<Cell<bool>>) -> mlua::Result<()> {
     lua.set_memory_limit(MEMORY_BYTES_MAX)?;
     let globals = lua.globals();
     for name in [
@@ -355,7 +498,8 @@ fn prepare(lua: &Lua, script: &Script) -> mlua::Result<()> {
     globals.raw_set("KEYS", string_table(lua, script.keys)?)?;
     globals.raw_set("ARGV", string_table(lua, script.arguments)?)?;
     install_random(lua, script.seed)?;
-    globals.raw_set("redis", redis_library(lua)?)?;
+    globals.raw_set("redis", redis_library(lua, resp3)?)?;
+    crate::libraries::install(lua)?;
     Ok(())
 }
 
@@ -436,7 +580,7 @@ fn next(state: &Cell<u64>) -> u64 {
 }
 
 /// The `redis` table but `call` and `pcall` (the bootstrap's) and `log` (`install_log`).
-fn redis_library(lua: &Lua) -> mlua::Result<Table> {
+fn redis_library(lua: &Lua, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
     redis.raw_set("error_reply", lua.create_function(error_reply)?)?;
     redis.raw_set(
@@ -445,15 +589,32 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
     )?;
     redis.raw_set(
         "sha1hex",
-        lua.create_function(|_, text: mlua::String| Ok(crate::sha1_hex(&text.as_bytes())))?,
+        lua.create_function(|_, (arguments, count): (Table, i64)| {
+            let text = match arguments.raw_get::<mlua::Value>(1)? {
+                mlua::Value::String(text) if count == 1 => text.as_bytes().to_vec(),
+                mlua::Value::Integer(number) if count == 1 => number.to_string().into_bytes(),
+                mlua::Value::Number(number) if count == 1 => lua_number_text(number).into_bytes(),
+                _ => return Err(mlua::Error::runtime("wrong number of arguments")),
+            };
+            Ok(crate::sha1_hex(&text))
+        })?,
     )?;
+    let protocol = resp3.clone();
     redis.raw_set(
         "setresp",
-        lua.create_function(|_, protocol: i64| match protocol {
-            2 => Ok(()),
-            _ => Err(mlua::Error::runtime(
-                "RESP version must be 2 (Tessera's scripts speak RESP2 only)",
-            )),
+        lua.create_function(move |_, (arguments, count): (Table, i64)| {
+            if count != 1 {
+                return Err(mlua::Error::runtime(
+                    "redis.setresp() requires one argument.",
+                ));
+            }
+            match crate::libraries::number_of(&arguments.raw_get(1)?) {
+                Some(version) if version == 2.0 || version == 3.0 => {
+                    protocol.set(version == 3.0);
+                    Ok(())
+                }
+                _ => Err(mlua::Error::runtime("RESP version must be 2 or 3.")),
+            }
         })?,
     )?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
@@ -475,17 +636,25 @@ fn redis_library(lua: &Lua) -> mlua::Result<Table> {
 fn install_log(lua: &Lua, logs: &Rc<RefCell<Vec<String>>>) -> mlua::Result<()> {
     let redis: Table = lua.globals().raw_get("redis")?;
     let logs = logs.clone();
-    let log = lua.create_function(move |_, (level, words): (i64, MultiValue)| {
+    let log = lua.create_function(move |_, (arguments, count): (Table, i64)| {
+        let level = match crate::libraries::number_of(&arguments.raw_get(1)?) {
+            Some(level) if count >= 1 => level as i64,
+            _ => {
+                return Err(mlua::Error::runtime(
+                    "First argument must be a number (log level).",
+                ))
+            }
+        };
         if !(0..=3).contains(&level) {
             return Err(mlua::Error::runtime("Invalid debug level."));
         }
-        let words: Vec<String> = words
-            .iter()
-            .map(|word| match word {
+        let mut words = Vec::new();
+        for index in 2..=count {
+            words.push(match arguments.raw_get::<mlua::Value>(index)? {
                 mlua::Value::String(text) => text.to_string_lossy(),
-                other => describe(other),
-            })
-            .collect();
+                other => describe(&other),
+            });
+        }
         let mut logs = logs.borrow_mut();
         if logs.len() < 1_000 {
             logs.push(words.join(" "));

@@ -2,7 +2,8 @@
 //! starts (`skyros` partition groups), with redis-cli and a raw RESP client: keys chosen in
 //! different partitions (asserted), Redis's error bytes, and a concurrent workload of
 //! conditional transfers by script whose total and non-negative balances are checked by every
-//! read. Ports: 31000 (SQL 31050) and 31300 (SQL 31350), and +100 and +200 above each.
+//! read. Ports: 15540 (SQL 15590), 15550 (SQL 15593) and 15560 (SQL 15596), and +100 and
+//! +200 above each.
 
 mod support;
 
@@ -87,15 +88,13 @@ fn redis_cli_scripts_and_error_bytes(cluster: &PartitionedCluster) {
             sha(write)
         ))
     );
-    // A key the script did not declare is refused, as Redis Cluster refuses a non-local key
-    // (the SET before it is kept, as Redis keeps a script's writes before an error).
-    let undeclared = "redis.call('set', KEYS[1], 'changed') return redis.call('get', ARGV[1])";
+    // A key the script did not declare is served, as a single Redis serves it (the script
+    // runs again with it reserved): here `b`, in another partition.
+    let undeclared =
+        "redis.call('set', KEYS[1], 'changed') return redis.call('lrange', ARGV[1], 0, -1)";
     assert_eq!(
-        call(ports[2], &["EVAL", undeclared, "1", a, b]),
-        error(&format!(
-            "ERR Script attempted to access a non local key in a cluster node script: {}, on @user_script:1.",
-            sha(undeclared)
-        ))
+        redis_cli(ports[2], &["EVAL", undeclared, "1", a, b]),
+        "two\none"
     );
     // Wrong arity: of EVAL itself, and of a command a script calls.
     assert_eq!(
@@ -148,19 +147,139 @@ fn redis_cli_scripts_and_error_bytes(cluster: &PartitionedCluster) {
 
 #[test]
 fn scripts_across_partitions_answer_as_redis_with_redis_cli() {
-    let cluster = PartitionedCluster::dev("redis-scripts", PartitionMode::Skyros, 31000, 31050);
+    let cluster = PartitionedCluster::dev("redis-scripts", PartitionMode::Skyros, 15550, 15593);
     redis_cli_scripts_and_error_bytes(&cluster);
     let [a, _] = <[String; 2]>::try_from(spread(&cluster, "script", 2)).unwrap();
-    // The undeclared-key script's SET, before its error, was kept (as Redis keeps it).
+    // The undeclared-key script's SET was committed with its reply.
     assert_eq!(redis_cli(cluster.client_ports[0], &["GET", &a]), "changed");
-    // A script past the time limit is killed and writes nothing.
-    let looping = "redis.call('set', KEYS[1], 'looped') while true do end";
-    let reply = call(cluster.client_ports[1], &["EVAL", looping, "1", &a]);
-    assert!(
-        matches!(&reply, Value::Error(text) if text.starts_with("ERR Script killed")),
-        "{reply:?}"
+}
+
+/// Redis 7.0's libraries and RESP3 in scripts, streams written from a script (BullMQ's events),
+/// keys built from a declared prefix, and the script time limit as Redis has it: `BUSY` to the
+/// gateway's other clients past `busy-reply-threshold`, SCRIPT KILL of a script that has not
+/// written, `UNKILLABLE` for one that has. Ports 15540 (SQL 15590), +100, +200.
+#[test]
+fn script_libraries_streams_undeclared_keys_and_busy_scripts_as_redis_7_0() {
+    let cluster = PartitionedCluster::dev("redis-scripts-7", PartitionMode::Vr, 15540, 15590);
+    let ports = cluster.client_ports.clone();
+    let [a, b] = <[String; 2]>::try_from(spread(&cluster, "lib", 2)).unwrap();
+    let (a, b) = (a.as_str(), b.as_str());
+    // cmsgpack and cjson round-trip what a client packed; bit and struct as LuaBitOp/struct.
+    let body = "local t = cmsgpack.unpack(ARGV[1]) redis.call('set', KEYS[1], cjson.encode(t)) return {redis.call('get', KEYS[1]), bit.tohex(bit.bor(0xf0, 0x0f), -4), #struct.pack('>I4d', 7, 0.5)}";
+    let mut client = RespClient::connect(ports[0], Duration::from_secs(5)).unwrap();
+    let reply = client
+        .call(&[
+            b"EVAL".to_vec(),
+            body.as_bytes().to_vec(),
+            b"1".to_vec(),
+            a.as_bytes().to_vec(),
+            vec![0x81, 0xa1, b'b', 0x93, 0x01, 0x02, 0x03],
+        ])
+        .unwrap();
+    assert_eq!(
+        reply,
+        Value::Array(vec![
+            Value::Bulk(b"{\"b\":[1,2,3]}".to_vec()),
+            Value::Bulk(b"00FF".to_vec()),
+            Value::Integer(12),
+        ])
     );
-    assert_eq!(redis_cli(cluster.client_ports[0], &["GET", &a]), "changed");
+    // RESP3 from a script: a map to a RESP2 client is a flat array.
+    assert_eq!(redis_cli(ports[1], &["HSET", b, "f", "v"]), "1");
+    assert_eq!(
+        redis_cli(
+            ports[1],
+            &[
+                "EVAL",
+                "redis.setresp(3) return redis.call('hgetall', KEYS[1])",
+                "1",
+                b
+            ]
+        ),
+        "f\nv"
+    );
+    assert_eq!(
+        call(ports[1], &["EVAL", "cjson.encode = nil", "0"]),
+        error(&format!(
+            "ERR user_script:1: Attempt to modify a readonly table script: {}, on @user_script:1.",
+            sha("cjson.encode = nil")
+        ))
+    );
+    // A stream written by a script at a key built from a declared prefix (undeclared), read
+    // back through another gateway; the IDs come from the script's stamp.
+    let prefix = format!("{{{a}}}:");
+    let events = format!("{prefix}events");
+    let add = "local key = KEYS[1] .. 'events' for i = 1, 3 do redis.call('XADD', key, 'MAXLEN', '~', '2', '*', 'n', i) end return redis.call('XLEN', key)";
+    assert_eq!(redis_cli(ports[0], &["EVAL", add, "1", &prefix]), "2");
+    let range = call(ports[2], &["XRANGE", &events, "-", "+"]);
+    let Value::Array(entries) = range else {
+        panic!("{range:?}")
+    };
+    assert_eq!(entries.len(), 2);
+    let Value::Array(last) = &entries[1] else {
+        panic!("{entries:?}")
+    };
+    assert_eq!(
+        last[1],
+        Value::Array(vec![Value::Bulk(b"n".to_vec()), Value::Bulk(b"3".to_vec())])
+    );
+    assert_eq!(redis_cli(ports[2], &["TYPE", &events]), "stream");
+    assert_eq!(
+        call(ports[2], &["XADD", &events, "1-1", "f", "v"]),
+        error("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+    );
+    // BUSY: past the threshold, the gateway's other clients are refused; SCRIPT KILL stops a
+    // script that has not written, and the script's client gets Redis's text.
+    assert_eq!(
+        redis_cli(ports[0], &["CONFIG", "SET", "lua-time-limit", "100"]),
+        "OK"
+    );
+    assert_eq!(
+        redis_cli(ports[0], &["CONFIG", "GET", "busy-reply-threshold"]),
+        "busy-reply-threshold\n100"
+    );
+    let port = ports[0];
+    let looping = std::thread::spawn(move || call(port, &["EVAL", "while true do end", "0"]));
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        call(ports[0], &["PING"]),
+        error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+    );
+    // Another storage process is not busy (its own gateway runs no script).
+    assert_eq!(redis_cli(ports[1], &["PING"]), "PONG");
+    assert_eq!(redis_cli(ports[0], &["SCRIPT", "KILL"]), "OK");
+    let killed = looping.join().unwrap();
+    assert!(
+        matches!(&killed, Value::Error(text) if text.starts_with("ERR Script killed by user with SCRIPT KILL...")),
+        "{killed:?}"
+    );
+    assert_eq!(redis_cli(ports[0], &["PING"]), "PONG");
+    // A script that wrote cannot be killed: UNKILLABLE, and it runs on until it ends; its
+    // write is then committed.
+    let key = a.to_string();
+    let writer = std::thread::spawn(move || {
+        // About 6 s of Lua at ~170M loop turns a second (longer on a loaded machine).
+        let body = "redis.call('set', KEYS[1], 'written') local n = 0 while n < 1000000000 do n = n + 1 end return n";
+        let mut client = RespClient::connect(port, Duration::from_secs(120)).unwrap();
+        client.call(&arguments(&["EVAL", body, "1", &key])).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        call(ports[0], &["SCRIPT", "KILL"]),
+        error("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
+    );
+    // Past the 5 s lease the key is still the script's (its lease is renewed): a write from
+    // another gateway waits for the script's commit and applies after it. Were the lease to
+    // lapse, that gateway would release the key and append first, and the script's commit
+    // would fail and run it again, ending at "written".
+    std::thread::sleep(Duration::from_millis(4_800));
+    assert_eq!(redis_cli(ports[2], &["APPEND", a, "x"]), "8");
+    assert_eq!(writer.join().unwrap(), Value::Integer(1_000_000_000));
+    assert_eq!(redis_cli(ports[1], &["GET", a]), "writtenx");
+    assert_eq!(
+        redis_cli(ports[0], &["CONFIG", "SET", "busy-reply-threshold", "5000"]),
+        "OK"
+    );
 }
 
 /// The transfer script: moves ARGV[1] from KEYS[1] to KEYS[2] only if KEYS[1] holds that much;
@@ -200,7 +319,7 @@ fn concurrent_transfer_scripts_across_partitions_keep_the_total_and_never_overdr
     const CLIENTS: usize = 4;
     const TRANSFERS: usize = 60;
     let cluster =
-        PartitionedCluster::dev("redis-scripts-bank", PartitionMode::Skyros, 31300, 31350);
+        PartitionedCluster::dev("redis-scripts-bank", PartitionMode::Skyros, 15560, 15596);
     let ports = cluster.client_ports.clone();
     let accounts = spread(&cluster, "bank", ACCOUNTS);
     for account in &accounts {

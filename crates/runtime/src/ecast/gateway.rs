@@ -1583,6 +1583,9 @@ impl Connection {
                 "ERR broken on purpose (TESSERA_TEST_BREAK_COMMAND)".into(),
             ));
         }
+        if let Some(busy) = self.scripts.refuse_busy(arguments) {
+            return Answer::Ready(busy);
+        }
         if let Some(answer) = self.on_pubsub_command(arguments).await {
             return answer;
         }
@@ -1847,8 +1850,17 @@ impl Connection {
             };
             return Some(match outcome {
                 Outcome::Ok => {
-                    self.clients.set_parameters(&changes);
-                    for change in &changes {
+                    // The scripts' threshold is the script module's; the rest the clients'.
+                    let (scripts, others): (Vec<_>, Vec<_>) = changes
+                        .into_iter()
+                        .partition(|change| change.name == "busy-reply-threshold");
+                    for change in scripts {
+                        assert!(change.value >= 0, "CONFIG SET checked the value");
+                        self.scripts
+                            .set_busy_reply_threshold_ms(change.value as u64);
+                    }
+                    self.clients.set_parameters(&others);
+                    for change in &others {
                         if change.name == resp::config::NOTIFY {
                             self.clients.set_notify_flags(change.value);
                         }
@@ -1868,7 +1880,12 @@ impl Connection {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
         self.clients.set_notify_flags(notify_flags);
-        let process = |name: &str| self.clients.parameter(name);
+        let process = |name: &str| match name {
+            "busy-reply-threshold" => {
+                Some(i64::try_from(self.scripts.busy_reply_threshold_ms()).unwrap_or(i64::MAX))
+            }
+            _ => self.clients.parameter(name),
+        };
         let current = resp::config::Current {
             limits: &limits,
             notify_flags,

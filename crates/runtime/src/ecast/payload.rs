@@ -180,6 +180,7 @@ pub fn split(command: &Command) -> Result<Split, SplitError> {
         | Command::Reclaim { .. }
         | Command::IncrementFloat { .. }
         | Command::Text { .. }
+        | Command::Stream { .. }
         | Command::Reserve { .. }
         | Command::Commit { .. }
         | Command::Release { .. } => Ok(single(command)),

@@ -18,14 +18,40 @@ use kv::Scratch;
 use resp::Value;
 use script::{Kill, Killer};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// A script still running after this long is killed and writes nothing: well inside the
-/// reservation's lease (`transaction::LEASE_MS`), so that no other gateway releases its keys
-/// while it runs.
-const TIME_LIMIT_MS: u64 = 2_000;
+/// Redis 7.0's default `busy-reply-threshold` (`lua-time-limit`): once a script has run this
+/// long, this gateway answers `BUSY` to other commands until it ends or SCRIPT KILL stops it.
+pub(super) const BUSY_REPLY_THRESHOLD_MS: u64 = 5_000;
+
+/// What other clients of the gateway get while a script runs past the threshold (Redis 7.0).
+pub(super) const BUSY_TEXT: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// SCRIPT KILL's answer when every running script already wrote (Redis 7.0).
+const UNKILLABLE_TEXT: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+
+/// How many times a script may be run again for keys it did not declare (each run reserves
+/// at least one more key).
+const UNDECLARED_ROUNDS_MAX: usize = 64;
+
+/// What one run of a script produced.
+struct Once {
+    reply: Value,
+    /// The writes to commit, if the run is to be committed.
+    writes: Option<Vec<(Vec<u8>, kv::CommitWrite)>>,
+    /// Keys the script named without having them reserved (it was stopped, commits nothing).
+    undeclared: Vec<Vec<u8>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The commands this module answers.
 const COMMANDS: &[&[u8]] = &[
@@ -44,11 +70,22 @@ pub(super) const NOT_IN_MULTI: &str =
     "ERR EVAL, EVALSHA, SCRIPT, FUNCTION and FCALL are not supported inside MULTI yet";
 
 /// One gateway's scripts: the cache of bodies by SHA1 and the scripts running now.
-#[derive(Default)]
 pub(crate) struct Scripts {
     cache: Mutex<HashMap<String, Arc<Vec<u8>>>>,
-    /// The killers of the scripts running now, by a number drawn when each started.
-    running: Mutex<Vec<(u64, Killer)>>,
+    /// The scripts running now: a number drawn when each started, its killer, its start.
+    running: Mutex<Vec<(u64, Killer, Instant)>>,
+    /// `busy-reply-threshold` (alias `lua-time-limit`) in milliseconds; 0: never busy.
+    busy_reply_threshold_ms: AtomicU64,
+}
+
+impl Default for Scripts {
+    fn default() -> Scripts {
+        Scripts {
+            cache: Mutex::default(),
+            running: Mutex::default(),
+            busy_reply_threshold_ms: AtomicU64::new(BUSY_REPLY_THRESHOLD_MS),
+        }
+    }
 }
 
 /// Whether `name` (any case) is a command of this module.
@@ -56,7 +93,43 @@ pub(super) fn is_script_command(name: &[u8]) -> bool {
     COMMANDS.contains(&name.to_ascii_lowercase().as_slice())
 }
 
+/// Commands a busy gateway still runs (Redis 7.0's `allow-busy` commands that Tessera has).
+fn allowed_while_busy(arguments: &[Vec<u8>]) -> bool {
+    let name = arguments[0].to_ascii_lowercase();
+    let subcommand = arguments.get(1).map(|word| word.to_ascii_lowercase());
+    match name.as_slice() {
+        b"auth" | b"hello" | b"quit" | b"reset" | b"multi" | b"discard" | b"watch" | b"unwatch"
+        | b"shutdown" => true,
+        b"script" => subcommand.as_deref() == Some(b"kill"),
+        b"function" => matches!(subcommand.as_deref(), Some(b"kill" | b"stats")),
+        _ => false,
+    }
+}
+
 impl Scripts {
+    /// `BUSY`'s error if a script at this gateway has run past `busy-reply-threshold` and the
+    /// command is not one a busy Redis still runs.
+    pub(super) fn refuse_busy(&self, arguments: &[Vec<u8>]) -> Option<Value> {
+        let threshold_ms = self.busy_reply_threshold_ms.load(Ordering::SeqCst);
+        if threshold_ms == 0 || allowed_while_busy(arguments) {
+            return None;
+        }
+        let busy = self.lock_running().iter().any(|(_, killer, started)| {
+            killer.killed().is_none() && started.elapsed().as_millis() >= u128::from(threshold_ms)
+        });
+        busy.then(|| Value::Error(BUSY_TEXT.into()))
+    }
+
+    /// CONFIG SET `busy-reply-threshold` / `lua-time-limit` (milliseconds).
+    pub(super) fn set_busy_reply_threshold_ms(&self, threshold_ms: u64) {
+        self.busy_reply_threshold_ms
+            .store(threshold_ms, Ordering::SeqCst);
+    }
+
+    pub(super) fn busy_reply_threshold_ms(&self) -> u64 {
+        self.busy_reply_threshold_ms.load(Ordering::SeqCst)
+    }
+
     /// Answers one script command (`is_script_command`).
     pub(super) async fn on_command(
         &self,
@@ -101,7 +174,12 @@ impl Scripts {
             .await
     }
 
-    /// Runs a script over its declared keys: reserved, run, committed.
+    /// Runs a script over its declared keys: reserved, run, committed. A script that names
+    /// a key it did not declare is stopped before it commits anything; the key joins the
+    /// reservation and the script runs again from the start (a single Redis serves undeclared
+    /// keys; BullMQ's scripts build job keys from a declared prefix). Each round adds at least
+    /// one key; after `UNDECLARED_ROUNDS_MAX` rounds the script is refused with Redis
+    /// Cluster's text.
     async fn run(
         &self,
         jobs: &mpsc::Sender<Job>,
@@ -112,19 +190,82 @@ impl Scripts {
     ) -> Value {
         let keys = Arc::new(keys);
         let arguments = Arc::new(arguments);
-        let distinct = transaction::distinct_keys(keys.iter().map(Vec::as_slice));
-        if distinct.is_empty() {
-            let run = self
-                .run_once(&body, &keys, &arguments, read_only, Vec::new())
-                .await;
-            return run.map_or_else(Value::Error, |(reply, _)| reply);
+        let mut reserved = transaction::distinct_keys(keys.iter().map(Vec::as_slice));
+        for _ in 0..UNDECLARED_ROUNDS_MAX {
+            let undeclared = Mutex::new(Vec::new());
+            let reply = if reserved.is_empty() {
+                match self
+                    .run_once(&body, &keys, &arguments, read_only, Vec::new())
+                    .await
+                {
+                    Ok(once) => {
+                        *lock(&undeclared) = once.undeclared;
+                        once.reply
+                    }
+                    Err(text) => Value::Error(text),
+                }
+            } else {
+                self.run_reserved(
+                    jobs,
+                    &reserved,
+                    &body,
+                    &keys,
+                    &arguments,
+                    read_only,
+                    &undeclared,
+                )
+                .await
+            };
+            let undeclared = undeclared
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if undeclared.is_empty() {
+                return reply;
+            }
+            let before = reserved.len();
+            for key in undeclared {
+                if !reserved.contains(&key) {
+                    reserved.push(key);
+                }
+            }
+            assert!(
+                reserved.len() > before,
+                "an undeclared key was not reserved yet"
+            );
         }
-        let result = transaction::run_reserved(jobs, &distinct, |records| {
-            let run = self.run_once(&body, &keys, &arguments, read_only, records);
+        Value::Error(format!(
+            "{} (it named undeclared keys in more than {UNDECLARED_ROUNDS_MAX} runs)",
+            script::UNDECLARED_TEXT
+        ))
+    }
+
+    /// One reserved run over `reserved`: the reply, with the writes committed; a run stopped
+    /// at an undeclared key records its keys in `undeclared` and releases everything.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_reserved(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        reserved: &[Vec<u8>],
+        body: &Arc<Vec<u8>>,
+        keys: &Arc<Vec<Vec<u8>>>,
+        arguments: &Arc<Vec<Vec<u8>>>,
+        read_only: bool,
+        undeclared: &Mutex<Vec<Vec<u8>>>,
+    ) -> Value {
+        let result = transaction::run_reserved(jobs, reserved, |records| {
+            let run = self.run_once(body, keys, arguments, read_only, records);
             async move {
                 match run.await {
-                    Ok((reply, Some(writes))) => Ok(Computed::Commit(reply, writes)),
-                    Ok((reply, None)) => Ok(Computed::Release(reply)),
+                    Ok(once) if !once.undeclared.is_empty() => {
+                        *lock(undeclared) = once.undeclared;
+                        Ok(Computed::Release(once.reply))
+                    }
+                    Ok(Once {
+                        reply,
+                        writes: Some(writes),
+                        ..
+                    }) => Ok(Computed::Commit(reply, writes)),
+                    Ok(once) => Ok(Computed::Release(once.reply)),
                     Err(text) => Ok(Computed::Release(Value::Error(text))),
                 }
             }
@@ -137,8 +278,9 @@ impl Scripts {
         }
     }
 
-    /// One run of the script on `records` (a blocking thread; killed after `TIME_LIMIT_MS`):
-    /// its reply and, if it is to be committed, the writes.
+    /// One run of the script on `records` (a blocking thread; it runs until it ends or SCRIPT
+    /// KILL stops it, its reservation's lease renewed meanwhile by `transaction`):
+    /// its reply, the writes if they are to be committed, and the undeclared keys it met.
     async fn run_once(
         &self,
         body: &Arc<Vec<u8>>,
@@ -146,17 +288,11 @@ impl Scripts {
         arguments: &Arc<Vec<Vec<u8>>>,
         read_only: bool,
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    ) -> Result<(Value, Option<Vec<(Vec<u8>, kv::CommitWrite)>>), String> {
+    ) -> Result<Once, String> {
         let killer = Killer::default();
         let number = crate::os::random_u64();
-        self.lock_running().push((number, killer.clone()));
-        let timer = {
-            let killer = killer.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(TIME_LIMIT_MS)).await;
-                killer.kill(Kill::TimeLimit);
-            })
-        };
+        self.lock_running()
+            .push((number, killer.clone(), Instant::now()));
         let (body, keys, arguments) = (body.clone(), keys.clone(), arguments.clone());
         let now_ms = crate::os::unix_now_ms();
         let seed = crate::os::random_u64();
@@ -176,16 +312,19 @@ impl Scripts {
                 crate::log::info(format_args!("script log: {line}"));
             }
             let writes = run.commit.then(|| scratch.writes());
-            Ok((run.reply, writes))
+            Ok(Once {
+                reply: run.reply,
+                writes,
+                undeclared: run.undeclared,
+            })
         })
         .await;
-        timer.abort();
         self.lock_running()
-            .retain(|(running, _)| *running != number);
+            .retain(|(running, _, _)| *running != number);
         joined.unwrap_or_else(|error| Err(format!("ERR the script's thread failed: {error}")))
     }
 
-    fn lock_running(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Killer)>> {
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Killer, Instant)>> {
         self.running
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -268,15 +407,23 @@ impl Scripts {
         Value::ok()
     }
 
-    /// SCRIPT KILL: stops every script running at this gateway (each writes nothing: a
-    /// script's writes are committed only when it ends, so unlike Redis a script that wrote
-    /// can be killed too).
+    /// SCRIPT KILL: stops the scripts running at this gateway that have not written (each
+    /// then writes nothing: its writes are committed only when it ends); `UNKILLABLE` if
+    /// every running script already wrote, as Redis refuses to stop a script that wrote.
     fn kill(&self) -> Value {
         let running = self.lock_running();
         if running.is_empty() {
             return Value::Error("NOTBUSY No scripts in execution right now.".into());
         }
-        for (_, killer) in running.iter() {
+        let killable: Vec<&Killer> = running
+            .iter()
+            .map(|(_, killer, _)| killer)
+            .filter(|killer| !killer.has_written())
+            .collect();
+        if killable.is_empty() {
+            return Value::Error(UNKILLABLE_TEXT.into());
+        }
+        for killer in killable {
             killer.kill(Kill::Requested);
         }
         Value::ok()
@@ -290,7 +437,7 @@ const SCRIPT_HELP: &[&str] = &[
     "FLUSH [ASYNC|SYNC]",
     "    Flush this storage process's script cache.",
     "KILL",
-    "    Kill the scripts running at this storage process (they write nothing).",
+    "    Kill the scripts running at this storage process that have not written.",
     "LOAD <script>",
     "    Load a script into this storage process's script cache without executing it.",
     "HELP",

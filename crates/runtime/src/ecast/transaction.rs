@@ -150,7 +150,19 @@ where
             // Test-only: the gateway "dies" holding the locks (neither commit nor release).
             return Err(TransactionError::Store(KvError::Unavailable));
         }
-        let (answer, writes) = match compute(records).await {
+        let (computed, lost) =
+            compute_renewing(jobs, keys, owner, &records, compute(records.clone())).await;
+        let (answer, writes) = match computed {
+            Ok(Computed::Commit(_, _)) if lost => {
+                // The lease lapsed while computing and a key changed or went to another
+                // command: the writes were computed from stale records. Run it again.
+                crate::log::warn(format_args!(
+                    "a multi-key command's lease lapsed while it ran; running it again"
+                ));
+                release(jobs, keys, owner).await;
+                pause(attempt).await;
+                continue;
+            }
             Ok(Computed::Commit(answer, writes)) => (answer, writes),
             Ok(Computed::Release(answer)) => {
                 release(jobs, keys, owner).await;
@@ -167,6 +179,66 @@ where
             false => pause(attempt).await,
         }
     }
+}
+
+/// Runs `compute` while renewing the reservation's lease every half lease (a long script
+/// keeps its keys, as a long Redis script keeps the server): each renewal is the same
+/// reservation again by the same owner, at its place in the order, and must find every
+/// record as it was reserved. The outcome, and whether the reservation was lost meanwhile (a
+/// key held by another command, or changed: the lease had lapsed and another gateway released
+/// it).
+async fn compute_renewing<Fut, T>(
+    jobs: &mpsc::Sender<Job>,
+    keys: &[Bytes],
+    owner: u64,
+    records: &[(Bytes, Option<Bytes>)],
+    compute: Fut,
+) -> (Result<Computed<T>, TransactionError>, bool)
+where
+    Fut: std::future::Future<Output = Result<Computed<T>, TransactionError>>,
+{
+    tokio::pin!(compute);
+    let period = Duration::from_millis(LEASE_MS / 2);
+    let mut lost = false;
+    loop {
+        tokio::select! {
+            computed = &mut compute => return (computed, lost),
+            () = tokio::time::sleep(period), if !lost => {
+                lost = !renew(jobs, keys, owner, records).await;
+            }
+        }
+    }
+}
+
+/// Reserves `keys` again for `owner` (a lease renewal); whether every key was still (or again)
+/// this owner's with the record it had when reserved.
+async fn renew(
+    jobs: &mpsc::Sender<Job>,
+    keys: &[Bytes],
+    owner: u64,
+    records: &[(Bytes, Option<Bytes>)],
+) -> bool {
+    let now = crate::os::unix_now_ms();
+    let steps = keys
+        .iter()
+        .map(|key| {
+            Command::Reserve {
+                key: key.clone(),
+                owner,
+                keys: keys.to_vec(),
+                until_ms: now + LEASE_MS,
+            }
+            .stamped(now)
+        })
+        .collect();
+    let Ok(outcomes) = submit(jobs, steps).await else {
+        return false;
+    };
+    outcomes.len() == records.len()
+        && outcomes
+            .into_iter()
+            .zip(records)
+            .all(|(outcome, (_, record))| outcome == Outcome::Value(record.clone()))
 }
 
 /// Hidden, test-only (debug builds, `TESSERA_TEST_ABANDON_RESERVATIONS`): a command whose first
