@@ -316,7 +316,7 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
         "{out}"
     );
     assert!(
-        out.contains("DDL (CREATE, DROP) inside a transaction block"),
+        out.contains("DDL (CREATE, DROP, ALTER) inside a transaction block"),
         "{out}"
     );
     assert!(
