@@ -184,6 +184,12 @@ fn script_libraries_streams_undeclared_keys_and_busy_scripts_as_redis_7_0() {
             Value::Integer(12),
         ])
     );
+    // EVAL cached the script at that gateway (INFO's memory section counts the cache).
+    assert!(
+        redis_cli(ports[0], &["INFO", "memory"]).contains("number_of_cached_scripts:1"),
+        "{}",
+        redis_cli(ports[0], &["INFO", "memory"])
+    );
     // RESP3 from a script: a map to a RESP2 client is a flat array.
     assert_eq!(redis_cli(ports[1], &["HSET", b, "f", "v"]), "1");
     assert_eq!(

@@ -1865,7 +1865,11 @@ impl Connection {
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),
             counters: counters(status, self.storage),
-            sections: self.clients.info_sections(),
+            sections: {
+                let mut sections = self.clients.info_sections();
+                sections.push(self.scripts.info_section());
+                sections
+            },
         }
     }
 }

@@ -120,6 +120,17 @@ impl Scripts {
         busy.then(|| Value::Error(BUSY_TEXT.into()))
     }
 
+    /// INFO's `memory` section: what Tessera has of Redis's (the scripts cached here).
+    pub(super) fn info_section(&self) -> resp::InfoSection {
+        resp::InfoSection {
+            name: "memory",
+            lines: vec![(
+                "number_of_cached_scripts".into(),
+                self.lock_cache().len().to_string(),
+            )],
+        }
+    }
+
     /// CONFIG SET `busy-reply-threshold` / `lua-time-limit` (milliseconds).
     pub(super) fn set_busy_reply_threshold_ms(&self, threshold_ms: u64) {
         self.busy_reply_threshold_ms
