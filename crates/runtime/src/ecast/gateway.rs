@@ -1786,7 +1786,12 @@ impl Connection {
         {
             return Some(refused);
         }
-        Some(self.scripts.on_command(&self.jobs, arguments).await)
+        let permission = self.session.key_permission();
+        Some(
+            self.scripts
+                .on_command(&self.jobs, arguments, &permission)
+                .await,
+        )
     }
 
     /// Hands `work` to the gateway task; the receiver gets its outcome.
