@@ -47,6 +47,7 @@ impl ServerInfo {
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
+    "memory",
     "stats",
     "replication",
     "commandstats",
@@ -98,6 +99,7 @@ fn render_section(text: &mut String, name: &str, info: &ServerInfo) {
     let header = match name {
         "server" => "# Server",
         "clients" => "# Clients",
+        "memory" => "# Memory",
         "stats" => "# Stats",
         "replication" => "# Replication",
         "commandstats" => "# Commandstats",
@@ -129,7 +131,7 @@ fn render_section(text: &mut String, name: &str, info: &ServerInfo) {
                 line("db0", &format!("keys={keys},expires=0,avg_ttl=0"));
             }
         }
-        "clients" | "stats" | "commandstats" | "errorstats" => {
+        "clients" | "memory" | "stats" | "commandstats" | "errorstats" => {
             let sections = info.sections.iter().filter(|section| section.name == name);
             for (field, value) in sections.flat_map(|section| &section.lines) {
                 line(field, value);

@@ -184,6 +184,12 @@ fn script_libraries_streams_undeclared_keys_and_busy_scripts_as_redis_7_0() {
             Value::Integer(12),
         ])
     );
+    // EVAL cached the script at that gateway (INFO's memory section counts the cache).
+    assert!(
+        redis_cli(ports[0], &["INFO", "memory"]).contains("number_of_cached_scripts:1"),
+        "{}",
+        redis_cli(ports[0], &["INFO", "memory"])
+    );
     // RESP3 from a script: a map to a RESP2 client is a flat array.
     assert_eq!(redis_cli(ports[1], &["HSET", b, "f", "v"]), "1");
     assert_eq!(
@@ -402,5 +408,79 @@ fn concurrent_transfer_scripts_across_partitions_keep_the_total_and_never_overdr
         last.iter().sum::<i64>(),
         INITIAL * ACCOUNTS as i64,
         "{last:?}"
+    );
+}
+
+/// A user's key patterns cover the keys a script touches without declaring them, as Redis
+/// checks every command a script runs: a reader of `pub:*` may have a script read an undeclared
+/// `pub:` key, and is refused one outside its patterns. A secured cluster (AUTH). Ports 15510
+/// (SQL 15580), +100, +200.
+#[test]
+fn a_script_touching_undeclared_keys_is_held_to_the_users_key_patterns() {
+    const PASSWORD: &str = "correct horse battery";
+    let mut cluster =
+        PartitionedCluster::prepare("redis-scripts-acl", 15510, (3, 3, 3), |config| {
+            config.partitions = PartitionMode::Vr;
+            *config = config.clone().with_pg_ports(15580).unwrap();
+            config.security = runtime::security::SecurityConfig::default();
+        });
+    std::fs::write(
+        cluster.directory.join("cluster-secret"),
+        "the scripts' cluster secret",
+    )
+    .unwrap();
+    std::fs::write(
+        cluster.directory.join("admin-password"),
+        format!("{PASSWORD}\n"),
+    )
+    .unwrap();
+    cluster.launch();
+    let port = cluster.client_ports[0];
+    let login = |user: &str, password: &str| {
+        let mut client = RespClient::connect(port, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            client.call(&arguments(&["AUTH", user, password])).unwrap(),
+            Value::Simple("OK".into())
+        );
+        client
+    };
+    let ready = support::partitioned::wait_until(Duration::from_secs(30), || {
+        RespClient::connect(port, Duration::from_millis(200))
+            .ok()
+            .and_then(|mut client| {
+                client.call(&arguments(&["AUTH", "admin", PASSWORD])).ok()?;
+                client.call(&arguments(&["SET", "pub:x", "public"])).ok()
+            })
+            == Some(Value::Simple("OK".into()))
+    });
+    assert!(ready, "the secured cluster became ready");
+    let mut admin = login("admin", PASSWORD);
+    assert_eq!(
+        admin
+            .call(&arguments(&["SET", "secret", "hidden"]))
+            .unwrap(),
+        Value::Simple("OK".into())
+    );
+    assert_eq!(
+        admin
+            .call(&arguments(&[
+                "ACL", "SETUSER", "reader", "on", ">rpw", "+@all", "~pub:*"
+            ]))
+            .unwrap(),
+        Value::Simple("OK".into())
+    );
+    let mut reader = login("reader", "rpw");
+    let read = "return redis.call('get', ARGV[1])";
+    assert_eq!(
+        reader
+            .call(&arguments(&["EVAL", read, "1", "pub:y", "pub:x"]))
+            .unwrap(),
+        Value::Bulk(b"public".to_vec())
+    );
+    assert_eq!(
+        reader
+            .call(&arguments(&["EVAL", read, "1", "pub:y", "secret"]))
+            .unwrap(),
+        error("NOPERM this user has no permissions to access one of the keys used as arguments")
     );
 }

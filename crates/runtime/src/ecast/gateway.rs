@@ -1931,7 +1931,12 @@ impl Connection {
         {
             return Some(refused);
         }
-        Some(self.scripts.on_command(&self.jobs, arguments).await)
+        let permission = self.session.key_permission();
+        Some(
+            self.scripts
+                .on_command(&self.jobs, arguments, &permission)
+                .await,
+        )
     }
 
     /// Hands `work` to the gateway task; the receiver gets its outcome.
@@ -2010,7 +2015,11 @@ impl Connection {
             keys: Some(load(&status.keys)),
             version: env!("CARGO_PKG_VERSION").to_string(),
             counters: counters(status, self.storage),
-            sections: self.clients.info_sections(),
+            sections: {
+                let mut sections = self.clients.info_sections();
+                sections.push(self.scripts.info_section());
+                sections
+            },
         }
     }
 }

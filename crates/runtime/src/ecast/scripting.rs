@@ -14,6 +14,7 @@
 
 use super::gateway::Job;
 use super::transaction::{self, Computed, TransactionError};
+use crate::security::resp::{KeyPermission, KEY_REFUSED};
 use kv::Scratch;
 use resp::Value;
 use script::{Kill, Killer};
@@ -120,6 +121,17 @@ impl Scripts {
         busy.then(|| Value::Error(BUSY_TEXT.into()))
     }
 
+    /// INFO's `memory` section: what Tessera has of Redis's (the scripts cached here).
+    pub(super) fn info_section(&self) -> resp::InfoSection {
+        resp::InfoSection {
+            name: "memory",
+            lines: vec![(
+                "number_of_cached_scripts".into(),
+                self.lock_cache().len().to_string(),
+            )],
+        }
+    }
+
     /// CONFIG SET `busy-reply-threshold` / `lua-time-limit` (milliseconds).
     pub(super) fn set_busy_reply_threshold_ms(&self, threshold_ms: u64) {
         self.busy_reply_threshold_ms
@@ -135,11 +147,12 @@ impl Scripts {
         &self,
         jobs: &mpsc::Sender<Job>,
         arguments: &[Vec<u8>],
+        permission: &KeyPermission,
     ) -> Value {
         let name = arguments[0].to_ascii_lowercase();
         match name.as_slice() {
             b"eval" | b"eval_ro" | b"evalsha" | b"evalsha_ro" => {
-                self.eval(jobs, &name, arguments).await
+                self.eval(jobs, &name, arguments, permission).await
             }
             b"script" => self.script(arguments),
             b"function" => function(arguments),
@@ -147,7 +160,13 @@ impl Scripts {
         }
     }
 
-    async fn eval(&self, jobs: &mpsc::Sender<Job>, name: &[u8], arguments: &[Vec<u8>]) -> Value {
+    async fn eval(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        name: &[u8],
+        arguments: &[Vec<u8>],
+        permission: &KeyPermission,
+    ) -> Value {
         let call = match parse_call(name, arguments) {
             Ok(call) => call,
             Err(text) => return Value::Error(text),
@@ -170,7 +189,7 @@ impl Scripts {
             body
         };
         let read_only = name.ends_with(b"_ro");
-        self.run(jobs, body, call.keys, call.arguments, read_only)
+        self.run(jobs, body, call.keys, call.arguments, read_only, permission)
             .await
     }
 
@@ -187,6 +206,7 @@ impl Scripts {
         keys: Vec<Vec<u8>>,
         arguments: Vec<Vec<u8>>,
         read_only: bool,
+        permission: &KeyPermission,
     ) -> Value {
         let keys = Arc::new(keys);
         let arguments = Arc::new(arguments);
@@ -221,6 +241,11 @@ impl Scripts {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             if undeclared.is_empty() {
                 return reply;
+            }
+            // The user's key patterns cover every key the script touches, as Redis checks each
+            // command a script runs (the declared keys were checked before it ran).
+            if undeclared.iter().any(|key| !permission.allows(key)) {
+                return Value::Error(KEY_REFUSED.into());
             }
             let before = reserved.len();
             for key in undeclared {

@@ -117,6 +117,13 @@ impl<B: RoutedBackend> Session<B> {
         Value::Error(format!("ERR {text}"))
     }
 
+    /// Whether the connection's user may touch `key` by its key patterns: the keys a script
+    /// names without declaring them are checked with it when the script finds them (its
+    /// declared keys were checked by `intercept`, as Redis checks each command a script runs).
+    pub(crate) fn key_permission(&self) -> KeyPermission {
+        KeyPermission(self.user.clone())
+    }
+
     /// Answers AUTH, HELLO … AUTH, ACL and every refusal; lets the rest through.
     pub(crate) async fn intercept(&mut self, arguments: &[Vec<u8>]) -> Intercept {
         let name = lowercase(&arguments[0]);
@@ -613,6 +620,16 @@ pub(crate) async fn refuse_connection(mut stream: tokio::net::TcpStream) {
         .write_all(b"-ERR max number of clients reached\r\n")
         .await;
     let _ = stream.shutdown().await;
+}
+
+/// A connection user's key patterns, owned (it outlives a borrow of the session across a
+/// script's run).
+pub(crate) struct KeyPermission(Option<Role>);
+
+impl KeyPermission {
+    pub(crate) fn allows(&self, key: &[u8]) -> bool {
+        self.0.as_ref().is_some_and(|user| user.may_touch(key))
+    }
 }
 
 /// Redis 7.0's refusal of a key outside the user's patterns (7.2 words it "No permissions to
