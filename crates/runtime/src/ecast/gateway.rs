@@ -816,6 +816,10 @@ impl GatewayTask {
                 self.hub.on_published(id, receivers);
                 return None;
             }
+            Frame::NotifyFlags { flags } => {
+                self.hub.set_notify_flags(flags);
+                return None;
+            }
             // §6.4: reads avoid processes receiving copies, for what they receive; an
             // announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
@@ -1055,7 +1059,7 @@ async fn serve(
     let clients = Arc::new(super::clients::Clients::default());
     let notifier = super::pubsub::Notifier {
         hub: hub.clone(),
-        clients: clients.clone(),
+        jobs: jobs.clone(),
     };
     tokio::spawn(super::reclaim::run(jobs.clone(), notifier));
     loop {
@@ -1725,7 +1729,7 @@ impl Connection {
     fn notifier(&self) -> super::pubsub::Notifier {
         super::pubsub::Notifier {
             hub: self.hub.clone(),
-            clients: self.clients.clone(),
+            jobs: self.jobs.clone(),
         }
     }
 
@@ -1850,7 +1854,7 @@ impl Connection {
                     self.clients.set_parameters(&changes);
                     for change in &changes {
                         if change.name == resp::config::NOTIFY {
-                            self.clients.set_notify_flags(change.value);
+                            self.hub.broadcast_notify_flags(change.value);
                         }
                     }
                     Value::ok()
@@ -1867,7 +1871,7 @@ impl Connection {
         let Some((limits, notify_flags)) = payload::decode_config(&outcome) else {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
-        self.clients.set_notify_flags(notify_flags);
+        self.hub.set_notify_flags(notify_flags);
         let process = |name: &str| self.clients.parameter(name);
         let current = resp::config::Current {
             limits: &limits,
