@@ -42,7 +42,7 @@ impl Notifier {
     /// Publishes the events `command` sent with `outcome` (nothing for a read or an error),
     /// and remembers the expiry it set, if any, for the reclaimer.
     pub(super) fn notify(&self, command: &kv::Command, outcome: &kv::Outcome) {
-        if !self.hub.configured.swap(true, Ordering::Relaxed) {
+        if !command.is_read() && !self.hub.configured.swap(true, Ordering::Relaxed) {
             // The first write this gateway coordinates: read the cluster's flags once (a
             // process started after a CONFIG SET missed its `Frame::NotifyFlags`); this write
             // notifies by what the hub has now, and a failed read is tried at the next write.
