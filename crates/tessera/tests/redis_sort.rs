@@ -385,15 +385,15 @@ fn keyspace_notifications_reach_other_processes(ports: &[u16]) {
     subscriber.expect(&pmessage("__keyevent@0__:rename_from", "eventlist"));
     subscriber.expect(&pmessage("__keyspace@0__:moved", "rename_to"));
     subscriber.expect(&pmessage("__keyevent@0__:rename_to", "moved"));
-    // The flags are cluster configuration: another process's gateway reads them back (at
-    // once through CONFIG GET, within a second through its reclaimer) and notifies too.
+    // The flags are cluster configuration: the CONFIG SET sent them to every other gateway,
+    // whose writes notify too, and CONFIG GET reads them back anywhere.
+    assert_eq!(redis_cli(ports[2], &["SET", "event", "3"]), "OK");
+    subscriber.expect(&pmessage("__keyspace@0__:event", "set"));
+    subscriber.expect(&pmessage("__keyevent@0__:set", "event"));
     assert_eq!(
         redis_cli(ports[2], &["CONFIG", "GET", "notify-keyspace-events"]),
         "notify-keyspace-events\ng$lxKE"
     );
-    assert_eq!(redis_cli(ports[2], &["SET", "event", "3"]), "OK");
-    subscriber.expect(&pmessage("__keyspace@0__:event", "set"));
-    subscriber.expect(&pmessage("__keyevent@0__:set", "event"));
     // A key that expires is reclaimed in the background and notified once, as `expired`.
     assert_eq!(redis_cli(ports[0], &["PSETEX", "short", "100", "v"]), "OK");
     subscriber.expect(&pmessage("__keyspace@0__:short", "set"));

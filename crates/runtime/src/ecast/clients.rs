@@ -24,10 +24,6 @@ pub(crate) struct Clients {
     stats: Mutex<resp::stats::Stats>,
     /// Blocking commands take a ticket when they start: the order they are served in.
     next_ticket: AtomicU64,
-    /// `notify-keyspace-events` as this gateway last knew it (cluster configuration: set by
-    /// its own CONFIG SET, read back by CONFIG GET and by the reclaimer every second); read by
-    /// every write.
-    notify_flags: std::sync::atomic::AtomicI64,
 }
 
 /// What CLIENT LIST shows of one connection.
@@ -239,15 +235,6 @@ impl Clients {
                 assert!(known, "{} is a process parameter", change.name);
             }
         }
-    }
-
-    /// `notify-keyspace-events`'s classes (`resp::notify` flags).
-    pub(super) fn notify_flags(&self) -> i64 {
-        self.notify_flags.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn set_notify_flags(&self, flags: i64) {
-        self.notify_flags.store(flags, Ordering::Relaxed);
     }
 
     /// A per-process parameter's value (CONFIG GET).

@@ -816,6 +816,10 @@ impl GatewayTask {
                 self.hub.on_published(id, receivers);
                 return None;
             }
+            Frame::NotifyFlags { flags } => {
+                self.hub.set_notify_flags(flags);
+                return None;
+            }
             // §6.4: reads avoid processes receiving copies, for what they receive; an
             // announcement lasts 2 s.
             Frame::Busy { process, receiving } => {
@@ -1055,7 +1059,7 @@ async fn serve(
     let clients = Arc::new(super::clients::Clients::default());
     let notifier = super::pubsub::Notifier {
         hub: hub.clone(),
-        clients: clients.clone(),
+        jobs: jobs.clone(),
     };
     tokio::spawn(super::reclaim::run(jobs.clone(), notifier));
     loop {
@@ -1728,7 +1732,7 @@ impl Connection {
     fn notifier(&self) -> super::pubsub::Notifier {
         super::pubsub::Notifier {
             hub: self.hub.clone(),
-            clients: self.clients.clone(),
+            jobs: self.jobs.clone(),
         }
     }
 
@@ -1862,7 +1866,7 @@ impl Connection {
                     self.clients.set_parameters(&others);
                     for change in &others {
                         if change.name == resp::config::NOTIFY {
-                            self.clients.set_notify_flags(change.value);
+                            self.hub.broadcast_notify_flags(change.value);
                         }
                     }
                     Value::ok()
@@ -1879,7 +1883,7 @@ impl Connection {
         let Some((limits, notify_flags)) = payload::decode_config(&outcome) else {
             return Some(keyless_reply(KeylessReply::Ok, &outcome));
         };
-        self.clients.set_notify_flags(notify_flags);
+        self.hub.set_notify_flags(notify_flags);
         let process = |name: &str| match name {
             "busy-reply-threshold" => {
                 Some(i64::try_from(self.scripts.busy_reply_threshold_ms()).unwrap_or(i64::MAX))

@@ -496,6 +496,10 @@ pub enum Frame {
         id: u64,
         receivers: u64,
     },
+    /// 33. Gateway to every other storage process (for its gateway): the cluster's
+    ///     `notify-keyspace-events` after a CONFIG SET through it (`pubsub::Hub`), so that
+    ///     writes coordinated elsewhere notify by it at once.
+    NotifyFlags { flags: i64 },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -29,18 +29,36 @@ const NOTIFICATION_ID: u64 = 0;
 
 /// Sends the keyspace notifications of the writes a gateway coordinates
 /// (`docs/internals/redis.md`, "Keyspace notifications"): derived from each write's planned
-/// command and outcome (`resp::notify`), filtered by this process's `notify-keyspace-events`,
-/// published through the hub to every storage process's subscribers.
+/// command and outcome (`resp::notify`), filtered by the cluster's `notify-keyspace-events` as
+/// the hub knows it, published through the hub to every storage process's subscribers.
 #[derive(Clone)]
 pub(super) struct Notifier {
     pub(super) hub: Arc<Hub>,
-    pub(super) clients: Arc<super::clients::Clients>,
+    /// The gateway's job queue, for the one read of the cluster's flags (below).
+    pub(super) jobs: tokio::sync::mpsc::Sender<super::gateway::Job>,
 }
 
 impl Notifier {
-    /// Publishes the events `command` sent with `outcome` (nothing for a read or an error).
+    /// Publishes the events `command` sent with `outcome` (nothing for a read or an error),
+    /// and remembers the expiry it set, if any, for the reclaimer.
     pub(super) fn notify(&self, command: &kv::Command, outcome: &kv::Outcome) {
-        let flags = self.clients.notify_flags();
+        if !command.is_read() && !self.hub.configured.swap(true, Ordering::Relaxed) {
+            // The first write this gateway coordinates: read the cluster's flags once (a
+            // process started after a CONFIG SET missed its `Frame::NotifyFlags`); this write
+            // notifies by what the hub has now, and a failed read is tried at the next write.
+            let (jobs, hub) = (self.jobs.clone(), self.hub.clone());
+            tokio::spawn(async move {
+                if !super::reclaim::read_notify_flags(&jobs, &hub).await {
+                    hub.configured.store(false, Ordering::Relaxed);
+                }
+            });
+        }
+        if !matches!(outcome, kv::Outcome::Error(_)) {
+            if let Some(at_ms) = expiry_set(command) {
+                self.hub.note_expiry(at_ms);
+            }
+        }
+        let flags = self.hub.notify_flags();
         if flags == 0 {
             return;
         }
@@ -51,7 +69,7 @@ impl Notifier {
 
     /// Publishes one event (the reclaimer's `expired`) if its class is on.
     pub(super) fn notify_event(&self, event: &resp::notify::Event) {
-        let flags = self.clients.notify_flags();
+        let flags = self.hub.notify_flags();
         if flags != 0 {
             self.publish(flags, event);
         }
@@ -62,6 +80,32 @@ impl Notifier {
             self.hub.publish_event(&channel, &message);
         }
     }
+}
+
+/// The absolute expiry time (unix milliseconds) a write gives its key, if it gives one.
+fn expiry_set(command: &kv::Command) -> Option<u64> {
+    use kv::{Command, ExpireTime, TtlChange};
+    let (now_ms, command) = match command {
+        Command::At { now_ms, command } => (*now_ms, command.as_ref()),
+        command => (0, command),
+    };
+    let at = match command {
+        Command::SetExpiring {
+            ttl: TtlChange::Set(at),
+            ..
+        }
+        | Command::GetExpire {
+            change: TtlChange::Set(at),
+            ..
+        }
+        | Command::Expire { at, .. }
+        | Command::Restore { ttl: Some(at), .. } => *at,
+        _ => return None,
+    };
+    Some(match at {
+        ExpireTime::AtMs(ms) => u64::try_from(ms).unwrap_or(0),
+        ExpireTime::AfterMs(ms) => now_ms.saturating_add(u64::try_from(ms).unwrap_or(0)),
+    })
 }
 
 /// A push message to one connection (`message`, `pmessage`…: its elements).
@@ -75,6 +119,16 @@ pub(crate) struct Hub {
     links: Links,
     state: Mutex<HubState>,
     next_id: AtomicU64,
+    /// The cluster's `notify-keyspace-events` as this gateway knows it: set by its own CONFIG
+    /// SET and GET, by `Frame::NotifyFlags` from another gateway's CONFIG SET, and read once
+    /// at start by the reclaimer; read by every write.
+    notify_flags: std::sync::atomic::AtomicI64,
+    /// The latest expiry time (unix milliseconds) of a write this gateway coordinated: its
+    /// reclaimer runs until then (`reclaim`).
+    expiries_until_ms: AtomicU64,
+    /// Whether `notify_flags` was read from the cluster (or is being read) since the process
+    /// started: done once, at the first write this gateway coordinates (`Notifier::notify`).
+    configured: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -111,6 +165,9 @@ impl Hub {
             links,
             state: Mutex::default(),
             next_id: AtomicU64::new(1),
+            notify_flags: std::sync::atomic::AtomicI64::new(0),
+            expiries_until_ms: AtomicU64::new(0),
+            configured: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -181,6 +238,34 @@ impl Hub {
             Ok(Ok(receivers)) => receivers,
             _ => waiting.map_or(local, |waiting| waiting.receivers),
         }
+    }
+
+    /// `notify-keyspace-events`'s classes (`resp::notify` flags).
+    pub(super) fn notify_flags(&self) -> i64 {
+        self.notify_flags.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_notify_flags(&self, flags: i64) {
+        self.notify_flags.store(flags, Ordering::Relaxed);
+    }
+
+    /// After this gateway's CONFIG SET of `notify-keyspace-events`: the flags here and at every
+    /// other storage process's gateway (a process that is down learns them when it starts).
+    pub(super) fn broadcast_notify_flags(&self, flags: i64) {
+        self.set_notify_flags(flags);
+        for peer in &self.peers {
+            self.links.send(*peer, Frame::NotifyFlags { flags });
+        }
+    }
+
+    /// Remembers that a write coordinated here gave a key an expiry at `at_ms`.
+    pub(super) fn note_expiry(&self, at_ms: u64) {
+        self.expiries_until_ms.fetch_max(at_ms, Ordering::Relaxed);
+    }
+
+    /// The latest expiry time of a write coordinated here (0: none).
+    pub(super) fn expiries_until_ms(&self) -> u64 {
+        self.expiries_until_ms.load(Ordering::Relaxed)
     }
 
     /// A keyspace notification: delivered here and sent to every other process, without

@@ -1,10 +1,12 @@
-//! Active expiry (`docs/internals/redis.md`, "Active expiry"): every gateway, about once a
-//! second, lists the keys expired at its clock's time (one survey, a read of every arc at one
-//! point of the order) and deletes each with a replicated `kv::Command::Reclaim` stamped with
-//! that time, which deletes the key only if it is still expired at that stamp (a key written
-//! again meanwhile stays). Each delete that happened is notified as `expired` (class `x`) by
-//! the gateway whose reclaim deleted it: the deletes are ordered, so exactly one finds the key
-//! expired, and the event is published once however many gateways race for it.
+//! Active expiry (`docs/internals/redis.md`, "Active expiry"): a gateway that coordinated a
+//! write giving a key an expiry (`pubsub::Hub::note_expiry`) looks, about once a second until
+//! that time has passed, for the keys expired at its clock's time (one survey, a read of every
+//! arc at one point of the order) and deletes each with a replicated `kv::Command::Reclaim`
+//! stamped with that time, which deletes the key only if it is still expired at that stamp (a
+//! key written again meanwhile stays). Each delete that happened is notified as `expired`
+//! (class `x`) by the gateway whose reclaim deleted it: the deletes are ordered, so exactly one
+//! finds the key expired, and the event is published once however many gateways race for it.
+//! A gateway with no expiry pending sends nothing, so an idle cluster stays idle.
 
 use super::gateway::{Job, Work};
 use super::payload::{self, Survey};
@@ -28,20 +30,30 @@ pub(super) async fn run(jobs: mpsc::Sender<Job>, notifier: super::pubsub::Notifi
         if jobs.is_closed() {
             return;
         }
-        reclaim_once(&jobs, &notifier).await;
+        // One period past the latest expiry: the last key is deleted in the round after it.
+        if crate::os::unix_now_ms() <= notifier.hub.expiries_until_ms() + RECLAIM_PERIOD_MS {
+            reclaim_once(&jobs, &notifier).await;
+        }
+    }
+}
+
+/// Reads the cluster's keyspace notification flags into the hub; whether it could.
+pub(super) async fn read_notify_flags(jobs: &mpsc::Sender<Job>, hub: &super::pubsub::Hub) -> bool {
+    let Some(outcome) = submit(jobs, Work::Survey(Survey::ReadConfig)).await else {
+        return false;
+    };
+    match payload::decode_config(&outcome) {
+        Some((_, flags)) => {
+            hub.set_notify_flags(flags);
+            true
+        }
+        None => false,
     }
 }
 
 /// One round: the survey, then one delete per expired key (all submitted before any is
 /// awaited); how many keys it deleted.
 async fn reclaim_once(jobs: &mpsc::Sender<Job>, notifier: &super::pubsub::Notifier) -> usize {
-    // The cluster's `notify-keyspace-events`, which another gateway's CONFIG SET may have
-    // changed: this gateway's notifications follow it within a round.
-    if let Some(outcome) = submit(jobs, Work::Survey(Survey::ReadConfig)).await {
-        if let Some((_, flags)) = payload::decode_config(&outcome) {
-            notifier.clients.set_notify_flags(flags);
-        }
-    }
     let now_ms = crate::os::unix_now_ms();
     let survey = Survey::Expired {
         now_ms,
