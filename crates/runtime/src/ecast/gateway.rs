@@ -1588,6 +1588,18 @@ impl Connection {
             ));
         }
         if let Some(busy) = self.scripts.refuse_busy(arguments) {
+            // Inside MULTI, as Redis: a command refused for BUSY makes EXEC abort, and an EXEC
+            // refused for it discards the transaction.
+            let Value::Error(text) = &busy else {
+                unreachable!("BUSY is an error reply")
+            };
+            if arguments[0].eq_ignore_ascii_case(b"exec") {
+                if let Some(aborted) = self.transaction.abort_exec(text) {
+                    return Answer::Ready(aborted);
+                }
+            } else if let Some(refused) = self.transaction.refuse_queued(text) {
+                return Answer::Ready(refused);
+            }
             return Answer::Ready(busy);
         }
         if let Some(answer) = self.on_pubsub_command(arguments).await {

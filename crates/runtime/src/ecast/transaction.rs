@@ -708,6 +708,18 @@ impl Session {
 
     /// Inside MULTI: refuses a command a transaction cannot queue (answered `text`; EXEC then
     /// aborts, as for any command refused when queued). `None` outside MULTI.
+    /// EXEC refused before it runs (a script keeps the gateway busy): the transaction is
+    /// discarded and the connection leaves MULTI, as Redis answers it (`EXECABORT Transaction
+    /// discarded because of: <the refusal>`). `None` outside MULTI.
+    pub(super) fn abort_exec(&mut self, refusal: &str) -> Option<Value> {
+        self.queue.take()?;
+        self.deferred.clear();
+        self.watched.clear();
+        Some(Value::Error(format!(
+            "EXECABORT Transaction discarded because of: {refusal}"
+        )))
+    }
+
     pub(super) fn refuse_queued(&mut self, text: &str) -> Option<Value> {
         let (_, aborted) = self.queue.as_mut()?;
         *aborted = true;
