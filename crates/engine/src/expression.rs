@@ -1090,6 +1090,13 @@ pub fn cast(value: &Value, target: DataType) -> Result<Value, EngineError> {
             }
             Value::BigInt(rounded as i64)
         }
+        (Value::Double(number), DataType::SmallInt) => {
+            let rounded = number.round_ties_even();
+            if !(f64::from(i16::MIN)..=f64::from(i16::MAX)).contains(&rounded) {
+                return Err(out_of_range());
+            }
+            Value::Int(rounded as i32)
+        }
         (Value::Int(number), DataType::Boolean) => Value::Boolean(*number != 0),
         (Value::Boolean(flag), DataType::Int) => Value::Int(i32::from(*flag)),
         (Value::Timestamp(microseconds) | Value::TimestampTz(microseconds), DataType::Date) => {

@@ -365,7 +365,8 @@ fn bind_aggregate(
             }),
         };
     };
-    let data_type = schema.columns[position].data_type;
+    // SMALLINT and REAL aggregate as INT and DOUBLE PRECISION.
+    let data_type = schema.columns[position].data_type.widened();
     let not_numeric = || EngineError::DatatypeMismatch {
         column: schema.columns[position].name.clone(),
         expected: "a numeric type".into(),

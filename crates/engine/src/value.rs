@@ -46,6 +46,12 @@ pub enum DataType {
     /// Slot 13. JSONB (and JSON, which is taken as JSONB): canonical jsonb text
     /// (`crate::jsonb`).
     Jsonb,
+    /// Slot 14. SMALLINT (int2): stored as an INT value within i16's range (22003
+    /// "smallint out of range" beyond it); arithmetic on it is INT's.
+    SmallInt,
+    /// Slot 15. REAL (float4): stored as a DOUBLE value rounded to f32 (22003 beyond f32's
+    /// range); printed with float4's digits; arithmetic on it is DOUBLE's.
+    Real,
 }
 
 impl DataType {
@@ -72,6 +78,18 @@ impl DataType {
             DataType::Uuid => "uuid".into(),
             DataType::Interval => "interval".into(),
             DataType::Jsonb => "jsonb".into(),
+            DataType::SmallInt => "smallint".into(),
+            DataType::Real => "real".into(),
+        }
+    }
+
+    /// The type whose values and arithmetic this one's are: SMALLINT is INT's, REAL is
+    /// DOUBLE PRECISION's; every other type is its own.
+    pub fn widened(self) -> DataType {
+        match self {
+            DataType::SmallInt => DataType::Int,
+            DataType::Real => DataType::Double,
+            other => other,
         }
     }
 }
@@ -200,6 +218,8 @@ impl Value {
                 | (Value::Uuid(_), DataType::Uuid)
                 | (Value::Interval(_), DataType::Interval)
                 | (Value::Jsonb(_), DataType::Jsonb)
+                | (Value::Int(_), DataType::SmallInt)
+                | (Value::Double(_), DataType::Real)
         )
     }
 }
@@ -345,9 +365,14 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
     };
     // A NUMERIC is rounded and checked against the column's typmod even when it is one.
     // A CHAR(n) value is blank-padded to n even when it is text.
+    // A SMALLINT is range-checked and a REAL rounded to f32 even when their values are INT
+    // and DOUBLE values already.
     let typmod = matches!(
         data_type,
-        DataType::Numeric { typmod: Some(_) } | DataType::Char { .. }
+        DataType::Numeric { typmod: Some(_) }
+            | DataType::Char { .. }
+            | DataType::SmallInt
+            | DataType::Real
     );
     if value.is_null() || (value.has_type(data_type) && !typmod) {
         return Ok(value.clone());
@@ -357,12 +382,33 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
             pad_char(text, length, column).map(Value::Text)
         }
         (Value::Int(number), DataType::BigInt) => Ok(Value::BigInt(i64::from(*number))),
-        (Value::BigInt(number), DataType::Int) => {
-            i32::try_from(*number).map(Value::Int).map_err(|_| {
-                EngineError::NumericValueOutOfRange {
-                    column: column.to_string(),
-                }
-            })
+        (Value::BigInt(number), DataType::Int) => i32::try_from(*number)
+            .map(Value::Int)
+            .map_err(|_| type_out_of_range(data_type)),
+        (Value::Int(_) | Value::BigInt(_) | Value::Numeric(_), DataType::SmallInt) => {
+            let number = match value {
+                Value::Int(number) => Some(i64::from(*number)),
+                Value::BigInt(number) => Some(*number),
+                Value::Numeric(decimal) => numeric::to_integer(*decimal),
+                _ => None,
+            };
+            number
+                .and_then(|number| i16::try_from(number).ok())
+                .map(|number| Value::Int(i32::from(number)))
+                .ok_or_else(|| type_out_of_range(data_type))
+        }
+        (
+            Value::Int(_) | Value::BigInt(_) | Value::Double(_) | Value::Numeric(_),
+            DataType::Real,
+        ) => {
+            let number = match value {
+                Value::Int(number) => f64::from(*number),
+                Value::BigInt(number) => *number as f64,
+                Value::Double(number) => *number,
+                Value::Numeric(decimal) => numeric::to_double(*decimal),
+                _ => f64::NAN,
+            };
+            to_real(number).ok_or_else(|| type_out_of_range(data_type))
         }
         (Value::Int(number), DataType::Double) => Ok(Value::Double(f64::from(*number))),
         (Value::BigInt(number), DataType::Double) => Ok(Value::Double(*number as f64)),
@@ -391,6 +437,32 @@ pub fn coerce(value: &Value, data_type: DataType, column: &str) -> Result<Value,
         }
         _ => Err(mismatch()),
     }
+}
+
+/// `smallint out of range`, `integer out of range`, …: PostgreSQL's 22003 for a value
+/// assigned to a narrower type.
+pub fn type_out_of_range(data_type: DataType) -> EngineError {
+    let name = match data_type {
+        DataType::Real => "value out of range: overflow".to_string(),
+        other => format!("{} out of range", other.name()),
+    };
+    EngineError::Evaluation {
+        condition: crate::error::Condition::NumericValueOutOfRange,
+        message: name,
+    }
+}
+
+/// A double rounded to float4 as a DOUBLE value; `None` when a finite value overflows f32
+/// (PostgreSQL: 22003) or a nonzero one underflows to zero.
+pub fn to_real(number: f64) -> Option<Value> {
+    let narrowed = number as f32;
+    if number.is_finite() && narrowed.is_infinite() {
+        return None;
+    }
+    if number != 0.0 && narrowed == 0.0 {
+        return None;
+    }
+    Some(Value::Double(f64::from(narrowed)))
 }
 
 /// Coercions to and from NUMERIC (`None` for a pair that does not convert): integers and
@@ -515,6 +587,21 @@ pub fn parse_text(text: &str, data_type: DataType) -> Result<Value, EngineError>
         DataType::BigInt => parse_integer(trimmed, data_type)
             .and_then(|number| i64::try_from(number).map_err(|_| out_of_range(data_type)))
             .map(Value::BigInt),
+        DataType::SmallInt => parse_integer(trimmed, data_type)
+            .and_then(|number| {
+                i16::try_from(number).map_err(|_| EngineError::Evaluation {
+                    condition: crate::error::Condition::NumericValueOutOfRange,
+                    message: format!("value \"{trimmed}\" is out of range for type smallint"),
+                })
+            })
+            .map(|number| Value::Int(i32::from(number))),
+        DataType::Real => match parse_text(text, DataType::Double)? {
+            Value::Double(number) => to_real(number).ok_or_else(|| EngineError::Evaluation {
+                condition: crate::error::Condition::NumericValueOutOfRange,
+                message: format!("\"{trimmed}\" is out of range for type real"),
+            }),
+            _ => Err(invalid()),
+        },
         DataType::Double => match trimmed.to_ascii_lowercase().as_str() {
             "nan" => Ok(Value::Double(f64::NAN)),
             "infinity" => Ok(Value::Double(f64::INFINITY)),
@@ -824,6 +911,24 @@ pub fn text_output(value: &Value) -> Option<String> {
         Value::Interval(value) => interval::format(*value),
         Value::Jsonb(text) => text.clone(),
     })
+}
+
+/// float4out: the shortest text that reads back exactly as a float4, with an exponent when it
+/// is below -4 or at least 6 (`1.234567e+06`, `0.1`), PostgreSQL's special spellings.
+pub fn format_real(number: f64) -> String {
+    let narrowed = number as f32;
+    if !narrowed.is_finite() || narrowed == 0.0 {
+        return format_double(f64::from(narrowed));
+    }
+    let scientific = format!("{narrowed:e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("{:e} has an exponent");
+    let exponent: i32 = exponent.parse().expect("{:e} exponent is an integer");
+    if (-4..6).contains(&exponent) {
+        format!("{narrowed}")
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    }
 }
 
 /// float8out: the shortest text that reads back exactly, in `%g` style (exponent when it is

@@ -555,16 +555,11 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
     };
     Ok(match data_type {
         Sql::Bool | Sql::Boolean => DataType::Boolean,
-        Sql::Int(_) | Sql::Int4(_) | Sql::Integer(_) | Sql::SmallInt(_) | Sql::Int2(_) => {
-            DataType::Int
-        }
+        Sql::Int(_) | Sql::Int4(_) | Sql::Integer(_) => DataType::Int,
+        Sql::SmallInt(_) | Sql::Int2(_) => DataType::SmallInt,
         Sql::BigInt(_) | Sql::Int8(_) => DataType::BigInt,
-        Sql::DoublePrecision
-        | Sql::Float8
-        | Sql::Double(_)
-        | Sql::Float(_)
-        | Sql::Real
-        | Sql::Float4 => DataType::Double,
+        Sql::DoublePrecision | Sql::Float8 | Sql::Double(_) | Sql::Float(_) => DataType::Double,
+        Sql::Real | Sql::Float4 => DataType::Real,
         Sql::Text | Sql::String(None) => DataType::Text { length_max: None },
         Sql::Varchar(length) | Sql::CharacterVarying(length) | Sql::CharVarying(length) => {
             DataType::Text {
@@ -611,9 +606,11 @@ pub fn data_type_of(data_type: &ast::DataType) -> Result<DataType, SqlError> {
             let parts = object_name_parts(name)?;
             match parts.last().map(String::as_str) {
                 Some("text" | "varchar" | "bpchar" | "char") => DataType::Text { length_max: None },
-                Some("int4" | "int2" | "integer" | "smallint") => DataType::Int,
+                Some("int4" | "integer") => DataType::Int,
+                Some("int2" | "smallint") => DataType::SmallInt,
+                Some("float4" | "real") => DataType::Real,
                 Some("int8" | "bigint") => DataType::BigInt,
-                Some("float8" | "float4") => DataType::Double,
+                Some("float8") => DataType::Double,
                 Some("bool" | "boolean") => DataType::Boolean,
                 Some("bytea") => DataType::Bytea,
                 Some("date") => DataType::Date,
@@ -1936,12 +1933,12 @@ pub fn aggregate_result_type(
     use engine::AggregateFunction as F;
     match function {
         F::CountRows | F::Count => DataType::BigInt,
-        F::Sum => match argument {
+        F::Sum => match argument.map(DataType::widened) {
             Some(DataType::Double) => DataType::Double,
             Some(DataType::Numeric { .. }) => DataType::Numeric { typmod: None },
             _ => DataType::BigInt,
         },
-        F::Avg => match argument {
+        F::Avg => match argument.map(DataType::widened) {
             Some(DataType::Numeric { .. }) => DataType::Numeric { typmod: None },
             _ => DataType::Double,
         },
@@ -2102,7 +2099,9 @@ pub fn value_type(value: &Value) -> Option<DataType> {
 }
 
 pub(crate) fn numeric_result(left: DataType, right: DataType) -> DataType {
-    match (left, right) {
+    // SMALLINT and REAL compute as INT and DOUBLE PRECISION (a deviation: PostgreSQL keeps
+    // int2 + int2 and float4 * float4 in their types).
+    match (left.widened(), right.widened()) {
         (DataType::Double, _) | (_, DataType::Double) => DataType::Double,
         (DataType::Numeric { .. }, _) | (_, DataType::Numeric { .. }) => {
             DataType::Numeric { typmod: None }
@@ -2570,7 +2569,7 @@ impl Scalar {
     pub fn check_operators(&self, types: &[DataType]) -> Result<(), SqlError> {
         let numeric = |data_type: DataType| {
             matches!(
-                data_type,
+                data_type.widened(),
                 DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
             )
         };

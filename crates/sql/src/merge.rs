@@ -627,7 +627,7 @@ pub(crate) fn initial_partial(
         AggregateFunction::CountRows | AggregateFunction::Count => Partial::Count(0),
         AggregateFunction::Min => Partial::Min(Value::Null),
         AggregateFunction::Max => Partial::Max(Value::Null),
-        AggregateFunction::Sum => match argument {
+        AggregateFunction::Sum => match argument.map(DataType::widened) {
             Some(DataType::Int | DataType::BigInt) | None => Partial::SumInteger(None),
             Some(DataType::Double) => Partial::SumDouble(None),
             Some(DataType::Numeric { .. }) => Partial::SumNumeric {
@@ -636,7 +636,7 @@ pub(crate) fn initial_partial(
             },
             _ => return Err(not_numeric()),
         },
-        AggregateFunction::Avg => match argument {
+        AggregateFunction::Avg => match argument.map(DataType::widened) {
             Some(DataType::Int | DataType::BigInt) | None => {
                 Partial::AvgInteger { sum: 0, count: 0 }
             }

@@ -42,7 +42,7 @@
 //! | `pg_namespace` | pg_catalog (11), public (2200), information_schema |
 //! | `pg_class` | per table (relkind 'r'; 'S' for a sequence, oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
-//! | `pg_type` | the engine's types (bool, int4, int8, float8, text, varchar, bytea, date, timestamp, timestamptz), with `typarray` |
+//! | `pg_type` | the engine's types (bool, int2, int4, int8, float4, float8, numeric, text, varchar, bpchar, bytea, date, timestamp, timestamptz, interval, uuid, jsonb), with `typarray` |
 //! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
 //! | `pg_attrdef` | one per column DEFAULT |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
@@ -162,6 +162,8 @@ fn type_rows() -> Vec<Vec<Value>> {
         DataType::Uuid,
         DataType::Interval,
         DataType::Jsonb,
+        DataType::SmallInt,
+        DataType::Real,
     ];
     types
         .iter()
@@ -169,9 +171,12 @@ fn type_rows() -> Vec<Vec<Value>> {
             let pg = pg_type(*data_type);
             let category = match data_type {
                 DataType::Boolean => "B",
-                DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. } => {
-                    "N"
-                }
+                DataType::Int
+                | DataType::BigInt
+                | DataType::Double
+                | DataType::Numeric { .. }
+                | DataType::SmallInt
+                | DataType::Real => "N",
                 DataType::Text { .. } | DataType::Char { .. } => "S",
                 DataType::Bytea | DataType::Uuid | DataType::Jsonb => "U",
                 DataType::Date | DataType::Timestamp | DataType::TimestampTz => "D",
@@ -218,6 +223,8 @@ fn array_type_oid(data_type: DataType) -> i64 {
         DataType::Uuid => 2951,
         DataType::Interval => 1187,
         DataType::Jsonb => 3807,
+        DataType::SmallInt => 1005,
+        DataType::Real => 1021,
     }
 }
 

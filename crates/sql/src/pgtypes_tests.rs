@@ -350,3 +350,106 @@ fn jsonb_is_stored_canonically_and_its_operators_answer_as_postgresql_15() {
         "22P03"
     );
 }
+
+/// The answers are PostgreSQL 15's for the same table and statements.
+#[test]
+fn smallint_and_real_are_their_own_types_with_postgresql_ranges_and_digits() {
+    let mut cluster = Cluster::new(3);
+    run(
+        &mut cluster,
+        "CREATE TABLE m (id INT PRIMARY KEY, s SMALLINT, r REAL, f FLOAT4, i INT2)",
+    );
+    run(
+        &mut cluster,
+        "INSERT INTO m VALUES (1, 1, 0.1, 1, 1), (2, -32768, 1234567, 2, 2), \
+         (3, 32767, 3.4e38, 3, 3), (4, NULL, 1e-5, 4, 4)",
+    );
+    let columns = match cluster.run_sequenced("SELECT s, r, s + 1, r * 2, min(s) OVER () FROM m") {
+        Ok(StatementResult::Rows { columns, .. }) => columns,
+        other => panic!("{other:?}"),
+    };
+    let oids: Vec<u32> = columns
+        .iter()
+        .map(|column| types::pg_type(column.data_type).oid)
+        .collect();
+    assert_eq!(oids, [21, 700, 23, 701, 21]);
+    let shown = match cluster.run_sequenced("SELECT id, s, r, r * 2, s + 1 FROM m ORDER BY id") {
+        Ok(StatementResult::Rows { columns, rows, .. }) => rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .zip(&columns)
+                    .map(|(value, column)| {
+                        types::encode_text_as(value, column.data_type).unwrap_or_default()
+                    })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        shown,
+        [
+            "1|1|0.1|0.20000000298023224|2",
+            "2|-32768|1.234567e+06|2469134|-32767",
+            "3|32767|3.4e+38|6.7999999042887285e+38|32768",
+            "4||1e-05|1.9999999494757503e-05|",
+        ]
+    );
+    for (sql, message) in [
+        (
+            "INSERT INTO m (id, s) VALUES (9, 99999)",
+            "smallint out of range",
+        ),
+        (
+            "INSERT INTO m (id, s) VALUES (9, '99999')",
+            "value \"99999\" is out of range for type smallint",
+        ),
+        (
+            "UPDATE m SET s = s + 1 WHERE id = 3",
+            "smallint out of range",
+        ),
+        (
+            "INSERT INTO m (id, r) VALUES (9, 1e39)",
+            "value out of range: overflow",
+        ),
+        (
+            "INSERT INTO m (id) VALUES (3000000000)",
+            "integer out of range",
+        ),
+    ] {
+        let failure = error(&mut cluster, sql);
+        assert_eq!(
+            (failure.code, failure.message.as_str()),
+            ("22003", message),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'm' ORDER BY ordinal_position"
+        ),
+        ["integer", "smallint", "real", "real", "smallint"]
+    );
+    assert_eq!(
+        texts(
+            &mut cluster,
+            "SELECT format_type(21, -1), format_type(700, -1)"
+        ),
+        ["smallint|real"]
+    );
+    assert_eq!(
+        types::encode_binary_as(&Value::Int(-2), DataType::SmallInt).unwrap(),
+        [0xff, 0xfe]
+    );
+    assert_eq!(
+        types::encode_binary_as(&Value::Double(f64::from(0.1f32)), DataType::Real).unwrap(),
+        0.1f32.to_bits().to_be_bytes()
+    );
+    assert_eq!(
+        types::decode_binary(&0.1f32.to_bits().to_be_bytes(), DataType::Real).unwrap(),
+        Value::Double(f64::from(0.1f32))
+    );
+}

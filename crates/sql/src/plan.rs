@@ -304,7 +304,7 @@ impl SetNode {
                         }
                         let numeric = |data_type: DataType| {
                             matches!(
-                                data_type,
+                                data_type.widened(),
                                 DataType::Int
                                     | DataType::BigInt
                                     | DataType::Double
@@ -2891,7 +2891,10 @@ impl Planner<'_, '_> {
         if serial.is_none() && identity.is_none() {
             return Ok(None);
         }
-        if !matches!(definition.data_type, DataType::Int | DataType::BigInt) {
+        if !matches!(
+            definition.data_type,
+            DataType::SmallInt | DataType::Int | DataType::BigInt
+        ) {
             return Err(SqlError::invalid_parameter(
                 "identity column type must be smallint, integer, or bigint",
             ));
@@ -2966,6 +2969,7 @@ impl Planner<'_, '_> {
             }
             let data_type = match crate::sequence::serial_type(&column.data_type)? {
                 Some("bigint") => DataType::BigInt,
+                Some("smallint") => DataType::SmallInt,
                 Some(_) => DataType::Int,
                 None => data_type_of(&column.data_type)?,
             };
@@ -3798,7 +3802,7 @@ fn check_assignment(
     };
     let numeric = |data_type: DataType| {
         matches!(
-            data_type,
+            data_type.widened(),
             DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
         )
     };

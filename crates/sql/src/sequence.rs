@@ -91,6 +91,7 @@ fn type_bounds(type_name: &str) -> (i64, i64) {
 pub fn type_name_of(data_type: DataType) -> &'static str {
     match data_type {
         DataType::Int => "integer",
+        DataType::SmallInt => "smallint",
         _ => "bigint",
     }
 }

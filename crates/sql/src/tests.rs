@@ -739,7 +739,7 @@ fn create_table_parses_types_constraints_and_placement_options() {
         vec![
             DataType::BigInt,
             DataType::Boolean,
-            DataType::Double,
+            DataType::Real,
             DataType::Bytea,
             DataType::Date,
             DataType::Timestamp,

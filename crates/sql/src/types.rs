@@ -15,6 +15,8 @@
 //! | `Timestamp` | timestamp | 1114 | 8 | big-endian i64 microseconds since 2000-01-01 |
 //! | `TimestampTz` | timestamptz | 1184 | 8 | big-endian i64 microseconds since 2000-01-01 UTC |
 //! | `Numeric { typmod }` | numeric | 1700 | -1 (typmod ((p << 16) \| s) + 4) | ndigits, weight, sign, dscale, base-10000 digits (i16 each) |
+//! | `SmallInt` | int2 | 21 | 2 | big-endian i16 (an INT value) |
+//! | `Real` | float4 | 700 | 4 | big-endian f32 bits (a DOUBLE value rounded to f32) |
 //! | `Uuid` | uuid | 2950 | 16 | the 16 bytes |
 //! | `Interval` | interval | 1186 | 16 | big-endian i64 microseconds, i32 days, i32 months |
 //! | `Jsonb` | jsonb | 3802 | -1 | version byte 1, then the canonical text |
@@ -77,6 +79,8 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::Numeric { .. } => (NUMERIC_OID, "numeric", -1),
         DataType::Char { .. } => (BPCHAR_OID, "bpchar", -1),
         DataType::Uuid => (UUID_OID, "uuid", 16),
+        DataType::SmallInt => (INT2_OID, "int2", 2),
+        DataType::Real => (FLOAT4_OID, "float4", 4),
         DataType::Interval => (INTERVAL_OID, "interval", 16),
         DataType::Jsonb => (JSONB_OID, "jsonb", -1),
     };
@@ -105,9 +109,11 @@ pub fn type_modifier(data_type: DataType) -> i32 {
 pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
     Some(match oid {
         BOOL_OID => DataType::Boolean,
-        INT2_OID | INT4_OID => DataType::Int,
+        INT2_OID => DataType::SmallInt,
+        INT4_OID => DataType::Int,
         INT8_OID => DataType::BigInt,
-        FLOAT4_OID | FLOAT8_OID => DataType::Double,
+        FLOAT4_OID => DataType::Real,
+        FLOAT8_OID => DataType::Double,
         NUMERIC_OID => DataType::Numeric { typmod: None },
         TEXT_OID | VARCHAR_OID | BPCHAR_OID | NAME_OID | CHAR_OID => {
             DataType::Text { length_max: None }
@@ -130,6 +136,32 @@ pub fn encode_text(value: &Value) -> Option<String> {
 }
 
 pub use engine::value::format_double;
+
+/// A value's text in a column of `data_type`: REAL values print with float4's digits (the
+/// value is a DOUBLE rounded to f32), everything else as `encode_text`.
+pub fn encode_text_as(value: &Value, data_type: DataType) -> Option<String> {
+    match (value, data_type) {
+        (Value::Double(number), DataType::Real) => Some(engine::value::format_real(*number)),
+        _ => encode_text(value),
+    }
+}
+
+/// A value's binary form in a column of `data_type`: SMALLINT in 2 bytes and REAL in 4, as
+/// RowDescription announces them; everything else as `encode_binary`.
+pub fn encode_binary_as(value: &Value, data_type: DataType) -> Option<Vec<u8>> {
+    match (value, data_type) {
+        (Value::Int(number), DataType::SmallInt) => match i16::try_from(*number) {
+            Ok(number) => Some(number.to_be_bytes().to_vec()),
+            // Not a SMALLINT value after all (an expression typed by its first operand):
+            // INT's bytes rather than a wrong number.
+            Err(_) => encode_binary(value),
+        },
+        (Value::Double(number), DataType::Real) => {
+            Some((*number as f32).to_bits().to_be_bytes().to_vec())
+        }
+        _ => encode_binary(value),
+    }
+}
 
 /// Reads a value in PostgreSQL's text format as `data_type` (22P02 when it does not parse).
 pub fn decode_text(text: &str, data_type: DataType) -> Result<Value, SqlError> {
@@ -244,6 +276,12 @@ pub fn decode_binary(bytes: &[u8], data_type: DataType) -> Result<Value, SqlErro
         DataType::Double => Value::Double(f64::from_bits(u64::from_be_bytes(
             fixed(8)?.try_into().map_err(|_| invalid())?,
         ))),
+        DataType::SmallInt => Value::Int(i32::from(i16::from_be_bytes(
+            fixed(2)?.try_into().map_err(|_| invalid())?,
+        ))),
+        DataType::Real => Value::Double(f64::from(f32::from_bits(u32::from_be_bytes(
+            fixed(4)?.try_into().map_err(|_| invalid())?,
+        )))),
         DataType::Text { .. } | DataType::Char { .. } => Value::Text(
             std::str::from_utf8(bytes)
                 .map_err(|_| invalid())?

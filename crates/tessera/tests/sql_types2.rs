@@ -15,6 +15,9 @@
 //! by interval; jsonb stored canonically and its operators (`->`, `->>`, `#>>`, `@>`, `?`);
 //! psycopg's binary formats (interval as `timedelta`, jsonb as Python objects, both as
 //! parameters too). They survive the same restart.
+//!
+//! SMALLINT and REAL: reported as int2 and float4 (RowDescription, psql's `\d`), range checked
+//! with PostgreSQL's 22003 messages, REAL printed with float4's digits.
 
 mod support;
 
@@ -116,7 +119,7 @@ fn partitions_reached(port: u16, sql: &str) -> BTreeSet<String> {
 const A0: &str = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
 
 #[test]
-fn uuid_interval_and_jsonb_are_stored_keyed_spoken_and_survive_a_restart() {
+fn uuid_interval_jsonb_smallint_and_real_are_stored_keyed_spoken_and_survive_a_restart() {
     let mut cluster = disk_cluster("sqltypes2", 29100);
     let pg: Vec<u16> = (0..3).map(|index| 29150 + index).collect();
 
@@ -292,6 +295,40 @@ fn uuid_interval_and_jsonb_are_stored_keyed_spoken_and_survive_a_restart() {
         ]
     );
 
+    // SMALLINT and REAL.
+    psql_ok(
+        pg[0],
+        &[
+            "CREATE TABLE measures (id INT PRIMARY KEY, s SMALLINT, r REAL)",
+            "INSERT INTO measures VALUES (1, 1, 0.1), (2, -32768, 1234567), (3, 32767, 3.4e38), \
+             (4, NULL, 1e-5)",
+        ],
+    );
+    let measures = "SELECT id, s, r, r * 2, s + 1 FROM measures ORDER BY id";
+    let expected_measures = "\
+1|1|0.1|0.20000000298023224|2
+2|-32768|1.234567e+06|2469134|-32767
+3|32767|3.4e+38|6.7999999042887285e+38|32768
+4||1e-05|1.9999999494757503e-05|";
+    assert_eq!(psql_ok(pg[1], &[measures]), expected_measures);
+    let out_of_range = psql(pg[2], &["INSERT INTO measures VALUES (5, 99999, 0)"]);
+    assert!(
+        out_of_range.contains("ERROR:  smallint out of range"),
+        "{out_of_range}"
+    );
+    let described = psql_ok(pg[0], &["\\d measures"]);
+    assert!(described.contains("s|smallint|||"), "{described}");
+    assert!(described.contains("r|real|||"), "{described}");
+    let answers = binary(pg[1], &[("SELECT s, r FROM measures WHERE id = %b", "[1]")]);
+    assert_eq!(
+        answers,
+        [
+            "types: 21,700",
+            "rows: int:1,float:0.10000000149011612",
+            "count: 1"
+        ]
+    );
+
     // Every process killed at once, restarted from its logs: the rows are all there.
     let before = psql_ok(pg[0], &["SELECT id, n FROM things ORDER BY id"]);
     kill_everything_and_restart(&mut cluster);
@@ -301,4 +338,5 @@ fn uuid_interval_and_jsonb_are_stored_keyed_spoken_and_survive_a_restart() {
     );
     assert_eq!(psql_eventually(pg[2], intervals), expected_intervals);
     assert_eq!(psql_eventually(pg[0], documents), expected_documents);
+    assert_eq!(psql_eventually(pg[1], measures), expected_measures);
 }

@@ -7,7 +7,7 @@ use super::protocol::{
 };
 use super::PgLimits;
 use crate::sql_backend::BackendError;
-use engine::{Command, Outcome, Value};
+use engine::{Command, DataType, Outcome, Value};
 use sql::error::sqlstate;
 use sql::{OutputColumn, Plan, Prepared, SessionCommand, SqlError, StatementResult};
 use std::collections::{HashMap, VecDeque};
@@ -935,8 +935,10 @@ where
                 Some(StatementResult::Command { tag }) => self.out.command_complete(&tag),
                 Some(StatementResult::Rows { columns, rows, tag }) => {
                     self.out.row_description(&columns, &[]);
+                    let types: Vec<DataType> =
+                        columns.iter().map(|column| column.data_type).collect();
                     for row in &rows {
-                        self.out.data_row(row, &[]);
+                        self.out.data_row(row, &[], &types);
                         self.flush_if_full().await?;
                     }
                     self.out.command_complete(&tag);
@@ -1258,9 +1260,16 @@ where
                 }
             }
         };
-        let formats = match self.portals.get(&name) {
-            Some(portal) => portal.formats.clone(),
-            None => Vec::new(),
+        let (formats, types) = match self.portals.get(&name) {
+            Some(portal) => (
+                portal.formats.clone(),
+                portal
+                    .columns
+                    .iter()
+                    .map(|column| column.data_type)
+                    .collect::<Vec<DataType>>(),
+            ),
+            None => (Vec::new(), Vec::new()),
         };
         let limit = usize::try_from(max_rows)
             .ok()
@@ -1269,7 +1278,7 @@ where
         let mut sent = 0usize;
         while sent < limit {
             let Some(row) = rows.pop_front() else { break };
-            self.out.data_row(&row, &formats);
+            self.out.data_row(&row, &formats, &types);
             sent += 1;
             self.flush_if_full().await?;
         }

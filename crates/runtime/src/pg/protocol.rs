@@ -2,7 +2,7 @@
 //! allocated, a cursor over a message body that fails instead of panicking, and encoders for
 //! the backend messages.
 
-use engine::Value;
+use engine::{DataType, Value};
 use sql::error::sqlstate;
 use sql::{OutputColumn, SqlError};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -285,14 +285,20 @@ impl Out {
         self.end(at);
     }
 
-    pub(crate) fn data_row(&mut self, row: &[Value], formats: &[i16]) {
+    /// One row; `types` are the columns' types as RowDescription announced them (SMALLINT
+    /// and REAL values are encoded as int2 and float4 by them).
+    pub(crate) fn data_row(&mut self, row: &[Value], formats: &[i16], types: &[DataType]) {
         let at = self.begin(b'D');
         self.i16(i16::try_from(row.len()).unwrap_or(i16::MAX));
         for (index, value) in row.iter().enumerate() {
-            let encoded = if formats.get(index).copied().unwrap_or(0) == 1 {
-                sql::types::encode_binary(value)
-            } else {
-                sql::types::encode_text(value).map(String::into_bytes)
+            let binary = formats.get(index).copied().unwrap_or(0) == 1;
+            let encoded = match (types.get(index), binary) {
+                (Some(data_type), true) => sql::types::encode_binary_as(value, *data_type),
+                (Some(data_type), false) => {
+                    sql::types::encode_text_as(value, *data_type).map(String::into_bytes)
+                }
+                (None, true) => sql::types::encode_binary(value),
+                (None, false) => sql::types::encode_text(value).map(String::into_bytes),
             };
             match encoded {
                 None => self.i32(-1),

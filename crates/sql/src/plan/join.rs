@@ -1086,7 +1086,7 @@ fn collect_relations(node: &JoinNode, into: &mut BTreeSet<usize>) {
 fn check_comparisons(scalar: &Scalar, types: &[DataType]) -> Result<(), SqlError> {
     let numeric = |data_type: DataType| {
         matches!(
-            data_type,
+            data_type.widened(),
             DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
         )
     };

@@ -770,12 +770,12 @@ fn no_function(name: &str, types: &[DataType]) -> SqlError {
 }
 
 fn is_integer(data_type: DataType) -> bool {
-    matches!(data_type, DataType::Int | DataType::BigInt)
+    matches!(data_type.widened(), DataType::Int | DataType::BigInt)
 }
 
 fn is_numeric(data_type: DataType) -> bool {
     matches!(
-        data_type,
+        data_type.widened(),
         DataType::Int | DataType::BigInt | DataType::Double
     )
 }
