@@ -155,7 +155,7 @@ NOTICE:  view \"v\" does not exist, skipping";
 
 #[test]
 fn ddl_script_answers_as_postgresql_15_and_add_column_under_inserts_loses_no_row() {
-    let cluster = cluster("sqlalter", 29300, ClusterDurability::Memory);
+    let _cluster = cluster("sqlalter", 29300, ClusterDurability::Memory);
     let pg: Vec<u16> = (0..3).map(|index| 29320 + index).collect();
     // (a) The script, through one gateway; the answers PostgreSQL gave.
     let answered = psql(pg[0], SCRIPT);
