@@ -495,6 +495,17 @@ impl Engine {
         for change in changes {
             match change {
                 TableChange::RenameTable { to } => {
+                    // Rows are placed on the ring by a hash of the table's name and their
+                    // partition key: renamed, they would sit where the new name does not put
+                    // them. Moving them is not built, so only a table without rows on every
+                    // partition is renamed (two phases: `store::prepared::fallible`).
+                    if !table.rows.is_empty() {
+                        return Err(EngineError::FeatureNotSupported {
+                            feature: format!(
+                                "renaming table \"{name}\" while it holds rows (rows are placed across partitions by a hash of the table's name)"
+                            ),
+                        });
+                    }
                     self.check_name_free(to)?;
                     self.check_name_free(&format!("{to}_pkey"))?;
                     table.schema.name = to.clone();

@@ -136,6 +136,22 @@ impl Cluster {
                     });
                 }
                 let count = self.engines.len();
+                // ALTER TABLE that depends on the rows goes in two phases on a cluster
+                // (`store::prepared`): every partition votes with a dry run first.
+                if execution
+                    .operations
+                    .iter()
+                    .any(|operation| matches!(operation, Operation::AlterTable { .. }))
+                {
+                    let votes: Vec<Vec<OperationResult>> = self
+                        .targets(&execution.routing)
+                        .into_iter()
+                        .map(|partition| self.engines[partition].dry_run(&execution.operations))
+                        .collect();
+                    if votes.iter().flatten().any(Result::is_err) {
+                        return execution.finish(votes);
+                    }
+                }
                 let mut results: Vec<Vec<OperationResult>> = Vec::new();
                 for partition in self.targets(&execution.routing) {
                     let operations: Vec<Operation> = match &execution.routing {

@@ -102,8 +102,8 @@ pub fn written_tables(command: &engine::Command) -> Vec<String> {
 /// key) or an update computing its values (division by zero, overflow, NOT NULL, lengths). Such
 /// a write over several partitions goes in two phases; any other (constant updates, deletes,
 /// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message, except
-/// ALTER TABLE … SET NOT NULL and ADD COLUMN … NOT NULL without a default, which fail where a
-/// partition holds a NULL (or any row).
+/// ALTER TABLE … SET NOT NULL, ADD COLUMN … NOT NULL without a default and RENAME TO, which
+/// fail where a partition holds a NULL (or any row).
 pub fn fallible(command: &engine::Command) -> bool {
     let operations: &[engine::Operation] = match command {
         engine::Command::Guarded { command, .. } => return fallible(command),
@@ -122,6 +122,7 @@ pub fn fallible(command: &engine::Command) -> bool {
         if changes.iter().any(|change| match change {
             engine::TableChange::SetNotNull { not_null, .. } => *not_null,
             engine::TableChange::AddColumn { column, fill } => !column.nullable && fill.is_null(),
+            engine::TableChange::RenameTable { .. } => true,
             _ => false,
         }))
     })
