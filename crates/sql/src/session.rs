@@ -378,6 +378,19 @@ impl Session {
             ))
             .with_hint("TIMESTAMPTZ values are read and printed in UTC; an offset in the value itself (+02:00) is applied"));
         }
+        if setting.name == "tessera.read_isolation"
+            && ["snapshot", "basic"]
+                .iter()
+                .any(|level| level.eq_ignore_ascii_case(value))
+        {
+            // Accepting a weaker read level and serving sequential reads anyway would be an
+            // option without effect; SQL reads are always ordered (linearisable) for now.
+            return Err(SqlError::unsupported(format!(
+                "tessera.read_isolation = {value} over SQL"
+            ))
+            .with_detail("every SQL read is sequential: ordered with the writes, linearisable")
+            .with_hint("RESP connections serve snapshot and basic reads"));
+        }
         if let Some(allowed) = setting.allowed {
             if !allowed
                 .iter()

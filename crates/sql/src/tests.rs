@@ -1201,10 +1201,15 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         cluster.error("SET client_encoding TO 'LATIN1'").code,
         "22023"
     );
-    assert_eq!(cluster.tag("SET tessera.read_isolation = snapshot"), "SET");
+    // Only the level SQL serves is accepted: a weaker one would be an option without effect.
+    assert_eq!(cluster.tag("SET tessera.read_isolation = sequential"), "SET");
+    for level in ["snapshot", "basic"] {
+        let error = cluster.error(&format!("SET tessera.read_isolation = {level}"));
+        assert_eq!(error.code, "0A000", "{error:?}");
+    }
     assert_eq!(
         cluster.session.read_isolation(),
-        crate::ReadIsolation::Snapshot
+        crate::ReadIsolation::Sequential
     );
     assert_eq!(
         cluster.error("SET tessera.read_isolation = eventual").code,

@@ -101,12 +101,12 @@ fn bank_spawn(ports: &str, seconds: u32, workers: u32, readers: u32) -> std::pro
         .expect("python3 runs (scripts/test installs python3-psycopg2)")
 }
 
-/// `tests/python/queue.py` against `ports`: `jobs` jobs taken by `workers` workers with
+/// `tests/python/job_queue.py` against `ports`: `jobs` jobs taken by `workers` workers with
 /// `FOR UPDATE SKIP LOCKED`; whether it found nothing, and its lines.
 fn queue(ports: &str, jobs: u32, workers: u32) -> (bool, Vec<String>) {
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new("/usr/bin/python3")
-        .arg(manifest.join("tests/python/queue.py"))
+        .arg(manifest.join("tests/python/job_queue.py"))
         .args(["127.0.0.1", ports, "tessera"])
         .args([jobs.to_string(), workers.to_string()])
         .output()
@@ -117,7 +117,7 @@ fn queue(ports: &str, jobs: u32, workers: u32) -> (bool, Vec<String>) {
         .collect();
     assert!(
         lines.last().is_some_and(|last| last.starts_with("ok ")) || !output.status.success(),
-        "queue.py did not finish: {lines:?} {}",
+        "job_queue.py did not finish: {lines:?} {}",
         String::from_utf8_lossy(&output.stderr)
     );
     (output.status.success(), lines)
@@ -382,7 +382,7 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     // A job queue: workers on every storage process take jobs with SKIP LOCKED; every job is
     // done exactly once, and no job is handed to a worker while another holds it.
     let (ok, lines) = queue("36560,36561,36562", 40, 4);
-    assert!(ok, "queue.py found problems: {lines:?}");
+    assert!(ok, "job_queue.py found problems: {lines:?}");
     let last = lines.last().unwrap();
     assert!(last.contains("overlaps=0"), "{last}");
 

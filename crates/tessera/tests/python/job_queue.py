@@ -1,6 +1,8 @@
 """A job queue over psycopg2: workers take jobs with SELECT … FOR UPDATE SKIP LOCKED.
+(Named job_queue.py, not queue.py: this directory is first on sys.path when a script here
+runs, and a queue.py would shadow the standard library module psycopg imports.)
 
-Usage: queue.py HOST PORTS USER JOBS WORKERS
+Usage: job_queue.py HOST PORTS USER JOBS WORKERS
 
 PORTS is one port or several, comma-separated: worker i connects to PORTS[i % n]. The table
 `jobs (id BIGINT PRIMARY KEY, done BOOLEAN, worker INT)` is created with JOBS undone jobs,
