@@ -1202,7 +1202,10 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         "22023"
     );
     // Only the level SQL serves is accepted: a weaker one would be an option without effect.
-    assert_eq!(cluster.tag("SET tessera.read_isolation = sequential"), "SET");
+    assert_eq!(
+        cluster.tag("SET tessera.read_isolation = sequential"),
+        "SET"
+    );
     for level in ["snapshot", "basic"] {
         let error = cluster.error(&format!("SET tessera.read_isolation = {level}"));
         assert_eq!(error.code, "0A000", "{error:?}");
