@@ -338,14 +338,25 @@ impl Transactions {
             .open
             .get_mut(&id)
             .expect("a transaction is admitted before it writes");
-        for (table, key, before) in images {
+        // Which images the savepoint undo needs: rows with no entry under an id ≥ `savepoint`
+        // (looked up in one set, not by a scan of the undo per image), each row once.
+        let wanted: Vec<bool> = if savepoint == 0 {
+            vec![false; images.len()]
+        } else {
+            let mut recorded: std::collections::BTreeSet<(&str, &Key)> = transaction
+                .savepoint_undo
+                .iter()
+                .filter(|(id, _, _)| *id >= savepoint)
+                .map(|(_, (table, key), _)| (table.as_str(), key))
+                .collect();
+            images
+                .iter()
+                .map(|(table, key, _)| recorded.insert((table.as_str(), key)))
+                .collect()
+        };
+        for ((table, key, before), wanted) in images.into_iter().zip(wanted) {
             let place = (table, key);
-            if savepoint > 0
-                && !transaction
-                    .savepoint_undo
-                    .iter()
-                    .any(|(id, row, _)| *id >= savepoint && *row == place)
-            {
+            if wanted {
                 transaction
                     .savepoint_undo
                     .push((savepoint, place.clone(), before.clone()));
@@ -369,10 +380,6 @@ impl Transactions {
             .into_iter()
             .partition(|(id, _, _)| *id >= savepoint);
         transaction.savepoint_undo = kept;
-        debug_assert!(transaction
-            .savepoint_undo
-            .iter()
-            .all(|(id, _, _)| *id < savepoint));
         Some(
             undone
                 .into_iter()
