@@ -56,14 +56,16 @@ impl Engine {
     }
 
     /// The rows of table `name` a predicate matches (every row without one), in primary-key
-    /// order; none if the table does not exist or the predicate does not bind.
-    pub fn matching_rows(&self, name: &str, predicate: Option<&Predicate>) -> Vec<(Key, Row)> {
-        let Some(table) = self.table(name) else {
-            return Vec::new();
-        };
-        matching(table, predicate)
-            .map(|(key, row)| (key.clone(), row.clone()))
-            .collect()
+    /// order, lazily; none if the table does not exist or the predicate does not bind.
+    pub fn matching_rows<'a>(
+        &'a self,
+        name: &str,
+        predicate: Option<&'a Predicate>,
+    ) -> Box<dyn Iterator<Item = (&'a Key, &'a Row)> + 'a> {
+        match self.table(name) {
+            Some(table) => matching(table, predicate),
+            None => Box::new(std::iter::empty()),
+        }
     }
 
     /// Writes rows back as `images` give them (a row whose image is `None` is removed),

@@ -506,9 +506,9 @@ impl Store {
             if limit.is_some_and(|limit| chosen.len() as u64 >= limit) {
                 break;
             }
-            let resource = (table.clone(), Some(rows::row_key(&schema, &row)));
+            let resource = (table.clone(), Some(rows::row_key(&schema, row)));
             if !self.transactions.held_by_other(id, &resource, mode) {
-                chosen.push((resource, row));
+                chosen.push((resource, row.clone()));
             }
         }
         let needed: Vec<_> = chosen
