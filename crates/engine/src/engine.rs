@@ -154,6 +154,7 @@ impl Engine {
                         .get_mut(&name)
                         .expect("bound against this table");
                     let keys: Vec<Key> = table.rows.keys().cloned().collect();
+                    table.check_update(&bound, &keys)?;
                     Ok(table.execute_on_keys(&bound, &keys))
                 }
                 Some(Err(error)) => Err(error),
@@ -356,16 +357,24 @@ impl Engine {
             {
                 return None;
             }
-            // Rows of a table with a hidden row id get their ids at execution: alone.
+            // Rows of a table with a hidden row id get their ids at execution: alone. So does
+            // DO UPDATE on a table with CHECK constraints, whose updated rows may fail them.
             let table = self.tables.get(table)?;
-            if table.schema.row_id_column().is_some() {
+            if table.schema.row_id_column().is_some()
+                || (!table.schema.checks.is_empty()
+                    && matches!(on_conflict, OnConflict::DoUpdate(_)))
+            {
                 return None;
             }
             let bound = table.bind_insert(columns, rows, on_conflict, None);
             return bound.ok().map(CycleOperation::Insert);
         }
         let (name, bound) = self.bind(operation)?.ok()?;
-        let path = choose_access_path(&self.tables[&name], bound.predicate());
+        let table = &self.tables[&name];
+        if bound.writes() && !table.schema.checks.is_empty() {
+            return None; // A CHECK can fail the statement: checked first, alone.
+        }
+        let path = choose_access_path(table, bound.predicate());
         (path == AccessPath::SharedScan).then_some(CycleOperation::Scan(bound))
     }
 
@@ -381,7 +390,17 @@ impl Engine {
             .get_mut(&name)
             .expect("bound against this table");
         let path = choose_access_path(table, bound.predicate());
-        Ok(match candidate_keys(table, &path) {
+        let keys = candidate_keys(table, &path);
+        if bound.writes() && !table.schema.checks.is_empty() {
+            match &keys {
+                Some(keys) => table.check_update(&bound, keys)?,
+                None => {
+                    let all: Vec<Key> = table.rows.keys().cloned().collect();
+                    table.check_update(&bound, &all)?;
+                }
+            }
+        }
+        Ok(match keys {
             Some(keys) => table.execute_on_keys(&bound, &keys),
             None => shared_scan(table, &[CycleOperation::Scan(bound)], canary)
                 .pop()

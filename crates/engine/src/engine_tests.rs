@@ -1313,3 +1313,256 @@ fn alter_table_rewrites_rows_remaps_indexes_and_is_atomic() {
     let restored = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
     assert_eq!(restored, engine);
 }
+
+// ----- CHECK constraints -----
+
+/// The engine of `engine()` with CHECK constraints `t_x_check (x >= 0)` and `t_check
+/// (y <= x + 1)` added (every row of `engine()` satisfies both).
+fn checked_engine() -> Engine {
+    let mut engine = engine();
+    let column = |name: &str| Box::new(Expression::Column(name.to_string()));
+    let constant = |value: i32| Box::new(Expression::Constant(Value::Int(value)));
+    let checks = [
+        (
+            "t_x_check",
+            Expression::Binary(
+                Operator::Compare(CompareOp::GreaterOrEqual),
+                column("x"),
+                constant(0),
+            ),
+        ),
+        (
+            "t_check",
+            Expression::Binary(
+                Operator::Compare(CompareOp::LessOrEqual),
+                column("y"),
+                Box::new(Expression::Binary(Operator::Add, column("x"), constant(1))),
+            ),
+        ),
+    ];
+    for (name, expression) in checks {
+        engine
+            .execute(&Operation::AlterTable {
+                table: "t".into(),
+                changes: vec![crate::operation::TableChange::AddCheck {
+                    check: crate::schema::CheckConstraint {
+                        name: name.into(),
+                        expression,
+                    },
+                }],
+            })
+            .unwrap();
+    }
+    engine
+}
+
+fn check_violation(result: Result<Output, EngineError>) -> (String, String) {
+    match result {
+        Err(EngineError::CheckViolation {
+            constraint, row, ..
+        }) => (constraint, row),
+        other => panic!("not a check violation: {other:?}"),
+    }
+}
+
+#[test]
+fn checks_are_kept_in_name_order_and_refuse_a_failing_insert_whole() {
+    let mut engine = checked_engine();
+    let names: Vec<&str> = engine.tables["t"]
+        .schema
+        .checks
+        .iter()
+        .map(|check| check.name.as_str())
+        .collect();
+    assert_eq!(names, ["t_check", "t_x_check"]);
+    let row =
+        |id: i32, x: i32, y: i32| vec![Value::Int(id), Value::Int(x), Value::Int(y), text("n")];
+    let before = engine.clone();
+    let failed = engine.execute(&insert("t", vec![row(10, 1, 1), row(11, -1, 0)]));
+    let (constraint, failing) = check_violation(failed.clone());
+    assert_eq!(constraint, "t_x_check");
+    assert_eq!(failing, "(11, -1, 0, n)");
+    assert_eq!(
+        failed.unwrap_err().to_string(),
+        "new row for relation \"t\" violates check constraint \"t_x_check\""
+    );
+    assert_eq!(engine, before, "a failing insert writes no row");
+    // Both fail: the first in name order is reported.
+    let (constraint, _) = check_violation(engine.execute(&insert("t", vec![row(12, -5, 9)])));
+    assert_eq!(constraint, "t_check");
+    // NULL passes a CHECK.
+    let null_x = vec![Value::Int(13), Value::Null, Value::Null, Value::Null];
+    engine.execute(&insert("t", vec![null_x])).unwrap();
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn checks_refuse_updates_constant_or_computed_as_a_whole() {
+    for sequential in [false, true] {
+        let mut engine = checked_engine();
+        let before = engine.clone();
+        let set_y = Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("y", Value::Int(2))],
+            predicate: None,
+        };
+        // y = 2 fails t_check where x = 0 (ids 3 and 6); rows 1, 2 come first.
+        let result = if sequential {
+            engine
+                .execute_sequentially(std::slice::from_ref(&set_y))
+                .pop()
+                .unwrap()
+        } else {
+            engine
+                .execute_batch(&[select(None), set_y.clone()])
+                .pop()
+                .unwrap()
+        };
+        let (constraint, row) = check_violation(result);
+        assert_eq!(
+            (constraint.as_str(), row.as_str()),
+            ("t_check", "(3, 0, 2, n3)")
+        );
+        assert_eq!(engine, before, "nothing changed");
+        // By key, through the index path.
+        let by_key = Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("x", Value::Int(-1))],
+            predicate: Some(Predicate::equal("id", Value::Int(1))),
+        };
+        check_violation(engine.execute(&by_key));
+        let computed = Operation::UpdateComputed {
+            table: "t".into(),
+            assignments: vec![ComputedAssignment::new(
+                "x",
+                Expression::Binary(
+                    Operator::Subtract,
+                    Box::new(Expression::Column("x".into())),
+                    Box::new(Expression::Constant(Value::Int(1))),
+                ),
+            )],
+            predicate: None,
+        };
+        let (constraint, _) = check_violation(engine.execute(&computed));
+        assert_eq!(constraint, "t_check");
+        assert_eq!(engine, before, "nothing changed");
+        let fine = Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("y", Value::Int(0))],
+            predicate: None,
+        };
+        assert_eq!(engine.execute(&fine), Ok(Output::Updated { count: 6 }));
+        engine.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn checks_apply_to_upserts_proposed_and_updated_rows() {
+    let mut engine = checked_engine();
+    let before = engine.clone();
+    let upsert = |rows: Vec<Vec<Value>>, on_conflict: OnConflict| Operation::Insert {
+        table: "t".into(),
+        columns: Vec::new(),
+        rows,
+        on_conflict,
+    };
+    // DO NOTHING still checks the proposed row, as PostgreSQL does.
+    let proposed = vec![Value::Int(1), Value::Int(-1), Value::Int(0), text("n")];
+    check_violation(engine.execute(&upsert(vec![proposed], OnConflict::DoNothing)));
+    // DO UPDATE's new row (id 3 has x = 0): y = 5 fails t_check; batched with a scan.
+    let update_y = OnConflict::DoUpdate(vec![Assignment::new("y", Value::Int(5))]);
+    let row3 = vec![Value::Int(3), Value::Int(0), Value::Int(0), text("n")];
+    let results = engine.execute_batch(&[select(None), upsert(vec![row3], update_y)]);
+    let (constraint, row) = check_violation(results[1].clone());
+    assert_eq!(
+        (constraint.as_str(), row.as_str()),
+        ("t_check", "(3, 0, 5, n3)")
+    );
+    assert_eq!(engine, before);
+}
+
+#[test]
+fn add_check_validates_rows_and_drop_column_or_check_removes_it() {
+    use crate::operation::TableChange;
+    use crate::schema::CheckConstraint;
+    let mut engine = checked_engine();
+    let alter = |changes: Vec<TableChange>| Operation::AlterTable {
+        table: "t".into(),
+        changes,
+    };
+    let positive_y = CheckConstraint {
+        name: "y_positive".into(),
+        expression: Expression::Binary(
+            Operator::Compare(CompareOp::Greater),
+            Box::new(Expression::Column("y".into())),
+            Box::new(Expression::Constant(Value::Int(0))),
+        ),
+    };
+    let violated = engine
+        .execute(&alter(vec![TableChange::AddCheck {
+            check: positive_y.clone(),
+        }]))
+        .unwrap_err();
+    assert_eq!(violated.code(), "23514");
+    assert_eq!(
+        violated.to_string(),
+        "check constraint \"y_positive\" of relation \"t\" is violated by some row"
+    );
+    let duplicate = CheckConstraint {
+        name: "t_check".into(),
+        ..positive_y.clone()
+    };
+    let taken = engine
+        .execute(&alter(vec![TableChange::AddCheck { check: duplicate }]))
+        .unwrap_err();
+    assert_eq!(taken.code(), "42710");
+    let missing = engine
+        .execute(&alter(vec![TableChange::DropCheck {
+            name: "nope".into(),
+        }]))
+        .unwrap_err();
+    assert_eq!(
+        (missing.code(), missing.to_string().as_str()),
+        (
+            "42704",
+            "constraint \"nope\" of relation \"t\" does not exist"
+        )
+    );
+    // RENAME COLUMN follows into the expressions; DROP COLUMN drops the checks using it.
+    engine
+        .execute(&alter(vec![TableChange::RenameColumn {
+            column: "x".into(),
+            to: "x2".into(),
+        }]))
+        .unwrap();
+    check_violation(engine.execute(&Operation::Insert {
+        table: "t".into(),
+        columns: vec!["id".into(), "x2".into()],
+        rows: vec![vec![Value::Int(20), Value::Int(-3)]],
+        on_conflict: OnConflict::Error,
+    }));
+    engine
+        .execute(&alter(vec![TableChange::DropCheck {
+            name: "t_x_check".into(),
+        }]))
+        .unwrap();
+    assert_eq!(engine.tables["t"].schema.checks.len(), 1);
+    engine
+        .execute(&alter(vec![TableChange::DropColumn { column: "y".into() }]))
+        .unwrap();
+    assert!(engine.tables["t"].schema.checks.is_empty());
+    engine.check_invariants().unwrap();
+}
+
+#[test]
+fn checks_survive_a_snapshot_and_change_the_catalog_digest() {
+    let plain = engine();
+    let engine = checked_engine();
+    assert_ne!(plain.catalog_digest(), engine.catalog_digest());
+    let restored = Engine::from_snapshot(&engine.snapshot_bytes()).unwrap();
+    assert_eq!(
+        restored.tables["t"].schema.checks,
+        engine.tables["t"].schema.checks
+    );
+    assert_eq!(restored.catalog_digest(), engine.catalog_digest());
+}

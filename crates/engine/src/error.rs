@@ -78,9 +78,17 @@ pub enum EngineError {
     ColumnContainsNulls { table: String, column: String },
     /// Slot 25. 42701: a column of that name exists (ADD COLUMN, RENAME COLUMN).
     DuplicateColumn { table: String, column: String },
-    /// Slot 26. 2BP01 / 42P16: a change the table's definition forbids (dropping a primary key
-    /// column): the message says which.
+    /// Slot 26. 2BP01 / 42P16 / 42704 / 42710 / 23514: a change the table's definition or rows
+    /// forbid (dropping a primary key column, an unknown or duplicate constraint, a CHECK that
+    /// a stored row fails): the message says which.
     InvalidTableChange { code: String, message: String },
+    /// Slot 27. 23514: a row written would make a CHECK constraint false. `row` is the row as
+    /// PostgreSQL's DETAIL shows it (`(1, -5)`).
+    CheckViolation {
+        table: String,
+        constraint: String,
+        row: String,
+    },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -152,8 +160,12 @@ impl EngineError {
             EngineError::SerializationFailure { .. } => "40001",
             EngineError::ColumnContainsNulls { .. } => "23502",
             EngineError::DuplicateColumn { .. } => "42701",
+            EngineError::CheckViolation { .. } => "23514",
             EngineError::InvalidTableChange { code, .. } => match code.as_str() {
                 "2BP01" => "2BP01",
+                "23514" => "23514",
+                "42704" => "42704",
+                "42710" => "42710",
                 _ => "42P16",
             },
         }
@@ -252,6 +264,12 @@ impl fmt::Display for EngineError {
                 "column \"{column}\" of relation \"{table}\" already exists"
             ),
             EngineError::InvalidTableChange { message, .. } => formatter.write_str(message),
+            EngineError::CheckViolation {
+                table, constraint, ..
+            } => write!(
+                formatter,
+                "new row for relation \"{table}\" violates check constraint \"{constraint}\""
+            ),
         }
     }
 }

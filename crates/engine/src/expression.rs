@@ -115,7 +115,7 @@ impl Function {
 
 /// An expression over one row; `C` names a column: its name on the wire (`String`), its
 /// position once bound to a table (`usize`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expression<C = String> {
     Column(C),
     Constant(Value),

@@ -180,6 +180,13 @@ pub enum TableChange {
     /// Slot 6. The front end's table options replaced (a renamed partition key column, a
     /// sequence's owner renamed).
     SetOptions { options: Vec<(String, String)> },
+    /// Slot 7. ADD CONSTRAINT name CHECK (…): checked against every stored row (23514 `check
+    /// constraint "c" of relation "t" is violated by some row`), 42710 for a name taken.
+    AddCheck {
+        check: crate::schema::CheckConstraint,
+    },
+    /// Slot 8. DROP CONSTRAINT name of a CHECK constraint (42704 if there is none).
+    DropCheck { name: String },
 }
 
 /// Most aggregates in one operation.
@@ -738,6 +745,7 @@ pub fn check_ddl_names(operation: &Operation) -> Result<(), EngineError> {
                     TableChange::RenameColumn { to, .. } | TableChange::RenameTable { to } => {
                         check_name(to)?
                     }
+                    TableChange::AddCheck { check } => check_name(&check.name)?,
                     _ => {}
                 }
             }

@@ -1,7 +1,8 @@
 //! Table definitions and their validation.
 
 use crate::error::EngineError;
-use crate::value::{check_length, coerce, DataType, Value};
+use crate::expression::{truth, Expression, EXPRESSION_NODES_MAX};
+use crate::value::{check_length, coerce, text_output, DataType, Value};
 use serde::{Deserialize, Serialize};
 
 /// Most columns in one table (PostgreSQL's limit).
@@ -68,7 +69,27 @@ pub struct TableSchema {
     /// The front end's table options (`CREATE TABLE … WITH (key = value, …)`: placement),
     /// kept with the schema and replicated with it; the engine only bounds their size.
     pub options: Vec<(String, String)>,
+    /// CHECK constraints, in name order (the order they are checked in, as PostgreSQL's
+    /// relcache sorts them), names distinct; each names only columns of the table.
+    pub checks: Vec<CheckConstraint>,
 }
+
+/// `CHECK (expression)`: a condition over one row, by column names, that every stored row
+/// satisfies: it must not evaluate to false (NULL passes, as in SQL). The front end compiles
+/// it from deterministic parts only (no statement time, no sequence, no random value), so every
+/// replica and every partition evaluates it alike.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckConstraint {
+    pub name: String,
+    pub expression: Expression<String>,
+}
+
+/// Most CHECK constraints on one table.
+pub const CHECKS_MAX: usize = 64;
+
+/// A table's CHECK constraints bound to its columns (`TableSchema::bound_checks`), for checking
+/// the rows of one statement.
+pub type BoundChecks<'a> = Vec<(&'a str, Expression<usize>)>;
 
 /// The hidden primary key of a table declared without one: a BIGINT the engine assigns on
 /// insert from the table's counter (`Table::row_id_next`), in statement order. The name is
@@ -107,6 +128,7 @@ impl TableSchema {
             columns,
             primary_key: positions,
             options: Vec::new(),
+            checks: Vec::new(),
         };
         schema.validate()?;
         Ok(schema)
@@ -164,7 +186,63 @@ impl TableSchema {
                 return invalid("primary key columns must be distinct columns".into());
             }
         }
+        if self.checks.len() > CHECKS_MAX {
+            return invalid(format!(
+                "a table keeps at most {CHECKS_MAX} CHECK constraints"
+            ));
+        }
+        for (at, check) in self.checks.iter().enumerate() {
+            check_name(&check.name)?;
+            if at > 0 && self.checks[at - 1].name >= check.name {
+                return invalid("CHECK constraints must be distinct and in name order".into());
+            }
+            if check.expression.node_count() > EXPRESSION_NODES_MAX {
+                return invalid("a CHECK expression is too large".into());
+            }
+            check.expression.check_arity()?;
+            check.expression.bind(self)?;
+        }
         Ok(())
+    }
+
+    /// The CHECK constraints bound to the columns' positions. Infallible on a validated schema.
+    pub fn bound_checks(&self) -> Result<BoundChecks<'_>, EngineError> {
+        self.checks
+            .iter()
+            .map(|check| Ok((check.name.as_str(), check.expression.bind(self)?)))
+            .collect()
+    }
+
+    /// Checks a complete row against the bound CHECK constraints, in name order: 23514 for the
+    /// first that evaluates to false; an error evaluating one (22012, …) is the statement's.
+    pub fn check_constraints(
+        &self,
+        checks: &BoundChecks<'_>,
+        row: &[Value],
+    ) -> Result<(), EngineError> {
+        for (name, expression) in checks {
+            if truth(&expression.evaluate(row)?)? == Some(false) {
+                return Err(EngineError::CheckViolation {
+                    table: self.name.clone(),
+                    constraint: name.to_string(),
+                    row: self.failing_row(row),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A row as PostgreSQL's "Failing row contains (…)" shows it: the visible columns' text
+    /// output, `null` for NULL.
+    pub fn failing_row(&self, row: &[Value]) -> String {
+        let row_id = self.row_id_column();
+        let values: Vec<String> = row
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| Some(*position) != row_id)
+            .map(|(_, value)| text_output(value).unwrap_or_else(|| "null".into()))
+            .collect();
+        format!("({})", values.join(", "))
     }
 
     /// The position of a column, or 42703.

@@ -96,8 +96,9 @@ struct TableSnapshot {
 }
 
 /// 2: schemas carry their table options. 3: tables carry their next hidden row id. 4: an
-/// index carries every column of its definition. 5: columns carry their DEFAULT.
-const SNAPSHOT_VERSION: u32 = 5;
+/// index carries every column of its definition. 5: columns carry their DEFAULT. 6: schemas
+/// carry their CHECK constraints.
+const SNAPSHOT_VERSION: u32 = 6;
 
 impl Engine {
     /// Executes a command (reads included).

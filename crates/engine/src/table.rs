@@ -356,6 +356,10 @@ impl Table {
                         ),
                     });
                 }
+                // CHECK constraints over the column go with it, as in PostgreSQL.
+                self.schema
+                    .checks
+                    .retain(|check| !check_uses_column(&check.expression, column));
                 self.schema.columns.remove(position);
                 let shift = |at: &mut usize| {
                     if *at > position {
@@ -382,6 +386,15 @@ impl Table {
                     });
                 }
                 self.schema.columns[position].name = to.clone();
+                for check in &mut self.schema.checks {
+                    check.expression = check.expression.map_columns(&mut |name: &String| {
+                        Ok::<String, EngineError>(if name == column {
+                            to.clone()
+                        } else {
+                            name.clone()
+                        })
+                    })?;
+                }
             }
             TableChange::RenameTable { .. } => {
                 unreachable!("the engine renames tables, which its map keys by name")
@@ -407,6 +420,93 @@ impl Table {
                 self.schema.columns[position].nullable = !*not_null;
             }
             TableChange::SetOptions { options } => self.schema.options = options.clone(),
+            TableChange::AddCheck { check } => self.add_check(check)?,
+            TableChange::DropCheck { name: check } => {
+                let before = self.schema.checks.len();
+                self.schema.checks.retain(|other| other.name != *check);
+                if self.schema.checks.len() == before {
+                    return Err(EngineError::InvalidTableChange {
+                        code: "42704".into(),
+                        message: format!(
+                            "constraint \"{check}\" of relation \"{name}\" does not exist"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// ADD CONSTRAINT … CHECK: a new name (42710), columns of the table, and every stored row
+    /// satisfying it (23514 otherwise, naming no row, as PostgreSQL).
+    fn add_check(&mut self, check: &crate::schema::CheckConstraint) -> Result<(), EngineError> {
+        let name = &self.schema.name;
+        if self
+            .schema
+            .checks
+            .iter()
+            .any(|other| other.name == check.name)
+        {
+            return Err(EngineError::InvalidTableChange {
+                code: "42710".into(),
+                message: format!(
+                    "constraint \"{}\" for relation \"{name}\" already exists",
+                    check.name
+                ),
+            });
+        }
+        check.expression.check_arity()?;
+        let bound = check.expression.bind(&self.schema)?;
+        for row in self.rows.values() {
+            if crate::expression::truth(&bound.evaluate(row)?)? == Some(false) {
+                return Err(EngineError::InvalidTableChange {
+                    code: "23514".into(),
+                    message: format!(
+                        "check constraint \"{}\" of relation \"{name}\" is violated by some row",
+                        check.name
+                    ),
+                });
+            }
+        }
+        let at = self
+            .schema
+            .checks
+            .partition_point(|other| other.name < check.name);
+        self.schema.checks.insert(at, check.clone());
+        Ok(())
+    }
+
+    /// Checks what an UPDATE with constant SET clauses would make of the rows at `keys` that
+    /// its predicate selects, against the CHECK constraints, before it runs (so it fails
+    /// whole). Nothing to do for other operations or a table without CHECK constraints.
+    pub fn check_update(&self, operation: &ScanOperation, keys: &[Key]) -> Result<(), EngineError> {
+        let ScanOperation::Update {
+            assignments,
+            predicate,
+            ..
+        } = operation
+        else {
+            return Ok(());
+        };
+        if self.schema.checks.is_empty() {
+            return Ok(());
+        }
+        let checks = self.schema.bound_checks()?;
+        for key in keys {
+            let Some(row) = self.rows.get(key) else {
+                continue;
+            };
+            if !predicate
+                .as_ref()
+                .is_none_or(|predicate| predicate.matches(row))
+            {
+                continue;
+            }
+            let mut changed = row.clone();
+            for (position, value) in assignments {
+                changed[*position] = value.clone();
+            }
+            self.schema.check_constraints(&checks, &changed)?;
         }
         Ok(())
     }
@@ -500,6 +600,7 @@ impl Table {
                 &self.schema,
             )?),
         };
+        let checks = self.schema.bound_checks()?;
         let mut bound = Vec::with_capacity(rows.len());
         for (at, values) in rows.iter().enumerate() {
             let mut row = self.complete_row(&positions, values, row_id)?;
@@ -512,6 +613,9 @@ impl Table {
                     })?;
                 row[position] = Value::BigInt(id);
             }
+            // PostgreSQL checks a proposed row before it looks for a conflict, so DO NOTHING
+            // does not spare a row that fails a CHECK.
+            self.schema.check_constraints(&checks, &row)?;
             bound.push((self.schema.key_of(&row), row));
         }
         if matches!(
@@ -542,6 +646,7 @@ impl Table {
         let row_ids_given = columns
             .iter()
             .any(|column| *column == crate::schema::ROW_ID_COLUMN);
+        let checks = self.schema.bound_checks()?;
         // The statement's effect per key, starting from the stored row.
         let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
         let mut count = 0;
@@ -555,8 +660,14 @@ impl Table {
                     constraint: self.schema.primary_key_name(),
                 });
             }
+            let existed = current.is_some();
             if upsert_row(&self.schema, &bound.on_conflict, current, row)? {
                 count += 1;
+                if existed {
+                    // DO UPDATE's row (the proposed rows were checked while binding).
+                    let updated = current.as_ref().expect("an updated row exists");
+                    self.schema.check_constraints(&checks, updated)?;
+                }
             }
         }
         match (row_id_first, self.schema.row_id_column()) {
@@ -655,6 +766,7 @@ impl Table {
         predicate: Option<&BoundPredicate>,
         keys: &[Key],
     ) -> OperationResult {
+        let checks = self.schema.bound_checks()?;
         let mut changes: Vec<(&Key, Row)> = Vec::new();
         for key in keys {
             let Some(row) = self.rows.get(key) else {
@@ -670,6 +782,7 @@ impl Table {
                 let value = assign(&expression.evaluate(row)?, column.data_type, &column.name)?;
                 changed[*position] = self.schema.check_value(*position, &value)?;
             }
+            self.schema.check_constraints(&checks, &changed)?;
             changes.push((key, changed));
         }
         let count = changes.len() as u64;
@@ -705,7 +818,14 @@ impl Table {
 
     /// Checks the table's invariants; returns a description of the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let checks = self
+            .schema
+            .bound_checks()
+            .map_err(|error| error.to_string())?;
         for (key, row) in &self.rows {
+            self.schema
+                .check_constraints(&checks, row)
+                .map_err(|error| format!("a stored row fails a CHECK: {error}"))?;
             self.schema
                 .check_row(row)
                 .map_err(|error| error.to_string())?;
@@ -736,6 +856,16 @@ impl Table {
         }
         Ok(())
     }
+}
+
+/// Whether an expression names the column.
+fn check_uses_column(expression: &Expression<String>, column: &str) -> bool {
+    let mut uses = false;
+    let _ = expression.map_columns(&mut |name: &String| {
+        uses |= name == column;
+        Ok::<(), ()>(())
+    });
+    uses
 }
 
 #[cfg(test)]
