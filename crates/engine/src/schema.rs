@@ -85,7 +85,7 @@ pub struct CheckConstraint {
 }
 
 /// Most CHECK constraints on one table.
-pub const CHECKS_MAX: usize = 64;
+pub const CHECKS_MAX: usize = 32;
 
 /// A table's CHECK constraints bound to its columns (`TableSchema::bound_checks`), for checking
 /// the rows of one statement.

@@ -117,10 +117,14 @@ impl From<EngineError> for SqlError {
             }
             _ => None,
         };
+        let detail = match &error {
+            EngineError::CheckViolation { row, .. } => Some(format!("Failing row contains {row}.")),
+            _ => None,
+        };
         SqlError {
             code,
             message,
-            detail: None,
+            detail,
             hint,
         }
     }

@@ -1485,7 +1485,22 @@ impl Compiler<'_, '_> {
             Some(first),
         ) = (name.as_str(), self.catalog, arguments.first())
         {
-            let key = self.compile(first, None)?;
+            let mut key = self.compile(first, None)?;
+            let pretty = arguments.get(1).filter(|_| name == "pg_get_constraintdef");
+            if let Some(pretty) = pretty {
+                // `pg_get_constraintdef(oid, true)`: the pretty form, a key of its own.
+                if self.compile(pretty, Some(DataType::Boolean))?
+                    == Scalar::Constant(Value::Boolean(true))
+                {
+                    key = Scalar::Binary(
+                        Operator::Add,
+                        Box::new(Scalar::Cast(Box::new(key), DataType::BigInt)),
+                        Box::new(Scalar::Constant(Value::BigInt(
+                            crate::pg_catalog::PRETTY_DEFINITION_KEY,
+                        ))),
+                    );
+                }
+            }
             return Ok(Scalar::Lookup(
                 Box::new(key),
                 crate::pg_catalog::definitions(catalog),

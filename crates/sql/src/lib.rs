@@ -205,6 +205,8 @@ pub mod view;
 #[cfg(test)]
 mod alter_tests;
 #[cfg(test)]
+mod check_tests;
+#[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
 mod insert_select_tests;

@@ -43,13 +43,13 @@
 //! | `pg_class` | per table (relkind 'r'; 'S' for a sequence, oid 16384 + 100 × its rank by name), its primary key index (+1), its secondary indexes (+2, …) |
 //! | `pg_attribute` | one per table column (attnum from 1) |
 //! | `pg_type` | the engine's types (bool, int2, int4, int8, float4, float8, numeric, text, varchar, bpchar, bytea, date, timestamp, timestamptz, interval, uuid, jsonb), with `typarray` |
-//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
+//! | `pg_index`, `pg_constraint` | the primary key (constraint oid +50), the CHECK constraints (+60 + rank by name) and the secondary indexes; NOT NULL is `attnotnull`, as in PostgreSQL 15 |
 //! | `pg_attrdef` | one per column DEFAULT |
 //! | `pg_am`, `pg_database`, `pg_roles`, `pg_user`, `pg_tables` | one row each, or per table |
 //! | `pg_settings` | fixed limits only (`max_index_keys`, `max_identifier_length`, …) |
 //! | `pg_sequence`, `pg_sequences` | per sequence (`last_value` NULL: the counter lives at its partition) |
 //! | `pg_description`, `pg_enum`, `pg_inherits`, `pg_collation`, `pg_policy`, `pg_statistic_ext`, `pg_publication`, `pg_trigger` | empty |
-//! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata` | per table, column, primary key |
+//! | `information_schema.tables`, `.columns`, `.table_constraints`, `.key_column_usage`, `.schemata`, `.check_constraints` | per table, column, primary key, CHECK |
 
 use crate::catalog::Catalog;
 use crate::error::{sqlstate, SqlError};
@@ -104,6 +104,7 @@ const VIRTUAL_INFORMATION_SCHEMA: &[&str] = &[
     "key_column_usage",
     "schemata",
     "views",
+    "check_constraints",
 ];
 
 /// Whether a FROM name is a virtual catalog table.
@@ -658,6 +659,30 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     int8(0),
                 ]);
             }
+            for (at, entry) in tables.iter().enumerate() {
+                let oid = oids.table_oid(at);
+                for (check_at, check) in entry.schema.checks.iter().enumerate() {
+                    rows.push(vec![
+                        int8(check_oid(oid, check_at)),
+                        text(&check.name),
+                        int8(PUBLIC_OID),
+                        text("c"),
+                        int8(oid),
+                        int8(0),
+                        text(&check_columns(&entry.schema, check).join(" ")),
+                        int8(0),
+                        int8(0),
+                        Value::Boolean(false),
+                        Value::Boolean(false),
+                        Value::Boolean(true),
+                        Value::Null,
+                        text(" "),
+                        text(" "),
+                        text(" "),
+                        int8(0),
+                    ]);
+                }
+            }
             vec![
                 ("oid", INT8),
                 ("conname", TEXT),
@@ -864,17 +889,25 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
         }
         (true, "table_constraints") => {
             for entry in tables {
-                if entry.schema.row_id_column().is_some() {
-                    continue;
+                let mut constraints: Vec<(String, &str)> = entry
+                    .schema
+                    .checks
+                    .iter()
+                    .map(|check| (check.name.clone(), "CHECK"))
+                    .collect();
+                if entry.schema.row_id_column().is_none() {
+                    constraints.push((entry.schema.primary_key_name(), "PRIMARY KEY"));
                 }
-                rows.push(vec![
-                    text("tessera"),
-                    text("public"),
-                    text(&entry.schema.primary_key_name()),
-                    text("public"),
-                    text(&entry.schema.name),
-                    text("PRIMARY KEY"),
-                ]);
+                for (name, kind) in constraints {
+                    rows.push(vec![
+                        text("tessera"),
+                        text("public"),
+                        text(&name),
+                        text("public"),
+                        text(&entry.schema.name),
+                        text(kind),
+                    ]);
+                }
             }
             vec![
                 ("constraint_catalog", TEXT),
@@ -883,6 +916,26 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 ("table_schema", TEXT),
                 ("table_name", TEXT),
                 ("constraint_type", TEXT),
+            ]
+        }
+        (true, "check_constraints") => {
+            for entry in tables {
+                for check in &entry.schema.checks {
+                    let definition =
+                        crate::plan::check::constraint_definition(&check.expression, false);
+                    rows.push(vec![
+                        text("tessera"),
+                        text("public"),
+                        text(&check.name),
+                        text(definition.trim_start_matches("CHECK ")),
+                    ]);
+                }
+            }
+            vec![
+                ("constraint_catalog", TEXT),
+                ("constraint_schema", TEXT),
+                ("constraint_name", TEXT),
+                ("check_clause", TEXT),
             ]
         }
         (true, "key_column_usage") => {
@@ -1595,8 +1648,37 @@ pub fn provably_empty(query: &ast::Query) -> Option<Vec<String>> {
     branch(&query.body, query)
 }
 
-/// Object definitions by oid: `CREATE INDEX …` for index oids, `PRIMARY KEY (…)` for
-/// constraint oids (for `pg_get_indexdef`, `pg_get_constraintdef`).
+/// `pg_get_constraintdef(oid, true)` (pretty) looks up `oid + PRETTY_DEFINITION_KEY`: a CHECK
+/// prints with fewer parentheses then, as PostgreSQL's does.
+pub const PRETTY_DEFINITION_KEY: i64 = 1 << 40;
+
+/// A CHECK constraint's oid: its table's oid + 60 + its rank by name (below the next table's
+/// oid: `engine::schema::CHECKS_MAX` is 32).
+fn check_oid(table: i64, rank: usize) -> i64 {
+    const _: () = assert!(60 + engine::schema::CHECKS_MAX < 100);
+    table + 60 + rank as i64
+}
+
+/// The columns (numbers from 1) a CHECK names, in table order (`pg_constraint.conkey`).
+fn check_columns(
+    schema: &engine::TableSchema,
+    check: &engine::schema::CheckConstraint,
+) -> Vec<String> {
+    let mut used = vec![false; schema.columns.len()];
+    let _ = check.expression.map_columns(&mut |name: &String| {
+        if let Ok(position) = schema.column_position(name) {
+            used[position] = true;
+        }
+        Ok::<(), ()>(())
+    });
+    (0..used.len())
+        .filter(|position| used[*position])
+        .map(|position| (position + 1).to_string())
+        .collect()
+}
+
+/// Object definitions by oid: `CREATE INDEX …` for index oids, `PRIMARY KEY (…)` and `CHECK
+/// (…)` for constraint oids (for `pg_get_indexdef`, `pg_get_constraintdef`).
 /// `pg_get_indexdef(index, k, …)` looks up `index × INDEX_COLUMN_KEY + k` in `index_columns`.
 pub const INDEX_COLUMN_KEY: i64 = 1_000;
 
@@ -1676,7 +1758,16 @@ pub fn definitions(catalog: &dyn Catalog) -> std::collections::BTreeMap<i64, Str
                     key.join(", ")
                 ),
             );
-            texts.insert(oid + 50, format!("PRIMARY KEY ({})", key.join(", ")));
+            let definition = format!("PRIMARY KEY ({})", key.join(", "));
+            texts.insert(oid + 50 + PRETTY_DEFINITION_KEY, definition.clone());
+            texts.insert(oid + 50, definition);
+        }
+        for (check_at, check) in schema.checks.iter().enumerate() {
+            let constraint = check_oid(oid, check_at);
+            let define =
+                |pretty| crate::plan::check::constraint_definition(&check.expression, pretty);
+            texts.insert(constraint, define(false));
+            texts.insert(constraint + PRETTY_DEFINITION_KEY, define(true));
         }
         for (index_at, (index, columns)) in entry.indexes.iter().enumerate() {
             texts.insert(

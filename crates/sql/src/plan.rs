@@ -47,6 +47,7 @@ use sqlparser::ast::{self, Expr, SelectItem, SetExpr, Statement, TableFactor};
 use std::ops::Bound;
 
 mod alter;
+pub mod check;
 pub mod join;
 mod view;
 pub mod window;
@@ -2274,11 +2275,26 @@ impl Planner<'_, '_> {
         }
         let update = match &conflict.action {
             ast::OnConflictAction::DoNothing => {
-                return Ok(vec![single(OnConflict::DoNothing, rows)])
+                if !schema.checks.is_empty() {
+                    // The proposed rows' CHECKs, here: such an insert goes to its partitions
+                    // in one phase, so no partition may be the only one to refuse its rows.
+                    engine::table::Table::new(schema.clone()).bind_insert(
+                        column_names,
+                        &rows,
+                        &OnConflict::DoNothing,
+                        Some(0),
+                    )?;
+                }
+                return Ok(vec![single(OnConflict::DoNothing, rows)]);
             }
             ast::OnConflictAction::DoUpdate(update) => update,
         };
-        if update.selection.is_some() || self.upsert_needs_rows(update, &entry.schema)? {
+        // With CHECK constraints an updated row can fail them: computed, so that the insert
+        // runs alone and, across partitions, in two phases (`store::prepared::fallible`).
+        if update.selection.is_some()
+            || !schema.checks.is_empty()
+            || self.upsert_needs_rows(update, &entry.schema)?
+        {
             let on_conflict = self.computed_upsert(update, &entry.schema, qualifier)?;
             return Ok(vec![single(on_conflict, rows)]);
         }
@@ -2507,7 +2523,9 @@ impl Planner<'_, '_> {
         let predicate = self.write_predicate(update.selection.as_ref(), &scope, "UPDATE")?;
         let routing = routing_of(predicate.as_ref(), &entry.options);
         let table = entry.schema.name.clone();
-        let operation = if computed.len() == constants.len() {
+        // A table with CHECK constraints takes the computed path even for constants: a row
+        // may fail them, so the update must be atomic (two phases across partitions).
+        let operation = if computed.len() == constants.len() && entry.schema.checks.is_empty() {
             Operation::Update {
                 table,
                 assignments: constants,
@@ -2959,6 +2977,7 @@ impl Planner<'_, '_> {
         let mut columns = Vec::with_capacity(create.columns.len() + 1);
         let mut primary_key: Vec<String> = Vec::new();
         let mut sequences: Vec<TableSchema> = Vec::new();
+        let mut checks: Vec<check::PendingCheck> = Vec::new();
         for column in &create.columns {
             let column_name = ident_name(&column.name);
             if column_name == ROW_ID_COLUMN {
@@ -3006,6 +3025,10 @@ impl Planner<'_, '_> {
                     ast::ColumnOption::Default(expr) => {
                         definition.default = Some(self.column_default(expr, &definition)?);
                     }
+                    ast::ColumnOption::Check(check) => checks.push(check::PendingCheck {
+                        name: option.name.as_ref().or(check.name.as_ref()).map(ident_name),
+                        expr: &check.expr,
+                    }),
                     other => return Err(refused_column_option(other)),
                 }
             }
@@ -3031,6 +3054,10 @@ impl Planner<'_, '_> {
                         }
                     }
                 }
+                ast::TableConstraint::Check(check) => checks.push(check::PendingCheck {
+                    name: check.name.as_ref().map(ident_name),
+                    expr: &check.expr,
+                }),
                 other => return Err(refused_table_constraint(other)),
             }
         }
@@ -3042,6 +3069,8 @@ impl Planner<'_, '_> {
         }
         let key_names: Vec<&str> = primary_key.iter().map(String::as_str).collect();
         let mut schema = TableSchema::new(&name, columns, &key_names)?;
+        schema.checks = self.named_checks(&schema, &checks)?;
+        schema.validate()?;
         let pairs = table_option_pairs(&create.table_options)?;
         let options = TableOptions::parse(&schema, &pairs)?;
         schema.options = options.to_pairs();
@@ -4332,7 +4361,8 @@ fn refused_column_option(option: &ast::ColumnOption) -> SqlError {
             SqlError::unsupported("FOREIGN KEY constraints (REFERENCES)")
                 .with_detail(FOREIGN_KEY_REFUSED)
         }
-        ast::ColumnOption::Check(_) => SqlError::unsupported("CHECK constraints"),
+        ast::ColumnOption::Check(_) => SqlError::unsupported("a CHECK constraint in ADD COLUMN")
+            .with_hint("add the column, then ALTER TABLE … ADD CONSTRAINT … CHECK (…)"),
         ast::ColumnOption::Generated { .. } => {
             SqlError::unsupported("generated columns (GENERATED ALWAYS AS (expression) STORED)")
         }

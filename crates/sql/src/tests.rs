@@ -136,13 +136,20 @@ impl Cluster {
                     });
                 }
                 let count = self.engines.len();
-                // ALTER TABLE that depends on the rows goes in two phases on a cluster
-                // (`store::prepared`): every partition votes with a dry run first.
-                if execution
-                    .operations
-                    .iter()
-                    .any(|operation| matches!(operation, Operation::AlterTable { .. }))
-                {
+                // ALTER TABLE and writes that depend on the rows go in two phases on a cluster
+                // (`store::prepared::fallible`): every partition votes with a dry run first.
+                if execution.operations.iter().any(|operation| {
+                    matches!(
+                        operation,
+                        Operation::AlterTable { .. }
+                            | Operation::UpdateComputed { .. }
+                            | Operation::Insert {
+                                on_conflict: engine::OnConflict::Error
+                                    | engine::OnConflict::DoUpdateComputed { .. },
+                                ..
+                            }
+                    )
+                }) {
                     let votes: Vec<Vec<OperationResult>> = self
                         .targets(&execution.routing)
                         .into_iter()

@@ -99,11 +99,13 @@ pub fn written_tables(command: &engine::Command) -> Vec<String> {
 }
 
 /// Whether a write can fail on the data rather than on its plan: a plain insert (a duplicate
-/// key) or an update computing its values (division by zero, overflow, NOT NULL, lengths). Such
+/// key), an update computing its values or an insert whose DO UPDATE computes them (division
+/// by zero, overflow, NOT NULL, lengths, CHECK constraints: the planner sends every write to a
+/// table with CHECK constraints in one of these forms, `sql::plan`). Such
 /// a write over several partitions goes in two phases; any other (constant updates, deletes,
 /// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message, except
-/// ALTER TABLE … SET NOT NULL, ADD COLUMN … NOT NULL without a default and RENAME TO, which
-/// fail where a partition holds a NULL (or any row).
+/// ALTER TABLE … SET NOT NULL, ADD COLUMN … NOT NULL without a default, ADD CONSTRAINT … CHECK
+/// and RENAME TO, which fail where a partition holds a NULL (a row failing the check, any row).
 pub fn fallible(command: &engine::Command) -> bool {
     let operations: &[engine::Operation] = match command {
         engine::Command::Guarded { command, .. } => return fallible(command),
@@ -115,12 +117,14 @@ pub fn fallible(command: &engine::Command) -> bool {
         matches!(
             operation,
             engine::Operation::Insert {
-                on_conflict: engine::OnConflict::Error,
+                on_conflict: engine::OnConflict::Error
+                    | engine::OnConflict::DoUpdateComputed { .. },
                 ..
             } | engine::Operation::UpdateComputed { .. }
         ) || matches!(operation, engine::Operation::AlterTable { changes, .. }
         if changes.iter().any(|change| match change {
             engine::TableChange::SetNotNull { not_null, .. } => *not_null,
+            engine::TableChange::AddCheck { .. } => true,
             engine::TableChange::AddColumn { column, fill } => !column.nullable && fill.is_null(),
             engine::TableChange::RenameTable { .. } => true,
             _ => false,

@@ -283,17 +283,58 @@ impl Planner<'_, '_> {
                 };
                 apply(plan, change)
             }
-            AlterTableOperation::AddConstraint { constraint, .. } => match constraint {
-                ast::TableConstraint::Check(_) => Err(SqlError::unsupported(
-                    "CHECK constraints (ALTER TABLE … ADD CONSTRAINT … CHECK)",
-                )
-                .with_detail("CHECK constraints are not enforced yet, so none is accepted")),
+            AlterTableOperation::AddConstraint {
+                constraint,
+                not_valid,
+            } => match constraint {
+                ast::TableConstraint::Check(check) => {
+                    if *not_valid {
+                        return Err(SqlError::unsupported("ADD CONSTRAINT … NOT VALID")
+                            .with_detail("every CHECK is validated against the stored rows"));
+                    }
+                    let pending = super::check::PendingCheck {
+                        name: check.name.as_ref().map(ident_name),
+                        expr: &check.expr,
+                    };
+                    let before = plan.table.schema.checks.clone();
+                    let checks = self.named_checks(&plan.table.schema, &[pending])?;
+                    let added = checks
+                        .into_iter()
+                        .find(|check| !before.contains(check))
+                        .expect("one check added");
+                    // Checked against every partition's rows there (two phases).
+                    apply(plan, TableChange::AddCheck { check: added })
+                }
                 ast::TableConstraint::PrimaryKey(_) => Err(SqlError::unsupported(
                     "adding a primary key (ALTER TABLE … ADD PRIMARY KEY)",
                 )
                 .with_detail("a table's primary key is fixed when it is created: it decides where its rows live")),
                 other => Err(refused_table_constraint(other)),
             },
+            AlterTableOperation::DropConstraint {
+                if_exists, name: constraint, ..
+            } => {
+                let constraint = ident_name(constraint);
+                if plan.table.schema.checks.iter().any(|check| check.name == constraint) {
+                    return apply(plan, TableChange::DropCheck { name: constraint });
+                }
+                if constraint == plan.table.schema.primary_key_name()
+                    && plan.table.schema.row_id_column().is_none()
+                {
+                    return Err(SqlError::unsupported(format!(
+                        "dropping the primary key constraint \"{constraint}\""
+                    ))
+                    .with_detail("a table's rows are keyed, and placed across partitions, by its primary key"));
+                }
+                let message =
+                    format!("constraint \"{constraint}\" of relation \"{name}\" does not exist");
+                if *if_exists {
+                    plan.notices
+                        .push(SqlError::new("00000", format!("{message}, skipping")));
+                    return Ok(());
+                }
+                Err(SqlError::new(sqlstate::UNDEFINED_OBJECT, message))
+            }
             other => Err(SqlError::unsupported(format!("ALTER TABLE … {other}"))),
         }
     }
