@@ -132,6 +132,14 @@ fn checks_are_named_and_printed_as_postgresql_names_and_prints_them() {
             vec![text("PRIMARY KEY"), Value::BigInt(1)]
         ]
     );
+    // psql's `\d` shows "Check constraints:" only when pg_class.relchecks is above 0.
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "SELECT relchecks FROM pg_class WHERE relname = 't'"
+        ),
+        vec![vec![Value::Int(10)]]
+    );
 }
 
 #[test]

@@ -305,7 +305,7 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                 let hidden = usize::from(schema.row_id_column().is_some());
                 let sequence = crate::sequence::is_sequence(entry);
                 let view = crate::view::is_view(entry);
-                rows.push(class(
+                let mut table_row = class(
                     oid,
                     &schema.name,
                     if sequence {
@@ -318,7 +318,10 @@ fn virtual_table(schema: Option<&str>, name: &str, oids: &Oids) -> Result<Table,
                     if sequence || view { 0 } else { HEAP_AM_OID },
                     schema.columns.len() - hidden,
                     hidden == 0 || !entry.indexes.is_empty(),
-                ));
+                );
+                // relchecks: psql's `\d` lists "Check constraints:" only when it is above 0.
+                table_row[9] = Value::Int(i32::try_from(schema.checks.len()).unwrap_or(i32::MAX));
+                rows.push(table_row);
                 if hidden == 0 {
                     rows.push(class(
                         oid + 1,

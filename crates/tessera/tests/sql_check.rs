@@ -1,0 +1,279 @@
+//! CHECK constraints (issue 20, DDL) with real processes and psql, on a `tessera dev`-shaped
+//! cluster (3 routers, 3 storage processes, `vr` groups of 3: three partitions, a table's rows
+//! spread over them). Ports 33500–33699 only: the memory cluster serves RESP on 33510–33512
+//! (E-Cast 33610–33612), routers on 33520–33522, PostgreSQL on 33530–33532; the disk cluster
+//! 33540–33542 (E-Cast 33640–33642), routers 33550–33552, PostgreSQL 33560–33562.
+//!
+//! (a) A script of CREATE TABLE with CHECKs, violating writes of every kind (INSERT, UPDATE,
+//! ON CONFLICT DO UPDATE / DO NOTHING, INSERT … SELECT), ALTER TABLE ADD/DROP CONSTRAINT and
+//! catalog queries answers, through psql, exactly what PostgreSQL 15 answered (recorded below:
+//! rows, errors with their DETAIL, NOTICEs), and psql's `\d` prints the same "Check
+//! constraints:" footer; a write failing on one partition's row changes no partition.
+//! (b) A `--durability disk` cluster killed (SIGKILL, every process) and restarted keeps its
+//! CHECK constraints and enforces them.
+
+mod support;
+
+use runtime::ecast::config::{ClusterConfig, ClusterDurability, PartitionMode};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+use support::partitioned::PartitionedCluster;
+
+/// A `tessera dev`-shaped cluster with its routers at `port + 10` and PostgreSQL at
+/// `port + 20`, so that everything lies in this file's port range.
+fn cluster(name: &str, port: u16, durability: ClusterDurability) -> PartitionedCluster {
+    let mut cluster =
+        PartitionedCluster::prepare(name, port, (3, 3, 3), |config: &mut ClusterConfig| {
+            config.partitions = PartitionMode::Vr;
+            config.durability = durability;
+            for (index, router) in config.routers.iter_mut().enumerate() {
+                router.address = SocketAddr::from(([127, 0, 0, 1], port + 10 + index as u16));
+            }
+            *config = config.clone().with_pg_ports(port + 20).unwrap();
+        });
+    cluster.launch();
+    assert!(cluster.wait_until_ready(Duration::from_secs(60)));
+    cluster
+}
+
+/// psql running `commands` in one session (`-A -t` unless `aligned`), stdout and stderr
+/// interleaved as a terminal shows them.
+fn psql_with(port: u16, commands: &[&str], aligned: bool) -> String {
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        "psql \"$@\" 2>&1",
+        "psql",
+        "-X",
+        "-q",
+        "-h",
+        "127.0.0.1",
+    ]);
+    if !aligned {
+        command.args(["-A", "-t"]);
+    }
+    command.args(["-p", &port.to_string(), "-U", "tessera", "-d", "tessera"]);
+    for sql in commands {
+        command.args(["-c", sql]);
+    }
+    let output = command
+        .output()
+        .expect("psql is installed (scripts/test installs postgresql-client)");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn psql(port: u16, commands: &[&str]) -> String {
+    psql_with(port, commands, false)
+}
+
+fn psql_ok(port: u16, commands: &[&str]) -> String {
+    let output = psql(port, commands);
+    assert!(!output.contains("ERROR"), "{commands:?}: {output}");
+    output
+}
+
+/// The script of (a), one psql `-c` per statement.
+const SCRIPT: &[&str] = &[
+    "CREATE TABLE acct (id INT PRIMARY KEY, owner TEXT NOT NULL, balance INT CHECK (balance >= 0), lim INT, CONSTRAINT within_limit CHECK (balance <= lim), CHECK (owner <> ''))",
+    "INSERT INTO acct VALUES (1, 'ann', 10, 100), (2, 'bob', 20, 100), (3, 'cy', 30, 100), (4, 'di', 40, 100), (5, 'ed', 50, 100), (6, 'flo', 60, 100)",
+    "INSERT INTO acct VALUES (7, 'gus', -1, 100)",
+    "INSERT INTO acct VALUES (7, 'gus', 200, 100)",
+    "INSERT INTO acct VALUES (7, '', 1, 100)",
+    "INSERT INTO acct VALUES (7, 'gus', NULL, NULL)",
+    "UPDATE acct SET balance = balance - 15",
+    "UPDATE acct SET balance = 500 WHERE id = 2",
+    "INSERT INTO acct VALUES (2, 'bob', 1, 100) ON CONFLICT (id) DO UPDATE SET balance = acct.balance - 100",
+    "INSERT INTO acct VALUES (8, 'hal', -8, 100) ON CONFLICT (id) DO NOTHING",
+    "INSERT INTO acct SELECT id + 100, owner, balance - 15, lim FROM acct WHERE id <= 6",
+    "SELECT count(*), sum(balance) FROM acct",
+    "ALTER TABLE acct ADD CONSTRAINT big CHECK (balance > 25)",
+    "ALTER TABLE acct ADD CONSTRAINT big CHECK (balance > 5)",
+    "ALTER TABLE acct ADD CONSTRAINT big CHECK (balance > 6)",
+    "ALTER TABLE acct ADD CHECK (lim > 0)",
+    "INSERT INTO acct VALUES (9, 'ivy', 1, 100)",
+    "SELECT conname, pg_get_constraintdef(oid, true) FROM pg_constraint WHERE contype = 'c' AND connamespace = 2200 ORDER BY 1",
+    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'c' AND connamespace = 2200 ORDER BY 1",
+    "ALTER TABLE acct DROP CONSTRAINT big",
+    "ALTER TABLE acct DROP CONSTRAINT big",
+    "ALTER TABLE acct DROP CONSTRAINT IF EXISTS big",
+    "INSERT INTO acct VALUES (9, 'ivy', 1, 100)",
+    "ALTER TABLE acct DROP COLUMN lim",
+    "SELECT conname FROM pg_constraint WHERE contype = 'c' AND connamespace = 2200 ORDER BY 1",
+    "SELECT id, owner, balance FROM acct ORDER BY id",
+];
+
+/// What PostgreSQL 15 answered for `SCRIPT` through the same psql invocation (a throwaway
+/// `initdb` instance, a fresh database).
+const POSTGRESQL_15: &str =
+    "ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"
+DETAIL:  Failing row contains (7, gus, -1, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"within_limit\"
+DETAIL:  Failing row contains (7, gus, 200, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"acct_owner_check\"
+DETAIL:  Failing row contains (7, , 1, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"
+DETAIL:  Failing row contains (1, ann, -5, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"within_limit\"
+DETAIL:  Failing row contains (2, bob, 500, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"
+DETAIL:  Failing row contains (2, bob, -80, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"
+DETAIL:  Failing row contains (8, hal, -8, 100).
+ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"
+DETAIL:  Failing row contains (101, ann, -5, 100).
+7|210
+ERROR:  check constraint \"big\" of relation \"acct\" is violated by some row
+ERROR:  constraint \"big\" for relation \"acct\" already exists
+ERROR:  new row for relation \"acct\" violates check constraint \"big\"
+DETAIL:  Failing row contains (9, ivy, 1, 100).
+acct_balance_check|CHECK (balance >= 0)
+acct_lim_check|CHECK (lim > 0)
+acct_owner_check|CHECK (owner <> ''::text)
+big|CHECK (balance > 5)
+within_limit|CHECK (balance <= lim)
+acct_balance_check|CHECK ((balance >= 0))
+acct_lim_check|CHECK ((lim > 0))
+acct_owner_check|CHECK ((owner <> ''::text))
+big|CHECK ((balance > 5))
+within_limit|CHECK ((balance <= lim))
+ERROR:  constraint \"big\" of relation \"acct\" does not exist
+NOTICE:  constraint \"big\" of relation \"acct\" does not exist, skipping
+acct_balance_check
+acct_owner_check
+1|ann|10
+2|bob|20
+3|cy|30
+4|di|40
+5|ed|50
+6|flo|60
+7|gus|
+9|ivy|1";
+
+/// psql's `\d acct` after the script, from PostgreSQL 15.
+const DESCRIBED_15: &str = "Table \"public.acct\"
+ Column  |  Type   | Collation | Nullable | Default 
+---------+---------+-----------+----------+---------
+ id      | integer |           | not null | 
+ owner   | text    |           | not null | 
+ balance | integer |           |          | 
+Indexes:
+    \"acct_pkey\" PRIMARY KEY, btree (id)
+Check constraints:
+    \"acct_balance_check\" CHECK (balance >= 0)
+    \"acct_owner_check\" CHECK (owner <> ''::text)";
+
+#[test]
+fn check_script_answers_as_postgresql_15_and_a_failing_row_changes_no_partition() {
+    let _cluster = cluster("sqlcheck", 33510, ClusterDurability::Memory);
+    let pg: Vec<u16> = (0..3).map(|index| 33530 + index).collect();
+    // (a) The script through one gateway, `\d` through another.
+    assert_eq!(psql(pg[0], SCRIPT), POSTGRESQL_15);
+    assert_eq!(psql_with(pg[1], &["\\d acct"], true), DESCRIBED_15);
+    // Rows over every partition; a write failing on one row writes nothing anywhere.
+    psql_ok(
+        pg[1],
+        &["CREATE TABLE spread (id INT PRIMARY KEY, n INT CONSTRAINT positive CHECK (n > 0))"],
+    );
+    let values: Vec<String> = (1..=30).map(|id| format!("({id}, {id})")).collect();
+    psql_ok(
+        pg[2],
+        &[&format!("INSERT INTO spread VALUES {}", values.join(", "))],
+    );
+    let total = "30|465";
+    let count = "SELECT count(*), sum(n) FROM spread";
+    for (sql, failing) in [
+        ("UPDATE spread SET n = n - 17 WHERE n >= 17", "(17, 0)"),
+        ("UPDATE spread SET n = 0 WHERE id IN (5, 25)", ""),
+        (
+            "INSERT INTO spread VALUES (30, 1), (1, 1) ON CONFLICT (id) DO UPDATE SET n = spread.n - 1",
+            "(1, 0)",
+        ),
+        ("INSERT INTO spread SELECT id + 100, n - 29 FROM spread WHERE n >= 29", "(129, 0)"),
+    ] {
+        let answered = psql(pg[0], &[sql]);
+        assert!(
+            answered.starts_with(
+                "ERROR:  new row for relation \"spread\" violates check constraint \"positive\""
+            ),
+            "{sql}: {answered}"
+        );
+        assert!(answered.contains(failing), "{sql}: {answered}");
+        assert_eq!(psql_ok(pg[1], &[count]), total, "{sql} changed rows");
+    }
+    let values: Vec<String> = (41..=70).map(|id| format!("({id}, {})", 55 - id)).collect();
+    let answered = psql(
+        pg[2],
+        &[&format!(
+            "INSERT INTO spread VALUES {} ON CONFLICT DO NOTHING",
+            values.join(", ")
+        )],
+    );
+    assert!(answered.contains("violates check constraint"), "{answered}");
+    assert_eq!(psql_ok(pg[1], &[count]), total);
+    // ADD CONSTRAINT is validated on every partition's rows.
+    let answered = psql(
+        pg[0],
+        &["ALTER TABLE spread ADD CONSTRAINT small CHECK (n < 30)"],
+    );
+    assert_eq!(
+        answered,
+        "ERROR:  check constraint \"small\" of relation \"spread\" is violated by some row"
+    );
+    psql_ok(
+        pg[0],
+        &[
+            "ALTER TABLE spread ADD CONSTRAINT small CHECK (n <= 30)",
+            "UPDATE spread SET n = n + 1 WHERE id < 30",
+        ],
+    );
+    assert_eq!(psql_ok(pg[2], &[count]), "30|494");
+    // Refused, not accepted and ignored: a CHECK over the statement's time.
+    let answered = psql(
+        pg[1],
+        &["CREATE TABLE later (at TIMESTAMPTZ CHECK (at > now()))"],
+    );
+    assert!(
+        answered.starts_with("ERROR:  CHECK constraints that use the statement's time"),
+        "{answered}"
+    );
+}
+
+#[test]
+fn a_disk_cluster_restarted_keeps_and_enforces_its_check_constraints() {
+    let mut cluster = cluster("sqlcheck-disk", 33540, ClusterDurability::Disk);
+    let pg: Vec<u16> = (0..3).map(|index| 33560 + index).collect();
+    psql_ok(
+        pg[0],
+        &[
+            "CREATE TABLE kept (id INT PRIMARY KEY, n INT CHECK (n > 0))",
+            "INSERT INTO kept VALUES (1, 1), (2, 2), (3, 3)",
+            "ALTER TABLE kept ADD CONSTRAINT small CHECK (n < 10)",
+        ],
+    );
+    for index in 0..3 {
+        cluster.kill_router(index);
+        cluster.kill_storage(index);
+    }
+    for index in 0..3 {
+        cluster.restart_router(index);
+        cluster.restart_storage(index);
+    }
+    assert!(cluster.wait_until_ready(Duration::from_secs(60)));
+    let mut answered = String::new();
+    let ready = support::partitioned::wait_until(Duration::from_secs(60), || {
+        answered = psql(
+            pg[1],
+            &["SELECT conname, pg_get_constraintdef(oid, true) FROM pg_constraint WHERE contype = 'c' ORDER BY 1"],
+        );
+        !answered.contains("ERROR") && !answered.contains("could not connect")
+    });
+    assert!(ready, "{answered}");
+    assert_eq!(answered, "kept_n_check|CHECK (n > 0)\nsmall|CHECK (n < 10)");
+    let refused = psql(pg[2], &["UPDATE kept SET n = n + 8 WHERE id = 2"]);
+    assert_eq!(
+        refused,
+        "ERROR:  new row for relation \"kept\" violates check constraint \"small\"\nDETAIL:  Failing row contains (2, 10)."
+    );
+    assert_eq!(psql_ok(pg[0], &["SELECT sum(n) FROM kept"]), "6");
+}
