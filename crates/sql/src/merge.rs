@@ -39,6 +39,11 @@ impl Execution {
         if let Finish::Changed(changed) = &self.finish {
             return changed.finish(&results);
         }
+        if let Finish::Returning(returning) = &self.finish {
+            if let Some(upsert) = &returning.upsert {
+                return upsert.finish(returning, &results);
+            }
+        }
         if let Finish::Sequence(advance) = &self.finish {
             return advance.finish(&results);
         }
@@ -92,6 +97,98 @@ impl Execution {
                 })
             }
         }
+    }
+}
+
+impl crate::plan::UpsertReturning {
+    /// The rows an INSERT … ON CONFLICT inserted or updated, from `results[partition] =
+    /// [select of the proposed keys, insert]`: the statement replayed over the stored rows read
+    /// (as `engine::table::Table::insert` executes it), projected. Any partition's error is the
+    /// statement's; the rows found must number what the partitions counted.
+    fn finish(
+        &self,
+        returning: &crate::plan::Returning,
+        results: &[Vec<OperationResult>],
+    ) -> Result<StatementResult, SqlError> {
+        use engine::table::Conflict;
+        let schema = &self.schema;
+        let mut stored: BTreeMap<Vec<Value>, Vec<Value>> = BTreeMap::new();
+        let mut outputs: Vec<Output> = Vec::new();
+        for partition in results {
+            for result in partition {
+                match result.clone()? {
+                    Output::Rows { rows, .. } => {
+                        for row in rows {
+                            stored.insert(schema.key_of(&row), row);
+                        }
+                    }
+                    output => outputs.push(output),
+                }
+            }
+        }
+        let mut changed: Vec<Vec<Value>> = Vec::new();
+        for (key, row) in &self.bound.rows {
+            let Some(existing) = stored.get_mut(key) else {
+                stored.insert(key.clone(), row.clone());
+                changed.push(row.clone());
+                continue;
+            };
+            let upsert = match &self.bound.on_conflict {
+                Conflict::DoNothing => continue,
+                Conflict::DoUpdateComputed(upsert) => upsert,
+                other => {
+                    return Err(SqlError::new(
+                        sqlstate::INTERNAL_ERROR,
+                        format!("ON CONFLICT … RETURNING with {other:?}"),
+                    ))
+                }
+            };
+            let mut both = existing.clone();
+            both.extend(row.iter().cloned());
+            if let Some(condition) = &upsert.condition {
+                if engine::expression::truth(&condition.evaluate(&both)?)? != Some(true) {
+                    continue;
+                }
+            }
+            for (position, expression) in &upsert.assignments {
+                let column = &schema.columns[*position];
+                let value = engine::expression::assign(
+                    &expression.evaluate(&both)?,
+                    column.data_type,
+                    &column.name,
+                )?;
+                existing[*position] = schema.check_value(*position, &value)?;
+            }
+            changed.push(existing.clone());
+        }
+        let tag = command_tag(CommandKind::Insert, &outputs);
+        let counted: u64 = outputs
+            .iter()
+            .map(|output| match output {
+                Output::Inserted { count } => *count,
+                _ => 0,
+            })
+            .sum();
+        if counted != changed.len() as u64 {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                format!(
+                    "INSERT … ON CONFLICT … RETURNING found {} rows, the partitions {counted}",
+                    changed.len()
+                ),
+            ));
+        }
+        let rows = changed
+            .iter()
+            .map(|row| {
+                crate::plan::project_returning(&returning.projection, &returning.columns, row)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(StatementResult::Rows {
+            columns: returning.columns.clone(),
+            rows,
+            tag,
+        })
     }
 }
 

@@ -204,6 +204,24 @@ pub enum Finish {
 pub struct Returning {
     pub columns: Vec<OutputColumn>,
     pub rows: Vec<Vec<Value>>,
+    /// The RETURNING expressions over the table's row (every column, schema order).
+    pub projection: Vec<Scalar>,
+    /// With ON CONFLICT, `rows` is empty: which rows are inserted or updated depends on the
+    /// stored rows, which the batch's first operation reads.
+    pub upsert: Option<Box<UpsertReturning>>,
+}
+
+/// INSERT … ON CONFLICT … RETURNING. The batch is a `Select` of the stored rows of the
+/// proposed keys, then the insert (a single `Operation::Insert`: DO NOTHING, or DO UPDATE
+/// computed); every partition executes both at one point of the order. The gateway then
+/// replays the statement over the rows read, as the engine executes it (a new key is
+/// inserted, a conflict is skipped or updated by the same bound expressions, `assign` and
+/// checks), and answers the rows inserted or updated, in statement order, as PostgreSQL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpsertReturning {
+    pub schema: TableSchema,
+    /// The insert bound to the table (complete rows, keys, the bound conflict action).
+    pub bound: engine::table::BoundInsert,
 }
 
 /// UPDATE or DELETE … RETURNING. The statement's batch is a `Select` of every column of the
@@ -1928,13 +1946,6 @@ impl Planner<'_, '_> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::unsupported("INSERT INTO a table function"));
         };
-        if insert.returning.is_some() && insert.on.is_some() {
-            return Err(
-                SqlError::unsupported("RETURNING with ON CONFLICT").with_hint(
-                    "which rows an ON CONFLICT clause inserts is known only at the partitions",
-                ),
-            );
-        }
         if !insert.assignments.is_empty()
             || insert.partitioned.is_some()
             || insert.or.is_some()
@@ -2000,13 +2011,27 @@ impl Planner<'_, '_> {
             .as_ref()
             .map(|alias| ident_name(&alias.alias))
             .unwrap_or(schema.name.clone());
-        let operations = self.on_conflict(
+        let conflict_returning = insert.returning.is_some() && insert.on.is_some();
+        let mut operations = self.on_conflict(
             insert.on.as_ref(),
             (&entry, &qualifier),
             &columns,
             &column_names,
             rows,
+            conflict_returning,
         )?;
+        let finish = match finish {
+            Finish::Returning(returning) if conflict_returning => {
+                let (select, upsert) = conflict_returning_plan(schema, &operations)?;
+                operations.insert(0, select);
+                Finish::Returning(Returning {
+                    rows: Vec::new(),
+                    upsert: Some(Box::new(upsert)),
+                    ..returning
+                })
+            }
+            other => other,
+        };
         if nothing {
             // A SELECT that answered no rows: nothing to send.
             return Ok(Execution {
@@ -2120,6 +2145,8 @@ impl Planner<'_, '_> {
         Ok(Returning {
             columns: output_columns,
             rows: returned,
+            projection,
+            upsert: None,
         })
     }
 
@@ -2229,6 +2256,7 @@ impl Planner<'_, '_> {
         columns: &[usize],
         column_names: &[String],
         rows: Vec<Vec<Value>>,
+        computed_only: bool,
     ) -> Result<Vec<Operation>, SqlError> {
         let schema = &entry.schema;
         let single = |on_conflict: OnConflict, rows: Vec<Vec<Value>>| Operation::Insert {
@@ -2292,6 +2320,7 @@ impl Planner<'_, '_> {
         // With CHECK constraints an updated row can fail them: computed, so that the insert
         // runs alone and, across partitions, in two phases (`store::prepared::fallible`).
         if update.selection.is_some()
+            || computed_only
             || !schema.checks.is_empty()
             || self.upsert_needs_rows(update, &entry.schema)?
         {
@@ -4381,4 +4410,69 @@ fn refused_table_constraint(constraint: &ast::TableConstraint) -> SqlError {
         }
         other => SqlError::unsupported(format!("table constraint {other}")),
     }
+}
+
+/// The `Select` of the stored rows an ON CONFLICT insert may meet (its proposed keys) and the
+/// gateway's side of `UpsertReturning`.
+fn conflict_returning_plan(
+    schema: &TableSchema,
+    operations: &[Operation],
+) -> Result<(Operation, UpsertReturning), SqlError> {
+    let [Operation::Insert {
+        columns,
+        rows,
+        on_conflict,
+        ..
+    }] = operations
+    else {
+        return Err(SqlError::new(
+            sqlstate::INTERNAL_ERROR,
+            "ON CONFLICT … RETURNING plans one insert",
+        ));
+    };
+    let bound =
+        engine::table::Table::new(schema.clone()).bind_insert(columns, rows, on_conflict, None)?;
+    let key_names: Vec<&str> = schema
+        .primary_key
+        .iter()
+        .map(|position| schema.columns[*position].name.as_str())
+        .collect();
+    let predicate = match key_names.as_slice() {
+        [column] => Predicate::In {
+            column: column.to_string(),
+            values: bound.rows.iter().map(|(key, _)| key[0].clone()).collect(),
+        },
+        _ => Predicate::Or(
+            bound
+                .rows
+                .iter()
+                .map(|(key, _)| {
+                    Predicate::And(
+                        key_names
+                            .iter()
+                            .zip(key)
+                            .map(|(column, value)| Predicate::equal(column, value.clone()))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        ),
+    };
+    let select = Operation::Select {
+        table: schema.name.clone(),
+        columns: schema
+            .columns
+            .iter()
+            .map(|column| column.name.clone())
+            .collect(),
+        predicate: Some(predicate),
+        limit: None,
+    };
+    Ok((
+        select,
+        UpsertReturning {
+            schema: schema.clone(),
+            bound,
+        },
+    ))
 }

@@ -160,3 +160,57 @@ fn prepared_returning_describes_its_columns_and_binds_parameters() {
     }
     assert!(parse("DELETE FROM acct RETURNING id").is_ok());
 }
+
+/// INSERT … ON CONFLICT … RETURNING answers the rows inserted or updated, in statement order,
+/// not the ones DO NOTHING skips or a DO UPDATE … WHERE leaves (PostgreSQL 15's answers).
+#[test]
+fn insert_on_conflict_returning_answers_inserted_and_updated_rows_as_postgresql() {
+    for partitions in [1, 3] {
+        let mut cluster = Cluster::new(partitions);
+        cluster.tag("CREATE TABLE r (id INT PRIMARY KEY, n INT, note TEXT DEFAULT 'd')");
+        cluster.tag("INSERT INTO r VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')");
+        let (columns, rows, tag) = answer(
+            &mut cluster,
+            "INSERT INTO r VALUES (2, 0), (4, 40), (1, 0) ON CONFLICT (id) DO NOTHING RETURNING *",
+        );
+        assert_eq!(columns, ["id", "n", "note"]);
+        assert_eq!(rows, vec![vec![int(4), int(40), text("d")]]);
+        assert_eq!(tag, "INSERT 0 1");
+        let (columns, rows, tag) = answer(
+            &mut cluster,
+            "INSERT INTO r AS x VALUES (3, 5), (5, 50), (1, 7) ON CONFLICT (id) \
+             DO UPDATE SET n = x.n + excluded.n WHERE x.n < 20 RETURNING id, n * 2 AS twice, note",
+        );
+        assert_eq!(columns, ["id", "twice", "note"]);
+        assert_eq!(
+            rows,
+            vec![
+                vec![int(5), int(100), text("d")],
+                vec![int(1), int(34), text("a")]
+            ]
+        );
+        assert_eq!(tag, "INSERT 0 2");
+        let (_, rows, _) = answer(
+            &mut cluster,
+            "INSERT INTO r VALUES (2, 1) ON CONFLICT (id) DO UPDATE SET note = 'u' RETURNING note, id",
+        );
+        assert_eq!(rows, vec![vec![text("u"), int(2)]]);
+        let (_, rows, tag) = answer(
+            &mut cluster,
+            "INSERT INTO r VALUES (2, 1) ON CONFLICT (id) DO NOTHING RETURNING id",
+        );
+        assert!(rows.is_empty());
+        assert_eq!(tag, "INSERT 0 0");
+        let (_, rows, _) = answer(&mut cluster, "SELECT * FROM r ORDER BY id");
+        assert_eq!(
+            rows,
+            vec![
+                vec![int(1), int(17), text("a")],
+                vec![int(2), int(20), text("u")],
+                vec![int(3), int(30), text("c")],
+                vec![int(4), int(40), text("d")],
+                vec![int(5), int(50), text("d")],
+            ]
+        );
+    }
+}

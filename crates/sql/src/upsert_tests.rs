@@ -114,8 +114,8 @@ fn do_update_errors_are_postgresql_s_and_change_nothing() {
         ),
         (
             "INSERT INTO stock VALUES (1, 1, 'q') ON CONFLICT (id) DO UPDATE \
-             SET n = stock.n + 1 RETURNING *",
-            "0A000",
+             SET n = stock.n + 1 RETURNING nope",
+            "42703",
         ),
     ] {
         let error = cluster.run(sql).expect_err(sql);

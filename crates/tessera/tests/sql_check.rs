@@ -150,6 +150,17 @@ acct_owner_check
 7|gus|
 9|ivy|1";
 
+/// INSERT … ON CONFLICT … RETURNING, the statements of `returning_tests.rs` over psql.
+const UPSERT_RETURNING: &[&str] = &[
+    "CREATE TABLE r (id INT PRIMARY KEY, n INT, note TEXT DEFAULT 'd')",
+    "INSERT INTO r VALUES (1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')",
+    "INSERT INTO r VALUES (2, 0), (4, 40), (1, 0) ON CONFLICT (id) DO NOTHING RETURNING *",
+    "INSERT INTO r AS x VALUES (3, 5), (5, 50), (1, 7) ON CONFLICT (id) DO UPDATE SET n = x.n + excluded.n WHERE x.n < 20 RETURNING id, n * 2 AS twice, note",
+    "INSERT INTO r VALUES (2, 1) ON CONFLICT (id) DO UPDATE SET note = 'u' RETURNING note, id",
+    "INSERT INTO r VALUES (2, 1) ON CONFLICT (id) DO NOTHING RETURNING id",
+    "SELECT * FROM r ORDER BY id",
+];
+
 /// psql's `\d acct` after the script, from PostgreSQL 15.
 const DESCRIBED_15: &str = "Table \"public.acct\"
  Column  |  Type   | Collation | Nullable | Default 
@@ -170,6 +181,24 @@ fn check_script_answers_as_postgresql_15_and_a_failing_row_changes_no_partition(
     // (a) The script through one gateway, `\d` through another.
     assert_eq!(psql(pg[0], SCRIPT), POSTGRESQL_15);
     assert_eq!(psql_with(pg[1], &["\\d acct"], true), DESCRIBED_15);
+    // In a transaction block the failing statement aborts the block, as in PostgreSQL.
+    assert_eq!(
+        psql(
+            pg[2],
+            &[
+                "BEGIN",
+                "INSERT INTO acct VALUES (50, 'zed', -1)",
+                "COMMIT",
+                "SELECT count(*) FROM acct WHERE id = 50"
+            ]
+        ),
+        "ERROR:  new row for relation \"acct\" violates check constraint \"acct_balance_check\"\nDETAIL:  Failing row contains (50, zed, -1).\n0"
+    );
+    // INSERT … ON CONFLICT … RETURNING: the rows inserted or updated (PostgreSQL 15's answers).
+    assert_eq!(
+        psql(pg[0], UPSERT_RETURNING),
+        "4|40|d\n5|100|d\n1|34|a\nu|2\n1|17|a\n2|20|u\n3|30|c\n4|40|d\n5|50|d"
+    );
     // Rows over every partition; a write failing on one row writes nothing anywhere.
     psql_ok(
         pg[1],
