@@ -11,6 +11,10 @@
 //! constraints:" footer; a write failing on one partition's row changes no partition.
 //! (b) A `--durability disk` cluster killed (SIGKILL, every process) and restarted keeps its
 //! CHECK constraints and enforces them.
+//! (c) The canary of (a)'s "changes no partition": with fallible writes sent in one phase
+//! (`TESSERA_CANARY_ONE_PHASE_WRITES`, debug builds) a CHECK failing on one partition's row
+//! leaves the other partitions' part applied, and the sum (a) compares changes. Its cluster:
+//! RESP 33570–33572 (E-Cast 33670–33672), routers 33580–33582, PostgreSQL 33590–33592.
 
 mod support;
 
@@ -23,6 +27,15 @@ use support::partitioned::PartitionedCluster;
 /// A `tessera dev`-shaped cluster with its routers at `port + 10` and PostgreSQL at
 /// `port + 20`, so that everything lies in this file's port range.
 fn cluster(name: &str, port: u16, durability: ClusterDurability) -> PartitionedCluster {
+    cluster_with(name, port, durability, &[])
+}
+
+fn cluster_with(
+    name: &str,
+    port: u16,
+    durability: ClusterDurability,
+    storage_env: &[(&str, &str)],
+) -> PartitionedCluster {
     let mut cluster =
         PartitionedCluster::prepare(name, port, (3, 3, 3), |config: &mut ClusterConfig| {
             config.partitions = PartitionMode::Vr;
@@ -32,6 +45,11 @@ fn cluster(name: &str, port: u16, durability: ClusterDurability) -> PartitionedC
             }
             *config = config.clone().with_pg_ports(port + 20).unwrap();
         });
+    for (name, value) in storage_env {
+        cluster
+            .storage_env
+            .push((name.to_string(), value.to_string()));
+    }
     cluster.launch();
     assert!(cluster.wait_until_ready(Duration::from_secs(60)));
     cluster
@@ -305,4 +323,33 @@ fn a_disk_cluster_restarted_keeps_and_enforces_its_check_constraints() {
         "ERROR:  new row for relation \"kept\" violates check constraint \"small\"\nDETAIL:  Failing row contains (2, 10)."
     );
     assert_eq!(psql_ok(pg[0], &["SELECT sum(n) FROM kept"]), "6");
+}
+
+#[test]
+fn the_no_partition_changed_check_catches_checked_writes_sent_in_one_phase() {
+    let _cluster = cluster_with(
+        "sqlcheck-onephase",
+        33570,
+        ClusterDurability::Memory,
+        &[("TESSERA_CANARY_ONE_PHASE_WRITES", "1")],
+    );
+    let pg: Vec<u16> = (0..3).map(|index| 33590 + index).collect();
+    psql_ok(
+        pg[0],
+        &["CREATE TABLE spread (id INT PRIMARY KEY, n INT CONSTRAINT positive CHECK (n > 0))"],
+    );
+    let values: Vec<String> = (1..=30).map(|id| format!("({id}, {id})")).collect();
+    psql_ok(
+        pg[1],
+        &[&format!("INSERT INTO spread VALUES {}", values.join(", "))],
+    );
+    let count = "SELECT count(*), sum(n) FROM spread";
+    assert_eq!(psql_ok(pg[2], &[count]), "30|465");
+    let answered = psql(pg[0], &["UPDATE spread SET n = n - 17 WHERE n >= 17"]);
+    assert!(answered.contains("violates check constraint"), "{answered}");
+    assert_ne!(
+        psql_ok(pg[1], &[count]),
+        "30|465",
+        "in one phase, the partitions without row 17 applied their part"
+    );
 }
