@@ -8,7 +8,8 @@
 //! ON CONFLICT DO UPDATE / DO NOTHING, INSERT … SELECT), ALTER TABLE ADD/DROP CONSTRAINT and
 //! catalog queries answers, through psql, exactly what PostgreSQL 15 answered (recorded below:
 //! rows, errors with their DETAIL, NOTICEs), and psql's `\d` prints the same "Check
-//! constraints:" footer; a write failing on one partition's row changes no partition.
+//! constraints:" footer; SQLAlchemy reflects the checks and psycopg2 raises CheckViolation as
+//! with PostgreSQL 15; a write failing on one partition's row changes no partition.
 //! (b) A `--durability disk` cluster killed (SIGKILL, every process) and restarted keeps its
 //! CHECK constraints and enforces them.
 //! (c) The canary of (a)'s "changes no partition": with fallible writes sent in one phase
@@ -89,6 +90,26 @@ fn psql_ok(port: u16, commands: &[&str]) -> String {
     let output = psql(port, commands);
     assert!(!output.contains("ERROR"), "{commands:?}: {output}");
     output
+}
+
+/// Runs `tests/python/<script>` against a gateway; its stdout lines.
+fn python(script: &str, port: u16) -> Vec<String> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("/usr/bin/python3")
+        .arg(manifest.join("tests/python").join(script))
+        .args(["127.0.0.1", &port.to_string(), "tessera", ""])
+        .output()
+        .expect("python3 runs (scripts/test installs python3-sqlalchemy and python3-psycopg2)");
+    assert!(
+        output.status.success(),
+        "{script}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// The script of (a), one psql `-c` per statement.
@@ -199,6 +220,19 @@ fn check_script_answers_as_postgresql_15_and_a_failing_row_changes_no_partition(
     // (a) The script through one gateway, `\d` through another.
     assert_eq!(psql(pg[0], SCRIPT), POSTGRESQL_15);
     assert_eq!(psql_with(pg[1], &["\\d acct"], true), DESCRIBED_15);
+    // SQLAlchemy's create_all, reflection and psycopg2's CheckViolation: the lines PostgreSQL
+    // 15 gave for the same script.
+    assert_eq!(
+        python("check_constraints.py", pg[1]),
+        [
+            "create_all: ok",
+            "check constraints: [('nonneg', 'balance >= 0'), ('under_cap', 'balance <= cap')]",
+            "violation: 23514 new row for relation \"wallets\" violates check constraint \"under_cap\"",
+            "detail: Failing row contains (2, bob, 10, 9).",
+            "rows: [(1, 'ann', 5, 9)]",
+            "drop_all: ok",
+        ]
+    );
     // In a transaction block the failing statement aborts the block, as in PostgreSQL.
     assert_eq!(
         psql(
