@@ -377,3 +377,26 @@ fn add_constraint_is_validated_on_every_partition_and_drop_constraint_removes_it
         assert_eq!(error(&mut cluster, sql).code, "0A000", "{sql}");
     }
 }
+
+#[test]
+fn copy_checks_every_row_and_writes_none_when_one_fails() {
+    let mut cluster = Cluster::new(3);
+    tag(
+        &mut cluster,
+        "CREATE TABLE t (id INT PRIMARY KEY, n INT CHECK (n > 0))",
+    );
+    let failed = cluster
+        .copy("COPY t FROM STDIN", "1\t1\n2\t2\n3\t-3\n4\t4\n")
+        .unwrap_err();
+    assert_eq!(failed.code, "23514");
+    assert_eq!(
+        failed.detail.as_deref(),
+        Some("Failing row contains (3, -3).")
+    );
+    assert!(rows(&mut cluster, "SELECT id FROM t").is_empty());
+    cluster.copy("COPY t FROM STDIN", "1\t1\n2\t\\N\n").unwrap();
+    assert_eq!(
+        rows(&mut cluster, "SELECT count(*) FROM t"),
+        vec![vec![Value::BigInt(2)]]
+    );
+}
