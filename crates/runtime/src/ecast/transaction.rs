@@ -584,7 +584,7 @@ pub(super) async fn settle(jobs: &mpsc::Sender<Job>, pending: &Pending, first: O
             .command
             .unstamped()
             .clone()
-            .stamped(crate::os::unix_now_ms());
+            .stamped(super::fault::stamp_now_ms());
         let Ok(split) = payload::split(&command) else {
             break;
         };
@@ -797,7 +797,7 @@ impl Session {
         if aborted {
             return Value::Error(EXECABORT.into());
         }
-        let now = crate::os::unix_now_ms();
+        let now = super::fault::stamp_now_ms();
         let mut commands = Vec::new();
         let mut queued = queued;
         for entry in &mut queued {
