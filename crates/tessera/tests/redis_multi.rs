@@ -3,8 +3,9 @@
 //! the cluster `tessera dev` starts (`skyros` partition groups) and a `sequenced` cluster,
 //! with keys chosen in different partitions (asserted); and a checked concurrent history of
 //! MULTI/EXEC transfers between accounts on different partitions (linearisable, the total
-//! invariant). Ports: 26000 (SQL 26050), 26300, 26600 (SQL 26650), 26900 (SQL 26950), and +100
-//! and +200 above each.
+//! invariant); XREAD across partitions, blocking on `$`. Ports: 26000 (SQL 26050), 26300, 26600
+//! (SQL 26650), 26900 (SQL 26950), and +100 and +200 above each; the XREAD test 15640–15642,
+//! 15650–15652 (routers), 15740–15742.
 
 mod support;
 
