@@ -740,6 +740,26 @@ mod tests {
     }
 
     #[test]
+    fn an_expired_observation_does_not_pin_the_transaction_s_stamp() {
+        // The EXEC may be stamped at 1_060 and find key 1 gone anyway (a reclaimer's delete
+        // stamped at 1_100 was ordered first); key 2 then expires at 1_110, before the read at
+        // 1_140 (after the EXEC completed). Were "nil" to pin the stamp at 1_100 or later, key
+        // 2 would live until 1_150 at least, and the read would be refused.
+        let history = vec![
+            op(1, 1_000, 1_000, vec![set(1, 7, 100)], vec![Reply::Ok]),
+            op(
+                2,
+                1_050,
+                1_130,
+                vec![get(1), set(2, 8, 50)],
+                vec![Reply::Nil, Reply::Ok],
+            ),
+            op(3, 1_140, 1_140, vec![get(2)], vec![Reply::Nil]),
+        ];
+        assert!(verdict(&history));
+    }
+
+    #[test]
     fn an_unknown_outcome_may_have_found_the_key_alive_or_expired() {
         // The pending PERSIST may have run before the deadline (the key then lives on) or
         // never; both later reads are explained.
