@@ -469,6 +469,9 @@ mod tests {
         let streams = Value::Streams(vec![(bulk("a"), entries)]);
         let body = "*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\n1\r\n";
         assert_eq!(encode(&streams, 3), format!("%1\r\n$1\r\na\r\n{body}"));
-        assert_eq!(encode(&streams, 2), format!("*1\r\n*2\r\n$1\r\na\r\n{body}"));
+        assert_eq!(
+            encode(&streams, 2),
+            format!("*1\r\n*2\r\n$1\r\na\r\n{body}")
+        );
     }
 }
