@@ -1,13 +1,15 @@
 // BullMQ's basic producer/worker example (https://docs.bullmq.io/readme-1, "Quick start"),
 // against a Redis-compatible server: a producer adds N jobs to a queue, a worker processes
-// them, and the run asserts that every job completed exactly once, with its return value.
+// them, and the run asserts that every job completed exactly once, with its return value. A
+// QueueEvents listener (BullMQ's event stream, read with XREAD BLOCK) must see each job's
+// `completed` event once, and `waitUntilFinished` (which waits on it) must resolve.
 //
 //   node example.js PORT [N] [PASSWORD]
 //
 // Exits 0 on success, 1 with a message on stderr otherwise. BullMQ and ioredis are used
 // unmodified, as installed by `npm ci` from package-lock.json.
 'use strict';
-const { Queue, Worker } = require('bullmq');
+const { Queue, QueueEvents, Worker } = require('bullmq');
 
 const port = Number(process.argv[2]);
 const count = Number(process.argv[3] || 100);
@@ -51,6 +53,18 @@ async function main() {
     });
   });
   await worker.waitUntilReady();
+  // From the stream's start: a listener that starts at `$` (the default) misses what happened
+  // before its first XREAD, which `waitUntilReady` does not wait for.
+  const events = new QueueEvents(name, { connection, lastEventId: '0-0' });
+  const announced = new Map();
+  events.on('completed', ({ jobId, returnvalue }) => {
+    announced.set(jobId, (announced.get(jobId) || 0) + 1);
+    const result = typeof returnvalue === 'string' ? JSON.parse(returnvalue) : returnvalue;
+    if (!result || typeof result.doubled !== 'number') {
+      fail(`completed event of job ${jobId} carries ${JSON.stringify(returnvalue)}`);
+    }
+  });
+  await events.waitUntilReady();
   const started = Date.now();
   const added = [];
   for (let number = 0; number < count; number += 1) {
@@ -58,6 +72,9 @@ async function main() {
     added.push(job.id);
   }
   if (new Set(added).size !== count) fail(`job ids repeat: ${added}`);
+  const last = await queue.getJob(added[count - 1]);
+  const lastResult = await last.waitUntilFinished(events, 60_000);
+  if (lastResult.doubled !== (count - 1) * 2) fail(`waitUntilFinished gave ${JSON.stringify(lastResult)}`);
   await done;
   const elapsed = Date.now() - started;
   // Let a duplicate delivery, if there were one, show up before counting.
@@ -68,6 +85,9 @@ async function main() {
     if (completed.get(id) !== 1) fail(`job ${id} completed ${completed.get(id) || 0} times`);
   }
   if (processed.size !== count) fail(`processed ${processed.size} jobs, expected ${count}`);
+  for (const id of added) {
+    if (announced.get(id) !== 1) fail(`job ${id}'s completed event seen ${announced.get(id) || 0} times`);
+  }
   const counts = await queue.getJobCounts('completed', 'failed', 'waiting', 'active', 'delayed');
   if (counts.completed !== count || counts.failed !== 0 || counts.waiting !== 0 || counts.active !== 0) {
     fail(`job counts ${JSON.stringify(counts)}`);
@@ -76,8 +96,9 @@ async function main() {
   if (!job || job.returnvalue.doubled !== 0) fail(`job ${added[0]} reads back as ${JSON.stringify(job)}`);
   await worker.close();
   await queue.close();
+  await events.close();
   clearTimeout(timer);
-  console.log(`OK ${count} jobs added, processed and completed exactly once in ${elapsed} ms`);
+  console.log(`OK ${count} jobs added, processed and completed exactly once in ${elapsed} ms, each completed event seen once (QueueEvents)`);
 }
 
 main().catch((error) => fail(error.stack || String(error)));

@@ -126,6 +126,20 @@ pub enum KeysOperation {
         second: Bytes,
         reply: crate::LcsReply,
     },
+    /// Slot 14. XREAD: for each key holding a stream, its entries with IDs above the key's
+    /// `after` (`None`: `$`, the stream's last ID, so nothing), at most `count` (0: all):
+    /// `Outcome::Values` of `[key, entry count, id, field count, field, value, …, key, …]` for
+    /// the streams with entries, or `Outcome::Value(None)` if none has any (a blocking XREAD
+    /// waits past it). An absent key has nothing; a key of another type is WRONGTYPE.
+    StreamRead {
+        keys: Vec<Bytes>,
+        after: Vec<Option<crate::StreamId>>,
+        count: u64,
+    },
+    /// Slot 15. The last ID of each key's stream (`0-0` if absent; WRONGTYPE for another
+    /// type), as `Outcome::Values`: what `$` stands for in a blocking XREAD, read once, at
+    /// one point of the order, before it waits.
+    StreamLastIds { keys: Vec<Bytes> },
 }
 
 impl KeysOperation {
@@ -168,6 +182,8 @@ impl KeysOperation {
                 .map(Vec::as_slice)
                 .collect(),
             KeysOperation::SetIntersectionCard { keys, .. }
+            | KeysOperation::StreamRead { keys, .. }
+            | KeysOperation::StreamLastIds { keys }
             | KeysOperation::ListPop { keys, .. }
             | KeysOperation::SortedPop { keys, .. }
             | KeysOperation::SortedMultiPop { keys, .. } => {
@@ -228,6 +244,7 @@ impl KeysOperation {
             KeysOperation::SetIntersectionCard { .. } => true,
             KeysOperation::Sort { destination, .. } => destination.is_none(),
             KeysOperation::Lcs { .. } => true,
+            KeysOperation::StreamRead { .. } | KeysOperation::StreamLastIds { .. } => true,
             _ => false,
         }
     }
@@ -337,6 +354,10 @@ impl KvStore {
                 second,
                 reply,
             } => self.lcs_keys(first, second, *reply, now_ms),
+            KeysOperation::StreamRead { keys, after, count } => {
+                self.stream_read(keys, after, *count, now_ms)
+            }
+            KeysOperation::StreamLastIds { keys } => self.stream_last_ids(keys, now_ms),
         })
     }
 

@@ -261,6 +261,77 @@ impl Stream {
     }
 }
 
+impl KvStore {
+    /// XREAD (`KeysOperation::StreamRead`).
+    pub(crate) fn stream_read(
+        &self,
+        keys: &[Bytes],
+        after: &[Option<StreamId>],
+        count: u64,
+        now_ms: Option<u64>,
+    ) -> Result<Outcome, KvError> {
+        if keys.len() != after.len() {
+            return Err(KvError::Malformed);
+        }
+        let limit = match count {
+            0 => usize::MAX,
+            count => usize::try_from(count).unwrap_or(usize::MAX),
+        };
+        let mut values = Vec::new();
+        for (key, after) in keys.iter().zip(after) {
+            let Some(stream) = self.live_stream(key, now_ms)? else {
+                continue;
+            };
+            // `$` (None): nothing is above the stream's last ID.
+            let Some(start) = after.and_then(|after| after.next()) else {
+                continue;
+            };
+            let selected: Vec<_> = stream.entries.range(start..).take(limit).collect();
+            if selected.is_empty() {
+                continue;
+            }
+            values.push(Some(key.clone()));
+            values.push(Some(selected.len().to_string().into_bytes()));
+            for (id, fields) in selected {
+                values.push(Some(id.text()));
+                values.push(Some(fields.len().to_string().into_bytes()));
+                for (field, value) in fields {
+                    values.push(Some(field.clone()));
+                    values.push(Some(value.clone()));
+                }
+            }
+        }
+        if values.is_empty() {
+            return Ok(Outcome::Value(None));
+        }
+        Ok(Outcome::Values(values))
+    }
+
+    /// The last ID of each key's stream, `0-0` if absent (`KeysOperation::StreamLastIds`).
+    pub(crate) fn stream_last_ids(
+        &self,
+        keys: &[Bytes],
+        now_ms: Option<u64>,
+    ) -> Result<Outcome, KvError> {
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            let last = self
+                .live_stream(key, now_ms)?
+                .map_or(StreamId::default(), |stream| stream.last_id);
+            ids.push(Some(last.text()));
+        }
+        Ok(Outcome::Values(ids))
+    }
+
+    /// The stream at `key` if it is live; WRONGTYPE if it holds another type.
+    fn live_stream(&self, key: &[u8], now_ms: Option<u64>) -> Result<Option<&Stream>, KvError> {
+        match self.live(key, now_ms) {
+            None => Ok(None),
+            Some(entry) => stream_of(&entry.value).map(Some).ok_or(KvError::WrongType),
+        }
+    }
+}
+
 fn stream_mut(value: &mut Value) -> Option<&mut Stream> {
     match value {
         Value::Stream(stream) => Some(stream),

@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod elle;
+pub mod expiry;
 pub mod models;
 mod report;
 mod search;

@@ -88,6 +88,10 @@ pub(crate) enum Shape {
     /// `Outcome::Values([id, field count, field, value, …, id, …])` → `[[id, [field, value,
     /// …]], …]`; a nil array instead if `null` (XRANGE … COUNT 0). XRANGE, XREVRANGE.
     StreamEntries { null: bool },
+    /// `Outcome::Values([key, entry count, id, field count, field, value, …, key, …])` → the
+    /// streams with their entries (`Value::Streams`), `Outcome::Value(None)` → a nil array.
+    /// XREAD.
+    Streams,
 }
 
 impl Pending {
@@ -260,6 +264,8 @@ pub fn finish(pending: &Pending, outcome: &Outcome) -> Value {
         (Shape::KeyAndScored, Outcome::Values(values)) if !values.is_empty() => {
             key_and_scored(values)
         }
+        (Shape::Streams, Outcome::Value(None)) => Value::NullArray,
+        (Shape::Streams, Outcome::Values(values)) => streams(values),
         (Shape::StreamEntries { null: true }, Outcome::Values(_)) => Value::NullArray,
         (Shape::StreamEntries { null: false }, Outcome::Values(values)) => stream_entries(values),
         (Shape::CountUpTo { limit }, Outcome::Values(values)) => {
@@ -290,6 +296,29 @@ fn stream_entries(values: &[Option<Vec<u8>>]) -> Value {
         at = end;
     }
     Value::Array(entries)
+}
+
+/// XREAD's reply from the store's flat `[key, entry count, entries…, key, …]`.
+fn streams(values: &[Option<Vec<u8>>]) -> Value {
+    let number = |value: Option<&Option<Vec<u8>>>| {
+        value
+            .and_then(|value| value.as_deref())
+            .and_then(|text| std::str::from_utf8(text).ok())
+            .and_then(|text| text.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    let mut replies = Vec::new();
+    let mut at = 0;
+    while at + 1 < values.len() {
+        let name = bulk_or_null(&values[at]);
+        let mut end = at + 2;
+        for _ in 0..number(values.get(at + 1)) {
+            end = (end + 2 + 2 * number(values.get(end + 1))).min(values.len());
+        }
+        replies.push((name, stream_entries(&values[at + 2..end])));
+        at = end;
+    }
+    Value::Streams(replies)
 }
 
 /// One SCAN page holding every element (cursor 0) that matches `pattern`; with `pairs`, each

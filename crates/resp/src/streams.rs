@@ -1,11 +1,12 @@
-//! Planning the stream commands Tessera serves (XADD, XTRIM, XDEL, XLEN, XRANGE, XREVRANGE)
+//! Planning the stream commands Tessera serves (XADD, XTRIM, XDEL, XLEN, XRANGE, XREVRANGE,
+//! XREAD)
 //! with Redis 7.0's parsing and error texts. The store's `kv::StreamOperation` does the rest
 //! (`docs/internals/redis.md`, "Streams").
 
 use crate::commands::{error, wrong_arity, Pending, Shape, NOT_AN_INTEGER, SYNTAX};
 use crate::text::{is, parse_i64};
 use crate::Plan;
-use kv::{Command, StreamId, StreamIdChoice, StreamOperation, StreamTrim};
+use kv::{Command, KeysOperation, StreamId, StreamIdChoice, StreamOperation, StreamTrim};
 
 const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 
@@ -246,4 +247,71 @@ pub(crate) fn xrange(arguments: &[Vec<u8>]) -> Plan {
 /// `XREVRANGE key end start [COUNT count]`.
 pub(crate) fn xrevrange(arguments: &[Vec<u8>]) -> Plan {
     range(arguments, true)
+}
+
+/// `XREAD [COUNT count] [BLOCK milliseconds] STREAMS key [key …] id [id …]`: a multi-key read
+/// (`KeysOperation::StreamRead`), blocking with BLOCK (0: for ever) as BLPOP blocks; `$`
+/// stands for each stream's last ID, which the runtime reads once before waiting. Redis 7.0's
+/// parsing and texts (a negative COUNT means no limit, as in Redis).
+pub(crate) fn xread(arguments: &[Vec<u8>]) -> Plan {
+    let mut count = 0u64;
+    let mut block_ms = None;
+    let mut at = 1;
+    let streams_at = loop {
+        let Some(word) = arguments.get(at) else {
+            return error(SYNTAX);
+        };
+        if is(word, "STREAMS") {
+            break at + 1;
+        }
+        let Some(value) = arguments.get(at + 1) else {
+            return error(SYNTAX);
+        };
+        if is(word, "COUNT") {
+            match parse_i64(value) {
+                Some(number) => count = number.max(0) as u64,
+                None => return error(NOT_AN_INTEGER),
+            }
+        } else if is(word, "BLOCK") {
+            match parse_i64(value) {
+                Some(timeout) if timeout < 0 => return error("ERR timeout is negative"),
+                Some(timeout) => block_ms = Some(timeout as u64),
+                None => return error("ERR timeout is not an integer or out of range"),
+            }
+        } else {
+            return error(SYNTAX);
+        }
+        at += 2;
+    };
+    let rest = &arguments[streams_at.min(arguments.len())..];
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
+        return error(
+            "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+        );
+    }
+    let (keys, ids) = rest.split_at(rest.len() / 2);
+    let mut after = Vec::with_capacity(ids.len());
+    for id in ids {
+        if id.as_slice() == b"$" {
+            after.push(None);
+        } else if id.as_slice() == b">" {
+            return error(
+                "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
+            );
+        } else {
+            match StreamId::parse(id, 0) {
+                Some(id) => after.push(Some(id)),
+                None => return error(INVALID_ID),
+            }
+        }
+    }
+    let command = Command::Keys(KeysOperation::StreamRead {
+        keys: keys.to_vec(),
+        after,
+        count,
+    });
+    match block_ms {
+        Some(timeout) => Pending::plan_blocking(command, Shape::Streams, timeout),
+        None => Pending::plan(command, Shape::Streams),
+    }
 }

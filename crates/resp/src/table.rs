@@ -850,6 +850,14 @@ pub(crate) static COMMANDS: &[Spec] = &[
         x::xrange,
     ),
     spec(
+        "xread",
+        -4,
+        &["readonly", "blocking", "movablekeys"],
+        NO_KEYS,
+        &["@read", "@stream", "@slow", "@blocking"],
+        x::xread,
+    ),
+    spec(
         "xrevrange",
         -4,
         &["readonly"],

@@ -33,6 +33,9 @@ pub enum Value {
     /// `[a1, b1, a2, b2, …]`, as Redis 7.0 replies ZRANGE … WITHSCORES, ZPOPMIN with a count,
     /// ZRANDMEMBER … WITHSCORES and HRANDFIELD … WITHVALUES.
     Pairs(Vec<(Value, Value)>),
+    /// Streams with their entries, as Redis 7.0 replies XREAD: RESP3 sends a map (stream
+    /// name → entries), RESP2 an array of `[name, entries]` arrays.
+    Streams(Vec<(Value, Value)>),
     /// A nil where Redis answers a null *array*: RESP3 `_`, RESP2 `*-1` (BLPOP's timeout,
     /// LMPOP and ZMPOP of absent keys, LPOP with a count of an absent key).
     NullArray,
@@ -70,6 +73,14 @@ impl Value {
                 pairs
                     .into_iter()
                     .flat_map(|(first, second)| [first.into_resp2(), second.into_resp2()])
+                    .collect(),
+            ),
+            Value::Streams(streams) => Value::Array(
+                streams
+                    .into_iter()
+                    .map(|(name, entries)| {
+                        Value::Array(vec![name.into_resp2(), entries.into_resp2()])
+                    })
                     .collect(),
             ),
             other => other,

@@ -462,9 +462,9 @@ fn unknown_commands_are_reported_with_redis_text() {
         Plan::Reply(err("ERR unknown command 'foo', with args beginning with: "))
     );
     assert_eq!(
-        reply(&["XREAD", "list", "x"]),
+        reply(&["XREADGROUP", "list", "x"]),
         Plan::Reply(err(
-            "ERR unknown command 'XREAD', with args beginning with: 'list' 'x' "
+            "ERR unknown command 'XREADGROUP', with args beginning with: 'list' 'x' "
         ))
     );
     // Arguments are quoted until their text reaches 128 bytes; the one crossing it is cut.
@@ -1227,5 +1227,85 @@ fn stream_commands_parse_as_redis_7_0() {
     refused(
         &["XDEL", "s", "abc"],
         "ERR Invalid stream ID specified as stream command argument",
+    );
+}
+
+#[test]
+fn xread_reads_the_entries_after_each_id_across_streams() {
+    let entry = |id: &str, field: &str, value: &str| {
+        Value::Array(vec![bulk(id), Value::Array(vec![bulk(field), bulk(value)])])
+    };
+    script(&[
+        (&["XADD", "a", "1-1", "f", "1"], bulk("1-1")),
+        (&["XADD", "a", "2-1", "f", "2"], bulk("2-1")),
+        (&["XADD", "b", "5-0", "g", "5"], bulk("5-0")),
+        (
+            &["XREAD", "STREAMS", "a", "b", "1-1", "0"],
+            Value::Streams(vec![
+                (bulk("a"), Value::Array(vec![entry("2-1", "f", "2")])),
+                (bulk("b"), Value::Array(vec![entry("5-0", "g", "5")])),
+            ]),
+        ),
+        // COUNT bounds each stream; an absent stream and `$` contribute nothing.
+        (
+            &[
+                "xread", "count", "1", "streams", "a", "missing", "b", "0-0", "0", "$",
+            ],
+            Value::Streams(vec![(
+                bulk("a"),
+                Value::Array(vec![entry("1-1", "f", "1")]),
+            )]),
+        ),
+        (&["XREAD", "STREAMS", "a", "2-1"], Value::NullArray),
+        (&["XREAD", "STREAMS", "a", "$"], Value::NullArray),
+        (&["SET", "s", "x"], ok()),
+        (
+            &["XREAD", "STREAMS", "a", "s", "0", "0"],
+            err("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ),
+    ]);
+    // RESP2: an array of [name, entries].
+    let reply = Value::Streams(vec![(bulk("a"), Value::Array(vec![]))]).into_resp2();
+    assert_eq!(
+        reply,
+        Value::Array(vec![Value::Array(vec![bulk("a"), Value::Array(vec![])])])
+    );
+    // A blocking XREAD is planned as one (0: for ever).
+    assert_eq!(
+        pending(&["XREAD", "BLOCK", "0", "STREAMS", "a", "$"]).blocking_ms(),
+        Some(0)
+    );
+    assert_eq!(pending(&["XREAD", "STREAMS", "a", "0"]).blocking_ms(), None);
+    let refused = |words: &[&str], text: &str| {
+        assert_eq!(plan(&args(words)), Plan::Reply(err(text)), "{words:?}");
+    };
+    refused(
+        &["XREAD", "STREAMS", "a", "b", "0"],
+        "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+    );
+    refused(&["XREAD", "COUNT", "1", "a", "0"], "ERR syntax error");
+    refused(
+        &["XREAD", "COUNT", "x", "STREAMS", "a", "0"],
+        "ERR value is not an integer or out of range",
+    );
+    refused(
+        &["XREAD", "BLOCK", "-1", "STREAMS", "a", "0"],
+        "ERR timeout is negative",
+    );
+    refused(
+        &["XREAD", "BLOCK", "1.5", "STREAMS", "a", "0"],
+        "ERR timeout is not an integer or out of range",
+    );
+    refused(
+        &["XREAD", "STREAMS", "a", "1-x"],
+        "ERR Invalid stream ID specified as stream command argument",
+    );
+    refused(
+        &["XREAD", "STREAMS", "a", ">"],
+        "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.",
+    );
+    refused(
+        &["XREAD", "STREAMS", "a"],
+        "ERR wrong number of arguments for 'xread' command",
     );
 }

@@ -247,6 +247,21 @@ pub fn encode_reply(value: &Value, protocol: u8, out: &mut Vec<u8>) {
                 encode_reply(second, protocol, out);
             }
         }
+        Value::Streams(streams) if protocol >= 3 => {
+            encode_length(b'%', streams.len(), out);
+            for (name, entries) in streams {
+                encode_reply(name, protocol, out);
+                encode_reply(entries, protocol, out);
+            }
+        }
+        Value::Streams(streams) => {
+            encode_length(b'*', streams.len(), out);
+            for (name, entries) in streams {
+                encode_length(b'*', 2, out);
+                encode_reply(name, protocol, out);
+                encode_reply(entries, protocol, out);
+            }
+        }
         Value::Map(pairs) => {
             let (prefix, count) = if protocol >= 3 {
                 (b'%', pairs.len())
@@ -445,5 +460,18 @@ mod tests {
         assert_eq!(encode(&set, 2), "*1\r\n$1\r\n1\r\n");
         assert_eq!(encode(&Value::NullArray, 3), "_\r\n");
         assert_eq!(encode(&Value::NullArray, 2), "*-1\r\n");
+        // XREAD: a map in RESP3, an array of [name, entries] in RESP2 (redis-server 7.0.15's
+        // bytes for `XREAD STREAMS a 0` after `XADD a 1-1 f 1`).
+        let entries = Value::Array(vec![Value::Array(vec![
+            bulk("1-1"),
+            Value::Array(vec![bulk("f"), bulk("1")]),
+        ])]);
+        let streams = Value::Streams(vec![(bulk("a"), entries)]);
+        let body = "*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\n1\r\n";
+        assert_eq!(encode(&streams, 3), format!("%1\r\n$1\r\na\r\n{body}"));
+        assert_eq!(
+            encode(&streams, 2),
+            format!("*1\r\n*2\r\n$1\r\na\r\n{body}")
+        );
     }
 }

@@ -146,7 +146,8 @@ pub fn reply_to_lua(lua: &Lua, reply: Value, resp3: bool) -> mlua::Result<mlua::
         | Value::Boolean(_)
         | Value::Verbatim(_)
         | Value::Set(_)
-        | Value::Pairs(_) => Ok(mlua::Value::Boolean(false)),
+        | Value::Pairs(_)
+        | Value::Streams(_) => Ok(mlua::Value::Boolean(false)),
     }
 }
 
@@ -199,6 +200,7 @@ fn resp3_reply_to_lua(lua: &Lua, reply: Value) -> mlua::Result<mlua::Value> {
                 .map(|(first, second)| Value::Array(vec![first, second]))
                 .collect(),
         ),
+        Value::Streams(streams) => resp3_reply_to_lua(lua, Value::Map(streams)),
         Value::Array(items) => array(items),
         other => reply_to_lua(lua, other, false),
     }

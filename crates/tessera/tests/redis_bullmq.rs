@@ -1,7 +1,8 @@
 //! BullMQ's basic producer/worker example (`tests/bullmq/example.js`), with BullMQ and ioredis
 //! unmodified from npm (`tests/bullmq/package-lock.json`), against the cluster `tessera dev`
 //! starts: a producer adds jobs, a worker processes them, and the script asserts that every job
-//! completed exactly once with its result. BullMQ runs its Lua scripts (cmsgpack, cjson,
+//! completed exactly once with its result, and a QueueEvents listener (XREAD BLOCK on the
+//! queue's event stream) sees each job's `completed` event once. BullMQ runs its Lua scripts (cmsgpack, cjson,
 //! undeclared job keys built from a declared prefix, streams), EVALSHA, BZPOPMIN, INFO and
 //! CLIENT SETNAME. `npm ci` installs the packages if `node_modules` is missing; the test skips,
 //! saying so, only if node/npm is missing or the registry cannot be reached. Ports: 15520

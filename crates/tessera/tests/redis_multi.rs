@@ -3,8 +3,9 @@
 //! the cluster `tessera dev` starts (`skyros` partition groups) and a `sequenced` cluster,
 //! with keys chosen in different partitions (asserted); and a checked concurrent history of
 //! MULTI/EXEC transfers between accounts on different partitions (linearisable, the total
-//! invariant). Ports: 26000 (SQL 26050), 26300, 26600 (SQL 26650), 26900 (SQL 26950), and +100
-//! and +200 above each.
+//! invariant); XREAD across partitions, blocking on `$`. Ports: 26000 (SQL 26050), 26300, 26600
+//! (SQL 26650), 26900 (SQL 26950), and +100 and +200 above each; the XREAD test 15640–15642,
+//! 15650–15652 (routers), 15740–15742.
 
 mod support;
 
@@ -585,4 +586,72 @@ fn a_reservation_abandoned_by_its_gateway_is_released_after_its_lease() {
     assert_eq!(redis_cli(ports[2], &["INCR", a]), "2");
     assert!(quick.elapsed() < Duration::from_secs(2));
     assert_eq!(redis_cli(ports[2], &["MGET", a, b]), "2\nx");
+}
+
+/// XREAD over streams in different partitions, and a blocking XREAD with `$` woken by an XADD
+/// through another gateway (only the entry added after it blocked is returned). Ports 15640–15642
+/// (RESP), 15740–15742 (E-Cast), 15650–15652 (routers).
+#[test]
+fn xread_across_partitions_and_blocking_xread_with_dollar() {
+    let port = 15640;
+    let mut cluster = PartitionedCluster::prepare("redis-xread", port, (3, 3, 3), |config| {
+        config.partitions = PartitionMode::Skyros;
+        for (index, router) in config.routers.iter_mut().enumerate() {
+            router.address.set_port(port + 10 + index as u16);
+        }
+    });
+    cluster.launch();
+    assert!(cluster.wait_until_ready(Duration::from_secs(60)));
+    let ports = cluster.client_ports.clone();
+    let [a, b] = <[String; 2]>::try_from(spread(&cluster, "stream", 2)).unwrap();
+    let (a, b) = (a.as_str(), b.as_str());
+    assert_eq!(redis_cli(ports[0], &["XADD", a, "1-1", "f", "1"]), "1-1");
+    assert_eq!(redis_cli(ports[1], &["XADD", a, "2-1", "f", "2"]), "2-1");
+    assert_eq!(redis_cli(ports[2], &["XADD", b, "5-0", "g", "5"]), "5-0");
+    assert_eq!(
+        redis_cli(ports[0], &["XREAD", "STREAMS", a, b, "0", "0"]),
+        format!("{a}\n1-1\nf\n1\n2-1\nf\n2\n{b}\n5-0\ng\n5")
+    );
+    assert_eq!(
+        redis_cli(
+            ports[1],
+            &["XREAD", "COUNT", "1", "STREAMS", a, b, "1-1", "5-0"]
+        ),
+        format!("{a}\n2-1\nf\n2")
+    );
+    assert_eq!(
+        redis_cli(ports[2], &["XREAD", "STREAMS", a, b, "$", "$"]),
+        ""
+    );
+    // BLOCK with `$`: only what is added after it blocked, through another gateway.
+    let adder = {
+        let (port, key) = (ports[1], b.to_string());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            redis_cli(port, &["XADD", &key, "6-0", "h", "6"])
+        })
+    };
+    let started = Instant::now();
+    assert_eq!(
+        redis_cli(
+            ports[0],
+            &["XREAD", "BLOCK", "5000", "STREAMS", a, b, "$", "$"]
+        ),
+        format!("{b}\n6-0\nh\n6")
+    );
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(adder.join().unwrap(), "6-0");
+    // An ID already behind the last entry answers at once; a timeout answers nil.
+    let started = Instant::now();
+    assert_eq!(
+        redis_cli(ports[2], &["XREAD", "BLOCK", "0", "STREAMS", b, "5-0"]),
+        format!("{b}\n6-0\nh\n6")
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let started = Instant::now();
+    assert_eq!(
+        redis_cli(ports[2], &["XREAD", "BLOCK", "200", "STREAMS", a, "$"]),
+        ""
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
 }

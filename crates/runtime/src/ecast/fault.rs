@@ -13,6 +13,11 @@
 //! statement (`store::prepared`) after its prepare, as if the process died between the two
 //! phases: it answers the client that the outcome is unknown and never sends the decision, so
 //! the statement holds its tables until another gateway aborts it.
+//!
+//! `TESSERA_CANARY_STAMP_LAG_MS=<milliseconds>` (a canary, not a fault) makes a storage process's
+//! gateway stamp the commands it plans that much in the past (`stamp_now_ms`): its expiries are
+//! decided by a clock that lags the client's, which `tests/redis_expiry_faults.rs`'s checker must
+//! refuse.
 
 use super::link::{Frame, Links};
 use placement::ProcessId;
@@ -81,6 +86,23 @@ pub fn no_decisions() -> bool {
     *NO_DECISIONS.get_or_init(|| {
         cfg!(debug_assertions) && std::env::var_os("TESSERA_TEST_NO_DECISIONS").is_some()
     })
+}
+
+/// The time a gateway stamps a command it plans with (`docs/internals/redis.md`, "Time"): the
+/// unix clock, or (debug builds, `TESSERA_CANARY_STAMP_LAG_MS`) that clock set back by the
+/// canary's lag.
+pub fn stamp_now_ms() -> u64 {
+    static LAG_MS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let lag_ms = *LAG_MS.get_or_init(|| {
+        if !cfg!(debug_assertions) {
+            return 0;
+        }
+        std::env::var("TESSERA_CANARY_STAMP_LAG_MS")
+            .ok()
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    });
+    crate::os::unix_now_ms().saturating_sub(lag_ms)
 }
 
 fn parse(value: &str) -> Option<(ProcessId, Duration)> {

@@ -1663,7 +1663,7 @@ impl Connection {
             Plan::Reply(value) => value,
             Plan::Execute(mut pending) => {
                 // The only time the storage processes see: stamped here, where it is planned.
-                pending.stamp(crate::os::unix_now_ms());
+                pending.stamp(super::fault::stamp_now_ms());
                 if super::transaction::needs_reservation(&pending.command) {
                     // Every earlier command of the pipeline was submitted already, and the
                     // next ones wait for this one: the pipeline's order is kept.

@@ -24,7 +24,7 @@
 use super::gateway::{Job, Work};
 use super::payload::{self, Split};
 use ecast::Isolation;
-use kv::{Bytes, Command, CommitWrite, KvError, Outcome};
+use kv::{Bytes, Command, CommitWrite, KeysOperation, KvError, Outcome};
 use resp::{Pending, Plan, Value};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -459,6 +459,11 @@ pub(super) async fn execute_one(
 ) -> Value {
     let started = std::time::Instant::now();
     let mut pending = pending.clone();
+    if pending.blocking_ms().is_some() {
+        if let Err(error) = resolve_last_ids(jobs, &mut pending).await {
+            return Value::Error(error.reply_text());
+        }
+    }
     let mut blocked = None;
     let waiting = pending.blocking_ms().map(|_| {
         clients
@@ -510,6 +515,56 @@ pub(super) async fn execute_one(
         pending.command = pending.command.unstamped().clone();
         pending.stamp(crate::os::unix_now_ms());
     }
+}
+
+/// A blocking XREAD's `$` IDs replaced by the streams' last IDs, read at one point of the
+/// order before it waits (`KeysOperation::StreamLastIds`): what it then waits for are the
+/// entries added after that point. Any other command is left as it is.
+async fn resolve_last_ids(jobs: &mpsc::Sender<Job>, pending: &mut Pending) -> Result<(), KvError> {
+    let now_ms = match &pending.command {
+        Command::At { now_ms, .. } => Some(*now_ms),
+        _ => None,
+    };
+    let Command::Keys(KeysOperation::StreamRead { keys, after, count }) =
+        pending.command.unstamped()
+    else {
+        return Ok(());
+    };
+    if after.iter().all(Option::is_some) {
+        return Ok(());
+    }
+    let read = Command::Keys(KeysOperation::StreamLastIds { keys: keys.clone() });
+    let read = match now_ms {
+        Some(now_ms) => read.stamped(now_ms),
+        None => read,
+    };
+    let last_ids = match run(jobs, std::slice::from_ref(&read), &[]).await {
+        Ok(mut outcomes) => match outcomes.remove(0) {
+            Outcome::Values(ids) if ids.len() == keys.len() => ids,
+            Outcome::Error(error) => return Err(error),
+            _ => return Err(KvError::Unavailable),
+        },
+        Err(TransactionError::Store(error)) => return Err(error),
+        Err(TransactionError::Watched) => unreachable!("nothing was watched"),
+    };
+    let mut resolved = Vec::with_capacity(after.len());
+    for (after, last) in after.iter().zip(last_ids) {
+        let last = last
+            .as_deref()
+            .and_then(|text| kv::StreamId::parse(text, 0))
+            .ok_or(KvError::Unavailable)?;
+        resolved.push(Some(after.unwrap_or(last)));
+    }
+    let command = Command::Keys(KeysOperation::StreamRead {
+        keys: keys.clone(),
+        after: resolved,
+        count: *count,
+    });
+    pending.command = match now_ms {
+        Some(now_ms) => command.stamped(now_ms),
+        None => command,
+    };
+    Ok(())
 }
 
 /// The keys a blocking pop waits on.
@@ -584,7 +639,7 @@ pub(super) async fn settle(jobs: &mpsc::Sender<Job>, pending: &Pending, first: O
             .command
             .unstamped()
             .clone()
-            .stamped(crate::os::unix_now_ms());
+            .stamped(super::fault::stamp_now_ms());
         let Ok(split) = payload::split(&command) else {
             break;
         };
@@ -797,7 +852,7 @@ impl Session {
         if aborted {
             return Value::Error(EXECABORT.into());
         }
-        let now = crate::os::unix_now_ms();
+        let now = super::fault::stamp_now_ms();
         let mut commands = Vec::new();
         let mut queued = queued;
         for entry in &mut queued {
