@@ -198,12 +198,15 @@ pub mod pg_catalog;
 pub mod plan;
 pub mod regex;
 pub mod sequence;
+pub mod series;
 pub mod session;
 pub mod types;
 pub mod view;
 
 #[cfg(test)]
 mod alter_tests;
+#[cfg(test)]
+mod derived_join_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
