@@ -191,6 +191,7 @@ pub mod catalog;
 pub mod copy;
 pub mod error;
 pub mod expr;
+pub mod functions;
 pub mod locking;
 pub mod merge;
 pub mod parse;
@@ -207,6 +208,8 @@ pub mod view;
 mod alter_tests;
 #[cfg(test)]
 mod derived_join_tests;
+#[cfg(test)]
+mod function_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
@@ -235,6 +238,8 @@ mod upsert_tests;
 mod window_tests;
 #[cfg(test)]
 mod with_tests;
+#[cfg(test)]
+mod write_from_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
@@ -242,6 +247,7 @@ pub use locking::{row_locking, RowLocking};
 pub use parse::parse;
 pub use plan::{
     split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, InsertSelect, Plan, Routing,
+    WriteFrom,
 };
 pub use session::{ReadIsolation, Session, SessionCommand};
 pub use sqlparser::ast::Statement;
@@ -432,6 +438,7 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             ..
         }) => window.columns.clone(),
         Plan::InsertSelect(insert) => insert.columns.clone(),
+        Plan::WriteFrom(_) => Vec::new(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

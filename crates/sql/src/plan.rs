@@ -50,6 +50,9 @@ mod alter;
 pub mod join;
 mod view;
 pub mod window;
+mod write_from;
+
+pub use write_from::WriteFrom;
 
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,6 +97,9 @@ pub enum Plan {
     /// INSERT … SELECT: run `InsertSelect::select` as an execution, then the execution
     /// `InsertSelect::execution(rows)` builds from its rows.
     InsertSelect(InsertSelect),
+    /// UPDATE … FROM, DELETE … USING: run `WriteFrom::select`, then the write
+    /// `WriteFrom::execution(rows)` builds from its rows, both inside one transaction.
+    WriteFrom(WriteFrom),
 }
 
 /// INSERT … SELECT, planned in two steps: the SELECT (any query: one table, a join, a set
@@ -619,8 +625,39 @@ impl Planner<'_, '_> {
                 }
                 _ => self.insert(insert, None).map(Plan::Execute),
             },
-            Statement::Update(update) => self.update(update).map(Plan::Execute),
-            Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
+            Statement::Update(update) => match &update.from {
+                Some(
+                    ast::UpdateTableFromKind::AfterSet(from)
+                    | ast::UpdateTableFromKind::BeforeSet(from),
+                ) if update.table.joins.is_empty()
+                    && update.limit.is_none()
+                    && update.order_by.is_empty() =>
+                {
+                    self.update_from(update, from).map(Plan::WriteFrom)
+                }
+                _ => self.update(update).map(Plan::Execute),
+            },
+            Statement::Delete(delete) => match (&delete.using, &delete.from) {
+                (
+                    Some(using),
+                    ast::FromTable::WithFromKeyword(tables)
+                    | ast::FromTable::WithoutKeyword(tables),
+                ) if tables.len() == 1
+                    && tables[0].joins.is_empty()
+                    && delete.tables.is_empty()
+                    && delete.limit.is_none()
+                    && delete.order_by.is_empty() =>
+                {
+                    self.delete_using(
+                        &tables[0].relation,
+                        using,
+                        delete.selection.as_ref(),
+                        delete.returning.is_some(),
+                    )
+                    .map(Plan::WriteFrom)
+                }
+                _ => self.delete(delete).map(Plan::Execute),
+            },
             Statement::CreateTable(create) => self.create_table(create),
             Statement::CreateIndex(create) => self.create_index(create),
             Statement::CreateSequence {
@@ -3569,6 +3606,14 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
                     .iter()
                     .filter_map(|call| call.argument.as_ref()),
             );
+            for string_agg in grouping
+                .aggregates
+                .iter()
+                .filter_map(|call| call.ordered.as_deref())
+            {
+                scalars.push(&string_agg.separator);
+                scalars.extend(string_agg.order_by.iter().map(|(key, _, _)| key));
+            }
         }
         None => {
             scalars.extend(plan.projection.iter());
@@ -3603,6 +3648,12 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
             for call in grouping.aggregates.iter_mut() {
                 if let Some(argument) = &mut call.argument {
                     remap_columns(argument, &map);
+                }
+                if let Some(string_agg) = &mut call.ordered {
+                    remap_columns(&mut string_agg.separator, &map);
+                    for (key, _, _) in string_agg.order_by.iter_mut() {
+                        remap_columns(key, &map);
+                    }
                 }
             }
         }
@@ -4092,6 +4143,7 @@ fn negate_if(predicate: Predicate, negated: bool) -> Predicate {
 fn engine_aggregable(grouping: &Grouping) -> bool {
     grouping.aggregates.iter().all(|call| {
         !call.distinct
+            && call.ordered.is_none()
             && matches!(
                 (&call.argument, call.function),
                 (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
@@ -4184,9 +4236,17 @@ pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool 
     // compilation, where a plain column then fails with 42803 exactly as PostgreSQL would.
     // Aggregates inside a subquery are the subquery's, not this query's.
     let text = without_subqueries(&text);
-    ["count(", "sum(", "min(", "max(", "avg("]
-        .iter()
-        .any(|call| contains_call(&text, call))
+    [
+        "count(",
+        "sum(",
+        "min(",
+        "max(",
+        "avg(",
+        "string_agg(",
+        "array_agg(",
+    ]
+    .iter()
+    .any(|call| contains_call(&text, call))
 }
 
 #[cfg(test)]
