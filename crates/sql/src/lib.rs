@@ -21,6 +21,7 @@
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
 //!  Plan::CopyIn(copy):      CopyData bytes ─► copy.execution(bytes) ─► as Plan::Execute
 //!  Plan::InsertSelect(i):   i.select as Plan::Execute ─► rows ─► i.execution(rows) ─► as Plan::Execute
+//!  Plan::WriteFrom(w):      in one transaction: w.select ─► rows ─► w.execution(rows) (UPDATE … FROM)
 //!  StatementResult rows ─► types::encode_text / encode_binary per value, types::pg_type per column
 //! ```
 //!
