@@ -780,7 +780,7 @@ where
         digest: u64,
     ) -> Result<StatementResult, Fail> {
         assert!(
-            self.transaction.is_some(),
+            self.transaction.is_some() || canary_write_from_outside_transactions(),
             "a write with FROM runs in a transaction"
         );
         let StatementResult::Rows { rows, .. } =
