@@ -149,6 +149,8 @@ pub enum Function {
     /// `substring(text FROM start [FOR count])`, `substring(text, start [, count])`,
     /// `substr(…)`: characters, counted from 1, as PostgreSQL cuts them.
     Substring,
+    /// A string, math or date function evaluated at the gateway (`crate::functions`).
+    Builtin(crate::functions::Builtin),
 }
 
 impl Function {
@@ -178,6 +180,7 @@ impl Function {
             | Function::ArrayToString
             | Function::SizePretty
             | Function::Substring
+            | Function::Builtin(_)
             | Function::Constant => return None,
         })
     }
@@ -364,6 +367,66 @@ pub struct AggregateCall {
     /// `count(DISTINCT x)`: each distinct non-NULL value counts once. Computed at the gateway
     /// over the gathered rows (partials from the partitions could not tell duplicates apart).
     pub distinct: bool,
+    /// `string_agg(x, separator [ORDER BY …])`: the gateway collects the group's values and
+    /// joins them (`function` is then `Count`, unused). `None` for the engine's aggregates.
+    pub ordered: Option<Box<StringAgg>>,
+}
+
+/// `string_agg(value, separator [ORDER BY keys])`, over the input row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StringAgg {
+    pub separator: Scalar,
+    /// (key, descending, nulls first), as ORDER BY sorts.
+    pub order_by: Vec<(Scalar, bool, bool)>,
+}
+
+impl StringAgg {
+    /// The aggregate's value from the group's (sort keys, value, separator) in input order:
+    /// sorted stably by the keys, then each value after the previous one's separator (NULL
+    /// values skipped; NULL when there are none).
+    pub fn finish(&self, mut collected: Vec<(Vec<Value>, Value, Value)>) -> Value {
+        collected.sort_by(|(left, _, _), (right, _, _)| {
+            for ((a, b), (_, descending, nulls_first)) in left.iter().zip(right).zip(&self.order_by)
+            {
+                let ordering = match (a.is_null(), b.is_null()) {
+                    (true, true) => Ordering::Equal,
+                    (true, false) if *nulls_first => Ordering::Less,
+                    (true, false) => Ordering::Greater,
+                    (false, true) if *nulls_first => Ordering::Greater,
+                    (false, true) => Ordering::Less,
+                    (false, false) => {
+                        let ordering = compare_values(a, b)
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| a.cmp(b));
+                        if *descending {
+                            ordering.reverse()
+                        } else {
+                            ordering
+                        }
+                    }
+                };
+                if ordering != Ordering::Equal {
+                    return ordering;
+                }
+            }
+            Ordering::Equal
+        });
+        let mut text: Option<String> = None;
+        for (_, value, separator) in collected {
+            let value = crate::types::encode_text(&value).unwrap_or_default();
+            match &mut text {
+                None => text = Some(value),
+                Some(text) => {
+                    if let Some(separator) = crate::types::encode_text(&separator) {
+                        text.push_str(&separator);
+                    }
+                    text.push_str(&value);
+                }
+            }
+        }
+        text.map_or(Value::Null, Value::Text)
+    }
 }
 
 /// Whether a call says `DISTINCT` among its arguments (`ALL` is the default).
@@ -773,6 +836,13 @@ impl Compiler<'_, '_> {
                     ],
                 )
             }
+            Expr::Position { expr, r#in } => {
+                let text = Some(DataType::Text { length_max: None });
+                Scalar::Call(
+                    Function::Builtin(crate::functions::Builtin::Strpos),
+                    vec![self.compile(r#in, text)?, self.compile(expr, text)?],
+                )
+            }
             Expr::Ceil {
                 expr,
                 field: ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime),
@@ -1116,6 +1186,11 @@ impl Compiler<'_, '_> {
                 (Some(projection), data_type)
             }
         };
+        if calls.iter().any(|call| call.ordered.is_some()) {
+            return Err(SqlError::unsupported(
+                "string_agg in a subquery over a table",
+            ));
+        }
         let types = scope.types();
         let aggregates = calls
             .into_iter()
@@ -1359,6 +1434,14 @@ impl Compiler<'_, '_> {
         if name == "gen_random_uuid" {
             return self.random_uuid(function);
         }
+        if name == "array_agg" {
+            return Err(SqlError::unsupported("array_agg")
+                .with_detail("Tessera has no array type yet")
+                .with_hint("string_agg(x::text, ',' ORDER BY …) gives the elements as text"));
+        }
+        if name == "string_agg" {
+            return self.string_agg(function);
+        }
         let arguments = function_arguments(function)?;
         let star = arguments.len() == 1 && arguments[0].is_none();
         let distinct = is_distinct(function);
@@ -1424,6 +1507,50 @@ impl Compiler<'_, '_> {
                 compiled.push(scalar);
             }
             return Ok(Scalar::Call(builtin, compiled));
+        }
+        if let Some((builtin, arity)) = crate::functions::Builtin::named(&name) {
+            if !arity.contains(&arguments.len()) {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!(
+                        "function {name} does not take {} arguments",
+                        arguments.len()
+                    ),
+                ));
+            }
+            let mut compiled = Vec::with_capacity(arguments.len());
+            for (at, argument) in arguments.iter().enumerate() {
+                let hint = builtin.argument_hint(at);
+                let scalar = self.compile(argument, hint)?;
+                // An untyped literal takes the argument's type, as PostgreSQL resolves it.
+                compiled.push(match (scalar, hint) {
+                    (Scalar::Constant(Value::Text(text)), Some(hint))
+                        if !matches!(hint, DataType::Text { .. }) =>
+                    {
+                        Scalar::Constant(cast_value(&Value::Text(text), hint)?)
+                    }
+                    (scalar, _) => scalar,
+                });
+            }
+            return Ok(Scalar::Call(Function::Builtin(builtin), compiled));
+        }
+        if name == "date_part" {
+            // date_part(field, source) is extract's value as double precision.
+            let [field, source] = arguments.as_slice() else {
+                return Err(SqlError::new(
+                    sqlstate::UNDEFINED_FUNCTION,
+                    format!(
+                        "function date_part does not take {} arguments",
+                        arguments.len()
+                    ),
+                ));
+            };
+            let field = self.compile(field, Some(DataType::Text { length_max: None }))?;
+            let source = self.compile(source, None)?;
+            return Ok(Scalar::Cast(
+                Box::new(Scalar::Call(Function::Extract, vec![field, source])),
+                DataType::Double,
+            ));
         }
         if name == "substr" {
             if !(2..=3).contains(&arguments.len()) {
@@ -1893,6 +2020,123 @@ impl Compiler<'_, '_> {
             function,
             argument,
             distinct,
+            ordered: None,
+        };
+        let slot = match aggregates.iter().position(|known| *known == call) {
+            Some(slot) => slot,
+            None => {
+                aggregates.push(call);
+                aggregates.len() - 1
+            }
+        };
+        Ok(Scalar::Column(group_by.len() + slot))
+    }
+
+    /// `string_agg(value, separator [ORDER BY …])` (DISTINCT allowed): text, gathered at the
+    /// gateway.
+    fn string_agg(&mut self, call: &ast::Function) -> Result<Scalar, SqlError> {
+        if call.over.is_some() {
+            return Err(SqlError::unsupported("string_agg as a window function"));
+        }
+        if call.filter.is_some() || !call.within_group.is_empty() {
+            return Err(SqlError::unsupported("FILTER and WITHIN GROUP"));
+        }
+        let FunctionArguments::List(list) = &call.args else {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                "function string_agg() does not exist",
+            ));
+        };
+        let mut order_by: &[ast::OrderByExpr] = &[];
+        for clause in &list.clauses {
+            match clause {
+                ast::FunctionArgumentClause::OrderBy(keys) => order_by = keys,
+                other => return Err(SqlError::unsupported(format!("{other} in string_agg"))),
+            }
+        }
+        let arguments: Vec<&Expr> = list
+            .args
+            .iter()
+            .map(|argument| match argument {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Ok(expr),
+                _ => Err(SqlError::unsupported("named or * arguments of string_agg")),
+            })
+            .collect::<Result<_, _>>()?;
+        let [value, separator] = arguments.as_slice() else {
+            return Err(SqlError::new(
+                sqlstate::UNDEFINED_FUNCTION,
+                format!(
+                    "function string_agg with {} arguments does not exist",
+                    arguments.len()
+                ),
+            ));
+        };
+        let distinct = is_distinct(call);
+        let Mode::Grouped { .. } = &self.mode else {
+            return Err(SqlError::new(
+                sqlstate::GROUPING_ERROR,
+                format!("aggregate functions are not allowed here: {call}"),
+            ));
+        };
+        let text = DataType::Text { length_max: None };
+        let mut inner = Compiler {
+            scope: self.scope,
+            parameters: self.parameters,
+            mode: Mode::Row,
+            catalog: self.catalog,
+        };
+        let argument = inner.compile(value, Some(text))?;
+        let separator = inner.compile(separator, Some(text))?;
+        let types = self.scope.types();
+        for scalar in [&argument, &separator] {
+            match scalar.data_type(&types) {
+                None | Some(DataType::Text { .. }) => {}
+                Some(other) => {
+                    return Err(SqlError::new(
+                        sqlstate::UNDEFINED_FUNCTION,
+                        format!("function string_agg({}, text) does not exist", other.name()),
+                    )
+                    .with_hint("No function matches the given name and argument types. You might need to add explicit type casts."))
+                }
+            }
+        }
+        let mut keys = Vec::with_capacity(order_by.len());
+        for key in order_by {
+            let descending = match key.options.sort {
+                None | Some(ast::OrderBySort::Asc) => false,
+                Some(ast::OrderBySort::Desc) => true,
+                Some(_) => return Err(SqlError::unsupported("ORDER BY … USING")),
+            };
+            let nulls_first = key.options.nulls_first.unwrap_or(descending);
+            let mut inner = Compiler {
+                scope: self.scope,
+                parameters: self.parameters,
+                mode: Mode::Row,
+                catalog: self.catalog,
+            };
+            keys.push((inner.compile(&key.expr, None)?, descending, nulls_first));
+        }
+        if distinct && keys.iter().any(|(key, _, _)| *key != argument) {
+            return Err(SqlError::new(
+                "42P10",
+                "in an aggregate with DISTINCT, ORDER BY expressions must appear in argument list",
+            ));
+        }
+        let Mode::Grouped {
+            group_by,
+            aggregates,
+        } = &mut self.mode
+        else {
+            unreachable!("checked above");
+        };
+        let call = AggregateCall {
+            function: engine::AggregateFunction::Count,
+            argument: Some(argument),
+            distinct,
+            ordered: Some(Box::new(StringAgg {
+                separator,
+                order_by: keys,
+            })),
         };
         let slot = match aggregates.iter().position(|known| *known == call) {
             Some(slot) => slot,
@@ -1934,7 +2178,10 @@ pub fn grouped_types(
             .argument
             .as_ref()
             .and_then(|argument| argument.data_type(input));
-        types.push(aggregate_result_type(call.function, argument));
+        types.push(match call.ordered {
+            Some(_) => DataType::Text { length_max: None },
+            None => aggregate_result_type(call.function, argument),
+        });
     }
     types
 }
@@ -2062,6 +2309,12 @@ impl Scalar {
                     .iter()
                     .find_map(|argument| argument.data_type(types)),
                 Function::Length => Some(DataType::Int),
+                Function::Builtin(builtin) => builtin.result_type(
+                    &arguments
+                        .iter()
+                        .map(|argument| argument.data_type(types))
+                        .collect::<Vec<_>>(),
+                ),
                 Function::Extract => Some(DataType::Numeric { typmod: None }),
                 Function::Json(shared) => Some(json_result_type(*shared)),
                 Function::Constant => None,
@@ -2431,6 +2684,7 @@ fn call(function: Function, arguments: &[Scalar], row: &[Value]) -> Result<Value
                 }
             },
         },
+        Function::Builtin(builtin) => builtin.evaluate(&values)?,
         Function::Constant => Value::Null,
     })
 }

@@ -21,6 +21,7 @@
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
 //!  Plan::CopyIn(copy):      CopyData bytes ─► copy.execution(bytes) ─► as Plan::Execute
 //!  Plan::InsertSelect(i):   i.select as Plan::Execute ─► rows ─► i.execution(rows) ─► as Plan::Execute
+//!  Plan::WriteFrom(w):      in one transaction: w.select ─► rows ─► w.execution(rows) (UPDATE … FROM)
 //!  StatementResult rows ─► types::encode_text / encode_binary per value, types::pg_type per column
 //! ```
 //!
@@ -191,6 +192,7 @@ pub mod catalog;
 pub mod copy;
 pub mod error;
 pub mod expr;
+pub mod functions;
 pub mod locking;
 pub mod merge;
 pub mod parse;
@@ -198,6 +200,7 @@ pub mod pg_catalog;
 pub mod plan;
 pub mod regex;
 pub mod sequence;
+pub mod series;
 pub mod session;
 pub mod types;
 pub mod view;
@@ -206,6 +209,10 @@ pub mod view;
 mod alter_tests;
 #[cfg(test)]
 mod check_tests;
+#[cfg(test)]
+mod derived_join_tests;
+#[cfg(test)]
+mod function_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
@@ -234,6 +241,8 @@ mod upsert_tests;
 mod window_tests;
 #[cfg(test)]
 mod with_tests;
+#[cfg(test)]
+mod write_from_tests;
 
 pub use catalog::{Catalog, MemoryCatalog, Placement, TableEntry, TableOptions};
 pub use error::SqlError;
@@ -241,6 +250,7 @@ pub use locking::{row_locking, RowLocking};
 pub use parse::parse;
 pub use plan::{
     split_insert, with_row_ids, CopyIn, Execution, Explain, Finish, InsertSelect, Plan, Routing,
+    WriteFrom,
 };
 pub use session::{ReadIsolation, Session, SessionCommand};
 pub use sqlparser::ast::Statement;
@@ -431,6 +441,7 @@ pub fn result_columns(plan: &Plan) -> Vec<OutputColumn> {
             ..
         }) => window.columns.clone(),
         Plan::InsertSelect(insert) => insert.columns.clone(),
+        Plan::WriteFrom(_) => Vec::new(),
         Plan::Explain(_) => vec![OutputColumn::new("QUERY PLAN", text)],
         Plan::Session(SessionCommand::Show { name }) if name.eq_ignore_ascii_case("all") => {
             vec![

@@ -618,6 +618,13 @@ impl QueryPlan {
             .zip(&argument_types)
             .map(|(call, data_type)| initial_partial(call.function, *data_type))
             .collect::<Result<Vec<_>, _>>()?;
+        // string_agg's values per group and call: (sort keys, value, separator).
+        type Collected = Vec<Vec<(Vec<Value>, Value, Value)>>;
+        let ordered = grouping
+            .aggregates
+            .iter()
+            .any(|call| call.ordered.is_some());
+        let mut collected: BTreeMap<Vec<Value>, Collected> = BTreeMap::new();
         if let Source::EngineGroups = self.source {
             for output in outputs {
                 let Output::Groups {
@@ -639,6 +646,35 @@ impl QueryPlan {
         } else {
             let mut seen: BTreeMap<Vec<Value>, crate::expr::SeenValues> = BTreeMap::new();
             for row in self.input_rows(outputs)? {
+                if ordered {
+                    let key: Vec<Value> = grouping
+                        .group_by
+                        .iter()
+                        .map(|at| row[*at].clone())
+                        .collect();
+                    let seen = seen
+                        .entry(key.clone())
+                        .or_insert_with(|| crate::expr::SeenValues::new(grouping.aggregates.len()));
+                    let lists = collected
+                        .entry(key)
+                        .or_insert_with(|| vec![Vec::new(); grouping.aggregates.len()]);
+                    for (index, call) in grouping.aggregates.iter().enumerate() {
+                        let (Some(string_agg), Some(argument)) = (&call.ordered, &call.argument)
+                        else {
+                            continue;
+                        };
+                        let value = argument.evaluate(&row)?;
+                        if value.is_null() || !seen.admit(index, call, &value) {
+                            continue;
+                        }
+                        let keys = string_agg
+                            .order_by
+                            .iter()
+                            .map(|(key, _, _)| key.evaluate(&row))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        lists[index].push((keys, value, string_agg.separator.evaluate(&row)?));
+                    }
+                }
                 let key: Vec<Value> = grouping
                     .group_by
                     .iter()
@@ -679,9 +715,14 @@ impl QueryPlan {
         }
         let mut rows = Vec::with_capacity(groups.len());
         for (key, partials) in groups {
+            let mut lists = collected.remove(&key).unwrap_or_default();
             let mut row = key;
-            for partial in &partials {
-                row.push(finish_partial(partial)?);
+            for (index, partial) in partials.iter().enumerate() {
+                row.push(match &grouping.aggregates[index].ordered {
+                    Some(string_agg) => string_agg
+                        .finish(lists.get_mut(index).map(std::mem::take).unwrap_or_default()),
+                    None => finish_partial(partial)?,
+                });
             }
             if let Some(having) = &grouping.having {
                 if !having.qualifies(&row)? {

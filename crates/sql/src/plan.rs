@@ -51,6 +51,9 @@ pub mod check;
 pub mod join;
 mod view;
 pub mod window;
+mod write_from;
+
+pub use write_from::WriteFrom;
 
 /// Which partitions an operation must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +98,9 @@ pub enum Plan {
     /// INSERT … SELECT: run `InsertSelect::select` as an execution, then the execution
     /// `InsertSelect::execution(rows)` builds from its rows.
     InsertSelect(InsertSelect),
+    /// UPDATE … FROM, DELETE … USING: run `WriteFrom::select`, then the write
+    /// `WriteFrom::execution(rows)` builds from its rows, both inside one transaction.
+    WriteFrom(WriteFrom),
 }
 
 /// INSERT … SELECT, planned in two steps: the SELECT (any query: one table, a join, a set
@@ -418,7 +424,7 @@ impl Source {
         match self {
             Source::Rows(_) => 0,
             Source::Engine { .. } | Source::EngineGroups => 1,
-            Source::Join(join) => join.relations.len(),
+            Source::Join(join) => join.operation_count(),
             Source::Derived(inner) => inner.operations.len(),
         }
     }
@@ -594,6 +600,30 @@ struct Cte {
     query: ast::Query,
 }
 
+/// The type a VALUES column of `known` takes with another row's `found`.
+fn values_type(known: DataType, found: DataType) -> Result<DataType, SqlError> {
+    let numeric = |data_type: DataType| {
+        matches!(
+            data_type.widened(),
+            DataType::Int | DataType::BigInt | DataType::Double | DataType::Numeric { .. }
+        )
+    };
+    if std::mem::discriminant(&known) == std::mem::discriminant(&found) {
+        Ok(known)
+    } else if numeric(known) && numeric(found) {
+        Ok(crate::expr::numeric_result(known, found))
+    } else {
+        Err(SqlError::new(
+            sqlstate::DATATYPE_MISMATCH,
+            format!(
+                "VALUES types {} and {} cannot be matched",
+                known.name(),
+                found.name()
+            ),
+        ))
+    }
+}
+
 /// A table name: strips `public.`; `None` for names in another schema.
 fn table_name(name: &ast::ObjectName) -> Result<(Option<String>, String), SqlError> {
     let parts = object_name_parts(name)?;
@@ -614,8 +644,39 @@ impl Planner<'_, '_> {
                 }
                 _ => self.insert(insert, None).map(Plan::Execute),
             },
-            Statement::Update(update) => self.update(update).map(Plan::Execute),
-            Statement::Delete(delete) => self.delete(delete).map(Plan::Execute),
+            Statement::Update(update) => match &update.from {
+                Some(
+                    ast::UpdateTableFromKind::AfterSet(from)
+                    | ast::UpdateTableFromKind::BeforeSet(from),
+                ) if update.table.joins.is_empty()
+                    && update.limit.is_none()
+                    && update.order_by.is_empty() =>
+                {
+                    self.update_from(update, from).map(Plan::WriteFrom)
+                }
+                _ => self.update(update).map(Plan::Execute),
+            },
+            Statement::Delete(delete) => match (&delete.using, &delete.from) {
+                (
+                    Some(using),
+                    ast::FromTable::WithFromKeyword(tables)
+                    | ast::FromTable::WithoutKeyword(tables),
+                ) if tables.len() == 1
+                    && tables[0].joins.is_empty()
+                    && delete.tables.is_empty()
+                    && delete.limit.is_none()
+                    && delete.order_by.is_empty() =>
+                {
+                    self.delete_using(
+                        &tables[0].relation,
+                        using,
+                        delete.selection.as_ref(),
+                        delete.returning.is_some(),
+                    )
+                    .map(Plan::WriteFrom)
+                }
+                _ => self.delete(delete).map(Plan::Execute),
+            },
             Statement::CreateTable(create) => self.create_table(create),
             Statement::CreateIndex(create) => self.create_index(create),
             Statement::CreateSequence {
@@ -710,6 +771,67 @@ impl Planner<'_, '_> {
             }
         })?;
         scalar.evaluate(&[])
+    }
+
+    /// `VALUES (…), (…)` as a query (in FROM, a WITH query, a set operation): constant rows
+    /// answered at the gateway, columns `column1`, `column2`, … as PostgreSQL names them, each
+    /// of the type its values share (numbers widen; other mixes are 42804, as in PostgreSQL).
+    fn values_query(&mut self, values: &ast::Values) -> Result<Execution, SqlError> {
+        let width = values.rows.first().map_or(0, |row| row.content.len());
+        let mut rows: Vec<Vec<Value>> = Vec::with_capacity(values.rows.len());
+        let mut types: Vec<Option<DataType>> = vec![None; width];
+        for row in &values.rows {
+            if row.content.len() != width {
+                return Err(SqlError::syntax("VALUES lists must all be the same length"));
+            }
+            let mut constants = Vec::with_capacity(width);
+            for (at, expr) in row.content.iter().enumerate() {
+                let value = self.constant(expr, types[at], "VALUES")?;
+                if let Some(found) = crate::expr::value_type(&value) {
+                    types[at] = Some(match types[at] {
+                        None => found,
+                        Some(known) => values_type(known, found)?,
+                    });
+                }
+                constants.push(value);
+            }
+            rows.push(constants);
+        }
+        let text = DataType::Text { length_max: None };
+        let types: Vec<DataType> = types
+            .into_iter()
+            .map(|known| known.unwrap_or(text))
+            .collect();
+        for row in &mut rows {
+            for (value, data_type) in row.iter_mut().zip(&types) {
+                *value = crate::expr::cast_value(value, *data_type)?;
+            }
+        }
+        Ok(Execution {
+            operations: Vec::new(),
+            routing: Routing::None,
+            finish: Finish::Query(QueryPlan {
+                source: Source::Rows(rows),
+                input_types: types.clone(),
+                residual: None,
+                grouping: None,
+                projection: (0..width).map(Scalar::Column).collect(),
+                distinct: false,
+                distinct_on: Vec::new(),
+                order_by: Vec::new(),
+                offset: 0,
+                limit: None,
+                columns: types
+                    .iter()
+                    .enumerate()
+                    .map(|(at, data_type)| {
+                        OutputColumn::new(&format!("column{}", at + 1), *data_type)
+                    })
+                    .collect(),
+            }),
+            created_table: None,
+            notices: Vec::new(),
+        })
     }
 
     // ----- SELECT -----
@@ -809,7 +931,14 @@ impl Planner<'_, '_> {
                 }
                 return self.ordered_set(query, execution);
             }
-            SetExpr::Values(_) => return Err(SqlError::unsupported("VALUES as a query")),
+            SetExpr::Values(values) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                return self.values_query(values)
+            }
+            SetExpr::Values(_) => {
+                return Err(SqlError::unsupported(
+                    "VALUES with ORDER BY, LIMIT or OFFSET",
+                ))
+            }
             _ => return Err(SqlError::unsupported(format!("query {}", query.body))),
         };
         if !self.is_catalog_from(&select.from)? {
@@ -832,7 +961,7 @@ impl Planner<'_, '_> {
                 "SELECT INTO, TOP, WINDOW and QUALIFY",
             ));
         }
-        if join::is_user_join(&select.from)? {
+        if self.is_user_join(&select.from)? {
             return self.join_query(select, query);
         }
         let (mut source, mut scope, table) = self.from(&select.from, select.selection.as_ref())?;
@@ -969,6 +1098,24 @@ impl Planner<'_, '_> {
             if let Some((source, scope)) = self.derived_relation(&first.relation)? {
                 return Ok((source, scope, None));
             }
+            if let TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } = &first.relation
+            {
+                if table_name(name)?.1 == "generate_series" {
+                    let qualifier = alias
+                        .as_ref()
+                        .map_or("generate_series".to_string(), |alias| {
+                            ident_name(&alias.name)
+                        });
+                    let (source, scope) =
+                        self.series_relation(&args.args, alias.as_ref(), &qualifier)?;
+                    return Ok((source, scope, None));
+                }
+            }
         }
         if crate::pg_catalog::is_catalog_relation(&first.relation)? {
             let (rows, scope) =
@@ -1094,6 +1241,7 @@ impl Planner<'_, '_> {
                 if execution.routing == Routing::None
                     && execution.operations.is_empty()
                     && alias.columns.is_empty()
+                    && !matches!(subquery.body.as_ref(), SetExpr::Values(_))
                 {
                     // Rows the gateway holds (constants, the virtual catalog): the catalog's
                     // FROM planning evaluates them, with its set-returning functions.
@@ -3516,6 +3664,14 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
                     .iter()
                     .filter_map(|call| call.argument.as_ref()),
             );
+            for string_agg in grouping
+                .aggregates
+                .iter()
+                .filter_map(|call| call.ordered.as_deref())
+            {
+                scalars.push(&string_agg.separator);
+                scalars.extend(string_agg.order_by.iter().map(|(key, _, _)| key));
+            }
         }
         None => {
             scalars.extend(plan.projection.iter());
@@ -3550,6 +3706,12 @@ fn prune_columns(plan: &mut QueryPlan) -> Vec<usize> {
             for call in grouping.aggregates.iter_mut() {
                 if let Some(argument) = &mut call.argument {
                     remap_columns(argument, &map);
+                }
+                if let Some(string_agg) = &mut call.ordered {
+                    remap_columns(&mut string_agg.separator, &map);
+                    for (key, _, _) in string_agg.order_by.iter_mut() {
+                        remap_columns(key, &map);
+                    }
                 }
             }
         }
@@ -4039,6 +4201,7 @@ fn negate_if(predicate: Predicate, negated: bool) -> Predicate {
 fn engine_aggregable(grouping: &Grouping) -> bool {
     grouping.aggregates.iter().all(|call| {
         !call.distinct
+            && call.ordered.is_none()
             && matches!(
                 (&call.argument, call.function),
                 (None, AggregateFunction::CountRows) | (Some(Scalar::Column(_)), _)
@@ -4131,9 +4294,17 @@ pub(crate) fn uses_aggregates(select: &ast::Select, query: &ast::Query) -> bool 
     // compilation, where a plain column then fails with 42803 exactly as PostgreSQL would.
     // Aggregates inside a subquery are the subquery's, not this query's.
     let text = without_subqueries(&text);
-    ["count(", "sum(", "min(", "max(", "avg("]
-        .iter()
-        .any(|call| contains_call(&text, call))
+    [
+        "count(",
+        "sum(",
+        "min(",
+        "max(",
+        "avg(",
+        "string_agg(",
+        "array_agg(",
+    ]
+    .iter()
+    .any(|call| contains_call(&text, call))
 }
 
 #[cfg(test)]

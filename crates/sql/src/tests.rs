@@ -127,6 +127,15 @@ impl Cluster {
                 };
                 self.execute(Plan::Execute(insert.execution(rows)?))
             }
+            // One engine set executes the two steps back to back: nothing runs between them.
+            Plan::WriteFrom(write) => {
+                let StatementResult::Rows { rows, .. } =
+                    self.execute(Plan::Execute(write.select.clone()))?
+                else {
+                    panic!("a SELECT answered no rows")
+                };
+                self.execute(Plan::Execute(write.execution(rows)?))
+            }
             Plan::Execute(mut execution) => {
                 if execution.routing == Routing::NewRowIds {
                     let next = &mut self.row_id_next;

@@ -147,11 +147,14 @@ fn with_query_errors_are_postgresql_s() {
         error(&mut cluster, "WITH t AS (SELECT * FROM t) SELECT * FROM t").code,
         "42P01"
     );
-    let joined = error(
-        &mut cluster,
-        "WITH t AS (SELECT 1 AS x) SELECT * FROM t a, t b",
+    // A WITH query in a join is a derived table, read once per reference.
+    assert_eq!(
+        rows(
+            &mut cluster,
+            "WITH t AS (SELECT 1 AS x) SELECT * FROM t a, t b"
+        ),
+        [vec![int(1), int(1)]]
     );
-    assert_eq!(joined.code, "0A000", "{joined}");
     // Not built: WITH queries seen from subqueries in expressions, data-modifying WITH.
     assert_eq!(
         error(

@@ -146,6 +146,18 @@ impl Block {
     }
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_WRITE_FROM_OUTSIDE_TRANSACTIONS`): an
+/// UPDATE … FROM outside a block runs its read and its write as two statements, without the
+/// implicit transaction, so a write of another client can fall between them (a lost update) —
+/// `tests/sql_pgquery.rs`'s canary proves its check catches that.
+fn canary_write_from_outside_transactions() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_WRITE_FROM_OUTSIDE_TRANSACTIONS").is_some()
+    })
+}
+
 /// What `Command::Guarded` answers when the catalog changed since planning: nothing ran, and
 /// the statement is planned again. (A serialisation failure shares its SQLSTATE, 40001, and
 /// is never retried here: its transaction is over.)
@@ -680,6 +692,7 @@ where
                 Ok(Some(self.run_execution(execution, digest).await?))
             }
             Plan::InsertSelect(insert) => Ok(Some(self.run_insert_select(insert, digest).await?)),
+            Plan::WriteFrom(write) => Ok(Some(self.run_write_from(write, digest).await?)),
         }
     }
 
@@ -699,6 +712,86 @@ where
             )));
         };
         let execution = insert.execution(rows)?;
+        self.run_execution(execution, digest).await
+    }
+
+    /// UPDATE … FROM / DELETE … USING: the join's SELECT, then the write by primary key of
+    /// its rows, inside one transaction so that no write falls between the read and the
+    /// write (`sql::plan::write_from`): the block's, or else an implicit one around the
+    /// statement, committed when both steps succeed and aborted otherwise. An implicit
+    /// transaction that wait-die kills (40001) is run again with its age, as a client's retry
+    /// would be, so that it grows older and waits instead; a statement outside a block is
+    /// never a 40001 for the client while retries last.
+    async fn run_write_from(
+        &mut self,
+        write: sql::WriteFrom,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        if self.transaction.is_some() || canary_write_from_outside_transactions() {
+            return self.write_from_steps(&write, digest).await;
+        }
+        let Some(first) = self.backend.begin() else {
+            return Err(Fail::Error(sql::SqlError::unsupported(
+                "UPDATE … FROM and DELETE … USING on a server without transactions",
+            )));
+        };
+        let age = first.begin_ms;
+        let started = std::time::Instant::now();
+        let mut context = first;
+        for attempt in 0u32.. {
+            context.begin_ms = context.begin_ms.min(age);
+            self.transaction = Some(Block::new(context, false));
+            let result = self.write_from_steps(&write, digest).await;
+            let block = self.transaction.take().expect("the implicit block is open");
+            let result = match result {
+                Ok(answer) => match self.backend.end(&block.context, true).await {
+                    Ok(None) => return Ok(answer),
+                    Ok(Some(error)) => Err(Fail::Error(error.into())),
+                    Err(error) => return Err(Fail::Error(end_error(error, true))),
+                },
+                Err(failure) => {
+                    if let Err(error) = self.backend.end(&block.context, false).await {
+                        crate::log::warn(format_args!(
+                            "transaction {:016x}: the abort of an implicit transaction was not confirmed ({error})",
+                            block.context.id
+                        ));
+                    }
+                    Err(failure)
+                }
+            };
+            let retry = matches!(&result, Err(Fail::Error(error))
+                if error.code == "40001" && !is_stale_catalog(error));
+            if !retry || started.elapsed() > std::time::Duration::from_secs(60) {
+                return result;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5 << attempt.min(6))).await;
+            let Some(next) = self.backend.begin() else {
+                return result;
+            };
+            context = next;
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The two steps of a write with FROM, in the open block.
+    async fn write_from_steps(
+        &mut self,
+        write: &sql::WriteFrom,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        assert!(
+            self.transaction.is_some() || canary_write_from_outside_transactions(),
+            "a write with FROM runs in a transaction"
+        );
+        let StatementResult::Rows { rows, .. } =
+            self.run_execution(write.select.clone(), digest).await?
+        else {
+            return Err(Fail::Error(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "the SELECT of an UPDATE … FROM answered no rows",
+            )));
+        };
+        let execution = write.execution(rows)?;
         self.run_execution(execution, digest).await
     }
 

@@ -71,8 +71,15 @@ pub struct JoinRelation {
     /// Its first column's position in the joined row.
     pub start: usize,
     pub width: usize,
-    /// Its primary key's positions in its own rows (the order rows are joined in).
+    /// Its primary key's positions in its own rows (the order rows are joined in); empty for
+    /// a derived table, whose rows keep the order its query answers them in.
     pub key_positions: Vec<usize>,
+    /// The statement's operations its rows come from: a table's one `Select`, or a derived
+    /// table's own operations (none when the gateway computes its rows).
+    pub operations: std::ops::Range<usize>,
+    /// A derived table (a subquery in FROM, a view, a WITH query, `generate_series`): its
+    /// execution, finished at the gateway on its share of every partition's results.
+    pub derived: Option<Box<Execution>>,
 }
 
 /// A node of the join tree.
@@ -121,26 +128,74 @@ struct Part {
 }
 
 impl JoinPlan {
-    /// Joins the partitions' outputs: `outputs` are partition-major, one per relation each.
+    /// How many of the statement's first operations the join reads (every relation's).
+    pub fn operation_count(&self) -> usize {
+        self.relations
+            .last()
+            .map_or(0, |relation| relation.operations.end)
+    }
+
+    /// Joins the partitions' outputs: `outputs` are partition-major, `operation_count` per
+    /// partition (a table's one `Select`, a derived table's own operations).
     pub fn rows_from_outputs(&self, outputs: Vec<Output>) -> Result<Vec<Row>, SqlError> {
-        let count = self.relations.len();
-        if count == 0 || !outputs.len().is_multiple_of(count) {
+        let count = self.operation_count();
+        if self.relations.is_empty()
+            || (count == 0 && !outputs.is_empty())
+            || (count > 0 && !outputs.len().is_multiple_of(count))
+        {
             return Err(SqlError::new(
                 sqlstate::INTERNAL_ERROR,
-                format!("a join of {count} tables got {} outputs", outputs.len()),
+                format!(
+                    "a join reading {count} operations got {} outputs",
+                    outputs.len()
+                ),
             ));
         }
-        let mut inputs: Vec<Vec<Row>> = vec![Vec::new(); count];
-        for (at, output) in outputs.into_iter().enumerate() {
-            match output {
-                Output::Rows { rows, .. } => inputs[at % count].extend(rows),
-                other => {
+        let partition_count = outputs.len().checked_div(count).unwrap_or(0);
+        let mut outputs: Vec<Option<Output>> = outputs.into_iter().map(Some).collect();
+        let mut inputs: Vec<Vec<Row>> = Vec::with_capacity(self.relations.len());
+        for relation in &self.relations {
+            if let Some(inner) = &relation.derived {
+                let own: Vec<Vec<engine::OperationResult>> = (0..partition_count)
+                    .map(|partition| {
+                        relation
+                            .operations
+                            .clone()
+                            .map(|at| {
+                                outputs[partition * count + at]
+                                    .take()
+                                    .ok_or(engine::EngineError::Malformed)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let crate::StatementResult::Rows { rows, .. } = inner.finish(own)? else {
                     return Err(SqlError::new(
                         sqlstate::INTERNAL_ERROR,
-                        format!("unexpected engine output {other:?} for a join"),
-                    ))
+                        "a subquery in FROM answered no rows",
+                    ));
+                };
+                inputs.push(rows);
+                continue;
+            }
+            assert_eq!(
+                relation.operations.len(),
+                1,
+                "a table is read by one Select"
+            );
+            let mut rows = Vec::new();
+            for partition in 0..partition_count {
+                match outputs[partition * count + relation.operations.start].take() {
+                    Some(Output::Rows { rows: found, .. }) => rows.extend(found),
+                    other => {
+                        return Err(SqlError::new(
+                            sqlstate::INTERNAL_ERROR,
+                            format!("unexpected engine output {other:?} for a join"),
+                        ))
+                    }
                 }
             }
+            inputs.push(rows);
         }
         self.rows(inputs)
     }
@@ -535,11 +590,42 @@ enum Draft<'a> {
 #[derive(Default)]
 struct Builder {
     relations: Vec<JoinRelation>,
-    entries: Vec<TableEntry>,
+    /// Each relation's table (`None` for a derived table, whose conditions are not pushed).
+    entries: Vec<Option<TableEntry>>,
+    /// How many operations the relations walked so far read.
+    operations: usize,
     /// Whether a relation is on the NULL-supplying side of an outer join.
     nullable: Vec<bool>,
     columns: Vec<ScopeColumn>,
     owners: Vec<Vec<usize>>,
+}
+
+impl Builder {
+    /// Adds a relation with its scope: its columns follow the joined row's so far.
+    fn add<'a>(
+        &mut self,
+        relation: JoinRelation,
+        own: Scope,
+        entry: Option<TableEntry>,
+        nullable: bool,
+    ) -> Walked<'a> {
+        let index = self.relations.len();
+        let (start, width) = (relation.start, relation.width);
+        assert_eq!(start, self.columns.len());
+        assert_eq!(width, own.columns.len());
+        assert_eq!(relation.operations.start, self.operations);
+        self.operations = relation.operations.end;
+        self.columns.extend(own.columns);
+        self.owners.extend(std::iter::repeat_n(vec![index], width));
+        self.relations.push(relation);
+        self.entries.push(entry);
+        self.nullable.push(nullable);
+        Walked {
+            draft: Draft::Relation(index),
+            star: (start..start + width).collect(),
+            relations: vec![index],
+        }
+    }
 }
 
 /// A walked FROM item: its draft, the positions `*` lists for it, and its relations.
@@ -549,25 +635,87 @@ struct Walked<'a> {
     relations: Vec<usize>,
 }
 
-/// Whether a FROM clause joins user tables (more than one item, or any JOIN), so that
-/// `join_query` plans it. Catalog relations are planned by `pg_catalog`.
-pub(super) fn is_user_join(from: &[ast::TableWithJoins]) -> Result<bool, SqlError> {
-    let Some(first) = from.first() else {
-        return Ok(false);
-    };
-    if from.len() == 1 && first.joins.is_empty() {
-        return Ok(matches!(first.relation, TableFactor::NestedJoin { .. }));
-    }
-    if crate::pg_catalog::is_catalog_relation(&first.relation)? {
-        return Ok(false);
-    }
-    if let TableFactor::Table { name, .. } = &first.relation {
-        let (schema, table) = table_name(name)?;
-        if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
-            return Ok(false);
+/// Every relation of a FROM clause, parenthesised joins walked into.
+fn factors<'a>(from: &'a [ast::TableWithJoins], into: &mut Vec<&'a TableFactor>) {
+    for item in from {
+        for factor in
+            std::iter::once(&item.relation).chain(item.joins.iter().map(|join| &join.relation))
+        {
+            match factor {
+                TableFactor::NestedJoin {
+                    table_with_joins, ..
+                } => factors(std::slice::from_ref(table_with_joins), into),
+                other => into.push(other),
+            }
         }
     }
-    Ok(true)
+}
+
+impl Planner<'_, '_> {
+    /// Whether a FROM clause joins (more than one item, or any JOIN) relations of which one
+    /// at least is a user table, a view, a WITH query or reads one, so that `join_query`
+    /// plans it. A join of the virtual catalog's relations alone is `pg_catalog`'s.
+    pub(super) fn is_user_join(&self, from: &[ast::TableWithJoins]) -> Result<bool, SqlError> {
+        let Some(first) = from.first() else {
+            return Ok(false);
+        };
+        if from.len() == 1
+            && first.joins.is_empty()
+            && !matches!(first.relation, TableFactor::NestedJoin { .. })
+        {
+            return Ok(false);
+        }
+        Ok(!self.reads_only_catalog(from)?)
+    }
+
+    /// Whether a non-empty FROM clause reads the virtual catalog only (no user table, view or
+    /// WITH query, directly or in a subquery in FROM).
+    pub(super) fn reads_only_catalog(
+        &self,
+        from: &[ast::TableWithJoins],
+    ) -> Result<bool, SqlError> {
+        let mut all = Vec::new();
+        factors(from, &mut all);
+        if all.is_empty() {
+            return Ok(false);
+        }
+        for factor in all {
+            let catalog = match factor {
+                TableFactor::Table { name, .. } if self.cte_index(name).is_some() => false,
+                TableFactor::Derived { subquery, .. } => self.query_is_catalog(subquery)?,
+                other => crate::pg_catalog::is_catalog_relation(other)?,
+            };
+            if !catalog {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether a query reads the virtual catalog only (a query reading no table counts).
+    fn query_is_catalog(&self, query: &ast::Query) -> Result<bool, SqlError> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                if !self.query_is_catalog(&cte.query)? {
+                    return Ok(false);
+                }
+            }
+        }
+        self.body_is_catalog(&query.body)
+    }
+
+    fn body_is_catalog(&self, body: &ast::SetExpr) -> Result<bool, SqlError> {
+        match body {
+            ast::SetExpr::Select(select) => {
+                Ok(select.from.is_empty() || self.reads_only_catalog(&select.from)?)
+            }
+            ast::SetExpr::Query(query) => self.query_is_catalog(query),
+            ast::SetExpr::SetOperation { left, right, .. } => {
+                Ok(self.body_is_catalog(left)? && self.body_is_catalog(right)?)
+            }
+            _ => Ok(true),
+        }
+    }
 }
 
 impl Planner<'_, '_> {
@@ -615,11 +763,10 @@ impl Planner<'_, '_> {
                 check_comparisons(&scalar, &plan.types)?;
                 let relations = plan.relations_of(&scalar);
                 if let [relation] = relations.iter().copied().collect::<Vec<_>>().as_slice() {
-                    if !builder.nullable[*relation] {
-                        let own = table_scope(
-                            &builder.entries[*relation].schema,
-                            &plan.relations[*relation].qualifier,
-                        );
+                    if let (false, Some(entry)) =
+                        (builder.nullable[*relation], &builder.entries[*relation])
+                    {
+                        let own = table_scope(&entry.schema, &plan.relations[*relation].qualifier);
                         if let Some(predicate) = self.translate(conjunct, &own)? {
                             pushed[*relation].push(predicate);
                             continue;
@@ -646,21 +793,24 @@ impl Planner<'_, '_> {
             children,
             conditions,
         };
-        let operations = plan
-            .relations
-            .iter()
-            .zip(pushed)
-            .map(|(relation, mut predicates)| Operation::Select {
-                table: relation.table.clone(),
-                columns: Vec::new(),
-                predicate: match predicates.len() {
-                    0 => None,
-                    1 => predicates.pop(),
-                    _ => Some(Predicate::And(predicates)),
-                },
-                limit: None,
-            })
-            .collect();
+        let mut operations = Vec::with_capacity(plan.operation_count());
+        for (relation, mut predicates) in plan.relations.iter().zip(pushed) {
+            assert_eq!(operations.len(), relation.operations.start);
+            match &relation.derived {
+                Some(inner) => operations.extend(inner.operations.iter().cloned()),
+                None => operations.push(Operation::Select {
+                    table: relation.table.clone(),
+                    columns: Vec::new(),
+                    predicate: match predicates.len() {
+                        0 => None,
+                        1 => predicates.pop(),
+                        _ => Some(Predicate::And(predicates)),
+                    },
+                    limit: None,
+                }),
+            }
+            assert_eq!(operations.len(), relation.operations.end);
+        }
         let query_plan = self.select_list(
             select,
             query,
@@ -668,9 +818,15 @@ impl Planner<'_, '_> {
             Source::Join(Box::new(plan)),
             conjunction(residual),
         )?;
+        // Relations whose rows the gateway computes (constants, `generate_series`) send nothing.
+        let routing = if operations.is_empty() {
+            Routing::None
+        } else {
+            Routing::Every
+        };
         Ok(with_subquery_tables(Execution {
             operations,
-            routing: Routing::Every,
+            routing,
             finish: Finish::Query(query_plan),
             created_table: None,
             notices: Vec::new(),
@@ -733,15 +889,11 @@ impl Planner<'_, '_> {
                 if crate::pg_catalog::is_virtual(schema.as_deref(), &table) {
                     return Err(SqlError::unsupported("joins of catalog and user tables"));
                 }
-                if alias
-                    .as_ref()
-                    .is_some_and(|alias| !alias.columns.is_empty())
-                {
-                    return Err(SqlError::unsupported("column aliases on a joined table"));
-                }
-                if self.cte_index(name).is_some() {
-                    return Err(SqlError::unsupported("WITH queries in joins")
-                        .with_hint("a WITH query may be the only item of a FROM clause"));
+                if let Some(derived) = self.derived_relation(factor)? {
+                    let qualifier = alias
+                        .as_ref()
+                        .map_or(table.clone(), |alias| ident_name(&alias.name));
+                    return self.add_derived(derived, &qualifier, builder, nullable);
                 }
                 let entry = self.entry(name)?;
                 let qualifier = alias
@@ -758,28 +910,42 @@ impl Planner<'_, '_> {
                         format!("table name \"{qualifier}\" specified more than once"),
                     ));
                 }
-                let index = builder.relations.len();
-                let start = builder.columns.len();
-                let own = table_scope(&entry.schema, &qualifier);
-                let width = own.columns.len();
-                builder.columns.extend(own.columns);
-                builder
-                    .owners
-                    .extend(std::iter::repeat_n(vec![index], width));
-                builder.relations.push(JoinRelation {
+                let mut own = table_scope(&entry.schema, &qualifier);
+                if let Some(alias) = alias {
+                    rename_columns(&mut own, &qualifier, &super::alias_columns(alias))?;
+                }
+                let relation = JoinRelation {
                     table: entry.schema.name.clone(),
                     qualifier,
-                    start,
-                    width,
+                    start: builder.columns.len(),
+                    width: own.columns.len(),
                     key_positions: entry.schema.primary_key.clone(),
-                });
-                builder.entries.push(entry);
-                builder.nullable.push(nullable);
-                Ok(Walked {
-                    draft: Draft::Relation(index),
-                    star: (start..start + width).collect(),
-                    relations: vec![index],
-                })
+                    operations: builder.operations..builder.operations + 1,
+                    derived: None,
+                };
+                Ok(builder.add(relation, own, Some(entry), nullable))
+            }
+            TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } if table_name(name)?.1 == "generate_series" => {
+                let qualifier = alias
+                    .as_ref()
+                    .map_or("generate_series".to_string(), |alias| {
+                        ident_name(&alias.name)
+                    });
+                let derived = self.series_relation(&args.args, alias.as_ref(), &qualifier)?;
+                self.add_derived(derived, &qualifier, builder, nullable)
+            }
+            TableFactor::Derived { alias, .. } => {
+                let derived = self.derived_in_join(factor)?;
+                let qualifier = alias
+                    .as_ref()
+                    .map(|alias| ident_name(&alias.name))
+                    .unwrap_or_default();
+                self.add_derived(derived, &qualifier, builder, nullable)
             }
             TableFactor::NestedJoin {
                 table_with_joins,
@@ -787,6 +953,120 @@ impl Planner<'_, '_> {
             } => self.walk_item(table_with_joins, builder, nullable),
             other => Err(SqlError::unsupported(format!("FROM {other} in a join"))),
         }
+    }
+
+    /// A subquery in FROM inside a join: planned as any query (constants and the virtual
+    /// catalog included), under its alias.
+    fn derived_in_join(&mut self, factor: &TableFactor) -> Result<(Source, Scope), SqlError> {
+        let TableFactor::Derived {
+            lateral,
+            subquery,
+            alias,
+            sample,
+        } = factor
+        else {
+            unreachable!("called for a derived table");
+        };
+        if *lateral {
+            return Err(SqlError::unsupported("LATERAL"));
+        }
+        if sample.is_some() {
+            return Err(SqlError::unsupported("TABLESAMPLE"));
+        }
+        let Some(alias) = alias else {
+            return Err(SqlError::syntax("subquery in FROM must have an alias")
+                .with_hint("For example, FROM (SELECT ...) [AS] foo."));
+        };
+        let execution = self.query(subquery)?;
+        super::derived_scope(
+            execution,
+            &ident_name(&alias.name),
+            &super::alias_columns(alias),
+        )
+    }
+
+    /// `generate_series(start, stop [, step])` in a join: its rows computed here from constant
+    /// arguments (`crate::series`), a derived table without operations.
+    pub(super) fn series_relation(
+        &mut self,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+        qualifier: &str,
+    ) -> Result<(Source, Scope), SqlError> {
+        let empty = Scope::default();
+        let mut values: Vec<Value> = Vec::with_capacity(args.len());
+        for (at, arg) in args.iter().enumerate() {
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(expr)) = arg else {
+                return Err(SqlError::unsupported("named arguments of generate_series"));
+            };
+            // Untyped literals take the first argument's type; a timestamp's step is an
+            // interval (PostgreSQL resolves `'1 day'` so).
+            let first = values.first().and_then(crate::expr::value_type);
+            let hint = match (at, first) {
+                (0, _) => None,
+                (2, Some(DataType::Timestamp | DataType::TimestampTz | DataType::Date)) => {
+                    Some(DataType::Interval)
+                }
+                (_, first) => first,
+            };
+            let value = self.compiler(&empty).compile(expr, hint)?.evaluate(&[])?;
+            values.push(match (value, hint, expr) {
+                (Value::Text(text), Some(hint), Expr::Value(_)) => {
+                    crate::expr::cast_value(&Value::Text(text), hint)?
+                }
+                (value, _, _) => value,
+            });
+        }
+        let (data_type, rows) = crate::series::generate(&values, super::join::JOIN_ROWS_MAX)?;
+        // As in PostgreSQL: the alias's column, else the alias itself, else the function's name.
+        let name = match alias {
+            Some(alias) => alias
+                .columns
+                .first()
+                .map_or(ident_name(&alias.name), |column| ident_name(&column.name)),
+            None => "generate_series".to_string(),
+        };
+        let execution = crate::series::execution(&name, data_type, rows);
+        super::derived_scope(execution, qualifier, &[])
+    }
+
+    /// Adds a derived table (its execution as `Source::Derived`, its scope under its
+    /// qualifier) as the join's next relation; its operations follow the relations' before it.
+    fn add_derived<'a>(
+        &mut self,
+        (source, own): (Source, Scope),
+        qualifier: &str,
+        builder: &mut Builder,
+        nullable: bool,
+    ) -> Result<Walked<'a>, SqlError> {
+        let qualifier = qualifier.to_string();
+        let Source::Derived(execution) = source else {
+            return Err(SqlError::new(
+                sqlstate::INTERNAL_ERROR,
+                "a derived table planned as another source",
+            ));
+        };
+        if builder
+            .relations
+            .iter()
+            .any(|relation| relation.qualifier == qualifier)
+        {
+            return Err(SqlError::new(
+                "42712",
+                format!("table name \"{qualifier}\" specified more than once"),
+            ));
+        }
+        let count = execution.operations.len();
+        let relation = JoinRelation {
+            table: qualifier.clone(),
+            qualifier,
+            start: builder.columns.len(),
+            width: own.columns.len(),
+            key_positions: Vec::new(),
+            operations: builder.operations..builder.operations + count,
+            derived: Some(execution),
+        };
+        Ok(builder.add(relation, own, None, nullable))
     }
 
     /// `left JOIN right` with its kind and constraint.
@@ -1040,6 +1320,29 @@ impl Planner<'_, '_> {
         }
         Ok(conditions)
     }
+}
+
+/// A table alias's column list (`t AS x (a, b)`): the first columns renamed, as PostgreSQL
+/// does (42P10 for more names than columns).
+fn rename_columns(scope: &mut Scope, qualifier: &str, names: &[String]) -> Result<(), SqlError> {
+    let visible = scope
+        .columns
+        .iter()
+        .filter(|column| column.name != engine::schema::ROW_ID_COLUMN)
+        .count();
+    if names.len() > visible {
+        return Err(SqlError::new(
+            sqlstate::INVALID_DEFINITION,
+            format!(
+                "table \"{qualifier}\" has {visible} columns available but {} columns specified",
+                names.len()
+            ),
+        ));
+    }
+    for (column, name) in scope.columns.iter_mut().zip(names) {
+        column.name = name.clone();
+    }
+    Ok(())
 }
 
 /// The one column named `name` among a side's visible columns.
