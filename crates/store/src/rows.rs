@@ -422,7 +422,10 @@ mod tests {
             table: "item".into(),
             predicate: None,
         };
-        assert_eq!(spread(&[delete.clone()], false, &schema_of), Spread::Every);
+        assert_eq!(
+            spread(std::slice::from_ref(&delete), false, &schema_of),
+            Spread::Every
+        );
         // Answered once: the second partition's item answers emptied, t's kept.
         let rows = |values: &[i32]| {
             Ok(Output::Rows {

@@ -116,8 +116,8 @@ pub const INDEXES: [&str; 2] = [
 /// The timestamp the population is stamped with (clause 4.3.3.1: "current date and time").
 pub const LOAD_TIME: &str = "2026-01-01 00:00:00";
 
-/// Drops and creates the nine tables and their indexes.
-pub async fn create_schema(client: &Client) -> anyhow::Result<()> {
+/// Drops and creates the nine tables and their indexes (`placed`: with `PLACEMENT` on Tessera).
+pub async fn create_schema(client: &Client, placed: bool) -> anyhow::Result<()> {
     for (table, _) in SCHEMA.iter().rev() {
         client
             .simple_query(&format!("DROP TABLE IF EXISTS {table}"))
@@ -128,7 +128,7 @@ pub async fn create_schema(client: &Client) -> anyhow::Result<()> {
         .query_one("SELECT version()", &[])
         .await
         .map_err(|error| anyhow::anyhow!("SELECT version(): {}", super::describe(&error)))?;
-    let tessera = version.get::<_, String>(0).contains("(Tessera)");
+    let tessera = placed && version.get::<_, String>(0).contains("(Tessera)");
     for (table, columns) in SCHEMA {
         let placement = PLACEMENT
             .iter()
