@@ -514,11 +514,18 @@ impl Engine {
         for change in changes {
             match change {
                 TableChange::RenameTable { to } => {
-                    // Rows are placed on the ring by a hash of the table's name and their
-                    // partition key: renamed, they would sit where the new name does not put
-                    // them. Moving them is not built, so only a table without rows on every
-                    // partition is renamed (two phases: `store::prepared::fallible`).
-                    if !table.rows.is_empty() {
+                    // Rows are placed on the ring by a hash of the table's placement name
+                    // and their partition key. The front end stores the placement name (the
+                    // option `placement_name`, written before the rename) so that renamed
+                    // rows stay where they are; a table without it is placed under its name,
+                    // so it is renamed only without rows on every partition (two phases:
+                    // `store::prepared::fallible`).
+                    let placed_by_name = !table
+                        .schema
+                        .options
+                        .iter()
+                        .any(|(key, _)| key == "placement_name");
+                    if placed_by_name && !table.rows.is_empty() {
                         return Err(EngineError::FeatureNotSupported {
                             feature: format!(
                                 "renaming table \"{name}\" while it holds rows (rows are placed across partitions by a hash of the table's name)"

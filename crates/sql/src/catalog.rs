@@ -15,6 +15,9 @@ pub enum Placement {
     /// Rows split into contiguous ranges of the partition key. Not built: CREATE TABLE refuses
     /// it (0A000); kept so that the planner's range routing stays tested.
     Range,
+    /// Every partition holds every row (small, read-mostly tables, as Sprint places TPC-C's
+    /// Item): a read goes to one partition, a write to every partition in one message.
+    Everywhere,
 }
 
 /// A table's placement: parsed and validated from `CREATE TABLE … WITH (…)`. Every option a
@@ -26,10 +29,43 @@ pub struct TableOptions {
     /// hidden row id for a table without a primary key.
     pub partition_key: String,
     pub placement: Placement,
+    /// The name the table's rows are placed under (`store::rows::placement_key`): the table's
+    /// name when it was created, or the placement name of the table `colocate_with` named. It
+    /// never changes, so a renamed table's rows stay where they are. Stored by CREATE TABLE as
+    /// the pair `placement_name`; a schema stored before it existed is placed under its name.
+    pub placement_name: String,
+    /// `WITH (colocate_with = 'other')` as parsed: the planner of CREATE TABLE resolves it to
+    /// the other table's placement name (`colocate`); never stored.
+    pub colocate_with: Option<String>,
 }
 
 /// The options CREATE TABLE accepts, for hints.
-const OPTIONS_ACCEPTED: &str = "partition_by (or partition_key) and placement = hash";
+const OPTIONS_ACCEPTED: &str =
+    "partition_by (or partition_key), placement = hash | everywhere and colocate_with";
+
+/// The stored option naming a table's placement name.
+const PLACEMENT_NAME: &str = "placement_name";
+
+/// Which values place alike (`store::rows::placement_key` encodes values by kind): the class of
+/// a partition key column's type, for co-location.
+fn placement_class(data_type: &engine::DataType) -> &'static str {
+    use engine::DataType::*;
+    match data_type {
+        SmallInt | Int | BigInt => "integer",
+        Double | Real => "double precision",
+        Text { .. } => "text",
+        Char { .. } => "character",
+        Boolean => "boolean",
+        Bytea => "bytea",
+        Date => "date",
+        Timestamp => "timestamp",
+        TimestampTz => "timestamptz",
+        Numeric { .. } => "numeric",
+        Uuid => "uuid",
+        Interval => "interval",
+        Jsonb => "jsonb",
+    }
+}
 
 impl TableOptions {
     /// The defaults for a schema: the first primary key column, hash placement.
@@ -37,7 +73,44 @@ impl TableOptions {
         TableOptions {
             partition_key: schema.columns[schema.primary_key[0]].name.clone(),
             placement: Placement::Hash,
+            placement_name: schema.name.clone(),
+            colocate_with: None,
         }
+    }
+
+    /// Co-location resolved (CREATE TABLE): the table takes `other`'s placement name, so that
+    /// rows of both with equal partition key values lie in one partition. Refused (42P16)
+    /// unless both are hash-placed and their partition keys' types place values alike.
+    pub fn colocate(&mut self, schema: &TableSchema, other: &TableEntry) -> Result<(), SqlError> {
+        let other_name = &other.schema.name;
+        let invalid = |message: String| SqlError::new(sqlstate::INVALID_TABLE_DEFINITION, message);
+        if self.placement != Placement::Hash || other.options.placement != Placement::Hash {
+            return Err(invalid(format!(
+                "colocate_with = '{other_name}' needs both tables placed by hash"
+            )));
+        }
+        let type_of = |schema: &TableSchema, column: &str| {
+            schema
+                .columns
+                .iter()
+                .find(|candidate| candidate.name == column)
+                .map(|column| placement_class(&column.data_type))
+        };
+        let mine = type_of(schema, &self.partition_key);
+        let theirs = type_of(&other.schema, &other.options.partition_key);
+        if mine.is_none() || mine != theirs {
+            return Err(invalid(format!(
+                "partition key \"{}\" ({}) cannot be co-located with the partition key \"{}\" ({}) of table \"{other_name}\"",
+                self.partition_key,
+                mine.unwrap_or("?"),
+                other.options.partition_key,
+                theirs.unwrap_or("?"),
+            ))
+            .with_detail("co-located rows share a partition when their partition key values are equal, so the keys must be of one kind of type"));
+        }
+        self.placement_name = other.options.placement_name.clone();
+        self.colocate_with = None;
+        Ok(())
     }
 
     /// The options a schema carries (stored by CREATE TABLE). Stored options are read
@@ -54,6 +127,8 @@ impl TableOptions {
                     "placement" => options.placement = parsed.placement,
                     _ => {}
                 }
+            } else if pair.0 == PLACEMENT_NAME {
+                options.placement_name = pair.1.clone();
             }
         }
         options
@@ -64,17 +139,19 @@ impl TableOptions {
         let placement = match self.placement {
             Placement::Hash => "hash",
             Placement::Range => "range",
+            Placement::Everywhere => "everywhere",
         };
         vec![
             ("partition_key".into(), self.partition_key.clone()),
             ("placement".into(), placement.into()),
+            (PLACEMENT_NAME.into(), self.placement_name.clone()),
         ]
     }
 
     /// Parses `WITH (key = value, …)` pairs (keys already lowercased) against a schema.
     /// Unknown options are 42601; bad values 22023; a partition key outside the primary key
     /// 42P16; options and values not built yet (`replication`, `replication_factor`,
-    /// `placement = range | everywhere`) 0A000, naming them.
+    /// `placement = range`) 0A000, naming them.
     pub fn parse(
         schema: &TableSchema,
         pairs: &[(String, String)],
@@ -107,7 +184,12 @@ impl TableOptions {
                         .iter()
                         .position(|column| column.name == *value)
                         .ok_or_else(|| SqlError::undefined_column(value))?;
-                    if !schema.is_primary_key_column(position) {
+                    // A table without a primary key (its hidden row id, unique across the
+                    // cluster, keys it) may be placed by any column: the gateway gives each
+                    // row its id and routes it by that column (`store::rows::row_id_routing`);
+                    // UPDATE of the column is refused, as a key column's is.
+                    let row_id_keyed = schema.row_id_column().is_some();
+                    if !row_id_keyed && !schema.is_primary_key_column(position) {
                         return Err(SqlError::new(
                             sqlstate::INVALID_TABLE_DEFINITION,
                             format!("partition key \"{value}\" must be a primary key column"),
@@ -119,15 +201,22 @@ impl TableOptions {
                 "placement" => {
                     options.placement = match value.to_ascii_lowercase().as_str() {
                         "hash" => Placement::Hash,
-                        "range" | "everywhere" => {
+                        "everywhere" => Placement::Everywhere,
+                        "range" => {
                             return Err(SqlError::unsupported(format!(
                                 "table option placement = {}",
                                 value.to_ascii_lowercase()
                             ))
                             .with_hint("placement = hash spreads rows over every partition by their partition key"))
                         }
-                        _ => return Err(bad_value("hash")),
+                        _ => return Err(bad_value("hash, everywhere")),
                     }
+                }
+                "colocate_with" => {
+                    if value.is_empty() {
+                        return Err(bad_value("the name of a table"));
+                    }
+                    options.colocate_with = Some(value.clone());
                 }
                 "replication" | "replication_factor" => {
                     return Err(SqlError::unsupported(format!("table option \"{key}\""))

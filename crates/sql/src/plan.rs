@@ -2133,7 +2133,8 @@ impl Planner<'_, '_> {
             .collect();
         let key_column = schema.column_position(&entry.options.partition_key)?;
         let routing = match columns.iter().position(|column| *column == key_column) {
-            _ if row_id == Some(key_column) => Routing::NewRowIds,
+            // Hidden row ids first, then each row to its partition key's partition.
+            _ if row_id.is_some() => Routing::NewRowIds,
             Some(position) => Routing::RowsByKey { position },
             None => Routing::Every,
         };
@@ -2670,6 +2671,16 @@ impl Planner<'_, '_> {
         for assignment in &update.assignments {
             let column = assignment_column(&assignment.target)?;
             let position = entry.schema.column_position(&column)?;
+            if column == entry.options.partition_key
+                && !entry.schema.is_primary_key_column(position)
+            {
+                // A key column's update is refused by the engine; a partition key outside the
+                // key (a table without a primary key) would leave the row where it no longer
+                // belongs.
+                return Err(SqlError::unsupported(format!(
+                    "updating the partition key column \"{column}\" (the row would have to move to another partition)"
+                )));
+            }
             let data_type = entry.schema.columns[position].data_type;
             let mut scalar = self
                 .compiler(&scope)
@@ -3249,7 +3260,14 @@ impl Planner<'_, '_> {
         schema.checks = self.named_checks(&schema, &checks)?;
         schema.validate()?;
         let pairs = table_option_pairs(&create.table_options)?;
-        let options = TableOptions::parse(&schema, &pairs)?;
+        let mut options = TableOptions::parse(&schema, &pairs)?;
+        if let Some(other) = options.colocate_with.clone() {
+            let entry = self
+                .catalog
+                .table(&other)
+                .ok_or_else(|| SqlError::undefined_table(&other))?;
+            options.colocate(&schema, &entry)?;
+        }
         schema.options = options.to_pairs();
         if create.if_not_exists && self.catalog.table(&name).is_some() {
             return Ok(Plan::Execute(Execution {
@@ -3605,7 +3623,8 @@ impl Planner<'_, '_> {
             ));
         }
         let key = entry.schema.column_position(&entry.options.partition_key)?;
-        let key_position = if row_id == Some(key) {
+        // A table without a primary key: hidden row ids first (`Routing::NewRowIds`).
+        let key_position = if row_id.is_some() {
             None
         } else {
             Some(

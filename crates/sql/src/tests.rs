@@ -3,7 +3,7 @@
 use crate::plan::{Plan, Routing};
 use crate::{
     parse, plan_statement, prepare, split_insert, with_row_ids, Catalog, MemoryCatalog, Placement,
-    Session, SqlError, StatementResult, TableEntry,
+    Session, SqlError, StatementResult, TableEntry, TableOptions,
 };
 use engine::{DataType, Engine, Operation, OperationResult, Value};
 
@@ -746,6 +746,74 @@ fn insert_on_conflict_does_nothing_or_updates_with_constants_and_excluded() {
 }
 
 #[test]
+fn a_table_is_placed_under_its_creation_name_or_the_table_it_is_colocated_with() {
+    let mut cluster = Cluster::new(2);
+    cluster.tag("CREATE TABLE w (w_id INT PRIMARY KEY, name TEXT)");
+    assert_eq!(
+        cluster.catalog.table("w").unwrap().options.placement_name,
+        "w"
+    );
+    cluster.tag(
+        "CREATE TABLE d (d_w_id BIGINT, d_id INT, PRIMARY KEY (d_w_id, d_id)) \
+         WITH (partition_by = d_w_id, colocate_with = 'w')",
+    );
+    let d = cluster.catalog.table("d").unwrap();
+    assert_eq!(d.options.placement_name, "w", "INT and BIGINT place alike");
+    assert_eq!(d.options.colocate_with, None, "resolved, not stored");
+    // A third table co-located with d lands with w too.
+    cluster.tag(
+        "CREATE TABLE c (c_w_id INT, c_id INT, PRIMARY KEY (c_w_id, c_id)) \
+         WITH (partition_by = c_w_id, colocate_with = d)",
+    );
+    assert_eq!(
+        cluster.catalog.table("c").unwrap().options.placement_name,
+        "w"
+    );
+    // Renamed, a table keeps its placement name; a new table of the old name is placed alike.
+    cluster.tag("ALTER TABLE w RENAME TO warehouse");
+    assert_eq!(
+        cluster
+            .catalog
+            .table("warehouse")
+            .unwrap()
+            .options
+            .placement_name,
+        "w"
+    );
+    let mismatched =
+        cluster.error("CREATE TABLE x (x_id TEXT PRIMARY KEY) WITH (colocate_with = 'warehouse')");
+    assert_eq!(mismatched.code, "42P16", "{mismatched}");
+    assert!(mismatched.message.contains("text"), "{mismatched}");
+    assert_eq!(
+        cluster
+            .error("CREATE TABLE x (x_id INT PRIMARY KEY) WITH (colocate_with = 'nowhere')")
+            .code,
+        "42P01"
+    );
+    assert_eq!(
+        cluster
+            .error("CREATE TABLE x (x_id INT PRIMARY KEY) WITH (colocate_with = '')")
+            .code,
+        "22023"
+    );
+    cluster.tag("CREATE TABLE item (i_id INT PRIMARY KEY) WITH (placement = everywhere)");
+    assert_eq!(
+        cluster.catalog.table("item").unwrap().options.placement,
+        Placement::Everywhere
+    );
+    for refused in [
+        "CREATE TABLE x (x_id INT PRIMARY KEY) WITH (colocate_with = item)",
+        "CREATE TABLE x (x_id INT PRIMARY KEY) WITH (placement = everywhere, colocate_with = warehouse)",
+    ] {
+        assert_eq!(cluster.error(refused).code, "42P16", "{refused}");
+    }
+    // A schema stored before placement names were is placed under its (current) name.
+    let mut old = cluster.catalog.table("c").unwrap().schema;
+    old.options.retain(|(key, _)| key != "placement_name");
+    assert_eq!(TableOptions::of(&old).placement_name, "c");
+}
+
+#[test]
 fn create_table_parses_types_constraints_and_placement_options() {
     let mut cluster = Cluster::new(2);
     cluster.tag(
@@ -813,7 +881,6 @@ fn create_table_parses_types_constraints_and_placement_options() {
         ("replication_factor = 3", "replication_factor"),
         ("replication = skyros", "replication"),
         ("placement = range", "placement = range"),
-        ("placement = 'everywhere'", "placement = everywhere"),
     ] {
         let error = cluster.error(&format!(
             "CREATE TABLE u (a INT PRIMARY KEY) WITH ({option})"

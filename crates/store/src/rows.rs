@@ -10,7 +10,7 @@
 //! front end stores: they are positions, and the keys a statement's ordering conflicts on
 //! (`ecast::KeySet`), never rows of the key-value namespace.
 
-use engine::{Command, Operation, TableSchema, Value};
+use engine::{Command, Operation, Outcome, Output, TableSchema, Value};
 
 /// The first bytes of every placement key.
 pub const ROW_KEY_PREFIX: &[u8] = b"\0tessera:sql:";
@@ -90,6 +90,17 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
     key
 }
 
+/// The name a table's rows are placed under (`sql::TableOptions::placement_name`): its name
+/// at creation, or the table it is co-located with; a renamed table keeps it.
+pub fn placement_name(schema: &TableSchema) -> String {
+    sql::TableOptions::of(schema).placement_name
+}
+
+/// Whether every partition holds every row of the table (`placement = 'everywhere'`).
+pub fn everywhere(schema: &TableSchema) -> bool {
+    sql::TableOptions::of(schema).placement == sql::Placement::Everywhere
+}
+
 /// The position of a table's partition key column in its rows.
 pub fn partition_column(schema: &TableSchema) -> usize {
     let options = sql::TableOptions::of(schema);
@@ -102,7 +113,98 @@ pub fn partition_column(schema: &TableSchema) -> usize {
 
 /// The placement key of a stored row of `schema`.
 pub fn row_key(schema: &TableSchema, row: &[Value]) -> Vec<u8> {
-    placement_key(&schema.name, &row[partition_column(schema)])
+    let options = sql::TableOptions::of(schema);
+    let column = schema
+        .columns
+        .iter()
+        .position(|column| column.name == options.partition_key)
+        .unwrap_or(schema.primary_key[0]);
+    placement_key(&options.placement_name, &row[column])
+}
+
+/// Whether a partition whose holdings `held` accepts holds a stored row of `schema`: every
+/// partition holds an everywhere table's rows.
+pub fn holds_row(schema: &TableSchema, row: &[Value], held: impl Fn(&[u8]) -> bool) -> bool {
+    everywhere(schema) || held(&row_key(schema, row))
+}
+
+/// Where a command meeting tables placed everywhere goes (`placement = 'everywhere'`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// No everywhere table: as its routing places it.
+    Placed,
+    /// Reads of everywhere tables alone: one partition, any (each holds every row); this
+    /// placement key names a fixed one (the first table's, for NULL).
+    One(Vec<u8>),
+    /// A write to an everywhere table: every partition, in one message, answered once
+    /// (`answer_once`).
+    Every,
+    /// A read of everywhere tables with tables placed by hash: where its routing places it,
+    /// each everywhere table answered once (`answer_once`).
+    PlacedAnsweredOnce,
+}
+
+/// How a command's operations meet everywhere tables (`schema_of`: the catalog's schemas).
+pub fn spread(
+    operations: &[Operation],
+    read: bool,
+    schema_of: &impl Fn(&str) -> Option<TableSchema>,
+) -> Spread {
+    let everywhere_tables: Vec<TableSchema> = operations
+        .iter()
+        .filter_map(|operation| schema_of(operation.table_name()))
+        .filter(everywhere)
+        .collect();
+    let Some(first) = everywhere_tables.first() else {
+        return Spread::Placed;
+    };
+    if !read {
+        Spread::Every
+    } else if everywhere_tables.len() == operations.len() {
+        Spread::One(placement_key(&placement_name(first), &Value::Null))
+    } else {
+        Spread::PlacedAnsweredOnce
+    }
+}
+
+/// Each operation on an everywhere table answered once: every partition holds (and changed)
+/// the same rows, so the answers of all but the first partition are emptied (no rows, a count
+/// of 0, no groups) before the gateway merges them.
+pub fn answer_once(
+    operations: &[Operation],
+    schema_of: &impl Fn(&str) -> Option<TableSchema>,
+    outcomes: &mut [Outcome],
+) {
+    let once: Vec<bool> = operations
+        .iter()
+        .map(|operation| {
+            schema_of(operation.table_name()).is_some_and(|schema| everywhere(&schema))
+        })
+        .collect();
+    if !once.contains(&true) {
+        return;
+    }
+    let empty = |output: &mut Output| match output {
+        Output::Inserted { count } | Output::Updated { count } | Output::Deleted { count } => {
+            *count = 0
+        }
+        Output::Rows { rows, .. } => rows.clear(),
+        Output::Groups { groups, .. } => groups.clear(),
+        Output::Created | Output::Dropped { .. } | Output::Altered => {}
+    };
+    for outcome in outcomes.iter_mut().skip(1) {
+        match outcome {
+            Outcome::Executed(Ok(output)) if once.first() == Some(&true) => empty(output),
+            Outcome::Batch(results) => {
+                for (result, once) in results.iter_mut().zip(&once) {
+                    if let (Ok(output), true) = (result, once) {
+                        empty(output);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Where an insert's rows hold the table's partition key: its position in the insert's
@@ -118,6 +220,37 @@ fn insert_key_position(schema: &TableSchema, columns: &[String]) -> Option<usize
     }
     let name = &schema.columns[key].name;
     columns.iter().position(|column| column == name)
+}
+
+/// The routing of an insert into a table without a primary key once its rows have hidden
+/// row ids (`sql::with_row_ids` routes them by the id): by the table's partition key when
+/// `WITH (partition_by = …)` names another column, at its position in the insert's columns,
+/// or to NULL's partition when the insert leaves it out (every row's key is NULL there).
+pub fn row_id_routing(
+    operations: &[Operation],
+    routing: sql::Routing,
+    schema_of: &impl Fn(&str) -> Option<TableSchema>,
+) -> sql::Routing {
+    let Some((table, columns)) = operations.iter().find_map(|operation| match operation {
+        Operation::Insert { table, columns, .. } => Some((table, columns)),
+        _ => None,
+    }) else {
+        return routing;
+    };
+    let Some(schema) = schema_of(table) else {
+        return routing;
+    };
+    let key = partition_column(&schema);
+    if Some(key) == schema.row_id_column() || columns.is_empty() {
+        return routing;
+    }
+    match insert_key_position(&schema, columns) {
+        Some(position) => sql::Routing::RowsByKey { position },
+        None => sql::Routing::Keys {
+            column: schema.columns[key].name.clone(),
+            values: vec![Value::Null],
+        },
+    }
 }
 
 /// A partition's share of a statement: every insert keeps only the rows whose placement key
@@ -162,13 +295,17 @@ fn operation_share(
     else {
         return operation;
     };
-    let position = schema_of(&table).and_then(|schema| insert_key_position(&schema, &columns));
+    // Every partition keeps an everywhere table's rows.
+    let placed = schema_of(&table).filter(|schema| !everywhere(schema));
+    let position = placed.as_ref().and_then(|schema| {
+        insert_key_position(schema, &columns).map(|position| (position, placement_name(schema)))
+    });
     let rows = match position {
-        Some(position) => rows
+        Some((position, name)) => rows
             .into_iter()
             .filter(|row| {
                 row.get(position)
-                    .is_none_or(|value| held(&placement_key(&table, value)))
+                    .is_none_or(|value| held(&placement_key(&name, value)))
             })
             .collect(),
         None => rows,
@@ -230,6 +367,112 @@ mod tests {
             row_key(&by_b, &row),
             placement_key("t", &Value::Text("x".into()))
         );
+    }
+
+    #[test]
+    fn rows_are_placed_under_the_stored_placement_name_not_the_table_name() {
+        let row = vec![Value::Int(1), Value::Text("x".into()), Value::Null];
+        let mut renamed = schema(&[("placement_name", "w")]);
+        renamed.name = "renamed".into();
+        assert_eq!(row_key(&renamed, &row), placement_key("w", &Value::Int(1)));
+        assert_eq!(placement_name(&renamed), "w");
+        // Stored before placement names: the table's name.
+        assert_eq!(placement_name(&schema(&[])), "t");
+        let held = |key: &[u8]| key == placement_key("w", &Value::Int(1));
+        assert!(holds_row(&renamed, &row, held));
+        assert!(!holds_row(&schema(&[]), &row, held));
+        // Every partition holds an everywhere table's rows.
+        assert!(holds_row(
+            &schema(&[("placement", "everywhere")]),
+            &row,
+            |_| false
+        ));
+    }
+
+    fn select(table: &str) -> Operation {
+        Operation::Select {
+            table: table.into(),
+            columns: Vec::new(),
+            predicate: None,
+            limit: None,
+        }
+    }
+
+    #[test]
+    fn everywhere_reads_go_to_one_partition_writes_to_every_one_answered_once() {
+        let mut item = schema(&[("placement", "everywhere")]);
+        item.name = "item".into();
+        let hashed = schema(&[]);
+        let schema_of = |name: &str| match name {
+            "item" => Some(item.clone()),
+            "t" => Some(hashed.clone()),
+            _ => None,
+        };
+        assert_eq!(spread(&[select("t")], true, &schema_of), Spread::Placed);
+        assert_eq!(
+            spread(&[select("item"), select("item")], true, &schema_of),
+            Spread::One(placement_key("item", &Value::Null)),
+            "the fixed partition: the item table's placement name, for NULL"
+        );
+        assert_eq!(
+            spread(&[select("item"), select("t")], true, &schema_of),
+            Spread::PlacedAnsweredOnce
+        );
+        let delete = Operation::Delete {
+            table: "item".into(),
+            predicate: None,
+        };
+        assert_eq!(
+            spread(std::slice::from_ref(&delete), false, &schema_of),
+            Spread::Every
+        );
+        // Answered once: the second partition's item answers emptied, t's kept.
+        let rows = |values: &[i32]| {
+            Ok(Output::Rows {
+                columns: vec!["a".into()],
+                rows: values
+                    .iter()
+                    .map(|value| vec![Value::Int(*value)])
+                    .collect(),
+            })
+        };
+        let mut outcomes = vec![
+            Outcome::Batch(vec![rows(&[1, 2]), rows(&[7])]),
+            Outcome::Batch(vec![rows(&[1, 2]), rows(&[8])]),
+        ];
+        answer_once(&[select("item"), select("t")], &schema_of, &mut outcomes);
+        assert_eq!(
+            outcomes,
+            vec![
+                Outcome::Batch(vec![rows(&[1, 2]), rows(&[7])]),
+                Outcome::Batch(vec![rows(&[]), rows(&[8])]),
+            ]
+        );
+        let mut deleted = vec![
+            Outcome::Executed(Ok(Output::Deleted { count: 3 })),
+            Outcome::Executed(Ok(Output::Deleted { count: 3 })),
+            Outcome::Executed(Err(engine::EngineError::Malformed)),
+        ];
+        answer_once(&[delete], &schema_of, &mut deleted);
+        assert_eq!(
+            deleted,
+            vec![
+                Outcome::Executed(Ok(Output::Deleted { count: 3 })),
+                Outcome::Executed(Ok(Output::Deleted { count: 0 })),
+                Outcome::Executed(Err(engine::EngineError::Malformed)),
+            ]
+        );
+        // Every partition keeps all of an everywhere insert's rows.
+        let insert = Command::Execute(Operation::Insert {
+            table: "item".into(),
+            columns: Vec::new(),
+            rows: vec![
+                vec![Value::Int(1), Value::Text("x".into()), Value::Null],
+                vec![Value::Int(2), Value::Text("y".into()), Value::Null],
+            ],
+            on_conflict: OnConflict::Error,
+        });
+        assert_eq!(share_of(insert.clone(), &schema_of, &|_| false), insert);
     }
 
     #[test]

@@ -86,6 +86,11 @@ pub struct TpccArguments {
     /// The seed of the population and of the terminals' inputs.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// With --load on Tessera: create the tables with the specification's DDL alone, without
+    /// the placement of `load::PLACEMENT` (warehouse-keyed tables co-located, ITEM everywhere),
+    /// to measure what the placement changes.
+    #[arg(long)]
+    no_placement: bool,
     /// The system's name in reports.
     #[arg(long, default_value = "tessera")]
     label: String,
@@ -188,7 +193,7 @@ fn load_constants(seed: u64) -> Constants {
 async fn load(arguments: &TpccArguments) -> anyhow::Result<()> {
     let scale = scale_of(arguments);
     let first = connect(arguments, 0).await?;
-    load::create_schema(&first)
+    load::create_schema(&first, !arguments.no_placement)
         .await
         .context("creating the schema")?;
     let parts = load::parts(arguments.warehouses);

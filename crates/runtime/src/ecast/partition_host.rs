@@ -138,7 +138,9 @@ impl PartitionStore {
         schema: &engine::TableSchema,
         row: &[engine::Value],
     ) -> bool {
-        range.contains(self.placement.position(&store::rows::row_key(schema, row)))
+        store::rows::holds_row(schema, row, |key| {
+            range.contains(self.placement.position(key))
+        })
     }
 }
 
@@ -375,7 +377,7 @@ impl PartitionData for PartitionStore {
         // Open transactions keep the before-images of the rows kept.
         let placement = &self.placement;
         self.store.retain_rows_where(|schema, row| {
-            holds.contains(placement.position(&store::rows::row_key(schema, row)))
+            store::rows::holds_row(schema, row, |key| holds.contains(placement.position(key)))
         });
     }
 }

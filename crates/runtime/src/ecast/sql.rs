@@ -200,11 +200,14 @@ impl ClusterBackend {
             engine::Command::Execute(operation) => std::slice::from_mut(operation),
             engine::Command::Explain(_) => &mut [],
         };
-        let mut row_ids = self
-            .row_ids
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        sql::with_row_ids(operations, || row_ids.next())
+        let routing = {
+            let mut row_ids = self
+                .row_ids
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            sql::with_row_ids(operations, || row_ids.next())
+        };
+        store::rows::row_id_routing(operations, routing, &|table| self.schema(table))
     }
 }
 
@@ -220,28 +223,60 @@ fn operations_of(command: &engine::Command) -> &[engine::Operation] {
 }
 
 /// Where a planned command goes: the placement keys its routing pins (distinct, sorted), or
-/// every partition.
-fn route_of(routing: &sql::Routing, command: &engine::Command) -> SqlRoute {
+/// every partition. Keys are placed under their tables' placement names (`schema_of`: the
+/// catalog's schemas; a table it lacks is placed under its name). A command meeting tables
+/// placed everywhere goes as `store::rows::spread` says: a write to every partition; a read of
+/// those tables alone to one partition, `touched` (a placement key the transaction already
+/// reached, so that it stays local) or a fixed one.
+fn route_of(
+    routing: &sql::Routing,
+    command: &engine::Command,
+    schema_of: &impl Fn(&str) -> Option<engine::TableSchema>,
+    touched: Option<&[u8]>,
+) -> SqlRoute {
     let operations = operations_of(command);
+    // By the operations (an EXPLAIN of a write goes where the write would).
+    let read = operations.iter().all(engine::Operation::is_read);
+    match store::rows::spread(operations, read, schema_of) {
+        store::rows::Spread::Every => return SqlRoute::Every,
+        store::rows::Spread::One(fixed) => {
+            return SqlRoute::Keys(vec![touched.map_or(fixed, <[u8]>::to_vec)])
+        }
+        store::rows::Spread::Placed | store::rows::Spread::PlacedAnsweredOnce => {}
+    }
+    let placed = |table: &str| {
+        schema_of(table).map_or_else(
+            || Some(table.to_string()),
+            |schema| {
+                (!store::rows::everywhere(&schema)).then(|| store::rows::placement_name(&schema))
+            },
+        )
+    };
     let mut keys: Vec<Vec<u8>> = match routing {
         sql::Routing::Keys { values, .. } => {
-            let Some(table) = operations.first().map(engine::Operation::table_name) else {
+            let Some(name) = operations
+                .iter()
+                .find_map(|operation| placed(operation.table_name()))
+            else {
                 return SqlRoute::Every;
             };
             values
                 .iter()
-                .map(|value| store::rows::placement_key(table, value))
+                .map(|value| store::rows::placement_key(&name, value))
                 .collect()
         }
         sql::Routing::RowsByKey { position } => operations
             .iter()
             .filter_map(|operation| match operation {
-                engine::Operation::Insert { table, rows, .. } => Some(
-                    rows.iter()
-                        .filter_map(|row| row.get(*position))
-                        .map(|value| store::rows::placement_key(table, value))
-                        .collect::<Vec<_>>(),
-                ),
+                engine::Operation::Insert { table, rows, .. } => {
+                    let name = placed(table)?;
+                    Some(
+                        rows.iter()
+                            .filter_map(|row| row.get(*position))
+                            .map(|value| store::rows::placement_key(&name, value))
+                            .collect::<Vec<_>>(),
+                    )
+                }
                 _ => None,
             })
             .flatten()
@@ -317,7 +352,7 @@ impl RoutedBackend for ClusterBackend {
             sql::Routing::NewRowIds => self.with_row_ids(&mut command),
             other => other.clone(),
         };
-        let route = route_of(&routing, &command);
+        let route = route_of(&routing, &command, &|table| self.schema(table), None);
         if route == SqlRoute::Keys(Vec::new()) {
             return Ok(Vec::new()); // No key, no partition: nothing to run.
         }
@@ -343,10 +378,10 @@ impl RoutedBackend for ClusterBackend {
                 continue;
             }
             let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
-                return Ok(outcomes);
+                return Ok(self.answered_once(&command, outcomes));
             };
             if started.elapsed() > BUSY_RETRY_FOR {
-                return Ok(outcomes);
+                return Ok(self.answered_once(&command, outcomes));
             }
             match blocked {
                 Some((holder, since)) if holder == statement => {
@@ -369,6 +404,39 @@ impl RoutedBackend for ClusterBackend {
 }
 
 impl ClusterBackend {
+    /// A table's schema in the cached catalog.
+    fn schema(&self, table: &str) -> Option<engine::TableSchema> {
+        let cached = self
+            .catalog
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        Some(cached.as_ref()?.1.tables.get(table)?.schema.clone())
+    }
+
+    /// The partitions' outcomes with each operation on an everywhere table answered once
+    /// (`store::rows::answer_once`).
+    fn answered_once(
+        &self,
+        command: &engine::Command,
+        mut outcomes: Vec<(String, engine::Outcome)>,
+    ) -> Vec<(String, engine::Outcome)> {
+        if outcomes.len() > 1 {
+            let mut answers: Vec<engine::Outcome> = outcomes
+                .iter()
+                .map(|(_, outcome)| outcome.clone())
+                .collect();
+            store::rows::answer_once(
+                operations_of(command),
+                &|table| self.schema(table),
+                &mut answers,
+            );
+            for ((_, outcome), answer) in outcomes.iter_mut().zip(answers) {
+                *outcome = answer;
+            }
+        }
+        outcomes
+    }
+
     /// Row locks finer than the partition key value (`store::transactions::row_paths`), from
     /// the cached catalog's schema of the statement's table; `None` without one.
     fn row_paths(
@@ -403,6 +471,7 @@ impl TransactionBackend for ClusterBackend {
             locks: Default::default(),
             locking: None,
             savepoint: 0,
+            touched: None,
         })
     }
 
@@ -429,9 +498,17 @@ impl TransactionBackend for ClusterBackend {
             sql::Routing::NewRowIds => self.with_row_ids(&mut command),
             other => other.clone(),
         };
-        let route = route_of(&routing, &command);
+        let route = route_of(
+            &routing,
+            &command,
+            &|table| self.schema(table),
+            transaction.touched.as_deref(),
+        );
         if route == SqlRoute::Keys(Vec::new()) {
             return Ok(Vec::new());
+        }
+        if let (true, SqlRoute::Keys(keys)) = (transaction.touched.is_none(), &route) {
+            transaction.touched = keys.first().cloned();
         }
         let keys = match &route {
             SqlRoute::Keys(keys) => Some(keys.as_slice()),
@@ -514,7 +591,7 @@ impl TransactionBackend for ClusterBackend {
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
-                return Ok(outcomes);
+                return Ok(self.answered_once(&command, outcomes));
             }
         }
     }
@@ -743,20 +820,103 @@ mod tests {
         };
         let mut expected = vec![key(1), key(3)];
         expected.sort();
-        assert_eq!(route_of(&keys, &select), SqlRoute::Keys(expected));
-        assert_eq!(route_of(&sql::Routing::Every, &select), SqlRoute::Every);
+        assert_eq!(
+            route_of(&keys, &select, &|_| None, None),
+            SqlRoute::Keys(expected)
+        );
+        assert_eq!(
+            route_of(&sql::Routing::Every, &select, &|_| None, None),
+            SqlRoute::Every
+        );
         let rows = |ids: &[i64]| {
             ids.iter()
                 .map(|id| vec![Value::BigInt(*id), Value::Null])
                 .collect()
         };
         let inserts = Command::Batch(vec![insert(rows(&[5, 6])), insert(rows(&[6, 7]))]);
-        let SqlRoute::Keys(routed) = route_of(&sql::Routing::RowsByKey { position: 0 }, &inserts)
-        else {
+        let SqlRoute::Keys(routed) = route_of(
+            &sql::Routing::RowsByKey { position: 0 },
+            &inserts,
+            &|_| None,
+            None,
+        ) else {
             panic!("an insert goes by its rows' keys")
         };
         assert_eq!(routed.len(), 3, "distinct keys");
         assert!([5, 6, 7].iter().all(|id| routed.contains(&key(*id))));
+    }
+
+    #[test]
+    fn colocated_tables_share_placement_keys_and_everywhere_tables_read_one_partition() {
+        let schema = |name: &str, options: &[(&str, &str)]| {
+            let mut schema = engine::TableSchema::new(
+                name,
+                vec![
+                    engine::ColumnDef::new("id", engine::DataType::BigInt).not_null(),
+                    engine::ColumnDef::new("v", engine::DataType::Int),
+                ],
+                &["id"],
+            )
+            .unwrap();
+            schema.options = options
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect();
+            schema
+        };
+        let catalog = |name: &str| match name {
+            "w" => Some(schema("w", &[("placement_name", "w")])),
+            "d" => Some(schema("d", &[("placement_name", "w")])),
+            "item" => Some(schema("item", &[("placement", "everywhere")])),
+            _ => None,
+        };
+        let select = |table: &str| Command::Guarded {
+            catalog: 1,
+            command: Box::new(Command::Batch(vec![Operation::Select {
+                table: table.into(),
+                columns: Vec::new(),
+                predicate: Some(Predicate::equal("id", Value::BigInt(3))),
+                limit: None,
+            }])),
+        };
+        let keys = sql::Routing::Keys {
+            column: "id".into(),
+            values: vec![Value::BigInt(3)],
+        };
+        let at_w = SqlRoute::Keys(vec![store::rows::placement_key("w", &Value::BigInt(3))]);
+        assert_eq!(route_of(&keys, &select("w"), &catalog, None), at_w);
+        assert_eq!(route_of(&keys, &select("d"), &catalog, None), at_w);
+        // A table the catalog lacks is placed under its name.
+        assert_eq!(
+            route_of(&keys, &select("t"), &catalog, None),
+            SqlRoute::Keys(vec![store::rows::placement_key("t", &Value::BigInt(3))])
+        );
+        // An everywhere table: a read to the transaction's partition, else a fixed one.
+        let touched = store::rows::placement_key("w", &Value::BigInt(9));
+        assert_eq!(
+            route_of(&keys, &select("item"), &catalog, Some(&touched)),
+            SqlRoute::Keys(vec![touched.clone()])
+        );
+        assert_eq!(
+            route_of(&keys, &select("item"), &catalog, None),
+            SqlRoute::Keys(vec![store::rows::placement_key("item", &Value::Null)])
+        );
+        // A write to every partition, whatever its routing.
+        let write = Command::Execute(Operation::Insert {
+            table: "item".into(),
+            columns: vec!["id".into(), "v".into()],
+            rows: vec![vec![Value::BigInt(1), Value::Null]],
+            on_conflict: OnConflict::Error,
+        });
+        assert_eq!(
+            route_of(
+                &sql::Routing::RowsByKey { position: 0 },
+                &write,
+                &catalog,
+                Some(&touched)
+            ),
+            SqlRoute::Every
+        );
     }
 
     #[test]

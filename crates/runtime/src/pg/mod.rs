@@ -137,6 +137,9 @@ pub struct TransactionContext {
     /// The innermost open savepoint's id (0: none), set by the front end; each statement
     /// carries it, so that the partitions keep what ROLLBACK TO it undoes.
     pub savepoint: u32,
+    /// The first placement key a statement of the transaction was routed to: a read of tables
+    /// placed everywhere goes to its partition, so that the transaction stays local.
+    pub touched: Option<Vec<u8>>,
 }
 
 /// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,

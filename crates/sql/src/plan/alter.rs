@@ -228,6 +228,14 @@ impl Planner<'_, '_> {
                     plan.others
                         .push(owner_renamed(&sequence, &schema, &to, &column));
                 }
+                // The rows stay where they are: the table keeps its placement name (written
+                // here for a table stored before placement names were).
+                apply(
+                    plan,
+                    TableChange::SetOptions {
+                        options: TableOptions::of(&plan.table.schema).to_pairs(),
+                    },
+                )?;
                 // Applied by the engine (it keys tables by name); here only the name.
                 plan.table.schema.name = to.clone();
                 plan.changes.push(TableChange::RenameTable { to });

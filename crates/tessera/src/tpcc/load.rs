@@ -1,10 +1,12 @@
 //! TPC-C's schema (clause 1.3) and initial population (clause 4.3.3.1), loaded with
 //! `COPY … FROM STDIN` in chunks over several connections, with a progress bar.
 //!
-//! Every table's primary key starts with the warehouse (ITEM's with the item), so a system that
-//! partitions by the first primary-key column (Tessera, unless told otherwise) places a
-//! warehouse's rows together, as Sprint partitions TPC-C (§7.1). The DDL is the specification's:
-//! nothing in it is Tessera-specific.
+//! The DDL is the specification's. On Tessera (its `version()` says so) each table also gets
+//! the placement Sprint gives TPC-C (§6, §7.1, `PLACEMENT`): every warehouse-keyed table
+//! (HISTORY included, which has no primary key) partitioned by its warehouse id and co-located
+//! with WAREHOUSE, so that a warehouse's rows lie in one partition whatever the table; ITEM
+//! held by every partition. A transaction on one home warehouse whose items are all supplied
+//! by it then runs at one partition. The five transactions' statements are the same on both.
 
 use super::random::{self, Constants};
 use super::Scale;
@@ -76,6 +78,34 @@ pub const SCHEMA: [(&str, &str); 9] = [
     ),
 ];
 
+/// Tessera's `WITH` options for each table, by name.
+pub const PLACEMENT: [(&str, &str); 9] = [
+    ("warehouse", "partition_by = w_id"),
+    (
+        "district",
+        "partition_by = d_w_id, colocate_with = warehouse",
+    ),
+    (
+        "customer",
+        "partition_by = c_w_id, colocate_with = warehouse",
+    ),
+    (
+        "history",
+        "partition_by = h_w_id, colocate_with = warehouse",
+    ),
+    (
+        "new_order",
+        "partition_by = no_w_id, colocate_with = warehouse",
+    ),
+    ("orders", "partition_by = o_w_id, colocate_with = warehouse"),
+    (
+        "order_line",
+        "partition_by = ol_w_id, colocate_with = warehouse",
+    ),
+    ("item", "placement = everywhere"),
+    ("stock", "partition_by = s_w_id, colocate_with = warehouse"),
+];
+
 /// The secondary indexes the transactions' non-key lookups use (Payment and Order-Status by
 /// last name; Order-Status's newest order of a customer).
 pub const INDEXES: [&str; 2] = [
@@ -86,17 +116,28 @@ pub const INDEXES: [&str; 2] = [
 /// The timestamp the population is stamped with (clause 4.3.3.1: "current date and time").
 pub const LOAD_TIME: &str = "2026-01-01 00:00:00";
 
-/// Drops and creates the nine tables and their indexes.
-pub async fn create_schema(client: &Client) -> anyhow::Result<()> {
+/// Drops and creates the nine tables and their indexes (`placed`: with `PLACEMENT` on Tessera).
+pub async fn create_schema(client: &Client, placed: bool) -> anyhow::Result<()> {
     for (table, _) in SCHEMA.iter().rev() {
         client
             .simple_query(&format!("DROP TABLE IF EXISTS {table}"))
             .await
             .map_err(|error| anyhow::anyhow!("DROP TABLE {table}: {}", super::describe(&error)))?;
     }
+    let version = client
+        .query_one("SELECT version()", &[])
+        .await
+        .map_err(|error| anyhow::anyhow!("SELECT version(): {}", super::describe(&error)))?;
+    let tessera = placed && version.get::<_, String>(0).contains("(Tessera)");
     for (table, columns) in SCHEMA {
+        let placement = PLACEMENT
+            .iter()
+            .find(|(name, _)| *name == table)
+            .filter(|_| tessera)
+            .map(|(_, options)| format!(" WITH ({options})"))
+            .unwrap_or_default();
         client
-            .simple_query(&format!("CREATE TABLE {table} ({columns})"))
+            .simple_query(&format!("CREATE TABLE {table} ({columns}){placement}"))
             .await
             .map_err(|error| {
                 anyhow::anyhow!("CREATE TABLE {table}: {}", super::describe(&error))
