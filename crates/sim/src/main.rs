@@ -29,6 +29,10 @@ const USAGE: &str =
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
                  bypass-act-before-install | bypass-ignore-holdings |
                  bypass-group-commit-without-quorum | bypass-tombstone-silent)
+  --sql-transactions   with --partitions vr: the groups host the runtime's SQL partition data
+                 and every gateway slot runs interactive SQL transactions (list-append, transfers,
+                 audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
+                 sql-unlocked-reads | sql-ignore-incarnations)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
@@ -49,6 +53,7 @@ struct Arguments {
     ecast_canary: Option<EcastCanary>,
     bypass: bool,
     skyros_partitions: bool,
+    sql_transactions: bool,
     bypass_canary: Option<BypassCanary>,
 }
 
@@ -65,6 +70,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         ecast_canary: None,
         bypass: false,
         skyros_partitions: false,
+        sql_transactions: false,
         bypass_canary: None,
     };
     let mut iter = arguments.iter();
@@ -81,6 +87,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--jobs" => parsed.jobs = number("--jobs")?.max(1) as usize,
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
             "--ecast" => parsed.ecast = true,
+            "--sql-transactions" => parsed.sql_transactions = true,
             "--partitions" => match iter.next().map(String::as_str) {
                 Some("vr") => parsed.bypass = true,
                 Some("skyros") => {
@@ -103,6 +110,11 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                         Some(BypassCanary::GroupCommitWithoutQuorum)
                     }
                     Some("bypass-tombstone-silent") => Some(BypassCanary::TombstoneSilent),
+                    Some("sql-commit-at-one-participant") => {
+                        Some(BypassCanary::SqlCommitAtOneParticipant)
+                    }
+                    Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
+                    Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
@@ -279,6 +291,9 @@ fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
         None => BypassOptions::from_seed(seed),
     };
     options.skyros |= arguments.skyros_partitions;
+    if arguments.sql_transactions {
+        options = options.with_sql_transactions();
+    }
     options
 }
 
@@ -287,7 +302,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} router_pauses={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -320,6 +335,27 @@ fn print_bypass_report(report: &BypassReport) {
         stats.fast_acks,
         stats.gate_refusals,
         stats.comm_fast,
+        if stats.sql.started > 0 {
+            let sql = &stats.sql;
+            format!(
+                " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
+                 abandoned={} indeterminate={} lost_statements={} session_crashes={} appends={} transfers={} audits={}",
+                sql.started,
+                sql.committed,
+                sql.aborted,
+                sql.serialization_failures,
+                sql.waits,
+                sql.abandoned,
+                sql.indeterminate,
+                sql.lost_statements,
+                sql.session_crashes,
+                sql.appends,
+                sql.transfers,
+                sql.audits
+            )
+        } else {
+            String::new()
+        },
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),
@@ -413,6 +449,7 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         "sweep{} seeds {start}..{} on {} threads{}{}",
         match (arguments.ecast, arguments.bypass) {
             (_, true) if arguments.skyros_partitions => " (ecast, partitions skyros)",
+            (_, true) if arguments.sql_transactions => " (ecast, partitions vr, SQL transactions)",
             (_, true) => " (ecast, partitions vr)",
             (true, false) => " (ecast)",
             (false, false) => "",
@@ -487,6 +524,9 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
             "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
             match (arguments.ecast, arguments.bypass) {
                 (_, true) if arguments.skyros_partitions => "--ecast --partitions skyros ",
+                (_, true) if arguments.sql_transactions => {
+                    "--ecast --partitions vr --sql-transactions "
+                }
                 (_, true) => "--ecast --partitions vr ",
                 (true, false) => "--ecast ",
                 (false, false) => "",

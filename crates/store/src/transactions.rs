@@ -201,6 +201,11 @@ impl Transactions {
         self.open.len()
     }
 
+    /// The ids of the open transactions, in order.
+    pub fn open_ids(&self) -> Vec<u64> {
+        self.open.keys().copied().collect()
+    }
+
     pub fn get(&self, id: u64) -> Option<&Transaction> {
         self.open.get(&id)
     }

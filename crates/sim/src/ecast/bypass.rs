@@ -67,9 +67,32 @@ use vr::{ClientId, Request};
 mod groups;
 #[path = "bypass_routers.rs"]
 mod routers;
+#[path = "bypass_sql.rs"]
+mod sql;
+
+pub use sql::SqlStats;
 
 /// Values read by a transaction, by key.
 type Values = Vec<(u64, i64)>;
+
+/// An answer part as partitions send it: a value of the key-value workload, or (the SQL mode) a
+/// SQL statement's engine outcome bytes at its first part held, `None` at its other parts
+/// (`cluster::partition_store`'s `Outcome::Foreign` and `Outcome::Ok`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    Int(i64),
+    Sql(Option<Vec<u8>>),
+}
+
+/// A partition's result: its answer parts.
+type Answers = Vec<(u64, Answer)>;
+
+fn int_answers(values: Values) -> Answers {
+    values
+        .into_iter()
+        .map(|(key, value)| (key, Answer::Int(value)))
+        .collect()
+}
 
 /// Gateways' process ids sit far above partitions'.
 const GATEWAY_BASE: u64 = 1_000_000;
@@ -120,6 +143,20 @@ pub enum BypassCanary {
     /// bypass request reaches a retired group only after its replicas stopped resends for
     /// ever (found by the simulator, stop 27). Reconfigures on every seed, replication 3.
     TombstoneSilent,
+    /// `--sql-transactions`, "commit on the first vote": COMMIT reaches only the partition of
+    /// the first row the transaction touched, which commits alone; the other participants are
+    /// told to abort.
+    SqlCommitAtOneParticipant,
+    /// `--sql-transactions`, "skip the execution-order rule": a transaction's reads take no
+    /// lock and run as statements outside it, so nothing orders them against conflicting
+    /// writers (the runtime's `TESSERA_CANARY_UNLOCKED_READS`).
+    SqlUnlockedReads,
+    /// `--sql-transactions`, "ignore incarnations": a group that receives rows at a keyspace
+    /// cut does not receive the open transactions' locks and before-images with them (it is a
+    /// new incarnation of those rows that knows nothing of the transactions), and nothing
+    /// aborts those transactions: they go on, and commit or abort, as if the rows had not
+    /// moved. Reconfigures on every seed.
+    SqlIgnoreIncarnations,
 }
 
 #[derive(Clone, Debug)]
@@ -175,6 +212,10 @@ pub struct BypassOptions {
     /// The partition groups' VR heartbeat and primary timeout, in ticks.
     pub group_heartbeat_ticks: u64,
     pub group_timeout_ticks: u64,
+    /// `--sql-transactions`: the groups host `cluster::partition_store::PartitionStore` and
+    /// every slot runs interactive SQL transactions (`bypass_sql.rs`) instead of the
+    /// key-value workload.
+    pub sql_transactions: bool,
     pub canary: Option<BypassCanary>,
 }
 
@@ -242,6 +283,7 @@ impl BypassOptions {
             skyros_comm: false,
             group_heartbeat_ticks: 10,
             group_timeout_ticks: 100,
+            sql_transactions: false,
             canary: None,
         }
         .with_reconfiguration_drawn()
@@ -290,9 +332,41 @@ impl BypassOptions {
         options
     }
 
+    /// The seed's options with SQL transactions.
+    pub fn sql(seed: u64) -> BypassOptions {
+        BypassOptions::from_seed(seed).with_sql_transactions()
+    }
+
+    /// SQL transactions (`--sql-transactions`): the rows are the accounts and the registers
+    /// (less contention than the key-value workload's few accounts), and faults last three
+    /// times longer (a transaction is several messages, its first lock and its end each an
+    /// E-Cast message to every partition).
+    pub fn with_sql_transactions(mut self) -> BypassOptions {
+        if !self.sql_transactions {
+            self.sql_transactions = true;
+            self.accounts += self.registers;
+            self.fault_ticks *= 3;
+        }
+        self
+    }
+
     pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
         let mut options = BypassOptions::from_seed(seed);
         options.canary = Some(canary);
+        if matches!(
+            canary,
+            BypassCanary::SqlCommitAtOneParticipant
+                | BypassCanary::SqlUnlockedReads
+                | BypassCanary::SqlIgnoreIncarnations
+        ) {
+            options = options.with_sql_transactions();
+        }
+        if canary == BypassCanary::SqlIgnoreIncarnations {
+            let mut prng = Prng::new(seed ^ 0x5a1e_1a0e);
+            options.reconfigure_per_10000 = prng.range_inclusive(30, 80);
+            options.standbys = prng.range_inclusive(1, 3);
+            options.replication = if prng.percent(50) { 3 } else { 1 };
+        }
         if canary == BypassCanary::SkyrosGateIgnored {
             // The counterexample of `ecast.md`, "Skyros partitions": a put acknowledged while
             // held for a multi-partition message whose other destination lags, then a read
@@ -380,7 +454,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={}{}{}{}",
+             group_heartbeat={} group_timeout={}{}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -406,6 +480,7 @@ impl BypassOptions {
             self.group_timeout_ticks,
             if self.skyros { " skyros" } else { "" },
             if self.skyros && self.skyros_comm { " comm" } else { "" },
+            if self.sql_transactions { " sql" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
@@ -458,6 +533,8 @@ pub struct BypassStats {
     pub groups_retired: u64,
     pub timestamp_max: u64,
     pub watermark_max: u64,
+    /// `--sql-transactions`.
+    pub sql: SqlStats,
 }
 
 pub struct BypassReport {
@@ -502,7 +579,7 @@ enum Msg {
     MultiAnswer {
         sequence: Sequence,
         partition: ProcessId,
-        values: Values,
+        values: Answers,
     },
     /// Partition → partition: the copy captured at a keyspace cut.
     Copy {
@@ -547,19 +624,48 @@ enum Node {
 
 /// A partition's data: the simulator's key-value map behind `ecast::PartitionData`.
 /// Operations (single-partition transactions and shares alike) are postcard `Txn`s; results are
-/// postcard `Values`.
+/// postcard `Answers`. In the SQL mode the data is the runtime's `PartitionStore` instead
+/// (`sql`), every operation a `cluster::payload::SqlPayload`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct SimData {
     accounts: u64,
     data: BTreeMap<u64, i64>,
+    sql: Option<SqlData>,
+    /// The `SqlIgnoreIncarnations` canary: imported copies lose their open transactions.
+    forget_transactions: bool,
+}
+
+/// The SQL mode's partition data; equal when their snapshots are (`bypass_agreement`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SqlData(cluster::partition_store::PartitionStore);
+
+impl PartialEq for SqlData {
+    fn eq(&self, other: &SqlData) -> bool {
+        postcard::to_allocvec(&self.0).ok() == postcard::to_allocvec(&other.0).ok()
+    }
+}
+
+impl Eq for SqlData {}
+
+impl SimData {
+    /// The SQL mode's store.
+    fn sql_store(&self) -> Option<&store::Store> {
+        self.sql.as_ref().map(|sql| sql.0.store())
+    }
 }
 
 impl PartitionData for SimData {
     fn position(&self, key: &[u8]) -> Position {
+        if let Some(sql) = &self.sql {
+            return sql.0.position(key);
+        }
         KeyMapping::Hash.position(key)
     }
 
     fn export(&self, range: &PositionSet) -> Vec<u8> {
+        if let Some(sql) = &self.sql {
+            return sql.0.export(range);
+        }
         let records: Vec<(u64, i64)> = self
             .data
             .iter()
@@ -570,15 +676,46 @@ impl PartitionData for SimData {
     }
 
     fn import(&mut self, records: &[u8]) {
+        if let Some(sql) = &mut self.sql {
+            if self.forget_transactions {
+                type Records = (
+                    Vec<(Vec<u8>, Vec<u8>)>,
+                    Option<Vec<u8>>,
+                    store::prepared::Prepared,
+                    Vec<(Vec<u8>, kv::Lock)>,
+                    store::transactions::Transactions,
+                );
+                if let Ok((records, tables, prepared, locks, _)) =
+                    postcard::from_bytes::<Records>(records)
+                {
+                    let without = (
+                        records,
+                        tables,
+                        prepared,
+                        locks,
+                        store::transactions::Transactions::default(),
+                    );
+                    let bytes = postcard::to_allocvec(&without).expect("records serialise");
+                    return sql.0.import(&bytes);
+                }
+            }
+            return sql.0.import(records);
+        }
         let records: Vec<(u64, i64)> = postcard::from_bytes(records).unwrap_or_default();
         self.data.extend(records);
     }
 
     fn retain(&mut self, holds: &PositionSet) {
+        if let Some(sql) = &mut self.sql {
+            return sql.0.retain(holds);
+        }
         self.data.retain(|key, _| holds.contains(position(*key)));
     }
 
     fn keys(&self, operation: &[u8]) -> KeySet {
+        if let Some(sql) = &self.sql {
+            return sql.0.keys(operation);
+        }
         match postcard::from_bytes::<Txn>(operation) {
             Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
             Err(_) => KeySet::Unknown,
@@ -586,16 +723,33 @@ impl PartitionData for SimData {
     }
 
     fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if self.sql.is_some() {
+            return None;
+        }
         let mut copy = self.data.clone();
         let txn = postcard::from_bytes::<Txn>(operation).ok()?;
         let accounts = self.accounts;
         let values = txn.execute(&mut copy, |key| {
             bypass_checkers::initial_value(accounts, key)
         });
-        Some(postcard::to_allocvec(&values).expect("values serialise"))
+        Some(postcard::to_allocvec(&int_answers(values)).expect("values serialise"))
     }
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+        if let Some(sql) = &mut self.sql {
+            let result = sql.0.execute(operation);
+            let answers: Answers = cluster::partition_store::decode_outcomes(&result)
+                .into_iter()
+                .map(|(part, outcome)| {
+                    let bytes = match outcome {
+                        kv::Outcome::Foreign(bytes) => Some(bytes),
+                        _ => None,
+                    };
+                    (u64::from(part), Answer::Sql(bytes))
+                })
+                .collect();
+            return postcard::to_allocvec(&answers).expect("answers serialise");
+        }
         let Ok(txn) = postcard::from_bytes::<Txn>(operation) else {
             return Vec::new();
         };
@@ -603,11 +757,11 @@ impl PartitionData for SimData {
         let values = txn.execute(&mut self.data, |key| {
             bypass_checkers::initial_value(accounts, key)
         });
-        postcard::to_allocvec(&values).expect("values serialise")
+        postcard::to_allocvec(&int_answers(values)).expect("values serialise")
     }
 }
 
-fn decode_values(bytes: &[u8]) -> Option<Values> {
+fn decode_values(bytes: &[u8]) -> Option<Answers> {
     postcard::from_bytes(bytes).ok()
 }
 
@@ -642,7 +796,7 @@ struct GatewayNode {
     id: ProcessId,
     /// The pure gateway, with the router bypass (`with_bypass`, and `with_skyros` for `skyros`
     /// partitions) and rule A's watermark gate (not under the `AckOnStable` canary).
-    gateway: Gateway<i64>,
+    gateway: Gateway<Answer>,
     slots: Vec<Option<SlotOp>>,
     idle_until: Vec<u64>,
 }
@@ -683,6 +837,8 @@ pub struct BypassSimulation {
     stats: BypassStats,
     trace_hash: u64,
     violation: Option<Violation>,
+    /// `--sql-transactions`: the SQL workload's clients and findings.
+    sql: Option<sql::SqlState>,
 }
 
 /// Where a key lives on the ring (hash placement, as the `--ecast` mode).
@@ -692,9 +848,14 @@ fn position(key: u64) -> Position {
 
 /// The partition (its destination id) holding a key.
 fn partition_of(configuration: &Configuration, key: u64) -> ProcessId {
+    partition_holding(configuration, position(key))
+}
+
+/// The partition (its destination id) holding a ring position.
+fn partition_holding(configuration: &Configuration, position: Position) -> ProcessId {
     let routing = Routing::Write {
         sender: ProcessId(GATEWAY_BASE),
-        target: Target::Points(vec![position(key)]),
+        target: Target::Points(vec![position]),
     };
     destset(configuration, &routing)
         .into_iter()
@@ -702,16 +863,35 @@ fn partition_of(configuration: &Configuration, key: u64) -> ProcessId {
         .expect("every key has a partition")
 }
 
+/// A partition group's node. `sql`: the SQL mode's data, `Some(true)` with the table and the
+/// rows it holds (a group of the first configuration), `Some(false)` empty (a group started by
+/// a keyspace message: copies bring the catalog and rows).
 fn partition_node(
     id: ProcessId,
     accounts: u64,
     settings: PartitionMachineSettings,
     holds: PositionSet,
+    sql: Option<bool>,
+    forget_transactions: bool,
 ) -> PartitionNode {
+    let sql = sql.map(|populated| {
+        let mut data = cluster::partition_store::PartitionStore::new(
+            holds.clone(),
+            cluster::payload::KeyPlacement::hash(),
+        );
+        if populated {
+            for operation in sql::initial_operations(accounts) {
+                data.execute(&operation);
+            }
+        }
+        SqlData(data)
+    });
     let machine = PartitionMachine::new(
         SimData {
             accounts,
             data: BTreeMap::new(),
+            sql,
+            forget_transactions,
         },
         settings,
     )
@@ -794,6 +974,8 @@ impl BypassSimulation {
                         accounts,
                         machine_settings.clone(),
                         group.arc(),
+                        options.sql_transactions.then_some(true),
+                        options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
                     )
                 })
                 .collect(),
@@ -805,6 +987,8 @@ impl BypassSimulation {
                         accounts,
                         machine_settings.clone(),
                         configuration.ranges_of(id),
+                        options.sql_transactions.then_some(true),
+                        options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
                     )
                 })
                 .collect(),
@@ -891,6 +1075,9 @@ impl BypassSimulation {
             stats: BypassStats::default(),
             trace_hash: 0xcbf2_9ce4_8422_2325,
             violation: None,
+            sql: options
+                .sql_transactions
+                .then(|| sql::SqlState::new(options.gateways, options.slots)),
             options,
         }
     }
@@ -991,11 +1178,17 @@ impl BypassSimulation {
             self.start_groups(grouping);
         }
         let configurations = &self.configurations;
+        // The SQL mode's payloads are not `Txn`s: the per-key order checker sees no keys.
+        let sql_mode = self.sql.is_some();
         let shares = |routed: &ecast::Routed| {
             let configuration = configurations
                 .get(&routed.routed_under)
                 .expect("every version is kept");
-            let txn: Txn = postcard::from_bytes(&routed.envelope.payload).unwrap_or_default();
+            let txn: Txn = if sql_mode {
+                Txn::default()
+            } else {
+                postcard::from_bytes(&routed.envelope.payload).unwrap_or_default()
+            };
             routed
                 .destinations
                 .keys()
@@ -1106,6 +1299,8 @@ impl BypassSimulation {
                 self.options.accounts,
                 self.machine_settings.clone(),
                 PositionSet::empty(),
+                self.options.sql_transactions.then_some(false),
+                self.options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
             );
             let config = &self.group_configs[&self.options.group_members()];
             node.members = groups::members(config, &node.initial);
@@ -1263,7 +1458,7 @@ impl BypassSimulation {
     }
 
     /// Steps gateway `gateway`'s `ecast::Gateway` and executes its effects.
-    fn gateway_step(&mut self, gateway: usize, input: GatewayInput<i64>) {
+    fn gateway_step(&mut self, gateway: usize, input: GatewayInput<Answer>) {
         let mut effects = Vec::new();
         self.gateways[gateway].gateway.step(input, &mut effects);
         for effect in effects {
@@ -1279,6 +1474,10 @@ impl BypassSimulation {
                     timestamp,
                 } => {
                     let now = self.now;
+                    if let Some(pending) = self.sql_pending(id) {
+                        pending.sequenced = Some((sequence, timestamp, now + RECALL_TICKS));
+                        continue;
+                    }
                     if let Some(SlotOp::Multi {
                         sequenced,
                         answered,
@@ -1298,6 +1497,10 @@ impl BypassSimulation {
                         self.reconfiguring = None;
                         continue;
                     }
+                    if (sql::SQL_ID_BASE..1 << 62).contains(&id) && self.sql.is_some() {
+                        self.sql_complete(id, completion);
+                        continue;
+                    }
                     let slot = self.gateways[gateway].slots.iter().position(|slot| {
                         matches!(slot, Some(SlotOp::Multi { history, .. }) if *history as u64 == id)
                     });
@@ -1306,7 +1509,14 @@ impl BypassSimulation {
                     };
                     match completion {
                         Completion::Done(answers) => {
-                            self.finish(gateway, slot, id as usize, answers.into_iter().collect());
+                            let values = answers
+                                .into_iter()
+                                .filter_map(|(key, answer)| match answer {
+                                    Answer::Int(value) => Some((key, value)),
+                                    Answer::Sql(_) => None,
+                                })
+                                .collect();
+                            self.finish(gateway, slot, id as usize, values);
                         }
                         Completion::Failed(_) => {
                             // Its outcome is unknown: the history keeps it pending.
@@ -1370,6 +1580,10 @@ impl BypassSimulation {
 
     fn gateway_tick(&mut self, gateway: usize) {
         self.gateway_step(gateway, GatewayInput::Tick);
+        if self.sql.is_some() {
+            self.sql_tick(gateway);
+            return;
+        }
         for slot in 0..self.options.slots {
             match self.gateways[gateway].slots[slot].clone() {
                 None => {
@@ -1575,6 +1789,7 @@ impl BypassSimulation {
             })
             && self.router_state().unstable().is_empty()
             && self.reconfiguring.is_none()
+            && self.sql.as_ref().is_none_or(sql::SqlState::settled)
             && self.partitions.iter().enumerate().all(|(index, _)| {
                 let machine = self.machine(index);
                 machine.rules().waiting() == 0
@@ -1718,6 +1933,12 @@ impl BypassSimulation {
                 .and_then(|()| bypass_checkers::check_serializability(&self.history))
                 .and_then(|()| self.check_keyspace())
                 .and_then(|()| self.check_agreement());
+            if result.is_ok() && self.sql.is_some() {
+                result = self.check_sql();
+            }
+        }
+        if let Some(sql) = &self.sql {
+            self.stats.sql = sql.stats.clone();
         }
         BypassReport {
             seed: self.options.seed,
@@ -1789,6 +2010,17 @@ pub fn sweep_mode(seeds: &[u64], canary: Option<BypassCanary>, skyros: bool) -> 
             None => BypassOptions::from_seed(seed),
         };
         options.skyros |= skyros;
+        run(options).result
+    })
+}
+
+/// Runs `seeds` with SQL transactions (`--sql-transactions`), under `canary` if any.
+pub fn sweep_sql(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
+    super::sweep_with(seeds, |seed| {
+        let options = match canary {
+            Some(canary) => BypassOptions::canary(seed, canary).with_sql_transactions(),
+            None => BypassOptions::sql(seed),
+        };
         run(options).result
     })
 }

@@ -111,18 +111,18 @@ pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) 
 /// (`Gateway::with_bypass`, with regrouping at replication 3): a transaction whose keys lie in
 /// one group goes to its members as a lane's VR request.
 pub(super) fn with_bypass(
-    gateway: Gateway<i64>,
+    gateway: Gateway<super::Answer>,
     options: &BypassOptions,
     index: usize,
     groups: &std::collections::BTreeMap<ProcessId, u8>,
-) -> Gateway<i64> {
+) -> Gateway<super::Answer> {
     let settings = BypassSettings {
         groups: groups.clone(),
         lanes: options.slots as u32,
         client_base: LANE_CLIENT_BASE + ((index as u64) << LANE_GATEWAY_SHIFT),
         retry_ticks: LANE_RETRY_TICKS,
     };
-    let decode: ecast::BypassDecode<i64> = |bytes| decode_values(bytes);
+    let decode: ecast::BypassDecode<super::Answer> = |bytes| decode_values(bytes);
     let mut gateway = gateway.with_bypass(settings, decode);
     if options.replication > 1 {
         gateway = gateway.with_regrouping(1 << 16);
@@ -132,7 +132,7 @@ pub(super) fn with_bypass(
         let nilext: ecast::BypassNilext = |payload| {
             let txn: super::Txn = postcard::from_bytes(payload).ok()?;
             let nilext = txn.reads.is_empty() && txn.adds.is_empty() && !txn.writes.is_empty();
-            nilext.then(|| postcard::to_allocvec(&super::Values::new()).expect("serialises"))
+            nilext.then(|| postcard::to_allocvec(&super::Answers::new()).expect("serialises"))
         };
         gateway = gateway.with_skyros(nilext);
         if options.skyros_comm {
@@ -334,7 +334,14 @@ impl BypassSimulation {
             }
             // This partition's share of the transaction, as the application's data expects.
             let configuration = self.configuration_at(delivery.version);
-            let payload = match postcard::from_bytes::<super::Txn>(&delivery.envelope.payload) {
+            // (The SQL mode's payloads go whole: each partition executes its share itself.)
+            let txn = match self.sql.is_some() {
+                true => Err(()),
+                false => {
+                    postcard::from_bytes::<super::Txn>(&delivery.envelope.payload).map_err(|_| ())
+                }
+            };
+            let payload = match txn {
                 Ok(txn) => {
                     let share = txn.share(|key| partition_of(configuration, key) == process);
                     postcard::to_allocvec(&share).expect("a share serialises")

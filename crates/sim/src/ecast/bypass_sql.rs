@@ -1,0 +1,921 @@
+//! SQL transactions in the bypass mode (`--sql-transactions`, issue 21 item 8): the partition
+//! groups host the runtime's partition data (`cluster::partition_store::PartitionStore` over
+//! `store::Store`, SQL shares, `store::transactions`' locks, undo and ends) and every slot of
+//! every gateway runs interactive transactions through the pure transaction driver
+//! (`cluster::transaction_driver`): table locks at every partition first (one E-Cast message),
+//! each statement where its row lives (the bypass: one group's log) or everywhere (an audit,
+//! pinned to the configuration its arcs came from), waits and wait-die deaths as the
+//! partitions answer, and COMMIT or ROLLBACK as one message to every partition. The faults are
+//! the mode's: message loss and duplication, router and member crashes and pauses (false
+//! suspicions), Rubberband moves of rows and their open transactions between groups.
+//!
+//! The workload, over one table `lists(k BIGINT PRIMARY KEY, bal BIGINT, v TEXT)` of
+//! `accounts` rows (balance 100, empty list):
+//!
+//! - list-append: reads of rows' lists and appends of unique values (read, then write the
+//!   list with the value added), judged by `lincheck::elle` (G0, G1a, G1b, G1c, G-single, G2,
+//!   real-time edges, lost appends) over the committed transactions and the final lists;
+//! - transfers: read two balances, write both (the amount moves between rows usually on
+//!   different partitions);
+//! - audits: read every row (every partition, one message), whose balances must sum to the
+//!   total, and whose lists are Elle reads.
+//!
+//! A transaction whose COMMIT's fate is unknown (its message failed in transit) counts as
+//! committed if any value it appended is in the final lists, else as aborted; an append seen
+//! in part only is a lost committed append. At the end the final state is read from each
+//! row's group in the final configuration, with transactions still open (their gateway never
+//! learnt their end) rolled back on a copy, as the next waiter's abort would.
+
+use super::{Answer, BypassCanary, BypassSimulation};
+use cluster::payload::{self, SqlPayload, SqlTarget};
+use cluster::transaction_driver::{self, Action, DriverSettings, Route, Send, Transaction};
+use ecast::{Completion, GatewayCommand, GatewayInput};
+use engine::{
+    Assignment, ColumnDef, Command, DataType, Operation, Outcome, Output, Predicate, TableSchema,
+    Value,
+};
+use lincheck::elle::{Committed, Micro};
+use placement::{KeyMapping, PositionSet};
+use std::collections::BTreeMap;
+
+pub(super) const TABLE: &str = "lists";
+pub(super) const BALANCE: i64 = 100;
+/// The SQL mode's gateway command ids (above the bypass workload's history indexes).
+pub(super) const SQL_ID_BASE: u64 = 1 << 48;
+/// Per tick and running transaction while faults are on: its session dies.
+const SESSION_CRASH_PER_10000: u64 = 3;
+/// A message refused for a configuration change is planned again at most this often.
+const PLANS_MAX: u32 = 8;
+
+/// The driver's timing in ticks: patience and abandonment far below the runtime's seconds, so
+/// that runs of a few thousand ticks meet them.
+fn driver_settings() -> DriverSettings {
+    DriverSettings {
+        patience_ms: 1_500,
+        abandoned_after_ms: 300,
+        pause_first_ms: 2,
+        pause_max_ms: 50,
+    }
+}
+
+pub(super) fn schema() -> TableSchema {
+    TableSchema::new(
+        TABLE,
+        vec![
+            ColumnDef::new("k", DataType::BigInt).not_null(),
+            ColumnDef::new("bal", DataType::BigInt).not_null(),
+            ColumnDef::new("v", DataType::Text { length_max: None }).not_null(),
+        ],
+        &["k"],
+    )
+    .expect("the schema is valid")
+}
+
+pub(super) fn row_key(k: i64) -> Vec<u8> {
+    store::rows::placement_key(TABLE, &Value::BigInt(k))
+}
+
+/// The table, created at a partition's start (every partition holds the catalog), and the
+/// rows it holds: store operations for `PartitionData::execute`.
+pub(super) fn initial_operations(accounts: u64) -> Vec<Vec<u8>> {
+    let create = SqlPayload {
+        operation: store::sql_operation(&Command::Execute(Operation::CreateTable {
+            schema: schema(),
+        })),
+        target: SqlTarget::Arcs(vec![PositionSet::whole()]),
+    };
+    let keys: Vec<Vec<u8>> = (0..accounts as i64).map(row_key).collect();
+    let insert = SqlPayload {
+        operation: store::sql_operation(&Command::Execute(Operation::Insert {
+            table: TABLE.into(),
+            columns: vec![],
+            rows: (0..accounts as i64)
+                .map(|k| {
+                    vec![
+                        Value::BigInt(k),
+                        Value::BigInt(BALANCE),
+                        Value::Text(String::new()),
+                    ]
+                })
+                .collect(),
+            on_conflict: engine::OnConflict::Error,
+        })),
+        target: SqlTarget::Keys(keys),
+    };
+    vec![create.encode(), insert.encode()]
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Read(i64),
+    Append(i64, u64),
+    /// Write the balance read, plus the delta.
+    Write(i64, i64),
+    ReadAll,
+}
+
+/// Where a running transaction is.
+#[derive(Clone, Debug)]
+enum Waiting {
+    /// For the answer of message `id`.
+    Message(u64),
+    /// Until this tick, then the driver's message again (a lock wait).
+    Pause(u64),
+}
+
+#[derive(Clone, Debug)]
+struct Run {
+    txn: Transaction,
+    script: Vec<Step>,
+    at: usize,
+    waiting: Waiting,
+    /// Sending COMMIT.
+    committing: bool,
+    began: u64,
+    micro: Vec<Micro>,
+    lists: BTreeMap<i64, Vec<u64>>,
+    balances: BTreeMap<i64, i64>,
+    /// Each audit's balance total.
+    audits: Vec<(i64, usize)>,
+    /// Unlocked-reads canary: the plain read being sent.
+    plain: Option<Send>,
+}
+
+/// What a message is for.
+#[derive(Clone, Debug)]
+enum Purpose {
+    /// A statement (or its lock request) of the slot's transaction.
+    Statement,
+    /// The slot's COMMIT.
+    Commit,
+    /// An abort nobody waits for (a ROLLBACK, an abandoned holder's, the canary's).
+    Forget,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    gateway: usize,
+    slot: usize,
+    send: Send,
+    target: SqlTarget,
+    purpose: Purpose,
+    plans: u32,
+    /// Its message once sequenced, and when to recall its answers from the partitions (a
+    /// lost answer, as the key-value workload's `Recall`).
+    pub(super) sequenced: Option<(ecast::Sequence, ecast::Timestamp, u64)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SqlStats {
+    pub started: u64,
+    pub committed: u64,
+    pub aborted: u64,
+    /// Wait-die deaths and aborts by other gateways (40001).
+    pub serialization_failures: u64,
+    /// Lock waits (a message sent again after a pause).
+    pub waits: u64,
+    /// Abandoned holders aborted by a waiter.
+    pub abandoned: u64,
+    /// Transactions whose COMMIT's fate their gateway did not learn.
+    pub indeterminate: u64,
+    /// Statements whose message failed in transit (their transaction aborted).
+    pub lost_statements: u64,
+    pub audits: u64,
+    pub appends: u64,
+    pub transfers: u64,
+    /// Sessions that died mid-transaction (their transaction left open).
+    pub session_crashes: u64,
+}
+
+pub(super) struct SqlState {
+    /// Per gateway, per slot: the transaction running, and until when the slot thinks.
+    runs: Vec<Vec<Option<Run>>>,
+    idle_until: Vec<Vec<u64>>,
+    /// The begin time a slot's next transaction takes: an aborted one's (the runtime's
+    /// `retry_age`: a retried transaction keeps its age, so it eventually waits instead of
+    /// dying).
+    retry_begin: Vec<Vec<Option<u64>>>,
+    pending: BTreeMap<u64, Pending>,
+    next_message: u64,
+    next_transaction: u64,
+    next_value: u64,
+    committed: Vec<Committed>,
+    /// Transactions whose COMMIT's fate is unknown.
+    unknown: Vec<Committed>,
+    /// Committed transfers' deltas are not needed: the final total is checked.
+    findings: Vec<String>,
+    pub(super) stats: SqlStats,
+}
+
+impl SqlState {
+    pub(super) fn new(gateways: usize, slots: usize) -> SqlState {
+        SqlState {
+            runs: vec![vec![None; slots]; gateways],
+            idle_until: vec![vec![0; slots]; gateways],
+            retry_begin: vec![vec![None; slots]; gateways],
+            pending: BTreeMap::new(),
+            next_message: SQL_ID_BASE,
+            next_transaction: 1,
+            next_value: 0,
+            committed: Vec::new(),
+            unknown: Vec::new(),
+            findings: Vec::new(),
+            stats: SqlStats::default(),
+        }
+    }
+
+    pub(super) fn settled(&self) -> bool {
+        self.pending.is_empty() && self.runs.iter().flatten().all(Option::is_none)
+    }
+}
+
+fn select(predicate: Option<Predicate>) -> Command {
+    Command::Batch(vec![Operation::Select {
+        table: TABLE.into(),
+        columns: vec![],
+        predicate,
+        limit: None,
+    }])
+}
+
+fn update(k: i64, column: &str, value: Value) -> Command {
+    Command::Batch(vec![Operation::Update {
+        table: TABLE.into(),
+        assignments: vec![Assignment::new(column, value)],
+        predicate: Some(Predicate::equal("k", Value::BigInt(k))),
+    }])
+}
+
+fn rows_of(outcomes: &[Outcome]) -> Vec<Vec<Value>> {
+    outcomes
+        .iter()
+        .flat_map(|outcome| match outcome {
+            Outcome::Batch(results) => results
+                .iter()
+                .flat_map(|result| match result {
+                    Ok(Output::Rows { rows, .. }) => rows.clone(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+fn parse_list(text: &str) -> Vec<u64> {
+    text.split(',')
+        .filter_map(|item| item.parse().ok())
+        .collect()
+}
+
+fn render_list(list: &[u64]) -> String {
+    list.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A row's (k, bal, list), if it has that shape.
+fn row_fields(row: &[Value]) -> Option<(i64, i64, Vec<u64>)> {
+    match row {
+        [Value::BigInt(k), Value::BigInt(balance), Value::Text(text)] => {
+            Some((*k, *balance, parse_list(text)))
+        }
+        _ => None,
+    }
+}
+
+impl BypassSimulation {
+    fn sql(&mut self) -> &mut SqlState {
+        self.sql.as_mut().expect("the SQL mode")
+    }
+
+    /// Every tick, for each slot of `gateway`: a new transaction while faults are on, and the
+    /// message of a transaction whose lock wait is over.
+    pub(super) fn sql_pending(&mut self, id: u64) -> Option<&mut Pending> {
+        self.sql.as_mut()?.pending.get_mut(&id)
+    }
+
+    pub(super) fn sql_tick(&mut self, gateway: usize) {
+        // Answers of sequenced messages not complete after a while are asked for again from
+        // every partition (one that has none does not answer).
+        let now = self.now;
+        let due: Vec<(ecast::Sequence, ecast::Timestamp)> = self
+            .sql()
+            .pending
+            .values_mut()
+            .filter(|pending| pending.gateway == gateway)
+            .filter_map(|pending| match &mut pending.sequenced {
+                Some((sequence, timestamp, recall_at)) if *recall_at <= now => {
+                    *recall_at = now + super::RECALL_TICKS;
+                    Some((*sequence, *timestamp))
+                }
+                _ => None,
+            })
+            .collect();
+        for (sequence, timestamp) in due {
+            for index in 0..self.partitions.len() {
+                self.send(
+                    super::Node::Gateway(gateway),
+                    super::Node::Partition(index),
+                    super::Msg::Recall {
+                        timestamp,
+                        gateway,
+                        sequence,
+                    },
+                );
+            }
+        }
+        for slot in 0..self.options.slots {
+            let run = self.sql().runs[gateway][slot].clone();
+            match run {
+                None => {
+                    if self.faults_on() && self.now >= self.sql().idle_until[gateway][slot] {
+                        self.sql_start(gateway, slot);
+                    }
+                }
+                Some(Run {
+                    waiting: Waiting::Pause(until),
+                    ..
+                }) if self.now >= until => {
+                    let now = self.now;
+                    let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                    let send = match &run.plain {
+                        Some(plain) => plain.clone(),
+                        None => run.txn.resume(now),
+                    };
+                    self.sql_send(gateway, slot, send, Purpose::Statement);
+                }
+                Some(_) => {}
+            }
+            // A gateway's session dies mid-transaction (Sprint §5.1): its transaction is left
+            // open with its locks until a waiter judges it abandoned; a COMMIT in flight may
+            // or may not take effect.
+            if self.faults_on()
+                && self.sql().runs[gateway][slot].is_some()
+                && self.prng.chance(SESSION_CRASH_PER_10000, 10_000)
+            {
+                self.sql_session_crash(gateway, slot);
+            }
+        }
+    }
+
+    fn sql_session_crash(&mut self, gateway: usize, slot: usize) {
+        self.sql().stats.session_crashes += 1;
+        let committing = self.sql().runs[gateway][slot]
+            .as_ref()
+            .is_some_and(|run| run.committing);
+        self.sql().pending.retain(|_, pending| {
+            (pending.gateway, pending.slot) != (gateway, slot)
+                || matches!(pending.purpose, Purpose::Forget)
+        });
+        let ended = if committing {
+            Ended::Unknown
+        } else {
+            Ended::Crashed
+        };
+        self.sql_finish(gateway, slot, ended);
+    }
+
+    fn sql_start(&mut self, gateway: usize, slot: usize) {
+        let accounts = self.options.accounts as i64;
+        let roll = self.prng.below(100);
+        let mut script = Vec::new();
+        if roll < 55 {
+            for _ in 0..self.prng.range_inclusive(1, 3) {
+                let k = self.prng.below(accounts as u64) as i64;
+                script.push(Step::Read(k));
+                if self.prng.percent(60) {
+                    let value = {
+                        let sql = self.sql();
+                        sql.next_value += 1;
+                        sql.next_value
+                    };
+                    script.push(Step::Append(k, value));
+                }
+            }
+        } else if roll < 85 {
+            let from = self.prng.below(accounts as u64) as i64;
+            let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
+            let amount = self.prng.range_inclusive(1, 20) as i64;
+            script = vec![
+                Step::Read(from),
+                Step::Read(to),
+                Step::Write(from, -amount),
+                Step::Write(to, amount),
+            ];
+        } else {
+            script = vec![Step::ReadAll];
+            if self.prng.percent(50) {
+                script.push(Step::ReadAll);
+            }
+        }
+        // Ids: the gateway in the high bits, so that gateways never share one.
+        let id = {
+            let sql = self.sql();
+            sql.next_transaction += 1;
+            sql.stats.started += 1;
+            ((gateway as u64 + 1) << 40) | sql.next_transaction
+        };
+        let begin = self.sql().retry_begin[gateway][slot]
+            .take()
+            .unwrap_or(self.now);
+        let run = Run {
+            txn: Transaction::new(id, begin, driver_settings()),
+            script,
+            at: 0,
+            waiting: Waiting::Pause(u64::MAX),
+            committing: false,
+            began: self.now,
+            micro: Vec::new(),
+            lists: BTreeMap::new(),
+            balances: BTreeMap::new(),
+            audits: Vec::new(),
+            plain: None,
+        };
+        self.sql().runs[gateway][slot] = Some(run);
+        self.sql_next_step(gateway, slot);
+    }
+
+    /// Sends the transaction's next step, or its COMMIT after the last.
+    fn sql_next_step(&mut self, gateway: usize, slot: usize) {
+        let now = self.now;
+        let canary = self.options.canary;
+        let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+        let Some(step) = run.script.get(run.at).cloned() else {
+            run.committing = true;
+            let Some(end) = run.txn.end(true) else {
+                return self.sql_finish(gateway, slot, Ended::Committed);
+            };
+            if canary == Some(BypassCanary::SqlCommitAtOneParticipant) {
+                // The canary: the commit reaches only the partition of the first row the
+                // transaction touched, which decides alone; the others are told to abort.
+                let first = run
+                    .script
+                    .iter()
+                    .find_map(|step| match step {
+                        Step::Read(k) | Step::Append(k, _) | Step::Write(k, _) => Some(*k),
+                        Step::ReadAll => None,
+                    })
+                    .unwrap_or(0);
+                let id = run.txn.id;
+                let one = Send {
+                    operation: end.operation,
+                    route: Route::Keys(vec![row_key(first)]),
+                };
+                self.sql_send(gateway, slot, one, Purpose::Commit);
+                let others = Send {
+                    operation: store::end_operation(id, false, false),
+                    route: Route::Every,
+                };
+                self.sql_send(gateway, slot, others, Purpose::Forget);
+                return;
+            }
+            self.sql_send(gateway, slot, end, Purpose::Commit);
+            return;
+        };
+        let (command, keys) = match &step {
+            Step::Read(k) => (
+                select(Some(Predicate::equal("k", Value::BigInt(*k)))),
+                Some(vec![row_key(*k)]),
+            ),
+            Step::Append(k, value) => {
+                let mut list = run.lists.get(k).cloned().unwrap_or_default();
+                list.push(*value);
+                (
+                    update(*k, "v", Value::Text(render_list(&list))),
+                    Some(vec![row_key(*k)]),
+                )
+            }
+            Step::Write(k, delta) => {
+                let balance = run.balances.get(k).copied().unwrap_or(0) + delta;
+                (
+                    update(*k, "bal", Value::BigInt(balance)),
+                    Some(vec![row_key(*k)]),
+                )
+            }
+            Step::ReadAll => (select(None), None),
+        };
+        if canary == Some(BypassCanary::SqlUnlockedReads) && command.is_read() {
+            // The canary: a read in a transaction takes no row lock and no table S lock, so the
+            // partition admits it whatever others hold (nothing orders it against conflicting
+            // writers).
+            let send = Send {
+                operation: store::transaction_operation(
+                    &store::transactions::TransactionStatement {
+                        transaction: run.txn.id,
+                        statement: 1_000_000 + run.at as u64,
+                        begin_ms: run.txn.begin_ms,
+                        now_ms: now,
+                        // Only the table's intention (the partition requires its tables covered):
+                        // no row or table S lock, so no writer's X is in its way.
+                        locks: vec![(
+                            (TABLE.to_string(), None),
+                            store::transactions::Mode::IntentShared,
+                        )],
+                        nowait: false,
+                        command: command.encode(),
+                        savepoint: 0,
+                        skip_locked: false,
+                    },
+                ),
+                route: keys.map_or(Route::Every, Route::Keys),
+            };
+            run.plain = Some(send.clone());
+            self.sql_send(gateway, slot, send, Purpose::Statement);
+            return;
+        }
+        run.plain = None;
+        match run.txn.statement(&command, keys, now) {
+            Ok(action) => self.sql_act(gateway, slot, action),
+            Err(error) => panic!("the workload's statements plan: {error:?}"),
+        }
+    }
+
+    fn sql_act(&mut self, gateway: usize, slot: usize, action: Action) {
+        match action {
+            Action::Send(send) => self.sql_send(gateway, slot, send, Purpose::Statement),
+            Action::Pause { until_ms, abort } => {
+                self.sql().stats.waits += 1;
+                if let Some(abort) = abort {
+                    self.sql().stats.abandoned += 1;
+                    self.sql_send(gateway, slot, abort, Purpose::Forget);
+                }
+                let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                run.waiting = Waiting::Pause(until_ms);
+            }
+            Action::Answered(outcomes) => self.sql_answered(gateway, slot, outcomes),
+        }
+    }
+
+    /// Submits a message to the gateway: pinned to the partition arcs of its configuration
+    /// when it goes to every partition, else to the keys' positions (the bypass when one
+    /// group holds them).
+    fn sql_send(&mut self, gateway: usize, slot: usize, send: Send, purpose: Purpose) {
+        let id = {
+            let sql = self.sql();
+            sql.next_message += 1;
+            sql.next_message
+        };
+        if let Purpose::Statement | Purpose::Commit = purpose {
+            if let Some(run) = self.sql().runs[gateway][slot].as_mut() {
+                run.waiting = Waiting::Message(id);
+            }
+        }
+        let pending = Pending {
+            gateway,
+            slot,
+            target: SqlTarget::Any,
+            send,
+            purpose,
+            plans: 1,
+            sequenced: None,
+        };
+        self.sql_submit(id, pending);
+    }
+
+    fn sql_submit(&mut self, id: u64, mut pending: Pending) {
+        let configuration = self.gateways[pending.gateway].gateway.configuration();
+        let version = configuration.version();
+        let (target, positions) = match &pending.send.route {
+            Route::Keys(keys) => (
+                SqlTarget::Keys(keys.clone()),
+                Some(
+                    keys.iter()
+                        .map(|key| KeyMapping::Hash.position(key))
+                        .collect::<Vec<_>>(),
+                ),
+            ),
+            Route::Every => {
+                let arcs = payload::partition_arcs(configuration, &PositionSet::whole());
+                (
+                    SqlTarget::Arcs(arcs.into_iter().map(|(arc, _)| arc).collect()),
+                    None,
+                )
+            }
+        };
+        pending.sequenced = None;
+        let sql_payload = SqlPayload {
+            operation: pending.send.operation.clone(),
+            target: target.clone(),
+        };
+        let parts = sql_payload.parts();
+        let bytes = sql_payload.encode();
+        let gateway = pending.gateway;
+        pending.target = target;
+        let input = match positions {
+            Some(positions) => GatewayInput::Submit {
+                id,
+                command: GatewayCommand::Write {
+                    needs_answers: true,
+                    positions,
+                    payload: bytes,
+                    parts,
+                },
+            },
+            None => GatewayInput::SubmitPinned {
+                id,
+                command: GatewayCommand::RangeWrite {
+                    range: PositionSet::whole(),
+                    payload: bytes,
+                    parts,
+                },
+                version,
+            },
+        };
+        self.sql().pending.insert(id, pending);
+        self.gateway_step(gateway, input);
+    }
+
+    /// A SQL message's completion (`GatewayEffect::Complete` of an id at or above
+    /// `SQL_ID_BASE`).
+    pub(super) fn sql_complete(&mut self, id: u64, completion: Completion<Answer>) {
+        let Some(mut pending) = self.sql().pending.remove(&id) else {
+            return;
+        };
+        if matches!(completion, Completion::Failed(ecast::Failure::Refused(_)))
+            && pending.plans < PLANS_MAX
+        {
+            // Planned against a configuration that moved on: nothing ran; plan it again.
+            pending.plans += 1;
+            let next = {
+                let sql = self.sql();
+                sql.next_message += 1;
+                sql.next_message
+            };
+            if let Purpose::Statement | Purpose::Commit = pending.purpose {
+                if let Some(run) = self.sql().runs[pending.gateway][pending.slot].as_mut() {
+                    run.waiting = Waiting::Message(next);
+                }
+            }
+            return self.sql_submit(next, pending);
+        }
+        let outcomes = match completion {
+            Completion::Done(answers) => sql_outcomes(&pending.target, &answers),
+            Completion::Failed(_) => None,
+        };
+        let (gateway, slot) = (pending.gateway, pending.slot);
+        let waited = matches!(
+            self.sql().runs[gateway][slot].as_ref().map(|run| &run.waiting),
+            Some(Waiting::Message(own)) if *own == id
+        );
+        match pending.purpose {
+            Purpose::Forget => {}
+            _ if !waited => {}
+            Purpose::Commit => match outcomes {
+                Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
+                    self.sql_finish(gateway, slot, Ended::Committed)
+                }
+                Some(_) => {
+                    // Refused: another gateway aborted it while it idled (40001).
+                    self.sql().stats.serialization_failures += 1;
+                    self.sql_finish(gateway, slot, Ended::Aborted)
+                }
+                None => self.sql_finish(gateway, slot, Ended::Unknown),
+            },
+            Purpose::Statement => match outcomes {
+                Some(outcomes) => {
+                    let now = self.now;
+                    let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                    if run.plain.is_some() {
+                        // The unlocked-reads canary's plain read: sent again while a lock
+                        // is in the way.
+                        if outcomes
+                            .iter()
+                            .any(|o| transaction_driver::transaction_locked(o).is_some())
+                        {
+                            run.waiting = Waiting::Pause(now + 5);
+                            return;
+                        }
+                        return self.sql_answered(gateway, slot, outcomes);
+                    }
+                    let action = run.txn.outcomes(outcomes, now);
+                    self.sql_act(gateway, slot, action);
+                }
+                None => {
+                    // Unconfirmed (08007): the statement may have run; the transaction aborts.
+                    self.sql().stats.lost_statements += 1;
+                    let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                    run.txn.abandon_statement();
+                    self.sql_rollback(gateway, slot);
+                }
+            },
+        }
+    }
+
+    /// A statement's outcomes: its step's effect on what the transaction knows, or its abort.
+    fn sql_answered(&mut self, gateway: usize, slot: usize, outcomes: Vec<Outcome>) {
+        if let Some(error) = transaction_driver::first_error(&outcomes) {
+            if matches!(error, engine::EngineError::SerializationFailure { .. }) {
+                self.sql().stats.serialization_failures += 1;
+            }
+            return self.sql_rollback(gateway, slot);
+        }
+        let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+        let step = run.script[run.at].clone();
+        let rows = rows_of(&outcomes);
+        let mut finding = None;
+        match step {
+            Step::Read(k) => match rows.as_slice() {
+                [row] => match row_fields(row) {
+                    Some((_, balance, list)) => {
+                        run.balances.insert(k, balance);
+                        run.lists.insert(k, list.clone());
+                        run.micro.push(Micro::Read(k, list));
+                    }
+                    None => finding = Some(format!("row {k} read as {row:?}")),
+                },
+                other => finding = Some(format!("row {k} read as {other:?}")),
+            },
+            Step::Append(k, value) => {
+                run.lists.entry(k).or_default().push(value);
+                run.micro.push(Micro::Append(k, value));
+            }
+            Step::Write(..) => {}
+            Step::ReadAll => {
+                let mut fields: Vec<(i64, i64, Vec<u64>)> =
+                    rows.iter().filter_map(|row| row_fields(row)).collect();
+                fields.sort_by_key(|(k, _, _)| *k);
+                let total: i64 = fields.iter().map(|(_, balance, _)| balance).sum();
+                run.audits.push((total, fields.len()));
+                for (k, _, list) in fields {
+                    run.micro.push(Micro::Read(k, list));
+                }
+            }
+        }
+        run.at += 1;
+        if let Some(finding) = finding {
+            self.sql().findings.push(finding);
+        }
+        self.sql_next_step(gateway, slot);
+    }
+
+    fn sql_rollback(&mut self, gateway: usize, slot: usize) {
+        let run = self.sql().runs[gateway][slot].as_ref().expect("running");
+        if let Some(end) = run.txn.end(false) {
+            self.sql_send(gateway, slot, end, Purpose::Forget);
+        }
+        self.sql_finish(gateway, slot, Ended::Aborted);
+    }
+
+    fn sql_finish(&mut self, gateway: usize, slot: usize, ended: Ended) {
+        let now = self.now;
+        let accounts = self.options.accounts as usize;
+        let think = self.prng.range_inclusive(0, self.options.think_ticks_max);
+        let sql = self.sql();
+        let run = sql.runs[gateway][slot].take().expect("running");
+        sql.idle_until[gateway][slot] = now + think;
+        let committed = Committed {
+            id: run.txn.id,
+            began: run.began,
+            ended: now,
+            history: run.micro,
+        };
+        match ended {
+            Ended::Aborted => {
+                sql.stats.aborted += 1;
+                sql.retry_begin[gateway][slot] = Some(run.txn.begin_ms);
+            }
+            Ended::Crashed => {}
+            Ended::Unknown => {
+                sql.stats.indeterminate += 1;
+                sql.unknown.push(Committed {
+                    ended: u64::MAX,
+                    ..committed
+                });
+            }
+            Ended::Committed => {
+                sql.stats.committed += 1;
+                for step in &run.script {
+                    match step {
+                        Step::Append(..) => sql.stats.appends += 1,
+                        Step::ReadAll => sql.stats.audits += 1,
+                        Step::Write(..) => sql.stats.transfers += 1,
+                        Step::Read(_) => {}
+                    }
+                }
+                for (total, rows) in &run.audits {
+                    let expected = BALANCE * accounts as i64;
+                    if *total != expected || *rows != accounts {
+                        sql.findings.push(format!(
+                            "transaction {:x}: an audit read {rows} rows summing to {total}, not \
+                             {accounts} summing to {expected}",
+                            committed.id
+                        ));
+                    }
+                }
+                if run.audits.len() == 2 && run.audits[0] != run.audits[1] {
+                    sql.findings.push(format!(
+                        "transaction {:x}: two audits differ: {:?}",
+                        committed.id, run.audits
+                    ));
+                }
+                sql.committed.push(committed);
+            }
+        }
+    }
+
+    /// The checks at the end: the audits', the final total, and Elle's over the committed
+    /// transactions (and those whose commit's fate is unknown, by what the final lists hold).
+    pub(super) fn check_sql(&self) -> Result<(), crate::checkers::Violation> {
+        let sql = self.sql.as_ref().expect("the SQL mode");
+        let fail = |report: String| {
+            Err(crate::checkers::Violation {
+                checker: "sql_transactions",
+                report,
+            })
+        };
+        if let Some(finding) = sql.findings.first() {
+            return fail(format!("{finding} ({} findings)", sql.findings.len()));
+        }
+        let configuration = self.current();
+        let mut finals: BTreeMap<i64, Vec<u64>> = BTreeMap::new();
+        let mut total = 0;
+        for k in 0..self.options.accounts as i64 {
+            let key = row_key(k);
+            let holder = super::partition_holding(configuration, KeyMapping::Hash.position(&key));
+            let machine = self.machine(self.index_of(holder));
+            let Some(store) = machine.data().sql_store() else {
+                return fail("a partition without SQL data".into());
+            };
+            // Transactions still open (their end never reached the partitions) are rolled back
+            // on a copy, as the next waiter's abort would.
+            let mut store = store.clone();
+            let open: Vec<u64> = store.transactions.open_ids();
+            for id in open {
+                store.execute_share(&store::end_operation(id, false, false), |_| true);
+            }
+            let rows: Vec<(i64, i64, Vec<u64>)> = store
+                .engine
+                .table(TABLE)
+                .map(|table| {
+                    table
+                        .rows
+                        .values()
+                        .filter_map(|row| row_fields(row))
+                        .collect()
+                })
+                .unwrap_or_default();
+            match rows.iter().find(|(key, _, _)| *key == k) {
+                Some((_, balance, list)) => {
+                    total += balance;
+                    finals.insert(k, list.clone());
+                }
+                None => {
+                    return fail(format!(
+                        "row {k} is missing from group {} which holds it",
+                        holder.0
+                    ))
+                }
+            }
+        }
+        let expected = BALANCE * self.options.accounts as i64;
+        if total != expected {
+            return fail(format!("the final balances sum to {total}, not {expected}"));
+        }
+        let mut history = sql.committed.clone();
+        let present: std::collections::BTreeSet<u64> = finals.values().flatten().copied().collect();
+        for unknown in &sql.unknown {
+            let appended = unknown
+                .history
+                .iter()
+                .any(|micro| matches!(micro, Micro::Append(_, value) if present.contains(value)));
+            if appended {
+                history.push(unknown.clone());
+            }
+        }
+        let findings = lincheck::elle::check(&history, &finals);
+        if let Some(first) = findings.first() {
+            return fail(format!(
+                "elle: {first} ({} findings over {} transactions)",
+                findings.len(),
+                history.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a transaction ended, as its gateway knows.
+enum Ended {
+    Committed,
+    Aborted,
+    Unknown,
+    /// Its session died before COMMIT: it never commits (only its owner commits).
+    Crashed,
+}
+
+/// The engine outcome per answering partition, in part order (`Outcome::Ok` parts, covered by
+/// another part's outcome, left out); `None` if a part is missing or does not decode (the
+/// runtime's `sql_answers`).
+fn sql_outcomes(target: &SqlTarget, answers: &BTreeMap<u64, Answer>) -> Option<Vec<Outcome>> {
+    let mut outcomes = Vec::new();
+    for part in 0..target.part_count() {
+        match answers.get(&part)? {
+            Answer::Sql(Some(bytes)) => outcomes.push(Outcome::decode(bytes).ok()?),
+            Answer::Sql(None) => {}
+            Answer::Int(_) => return None,
+        }
+    }
+    Some(outcomes)
+}
