@@ -384,8 +384,12 @@ fn expiry_observations(history: &[ExpiryOperation]) -> (usize, usize) {
     (expired, deadlines)
 }
 
-/// The final probe: each key set with PX 100, then read 400 ms later (nil); recorded in the
-/// history. Returns the index of the first probe read, for the forged canary.
+/// The final probe: a fresh key beside each workload key (`<name>-probe`, model key 100 + k),
+/// set with PX 100, then read 400 ms later (nil); recorded in the history. Returns the index of
+/// the first probe read, for the forged canary. The probe keys are ones no workload operation
+/// touches: a workload operation of unknown outcome (its window open to the end) on a workload
+/// key may be placed between a SET and its read, and a pending PERSIST or EXPIRE would then
+/// explain the forged read (the canary failed so once, stop 31).
 fn probe(history: &mut Vec<ExpiryOperation>, port: u16, groups: &[[String; 2]]) -> usize {
     let mut client = RespClient::connect(port, Duration::from_secs(5)).unwrap();
     let mut record = |client: &mut RespClient, words: &[&str], command: ExpiryCommand| {
@@ -413,13 +417,14 @@ fn probe(history: &mut Vec<ExpiryOperation>, port: u16, groups: &[[String; 2]]) 
     let mut reads = 0;
     for (group, keys) in groups.iter().enumerate() {
         for (index, name) in keys.iter().enumerate() {
-            let key = (group * 2 + index) as u32;
+            let key = 100 + (group * 2 + index) as u32;
             let value = 99_000_000 + u64::from(key);
             let set = ExpiryCommand::SetAfter {
                 key,
                 value,
                 after_ms: 100,
             };
+            let name = format!("{name}-probe");
             let words = ["SET", name.as_str(), &value.to_string(), "PX", "100"];
             assert_eq!(record(&mut client, &words, set), Reply::Ok);
         }
@@ -427,7 +432,8 @@ fn probe(history: &mut Vec<ExpiryOperation>, port: u16, groups: &[[String; 2]]) 
     std::thread::sleep(Duration::from_millis(400));
     for (group, keys) in groups.iter().enumerate() {
         for (index, name) in keys.iter().enumerate() {
-            let key = (group * 2 + index) as u32;
+            let key = 100 + (group * 2 + index) as u32;
+            let name = format!("{name}-probe");
             let replied = record(
                 &mut client,
                 &["GET", name.as_str()],
