@@ -18,8 +18,7 @@ use vr::StateMachine;
 
 /// One-byte keys and values: `p<key><value>` puts, `g<key>` gets, anything else touches
 /// nothing it can name (`KeySet::Unknown`). A key's ring position is its byte, spread.
-#[derive(Default, serde::Serialize, serde::Deserialize)]
-#[derive(Clone)]
+#[derive(Default, serde::Serialize, serde::Deserialize, Clone)]
 struct Bytes(BTreeMap<u8, u8>);
 
 fn position(key: u8) -> Position {

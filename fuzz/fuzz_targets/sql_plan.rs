@@ -62,6 +62,16 @@ impl Session {
                 let execution = insert.execution(rows)?;
                 self.execute(execution)
             }
+            // UPDATE … FROM / DELETE … USING: the join's SELECT, then the writes by key (the
+            // front end runs both in one transaction; here nothing runs between them).
+            Plan::WriteFrom(write) => {
+                let selected = self.finish(write.select.clone())?;
+                let sql::StatementResult::Rows { rows, .. } = selected else {
+                    panic!("the SELECT of an UPDATE … FROM answered no rows");
+                };
+                let execution = write.execution(rows)?;
+                self.execute(execution)
+            }
         }
     }
 
