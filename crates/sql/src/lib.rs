@@ -131,7 +131,7 @@
 //! UNION/INTERSECT/EXCEPT (as in PostgreSQL), DISTINCT ON with window functions, window frames in RANGE with an offset or
 //! GROUPS, FILTER and IGNORE NULLS on window functions, GROUP BY expressions, subqueries and LIKE in UPDATE SET,
 //! UPDATE/DELETE whose WHERE the engine cannot evaluate (see `plan`), RETURNING
-//! on INSERT … ON CONFLICT and into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
+//! into tables without a primary key, DEFAULT expressions other than constants and the statement-time functions,
 //! sequence CACHE above 1, ALTER SEQUENCE, nextval/setval over a table's rows and INSERT … SELECT
 //! into a column whose default draws from a sequence, time zones other than UTC, NUMERIC
 //! precision above 28, NUMERIC NaN and Infinity,

@@ -51,7 +51,34 @@ pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
         .with_recursion_limit(RECURSION_LIMIT)
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_statements())
-        .map_err(parse_error)
+        .map_err(|error| refused_statement(sql).unwrap_or_else(|| parse_error(error)))
+}
+
+/// Statements PostgreSQL has that the parser cannot read: refused by name (0A000) rather than
+/// as a syntax error, so a client learns the feature is missing, not that it misspelt it.
+fn refused_statement(sql: &str) -> Option<SqlError> {
+    let dialect = PostgreSqlDialect {};
+    let tokens = Tokenizer::new(&dialect, sql).tokenize().ok()?;
+    let mut words: Vec<String> = Vec::new();
+    for token in tokens {
+        match token {
+            Token::SemiColon => words.clear(),
+            Token::Whitespace(_) => {}
+            Token::Word(word) if words.len() < 2 => words.push(word.value.to_ascii_uppercase()),
+            _ => {
+                if words.len() < 2 {
+                    words.push(String::new());
+                }
+            }
+        }
+        if words.len() == 2 && words[0] == "ALTER" && words[1] == "SEQUENCE" {
+            return Some(
+                SqlError::unsupported("ALTER SEQUENCE")
+                    .with_hint("setval('name', value) sets a sequence's next value; DROP SEQUENCE and CREATE SEQUENCE change its options"),
+            );
+        }
+    }
+    None
 }
 
 /// Refuses statements with more than `OPERATORS_MAX` operators (54001). Text that does not
@@ -313,5 +340,30 @@ fn show_name(variable: &[ast::Ident]) -> String {
         "transaction_isolation_level" => "transaction_isolation".to_string(),
         "time_zone" => "TimeZone".to_string(),
         _ => joined,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alter_sequence_is_refused_by_name_and_other_syntax_errors_stay_syntax_errors() {
+        for sql in [
+            "ALTER SEQUENCE s RESTART WITH 5",
+            "alter sequence public.s increment by 2",
+            "SELECT 1; ALTER SEQUENCE s CYCLE",
+        ] {
+            let error = parse(sql).unwrap_err();
+            assert_eq!(
+                error.code,
+                sqlstate::FEATURE_NOT_SUPPORTED,
+                "{sql}: {error:?}"
+            );
+            assert!(error.message.contains("ALTER SEQUENCE"), "{error:?}");
+        }
+        let error = parse("ALTER SEQUENC s RESTART").unwrap_err();
+        assert_eq!(error.code, sqlstate::SYNTAX_ERROR, "{error:?}");
+        assert!(parse("SELECT 'ALTER SEQUENCE'").is_ok());
     }
 }
