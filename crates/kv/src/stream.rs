@@ -371,6 +371,11 @@ impl KvStore {
                 trim,
                 no_create,
             } => {
+                if fields.is_empty() {
+                    // The gateway never sends one (XADD needs a field and a value); a peer's
+                    // bytes may: refused, nothing changes.
+                    return Outcome::Error(KvError::Malformed);
+                }
                 if existing.is_none() && *no_create {
                     return Outcome::Value(None);
                 }
@@ -650,6 +655,27 @@ mod tests {
         assert_eq!(
             store.execute(&at(5, "string", add(StreamIdChoice::Automatic, None))),
             Outcome::Error(KvError::WrongType)
+        );
+    }
+
+    #[test]
+    fn an_entry_without_fields_from_a_peer_is_refused_and_changes_nothing() {
+        // The fuzz target store_apply found it: an XADD with no field decoded from a peer's
+        // bytes reached an assertion.
+        let mut store = KvStore::default();
+        let empty = StreamOperation::Add {
+            id: StreamIdChoice::Automatic,
+            fields: Vec::new(),
+            trim: None,
+            no_create: false,
+        };
+        assert_eq!(
+            store.execute(&at(5, "s", empty)),
+            Outcome::Error(KvError::Malformed)
+        );
+        assert_eq!(
+            store.read(&Command::Type { key: b"s".to_vec() }),
+            Outcome::Value(Some(b"none".to_vec()))
         );
     }
 
