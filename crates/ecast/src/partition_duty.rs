@@ -117,10 +117,11 @@ pub struct PrimaryDuty {
     in_flight: bool,
     /// Deliveries received and not yet submitted, in arrival order.
     pending: Vec<Pending>,
-    /// Copies to log (`Install`) and acknowledgements of this group's copies to log
+    /// Copies to log (`InstallPart`s) and acknowledgements of this group's copies to log
     /// (`Installed`): submitted before deliveries.
     copies: VecDeque<PartitionOperation>,
-    /// The `Install` in flight (its sender is acknowledged once it commits).
+    /// The copy whose part (`InstallPart`) is in flight (its sender is acknowledged once the
+    /// last one commits).
     install_in_flight: Option<(ConfigVersion, ProcessId)>,
     /// When each outgoing copy (version, receiver) was last sent, in the driver's ticks.
     copies_sent: BTreeMap<(ConfigVersion, ProcessId), u64>,
@@ -279,21 +280,33 @@ impl PrimaryDuty {
     /// Whether the copy of `version` from group `from` is queued or being installed already
     /// (its parts arriving again are not reassembled again).
     pub fn installing(&self, version: ConfigVersion, from: ProcessId) -> bool {
-        let queued = self.copies.iter().any(|operation| {
-            matches!(operation, PartitionOperation::Install { version: v, from: f, .. }
-                if (*v, *f) == (version, from))
-        });
+        let queued = self
+            .copies
+            .iter()
+            .any(|operation| copy_of(operation) == Some((version, from)));
         queued || self.install_in_flight == Some((version, from))
     }
 
-    /// The whole copy of `version` from group `from` arrived: log it as one `Install`.
-    pub fn install(&mut self, version: ConfigVersion, from: ProcessId, records: Vec<u8>) {
+    /// The whole copy of `version` from group `from` arrived: log it in parts of at most
+    /// `part_bytes` bytes (`PartitionOperation::InstallPart`, split at fixed offsets, so a
+    /// new primary logs the same parts and the machine skips those it has), in order.
+    pub fn install(
+        &mut self,
+        version: ConfigVersion,
+        from: ProcessId,
+        records: &[u8],
+        part_bytes: usize,
+    ) {
         debug_assert!(!self.installing(version, from), "a copy is installed once");
-        self.copies.push_back(PartitionOperation::Install {
-            version,
-            from,
-            records,
-        });
+        self.copies
+            .extend(crate::install_parts(version, from, records, part_bytes));
+    }
+
+    /// Drops the queued parts of the copy of `version` from `from` (a part was refused: the
+    /// sender resends the copy and it is logged again from its first part).
+    fn drop_parts(&mut self, version: ConfigVersion, from: ProcessId) {
+        self.copies
+            .retain(|operation| copy_of(operation) != Some((version, from)));
     }
 
     /// Forgets the resend times of copies the machine no longer owes (`outgoing`).
@@ -366,9 +379,28 @@ impl PrimaryDuty {
         // Deliveries and watermarks take turns, so that neither starves the other (held
         // operations wait for the watermark; the routers for the confirmations). Copies and
         // their acknowledgements go first: executions may wait for them.
-        if let Some(operation) = self.copies.pop_front() {
-            if let PartitionOperation::Install { version, from, .. } = &operation {
-                self.install_in_flight = Some((*version, *from));
+        while let Some(operation) = self.copies.pop_front() {
+            if let PartitionOperation::InstallPart {
+                version,
+                from,
+                offset,
+                bytes,
+                ..
+            } = &operation
+            {
+                // A part the machine logged already (under an earlier primary) is skipped; the
+                // last one never is (it holds none while receiving): its commit is the
+                // acknowledgement.
+                let end = offset + bytes.len() as u64;
+                if machine
+                    .install_received(*version, *from)
+                    .is_some_and(|received| end <= received && !bytes.is_empty())
+                {
+                    continue;
+                }
+            }
+            if let Some(copy) = copy_of(&operation) {
+                self.install_in_flight = Some(copy);
             }
             return Some(operation);
         }
@@ -453,15 +485,30 @@ impl PrimaryDuty {
                 admitted,
             },
             (PartitionResult::Installed, Some((version, from))) => {
+                // Parts queued behind it (logged before a view change) need not be logged.
+                self.drop_parts(version, from);
                 DutyReply::Installed { version, from }
             }
-            // An `Installed` of an acknowledgement, or an install of a cut this group has not
-            // logged yet (dropped: the sender resends).
-            (PartitionResult::Installed, None) | (PartitionResult::Unknown, Some(_)) => {
+            (PartitionResult::PartLogged { .. }, Some(_)) => DutyReply::Quiet,
+            // An install of a cut this group has not logged yet, or a part out of order: the
+            // copy's other parts are dropped (the sender resends it).
+            (PartitionResult::Unknown, Some((version, from))) => {
+                self.drop_parts(version, from);
                 DutyReply::Quiet
             }
+            // An `Installed` of an acknowledgement.
+            (PartitionResult::Installed, None) => DutyReply::Quiet,
             (other, _) => DutyReply::Unexpected(other),
         }
+    }
+}
+
+/// The copy (version, sender) an install operation carries.
+fn copy_of(operation: &PartitionOperation) -> Option<(ConfigVersion, ProcessId)> {
+    match operation {
+        PartitionOperation::Install { version, from, .. }
+        | PartitionOperation::InstallPart { version, from, .. } => Some((*version, *from)),
+        _ => None,
     }
 }
 
@@ -752,7 +799,7 @@ mod tests {
         let mut machine = machine();
         let mut duty = PrimaryDuty::new(View(2), ClientId(3));
         assert!(!duty.installing(ConfigVersion(1), ProcessId(4)));
-        duty.install(ConfigVersion(1), ProcessId(4), Vec::new());
+        duty.install(ConfigVersion(1), ProcessId(4), &[], 16);
         assert!(duty.installing(ConfigVersion(1), ProcessId(4)));
         let request = duty
             .next_request(&machine, &arc(), GROUP)
@@ -773,11 +820,96 @@ mod tests {
         );
         assert!(!duty.installing(ConfigVersion(1), ProcessId(4)));
         // An install the machine does not know yet is dropped quietly (the sender resends).
-        duty.install(ConfigVersion(2), ProcessId(4), Vec::new());
+        duty.install(ConfigVersion(2), ProcessId(4), &[], 16);
         let request = duty
             .next_request(&machine, &arc(), GROUP)
             .expect("the install");
         assert_eq!(commit(&mut duty, &mut machine, &request), DutyReply::Quiet);
+    }
+
+    /// A copy is logged in parts, one request at a time; a view change mid-install: the next
+    /// primary's duty gets the resent copy, skips the parts the machine logged, logs the rest,
+    /// and the machine ends as one whole install would leave it.
+    #[test]
+    fn a_copy_is_logged_in_parts_and_a_new_primary_logs_only_the_rest() {
+        use crate::partition_machine::tests::receiving_group;
+        let records: Vec<(u8, u8)> = (b'a'..=b'z').map(|key| (key, key)).collect();
+        let records = postcard::to_allocvec(&records).expect("encodes");
+        let (version, from) = (ConfigVersion(1), ProcessId(1));
+        let mut whole = receiving_group(PartitionMachineSettings::default());
+        let install = PartitionOperation::Install {
+            version,
+            from,
+            records: records.clone(),
+        };
+        whole.apply(&install.encode());
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        let mut first = PrimaryDuty::new(View(0), ClientId(1));
+        first.install(version, from, &records, 8);
+        let parts = records.len().div_ceil(8);
+        assert!(parts > 3);
+        // Two parts commit, a third is logged but its reply is lost in the view change.
+        for _ in 0..2 {
+            let request = first.next_request(&machine, &arc(), GROUP).expect("a part");
+            assert!(matches!(
+                operation(&request),
+                PartitionOperation::InstallPart { .. }
+            ));
+            assert_eq!(commit(&mut first, &mut machine, &request), DutyReply::Quiet);
+            assert!(first.installing(version, from));
+        }
+        let third = first.next_request(&machine, &arc(), GROUP).expect("a part");
+        machine.apply(&third.operation);
+        assert_eq!(machine.install_received(version, from), Some(24));
+        // The next primary: the sender resends the copy.
+        let mut second = PrimaryDuty::new(View(1), ClientId(2));
+        assert!(!second.installing(version, from));
+        second.install(version, from, &records, 8);
+        let mut offsets = Vec::new();
+        let reply = loop {
+            let request = second
+                .next_request(&machine, &arc(), GROUP)
+                .expect("a part");
+            let PartitionOperation::InstallPart { offset, .. } = operation(&request) else {
+                panic!("a part");
+            };
+            offsets.push(offset);
+            match commit(&mut second, &mut machine, &request) {
+                DutyReply::Quiet => continue,
+                reply => break reply,
+            }
+        };
+        assert_eq!(reply, DutyReply::Installed { version, from });
+        let expected: Vec<u64> = (3..parts as u64).map(|part| part * 8).collect();
+        assert_eq!(offsets, expected, "the parts logged before are skipped");
+        assert!(!second.installing(version, from));
+        assert_eq!(second.next_request(&machine, &arc(), GROUP), None);
+        assert_eq!(machine, whole, "as one whole install");
+    }
+
+    /// A refused part (out of order: a part before it is missing) drops the copy's queued
+    /// parts, so that the sender's resend is reassembled and logged again.
+    #[test]
+    fn a_refused_part_drops_the_rest_of_its_copy() {
+        use crate::partition_machine::tests::receiving_group;
+        let records = [7_u8; 40];
+        let (version, from) = (ConfigVersion(1), ProcessId(1));
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        let mut duty = PrimaryDuty::new(View(0), ClientId(1));
+        duty.install(version, from, &records[..], 8);
+        // The first part is lost (never logged): the second is refused.
+        let lost = duty.next_request(&machine, &arc(), GROUP).expect("a part");
+        duty.on_reply(&Reply {
+            view: View(0),
+            client: lost.client,
+            request: lost.request,
+            result: PartitionResult::PartLogged { received: 8 }.encode(),
+        });
+        let second = duty.next_request(&machine, &arc(), GROUP).expect("a part");
+        assert_eq!(commit(&mut duty, &mut machine, &second), DutyReply::Quiet);
+        assert!(!duty.installing(version, from), "dropped");
+        assert_eq!(duty.next_request(&machine, &arc(), GROUP), None);
+        assert_eq!(machine.install_received(version, from), None);
     }
 
     #[test]

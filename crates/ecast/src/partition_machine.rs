@@ -112,6 +112,53 @@ pub enum PartitionOperation {
         version: ConfigVersion,
         to: ProcessId,
     },
+    /// 8. The bytes at `offset` of the copy group `from` captured at its cut of `version`,
+    ///    `total` bytes in all: a copy is logged in parts of bounded size (every VR operation,
+    ///    hence every `Prepare` frame, stays far below the link's frame limit), in order, and
+    ///    installed (imported at once) with its last part (`docs/internals/rubberband.md`,
+    ///    "Copies in bounded parts"). The primary's duty splits a copy at fixed offsets
+    ///    (`install_parts`), so the parts a new primary logs again are the same bytes.
+    InstallPart {
+        version: ConfigVersion,
+        from: ProcessId,
+        offset: u64,
+        total: u64,
+        bytes: Vec<u8>,
+    },
+}
+
+/// A copy's parts, split at every `part_bytes` bytes (at least one part, the last possibly
+/// shorter; an empty copy is one empty part): what the primary's duty logs as `InstallPart`s.
+pub fn install_parts(
+    version: ConfigVersion,
+    from: ProcessId,
+    records: &[u8],
+    part_bytes: usize,
+) -> Vec<PartitionOperation> {
+    assert!(part_bytes > 0, "a part holds bytes");
+    let total = records.len() as u64;
+    let mut parts: Vec<PartitionOperation> = records
+        .chunks(part_bytes)
+        .enumerate()
+        .map(|(index, bytes)| PartitionOperation::InstallPart {
+            version,
+            from,
+            offset: (index * part_bytes) as u64,
+            total,
+            bytes: bytes.to_vec(),
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push(PartitionOperation::InstallPart {
+            version,
+            from,
+            offset: 0,
+            total: 0,
+            bytes: Vec::new(),
+        });
+    }
+    debug_assert_eq!(parts.len(), records.len().div_ceil(part_bytes).max(1));
+    parts
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,6 +195,9 @@ pub enum PartitionResult {
     Moved,
     /// 7. The `Install` is installed (now or before): acknowledge it to its sender.
     Installed,
+    /// 8. The `InstallPart` is logged (now or before): `received` bytes of the copy are, the
+    ///    copy is not installed yet.
+    PartLogged { received: u64 },
 }
 
 /// A reply to send (by the primary's driver).
@@ -235,8 +285,19 @@ pub struct PartitionMachine<D> {
     deferred: VecDeque<Deferred>,
     /// Captured copies until acknowledged: (version, receiver) → records.
     outgoing: BTreeMap<(ConfigVersion, ProcessId), Vec<u8>>,
+    /// Copies being logged in parts (`InstallPart`), by (version, sender): the copy's total
+    /// length and the bytes of its parts so far, in order. Only for the last cut's version and
+    /// a sender in `installing`; removed when the last part installs the copy.
+    receiving: BTreeMap<(ConfigVersion, ProcessId), Receiving>,
     /// Per client: its last request number if that operation was answered `Moved`.
     moved: BTreeMap<u64, u64>,
+}
+
+/// A copy being received in parts (`PartitionMachine::receiving`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Receiving {
+    total: u64,
+    bytes: Vec<u8>,
 }
 
 /// An execution the rules decided while the group waits for installs.
@@ -315,8 +376,103 @@ impl<D: PartitionData> PartitionMachine<D> {
             installing: BTreeSet::new(),
             deferred: VecDeque::new(),
             outgoing: BTreeMap::new(),
+            receiving: BTreeMap::new(),
             moved: BTreeMap::new(),
         }
+    }
+
+    /// How many bytes of the copy of `version` from group `from` its logged parts hold, while
+    /// it is being received in parts (`None` before its first part and once it is installed).
+    pub fn install_received(&self, version: ConfigVersion, from: ProcessId) -> Option<u64> {
+        self.receiving
+            .get(&(version, from))
+            .map(|receiving| receiving.bytes.len() as u64)
+    }
+
+    /// The copies being received in parts are those of the last cut's version from groups it
+    /// still waits for, each shorter than its total (`Err` names the broken one).
+    fn check_receiving(&self) -> Result<(), String> {
+        for ((version, from), receiving) in &self.receiving {
+            if *version != self.version || !self.installing.contains(from) {
+                return Err(format!(
+                    "a copy of version {} from {} received in parts is not awaited",
+                    version.0, from.0
+                ));
+            }
+            if receiving.bytes.len() as u64 >= receiving.total {
+                return Err(format!(
+                    "a copy of version {} from {} holds {} of {} bytes and is not installed",
+                    version.0,
+                    from.0,
+                    receiving.bytes.len(),
+                    receiving.total
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Logs one part of a copy (`PartitionOperation::InstallPart`).
+    fn install_part(
+        &mut self,
+        version: ConfigVersion,
+        from: ProcessId,
+        offset: u64,
+        total: u64,
+        bytes: Vec<u8>,
+    ) -> PartitionResult {
+        if version > self.version {
+            return PartitionResult::Unknown; // Early: this group has not cut there yet.
+        }
+        if version < self.version || !self.installing.contains(&from) {
+            return PartitionResult::Installed; // Installed before (or never expected).
+        }
+        let key = (version, from);
+        let receiving = self.receiving.entry(key).or_insert(Receiving {
+            total,
+            bytes: Vec::new(),
+        });
+        if receiving.total != total {
+            if offset != 0 {
+                // Parts of another split of the copy (its sender's copy cannot change, but a
+                // peer's bytes may be anything): refused, the copy restarts from its first part.
+                return PartitionResult::Unknown;
+            }
+            *receiving = Receiving {
+                total,
+                bytes: Vec::new(),
+            };
+        }
+        let received = receiving.bytes.len() as u64;
+        let end = offset.checked_add(bytes.len() as u64);
+        let fits = end.is_some_and(|end| end <= total);
+        if offset > received || !fits || (bytes.is_empty() && total > 0) {
+            // Out of order (a part before it is missing), or not a part of this copy: refused,
+            // and the primary's duty drops the copy's other parts (the sender resends it).
+            if receiving.bytes.is_empty() {
+                self.receiving.remove(&key);
+            }
+            return PartitionResult::Unknown;
+        }
+        // A part logged before (a new primary logs a resent copy's parts again) adds nothing;
+        // one overlapping the bytes received (split at other offsets, by a primary with
+        // another part size) adds its tail: the bytes at an offset of a copy never differ.
+        let skip = usize::try_from(received - offset).expect("at most a part's length");
+        if skip < bytes.len() {
+            receiving.bytes.extend_from_slice(&bytes[skip..]);
+        }
+        let received = receiving.bytes.len() as u64;
+        if received < total {
+            return PartitionResult::PartLogged { received };
+        }
+        // The last part: the copy installs once, as a whole `Install` would.
+        let receiving = self.receiving.remove(&key).expect("received above");
+        assert_eq!(receiving.bytes.len() as u64, total, "a copy installs whole");
+        let removed = self.installing.remove(&from);
+        assert!(removed, "an awaited copy installs once");
+        self.data.import(&receiving.bytes);
+        self.drain();
+        PartitionResult::Installed
     }
 
     /// The machine of a group that holds `holds` (single-partition operations on other keys
@@ -574,6 +730,10 @@ impl<D: PartitionData> PartitionMachine<D> {
         self.holds = Some(cut.holds);
         self.version = cut.version;
         self.installing = cut.receives.into_iter().collect();
+        // A cut executes only once every copy of the one before is installed (executions
+        // wait for them), so no copy is still being received in parts.
+        debug_assert!(self.receiving.is_empty() || self.settings.act_before_install);
+        self.receiving.clear();
     }
 
     /// Runs the deferred executions, in order, while no install is missing.
@@ -697,6 +857,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                 records,
             } => {
                 if version == self.version && self.installing.remove(&from) {
+                    self.receiving.remove(&(version, from));
                     self.data.import(&records);
                     self.drain();
                     PartitionResult::Installed
@@ -712,6 +873,13 @@ impl<D: PartitionData> PartitionMachine<D> {
                     admitted: self.admitted(),
                 }
             }
+            PartitionOperation::InstallPart {
+                version,
+                from,
+                offset,
+                total,
+                bytes,
+            } => self.install_part(version, from, offset, total, bytes),
         }
     }
 
@@ -782,6 +950,9 @@ where
             Ok(operation) => self.execute_operation(operation),
             Err(reason) => PartitionResult::Error(reason),
         };
+        if let Err(reason) = self.check_receiving() {
+            panic!("partition machine invariant: {reason}");
+        }
         result.encode()
     }
 
@@ -829,6 +1000,7 @@ where
             // conflict with everything (no nilext write is acknowledged early past them).
             PartitionOperation::Cut { .. }
             | PartitionOperation::Install { .. }
+            | PartitionOperation::InstallPart { .. }
             | PartitionOperation::Installed { .. } => None,
         }
     }
@@ -906,6 +1078,9 @@ where
                 reason: "a deferred multi-partition share at timestamp 0".into(),
             });
         }
+        state
+            .check_receiving()
+            .map_err(|reason| vr::RestoreError::Malformed { reason })?;
         *self = state;
         Ok(())
     }
@@ -1445,7 +1620,7 @@ pub(crate) mod tests {
         assert!(machine.outgoing().next().is_none());
     }
 
-    fn receiving_group(settings: PartitionMachineSettings) -> PartitionMachine<Bytes> {
+    pub(crate) fn receiving_group(settings: PartitionMachineSettings) -> PartitionMachine<Bytes> {
         let mut machine =
             PartitionMachine::new(Bytes::default(), settings).with_holdings(PositionSet::empty());
         let k = PartitionCut {
@@ -1525,5 +1700,246 @@ pub(crate) mod tests {
         let mut other = self::machine();
         other.restore(&machine.snapshot()).expect("restores");
         assert_eq!(other, machine);
+    }
+
+    /// A copy of 26 records (`Bytes::export`'s encoding) for the receiving group.
+    fn big_copy() -> Vec<u8> {
+        let records: Vec<(u8, u8)> = (b'a'..=b'z').map(|key| (key, key / 2)).collect();
+        postcard::to_allocvec(&records).expect("encodes")
+    }
+
+    /// The receiving group after the whole copy installed as one `Install` (with a held read
+    /// of `z` and a share writing it, deferred until then).
+    fn installed_whole(records: &[u8]) -> PartitionMachine<Bytes> {
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        apply(&mut machine, single(7, b"gz"));
+        apply(&mut machine, share(3, 2, b"pz\x09"));
+        let whole = PartitionOperation::Install {
+            version: ConfigVersion(1),
+            from: ProcessId(1),
+            records: records.to_vec(),
+        };
+        assert_eq!(apply(&mut machine, whole), PartitionResult::Installed);
+        machine
+    }
+
+    fn parts(records: &[u8], part_bytes: usize) -> Vec<PartitionOperation> {
+        install_parts(ConfigVersion(1), ProcessId(1), records, part_bytes)
+    }
+
+    #[test]
+    fn a_copy_splits_at_fixed_offsets_into_bounded_parts() {
+        let records = big_copy();
+        for part_bytes in [1, 5, 7, records.len() - 1, records.len(), records.len() + 3] {
+            let split = parts(&records, part_bytes);
+            assert_eq!(split.len(), records.len().div_ceil(part_bytes));
+            assert_eq!(split, parts(&records, part_bytes), "deterministic");
+            let mut joined = Vec::new();
+            for operation in &split {
+                let PartitionOperation::InstallPart {
+                    offset,
+                    total,
+                    bytes,
+                    ..
+                } = operation
+                else {
+                    panic!("a part");
+                };
+                assert_eq!(*offset, joined.len() as u64, "in order");
+                assert_eq!(*total, records.len() as u64);
+                assert!(!bytes.is_empty() && bytes.len() <= part_bytes, "bounded");
+                joined.extend_from_slice(bytes);
+            }
+            assert_eq!(joined, records);
+        }
+        assert_eq!(parts(&[], 4).len(), 1, "an empty copy is one empty part");
+    }
+
+    #[test]
+    fn a_copy_in_parts_installs_at_its_last_part_as_a_whole_install_would() {
+        let records = big_copy();
+        let whole = installed_whole(&records);
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        apply(&mut machine, single(7, b"gz"));
+        apply(&mut machine, share(3, 2, b"pz\x09"));
+        let split = parts(&records, 5);
+        assert!(split.len() > 2);
+        let last = split.len() - 1;
+        for (index, part) in split.into_iter().enumerate() {
+            let result = apply(&mut machine, part);
+            if index < last {
+                let received = (5 * (index + 1)) as u64;
+                assert_eq!(result, PartitionResult::PartLogged { received });
+                assert_eq!(
+                    machine.install_received(ConfigVersion(1), ProcessId(1)),
+                    Some(received)
+                );
+                assert!(
+                    machine.data().0.is_empty(),
+                    "nothing imported before the last part"
+                );
+                assert_eq!(machine.deferred(), 2, "executions still wait");
+                assert_eq!(machine.installing().len(), 1);
+            } else {
+                assert_eq!(result, PartitionResult::Installed);
+            }
+        }
+        assert_eq!(
+            machine.install_received(ConfigVersion(1), ProcessId(1)),
+            None
+        );
+        assert_eq!(machine, whole, "the same state as one whole install");
+        assert_eq!(machine.data().0.get(&b'z'), Some(&9));
+        assert_eq!(machine.data().0.get(&b'a'), Some(&(b'a' / 2)));
+    }
+
+    #[test]
+    fn a_duplicate_part_changes_nothing_and_a_part_after_the_install_is_acknowledged() {
+        let records = big_copy();
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        let split = parts(&records, 4);
+        apply(&mut machine, split[0].clone());
+        apply(&mut machine, split[1].clone());
+        let before = machine.clone();
+        assert_eq!(
+            apply(&mut machine, split[0].clone()),
+            PartitionResult::PartLogged { received: 8 }
+        );
+        assert_eq!(
+            apply(&mut machine, split[1].clone()),
+            PartitionResult::PartLogged { received: 8 }
+        );
+        assert_eq!(machine, before, "a duplicate part changes nothing");
+        for part in &split[2..] {
+            apply(&mut machine, part.clone());
+        }
+        assert!(machine.installing().is_empty());
+        let installed = machine.clone();
+        for part in &split {
+            assert_eq!(
+                apply(&mut machine, part.clone()),
+                PartitionResult::Installed
+            );
+        }
+        assert_eq!(
+            machine, installed,
+            "parts of an installed copy change nothing"
+        );
+    }
+
+    #[test]
+    fn an_out_of_order_or_foreign_part_is_refused_and_changes_nothing() {
+        let records = big_copy();
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        let split = parts(&records, 4);
+        let fresh = machine.clone();
+        // A part before which one is missing.
+        assert_eq!(
+            apply(&mut machine, split[1].clone()),
+            PartitionResult::Unknown
+        );
+        assert_eq!(machine, fresh, "refused: nothing remembered");
+        apply(&mut machine, split[0].clone());
+        let one = machine.clone();
+        assert_eq!(
+            apply(&mut machine, split[2].clone()),
+            PartitionResult::Unknown
+        );
+        // A part running past the copy's total, an empty part of a non-empty copy, a part of
+        // another total past the first.
+        let forged = |offset: u64, total: u64, bytes: &[u8]| PartitionOperation::InstallPart {
+            version: ConfigVersion(1),
+            from: ProcessId(1),
+            offset,
+            total,
+            bytes: bytes.to_vec(),
+        };
+        let total = records.len() as u64;
+        assert_eq!(
+            apply(&mut machine, forged(4, total, &vec![0; records.len()])),
+            PartitionResult::Unknown
+        );
+        assert_eq!(
+            apply(&mut machine, forged(4, total, &[])),
+            PartitionResult::Unknown
+        );
+        assert_eq!(
+            apply(&mut machine, forged(4, total + 1, &[1])),
+            PartitionResult::Unknown
+        );
+        assert_eq!(
+            apply(&mut machine, forged(u64::MAX, total, &[1])),
+            PartitionResult::Unknown
+        );
+        assert_eq!(machine, one, "refused parts change nothing");
+        // A part of a version the group has not cut to is early; an older one was installed.
+        let early = PartitionOperation::InstallPart {
+            version: ConfigVersion(2),
+            from: ProcessId(1),
+            offset: 0,
+            total: 1,
+            bytes: vec![0],
+        };
+        assert_eq!(apply(&mut machine, early), PartitionResult::Unknown);
+        // The parts of another split (a primary with another part size) continue the copy.
+        let other = parts(&records, 7);
+        for part in &other[..other.len() - 1] {
+            assert!(matches!(
+                apply(&mut machine, part.clone()),
+                PartitionResult::PartLogged { .. }
+            ));
+        }
+        assert_eq!(
+            apply(&mut machine, other[other.len() - 1].clone()),
+            PartitionResult::Installed
+        );
+        assert_eq!(machine.data().0.len(), 26);
+    }
+
+    #[test]
+    fn a_snapshot_mid_install_restores_the_parts_received() {
+        let records = big_copy();
+        let mut machine = receiving_group(PartitionMachineSettings::default());
+        apply(&mut machine, single(7, b"gz"));
+        apply(&mut machine, share(3, 2, b"pz\x09"));
+        let split = parts(&records, 6);
+        for part in &split[..2] {
+            apply(&mut machine, part.clone());
+        }
+        let mut restored = self::machine();
+        restored.restore(&machine.snapshot()).expect("restores");
+        assert_eq!(restored, machine);
+        assert_eq!(
+            restored.install_received(ConfigVersion(1), ProcessId(1)),
+            Some(12)
+        );
+        for part in &split[2..] {
+            apply(&mut restored, part.clone());
+        }
+        assert_eq!(restored, installed_whole(&records));
+    }
+
+    /// A forged snapshot holding a copy received in parts that the group does not await (or a
+    /// complete one not installed) is refused, not an assertion failure later.
+    #[test]
+    fn a_snapshot_with_a_copy_in_parts_not_awaited_is_refused() {
+        let mut forged = machine();
+        forged.receiving.insert(
+            (ConfigVersion(0), ProcessId(3)),
+            Receiving {
+                total: 4,
+                bytes: vec![1],
+            },
+        );
+        assert_refused_changing_nothing(&forged.snapshot());
+        let mut forged = receiving_group(PartitionMachineSettings::default());
+        forged.receiving.insert(
+            (ConfigVersion(1), ProcessId(1)),
+            Receiving {
+                total: 1,
+                bytes: vec![1],
+            },
+        );
+        assert_refused_changing_nothing(&forged.snapshot());
     }
 }
