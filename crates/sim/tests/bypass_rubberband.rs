@@ -16,6 +16,7 @@ fn reconfiguring_seeds(count: usize) -> Vec<u64> {
 #[test]
 fn reconfiguring_seeds_pass_every_checker_and_move_data() {
     let (mut accepted, mut installs, mut moved) = (0, 0, 0);
+    let (mut parts, mut multi_part) = (0, 0);
     for seed in reconfiguring_seeds(120) {
         let report = run(BypassOptions::from_seed(seed));
         assert!(
@@ -31,8 +32,17 @@ fn reconfiguring_seeds_pass_every_checker_and_move_data() {
         accepted += report.stats.reconfigurations_accepted;
         installs += report.stats.installs;
         moved += report.stats.moved;
+        parts += report.stats.install_parts;
+        multi_part += report.stats.multi_part_copies;
     }
+    eprintln!("{installs} installs, {multi_part} copies in several parts, {parts} parts");
     assert!(accepted >= 150, "{accepted} keyspace messages accepted");
+    // Copies are logged in parts of 4 bytes (`InstallPart`): about half take several (583
+    // of 1,178 installs, 2,152 parts, when written; an empty copy is one part).
+    assert!(
+        multi_part >= 300,
+        "{multi_part} copies logged in several parts"
+    );
     assert!(installs >= 150, "{installs} copies installed");
     assert!(moved >= 100, "{moved} operations answered Moved");
 }
@@ -50,6 +60,7 @@ fn replication_3_seeds_retire_and_start_groups_and_pass_every_checker() {
         .take(60)
         .collect();
     let (mut accepted, mut installs, mut started, mut retired) = (0, 0, 0, 0);
+    let mut multi_part = 0;
     for seed in seeds {
         let report = run(BypassOptions::from_seed(seed));
         assert!(
@@ -66,8 +77,16 @@ fn replication_3_seeds_retire_and_start_groups_and_pass_every_checker() {
         installs += report.stats.installs;
         started += report.stats.groups_started;
         retired += report.stats.groups_retired;
+        multi_part += report.stats.multi_part_copies;
     }
-    eprintln!("{accepted} accepted, {installs} installs, {started} started, {retired} retired");
+    eprintln!(
+        "{accepted} accepted, {installs} installs ({multi_part} copies in several parts), \
+         {started} started, {retired} retired"
+    );
+    assert!(
+        multi_part >= 200,
+        "{multi_part} copies logged in several parts"
+    );
     assert!(accepted >= 60, "{accepted} keyspace messages accepted");
     assert!(started >= 120, "{started} groups started");
     assert!(retired >= 120, "{retired} groups retired");

@@ -528,6 +528,10 @@ pub struct BypassStats {
     /// Copies installed, and single-partition operations answered `Moved` (re-planned).
     pub installs: u64,
     pub moved: u64,
+    /// Copies a primary logged in parts (`InstallPart`): the parts queued (a copy resent to
+    /// a new primary counts again), and the copies of more than one part.
+    pub install_parts: u64,
+    pub multi_part_copies: u64,
     /// Replication 3: groups started and retired by accepted keyspace messages.
     pub groups_started: u64,
     pub groups_retired: u64,

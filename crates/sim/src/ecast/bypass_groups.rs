@@ -33,6 +33,10 @@ use vr::{
 
 /// The duties' VR client ids (a fresh one per duty).
 const DUTY_CLIENT_BASE: u64 = 0xd017_0000_0000_0000;
+/// A copy is logged in parts of at most this many bytes (`PartitionOperation::InstallPart`;
+/// the runtime's are `ClusterConfig::install_part_bytes`, MiBs): tiny, so that most installs
+/// take several parts, interleaved with view changes.
+const INSTALL_PART_BYTES: usize = 4;
 /// The per-message canary's `MessageStable` requests, one client per group.
 const STABLE_CLIENT_BASE: u64 = 0x57ab_0000_0000_0000;
 
@@ -270,7 +274,11 @@ impl BypassSimulation {
                     return;
                 };
                 if !duty.installing(version, from) {
-                    duty.install(version, from, records);
+                    // Tiny parts: most copies install in several (`InstallPart`).
+                    duty.install(version, from, &records, INSTALL_PART_BYTES);
+                    let parts = records.len().div_ceil(INSTALL_PART_BYTES).max(1);
+                    self.stats.install_parts += parts as u64;
+                    self.stats.multi_part_copies += u64::from(parts > 1);
                 }
                 self.submit(index, member);
             }
