@@ -956,11 +956,18 @@ impl Host {
             DutyReply::Stale | DutyReply::Quiet => {}
             DutyReply::Confirm { router, admitted } => self.confirm(partition, router, admitted),
             DutyReply::Installed { version, from } => {
+                let part_bytes = self.config.install_part_bytes.max(1);
+                let account = self.copy_accounts.get_mut(&(partition, from, version));
+                // The parts this process's primary logged (another primary, after a view
+                // change, may have logged the first ones).
+                let parts = account
+                    .as_ref()
+                    .map_or(0, |account| account.bytes.div_ceil(part_bytes).max(1));
                 log::info(format_args!(
-                    "partition {}: installed the copy of version {} from partition {}",
+                    "partition {}: installed the copy of version {} from partition {} ({parts} parts of at most {part_bytes} bytes)",
                     partition.0, version.0, from.0
                 ));
-                if let Some(account) = self.copy_accounts.get_mut(&(partition, from, version)) {
+                if let Some(account) = account {
                     let micros = account.since.elapsed().as_micros();
                     account.installed_after = Some(u64::try_from(micros).unwrap_or(u64::MAX));
                 }
@@ -1165,8 +1172,9 @@ impl Host {
         }
     }
 
-    /// A part of a copy for group `to`: its primary reassembles the copy and logs it as one
-    /// `Install` (answered `Installed`, then acknowledged to the sender in `on_reply`).
+    /// A part of a copy for group `to`: its primary reassembles the copy and logs it in parts
+    /// of `install_part_bytes` (`InstallPart`s; the last answered `Installed`, then
+    /// acknowledged to the sender in `on_reply`).
     fn on_copy(
         &mut self,
         version: ConfigVersion,
@@ -1233,7 +1241,8 @@ impl Host {
                 .expect("not empty");
             self.copy_accounts.remove(&oldest);
         }
-        duty.install(version, from, records);
+        let part_bytes = usize::try_from(self.config.install_part_bytes).unwrap_or(usize::MAX);
+        duty.install(version, from, &records, part_bytes);
         if let Some(request) = self.next_request(to) {
             self.step(to, Input::Message(Message::Request(request)));
         }
