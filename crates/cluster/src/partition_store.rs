@@ -60,6 +60,20 @@ impl PartitionStore {
         self.store.kv.is_empty()
     }
 
+    /// Table rows held (every table's; a table placed everywhere counts at each partition).
+    pub fn rows(&self) -> u64 {
+        self.store
+            .engine
+            .tables()
+            .map(|table| table.len() as u64)
+            .sum()
+    }
+
+    /// Bytes of the key-value namespace held (keys and values).
+    pub fn kv_bytes(&self) -> u64 {
+        self.store.kv.bytes()
+    }
+
     /// Executes this partition's share of a SQL statement; its answers by part.
     fn execute_sql(&mut self, payload: &payload::SqlPayload) -> Vec<(u32, Outcome)> {
         let parts = payload.parts_held(&self.arc, &self.placement);

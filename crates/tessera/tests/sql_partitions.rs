@@ -577,6 +577,31 @@ fn rows_move_with_their_ranges_when_the_ring_expands_and_contracts() {
     );
     let after = partitions_reached(pg[0], "SELECT * FROM ticket");
     assert_eq!(after.len(), 4, "{after:?}");
+    // `tessera admin status` counts the rows each process holds: every row in three of the
+    // four processes (groups of 3), no process holding them all (retired groups' replicas may
+    // linger a moment after the move: wait for the count to settle).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held = loop {
+        let (_, processes) = cluster.admin_status();
+        let held: BTreeMap<u64, u64> = processes
+            .iter()
+            .map(|(id, words)| (*id, words[5].parse().unwrap_or(u64::MAX)))
+            .collect();
+        if held.values().sum::<u64>() == 3 * rows.len() as u64 || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(
+        held.values().sum::<u64>(),
+        3 * rows.len() as u64,
+        "{held:?}"
+    );
+    assert!(
+        held.values()
+            .all(|&count| count > 0 && count < rows.len() as u64),
+        "{held:?}"
+    );
 
     let reader = during_the_move(pg[3], aggregates(&rows), rows[..50].to_vec());
     let contracted = cluster.admin_ok(&["contract", "--process", "1"]);
