@@ -359,6 +359,9 @@ impl RoutedBackend for ClusterBackend {
         let read = command.is_read();
         let fallible = store::prepared::fallible(&command) && !canary_one_phase();
         let operation = store::sql_operation(&command);
+        if let Err(refusal) = cluster::limits::check_statement_size(&operation) {
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
         // A write meeting a table that a two-phase statement holds did not run: it is sent
         // again, a little later, until the statement is decided; one that holds the table
         // for long is aborted (its gateway may be gone).
@@ -575,6 +578,9 @@ impl TransactionBackend for ClusterBackend {
             store::transactions::hold_tables(&mut transaction.locks, &lacking);
         }
         let encoded = command.encode();
+        if let Err(refusal) = cluster::limits::check_statement_size(&encoded) {
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
         let mut waiter = Waiter::new(patience);
         loop {
             let operation =
