@@ -1550,6 +1550,52 @@ fn copy_from_stdin_loads_text_format_rows() {
 }
 
 #[test]
+fn a_large_copy_is_cut_into_bounded_statements_and_bad_data_fails_before_any() {
+    let mut cluster = people(3);
+    let statement = parse("COPY people (id, name) FROM STDIN")
+        .unwrap()
+        .pop()
+        .unwrap();
+    let Plan::CopyIn(copy) = plan_statement(&statement, &cluster.catalog).unwrap() else {
+        panic!("not a COPY")
+    };
+    let data: String = (100..105).map(|id| format!("{id}\tp{id}\n")).collect();
+    let executions = copy.executions(data.as_bytes(), 2).unwrap();
+    let sizes: Vec<usize> = executions
+        .iter()
+        .map(|execution| match &execution.operations[..] {
+            [Operation::Insert { rows, .. }] => rows.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, vec![2, 2, 1]);
+    let tags: Vec<StatementResult> = executions
+        .into_iter()
+        .map(|execution| cluster.execute(Plan::Execute(execution)).unwrap())
+        .collect();
+    assert_eq!(
+        tags,
+        ["COPY 2", "COPY 2", "COPY 1"]
+            .map(|tag| StatementResult::Command { tag: tag.into() })
+            .to_vec()
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM people WHERE id >= 100"),
+        vec![vec![Value::BigInt(5)]]
+    );
+    // Bad data in the last statement's rows fails the whole COPY before one is planned.
+    let bad = "200\tq\n201\tq\nnot-a-number\tq\n";
+    assert_eq!(
+        copy.executions(bad.as_bytes(), 2).unwrap_err().code,
+        "22P02"
+    );
+    // No rows: one empty statement (COPY 0).
+    let empty = copy.executions(b"", 2).unwrap();
+    assert_eq!(empty.len(), 1);
+    assert!(empty[0].operations.is_empty());
+}
+
+#[test]
 fn copy_into_a_table_without_a_primary_key_gives_rows_hidden_ids() {
     let mut cluster = people(3);
     cluster.tag("CREATE TABLE log (who TEXT, amount INT)");
