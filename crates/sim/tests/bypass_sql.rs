@@ -107,3 +107,12 @@ fn the_ignore_incarnations_canary_is_caught() {
     let caught = caught(&failures);
     assert!(caught >= 8, "caught on {caught} of 40 seeds");
 }
+
+/// "Skip the execution-order rule" (Sprint §4.1): no transaction becomes global, so waits
+/// across partitions (transfers in opposite directions) close cycles no partition sees.
+#[test]
+fn the_skip_execution_order_canary_is_caught() {
+    let failures = sweep_sql(&seeds(1, 30), Some(BypassCanary::SqlSkipExecutionOrder));
+    let caught = caught(&failures);
+    assert!(caught >= 10, "caught on {caught} of 30 seeds");
+}
