@@ -32,7 +32,7 @@ const USAGE: &str =
   --sql-transactions   with --partitions vr: the groups host the runtime's SQL partition data
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
-                 sql-unlocked-reads | sql-ignore-incarnations)
+                 sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
@@ -115,6 +115,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     }
                     Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
+                    Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)

@@ -460,6 +460,27 @@ impl ClusterBackend {
     }
 }
 
+impl ClusterBackend {
+    /// Makes the transaction global (Sprint §4.1): one `Globalize` message to every
+    /// partition, each numbering it. `Some(outcomes)`: some partition refused (a global
+    /// transaction already waits for it: the execution-order rule), and it must abort.
+    async fn globalize(
+        &self,
+        transaction: &mut TransactionContext,
+    ) -> Result<Option<Vec<(String, engine::Outcome)>>, BackendError> {
+        let operation = store::globalize_operation(transaction.id);
+        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        if outcomes
+            .iter()
+            .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
+        {
+            return Ok(Some(deaths_first(outcomes)));
+        }
+        transaction.global = true;
+        Ok(None)
+    }
+}
+
 impl TransactionBackend for ClusterBackend {
     fn begin(&self) -> Option<TransactionContext> {
         let id = self
@@ -475,13 +496,18 @@ impl TransactionBackend for ClusterBackend {
             locking: None,
             savepoint: 0,
             touched: None,
+            global: false,
         })
     }
 
     /// Takes the table locks the statement lacks at every partition (one message, sent again
-    /// while a younger transaction's lock or a two-phase statement is in the way), then sends
+    /// while another transaction's lock or a two-phase statement is in the way), then sends
     /// the statement, numbered, where its routing says. A statement refused for a lock ran
-    /// nowhere (every partition holds the same locks) and is sent again.
+    /// nowhere (every partition holds the same locks) and is sent again. The transaction
+    /// becomes global first (`Globalize`, one message to every partition) when the statement
+    /// reaches beyond the partition of its first key, or when its table locks wait (they wait
+    /// at every partition): `cluster::transaction_driver` follows the same rules. Where
+    /// partitions answer differently, a death (40001) anywhere wins over a wait.
     async fn execute_in(
         &self,
         transaction: &mut TransactionContext,
@@ -513,6 +539,12 @@ impl TransactionBackend for ClusterBackend {
         if let (true, SqlRoute::Keys(keys)) = (transaction.touched.is_none(), &route) {
             transaction.touched = keys.first().cloned();
         }
+        let beyond = match &route {
+            SqlRoute::Keys(keys) => keys
+                .iter()
+                .any(|key| Some(key) != transaction.touched.as_ref()),
+            _ => true,
+        };
         let keys = match &route {
             SqlRoute::Keys(keys) => Some(keys.as_slice()),
             _ => None,
@@ -552,6 +584,11 @@ impl TransactionBackend for ClusterBackend {
         transaction.statements += 1;
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
+        if beyond && !transaction.global {
+            if let Some(refused) = self.globalize(transaction).await? {
+                return Ok(refused);
+            }
+        }
         if !lacking.is_empty() {
             let mut waiter = Waiter::new(patience);
             loop {
@@ -564,7 +601,19 @@ impl TransactionBackend for ClusterBackend {
                 });
                 let outcomes =
                     decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
-                if waiter.wait(self, &outcomes).await || waiter.busy(&outcomes).await {
+                if dies(&outcomes) {
+                    return Ok(deaths_first(outcomes));
+                }
+                if waiter.wait(self, &outcomes).await {
+                    // Its table locks wait at every partition: it is global first.
+                    if !transaction.global {
+                        if let Some(refused) = self.globalize(transaction).await? {
+                            return Ok(refused);
+                        }
+                    }
+                    continue;
+                }
+                if waiter.busy(&outcomes).await {
                     continue;
                 }
                 if outcomes
@@ -596,6 +645,9 @@ impl TransactionBackend for ClusterBackend {
                     skip_locked,
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
+            if dies(&outcomes) {
+                return Ok(self.answered_once(&command, deaths_first(outcomes)));
+            }
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
                 return Ok(self.answered_once(&command, outcomes));
             }
@@ -635,6 +687,20 @@ impl TransactionBackend for ClusterBackend {
             _ => None,
         }))
     }
+}
+
+/// Whether some partition answered that the transaction dies (40001).
+fn dies(outcomes: &[(String, engine::Outcome)]) -> bool {
+    outcomes
+        .iter()
+        .any(|(_, outcome)| cluster::transaction_driver::dies(outcome))
+}
+
+/// The outcomes with the deaths first, so that the front end reports the 40001 (the
+/// transaction is aborted everywhere) rather than another partition's wait.
+fn deaths_first(mut outcomes: Vec<(String, engine::Outcome)>) -> Vec<(String, engine::Outcome)> {
+    outcomes.sort_by_key(|(_, outcome)| !cluster::transaction_driver::dies(outcome));
+    outcomes
 }
 
 /// The engine outcomes of a gateway answer.

@@ -83,11 +83,6 @@ pub(crate) struct Connection<B, R, W> {
     transaction: Option<Block>,
     /// The locking clause of the statement being run (`SELECT … FOR UPDATE`).
     locking: Option<sql::RowLocking>,
-    /// The age (begin time) of the last block that failed, and when it failed: the next block
-    /// begun soon after (most often the client retrying it) keeps that age, so that a
-    /// transaction wait-die kills keeps getting older and cannot starve. Ages only decide who
-    /// waits for whom (ids keep them distinct), so any choice is safe.
-    retry_age: Option<(u64, std::time::Instant)>,
 }
 
 /// Rows of a COPY per statement: a larger COPY runs as several statements of this many rows
@@ -107,9 +102,6 @@ enum Implicit<'a> {
         executions: Vec<sql::Execution>,
     },
 }
-
-/// How long after a failed block the next BEGIN inherits its age.
-const RETRY_AGE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A transaction block between BEGIN and COMMIT or ROLLBACK.
 struct Block {
@@ -229,7 +221,6 @@ where
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
             transaction: None,
-            retry_age: None,
             locking: None,
         }
     }
@@ -274,7 +265,6 @@ where
         }
         block.aborted = true;
         let context = block.context.clone();
-        self.retry_age = Some((context.begin_ms, std::time::Instant::now()));
         if let Err(error) = self.backend.end(&context, false).await {
             crate::log::warn(format_args!(
                 "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
@@ -299,14 +289,9 @@ where
                 tag("BEGIN")
             }
             (SessionCommand::Begin { read_only }, None) => {
-                let Some(mut context) = self.backend.begin() else {
+                let Some(context) = self.backend.begin() else {
                     return Err(Fail::Error(sql::parse::transactions_refused()));
                 };
-                if let Some((age, failed_at)) = self.retry_age.take() {
-                    if failed_at.elapsed() < RETRY_AGE_WINDOW {
-                        context.begin_ms = context.begin_ms.min(age);
-                    }
-                }
                 self.transaction = Some(Block::new(context, *read_only));
                 tag("BEGIN")
             }
@@ -751,9 +736,9 @@ where
     /// its rows, inside one transaction so that no write falls between the read and the
     /// write (`sql::plan::write_from`): the block's, or else an implicit one around the
     /// statement, committed when both steps succeed and aborted otherwise. An implicit
-    /// transaction that wait-die kills (40001) is run again with its age, as a client's retry
-    /// would be, so that it grows older and waits instead; a statement outside a block is
-    /// never a 40001 for the client while retries last.
+    /// transaction that dies (40001: a deadlock, the execution-order rule) is run again, as a
+    /// client's retry would be; a statement outside a block is never a 40001 for the client
+    /// while retries last.
     async fn run_write_from(
         &mut self,
         write: sql::WriteFrom,
@@ -787,11 +772,9 @@ where
                 }
             };
         };
-        let age = first.begin_ms;
         let started = std::time::Instant::now();
         let mut context = first;
         for attempt in 0u32.. {
-            context.begin_ms = context.begin_ms.min(age);
             self.transaction = Some(Block::new(context, false));
             let result = self.implicit_steps(&work, digest).await;
             let block = self.transaction.take().expect("the implicit block is open");

@@ -157,6 +157,12 @@ pub enum BypassCanary {
     /// aborts those transactions: they go on, and commit or abort, as if the rows had not
     /// moved. Reconfigures on every seed.
     SqlIgnoreIncarnations,
+    /// `--sql-transactions`, "skip the execution-order rule" (Sprint §4.1): no transaction
+    /// ever becomes global (the gateway's `Globalize` is answered as granted without being
+    /// sent), so the partitions never apply the rule and a cycle of waits across partitions
+    /// (transfers in opposite directions) is a distributed deadlock nothing detects; only an
+    /// abandoned-holder abort breaks it, hundreds of ticks later.
+    SqlSkipExecutionOrder,
 }
 
 #[derive(Clone, Debug)]
@@ -358,6 +364,7 @@ impl BypassOptions {
             BypassCanary::SqlCommitAtOneParticipant
                 | BypassCanary::SqlUnlockedReads
                 | BypassCanary::SqlIgnoreIncarnations
+                | BypassCanary::SqlSkipExecutionOrder
         ) {
             options = options.with_sql_transactions();
         }
