@@ -612,9 +612,29 @@ impl Engine {
     /// Takes in `other`'s tables and rows (a copy `copy_where` made elsewhere): a table this
     /// engine lacks is taken whole; into one it has (the same table: DDL reaches every
     /// partition at the same point of the order) each row is written over the row of its key,
-    /// and the next hidden row id becomes the larger. Indexes follow the rows.
+    /// and the next hidden row id becomes the larger. Indexes follow the rows. A table whose
+    /// definition (schema or indexes) differs from the copy's is replaced by the copy's: this
+    /// engine missed DDL because it was no destination while the DDL ran (a standby, or a
+    /// process that left the ring and joins again), so it held none of the table's rows, and
+    /// the sender's definition is the current one (found by the simulator's one-shot SQL
+    /// workload: the joined partition refused later statements as planned against a stale
+    /// catalog while the others ran them).
     pub fn absorb(&mut self, other: Engine) {
         for (name, incoming) in other.tables {
+            let definitions = |table: &Table| -> Vec<(String, Vec<usize>)> {
+                table
+                    .indexes
+                    .values()
+                    .map(|index| (index.name.clone(), index.columns.clone()))
+                    .collect()
+            };
+            let stale = self.tables.get(&name).is_some_and(|table| {
+                table.schema != incoming.schema || definitions(table) != definitions(&incoming)
+            });
+            if stale {
+                self.tables.insert(name, incoming);
+                continue;
+            }
             let Some(table) = self.tables.get_mut(&name) else {
                 self.tables.insert(name, incoming);
                 continue;

@@ -401,6 +401,8 @@ pub(super) struct StatementState {
     ddl_at: u64,
     ddl_every: u64,
     history: Vec<Op<Input, Output>>,
+    /// Two-phase statements' decisions: when first sent.
+    decided: BTreeMap<u64, u64>,
     findings: Vec<String>,
     pub(super) stats: StatementStats,
 }
@@ -499,6 +501,7 @@ impl StatementState {
             ddl_at: prng.range_inclusive(50, ddl_every.max(51)),
             ddl_every: ddl_every.max(1),
             history: Vec::new(),
+            decided: BTreeMap::new(),
             findings: Vec::new(),
             stats: StatementStats::default(),
         }
@@ -965,6 +968,8 @@ impl BypassSimulation {
                     Some(Some(failed)) => (false, Some(failed)),
                     None => (false, None),
                 };
+                let now = self.now;
+                self.statements().decided.entry(statement).or_insert(now);
                 let run = self.statements().runs[gateway][slot]
                     .as_mut()
                     .expect("running");
@@ -1011,6 +1016,25 @@ impl BypassSimulation {
             Outcome::Executed(Err(error)) | Outcome::Explained(Err(error)) => Some(error.clone()),
             _ => None,
         });
+        let refused = matches!(
+            error,
+            Some(EngineError::Busy { .. } | EngineError::StaleCatalog)
+        );
+        if refused && !run.input.is_read() && outcomes.iter().any(|outcome| !vote_failed(outcome)) {
+            // Refused at one partition and run at another: half applied.
+            let decided = match &error {
+                Some(EngineError::Busy { statement, .. }) => {
+                    self.statements().decided.get(statement).copied()
+                }
+                _ => None,
+            };
+            let finding = format!(
+                "{}: refused by some partitions and run by others (the holder's decision sent at \
+                 tick {decided:?}, now {now}): {outcomes:?}",
+                run.input.sql()
+            );
+            return self.statement_finish(gateway, slot, Err(finding));
+        }
         match error {
             Some(EngineError::Busy { statement, .. }) => {
                 // Nothing ran: sent again after a pause; a holder that keeps the table is
