@@ -2098,6 +2098,17 @@ pub fn sweep_mode(seeds: &[u64], canary: Option<BypassCanary>, skyros: bool) -> 
     })
 }
 
+/// Runs `seeds` with one-shot SQL statements (`--sql-statements`), under `canary` if any.
+pub fn sweep_statements(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
+    super::sweep_with(seeds, |seed| {
+        let options = match canary {
+            Some(canary) => BypassOptions::canary(seed, canary).with_sql_statements(),
+            None => BypassOptions::statements(seed),
+        };
+        run(options).result
+    })
+}
+
 /// Runs `seeds` with SQL transactions (`--sql-transactions`), under `canary` if any.
 pub fn sweep_sql(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
     super::sweep_with(seeds, |seed| {
