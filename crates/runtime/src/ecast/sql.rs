@@ -31,17 +31,8 @@ use placement::{Configuration, Position};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-
-/// Where the gateway task sends a SQL statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum SqlRoute {
-    /// The partitions holding these placement keys (distinct).
-    Keys(Vec<Vec<u8>>),
-    /// Every partition.
-    Every,
-    /// One partition (the catalog read).
-    Any,
-}
+// The routing rules are pure: they live in `cluster::sql_route`, shared with the simulator.
+pub(crate) use cluster::sql_route::{operations_of, route_of, SqlRoute};
 
 /// The statement's answer the gateway task hands back in `Outcome::Foreign`: each answering
 /// partition's name and engine outcome bytes.
@@ -209,86 +200,6 @@ impl ClusterBackend {
         };
         store::rows::row_id_routing(operations, routing, &|table| self.schema(table))
     }
-}
-
-/// The operations of a command (under its guard).
-fn operations_of(command: &engine::Command) -> &[engine::Operation] {
-    match command {
-        engine::Command::Guarded { command, .. } => operations_of(command),
-        engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
-            std::slice::from_ref(operation)
-        }
-        engine::Command::Batch(operations) => operations,
-    }
-}
-
-/// Where a planned command goes: the placement keys its routing pins (distinct, sorted), or
-/// every partition. Keys are placed under their tables' placement names (`schema_of`: the
-/// catalog's schemas; a table it lacks is placed under its name). A command meeting tables
-/// placed everywhere goes as `store::rows::spread` says: a write to every partition; a read of
-/// those tables alone to one partition, `touched` (a placement key the transaction already
-/// reached, so that it stays local) or a fixed one.
-fn route_of(
-    routing: &sql::Routing,
-    command: &engine::Command,
-    schema_of: &impl Fn(&str) -> Option<engine::TableSchema>,
-    touched: Option<&[u8]>,
-) -> SqlRoute {
-    let operations = operations_of(command);
-    // By the operations (an EXPLAIN of a write goes where the write would).
-    let read = operations.iter().all(engine::Operation::is_read);
-    match store::rows::spread(operations, read, schema_of) {
-        store::rows::Spread::Every => return SqlRoute::Every,
-        store::rows::Spread::One(fixed) => {
-            return SqlRoute::Keys(vec![touched.map_or(fixed, <[u8]>::to_vec)])
-        }
-        store::rows::Spread::Placed | store::rows::Spread::PlacedAnsweredOnce => {}
-    }
-    let placed = |table: &str| {
-        schema_of(table).map_or_else(
-            || Some(table.to_string()),
-            |schema| {
-                (!store::rows::everywhere(&schema)).then(|| store::rows::placement_name(&schema))
-            },
-        )
-    };
-    let mut keys: Vec<Vec<u8>> = match routing {
-        sql::Routing::Keys { values, .. } => {
-            let Some(name) = operations
-                .iter()
-                .find_map(|operation| placed(operation.table_name()))
-            else {
-                return SqlRoute::Every;
-            };
-            values
-                .iter()
-                .map(|value| store::rows::placement_key(&name, value))
-                .collect()
-        }
-        sql::Routing::RowsByKey { position } => operations
-            .iter()
-            .filter_map(|operation| match operation {
-                engine::Operation::Insert { table, rows, .. } => {
-                    let name = placed(table)?;
-                    Some(
-                        rows.iter()
-                            .filter_map(|row| row.get(*position))
-                            .map(|value| store::rows::placement_key(&name, value))
-                            .collect::<Vec<_>>(),
-                    )
-                }
-                _ => None,
-            })
-            .flatten()
-            .collect(),
-        sql::Routing::Every
-        | sql::Routing::KeyRange { .. }
-        | sql::Routing::NewRowIds
-        | sql::Routing::None => return SqlRoute::Every,
-    };
-    keys.sort_unstable();
-    keys.dedup();
-    SqlRoute::Keys(keys)
 }
 
 impl SqlBackend for ClusterBackend {
