@@ -27,7 +27,7 @@ use crate::pg::{RoutedBackend, TransactionBackend, TransactionContext};
 use crate::sql_backend::{BackendError, SqlBackend};
 use ecast::Isolation;
 use kv::Outcome;
-use placement::{Configuration, Position};
+use placement::{Configuration, Position, PositionSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -39,6 +39,9 @@ pub(crate) enum SqlRoute {
     Keys(Vec<Vec<u8>>),
     /// Every partition.
     Every,
+    /// The partitions whose arcs meet these positions (a range on a range-placed table's
+    /// partition key), in one message as `Every`.
+    Range(PositionSet),
     /// One partition (the catalog read).
     Any,
 }
@@ -244,17 +247,21 @@ fn route_of(
         }
         store::rows::Spread::Placed | store::rows::Spread::PlacedAnsweredOnce => {}
     }
-    let placed = |table: &str| {
-        schema_of(table).map_or_else(
-            || Some(table.to_string()),
-            |schema| {
-                (!store::rows::everywhere(&schema)).then(|| store::rows::placement_name(&schema))
-            },
-        )
+    // A table's placement (by hash or by range, under its placement name); none for an
+    // everywhere table.
+    let placed = |table: &str| match schema_of(table) {
+        None => Some(sql::TableOptions {
+            partition_key: String::new(),
+            placement: sql::Placement::Hash,
+            placement_name: table.to_string(),
+            colocate_with: None,
+            range_bounds: Vec::new(),
+        }),
+        Some(schema) => (!store::rows::everywhere(&schema)).then(|| sql::TableOptions::of(&schema)),
     };
     let mut keys: Vec<Vec<u8>> = match routing {
         sql::Routing::Keys { values, .. } => {
-            let Some(name) = operations
+            let Some(options) = operations
                 .iter()
                 .find_map(|operation| placed(operation.table_name()))
             else {
@@ -262,18 +269,18 @@ fn route_of(
             };
             values
                 .iter()
-                .map(|value| store::rows::placement_key(&name, value))
+                .map(|value| store::rows::key_under(&options, value))
                 .collect()
         }
         sql::Routing::RowsByKey { position } => operations
             .iter()
             .filter_map(|operation| match operation {
                 engine::Operation::Insert { table, rows, .. } => {
-                    let name = placed(table)?;
+                    let options = placed(table)?;
                     Some(
                         rows.iter()
                             .filter_map(|row| row.get(*position))
-                            .map(|value| store::rows::placement_key(&name, value))
+                            .map(|value| store::rows::key_under(&options, value))
                             .collect::<Vec<_>>(),
                     )
                 }
@@ -281,14 +288,43 @@ fn route_of(
             })
             .flatten()
             .collect(),
-        sql::Routing::Every
-        | sql::Routing::KeyRange { .. }
-        | sql::Routing::NewRowIds
-        | sql::Routing::None => return SqlRoute::Every,
+        sql::Routing::KeyRange { low, high, .. } => {
+            return range_route(operations, low, high, schema_of)
+        }
+        sql::Routing::Every | sql::Routing::NewRowIds | sql::Routing::None => {
+            return SqlRoute::Every
+        }
     };
     keys.sort_unstable();
     keys.dedup();
     SqlRoute::Keys(keys)
+}
+
+/// Where a statement on a range-placed table with its partition key in `(low, high)` goes:
+/// the positions those keys lie at (`store::rows::range_positions`), so the partitions whose
+/// arcs cover them; every partition if the statement meets another table, or a bound cannot be
+/// placed.
+fn range_route(
+    operations: &[engine::Operation],
+    low: &std::ops::Bound<engine::Value>,
+    high: &std::ops::Bound<engine::Value>,
+    schema_of: &impl Fn(&str) -> Option<engine::TableSchema>,
+) -> SqlRoute {
+    let Some(table) = operations.first().map(engine::Operation::table_name) else {
+        return SqlRoute::Every;
+    };
+    if operations
+        .iter()
+        .any(|operation| operation.table_name() != table)
+    {
+        return SqlRoute::Every;
+    }
+    match schema_of(table).and_then(|schema| store::rows::range_positions(&schema, low, high)) {
+        Some((first, last)) => {
+            SqlRoute::Range(PositionSet::from_inclusive(Position(first), Position(last)))
+        }
+        None => SqlRoute::Every,
+    }
 }
 
 impl SqlBackend for ClusterBackend {
@@ -917,6 +953,124 @@ mod tests {
             ),
             SqlRoute::Every
         );
+    }
+
+    /// A range-placed table (`placement = range`, split points 0, 1000, 2000, 3000, 4000 on a
+    /// ring of four equal arcs): a key range goes to exactly the arcs covering it, a point or
+    /// an insert to its key's range position, a range over another table everywhere.
+    #[test]
+    fn a_range_on_a_range_placed_key_reaches_exactly_the_covering_partitions() {
+        use std::ops::Bound;
+        let mut schema = engine::TableSchema::new(
+            "r",
+            vec![
+                engine::ColumnDef::new("k", engine::DataType::BigInt).not_null(),
+                engine::ColumnDef::new("v", engine::DataType::Int),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        schema.options = vec![
+            ("partition_key".into(), "k".into()),
+            ("placement".into(), "range".into()),
+            ("placement_name".into(), "r".into()),
+            ("range_bounds".into(), "0,1000,2000,3000,4000".into()),
+        ];
+        let catalog = |name: &str| (name == "r").then(|| schema.clone());
+        let quarter = u64::MAX / 4 + 1;
+        let members: Vec<(placement::ProcessId, Position)> = (0..4u64)
+            .map(|index| (placement::ProcessId(index + 1), Position(index * quarter)))
+            .collect();
+        let configuration = Configuration::with_ring(1, &members);
+        let select = |table: &str| {
+            Command::Execute(Operation::Select {
+                table: table.into(),
+                columns: Vec::new(),
+                predicate: None,
+                limit: None,
+            })
+        };
+        let between = |low: i64, high: i64| sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::BigInt(low)),
+            high: Bound::Excluded(Value::BigInt(high)),
+        };
+        let covering = |route: SqlRoute| -> Vec<u64> {
+            let SqlRoute::Range(range) = route else {
+                panic!("a range route: {route:?}")
+            };
+            cluster::payload::partition_arcs(&configuration, &range)
+                .into_iter()
+                .map(|(arc, _)| arc.intervals()[0].0 / quarter)
+                .collect()
+        };
+        let route = |routing: &sql::Routing| route_of(routing, &select("r"), &catalog, None);
+        assert_eq!(covering(route(&between(1200, 1800))), vec![1]);
+        assert_eq!(covering(route(&between(900, 1100))), vec![0, 1]);
+        assert_eq!(covering(route(&between(500, 3500))), vec![0, 1, 2, 3]);
+        assert_eq!(covering(route(&between(3100, 9999))), vec![3]);
+        // Unbounded above: from the low key's arc to the end of the ring.
+        let above = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Excluded(Value::BigInt(2500)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(covering(route(&above)), vec![2, 3]);
+        // An empty range still reaches one partition (its low key's), to answer nothing.
+        assert_eq!(covering(route(&between(2500, 100))), vec![2]);
+        // A bound of another kind than the key cannot be placed: every partition.
+        let odd = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::Double(1.5)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(route(&odd), SqlRoute::Every);
+        // A range over a table placed by hash: every partition.
+        assert_eq!(
+            route_of(&between(1, 2), &select("t"), &catalog, None),
+            SqlRoute::Every
+        );
+        // Points and inserts use the range positions.
+        let SqlRoute::Keys(keys) = route(&sql::Routing::Keys {
+            column: "k".into(),
+            values: vec![Value::BigInt(2999)],
+        }) else {
+            panic!("a point route")
+        };
+        let placement = cluster::payload::KeyPlacement::hash();
+        assert_eq!(placement.position(&keys[0]).0 / quarter, 2);
+        let inserts = Command::Execute(Operation::Insert {
+            table: "r".into(),
+            columns: vec!["k".into(), "v".into()],
+            rows: vec![
+                vec![Value::BigInt(10), Value::Null],
+                vec![Value::BigInt(3990), Value::Null],
+            ],
+            on_conflict: OnConflict::Error,
+        });
+        let SqlRoute::Keys(keys) = route_of(
+            &sql::Routing::RowsByKey { position: 0 },
+            &inserts,
+            &catalog,
+            None,
+        ) else {
+            panic!("an insert route")
+        };
+        let mut arcs: Vec<u64> = keys
+            .iter()
+            .map(|key| placement.position(key).0 / quarter)
+            .collect();
+        arcs.sort();
+        assert_eq!(arcs, vec![0, 3]);
+        // A partition decides which rows it holds with the same positions.
+        for (row, arc) in [
+            (vec![Value::BigInt(10), Value::Null], 0),
+            (vec![Value::BigInt(2999), Value::Null], 2),
+        ] {
+            let key = store::rows::row_key(&schema, &row);
+            assert_eq!(placement.position(&key).0 / quarter, arc);
+            assert_eq!(keys.contains(&key), arc == 0);
+        }
     }
 
     #[test]
