@@ -12,7 +12,8 @@
 //! name all three; point reads of keys in each third land in three partitions. Range, point
 //! and non-key queries, range UPDATE and DELETE, and a transaction reading and writing a range
 //! answer what PostgreSQL answers on the same rows (computed here from the generated rows:
-//! integer results and key-ordered rows, where PostgreSQL's answer is the arithmetic). Split
+//! integer results and key-ordered rows; the final totals also as recorded from PostgreSQL
+//! 15.18 running the same script). Split
 //! points that do not parse or increase are refused (22023), a key type without an order 0A000.
 //! (b) A Rubberband expand (4 storage processes, one a standby) moves a range table's rows
 //! with their arcs: every row is found by key and by range afterwards, and a whole-table scan
@@ -356,6 +357,13 @@ fn a_range_placed_table_routes_ranges_to_the_covering_partitions_and_answers_as_
     assert_eq!(
         psql_ok(pg[2], &[&format!("{SUMMARY} WHERE k BETWEEN 0 AND 40000")]),
         summary(&rows, between(0, 40_000))
+    );
+    // The same script's last answers as PostgreSQL 15.18 gave them (a throwaway `initdb`
+    // instance, the same COPY and statements): the computed expectations above agree.
+    assert_eq!(psql_ok(pg[1], &[SUMMARY]), "19350|9669139|500|195000");
+    assert_eq!(
+        psql_ok(pg[1], &[&format!("{SUMMARY} WHERE k BETWEEN 0 AND 40000")]),
+        "3951|1973238|500|40000"
     );
 }
 
