@@ -3,6 +3,8 @@
 //! Pure, so that the runtime's gateway (`runtime::ecast::sql`) and the simulator's
 //! (`sim --ecast --partitions vr --sql-statements`) route statements by the same rules.
 
+use placement::{Position, PositionSet};
+
 /// Where the gateway task sends a SQL statement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SqlRoute {
@@ -10,6 +12,9 @@ pub enum SqlRoute {
     Keys(Vec<Vec<u8>>),
     /// Every partition.
     Every,
+    /// The partitions whose arcs meet these positions (a range on a range-placed table's
+    /// partition key), in one message as `Every`.
+    Range(PositionSet),
     /// One partition (the catalog read).
     Any,
 }
@@ -47,17 +52,21 @@ pub fn route_of(
         }
         store::rows::Spread::Placed | store::rows::Spread::PlacedAnsweredOnce => {}
     }
-    let placed = |table: &str| {
-        schema_of(table).map_or_else(
-            || Some(table.to_string()),
-            |schema| {
-                (!store::rows::everywhere(&schema)).then(|| store::rows::placement_name(&schema))
-            },
-        )
+    // A table's placement (by hash or by range, under its placement name); none for an
+    // everywhere table.
+    let placed = |table: &str| match schema_of(table) {
+        None => Some(sql::TableOptions {
+            partition_key: String::new(),
+            placement: sql::Placement::Hash,
+            placement_name: table.to_string(),
+            colocate_with: None,
+            range_bounds: Vec::new(),
+        }),
+        Some(schema) => (!store::rows::everywhere(&schema)).then(|| sql::TableOptions::of(&schema)),
     };
     let mut keys: Vec<Vec<u8>> = match routing {
         sql::Routing::Keys { values, .. } => {
-            let Some(name) = operations
+            let Some(options) = operations
                 .iter()
                 .find_map(|operation| placed(operation.table_name()))
             else {
@@ -65,18 +74,18 @@ pub fn route_of(
             };
             values
                 .iter()
-                .map(|value| store::rows::placement_key(&name, value))
+                .map(|value| store::rows::key_under(&options, value))
                 .collect()
         }
         sql::Routing::RowsByKey { position } => operations
             .iter()
             .filter_map(|operation| match operation {
                 engine::Operation::Insert { table, rows, .. } => {
-                    let name = placed(table)?;
+                    let options = placed(table)?;
                     Some(
                         rows.iter()
                             .filter_map(|row| row.get(*position))
-                            .map(|value| store::rows::placement_key(&name, value))
+                            .map(|value| store::rows::key_under(&options, value))
                             .collect::<Vec<_>>(),
                     )
                 }
@@ -84,12 +93,41 @@ pub fn route_of(
             })
             .flatten()
             .collect(),
-        sql::Routing::Every
-        | sql::Routing::KeyRange { .. }
-        | sql::Routing::NewRowIds
-        | sql::Routing::None => return SqlRoute::Every,
+        sql::Routing::KeyRange { low, high, .. } => {
+            return range_route(operations, low, high, schema_of)
+        }
+        sql::Routing::Every | sql::Routing::NewRowIds | sql::Routing::None => {
+            return SqlRoute::Every
+        }
     };
     keys.sort_unstable();
     keys.dedup();
     SqlRoute::Keys(keys)
+}
+
+/// Where a statement on a range-placed table with its partition key in `(low, high)` goes:
+/// the positions those keys lie at (`store::rows::range_positions`), so the partitions whose
+/// arcs cover them; every partition if the statement meets another table, or a bound cannot be
+/// placed.
+fn range_route(
+    operations: &[engine::Operation],
+    low: &std::ops::Bound<engine::Value>,
+    high: &std::ops::Bound<engine::Value>,
+    schema_of: &impl Fn(&str) -> Option<engine::TableSchema>,
+) -> SqlRoute {
+    let Some(table) = operations.first().map(engine::Operation::table_name) else {
+        return SqlRoute::Every;
+    };
+    if operations
+        .iter()
+        .any(|operation| operation.table_name() != table)
+    {
+        return SqlRoute::Every;
+    }
+    match schema_of(table).and_then(|schema| store::rows::range_positions(&schema, low, high)) {
+        Some((first, last)) => {
+            SqlRoute::Range(PositionSet::from_inclusive(Position(first), Position(last)))
+        }
+        None => SqlRoute::Every,
+    }
 }

@@ -200,6 +200,7 @@ pub mod merge;
 pub mod parse;
 pub mod pg_catalog;
 pub mod plan;
+pub mod range_placement;
 pub mod regex;
 pub mod sequence;
 pub mod series;

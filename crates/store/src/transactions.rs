@@ -851,9 +851,10 @@ fn prefix_resource(placement: &[u8], prefix: &[Value]) -> Vec<u8> {
 
 /// The path of a pinned primary-key prefix: the placement key, then one resource per longer
 /// prefix.
-fn prefix_path(placement_name: &str, prefix: &[Value]) -> RowPath {
+fn prefix_path(options: &sql::TableOptions, prefix: &[Value]) -> RowPath {
     assert!(!prefix.is_empty());
-    let placement = crate::rows::placement_key(placement_name, &prefix[0]);
+    // The key the row's statements are routed by (by range for a range-placed table).
+    let placement = crate::rows::key_under(options, &prefix[0]);
     let mut path = vec![placement.clone()];
     for length in 2..=prefix.len() {
         path.push(prefix_resource(&placement, &prefix[..length]));
@@ -877,7 +878,7 @@ pub fn row_paths(
     if keys.len() != 1 || schema.primary_key.first() != Some(&partition_column) {
         return None;
     }
-    let placement_name = crate::rows::placement_name(schema);
+    let options = sql::TableOptions::of(schema);
     let key_columns: Vec<&str> = schema
         .primary_key
         .iter()
@@ -939,7 +940,7 @@ pub fn row_paths(
                             row.get(position).filter(|value| !value.is_null()).cloned()
                         })
                         .collect();
-                    paths.push(prefix_path(&placement_name, &prefix?));
+                    paths.push(prefix_path(&options, &prefix?));
                 }
                 continue;
             }
@@ -948,7 +949,7 @@ pub fn row_paths(
         if prefix.is_empty() {
             return None;
         }
-        let path = prefix_path(&placement_name, &prefix);
+        let path = prefix_path(&options, &prefix);
         if path[0] != keys[0] {
             // Routed by another value than the predicate pins: keep the routed lock.
             return None;

@@ -902,6 +902,124 @@ mod tests {
         );
     }
 
+    /// A range-placed table (`placement = range`, split points 0, 1000, 2000, 3000, 4000 on a
+    /// ring of four equal arcs): a key range goes to exactly the arcs covering it, a point or
+    /// an insert to its key's range position, a range over another table everywhere.
+    #[test]
+    fn a_range_on_a_range_placed_key_reaches_exactly_the_covering_partitions() {
+        use std::ops::Bound;
+        let mut schema = engine::TableSchema::new(
+            "r",
+            vec![
+                engine::ColumnDef::new("k", engine::DataType::BigInt).not_null(),
+                engine::ColumnDef::new("v", engine::DataType::Int),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        schema.options = vec![
+            ("partition_key".into(), "k".into()),
+            ("placement".into(), "range".into()),
+            ("placement_name".into(), "r".into()),
+            ("range_bounds".into(), "0,1000,2000,3000,4000".into()),
+        ];
+        let catalog = |name: &str| (name == "r").then(|| schema.clone());
+        let quarter = u64::MAX / 4 + 1;
+        let members: Vec<(placement::ProcessId, Position)> = (0..4u64)
+            .map(|index| (placement::ProcessId(index + 1), Position(index * quarter)))
+            .collect();
+        let configuration = Configuration::with_ring(1, &members);
+        let select = |table: &str| {
+            Command::Execute(Operation::Select {
+                table: table.into(),
+                columns: Vec::new(),
+                predicate: None,
+                limit: None,
+            })
+        };
+        let between = |low: i64, high: i64| sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::BigInt(low)),
+            high: Bound::Excluded(Value::BigInt(high)),
+        };
+        let covering = |route: SqlRoute| -> Vec<u64> {
+            let SqlRoute::Range(range) = route else {
+                panic!("a range route: {route:?}")
+            };
+            cluster::payload::partition_arcs(&configuration, &range)
+                .into_iter()
+                .map(|(arc, _)| arc.intervals()[0].0 / quarter)
+                .collect()
+        };
+        let route = |routing: &sql::Routing| route_of(routing, &select("r"), &catalog, None);
+        assert_eq!(covering(route(&between(1200, 1800))), vec![1]);
+        assert_eq!(covering(route(&between(900, 1100))), vec![0, 1]);
+        assert_eq!(covering(route(&between(500, 3500))), vec![0, 1, 2, 3]);
+        assert_eq!(covering(route(&between(3100, 9999))), vec![3]);
+        // Unbounded above: from the low key's arc to the end of the ring.
+        let above = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Excluded(Value::BigInt(2500)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(covering(route(&above)), vec![2, 3]);
+        // An empty range still reaches one partition (its low key's), to answer nothing.
+        assert_eq!(covering(route(&between(2500, 100))), vec![2]);
+        // A bound of another kind than the key cannot be placed: every partition.
+        let odd = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::Double(1.5)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(route(&odd), SqlRoute::Every);
+        // A range over a table placed by hash: every partition.
+        assert_eq!(
+            route_of(&between(1, 2), &select("t"), &catalog, None),
+            SqlRoute::Every
+        );
+        // Points and inserts use the range positions.
+        let SqlRoute::Keys(keys) = route(&sql::Routing::Keys {
+            column: "k".into(),
+            values: vec![Value::BigInt(2999)],
+        }) else {
+            panic!("a point route")
+        };
+        let placement = cluster::payload::KeyPlacement::hash();
+        assert_eq!(placement.position(&keys[0]).0 / quarter, 2);
+        let inserts = Command::Execute(Operation::Insert {
+            table: "r".into(),
+            columns: vec!["k".into(), "v".into()],
+            rows: vec![
+                vec![Value::BigInt(10), Value::Null],
+                vec![Value::BigInt(3990), Value::Null],
+            ],
+            on_conflict: OnConflict::Error,
+        });
+        let SqlRoute::Keys(keys) = route_of(
+            &sql::Routing::RowsByKey { position: 0 },
+            &inserts,
+            &catalog,
+            None,
+        ) else {
+            panic!("an insert route")
+        };
+        let mut arcs: Vec<u64> = keys
+            .iter()
+            .map(|key| placement.position(key).0 / quarter)
+            .collect();
+        arcs.sort();
+        assert_eq!(arcs, vec![0, 3]);
+        // A partition decides which rows it holds with the same positions.
+        for (row, arc) in [
+            (vec![Value::BigInt(10), Value::Null], 0),
+            (vec![Value::BigInt(2999), Value::Null], 2),
+        ] {
+            let key = store::rows::row_key(&schema, &row);
+            assert_eq!(placement.position(&key).0 / quarter, arc);
+            assert_eq!(keys.contains(&key), arc == 0);
+        }
+    }
+
     #[test]
     fn row_ids_carry_a_prefix_and_count_up() {
         let mut ids = RowIds::new();

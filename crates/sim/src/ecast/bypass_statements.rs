@@ -758,6 +758,13 @@ impl BypassSimulation {
                                 holders.len()
                             }
                             SqlRoute::Any => 1,
+                            // A range-placed table's key range (none in this workload, whose
+                            // tables are placed by hash): the arcs covering it, as the runtime.
+                            SqlRoute::Range(range) => payload::partition_arcs(
+                                self.gateways[gateway].gateway.configuration(),
+                                range,
+                            )
+                            .len(),
                         };
                         let several = partitions > 1
                             || (route == SqlRoute::Every
@@ -839,6 +846,13 @@ impl BypassSimulation {
                     None,
                 )
             }
+            SqlRoute::Range(range) => {
+                let arcs = payload::partition_arcs(configuration, range);
+                (
+                    SqlTarget::Arcs(arcs.into_iter().map(|(arc, _)| arc).collect()),
+                    None,
+                )
+            }
         };
         pending.sequenced = None;
         let sql_payload = SqlPayload {
@@ -848,7 +862,10 @@ impl BypassSimulation {
         let parts = sql_payload.parts();
         let bytes = sql_payload.encode();
         let read = pending.read;
-        let range = PositionSet::whole();
+        let range = match &pending.route {
+            SqlRoute::Range(range) => range.clone(),
+            _ => PositionSet::whole(),
+        };
         let stats = &mut self.statements.as_mut().expect("the statements mode").stats;
         match &positions {
             Some(positions) if positions.len() == 1 => stats.single_partition += 1,
