@@ -210,14 +210,24 @@ write_cluster() { # PROTOCOL FILE
 
 start_cluster() { # PROTOCOL
     local protocol=$1 host file="$WORK/cluster.toml"
+    for host in $(seq 0 $((HOSTS - 1))); do
+        if in_host $HOSTS timeout 2 redis-cli -h "$(host_ip "$host")" -p "$(client_port "$host")" PING >/dev/null 2>&1; then
+            log "something already answers on $(host_ip "$host"):$(client_port "$host") (a process left over?)"
+            exit 1
+        fi
+    done
     rm -rf "$WORK/data"
     mkdir -p "$WORK/data"
     write_cluster "$protocol" "$file"
     for host in $(seq 0 $((HOSTS - 1))); do
-        in_host "$host" "$TESSERA" node --cluster "$file" --router "$host" \
+        # Not through in_host: a backgrounded function is a subshell, and $! would be its pid
+        # rather than the process's (`ip netns exec` execs the command: same pid).
+        local prefix=()
+        [[ $NETWORK == loopback ]] || prefix=(ip netns exec "$NS_PREFIX-$(host_name "$host")")
+        "${prefix[@]}" "$TESSERA" node --cluster "$file" --router "$host" \
             >"$WORK/logs/$NETWORK-$protocol-router-$host.log" 2>&1 </dev/null &
         PIDS+=($!)
-        in_host "$host" "$TESSERA" node --cluster "$file" --storage $((host + 1)) \
+        "${prefix[@]}" "$TESSERA" node --cluster "$file" --storage $((host + 1)) \
             >"$WORK/logs/$NETWORK-$protocol-storage-$((host + 1)).log" 2>&1 </dev/null &
         PIDS+=($!)
     done
@@ -232,7 +242,19 @@ start_cluster() { # PROTOCOL
             done
             ((ready)) || break
         done
-        ((ready)) && return 0
+        if ((ready)); then
+            for host in $(seq 0 $((HOSTS - 1))); do
+                local running
+                running=$(in_host $HOSTS timeout 5 redis-cli -h "$(host_ip "$host")" -p "$(client_port "$host")" INFO | tr -d '\r' | sed -n 's/^tessera_protocol://p')
+                [[ $running == "$protocol-partitions" ]] ||
+                    { log "storage $((host + 1)) runs '$running', not $protocol-partitions"; exit 1; }
+            done
+            for pid in "${PIDS[@]}"; do
+                [[ $(ps -o args= -p "$pid") == *"$TESSERA node --cluster $file"* ]] ||
+                    { log "process $pid is not a tessera node of this run"; exit 1; }
+            done
+            return 0
+        fi
         for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null || { log "a process exited; see $WORK/logs"; exit 1; }; done
         sleep 0.2
     done
