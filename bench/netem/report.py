@@ -149,13 +149,15 @@ try:
 except ImportError:
     print("matplotlib is missing: no plot", file=sys.stderr)
     sys.exit(0)
-figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+figure, axes = plt.subplots(1, 3, figsize=(15, 4))
 positions = range(len(rows))
 width = 0.38
 names = [label(row["network"]).replace(", ", "\n") for row in rows]
+mid_clients = data.get("mid", {}).get("clients", "?")
 for axis, (vr_key, sk_key, title, unit) in zip(
-        (left, right),
+        axes,
         (("vr_p50", "sk_p50", "single-client SET p50", "µs"),
+         ("vr_mid", "sk_mid", f"SET throughput, {mid_clients} clients × 1", "SET/s"),
          ("vr_tp", "sk_tp", f"saturated SET throughput ({data['saturated']['clients']}×{data['saturated']['pipeline']})", "SET/s"))):
     vr = [row[vr_key] or 0 for row in rows]
     sk = [row[sk_key] or 0 for row in rows]
