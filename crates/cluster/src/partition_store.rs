@@ -60,6 +60,20 @@ impl PartitionStore {
         self.store.kv.is_empty()
     }
 
+    /// Table rows held (every table's; a table placed everywhere counts at each partition).
+    pub fn rows(&self) -> u64 {
+        self.store
+            .engine
+            .tables()
+            .map(|table| table.len() as u64)
+            .sum()
+    }
+
+    /// Bytes of the key-value namespace held (keys and values).
+    pub fn kv_bytes(&self) -> u64 {
+        self.store.kv.bytes()
+    }
+
     /// Executes this partition's share of a SQL statement; its answers by part.
     fn execute_sql(&mut self, payload: &payload::SqlPayload) -> Vec<(u32, Outcome)> {
         let parts = payload.parts_held(&self.arc, &self.placement);
@@ -319,6 +333,14 @@ impl PartitionData for PartitionStore {
     fn retain(&mut self, holds: &PositionSet) {
         // A cut: the store's arc (which shares and surveys are cut to) becomes the holdings.
         self.arc = holds.clone();
+        if holds.is_empty() {
+            // Out of the ring: no decision reaches it any more, so the two-phase statements it
+            // holds are forgotten; if it joins again, the copies it receives bring those
+            // undecided then (kept, such a statement held its tables here for ever: a write to
+            // every partition was refused here and run elsewhere; found by the simulator's
+            // one-shot SQL workload).
+            self.store.prepared = store::prepared::Prepared::default();
+        }
         let placement = &self.placement;
         self.store
             .kv

@@ -695,10 +695,15 @@ impl KeyPlacement {
     }
 
     /// A key's ring position. A SQL row's placement key (`store::rows`) is placed by hash,
-    /// whatever the range-placed prefixes.
+    /// whatever the range-placed prefixes, unless it is a range-placed table's: that key
+    /// carries its position (`store::rows::range_placement_key`, order-preserving in the
+    /// table's partition key), so no catalog is needed here.
     pub fn position(&self, key: &[u8]) -> Position {
         if key.starts_with(store::rows::ROW_KEY_PREFIX) {
-            return KeyMapping::Hash.position(key);
+            return match store::rows::range_position_of_key(key) {
+                Some(position) => Position(position),
+                None => KeyMapping::Hash.position(key),
+            };
         }
         match self.range_prefix(key) {
             Some(prefix) => KeyMapping::Range.position(&key[prefix..]),

@@ -2,10 +2,20 @@
 //! `docs/internals/sprint.md`), as a pure state machine driven by outcomes and a clock in ms:
 //! plan a statement's locks (`store::transactions::plan_statement`), take the table locks it
 //! lacks at every partition first (`LockRequest`, one message to every partition), send the
-//! numbered statement where its routing says, send either again after a growing pause while a
-//! younger transaction's lock or a two-phase statement is in the way (wait-die decides at the
-//! partition; patience bounds the wait), abort a holder that shows no new statement for
-//! `abandoned_after_ms` while this one waits, and end with one message to every partition.
+//! numbered statement where its routing says, send either again after a growing pause while
+//! another transaction's lock or a two-phase statement is in the way (the partition decides
+//! between waiting and dying: local deadlock detection and the execution-order rule; patience
+//! bounds the wait), abort a holder that shows no new statement for `abandoned_after_ms` while
+//! this one waits, and end with one message to every partition.
+//!
+//! A transaction is *local* while its statements reach one partition (the placement key of its
+//! first statement stands for it). It becomes *global* (Sprint §4.1) before its first message
+//! that reaches further (a statement routed elsewhere or to every partition), or before it
+//! waits for a table lock (a lock request to every partition that is refused for another
+//! transaction's lock waits at every partition): one `Globalize` message to every partition,
+//! which numbers it. Where a request's answers differ between partitions (their waits-for
+//! graphs differ), any death wins: the transaction is aborted everywhere; otherwise any wait
+//! sends the whole request again (grants are idempotent).
 //!
 //! The effects are messages (`Send`: a store operation and where it goes) and pauses; the
 //! caller moves the bytes and keeps the time. The simulator's SQL transactions
@@ -43,7 +53,7 @@ pub enum Action {
     /// Wait until `until_ms`, then call `resume`. `abort`: a waited-for holder judged
     /// abandoned; send its abort now (its answer is not needed).
     Pause { until_ms: u64, abort: Option<Send> },
-    /// The statement is answered: its outcomes (a refusal, e.g. 40001 from wait-die or 55P03
+    /// The statement is answered: its outcomes (a refusal, e.g. 40001 from a deadlock or 55P03
     /// after patience, is among them as an error).
     Answered(Vec<Outcome>),
 }
@@ -74,6 +84,8 @@ impl Default for DriverSettings {
 /// A statement being sent: its table locks first (`Locking`), then itself.
 #[derive(Clone, Debug)]
 struct Current {
+    /// `Globalize` first (the statement reaches a second partition, or its table locks wait).
+    globalizing: bool,
     locking: bool,
     lacking: Vec<(store::transactions::Resource, Mode)>,
     needed: Vec<(store::transactions::Resource, Mode)>,
@@ -101,6 +113,10 @@ pub struct Transaction {
     held: BTreeMap<String, Mode>,
     settings: DriverSettings,
     current: Option<Current>,
+    /// The placement key of its first statement pinned to keys: the partition it is local to.
+    first: Option<Vec<u8>>,
+    /// Whether it is global (its `Globalize` was granted everywhere).
+    pub global: bool,
 }
 
 impl Transaction {
@@ -112,6 +128,8 @@ impl Transaction {
             held: BTreeMap::new(),
             settings,
             current: None,
+            first: None,
+            global: false,
         }
     }
 
@@ -130,7 +148,16 @@ impl Transaction {
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
         self.statements += 1;
+        let beyond = match (&keys, &self.first) {
+            (None, _) => true,
+            (Some(keys), Some(first)) => keys.iter().any(|key| key != first),
+            (Some(keys), None) => {
+                self.first = keys.first().cloned();
+                keys.iter().any(|key| Some(key) != keys.first())
+            }
+        };
         self.current = Some(Current {
+            globalizing: beyond && !self.global,
             locking: !plan.everywhere.is_empty(),
             lacking: plan.everywhere,
             needed: plan.needed,
@@ -148,6 +175,12 @@ impl Transaction {
     /// The current statement's message (its locks, or itself), stamped `now_ms`.
     fn message(&self, now_ms: u64) -> Send {
         let current = self.current.as_ref().expect("a statement is under way");
+        if current.globalizing {
+            return Send {
+                operation: store::globalize_operation(self.id),
+                route: Route::Every,
+            };
+        }
         if current.locking {
             return Send {
                 operation: store::lock_operation(&LockRequest {
@@ -180,7 +213,20 @@ impl Transaction {
     pub fn outcomes(&mut self, outcomes: Vec<Outcome>, now_ms: u64) -> Action {
         let settings = self.settings;
         let current = self.current.as_mut().expect("a statement is under way");
+        if current.globalizing {
+            if first_error(&outcomes).is_some() {
+                self.current = None;
+                return Action::Answered(outcomes);
+            }
+            self.global = true;
+            current.globalizing = false;
+            return Action::Send(self.message(now_ms));
+        }
         if let Some(pause) = current.waiter.wait(&outcomes, now_ms, &settings) {
+            // A table lock waits at every partition: the transaction is global first.
+            if current.locking && !self.global {
+                current.globalizing = true;
+            }
             return pause;
         }
         if current.locking {
@@ -238,6 +284,9 @@ impl Waiter {
         now_ms: u64,
         settings: &DriverSettings,
     ) -> Option<Action> {
+        if outcomes.iter().any(dies) {
+            return None; // Any partition's death aborts the transaction everywhere.
+        }
         let locked = outcomes.iter().find_map(transaction_locked);
         let busy = outcomes
             .iter()
@@ -297,13 +346,28 @@ pub fn transaction_locked(outcome: &Outcome) -> Option<(u64, u64)> {
     })
 }
 
-/// The first error among a statement's outcomes.
-pub fn first_error(outcomes: &[Outcome]) -> Option<&EngineError> {
-    outcomes.iter().find_map(|outcome| match outcome {
-        Outcome::Error(error) | Outcome::Executed(Err(error)) => Some(error),
-        Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
-        _ => None,
+/// Whether an outcome says the transaction dies (40001: a deadlock, the execution-order rule,
+/// an abort by another gateway).
+pub fn dies(outcome: &Outcome) -> bool {
+    refusal(outcome, |error| {
+        matches!(error, EngineError::SerializationFailure { .. }).then_some(())
     })
+    .is_some()
+}
+
+/// The first error among a statement's outcomes, a death (40001) before any other: where
+/// partitions answer differently, the transaction dies everywhere.
+pub fn first_error(outcomes: &[Outcome]) -> Option<&EngineError> {
+    let errors = || {
+        outcomes.iter().filter_map(|outcome| match outcome {
+            Outcome::Error(error) | Outcome::Executed(Err(error)) => Some(error),
+            Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
+            _ => None,
+        })
+    };
+    errors()
+        .find(|error| matches!(error, EngineError::SerializationFailure { .. }))
+        .or_else(|| errors().next())
 }
 
 #[cfg(test)]
@@ -363,17 +427,17 @@ mod tests {
             Action::Answered(vec![answer])
         );
         // The table lock is held now: the next statement goes straight to its row.
-        let Action::Send(next) = txn.statement(&read(2), Some(vec![key(2)]), 1_003).unwrap() else {
+        let Action::Send(next) = txn.statement(&read(1), Some(vec![key(1)]), 1_003).unwrap() else {
             panic!("a message")
         };
-        assert_eq!(next.route, Route::Keys(vec![key(2)]));
+        assert_eq!(next.route, Route::Keys(vec![key(1)]));
         assert_eq!(txn.end(true).map(|end| end.route), Some(Route::Every));
     }
 
     #[test]
     fn a_lock_wait_pauses_aborts_an_idle_holder_and_gives_up_after_patience() {
         let mut txn = Transaction::new(7, 1_000, settings());
-        txn.statement(&read(1), None, 1_000).unwrap();
+        txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap();
         let mut now = 1_000;
         let mut aborts = 0;
         let mut pauses = Vec::new();
@@ -387,7 +451,14 @@ mod tests {
                         aborts += 1;
                     }
                     now = until_ms;
-                    txn.resume(now);
+                    if txn.resume(now).operation == store::globalize_operation(7) {
+                        // The table lock waits everywhere: global first, once.
+                        assert!(!txn.global);
+                        let Action::Send(_) = txn.outcomes(vec![ok()], now) else {
+                            panic!("then the lock request again")
+                        };
+                        assert!(txn.global);
+                    }
                 }
                 Action::Answered(outcomes) => {
                     assert_eq!(
@@ -404,5 +475,101 @@ mod tests {
         assert!(aborts >= 1, "a holder idle for 30 ms is aborted");
         assert_eq!(pauses[..3], [2, 4, 8], "pauses double up to the maximum");
         assert!(pauses.iter().all(|pause| *pause <= 8));
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Batch(vec![])
+    }
+
+    fn dead() -> Outcome {
+        Outcome::Error(EngineError::SerializationFailure {
+            reason: "a deadlock".into(),
+        })
+    }
+
+    /// Runs the current statement through its table lock, granted at once.
+    fn granted_lock(txn: &mut Transaction, action: Action, now: u64) -> Action {
+        let Action::Send(lock) = action else {
+            panic!("a message")
+        };
+        assert_eq!(lock.route, Route::Every);
+        txn.outcomes(vec![ok(), ok()], now)
+    }
+
+    #[test]
+    fn a_transaction_becomes_global_once_before_its_first_message_to_a_second_partition() {
+        let mut txn = Transaction::new(7, 1_000, settings());
+        let first = txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap();
+        let Action::Send(statement) = granted_lock(&mut txn, first, 1_001) else {
+            panic!("the statement")
+        };
+        assert_eq!(statement.route, Route::Keys(vec![key(1)]));
+        txn.outcomes(vec![ok()], 1_002);
+        assert!(!txn.global, "one partition: local");
+        // The same key again: still local, straight to its row.
+        let Action::Send(again) = txn.statement(&read(1), Some(vec![key(1)]), 1_003).unwrap()
+        else {
+            panic!("a message")
+        };
+        assert_eq!(again.route, Route::Keys(vec![key(1)]));
+        txn.outcomes(vec![ok()], 1_004);
+        // Another key: Globalize to every partition first, then the statement.
+        let Action::Send(globalize) = txn.statement(&read(2), Some(vec![key(2)]), 1_005).unwrap()
+        else {
+            panic!("a message")
+        };
+        assert_eq!(globalize.operation, store::globalize_operation(7));
+        assert_eq!(globalize.route, Route::Every);
+        let Action::Send(statement) = txn.outcomes(vec![ok(), ok()], 1_006) else {
+            panic!("then the statement")
+        };
+        assert_eq!(statement.route, Route::Keys(vec![key(2)]));
+        assert!(txn.global);
+        txn.outcomes(vec![ok()], 1_007);
+        // Once global, never again.
+        let Action::Send(next) = txn.statement(&read(3), None, 1_008).unwrap() else {
+            panic!("a message")
+        };
+        assert_ne!(next.operation, store::globalize_operation(7));
+        // A refused Globalize (the execution-order rule at one partition) answers the death.
+        let mut other = Transaction::new(8, 1_000, settings());
+        let Action::Send(globalize) = other.statement(&read(1), None, 1_000).unwrap() else {
+            panic!("a message")
+        };
+        assert_eq!(globalize.operation, store::globalize_operation(8));
+        assert_eq!(
+            other.outcomes(vec![ok(), dead()], 1_001),
+            Action::Answered(vec![ok(), dead()])
+        );
+        assert!(!other.global);
+    }
+
+    #[test]
+    fn mixed_answers_a_death_anywhere_aborts_and_a_wait_anywhere_sends_the_whole_request_again() {
+        let mut txn = Transaction::new(7, 1_000, settings());
+        let Action::Send(lock) = txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap() else {
+            panic!("a message")
+        };
+        // Granted at one partition, waiting at the other: a pause, then the same request (and
+        // the transaction, whose table lock waits at every partition, becomes global first).
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![ok(), locked(3, 900)], 1_001) else {
+            panic!("a wait anywhere waits")
+        };
+        let globalize = txn.resume(until_ms);
+        assert_eq!(globalize.operation, store::globalize_operation(7));
+        let Action::Send(again) = txn.outcomes(vec![ok(), ok()], until_ms) else {
+            panic!("the lock request again")
+        };
+        assert_eq!(again.route, lock.route);
+        // A death at one partition, a wait at another: the death wins, nothing waits.
+        let outcomes = vec![locked(3, 900), dead()];
+        assert_eq!(
+            txn.outcomes(outcomes.clone(), until_ms + 1),
+            Action::Answered(outcomes.clone())
+        );
+        assert!(matches!(
+            first_error(&outcomes),
+            Some(EngineError::SerializationFailure { .. })
+        ));
     }
 }

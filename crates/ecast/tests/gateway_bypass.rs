@@ -38,8 +38,15 @@ fn result(parts: &[(u64, u64)]) -> Vec<u8> {
 }
 
 fn gateway(lanes: u32) -> Gateway<u64> {
+    gateway_of_groups(lanes, 3)
+}
+
+/// Partitions 1..=3 as groups of `members` replicas.
+fn gateway_of_groups(lanes: u32, members: u8) -> Gateway<u64> {
     let settings = BypassSettings {
-        groups: (1..=3).map(|partition| (ProcessId(partition), 3)).collect(),
+        groups: (1..=3)
+            .map(|partition| (ProcessId(partition), members))
+            .collect(),
         lanes,
         client_base: BASE,
         retry_ticks: 10,
@@ -445,8 +452,9 @@ fn a_skyros_nilext_write_completes_on_a_supermajority_with_the_primary() {
     assert_eq!(done, vec![(1, Completion::Done(BTreeMap::from([(0, 42)])))]);
     assert_eq!(gateway.stats().nilext_fast, 1);
 
-    // A second write: the primary's digest differs from a backup's, which makes the quorum
-    // hopeless; the write goes to the primary as an ordinary write and completes on its reply.
+    // A second write whose members acknowledge with three different prefix digests (two
+    // gateways' writes crossed on the way): in a group of three every acknowledgement counts
+    // (`vr::NilextQuorum`, docs/internals/skyros.md deviation 1), so it completes at once.
     let effects = step(
         &mut gateway,
         GatewayInput::Submit {
@@ -467,8 +475,51 @@ fn a_skyros_nilext_write_completes_on_a_supermajority_with_the_primary() {
             result: None,
         },
     };
-    step(&mut gateway, ack(0, 8));
-    let effects = step(&mut gateway, ack(1, 9));
+    assert!(partition_requests(&step(&mut gateway, ack(0, 8))).is_empty());
+    assert!(partition_requests(&step(&mut gateway, ack(1, 9))).is_empty());
+    let done = completed(&step(&mut gateway, ack(2, 10)));
+    assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 42)])))]);
+    assert_eq!(gateway.stats().nilext_fast, 2);
+    assert_eq!(gateway.stats().nilext_slow_hopeless, 0);
+}
+
+/// `skyros` partitions of five replicas: acknowledgements count only with the primary's prefix
+/// digest; two that differ make the quorum hopeless (4 of 5 needed), and the write goes to the
+/// primary as an ordinary write at once and completes on its reply.
+#[test]
+fn a_skyros_nilext_write_with_mismatching_digests_in_a_group_of_five_takes_the_slow_path() {
+    fn nilext(payload: &[u8]) -> Option<Vec<u8>> {
+        (payload == b"payload").then(|| result(&[(0, 42)]))
+    }
+    let mut gateway = gateway_of_groups(1, 5).with_skyros(nilext);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 2,
+            command: write(vec![key_of(2)]),
+        },
+    );
+    let sent = partition_requests(&effects);
+    assert_eq!(sent.len(), 5, "to every member of partition 2: {sent:?}");
+    let request = sent[0].2.clone();
+    let ack = |replica: u8, digest: u64| GatewayInput::Partition {
+        partition: ProcessId(2),
+        message: Message::NilextAck {
+            view: View(0),
+            replica: vr::ReplicaIndex(replica),
+            client: request.client,
+            request: request.request,
+            prefix_digest: digest,
+            executed: false,
+            result: None,
+        },
+    };
+    assert!(partition_requests(&step(&mut gateway, ack(0, 8))).is_empty());
+    assert!(
+        partition_requests(&step(&mut gateway, ack(1, 9))).is_empty(),
+        "one of five may disagree"
+    );
+    let effects = step(&mut gateway, ack(2, 9));
     let slow = partition_requests(&effects);
     assert_eq!(slow.len(), 1);
     assert_eq!(slow[0].2.kind, RequestKind::Write);
@@ -478,7 +529,8 @@ fn a_skyros_nilext_write_completes_on_a_supermajority_with_the_primary() {
         reply(&request, PartitionResult::Executed(result(&[(0, 43)]))),
     ));
     assert_eq!(done, vec![(2, Completion::Done(BTreeMap::from([(0, 43)])))]);
-    assert_eq!(gateway.stats().nilext_fast, 1);
+    assert_eq!(gateway.stats().nilext_fast, 0);
+    assert_eq!(gateway.stats().nilext_slow_hopeless, 1);
 }
 
 /// `skyros` partitions: a member that already executed a nilext write (a backup whose Commit

@@ -613,12 +613,43 @@ impl Engine {
     /// engine lacks is taken whole; into one it has (the same table: DDL reaches every
     /// partition at the same point of the order) each row is written over the row of its key,
     /// and the next hidden row id becomes the larger. Indexes follow the rows.
+    ///
+    /// An engine that was no destination while DDL ran (a standby, or a process that left the
+    /// ring and joins again) holds older definitions, and none of the table's rows (it held
+    /// no range): a table it holds without rows whose schema differs from the copy's is
+    /// replaced by the copy's, and the copy's indexes it lacks are built (found by the
+    /// simulator's one-shot SQL workload: the joined partition refused later statements as
+    /// planned against a stale catalog while the others ran them).
     pub fn absorb(&mut self, other: Engine) {
         for (name, incoming) in other.tables {
+            if self
+                .tables
+                .get(&name)
+                .is_some_and(|table| table.rows.is_empty() && table.schema != incoming.schema)
+            {
+                self.tables.insert(name, incoming);
+                continue;
+            }
             let Some(table) = self.tables.get_mut(&name) else {
                 self.tables.insert(name, incoming);
                 continue;
             };
+            if table.schema == incoming.schema {
+                for index in incoming.indexes.values() {
+                    if table.indexes.contains_key(&index.name) {
+                        continue;
+                    }
+                    let columns: Option<Vec<String>> = index
+                        .columns
+                        .iter()
+                        .map(|column| Some(incoming.schema.columns.get(*column)?.name.clone()))
+                        .collect();
+                    // Received bytes: a definition that does not fit is left out, not a panic.
+                    if let Some(columns) = columns {
+                        let _ = table.create_index_on(&index.name, &columns);
+                    }
+                }
+            }
             table.row_id_next = table.row_id_next.max(incoming.row_id_next);
             for (key, row) in incoming.rows {
                 let before = table.rows.insert(key.clone(), row);

@@ -1566,3 +1566,69 @@ fn checks_survive_a_snapshot_and_change_the_catalog_digest() {
     );
     assert_eq!(restored.catalog_digest(), engine.catalog_digest());
 }
+
+/// A receiver that missed DDL (no destination while it ran: a standby, or a process that left
+/// the ring) and holds none of the table's rows takes the copy's definitions: its schema and
+/// its indexes, so that its catalog digest equals the sender's.
+#[test]
+fn a_receiver_that_missed_ddl_takes_the_copys_definitions() {
+    let schema = TableSchema::new(
+        "t",
+        vec![
+            ColumnDef::new("id", DataType::BigInt).not_null(),
+            ColumnDef::new("v", DataType::Int),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    let mut sender = Engine::new();
+    sender
+        .execute(&Operation::CreateTable {
+            schema: schema.clone(),
+        })
+        .unwrap();
+    let mut receiver = sender.clone();
+    let mut member = sender.clone();
+    sender
+        .execute(&Operation::CreateIndex {
+            name: "t_v".into(),
+            table: "t".into(),
+            column: "v".into(),
+        })
+        .unwrap();
+    sender
+        .execute(&Operation::AlterTable {
+            table: "t".into(),
+            changes: vec![crate::TableChange::AddColumn {
+                column: ColumnDef::new("w", DataType::BigInt),
+                fill: Value::BigInt(7),
+            }],
+        })
+        .unwrap();
+    sender
+        .execute(&Operation::Insert {
+            table: "t".into(),
+            columns: Vec::new(),
+            rows: vec![vec![Value::BigInt(1), Value::Int(2), Value::BigInt(7)]],
+            on_conflict: OnConflict::Error,
+        })
+        .unwrap();
+    assert_ne!(receiver.catalog_digest(), sender.catalog_digest());
+    receiver.absorb(sender.copy_where(|_, _| true));
+    assert_eq!(receiver.catalog_digest(), sender.catalog_digest());
+    assert_eq!(receiver.table("t").unwrap().rows.len(), 1);
+    // A receiver with the same schema but without the index gets the index, rows indexed.
+    member
+        .execute(&Operation::AlterTable {
+            table: "t".into(),
+            changes: vec![crate::TableChange::AddColumn {
+                column: ColumnDef::new("w", DataType::BigInt),
+                fill: Value::BigInt(7),
+            }],
+        })
+        .unwrap();
+    member.absorb(sender.copy_where(|_, _| true));
+    assert_eq!(member.catalog_digest(), sender.catalog_digest());
+    let index = &member.table("t").unwrap().indexes["t_v"];
+    assert_eq!(index.entries.len(), 1);
+}

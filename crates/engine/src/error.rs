@@ -70,7 +70,8 @@ pub enum EngineError {
         last_ms: u64,
     },
     /// Slot 22. 40001: the transaction cannot go on without breaking serialisability (it
-    /// would wait for a younger transaction, or it was aborted): it is rolled back.
+    /// would close a cycle of waits, break the execution-order rule, or it was aborted): it is
+    /// rolled back.
     SerializationFailure { reason: String },
     /// Slot 23. 22001: a value longer than a CHAR(n) column (beyond trailing blanks).
     CharTooLong { column: String, length: u32 },

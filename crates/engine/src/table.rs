@@ -262,6 +262,15 @@ impl Table {
         }
     }
 
+    /// Rows stored.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Creates a secondary index on one column over the existing rows.
     pub fn create_index(&mut self, name: &str, column: &str) -> Result<(), EngineError> {
         self.create_index_on(name, &[column.to_string()])

@@ -32,7 +32,11 @@ const USAGE: &str =
   --sql-transactions   with --partitions vr: the groups host the runtime's SQL partition data
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
-                 sql-unlocked-reads | sql-ignore-incarnations)
+                 sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order)
+  --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
+                 every gateway slot sends one-shot SQL statements planned against its cached
+                 catalog (point, non-key and range updates and reads, DDL mid-run), judged
+                 strictly serialisable against a model of the tables (canary: sql-stale-catalog)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
@@ -54,6 +58,7 @@ struct Arguments {
     bypass: bool,
     skyros_partitions: bool,
     sql_transactions: bool,
+    sql_statements: bool,
     bypass_canary: Option<BypassCanary>,
 }
 
@@ -71,6 +76,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         bypass: false,
         skyros_partitions: false,
         sql_transactions: false,
+        sql_statements: false,
         bypass_canary: None,
     };
     let mut iter = arguments.iter();
@@ -88,6 +94,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
             "--ecast" => parsed.ecast = true,
             "--sql-transactions" => parsed.sql_transactions = true,
+            "--sql-statements" => parsed.sql_statements = true,
             "--partitions" => match iter.next().map(String::as_str) {
                 Some("vr") => parsed.bypass = true,
                 Some("skyros") => {
@@ -115,6 +122,8 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     }
                     Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
+                    Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
+                    Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
@@ -294,6 +303,9 @@ fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
     if arguments.sql_transactions {
         options = options.with_sql_transactions();
     }
+    if arguments.sql_statements {
+        options = options.with_sql_statements();
+    }
     options
 }
 
@@ -302,7 +314,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} router_pauses={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{}{} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -352,6 +364,33 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.appends,
                 sql.transfers,
                 sql.audits
+            )
+        } else {
+            String::new()
+        },
+        if stats.statements.started > 0 {
+            let statements = &stats.statements;
+            format!(
+                " statements: started={} inserts={} point_updates={} group_updates={} point_reads={} \
+                 scans={} ddl={} single_partition={} multi_partition={} two_phase={} stale_refusals={} \
+                 catalog_reads={} refused={} busy={} holders_aborted={} unknown={} checked={}",
+                statements.started,
+                statements.inserts,
+                statements.point_updates,
+                statements.group_updates,
+                statements.point_reads,
+                statements.scans,
+                statements.ddl,
+                statements.single_partition,
+                statements.multi_partition,
+                statements.two_phase,
+                statements.stale_refusals,
+                statements.catalog_reads,
+                statements.refused,
+                statements.busy,
+                statements.holders_aborted,
+                statements.unknown,
+                statements.checked
             )
         } else {
             String::new()
@@ -450,6 +489,7 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
         match (arguments.ecast, arguments.bypass) {
             (_, true) if arguments.skyros_partitions => " (ecast, partitions skyros)",
             (_, true) if arguments.sql_transactions => " (ecast, partitions vr, SQL transactions)",
+            (_, true) if arguments.sql_statements => " (ecast, partitions vr, SQL statements)",
             (_, true) => " (ecast, partitions vr)",
             (true, false) => " (ecast)",
             (false, false) => "",
@@ -527,6 +567,8 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
                 (_, true) if arguments.sql_transactions => {
                     "--ecast --partitions vr --sql-transactions "
                 }
+                (_, true) if arguments.sql_statements =>
+                    "--ecast --partitions vr --sql-statements ",
                 (_, true) => "--ecast --partitions vr ",
                 (true, false) => "--ecast ",
                 (false, false) => "",

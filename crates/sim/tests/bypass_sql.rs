@@ -3,8 +3,10 @@
 //! (`cluster::partition_store::PartitionStore`), gateways' slots run interactive transactions
 //! through the pure driver (`cluster::transaction_driver`), under message loss, crashes,
 //! pauses (false suspicions) and Rubberband moves; the list-append history is judged by
-//! `lincheck::elle`, audits and the final balances by the bank's total. Each canary (the
-//! issue's three, mapped onto Tessera's design in `docs/internals/sprint.md`) is caught.
+//! `lincheck::elle`, audits and the final balances by the bank's total, and cycles of waits
+//! that last (deadlocks no partition detected). Each canary (the three, mapped onto
+//! Tessera's design in `docs/internals/sprint.md`, and the execution-order rule skipped) is
+//! caught.
 
 use sim::ecast::bypass::{run, sweep_sql, BypassCanary, BypassFailure, BypassOptions};
 
@@ -53,6 +55,7 @@ fn a_sql_seed_replays_and_the_sweep_commits_appends_transfers_and_audits_under_f
         totals.audits += sql.audits;
         totals.waits += sql.waits;
         totals.serialization_failures += sql.serialization_failures;
+        totals.globalized += sql.globalized;
         totals.lost_statements += sql.lost_statements;
         totals.session_crashes += sql.session_crashes;
         totals.abandoned += sql.abandoned;
@@ -65,6 +68,10 @@ fn a_sql_seed_replays_and_the_sweep_commits_appends_transfers_and_audits_under_f
     assert!(totals.committed > 400, "{totals:?}");
     assert!(totals.appends > 200 && totals.transfers > 100 && totals.audits > 20);
     assert!(totals.waits > 50 && totals.serialization_failures > 50);
+    assert!(
+        totals.globalized > 100,
+        "transactions reaching a second row's partition become global: {totals:?}"
+    );
     assert!(
         totals.session_crashes > 10 && totals.abandoned > 0 && totals.indeterminate > 0,
         "sessions die mid-transaction, waiters abort what they left, some commits' fates are unknown"
@@ -106,4 +113,13 @@ fn the_ignore_incarnations_canary_is_caught() {
     let failures = sweep_sql(&seeds(1, 40), Some(BypassCanary::SqlIgnoreIncarnations));
     let caught = caught(&failures);
     assert!(caught >= 8, "caught on {caught} of 40 seeds");
+}
+
+/// "Skip the execution-order rule" (Sprint §4.1): no transaction becomes global, so waits
+/// across partitions (transfers in opposite directions) close cycles no partition sees.
+#[test]
+fn the_skip_execution_order_canary_is_caught() {
+    let failures = sweep_sql(&seeds(1, 100), Some(BypassCanary::SqlSkipExecutionOrder));
+    let caught = caught(&failures);
+    assert!(caught >= 10, "caught on {caught} of 100 seeds");
 }

@@ -1,7 +1,8 @@
 //! What the planner knows about tables: the `Catalog` trait, and a table's placement options.
 
 use crate::error::{sqlstate, SqlError};
-use engine::{Engine, TableSchema};
+use crate::range_placement::{self, RangeMap};
+use engine::{Engine, TableSchema, Value};
 use std::collections::BTreeMap;
 
 /// How a table's rows map to partitions (`WITH (placement = …)`).
@@ -12,8 +13,9 @@ pub enum Placement {
     /// arc).
     #[default]
     Hash,
-    /// Rows split into contiguous ranges of the partition key. Not built: CREATE TABLE refuses
-    /// it (0A000); kept so that the planner's range routing stays tested.
+    /// Rows placed in partition key order on the same ring (`crate::range_placement`): a key
+    /// interval is one interval of positions, so a range predicate on the key reaches only
+    /// the partitions whose arcs cover it. `range_bounds` spreads the keys over the ring.
     Range,
     /// Every partition holds every row (small, read-mostly tables, as Sprint places TPC-C's
     /// Item): a read goes to one partition, a write to every partition in one message.
@@ -37,11 +39,18 @@ pub struct TableOptions {
     /// `WITH (colocate_with = 'other')` as parsed: the planner of CREATE TABLE resolves it to
     /// the other table's placement name (`colocate`); never stored.
     pub colocate_with: Option<String>,
+    /// `WITH (range_bounds = 'v0,v1,…')` of a range-placed table: its split points, values of
+    /// the partition key's type, strictly increasing (`crate::range_placement::RangeMap`);
+    /// empty: positions are the keys' ordinals. Always empty for other placements.
+    pub range_bounds: Vec<Value>,
 }
 
 /// The options CREATE TABLE accepts, for hints.
 const OPTIONS_ACCEPTED: &str =
-    "partition_by (or partition_key), placement = hash | everywhere and colocate_with";
+    "partition_by (or partition_key), placement = hash | range | everywhere, range_bounds and colocate_with";
+
+/// The stored option naming a range-placed table's split points.
+const RANGE_BOUNDS: &str = "range_bounds";
 
 /// The stored option naming a table's placement name.
 const PLACEMENT_NAME: &str = "placement_name";
@@ -75,7 +84,23 @@ impl TableOptions {
             placement: Placement::Hash,
             placement_name: schema.name.clone(),
             colocate_with: None,
+            range_bounds: Vec::new(),
         }
+    }
+
+    /// The map from partition key values to ring positions of a range-placed table
+    /// (`crate::range_placement`); `None` for other placements, or split points that no longer
+    /// map (never stored so: CREATE TABLE checks them).
+    pub fn range_map(&self) -> Option<RangeMap> {
+        if self.placement != Placement::Range {
+            return None;
+        }
+        let ordinals: Option<Vec<u64>> = self
+            .range_bounds
+            .iter()
+            .map(range_placement::ordinal)
+            .collect();
+        RangeMap::new(ordinals?).ok()
     }
 
     /// Co-location resolved (CREATE TABLE): the table takes `other`'s placement name, so that
@@ -84,10 +109,26 @@ impl TableOptions {
     pub fn colocate(&mut self, schema: &TableSchema, other: &TableEntry) -> Result<(), SqlError> {
         let other_name = &other.schema.name;
         let invalid = |message: String| SqlError::new(sqlstate::INVALID_TABLE_DEFINITION, message);
-        if self.placement != Placement::Hash || other.options.placement != Placement::Hash {
+        let both = |placement: Placement| {
+            self.placement == placement && other.options.placement == placement
+        };
+        if !both(Placement::Hash) && !both(Placement::Range) {
             return Err(invalid(format!(
-                "colocate_with = '{other_name}' needs both tables placed by hash"
+                "colocate_with = '{other_name}' needs both tables placed by hash, or both by range"
             )));
+        }
+        // Range-placed tables share positions only under the same split points: a table that
+        // names none takes the other's.
+        if self.placement == Placement::Range {
+            if self.range_bounds.is_empty() {
+                self.range_bounds = other.options.range_bounds.clone();
+            } else if self.range_bounds != other.options.range_bounds {
+                return Err(invalid(format!(
+                    "range_bounds differ from those of table \"{other_name}\""
+                ))
+                .with_detail("co-located range-placed tables must place equal keys at equal positions, so their split points must be equal")
+                .with_hint("omit range_bounds to take the other table's"));
+            }
         }
         let type_of = |schema: &TableSchema, column: &str| {
             schema
@@ -127,11 +168,57 @@ impl TableOptions {
                     "placement" => options.placement = parsed.placement,
                     _ => {}
                 }
+            } else if pair.0 == "placement" && pair.1 == "range" {
+                // (Parsed alone, against the default partition key, which may not support it.)
+                options.placement = Placement::Range;
             } else if pair.0 == PLACEMENT_NAME {
                 options.placement_name = pair.1.clone();
             }
         }
+        // Split points are read against the partition key the other pairs name.
+        if let Some((_, text)) = schema.options.iter().find(|pair| pair.0 == RANGE_BOUNDS) {
+            if let Ok(bounds) = options.parse_range_bounds(schema, text) {
+                options.range_bounds = bounds;
+            }
+        }
         options
+    }
+
+    /// Parses split points (`'v0,v1,…'`) as values of the partition key's type; checks that
+    /// the table is range-placed on a key of a type that supports it and that the points map
+    /// strictly increasing.
+    fn parse_range_bounds(&self, schema: &TableSchema, text: &str) -> Result<Vec<Value>, SqlError> {
+        let bad = |reason: String| {
+            SqlError::invalid_parameter(format!(
+                "invalid value for option \"{RANGE_BOUNDS}\": \"{text}\": {reason}"
+            ))
+            .with_hint("split points of the partition key, comma-separated and increasing: range_bounds = '0,100000,200000'")
+        };
+        if self.placement != Placement::Range {
+            return Err(bad(
+                "only a table with placement = range has split points".into()
+            ));
+        }
+        let column = schema
+            .columns
+            .iter()
+            .find(|column| column.name == self.partition_key)
+            .ok_or_else(|| SqlError::undefined_column(&self.partition_key))?;
+        let mut bounds = Vec::new();
+        for piece in text.split(',') {
+            let value = engine::value::parse_text(piece.trim(), column.data_type)
+                .map_err(|error| bad(error.to_string()))?;
+            if value.is_null() {
+                return Err(bad("a split point is NULL".into()));
+            }
+            bounds.push(value);
+        }
+        let ordinals = bounds
+            .iter()
+            .map(|value| range_placement::ordinal(value).ok_or_else(|| bad("no order".into())))
+            .collect::<Result<Vec<u64>, SqlError>>()?;
+        RangeMap::new(ordinals).map_err(bad)?;
+        Ok(bounds)
     }
 
     /// The canonical `WITH` pairs of these options, as CREATE TABLE stores them.
@@ -141,23 +228,34 @@ impl TableOptions {
             Placement::Range => "range",
             Placement::Everywhere => "everywhere",
         };
-        vec![
+        let mut pairs = vec![
             ("partition_key".into(), self.partition_key.clone()),
             ("placement".into(), placement.into()),
             (PLACEMENT_NAME.into(), self.placement_name.clone()),
-        ]
+        ];
+        if !self.range_bounds.is_empty() {
+            // Text output reads back as the same values (`parse_range_bounds`).
+            let texts: Vec<String> = self
+                .range_bounds
+                .iter()
+                .filter_map(engine::value::text_output)
+                .collect();
+            pairs.push((RANGE_BOUNDS.into(), texts.join(",")));
+        }
+        pairs
     }
 
     /// Parses `WITH (key = value, …)` pairs (keys already lowercased) against a schema.
     /// Unknown options are 42601; bad values 22023; a partition key outside the primary key
-    /// 42P16; options and values not built yet (`replication`, `replication_factor`,
-    /// `placement = range`) 0A000, naming them.
+    /// 42P16; options and values not built yet (`replication`, `replication_factor`, range
+    /// placement on a key type without an order-preserving position) 0A000, naming them.
     pub fn parse(
         schema: &TableSchema,
         pairs: &[(String, String)],
     ) -> Result<TableOptions, SqlError> {
         let mut options = TableOptions::defaults(schema);
         let mut seen: Vec<&str> = Vec::new();
+        let mut range_bounds: Option<String> = None;
         for (key, value) in pairs {
             // `partition_key` is the older spelling of `partition_by`: one option.
             let name = if key == "partition_key" {
@@ -202,16 +300,12 @@ impl TableOptions {
                     options.placement = match value.to_ascii_lowercase().as_str() {
                         "hash" => Placement::Hash,
                         "everywhere" => Placement::Everywhere,
-                        "range" => {
-                            return Err(SqlError::unsupported(format!(
-                                "table option placement = {}",
-                                value.to_ascii_lowercase()
-                            ))
-                            .with_hint("placement = hash spreads rows over every partition by their partition key"))
-                        }
-                        _ => return Err(bad_value("hash, everywhere")),
+                        "range" => Placement::Range,
+                        _ => return Err(bad_value("hash, range, everywhere")),
                     }
                 }
+                // Checked once the partition key and placement are known (below).
+                "range_bounds" => range_bounds = Some(value.clone()),
                 "colocate_with" => {
                     if value.is_empty() {
                         return Err(bad_value("the name of a table"));
@@ -228,6 +322,23 @@ impl TableOptions {
                         .with_hint(format!("valid options are {OPTIONS_ACCEPTED}")))
                 }
             }
+        }
+        if options.placement == Placement::Range {
+            let column = schema
+                .columns
+                .iter()
+                .find(|column| column.name == options.partition_key)
+                .ok_or_else(|| SqlError::undefined_column(&options.partition_key))?;
+            if !range_placement::supports(&column.data_type) {
+                return Err(SqlError::unsupported(format!(
+                    "placement = range on a partition key of type {}",
+                    column.data_type.name()
+                ))
+                .with_hint("range placement takes integer, real, text, bytea, boolean, date, timestamp and uuid keys; placement = hash takes any"));
+            }
+        }
+        if let Some(text) = range_bounds {
+            options.range_bounds = options.parse_range_bounds(schema, &text)?;
         }
         Ok(options)
     }

@@ -71,9 +71,56 @@ fn unescape(field: &str, line: usize) -> Result<String, SqlError> {
 
 impl CopyIn {
     /// The engine inserts for the copied data (all CopyData payloads concatenated), in chunks
-    /// of at most `INSERT_ROWS_MAX` rows. Every chunk is a separate engine insert: a failing
-    /// chunk leaves the earlier ones applied (PostgreSQL's COPY is atomic; ours is per chunk).
+    /// of at most `INSERT_ROWS_MAX` rows, as one execution (one statement).
     pub fn execution(&self, data: &[u8]) -> Result<Execution, SqlError> {
+        let rows = self.rows(data)?;
+        Ok(self.execution_of(rows.chunks(INSERT_ROWS_MAX)))
+    }
+
+    /// The copied data as executions of at most `rows_per_statement` rows each (at least one,
+    /// empty if there is no row), for a front end that runs a large COPY as several bounded
+    /// statements inside one transaction, so that the COPY stays atomic while no statement is
+    /// large. Every row is parsed first: bad data fails the COPY before anything is sent.
+    pub fn executions(
+        &self,
+        data: &[u8],
+        rows_per_statement: usize,
+    ) -> Result<Vec<Execution>, SqlError> {
+        assert!(rows_per_statement > 0, "a statement holds rows");
+        let rows = self.rows(data)?;
+        if rows.is_empty() {
+            return Ok(vec![self.execution_of(std::iter::empty())]);
+        }
+        let per = rows_per_statement.min(INSERT_ROWS_MAX);
+        Ok(rows
+            .chunks(per)
+            .map(|chunk| self.execution_of(std::iter::once(chunk)))
+            .collect())
+    }
+
+    fn execution_of<'a>(&self, chunks: impl Iterator<Item = &'a [Vec<Value>]>) -> Execution {
+        let operations = chunks
+            .map(|chunk| Operation::Insert {
+                table: self.table.clone(),
+                columns: self.columns.clone(),
+                rows: chunk.to_vec(),
+                on_conflict: OnConflict::Error,
+            })
+            .collect();
+        Execution {
+            operations,
+            routing: match self.key_position {
+                Some(position) => Routing::RowsByKey { position },
+                None => Routing::NewRowIds,
+            },
+            finish: Finish::Command(CommandKind::Copy),
+            created_table: None,
+            notices: Vec::new(),
+        }
+    }
+
+    /// The copied data's rows, parsed and typed.
+    fn rows(&self, data: &[u8]) -> Result<Vec<Vec<Value>>, SqlError> {
         let text = std::str::from_utf8(data)
             .map_err(|_| SqlError::new("22021", "invalid byte sequence for encoding \"UTF8\""))?;
         let mut rows: Vec<Vec<Value>> = Vec::new();
@@ -113,24 +160,6 @@ impl CopyIn {
             }
             rows.push(row);
         }
-        let operations = rows
-            .chunks(INSERT_ROWS_MAX)
-            .map(|chunk| Operation::Insert {
-                table: self.table.clone(),
-                columns: self.columns.clone(),
-                rows: chunk.to_vec(),
-                on_conflict: OnConflict::Error,
-            })
-            .collect();
-        Ok(Execution {
-            operations,
-            routing: match self.key_position {
-                Some(position) => Routing::RowsByKey { position },
-                None => Routing::NewRowIds,
-            },
-            finish: Finish::Command(CommandKind::Copy),
-            created_table: None,
-            notices: Vec::new(),
-        })
+        Ok(rows)
     }
 }

@@ -19,7 +19,8 @@
 //!     execution.finish(results) (merge: key-ordered union or partial merge, residual filter,
 //!                                group, HAVING, sort, offset/limit, project) ─► StatementResult
 //!  Plan::Explain(explain):  Command::Explain per operation ─► explain.finish(texts)
-//!  Plan::CopyIn(copy):      CopyData bytes ─► copy.execution(bytes) ─► as Plan::Execute
+//!  Plan::CopyIn(copy):      CopyData bytes ─► copy.executions(bytes, rows) ─► as Plan::Execute
+//!                           (one, or several inside one transaction for a large COPY)
 //!  Plan::InsertSelect(i):   i.select as Plan::Execute ─► rows ─► i.execution(rows) ─► as Plan::Execute
 //!  Plan::WriteFrom(w):      in one transaction: w.select ─► rows ─► w.execution(rows) (UPDATE … FROM)
 //!  StatementResult rows ─► types::encode_text / encode_binary per value, types::pg_type per column
@@ -181,7 +182,8 @@
 //!   path `Session::read_isolation` asks for), collect `results[partition][operation]`, call
 //!   `Execution::finish`; register `Execution::created_table` (and index/drop changes) in the
 //!   directory; EXPLAIN sends `Command::Explain`; COPY FROM STDIN answers CopyInResponse,
-//!   gathers CopyData until CopyDone and calls `CopyIn::execution`.
+//!   gathers CopyData until CopyDone and calls `CopyIn::executions` (a large COPY: bounded
+//!   statements in one transaction).
 //! - Encode rows per column format with `types::encode_text`/`encode_binary`; send errors as
 //!   ErrorResponse (severity ERROR, `code`, `message`, `detail`, `hint`) and keep the
 //!   connection usable; send `SessionCommand::warning` as a WARNING NoticeResponse before
@@ -198,6 +200,7 @@ pub mod merge;
 pub mod parse;
 pub mod pg_catalog;
 pub mod plan;
+pub mod range_placement;
 pub mod regex;
 pub mod sequence;
 pub mod series;

@@ -880,7 +880,6 @@ fn create_table_parses_types_constraints_and_placement_options() {
     for (option, named) in [
         ("replication_factor = 3", "replication_factor"),
         ("replication = skyros", "replication"),
-        ("placement = range", "placement = range"),
     ] {
         let error = cluster.error(&format!(
             "CREATE TABLE u (a INT PRIMARY KEY) WITH ({option})"
@@ -1132,12 +1131,12 @@ fn key_predicates_route_to_the_key_partitions_only() {
     assert_eq!(plan_of("SELECT 1"), Routing::None);
     // Hash placement cannot narrow a range; range placement can.
     assert_eq!(plan_of("SELECT * FROM people WHERE id > 3"), Routing::Every);
-    // (CREATE TABLE refuses range placement until it is built: the entry is made here.)
     let mut ranged = Cluster::new(1);
-    ranged.tag("CREATE TABLE events (at BIGINT PRIMARY KEY, what TEXT)");
-    let mut entry = ranged.catalog.table("events").unwrap();
-    entry.options.placement = Placement::Range;
-    ranged.catalog.insert(entry);
+    ranged.tag("CREATE TABLE events (at BIGINT PRIMARY KEY, what TEXT) WITH (placement = range)");
+    assert_eq!(
+        ranged.catalog.table("events").unwrap().options.placement,
+        Placement::Range
+    );
     let routing = match plan_statement(
         &parse("DELETE FROM events WHERE at >= 10 AND at < 20 AND at BETWEEN 5 AND 15").unwrap()[0],
         &ranged.catalog,
@@ -1155,6 +1154,76 @@ fn key_predicates_route_to_the_key_partitions_only() {
             high: std::ops::Bound::Included(big(15))
         }
     );
+}
+
+/// `placement = range` with split points: stored and read back as values of the key's type;
+/// bad split points are 22023, key types without an order-preserving position 0A000, and
+/// co-location with a range table needs range placement and equal split points (42P16).
+#[test]
+fn range_placement_options_are_checked_and_stored() {
+    let mut cluster = Cluster::new(2);
+    cluster.tag(
+        "CREATE TABLE r (k BIGINT PRIMARY KEY, v TEXT) \
+         WITH (placement = 'range', partition_by = k, range_bounds = '0, 100000,200000')",
+    );
+    let entry = cluster.catalog.table("r").unwrap();
+    assert_eq!(entry.options.placement, Placement::Range);
+    assert_eq!(
+        entry.options.range_bounds,
+        vec![big(0), big(100_000), big(200_000)]
+    );
+    assert!(entry.options.range_map().is_some());
+    // Every partition's engine reads the same options back from the stored schema.
+    for engine in &cluster.engines {
+        assert_eq!(Catalog::table(engine, "r").unwrap().options, entry.options);
+    }
+    cluster.tag(
+        "CREATE TABLE days (d DATE PRIMARY KEY) WITH (placement = range, range_bounds = '2024-01-01,2025-01-01')",
+    );
+    assert_eq!(
+        cluster
+            .catalog
+            .table("days")
+            .unwrap()
+            .options
+            .range_bounds
+            .len(),
+        2
+    );
+    for (options, code) in [
+        ("placement = range, range_bounds = '5'", "22023"),
+        ("placement = range, range_bounds = '5,5'", "22023"),
+        ("placement = range, range_bounds = '9,5'", "22023"),
+        ("placement = range, range_bounds = '1,x'", "22023"),
+        ("range_bounds = '1,2'", "22023"),
+        ("placement = everywhere, range_bounds = '1,2'", "22023"),
+    ] {
+        let error = cluster.error(&format!(
+            "CREATE TABLE u (a INT PRIMARY KEY) WITH ({options})"
+        ));
+        assert_eq!(error.code, code, "{options}: {error}");
+        assert!(error.message.contains("range_bounds"), "{options}: {error}");
+    }
+    let refused = cluster.error("CREATE TABLE u (a NUMERIC PRIMARY KEY) WITH (placement = range)");
+    assert_eq!(refused.code, "0A000", "{refused}");
+    assert!(refused.message.contains("placement = range"), "{refused}");
+    // Co-location: both by range, same split points (taken when omitted).
+    cluster.tag("CREATE TABLE r2 (k INT PRIMARY KEY) WITH (placement = range, colocate_with = r)");
+    let r2 = cluster.catalog.table("r2").unwrap();
+    assert_eq!(r2.options.placement_name, "r");
+    assert_eq!(r2.options.range_bounds, entry.options.range_bounds);
+    for refused in [
+        "CREATE TABLE x (k INT PRIMARY KEY) WITH (colocate_with = r)",
+        "CREATE TABLE x (k INT PRIMARY KEY) WITH (placement = range, range_bounds = '0,5', colocate_with = r)",
+        "CREATE TABLE x (k TEXT PRIMARY KEY) WITH (placement = range, colocate_with = r)",
+    ] {
+        assert_eq!(cluster.error(refused).code, "42P16", "{refused}");
+    }
+    // Renamed, the table keeps its placement and split points.
+    cluster.tag("ALTER TABLE r RENAME TO r_renamed");
+    let renamed = cluster.catalog.table("r_renamed").unwrap();
+    assert_eq!(renamed.options.range_bounds, entry.options.range_bounds);
+    assert_eq!(renamed.options.placement, Placement::Range);
 }
 
 /// LIMIT reaches the partitions when their key order is the query's: no ORDER BY, or ORDER BY
@@ -1547,6 +1616,52 @@ fn copy_from_stdin_loads_text_format_rows() {
         "0A000"
     );
     assert_eq!(cluster.error("COPY people TO STDOUT").code, "0A000");
+}
+
+#[test]
+fn a_large_copy_is_cut_into_bounded_statements_and_bad_data_fails_before_any() {
+    let mut cluster = people(3);
+    let statement = parse("COPY people (id, name) FROM STDIN")
+        .unwrap()
+        .pop()
+        .unwrap();
+    let Plan::CopyIn(copy) = plan_statement(&statement, &cluster.catalog).unwrap() else {
+        panic!("not a COPY")
+    };
+    let data: String = (100..105).map(|id| format!("{id}\tp{id}\n")).collect();
+    let executions = copy.executions(data.as_bytes(), 2).unwrap();
+    let sizes: Vec<usize> = executions
+        .iter()
+        .map(|execution| match &execution.operations[..] {
+            [Operation::Insert { rows, .. }] => rows.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, vec![2, 2, 1]);
+    let tags: Vec<StatementResult> = executions
+        .into_iter()
+        .map(|execution| cluster.execute(Plan::Execute(execution)).unwrap())
+        .collect();
+    assert_eq!(
+        tags,
+        ["COPY 2", "COPY 2", "COPY 1"]
+            .map(|tag| StatementResult::Command { tag: tag.into() })
+            .to_vec()
+    );
+    assert_eq!(
+        cluster.rows("SELECT count(*) FROM people WHERE id >= 100"),
+        vec![vec![Value::BigInt(5)]]
+    );
+    // Bad data in the last statement's rows fails the whole COPY before one is planned.
+    let bad = "200\tq\n201\tq\nnot-a-number\tq\n";
+    assert_eq!(
+        copy.executions(bad.as_bytes(), 2).unwrap_err().code,
+        "22P02"
+    );
+    // No rows: one empty statement (COPY 0).
+    let empty = copy.executions(b"", 2).unwrap();
+    assert_eq!(empty.len(), 1);
+    assert!(empty[0].operations.is_empty());
 }
 
 #[test]

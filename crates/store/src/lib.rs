@@ -39,6 +39,20 @@ const TAG_END: u8 = 6;
 const TAG_LOCK: u8 = 7;
 /// ROLLBACK TO SAVEPOINT of a transaction, at every partition at once (`transactions`).
 const TAG_ROLLBACK_TO: u8 = 8;
+/// A transaction becomes global (Sprint §4.1), at every partition at once (`transactions`).
+const TAG_GLOBALIZE: u8 = 9;
+
+/// Transaction `transaction` becomes global (it reached a second partition): sent once to
+/// every partition in one E-Cast message, before its first message to the second partition;
+/// each partition numbers it on delivery (`Transactions::globalize`). Answered with an empty
+/// `Outcome::Batch`, or `SerializationFailure` where a global transaction already waits for it
+/// (the execution-order rule: it must be aborted everywhere).
+pub fn globalize_operation(transaction: u64) -> Vec<u8> {
+    tagged(
+        TAG_GLOBALIZE,
+        postcard::to_allocvec(&transaction).expect("serialises"),
+    )
+}
 
 /// Takes table locks for a transaction (`transactions::LockRequest`), answered with an empty
 /// `Outcome::Batch`, or the refusal (`TransactionLocked`, `Busy`: wait; `SerializationFailure`:
@@ -278,6 +292,7 @@ impl Store {
             Some((&TAG_END, rest)) => return self.end_transaction(rest).encode(),
             Some((&TAG_LOCK, rest)) => return self.lock(rest).encode(),
             Some((&TAG_ROLLBACK_TO, rest)) => return self.rollback_to(rest).encode(),
+            Some((&TAG_GLOBALIZE, rest)) => return self.globalize(rest).encode(),
             _ => {}
         }
         if is_read_operation(operation) {
@@ -573,6 +588,17 @@ impl Store {
         }
     }
 
+    /// A transaction becomes global (`globalize_operation`).
+    fn globalize(&mut self, body: &[u8]) -> engine::Outcome {
+        let Ok(id) = postcard::from_bytes::<u64>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        match self.transactions.globalize(id) {
+            Ok(_) => engine::Outcome::Batch(Vec::new()),
+            Err(error) => engine::Outcome::Error(error),
+        }
+    }
+
     /// ROLLBACK TO SAVEPOINT: the savepoint undo of the transaction's statements since then is
     /// written back, newest first; locks and the transaction's own undo stay.
     fn rollback_to(&mut self, body: &[u8]) -> engine::Outcome {
@@ -582,6 +608,8 @@ impl Store {
         if savepoint == 0 {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         }
+        // Its gateway moved on from whatever statement waited here.
+        self.transactions.stop_waiting(id);
         if self.transactions.was_aborted(id) {
             return engine::Outcome::Error(engine::EngineError::SerializationFailure {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),

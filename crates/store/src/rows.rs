@@ -3,8 +3,10 @@
 //! string made of the table's name and the row's partition key value (`sql::TableOptions`:
 //! the first primary key column unless `WITH (partition_by = …)` names another, the hidden row
 //! id for a table without a primary key). The cluster maps placement keys to ring positions
-//! exactly as it maps the key-value namespace's keys (`runtime::ecast::payload::KeyPlacement`,
-//! by hash), so a table's rows and the RESP keys share the partitions and move together.
+//! exactly as it maps the key-value namespace's keys (`cluster::payload::KeyPlacement`, by
+//! hash), so a table's rows and the RESP keys share the partitions and move together. A
+//! range-placed table's placement keys carry their position instead (`range_placement_key`,
+//! `sql::range_placement`): its rows lie on the ring in partition key order.
 //!
 //! Placement keys start with `ROW_KEY_PREFIX`, a NUL byte first, so they never name a key a
 //! front end stores: they are positions, and the keys a statement's ordering conflicts on
@@ -23,6 +25,93 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
     key.extend_from_slice(ROW_KEY_PREFIX);
     key.extend_from_slice(table.as_bytes());
     key.push(0);
+    push_value(&mut key, value);
+    key
+}
+
+/// The byte after `ROW_KEY_PREFIX` that marks a range-placed row's placement key (a table name,
+/// never empty and never holding NUL, cannot start with it).
+const RANGE_MARKER: u8 = 0;
+
+/// The placement key of the rows of a range-placed table (`placement = 'range'`) whose
+/// partition key is `value`, lying at ring position `position` (`sql::range_placement`): the
+/// prefix, `RANGE_MARKER`, the position (eight bytes, big-endian), then the table and value as
+/// `placement_key` has them. The position travels in the key so that every process maps it to
+/// the ring without the catalog (`range_position_of_key`).
+pub fn range_placement_key(table: &str, value: &Value, position: u64) -> Vec<u8> {
+    assert!(!table.is_empty(), "a placement name is never empty");
+    let mut key = Vec::with_capacity(ROW_KEY_PREFIX.len() + 9 + table.len() + 10);
+    key.extend_from_slice(ROW_KEY_PREFIX);
+    key.push(RANGE_MARKER);
+    key.extend_from_slice(&position.to_be_bytes());
+    key.extend_from_slice(table.as_bytes());
+    key.push(0);
+    push_value(&mut key, value);
+    key
+}
+
+/// The ring position a range-placed row's placement key carries; `None` for any other key
+/// (placed by hash).
+pub fn range_position_of_key(key: &[u8]) -> Option<u64> {
+    let rest = key.strip_prefix(ROW_KEY_PREFIX)?;
+    let (&RANGE_MARKER, rest) = rest.split_first()? else {
+        return None;
+    };
+    let position: [u8; 8] = rest.get(..8)?.try_into().ok()?;
+    Some(u64::from_be_bytes(position))
+}
+
+/// The placement key of a row of `schema` whose partition key is `value`: by range for a
+/// range-placed table, else by hash (`placement_key`), under the table's placement name.
+pub fn key_of(schema: &TableSchema, value: &Value) -> Vec<u8> {
+    key_under(&sql::TableOptions::of(schema), value)
+}
+
+/// `key_of` for a table's parsed options.
+pub fn key_under(options: &sql::TableOptions, value: &Value) -> Vec<u8> {
+    match options.range_map() {
+        // A kind without an ordinal never reaches here (CREATE TABLE refuses its key type);
+        // position 0 keeps such a value placed, deterministically.
+        Some(map) => {
+            let position = map.position_of(value).unwrap_or(0);
+            range_placement_key(&options.placement_name, value, position)
+        }
+        None => placement_key(&options.placement_name, value),
+    }
+}
+
+/// The ring positions (inclusive) where rows of a range-placed table with a partition key in
+/// `(low, high)` lie; `None` when the table is not range-placed, or a bound is not of the
+/// key column's kind (then only every position is safe). An empty interval (low above high)
+/// gives the one position of `low`: a statement matching nothing still reaches one partition.
+pub fn range_positions(
+    schema: &TableSchema,
+    low: &std::ops::Bound<Value>,
+    high: &std::ops::Bound<Value>,
+) -> Option<(u64, u64)> {
+    use std::ops::Bound;
+    let options = sql::TableOptions::of(schema);
+    let map = options.range_map()?;
+    let column = schema
+        .columns
+        .iter()
+        .find(|column| column.name == options.partition_key)?;
+    let position = |bound: &Bound<Value>, unbounded: u64| match bound {
+        Bound::Included(value) | Bound::Excluded(value) => {
+            if !sql::range_placement::same_kind(&column.data_type, value) || value.is_null() {
+                return None;
+            }
+            map.position_of(value)
+        }
+        Bound::Unbounded => Some(unbounded),
+    };
+    let first = position(low, 0)?;
+    let last = position(high, u64::MAX)?;
+    Some((first, last.max(first)))
+}
+
+/// Appends a value's placement encoding (by kind).
+fn push_value(key: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => key.push(0),
         Value::Boolean(flag) => key.extend_from_slice(&[1, u8::from(*flag)]),
@@ -87,7 +176,6 @@ pub fn placement_key(table: &str, value: &Value) -> Vec<u8> {
             key.extend_from_slice(text.as_bytes());
         }
     }
-    key
 }
 
 /// The name a table's rows are placed under (`sql::TableOptions::placement_name`): its name
@@ -119,7 +207,7 @@ pub fn row_key(schema: &TableSchema, row: &[Value]) -> Vec<u8> {
         .iter()
         .position(|column| column.name == options.partition_key)
         .unwrap_or(schema.primary_key[0]);
-    placement_key(&options.placement_name, &row[column])
+    key_under(&options, &row[column])
 }
 
 /// Whether a partition whose holdings `held` accepts holds a stored row of `schema`: every
@@ -298,14 +386,15 @@ fn operation_share(
     // Every partition keeps an everywhere table's rows.
     let placed = schema_of(&table).filter(|schema| !everywhere(schema));
     let position = placed.as_ref().and_then(|schema| {
-        insert_key_position(schema, &columns).map(|position| (position, placement_name(schema)))
+        insert_key_position(schema, &columns)
+            .map(|position| (position, sql::TableOptions::of(schema)))
     });
     let rows = match position {
-        Some((position, name)) => rows
+        Some((position, options)) => rows
             .into_iter()
             .filter(|row| {
                 row.get(position)
-                    .is_none_or(|value| held(&placement_key(&name, value)))
+                    .is_none_or(|value| held(&key_under(&options, value)))
             })
             .collect(),
         None => rows,
@@ -339,6 +428,65 @@ mod tests {
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect();
         schema
+    }
+
+    #[test]
+    fn range_placement_keys_carry_an_order_preserving_position() {
+        let ranged = schema(&[("placement", "range"), ("range_bounds", "-100,100")]);
+        let position = |key: i32| {
+            range_position_of_key(&key_of(&ranged, &Value::Int(key))).expect("a range key")
+        };
+        // Negative keys below positive ones; clamped outside the split points; NULL placed.
+        let keys = [-1000, -100, -99, -1, 0, 1, 50, 99, 100, 1000];
+        for pair in keys.windows(2) {
+            assert!(position(pair[0]) <= position(pair[1]), "{pair:?}");
+        }
+        assert!(position(-1) < position(0));
+        assert_eq!(position(-1000), 0);
+        assert_eq!(position(0), 1 << 63);
+        assert_eq!(position(1000), u64::MAX);
+        assert!(range_position_of_key(&key_of(&ranged, &Value::Null)).is_some());
+        // Distinct keys stay distinct placement keys (their locks and conflicts), even at one
+        // position.
+        assert_ne!(
+            key_of(&ranged, &Value::Int(1000)),
+            key_of(&ranged, &Value::Int(2000))
+        );
+        // A row's key is its partition key value's; hash-placed keys carry no position.
+        let row = [Value::Int(-99), Value::Text("x".into()), Value::Null];
+        assert_eq!(row_key(&ranged, &row), key_of(&ranged, &Value::Int(-99)));
+        let hashed = schema(&[]);
+        assert_eq!(range_position_of_key(&row_key(&hashed, &row)), None);
+        assert_eq!(range_position_of_key(b"\0tessera:sql:"), None);
+        assert_eq!(
+            range_position_of_key(b"\0tessera:sql:\0abc"),
+            None,
+            "too short"
+        );
+        // The positions of a key interval cover every key in it.
+        use std::ops::Bound;
+        let (first, last) = range_positions(
+            &ranged,
+            &Bound::Included(Value::Int(-50)),
+            &Bound::Excluded(Value::Int(60)),
+        )
+        .unwrap();
+        for key in -50..60 {
+            assert!((first..=last).contains(&position(key)), "{key}");
+        }
+        assert_eq!(
+            range_positions(&hashed, &Bound::Unbounded, &Bound::Unbounded),
+            None
+        );
+        assert_eq!(
+            range_positions(
+                &ranged,
+                &Bound::Included(Value::Text("a".into())),
+                &Bound::Unbounded
+            ),
+            None,
+            "a bound of another kind"
+        );
     }
 
     #[test]

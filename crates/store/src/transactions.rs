@@ -1,8 +1,8 @@
 //! Interactive SQL transactions at a partition (Sprint §4, `docs/internals/sprint.md`).
 //!
 //! A transaction's statements reach the partitions holding their rows (the router bypass for
-//! one, one E-Cast message for several), each stamped with the transaction's id, its begin
-//! time (its age, for wait-die) and the gateway's clock. Before its first statement on a
+//! one, one E-Cast message for several), each stamped with the transaction's id and the
+//! gateway's clock. Before its first statement on a
 //! table, the gateway takes the table's lock at every partition with one E-Cast message
 //! (`LockRequest`): so every partition holds the same locks at every point of the order, and
 //! a statement refused for a lock is refused by every partition it reaches, having run
@@ -10,12 +10,16 @@
 //!
 //! 1. takes table locks (already held, after the lock message) under strict two-phase locking: shared for the tables it reads,
 //!    exclusive for those it writes, held until the transaction ends. A lock another
-//!    transaction holds in a conflicting mode is waited for if every such holder is younger
-//!    (the partition answers `TransactionLocked`, nothing ran, the gateway retries), and
-//!    refused if one is older (`SerializationFailure`: the younger dies). So no transaction
-//!    waits for an older one, at any partition: there is no deadlock, local or distributed,
-//!    and no timeout is needed to break one (Sprint's execution-order rule plays this part in
-//!    the paper, see the internals doc);
+//!    transaction holds in a conflicting mode is waited for (the partition answers
+//!    `TransactionLocked`, nothing ran, the gateway retries) and the wait is recorded in the
+//!    partition's waits-for graph, unless it would close a cycle there (local deadlock
+//!    detection) or make a global transaction wait, directly or through local ones, for a
+//!    global one numbered after it (Sprint's execution-order rule, §4.1): then the requester
+//!    dies (`SerializationFailure`, 40001). A transaction becomes global when it reaches a
+//!    second partition: its gateway sends `Globalize` to every partition in one message and
+//!    each numbers it on delivery (`globalize`), so the numbers order global transactions
+//!    alike everywhere, and no cycle of waits spans partitions
+//!    (`docs/internals/sprint.md`, "Waits, deadlocks and the execution-order rule");
 //! 2. keeps the before-image of every row its writes may change, the first time it changes
 //!    it (`engine::undo`), and writes in place;
 //! 3. runs, and for a write keeps its outcome under the statement's number, so that the same
@@ -42,7 +46,7 @@
 use engine::table::{Key, Row};
 use engine::{EngineError, Operation, Predicate, TableSchema, Value};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a lock is on: a table (`None`), or the rows of one partition key value of a table
 /// (`Some(placement key)`, `rows::placement_key`), which also covers that value's absence (an
@@ -109,9 +113,10 @@ impl Mode {
 /// One open transaction's state at this partition.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Transaction {
-    /// When its gateway began it (ms): with the id, its age for wait-die.
+    /// When its gateway began it (ms). Informational: no lock decision depends on it.
     pub begin_ms: u64,
-    /// The latest gateway stamp of its statements here (ms).
+    /// The latest gateway stamp of its statements here (ms), admitted or refused (a
+    /// transaction that waits is not idle).
     pub last_ms: u64,
     /// What it holds, and how.
     pub locks: BTreeMap<Resource, Mode>,
@@ -127,13 +132,6 @@ pub struct Transaction {
     pub savepoint_undo: Vec<(u32, (String, Key), Option<Row>)>,
 }
 
-impl Transaction {
-    /// Wait-die's order: older first; ties (one gateway's clock) broken by id.
-    fn older_than(&self, id: u64, other: &Transaction, other_id: u64) -> bool {
-        (self.begin_ms, id) < (other.begin_ms, other_id)
-    }
-}
-
 /// The transactions open at this partition, by id.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Transactions {
@@ -143,6 +141,18 @@ pub struct Transactions {
     /// the start of a new transaction under the same id. At most `ABORTED_MAX`, the lowest
     /// ids forgotten first.
     aborted: std::collections::BTreeSet<u64>,
+    /// The waits-for graph here (replicated state, changed in log order): for each
+    /// transaction whose last request here was refused for other transactions' locks, those
+    /// transactions. Replaced on each refusal, removed when it is admitted or ends; an ended
+    /// transaction is removed from every set. Never holds a cycle (`admit_as` refuses the
+    /// request that would close one).
+    waits: BTreeMap<u64, BTreeSet<u64>>,
+    /// Global transactions (Sprint §4.1) and their sequence numbers here, in the order their
+    /// `Globalize` was delivered: every partition delivers every `Globalize` at its point of
+    /// the global order, so the numbers order global transactions alike everywhere.
+    globals: BTreeMap<u64, u64>,
+    /// The next global sequence number.
+    global_next: u64,
 }
 
 /// Most tombstones of transactions aborted by others (`Transactions::aborted`).
@@ -215,9 +225,12 @@ impl Transactions {
     }
 
     /// Takes the locks `needed` for transaction `id` (created here if new), or refuses them
-    /// all: a conflicting holder that is older kills `id` (wait-die), one that is younger
-    /// makes it wait. A prepared two-phase statement holding a table blocks the modes that
-    /// write it (`held_by_statement`).
+    /// all. A transaction holding one in a conflicting mode makes `id` wait (strict two-phase
+    /// locking: `TransactionLocked`, and the edges `id` → holders in the waits-for graph),
+    /// unless waiting would close a cycle here (a deadlock) or break the execution-order rule
+    /// (a global transaction waiting, directly or through local ones, for a global one
+    /// numbered after it): then `id` dies (`SerializationFailure`). A prepared two-phase
+    /// statement holding a table blocks the modes that write it (`held_by_statement`).
     pub fn admit(
         &mut self,
         id: u64,
@@ -229,8 +242,8 @@ impl Transactions {
         self.admit_as(id, (begin_ms, now_ms), needed, held_by_statement, false)
     }
 
-    /// `admit`; with `nowait` (`SELECT … FOR UPDATE NOWAIT`) a conflict with an older holder
-    /// makes the statement fail as a wait would (`TransactionLocked`), not the transaction die.
+    /// `admit`; with `nowait` (`SELECT … FOR UPDATE NOWAIT`) a conflicting holder makes the
+    /// statement fail as a wait would (`TransactionLocked`) without waiting (no edge).
     pub fn admit_as(
         &mut self,
         id: u64,
@@ -244,15 +257,12 @@ impl Transactions {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
             });
         }
-        let me = self.open.get(&id).cloned().unwrap_or(Transaction {
-            begin_ms,
-            last_ms: now_ms,
-            ..Transaction::default()
-        });
+        let mut holders = BTreeSet::new();
+        let mut first: Option<(String, u64)> = None;
+        let mine = self.open.get(&id);
         for (resource, mode) in needed {
-            if me
-                .locks
-                .get(resource)
+            if mine
+                .and_then(|me| me.locks.get(resource))
                 .is_some_and(|held| held.covers(*mode))
             {
                 continue;
@@ -267,36 +277,204 @@ impl Transactions {
                 }
             }
             for (other_id, other) in &self.open {
-                if *other_id == id {
+                if *other_id == id
+                    || !other
+                        .locks
+                        .get(resource)
+                        .is_some_and(|held| held.conflicts(*mode))
+                {
                     continue;
                 }
-                let Some(held) = other.locks.get(resource) else {
-                    continue;
-                };
-                if !held.conflicts(*mode) {
-                    continue;
-                }
-                if nowait || me.older_than(id, other, *other_id) {
-                    return Admission::Refused(EngineError::TransactionLocked {
-                        table: table.clone(),
-                        transaction: *other_id,
-                        last_ms: other.last_ms,
-                    });
-                }
-                return Admission::Refused(EngineError::SerializationFailure {
-                    reason: format!(
-                        "a conflict with an older transaction on relation \"{table}\" (it would wait for it)"
-                    ),
-                });
+                holders.insert(*other_id);
+                first.get_or_insert((table.clone(), *other_id));
             }
         }
-        let entry = self.open.entry(id).or_insert(me);
-        entry.last_ms = entry.last_ms.max(now_ms);
-        for (resource, mode) in needed {
-            let held = entry.locks.entry(resource.clone()).or_insert(*mode);
-            *held = held.join(*mode);
+        if let Some(me) = self.open.get_mut(&id) {
+            me.last_ms = me.last_ms.max(now_ms);
         }
-        Admission::Run
+        let Some((table, holder)) = first else {
+            self.waits.remove(&id);
+            let entry = self.open.entry(id).or_insert(Transaction {
+                begin_ms,
+                last_ms: now_ms,
+                ..Transaction::default()
+            });
+            for (resource, mode) in needed {
+                let held = entry.locks.entry(resource.clone()).or_insert(*mode);
+                *held = held.join(*mode);
+            }
+            return Admission::Run;
+        };
+        let locked = EngineError::TransactionLocked {
+            table: table.clone(),
+            transaction: holder,
+            last_ms: self.open[&holder].last_ms,
+        };
+        if nowait {
+            self.waits.remove(&id);
+            return Admission::Refused(locked);
+        }
+        self.waits.insert(id, holders);
+        if let Some(refusal) = self.wait_refusal(id, &table) {
+            self.waits.remove(&id);
+            return Admission::Refused(refusal);
+        }
+        Admission::Refused(locked)
+    }
+
+    /// Whether `id`'s new edges (`waits[id]`) close a cycle here, or break the execution-order
+    /// rule: the refusal that makes `id` die instead of waiting.
+    fn wait_refusal(&self, id: u64, table: &str) -> Option<EngineError> {
+        if let Some(holder) = self.waits[&id]
+            .iter()
+            .find(|holder| self.reaches(**holder, id))
+        {
+            return Some(EngineError::SerializationFailure {
+                reason: format!(
+                    "a deadlock detected on relation \"{table}\": transaction {id:016x} would wait for transaction {holder:016x}, which waits for it (retry the transaction)"
+                ),
+            });
+        }
+        // New paths between global transactions through local ones all pass through `id`'s
+        // new edges: from each global reaching `id` (or `id` itself, if global) to each global
+        // reached from it.
+        let downstream = self.globals_reached(id);
+        let upstream: Vec<u64> = match self.globals.contains_key(&id) {
+            true => vec![id],
+            false => self.globals_reaching(id),
+        };
+        for waiter in &upstream {
+            for waited in &downstream {
+                if self.globals[waiter] < self.globals[waited] {
+                    return Some(EngineError::SerializationFailure {
+                        reason: format!(
+                            "the execution-order rule on relation \"{table}\": global transaction {waiter:016x} would wait for global transaction {waited:016x}, ordered after it (retry the transaction)"
+                        ),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether `to` is reachable from `from` in the waits-for graph.
+    fn reaches(&self, from: u64, to: u64) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut pending = vec![from];
+        while let Some(node) = pending.pop() {
+            if node == to {
+                return true;
+            }
+            if seen.insert(node) {
+                pending.extend(self.waits.get(&node).into_iter().flatten().copied());
+            }
+        }
+        false
+    }
+
+    /// The global transactions `id` waits for, directly or through local transactions only.
+    fn globals_reached(&self, id: u64) -> Vec<u64> {
+        let mut found = BTreeSet::new();
+        let mut seen = BTreeSet::from([id]);
+        let mut pending: Vec<u64> = self.waits.get(&id).into_iter().flatten().copied().collect();
+        while let Some(node) = pending.pop() {
+            if !seen.insert(node) {
+                continue;
+            }
+            if self.globals.contains_key(&node) {
+                found.insert(node);
+            } else {
+                pending.extend(self.waits.get(&node).into_iter().flatten().copied());
+            }
+        }
+        found.into_iter().collect()
+    }
+
+    /// The global transactions that wait for `id`, directly or through local transactions only.
+    fn globals_reaching(&self, id: u64) -> Vec<u64> {
+        let mut found = BTreeSet::new();
+        let mut seen = BTreeSet::from([id]);
+        let mut pending = vec![id];
+        while let Some(node) = pending.pop() {
+            for (waiter, waited) in &self.waits {
+                if !waited.contains(&node) || !seen.insert(*waiter) {
+                    continue;
+                }
+                if self.globals.contains_key(waiter) {
+                    found.insert(*waiter);
+                } else {
+                    pending.push(*waiter);
+                }
+            }
+        }
+        found.into_iter().collect()
+    }
+
+    /// Makes transaction `id` global here (its `Globalize` delivered): it takes the next global
+    /// sequence number, and dies (`SerializationFailure`) if a global transaction already
+    /// waits for it, directly or through local ones, since that one is numbered before it
+    /// (Sprint's Figure 3 aborts the transaction being ordered). A transaction already global
+    /// keeps its number.
+    pub fn globalize(&mut self, id: u64) -> Result<u64, EngineError> {
+        if self.aborted.contains(&id) {
+            return Err(EngineError::SerializationFailure {
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+            });
+        }
+        if let Some(sequence) = self.globals.get(&id) {
+            return Ok(*sequence);
+        }
+        let sequence = self.global_next;
+        self.global_next += 1;
+        self.globals.insert(id, sequence);
+        assert!(
+            self.globals_reached(id)
+                .iter()
+                .all(|waited| self.globals[waited] < sequence),
+            "the newest global transaction is numbered after every other"
+        );
+        if let Some(waiter) = self.globals_reaching(id).first() {
+            return Err(EngineError::SerializationFailure {
+                reason: format!(
+                    "the execution-order rule: global transaction {waiter:016x} waits for transaction {id:016x}, which became global after it (retry the transaction)"
+                ),
+            });
+        }
+        Ok(sequence)
+    }
+
+    /// Transaction `id`'s global sequence number here, if it is global.
+    pub fn global_sequence(&self, id: u64) -> Option<u64> {
+        self.globals.get(&id).copied()
+    }
+
+    /// The transactions `id` waits for here (its last refusal).
+    pub fn waits_for(&self, id: u64) -> Vec<u64> {
+        self.waits.get(&id).into_iter().flatten().copied().collect()
+    }
+
+    /// Every edge of the waits-for graph here, (waiter, holder).
+    pub fn wait_edges(&self) -> Vec<(u64, u64)> {
+        self.waits
+            .iter()
+            .flat_map(|(waiter, holders)| holders.iter().map(move |holder| (*waiter, *holder)))
+            .collect()
+    }
+
+    /// Transaction `id` is not waiting here any more (a message of its own arrived that is not
+    /// a lock request: it moved on, e.g. ROLLBACK TO after a failed statement).
+    pub fn stop_waiting(&mut self, id: u64) {
+        self.waits.remove(&id);
+    }
+
+    /// Forgets `id` in the waits-for graph and among the global transactions (it ended).
+    fn forget(&mut self, id: u64) {
+        self.waits.remove(&id);
+        self.waits.retain(|_, holders| {
+            holders.remove(&id);
+            !holders.is_empty()
+        });
+        self.globals.remove(&id);
     }
 
     /// The transaction that keeps a statement outside transactions from `tables_read` and
@@ -404,6 +582,7 @@ impl Transactions {
     }
 
     pub fn end(&mut self, id: u64, by_owner: bool) -> Option<Transaction> {
+        self.forget(id);
         if by_owner {
             self.aborted.remove(&id);
         } else {
@@ -470,6 +649,9 @@ impl Transactions {
         Transactions {
             open,
             aborted: self.aborted.clone(),
+            waits: self.waits.clone(),
+            globals: self.globals.clone(),
+            global_next: self.global_next,
         }
     }
 
@@ -477,6 +659,15 @@ impl Transactions {
     /// added (the two copies hold different rows), the newest stamp kept.
     pub fn absorb(&mut self, other: Transactions) {
         self.aborted.extend(other.aborted);
+        // Both copies numbered the same `Globalize` messages in the same order (every
+        // partition delivers each one); the edges are the union of both graphs.
+        self.global_next = self.global_next.max(other.global_next);
+        for (id, sequence) in other.globals {
+            self.globals.entry(id).or_insert(sequence);
+        }
+        for (waiter, holders) in other.waits {
+            self.waits.entry(waiter).or_default().extend(holders);
+        }
         while self.aborted.len() > ABORTED_MAX {
             self.aborted.pop_first();
         }
@@ -660,9 +851,10 @@ fn prefix_resource(placement: &[u8], prefix: &[Value]) -> Vec<u8> {
 
 /// The path of a pinned primary-key prefix: the placement key, then one resource per longer
 /// prefix.
-fn prefix_path(placement_name: &str, prefix: &[Value]) -> RowPath {
+fn prefix_path(options: &sql::TableOptions, prefix: &[Value]) -> RowPath {
     assert!(!prefix.is_empty());
-    let placement = crate::rows::placement_key(placement_name, &prefix[0]);
+    // The key the row's statements are routed by (by range for a range-placed table).
+    let placement = crate::rows::key_under(options, &prefix[0]);
     let mut path = vec![placement.clone()];
     for length in 2..=prefix.len() {
         path.push(prefix_resource(&placement, &prefix[..length]));
@@ -686,7 +878,7 @@ pub fn row_paths(
     if keys.len() != 1 || schema.primary_key.first() != Some(&partition_column) {
         return None;
     }
-    let placement_name = crate::rows::placement_name(schema);
+    let options = sql::TableOptions::of(schema);
     let key_columns: Vec<&str> = schema
         .primary_key
         .iter()
@@ -748,7 +940,7 @@ pub fn row_paths(
                             row.get(position).filter(|value| !value.is_null()).cloned()
                         })
                         .collect();
-                    paths.push(prefix_path(&placement_name, &prefix?));
+                    paths.push(prefix_path(&options, &prefix?));
                 }
                 continue;
             }
@@ -757,7 +949,7 @@ pub fn row_paths(
         if prefix.is_empty() {
             return None;
         }
-        let path = prefix_path(&placement_name, &prefix);
+        let path = prefix_path(&options, &prefix);
         if path[0] != keys[0] {
             // Routed by another value than the predicate pins: keep the routed lock.
             return None;
@@ -971,15 +1163,23 @@ mod tests {
             open.admit(2, 200, 200, &row("t", 2, Mode::Exclusive), none),
             Admission::Run
         );
-        // The younger wants row 1: dies; the older wants row 2: waits.
+        // 2 wants row 1: waits for 1 (whatever their ages); 1 then wants row 2: a deadlock, 1 dies.
         assert!(matches!(
             open.admit(2, 200, 201, &row("t", 1, Mode::Shared), none),
-            Admission::Refused(EngineError::SerializationFailure { .. })
+            Admission::Refused(EngineError::TransactionLocked { transaction: 1, .. })
         ));
-        assert!(matches!(
-            open.admit(1, 100, 201, &row("t", 2, Mode::Shared), none),
-            Admission::Refused(EngineError::TransactionLocked { transaction: 2, .. })
-        ));
+        assert_eq!(open.waits_for(2), vec![1]);
+        let Admission::Refused(EngineError::SerializationFailure { reason }) =
+            open.admit(1, 100, 201, &row("t", 2, Mode::Shared), none)
+        else {
+            panic!("1 closes the cycle 1 → 2 → 1: it dies")
+        };
+        assert!(reason.contains("deadlock"), "{reason}");
+        assert!(
+            open.waits_for(1).is_empty(),
+            "a dead requester waits for nothing"
+        );
+        assert_eq!(open.waits_for(2), vec![1], "2 still waits");
         // A whole-table read conflicts with both writers' intentions.
         assert!(matches!(
             open.admit(0, 50, 202, &table("t", Mode::Shared), none),
@@ -988,7 +1188,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_locks_share_and_exclusive_ones_make_the_younger_die_and_the_older_wait() {
+    fn shared_locks_share_and_an_upgrade_waits_until_two_upgrades_deadlock() {
         let mut open = Transactions::default();
         let none = |_: &str| None;
         assert_eq!(
@@ -999,31 +1199,197 @@ mod tests {
             open.admit(2, 200, 200, &table("t", Mode::Shared), none),
             Admission::Run
         );
-        // Younger (2) wants exclusive over older (1)'s shared lock: dies.
-        assert!(matches!(
-            open.admit(2, 200, 210, &table("t", Mode::Exclusive), none),
-            Admission::Refused(EngineError::SerializationFailure { .. })
-        ));
-        // Older (1) wants exclusive over younger (2)'s shared lock: waits.
+        // 2 wants exclusive over 1's shared lock: waits (no age decides).
         assert_eq!(
-            open.admit(1, 100, 260, &table("t", Mode::Exclusive), none),
+            open.admit(2, 200, 210, &table("t", Mode::Exclusive), none),
             Admission::Refused(EngineError::TransactionLocked {
                 table: "t".into(),
-                transaction: 2,
-                last_ms: 200,
+                transaction: 1,
+                last_ms: 100,
             })
         );
-        // Nothing was taken by the refusals.
+        assert_eq!(open.get(2).unwrap().last_ms, 210, "a waiter is not idle");
+        // 1 wants the same: the cycle 1 → 2 → 1, 1 dies; nothing was taken by the refusals.
+        assert!(matches!(
+            open.admit(1, 100, 260, &table("t", Mode::Exclusive), none),
+            Admission::Refused(EngineError::SerializationFailure { .. })
+        ));
         assert_eq!(
             open.get(1).unwrap().locks[&("t".to_string(), None)],
             Mode::Shared
         );
-        open.end(2, true).unwrap();
+        open.end(1, true).unwrap();
+        assert!(
+            open.wait_edges().is_empty(),
+            "an ended holder's in-edges go"
+        );
         assert_eq!(
-            open.admit(1, 100, 270, &table("t", Mode::Exclusive), none),
+            open.admit(2, 200, 270, &table("t", Mode::Exclusive), none),
             Admission::Run
         );
-        assert_eq!(open.get(1).unwrap().last_ms, 270);
+        assert_eq!(open.get(2).unwrap().last_ms, 270);
+    }
+
+    #[test]
+    fn a_chain_of_waits_without_a_cycle_waits_and_a_nowait_request_records_no_edge() {
+        let mut open = Transactions::default();
+        let none = |_: &str| None;
+        for id in 1..=3 {
+            assert_eq!(
+                open.admit(id, 0, 0, &row("t", id as u8, Mode::Exclusive), none),
+                Admission::Run
+            );
+        }
+        // 3 → 2 → 1: a chain, everyone waits.
+        assert!(matches!(
+            open.admit(3, 0, 1, &row("t", 2, Mode::Exclusive), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 2, .. })
+        ));
+        assert!(matches!(
+            open.admit(2, 0, 1, &row("t", 1, Mode::Exclusive), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 1, .. })
+        ));
+        assert_eq!(open.wait_edges(), vec![(2, 1), (3, 2)]);
+        // A refusal replaces the waiter's edges; NOWAIT waits for nothing.
+        assert!(matches!(
+            open.admit_as(3, (0, 2), &row("t", 1, Mode::Shared), none, true),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 1, .. })
+        ));
+        assert_eq!(open.wait_edges(), vec![(2, 1)]);
+        // 1 closing 1 → 2 → 1 dies; 1 taking its own row again runs and waits for nothing.
+        assert!(matches!(
+            open.admit(1, 0, 3, &row("t", 2, Mode::Shared), none),
+            Admission::Refused(EngineError::SerializationFailure { .. })
+        ));
+        assert_eq!(
+            open.admit(1, 0, 3, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        // A new transaction that waits is recorded before it holds anything.
+        assert!(matches!(
+            open.admit(9, 0, 4, &row("t", 3, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 3, .. })
+        ));
+        assert!(open.get(9).is_none() && open.waits_for(9) == vec![3]);
+        open.end(9, true);
+        assert_eq!(open.wait_edges(), vec![(2, 1)]);
+    }
+
+    /// Sprint §4.1 and its Proposition 2: a global transaction never waits for a global one
+    /// numbered after it, directly or through local transactions.
+    #[test]
+    fn a_global_transaction_never_waits_for_one_ordered_after_it() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        // Globals 1 (first) and 2 (second) hold rows 1 and 2; local 5 holds row 5.
+        for id in [1, 2, 5] {
+            assert_eq!(
+                open.admit(id, 0, 0, &row("t", id as u8, Mode::Exclusive), none),
+                Admission::Run
+            );
+        }
+        assert_eq!(open.globalize(1), Ok(0));
+        assert_eq!(open.globalize(2), Ok(1));
+        assert_eq!(open.globalize(2), Ok(1), "once numbered, always");
+        // Directly: 1 waiting for 2 (numbered after it) dies; 2 waiting for 1 waits.
+        let Admission::Refused(EngineError::SerializationFailure { reason }) =
+            open.admit(1, 0, 1, &row("t", 2, Mode::Shared), none)
+        else {
+            panic!("1 would wait for 2, ordered after it")
+        };
+        assert!(reason.contains("execution-order rule"), "{reason}");
+        assert!(open.waits_for(1).is_empty());
+        assert!(matches!(
+            open.admit(2, 0, 1, &row("t", 1, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 1, .. })
+        ));
+        open.end(2, true);
+        // Through a local: 1 → 5 is fine alone (5 is local); 5 → 3 with 3 global after 1
+        // closes 1 → 5 → 3, and 5, the requester, dies.
+        assert_eq!(
+            open.admit(3, 0, 0, &row("t", 3, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(open.globalize(3), Ok(2));
+        assert!(matches!(
+            open.admit(1, 0, 2, &row("t", 5, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 5, .. })
+        ));
+        let Admission::Refused(EngineError::SerializationFailure { reason }) =
+            open.admit(5, 0, 2, &row("t", 3, Mode::Shared), none)
+        else {
+            panic!("1 would wait for 3 through 5")
+        };
+        assert!(reason.contains("execution-order rule"), "{reason}");
+        // The other way round is allowed: 3 → 5 → 1 (3 is numbered after 1).
+        assert_eq!(
+            open.admit(1, 0, 3, &row("t", 1, Mode::Shared), none),
+            Admission::Run,
+            "1 stops waiting"
+        );
+        assert!(matches!(
+            open.admit(3, 0, 3, &row("t", 5, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 5, .. })
+        ));
+        assert!(matches!(
+            open.admit(5, 0, 3, &row("t", 1, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 1, .. })
+        ));
+        assert_eq!(open.wait_edges(), vec![(3, 5), (5, 1)]);
+        // A fourth global, numbered after 3: 5 waiting for it instead breaks the rule.
+        assert_eq!(
+            open.admit(4, 0, 0, &row("t", 4, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(open.globalize(4), Ok(3));
+        assert!(
+            matches!(
+                open.admit(5, 0, 4, &row("t", 4, Mode::Shared), none),
+                Admission::Refused(EngineError::SerializationFailure { .. })
+            ),
+            "3 (numbered 2) would wait for 4 (numbered 3) through 5"
+        );
+        assert_eq!(open.wait_edges(), vec![(3, 5)]);
+    }
+
+    /// Sprint's Figure 3: a transaction becoming global when a global one already waits for it
+    /// (directly or through locals) is aborted: it is numbered after that one.
+    #[test]
+    fn a_transaction_becoming_global_while_a_global_one_waits_for_it_dies() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        for id in [1, 5, 6] {
+            assert_eq!(
+                open.admit(id, 0, 0, &row("t", id as u8, Mode::Exclusive), none),
+                Admission::Run
+            );
+        }
+        assert_eq!(open.globalize(1), Ok(0));
+        // Global 1 → local 5 → local 6: all wait.
+        assert!(matches!(
+            open.admit(1, 0, 1, &row("t", 5, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { .. })
+        ));
+        assert!(matches!(
+            open.admit(5, 0, 1, &row("t", 6, Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { .. })
+        ));
+        // 6 becomes global: 1 waits for it through 5, so 6 dies; it is global from now on.
+        let Err(EngineError::SerializationFailure { reason }) = open.globalize(6) else {
+            panic!("6 would be waited for by 1, numbered before it")
+        };
+        assert!(reason.contains("execution-order rule"), "{reason}");
+        assert_eq!(open.global_sequence(6), Some(1));
+        // A transaction nobody waits for becomes global, and its record is kept until it ends.
+        assert_eq!(open.globalize(8), Ok(2));
+        open.end(8, true);
+        assert_eq!(open.global_sequence(8), None);
+        // A tombstoned transaction cannot become global.
+        open.end(6, false);
+        assert!(matches!(
+            open.globalize(6),
+            Err(EngineError::SerializationFailure { .. })
+        ));
     }
 
     #[test]
@@ -1386,7 +1752,7 @@ mod store_tests {
     }
 
     #[test]
-    fn others_wait_for_the_locks_and_the_younger_transaction_dies() {
+    fn others_wait_for_the_locks_whatever_their_age() {
         let mut store = store();
         assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
         // Autocommit: a write and a read of the exclusively locked table wait.
@@ -1408,14 +1774,24 @@ mod store_tests {
             error(&refused),
             Some(EngineError::TransactionLocked { .. })
         ));
-        // An older transaction waits; a younger one dies.
+        // Another transaction waits, whatever its age; one that would close a cycle dies.
         assert!(matches!(
             error(&run(&mut store, 3, 1, select.clone())),
-            Some(EngineError::TransactionLocked { .. })
+            Some(EngineError::TransactionLocked { transaction: 7, .. })
         ));
         assert!(matches!(
-            error(&run(&mut store, 9, 1, select)),
-            Some(EngineError::SerializationFailure { .. })
+            error(&run(&mut store, 9, 1, select.clone())),
+            Some(EngineError::TransactionLocked { transaction: 7, .. })
+        ));
+        assert_eq!(store.transactions.wait_edges(), vec![(3, 7), (9, 7)]);
+        // Globalize through the store: 9 global first, then 7 (which 9 waits for) dies.
+        let globalize = |id| crate::globalize_operation(id);
+        let answer = Outcome::decode(&store.execute_share(&globalize(9), |_| true)).unwrap();
+        assert_eq!(answer, Outcome::Batch(Vec::new()));
+        let answer = Outcome::decode(&store.execute_share(&globalize(7), |_| true)).unwrap();
+        assert!(matches!(
+            answer,
+            Outcome::Error(EngineError::SerializationFailure { .. })
         ));
         assert_eq!(
             rows(&store),

@@ -84,6 +84,12 @@ struct Client {
     history: Vec<Micro>,
     /// The model's clock at its first action (real-time order).
     began: u64,
+    /// The account of its first statement: it is local to that account's partition while it
+    /// touches no other (as the gateway judges by placement keys; a move takes the account's
+    /// locks with its rows).
+    first: Option<i64>,
+    /// Its `Globalize` was granted everywhere.
+    global: bool,
 }
 
 fn parse_list(text: &str) -> Vec<u64> {
@@ -160,7 +166,8 @@ enum Went {
     Done,
     /// Refused for a lock: the same action again later.
     Wait,
-    /// Dead (wait-die) or aborted by another gateway: abort and start over.
+    /// Dead (a deadlock, the execution-order rule) or aborted by another gateway: abort and
+    /// start over.
     Abort,
     Committed,
 }
@@ -245,6 +252,8 @@ impl Model {
             deltas: Vec::new(),
             history: Vec::new(),
             began: self.clock,
+            first: None,
+            global: false,
         }
     }
 
@@ -266,7 +275,16 @@ impl Model {
     }
 
     /// Judges outcomes: a death or an abort by someone else aborts; a lock waits.
+    /// A death anywhere wins over a wait elsewhere (the partitions' waits-for graphs differ).
     fn judge(outcomes: &[Outcome]) -> Option<Went> {
+        if outcomes.iter().any(|outcome| {
+            matches!(
+                refusal(outcome),
+                Some(EngineError::SerializationFailure { .. })
+            )
+        }) {
+            return Some(Went::Abort);
+        }
         for outcome in outcomes {
             match refusal(outcome) {
                 Some(EngineError::SerializationFailure { .. }) => return Some(Went::Abort),
@@ -326,6 +344,18 @@ impl Model {
             Step::Read(id) | Step::Write(id, _) | Step::Append(id, _) => vec![self.owner[id]],
             Step::ReadAll => self.every(),
         };
+        let account = match &step {
+            Step::Read(id) | Step::Write(id, _) | Step::Append(id, _) => Some(*id),
+            Step::ReadAll => None,
+        };
+        if client.first.is_none() {
+            client.first = account;
+        }
+        if !client.global && (account.is_none() || account != client.first) {
+            if let Some(went) = self.globalize(client) {
+                return went;
+            }
+        }
         let outcomes = if self.canaries.unlocked_reads && command.is_read() {
             // The canary: a read that takes no lock and respects none.
             targets
@@ -355,6 +385,10 @@ impl Model {
                 let every = self.every();
                 let outcomes = self.send(&request, &every);
                 if let Some(went) = Model::judge(&outcomes) {
+                    if matches!(went, Went::Wait) && !client.global {
+                        // Its table locks wait at every partition: it becomes global.
+                        return self.globalize(client).unwrap_or(went);
+                    }
                     return went;
                 }
                 store::transactions::hold_tables(&mut client.held, &plan.everywhere);
@@ -405,6 +439,17 @@ impl Model {
         }
         client.at += 1;
         Went::Done
+    }
+
+    /// `Globalize` at every partition; `Some(Abort)` where one refuses it.
+    fn globalize(&mut self, client: &mut Client) -> Option<Went> {
+        let every = self.every();
+        let outcomes = self.send(&store::globalize_operation(client.id), &every);
+        if outcomes.iter().any(|outcome| refusal(outcome).is_some()) {
+            return Some(Went::Abort);
+        }
+        client.global = true;
+        None
     }
 
     fn commit(&mut self, client: &mut Client) -> Went {

@@ -41,7 +41,8 @@ pub struct AdminArguments {
 #[derive(Subcommand)]
 enum AdminCommand {
     /// The configuration version and every storage process: state, ring identifier, share of
-    /// the ring and keys held, migration progress.
+    /// the ring, keys, table rows and key-value megabytes held (summed over the partition
+    /// groups it is a member of), migration progress.
     Status,
     /// A standby (by default the lowest-numbered one) joins the ring in the middle of the
     /// largest arc.
@@ -273,8 +274,8 @@ async fn status(
         configuration.group_size()
     );
     println!(
-        "{:>4}  {:<10} {:>20}  {:>6}  {:>9}  {:>9}  migration",
-        "id", "state", "identifier", "ring%", "keys", "MB"
+        "{:>4}  {:<10} {:>20}  {:>6}  {:>9}  {:>9}  {:>9}  migration",
+        "id", "state", "identifier", "ring%", "keys", "rows", "MB"
     );
     for id in ids {
         let report = reports.get(&id);
@@ -291,16 +292,17 @@ async fn status(
             .and_then(ProcessState::identifier)
             .map_or_else(|| "-".to_string(), |position| position.0.to_string());
         let ring_share = 100.0 * share(&configuration.ranges_of(id));
-        let (keys, megabytes, migration) = match report {
+        let (keys, rows, megabytes, migration) = match report {
             Some(report) => (
                 report.keys.to_string(),
+                report.rows.to_string(),
                 format!("{:.1}", report.bytes as f64 / 1e6),
                 migration_summary(report),
             ),
-            None => ("?".into(), "?".into(), "?".into()),
+            None => ("?".into(), "?".into(), "?".into(), "?".into()),
         };
         println!(
-            "{:>4}  {state:<10} {identifier:>20}  {ring_share:>6.1}  {keys:>9}  {megabytes:>9}  {migration}",
+            "{:>4}  {state:<10} {identifier:>20}  {ring_share:>6.1}  {keys:>9}  {rows:>9}  {megabytes:>9}  {migration}",
             id.0
         );
     }

@@ -64,7 +64,7 @@ impl Status for PartitionedCluster {
         let (version, rows) = self.admin_status();
         let processes = rows
             .into_iter()
-            .map(|(id, words)| (id, (words[1].clone(), words[6..].join(" "))))
+            .map(|(id, words)| (id, (words[1].clone(), words[7..].join(" "))))
             .collect();
         (version, processes)
     }

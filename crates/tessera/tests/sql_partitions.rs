@@ -474,6 +474,33 @@ fn a_table_spreads_over_every_partition_and_answers_what_one_table_would() {
         psql_ok(pg[2], &["SELECT count(*), sum(n) FROM counter"]),
         "90|340"
     );
+
+    // A COPY of 25,000 rows is three statements of at most 10,000 rows in one transaction
+    // (`COPY_ROWS_PER_STATEMENT`): atomic, as PostgreSQL's. One whose last row repeats a key
+    // fails whole (the statements before it are rolled back); the same rows without it load.
+    psql_ok(pg[0], &["CREATE TABLE bulk (id BIGINT PRIMARY KEY, n INT)"]);
+    let directory = std::env::temp_dir().join(format!("sqlparts-copy-{}", std::process::id()));
+    std::fs::create_dir_all(&directory).unwrap();
+    let rows: String = (1..=25_000)
+        .map(|id| format!("{id}\t{}\n", id % 7))
+        .collect();
+    let good = directory.join("good.tsv");
+    std::fs::write(&good, &rows).unwrap();
+    let bad = directory.join("bad.tsv");
+    std::fs::write(&bad, format!("{rows}17\t0\n")).unwrap();
+    let refused = psql(pg[1], &[&format!("\\copy bulk FROM '{}'", bad.display())]);
+    assert!(refused.contains("duplicate key"), "{refused}");
+    assert_eq!(psql_ok(pg[2], &["SELECT count(*) FROM bulk"]), "0");
+    psql_ok(pg[1], &[&format!("\\copy bulk FROM '{}'", good.display())]);
+    assert_eq!(
+        psql_ok(pg[2], &["SELECT count(*), sum(id), sum(n) FROM bulk"]),
+        format!(
+            "25000|{}|{}",
+            25_000 * 25_001 / 2,
+            (1..=25_000).map(|id| id % 7).sum::<i64>()
+        )
+    );
+    std::fs::remove_dir_all(&directory).unwrap();
     drop(cluster);
 }
 
@@ -577,6 +604,31 @@ fn rows_move_with_their_ranges_when_the_ring_expands_and_contracts() {
     );
     let after = partitions_reached(pg[0], "SELECT * FROM ticket");
     assert_eq!(after.len(), 4, "{after:?}");
+    // `tessera admin status` counts the rows each process holds: every row in three of the
+    // four processes (groups of 3), no process holding them all (retired groups' replicas may
+    // linger a moment after the move: wait for the count to settle).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held = loop {
+        let (_, processes) = cluster.admin_status();
+        let held: BTreeMap<u64, u64> = processes
+            .iter()
+            .map(|(id, words)| (*id, words[5].parse().unwrap_or(u64::MAX)))
+            .collect();
+        if held.values().sum::<u64>() == 3 * rows.len() as u64 || Instant::now() > deadline {
+            break held;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(
+        held.values().sum::<u64>(),
+        3 * rows.len() as u64,
+        "{held:?}"
+    );
+    assert!(
+        held.values()
+            .all(|&count| count > 0 && count < rows.len() as u64),
+        "{held:?}"
+    );
 
     let reader = during_the_move(pg[3], aggregates(&rows), rows[..50].to_vec());
     let contracted = cluster.admin_ok(&["contract", "--process", "1"]);

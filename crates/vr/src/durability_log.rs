@@ -408,6 +408,116 @@ mod tests {
         );
     }
 
+    /// Random executions as in `recovery_keeps_real_time_order_over_random_histories`, where a
+    /// request completes once the primary (log 0) and a supermajority acknowledged it, with the
+    /// primary's digest if `digests_matter`, else whatever their digests; every set of f + 1
+    /// participants (each in turn as the new primary, whose log comes first) must recover every
+    /// completed request after every completed request that finished before it started.
+    /// Returns the first violation.
+    fn real_time_violation(
+        seed: u64,
+        rounds: usize,
+        tolerated: usize,
+        digests_matter: bool,
+    ) -> Option<String> {
+        let mut prng = stdx::Prng::new(seed);
+        let replicas = 2 * tolerated + 1;
+        for round in 0..rounds {
+            let mut logs: Vec<DurabilityLog> = vec![DurabilityLog::default(); replicas];
+            let requests = 2 + prng.below(6) as usize;
+            let mut arrivals: Vec<(u64, usize, usize)> = Vec::new();
+            for i in 0..requests {
+                for replica in 0..replicas {
+                    let delay = if prng.below(3) == 0 {
+                        prng.below(10)
+                    } else {
+                        0
+                    };
+                    arrivals.push((2 * i as u64 + delay, replica, i));
+                }
+            }
+            arrivals.sort();
+            let mut prefix: Vec<Vec<Option<u64>>> = vec![vec![None; replicas]; requests];
+            let mut arrived_at: Vec<Vec<u64>> = vec![vec![u64::MAX; replicas]; requests];
+            for (time, replica, i) in &arrivals {
+                prefix[*i][*replica] = Some(logs[*replica].append(op(*i as u64 + 1), None, 0));
+                arrived_at[*i][*replica] = *time;
+            }
+            let needed = supermajority(tolerated);
+            let completed_at: Vec<Option<u64>> = (0..requests)
+                .map(|i| {
+                    let mut times: Vec<u64> = (0..replicas)
+                        .filter(|r| !digests_matter || prefix[i][*r] == prefix[i][0])
+                        .map(|r| arrived_at[i][r])
+                        .collect();
+                    times.sort();
+                    (times.len() >= needed).then(|| times[needed - 1].max(arrived_at[i][0]))
+                })
+                .collect();
+            // Every choice of f + 1 participants and of the new primary among them.
+            for mask in 0u32..(1 << replicas) {
+                if mask.count_ones() as usize != tolerated + 1 {
+                    continue;
+                }
+                let chosen: Vec<usize> = (0..replicas).filter(|r| mask & (1 << r) != 0).collect();
+                for first in &chosen {
+                    let participants: Vec<Vec<Request>> = std::iter::once(*first)
+                        .chain(chosen.iter().copied().filter(|r| r != first))
+                        .map(|r| logs[r].requests())
+                        .collect();
+                    let order = recover(&participants, recovery_threshold(tolerated), |_| false);
+                    let position: BTreeMap<u64, usize> = order
+                        .iter()
+                        .enumerate()
+                        .map(|(p, request)| (request.client.0 - 1, p))
+                        .collect();
+                    for (a, done) in completed_at.iter().enumerate() {
+                        let Some(done) = *done else {
+                            continue;
+                        };
+                        let Some(&at) = position.get(&(a as u64)) else {
+                            return Some(format!(
+                                "round {round}, participants {chosen:?}: completed {a} lost"
+                            ));
+                        };
+                        for b in 0..requests {
+                            if 2 * b as u64 > done
+                                && position.get(&(b as u64)).is_some_and(|p| *p < at)
+                            {
+                                return Some(format!(
+                                    "round {round}, participants {chosen:?} (new primary {first}): \
+                                     {a} completed before {b} started, recovered after it"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn with_three_replicas_completion_needs_no_matching_digests() {
+        // `NilextQuorum` counts every acknowledgement of a nilext request in a group of three.
+        assert_eq!(real_time_violation(11, 5_000, 1, false), None);
+        assert_eq!(real_time_violation(12, 2_000, 1, true), None);
+        assert_eq!(real_time_violation(13, 2_000, 2, true), None);
+    }
+
+    #[test]
+    fn with_five_replicas_completion_without_matching_digests_breaks_real_time_order() {
+        // The canary of the check above: f = 2 without the digest rule loses real-time order
+        // (deviation 1 in docs/internals/skyros.md), and the check finds it.
+        let violation = real_time_violation(14, 20_000, 2, false);
+        assert!(
+            violation
+                .as_deref()
+                .is_some_and(|v| v.contains("recovered after")),
+            "{violation:?}"
+        );
+    }
+
     #[test]
     fn recovery_keeps_real_time_order_over_random_histories() {
         // Random executions of the acknowledgement rule: requests arrive at 2f+1 logs in

@@ -5,6 +5,14 @@
 //! when any replica reports it already executed. Acknowledgements with another digest hold the
 //! request in a different order relative to concurrent ones; they do not count (Tessera's
 //! deviation from the paper, which makes view-change recovery sound for f ≥ 2).
+//!
+//! Except in a group of three replicas (f = 1), for a nilext (not commutative) request: there
+//! the supermajority is every replica, and recovery (`durability_log::recover`, two logs, the
+//! new primary's first) reproduces the new primary's own durability-log order, in which every
+//! request completed before another started already precedes it; so any three acknowledgements
+//! of one view, the primary's among them, complete the request whatever their digests
+//! (`docs/internals/skyros.md`, deviation 1). A commutative request still needs matching
+//! digests: the primary's preview assumes its own prefix.
 
 use crate::durability_log::supermajority;
 use crate::quorum::replicas_tolerated;
@@ -74,6 +82,7 @@ impl NilextQuorum {
         if let (true, Some(result)) = (replica == primary, result) {
             self.results.insert(view, result);
         }
+        let digests_matter = self.digests_matter(replica_count);
         let acks = self.acks.entry(view).or_default();
         acks.insert(replica, prefix_digest);
         let Some(primary_digest) = acks.get(&primary) else {
@@ -81,7 +90,7 @@ impl NilextQuorum {
         };
         let matching = acks
             .values()
-            .filter(|digest| **digest == *primary_digest)
+            .filter(|digest| !digests_matter || **digest == *primary_digest)
             .count();
         if matching < supermajority(replicas_tolerated(replica_count) as usize) {
             return false;
@@ -114,6 +123,9 @@ impl NilextQuorum {
         if self.wants_result && !self.results.contains_key(view) {
             return true;
         }
+        if !self.digests_matter(replica_count) {
+            return false;
+        }
         let disagreeing = acks
             .values()
             .filter(|digest| **digest != *primary_digest)
@@ -121,6 +133,13 @@ impl NilextQuorum {
         let spare = replica_count as usize
             - supermajority(replicas_tolerated(replica_count) as usize).min(replica_count as usize);
         disagreeing > spare
+    }
+
+    /// Whether an acknowledgement counts only with the primary's prefix digest: always but for
+    /// a nilext request in a group of three (or one) replicas, where the supermajority is every
+    /// replica and recovery follows the new primary's own durability log (module doc).
+    fn digests_matter(&self, replica_count: u8) -> bool {
+        self.wants_result || !matches!(replica_count, 1 | 3)
     }
 
     /// The replicas that acknowledged in `view` (for resending to the others).
@@ -193,13 +212,55 @@ mod tests {
         );
         assert!(!quorum.on_ack(5, View(0), ReplicaIndex(2), 5, false, None));
         assert!(quorum.hopeless(5), "two of five disagree");
-        let mut quorum = NilextQuorum::new();
-        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, None));
+        let mut quorum = NilextQuorum::commutative();
+        assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, Some(vec![1])));
         assert!(!quorum.on_ack(3, View(0), ReplicaIndex(2), 3, false, None));
-        assert!(quorum.hopeless(3), "3 of 3 needed");
+        assert!(
+            quorum.hopeless(3),
+            "a commutative request needs 3 of 3 with the primary's digest"
+        );
         let mut quorum = NilextQuorum::commutative();
         assert!(!quorum.on_ack(3, View(0), ReplicaIndex(0), 4, false, None));
         assert!(quorum.hopeless(3), "the primary previewed no result");
+    }
+
+    #[test]
+    fn with_three_replicas_a_nilext_request_completes_on_every_acknowledgement_whatever_its_digest()
+    {
+        let mut quorum = NilextQuorum::new();
+        // View 1: the primary is replica 1.
+        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(0), 4, false, None));
+        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(2), 5, false, None));
+        assert!(
+            !quorum.hopeless(3),
+            "not hopeless before the primary: digests do not matter"
+        );
+        assert!(!quorum.on_ack(3, View(2), ReplicaIndex(1), 6, false, None));
+        assert!(!quorum.hopeless(3));
+        assert!(
+            quorum.on_ack(3, View(1), ReplicaIndex(1), 6, false, None),
+            "the primary and both backups of view 1, three different digests"
+        );
+        let mut quorum = NilextQuorum::new();
+        assert!(!quorum.on_ack(3, View(1), ReplicaIndex(1), 6, false, None));
+        assert!(
+            !quorum.on_ack(3, View(1), ReplicaIndex(2), 5, false, None),
+            "still 3 of 3: two acknowledgements never complete"
+        );
+        // Five replicas keep the digest rule (f = 2: `completes_at_the_supermajority_…`).
+        let mut quorum = NilextQuorum::new();
+        for replica in [0, 2, 3, 4] {
+            assert!(!quorum.on_ack(
+                5,
+                View(1),
+                ReplicaIndex(replica),
+                replica.into(),
+                false,
+                None
+            ));
+        }
+        assert!(!quorum.on_ack(5, View(1), ReplicaIndex(1), 9, false, None));
+        assert!(quorum.hopeless(5));
     }
 
     #[test]

@@ -423,7 +423,9 @@ impl GatewayTask {
     /// in that group's log, reads too; several: one E-Cast message); over every partition, one
     /// E-Cast message to the whole ring (`RangeRead`, `RangeWrite`: every partition at the
     /// message's place) whose parts are the partitions' arcs, pinned to the configuration
-    /// version they were taken from; the catalog read, to the partition holding the tables'
+    /// version they were taken from; over a range-placed table's key range, the same message
+    /// to the positions of that range only (`SqlRoute::Range`: the arcs covering it are the
+    /// parts); the catalog read, to the partition holding the tables'
     /// anchor (every partition holds the catalog). A write that can fail on the data and
     /// reaches several partitions goes in two phases (`store::prepared`): a prepare and a
     /// decision, each to every partition.
@@ -437,9 +439,16 @@ impl GatewayTask {
         self.job_next += 1;
         let configuration = self.gateway.configuration();
         let version = configuration.version();
-        let every = || {
-            let arcs = payload::partition_arcs(configuration, &PositionSet::whole());
+        let arcs_of = |range: &PositionSet| {
+            let arcs = payload::partition_arcs(configuration, range);
             payload::SqlTarget::Arcs(arcs.into_iter().map(|(arc, _)| arc).collect())
+        };
+        let every = || arcs_of(&PositionSet::whole());
+        // The positions a message without keys reaches: the whole ring, or a range-placed
+        // table's key range (only the partitions covering it take part).
+        let mut range = match &job.route {
+            SqlRoute::Range(range) => range.clone(),
+            _ => PositionSet::whole(),
         };
         let (mut target, mut positions) = match &job.route {
             SqlRoute::Any => (
@@ -455,6 +464,7 @@ impl GatewayTask {
                 ),
             ),
             SqlRoute::Every => (every(), None),
+            SqlRoute::Range(range) => (arcs_of(range), None),
         };
         if let SqlPhase::New { fallible } = job.phase {
             let partitions = match (&target, &positions) {
@@ -480,6 +490,7 @@ impl GatewayTask {
         if !matches!(job.phase, SqlPhase::Once) {
             // Both phases go to every partition, so that every partition holds the tables.
             (target, positions) = (every(), None);
+            range = PositionSet::whole();
         }
         let payload = payload::SqlPayload {
             operation,
@@ -487,7 +498,6 @@ impl GatewayTask {
         };
         let parts = payload.parts();
         let bytes = payload.encode();
-        let range = PositionSet::whole();
         let read = job.read;
         let command = match positions {
             Some(positions) if read => GatewayCommand::Read {

@@ -512,6 +512,8 @@ pub struct ProgressReport {
     /// Keys in its store and their bytes (keys + values).
     pub keys: u64,
     pub bytes: u64,
+    /// SQL table rows in its store (a table placed everywhere counts at each partition).
+    pub rows: u64,
     /// What it holds after every keyspace message its migrator ran.
     pub holds: PositionSet,
     /// Copies it sends and receives, with their progress.
@@ -546,6 +548,7 @@ impl ProgressReport {
             delivered: ecast::Timestamp::ZERO,
             keys: 0,
             bytes: 0,
+            rows: 0,
             holds: PositionSet::empty(),
             outgoing: Vec::new(),
             incoming: Vec::new(),

@@ -1283,6 +1283,8 @@ impl Host {
             report.version = report.version.max(machine.version());
             report.delivered = report.delivered.max(machine.rules().admitted());
             report.keys += machine.data().len() as u64;
+            report.bytes += machine.data().kv_bytes();
+            report.rows += machine.data().rows();
             if let Some(holds) = machine.holds() {
                 report.holds = report.holds.union(holds);
             }

@@ -31,17 +31,8 @@ use placement::{Configuration, Position};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-
-/// Where the gateway task sends a SQL statement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum SqlRoute {
-    /// The partitions holding these placement keys (distinct).
-    Keys(Vec<Vec<u8>>),
-    /// Every partition.
-    Every,
-    /// One partition (the catalog read).
-    Any,
-}
+// The routing rules are pure: they live in `cluster::sql_route`, shared with the simulator.
+pub(crate) use cluster::sql_route::{operations_of, route_of, SqlRoute};
 
 /// The statement's answer the gateway task hands back in `Outcome::Foreign`: each answering
 /// partition's name and engine outcome bytes.
@@ -211,86 +202,6 @@ impl ClusterBackend {
     }
 }
 
-/// The operations of a command (under its guard).
-fn operations_of(command: &engine::Command) -> &[engine::Operation] {
-    match command {
-        engine::Command::Guarded { command, .. } => operations_of(command),
-        engine::Command::Execute(operation) | engine::Command::Explain(operation) => {
-            std::slice::from_ref(operation)
-        }
-        engine::Command::Batch(operations) => operations,
-    }
-}
-
-/// Where a planned command goes: the placement keys its routing pins (distinct, sorted), or
-/// every partition. Keys are placed under their tables' placement names (`schema_of`: the
-/// catalog's schemas; a table it lacks is placed under its name). A command meeting tables
-/// placed everywhere goes as `store::rows::spread` says: a write to every partition; a read of
-/// those tables alone to one partition, `touched` (a placement key the transaction already
-/// reached, so that it stays local) or a fixed one.
-fn route_of(
-    routing: &sql::Routing,
-    command: &engine::Command,
-    schema_of: &impl Fn(&str) -> Option<engine::TableSchema>,
-    touched: Option<&[u8]>,
-) -> SqlRoute {
-    let operations = operations_of(command);
-    // By the operations (an EXPLAIN of a write goes where the write would).
-    let read = operations.iter().all(engine::Operation::is_read);
-    match store::rows::spread(operations, read, schema_of) {
-        store::rows::Spread::Every => return SqlRoute::Every,
-        store::rows::Spread::One(fixed) => {
-            return SqlRoute::Keys(vec![touched.map_or(fixed, <[u8]>::to_vec)])
-        }
-        store::rows::Spread::Placed | store::rows::Spread::PlacedAnsweredOnce => {}
-    }
-    let placed = |table: &str| {
-        schema_of(table).map_or_else(
-            || Some(table.to_string()),
-            |schema| {
-                (!store::rows::everywhere(&schema)).then(|| store::rows::placement_name(&schema))
-            },
-        )
-    };
-    let mut keys: Vec<Vec<u8>> = match routing {
-        sql::Routing::Keys { values, .. } => {
-            let Some(name) = operations
-                .iter()
-                .find_map(|operation| placed(operation.table_name()))
-            else {
-                return SqlRoute::Every;
-            };
-            values
-                .iter()
-                .map(|value| store::rows::placement_key(&name, value))
-                .collect()
-        }
-        sql::Routing::RowsByKey { position } => operations
-            .iter()
-            .filter_map(|operation| match operation {
-                engine::Operation::Insert { table, rows, .. } => {
-                    let name = placed(table)?;
-                    Some(
-                        rows.iter()
-                            .filter_map(|row| row.get(*position))
-                            .map(|value| store::rows::placement_key(&name, value))
-                            .collect::<Vec<_>>(),
-                    )
-                }
-                _ => None,
-            })
-            .flatten()
-            .collect(),
-        sql::Routing::Every
-        | sql::Routing::KeyRange { .. }
-        | sql::Routing::NewRowIds
-        | sql::Routing::None => return SqlRoute::Every,
-    };
-    keys.sort_unstable();
-    keys.dedup();
-    SqlRoute::Keys(keys)
-}
-
 impl SqlBackend for ClusterBackend {
     async fn catalog(&self, fresh: bool) -> Result<(u64, sql::MemoryCatalog), BackendError> {
         if !fresh {
@@ -359,6 +270,9 @@ impl RoutedBackend for ClusterBackend {
         let read = command.is_read();
         let fallible = store::prepared::fallible(&command) && !canary_one_phase();
         let operation = store::sql_operation(&command);
+        if let Err(refusal) = cluster::limits::check_statement_size(&operation) {
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
         // A write meeting a table that a two-phase statement holds did not run: it is sent
         // again, a little later, until the statement is decided; one that holds the table
         // for long is aborted (its gateway may be gone).
@@ -457,6 +371,27 @@ impl ClusterBackend {
     }
 }
 
+impl ClusterBackend {
+    /// Makes the transaction global (Sprint §4.1): one `Globalize` message to every
+    /// partition, each numbering it. `Some(outcomes)`: some partition refused (a global
+    /// transaction already waits for it: the execution-order rule), and it must abort.
+    async fn globalize(
+        &self,
+        transaction: &mut TransactionContext,
+    ) -> Result<Option<Vec<(String, engine::Outcome)>>, BackendError> {
+        let operation = store::globalize_operation(transaction.id);
+        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        if outcomes
+            .iter()
+            .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
+        {
+            return Ok(Some(deaths_first(outcomes)));
+        }
+        transaction.global = true;
+        Ok(None)
+    }
+}
+
 impl TransactionBackend for ClusterBackend {
     fn begin(&self) -> Option<TransactionContext> {
         let id = self
@@ -472,13 +407,18 @@ impl TransactionBackend for ClusterBackend {
             locking: None,
             savepoint: 0,
             touched: None,
+            global: false,
         })
     }
 
     /// Takes the table locks the statement lacks at every partition (one message, sent again
-    /// while a younger transaction's lock or a two-phase statement is in the way), then sends
+    /// while another transaction's lock or a two-phase statement is in the way), then sends
     /// the statement, numbered, where its routing says. A statement refused for a lock ran
-    /// nowhere (every partition holds the same locks) and is sent again.
+    /// nowhere (every partition holds the same locks) and is sent again. The transaction
+    /// becomes global first (`Globalize`, one message to every partition) when the statement
+    /// reaches beyond the partition of its first key, or when its table locks wait (they wait
+    /// at every partition): `cluster::transaction_driver` follows the same rules. Where
+    /// partitions answer differently, a death (40001) anywhere wins over a wait.
     async fn execute_in(
         &self,
         transaction: &mut TransactionContext,
@@ -510,6 +450,12 @@ impl TransactionBackend for ClusterBackend {
         if let (true, SqlRoute::Keys(keys)) = (transaction.touched.is_none(), &route) {
             transaction.touched = keys.first().cloned();
         }
+        let beyond = match &route {
+            SqlRoute::Keys(keys) => keys
+                .iter()
+                .any(|key| Some(key) != transaction.touched.as_ref()),
+            _ => true,
+        };
         let keys = match &route {
             SqlRoute::Keys(keys) => Some(keys.as_slice()),
             _ => None,
@@ -549,6 +495,11 @@ impl TransactionBackend for ClusterBackend {
         transaction.statements += 1;
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
+        if beyond && !transaction.global {
+            if let Some(refused) = self.globalize(transaction).await? {
+                return Ok(refused);
+            }
+        }
         if !lacking.is_empty() {
             let mut waiter = Waiter::new(patience);
             loop {
@@ -561,7 +512,19 @@ impl TransactionBackend for ClusterBackend {
                 });
                 let outcomes =
                     decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
-                if waiter.wait(self, &outcomes).await || waiter.busy(&outcomes).await {
+                if dies(&outcomes) {
+                    return Ok(deaths_first(outcomes));
+                }
+                if waiter.wait(self, &outcomes).await {
+                    // Its table locks wait at every partition: it is global first.
+                    if !transaction.global {
+                        if let Some(refused) = self.globalize(transaction).await? {
+                            return Ok(refused);
+                        }
+                    }
+                    continue;
+                }
+                if waiter.busy(&outcomes).await {
                     continue;
                 }
                 if outcomes
@@ -575,6 +538,9 @@ impl TransactionBackend for ClusterBackend {
             store::transactions::hold_tables(&mut transaction.locks, &lacking);
         }
         let encoded = command.encode();
+        if let Err(refusal) = cluster::limits::check_statement_size(&encoded) {
+            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+        }
         let mut waiter = Waiter::new(patience);
         loop {
             let operation =
@@ -590,6 +556,9 @@ impl TransactionBackend for ClusterBackend {
                     skip_locked,
                 });
             let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
+            if dies(&outcomes) {
+                return Ok(self.answered_once(&command, deaths_first(outcomes)));
+            }
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
                 return Ok(self.answered_once(&command, outcomes));
             }
@@ -629,6 +598,20 @@ impl TransactionBackend for ClusterBackend {
             _ => None,
         }))
     }
+}
+
+/// Whether some partition answered that the transaction dies (40001).
+fn dies(outcomes: &[(String, engine::Outcome)]) -> bool {
+    outcomes
+        .iter()
+        .any(|(_, outcome)| cluster::transaction_driver::dies(outcome))
+}
+
+/// The outcomes with the deaths first, so that the front end reports the 40001 (the
+/// transaction is aborted everywhere) rather than another partition's wait.
+fn deaths_first(mut outcomes: Vec<(String, engine::Outcome)>) -> Vec<(String, engine::Outcome)> {
+    outcomes.sort_by_key(|(_, outcome)| !cluster::transaction_driver::dies(outcome));
+    outcomes
 }
 
 /// The engine outcomes of a gateway answer.
@@ -917,6 +900,124 @@ mod tests {
             ),
             SqlRoute::Every
         );
+    }
+
+    /// A range-placed table (`placement = range`, split points 0, 1000, 2000, 3000, 4000 on a
+    /// ring of four equal arcs): a key range goes to exactly the arcs covering it, a point or
+    /// an insert to its key's range position, a range over another table everywhere.
+    #[test]
+    fn a_range_on_a_range_placed_key_reaches_exactly_the_covering_partitions() {
+        use std::ops::Bound;
+        let mut schema = engine::TableSchema::new(
+            "r",
+            vec![
+                engine::ColumnDef::new("k", engine::DataType::BigInt).not_null(),
+                engine::ColumnDef::new("v", engine::DataType::Int),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        schema.options = vec![
+            ("partition_key".into(), "k".into()),
+            ("placement".into(), "range".into()),
+            ("placement_name".into(), "r".into()),
+            ("range_bounds".into(), "0,1000,2000,3000,4000".into()),
+        ];
+        let catalog = |name: &str| (name == "r").then(|| schema.clone());
+        let quarter = u64::MAX / 4 + 1;
+        let members: Vec<(placement::ProcessId, Position)> = (0..4u64)
+            .map(|index| (placement::ProcessId(index + 1), Position(index * quarter)))
+            .collect();
+        let configuration = Configuration::with_ring(1, &members);
+        let select = |table: &str| {
+            Command::Execute(Operation::Select {
+                table: table.into(),
+                columns: Vec::new(),
+                predicate: None,
+                limit: None,
+            })
+        };
+        let between = |low: i64, high: i64| sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::BigInt(low)),
+            high: Bound::Excluded(Value::BigInt(high)),
+        };
+        let covering = |route: SqlRoute| -> Vec<u64> {
+            let SqlRoute::Range(range) = route else {
+                panic!("a range route: {route:?}")
+            };
+            cluster::payload::partition_arcs(&configuration, &range)
+                .into_iter()
+                .map(|(arc, _)| arc.intervals()[0].0 / quarter)
+                .collect()
+        };
+        let route = |routing: &sql::Routing| route_of(routing, &select("r"), &catalog, None);
+        assert_eq!(covering(route(&between(1200, 1800))), vec![1]);
+        assert_eq!(covering(route(&between(900, 1100))), vec![0, 1]);
+        assert_eq!(covering(route(&between(500, 3500))), vec![0, 1, 2, 3]);
+        assert_eq!(covering(route(&between(3100, 9999))), vec![3]);
+        // Unbounded above: from the low key's arc to the end of the ring.
+        let above = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Excluded(Value::BigInt(2500)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(covering(route(&above)), vec![2, 3]);
+        // An empty range still reaches one partition (its low key's), to answer nothing.
+        assert_eq!(covering(route(&between(2500, 100))), vec![2]);
+        // A bound of another kind than the key cannot be placed: every partition.
+        let odd = sql::Routing::KeyRange {
+            column: "k".into(),
+            low: Bound::Included(Value::Double(1.5)),
+            high: Bound::Unbounded,
+        };
+        assert_eq!(route(&odd), SqlRoute::Every);
+        // A range over a table placed by hash: every partition.
+        assert_eq!(
+            route_of(&between(1, 2), &select("t"), &catalog, None),
+            SqlRoute::Every
+        );
+        // Points and inserts use the range positions.
+        let SqlRoute::Keys(keys) = route(&sql::Routing::Keys {
+            column: "k".into(),
+            values: vec![Value::BigInt(2999)],
+        }) else {
+            panic!("a point route")
+        };
+        let placement = cluster::payload::KeyPlacement::hash();
+        assert_eq!(placement.position(&keys[0]).0 / quarter, 2);
+        let inserts = Command::Execute(Operation::Insert {
+            table: "r".into(),
+            columns: vec!["k".into(), "v".into()],
+            rows: vec![
+                vec![Value::BigInt(10), Value::Null],
+                vec![Value::BigInt(3990), Value::Null],
+            ],
+            on_conflict: OnConflict::Error,
+        });
+        let SqlRoute::Keys(keys) = route_of(
+            &sql::Routing::RowsByKey { position: 0 },
+            &inserts,
+            &catalog,
+            None,
+        ) else {
+            panic!("an insert route")
+        };
+        let mut arcs: Vec<u64> = keys
+            .iter()
+            .map(|key| placement.position(key).0 / quarter)
+            .collect();
+        arcs.sort();
+        assert_eq!(arcs, vec![0, 3]);
+        // A partition decides which rows it holds with the same positions.
+        for (row, arc) in [
+            (vec![Value::BigInt(10), Value::Null], 0),
+            (vec![Value::BigInt(2999), Value::Null], 2),
+        ] {
+            let key = store::rows::row_key(&schema, &row);
+            assert_eq!(placement.position(&key).0 / quarter, arc);
+            assert_eq!(keys.contains(&key), arc == 0);
+        }
     }
 
     #[test]

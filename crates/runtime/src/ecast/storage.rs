@@ -1148,6 +1148,7 @@ impl StorageProcess {
             delivered: self.inbox.delivered(),
             keys: self.store.kv.len() as u64,
             bytes: self.store.kv.bytes(),
+            rows: 0,
             holds: self.migrator.holdings().clone(),
             outgoing: progress.outgoing.iter().map(stream).collect(),
             incoming: progress.incoming.iter().map(stream).collect(),

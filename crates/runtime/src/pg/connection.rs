@@ -83,15 +83,25 @@ pub(crate) struct Connection<B, R, W> {
     transaction: Option<Block>,
     /// The locking clause of the statement being run (`SELECT … FOR UPDATE`).
     locking: Option<sql::RowLocking>,
-    /// The age (begin time) of the last block that failed, and when it failed: the next block
-    /// begun soon after (most often the client retrying it) keeps that age, so that a
-    /// transaction wait-die kills keeps getting older and cannot starve. Ages only decide who
-    /// waits for whom (ids keep them distinct), so any choice is safe.
-    retry_age: Option<(u64, std::time::Instant)>,
 }
 
-/// How long after a failed block the next BEGIN inherits its age.
-const RETRY_AGE_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+/// Rows of a COPY per statement: a larger COPY runs as several statements of this many rows
+/// inside one transaction (the block's, or an implicit one), so that it stays atomic while no
+/// statement is large (`cluster::limits`) and no partition's step is long.
+const COPY_ROWS_PER_STATEMENT: usize = 10_000;
+
+/// Work a statement outside a block runs inside an implicit transaction.
+enum Implicit<'a> {
+    /// UPDATE … FROM / DELETE … USING: the join's SELECT, then the write.
+    WriteFrom(&'a sql::WriteFrom),
+    /// A COPY cut into bounded statements (`CopyIn::executions`); `copy` and `data` give it
+    /// whole for a backend without transactions.
+    Copy {
+        copy: &'a sql::CopyIn,
+        data: &'a [u8],
+        executions: Vec<sql::Execution>,
+    },
+}
 
 /// A transaction block between BEGIN and COMMIT or ROLLBACK.
 struct Block {
@@ -211,7 +221,6 @@ where
             utility_statements: HashMap::new(),
             utility_portals: HashMap::new(),
             transaction: None,
-            retry_age: None,
             locking: None,
         }
     }
@@ -256,7 +265,6 @@ where
         }
         block.aborted = true;
         let context = block.context.clone();
-        self.retry_age = Some((context.begin_ms, std::time::Instant::now()));
         if let Err(error) = self.backend.end(&context, false).await {
             crate::log::warn(format_args!(
                 "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
@@ -281,14 +289,9 @@ where
                 tag("BEGIN")
             }
             (SessionCommand::Begin { read_only }, None) => {
-                let Some(mut context) = self.backend.begin() else {
+                let Some(context) = self.backend.begin() else {
                     return Err(Fail::Error(sql::parse::transactions_refused()));
                 };
-                if let Some((age, failed_at)) = self.retry_age.take() {
-                    if failed_at.elapsed() < RETRY_AGE_WINDOW {
-                        context.begin_ms = context.begin_ms.min(age);
-                    }
-                }
                 self.transaction = Some(Block::new(context, *read_only));
                 tag("BEGIN")
             }
@@ -688,8 +691,22 @@ where
                         &read
                     }
                 };
-                let execution = copy.execution(data)?;
-                Ok(Some(self.run_execution(execution, digest).await?))
+                let executions = copy.executions(data, COPY_ROWS_PER_STATEMENT)?;
+                if executions.len() == 1 {
+                    let execution = executions.into_iter().next().expect("one");
+                    return Ok(Some(self.run_execution(execution, digest).await?));
+                }
+                Ok(Some(
+                    self.run_implicit(
+                        Implicit::Copy {
+                            copy: &copy,
+                            data,
+                            executions,
+                        },
+                        digest,
+                    )
+                    .await?,
+                ))
             }
             Plan::InsertSelect(insert) => Ok(Some(self.run_insert_select(insert, digest).await?)),
             Plan::WriteFrom(write) => Ok(Some(self.run_write_from(write, digest).await?)),
@@ -719,29 +736,47 @@ where
     /// its rows, inside one transaction so that no write falls between the read and the
     /// write (`sql::plan::write_from`): the block's, or else an implicit one around the
     /// statement, committed when both steps succeed and aborted otherwise. An implicit
-    /// transaction that wait-die kills (40001) is run again with its age, as a client's retry
-    /// would be, so that it grows older and waits instead; a statement outside a block is
-    /// never a 40001 for the client while retries last.
+    /// transaction that dies (40001: a deadlock, the execution-order rule) is run again, as a
+    /// client's retry would be; a statement outside a block is never a 40001 for the client
+    /// while retries last.
     async fn run_write_from(
         &mut self,
         write: sql::WriteFrom,
         digest: u64,
     ) -> Result<StatementResult, Fail> {
-        if self.transaction.is_some() || canary_write_from_outside_transactions() {
+        if canary_write_from_outside_transactions() {
             return self.write_from_steps(&write, digest).await;
         }
+        self.run_implicit(Implicit::WriteFrom(&write), digest).await
+    }
+
+    /// Runs `work` in the open block, or else in an implicit transaction around it, committed
+    /// when every step succeeds and aborted otherwise (see `run_write_from`).
+    async fn run_implicit(
+        &mut self,
+        work: Implicit<'_>,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        if self.transaction.is_some() {
+            return self.implicit_steps(&work, digest).await;
+        }
         let Some(first) = self.backend.begin() else {
-            return Err(Fail::Error(sql::SqlError::unsupported(
-                "UPDATE … FROM and DELETE … USING on a server without transactions",
-            )));
+            return match work {
+                Implicit::WriteFrom(_) => Err(Fail::Error(sql::SqlError::unsupported(
+                    "UPDATE … FROM and DELETE … USING on a server without transactions",
+                ))),
+                // No transactions: the COPY as one statement, as before it was cut.
+                Implicit::Copy { copy, data, .. } => {
+                    let execution = copy.execution(data)?;
+                    self.run_execution(execution, digest).await
+                }
+            };
         };
-        let age = first.begin_ms;
         let started = std::time::Instant::now();
         let mut context = first;
         for attempt in 0u32.. {
-            context.begin_ms = context.begin_ms.min(age);
             self.transaction = Some(Block::new(context, false));
-            let result = self.write_from_steps(&write, digest).await;
+            let result = self.implicit_steps(&work, digest).await;
             let block = self.transaction.take().expect("the implicit block is open");
             let result = match result {
                 Ok(answer) => match self.backend.end(&block.context, true).await {
@@ -771,6 +806,36 @@ where
             context = next;
         }
         unreachable!("the loop returns")
+    }
+
+    /// The steps of implicit work, in the open block.
+    async fn implicit_steps(
+        &mut self,
+        work: &Implicit<'_>,
+        digest: u64,
+    ) -> Result<StatementResult, Fail> {
+        match work {
+            Implicit::WriteFrom(write) => self.write_from_steps(write, digest).await,
+            Implicit::Copy { executions, .. } => {
+                assert!(
+                    self.transaction.is_some(),
+                    "a cut COPY runs in a transaction"
+                );
+                let mut copied = 0u64;
+                for execution in executions.iter() {
+                    let tag = match self.run_execution(execution.clone(), digest).await? {
+                        StatementResult::Command { tag } | StatementResult::Rows { tag, .. } => tag,
+                    };
+                    copied += tag
+                        .strip_prefix("COPY ")
+                        .and_then(|count| count.parse::<u64>().ok())
+                        .unwrap_or_else(|| panic!("a COPY statement's tag is COPY n: {tag}"));
+                }
+                Ok(StatementResult::Command {
+                    tag: format!("COPY {copied}"),
+                })
+            }
+        }
     }
 
     /// The two steps of a write with FROM, in the open block.

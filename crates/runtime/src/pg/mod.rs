@@ -125,7 +125,8 @@ impl RoutedBackend for crate::sql_backend::LocalBackend {}
 pub struct TransactionContext {
     /// Unique across the cluster (a random per-process prefix and a counter).
     pub id: u64,
-    /// When it began (ms since the epoch, the gateway's clock): its age for wait-die.
+    /// When it began (ms since the epoch, the gateway's clock). Informational: carried with
+    /// its messages, no lock decision depends on it.
     pub begin_ms: u64,
     /// The statements sent so far; each new one takes the next number.
     pub statements: u64,
@@ -140,6 +141,9 @@ pub struct TransactionContext {
     /// The first placement key a statement of the transaction was routed to: a read of tables
     /// placed everywhere goes to its partition, so that the transaction stays local.
     pub touched: Option<Vec<u8>>,
+    /// Whether it is global (Sprint §4.1): it reached a partition other than `touched`'s, or
+    /// waited for a table lock, and its `Globalize` was granted at every partition.
+    pub global: bool,
 }
 
 /// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,
@@ -152,7 +156,8 @@ pub trait TransactionBackend: RoutedBackend {
     }
 
     /// Runs a statement of the transaction where its routing sends it (first taking the
-    /// table locks it lacks), waiting for locks younger transactions hold.
+    /// table locks it lacks), waiting for locks other transactions hold (or dying where the
+    /// partitions say so: a deadlock, the execution-order rule).
     fn execute_in(
         &self,
         transaction: &mut TransactionContext,

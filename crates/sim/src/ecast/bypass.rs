@@ -69,8 +69,11 @@ mod groups;
 mod routers;
 #[path = "bypass_sql.rs"]
 mod sql;
+#[path = "bypass_statements.rs"]
+mod statements;
 
 pub use sql::SqlStats;
+pub use statements::StatementStats;
 
 /// Values read by a transaction, by key.
 type Values = Vec<(u64, i64)>;
@@ -157,6 +160,16 @@ pub enum BypassCanary {
     /// aborts those transactions: they go on, and commit or abort, as if the rows had not
     /// moved. Reconfigures on every seed.
     SqlIgnoreIncarnations,
+    /// `--sql-transactions`, "skip the execution-order rule" (Sprint §4.1): no transaction
+    /// ever becomes global (the gateway's `Globalize` is answered as granted without being
+    /// sent), so the partitions never apply the rule and a cycle of waits across partitions
+    /// (transfers in opposite directions) is a distributed deadlock nothing detects; only an
+    /// abandoned-holder abort breaks it, hundreds of ticks later.
+    SqlSkipExecutionOrder,
+    /// `--sql-statements`, "stale catalog": the catalog guard is not applied
+    /// (`engine::Command::Guarded`), so a statement planned against a gateway's older cached
+    /// catalog runs as planned (an insert with an old default, a read of the old columns).
+    SqlStaleCatalog,
 }
 
 #[derive(Clone, Debug)]
@@ -216,6 +229,10 @@ pub struct BypassOptions {
     /// every slot runs interactive SQL transactions (`bypass_sql.rs`) instead of the
     /// key-value workload.
     pub sql_transactions: bool,
+    /// `--sql-statements`: the groups host the runtime's SQL partition data and every slot
+    /// sends one-shot SQL statements (`bypass_statements.rs`) instead of the key-value
+    /// workload.
+    pub sql_statements: bool,
     pub canary: Option<BypassCanary>,
 }
 
@@ -284,6 +301,7 @@ impl BypassOptions {
             group_heartbeat_ticks: 10,
             group_timeout_ticks: 100,
             sql_transactions: false,
+            sql_statements: false,
             canary: None,
         }
         .with_reconfiguration_drawn()
@@ -350,14 +368,40 @@ impl BypassOptions {
         self
     }
 
+    /// The seed's options with one-shot SQL statements.
+    pub fn statements(seed: u64) -> BypassOptions {
+        BypassOptions::from_seed(seed).with_sql_statements()
+    }
+
+    /// One-shot SQL statements (`--sql-statements`): the rows of each table are the accounts
+    /// and the registers, and faults last twice as long (a non-key update is two messages to
+    /// every partition).
+    pub fn with_sql_statements(mut self) -> BypassOptions {
+        if !self.sql_statements {
+            self.sql_statements = true;
+            self.accounts += self.registers;
+            self.fault_ticks *= 2;
+        }
+        self
+    }
+
+    /// Whether the groups host SQL partition data (either SQL mode).
+    fn sql_data(&self) -> bool {
+        self.sql_transactions || self.sql_statements
+    }
+
     pub fn canary(seed: u64, canary: BypassCanary) -> BypassOptions {
         let mut options = BypassOptions::from_seed(seed);
         options.canary = Some(canary);
+        if canary == BypassCanary::SqlStaleCatalog {
+            options = options.with_sql_statements();
+        }
         if matches!(
             canary,
             BypassCanary::SqlCommitAtOneParticipant
                 | BypassCanary::SqlUnlockedReads
                 | BypassCanary::SqlIgnoreIncarnations
+                | BypassCanary::SqlSkipExecutionOrder
         ) {
             options = options.with_sql_transactions();
         }
@@ -454,7 +498,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={}{}{}{}{}",
+             group_heartbeat={} group_timeout={}{}{}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -481,6 +525,7 @@ impl BypassOptions {
             if self.skyros { " skyros" } else { "" },
             if self.skyros && self.skyros_comm { " comm" } else { "" },
             if self.sql_transactions { " sql" } else { "" },
+            if self.sql_statements { " statements" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
         )
@@ -539,6 +584,8 @@ pub struct BypassStats {
     pub watermark_max: u64,
     /// `--sql-transactions`.
     pub sql: SqlStats,
+    /// `--sql-statements`.
+    pub statements: StatementStats,
 }
 
 pub struct BypassReport {
@@ -843,6 +890,8 @@ pub struct BypassSimulation {
     violation: Option<Violation>,
     /// `--sql-transactions`: the SQL workload's clients and findings.
     sql: Option<sql::SqlState>,
+    /// `--sql-statements`: the one-shot workload's clients, history and findings.
+    statements: Option<statements::StatementState>,
 }
 
 /// Where a key lives on the ring (hash placement, as the `--ecast` mode).
@@ -867,15 +916,17 @@ fn partition_holding(configuration: &Configuration, position: Position) -> Proce
         .expect("every key has a partition")
 }
 
-/// A partition group's node. `sql`: the SQL mode's data, `Some(true)` with the table and the
-/// rows it holds (a group of the first configuration), `Some(false)` empty (a group started by
-/// a keyspace message: copies bring the catalog and rows).
+/// A partition group's node. `sql`: the SQL modes' data, `Some(true)` with the tables and the
+/// rows it holds (a group of the first configuration; `statements`: the one-shot workload's
+/// tables), `Some(false)` empty (a group started by a keyspace message: copies bring the
+/// catalog and rows).
 fn partition_node(
     id: ProcessId,
     accounts: u64,
     settings: PartitionMachineSettings,
     holds: PositionSet,
     sql: Option<bool>,
+    statements: bool,
     forget_transactions: bool,
 ) -> PartitionNode {
     let sql = sql.map(|populated| {
@@ -884,7 +935,11 @@ fn partition_node(
             cluster::payload::KeyPlacement::hash(),
         );
         if populated {
-            for operation in sql::initial_operations(accounts) {
+            let operations = match statements {
+                true => statements::initial_operations(accounts),
+                false => sql::initial_operations(accounts),
+            };
+            for operation in operations {
                 data.execute(&operation);
             }
         }
@@ -978,7 +1033,8 @@ impl BypassSimulation {
                         accounts,
                         machine_settings.clone(),
                         group.arc(),
-                        options.sql_transactions.then_some(true),
+                        options.sql_data().then_some(true),
+                        options.sql_statements,
                         options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
                     )
                 })
@@ -991,7 +1047,8 @@ impl BypassSimulation {
                         accounts,
                         machine_settings.clone(),
                         configuration.ranges_of(id),
-                        options.sql_transactions.then_some(true),
+                        options.sql_data().then_some(true),
+                        options.sql_statements,
                         options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
                     )
                 })
@@ -1082,6 +1139,15 @@ impl BypassSimulation {
             sql: options
                 .sql_transactions
                 .then(|| sql::SqlState::new(options.gateways, options.slots)),
+            statements: options.sql_statements.then(|| {
+                statements::StatementState::new(
+                    options.seed,
+                    options.gateways,
+                    options.slots,
+                    options.accounts,
+                    options.fault_ticks,
+                )
+            }),
             options,
         }
     }
@@ -1183,7 +1249,7 @@ impl BypassSimulation {
         }
         let configurations = &self.configurations;
         // The SQL mode's payloads are not `Txn`s: the per-key order checker sees no keys.
-        let sql_mode = self.sql.is_some();
+        let sql_mode = self.options.sql_data();
         let shares = |routed: &ecast::Routed| {
             let configuration = configurations
                 .get(&routed.routed_under)
@@ -1303,7 +1369,8 @@ impl BypassSimulation {
                 self.options.accounts,
                 self.machine_settings.clone(),
                 PositionSet::empty(),
-                self.options.sql_transactions.then_some(false),
+                self.options.sql_data().then_some(false),
+                self.options.sql_statements,
                 self.options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
             );
             let config = &self.group_configs[&self.options.group_members()];
@@ -1482,6 +1549,10 @@ impl BypassSimulation {
                         pending.sequenced = Some((sequence, timestamp, now + RECALL_TICKS));
                         continue;
                     }
+                    if let Some(sequenced) = self.statement_pending(id) {
+                        *sequenced = Some((sequence, timestamp, now + RECALL_TICKS));
+                        continue;
+                    }
                     if let Some(SlotOp::Multi {
                         sequenced,
                         answered,
@@ -1499,6 +1570,12 @@ impl BypassSimulation {
                 GatewayEffect::Complete { id, completion } => {
                     if self.reconfiguring == Some(id) {
                         self.reconfiguring = None;
+                        continue;
+                    }
+                    if (statements::STATEMENT_ID_BASE..1 << 62).contains(&id)
+                        && self.statements.is_some()
+                    {
+                        self.statements_complete(id, completion);
                         continue;
                     }
                     if (sql::SQL_ID_BASE..1 << 62).contains(&id) && self.sql.is_some() {
@@ -1586,6 +1663,10 @@ impl BypassSimulation {
         self.gateway_step(gateway, GatewayInput::Tick);
         if self.sql.is_some() {
             self.sql_tick(gateway);
+            return;
+        }
+        if self.statements.is_some() {
+            self.statements_tick(gateway);
             return;
         }
         for slot in 0..self.options.slots {
@@ -1794,6 +1875,10 @@ impl BypassSimulation {
             && self.router_state().unstable().is_empty()
             && self.reconfiguring.is_none()
             && self.sql.as_ref().is_none_or(sql::SqlState::settled)
+            && self
+                .statements
+                .as_ref()
+                .is_none_or(statements::StatementState::settled)
             && self.partitions.iter().enumerate().all(|(index, _)| {
                 let machine = self.machine(index);
                 machine.rules().waiting() == 0
@@ -1940,6 +2025,12 @@ impl BypassSimulation {
             if result.is_ok() && self.sql.is_some() {
                 result = self.check_sql();
             }
+            if result.is_ok() && self.statements.is_some() {
+                result = self.check_statements();
+            }
+        }
+        if let Some(statements) = &self.statements {
+            self.stats.statements = statements.stats.clone();
         }
         if let Some(sql) = &self.sql {
             self.stats.sql = sql.stats.clone();
@@ -2014,6 +2105,17 @@ pub fn sweep_mode(seeds: &[u64], canary: Option<BypassCanary>, skyros: bool) -> 
             None => BypassOptions::from_seed(seed),
         };
         options.skyros |= skyros;
+        run(options).result
+    })
+}
+
+/// Runs `seeds` with one-shot SQL statements (`--sql-statements`), under `canary` if any.
+pub fn sweep_statements(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<BypassFailure> {
+    super::sweep_with(seeds, |seed| {
+        let options = match canary {
+            Some(canary) => BypassOptions::canary(seed, canary).with_sql_statements(),
+            None => BypassOptions::statements(seed),
+        };
         run(options).result
     })
 }

@@ -343,7 +343,7 @@ impl BypassSimulation {
             // This partition's share of the transaction, as the application's data expects.
             let configuration = self.configuration_at(delivery.version);
             // (The SQL mode's payloads go whole: each partition executes its share itself.)
-            let txn = match self.sql.is_some() {
+            let txn = match self.options.sql_data() {
                 true => Err(()),
                 false => {
                     postcard::from_bytes::<super::Txn>(&delivery.envelope.payload).map_err(|_| ())

@@ -4,8 +4,10 @@
 //! every gateway runs interactive transactions through the pure transaction driver
 //! (`cluster::transaction_driver`): table locks at every partition first (one E-Cast message),
 //! each statement where its row lives (the bypass: one group's log) or everywhere (an audit,
-//! pinned to the configuration its arcs came from), waits and wait-die deaths as the
-//! partitions answer, and COMMIT or ROLLBACK as one message to every partition. The faults are
+//! pinned to the configuration its arcs came from), waits and deaths (local deadlocks, the
+//! execution-order rule over global transactions) as the partitions answer, `Globalize` when a
+//! transaction reaches a second row's partition, and COMMIT or ROLLBACK as one message to
+//! every partition. The faults are
 //! the mode's: message loss and duplication, router and member crashes and pauses (false
 //! suspicions), Rubberband moves of rows and their open transactions between groups.
 //!
@@ -19,6 +21,9 @@
 //!   different partitions);
 //! - audits: read every row (every partition, one message), whose balances must sum to the
 //!   total, and whose lists are Elle reads.
+//!
+//! A cycle of transactions each waiting for the next (the holder each one's last refusal
+//! named, unchanged for `DEADLOCK_TICKS`) is a deadlock no partition detected: a finding.
 //!
 //! A transaction whose COMMIT's fate is unknown (its message failed in transit) counts as
 //! committed if any value it appended is in the final lists, else as aborted; an append seen
@@ -46,6 +51,10 @@ pub(super) const SQL_ID_BASE: u64 = 1 << 48;
 const SESSION_CRASH_PER_10000: u64 = 3;
 /// A message refused for a configuration change is planned again at most this often.
 const PLANS_MAX: u32 = 8;
+/// A cycle of waits that lasts this long is a deadlock: local cycles die at once and the
+/// execution-order rule forbids the others, while a holder idle this long is not yet judged
+/// abandoned (`abandoned_after_ms`, 300).
+const DEADLOCK_TICKS: u64 = 150;
 
 /// The driver's timing in ticks: patience and abandonment far below the runtime's seconds, so
 /// that runs of a few thousand ticks meet them.
@@ -139,6 +148,8 @@ struct Run {
     audits: Vec<(i64, usize)>,
     /// Unlocked-reads canary: the plain read being sent.
     plain: Option<Send>,
+    /// The holder its last refusal named, and since when it waits for that one.
+    blocked: Option<(u64, u64)>,
 }
 
 /// What a message is for.
@@ -170,8 +181,10 @@ pub struct SqlStats {
     pub started: u64,
     pub committed: u64,
     pub aborted: u64,
-    /// Wait-die deaths and aborts by other gateways (40001).
+    /// Deaths (local deadlocks, the execution-order rule) and aborts by other gateways (40001).
     pub serialization_failures: u64,
+    /// Transactions that became global (their `Globalize` granted everywhere).
+    pub globalized: u64,
     /// Lock waits (a message sent again after a pause).
     pub waits: u64,
     /// Abandoned holders aborted by a waiter.
@@ -191,10 +204,6 @@ pub(super) struct SqlState {
     /// Per gateway, per slot: the transaction running, and until when the slot thinks.
     runs: Vec<Vec<Option<Run>>>,
     idle_until: Vec<Vec<u64>>,
-    /// The begin time a slot's next transaction takes: an aborted one's (the runtime's
-    /// `retry_age`: a retried transaction keeps its age, so it eventually waits instead of
-    /// dying).
-    retry_begin: Vec<Vec<Option<u64>>>,
     pending: BTreeMap<u64, Pending>,
     next_message: u64,
     next_transaction: u64,
@@ -212,7 +221,6 @@ impl SqlState {
         SqlState {
             runs: vec![vec![None; slots]; gateways],
             idle_until: vec![vec![0; slots]; gateways],
-            retry_begin: vec![vec![None; slots]; gateways],
             pending: BTreeMap::new(),
             next_message: SQL_ID_BASE,
             next_transaction: 1,
@@ -297,6 +305,9 @@ impl BypassSimulation {
     }
 
     pub(super) fn sql_tick(&mut self, gateway: usize) {
+        if gateway == 0 {
+            self.sql_find_deadlocks();
+        }
         // Answers of sequenced messages not complete after a while are asked for again from
         // every partition (one that has none does not answer).
         let now = self.now;
@@ -360,6 +371,48 @@ impl BypassSimulation {
         }
     }
 
+    /// A cycle of running transactions each blocked by the next for `DEADLOCK_TICKS`: a
+    /// deadlock no partition detected (a finding, once per cycle).
+    fn sql_find_deadlocks(&mut self) {
+        let now = self.now;
+        let blocked: BTreeMap<u64, (u64, u64)> = self
+            .sql()
+            .runs
+            .iter()
+            .flatten()
+            .flatten()
+            .filter_map(|run| Some((run.txn.id, run.blocked?)))
+            .collect();
+        for start in blocked.keys() {
+            let mut cycle = vec![*start];
+            let mut at = *start;
+            while let Some((holder, since)) = blocked.get(&at) {
+                if now.saturating_sub(*since) < DEADLOCK_TICKS {
+                    break;
+                }
+                if *holder == *start {
+                    // Reported once, from its smallest member.
+                    if cycle.iter().min() == Some(start) {
+                        let ids: Vec<String> = cycle.iter().map(|id| format!("{id:x}")).collect();
+                        let finding = format!(
+                            "a deadlock: transactions {} each wait for the next for {DEADLOCK_TICKS}+ ticks",
+                            ids.join(" → ")
+                        );
+                        if !self.sql().findings.contains(&finding) {
+                            self.sql().findings.push(finding);
+                        }
+                    }
+                    break;
+                }
+                if cycle.contains(holder) || cycle.len() > blocked.len() {
+                    break;
+                }
+                cycle.push(*holder);
+                at = *holder;
+            }
+        }
+    }
+
     fn sql_session_crash(&mut self, gateway: usize, slot: usize) {
         self.sql().stats.session_crashes += 1;
         let committing = self.sql().runs[gateway][slot]
@@ -417,11 +470,8 @@ impl BypassSimulation {
             sql.stats.started += 1;
             ((gateway as u64 + 1) << 40) | sql.next_transaction
         };
-        let begin = self.sql().retry_begin[gateway][slot]
-            .take()
-            .unwrap_or(self.now);
         let run = Run {
-            txn: Transaction::new(id, begin, driver_settings()),
+            txn: Transaction::new(id, self.now, driver_settings()),
             script,
             at: 0,
             waiting: Waiting::Pause(u64::MAX),
@@ -432,6 +482,7 @@ impl BypassSimulation {
             balances: BTreeMap::new(),
             audits: Vec::new(),
             plain: None,
+            blocked: None,
         };
         self.sql().runs[gateway][slot] = Some(run);
         self.sql_next_step(gateway, slot);
@@ -552,6 +603,16 @@ impl BypassSimulation {
     /// when it goes to every partition, else to the keys' positions (the bypass when one
     /// group holds them).
     fn sql_send(&mut self, gateway: usize, slot: usize, send: Send, purpose: Purpose) {
+        if self.options.canary == Some(BypassCanary::SqlSkipExecutionOrder) {
+            let now = self.now;
+            if let Some(run) = self.sql().runs[gateway][slot].as_mut() {
+                if send.operation == store::globalize_operation(run.txn.id) {
+                    // The canary: the transaction is never numbered anywhere, as if granted.
+                    let action = run.txn.outcomes(vec![Outcome::Batch(Vec::new())], now);
+                    return self.sql_act(gateway, slot, action);
+                }
+            }
+        }
         let id = {
             let sql = self.sql();
             sql.next_message += 1;
@@ -689,7 +750,21 @@ impl BypassSimulation {
                         }
                         return self.sql_answered(gateway, slot, outcomes);
                     }
+                    run.blocked = match outcomes
+                        .iter()
+                        .find_map(transaction_driver::transaction_locked)
+                    {
+                        Some((holder, _)) => match run.blocked {
+                            Some((same, since)) if same == holder => Some((holder, since)),
+                            _ => Some((holder, now)),
+                        },
+                        None => None,
+                    };
+                    let globalizing = run.txn.global;
                     let action = run.txn.outcomes(outcomes, now);
+                    if !globalizing && run.txn.global {
+                        self.sql().stats.globalized += 1;
+                    }
                     self.sql_act(gateway, slot, action);
                 }
                 None => {
@@ -772,10 +847,7 @@ impl BypassSimulation {
             history: run.micro,
         };
         match ended {
-            Ended::Aborted => {
-                sql.stats.aborted += 1;
-                sql.retry_begin[gateway][slot] = Some(run.txn.begin_ms);
-            }
+            Ended::Aborted => sql.stats.aborted += 1,
             Ended::Crashed => {}
             Ended::Unknown => {
                 sql.stats.indeterminate += 1;
