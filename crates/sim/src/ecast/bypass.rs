@@ -110,6 +110,23 @@ const LANE_RETRY_TICKS: u64 = 40;
 /// A multi-partition answer missing this long after the gate opened is asked for again.
 const RECALL_TICKS: u64 = 40;
 
+/// The sequenced messages of `sequenced` (pending messages' `(sequence, timestamp, recall_at)`)
+/// whose answers are due to be asked for again at `now`; each one's next recall is set.
+pub(super) fn due_recalls<'a>(
+    sequenced: impl Iterator<Item = &'a mut Option<(Sequence, Timestamp, u64)>>,
+    now: u64,
+) -> Vec<(Sequence, Timestamp)> {
+    sequenced
+        .filter_map(|sequenced| match sequenced {
+            Some((sequence, timestamp, recall_at)) if *recall_at <= now => {
+                *recall_at = now + RECALL_TICKS;
+                Some((*sequence, *timestamp))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// A deliberately broken variant (hidden, test-only); each must be caught by a checker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BypassCanary {
@@ -1193,6 +1210,24 @@ impl BypassSimulation {
         self.configurations
             .get(&version)
             .unwrap_or_else(|| self.current())
+    }
+
+    /// Asks every partition again for the answers of `due` (`due_recalls`) on behalf of
+    /// `gateway` (one that has none does not answer).
+    pub(super) fn send_recalls(&mut self, gateway: usize, due: Vec<(Sequence, Timestamp)>) {
+        for (sequence, timestamp) in due {
+            for index in 0..self.partitions.len() {
+                self.send(
+                    Node::Gateway(gateway),
+                    Node::Partition(index),
+                    Msg::Recall {
+                        timestamp,
+                        gateway,
+                        sequence,
+                    },
+                );
+            }
+        }
     }
 
     fn send(&mut self, from: Node, to: Node, message: Msg) {

@@ -311,32 +311,15 @@ impl BypassSimulation {
         // Answers of sequenced messages not complete after a while are asked for again from
         // every partition (one that has none does not answer).
         let now = self.now;
-        let due: Vec<(ecast::Sequence, ecast::Timestamp)> = self
-            .sql()
-            .pending
-            .values_mut()
-            .filter(|pending| pending.gateway == gateway)
-            .filter_map(|pending| match &mut pending.sequenced {
-                Some((sequence, timestamp, recall_at)) if *recall_at <= now => {
-                    *recall_at = now + super::RECALL_TICKS;
-                    Some((*sequence, *timestamp))
-                }
-                _ => None,
-            })
-            .collect();
-        for (sequence, timestamp) in due {
-            for index in 0..self.partitions.len() {
-                self.send(
-                    super::Node::Gateway(gateway),
-                    super::Node::Partition(index),
-                    super::Msg::Recall {
-                        timestamp,
-                        gateway,
-                        sequence,
-                    },
-                );
-            }
-        }
+        let due = super::due_recalls(
+            self.sql()
+                .pending
+                .values_mut()
+                .filter(|pending| pending.gateway == gateway)
+                .map(|pending| &mut pending.sequenced),
+            now,
+        );
+        self.send_recalls(gateway, due);
         for slot in 0..self.options.slots {
             let run = self.sql().runs[gateway][slot].clone();
             match run {
