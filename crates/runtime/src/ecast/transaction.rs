@@ -478,8 +478,8 @@ pub(super) async fn execute_one(
         let outcome = match attempt {
             // Every key it pops from is an older blocked client's: nothing for it yet.
             None => Outcome::Value(None),
-            Some(command) => match run(jobs, std::slice::from_ref(&command), &[]).await {
-                Ok(mut outcomes) => outcomes.remove(0),
+            Some(command) => match attempt_once(jobs, command, blocked.is_some()).await {
+                Ok(outcome) => outcome,
                 Err(TransactionError::Store(error)) => return Value::Error(error.reply_text()),
                 Err(TransactionError::Watched) => unreachable!("nothing was watched"),
             },
@@ -514,6 +514,96 @@ pub(super) async fn execute_one(
         }
         pending.command = pending.command.unstamped().clone();
         pending.stamp(crate::os::unix_now_ms());
+    }
+}
+
+/// One attempt of a blocking command: its outcome. Once the command has blocked, a source key
+/// that holds another type does not answer it: Redis wakes a blocked pop only for a key of the
+/// type it pops, so a MULTI that pushes, deletes and SETs the key leaves it blocked, and
+/// `BLPOP k1 k2` with k1 now a string is served from k2. After a WRONGTYPE the attempt runs
+/// again with the source keys' types read atomically with it; sources of another type are left
+/// out (none left: it found nothing). A WRONGTYPE that remains comes from the destination
+/// (BLMOVE into a string), which Redis answers with the error.
+async fn attempt_once(
+    jobs: &mpsc::Sender<Job>,
+    command: Command,
+    blocked: bool,
+) -> Result<Outcome, TransactionError> {
+    let first = run(jobs, std::slice::from_ref(&command), &[])
+        .await?
+        .remove(0);
+    if !blocked || first != Outcome::Error(KvError::WrongType) {
+        return Ok(first);
+    }
+    let Some(expected) = popped_type(&command) else {
+        return Ok(first);
+    };
+    let now_ms = match &command {
+        Command::At { now_ms, .. } => Some(*now_ms),
+        _ => None,
+    };
+    let mut command = command;
+    loop {
+        let sources = source_keys(&command);
+        let mut commands: Vec<Command> = sources
+            .iter()
+            .map(|key| {
+                let read = Command::Type { key: key.clone() };
+                match now_ms {
+                    Some(now_ms) => read.stamped(now_ms),
+                    None => read,
+                }
+            })
+            .collect();
+        commands.push(command.clone());
+        let mut outcomes = run(jobs, &commands, &[]).await?;
+        let outcome = outcomes.pop().expect("one outcome per command");
+        let other: Vec<&Vec<u8>> = sources
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, kind)| match kind {
+                Outcome::Value(Some(name)) => name != b"none" && name != expected.as_bytes(),
+                _ => false,
+            })
+            .map(|(key, _)| key)
+            .collect();
+        if other.is_empty() {
+            return Ok(outcome);
+        }
+        let excluded = |key: &[u8]| other.iter().any(|other| other.as_slice() == key);
+        let restricted = match &command {
+            Command::At { now_ms, command } => match command.as_ref() {
+                Command::Keys(operation) => {
+                    operation
+                        .without_sources(&excluded)
+                        .map(|operation| Command::At {
+                            now_ms: *now_ms,
+                            command: Box::new(Command::Keys(operation)),
+                        })
+                }
+                _ => None,
+            },
+            Command::Keys(operation) => operation.without_sources(&excluded).map(Command::Keys),
+            _ => None,
+        };
+        match restricted {
+            Some(restricted) => command = restricted,
+            None => return Ok(Outcome::Value(None)),
+        }
+    }
+}
+
+/// The type a blocking command pops from its source keys (TYPE's name), if it pops.
+fn popped_type(command: &Command) -> Option<&'static str> {
+    match command.unstamped() {
+        Command::Keys(KeysOperation::ListPop { .. } | KeysOperation::ListMove { .. }) => {
+            Some("list")
+        }
+        Command::Keys(KeysOperation::SortedPop { .. } | KeysOperation::SortedMultiPop { .. }) => {
+            Some("zset")
+        }
+        Command::Keys(KeysOperation::StreamRead { .. }) => Some("stream"),
+        _ => None,
     }
 }
 
