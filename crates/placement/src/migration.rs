@@ -1729,8 +1729,8 @@ pub fn foreseen_incoming(
         .collect()
 }
 
-// A sibling file, not `migration/tests.rs`: `crates/ecast/tests/no_io_dependencies.rs` reads
-// every file of `placement/src` and expects no folders.
+// A sibling file, not `migration/tests.rs` (the purity check, `crates/cluster/tests/purity.rs`,
+// reads every file of `placement/src`, folders included).
 #[cfg(test)]
 #[path = "migration_tests.rs"]
 mod tests;

@@ -5,7 +5,7 @@
 //! an `engine::Command`. Results are the front end's own outcome bytes. Both halves are
 //! deterministic, so the pair is; a snapshot is both halves' snapshots.
 //!
-//! The crate is pure (`tests/purity.rs`): the runtime replicates it over TCP and the simulator
+//! The crate is pure (`crates/cluster/tests/purity.rs`): the runtime replicates it over TCP and the simulator
 //! (`crates/sim`) replicates the same type, so a seed exercises exactly what a node runs.
 //!
 //! The RESP namespace's strings are also a SQL table: `kv (key BYTEA PRIMARY KEY, value BYTEA
