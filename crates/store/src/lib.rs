@@ -304,8 +304,8 @@ impl Store {
 
     /// Runs a command's share (or, `Share::DryRun`, its dry run), unless it writes a table a
     /// two-phase statement holds. A statement's commit (`Share::Commit`) runs whatever holds
-    /// are recorded: its own hold is gone, and any other statement recorded since voted `Busy`
-    /// everywhere (this one held the tables), so it will abort.
+    /// are recorded: its own hold is gone, and no other statement holding its tables was
+    /// recorded since (a prepare meeting this one's hold was refused and recorded nothing).
     fn run_share(
         &mut self,
         command: engine::Command,
@@ -337,8 +337,15 @@ impl Store {
     }
 
     /// The first phase: the vote (a dry run of the share, or `Busy` if another statement
-    /// holds one of its tables), and the statement recorded whatever the vote, so that every
-    /// partition holds its tables until the decision.
+    /// holds one of its tables). Unless the vote is that `Busy`, the statement is recorded
+    /// whatever the vote, so that every partition holds its tables until the decision.
+    ///
+    /// A statement refused because another holds its tables holds nothing: the holds are the
+    /// same on every partition at every point of the order, so it is refused by every
+    /// partition and its decision is an abort. Were it recorded, each such statement would
+    /// hold the tables until its own abort, refusing the next writer's prepare, which would
+    /// hold them in turn: under steady contention the tables would never be free, and no
+    /// write to them would ever run (the livelock of seeds 797 and 835, `docs/TESTING.md`).
     fn prepare(&mut self, body: &[u8], held: &impl Fn(&[u8]) -> bool) -> engine::Outcome {
         let Ok((statement, bytes)) = postcard::from_bytes::<(u64, Vec<u8>)>(body) else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
@@ -347,7 +354,20 @@ impl Store {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
         let tables = prepared::written_tables(&command);
+        if let Some((table, holder)) = self.prepared.holder(tables.iter().map(String::as_str)) {
+            return engine::Outcome::Error(engine::EngineError::Busy {
+                table,
+                statement: holder,
+            });
+        }
         let vote = self.run_share(command, held, Share::DryRun);
+        assert!(
+            !matches!(
+                vote,
+                engine::Outcome::Error(engine::EngineError::Busy { .. })
+            ),
+            "no statement holds its tables: the vote is not Busy"
+        );
         self.prepared.record(
             statement,
             prepared::Statement {

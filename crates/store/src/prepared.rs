@@ -10,7 +10,9 @@
 //!    would answer, nothing written) and records the statement, which from then on *holds* the
 //!    tables it writes: every other write to them, on any partition, is refused
 //!    (`EngineError::Busy`) and retried by its gateway; reads go on, and see the tables as
-//!    they were;
+//!    they were. A prepare meeting such a hold votes `Busy` and records nothing (it aborts
+//!    for certain; recorded, it would hold the tables against the next writer's prepare, and
+//!    under steady contention a chain of refused prepares would keep them held for ever);
 //! 2. *decide*: commit if every vote succeeded, else abort. A commit runs each partition's
 //!    share for real, over the same rows the votes saw (no write reached them in between), so
 //!    it succeeds; either way the statement stops holding its tables.
@@ -251,24 +253,27 @@ mod tests {
                 outcome(store.execute_share(&read, |_| true)),
                 Outcome::Executed(Ok(_))
             ));
-            // A second statement's prepare votes Busy, and holds t too.
+            // A second statement's prepare votes Busy, and holds nothing.
             let other =
                 prepare_operation(42, &sql_operation(&Command::Execute(insert(&[(20, 1)]))));
             assert!(matches!(
                 outcome(store.execute_share(&other, |_| true)),
                 Outcome::Error(EngineError::Busy { statement: 41, .. })
             ));
-            assert_eq!(store.prepared.len(), 2);
+            assert_eq!(store.prepared.len(), 1);
         }
         // Both are aborted: nothing changed, t is free, a second decision finds nothing.
         for store in [&mut even, &mut odd] {
-            for statement in [41, 42] {
-                let abort = decide_operation(statement, false);
-                assert_eq!(
-                    outcome(store.execute_share(&abort, |_| true)),
-                    Outcome::Batch(Vec::new())
-                );
-            }
+            let abort = decide_operation(41, false);
+            assert_eq!(
+                outcome(store.execute_share(&abort, |_| true)),
+                Outcome::Batch(Vec::new())
+            );
+            // The refused statement was never recorded: its abort finds nothing to decide.
+            assert!(matches!(
+                outcome(store.execute_share(&decide_operation(42, false), |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 42, ref table }) if table.is_empty()
+            ));
             assert!(matches!(
                 outcome(store.execute_share(&decide_operation(41, true), |_| true)),
                 Outcome::Error(EngineError::Busy { statement: 41, .. })
@@ -318,10 +323,11 @@ mod tests {
             Outcome::Executed(Ok(engine::Output::Inserted { count: 1 }))
         ));
         assert_eq!(rows_of(&even).len(), 4);
-        assert_eq!(
+        // The refused statement recorded nothing: its abort finds nothing to decide.
+        assert!(matches!(
             outcome(even.execute_share(&decide_operation(9, false), held_even)),
-            Outcome::Batch(Vec::new())
-        );
+            Outcome::Error(EngineError::Busy { statement: 9, .. })
+        ));
         assert!(even.prepared.is_empty());
         assert_eq!(rows_of(&restored).len(), 3);
         // A duplicate key in one partition fails the vote there.
@@ -338,5 +344,70 @@ mod tests {
             table: "t".into(),
             predicate: None
         })));
+    }
+    /// Seeds 797 and 835 of `sim --ecast --partitions vr --sql-statements`: writers contending
+    /// for one table in two phases. When a refused prepare held the table until its own abort,
+    /// the next writer's prepare, ordered between the holder's decision and that abort, was
+    /// refused in turn and held the table in turn, and so on for as long as writers came: no
+    /// write to the table ever ran again. A refused prepare holds nothing, so the first prepare
+    /// after the holder's decision finds the table free, whatever refused prepares are
+    /// still to be aborted.
+    #[test]
+    fn a_prepare_after_the_holders_decision_runs_while_refused_prepares_await_their_aborts() {
+        let (mut even, mut odd) = partitions();
+        let prepare = |statement: u64, id: i64| {
+            prepare_operation(
+                statement,
+                &sql_operation(&Command::Execute(insert(&[(id, 1)]))),
+            )
+        };
+        for store in [&mut even, &mut odd] {
+            // The global order at every partition: P1, P2, D1 (commit), P3, D2 (abort), P4,
+            // D3 (commit), D4 (abort).
+            let first = outcome(store.execute_share(&prepare(1, 100), |_| true));
+            assert!(matches!(first, Outcome::Executed(Ok(_))), "{first:?}");
+            assert!(matches!(
+                outcome(store.execute_share(&prepare(2, 102), |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 1, .. })
+            ));
+            assert_eq!(store.prepared.len(), 1, "the refused prepare holds nothing");
+            let committed = outcome(store.execute_share(&decide_operation(1, true), |_| true));
+            assert!(
+                matches!(committed, Outcome::Executed(Ok(_))),
+                "{committed:?}"
+            );
+            assert!(store.prepared.is_empty());
+            // Statement 2 is not aborted yet, and the table is free: statement 3 votes yes.
+            let third = outcome(store.execute_share(&prepare(3, 104), |_| true));
+            assert!(matches!(third, Outcome::Executed(Ok(_))), "{third:?}");
+            assert!(matches!(
+                outcome(store.execute_share(&decide_operation(2, false), |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 2, .. })
+            ));
+            // Statement 3 holds the table against statement 4 until its own decision.
+            assert!(matches!(
+                outcome(store.execute_share(&prepare(4, 106), |_| true)),
+                Outcome::Error(EngineError::Busy { statement: 3, .. })
+            ));
+            let committed = outcome(store.execute_share(&decide_operation(3, true), |_| true));
+            assert!(
+                matches!(committed, Outcome::Executed(Ok(_))),
+                "{committed:?}"
+            );
+            store.execute_share(&decide_operation(4, false), |_| true);
+            assert!(store.prepared.is_empty());
+            let ids: Vec<i64> = rows_of(store)
+                .iter()
+                .filter_map(|row| match row[0] {
+                    Value::BigInt(id) if id >= 100 => Some(id),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                ids,
+                vec![100, 104],
+                "the committed statements ran, the refused not"
+            );
+        }
     }
 }
