@@ -142,6 +142,25 @@ fn is_conflict(error: &tokio_postgres::Error) -> bool {
         .is_some_and(|db| matches!(db.code().code(), "40001" | "40P01" | "55P03"))
 }
 
+/// Why a conflict aborted a transaction, from its SQLSTATE and Tessera's message
+/// (`engine::EngineError`'s texts); PostgreSQL's own conflicts fall in the last three.
+fn abort_cause(error: &tokio_postgres::Error) -> &'static str {
+    let Some(db) = error.as_db_error() else {
+        return "other";
+    };
+    let message = db.message();
+    match db.code().code() {
+        "40001" if message.contains("deadlock detected") => "deadlock",
+        "40001" if message.contains("execution-order rule") => "execution-order",
+        "40001" if message.contains("held locks another statement waited for") => "abandoned",
+        "40001" => "serialization (other)",
+        "40P01" => "deadlock (40P01)",
+        "55P03" if message.contains("is not decided yet") => "busy two-phase statement",
+        "55P03" => "lock wait patience",
+        _ => "other",
+    }
+}
+
 pub fn run(arguments: TpccArguments) -> anyhow::Result<()> {
     if arguments.hosts.is_empty() || arguments.warehouses == 0 || arguments.chunk == 0 {
         bail!("--hosts, --warehouses and --chunk must be non-empty and positive");
@@ -299,6 +318,10 @@ struct Counters {
 struct Tally {
     latency: BTreeMap<Kind, Histogram<u64>>,
     aborts: BTreeMap<Kind, u64>,
+    /// Aborts by cause (`abort_cause`).
+    causes: BTreeMap<&'static str, u64>,
+    /// Time spent in attempts that aborted, and in the pauses before their retries (µs).
+    aborted_us: u64,
     rolled_back: u64,
     errors: u64,
     error_sample: Option<String>,
@@ -313,6 +336,8 @@ impl Tally {
         Tally {
             latency: Kind::ALL.iter().map(|kind| (*kind, histogram())).collect(),
             aborts: Kind::ALL.iter().map(|kind| (*kind, 0)).collect(),
+            causes: BTreeMap::new(),
+            aborted_us: 0,
             rolled_back: 0,
             errors: 0,
             error_sample: None,
@@ -330,6 +355,10 @@ impl Tally {
         for (kind, aborts) in other.aborts {
             *self.aborts.get_mut(&kind).expect("every kind") += aborts;
         }
+        for (cause, aborts) in other.causes {
+            *self.causes.entry(cause).or_default() += aborts;
+        }
+        self.aborted_us += other.aborted_us;
         self.rolled_back += other.rolled_back;
         self.errors += other.errors;
         if self.error_sample.is_none() {
@@ -364,19 +393,27 @@ async fn terminal(
         let mut attempts = 0;
         let outcome = loop {
             attempts += 1;
+            let attempt_started = Instant::now();
             match transactions::execute(&client, &input, &arguments.isolation).await {
                 Ok(ended) => break Ok(ended),
                 Err(failure) => {
                     let _ = client.simple_query("ROLLBACK").await;
-                    let conflict = matches!(&failure, Failure::Server(error) if is_conflict(error));
-                    if conflict && attempts < ATTEMPTS_MAX && !client.is_closed() {
-                        if Instant::now() >= measure_from {
-                            *tally.aborts.get_mut(&kind).expect("every kind") += 1;
-                            counters.aborts.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let conflict = match &failure {
+                        Failure::Server(error) if is_conflict(error) => Some(abort_cause(error)),
+                        _ => None,
+                    };
+                    if let (Some(cause), true, false) =
+                        (conflict, attempts < ATTEMPTS_MAX, client.is_closed())
+                    {
                         // A short pause lets the older transaction that won finish.
                         let pause = prng.range_inclusive(0, 2 * u64::from(attempts.min(10)));
                         tokio::time::sleep(Duration::from_millis(pause)).await;
+                        if attempt_started >= measure_from {
+                            *tally.aborts.get_mut(&kind).expect("every kind") += 1;
+                            *tally.causes.entry(cause).or_default() += 1;
+                            tally.aborted_us += attempt_started.elapsed().as_micros() as u64;
+                            counters.aborts.fetch_add(1, Ordering::Relaxed);
+                        }
                         continue;
                     }
                     break Err(failure);
@@ -521,6 +558,32 @@ fn report(arguments: &TpccArguments, tally: &Tally) -> anyhow::Result<()> {
             None => String::new(),
         }
     );
+    let causes: Vec<String> = tally
+        .causes
+        .iter()
+        .map(|(cause, aborts)| format!("{cause} {aborts}"))
+        .collect();
+    let busy_us: u64 = tally
+        .latency
+        .values()
+        .map(|histogram| {
+            histogram
+                .iter_recorded()
+                .map(|v| v.value_iterated_to() * v.count_at_value())
+                .sum::<u64>()
+        })
+        .sum();
+    println!(
+        "  aborts by cause: {}; time in aborted attempts and their pauses {:.1} s of {:.1} s \
+         spent in measured transactions",
+        if causes.is_empty() {
+            "none".to_string()
+        } else {
+            causes.join(", ")
+        },
+        tally.aborted_us as f64 / 1e6,
+        busy_us as f64 / 1e6,
+    );
     let mut kinds = Vec::new();
     for kind in Kind::ALL {
         let histogram = &tally.latency[&kind];
@@ -555,7 +618,7 @@ fn report(arguments: &TpccArguments, tally: &Tally) -> anyhow::Result<()> {
              \"items\":{},\"customers\":{},\"isolation\":\"{}\",\"seconds\":{seconds},\
              \"tpmc\":{tpmc:.1},\"transactions_per_second\":{:.3},\"completed\":{completed},\
              \"aborts\":{aborts},\"abort_rate\":{abort_rate:.5},\"rolled_back\":{},\
-             \"errors\":{},\"error_sample\":{},\"kinds\":{{{}}}}}",
+             \"errors\":{},\"error_sample\":{},\"abort_causes\":{{{}}},\"kinds\":{{{}}}}}",
             arguments.label,
             arguments.warehouses,
             arguments.terminals,
@@ -569,6 +632,12 @@ fn report(arguments: &TpccArguments, tally: &Tally) -> anyhow::Result<()> {
                 Some(sample) => format!("{sample:?}"),
                 None => "null".to_string(),
             },
+            tally
+                .causes
+                .iter()
+                .map(|(cause, aborts)| format!("{cause:?}:{aborts}"))
+                .collect::<Vec<_>>()
+                .join(","),
             kinds.join(",")
         ),
     )

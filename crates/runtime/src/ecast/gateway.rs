@@ -232,7 +232,11 @@ pub(crate) fn start(
     listener: TcpListener,
     status: Arc<GatewayStatus>,
     security: Arc<crate::security::Security>,
-) -> (mpsc::UnboundedSender<Frame>, mpsc::Sender<Job>) {
+) -> (
+    mpsc::UnboundedSender<Frame>,
+    mpsc::Sender<Job>,
+    Arc<super::pubsub::Hub>,
+) {
     let (frames, frame_receiver) = mpsc::unbounded_channel();
     let (jobs, job_receiver) = mpsc::channel::<Job>(65_536);
     let id = super::gateway_sender(storage, random_u64());
@@ -327,9 +331,9 @@ pub(crate) fn start(
         storage,
         status,
         security,
-        hub,
+        hub.clone(),
     ));
-    (frames, jobs)
+    (frames, jobs, hub)
 }
 
 /// The tokio driver of one `ecast::Gateway`: frames and jobs in, frames and replies out.
@@ -824,6 +828,10 @@ impl GatewayTask {
             }
             Frame::Published { id, receivers, .. } => {
                 self.hub.on_published(id, receivers);
+                return None;
+            }
+            Frame::TransactionsEnded { ids } => {
+                self.hub.on_transactions_ended(&ids);
                 return None;
             }
             Frame::NotifyFlags { flags } => {

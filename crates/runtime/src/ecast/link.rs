@@ -500,6 +500,12 @@ pub enum Frame {
     ///     `notify-keyspace-events` after a CONFIG SET through it (`pubsub::Hub`), so that
     ///     writes coordinated elsewhere notify by it at once.
     NotifyFlags { flags: i64 },
+    /// 34. Gateway to every other storage process (for its gateway): these interactive SQL
+    ///     transactions just ended (the gateway's end message was answered), so statements
+    ///     waiting for their locks are sent again now rather than at their next poll
+    ///     (`pubsub::Hub::transaction_ended`). A hint: the partitions decide, a lost frame
+    ///     only delays a waiter to its next poll.
+    TransactionsEnded { ids: Vec<u64> },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

@@ -129,7 +129,15 @@ pub(crate) struct Hub {
     /// Whether `notify_flags` was read from the cluster (or is being read) since the process
     /// started: done once, at the first write this gateway coordinates (`Notifier::notify`).
     configured: std::sync::atomic::AtomicBool,
+    /// Interactive SQL transactions that ended, here or at another storage process's gateway
+    /// (`Frame::TransactionsEnded`): wakes this process's statements that wait for their
+    /// locks (`sql::Waiter`). A hint, not a decision: the partitions' replicated state decides
+    /// every lock, and a waiter that misses a wake-up polls as before.
+    ended: tokio::sync::broadcast::Sender<u64>,
 }
+
+/// How many ended transactions a waiter may fall behind before it is woken to look again.
+const ENDED_BUFFER: usize = 1024;
 
 #[derive(Default)]
 struct HubState {
@@ -168,7 +176,30 @@ impl Hub {
             notify_flags: std::sync::atomic::AtomicI64::new(0),
             expiries_until_ms: AtomicU64::new(0),
             configured: std::sync::atomic::AtomicBool::new(false),
+            ended: tokio::sync::broadcast::channel(ENDED_BUFFER).0,
         }
+    }
+
+    /// A transaction this gateway ended (its end message was answered): wakes the waiters
+    /// here and at every other storage process.
+    pub(crate) fn transaction_ended(&self, id: u64) {
+        let _ = self.ended.send(id);
+        for peer in &self.peers {
+            let frame = Frame::TransactionsEnded { ids: vec![id] };
+            self.links.send(*peer, frame);
+        }
+    }
+
+    /// `Frame::TransactionsEnded` from another process's gateway.
+    pub(crate) fn on_transactions_ended(&self, ids: &[u64]) {
+        for id in ids {
+            let _ = self.ended.send(*id);
+        }
+    }
+
+    /// The transactions that end from now on (`transaction_ended`), for one waiter.
+    pub(crate) fn ended_receiver(&self) -> tokio::sync::broadcast::Receiver<u64> {
+        self.ended.subscribe()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {

@@ -23,6 +23,7 @@
 //! (0A000) here rather than answered from one partition's keys.
 
 use super::gateway::{Job, Work};
+use super::stats;
 use crate::pg::{RoutedBackend, TransactionBackend, TransactionContext};
 use crate::sql_backend::{BackendError, SqlBackend};
 use ecast::Isolation;
@@ -129,13 +130,14 @@ impl RowIds {
     }
 }
 
-/// A storage process's `SqlBackend`: its gateway task, the last catalog read, and its hidden
-/// row ids.
+/// A storage process's `SqlBackend`: its gateway task, the last catalog read, its hidden
+/// row ids, and its pub/sub hub (transactions' ends wake waiters, `Waiter`).
 #[derive(Clone)]
 pub struct ClusterBackend {
     jobs: mpsc::Sender<Job>,
     catalog: Arc<Mutex<Option<(u64, sql::MemoryCatalog)>>>,
     row_ids: Arc<Mutex<RowIds>>,
+    hub: Option<Arc<super::pubsub::Hub>>,
 }
 
 impl ClusterBackend {
@@ -144,6 +146,34 @@ impl ClusterBackend {
             jobs,
             catalog: Arc::new(Mutex::new(None)),
             row_ids: Arc::new(Mutex::new(RowIds::new())),
+            hub: None,
+        }
+    }
+
+    /// Tells the storage processes' gateways through `hub` when this gateway's transactions
+    /// end, and wakes its waiting statements when any transaction they wait for ends.
+    pub(crate) fn with_hub(mut self, hub: Arc<super::pubsub::Hub>) -> ClusterBackend {
+        self.hub = Some(hub);
+        self
+    }
+
+    /// A waiter for this gateway's statements, woken by ends if there is a hub (and
+    /// `TESSERA_SQL_WAITS_POLL`, a measurement switch, does not ask for polling alone).
+    fn waiter(&self, patience: Duration) -> Waiter {
+        static POLL_ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let poll_only =
+            *POLL_ONLY.get_or_init(|| std::env::var_os("TESSERA_SQL_WAITS_POLL").is_some());
+        let ended = match (&self.hub, poll_only) {
+            (Some(hub), false) => Some(hub.ended_receiver()),
+            _ => None,
+        };
+        Waiter::new(patience, ended)
+    }
+
+    /// Wakes the statements, here and at every other gateway, that wait for `transaction`.
+    fn ended(&self, transaction: u64) {
+        if let Some(hub) = &self.hub {
+            hub.transaction_ended(transaction);
         }
     }
 
@@ -176,6 +206,21 @@ impl ClusterBackend {
             Ok(Outcome::Foreign(bytes)) => decode_answers(&bytes).ok_or(BackendError::Unavailable),
             _ => Err(BackendError::Unavailable),
         }
+    }
+
+    /// `run` for a transaction's message, counted in `stats` under its class (messages sent
+    /// and the time their answers took).
+    async fn run_counted(
+        &self,
+        class: (&stats::Counter, &stats::Counter),
+        operation: Vec<u8>,
+        route: SqlRoute,
+    ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
+        let started = Instant::now();
+        let answers = self.run(operation, false, route, false).await;
+        class.0.add(1);
+        class.1.add(started.elapsed().as_micros() as u64);
+        answers
     }
 
     /// Gives the rows of an insert routed `NewRowIds` their hidden row ids; the routing that
@@ -279,7 +324,7 @@ impl RoutedBackend for ClusterBackend {
         let started = Instant::now();
         let mut blocked: Option<(u64, Instant)> = None;
         let mut pause = Duration::from_millis(5);
-        let mut waiter = Waiter::new(LOCK_WAIT_MAX);
+        let mut waiter = self.waiter(LOCK_WAIT_MAX);
         loop {
             let answers = self
                 .run(operation.clone(), read, route.clone(), fallible)
@@ -380,11 +425,13 @@ impl ClusterBackend {
         transaction: &mut TransactionContext,
     ) -> Result<Option<Vec<(String, engine::Outcome)>>, BackendError> {
         let operation = store::globalize_operation(transaction.id);
-        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        let class = (&stats::SQL_GLOBALIZES, &stats::SQL_GLOBALIZE_US);
+        let outcomes = decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
         if outcomes
             .iter()
             .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
         {
+            stats::SQL_DEATHS.add(1);
             return Ok(Some(deaths_first(outcomes)));
         }
         transaction.global = true;
@@ -501,7 +548,7 @@ impl TransactionBackend for ClusterBackend {
             }
         }
         if !lacking.is_empty() {
-            let mut waiter = Waiter::new(patience);
+            let mut waiter = self.waiter(patience);
             loop {
                 let operation = store::lock_operation(&store::transactions::LockRequest {
                     transaction: transaction.id,
@@ -510,9 +557,11 @@ impl TransactionBackend for ClusterBackend {
                     locks: lacking.clone(),
                     nowait: patience.is_zero(),
                 });
+                let class = (&stats::SQL_TABLE_LOCKS, &stats::SQL_TABLE_LOCK_US);
                 let outcomes =
-                    decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+                    decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
                 if dies(&outcomes) {
+                    stats::SQL_DEATHS.add(1);
                     return Ok(deaths_first(outcomes));
                 }
                 if waiter.wait(self, &outcomes).await {
@@ -541,7 +590,7 @@ impl TransactionBackend for ClusterBackend {
         if let Err(refusal) = cluster::limits::check_statement_size(&encoded) {
             return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
         }
-        let mut waiter = Waiter::new(patience);
+        let mut waiter = self.waiter(patience);
         loop {
             let operation =
                 store::transaction_operation(&store::transactions::TransactionStatement {
@@ -555,8 +604,11 @@ impl TransactionBackend for ClusterBackend {
                     savepoint: transaction.savepoint,
                     skip_locked,
                 });
-            let outcomes = decode_outcomes(self.run(operation, false, route.clone(), false).await?);
+            let class = (&stats::SQL_STATEMENTS, &stats::SQL_STATEMENT_US);
+            let outcomes =
+                decode_outcomes(self.run_counted(class, operation, route.clone()).await?);
             if dies(&outcomes) {
+                stats::SQL_DEATHS.add(1);
                 return Ok(self.answered_once(&command, deaths_first(outcomes)));
             }
             if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
@@ -574,7 +626,9 @@ impl TransactionBackend for ClusterBackend {
             return Ok(None); // Nothing was sent: no partition knows it.
         }
         let operation = store::end_operation(transaction.id, commit, true);
-        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
+        let class = (&stats::SQL_ENDS, &stats::SQL_END_US);
+        let outcomes = decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
+        self.ended(transaction.id);
         Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
             engine::Outcome::Error(error) => Some(error),
             _ => None,
@@ -636,22 +690,77 @@ fn now_ms() -> u64 {
 /// sent again after a growing pause, for at most `patience`; a holder that has shown no new
 /// statement for `TRANSACTION_ABANDONED_AFTER` while this one waited (its gateway may be
 /// gone) is aborted with the ordered end message.
+///
+/// With the process's hub, a pause ends early when the transaction the refusal named ends
+/// (its gateway says so, `pubsub::Hub::transaction_ended`); the pause, which then only covers
+/// a missed hint or a holder that is not the only one, grows to `WOKEN_PAUSE_MAX`.
 struct Waiter {
     started: Instant,
     patience: Duration,
     pause: Duration,
     /// The holder waited for, its last stamp, and since when (this gateway's clock).
     holder: Option<(u64, u64, Instant)>,
+    /// Transactions ended since this waiter was made (subscribed before its first message, so
+    /// an end between a refusal and the pause is not missed).
+    ended: Option<tokio::sync::broadcast::Receiver<u64>>,
 }
 
+/// The longest pause between two tries of a statement that waits for a lock, without and with
+/// wake-ups on the holder's end.
+const POLL_PAUSE_MAX: Duration = Duration::from_millis(50);
+const WOKEN_PAUSE_MAX: Duration = Duration::from_millis(200);
+
 impl Waiter {
-    fn new(patience: Duration) -> Waiter {
+    fn new(patience: Duration, ended: Option<tokio::sync::broadcast::Receiver<u64>>) -> Waiter {
         Waiter {
             started: Instant::now(),
             patience,
             pause: Duration::from_millis(2),
             holder: None,
+            ended,
         }
+    }
+
+    /// Pauses before the next try: `pause`, or until `holder` ends (true: woken by its end).
+    async fn pause_for(&mut self, holder: u64) -> bool {
+        let pause = self.pause;
+        let most = if self.ended.is_some() {
+            WOKEN_PAUSE_MAX
+        } else {
+            POLL_PAUSE_MAX
+        };
+        self.pause = (self.pause * 2).min(most);
+        stats::SQL_LOCK_WAITS.add(1);
+        let started = Instant::now();
+        let woken = match &mut self.ended {
+            None => {
+                tokio::time::sleep(pause).await;
+                false
+            }
+            Some(ended) => {
+                let deadline = tokio::time::Instant::now() + pause;
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(deadline) => break false,
+                        received = ended.recv() => match received {
+                            Ok(id) if id == holder => break true,
+                            Ok(_) => continue,
+                            // Fell behind: the holder may have ended; look again.
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break true,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                tokio::time::sleep_until(deadline).await;
+                                break false;
+                            }
+                        },
+                    }
+                }
+            }
+        };
+        stats::SQL_LOCK_PAUSE_US.add(started.elapsed().as_micros() as u64);
+        if woken {
+            stats::SQL_WAITS_WOKEN.add(1);
+        }
+        woken
     }
 
     /// Whether to send a transaction's message again (after a pause, taken here): a two-phase
@@ -663,6 +772,7 @@ impl Waiter {
         {
             return false;
         }
+        stats::SQL_BUSY_WAITS.add(1);
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(Duration::from_millis(50));
         true
@@ -682,6 +792,7 @@ impl Waiter {
             return false;
         };
         if self.started.elapsed() > self.patience {
+            stats::SQL_PATIENCE_SPENT.add(1);
             return false;
         }
         match self.holder {
@@ -693,13 +804,14 @@ impl Waiter {
                     ));
                     let abort = store::end_operation(transaction, false, false);
                     let _ = backend.run(abort, false, SqlRoute::Every, false).await;
+                    backend.ended(transaction);
+                    stats::SQL_ABANDONED_ABORTS.add(1);
                     self.holder = None;
                 }
             }
             _ => self.holder = Some((transaction, last_ms, Instant::now())),
         }
-        tokio::time::sleep(self.pause).await;
-        self.pause = (self.pause * 2).min(Duration::from_millis(50));
+        self.pause_for(transaction).await;
         true
     }
 }

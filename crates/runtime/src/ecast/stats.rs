@@ -76,6 +76,30 @@ pub static INBOX_BUFFERED: Counter = Counter::new();
 pub static CHECKPOINTS: Counter = Counter::new();
 pub static CHECKPOINT_SERIALISE_MAX_US: Counter = Counter::new();
 
+/// Interactive SQL transactions at this gateway (`sql`'s `TransactionBackend`), by message
+/// class: messages sent (statements, table locks, `Globalize`, ends) and the time their
+/// answers took (µs), so that a run shows where a transaction's time goes.
+pub static SQL_STATEMENTS: Counter = Counter::new();
+pub static SQL_STATEMENT_US: Counter = Counter::new();
+pub static SQL_TABLE_LOCKS: Counter = Counter::new();
+pub static SQL_TABLE_LOCK_US: Counter = Counter::new();
+pub static SQL_GLOBALIZES: Counter = Counter::new();
+pub static SQL_GLOBALIZE_US: Counter = Counter::new();
+pub static SQL_ENDS: Counter = Counter::new();
+pub static SQL_END_US: Counter = Counter::new();
+/// Refusals for another transaction's lock that were waited for (the message sent again),
+/// the pauses taken before sending again (µs), and the waits woken early by a holder's end.
+pub static SQL_LOCK_WAITS: Counter = Counter::new();
+pub static SQL_LOCK_PAUSE_US: Counter = Counter::new();
+pub static SQL_WAITS_WOKEN: Counter = Counter::new();
+/// Refusals for a two-phase statement (`Busy`) waited for.
+pub static SQL_BUSY_WAITS: Counter = Counter::new();
+/// Waits given up: patience spent (55P03), and abandoned holders aborted by a waiter.
+pub static SQL_PATIENCE_SPENT: Counter = Counter::new();
+pub static SQL_ABANDONED_ABORTS: Counter = Counter::new();
+/// Deaths answered by the partitions (40001: a cycle, the execution-order rule, a tombstone).
+pub static SQL_DEATHS: Counter = Counter::new();
+
 /// Whether statistics are reported, and how often.
 pub fn period() -> Option<Duration> {
     std::env::var("TESSERA_ECAST_STATS_MS")
@@ -141,6 +165,29 @@ pub fn start() {
                 CHECKPOINTS.get(),
                 CHECKPOINT_SERIALISE_MAX_US.take(),
             ));
+            if SQL_STATEMENTS.get() > 0 {
+                log::info(format_args!(
+                    "stats: sql transactions (totals): statements {} in {} ms, table locks {} \
+                     in {} ms, globalizes {} in {} ms, ends {} in {} ms; lock waits {} pausing \
+                     {} ms ({} woken early), busy waits {}; patience spent {}, abandoned \
+                     holders aborted {}; deaths {}",
+                    SQL_STATEMENTS.get(),
+                    SQL_STATEMENT_US.get() / 1000,
+                    SQL_TABLE_LOCKS.get(),
+                    SQL_TABLE_LOCK_US.get() / 1000,
+                    SQL_GLOBALIZES.get(),
+                    SQL_GLOBALIZE_US.get() / 1000,
+                    SQL_ENDS.get(),
+                    SQL_END_US.get() / 1000,
+                    SQL_LOCK_WAITS.get(),
+                    SQL_LOCK_PAUSE_US.get() / 1000,
+                    SQL_WAITS_WOKEN.get(),
+                    SQL_BUSY_WAITS.get(),
+                    SQL_PATIENCE_SPENT.get(),
+                    SQL_ABANDONED_ABORTS.get(),
+                    SQL_DEATHS.get(),
+                ));
+            }
         }
     });
 }

@@ -276,7 +276,7 @@ pub(super) fn serve(
             Err(reason) => log::warn(format_args!("no metrics: {reason}")),
         }
     }
-    let (gateway, jobs) = gateway::start(
+    let (gateway, jobs, hub) = gateway::start(
         config.clone(),
         id,
         links.clone(),
@@ -285,7 +285,7 @@ pub(super) fn serve(
         security.clone(),
     );
     if let Some(pg_listener) = pg_listener {
-        let backend = super::sql::ClusterBackend::new(jobs);
+        let backend = super::sql::ClusterBackend::new(jobs).with_hub(hub);
         let limits = crate::pg::PgLimits {
             connections_max: security.config.max_connections,
             startup_timeout: security.auth_timeout(),
