@@ -171,7 +171,8 @@ impl Config {
             checkpoint_interval_bytes: 64 << 20,
             log_retained_ops: 1024,
             message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
-            message_parts_bytes_max: 16 << 30,
+            // A whole message is one frame before it is cut, and a frame's length is a u32.
+            message_parts_bytes_max: u64::from(u32::MAX),
             canary: None,
         }
     }

@@ -32,6 +32,8 @@ pub use durable::{DurableState, Record};
 pub use journal::Journal;
 pub use nilext_quorum::NilextQuorum;
 pub use parts::{message_bytes, PART_OVERHEAD_BYTES};
+#[doc(hidden)]
+pub use parts::{reassemble_for_bench, split_for_bench};
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
 pub use state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};

@@ -256,6 +256,36 @@ impl Assembler {
     }
 }
 
+/// `split`, for the `parts_cost` example (not part of the protocol's interface).
+#[doc(hidden)]
+pub fn split_for_bench(message: &Message, sender: ReplicaIndex, bytes_max: u64) -> Vec<Message> {
+    split(message, sender, bytes_max)
+}
+
+/// Reassembles parts as a receiver does, for the `parts_cost` example.
+#[doc(hidden)]
+pub fn reassemble_for_bench(parts: Vec<Message>) -> Option<Message> {
+    let mut assembler = Assembler::default();
+    let mut whole = None;
+    for part in parts {
+        if let Message::Part {
+            replica,
+            digest,
+            index,
+            count,
+            bytes,
+        } = part
+        {
+            if let Received::Complete(message) =
+                assembler.receive(replica, digest, index, count, bytes, u64::from(u32::MAX))
+            {
+                whole = Some(message);
+            }
+        }
+    }
+    whole
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
