@@ -106,7 +106,9 @@ fn durability_bytes(durability: &DurabilityLogState) -> u64 {
 /// Cuts `message` (sent by `sender`) into parts whose frames are at most `message_bytes_max`
 /// bytes each, in order.
 pub fn split(message: &Message, sender: ReplicaIndex, message_bytes_max: u64) -> Vec<Message> {
-    let frame = wire::encode(message);
+    // Sized by the bound up front: growing the buffer would copy it a few times over.
+    let mut frame = Vec::with_capacity(message_bytes(message) as usize);
+    wire::encode_into(message, &mut frame);
     let part_bytes = message_bytes_max
         .checked_sub(PART_OVERHEAD_BYTES)
         .filter(|bytes| *bytes > 0)
