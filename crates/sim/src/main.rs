@@ -17,7 +17,8 @@ const USAGE: &str =
   --seeds N      sweep N seeds (from --start, default a seed drawn from the clock)
   --jobs J       sweep on J threads (default: the machine's cores)
   --canary NAME  run a deliberately broken protocol variant (must fail):
-                 commit-without-quorum | read-without-probe | recovery-threshold-too-high (skyros)
+                 commit-without-quorum | read-without-probe | recovery-threshold-too-high (skyros) |
+                 unsplit-messages (with --frame-bytes)
   --ecast        run the E-Cast mode: a router group, storage processes on a ring, gateways,
                  and on half the seeds a reconfiguration nemesis (Rubberband)
                  (canaries: inbox-skips-gap-check | stable-on-first-confirm |
@@ -41,6 +42,8 @@ const USAGE: &str =
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts)
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
+  --frame-bytes N  drop replica messages whose frame is over N bytes (as the runtime's link
+                 does at 64 MiB) and bound the replicas' messages by N: large ones go in parts
   --trace LINES  on failure, print the last LINES transcript lines (default 200)
   --verbose      print the whole transcript as it happens (for a run that panics)";
 
@@ -60,6 +63,7 @@ struct Arguments {
     sql_transactions: bool,
     sql_statements: bool,
     bypass_canary: Option<BypassCanary>,
+    frame_bytes: Option<u64>,
 }
 
 fn parse(arguments: &[String]) -> Result<Arguments, String> {
@@ -78,6 +82,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         sql_transactions: false,
         sql_statements: false,
         bypass_canary: None,
+        frame_bytes: None,
     };
     let mut iter = arguments.iter();
     while let Some(argument) = iter.next() {
@@ -158,6 +163,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("commit-without-quorum") => Canary::CommitWithoutQuorum,
                     Some("read-without-probe") => Canary::ReadWithoutProbe,
                     Some("recovery-threshold-too-high") => Canary::RecoveryThresholdTooHigh,
+                    Some("unsplit-messages") => Canary::UnsplitMessages,
                     other => return Err(format!("--canary: unknown canary {other:?}")),
                 })
             }
@@ -168,6 +174,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     other => return Err(format!("--protocol: unknown protocol {other:?}")),
                 })
             }
+            "--frame-bytes" => parsed.frame_bytes = Some(number("--frame-bytes")?),
             "--verbose" => parsed.trace_lines = usize::MAX,
             "--help" | "-h" => return Err(String::new()),
             other => return Err(format!("unknown argument '{other}'")),
@@ -185,13 +192,16 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     Ok(parsed)
 }
 
-fn options(seed: u64, canary: Option<Canary>, protocol: Option<Protocol>) -> Options {
-    let mut options = match canary {
+fn options(seed: u64, arguments: &Arguments) -> Options {
+    let mut options = match arguments.canary {
         Some(canary) => Options::canary(seed, canary),
         None => Options::from_seed(seed),
     };
-    if let Some(protocol) = protocol {
+    if let Some(protocol) = arguments.protocol {
         options.config.protocol = protocol;
+    }
+    if let Some(frame_bytes) = arguments.frame_bytes {
+        options = options.with_frame_limit(frame_bytes);
     }
     options
 }
@@ -200,7 +210,7 @@ fn print_report(report: &RunReport) {
     let stats = &report.stats;
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} messages={} dropped={} crashes={} pauses={} \
-         partitions={} view_max={} op_max={} one_rtt={} sql={}/{} result={}",
+         partitions={} view_max={} op_max={} one_rtt={} sql={}/{} parts={} oversized_dropped={} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -216,6 +226,8 @@ fn print_report(report: &RunReport) {
         stats.one_round_trip,
         stats.sql_completed,
         stats.sql_operations,
+        stats.parts_sent,
+        stats.frames_dropped_oversized,
         match &report.result {
             Ok(()) => "ok".to_string(),
             Err(violation) => format!("FAILED ({})", violation.checker),
@@ -451,7 +463,7 @@ fn run_seed(seed: u64, arguments: &Arguments) -> Result<(), Violation> {
     } else if arguments.ecast {
         sim::ecast::run(ecast_options(seed, arguments.ecast_canary), 0).result
     } else {
-        run(options(seed, arguments.canary, arguments.protocol), 0).result
+        run(options(seed, arguments), 0).result
     }
 }
 
@@ -459,7 +471,7 @@ fn replay(seed: u64, arguments: &Arguments) -> ExitCode {
     if arguments.ecast {
         return replay_ecast(seed, arguments);
     }
-    let options = options(seed, arguments.canary, arguments.protocol);
+    let options = options(seed, arguments);
     println!(
         "seed={seed} commit={}",
         option_env!("TESSERA_COMMIT").unwrap_or("unknown")
@@ -561,7 +573,10 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     );
     if let Some((seed, _)) = failures.first() {
         println!(
-            "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
+            "replay the first failure: cargo run -p sim --release -- {}{}--seed {seed}",
+            arguments
+                .frame_bytes
+                .map_or(String::new(), |bytes| format!("--frame-bytes {bytes} ")),
             match (arguments.ecast, arguments.bypass) {
                 (_, true) if arguments.skyros_partitions => "--ecast --partitions skyros ",
                 (_, true) if arguments.sql_transactions => {

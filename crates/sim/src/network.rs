@@ -31,6 +31,13 @@ pub struct Network {
     pub delay_ticks_max: u64,
     pub sent: u64,
     pub dropped: u64,
+    /// Like the runtime's link (`FRAME_BYTES_MAX`), a replica-to-replica message whose frame
+    /// is larger than this is dropped (`--frame-bytes`; none by default).
+    pub frame_bytes_max: Option<u64>,
+    /// Replica-to-replica messages dropped for their size.
+    pub dropped_oversized: u64,
+    /// `Message::Part`s sent (parts of messages over the replicas' `message_bytes_max`).
+    pub parts_sent: u64,
 }
 
 impl Network {
@@ -51,6 +58,21 @@ impl Network {
 
     pub fn send(&mut self, prng: &mut Prng, now: u64, packet: Packet) {
         self.sent += 1;
+        if matches!(packet.message, Message::Part { .. }) {
+            self.parts_sent += 1;
+        }
+        if let (Some(limit), Endpoint::Replica(_), Endpoint::Replica(_)) =
+            (self.frame_bytes_max, packet.from, packet.to)
+        {
+            // The bound first: encoding every message would slow every run down.
+            if vr::message_bytes(&packet.message) > limit
+                && wire::encode(&packet.message).len() as u64 > limit
+            {
+                self.dropped += 1;
+                self.dropped_oversized += 1;
+                return;
+            }
+        }
         if self.is_blocked(packet.from, packet.to) || prng.percent(self.loss_percent) {
             self.dropped += 1;
             return;

@@ -62,6 +62,11 @@ pub struct Options {
     pub fault_ticks: u64,
     /// After the faults stop, every outstanding request must complete within this many ticks.
     pub liveness_ticks_max: u64,
+    /// A frame limit between replicas, like the runtime link's (`--frame-bytes`): the network
+    /// drops a larger message and the replicas' `message_bytes_max` is set to it, so that
+    /// view changes, state transfers and recoveries go in parts. None: no limit (not drawn,
+    /// so every seed runs as it did before).
+    pub frame_bytes_max: Option<u64>,
 }
 
 impl Options {
@@ -172,7 +177,16 @@ impl Options {
             workload,
             fault_ticks,
             liveness_ticks_max: 4_000,
+            frame_bytes_max: None,
         }
+    }
+
+    /// `seed`'s run behind a frame limit of `frame_bytes` between replicas (the replicas'
+    /// message bound set to it).
+    pub fn with_frame_limit(mut self, frame_bytes: u64) -> Options {
+        self.frame_bytes_max = Some(frame_bytes);
+        self.config.message_bytes_max = frame_bytes;
+        self
     }
 
     /// A deliberately broken variant, under enough loss, crashes and partitions to show it.
@@ -195,7 +209,7 @@ impl Options {
         format!(
             "replicas={} protocol={:?} durability={:?} batch={} linger={} pipeline={} heartbeat={} primary_timeout={} \
              checkpoint_interval={} retained={} clients={} families={}x{} loss={}% dup={}% delay<={} \
-             partitions={} crashes={} pauses={} skew={:?} fault_ticks={} skyros_comm={}{}{}",
+             partitions={} crashes={} pauses={} skew={:?} fault_ticks={} skyros_comm={}{}{}{}",
             config.replica_count,
             config.protocol,
             config.durability,
@@ -225,6 +239,7 @@ impl Options {
                 sql.indexes
             )),
             config.canary.map_or(String::new(), |canary| format!(" canary={canary:?}")),
+            self.frame_bytes_max.map_or(String::new(), |bytes| format!(" frame_bytes={bytes}")),
         )
     }
 }

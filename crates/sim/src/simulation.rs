@@ -50,6 +50,10 @@ pub struct Stats {
     pub sql_completed: usize,
     /// SQL commands refused by their catalog guard (`Command::Guarded` with a wrong digest).
     pub sql_stale: usize,
+    /// `Message::Part`s sent, and replica messages dropped over the frame limit
+    /// (`Options::frame_bytes_max`).
+    pub parts_sent: u64,
+    pub frames_dropped_oversized: u64,
 }
 
 pub struct RunReport {
@@ -105,12 +109,13 @@ impl Simulation {
             .map(|_| Client::new(ClientId(prng.next_u64())))
             .collect();
         let faults = &options.faults;
-        let network = Network::new(
+        let mut network = Network::new(
             replica_count,
             faults.loss_percent,
             faults.duplicate_percent,
             faults.delay_ticks_max,
         );
+        network.frame_bytes_max = options.frame_bytes_max;
         Simulation {
             catalog_digest: initial_store(&options).engine.catalog_digest(),
             prng,
@@ -161,6 +166,8 @@ impl Simulation {
             .count();
         self.stats.messages_sent = self.network.sent;
         self.stats.messages_dropped = self.network.dropped;
+        self.stats.parts_sent = self.network.parts_sent;
+        self.stats.frames_dropped_oversized = self.network.dropped_oversized;
         self.stats.op_max = self.committed.op_max().0;
         RunReport {
             seed: self.options.seed,

@@ -97,5 +97,8 @@ pub fn summarize(message: &Message) -> String {
                 result.is_some()
             )
         }
+        Message::Part { replica, digest, index, count, bytes } => {
+            format!("part {index}/{count} of {digest:x} from {replica} ({} bytes)", bytes.len())
+        }
     }
 }

@@ -1,5 +1,13 @@
 use std::fmt;
 
+/// `Config::message_bytes_max` by default: 56 MiB, 8 MiB below the runtime link's 64 MiB
+/// frame limit (`runtime::ecast::link::FRAME_BYTES_MAX`), which leaves room for the frame's own
+/// fields around a VR message.
+pub const MESSAGE_BYTES_MAX_DEFAULT: u64 = 56 << 20;
+
+/// The smallest `Config::message_bytes_max`: a part's fields and some of its bytes.
+pub const MESSAGE_BYTES_MIN: u64 = 2 * crate::parts::PART_OVERHEAD_BYTES;
+
 /// How a replica makes its state survive a crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Durability {
@@ -55,6 +63,16 @@ pub struct Config {
     /// … or once the ops executed since the last one hold this many operation bytes, which
     /// bounds what a view change carries (the log after the checkpoint) when ops are large.
     pub checkpoint_interval_bytes: u64,
+    /// The most bytes of one message this replica sends to a peer (its frame, as
+    /// `vr::message_bytes` bounds it). A larger one (a view change's log, a checkpoint in a
+    /// state transfer, a Prepare of large requests) is sent in parts within it
+    /// (`Message::Part`); a peer message over it that arrives whole is refused and counted.
+    /// Must leave room below the transport's frame limit (the runtime's link: 64 MiB).
+    pub message_bytes_max: u64,
+    /// The most bytes of one message reassembled from parts; parts of a larger one are
+    /// refused. A guard against nonsense counts, not a working limit: it must hold the largest
+    /// checkpoint plus the log after it.
+    pub message_parts_bytes_max: u64,
     /// Entries kept behind the latest checkpoint, so that slightly lagging replicas catch up
     /// from the log instead of a snapshot.
     pub log_retained_ops: u64,
@@ -70,6 +88,9 @@ pub struct Config {
 pub enum Canary {
     /// The primary commits an entry as soon as it prepares it, without a quorum.
     CommitWithoutQuorum,
+    /// Messages over `message_bytes_max` are sent whole, as before parts existed: a view
+    /// change whose log is larger than a frame never finishes behind a frame limit.
+    UnsplitMessages,
     /// The primary serves reads at once, without a read probe: a deposed primary that does not
     /// know it yet serves stale values. Only a history checker can see this.
     ReadWithoutProbe,
@@ -93,6 +114,10 @@ pub enum ConfigError {
     Zero { knob: &'static str },
     /// A backup must wait for several heartbeats before it suspects its primary.
     TimeoutBelowHeartbeat,
+    /// `message_bytes_max` must leave room for a part's fields and some bytes.
+    MessageBytesTooSmall { message_bytes_max: u64 },
+    /// `message_parts_bytes_max` must be at least `message_bytes_max`.
+    MessagePartsBelowMessage,
 }
 
 impl fmt::Display for ConfigError {
@@ -111,6 +136,14 @@ impl fmt::Display for ConfigError {
                     "primary_timeout_ticks must be at least twice heartbeat_ticks"
                 )
             }
+            ConfigError::MessageBytesTooSmall { message_bytes_max } => write!(
+                formatter,
+                "message_bytes_max must be at least {MESSAGE_BYTES_MIN} bytes, not {message_bytes_max}"
+            ),
+            ConfigError::MessagePartsBelowMessage => write!(
+                formatter,
+                "message_parts_bytes_max must be at least message_bytes_max"
+            ),
         }
     }
 }
@@ -137,6 +170,9 @@ impl Config {
             checkpoint_interval_ops: 16_384,
             checkpoint_interval_bytes: 64 << 20,
             log_retained_ops: 1024,
+            message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
+            // A whole message is one frame before it is cut, and a frame's length is a u32.
+            message_parts_bytes_max: u64::from(u32::MAX),
             canary: None,
         }
     }
@@ -167,6 +203,14 @@ impl Config {
         if self.primary_timeout_ticks < 2 * self.heartbeat_ticks {
             return Err(ConfigError::TimeoutBelowHeartbeat);
         }
+        if self.message_bytes_max < MESSAGE_BYTES_MIN {
+            return Err(ConfigError::MessageBytesTooSmall {
+                message_bytes_max: self.message_bytes_max,
+            });
+        }
+        if self.message_parts_bytes_max < self.message_bytes_max {
+            return Err(ConfigError::MessagePartsBelowMessage);
+        }
         Ok(())
     }
 
@@ -178,5 +222,34 @@ impl Config {
     /// f + 1.
     pub fn majority(&self) -> usize {
         crate::quorum::majority(self.replica_count) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_bound_is_validated_with_errors_that_name_the_option() {
+        let config = Config::new(3, Durability::Disk);
+        assert_eq!(config.validate(), Ok(()));
+        assert!(config.message_bytes_max <= config.message_parts_bytes_max);
+        let mut small = config.clone();
+        small.message_bytes_max = MESSAGE_BYTES_MIN - 1;
+        let error = small.validate().unwrap_err();
+        assert!(error.to_string().contains("message_bytes_max"), "{error}");
+        small.message_bytes_max = MESSAGE_BYTES_MIN;
+        assert_eq!(
+            small.validate(),
+            Ok(()),
+            "the smallest bound leaves room in a part"
+        );
+        let mut parts = config.clone();
+        parts.message_parts_bytes_max = parts.message_bytes_max - 1;
+        let error = parts.validate().unwrap_err();
+        assert!(
+            error.to_string().contains("message_parts_bytes_max"),
+            "{error}"
+        );
     }
 }

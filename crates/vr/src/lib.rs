@@ -15,19 +15,25 @@ mod durability_log;
 mod durable;
 mod journal;
 mod nilext_quorum;
+mod parts;
 mod quorum;
 mod replica;
 mod state_machine;
 
 pub use adapt::{Adapt, AdaptMode};
 pub use client_table::ClientTable;
-pub use config::{Canary, Config, ConfigError, Durability, Protocol};
+pub use config::{
+    Canary, Config, ConfigError, Durability, Protocol, MESSAGE_BYTES_MAX_DEFAULT, MESSAGE_BYTES_MIN,
+};
 pub use durability_log::{
     recover, recovery_threshold, request_digest, supermajority, DurabilityLog,
 };
 pub use durable::{DurableState, Record};
 pub use journal::Journal;
 pub use nilext_quorum::NilextQuorum;
+pub use parts::{message_bytes, PART_OVERHEAD_BYTES};
+#[doc(hidden)]
+pub use parts::{reassemble_for_bench, split_for_bench};
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
 pub use state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};

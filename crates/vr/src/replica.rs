@@ -8,6 +8,7 @@ use crate::config::{Canary, Config, Durability, Protocol};
 use crate::durability_log::{self, DurabilityLog};
 use crate::durable::{DurableState, Record};
 use crate::journal::Journal;
+use crate::parts::{self, Assembler, Received};
 use crate::quorum::majority_value;
 use crate::state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -71,6 +72,17 @@ pub struct ReplicaStats {
     pub skyros_nilext_ignored_full: u64,
     /// Requests ignored because the primary's batch was full.
     pub requests_ignored_full: u64,
+    /// Messages over `Config::message_bytes_max` sent in parts, and the parts sent.
+    pub messages_split: u64,
+    pub parts_sent: u64,
+    /// Messages reassembled from parts and stepped.
+    pub messages_reassembled: u64,
+    /// Messages over `Config::message_bytes_max` that arrived whole: refused.
+    pub messages_refused_oversized: u64,
+    /// Parts refused: malformed, contradicting their message's other parts, over
+    /// `Config::message_parts_bytes_max`, or reassembling to something that is not one message
+    /// from their sender.
+    pub parts_refused: u64,
 }
 
 /// The replica's status, for observers.
@@ -276,6 +288,8 @@ pub struct Replica<S: StateMachine> {
     bytes_since_checkpoint: u64,
     /// The op of the checkpoint being serialised off the loop (`Effect::Checkpoint`), if any.
     checkpoint_in_flight: Option<Op>,
+    /// Parts of messages from peers being reassembled (`Message::Part`).
+    assembler: Assembler,
 }
 
 /// The view change timeout grows to at most 2^this (4) times its configured length: enough
@@ -417,6 +431,7 @@ impl<S: StateMachine> Replica<S> {
             view_change_attempts: 0,
             bytes_since_checkpoint: 0,
             checkpoint_in_flight: None,
+            assembler: Assembler::default(),
         };
         if matches!(replica.status, Status::Normal) {
             if replica.is_primary_of(View(0)) {
@@ -500,6 +515,10 @@ impl<S: StateMachine> Replica<S> {
     pub fn stats(&self) -> ReplicaStats {
         self.stats
     }
+    /// Bytes of parts held for messages not yet reassembled (`Message::Part`).
+    pub fn parts_pending_bytes(&self) -> u64 {
+        self.assembler.bytes()
+    }
 
     /// Skyros: the nilext requests this replica holds but has not executed.
     pub fn durability_log(&self) -> &DurabilityLog {
@@ -534,6 +553,41 @@ impl<S: StateMachine> Replica<S> {
                 return; // Foreign or looped-back message: drop.
             }
         }
+        if let Message::Part {
+            replica,
+            digest,
+            index,
+            count,
+            bytes,
+        } = message
+        {
+            let bytes_max = self.config.message_parts_bytes_max;
+            match self
+                .assembler
+                .receive(replica, digest, index, count, bytes, bytes_max)
+            {
+                Received::Pending => {}
+                Received::Refused => self.stats.parts_refused += 1,
+                Received::Complete(message) => {
+                    self.stats.messages_reassembled += 1;
+                    self.on_message_whole(message, effects);
+                }
+            }
+            return;
+        }
+        let from_peer = sender_of(&message).is_some();
+        if from_peer && parts::message_bytes(&message) > self.config.message_bytes_max {
+            // Its sender should have sent it in parts; the transport might not carry it. (A
+            // client's request is bounded by its gateway, not here: one that arrived is
+            // logged, and the Prepare that carries it goes in parts if it must.)
+            self.stats.messages_refused_oversized += 1;
+            return;
+        }
+        self.on_message_whole(message, effects);
+    }
+
+    /// A message that arrived whole or was reassembled from parts.
+    fn on_message_whole(&mut self, message: Message, effects: &mut Vec<Effect>) {
         if let Status::Recovering(_) = self.status {
             if let Message::RecoveryResponse {
                 view,
@@ -616,11 +670,13 @@ impl<S: StateMachine> Replica<S> {
                 round,
                 replica,
             } => self.on_read_probe_ok(view, round, replica, effects),
-            // Client-bound or stale: nothing to do.
+            // Client-bound or stale: nothing to do. (A part was taken by `on_message`, and
+            // the assembler refuses a part of parts.)
             Message::Reply(_)
             | Message::NotPrimary { .. }
             | Message::RecoveryResponse { .. }
-            | Message::NilextAck { .. } => {}
+            | Message::NilextAck { .. }
+            | Message::Part { .. } => {}
         }
     }
 
@@ -2454,7 +2510,12 @@ impl<S: StateMachine> Replica<S> {
                 _ => true,
             });
         self.deferred = waiting;
-        effects.extend(ready);
+        for effect in ready {
+            match effect {
+                Effect::Send { to, message } => self.emit(&[to], message, effects),
+                other => effects.push(other),
+            }
+        }
     }
 
     // ----- Sending. -----
@@ -2463,25 +2524,68 @@ impl<S: StateMachine> Replica<S> {
     /// has not yet durably promised waits until it has (a view promise must survive a crash).
     fn send(&mut self, to: ReplicaIndex, message: Message, effects: &mut Vec<Effect>) {
         assert_ne!(to, self.index);
-        let effect = Effect::Send { to, message };
-        let Effect::Send { message, .. } = &effect else {
-            unreachable!()
-        };
-        if self.durable()
-            && message
-                .view()
-                .is_some_and(|view| view > self.view_persisted)
-        {
-            self.deferred.push(effect);
+        if self.held_for_view(&message) {
+            self.deferred.push(Effect::Send { to, message });
         } else {
-            effects.push(effect);
+            self.emit(&[to], message, effects);
         }
     }
 
     fn broadcast(&mut self, message: Message, effects: &mut Vec<Effect>) {
         let others: Vec<ReplicaIndex> = self.others().collect();
-        for to in others {
-            self.send(to, message.clone(), effects);
+        if self.held_for_view(&message) {
+            for to in others {
+                self.deferred.push(Effect::Send {
+                    to,
+                    message: message.clone(),
+                });
+            }
+        } else {
+            self.emit(&others, message, effects);
+        }
+    }
+
+    /// With disk durability, a message that speaks for a view not yet durably promised waits.
+    fn held_for_view(&self, message: &Message) -> bool {
+        self.durable()
+            && message
+                .view()
+                .is_some_and(|view| view > self.view_persisted)
+    }
+
+    /// Sends `message` to each of `to`: whole if its frame is within
+    /// `Config::message_bytes_max`, else encoded once and cut into parts within it
+    /// (`Message::Part`), which the receiver reassembles (`docs/internals/vr.md`, "Messages
+    /// larger than a frame").
+    fn emit(&mut self, to: &[ReplicaIndex], message: Message, effects: &mut Vec<Effect>) {
+        let limit = self.config.message_bytes_max;
+        let unsplit = self.config.canary == Some(Canary::UnsplitMessages);
+        if to.is_empty() {
+            return;
+        }
+        if unsplit || parts::message_bytes(&message) <= limit {
+            for to in to {
+                effects.push(Effect::Send {
+                    to: *to,
+                    message: message.clone(),
+                });
+            }
+            return;
+        }
+        let pieces = parts::split(&message, self.index, limit);
+        self.stats.messages_split += 1;
+        for to in to {
+            for piece in &pieces {
+                debug_assert!(
+                    parts::message_bytes(piece) <= limit,
+                    "a part is within the configured message limit"
+                );
+                self.stats.parts_sent += 1;
+                effects.push(Effect::Send {
+                    to: *to,
+                    message: piece.clone(),
+                });
+            }
         }
     }
 
@@ -2591,7 +2695,7 @@ fn empty_checkpoint() -> Checkpoint {
 }
 
 /// The replica a peer message claims to come from.
-fn sender_of(message: &Message) -> Option<ReplicaIndex> {
+pub(crate) fn sender_of(message: &Message) -> Option<ReplicaIndex> {
     match message {
         Message::PrepareOk { replica, .. }
         | Message::StartViewChange { replica, .. }
@@ -2600,7 +2704,8 @@ fn sender_of(message: &Message) -> Option<ReplicaIndex> {
         | Message::NewState { replica, .. }
         | Message::Recovery { replica, .. }
         | Message::RecoveryResponse { replica, .. }
-        | Message::ReadProbeOk { replica, .. } => Some(*replica),
+        | Message::ReadProbeOk { replica, .. }
+        | Message::Part { replica, .. } => Some(*replica),
         _ => None,
     }
 }

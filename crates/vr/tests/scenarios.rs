@@ -41,6 +41,9 @@ struct Group {
     /// Messages in flight: (from, to, message).
     network: VecDeque<(ReplicaIndex, ReplicaIndex, Message)>,
     replies: Vec<(ClientId, Message)>,
+    /// Like the runtime's link: a message whose frame is larger is dropped (and counted).
+    frame_bytes_max: Option<usize>,
+    frames_dropped_oversized: u64,
 }
 
 impl Group {
@@ -67,6 +70,8 @@ impl Group {
             nodes,
             network: VecDeque::new(),
             replies: Vec::new(),
+            frame_bytes_max: None,
+            frames_dropped_oversized: 0,
         }
     }
 
@@ -144,6 +149,12 @@ impl Group {
             assert!(budget > 0, "messages keep flowing");
             if blocked(from.0, to.0, &message) || self.nodes[to.0 as usize].replica.is_none() {
                 continue;
+            }
+            if let Some(limit) = self.frame_bytes_max {
+                if wire::encode(&message).len() > limit {
+                    self.frames_dropped_oversized += 1;
+                    continue;
+                }
             }
             self.step(to.0, Input::Message(message));
         }
@@ -945,4 +956,250 @@ fn a_crash_before_a_checkpoint_completes_loses_only_that_checkpoint() {
     let mut expected = expected;
     vr::StateMachine::apply(&mut expected, &put("k9", "v").encode());
     assert_eq!(group.replica(2).state_machine(), &expected);
+}
+
+// ----- Messages larger than a frame (`Message::Part`). -----
+
+/// The frame limit of the tests below (the runtime's is 64 MiB): a replica's message bound is
+/// set to it, and the network drops any larger frame, as the runtime's link refuses one.
+const FRAME_BYTES: usize = 4096;
+
+/// A group behind a small frame limit whose checkpoints are rare: after a burst, the log since
+/// the checkpoint (what DoViewChange and StartView carry) is many frames long.
+fn small_frame_group(durability: Durability, canary: Option<vr::Canary>) -> Group {
+    let mut group = Group::with(3, durability, |config| {
+        config.message_bytes_max = FRAME_BYTES as u64;
+        config.checkpoint_interval_ops = 10_000;
+        config.checkpoint_interval_bytes = 1 << 30;
+        config.canary = canary;
+    });
+    group.frame_bytes_max = Some(FRAME_BYTES);
+    group
+}
+
+/// 60 writes of 700-byte values (about ten frames of log), each acknowledged; returns the
+/// acknowledged (key, value) pairs.
+fn burst(group: &mut Group) -> Vec<(String, String)> {
+    let mut acknowledged = Vec::new();
+    for number in 1..=60u64 {
+        let (key, value) = (format!("k{number}"), format!("{number:0>700}"));
+        group.request(0, 1, number, put(&key, &value));
+        group.deliver_all();
+        if group.outcomes_for(1) == vec![(number, Outcome::Ok)] {
+            acknowledged.push((key, value));
+        }
+    }
+    acknowledged
+}
+
+fn view_change_after_a_burst(durability: Durability, canary: Option<vr::Canary>) -> Group {
+    let mut group = small_frame_group(durability, canary);
+    let acknowledged = burst(&mut group);
+    assert_eq!(
+        acknowledged.len(),
+        60,
+        "Prepares fit a frame: every write completes"
+    );
+    group.crash(0);
+    group.run(2_000, &[1, 2]);
+    group
+}
+
+#[test]
+fn a_view_change_after_a_burst_larger_than_a_frame_finishes_with_its_log_in_parts() {
+    for durability in [Durability::Memory, Durability::Disk] {
+        let mut group = view_change_after_a_burst(durability, None);
+        let primary = group.replica(1);
+        assert!(
+            primary.is_primary() && primary.status() == StatusName::Normal,
+            "{durability:?}: replica 1 leads view {:?}",
+            primary.view()
+        );
+        assert_eq!(primary.commit_min(), Op(60), "{durability:?}");
+        for number in 1..=60u64 {
+            let expected = format!("{number:0>700}").into_bytes();
+            for index in [1, 2] {
+                let state = group.replica(index).state_machine();
+                assert_eq!(
+                    state.get(format!("k{number}").as_bytes()),
+                    Some(&expected),
+                    "{durability:?}: replica {index} has every acknowledged write"
+                );
+            }
+        }
+        // DoViewChange (2 → 1) and StartView (1 → 2) went in parts, and nothing was dropped.
+        assert!(
+            group.replica(2).stats().messages_split > 0,
+            "{durability:?}"
+        );
+        assert!(
+            group.replica(1).stats().messages_reassembled > 0,
+            "{durability:?}"
+        );
+        assert!(
+            group.replica(1).stats().messages_split > 0,
+            "{durability:?}"
+        );
+        assert!(
+            group.replica(2).stats().messages_reassembled > 0,
+            "{durability:?}"
+        );
+        assert_eq!(group.frames_dropped_oversized, 0, "{durability:?}");
+        // A linearisable read through the new primary, and a new write.
+        group.request(1, 2, 1, get("k60"));
+        group.request(1, 3, 1, put("after", "1"));
+        group.run(50, &[1, 2]);
+        let expected = format!("{:0>700}", 60).into_bytes();
+        assert_eq!(
+            group.outcomes_for(2),
+            vec![(1, Outcome::Value(Some(expected)))],
+            "{durability:?}"
+        );
+        // The crashed replica comes back (diskless: recovery, whose response carries the
+        // primary's checkpoint and log; disk: replay and catch-up) and holds everything.
+        match durability {
+            Durability::Memory => {
+                let config = group.config.clone();
+                group.nodes[0].replica = Some(Replica::recovering(
+                    config,
+                    ReplicaIndex(0),
+                    KvStore::new(),
+                    Nonce(7),
+                ));
+            }
+            Durability::Disk => group.restart_from_disk(0),
+        }
+        group.run(2_000, &[0, 1, 2]);
+        assert_eq!(
+            group.replica(0).status(),
+            StatusName::Normal,
+            "{durability:?}"
+        );
+        assert_eq!(
+            group.replica(0).commit_min(),
+            group.replica(1).commit_min(),
+            "{durability:?}"
+        );
+        assert_eq!(
+            group.replica(0).state_machine(),
+            group.replica(1).state_machine(),
+            "{durability:?}"
+        );
+        assert_eq!(group.frames_dropped_oversized, 0, "{durability:?}");
+    }
+}
+
+/// The canary: the same run with messages sent whole, as before parts, never finishes its view
+/// change (the test above would catch that regression).
+#[test]
+fn unsplit_messages_canary_a_view_change_after_a_burst_never_finishes() {
+    for durability in [Durability::Memory, Durability::Disk] {
+        let group = view_change_after_a_burst(durability, Some(vr::Canary::UnsplitMessages));
+        assert!(
+            [1, 2]
+                .iter()
+                .all(|index| !group.replica(*index).is_primary()),
+            "{durability:?}: no view started"
+        );
+        assert!(group.frames_dropped_oversized > 0, "{durability:?}");
+    }
+}
+
+#[test]
+fn a_lagging_backup_catches_up_from_a_checkpoint_larger_than_a_frame() {
+    let mut group = small_frame_group(Durability::Memory, None);
+    group.config.checkpoint_interval_ops = 8;
+    group.config.log_retained_ops = 0;
+    for index in 0..3u8 {
+        let config = group.config.clone();
+        group.nodes[index as usize].replica =
+            Some(Replica::new(config, ReplicaIndex(index), KvStore::new()));
+    }
+    for number in 1..=40u64 {
+        group.request(
+            0,
+            1,
+            number,
+            put(&format!("k{number}"), &format!("{number:0>700}")),
+        );
+        group.deliver(|_, to, _| to == 2);
+        group.tick(1, &[0, 1]);
+    }
+    assert!(group.replica(0).journal().first_op() > Op(1), "compacted");
+    group.request(0, 1, 41, put("k41", "v"));
+    group.run(300, &[0, 1, 2]);
+    assert_eq!(group.replica(2).commit_min(), group.replica(0).commit_min());
+    assert_eq!(
+        group.replica(2).state_machine(),
+        group.replica(0).state_machine()
+    );
+    assert!(
+        group.replica(2).stats().messages_reassembled > 0,
+        "NewState came in parts"
+    );
+    assert_eq!(group.frames_dropped_oversized, 0);
+}
+
+#[test]
+fn a_whole_message_over_the_limit_is_refused_and_counted_not_a_panic() {
+    let mut group = small_frame_group(Durability::Memory, None);
+    let log: Vec<vr::Entry> = (1..=20)
+        .map(|op| vr::Entry {
+            view: View(0),
+            op: Op(op),
+            requests: vec![Request {
+                client: ClientId(1),
+                request: RequestNumber(op),
+                kind: RequestKind::Write,
+                operation: put("k", &"v".repeat(500)).encode(),
+            }],
+        })
+        .collect();
+    let message = Message::DoViewChange {
+        view: View(1),
+        log_view: View(0),
+        op: Op(20),
+        commit: Op(20),
+        checkpoint_op: Op(0),
+        replica: ReplicaIndex(2),
+        log,
+        durability_log: Vec::new(),
+    };
+    assert!(vr::message_bytes(&message) > FRAME_BYTES as u64);
+    group.step(1, Input::Message(message));
+    assert_eq!(group.replica(1).stats().messages_refused_oversized, 1);
+    assert_eq!(
+        group.replica(1).view(),
+        View(0),
+        "the message changed nothing"
+    );
+    // A forged part (a count of zero) is refused and counted too.
+    group.step(
+        1,
+        Input::Message(Message::Part {
+            replica: ReplicaIndex(2),
+            digest: 1 << 40,
+            index: 0,
+            count: 0,
+            bytes: vec![1],
+        }),
+    );
+    assert_eq!(group.replica(1).stats().parts_refused, 1);
+}
+
+#[test]
+fn a_request_larger_than_the_limit_commits_with_its_prepare_in_parts() {
+    let mut group = small_frame_group(Durability::Disk, None);
+    let value = "x".repeat(3 * FRAME_BYTES);
+    group.request(0, 1, 1, put("big", &value));
+    group.run(20, &[0, 1, 2]);
+    assert_eq!(group.outcomes_for(1), vec![(1, Outcome::Ok)]);
+    for index in [1, 2] {
+        assert_eq!(
+            group.replica(index).state_machine().get(b"big"),
+            Some(&value.clone().into_bytes())
+        );
+    }
+    assert!(group.replica(0).stats().messages_split > 0);
+    assert_eq!(group.frames_dropped_oversized, 0);
 }

@@ -191,6 +191,20 @@ pub enum Message {
         /// its execution (or, when `executed`, its saved result).
         result: Option<Vec<u8>>,
     },
+    /// Slot 16. Replica → replica: part `index` of `count` of one protocol message whose
+    /// encoding is larger than its sender's message limit (`vr::Config::message_bytes_max`,
+    /// below the link's frame limit). The sender encodes the whole message as one frame
+    /// (`crate::encode`) and cuts it into parts; `digest` names that frame (its length and
+    /// checksum), so that the parts of a resend of the same message join those already
+    /// received. The receiver decodes the reassembled frame and steps it as one message.
+    Part {
+        replica: ReplicaIndex,
+        digest: u64,
+        index: u32,
+        count: u32,
+        #[serde(with = "crate::bytes")]
+        bytes: Vec<u8>,
+    },
 }
 
 /// The primary's state carried in a RecoveryResponse.
@@ -208,7 +222,8 @@ impl Message {
     /// The view a message speaks for, if any (client requests and recovery carry none).
     pub fn view(&self) -> Option<View> {
         match self {
-            Message::Request(_) | Message::Recovery { .. } => None,
+            // A part's view is its whole message's: the sender gated the whole before cutting it.
+            Message::Request(_) | Message::Recovery { .. } | Message::Part { .. } => None,
             Message::Reply(reply) => Some(reply.view),
             Message::NotPrimary { view, .. }
             | Message::Prepare { view, .. }
@@ -245,6 +260,7 @@ impl Message {
             Message::ReadProbe { .. } => "read_probe",
             Message::ReadProbeOk { .. } => "read_probe_ok",
             Message::NilextAck { .. } => "nilext_ack",
+            Message::Part { .. } => "part",
         }
     }
 }

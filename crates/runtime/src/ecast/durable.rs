@@ -39,6 +39,14 @@ pub struct WalExecutor {
     jobs: std::sync::mpsc::Sender<Job>,
 }
 
+/// The largest record a replica's log takes: what one frame holds (4 GiB, the frame's u32
+/// length). Not the link's 64 MiB: a replica's `Record::Checkpoint` holds its whole state, and
+/// a `Record::Log` the log a view change installed, both of which can be larger than a frame
+/// now that VR messages travel in parts (`docs/internals/vr.md`, "Messages larger than a
+/// frame"); a record over the cap stops the process (`flush`). Reading back allocates a
+/// record only after checking it against the bytes left in its file.
+pub const RECORD_BYTES_MAX: usize = u32::MAX as usize;
+
 /// Opens (or creates) the log in `directory` and replays it: the replica's durable state, and
 /// the committer that appends to it.
 pub fn open(

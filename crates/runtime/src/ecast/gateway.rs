@@ -118,6 +118,12 @@ pub struct GatewayStatus {
     pub skyros_executed_gated: AtomicU64,
     pub skyros_ignored_full: AtomicU64,
     pub requests_ignored_full: AtomicU64,
+    /// Over this process's partition replicas: messages over `vr::Config::message_bytes_max`
+    /// sent in parts, messages reassembled from parts, and oversized whole messages or bad
+    /// parts refused (`docs/internals/vr.md`, "Messages larger than a frame").
+    pub vr_messages_split: AtomicU64,
+    pub vr_messages_reassembled: AtomicU64,
+    pub vr_messages_refused: AtomicU64,
     /// `vr` partitions: the partition replicas this process runs (stepped; a retired group's
     /// stopped replica is not counted).
     pub partition_replicas: AtomicU64,
@@ -2144,6 +2150,18 @@ pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(Strin
         (
             "requests_ignored_full".to_string(),
             load(&status.requests_ignored_full),
+        ),
+        (
+            "vr_messages_split".to_string(),
+            load(&status.vr_messages_split),
+        ),
+        (
+            "vr_messages_reassembled".to_string(),
+            load(&status.vr_messages_reassembled),
+        ),
+        (
+            "vr_messages_refused".to_string(),
+            load(&status.vr_messages_refused),
         ),
         (
             "partition_replicas".to_string(),

@@ -884,6 +884,40 @@ async fn read_frames(mut stream: TcpStream, inbound: mpsc::Sender<Frame>) -> Res
 mod tests {
     use super::*;
 
+    /// A VR replica bounds what it sends by `vr::Config::message_bytes_max` (larger messages
+    /// go as `Message::Part`s within it): at the default, the frames that carry VR messages
+    /// stay within this link's limit, so no view change, state transfer or recovery message
+    /// is refused for its size (`docs/internals/vr.md`, "Messages larger than a frame").
+    #[test]
+    fn the_largest_vr_message_a_replica_sends_fits_a_frame() {
+        let limit = vr::MESSAGE_BYTES_MAX_DEFAULT;
+        let bytes = (limit - vr::PART_OVERHEAD_BYTES) as usize;
+        let part = Message::Part {
+            replica: ReplicaIndex(u8::MAX),
+            digest: u64::MAX,
+            index: u32::MAX,
+            count: u32::MAX,
+            bytes: vec![0; bytes],
+        };
+        assert!(vr::message_bytes(&part) <= limit);
+        let frames = [
+            Frame::Vr {
+                from: ReplicaIndex(u8::MAX),
+                message: part.clone(),
+            },
+            Frame::PartitionVr {
+                partition: ProcessId(u64::MAX),
+                from: ReplicaIndex(u8::MAX),
+                message: part,
+            },
+        ];
+        for frame in frames {
+            let payload = wire::encode(&frame).len() - wire::FRAME_HEADER_BYTES;
+            assert!(payload <= FRAME_BYTES_MAX, "{payload} bytes");
+            assert!(FRAME_BYTES_MAX - payload >= 1 << 20, "a MiB to spare");
+        }
+    }
+
     fn frame(sequence: u64) -> Frame {
         Frame::Stable {
             sender: ProcessId(1),

@@ -387,7 +387,7 @@ fn open_durable(
     wal: &WalExecutor,
 ) -> Result<Hosted, String> {
     let directory = GroupFile::directory(config, id, file.group.partition).join("wal");
-    let (state, committer) = super::durable::open(&directory, link::FRAME_BYTES_MAX)?;
+    let (state, committer) = super::durable::open(&directory, super::durable::RECORD_BYTES_MAX)?;
     let machine = if file.started {
         started_machine(placement)
     } else {
@@ -1435,7 +1435,7 @@ impl Host {
             .partition_replicas_not_normal
             .store(not_normal as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
-        let mut sums = [0u64; 5];
+        let mut sums = [0u64; 8];
         for hosted in self.partitions.values() {
             let stats = hosted.replica.stats();
             sums[0] += stats.skyros_nilext_refused;
@@ -1443,6 +1443,9 @@ impl Host {
             sums[2] += stats.skyros_nilext_executed_gated;
             sums[3] += stats.skyros_nilext_ignored_full;
             sums[4] += stats.requests_ignored_full;
+            sums[5] += stats.messages_split;
+            sums[6] += stats.messages_reassembled;
+            sums[7] += stats.messages_refused_oversized + stats.parts_refused;
         }
         let status = &self.status;
         let counters = [
@@ -1451,6 +1454,9 @@ impl Host {
             &status.skyros_executed_gated,
             &status.skyros_ignored_full,
             &status.requests_ignored_full,
+            &status.vr_messages_split,
+            &status.vr_messages_reassembled,
+            &status.vr_messages_refused,
         ];
         for (counter, sum) in counters.into_iter().zip(sums) {
             counter.store(sum, Ordering::Relaxed);

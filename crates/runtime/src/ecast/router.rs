@@ -94,7 +94,7 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
         // Disk: the router's promises are in its log; it reopens them rather than recover.
         let wal = WalExecutor::start(completions_sender)?;
         let log = directory.join("wal");
-        let (durable, committer) = super::durable::open(&log, link::FRAME_BYTES_MAX)?;
+        let (durable, committer) = super::durable::open(&log, super::durable::RECORD_BYTES_MAX)?;
         let replica = Replica::open(protocol, ReplicaIndex(index), state, durable)
             .map_err(|error| format!("{}: {error:?}", log.display()))?;
         wal.register(0, committer);
