@@ -329,6 +329,16 @@ pub(crate) fn no_transaction_block(statement: &str) -> SqlError {
 /// spellings (`SHOW TRANSACTION ISOLATION LEVEL`, which SQLAlchemy sends on connect, and
 /// `SHOW TIME ZONE`) mapped to the parameters they mean.
 fn show_name(variable: &[ast::Ident]) -> String {
+    // sqlparser hands `SHOW tessera.read_isolation` over as the words without the period
+    // (it skips every token but words), the way it hands `SHOW transaction isolation level`
+    // over: Tessera's own settings are the dotted ones.
+    if variable.len() > 1 && variable[0].value.eq_ignore_ascii_case("tessera") {
+        return variable
+            .iter()
+            .map(|ident| ident.value.clone())
+            .collect::<Vec<_>>()
+            .join(".");
+    }
     let joined = variable
         .iter()
         .map(|ident| ident.value.clone())

@@ -25,16 +25,61 @@ const ISOLATION_LEVELS: &[&str] = &[
 pub const SERVER_VERSION: &str = "15.0";
 pub const VERSION_STRING: &str = "PostgreSQL 15.0 (Tessera) on x86_64, compiled by rustc";
 
-/// The read isolation a session asks for (`SET tessera.read_isolation`).
+/// The read isolation a session asks for (`SET tessera.read_isolation`, Crescando/RB §6.7).
+///
+/// It applies to autocommit read-only statements only. Writes, and every statement inside
+/// `BEGIN … COMMIT` (reads included), are strictly serialisable whatever the setting says
+/// (Sprint, `docs/internals/sprint.md`): as in PostgreSQL, where a session setting never
+/// weakens what a transaction guarantees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ReadIsolation {
-    /// Reads go through the log with writes: linearisable.
+    /// Reads are ordered with the writes (an E-Cast message, or a partition log's op through
+    /// the router bypass): strictly serialisable.
     #[default]
     Sequential,
-    /// Reads from a snapshot at a committed position.
+    /// A read timestamped by the lead router, at one point of every partition's stream: a
+    /// consistent cut.
     Snapshot,
-    /// Reads from any replica's current state.
+    /// A read straight from one replica per key, checked only against the configuration
+    /// version: per key a regular register, no consistent cut.
     Basic,
+}
+
+impl ReadIsolation {
+    /// The setting's value naming this level.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadIsolation::Sequential => "sequential",
+            ReadIsolation::Snapshot => "snapshot",
+            ReadIsolation::Basic => "basic",
+        }
+    }
+
+    /// The level a read asked at this one is served at over SQL: `sequential` for all three.
+    ///
+    /// SQL runs only on clusters of partition groups (`vr`, `skyros`: the configuration
+    /// refuses a PostgreSQL listener on `sequenced` storage processes), and there no read path
+    /// weaker than the partition logs is built: RESP's `READMODE snapshot|basic` is served as
+    /// `sequential` too (`docs/internals/ecast.md`, "Read isolation with partition groups").
+    /// Sequential keeps every promise of the weaker levels — a snapshot read's consistent cut
+    /// (an every-partition read is one E-Cast message, executed by every partition at one
+    /// point of the global order), a basic read's "never older than the last write completed
+    /// before it began" — so serving it is honouring the setting, the way PostgreSQL serves
+    /// READ UNCOMMITTED as READ COMMITTED. `SHOW tessera.read_isolation` answers this level,
+    /// as `SHOW transaction_isolation` answers `serializable`.
+    pub fn served(self) -> ReadIsolation {
+        ReadIsolation::Sequential
+    }
+
+    fn parse(value: &str) -> Option<ReadIsolation> {
+        [
+            ReadIsolation::Sequential,
+            ReadIsolation::Snapshot,
+            ReadIsolation::Basic,
+        ]
+        .into_iter()
+        .find(|level| level.name().eq_ignore_ascii_case(value.trim()))
+    }
 }
 
 /// A setting: its name as shown, default, whether the client may change it, and the values
@@ -254,6 +299,36 @@ pub enum SessionCommand {
 }
 
 impl SessionCommand {
+    /// The NOTICE the server sends with the command's completion: a read isolation that is
+    /// served at another (stronger) level says so when it is set.
+    pub fn notice(&self) -> Option<SqlError> {
+        let SessionCommand::Set {
+            name,
+            value: Some(value),
+        } = self
+        else {
+            return None;
+        };
+        if !name.eq_ignore_ascii_case("tessera.read_isolation") {
+            return None;
+        }
+        let asked = ReadIsolation::parse(value)?;
+        let served = asked.served();
+        (served != asked).then(|| {
+            SqlError::new(
+                "00000",
+                format!(
+                    "tessera.read_isolation = {} is served as {} over SQL",
+                    asked.name(),
+                    served.name()
+                ),
+            )
+            .with_detail(
+                "every SQL read is ordered with the writes (strictly serialisable), which keeps every promise of the weaker level",
+            )
+        })
+    }
+
     /// The WARNING the server sends before the command's completion, as PostgreSQL does.
     pub fn warning(&self) -> Option<SqlError> {
         match self {
@@ -282,13 +357,28 @@ impl Session {
         )
     }
 
-    /// The read isolation in force.
+    /// The read isolation the session asked for (`SET tessera.read_isolation`).
     pub fn read_isolation(&self) -> ReadIsolation {
-        match self.get("tessera.read_isolation").as_deref() {
-            Some("snapshot") => ReadIsolation::Snapshot,
-            Some("basic") => ReadIsolation::Basic,
-            _ => ReadIsolation::Sequential,
+        self.get("tessera.read_isolation")
+            .as_deref()
+            .and_then(ReadIsolation::parse)
+            .unwrap_or_default()
+    }
+
+    /// The read isolation its autocommit reads are served at (`ReadIsolation::served`):
+    /// what `SHOW tessera.read_isolation` answers.
+    pub fn read_isolation_served(&self) -> ReadIsolation {
+        self.read_isolation().served()
+    }
+
+    /// What SHOW answers for a setting: its value, except that the read isolation is the
+    /// level served, not the one asked.
+    fn shown(&self, name: &str) -> Option<String> {
+        let value = self.get(name)?;
+        if setting(name)?.name == "tessera.read_isolation" {
+            return Some(self.read_isolation_served().name().to_string());
         }
+        Some(value)
     }
 
     /// Every (name, value) the server reports in ParameterStatus.
@@ -378,19 +468,6 @@ impl Session {
             ))
             .with_hint("TIMESTAMPTZ values are read and printed in UTC; an offset in the value itself (+02:00) is applied"));
         }
-        if setting.name == "tessera.read_isolation"
-            && ["snapshot", "basic"]
-                .iter()
-                .any(|level| level.eq_ignore_ascii_case(value))
-        {
-            // Accepting a weaker read level and serving sequential reads anyway would be an
-            // option without effect; SQL reads are always ordered (linearisable) for now.
-            return Err(SqlError::unsupported(format!(
-                "tessera.read_isolation = {value} over SQL"
-            ))
-            .with_detail("every SQL read is sequential: ordered with the writes, linearisable")
-            .with_hint("RESP connections serve snapshot and basic reads"));
-        }
         if let Some(allowed) = setting.allowed {
             if !allowed
                 .iter()
@@ -431,7 +508,7 @@ impl Session {
                 .map(|setting| {
                     vec![
                         Value::Text(setting.name.to_string()),
-                        Value::Text(self.get(setting.name).unwrap_or_default()),
+                        Value::Text(self.shown(setting.name).unwrap_or_default()),
                     ]
                 })
                 .collect();
@@ -444,13 +521,13 @@ impl Session {
                 tag: format!("SHOW {}", SETTINGS.len()),
             });
         }
-        let Some(value) = self.get(name) else {
+        let Some(value) = self.shown(name) else {
             return Err(SqlError::new(
                 sqlstate::UNDEFINED_OBJECT,
                 format!("unrecognized configuration parameter \"{name}\""),
             ));
         };
-        let setting = setting(name).expect("get found it");
+        let setting = setting(name).expect("shown found it");
         Ok(StatementResult::Rows {
             columns: vec![OutputColumn::new(&setting.name.to_lowercase(), text)],
             rows: vec![vec![Value::Text(value)]],

@@ -1357,15 +1357,53 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         cluster.error("SET client_encoding TO 'LATIN1'").code,
         "22023"
     );
-    // Only the level SQL serves is accepted: a weaker one would be an option without effect.
+    // Every level is accepted; SHOW answers the level served (sequential, which keeps the
+    // weaker levels' promises), and setting a weaker one says so in a NOTICE.
     assert_eq!(
         cluster.tag("SET tessera.read_isolation = sequential"),
         "SET"
     );
-    for level in ["snapshot", "basic"] {
-        let error = cluster.error(&format!("SET tessera.read_isolation = {level}"));
-        assert_eq!(error.code, "0A000", "{error:?}");
+    for (level, asked) in [
+        ("snapshot", crate::ReadIsolation::Snapshot),
+        ("BASIC", crate::ReadIsolation::Basic),
+        ("'snapshot'", crate::ReadIsolation::Snapshot),
+    ] {
+        assert_eq!(
+            cluster.tag(&format!("SET tessera.read_isolation = {level}")),
+            "SET"
+        );
+        assert_eq!(cluster.session.read_isolation(), asked);
+        assert_eq!(
+            cluster.session.read_isolation_served(),
+            crate::ReadIsolation::Sequential
+        );
+        assert_eq!(
+            cluster.rows("SHOW tessera.read_isolation"),
+            vec![vec![text("sequential")]]
+        );
+        let command = crate::SessionCommand::Set {
+            name: "tessera.read_isolation".into(),
+            value: Some(level.trim_matches('\'').into()),
+        };
+        let notice = command
+            .notice()
+            .expect("a weaker level is served as sequential");
+        assert_eq!(notice.code, "00000");
+        assert!(
+            notice.message.contains("served as sequential"),
+            "{}",
+            notice.message
+        );
     }
+    let sequential = crate::SessionCommand::Set {
+        name: "tessera.read_isolation".into(),
+        value: Some("sequential".into()),
+    };
+    assert!(sequential.notice().is_none());
+    assert!(cluster
+        .rows("SHOW ALL")
+        .contains(&vec![text("tessera.read_isolation"), text("sequential")]));
+    cluster.tag("RESET tessera.read_isolation");
     assert_eq!(
         cluster.session.read_isolation(),
         crate::ReadIsolation::Sequential

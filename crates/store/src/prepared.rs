@@ -9,10 +9,13 @@
 //! 1. *prepare*: each partition votes with a dry run of its share (`Engine::dry_run`: what it
 //!    would answer, nothing written) and records the statement, which from then on *holds* the
 //!    tables it writes: every other write to them, on any partition, is refused
-//!    (`EngineError::Busy`) and retried by its gateway; reads go on, and see the tables as
-//!    they were. A prepare meeting such a hold votes `Busy` and records nothing (it aborts
-//!    for certain; recorded, it would hold the tables against the next writer's prepare, and
-//!    under steady contention a chain of refused prepares would keep them held for ever);
+//!    (`EngineError::Busy`) and retried by its gateway; reads outside transactions go on,
+//!    and see the tables as they were; a transaction's locks on them, read locks included,
+//!    wait (`Busy`) until the decision, since the commit writes under whatever locks are
+//!    held (`transactions::Transactions::admit_as`). A prepare meeting such a hold votes
+//!    `Busy` and records nothing (it aborts for certain; recorded, it would hold the tables
+//!    against the next writer's prepare, and under steady contention a chain of refused
+//!    prepares would keep them held for ever);
 //! 2. *decide*: commit if every vote succeeded, else abort. A commit runs each partition's
 //!    share for real, over the same rows the votes saw (no write reached them in between), so
 //!    it succeeds; either way the statement stops holding its tables.

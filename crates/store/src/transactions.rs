@@ -230,7 +230,8 @@ impl Transactions {
     /// unless waiting would close a cycle here (a deadlock) or break the execution-order rule
     /// (a global transaction waiting, directly or through local ones, for a global one
     /// numbered after it): then `id` dies (`SerializationFailure`). A prepared two-phase
-    /// statement holding a table blocks the modes that write it (`held_by_statement`).
+    /// statement holding a table blocks every lock on it, reads included
+    /// (`held_by_statement`): it writes the table at its commit.
     pub fn admit(
         &mut self,
         id: u64,
@@ -268,7 +269,11 @@ impl Transactions {
                 continue;
             }
             let table = &resource.0;
-            if resource.1.is_none() && mode.writes() {
+            // A prepared statement's commit writes its tables whatever locks are held there
+            // (`prepared`), so it is an exclusive table lock until its decision: a read lock
+            // taken meanwhile would see the table change under it (a block's two reads of it
+            // differ, or a read-modify-write loses the statement's update).
+            if resource.1.is_none() {
                 if let Some(statement) = held_by_statement(table) {
                     return Admission::Refused(EngineError::Busy {
                         table: table.clone(),
@@ -1459,18 +1464,40 @@ mod tests {
         assert!(open.blocker(&names(&["x"]), &names(&["y"])).is_none());
     }
 
+    /// A prepared statement writes its tables at its commit, under whatever locks are held
+    /// there: a block reading the table meanwhile would see it change between two reads
+    /// (found by `sql_read_isolation.rs`: a read-only block's two reads differed, and a
+    /// read-modify-write block lost a concurrent two-phase UPDATE's transfer).
     #[test]
-    fn a_prepared_statement_blocks_exclusive_locks_only() {
+    fn a_prepared_statement_blocks_every_lock_on_its_tables_reads_included() {
         let mut open = Transactions::default();
         let held = |table: &str| (table == "t").then_some(9);
-        assert_eq!(
-            open.admit(1, 0, 0, &table("t", Mode::Shared), held),
-            Admission::Run
-        );
+        for mode in [
+            Mode::IntentShared,
+            Mode::Shared,
+            Mode::IntentExclusive,
+            Mode::SharedIntentExclusive,
+            Mode::Exclusive,
+        ] {
+            assert!(
+                matches!(
+                    open.admit(1, 0, 0, &table("t", mode), held),
+                    Admission::Refused(EngineError::Busy { statement: 9, .. })
+                ),
+                "{mode:?}"
+            );
+        }
+        let mut row_read = table("t", Mode::IntentShared);
+        row_read.extend(row("t", 1, Mode::Shared));
         assert!(matches!(
-            open.admit(1, 0, 0, &table("t", Mode::Exclusive), held),
+            open.admit(1, 0, 0, &row_read, held),
             Admission::Refused(EngineError::Busy { statement: 9, .. })
         ));
+        assert_eq!(
+            open.admit(1, 0, 0, &table("u", Mode::Shared), held),
+            Admission::Run,
+            "other tables are not held"
+        );
     }
 
     #[test]

@@ -198,6 +198,13 @@ enum SqlPhase {
         commit: bool,
         vote: Option<(String, Vec<u8>)>,
     },
+    /// The canary `TESSERA_CANARY_SQL_READS_PER_PARTITION` only (`sql::canary_reads_per_partition`):
+    /// a read over every partition sent as one message per partition, `arc` (of the
+    /// configuration's arcs, in ring order) the one now sent, `answers` those gathered before.
+    PerPartition {
+        arc: usize,
+        answers: Vec<(String, Vec<u8>)>,
+    },
 }
 
 /// A two-phase statement's decision is planned again this many times at most (until then its
@@ -486,18 +493,36 @@ impl GatewayTask {
                 SqlPhase::Prepare {
                     statement: random_u64(),
                 }
+            } else if job.read
+                && matches!(job.route, SqlRoute::Every)
+                && super::sql::canary_reads_per_partition()
+            {
+                SqlPhase::PerPartition {
+                    arc: 0,
+                    answers: Vec::new(),
+                }
             } else {
                 SqlPhase::Once
             };
         }
+        if let (SqlPhase::PerPartition { arc, .. }, payload::SqlTarget::Arcs(arcs)) =
+            (&job.phase, &target)
+        {
+            if let Some(one) = arcs.get(*arc).cloned() {
+                range = one.clone();
+                target = payload::SqlTarget::Arcs(vec![one]);
+            }
+        }
         let operation = match &job.phase {
-            SqlPhase::New { .. } | SqlPhase::Once => job.operation.clone(),
+            SqlPhase::New { .. } | SqlPhase::Once | SqlPhase::PerPartition { .. } => {
+                job.operation.clone()
+            }
             SqlPhase::Prepare { statement } => store::prepare_operation(*statement, &job.operation),
             SqlPhase::Decide {
                 statement, commit, ..
             } => store::decide_operation(*statement, *commit),
         };
-        if !matches!(job.phase, SqlPhase::Once) {
+        if !matches!(job.phase, SqlPhase::Once | SqlPhase::PerPartition { .. }) {
             // Both phases go to every partition, so that every partition holds the tables.
             (target, positions) = (every(), None);
             range = PositionSet::whole();
@@ -610,6 +635,29 @@ impl GatewayTask {
                 Some(vote) => Outcome::Foreign(super::sql::encode_answers(&[vote])),
                 None => Outcome::Error(kv::KvError::Unavailable),
             },
+            (SqlPhase::PerPartition { arc, mut answers }, Completion::Done(parts)) => {
+                match self.sql_answers(&target, parts) {
+                    Ok(outcomes) => {
+                        answers.extend(outcomes);
+                        let arcs = payload::partition_arcs(
+                            self.gateway.configuration(),
+                            &PositionSet::whole(),
+                        );
+                        if arc + 1 < arcs.len() {
+                            job.plans = 1;
+                            job.phase = SqlPhase::PerPartition {
+                                arc: arc + 1,
+                                answers,
+                            };
+                            let input = self.submit_sql(job, reply);
+                            self.step(input);
+                            return;
+                        }
+                        Outcome::Foreign(super::sql::encode_answers(&answers))
+                    }
+                    Err(error) => Outcome::Error(error),
+                }
+            }
             (_, Completion::Done(answers)) => match self.sql_answers(&target, answers) {
                 Ok(outcomes) => Outcome::Foreign(super::sql::encode_answers(&outcomes)),
                 Err(error) => Outcome::Error(error),

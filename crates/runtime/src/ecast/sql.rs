@@ -876,6 +876,18 @@ fn canary_unlocked_reads() -> bool {
     })
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_SQL_READS_PER_PARTITION`): a read over
+/// every partition is sent as one message per partition, one after the other, so each
+/// partition answers at its own point of the global order instead of all at one — a broken
+/// snapshot. `sql_read_isolation.rs`'s canary proves its consistent-cut check catches that.
+pub(crate) fn canary_reads_per_partition() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_SQL_READS_PER_PARTITION").is_some()
+    })
+}
+
 fn canary_one_phase() -> bool {
     static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *CANARY.get_or_init(|| {

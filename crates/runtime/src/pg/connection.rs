@@ -678,6 +678,9 @@ where
                 if let Some(warning) = command.warning() {
                     self.out.notice_response("WARNING", &warning);
                 }
+                if let Some(notice) = command.notice() {
+                    self.out.notice_response("NOTICE", &notice);
+                }
                 Ok(Some(result))
             }
             Plan::Execute(execution) => Ok(Some(self.run_execution(execution, digest).await?)),

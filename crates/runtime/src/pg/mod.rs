@@ -33,7 +33,9 @@
 //! with the plan's `Routing` (`RoutedBackend::execute_routed`); the backend sends it to the
 //! partitions the routing names and `Execution::finish` merges their results. EXPLAIN sends
 //! `Command::Explain` per operation the same way and names each partition's lines.
-//! `Session::read_isolation` is not passed on: the backend decides the read path. Operations of
+//! `Session::read_isolation` is not passed on: every SQL read is served `sequential`
+//! (`sql::ReadIsolation::served`: the level `SHOW tessera.read_isolation` answers, with a NOTICE
+//! when a weaker one is set). Operations of
 //! a simple query with several statements are separate batches (autocommit per statement).
 //!
 //! ## Limits (`PgLimits`)
