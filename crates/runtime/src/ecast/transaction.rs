@@ -571,23 +571,12 @@ async fn attempt_once(
             return Ok(outcome);
         }
         let excluded = |key: &[u8]| other.iter().any(|other| other.as_slice() == key);
-        let restricted = match &command {
-            Command::At { now_ms, command } => match command.as_ref() {
-                Command::Keys(operation) => {
-                    operation
-                        .without_sources(&excluded)
-                        .map(|operation| Command::At {
-                            now_ms: *now_ms,
-                            command: Box::new(Command::Keys(operation)),
-                        })
-                }
-                _ => None,
-            },
-            Command::Keys(operation) => operation.without_sources(&excluded).map(Command::Keys),
-            _ => None,
-        };
-        match restricted {
-            Some(restricted) => command = restricted,
+        match without_sources(&command, &excluded) {
+            Some(restricted) => {
+                // Each round leaves out at least one source, so the loop ends.
+                assert!(source_keys(&restricted).len() < sources.len());
+                command = restricted;
+            }
             None => return Ok(Outcome::Value(None)),
         }
     }
@@ -677,19 +666,25 @@ fn first_in_line(command: &Command, waiting: &super::clients::Waiting) -> Option
     if taken.is_empty() {
         return Some(command.clone());
     }
-    let excluded = |key: &[u8]| taken.contains(key);
+    without_sources(command, &|key: &[u8]| taken.contains(key))
+}
+
+/// `command` without the source keys `excluded` names, its stamp kept
+/// (`KeysOperation::without_sources`); `None` if no source key is left. A command that pops
+/// from nothing is returned as it is.
+fn without_sources(command: &Command, excluded: &dyn Fn(&[u8]) -> bool) -> Option<Command> {
     match command {
         Command::At { now_ms, command } => match command.as_ref() {
             Command::Keys(operation) => Some(Command::At {
                 now_ms: *now_ms,
-                command: Box::new(Command::Keys(operation.without_sources(&excluded)?)),
+                command: Box::new(Command::Keys(operation.without_sources(excluded)?)),
             }),
             _ => Some(Command::At {
                 now_ms: *now_ms,
                 command: command.clone(),
             }),
         },
-        Command::Keys(operation) => Some(Command::Keys(operation.without_sources(&excluded)?)),
+        Command::Keys(operation) => Some(Command::Keys(operation.without_sources(excluded)?)),
         other => Some(other.clone()),
     }
 }
