@@ -894,6 +894,11 @@ impl<A: Clone> Gateway<A> {
         self.pending.contains_key(&id)
     }
 
+    /// The ids of the commands not complete, in order (for diagnostics).
+    pub fn pending_ids(&self) -> Vec<u64> {
+        self.pending.keys().copied().collect()
+    }
+
     /// Where command `id` is, for diagnostics.
     pub fn describe(&self, id: u64) -> Option<String> {
         self.pending

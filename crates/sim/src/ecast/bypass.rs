@@ -242,6 +242,11 @@ pub struct BypassOptions {
     /// The partition groups' VR heartbeat and primary timeout, in ticks.
     pub group_heartbeat_ticks: u64,
     pub group_timeout_ticks: u64,
+    /// A copy is logged in parts of `INSTALL_PART_BYTES` (4) bytes, or in at most this many
+    /// parts when it is larger (`bypass_groups::install_part_bytes`). `usize::MAX`: always
+    /// 4-byte parts, the rule before the `--sql-transactions` liveness seeds (1171, …) were
+    /// explained (`crates/sim/tests/bypass_sql.rs`).
+    pub install_parts_max: usize,
     /// `--sql-transactions`: the groups host `cluster::partition_store::PartitionStore` and
     /// every slot runs interactive SQL transactions (`bypass_sql.rs`) instead of the
     /// key-value workload.
@@ -317,6 +322,7 @@ impl BypassOptions {
             skyros_comm: false,
             group_heartbeat_ticks: 10,
             group_timeout_ticks: 100,
+            install_parts_max: 8,
             sql_transactions: false,
             sql_statements: false,
             canary: None,
@@ -1883,7 +1889,16 @@ impl BypassSimulation {
             ));
         }
         report.push_str(&self.members_report());
+        if let Some(sql) = &self.sql {
+            report.push_str(&sql.report());
+        }
         for (index, node) in self.gateways.iter().enumerate() {
+            for id in node.gateway.pending_ids() {
+                if id >= sql::SQL_ID_BASE {
+                    let phase = node.gateway.describe(id).unwrap_or_default();
+                    report.push_str(&format!("gateway {index} message {id:x}: {phase} "));
+                }
+            }
             for slot in node.slots.iter().flatten() {
                 let SlotOp::Multi { history, .. } = slot;
                 let phase = node.gateway.describe(*history as u64);

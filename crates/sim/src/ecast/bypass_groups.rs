@@ -33,10 +33,24 @@ use vr::{
 
 /// The duties' VR client ids (a fresh one per duty).
 const DUTY_CLIENT_BASE: u64 = 0xd017_0000_0000_0000;
-/// A copy is logged in parts of at most this many bytes (`PartitionOperation::InstallPart`;
+/// A copy is logged in parts of at least this many bytes (`PartitionOperation::InstallPart`;
 /// the runtime's are `ClusterConfig::install_part_bytes`, MiBs): tiny, so that most installs
 /// take several parts, interleaved with view changes.
 const INSTALL_PART_BYTES: usize = 4;
+
+/// The part size of a copy of `bytes` bytes: `INSTALL_PART_BYTES`, or larger so that the copy
+/// takes at most `parts_max` parts (`BypassOptions::install_parts_max`, 8). Each part is one
+/// VR round of the receiving group, one at a time, and nothing executes there before the last:
+/// the SQL modes' copies (rows, catalog, transaction state: 500–1,200 bytes) took 150–300
+/// rounds each in 4-byte parts, ~15 ticks a round under the modes' loss and delays, and kept
+/// started groups from confirming anything past the 8,000-tick liveness bound
+/// (`crates/sim/tests/bypass_sql.rs`). A function of the copy alone, so every primary of the
+/// receiving group splits it alike (the machine accepts another split too: `install_part`).
+fn install_part_bytes(bytes: usize, parts_max: usize) -> usize {
+    assert!(parts_max >= 1, "a copy takes at least one part");
+    INSTALL_PART_BYTES.max(bytes.div_ceil(parts_max))
+}
+
 /// The per-message canary's `MessageStable` requests, one client per group.
 const STABLE_CLIENT_BASE: u64 = 0x57ab_0000_0000_0000;
 
@@ -270,13 +284,14 @@ impl BypassSimulation {
                 from,
                 records,
             } => {
+                // Tiny parts: most copies install in several (`InstallPart`).
+                let part_bytes = install_part_bytes(records.len(), self.options.install_parts_max);
                 let Some(duty) = self.duty_mut(index, member) else {
                     return;
                 };
                 if !duty.installing(version, from) {
-                    // Tiny parts: most copies install in several (`InstallPart`).
-                    duty.install(version, from, &records, INSTALL_PART_BYTES);
-                    let parts = records.len().div_ceil(INSTALL_PART_BYTES).max(1);
+                    duty.install(version, from, &records, part_bytes);
+                    let parts = records.len().div_ceil(part_bytes).max(1);
                     self.stats.install_parts += parts as u64;
                     self.stats.multi_part_copies += u64::from(parts > 1);
                 }

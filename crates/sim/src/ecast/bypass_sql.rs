@@ -235,6 +235,34 @@ impl SqlState {
     pub(super) fn settled(&self) -> bool {
         self.pending.is_empty() && self.runs.iter().flatten().all(Option::is_none)
     }
+
+    /// For the liveness report: the running transactions and the messages not complete.
+    pub(super) fn report(&self) -> String {
+        let mut report = String::new();
+        for (gateway, slots) in self.runs.iter().enumerate() {
+            for (slot, run) in slots.iter().enumerate() {
+                if let Some(run) = run {
+                    report.push_str(&format!(
+                        "sql gateway {gateway} slot {slot}: transaction {:x} began {} step {}/{} \
+                         committing {} waiting {:?}; ",
+                        run.txn.id,
+                        run.began,
+                        run.at,
+                        run.script.len(),
+                        run.committing,
+                        run.waiting
+                    ));
+                }
+            }
+        }
+        for (id, pending) in &self.pending {
+            report.push_str(&format!(
+                "sql message {id:x} (gateway {} slot {} {:?}, plans {}, sequenced {:?}); ",
+                pending.gateway, pending.slot, pending.purpose, pending.plans, pending.sequenced
+            ));
+        }
+        report
+    }
 }
 
 fn select(predicate: Option<Predicate>) -> Command {
