@@ -49,6 +49,9 @@ for system, run in runs.items():
         if run["items"] == 100000 and run["customers"] == 3000
         else f"reduced ({run['items']} items, {run['customers']} customers/district)"
     )
+    if load.get("placed"):
+        population += ", placed by warehouse"
+
     lines.append(
         f"| {system} | {run['warehouses']} | {run['terminals']} | {population} | "
         f"{load.get('rows', '–')}, {load.get('seconds', 0):.1f} | {run['tpmc']:.0f} | "

@@ -15,9 +15,10 @@
 # Environment (optional): W=2 TERMINALS=20 DURATION=60 WARMUP=10 ITEMS=100000 CUSTOMERS=3000
 #   PORT=37300 PG_PORT=37390 PAIRINGS="memory disk" NODES_SWEEP="3"
 #   SKIP_TESSERA_BUILD=1 (use target/release/tessera as it is)
-#   PLACEMENT=1 (load Tessera with Sprint's placement, `load::PLACEMENT`: warehouse-keyed
-#   tables co-located, ITEM everywhere; off by default because the placed load's order_line COPY
-#   failed with 08007 in 4 of 5 full-size tries, stop 31, docs/bench/tpcc.md)
+#   TESSERA=path (another tessera binary, e.g. target/debug/tessera; implies SKIP_TESSERA_BUILD)
+#   PLACEMENT=0 (load Tessera with the specification's DDL alone, `--no-placement`; by default
+#   Tessera's tables are placed as Sprint places TPC-C, `load::PLACEMENT`: warehouse-keyed tables
+#   co-located with WAREHOUSE, ITEM everywhere; docs/bench/tpcc.md)
 set -euo pipefail
 
 W=${W:-2}
@@ -30,8 +31,8 @@ PORT=${PORT:-37300}
 PG_PORT=${PG_PORT:-37390}
 PAIRINGS=${PAIRINGS:-memory disk}
 NODES_SWEEP=${NODES_SWEEP:-3}
-# The placed schema is opt-in (PLACEMENT=1); see the header.
-if [ "${PLACEMENT:-0}" = 1 ]; then TESSERA_PLACEMENT=""; else TESSERA_PLACEMENT="--no-placement"; fi
+# The placed schema is the default (PLACEMENT=0 for `--no-placement`); see the header.
+if [ "${PLACEMENT:-1}" = 0 ]; then TESSERA_PLACEMENT="--no-placement"; else TESSERA_PLACEMENT=""; fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/bench/tpcc"
 OUT="$ROOT/docs/bench"
@@ -62,7 +63,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-TESSERA="$ROOT/target/release/tessera"
+if [[ -n "${TESSERA:-}" ]]; then SKIP_TESSERA_BUILD=1; fi
+TESSERA=${TESSERA:-$ROOT/target/release/tessera}
 if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
     log "building tessera (cargo build --release -p tessera)"
     (cd "$ROOT" && cargo build --release -p tessera)

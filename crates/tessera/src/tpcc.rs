@@ -212,7 +212,7 @@ fn load_constants(seed: u64) -> Constants {
 async fn load(arguments: &TpccArguments) -> anyhow::Result<()> {
     let scale = scale_of(arguments);
     let first = connect(arguments, 0).await?;
-    load::create_schema(&first, !arguments.no_placement)
+    let placed = load::create_schema(&first, !arguments.no_placement)
         .await
         .context("creating the schema")?;
     let parts = load::parts(arguments.warehouses);
@@ -266,10 +266,15 @@ async fn load(arguments: &TpccArguments) -> anyhow::Result<()> {
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
-        "{}: loaded {} warehouse(s), {rows} rows in {seconds:.1}s ({:.0} rows/s){}",
+        "{}: loaded {} warehouse(s), {rows} rows in {seconds:.1}s ({:.0} rows/s){}{}",
         arguments.label,
         arguments.warehouses,
         rows as f64 / seconds,
+        if placed {
+            ", tables placed by warehouse (load::PLACEMENT)"
+        } else {
+            ""
+        },
         if scale.is_standard() {
             String::new()
         } else {
@@ -283,7 +288,7 @@ async fn load(arguments: &TpccArguments) -> anyhow::Result<()> {
         arguments,
         format!(
             "{{\"event\":\"load\",\"system\":\"{}\",\"warehouses\":{},\"items\":{},\
-             \"customers\":{},\"rows\":{rows},\"seconds\":{seconds:.3}}}",
+             \"customers\":{},\"rows\":{rows},\"seconds\":{seconds:.3},\"placed\":{placed}}}",
             arguments.label, arguments.warehouses, scale.items, scale.customers
         ),
     )

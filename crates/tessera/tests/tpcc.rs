@@ -38,6 +38,11 @@ fn tpcc_runs_unmodified_and_keeps_its_consistency_conditions() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     eprintln!("{stdout}");
     assert!(output.status.success(), "{stdout}\n{stderr}");
+    // Without --no-placement, Tessera's tables are placed as Sprint places TPC-C.
+    assert!(
+        stdout.contains("tables placed by warehouse (load::PLACEMENT)"),
+        "{stdout}"
+    );
     // Every transaction type completed, none failed with an error (aborts are retried).
     let summary = stdout
         .lines()

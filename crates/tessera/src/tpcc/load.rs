@@ -117,7 +117,8 @@ pub const INDEXES: [&str; 2] = [
 pub const LOAD_TIME: &str = "2026-01-01 00:00:00";
 
 /// Drops and creates the nine tables and their indexes (`placed`: with `PLACEMENT` on Tessera).
-pub async fn create_schema(client: &Client, placed: bool) -> anyhow::Result<()> {
+/// Whether the tables were placed (asked for, and the server is Tessera).
+pub async fn create_schema(client: &Client, placed: bool) -> anyhow::Result<bool> {
     for (table, _) in SCHEMA.iter().rev() {
         client
             .simple_query(&format!("DROP TABLE IF EXISTS {table}"))
@@ -149,7 +150,7 @@ pub async fn create_schema(client: &Client, placed: bool) -> anyhow::Result<()> 
             .await
             .map_err(|error| anyhow::anyhow!("{index}: {}", super::describe(&error)))?;
     }
-    Ok(())
+    Ok(tessera)
 }
 
 /// One unit of loading work: a table's rows for one warehouse (or the items).
