@@ -120,7 +120,7 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
     );
     assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "6");
     // Snapshot and basic reads are served as sequential ones in vr mode (a stronger
-    // guarantee): accepted, reported as asked, and they read what a sequential read reads.
+    // guarantee): accepted, reported as served, and they read what a sequential read reads.
     for mode in ["basic", "snapshot"] {
         let text = redis_cli_session(
             cluster.client_ports[1],
@@ -131,7 +131,11 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
                 &["GET", "account1"],
             ],
         );
-        assert_eq!(text, format!("OK\n{mode}\n{last}\n\n{last}\n"), "{mode}");
+        assert_eq!(
+            text,
+            format!("OK\nsequential\n{last}\n\n{last}\n"),
+            "{mode}"
+        );
     }
 }
 

@@ -1193,9 +1193,10 @@ struct Connection {
     jobs: mpsc::Sender<Job>,
     /// The isolation this connection's reads run with.
     isolation: Isolation,
-    /// The isolation `READMODE` asked for (what `READMODE` reports): `isolation` itself, except
-    /// in `vr`/`skyros` partition modes, where every read runs `sequential` (a stronger
-    /// guarantee than either weaker level; `read_mode`).
+    /// The isolation `READMODE` asked for (INFO's `tessera_readmode_requested`): `isolation`
+    /// itself, except in `vr`/`skyros` partition modes, where every read runs `sequential` (a
+    /// stronger guarantee than either weaker level; `read_mode`). `READMODE` alone reports
+    /// `isolation`, the level served.
     requested: Isolation,
     protocol: u8,
     name: Option<Vec<u8>>,
@@ -2049,16 +2050,13 @@ impl Connection {
     /// PostgreSQL accepts READ UNCOMMITTED and runs it as READ COMMITTED. A weaker level is a
     /// permission to return less, never a promise to; what those modes would need to serve the
     /// weaker levels faster, and what they would guarantee, is in `docs/internals/ecast.md`
-    /// ("Read isolation with partition groups"). `READMODE` reports the level asked for, as
-    /// PostgreSQL's `SHOW transaction_isolation` does.
+    /// ("Read isolation with partition groups"). Setting answers `+OK` in every mode (RESP has
+    /// no NOTICE; clients check for `OK`); `READMODE` alone reports the level *served*, as SQL's
+    /// `SHOW tessera.read_isolation` does, and INFO's `# Clients` section reports both
+    /// (`tessera_readmode_requested`, `tessera_readmode_served`).
     fn read_mode(&mut self, arguments: &[Vec<u8>]) -> Value {
-        let name = |isolation| match isolation {
-            Isolation::Sequential => "sequential",
-            Isolation::Snapshot => "snapshot",
-            Isolation::Basic => "basic",
-        };
         match arguments {
-            [_] => Value::Simple(name(self.requested).to_string()),
+            [_] => Value::Simple(isolation_name(self.isolation).to_string()),
             [_, mode] => {
                 let isolation = match mode.to_ascii_lowercase().as_slice() {
                     b"sequential" => Isolation::Sequential,
@@ -2105,10 +2103,32 @@ impl Connection {
             counters: counters(status, self.storage),
             sections: {
                 let mut sections = self.clients.info_sections();
+                if let Some(clients) = sections
+                    .iter_mut()
+                    .find(|section| section.name == "clients")
+                {
+                    clients.lines.push((
+                        "tessera_readmode_requested".into(),
+                        isolation_name(self.requested).into(),
+                    ));
+                    clients.lines.push((
+                        "tessera_readmode_served".into(),
+                        isolation_name(self.isolation).into(),
+                    ));
+                }
                 sections.push(self.scripts.info_section());
                 sections
             },
         }
+    }
+}
+
+/// `READMODE`'s name of a read isolation level.
+fn isolation_name(isolation: Isolation) -> &'static str {
+    match isolation {
+        Isolation::Sequential => "sequential",
+        Isolation::Snapshot => "snapshot",
+        Isolation::Basic => "basic",
     }
 }
 
