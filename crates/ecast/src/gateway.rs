@@ -418,6 +418,20 @@ struct RouterRequest {
     attempts: u32,
 }
 
+/// Where a basic read is sent (§6.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BasicVia {
+    /// `sequenced` partitions: one live replica per position.
+    Replicas,
+    /// Partition groups: the member believed primary of the one group its positions lie in;
+    /// refused or unanswered, it goes through that group's log (`BypassQueued`).
+    Group(ProcessId),
+    /// Partition groups: the member believed primary of every group its positions lie in,
+    /// each answering its share; refused or unanswered, it goes through the routers as one
+    /// E-Cast message (`Queued`).
+    Groups,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Waiting to enter the sender's window (a fresh configuration first, if one is needed).
@@ -430,16 +444,15 @@ enum Phase {
         stable_at: Option<u64>,
     },
     BasicQueued,
-    /// `partition`: a basic read of one partition group on the router bypass, sent to one
-    /// member; refused or unanswered, it goes through the group's log (`BypassQueued`).
     BasicSent {
         read_id: u64,
         sent_at: u64,
-        partition: Option<ProcessId>,
+        via: BasicVia,
     },
-    /// The router bypass: a basic read of one partition group, waiting to be sent to a member.
+    /// The router bypass: a basic read of partition groups (`via` is `Group` or `Groups`),
+    /// waiting to be sent to their primaries.
     BasicBypassQueued {
-        partition: ProcessId,
+        via: BasicVia,
     },
     SnapshotNeedsNow,
     /// The router bypass: waiting for a free lane of its partition.
@@ -981,16 +994,17 @@ impl<A: Clone> Gateway<A> {
             }
             GatewayInput::BasicAnswer { read_id, answers } => {
                 if let Some(id) = self.read_of(read_id, false) {
-                    if matches!(
+                    let grouped = !matches!(
                         self.pending[&id].phase,
                         Phase::BasicSent {
-                            partition: Some(_),
+                            via: BasicVia::Replicas,
                             ..
                         }
-                    ) {
+                    );
+                    self.on_answers(id, answers, effects);
+                    if grouped && !self.pending.contains_key(&id) {
                         self.stats.basic_bypass_answered += 1;
                     }
-                    self.on_answers(id, answers, effects);
                 }
             }
             GatewayInput::BasicRefused { read_id, .. } => {
@@ -1054,10 +1068,18 @@ impl<A: Clone> Gateway<A> {
         assert!(!self.pending.contains_key(&id), "command id {id} reused");
         let grouped = self.bypass.is_some();
         let phase = match (command.isolation(), self.bypass_partition(&command)) {
-            // Partition groups: a basic read of one group goes to one member; a snapshot read,
-            // or a basic read of several groups, is served as a sequential one (stronger;
-            // `docs/internals/ecast.md`, "Basic reads of partition groups").
-            (Isolation::Basic, Some(partition)) => Phase::BasicBypassQueued { partition },
+            // Partition groups: a basic read goes to the primary of each group it reads; a
+            // snapshot read, or a basic read of a position no bypass group holds alone, is
+            // served as a sequential one (stronger; `docs/internals/ecast.md`, "Basic reads of
+            // partition groups").
+            (Isolation::Basic, Some(partition)) => Phase::BasicBypassQueued {
+                via: BasicVia::Group(partition),
+            },
+            (Isolation::Basic, None) if self.basic_groups(&command).is_some() => {
+                Phase::BasicBypassQueued {
+                    via: BasicVia::Groups,
+                }
+            }
             (Isolation::Snapshot, Some(partition)) => Phase::BypassQueued { partition },
             (Isolation::Snapshot | Isolation::Basic, None) if grouped => Phase::Queued,
             (Isolation::Snapshot, _) => Phase::SnapshotNeedsNow,
@@ -1690,11 +1712,11 @@ impl<A: Clone> Gateway<A> {
                 {
                     retry.push(*id)
                 }
-                Phase::BasicSent {
-                    sent_at,
-                    partition: Some(_),
-                    ..
-                } if now >= sent_at + settings.basic_wait_ticks => basic_to_log.push(*id),
+                Phase::BasicSent { sent_at, via, .. }
+                    if via != BasicVia::Replicas && now >= sent_at + settings.basic_wait_ticks =>
+                {
+                    basic_to_log.push(*id)
+                }
                 Phase::BasicSent { sent_at, .. } if now >= sent_at + settings.basic_wait_ticks => {
                     retry.push(*id)
                 }
@@ -1716,24 +1738,50 @@ impl<A: Clone> Gateway<A> {
         }
     }
 
-    /// A basic read of one partition group that its member refused or did not answer: read
-    /// through the group's log instead (a sequential read on the bypass, stronger), whatever
-    /// the reason, so it never fails for it. Whether command `id` was such a read.
+    /// A basic read of partition groups that a member refused or did not answer: read through
+    /// the group's log (one group) or the routers (several) instead, a sequential read,
+    /// stronger, whatever the reason, so it never fails for it. Whether command `id` was such
+    /// a read.
     fn basic_to_log(&mut self, id: u64) -> bool {
         let Some(pending) = self.pending.get_mut(&id) else {
             return false;
         };
-        let Phase::BasicSent {
-            partition: Some(partition),
-            ..
-        } = pending.phase
-        else {
-            return false;
+        let phase = match pending.phase {
+            Phase::BasicSent {
+                via: BasicVia::Group(partition),
+                ..
+            } => Phase::BypassQueued { partition },
+            Phase::BasicSent {
+                via: BasicVia::Groups,
+                ..
+            } => Phase::Queued,
+            _ => return false,
         };
         pending.answers.clear();
         self.stats.basic_bypass_ordered += 1;
-        self.set_phase(id, Phase::BypassQueued { partition });
+        self.set_phase(id, phase);
         true
+    }
+
+    /// The partition groups of the bypass a read's positions lie in, if each lies in one such
+    /// group (None for anything else: it is served as a sequential read).
+    fn basic_groups(&self, command: &GatewayCommand) -> Option<BTreeSet<ProcessId>> {
+        let bypass = self.bypass.as_ref()?;
+        if !matches!(command, GatewayCommand::Read { .. }) {
+            return None;
+        }
+        let mut groups = BTreeSet::new();
+        for position in command.positions() {
+            let replicas = self.configuration.replicas(*position);
+            let [only] = replicas.as_slice() else {
+                return None;
+            };
+            if !bypass.settings.groups.contains_key(only) {
+                return None;
+            }
+            groups.insert(*only);
+        }
+        (!groups.is_empty()).then_some(groups)
     }
 
     /// Ends a read attempt: the read starts over (a sequential read as a new message, which is
@@ -2331,7 +2379,7 @@ impl<A: Clone> Gateway<A> {
                 Phase::BasicSent {
                     read_id,
                     sent_at: now,
-                    partition: None,
+                    via: BasicVia::Replicas,
                 },
             );
             let payload = self.pending[&id].command.payload().to_vec();
@@ -2347,30 +2395,35 @@ impl<A: Clone> Gateway<A> {
         }
     }
 
-    /// §6.7 basic reads of one partition group: to the member the bypass believes primary
-    /// (only a primary that executed what its view inherited answers, `serve_basic_read`),
-    /// with the gateway's configuration version. The canary `basic_any_member` picks any
-    /// member instead.
+    /// §6.7 basic reads of partition groups: to the member the bypass believes primary of
+    /// each group read (only a primary that executed what its view inherited answers,
+    /// `serve_basic_read`), with the gateway's configuration version; each answers its share.
+    /// A read whose groups changed since it was queued goes through the routers. The canary
+    /// `basic_any_member` picks any member instead.
     fn send_bypass_basic_reads(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
         let Some(bypass) = &self.bypass else {
             return;
         };
-        let queued: Vec<(u64, ProcessId)> = self
+        let queued: Vec<(u64, BasicVia)> = self
             .pending
             .iter()
             .filter_map(|(id, pending)| match pending.phase {
-                Phase::BasicBypassQueued { partition } => Some((*id, partition)),
+                Phase::BasicBypassQueued { via } => Some((*id, via)),
                 _ => None,
             })
             .collect();
         let targets = bypass.targets.clone();
         let sizes = bypass.settings.groups.clone();
-        for (id, partition) in queued {
-            let replica = if self.basic_any_member {
-                let size = u64::from(sizes.get(&partition).copied().unwrap_or(1).max(1));
-                (self.prng.next_u64() % size) as u8
-            } else {
-                targets.get(&partition).copied().unwrap_or(0)
+        for (id, via) in queued {
+            let groups = match via {
+                BasicVia::Group(partition) => BTreeSet::from([partition]),
+                _ => match self.basic_groups(&self.pending[&id].command) {
+                    Some(groups) => groups,
+                    None => {
+                        self.set_phase(id, Phase::Queued);
+                        continue;
+                    }
+                },
             };
             let read_id = self.read_next;
             self.read_next += 1;
@@ -2380,17 +2433,25 @@ impl<A: Clone> Gateway<A> {
                 Phase::BasicSent {
                     read_id,
                     sent_at: now,
-                    partition: Some(partition),
+                    via,
                 },
             );
-            effects.push(GatewayEffect::PartitionBasicRead {
-                id,
-                partition,
-                replica,
-                read_id,
-                planned_at: self.configuration.version(),
-                payload: self.pending[&id].command.payload().to_vec(),
-            });
+            for partition in groups {
+                let replica = if self.basic_any_member {
+                    let size = u64::from(sizes.get(&partition).copied().unwrap_or(1).max(1));
+                    (self.prng.next_u64() % size) as u8
+                } else {
+                    targets.get(&partition).copied().unwrap_or(0)
+                };
+                effects.push(GatewayEffect::PartitionBasicRead {
+                    id,
+                    partition,
+                    replica,
+                    read_id,
+                    planned_at: self.configuration.version(),
+                    payload: self.pending[&id].command.payload().to_vec(),
+                });
+            }
         }
     }
 

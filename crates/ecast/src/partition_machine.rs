@@ -511,13 +511,13 @@ impl<D: PartitionData> PartitionMachine<D> {
         self.version
     }
 
-    /// §6.7 basic read of a single-partition `operation` (a payload as the bypass sends it),
-    /// answered from the executed state without ordering anything: the result
-    /// `PartitionData::read` gives, or why not. Refused when the gateway planned it at a
-    /// configuration older than the last keyspace cut this group executed (`VersionMismatch`:
-    /// Crescando/RB's check, against the version that matters to this group), when a key is
-    /// not held here or the group is installing or deferring for a cut (`KeysElsewhere`), or
-    /// when it is not a read (`NotARead`). Whether *this member* may answer at all is the
+    /// §6.7 basic read of `operation` (a payload as the bypass sends it; for a read of several
+    /// groups, every group gets it and answers its share), answered from the executed state
+    /// without ordering anything: the result `PartitionData::read` gives, or why not. Refused
+    /// when the gateway planned it at a configuration older than the last keyspace cut this
+    /// group executed (`VersionMismatch`: Crescando/RB's check, against the version that
+    /// matters to this group), when no key of it is held here or the group is installing or
+    /// deferring for a cut (`KeysElsewhere`), or when it is not a read (`NotARead`). Whether *this member* may answer at all is the
     /// replica's question (`serve_basic_read`).
     pub fn basic_read(
         &self,
@@ -534,7 +534,7 @@ impl<D: PartitionData> PartitionMachine<D> {
         if matches!(keys, KeySet::Unknown) {
             return Err(ReadRefusal::NotARead);
         }
-        if !self.installing.is_empty() || !self.deferred.is_empty() || !self.holds_keys(&keys) {
+        if !self.installing.is_empty() || !self.deferred.is_empty() || !self.holds_any_key(&keys) {
             return Err(ReadRefusal::KeysElsewhere);
         }
         self.data.read(operation).ok_or(ReadRefusal::NotARead)
@@ -613,6 +613,18 @@ impl<D: PartitionData> PartitionMachine<D> {
             (Some(holds), KeySet::Keys(keys)) => keys
                 .iter()
                 .all(|key| holds.contains(self.data.position(key))),
+        }
+    }
+
+    /// Basic reads: whether the group holds some key of `keys` (a read of several groups
+    /// reaches each with every key; `PartitionData::read` answers the share it holds, and a
+    /// part no group answers sends the read through the routers).
+    fn holds_any_key(&self, keys: &KeySet) -> bool {
+        match keys {
+            KeySet::Keys(keys) if !keys.is_empty() => keys
+                .iter()
+                .any(|key| self.holds_keys(&KeySet::of([key.clone()]))),
+            _ => self.holds_keys(keys),
         }
     }
 

@@ -3,7 +3,8 @@
 //! goes to the member the bypass believes primary as a `PartitionBasicRead` with the gateway's
 //! configuration version, completes on its answer, and goes through the group's log (a
 //! sequential read on the bypass) when refused or unanswered; a basic read of several
-//! partitions, and a snapshot read, are served as sequential ones.
+//! partitions goes to each one's primary (each answers its share) and through the routers if
+//! refused; a snapshot read is served as a sequential one.
 
 use ecast::{
     BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
@@ -212,12 +213,52 @@ fn an_unanswered_basic_read_goes_through_the_group_log_after_basic_wait_ticks() 
 }
 
 #[test]
-fn basic_reads_of_several_partitions_and_snapshot_reads_are_served_as_sequential_ones() {
+fn a_basic_read_of_several_partitions_goes_to_each_primary_and_through_the_routers_if_refused() {
     let mut gateway = gateway();
     let effects = step(
         &mut gateway,
         read(Isolation::Basic, vec![key_of(1), key_of(2)]),
     );
+    let reads = basic_reads(&effects);
+    let partitions: Vec<ProcessId> = reads.iter().map(|read| read.0).collect();
+    assert_eq!(partitions, vec![ProcessId(1), ProcessId(2)]);
+    assert!(reads.iter().all(|read| read.2 == reads[0].2), "one read id");
+    // Each primary answers its share (parts 0 and 1 here); both complete it.
+    let command = GatewayCommand::Read {
+        isolation: Isolation::Basic,
+        positions: vec![key_of(1), key_of(2)],
+        payload: b"get".to_vec(),
+        parts: vec![0, 1],
+    };
+    let mut gateway = self::gateway();
+    let effects = step(&mut gateway, GatewayInput::Submit { id: 1, command });
+    let read_id = basic_reads(&effects)[0].2;
+    let answer = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(0, 3)],
+    };
+    assert!(completed(&step(&mut gateway, answer)).is_empty());
+    let answer = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(1, 4)],
+    };
+    assert_eq!(
+        completed(&step(&mut gateway, answer)),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 3), (1, 4)])))]
+    );
+    assert_eq!(gateway.stats().basic_bypass_answered, 1);
+    // Refused by one group: the whole read becomes one E-Cast message.
+    let mut gateway = self::gateway();
+    let effects = step(
+        &mut gateway,
+        read(Isolation::Basic, vec![key_of(1), key_of(3)]),
+    );
+    let read_id = basic_reads(&effects)[0].2;
+    let refused = GatewayInput::BasicRefused {
+        read_id,
+        refusal: ReadRefusal::NotServable,
+    };
+    let effects = step(&mut gateway, refused);
     assert!(basic_reads(&effects).is_empty());
     assert!(partition_requests(&effects).is_empty());
     assert!(
@@ -226,8 +267,22 @@ fn basic_reads_of_several_partitions_and_snapshot_reads_are_served_as_sequential
             .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
         "an E-Cast message: {effects:?}"
     );
-    let mut gateway = self::gateway();
+    assert_eq!(gateway.stats().basic_bypass_ordered, 1);
+}
+
+#[test]
+fn a_snapshot_read_is_served_as_a_sequential_one() {
+    let mut gateway = gateway();
     let effects = step(&mut gateway, read(Isolation::Snapshot, vec![key_of(2)]));
     assert!(basic_reads(&effects).is_empty());
     assert_eq!(partition_requests(&effects).len(), 1, "the bypass, ordered");
+    let mut gateway = self::gateway();
+    let effects = step(
+        &mut gateway,
+        read(Isolation::Snapshot, vec![key_of(1), key_of(2)]),
+    );
+    assert!(basic_reads(&effects).is_empty());
+    assert!(effects
+        .iter()
+        .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
 }

@@ -59,8 +59,8 @@ impl ReadIsolation {
     ///
     /// SQL runs only on clusters of partition groups (`vr`, `skyros`: the configuration
     /// refuses a PostgreSQL listener on `sequenced` storage processes), and there SQL passes no
-    /// weaker level to the gateway yet (RESP's `READMODE basic` reads of one partition group
-    /// are served basic by the group's primary; `READMODE snapshot` is served as `sequential`:
+    /// weaker level to the gateway yet (RESP's `READMODE basic` reads are served basic by
+    /// the primaries of the partition groups read; `READMODE snapshot` is served as `sequential`:
     /// `docs/internals/ecast.md`, "Read isolation with partition groups").
     /// Sequential keeps every promise of the weaker levels — a snapshot read's consistent cut
     /// (an every-partition read is one E-Cast message, executed by every partition at one

@@ -119,9 +119,9 @@ fn vr_partitions_serve_multi_partition_mset_and_mget_atomically() {
         "\n\n"
     );
     assert_eq!(redis_cli(cluster.client_ports[5], &["DBSIZE"]).trim(), "6");
-    // Basic reads of one partition group are served by its primary; snapshot reads (and
-    // basic reads of several groups) as sequential ones (a stronger guarantee): `READMODE`
-    // reports the level served, and here they read what a sequential read reads.
+    // Basic reads are served by the primaries of the groups read; snapshot reads as
+    // sequential ones (a stronger guarantee): `READMODE` reports the level served, and here
+    // they read what a sequential read reads.
     for (mode, served) in [("basic", "basic"), ("snapshot", "sequential")] {
         let text = redis_cli_session(
             cluster.client_ports[1],

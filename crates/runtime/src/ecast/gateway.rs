@@ -15,9 +15,9 @@
 //! reads are E-Cast messages; `snapshot` reads ask the router log's last timestamp
 //! (`Query::Now`) and are then timestamped by the lead router and injected into the
 //! destinations' streams; `basic` reads go straight to one live replica per key, which checks
-//! only the configuration version (in `vr`/`skyros` partition modes: a basic read of one
-//! partition group goes to its primary, `ecast::serve_basic_read`, and snapshot reads run as
-//! sequential ones). Writes are always sequential.
+//! only the configuration version (in `vr`/`skyros` partition modes: a basic read goes to the
+//! primary of each partition group it reads, `ecast::serve_basic_read`, and snapshot reads run
+//! as sequential ones). Writes are always sequential.
 
 use super::config::ClusterConfig;
 use super::config::PartitionMode;
@@ -2083,9 +2083,9 @@ impl Connection {
     /// `READMODE [sequential|snapshot|basic]`: sets (or, without an argument, reports) how
     /// this connection's reads are isolated.
     ///
-    /// In `vr`/`skyros` partition modes `basic` reads of one partition group are answered by
-    /// its primary from its executed state (`ecast::serve_basic_read`); `snapshot` reads, and
-    /// basic reads of several groups, are served as `sequential`, which guarantees more
+    /// In `vr`/`skyros` partition modes `basic` reads are answered by the primaries of the
+    /// partition groups they read from their executed states (`ecast::serve_basic_read`);
+    /// `snapshot` reads are served as `sequential`, which guarantees more
     /// (strict serialisability): the way PostgreSQL accepts READ UNCOMMITTED and runs it as
     /// READ COMMITTED. A weaker level is a permission to return less, never a promise to
     /// (`docs/internals/ecast.md`, "Read isolation with partition groups"). Setting answers
@@ -2108,8 +2108,8 @@ impl Connection {
                     }
                 };
                 self.requested = isolation;
-                // Partition groups: basic reads of one group are served basic (by its
-                // primary, `ecast::serve_basic_read`), snapshot ones sequential.
+                // Partition groups: basic reads are served basic (by each group's primary,
+                // `ecast::serve_basic_read`), snapshot ones sequential.
                 self.isolation =
                     if self.config.partitions.grouped() && isolation == Isolation::Snapshot {
                         Isolation::Sequential
