@@ -250,6 +250,20 @@ impl PartitionData for PartitionStore {
         Some(encode_outcomes(&indexed))
     }
 
+    /// §6.7 basic reads: a share of RESP commands that only read, previewed on the data as it
+    /// is (what executing it would answer, `preview`'s path); SQL, surveys and anything that
+    /// writes go through the log.
+    fn read(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if payload::decode_sql(operation).is_some() || payload::decode_survey(operation).is_some() {
+            return None;
+        }
+        let share = payload::share_in(operation, &self.arc, &self.placement).ok()?;
+        if share.is_empty() || !share.iter().all(|(_, command)| command.is_read()) {
+            return None;
+        }
+        self.preview(operation)
+    }
+
     /// A write to a key a multi-key command holds is refused (`KvError::Locked`), so the
     /// nilext gate must not acknowledge it early.
     fn executes_as_is(&self, operation: &[u8]) -> bool {

@@ -300,6 +300,17 @@ pub enum GatewayEffect<A> {
         replica: u8,
         request: Request,
     },
+    /// The router bypass, §6.7 basic read: send single-partition read `payload` of command
+    /// `id` to member `replica` of partition `partition`, which answers it from its executed
+    /// state (`ecast::serve_basic_read`) with `GatewayInput::BasicAnswer` or `BasicRefused`.
+    PartitionBasicRead {
+        id: u64,
+        partition: ProcessId,
+        replica: u8,
+        read_id: u64,
+        planned_at: ConfigVersion,
+        payload: Vec<u8>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -385,6 +396,11 @@ pub struct GatewayStats {
     pub bypass_groups_unlaned: u64,
     /// Regrouping: commands sent on the bypass to groups that joined it after the start.
     pub bypass_sent_to_added: u64,
+    /// The router bypass: basic reads answered by a member from its executed state, and basic
+    /// reads that went through the group's log instead (refused, or unanswered for
+    /// `basic_wait_ticks`).
+    pub basic_bypass_answered: u64,
+    pub basic_bypass_ordered: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -402,6 +418,20 @@ struct RouterRequest {
     attempts: u32,
 }
 
+/// Where a basic read is sent (§6.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BasicVia {
+    /// `sequenced` partitions: one live replica per position.
+    Replicas,
+    /// Partition groups: the member believed primary of the one group its positions lie in;
+    /// refused or unanswered, it goes through that group's log (`BypassQueued`).
+    Group(ProcessId),
+    /// Partition groups: the member believed primary of every group its positions lie in,
+    /// each answering its share; refused or unanswered, it goes through the routers as one
+    /// E-Cast message (`Queued`).
+    Groups,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Waiting to enter the sender's window (a fresh configuration first, if one is needed).
@@ -417,6 +447,12 @@ enum Phase {
     BasicSent {
         read_id: u64,
         sent_at: u64,
+        via: BasicVia,
+    },
+    /// The router bypass: a basic read of partition groups (`via` is `Group` or `Groups`),
+    /// waiting to be sent to their primaries.
+    BasicBypassQueued {
+        via: BasicVia,
     },
     SnapshotNeedsNow,
     /// The router bypass: waiting for a free lane of its partition.
@@ -490,6 +526,9 @@ pub struct Gateway<A> {
     watermark_gate: bool,
     watermark: Timestamp,
     bypass: Option<Bypass<A>>,
+    /// Canary (`with_basic_any_member_canary`): basic reads of a partition group go to any
+    /// member, not the one believed primary.
+    basic_any_member: bool,
 }
 
 /// The router bypass's settings (`Gateway::with_bypass`).
@@ -741,6 +780,7 @@ impl<A: Clone> Gateway<A> {
             watermark_gate: false,
             watermark: Timestamp::ZERO,
             bypass: None,
+            basic_any_member: false,
         }
     }
 
@@ -780,6 +820,14 @@ impl<A: Clone> Gateway<A> {
             adapt: None,
             regrouping: None,
         });
+        self
+    }
+
+    /// Canary (`TESSERA_CANARY_BASIC_ANY_MEMBER`, with `serve_basic_read`'s `any_member`):
+    /// basic reads of a partition group go to a random member, backups included, which answer
+    /// from executed states that may lack a completed write.
+    pub fn with_basic_any_member_canary(mut self) -> Gateway<A> {
+        self.basic_any_member = true;
         self
     }
 
@@ -951,15 +999,29 @@ impl<A: Clone> Gateway<A> {
             }
             GatewayInput::BasicAnswer { read_id, answers } => {
                 if let Some(id) = self.read_of(read_id, false) {
+                    let grouped = !matches!(
+                        self.pending[&id].phase,
+                        Phase::BasicSent {
+                            via: BasicVia::Replicas,
+                            ..
+                        }
+                    );
                     self.on_answers(id, answers, effects);
+                    if grouped && !self.pending.contains_key(&id) {
+                        self.stats.basic_bypass_answered += 1;
+                    }
                 }
             }
             GatewayInput::BasicRefused { read_id, .. } => {
-                // Planned against another version: re-read the configuration and re-plan.
                 if let Some(id) = self.read_of(read_id, false) {
                     self.stats.basic_refusals += 1;
-                    self.need_configuration = true;
-                    self.retry_read(id, effects);
+                    // A partition group's member refused: read through the group's log.
+                    // Otherwise it was planned against another version: re-read the
+                    // configuration and re-plan.
+                    if !self.basic_to_log(id) {
+                        self.need_configuration = true;
+                        self.retry_read(id, effects);
+                    }
                 }
             }
             GatewayInput::Busy(busy) => {
@@ -1009,7 +1071,22 @@ impl<A: Clone> Gateway<A> {
 
     fn on_submit(&mut self, id: u64, command: GatewayCommand, pinned: Option<ConfigVersion>) {
         assert!(!self.pending.contains_key(&id), "command id {id} reused");
+        let grouped = self.bypass.is_some();
         let phase = match (command.isolation(), self.bypass_partition(&command)) {
+            // Partition groups: a basic read goes to the primary of each group it reads; a
+            // snapshot read, or a basic read of a position no bypass group holds alone, is
+            // served as a sequential one (stronger; `docs/internals/ecast.md`, "Basic reads of
+            // partition groups").
+            (Isolation::Basic, Some(partition)) => Phase::BasicBypassQueued {
+                via: BasicVia::Group(partition),
+            },
+            (Isolation::Basic, None) if self.basic_groups(&command).is_some() => {
+                Phase::BasicBypassQueued {
+                    via: BasicVia::Groups,
+                }
+            }
+            (Isolation::Snapshot, Some(partition)) => Phase::BypassQueued { partition },
+            (Isolation::Snapshot | Isolation::Basic, None) if grouped => Phase::Queued,
             (Isolation::Snapshot, _) => Phase::SnapshotNeedsNow,
             (Isolation::Basic, _) => Phase::BasicQueued,
             (Isolation::Sequential, Some(partition)) => Phase::BypassQueued { partition },
@@ -1615,6 +1692,7 @@ impl<A: Clone> Gateway<A> {
         let mut timed_out = Vec::new();
         let mut answers_lost = Vec::new();
         let mut retry = Vec::new();
+        let mut basic_to_log = Vec::new();
         for (id, pending) in &self.pending {
             if settings
                 .give_up_ticks
@@ -1639,6 +1717,11 @@ impl<A: Clone> Gateway<A> {
                 {
                     retry.push(*id)
                 }
+                Phase::BasicSent { sent_at, via, .. }
+                    if via != BasicVia::Replicas && now >= sent_at + settings.basic_wait_ticks =>
+                {
+                    basic_to_log.push(*id)
+                }
                 Phase::BasicSent { sent_at, .. } if now >= sent_at + settings.basic_wait_ticks => {
                     retry.push(*id)
                 }
@@ -1655,6 +1738,55 @@ impl<A: Clone> Gateway<A> {
             self.stats.retries += 1;
             self.retry_read(id, effects);
         }
+        for id in basic_to_log {
+            self.basic_to_log(id);
+        }
+    }
+
+    /// A basic read of partition groups that a member refused or did not answer: read through
+    /// the group's log (one group) or the routers (several) instead, a sequential read,
+    /// stronger, whatever the reason, so it never fails for it. Whether command `id` was such
+    /// a read.
+    fn basic_to_log(&mut self, id: u64) -> bool {
+        let Some(pending) = self.pending.get_mut(&id) else {
+            return false;
+        };
+        let phase = match pending.phase {
+            Phase::BasicSent {
+                via: BasicVia::Group(partition),
+                ..
+            } => Phase::BypassQueued { partition },
+            Phase::BasicSent {
+                via: BasicVia::Groups,
+                ..
+            } => Phase::Queued,
+            _ => return false,
+        };
+        pending.answers.clear();
+        self.stats.basic_bypass_ordered += 1;
+        self.set_phase(id, phase);
+        true
+    }
+
+    /// The partition groups of the bypass a read's positions lie in, if each lies in one such
+    /// group (None for anything else: it is served as a sequential read).
+    fn basic_groups(&self, command: &GatewayCommand) -> Option<BTreeSet<ProcessId>> {
+        let bypass = self.bypass.as_ref()?;
+        if !matches!(command, GatewayCommand::Read { .. }) {
+            return None;
+        }
+        let mut groups = BTreeSet::new();
+        for position in command.positions() {
+            let replicas = self.configuration.replicas(*position);
+            let [only] = replicas.as_slice() else {
+                return None;
+            };
+            if !bypass.settings.groups.contains_key(only) {
+                return None;
+            }
+            groups.insert(*only);
+        }
+        (!groups.is_empty()).then_some(groups)
     }
 
     /// Ends a read attempt: the read starts over (a sequential read as a new message, which is
@@ -1664,7 +1796,12 @@ impl<A: Clone> Gateway<A> {
             return;
         };
         pending.attempts += 1;
-        let (limit, phase) = match pending.command.isolation() {
+        let isolation = match self.bypass {
+            // Partition groups: only a basic read of one group is sent as one (`on_submit`).
+            Some(_) => Isolation::Sequential,
+            None => pending.command.isolation(),
+        };
+        let (limit, phase) = match isolation {
             Isolation::Sequential => (self.settings.read_attempts_max, Phase::Queued),
             Isolation::Snapshot => (self.settings.snapshot_attempts_max, Phase::SnapshotNeedsNow),
             Isolation::Basic => (self.settings.basic_attempts_max, Phase::BasicQueued),
@@ -2218,6 +2355,7 @@ impl<A: Clone> Gateway<A> {
         if self.need_configuration {
             return;
         }
+        self.send_bypass_basic_reads(effects);
         let queued: Vec<u64> = self
             .pending
             .iter()
@@ -2246,6 +2384,7 @@ impl<A: Clone> Gateway<A> {
                 Phase::BasicSent {
                     read_id,
                     sent_at: now,
+                    via: BasicVia::Replicas,
                 },
             );
             let payload = self.pending[&id].command.payload().to_vec();
@@ -2256,6 +2395,66 @@ impl<A: Clone> Gateway<A> {
                     read_id,
                     planned_at: self.configuration.version(),
                     payload: payload.clone(),
+                });
+            }
+        }
+    }
+
+    /// §6.7 basic reads of partition groups: to the member the bypass believes primary of
+    /// each group read (only a primary that executed what its view inherited answers,
+    /// `serve_basic_read`), with the gateway's configuration version; each answers its share.
+    /// A read whose groups changed since it was queued goes through the routers. The canary
+    /// `basic_any_member` picks any member instead.
+    fn send_bypass_basic_reads(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(bypass) = &self.bypass else {
+            return;
+        };
+        let queued: Vec<(u64, BasicVia)> = self
+            .pending
+            .iter()
+            .filter_map(|(id, pending)| match pending.phase {
+                Phase::BasicBypassQueued { via } => Some((*id, via)),
+                _ => None,
+            })
+            .collect();
+        let targets = bypass.targets.clone();
+        let sizes = bypass.settings.groups.clone();
+        for (id, via) in queued {
+            let groups = match via {
+                BasicVia::Group(partition) => BTreeSet::from([partition]),
+                _ => match self.basic_groups(&self.pending[&id].command) {
+                    Some(groups) => groups,
+                    None => {
+                        self.set_phase(id, Phase::Queued);
+                        continue;
+                    }
+                },
+            };
+            let read_id = self.read_next;
+            self.read_next += 1;
+            let now = self.now;
+            self.set_phase(
+                id,
+                Phase::BasicSent {
+                    read_id,
+                    sent_at: now,
+                    via,
+                },
+            );
+            for partition in groups {
+                let replica = if self.basic_any_member {
+                    let size = u64::from(sizes.get(&partition).copied().unwrap_or(1).max(1));
+                    (self.prng.next_u64() % size) as u8
+                } else {
+                    targets.get(&partition).copied().unwrap_or(0)
+                };
+                effects.push(GatewayEffect::PartitionBasicRead {
+                    id,
+                    partition,
+                    replica,
+                    read_id,
+                    planned_at: self.configuration.version(),
+                    payload: self.pending[&id].command.payload().to_vec(),
                 });
             }
         }

@@ -109,8 +109,9 @@ pub use partition::{
 pub use partition_duty::{CutPlanning, Delivered, DutyReply, PrimaryDuty};
 pub use partition_keyspace::PartitionCut;
 pub use partition_machine::{
-    install_parts, PartitionData, PartitionMachine, PartitionMachineSettings, PartitionOperation,
-    PartitionQuery, PartitionResult, Released, ResultAnswers, Share, PARTITION_FORMAT_VERSION,
+    install_parts, serve_basic_read, PartitionData, PartitionMachine, PartitionMachineSettings,
+    PartitionOperation, PartitionQuery, PartitionResult, Released, ResultAnswers, Share,
+    PARTITION_FORMAT_VERSION,
 };
 pub use router::{
     ConfigEntry, Grouping, Operation, OperationError, OperationResult, Outcome, Query, Routed,

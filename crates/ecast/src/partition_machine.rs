@@ -22,7 +22,7 @@ use crate::partition::{
     KeySet, OperationId, Partition, PartitionEntry, PartitionEvent, PartitionSettings,
 };
 use crate::partition_keyspace::PartitionCut;
-use crate::types::{Sequence, Timestamp};
+use crate::types::{ReadRefusal, Sequence, Timestamp};
 use placement::{ConfigVersion, Position, PositionSet, ProcessId};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,16 @@ pub trait PartitionData: Clone + Send + Sync + 'static {
     /// `None` when it cannot tell (the write then takes two round trips). Must not panic on
     /// any bytes.
     fn preview(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        let _ = operation;
+        None
+    }
+
+    /// §6.7 basic reads (`PartitionMachine::basic_read`): the result `execute(operation)`
+    /// would return now if `operation` only reads, without changing anything; `None` when it
+    /// is not such a read (a write, SQL, a survey of every key, bytes that do not decode): the
+    /// read is then refused and goes through the log. By default, never. Must not panic on any
+    /// bytes.
+    fn read(&self, operation: &[u8]) -> Option<Vec<u8>> {
         let _ = operation;
         None
     }
@@ -501,6 +511,35 @@ impl<D: PartitionData> PartitionMachine<D> {
         self.version
     }
 
+    /// §6.7 basic read of `operation` (a payload as the bypass sends it; for a read of several
+    /// groups, every group gets it and answers its share), answered from the executed state
+    /// without ordering anything: the result `PartitionData::read` gives, or why not. Refused
+    /// when the gateway planned it at a configuration older than the last keyspace cut this
+    /// group executed (`VersionMismatch`: Crescando/RB's check, against the version that
+    /// matters to this group), when no key of it is held here or the group is installing or
+    /// deferring for a cut (`KeysElsewhere`), or when it is not a read (`NotARead`). Whether *this member* may answer at all is the
+    /// replica's question (`serve_basic_read`).
+    pub fn basic_read(
+        &self,
+        planned_at: ConfigVersion,
+        operation: &[u8],
+    ) -> Result<Vec<u8>, ReadRefusal> {
+        if planned_at < self.version {
+            return Err(ReadRefusal::VersionMismatch {
+                process: self.version,
+                request: planned_at,
+            });
+        }
+        let keys = self.data.keys(operation);
+        if matches!(keys, KeySet::Unknown) {
+            return Err(ReadRefusal::NotARead);
+        }
+        if !self.installing.is_empty() || !self.deferred.is_empty() || !self.holds_any_key(&keys) {
+            return Err(ReadRefusal::KeysElsewhere);
+        }
+        self.data.read(operation).ok_or(ReadRefusal::NotARead)
+    }
+
     /// The groups whose copy of the last cut is not installed yet (executions wait meanwhile).
     pub fn installing(&self) -> &BTreeSet<ProcessId> {
         &self.installing
@@ -574,6 +613,18 @@ impl<D: PartitionData> PartitionMachine<D> {
             (Some(holds), KeySet::Keys(keys)) => keys
                 .iter()
                 .all(|key| holds.contains(self.data.position(key))),
+        }
+    }
+
+    /// Basic reads: whether the group holds some key of `keys` (a read of several groups
+    /// reaches each with every key; `PartitionData::read` answers the share it holds, and a
+    /// part no group answers sends the read through the routers).
+    fn holds_any_key(&self, keys: &KeySet) -> bool {
+        match keys {
+            KeySet::Keys(keys) if !keys.is_empty() => keys
+                .iter()
+                .any(|key| self.holds_keys(&KeySet::of([key.clone()]))),
+            _ => self.holds_keys(keys),
         }
     }
 
@@ -1084,6 +1135,36 @@ where
         *self = state;
         Ok(())
     }
+}
+
+/// §6.7 basic read at one member of a partition group (`docs/internals/ecast.md`, "Basic
+/// reads of partition groups"): answered from the member's executed state with no log entry
+/// and no round, if the member may (`vr::Replica::serves_unordered_read`: the primary of its
+/// view, done with what the view inherited, no Skyros write to the keys pending) and the group
+/// may (`PartitionMachine::basic_read`: the version check, holdings, a read). A backup is
+/// refused (`NotServable`): it learns commits a Prepare or a heartbeat after the primary, so
+/// its executed state may lack a write that completed, and per key a basic read must never be
+/// older than the last write completed before it began (a regular register).
+///
+/// `any_member` is a canary (`TESSERA_CANARY_BASIC_ANY_MEMBER`): it skips the member's check,
+/// so backups answer too; `tests/resp_read_isolation.rs` shows the regular-register checker
+/// catches the stale reads that follows.
+pub fn serve_basic_read<D: PartitionData + Serialize + DeserializeOwned>(
+    replica: &vr::Replica<PartitionMachine<D>>,
+    planned_at: ConfigVersion,
+    operation: &[u8],
+    any_member: bool,
+) -> Result<Vec<u8>, ReadRefusal> {
+    let single = PartitionOperation::Single {
+        client: 0,
+        number: 0,
+        operation: operation.to_vec(),
+    }
+    .encode();
+    if !any_member && !replica.serves_unordered_read(&single) {
+        return Err(ReadRefusal::NotServable);
+    }
+    replica.state_machine().basic_read(planned_at, operation)
 }
 
 #[cfg(test)]

@@ -171,12 +171,21 @@ pub enum ReadRefusal {
         router: Timestamp,
         not_before: Timestamp,
     },
-    /// Snapshot read: the routing part is not a read.
+    /// Snapshot read: the routing part is not a read. Basic read of a partition group: the
+    /// operation is not one the data answers without ordering (`PartitionData::read`).
     NotARead,
     /// Snapshot read: too many reads are waiting at this destination.
     Overloaded,
     /// Snapshot read: the routing part is not well formed.
     Malformed,
+    /// Basic read of a partition group (`PartitionMachine::basic_read`): this member may not
+    /// answer from its executed state now (not the primary of its view in normal status, not
+    /// done executing what its view inherited, or, in Skyros, a write to the keys pending in
+    /// its durability log). The gateway reads through the group's log instead.
+    NotServable,
+    /// Basic read of a partition group: a key is not one the group holds now, or its copy is
+    /// still being installed (a keyspace cut moved it).
+    KeysElsewhere,
 }
 
 impl fmt::Display for ReadRefusal {
@@ -198,6 +207,13 @@ impl fmt::Display for ReadRefusal {
             ReadRefusal::NotARead => write!(formatter, "a snapshot read must route as a read"),
             ReadRefusal::Overloaded => write!(formatter, "too many snapshot reads waiting"),
             ReadRefusal::Malformed => write!(formatter, "the read's routing part is malformed"),
+            ReadRefusal::NotServable => write!(
+                formatter,
+                "this member may not answer a basic read from its executed state now"
+            ),
+            ReadRefusal::KeysElsewhere => {
+                write!(formatter, "a key of the basic read is not held here now")
+            }
         }
     }
 }

@@ -9,8 +9,9 @@
 //! watermark covers it (`docs/internals/rubberband.md`, "Skyros partitions at replication 1").
 
 use ecast::{
-    KeySet, PartitionCut, PartitionData, PartitionMachine, PartitionMachineSettings,
-    PartitionOperation, PartitionResult, Released, Sequence, Share, Timestamp,
+    serve_basic_read, KeySet, PartitionCut, PartitionData, PartitionMachine,
+    PartitionMachineSettings, PartitionOperation, PartitionResult, ReadRefusal, Released, Sequence,
+    Share, Timestamp,
 };
 use placement::{ConfigVersion, ProcessId};
 use placement::{Position, PositionSet};
@@ -60,6 +61,14 @@ impl PartitionData for Registers {
     fn import(&mut self, records: &[u8]) {
         let records: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(records).unwrap_or_default();
         self.0.extend(records);
+    }
+
+    /// §6.7 basic reads: a read (no `=`) answers the value; a write is not a read.
+    fn read(&self, operation: &[u8]) -> Option<Vec<u8>> {
+        if operation.contains(&b'=') {
+            return None;
+        }
+        Some(self.0.get(operation).cloned().unwrap_or_default())
     }
 
     fn retain(&mut self, holds: &PositionSet) {
@@ -679,5 +688,107 @@ fn a_started_group_acknowledges_no_write_early_until_its_install_even_across_a_v
         group.nilext_without(Some(0), 5, "e=5"),
         vec![1, 2],
         "installed and covered: the new primary acknowledges"
+    );
+}
+
+// ----- §6.7 basic reads of a partition group (`ecast::serve_basic_read`). -----
+
+/// A basic read of `key` at replica `index`, planned at `version`.
+fn basic(
+    group: &Group,
+    index: usize,
+    version: u64,
+    key: &str,
+    any_member: bool,
+) -> Result<Vec<u8>, ReadRefusal> {
+    serve_basic_read(
+        &group.replicas[index],
+        ConfigVersion(version),
+        key.as_bytes(),
+        any_member,
+    )
+}
+
+/// Only the primary answers from its executed state, and not for a key with a completed
+/// nilext write it has not executed yet (it would miss a completed write); backups never (a
+/// commit behind), except under the canary.
+#[test]
+fn a_basic_read_is_answered_by_the_primary_alone_and_never_misses_a_completed_nilext_write() {
+    let mut group = Group::new(None);
+    assert_eq!(
+        group.nilext(1, "a=1"),
+        vec![0, 1, 2],
+        "complete, not executed"
+    );
+    assert_eq!(
+        basic(&group, 0, 0, "a", false),
+        Err(ReadRefusal::NotServable)
+    );
+    assert_eq!(
+        basic(&group, 0, 0, "b", false),
+        Ok(Vec::new()),
+        "another key"
+    );
+    group.settle();
+    assert_eq!(basic(&group, 0, 0, "a", false), Ok(b"1".to_vec()));
+    for backup in 1..3 {
+        assert_eq!(
+            basic(&group, backup, 0, "a", false),
+            Err(ReadRefusal::NotServable)
+        );
+        assert_eq!(basic(&group, backup, 0, "a", true), Ok(b"1".to_vec()));
+    }
+    assert_eq!(
+        basic(&group, 0, 0, "a=2", false),
+        Err(ReadRefusal::NotARead)
+    );
+}
+
+/// After a view change the new primary answers and the other backup does not; the deposed
+/// primary, which has not learnt of the view change, still answers (no leases: documented).
+#[test]
+fn after_a_view_change_the_new_primary_answers_and_the_deposed_one_still_does_for_want_of_leases() {
+    let mut group = Group::new(None);
+    assert_eq!(group.nilext(1, "a=1"), vec![0, 1, 2]);
+    group.settle();
+    group.settle_without(0, 400);
+    let (view, primary) = view_of(&group, 1);
+    assert!(view > 0 && primary, "replica 1 leads view {view}");
+    assert_eq!(
+        basic(&group, 0, 0, "a", false),
+        Ok(b"1".to_vec()),
+        "deposed: no leases"
+    );
+    assert_eq!(basic(&group, 1, 0, "a", false), Ok(b"1".to_vec()));
+    assert_eq!(
+        basic(&group, 2, 0, "a", false),
+        Err(ReadRefusal::NotServable)
+    );
+}
+
+/// The group's checks: planned before its last cut, or for a key it gave away, refused.
+#[test]
+fn a_basic_read_is_refused_when_planned_before_the_last_cut_or_for_a_key_given_away() {
+    let settings = PartitionMachineSettings::default();
+    let mut group = Group::with(1, None, settings, Some(PositionSet::whole()));
+    assert_eq!(group.nilext(1, "a=1"), vec![0]);
+    assert_eq!(group.nilext(2, "z=1"), vec![0]);
+    group.ordered(ROUTER, cut(1, 0));
+    assert_eq!(
+        basic(&group, 0, 0, "a", false),
+        Err(ReadRefusal::VersionMismatch {
+            process: ConfigVersion(1),
+            request: ConfigVersion(0),
+        })
+    );
+    assert_eq!(
+        basic(&group, 0, 1, "z", false),
+        Err(ReadRefusal::KeysElsewhere)
+    );
+    assert_eq!(basic(&group, 0, 1, "a", false), Ok(b"1".to_vec()));
+    assert_eq!(
+        basic(&group, 0, 2, "a", false),
+        Ok(b"1".to_vec()),
+        "a newer gateway"
     );
 }

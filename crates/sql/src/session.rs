@@ -58,9 +58,10 @@ impl ReadIsolation {
     /// The level a read asked at this one is served at over SQL: `sequential` for all three.
     ///
     /// SQL runs only on clusters of partition groups (`vr`, `skyros`: the configuration
-    /// refuses a PostgreSQL listener on `sequenced` storage processes), and there no read path
-    /// weaker than the partition logs is built: RESP's `READMODE snapshot|basic` is served as
-    /// `sequential` too (`docs/internals/ecast.md`, "Read isolation with partition groups").
+    /// refuses a PostgreSQL listener on `sequenced` storage processes), and there SQL passes no
+    /// weaker level to the gateway yet (RESP's `READMODE basic` reads are served basic by
+    /// the primaries of the partition groups read; `READMODE snapshot` is served as `sequential`:
+    /// `docs/internals/ecast.md`, "Read isolation with partition groups").
     /// Sequential keeps every promise of the weaker levels — a snapshot read's consistent cut
     /// (an every-partition read is one E-Cast message, executed by every partition at one
     /// point of the global order), a basic read's "never older than the last write completed

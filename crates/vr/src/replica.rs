@@ -469,6 +469,35 @@ impl<S: StateMachine> Replica<S> {
     pub fn is_primary(&self) -> bool {
         self.primary.is_some()
     }
+
+    /// Whether a read of `operation`'s keys answered now from this replica's executed state,
+    /// without a round (no log entry, no probe), reflects every write to those keys that may
+    /// have completed as far as this replica knows: it is the primary of its view in normal
+    /// status; it executed every op its view inherited (ops up to `view_start_op` may have
+    /// completed in an older view); and in Skyros no write to those keys is pending in its
+    /// durability log (a nilext write completes before it executes) nor, while that log is not
+    /// empty, ordered and unexecuted (the conditions of `on_read_request`'s Skyros check).
+    /// Every other write that completed executed here first: a primary replies after it
+    /// executes. What it cannot know: that a newer view elected another primary (there are no
+    /// leases), so such a read is not linearisable; §6.7's basic reads promise less.
+    pub fn serves_unordered_read(&self, operation: &[u8]) -> bool {
+        let Some(primary) = self.primary.as_ref() else {
+            return false;
+        };
+        if self.commit_min < primary.view_start_op {
+            return false;
+        }
+        if self.config.protocol == Protocol::Skyros {
+            let keys = self.state_machine.keys(operation);
+            if self.durability_log.conflicts(keys.as_deref())
+                || (!self.durability_log.is_empty()
+                    && primary.ordered_writes.conflicts(keys.as_deref()))
+            {
+                return false;
+            }
+        }
+        true
+    }
     pub fn op(&self) -> Op {
         self.journal.op()
     }

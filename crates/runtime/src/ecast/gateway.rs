@@ -15,7 +15,9 @@
 //! reads are E-Cast messages; `snapshot` reads ask the router log's last timestamp
 //! (`Query::Now`) and are then timestamped by the lead router and injected into the
 //! destinations' streams; `basic` reads go straight to one live replica per key, which checks
-//! only the configuration version. Writes are always sequential.
+//! only the configuration version (in `vr`/`skyros` partition modes: a basic read goes to the
+//! primary of each partition group it reads, `ecast::serve_basic_read`, and snapshot reads run
+//! as sequential ones). Writes are always sequential.
 
 use super::config::ClusterConfig;
 use super::config::PartitionMode;
@@ -105,6 +107,10 @@ pub struct GatewayStatus {
     pub adapt_two_rtt_groups: AtomicU64,
     pub adapt_switches: AtomicU64,
     pub bypass_resends: AtomicU64,
+    /// Partition groups, §6.7: basic reads a member answered from its executed state, and
+    /// basic reads that went through the group's log instead (refused or unanswered).
+    pub basic_answered: AtomicU64,
+    pub basic_ordered: AtomicU64,
     pub nilext_executed_acks: AtomicU64,
     /// Regrouping (`vr` above replication 1): the groups the bypass sends to now, the groups
     /// that joined it after the start, and commands sent to those.
@@ -317,6 +323,9 @@ pub(crate) fn start(
             cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_RULE_A").is_some();
         if !no_rule_a {
             gateway = gateway.with_watermark_gate();
+        }
+        if super::partition_host::canary_basic_any_member() {
+            gateway = gateway.with_basic_any_member_canary();
         }
     }
     let hub = Arc::new(super::pubsub::Hub::new(&config, storage, links.clone()));
@@ -1004,6 +1013,30 @@ impl GatewayTask {
                         self.links.send(storage.address, frame);
                     }
                 }
+                GatewayEffect::PartitionBasicRead {
+                    partition,
+                    replica,
+                    read_id,
+                    planned_at,
+                    payload,
+                    ..
+                } => {
+                    let member = self
+                        .groups
+                        .get(&partition)
+                        .and_then(|members| members.get(replica as usize))
+                        .and_then(|member| self.cluster.storage(*member));
+                    if let Some(storage) = member {
+                        let frame = Frame::PartitionBasicRead {
+                            partition,
+                            sender: self.id,
+                            read_id,
+                            planned_at,
+                            payload,
+                        };
+                        self.links.send(storage.address, frame);
+                    }
+                }
                 GatewayEffect::Submitted { .. } | GatewayEffect::Sequenced { .. } => {}
             }
         }
@@ -1043,6 +1076,12 @@ impl GatewayTask {
         status
             .bypass_resends
             .store(stats.bypass_resends, Ordering::Relaxed);
+        self.status
+            .basic_answered
+            .store(stats.basic_bypass_answered, Ordering::Relaxed);
+        self.status
+            .basic_ordered
+            .store(stats.basic_bypass_ordered, Ordering::Relaxed);
         status
             .bypass_groups_added
             .store(stats.bypass_groups_added, Ordering::Relaxed);
@@ -1193,9 +1232,9 @@ struct Connection {
     jobs: mpsc::Sender<Job>,
     /// The isolation this connection's reads run with.
     isolation: Isolation,
-    /// The isolation `READMODE` asked for (what `READMODE` reports): `isolation` itself, except
-    /// in `vr`/`skyros` partition modes, where every read runs `sequential` (a stronger
-    /// guarantee than either weaker level; `read_mode`).
+    /// The isolation `READMODE` asked for (INFO's `tessera_readmode_requested`): `isolation`
+    /// itself, except `snapshot` in `vr`/`skyros` partition modes, which runs `sequential` (a
+    /// stronger guarantee; `read_mode`). `READMODE` alone reports `isolation`, the level served.
     requested: Isolation,
     protocol: u8,
     name: Option<Vec<u8>>,
@@ -2044,21 +2083,19 @@ impl Connection {
     /// `READMODE [sequential|snapshot|basic]`: sets (or, without an argument, reports) how
     /// this connection's reads are isolated.
     ///
-    /// In `vr`/`skyros` partition modes `snapshot` and `basic` are accepted and served as
-    /// `sequential`, which guarantees more than either (strict serialisability): the way
-    /// PostgreSQL accepts READ UNCOMMITTED and runs it as READ COMMITTED. A weaker level is a
-    /// permission to return less, never a promise to; what those modes would need to serve the
-    /// weaker levels faster, and what they would guarantee, is in `docs/internals/ecast.md`
-    /// ("Read isolation with partition groups"). `READMODE` reports the level asked for, as
-    /// PostgreSQL's `SHOW transaction_isolation` does.
+    /// In `vr`/`skyros` partition modes `basic` reads are answered by the primaries of the
+    /// partition groups they read from their executed states (`ecast::serve_basic_read`);
+    /// `snapshot` reads are served as `sequential`, which guarantees more
+    /// (strict serialisability): the way PostgreSQL accepts READ UNCOMMITTED and runs it as
+    /// READ COMMITTED. A weaker level is a permission to return less, never a promise to
+    /// (`docs/internals/ecast.md`, "Read isolation with partition groups"). Setting answers
+    /// `+OK` in every mode (RESP has no NOTICE; clients check for `OK`); `READMODE` alone
+    /// reports the level *served*, as SQL's `SHOW tessera.read_isolation` does, and INFO's
+    /// `# Clients` section reports both (`tessera_readmode_requested`,
+    /// `tessera_readmode_served`).
     fn read_mode(&mut self, arguments: &[Vec<u8>]) -> Value {
-        let name = |isolation| match isolation {
-            Isolation::Sequential => "sequential",
-            Isolation::Snapshot => "snapshot",
-            Isolation::Basic => "basic",
-        };
         match arguments {
-            [_] => Value::Simple(name(self.requested).to_string()),
+            [_] => Value::Simple(isolation_name(self.isolation).to_string()),
             [_, mode] => {
                 let isolation = match mode.to_ascii_lowercase().as_slice() {
                     b"sequential" => Isolation::Sequential,
@@ -2071,11 +2108,14 @@ impl Connection {
                     }
                 };
                 self.requested = isolation;
-                self.isolation = if self.config.partitions.grouped() {
-                    Isolation::Sequential
-                } else {
-                    isolation
-                };
+                // Partition groups: basic reads are served basic (by each group's primary,
+                // `ecast::serve_basic_read`), snapshot ones sequential.
+                self.isolation =
+                    if self.config.partitions.grouped() && isolation == Isolation::Snapshot {
+                        Isolation::Sequential
+                    } else {
+                        isolation
+                    };
                 Value::ok()
             }
             _ => Value::Error("ERR wrong number of arguments for 'readmode' command".into()),
@@ -2105,10 +2145,32 @@ impl Connection {
             counters: counters(status, self.storage),
             sections: {
                 let mut sections = self.clients.info_sections();
+                if let Some(clients) = sections
+                    .iter_mut()
+                    .find(|section| section.name == "clients")
+                {
+                    clients.lines.push((
+                        "tessera_readmode_requested".into(),
+                        isolation_name(self.requested).into(),
+                    ));
+                    clients.lines.push((
+                        "tessera_readmode_served".into(),
+                        isolation_name(self.isolation).into(),
+                    ));
+                }
                 sections.push(self.scripts.info_section());
                 sections
             },
         }
+    }
+}
+
+/// `READMODE`'s name of a read isolation level.
+fn isolation_name(isolation: Isolation) -> &'static str {
+    match isolation {
+        Isolation::Sequential => "sequential",
+        Isolation::Snapshot => "snapshot",
+        Isolation::Basic => "basic",
     }
 }
 
@@ -2166,6 +2228,14 @@ pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(Strin
             load(&status.adapt_switches),
         ),
         ("bypass_resends".to_string(), load(&status.bypass_resends)),
+        (
+            "bypass_basic_answered".to_string(),
+            load(&status.basic_answered),
+        ),
+        (
+            "bypass_basic_ordered".to_string(),
+            load(&status.basic_ordered),
+        ),
         ("bypass_groups".to_string(), load(&status.bypass_groups)),
         (
             "bypass_groups_added".to_string(),

@@ -506,6 +506,16 @@ pub enum Frame {
     ///     (`pubsub::Hub::transaction_ended`). A hint: the partitions decide, a lost frame
     ///     only delays a waiter to its next poll.
     TransactionsEnded { ids: Vec<u64> },
+    /// 35. `vr`/`skyros` partitions, §6.7 basic read: gateway `sender` to a member of
+    ///     partition `partition`, which answers from its executed state if it may
+    ///     (`ecast::serve_basic_read`) with `BasicAnswer`, else `BasicRefused`.
+    PartitionBasicRead {
+        partition: ProcessId,
+        sender: ProcessId,
+        read_id: u64,
+        planned_at: ConfigVersion,
+        payload: Vec<u8>,
+    },
 }
 
 /// A storage process's migration state, for `tessera admin status` and its progress bar.

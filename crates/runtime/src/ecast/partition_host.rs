@@ -83,6 +83,12 @@ struct Incoming {
     received: BTreeMap<u32, Vec<u8>>,
 }
 
+/// Hidden, test-only (debug builds): `TESSERA_CANARY_BASIC_ANY_MEMBER` is set (the gateway
+/// sends basic reads to any member, which answers from its executed state).
+pub(super) fn canary_basic_any_member() -> bool {
+    cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_BASIC_ANY_MEMBER").is_some()
+}
+
 /// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
     // Diskless: a restarted process has forgotten everything; its replicas recover from
@@ -198,6 +204,7 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         canary_early: cfg!(debug_assertions)
             && std::env::var_os("TESSERA_CANARY_CONFIRM_BEFORE_COMMIT").is_some(),
         submitting: false,
+        canary_basic_any_member: canary_basic_any_member(),
         canary_no_resend: cfg!(debug_assertions)
             && std::env::var_os("TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE").is_some(),
         observed: BTreeMap::new(),
@@ -423,6 +430,10 @@ struct Host {
     canary_early: bool,
     /// Set while `on_tick` submits (the canary submits only then).
     submitting: bool,
+    /// Hidden, test-only (debug builds, `TESSERA_CANARY_BASIC_ANY_MEMBER`): every member
+    /// answers basic reads from its executed state, backups included
+    /// (`ecast::serve_basic_read`'s `any_member`; `resp_read_isolation.rs`'s canary).
+    canary_basic_any_member: bool,
     /// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_COPY_AFTER_VIEW_CHANGE`): a primary
     /// of a view after 0 never sends its group's copies — a retired group whose sending
     /// primary failed never delivers them (`vr_regrouping_faults.rs`'s canary).
@@ -759,6 +770,36 @@ impl Host {
                     };
                     self.to_gateway(ProcessId(request.client.0), frame);
                 }
+            }
+            Frame::PartitionBasicRead {
+                partition,
+                sender,
+                read_id,
+                planned_at,
+                payload,
+            } => {
+                let served = match self.partitions.get(&partition) {
+                    Some(hosted) => ecast::serve_basic_read(
+                        &hosted.replica,
+                        planned_at,
+                        &payload,
+                        self.canary_basic_any_member,
+                    ),
+                    None => Err(ecast::ReadRefusal::NotServable),
+                };
+                let frame = match served {
+                    Ok(result) => Frame::BasicAnswer {
+                        sender,
+                        read_id,
+                        outcomes: decode_outcomes(&result),
+                    },
+                    Err(refusal) => Frame::BasicRefused {
+                        sender,
+                        read_id,
+                        refusal,
+                    },
+                };
+                self.to_gateway(sender, frame);
             }
             Frame::Watermark { watermark } => {
                 let _ = self.gateway.send(Frame::Watermark { watermark });

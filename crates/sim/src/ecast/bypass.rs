@@ -1575,6 +1575,9 @@ impl BypassSimulation {
         self.gateways[gateway].gateway.step(input, &mut effects);
         for effect in effects {
             match effect {
+                // Never emitted: this world's reads are sequential (basic reads of partition
+                // groups are tested on real processes, `tests/resp_read_isolation.rs`).
+                GatewayEffect::PartitionBasicRead { .. } => {}
                 GatewayEffect::Request { router, request } => self.send(
                     Node::Gateway(gateway),
                     Node::Router(router),

@@ -1645,6 +1645,8 @@ impl EcastSimulation {
         while let Some(effect) = queue.pop_front() {
             let mut more = Vec::new();
             match effect {
+                // Never emitted: this world's gateways have no router bypass.
+                GatewayEffect::PartitionBasicRead { .. } => {}
                 GatewayEffect::Request { router, request } => self.send(
                     from,
                     Endpoint::Router(router),

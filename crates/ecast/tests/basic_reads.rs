@@ -1,0 +1,288 @@
+//! §6.7 basic reads of partition groups inside `ecast::Gateway` (`with_bypass`,
+//! `docs/internals/ecast.md`, "Basic reads of partition groups"): a basic read of one partition
+//! goes to the member the bypass believes primary as a `PartitionBasicRead` with the gateway's
+//! configuration version, completes on its answer, and goes through the group's log (a
+//! sequential read on the bypass) when refused or unanswered; a basic read of several
+//! partitions goes to each one's primary (each answers its share) and through the routers if
+//! refused; a snapshot read is served as a sequential one.
+
+use ecast::{
+    BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
+    GatewaySettings, Isolation, PartitionOperation, PartitionResult, ReadRefusal,
+};
+use placement::{ConfigVersion, Configuration, Position, ProcessId};
+use std::collections::BTreeMap;
+use vr::{ClientId, Message, Reply, Request, View};
+
+const GATEWAY: ProcessId = ProcessId(100);
+const SPACING: u64 = u64::MAX / 3;
+
+fn ring() -> Configuration {
+    let members: Vec<(ProcessId, Position)> = (0..3)
+        .map(|index| (ProcessId(index + 1), Position(index * SPACING)))
+        .collect();
+    Configuration::with_ring(1, &members)
+}
+
+fn key_of(partition: u64) -> Position {
+    Position((partition - 1) * SPACING + 7)
+}
+
+fn decode(bytes: &[u8]) -> Option<Vec<(u64, u64)>> {
+    postcard::from_bytes(bytes).ok()
+}
+
+fn gateway() -> Gateway<u64> {
+    let settings = BypassSettings {
+        groups: (1..=3).map(|partition| (ProcessId(partition), 3)).collect(),
+        lanes: 2,
+        client_base: 5_000,
+        retry_ticks: 10,
+    };
+    Gateway::new(
+        GATEWAY,
+        ClientId(7),
+        ring(),
+        3,
+        0,
+        1,
+        GatewaySettings::default(),
+    )
+    .with_watermark_gate()
+    .with_bypass(settings, decode)
+}
+
+fn step(gateway: &mut Gateway<u64>, input: GatewayInput<u64>) -> Vec<GatewayEffect<u64>> {
+    let mut effects = Vec::new();
+    gateway.step(input, &mut effects);
+    effects
+}
+
+fn read(isolation: Isolation, positions: Vec<Position>) -> GatewayInput<u64> {
+    GatewayInput::Submit {
+        id: 1,
+        command: GatewayCommand::Read {
+            isolation,
+            positions,
+            payload: b"get".to_vec(),
+            parts: vec![0],
+        },
+    }
+}
+
+/// The basic reads sent: (partition, replica, read id, planned version, payload).
+fn basic_reads(
+    effects: &[GatewayEffect<u64>],
+) -> Vec<(ProcessId, u8, u64, ConfigVersion, Vec<u8>)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::PartitionBasicRead {
+                partition,
+                replica,
+                read_id,
+                planned_at,
+                payload,
+                ..
+            } => Some((*partition, *replica, *read_id, *planned_at, payload.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn partition_requests(effects: &[GatewayEffect<u64>]) -> Vec<(ProcessId, Request)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::PartitionRequest {
+                partition, request, ..
+            } => Some((*partition, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completed(effects: &[GatewayEffect<u64>]) -> Vec<(u64, Completion<u64>)> {
+    effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Complete { id, completion } => Some((*id, completion.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_basic_read_of_one_partition_goes_to_its_believed_primary_and_completes_on_its_answer() {
+    let mut gateway = gateway();
+    let effects = step(&mut gateway, read(Isolation::Basic, vec![key_of(2)]));
+    assert!(partition_requests(&effects).is_empty(), "not ordered");
+    assert!(
+        !effects
+            .iter()
+            .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
+        "nothing goes to the routers"
+    );
+    let reads = basic_reads(&effects);
+    assert_eq!(reads.len(), 1);
+    let (partition, replica, read_id, planned_at, payload) = reads[0].clone();
+    assert_eq!((partition, replica), (ProcessId(2), 0));
+    assert_eq!(planned_at, gateway.configuration().version());
+    assert_eq!(payload, b"get".to_vec());
+    // Another read id's answer is ignored; its own completes it.
+    let other = GatewayInput::BasicAnswer {
+        read_id: read_id + 1,
+        answers: vec![(0, 4)],
+    };
+    assert!(completed(&step(&mut gateway, other)).is_empty());
+    let answer = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(0, 9)],
+    };
+    assert_eq!(
+        completed(&step(&mut gateway, answer)),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 9)])))]
+    );
+    assert_eq!(gateway.stats().basic_bypass_answered, 1);
+    assert_eq!(gateway.stats().basic_bypass_ordered, 0);
+}
+
+#[test]
+fn a_refused_basic_read_goes_through_the_group_log_and_completes_on_its_result() {
+    let mut gateway = gateway();
+    let effects = step(&mut gateway, read(Isolation::Basic, vec![key_of(3)]));
+    let (_, _, read_id, _, _) = basic_reads(&effects)[0].clone();
+    let refused = GatewayInput::BasicRefused {
+        read_id,
+        refusal: ReadRefusal::NotServable,
+    };
+    let effects = step(&mut gateway, refused);
+    assert!(completed(&effects).is_empty());
+    assert!(basic_reads(&effects).is_empty());
+    let requests = partition_requests(&effects);
+    assert_eq!(requests.len(), 1, "{effects:?}");
+    let (partition, request) = requests[0].clone();
+    assert_eq!(partition, ProcessId(3));
+    assert!(matches!(
+        PartitionOperation::decode(&request.operation).unwrap(),
+        PartitionOperation::Single { .. }
+    ));
+    // A late answer of the refused attempt is ignored.
+    let late = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(0, 1)],
+    };
+    assert!(completed(&step(&mut gateway, late)).is_empty());
+    let reply = GatewayInput::Partition {
+        partition: ProcessId(3),
+        message: Message::Reply(Reply {
+            view: View(0),
+            client: request.client,
+            request: request.request,
+            result: PartitionResult::Executed(postcard::to_allocvec(&vec![(0u64, 5u64)]).unwrap())
+                .encode(),
+        }),
+    };
+    assert_eq!(
+        completed(&step(&mut gateway, reply)),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 5)])))]
+    );
+    assert_eq!(gateway.stats().basic_bypass_ordered, 1);
+    assert_eq!(gateway.stats().basic_refusals, 1);
+}
+
+#[test]
+fn an_unanswered_basic_read_goes_through_the_group_log_after_basic_wait_ticks() {
+    let mut gateway = gateway();
+    let wait = GatewaySettings::default().basic_wait_ticks;
+    let effects = step(&mut gateway, read(Isolation::Basic, vec![key_of(1)]));
+    assert_eq!(basic_reads(&effects).len(), 1);
+    let mut requests = Vec::new();
+    for tick in 1..=wait {
+        let effects = step(&mut gateway, GatewayInput::Tick);
+        assert!(basic_reads(&effects).is_empty(), "sent once");
+        let sent = partition_requests(&effects);
+        if tick < wait {
+            assert!(sent.is_empty(), "tick {tick}");
+        }
+        requests.extend(sent);
+    }
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].0, ProcessId(1));
+    assert_eq!(gateway.stats().basic_bypass_ordered, 1);
+}
+
+#[test]
+fn a_basic_read_of_several_partitions_goes_to_each_primary_and_through_the_routers_if_refused() {
+    let mut gateway = gateway();
+    let effects = step(
+        &mut gateway,
+        read(Isolation::Basic, vec![key_of(1), key_of(2)]),
+    );
+    let reads = basic_reads(&effects);
+    let partitions: Vec<ProcessId> = reads.iter().map(|read| read.0).collect();
+    assert_eq!(partitions, vec![ProcessId(1), ProcessId(2)]);
+    assert!(reads.iter().all(|read| read.2 == reads[0].2), "one read id");
+    // Each primary answers its share (parts 0 and 1 here); both complete it.
+    let command = GatewayCommand::Read {
+        isolation: Isolation::Basic,
+        positions: vec![key_of(1), key_of(2)],
+        payload: b"get".to_vec(),
+        parts: vec![0, 1],
+    };
+    let mut gateway = self::gateway();
+    let effects = step(&mut gateway, GatewayInput::Submit { id: 1, command });
+    let read_id = basic_reads(&effects)[0].2;
+    let answer = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(0, 3)],
+    };
+    assert!(completed(&step(&mut gateway, answer)).is_empty());
+    let answer = GatewayInput::BasicAnswer {
+        read_id,
+        answers: vec![(1, 4)],
+    };
+    assert_eq!(
+        completed(&step(&mut gateway, answer)),
+        vec![(1, Completion::Done(BTreeMap::from([(0, 3), (1, 4)])))]
+    );
+    assert_eq!(gateway.stats().basic_bypass_answered, 1);
+    // Refused by one group: the whole read becomes one E-Cast message.
+    let mut gateway = self::gateway();
+    let effects = step(
+        &mut gateway,
+        read(Isolation::Basic, vec![key_of(1), key_of(3)]),
+    );
+    let read_id = basic_reads(&effects)[0].2;
+    let refused = GatewayInput::BasicRefused {
+        read_id,
+        refusal: ReadRefusal::NotServable,
+    };
+    let effects = step(&mut gateway, refused);
+    assert!(basic_reads(&effects).is_empty());
+    assert!(partition_requests(&effects).is_empty());
+    assert!(
+        effects
+            .iter()
+            .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
+        "an E-Cast message: {effects:?}"
+    );
+    assert_eq!(gateway.stats().basic_bypass_ordered, 1);
+}
+
+#[test]
+fn a_snapshot_read_is_served_as_a_sequential_one() {
+    let mut gateway = gateway();
+    let effects = step(&mut gateway, read(Isolation::Snapshot, vec![key_of(2)]));
+    assert!(basic_reads(&effects).is_empty());
+    assert_eq!(partition_requests(&effects).len(), 1, "the bypass, ordered");
+    let mut gateway = self::gateway();
+    let effects = step(
+        &mut gateway,
+        read(Isolation::Snapshot, vec![key_of(1), key_of(2)]),
+    );
+    assert!(basic_reads(&effects).is_empty());
+    assert!(effects
+        .iter()
+        .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
+}
