@@ -19,7 +19,10 @@
 //!    second partition: its gateway sends `Globalize` to every partition in one message and
 //!    each numbers it on delivery (`globalize`), so the numbers order global transactions
 //!    alike everywhere, and no cycle of waits spans partitions
-//!    (`docs/internals/sprint.md`, "Waits, deadlocks and the execution-order rule");
+//!    (`docs/internals/sprint.md`, "Waits, deadlocks and the execution-order rule").
+//!    Row-lock requests queue in log order (`Transactions::queue`): a request conflicting with
+//!    an earlier waiter's row lock waits behind it (an edge in the same graph), so shared
+//!    locks no longer overtake a waiting exclusive one;
 //! 2. keeps the before-image of every row its writes may change, the first time it changes
 //!    it (`engine::undo`), and writes in place;
 //! 3. runs, and for a write keeps its outcome under the statement's number, so that the same
