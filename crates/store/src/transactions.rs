@@ -455,7 +455,10 @@ impl Transactions {
     ///   for `id`) or break the execution-order rule (a global `id`, or one a global waits for
     ///   through locals, behind a global numbered after it): `id` would die of a queue edge
     ///   alone. It goes ahead instead, as Sprint's order of global transactions says; `waiter`
-    ///   then waits for it as a holder, an edge the rule allows.
+    ///   then waits for it as a holder, an edge the rule allows. A local `waiter` counts as
+    ///   numbered after every global (it would be, if it became global while `id` waited
+    ///   behind it: TPC-C's Payment waits for the warehouse row while local, and New-Orders,
+    ///   already global, queued behind it died when it became global).
     ///
     /// Granting makes no edge, so going ahead never hides a cycle; it only gives up fairness,
     /// and only towards transactions that `waiter` waits for already or that Sprint orders
@@ -477,6 +480,12 @@ impl Transactions {
             true => vec![id],
             false => self.globals_reaching(id),
         };
+        if !upstream.is_empty() && !self.globals.contains_key(&waiter) {
+            // A local waiter may yet become global, numbered after every global there is:
+            // the queue edge would then break the rule, and `id` (or the global behind it)
+            // would die. Sprint orders it first: it goes ahead.
+            return true;
+        }
         let downstream: Vec<u64> = match self.globals.contains_key(&waiter) {
             true => vec![waiter],
             false => self.globals_reached(waiter),
@@ -1890,6 +1899,25 @@ mod tests {
             open.wait_edges(),
             vec![(2, 5), (3, 2)],
             "2 waits for the holder it met, 3 behind 2"
+        );
+        // A global does not wait behind a local waiter (it may yet be numbered after it):
+        // local 6 waits for X on row 7, which local 8 holds S; global 1 asking S goes ahead,
+        // local 9 asking S waits behind 6.
+        assert_eq!(
+            open.admit(8, 0, 3, &row("t", 7, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(6, 0, 3, &row("t", 7, Mode::Exclusive), none)),
+            Some(8)
+        );
+        assert_eq!(
+            open.admit(1, 0, 4, &row("t", 7, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(9, 0, 4, &row("t", 7, Mode::Shared), none)),
+            Some(6)
         );
     }
 
