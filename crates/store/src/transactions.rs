@@ -158,10 +158,11 @@ pub struct Transactions {
     global_next: u64,
     /// The fair lock queue of row locks (replicated state, changed in log order): each
     /// transaction whose last request here was refused while it wanted row locks, with those
-    /// locks and its place (table locks do not queue: see `admit_queued`). A later request that conflicts with an earlier waiter's is refused too (it
-    /// waits behind it: an edge in `waits`), unless it cannot delay that waiter or waiting
-    /// behind it would kill it (`goes_ahead`). Left when the transaction is admitted, dies,
-    /// asks without waiting (NOWAIT), moves on (`stop_waiting`) or ends.
+    /// locks and its place (table locks do not queue: see `admit_queued`). A later request
+    /// that conflicts with an earlier waiter's is refused too (it waits behind it: an edge in
+    /// `waits`), unless it cannot delay that waiter or waiting behind it would kill it
+    /// (`goes_ahead`). Left when the transaction is admitted, dies, asks without waiting
+    /// (NOWAIT), moves on (`stop_waiting`) or ends.
     queue: BTreeMap<u64, Waiting>,
     /// The next place in the queue: places grow in log order.
     arrival_next: u64,
