@@ -19,7 +19,10 @@
 //!    second partition: its gateway sends `Globalize` to every partition in one message and
 //!    each numbers it on delivery (`globalize`), so the numbers order global transactions
 //!    alike everywhere, and no cycle of waits spans partitions
-//!    (`docs/internals/sprint.md`, "Waits, deadlocks and the execution-order rule");
+//!    (`docs/internals/sprint.md`, "Waits, deadlocks and the execution-order rule").
+//!    Row-lock requests queue in log order (`Transactions::queue`): a request conflicting with
+//!    an earlier waiter's row lock waits behind it (an edge in the same graph), so shared
+//!    locks no longer overtake a waiting exclusive one;
 //! 2. keeps the before-image of every row its writes may change, the first time it changes
 //!    it (`engine::undo`), and writes in place;
 //! 3. runs, and for a write keeps its outcome under the statement's number, so that the same
@@ -153,6 +156,28 @@ pub struct Transactions {
     globals: BTreeMap<u64, u64>,
     /// The next global sequence number.
     global_next: u64,
+    /// The fair lock queue of row locks (replicated state, changed in log order): each
+    /// transaction whose last request here was refused while it wanted row locks, with those
+    /// locks and its place (table locks do not queue: see `admit_queued`). A later request
+    /// that conflicts with an earlier waiter's is refused too (it waits behind it: an edge in
+    /// `waits`), unless it cannot delay that waiter or waiting behind it would kill it
+    /// (`goes_ahead`). Left when the transaction is admitted, dies, asks without waiting
+    /// (NOWAIT), moves on (`stop_waiting`) or ends.
+    queue: BTreeMap<u64, Waiting>,
+    /// The next place in the queue: places grow in log order.
+    arrival_next: u64,
+}
+
+/// A refused request waiting its turn in the lock queue (`Transactions::queue`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Waiting {
+    /// Its place: refused requests are numbered in log order; the same request sent again
+    /// keeps its place, a different one takes a new place at the end.
+    pub arrival: u64,
+    /// The row locks it waits for (those its transaction does not hold yet).
+    pub locks: Vec<(Resource, Mode)>,
+    /// The stamp of its latest try (ms): a waiter that tries again is not idle.
+    pub last_ms: u64,
 }
 
 /// Most tombstones of transactions aborted by others (`Transactions::aborted`).
@@ -243,24 +268,44 @@ impl Transactions {
         self.admit_as(id, (begin_ms, now_ms), needed, held_by_statement, false)
     }
 
-    /// `admit`; with `nowait` (`SELECT … FOR UPDATE NOWAIT`) a conflicting holder makes the
-    /// statement fail as a wait would (`TransactionLocked`) without waiting (no edge).
+    /// `admit`; with `nowait` (`SELECT … FOR UPDATE NOWAIT`) a conflicting holder (or an
+    /// earlier waiter it would have to wait behind) makes the statement fail as a wait would
+    /// (`TransactionLocked`) without waiting (no edge, no place in the queue).
     pub fn admit_as(
+        &mut self,
+        id: u64,
+        stamps: (u64, u64),
+        needed: &[(Resource, Mode)],
+        held_by_statement: impl Fn(&str) -> Option<u64>,
+        nowait: bool,
+    ) -> Admission {
+        self.admit_queued(id, stamps, needed, held_by_statement, nowait, true)
+    }
+
+    /// Takes locks no other transaction holds for `id`, whatever waits for them (SKIP LOCKED's
+    /// rows, chosen as held by no one: `held_by_other`). Refused like a NOWAIT request if one
+    /// is held after all.
+    pub fn admit_unqueued(&mut self, id: u64, needed: &[(Resource, Mode)]) -> Admission {
+        self.admit_queued(id, (0, 0), needed, |_| None, true, false)
+    }
+
+    fn admit_queued(
         &mut self,
         id: u64,
         (begin_ms, now_ms): (u64, u64),
         needed: &[(Resource, Mode)],
         held_by_statement: impl Fn(&str) -> Option<u64>,
         nowait: bool,
+        queued: bool,
     ) -> Admission {
         if self.aborted.contains(&id) {
             return Admission::Refused(EngineError::SerializationFailure {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
             });
         }
-        let mut holders = BTreeSet::new();
-        let mut first: Option<(String, u64)> = None;
         let mine = self.open.get(&id);
+        // The locks it lacks: only those are waited for.
+        let mut wanted: Vec<(Resource, Mode)> = Vec::new();
         for (resource, mode) in needed {
             if mine
                 .and_then(|me| me.locks.get(resource))
@@ -268,6 +313,14 @@ impl Transactions {
             {
                 continue;
             }
+            match wanted.iter_mut().find(|(known, _)| known == resource) {
+                Some((_, known)) => *known = known.join(*mode),
+                None => wanted.push((resource.clone(), *mode)),
+            }
+        }
+        let mut holders = BTreeSet::new();
+        let mut first: Option<(String, u64)> = None;
+        for (resource, mode) in &wanted {
             let table = &resource.0;
             // A prepared statement's commit writes its tables whatever locks are held there
             // (`prepared`), so it is an exclusive table lock until its decision: a read lock
@@ -294,37 +347,205 @@ impl Transactions {
                 first.get_or_insert((table.clone(), *other_id));
             }
         }
+        // The earlier waiters it would overtake: it waits behind them (no overtaking), in
+        // their order.
+        // Only row locks queue: table locks are granted alike at every partition (the
+        // uniform-lock rule), which a queue judged on each partition's own waiters and graph
+        // would break.
+        let rows_wanted: Vec<(Resource, Mode)> = wanted
+            .iter()
+            .filter(|(resource, _)| resource.1.is_some())
+            .cloned()
+            .collect();
+        let place = self
+            .queue
+            .get(&id)
+            .filter(|waiting| waiting.locks == rows_wanted)
+            .map(|waiting| waiting.arrival);
+        let mut ahead: Vec<(u64, u64, String)> = Vec::new();
+        if queued {
+            for (waiter, waiting) in &self.queue {
+                if *waiter == id || place.is_some_and(|place| waiting.arrival > place) {
+                    continue;
+                }
+                let Some(((table, _), _)) = rows_wanted.iter().find(|(resource, mode)| {
+                    waiting.locks.iter().any(|(theirs, their_mode)| {
+                        theirs == resource && their_mode.conflicts(*mode)
+                    })
+                }) else {
+                    continue;
+                };
+                if !self.goes_ahead(id, *waiter, &waiting.locks) {
+                    ahead.push((waiting.arrival, *waiter, table.clone()));
+                }
+            }
+            ahead.sort();
+        }
         if let Some(me) = self.open.get_mut(&id) {
             me.last_ms = me.last_ms.max(now_ms);
         }
-        let Some((table, holder)) = first else {
+        let blocker = first.map(|(table, holder)| (table, holder, self.open[&holder].last_ms));
+        let blocker = blocker.or_else(|| {
+            ahead.first().map(|(_, waiter, table)| {
+                let waiting = &self.queue[waiter];
+                let stamp = self.open.get(waiter).map_or(0, |open| open.last_ms);
+                (table.clone(), *waiter, waiting.last_ms.max(stamp))
+            })
+        });
+        let Some((table, named, last_ms)) = blocker else {
             self.waits.remove(&id);
+            self.queue.remove(&id);
             let entry = self.open.entry(id).or_insert(Transaction {
                 begin_ms,
                 last_ms: now_ms,
                 ..Transaction::default()
             });
-            for (resource, mode) in needed {
+            for (resource, mode) in &wanted {
                 let held = entry.locks.entry(resource.clone()).or_insert(*mode);
                 *held = held.join(*mode);
             }
+            self.assert_granted(id, &wanted);
             return Admission::Run;
         };
         let locked = EngineError::TransactionLocked {
             table: table.clone(),
-            transaction: holder,
-            last_ms: self.open[&holder].last_ms,
+            transaction: named,
+            last_ms,
         };
         if nowait {
             self.waits.remove(&id);
+            self.queue.remove(&id);
             return Admission::Refused(locked);
         }
+        holders.extend(ahead.iter().map(|(_, waiter, _)| *waiter));
         self.waits.insert(id, holders);
         if let Some(refusal) = self.wait_refusal(id, &table) {
             self.waits.remove(&id);
+            self.queue.remove(&id);
             return Admission::Refused(refusal);
         }
+        if rows_wanted.is_empty() {
+            // It waits for table locks only: no place in the queue.
+            self.queue.remove(&id);
+        } else {
+            let arrival = place.unwrap_or_else(|| {
+                let arrival = self.arrival_next;
+                self.arrival_next += 1;
+                arrival
+            });
+            self.queue.insert(
+                id,
+                Waiting {
+                    arrival,
+                    locks: rows_wanted,
+                    last_ms: now_ms,
+                },
+            );
+        }
+        self.assert_queue();
         Admission::Refused(locked)
+    }
+
+    /// Whether transaction `id` is granted ahead of the earlier `waiter` (which waits for
+    /// `locks`) although their requests conflict:
+    ///
+    /// - `id` already holds a lock that conflicts with one `waiter` waits for: `waiter` waits
+    ///   for `id`'s end anyway, and granting `id` more cannot delay it (an upgrade: S held, X
+    ///   wanted while another waits for X);
+    /// - waiting behind `waiter` would close a cycle (`waiter` already waits, through others,
+    ///   for `id`) or break the execution-order rule (a global `id`, or one a global waits for
+    ///   through locals, behind a global numbered after it): `id` would die of a queue edge
+    ///   alone. It goes ahead instead, as Sprint's order of global transactions says; `waiter`
+    ///   then waits for it as a holder, an edge the rule allows. A local `waiter` counts as
+    ///   numbered after every global (it would be, if it became global while `id` waited
+    ///   behind it: TPC-C's Payment waits for the warehouse row while local, and New-Orders,
+    ///   already global, queued behind it died when it became global).
+    ///
+    /// Granting makes no edge, so going ahead never hides a cycle; it only gives up fairness,
+    /// and only towards transactions that `waiter` waits for already or that Sprint orders
+    /// first (finitely many: later globals are numbered after it).
+    fn goes_ahead(&self, id: u64, waiter: u64, locks: &[(Resource, Mode)]) -> bool {
+        if let Some(me) = self.open.get(&id) {
+            if locks.iter().any(|(resource, mode)| {
+                me.locks
+                    .get(resource)
+                    .is_some_and(|held| held.conflicts(*mode))
+            }) {
+                return true;
+            }
+        }
+        if self.reaches(waiter, id) {
+            return true;
+        }
+        let upstream: Vec<u64> = match self.globals.contains_key(&id) {
+            true => vec![id],
+            false => self.globals_reaching(id),
+        };
+        if !upstream.is_empty() && !self.globals.contains_key(&waiter) {
+            // A local waiter may yet become global, numbered after every global there is:
+            // the queue edge would then break the rule, and `id` (or the global behind it)
+            // would die. Sprint orders it first: it goes ahead.
+            return true;
+        }
+        let downstream: Vec<u64> = match self.globals.contains_key(&waiter) {
+            true => vec![waiter],
+            false => self.globals_reached(waiter),
+        };
+        upstream.iter().any(|before| {
+            downstream
+                .iter()
+                .any(|after| self.globals[before] < self.globals[after])
+        })
+    }
+
+    /// A grant conflicts with no other transaction's granted lock.
+    fn assert_granted(&self, id: u64, granted: &[(Resource, Mode)]) {
+        for (resource, mode) in granted {
+            for (other_id, other) in &self.open {
+                assert!(
+                    *other_id == id
+                        || !other
+                            .locks
+                            .get(resource)
+                            .is_some_and(|held| held.conflicts(*mode)),
+                    "a lock granted to {id:016x} conflicts with one {other_id:016x} holds"
+                );
+            }
+        }
+        self.assert_queue();
+    }
+
+    /// The queue's invariants: places are distinct and given in log order (each below the
+    /// next to give), every waiter waits for some lock, and none is a transaction another
+    /// gateway aborted (an ended transaction leaves the queue).
+    fn assert_queue(&self) {
+        let mut places = BTreeSet::new();
+        for (waiter, waiting) in &self.queue {
+            assert!(
+                waiting.arrival < self.arrival_next && places.insert(waiting.arrival),
+                "queue places are distinct and in log order"
+            );
+            assert!(!waiting.locks.is_empty(), "a waiter waits for a lock");
+            assert!(
+                !self.aborted.contains(waiter),
+                "an aborted transaction left the queue"
+            );
+        }
+    }
+
+    /// The transactions waiting in the lock queue here, in their order, with the locks each
+    /// waits for.
+    pub fn queue(&self) -> Vec<(u64, Vec<(Resource, Mode)>)> {
+        let mut waiting: Vec<_> = self
+            .queue
+            .iter()
+            .map(|(id, waiting)| (waiting.arrival, *id, waiting.locks.clone()))
+            .collect();
+        waiting.sort_by_key(|(arrival, _, _)| *arrival);
+        waiting
+            .into_iter()
+            .map(|(_, id, locks)| (id, locks))
+            .collect()
     }
 
     /// Whether `id`'s new edges (`waits[id]`) close a cycle here, or break the execution-order
@@ -473,11 +694,13 @@ impl Transactions {
     /// a lock request: it moved on, e.g. ROLLBACK TO after a failed statement).
     pub fn stop_waiting(&mut self, id: u64) {
         self.waits.remove(&id);
+        self.queue.remove(&id);
     }
 
     /// Forgets `id` in the waits-for graph and among the global transactions (it ended).
     fn forget(&mut self, id: u64) {
         self.waits.remove(&id);
+        self.queue.remove(&id);
         self.waits.retain(|_, holders| {
             holders.remove(&id);
             !holders.is_empty()
@@ -590,13 +813,18 @@ impl Transactions {
     }
 
     pub fn end(&mut self, id: u64, by_owner: bool) -> Option<Transaction> {
+        // Seen here: it holds locks, or it waits (a waiter may be named to another waiter,
+        // and aborted as abandoned, before it holds anything anywhere).
+        let seen = self.open.contains_key(&id)
+            || self.queue.contains_key(&id)
+            || self.waits.contains_key(&id);
         self.forget(id);
         if by_owner {
             self.aborted.remove(&id);
         } else {
             // A tombstone only for a transaction this partition has seen (a gateway's abort
             // reaches every partition).
-            if !self.open.contains_key(&id) {
+            if !seen {
                 return None;
             }
             self.aborted.insert(id);
@@ -660,6 +888,8 @@ impl Transactions {
             waits: self.waits.clone(),
             globals: self.globals.clone(),
             global_next: self.global_next,
+            queue: self.queue.clone(),
+            arrival_next: self.arrival_next,
         }
     }
 
@@ -675,6 +905,28 @@ impl Transactions {
         }
         for (waiter, holders) in other.waits {
             self.waits.entry(waiter).or_default().extend(holders);
+        }
+        // The other copy's waiters not waiting here join the queue at its end, in their
+        // order (the two copies' places are numbered apart); one waiting in both keeps its
+        // place here and waits for both sets of locks.
+        let mut incoming: Vec<(u64, Waiting)> = other.queue.into_iter().collect();
+        incoming.sort_by_key(|(_, waiting)| waiting.arrival);
+        for (waiter, waiting) in incoming {
+            match self.queue.get_mut(&waiter) {
+                Some(here) => {
+                    for lock in waiting.locks {
+                        if !here.locks.contains(&lock) {
+                            here.locks.push(lock);
+                        }
+                    }
+                    here.last_ms = here.last_ms.max(waiting.last_ms);
+                }
+                None => {
+                    let arrival = self.arrival_next;
+                    self.arrival_next += 1;
+                    self.queue.insert(waiter, Waiting { arrival, ..waiting });
+                }
+            }
         }
         while self.aborted.len() > ABORTED_MAX {
             self.aborted.pop_first();
@@ -696,6 +948,9 @@ impl Transactions {
             // same row; each keeps its own order.
             transaction.savepoint_undo.extend(incoming.savepoint_undo);
         }
+        self.queue
+            .retain(|waiter, _| !self.aborted.contains(waiter));
+        self.assert_queue();
     }
 }
 
@@ -1443,6 +1698,266 @@ mod tests {
             open.globalize(10),
             Err(EngineError::SerializationFailure { .. })
         ));
+    }
+
+    fn named(admission: Admission) -> Option<u64> {
+        match admission {
+            Admission::Refused(EngineError::TransactionLocked { transaction, .. }) => {
+                Some(transaction)
+            }
+            _ => None,
+        }
+    }
+
+    /// The fair queue: S, S granted; X waits; a later S waits behind the X (it would overtake
+    /// it), even when it asks first after the holders end; the X goes first.
+    #[test]
+    fn a_shared_request_waits_behind_an_earlier_exclusive_waiter() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        assert_eq!(
+            open.admit(1, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(2, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(3, 0, 1, &row("t", 1, Mode::Exclusive), none)),
+            Some(1)
+        );
+        // 4's S is compatible with the holders' S, but 3 waits for X: 4 waits behind 3.
+        let Admission::Refused(EngineError::TransactionLocked {
+            transaction: 3,
+            last_ms: 1,
+            ..
+        }) = open.admit(4, 0, 2, &row("t", 1, Mode::Shared), none)
+        else {
+            panic!("4 waits behind 3, named with 3's stamp")
+        };
+        assert_eq!(open.wait_edges(), vec![(3, 1), (3, 2), (4, 3)]);
+        let order: Vec<u64> = open.queue().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(order, vec![3, 4], "queue order is the order of refusals");
+        // A waiter asking again keeps its place; its stamp moves.
+        assert_eq!(
+            named(open.admit(4, 0, 3, &row("t", 1, Mode::Shared), none)),
+            Some(3)
+        );
+        assert_eq!(
+            named(open.admit(3, 0, 4, &row("t", 1, Mode::Exclusive), none)),
+            Some(1)
+        );
+        assert_eq!(open.queue()[0].0, 3, "3 kept its place");
+        // A new S request, and a new one on another row of the table: the first waits, the
+        // second does not conflict with anything and runs.
+        assert_eq!(
+            named(open.admit(5, 0, 5, &row("t", 1, Mode::Shared), none)),
+            Some(3)
+        );
+        assert_eq!(
+            open.admit(6, 0, 5, &row("t", 2, Mode::Shared), none),
+            Admission::Run
+        );
+        open.end(1, true);
+        open.end(2, true);
+        // 4 asks first after the holders ended: still behind 3.
+        assert_eq!(
+            named(open.admit(4, 0, 6, &row("t", 1, Mode::Shared), none)),
+            Some(3)
+        );
+        assert_eq!(
+            open.admit(3, 0, 7, &row("t", 1, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert!(
+            open.queue().iter().all(|(id, _)| *id != 3),
+            "3 left the queue"
+        );
+        // Now 4 waits for 3 as a holder; when 3 ends, 4 and 5 share.
+        assert_eq!(
+            named(open.admit(4, 0, 8, &row("t", 1, Mode::Shared), none)),
+            Some(3)
+        );
+        open.end(3, true);
+        assert_eq!(
+            open.admit(5, 0, 9, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(4, 0, 9, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert!(open.queue().is_empty() && open.wait_edges().is_empty());
+    }
+
+    /// A queue edge is a waits-for edge: a cycle through it is a deadlock.
+    #[test]
+    fn a_cycle_through_a_queue_edge_is_a_deadlock() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        assert_eq!(
+            open.admit(1, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(3, 0, 0, &row("t", 9, Mode::Exclusive), none),
+            Admission::Run
+        );
+        // 2 waits for 1's S; 3 waits behind 2 in the queue (3 → 2, a queue edge).
+        assert_eq!(
+            named(open.admit(2, 0, 1, &row("t", 1, Mode::Exclusive), none)),
+            Some(1)
+        );
+        assert_eq!(
+            named(open.admit(3, 0, 1, &row("t", 1, Mode::Shared), none)),
+            Some(2)
+        );
+        assert_eq!(open.wait_edges(), vec![(2, 1), (3, 2)]);
+        // 1 wants 3's row: 1 → 3 → 2 → 1.
+        let Admission::Refused(EngineError::SerializationFailure { reason }) =
+            open.admit(1, 0, 2, &row("t", 9, Mode::Shared), none)
+        else {
+            panic!("1 closes a cycle through the queue edge 3 → 2")
+        };
+        assert!(reason.contains("deadlock"), "{reason}");
+        // The dead requester left no place in the queue; the others keep theirs.
+        let order: Vec<u64> = open.queue().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(order, vec![2, 3]);
+    }
+
+    /// Going ahead of a waiter where waiting behind it could only kill: an upgrade (the
+    /// waiter waits for the requester anyway), a cycle the queue edge alone would close, and a
+    /// global transaction behind a global one numbered after it.
+    #[test]
+    fn a_request_goes_ahead_where_waiting_behind_could_only_kill() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        // Upgrade: 1 holds S, 2 waits for X, 1 asks X: granted (2 waited for 1 anyway).
+        assert_eq!(
+            open.admit(1, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(2, 0, 1, &row("t", 1, Mode::Exclusive), none)),
+            Some(1)
+        );
+        assert_eq!(
+            open.admit(1, 0, 2, &row("t", 1, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(open.queue().len(), 1, "2 still waits");
+        open.end(1, true);
+        open.end(2, true);
+        // Cycle: 2 waits for X behind holder 1 (S), 1 waits for 3's row; 3 asks S: waiting
+        // behind 2 would close 3 → 2 → 1 → 3. 3 goes ahead (S shares with 1's S).
+        assert_eq!(
+            open.admit(1, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            open.admit(3, 0, 0, &row("t", 9, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(2, 0, 1, &row("t", 1, Mode::Exclusive), none)),
+            Some(1)
+        );
+        assert_eq!(
+            named(open.admit(1, 0, 1, &row("t", 9, Mode::Shared), none)),
+            Some(3)
+        );
+        assert_eq!(
+            open.admit(3, 0, 2, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        for id in 1..=3 {
+            open.end(id, true);
+        }
+        // The rule: globals 1 (numbered 0) and 2 (numbered 1); local 5 holds S. 2 waits for
+        // X; 1, asking S, would wait behind 2, numbered after it: it goes ahead. Global 3,
+        // numbered after 2, waits behind it.
+        assert_eq!(
+            open.admit(5, 0, 0, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(open.globalize(1), Ok(0));
+        assert_eq!(open.globalize(2), Ok(1));
+        assert_eq!(open.globalize(3), Ok(2));
+        assert_eq!(
+            named(open.admit(2, 0, 1, &row("t", 1, Mode::Exclusive), none)),
+            Some(5)
+        );
+        assert_eq!(
+            open.admit(1, 0, 2, &row("t", 1, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(3, 0, 2, &row("t", 1, Mode::Shared), none)),
+            Some(2)
+        );
+        assert_eq!(
+            open.wait_edges(),
+            vec![(2, 5), (3, 2)],
+            "2 waits for the holder it met, 3 behind 2"
+        );
+        // A global does not wait behind a local waiter (it may yet be numbered after it):
+        // local 6 waits for X on row 7, which local 8 holds S; global 1 asking S goes ahead,
+        // local 9 asking S waits behind 6.
+        assert_eq!(
+            open.admit(8, 0, 3, &row("t", 7, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(6, 0, 3, &row("t", 7, Mode::Exclusive), none)),
+            Some(8)
+        );
+        assert_eq!(
+            open.admit(1, 0, 4, &row("t", 7, Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            named(open.admit(9, 0, 4, &row("t", 7, Mode::Shared), none)),
+            Some(6)
+        );
+    }
+
+    /// Waiters that die, ask without waiting, move on, end or are aborted leave the queue;
+    /// the queue moves with a copy and joins another partition's at its end.
+    #[test]
+    fn waiters_leave_the_queue_and_it_moves_with_a_copy() {
+        let none = |_: &str| None;
+        let mut open = Transactions::default();
+        assert_eq!(
+            open.admit(1, 0, 0, &row("t", 1, Mode::Exclusive), none),
+            Admission::Run
+        );
+        for id in 2..=5 {
+            assert!(named(open.admit(id, 0, 1, &row("t", 1, Mode::Shared), none)).is_some());
+        }
+        assert_eq!(open.queue().len(), 4);
+        // NOWAIT: refused, and no longer waiting.
+        assert!(named(open.admit_as(2, (0, 2), &row("t", 1, Mode::Shared), none, true)).is_some());
+        open.stop_waiting(3);
+        open.end(4, true);
+        // 5, never admitted, is aborted as abandoned by another gateway.
+        assert!(open.end(5, false).is_none());
+        assert!(open.queue().is_empty(), "{:?}", open.queue());
+        assert_eq!(open.wait_edges(), Vec::<(u64, u64)>::new());
+        // A copy keeps the queue; absorbing it elsewhere appends its waiters in their order.
+        assert!(named(open.admit(6, 0, 3, &row("t", 1, Mode::Shared), none)).is_some());
+        assert!(named(open.admit(7, 0, 3, &row("t", 1, Mode::Exclusive), none)).is_some());
+        let copy = open.copy_where(|_, _| true, |_| None, |_, _| None);
+        assert_eq!(copy.queue(), open.queue());
+        let mut other = Transactions::default();
+        assert_eq!(
+            other.admit(8, 0, 0, &row("t", 2, Mode::Exclusive), none),
+            Admission::Run
+        );
+        assert!(named(other.admit(9, 0, 1, &row("t", 2, Mode::Shared), none)).is_some());
+        other.absorb(copy);
+        let order: Vec<u64> = other.queue().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(order, vec![9, 6, 7]);
     }
 
     #[test]
