@@ -14,6 +14,7 @@
 # Usage: bench/tpcc/run.sh
 # Environment (optional): W=2 TERMINALS=20 DURATION=60 WARMUP=10 ITEMS=100000 CUSTOMERS=3000
 #   PORT=37300 PG_PORT=37390 PAIRINGS="memory disk" NODES_SWEEP="3"
+#   SKIP_INSTALL=1 (install neither PostgreSQL 15 nor matplotlib)
 #   SKIP_TESSERA_BUILD=1 (use target/release/tessera as it is)
 #   TESSERA=path (another tessera binary, e.g. target/debug/tessera; implies SKIP_TESSERA_BUILD)
 #   PLACEMENT=0 (load Tessera with the specification's DDL alone, `--no-placement`; by default
@@ -42,6 +43,20 @@ chmod 755 "$WORK"
 TESSERA_PID=""
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# What the run needs beyond the repository, installed as the other benchmarks install it
+# (Debian's packages): PostgreSQL 15 for the comparison, matplotlib for report.py's plot.
+# SKIP_INSTALL=1 installs nothing.
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+    if [[ ! -x $PGBIN/postgres ]]; then
+        log "installing postgresql (Debian 12: 15)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    if ! python3 -c 'import matplotlib' 2>/dev/null; then
+        log "installing matplotlib"
+        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || python3 -m pip install -q matplotlib
+    fi
+fi
 
 stop_postgres() {
     if [[ -f $WORK/pg/postmaster.pid ]]; then
