@@ -382,6 +382,13 @@ struct GatewayTask {
 }
 
 impl GatewayTask {
+    /// The address of a partition group's member by its index in the group, if this gateway
+    /// knows the group and the member's storage process.
+    fn member_address(&self, partition: ProcessId, replica: u8) -> Option<std::net::SocketAddr> {
+        let member = self.groups.get(&partition)?.get(replica as usize)?;
+        Some(self.cluster.storage(*member)?.address)
+    }
+
     async fn run(
         mut self,
         mut frames: mpsc::UnboundedReceiver<Frame>,
@@ -1003,14 +1010,9 @@ impl GatewayTask {
                     request,
                     ..
                 } => {
-                    let member = self
-                        .groups
-                        .get(&partition)
-                        .and_then(|members| members.get(replica as usize))
-                        .and_then(|member| self.cluster.storage(*member));
-                    if let Some(storage) = member {
+                    if let Some(address) = self.member_address(partition, replica) {
                         let frame = Frame::PartitionRequest { partition, request };
-                        self.links.send(storage.address, frame);
+                        self.links.send(address, frame);
                     }
                 }
                 GatewayEffect::PartitionBasicRead {
@@ -1021,12 +1023,7 @@ impl GatewayTask {
                     payload,
                     ..
                 } => {
-                    let member = self
-                        .groups
-                        .get(&partition)
-                        .and_then(|members| members.get(replica as usize))
-                        .and_then(|member| self.cluster.storage(*member));
-                    if let Some(storage) = member {
+                    if let Some(address) = self.member_address(partition, replica) {
                         let frame = Frame::PartitionBasicRead {
                             partition,
                             sender: self.id,
@@ -1034,7 +1031,7 @@ impl GatewayTask {
                             planned_at,
                             payload,
                         };
-                        self.links.send(storage.address, frame);
+                        self.links.send(address, frame);
                     }
                 }
                 GatewayEffect::Submitted { .. } | GatewayEffect::Sequenced { .. } => {}
