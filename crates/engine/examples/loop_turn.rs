@@ -145,7 +145,7 @@ fn main() {
     let mut timings = Vec::new();
     for _ in 0..REPETITIONS {
         let started = Instant::now();
-        let copies: Vec<_> = engine.tables().map(|table| table.clone()).collect();
+        let copies: Vec<_> = engine.tables().cloned().collect();
         timings.push(started.elapsed().as_secs_f64() * 1e3);
         std::hint::black_box(copies);
     }
