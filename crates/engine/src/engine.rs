@@ -14,6 +14,7 @@ use crate::shared_scan::{shared_read, shared_scan, CycleOperation};
 use crate::table::{Key, Table};
 use crate::value::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A deliberately broken shared scan, for proving that the property test detects bugs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,8 +35,11 @@ pub(crate) enum Canary {
 /// and its arguments.
 #[derive(Clone, Debug, Default)]
 pub struct Engine {
-    /// By table name.
-    pub(crate) tables: BTreeMap<String, Table>,
+    /// By table name. Copy-on-write: a clone of the engine shares every table (O(tables), not
+    /// O(rows)), and a write to a shared table copies that table first (`table_write`), so a
+    /// clone is an immutable snapshot of the state at the moment it was taken
+    /// (`docs/internals/scans.md`).
+    pub(crate) tables: BTreeMap<String, Arc<Table>>,
     #[cfg(test)]
     pub(crate) canary: Canary,
 }
@@ -52,11 +56,11 @@ impl Engine {
     }
 
     pub fn table(&self, name: &str) -> Option<&Table> {
-        self.tables.get(name)
+        self.tables.get(name).map(|table| table.as_ref())
     }
 
     pub fn tables(&self) -> impl Iterator<Item = &Table> {
-        self.tables.values()
+        self.tables.values().map(|table| table.as_ref())
     }
 
     fn canary(&self) -> Canary {
@@ -133,9 +137,20 @@ impl Engine {
             return;
         }
         let canary = self.canary();
-        let table = self.tables.get_mut(name).expect("bound against this table");
         let (positions, bound): (Vec<usize>, Vec<CycleOperation>) = members.into_iter().unzip();
-        let outputs = shared_scan(table, &bound, canary);
+        // A cycle of reads only does not write its table: it must not copy a table a
+        // snapshot shares.
+        let reads: Option<Vec<ScanOperation>> = bound
+            .iter()
+            .map(|operation| match operation {
+                CycleOperation::Scan(scan) if !scan.writes() => Some(scan.clone()),
+                _ => None,
+            })
+            .collect();
+        let outputs = match reads {
+            Some(reads) => shared_read(&self.tables[name], &reads),
+            None => shared_scan(self.table_write(name), &bound, canary),
+        };
         assert_eq!(outputs.len(), positions.len());
         for (position, output) in positions.into_iter().zip(outputs) {
             results[position] = Some(Ok(output));
@@ -149,10 +164,7 @@ impl Engine {
             .iter()
             .map(|operation| match self.bind(operation) {
                 Some(Ok((name, bound))) => {
-                    let table = self
-                        .tables
-                        .get_mut(&name)
-                        .expect("bound against this table");
+                    let table = self.table_write(&name);
                     let keys: Vec<Key> = table.rows.keys().cloned().collect();
                     table.check_update(&bound, &keys)?;
                     Ok(table.execute_on_keys(&bound, &keys))
@@ -384,11 +396,13 @@ impl Engine {
             return self.execute_other(operation);
         };
         let (name, bound) = bound?;
+        if !bound.writes() {
+            // Read alone (the same answer, `read_batches_equal_reading_each_operation_alone`)
+            // without copying a table a snapshot shares.
+            return self.read(operation);
+        }
         let canary = self.canary();
-        let table = self
-            .tables
-            .get_mut(&name)
-            .expect("bound against this table");
+        let table = self.table_write(&name);
         let path = choose_access_path(table, bound.predicate());
         let keys = candidate_keys(table, &path);
         if bound.writes() && !table.schema.checks.is_empty() {
@@ -416,7 +430,7 @@ impl Engine {
                 self.check_name_free(&schema.name)?;
                 self.check_name_free(&schema.primary_key_name())?;
                 self.tables
-                    .insert(schema.name.clone(), Table::new(schema.clone()));
+                    .insert(schema.name.clone(), Arc::new(Table::new(schema.clone())));
                 Ok(Output::Created)
             }
             Operation::DropTable { name, if_exists } => match self.tables.remove(name) {
@@ -504,13 +518,14 @@ impl Engine {
     /// only if all succeed, so the statement is atomic on this partition (and, being DDL,
     /// reaches every partition at one point of the order).
     fn alter_table(&mut self, name: &str, changes: &[TableChange]) -> OperationResult {
-        let mut table = self
-            .tables
-            .get(name)
-            .ok_or_else(|| EngineError::UndefinedTable {
-                table: name.to_string(),
-            })?
-            .clone();
+        let mut table =
+            Table::clone(
+                self.tables
+                    .get(name)
+                    .ok_or_else(|| EngineError::UndefinedTable {
+                        table: name.to_string(),
+                    })?,
+            );
         for change in changes {
             match change {
                 TableChange::RenameTable { to } => {
@@ -547,7 +562,9 @@ impl Engine {
         );
         let removed = self.tables.remove(name);
         assert!(removed.is_some());
-        let previous = self.tables.insert(table.schema.name.clone(), table);
+        let previous = self
+            .tables
+            .insert(table.schema.name.clone(), Arc::new(table));
         assert!(previous.is_none(), "the new name was checked free");
         Ok(Output::Altered)
     }
@@ -555,9 +572,31 @@ impl Engine {
     fn table_mut(&mut self, name: &str) -> Result<&mut Table, EngineError> {
         self.tables
             .get_mut(name)
+            .map(Arc::make_mut)
             .ok_or_else(|| EngineError::UndefinedTable {
                 table: name.to_string(),
             })
+    }
+
+    /// A bound table, to write: copied first if a snapshot shares it (copy-on-write).
+    fn table_write(&mut self, name: &str) -> &mut Table {
+        Arc::make_mut(self.tables.get_mut(name).expect("bound against this table"))
+    }
+
+    /// An immutable copy of every table as it is now, sharing all of them (O(tables)): what
+    /// the engine answers later is what it answers now, whatever is written here after
+    /// (`docs/internals/scans.md`). The same as `clone`, named for what callers rely on.
+    pub fn snapshot_copy(&self) -> Engine {
+        self.clone()
+    }
+
+    /// Whether `self` and `other` share table `name`'s storage (neither wrote it since one
+    /// was copied from the other): for tests and assertions on copy-on-write.
+    pub fn shares_table(&self, other: &Engine, name: &str) -> bool {
+        match (self.tables.get(name), other.tables.get(name)) {
+            (Some(mine), Some(theirs)) => Arc::ptr_eq(mine, theirs),
+            _ => false,
+        }
     }
 
     /// Tables, primary key constraints and indexes share one namespace, as in PostgreSQL.
@@ -630,10 +669,11 @@ impl Engine {
                 self.tables.insert(name, incoming);
                 continue;
             }
-            let Some(table) = self.tables.get_mut(&name) else {
+            let Some(table) = self.tables.get_mut(&name).map(Arc::make_mut) else {
                 self.tables.insert(name, incoming);
                 continue;
             };
+            let incoming = Arc::unwrap_or_clone(incoming);
             if table.schema == incoming.schema {
                 for index in incoming.indexes.values() {
                     if table.indexes.contains_key(&index.name) {
@@ -673,17 +713,14 @@ impl Engine {
         for (name, table) in &self.tables {
             let mut copy = Table::new(table.schema.clone());
             copy.row_id_next = table.row_id_next;
-            scratch.tables.insert(name.clone(), copy);
+            scratch.tables.insert(name.clone(), Arc::new(copy));
         }
         let mut whole: Vec<&str> = Vec::new();
         for operation in operations {
             let Some(table) = self.tables.get(operation.table_name()) else {
                 continue; // DDL, or a table that does not exist: the batch says so.
             };
-            let copy = scratch
-                .tables
-                .get_mut(operation.table_name())
-                .expect("every table copied");
+            let copy = scratch.table_write(operation.table_name());
             match operation {
                 Operation::Insert {
                     columns,
@@ -714,6 +751,10 @@ impl Engine {
     /// tables, indexes and the next hidden row ids stay.
     pub fn retain_rows(&mut self, keep: impl Fn(&TableSchema, &[Value]) -> bool) {
         for table in self.tables.values_mut() {
+            if !table.rows.iter().any(|(_, row)| !keep(&table.schema, row)) {
+                continue; // Nothing to drop: do not copy a table a snapshot shares.
+            }
+            let table = Arc::make_mut(table);
             let schema = &table.schema;
             let gone: Vec<Key> = table
                 .rows
@@ -730,6 +771,10 @@ impl Engine {
 
     /// Replaces the named tables (used by `from_snapshot` and `copy_where`).
     pub(crate) fn insert_tables(&mut self, tables: BTreeMap<String, Table>) {
-        self.tables.extend(tables);
+        self.tables.extend(
+            tables
+                .into_iter()
+                .map(|(name, table)| (name, Arc::new(table))),
+        );
     }
 }

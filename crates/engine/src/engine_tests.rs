@@ -1632,3 +1632,85 @@ fn a_receiver_that_missed_ddl_takes_the_copys_definitions() {
     let index = &member.table("t").unwrap().indexes["t_v"];
     assert_eq!(index.entries.len(), 1);
 }
+
+// ----- Copy-on-write tables: `Engine::snapshot_copy` (`docs/internals/scans.md`). -----
+
+#[test]
+fn a_snapshot_copy_shares_tables_until_a_write_and_never_sees_later_writes() {
+    let mut engine = engine();
+    let other = TableSchema::new("u", vec![ColumnDef::new("id", DataType::Int)], &["id"])
+        .expect("valid schema");
+    engine
+        .execute(&Operation::CreateTable { schema: other })
+        .expect("creates u");
+    let bytes = engine.snapshot();
+    let copy = engine.snapshot_copy();
+    let answer = copy.read(&select_all("t")).expect("reads");
+    assert!(copy.shares_table(&engine, "t") && copy.shares_table(&engine, "u"));
+
+    // Reads, alone, in a cycle and as a batch, copy nothing.
+    let by_x = Operation::Select {
+        table: "t".into(),
+        columns: Vec::new(),
+        predicate: Some(Predicate::equal("x", Value::Int(1))),
+        limit: None,
+    };
+    let by_y = Operation::Select {
+        table: "t".into(),
+        columns: Vec::new(),
+        predicate: Some(Predicate::equal("y", Value::Int(1))),
+        limit: None,
+    };
+    engine.execute(&select_all("t")).expect("reads");
+    engine.execute(&by_y).expect("reads");
+    engine.execute_batch(&[select_all("t"), by_x.clone(), by_y.clone()]);
+    assert!(
+        copy.shares_table(&engine, "t"),
+        "reads do not copy a shared table"
+    );
+
+    // A write copies only the table it writes; the copy keeps the old rows.
+    let update = Operation::Update {
+        table: "t".into(),
+        assignments: vec![Assignment::new("name", text("changed"))],
+        predicate: Some(Predicate::equal("y", Value::Int(1))),
+    };
+    engine.execute(&update).expect("updates");
+    assert!(!copy.shares_table(&engine, "t"), "the write copied t");
+    assert!(copy.shares_table(&engine, "u"), "u was not written");
+    assert_ne!(engine.read(&select_all("t")).expect("reads"), answer);
+    assert_eq!(copy.read(&select_all("t")).expect("reads"), answer);
+
+    // DDL and more writes after: the copy serialises exactly to the state of its point.
+    engine
+        .execute(&Operation::CreateIndex {
+            name: "t_y_idx".into(),
+            table: "t".into(),
+            column: "y".into(),
+        })
+        .expect("creates an index");
+    engine
+        .execute(&Operation::Delete {
+            table: "t".into(),
+            predicate: None,
+        })
+        .expect("deletes");
+    engine
+        .execute(&Operation::DropTable {
+            name: "u".into(),
+            if_exists: false,
+        })
+        .expect("drops u");
+    assert_eq!(copy.snapshot(), bytes);
+    copy.check_invariants()
+        .expect("the copy keeps its invariants");
+    engine
+        .check_invariants()
+        .expect("the engine keeps its invariants");
+    assert_eq!(copy.read(&select_all("t")).expect("reads"), answer);
+    assert!(
+        matches!(copy.read(&select_all("u")), Ok(Output::Rows { rows, .. }) if rows.is_empty()),
+        "the copy still has u"
+    );
+    assert!(engine.read(&select_all("u")).is_err(), "u is dropped");
+}

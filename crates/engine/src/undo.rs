@@ -72,7 +72,7 @@ impl Engine {
     /// keeping indexes in step. Images of a table that no longer exists are skipped.
     pub fn write_back(&mut self, images: impl IntoIterator<Item = BeforeImage>) {
         for (name, key, before) in images {
-            let Some(table) = self.tables.get_mut(&name) else {
+            let Some(table) = self.tables.get_mut(&name).map(std::sync::Arc::make_mut) else {
                 continue;
             };
             let current = match &before {
