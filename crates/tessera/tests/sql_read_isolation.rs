@@ -425,6 +425,42 @@ fn basic_point_selects_are_a_regular_register() {
         "{answered} of {} reads answered unordered ({ordered} ordered)",
         reads.len()
     );
+
+    // A stale plan is never answered: storage process 2's gateway caches the catalog from
+    // before the ALTER (made through process 1); its basic `SELECT *` is planned with two
+    // columns, refused by the primary (catalog guard), sent through the log, answered
+    // `StaleCatalog` there, and planned again against the new catalog.
+    let cached = psql_verbose(
+        pg[1],
+        &[
+            "SET tessera.read_isolation = basic",
+            "SELECT * FROM registers WHERE id = 1",
+        ],
+    );
+    assert!(!cached.contains("ERROR"), "{cached}");
+    let ordered_before = info_counter(cluster.client_ports[1], "tessera_bypass_basic_ordered");
+    let altered = psql_verbose(
+        pg[0],
+        &["ALTER TABLE registers ADD COLUMN extra INT DEFAULT 7"],
+    );
+    assert!(!altered.contains("ERROR"), "{altered}");
+    let replanned = psql_verbose(
+        pg[1],
+        &[
+            "SET tessera.read_isolation = basic",
+            "SELECT * FROM registers WHERE id = 1",
+        ],
+    );
+    let row: Vec<&str> = replanned.lines().nth(1).unwrap_or("").split('|').collect();
+    assert!(
+        row.len() == 3 && row[0] == "1" && row[2] == "7",
+        "{replanned}"
+    );
+    let ordered_after = info_counter(cluster.client_ports[1], "tessera_bypass_basic_ordered");
+    assert!(
+        ordered_after > ordered_before,
+        "the stale basic SELECT was not refused ({ordered_before} → {ordered_after})"
+    );
     drop(cluster);
 }
 
