@@ -3,12 +3,14 @@ prepared statements: `prepare=True` sends Parse once per connection, then Bind/E
 bench/sql/run.sh and docs/bench/sql.md.
 
     /usr/bin/python3 bench/sql/point.py HOST PORT setup ROWS
-    /usr/bin/python3 bench/sql/point.py HOST PORT select|update CLIENTS SECONDS ROWS
+    /usr/bin/python3 bench/sql/point.py HOST PORT select|select-basic|update CLIENTS SECONDS ROWS
 
 `setup` (re)creates `bench_point (id INT PRIMARY KEY, v BIGINT, pad TEXT)` with ROWS rows.
 A run starts CLIENTS processes (one connection each, so the client's GIL is not the limit),
 each issuing the statement on random keys for SECONDS after a one-second warm-up, and prints
 one JSON line: statements completed, throughput, p50 and p99 latency in milliseconds.
+`select-basic` is `select` in sessions at `SET tessera.read_isolation = basic` (Tessera only:
+docs/bench/read-isolation.md).
 """
 
 import json
@@ -21,6 +23,7 @@ import psycopg
 
 STATEMENTS = {
     "select": "SELECT v FROM bench_point WHERE id = %s",
+    "select-basic": "SELECT v FROM bench_point WHERE id = %s",
     "update": "UPDATE bench_point SET v = %s WHERE id = %s",
 }
 
@@ -48,15 +51,18 @@ def client(arguments):
     latencies = []
     sql = STATEMENTS[operation]
     with connect(host, port) as connection:
+        if operation == "select-basic":
+            connection.execute("SET tessera.read_isolation = basic")
         cursor = connection.cursor()
         warm_until = time.monotonic() + 1.0
         stop_at = warm_until + seconds
         while True:
             key = generator.randrange(rows)
-            parameters = (key,) if operation == "select" else (generator.randrange(10**9), key)
+            reads = operation.startswith("select")
+            parameters = (key,) if reads else (generator.randrange(10**9), key)
             started = time.monotonic()
             cursor.execute(sql, parameters, prepare=True)
-            if operation == "select":
+            if reads:
                 assert len(cursor.fetchall()) == 1
             else:
                 assert cursor.rowcount == 1, cursor.rowcount

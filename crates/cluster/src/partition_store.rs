@@ -97,6 +97,33 @@ impl PartitionStore {
         outcomes
     }
 
+    /// §6.7 basic read of a SQL statement pinned to partition keys
+    /// (`payload::SqlTarget::Keys`): what `execute_sql` would answer, from the rows as they
+    /// are (`store::Store::read_share`: a read only, under a catalog guard that matches, of
+    /// tables no open transaction writes), or `None` (refused: the read goes through the
+    /// log). Refused too when this partition holds none of its keys (routed against another
+    /// ring: through the log it is answered with nothing and the gateway re-plans) and for
+    /// statements over arcs or the catalog read (every partition, or the catalog: ordered).
+    fn read_sql(&self, payload: &payload::SqlPayload) -> Option<Vec<(u32, Outcome)>> {
+        if !matches!(payload.target, payload::SqlTarget::Keys(_)) {
+            return None;
+        }
+        let parts = payload.parts_held(&self.arc, &self.placement);
+        if parts.is_empty() {
+            return None;
+        }
+        let (arc, placement) = (&self.arc, &self.placement);
+        let result = self.store.read_share(&payload.operation, |key| {
+            arc.contains(placement.position(key))
+        })?;
+        let mut outcomes = Vec::with_capacity(parts.len());
+        let mut result = Some(Outcome::Foreign(result));
+        for part in parts {
+            outcomes.push((part, result.take().unwrap_or(Outcome::Ok)));
+        }
+        Some(outcomes)
+    }
+
     /// Whether a stored row of `schema` lies in `range`.
     fn row_in(
         &self,
@@ -251,10 +278,16 @@ impl PartitionData for PartitionStore {
     }
 
     /// §6.7 basic reads: a share of RESP commands that only read, previewed on the data as it
-    /// is (what executing it would answer, `preview`'s path); SQL, surveys and anything that
-    /// writes go through the log.
+    /// is (what executing it would answer, `preview`'s path), or a SQL read pinned to
+    /// partition keys (`read_sql`); surveys, other SQL and anything that writes go through
+    /// the log.
     fn read(&self, operation: &[u8]) -> Option<Vec<u8>> {
-        if payload::decode_sql(operation).is_some() || payload::decode_survey(operation).is_some() {
+        if let Some(sql) = payload::decode_sql(operation) {
+            return self
+                .read_sql(&sql.ok()?)
+                .map(|outcomes| encode_outcomes(&outcomes));
+        }
+        if payload::decode_survey(operation).is_some() {
             return None;
         }
         let share = payload::share_in(operation, &self.arc, &self.placement).ok()?;

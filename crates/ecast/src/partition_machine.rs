@@ -60,8 +60,10 @@ pub trait PartitionData: Clone + Send + Sync + 'static {
 
     /// §6.7 basic reads (`PartitionMachine::basic_read`): the result `execute(operation)`
     /// would return now if `operation` only reads, without changing anything; `None` when it
-    /// is not such a read (a write, SQL, a survey of every key, bytes that do not decode): the
-    /// read is then refused and goes through the log. By default, never. Must not panic on any
+    /// is not such a read or may not be answered from the state as it is (a write, a survey of
+    /// every key, bytes that do not decode; for `cluster::PartitionStore`, SQL not pinned to
+    /// keys held here, under a stale catalog guard, or of a table an open transaction writes
+    /// in place): the read is then refused and goes through the log. By default, never. Must not panic on any
     /// bytes.
     fn read(&self, operation: &[u8]) -> Option<Vec<u8>> {
         let _ = operation;

@@ -55,21 +55,46 @@ impl ReadIsolation {
         }
     }
 
-    /// The level a read asked at this one is served at over SQL: `sequential` for all three.
+    /// The level a read asked at this one is served at over SQL, as `SHOW
+    /// tessera.read_isolation` answers it (as `SHOW transaction_isolation` answers
+    /// `serializable`): `basic` is served — for an autocommit SELECT pinned to one partition
+    /// key, answered by its partition group's primary from its executed state (a regular
+    /// register per row: `docs/internals/sql.md`, "Read isolation"); any other read (several
+    /// partitions, every partition) is served `sequential` with a NOTICE (`served_stronger`).
+    /// A basic read the primary refuses goes through the group's log (stronger; no NOTICE:
+    /// the refusal is the state of the moment, not the statement's kind). `snapshot` is served `sequential` (not built: designed in
+    /// `docs/internals/ecast.md`, "Snapshot reads of partition groups").
     ///
-    /// SQL runs only on clusters of partition groups (`vr`, `skyros`: the configuration
-    /// refuses a PostgreSQL listener on `sequenced` storage processes), and there SQL passes no
-    /// weaker level to the gateway yet (RESP's `READMODE basic` reads are served basic by
-    /// the primaries of the partition groups read; `READMODE snapshot` is served as `sequential`:
-    /// `docs/internals/ecast.md`, "Read isolation with partition groups").
     /// Sequential keeps every promise of the weaker levels — a snapshot read's consistent cut
     /// (an every-partition read is one E-Cast message, executed by every partition at one
     /// point of the global order), a basic read's "never older than the last write completed
     /// before it began" — so serving it is honouring the setting, the way PostgreSQL serves
-    /// READ UNCOMMITTED as READ COMMITTED. `SHOW tessera.read_isolation` answers this level,
-    /// as `SHOW transaction_isolation` answers `serializable`.
+    /// READ UNCOMMITTED as READ COMMITTED.
     pub fn served(self) -> ReadIsolation {
-        ReadIsolation::Sequential
+        match self {
+            ReadIsolation::Basic => ReadIsolation::Basic,
+            ReadIsolation::Sequential | ReadIsolation::Snapshot => ReadIsolation::Sequential,
+        }
+    }
+
+    /// The NOTICE (00000) for an autocommit read asked at `asked` and served at the stronger
+    /// `served`.
+    pub fn served_stronger(asked: ReadIsolation, served: ReadIsolation) -> SqlError {
+        let scope = match asked {
+            ReadIsolation::Basic => {
+                "tessera.read_isolation = basic serves an autocommit SELECT pinned to one partition key"
+            }
+            _ => "every SQL read is ordered with the writes (strictly serialisable), which keeps every promise of the weaker level",
+        };
+        SqlError::new(
+            "00000",
+            format!(
+                "this read was served as {}, stronger than tessera.read_isolation = {}",
+                served.name(),
+                asked.name()
+            ),
+        )
+        .with_detail(scope)
     }
 
     fn parse(value: &str) -> Option<ReadIsolation> {

@@ -1357,44 +1357,66 @@ fn session_statements_set_show_reset_and_transactions_are_accepted() {
         cluster.error("SET client_encoding TO 'LATIN1'").code,
         "22023"
     );
-    // Every level is accepted; SHOW answers the level served (sequential, which keeps the
-    // weaker levels' promises), and setting a weaker one says so in a NOTICE.
+    // Every level is accepted; SHOW answers the level served: `basic` (served to autocommit
+    // SELECTs pinned to one partition key, others get a NOTICE per statement), `snapshot` as
+    // `sequential` (which keeps its promises), and setting it says so in a NOTICE.
     assert_eq!(
         cluster.tag("SET tessera.read_isolation = sequential"),
         "SET"
     );
-    for (level, asked) in [
-        ("snapshot", crate::ReadIsolation::Snapshot),
-        ("BASIC", crate::ReadIsolation::Basic),
-        ("'snapshot'", crate::ReadIsolation::Snapshot),
+    for (level, asked, served) in [
+        (
+            "snapshot",
+            crate::ReadIsolation::Snapshot,
+            crate::ReadIsolation::Sequential,
+        ),
+        (
+            "BASIC",
+            crate::ReadIsolation::Basic,
+            crate::ReadIsolation::Basic,
+        ),
+        (
+            "'snapshot'",
+            crate::ReadIsolation::Snapshot,
+            crate::ReadIsolation::Sequential,
+        ),
     ] {
         assert_eq!(
             cluster.tag(&format!("SET tessera.read_isolation = {level}")),
             "SET"
         );
         assert_eq!(cluster.session.read_isolation(), asked);
-        assert_eq!(
-            cluster.session.read_isolation_served(),
-            crate::ReadIsolation::Sequential
-        );
+        assert_eq!(cluster.session.read_isolation_served(), served);
         assert_eq!(
             cluster.rows("SHOW tessera.read_isolation"),
-            vec![vec![text("sequential")]]
+            vec![vec![text(served.name())]]
         );
         let command = crate::SessionCommand::Set {
             name: "tessera.read_isolation".into(),
             value: Some(level.trim_matches('\'').into()),
         };
-        let notice = command
-            .notice()
-            .expect("a weaker level is served as sequential");
-        assert_eq!(notice.code, "00000");
-        assert!(
-            notice.message.contains("served as sequential"),
-            "{}",
-            notice.message
-        );
+        match command.notice() {
+            Some(notice) => {
+                assert_eq!(served, crate::ReadIsolation::Sequential);
+                assert_eq!(notice.code, "00000");
+                assert!(
+                    notice.message.contains("served as sequential"),
+                    "{}",
+                    notice.message
+                );
+            }
+            None => assert_eq!(served, asked),
+        }
     }
+    let stronger = crate::ReadIsolation::served_stronger(
+        crate::ReadIsolation::Basic,
+        crate::ReadIsolation::Sequential,
+    );
+    assert_eq!(stronger.code, "00000");
+    assert_eq!(
+        stronger.message,
+        "this read was served as sequential, stronger than tessera.read_isolation = basic"
+    );
     let sequential = crate::SessionCommand::Set {
         name: "tessera.read_isolation".into(),
         value: Some("sequential".into()),

@@ -302,6 +302,42 @@ impl Store {
         }
     }
 
+    /// §6.7 basic read of a partitioned cluster's share of a SQL read (`execute_share`'s
+    /// answer to it, nothing changed), or `None` when this store must not answer it from its
+    /// state as it is: the operation is not a SQL read (or names the table `kv`); its
+    /// catalog guard does not match the catalog here (the gateway planned against another
+    /// one: the read goes through the log, which answers `StaleCatalog` at its place, and
+    /// the gateway re-plans — never an answer over other tables); or an open transaction
+    /// holds a table it reads in a mode that writes (`Transactions::blocker`: such a
+    /// transaction's rows hold values written in place and not committed, which a read
+    /// outside it must not see; through the log the read waits for it as any statement
+    /// does). A two-phase statement's prepare changes nothing (a dry run), so it does not
+    /// stop a read. Must not panic on any bytes.
+    pub fn read_share(&self, operation: &[u8], held: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+        let (&TAG_SQL, rest) = operation.split_first()? else {
+            return None;
+        };
+        let command = engine::Command::decode(rest).ok()?;
+        if touches_kv(&command) || !command.is_read() {
+            return None;
+        }
+        let mut unguarded = &command;
+        while let engine::Command::Guarded { catalog, command } = unguarded {
+            if *catalog != self.engine.catalog_digest() {
+                return None;
+            }
+            unguarded = command;
+        }
+        let read = transactions::tables_read(&command);
+        if self.transactions.blocker(&read, &[]).is_some() {
+            return None;
+        }
+        let engine = &self.engine;
+        let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+        let command = rows::share_of(command, &schema_of, &held);
+        Some(self.engine.read_command(&command).encode())
+    }
+
     /// Runs a command's share (or, `Share::DryRun`, its dry run), unless it writes a table a
     /// two-phase statement holds. A statement's commit (`Share::Commit`) runs whatever holds
     /// are recorded: its own hold is gone, and no other statement holding its tables was
@@ -1561,5 +1597,106 @@ mod kv_table_tests {
         );
         assert_eq!(store.kv.get(b"k"), Some(&b"v".to_vec()));
         assert!(store.engine.table(KV_TABLE).is_none());
+    }
+}
+
+#[cfg(test)]
+mod read_share_tests {
+    use super::*;
+    use engine::{Assignment, Command, Operation, Predicate, Value};
+
+    fn store_with_a_row() -> Store {
+        let schema = engine::TableSchema::new(
+            "t",
+            vec![
+                engine::ColumnDef::new("id", engine::DataType::BigInt).not_null(),
+                engine::ColumnDef::new("v", engine::DataType::BigInt),
+            ],
+            &["id"],
+        )
+        .unwrap();
+        let mut store = Store::new();
+        let every = |_: &[u8]| true;
+        store.execute_share(
+            &sql_operation(&Command::Execute(Operation::CreateTable { schema })),
+            every,
+        );
+        store.execute_share(
+            &sql_operation(&Command::Execute(Operation::Insert {
+                table: "t".into(),
+                columns: Vec::new(),
+                rows: vec![vec![Value::BigInt(1), Value::BigInt(10)]],
+                on_conflict: engine::OnConflict::Error,
+            })),
+            every,
+        );
+        store
+    }
+
+    fn guarded(catalog: u64, operation: Operation) -> Vec<u8> {
+        sql_operation(&Command::Guarded {
+            catalog,
+            command: Box::new(Command::Batch(vec![operation])),
+        })
+    }
+
+    fn select() -> Operation {
+        Operation::Select {
+            table: "t".into(),
+            columns: Vec::new(),
+            predicate: Some(Predicate::equal("id", Value::BigInt(1))),
+            limit: None,
+        }
+    }
+
+    /// A basic read answers what the read would answer through the log, changes nothing, and
+    /// refuses writes, stale catalog guards and tables an open transaction writes in place.
+    #[test]
+    fn a_basic_read_answers_as_the_log_would_and_refuses_stale_plans_writes_and_open_writers() {
+        let mut store = store_with_a_row();
+        let every = |_: &[u8]| true;
+        let digest = store.engine.catalog_digest();
+        let read = guarded(digest, select());
+        let answered = store
+            .read_share(&read, every)
+            .expect("a plain read is served");
+        assert_eq!(answered, store.clone().execute_share(&read, every));
+        assert!(store
+            .read_share(&guarded(digest ^ 1, select()), every)
+            .is_none());
+        let update = guarded(
+            digest,
+            Operation::Update {
+                table: "t".into(),
+                assignments: vec![Assignment {
+                    column: "v".into(),
+                    value: Value::BigInt(11),
+                }],
+                predicate: Some(Predicate::equal("id", Value::BigInt(1))),
+            },
+        );
+        assert!(store.read_share(&update, every).is_none());
+        assert!(store
+            .read_share(
+                &kv_operation(&kv::Command::Get { key: b"k".to_vec() }),
+                every
+            )
+            .is_none());
+        assert!(store.read_share(b"\xff garbage", every).is_none());
+        // A transaction holding the table in a writing mode (its rows may hold values written
+        // in place): refused; once it ends, served again.
+        store.execute_share(
+            &lock_operation(&transactions::LockRequest {
+                transaction: 7,
+                begin_ms: 0,
+                now_ms: 0,
+                locks: vec![(("t".to_string(), None), transactions::Mode::IntentExclusive)],
+                nowait: false,
+            }),
+            every,
+        );
+        assert!(store.read_share(&read, every).is_none());
+        store.execute_share(&end_operation(7, false, true), every);
+        assert_eq!(store.read_share(&read, every), Some(answered));
     }
 }

@@ -6,7 +6,7 @@
 //! (b) Basic reads of one partition group are answered by its primary from its executed state
 //! (`ecast::serve_basic_read`) and are a **regular register** per key: each returns the value
 //! of the last write completed before it began or of a write concurrent with it. Checked by
-//! `regular_register_violations` over a history of writers (one per key, writing 1, 2, 3, …,
+//! `support::register::regular_register_violations` over a history of writers (one per key, writing 1, 2, 3, …,
 //! each SET followed at once by a basic GET through another storage process) and readers (GET,
 //! and MGET of two keys, whose groups' primaries each answer their share); its
 //! canary `TESSERA_CANARY_BASIC_ANY_MEMBER` (basic reads to any member, backups answering from
@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::partitioned::{info_counter, PartitionedCluster};
+use support::register::{regular_register_violations, Event};
 use support::{arguments, RespClient};
 
 /// A `tessera dev`-shaped cluster (3 routers, 3 storage processes, groups of 3) of `partitions`
@@ -107,49 +108,6 @@ fn readmode_reports_the_level_served(cluster: &PartitionedCluster) {
         info_field(&mut client, "tessera_readmode_requested").as_deref(),
         Some("sequential")
     );
-}
-
-/// One operation of the history: when it was invoked and completed (from the run's start),
-/// its key and the value written or read (0 for a missing key).
-#[derive(Clone, Copy, Debug)]
-struct Event {
-    key: usize,
-    value: u64,
-    invoked: Duration,
-    /// `None`: a write whose outcome is unknown (an error or a lost connection).
-    completed: Option<Duration>,
-}
-
-/// The reads that break a regular register (per key: a read returns the value of the last
-/// write completed before it was invoked, or of a write concurrent with it). Each key has one
-/// writer writing 1, 2, 3, … in turn, so write i was invoked after write i − 1 completed, and
-/// a read of value v is allowed iff `lo ≤ v ≤ hi`: lo the largest value whose write completed
-/// before the read was invoked (0 if none), hi the largest whose write was invoked before the
-/// read completed.
-fn regular_register_violations(writes: &[Event], reads: &[Event]) -> Vec<String> {
-    let mut violations = Vec::new();
-    for read in reads {
-        let completed = read.completed.expect("reads are recorded once answered");
-        let of_key = writes.iter().filter(|write| write.key == read.key);
-        let lo = of_key
-            .clone()
-            .filter(|write| write.completed.is_some_and(|at| at < read.invoked))
-            .map(|write| write.value)
-            .max()
-            .unwrap_or(0);
-        let hi = of_key
-            .filter(|write| write.invoked < completed)
-            .map(|write| write.value)
-            .max()
-            .unwrap_or(0);
-        if read.value < lo || read.value > hi {
-            violations.push(format!(
-                "key {} read {} in [{:?}, {:?}]: allowed {lo}..={hi}",
-                read.key, read.value, read.invoked, completed
-            ));
-        }
-    }
-    violations
 }
 
 #[test]

@@ -185,6 +185,11 @@ struct SqlJob {
     /// planned again).
     plans: u32,
     phase: SqlPhase,
+    /// `Basic` for an autocommit SELECT at `tessera.read_isolation = basic` pinned to one
+    /// partition key (`ClusterBackend::execute_read`): sent as a §6.7 basic read to its
+    /// group's primary while it is one message to one position (`submit_sql`); anything else
+    /// is `Sequential`.
+    isolation: Isolation,
 }
 
 /// Where a SQL statement is (`store::prepared`: two-phase statements).
@@ -439,12 +444,21 @@ impl GatewayTask {
                 route,
                 fallible,
             } => {
+                // Only a read of one partition key may be served basic (`SqlJob::isolation`).
+                let basic = job.isolation == Isolation::Basic
+                    && read
+                    && matches!(&route, super::sql::SqlRoute::Keys(keys) if keys.len() == 1);
                 let job_sql = SqlJob {
                     operation,
                     read,
                     route,
                     plans: 1,
                     phase: SqlPhase::New { fallible },
+                    isolation: if basic {
+                        Isolation::Basic
+                    } else {
+                        Isolation::Sequential
+                    },
                 };
                 self.submit_sql(job_sql, job.reply)
             }
@@ -550,9 +564,15 @@ impl GatewayTask {
         let parts = payload.parts();
         let bytes = payload.encode();
         let read = job.read;
+        // A basic read of one partition key goes to its group's primary (`ecast::Gateway`:
+        // answered from its executed state, or refused and read through the group's log).
+        let isolation = match (&job.phase, &positions) {
+            (SqlPhase::Once, Some(positions)) if positions.len() == 1 => job.isolation,
+            _ => Isolation::Sequential,
+        };
         let command = match positions {
             Some(positions) if read => GatewayCommand::Read {
-                isolation: Isolation::Sequential,
+                isolation,
                 positions,
                 payload: bytes,
                 parts,

@@ -187,6 +187,20 @@ impl ClusterBackend {
         route: SqlRoute,
         fallible: bool,
     ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
+        self.run_at(operation, read, route, fallible, Isolation::Sequential)
+            .await
+    }
+
+    /// `run` at a read isolation: `Basic` serves a read of one partition key as a §6.7 basic
+    /// read (the gateway task's `SqlJob::isolation`); anything else is sequential.
+    async fn run_at(
+        &self,
+        operation: Vec<u8>,
+        read: bool,
+        route: SqlRoute,
+        fallible: bool,
+        isolation: Isolation,
+    ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
         let (reply, receiver) = oneshot::channel();
         let job = Job {
             work: Work::Sql {
@@ -195,7 +209,7 @@ impl ClusterBackend {
                 route,
                 fallible,
             },
-            isolation: Isolation::Sequential,
+            isolation,
             reply,
         };
         self.jobs
@@ -293,8 +307,37 @@ impl RoutedBackend for ClusterBackend {
     async fn execute_routed(
         &self,
         routing: &sql::Routing,
-        mut command: engine::Command,
+        command: engine::Command,
     ) -> Result<Vec<(String, engine::Outcome)>, BackendError> {
+        let (answers, _) = self
+            .execute_at(routing, command, sql::ReadIsolation::Sequential)
+            .await?;
+        Ok(answers)
+    }
+
+    async fn execute_read(
+        &self,
+        routing: &sql::Routing,
+        command: engine::Command,
+        isolation: sql::ReadIsolation,
+    ) -> Result<(Vec<(String, engine::Outcome)>, sql::ReadIsolation), BackendError> {
+        self.execute_at(routing, command, isolation).await
+    }
+}
+
+impl ClusterBackend {
+    /// A planned command where its routing sends it, at read isolation `isolation` (an
+    /// autocommit read's session level; `Sequential` for everything else), and the level it
+    /// was served at: `basic` only for a read pinned to one partition key (`SqlRoute::Keys`
+    /// of one key: one partition, whose primary answers from its executed state, or refuses
+    /// and the read goes through the group's log, stronger); every other read, and
+    /// `snapshot` (not built), is served `sequential`.
+    async fn execute_at(
+        &self,
+        routing: &sql::Routing,
+        mut command: engine::Command,
+        isolation: sql::ReadIsolation,
+    ) -> Result<(Vec<(String, engine::Outcome)>, sql::ReadIsolation), BackendError> {
         if store::touches_kv_table(&command) {
             let refusal = engine::EngineError::FeatureNotSupported {
                 feature: format!(
@@ -302,21 +345,36 @@ impl RoutedBackend for ClusterBackend {
                     store::KV_TABLE
                 ),
             };
-            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+            return Ok((
+                vec![(String::new(), engine::Outcome::Error(refusal))],
+                sql::ReadIsolation::Sequential,
+            ));
         }
         let routing = match routing {
             sql::Routing::NewRowIds => self.with_row_ids(&mut command),
             other => other.clone(),
         };
         let route = route_of(&routing, &command, &|table| self.schema(table), None);
-        if route == SqlRoute::Keys(Vec::new()) {
-            return Ok(Vec::new()); // No key, no partition: nothing to run.
-        }
         let read = command.is_read();
+        // The level served (the gateway task applies the same rule, `SqlJob::isolation`).
+        let basic = isolation == sql::ReadIsolation::Basic
+            && read
+            && matches!(&route, SqlRoute::Keys(keys) if keys.len() == 1);
+        let (served, isolation) = if basic {
+            (sql::ReadIsolation::Basic, Isolation::Basic)
+        } else {
+            (sql::ReadIsolation::Sequential, Isolation::Sequential)
+        };
+        if route == SqlRoute::Keys(Vec::new()) {
+            return Ok((Vec::new(), served)); // No key, no partition: nothing to run.
+        }
         let fallible = store::prepared::fallible(&command) && !canary_one_phase();
         let operation = store::sql_operation(&command);
         if let Err(refusal) = cluster::limits::check_statement_size(&operation) {
-            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
+            return Ok((
+                vec![(String::new(), engine::Outcome::Error(refusal))],
+                served,
+            ));
         }
         // A write meeting a table that a two-phase statement holds did not run: it is sent
         // again, a little later, until the statement is decided; one that holds the table
@@ -327,7 +385,7 @@ impl RoutedBackend for ClusterBackend {
         let mut waiter = self.waiter(LOCK_WAIT_MAX);
         loop {
             let answers = self
-                .run(operation.clone(), read, route.clone(), fallible)
+                .run_at(operation.clone(), read, route.clone(), fallible, isolation)
                 .await?;
             let outcomes = decode_outcomes(answers);
             // A transaction's lock: waited for (nothing ran anywhere: the refusal is decided
@@ -337,10 +395,10 @@ impl RoutedBackend for ClusterBackend {
                 continue;
             }
             let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
-                return Ok(self.answered_once(&command, outcomes));
+                return Ok((self.answered_once(&command, outcomes), served));
             };
             if started.elapsed() > BUSY_RETRY_FOR {
-                return Ok(self.answered_once(&command, outcomes));
+                return Ok((self.answered_once(&command, outcomes), served));
             }
             match blocked {
                 Some((holder, since)) if holder == statement => {

@@ -890,7 +890,29 @@ where
                     .with_hint("run it inside BEGIN … COMMIT, as a queue's worker does"),
             ));
         }
+        let asked = self.session.read_isolation();
         let outcomes = match self.transaction.as_mut() {
+            // An autocommit read at the session's read isolation: the NOTICE says when it was
+            // served stronger than SHOW says the level is served (a SELECT not pinned to one
+            // partition key at `basic`; `snapshot` is served and shown `sequential`, its SET
+            // said so).
+            None if command.is_read()
+                && self.locking.is_none()
+                && asked != sql::ReadIsolation::Sequential =>
+            {
+                let (outcomes, served) = self
+                    .backend
+                    .execute_read(&execution.routing, command, asked)
+                    .await
+                    .map_err(backend_error)?;
+                if served != asked.served() {
+                    self.out.notice_response(
+                        "NOTICE",
+                        &sql::ReadIsolation::served_stronger(asked, served),
+                    );
+                }
+                outcomes
+            }
             None => self
                 .backend
                 .execute_routed(&execution.routing, command)

@@ -33,9 +33,11 @@
 //! with the plan's `Routing` (`RoutedBackend::execute_routed`); the backend sends it to the
 //! partitions the routing names and `Execution::finish` merges their results. EXPLAIN sends
 //! `Command::Explain` per operation the same way and names each partition's lines.
-//! `Session::read_isolation` is not passed on: every SQL read is served `sequential`
-//! (`sql::ReadIsolation::served`: the level `SHOW tessera.read_isolation` answers, with a NOTICE
-//! when a weaker one is set). Operations of
+//! An autocommit read goes through `RoutedBackend::execute_read` with
+//! `Session::read_isolation`: on a partitioned cluster, `basic` is served for a SELECT pinned
+//! to one partition key (its group's primary answers from its executed state), every other
+//! read `sequential`, with a NOTICE when a statement is served stronger than asked
+//! (`docs/internals/sql.md`, "Read isolation"). Operations of
 //! a simple query with several statements are separate batches (autocommit per statement).
 //!
 //! ## Limits (`PgLimits`)
@@ -116,6 +118,23 @@ pub trait RoutedBackend: SqlBackend {
         let _ = routing;
         let run = self.execute(command);
         async move { Ok(vec![("0".to_string(), run.await?)]) }
+    }
+
+    /// An autocommit read-only command at the session's read isolation
+    /// (`SET tessera.read_isolation`), with the level it was served at (never weaker than
+    /// asked; the front end sends a NOTICE when it is stronger). By default every read is
+    /// served `sequential` (a single group orders its reads).
+    fn execute_read(
+        &self,
+        routing: &sql::Routing,
+        command: engine::Command,
+        isolation: sql::ReadIsolation,
+    ) -> impl std::future::Future<
+        Output = Result<(Vec<(String, engine::Outcome)>, sql::ReadIsolation), BackendError>,
+    > + Send {
+        let _ = isolation;
+        let run = self.execute_routed(routing, command);
+        async move { Ok((run.await?, sql::ReadIsolation::Sequential)) }
     }
 }
 

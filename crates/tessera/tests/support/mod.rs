@@ -6,6 +6,7 @@
 
 pub mod load;
 pub mod partitioned;
+pub mod register;
 pub mod rubberband;
 
 use lincheck::{Budget, CheckResult, Model, Operation};
