@@ -6,13 +6,13 @@
 #   disk pairing:   `tessera dev --insecure --durability disk` vs PostgreSQL fsync=on
 # and Tessera's throughput against its number of storage processes (NODES_SWEEP).
 # PostgreSQL runs at SERIALIZABLE (what Tessera serves) and at READ COMMITTED (its default).
-# Each system is loaded with W warehouses (W may list several: W="1 2"), runs WARMUP + DURATION seconds with TERMINALS
-# terminals, and is then checked against TPC-C's consistency conditions 1-4.
+# Each system is loaded with W warehouses (W may list several: W="1 2"), runs WARMUP + DURATION
+# seconds with TERMINALS terminals, and is then checked against TPC-C's consistency conditions 1-4.
 #
 # Writes docs/bench/tpcc.json, docs/bench/tpcc.md and docs/bench/tpcc.png.
 #
 # Usage: bench/tpcc/run.sh
-# Environment (optional): W=2 TERMINALS=20 DURATION=60 WARMUP=10 ITEMS=100000 CUSTOMERS=3000
+# Environment (optional): W=2 TERMINALS=(10 × W) DURATION=60 WARMUP=10 ITEMS=100000 CUSTOMERS=3000
 #   PORT=37300 PG_PORT=37390 PAIRINGS="memory disk" NODES_SWEEP="3"
 #   SKIP_INSTALL=1 (install neither PostgreSQL 15 nor matplotlib)
 #   SKIP_TESSERA_BUILD=1 (use target/release/tessera as it is)
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 W=${W:-2}
-TERMINALS=${TERMINALS:-20}
+TERMINALS=${TERMINALS:-} # default: 10 per warehouse (TPC-C's)
 DURATION=${DURATION:-60}
 WARMUP=${WARMUP:-10}
 ITEMS=${ITEMS:-100000}
@@ -86,12 +86,12 @@ if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
 fi
 
 tpcc() { # LABEL HOSTS EXTRA...
-    local label=$1 hosts=$2
+    local label=$1 hosts=$2 terminals=${TERMINALS:-$((10 * WH))}
     shift 2
-    log "$label: load W=$WH, then $TERMINALS terminals for ${WARMUP}s + ${DURATION}s, then check"
+    log "$label: load W=$WH, then $terminals terminals for ${WARMUP}s + ${DURATION}s, then check"
     # The progress bar and the progress line go to the terminal; the results to the log.
     if ! "$TESSERA" bench tpcc --hosts "$hosts" --label "$label" --warehouses "$WH" --load \
-        --items "$ITEMS" --customers "$CUSTOMERS" --terminals "$TERMINALS" \
+        --items "$ITEMS" --customers "$CUSTOMERS" --terminals "$terminals" \
         --duration "$DURATION" --warmup "$WARMUP" --check --json "$WORK/results.jsonl" "$@" \
         >"$WORK/$label-$WH.log"; then
         log "$label: the driver failed"
