@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Collects bench/tpcc/run.sh's results: docs/bench/tpcc.json, tpcc.md, tpcc.png.
 
+Runs are keyed by system and W (run.sh may run several W). tpcc.md's generated part (its title,
+tables and errors) is rewritten; everything from its first `## ` heading on (the sections
+written by hand) is kept.
+
 Usage: report.py RESULTS_JSONL OUT COMMIT POSTGRES_VERSION
 """
 
@@ -17,8 +21,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 results_path, out = Path(sys.argv[1]), Path(sys.argv[2])
 commit, postgres = sys.argv[3], sys.argv[4]
 events = [json.loads(line) for line in results_path.read_text().splitlines() if line.strip()]
-loads = {event["system"]: event for event in events if event["event"] == "load"}
-runs = {event["system"]: event for event in events if event["event"] == "run"}
+
+
+def key(event):
+    return f"{event['system']} W={event['warehouses']}"
+
+
+loads = {key(event): event for event in events if event["event"] == "load"}
+runs = {key(event): event for event in events if event["event"] == "run"}
 
 (out / "tpcc.json").write_text(
     json.dumps(
@@ -37,7 +47,10 @@ lines = [
     "schema and population, the five transactions at the standard mix (45/43/4/4/4), no "
     "keying or think time, aborted transactions (40001, 40P01, 55P03) retried with the same "
     "inputs and counted. tpmC is New-Orders completed per minute of the measured interval. "
-    "After each run the driver checks consistency conditions 1–4 of clause 3.3.2.",
+    "After each run the driver checks consistency conditions 1–4 of clause 3.3.2. "
+    "Order-Status and Stock-Level begin READ ONLY. PostgreSQL runs with "
+    "`max_pred_locks_per_transaction = 1024`, and at SERIALIZABLE with `enable_seqscan = off` "
+    "(SSI's predicate locks; section \"PostgreSQL at SERIALIZABLE\" below).",
     "",
     "| system | W | terminals | population | load (rows, s) | tpmC | transactions/s | abort rate | errors |",
     "|---|--:|--:|---|--:|--:|--:|--:|--:|",
@@ -53,7 +66,7 @@ for system, run in runs.items():
         population += ", placed by warehouse"
 
     lines.append(
-        f"| {system} | {run['warehouses']} | {run['terminals']} | {population} | "
+        f"| {run['system']} | {run['warehouses']} | {run['terminals']} | {population} | "
         f"{load.get('rows', '–')}, {load.get('seconds', 0):.1f} | {run['tpmc']:.0f} | "
         f"{run['transactions_per_second']:.1f} | {100 * run['abort_rate']:.2f}% | {run['errors']} |"
     )
@@ -71,9 +84,16 @@ if samples:
     lines += ["", "First error of each system that had errors:", ""]
     lines += [f"- {system}: `{sample}`" for system, sample in samples]
 lines.append("")
-(out / "tpcc.md").write_text("\n".join(lines))
+# Keep the sections written by hand (from the first "## " heading on).
+kept = []
+if (out / "tpcc.md").exists():
+    previous = (out / "tpcc.md").read_text().splitlines()
+    starts = [index for index, line in enumerate(previous) if line.startswith("## ")]
+    if starts:
+        kept = previous[starts[0]:] + [""]
+(out / "tpcc.md").write_text("\n".join(lines + kept))
 
-figure, (left, right) = plt.subplots(1, 2, figsize=(11, 5))
+figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5))
 names = list(runs)
 left.bar(names, [runs[name]["tpmc"] for name in names], color="tab:blue")
 left.set_ylabel("tpmC (New-Orders per minute)")

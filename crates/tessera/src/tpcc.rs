@@ -396,6 +396,11 @@ async fn terminal(
         assert_eq!(input.kind(), kind, "drawn inputs are of the drawn kind");
         let started = Instant::now();
         let mut attempts = 0;
+        // This transaction's aborts: counted with it, only if it is measured (begun after the
+        // warm-up, ended before the deadline), so that the abort rate's numerator and
+        // denominator count the same transactions.
+        let mut causes: Vec<&'static str> = Vec::new();
+        let mut aborted_us = 0u64;
         let outcome = loop {
             attempts += 1;
             let attempt_started = Instant::now();
@@ -413,10 +418,10 @@ async fn terminal(
                         // A short pause lets the older transaction that won finish.
                         let pause = prng.range_inclusive(0, 2 * u64::from(attempts.min(10)));
                         tokio::time::sleep(Duration::from_millis(pause)).await;
+                        causes.push(cause);
+                        aborted_us += attempt_started.elapsed().as_micros() as u64;
                         if attempt_started >= measure_from {
-                            *tally.aborts.get_mut(&kind).expect("every kind") += 1;
-                            *tally.causes.entry(cause).or_default() += 1;
-                            tally.aborted_us += attempt_started.elapsed().as_micros() as u64;
+                            // The progress line's count, as it happens.
                             counters.aborts.fetch_add(1, Ordering::Relaxed);
                         }
                         continue;
@@ -433,6 +438,11 @@ async fn terminal(
             }
             continue;
         }
+        *tally.aborts.get_mut(&kind).expect("every kind") += causes.len() as u64;
+        for cause in causes {
+            *tally.causes.entry(cause).or_default() += 1;
+        }
+        tally.aborted_us += aborted_us;
         match outcome {
             Ok(ended) => {
                 let micros = finished.duration_since(started).as_micros().max(1) as u64;
