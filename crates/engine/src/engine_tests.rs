@@ -306,6 +306,56 @@ fn composite_primary_key_prefix_is_a_range_scan() {
     );
     assert_eq!(ids(&engine.execute(&query).unwrap()), vec![2, 3]);
     assert_eq!(ids(&engine.read(&query).unwrap()), vec![2, 3]);
+
+    // An index led by a key column the predicate pins finds a superset of the key range: the
+    // range is chosen (TPC-C's customer-by-name lookup). An index led by another column is
+    // still used.
+    engine
+        .execute(&Operation::CreateIndex {
+            name: "flights_airport_idx".into(),
+            table: "flights".into(),
+            column: "airport".into(),
+        })
+        .unwrap();
+    assert_eq!(
+        engine.explain(&query).unwrap(),
+        "Index Range Scan on flights using flights_pkey (airport = 'LHR' AND number >= 2)"
+    );
+    assert_eq!(ids(&engine.execute(&query).unwrap()), vec![2, 3]);
+    engine
+        .execute(&Operation::CreateIndex {
+            name: "flights_number_idx".into(),
+            table: "flights".into(),
+            column: "number".into(),
+        })
+        .unwrap();
+    let by_number = Operation::Select {
+        table: "flights".into(),
+        columns: vec!["number".into()],
+        predicate: Some(Predicate::And(vec![
+            Predicate::equal("airport", text("LHR")),
+            Predicate::equal("number", Value::Int(3)),
+        ])),
+        limit: None,
+    };
+    assert_eq!(
+        engine.explain(&by_number).unwrap(),
+        "Index Lookup on flights using flights_pkey (airport = 'LHR' AND number = 3)"
+    );
+    let by_number_only = Operation::Select {
+        table: "flights".into(),
+        columns: vec!["number".into()],
+        predicate: Some(Predicate::equal("number", Value::Int(3))),
+        limit: None,
+    };
+    assert_eq!(
+        engine.explain(&by_number_only).unwrap(),
+        "Index Lookup on flights using flights_number_idx (number = 3)"
+    );
+    assert_eq!(
+        ids(&engine.execute(&by_number_only).unwrap()),
+        vec![3, 3, 3]
+    );
 }
 
 #[test]

@@ -85,7 +85,22 @@ pub fn choose_access_path(table: &Table, predicate: Option<&BoundPredicate>) -> 
     if let Some(keys) = whole_keys(&key_constants) {
         return AccessPath::PrimaryKeyLookup { keys };
     }
+    // The primary key's leading columns pinned to one value each.
+    let prefix: Vec<Value> = key_constants
+        .iter()
+        .map_while(|constants| match constants.as_deref() {
+            Some([single]) => Some(single.clone()),
+            _ => None,
+        })
+        .collect();
     for index in table.indexes.values() {
+        // An index whose leading column is one of those pinned key columns finds a superset of
+        // the key range below (TPC-C's customer-by-last-name lookup pins (c_w_id, c_d_id) and
+        // has an index led by c_w_id: the index reads a warehouse's customers, the key range
+        // one district's).
+        if key_columns[..prefix.len()].contains(&index.column) {
+            continue;
+        }
         if let Some(values) = equalities(&conjuncts, index.column) {
             if values.len() <= LOOKUP_KEYS_MAX {
                 return AccessPath::IndexLookup {
@@ -96,13 +111,6 @@ pub fn choose_access_path(table: &Table, predicate: Option<&BoundPredicate>) -> 
             }
         }
     }
-    let prefix: Vec<Value> = key_constants
-        .iter()
-        .map_while(|constants| match constants.as_deref() {
-            Some([single]) => Some(single.clone()),
-            _ => None,
-        })
-        .collect();
     assert!(
         prefix.len() < key_columns.len(),
         "whole keys are looked up above"
