@@ -40,7 +40,10 @@ const USAGE: &str =
                  strictly serialisable against a model of the tables (canary: sql-stale-catalog)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
-                 bypass-skyros-gate-ignores-cuts)
+                 bypass-skyros-gate-ignores-cuts | bypass-skyros-comm-unchecked); half the seeds
+                 use Skyros-Comm ('comm' in the description line), half of those Skyros-Adapt
+  --comm         with --partitions skyros: Skyros-Comm on every seed and a workload of mostly INCRs
+                 (non-nilext single-register writes), Skyros-Adapt on half the seeds
   --protocol P   run every seed with protocol P (vr | skyros) instead of the seed's draw
   --frame-bytes N  drop replica messages whose frame is over N bytes (as the runtime's link
                  does at 64 MiB) and bound the replicas' messages by N: large ones go in parts
@@ -60,6 +63,7 @@ struct Arguments {
     ecast_canary: Option<EcastCanary>,
     bypass: bool,
     skyros_partitions: bool,
+    comm: bool,
     sql_transactions: bool,
     sql_statements: bool,
     bypass_canary: Option<BypassCanary>,
@@ -79,6 +83,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         ecast_canary: None,
         bypass: false,
         skyros_partitions: false,
+        comm: false,
         sql_transactions: false,
         sql_statements: false,
         bypass_canary: None,
@@ -100,6 +105,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--ecast" => parsed.ecast = true,
             "--sql-transactions" => parsed.sql_transactions = true,
             "--sql-statements" => parsed.sql_statements = true,
+            "--comm" => parsed.comm = true,
             "--partitions" => match iter.next().map(String::as_str) {
                 Some("vr") => parsed.bypass = true,
                 Some("skyros") => {
@@ -133,6 +139,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
                     }
+                    Some("bypass-skyros-comm-unchecked") => Some(BypassCanary::SkyrosCommUnchecked),
                     _ => None,
                 };
                 if parsed.bypass_canary.is_some() {
@@ -182,6 +189,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
     }
     if parsed.seed.is_none() && parsed.seeds.is_none() {
         return Err("give --seed or --seeds".to_string());
+    }
+    if parsed.comm && !parsed.skyros_partitions {
+        return Err("--comm needs --ecast --partitions skyros".to_string());
     }
     if parsed.ecast_canary.is_some() && !parsed.ecast {
         return Err("that canary needs --ecast".to_string());
@@ -312,6 +322,9 @@ fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
         None => BypassOptions::from_seed(seed),
     };
     options.skyros |= arguments.skyros_partitions;
+    if arguments.comm {
+        options = options.with_comm_workload();
+    }
     if arguments.sql_transactions {
         options = options.with_sql_transactions();
     }
@@ -578,6 +591,9 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
                 .frame_bytes
                 .map_or(String::new(), |bytes| format!("--frame-bytes {bytes} ")),
             match (arguments.ecast, arguments.bypass) {
+                (_, true) if arguments.skyros_partitions && arguments.comm => {
+                    "--ecast --partitions skyros --comm "
+                }
                 (_, true) if arguments.skyros_partitions => "--ecast --partitions skyros ",
                 (_, true) if arguments.sql_transactions => {
                     "--ecast --partitions vr --sql-transactions "

@@ -105,3 +105,47 @@ fn the_gate_ignores_cuts_canary_is_caught() {
         failures.len()
     );
 }
+
+/// `--comm`: Skyros-Comm on every seed with a workload of mostly INCRs (and Skyros-Adapt on
+/// half the seeds) passes every checker, and INCRs do complete on the primary's preview.
+#[test]
+fn comm_seeds_pass_and_complete_incrs_in_one_round_trip() {
+    let (mut comm_fast, mut adapt) = (0, 0);
+    for seed in 1..=100 {
+        let options = BypassOptions::from_seed(seed).with_comm_workload();
+        adapt += u64::from(options.skyros_adapt);
+        let report = run(options);
+        assert!(
+            report.result.is_ok(),
+            "seed {seed} (replay: --ecast --partitions skyros --comm --seed {seed}): {:?}",
+            report.result
+        );
+        comm_fast += report.stats.comm_fast;
+    }
+    assert!(
+        comm_fast >= 500,
+        "{comm_fast} writes on the one-round-trip path"
+    );
+    assert!(adapt >= 20, "Skyros-Adapt on {adapt} of 100 seeds");
+}
+
+/// A preview that does not check for pending updates of its keys answers an INCR queued
+/// behind another INCR of the same register with the stale value (caught on 69 of seeds
+/// 1..200 when written).
+#[test]
+fn the_comm_unchecked_canary_is_caught_by_strict_serialisability() {
+    let failures = sweep_mode(
+        &seeds(1, 100),
+        Some(BypassCanary::SkyrosCommUnchecked),
+        true,
+    );
+    report(&failures);
+    for (seed, report, found) in &failures {
+        assert_eq!(*found, "bypass_serializability", "seed {seed}: {report}");
+    }
+    assert!(
+        failures.len() >= 10,
+        "caught on {} of 100 seeds",
+        failures.len()
+    );
+}

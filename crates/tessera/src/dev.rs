@@ -66,6 +66,12 @@ pub struct DevArguments {
     /// `SCAN 0 MATCH user:ab*` then read only the partitions holding that range.
     #[arg(long = "range-prefix", value_name = "PREFIX")]
     pub(crate) range_prefixes: Vec<String>,
+    /// With `--protocol skyros`: Skyros-Comm (`skyros_comm = true` in the cluster file), a
+    /// write that is not nilext (INCR, APPEND, DEL, SET NX, …) completes in one round trip
+    /// when it commutes with every pending update. Off by default (`docs/internals/skyros.md`,
+    /// "Skyros-Comm").
+    #[arg(long)]
+    pub(crate) skyros_comm: bool,
     /// Run without authentication: every client port accepts anyone (printed as a warning).
     /// Without it, `tessera dev` makes an admin user with a generated password, prints it and
     /// writes it to `<data-dir>/admin-password`.

@@ -63,6 +63,7 @@ pub fn run(
         config.partitions = partitions;
         config.durability = durability;
         config.range_prefixes = arguments.range_prefixes.clone();
+        config.skyros_comm = arguments.skyros_comm;
         if arguments.insecure {
             config.security = runtime::security::SecurityConfig::insecure();
         }

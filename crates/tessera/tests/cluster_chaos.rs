@@ -16,7 +16,7 @@ use runtime::ecast::config::{ClusterDurability, PartitionMode};
 use std::time::Duration;
 use stdx::Prng;
 use support::load::{Load, LoadOptions, Mix};
-use support::partitioned::{wait_until, PartitionedCluster};
+use support::partitioned::{info_counter, wait_until, PartitionedCluster};
 use support::{arguments, History};
 
 struct Nemesis {
@@ -77,9 +77,21 @@ impl Nemesis {
 }
 
 fn run_chaos(name: &str, partitions: PartitionMode, durability: ClusterDurability, port: u16) {
+    run_chaos_with(name, partitions, durability, port, false);
+}
+
+/// `run_chaos`, with Skyros-Comm at the gateways (`skyros_comm = true`) when `comm`.
+fn run_chaos_with(
+    name: &str,
+    partitions: PartitionMode,
+    durability: ClusterDurability,
+    port: u16,
+    comm: bool,
+) {
     let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
         config.partitions = partitions;
         config.durability = durability;
+        config.skyros_comm = comm;
     });
     cluster.launch();
     assert!(cluster.wait_until_ready(Duration::from_secs(30)));
@@ -123,6 +135,15 @@ fn run_chaos(name: &str, partitions: PartitionMode, durability: ClusterDurabilit
     }
     load.stop_and_read_back(&ports);
     let completed = load.completed();
+    if comm {
+        // Counted since each process's last start (killed ones restarted from zero).
+        let comm_fast: u64 = ports
+            .iter()
+            .map(|port| info_counter(*port, "tessera_bypass_comm_fast"))
+            .sum();
+        eprintln!("{name}: {comm_fast} writes completed on Skyros-Comm's one-round-trip path");
+        assert!(comm_fast > 0, "Skyros-Comm was never used");
+    }
     eprintln!(
         "{name}: {} operations ({completed} completed), {} storage kills, {} router kills, {} pauses; \
          service resumed after a storage kill (ms): {:?}",
@@ -160,6 +181,20 @@ fn a_skyros_cluster_in_memory_stays_linearizable_while_processes_are_killed_and_
         PartitionMode::Skyros,
         ClusterDurability::Memory,
         21010,
+    );
+}
+
+/// As above with Skyros-Comm on (`skyros_comm = true`): the load's INCRs, APPENDs and DELs go
+/// to every member and complete on the primary's preview when they commute. Ports from
+/// 21040 and 21240 on (in the test's 21000–21299).
+#[test]
+fn a_skyros_cluster_with_comm_in_memory_stays_linearizable_while_processes_are_killed_and_paused() {
+    run_chaos_with(
+        "cluster-chaos-skyros-comm",
+        PartitionMode::Skyros,
+        ClusterDurability::Memory,
+        21040,
+        true,
     );
 }
 

@@ -103,6 +103,11 @@ pub enum Canary {
     /// and acknowledges every nilext write before ordering it, as plain Skyros does; in a
     /// partition (`ecast::PartitionMachine`) a write that rule H then holds is acknowledged.
     NilextGateIgnored,
+    /// Skyros-Comm: the primary previews a commutative write's result without checking that it
+    /// commutes with every pending update (an unexecuted request in its durability log or among
+    /// its ordered writes that touches its keys, or an inherited entry not yet executed): an
+    /// INCR behind a pending INCR of the same key completes with the stale result.
+    CommPreviewUnchecked,
 }
 
 /// Why a configuration is refused.

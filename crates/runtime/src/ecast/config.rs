@@ -43,6 +43,13 @@ pub struct ClusterConfig {
     /// link's 64 MiB frame limit never installed). 1 KiB to 16 MiB; absent: 4 MiB.
     #[serde(default = "default_install_part_bytes")]
     pub install_part_bytes: u64,
+    /// `skyros` partitions: Skyros-Comm (§6.1, `docs/internals/skyros.md`), each storage
+    /// process's gateway sends a write that is not nilext (INCR, APPEND, DEL, SET NX, …) to
+    /// every member of its group as a commutative request, and it completes in one round trip
+    /// when the primary previews its result (no pending update touches its keys). Absent:
+    /// off (such writes are ordered first, two round trips). Needs `partitions = "skyros"`.
+    #[serde(default)]
+    pub skyros_comm: bool,
     pub routers: Vec<RouterAddress>,
     pub storage: Vec<StorageAddress>,
     /// Key prefixes whose keys are placed by range (in key order) rather than by hash, e.g.
@@ -273,6 +280,10 @@ impl ClusterConfig {
                     .into(),
             );
         }
+        if self.skyros_comm && self.partitions != PartitionMode::Skyros {
+            // An accepted option has an effect: only Skyros groups take commutative requests.
+            return Err("skyros_comm needs partitions = \"skyros\"".into());
+        }
         self.key_placement()?;
         self.security.validate()?;
         if self.durability == ClusterDurability::Disk && !self.partitions.grouped() {
@@ -496,6 +507,9 @@ impl ClusterConfig {
                 let _ = writeln!(text, "partitions = \"skyros\"");
             }
         }
+        if self.skyros_comm {
+            let _ = writeln!(text, "skyros_comm = true");
+        }
         for router in &self.routers {
             let _ = writeln!(text, "\n[[routers]]\naddress = \"{}\"", router.address);
             if let Some(metrics) = router.metrics {
@@ -583,6 +597,7 @@ impl ClusterConfig {
             partitions: PartitionMode::Sequenced,
             durability: ClusterDurability::Memory,
             install_part_bytes: default_install_part_bytes(),
+            skyros_comm: false,
             routers: (0..u64::from(routers))
                 .map(|index| {
                     Ok(RouterAddress {
@@ -706,6 +721,27 @@ mod tests {
             config.install_part_bytes = right;
             config.validate().unwrap();
         }
+    }
+
+    /// Skyros-Comm: off when absent (and not rendered then), rendered and parsed back when on,
+    /// refused without `skyros` partitions (it would have no effect).
+    #[test]
+    fn skyros_comm_needs_skyros_partitions_and_renders_back() {
+        let mut config =
+            ClusterConfig::loopback(7, 3, 3, 3, 9600, 9800, PathBuf::from("/tmp/x")).unwrap();
+        assert!(!config.skyros_comm);
+        assert!(!config.render().contains("skyros_comm"));
+        config.skyros_comm = true;
+        for mode in [PartitionMode::Sequenced, PartitionMode::Vr] {
+            config.partitions = mode;
+            let error = config.validate().unwrap_err();
+            assert!(error.contains("skyros_comm needs"), "{error}");
+        }
+        config.partitions = PartitionMode::Skyros;
+        config.validate().unwrap();
+        assert!(config.render().contains("skyros_comm = true"));
+        let parsed: ClusterConfig = toml::from_str(&config.render()).unwrap();
+        assert_eq!(parsed, config);
     }
 
     #[test]

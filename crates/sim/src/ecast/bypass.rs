@@ -107,6 +107,9 @@ const LANE_CLIENT_BASE: u64 = 0x1a4e_0000_0000_0000;
 const LANE_GATEWAY_SHIFT: u32 = 24;
 /// A bypass lane's unanswered request is sent again this often (`BypassSettings::retry_ticks`).
 const LANE_RETRY_TICKS: u64 = 40;
+/// Skyros-Adapt at the gateways (`BypassOptions::skyros_adapt`): how often each gateway
+/// re-decides its groups' modes, in ticks (the runtime's 200 ms at its 5 ms tick).
+pub(super) const ADAPT_DECIDE_TICKS: u64 = 40;
 /// A multi-partition answer missing this long after the gate opened is asked for again.
 const RECALL_TICKS: u64 = 40;
 
@@ -159,6 +162,11 @@ pub enum BypassCanary {
     /// one arriving while copies install, is acknowledged before it is ordered. Reconfigures
     /// on every seed.
     SkyrosGateIgnoresCuts,
+    /// `skyros` partitions with Skyros-Comm: the primary previews a commutative write's result
+    /// without checking that no pending update touches its keys
+    /// (`vr::Canary::CommPreviewUnchecked`): an INCR behind a pending INCR of the same register
+    /// completes with the stale value. The `--comm` workload on every seed.
+    SkyrosCommUnchecked,
     /// A stopped replica answers nothing (no `group_lifecycle::Tombstone`): a gateway whose
     /// bypass request reaches a retired group only after its replicas stopped resends for
     /// ever (found by the simulator, stop 27). Reconfigures on every seed, replication 3.
@@ -239,6 +247,11 @@ pub struct BypassOptions {
     /// not nilext goes to every member too, and completes in one round trip on the primary's
     /// preview. Drawn on half the seeds (it has an effect only with `skyros`).
     pub skyros_comm: bool,
+    /// `skyros` partitions: Skyros-Adapt at the gateways (`Gateway::with_adapt`, deciding every
+    /// `ADAPT_DECIDE_TICKS`), as the runtime's gateways run it: a group with a straggler sends
+    /// its writes both ways at once (to every member, and to the primary as an ordinary write
+    /// with the same request number). Drawn on half the Comm seeds.
+    pub skyros_adapt: bool,
     /// The partition groups' VR heartbeat and primary timeout, in ticks.
     pub group_heartbeat_ticks: u64,
     pub group_timeout_ticks: u64,
@@ -320,6 +333,7 @@ impl BypassOptions {
             replication: 1,
             skyros: false,
             skyros_comm: false,
+            skyros_adapt: false,
             group_heartbeat_ticks: 10,
             group_timeout_ticks: 100,
             install_parts_max: 8,
@@ -353,6 +367,26 @@ impl BypassOptions {
         if prng.percent(50) {
             self.incr_percent = prng.range_inclusive(5, 20);
         }
+        // From a generator of its own, so that every other draw is what it was before.
+        let mut prng = Prng::new(self.seed ^ 0xada9_7ada_97ad_a97a);
+        self.skyros_adapt = self.skyros_comm && prng.percent(50);
+        self
+    }
+
+    /// `--comm`: `skyros` partitions with Skyros-Comm on every seed, and a workload of mostly
+    /// non-nilext single-register writes (INCR: read a register, add 1) among gets, puts,
+    /// transactions and transfers, so that commutative writes meet pending updates of their
+    /// keys often; Skyros-Adapt on half the seeds. Drawn from a generator of its own.
+    pub fn with_comm_workload(mut self) -> BypassOptions {
+        let mut prng = Prng::new(self.seed ^ 0xc0aa_c0aa_c0aa_c0aa);
+        self.skyros = true;
+        self.skyros_comm = true;
+        self.skyros_adapt = prng.percent(50);
+        self.get_percent = prng.range_inclusive(15, 30);
+        self.put_percent = prng.range_inclusive(5, 15);
+        self.txn_percent = prng.range_inclusive(5, 15);
+        self.transfer_percent = prng.range_inclusive(0, 10);
+        self.incr_percent = prng.range_inclusive(25, 45);
         self
     }
 
@@ -491,6 +525,9 @@ impl BypassOptions {
         if canary == BypassCanary::SkyrosGateIgnoresCuts {
             options.skyros = true;
         }
+        if canary == BypassCanary::SkyrosCommUnchecked {
+            options = options.with_comm_workload();
+        }
         if canary == BypassCanary::GroupCommitWithoutQuorum {
             let mut prng = Prng::new(seed ^ 0xc0aa_17e0);
             options.partition_crash_per_10000 = prng.range_inclusive(30, 80);
@@ -521,7 +558,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={}{}{}{}{}{}",
+             group_heartbeat={} group_timeout={}{}{}{}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -547,6 +584,7 @@ impl BypassOptions {
             self.group_timeout_ticks,
             if self.skyros { " skyros" } else { "" },
             if self.skyros && self.skyros_comm { " comm" } else { "" },
+            if self.skyros && self.skyros_adapt { " adapt" } else { "" },
             if self.sql_transactions { " sql" } else { "" },
             if self.sql_statements { " statements" } else { "" },
             self.canary

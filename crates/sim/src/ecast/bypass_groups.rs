@@ -98,6 +98,7 @@ pub(super) fn group_config(options: &BypassOptions, members: u8) -> vr::Config {
     config.canary = match options.canary {
         Some(BypassCanary::GroupCommitWithoutQuorum) => Some(vr::Canary::CommitWithoutQuorum),
         Some(BypassCanary::SkyrosGateIgnored) => Some(vr::Canary::NilextGateIgnored),
+        Some(BypassCanary::SkyrosCommUnchecked) => Some(vr::Canary::CommPreviewUnchecked),
         _ => None,
     };
     config.heartbeat_ticks = heartbeat_ticks;
@@ -155,6 +156,9 @@ pub(super) fn with_bypass(
         gateway = gateway.with_skyros(nilext);
         if options.skyros_comm {
             gateway = gateway.with_skyros_comm();
+        }
+        if options.skyros_adapt {
+            gateway = gateway.with_adapt(super::ADAPT_DECIDE_TICKS);
         }
     }
     gateway
