@@ -49,16 +49,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-    if [[ ! -x $PGBIN/postgres ]]; then
-        log "installing postgresql (Debian 12: 15)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    fi
-    if ! python3 -c 'import matplotlib' 2>/dev/null; then
-        log "installing matplotlib"
-        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || python3 -m pip install -q matplotlib
-    fi
-fi
+# shellcheck source=../install-peers.sh
+source "$ROOT/bench/install-peers.sh"
 if [[ -z "${SKIP_TESSERA_BUILD:-}" ]]; then
     log "cargo build --release -p tessera"
     (cd "$ROOT" && cargo build --release -p tessera)

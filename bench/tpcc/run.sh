@@ -47,16 +47,8 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # What the run needs beyond the repository, installed as the other benchmarks install it
 # (Debian's packages): PostgreSQL 15 for the comparison, matplotlib for report.py's plot.
 # SKIP_INSTALL=1 installs nothing.
-if [[ -z "${SKIP_INSTALL:-}" ]]; then
-    if [[ ! -x $PGBIN/postgres ]]; then
-        log "installing postgresql (Debian 12: 15)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    fi
-    if ! python3 -c 'import matplotlib' 2>/dev/null; then
-        log "installing matplotlib"
-        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || python3 -m pip install -q matplotlib
-    fi
-fi
+# shellcheck source=../install-peers.sh
+source "$ROOT/bench/install-peers.sh"
 
 stop_postgres() {
     if [[ -f $WORK/pg/postmaster.pid ]]; then

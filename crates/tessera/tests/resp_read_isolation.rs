@@ -19,8 +19,8 @@ use runtime::ecast::config::PartitionMode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::partitioned::{info_counter, PartitionedCluster};
-use support::register::{regular_register_violations, Event};
+use support::partitioned::PartitionedCluster;
+use support::register::{basic_counters, regular_register_violations, Event};
 use support::{arguments, RespClient};
 
 /// A `tessera dev`-shaped cluster (3 routers, 3 storage processes, groups of 3) of `partitions`
@@ -282,22 +282,6 @@ fn run_history(
     let writes = writes.lock().unwrap().clone();
     let reads = reads.lock().unwrap().clone();
     (writes, reads, failed.load(Ordering::Relaxed))
-}
-
-/// Basic reads answered by members, and basic reads that went through a group's log, over
-/// every gateway.
-fn basic_counters(cluster: &PartitionedCluster) -> (u64, u64) {
-    let sum = |name| {
-        cluster
-            .client_ports
-            .iter()
-            .map(|port| info_counter(*port, name))
-            .sum::<u64>()
-    };
-    (
-        sum("tessera_bypass_basic_answered"),
-        sum("tessera_bypass_basic_ordered"),
-    )
 }
 
 /// Keys of several partitions (every group gets some).

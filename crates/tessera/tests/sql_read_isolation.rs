@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::partitioned::{info_counter, PartitionedCluster};
-use support::register::{regular_register_violations, Event};
+use support::register::{basic_counters, regular_register_violations, Event};
 
 /// A `tessera dev`-shaped cluster (3 routers, 3 storage processes, `vr` groups of 3) with RESP
 /// on `port + i`, its routers on `port + 10`, PostgreSQL on `port + 20` and E-Cast on
@@ -240,11 +240,6 @@ fn sql_register_history(
         let writes = Arc::new(Mutex::new(Vec::new()));
         let reads = Arc::new(Mutex::new(Vec::new()));
         let failed = Arc::new(AtomicU64::new(0));
-        let read_of = |row: Result<tokio_postgres::Row, tokio_postgres::Error>| {
-            row.ok()
-                .and_then(|row| row.try_get::<_, i64>(0).ok())
-                .and_then(|value| u64::try_from(value).ok())
-        };
         let mut tasks = Vec::new();
         for key in 0..rows {
             let (stop, writes, reads, failed) =
@@ -272,21 +267,7 @@ fn sql_register_history(
                     if completed.is_none() {
                         return; // Its outcome is unknown: no later write for this key.
                     }
-                    let invoked = start.elapsed();
-                    let row = reader
-                        .query_one("SELECT n FROM registers WHERE id = $1", &[&(key as i32)])
-                        .await;
-                    match read_of(row) {
-                        Some(read) => reads.lock().unwrap().push(Event {
-                            key,
-                            value: read,
-                            invoked,
-                            completed: Some(start.elapsed()),
-                        }),
-                        None => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                    read_register(&reader, key, start, &reads, &failed).await;
                 }
             }));
         }
@@ -314,21 +295,7 @@ fn sql_register_history(
                 let mut key = index;
                 while !stop.load(Ordering::Relaxed) {
                     key = (key + 5) % (rows + 1);
-                    let invoked = start.elapsed();
-                    let row = reader
-                        .query_one("SELECT n FROM registers WHERE id = $1", &[&(key as i32)])
-                        .await;
-                    match read_of(row) {
-                        Some(read) => reads.lock().unwrap().push(Event {
-                            key,
-                            value: read,
-                            invoked,
-                            completed: Some(start.elapsed()),
-                        }),
-                        None => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                    read_register(&reader, key, start, &reads, &failed).await;
                 }
             }));
         }
@@ -343,20 +310,33 @@ fn sql_register_history(
     })
 }
 
-/// Basic reads answered by a primary from its executed state, and basic reads that went
-/// through a group's log, over every storage process's gateway (INFO over RESP).
-fn basic_counters(cluster: &PartitionedCluster) -> (u64, u64) {
-    let sum = |name| {
-        cluster
-            .client_ports
-            .iter()
-            .map(|port| info_counter(*port, name))
-            .sum::<u64>()
-    };
-    (
-        sum("tessera_bypass_basic_answered"),
-        sum("tessera_bypass_basic_ordered"),
-    )
+/// Reads row `key`'s register through `reader` and records the read in `reads` (timed from
+/// `start`), or counts it in `failed`.
+async fn read_register(
+    reader: &tokio_postgres::Client,
+    key: usize,
+    start: Instant,
+    reads: &Mutex<Vec<Event>>,
+    failed: &AtomicU64,
+) {
+    let invoked = start.elapsed();
+    let value = reader
+        .query_one("SELECT n FROM registers WHERE id = $1", &[&(key as i32)])
+        .await
+        .ok()
+        .and_then(|row| row.try_get::<_, i64>(0).ok())
+        .and_then(|value| u64::try_from(value).ok());
+    match value {
+        Some(value) => reads.lock().unwrap().push(Event {
+            key,
+            value,
+            invoked,
+            completed: Some(start.elapsed()),
+        }),
+        None => {
+            failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What the rolled-back transaction of `sql_register_history` writes.

@@ -4,6 +4,24 @@
 
 use std::time::Duration;
 
+use super::partitioned::{info_counter, PartitionedCluster};
+
+/// Basic reads answered by a member from its executed state, and basic reads that went
+/// through a group's log, summed over every storage process's gateway (INFO over RESP).
+pub fn basic_counters(cluster: &PartitionedCluster) -> (u64, u64) {
+    let sum = |name| {
+        cluster
+            .client_ports
+            .iter()
+            .map(|port| info_counter(*port, name))
+            .sum::<u64>()
+    };
+    (
+        sum("tessera_bypass_basic_answered"),
+        sum("tessera_bypass_basic_ordered"),
+    )
+}
+
 /// One operation of the history: when it was invoked and completed (from the run's start),
 /// its key and the value written or read (0 for a missing key).
 #[derive(Clone, Copy, Debug)]
