@@ -3,8 +3,9 @@
 # `tessera dev` cluster from the debug binary (target/debug/tessera, built by the test run),
 # runs the Valkey units below against it (tests/valkey/run.sh), and fails if a case listed in
 # tests/valkey/expected-passes.txt did not pass; cases that pass and are not listed yet are
-# printed, to be added. Ports: the cluster on 15010 (and 15110, 15210), the harness's own
-# clients on 15368–15463 (VALKEY_BASEPORT 15400).
+# printed, to be added. Ports: the cluster on 20010 (and 20110, 20210), the harness's own
+# clients on 20468–20563 (VALKEY_BASEPORT 20500): a range no test uses, since the ratchet runs
+# beside the tests (scripts/test, "Two lanes").
 #
 #   tests/valkey/ratchet.sh                 the CI run
 #   tests/valkey/ratchet.sh --canary        the ratchet's canary: INCR broken on purpose
@@ -16,8 +17,8 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-port=${RATCHET_PORT:-15010}
-baseport=${RATCHET_BASEPORT:-15400}
+port=${RATCHET_PORT:-20010}
+baseport=${RATCHET_BASEPORT:-20500}
 units=${RATCHET_UNITS:-unit/type/incr unit/type/string unit/type/hash unit/type/list unit/type/set unit/type/zset unit/expire unit/keyspace unit/multi unit/pubsub unit/scripting}
 canary=false
 if [ "${1:-}" = "--canary" ]; then
