@@ -2,8 +2,8 @@
 
 use crate::error::EngineError;
 use crate::operation::{
-    bind_computed_assignments, bind_scan_operation, check_ddl_names, ComputedAssignment,
-    OnConflict, Operation, OperationResult, Output, ScanOperation, TableChange,
+    bind_computed_assignments, bind_scan_operation, bound_result, check_ddl_names,
+    ComputedAssignment, OnConflict, Operation, OperationResult, Output, ScanOperation, TableChange,
     BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
 };
 use crate::planner::{candidate_keys, choose_access_path, describe, AccessPath};
@@ -114,7 +114,7 @@ impl Engine {
         }
         results
             .into_iter()
-            .map(|result| result.expect("every operation executed"))
+            .map(|result| bound_result(result.expect("every operation executed")))
             .collect()
     }
 
@@ -172,6 +172,7 @@ impl Engine {
                 Some(Err(error)) => Err(error),
                 None => self.execute_other(operation),
             })
+            .map(bound_result)
             .collect()
     }
 
@@ -183,10 +184,10 @@ impl Engine {
         let (name, bound) = self.bind(operation).expect("selects bind")?;
         let table = &self.tables[&name];
         let path = choose_access_path(table, bound.predicate());
-        Ok(match candidate_keys(table, &path) {
+        bound_result(Ok(match candidate_keys(table, &path) {
             Some(keys) => table.select_on_keys(&bound, keys.iter()),
             None => table.select_on_keys(&bound, table.rows.keys()),
-        })
+        }))
     }
 
     /// Executes read-only operations without changing anything, with the effect of reading
@@ -221,7 +222,7 @@ impl Engine {
         for (name, (positions, bound)) in cycles {
             let outputs = shared_read(&self.tables[name], &bound);
             for (position, output) in positions.into_iter().zip(outputs) {
-                results[position] = Some(Ok(output));
+                results[position] = Some(bound_result(Ok(output)));
             }
         }
         results

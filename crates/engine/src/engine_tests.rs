@@ -1764,3 +1764,119 @@ fn a_snapshot_copy_shares_tables_until_a_write_and_never_sees_later_writes() {
     );
     assert!(engine.read(&select_all("u")).is_err(), "u is dropped");
 }
+
+/// big(id INT PRIMARY KEY, body TEXT) with `rows` rows of a `bytes`-byte body each.
+fn engine_with_big_rows(rows: i32, bytes: usize) -> Engine {
+    let mut engine = Engine::new();
+    let schema = TableSchema::new(
+        "big",
+        vec![
+            ColumnDef::new("id", DataType::Int),
+            ColumnDef::new("body", DataType::Text { length_max: None }),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    engine.execute(&Operation::CreateTable { schema }).unwrap();
+    let rows = (0..rows)
+        .map(|id| {
+            let body = format!("{id}{}", "x".repeat(bytes));
+            vec![Value::Int(id), text(&body)]
+        })
+        .collect();
+    engine.execute(&insert("big", rows)).unwrap();
+    engine
+}
+
+#[test]
+fn a_read_whose_result_passes_the_bound_fails_with_54000_on_every_path() {
+    use crate::operation::RESULT_BYTES_MAX;
+    // 80 rows of 512 KiB (a value holds at most 1 MiB): 40 MiB of bodies, over the 32 MiB
+    // bound.
+    let mut engine = engine_with_big_rows(80, 512 << 10);
+    let select =
+        |columns: &[&str], predicate: Option<Predicate>, limit: Option<u64>| Operation::Select {
+            table: "big".into(),
+            columns: columns.iter().map(|column| column.to_string()).collect(),
+            predicate,
+            limit,
+        };
+    let everything = select(&["id", "body"], None, None);
+    let too_large = |result: &crate::OperationResult| match result {
+        Err(error) => error.code() == "54000" && error.to_string().contains("add a LIMIT"),
+        Ok(_) => false,
+    };
+    // The shared scan (a batch), the read path, a read batch and the reference executor agree.
+    assert!(too_large(&engine.read(&everything)));
+    assert!(too_large(
+        &engine.read_batch(std::slice::from_ref(&everything))[0]
+    ));
+    assert!(too_large(
+        &engine.execute_batch(std::slice::from_ref(&everything))[0]
+    ));
+    assert!(too_large(
+        &engine
+            .clone()
+            .execute_sequentially(std::slice::from_ref(&everything))[0]
+    ));
+    // A key range that still selects too much: the key-range path fails alike.
+    let range = Predicate::And(vec![
+        Predicate::compare("id", CompareOp::GreaterOrEqual, Value::Int(2)),
+        Predicate::compare("id", CompareOp::Less, Value::Int(79)),
+    ]);
+    assert!(too_large(&engine.read(&select(
+        &["body"],
+        Some(range),
+        None
+    ))));
+    // An aggregate grouped by the body: 80 groups of 512 KiB keys.
+    let grouped = Operation::Aggregate {
+        table: "big".into(),
+        group_by: vec!["body".into()],
+        aggregates: vec![Aggregate {
+            function: AggregateFunction::CountRows,
+            column: None,
+        }],
+        predicate: None,
+    };
+    assert!(too_large(&engine.read(&grouped)));
+
+    // Reads under the bound are answered: a LIMIT, a narrower column list, a smaller range,
+    // and the same table's write in the same batch is not affected by a failing read beside it.
+    let limited = engine
+        .read(&select(&["id", "body"], None, Some(20)))
+        .unwrap();
+    assert_eq!(ids(&limited).len(), 20);
+    let keys = engine.read(&select(&["id"], None, None)).unwrap();
+    assert_eq!(ids(&keys), (0..80).collect::<Vec<_>>());
+    let few = Predicate::compare("id", CompareOp::Less, Value::Int(10));
+    assert!(engine.read(&select(&["body"], Some(few), None)).is_ok());
+    let update = Operation::Update {
+        table: "big".into(),
+        assignments: vec![Assignment {
+            column: "body".into(),
+            value: text("short"),
+        }],
+        predicate: Some(Predicate::equal("id", Value::Int(0))),
+    };
+    let results = engine.execute_batch(&[everything.clone(), update]);
+    assert!(too_large(&results[0]));
+    assert_eq!(results[1], Ok(Output::Updated { count: 1 }));
+
+    // The failing read stopped reading once past the bound: the table-level output it would
+    // have answered holds just past RESULT_BYTES_MAX of rows, not all 40 MiB.
+    let table = engine.table("big").unwrap();
+    let bound = crate::operation::bind_scan_operation(&everything, &table.schema)
+        .expect("a select binds to a scan")
+        .unwrap();
+    let Output::Rows { rows, .. } = table.select_on_keys(&bound, table.rows.keys()) else {
+        panic!("a select answers rows");
+    };
+    let read: usize = rows
+        .iter()
+        .map(|row| crate::operation::result_row_bytes(row))
+        .sum();
+    assert!(read > RESULT_BYTES_MAX, "{read}");
+    assert!(read <= RESULT_BYTES_MAX + (512 << 10) + 64, "{read}");
+    assert!(rows.len() < 80, "{}", rows.len());
+}

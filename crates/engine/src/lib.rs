@@ -141,6 +141,7 @@ pub use expression::Expression;
 pub use operation::{
     Aggregate, AggregateFunction, Assignment, ComputedAssignment, Group, OnConflict, Operation,
     OperationResult, Output, Partial, TableChange, BATCH_OPERATIONS_MAX, INSERT_ROWS_MAX,
+    RESULT_BYTES_MAX,
 };
 pub use predicate::{CompareOp, Predicate};
 pub use schema::{ColumnDef, ColumnDefault, TableSchema};

@@ -11,6 +11,52 @@ use serde::{Deserialize, Serialize};
 pub const INSERT_ROWS_MAX: usize = 100_000;
 /// Most operations in one batch.
 pub const BATCH_OPERATIONS_MAX: usize = 100_000;
+/// Most bytes one read's result may hold at a partition (a SELECT's rows, an aggregate's
+/// groups), counted by `result_row_bytes`: half the runtime's 64 MiB frame limit, like a
+/// statement (`cluster::limits::STATEMENT_BYTES_MAX`), since a result travels back to its
+/// gateway in one reply and a larger one could not arrive. A read that goes past it stops
+/// reading rows (so it never holds much more than the bound) and fails with 54000
+/// (`bound_result`). A constant, not a setting: every replica of a group executes the same
+/// reads from its log and must give the same answer.
+pub const RESULT_BYTES_MAX: usize = 32 << 20;
+
+/// What one result row (or one aggregate group's key) counts towards `RESULT_BYTES_MAX`: its
+/// values' payloads plus 8 bytes each (a value's tag and length when encoded).
+pub fn result_row_bytes(values: &[Value]) -> usize {
+    values
+        .iter()
+        .map(|value| value.payload_bytes().saturating_add(8))
+        .fold(0, usize::saturating_add)
+}
+
+/// What one aggregate group counts: its key, and 16 bytes per partial.
+pub fn result_group_bytes(key: &[Value], partials: usize) -> usize {
+    result_row_bytes(key).saturating_add(partials.saturating_mul(16))
+}
+
+/// The result itself if it holds at most `RESULT_BYTES_MAX` bytes, else 54000 saying how to
+/// ask for less. Only reads' outputs (rows, groups) have a size; other results pass as they are.
+pub fn bound_result(result: OperationResult) -> OperationResult {
+    let bytes = match &result {
+        Ok(Output::Rows { rows, .. }) => rows
+            .iter()
+            .map(|row| result_row_bytes(row))
+            .fold(0, usize::saturating_add),
+        Ok(Output::Groups { groups, .. }) => groups
+            .iter()
+            .map(|group| result_group_bytes(&group.key, group.partials.len()))
+            .fold(0, usize::saturating_add),
+        _ => 0,
+    };
+    if bytes <= RESULT_BYTES_MAX {
+        return result;
+    }
+    Err(EngineError::ProgramLimitExceeded {
+        limit: format!(
+            "the result of this query is larger than {RESULT_BYTES_MAX} bytes, the most one partition returns for one statement (add a LIMIT, narrow the WHERE clause, or read the rows in key ranges)"
+        ),
+    })
+}
 
 /// `SET column = value`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 use crate::error::EngineError;
 use crate::expression::{assign, Expression};
 use crate::operation::{
-    bind_assignments, Group, OnConflict, OperationResult, Output, Partial, ScanOperation,
-    TableChange,
+    bind_assignments, result_group_bytes, result_row_bytes, Group, OnConflict, OperationResult,
+    Output, Partial, ScanOperation, TableChange, RESULT_BYTES_MAX,
 };
 use crate::predicate::BoundPredicate;
 use crate::schema::TableSchema;
@@ -58,11 +58,18 @@ pub struct OperationState {
     pub count: u64,
     /// An aggregate's partials by group key.
     pub groups: BTreeMap<Vec<Value>, Vec<Partial>>,
+    /// A read's result so far, as `RESULT_BYTES_MAX` counts it.
+    pub result_bytes: usize,
 }
 
 impl OperationState {
-    /// Whether a select has all the rows its limit allows: it need not see more rows.
+    /// Whether a read need not see more rows: a select has all the rows its limit allows, or
+    /// a read's result has gone past `RESULT_BYTES_MAX` (it will fail: `bound_result`).
     pub fn is_done(&self, operation: &ScanOperation) -> bool {
+        if self.result_bytes > RESULT_BYTES_MAX {
+            assert!(!operation.writes(), "only reads have results");
+            return true;
+        }
         match operation {
             ScanOperation::Select {
                 limit: Some(limit), ..
@@ -119,12 +126,16 @@ pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Va
         return;
     }
     match operation {
-        ScanOperation::Select { projection, .. } => state.rows.push(
-            projection
+        ScanOperation::Select { projection, .. } => {
+            let projected: Vec<Value> = projection
                 .iter()
                 .map(|position| row[*position].clone())
-                .collect(),
-        ),
+                .collect();
+            state.result_bytes = state
+                .result_bytes
+                .saturating_add(result_row_bytes(&projected));
+            state.rows.push(projected);
+        }
         ScanOperation::Aggregate {
             group_by,
             aggregates,
@@ -134,6 +145,11 @@ pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Va
                 .iter()
                 .map(|position| row[*position].clone())
                 .collect();
+            if !state.groups.contains_key(&key) {
+                state.result_bytes = state
+                    .result_bytes
+                    .saturating_add(result_group_bytes(&key, aggregates.len()));
+            }
             let partials = state.groups.entry(key).or_insert_with(|| {
                 aggregates
                     .iter()
