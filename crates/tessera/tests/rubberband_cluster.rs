@@ -215,7 +215,7 @@ fn expanding_from_one_process_rebalancing_and_contracting_back_loses_nothing_und
 /// contracted, the data check must find the preloaded keys gone.
 #[test]
 fn the_data_check_catches_receivers_that_drop_their_copies() {
-    let outcome = std::panic::catch_unwind(|| elasticity("rb-canary", 10030, true));
+    let outcome = support::partitioned::catch_canary(|| elasticity("rb-canary", 10030, true));
     match outcome {
         Ok(Ok(())) => panic!("the data check missed receivers that drop their copies"),
         Ok(Err(lost)) => assert!(lost.contains("preloaded keys lost"), "{lost}"),

@@ -7,6 +7,7 @@
 use super::{arguments, RespClient};
 use resp::Value;
 use runtime::ecast::config::ClusterConfig;
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -399,10 +400,26 @@ impl Drop for PartitionedCluster {
                 let _ = child.wait();
             }
         }
-        if !std::thread::panicking() {
+        // A failing test keeps its cluster's directory (logs, data) for debugging; a canary's
+        // expected failure (`catch_canary`) does not, or every test run would leave one behind.
+        if !std::thread::panicking() || CANARY_RUNNING.with(Cell::get) {
             let _ = std::fs::remove_dir_all(&self.directory);
         }
     }
+}
+
+thread_local! {
+    static CANARY_RUNNING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs a canary (a run with a bug on purpose, which the checks must catch, often by
+/// panicking) and returns how it ended, as `std::panic::catch_unwind` does. Clusters dropped
+/// while it unwinds remove their directories, as after a passing test.
+pub fn catch_canary<R>(run: impl FnOnce() -> R) -> std::thread::Result<R> {
+    let was = CANARY_RUNNING.with(|running| running.replace(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    CANARY_RUNNING.with(|running| running.set(was));
+    outcome
 }
 
 /// Polls `condition` every 50 ms until it holds (true) or `timeout` passes (its last answer).

@@ -426,7 +426,7 @@ pub fn regrouping(
 /// Runs `run` (an elasticity run with a canary) and says how it was caught; panics if it was
 /// not.
 pub fn expect_caught(what: &str, run: impl FnOnce() -> Result<Elasticity, String>) {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    let outcome = super::partitioned::catch_canary(run);
     match outcome {
         Ok(Ok(report)) => panic!("the canary ({what}) went unnoticed: {report:?}"),
         Ok(Err(reason)) => eprintln!("canary ({what}) caught by the data check: {reason}"),
