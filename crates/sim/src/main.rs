@@ -68,6 +68,9 @@ struct Arguments {
     sql_statements: bool,
     bypass_canary: Option<BypassCanary>,
     frame_bytes: Option<u64>,
+    /// The arguments that choose what one seed runs (all but the sweep's `--seed`, `--seeds`,
+    /// `--start` and `--jobs`), in their order: a failing sweep prints them to replay a seed.
+    replay: Vec<String>,
 }
 
 fn parse(arguments: &[String]) -> Result<Arguments, String> {
@@ -88,7 +91,18 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         sql_statements: false,
         bypass_canary: None,
         frame_bytes: None,
+        replay: Vec::new(),
     };
+    let mut skip_value = false;
+    for argument in arguments {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        match argument.as_str() {
+            "--seed" | "--seeds" | "--start" | "--jobs" => skip_value = true,
+            _ => parsed.replay.push(argument.clone()),
+        }
+    }
     let mut iter = arguments.iter();
     while let Some(argument) = iter.next() {
         let mut number = |name: &str| -> Result<u64, String> {
@@ -586,24 +600,12 @@ fn sweep(count: u64, arguments: &Arguments) -> ExitCode {
     );
     if let Some((seed, _)) = failures.first() {
         println!(
-            "replay the first failure: cargo run -p sim --release -- {}{}--seed {seed}",
+            "replay the first failure: cargo run -p sim --release -- {}--seed {seed}",
             arguments
-                .frame_bytes
-                .map_or(String::new(), |bytes| format!("--frame-bytes {bytes} ")),
-            match (arguments.ecast, arguments.bypass) {
-                (_, true) if arguments.skyros_partitions && arguments.comm => {
-                    "--ecast --partitions skyros --comm "
-                }
-                (_, true) if arguments.skyros_partitions => "--ecast --partitions skyros ",
-                (_, true) if arguments.sql_transactions => {
-                    "--ecast --partitions vr --sql-transactions "
-                }
-                (_, true) if arguments.sql_statements =>
-                    "--ecast --partitions vr --sql-statements ",
-                (_, true) => "--ecast --partitions vr ",
-                (true, false) => "--ecast ",
-                (false, false) => "",
-            }
+                .replay
+                .iter()
+                .map(|argument| format!("{argument} "))
+                .collect::<String>()
         );
     }
     if failures.is_empty() {
