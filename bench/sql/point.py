@@ -3,14 +3,16 @@ prepared statements: `prepare=True` sends Parse once per connection, then Bind/E
 bench/sql/run.sh and docs/bench/sql.md.
 
     /usr/bin/python3 bench/sql/point.py HOST PORT setup ROWS
-    /usr/bin/python3 bench/sql/point.py HOST PORT select|select-basic|update CLIENTS SECONDS ROWS
+    /usr/bin/python3 bench/sql/point.py HOST PORT select|select-basic|update|update-scan CLIENTS SECONDS ROWS
 
 `setup` (re)creates `bench_point (id INT PRIMARY KEY, v BIGINT, pad TEXT)` with ROWS rows.
 A run starts CLIENTS processes (one connection each, so the client's GIL is not the limit),
 each issuing the statement on random keys for SECONDS after a one-second warm-up, and prints
 one JSON line: statements completed, throughput, p50 and p99 latency in milliseconds.
 `select-basic` is `select` in sessions at `SET tessera.read_isolation = basic` (Tessera only:
-docs/bench/read-isolation.md).
+docs/bench/read-isolation.md). `update-scan` changes one row found by a predicate on a column
+that is not the key (`WHERE pad = 'row K'`), so on a partitioned table it is a one-shot
+statement to every partition (bench/sql/partitions.sh).
 """
 
 import json
@@ -25,6 +27,7 @@ STATEMENTS = {
     "select": "SELECT v FROM bench_point WHERE id = %s",
     "select-basic": "SELECT v FROM bench_point WHERE id = %s",
     "update": "UPDATE bench_point SET v = %s WHERE id = %s",
+    "update-scan": "UPDATE bench_point SET v = %s WHERE pad = %s",
 }
 
 
@@ -59,7 +62,12 @@ def client(arguments):
         while True:
             key = generator.randrange(rows)
             reads = operation.startswith("select")
-            parameters = (key,) if reads else (generator.randrange(10**9), key)
+            if reads:
+                parameters = (key,)
+            elif operation == "update-scan":
+                parameters = (generator.randrange(10**9), f"row {key}")
+            else:
+                parameters = (generator.randrange(10**9), key)
             started = time.monotonic()
             cursor.execute(sql, parameters, prepare=True)
             if reads:
