@@ -1080,9 +1080,9 @@ fn create_index_and_drop_table() {
         .map(|row| row[0].to_string())
         .collect();
     assert!(
-        explained
-            .iter()
-            .any(|line| line.contains("Index Lookup on pairs using pairs_ab (a = 1)")),
+        explained.iter().any(|line| line.contains(
+            "Index Lookup on pairs using pairs_ab (a = 1 AND b = 2; 2 of 2 index columns)"
+        )),
         "{explained:?}"
     );
     assert_eq!(
