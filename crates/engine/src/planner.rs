@@ -34,11 +34,12 @@ pub enum AccessPath {
         interval: Interval,
     },
     /// Rows of a secondary index whose entries start with one of `prefixes` (values of the
-    /// index's first `prefixes[i].len()` columns, equal for every prefix; several from IN
-    /// lists; one empty prefix when only a range applies) and, with `interval`, whose next
-    /// column lies in it. Uses `prefix length + interval` of the index's columns.
+    /// index's first `pinned` columns; several from IN lists; none when an IN list has no
+    /// non-NULL value; one empty prefix when only a range applies) and, with `interval`, whose
+    /// next column lies in it. Uses `pinned` (+ 1 with `interval`) of the index's columns.
     Index {
         index: String,
+        pinned: usize,
         prefixes: Vec<Vec<Value>>,
         interval: Option<Interval>,
     },
@@ -122,6 +123,7 @@ pub fn choose_access_path(table: &Table, predicate: Option<&BoundPredicate>) -> 
         if beats_key {
             let path = AccessPath::Index {
                 index: index.name.clone(),
+                pinned,
                 prefixes,
                 interval,
             };
@@ -223,13 +225,15 @@ pub fn candidate_keys(table: &Table, path: &AccessPath) -> Option<Vec<Key>> {
         }
         AccessPath::Index {
             index,
+            pinned,
             prefixes,
             interval,
         } => {
             let index = &table.indexes[index];
+            assert!(*pinned + usize::from(interval.is_some()) <= index.columns.len());
             let mut keys = Vec::new();
             for prefix in prefixes {
-                assert!(prefix.len() < index.columns.len() || interval.is_none());
+                assert_eq!(prefix.len(), *pinned, "prefixes pin the same columns");
                 let mut start = prefix.clone();
                 if let Some(Interval {
                     low: Bound::Included(low) | Bound::Excluded(low),
@@ -316,11 +320,12 @@ pub fn describe(table: &Table, path: &AccessPath, scan_filing: &str) -> String {
         }
         AccessPath::Index {
             index,
+            pinned,
             prefixes,
             interval,
         } => {
             let columns = &table.indexes[index].columns;
-            let pinned = prefixes.first().map_or(0, Vec::len);
+            let pinned = *pinned;
             let mut conditions: Vec<String> = (0..pinned)
                 .map(|at| {
                     let mut values: Vec<&Value> =
@@ -484,6 +489,20 @@ mod tests {
             (
                 vec![eq("w", int(1)), eq("d", int(2)), eq("id", int(3))],
                 "Index Lookup on c using c_pkey (w = 1 AND d = 2 AND id = 3)",
+            ),
+            // An IN list without a non-NULL value pins its column to nothing: no prefix, so
+            // no row (EXPLAIN shows every pinned column empty).
+            (
+                vec![
+                    Predicate::In {
+                        column: "last".into(),
+                        values: vec![Value::Null],
+                    },
+                    eq("w", int(1)),
+                    eq("d", int(2)),
+                    Predicate::compare("first", CompareOp::Less, text("C")),
+                ],
+                "Index Range Scan on c using c_name (w IN () AND d IN () AND last IN () AND first < 'C'; 4 of 4 index columns)",
             ),
             // A gap in the index's columns: only the prefix before it.
             (

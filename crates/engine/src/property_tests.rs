@@ -728,16 +728,18 @@ fn check_index_paths(seed: u64, canary: PathCanary, multi: &mut usize) -> Result
             .collect();
         let mut path = choose_access_path(table, Some(&bound));
         if let AccessPath::Index {
-            index, prefixes, ..
+            index,
+            pinned,
+            prefixes,
+            ..
         } = &mut path
         {
-            let used = prefixes.first().map_or(0, Vec::len);
-            *multi += usize::from(used >= 2);
+            *multi += usize::from(*pinned >= 2);
             assert!(
-                prefixes.iter().all(|prefix| prefix.len() == used),
+                prefixes.iter().all(|prefix| prefix.len() == *pinned),
                 "seed {seed}: prefixes of one length"
             );
-            assert!(used <= table.indexes[index.as_str()].columns.len());
+            assert!(*pinned <= table.indexes[index.as_str()].columns.len());
             match canary {
                 PathCanary::None => {}
                 PathCanary::LoseLastPrefix if prefixes.len() > 1 => {
