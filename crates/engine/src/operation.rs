@@ -178,11 +178,11 @@ pub enum Operation {
         assignments: Vec<ComputedAssignment>,
         predicate: Option<Predicate>,
     },
-    /// Slot 9. CREATE INDEX name ON table (column, …) over several columns. The index is kept
-    /// on its leading column (its entries, and the lookups it serves, are the leading
-    /// column's, as a B-tree over (a, b) serves predicates on a); the other columns are part of
-    /// its definition (catalog, snapshots, digest), and a lookup's rows are filtered by the
-    /// rest of the predicate as usual.
+    /// Slot 9. CREATE INDEX name ON table (column, …) over several columns. The index's
+    /// entries key on the tuple of all its columns (then the primary key), so a lookup uses
+    /// equalities on a prefix of them and a range on the next (`planner`); a lookup's rows are
+    /// filtered by the rest of the predicate as usual. The definition is in the catalog,
+    /// snapshots and digest; the entries are rebuilt from the rows.
     CreateIndexOn {
         name: String,
         table: String,

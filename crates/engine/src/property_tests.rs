@@ -312,6 +312,23 @@ fn populated_engine(prng: &mut Prng) -> Engine {
             engine.execute(&index).expect("indexes");
         }
     }
+    // Indexes on several columns (entries keyed on all of them), leading with an indexed
+    // column, a key column and a non-key one.
+    for (name, table, columns) in [
+        ("t_ab", "t", &["a", "b"][..]),
+        ("t_bsa", "t", &["b", "s", "a"][..]),
+        ("u_vk2", "u", &["v", "k2"][..]),
+        ("u_k1v", "u", &["k1", "v"][..]),
+    ] {
+        if prng.chance(40) {
+            let index = Operation::CreateIndexOn {
+                name: name.into(),
+                table: table.into(),
+                columns: columns.iter().map(|column| column.to_string()).collect(),
+            };
+            engine.execute(&index).expect("indexes");
+        }
+    }
     for table in ["t", "u"] {
         let rows = (0..prng.below(16))
             .map(|_| random_row(prng, table))
@@ -655,4 +672,145 @@ fn a_snapshot_copy_keeps_the_state_at_its_point_over_random_batches() {
         changed > 300,
         "only {changed} of 1,000 batches changed what the reads answer"
     );
+}
+
+/// A deliberately broken index path, for the canaries of
+/// `index_paths_find_what_a_naive_scan_finds`.
+#[derive(Clone, Copy, PartialEq)]
+enum PathCanary {
+    None,
+    /// Forgets the last of several prefixes (an IN-list value lost).
+    LoseLastPrefix,
+    /// Puts a prefix's values in the reverse of the index's column order.
+    ReversePrefix,
+}
+
+/// A conjunction of 1-4 leaves, mostly equalities and IN lists, so that index prefixes of
+/// several columns (and a range after them) are pinned often.
+fn conjunction(prng: &mut Prng, columns: &[&str]) -> Predicate {
+    let leaves = (0..1 + prng.below(4))
+        .map(|_| {
+            let column = *prng.pick(columns);
+            match prng.below(10) {
+                0..=4 => Predicate::equal(column, value_for(prng, column)),
+                5 | 6 => Predicate::In {
+                    column: column.to_string(),
+                    values: (0..1 + prng.below(3))
+                        .map(|_| value_for(prng, column))
+                        .collect(),
+                },
+                _ => leaf(prng, columns),
+            }
+        })
+        .collect();
+    Predicate::And(leaves)
+}
+
+/// Checks the access path of random conjunctions over random tables and indexes: the rows it
+/// yields that satisfy the predicate are exactly those a whole scan finds (as the engine's
+/// reads, before-images and `matching_rows` use it). Returns the first difference, and counts
+/// the paths that used more than one index column.
+fn check_index_paths(seed: u64, canary: PathCanary, multi: &mut usize) -> Result<(), String> {
+    use crate::planner::{candidate_keys, choose_access_path, AccessPath};
+    let mut prng = Prng::with_key_range(seed, 40);
+    let engine = populated_engine(&mut prng);
+    for round in 0..12 {
+        let name = if round % 3 == 0 { "u" } else { "t" };
+        let table = engine.table(name).expect("populated");
+        let predicate = conjunction(&mut prng, columns_of(name));
+        let bound = crate::predicate::bind(&predicate, &table.schema)
+            .map_err(|error| format!("seed {seed}: {predicate:?} does not bind: {error}"))?;
+        let scanned: Vec<_> = table
+            .rows
+            .iter()
+            .filter(|(_, row)| bound.matches(row))
+            .map(|(key, _)| key.clone())
+            .collect();
+        let mut path = choose_access_path(table, Some(&bound));
+        if let AccessPath::Index {
+            index,
+            pinned,
+            prefixes,
+            ..
+        } = &mut path
+        {
+            *multi += usize::from(*pinned >= 2);
+            assert!(
+                prefixes.iter().all(|prefix| prefix.len() == *pinned),
+                "seed {seed}: prefixes of one length"
+            );
+            assert!(*pinned <= table.indexes[index.as_str()].columns.len());
+            match canary {
+                PathCanary::None => {}
+                PathCanary::LoseLastPrefix if prefixes.len() > 1 => {
+                    prefixes.pop();
+                }
+                PathCanary::LoseLastPrefix => {}
+                PathCanary::ReversePrefix => {
+                    prefixes.iter_mut().for_each(|prefix| prefix.reverse())
+                }
+            }
+        }
+        let Some(candidates) = candidate_keys(table, &path) else {
+            continue;
+        };
+        let found: Vec<_> = candidates
+            .into_iter()
+            .filter(|key| table.rows.get(key).is_some_and(|row| bound.matches(row)))
+            .collect();
+        if found != scanned {
+            return Err(format!(
+                "seed {seed}: {predicate:?} through {path:?}\n found   {found:?}\n scanned {scanned:?}"
+            ));
+        }
+        if canary == PathCanary::None {
+            let matched: Vec<_> = engine
+                .matching_rows(name, Some(&predicate))
+                .map(|(key, _)| key.clone())
+                .collect();
+            assert_eq!(
+                matched, scanned,
+                "seed {seed}: matching_rows of {predicate:?}"
+            );
+            let select = Operation::Select {
+                table: name.into(),
+                columns: Vec::new(),
+                predicate: Some(predicate),
+                limit: None,
+            };
+            let read = engine.read(&select);
+            let expected = engine
+                .clone()
+                .execute_sequentially(std::slice::from_ref(&select));
+            assert_eq!(vec![read], expected, "seed {seed}: {select:?}");
+        }
+    }
+    Ok(())
+}
+
+/// Secondary index paths on one or several columns (equalities on a prefix, IN lists, a range
+/// on the next column, NULLs, absent values) find exactly a whole scan's matches.
+#[test]
+fn index_paths_find_what_a_naive_scan_finds() {
+    let mut multi = 0;
+    for seed in 0..2_000 {
+        if let Err(difference) = check_index_paths(seed, PathCanary::None, &mut multi) {
+            panic!("{difference}");
+        }
+    }
+    assert!(multi > 1_000, "{multi} paths used several index columns");
+}
+
+fn path_canary_is_caught(canary: PathCanary) -> bool {
+    (0..2_000).any(|seed| check_index_paths(seed, canary, &mut 0).is_err())
+}
+
+#[test]
+fn canary_that_loses_an_in_list_prefix_is_caught() {
+    assert!(path_canary_is_caught(PathCanary::LoseLastPrefix));
+}
+
+#[test]
+fn canary_that_reverses_an_index_prefix_is_caught() {
+    assert!(path_canary_is_caught(PathCanary::ReversePrefix));
 }

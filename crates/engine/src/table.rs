@@ -17,16 +17,27 @@ pub type Key = Vec<Value>;
 /// A row: one value per column, in column order.
 pub type Row = Vec<Value>;
 
-/// A non-unique index: (value of its leading column, primary key) pairs, NULLs included.
+/// A non-unique index: one entry per row, (the row's values of every column of the
+/// definition, in definition order; primary key), NULLs included. Entries sort by the tuple,
+/// so equalities on the first columns and a range on the next find their rows in one range
+/// of entries (`planner::candidate_keys`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecondaryIndex {
     pub name: String,
-    /// The leading column: the one the entries hold (`columns[0]`).
-    pub column: usize,
-    /// Every column of the definition, the leading one first (more than one for
-    /// `Operation::CreateIndexOn`).
+    /// Every column of the definition, in order (more than one for `Operation::CreateIndexOn`).
+    /// Never empty.
     pub columns: Vec<usize>,
-    pub entries: BTreeSet<(Value, Key)>,
+    pub entries: BTreeSet<(Vec<Value>, Key)>,
+}
+
+impl SecondaryIndex {
+    /// The values of the index's columns in `row`: what its entry holds before the key.
+    pub fn values_of(&self, row: &[Value]) -> Vec<Value> {
+        self.columns
+            .iter()
+            .map(|position| row[*position].clone())
+            .collect()
+    }
 }
 
 /// A table. Invariants (checked by `check_invariants`): every row satisfies the schema, is
@@ -292,28 +303,27 @@ impl Table {
         self.create_index_on(name, &[column.to_string()])
     }
 
-    /// Creates a secondary index over the existing rows, kept on the first of `columns`.
+    /// Creates a secondary index over the existing rows, its entries keyed on all of `columns`.
     pub fn create_index_on(&mut self, name: &str, columns: &[String]) -> Result<(), EngineError> {
         let columns = columns
             .iter()
             .map(|column| self.schema.column_position(column))
             .collect::<Result<Vec<_>, _>>()?;
-        let Some(&column) = columns.first() else {
+        if columns.is_empty() {
             return Err(EngineError::FeatureNotSupported {
                 feature: "an index without columns".into(),
             });
+        }
+        let mut index = SecondaryIndex {
+            name: name.to_string(),
+            columns,
+            entries: BTreeSet::new(),
         };
-        let entries = self
+        index.entries = self
             .rows
             .iter()
-            .map(|(key, row)| (row[column].clone(), key.clone()))
+            .map(|(key, row)| (index.values_of(row), key.clone()))
             .collect();
-        let index = SecondaryIndex {
-            name: name.to_string(),
-            column,
-            columns,
-            entries,
-        };
         let previous = self.indexes.insert(name.to_string(), index);
         assert!(previous.is_none(), "index names are checked by the engine");
         Ok(())
@@ -368,7 +378,6 @@ impl Table {
                     row.insert(position, fill.clone());
                 }
                 for index in self.indexes.values_mut() {
-                    shift(&mut index.column);
                     index.columns.iter_mut().for_each(shift);
                 }
             }
@@ -398,7 +407,6 @@ impl Table {
                 self.indexes
                     .retain(|_, index| !index.columns.contains(&position));
                 for index in self.indexes.values_mut() {
-                    shift(&mut index.column);
                     index.columns.iter_mut().for_each(shift);
                 }
             }
@@ -536,11 +544,6 @@ impl Table {
         Ok(())
     }
 
-    /// The index on a column, if any (the first by name).
-    pub fn index_on(&self, column: usize) -> Option<&SecondaryIndex> {
-        self.indexes.values().find(|index| index.column == column)
-    }
-
     /// Brings the indexes up to date after a row changed from `before` to `after` (`None`:
     /// absent).
     pub fn reindex(
@@ -550,17 +553,23 @@ impl Table {
         after: Option<&Row>,
     ) {
         for index in indexes.values_mut() {
-            let old = before.map(|row| &row[index.column]);
-            let new = after.map(|row| &row[index.column]);
-            if old == new {
-                continue;
+            if let (Some(before), Some(after)) = (before, after) {
+                if index
+                    .columns
+                    .iter()
+                    .all(|position| before[*position] == after[*position])
+                {
+                    continue;
+                }
             }
-            if let Some(old) = old {
-                let removed = index.entries.remove(&(old.clone(), key.clone()));
+            if let Some(before) = before {
+                let removed = index
+                    .entries
+                    .remove(&(index.values_of(before), key.clone()));
                 assert!(removed, "index {} lacks an entry for a row", index.name);
             }
-            if let Some(new) = new {
-                let added = index.entries.insert((new.clone(), key.clone()));
+            if let Some(after) = after {
+                let added = index.entries.insert((index.values_of(after), key.clone()));
                 assert!(added, "index {} has a stale entry", index.name);
             }
         }
@@ -864,17 +873,14 @@ impl Table {
             }
         }
         for index in self.indexes.values() {
-            let expected: BTreeSet<(Value, Key)> = self
+            if index.columns.is_empty() {
+                return Err(format!("index {} has no columns", index.name));
+            }
+            let expected: BTreeSet<(Vec<Value>, Key)> = self
                 .rows
                 .iter()
-                .map(|(key, row)| (row[index.column].clone(), key.clone()))
+                .map(|(key, row)| (index.values_of(row), key.clone()))
                 .collect();
-            if index.columns.first() != Some(&index.column) {
-                return Err(format!(
-                    "index {} is not kept on its leading column",
-                    index.name
-                ));
-            }
             if expected != index.entries {
                 return Err(format!("index {} does not match the rows", index.name));
             }

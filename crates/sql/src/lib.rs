@@ -71,8 +71,8 @@
 //! [IF EXISTS], `nextval`/`currval`/`setval`/`lastval`, SERIAL/BIGSERIAL/SMALLSERIAL and
 //! GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY columns, DEFAULT nextval('s') (see `sequence`:
 //! the gateway draws values by one ordered write at the sequence's partition before the
-//! statement's final planning, `plan_statement_sequenced`), CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: kept on the
-//! leading column, see `engine::Operation::CreateIndexOn`),
+//! statement's final planning, `plan_statement_sequenced`), CREATE INDEX [IF NOT EXISTS] [name] ON t (col, …) (several columns: entries on
+//! all of them, see `engine::Operation::CreateIndexOn`),
 //! INSERT … SELECT (`Plan::InsertSelect`: the query's execution, then one INSERT of its rows,
 //! all-or-nothing; see `plan::InsertSelect`), INSERT … VALUES (multi-row, constant expressions, `$n`) [RETURNING expressions | * (without
 //! ON CONFLICT, into a table with a primary key: the returned rows are computed from the
