@@ -37,7 +37,7 @@ use crate::{
 use placement::{past_retirement, ConfigVersion, Group, GroupName, Groups, PositionSet, ProcessId};
 use serde::{de::DeserializeOwned, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use vr::{ClientId, Replica, Reply, Request, RequestKind, RequestNumber, StatusName, View};
+use vr::{ClientId, Replication, Reply, Request, RequestKind, RequestNumber, StatusName, View};
 
 /// What is left of a stopped replica: enough to answer a stale gateway's late bypass request as
 /// the running replica would have (module documentation). A query (a held request's `Result`)
@@ -56,9 +56,10 @@ pub struct Tombstone {
 }
 
 impl Tombstone {
-    pub fn of<D>(replica: &Replica<PartitionMachine<D>>) -> Tombstone
+    pub fn of<D, R>(replica: &R) -> Tombstone
     where
         D: PartitionData + Serialize + DeserializeOwned,
+        R: Replication<Machine = PartitionMachine<D>> + ?Sized,
     {
         let machine = replica.state_machine();
         let state = ReplicaState::of(replica);
@@ -122,9 +123,10 @@ pub struct ReplicaState {
 }
 
 impl ReplicaState {
-    pub fn of<D>(replica: &Replica<PartitionMachine<D>>) -> ReplicaState
+    pub fn of<D, R>(replica: &R) -> ReplicaState
     where
         D: PartitionData + Serialize + DeserializeOwned,
+        R: Replication<Machine = PartitionMachine<D>> + ?Sized,
     {
         let machine = replica.state_machine();
         ReplicaState {

@@ -1152,7 +1152,7 @@ where
 /// so backups answer too; `tests/resp_read_isolation.rs` shows the regular-register checker
 /// catches the stale reads that follows.
 pub fn serve_basic_read<D: PartitionData + Serialize + DeserializeOwned>(
-    replica: &vr::Replica<PartitionMachine<D>>,
+    replica: &(impl vr::Replication<Machine = PartitionMachine<D>> + ?Sized),
     planned_at: ConfigVersion,
     operation: &[u8],
     any_member: bool,

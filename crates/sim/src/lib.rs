@@ -15,6 +15,7 @@ pub mod ecast;
 pub mod history;
 pub mod network;
 pub mod options;
+pub mod replicas;
 pub mod simulation;
 pub mod trace;
 pub mod workload;

@@ -11,16 +11,17 @@ use crate::disk::Disk;
 use crate::history::{Command, History, Outcome};
 use crate::network::{Endpoint, Network, Packet};
 use crate::options::Options;
+use crate::replicas;
 use crate::trace::{summarize, Trace};
 use crate::workload;
 use stdx::{Fnv64, Prng};
 use store::Store;
-use vr::{Durability, DurableState, Effect, Input, Replica, StateMachine, StatusName};
+use vr::{Durability, DurableState, Effect, Input, StateMachine, StatusName};
 use wire::{ClientId, Message, Nonce, ReplicaIndex, Request, RequestKind};
 
 /// One simulated process.
 struct Node {
-    replica: Option<Replica<Store>>,
+    replica: Option<replicas::Member<Store>>,
     disk: Disk,
     paused_until: Option<u64>,
     crashed_until: Option<u64>,
@@ -93,7 +94,7 @@ impl Simulation {
         let mut prng = Prng::new(options.seed ^ 0x5eed_5eed_5eed_5eed);
         let nodes = (0..replica_count)
             .map(|index| Node {
-                replica: Some(Replica::new(
+                replica: Some(replicas::create(
                     options.config.clone(),
                     ReplicaIndex(index as u8),
                     initial_store(&options),
@@ -411,7 +412,7 @@ impl Simulation {
         let replica = match config.durability {
             Durability::Memory => {
                 self.monotonic.restart(index, false);
-                Replica::recovering(
+                replicas::recovering(
                     config,
                     replica_index,
                     initial_store(&self.options),
@@ -435,7 +436,7 @@ impl Simulation {
                         println!("  disk r{index}: {text}");
                     }
                 }
-                Replica::open(config, replica_index, initial_store(&self.options), durable)
+                replicas::open(config, replica_index, initial_store(&self.options), durable)
                     .expect("the simulated disk holds only snapshots this store wrote")
             }
         };
@@ -611,7 +612,7 @@ impl Simulation {
             replica.view_persisted(),
         )?;
         self.committed
-            .observe(index, replica.commit_min(), |op| replica.journal().get(op))
+            .observe(index, replica.commit_min(), |op| replica.entry(op))
     }
 
     // ----- Clients. -----

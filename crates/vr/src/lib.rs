@@ -18,6 +18,7 @@ mod nilext_quorum;
 mod parts;
 mod quorum;
 mod replica;
+mod replication;
 mod state_machine;
 
 pub use adapt::{Adapt, AdaptMode};
@@ -36,6 +37,7 @@ pub use parts::{message_bytes, PART_OVERHEAD_BYTES};
 pub use parts::{reassemble_for_bench, split_for_bench};
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
+pub use replication::Replication;
 pub use state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
 pub use wire::{
     Checkpoint, ClientId, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,

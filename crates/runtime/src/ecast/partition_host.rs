@@ -1,7 +1,7 @@
 //! A storage process of a `vr` partitioned cluster (`tessera dev --protocol vr --nodes N`):
-//! it hosts one replica of each partition whose arc it holds — a
-//! `vr::Replica<ecast::PartitionMachine<PartitionStore>>` in the group of the arc's `f`
-//! storage processes (diskless, like the routers) — and the RESP gateway.
+//! it hosts one replica of each partition whose arc it holds — a replica (`vr::Replication`;
+//! today a `vr::Replica`) of `ecast::PartitionMachine<PartitionStore>` in the group of the
+//! arc's `f` storage processes (diskless, like the routers) — and the RESP gateway.
 //!
 //! The routers see partitions, not processes, as E-Cast destinations
 //! (`ClusterConfig::router_configuration`): a delivery to partition p reaches every member of
@@ -44,8 +44,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use vr::{
-    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestNumber,
-    StatusName,
+    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Replication, Reply, Request,
+    RequestNumber, StatusName,
 };
 
 /// A keyspace cut's copy travels in frames of at most this many bytes (`Frame::PartitionCopy`);
@@ -65,11 +65,11 @@ pub use cluster::partition_store::{decode_outcomes, encode_outcomes, PartitionSt
 
 type Machine = PartitionMachine<PartitionStore>;
 
-/// One replica of one partition, hosted here.
-struct Hosted {
+/// One replica of one partition, hosted here: `R` is its replication protocol.
+struct Hosted<R> {
     group: PartitionGroup,
     index: ReplicaIndex,
-    replica: Replica<Machine>,
+    replica: R,
     /// Set while the replica is the primary of a normal view (`ecast::partition_duty`).
     duty: Option<PrimaryDuty>,
     /// The ticket of this replica's checkpoint being serialised (`checkpoint`): a completion
@@ -90,7 +90,16 @@ pub(super) fn canary_basic_any_member() -> bool {
 }
 
 /// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
+/// Its partition replicas are `vr::Replica`s (VR, or Skyros by `ClusterConfig::protocol`).
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
+    host::<Replica<Machine>>(config, id).await
+}
+
+/// `start`, with partition groups replicated by `R`.
+async fn host<R>(config: ClusterConfig, id: ProcessId) -> Result<(), String>
+where
+    R: Replication<Machine = Machine> + Send + 'static,
+{
     // Diskless: a restarted process has forgotten everything; its replicas recover from
     // their groups.
     let super::storage::Opened {
@@ -163,9 +172,9 @@ pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
         let protocol = config.partition_protocol(group.members.len());
         let machine = initial_machine(&config, &placement, &group.arc);
         let replica = if restarted {
-            Replica::recovering(protocol, index, machine, Nonce(random_u64()))
+            R::recovering(protocol, index, machine, Nonce(random_u64()))
         } else {
-            Replica::new(protocol, index, machine)
+            R::create(protocol, index, machine)
         };
         partitions.insert(
             group.partition,
@@ -386,13 +395,13 @@ impl GroupFile {
 }
 
 /// Opens a partition replica's log and the replica on it, and hands the log to the writer.
-fn open_durable(
+fn open_durable<R: Replication<Machine = Machine>>(
     config: &ClusterConfig,
     id: ProcessId,
     placement: &KeyPlacement,
     file: &GroupFile,
     wal: &WalExecutor,
-) -> Result<Hosted, String> {
+) -> Result<Hosted<R>, String> {
     let directory = GroupFile::directory(config, id, file.group.partition).join("wal");
     let (state, committer) = super::durable::open(&directory, super::durable::RECORD_BYTES_MAX)?;
     let machine = if file.started {
@@ -402,7 +411,7 @@ fn open_durable(
     };
     let protocol = config.partition_protocol(file.group.members.len());
     let index = ReplicaIndex(file.index);
-    let replica = Replica::open(protocol, index, machine, state)
+    let replica = R::open(protocol, index, machine, state)
         .map_err(|error| format!("{}: {error:?}", directory.display()))?;
     wal.register(file.group.partition.0, committer);
     Ok(Hosted {
@@ -414,7 +423,7 @@ fn open_durable(
     })
 }
 
-struct Host {
+struct Host<R> {
     /// Serialises the hosted replicas' checkpoints off this loop.
     checkpoints: Checkpoints,
     id: ProcessId,
@@ -422,7 +431,7 @@ struct Host {
     links: Links,
     gateway: mpsc::UnboundedSender<Frame>,
     status: Arc<GatewayStatus>,
-    partitions: BTreeMap<ProcessId, Hosted>,
+    partitions: BTreeMap<ProcessId, Hosted<R>>,
     ticks: u64,
     /// Hidden, test-only (debug builds, `TESSERA_CANARY_CONFIRM_BEFORE_COMMIT`): the primary
     /// confirms deliveries on arrival and logs them only every 200 ms — "acknowledges before
@@ -486,7 +495,7 @@ struct CopyAccount {
 /// Copy accounts kept per process (the oldest versions are dropped first).
 const COPY_ACCOUNTS_KEPT: usize = 64;
 
-impl Host {
+impl<R: Replication<Machine = Machine>> Host<R> {
     fn on_tick(&mut self) {
         self.ticks += 1;
         // The canary (`on_deliver`) submits what it confirmed early every 200 ms; otherwise
@@ -634,9 +643,9 @@ impl Host {
         // again): VR's ordinary start. A restarted one may have, and forgot what it promised:
         // it recovers from the group (its first delivery waits for the recovery).
         let replica = if self.restarted {
-            Replica::recovering(protocol, index, machine, Nonce(random_u64()))
+            R::recovering(protocol, index, machine, Nonce(random_u64()))
         } else {
-            Replica::new(protocol, index, machine)
+            R::create(protocol, index, machine)
         };
         log::info(format_args!(
             "group {:#x} (owner {}, born at version {}): replica {} of {:?} started",

@@ -1,5 +1,6 @@
 //! Partition groups of real replicas in the bypass mode (`vr` partitions): each group is
-//! `members` `vr::Replica<PartitionMachine<SimData>>`s exchanging VR messages over the
+//! `members` replicas of `PartitionMachine<SimData>` (`sim::replicas`: `vr::Replica`s driven
+//! through `vr::Replication`) exchanging VR messages over the
 //! simulated network, and the replica that is the primary of a normal view runs
 //! `ecast::PrimaryDuty` — the same duty the runtime's partition host runs
 //! (`runtime::ecast::partition_host`). The simulator adds what the host adds and nothing else:
@@ -17,6 +18,7 @@ use super::{
     decode_values, partition_of, BypassCanary, BypassOptions, BypassSimulation, Msg, Node, SimData,
     GATEWAY_BASE, LANE_CLIENT_BASE, LANE_GATEWAY_SHIFT, LANE_RETRY_TICKS,
 };
+use crate::replicas;
 use ecast::group_lifecycle::{Fate, GroupLifecycle, ReplicaState, Tombstone};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
@@ -27,8 +29,8 @@ use placement::{ConfigChange, ConfigVersion, Groups, ProcessId};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use vr::{
-    ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Reply, Request, RequestKind,
-    RequestNumber, StateMachine, StatusName,
+    ClientId, Effect, Input, Message, Nonce, ReplicaIndex, Replication, Reply, Request,
+    RequestKind, RequestNumber, StateMachine, StatusName,
 };
 
 /// The duties' VR client ids (a fresh one per duty).
@@ -57,7 +59,7 @@ const STABLE_CLIENT_BASE: u64 = 0x57ab_0000_0000_0000;
 /// One member of a partition group.
 pub(super) struct Member {
     /// `None` while crashed.
-    pub(super) replica: Option<Replica<PartitionMachine<SimData>>>,
+    pub(super) replica: Option<replicas::Member<PartitionMachine<SimData>>>,
     /// Set while the replica is the primary of a normal view.
     pub(super) duty: Option<PrimaryDuty>,
     /// Down (crashed or paused) until this tick.
@@ -111,7 +113,7 @@ pub(super) fn group_config(options: &BypassOptions, members: u8) -> vr::Config {
 pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) -> Vec<Member> {
     (0..config.replica_count)
         .map(|index| Member {
-            replica: Some(Replica::new(
+            replica: Some(replicas::create(
                 config.clone(),
                 ReplicaIndex(index),
                 machine.clone(),
@@ -635,7 +637,7 @@ impl BypassSimulation {
         let node = &mut self.partitions[index];
         let id = node.id;
         let slot = &mut node.members[member as usize];
-        let Some(replica) = slot.replica.as_ref() else {
+        let Some(replica) = slot.replica.as_deref() else {
             return;
         };
         let state = ReplicaState::of(replica);
@@ -762,7 +764,7 @@ impl BypassSimulation {
         slot.paused = false;
         if slot.replica.is_none() {
             let config = config.clone();
-            slot.replica = Some(Replica::recovering(
+            slot.replica = Some(replicas::recovering(
                 config,
                 ReplicaIndex(member),
                 node.initial.clone(),
@@ -775,10 +777,10 @@ impl BypassSimulation {
     /// Replicas agree: members that executed the same ops hold the same state.
     pub(super) fn check_agreement(&self) -> Result<(), crate::checkers::Violation> {
         for node in &self.partitions {
-            let replicas: Vec<&Replica<PartitionMachine<SimData>>> = node
+            let replicas: Vec<&dyn Replication<Machine = PartitionMachine<SimData>>> = node
                 .members
                 .iter()
-                .filter_map(|member| member.replica.as_ref())
+                .filter_map(|member| member.replica.as_deref())
                 .collect();
             for pair in replicas.windows(2) {
                 let (a, b) = (pair[0], pair[1]);
