@@ -1,64 +1,126 @@
-//! The gateway's rules for one interactive transaction (Sprint's edge server,
-//! `docs/internals/sprint.md`), as a pure state machine driven by outcomes and a clock in ms:
-//! plan a statement's locks (`store::transactions::plan_statement`), take the table locks it
-//! lacks at every partition first (`LockRequest`, one message to every partition), send the
-//! numbered statement where its routing says, send either again after a growing pause while
-//! another transaction's lock or a two-phase statement is in the way (the partition decides
-//! between waiting and dying: local deadlock detection and the execution-order rule; patience
-//! bounds the wait), abort a holder that shows no new statement for `abandoned_after_ms` while
-//! this one waits, and end with one message to every partition.
+//! The gateway's rules for SQL statements that meet transactions' locks, as pure state
+//! machines driven by outcomes, wake-up hints and a clock in ms (`docs/internals/sprint.md`):
+//!
+//! - `Transaction`: one interactive transaction at its gateway (Sprint's edge server). It plans
+//!   a statement's locks (`store::transactions::plan_statement_on_paths`, or
+//!   `plan_skip_locked`), takes the table locks it lacks at every partition first
+//!   (`LockRequest`, one message to every partition), sends the numbered statement where its
+//!   route says, sends either again after a growing pause while another transaction's lock or
+//!   a two-phase statement is in the way (the partition decides between waiting and dying:
+//!   local deadlock detection and the execution-order rule; patience bounds the wait, NOWAIT
+//!   never waits), aborts a holder that shows no new statement for `abandoned_after_ms` while
+//!   this one waits, and ends (COMMIT, ROLLBACK, ROLLBACK TO) with one message to every
+//!   partition.
+//! - `Autocommit`: a statement outside transactions. It waits for transactions' locks as a
+//!   transaction's statement does, and for a two-phase statement (`store::prepared`) holding
+//!   its tables, whose decision it forces (abort) when the statement holds them too long.
 //!
 //! A transaction is *local* while its statements reach one partition (the placement key of its
 //! first statement stands for it). It becomes *global* (Sprint §4.1) before its first message
 //! that reaches further (a statement routed elsewhere or to every partition), or before it
-//! waits for a table lock (a lock request to every partition that is refused for another
-//! transaction's lock waits at every partition): one `Globalize` message to every partition,
-//! which numbers it. Where a request's answers differ between partitions (their waits-for
-//! graphs differ), any death wins: the transaction is aborted everywhere; otherwise any wait
+//! waits for a table lock held by a transaction (a lock request to every partition refused for
+//! another transaction's lock waits at every partition; a wait for a two-phase statement does
+//! not globalize): one `Globalize` message to every partition, which numbers it. Where a
+//! request's answers differ between partitions (their waits-for graphs differ), any death wins:
+//! the transaction is aborted everywhere and the deaths are answered first; otherwise any wait
 //! sends the whole request again (grants are idempotent).
 //!
-//! The effects are messages (`Send`: a store operation and where it goes) and pauses; the
-//! caller moves the bytes and keeps the time. The simulator's SQL transactions
-//! (`sim::ecast::bypass`, `--sql-transactions`) run it. *Not yet shared with the runtime:*
-//! `runtime::ecast::sql`'s `ClusterBackend::execute_in` and `Waiter` follow the same rules
-//! with tokio's sleeps (the same constants as `DriverSettings::default`); moving the runtime onto
-//! this driver is issue 18's.
+//! **Inputs**: the outcomes of the last message (`outcomes`), the end of a pause (`resume`),
+//! a wake-up hint (`woken`: the transaction a lock wait waits for ended, its gateway says so;
+//! the pause may end early), a message lost in transit (`abandon_statement`), and `now_ms`
+//! with each. **Outputs** (`Action`): a message to send (`Send`: a store operation, its route
+//! and its kind), a pause (until a time, or a hint; with an abandoned holder's abort to send
+//! first), or the statement's answer. After an end or an abort (`Kind::End`, `Kind::Abort`)
+//! is answered, the caller tells every gateway that the transaction ended (the hint); a lost
+//! hint costs one pause. The caller moves the bytes and keeps the time: the runtime
+//! (`runtime::ecast::sql`, wall-clock ms) and the simulator (`--sql-transactions`, ticks) run
+//! this same code.
 
+use crate::sql_route::SqlRoute;
 use engine::{EngineError, Outcome};
 use std::collections::BTreeMap;
-use store::transactions::{LockRequest, Mode, TransactionStatement};
+use store::transactions::{LockRequest, Mode, Resource, RowPath, TransactionStatement};
 
-/// Where an operation goes.
+/// Where an operation goes (`cluster::sql_route`).
+pub use crate::sql_route::SqlRoute as Route;
+
+/// What a message is (the caller counts them; the answer of an `Abort` or `Decide` is not
+/// needed; after an `End` or `Abort` is answered, the caller sends the wake-up hint).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// The partitions holding these placement keys (distinct).
-    Keys(Vec<Vec<u8>>),
-    /// Every partition, in one ordered message.
-    Every,
+pub enum Kind {
+    /// `Globalize`: the transaction is numbered at every partition.
+    Globalize,
+    /// Table locks at every partition (`LockRequest`).
+    Lock,
+    /// The numbered statement.
+    Statement,
+    /// COMMIT or ROLLBACK of `transaction`.
+    End { transaction: u64 },
+    /// ROLLBACK TO a savepoint.
+    RollbackTo,
+    /// The abort of `transaction`, a holder idle for `idle_ms` while this one waited.
+    Abort { transaction: u64, idle_ms: u64 },
+    /// The abort of two-phase `statement`, which held a table for `held_ms`.
+    Decide { statement: u64, held_ms: u64 },
 }
 
 /// One store operation to send (`store::lock_operation`, `transaction_operation`,
-/// `end_operation`), and where.
+/// `end_operation`, …), where, and what it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Send {
     pub operation: Vec<u8>,
     pub route: Route,
+    pub kind: Kind,
+}
+
+/// An answering partition's outcome, as the caller carries it (bare, or with the partition's
+/// name).
+pub trait Answer {
+    fn outcome(&self) -> &Outcome;
+}
+
+impl Answer for Outcome {
+    fn outcome(&self) -> &Outcome {
+        self
+    }
+}
+
+impl<N> Answer for (N, Outcome) {
+    fn outcome(&self) -> &Outcome {
+        &self.1
+    }
 }
 
 /// What the caller does next.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
+pub enum Action<A = Outcome> {
     /// Send this, and hand its outcomes (one per answering partition) to `outcomes`.
     Send(Send),
-    /// Wait until `until_ms`, then call `resume`. `abort`: a waited-for holder judged
-    /// abandoned; send its abort now (its answer is not needed).
-    Pause { until_ms: u64, abort: Option<Send> },
-    /// The statement is answered: its outcomes (a refusal, e.g. 40001 from a deadlock or 55P03
-    /// after patience, is among them as an error).
-    Answered(Vec<Outcome>),
+    /// Send `abort` first if any (a waited-for holder judged abandoned, or a two-phase
+    /// statement held too long; its answer is not needed), then wait until `until_ms` or until
+    /// `woken` says a hint ends the pause, then call `resume`. `holder`: the transaction a lock
+    /// wait waits for (`None`: a wait for a two-phase statement, which no hint ends).
+    Pause {
+        until_ms: u64,
+        abort: Option<Send>,
+        holder: Option<u64>,
+    },
+    /// The statement is answered: its outcomes, deaths (40001) first. A refusal (40001 from a
+    /// deadlock, 55P03 after patience or with NOWAIT) is among them as an error. `ran`: these
+    /// are the statement's own outcomes (not those of its table locks or its `Globalize`).
+    Answered { outcomes: Vec<A>, ran: bool },
 }
 
-/// The runtime's timing (`runtime::ecast::sql`): a simulator passes its own, in ticks.
+/// A wake-up hint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// This transaction ended (committed or aborted).
+    Ended(u64),
+    /// Hints were missed (the caller's queue overflowed): any waited-for holder may have ended.
+    Missed,
+}
+
+/// The timing: the runtime's in ms (`Default`); a simulator passes its own, in ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverSettings {
     /// How long a statement waits for locks before it is answered with the refusal (55P03).
@@ -66,8 +128,24 @@ pub struct DriverSettings {
     /// A holder whose last statement stamp has not moved for this long while a statement
     /// waits for it is aborted.
     pub abandoned_after_ms: u64,
+    /// The first pause of a wait; each next one doubles, up to a maximum.
     pub pause_first_ms: u64,
+    /// The longest pause of a lock wait without hints (polling).
     pub pause_max_ms: u64,
+    /// Whether hints arrive (`woken`); a lock wait's pause then grows to `woken_pause_max_ms`,
+    /// since it only covers a missed hint or a holder that is not the only one.
+    pub hints: bool,
+    pub woken_pause_max_ms: u64,
+    /// The longest pause of a transaction's wait for a two-phase statement.
+    pub busy_pause_max_ms: u64,
+    /// A statement outside transactions held out by a two-phase statement is sent again for
+    /// this long, after pauses from `autocommit_pause_first_ms` doubling to
+    /// `autocommit_pause_max_ms`; a two-phase statement that keeps it out for
+    /// `autocommit_decide_after_ms` is aborted (its gateway may be gone).
+    pub autocommit_busy_for_ms: u64,
+    pub autocommit_pause_first_ms: u64,
+    pub autocommit_pause_max_ms: u64,
+    pub autocommit_decide_after_ms: u64,
 }
 
 impl Default for DriverSettings {
@@ -77,39 +155,76 @@ impl Default for DriverSettings {
             abandoned_after_ms: 20_000,
             pause_first_ms: 2,
             pause_max_ms: 50,
+            hints: false,
+            woken_pause_max_ms: 200,
+            busy_pause_max_ms: 50,
+            autocommit_busy_for_ms: 10_000,
+            autocommit_pause_first_ms: 5,
+            autocommit_pause_max_ms: 100,
+            autocommit_decide_after_ms: 2_000,
         }
     }
 }
 
-/// A statement being sent: its table locks first (`Locking`), then itself.
-#[derive(Clone, Debug)]
+/// How a statement of a transaction is run besides its command and route.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatementOptions {
+    /// Its locking clause (`SELECT … FOR UPDATE | FOR SHARE [NOWAIT | SKIP LOCKED]`).
+    pub locking: Option<sql::RowLocking>,
+    /// The innermost open savepoint's id (0: none).
+    pub savepoint: u32,
+    /// Row locks finer than the partition key (`store::transactions::row_paths`), computed
+    /// by the caller from its catalog.
+    pub paths: Option<Vec<RowPath>>,
+}
+
+/// A statement being sent: `Globalize` first if needed, its table locks (`locking`), then
+/// itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Current {
     /// `Globalize` first (the statement reaches a second partition, or its table locks wait).
     globalizing: bool,
     locking: bool,
-    lacking: Vec<(store::transactions::Resource, Mode)>,
-    needed: Vec<(store::transactions::Resource, Mode)>,
+    lacking: Vec<(Resource, Mode)>,
+    needed: Vec<(Resource, Mode)>,
     command: Vec<u8>,
     route: Route,
     number: u64,
+    savepoint: u32,
+    skip_locked: bool,
     waiter: Waiter,
 }
 
-#[derive(Clone, Debug)]
+/// A wait for transactions' locks (and, for a transaction's message, for two-phase
+/// statements).
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Waiter {
     started_ms: u64,
     pause_ms: u64,
+    /// NOWAIT: never waits (the partitions refuse with 55P03 where it would).
+    nowait: bool,
     /// The holder waited for, its last stamp, and since when.
     holder: Option<(u64, u64, u64)>,
+    /// The holder the pause under way waits for (a hint of its end ends the pause).
+    paused_for: Option<u64>,
+    /// Hints received while no pause was under way (a message in flight), so that an end
+    /// between a refusal and its pause is not missed: the ends (the latest `HINTS_KEPT`), and
+    /// whether some were missed.
+    ended: Vec<u64>,
+    missed: bool,
 }
 
+/// How many hints a waiter keeps while its message is in flight.
+const HINTS_KEPT: usize = 64;
+
 /// One interactive transaction at its gateway.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transaction {
     pub id: u64,
     pub begin_ms: u64,
     /// Statements sent so far (their numbers): 0 means no partition knows it.
     pub statements: u64,
+    /// The table locks it holds at every partition.
     held: BTreeMap<String, Mode>,
     settings: DriverSettings,
     current: Option<Current>,
@@ -133,22 +248,63 @@ impl Transaction {
         }
     }
 
-    /// Starts a statement (`command`, pinned to placement `keys` or reaching every partition):
-    /// its first message. `Err` for a statement no transaction may run (DDL).
-    pub fn statement(
+    /// The placement key of its first statement pinned to keys: a read of tables placed
+    /// everywhere goes to its partition (`sql_route::route_of`'s `touched`), so that the
+    /// transaction stays local.
+    pub fn local_key(&self) -> Option<&[u8]> {
+        self.first.as_deref()
+    }
+
+    /// Starts a statement (`command`, routed by `route`: `Keys` pinned to placement keys,
+    /// anything else reaches beyond one partition): its first message, or its answer when no
+    /// partition needs it (no key). `Err` for a statement no transaction may run (DDL, the
+    /// table `kv`) or one over the size limit; nothing is sent then.
+    pub fn statement<A: Answer>(
         &mut self,
         command: &engine::Command,
-        keys: Option<Vec<Vec<u8>>>,
+        route: Route,
+        options: StatementOptions,
         now_ms: u64,
-    ) -> Result<Action, EngineError> {
+    ) -> Result<Action<A>, EngineError> {
         assert!(self.current.is_none(), "one statement at a time");
+        if store::touches_kv_table(command) {
+            return Err(EngineError::FeatureNotSupported {
+                feature: format!("the table {} inside a transaction block", store::KV_TABLE),
+            });
+        }
+        if route == SqlRoute::Keys(Vec::new()) {
+            // No key, no partition: nothing to run.
+            return Ok(Action::Answered {
+                outcomes: Vec::new(),
+                ran: true,
+            });
+        }
+        let encoded = command.encode();
+        crate::limits::check_statement_size(&encoded)?;
+        let keys = match &route {
+            SqlRoute::Keys(keys) => Some(keys.as_slice()),
+            _ => None,
+        };
+        let (exclusive, nowait, skip_locked) = options.locking.map_or((false, false, false), |l| {
+            (l.exclusive, l.nowait, l.skip_locked)
+        });
         let operations = store::transactions::operations_of(command);
-        let plan =
-            store::transactions::plan_statement(&self.held, operations, keys.as_deref(), false)?;
+        let plan = if skip_locked {
+            // Each partition chooses and locks the rows (`TransactionStatement::skip_locked`).
+            store::transactions::plan_skip_locked(&self.held, operations, keys, exclusive)?
+        } else {
+            store::transactions::plan_statement_on_paths(
+                &self.held,
+                operations,
+                keys,
+                options.paths.as_deref(),
+                exclusive,
+            )?
+        };
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
         self.statements += 1;
-        let beyond = match (&keys, &self.first) {
+        let beyond = match (keys, &self.first) {
             (None, _) => true,
             (Some(keys), Some(first)) => keys.iter().any(|key| key != first),
             (Some(keys), None) => {
@@ -161,24 +317,25 @@ impl Transaction {
             locking: !plan.everywhere.is_empty(),
             lacking: plan.everywhere,
             needed: plan.needed,
-            command: command.encode(),
-            route: match keys {
-                Some(keys) => Route::Keys(keys),
-                None => Route::Every,
-            },
+            command: encoded,
+            route,
             number: self.statements,
-            waiter: Waiter::new(now_ms, &self.settings),
+            savepoint: options.savepoint,
+            skip_locked,
+            waiter: Waiter::new(now_ms, &self.settings, nowait),
         });
         Ok(Action::Send(self.message(now_ms)))
     }
 
-    /// The current statement's message (its locks, or itself), stamped `now_ms`.
+    /// The current statement's message (its `Globalize`, its locks, or itself), stamped
+    /// `now_ms`.
     fn message(&self, now_ms: u64) -> Send {
         let current = self.current.as_ref().expect("a statement is under way");
         if current.globalizing {
             return Send {
                 operation: store::globalize_operation(self.id),
                 route: Route::Every,
+                kind: Kind::Globalize,
             };
         }
         if current.locking {
@@ -188,9 +345,10 @@ impl Transaction {
                     begin_ms: self.begin_ms,
                     now_ms,
                     locks: current.lacking.clone(),
-                    nowait: false,
+                    nowait: current.waiter.nowait,
                 }),
                 route: Route::Every,
+                kind: Kind::Lock,
             };
         }
         Send {
@@ -200,54 +358,76 @@ impl Transaction {
                 begin_ms: self.begin_ms,
                 now_ms,
                 locks: current.needed.clone(),
-                nowait: false,
+                nowait: current.waiter.nowait,
                 command: current.command.clone(),
-                savepoint: 0,
-                skip_locked: false,
+                savepoint: current.savepoint,
+                skip_locked: current.skip_locked,
             }),
             route: current.route.clone(),
+            kind: Kind::Statement,
         }
     }
 
     /// The outcomes of the current statement's last message.
-    pub fn outcomes(&mut self, outcomes: Vec<Outcome>, now_ms: u64) -> Action {
+    pub fn outcomes<A: Answer>(&mut self, outcomes: Vec<A>, now_ms: u64) -> Action<A> {
         let settings = self.settings;
         let current = self.current.as_mut().expect("a statement is under way");
         if current.globalizing {
-            if first_error(&outcomes).is_some() {
+            // Refused somewhere: a global transaction already waits for it (the rule).
+            if outcomes
+                .iter()
+                .any(|answer| error_of(answer.outcome()).is_some())
+            {
                 self.current = None;
-                return Action::Answered(outcomes);
+                return answered(outcomes, false);
             }
             self.global = true;
             current.globalizing = false;
             return Action::Send(self.message(now_ms));
         }
-        if let Some(pause) = current.waiter.wait(&outcomes, now_ms, &settings) {
-            // A table lock waits at every partition: the transaction is global first.
-            if current.locking && !self.global {
-                current.globalizing = true;
+        // Any partition's death aborts the transaction everywhere: nothing waits.
+        if !outcomes.iter().any(|answer| dies(answer.outcome())) {
+            if let Some(pause) = current.waiter.locked(&outcomes, now_ms, &settings) {
+                // A table lock waits at every partition: the transaction is global first.
+                if current.locking && !self.global {
+                    current.globalizing = true;
+                }
+                return pause;
             }
-            return pause;
+            if let Some(pause) = current.waiter.busy(&outcomes, now_ms, &settings) {
+                return pause;
+            }
         }
         if current.locking {
             if outcomes
                 .iter()
-                .any(|outcome| matches!(outcome, Outcome::Error(_)))
+                .any(|answer| matches!(answer.outcome(), Outcome::Error(_)))
             {
                 self.current = None;
-                return Action::Answered(outcomes);
+                return answered(outcomes, false);
             }
             store::transactions::hold_tables(&mut self.held, &current.lacking);
             current.locking = false;
-            current.waiter = Waiter::new(now_ms, &settings);
+            current.waiter = Waiter::new(now_ms, &settings, current.waiter.nowait);
             return Action::Send(self.message(now_ms));
         }
         self.current = None;
-        Action::Answered(outcomes)
+        answered(outcomes, true)
+    }
+
+    /// A hint: whether it ends the pause under way (then call `resume`). Hints that arrive
+    /// while a message is in flight are kept, and one naming the holder its refusal names
+    /// makes the pause that follows empty.
+    pub fn woken(&mut self, hint: Hint) -> bool {
+        self.current
+            .as_mut()
+            .is_some_and(|current| current.waiter.woken(hint))
     }
 
     /// After a pause: the current message again.
-    pub fn resume(&self, now_ms: u64) -> Send {
+    pub fn resume(&mut self, now_ms: u64) -> Send {
+        let current = self.current.as_mut().expect("a statement is under way");
+        current.waiter.paused_for = None;
         self.message(now_ms)
     }
 
@@ -258,62 +438,238 @@ impl Transaction {
     }
 
     /// COMMIT or ROLLBACK: one message to every partition, or nothing when no statement was
-    /// sent.
+    /// sent (no partition knows it). Once answered, the caller sends the hint.
     pub fn end(&self, commit: bool) -> Option<Send> {
         (self.statements > 0).then(|| Send {
             operation: store::end_operation(self.id, commit, true),
             route: Route::Every,
+            kind: Kind::End {
+                transaction: self.id,
+            },
+        })
+    }
+
+    /// ROLLBACK TO savepoint `savepoint` (its id): one message to every partition, each
+    /// writing back what the transaction changed there since; nothing when no statement was
+    /// sent.
+    pub fn rollback_to(&self, savepoint: u32) -> Option<Send> {
+        (self.statements > 0).then(|| Send {
+            operation: store::rollback_to_operation(self.id, savepoint),
+            route: Route::Every,
+            kind: Kind::RollbackTo,
         })
     }
 }
 
-impl Waiter {
-    fn new(now_ms: u64, settings: &DriverSettings) -> Waiter {
-        Waiter {
+/// The answer, deaths first (the front end reports the 40001: the transaction is aborted
+/// everywhere, rather than another partition's wait).
+fn answered<A: Answer>(mut outcomes: Vec<A>, ran: bool) -> Action<A> {
+    outcomes.sort_by_key(|answer| !dies(answer.outcome()));
+    Action::Answered { outcomes, ran }
+}
+
+/// A statement outside transactions: it holds no locks and never dies; it waits for
+/// transactions' locks (as a transaction's statement, with the same abandonment rule) and for
+/// two-phase statements holding its tables (forcing the decision of one that holds them for
+/// long). The caller sends the statement, hands its outcomes here, and sends it again after
+/// each pause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Autocommit {
+    settings: DriverSettings,
+    waiter: Waiter,
+    started_ms: u64,
+    pause_ms: u64,
+    /// The two-phase statement holding it out, and since when.
+    blocked: Option<(u64, u64)>,
+}
+
+impl Autocommit {
+    pub fn new(now_ms: u64, settings: DriverSettings) -> Autocommit {
+        Autocommit {
+            settings,
+            waiter: Waiter::new(now_ms, &settings, false),
             started_ms: now_ms,
-            pause_ms: settings.pause_first_ms,
+            pause_ms: settings.autocommit_pause_first_ms,
+            blocked: None,
+        }
+    }
+
+    /// The outcomes of the statement: a pause before it is sent again, or its answer.
+    pub fn outcomes<A: Answer>(&mut self, outcomes: Vec<A>, now_ms: u64) -> Action<A> {
+        let settings = self.settings;
+        // A transaction's lock: waited for (nothing ran anywhere: the refusal is decided on
+        // the table locks every partition holds alike, or by one partition of a
+        // single-partition statement).
+        if let Some(pause) = self.waiter.locked(&outcomes, now_ms, &settings) {
+            return pause;
+        }
+        let Some(statement) = outcomes
+            .iter()
+            .find_map(|answer| refusal(answer.outcome(), busy))
+        else {
+            return Action::Answered {
+                outcomes,
+                ran: true,
+            };
+        };
+        if now_ms.saturating_sub(self.started_ms) > settings.autocommit_busy_for_ms {
+            return Action::Answered {
+                outcomes,
+                ran: true,
+            };
+        }
+        let mut abort = None;
+        match self.blocked {
+            Some((holder, since)) if holder == statement => {
+                let held_ms = now_ms.saturating_sub(since);
+                if held_ms > settings.autocommit_decide_after_ms {
+                    abort = Some(Send {
+                        operation: store::decide_operation(statement, false),
+                        route: Route::Every,
+                        kind: Kind::Decide { statement, held_ms },
+                    });
+                    self.blocked = None;
+                }
+            }
+            _ => self.blocked = Some((statement, now_ms)),
+        }
+        let until_ms = now_ms + self.pause_ms;
+        self.pause_ms = (self.pause_ms * 2).min(settings.autocommit_pause_max_ms);
+        self.waiter.paused_for = None;
+        Action::Pause {
+            until_ms,
+            abort,
             holder: None,
         }
     }
 
-    /// A pause if the message must be sent again: refused for a transaction's lock or held
-    /// out by a two-phase statement, with patience left.
-    fn wait(
+    /// A hint: whether it ends the pause under way (then send the statement again).
+    pub fn woken(&mut self, hint: Hint) -> bool {
+        self.waiter.woken(hint)
+    }
+
+    /// After a pause, before the statement is sent again.
+    pub fn resume(&mut self) {
+        self.waiter.paused_for = None;
+    }
+}
+
+impl Waiter {
+    fn new(now_ms: u64, settings: &DriverSettings, nowait: bool) -> Waiter {
+        Waiter {
+            started_ms: now_ms,
+            pause_ms: settings.pause_first_ms,
+            nowait,
+            holder: None,
+            paused_for: None,
+            ended: Vec::new(),
+            missed: false,
+        }
+    }
+
+    fn patience_spent(&self, now_ms: u64, settings: &DriverSettings) -> bool {
+        self.nowait || now_ms.saturating_sub(self.started_ms) > settings.patience_ms
+    }
+
+    /// A pause if the message was refused for a transaction's lock and patience remains;
+    /// with the abort of a holder idle too long.
+    fn locked<A: Answer>(
         &mut self,
-        outcomes: &[Outcome],
+        outcomes: &[A],
         now_ms: u64,
         settings: &DriverSettings,
-    ) -> Option<Action> {
-        if outcomes.iter().any(dies) {
-            return None; // Any partition's death aborts the transaction everywhere.
-        }
-        let locked = outcomes.iter().find_map(transaction_locked);
-        let busy = outcomes
+    ) -> Option<Action<A>> {
+        let (transaction, last_ms) = outcomes
             .iter()
-            .any(|outcome| refusal(outcome, busy).is_some());
-        if (locked.is_none() && !busy)
-            || now_ms.saturating_sub(self.started_ms) > settings.patience_ms
-        {
+            .find_map(|answer| transaction_locked(answer.outcome()))?;
+        if self.patience_spent(now_ms, settings) {
             return None;
         }
         let mut abort = None;
-        if let Some((transaction, last_ms)) = locked {
-            match self.holder {
-                Some((holder, seen, since)) if holder == transaction && seen == last_ms => {
-                    if now_ms.saturating_sub(since) > settings.abandoned_after_ms {
-                        abort = Some(Send {
-                            operation: store::end_operation(transaction, false, false),
-                            route: Route::Every,
-                        });
-                        self.holder = None;
-                    }
+        match self.holder {
+            Some((holder, seen, since)) if holder == transaction && seen == last_ms => {
+                let idle_ms = now_ms.saturating_sub(since);
+                if idle_ms > settings.abandoned_after_ms {
+                    abort = Some(Send {
+                        operation: store::end_operation(transaction, false, false),
+                        route: Route::Every,
+                        kind: Kind::Abort {
+                            transaction,
+                            idle_ms,
+                        },
+                    });
+                    self.holder = None;
                 }
-                _ => self.holder = Some((transaction, last_ms, now_ms)),
+            }
+            _ => self.holder = Some((transaction, last_ms, now_ms)),
+        }
+        let most = if settings.hints {
+            settings.woken_pause_max_ms
+        } else {
+            settings.pause_max_ms
+        };
+        Some(self.pause(now_ms, most, abort, Some(transaction)))
+    }
+
+    /// A pause if the message was held out by a two-phase statement and patience remains.
+    fn busy<A: Answer>(
+        &mut self,
+        outcomes: &[A],
+        now_ms: u64,
+        settings: &DriverSettings,
+    ) -> Option<Action<A>> {
+        if !outcomes
+            .iter()
+            .any(|answer| refusal(answer.outcome(), busy).is_some())
+            || self.patience_spent(now_ms, settings)
+        {
+            return None;
+        }
+        Some(self.pause(now_ms, settings.busy_pause_max_ms, None, None))
+    }
+
+    fn pause<A>(
+        &mut self,
+        now_ms: u64,
+        most: u64,
+        abort: Option<Send>,
+        holder: Option<u64>,
+    ) -> Action<A> {
+        let mut until_ms = now_ms + self.pause_ms;
+        self.pause_ms = (self.pause_ms * 2).min(most);
+        self.paused_for = holder;
+        if let Some(holder) = holder {
+            if self.missed || self.ended.contains(&holder) {
+                // Its end arrived while the message was in flight: no pause.
+                until_ms = now_ms;
             }
         }
-        let until_ms = now_ms + self.pause_ms;
-        self.pause_ms = (self.pause_ms * 2).min(settings.pause_max_ms);
-        Some(Action::Pause { until_ms, abort })
+        self.ended.clear();
+        self.missed = false;
+        Action::Pause {
+            until_ms,
+            abort,
+            holder,
+        }
+    }
+
+    /// Whether `hint` ends the pause under way; without one, the hint is kept for the next.
+    fn woken(&mut self, hint: Hint) -> bool {
+        match (hint, self.paused_for) {
+            (Hint::Missed, Some(_)) => true,
+            (Hint::Ended(ended), Some(holder)) => ended == holder,
+            (Hint::Missed, None) => {
+                self.missed = true;
+                false
+            }
+            (Hint::Ended(ended), None) => {
+                if self.ended.len() == HINTS_KEPT {
+                    self.ended.remove(0);
+                }
+                self.ended.push(ended);
+                false
+            }
+        }
     }
 }
 
@@ -332,6 +688,11 @@ fn busy(error: &EngineError) -> Option<u64> {
         EngineError::Busy { statement, .. } => Some(*statement),
         _ => None,
     }
+}
+
+/// The two-phase statement an outcome says holds a table (`EngineError::Busy`).
+pub fn busy_statement(outcome: &Outcome) -> Option<u64> {
+    refusal(outcome, busy)
 }
 
 /// The transaction whose lock an outcome was refused for, with its last stamp.
@@ -355,16 +716,18 @@ pub fn dies(outcome: &Outcome) -> bool {
     .is_some()
 }
 
+fn error_of(outcome: &Outcome) -> Option<&EngineError> {
+    match outcome {
+        Outcome::Error(error) | Outcome::Executed(Err(error)) => Some(error),
+        Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
+        _ => None,
+    }
+}
+
 /// The first error among a statement's outcomes, a death (40001) before any other: where
 /// partitions answer differently, the transaction dies everywhere.
 pub fn first_error(outcomes: &[Outcome]) -> Option<&EngineError> {
-    let errors = || {
-        outcomes.iter().filter_map(|outcome| match outcome {
-            Outcome::Error(error) | Outcome::Executed(Err(error)) => Some(error),
-            Outcome::Batch(results) => results.iter().find_map(|result| result.as_ref().err()),
-            _ => None,
-        })
-    };
+    let errors = || outcomes.iter().filter_map(error_of);
     errors()
         .find(|error| matches!(error, EngineError::SerializationFailure { .. }))
         .or_else(|| errors().next())
@@ -388,6 +751,17 @@ mod tests {
         }])
     }
 
+    fn start(
+        txn: &mut Transaction,
+        command: &Command,
+        keys: Option<Vec<Vec<u8>>>,
+        now: u64,
+    ) -> Action {
+        let route = keys.map_or(Route::Every, Route::Keys);
+        txn.statement(command, route, StatementOptions::default(), now)
+            .unwrap()
+    }
+
     fn locked(holder: u64, last_ms: u64) -> Outcome {
         Outcome::Error(EngineError::TransactionLocked {
             transaction: holder,
@@ -402,14 +776,22 @@ mod tests {
             abandoned_after_ms: 30,
             pause_first_ms: 2,
             pause_max_ms: 8,
+            ..DriverSettings::default()
         }
+    }
+
+    fn busy_outcome(statement: u64) -> Outcome {
+        Outcome::Error(EngineError::Busy {
+            table: "t".into(),
+            statement,
+        })
     }
 
     #[test]
     fn a_first_statement_takes_its_table_lock_everywhere_then_runs_where_its_row_lives() {
         let mut txn = Transaction::new(7, 1_000, settings());
         assert_eq!(txn.end(true), None, "nothing sent: nothing to end");
-        let Action::Send(lock) = txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap() else {
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
             panic!("a message first")
         };
         assert_eq!(
@@ -424,10 +806,13 @@ mod tests {
         let answer = Outcome::Batch(vec![]);
         assert_eq!(
             txn.outcomes(vec![answer.clone()], 1_002),
-            Action::Answered(vec![answer])
+            Action::Answered {
+                outcomes: vec![answer],
+                ran: true
+            }
         );
         // The table lock is held now: the next statement goes straight to its row.
-        let Action::Send(next) = txn.statement(&read(1), Some(vec![key(1)]), 1_003).unwrap() else {
+        let Action::Send(next) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_003) else {
             panic!("a message")
         };
         assert_eq!(next.route, Route::Keys(vec![key(1)]));
@@ -437,13 +822,15 @@ mod tests {
     #[test]
     fn a_lock_wait_pauses_aborts_an_idle_holder_and_gives_up_after_patience() {
         let mut txn = Transaction::new(7, 1_000, settings());
-        txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap();
+        start(&mut txn, &read(1), Some(vec![key(1)]), 1_000);
         let mut now = 1_000;
         let mut aborts = 0;
         let mut pauses = Vec::new();
         loop {
             match txn.outcomes(vec![locked(3, 500)], now) {
-                Action::Pause { until_ms, abort } => {
+                Action::Pause {
+                    until_ms, abort, ..
+                } => {
                     assert!(until_ms > now);
                     pauses.push(until_ms - now);
                     if let Some(abort) = abort {
@@ -460,7 +847,8 @@ mod tests {
                         assert!(txn.global);
                     }
                 }
-                Action::Answered(outcomes) => {
+                Action::Answered { outcomes, ran } => {
+                    assert!(!ran, "refused at its table lock");
                     assert_eq!(
                         outcomes,
                         vec![locked(3, 500)],
@@ -499,7 +887,7 @@ mod tests {
     #[test]
     fn a_transaction_becomes_global_once_before_its_first_message_to_a_second_partition() {
         let mut txn = Transaction::new(7, 1_000, settings());
-        let first = txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap();
+        let first = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000);
         let Action::Send(statement) = granted_lock(&mut txn, first, 1_001) else {
             panic!("the statement")
         };
@@ -507,15 +895,13 @@ mod tests {
         txn.outcomes(vec![ok()], 1_002);
         assert!(!txn.global, "one partition: local");
         // The same key again: still local, straight to its row.
-        let Action::Send(again) = txn.statement(&read(1), Some(vec![key(1)]), 1_003).unwrap()
-        else {
+        let Action::Send(again) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_003) else {
             panic!("a message")
         };
         assert_eq!(again.route, Route::Keys(vec![key(1)]));
         txn.outcomes(vec![ok()], 1_004);
         // Another key: Globalize to every partition first, then the statement.
-        let Action::Send(globalize) = txn.statement(&read(2), Some(vec![key(2)]), 1_005).unwrap()
-        else {
+        let Action::Send(globalize) = start(&mut txn, &read(2), Some(vec![key(2)]), 1_005) else {
             panic!("a message")
         };
         assert_eq!(globalize.operation, store::globalize_operation(7));
@@ -527,19 +913,22 @@ mod tests {
         assert!(txn.global);
         txn.outcomes(vec![ok()], 1_007);
         // Once global, never again.
-        let Action::Send(next) = txn.statement(&read(3), None, 1_008).unwrap() else {
+        let Action::Send(next) = start(&mut txn, &read(3), None, 1_008) else {
             panic!("a message")
         };
         assert_ne!(next.operation, store::globalize_operation(7));
         // A refused Globalize (the execution-order rule at one partition) answers the death.
         let mut other = Transaction::new(8, 1_000, settings());
-        let Action::Send(globalize) = other.statement(&read(1), None, 1_000).unwrap() else {
+        let Action::Send(globalize) = start(&mut other, &read(1), None, 1_000) else {
             panic!("a message")
         };
         assert_eq!(globalize.operation, store::globalize_operation(8));
         assert_eq!(
             other.outcomes(vec![ok(), dead()], 1_001),
-            Action::Answered(vec![ok(), dead()])
+            Action::Answered {
+                outcomes: vec![dead(), ok()],
+                ran: false
+            }
         );
         assert!(!other.global);
     }
@@ -547,7 +936,7 @@ mod tests {
     #[test]
     fn mixed_answers_a_death_anywhere_aborts_and_a_wait_anywhere_sends_the_whole_request_again() {
         let mut txn = Transaction::new(7, 1_000, settings());
-        let Action::Send(lock) = txn.statement(&read(1), Some(vec![key(1)]), 1_000).unwrap() else {
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
             panic!("a message")
         };
         // Granted at one partition, waiting at the other: a pause, then the same request (and
@@ -565,11 +954,223 @@ mod tests {
         let outcomes = vec![locked(3, 900), dead()];
         assert_eq!(
             txn.outcomes(outcomes.clone(), until_ms + 1),
-            Action::Answered(outcomes.clone())
+            Action::Answered {
+                outcomes: vec![dead(), locked(3, 900)],
+                ran: false
+            }
         );
         assert!(matches!(
             first_error(&outcomes),
             Some(EngineError::SerializationFailure { .. })
         ));
+    }
+
+    #[test]
+    fn a_hint_of_the_holders_end_ends_its_pause_and_with_hints_pauses_grow_further() {
+        let hinted = DriverSettings {
+            hints: true,
+            woken_pause_max_ms: 32,
+            ..settings()
+        };
+        let mut txn = Transaction::new(7, 1_000, hinted);
+        let first = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000);
+        let Action::Send(_) = granted_lock(&mut txn, first, 1_000) else {
+            panic!("the statement")
+        };
+        assert!(!txn.woken(Hint::Ended(4)), "no pause under way");
+        let mut now = 1_001;
+        let mut pauses = Vec::new();
+        for _ in 0..6 {
+            let Action::Pause {
+                until_ms, holder, ..
+            } = txn.outcomes(vec![locked(3, now)], now)
+            else {
+                panic!("a lock wait")
+            };
+            assert_eq!(holder, Some(3));
+            assert!(!txn.woken(Hint::Ended(4)), "another transaction's end");
+            assert!(txn.woken(Hint::Ended(3)), "the holder's end");
+            assert!(txn.woken(Hint::Missed), "a missed hint may have been its");
+            pauses.push(until_ms - now);
+            now += 1; // Woken early.
+            let again = txn.resume(now);
+            assert_eq!(again.kind, Kind::Statement);
+        }
+        assert_eq!(
+            pauses,
+            [2, 4, 8, 16, 32, 32],
+            "beyond the polling maximum (8)"
+        );
+    }
+
+    #[test]
+    fn a_wait_for_a_two_phase_statement_does_not_globalize_nor_wake_and_nowait_never_waits() {
+        let mut txn = Transaction::new(7, 1_000, settings());
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert_eq!(lock.kind, Kind::Lock);
+        let Action::Pause {
+            until_ms, holder, ..
+        } = txn.outcomes(vec![ok(), busy_outcome(9)], 1_001)
+        else {
+            panic!("a wait for the two-phase statement")
+        };
+        assert_eq!(holder, None);
+        assert!(!txn.woken(Hint::Ended(9)) && !txn.woken(Hint::Missed));
+        assert_eq!(
+            txn.resume(until_ms).kind,
+            Kind::Lock,
+            "no Globalize: no transaction holds the table"
+        );
+        assert!(!txn.global);
+        // NOWAIT: the refusal is the answer at once, and the messages say NOWAIT.
+        let mut nowait = Transaction::new(8, 1_000, settings());
+        let options = StatementOptions {
+            locking: Some(sql::RowLocking {
+                exclusive: true,
+                nowait: true,
+                skip_locked: false,
+            }),
+            ..StatementOptions::default()
+        };
+        let Action::Send(lock) = nowait
+            .statement::<Outcome>(&read(1), Route::Keys(vec![key(1)]), options, 1_000)
+            .unwrap()
+        else {
+            panic!("a message")
+        };
+        assert!(
+            lock.operation
+                == store::lock_operation(&LockRequest {
+                    transaction: 8,
+                    begin_ms: 1_000,
+                    now_ms: 1_000,
+                    locks: vec![(("t".into(), None), Mode::IntentExclusive)],
+                    nowait: true,
+                })
+        );
+        assert_eq!(
+            nowait.outcomes(vec![locked(3, 900)], 1_000),
+            Action::Answered {
+                outcomes: vec![locked(3, 900)],
+                ran: false
+            }
+        );
+    }
+
+    #[test]
+    fn the_table_kv_and_a_statement_without_keys_send_nothing() {
+        let mut txn = Transaction::new(7, 1_000, settings());
+        let kv = Command::Batch(vec![Operation::Select {
+            table: store::KV_TABLE.into(),
+            columns: vec![],
+            predicate: None,
+            limit: None,
+        }]);
+        assert!(matches!(
+            txn.statement::<Outcome>(&kv, Route::Every, StatementOptions::default(), 1_000),
+            Err(EngineError::FeatureNotSupported { .. })
+        ));
+        assert_eq!(
+            txn.statement::<Outcome>(
+                &read(1),
+                Route::Keys(Vec::new()),
+                StatementOptions::default(),
+                1_000
+            ),
+            Ok(Action::Answered {
+                outcomes: Vec::new(),
+                ran: true
+            })
+        );
+        assert_eq!(txn.statements, 0);
+        assert_eq!(txn.end(false), None);
+        assert_eq!(txn.rollback_to(1), None);
+    }
+
+    #[test]
+    fn a_statement_outside_transactions_waits_for_locks_and_decides_a_two_phase_statement_held_long(
+    ) {
+        let quick = DriverSettings {
+            autocommit_busy_for_ms: 500,
+            autocommit_decide_after_ms: 50,
+            ..settings()
+        };
+        let mut statement = Autocommit::new(1_000, quick);
+        let Action::Pause { holder, .. } = statement.outcomes(vec![locked(3, 900)], 1_000) else {
+            panic!("a lock wait")
+        };
+        assert_eq!(holder, Some(3));
+        assert!(statement.woken(Hint::Ended(3)));
+        statement.resume();
+        let mut now = 1_001;
+        let mut decided = Vec::new();
+        let mut pauses = Vec::new();
+        let answer = loop {
+            match statement.outcomes(vec![ok(), busy_outcome(9)], now) {
+                Action::Pause {
+                    until_ms,
+                    abort,
+                    holder,
+                } => {
+                    assert_eq!(holder, None);
+                    if let Some(abort) = abort {
+                        assert_eq!(abort.operation, store::decide_operation(9, false));
+                        decided.push(now);
+                    }
+                    pauses.push(until_ms - now);
+                    now = until_ms;
+                    statement.resume();
+                }
+                Action::Answered { outcomes, ran } => break (outcomes, ran),
+                Action::Send(_) => panic!("the caller sends the statement again"),
+            }
+        };
+        assert_eq!(answer, (vec![ok(), busy_outcome(9)], true), "after 500 ms");
+        assert!(now > 1_500);
+        assert_eq!(pauses[..5], [5, 10, 20, 40, 80]);
+        assert!(pauses.iter().all(|pause| *pause <= 100));
+        assert!(!decided.is_empty(), "a statement held 50 ms is decided");
+        assert!(decided[0] > 1_051);
+        let Action::Answered { outcomes, .. } = Autocommit::new(0, quick).outcomes(vec![ok()], 0)
+        else {
+            panic!("answered")
+        };
+        assert_eq!(outcomes, vec![ok()]);
+    }
+
+    #[test]
+    fn a_hint_that_arrives_while_the_message_is_in_flight_empties_the_next_pause() {
+        let mut txn = Transaction::new(7, 1_000, settings());
+        let first = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000);
+        let Action::Send(_) = granted_lock(&mut txn, first, 1_000) else {
+            panic!("the statement")
+        };
+        // In flight: the holder ends before its refusal arrives.
+        assert!(!txn.woken(Hint::Ended(3)));
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 900)], 1_001) else {
+            panic!("a lock wait")
+        };
+        assert_eq!(until_ms, 1_001, "no pause: its end is known");
+        txn.resume(1_001);
+        // Kept hints are forgotten at the pause: the next one is a full pause.
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 900)], 1_001) else {
+            panic!("a lock wait")
+        };
+        assert_eq!(until_ms, 1_005);
+        txn.resume(1_005);
+        // Another transaction's end, or none, leaves the pause as it is; a missed one empties it.
+        assert!(!txn.woken(Hint::Ended(4)));
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 900)], 1_005) else {
+            panic!("a lock wait")
+        };
+        assert_eq!(until_ms, 1_013);
+        txn.resume(1_013);
+        assert!(!txn.woken(Hint::Missed));
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 900)], 1_013) else {
+            panic!("a lock wait")
+        };
+        assert_eq!(until_ms, 1_013);
     }
 }

@@ -390,12 +390,13 @@ fn print_bypass_report(report: &BypassReport) {
             let sql = &stats.sql;
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
-                 abandoned={} indeterminate={} lost_statements={} session_crashes={} appends={} transfers={} audits={}",
+                 woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} appends={} transfers={} audits={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
                 sql.serialization_failures,
                 sql.waits,
+                sql.woken,
                 sql.abandoned,
                 sql.indeterminate,
                 sql.lost_statements,

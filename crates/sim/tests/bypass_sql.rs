@@ -54,6 +54,7 @@ fn a_sql_seed_replays_and_the_sweep_commits_appends_transfers_and_audits_under_f
         totals.transfers += sql.transfers;
         totals.audits += sql.audits;
         totals.waits += sql.waits;
+        totals.woken += sql.woken;
         totals.serialization_failures += sql.serialization_failures;
         totals.globalized += sql.globalized;
         totals.lost_statements += sql.lost_statements;
@@ -68,6 +69,10 @@ fn a_sql_seed_replays_and_the_sweep_commits_appends_transfers_and_audits_under_f
     assert!(totals.committed > 400, "{totals:?}");
     assert!(totals.appends > 200 && totals.transfers > 100 && totals.audits > 20);
     assert!(totals.waits > 50 && totals.serialization_failures > 50);
+    assert!(
+        totals.woken > 0,
+        "hints of holders' ends cut lock waits short: {totals:?}"
+    );
     assert!(
         totals.globalized > 100,
         "transactions reaching a second row's partition become global: {totals:?}"

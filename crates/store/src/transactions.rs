@@ -645,8 +645,8 @@ impl Transactions {
     /// Figure 3 aborts `id`, the transaction being ordered; here `id` goes on and the waiter
     /// dies at its next request here if `id` still holds what it wants (`wait_refusal` judges
     /// every refusal), or is admitted if `id` ended meanwhile. Every waiter sends its request
-    /// again within a bounded pause (`runtime::ecast::sql`'s `Waiter`,
-    /// `cluster::transaction_driver`), so such an edge lives no longer than that pause, and a
+    /// again within a bounded pause (`cluster::transaction_driver`, which the runtime and
+    /// the simulator run), so such an edge lives no longer than that pause, and a
     /// cycle of waits across partitions, which must hold one (`docs/internals/sprint.md`), is
     /// broken by it. The transaction being ordered has often just won a contended lock (TPC-C's
     /// Payment: the warehouse row, for which New-Orders then queue), so killing it wasted the

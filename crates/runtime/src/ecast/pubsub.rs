@@ -131,7 +131,7 @@ pub(crate) struct Hub {
     configured: std::sync::atomic::AtomicBool,
     /// Interactive SQL transactions that ended, here or at another storage process's gateway
     /// (`Frame::TransactionsEnded`): wakes this process's statements that wait for their
-    /// locks (`sql::Waiter`). A hint, not a decision: the partitions' replicated state decides
+    /// locks (`cluster::transaction_driver::Hint`). A hint, not a decision: the partitions' replicated state decides
     /// every lock, and a waiter that misses a wake-up polls as before.
     ended: tokio::sync::broadcast::Sender<u64>,
 }

@@ -34,6 +34,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 // The routing rules are pure: they live in `cluster::sql_route`, shared with the simulator.
 pub(crate) use cluster::sql_route::{operations_of, route_of, SqlRoute};
+// So are the rules of waits, retries and transactions (`cluster::transaction_driver`).
+use cluster::transaction_driver::{
+    self, Action, Autocommit, DriverSettings, Hint, Kind, Send, StatementOptions, Transaction,
+};
 
 /// The statement's answer the gateway task hands back in `Outcome::Foreign`: each answering
 /// partition's name and engine outcome bytes.
@@ -131,7 +135,7 @@ impl RowIds {
 }
 
 /// A storage process's `SqlBackend`: its gateway task, the last catalog read, its hidden
-/// row ids, and its pub/sub hub (transactions' ends wake waiters, `Waiter`).
+/// row ids, and its pub/sub hub (transactions' ends wake waiters: the drivers' hints).
 #[derive(Clone)]
 pub struct ClusterBackend {
     jobs: mpsc::Sender<Job>,
@@ -157,17 +161,26 @@ impl ClusterBackend {
         self
     }
 
-    /// A waiter for this gateway's statements, woken by ends if there is a hub (and
-    /// `TESSERA_SQL_WAITS_POLL`, a measurement switch, does not ask for polling alone).
-    fn waiter(&self, patience: Duration) -> Waiter {
+    /// The drivers' timing (`cluster::transaction_driver`): wake-up hints arrive if there is
+    /// a hub (and `TESSERA_SQL_WAITS_POLL`, a measurement switch, does not ask for polling
+    /// alone).
+    fn settings(&self) -> DriverSettings {
+        DriverSettings {
+            hints: self.hints().is_some(),
+            ..DriverSettings::default()
+        }
+    }
+
+    /// The ends of transactions, from now on (subscribed before a statement's first message,
+    /// so that an end between a refusal and its pause is not missed): the drivers' hints.
+    fn hints(&self) -> Option<tokio::sync::broadcast::Receiver<u64>> {
         static POLL_ONLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let poll_only =
             *POLL_ONLY.get_or_init(|| std::env::var_os("TESSERA_SQL_WAITS_POLL").is_some());
-        let ended = match (&self.hub, poll_only) {
+        match (&self.hub, poll_only) {
             (Some(hub), false) => Some(hub.ended_receiver()),
             _ => None,
-        };
-        Waiter::new(patience, ended)
+        }
     }
 
     /// Wakes the statements, here and at every other gateway, that wait for `transaction`.
@@ -376,46 +389,32 @@ impl ClusterBackend {
                 served,
             ));
         }
-        // A write meeting a table that a two-phase statement holds did not run: it is sent
-        // again, a little later, until the statement is decided; one that holds the table
-        // for long is aborted (its gateway may be gone).
-        let started = Instant::now();
-        let mut blocked: Option<(u64, Instant)> = None;
-        let mut pause = Duration::from_millis(5);
-        let mut waiter = self.waiter(LOCK_WAIT_MAX);
+        // Refused for a transaction's lock or a two-phase statement (nothing ran): sent again
+        // after the driver's pause (`transaction_driver::Autocommit`).
+        let mut statement = Autocommit::new(now_ms(), self.settings());
+        let mut hints = self.hints();
         loop {
             let answers = self
                 .run_at(operation.clone(), read, route.clone(), fallible, isolation)
                 .await?;
-            let outcomes = decode_outcomes(answers);
-            // A transaction's lock: waited for (nothing ran anywhere: the refusal is decided
-            // on the catalog-wide locks every partition holds alike, or by one partition of a
-            // single-partition statement).
-            if waiter.wait(self, &outcomes).await {
-                continue;
-            }
-            let Some(statement) = outcomes.iter().find_map(|(_, outcome)| busy(outcome)) else {
-                return Ok((self.answered_once(&command, outcomes), served));
-            };
-            if started.elapsed() > BUSY_RETRY_FOR {
-                return Ok((self.answered_once(&command, outcomes), served));
-            }
-            match blocked {
-                Some((holder, since)) if holder == statement => {
-                    if since.elapsed() > BUSY_ABORT_AFTER {
-                        crate::log::warn(format_args!(
-                            "aborting statement {statement:016x}: it has held its tables for {} ms",
-                            since.elapsed().as_millis()
-                        ));
-                        let abort = store::decide_operation(statement, false);
-                        let _ = self.run(abort, false, SqlRoute::Every, false).await;
-                        blocked = None;
-                    }
+            match statement.outcomes(decode_outcomes(answers), now_ms()) {
+                Action::Answered { outcomes, .. } => {
+                    count_answered(&outcomes);
+                    return Ok((self.answered_once(&command, outcomes), served));
                 }
-                _ => blocked = Some((statement, Instant::now())),
+                Action::Pause {
+                    until_ms,
+                    abort,
+                    holder,
+                } => {
+                    self.pause(until_ms, abort, holder, false, &mut hints, |hint| {
+                        statement.woken(hint)
+                    })
+                    .await;
+                    statement.resume();
+                }
+                Action::Send(_) => unreachable!("a statement outside transactions sends itself"),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 }
@@ -475,25 +474,151 @@ impl ClusterBackend {
 }
 
 impl ClusterBackend {
-    /// Makes the transaction global (Sprint §4.1): one `Globalize` message to every
-    /// partition, each numbering it. `Some(outcomes)`: some partition refused (a global
-    /// transaction already waits for it: the execution-order rule), and it must abort.
-    async fn globalize(
+    /// Executes a transaction driver's actions until its statement is answered: sends its
+    /// messages, sends an abandoned holder's abort and sleeps its pauses (woken early by
+    /// hints). Every decision is the driver's (`cluster::transaction_driver`). The answer and
+    /// whether it is the statement's own (`Action::Answered`).
+    async fn drive(
         &self,
-        transaction: &mut TransactionContext,
-    ) -> Result<Option<Vec<(String, engine::Outcome)>>, BackendError> {
-        let operation = store::globalize_operation(transaction.id);
-        let class = (&stats::SQL_GLOBALIZES, &stats::SQL_GLOBALIZE_US);
-        let outcomes = decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
-        if outcomes
-            .iter()
-            .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
-        {
-            stats::SQL_DEATHS.add(1);
-            return Ok(Some(deaths_first(outcomes)));
+        transaction: &mut Transaction,
+        mut action: Action<(String, engine::Outcome)>,
+        hints: &mut Option<tokio::sync::broadcast::Receiver<u64>>,
+    ) -> Result<(Vec<(String, engine::Outcome)>, bool), BackendError> {
+        loop {
+            action = match action {
+                Action::Send(send) => {
+                    let answers = match counters(&send.kind) {
+                        Some(class) => self.run_counted(class, send.operation, send.route).await,
+                        None => self.run(send.operation, false, send.route, false).await,
+                    };
+                    match answers {
+                        Ok(answers) => transaction.outcomes(decode_outcomes(answers), now_ms()),
+                        Err(error) => {
+                            transaction.abandon_statement();
+                            return Err(error);
+                        }
+                    }
+                }
+                Action::Pause {
+                    until_ms,
+                    abort,
+                    holder,
+                } => {
+                    self.pause(until_ms, abort, holder, true, hints, |hint| {
+                        transaction.woken(hint)
+                    })
+                    .await;
+                    Action::Send(transaction.resume(now_ms()))
+                }
+                Action::Answered { outcomes, ran } => {
+                    count_answered(&outcomes);
+                    return Ok((outcomes, ran));
+                }
+            }
         }
-        transaction.global = true;
-        Ok(None)
+    }
+
+    /// A driver's pause: its abort first (then the hint of that transaction's end), then
+    /// until `until_ms`, or, for a lock wait with hints, until the driver says a hint ends it.
+    /// `transactional`: counted as a transaction's wait.
+    async fn pause(
+        &self,
+        until_ms: u64,
+        abort: Option<Send>,
+        holder: Option<u64>,
+        transactional: bool,
+        hints: &mut Option<tokio::sync::broadcast::Receiver<u64>>,
+        mut woken: impl FnMut(Hint) -> bool,
+    ) {
+        if let Some(abort) = abort {
+            match abort.kind {
+                Kind::Abort {
+                    transaction,
+                    idle_ms,
+                } => {
+                    crate::log::warn(format_args!(
+                        "aborting transaction {transaction:016x}: idle for {idle_ms} ms while holding a lock others wait for"
+                    ));
+                    let _ = self.run(abort.operation, false, abort.route, false).await;
+                    self.ended(transaction);
+                    stats::SQL_ABANDONED_ABORTS.add(1);
+                }
+                Kind::Decide { statement, held_ms } => {
+                    crate::log::warn(format_args!(
+                        "aborting statement {statement:016x}: it has held its tables for {held_ms} ms"
+                    ));
+                    let _ = self.run(abort.operation, false, abort.route, false).await;
+                }
+                _ => {
+                    let _ = self.run(abort.operation, false, abort.route, false).await;
+                }
+            }
+        }
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(until_ms.saturating_sub(now_ms()));
+        if holder.is_none() {
+            if transactional {
+                stats::SQL_BUSY_WAITS.add(1);
+            }
+            tokio::time::sleep_until(deadline).await;
+            return;
+        }
+        stats::SQL_LOCK_WAITS.add(1);
+        let started = Instant::now();
+        let woke = match hints {
+            None => {
+                tokio::time::sleep_until(deadline).await;
+                false
+            }
+            Some(ended) => loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => break false,
+                    received = ended.recv() => match received {
+                        Ok(id) if woken(Hint::Ended(id)) => break true,
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            if woken(Hint::Missed) {
+                                break true;
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                            tokio::time::sleep_until(deadline).await;
+                            break false;
+                        }
+                    },
+                }
+            },
+        };
+        stats::SQL_LOCK_PAUSE_US.add(started.elapsed().as_micros() as u64);
+        if woke {
+            stats::SQL_WAITS_WOKEN.add(1);
+        }
+    }
+}
+
+/// The counters of a transaction's message (sent, and the time their answers took).
+fn counters(kind: &Kind) -> Option<(&'static stats::Counter, &'static stats::Counter)> {
+    match kind {
+        Kind::Globalize => Some((&stats::SQL_GLOBALIZES, &stats::SQL_GLOBALIZE_US)),
+        Kind::Lock => Some((&stats::SQL_TABLE_LOCKS, &stats::SQL_TABLE_LOCK_US)),
+        Kind::Statement => Some((&stats::SQL_STATEMENTS, &stats::SQL_STATEMENT_US)),
+        Kind::End { .. } => Some((&stats::SQL_ENDS, &stats::SQL_END_US)),
+        Kind::RollbackTo | Kind::Abort { .. } | Kind::Decide { .. } => None,
+    }
+}
+
+/// Counts a driver's answer: a death (40001), or a lock wait that ran out of patience.
+fn count_answered(outcomes: &[(String, engine::Outcome)]) {
+    if outcomes
+        .iter()
+        .any(|(_, outcome)| transaction_driver::dies(outcome))
+    {
+        stats::SQL_DEATHS.add(1);
+    } else if outcomes
+        .iter()
+        .any(|(_, outcome)| transaction_driver::transaction_locked(outcome).is_some())
+    {
+        stats::SQL_PATIENCE_SPENT.add(1);
     }
 }
 
@@ -505,38 +630,26 @@ impl TransactionBackend for ClusterBackend {
             .unwrap_or_else(|poison| poison.into_inner())
             .transaction_id();
         Some(TransactionContext {
-            id,
-            begin_ms: now_ms(),
-            statements: 0,
-            locks: Default::default(),
+            driver: Transaction::new(id, now_ms(), self.settings()),
             locking: None,
             savepoint: 0,
-            touched: None,
-            global: false,
         })
     }
 
-    /// Takes the table locks the statement lacks at every partition (one message, sent again
-    /// while another transaction's lock or a two-phase statement is in the way), then sends
-    /// the statement, numbered, where its routing says. A statement refused for a lock ran
-    /// nowhere (every partition holds the same locks) and is sent again. The transaction
-    /// becomes global first (`Globalize`, one message to every partition) when the statement
-    /// reaches beyond the partition of its first key, or when its table locks wait (they wait
-    /// at every partition): `cluster::transaction_driver` follows the same rules. Where
-    /// partitions answer differently, a death (40001) anywhere wins over a wait.
+    /// Runs the statement through the transaction's driver (`cluster::transaction_driver`):
+    /// the table locks it lacks at every partition first (one message, sent again while
+    /// another transaction's lock or a two-phase statement is in the way), then the statement,
+    /// numbered, where its routing says; `Globalize` first when it reaches beyond the
+    /// partition of its first key or its table locks wait. Where partitions answer
+    /// differently, a death (40001) anywhere wins over a wait. Here only the route (the
+    /// cached catalog's schemas and row paths) is computed and the driver's actions executed.
     async fn execute_in(
         &self,
         transaction: &mut TransactionContext,
         routing: &sql::Routing,
         mut command: engine::Command,
     ) -> Result<Vec<(String, engine::Outcome)>, BackendError> {
-        if store::touches_kv_table(&command) {
-            let refusal = engine::EngineError::FeatureNotSupported {
-                feature: format!("the table {} inside a transaction block", store::KV_TABLE),
-            };
-            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
-        }
-        if command.is_read() && canary_unlocked_reads() {
+        if command.is_read() && canary_unlocked_reads() && !store::touches_kv_table(&command) {
             return self.execute_routed(routing, command).await;
         }
         let routing = match routing {
@@ -547,132 +660,29 @@ impl TransactionBackend for ClusterBackend {
             &routing,
             &command,
             &|table| self.schema(table),
-            transaction.touched.as_deref(),
+            transaction.driver.local_key(),
         );
-        if route == SqlRoute::Keys(Vec::new()) {
-            return Ok(Vec::new());
-        }
-        if let (true, SqlRoute::Keys(keys)) = (transaction.touched.is_none(), &route) {
-            transaction.touched = keys.first().cloned();
-        }
-        let beyond = match &route {
-            SqlRoute::Keys(keys) => keys
-                .iter()
-                .any(|key| Some(key) != transaction.touched.as_ref()),
-            _ => true,
-        };
-        let keys = match &route {
-            SqlRoute::Keys(keys) => Some(keys.as_slice()),
+        let paths = match &route {
+            SqlRoute::Keys(keys) => self.row_paths(operations_of(&command), keys),
             _ => None,
         };
-        // SELECT … FOR UPDATE locks what it reads as a write of the same rows would; NOWAIT
-        // fails the statement at once (55P03) where it would wait.
-        let exclusive = transaction.locking.is_some_and(|locking| locking.exclusive);
-        let skip_locked = transaction
-            .locking
-            .is_some_and(|locking| locking.skip_locked);
-        let patience = match transaction.locking {
-            Some(locking) if locking.nowait => Duration::ZERO,
-            _ => LOCK_WAIT_MAX,
+        let options = StatementOptions {
+            locking: transaction.locking,
+            savepoint: transaction.savepoint,
+            paths,
         };
-        // Table locks go to every partition in one message the first time (so that every
-        // partition holds them alike); a statement that may reach several partitions takes all
-        // its locks that way first, so that no partition refuses it after another ran it.
-        let operations = store::transactions::operations_of(&command);
-        let planned = if skip_locked {
-            // Each partition chooses and locks the rows (`TransactionStatement::skip_locked`).
-            store::transactions::plan_skip_locked(&transaction.locks, operations, keys, exclusive)
-        } else {
-            let paths = keys.and_then(|keys| self.row_paths(operations, keys));
-            store::transactions::plan_statement_on_paths(
-                &transaction.locks,
-                operations,
-                keys,
-                paths.as_deref(),
-                exclusive,
-            )
-        };
-        let plan = match planned {
-            Ok(plan) => plan,
+        let mut hints = self.hints();
+        let driver = &mut transaction.driver;
+        let action = match driver.statement(&command, route, options, now_ms()) {
+            Ok(action) => action,
             Err(error) => return Ok(vec![(String::new(), engine::Outcome::Error(error))]),
         };
-        let (needed, lacking) = (plan.needed, plan.everywhere);
-        transaction.statements += 1;
-        // Counted before anything is sent: a lock taken, or a statement that may have run,
-        // must be ended by COMMIT or ROLLBACK.
-        if beyond && !transaction.global {
-            if let Some(refused) = self.globalize(transaction).await? {
-                return Ok(refused);
-            }
-        }
-        if !lacking.is_empty() {
-            let mut waiter = self.waiter(patience);
-            loop {
-                let operation = store::lock_operation(&store::transactions::LockRequest {
-                    transaction: transaction.id,
-                    begin_ms: transaction.begin_ms,
-                    now_ms: now_ms(),
-                    locks: lacking.clone(),
-                    nowait: patience.is_zero(),
-                });
-                let class = (&stats::SQL_TABLE_LOCKS, &stats::SQL_TABLE_LOCK_US);
-                let outcomes =
-                    decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
-                if dies(&outcomes) {
-                    stats::SQL_DEATHS.add(1);
-                    return Ok(deaths_first(outcomes));
-                }
-                if waiter.wait(self, &outcomes).await {
-                    // Its table locks wait at every partition: it is global first.
-                    if !transaction.global {
-                        if let Some(refused) = self.globalize(transaction).await? {
-                            return Ok(refused);
-                        }
-                    }
-                    continue;
-                }
-                if waiter.busy(&outcomes).await {
-                    continue;
-                }
-                if outcomes
-                    .iter()
-                    .any(|(_, outcome)| matches!(outcome, engine::Outcome::Error(_)))
-                {
-                    return Ok(outcomes);
-                }
-                break;
-            }
-            store::transactions::hold_tables(&mut transaction.locks, &lacking);
-        }
-        let encoded = command.encode();
-        if let Err(refusal) = cluster::limits::check_statement_size(&encoded) {
-            return Ok(vec![(String::new(), engine::Outcome::Error(refusal))]);
-        }
-        let mut waiter = self.waiter(patience);
-        loop {
-            let operation =
-                store::transaction_operation(&store::transactions::TransactionStatement {
-                    transaction: transaction.id,
-                    statement: transaction.statements,
-                    begin_ms: transaction.begin_ms,
-                    now_ms: now_ms(),
-                    locks: needed.clone(),
-                    nowait: patience.is_zero(),
-                    command: encoded.clone(),
-                    savepoint: transaction.savepoint,
-                    skip_locked,
-                });
-            let class = (&stats::SQL_STATEMENTS, &stats::SQL_STATEMENT_US);
-            let outcomes =
-                decode_outcomes(self.run_counted(class, operation, route.clone()).await?);
-            if dies(&outcomes) {
-                stats::SQL_DEATHS.add(1);
-                return Ok(self.answered_once(&command, deaths_first(outcomes)));
-            }
-            if !waiter.wait(self, &outcomes).await && !waiter.busy(&outcomes).await {
-                return Ok(self.answered_once(&command, outcomes));
-            }
-        }
+        let (outcomes, ran) = self.drive(driver, action, &mut hints).await?;
+        Ok(if ran {
+            self.answered_once(&command, outcomes)
+        } else {
+            outcomes
+        })
     }
 
     async fn end(
@@ -680,17 +690,13 @@ impl TransactionBackend for ClusterBackend {
         transaction: &TransactionContext,
         commit: bool,
     ) -> Result<Option<engine::EngineError>, BackendError> {
-        if transaction.statements == 0 {
+        let Some(end) = transaction.driver.end(commit) else {
             return Ok(None); // Nothing was sent: no partition knows it.
-        }
-        let operation = store::end_operation(transaction.id, commit, true);
+        };
         let class = (&stats::SQL_ENDS, &stats::SQL_END_US);
-        let outcomes = decode_outcomes(self.run_counted(class, operation, SqlRoute::Every).await?);
-        self.ended(transaction.id);
-        Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
-            engine::Outcome::Error(error) => Some(error),
-            _ => None,
-        }))
+        let outcomes = decode_outcomes(self.run_counted(class, end.operation, end.route).await?);
+        self.ended(transaction.driver.id);
+        Ok(first_refusal(outcomes))
     }
 
     /// One ordered message to every partition (as the end): each writes back what the
@@ -700,30 +706,22 @@ impl TransactionBackend for ClusterBackend {
         transaction: &TransactionContext,
         savepoint: u32,
     ) -> Result<Option<engine::EngineError>, BackendError> {
-        if transaction.statements == 0 {
+        let Some(rollback) = transaction.driver.rollback_to(savepoint) else {
             return Ok(None); // Nothing was sent: nothing to undo.
-        }
-        let operation = store::rollback_to_operation(transaction.id, savepoint);
-        let outcomes = decode_outcomes(self.run(operation, false, SqlRoute::Every, false).await?);
-        Ok(outcomes.into_iter().find_map(|(_, outcome)| match outcome {
-            engine::Outcome::Error(error) => Some(error),
-            _ => None,
-        }))
+        };
+        let operation = rollback.operation;
+        let outcomes = decode_outcomes(self.run(operation, false, rollback.route, false).await?);
+        Ok(first_refusal(outcomes))
     }
 }
 
-/// Whether some partition answered that the transaction dies (40001).
-fn dies(outcomes: &[(String, engine::Outcome)]) -> bool {
-    outcomes
-        .iter()
-        .any(|(_, outcome)| cluster::transaction_driver::dies(outcome))
-}
-
-/// The outcomes with the deaths first, so that the front end reports the 40001 (the
-/// transaction is aborted everywhere) rather than another partition's wait.
-fn deaths_first(mut outcomes: Vec<(String, engine::Outcome)>) -> Vec<(String, engine::Outcome)> {
-    outcomes.sort_by_key(|(_, outcome)| !cluster::transaction_driver::dies(outcome));
-    outcomes
+/// The error an end or a ROLLBACK TO was refused with (another gateway aborted the
+/// transaction), if any.
+fn first_refusal(outcomes: Vec<(String, engine::Outcome)>) -> Option<engine::EngineError> {
+    outcomes.into_iter().find_map(|(_, outcome)| match outcome {
+        engine::Outcome::Error(error) => Some(error),
+        _ => None,
+    })
 }
 
 /// The engine outcomes of a gateway answer.
@@ -742,182 +740,6 @@ fn decode_outcomes(answers: Vec<(String, Vec<u8>)>) -> Vec<(String, engine::Outc
 /// they have been idle).
 fn now_ms() -> u64 {
     crate::os::unix_now_us().max(0) as u64 / 1_000
-}
-
-/// How a statement waits for the locks of open transactions (`store::transactions`): it is
-/// sent again after a growing pause, for at most `patience`; a holder that has shown no new
-/// statement for `TRANSACTION_ABANDONED_AFTER` while this one waited (its gateway may be
-/// gone) is aborted with the ordered end message.
-///
-/// With the process's hub, a pause ends early when the transaction the refusal named ends
-/// (its gateway says so, `pubsub::Hub::transaction_ended`); the pause, which then only covers
-/// a missed hint or a holder that is not the only one, grows to `WOKEN_PAUSE_MAX`.
-struct Waiter {
-    started: Instant,
-    patience: Duration,
-    pause: Duration,
-    /// The holder waited for, its last stamp, and since when (this gateway's clock).
-    holder: Option<(u64, u64, Instant)>,
-    /// Transactions ended since this waiter was made (subscribed before its first message, so
-    /// an end between a refusal and the pause is not missed).
-    ended: Option<tokio::sync::broadcast::Receiver<u64>>,
-}
-
-/// The longest pause between two tries of a statement that waits for a lock, without and with
-/// wake-ups on the holder's end.
-const POLL_PAUSE_MAX: Duration = Duration::from_millis(50);
-const WOKEN_PAUSE_MAX: Duration = Duration::from_millis(200);
-
-impl Waiter {
-    fn new(patience: Duration, ended: Option<tokio::sync::broadcast::Receiver<u64>>) -> Waiter {
-        Waiter {
-            started: Instant::now(),
-            patience,
-            pause: Duration::from_millis(2),
-            holder: None,
-            ended,
-        }
-    }
-
-    /// Pauses before the next try: `pause`, or until `holder` ends (true: woken by its end).
-    async fn pause_for(&mut self, holder: u64) -> bool {
-        let pause = self.pause;
-        let most = if self.ended.is_some() {
-            WOKEN_PAUSE_MAX
-        } else {
-            POLL_PAUSE_MAX
-        };
-        self.pause = (self.pause * 2).min(most);
-        stats::SQL_LOCK_WAITS.add(1);
-        let started = Instant::now();
-        let woken = match &mut self.ended {
-            None => {
-                tokio::time::sleep(pause).await;
-                false
-            }
-            Some(ended) => {
-                let deadline = tokio::time::Instant::now() + pause;
-                loop {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(deadline) => break false,
-                        received = ended.recv() => match received {
-                            Ok(id) if id == holder => break true,
-                            Ok(_) => continue,
-                            // Fell behind: the holder may have ended; look again.
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break true,
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                tokio::time::sleep_until(deadline).await;
-                                break false;
-                            }
-                        },
-                    }
-                }
-            }
-        };
-        stats::SQL_LOCK_PAUSE_US.add(started.elapsed().as_micros() as u64);
-        if woken {
-            stats::SQL_WAITS_WOKEN.add(1);
-        }
-        woken
-    }
-
-    /// Whether to send a transaction's message again (after a pause, taken here): a two-phase
-    /// statement holds a table it needs (`EngineError::Busy`), and patience remains. (A
-    /// statement outside transactions handles `Busy` itself, deciding abandoned statements.)
-    async fn busy(&mut self, outcomes: &[(String, engine::Outcome)]) -> bool {
-        if !outcomes.iter().any(|(_, outcome)| busy(outcome).is_some())
-            || self.started.elapsed() > self.patience
-        {
-            return false;
-        }
-        stats::SQL_BUSY_WAITS.add(1);
-        tokio::time::sleep(self.pause).await;
-        self.pause = (self.pause * 2).min(Duration::from_millis(50));
-        true
-    }
-
-    /// Whether to send the statement again (after a pause, taken here): some partition
-    /// refused it for a transaction's lock, and patience remains.
-    async fn wait(
-        &mut self,
-        backend: &ClusterBackend,
-        outcomes: &[(String, engine::Outcome)],
-    ) -> bool {
-        let Some((transaction, last_ms)) = outcomes
-            .iter()
-            .find_map(|(_, outcome)| transaction_locked(outcome))
-        else {
-            return false;
-        };
-        if self.started.elapsed() > self.patience {
-            stats::SQL_PATIENCE_SPENT.add(1);
-            return false;
-        }
-        match self.holder {
-            Some((holder, seen, since)) if holder == transaction && seen == last_ms => {
-                if since.elapsed() > TRANSACTION_ABANDONED_AFTER {
-                    crate::log::warn(format_args!(
-                        "aborting transaction {transaction:016x}: idle for {} ms while holding a lock others wait for",
-                        since.elapsed().as_millis()
-                    ));
-                    let abort = store::end_operation(transaction, false, false);
-                    let _ = backend.run(abort, false, SqlRoute::Every, false).await;
-                    backend.ended(transaction);
-                    stats::SQL_ABANDONED_ABORTS.add(1);
-                    self.holder = None;
-                }
-            }
-            _ => self.holder = Some((transaction, last_ms, Instant::now())),
-        }
-        self.pause_for(transaction).await;
-        true
-    }
-}
-
-/// The transaction whose lock an outcome was refused for (`EngineError::TransactionLocked`),
-/// with its last stamp.
-fn transaction_locked(outcome: &engine::Outcome) -> Option<(u64, u64)> {
-    let locked = |error: &engine::EngineError| match error {
-        engine::EngineError::TransactionLocked {
-            transaction,
-            last_ms,
-            ..
-        } => Some((*transaction, *last_ms)),
-        _ => None,
-    };
-    match outcome {
-        engine::Outcome::Error(error) | engine::Outcome::Executed(Err(error)) => locked(error),
-        engine::Outcome::Batch(results) => results
-            .iter()
-            .find_map(|result| result.as_ref().err().and_then(locked)),
-        _ => None,
-    }
-}
-
-/// How long a statement waits for transactions' locks before it fails with 55P03.
-const LOCK_WAIT_MAX: Duration = Duration::from_secs(60);
-/// A transaction that shows no new statement for this long while a statement waits for its
-/// lock is aborted (its client idles in the transaction, or its gateway is gone).
-const TRANSACTION_ABANDONED_AFTER: Duration = Duration::from_secs(20);
-
-/// A write refused because a two-phase statement holds its table is retried this long.
-const BUSY_RETRY_FOR: Duration = Duration::from_secs(10);
-/// A two-phase statement that keeps a write out this long is aborted.
-const BUSY_ABORT_AFTER: Duration = Duration::from_secs(2);
-
-/// The two-phase statement an outcome says holds a table (`EngineError::Busy`).
-fn busy(outcome: &engine::Outcome) -> Option<u64> {
-    let statement = |error: &engine::EngineError| match error {
-        engine::EngineError::Busy { statement, .. } => Some(*statement),
-        _ => None,
-    };
-    match outcome {
-        engine::Outcome::Error(error) | engine::Outcome::Executed(Err(error)) => statement(error),
-        engine::Outcome::Batch(results) => results
-            .iter()
-            .find_map(|result| result.as_ref().err().and_then(statement)),
-        _ => None,
-    }
 }
 
 /// Hidden, test-only (debug builds, `TESSERA_CANARY_ONE_PHASE_WRITES`): writes that can fail on

@@ -268,7 +268,7 @@ where
         if let Err(error) = self.backend.end(&context, false).await {
             crate::log::warn(format_args!(
                 "transaction {:016x}: its abort was not confirmed ({error}); it is aborted when a statement waits for it",
-                context.id
+                context.id()
             ));
         }
     }
@@ -791,7 +791,7 @@ where
                     if let Err(error) = self.backend.end(&block.context, false).await {
                         crate::log::warn(format_args!(
                             "transaction {:016x}: the abort of an implicit transaction was not confirmed ({error})",
-                            block.context.id
+                            block.context.id()
                         ));
                     }
                     Err(failure)

@@ -144,27 +144,23 @@ impl RoutedBackend for crate::sql_backend::LocalBackend {}
 /// (`RoutedBackend::execute_in`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransactionContext {
-    /// Unique across the cluster (a random per-process prefix and a counter).
-    pub id: u64,
-    /// When it began (ms since the epoch, the gateway's clock). Informational: carried with
-    /// its messages, no lock decision depends on it.
-    pub begin_ms: u64,
-    /// The statements sent so far; each new one takes the next number.
-    pub statements: u64,
-    /// The table locks it holds at every partition (`store::transactions`).
-    pub locks: std::collections::BTreeMap<String, store::transactions::Mode>,
+    /// The transaction's state at its gateway and the rules it runs by (its id, statements
+    /// sent, table locks held, first placement key, whether it is global): the pure driver
+    /// the simulator runs too (`cluster::transaction_driver`).
+    pub driver: cluster::transaction_driver::Transaction,
     /// The current statement's locking clause (`SELECT … FOR UPDATE`), set by the front end
     /// for each statement.
     pub locking: Option<sql::RowLocking>,
     /// The innermost open savepoint's id (0: none), set by the front end; each statement
     /// carries it, so that the partitions keep what ROLLBACK TO it undoes.
     pub savepoint: u32,
-    /// The first placement key a statement of the transaction was routed to: a read of tables
-    /// placed everywhere goes to its partition, so that the transaction stays local.
-    pub touched: Option<Vec<u8>>,
-    /// Whether it is global (Sprint §4.1): it reached a partition other than `touched`'s, or
-    /// waited for a table lock, and its `Globalize` was granted at every partition.
-    pub global: bool,
+}
+
+impl TransactionContext {
+    /// Unique across the cluster (a random per-process prefix and a counter).
+    pub fn id(&self) -> u64 {
+        self.driver.id
+    }
 }
 
 /// A backend that runs transaction blocks (`crate::ecast::sql::ClusterBackend`,

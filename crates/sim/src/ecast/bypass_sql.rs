@@ -34,7 +34,9 @@
 
 use super::{Answer, BypassCanary, BypassSimulation};
 use cluster::payload::{self, SqlPayload, SqlTarget};
-use cluster::transaction_driver::{self, Action, DriverSettings, Route, Send, Transaction};
+use cluster::transaction_driver::{
+    self, Action, DriverSettings, Hint, Kind, Route, Send, StatementOptions, Transaction,
+};
 use ecast::{Completion, GatewayCommand, GatewayInput};
 use engine::{
     Assignment, ColumnDef, Command, DataType, Operation, Outcome, Output, Predicate, TableSchema,
@@ -65,8 +67,17 @@ fn driver_settings() -> DriverSettings {
         abandoned_after_ms: 300,
         pause_first_ms: 2,
         pause_max_ms: 50,
+        // Hints (`sql_hint`): the end of a transaction wakes the statements waiting for it.
+        hints: true,
+        woken_pause_max_ms: 100,
+        ..DriverSettings::default()
     }
 }
+
+/// A hint of a transaction's end reaches the other gateways within this many ticks, or is
+/// lost (one in `HINT_LOST_PER`): a lost one costs a waiter one pause.
+const HINT_DELAY_MAX: u64 = 20;
+const HINT_LOST_PER: u64 = 10;
 
 pub(super) fn schema() -> TableSchema {
     TableSchema::new(
@@ -191,6 +202,8 @@ pub struct SqlStats {
     pub waits: u64,
     /// Abandoned holders aborted by a waiter.
     pub abandoned: u64,
+    /// Lock waits whose pause a hint of the holder's end cut short.
+    pub woken: u64,
     /// Transactions whose COMMIT's fate their gateway did not learn.
     pub indeterminate: u64,
     /// Statements whose message failed in transit (their transaction aborted).
@@ -215,6 +228,8 @@ pub(super) struct SqlState {
     unknown: Vec<Committed>,
     /// Committed transfers' deltas are not needed: the final total is checked.
     findings: Vec<String>,
+    /// Hints of transactions' ends on their way to every gateway: (due tick, transaction).
+    hints: Vec<(u64, u64)>,
     pub(super) stats: SqlStats,
 }
 
@@ -230,6 +245,7 @@ impl SqlState {
             committed: Vec::new(),
             unknown: Vec::new(),
             findings: Vec::new(),
+            hints: Vec::new(),
             stats: SqlStats::default(),
         }
     }
@@ -337,6 +353,7 @@ impl BypassSimulation {
     pub(super) fn sql_tick(&mut self, gateway: usize) {
         if gateway == 0 {
             self.sql_find_deadlocks();
+            self.sql_deliver_hints();
         }
         // Answers of sequenced messages not complete after a while are asked for again from
         // every partition (one that has none does not answer).
@@ -384,6 +401,37 @@ impl BypassSimulation {
         }
     }
 
+    /// Sends the hint that `transaction` ended to every gateway: due within `HINT_DELAY_MAX`
+    /// ticks, or lost.
+    fn sql_hint(&mut self, transaction: u64) {
+        if self.prng.chance(1, HINT_LOST_PER) {
+            return;
+        }
+        let due = self.now + self.prng.range_inclusive(0, HINT_DELAY_MAX);
+        self.sql().hints.push((due, transaction));
+    }
+
+    /// Hands the hints due to every running transaction's driver; a pause the driver says a
+    /// hint ends is over now (the message goes again at its gateway's next tick).
+    fn sql_deliver_hints(&mut self) {
+        let now = self.now;
+        let sql = self.sql();
+        let (due, later): (Vec<_>, Vec<_>) = sql.hints.drain(..).partition(|(at, _)| *at <= now);
+        sql.hints = later;
+        for (_, ended) in due {
+            for run in sql.runs.iter_mut().flatten().flatten() {
+                // Every running transaction's driver hears it (one whose message is in flight
+                // keeps it for its next pause, as the runtime's channel does).
+                if run.plain.is_none() && run.txn.woken(Hint::Ended(ended)) {
+                    if let Waiting::Pause(until) = run.waiting {
+                        run.waiting = Waiting::Pause(until.min(now));
+                        sql.stats.woken += 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// A cycle of running transactions each blocked by the next for `DEADLOCK_TICKS`: a
     /// deadlock no partition detected (a finding, once per cycle).
     fn sql_find_deadlocks(&mut self) {
@@ -405,7 +453,7 @@ impl BypassSimulation {
                 // in flight for ~180 ticks while the ring went from five partitions to four,
                 // after which the younger one, made global, was granted and the cycle ended)
                 // is not yet a deadlock; a real one is refused again at every retry (pauses
-                // of at most 50 ticks) and confirms itself.
+                // of at most 100 ticks with hints) and confirms itself.
                 debug_assert!(since <= confirmed && *confirmed <= now);
                 if confirmed.saturating_sub(*since) < DEADLOCK_TICKS {
                     break;
@@ -533,11 +581,13 @@ impl BypassSimulation {
                 let one = Send {
                     operation: end.operation,
                     route: Route::Keys(vec![row_key(first)]),
+                    kind: end.kind,
                 };
                 self.sql_send(gateway, slot, one, Purpose::Commit);
                 let others = Send {
                     operation: store::end_operation(id, false, false),
                     route: Route::Every,
+                    kind: Kind::End { transaction: id },
                 };
                 self.sql_send(gateway, slot, others, Purpose::Forget);
                 return;
@@ -591,13 +641,18 @@ impl BypassSimulation {
                     },
                 ),
                 route: keys.map_or(Route::Every, Route::Keys),
+                kind: Kind::Statement,
             };
             run.plain = Some(send.clone());
             self.sql_send(gateway, slot, send, Purpose::Statement);
             return;
         }
         run.plain = None;
-        match run.txn.statement(&command, keys, now) {
+        let route = keys.map_or(Route::Every, Route::Keys);
+        match run
+            .txn
+            .statement(&command, route, StatementOptions::default(), now)
+        {
             Ok(action) => self.sql_act(gateway, slot, action),
             Err(error) => panic!("the workload's statements plan: {error:?}"),
         }
@@ -606,7 +661,9 @@ impl BypassSimulation {
     fn sql_act(&mut self, gateway: usize, slot: usize, action: Action) {
         match action {
             Action::Send(send) => self.sql_send(gateway, slot, send, Purpose::Statement),
-            Action::Pause { until_ms, abort } => {
+            Action::Pause {
+                until_ms, abort, ..
+            } => {
                 self.sql().stats.waits += 1;
                 if let Some(abort) = abort {
                     self.sql().stats.abandoned += 1;
@@ -615,7 +672,7 @@ impl BypassSimulation {
                 let run = self.sql().runs[gateway][slot].as_mut().expect("running");
                 run.waiting = Waiting::Pause(until_ms);
             }
-            Action::Answered(outcomes) => self.sql_answered(gateway, slot, outcomes),
+            Action::Answered { outcomes, .. } => self.sql_answered(gateway, slot, outcomes),
         }
     }
 
@@ -667,6 +724,9 @@ impl BypassSimulation {
                         .collect::<Vec<_>>(),
                 ),
             ),
+            Route::Range(_) | Route::Any => {
+                unreachable!("the workload's statements go to keys or to every partition")
+            }
             Route::Every => {
                 let arcs = payload::partition_arcs(configuration, &PositionSet::whole());
                 (
@@ -735,6 +795,13 @@ impl BypassSimulation {
             Completion::Done(answers) => sql_outcomes(&pending.target, &answers),
             Completion::Failed(_) => None,
         };
+        if let (Some(_), Kind::End { transaction } | Kind::Abort { transaction, .. }) =
+            (&outcomes, &pending.send.kind)
+        {
+            // Its end is known: its gateway tells every gateway (the runtime's
+            // `Hub::transaction_ended`).
+            self.sql_hint(*transaction);
+        }
         let (gateway, slot) = (pending.gateway, pending.slot);
         let waited = matches!(
             self.sql().runs[gateway][slot].as_ref().map(|run| &run.waiting),
