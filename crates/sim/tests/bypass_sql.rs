@@ -166,9 +166,13 @@ fn sql_copies_in_at_most_eight_parts_install_within_the_liveness_bound_seeds_117
     }
 }
 
+/// The proof runs on two of the eleven seeds whose schedules still stall with 4-byte parts.
+/// Which ones do is trace-specific: when the simulator began delivering transactions' end
+/// hints (the pure transaction driver, `woken`), 1171 started to pass with 4-byte parts and
+/// 2358, 3256, 3392, 4146 and 4495 still failed on liveness (the other five passed).
 #[test]
-fn sql_copies_in_four_byte_parts_are_slow_not_stuck_seeds_1171_and_2358() {
-    for seed in [1171, 2358] {
+fn sql_copies_in_four_byte_parts_are_slow_not_stuck_seeds_2358_and_3256() {
+    for seed in [2358, 3256] {
         let tiny = BypassOptions {
             install_parts_max: usize::MAX,
             ..BypassOptions::sql(seed)
