@@ -795,32 +795,25 @@ impl<D: PartitionData> PartitionMachine<D> {
                 .results
                 .get(&id.client)
                 .is_some_and(|(number, _)| *number == id.number);
-            let mut sink = Sink::Single {
-                id,
-                record,
-                own: None,
-                released: None,
-            };
-            let outcome = if released {
+            let (own, released, outcome) = if released {
                 self.release(Released::Single {
                     client: id.client,
                     number: id.number,
                     result: Vec::new(),
                 });
-                if let Sink::Single { released, .. } = &mut sink {
-                    *released = Some(self.released_next - 1);
-                }
-                None
+                (None, Some(self.released_next - 1), None)
             } else {
-                let batching = self.batching.as_ref().expect("putting off");
-                if let Sink::Single { own, .. } = &mut sink {
-                    *own = Some(batching.request);
-                }
-                Some(Own::Executed(Vec::new()))
+                let request = self.batching.as_ref().expect("putting off").request;
+                (Some(request), None, Some(Own::Executed(Vec::new())))
             };
             let batching = self.batching.as_mut().expect("putting off");
             batching.operations.push(operation);
-            batching.sinks.push(sink);
+            batching.sinks.push(Sink::Single {
+                id,
+                record,
+                own,
+                released,
+            });
             return outcome;
         }
         self.flush();
