@@ -74,27 +74,63 @@ impl PartitionStore {
         self.store.kv.bytes()
     }
 
-    /// Executes this partition's share of a SQL statement; its answers by part.
-    fn execute_sql(&mut self, payload: &payload::SqlPayload) -> Vec<(u32, Outcome)> {
+    /// The parts of a SQL statement this partition answers if it runs it here, `None` if it
+    /// does not run it.
+    fn sql_parts(&self, payload: &payload::SqlPayload) -> Option<Vec<u32>> {
         let parts = payload.parts_held(&self.arc, &self.placement);
         // A statement over every partition runs wherever it is delivered, even here where no
         // arc it names lies wholly in the holdings (planned against another configuration,
         // which the pinned submission prevents): its message reaches every partition at one
         // point of the order, so all run it or none does; an arc nobody answers fails it.
         let runs = !parts.is_empty() || matches!(payload.target, payload::SqlTarget::Arcs(_));
-        if !runs {
-            return Vec::new(); // Routed here against another ring: the gateway re-plans.
-        }
+        // Otherwise routed here against another ring: the gateway re-plans.
+        runs.then_some(parts)
+    }
+
+    /// Executes this partition's share of a SQL statement; its answers by part.
+    fn execute_sql(&mut self, payload: &payload::SqlPayload) -> Vec<(u32, Outcome)> {
+        let Some(parts) = self.sql_parts(payload) else {
+            return Vec::new();
+        };
         let (arc, placement) = (&self.arc, &self.placement);
         let result = self.store.execute_share(&payload.operation, |key| {
             arc.contains(placement.position(key))
         });
-        let mut outcomes = Vec::with_capacity(parts.len());
-        let mut result = Some(Outcome::Foreign(result));
-        for part in parts {
-            outcomes.push((part, result.take().unwrap_or(Outcome::Ok)));
-        }
+        answers_by_part(parts, result)
+    }
+
+    /// Executes the shares of SQL statements in order, as `execute_sql` on each would, the
+    /// statements `store::Store::execute_shares` batches in one engine batch.
+    fn execute_sql_batch(&mut self, payloads: &[payload::SqlPayload]) -> Vec<Vec<(u32, Outcome)>> {
+        let parts: Vec<Option<Vec<u32>>> = payloads
+            .iter()
+            .map(|payload| self.sql_parts(payload))
+            .collect();
+        let operations: Vec<&[u8]> = payloads
+            .iter()
+            .zip(&parts)
+            .filter(|(_, parts)| parts.is_some())
+            .map(|(payload, _)| payload.operation.as_slice())
+            .collect();
+        let (arc, placement) = (&self.arc, &self.placement);
+        let mut results = self
+            .store
+            .execute_shares(&operations, |key| arc.contains(placement.position(key)))
+            .into_iter();
+        let outcomes = parts
+            .into_iter()
+            .map(|parts| match parts {
+                Some(parts) => answers_by_part(parts, results.next().expect("one per share")),
+                None => Vec::new(),
+            })
+            .collect();
+        assert!(results.next().is_none(), "one result per share");
         outcomes
+    }
+
+    /// The counters of the shared engine batches this replica ran (not replicated state).
+    pub fn cycles(&self) -> store::Cycles {
+        self.store.cycles
     }
 
     /// §6.7 basic read of a SQL statement pinned to partition keys
@@ -135,6 +171,17 @@ impl PartitionStore {
             range.contains(self.placement.position(key))
         })
     }
+}
+
+/// A statement's answers by part: the engine's result at the first part held, `Outcome::Ok`
+/// at the others.
+fn answers_by_part(parts: Vec<u32>, result: Vec<u8>) -> Vec<(u32, Outcome)> {
+    let mut outcomes = Vec::with_capacity(parts.len());
+    let mut result = Some(Outcome::Foreign(result));
+    for part in parts {
+        outcomes.push((part, result.take().unwrap_or(Outcome::Ok)));
+    }
+    outcomes
 }
 
 impl std::fmt::Debug for PartitionStore {
@@ -242,6 +289,46 @@ impl PartitionData for PartitionStore {
             .map(|(index, command)| (index, self.store.kv.execute(&command)))
             .collect();
         encode_outcomes(&outcomes)
+    }
+
+    /// SQL statements that may share a scan cycle (`store::shares_a_cycle`: autocommit
+    /// queries and updates, no DDL, not on the table `kv`): their execution changes only the
+    /// tables, which `keys` and `position` do not read.
+    fn batchable(&self, operation: &[u8]) -> bool {
+        matches!(
+            payload::decode_sql(operation),
+            Some(Ok(payload)) if store::shares_a_cycle(&payload.operation)
+        )
+    }
+
+    /// Each maximal run of consecutive batchable statements as one `execute_sql_batch` (one
+    /// engine batch, shared scan cycles), everything else alone, in order.
+    fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let mut results = Vec::with_capacity(operations.len());
+        let mut at = 0;
+        while at < operations.len() {
+            let mut run: Vec<payload::SqlPayload> = Vec::new();
+            while let Some(operation) = operations.get(at) {
+                match payload::decode_sql(operation) {
+                    Some(Ok(payload)) if store::shares_a_cycle(&payload.operation) => {
+                        run.push(payload);
+                        at += 1;
+                    }
+                    _ => break,
+                }
+            }
+            if run.is_empty() {
+                results.push(self.execute(&operations[at]));
+                at += 1;
+                continue;
+            }
+            results.extend(
+                self.execute_sql_batch(&run)
+                    .iter()
+                    .map(|outcomes| encode_outcomes(outcomes)),
+            );
+        }
+        results
     }
 
     fn position(&self, key: &[u8]) -> Position {

@@ -76,6 +76,28 @@ pub trait PartitionData: Clone + Send + Sync + 'static {
     fn executes_as_is(&self, _operation: &[u8]) -> bool {
         true
     }
+
+    /// Whether the machine may put off executing `operation` to run it with the batchable
+    /// operations next to it as one `execute_batch` (`PartitionMachine`'s `apply_batch`). Such
+    /// an operation's execution must change nothing `keys` and `position` answer, and its
+    /// result must depend only on the data: the machine then runs a log entry's batchable
+    /// executions at the first other use of the data (another operation's execution, a cut's
+    /// copy, an install) or at the entry's end, in their order. By default, none.
+    fn batchable(&self, operation: &[u8]) -> bool {
+        let _ = operation;
+        false
+    }
+
+    /// Executes operations one after another, as `execute` on each in order would (the same
+    /// results, the same state after), sharing work between them (a SQL partition runs
+    /// consecutive statements as one shared scan cycle). The default executes each. Must not
+    /// panic on any bytes.
+    fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        operations
+            .iter()
+            .map(|operation| self.execute(operation))
+            .collect()
+    }
 }
 
 /// One share of a router delivery, as the primary appends it.
@@ -303,6 +325,44 @@ pub struct PartitionMachine<D> {
     receiving: BTreeMap<(ConfigVersion, ProcessId), Receiving>,
     /// Per client: its last request number if that operation was answered `Moved`.
     moved: BTreeMap<u64, u64>,
+    /// While `apply_batch` runs: the executions put off to run as one batch. `None` outside
+    /// it, so never in a snapshot or a comparison.
+    #[serde(skip)]
+    batching: Option<Batching>,
+}
+
+/// The executions of a log entry put off by `apply_batch` (`PartitionData::batchable`), in
+/// order, and where each one's result goes once it has run: every place `execute_single` and
+/// `execute_multi` put a result gets a placeholder now and the result at the flush, unless
+/// something after it replaced or dropped that place (as it would have replaced or dropped
+/// the result itself).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Batching {
+    /// The entry's request being applied (its index in the entry).
+    request: usize,
+    operations: Vec<Vec<u8>>,
+    sinks: Vec<Sink>,
+    /// Results of the entry's requests that are put-off executions, by request index.
+    own: BTreeMap<usize, Vec<u8>>,
+}
+
+/// Where a put-off execution's result goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Sink {
+    /// A single-partition operation's. `record`: it goes to `results` (the client's last
+    /// request when it executed); `own`: it is the reply of the entry's request `request`;
+    /// otherwise it went to the released queue at number `released`.
+    Single {
+        id: OperationId,
+        record: bool,
+        own: Option<usize>,
+        released: Option<u64>,
+    },
+    /// A share's answer (`answers`), released at number `released` if it had a reply address.
+    Multi {
+        timestamp: Timestamp,
+        released: Option<u64>,
+    },
 }
 
 /// A copy being received in parts (`PartitionMachine::receiving`).
@@ -390,6 +450,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             outgoing: BTreeMap::new(),
             receiving: BTreeMap::new(),
             moved: BTreeMap::new(),
+            batching: None,
         }
     }
 
@@ -482,6 +543,7 @@ impl<D: PartitionData> PartitionMachine<D> {
         assert_eq!(receiving.bytes.len() as u64, total, "a copy installs whole");
         let removed = self.installing.remove(&from);
         assert!(removed, "an awaited copy installs once");
+        self.flush();
         self.data.import(&receiving.bytes);
         self.drain();
         PartitionResult::Installed
@@ -728,6 +790,33 @@ impl<D: PartitionData> PartitionMachine<D> {
             }
             return Some(Own::Moved);
         }
+        if self.puts_off(&operation) {
+            let record = self
+                .results
+                .get(&id.client)
+                .is_some_and(|(number, _)| *number == id.number);
+            let (own, released, outcome) = if released {
+                self.release(Released::Single {
+                    client: id.client,
+                    number: id.number,
+                    result: Vec::new(),
+                });
+                (None, Some(self.released_next - 1), None)
+            } else {
+                let request = self.batching.as_ref().expect("putting off").request;
+                (Some(request), None, Some(Own::Executed(Vec::new())))
+            };
+            let batching = self.batching.as_mut().expect("putting off");
+            batching.operations.push(operation);
+            batching.sinks.push(Sink::Single {
+                id,
+                record,
+                own,
+                released,
+            });
+            return outcome;
+        }
+        self.flush();
         let result = self.data.execute(&operation);
         if self
             .results
@@ -756,7 +845,33 @@ impl<D: PartitionData> PartitionMachine<D> {
                 self.execute_cut(cut);
                 Vec::new()
             }
-            None => self.data.execute(&operation),
+            None if self.puts_off(&operation) => {
+                self.answers.insert(timestamp, Vec::new());
+                while self.answers.len() > self.settings.answers_retained {
+                    self.answers.pop_first();
+                }
+                let mut released = None;
+                if let Some((sender, sequence)) = self.reply_to.remove(&timestamp) {
+                    self.release(Released::Answer {
+                        sender,
+                        sequence,
+                        timestamp,
+                        result: Vec::new(),
+                    });
+                    released = Some(self.released_next - 1);
+                }
+                let batching = self.batching.as_mut().expect("putting off");
+                batching.operations.push(operation);
+                batching.sinks.push(Sink::Multi {
+                    timestamp,
+                    released,
+                });
+                return;
+            }
+            None => {
+                self.flush();
+                self.data.execute(&operation)
+            }
         };
         self.answers.insert(timestamp, result.clone());
         while self.answers.len() > self.settings.answers_retained {
@@ -775,6 +890,7 @@ impl<D: PartitionData> PartitionMachine<D> {
     /// The cut (`partition_keyspace`): capture the copies, drop what moved away, take the new
     /// holdings, and wait for the copies this group receives.
     fn execute_cut(&mut self, cut: PartitionCut) {
+        self.flush();
         for (to, range) in &cut.sends {
             let records = self.data.export(range);
             self.outgoing.insert((cut.version, *to), records);
@@ -803,6 +919,78 @@ impl<D: PartitionData> PartitionMachine<D> {
                     timestamp,
                     operation,
                 } => self.execute_multi(timestamp, operation),
+            }
+        }
+    }
+
+    /// Whether `apply_batch` puts off executing `operation` (`Batching`).
+    fn puts_off(&self, operation: &[u8]) -> bool {
+        self.batching.is_some() && self.data.batchable(operation)
+    }
+
+    /// Runs the executions put off so far as one `execute_batch` and puts each result where
+    /// its placeholder is (unless something after it replaced or dropped that place).
+    fn flush(&mut self) {
+        let Some(batching) = &mut self.batching else {
+            return;
+        };
+        if batching.operations.is_empty() {
+            return;
+        }
+        let operations = std::mem::take(&mut batching.operations);
+        let sinks = std::mem::take(&mut batching.sinks);
+        let results = self.data.execute_batch(&operations);
+        assert_eq!(
+            results.len(),
+            sinks.len(),
+            "execute_batch returns one result each"
+        );
+        for (sink, result) in sinks.into_iter().zip(results) {
+            let released = match sink {
+                Sink::Single {
+                    id,
+                    record,
+                    own,
+                    released,
+                } => {
+                    if record {
+                        if let Some((number, slot)) = self.results.get_mut(&id.client) {
+                            if *number == id.number {
+                                *slot = Some(result.clone());
+                            }
+                        }
+                    }
+                    if let Some(request) = own {
+                        let batching = self.batching.as_mut().expect("flushing");
+                        let earlier = batching.own.insert(request, result.clone());
+                        assert!(earlier.is_none(), "a request executes once");
+                    }
+                    released
+                }
+                Sink::Multi {
+                    timestamp,
+                    released,
+                } => {
+                    if let Some(answer) = self.answers.get_mut(&timestamp) {
+                        *answer = result.clone();
+                    }
+                    released
+                }
+            };
+            let Some(released) = released else {
+                continue;
+            };
+            // Still retained unless newer releases pushed it out.
+            if let Some((_, reply)) = self
+                .released
+                .iter_mut()
+                .find(|(number, _)| *number == released)
+            {
+                match reply {
+                    Released::Single { result: slot, .. }
+                    | Released::Answer { result: slot, .. } => *slot = result,
+                    Released::Moved { .. } => unreachable!("a put-off execution's release"),
+                }
             }
         }
     }
@@ -911,6 +1099,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             } => {
                 if version == self.version && self.installing.remove(&from) {
                     self.receiving.remove(&(version, from));
+                    self.flush();
                     self.data.import(&records);
                     self.drain();
                     PartitionResult::Installed
@@ -1007,6 +1196,62 @@ where
             panic!("partition machine invariant: {reason}");
         }
         result.encode()
+    }
+
+    /// The entry's operations in order, as `apply` on each would answer them and leave the
+    /// state, but the data executions of those the data calls batchable (SQL statements that
+    /// may share a scan cycle) are put off and run together (`PartitionData::execute_batch`)
+    /// up to the next other use of the data, or the end of the entry: the statements one
+    /// log entry carries, single-partition ones and shares alike, share Crescando's scan cycle
+    /// on every replica. The batches depend only on the entry, so every replica runs the
+    /// same ones. Queries, cuts and installs run after everything put off before them.
+    fn apply_batch(&mut self, operations: &[&[u8]]) -> Vec<Vec<u8>> {
+        assert!(self.batching.is_none(), "apply_batch does not nest");
+        self.batching = Some(Batching::default());
+        let mut results: Vec<PartitionResult> = Vec::with_capacity(operations.len());
+        for (request, operation) in operations.iter().enumerate() {
+            self.batching.as_mut().expect("batching").request = request;
+            let result = match PartitionOperation::decode(operation) {
+                Ok(operation) => {
+                    let may_put_off = matches!(
+                        operation,
+                        PartitionOperation::Single { .. }
+                            | PartitionOperation::Deliveries(_)
+                            | PartitionOperation::Watermark(_)
+                            | PartitionOperation::MessageStable(_)
+                    );
+                    if !may_put_off {
+                        // A query reads the results put off; the rest touch the data whole.
+                        self.flush();
+                    }
+                    self.execute_operation(operation)
+                }
+                Err(reason) => PartitionResult::Error(reason),
+            };
+            if let Err(reason) = self.check_receiving() {
+                panic!("partition machine invariant: {reason}");
+            }
+            results.push(result);
+        }
+        self.flush();
+        let batching = self.batching.take().expect("batching");
+        assert!(batching.operations.is_empty() && batching.sinks.is_empty());
+        let mut own = batching.own;
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(request, result)| match own.remove(&request) {
+                Some(executed) => {
+                    assert_eq!(
+                        result,
+                        PartitionResult::Executed(Vec::new()),
+                        "a put-off request's placeholder"
+                    );
+                    PartitionResult::Executed(executed).encode()
+                }
+                None => result.encode(),
+            })
+            .collect()
     }
 
     fn query(&self, operation: &[u8]) -> Vec<u8> {

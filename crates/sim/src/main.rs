@@ -413,7 +413,8 @@ fn print_bypass_report(report: &BypassReport) {
             format!(
                 " statements: started={} inserts={} point_updates={} group_updates={} point_reads={} \
                  scans={} ddl={} single_partition={} multi_partition={} two_phase={} stale_refusals={} \
-                 catalog_reads={} refused={} busy={} holders_aborted={} unknown={} checked={}",
+                 catalog_reads={} refused={} busy={} holders_aborted={} unknown={} checked={} \
+                 batch_largest={}",
                 statements.started,
                 statements.inserts,
                 statements.point_updates,
@@ -430,7 +431,8 @@ fn print_bypass_report(report: &BypassReport) {
                 statements.busy,
                 statements.holders_aborted,
                 statements.unknown,
-                statements.checked
+                statements.checked,
+                stats.sql_batch_largest
             )
         } else {
             String::new()

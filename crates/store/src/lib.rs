@@ -253,6 +253,31 @@ pub struct Store {
     pub prepared: prepared::Prepared,
     /// Interactive transactions open here (a partitioned cluster's; empty elsewhere).
     pub transactions: transactions::Transactions,
+    /// Counters of the shared engine batches this replica ran: not replicated state (not in
+    /// snapshots, kept by `restore`), for metrics.
+    pub cycles: Cycles,
+}
+
+/// Counters of the engine batches `Store::apply_batch` and `Store::execute_shares` ran (one
+/// `Engine::execute_batch` each: one scan cycle per table its scans touch) and of the
+/// statements in them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cycles {
+    /// Engine batches run.
+    pub batches: u64,
+    /// Statements (store operations) in them.
+    pub statements: u64,
+    /// The most statements one batch held.
+    pub largest: u64,
+}
+
+impl Cycles {
+    fn count(&mut self, statements: usize) {
+        let statements = statements as u64;
+        self.batches += 1;
+        self.statements += statements;
+        self.largest = self.largest.max(statements);
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -348,16 +373,8 @@ impl Store {
         held: &impl Fn(&[u8]) -> bool,
         share: Share,
     ) -> engine::Outcome {
-        let written = prepared::written_tables(&command);
-        let holder = self.prepared.holder(written.iter().map(String::as_str));
-        if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
-            return engine::Outcome::Error(engine::EngineError::Busy { table, statement });
-        }
-        if share != Share::Commit {
-            let read = transactions::tables_read(&command);
-            if let Some(locked) = self.transactions.blocker(&read, &written) {
-                return engine::Outcome::Error(locked);
-            }
+        if let Some(refused) = self.share_refused(&command, share) {
+            return refused;
         }
         let engine = &self.engine;
         let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
@@ -370,6 +387,110 @@ impl Store {
         } else {
             self.engine.execute_command(&command)
         }
+    }
+
+    /// Why `run_share` refuses a command before it runs anything: a two-phase statement holds
+    /// a table it writes (`Busy`, unless this is that statement's commit), or an open
+    /// transaction holds a table it reads or writes (`Transactions::blocker`).
+    fn share_refused(&self, command: &engine::Command, share: Share) -> Option<engine::Outcome> {
+        let written = prepared::written_tables(command);
+        let holder = self.prepared.holder(written.iter().map(String::as_str));
+        if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
+            return Some(engine::Outcome::Error(engine::EngineError::Busy {
+                table,
+                statement,
+            }));
+        }
+        if share != Share::Commit {
+            let read = transactions::tables_read(command);
+            if let Some(locked) = self.transactions.blocker(&read, &written) {
+                return Some(engine::Outcome::Error(locked));
+            }
+        }
+        None
+    }
+
+    /// Executes a partitioned cluster's shares of store operations in order, with the results
+    /// `execute_share` on each in turn would return (same bytes, same final state), but the
+    /// engine commands that may share a scan cycle (`shares_a_cycle`: autocommit statements,
+    /// queries and updates alike, no DDL, not on the table `kv`) run, each maximal run of
+    /// consecutive ones, as one `Engine::execute_batch`: Crescando's shared cycle for the
+    /// statements of one log entry, as `apply_batch` gives the one-group path. Everything else
+    /// (RESP commands, transaction statements and locks, two-phase statements, DDL, the
+    /// catalog read) ends the run and runs alone at its place.
+    ///
+    /// Exact because nothing a run's member checks before it runs changes inside the run: the
+    /// two-phase holds and the open transactions change only by operations that end runs, and
+    /// the catalog (guards, the schemas `rows::share_of` cuts inserts by) only by DDL, which
+    /// is never in a run.
+    pub fn execute_shares(
+        &mut self,
+        operations: &[&[u8]],
+        held: impl Fn(&[u8]) -> bool,
+    ) -> Vec<Vec<u8>> {
+        let mut results: Vec<Option<Vec<u8>>> = vec![None; operations.len()];
+        let mut run: Vec<(usize, engine::Command)> = Vec::new();
+        let mut run_operations = 0;
+        for (at, operation) in operations.iter().enumerate() {
+            let Some(command) = command_of(operation).filter(shares_cycle) else {
+                self.flush_share_run(&mut run, &mut results);
+                run_operations = 0;
+                results[at] = Some(self.execute_share(operation, &held));
+                continue;
+            };
+            if let Some(refused) = self.share_refused(&command, Share::Run) {
+                results[at] = Some(refused.encode());
+                continue;
+            }
+            let digest = self.engine.catalog_digest();
+            let Some(command) = unguarded(command, digest) else {
+                results[at] =
+                    Some(engine::Outcome::Error(engine::EngineError::StaleCatalog).encode());
+                continue;
+            };
+            let engine = &self.engine;
+            let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+            let command = rows::share_of(command, &schema_of, &held);
+            if run_operations + batch_len(&command) > engine::BATCH_OPERATIONS_MAX {
+                self.flush_share_run(&mut run, &mut results);
+                run_operations = 0;
+            }
+            run_operations += batch_len(&command);
+            run.push((at, command));
+        }
+        self.flush_share_run(&mut run, &mut results);
+        results
+            .into_iter()
+            .map(|result| result.expect("every share executed"))
+            .collect()
+    }
+
+    /// Executes a run of `execute_shares` as one engine batch and places its outcomes.
+    fn flush_share_run(
+        &mut self,
+        run: &mut Vec<(usize, engine::Command)>,
+        results: &mut [Option<Vec<u8>>],
+    ) {
+        if run.is_empty() {
+            return;
+        }
+        let catalog = self.engine.catalog_digest();
+        let all: Vec<engine::Operation> = run
+            .iter()
+            .flat_map(|(_, command)| operations_of(command).iter().cloned())
+            .collect();
+        self.cycles.count(run.len());
+        let mut outputs = self.engine.execute_batch(&all).into_iter();
+        for (at, command) in run.drain(..) {
+            assert!(results[at].is_none(), "one result per share");
+            results[at] = Some(outcome_of(&command, &mut outputs).encode());
+        }
+        assert!(outputs.next().is_none(), "one result per operation");
+        assert_eq!(
+            catalog,
+            self.engine.catalog_digest(),
+            "a run holds no DDL: the catalog is the same after it"
+        );
     }
 
     /// The first phase: the vote (a dry run of the share, or `Busy` if another statement
@@ -876,6 +997,7 @@ impl Store {
             .iter()
             .flat_map(|command| operations_of(command).iter().cloned())
             .collect();
+        self.cycles.count(run.len());
         let mut outputs = self.engine.execute_batch(&all).into_iter();
         for command in run.drain(..) {
             results.push(outcome_of(&command, &mut outputs).encode());
@@ -899,6 +1021,38 @@ fn operations_of(command: &engine::Command) -> &[engine::Operation] {
         engine::Command::Explain(_) | engine::Command::Guarded { .. } => {
             unreachable!("explains and guards are never batched")
         }
+    }
+}
+
+/// Whether a store operation is an engine command `Store::execute_shares` runs in a shared
+/// engine batch with its neighbours: an autocommit statement (one operation or a batch of
+/// them, under any catalog guards) with no DDL, not on the table `kv`, within the engine's
+/// batch bound. Bytes that do not decode are not.
+pub fn shares_a_cycle(operation: &[u8]) -> bool {
+    command_of(operation).is_some_and(|command| shares_cycle(&command))
+}
+
+fn shares_cycle(command: &engine::Command) -> bool {
+    match command {
+        engine::Command::Guarded { command, .. } => shares_cycle(command),
+        engine::Command::Execute(_) | engine::Command::Batch(_) => {
+            !touches_kv(command)
+                && !has_ddl(command)
+                && batch_len(command) <= engine::BATCH_OPERATIONS_MAX
+        }
+        engine::Command::Explain(_) => false,
+    }
+}
+
+/// The command under its catalog guards if every guard matches `digest` (as
+/// `Engine::execute_command` checks them, outermost first), `None` if one does not.
+fn unguarded(command: engine::Command, digest: u64) -> Option<engine::Command> {
+    match command {
+        engine::Command::Guarded { catalog, command } if catalog == digest => {
+            unguarded(*command, digest)
+        }
+        engine::Command::Guarded { .. } => None,
+        command => Some(command),
     }
 }
 

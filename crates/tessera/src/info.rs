@@ -139,12 +139,22 @@ pub fn access_of(
 
 /// One line per storage process, from its `INFO`: protocol, durability, the partition replicas
 /// it runs (primaries, replicas in a view change or recovery), keys over those replicas (a key
-/// is counted once per replica of its partition), and how many of its
-/// gateway's Skyros groups are in 2-RTT mode.
+/// is counted once per replica of its partition), how many of its
+/// gateway's Skyros groups are in 2-RTT mode, and the SQL statements per shared engine batch
+/// its replicas ran (the statements of one log entry share a scan cycle; `-` before any).
 pub fn status_table(config: &runtime::ecast::config::ClusterConfig) -> String {
     let mut table = format!(
-        "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8}\n",
-        "id", "resp", "protocol", "durable", "replicas", "primaries", "view-chg", "keys", "2-rtt"
+        "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8} {:>11}\n",
+        "id",
+        "resp",
+        "protocol",
+        "durable",
+        "replicas",
+        "primaries",
+        "view-chg",
+        "keys",
+        "2-rtt",
+        "stmts/batch"
     );
     let (credentials, ca) = access_of(config);
     let credentials = credentials
@@ -160,8 +170,19 @@ pub fn status_table(config: &runtime::ecast::config::ClusterConfig) -> String {
                         .cloned()
                         .unwrap_or_else(|| "?".to_string())
                 };
+                let number = |name: &str| {
+                    fields
+                        .get(&format!("tessera_{name}"))
+                        .and_then(|value| value.parse::<u64>().ok())
+                };
+                let per_batch = match (number("sql_batches"), number("sql_batched_statements")) {
+                    (Some(batches), Some(statements)) if batches > 0 => {
+                        format!("{:.2}", statements as f64 / batches as f64)
+                    }
+                    _ => "-".to_string(),
+                };
                 table.push_str(&format!(
-                    "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8}\n",
+                    "{:>4}  {:<21} {:<18} {:<7} {:>8} {:>9} {:>10} {:>9} {:>8} {:>11}\n",
                     storage.id,
                     address,
                     field("protocol"),
@@ -171,6 +192,7 @@ pub fn status_table(config: &runtime::ecast::config::ClusterConfig) -> String {
                     field("partition_replicas_not_normal"),
                     keys(&fields),
                     field("skyros_adapt_two_rtt"),
+                    per_batch,
                 ));
             }
             Err(reason) => table.push_str(&format!(

@@ -137,6 +137,11 @@ pub struct GatewayStatus {
     /// view change or a recovery under way).
     pub partition_primaries: AtomicU64,
     pub partition_replicas_not_normal: AtomicU64,
+    /// Over this process's partition replicas (`store::Cycles`): the engine batches of SQL
+    /// statements they ran (a log entry's statements share one, one scan cycle per table)
+    /// and the statements in them. A replica's count starts again at a state transfer.
+    pub sql_batches: AtomicU64,
+    pub sql_batched_statements: AtomicU64,
 }
 
 /// One command for the gateway task.
@@ -2312,6 +2317,11 @@ pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(Strin
         (
             "partition_replicas_not_normal".to_string(),
             load(&status.partition_replicas_not_normal),
+        ),
+        ("sql_batches".to_string(), load(&status.sql_batches)),
+        (
+            "sql_batched_statements".to_string(),
+            load(&status.sql_batched_statements),
         ),
     ]
 }

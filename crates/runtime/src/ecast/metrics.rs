@@ -30,6 +30,9 @@ pub struct ReplicaReport {
     pub primary: bool,
     /// In a normal view (not in a view change or a recovery).
     pub normal: bool,
+    /// A partition replica's shared engine batches (`store::Cycles`: the SQL statements of
+    /// one log entry run as one batch, one scan cycle per table); `None` for a router.
+    pub cycles: Option<store::Cycles>,
 }
 
 /// What a process exposes: its replicas, its gateway's counters and latency histograms.
@@ -152,6 +155,40 @@ impl Collector for ProcessCollector {
             ];
             let metric = lag.encode_family(&labels)?;
             ConstGauge::new(report.op.saturating_sub(report.commit) as i64).encode(metric)?;
+        }
+        // Shared scan cycles per partition replica: statements per batch is the ratio of the
+        // two counters' rates; the largest batch so far beside them.
+        type Cycles = fn(&store::Cycles) -> u64;
+        let cycles: [(&str, &str, Cycles); 3] = [
+            (
+                "replica_sql_batches",
+                "engine batches of SQL statements the replica ran (one scan cycle per table each)",
+                |cycles| cycles.batches,
+            ),
+            (
+                "replica_sql_batched_statements",
+                "SQL statements in those batches",
+                |cycles| cycles.statements,
+            ),
+            (
+                "replica_sql_batch_largest",
+                "the most SQL statements one batch held",
+                |cycles| cycles.largest,
+            ),
+        ];
+        for (name, help, field) in cycles {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for report in &replicas {
+                let Some(counters) = &report.cycles else {
+                    continue;
+                };
+                let labels = [
+                    ("group", report.group.clone()),
+                    ("replica", report.replica.to_string()),
+                ];
+                let metric = family.encode_family(&labels)?;
+                ConstGauge::new(field(counters) as i64).encode(metric)?;
+            }
         }
         let counters = match &*self.metrics.counters.lock().expect("metrics lock") {
             Some(source) => source(),

@@ -1478,6 +1478,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                 commit: hosted.replica.commit_max().0,
                 primary: hosted.replica.is_primary(),
                 normal: hosted.replica.status() == vr::StatusName::Normal,
+                cycles: Some(hosted.replica.state_machine().data().cycles()),
             })
             .collect();
         self.status.metrics.publish_replicas(reports);
@@ -1485,8 +1486,11 @@ impl<R: Replication<Machine = Machine>> Host<R> {
             .partition_replicas_not_normal
             .store(not_normal as u64, Ordering::Relaxed);
         self.status.delivered.store(admitted, Ordering::Relaxed);
-        let mut sums = [0u64; 8];
+        let mut sums = [0u64; 10];
         for hosted in self.partitions.values() {
+            let cycles = hosted.replica.state_machine().data().cycles();
+            sums[8] += cycles.batches;
+            sums[9] += cycles.statements;
             let stats = hosted.replica.stats();
             sums[0] += stats.skyros_nilext_refused;
             sums[1] += stats.skyros_nilext_ignored_lagging;
@@ -1507,6 +1511,8 @@ impl<R: Replication<Machine = Machine>> Host<R> {
             &status.vr_messages_split,
             &status.vr_messages_reassembled,
             &status.vr_messages_refused,
+            &status.sql_batches,
+            &status.sql_batched_statements,
         ];
         for (counter, sum) in counters.into_iter().zip(sums) {
             counter.store(sum, Ordering::Relaxed);

@@ -264,6 +264,7 @@ impl RouterLoop {
                 commit: replica.commit_max().0,
                 primary: replica.is_primary(),
                 normal: replica.status() == StatusName::Normal,
+                cycles: None,
             }]);
         }
         self.step(Input::Tick);

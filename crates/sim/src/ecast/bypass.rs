@@ -647,6 +647,10 @@ pub struct BypassStats {
     pub sql: SqlStats,
     /// `--sql-statements`.
     pub statements: StatementStats,
+    /// SQL modes: the most statements one shared engine batch held (`store::Cycles`), over
+    /// the partition replicas alive at the end (a restarted or transferred replica counts
+    /// from then).
+    pub sql_batch_largest: u64,
 }
 
 pub struct BypassReport {
@@ -849,18 +853,7 @@ impl PartitionData for SimData {
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
         if let Some(sql) = &mut self.sql {
-            let result = sql.0.execute(operation);
-            let answers: Answers = cluster::partition_store::decode_outcomes(&result)
-                .into_iter()
-                .map(|(part, outcome)| {
-                    let bytes = match outcome {
-                        kv::Outcome::Foreign(bytes) => Some(bytes),
-                        _ => None,
-                    };
-                    (u64::from(part), Answer::Sql(bytes))
-                })
-                .collect();
-            return postcard::to_allocvec(&answers).expect("answers serialise");
+            return sql_answers(&sql.0.execute(operation));
         }
         let Ok(txn) = postcard::from_bytes::<Txn>(operation) else {
             return Vec::new();
@@ -871,6 +864,44 @@ impl PartitionData for SimData {
         });
         postcard::to_allocvec(&int_answers(values)).expect("values serialise")
     }
+
+    /// The SQL mode runs a log entry's statements as the runtime does: the batchable ones
+    /// (`PartitionStore::batchable`) put off and run as one shared engine batch.
+    fn batchable(&self, operation: &[u8]) -> bool {
+        self.sql
+            .as_ref()
+            .is_some_and(|sql| sql.0.batchable(operation))
+    }
+
+    fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        if let Some(sql) = &mut self.sql {
+            return sql
+                .0
+                .execute_batch(operations)
+                .iter()
+                .map(|result| sql_answers(result))
+                .collect();
+        }
+        operations
+            .iter()
+            .map(|operation| self.execute(operation))
+            .collect()
+    }
+}
+
+/// A `PartitionStore` result as the SQL mode's `Answers`.
+fn sql_answers(result: &[u8]) -> Vec<u8> {
+    let answers: Answers = cluster::partition_store::decode_outcomes(result)
+        .into_iter()
+        .map(|(part, outcome)| {
+            let bytes = match outcome {
+                kv::Outcome::Foreign(bytes) => Some(bytes),
+                _ => None,
+            };
+            (u64::from(part), Answer::Sql(bytes))
+        })
+        .collect();
+    postcard::to_allocvec(&answers).expect("answers serialise")
 }
 
 fn decode_values(bytes: &[u8]) -> Option<Answers> {
@@ -2123,6 +2154,15 @@ impl BypassSimulation {
         if let Some(statements) = &self.statements {
             self.stats.statements = statements.stats.clone();
         }
+        self.stats.sql_batch_largest = self
+            .partitions
+            .iter()
+            .flat_map(|node| &node.members)
+            .filter_map(|member| member.replica.as_ref())
+            .filter_map(|replica| replica.state_machine().data().sql_store())
+            .map(|store| store.cycles.largest)
+            .max()
+            .unwrap_or(0);
         if let Some(sql) = &self.sql {
             self.stats.sql = sql.stats.clone();
         }
