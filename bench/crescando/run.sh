@@ -69,11 +69,13 @@ if [[ -n "${TESSERA_FROM:-}" ]]; then
     cp "$TESSERA_FROM"/raw.jsonl "$TESSERA_FROM"/tessera-*.txt "$WORK"/
 else
 log "starting tessera dev (3 replicas, memory durability)"
-"$TESSERA" dev --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
-    --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
+# --insecure: `tessera dev` otherwise creates a password, which `tessera bench ticket` does not
+# send (it then fails with "invalid configuration").
+"$TESSERA" dev --insecure --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
+    --metrics-port 0 --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
 DEV_PID=$!
-for _ in $(seq 1 100); do
-    if grep -q "primary" "$WORK/tessera-dev.log" 2>/dev/null; then break; fi
+for _ in $(seq 1 600); do
+    if grep -q "Tessera dev cluster ready" "$WORK/tessera-dev.log" 2>/dev/null; then break; fi
     sleep 0.2
 done
 sleep 1
@@ -84,8 +86,9 @@ log "tessera: levels $TESSERA_LEVELS"
 bench tessera "$HOSTS" --concurrency "$TESSERA_LEVELS" --mixes default
 ps -o rss=,args= -C tessera | awk '{printf "tessera rss MB %.0f %s\n", $1/1024, $0}' | head -3 >"$WORK/tessera-rss.txt" || true
 kill "$DEV_PID"; wait "$DEV_PID" 2>/dev/null || true; DEV_PID=""
-grep -h "view" "$WORK"/tessera/r*.log | tail -n 5 >"$WORK/tessera-views.txt" || true
-grep -c "ViewChange" "$WORK"/tessera/r0.log >"$WORK/tessera-view-changes.txt" || true
+# View changes of the partition groups, per storage process's log.
+grep -h "ViewChange" "$WORK"/tessera/storage-*.log | tail -n 5 >"$WORK/tessera-views.txt" || true
+grep -c "ViewChange" "$WORK"/tessera/storage-*.log >"$WORK/tessera-view-changes.txt" || true
 fi
 
 # --- PostgreSQL 15 -------------------------------------------------------------------------

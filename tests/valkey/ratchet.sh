@@ -4,8 +4,8 @@
 # runs the Valkey units below against it (tests/valkey/run.sh), and fails if a case listed in
 # tests/valkey/expected-passes.txt did not pass; cases that pass and are not listed yet are
 # printed, to be added. Ports: the cluster on 20010 (and 20110, 20210), the harness's own
-# clients on 20468–20563 (VALKEY_BASEPORT 20500): a range no test uses, since the ratchet runs
-# beside the tests (scripts/test, "Two lanes").
+# clients on 20468–20563 (VALKEY_BASEPORT 20500): a range no test uses, so that it may run while
+# tests do.
 #
 #   tests/valkey/ratchet.sh                 the CI run
 #   tests/valkey/ratchet.sh --canary        the ratchet's canary: INCR broken on purpose
