@@ -23,24 +23,8 @@ use engine::{
 };
 use placement::{Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
+use stdx::Prng;
 use vr::StateMachine;
-
-/// splitmix64: deterministic, no OS randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
 
 const TABLE: &str = "t";
 const KEYS: i64 = 40;
@@ -74,7 +58,7 @@ fn payload(command: &Command, target: SqlTarget) -> Vec<u8> {
     .encode()
 }
 
-fn compare(rng: &mut Rng) -> Predicate {
+fn compare(rng: &mut Prng) -> Predicate {
     let op = [
         CompareOp::Equal,
         CompareOp::Less,
@@ -88,7 +72,7 @@ fn compare(rng: &mut Rng) -> Predicate {
     }
 }
 
-fn rows(rng: &mut Rng) -> (Vec<Vec<Value>>, Vec<Vec<u8>>) {
+fn rows(rng: &mut Prng) -> (Vec<Vec<Value>>, Vec<Vec<u8>>) {
     let count = 1 + rng.below(3);
     let mut keys: Vec<i64> = (0..count).map(|_| rng.below(KEYS as u64) as i64).collect();
     keys.sort_unstable();
@@ -109,7 +93,7 @@ fn rows(rng: &mut Rng) -> (Vec<Vec<Value>>, Vec<Vec<u8>>) {
 /// A random statement's store payload, as a gateway plans them: non-key queries and updates
 /// over every partition, key statements and inserts to the partitions of their keys, now and
 /// then DDL, a catalog guard (matching or stale), a two-phase statement, SQL on `kv`.
-fn statement(rng: &mut Rng, catalog: u64) -> Vec<u8> {
+fn statement(rng: &mut Prng, catalog: u64) -> Vec<u8> {
     let select = |predicate| Operation::Select {
         table: TABLE.into(),
         columns: Vec::new(),
@@ -265,7 +249,7 @@ fn statement(rng: &mut Rng, catalog: u64) -> Vec<u8> {
 /// The ops of one log entry, and the generator's clock (timestamps of shares, client request
 /// numbers).
 struct Generator {
-    rng: Rng,
+    rng: Prng,
     timestamp: u64,
     number: u64,
 }
@@ -441,7 +425,7 @@ fn catalog(machine: &PartitionMachine<Checked>) -> u64 {
 /// replica ran.
 fn run(seed: u64, entries: usize, bug: bool) -> (Option<String>, u64) {
     let mut generator = Generator {
-        rng: Rng(seed),
+        rng: Prng::new(seed),
         timestamp: 0,
         number: 10,
     };
