@@ -7,7 +7,8 @@
 One line per binary, tab-separated: the package's directory (where `cargo test` runs it), the
 executable, and the label `cargo test` prints ("tests/x.rs (target/debug/deps/x-…)"). The order
 is cargo's: by package name, a package's unit tests before its integration tests, then by target
-name. `scripts/test` runs the two lists side by side (see there, "Two lanes").
+name. `scripts/test` runs the two lists side by side (see there, "Two lanes"). A package is named by
+its directory (crates/<name>), which is its name for every crate of this workspace.
 """
 
 import json
