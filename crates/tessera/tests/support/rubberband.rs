@@ -104,30 +104,88 @@ pub fn check_preload(port: u16) -> Result<(), String> {
 const PROBES: usize = 32;
 
 /// After change `round`: SETs every probe key through `stale`, a gateway no checked client
-/// uses (it learns a new configuration only when one of its own commands is answered `Moved`
-/// or refused, so its first SET of a key that moved goes to the group that gave it away), then
-/// reads each back through `fresh`. A SET that group acknowledged without executing it (a
+/// uses (it learns a new configuration only when one of its own messages is answered `Moved`
+/// or refused, so SETs it plans before that go to the groups that gave their keys away), all
+/// at once (`probe_delayed`), then reads each back through `fresh`. A SET that group acknowledged without executing it (a
 /// nilext gate that ignores cuts) shows up here as lost.
 pub fn probe(stale: u16, fresh: u16, round: usize) -> Result<(), String> {
+    probe_delayed(stale, fresh, round, &[])
+}
+
+/// How long every frame a process sends waits while `probe_delayed` writes.
+const PROBE_PEER_DELAY_MICROS: u64 = 25_000;
+
+/// `probe`, with every process of `delayed` (client ports) sending its frames
+/// `PROBE_PEER_DELAY_MICROS` late while the SETs run (`DEBUG PEER-DELAY`: a uniformly slow
+/// network).
+///
+/// The SETs go out together, one connection each, released at once: a gateway stays behind a
+/// configuration change only until one of its messages through the routers is refused, and a
+/// completed bypass write sends one (its stability notice), so SETs sent one after another
+/// were planned against the old configuration only until the first of them completed. Which
+/// keys that covered, and so whether a SET reached a group that just gave its keys away, was
+/// luck: a `skyros` canary at replication 3 went unnoticed in CI (stop 36). Released together,
+/// every SET is planned before any completes, and every key that moved is sent to the group
+/// that gave it away.
+///
+/// The delay keeps two hops between the two ways such a SET can complete. A retired group's
+/// gate that wrongly clears it is caught only if its supermajority of acknowledgements (one
+/// hop after each member received it) reaches the gateway before the primary's ordered
+/// `Moved` reply (three hops after the primary received it: prepare, prepare-ok, reply); on a
+/// loaded machine a member that reads the request late lets the reply win.
+pub fn probe_delayed(stale: u16, fresh: u16, round: usize, delayed: &[u16]) -> Result<(), String> {
     let connect = |port| RespClient::connect(port, Duration::from_secs(1));
-    let (mut writer, mut reader) = (
-        connect(stale).map_err(|e| e.to_string())?,
-        connect(fresh).map_err(|e| e.to_string())?,
-    );
+    let set_delay = |micros: u64| -> Result<(), String> {
+        for port in delayed {
+            let mut client = connect(*port).map_err(|e| e.to_string())?;
+            let answer = client
+                .call(&arguments(&["DEBUG", "PEER-DELAY", &micros.to_string()]))
+                .map_err(|e| e.to_string())?;
+            if answer != Value::Simple("OK".into()) {
+                return Err(format!("DEBUG PEER-DELAY on {port} answered {answer:?}"));
+            }
+        }
+        Ok(())
+    };
+    let value = |index: usize| format!("r{round}-{index}");
+    let mut writers = (0..PROBES)
+        .map(|_| connect(stale).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut reader = connect(fresh).map_err(|e| e.to_string())?;
+    set_delay(PROBE_PEER_DELAY_MICROS)?;
+    let start = std::sync::Barrier::new(PROBES);
+    let answers: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = writers
+            .iter_mut()
+            .enumerate()
+            .map(|(index, writer)| {
+                let (start, value) = (&start, &value);
+                scope.spawn(move || {
+                    let key = format!("probe{index}");
+                    start.wait();
+                    match writer.call(&arguments(&["SET", &key, &value(index)])) {
+                        Ok(Value::Simple(ok)) if ok == "OK" => Ok(()),
+                        Ok(answer) => Err(format!("SET {key} answered {answer:?}")),
+                        Err(error) => Err(format!("SET {key}: {error}")),
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| thread.join().expect("a probe writer panicked"))
+            .collect()
+    });
+    set_delay(0)?;
+    answers.into_iter().collect::<Result<Vec<()>, String>>()?;
     let mut lost = Vec::new();
     for index in 0..PROBES {
-        let (key, value) = (format!("probe{index}"), format!("r{round}-{index}"));
-        let answer = writer
-            .call(&arguments(&["SET", &key, &value]))
-            .map_err(|e| e.to_string())?;
-        if answer != Value::Simple("OK".into()) {
-            return Err(format!("SET {key} answered {answer:?}"));
-        }
+        let key = format!("probe{index}");
         let read = reader
             .call(&arguments(&["GET", &key]))
             .map_err(|e| e.to_string())?;
-        if read != Value::Bulk(value.clone().into_bytes()) {
-            lost.push(format!("{key}={value} read back as {read:?}"));
+        if read != Value::Bulk(value(index).into_bytes()) {
+            lost.push(format!("{key}={} read back as {read:?}", value(index)));
         }
     }
     if lost.is_empty() {
@@ -334,7 +392,7 @@ pub fn regrouping(
     let mut lost = Vec::new();
     let mut change = |words: &[&str], round: usize| {
         let output = cluster.admin_ok(words);
-        if let Err(reason) = probe(stale, fresh, round) {
+        if let Err(reason) = probe_delayed(stale, fresh, round, &cluster.client_ports) {
             eprintln!("{reason}");
             lost.push(reason);
         }
