@@ -24,7 +24,7 @@ use engine::{
 use placement::{Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 use stdx::Prng;
-use vr::StateMachine;
+use vr::{ClientId, RequestNumber, StateMachine};
 
 const TABLE: &str = "t";
 const KEYS: i64 = 40;
@@ -267,8 +267,8 @@ impl Generator {
             0..=11 => {
                 self.number += 1;
                 PartitionOperation::Single {
-                    client: 1 + self.rng.below(6),
-                    number: self.number,
+                    client: ClientId(1 + self.rng.below(6)),
+                    number: RequestNumber(self.number),
                     operation: statement(&mut self.rng, catalog),
                 }
             }
@@ -294,8 +294,8 @@ impl Generator {
                 PartitionOperation::Watermark(Timestamp(watermark))
             }
             18 => PartitionOperation::Query(PartitionQuery::Result {
-                client: 1 + self.rng.below(6),
-                number: self.number.saturating_sub(self.rng.below(3)),
+                client: ClientId(1 + self.rng.below(6)),
+                number: RequestNumber(self.number.saturating_sub(self.rng.below(3))),
             }),
             _ => PartitionOperation::Query(PartitionQuery::Answer {
                 timestamp: Timestamp(self.timestamp.saturating_sub(self.rng.below(3))),
@@ -407,8 +407,8 @@ fn machine(bug: bool) -> PartitionMachine<Checked> {
     );
     for (number, operation) in [create, insert].into_iter().enumerate() {
         let single = PartitionOperation::Single {
-            client: 100,
-            number: number as u64 + 1,
+            client: ClientId(100),
+            number: RequestNumber(number as u64 + 1),
             operation,
         };
         machine.apply(&single.encode());

@@ -1208,14 +1208,14 @@ impl<A: Clone> Gateway<A> {
         };
         let (kind, operation) = if ask_result {
             let query = PartitionQuery::Result {
-                client: client.0,
-                number: number.0,
+                client: client,
+                number: number,
             };
             (RequestKind::Read, PartitionOperation::Query(query))
         } else {
             let operation = PartitionOperation::Single {
-                client: client.0,
-                number: number.0,
+                client: client,
+                number: number,
                 operation: self.pending[&id].command.payload().to_vec(),
             };
             (RequestKind::Write, operation)
@@ -1301,8 +1301,8 @@ impl<A: Clone> Gateway<A> {
             self.stats.nilext_slow_rounds += 1;
         }
         let operation = PartitionOperation::Single {
-            client: client.0,
-            number: number.0,
+            client: client,
+            number: number,
             operation: payload.to_vec(),
         }
         .encode();
@@ -1397,8 +1397,8 @@ impl<A: Clone> Gateway<A> {
                 self.stats.nilext_slow_hopeless += 1;
                 let number = request;
                 let operation = PartitionOperation::Single {
-                    client: client.0,
-                    number: number.0,
+                    client: client,
+                    number: number,
                     operation: self.pending[&id].command.payload().to_vec(),
                 };
                 effects.push(GatewayEffect::PartitionRequest {
