@@ -114,7 +114,7 @@ fn primary_of(cluster: &PartitionedCluster, partition: u64) -> Option<(u64, usiz
         }
         let log = std::fs::read_to_string(cluster.directory.join(&cluster.storage_logs[index]))
             .unwrap_or_default();
-        let Some(last) = log.lines().filter(|line| line.contains(&prefix)).last() else {
+        let Some(last) = log.lines().rfind(|line| line.contains(&prefix)) else {
             continue;
         };
         if !last.contains(" Normal (primary)") {

@@ -557,8 +557,8 @@ impl BypassSimulation {
                     };
                     let released = Msg::PartitionReleased {
                         partition: id,
-                        client: client,
-                        number: number,
+                        client,
+                        number,
                         result,
                     };
                     self.send(from, Node::Gateway(gateway), released);
@@ -571,7 +571,7 @@ impl BypassSimulation {
                     };
                     let reply = Reply {
                         view: replica_view,
-                        client: client,
+                        client,
                         request: number,
                         result: PartitionResult::Moved.encode(),
                     };
