@@ -269,6 +269,34 @@ struct Generator {
     executed: u64,
 }
 
+/// The payloads that create the table and insert keys `0..KEYS`, each row's `g` being
+/// `(k + shift) % 5` and its `v` `prefix` followed by `k`.
+fn populate(shift: i64, prefix: &str) -> [Vec<u8>; 2] {
+    let create = payload(
+        &Command::Execute(Operation::CreateTable { schema: schema() }),
+        everywhere(),
+    );
+    let rows: Vec<Vec<Value>> = (0..KEYS)
+        .map(|k| {
+            vec![
+                Value::BigInt(k),
+                Value::BigInt((k + shift) % 5),
+                Value::Text(format!("{prefix}{k}")),
+            ]
+        })
+        .collect();
+    let insert = payload(
+        &Command::Execute(Operation::Insert {
+            table: TABLE.into(),
+            columns: Vec::new(),
+            rows,
+            on_conflict: OnConflict::Error,
+        }),
+        SqlTarget::Keys((0..KEYS).map(placement_key).collect()),
+    );
+    [create, insert]
+}
+
 /// The group the partition gives its upper quarter to.
 const GIVEN_TO: ProcessId = ProcessId(7);
 /// The group it takes the upper quarter back from.
@@ -288,28 +316,7 @@ fn moving() -> PositionSet {
 /// rows of its own (`v` = "d…"), exported as a cut exports them.
 fn returned_copy() -> Vec<u8> {
     let mut store = PartitionStore::new(PositionSet::whole(), KeyPlacement::hash());
-    let create = payload(
-        &Command::Execute(Operation::CreateTable { schema: schema() }),
-        everywhere(),
-    );
-    let rows: Vec<Vec<Value>> = (0..KEYS)
-        .map(|k| {
-            vec![
-                Value::BigInt(k),
-                Value::BigInt((k + 1) % 5),
-                Value::Text(format!("d{k}")),
-            ]
-        })
-        .collect();
-    let insert = payload(
-        &Command::Execute(Operation::Insert {
-            table: TABLE.into(),
-            columns: Vec::new(),
-            rows,
-            on_conflict: OnConflict::Error,
-        }),
-        SqlTarget::Keys((0..KEYS).map(placement_key).collect()),
-    );
+    let [create, insert] = populate(1, "d");
     store.execute(&create);
     store.execute(&insert);
     store.export(&moving())
@@ -544,28 +551,7 @@ fn machine(bug: bool) -> PartitionMachine<Checked> {
         bug,
     };
     let mut machine = PartitionMachine::new(data, PartitionMachineSettings::default());
-    let create = payload(
-        &Command::Execute(Operation::CreateTable { schema: schema() }),
-        everywhere(),
-    );
-    let rows: Vec<Vec<Value>> = (0..KEYS)
-        .map(|k| {
-            vec![
-                Value::BigInt(k),
-                Value::BigInt(k % 5),
-                Value::Text(format!("v{k}")),
-            ]
-        })
-        .collect();
-    let insert = payload(
-        &Command::Execute(Operation::Insert {
-            table: TABLE.into(),
-            columns: Vec::new(),
-            rows,
-            on_conflict: OnConflict::Error,
-        }),
-        SqlTarget::Keys((0..KEYS).map(placement_key).collect()),
-    );
+    let [create, insert] = populate(0, "v");
     for (number, operation) in [create, insert].into_iter().enumerate() {
         let single = PartitionOperation::Single {
             client: ClientId(100),
