@@ -430,12 +430,16 @@ impl PartitionData for PartitionStore {
         let transactions = self
             .store
             .transactions_where(|schema, row| self.row_in(range, schema, row));
+        // The keys' write counters: the receiver's become greater than these, so a key WATCH
+        // read here and EXEC reserves there is seen as changed (`kv::KvStore::absorb_versions`).
+        let versions = self.store.kv.versions();
         postcard::to_allocvec(&(
             records,
             Some(tables),
             &self.store.prepared,
             locks,
             transactions,
+            versions,
         ))
         .expect("records serialise")
     }
@@ -447,9 +451,11 @@ impl PartitionData for PartitionStore {
             store::prepared::Prepared,
             Vec<(Vec<u8>, kv::Lock)>,
             store::transactions::Transactions,
+            Vec<u64>,
         );
-        let (records, tables, prepared, locks, transactions): Records =
+        let (records, tables, prepared, locks, transactions, versions): Records =
             postcard::from_bytes(records).unwrap_or_default();
+        self.store.kv.absorb_versions(&versions);
         for (key, record) in records {
             // A record that does not decode is dropped (never a panic on received bytes).
             let _ = self.store.kv.insert_record(key, &record);

@@ -145,7 +145,7 @@ pub enum Command {
     /// (`docs/internals/redis.md`, "Multi-key commands"): lock `key` for the command `owner`
     /// until `until_ms` (unix milliseconds; `keys` are every key the command locks, so that
     /// whoever finds the lock stale can release all of them in one ordered message) and read
-    /// its record (`Outcome::Value`, `None` if absent at the stamp). Refused with
+    /// its record and write counter (`Outcome::Reserved`). Refused with
     /// `KvError::Locked` if another owner holds the key; taken again by the same owner.
     Reserve {
         key: Bytes,
@@ -548,6 +548,9 @@ pub enum Outcome {
     /// `engine::Outcome`'s bytes for a SQL statement), carried opaque by the partitioned
     /// cluster's gateways and answers; never produced by a `Command`.
     Foreign(Bytes),
+    /// Slot 8. A reservation's read (`Command::Reserve`): the key's record (`None` if absent
+    /// at the stamp) and its write counter (`KvStore::version`), which WATCH compares.
+    Reserved { record: Option<Bytes>, version: u64 },
 }
 
 impl Outcome {
@@ -585,13 +588,78 @@ pub struct KvStore {
     /// gateways read back to decide which keyspace notifications to send; in snapshots
     /// (format 5).
     notify_flags: i64,
+    /// The keys' write counters (`version`): replicated state, in snapshots (format 6).
+    versions: Versions,
 }
 
-/// The snapshot's format byte (the first byte of `snapshot`): 5 adds the raw strings and the
+/// How many write counters a store keeps: keys share them by a hash of the key.
+const VERSION_BUCKETS: usize = 1024;
+
+/// Write counters for WATCH (`docs/internals/redis.md`, "WATCH"): every write of a key, and
+/// every delete, adds one to its bucket's counter, so a key's version differs whenever the key
+/// was written since it was read (and sometimes when another key of its bucket was: such an
+/// EXEC answers nil and the client retries, as after a real change). Empty until the first
+/// write (all zero); shared between copies until one of them writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Versions(std::sync::Arc<Vec<u64>>);
+
+impl Versions {
+    /// The bucket of `key`: FNV-1a, fixed here so that every replica and every version of
+    /// Tessera places a key in the same bucket.
+    fn bucket(key: &[u8]) -> usize {
+        let hash = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        (hash % VERSION_BUCKETS as u64) as usize
+    }
+
+    fn get(&self, key: &[u8]) -> u64 {
+        self.0.get(Versions::bucket(key)).copied().unwrap_or(0)
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        let counters = std::sync::Arc::make_mut(&mut self.0);
+        if counters.is_empty() {
+            counters.resize(VERSION_BUCKETS, 0);
+        }
+        let bucket = &mut counters[Versions::bucket(key)];
+        *bucket = bucket.wrapping_add(1);
+        debug_assert!(*bucket != 0, "a version counter wrapped");
+    }
+
+    /// Takes in another store's counters (a copy of keys that lived there): every counter
+    /// becomes greater than both, so that a key read there and read here after it moved has
+    /// two different versions whatever happened to it in between.
+    fn absorb(&mut self, other: &[u64]) {
+        let counters = std::sync::Arc::make_mut(&mut self.0);
+        if counters.is_empty() {
+            counters.resize(VERSION_BUCKETS, 0);
+        }
+        for (index, counter) in counters.iter_mut().enumerate() {
+            let theirs = other.get(index).copied().unwrap_or(0);
+            *counter = (*counter).max(theirs).wrapping_add(1);
+        }
+    }
+
+    /// The counters, for a snapshot or a copy (empty: all zero).
+    fn counters(&self) -> &[u64] {
+        &self.0
+    }
+
+    /// From a snapshot's counters; `None` unless empty or one per bucket.
+    fn from_counters(counters: Vec<u64>) -> Option<Versions> {
+        (counters.is_empty() || counters.len() == VERSION_BUCKETS)
+            .then(|| Versions(std::sync::Arc::new(counters)))
+    }
+}
+
+/// The snapshot's format byte (the first byte of `snapshot`): 6 adds the write counters
+/// (`Versions`), 5 adds the raw strings and the
 /// keyspace notification flags, 4 the
 /// encoding limits; 4, 3 (entries and locks) and 2 (entries only) are still restored, with
 /// Redis's default limits and no raw strings.
-const SNAPSHOT_FORMAT: u8 = 5;
+const SNAPSHOT_FORMAT: u8 = 6;
+const SNAPSHOT_FORMAT_RAW_STRINGS: u8 = 5;
 const SNAPSHOT_FORMAT_LIMITS: u8 = 4;
 const SNAPSHOT_FORMAT_LOCKS: u8 = 3;
 const SNAPSHOT_FORMAT_ENTRIES_ONLY: u8 = 2;
@@ -661,6 +729,23 @@ impl KvStore {
         self.entries.len()
     }
 
+    /// The write counter of `key` (`Versions`): it changes whenever the key is written or
+    /// deleted, whether or not it holds a value. WATCH compares it, with the record.
+    pub fn version(&self, key: &[u8]) -> u64 {
+        self.versions.get(key)
+    }
+
+    /// Every write counter, for a copy of keys to another store (`absorb_versions`).
+    pub fn versions(&self) -> Vec<u64> {
+        self.versions.counters().to_vec()
+    }
+
+    /// Takes in the write counters of the store a copy of keys came from (`versions`): after
+    /// it, every key's version here differs from any it had there.
+    pub fn absorb_versions(&mut self, versions: &[u64]) {
+        self.versions.absorb(versions);
+    }
+
     /// Bytes of every key and value in the store (kept up to date, not counted).
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -669,6 +754,7 @@ impl KvStore {
     /// Inserts or overwrites, keeping `bytes`; the previous entry.
     fn put_entry(&mut self, key: Bytes, entry: Entry) -> Option<Entry> {
         let (key_len, value_len) = (key.len() as u64, entry.bytes());
+        self.versions.touch(&key);
         self.raw_strings.remove(&key);
         let previous = self.entries.insert(key, entry);
         match &previous {
@@ -687,6 +773,9 @@ impl KvStore {
     fn take(&mut self, key: &[u8]) -> Option<Entry> {
         self.raw_strings.remove(key);
         let previous = self.entries.remove(key);
+        if previous.is_some() {
+            self.versions.touch(key);
+        }
         if let Some(old) = &previous {
             self.bytes -= key.len() as u64 + old.bytes();
         }
@@ -872,6 +961,22 @@ impl KvStore {
                 keys: lock.keys.clone(),
                 until_ms: lock.until_ms,
             });
+        }
+        if !matches!(
+            command,
+            Command::At { .. }
+                | Command::Pipeline { .. }
+                | Command::Reserve { .. }
+                | Command::Commit { .. }
+                | Command::Release { .. }
+                | Command::Reclaim { .. }
+        ) {
+            // A write changes the versions of every key it names, whether or not it changes
+            // the value (in place, as HSET does, or not at all): WATCH sees it as Redis does
+            // (`put_entry` and `take` count whole writes and deletes, `commit` among them).
+            for key in command.keys() {
+                self.versions.touch(key);
+            }
         }
         if let (Command::Reclaim { key }, Some(now_ms)) = (command, now_ms) {
             let expired = self
@@ -1590,6 +1695,7 @@ impl StateMachine for KvStore {
                 &self.limits,
                 raw_strings,
                 self.notify_flags,
+                self.versions.counters(),
             ))
             .expect("snapshots serialise"),
         );
@@ -1613,18 +1719,31 @@ impl StateMachine for KvStore {
             EncodingLimits,
             Vec<Bytes>,
             i64,
+            Vec<u64>,
         );
-        let (pairs, locks, limits, raw_strings, notify_flags): Decoded = match snapshot
+        let (pairs, locks, limits, raw_strings, notify_flags, versions): Decoded = match snapshot
             .split_first()
         {
             Some((&SNAPSHOT_FORMAT, rest)) => postcard::from_bytes(rest).map_err(decode_error)?,
+            Some((&SNAPSHOT_FORMAT_RAW_STRINGS, rest)) => {
+                let (pairs, locks, limits, raw_strings, notify_flags) =
+                    postcard::from_bytes(rest).map_err(decode_error)?;
+                (pairs, locks, limits, raw_strings, notify_flags, Vec::new())
+            }
             Some((&SNAPSHOT_FORMAT_LIMITS, rest)) => {
                 let (pairs, locks, limits) = postcard::from_bytes(rest).map_err(decode_error)?;
-                (pairs, locks, limits, Vec::new(), 0)
+                (pairs, locks, limits, Vec::new(), 0, Vec::new())
             }
             Some((&SNAPSHOT_FORMAT_LOCKS, rest)) => {
                 let (pairs, locks) = postcard::from_bytes(rest).map_err(decode_error)?;
-                (pairs, locks, EncodingLimits::default(), Vec::new(), 0)
+                (
+                    pairs,
+                    locks,
+                    EncodingLimits::default(),
+                    Vec::new(),
+                    0,
+                    Vec::new(),
+                )
             }
             Some((&SNAPSHOT_FORMAT_ENTRIES_ONLY, rest)) => (
                 postcard::from_bytes(rest).map_err(decode_error)?,
@@ -1632,9 +1751,12 @@ impl StateMachine for KvStore {
                 EncodingLimits::default(),
                 Vec::new(),
                 0,
+                Vec::new(),
             ),
             _ => return Err(malformed("unknown snapshot format".into())),
         };
+        let versions = Versions::from_counters(versions)
+            .ok_or_else(|| malformed("the write counters are not one per bucket".into()))?;
         let mut entries = OrdMap::new();
         for (key, record) in pairs {
             let entry = Entry::from_record(&record)
@@ -1659,6 +1781,7 @@ impl StateMachine for KvStore {
         self.limits = limits;
         self.raw_strings = raw_strings.into_iter().collect();
         self.notify_flags = notify_flags;
+        self.versions = versions;
         self.recount();
         Ok(())
     }

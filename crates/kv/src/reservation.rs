@@ -125,7 +125,10 @@ impl KvStore {
             },
         );
         // `execute_at` already deleted the key if it was expired at the stamp.
-        Outcome::Value(self.entries.get(key).map(Entry::to_record))
+        Outcome::Reserved {
+            record: self.entries.get(key).map(Entry::to_record),
+            version: self.version(key),
+        }
     }
 
     pub(crate) fn commit(&mut self, key: &[u8], owner: u64, write: &CommitWrite) -> Outcome {

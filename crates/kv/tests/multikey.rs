@@ -316,10 +316,15 @@ fn reserve(key: &str, owner: u64, all: &[&str]) -> Command {
 fn a_reserved_key_refuses_other_writes_and_reservations_but_not_reads() {
     let mut store = KvStore::new();
     put(&mut store, "k", "v");
+    let version = store.version(b"k");
     assert_eq!(
         store.execute(&reserve("k", 7, &["k", "elsewhere"])),
-        Outcome::Value(Some(Entry::string(bytes("v")).to_record()))
+        Outcome::Reserved {
+            record: Some(Entry::string(bytes("v")).to_record()),
+            version
+        }
     );
+    assert_eq!(store.version(b"k"), version, "a reservation writes nothing");
     let locked = Outcome::Error(KvError::Locked {
         owner: 7,
         keys: vec![bytes("k"), bytes("elsewhere")],
@@ -352,7 +357,7 @@ fn a_reserved_key_refuses_other_writes_and_reservations_but_not_reads() {
     // The same owner takes it again (a retried reservation).
     assert!(matches!(
         store.execute(&reserve("k", 7, &["k"])),
-        Outcome::Value(_)
+        Outcome::Reserved { .. }
     ));
     // Another owner's commit or release changes nothing.
     let commit = |owner, write| Command::Commit {
@@ -514,9 +519,19 @@ fn an_expired_key_is_absent_for_a_reservation_and_the_transaction() {
             ttl: kv::TtlChange::Set(kv::ExpireTime::AfterMs(100)),
         }),
     });
+    let before = store.version(b"k");
+    let reserved = store.execute(&reserve("k", 1, &["k"]));
+    assert_ne!(
+        store.version(b"k"),
+        before,
+        "deleting the expired key is a write"
+    );
     assert_eq!(
-        store.execute(&reserve("k", 1, &["k"])),
-        Outcome::Value(None)
+        reserved,
+        Outcome::Reserved {
+            record: None,
+            version: store.version(b"k")
+        }
     );
     assert_eq!(
         store.len(),
@@ -541,4 +556,69 @@ fn a_locked_key_is_never_previewed() {
     store.execute(&reserve("k", 3, &["k"]));
     assert_eq!(store.preview_commands([&increment]), None);
     assert_eq!(store.preview(&increment.encode()), None);
+}
+
+/// WATCH's write counters (`KvStore::version`): every write of a key changes its version, even
+/// one that leaves the record as it was (INCR then DECR; SET, DEL, SET of the same value), which
+/// a record comparison alone misses (redis_multi.rs lost one transfer in 30 runs that way).
+/// Reads and reservations change nothing; snapshots keep the counters; a copy's counters make
+/// every counter of the receiver new.
+#[test]
+fn a_key_written_back_to_its_record_has_a_new_version() {
+    let mut store = KvStore::new();
+    put(&mut store, "k", "5");
+    let reserved = |store: &mut KvStore, owner| match store.execute(&reserve("k", owner, &["k"])) {
+        Outcome::Reserved { record, version } => {
+            store.execute(&at(Command::Release {
+                key: bytes("k"),
+                owner,
+            }));
+            (record, version)
+        }
+        other => panic!("a reservation answers its record: {other:?}"),
+    };
+    let watched = reserved(&mut store, 1);
+    assert_eq!(reserved(&mut store, 2), watched, "nothing was written");
+    store.execute(&Command::Get { key: bytes("k") });
+    assert_eq!(reserved(&mut store, 3), watched, "a read writes nothing");
+    store.execute(&Command::Increment {
+        key: bytes("k"),
+        by: 1,
+    });
+    store.execute(&Command::Increment {
+        key: bytes("k"),
+        by: -1,
+    });
+    let after = reserved(&mut store, 4);
+    assert_eq!(after.0, watched.0, "the record is as it was");
+    assert_ne!(after.1, watched.1, "but the key was written twice");
+
+    // Absent, created, deleted: absent again with a new version.
+    let absent = |store: &mut KvStore| store.version(b"gone");
+    let before = absent(&mut store);
+    put(&mut store, "gone", "x");
+    store.execute(&Command::Delete { key: bytes("gone") });
+    assert_ne!(absent(&mut store), before);
+
+    // A write that changes nothing (HDEL of a missing field on a missing hash) still counts.
+    let version = store.version(b"h");
+    store.execute(&Command::Hash {
+        key: bytes("h"),
+        operation: kv::HashOperation::Delete {
+            fields: vec![bytes("f")],
+        },
+    });
+    assert_ne!(store.version(b"h"), version);
+
+    // Snapshots keep the counters.
+    let mut restored = KvStore::new();
+    restored.restore(&store.snapshot()).unwrap();
+    assert_eq!(restored.version(b"k"), store.version(b"k"));
+    assert_eq!(restored, store);
+
+    // A copy from another store: the receiver's counters pass both stores'.
+    let mut receiver = KvStore::new();
+    receiver.absorb_versions(&store.versions());
+    assert!(receiver.version(b"k") > store.version(b"k"));
+    assert!(receiver.version(b"never") > store.version(b"never"));
 }

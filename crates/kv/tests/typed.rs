@@ -944,7 +944,12 @@ fn typed_values_and_expiries_survive_snapshots_and_copy_records() {
     for (key, record) in store.records_after(None) {
         copy.insert_record(key.clone(), &record).unwrap();
     }
-    assert_eq!(copy, store);
+    // The same records (the write counters are the receiver's own: WATCH's, not data).
+    assert_eq!(
+        copy.records_after(None).collect::<Vec<_>>(),
+        store.records_after(None).collect::<Vec<_>>()
+    );
+    assert_eq!(copy.bytes(), store.bytes());
     assert_eq!(copy.entry(b"l").unwrap().expires_at_ms, Some(5_000));
     assert_eq!(
         run(&mut copy, at(4_999, list("l", ListOperation::Len))),

@@ -239,6 +239,31 @@ with r.pipeline() as pipe:
     except redis.WatchError:
         pass
 assert r.get(keys[1]) == '130', 'nothing of the aborted transaction was written'
+# A write that puts the watched value back (ABA) aborts EXEC too, as in Redis: the client may
+# have read the value in between (a transfer then lost an update; kv::Versions).
+with r.pipeline() as pipe:
+    pipe.watch(keys[2])
+    other.incr(keys[2]); assert int(pipe.get(keys[2])) == 101
+    other.decr(keys[2])
+    pipe.multi()
+    pipe.set(keys[2], 'lost')
+    try:
+        pipe.execute()
+        raise AssertionError('EXEC must fail after a watched key was written back')
+    except redis.WatchError:
+        pass
+# The same for a key absent at WATCH and at EXEC, created and deleted in between.
+with r.pipeline() as pipe:
+    pipe.watch('watched-absent')
+    other.set('watched-absent', 1); other.delete('watched-absent')
+    pipe.multi()
+    pipe.set('watched-absent', 'lost')
+    try:
+        pipe.execute()
+        raise AssertionError('EXEC must fail after a watched absent key was created and deleted')
+    except redis.WatchError:
+        pass
+assert r.get(keys[2]) == '100' and r.get('watched-absent') is None
 r.set(keys[0], 70)
 # Optimistic transfers from 4 threads, each retried on WatchError: the total is kept.
 def transfer(source, target, times):

@@ -277,7 +277,7 @@ impl Scripts {
         read_only: bool,
         undeclared: &Mutex<Vec<Vec<u8>>>,
     ) -> Value {
-        let result = transaction::run_reserved(jobs, reserved, |records| {
+        let result = transaction::run_reserved(jobs, reserved, &[], |records| {
             let run = self.run_once(body, keys, arguments, read_only, records);
             async move {
                 match run.await {

@@ -61,14 +61,25 @@ pub(super) fn distinct_keys<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec
 /// between two attempts.
 const UNRESERVED_ROUNDS_MAX: usize = 8;
 
-/// Runs `commands` (stamped) atomically over every key they name and `watched` (keys with the
-/// record each held at WATCH; the command aborts if any differs now): their outcomes, in order.
+/// A watched key as WATCH read it: its record (`None`: absent) and its write counter
+/// (`kv::KvStore::version`). EXEC aborts if either differs when it reserves the key: the
+/// counter catches a write that put the same record back, which the client may have read in
+/// between (a GET after WATCH seeing a value that was then undone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct WatchedKey {
+    pub key: Bytes,
+    pub record: Option<Bytes>,
+    pub version: u64,
+}
+
+/// Runs `commands` (stamped) atomically over every key they name and `watched` (keys as WATCH
+/// read them; the command aborts if any was written since): their outcomes, in order.
 /// A SORT whose BY or GET patterns name keys not reserved releases everything and runs again
 /// with those keys reserved too, so that every key it reads is read at one point of the order.
 pub(super) async fn run(
     jobs: &mpsc::Sender<Job>,
     commands: &[Command],
-    watched: &[(Bytes, Option<Bytes>)],
+    watched: &[WatchedKey],
 ) -> Result<Vec<Outcome>, TransactionError> {
     let mut extra: Vec<Bytes> = Vec::new();
     for _ in 0..UNRESERVED_ROUNDS_MAX {
@@ -76,22 +87,13 @@ pub(super) async fn run(
             commands
                 .iter()
                 .flat_map(Command::keys)
-                .chain(watched.iter().map(|(key, _)| key.as_slice()))
+                .chain(watched.iter().map(|watched| watched.key.as_slice()))
                 .chain(extra.iter().map(Vec::as_slice)),
         );
-        let ran = run_reserved(jobs, &keys, |records| {
-            let changed = watched.iter().any(|(key, record)| {
-                records
-                    .iter()
-                    .any(|(reserved, now)| reserved == key && now != record)
-            });
-            let computed = if changed {
-                Err(TransactionError::Watched)
-            } else {
-                kv::run_transaction(&records, commands)
-                    .map(|result| Computed::Commit(result.outcomes, result.writes))
-                    .map_err(TransactionError::Store)
-            };
+        let ran = run_reserved(jobs, &keys, watched, |records| {
+            let computed = kv::run_transaction(&records, commands)
+                .map(|result| Computed::Commit(result.outcomes, result.writes))
+                .map_err(TransactionError::Store);
             std::future::ready(computed)
         })
         .await;
@@ -117,10 +119,13 @@ pub(super) enum Computed<T> {
 /// Reserves `keys` (distinct), runs `compute` on their records and commits (or releases) what
 /// it decided, atomically at the commit's place in the order; retried from the reservation
 /// while another command holds a key (up to `GIVE_UP_MS`) or when the reservation was released
-/// as stale before the commit. An error from `compute` releases the keys and is returned.
+/// as stale before the commit. An error from `compute` releases the keys and is returned. If a
+/// key of `watched` (each among `keys`) was written since WATCH read it, the keys are released
+/// and `TransactionError::Watched` returned, without computing.
 pub(super) async fn run_reserved<T, F, Fut>(
     jobs: &mpsc::Sender<Job>,
     keys: &[Bytes],
+    watched: &[WatchedKey],
     mut compute: F,
 ) -> Result<T, TransactionError>
 where
@@ -132,8 +137,8 @@ where
     loop {
         attempt += 1;
         let owner = crate::os::random_u64();
-        let records = match reserve(jobs, keys, owner).await? {
-            Reserved::All(records) => records,
+        let (records, versions) = match reserve(jobs, keys, owner).await? {
+            Reserved::All(records, versions) => (records, versions),
             Reserved::Refused => {
                 if crate::os::unix_now_ms() > started + GIVE_UP_MS {
                     return Err(TransactionError::Store(KvError::Locked {
@@ -150,8 +155,25 @@ where
             // Test-only: the gateway "dies" holding the locks (neither commit nor release).
             return Err(TransactionError::Store(KvError::Unavailable));
         }
-        let (computed, lost) =
-            compute_renewing(jobs, keys, owner, &records, compute(records.clone())).await;
+        let changed = watched.iter().any(|watched| {
+            let index = keys
+                .iter()
+                .position(|key| *key == watched.key)
+                .expect("every watched key is reserved");
+            records[index].1 != watched.record || versions[index] != watched.version
+        });
+        if changed {
+            release(jobs, keys, owner).await;
+            return Err(TransactionError::Watched);
+        }
+        let (computed, lost) = compute_renewing(
+            jobs,
+            keys,
+            owner,
+            (&records, &versions),
+            compute(records.clone()),
+        )
+        .await;
         let (answer, writes) = match computed {
             Ok(Computed::Commit(_, _)) if lost => {
                 // The lease lapsed while computing and a key changed or went to another
@@ -191,7 +213,7 @@ async fn compute_renewing<Fut, T>(
     jobs: &mpsc::Sender<Job>,
     keys: &[Bytes],
     owner: u64,
-    records: &[(Bytes, Option<Bytes>)],
+    reserved: (&[(Bytes, Option<Bytes>)], &[u64]),
     compute: Fut,
 ) -> (Result<Computed<T>, TransactionError>, bool)
 where
@@ -204,19 +226,19 @@ where
         tokio::select! {
             computed = &mut compute => return (computed, lost),
             () = tokio::time::sleep(period), if !lost => {
-                lost = !renew(jobs, keys, owner, records).await;
+                lost = !renew(jobs, keys, owner, reserved).await;
             }
         }
     }
 }
 
 /// Reserves `keys` again for `owner` (a lease renewal); whether every key was still (or again)
-/// this owner's with the record it had when reserved.
+/// this owner's with the record and write counter it had when reserved.
 async fn renew(
     jobs: &mpsc::Sender<Job>,
     keys: &[Bytes],
     owner: u64,
-    records: &[(Bytes, Option<Bytes>)],
+    (records, versions): (&[(Bytes, Option<Bytes>)], &[u64]),
 ) -> bool {
     let now = crate::os::unix_now_ms();
     let steps = keys
@@ -235,10 +257,15 @@ async fn renew(
         return false;
     };
     outcomes.len() == records.len()
-        && outcomes
-            .into_iter()
-            .zip(records)
-            .all(|(outcome, (_, record))| outcome == Outcome::Value(record.clone()))
+        && outcomes.into_iter().zip(records.iter().zip(versions)).all(
+            |(outcome, ((_, record), version))| {
+                outcome
+                    == Outcome::Reserved {
+                        record: record.clone(),
+                        version: *version,
+                    }
+            },
+        )
 }
 
 /// Hidden, test-only (debug builds, `TESSERA_TEST_ABANDON_RESERVATIONS`): a command whose first
@@ -251,21 +278,29 @@ fn abandons(keys: &[Bytes]) -> bool {
         && std::env::var_os("TESSERA_TEST_ABANDON_RESERVATIONS").is_some()
 }
 
-/// The records `keys` hold now, read at one point of the order (WATCH): reserved, then
-/// released.
+/// The records and write counters `keys` hold now, read at one point of the order (WATCH):
+/// reserved, then released.
 pub(super) async fn read_records(
     jobs: &mpsc::Sender<Job>,
     keys: &[Bytes],
-) -> Result<Vec<(Bytes, Option<Bytes>)>, TransactionError> {
+) -> Result<Vec<WatchedKey>, TransactionError> {
     let keys = distinct_keys(keys.iter().map(Vec::as_slice));
     let started = crate::os::unix_now_ms();
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let owner = crate::os::random_u64();
-        if let Reserved::All(records) = reserve(jobs, &keys, owner).await? {
+        if let Reserved::All(records, versions) = reserve(jobs, &keys, owner).await? {
             release(jobs, &keys, owner).await;
-            return Ok(records);
+            return Ok(records
+                .into_iter()
+                .zip(versions)
+                .map(|((key, record), version)| WatchedKey {
+                    key,
+                    record,
+                    version,
+                })
+                .collect());
         }
         if crate::os::unix_now_ms() > started + GIVE_UP_MS {
             return Err(TransactionError::Store(KvError::Unavailable));
@@ -275,8 +310,8 @@ pub(super) async fn read_records(
 }
 
 enum Reserved {
-    /// Every key, with its record.
-    All(Vec<(Bytes, Option<Bytes>)>),
+    /// Every key, with its record, and the keys' write counters in the same order.
+    All(Vec<(Bytes, Option<Bytes>)>, Vec<u64>),
     /// Some key is held by another command: whatever this one reserved is released (and
     /// stale locks found on the way too).
     Refused,
@@ -309,11 +344,15 @@ async fn reserve(
         }
     };
     let mut records = Vec::with_capacity(keys.len());
+    let mut versions = Vec::with_capacity(keys.len());
     let mut stale: Vec<(u64, Vec<Bytes>)> = Vec::new();
     let mut refused = false;
     for (key, outcome) in keys.iter().zip(outcomes) {
         match outcome {
-            Outcome::Value(record) => records.push((key.clone(), record)),
+            Outcome::Reserved { record, version } => {
+                records.push((key.clone(), record));
+                versions.push(version);
+            }
             Outcome::Error(KvError::Locked {
                 owner: holder,
                 keys: held,
@@ -335,7 +374,7 @@ async fn reserve(
         }
     }
     if !refused {
-        return Ok(Reserved::All(records));
+        return Ok(Reserved::All(records, versions));
     }
     release(jobs, keys, owner).await;
     for (holder, held) in stale {
@@ -757,8 +796,8 @@ enum Queued {
 pub(super) struct Session {
     /// Inside MULTI: the queued commands, and whether one was refused (EXEC then aborts).
     queue: Option<(Vec<Queued>, bool)>,
-    /// Watched keys with the record each held at WATCH (`None`: absent).
-    watched: Vec<(Bytes, Option<Bytes>)>,
+    /// Watched keys as WATCH read them.
+    watched: Vec<WatchedKey>,
     /// Queued commands the connection runs itself when EXEC has run the others (CONFIG): each
     /// one's place in the queue and its arguments.
     deferred: Vec<(usize, Vec<Vec<u8>>)>,
@@ -907,7 +946,7 @@ impl Session {
     async fn watch(&mut self, jobs: &mpsc::Sender<Job>, keys: &[Vec<u8>]) -> Value {
         let fresh: Vec<Bytes> = keys
             .iter()
-            .filter(|key| !self.watched.iter().any(|(watched, _)| watched == *key))
+            .filter(|key| !self.watched.iter().any(|watched| watched.key == **key))
             .cloned()
             .collect();
         if fresh.is_empty() {

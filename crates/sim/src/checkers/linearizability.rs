@@ -184,6 +184,9 @@ fn describe_outcome(outcome: &Outcome) -> String {
                 .join("; ")
         ),
         Outcome::Foreign(bytes) => format!("foreign outcome of {} bytes", bytes.len()),
+        Outcome::Reserved { record, version } => {
+            format!("reserved {} at version {version}", value(record))
+        }
     }
 }
 
