@@ -82,7 +82,8 @@ pub enum Effect {
     },
 }
 
-/// Counters for observers (INFO, benchmarks).
+/// Counters for observers (INFO, benchmarks). The `skyros_*` ones are kept by the Skyros
+/// extension and filled in by `Replica::stats` (zero in VR).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaStats {
     /// Skyros, at the primary: reads served without ordering anything first.
@@ -490,9 +491,9 @@ impl<S: StateMachine, X: Extension<S>> Replica<S, X> {
     /// without a round (no log entry, no probe), reflects every write to those keys that may
     /// have completed as far as this replica knows: it is the primary of its view in normal
     /// status; it executed every op its view inherited (ops up to `view_start_op` may have
-    /// completed in an older view); and in Skyros no write to those keys is pending in its
-    /// durability log (a nilext write completes before it executes) nor, while that log is not
-    /// empty, ordered and unexecuted (the conditions of `on_read_request`'s Skyros check).
+    /// completed in an older view); and its extension knows no completed, unexecuted update
+    /// that may touch those keys (`Extension::read_conflicts`: in Skyros, a pending nilext write
+    /// in its durability log, or, while that log is not empty, an ordered unexecuted write).
     /// Every other write that completed executed here first: a primary replies after it
     /// executes. What it cannot know: that a newer view elected another primary (there are no
     /// leases), so such a read is not linearisable; §6.7's basic reads promise less.
