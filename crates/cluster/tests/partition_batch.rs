@@ -27,7 +27,7 @@ use engine::{
 use placement::{ConfigVersion, Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
 use stdx::Prng;
-use vr::StateMachine;
+use vr::{ClientId, RequestNumber, StateMachine};
 
 const TABLE: &str = "t";
 const KEYS: i64 = 40;
@@ -357,8 +357,8 @@ impl Generator {
             0..=11 => {
                 self.number += 1;
                 PartitionOperation::Single {
-                    client: 1 + self.rng.below(6),
-                    number: self.number,
+                    client: ClientId(1 + self.rng.below(6)),
+                    number: RequestNumber(self.number),
                     operation: statement(&mut self.rng, catalog),
                 }
             }
@@ -383,8 +383,8 @@ impl Generator {
                 PartitionOperation::Watermark(Timestamp(watermark))
             }
             18 => PartitionOperation::Query(PartitionQuery::Result {
-                client: 1 + self.rng.below(6),
-                number: self.number.saturating_sub(self.rng.below(3)),
+                client: ClientId(1 + self.rng.below(6)),
+                number: RequestNumber(self.number.saturating_sub(self.rng.below(3))),
             }),
             _ => PartitionOperation::Query(PartitionQuery::Answer {
                 timestamp: Timestamp(self.timestamp.saturating_sub(self.rng.below(3))),
@@ -568,8 +568,8 @@ fn machine(bug: bool) -> PartitionMachine<Checked> {
     );
     for (number, operation) in [create, insert].into_iter().enumerate() {
         let single = PartitionOperation::Single {
-            client: 100,
-            number: number as u64 + 1,
+            client: ClientId(100),
+            number: RequestNumber(number as u64 + 1),
             operation,
         };
         machine.apply(&single.encode());

@@ -1207,15 +1207,12 @@ impl<A: Clone> Gateway<A> {
             return;
         };
         let (kind, operation) = if ask_result {
-            let query = PartitionQuery::Result {
-                client: client.0,
-                number: number.0,
-            };
+            let query = PartitionQuery::Result { client, number };
             (RequestKind::Read, PartitionOperation::Query(query))
         } else {
             let operation = PartitionOperation::Single {
-                client: client.0,
-                number: number.0,
+                client,
+                number,
                 operation: self.pending[&id].command.payload().to_vec(),
             };
             (RequestKind::Write, operation)
@@ -1301,8 +1298,8 @@ impl<A: Clone> Gateway<A> {
             self.stats.nilext_slow_rounds += 1;
         }
         let operation = PartitionOperation::Single {
-            client: client.0,
-            number: number.0,
+            client,
+            number,
             operation: payload.to_vec(),
         }
         .encode();
@@ -1397,8 +1394,8 @@ impl<A: Clone> Gateway<A> {
                 self.stats.nilext_slow_hopeless += 1;
                 let number = request;
                 let operation = PartitionOperation::Single {
-                    client: client.0,
-                    number: number.0,
+                    client,
+                    number,
                     operation: self.pending[&id].command.payload().to_vec(),
                 };
                 effects.push(GatewayEffect::PartitionRequest {

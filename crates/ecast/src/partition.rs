@@ -33,6 +33,7 @@
 use crate::types::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use wire::{ClientId, RequestNumber};
 
 /// The keys an operation touches at this partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -69,8 +70,8 @@ impl KeySet {
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct OperationId {
-    pub client: u64,
-    pub number: u64,
+    pub client: ClientId,
+    pub number: RequestNumber,
 }
 
 /// One entry of a partition's log, as every replica applies it.
@@ -772,7 +773,10 @@ mod tests {
 
     fn single(client: u64, names: &[&str]) -> PartitionEntry {
         PartitionEntry::Single {
-            id: OperationId { client, number: 1 },
+            id: OperationId {
+                client: ClientId(client),
+                number: RequestNumber(1),
+            },
             keys: keys(names),
             operation: vec![client as u8],
         }
@@ -792,7 +796,7 @@ mod tests {
         events
             .iter()
             .filter_map(|event| match event {
-                PartitionEvent::ExecuteSingle { id, .. } => Some(format!("s{}", id.client)),
+                PartitionEvent::ExecuteSingle { id, .. } => Some(format!("s{}", id.client.0)),
                 PartitionEvent::ExecuteMulti { timestamp, .. } => Some(format!("m{}", timestamp.0)),
                 _ => None,
             })
@@ -835,8 +839,8 @@ mod tests {
         assert_eq!(executed(&events), Vec::<String>::new());
         assert!(events.contains(&PartitionEvent::Held {
             id: OperationId {
-                client: 5,
-                number: 1
+                client: ClientId(5),
+                number: RequestNumber(1)
             }
         }));
         // B admits T; the router's watermark reaches 1; A logs it and releases the read.
@@ -845,8 +849,8 @@ mod tests {
             events,
             vec![PartitionEvent::ExecuteSingle {
                 id: OperationId {
-                    client: 5,
-                    number: 1
+                    client: ClientId(5),
+                    number: RequestNumber(1)
                 },
                 operation: vec![5],
                 deferred: true,
@@ -925,8 +929,8 @@ mod tests {
         apply(&mut partition, multi(1, 0, &["a"]));
         let unknown = PartitionEntry::Single {
             id: OperationId {
-                client: 1,
-                number: 1,
+                client: ClientId(1),
+                number: RequestNumber(1),
             },
             keys: KeySet::Unknown,
             operation: Vec::new(),
@@ -1327,8 +1331,8 @@ mod tests {
                         singles += 1;
                         PartitionEntry::Single {
                             id: OperationId {
-                                client: step,
-                                number: 1,
+                                client: ClientId(step),
+                                number: RequestNumber(1),
                             },
                             keys: if prng.percent(10) {
                                 KeySet::Unknown

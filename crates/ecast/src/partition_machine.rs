@@ -27,6 +27,7 @@ use placement::{ConfigVersion, Position, PositionSet, ProcessId};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use wire::{ClientId, RequestNumber};
 
 /// The encoding's version: the first byte of every operation and result.
 pub const PARTITION_FORMAT_VERSION: u8 = 1;
@@ -118,8 +119,8 @@ pub enum PartitionOperation {
     /// 0. A single-partition operation from the bypass. `client` and `number` are the VR
     ///    client's id and request number.
     Single {
-        client: u64,
-        number: u64,
+        client: ClientId,
+        number: RequestNumber,
         operation: Vec<u8>,
     },
     /// 1. Router deliveries the primary received (in any order; the chain is checked here).
@@ -210,7 +211,10 @@ pub fn install_parts(
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PartitionQuery {
     /// 0. The result of a client's single-partition operation, if it is the client's last.
-    Result { client: u64, number: u64 },
+    Result {
+        client: ClientId,
+        number: RequestNumber,
+    },
     /// 1. The answer of an admitted share (while retained).
     Answer { timestamp: Timestamp },
     /// 2. The admitted prefix and the logged watermark.
@@ -255,8 +259,8 @@ pub enum PartitionResult {
 pub enum Released {
     /// A held single-partition operation executed.
     Single {
-        client: u64,
-        number: u64,
+        client: ClientId,
+        number: RequestNumber,
         result: Vec<u8>,
     },
     /// A share was admitted: its answer to the message's sender.
@@ -268,7 +272,10 @@ pub enum Released {
     },
     /// A held single-partition operation reached its turn after a keyspace cut moved its keys:
     /// it did not execute (`PartitionResult::Moved`).
-    Moved { client: u64, number: u64 },
+    Moved {
+        client: ClientId,
+        number: RequestNumber,
+    },
 }
 
 /// Bounds on the replicated tables.
@@ -313,7 +320,7 @@ pub struct PartitionMachine<D> {
     rules: Partition,
     data: D,
     /// Per client: its last single-partition request number and, once executed, the result.
-    results: BTreeMap<u64, (u64, Option<Vec<u8>>)>,
+    results: BTreeMap<ClientId, (RequestNumber, Option<Vec<u8>>)>,
     /// Share answers by timestamp (the newest `answers_retained`).
     answers: BTreeMap<Timestamp, Vec<u8>>,
     /// Shares' reply addresses until admitted.
@@ -340,7 +347,7 @@ pub struct PartitionMachine<D> {
     /// a sender in `installing`; removed when the last part installs the copy.
     receiving: BTreeMap<(ConfigVersion, ProcessId), Receiving>,
     /// Per client: its last request number if that operation was answered `Moved`.
-    moved: BTreeMap<u64, u64>,
+    moved: BTreeMap<ClientId, RequestNumber>,
     /// While `apply_batch` runs: the executions put off to run as one batch. `None` outside
     /// it, so never in a snapshot or a comparison.
     #[serde(skip)]
@@ -1220,22 +1227,22 @@ impl<D: PartitionData> PartitionMachine<D> {
 /// answered `Moved`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResultAnswers {
-    results: BTreeMap<u64, (u64, Option<Vec<u8>>)>,
-    moved: BTreeMap<u64, u64>,
+    results: BTreeMap<ClientId, (RequestNumber, Option<Vec<u8>>)>,
+    moved: BTreeMap<ClientId, RequestNumber>,
 }
 
 impl ResultAnswers {
     /// The answer to `PartitionQuery::Result { client, number }`.
-    pub fn answer(&self, client: u64, number: u64) -> PartitionResult {
+    pub fn answer(&self, client: ClientId, number: RequestNumber) -> PartitionResult {
         answer_result(&self.results, &self.moved, client, number)
     }
 }
 
 fn answer_result(
-    results: &BTreeMap<u64, (u64, Option<Vec<u8>>)>,
-    moved: &BTreeMap<u64, u64>,
-    client: u64,
-    number: u64,
+    results: &BTreeMap<ClientId, (RequestNumber, Option<Vec<u8>>)>,
+    moved: &BTreeMap<ClientId, RequestNumber>,
+    client: ClientId,
+    number: RequestNumber,
 ) -> PartitionResult {
     if moved.get(&client) == Some(&number) {
         return PartitionResult::Moved;
@@ -1469,8 +1476,8 @@ pub fn serve_basic_read<D: PartitionData + Serialize + DeserializeOwned>(
     any_member: bool,
 ) -> Result<Vec<u8>, ReadRefusal> {
     let single = PartitionOperation::Single {
-        client: 0,
-        number: 0,
+        client: ClientId(0),
+        number: RequestNumber(0),
         operation: operation.to_vec(),
     }
     .encode();
@@ -1585,10 +1592,39 @@ pub(crate) mod tests {
         PartitionResult::decode(&machine.apply(&operation.encode()))
     }
 
+    /// `ClientId` and `RequestNumber` are newtypes over `u64`: postcard encodes them as the
+    /// `u64` it encoded before they were typed (varints), so the wire format is unchanged.
+    #[test]
+    fn typed_client_and_request_numbers_encode_as_the_plain_integers_did() {
+        let single = PartitionOperation::Single {
+            client: ClientId(300),
+            number: RequestNumber(7),
+            operation: vec![9],
+        };
+        assert_eq!(
+            single.encode(),
+            [PARTITION_FORMAT_VERSION, 0, 0xac, 0x02, 7, 1, 9]
+        );
+        let query = PartitionOperation::Query(PartitionQuery::Result {
+            client: ClientId(1),
+            number: RequestNumber(2),
+        });
+        assert_eq!(query.encode(), [PARTITION_FORMAT_VERSION, 3, 0, 1, 2]);
+        let moved = Released::Moved {
+            client: ClientId(u64::MAX),
+            number: RequestNumber(0),
+        };
+        let plain: (u32, u64, u64) = (2, u64::MAX, 0);
+        assert_eq!(
+            postcard::to_allocvec(&moved).unwrap(),
+            postcard::to_allocvec(&plain).unwrap()
+        );
+    }
+
     fn single(client: u64, operation: &[u8]) -> PartitionOperation {
         PartitionOperation::Single {
-            client,
-            number: 1,
+            client: ClientId(client),
+            number: RequestNumber(1),
             operation: operation.to_vec(),
         }
     }
@@ -1642,8 +1678,8 @@ pub(crate) mod tests {
         );
         assert_eq!(apply(&mut machine, single(4, b"ga")), PartitionResult::Held);
         let query = PartitionOperation::Query(PartitionQuery::Result {
-            client: 4,
-            number: 1,
+            client: ClientId(4),
+            number: RequestNumber(1),
         });
         assert_eq!(
             PartitionResult::decode(&machine.query(&query.encode())),
@@ -1656,8 +1692,8 @@ pub(crate) mod tests {
             vec![(
                 2,
                 Released::Single {
-                    client: 4,
-                    number: 1,
+                    client: ClientId(4),
+                    number: RequestNumber(1),
                     result: vec![9],
                 }
             )]
@@ -2045,19 +2081,19 @@ pub(crate) mod tests {
             released(&machine, 0),
             vec![
                 Released::Single {
-                    client: 7,
-                    number: 1,
+                    client: ClientId(7),
+                    number: RequestNumber(1),
                     result: vec![5],
                 },
                 Released::Moved {
-                    client: 8,
-                    number: 1
+                    client: ClientId(8),
+                    number: RequestNumber(1)
                 },
             ]
         );
         let query = PartitionOperation::Query(PartitionQuery::Result {
-            client: 8,
-            number: 1,
+            client: ClientId(8),
+            number: RequestNumber(1),
         });
         assert_eq!(
             PartitionResult::decode(&machine.query(&query.encode())),
@@ -2128,8 +2164,8 @@ pub(crate) mod tests {
         assert_eq!(
             released(&machine, 0),
             vec![Released::Single {
-                client: 7,
-                number: 1,
+                client: ClientId(7),
+                number: RequestNumber(1),
                 result: vec![6],
             }]
         );

@@ -135,8 +135,8 @@ fn a_single_partition_command_is_a_vr_request_to_its_partition_and_completes_on_
     assert_eq!(
         PartitionOperation::decode(&request.operation).unwrap(),
         PartitionOperation::Single {
-            client: request.client.0,
-            number: request.request.0,
+            client: request.client,
+            number: request.request,
             operation: b"payload".to_vec(),
         }
     );
@@ -202,8 +202,8 @@ fn a_held_operation_completes_when_released_and_asks_its_result_after_a_silence(
     assert_eq!(
         PartitionOperation::decode(&query.operation).unwrap(),
         PartitionOperation::Query(PartitionQuery::Result {
-            client: request.client.0,
-            number: request.request.0,
+            client: request.client,
+            number: request.request,
         })
     );
     // The query answers Held again: still waiting. Then the release completes it, and the

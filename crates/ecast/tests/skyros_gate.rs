@@ -213,8 +213,8 @@ impl Group {
             request: RequestNumber(1),
             kind: RequestKind::Nilext,
             operation: PartitionOperation::Single {
-                client,
-                number: 1,
+                client: ClientId(client),
+                number: RequestNumber(1),
                 operation: operation.as_bytes().to_vec(),
             }
             .encode(),
@@ -287,8 +287,8 @@ fn a_nilext_write_held_by_rule_h_is_not_acknowledged_until_the_watermark_covers_
     assert!(released.iter().any(|released| matches!(
         released,
         ecast::Released::Single {
-            client: 1,
-            number: 1,
+            client: ClientId(1),
+            number: RequestNumber(1),
             ..
         }
     )));
@@ -460,12 +460,12 @@ fn a_one_member_group_cuts_after_every_write_it_acknowledged_and_acknowledges_no
         released(&group),
         vec![
             Released::Moved {
-                client: 2,
-                number: 1
+                client: ClientId(2),
+                number: RequestNumber(1)
             },
             Released::Single {
-                client: 3,
-                number: 1,
+                client: ClientId(3),
+                number: RequestNumber(1),
                 result: b"OK".to_vec()
             },
         ]

@@ -909,8 +909,8 @@ impl GatewayTask {
                 result,
             } => GatewayInput::Released {
                 partition,
-                client: ClientId(client),
-                number: vr::RequestNumber(number),
+                client,
+                number,
                 result,
             },
             Frame::Watermark { watermark } => GatewayInput::Watermark(watermark),

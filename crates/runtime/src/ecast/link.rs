@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use wire::{Message, ReplicaIndex, Request};
+use wire::{ClientId, Message, ReplicaIndex, Request, RequestNumber};
 
 /// Frames this process dropped because a link's queue was full (or its task gone).
 static FRAMES_DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -414,8 +414,8 @@ pub enum Frame {
     ///     from the partition's primary to the client's gateway.
     PartitionReleased {
         partition: ProcessId,
-        client: u64,
-        number: u64,
+        client: ClientId,
+        number: RequestNumber,
         result: Vec<u8>,
     },
     /// 24. `vr` partitions: the lead router's stable watermark (`WatermarkReporter`), to every

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use vr::{
     ClientId, Effect, Input, Message, Nonce, Replica, ReplicaIndex, Replication, Reply, Request,
-    RequestNumber, StatusName,
+    StatusName,
 };
 
 /// A keyspace cut's copy travels in frames of at most this many bytes (`Frame::PartitionCopy`);
@@ -1107,26 +1107,26 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         number: *number,
                         result: result.clone(),
                     };
-                    frames.push((ProcessId(*client), frame));
+                    frames.push((ProcessId(client.0), frame));
                 }
                 // A held single-partition operation whose keys a cut moved away: answered as
                 // its lane's VR reply would be, so that the gateway re-plans it.
                 Released::Moved { client, number } => {
                     log::info(format_args!(
-                        "partition {}: request {number} of client {client:#x} answered Moved (held, then its keys moved away)",
-                        partition.0
+                        "partition {}: request {} of client {:#x} answered Moved (held, then its keys moved away)",
+                        partition.0, number.0, client.0
                     ));
                     let reply = Reply {
                         view,
-                        client: ClientId(*client),
-                        request: RequestNumber(*number),
+                        client: *client,
+                        request: *number,
                         result: PartitionResult::Moved.encode(),
                     };
                     let frame = Frame::PartitionReply {
                         partition,
                         message: Message::Reply(reply),
                     };
-                    frames.push((ProcessId(*client), frame));
+                    frames.push((ProcessId(client.0), frame));
                 }
             }
         }

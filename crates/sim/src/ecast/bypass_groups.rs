@@ -552,13 +552,13 @@ impl BypassSimulation {
                     number,
                     result,
                 } => {
-                    let Some(gateway) = lane_gateway(ClientId(client)) else {
+                    let Some(gateway) = lane_gateway(client) else {
                         continue;
                     };
                     let released = Msg::PartitionReleased {
                         partition: id,
-                        client: ClientId(client),
-                        number: RequestNumber(number),
+                        client,
+                        number,
                         result,
                     };
                     self.send(from, Node::Gateway(gateway), released);
@@ -566,13 +566,13 @@ impl BypassSimulation {
                 Released::Moved { client, number } => {
                     // Answered as the lane's VR reply would be, so that the gateway re-plans.
                     self.stats.moved += 1;
-                    let Some(gateway) = lane_gateway(ClientId(client)) else {
+                    let Some(gateway) = lane_gateway(client) else {
                         continue;
                     };
                     let reply = Reply {
                         view: replica_view,
-                        client: ClientId(client),
-                        request: RequestNumber(number),
+                        client,
+                        request: number,
                         result: PartitionResult::Moved.encode(),
                     };
                     let message = Msg::PartitionReply {

@@ -44,6 +44,21 @@ impl RespClient {
         self.read_value()
     }
 
+    /// Sends every command at once (one write), then reads their replies in order.
+    pub fn pipeline(&mut self, commands: &[Vec<Vec<u8>>]) -> std::io::Result<Vec<Value>> {
+        let mut request = Vec::new();
+        for arguments in commands {
+            request.extend_from_slice(format!("*{}\r\n", arguments.len()).as_bytes());
+            for argument in arguments {
+                request.extend_from_slice(format!("${}\r\n", argument.len()).as_bytes());
+                request.extend_from_slice(argument);
+                request.extend_from_slice(b"\r\n");
+            }
+        }
+        self.reader.get_mut().write_all(&request)?;
+        commands.iter().map(|_| self.read_value()).collect()
+    }
+
     fn read_value(&mut self) -> std::io::Result<Value> {
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
