@@ -1039,12 +1039,13 @@ mod tests {
         ));
     }
 
-    /// Garbage: random entries (timestamps, chains, keys, watermarks) in random order never
-    /// panic, never execute a message twice or out of chain order, and a watermark at the
-    /// end releases every single-partition operation exactly once.
+    /// A snapshot read at `at` by `client` (request 1) of the keys `names`.
     fn snapshot(client: u64, at: u64, names: &[&str]) -> PartitionEntry {
         PartitionEntry::Snapshot {
-            id: OperationId { client, number: 1 },
+            id: OperationId {
+                client: ClientId(client),
+                number: RequestNumber(1),
+            },
             at: Timestamp(at),
             keys: keys(names),
             operation: vec![client as u8],
@@ -1053,7 +1054,10 @@ mod tests {
 
     fn held(events: &[PartitionEvent], client: u64) -> bool {
         events.contains(&PartitionEvent::Held {
-            id: OperationId { client, number: 1 },
+            id: OperationId {
+                client: ClientId(client),
+                number: RequestNumber(1),
+            },
         })
     }
 
@@ -1081,8 +1085,8 @@ mod tests {
         assert_eq!(executed(&events), ["s9", "m5"]);
         assert!(events.contains(&PartitionEvent::ExecuteSingle {
             id: OperationId {
-                client: 9,
-                number: 1
+                client: ClientId(9),
+                number: RequestNumber(1)
             },
             operation: vec![9],
             deferred: true,
@@ -1095,8 +1099,8 @@ mod tests {
                 events,
                 vec![PartitionEvent::SnapshotPassed {
                     id: OperationId {
-                        client: 10,
-                        number: 1
+                        client: ClientId(10),
+                        number: RequestNumber(1)
                     },
                     at: Timestamp(at),
                     executed: Timestamp(5),
@@ -1204,10 +1208,10 @@ mod tests {
                 for event in events {
                     match event {
                         PartitionEvent::ExecuteSingle { id, .. }
-                            if reads.contains_key(&id.client) =>
+                            if reads.contains_key(&id.client.0) =>
                         {
-                            let (at, keys) = reads[&id.client].clone();
-                            assert!(answered.insert(id.client), "a read answered twice");
+                            let (at, keys) = reads[&id.client.0].clone();
+                            assert!(answered.insert(id.client.0), "a read answered twice");
                             assert!(
                                 done_messages.iter().all(|(timestamp, message_keys)| {
                                     *timestamp <= at || !message_keys.conflicts(&keys)
@@ -1218,7 +1222,7 @@ mod tests {
                             reads_executed += 1;
                         }
                         PartitionEvent::SnapshotPassed { id, at, executed } => {
-                            assert!(answered.insert(id.client), "a read answered twice");
+                            assert!(answered.insert(id.client.0), "a read answered twice");
                             assert!(executed > at);
                             reads_passed += 1;
                         }
@@ -1238,7 +1242,7 @@ mod tests {
                         PartitionEvent::Ignored {
                             reason: Ignored::Overloaded { id },
                         } => {
-                            answered.insert(id.client);
+                            answered.insert(id.client.0);
                         }
                         _ => {}
                     }
@@ -1248,8 +1252,8 @@ mod tests {
                 let entry = match prng.range_inclusive(0, 4) {
                     0 => PartitionEntry::Single {
                         id: OperationId {
-                            client: step,
-                            number: 1,
+                            client: ClientId(step),
+                            number: RequestNumber(1),
                         },
                         keys: KeySet::of([key(&mut prng)]),
                         operation: Vec::new(),
@@ -1282,8 +1286,8 @@ mod tests {
                         reads.insert(step, (at, keys.clone()));
                         PartitionEntry::Snapshot {
                             id: OperationId {
-                                client: step,
-                                number: 1,
+                                client: ClientId(step),
+                                number: RequestNumber(1),
                             },
                             at,
                             keys,
@@ -1313,6 +1317,9 @@ mod tests {
         assert!(reads_passed > 100, "{reads_passed}");
     }
 
+    /// Garbage: random entries (timestamps, chains, keys, watermarks) in random order never
+    /// panic, never execute a message twice or out of chain order, and a watermark at the
+    /// end releases every single-partition operation exactly once.
     #[test]
     fn random_entries_never_panic_and_keep_the_rules() {
         let mut prng = stdx::Prng::new(5);

@@ -167,8 +167,8 @@ pub enum PartitionOperation {
     ///    `operation` must only read (`docs/internals/ecast.md`, "Snapshot reads of partition
     ///    groups").
     Snapshot {
-        client: u64,
-        number: u64,
+        client: ClientId,
+        number: RequestNumber,
         at: Timestamp,
         operation: Vec<u8>,
     },
@@ -1032,7 +1032,7 @@ impl<D: PartitionData> PartitionMachine<D> {
     /// what the rules decided for it (`waiting`: the rules' waiting entries before it).
     fn own_result(
         &mut self,
-        client: u64,
+        client: ClientId,
         result: Option<Own>,
         ignored: bool,
         waiting: usize,
@@ -1713,8 +1713,8 @@ pub(crate) mod tests {
 
     fn snapshot_read(client: u64, at: u64, operation: &[u8]) -> PartitionOperation {
         PartitionOperation::Snapshot {
-            client,
-            number: 1,
+            client: ClientId(client),
+            number: RequestNumber(1),
             at: Timestamp(at),
             operation: operation.to_vec(),
         }
@@ -1732,8 +1732,8 @@ pub(crate) mod tests {
             PartitionResult::Held
         );
         let query = PartitionOperation::Query(PartitionQuery::Result {
-            client: 7,
-            number: 1,
+            client: ClientId(7),
+            number: RequestNumber(1),
         });
         assert_eq!(
             PartitionResult::decode(&machine.query(&query.encode())),
@@ -1757,8 +1757,8 @@ pub(crate) mod tests {
                     result: vec![5],
                 },
                 Released::Single {
-                    client: 7,
-                    number: 1,
+                    client: ClientId(7),
+                    number: RequestNumber(1),
                     result: vec![6],
                 },
             ]

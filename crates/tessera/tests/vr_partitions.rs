@@ -411,8 +411,8 @@ fn forged_partition_frames_take_no_storage_process_down() {
         });
         frames.push(Frame::PartitionReleased {
             partition,
-            client: u64::MAX,
-            number: 0,
+            client: vr::ClientId(u64::MAX),
+            number: vr::RequestNumber(0),
             result: garbage.clone(),
         });
     }
