@@ -160,6 +160,18 @@ pub enum PartitionOperation {
         total: u64,
         bytes: Vec<u8>,
     },
+    /// 9. A snapshot read at `at` from the bypass (`client`, `number` as for `Single`):
+    ///    executed at this partition's point for `at` (`Partition`'s `Snapshot` entry: after
+    ///    every multi-partition message up to `at`, before any later one), answered
+    ///    `Executed` or `Held` as a single-partition operation is, or `SnapshotPassed`.
+    ///    `operation` must only read (`docs/internals/ecast.md`, "Snapshot reads of partition
+    ///    groups").
+    Snapshot {
+        client: ClientId,
+        number: RequestNumber,
+        at: Timestamp,
+        operation: Vec<u8>,
+    },
 }
 
 /// A copy's parts, split at every `part_bytes` bytes (at least one part, the last possibly
@@ -236,6 +248,10 @@ pub enum PartitionResult {
     /// 8. The `InstallPart` is logged (now or before): `received` bytes of the copy are, the
     ///    copy is not installed yet.
     PartLogged { received: u64 },
+    /// 9. The `Snapshot` read did not execute: a multi-partition message later than its
+    ///    timestamp (`executed`, the latest) had already executed here. Nothing changed; the
+    ///    gateway asks the router for a fresh timestamp and sends the read again.
+    SnapshotPassed { executed: Timestamp },
 }
 
 /// A reply to send (by the primary's driver).
@@ -396,6 +412,8 @@ enum Deferred {
 enum Own {
     Executed(Vec<u8>),
     Moved,
+    /// A snapshot read refused at once (`PartitionResult::SnapshotPassed`).
+    Passed(Timestamp),
     /// Executes later (waits for installs); its reply goes through the released queue.
     Deferred,
 }
@@ -763,6 +781,14 @@ impl<D: PartitionData> PartitionMachine<D> {
                     }
                     self.execute_multi(timestamp, operation);
                 }
+                PartitionEvent::SnapshotPassed { id, executed, .. } => {
+                    assert_eq!(
+                        Some(id),
+                        own,
+                        "a snapshot read is refused with its own entry"
+                    );
+                    own_outcome = Some(Own::Passed(executed));
+                }
                 PartitionEvent::Ignored { .. } => ignored = true,
                 PartitionEvent::Held { .. } | PartitionEvent::Admitted { .. } => {}
             }
@@ -1002,6 +1028,32 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
     }
 
+    /// The answer to a single-partition operation's or a snapshot read's own entry, from
+    /// what the rules decided for it (`waiting`: the rules' waiting entries before it).
+    fn own_result(
+        &mut self,
+        client: ClientId,
+        result: Option<Own>,
+        ignored: bool,
+        waiting: usize,
+    ) -> PartitionResult {
+        match result {
+            Some(Own::Executed(result)) => PartitionResult::Executed(result),
+            Some(Own::Moved) => PartitionResult::Moved,
+            Some(Own::Deferred) => PartitionResult::Held,
+            Some(Own::Passed(executed)) => {
+                self.results.remove(&client);
+                PartitionResult::SnapshotPassed { executed }
+            }
+            None if !ignored && self.rules.waiting() > waiting => PartitionResult::Held,
+            None => {
+                // Refused by the rules (too many waiting): nothing happened.
+                self.results.remove(&client);
+                PartitionResult::Unknown
+            }
+        }
+    }
+
     fn execute_operation(&mut self, operation: PartitionOperation) -> PartitionResult {
         match operation {
             PartitionOperation::Single {
@@ -1022,17 +1074,29 @@ impl<D: PartitionData> PartitionMachine<D> {
                     },
                     Some(id),
                 );
-                match result {
-                    Some(Own::Executed(result)) => PartitionResult::Executed(result),
-                    Some(Own::Moved) => PartitionResult::Moved,
-                    Some(Own::Deferred) => PartitionResult::Held,
-                    None if !ignored && self.rules.waiting() > waiting => PartitionResult::Held,
-                    None => {
-                        // Refused by the rules (too many waiting): nothing happened.
-                        self.results.remove(&client);
-                        PartitionResult::Unknown
-                    }
-                }
+                self.own_result(client, result, ignored, waiting)
+            }
+            PartitionOperation::Snapshot {
+                client,
+                number,
+                at,
+                operation,
+            } => {
+                let id = OperationId { client, number };
+                let waiting = self.rules.waiting();
+                self.results.insert(client, (number, None));
+                self.moved.remove(&client);
+                let keys = self.data.keys(&operation);
+                let (result, ignored) = self.feed(
+                    PartitionEntry::Snapshot {
+                        id,
+                        at,
+                        keys,
+                        operation,
+                    },
+                    Some(id),
+                );
+                self.own_result(client, result, ignored, waiting)
             }
             PartitionOperation::Deliveries(shares) => {
                 for share in shares {
@@ -1223,6 +1287,7 @@ where
                     let may_put_off = matches!(
                         operation,
                         PartitionOperation::Single { .. }
+                            | PartitionOperation::Snapshot { .. }
                             | PartitionOperation::Deliveries(_)
                             | PartitionOperation::Watermark(_)
                             | PartitionOperation::MessageStable(_)
@@ -1290,7 +1355,8 @@ where
             KeySet::Unknown => None,
         };
         match PartitionOperation::decode(operation).ok()? {
-            PartitionOperation::Single { operation, .. } => keys(&operation),
+            PartitionOperation::Single { operation, .. }
+            | PartitionOperation::Snapshot { operation, .. } => keys(&operation),
             PartitionOperation::Deliveries(shares) => {
                 let mut all = Vec::new();
                 for share in &shares {
@@ -1642,6 +1708,75 @@ pub(crate) mod tests {
         assert_eq!(
             PartitionResult::decode(&machine.query(&answer.encode())),
             PartitionResult::Executed(Vec::new())
+        );
+    }
+
+    fn snapshot_read(client: u64, at: u64, operation: &[u8]) -> PartitionOperation {
+        PartitionOperation::Snapshot {
+            client: ClientId(client),
+            number: RequestNumber(1),
+            at: Timestamp(at),
+            operation: operation.to_vec(),
+        }
+    }
+
+    /// A snapshot read at 2 logged while the chain is at 1 is held, sees the share at 2
+    /// (logged after it) and is released with that value when the chain reaches 2; a read at
+    /// 2 after the share at 3 executed is refused; one at 3 answers at once.
+    #[test]
+    fn a_snapshot_read_answers_the_state_at_its_timestamp_or_is_refused() {
+        let mut machine = machine();
+        apply(&mut machine, share(1, 0, b"pa\x05"));
+        assert_eq!(
+            apply(&mut machine, snapshot_read(7, 2, b"ga")),
+            PartitionResult::Held
+        );
+        let query = PartitionOperation::Query(PartitionQuery::Result {
+            client: ClientId(7),
+            number: RequestNumber(1),
+        });
+        assert_eq!(
+            PartitionResult::decode(&machine.query(&query.encode())),
+            PartitionResult::Held
+        );
+        let sent = machine.released_after(0).last().map(|(number, _)| *number);
+        // The share at 2 completes the chain up to the read's timestamp: it executes, then the
+        // read, released with the value at 2.
+        apply(&mut machine, share(2, 1, b"pa\x06"));
+        let released: Vec<Released> = machine
+            .released_after(sent.unwrap())
+            .map(|(_, released)| released.clone())
+            .collect();
+        assert_eq!(
+            released,
+            vec![
+                Released::Answer {
+                    sender: ProcessId(50),
+                    sequence: Sequence(2),
+                    timestamp: Timestamp(2),
+                    result: vec![5],
+                },
+                Released::Single {
+                    client: ClientId(7),
+                    number: RequestNumber(1),
+                    result: vec![6],
+                },
+            ]
+        );
+        apply(&mut machine, share(3, 2, b"pa\x08"));
+        assert_eq!(
+            PartitionResult::decode(&machine.query(&query.encode())),
+            PartitionResult::Executed(vec![6])
+        );
+        assert_eq!(
+            apply(&mut machine, snapshot_read(8, 2, b"ga")),
+            PartitionResult::SnapshotPassed {
+                executed: Timestamp(3)
+            }
+        );
+        assert_eq!(
+            apply(&mut machine, snapshot_read(9, 3, b"ga")),
+            PartitionResult::Executed(vec![8])
         );
     }
 

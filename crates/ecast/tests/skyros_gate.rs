@@ -84,7 +84,7 @@ type Machine = PartitionMachine<Registers>;
 
 struct Group {
     size: u8,
-    replicas: Vec<Replica<Machine>>,
+    replicas: Vec<Replica<Machine, vr::Skyros>>,
     network: VecDeque<(u8, Message)>,
     replies: Vec<Message>,
     next_number: u64,

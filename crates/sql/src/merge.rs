@@ -24,7 +24,18 @@ impl Execution {
     /// Merges the partitions' results: `results[partition][operation]`, one entry per
     /// partition the operations were sent to, each with one result per operation (for a
     /// split insert, the partitions that received no rows may be left out).
+    ///
+    /// The merged result is bounded as each partition's is (`bound_merged`): a statement over
+    /// P partitions may receive up to P × `engine::RESULT_BYTES_MAX` of rows, and the rows it
+    /// answers must fit in `MERGED_RESULT_BYTES_MAX`, else 54000.
     pub fn finish(&self, results: Vec<Vec<OperationResult>>) -> Result<StatementResult, SqlError> {
+        bound_merged(self.finish_unbounded(results)?)
+    }
+
+    fn finish_unbounded(
+        &self,
+        results: Vec<Vec<OperationResult>>,
+    ) -> Result<StatementResult, SqlError> {
         if let Finish::Window(window) = &self.finish {
             return window.finish(results);
         }
@@ -98,6 +109,35 @@ impl Execution {
             }
         }
     }
+}
+
+/// Most bytes of rows the gateway answers for one statement, counted as a partition counts its
+/// result (`engine::operation::result_row_bytes`): the same bound as one partition's
+/// (`engine::RESULT_BYTES_MAX`), so merging P partitions' answers never answers more than one
+/// partition could. A constant, like the partitions' bound.
+pub const MERGED_RESULT_BYTES_MAX: usize = engine::RESULT_BYTES_MAX;
+
+fn merged_too_large() -> SqlError {
+    SqlError::new(
+        sqlstate::PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "the result of this query is larger than {MERGED_RESULT_BYTES_MAX} bytes, the most the gateway returns for one statement (add a LIMIT, narrow the WHERE clause, or read the rows in key ranges)"
+        ),
+    )
+}
+
+/// A merged result if its rows hold at most `MERGED_RESULT_BYTES_MAX` bytes, else 54000.
+pub fn bound_merged(result: StatementResult) -> Result<StatementResult, SqlError> {
+    if let StatementResult::Rows { rows, .. } = &result {
+        let bytes = rows
+            .iter()
+            .map(|row| engine::operation::result_row_bytes(row))
+            .fold(0, usize::saturating_add);
+        if bytes > MERGED_RESULT_BYTES_MAX {
+            return Err(merged_too_large());
+        }
+    }
+    Ok(result)
 }
 
 impl crate::plan::UpsertReturning {
@@ -459,8 +499,21 @@ impl QueryPlan {
         // (sort keys, projected row, DISTINCT ON keys).
         let mut keyed: Vec<(Vec<Value>, Vec<Value>, Vec<Value>)> = Vec::with_capacity(rows.len());
         let mut seen: std::collections::BTreeSet<Vec<Value>> = Default::default();
+        // Without DISTINCT ON, OFFSET or LIMIT every projected row is answered (DISTINCT drops
+        // its repeats before they are kept): stop as soon as they pass the merged bound rather
+        // than project them all first.
+        let answers_every_row =
+            self.distinct_on.is_empty() && self.offset == 0 && self.limit.is_none();
+        let mut kept_bytes: usize = 0;
         for row in &rows {
             let projected = evaluate_all(&self.projection, row)?;
+            if answers_every_row {
+                kept_bytes =
+                    kept_bytes.saturating_add(engine::operation::result_row_bytes(&projected));
+                if kept_bytes > MERGED_RESULT_BYTES_MAX {
+                    return Err(merged_too_large());
+                }
+            }
             // DISTINCT keeps a row's first occurrence; its sort keys are among its projected
             // values, so equal rows sort equally and dropping the later ones is exact.
             if self.distinct {

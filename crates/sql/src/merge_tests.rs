@@ -330,3 +330,63 @@ fn merged_answers_match_a_naive_reference_for_aggregates() {
         );
     }
 }
+
+/// The gateway's merged result is bounded as one partition's is: three partitions each answer
+/// about 12 MiB of rows (under their own bound), the merged `SELECT *` would be about 36 MiB
+/// and fails with 54000 naming the gateway's bound; the same rows cut by LIMIT, narrowed by
+/// WHERE or counted answer. Gateway expressions that grow the rows are bounded too.
+#[test]
+fn the_merged_result_of_several_partitions_is_bounded_with_54000() {
+    use crate::merge::MERGED_RESULT_BYTES_MAX;
+    use crate::StatementResult;
+    let mut cluster = Cluster::new(3);
+    cluster
+        .run("CREATE TABLE blobs (id INT PRIMARY KEY, body TEXT)")
+        .unwrap();
+    // 36 rows of 1 MiB: about 12 per partition, each partition far under its 32 MiB.
+    for id in 0..36 {
+        cluster
+            .run(&format!(
+                "INSERT INTO blobs VALUES ({id}, repeat('x', {}))",
+                1 << 20
+            ))
+            .unwrap();
+    }
+    const _: () = assert!(36 << 20 > MERGED_RESULT_BYTES_MAX);
+    let error = cluster.run("SELECT * FROM blobs").unwrap_err();
+    assert_eq!(error.code, "54000", "{error:?}");
+    assert!(error.message.contains("the gateway"), "{}", error.message);
+    // ORDER BY takes the sorted path; the final check catches it too.
+    let error = cluster
+        .run("SELECT id, body FROM blobs ORDER BY id DESC")
+        .unwrap_err();
+    assert_eq!(error.code, "54000", "{error:?}");
+    // What fits is answered.
+    let StatementResult::Rows { rows, .. } = cluster
+        .run("SELECT id, body FROM blobs ORDER BY id LIMIT 20")
+        .unwrap()
+    else {
+        panic!("rows expected")
+    };
+    assert_eq!(rows.len(), 20);
+    let StatementResult::Rows { rows, .. } =
+        cluster.run("SELECT * FROM blobs WHERE id < 10").unwrap()
+    else {
+        panic!("rows expected")
+    };
+    assert_eq!(rows.len(), 10);
+    let StatementResult::Rows { rows, .. } = cluster
+        .run("SELECT count(*), sum(length(body)) FROM blobs")
+        .unwrap()
+    else {
+        panic!("rows expected")
+    };
+    let texts: Vec<String> = rows[0].iter().map(ToString::to_string).collect();
+    assert_eq!(texts, vec!["36".to_string(), (36u64 << 20).to_string()]);
+    // The gateway evaluates the select list: rows that are small at the partitions but grow
+    // there are bounded as well.
+    let error = cluster
+        .run("SELECT repeat(body, 4) FROM blobs WHERE id < 10")
+        .unwrap_err();
+    assert_eq!(error.code, "54000", "{error:?}");
+}

@@ -13,12 +13,14 @@ mod client_table;
 mod config;
 mod durability_log;
 mod durable;
+mod extension;
 mod journal;
 mod nilext_quorum;
 mod parts;
 mod quorum;
 mod replica;
 mod replication;
+mod skyros;
 mod state_machine;
 
 pub use adapt::{Adapt, AdaptMode};
@@ -30,6 +32,7 @@ pub use durability_log::{
     recover, recovery_threshold, request_digest, supermajority, DurabilityLog,
 };
 pub use durable::{DurableState, Record};
+pub use extension::{Context, Extension, NoExtension, ViewChangeVote};
 pub use journal::Journal;
 pub use nilext_quorum::NilextQuorum;
 pub use parts::{message_bytes, PART_OVERHEAD_BYTES};
@@ -38,6 +41,7 @@ pub use parts::{reassemble_for_bench, split_for_bench};
 pub use quorum::{majority, replicas_tolerated};
 pub use replica::{Effect, Input, Replica, ReplicaStats, StatusName};
 pub use replication::Replication;
+pub use skyros::Skyros;
 pub use state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
 pub use wire::{
     Checkpoint, ClientId, ClientTableEntry, DurabilityLogState, DurableRequest, Entry, Message,

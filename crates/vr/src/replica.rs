@@ -4,13 +4,14 @@
 //! when its preconditions hold. Section numbers refer to VR Revisited (Liskov & Cowling, 2012).
 
 use crate::client_table::ClientTable;
-use crate::config::{Canary, Config, Durability, Protocol};
-use crate::durability_log::{self, DurabilityLog};
+use crate::config::{Canary, Config, Durability};
 use crate::durable::{DurableState, Record};
+use crate::extension::{Context, Extension, NoExtension, Persister, PrimaryView, ViewChangeVote};
 use crate::journal::Journal;
 use crate::parts::{self, Assembler, Received};
 use crate::quorum::majority_value;
-use crate::state_machine::{NilextGate, RestoreError, SnapshotSource, StateMachine};
+use crate::skyros::Skyros;
+use crate::state_machine::{RestoreError, SnapshotSource, StateMachine};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use stdx::Timeout;
 use wire::RecoveryState;
@@ -18,6 +19,34 @@ use wire::{
     Checkpoint, ClientId, Entry, Message, Nonce, Op, ReplicaIndex, Reply, Request, RequestKind,
     RequestNumber, View,
 };
+
+/// A hook's [`Context`], built from disjoint borrows of the replica's fields (a `&mut self`
+/// would alias the extension's own field, which the hook borrows mutably).
+macro_rules! context {
+    ($replica:ident, $effects:expr) => {
+        Context {
+            config: &$replica.config,
+            index: $replica.index,
+            view: $replica.view,
+            log_view: $replica.log_view,
+            commit_min: $replica.commit_min,
+            journal: &$replica.journal,
+            state_machine: &$replica.state_machine,
+            client_table: &$replica.client_table,
+            primary: $replica.primary.as_ref().map(|primary| PrimaryView {
+                in_flight: &primary.in_flight,
+                view_start_op: primary.view_start_op,
+            }),
+            persister: Persister {
+                durable: $replica.config.durability == Durability::Disk,
+                sequence_next: &mut $replica.persist_sequence_next,
+                pending: &mut $replica.persist_pending,
+                view_persisted: $replica.view_persisted,
+            },
+            effects: $effects,
+        }
+    };
+}
 
 /// What a replica reacts to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +82,8 @@ pub enum Effect {
     },
 }
 
-/// Counters for observers (INFO, benchmarks).
+/// Counters for observers (INFO, benchmarks). The `skyros_*` ones are kept by the Skyros
+/// extension and filled in by `Replica::stats` (zero in VR).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaStats {
     /// Skyros, at the primary: reads served without ordering anything first.
@@ -108,7 +138,9 @@ struct DoViewChange {
     commit: Op,
     checkpoint_op: Op,
     log: Vec<Entry>,
-    durability_log: Vec<Request>,
+    /// What the sender's extension gave it to carry (`Extension::view_change_payload`; the
+    /// wire field is Skyros's `durability_log`).
+    payload: Vec<Request>,
 }
 
 /// A NewState message's fields, as `on_new_state` takes them.
@@ -174,23 +206,6 @@ struct PrimaryState {
     probe: Option<Probe>,
     probe_round_next: u64,
     probe_round_confirmed: u64,
-    /// Skyros: nilext requests whose client asked again on the slow path; they get a Reply
-    /// when they execute.
-    slow_waiters: BTreeSet<(ClientId, RequestNumber)>,
-    /// Skyros: the keys of queued or prepared non-nilext writes not yet executed (only the
-    /// key index is used; see `on_read_request`).
-    ordered_writes: DurabilityLog,
-    /// Skyros: nilext requests the state machine's gate refused (`NilextGate`): never
-    /// acknowledged before they execute, retries included.
-    nilext_refused: BTreeSet<(ClientId, RequestNumber)>,
-    /// Skyros with a gate (`NilextGate::Clear`): the keys of the refused requests above, not
-    /// yet executed (only the key index is used).
-    refused_writes: DurabilityLog,
-    /// Skyros with a gate: the unexecuted durability-log entries this primary appended in this
-    /// view after asking the gate (acknowledged or refused). When every entry of the
-    /// durability log is one of them, G2 need not count the acknowledged ones: each runs at
-    /// once when logged (`docs/internals/ecast.md`, "Skyros partitions").
-    gated: BTreeSet<(ClientId, RequestNumber)>,
 }
 
 /// State only a backup in normal status has.
@@ -218,7 +233,7 @@ struct Timeouts {
 
 /// A record written but not yet reported durable, and what its completion proves.
 #[derive(Debug)]
-struct PendingRecord {
+pub(crate) struct PendingRecord {
     sequence: u64,
     /// The view the record promises.
     view: View,
@@ -227,7 +242,7 @@ struct PendingRecord {
 
 /// What a record's completion says about the log.
 #[derive(Debug)]
-enum LogMark {
+pub(crate) enum LogMark {
     /// Nothing about the log.
     Unchanged,
     /// The log now ends with the entry at this op of this view (if it still does).
@@ -238,8 +253,9 @@ enum LogMark {
     CheckpointAt(Op),
 }
 
-/// One member of a VR group.
-pub struct Replica<S: StateMachine> {
+/// One member of a VR group, composed with extension `X` (`crate::Extension`): plain VR by
+/// default, `Replica<S, Skyros>` for Skyros.
+pub struct Replica<S: StateMachine, X: Extension<S> = NoExtension> {
     config: Config,
     index: ReplicaIndex,
     state_machine: S,
@@ -272,13 +288,9 @@ pub struct Replica<S: StateMachine> {
     deferred: Vec<Effect>,
     /// Effects to emit at the next step (set up by a constructor, which cannot emit).
     startup: Vec<Effect>,
-    /// Skyros: nilext requests held but not executed, in arrival order.
-    durability_log: DurabilityLog,
-    /// Skyros, disk durability: acknowledgements waiting for their record's sequence.
-    acks_pending: VecDeque<(u64, Effect)>,
+    /// The protocol composed with VR (Skyros), or nothing.
+    extension: X,
     stats: ReplicaStats,
-    /// Skyros: the digest of every request executed so far (`Checkpoint::executed_digest`).
-    executed_digest: u64,
     /// View changes in a row that timed out since this replica was last normal. Each doubles
     /// the view change timeout and the resend interval (up to 2^VIEW_CHANGE_BACKOFF_MAX), so
     /// that a view change whose messages are large (a log of big SQL batches) finishes
@@ -296,9 +308,9 @@ pub struct Replica<S: StateMachine> {
 /// for large view change messages, short enough that fail-over after faults stays prompt.
 const VIEW_CHANGE_BACKOFF_MAX: u32 = 2;
 
-impl<S: StateMachine> Replica<S> {
+impl<S: StateMachine, X: Extension<S>> Replica<S, X> {
     /// A replica of a new group: normal in view 0 with an empty log.
-    pub fn new(config: Config, index: ReplicaIndex, state_machine: S) -> Replica<S> {
+    pub fn new(config: Config, index: ReplicaIndex, state_machine: S) -> Replica<S, X> {
         Replica::build(config, index, state_machine, Status::Normal)
     }
 
@@ -309,7 +321,7 @@ impl<S: StateMachine> Replica<S> {
         index: ReplicaIndex,
         state_machine: S,
         nonce: Nonce,
-    ) -> Replica<S> {
+    ) -> Replica<S, X> {
         assert_eq!(config.durability, Durability::Memory);
         let recovering = RecoveringState {
             nonce,
@@ -338,7 +350,7 @@ impl<S: StateMachine> Replica<S> {
         index: ReplicaIndex,
         mut state_machine: S,
         durable: DurableState,
-    ) -> Result<Replica<S>, RestoreError> {
+    ) -> Result<Replica<S, X>, RestoreError> {
         assert_eq!(config.durability, Durability::Disk);
         let mut client_table = ClientTable::default();
         if let Some(checkpoint) = &durable.checkpoint {
@@ -349,9 +361,8 @@ impl<S: StateMachine> Replica<S> {
             .checkpoint
             .as_ref()
             .map_or(0, |checkpoint| checkpoint.executed_digest);
-        let mut replica = Replica::build(config, index, state_machine, Status::Normal);
+        let mut replica = Replica::<S, X>::build(config, index, state_machine, Status::Normal);
         replica.client_table = client_table;
-        replica.executed_digest = executed_digest;
         replica.checkpoint = durable.checkpoint.clone().unwrap_or_else(empty_checkpoint);
         replica.commit_min = replica.checkpoint.op;
         replica.commit_max = replica.checkpoint.op;
@@ -360,14 +371,12 @@ impl<S: StateMachine> Replica<S> {
         replica.log_view = durable.log_view;
         replica.view_persisted = durable.view;
         replica.op_persisted = replica.journal.op();
-        for entry in durable.durability_log {
-            let keys = replica.state_machine.keys(&entry.request.operation);
-            replica.durability_log.restore_entry(entry.clone(), keys);
-            let (client, request) = (entry.request.client, entry.request.request);
-            if replica.client_table.executed(client, request) {
-                replica.durability_log.remove_executed(client, request);
-            }
-        }
+        replica.extension.on_open(
+            &replica.state_machine,
+            &replica.client_table,
+            executed_digest,
+            durable.durability_log,
+        );
         // The journal may hold entries from before the checkpoint (retained ones): drop the
         // part the checkpoint covers only if it does not reach past it.
         if replica.journal.op() < replica.commit_min {
@@ -387,10 +396,20 @@ impl<S: StateMachine> Replica<S> {
         Ok(replica)
     }
 
-    fn build(config: Config, index: ReplicaIndex, state_machine: S, status: Status) -> Replica<S> {
+    fn build(
+        config: Config,
+        index: ReplicaIndex,
+        state_machine: S,
+        status: Status,
+    ) -> Replica<S, X> {
         config
             .validate()
             .expect("a replica needs a valid configuration");
+        assert_eq!(
+            config.protocol,
+            X::PROTOCOL,
+            "the configuration's protocol is the replica's composition"
+        );
         assert!(index.0 < config.replica_count);
         assert!(
             config.replica_count <= 64,
@@ -424,10 +443,8 @@ impl<S: StateMachine> Replica<S> {
             view_persisted: View(0),
             deferred: Vec::new(),
             startup: Vec::new(),
-            durability_log: DurabilityLog::default(),
-            acks_pending: VecDeque::new(),
+            extension: X::default(),
             stats: ReplicaStats::default(),
-            executed_digest: 0,
             view_change_attempts: 0,
             bytes_since_checkpoint: 0,
             checkpoint_in_flight: None,
@@ -474,9 +491,9 @@ impl<S: StateMachine> Replica<S> {
     /// without a round (no log entry, no probe), reflects every write to those keys that may
     /// have completed as far as this replica knows: it is the primary of its view in normal
     /// status; it executed every op its view inherited (ops up to `view_start_op` may have
-    /// completed in an older view); and in Skyros no write to those keys is pending in its
-    /// durability log (a nilext write completes before it executes) nor, while that log is not
-    /// empty, ordered and unexecuted (the conditions of `on_read_request`'s Skyros check).
+    /// completed in an older view); and its extension knows no completed, unexecuted update
+    /// that may touch those keys (`Extension::read_conflicts`: in Skyros, a pending nilext write
+    /// in its durability log, or, while that log is not empty, an ordered unexecuted write).
     /// Every other write that completed executed here first: a primary replies after it
     /// executes. What it cannot know: that a newer view elected another primary (there are no
     /// leases), so such a read is not linearisable; §6.7's basic reads promise less.
@@ -487,16 +504,9 @@ impl<S: StateMachine> Replica<S> {
         if self.commit_min < primary.view_start_op {
             return false;
         }
-        if self.config.protocol == Protocol::Skyros {
-            let keys = self.state_machine.keys(operation);
-            if self.durability_log.conflicts(keys.as_deref())
-                || (!self.durability_log.is_empty()
-                    && primary.ordered_writes.conflicts(keys.as_deref()))
-            {
-                return false;
-            }
-        }
-        true
+        !self
+            .extension
+            .read_conflicts(&self.state_machine, operation)
     }
     pub fn op(&self) -> Op {
         self.journal.op()
@@ -542,16 +552,17 @@ impl<S: StateMachine> Replica<S> {
         &self.state_machine
     }
     pub fn stats(&self) -> ReplicaStats {
-        self.stats
+        let mut stats = self.stats;
+        self.extension.stats(&mut stats);
+        stats
+    }
+    /// The protocol composed with VR.
+    pub fn extension(&self) -> &X {
+        &self.extension
     }
     /// Bytes of parts held for messages not yet reassembled (`Message::Part`).
     pub fn parts_pending_bytes(&self) -> u64 {
         self.assembler.bytes()
-    }
-
-    /// Skyros: the nilext requests this replica holds but has not executed.
-    pub fn durability_log(&self) -> &DurabilityLog {
-        &self.durability_log
     }
 
     pub fn client_table(&self) -> &ClientTable {
@@ -659,7 +670,7 @@ impl<S: StateMachine> Replica<S> {
                     commit,
                     checkpoint_op,
                     log,
-                    durability_log,
+                    payload: durability_log,
                 };
                 self.on_do_view_change(view, replica, message, effects);
             }
@@ -845,7 +856,7 @@ impl<S: StateMachine> Replica<S> {
             return; // Mid view change: the client retries.
         }
         if matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative) {
-            self.on_nilext_request(request, effects);
+            self.on_unordered_request(request, effects);
             return;
         }
         if self.primary.is_none() {
@@ -867,203 +878,28 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    // ----- Skyros: nilext writes (Skyros §4.2–4.3). -----
-
-    /// Any replica of the view: hold the request in the durability log and acknowledge it.
-    /// A commutative write (Skyros-Comm) is held the same way; the primary also previews its
-    /// result when it commutes with every pending update, else it will reply after ordering it.
-    fn on_nilext_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
-        if self.config.protocol != Protocol::Skyros {
+    /// A request VR does not order on arrival (nilext, commutative): the extension's. If it
+    /// hands the request back, the primary queues it on its batch (Skyros §4.3: the batch is
+    /// the durability log's arrival order, and later non-nilext writes queue behind it).
+    fn on_unordered_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
+        let mut cx = context!(self, effects);
+        let Some(request) = self.extension.on_unordered_request(&mut cx, request) else {
             return;
-        }
-        if self.log_view != self.view {
-            self.stats.skyros_nilext_ignored_lagging += 1;
-            return; // Our log is not yet this view's: the client retries.
-        }
-        let commutative = request.kind == RequestKind::Commutative;
-        let (client, number) = (request.client, request.request);
-        if let Some((latest, result)) = self.client_table.get(client) {
-            if number < latest {
-                return; // Stale: the client has moved on.
-            }
-            if number == latest {
-                let gated = self.state_machine.nilext_gate(&request.operation) != NilextGate::Open;
-                // A gated machine's recorded result may be "held, answered later": the
-                // acknowledgement carries it, and only a client that knows the machine may
-                // read it as the request's reply (`NilextQuorum` never completes on it). Left
-                // unanswered, the client waited a retry interval and then took the slow path
-                // (a backup executes before the client's own copy arrives under load).
-                if gated {
-                    self.stats.skyros_nilext_executed_gated += 1;
-                }
-                let result = (commutative || gated).then(|| result.to_vec());
-                self.acknowledge_nilext(client, number, 0, true, result, effects);
-                return;
-            }
-        }
-        if let Some(entry) = self.durability_log.get(client, number) {
-            if self
-                .primary
-                .as_ref()
-                .is_some_and(|primary| primary.nilext_refused.contains(&(client, number)))
-            {
-                return; // Refused by the gate: the reply comes when it executes.
-            }
-            let prefix_digest = entry.prefix_digest;
-            let persisting = self.acks_pending.iter().any(|(_, effect)| {
-                matches!(effect, Effect::Reply { message: Message::NilextAck { client: c, request: r, .. }, .. } if *c == client && *r == number)
-            });
-            if let (true, Some(primary)) = (commutative, self.primary.as_mut()) {
-                // A retry: the reply comes when it executes.
-                primary.slow_waiters.insert((client, number));
-            }
-            if !persisting {
-                self.acknowledge_nilext(client, number, prefix_digest, false, None, effects);
-            }
-            return;
-        }
-        if let Some(primary) = &self.primary {
-            if primary
-                .in_flight
-                .get(&client)
-                .is_some_and(|in_flight| number <= *in_flight)
-            {
-                return; // Already ordered on the slow path: its reply will come.
-            }
-        }
-        if self.durability_log.len() >= self.config.request_queue_max {
-            self.stats.skyros_nilext_ignored_full += 1;
-            return; // Overloaded: the client retries.
-        }
-        let keys = self.state_machine.keys(&request.operation);
-        let mut result = None;
-        // Every unexecuted update ordered before this one is in the durability log or among
-        // the ordered writes (once the view's inherited entries executed).
-        let pending_conflict = |replica: &Replica<S>, primary: &PrimaryState| {
-            replica.commit_min < primary.view_start_op
-                || replica.durability_log.conflicts(keys.as_deref())
-                || primary.ordered_writes.conflicts(keys.as_deref())
         };
-        // G2 of the gate: as above, except that a pending nilext write the gate acknowledged
-        // does not count when every durability-log entry went through this primary's gate:
-        // such a write runs at once when it is logged (G1 held when it was acknowledged, and
-        // whatever could hold it since arrived after it, so is ordered after it), so a later
-        // write of its key runs at once after it (rule O). Refused writes, ordered writes and
-        // deliveries, and the view's inherited entries still count.
-        let gate_conflict = |replica: &Replica<S>, primary: &PrimaryState| {
-            if replica.durability_log.len() != primary.gated.len() {
-                return pending_conflict(replica, primary);
-            }
-            debug_assert!(primary
-                .gated
-                .iter()
-                .all(|(client, number)| replica.durability_log.get(*client, *number).is_some()));
-            replica.commit_min < primary.view_start_op
-                || primary.refused_writes.conflicts(keys.as_deref())
-                || primary.ordered_writes.conflicts(keys.as_deref())
-        };
-        // The gate (`NilextGate`): in a plain Skyros group always open. Evaluated at the
-        // primary only: a client completes only with the primary's acknowledgement.
-        let mut refused = false;
-        if let Some(primary) = &self.primary {
-            refused = match self.state_machine.nilext_gate(&request.operation) {
-                NilextGate::Open => false,
-                NilextGate::Clear => gate_conflict(self, primary),
-                NilextGate::Closed => true,
-            };
-            if refused && self.config.canary == Some(Canary::NilextGateIgnored) {
-                refused = false;
-            }
-        }
-        if let (true, false, Some(primary)) = (commutative, refused, &self.primary) {
-            // Skyros-Comm: if no pending update touches its keys, executing it now gives the
-            // same result as at its position in the order.
-            let unchecked = self.config.canary == Some(Canary::CommPreviewUnchecked);
-            if unchecked || !pending_conflict(self, primary) {
-                result = self.state_machine.preview(&request.operation);
-            }
-        }
-        if let (true, None, Some(primary)) = (commutative, &result, self.primary.as_mut()) {
-            primary.slow_waiters.insert((client, number));
-        }
-        if let (true, Some(primary)) = (refused, self.primary.as_mut()) {
-            // Not acknowledged: ordered like the others, answered with a Reply on execution.
-            primary.slow_waiters.insert((client, number));
-            primary.nilext_refused.insert((client, number));
+        let primary = self
+            .primary
+            .as_mut()
+            .expect("only a primary orders an unordered request");
+        assert!(
             primary
-                .refused_writes
-                .append(request.clone(), keys.clone(), 0);
-            self.stats.skyros_nilext_refused += 1;
-        }
-        if let Some(primary) = self.primary.as_mut() {
-            if primary.gated.len() == self.durability_log.len() {
-                // Still every entry through the gate (the new one joins below).
-                primary.gated.insert((client, number));
-            }
-        }
-        let prefix_digest = self
-            .durability_log
-            .append(request.clone(), keys, self.executed_digest);
-        if self.durable() {
-            let entry = self
-                .durability_log
-                .get(client, number)
-                .expect("just appended")
-                .clone();
-            let record = Record::Durable {
-                view: self.view,
-                entry,
-            };
-            let sequence = self.persist_sequence_next;
-            self.persist(record, effects);
-            if !refused {
-                let ack = self.nilext_ack(client, number, prefix_digest, false, result);
-                self.acks_pending.push_back((sequence, ack));
-            }
-        } else if !refused {
-            self.acknowledge_nilext(client, number, prefix_digest, false, result, effects);
-        }
-        if let Some(primary) = &mut self.primary {
-            // The primary orders its durability log in arrival order (§4.3): the batch is
-            // that order, and non-nilext writes queue behind every earlier nilext one (§4.5).
-            primary.in_flight.insert(client, number);
-            primary.batch.push(request);
-            self.maybe_prepare(effects);
-        }
-    }
-
-    fn nilext_ack(
-        &self,
-        client: ClientId,
-        request: RequestNumber,
-        prefix_digest: u64,
-        executed: bool,
-        result: Option<Vec<u8>>,
-    ) -> Effect {
-        Effect::Reply {
-            client,
-            message: Message::NilextAck {
-                view: self.view,
-                replica: self.index,
-                client,
-                request,
-                prefix_digest,
-                executed,
-                result,
-            },
-        }
-    }
-
-    fn acknowledge_nilext(
-        &mut self,
-        client: ClientId,
-        request: RequestNumber,
-        prefix_digest: u64,
-        executed: bool,
-        result: Option<Vec<u8>>,
-        effects: &mut Vec<Effect>,
-    ) {
-        effects.push(self.nilext_ack(client, request, prefix_digest, executed, result));
+                .in_flight
+                .get(&request.client)
+                .is_none_or(|in_flight| *in_flight < request.request),
+            "an unordered request handed back is not in flight yet"
+        );
+        primary.in_flight.insert(request.client, request.request);
+        primary.batch.push(request);
+        self.maybe_prepare(effects);
     }
 
     fn on_write_request(&mut self, request: Request, effects: &mut Vec<Effect>) {
@@ -1085,17 +921,13 @@ impl<S: StateMachine> Replica<S> {
                 return;
             }
         }
-        if self
-            .durability_log
-            .get(request.client, request.request)
-            .is_some()
-        {
+        assert!(
+            self.primary.is_some(),
+            "on_write_request runs at the primary"
+        );
+        if self.extension.holds_write(&request) {
             // Skyros slow path for a nilext request the primary already holds: it is queued
-            // or prepared; reply when it executes.
-            let primary = self.primary.as_mut().expect("at the primary");
-            primary
-                .slow_waiters
-                .insert((request.client, request.request));
+            // or prepared; the reply comes when it executes.
             return;
         }
         let primary = self
@@ -1114,10 +946,8 @@ impl<S: StateMachine> Replica<S> {
             return; // Overloaded: the client retries.
         }
         primary.in_flight.insert(request.client, request.request);
-        if self.config.protocol == Protocol::Skyros {
-            let keys = self.state_machine.keys(&request.operation);
-            primary.ordered_writes.append(request.clone(), keys, 0);
-        }
+        self.extension
+            .on_write_queued(&self.state_machine, &request);
         primary.batch.push(request);
         self.maybe_prepare(effects);
     }
@@ -1417,7 +1247,7 @@ impl<S: StateMachine> Replica<S> {
         }
     }
 
-    /// Drops an executing request from the primary's and the durability log's bookkeeping.
+    /// Drops an executing request from the primary's and the extension's bookkeeping.
     fn forget_pending(&mut self, request: &Request) {
         if let Some(primary) = &mut self.primary {
             if primary
@@ -1428,48 +1258,23 @@ impl<S: StateMachine> Replica<S> {
                 primary.in_flight.remove(&request.client);
             }
         }
-        self.durability_log
-            .remove_executed(request.client, request.request);
-        if let Some(primary) = &mut self.primary {
-            primary
-                .ordered_writes
-                .remove_executed(request.client, request.request);
-            primary
-                .nilext_refused
-                .remove(&(request.client, request.request));
-            primary
-                .refused_writes
-                .remove_executed(request.client, request.request);
-            primary.gated.remove(&(request.client, request.request));
-        }
+        self.extension.on_executing(request);
     }
 
     /// Records an executed request's result; the primary replies.
     fn executed(&mut self, request: &Request, result: Vec<u8>, effects: &mut Vec<Effect>) {
         self.client_table
             .record(request.client, request.request, result.clone());
-        // Only requests that travel through durability logs (nilext, commutative) count: an
-        // ordered write executes at the primary a commit message before the backups, and
-        // counting it made every nilext request that arrived in between mismatch (the slow
-        // path). Recovery orders only uncommitted durability-log requests, so leaving committed
-        // ordered writes out of the set loses nothing (`docs/internals/skyros.md`, deviation 1).
-        if matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative) {
-            self.executed_digest =
-                self.executed_digest
-                    .wrapping_add(durability_log::request_digest(
-                        request.client,
-                        request.request,
-                    ));
-        }
-        let reply_wanted = match &mut self.primary {
-            None => false,
-            Some(primary) => {
-                !matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative)
-                    || primary
-                        .slow_waiters
-                        .remove(&(request.client, request.request))
-            }
-        };
+        // The primary replies to every write it ordered itself; to a request that reached it
+        // through the extension (nilext, commutative), only if the extension says so.
+        let at_primary = self.primary.is_some();
+        let extension_wants_reply = self.extension.on_executed(request, at_primary);
+        let unordered = matches!(request.kind, RequestKind::Nilext | RequestKind::Commutative);
+        assert!(
+            !extension_wants_reply || (at_primary && unordered),
+            "the extension asks for replies only to its own requests, at the primary"
+        );
+        let reply_wanted = at_primary && (!unordered || extension_wants_reply);
         if reply_wanted {
             let reply = Reply {
                 view: self.view,
@@ -1501,7 +1306,7 @@ impl<S: StateMachine> Replica<S> {
                 op: self.commit_min,
                 state: Vec::new(),
                 client_table: self.client_table.to_entries(),
-                executed_digest: self.executed_digest,
+                executed_digest: self.extension.executed_digest(),
             },
             source: self.state_machine.snapshot_source(),
         });
@@ -1538,52 +1343,16 @@ impl<S: StateMachine> Replica<S> {
         }) {
             return; // A resend of a read that is queued: it will be answered once.
         }
-        if self.config.protocol == Protocol::Skyros {
-            let keys = self.state_machine.keys(&request.operation);
-            // A pending non-nilext write ordered before a pending nilext one may have to be
-            // seen too: the nilext one may have completed, and the write precedes it (a
-            // multi-key write can make that order observable). So while the durability log is
-            // not empty, conflicting pending writes of either kind make the read wait.
-            let ordered_writes = &self
-                .primary
-                .as_ref()
-                .expect("at the primary")
-                .ordered_writes;
-            let conflicts = self.durability_log.conflicts(keys.as_deref())
-                || (!self.durability_log.is_empty() && ordered_writes.conflicts(keys.as_deref()));
-            if conflicts {
-                self.stats.skyros_reads_ordered += 1;
-                // Skyros §4.4: the read touches unfinalised updates: order every pending one
-                // now, and serve the read once they have executed.
-                self.prepare_everything(effects);
-                let primary = self.primary.as_mut().expect("reads run at the primary");
-                if primary.reads.len() >= self.config.read_queue_max {
-                    return;
-                }
-                let mut round = primary.probe_round_next;
-                if self.config.canary == Some(Canary::ReadWithoutProbe) {
-                    // As below: every read skips the probe, or one that waits would wait for a
-                    // probe that no later read asks for.
-                    round = primary.probe_round_confirmed;
-                }
-                primary
-                    .reads_queued
-                    .insert((request.client, request.request));
-                primary
-                    .reads_queued
-                    .insert((request.client, request.request));
-                primary.reads.push_back(PendingRead {
-                    request,
-                    read_index: self.journal.op(),
-                    round,
-                });
-                self.maybe_send_probe(effects);
-                self.maybe_serve_reads(effects);
-                return;
-            }
-            self.stats.skyros_reads_immediate += 1;
-        }
-        let read_index = {
+        // The extension (Skyros §4.4) may make the read wait for every pending update: then
+        // the whole batch is prepared now, past the pipeline limit, and the read is served once
+        // everything logged has executed.
+        let waits = self
+            .extension
+            .on_read(&self.state_machine, &request.operation);
+        let read_index = if waits {
+            self.prepare_everything(effects);
+            self.journal.op()
+        } else {
             let primary = self
                 .primary
                 .as_ref()
@@ -1747,6 +1516,7 @@ impl<S: StateMachine> Replica<S> {
         self.view = view;
         self.status = Status::ViewChange(ViewChangeState::default());
         self.primary = None;
+        self.extension.on_role(false);
         self.state_machine.lead(false);
         self.backup = BackupState::default();
         self.timeouts.primary.stop();
@@ -1812,7 +1582,7 @@ impl<S: StateMachine> Replica<S> {
             commit: self.commit_max,
             checkpoint_op: self.checkpoint.op,
             log: self.journal.entries_after(self.checkpoint.op),
-            durability_log: self.durability_log.requests(),
+            payload: self.extension.view_change_payload(),
         };
         let primary = self.primary_of(self.view);
         if primary == self.index {
@@ -1824,7 +1594,7 @@ impl<S: StateMachine> Replica<S> {
                 commit,
                 checkpoint_op,
                 log,
-                durability_log,
+                payload,
             } = message;
             let message = Message::DoViewChange {
                 view: self.view,
@@ -1834,7 +1604,7 @@ impl<S: StateMachine> Replica<S> {
                 checkpoint_op,
                 replica: self.index,
                 log,
-                durability_log,
+                durability_log: payload,
             };
             self.send(primary, message, effects);
         }
@@ -1917,32 +1687,36 @@ impl<S: StateMachine> Replica<S> {
             .filter(|entry| entry.op > self.commit_min)
             .cloned()
             .collect();
-        // Skyros: the durability logs of at most f + 1 participants from the latest normal
-        // view, ours first. Never more: the recovery's thresholds are majorities of f + 1.
-        let best_log_view = best.log_view;
-        let own = self.index;
-        let durability_logs: Vec<Vec<Request>> = state
-            .do_view_change_from
-            .get(&own)
-            .into_iter()
-            .chain(
-                state
-                    .do_view_change_from
-                    .iter()
-                    .filter(|(replica, _)| **replica != own)
-                    .map(|(_, message)| message),
-            )
-            .filter(|message| message.log_view == best_log_view)
-            .take(majority)
-            .map(|message| message.durability_log.clone())
-            .collect();
+        let chosen_log_view = best.log_view;
+        let votes_from = std::mem::take(&mut state.do_view_change_from);
         self.install_log(entries, effects);
         self.commit_max = self.commit_max.max(commit.min(self.journal.op()));
-        let recovered = if self.config.protocol == Protocol::Skyros {
-            self.recover_durability_logs(&durability_logs, effects)
-        } else {
-            Vec::new()
-        };
+        // The extension merges what the participants carried (Skyros §4.6: their durability
+        // logs); what it returns joins the log as entries of the new view, so StartView
+        // carries it.
+        let votes: Vec<ViewChangeVote<'_>> = votes_from
+            .iter()
+            .map(|(replica, message)| ViewChangeVote {
+                replica: *replica,
+                log_view: message.log_view,
+                payload: &message.payload,
+            })
+            .collect();
+        let mut cx = context!(self, effects);
+        let recovered = self
+            .extension
+            .on_view_start(&mut cx, &votes, chosen_log_view);
+        for chunk in recovered.chunks(self.config.batch_requests_max) {
+            let entry = Entry {
+                view: self.view,
+                op: self.journal.op().next(),
+                requests: chunk.to_vec(),
+            };
+            self.journal.append(entry.clone());
+            if self.durable() {
+                self.persist(Record::Entry(entry), effects);
+            }
+        }
         self.status = Status::Normal;
         self.reset_view_change_backoff();
         self.become_primary(self.journal.op());
@@ -1968,54 +1742,11 @@ impl<S: StateMachine> Replica<S> {
         self.maybe_commit(effects);
     }
 
-    /// Skyros §4.6: the new primary recovers the durability logs of the participants from the
-    /// latest normal view and appends them, in a real-time-safe order, to its log as entries
-    /// of the new view, so that StartView carries them. Returns the appended requests.
-    fn recover_durability_logs(
-        &mut self,
-        logs: &[Vec<Request>],
-        effects: &mut Vec<Effect>,
-    ) -> Vec<Request> {
-        let tolerated = self.config.replicas_tolerated() as usize;
-        let mut threshold = durability_log::recovery_threshold(tolerated);
-        if self.config.canary == Some(Canary::RecoveryThresholdTooHigh) {
-            threshold += 1;
-        }
-        let mut logged: BTreeSet<(ClientId, RequestNumber)> = BTreeSet::new();
-        for entry in self.journal.iter() {
-            if entry.op > self.commit_min {
-                for request in &entry.requests {
-                    logged.insert((request.client, request.request));
-                }
-            }
-        }
-        let client_table = &self.client_table;
-        let recovered = durability_log::recover(logs, threshold, |request| {
-            client_table.executed(request.client, request.request)
-                || logged.contains(&(request.client, request.request))
-        });
-        self.durability_log.clear();
-        for chunk in recovered.chunks(self.config.batch_requests_max) {
-            let entry = Entry {
-                view: self.view,
-                op: self.journal.op().next(),
-                requests: chunk.to_vec(),
-            };
-            self.journal.append(entry.clone());
-            if self.durable() {
-                self.persist(Record::Entry(entry), effects);
-            }
-        }
-        recovered
-    }
-
     /// Replaces everything after commit_min with `entries` (which start at commit_min + 1) and
     /// makes this view the log's view.
     fn install_log(&mut self, entries: Vec<Entry>, effects: &mut Vec<Effect>) {
         if self.log_view != self.view {
-            // Skyros: what the old view's durability log held that completed is in this
-            // view's log now (§4.6); the rest never completed.
-            self.durability_log.clear();
+            self.extension.on_log_view_changed();
         }
         self.journal.truncate_after(self.commit_min);
         for entry in &entries {
@@ -2099,12 +1830,8 @@ impl<S: StateMachine> Replica<S> {
             probe: None,
             probe_round_next: 1,
             probe_round_confirmed: 0,
-            slow_waiters: BTreeSet::new(),
-            ordered_writes: DurabilityLog::default(),
-            nilext_refused: BTreeSet::new(),
-            refused_writes: DurabilityLog::default(),
-            gated: BTreeSet::new(),
         });
+        self.extension.on_role(true);
         self.timeouts.primary.stop();
         self.timeouts.lag.stop();
         self.timeouts.heartbeat.start();
@@ -2116,6 +1843,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(matches!(self.status, Status::Normal));
         assert!(!self.is_primary_of(self.view));
         self.primary = None;
+        self.extension.on_role(false);
         self.state_machine.lead(false);
         self.backup = BackupState::default();
         self.timeouts.heartbeat.stop();
@@ -2190,8 +1918,7 @@ impl<S: StateMachine> Replica<S> {
         } else {
             (None, self.journal.entries_after(op))
         };
-        let durability = (self.config.protocol == Protocol::Skyros && self.primary.is_some())
-            .then(|| self.durability_log.to_state());
+        let durability = self.extension.new_state_payload(self.primary.is_some());
         let message = Message::NewState {
             view,
             op: self.journal.op(),
@@ -2260,9 +1987,8 @@ impl<S: StateMachine> Replica<S> {
             }
             self.install_log(entries, effects);
             if let (Some(durability), true) = (durability, replica == self.primary_of(view)) {
-                // Skyros: adopt the primary's durability log (its order is the real-time one)
-                // and running digest, so that our acknowledgements match the primary's again.
-                self.adopt_durability_log(&durability, effects);
+                let mut cx = context!(self, effects);
+                self.extension.on_new_state(&mut cx, &durability);
             }
         } else {
             for entry in log {
@@ -2276,34 +2002,6 @@ impl<S: StateMachine> Replica<S> {
         self.send_prepare_ok(effects);
     }
 
-    /// Skyros: takes the primary's durability log as ours (state transfer, recovery).
-    fn adopt_durability_log(
-        &mut self,
-        durability: &wire::DurabilityLogState,
-        effects: &mut Vec<Effect>,
-    ) {
-        let state_machine = &self.state_machine;
-        let mut log =
-            DurabilityLog::from_state(durability, |request| state_machine.keys(&request.operation));
-        for entry in &durability.entries {
-            let (client, request) = (entry.request.client, entry.request.request);
-            if self.client_table.executed(client, request) {
-                log.remove_executed(client, request);
-            }
-        }
-        self.durability_log = log;
-        if self.durable() {
-            let entries: Vec<_> = self.durability_log.iter().cloned().collect();
-            for entry in entries {
-                let record = Record::Durable {
-                    view: self.view,
-                    entry,
-                };
-                self.persist(record, effects);
-            }
-        }
-    }
-
     /// Replaces the state with a checkpoint from a peer. Our log is dropped: what follows the
     /// checkpoint comes from the same message.
     fn install_checkpoint(
@@ -2314,7 +2012,7 @@ impl<S: StateMachine> Replica<S> {
         assert!(checkpoint.op > self.commit_min);
         self.state_machine.restore(&checkpoint.state)?;
         self.client_table = ClientTable::from_entries(&checkpoint.client_table);
-        self.executed_digest = checkpoint.executed_digest;
+        self.extension.on_checkpoint_installed(&checkpoint);
         self.commit_min = checkpoint.op;
         self.commit_max = self.commit_max.max(checkpoint.op);
         if self.journal.contains(checkpoint.op.next()) {
@@ -2345,7 +2043,7 @@ impl<S: StateMachine> Replica<S> {
             commit: self.commit_max,
             checkpoint: self.checkpoint.clone(),
             log: self.journal.entries_after(self.checkpoint.op),
-            durability: self.durability_log.to_state(),
+            durability: self.extension.recovery_payload(),
         });
         let message = Message::RecoveryResponse {
             view: self.view,
@@ -2417,7 +2115,7 @@ impl<S: StateMachine> Replica<S> {
             return; // Malformed response: wait for another.
         }
         self.client_table = ClientTable::from_entries(&checkpoint.client_table);
-        self.executed_digest = checkpoint.executed_digest;
+        self.extension.on_checkpoint_installed(&checkpoint);
         self.journal = Journal::new(checkpoint.op);
         self.commit_min = checkpoint.op;
         self.commit_max = commit.max(checkpoint.op);
@@ -2433,7 +2131,8 @@ impl<S: StateMachine> Replica<S> {
         self.status = Status::Normal;
         self.reset_view_change_backoff();
         self.become_backup();
-        self.adopt_durability_log(&durability, effects);
+        let mut cx = context!(self, effects);
+        self.extension.on_recovered(&mut cx, &durability);
         self.execute_committed(effects);
         self.send_prepare_ok(effects);
     }
@@ -2446,43 +2145,14 @@ impl<S: StateMachine> Replica<S> {
 
     fn persist(&mut self, record: Record, effects: &mut Vec<Effect>) {
         assert!(self.durable());
-        let sequence = self.persist_sequence_next;
-        self.persist_sequence_next += 1;
-        let (log, view) = match &record {
-            Record::Entry(entry) => (
-                LogMark::EndsAt {
-                    op: entry.op,
-                    view: entry.view,
-                },
-                self.view,
-            ),
-            Record::View { view } => (LogMark::Unchanged, *view),
-            Record::Log {
-                view,
-                entries,
-                truncate_after,
-                ..
-            } => match entries.last() {
-                Some(last) => (
-                    LogMark::EndsAt {
-                        op: last.op,
-                        view: last.view,
-                    },
-                    *view,
-                ),
-                None => (LogMark::TruncatedAt(*truncate_after), *view),
-            },
-            Record::Checkpoint(checkpoint) => {
-                (LogMark::CheckpointAt(checkpoint.op), self.view_persisted)
-            }
-            Record::Durable { .. } => (LogMark::Unchanged, self.view_persisted),
-        };
-        self.persist_pending.push_back(PendingRecord {
-            sequence,
-            view,
-            log,
-        });
-        effects.push(Effect::Persist { sequence, record });
+        persist_record(
+            &mut self.persist_sequence_next,
+            &mut self.persist_pending,
+            self.view,
+            self.view_persisted,
+            record,
+            effects,
+        );
     }
 
     fn on_persisted(&mut self, sequence: u64, effects: &mut Vec<Effect>) {
@@ -2511,14 +2181,7 @@ impl<S: StateMachine> Replica<S> {
             }
         }
         self.op_persisted = self.op_persisted.min(self.journal.op());
-        while self
-            .acks_pending
-            .front()
-            .is_some_and(|(pending, _)| *pending <= sequence)
-        {
-            let (_, ack) = self.acks_pending.pop_front().expect("front exists");
-            effects.push(ack);
-        }
+        self.extension.on_persisted(sequence, effects);
         self.flush_deferred(effects);
         if matches!(self.status, Status::Normal) {
             if self.primary.is_some() {
@@ -2694,7 +2357,63 @@ impl<S: StateMachine> Replica<S> {
         if self.durable() {
             assert!(self.op_persisted <= self.journal.op());
         }
+        self.extension.invariants(self.primary.is_some());
     }
+}
+
+impl<S: StateMachine> Replica<S, Skyros> {
+    /// Skyros: the nilext requests this replica holds but has not executed.
+    pub fn durability_log(&self) -> &crate::DurabilityLog {
+        self.extension.durability_log()
+    }
+}
+
+/// Writes `record` as the next in sequence: its completion (`Input::Persisted`) proves what
+/// the pending record says. Shared by the replica and its extension (`Context::persist`).
+pub(crate) fn persist_record(
+    sequence_next: &mut u64,
+    pending: &mut VecDeque<PendingRecord>,
+    current_view: View,
+    view_persisted: View,
+    record: Record,
+    effects: &mut Vec<Effect>,
+) -> u64 {
+    let sequence = *sequence_next;
+    *sequence_next += 1;
+    let (log, view) = match &record {
+        Record::Entry(entry) => (
+            LogMark::EndsAt {
+                op: entry.op,
+                view: entry.view,
+            },
+            current_view,
+        ),
+        Record::View { view } => (LogMark::Unchanged, *view),
+        Record::Log {
+            view,
+            entries,
+            truncate_after,
+            ..
+        } => match entries.last() {
+            Some(last) => (
+                LogMark::EndsAt {
+                    op: last.op,
+                    view: last.view,
+                },
+                *view,
+            ),
+            None => (LogMark::TruncatedAt(*truncate_after), *view),
+        },
+        Record::Checkpoint(checkpoint) => (LogMark::CheckpointAt(checkpoint.op), view_persisted),
+        Record::Durable { .. } => (LogMark::Unchanged, view_persisted),
+    };
+    pending.push_back(PendingRecord {
+        sequence,
+        view,
+        log,
+    });
+    effects.push(Effect::Persist { sequence, record });
+    sequence
 }
 
 /// Whether a DoViewChange's entries run from its checkpoint to its op, in order, without a gap.

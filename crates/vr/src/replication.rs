@@ -1,7 +1,8 @@
 //! The replication interface: what a host (the runtime's partition host, the simulator) needs
 //! of a replica of one group, whatever protocol replicates it.
 //!
-//! [`Replica`] (VR, and Skyros as VR with a nilext mode) implements it; the runtime's partition
+//! [`Replica`] implements it for every composition: VR (`Replica<S>`) and Skyros (`Replica<S,
+//! Skyros>`, VR with the Skyros extension, `crate::Extension`); the runtime's partition
 //! host and the simulator's partition groups are written against it, so that another protocol
 //! (chain replication for Replex, PBFT for Callinicos) arrives as another implementation rather
 //! than as flags inside `Replica`. The vocabulary is VR's for now: a replica takes an [`Input`]
@@ -12,6 +13,7 @@
 use crate::client_table::ClientTable;
 use crate::config::Config;
 use crate::durable::DurableState;
+use crate::extension::Extension;
 use crate::replica::{Effect, Input, Replica, ReplicaStats, StatusName};
 use crate::state_machine::{RestoreError, StateMachine};
 use wire::{Entry, Nonce, Op, ReplicaIndex, View};
@@ -78,7 +80,7 @@ pub trait Replication {
     fn serves_unordered_read(&self, operation: &[u8]) -> bool;
 }
 
-impl<S: StateMachine> Replication for Replica<S> {
+impl<S: StateMachine, X: Extension<S>> Replication for Replica<S, X> {
     type Machine = S;
 
     fn create(config: Config, index: ReplicaIndex, machine: S) -> Self {

@@ -60,7 +60,7 @@ impl StateMachine for Gated {
 }
 
 struct Group {
-    replicas: Vec<Replica<Gated>>,
+    replicas: Vec<Replica<Gated, vr::Skyros>>,
     network: VecDeque<(u8, Message)>,
     replies: Vec<Message>,
 }

@@ -4,13 +4,14 @@
 use kv::{Command, KvStore, Outcome};
 use std::collections::VecDeque;
 use vr::{
-    Checkpoint, ClientId, Config, Durability, DurableState, Effect, Input, Message, Nonce, Op,
-    Record, Replica, ReplicaIndex, Request, RequestKind, RequestNumber, SnapshotSource, StatusName,
-    View,
+    Checkpoint, ClientId, Config, Durability, DurableState, Effect, Extension, Input, Message,
+    NoExtension, Nonce, Op, Record, Replica, ReplicaIndex, Request, RequestKind, RequestNumber,
+    Skyros, SnapshotSource, StatusName, View,
 };
 
-struct Node {
-    replica: Option<Replica<KvStore>>,
+/// A member: VR (`NoExtension`) unless the group is built for Skyros (`skyros_group`).
+struct Node<X: Extension<KvStore> = NoExtension> {
+    replica: Option<Replica<KvStore, X>>,
     /// Durable records (disk mode); `unpersisted` are written but not reported yet.
     records: Vec<Record>,
     unpersisted: Vec<(u64, Record)>,
@@ -22,8 +23,8 @@ struct Node {
     auto_checkpoint: bool,
 }
 
-impl Node {
-    fn up(replica: Replica<KvStore>) -> Node {
+impl<X: Extension<KvStore>> Node<X> {
+    fn up(replica: Replica<KvStore, X>) -> Node<X> {
         Node {
             replica: Some(replica),
             records: Vec::new(),
@@ -35,9 +36,9 @@ impl Node {
     }
 }
 
-struct Group {
+struct Group<X: Extension<KvStore> = NoExtension> {
     config: Config,
-    nodes: Vec<Node>,
+    nodes: Vec<Node<X>>,
     /// Messages in flight: (from, to, message).
     network: VecDeque<(ReplicaIndex, ReplicaIndex, Message)>,
     replies: Vec<(ClientId, Message)>,
@@ -52,6 +53,12 @@ impl Group {
     }
 
     fn with(replica_count: u8, durability: Durability, change: impl Fn(&mut Config)) -> Group {
+        Group::build(replica_count, durability, change)
+    }
+}
+
+impl<X: Extension<KvStore>> Group<X> {
+    fn build(replica_count: u8, durability: Durability, change: impl Fn(&mut Config)) -> Group<X> {
         let mut config = Config::new(replica_count, durability);
         config.checkpoint_interval_ops = 1_000;
         config.batch_requests_max = 1;
@@ -75,7 +82,7 @@ impl Group {
         }
     }
 
-    fn replica(&self, index: u8) -> &Replica<KvStore> {
+    fn replica(&self, index: u8) -> &Replica<KvStore, X> {
         self.nodes[index as usize]
             .replica
             .as_ref()
@@ -647,20 +654,13 @@ fn a_do_view_change_with_a_gap_in_its_log_is_dropped_not_a_panic() {
 
 // ----- Skyros (docs/internals/skyros.md). -----
 
-fn skyros_group(replica_count: u8) -> Group {
-    let mut group = Group::new(replica_count, Durability::Memory);
-    group.config.protocol = vr::Protocol::Skyros;
-    for (index, node) in group.nodes.iter_mut().enumerate() {
-        node.replica = Some(Replica::new(
-            group.config.clone(),
-            ReplicaIndex(index as u8),
-            KvStore::new(),
-        ));
-    }
-    group
+fn skyros_group(replica_count: u8) -> Group<Skyros> {
+    Group::build(replica_count, Durability::Memory, |config| {
+        config.protocol = vr::Protocol::Skyros;
+    })
 }
 
-impl Group {
+impl Group<Skyros> {
     /// Sends a Skyros request of `kind` to `to`, in that order, and feeds the acknowledgements
     /// to `quorum`; returns whether they complete it.
     fn skyros_request(

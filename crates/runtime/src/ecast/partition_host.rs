@@ -90,9 +90,14 @@ pub(super) fn canary_basic_any_member() -> bool {
 }
 
 /// Starts storage process `id` of a `vr` cluster and its gateway; returns once both listen.
-/// Its partition replicas are `vr::Replica`s (VR, or Skyros by `ClusterConfig::protocol`).
+/// Its partition replicas are `vr::Replica<Machine>` (VR) or `vr::Replica<Machine, vr::Skyros>`
+/// (VR composed with Skyros), picked by the partition groups' `vr::Config::protocol`
+/// (`ClusterConfig::partition_protocol`, `skyros` partitions).
 pub async fn start(config: ClusterConfig, id: ProcessId) -> Result<(), String> {
-    host::<Replica<Machine>>(config, id).await
+    match config.partition_protocol(1).protocol {
+        vr::Protocol::Vr => host::<Replica<Machine>>(config, id).await,
+        vr::Protocol::Skyros => host::<Replica<Machine, vr::Skyros>>(config, id).await,
+    }
 }
 
 /// `start`, with partition groups replicated by `R`.
