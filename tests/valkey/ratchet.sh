@@ -42,7 +42,7 @@ for _ in $(seq 1 600); do
 done
 grep -q "Tessera dev cluster ready" "$work/dev.out" || { echo "ratchet: tessera dev not ready in 60 s"; exit 1; }
 logs=${RATCHET_LOGS:-$work/logs}
-VALKEY_LOGS="$logs" VALKEY_BASEPORT="$baseport" VALKEY_TIMEOUT="${RATCHET_UNIT_TIMEOUT:-120}" \
+VALKEY_LOGS="$logs" VALKEY_BASEPORT="$baseport" VALKEY_TIMEOUT="${RATCHET_UNIT_TIMEOUT:-240}" \
     "$here/run.sh" "$port" $units
 # Compare only the units that ran (the expected file lists every unit of the CI run).
 if python3 "$here/ratchet.py" compare "$here/expected-passes.txt" "$logs" $units; then
