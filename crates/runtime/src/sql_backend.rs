@@ -21,6 +21,10 @@ impl std::fmt::Display for BackendError {
     }
 }
 
+/// A catalog with the digest that guards plans made against it; shared, not copied, by the
+/// sessions that plan against it.
+pub type SharedCatalog = (u64, Arc<sql::MemoryCatalog>);
+
 pub trait SqlBackend: Clone + Send + Sync + 'static {
     /// The tables to plan against, with the catalog digest to guard the plan's commands with
     /// (`engine::Command::Guarded`). `fresh`: read through the primary now (linearisable);
@@ -29,7 +33,7 @@ pub trait SqlBackend: Clone + Send + Sync + 'static {
     fn catalog(
         &self,
         fresh: bool,
-    ) -> impl Future<Output = Result<(u64, sql::MemoryCatalog), BackendError>> + Send;
+    ) -> impl Future<Output = Result<(u64, Arc<sql::MemoryCatalog>), BackendError>> + Send;
     /// Runs one engine command: read-only commands through the primary's linearisable read
     /// path, others through the replicated log. Exactly once, however often it is retried.
     fn execute(
@@ -61,12 +65,12 @@ pub struct LocalBackend {
 }
 
 impl SqlBackend for LocalBackend {
-    async fn catalog(&self, _fresh: bool) -> Result<(u64, sql::MemoryCatalog), BackendError> {
+    async fn catalog(&self, _fresh: bool) -> Result<(u64, Arc<sql::MemoryCatalog>), BackendError> {
         let engine = self
             .engine
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        Ok((engine.catalog_digest(), catalog_of(&engine)))
+        Ok((engine.catalog_digest(), Arc::new(catalog_of(&engine))))
     }
 
     async fn execute(&self, command: engine::Command) -> Result<engine::Outcome, BackendError> {

@@ -224,7 +224,7 @@ mod copy {
 #[derive(Clone, Default)]
 struct CachingBackend {
     inner: LocalBackend,
-    cache: std::sync::Arc<std::sync::Mutex<Option<(u64, sql::MemoryCatalog)>>>,
+    cache: std::sync::Arc<std::sync::Mutex<Option<runtime::sql_backend::SharedCatalog>>>,
     fresh_reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -232,7 +232,7 @@ impl runtime::sql_backend::SqlBackend for CachingBackend {
     async fn catalog(
         &self,
         fresh: bool,
-    ) -> Result<(u64, sql::MemoryCatalog), runtime::sql_backend::BackendError> {
+    ) -> Result<runtime::sql_backend::SharedCatalog, runtime::sql_backend::BackendError> {
         if !fresh {
             if let Some(cached) = self.cache.lock().unwrap().clone() {
                 return Ok(cached);

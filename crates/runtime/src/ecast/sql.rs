@@ -139,7 +139,7 @@ impl RowIds {
 #[derive(Clone)]
 pub struct ClusterBackend {
     jobs: mpsc::Sender<Job>,
-    catalog: Arc<Mutex<Option<(u64, sql::MemoryCatalog)>>>,
+    catalog: Arc<Mutex<Option<crate::sql_backend::SharedCatalog>>>,
     row_ids: Arc<Mutex<RowIds>>,
     hub: Option<Arc<super::pubsub::Hub>>,
 }
@@ -275,7 +275,7 @@ impl ClusterBackend {
 }
 
 impl SqlBackend for ClusterBackend {
-    async fn catalog(&self, fresh: bool) -> Result<(u64, sql::MemoryCatalog), BackendError> {
+    async fn catalog(&self, fresh: bool) -> Result<(u64, Arc<sql::MemoryCatalog>), BackendError> {
         if !fresh {
             let cached = self
                 .catalog
@@ -292,8 +292,12 @@ impl SqlBackend for ClusterBackend {
         let [(_, bytes)] = answers.as_slice() else {
             return Err(BackendError::Unavailable);
         };
-        let mut read = store::decode_catalog(bytes).ok_or(BackendError::Unavailable)?;
-        crate::security::roles::hide(&mut read.1);
+        let (digest, mut catalog) =
+            store::decode_catalog(bytes).ok_or(BackendError::Unavailable)?;
+        crate::security::roles::hide(&mut catalog);
+        // Shared by every session of this process until the next fresh read: a statement
+        // plans against it without copying it.
+        let read = (digest, Arc::new(catalog));
         *self
             .catalog
             .lock()

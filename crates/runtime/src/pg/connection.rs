@@ -584,7 +584,10 @@ where
         }
     }
 
-    async fn catalog(&self, fresh: bool) -> Result<(u64, sql::MemoryCatalog), Fail> {
+    async fn catalog(
+        &self,
+        fresh: bool,
+    ) -> Result<(u64, std::sync::Arc<sql::MemoryCatalog>), Fail> {
         Ok(self.backend.catalog(fresh).await.map_err(backend_error)?)
     }
 

@@ -74,7 +74,7 @@ where
         let mut fresh = false;
         for _ in 0..8 {
             let (digest, catalog) = self.catalog(fresh).await?;
-            let execution = match sql::sequence::advance(&catalog, request) {
+            let execution = match sql::sequence::advance(catalog.as_ref(), request) {
                 Err(_) if !fresh => {
                     fresh = true;
                     continue;
