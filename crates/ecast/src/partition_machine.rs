@@ -1054,50 +1054,50 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
     }
 
+    /// A single-partition operation of the bypass (`Single`), or a snapshot read at `at`
+    /// (`Snapshot`): fed to the rules as the client's own entry, answered by its result.
+    fn execute_own(
+        &mut self,
+        client: ClientId,
+        number: RequestNumber,
+        at: Option<Timestamp>,
+        operation: Vec<u8>,
+    ) -> PartitionResult {
+        let id = OperationId { client, number };
+        let waiting = self.rules.waiting();
+        self.results.insert(client, (number, None));
+        self.moved.remove(&client);
+        let keys = self.data.keys(&operation);
+        let entry = match at {
+            None => PartitionEntry::Single {
+                id,
+                keys,
+                operation,
+            },
+            Some(at) => PartitionEntry::Snapshot {
+                id,
+                at,
+                keys,
+                operation,
+            },
+        };
+        let (result, ignored) = self.feed(entry, Some(id));
+        self.own_result(client, result, ignored, waiting)
+    }
+
     fn execute_operation(&mut self, operation: PartitionOperation) -> PartitionResult {
         match operation {
             PartitionOperation::Single {
                 client,
                 number,
                 operation,
-            } => {
-                let id = OperationId { client, number };
-                let waiting = self.rules.waiting();
-                self.results.insert(client, (number, None));
-                self.moved.remove(&client);
-                let keys = self.data.keys(&operation);
-                let (result, ignored) = self.feed(
-                    PartitionEntry::Single {
-                        id,
-                        keys,
-                        operation,
-                    },
-                    Some(id),
-                );
-                self.own_result(client, result, ignored, waiting)
-            }
+            } => self.execute_own(client, number, None, operation),
             PartitionOperation::Snapshot {
                 client,
                 number,
                 at,
                 operation,
-            } => {
-                let id = OperationId { client, number };
-                let waiting = self.rules.waiting();
-                self.results.insert(client, (number, None));
-                self.moved.remove(&client);
-                let keys = self.data.keys(&operation);
-                let (result, ignored) = self.feed(
-                    PartitionEntry::Snapshot {
-                        id,
-                        at,
-                        keys,
-                        operation,
-                    },
-                    Some(id),
-                );
-                self.own_result(client, result, ignored, waiting)
-            }
+            } => self.execute_own(client, number, Some(at), operation),
             PartitionOperation::Deliveries(shares) => {
                 for share in shares {
                     let new = share.timestamp > self.rules.logged()
