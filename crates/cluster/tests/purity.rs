@@ -24,7 +24,11 @@ const PURE_CRATES: &[(&str, &[&str])] = &[
     ("kv", &["vr", "serde", "postcard", "stdx", "imbl"]),
     ("resp", &["kv"]),
     // rust_decimal: NUMERIC's exact values (pure arithmetic).
-    ("engine", &["vr", "serde", "postcard", "rust_decimal"]),
+    // engine: imbl for rows and index entries (a snapshot is O(1), a write after it O(log n)).
+    (
+        "engine",
+        &["vr", "serde", "postcard", "rust_decimal", "imbl"],
+    ),
     ("sql", &["engine", "sqlparser"]),
     ("store", &["kv", "vr", "engine", "sql", "serde", "postcard"]),
     (

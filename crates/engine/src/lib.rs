@@ -26,11 +26,13 @@
 //! ## Invariants
 //!
 //! - **Pure and deterministic.** No I/O, clock, thread or OS randomness; the only hash maps are
-//!   the query index's lookup tables (fixed-key hasher, never iterated). Tables, rows and
-//!   indexes are `BTreeMap`s; scans and results are in primary key order.
+//!   the query index's lookup tables (fixed-key hasher, never iterated). Tables are a
+//!   `BTreeMap`; rows and index entries are persistent B-trees (`imbl::OrdMap`/`OrdSet`);
+//!   scans and results are in primary key order.
 //! - **A clone is a snapshot.** Tables are `Arc<Table>`, copied on the first write while shared
 //!   (`Engine::snapshot_copy`): a clone costs O(tables) and keeps the state of its moment;
-//!   reads never copy (`docs/internals/scans.md`).
+//!   the copy of a table is O(1) (its rows and entries are persistent maps) and a write after
+//!   it copies O(log n); reads never copy (`docs/internals/scans.md`).
 //! - **A batch is its operations executed one after another.** `execute_batch(ops)` returns the
 //!   same results and leaves the same tables and indexes as `execute_sequentially(ops)`, the naive
 //!   reference. `property_tests.rs` checks this on 4,600 seeded random batches (up to 600

@@ -214,7 +214,7 @@ pub fn candidate_keys(table: &Table, path: &AccessPath) -> Option<Vec<Key>> {
             }
             table
                 .rows
-                .range::<Key, _>((Bound::Included(&start), Bound::Unbounded))
+                .range::<_, Key>((Bound::Included(&start), Bound::Unbounded))
                 .map(|(key, _)| key)
                 .take_while(|key| {
                     key.starts_with(prefix) && below_high(&interval.high, &key[prefix.len()])

@@ -69,27 +69,33 @@ impl Cycle<'_> {
             .probe(row, from, &mut self.candidates, skip_residual);
     }
 
-    /// Visits a stored row no insert targets; returns whether it stays. The hot path.
-    fn visit_stored(&mut self, key: &Key, row: &mut Row) -> bool {
-        let mut before: Option<Row> = None;
-        self.probe(row, 0);
+    /// Visits a stored row no insert targets; returns what becomes of it. The hot path: the
+    /// stored row is only read (rows are shared with snapshots) until a write applies to it,
+    /// which works on a copy.
+    fn visit_stored(&mut self, key: &Key, stored: &Row) -> Visit {
+        // The row after the writes so far, once a write applies.
+        let mut after: Option<Row> = None;
+        self.probe(stored, 0);
         let mut cursor = 0;
         while let Some(&at) = self.candidates.get(cursor) {
             cursor += 1;
             let operation = scan_operation(self.operations, at);
-            if operation.writes() {
-                // Save the row before the first write only, and only if the write applies.
-                let qualifies = operation
-                    .predicate()
-                    .is_none_or(|predicate| predicate.matches(row));
-                if !qualifies {
-                    continue;
+            let state = &mut self.states[at as usize];
+            if !operation.writes() {
+                if !state.is_done(operation) {
+                    read_row(operation, state, after.as_ref().unwrap_or(stored));
                 }
-                if before.is_none() {
-                    before = Some(row.clone());
-                }
+                continue;
             }
-            match step_row(operation, &mut self.states[at as usize], row) {
+            // Copy the row before the first write only, and only if the write applies.
+            let qualifies = operation
+                .predicate()
+                .is_none_or(|predicate| predicate.matches(after.as_ref().unwrap_or(stored)));
+            if !qualifies {
+                continue;
+            }
+            let row = after.get_or_insert_with(|| stored.clone());
+            match step_row(operation, state, row) {
                 RowChange::Unchanged => {}
                 RowChange::Modified if self.canary == Canary::SkipReprobe => {}
                 RowChange::Modified => {
@@ -97,19 +103,20 @@ impl Cycle<'_> {
                     cursor = 0;
                 }
                 RowChange::Deleted => {
-                    let before = before.take().expect("writes save the row first");
-                    self.reindexing.push((key.clone(), Some(before), None));
-                    return false;
+                    self.reindexing
+                        .push((key.clone(), Some(stored.clone()), None));
+                    return Visit::Deleted;
                 }
             }
         }
-        if let Some(before) = before {
-            if before != *row {
+        match after {
+            Some(after) if after != *stored => {
                 self.reindexing
-                    .push((key.clone(), Some(before), Some(row.clone())));
+                    .push((key.clone(), Some(stored.clone()), Some(after.clone())));
+                Visit::Changed(after)
             }
+            _ => Visit::Kept,
         }
-        true
     }
 
     /// Visits a key some inserts target (`initial`: its stored row, if any), merging the
@@ -182,14 +189,20 @@ impl Cycle<'_> {
     }
 }
 
-/// Visits a stored row, after the keys only inserts know that come before it; returns whether
-/// the row stays.
+/// What a cycle does to a stored row; applied after the pass, which only reads the rows.
+enum Visit {
+    Kept,
+    Changed(Row),
+    Deleted,
+}
+
+/// Visits a stored row, after the keys only inserts know that come before it.
 fn visit_in_order(
     key: &Key,
-    row: &mut Row,
+    row: &Row,
     cycle: &mut Cycle,
     pending: &mut BTreeMap<Key, Vec<(u32, &Row)>>,
-) -> bool {
+) -> Visit {
     while pending
         .first_key_value()
         .is_some_and(|(first, _)| first < key)
@@ -200,11 +213,9 @@ fn visit_in_order(
     match pending.remove(key) {
         None => cycle.visit_stored(key, row),
         Some(inserts) => match cycle.visit_with_inserts(key, Some(row.clone()), &inserts) {
-            Some(after) => {
-                *row = after;
-                true
-            }
-            None => false,
+            Some(after) if after == *row => Visit::Kept,
+            Some(after) => Visit::Changed(after),
+            None => Visit::Deleted,
         },
     }
 }
@@ -243,15 +254,26 @@ pub(crate) fn shared_scan(
             CycleOperation::Scan(ScanOperation::Delete { .. })
         )
     });
-    if deletes || !pending.is_empty() {
-        table
-            .rows
-            .retain(|key, row| visit_in_order(key, row, &mut cycle, &mut pending));
-    } else {
-        for (key, row) in table.rows.iter_mut() {
-            let kept = visit_in_order(key, row, &mut cycle, &mut pending);
-            assert!(kept, "only deletes and inserts remove rows");
+    let removes = deletes || !pending.is_empty();
+    // The pass reads the rows; its changes are applied after it, in key order (each key's
+    // change depends only on that key's row, so the outcome is the one an in-place pass had).
+    let mut changes: Vec<(Key, Option<Row>)> = Vec::new();
+    for (key, row) in table.rows.iter() {
+        match visit_in_order(key, row, &mut cycle, &mut pending) {
+            Visit::Kept => {}
+            Visit::Changed(after) => changes.push((key.clone(), Some(after))),
+            Visit::Deleted => {
+                assert!(removes, "only deletes and inserts remove rows");
+                changes.push((key.clone(), None));
+            }
         }
+    }
+    for (key, after) in changes {
+        let previous = match after {
+            Some(after) => table.rows.insert(key, after),
+            None => table.rows.remove(&key),
+        };
+        assert!(previous.is_some(), "changes are to stored rows");
     }
     while let Some((created, inserts)) = pending.pop_first() {
         cycle.visit_created(created, &inserts);

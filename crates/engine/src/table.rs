@@ -10,7 +10,13 @@ use crate::operation::{
 use crate::predicate::BoundPredicate;
 use crate::schema::TableSchema;
 use crate::value::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+/// Rows by primary key: a persistent B-tree, so a copy (a checkpoint's snapshot) costs O(1)
+/// and a write after it copies O(log n) nodes, not the table.
+pub type Rows = imbl::OrdMap<Key, Row>;
+/// A secondary index's entries: (values, key), persistent like `Rows`.
+pub type Entries = imbl::OrdSet<(Vec<Value>, Key)>;
 
 /// A primary key: the key columns' values in key order.
 pub type Key = Vec<Value>;
@@ -27,7 +33,7 @@ pub struct SecondaryIndex {
     /// Every column of the definition, in order (more than one for `Operation::CreateIndexOn`).
     /// Never empty.
     pub columns: Vec<usize>,
-    pub entries: BTreeSet<(Vec<Value>, Key)>,
+    pub entries: Entries,
 }
 
 impl SecondaryIndex {
@@ -45,7 +51,7 @@ impl SecondaryIndex {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Table {
     pub schema: TableSchema,
-    pub rows: BTreeMap<Key, Row>,
+    pub rows: Rows,
     /// By index name.
     pub indexes: BTreeMap<String, SecondaryIndex>,
     /// The next hidden row id (tables without a declared primary key): replicated state, in
@@ -283,7 +289,7 @@ impl Table {
     pub fn new(schema: TableSchema) -> Table {
         Table {
             schema,
-            rows: BTreeMap::new(),
+            rows: Rows::new(),
             indexes: BTreeMap::new(),
             row_id_next: 1,
         }
@@ -317,7 +323,7 @@ impl Table {
         let mut index = SecondaryIndex {
             name: name.to_string(),
             columns,
-            entries: BTreeSet::new(),
+            entries: Entries::new(),
         };
         index.entries = self
             .rows
@@ -374,9 +380,13 @@ impl Table {
                 } else {
                     self.schema.check_value(position, fill)?
                 };
-                for row in self.rows.values_mut() {
-                    row.insert(position, fill.clone());
-                }
+                self.rows = std::mem::take(&mut self.rows)
+                    .into_iter()
+                    .map(|(key, mut row)| {
+                        row.insert(position, fill.clone());
+                        (key, row)
+                    })
+                    .collect();
                 for index in self.indexes.values_mut() {
                     index.columns.iter_mut().for_each(shift);
                 }
@@ -401,9 +411,13 @@ impl Table {
                     }
                 };
                 self.schema.primary_key.iter_mut().for_each(shift);
-                for row in self.rows.values_mut() {
-                    row.remove(position);
-                }
+                self.rows = std::mem::take(&mut self.rows)
+                    .into_iter()
+                    .map(|(key, mut row)| {
+                        row.remove(position);
+                        (key, row)
+                    })
+                    .collect();
                 self.indexes
                     .retain(|_, index| !index.columns.contains(&position));
                 for index in self.indexes.values_mut() {
@@ -565,11 +579,15 @@ impl Table {
             if let Some(before) = before {
                 let removed = index
                     .entries
-                    .remove(&(index.values_of(before), key.clone()));
+                    .remove(&(index.values_of(before), key.clone()))
+                    .is_some();
                 assert!(removed, "index {} lacks an entry for a row", index.name);
             }
             if let Some(after) = after {
-                let added = index.entries.insert((index.values_of(after), key.clone()));
+                let added = index
+                    .entries
+                    .insert((index.values_of(after), key.clone()))
+                    .is_none();
                 assert!(added, "index {} has a stale entry", index.name);
             }
         }
@@ -876,7 +894,7 @@ impl Table {
             if index.columns.is_empty() {
                 return Err(format!("index {} has no columns", index.name));
             }
-            let expected: BTreeSet<(Vec<Value>, Key)> = self
+            let expected: Entries = self
                 .rows
                 .iter()
                 .map(|(key, row)| (index.values_of(row), key.clone()))
