@@ -1929,3 +1929,112 @@ fn a_write_cycle_after_a_snapshot_leaves_the_snapshot_unchanged() {
         "the snapshot is the state at its point"
     );
 }
+
+/// `catalog_digest` is cached: after every DDL (succeeding or failing), a write, and an
+/// `absorb`, the cached digest is the one computed afresh, and it changed where the catalog did.
+#[test]
+fn the_cached_catalog_digest_equals_a_fresh_one_after_every_ddl() {
+    use crate::operation::TableChange;
+    let mut engine = engine();
+    let alter = |change: TableChange| Operation::AlterTable {
+        table: "t".into(),
+        changes: vec![change],
+    };
+    let steps = vec![
+        Operation::CreateTable {
+            schema: TableSchema::new("u", vec![ColumnDef::new("id", DataType::Int)], &["id"])
+                .expect("valid schema"),
+        },
+        Operation::CreateIndex {
+            name: "t_y_idx".into(),
+            table: "t".into(),
+            column: "y".into(),
+        },
+        Operation::CreateIndexOn {
+            name: "t_xy_idx".into(),
+            table: "t".into(),
+            columns: vec!["x".into(), "y".into()],
+        },
+        alter(TableChange::AddColumn {
+            column: ColumnDef::new("z", DataType::Int),
+            fill: Value::Int(0),
+        }),
+        alter(TableChange::RenameColumn {
+            column: "z".into(),
+            to: "w".into(),
+        }),
+        alter(TableChange::SetNotNull {
+            column: "w".into(),
+            not_null: true,
+        }),
+        alter(TableChange::DropColumn { column: "w".into() }),
+        Operation::DropIndex {
+            name: "t_y_idx".into(),
+            table: "t".into(),
+        },
+        // Fails: t holds rows.
+        alter(TableChange::RenameTable { to: "t2".into() }),
+        Operation::AlterTable {
+            table: "u".into(),
+            changes: vec![TableChange::RenameTable { to: "u2".into() }],
+        },
+        Operation::DropTable {
+            name: "u2".into(),
+            if_exists: false,
+        },
+        // Fails: the table is gone.
+        Operation::DropTable {
+            name: "u2".into(),
+            if_exists: false,
+        },
+    ];
+    for step in &steps {
+        let before = engine.catalog_digest();
+        let result = engine.execute(step);
+        let after = engine.catalog_digest();
+        assert_eq!(after, engine.catalog_digest_fresh(), "after {step:?}");
+        assert_eq!(
+            after != before,
+            result.is_ok(),
+            "a DDL changes the digest exactly when it succeeds: {step:?} {result:?}"
+        );
+        engine.check_invariants().unwrap();
+    }
+    // A write leaves the catalog (and the cached digest) as it was.
+    let before = engine.catalog_digest();
+    let delete = Operation::Delete {
+        table: "t".into(),
+        predicate: None,
+    };
+    engine.execute(&delete).expect("deletes");
+    assert_eq!(engine.catalog_digest(), before);
+    // Absorbing another engine's tables changes the catalog.
+    let mut other = Engine::new();
+    other
+        .execute(&Operation::CreateTable {
+            schema: TableSchema::new("v", vec![ColumnDef::new("id", DataType::Int)], &["id"])
+                .expect("valid schema"),
+        })
+        .expect("creates v");
+    engine.absorb(other);
+    assert_ne!(engine.catalog_digest(), before);
+    assert_eq!(engine.catalog_digest(), engine.catalog_digest_fresh());
+}
+
+/// Canary for the check above: a catalog change that bypasses the invalidation (a table
+/// inserted behind the engine's back) leaves a stale cached digest, and `check_invariants`
+/// reports it.
+#[test]
+fn check_invariants_catches_a_stale_cached_catalog_digest() {
+    let mut engine = engine();
+    let cached = engine.catalog_digest();
+    let schema = TableSchema::new("u", vec![ColumnDef::new("id", DataType::Int)], &["id"])
+        .expect("valid schema");
+    engine.tables.insert(
+        "u".into(),
+        std::sync::Arc::new(crate::table::Table::new(schema)),
+    );
+    assert_eq!(engine.catalog_digest(), cached, "the cache was bypassed");
+    assert_ne!(engine.catalog_digest_fresh(), cached);
+    assert!(engine.check_invariants().is_err());
+}
