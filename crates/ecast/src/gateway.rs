@@ -401,6 +401,12 @@ pub struct GatewayStats {
     /// `basic_wait_ticks`).
     pub basic_bypass_answered: u64,
     pub basic_bypass_ordered: u64,
+    /// The router bypass: snapshot reads over several partition groups answered at one
+    /// timestamp (`PartitionOperation::Snapshot` per group), and those that ran out of
+    /// attempts (`snapshot_attempts_max`, or a keyspace cut) and were served as sequential
+    /// reads through the routers instead.
+    pub snapshot_group_answered: u64,
+    pub snapshot_group_fallbacks: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -455,6 +461,10 @@ enum Phase {
         via: BasicVia,
     },
     SnapshotNeedsNow,
+    /// The router bypass: a snapshot read over several partition groups, one
+    /// `PartitionOperation::Snapshot` per group at the timestamp `Query::Now` gave; its state
+    /// is `Gateway::group_snapshots[id]`.
+    GroupSnapshot,
     /// The router bypass: waiting for a free lane of its partition.
     BypassQueued {
         partition: ProcessId,
@@ -529,6 +539,32 @@ pub struct Gateway<A> {
     /// Canary (`with_basic_any_member_canary`): basic reads of a partition group go to any
     /// member, not the one believed primary.
     basic_any_member: bool,
+    /// Invariant: exactly the pending commands in `Phase::GroupSnapshot`.
+    group_snapshots: BTreeMap<u64, GroupSnapshot>,
+}
+
+/// A snapshot read over partition groups (`Phase::GroupSnapshot`): its timestamp and one share
+/// per group holding its positions.
+#[derive(Clone, Debug)]
+struct GroupSnapshot {
+    at: Timestamp,
+    shares: BTreeMap<ProcessId, GroupShare>,
+    /// A group refused (`SnapshotPassed`) or lost the keys (`Moved`): once every share is
+    /// answered the read starts over (or falls back); the answers of this attempt are unused.
+    passed: bool,
+    moved: bool,
+}
+
+/// One group's `PartitionOperation::Snapshot`: the lane (client id) and number it was sent
+/// as (None: waiting for a free lane), and as `BypassSent` keeps it.
+#[derive(Clone, Debug)]
+struct GroupShare {
+    client: Option<ClientId>,
+    number: RequestNumber,
+    sent_at: u64,
+    attempts: u32,
+    held_at: Option<u64>,
+    done: bool,
 }
 
 /// The router bypass's settings (`Gateway::with_bypass`).
@@ -781,6 +817,7 @@ impl<A: Clone> Gateway<A> {
             watermark: Timestamp::ZERO,
             bypass: None,
             basic_any_member: false,
+            group_snapshots: BTreeMap::new(),
         }
     }
 
@@ -1086,6 +1123,12 @@ impl<A: Clone> Gateway<A> {
                 }
             }
             (Isolation::Snapshot, Some(partition)) => Phase::BypassQueued { partition },
+            // Several partition groups: one `Snapshot` operation per group at the timestamp
+            // `Query::Now` gives (`docs/internals/ecast.md`, "Snapshot reads of partition
+            // groups").
+            (Isolation::Snapshot, None) if grouped && self.basic_groups(&command).is_some() => {
+                Phase::SnapshotNeedsNow
+            }
             (Isolation::Snapshot | Isolation::Basic, None) if grouped => Phase::Queued,
             (Isolation::Snapshot, _) => Phase::SnapshotNeedsNow,
             (Isolation::Basic, _) => Phase::BasicQueued,
@@ -1187,6 +1230,246 @@ impl<A: Clone> Gateway<A> {
                 },
             );
             self.send_single(id, partition, client, number, false, effects);
+        }
+        let mut sends = Vec::new();
+        let bypass = self.bypass.as_mut().expect("checked above");
+        for (id, snapshot) in &mut self.group_snapshots {
+            for (partition, share) in &mut snapshot.shares {
+                if share.done || share.client.is_some() {
+                    continue;
+                }
+                let Some(client) = free.get_mut(partition).and_then(Vec::pop) else {
+                    continue;
+                };
+                let lane = bypass
+                    .lanes
+                    .get_mut(&client)
+                    .expect("a free lane found above");
+                debug_assert!(lane.partition == *partition && lane.busy.is_none());
+                share.number = lane.next;
+                lane.next = RequestNumber(share.number.0 + 1);
+                lane.busy = Some(*id);
+                share.client = Some(client);
+                share.sent_at = self.now;
+                share.held_at = None;
+                sends.push((*id, *partition, client, share.number, false));
+            }
+        }
+        for (id, partition, client, number, ask) in sends {
+            self.send_share(id, partition, client, number, ask, effects);
+        }
+    }
+
+    /// Sends a snapshot read's share for `partition` (again), or asks its result.
+    fn send_share(
+        &mut self,
+        id: u64,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        ask_result: bool,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let (Some(bypass), Some(snapshot)) = (&self.bypass, self.group_snapshots.get(&id)) else {
+            return;
+        };
+        let (kind, operation) = if ask_result {
+            let query = PartitionQuery::Result { client, number };
+            (RequestKind::Read, PartitionOperation::Query(query))
+        } else {
+            let operation = PartitionOperation::Snapshot {
+                client,
+                number,
+                at: snapshot.at,
+                operation: self.pending[&id].command.payload().to_vec(),
+            };
+            (RequestKind::Write, operation)
+        };
+        effects.push(GatewayEffect::PartitionRequest {
+            id,
+            partition,
+            replica: bypass.targets.get(&partition).copied().unwrap_or(0),
+            request: Request {
+                client,
+                request: number,
+                kind,
+                operation: operation.encode(),
+            },
+        });
+    }
+
+    /// A partition's answer to a snapshot read's share (`on_bypass_result` found the lane).
+    fn on_share_result(
+        &mut self,
+        id: u64,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        result: PartitionResult,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Some(bypass) = &mut self.bypass else {
+            return;
+        };
+        let decode = bypass.decode;
+        let now = self.now;
+        let Some(snapshot) = self.group_snapshots.get_mut(&id) else {
+            return;
+        };
+        let Some(share) = snapshot.shares.get_mut(&partition) else {
+            return;
+        };
+        if share.done || share.client != Some(client) || share.number != number {
+            return;
+        }
+        let mut free_lane = |share: &mut GroupShare| {
+            if let Some(lane) = bypass.lanes.get_mut(&client) {
+                if lane.busy == Some(id) {
+                    lane.busy = None;
+                }
+            }
+            share.done = true;
+        };
+        match result {
+            PartitionResult::Executed(bytes) => {
+                free_lane(share);
+                let Some(answers) = decode(&bytes) else {
+                    let failure = Failure::Lost("a malformed partition result".to_string());
+                    self.complete(id, Completion::Failed(failure), effects);
+                    return;
+                };
+                if !snapshot.passed {
+                    let pending = self
+                        .pending
+                        .get_mut(&id)
+                        .expect("a group snapshot is pending");
+                    for (part, value) in answers {
+                        if pending.command.parts().contains(&part) {
+                            pending.answers.insert(part, value);
+                        }
+                    }
+                }
+            }
+            PartitionResult::Held => {
+                share.held_at.get_or_insert(now);
+                return;
+            }
+            PartitionResult::SnapshotPassed { .. } => {
+                free_lane(share);
+                snapshot.passed = true;
+                self.stats.snapshot_refusals += 1;
+            }
+            PartitionResult::Moved => {
+                free_lane(share);
+                snapshot.passed = true;
+                snapshot.moved = true;
+                self.stats.bypass_moved += 1;
+            }
+            // Refused by the partition's rules before it was logged: a new request (a new
+            // number) on a free lane.
+            PartitionResult::Unknown if share.held_at.is_none() => {
+                if let Some(lane) = bypass.lanes.get_mut(&client) {
+                    if lane.busy == Some(id) {
+                        lane.busy = None;
+                    }
+                }
+                share.client = None;
+                return;
+            }
+            PartitionResult::Error(reason) => {
+                self.complete(id, Completion::Failed(Failure::Lost(reason)), effects);
+                return;
+            }
+            _ => return,
+        }
+        self.maybe_finish_snapshot(id, effects);
+    }
+
+    /// Once every share of group snapshot `id` is answered: completes it with the groups'
+    /// answers merged, or, if a group refused, starts over from a fresh `Query::Now`; after
+    /// `snapshot_attempts_max` attempts (or a keyspace cut) it is served as a sequential read
+    /// through the routers.
+    fn maybe_finish_snapshot(&mut self, id: u64, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(snapshot) = self.group_snapshots.get(&id) else {
+            return;
+        };
+        if !snapshot.shares.values().all(|share| share.done) {
+            return;
+        }
+        let (passed, moved) = (snapshot.passed, snapshot.moved);
+        let pending = self
+            .pending
+            .get_mut(&id)
+            .expect("a group snapshot is pending");
+        let answered = pending
+            .command
+            .parts()
+            .iter()
+            .all(|part| pending.answers.contains_key(part));
+        if !passed && answered {
+            self.stats.snapshot_group_answered += 1;
+            let answers = pending.answers.clone();
+            self.complete(id, Completion::Done(answers), effects);
+            return;
+        }
+        pending.answers.clear();
+        pending.attempts += 1;
+        // Every share executed but a part is missing (the groups answered fewer parts than
+        // asked): not a refusal; a sequential read, as for a keyspace cut.
+        let incomplete = !passed && !answered;
+        if moved || incomplete || pending.attempts >= self.settings.snapshot_attempts_max {
+            self.stats.snapshot_group_fallbacks += 1;
+            self.need_configuration |= moved;
+            self.set_phase(id, Phase::Queued);
+        } else {
+            self.set_phase(id, Phase::SnapshotNeedsNow);
+        }
+    }
+
+    /// Resends a snapshot read's unanswered shares (rotating members every second time) and
+    /// asks held ones for their result, as `bypass_tick` does for single-partition commands.
+    fn group_snapshot_tick(&mut self, effects: &mut Vec<GatewayEffect<A>>) {
+        let Some(bypass) = &mut self.bypass else {
+            return;
+        };
+        let retry = bypass.settings.retry_ticks;
+        let now = self.now;
+        let mut sends = Vec::new();
+        for (id, snapshot) in &mut self.group_snapshots {
+            for (partition, share) in &mut snapshot.shares {
+                let (false, Some(client)) = (share.done, share.client) else {
+                    continue;
+                };
+                let since = share.held_at.unwrap_or(share.sent_at);
+                if now < since + retry {
+                    continue;
+                }
+                share.attempts += 1;
+                share.sent_at = now;
+                if let Some(at) = &mut share.held_at {
+                    *at = now;
+                }
+                self.stats.bypass_resends += 1;
+                let hinted = bypass
+                    .hinted_at
+                    .get(partition)
+                    .is_some_and(|at| now < at.saturating_add(2 * retry));
+                if share.attempts.is_multiple_of(2) && !hinted {
+                    let size = bypass.settings.groups.get(partition).copied().unwrap_or(1);
+                    let target = bypass.targets.entry(*partition).or_insert(0);
+                    *target = (*target + 1) % size.max(1);
+                }
+                sends.push((
+                    *id,
+                    *partition,
+                    client,
+                    share.number,
+                    share.held_at.is_some(),
+                ));
+            }
+        }
+        for (id, partition, client, number, ask) in sends {
+            self.send_share(id, partition, client, number, ask, effects);
         }
     }
 
@@ -1539,6 +1822,10 @@ impl<A: Clone> Gateway<A> {
         let (Some(id), true) = (lane.busy, lane.partition == partition) else {
             return;
         };
+        if self.group_snapshots.contains_key(&id) {
+            self.on_share_result(id, partition, client, number, result, effects);
+            return;
+        }
         let decode = bypass.decode;
         let now = self.now;
         let Some(pending) = self.pending.get_mut(&id) else {
@@ -1638,6 +1925,13 @@ impl<A: Clone> Gateway<A> {
                         }
                     }
                 }
+                if let Some(snapshot) = lane.busy.and_then(|id| self.group_snapshots.get_mut(&id)) {
+                    if let Some(share) = snapshot.shares.get_mut(&partition) {
+                        if share.client == Some(client) && share.number == request {
+                            share.sent_at = now.saturating_sub(half);
+                        }
+                    }
+                }
             }
             _ => {}
         }
@@ -1663,6 +1957,7 @@ impl<A: Clone> Gateway<A> {
         self.sender.tick();
         self.expire(effects);
         self.bypass_tick(effects);
+        self.group_snapshot_tick(effects);
         let now = self.now;
         let Some(request) = &mut self.request else {
             return;
@@ -1825,6 +2120,16 @@ impl<A: Clone> Gateway<A> {
                 self.by_read.remove(&read_id);
             }
             Phase::Planning => self.planning -= 1,
+            Phase::GroupSnapshot => {
+                self.group_snapshots.remove(&id);
+                if let Some(bypass) = &mut self.bypass {
+                    for lane in bypass.lanes.values_mut() {
+                        if lane.busy == Some(id) {
+                            lane.busy = None;
+                        }
+                    }
+                }
+            }
             Phase::BypassSent {
                 partition, number, ..
             } => {
@@ -2271,6 +2576,19 @@ impl<A: Clone> Gateway<A> {
                 _ => None,
             })
             .collect();
+        // A snapshot read with a share for a group that left: served sequentially (its
+        // shares sent to other groups are abandoned with their lanes' numbers).
+        let requeue: Vec<u64> = requeue
+            .into_iter()
+            .chain(
+                self.group_snapshots
+                    .iter()
+                    .filter(|(_, snapshot)| {
+                        snapshot.shares.keys().any(|group| dropped.contains(group))
+                    })
+                    .map(|(id, _)| *id),
+            )
+            .collect();
         for id in requeue {
             // Planned against the new configuration once it is learnt: through the routers
             // (which refuse a stale plan), like a `Moved` answer.
@@ -2466,6 +2784,36 @@ impl<A: Clone> Gateway<A> {
             .collect();
         for id in waiting {
             let command = self.pending[&id].command.clone();
+            if self.bypass.is_some() {
+                // Partition groups: one share per group, or (the groups changed since it was
+                // submitted) a sequential read through the routers.
+                self.pending.get_mut(&id).expect("listed").answers.clear();
+                let Some(groups) = self.basic_groups(&command) else {
+                    self.stats.snapshot_group_fallbacks += 1;
+                    self.set_phase(id, Phase::Queued);
+                    continue;
+                };
+                let share = GroupShare {
+                    client: None,
+                    number: RequestNumber(0),
+                    sent_at: self.now,
+                    attempts: 0,
+                    held_at: None,
+                    done: false,
+                };
+                let snapshot = GroupSnapshot {
+                    at: not_before,
+                    shares: groups
+                        .into_iter()
+                        .map(|group| (group, share.clone()))
+                        .collect(),
+                    passed: false,
+                    moved: false,
+                };
+                self.set_phase(id, Phase::GroupSnapshot);
+                self.group_snapshots.insert(id, snapshot);
+                continue;
+            }
             let routing = self.routing(&command);
             let read_id = self.read_next;
             self.read_next += 1;
@@ -2498,5 +2846,9 @@ impl<A: Clone> Gateway<A> {
         assert!(self.target < self.router_count);
         assert!(self.by_sequence.len() + self.by_read.len() <= self.pending.len());
         assert!(self.planning <= self.pending.len() as u64);
+        debug_assert!(self.group_snapshots.keys().all(|id| self
+            .pending
+            .get(id)
+            .is_some_and(|pending| pending.phase == Phase::GroupSnapshot)));
     }
 }

@@ -321,6 +321,14 @@ pub struct PartitionMachine<D> {
     data: D,
     /// Per client: its last single-partition request number and, once executed, the result.
     results: BTreeMap<ClientId, (RequestNumber, Option<Vec<u8>>)>,
+    /// Snapshot reads logged and not executed yet. A snapshot read carries the whole payload of
+    /// a read over several groups (each executes its own share, as for basic reads), so it is
+    /// answered `Moved` only if the group holds none of its keys; a part the group no longer
+    /// holds is missing from its answer and the gateway serves the read sequentially instead.
+    /// Not replicated state (a replica restored while one is held answers it `Moved`: the
+    /// same safe fallback).
+    #[serde(skip)]
+    snapshot_reads: BTreeSet<OperationId>,
     /// Share answers by timestamp (the newest `answers_retained`).
     answers: BTreeMap<Timestamp, Vec<u8>>,
     /// Shares' reply addresses until admitted.
@@ -463,6 +471,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             settings,
             data,
             results: BTreeMap::new(),
+            snapshot_reads: BTreeSet::new(),
             answers: BTreeMap::new(),
             reply_to: BTreeMap::new(),
             released: VecDeque::new(),
@@ -787,6 +796,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                         own,
                         "a snapshot read is refused with its own entry"
                     );
+                    self.snapshot_reads.remove(&id);
                     own_outcome = Some(Own::Passed(executed));
                 }
                 PartitionEvent::Ignored { .. } => ignored = true,
@@ -805,7 +815,12 @@ impl<D: PartitionData> PartitionMachine<D> {
         released: bool,
     ) -> Option<Own> {
         let keys = self.data.keys(&operation);
-        if !self.holds_keys(&keys) {
+        let holds = if self.snapshot_reads.remove(&id) {
+            self.holds_any_key(&keys)
+        } else {
+            self.holds_keys(&keys)
+        };
+        if !holds {
             if self
                 .results
                 .get(&id.client)
@@ -1067,6 +1082,9 @@ impl<D: PartitionData> PartitionMachine<D> {
         let waiting = self.rules.waiting();
         self.results.insert(client, (number, None));
         self.moved.remove(&client);
+        if at.is_some() {
+            self.snapshot_reads.insert(id);
+        }
         let keys = self.data.keys(&operation);
         let entry = match at {
             None => PartitionEntry::Single {

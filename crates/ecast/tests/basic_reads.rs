@@ -4,15 +4,19 @@
 //! configuration version, completes on its answer, and goes through the group's log (a
 //! sequential read on the bypass) when refused or unanswered; a basic read of several
 //! partitions goes to each one's primary (each answers its share) and through the routers if
-//! refused; a snapshot read is served as a sequential one.
+//! refused. A snapshot read of one partition goes through its group's log; of several, it asks
+//! the routers `Query::Now` and sends one `PartitionOperation::Snapshot` per group at that
+//! timestamp, merges the shares, restarts from a fresh `Now` when a group refuses
+//! (`SnapshotPassed`) and falls back to a sequential read after `snapshot_attempts_max`.
 
 use ecast::{
     BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
-    GatewaySettings, Isolation, PartitionOperation, PartitionResult, ReadRefusal,
+    GatewaySettings, Isolation, Operation, OperationResult, PartitionOperation, PartitionQuery,
+    PartitionResult, Query, ReadRefusal, Timestamp,
 };
 use placement::{ConfigVersion, Configuration, Position, ProcessId};
 use std::collections::BTreeMap;
-use vr::{ClientId, Message, Reply, Request, View};
+use vr::{ClientId, Message, Reply, Request, RequestNumber, View};
 
 const GATEWAY: ProcessId = ProcessId(100);
 const SPACING: u64 = u64::MAX / 3;
@@ -271,18 +275,239 @@ fn a_basic_read_of_several_partitions_goes_to_each_primary_and_through_the_route
 }
 
 #[test]
-fn a_snapshot_read_is_served_as_a_sequential_one() {
+fn a_snapshot_read_of_one_group_goes_through_its_log() {
     let mut gateway = gateway();
     let effects = step(&mut gateway, read(Isolation::Snapshot, vec![key_of(2)]));
     assert!(basic_reads(&effects).is_empty());
-    assert_eq!(partition_requests(&effects).len(), 1, "the bypass, ordered");
-    let mut gateway = self::gateway();
-    let effects = step(
-        &mut gateway,
-        read(Isolation::Snapshot, vec![key_of(1), key_of(2)]),
+    let requests = partition_requests(&effects);
+    assert_eq!(requests.len(), 1, "the bypass, ordered");
+    assert!(matches!(
+        PartitionOperation::decode(&requests[0].1.operation),
+        Ok(PartitionOperation::Single { .. })
+    ));
+}
+
+/// A snapshot read over partitions 1 and 3 (parts 0 and 1).
+fn snapshot_read() -> GatewayInput<u64> {
+    GatewayInput::Submit {
+        id: 1,
+        command: GatewayCommand::Read {
+            isolation: Isolation::Snapshot,
+            positions: vec![key_of(1), key_of(3)],
+            payload: b"mget".to_vec(),
+            parts: vec![0, 1],
+        },
+    }
+}
+
+/// The one router request among `effects`, which must be a `Query::Now`.
+fn now_query(effects: &[GatewayEffect<u64>]) -> Request {
+    let requests: Vec<Request> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Request { request, .. } => Some(request.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests.len(), 1, "{effects:?}");
+    assert_eq!(
+        Operation::decode(&requests[0].operation),
+        Ok(Operation::Query(Query::Now))
+    );
+    requests[0].clone()
+}
+
+fn now_reply(request: &Request, timestamp: u64) -> GatewayInput<u64> {
+    let result = OperationResult::Now {
+        timestamp: Timestamp(timestamp),
+        version: ConfigVersion(0),
+    };
+    GatewayInput::Router(Message::Reply(Reply {
+        view: View(0),
+        client: request.client,
+        request: request.request,
+        result: result.encode(),
+    }))
+}
+
+/// The `Snapshot` shares among `effects`: (partition, request, at, operation).
+fn shares(effects: &[GatewayEffect<u64>]) -> Vec<(ProcessId, Request, Timestamp)> {
+    partition_requests(effects)
+        .into_iter()
+        .filter_map(
+            |(partition, request)| match PartitionOperation::decode(&request.operation) {
+                Ok(PartitionOperation::Snapshot {
+                    client,
+                    number,
+                    at,
+                    operation,
+                }) => {
+                    assert_eq!((client, number), (request.client, request.request));
+                    assert_eq!(operation, b"mget".to_vec());
+                    Some((partition, request, at))
+                }
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+fn partition_reply(
+    partition: ProcessId,
+    request: &Request,
+    result: PartitionResult,
+) -> GatewayInput<u64> {
+    GatewayInput::Partition {
+        partition,
+        message: Message::Reply(Reply {
+            view: View(0),
+            client: request.client,
+            request: request.request,
+            result: result.encode(),
+        }),
+    }
+}
+
+fn executed(part: u64, value: u64) -> PartitionResult {
+    PartitionResult::Executed(postcard::to_allocvec(&vec![(part, value)]).unwrap())
+}
+
+#[test]
+fn a_snapshot_read_of_several_groups_sends_one_share_per_group_at_the_now_timestamp_and_merges_them(
+) {
+    let mut gateway = gateway();
+    let now = now_query(&step(&mut gateway, snapshot_read()));
+    let effects = step(&mut gateway, now_reply(&now, 8));
+    let sent = shares(&effects);
+    assert_eq!(sent.len(), 2, "{effects:?}");
+    assert_eq!(
+        sent.iter()
+            .map(|(partition, _, at)| (*partition, *at))
+            .collect::<Vec<_>>(),
+        vec![(ProcessId(1), Timestamp(8)), (ProcessId(3), Timestamp(8))]
     );
     assert!(basic_reads(&effects).is_empty());
-    assert!(effects
+    let (p1, r1, _) = sent[0].clone();
+    let (p3, r3, _) = sent[1].clone();
+    // Partition 1 holds its share; partition 3 answers at once: not complete yet.
+    assert!(completed(&step(
+        &mut gateway,
+        partition_reply(p1, &r1, PartitionResult::Held)
+    ))
+    .is_empty());
+    assert!(completed(&step(
+        &mut gateway,
+        partition_reply(p3, &r3, executed(1, 30))
+    ))
+    .is_empty());
+    // The held share asks its result after retry_ticks.
+    let mut asked = Vec::new();
+    for _ in 0..10 {
+        asked.extend(partition_requests(&step(&mut gateway, GatewayInput::Tick)));
+    }
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].0, p1);
+    assert!(matches!(
+        PartitionOperation::decode(&asked[0].1.operation),
+        Ok(PartitionOperation::Query(PartitionQuery::Result { client, number }))
+            if client == r1.client && number == r1.request
+    ));
+    // A stale number's release is ignored; its own completes the read with both shares.
+    let stale = GatewayInput::Released {
+        partition: p1,
+        client: r1.client,
+        number: RequestNumber(r1.request.0 + 1),
+        result: postcard::to_allocvec(&vec![(0u64, 99u64)]).unwrap(),
+    };
+    assert!(completed(&step(&mut gateway, stale)).is_empty());
+    let released = GatewayInput::Released {
+        partition: p1,
+        client: r1.client,
+        number: r1.request,
+        result: postcard::to_allocvec(&vec![(0u64, 10u64)]).unwrap(),
+    };
+    let effects = step(&mut gateway, released);
+    let expected: BTreeMap<u64, u64> = [(0, 10), (1, 30)].into();
+    assert_eq!(completed(&effects), vec![(1, Completion::Done(expected))]);
+    assert_eq!(gateway.stats().snapshot_group_answered, 1);
+    assert_eq!(gateway.pending_count(), 0);
+    // The lanes are free again: another read's shares go out at once.
+    let now = now_query(&step(&mut gateway, snapshot_read()));
+    assert_eq!(shares(&step(&mut gateway, now_reply(&now, 9))).len(), 2);
+}
+
+#[test]
+fn a_refused_share_restarts_the_read_from_a_fresh_now_once_every_share_answered() {
+    let mut gateway = gateway();
+    let now = now_query(&step(&mut gateway, snapshot_read()));
+    let sent = shares(&step(&mut gateway, now_reply(&now, 8)));
+    let (p1, r1, _) = sent[0].clone();
+    let (p3, r3, _) = sent[1].clone();
+    let passed = PartitionResult::SnapshotPassed {
+        executed: Timestamp(9),
+    };
+    let effects = step(&mut gateway, partition_reply(p1, &r1, passed));
+    assert!(completed(&effects).is_empty());
+    assert!(
+        !effects
+            .iter()
+            .any(|effect| matches!(effect, GatewayEffect::Request { .. })),
+        "waits for the other share"
+    );
+    // The other share's answer (at the refused point) is not used.
+    let effects = step(&mut gateway, partition_reply(p3, &r3, executed(1, 30)));
+    assert!(completed(&effects).is_empty());
+    let now = now_query(&effects);
+    assert_eq!(gateway.stats().snapshot_refusals, 1);
+    let sent = shares(&step(&mut gateway, now_reply(&now, 12)));
+    assert_eq!(sent.len(), 2);
+    assert!(sent.iter().all(|(_, _, at)| *at == Timestamp(12)));
+    assert!(sent
         .iter()
-        .any(|effect| matches!(effect, GatewayEffect::Request { .. })));
+        .all(|(_, request, _)| request.request != r1.request || request.client != r1.client));
+    let (p1, r1, _) = sent[0].clone();
+    let (p3, r3, _) = sent[1].clone();
+    step(&mut gateway, partition_reply(p3, &r3, executed(1, 31)));
+    let effects = step(&mut gateway, partition_reply(p1, &r1, executed(0, 11)));
+    let expected: BTreeMap<u64, u64> = [(0, 11), (1, 31)].into();
+    assert_eq!(completed(&effects), vec![(1, Completion::Done(expected))]);
+}
+
+#[test]
+fn a_snapshot_read_refused_snapshot_attempts_max_times_falls_back_to_a_sequential_read() {
+    let mut gateway = gateway();
+    let mut effects = step(&mut gateway, snapshot_read());
+    let attempts = GatewaySettings::default().snapshot_attempts_max;
+    for attempt in 0..attempts {
+        let now = now_query(&effects);
+        let sent = shares(&step(
+            &mut gateway,
+            now_reply(&now, 10 + u64::from(attempt)),
+        ));
+        assert_eq!(sent.len(), 2);
+        let passed = PartitionResult::SnapshotPassed {
+            executed: Timestamp(100),
+        };
+        step(&mut gateway, partition_reply(sent[0].0, &sent[0].1, passed));
+        effects = step(
+            &mut gateway,
+            partition_reply(sent[1].0, &sent[1].1, executed(1, 1)),
+        );
+    }
+    // Through the routers as one E-Cast message (a submit, not a Now query).
+    let requests: Vec<&Request> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Request { request, .. } => Some(request),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests.len(), 1, "{effects:?}");
+    assert!(matches!(
+        Operation::decode(&requests[0].operation),
+        Ok(Operation::Submit { .. })
+    ));
+    assert_eq!(gateway.stats().snapshot_group_fallbacks, 1);
+    assert_eq!(gateway.stats().snapshot_refusals, u64::from(attempts));
+    assert_eq!(gateway.stats().snapshot_group_answered, 0);
 }

@@ -74,7 +74,7 @@ fn readmode_reports_the_level_served(cluster: &PartitionedCluster) {
     );
     for (mode, served) in [
         ("basic", "basic"),
-        ("snapshot", "sequential"),
+        ("snapshot", "snapshot"),
         ("sequential", "sequential"),
     ] {
         assert_eq!(

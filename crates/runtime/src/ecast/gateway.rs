@@ -16,8 +16,9 @@
 //! (`Query::Now`) and are then timestamped by the lead router and injected into the
 //! destinations' streams; `basic` reads go straight to one live replica per key, which checks
 //! only the configuration version (in `vr`/`skyros` partition modes: a basic read goes to the
-//! primary of each partition group it reads, `ecast::serve_basic_read`, and snapshot reads run
-//! as sequential ones). Writes are always sequential.
+//! primary of each partition group it reads, `ecast::serve_basic_read`, and a snapshot read of
+//! several groups is one `PartitionOperation::Snapshot` per group at the `Query::Now`
+//! timestamp). Writes are always sequential.
 
 use super::config::ClusterConfig;
 use super::config::PartitionMode;
@@ -111,6 +112,11 @@ pub struct GatewayStatus {
     /// basic reads that went through the group's log instead (refused or unanswered).
     pub basic_answered: AtomicU64,
     pub basic_ordered: AtomicU64,
+    /// Snapshot reads of several partition groups answered at one timestamp, refused shares
+    /// (`SnapshotPassed`), and reads that fell back to `sequential`.
+    pub snapshot_group_answered: AtomicU64,
+    pub snapshot_refusals: AtomicU64,
+    pub snapshot_group_fallbacks: AtomicU64,
     pub nilext_executed_acks: AtomicU64,
     /// Regrouping (`vr` above replication 1): the groups the bypass sends to now, the groups
     /// that joined it after the start, and commands sent to those.
@@ -1107,6 +1113,15 @@ impl GatewayTask {
         self.status
             .basic_ordered
             .store(stats.basic_bypass_ordered, Ordering::Relaxed);
+        self.status
+            .snapshot_group_answered
+            .store(stats.snapshot_group_answered, Ordering::Relaxed);
+        self.status
+            .snapshot_refusals
+            .store(stats.snapshot_refusals, Ordering::Relaxed);
+        self.status
+            .snapshot_group_fallbacks
+            .store(stats.snapshot_group_fallbacks, Ordering::Relaxed);
         status
             .bypass_groups_added
             .store(stats.bypass_groups_added, Ordering::Relaxed);
@@ -1258,8 +1273,8 @@ struct Connection {
     /// The isolation this connection's reads run with.
     isolation: Isolation,
     /// The isolation `READMODE` asked for (INFO's `tessera_readmode_requested`): `isolation`
-    /// itself, except `snapshot` in `vr`/`skyros` partition modes, which runs `sequential` (a
-    /// stronger guarantee; `read_mode`). `READMODE` alone reports `isolation`, the level served.
+    /// itself today (every level is served as asked; `read_mode`). `READMODE` alone reports
+    /// `isolation`, the level served.
     requested: Isolation,
     protocol: u8,
     name: Option<Vec<u8>>,
@@ -2110,10 +2125,11 @@ impl Connection {
     ///
     /// In `vr`/`skyros` partition modes `basic` reads are answered by the primaries of the
     /// partition groups they read from their executed states (`ecast::serve_basic_read`);
-    /// `snapshot` reads are served as `sequential`, which guarantees more
-    /// (strict serialisability): the way PostgreSQL accepts READ UNCOMMITTED and runs it as
-    /// READ COMMITTED. A weaker level is a permission to return less, never a promise to
-    /// (`docs/internals/ecast.md`, "Read isolation with partition groups"). Setting answers
+    /// `snapshot` reads of several groups send one `PartitionOperation::Snapshot` per group at
+    /// the router log's last timestamp (one cut of the multi-partition order; a read of one
+    /// group goes through its log, which is stronger), falling back to `sequential` after
+    /// `SNAPSHOT_ATTEMPTS_MAX` refusals (`docs/internals/ecast.md`, "Snapshot reads of
+    /// partition groups"). Setting answers
     /// `+OK` in every mode (RESP has no NOTICE; clients check for `OK`); `READMODE` alone
     /// reports the level *served*, as SQL's `SHOW tessera.read_isolation` does, and INFO's
     /// `# Clients` section reports both (`tessera_readmode_requested`,
@@ -2132,15 +2148,11 @@ impl Connection {
                         )
                     }
                 };
+                // Every level is served as asked: on partition groups basic reads by each
+                // group's primary (`ecast::serve_basic_read`), snapshot reads by one
+                // `PartitionOperation::Snapshot` per group at the router log's last timestamp.
                 self.requested = isolation;
-                // Partition groups: basic reads are served basic (by each group's primary,
-                // `ecast::serve_basic_read`), snapshot ones sequential.
-                self.isolation =
-                    if self.config.partitions.grouped() && isolation == Isolation::Snapshot {
-                        Isolation::Sequential
-                    } else {
-                        isolation
-                    };
+                self.isolation = isolation;
                 Value::ok()
             }
             _ => Value::Error("ERR wrong number of arguments for 'readmode' command".into()),
@@ -2260,6 +2272,18 @@ pub(crate) fn counters(status: &GatewayStatus, storage: ProcessId) -> Vec<(Strin
         (
             "bypass_basic_ordered".to_string(),
             load(&status.basic_ordered),
+        ),
+        (
+            "bypass_snapshot_answered".to_string(),
+            load(&status.snapshot_group_answered),
+        ),
+        (
+            "snapshot_refusals".to_string(),
+            load(&status.snapshot_refusals),
+        ),
+        (
+            "bypass_snapshot_fallbacks".to_string(),
+            load(&status.snapshot_group_fallbacks),
         ),
         ("bypass_groups".to_string(), load(&status.bypass_groups)),
         (

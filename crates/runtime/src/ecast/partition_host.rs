@@ -303,6 +303,12 @@ fn machine_settings() -> PartitionMachineSettings {
     if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_HOLD").is_some() {
         settings.rules.canary = Some(ecast::PartitionCanary::NoHold);
     }
+    // Hidden, test-only (debug builds): a snapshot read executes where it is logged, whatever
+    // its timestamp (`resp_snapshot_cut.rs`'s canary: an MSET over several partitions is seen
+    // half).
+    if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_SNAPSHOT_ON_ARRIVAL").is_some() {
+        settings.rules.canary = Some(ecast::PartitionCanary::SnapshotOnArrival);
+    }
     settings
 }
 
