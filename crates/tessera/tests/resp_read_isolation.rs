@@ -2,7 +2,7 @@
 //! processes of `vr` and `skyros` partition groups (issue 19 item 3), ports 22000–22999 only.
 //!
 //! (a) `READMODE` alone and INFO's `# Clients` say what is served, not only what was asked for:
-//! `basic` is served (for reads of one partition group), `snapshot` as `sequential`.
+//! `basic` is served (for reads of one partition group), and `snapshot` (one timestamp per read).
 //! (b) Basic reads of one partition group are answered by its primary from its executed state
 //! (`ecast::serve_basic_read`) and are a **regular register** per key: each returns the value
 //! of the last write completed before it began or of a write concurrent with it. Checked by

@@ -199,7 +199,9 @@ fn snapshot_reads_of_vr_partition_groups_never_see_an_mset_half() {
 
 #[test]
 fn the_cut_check_catches_snapshot_reads_run_on_arrival() {
-    let cluster = start("snapcut-canary", 13600, true);
+    // 13530: the other test's cluster (13500) takes 13500–13502, 13600–13602 (E-Cast) and
+    // 13700–13702 (routers), and the two tests run at once.
+    let cluster = start("snapcut-canary", 13530, true);
     let run = run(&cluster, Duration::from_secs(8));
     report("canary", &run);
     assert!(
