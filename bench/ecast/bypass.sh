@@ -25,7 +25,7 @@ run() {
   shift 2
   local dir
   dir=$(mktemp -d)
-  "$TESSERA" dev --protocol "$protocol" --nodes 6 --replication 3 --routers 3 \
+  "$TESSERA" dev --insecure --protocol "$protocol" --nodes 6 --replication 3 --routers 3 \
     --port "$PORT" --data-dir "$dir/cluster" >"$dir/dev.log" 2>&1 &
   local dev=$!
   for _ in $(seq 1 100); do

@@ -53,7 +53,7 @@ start_cluster() {
     local nodes=$1 replication=$2
     stop_cluster
     local dir=$WORK/cluster-$nodes-$replication
-    "$TESSERA" dev --protocol sequenced --nodes "$nodes" --replication "$replication" --routers 3 \
+    "$TESSERA" dev --insecure --protocol sequenced --nodes "$nodes" --replication "$replication" --routers 3 \
         --port "$PORT" --data-dir "$dir" >"$WORK/dev-$nodes-$replication.log" 2>&1 &
     CLUSTER_PID=$!
     for _ in $(seq 200); do

@@ -176,7 +176,7 @@ start_cluster() { # PROTOCOL REPLICAS
     stop_cluster
     log "starting tessera dev --protocol $protocol --nodes $replicas --replication $replicas (memory durability, port $PORT)"
     rm -rf "$WORK/cluster"
-    timeout 1800 "$TESSERA" dev --protocol "$protocol" --nodes "$replicas" --replication "$replicas" --durability memory \
+    timeout 1800 "$TESSERA" dev --insecure --protocol "$protocol" --nodes "$replicas" --replication "$replicas" --durability memory \
         --port "$PORT" --data-dir "$WORK/cluster" >"$WORK/logs/dev-$protocol-$replicas.log" 2>&1 </dev/null &
     CLUSTER_PID=$!
     for attempt in $(seq 150); do
