@@ -1270,20 +1270,38 @@ impl<A: Clone> Gateway<A> {
         ask_result: bool,
         effects: &mut Vec<GatewayEffect<A>>,
     ) {
-        let (Some(bypass), Some(snapshot)) = (&self.bypass, self.group_snapshots.get(&id)) else {
+        let Some(snapshot) = self.group_snapshots.get(&id) else {
             return;
         };
-        let (kind, operation) = if ask_result {
-            let query = PartitionQuery::Result { client, number };
-            (RequestKind::Read, PartitionOperation::Query(query))
-        } else {
-            let operation = PartitionOperation::Snapshot {
-                client,
-                number,
-                at: snapshot.at,
-                operation: self.pending[&id].command.payload().to_vec(),
-            };
-            (RequestKind::Write, operation)
+        let operation = (!ask_result).then(|| PartitionOperation::Snapshot {
+            client,
+            number,
+            at: snapshot.at,
+            operation: self.pending[&id].command.payload().to_vec(),
+        });
+        self.push_bypass_request(id, partition, client, number, operation, effects);
+    }
+
+    /// Sends `operation` as lane `client`'s request `number` to the member the bypass believes
+    /// primary of `partition`; `None` asks the result of that request instead.
+    fn push_bypass_request(
+        &self,
+        id: u64,
+        partition: ProcessId,
+        client: ClientId,
+        number: RequestNumber,
+        operation: Option<PartitionOperation>,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
+        let Some(bypass) = &self.bypass else {
+            return;
+        };
+        let (kind, operation) = match operation {
+            Some(operation) => (RequestKind::Write, operation),
+            None => {
+                let query = PartitionQuery::Result { client, number };
+                (RequestKind::Read, PartitionOperation::Query(query))
+            }
         };
         effects.push(GatewayEffect::PartitionRequest {
             id,
@@ -1486,31 +1504,12 @@ impl<A: Clone> Gateway<A> {
         if !ask_result && self.send_nilext(id, partition, client, number, effects) {
             return;
         }
-        let Some(bypass) = &self.bypass else {
-            return;
-        };
-        let (kind, operation) = if ask_result {
-            let query = PartitionQuery::Result { client, number };
-            (RequestKind::Read, PartitionOperation::Query(query))
-        } else {
-            let operation = PartitionOperation::Single {
-                client,
-                number,
-                operation: self.pending[&id].command.payload().to_vec(),
-            };
-            (RequestKind::Write, operation)
-        };
-        effects.push(GatewayEffect::PartitionRequest {
-            id,
-            partition,
-            replica: bypass.targets.get(&partition).copied().unwrap_or(0),
-            request: Request {
-                client,
-                request: number,
-                kind,
-                operation: operation.encode(),
-            },
+        let operation = (!ask_result).then(|| PartitionOperation::Single {
+            client,
+            number,
+            operation: self.pending[&id].command.payload().to_vec(),
         });
+        self.push_bypass_request(id, partition, client, number, operation, effects);
     }
 
     /// `skyros` partitions: sends command `id` as a nilext write to every member of its
