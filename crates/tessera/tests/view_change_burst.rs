@@ -207,6 +207,27 @@ fn run(name: &str, partitions: PartitionMode, port: u16, canary: bool) -> Outcom
     let burst_resumed = wait_until(Duration::from_secs(20), || {
         acked.count.load(Ordering::Relaxed) >= before + 200
     });
+    if canary && !burst_resumed {
+        // The canary's usual symptom, already a catch (`assert_nothing_lost`): the read-backs
+        // below would only wait out their deadlines on the stuck partition (30 s of CI).
+        stop.store(true, Ordering::SeqCst);
+        for burster in bursters {
+            burster.join().unwrap();
+        }
+        load.stop_and_read_back(&ports);
+        eprintln!(
+            "{name}: killed storage process {} (primary of partition {partition} in view \
+             {view}); the burst did not resume after {before} MSETs",
+            victim + 1
+        );
+        return Outcome {
+            acknowledged: acked.msets.lock().unwrap().len(),
+            burst_resumed,
+            unreadable: 0,
+            lost: Vec::new(),
+            load,
+        };
+    }
     cluster.restart_storage(victim);
     assert!(
         wait_until(Duration::from_secs(30), || cluster.recovered(victim, 3)),
