@@ -167,7 +167,15 @@ fn load(ports: Vec<u16>, directory: PathBuf, loaded: Arc<AtomicUsize>) -> Load {
 #[test]
 fn a_copy_load_survives_a_storage_process_killed_mid_load() {
     let began = Instant::now();
-    let mut cluster = PartitionedCluster::dev("copykill", PartitionMode::Vr, PORT, PG_PORT);
+    // A COPY whose gateway dies holds its row locks until a waiter aborts it as abandoned:
+    // after 5 s here (20 s outside tests).
+    let mut cluster = PartitionedCluster::dev_with_env(
+        "copykill",
+        PartitionMode::Vr,
+        PORT,
+        PG_PORT,
+        &[("TESSERA_TEST_ABANDONED_AFTER_MS", "5000")],
+    );
     let pg: Vec<u16> = (0..3).map(|index| PG_PORT + index).collect();
     psql_anywhere(
         &pg,

@@ -8,7 +8,8 @@
 //! statement outside transactions waits for a transaction's lock and then sees its commit;
 //! a client that disconnects inside a block leaves nothing behind; `FOR UPDATE NOWAIT` of a
 //! row another block locked fails with 55P03; a block idle while it
-//! blocks another statement is aborted after 20 s, and its COMMIT fails with 40001;
+//! blocks another statement is aborted after 8 s (`TESSERA_TEST_ABANDONED_AFTER_MS`; 20 s
+//! outside tests), and its COMMIT fails with 40001;
 //! (b) bank transfers as read-modify-write transactions from 4 psycopg2 clients across the
 //! partitions, with 2 readers (`tests/python/bank.py`): every reader's two reads in one
 //! transaction are equal and sum to the total, and at the end every balance matches the
@@ -203,7 +204,15 @@ fn bank_finish(child: std::process::Child) -> (bool, Vec<String>) {
 
 #[test]
 fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
-    let cluster = PartitionedCluster::dev("transactions", PartitionMode::Vr, 36500, 36560);
+    // Abandoned holders are aborted after 8 s instead of 20 (the idle block below waits that
+    // out on purpose).
+    let cluster = PartitionedCluster::dev_with_env(
+        "transactions",
+        PartitionMode::Vr,
+        36500,
+        36560,
+        &[("TESSERA_TEST_ABANDONED_AFTER_MS", "8000")],
+    );
     let port = 36560;
     let setup = psql(
         port,
@@ -415,15 +424,16 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     let _ = holder.wait();
     assert_eq!(scalar(port, "SELECT sum(n) FROM d"), "5");
 
-    // A block idle while it holds a lock another statement waits for is aborted after 20 s of
-    // that wait; the waiter then runs, and the idle block's COMMIT fails with 40001.
+    // A block idle while it holds a lock another statement waits for is aborted after 8 s of
+    // that wait (20 s outside tests); the waiter then runs, and the idle block's COMMIT fails
+    // with 40001.
     let (idle, mut stdin) = open_session(port, b"BEGIN;\nUPDATE t SET n = 7777 WHERE id = 6;\n");
     std::thread::sleep(std::time::Duration::from_secs(2));
     let started = std::time::Instant::now();
     let out = psql(port, "UPDATE t SET n = n + 1 WHERE id = 6;\n");
     let waited = started.elapsed();
     assert!(out.contains("UPDATE 1"), "{out}");
-    assert!(waited >= std::time::Duration::from_secs(19), "{waited:?}");
+    assert!(waited >= std::time::Duration::from_secs(7), "{waited:?}");
     stdin.write_all(b"COMMIT;\n").unwrap();
     drop(stdin);
     let output = idle.wait_with_output().unwrap();

@@ -134,6 +134,21 @@ impl RowIds {
     }
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_TEST_ABANDONED_AFTER_MS`): how long a waited-for
+/// holder may show no new statement before a waiter aborts it as abandoned, instead of the
+/// drivers' 20 s (real-process tests that wait out an abandonment on purpose run with less).
+fn test_abandoned_after_ms() -> Option<u64> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    static VALUE: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *VALUE.get_or_init(|| {
+        std::env::var("TESSERA_TEST_ABANDONED_AFTER_MS")
+            .ok()
+            .and_then(|value| value.parse().ok())
+    })
+}
+
 /// A storage process's `SqlBackend`: its gateway task, the last catalog read, its hidden
 /// row ids, and its pub/sub hub (transactions' ends wake waiters: the drivers' hints).
 #[derive(Clone)]
@@ -165,9 +180,11 @@ impl ClusterBackend {
     /// a hub (and `TESSERA_SQL_WAITS_POLL`, a measurement switch, does not ask for polling
     /// alone).
     fn settings(&self) -> DriverSettings {
+        let defaults = DriverSettings::default();
         DriverSettings {
             hints: self.hints().is_some(),
-            ..DriverSettings::default()
+            abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
+            ..defaults
         }
     }
 

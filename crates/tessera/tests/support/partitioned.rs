@@ -84,10 +84,26 @@ impl PartitionedCluster {
         port: u16,
         pg_port: u16,
     ) -> PartitionedCluster {
+        PartitionedCluster::dev_with_env(name, partitions, port, pg_port, &[])
+    }
+
+    /// `dev`, with these variables in the storage processes' environment (a test's setting).
+    pub fn dev_with_env(
+        name: &str,
+        partitions: runtime::ecast::config::PartitionMode,
+        port: u16,
+        pg_port: u16,
+        storage_env: &[(&str, &str)],
+    ) -> PartitionedCluster {
         let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
             config.partitions = partitions;
             *config = config.clone().with_pg_ports(pg_port).unwrap();
         });
+        cluster.storage_env.extend(
+            storage_env
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string())),
+        );
         cluster.launch();
         // Readiness is not what these tests check: under a loaded machine (tests in parallel,
         // two clusters of six debug processes starting at once) 30 s was not always enough.
