@@ -2104,7 +2104,7 @@ pub(crate) mod tests {
         );
         let mut other = machine.clone();
         assert_eq!(
-            batch(&mut machine, &[answer.clone()]),
+            batch(&mut machine, std::slice::from_ref(&answer)),
             vec![PartitionResult::Executed(vec![5])]
         );
         assert_eq!(machine.jobs_open(), 0);

@@ -298,10 +298,12 @@ fn test_copy_delay_ms() -> u64 {
 }
 
 fn machine_settings() -> PartitionMachineSettings {
-    let mut settings = PartitionMachineSettings::default();
-    // Read-only SQL statements of the log run off the loop (`read_jobs`), unless
-    // `TESSERA_READ_JOBS=0` (the before/after measurement of `docs/internals/scans.md`).
-    settings.read_jobs = std::env::var("TESSERA_READ_JOBS").map_or(true, |value| value != "0");
+    let mut settings = PartitionMachineSettings {
+        // Read-only SQL statements of the log run off the loop (`read_jobs`), unless
+        // `TESSERA_READ_JOBS=0` (the before/after measurement of `docs/internals/scans.md`).
+        read_jobs: std::env::var("TESSERA_READ_JOBS").map_or(true, |value| value != "0"),
+        ..PartitionMachineSettings::default()
+    };
     // Hidden, test-only (debug builds): a read job's results are computed from the live
     // state when they come back (the canary of `docs/internals/scans.md`).
     if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_JOB_READS_LIVE").is_some() {
