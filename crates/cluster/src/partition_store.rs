@@ -301,6 +301,19 @@ impl PartitionData for PartitionStore {
         )
     }
 
+    /// A batchable statement that only reads (`store::is_read_operation`: every engine
+    /// operation a query): its execution changes no row, no catalog, no transaction or
+    /// two-phase state, only this replica's `store::Cycles` counters. A read of a table an
+    /// open transaction holds is refused by the data itself (`Store::share_refused`), on the
+    /// job's copy exactly as here: the copy carries the transactions.
+    fn reads_only(&self, operation: &[u8]) -> bool {
+        matches!(
+            payload::decode_sql(operation),
+            Some(Ok(payload)) if store::shares_a_cycle(&payload.operation)
+                && store::is_read_operation(&payload.operation)
+        )
+    }
+
     /// Each maximal run of consecutive batchable statements as one `execute_sql_batch` (one
     /// engine batch, shared scan cycles), everything else alone, in order.
     fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {

@@ -517,6 +517,9 @@ impl PartitionData for Checked {
     fn batchable(&self, operation: &[u8]) -> bool {
         self.store.batchable(operation)
     }
+    fn reads_only(&self, operation: &[u8]) -> bool {
+        self.store.reads_only(operation)
+    }
     fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
         if !self.bug {
             return self.store.execute_batch(operations);
@@ -545,12 +548,16 @@ impl PartitionData for Checked {
 /// A partition machine over the low half of the ring (statements pinned to keys outside it
 /// do not run here), with the table and its first rows.
 fn machine(bug: bool) -> PartitionMachine<Checked> {
+    machine_with(bug, PartitionMachineSettings::default())
+}
+
+fn machine_with(bug: bool, settings: PartitionMachineSettings) -> PartitionMachine<Checked> {
     let low = PositionSet::from_inclusive(Position(0), Position(u64::MAX / 2));
     let data = Checked {
         store: PartitionStore::new(low, KeyPlacement::hash()),
         bug,
     };
-    let mut machine = PartitionMachine::new(data, PartitionMachineSettings::default());
+    let mut machine = PartitionMachine::new(data, settings);
     let [create, insert] = populate(0, "v");
     for (number, operation) in [create, insert].into_iter().enumerate() {
         let single = PartitionOperation::Single {
@@ -687,5 +694,111 @@ fn a_batch_that_runs_its_reads_first_is_caught() {
     assert!(
         caught > 20,
         "the reordered batch was caught in {caught} seeds"
+    );
+}
+
+/// What a client learns of an entry's operations once every read job is done: each
+/// single-partition request's result (`Result` query) and each share's answer (`Answer`).
+fn learned(machine: &PartitionMachine<Checked>, entry: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut queries = Vec::new();
+    for operation in entry {
+        match PartitionOperation::decode(operation) {
+            Ok(PartitionOperation::Single { client, number, .. }) => {
+                queries.push(PartitionQuery::Result { client, number })
+            }
+            Ok(PartitionOperation::Deliveries(shares)) => {
+                for share in shares {
+                    queries.push(PartitionQuery::Answer {
+                        timestamp: share.timestamp,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    queries
+        .into_iter()
+        .map(|query| machine.query(&PartitionOperation::Query(query).encode()))
+        .collect()
+}
+
+fn finish(machine: &mut PartitionMachine<Checked>, numbers: &[u64]) -> usize {
+    let jobs: Vec<(u64, ecast::ReadJob<Checked>)> = machine
+        .jobs_after(0)
+        .filter(|(number, _)| numbers.contains(number))
+        .map(|(number, job)| (number, job.clone()))
+        .collect();
+    for (number, job) in &jobs {
+        machine.job_done(*number, job.run());
+    }
+    jobs.len()
+}
+
+/// Read jobs (`PartitionMachineSettings::read_jobs`, `docs/internals/scans.md`): replicas
+/// that hand out their entries' reads as jobs learn the same results as one that executes
+/// every operation alone, at once; one that finishes its jobs at once and one that finishes
+/// them late and out of order (up to several entries later) hold the same complete snapshot
+/// after every entry (a snapshot runs open jobs itself) and release the same replies in the
+/// end. The guard requires jobs left open across entries in most seeds.
+#[test]
+fn read_jobs_learn_what_executing_at_once_does_whenever_they_finish() {
+    let settings = PartitionMachineSettings {
+        read_jobs: true,
+        ..PartitionMachineSettings::default()
+    };
+    let (mut jobs_run, mut left_open) = (0, 0);
+    for seed in 0..200 {
+        let mut generator = Generator::new(seed);
+        let mut rng = Prng::new(seed ^ 0x10b5);
+        let mut alone = machine(false);
+        let mut prompt = machine_with(false, settings.clone());
+        let mut late = machine_with(false, settings.clone());
+        let mut open_across = false;
+        for entry_at in 0..30 {
+            generator.observe(&alone);
+            let entry = generator.entry(catalog(&alone));
+            let operations: Vec<&[u8]> = entry.iter().map(Vec::as_slice).collect();
+            for operation in &operations {
+                alone.apply(operation);
+            }
+            prompt.apply_batch(&operations);
+            let open: Vec<u64> = prompt.jobs_after(0).map(|(number, _)| number).collect();
+            jobs_run += finish(&mut prompt, &open);
+            late.apply_batch(&operations);
+            // Finish a random part of the late replica's open jobs, newest first.
+            let mut open: Vec<u64> = late.jobs_after(0).map(|(number, _)| number).collect();
+            open.reverse();
+            open.retain(|_| rng.below(3) == 0);
+            finish(&mut late, &open);
+            open_across |= late.jobs_after(0).next().is_some();
+            assert_eq!(
+                learned(&prompt, &entry),
+                learned(&alone, &entry),
+                "seed {seed} entry {entry_at}"
+            );
+            assert_eq!(
+                late.snapshot(),
+                prompt.snapshot(),
+                "seed {seed} entry {entry_at}: complete snapshots"
+            );
+            assert_eq!(
+                postcard::to_allocvec(&prompt.data().store).unwrap(),
+                postcard::to_allocvec(&alone.data().store).unwrap(),
+                "seed {seed} entry {entry_at}: the same rows"
+            );
+        }
+        let open: Vec<u64> = late.jobs_after(0).map(|(number, _)| number).collect();
+        finish(&mut late, &open);
+        let released = |machine: &PartitionMachine<Checked>| {
+            machine.released_after(0).cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(released(&late), released(&prompt), "seed {seed}");
+        left_open += usize::from(open_across);
+    }
+    eprintln!("{jobs_run} jobs; jobs left open across entries in {left_open} of 200 seeds");
+    assert!(jobs_run > 1_000, "only {jobs_run} read jobs ran");
+    assert!(
+        left_open > 150,
+        "jobs left open across entries in {left_open} seeds"
     );
 }

@@ -110,7 +110,7 @@ pub use partition_duty::{CutPlanning, Delivered, DutyReply, PrimaryDuty};
 pub use partition_keyspace::PartitionCut;
 pub use partition_machine::{
     install_parts, serve_basic_read, PartitionData, PartitionMachine, PartitionMachineSettings,
-    PartitionOperation, PartitionQuery, PartitionResult, Released, ResultAnswers, Share,
+    PartitionOperation, PartitionQuery, PartitionResult, ReadJob, Released, ResultAnswers, Share,
     PARTITION_FORMAT_VERSION,
 };
 pub use router::{

@@ -89,6 +89,17 @@ pub trait PartitionData: Clone + Send + Sync + 'static {
         false
     }
 
+    /// Whether `operation` is batchable (`batchable`) and its execution changes nothing (the
+    /// data's snapshot and every later result are the same whether it ran), so that the
+    /// machine may run it on a copy of the data taken at its place in the log, off the
+    /// replica's loop (`PartitionMachineSettings::read_jobs`; `docs/internals/scans.md`,
+    /// "Built: read-only log ops off the loop"). Must depend only on the operation's bytes.
+    /// By default, none.
+    fn reads_only(&self, operation: &[u8]) -> bool {
+        let _ = operation;
+        false
+    }
+
     /// Executes operations one after another, as `execute` on each in order would (the same
     /// results, the same state after), sharing work between them (a SQL partition runs
     /// consecutive statements as one shared scan cycle). The default executes each. Must not
@@ -299,6 +310,17 @@ pub struct PartitionMachineSettings {
     /// away, or one arriving while copies install, is acknowledged before it is ordered.
     #[doc(hidden)]
     pub gate_ignores_cuts: bool,
+    /// Read-only statements (`PartitionData::reads_only`) that `apply_batch` would execute
+    /// are handed out as read jobs instead (`PartitionMachine::jobs`): the host runs them off
+    /// its loop and hands back the results (`vr::StateMachine::job_done`). A host setting,
+    /// the same on every replica of a group: not in snapshots (`restore` keeps this replica's).
+    #[serde(skip)]
+    pub read_jobs: bool,
+    /// Test-only canary: a read job's results are computed again from the data as it is when
+    /// they come back (the live state, not the copy at the job's place in the log).
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub job_reads_live: bool,
 }
 
 impl Default for PartitionMachineSettings {
@@ -310,6 +332,8 @@ impl Default for PartitionMachineSettings {
             act_before_install: false,
             ignore_holdings: false,
             gate_ignores_cuts: false,
+            read_jobs: false,
+            job_reads_live: false,
         }
     }
 }
@@ -360,6 +384,58 @@ pub struct PartitionMachine<D> {
     /// it, so never in a snapshot or a comparison.
     #[serde(skip)]
     batching: Option<Batching>,
+    /// Read jobs handed out and not done, by number (`PartitionMachineSettings::read_jobs`).
+    /// Not replicated state: a snapshot runs those still open itself (`snapshot`), so that
+    /// every replica's snapshot at an op is complete whatever its jobs' progress.
+    #[serde(skip, default = "BTreeMap::new")]
+    jobs: BTreeMap<u64, ReadJob<D>>,
+    /// The next job's number (kept by `restore`: a job of the state replaced never matches a
+    /// later one).
+    #[serde(skip, default = "first_job")]
+    job_next: u64,
+    /// Released numbers whose result an open job still computes: `released_after` stops
+    /// before the first (a reply is sent only once its job is done).
+    #[serde(skip)]
+    pending_released: BTreeSet<u64>,
+    /// Share answers an open job still computes: a `PartitionQuery::Answer` read of one is
+    /// answered `Held`.
+    #[serde(skip)]
+    pending_answers: BTreeSet<Timestamp>,
+}
+
+fn first_job() -> u64 {
+    1
+}
+
+/// Read-only executions put off past their log entry (`PartitionMachineSettings::read_jobs`):
+/// a copy of the data at their place in the log (the state after every op before them; a
+/// clone shares the tables, copy-on-write), the operations, and where each result goes (as
+/// `Batching`'s sinks; a single-partition operation's own reply became a release).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadJob<D> {
+    data: D,
+    operations: Vec<Vec<u8>>,
+    sinks: Vec<Sink>,
+}
+
+impl<D: PartitionData> ReadJob<D> {
+    /// Runs the job's reads, on any thread: their results in order, as executing them on the
+    /// data at their place in the log would have returned.
+    pub fn run(&self) -> Vec<Vec<u8>> {
+        let mut data = self.data.clone();
+        let results = data.execute_batch(&self.operations);
+        assert_eq!(results.len(), self.operations.len(), "one result each");
+        results
+    }
+
+    /// How many operations the job reads.
+    pub fn len(&self) -> usize {
+        self.operations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.operations.is_empty()
+    }
 }
 
 /// The executions of a log entry put off by `apply_batch` (`PartitionData::batchable`), in
@@ -375,6 +451,9 @@ struct Batching {
     sinks: Vec<Sink>,
     /// Results of the entry's requests that are put-off executions, by request index.
     own: BTreeMap<usize, Vec<u8>>,
+    /// The entry's requests whose execution became a read job: answered `Held`, their
+    /// result released when the job is done.
+    held: BTreeSet<usize>,
 }
 
 /// Where a put-off execution's result goes.
@@ -485,6 +564,10 @@ impl<D: PartitionData> PartitionMachine<D> {
             receiving: BTreeMap::new(),
             moved: BTreeMap::new(),
             batching: None,
+            jobs: BTreeMap::new(),
+            job_next: 1,
+            pending_released: BTreeSet::new(),
+            pending_answers: BTreeSet::new(),
         }
     }
 
@@ -662,6 +745,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             && self.outgoing.is_empty()
             && self.installing.is_empty()
             && self.deferred.is_empty()
+            && self.jobs.is_empty()
     }
 
     /// Executions waiting for installs.
@@ -736,10 +820,35 @@ impl<D: PartitionData> PartitionMachine<D> {
 
     /// Released replies numbered above `after`, oldest first (the primary's driver sends them
     /// and remembers the last number).
+    /// Never past a release whose result a read job still computes.
     pub fn released_after(&self, after: u64) -> impl Iterator<Item = &(u64, Released)> {
         self.released
             .iter()
             .filter(move |(number, _)| *number > after)
+            .take_while(|(number, _)| !self.pending_released.contains(number))
+    }
+
+    /// Every retained release numbered above `after`, those whose result a read job still
+    /// computes included (their result is not final): for observers of what was admitted
+    /// when (the simulator's order checker), never for sending.
+    pub fn released_or_open_after(&self, after: u64) -> impl Iterator<Item = &(u64, Released)> {
+        self.released
+            .iter()
+            .filter(move |(number, _)| *number > after)
+    }
+
+    /// The read jobs handed out and not done, numbered above `after`, by number (the host
+    /// runs each once, off its loop, and hands back `ReadJob::run`'s results through
+    /// `vr::StateMachine::job_done`).
+    pub fn jobs_after(&self, after: u64) -> impl Iterator<Item = (u64, &ReadJob<D>)> {
+        self.jobs
+            .range(after.saturating_add(1)..)
+            .map(|(number, job)| (*number, job))
+    }
+
+    /// How many read jobs are open.
+    pub fn jobs_open(&self) -> usize {
+        self.jobs.len()
     }
 
     fn release(&mut self, released: Released) {
@@ -977,7 +1086,10 @@ impl<D: PartitionData> PartitionMachine<D> {
     }
 
     /// Runs the executions put off so far as one `execute_batch` and puts each result where
-    /// its placeholder is (unless something after it replaced or dropped that place).
+    /// its placeholder is (unless something after it replaced or dropped that place). With
+    /// `read_jobs`, each maximal run of read-only operations (`PartitionData::reads_only`)
+    /// becomes a read job on a copy of the data as it is at the run's place instead, and only
+    /// the runs that write execute here, in order.
     fn flush(&mut self) {
         let Some(batching) = &mut self.batching else {
             return;
@@ -987,59 +1099,212 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
         let operations = std::mem::take(&mut batching.operations);
         let sinks = std::mem::take(&mut batching.sinks);
-        let results = self.data.execute_batch(&operations);
+        assert_eq!(
+            operations.len(),
+            sinks.len(),
+            "a sink per put-off execution"
+        );
+        if !self.settings.read_jobs {
+            let results = self.data.execute_batch(&operations);
+            self.place_all(sinks, results);
+            return;
+        }
+        let reads: Vec<bool> = operations
+            .iter()
+            .map(|operation| self.data.reads_only(operation))
+            .collect();
+        let mut operations = operations.into_iter();
+        let mut sinks = sinks.into_iter();
+        let mut at = 0;
+        while at < reads.len() {
+            let end = (at..reads.len())
+                .find(|next| reads[*next] != reads[at])
+                .unwrap_or(reads.len());
+            let run: Vec<Vec<u8>> = operations.by_ref().take(end - at).collect();
+            let run_sinks: Vec<Sink> = sinks.by_ref().take(end - at).collect();
+            if reads[at] {
+                self.start_job(run, run_sinks);
+            } else {
+                let results = self.data.execute_batch(&run);
+                self.place_all(run_sinks, results);
+            }
+            at = end;
+        }
+    }
+
+    fn place_all(&mut self, sinks: Vec<Sink>, results: Vec<Vec<u8>>) {
         assert_eq!(
             results.len(),
             sinks.len(),
             "execute_batch returns one result each"
         );
         for (sink, result) in sinks.into_iter().zip(results) {
-            let released = match sink {
+            self.place(sink, result);
+        }
+    }
+
+    /// Puts a put-off execution's result where its placeholder is, unless something after it
+    /// replaced or dropped that place.
+    fn place(&mut self, sink: Sink, result: Vec<u8>) {
+        let released = match sink {
+            Sink::Single {
+                id,
+                record,
+                own,
+                released,
+            } => {
+                if record {
+                    if let Some((number, slot)) = self.results.get_mut(&id.client) {
+                        if *number == id.number {
+                            *slot = Some(result.clone());
+                        }
+                    }
+                }
+                if let Some(request) = own {
+                    let batching = self.batching.as_mut().expect("an own result in its entry");
+                    let earlier = batching.own.insert(request, result.clone());
+                    assert!(earlier.is_none(), "a request executes once");
+                }
+                released
+            }
+            Sink::Multi {
+                timestamp,
+                released,
+            } => {
+                if let Some(answer) = self.answers.get_mut(&timestamp) {
+                    *answer = result.clone();
+                }
+                released
+            }
+        };
+        let Some(released) = released else {
+            return;
+        };
+        // Still retained unless newer releases pushed it out.
+        if let Some((_, reply)) = self
+            .released
+            .iter_mut()
+            .find(|(number, _)| *number == released)
+        {
+            match reply {
+                Released::Single { result: slot, .. } | Released::Answer { result: slot, .. } => {
+                    *slot = result
+                }
+                Released::Moved { .. } => unreachable!("a put-off execution's release"),
+            }
+        }
+    }
+
+    /// Hands out a run of read-only executions as a read job on a copy of the data as it is
+    /// now. The entry's own single-partition operations among them are answered `Held` and
+    /// released instead (VR's reply is the entry's; the job finishes later).
+    fn start_job(&mut self, operations: Vec<Vec<u8>>, sinks: Vec<Sink>) {
+        debug_assert!(operations
+            .iter()
+            .all(|operation| self.data.reads_only(operation)));
+        let mut job_sinks = Vec::with_capacity(sinks.len());
+        for sink in sinks {
+            let sink = match sink {
                 Sink::Single {
                     id,
                     record,
-                    own,
+                    own: Some(request),
                     released,
                 } => {
-                    if record {
-                        if let Some((number, slot)) = self.results.get_mut(&id.client) {
-                            if *number == id.number {
-                                *slot = Some(result.clone());
-                            }
-                        }
+                    assert!(released.is_none(), "an own reply is not released");
+                    self.release(Released::Single {
+                        client: id.client,
+                        number: id.number,
+                        result: Vec::new(),
+                    });
+                    let batching = self.batching.as_mut().expect("flushing");
+                    let new = batching.held.insert(request);
+                    assert!(new, "a request executes once");
+                    Sink::Single {
+                        id,
+                        record,
+                        own: None,
+                        released: Some(self.released_next - 1),
                     }
-                    if let Some(request) = own {
-                        let batching = self.batching.as_mut().expect("flushing");
-                        let earlier = batching.own.insert(request, result.clone());
-                        assert!(earlier.is_none(), "a request executes once");
-                    }
-                    released
+                }
+                sink => sink,
+            };
+            match &sink {
+                Sink::Single { released, .. } => {
+                    self.pending_released.extend(*released);
                 }
                 Sink::Multi {
                     timestamp,
                     released,
                 } => {
-                    if let Some(answer) = self.answers.get_mut(&timestamp) {
-                        *answer = result.clone();
-                    }
-                    released
-                }
-            };
-            let Some(released) = released else {
-                continue;
-            };
-            // Still retained unless newer releases pushed it out.
-            if let Some((_, reply)) = self
-                .released
-                .iter_mut()
-                .find(|(number, _)| *number == released)
-            {
-                match reply {
-                    Released::Single { result: slot, .. }
-                    | Released::Answer { result: slot, .. } => *slot = result,
-                    Released::Moved { .. } => unreachable!("a put-off execution's release"),
+                    self.pending_answers.insert(*timestamp);
+                    self.pending_released.extend(*released);
                 }
             }
+            job_sinks.push(sink);
+        }
+        let number = self.job_next;
+        self.job_next += 1;
+        self.jobs.insert(
+            number,
+            ReadJob {
+                data: self.data.clone(),
+                operations,
+                sinks: job_sinks,
+            },
+        );
+    }
+
+    /// A read job's results came back: each goes where its placeholder is, and the replies
+    /// waiting for it may go. A job not open (done, or of a state `restore` replaced) is
+    /// ignored.
+    fn finish_job(&mut self, number: u64, results: Vec<Vec<u8>>) {
+        let Some(job) = self.jobs.remove(&number) else {
+            return;
+        };
+        let results = if self.settings.job_reads_live {
+            self.data.clone().execute_batch(&job.operations)
+        } else {
+            results
+        };
+        assert_eq!(
+            results.len(),
+            job.sinks.len(),
+            "a read job's results, one per operation"
+        );
+        for (sink, result) in job.sinks.into_iter().zip(results) {
+            match &sink {
+                Sink::Single { released, .. } => {
+                    if let Some(released) = released {
+                        self.pending_released.remove(released);
+                    }
+                }
+                Sink::Multi {
+                    timestamp,
+                    released,
+                } => {
+                    self.pending_answers.remove(timestamp);
+                    if let Some(released) = released {
+                        self.pending_released.remove(released);
+                    }
+                }
+            }
+            self.place(sink, result);
+        }
+        if self.jobs.is_empty() {
+            assert!(
+                self.pending_released.is_empty() && self.pending_answers.is_empty(),
+                "nothing waits for a job once every job is done"
+            );
+        }
+    }
+
+    /// Runs every open read job here, on the loop (what a log `Query` reads, and a snapshot's
+    /// copy, must not depend on how far this replica's jobs got).
+    fn finish_jobs_here(&mut self) {
+        while let Some((&number, job)) = self.jobs.first_key_value() {
+            let results = job.run();
+            self.finish_job(number, results);
         }
     }
 
@@ -1149,7 +1414,12 @@ impl<D: PartitionData> PartitionMachine<D> {
                     admitted: self.admitted(),
                 }
             }
-            PartitionOperation::Query(query) => self.answer(&query),
+            PartitionOperation::Query(query) => {
+                // Logged, so answered alike on every replica: from the state with every
+                // read job before it done.
+                self.finish_jobs_here();
+                self.answer(&query)
+            }
             PartitionOperation::MessageStable(timestamp) => {
                 self.feed(PartitionEntry::MessageStable(timestamp), None);
                 PartitionResult::Logged {
@@ -1229,6 +1499,8 @@ impl<D: PartitionData> PartitionMachine<D> {
                 answer_result(&self.results, &self.moved, *client, *number)
             }
             PartitionQuery::Answer { timestamp } => match self.answers.get(timestamp) {
+                // Its read job is not done (only the read path, `query`, sees one open).
+                Some(_) if self.pending_answers.contains(timestamp) => PartitionResult::Held,
                 Some(result) => PartitionResult::Executed(result.clone()),
                 None => PartitionResult::Unknown,
             },
@@ -1327,10 +1599,19 @@ where
         let batching = self.batching.take().expect("batching");
         assert!(batching.operations.is_empty() && batching.sinks.is_empty());
         let mut own = batching.own;
+        let held = batching.held;
         results
             .into_iter()
             .enumerate()
             .map(|(request, result)| match own.remove(&request) {
+                None if held.contains(&request) => {
+                    assert_eq!(
+                        result,
+                        PartitionResult::Executed(Vec::new()),
+                        "a put-off request's placeholder"
+                    );
+                    PartitionResult::Held.encode()
+                }
                 Some(executed) => {
                     assert_eq!(
                         result,
@@ -1353,8 +1634,19 @@ where
         result.encode()
     }
 
+    /// With read jobs open, the state with them done (run here, on a copy): what every
+    /// replica's snapshot at this op is, whatever its jobs' progress.
     fn snapshot(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("the partition machine serialises")
+        if self.jobs.is_empty() {
+            return postcard::to_allocvec(self).expect("the partition machine serialises");
+        }
+        let mut copy = self.clone();
+        copy.finish_jobs_here();
+        postcard::to_allocvec(&copy).expect("the partition machine serialises")
+    }
+
+    fn job_done(&mut self, job: u64, results: Vec<Vec<u8>>) {
+        self.finish_job(job, results);
     }
 
     /// A copy serialised off the replica's loop: the data's clone shares what it can (a
@@ -1470,7 +1762,14 @@ where
         state
             .check_receiving()
             .map_err(|reason| vr::RestoreError::Malformed { reason })?;
+        // This replica's host settings and job numbering stay; its open jobs belong to the
+        // state replaced (the snapshot is complete: `snapshot` ran its own).
+        let (read_jobs, job_reads_live) = (self.settings.read_jobs, self.settings.job_reads_live);
+        let job_next = self.job_next;
         *self = state;
+        self.settings.read_jobs = read_jobs;
+        self.settings.job_reads_live = job_reads_live;
+        self.job_next = job_next;
         Ok(())
     }
 }
@@ -1554,6 +1853,16 @@ pub(crate) mod tests {
         fn retain(&mut self, holds: &PositionSet) {
             self.0
                 .retain(|key, _| holds.contains(Position(*key as u64)));
+        }
+
+        /// Reads and writes may share a batch (only `apply_batch` batches).
+        fn batchable(&self, operation: &[u8]) -> bool {
+            matches!(operation, [b'g', _] | [b'p', _, _])
+        }
+
+        /// Reads (only machines with `read_jobs` hand them out).
+        fn reads_only(&self, operation: &[u8]) -> bool {
+            matches!(operation, [b'g', _])
         }
     }
 
@@ -1655,6 +1964,171 @@ pub(crate) mod tests {
             sequence: Sequence(timestamp),
             operation: operation.to_vec(),
         }])
+    }
+
+    fn batch(
+        machine: &mut PartitionMachine<Bytes>,
+        operations: &[PartitionOperation],
+    ) -> Vec<PartitionResult> {
+        let encoded: Vec<Vec<u8>> = operations.iter().map(PartitionOperation::encode).collect();
+        let borrowed: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+        machine
+            .apply_batch(&borrowed)
+            .iter()
+            .map(|result| PartitionResult::decode(result))
+            .collect()
+    }
+
+    fn jobs_machine(live: bool) -> PartitionMachine<Bytes> {
+        let settings = PartitionMachineSettings {
+            read_jobs: true,
+            job_reads_live: live,
+            ..PartitionMachineSettings::default()
+        };
+        PartitionMachine::new(Bytes::default(), settings)
+    }
+
+    fn result_of(machine: &PartitionMachine<Bytes>, client: u64) -> PartitionResult {
+        let query = PartitionOperation::Query(PartitionQuery::Result {
+            client: ClientId(client),
+            number: RequestNumber(1),
+        });
+        PartitionResult::decode(&machine.query(&query.encode()))
+    }
+
+    /// Read jobs (`PartitionMachineSettings::read_jobs`): reads of an entry are answered
+    /// `Held` and handed out with a copy of the data at their place; the write between them
+    /// executes at once; replies are released only once their job is done, in release order;
+    /// results are those of the copies, whatever was written since and in whatever order the
+    /// jobs finish; a snapshot taken with jobs open is the snapshot with them done.
+    #[test]
+    fn a_read_job_answers_at_its_place_in_the_log_and_releases_only_when_done() {
+        for live in [false, true] {
+            let mut machine = jobs_machine(live);
+            apply(&mut machine, single(1, b"pa\x01"));
+            let results = batch(
+                &mut machine,
+                &[single(4, b"ga"), single(5, b"pa\x02"), single(6, b"ga")],
+            );
+            assert_eq!(
+                results,
+                vec![
+                    PartitionResult::Held,
+                    PartitionResult::Executed(vec![1]),
+                    PartitionResult::Held
+                ]
+            );
+            let jobs: Vec<(u64, ReadJob<Bytes>)> = machine
+                .jobs_after(0)
+                .map(|(number, job)| (number, job.clone()))
+                .collect();
+            assert_eq!(jobs.len(), 2, "two runs of reads, split by the write");
+            assert_eq!(
+                machine.released_after(0).count(),
+                0,
+                "nothing before its job"
+            );
+            assert_eq!(result_of(&machine, 4), PartitionResult::Held);
+            // A later write does not change what the jobs read.
+            assert_eq!(
+                batch(&mut machine, &[single(7, b"pa\x09")]),
+                vec![PartitionResult::Executed(vec![2])]
+            );
+            let complete = machine.snapshot();
+            let mut finished = machine.clone();
+            finished.finish_jobs_here();
+            if !live {
+                assert_eq!(complete, finished.snapshot(), "a snapshot runs open jobs");
+            }
+            // The second job finishes first: its reply waits for the first's.
+            let (second, second_job) = &jobs[1];
+            machine.job_done(*second, second_job.run());
+            assert_eq!(
+                machine.released_after(0).count(),
+                0,
+                "release order is kept"
+            );
+            let (first, first_job) = &jobs[0];
+            machine.job_done(*first, first_job.run());
+            machine.job_done(*first, vec![vec![7]]); // Done already: ignored.
+            let released: Vec<Released> = machine
+                .released_after(0)
+                .map(|(_, released)| released.clone())
+                .collect();
+            let expected = |value_4: u8, value_6: u8| {
+                vec![
+                    Released::Single {
+                        client: ClientId(4),
+                        number: RequestNumber(1),
+                        result: vec![value_4],
+                    },
+                    Released::Single {
+                        client: ClientId(6),
+                        number: RequestNumber(1),
+                        result: vec![value_6],
+                    },
+                ]
+            };
+            if live {
+                // The canary reads the state when the job comes back: caught.
+                assert_eq!(released, expected(9, 9));
+                continue;
+            }
+            assert_eq!(released, expected(1, 2));
+            assert_eq!(result_of(&machine, 4), PartitionResult::Executed(vec![1]));
+            assert_eq!(machine.jobs_open(), 0);
+            assert_eq!(machine.snapshot(), complete);
+        }
+    }
+
+    /// A logged `Query` is answered alike on every replica: open jobs before it run first. A
+    /// share's answer read on the read path while its job is open is `Held`. `restore` drops
+    /// open jobs (the snapshot is complete) and keeps the numbering.
+    #[test]
+    fn a_logged_query_runs_open_jobs_and_restore_forgets_them() {
+        let mut machine = jobs_machine(false);
+        apply(&mut machine, single(1, b"pb\x05"));
+        assert_eq!(
+            batch(&mut machine, &[share(1, 0, b"gb")]),
+            vec![PartitionResult::Logged {
+                admitted: Timestamp(1)
+            }]
+        );
+        assert_eq!(machine.jobs_open(), 1);
+        let answer = PartitionOperation::Query(PartitionQuery::Answer {
+            timestamp: Timestamp(1),
+        });
+        assert_eq!(
+            PartitionResult::decode(&machine.query(&answer.encode())),
+            PartitionResult::Held
+        );
+        let mut other = machine.clone();
+        assert_eq!(
+            batch(&mut machine, std::slice::from_ref(&answer)),
+            vec![PartitionResult::Executed(vec![5])]
+        );
+        assert_eq!(machine.jobs_open(), 0);
+        assert_eq!(machine.released_after(0).count(), 1);
+        // A replica restored from that state forgets its open job; its late result is ignored.
+        let (number, _) = other
+            .jobs_after(0)
+            .next()
+            .map(|(n, j)| (n, j.clone()))
+            .unwrap();
+        other.restore(&machine.snapshot()).unwrap();
+        assert_eq!(other.jobs_open(), 0);
+        other.job_done(number, vec![vec![0]]);
+        assert_eq!(other.snapshot(), machine.snapshot());
+        assert_eq!(
+            batch(&mut other, &[share(2, 1, b"gb")]),
+            vec![PartitionResult::Logged {
+                admitted: Timestamp(2)
+            }]
+        );
+        assert!(
+            other.jobs_after(0).all(|(later, _)| later > number),
+            "numbering continues"
+        );
     }
 
     #[test]

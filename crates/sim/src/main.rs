@@ -149,6 +149,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
+                    Some("sql-job-reads-live") => Some(BypassCanary::SqlJobReadsLive),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
                     Some("bypass-skyros-gate-ignores-cuts") => {
                         Some(BypassCanary::SkyrosGateIgnoresCuts)
@@ -414,7 +415,7 @@ fn print_bypass_report(report: &BypassReport) {
                 " statements: started={} inserts={} point_updates={} group_updates={} point_reads={} \
                  scans={} ddl={} single_partition={} multi_partition={} two_phase={} stale_refusals={} \
                  catalog_reads={} refused={} busy={} holders_aborted={} unknown={} checked={} \
-                 batch_largest={}",
+                 batch_largest={} read_jobs={} read_jobs_delayed={}",
                 statements.started,
                 statements.inserts,
                 statements.point_updates,
@@ -432,7 +433,9 @@ fn print_bypass_report(report: &BypassReport) {
                 statements.holders_aborted,
                 statements.unknown,
                 statements.checked,
-                stats.sql_batch_largest
+                stats.sql_batch_largest,
+                stats.read_jobs,
+                stats.read_jobs_delayed
             )
         } else {
             String::new()

@@ -55,6 +55,7 @@ fn a_statement_seed_replays_and_runs_every_kind_of_statement_under_faults() {
     let mut totals = sim::ecast::bypass::StatementStats::default();
     let (mut pauses, mut crashes, mut dropped, mut checked) = (0, 0, 0, 0);
     let (mut reconfigurations, mut installs) = (0, 0);
+    let (mut read_jobs, mut read_jobs_delayed) = (0, 0);
     for seed in 1..=20 {
         let report = run(BypassOptions::statements(seed));
         assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
@@ -76,10 +77,17 @@ fn a_statement_seed_replays_and_runs_every_kind_of_statement_under_faults() {
         dropped += report.stats.messages_dropped;
         reconfigurations += report.stats.reconfigurations_accepted;
         installs += report.stats.installs;
+        read_jobs += report.stats.read_jobs;
+        read_jobs_delayed += report.stats.read_jobs_delayed;
     }
     eprintln!(
         "{totals:?} pauses={pauses} crashes={crashes} dropped={dropped} checked={checked} \
-         reconfigurations={reconfigurations} installs={installs}"
+         reconfigurations={reconfigurations} installs={installs} read_jobs={read_jobs} \
+         read_jobs_delayed={read_jobs_delayed}"
+    );
+    assert!(
+        read_jobs > 500 && read_jobs_delayed > 200,
+        "reads run as read jobs, many of them late"
     );
     assert!(totals.inserts > 20 && totals.point_updates > 50 && totals.group_updates > 20);
     assert!(totals.point_reads > 50 && totals.scans > 50 && totals.ddl > 20);
@@ -111,6 +119,23 @@ fn the_stale_catalog_canary_is_caught() {
     }
     assert!(
         failures.len() * 3 >= seeds.len() * 2,
+        "caught on {} of {} seeds",
+        failures.len(),
+        seeds.len()
+    );
+}
+
+/// "Read jobs read the live state" (`docs/internals/scans.md`, "Built: read-only log ops off
+/// the loop"): a read job's results computed from the data as it is when the job comes back,
+/// not from the copy taken at the reads' place in the log. The replicas' results then depend on
+/// when each ran its jobs, and their complete snapshots differ (`bypass_agreement`).
+#[test]
+fn the_job_reads_live_canary_is_caught() {
+    let seeds: Vec<u64> = (1..=20).collect();
+    let failures = sweep_statements(&seeds, Some(BypassCanary::SqlJobReadsLive));
+    report(&failures);
+    assert!(
+        failures.len() * 2 >= seeds.len(),
         "caught on {} of {} seeds",
         failures.len(),
         seeds.len()

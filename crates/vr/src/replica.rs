@@ -551,6 +551,10 @@ impl<S: StateMachine, X: Extension<S>> Replica<S, X> {
     pub fn state_machine(&self) -> &S {
         &self.state_machine
     }
+    /// `StateMachine::job_done`: results of work the state machine handed its host.
+    pub fn job_done(&mut self, job: u64, results: Vec<Vec<u8>>) {
+        self.state_machine.job_done(job, results);
+    }
     pub fn stats(&self) -> ReplicaStats {
         let mut stats = self.stats;
         self.extension.stats(&mut stats);

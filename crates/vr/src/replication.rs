@@ -75,6 +75,9 @@ pub trait Replication {
     fn client_table(&self) -> &ClientTable;
     /// Counters for observers.
     fn stats(&self) -> ReplicaStats;
+    /// Hands the state machine the results of work it gave its host to run off the loop
+    /// (`StateMachine::job_done`). Emits nothing: the host sends what the machine released.
+    fn job_done(&mut self, job: u64, results: Vec<Vec<u8>>);
     /// Whether a read of `operation`'s keys may be answered now from its executed state with
     /// no round (`Replica::serves_unordered_read`).
     fn serves_unordered_read(&self, operation: &[u8]) -> bool;
@@ -135,6 +138,9 @@ impl<S: StateMachine, X: Extension<S>> Replication for Replica<S, X> {
     }
     fn stats(&self) -> ReplicaStats {
         Replica::stats(self)
+    }
+    fn job_done(&mut self, job: u64, results: Vec<Vec<u8>>) {
+        Replica::job_done(self, job, results)
     }
     fn serves_unordered_read(&self, operation: &[u8]) -> bool {
         Replica::serves_unordered_read(self, operation)

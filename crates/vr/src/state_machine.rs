@@ -59,6 +59,17 @@ pub trait StateMachine {
     fn snapshot_source(&self) -> SnapshotSource {
         SnapshotSource::ready(self.snapshot())
     }
+    /// Work the state machine handed its host to run off the replica's loop finished: `job`
+    /// names it (the state machine's own numbering), `results` is what it computed. Used by
+    /// `ecast::PartitionMachine`'s read jobs (`docs/internals/scans.md`, "Built: read-only
+    /// log ops off the loop"): the results fill what executing the reads would have recorded
+    /// and release their replies. It must change nothing the replica itself reads (VR's
+    /// client table, the log): a job's op is answered when it is applied. A job the state
+    /// machine no longer knows (restored from a snapshot since) is ignored. The default
+    /// ignores every job (it hands out none).
+    fn job_done(&mut self, job: u64, results: Vec<Vec<u8>>) {
+        let _ = (job, results);
+    }
     /// Replaces the whole state with a snapshot. On error the state must be unchanged.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), RestoreError>;
     /// The keys an operation reads or writes, for Skyros's per-key read check; `None` means

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod partition_host;
 pub mod payload;
 pub mod pubsub;
+pub mod read_jobs;
 pub mod reclaim;
 pub mod router;
 pub mod scripting;

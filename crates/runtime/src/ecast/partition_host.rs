@@ -26,6 +26,7 @@ use super::durable::WalExecutor;
 use super::gateway::GatewayStatus;
 use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::KeyPlacement;
+use super::read_jobs::{self, ReadJobs};
 use super::stats;
 use super::storage_of_sender;
 use crate::log;
@@ -75,6 +76,9 @@ struct Hosted<R> {
     /// The ticket of this replica's checkpoint being serialised (`checkpoint`): a completion
     /// with another ticket belongs to a replica this one replaced, and is dropped.
     checkpoint_ticket: Option<u64>,
+    /// The machine's read jobs started (`read_jobs`), by job number, with their tickets: a
+    /// completion is given to the replica only if it started that job.
+    jobs: BTreeMap<u64, u64>,
 }
 
 /// A copy being received, part by part (volatile: the sender resends what is not installed).
@@ -189,6 +193,7 @@ where
                 replica,
                 duty: None,
                 checkpoint_ticket: None,
+                jobs: BTreeMap::new(),
             },
         );
     }
@@ -206,8 +211,10 @@ where
     ));
     let tick_ms = config.tick_ms;
     let (checkpoints, mut checkpointed) = Checkpoints::new();
+    let (read_jobs, mut jobs_done) = ReadJobs::new();
     let mut host = Host {
         checkpoints,
+        read_jobs,
         id,
         config,
         links,
@@ -264,6 +271,11 @@ where
                     host.step(ProcessId(log), Input::Persisted { sequence });
                 }
                 Some(done) = checkpointed.recv() => host.on_checkpointed(done),
+                Some(done) = jobs_done.recv() => {
+                    let started = Instant::now();
+                    host.on_job_done(done);
+                    stats::TURN_MAX_US.max(started.elapsed().as_micros() as u64);
+                }
             }
             stats::TURNS.add(1);
             host.publish();
@@ -286,7 +298,17 @@ fn test_copy_delay_ms() -> u64 {
 }
 
 fn machine_settings() -> PartitionMachineSettings {
-    let mut settings = PartitionMachineSettings::default();
+    let mut settings = PartitionMachineSettings {
+        // Read-only SQL statements of the log run off the loop (`read_jobs`), unless
+        // `TESSERA_READ_JOBS=0` (the before/after measurement of `docs/internals/scans.md`).
+        read_jobs: std::env::var("TESSERA_READ_JOBS").map_or(true, |value| value != "0"),
+        ..PartitionMachineSettings::default()
+    };
+    // Hidden, test-only (debug builds): a read job's results are computed from the live
+    // state when they come back (the canary of `docs/internals/scans.md`).
+    if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_JOB_READS_LIVE").is_some() {
+        settings.job_reads_live = true;
+    }
     // Hidden, test-only (debug builds): a group that receives copies at a keyspace cut acts
     // before they are installed (the real-process Rubberband test's canary).
     if cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_ACT_BEFORE_INSTALL").is_some() {
@@ -431,12 +453,15 @@ fn open_durable<R: Replication<Machine = Machine>>(
         replica,
         duty: None,
         checkpoint_ticket: None,
+        jobs: BTreeMap::new(),
     })
 }
 
 struct Host<R> {
     /// Serialises the hosted replicas' checkpoints off this loop.
     checkpoints: Checkpoints,
+    /// Runs the hosted machines' read jobs off this loop.
+    read_jobs: ReadJobs,
     id: ProcessId,
     config: ClusterConfig,
     links: Links,
@@ -682,6 +707,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                 replica,
                 duty: None,
                 checkpoint_ticket: None,
+                jobs: BTreeMap::new(),
             },
         );
         self.follow_primaryship(destination);
@@ -949,6 +975,49 @@ impl<R: Replication<Machine = Machine>> Host<R> {
         self.step(partition, Input::Checkpointed(done.checkpoint));
     }
 
+    /// A read job finished: its results go to the replica that started it (a replica that
+    /// replaced it never started that ticket), and the replies it released are sent.
+    fn on_job_done(&mut self, done: read_jobs::Done) {
+        let partition = ProcessId(done.log);
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        if hosted.jobs.get(&done.job) != Some(&done.ticket) {
+            return;
+        }
+        hosted.jobs.remove(&done.job);
+        hosted.replica.job_done(done.job, done.results);
+        self.start_jobs(partition);
+        self.send_released(partition);
+        self.log_changes(partition);
+    }
+
+    /// Starts the read jobs the replica's machine handed out since the last started; forgets
+    /// those no longer open (run on the loop by a logged query, or dropped by a restore).
+    fn start_jobs(&mut self, partition: ProcessId) {
+        let Some(hosted) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        let machine = hosted.replica.state_machine();
+        if machine.jobs_open() == 0 && hosted.jobs.is_empty() {
+            return;
+        }
+        hosted.jobs.retain(|number, _| {
+            machine
+                .jobs_after(number - 1)
+                .next()
+                .is_some_and(|(open, _)| open == *number)
+        });
+        let after = hosted
+            .jobs
+            .last_key_value()
+            .map_or(0, |(number, _)| *number);
+        for (number, job) in machine.jobs_after(after) {
+            let ticket = self.read_jobs.start(partition.0, number, job.clone());
+            hosted.jobs.insert(number, ticket);
+        }
+    }
+
     /// Steps partition `partition`'s replica with `input`, executes its effects, follows its
     /// primaryship, sends released replies, and submits pending deliveries.
     fn step(&mut self, partition: ProcessId, input: Input) {
@@ -977,6 +1046,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                     }
                 }
             }
+            self.start_jobs(partition);
             self.follow_primaryship(partition);
             self.send_released(partition);
             if let Some(request) = self.next_request(partition) {

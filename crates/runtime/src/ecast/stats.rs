@@ -75,6 +75,10 @@ pub static INBOX_BUFFERED: Counter = Counter::new();
 /// Checkpoints serialised off the loop (`checkpoint`), and the longest serialisation (µs).
 pub static CHECKPOINTS: Counter = Counter::new();
 pub static CHECKPOINT_SERIALISE_MAX_US: Counter = Counter::new();
+/// Read jobs run off the loop (`read_jobs`), the statements in them, and the longest one.
+pub static READ_JOBS: Counter = Counter::new();
+pub static READ_JOB_STATEMENTS: Counter = Counter::new();
+pub static READ_JOB_MAX_US: Counter = Counter::new();
 
 /// Interactive SQL transactions at this gateway (`sql`'s `TransactionBackend`), by message
 /// class: messages sent (statements, table locks, `Globalize`, ends) and the time their
@@ -143,7 +147,7 @@ pub fn start() {
                  most frames {}; tick gap {} ms; timer late {} us; write wait {} us, burst {}; \
                  inbound wait {} us; resends {} deliveries, {} confirms; ignored full {}; inbox \
                  duplicates {}, buffered {}; dropped {}; checkpoints {}, longest serialisation \
-                 {} us (off the loop)",
+                 {} us (off the loop); read jobs {} ({} statements), longest {} us (off the loop)",
                 delta[0],
                 delta[1] / 1024,
                 delta[2],
@@ -164,6 +168,9 @@ pub fn start() {
                 super::link::frames_dropped(),
                 CHECKPOINTS.get(),
                 CHECKPOINT_SERIALISE_MAX_US.take(),
+                READ_JOBS.get(),
+                READ_JOB_STATEMENTS.get(),
+                READ_JOB_MAX_US.take(),
             ));
             if SQL_STATEMENTS.get() > 0 {
                 log::info(format_args!(

@@ -195,6 +195,11 @@ pub enum BypassCanary {
     /// (`engine::Command::Guarded`), so a statement planned against a gateway's older cached
     /// catalog runs as planned (an insert with an old default, a read of the old columns).
     SqlStaleCatalog,
+    /// SQL modes, "read jobs read the live state": a read job's results are computed when
+    /// they come back, from the data as it is then, not from the copy taken at the reads'
+    /// place in the log (`PartitionMachineSettings::job_reads_live`). `--sql-statements`,
+    /// jobs always delayed.
+    SqlJobReadsLive,
 }
 
 #[derive(Clone, Debug)]
@@ -268,6 +273,11 @@ pub struct BypassOptions {
     /// sends one-shot SQL statements (`bypass_statements.rs`) instead of the key-value
     /// workload.
     pub sql_statements: bool,
+    /// SQL modes: the partition machines hand out read-only statements as read jobs
+    /// (`PartitionMachineSettings::read_jobs`, as the runtime's); a member runs each one this
+    /// many ticks at most after it is handed out (a seeded draw per job; 0: at once, right
+    /// after the step that handed it out).
+    pub read_job_delay_ticks_max: u64,
     pub canary: Option<BypassCanary>,
 }
 
@@ -339,10 +349,24 @@ impl BypassOptions {
             install_parts_max: 8,
             sql_transactions: false,
             sql_statements: false,
+            read_job_delay_ticks_max: 0,
             canary: None,
         }
         .with_reconfiguration_drawn()
         .with_group_timing_drawn()
+        .with_read_jobs_drawn()
+    }
+
+    /// Read jobs at once on a third of the seeds, else after up to 1–120 ticks (longer than
+    /// many seeds' primary timeout, as a long scan would take): from a generator of its own.
+    fn with_read_jobs_drawn(mut self) -> BypassOptions {
+        let mut prng = Prng::new(self.seed ^ 0x4ead_0b5e_4ead_0b5e);
+        self.read_job_delay_ticks_max = if prng.percent(33) {
+            0
+        } else {
+            prng.range_inclusive(1, 120)
+        };
+        self
     }
 
     /// Reconfiguration on 30 % of seeds, drawn from a generator of its own so that every
@@ -452,6 +476,10 @@ impl BypassOptions {
         options.canary = Some(canary);
         if canary == BypassCanary::SqlStaleCatalog {
             options = options.with_sql_statements();
+        }
+        if canary == BypassCanary::SqlJobReadsLive {
+            options = options.with_sql_statements();
+            options.read_job_delay_ticks_max = options.read_job_delay_ticks_max.max(40);
         }
         if matches!(
             canary,
@@ -651,6 +679,10 @@ pub struct BypassStats {
     /// the partition replicas alive at the end (a restarted or transferred replica counts
     /// from then).
     pub sql_batch_largest: u64,
+    /// SQL modes: read jobs run by members (`read_job_delay_ticks_max`), and those that ran
+    /// after a delay.
+    pub read_jobs: u64,
+    pub read_jobs_delayed: u64,
 }
 
 pub struct BypassReport {
@@ -873,6 +905,12 @@ impl PartitionData for SimData {
             .is_some_and(|sql| sql.0.batchable(operation))
     }
 
+    fn reads_only(&self, operation: &[u8]) -> bool {
+        self.sql
+            .as_ref()
+            .is_some_and(|sql| sql.0.reads_only(operation))
+    }
+
     fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
         if let Some(sql) = &mut self.sql {
             return sql
@@ -947,6 +985,9 @@ struct GatewayNode {
 pub struct BypassSimulation {
     options: BypassOptions,
     prng: Prng,
+    /// Read jobs' delays (`BypassOptions::read_job_delay_ticks_max`), a generator of their
+    /// own.
+    job_prng: Prng,
     now: u64,
     /// Every configuration the routers reached, by version (shares are cut by the
     /// configuration at their message's place).
@@ -1112,6 +1153,8 @@ impl BypassSimulation {
             act_before_install: options.canary == Some(BypassCanary::ActBeforeInstall),
             ignore_holdings: options.canary == Some(BypassCanary::IgnoreHoldings),
             gate_ignores_cuts: options.canary == Some(BypassCanary::SkyrosGateIgnoresCuts),
+            read_jobs: options.sql_data(),
+            job_reads_live: options.canary == Some(BypassCanary::SqlJobReadsLive),
             ..PartitionMachineSettings::default()
         };
         let partitions: Vec<PartitionNode> = match state.grouping() {
@@ -1207,6 +1250,7 @@ impl BypassSimulation {
             .collect();
         BypassSimulation {
             prng,
+            job_prng: Prng::new(options.seed ^ 0x10b5_10b5_10b5_10b5),
             now: 0,
             configurations: BTreeMap::from([(configuration.version(), configuration)]),
             groupings,

@@ -23,10 +23,10 @@ use ecast::group_lifecycle::{Fate, GroupLifecycle, ReplicaState, Tombstone};
 use ecast::partition_duty::{self, CutPlanning, DutyReply, PrimaryDuty};
 use ecast::{
     BypassSettings, Delivery, Gateway, PartitionMachine, PartitionOperation, PartitionQuery,
-    PartitionResult, Released,
+    PartitionResult, Released, Timestamp,
 };
 use placement::{ConfigChange, ConfigVersion, Groups, ProcessId};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use vr::{
     ClientId, Effect, Input, Message, Nonce, ReplicaIndex, Replication, Reply, Request,
@@ -73,6 +73,10 @@ pub(super) struct Member {
     pub(super) lifecycle: GroupLifecycle,
     pub(super) tombstone: Option<Tombstone>,
     pub(super) dropped: bool,
+    /// Its machine's open read jobs: the tick each is done, and whether later than handed
+    /// out (the host's worker,
+    /// `BypassOptions::read_job_delay_ticks_max`).
+    pub(super) jobs: BTreeMap<u64, (u64, bool)>,
 }
 
 /// A finished retired replica stops this many ticks later (the runtime's 2 s).
@@ -124,6 +128,7 @@ pub(super) fn members(config: &vr::Config, machine: &PartitionMachine<SimData>) 
             lifecycle: GroupLifecycle::new(STOP_AFTER_TICKS),
             tombstone: None,
             dropped: false,
+            jobs: BTreeMap::new(),
         })
         .collect()
 }
@@ -451,12 +456,62 @@ impl BypassSimulation {
                     }
                 }
             }
+            self.run_jobs(index, member);
             self.follow(index, member);
             self.send_released(index, member);
             if let Some(request) = self.next_request(index, member) {
                 queue.push_back(Input::Message(Message::Request(request)));
             }
         }
+    }
+
+    /// Read jobs, as the runtime's host runs them on a worker thread: each job the member's
+    /// machine hands out gets a due tick (now, or after a seeded delay); a due job runs on its
+    /// copy of the data and its results go back to the machine, which releases the replies
+    /// waiting for it. Jobs no longer open (run by a logged query or a snapshot restore) are
+    /// forgotten. Called after every step of the member (so at least every tick while up).
+    fn run_jobs(&mut self, index: usize, member: u8) {
+        let now = self.now;
+        let delay_max = self.options.read_job_delay_ticks_max;
+        let slot = &mut self.partitions[index].members[member as usize];
+        let Some(replica) = slot.replica.as_mut() else {
+            slot.jobs.clear();
+            return;
+        };
+        let open: Vec<u64> = replica
+            .state_machine()
+            .jobs_after(0)
+            .map(|(number, _)| number)
+            .collect();
+        slot.jobs.retain(|number, _| open.contains(number));
+        for number in open {
+            slot.jobs.entry(number).or_insert_with(|| {
+                let delay = match delay_max {
+                    0 => 0,
+                    max => self.job_prng.range_inclusive(0, max),
+                };
+                (now + delay, delay > 0)
+            });
+        }
+        let due: Vec<(u64, bool)> = slot
+            .jobs
+            .iter()
+            .filter(|(_, (due, _))| *due <= now)
+            .map(|(number, (_, delayed))| (*number, *delayed))
+            .collect();
+        for (number, _) in &due {
+            slot.jobs.remove(number);
+            let results = replica
+                .state_machine()
+                .jobs_after(number - 1)
+                .next()
+                .filter(|(open, _)| open == number)
+                .map(|(_, job)| job.run())
+                .expect("a due job is open");
+            replica.job_done(*number, results);
+        }
+        self.stats.read_jobs += due.len() as u64;
+        self.stats.read_jobs_delayed += due.iter().filter(|(_, delayed)| *delayed).count() as u64;
     }
 
     /// The duty follows the replica (fresh client id per duty, from the world's counter).
@@ -534,6 +589,28 @@ impl BypassSimulation {
     fn send_released(&mut self, index: usize, member: u8) {
         let node = &mut self.partitions[index];
         let id = node.id;
+        let slot = &mut node.members[member as usize];
+        let (Some(replica), Some(_)) = (slot.replica.as_ref(), slot.duty.as_ref()) else {
+            return;
+        };
+        // A share is admitted where it executes in the log, even if its answer waits for a
+        // read job (released later, below): the order checker sees the admission now.
+        let admissions: Vec<(u64, Timestamp)> = replica
+            .state_machine()
+            .released_or_open_after(node.admissions_seen)
+            .filter_map(|(number, released)| match released {
+                Released::Answer { timestamp, .. } => Some((*number, *timestamp)),
+                _ => None,
+            })
+            .collect();
+        for (number, timestamp) in admissions {
+            self.partitions[index].admissions_seen = number;
+            self.stats.admitted += 1;
+            if let Err(violation) = self.order.on_admit(id, timestamp) {
+                self.fail(violation);
+            }
+        }
+        let node = &mut self.partitions[index];
         let slot = &mut node.members[member as usize];
         let (Some(replica), Some(duty)) = (slot.replica.as_ref(), slot.duty.as_mut()) else {
             return;
