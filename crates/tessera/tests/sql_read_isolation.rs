@@ -589,3 +589,62 @@ fn point_select_benchmark() {
     }
     drop(cluster);
 }
+
+/// Benchmark, not a check (docs/bench/read-isolation.md, "SQL SELECTs over every partition"):
+/// on the cluster above (RESP 13850–13852, routers 13860–13862, PostgreSQL 13870–13872,
+/// E-Cast 13950–13952), `bench/sql/point.py` runs `scan` (a SELECT over every partition by a
+/// column that is not the key, `sequential`: one E-Cast message) and `scan-snapshot` (the same
+/// at `snapshot`: one `PartitionOperation::Snapshot` per group at one router timestamp)
+/// alternately, `TESSERA_BENCH_PAIRS` pairs (default 2) of `TESSERA_BENCH_SECONDS` (default
+/// 10) at `TESSERA_BENCH_CLIENTS` clients (default 16) over 10,000 rows; each run's JSON line
+/// and the snapshot counters are printed.
+///
+/// `cargo test -p tessera --test sql_read_isolation -- --ignored --nocapture every_partition_select_benchmark`
+#[test]
+#[ignore]
+fn every_partition_select_benchmark() {
+    let number = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let (pairs, seconds, clients) = (
+        number("TESSERA_BENCH_PAIRS", 2),
+        number("TESSERA_BENCH_SECONDS", 10),
+        number("TESSERA_BENCH_CLIENTS", 16),
+    );
+    let cluster = cluster("sqlsnapbench", 13850, 13950, &[]);
+    let point = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/sql/point.py");
+    let run = |arguments: &[String]| {
+        let output = Command::new("/usr/bin/python3")
+            .arg(&point)
+            .args(["127.0.0.1", "13870"])
+            .args(arguments)
+            .output()
+            .expect("python3 runs bench/sql/point.py");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    run(&["setup".to_string(), "10000".to_string()]);
+    for _ in 0..pairs {
+        for operation in ["scan", "scan-snapshot"] {
+            let line = run(&[
+                operation.to_string(),
+                clients.to_string(),
+                seconds.to_string(),
+                "10000".to_string(),
+            ]);
+            let counters = snapshot_counters(&[13850, 13851, 13852]);
+            println!(
+                "{line} snapshot_answered={} snapshot_refusals={} snapshot_fallbacks={}",
+                counters.answered, counters.refusals, counters.fallbacks
+            );
+        }
+    }
+    drop(cluster);
+}
