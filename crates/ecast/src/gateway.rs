@@ -2561,8 +2561,8 @@ impl<A: Clone> Gateway<A> {
                 self.need_configuration = false;
                 effects.push(GatewayEffect::ConfigurationRefreshed { version });
             }
-            (Purpose::Now, OperationResult::Now { timestamp, .. }) => {
-                self.send_snapshot_reads(timestamp, effects)
+            (Purpose::Now, OperationResult::Now { timestamp, version }) => {
+                self.send_snapshot_reads(timestamp, version, effects)
             }
             _ => self.stats.unexpected_answers += 1,
         }
@@ -2813,7 +2813,14 @@ impl<A: Clone> Gateway<A> {
         }
     }
 
-    fn send_snapshot_reads(&mut self, not_before: Timestamp, effects: &mut Vec<GatewayEffect<A>>) {
+    /// The snapshot reads waiting for a timestamp get `not_before`, the router log's last
+    /// timestamp, at which the configuration was `version`.
+    fn send_snapshot_reads(
+        &mut self,
+        not_before: Timestamp,
+        version: ConfigVersion,
+        effects: &mut Vec<GatewayEffect<A>>,
+    ) {
         let waiting: Vec<u64> = self
             .pending
             .iter()
@@ -2832,6 +2839,22 @@ impl<A: Clone> Gateway<A> {
                     // driver builds it again, as `fill_window` would have it.
                     let refusal = pinned_refusal(pinned, current);
                     self.complete(id, Completion::Failed(Failure::Refused(refusal)), effects);
+                    continue;
+                }
+                if version != current {
+                    // The groups at t are those of `version`, not of the configuration this
+                    // gateway plans with: a share sent to a group that started after t would
+                    // answer its rows as of its copy (later than t) beside the others at t,
+                    // and one sent to a group that retired before t would wait for ever
+                    // (both found by the simulator's `--snapshot-audits`, replication 3). A
+                    // newer version is learnt first; either way the read asks a fresh `Now`.
+                    self.need_configuration |= version > current;
+                    let pending = self.pending.get_mut(&id).expect("listed");
+                    pending.attempts += 1;
+                    if pending.attempts >= self.settings.snapshot_attempts_max {
+                        self.stats.snapshot_group_fallbacks += 1;
+                        self.set_phase(id, Phase::Queued);
+                    }
                     continue;
                 }
                 let Some(groups) = self.snapshot_groups(&command) else {

@@ -650,3 +650,33 @@ fn a_pinned_snapshot_range_read_of_another_version_goes_back_to_its_driver() {
         )]
     ));
 }
+
+#[test]
+fn a_now_of_another_configuration_version_sends_no_share_and_asks_again() {
+    let mut gateway = gateway();
+    let now = now_query(&step(&mut gateway, snapshot_read()));
+    // t is of version 3, newer than the gateway's: the groups at t may not be the ones it
+    // knows. No share; the configuration is read first, then a fresh `Now`.
+    let newer = GatewayInput::Router(Message::Reply(Reply {
+        view: View(0),
+        client: now.client,
+        request: now.request,
+        result: OperationResult::Now {
+            timestamp: Timestamp(8),
+            version: ConfigVersion(3),
+        }
+        .encode(),
+    }));
+    let effects = step(&mut gateway, newer);
+    assert!(shares(&effects).is_empty(), "{effects:?}");
+    let asked: Vec<Operation> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Request { request, .. } => Operation::decode(&request.operation).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![Operation::Query(Query::Configuration)]);
+    assert!(completed(&effects).is_empty());
+    assert_eq!(gateway.stats().snapshot_group_answered, 0);
+}
