@@ -3,14 +3,18 @@ prepared statements: `prepare=True` sends Parse once per connection, then Bind/E
 bench/sql/run.sh and docs/bench/sql.md.
 
     /usr/bin/python3 bench/sql/point.py HOST PORT setup ROWS
-    /usr/bin/python3 bench/sql/point.py HOST PORT select|select-basic|update|update-scan CLIENTS SECONDS ROWS
+    /usr/bin/python3 bench/sql/point.py HOST PORT select|select-basic|scan|scan-snapshot|update|update-scan CLIENTS SECONDS ROWS
 
 `setup` (re)creates `bench_point (id INT PRIMARY KEY, v BIGINT, pad TEXT)` with ROWS rows.
 A run starts CLIENTS processes (one connection each, so the client's GIL is not the limit),
 each issuing the statement on random keys for SECONDS after a one-second warm-up, and prints
 one JSON line: statements completed, throughput, p50 and p99 latency in milliseconds.
 `select-basic` is `select` in sessions at `SET tessera.read_isolation = basic` (Tessera only:
-docs/bench/read-isolation.md). `update-scan` changes one row found by a predicate on a column
+docs/bench/read-isolation.md). `scan` reads one row found by a predicate on a column that is
+not the key (`WHERE pad = 'row K'`): on a partitioned table a SELECT over every partition (one
+E-Cast message); `scan-snapshot` is `scan` at `SET tessera.read_isolation = snapshot` (one
+`PartitionOperation::Snapshot` per partition group at one router timestamp).
+`update-scan` changes one row found by a predicate on a column
 that is not the key (`WHERE pad = 'row K'`), so on a partitioned table it is a one-shot
 statement to every partition (bench/sql/partitions.sh).
 """
@@ -26,6 +30,8 @@ import psycopg
 STATEMENTS = {
     "select": "SELECT v FROM bench_point WHERE id = %s",
     "select-basic": "SELECT v FROM bench_point WHERE id = %s",
+    "scan": "SELECT v FROM bench_point WHERE pad = %s",
+    "scan-snapshot": "SELECT v FROM bench_point WHERE pad = %s",
     "update": "UPDATE bench_point SET v = %s WHERE id = %s",
     "update-scan": "UPDATE bench_point SET v = %s WHERE pad = %s",
 }
@@ -56,14 +62,18 @@ def client(arguments):
     with connect(host, port) as connection:
         if operation == "select-basic":
             connection.execute("SET tessera.read_isolation = basic")
+        if operation == "scan-snapshot":
+            connection.execute("SET tessera.read_isolation = snapshot")
         cursor = connection.cursor()
         warm_until = time.monotonic() + 1.0
         stop_at = warm_until + seconds
         while True:
             key = generator.randrange(rows)
-            reads = operation.startswith("select")
-            if reads:
+            reads = operation.startswith("select") or operation.startswith("scan")
+            if operation.startswith("select"):
                 parameters = (key,)
+            elif operation.startswith("scan"):
+                parameters = (f"row {key}",)
             elif operation == "update-scan":
                 parameters = (generator.randrange(10**9), f"row {key}")
             else:

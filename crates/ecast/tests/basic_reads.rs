@@ -7,14 +7,17 @@
 //! refused. A snapshot read of one partition goes through its group's log; of several, it asks
 //! the routers `Query::Now` and sends one `PartitionOperation::Snapshot` per group at that
 //! timestamp, merges the shares, restarts from a fresh `Now` when a group refuses
-//! (`SnapshotPassed`) and falls back to a sequential read after `snapshot_attempts_max`.
+//! (`SnapshotPassed`) and falls back to a sequential read after `snapshot_attempts_max`. A
+//! snapshot range read (a SQL statement over every partition) does the same with one share
+//! per group overlapping its range; pinned to another configuration version, it goes back
+//! to its driver; without partition groups it is one sequential E-Cast message.
 
 use ecast::{
-    BypassSettings, Completion, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
+    BypassSettings, Completion, Failure, Gateway, GatewayCommand, GatewayEffect, GatewayInput,
     GatewaySettings, Isolation, Operation, OperationResult, PartitionOperation, PartitionQuery,
     PartitionResult, Query, ReadRefusal, Timestamp,
 };
-use placement::{ConfigVersion, Configuration, Position, ProcessId};
+use placement::{ConfigVersion, Configuration, Position, PositionSet, ProcessId, Refusal};
 use std::collections::BTreeMap;
 use vr::{ClientId, Message, Reply, Request, RequestNumber, View};
 
@@ -509,5 +512,171 @@ fn a_snapshot_read_refused_snapshot_attempts_max_times_falls_back_to_a_sequentia
     ));
     assert_eq!(gateway.stats().snapshot_group_fallbacks, 1);
     assert_eq!(gateway.stats().snapshot_refusals, u64::from(attempts));
+    assert_eq!(gateway.stats().snapshot_group_answered, 0);
+}
+
+/// A snapshot read of `range` (a SQL statement over every partition: one part per partition).
+fn snapshot_range_read(range: PositionSet, parts: Vec<u64>) -> GatewayCommand {
+    GatewayCommand::RangeRead {
+        isolation: Isolation::Snapshot,
+        range,
+        payload: b"mget".to_vec(),
+        parts,
+    }
+}
+
+/// The router requests among `effects` that submit E-Cast messages.
+fn submits(effects: &[GatewayEffect<u64>]) -> usize {
+    effects
+        .iter()
+        .filter(|effect| {
+            matches!(effect, GatewayEffect::Request { request, .. }
+                if matches!(Operation::decode(&request.operation), Ok(Operation::Submit { .. })))
+        })
+        .count()
+}
+
+#[test]
+fn a_snapshot_range_read_sends_one_share_per_group_overlapping_its_range_and_merges_them() {
+    let mut gateway = gateway();
+    let command = snapshot_range_read(PositionSet::whole(), vec![0, 1, 2]);
+    let effects = step(&mut gateway, GatewayInput::Submit { id: 1, command });
+    assert_eq!(submits(&effects), 0, "not an E-Cast message");
+    let now = now_query(&effects);
+    let sent = shares(&step(&mut gateway, now_reply(&now, 8)));
+    assert_eq!(
+        sent.iter()
+            .map(|(partition, _, at)| (*partition, *at))
+            .collect::<Vec<_>>(),
+        (1..=3)
+            .map(|partition| (ProcessId(partition), Timestamp(8)))
+            .collect::<Vec<_>>(),
+        "every partition's group, at the Now timestamp"
+    );
+    // Each group answers the part (arc) it holds.
+    for (index, (partition, request, _)) in sent.iter().enumerate() {
+        let effects = step(
+            &mut gateway,
+            partition_reply(
+                *partition,
+                request,
+                executed(index as u64, 10 + index as u64),
+            ),
+        );
+        if index < 2 {
+            assert!(completed(&effects).is_empty());
+        } else {
+            let expected: BTreeMap<u64, u64> = [(0, 10), (1, 11), (2, 12)].into();
+            assert_eq!(completed(&effects), vec![(1, Completion::Done(expected))]);
+        }
+    }
+    assert_eq!(gateway.stats().snapshot_group_answered, 1);
+    // A range inside partition 2's arc reaches its group only.
+    let inside = PositionSet::from_inclusive(key_of(2), Position(key_of(2).0 + 5));
+    let command = snapshot_range_read(inside, vec![0]);
+    let effects = step(&mut gateway, GatewayInput::Submit { id: 2, command });
+    let sent = shares(&step(&mut gateway, now_reply(&now_query(&effects), 9)));
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].0, ProcessId(2));
+    // Refused at its point (a message later than 9 executed there): a fresh Now, then the
+    // read at the new timestamp.
+    let passed = PartitionResult::SnapshotPassed {
+        executed: Timestamp(10),
+    };
+    let effects = step(&mut gateway, partition_reply(sent[0].0, &sent[0].1, passed));
+    let sent = shares(&step(&mut gateway, now_reply(&now_query(&effects), 11)));
+    assert_eq!(sent[0].2, Timestamp(11));
+    let effects = step(
+        &mut gateway,
+        partition_reply(sent[0].0, &sent[0].1, executed(0, 5)),
+    );
+    assert_eq!(
+        completed(&effects),
+        vec![(2, Completion::Done([(0, 5)].into()))]
+    );
+}
+
+#[test]
+fn a_sequential_range_read_and_a_snapshot_one_without_groups_are_one_e_cast_message() {
+    let sequential = GatewayCommand::RangeRead {
+        isolation: Isolation::Sequential,
+        range: PositionSet::whole(),
+        payload: b"mget".to_vec(),
+        parts: vec![0, 1, 2],
+    };
+    let mut gateway = gateway();
+    let effects = step(
+        &mut gateway,
+        GatewayInput::Submit {
+            id: 1,
+            command: sequential,
+        },
+    );
+    assert_eq!(submits(&effects), 1, "{effects:?}");
+    // No partition groups (a `sequenced` cluster): a range read has no snapshot form there.
+    let mut plain = Gateway::<u64>::new(
+        GATEWAY,
+        ClientId(7),
+        ring(),
+        3,
+        0,
+        1,
+        GatewaySettings::default(),
+    );
+    let command = snapshot_range_read(PositionSet::whole(), vec![0, 1, 2]);
+    let effects = step(&mut plain, GatewayInput::Submit { id: 1, command });
+    assert_eq!(submits(&effects), 1, "{effects:?}");
+}
+
+#[test]
+fn a_pinned_snapshot_range_read_of_another_version_goes_back_to_its_driver() {
+    let mut gateway = gateway();
+    let command = snapshot_range_read(PositionSet::whole(), vec![0, 1, 2]);
+    let effects = step(
+        &mut gateway,
+        GatewayInput::SubmitPinned {
+            id: 1,
+            command,
+            version: ConfigVersion(7),
+        },
+    );
+    let effects = step(&mut gateway, now_reply(&now_query(&effects), 8));
+    assert!(shares(&effects).is_empty(), "its arcs are of version 7");
+    assert!(matches!(
+        completed(&effects).as_slice(),
+        [(
+            1,
+            Completion::Failed(Failure::Refused(Refusal::FutureVersion { .. }))
+        )]
+    ));
+}
+
+#[test]
+fn a_now_of_another_configuration_version_sends_no_share_and_asks_again() {
+    let mut gateway = gateway();
+    let now = now_query(&step(&mut gateway, snapshot_read()));
+    // t is of version 3, newer than the gateway's: the groups at t may not be the ones it
+    // knows. No share; the configuration is read first, then a fresh `Now`.
+    let newer = GatewayInput::Router(Message::Reply(Reply {
+        view: View(0),
+        client: now.client,
+        request: now.request,
+        result: OperationResult::Now {
+            timestamp: Timestamp(8),
+            version: ConfigVersion(3),
+        }
+        .encode(),
+    }));
+    let effects = step(&mut gateway, newer);
+    assert!(shares(&effects).is_empty(), "{effects:?}");
+    let asked: Vec<Operation> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            GatewayEffect::Request { request, .. } => Operation::decode(&request.operation).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![Operation::Query(Query::Configuration)]);
+    assert!(completed(&effects).is_empty());
     assert_eq!(gateway.stats().snapshot_group_answered, 0);
 }

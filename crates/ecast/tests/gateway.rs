@@ -831,6 +831,7 @@ fn garbage_and_unknown_ids_from_peers_change_nothing_and_do_not_panic() {
 fn a_range_read_is_one_message_to_a_minimal_cover_and_completes_on_every_part() {
     let mut harness = Harness::new(settings());
     let command = GatewayCommand::RangeRead {
+        isolation: Isolation::Sequential,
         range: placement::PositionSet::whole(),
         payload: vec![4],
         parts: vec![0, 1, 2, 3],
@@ -911,6 +912,7 @@ fn a_range_write_reaches_every_replica_and_completes_when_stable_and_answered() 
 fn a_pinned_command_is_never_sequenced_at_another_version_than_its_own() {
     let mut harness = Harness::new(settings());
     let range_read = |payload: u8| GatewayCommand::RangeRead {
+        isolation: Isolation::Sequential,
         range: PositionSet::whole(),
         payload: vec![payload],
         parts: vec![0],

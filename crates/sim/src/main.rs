@@ -38,6 +38,9 @@ const USAGE: &str =
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
                  strictly serialisable against a model of the tables (canary: sql-stale-catalog)
+  --snapshot-audits   with --partitions vr|skyros: a third to all of the audits are snapshot
+                 reads (one PartitionOperation::Snapshot per group at one router timestamp),
+                 judged by their cut (canary: bypass-snapshot-on-arrival)
   --partitions skyros   the same with Skyros partitions: puts are nilext writes acknowledged
                  before ordering when the nilext gate allows (canaries: bypass-skyros-gate-ignored |
                  bypass-skyros-gate-ignores-cuts | bypass-skyros-comm-unchecked); half the seeds
@@ -66,6 +69,7 @@ struct Arguments {
     comm: bool,
     sql_transactions: bool,
     sql_statements: bool,
+    snapshot_audits: bool,
     bypass_canary: Option<BypassCanary>,
     frame_bytes: Option<u64>,
     /// The arguments that choose what one seed runs (all but the sweep's `--seed`, `--seeds`,
@@ -89,6 +93,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         comm: false,
         sql_transactions: false,
         sql_statements: false,
+        snapshot_audits: false,
         bypass_canary: None,
         frame_bytes: None,
         replay: Vec::new(),
@@ -119,6 +124,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--ecast" => parsed.ecast = true,
             "--sql-transactions" => parsed.sql_transactions = true,
             "--sql-statements" => parsed.sql_statements = true,
+            "--snapshot-audits" => parsed.snapshot_audits = true,
             "--comm" => parsed.comm = true,
             "--partitions" => match iter.next().map(String::as_str) {
                 Some("vr") => parsed.bypass = true,
@@ -133,6 +139,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                 let name = iter.next().map(String::as_str);
                 parsed.bypass_canary = match name {
                     Some("bypass-no-hold") => Some(BypassCanary::NoHold),
+                    Some("bypass-snapshot-on-arrival") => Some(BypassCanary::SnapshotOnArrival),
                     Some("bypass-per-message-hold") => Some(BypassCanary::PerMessageHold),
                     Some("bypass-chain-ignored") => Some(BypassCanary::ChainIgnored),
                     Some("bypass-ack-on-stable") => Some(BypassCanary::AckOnStable),
@@ -346,6 +353,9 @@ fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
     if arguments.sql_statements {
         options = options.with_sql_statements();
     }
+    if arguments.snapshot_audits && options.snapshot_audit_percent == 0 {
+        options = options.with_snapshot_audits();
+    }
     options
 }
 
@@ -354,7 +364,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} router_pauses={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{}{} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{}{}{} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -436,6 +446,17 @@ fn print_bypass_report(report: &BypassReport) {
                 stats.sql_batch_largest,
                 stats.read_jobs,
                 stats.read_jobs_delayed
+            )
+        } else {
+            String::new()
+        },
+        if stats.snapshot_audits + stats.snapshot_answered + stats.snapshot_fallbacks > 0 {
+            format!(
+                " snapshot: audits={} answered={} refusals={} fallbacks={}",
+                stats.snapshot_audits,
+                stats.snapshot_answered,
+                stats.snapshot_refusals,
+                stats.snapshot_fallbacks
             )
         } else {
             String::new()

@@ -57,13 +57,18 @@ impl ReadIsolation {
 
     /// The level a read asked at this one is served at over SQL, as `SHOW
     /// tessera.read_isolation` answers it (as `SHOW transaction_isolation` answers
-    /// `serializable`): `basic` is served — for an autocommit SELECT pinned to one partition
-    /// key, answered by its partition group's primary from its executed state (a regular
-    /// register per row: `docs/internals/sql.md`, "Read isolation"); any other read (several
-    /// partitions, every partition) is served `sequential` with a NOTICE (`served_stronger`).
-    /// A basic read the primary refuses goes through the group's log (stronger; no NOTICE:
-    /// the refusal is the state of the moment, not the statement's kind). `snapshot` is served `sequential` (not built: designed in
-    /// `docs/internals/ecast.md`, "Snapshot reads of partition groups").
+    /// `serializable`): each level is served as itself on a partitioned cluster.
+    /// `basic` — for an autocommit SELECT pinned to one partition key, answered by its
+    /// partition group's primary from its executed state (a regular register per row:
+    /// `docs/internals/sql.md`, "Read isolation"); any other read (several partitions, every
+    /// partition) is served `sequential` with a NOTICE (`served_stronger`). `snapshot` — every
+    /// autocommit read: over several partitions one `PartitionOperation::Snapshot` per
+    /// partition group at one router timestamp, over one partition an op of its log (one
+    /// point of one partition: a consistent cut) (`docs/internals/sql.md`, "Snapshot
+    /// SELECTs"). A read refused at the moment and served through the log instead (a basic
+    /// read the primary refuses, a snapshot read its groups keep refusing) gets no NOTICE:
+    /// the refusal is the state of the moment, not the statement's kind. A backend of one
+    /// group (`LocalBackend`) serves every read `sequential`, with the NOTICE.
     ///
     /// Sequential keeps every promise of the weaker levels — a snapshot read's consistent cut
     /// (an every-partition read is one E-Cast message, executed by every partition at one
@@ -71,10 +76,7 @@ impl ReadIsolation {
     /// before it began" — so serving it is honouring the setting, the way PostgreSQL serves
     /// READ UNCOMMITTED as READ COMMITTED.
     pub fn served(self) -> ReadIsolation {
-        match self {
-            ReadIsolation::Basic => ReadIsolation::Basic,
-            ReadIsolation::Sequential | ReadIsolation::Snapshot => ReadIsolation::Sequential,
-        }
+        self
     }
 
     /// The NOTICE (00000) for an autocommit read asked at `asked` and served at the stronger
@@ -84,7 +86,7 @@ impl ReadIsolation {
             ReadIsolation::Basic => {
                 "tessera.read_isolation = basic serves an autocommit SELECT pinned to one partition key"
             }
-            _ => "every SQL read is ordered with the writes (strictly serialisable), which keeps every promise of the weaker level",
+            _ => "one replicated group orders every SQL read with the writes (strictly serialisable), which keeps every promise of the weaker level",
         };
         SqlError::new(
             "00000",
@@ -326,7 +328,8 @@ pub enum SessionCommand {
 
 impl SessionCommand {
     /// The NOTICE the server sends with the command's completion: a read isolation that is
-    /// served at another (stronger) level says so when it is set.
+    /// served at another (stronger) level says so when it is set (none is since snapshot
+    /// SELECTs were built, branch `sqlsnapsel`: `ReadIsolation::served`).
     pub fn notice(&self) -> Option<SqlError> {
         let SessionCommand::Set {
             name,

@@ -7,8 +7,10 @@
 //!
 //! What is served (`sql::ReadIsolation::served`): `basic` for an autocommit SELECT pinned to
 //! one partition key (its group's primary answers from its executed state), `sequential` for
-//! every other read (with a NOTICE when it was asked weaker) and for `snapshot`, which keeps
-//! every promise of the weaker level. What the tests assert is what each level *must* give:
+//! every other read at `basic` (with a NOTICE), `snapshot` for every read at `snapshot` (one
+//! `PartitionOperation::Snapshot` per partition group at one router timestamp; INFO's
+//! `tessera_bypass_snapshot_answered` must show it). What the tests assert is what each level
+//! *must* give:
 //! `sequential` and `snapshot` SELECTs over every partition read one consistent cut (the
 //! accounts' total is invariant under transfers done as single multi-partition statements),
 //! writes and blocks stay serialisable at any level, SHOW answers the level served
@@ -16,8 +18,11 @@
 //! (`support::register`, the checker of RESP's basic reads). Canaries: every partition sent
 //! its share of an every-partition SELECT as its own message
 //! (`TESSERA_CANARY_SQL_READS_PER_PARTITION`: each partition read at its own point of the
-//! order, a broken snapshot) must fail the cut check; basic reads sent to any member, backups
-//! answering (`TESSERA_CANARY_BASIC_ANY_MEMBER`), must fail the register check.
+//! order, a broken snapshot) must fail the cut check, and so must every group running a
+//! snapshot SELECT's share where it is logged instead of at its point
+//! (`TESSERA_CANARY_SNAPSHOT_ON_ARRIVAL`; ports 13800–13822 and 13900–13902); basic reads sent
+//! to any member, backups answering (`TESSERA_CANARY_BASIC_ANY_MEMBER`), must fail the
+//! register check.
 
 mod support;
 
@@ -117,7 +122,7 @@ fn every_read_isolation_keeps_its_promises_under_concurrent_transfers() {
     let cluster = cluster("sqliso", 33200, 33300, &[]);
     let pg = [33220, 33221, 33222];
 
-    // SET validates the level and SHOW answers the level served.
+    // SET validates the level and SHOW answers the level served: snapshot, without a NOTICE.
     let shown = psql_verbose(
         pg[0],
         &[
@@ -125,13 +130,7 @@ fn every_read_isolation_keeps_its_promises_under_concurrent_transfers() {
             "SHOW tessera.read_isolation",
         ],
     );
-    assert!(
-        shown.contains(
-            "NOTICE:  00000: tessera.read_isolation = snapshot is served as sequential over SQL"
-        ),
-        "{shown}"
-    );
-    assert!(shown.lines().any(|line| line == "sequential"), "{shown}");
+    assert_eq!(shown, "SET\nsnapshot");
     let basic = psql_verbose(
         pg[1],
         &[
@@ -171,6 +170,69 @@ fn every_read_isolation_keeps_its_promises_under_concurrent_transfers() {
     assert!(statistic(&lines, "basic_point_reads") >= 20, "{lines:?}");
     assert!(statistic(&lines, "blocks") >= 5, "{lines:?}");
     assert!(statistic(&lines, "block_reads") >= 5, "{lines:?}");
+    // The snapshot SELECTs took the groups' path: one `PartitionOperation::Snapshot` per group
+    // at one router timestamp (not the sequential fallback).
+    let snapshot = snapshot_counters(&[33200, 33201, 33202]);
+    eprintln!("{snapshot}");
+    assert!(snapshot.answered > 0, "{snapshot}");
+    drop(cluster);
+}
+
+/// INFO's snapshot counters summed over the storage processes' RESP ports.
+struct SnapshotCounters {
+    answered: u64,
+    refusals: u64,
+    fallbacks: u64,
+}
+
+impl std::fmt::Display for SnapshotCounters {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "gateways: {} snapshot reads answered by the groups at one timestamp, {} refused \
+             shares, {} fell back to sequential",
+            self.answered, self.refusals, self.fallbacks
+        )
+    }
+}
+
+fn snapshot_counters(ports: &[u16]) -> SnapshotCounters {
+    let sum = |name| ports.iter().map(|port| info_counter(*port, name)).sum();
+    SnapshotCounters {
+        answered: sum("tessera_bypass_snapshot_answered"),
+        refusals: sum("tessera_snapshot_refusals"),
+        fallbacks: sum("tessera_bypass_snapshot_fallbacks"),
+    }
+}
+
+/// Canary: every group runs a snapshot SELECT's share where it is logged, whatever its
+/// timestamp (`TESSERA_CANARY_SNAPSHOT_ON_ARRIVAL`, `ecast::PartitionCanary::SnapshotOnArrival`,
+/// the canary of RESP's `resp_snapshot_cut.rs`): one group may read after a transfer's
+/// decision and another before it, so the cut check must fail — while the reads did take the
+/// snapshot path. Ports 13800–13822 and 13900–13902.
+#[test]
+fn the_cut_check_catches_snapshot_selects_executed_on_arrival() {
+    let cluster = cluster(
+        "sqlsnapcanary",
+        13800,
+        13900,
+        &["TESSERA_CANARY_SNAPSHOT_ON_ARRIVAL"],
+    );
+    let (ok, lines) = read_isolation("13820,13821,13822", 8);
+    eprintln!("{}", lines.join("\n"));
+    let snapshot = snapshot_counters(&[13800, 13801, 13802]);
+    eprintln!("{snapshot}");
+    assert!(
+        !ok,
+        "with snapshot reads executed on arrival, the cut check must fail"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("snapshot read of every partition")),
+        "{lines:?}"
+    );
+    assert!(snapshot.answered > 0, "{snapshot}");
     drop(cluster);
 }
 
@@ -523,6 +585,65 @@ fn point_select_benchmark() {
             ]);
             let (answered, ordered) = basic_counters(&cluster);
             println!("{line} basic_answered={answered} basic_ordered={ordered}");
+        }
+    }
+    drop(cluster);
+}
+
+/// Benchmark, not a check (docs/bench/read-isolation.md, "SQL SELECTs over every partition"):
+/// on the cluster above (RESP 13850–13852, routers 13860–13862, PostgreSQL 13870–13872,
+/// E-Cast 13950–13952), `bench/sql/point.py` runs `scan` (a SELECT over every partition by a
+/// column that is not the key, `sequential`: one E-Cast message) and `scan-snapshot` (the same
+/// at `snapshot`: one `PartitionOperation::Snapshot` per group at one router timestamp)
+/// alternately, `TESSERA_BENCH_PAIRS` pairs (default 2) of `TESSERA_BENCH_SECONDS` (default
+/// 10) at `TESSERA_BENCH_CLIENTS` clients (default 16) over 10,000 rows; each run's JSON line
+/// and the snapshot counters are printed.
+///
+/// `cargo test -p tessera --test sql_read_isolation -- --ignored --nocapture every_partition_select_benchmark`
+#[test]
+#[ignore]
+fn every_partition_select_benchmark() {
+    let number = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(default)
+    };
+    let (pairs, seconds, clients) = (
+        number("TESSERA_BENCH_PAIRS", 2),
+        number("TESSERA_BENCH_SECONDS", 10),
+        number("TESSERA_BENCH_CLIENTS", 16),
+    );
+    let cluster = cluster("sqlsnapbench", 13850, 13950, &[]);
+    let point = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/sql/point.py");
+    let run = |arguments: &[String]| {
+        let output = Command::new("/usr/bin/python3")
+            .arg(&point)
+            .args(["127.0.0.1", "13870"])
+            .args(arguments)
+            .output()
+            .expect("python3 runs bench/sql/point.py");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    run(&["setup".to_string(), "10000".to_string()]);
+    for _ in 0..pairs {
+        for operation in ["scan", "scan-snapshot"] {
+            let line = run(&[
+                operation.to_string(),
+                clients.to_string(),
+                seconds.to_string(),
+                "10000".to_string(),
+            ]);
+            let counters = snapshot_counters(&[13850, 13851, 13852]);
+            println!(
+                "{line} snapshot_answered={} snapshot_refusals={} snapshot_fallbacks={}",
+                counters.answered, counters.refusals, counters.fallbacks
+            );
         }
     }
     drop(cluster);

@@ -198,8 +198,10 @@ struct SqlJob {
     phase: SqlPhase,
     /// `Basic` for an autocommit SELECT at `tessera.read_isolation = basic` pinned to one
     /// partition key (`ClusterBackend::execute_read`): sent as a §6.7 basic read to its
-    /// group's primary while it is one message to one position (`submit_sql`); anything else
-    /// is `Sequential`.
+    /// group's primary while it is one message to one position (`submit_sql`). `Snapshot` for
+    /// an autocommit SELECT at `snapshot`: while it is one message (`SqlPhase::Once`), a
+    /// snapshot `Read` or `RangeRead` (one `PartitionOperation::Snapshot` per group it
+    /// reaches, at one router timestamp). Anything else is `Sequential`.
     isolation: Isolation,
 }
 
@@ -458,21 +460,23 @@ impl GatewayTask {
                 route,
                 fallible,
             } => {
-                // Only a read of one partition key may be served basic (`SqlJob::isolation`).
+                // Only a read of one partition key may be served basic, and only reads
+                // snapshot (`SqlJob::isolation`).
                 let basic = job.isolation == Isolation::Basic
                     && read
                     && matches!(&route, super::sql::SqlRoute::Keys(keys) if keys.len() == 1);
+                let isolation = match job.isolation {
+                    Isolation::Basic if basic => Isolation::Basic,
+                    Isolation::Snapshot if read => Isolation::Snapshot,
+                    _ => Isolation::Sequential,
+                };
                 let job_sql = SqlJob {
                     operation,
                     read,
                     route,
                     plans: 1,
                     phase: SqlPhase::New { fallible },
-                    isolation: if basic {
-                        Isolation::Basic
-                    } else {
-                        Isolation::Sequential
-                    },
+                    isolation,
                 };
                 self.submit_sql(job_sql, job.reply)
             }
@@ -579,9 +583,15 @@ impl GatewayTask {
         let bytes = payload.encode();
         let read = job.read;
         // A basic read of one partition key goes to its group's primary (`ecast::Gateway`:
-        // answered from its executed state, or refused and read through the group's log).
-        let isolation = match (&job.phase, &positions) {
-            (SqlPhase::Once, Some(positions)) if positions.len() == 1 => job.isolation,
+        // answered from its executed state, or refused and read through the group's log). A
+        // snapshot read of several groups (keys in several partitions, or every partition)
+        // is one `PartitionOperation::Snapshot` per group at the `Query::Now` timestamp; of
+        // one group, an op of its log.
+        let isolation = match (&job.phase, &positions, job.isolation) {
+            (SqlPhase::Once, Some(positions), Isolation::Basic) if positions.len() == 1 => {
+                Isolation::Basic
+            }
+            (SqlPhase::Once, _, Isolation::Snapshot) => Isolation::Snapshot,
             _ => Isolation::Sequential,
         };
         let command = match positions {
@@ -598,6 +608,7 @@ impl GatewayTask {
                 parts,
             },
             None if read => GatewayCommand::RangeRead {
+                isolation,
                 range,
                 payload: bytes,
                 parts,
@@ -804,6 +815,7 @@ impl GatewayTask {
         let command = if plan.is_read() {
             // One message to a minimal cover of live replicas (§6.2 range read).
             GatewayCommand::RangeRead {
+                isolation: Isolation::Sequential,
                 range: plan.range(),
                 payload,
                 parts,

@@ -222,7 +222,8 @@ impl ClusterBackend {
     }
 
     /// `run` at a read isolation: `Basic` serves a read of one partition key as a §6.7 basic
-    /// read (the gateway task's `SqlJob::isolation`); anything else is sequential.
+    /// read, `Snapshot` a read as a snapshot read (the gateway task's `SqlJob::isolation`);
+    /// anything else is sequential.
     async fn run_at(
         &self,
         operation: Vec<u8>,
@@ -364,8 +365,16 @@ impl ClusterBackend {
     /// autocommit read's session level; `Sequential` for everything else), and the level it
     /// was served at: `basic` only for a read pinned to one partition key (`SqlRoute::Keys`
     /// of one key: one partition, whose primary answers from its executed state, or refuses
-    /// and the read goes through the group's log, stronger); every other read, and
-    /// `snapshot` (not built), is served `sequential`.
+    /// and the read goes through the group's log, stronger); `snapshot` for every read
+    /// (several partitions: one `PartitionOperation::Snapshot` per group at one router
+    /// timestamp, `docs/internals/sql.md` "Snapshot SELECTs"; one partition: an op of its
+    /// log, one point of one partition, which is a consistent cut); every other read is
+    /// served `sequential`. A snapshot read whose groups refused it `snapshot_attempts_max`
+    /// times is served as one E-Cast message (stronger; no NOTICE: the refusals are the state
+    /// of the moment, not the statement's kind, as for a refused basic read). A snapshot
+    /// read refused at its point for a stale catalog guard or an open transaction's lock
+    /// (`store::Store::execute_share`, at every partition alike) is planned again or paused
+    /// and sent again below, at a fresh timestamp.
     async fn execute_at(
         &self,
         routing: &sql::Routing,
@@ -394,10 +403,12 @@ impl ClusterBackend {
         let basic = isolation == sql::ReadIsolation::Basic
             && read
             && matches!(&route, SqlRoute::Keys(keys) if keys.len() == 1);
-        let (served, isolation) = if basic {
-            (sql::ReadIsolation::Basic, Isolation::Basic)
-        } else {
-            (sql::ReadIsolation::Sequential, Isolation::Sequential)
+        let (served, isolation) = match isolation {
+            sql::ReadIsolation::Basic if basic => (sql::ReadIsolation::Basic, Isolation::Basic),
+            sql::ReadIsolation::Snapshot if read => {
+                (sql::ReadIsolation::Snapshot, Isolation::Snapshot)
+            }
+            _ => (sql::ReadIsolation::Sequential, Isolation::Sequential),
         };
         if route == SqlRoute::Keys(Vec::new()) {
             return Ok((Vec::new(), served)); // No key, no partition: nothing to run.

@@ -897,8 +897,8 @@ where
         let outcomes = match self.transaction.as_mut() {
             // An autocommit read at the session's read isolation: the NOTICE says when it was
             // served stronger than SHOW says the level is served (a SELECT not pinned to one
-            // partition key at `basic`; `snapshot` is served and shown `sequential`, its SET
-            // said so).
+            // partition key at `basic`; any read of a backend of one group at `basic` or
+            // `snapshot`).
             None if command.is_read()
                 && self.locking.is_none()
                 && asked != sql::ReadIsolation::Sequential =>

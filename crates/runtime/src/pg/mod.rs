@@ -35,8 +35,10 @@
 //! `Command::Explain` per operation the same way and names each partition's lines.
 //! An autocommit read goes through `RoutedBackend::execute_read` with
 //! `Session::read_isolation`: on a partitioned cluster, `basic` is served for a SELECT pinned
-//! to one partition key (its group's primary answers from its executed state), every other
-//! read `sequential`, with a NOTICE when a statement is served stronger than asked
+//! to one partition key (its group's primary answers from its executed state), `snapshot` for
+//! every read (one `PartitionOperation::Snapshot` per partition group at one router
+//! timestamp), every other read `sequential`, with a NOTICE when a statement is served
+//! stronger than asked
 //! (`docs/internals/sql.md`, "Read isolation"). Operations of
 //! a simple query with several statements are separate batches (autocommit per statement).
 //!

@@ -135,6 +135,10 @@ pub(super) fn due_recalls<'a>(
 pub enum BypassCanary {
     /// No rule H (`PartitionCanary::NoHold`).
     NoHold,
+    /// `--snapshot-audits` on every seed, and each group runs a snapshot read where it is
+    /// logged, whatever its timestamp (`PartitionCanary::SnapshotOnArrival`): one group may
+    /// read after a transfer the other has not admitted yet, so a snapshot audit's cut is torn.
+    SnapshotOnArrival,
     /// Rule H per message (`PartitionCanary::PerMessageHold`).
     PerMessageHold,
     /// No rule A: a gateway acknowledges a multi-partition transaction once it is stable
@@ -278,6 +282,10 @@ pub struct BypassOptions {
     /// many ticks at most after it is handed out (a seeded draw per job; 0: at once, right
     /// after the step that handed it out).
     pub read_job_delay_ticks_max: u64,
+    /// `--snapshot-audits`: this percentage of the audits is sent at `Isolation::Snapshot`
+    /// (`Kind::SnapshotAudit`: one `PartitionOperation::Snapshot` per group at one router
+    /// timestamp), judged by the cut. 0 (the default): none, and every seed runs as before.
+    pub snapshot_audit_percent: u64,
     pub canary: Option<BypassCanary>,
 }
 
@@ -350,6 +358,7 @@ impl BypassOptions {
             sql_transactions: false,
             sql_statements: false,
             read_job_delay_ticks_max: 0,
+            snapshot_audit_percent: 0,
             canary: None,
         }
         .with_reconfiguration_drawn()
@@ -466,6 +475,23 @@ impl BypassOptions {
         self
     }
 
+    /// `--snapshot-audits`: between a third and all of the audits at `snapshot`, and at
+    /// least a quarter of the workload audits (drawn from a generator of its own).
+    pub fn with_snapshot_audits(mut self) -> BypassOptions {
+        let mut prng = Prng::new(self.seed ^ 0x5a95_b07a_0d17);
+        self.snapshot_audit_percent = prng.range_inclusive(34, 100);
+        let others = self.get_percent
+            + self.put_percent
+            + self.txn_percent
+            + self.transfer_percent
+            + self.incr_percent;
+        if others > 75 {
+            self.get_percent = self.get_percent.saturating_sub(others - 75);
+        }
+        self.transfer_percent = self.transfer_percent.max(10);
+        self
+    }
+
     /// Whether the groups host SQL partition data (either SQL mode).
     fn sql_data(&self) -> bool {
         self.sql_transactions || self.sql_statements
@@ -480,6 +506,9 @@ impl BypassOptions {
         if canary == BypassCanary::SqlJobReadsLive {
             options = options.with_sql_statements();
             options.read_job_delay_ticks_max = options.read_job_delay_ticks_max.max(40);
+        }
+        if canary == BypassCanary::SnapshotOnArrival {
+            options = options.with_snapshot_audits();
         }
         if matches!(
             canary,
@@ -586,7 +615,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={}{}{}{}{}{}{}",
+             group_heartbeat={} group_timeout={} snapshot_audits={}%{}{}{}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -610,6 +639,7 @@ impl BypassOptions {
             self.replication,
             self.group_heartbeat_ticks,
             self.group_timeout_ticks,
+            self.snapshot_audit_percent,
             if self.skyros { " skyros" } else { "" },
             if self.skyros && self.skyros_comm { " comm" } else { "" },
             if self.skyros && self.skyros_adapt { " adapt" } else { "" },
@@ -635,6 +665,13 @@ pub struct BypassStats {
     pub gate_refusals: u64,
     /// Skyros-Comm: writes that completed in one round trip on the primary's preview.
     pub comm_fast: u64,
+    /// `--snapshot-audits`: snapshot audits completed, and the gateways' snapshot reads over
+    /// groups answered at one timestamp, shares refused (`SnapshotPassed`), and reads served
+    /// sequentially instead (`ecast::GatewayStats`).
+    pub snapshot_audits: u64,
+    pub snapshot_answered: u64,
+    pub snapshot_refusals: u64,
+    pub snapshot_fallbacks: u64,
     pub admitted: u64,
     pub messages_sent: u64,
     pub messages_dropped: u64,
@@ -778,6 +815,9 @@ enum Node {
 struct SimData {
     accounts: u64,
     data: BTreeMap<u64, i64>,
+    /// The positions this group holds (its arc, then each cut's holdings): a snapshot read
+    /// (`SNAPSHOT_READ`) carries the whole transaction and executes the share held here.
+    holds: PositionSet,
     sql: Option<SqlData>,
     /// The `SqlIgnoreIncarnations` canary: imported copies lose their open transactions.
     forget_transactions: bool,
@@ -795,7 +835,20 @@ impl PartialEq for SqlData {
 
 impl Eq for SqlData {}
 
+/// Prefixes a snapshot audit's payload: the whole `Txn`, of which each group executes the
+/// share it holds (a snapshot read of several groups sends every group the whole read, as the
+/// runtime's RESP and SQL payloads, which carry their own cut, do). Ten 0xff bytes are never
+/// the start of a `Txn` (an over-long varint), so no other payload is mistaken for one.
+const SNAPSHOT_READ: [u8; 10] = [0xff; 10];
+
 impl SimData {
+    /// A snapshot read's transaction, cut to the keys held here.
+    fn snapshot_share(&self, operation: &[u8]) -> Option<Txn> {
+        let txn =
+            postcard::from_bytes::<Txn>(operation.strip_prefix(SNAPSHOT_READ.as_slice())?).ok()?;
+        Some(txn.share(|key| self.holds.contains(position(key))))
+    }
+
     /// The SQL mode's store.
     fn sql_store(&self) -> Option<&store::Store> {
         self.sql.as_ref().map(|sql| sql.0.store())
@@ -854,6 +907,7 @@ impl PartitionData for SimData {
     }
 
     fn retain(&mut self, holds: &PositionSet) {
+        self.holds = holds.clone();
         if let Some(sql) = &mut self.sql {
             return sql.0.retain(holds);
         }
@@ -863,6 +917,14 @@ impl PartitionData for SimData {
     fn keys(&self, operation: &[u8]) -> KeySet {
         if let Some(sql) = &self.sql {
             return sql.0.keys(operation);
+        }
+        if let Some(snapshot) = operation.strip_prefix(SNAPSHOT_READ.as_slice()) {
+            // Every key it reads, held here or not: `PartitionMachine` answers it `Moved` only
+            // when none is held.
+            return match postcard::from_bytes::<Txn>(snapshot) {
+                Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
+                Err(_) => KeySet::Unknown,
+            };
         }
         match postcard::from_bytes::<Txn>(operation) {
             Ok(txn) => KeySet::of(txn.keys().into_iter().map(key_bytes)),
@@ -887,8 +949,12 @@ impl PartitionData for SimData {
         if let Some(sql) = &mut self.sql {
             return sql_answers(&sql.0.execute(operation));
         }
-        let Ok(txn) = postcard::from_bytes::<Txn>(operation) else {
-            return Vec::new();
+        let txn = match self.snapshot_share(operation) {
+            Some(share) => share,
+            None => match postcard::from_bytes::<Txn>(operation) {
+                Ok(txn) => txn,
+                Err(_) => return Vec::new(),
+            },
         };
         let accounts = self.accounts;
         let values = txn.execute(&mut self.data, |key| {
@@ -1082,6 +1148,7 @@ fn partition_node(
         SimData {
             accounts,
             data: BTreeMap::new(),
+            holds: holds.clone(),
             sql,
             forget_transactions,
         },
@@ -1142,6 +1209,7 @@ impl BypassSimulation {
         let partition_canary = match options.canary {
             Some(BypassCanary::NoHold) => Some(PartitionCanary::NoHold),
             Some(BypassCanary::PerMessageHold) => Some(PartitionCanary::PerMessageHold),
+            Some(BypassCanary::SnapshotOnArrival) => Some(PartitionCanary::SnapshotOnArrival),
             _ => None,
         };
         let accounts = options.accounts;
@@ -1612,8 +1680,14 @@ impl BypassSimulation {
                 },
             )
         } else {
+            let snapshot = options.snapshot_audit_percent > 0
+                && self.prng.percent(options.snapshot_audit_percent);
             (
-                Kind::Audit,
+                if snapshot {
+                    Kind::SnapshotAudit
+                } else {
+                    Kind::Audit
+                },
                 Txn {
                     reads: (0..accounts).collect(),
                     ..Txn::default()
@@ -1650,11 +1724,20 @@ impl BypassSimulation {
             self.stats.multis += 1;
         }
         let positions: Vec<Position> = txn.keys().into_iter().map(position).collect();
-        let payload = postcard::to_allocvec(&txn).expect("a txn serialises");
+        let mut payload = postcard::to_allocvec(&txn).expect("a txn serialises");
         let parts: Vec<u64> = txn.reads.clone();
+        let snapshot = self.history.invocations[history].kind == Kind::SnapshotAudit;
+        if snapshot {
+            // Each group it reaches gets the whole read (`SimData::execute`: its share).
+            payload = [SNAPSHOT_READ.as_slice(), &payload].concat();
+        }
         let command = match (txn.reads.is_empty(), txn.writes_anything()) {
             (false, false) => GatewayCommand::Read {
-                isolation: Isolation::Sequential,
+                isolation: if snapshot {
+                    Isolation::Snapshot
+                } else {
+                    Isolation::Sequential
+                },
                 positions,
                 payload,
                 parts,
@@ -2177,6 +2260,20 @@ impl BypassSimulation {
         self.stats.held = (0..self.partitions.len())
             .map(|index| self.machine(index).rules().stats().held)
             .sum();
+        self.stats.snapshot_audits = self
+            .history
+            .invocations
+            .iter()
+            .filter(|invocation| {
+                invocation.kind == Kind::SnapshotAudit && invocation.output.is_some()
+            })
+            .count() as u64;
+        for node in &self.gateways {
+            let stats = node.gateway.stats();
+            self.stats.snapshot_answered += stats.snapshot_group_answered;
+            self.stats.snapshot_refusals += stats.snapshot_refusals;
+            self.stats.snapshot_fallbacks += stats.snapshot_group_fallbacks;
+        }
         let mut result = match self.violation.take() {
             Some(violation) => Err(violation),
             None => Ok(()),

@@ -868,6 +868,7 @@ impl BypassSimulation {
                 parts,
             },
             None if read => GatewayCommand::RangeRead {
+                isolation: Isolation::Sequential,
                 range,
                 payload: bytes,
                 parts,
