@@ -233,6 +233,8 @@ mod reflection_tests;
 #[cfg(test)]
 mod returning_tests;
 #[cfg(test)]
+mod semi_join_tests;
+#[cfg(test)]
 mod sequence_tests;
 #[cfg(test)]
 mod tests;

@@ -49,6 +49,7 @@ use std::ops::Bound;
 mod alter;
 pub mod check;
 pub mod join;
+mod semi_join;
 mod view;
 pub mod window;
 mod write_from;
@@ -3496,7 +3497,7 @@ impl Planner<'_, '_> {
                 }
             ));
             if let Source::Join(join) = &plan.source {
-                steps.push(join.describe());
+                steps.extend(join.describe());
             }
             if let Source::Derived(inner) = &plan.source {
                 if let Finish::Window(window) = &inner.finish {

@@ -17,6 +17,11 @@ pub(crate) struct Cluster {
     /// Statements stamped so far by `run_sequenced`: each gets its own entropy, as the
     /// gateway's random source gives.
     stamps_given: u128,
+    /// Whether a join with a probed relation runs as a semi-join in two steps (as the gateway
+    /// runs it inside a block; nothing runs between the steps here), else in one batch.
+    pub(crate) semi_joins: bool,
+    /// How many semi-joins ran (with a probe step or without one).
+    pub(crate) semi_joins_run: usize,
 }
 
 fn partition_of(value: &Value, partitions: usize) -> usize {
@@ -35,6 +40,8 @@ impl Cluster {
             session: Session::new(),
             row_id_next: 1_000,
             stamps_given: 0,
+            semi_joins: true,
+            semi_joins_run: 0,
         }
     }
 
@@ -135,6 +142,16 @@ impl Cluster {
                     panic!("a SELECT answered no rows")
                 };
                 self.execute(Plan::Execute(write.execution(rows)?))
+            }
+            Plan::Execute(execution) if self.semi_joins && execution.semi_join().is_some() => {
+                let semi_join = execution.semi_join().expect("checked");
+                let first = self.read(&semi_join.first());
+                let probe = match semi_join.probe(&first)? {
+                    Some(probe) => self.read(&probe),
+                    None => Vec::new(),
+                };
+                self.semi_joins_run += 1;
+                semi_join.finish(first, probe)
             }
             Plan::Execute(mut execution) => {
                 if execution.routing == Routing::NewRowIds {
@@ -251,6 +268,15 @@ impl Cluster {
                 Ok(answer)
             }
         }
+    }
+
+    /// A read's results from the partitions its routing reaches.
+    pub(crate) fn read(&mut self, execution: &crate::Execution) -> Vec<Vec<OperationResult>> {
+        assert!(execution.operations.iter().all(Operation::is_read));
+        self.targets(&execution.routing)
+            .into_iter()
+            .map(|partition| self.engines[partition].execute_batch(&execution.operations))
+            .collect()
     }
 
     fn targets(&self, routing: &Routing) -> Vec<usize> {

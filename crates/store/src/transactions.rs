@@ -1054,9 +1054,16 @@ pub fn locks_needed_on_paths(
     Ok(needed.into_iter().collect())
 }
 
-/// The values of the longest primary-key prefix a predicate pins: each column of the prefix
-/// has one non-NULL equality constant among the predicate's top-level conjuncts.
-fn pinned_prefix(predicate: &Predicate, schema: &TableSchema) -> Vec<Value> {
+/// Most row paths one statement's IN lists expand to (`pinned_prefixes`); beyond it the
+/// statement keeps the shorter prefix's lock.
+pub const ROW_PATHS_MAX: usize = 10_000;
+
+/// The primary-key prefixes a predicate pins: each column of the prefix has one non-NULL
+/// equality constant among the predicate's top-level conjuncts, or one `IN` list (its
+/// non-NULL values, one prefix each: `s_w_id = 1 AND s_i_id IN (3, 5)` pins (1, 3) and
+/// (1, 5), a semi-join's point lookups), as long as there are at most `ROW_PATHS_MAX`
+/// prefixes. One empty prefix when the first column is not pinned.
+fn pinned_prefixes(predicate: &Predicate, schema: &TableSchema) -> Vec<Vec<Value>> {
     let mut conjuncts = Vec::new();
     let mut pending = vec![predicate];
     while let Some(predicate) = pending.pop() {
@@ -1065,38 +1072,61 @@ fn pinned_prefix(predicate: &Predicate, schema: &TableSchema) -> Vec<Value> {
             other => conjuncts.push(other),
         }
     }
-    let constant = |column: &str| -> Option<Value> {
-        let mut found: Option<&Value> = None;
+    // The column's constants: `None` when not pinned (or pinned ambiguously: keep the
+    // coarser lock).
+    let constants = |column: &str| -> Option<Vec<Value>> {
+        let mut found: Option<Vec<Value>> = None;
         for conjunct in &conjuncts {
-            let value = match conjunct {
+            let values: Vec<Value> = match conjunct {
                 Predicate::Compare {
                     column: named,
                     op: engine::predicate::CompareOp::Equal,
                     value,
-                } if named == column => value,
+                } if named == column => vec![value.clone()],
                 Predicate::In {
                     column: named,
                     values,
-                } if named == column && values.len() == 1 => &values[0],
+                } if named == column => {
+                    let mut values: Vec<Value> = values
+                        .iter()
+                        .filter(|value| !value.is_null())
+                        .cloned()
+                        .collect();
+                    values.sort();
+                    values.dedup();
+                    values
+                }
                 _ => continue,
             };
-            match found {
-                None => found = Some(value),
+            match &found {
+                None => found = Some(values),
                 // Two different constants: no row qualifies; keep the coarser lock.
-                Some(earlier) if earlier != value => return None,
+                Some(earlier) if *earlier != values => return None,
                 Some(_) => {}
             }
         }
-        found.filter(|value| !value.is_null()).cloned()
+        found.filter(|values| !values.is_empty() && values.iter().all(|value| !value.is_null()))
     };
-    let mut prefix = Vec::new();
+    let mut prefixes: Vec<Vec<Value>> = vec![Vec::new()];
     for &position in &schema.primary_key {
-        match constant(&schema.columns[position].name) {
-            Some(value) => prefix.push(value),
-            None => break,
+        let Some(values) = constants(&schema.columns[position].name) else {
+            break;
+        };
+        if prefixes.len().saturating_mul(values.len()) > ROW_PATHS_MAX {
+            break;
         }
+        prefixes = prefixes
+            .iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |value| {
+                    let mut longer = prefix.clone();
+                    longer.push(value.clone());
+                    longer
+                })
+            })
+            .collect();
     }
-    prefix
+    prefixes
 }
 
 /// The resource of a primary-key prefix longer than one column: its placement key, a marker,
@@ -1128,7 +1158,8 @@ fn prefix_path(options: &sql::TableOptions, prefix: &[Value]) -> RowPath {
 /// Row locks finer than a partition key value, for a statement on one table pinned to one
 /// partition key value (`keys`: its placement keys) of a table whose partition key is the
 /// first primary-key column: a statement pinning a longer primary-key prefix by equalities
-/// (`WHERE c_w_id = 1 AND c_d_id = 2 AND c_id = 3`) locks that prefix, under intention locks
+/// (`WHERE c_w_id = 1 AND c_d_id = 2 AND c_id = 3`; an IN list pins one prefix per value,
+/// `pinned_prefixes`) locks that prefix, under intention locks
 /// on the shorter ones, so two statements on different rows of one partition key value do not
 /// conflict, while one that reads or writes a whole prefix still conflicts with every row
 /// under it. An insert locks each row's whole key. `None`: lock the placement keys alone.
@@ -1152,10 +1183,12 @@ pub fn row_paths(
         if operation.table_name() != schema.name {
             return None;
         }
-        let prefix = match operation {
+        let prefixes = match operation {
             Operation::Select { predicate, .. }
             | Operation::Delete { predicate, .. }
-            | Operation::Aggregate { predicate, .. } => pinned_prefix(predicate.as_ref()?, schema),
+            | Operation::Aggregate { predicate, .. } => {
+                pinned_prefixes(predicate.as_ref()?, schema)
+            }
             Operation::Update {
                 predicate,
                 assignments,
@@ -1167,7 +1200,7 @@ pub fn row_paths(
                 {
                     return None;
                 }
-                pinned_prefix(predicate.as_ref()?, schema)
+                pinned_prefixes(predicate.as_ref()?, schema)
             }
             Operation::UpdateComputed {
                 predicate,
@@ -1180,7 +1213,7 @@ pub fn row_paths(
                 {
                     return None;
                 }
-                pinned_prefix(predicate.as_ref()?, schema)
+                pinned_prefixes(predicate.as_ref()?, schema)
             }
             Operation::Insert { columns, rows, .. } => {
                 let positions: Option<Vec<usize>> = schema
@@ -1209,15 +1242,17 @@ pub fn row_paths(
             }
             _ => return None,
         };
-        if prefix.is_empty() {
-            return None;
+        for prefix in prefixes {
+            if prefix.is_empty() {
+                return None;
+            }
+            let path = prefix_path(&options, &prefix);
+            if path[0] != keys[0] {
+                // Routed by another value than the predicate pins: keep the routed lock.
+                return None;
+            }
+            paths.push(path);
         }
-        let path = prefix_path(&options, &prefix);
-        if path[0] != keys[0] {
-            // Routed by another value than the predicate pins: keep the routed lock.
-            return None;
-        }
-        paths.push(path);
     }
     if paths.iter().any(|path| path[0] != keys[0]) {
         return None;
@@ -2588,6 +2623,71 @@ mod row_path_tests {
         };
         assert!(conflict(&district, &locks(insert(2), 1)));
         assert!(!conflict(&district, &locks(insert(5), 1)));
+    }
+
+    /// `c_w_id = w AND c_d_id = d AND c_id IN (ids)`: a semi-join's point lookups.
+    fn lookups(w: i32, d: i32, ids: Vec<Value>) -> Option<Predicate> {
+        Some(Predicate::And(vec![
+            Predicate::equal("c_w_id", Value::Int(w)),
+            Predicate::equal("c_d_id", Value::Int(d)),
+            Predicate::In {
+                column: "c_id".into(),
+                values: ids,
+            },
+        ]))
+    }
+
+    #[test]
+    fn a_read_of_an_in_list_locks_each_row_it_names_and_only_those() {
+        let ids = vec![Value::Int(3), Value::Int(5), Value::Null, Value::Int(3)];
+        let read = locks(select(lookups(1, 2, ids)), 1);
+        let write = |d: i32, id: i32| {
+            locks(
+                update(
+                    equal(&[("c_w_id", 1), ("c_d_id", d), ("c_id", id)]),
+                    "c_last",
+                ),
+                1,
+            )
+        };
+        assert!(conflict(&read, &write(2, 3)));
+        assert!(conflict(&read, &write(2, 5)));
+        assert!(!conflict(&read, &write(2, 4)));
+        assert!(!conflict(&read, &write(3, 3)));
+        // Two rows (NULL and the duplicate dropped): a shared lock at each path's end.
+        assert_eq!(
+            read.iter()
+                .filter(|(_, mode)| *mode == Mode::Shared)
+                .count(),
+            2
+        );
+        // An insert of a named row that does not exist yet conflicts (no phantom).
+        let insert = |id: i32| Operation::Insert {
+            table: "customer".into(),
+            columns: vec![],
+            rows: vec![vec![
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(id),
+                Value::Null,
+            ]],
+            on_conflict: OnConflict::Error,
+        };
+        assert!(conflict(&read, &locks(insert(5), 1)));
+        assert!(!conflict(&read, &locks(insert(6), 1)));
+        // A write of an IN list locks its rows exclusively, and those only.
+        let writes = locks(
+            update(lookups(1, 2, vec![Value::Int(5), Value::Int(7)]), "c_last"),
+            1,
+        );
+        assert!(conflict(&read, &writes));
+        assert!(!conflict(&write(2, 3), &writes));
+        // Only NULLs, or more rows than ROW_PATHS_MAX: the district's (coarser) lock.
+        let district = locks(select(equal(&[("c_w_id", 1), ("c_d_id", 2)])), 1);
+        let many: Vec<Value> = (0..=ROW_PATHS_MAX as i32).map(Value::Int).collect();
+        for coarse in [lookups(1, 2, vec![Value::Null]), lookups(1, 2, many)] {
+            assert_eq!(locks(select(coarse), 1), district);
+        }
     }
 
     #[test]

@@ -10,7 +10,12 @@
 //! several partitions; TRUNCATE of two tables empties every partition;
 //! (b) a self-join reads both sides at one point of the order: while one-shot UPDATEs change
 //! every row of a table across all partitions at once, a join comparing neighbouring rows never
-//! sees two versions.
+//! sees two versions;
+//! (c) a semi-join (ports 37700–37752): TPC-C's Stock-Level inside a block answers what it
+//! answers outside (one batch) and what is computed here, EXPLAIN shows the semi-join, and
+//! the open block holds shared locks on the stock rows it read and no others (another block's
+//! `FOR UPDATE NOWAIT` of a row read fails with 55P03, of a row not read succeeds; the
+//! one-batch read locked the whole table).
 
 mod support;
 
@@ -344,5 +349,126 @@ fn a_self_join_sees_every_partition_at_one_point_while_updates_run() {
         fields[0] == fields[1] && fields[0] >= updates && fields[2] == 40,
         "{final_values} after {updates} updates"
     );
+    drop(cluster);
+}
+
+#[test]
+fn a_semi_join_in_a_block_answers_as_one_batch_and_locks_only_the_rows_it_read() {
+    let cluster = PartitionedCluster::dev("sqlsemijoin", PartitionMode::Vr, 37700, 37750);
+    let pg: Vec<u16> = (0..3).map(|index| 37750 + index).collect();
+    psql_ok(
+        pg[0],
+        &[
+            "CREATE TABLE stock (s_w_id BIGINT, s_i_id BIGINT, s_quantity BIGINT, \
+             PRIMARY KEY (s_w_id, s_i_id))",
+            "CREATE TABLE order_line (ol_w_id BIGINT, ol_d_id BIGINT, ol_o_id BIGINT, \
+             ol_number BIGINT, ol_i_id BIGINT, PRIMARY KEY (ol_w_id, ol_d_id, ol_o_id, ol_number))",
+        ],
+    );
+    let quantity = |w: i64, i: i64| (i * 7 + w) % 20;
+    let stock: Vec<String> = (1..=2)
+        .flat_map(|w| (1..=50).map(move |i| (w, i)))
+        .map(|(w, i)| format!("({w}, {i}, {})", quantity(w, i)))
+        .collect();
+    // Items 1..=40 only: 41..=50 are never read by a Stock-Level.
+    let item = |w: i64, d: i64, o: i64, n: i64| (w * 13 + d * 7 + o * 5 + n * 3) % 40 + 1;
+    let mut lines = Vec::new();
+    for w in 1..=2 {
+        for d in 1..=2 {
+            for o in 1..=8 {
+                for n in 1..=5 {
+                    lines.push((w, d, o, n, item(w, d, o, n)));
+                }
+            }
+        }
+    }
+    let values: Vec<String> = lines
+        .iter()
+        .map(|(w, d, o, n, i)| format!("({w}, {d}, {o}, {n}, {i})"))
+        .collect();
+    psql_ok(
+        pg[1],
+        &[
+            &format!("INSERT INTO stock VALUES {}", stock.join(", ")),
+            &format!("INSERT INTO order_line VALUES {}", values.join(", ")),
+        ],
+    );
+    let (w, d, low, next, threshold) = (1, 1, 1, 6, 10);
+    let query = format!(
+        "SELECT COUNT(DISTINCT s_i_id) FROM order_line, stock \
+         WHERE ol_w_id = {w} AND ol_d_id = {d} AND ol_o_id < {next} AND ol_o_id >= {low} \
+         AND s_w_id = {w} AND s_i_id = ol_i_id AND s_quantity < {threshold}"
+    );
+    let read: BTreeSet<i64> = lines
+        .iter()
+        .filter(|(lw, ld, o, _, _)| *lw == w && *ld == d && *o >= low && *o < next)
+        .map(|line| line.4)
+        .collect();
+    let low_stock = read.iter().filter(|i| quantity(w, **i) < threshold).count();
+    assert!(low_stock > 0 && low_stock < read.len(), "{read:?}");
+    assert_eq!(psql_ok(pg[0], &[&query]), low_stock.to_string());
+    assert_eq!(
+        psql_ok(pg[1], &["BEGIN READ ONLY", &query, "COMMIT"]),
+        low_stock.to_string()
+    );
+    let explained = psql_ok(pg[2], &[&format!("EXPLAIN {query}")]);
+    assert!(
+        explained.contains(
+            "semi-join inside a transaction block: read the other tables first, then stock \
+             only for their distinct values of (s_i_id = order_line.ol_i_id)"
+        ),
+        "{explained}"
+    );
+
+    // An open block that ran the semi-join holds its rows' locks, and only those.
+    let mut holder = std::process::Command::new("psql")
+        .args(["-X", "-h", "127.0.0.1", "-p", &pg[1].to_string()])
+        .args(["-U", "tessera", "-d", "tessera"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    use std::io::Write;
+    stdin
+        .write_all(format!("BEGIN;\n{query};\n").as_bytes())
+        .unwrap();
+    stdin.flush().unwrap();
+    let some_read = *read.iter().next().unwrap();
+    let nowait = |i: i64| {
+        psql(
+            pg[2],
+            &[
+                "BEGIN",
+                &format!(
+                    "SELECT s_quantity FROM stock WHERE s_w_id = {w} AND s_i_id = {i} \
+                     FOR UPDATE NOWAIT"
+                ),
+                "ROLLBACK",
+            ],
+        )
+    };
+    // Wait (bounded) until the holder's read has run: its row is then locked.
+    let started = Instant::now();
+    let mut locked = nowait(some_read);
+    while !locked.contains("could not obtain lock") && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        locked = nowait(some_read);
+    }
+    assert!(locked.contains("could not obtain lock"), "{locked}");
+    let every_read = read
+        .iter()
+        .all(|i| nowait(*i).contains("could not obtain lock"));
+    assert!(every_read, "every stock row the semi-join read is locked");
+    let free = nowait(45);
+    assert!(
+        !free.contains("ERROR"),
+        "a stock row not read is free: {free}"
+    );
+    assert_eq!(free, quantity(w, 45).to_string());
+    stdin.write_all(b"COMMIT;\n").unwrap();
+    drop(stdin);
+    let _ = holder.wait();
     drop(cluster);
 }

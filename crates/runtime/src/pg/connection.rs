@@ -881,6 +881,35 @@ where
             return Ok(result);
         }
         self.check_privileges(&execution.operations).await?;
+        let result = match execution.semi_join().filter(|_| self.transaction.is_some()) {
+            // A semi-join reads at two points of the order: only inside a block, whose locks
+            // make the two reads one (`sql::plan::semi_join`).
+            Some(semi_join) => {
+                let first = self.run_batch(&semi_join.first(), digest).await?;
+                let probe = match semi_join.probe(&first)? {
+                    Some(probe) => self.run_batch(&probe, digest).await?,
+                    None => Vec::new(),
+                };
+                semi_join.finish(first, probe)?
+            }
+            None => {
+                let results = self.run_batch(&execution, digest).await?;
+                execution.finish(results)?
+            }
+        };
+        self.after_privileged(&execution.operations).await?;
+        for notice in &execution.notices {
+            self.out.notice_response("NOTICE", notice);
+        }
+        Ok(result)
+    }
+
+    /// Sends an execution's operations where its routing says: each partition's results.
+    async fn run_batch(
+        &mut self,
+        execution: &sql::Execution,
+        digest: u64,
+    ) -> Result<Vec<Vec<engine::OperationResult>>, Fail> {
         let command = Command::Guarded {
             catalog: digest,
             command: Box::new(Command::Batch(execution.operations.clone())),
@@ -959,12 +988,7 @@ where
                 }
             }
         }
-        let result = execution.finish(results)?;
-        self.after_privileged(&execution.operations).await?;
-        for notice in &execution.notices {
-            self.out.notice_response("NOTICE", notice);
-        }
-        Ok(result)
+        Ok(results)
     }
 
     /// EXPLAIN: each operation's plan from every partition its routing reaches, named.

@@ -60,6 +60,37 @@ pub struct JoinPlan {
     pub owners: Vec<Vec<usize>>,
     /// The type of every position of the joined row.
     pub types: Vec<DataType>,
+    /// A relation read after the others, only for the join keys their rows give (a
+    /// semi-join, run inside a transaction block: `semi_join`); `None` reads every relation
+    /// in one batch.
+    pub probe: Option<Probe>,
+}
+
+/// A semi-join's probed relation: a table whose primary key the join's equalities (with the
+/// constants pushed into its read) pin, read after the other relations by point lookups of
+/// the distinct keys their rows give (`crate::plan::semi_join`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    /// The probed relation (its one `Select` is operation `relations[relation].operations.start`).
+    pub relation: usize,
+    /// Its primary-key columns the join binds.
+    pub bindings: Vec<ProbeBinding>,
+    /// Each relation's table options (`None` for a derived table), to route the steps.
+    pub options: Vec<Option<crate::catalog::TableOptions>>,
+}
+
+/// A probed column bound by an equality `probe.column = driver.column`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeBinding {
+    /// The probed table's column.
+    pub column: String,
+    pub data_type: DataType,
+    /// The driving relation (a table read in the first step) and the column's offset in its
+    /// rows.
+    pub driver: usize,
+    pub offset: usize,
+    /// The driving column's name (for EXPLAIN).
+    pub driver_column: String,
 }
 
 /// One table read by a join.
@@ -743,6 +774,7 @@ impl Planner<'_, '_> {
             tree: JoinNode::Relation(0),
             owners: builder.owners.clone(),
             types: scope.types(),
+            probe: None,
         };
         // WHERE: pushed into one table's read, kept as a join condition, or (with a subquery)
         // applied to the joined rows.
@@ -789,6 +821,7 @@ impl Planner<'_, '_> {
                 other => children.push(other),
             }
         }
+        plan.probe = choose_probe(&plan, &builder, &pushed, &children, &conditions);
         plan.tree = JoinNode::Inner {
             children,
             conditions,
@@ -1441,9 +1474,9 @@ fn has_subquery(scalar: &Scalar) -> bool {
 }
 
 impl JoinPlan {
-    /// EXPLAIN's line for the gateway's join.
-    pub fn describe(&self) -> String {
-        format!(
+    /// EXPLAIN's lines for the gateway's join.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = vec![format!(
             "Gateway: join {} tables ({}): hash join on equality conditions, nested loop otherwise",
             self.relations.len(),
             self.relations
@@ -1451,6 +1484,178 @@ impl JoinPlan {
                 .map(|relation| relation.qualifier.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        )
+        )];
+        if let Some(probe) = &self.probe {
+            let relation = &self.relations[probe.relation];
+            lines.push(format!(
+                "Gateway: semi-join inside a transaction block: read the other tables first, then {} only for their distinct values of ({}), by primary key (one batch outside a block)",
+                relation.qualifier,
+                probe
+                    .bindings
+                    .iter()
+                    .map(|binding| format!(
+                        "{} = {}.{}",
+                        binding.column,
+                        self.relations[binding.driver].qualifier,
+                        binding.driver_column
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        lines
     }
+}
+
+/// The types a semi-join binds a probed column from: integers of any width (the driver's
+/// value converted to the probed column's type), or one non-numeric type whose values compare
+/// as stored (texts of any length bound). Floating and exact decimals, CHAR, intervals and
+/// JSONB are left to the hash join (their equality is not their values' identity).
+fn bindable(probe: DataType, driver: DataType) -> bool {
+    let integer = |data_type: DataType| {
+        matches!(
+            data_type,
+            DataType::SmallInt | DataType::Int | DataType::BigInt
+        )
+    };
+    let plain = |data_type: DataType| {
+        matches!(
+            data_type,
+            DataType::Boolean
+                | DataType::Text { .. }
+                | DataType::Bytea
+                | DataType::Date
+                | DataType::Timestamp
+                | DataType::TimestampTz
+                | DataType::Uuid
+        )
+    };
+    (integer(probe) && integer(driver))
+        || (plain(probe) && std::mem::discriminant(&probe) == std::mem::discriminant(&driver))
+}
+
+/// The columns a read's top-level conjuncts pin to constants (`c = v`, `c IN (…)`).
+fn pinned_columns(predicates: &[Predicate]) -> BTreeSet<String> {
+    let mut pinned = BTreeSet::new();
+    let mut pending: Vec<&Predicate> = predicates.iter().collect();
+    while let Some(predicate) = pending.pop() {
+        match predicate {
+            Predicate::And(operands) => pending.extend(operands.iter()),
+            Predicate::Compare {
+                column,
+                op: CompareOp::Equal,
+                ..
+            }
+            | Predicate::In { column, .. } => {
+                pinned.insert(column.clone());
+            }
+            _ => {}
+        }
+    }
+    pinned
+}
+
+/// The relation a semi-join probes, if any. A relation qualifies when it is a table joined
+/// by the top inner node (not under an outer join), every column of its primary key is bound
+/// by an equality with a column of another table of the join (`s_i_id = ol_i_id`) or pinned
+/// by a constant pushed into its read (`s_w_id = 1`), at least one by a join, and some other
+/// relation's read is filtered (without statistics, the filtered side is taken to be the
+/// small one). Among several, the one with the fewest pushed conjuncts (then the last).
+fn choose_probe(
+    plan: &JoinPlan,
+    builder: &Builder,
+    pushed: &[Vec<Predicate>],
+    children: &[JoinNode],
+    conditions: &[Scalar],
+) -> Option<Probe> {
+    let single_owner = |position: usize| match plan.owners.get(position).map(Vec::as_slice) {
+        Some([owner]) => Some(*owner),
+        _ => None,
+    };
+    let mut best: Option<(usize, Probe)> = None;
+    for child in children {
+        let JoinNode::Relation(relation) = child else {
+            continue;
+        };
+        let relation = *relation;
+        let Some(entry) = &builder.entries[relation] else {
+            continue;
+        };
+        if builder.nullable[relation] || plan.relations[relation].derived.is_some() {
+            continue;
+        }
+        let schema = &entry.schema;
+        if schema.primary_key.is_empty() {
+            continue;
+        }
+        let start = plan.relations[relation].start;
+        let mut bindings: Vec<ProbeBinding> = Vec::new();
+        for condition in conditions {
+            let Scalar::Binary(Operator::Compare(CompareOp::Equal), a, b) = condition else {
+                continue;
+            };
+            let (Scalar::Column(a), Scalar::Column(b)) = (a.as_ref(), b.as_ref()) else {
+                continue;
+            };
+            let (own, other) = match (single_owner(*a), single_owner(*b)) {
+                (Some(x), Some(y)) if x == relation && y != relation => (*a, *b),
+                (Some(x), Some(y)) if y == relation && x != relation => (*b, *a),
+                _ => continue,
+            };
+            let offset = own - start;
+            if !schema.primary_key.contains(&offset) {
+                continue;
+            }
+            let driver = single_owner(other).expect("checked above");
+            let Some(driver_entry) = builder.entries[driver]
+                .as_ref()
+                .filter(|_| plan.relations[driver].derived.is_none())
+            else {
+                continue;
+            };
+            let column = &schema.columns[offset];
+            if !bindable(column.data_type, plan.types[other]) {
+                continue;
+            }
+            if bindings.iter().any(|binding| binding.column == column.name) {
+                continue;
+            }
+            bindings.push(ProbeBinding {
+                column: column.name.clone(),
+                data_type: column.data_type,
+                driver,
+                offset: other - plan.relations[driver].start,
+                driver_column: driver_entry.schema.columns[other - plan.relations[driver].start]
+                    .name
+                    .clone(),
+            });
+        }
+        if bindings.is_empty() {
+            continue;
+        }
+        let pinned = pinned_columns(&pushed[relation]);
+        let covered = schema.primary_key.iter().all(|position| {
+            let name = &schema.columns[*position].name;
+            pinned.contains(name) || bindings.iter().any(|binding| binding.column == *name)
+        });
+        let others_filtered =
+            (0..plan.relations.len()).any(|other| other != relation && !pushed[other].is_empty());
+        if !covered || !others_filtered {
+            continue;
+        }
+        let probe = Probe {
+            relation,
+            bindings,
+            options: builder
+                .entries
+                .iter()
+                .map(|entry| entry.as_ref().map(|entry| entry.options.clone()))
+                .collect(),
+        };
+        let weight = pushed[relation].len();
+        if best.as_ref().is_none_or(|(fewest, _)| weight <= *fewest) {
+            best = Some((weight, probe));
+        }
+    }
+    best.map(|(_, probe)| probe)
 }
