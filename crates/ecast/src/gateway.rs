@@ -2629,7 +2629,13 @@ impl<A: Clone> Gateway<A> {
             .collect();
         for id in requeue {
             // Planned against the new configuration once it is learnt: through the routers
-            // (which refuse a stale plan), like a `Moved` answer.
+            // (which refuse a stale plan), like a `Moved` answer. The answers its shares gave
+            // are at its old timestamp: kept, they would complete the sequential read as soon
+            // as its own answers filled the other parts, a cut of two points (found by the
+            // simulator's `--snapshot-audits`, seeds 848 and 1443).
+            if let Some(pending) = self.pending.get_mut(&id) {
+                pending.answers.clear();
+            }
             self.set_phase(id, Phase::Queued);
         }
         if !added.is_empty() || !dropped.is_empty() {

@@ -1002,6 +1002,133 @@ mod regrouping {
         );
     }
 
+    /// A snapshot read over a group that retires while its shares are out is served as a
+    /// sequential message, and the answers its shares gave (at its old timestamp) are dropped:
+    /// kept, they completed the sequential read as soon as its own answers filled the other
+    /// parts, a torn cut of two points (the simulator's `--snapshot-audits`, seeds 848 and
+    /// 1443: 597 of 600).
+    #[test]
+    fn a_snapshot_read_requeued_by_a_retired_group_keeps_none_of_its_shares_answers() {
+        use ecast::{Isolation, Timestamp};
+        let (before, grouping) = groupings();
+        let regrouping = placement::Regrouping::between(&before, &grouping.groups);
+        let retired = regrouping.retired[0].clone();
+        let kept = before
+            .groups()
+            .iter()
+            .find(|group| grouping.groups.get(group.destination()).is_some())
+            .expect("a group outlives the expansion")
+            .clone();
+        let settings = BypassSettings {
+            groups: before
+                .groups()
+                .iter()
+                .map(|group| (group.destination(), group.members.len() as u8))
+                .collect(),
+            lanes: 1,
+            client_base: BASE,
+            retry_ticks: 10,
+        };
+        let mut gateway = Gateway::new(
+            GATEWAY,
+            ClientId(7),
+            before.routing(),
+            3,
+            0,
+            1,
+            GatewaySettings::default(),
+        )
+        .with_bypass(settings, decode)
+        .with_regrouping(64);
+        let command = GatewayCommand::Read {
+            isolation: Isolation::Snapshot,
+            positions: vec![retired.span.start, kept.span.start],
+            payload: b"mget".to_vec(),
+            parts: vec![0, 1],
+        };
+        let effects = step(&mut gateway, GatewayInput::Submit { id: 1, command });
+        let routers: Vec<Request> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                GatewayEffect::Request { request, .. } => Some(request.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(routers.len(), 1, "{effects:?}");
+        assert_eq!(
+            Operation::decode(&routers[0].operation).unwrap(),
+            Operation::Query(Query::Now)
+        );
+        let now = OperationResult::Now {
+            timestamp: Timestamp(8),
+            version: before.routing().version(),
+        };
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Router(Message::Reply(Reply {
+                view: View(0),
+                client: routers[0].client,
+                request: routers[0].request,
+                result: now.encode(),
+            })),
+        );
+        let shares = partition_requests(&effects);
+        assert_eq!(shares.len(), 2, "{effects:?}");
+        // The retired group answers its part at 8 (its lane is free again); the kept group
+        // holds its share.
+        for (partition, _, request) in &shares {
+            let result = if *partition == retired.destination() {
+                PartitionResult::Executed(result(&[(0, 10)]))
+            } else {
+                PartitionResult::Held
+            };
+            let effects = step(&mut gateway, reply(request, result));
+            assert!(completed(&effects).is_empty(), "{effects:?}");
+        }
+        // The regrouping retires the first group: the read goes to the routers.
+        let effects = learn(&mut gateway, &grouping);
+        assert!(effects.iter().any(|effect| matches!(
+            effect,
+            GatewayEffect::BypassGroups { dropped, .. } if dropped.contains(&retired.destination())
+        )));
+        let mut effects = effects;
+        effects.extend(step(&mut gateway, GatewayInput::Tick));
+        let sequences: Vec<ecast::Sequence> = effects
+            .iter()
+            .filter_map(|effect| match effect {
+                GatewayEffect::Request { request, .. } => {
+                    match Operation::decode(&request.operation) {
+                        Ok(Operation::Submit { messages, .. }) => Some(messages),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            })
+            .flatten()
+            .map(|envelope| envelope.sequence)
+            .collect();
+        assert_eq!(sequences.len(), 1, "one sequential message: {effects:?}");
+        // Its answer for the kept group's part alone does not complete it: part 0 is the
+        // message's to answer, not the share's at 8.
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Answer {
+                sequence: sequences[0],
+                answers: vec![(1, 5)],
+            },
+        );
+        assert!(completed(&effects).is_empty(), "{effects:?}");
+        let effects = step(
+            &mut gateway,
+            GatewayInput::Answer {
+                sequence: sequences[0],
+                answers: vec![(0, 15)],
+            },
+        );
+        let expected: BTreeMap<u64, u64> = [(0, 15), (1, 5)].into();
+        assert_eq!(completed(&effects), vec![(1, Completion::Done(expected))]);
+    }
+
     #[test]
     fn a_started_group_without_free_client_ids_is_left_to_the_routers() {
         let (before, grouping) = groupings();
