@@ -547,6 +547,19 @@ fn the_register_check_catches_basic_selects_answered_by_backups() {
 #[test]
 #[ignore]
 fn point_select_benchmark() {
+    let cluster = cluster("sqlbasicbench", 16700, 16730, &[]);
+    alternate_point_py(16720, ["select", "select-basic"], || {
+        let (answered, ordered) = basic_counters(&cluster);
+        format!("basic_answered={answered} basic_ordered={ordered}")
+    });
+    drop(cluster);
+}
+
+/// Runs `bench/sql/point.py` against the PostgreSQL port `pg_port`: its `setup` of 10,000
+/// rows, then the two `operations` alternately, `TESSERA_BENCH_PAIRS` pairs (default 2) of
+/// `TESSERA_BENCH_SECONDS` (default 10) at `TESSERA_BENCH_CLIENTS` clients (default 16); prints
+/// each run's JSON line followed by `counters()`.
+fn alternate_point_py(pg_port: u16, operations: [&str; 2], counters: impl Fn() -> String) {
     let number = |name: &str, default: u64| {
         std::env::var(name)
             .ok()
@@ -558,12 +571,11 @@ fn point_select_benchmark() {
         number("TESSERA_BENCH_SECONDS", 10),
         number("TESSERA_BENCH_CLIENTS", 16),
     );
-    let cluster = cluster("sqlbasicbench", 16700, 16730, &[]);
     let point = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/sql/point.py");
     let run = |arguments: &[String]| {
         let output = Command::new("/usr/bin/python3")
             .arg(&point)
-            .args(["127.0.0.1", "16720"])
+            .args(["127.0.0.1", &pg_port.to_string()])
             .args(arguments)
             .output()
             .expect("python3 runs bench/sql/point.py");
@@ -576,18 +588,16 @@ fn point_select_benchmark() {
     };
     run(&["setup".to_string(), "10000".to_string()]);
     for _ in 0..pairs {
-        for operation in ["select", "select-basic"] {
+        for operation in operations {
             let line = run(&[
                 operation.to_string(),
                 clients.to_string(),
                 seconds.to_string(),
                 "10000".to_string(),
             ]);
-            let (answered, ordered) = basic_counters(&cluster);
-            println!("{line} basic_answered={answered} basic_ordered={ordered}");
+            println!("{line} {}", counters());
         }
     }
-    drop(cluster);
 }
 
 /// Benchmark, not a check (docs/bench/read-isolation.md, "SQL SELECTs over every partition"):
@@ -603,48 +613,13 @@ fn point_select_benchmark() {
 #[test]
 #[ignore]
 fn every_partition_select_benchmark() {
-    let number = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(default)
-    };
-    let (pairs, seconds, clients) = (
-        number("TESSERA_BENCH_PAIRS", 2),
-        number("TESSERA_BENCH_SECONDS", 10),
-        number("TESSERA_BENCH_CLIENTS", 16),
-    );
     let cluster = cluster("sqlsnapbench", 13850, 13950, &[]);
-    let point = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/sql/point.py");
-    let run = |arguments: &[String]| {
-        let output = Command::new("/usr/bin/python3")
-            .arg(&point)
-            .args(["127.0.0.1", "13870"])
-            .args(arguments)
-            .output()
-            .expect("python3 runs bench/sql/point.py");
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_string()
-    };
-    run(&["setup".to_string(), "10000".to_string()]);
-    for _ in 0..pairs {
-        for operation in ["scan", "scan-snapshot"] {
-            let line = run(&[
-                operation.to_string(),
-                clients.to_string(),
-                seconds.to_string(),
-                "10000".to_string(),
-            ]);
-            let counters = snapshot_counters(&[13850, 13851, 13852]);
-            println!(
-                "{line} snapshot_answered={} snapshot_refusals={} snapshot_fallbacks={}",
-                counters.answered, counters.refusals, counters.fallbacks
-            );
-        }
-    }
+    alternate_point_py(13870, ["scan", "scan-snapshot"], || {
+        let counters = snapshot_counters(&[13850, 13851, 13852]);
+        format!(
+            "snapshot_answered={} snapshot_refusals={} snapshot_fallbacks={}",
+            counters.answered, counters.refusals, counters.fallbacks
+        )
+    });
     drop(cluster);
 }
