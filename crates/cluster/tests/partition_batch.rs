@@ -26,6 +26,7 @@ use engine::{
 };
 use placement::{ConfigVersion, Position, PositionSet, ProcessId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use stdx::Prng;
 use vr::{ClientId, RequestNumber, StateMachine};
 
@@ -348,6 +349,29 @@ impl Generator {
         (0..count)
             .map(|_| self.operation(catalog).encode())
             .collect()
+    }
+
+    /// An entry of single-partition statements that only read (`PartitionData::reads_only`).
+    fn entry_of_reads(&mut self, catalog: u64, data: &Checked) -> Vec<Vec<u8>> {
+        let count = 1 + self.rng.below(6);
+        let mut entry = Vec::new();
+        for _ in 0..count * 20 {
+            if entry.len() as u64 == count {
+                break;
+            }
+            let operation = statement(&mut self.rng, catalog);
+            if data.reads_only(&operation) {
+                self.number += 1;
+                let single = PartitionOperation::Single {
+                    client: ClientId(1 + self.rng.below(6)),
+                    number: RequestNumber(self.number),
+                    operation,
+                };
+                entry.push(single.encode());
+            }
+        }
+        assert!(!entry.is_empty(), "the statements include reads");
+        entry
     }
 
     fn operation(&mut self, catalog: u64) -> PartitionOperation {
@@ -734,6 +758,33 @@ fn finish(machine: &mut PartitionMachine<Checked>, numbers: &[u64]) -> usize {
     jobs.len()
 }
 
+/// As `finish`, but runs the jobs of one generation as one batch (`ReadJob::run_together`,
+/// as the runtime's worker does); returns how many ran with another job.
+fn finish_together(machine: &mut PartitionMachine<Checked>, numbers: &[u64]) -> usize {
+    let mut by_generation: BTreeMap<u64, Vec<(u64, ecast::ReadJob<Checked>)>> = BTreeMap::new();
+    for (number, job) in machine.jobs_after(0) {
+        if numbers.contains(&number) {
+            by_generation
+                .entry(job.generation())
+                .or_default()
+                .push((number, job.clone()));
+        }
+    }
+    let mut shared = 0;
+    // Newest generation first, as `finish`'s callers order them: out of log order.
+    for (_, cycle) in by_generation.into_iter().rev() {
+        let jobs: Vec<&ecast::ReadJob<Checked>> = cycle.iter().map(|(_, job)| job).collect();
+        let results = ecast::ReadJob::run_together(&jobs);
+        if cycle.len() > 1 {
+            shared += cycle.len();
+        }
+        for ((number, _), results) in cycle.iter().zip(results) {
+            machine.job_done(*number, results);
+        }
+    }
+    shared
+}
+
 /// Read jobs (`PartitionMachineSettings::read_jobs`, `docs/internals/scans.md`): replicas
 /// that hand out their entries' reads as jobs learn the same results as one that executes
 /// every operation alone, at once; one that finishes its jobs at once and one that finishes
@@ -746,7 +797,7 @@ fn read_jobs_learn_what_executing_at_once_does_whenever_they_finish() {
         read_jobs: true,
         ..PartitionMachineSettings::default()
     };
-    let (mut jobs_run, mut left_open) = (0, 0);
+    let (mut jobs_run, mut left_open, mut jobs_shared) = (0, 0, 0);
     for seed in 0..200 {
         let mut generator = Generator::new(seed);
         let mut rng = Prng::new(seed ^ 0x10b5);
@@ -756,7 +807,13 @@ fn read_jobs_learn_what_executing_at_once_does_whenever_they_finish() {
         let mut open_across = false;
         for entry_at in 0..30 {
             generator.observe(&alone);
-            let entry = generator.entry(catalog(&alone));
+            // A third of the entries are reads only, so that jobs of several entries read the
+            // same data (one generation) and can run together.
+            let entry = if rng.below(3) == 0 {
+                generator.entry_of_reads(catalog(&alone), alone.data())
+            } else {
+                generator.entry(catalog(&alone))
+            };
             let operations: Vec<&[u8]> = entry.iter().map(Vec::as_slice).collect();
             for operation in &operations {
                 alone.apply(operation);
@@ -765,11 +822,17 @@ fn read_jobs_learn_what_executing_at_once_does_whenever_they_finish() {
             let open: Vec<u64> = prompt.jobs_after(0).map(|(number, _)| number).collect();
             jobs_run += finish(&mut prompt, &open);
             late.apply_batch(&operations);
-            // Finish a random part of the late replica's open jobs, newest first.
+            // Finish a random part of the late replica's open jobs, newest first, each alone;
+            // or, now and then, every open job, those of one generation together (as the
+            // runtime's worker does with the jobs queued while it was busy).
             let mut open: Vec<u64> = late.jobs_after(0).map(|(number, _)| number).collect();
             open.reverse();
-            open.retain(|_| rng.below(3) == 0);
-            finish(&mut late, &open);
+            if rng.below(4) == 0 {
+                jobs_shared += finish_together(&mut late, &open);
+            } else {
+                open.retain(|_| rng.below(3) == 0);
+                finish(&mut late, &open);
+            }
             open_across |= late.jobs_after(0).next().is_some();
             assert_eq!(
                 learned(&prompt, &entry),
@@ -788,15 +851,22 @@ fn read_jobs_learn_what_executing_at_once_does_whenever_they_finish() {
             );
         }
         let open: Vec<u64> = late.jobs_after(0).map(|(number, _)| number).collect();
-        finish(&mut late, &open);
+        jobs_shared += finish_together(&mut late, &open);
         let released = |machine: &PartitionMachine<Checked>| {
             machine.released_after(0).cloned().collect::<Vec<_>>()
         };
         assert_eq!(released(&late), released(&prompt), "seed {seed}");
         left_open += usize::from(open_across);
     }
-    eprintln!("{jobs_run} jobs; jobs left open across entries in {left_open} of 200 seeds");
+    eprintln!(
+        "{jobs_run} jobs; jobs left open across entries in {left_open} of 200 seeds; \
+         {jobs_shared} jobs ran in a batch with another"
+    );
     assert!(jobs_run > 1_000, "only {jobs_run} read jobs ran");
+    assert!(
+        jobs_shared > 50,
+        "only {jobs_shared} jobs shared a batch (91 when written)"
+    );
     assert!(
         left_open > 150,
         "jobs left open across entries in {left_open} seeds"

@@ -393,6 +393,12 @@ pub struct PartitionMachine<D> {
     /// later one).
     #[serde(skip, default = "first_job")]
     job_next: u64,
+    /// Counts the changes made to `data` on this replica (every call that may change it;
+    /// kept and advanced by `restore`): two read jobs of this replica with the same generation
+    /// read the same data, so a host may run them as one batch (`ReadJob::run_together`). Not
+    /// replicated state.
+    #[serde(skip)]
+    generation: u64,
     /// Released numbers whose result an open job still computes: `released_after` stops
     /// before the first (a reply is sent only once its job is done).
     #[serde(skip)]
@@ -414,6 +420,8 @@ fn first_job() -> u64 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadJob<D> {
     data: D,
+    /// The machine's `generation` when the job was handed out.
+    generation: u64,
     operations: Vec<Vec<u8>>,
     sinks: Vec<Sink>,
 }
@@ -426,6 +434,44 @@ impl<D: PartitionData> ReadJob<D> {
         let results = data.execute_batch(&self.operations);
         assert_eq!(results.len(), self.operations.len(), "one result each");
         results
+    }
+
+    /// Runs several jobs of one replica that read the same data (the same `generation`) as
+    /// one batch: one engine cycle for all their reads, as Crescando's scan shares a cycle
+    /// among the queries that arrived during the last one. Each job's results come back as
+    /// its own `run` would have returned them.
+    pub fn run_together(jobs: &[&ReadJob<D>]) -> Vec<Vec<Vec<u8>>> {
+        let Some(first) = jobs.first() else {
+            return Vec::new();
+        };
+        assert!(
+            jobs.iter().all(|job| job.generation == first.generation),
+            "jobs run together read the same data"
+        );
+        if jobs.len() == 1 {
+            return vec![first.run()];
+        }
+        let operations: Vec<Vec<u8>> = jobs
+            .iter()
+            .flat_map(|job| job.operations.iter().cloned())
+            .collect();
+        let mut results = first.data.clone().execute_batch(&operations).into_iter();
+        assert_eq!(results.len(), operations.len(), "one result each");
+        let split: Vec<Vec<Vec<u8>>> = jobs
+            .iter()
+            .map(|job| results.by_ref().take(job.operations.len()).collect())
+            .collect();
+        debug_assert!(split
+            .iter()
+            .zip(jobs)
+            .all(|(results, job)| results.len() == job.operations.len()));
+        split
+    }
+
+    /// The machine's data generation the job reads (`run_together`): equal generations of
+    /// one replica's jobs mean equal data.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// How many operations the job reads.
@@ -566,6 +612,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             batching: None,
             jobs: BTreeMap::new(),
             job_next: 1,
+            generation: 0,
             pending_released: BTreeSet::new(),
             pending_answers: BTreeSet::new(),
         }
@@ -661,7 +708,7 @@ impl<D: PartitionData> PartitionMachine<D> {
         let removed = self.installing.remove(&from);
         assert!(removed, "an awaited copy installs once");
         self.flush();
-        self.data.import(&receiving.bytes);
+        self.data_mut().import(&receiving.bytes);
         self.drain();
         PartitionResult::Installed
     }
@@ -974,7 +1021,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             return outcome;
         }
         self.flush();
-        let result = self.data.execute(&operation);
+        let result = self.data_mut().execute(&operation);
         if self
             .results
             .get(&id.client)
@@ -1027,7 +1074,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             }
             None => {
                 self.flush();
-                self.data.execute(&operation)
+                self.data_mut().execute(&operation)
             }
         };
         self.answers.insert(timestamp, result.clone());
@@ -1052,7 +1099,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             let records = self.data.export(range);
             self.outgoing.insert((cut.version, *to), records);
         }
-        self.data.retain(&cut.holds);
+        self.data_mut().retain(&cut.holds);
         self.holds = Some(cut.holds);
         self.version = cut.version;
         self.installing = cut.receives.into_iter().collect();
@@ -1105,7 +1152,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             "a sink per put-off execution"
         );
         if !self.settings.read_jobs {
-            let results = self.data.execute_batch(&operations);
+            let results = self.data_mut().execute_batch(&operations);
             self.place_all(sinks, results);
             return;
         }
@@ -1125,7 +1172,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             if reads[at] {
                 self.start_job(run, run_sinks);
             } else {
-                let results = self.data.execute_batch(&run);
+                let results = self.data_mut().execute_batch(&run);
                 self.place_all(run_sinks, results);
             }
             at = end;
@@ -1195,6 +1242,13 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
     }
 
+    /// The data, for a call that may change it: advances `generation`, so that no read job
+    /// handed out before is taken for one reading the data after.
+    fn data_mut(&mut self) -> &mut D {
+        self.generation += 1;
+        &mut self.data
+    }
+
     /// Hands out a run of read-only executions as a read job on a copy of the data as it is
     /// now. The entry's own single-partition operations among them are answered `Held` and
     /// released instead (VR's reply is the entry's; the job finishes later).
@@ -1249,6 +1303,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             number,
             ReadJob {
                 data: self.data.clone(),
+                generation: self.generation,
                 operations,
                 sinks: job_sinks,
             },
@@ -1459,7 +1514,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                 if version == self.version && self.installing.remove(&from) {
                     self.receiving.remove(&(version, from));
                     self.flush();
-                    self.data.import(&records);
+                    self.data_mut().import(&records);
                     self.drain();
                     PartitionResult::Installed
                 } else if version <= self.version {
@@ -1765,11 +1820,12 @@ where
         // This replica's host settings and job numbering stay; its open jobs belong to the
         // state replaced (the snapshot is complete: `snapshot` ran its own).
         let (read_jobs, job_reads_live) = (self.settings.read_jobs, self.settings.job_reads_live);
-        let job_next = self.job_next;
+        let (job_next, generation) = (self.job_next, self.generation);
         *self = state;
         self.settings.read_jobs = read_jobs;
         self.settings.job_reads_live = job_reads_live;
         self.job_next = job_next;
+        self.generation = generation + 1;
         Ok(())
     }
 }
@@ -1994,6 +2050,58 @@ pub(crate) mod tests {
             number: RequestNumber(1),
         });
         PartitionResult::decode(&machine.query(&query.encode()))
+    }
+
+    /// Jobs of consecutive entries with no change to the data between them carry one
+    /// generation and run together as they run alone; a write between two jobs (or a
+    /// restore) gives the later one a new generation.
+    #[test]
+    fn read_jobs_of_one_generation_run_together_as_they_run_alone() {
+        let mut machine = jobs_machine(false);
+        apply(&mut machine, single(1, b"pa\x01"));
+        assert_eq!(
+            batch(&mut machine, &[single(2, b"ga")]),
+            vec![PartitionResult::Held]
+        );
+        assert_eq!(
+            batch(&mut machine, &[single(3, b"ga"), single(4, b"gb")]),
+            vec![PartitionResult::Held, PartitionResult::Held]
+        );
+        apply(&mut machine, single(5, b"pa\x02"));
+        assert_eq!(
+            batch(&mut machine, &[single(6, b"ga")]),
+            vec![PartitionResult::Held]
+        );
+        let jobs: Vec<ReadJob<Bytes>> = machine.jobs_after(0).map(|(_, job)| job.clone()).collect();
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(
+            jobs[0].generation(),
+            jobs[1].generation(),
+            "no change between them"
+        );
+        assert_ne!(
+            jobs[1].generation(),
+            jobs[2].generation(),
+            "a write between them"
+        );
+        let together = ReadJob::run_together(&[&jobs[0], &jobs[1]]);
+        assert_eq!(together, vec![jobs[0].run(), jobs[1].run()]);
+        assert_eq!(ReadJob::run_together(&[&jobs[2]]), vec![jobs[2].run()]);
+        assert!(ReadJob::<Bytes>::run_together(&[]).is_empty());
+        let generation = jobs[2].generation();
+        let snapshot = machine.snapshot();
+        machine.restore(&snapshot).expect("its own snapshot");
+        assert_eq!(
+            batch(&mut machine, &[single(7, b"ga")]),
+            vec![PartitionResult::Held]
+        );
+        assert!(
+            machine.jobs_after(0).count() == 1
+                && machine
+                    .jobs_after(0)
+                    .all(|(_, job)| job.generation() > generation),
+            "a restore starts a new generation"
+        );
     }
 
     /// Read jobs (`PartitionMachineSettings::read_jobs`): reads of an entry are answered

@@ -48,3 +48,28 @@ pub fn unix_now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
+
+/// Gives the calling thread a lower scheduling priority than the rest of its process
+/// (`nice` + `BACKGROUND_NICE_STEP` on Linux, per thread), so that the protocol loops of this
+/// process run first when the cores are busy: a long scan off the loop must never delay a
+/// heartbeat. Relative to the process's own priority, so that a process run at a high
+/// priority keeps its background work above other programs' too. Best effort: where the
+/// calls fail nothing changes.
+pub fn yield_to_loops() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls with no pointers; a failure only leaves the priority as is.
+        unsafe {
+            let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            let nice = libc::getpriority(libc::PRIO_PROCESS, thread);
+            libc::setpriority(
+                libc::PRIO_PROCESS,
+                thread,
+                (nice + BACKGROUND_NICE_STEP).min(19),
+            );
+        }
+    }
+}
+
+/// How much less priority threads working off the protocol loops get (`yield_to_loops`).
+pub const BACKGROUND_NICE_STEP: i32 = 5;

@@ -75,8 +75,10 @@ pub static INBOX_BUFFERED: Counter = Counter::new();
 /// Checkpoints serialised off the loop (`checkpoint`), and the longest serialisation (µs).
 pub static CHECKPOINTS: Counter = Counter::new();
 pub static CHECKPOINT_SERIALISE_MAX_US: Counter = Counter::new();
-/// Read jobs run off the loop (`read_jobs`), the statements in them, and the longest one.
+/// Read jobs run off the loop (`read_jobs`), the cycles they ran in (jobs reading the same
+/// data share one), the statements in them, and the longest cycle.
 pub static READ_JOBS: Counter = Counter::new();
+pub static READ_JOB_CYCLES: Counter = Counter::new();
 pub static READ_JOB_STATEMENTS: Counter = Counter::new();
 pub static READ_JOB_MAX_US: Counter = Counter::new();
 
@@ -147,7 +149,7 @@ pub fn start() {
                  most frames {}; tick gap {} ms; timer late {} us; write wait {} us, burst {}; \
                  inbound wait {} us; resends {} deliveries, {} confirms; ignored full {}; inbox \
                  duplicates {}, buffered {}; dropped {}; checkpoints {}, longest serialisation \
-                 {} us (off the loop); read jobs {} ({} statements), longest {} us (off the loop)",
+                 {} us (off the loop); read jobs {} in {} cycles ({} statements), longest {} us (off the loop)",
                 delta[0],
                 delta[1] / 1024,
                 delta[2],
@@ -169,6 +171,7 @@ pub fn start() {
                 CHECKPOINTS.get(),
                 CHECKPOINT_SERIALISE_MAX_US.take(),
                 READ_JOBS.get(),
+                READ_JOB_CYCLES.get(),
                 READ_JOB_STATEMENTS.get(),
                 READ_JOB_MAX_US.take(),
             ));
