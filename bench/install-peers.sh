@@ -9,6 +9,8 @@ if [[ -z "${SKIP_INSTALL:-}" ]]; then
     fi
     if ! python3 -c 'import matplotlib' 2>/dev/null; then
         log "installing matplotlib"
-        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || python3 -m pip install -q matplotlib
+        # Debian's package serves /usr/bin/python3; a `python3` earlier on PATH (pyenv) needs pip.
+        apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || true
+        python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
     fi
 fi

@@ -3,7 +3,8 @@
 
 Usage: report.py WORK_DIR DOCS_DIR
 WORK_DIR holds raw.jsonl (from `tessera bench ticket --json`), scan_speed.txt, pg-version.txt and
-tessera-view-changes.txt. The hand-written analysis is bench/crescando/notes.md, placed first.
+tessera-N-view-changes.txt (one per storage-process count). The hand-written analysis is bench/crescando/notes.md, placed first;
+bench/crescando/history.md (hand-written measurements of single branches) goes last.
 """
 
 import json
@@ -19,15 +20,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 WORK = Path(sys.argv[1])
 DOCS = Path(sys.argv[2])
 HERE = Path(__file__).resolve().parent
-SYSTEMS = ["tessera", "postgres", "postgres-indexed"]
-NAMES = {
-    "tessera": "Tessera, 3 replicas (memory durability)",
-    "postgres": "PostgreSQL 15, no indexes",
-    "postgres-indexed": "PostgreSQL 15, 5 indexes",
-}
-COLOURS = {"tessera": "#55A868", "postgres": "#C44E52", "postgres-indexed": "#4C72B0"}
-
-
 def read_text(name):
     path = WORK / name
     return path.read_text().strip() if path.exists() else ""
@@ -36,28 +28,53 @@ def read_text(name):
 records = [json.loads(line) for line in (WORK / "raw.jsonl").read_text().splitlines() if line.strip()]
 loads = [r for r in records if r["event"] == "load"]
 runs = [r for r in records if r["event"] == "run"]
-levels = [r for r in runs if r["mix"] == "default"]
-# The sweep of mixes runs at one concurrency (the first runs of each system); the level sweep
-# re-runs "default" at several. Tell them apart by order: a system's mix sweep comes first.
+
+# Systems in the order they ran: `tessera-N` (N storage processes; `tessera` in older runs),
+# then PostgreSQL without and with indexes.
+SYSTEMS = []
+for r in runs:
+    if r["system"] not in SYSTEMS:
+        SYSTEMS.append(r["system"])
+
+
+def nodes_of(system):
+    return int(system.split("-")[1]) if "-" in system else 3
+
+
+SYSTEMS.sort(key=lambda s: (0, nodes_of(s)) if s.startswith("tessera") else (1, s.startswith("postgres-indexed")))
+TESSERAS = [s for s in SYSTEMS if s.startswith("tessera")]
+
+
+NAMES = {"postgres": "PostgreSQL 15, no indexes", "postgres-indexed": "PostgreSQL 15, 5 indexes"}
+COLOURS = {"postgres": "#C44E52", "postgres-indexed": "#4C72B0"}
+GREENS = ["#1B5E20", "#388E3C", "#66BB6A", "#A5D6A7", "#C8E6C9"]
+for index, system in enumerate(TESSERAS):
+    n = nodes_of(system)
+    NAMES[system] = f"Tessera, {n} storage process{'es' if n > 1 else ''}, replication {min(n, 3)}"
+    COLOURS[system] = GREENS[index % len(GREENS)]
+
+# A system's mix sweep: its first run of each mix at its first concurrency, when it ran more
+# than one mix. Its level sweep: the last `default` run at each concurrency.
 mix_level = None
 mix_runs = []
 for system in SYSTEMS:
     own = [r for r in runs if r["system"] == system]
-    if own:
-        mix_level = own[0]["concurrency"]
-        seen = set()
-        for r in own:
-            if r["concurrency"] == mix_level and r["mix"] not in seen:
-                seen.add(r["mix"])
-                mix_runs.append(r)
-            elif r["mix"] in seen:
-                break
-level_runs = [r for r in levels if r not in mix_runs or r["concurrency"] != mix_level]
-# Use the level sweep's entry for a concurrency when there is one; else the mix sweep's default.
+    if len({r["mix"] for r in own}) < 2:
+        continue
+    mix_level = own[0]["concurrency"]
+    seen = set()
+    for r in own:
+        if r["concurrency"] == mix_level and r["mix"] not in seen:
+            seen.add(r["mix"])
+            mix_runs.append(r)
+        elif r["mix"] in seen:
+            break
+MIX_SYSTEMS = [s for s in SYSTEMS if any(r["system"] == s for r in mix_runs)]
 by_level = {}
-for r in mix_runs + level_runs:
+for r in runs:
     if r["mix"] == "default":
         by_level[(r["system"], r["concurrency"])] = r
+view_changes = {s: read_text(f"{s}-view-changes.txt") for s in TESSERAS}
 
 scan = {"raw": read_text("scan_speed.txt"), "rows": []}
 for line in scan["raw"].splitlines():
@@ -76,7 +93,7 @@ for line in scan["raw"].splitlines():
 
 summary = {
     "postgres_version": read_text("pg-version.txt"),
-    "tessera_view_changes_r0": read_text("tessera-view-changes.txt"),
+    "tessera_view_changes": view_changes,
     "loads": loads,
     "mix_concurrency": mix_level,
     "mix_runs": mix_runs,
@@ -125,12 +142,13 @@ for r in mix_runs:
         mixes.append(r["mix"])
 figure, axis = plt.subplots(figsize=(12, 4.5))
 width = 0.27
-for index, system in enumerate(SYSTEMS):
+width = 0.8 / max(1, len(MIX_SYSTEMS))
+for index, system in enumerate(MIX_SYSTEMS):
     values = []
     for mix in mixes:
         found = [r for r in mix_runs if r["system"] == system and r["mix"] == mix]
         values.append(found[0]["p50_ms"] if found and found[0]["completed"] else 0)
-    axis.bar([m + (index - 1) * width for m in range(len(mixes))], values, width, color=COLOURS[system], label=NAMES[system])
+    axis.bar([m + (index - (len(MIX_SYSTEMS) - 1) / 2) * width for m in range(len(mixes))], values, width, color=COLOURS[system], label=NAMES[system])
 axis.set_xticks(range(len(mixes)))
 axis.set_xticklabels(mixes)
 axis.set_yscale("log")
@@ -166,13 +184,26 @@ for r in summary["level_runs"]:
         f"{r['unfinished']:,} | {r['elapsed_s']:.1f} | {fmt(r['throughput'])} | {fmt(r['p50_ms'])} | "
         f"{fmt(r['p99_ms'])} | {fmt(r['max_ms'])} | {r['error_sample'] or ''} |"
     )
+out.append("\n### Tessera against PostgreSQL without indexes (statements/s ratio, default mix)\n")
+levels_seen = sorted({c for (_, c) in by_level})
+out.append("| system | " + " | ".join(f"{c:,} clients" for c in levels_seen) + " | view changes |")
+out.append("|---|" + "--:|" * len(levels_seen) + "---|")
+for system in TESSERAS:
+    cells = []
+    for c in levels_seen:
+        mine, theirs = by_level.get((system, c)), by_level.get(("postgres", c))
+        if mine and theirs and theirs["throughput"] > 0:
+            cells.append(f"{mine['throughput'] / theirs['throughput']:.1f}×")
+        else:
+            cells.append("–")
+    out.append(f"| {system} | " + " | ".join(cells) + f" | {view_changes.get(system) or '–'} |")
 out.append(f"\n### Per mix at {mix_level} client(s)\n")
 out.append("![latency per mix](crescando-mixes.png)\n")
-out.append("| mix | " + " | ".join(f"{s} stmts/s | {s} p50 ms | {s} p99 ms" for s in SYSTEMS) + " |")
-out.append("|---|" + "--:|" * (3 * len(SYSTEMS)))
+out.append("| mix | " + " | ".join(f"{s} stmts/s | {s} p50 ms | {s} p99 ms" for s in MIX_SYSTEMS) + " |")
+out.append("|---|" + "--:|" * (3 * len(MIX_SYSTEMS)))
 for mix in mixes:
     cells = []
-    for system in SYSTEMS:
+    for system in MIX_SYSTEMS:
         found = [r for r in mix_runs if r["system"] == system and r["mix"] == mix]
         if found and found[0]["completed"]:
             r = found[0]
@@ -182,5 +213,10 @@ for mix in mixes:
     out.append(f"| {mix} | " + " | ".join(cells) + " |")
 out.append("\n### Engine scan speed (`cargo run -p engine --release --example scan_speed`)\n")
 out.append("```\n" + scan["raw"] + "\n```\n")
+history = HERE / "history.md"
+if history.exists():
+    # Hand-written measurements of earlier branches (engine and loop-turn examples), kept after
+    # the generated part.
+    out.append(history.read_text().rstrip() + "\n")
 (DOCS / "crescando.md").write_text("\n".join(out) + "\n")
 print("wrote", DOCS / "crescando.json", DOCS / "crescando.md", "and plots")

@@ -15,9 +15,14 @@
 #   MIX_LEVEL=1            concurrency of the per-mix sweep
 #   MIXES=default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin   the sweep's mixes
 #   TESSERA_LEVELS=...     Tessera's levels if different (default: LEVELS)
+#   TESSERA_NODES=3        storage-process counts of `tessera dev` to run, e.g. 1,2,3,6; each is
+#                          its own system `tessera-N` (replication min(N, 3)); the mix sweep runs
+#                          on the first count only
 #   SKIP_TESSERA_BUILD=1 SKIP_INSTALL=1 SKIP_SCAN_SPEED=1
 #   TESSERA_FROM=dir       reuse the Tessera results of an earlier work directory
 #   PG_PORT=25432          first port tried for PostgreSQL
+#   BENCH_NICE=-10         run every server and load generator at this `nice` (root only below
+#                          0): on a machine shared with builds, both systems get the cores first
 #   SCAN_SPEED_FROM=file   use this earlier scan_speed output instead of running it again
 set -euo pipefail
 
@@ -26,12 +31,16 @@ DURATION=${DURATION:-5}
 DRAIN=${DRAIN:-60}
 LEVELS=${LEVELS:-1,10,100,1000}
 TESSERA_LEVELS=${TESSERA_LEVELS:-$LEVELS}
+TESSERA_NODES=${TESSERA_NODES:-3}
 MIX_LEVEL=${MIX_LEVEL:-1}
 MIXES=${MIXES:-default,reads,wheelchair,manifest,rloc,ffn,meals,cancel,checkin}
 PG_PORT=${PG_PORT:-25432}  # below the ephemeral range: thousands of closed client sockets linger there
 while ss -ltn | grep -q ":$PG_PORT\b"; do PG_PORT=$((PG_PORT + 1)); done
 TESSERA_PG=5701
+BENCH_NICE=${BENCH_NICE:-0}
+NICE=(nice -n "$BENCH_NICE")
 TESSERA_RESP=7701
+TESSERA_METRICS=$((TESSERA_RESP + 400))  # `tessera dev`'s default; routers use RESP + 200
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/crescando.XXXXXX)
@@ -58,7 +67,7 @@ fi
 
 bench() { # label hosts extra-arguments...
     local label=$1 hosts=$2; shift 2
-    "$TESSERA" bench ticket --label "$label" --hosts "$hosts" --json "$RAW" --seed 42 \
+    "${NICE[@]}" "$TESSERA" bench ticket --label "$label" --hosts "$hosts" --json "$RAW" --seed 42 \
         --duration "$DURATION" --drain "$DRAIN" "$@" 2>>"$WORK/bench-$label.err" ||
         log "$label: tessera bench ticket $* failed: $(grep -m1 -A3 '^Error' "$WORK/bench-$label.err" | tr '\n' ' ')"
 }
@@ -68,27 +77,50 @@ if [[ -n "${TESSERA_FROM:-}" ]]; then
     # Reuse an earlier run's Tessera results (its raw.jsonl and files) and measure PostgreSQL only.
     cp "$TESSERA_FROM"/raw.jsonl "$TESSERA_FROM"/tessera-*.txt "$WORK"/
 else
-log "starting tessera dev (3 replicas, memory durability)"
+first_nodes=1
+for nodes in ${TESSERA_NODES//,/ }; do
+replication=$((nodes < 3 ? nodes : 3))
+label=tessera-$nodes
+log "starting tessera dev ($nodes storage processes, replication $replication, memory durability)"
 # --insecure: `tessera dev` otherwise creates a password, which `tessera bench ticket` does not
 # send (it then fails with "invalid configuration").
-"$TESSERA" dev --insecure --durability memory --port $TESSERA_RESP --pg-port $TESSERA_PG \
-    --metrics-port 0 --data-dir "$WORK/tessera" >"$WORK/tessera-dev.log" 2>&1 &
+rm -rf "$WORK/tessera"
+"${NICE[@]}" "$TESSERA" dev --insecure --durability memory --nodes "$nodes" --replication "$replication" \
+    --port $TESSERA_RESP --pg-port $TESSERA_PG --metrics-port $TESSERA_METRICS --data-dir "$WORK/tessera" \
+    >"$WORK/$label-dev.log" 2>&1 &
 DEV_PID=$!
 for _ in $(seq 1 600); do
-    if grep -q "Tessera dev cluster ready" "$WORK/tessera-dev.log" 2>/dev/null; then break; fi
+    if grep -q "Tessera dev cluster ready" "$WORK/$label-dev.log" 2>/dev/null; then break; fi
+    if ! kill -0 "$DEV_PID" 2>/dev/null; then log "$label: tessera dev exited: $(grep -m1 Error "$WORK/$label-dev.log")"; exit 1; fi
     sleep 0.2
 done
 sleep 1
-HOSTS="127.0.0.1:$TESSERA_PG,127.0.0.1:$((TESSERA_PG + 1)),127.0.0.1:$((TESSERA_PG + 2))"
-log "tessera: load $ROWS rows, mixes at $MIX_LEVEL clients"
-bench tessera "$HOSTS" --load "$ROWS" --concurrency "$MIX_LEVEL" --mixes "$MIXES"
-log "tessera: levels $TESSERA_LEVELS"
-bench tessera "$HOSTS" --concurrency "$TESSERA_LEVELS" --mixes default
-ps -o rss=,args= -C tessera | awk '{printf "tessera rss MB %.0f %s\n", $1/1024, $0}' | head -3 >"$WORK/tessera-rss.txt" || true
+HOSTS=""
+for i in $(seq 0 $((nodes - 1))); do HOSTS+="${HOSTS:+,}127.0.0.1:$((TESSERA_PG + i))"; done
+if [[ -n $first_nodes ]]; then
+    log "$label: load $ROWS rows, mixes at $MIX_LEVEL clients"
+    bench "$label" "$HOSTS" --load "$ROWS" --concurrency "$MIX_LEVEL" --mixes "$MIXES"
+    log "$label: levels $TESSERA_LEVELS"
+    bench "$label" "$HOSTS" --concurrency "$TESSERA_LEVELS" --mixes default
+else
+    log "$label: load $ROWS rows, levels $TESSERA_LEVELS"
+    bench "$label" "$HOSTS" --load "$ROWS" --concurrency "$TESSERA_LEVELS" --mixes default
+fi
+first_nodes=""
+# View changes: per partition group, the highest view any of its replicas reports (a group
+# starts in view 0), from every storage process's metrics.
+for i in $(seq 0 $((nodes - 1))); do
+    curl -s "http://127.0.0.1:$((TESSERA_METRICS + i))/metrics" || true
+done | awk '/^tessera_replica_view\{/ { match($0, /group="[^"]*"/); g = substr($0, RSTART, RLENGTH);
+        if ($NF + 0 > max[g]) max[g] = $NF + 0; seen[g] = 1 }
+    END { n = 0; total = 0; for (g in seen) { n++; total += max[g] }
+          printf "%d groups, %d view changes\n", n, total }' >"$WORK/$label-view-changes.txt"
+ps -o rss=,args= -C tessera | awk '{printf "tessera rss MB %.0f %s\n", $1/1024, $0}' | head -3 >"$WORK/$label-rss.txt" || true
 kill "$DEV_PID"; wait "$DEV_PID" 2>/dev/null || true; DEV_PID=""
-# View changes of the partition groups, per storage process's log.
-grep -h "ViewChange" "$WORK"/tessera/storage-*.log | tail -n 5 >"$WORK/tessera-views.txt" || true
-grep -c "ViewChange" "$WORK"/tessera/storage-*.log >"$WORK/tessera-view-changes.txt" || true
+# The next cluster reuses the ports: wait for this one's processes to be gone.
+for _ in $(seq 1 100); do pgrep -f "$WORK/tessera/" >/dev/null || break; sleep 0.2; done
+pkill -9 -f "$WORK/tessera/" 2>/dev/null || true
+done
 fi
 
 # --- PostgreSQL 15 -------------------------------------------------------------------------
@@ -105,7 +137,7 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 CONF
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w start >/dev/null
+"${NICE[@]}" runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w start >/dev/null
 "$PGBIN/postgres" --version >"$WORK/pg-version.txt"
 for variant in postgres postgres-indexed; do
     extra=()
