@@ -399,6 +399,11 @@ pub struct PartitionMachine<D> {
     /// replicated state.
     #[serde(skip)]
     generation: u64,
+    /// Since the last read job was handed out: the batched writes that changed the data
+    /// (`flush`'s write runs), unless something else changed it too (`None`: a chain cannot
+    /// pass over it). The next job carries them (`ReadJob::preceding`). Not replicated state.
+    #[serde(skip)]
+    writes_since_job: Option<WritesSince>,
     /// Released numbers whose result an open job still computes: `released_after` stops
     /// before the first (a reply is sent only once its job is done).
     #[serde(skip)]
@@ -422,9 +427,26 @@ pub struct ReadJob<D> {
     data: D,
     /// The machine's `generation` when the job was handed out.
     generation: u64,
+    /// When the data changed since the replica's previous job only by batched writes: that
+    /// job's generation and those writes, in order (`run_together` passes over them).
+    preceding: Option<WritesSince>,
     operations: Vec<Vec<u8>>,
     sinks: Vec<Sink>,
 }
+
+/// The batched writes between two read jobs of one replica (`ReadJob::preceding`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct WritesSince {
+    /// The earlier job's generation.
+    pub generation: u64,
+    pub writes: Vec<Vec<u8>>,
+    /// Their encoded size: past `WRITES_SINCE_BYTES_MAX` the chain is cut instead.
+    pub bytes: usize,
+}
+
+/// The most bytes of batched writes a read job carries for a chain (`ReadJob::preceding`):
+/// past it, the writes are forgotten and the job starts a new chain.
+pub const WRITES_SINCE_BYTES_MAX: usize = 1 << 20;
 
 impl<D: PartitionData> ReadJob<D> {
     /// Runs the job's reads, on any thread: their results in order, as executing them on the
@@ -436,31 +458,55 @@ impl<D: PartitionData> ReadJob<D> {
         results
     }
 
-    /// Runs several jobs of one replica that read the same data (the same `generation`) as
-    /// one batch: one engine cycle for all their reads, as Crescando's scan shares a cycle
-    /// among the queries that arrived during the last one. Each job's results come back as
-    /// its own `run` would have returned them.
+    /// Whether `next`, a later job of the same replica, reads what this job reads after
+    /// nothing or only batched writes (`chains_to`'s writes), so the two can share one batch.
+    pub fn chains_to(&self, next: &ReadJob<D>) -> bool {
+        next.generation == self.generation
+            || next
+                .preceding
+                .as_ref()
+                .is_some_and(|preceding| preceding.generation == self.generation)
+    }
+
+    /// Runs a chain of one replica's jobs (each `chains_to` the next) as one batch: one
+    /// engine cycle for all their reads and the batched writes between them, on the first
+    /// job's copy, each read at its place among the writes (as Crescando's scan answers each
+    /// query after the updates that arrived before it). Each job's results come back as its
+    /// own `run` would have returned them; the writes' results are dropped (the loop ran them).
     pub fn run_together(jobs: &[&ReadJob<D>]) -> Vec<Vec<Vec<u8>>> {
         let Some(first) = jobs.first() else {
             return Vec::new();
         };
-        assert!(
-            jobs.iter().all(|job| job.generation == first.generation),
-            "jobs run together read the same data"
-        );
         if jobs.len() == 1 {
             return vec![first.run()];
         }
-        let operations: Vec<Vec<u8>> = jobs
-            .iter()
-            .flat_map(|job| job.operations.iter().cloned())
-            .collect();
-        let mut results = first.data.clone().execute_batch(&operations).into_iter();
+        // (operation, the job whose result it is, if a read).
+        let mut operations: Vec<Vec<u8>> = Vec::new();
+        let mut owners: Vec<Option<usize>> = Vec::new();
+        for (at, job) in jobs.iter().enumerate() {
+            if at > 0 {
+                let before = jobs[at - 1];
+                assert!(before.chains_to(job), "jobs run together form a chain");
+                if job.generation != before.generation {
+                    let preceding = job.preceding.as_ref().expect("a link over writes");
+                    operations.extend(preceding.writes.iter().cloned());
+                    owners.extend(preceding.writes.iter().map(|_| None));
+                }
+            }
+            operations.extend(job.operations.iter().cloned());
+            owners.extend(job.operations.iter().map(|_| Some(at)));
+        }
+        let results = first.data.clone().execute_batch(&operations);
         assert_eq!(results.len(), operations.len(), "one result each");
-        let split: Vec<Vec<Vec<u8>>> = jobs
+        let mut split: Vec<Vec<Vec<u8>>> = jobs
             .iter()
-            .map(|job| results.by_ref().take(job.operations.len()).collect())
+            .map(|job| Vec::with_capacity(job.len()))
             .collect();
+        for (owner, result) in owners.into_iter().zip(results) {
+            if let Some(owner) = owner {
+                split[owner].push(result);
+            }
+        }
         debug_assert!(split
             .iter()
             .zip(jobs)
@@ -468,8 +514,8 @@ impl<D: PartitionData> ReadJob<D> {
         split
     }
 
-    /// The machine's data generation the job reads (`run_together`): equal generations of
-    /// one replica's jobs mean equal data.
+    /// The machine's data generation the job reads (`chains_to`): equal generations of one
+    /// replica's jobs mean equal data.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -613,6 +659,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             jobs: BTreeMap::new(),
             job_next: 1,
             generation: 0,
+            writes_since_job: None,
             pending_released: BTreeSet::new(),
             pending_answers: BTreeSet::new(),
         }
@@ -1172,7 +1219,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             if reads[at] {
                 self.start_job(run, run_sinks);
             } else {
-                let results = self.data_mut().execute_batch(&run);
+                let results = self.execute_writes(&run);
                 self.place_all(run_sinks, results);
             }
             at = end;
@@ -1246,7 +1293,21 @@ impl<D: PartitionData> PartitionMachine<D> {
     /// handed out before is taken for one reading the data after.
     fn data_mut(&mut self) -> &mut D {
         self.generation += 1;
+        self.writes_since_job = None;
         &mut self.data
+    }
+
+    /// Executes a run of batched writes (`flush`), remembering them for the next read job's
+    /// chain (`writes_since_job`) unless the chain is cut already or they are too many bytes.
+    fn execute_writes(&mut self, run: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        let mut since = self.writes_since_job.take();
+        self.generation += 1;
+        if let Some(since) = &mut since {
+            since.bytes += run.iter().map(Vec::len).sum::<usize>();
+            since.writes.extend(run.iter().cloned());
+        }
+        self.writes_since_job = since.filter(|since| since.bytes <= WRITES_SINCE_BYTES_MAX);
+        self.data.execute_batch(run)
     }
 
     /// Hands out a run of read-only executions as a read job on a copy of the data as it is
@@ -1299,11 +1360,24 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
         let number = self.job_next;
         self.job_next += 1;
+        // The writes since the previous job, if only batched writes changed the data since
+        // (none at all: the same generation, no link needed); the next job's chain starts here.
+        let preceding = self
+            .writes_since_job
+            .replace(WritesSince {
+                generation: self.generation,
+                ..WritesSince::default()
+            })
+            .filter(|since| since.generation != self.generation);
+        debug_assert!(preceding
+            .as_ref()
+            .is_none_or(|since| !since.writes.is_empty()));
         self.jobs.insert(
             number,
             ReadJob {
                 data: self.data.clone(),
                 generation: self.generation,
+                preceding,
                 operations,
                 sinks: job_sinks,
             },
@@ -1826,6 +1900,7 @@ where
         self.settings.job_reads_live = job_reads_live;
         self.job_next = job_next;
         self.generation = generation + 1;
+        self.writes_since_job = None;
         Ok(())
     }
 }
@@ -2053,10 +2128,11 @@ pub(crate) mod tests {
     }
 
     /// Jobs of consecutive entries with no change to the data between them carry one
-    /// generation and run together as they run alone; a write between two jobs (or a
-    /// restore) gives the later one a new generation.
+    /// generation; a batched write between two jobs links them (`preceding`); any other change
+    /// (an unbatched write, a restore) cuts the chain. A chain runs together as its jobs run
+    /// alone, each read at its place among the writes.
     #[test]
-    fn read_jobs_of_one_generation_run_together_as_they_run_alone() {
+    fn read_jobs_chained_over_batched_writes_run_together_as_they_run_alone() {
         let mut machine = jobs_machine(false);
         apply(&mut machine, single(1, b"pa\x01"));
         assert_eq!(
@@ -2067,41 +2143,72 @@ pub(crate) mod tests {
             batch(&mut machine, &[single(3, b"ga"), single(4, b"gb")]),
             vec![PartitionResult::Held, PartitionResult::Held]
         );
-        apply(&mut machine, single(5, b"pa\x02"));
+        // A batched write, then a read in the same entry and one in the next.
         assert_eq!(
-            batch(&mut machine, &[single(6, b"ga")]),
+            batch(&mut machine, &[single(5, b"pa\x02"), single(6, b"ga")]),
+            vec![PartitionResult::Executed(vec![1]), PartitionResult::Held]
+        );
+        assert_eq!(
+            batch(&mut machine, &[single(7, b"pb\x03"), single(8, b"pa\x04")]),
+            vec![
+                PartitionResult::Executed(vec![]),
+                PartitionResult::Executed(vec![2])
+            ]
+        );
+        assert_eq!(
+            batch(&mut machine, &[single(9, b"ga"), single(10, b"gb")]),
+            vec![PartitionResult::Held; 2]
+        );
+        // An unbatched write cuts the chain.
+        apply(&mut machine, single(11, b"pa\x05"));
+        assert_eq!(
+            batch(&mut machine, &[single(12, b"ga")]),
             vec![PartitionResult::Held]
         );
         let jobs: Vec<ReadJob<Bytes>> = machine.jobs_after(0).map(|(_, job)| job.clone()).collect();
-        assert_eq!(jobs.len(), 3);
+        assert_eq!(jobs.len(), 5);
         assert_eq!(
             jobs[0].generation(),
             jobs[1].generation(),
             "no change between them"
         );
-        assert_ne!(
-            jobs[1].generation(),
-            jobs[2].generation(),
-            "a write between them"
+        assert!(jobs[0].chains_to(&jobs[1]) && jobs[1].chains_to(&jobs[2]));
+        assert!(
+            jobs[2].chains_to(&jobs[3]),
+            "two entries of batched writes between them"
         );
-        let together = ReadJob::run_together(&[&jobs[0], &jobs[1]]);
-        assert_eq!(together, vec![jobs[0].run(), jobs[1].run()]);
-        assert_eq!(ReadJob::run_together(&[&jobs[2]]), vec![jobs[2].run()]);
+        assert_ne!(jobs[2].generation(), jobs[3].generation());
+        assert!(
+            !jobs[3].chains_to(&jobs[4]),
+            "an unbatched write between them"
+        );
+        assert!(
+            jobs[0].chains_to(&jobs[2]),
+            "jobs 0 and 1 read the same data, so both link to 2"
+        );
+        assert!(!jobs[3].chains_to(&jobs[2]), "a link goes forward only");
+        let chain: Vec<&ReadJob<Bytes>> = jobs[..4].iter().collect();
+        let alone: Vec<Vec<Vec<u8>>> = chain.iter().map(|job| job.run()).collect();
+        assert_eq!(ReadJob::run_together(&chain), alone);
+        // Each read saw the writes before it: a = 1, 1, 2, 4; b = none, 3.
+        assert_ne!(alone[0], alone[2]);
+        assert_ne!(alone[2], alone[3]);
+        assert_eq!(ReadJob::run_together(&[&jobs[4]]), vec![jobs[4].run()]);
         assert!(ReadJob::<Bytes>::run_together(&[]).is_empty());
-        let generation = jobs[2].generation();
+        let generation = jobs[4].generation();
         let snapshot = machine.snapshot();
         machine.restore(&snapshot).expect("its own snapshot");
         assert_eq!(
-            batch(&mut machine, &[single(7, b"ga")]),
+            batch(&mut machine, &[single(13, b"ga")]),
             vec![PartitionResult::Held]
         );
+        let after: Vec<&ReadJob<Bytes>> = machine.jobs_after(0).map(|(_, job)| job).collect();
+        assert_eq!(after.len(), 1);
         assert!(
-            machine.jobs_after(0).count() == 1
-                && machine
-                    .jobs_after(0)
-                    .all(|(_, job)| job.generation() > generation),
+            after[0].generation() > generation,
             "a restore starts a new generation"
         );
+        assert!(!jobs[4].chains_to(after[0]));
     }
 
     /// Read jobs (`PartitionMachineSettings::read_jobs`): reads of an entry are answered

@@ -7,9 +7,10 @@
 //! they fill, is the machine's decision: this only runs jobs.
 //!
 //! **Shared cycles across entries.** The worker takes every job queued while it was busy and
-//! runs the jobs of one replica that read the same data (`ReadJob::generation`) as one batch
-//! (`ReadJob::run_together`): one engine cycle, as Crescando's scan thread gives the queries
-//! that arrived during a cycle the next one. One worker, not one thread per job: with hundreds
+//! runs each chain of one replica's jobs (the same data, or data changed only by batched
+//! writes the later job carries: `ReadJob::chains_to`) as one batch (`ReadJob::run_together`):
+//! one engine cycle, as Crescando's scan thread gives the queries and updates that arrived
+//! during a cycle the next one, each query answered after the updates before it. One worker, not one thread per job: with hundreds
 //! of statements in flight a thread per job had hundreds of scans compete for two cores with
 //! the protocol loops, which then missed their heartbeats. The worker also runs at a lower
 //! priority (`os::yield_to_loops`), so that the loops go first when the cores are busy.
@@ -84,22 +85,29 @@ impl ReadJobs {
     }
 }
 
-/// The worker: waits for a job, takes every other one queued meanwhile, runs each replica's
-/// jobs of one generation together, in the order their first job arrived.
+/// The worker: waits for a job, takes every other one queued meanwhile, and runs each chain
+/// of one replica's jobs (`ReadJob::chains_to`) as one cycle, in the order they arrived.
 fn work(queued: std_mpsc::Receiver<Queued>, done: mpsc::UnboundedSender<Done>) {
     crate::os::yield_to_loops();
     while let Ok(first) = queued.recv() {
         let mut batch = vec![first];
         batch.extend(queued.try_iter());
+        // Each replica's jobs arrive in their machine's order; a job joins the last cycle of
+        // its replica when it chains to that cycle's last job.
         let mut cycles: Vec<Vec<Queued>> = Vec::new();
-        let mut cycle_of: BTreeMap<(LogId, u64), usize> = BTreeMap::new();
+        let mut last_cycle: BTreeMap<LogId, usize> = BTreeMap::new();
         for job in batch {
-            let key = (job.log, job.job.generation());
-            let index = *cycle_of.entry(key).or_insert_with(|| {
-                cycles.push(Vec::new());
-                cycles.len() - 1
+            let joins = last_cycle.get(&job.log).copied().filter(|at| {
+                let tail = cycles[*at].last().expect("a cycle has jobs");
+                tail.job.chains_to(&job.job)
             });
-            cycles[index].push(job);
+            match joins {
+                Some(at) => cycles[at].push(job),
+                None => {
+                    last_cycle.insert(job.log, cycles.len());
+                    cycles.push(vec![job]);
+                }
+            }
         }
         for cycle in cycles {
             let started = Instant::now();
