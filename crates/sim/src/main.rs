@@ -425,7 +425,7 @@ fn print_bypass_report(report: &BypassReport) {
                 " statements: started={} inserts={} point_updates={} group_updates={} point_reads={} \
                  scans={} ddl={} single_partition={} multi_partition={} two_phase={} stale_refusals={} \
                  catalog_reads={} refused={} busy={} holders_aborted={} unknown={} checked={} \
-                 batch_largest={} read_jobs={} read_jobs_delayed={}",
+                 batch_largest={} read_jobs={} read_jobs_delayed={} read_jobs_chained={}",
                 statements.started,
                 statements.inserts,
                 statements.point_updates,
@@ -445,7 +445,8 @@ fn print_bypass_report(report: &BypassReport) {
                 statements.checked,
                 stats.sql_batch_largest,
                 stats.read_jobs,
-                stats.read_jobs_delayed
+                stats.read_jobs_delayed,
+                stats.read_jobs_chained
             )
         } else {
             String::new()

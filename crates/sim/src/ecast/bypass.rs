@@ -720,6 +720,8 @@ pub struct BypassStats {
     /// after a delay.
     pub read_jobs: u64,
     pub read_jobs_delayed: u64,
+    /// Read jobs that ran in a chain with another (`ReadJob::run_together`).
+    pub read_jobs_chained: u64,
 }
 
 pub struct BypassReport {

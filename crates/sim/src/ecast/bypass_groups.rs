@@ -499,16 +499,34 @@ impl BypassSimulation {
             .filter(|(_, (due, _))| *due <= now)
             .map(|(number, (_, delayed))| (*number, *delayed))
             .collect();
+        // Due jobs that form a chain (`ReadJob::chains_to`) run as one batch, as the runtime's
+        // worker runs the jobs queued while it was busy.
+        let mut chains: Vec<Vec<(u64, ecast::ReadJob<SimData>)>> = Vec::new();
         for (number, _) in &due {
             slot.jobs.remove(number);
-            let results = replica
+            let job = replica
                 .state_machine()
                 .jobs_after(number - 1)
                 .next()
                 .filter(|(open, _)| open == number)
-                .map(|(_, job)| job.run())
+                .map(|(_, job)| job.clone())
                 .expect("a due job is open");
-            replica.job_done(*number, results);
+            match chains.last_mut() {
+                Some(chain) if chain.last().expect("not empty").1.chains_to(&job) => {
+                    chain.push((*number, job))
+                }
+                _ => chains.push(vec![(*number, job)]),
+            }
+        }
+        for chain in chains {
+            let jobs: Vec<&ecast::ReadJob<SimData>> = chain.iter().map(|(_, job)| job).collect();
+            let results = ecast::ReadJob::run_together(&jobs);
+            if chain.len() > 1 {
+                self.stats.read_jobs_chained += chain.len() as u64;
+            }
+            for ((number, _), results) in chain.iter().zip(results) {
+                replica.job_done(*number, results);
+            }
         }
         self.stats.read_jobs += due.len() as u64;
         self.stats.read_jobs_delayed += due.iter().filter(|(_, delayed)| *delayed).count() as u64;
