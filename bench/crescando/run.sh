@@ -84,15 +84,22 @@ label=tessera-$nodes
 log "starting tessera dev ($nodes storage processes, replication $replication, memory durability)"
 # --insecure: `tessera dev` otherwise creates a password, which `tessera bench ticket` does not
 # send (it then fails with "invalid configuration").
-rm -rf "$WORK/tessera"
-"${NICE[@]}" "$TESSERA" dev --insecure --durability memory --nodes "$nodes" --replication "$replication" \
-    --port $TESSERA_RESP --pg-port $TESSERA_PG --metrics-port $TESSERA_METRICS --data-dir "$WORK/tessera" \
-    >"$WORK/$label-dev.log" 2>&1 &
-DEV_PID=$!
-for _ in $(seq 1 600); do
-    if grep -q "Tessera dev cluster ready" "$WORK/$label-dev.log" 2>/dev/null; then break; fi
-    if ! kill -0 "$DEV_PID" 2>/dev/null; then log "$label: tessera dev exited: $(grep -m1 Error "$WORK/$label-dev.log")"; exit 1; fi
-    sleep 0.2
+# The previous cluster's ports can stay taken for a few seconds after it stopped: retry.
+for attempt in 1 2 3 4 5; do
+    rm -rf "$WORK/tessera"
+    "${NICE[@]}" "$TESSERA" dev --insecure --durability memory --nodes "$nodes" --replication "$replication" \
+        --port $TESSERA_RESP --pg-port $TESSERA_PG --metrics-port $TESSERA_METRICS --data-dir "$WORK/tessera" \
+        >"$WORK/$label-dev.log" 2>&1 &
+    DEV_PID=$!
+    for _ in $(seq 1 600); do
+        if grep -q "Tessera dev cluster ready" "$WORK/$label-dev.log" 2>/dev/null; then break 2; fi
+        if ! kill -0 "$DEV_PID" 2>/dev/null; then break; fi
+        sleep 0.2
+    done
+    log "$label: tessera dev exited (attempt $attempt): $(grep -m1 Error "$WORK/$label-dev.log")"
+    kill "$DEV_PID" 2>/dev/null || true; wait "$DEV_PID" 2>/dev/null || true; DEV_PID=""
+    if [[ $attempt == 5 ]]; then exit 1; fi
+    sleep 5
 done
 sleep 1
 HOSTS=""
