@@ -212,7 +212,10 @@ for mix in mixes:
             cells += ["failed" if found else "–", "", ""]
     out.append(f"| {mix} | " + " | ".join(cells) + " |")
 out.append("\n### Engine scan speed (`cargo run -p engine --release --example scan_speed`)\n")
-out.append("```\n" + scan["raw"] + "\n```\n")
+if scan["raw"]:
+    out.append("```\n" + scan["raw"] + "\n```\n")
+else:
+    out.append("Not run in this invocation (`SCAN_SPEED_FROM`): see \"Scan speed per core\" above.\n")
 history = HERE / "history.md"
 if history.exists():
     # Hand-written measurements of earlier branches (engine and loop-turn examples), kept after
