@@ -55,7 +55,7 @@ fn a_statement_seed_replays_and_runs_every_kind_of_statement_under_faults() {
     let mut totals = sim::ecast::bypass::StatementStats::default();
     let (mut pauses, mut crashes, mut dropped, mut checked) = (0, 0, 0, 0);
     let (mut reconfigurations, mut installs) = (0, 0);
-    let (mut read_jobs, mut read_jobs_delayed) = (0, 0);
+    let (mut read_jobs, mut read_jobs_delayed, mut read_jobs_chained) = (0, 0, 0);
     for seed in 1..=20 {
         let report = run(BypassOptions::statements(seed));
         assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
@@ -79,15 +79,20 @@ fn a_statement_seed_replays_and_runs_every_kind_of_statement_under_faults() {
         installs += report.stats.installs;
         read_jobs += report.stats.read_jobs;
         read_jobs_delayed += report.stats.read_jobs_delayed;
+        read_jobs_chained += report.stats.read_jobs_chained;
     }
     eprintln!(
         "{totals:?} pauses={pauses} crashes={crashes} dropped={dropped} checked={checked} \
          reconfigurations={reconfigurations} installs={installs} read_jobs={read_jobs} \
-         read_jobs_delayed={read_jobs_delayed}"
+         read_jobs_delayed={read_jobs_delayed} read_jobs_chained={read_jobs_chained}"
     );
     assert!(
         read_jobs > 500 && read_jobs_delayed > 200,
         "reads run as read jobs, many of them late"
+    );
+    assert!(
+        read_jobs_chained > 50,
+        "read jobs run in chains (ReadJob::run_together)"
     );
     assert!(totals.inserts > 20 && totals.point_updates > 50 && totals.group_updates > 20);
     assert!(totals.point_reads > 50 && totals.scans > 50 && totals.ddl > 20);
