@@ -87,7 +87,13 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     let state = if config.regrouped() {
         RouterState::grouped(config.initial_configuration(), RouterSettings::default())
     } else {
-        RouterState::new(config.router_configuration(), RouterSettings::default())
+        // Storage processes with inboxes learn every configuration change at once (each
+        // basic read must match their version exactly); partition groups need not.
+        let settings = RouterSettings {
+            announce_configurations: config.partitions == PartitionMode::Sequenced,
+            ..RouterSettings::default()
+        };
+        RouterState::new(config.router_configuration(), settings)
     };
     let (completions_sender, completions) = mpsc::unbounded_channel();
     let (replica, wal) = if config.durability == ClusterDurability::Disk {
