@@ -10,7 +10,7 @@ use super::durable::WalExecutor;
 use super::fault::SlowPartition;
 use super::link::{self, Frame, Links};
 use super::stats;
-use super::storage_of_sender;
+use super::storage_of;
 use crate::log;
 use crate::os::random_u64;
 use ecast::{
@@ -467,7 +467,7 @@ impl RouterLoop {
                 forwarder: Forwarder::new(ClientId(random_u64()), settings, state),
                 detector: Detector {
                     client: ClientId(random_u64()),
-                    sender: Sender::new(detector_id, SenderSettings::default()),
+                    sender: Sender::new(detector_id.process_id(), SenderSettings::default()),
                     request_next: RequestNumber(1),
                     supervisor: Supervisor::new(self.supervisor_settings()),
                 },
@@ -525,7 +525,7 @@ impl RouterLoop {
                     read_id,
                     refusal,
                 } => {
-                    if let Some(process) = storage_of_sender(to) {
+                    if let Some(process) = storage_of(to) {
                         let frame = Frame::SnapshotRefused {
                             sender: to,
                             read_id,
@@ -538,7 +538,7 @@ impl RouterLoop {
         }
         for (sender, stable) in stable {
             let frame = Frame::Stables { sender, stable };
-            if let Some(process) = storage_of_sender(sender) {
+            if let Some(process) = storage_of(sender) {
                 self.send_storage(process, frame);
             } else if let Some(address) = self.outside_senders.get(&sender) {
                 self.links.send(*address, frame);
