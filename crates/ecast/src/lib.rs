@@ -77,6 +77,10 @@
 //!   refusal or silence (a sequential read as a new message, a snapshot read from `Query::Now`)
 //!   and fails after an attempt limit or the command's deadline, because a destination may
 //!   crash before answering; answers from two attempts are never combined.
+//! - **Configuration changes are announced to every live process**
+//!   (`RouterSettings::announce_configurations`, for storage processes with inboxes): an
+//!   accepted configuration message goes to every live process, not only to those it
+//!   concerns, so a quiet process learns the version at once (basic reads check it exactly).
 //! - **Position sets are checked** (`routing_is_well_formed`): bytes from the network can
 //!   decode into sets that are not in normal form, which placement's functions assume.
 #![forbid(unsafe_code)]

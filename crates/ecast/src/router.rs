@@ -25,6 +25,17 @@ pub struct RouterSettings {
     /// Outcomes remembered per sender, so that a retried Submit gets the same answer. Must be
     /// at least `window_max`.
     pub outcomes_retained: u64,
+    /// Whether an accepted configuration message goes to every live destination, not only to
+    /// the processes it concerns (`placement::ecast::destset`), so that each learns the new
+    /// version at once from the delivery's `version` (`docs/internals/ecast.md`,
+    /// "Configuration announcements"). For destinations that are storage processes with an
+    /// `Inbox` (`sequenced` partitions), whose basic reads must match the version exactly;
+    /// not for partition groups (which refuse only reads planned before their last cut, and
+    /// for which a delivery is a log entry), and ignored when grouped. Local, not part of the
+    /// replicated state (never serialised: a restored state keeps its own router's), but
+    /// every router of a group must share it, as it shapes each message's destinations.
+    #[serde(skip)]
+    pub announce_configurations: bool,
     #[doc(hidden)]
     pub canary: Option<Canary>,
 }
@@ -34,6 +45,7 @@ impl Default for RouterSettings {
         RouterSettings {
             window_max: 128,
             outcomes_retained: 256,
+            announce_configurations: true,
             canary: None,
         }
     }
@@ -424,8 +436,9 @@ impl Routing {
         timestamp: Timestamp,
         entry: &mut Retained,
         configurations: &BTreeMap<ConfigVersion, ConfigEntry>,
-        first_confirm: bool,
+        settings: &RouterSettings,
     ) {
+        let first_confirm = settings.canary == Some(Canary::StableOnFirstConfirm);
         let under = configurations
             .get(&entry.routed_under)
             .expect("a retained message's configuration is kept");
@@ -445,6 +458,26 @@ impl Routing {
                     .collect(),
                 _ => Vec::new(),
             }
+        } else if entry.envelope.is_config()
+            && entry.version_after != entry.routed_under
+            && settings.announce_configurations
+        {
+            // An accepted configuration change: the processes it concerns, and every other
+            // live one, which delivers it as a no-op and so learns the version it made
+            // (the announcement, "Configuration announcements" in docs/internals/ecast.md).
+            let mut targets = self
+                .ring
+                .destinations(configuration, &entry.envelope.routing);
+            targets.extend(
+                configuration
+                    .processes()
+                    .iter()
+                    .filter(|(_, info)| info.state.is_live())
+                    .map(|(process, _)| *process),
+            );
+            targets.sort_unstable();
+            targets.dedup();
+            targets
         } else {
             self.ring
                 .destinations(configuration, &entry.envelope.routing)
@@ -573,11 +606,10 @@ impl RouterState {
             },
             ..Routing::default()
         };
-        let first_confirm = self.first_confirm();
         let mut timestamp = self.settled;
         for entry in self.retained.iter_mut() {
             timestamp = timestamp.next();
-            routing.route(timestamp, entry, &self.configurations, first_confirm);
+            routing.route(timestamp, entry, &self.configurations, &self.settings);
         }
         routing.index_stale = true;
         self.routing = Some(Box::new(routing));
@@ -1030,9 +1062,8 @@ impl RouterState {
             version_after,
             destinations: Vec::new(),
         };
-        let first_confirm = self.first_confirm();
         if let Some(routing) = self.routing.as_deref_mut() {
-            routing.route(timestamp, &mut entry, &self.configurations, first_confirm);
+            routing.route(timestamp, &mut entry, &self.configurations, &self.settings);
         }
         self.retained.push_back(entry);
         self.senders
@@ -1247,7 +1278,10 @@ impl vr::StateMachine for RouterState {
             .check_core()
             .map_err(|reason| vr::RestoreError::Malformed { reason })?;
         let routes = self.routes();
+        // Local, not replicated: this router's own.
+        let announce = self.settings.announce_configurations;
         *self = state; // Without routing state.
+        self.settings.announce_configurations = announce;
         if routes {
             self.materialise();
         }

@@ -205,6 +205,7 @@ fn a_follower_made_primary_anywhere_rebuilds_the_primarys_routing_state() {
         let settings = RouterSettings {
             window_max: prng.range_inclusive(4, 24),
             outcomes_retained: 32,
+            announce_configurations: true,
             canary: None,
         };
         let mut pair = Pair::new(settings);
@@ -237,6 +238,7 @@ fn the_rebuild_canary_makes_a_rebuilt_state_differ() {
         let settings = RouterSettings {
             window_max: 16,
             outcomes_retained: 32,
+            announce_configurations: true,
             canary: Some(Canary::RebuildForgetsSettledRoutes),
         };
         let mut pair = Pair::new(settings);

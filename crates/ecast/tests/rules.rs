@@ -188,6 +188,7 @@ fn the_router_enforces_the_send_window() {
     let settings = RouterSettings {
         window_max: 2,
         outcomes_retained: 4,
+        announce_configurations: true,
         canary: None,
     };
     let mut state = RouterState::new(ring(), settings);
@@ -256,27 +257,46 @@ fn a_refused_configuration_message_is_returned_to_the_submitter_and_not_routed()
 
 #[test]
 fn suspected_destinations_are_skipped_and_count_as_done_for_stability() {
-    let mut state = router();
-    // t1 goes to 1 and 2.
-    submit(&mut state, vec![write(1, &[key_of(1)])]);
-    confirm(&mut state, &[(1, 1)]);
-    assert!(!state.is_stable(Timestamp(1)));
-    // Suspecting 2 (t2, routed to 2 itself) makes t1 and t2 stable.
-    let outcomes = submit(&mut state, vec![suspect(2, 2)]);
-    assert!(matches!(
-        outcomes[0].1,
-        Outcome::Sequenced { stable: true, .. }
-    ));
-    assert!(state.is_stable(Timestamp(1)));
-    assert!(state.unstable().is_empty());
-    // Later writes to key 1 skip 2: only 1 is live.
-    let mut next = write(3, &[key_of(1)]);
-    next.planned_at = ConfigVersion(1);
-    let outcomes = submit(&mut state, vec![next]);
-    assert!(matches!(
-        &outcomes[0].1,
-        Outcome::Sequenced { destinations, .. } if destinations == &vec![ProcessId(1)]
-    ));
+    for announce_configurations in [false, true] {
+        let settings = RouterSettings {
+            announce_configurations,
+            ..RouterSettings::default()
+        };
+        let mut state = RouterState::new(ring(), settings);
+        // t1 goes to 1 and 2.
+        submit(&mut state, vec![write(1, &[key_of(1)])]);
+        confirm(&mut state, &[(1, 1)]);
+        assert!(!state.is_stable(Timestamp(1)));
+        // Suspecting 2 (t2) makes t1 stable. Without announcements t2 is routed to 2 itself
+        // and is stable at once; with them it goes to every live process too and is stable
+        // once 1, 3 and 4 confirmed it.
+        let outcomes = submit(&mut state, vec![suspect(2, 2)]);
+        assert!(state.is_stable(Timestamp(1)));
+        if announce_configurations {
+            assert!(matches!(
+                &outcomes[0].1,
+                Outcome::Sequenced { stable: false, destinations, .. }
+                    if destinations == &vec![ProcessId(1), ProcessId(2), ProcessId(3), ProcessId(4)]
+            ));
+            assert_eq!(confirm(&mut state, &[(1, 2), (3, 2)]), 0);
+            assert_eq!(confirm(&mut state, &[(4, 2)]), 1, "2 counts as done");
+        } else {
+            assert!(matches!(
+                &outcomes[0].1,
+                Outcome::Sequenced { stable: true, destinations, .. }
+                    if destinations == &vec![ProcessId(2)]
+            ));
+        }
+        assert!(state.unstable().is_empty());
+        // Later writes to key 1 skip 2: only 1 is live.
+        let mut next = write(3, &[key_of(1)]);
+        next.planned_at = ConfigVersion(1);
+        let outcomes = submit(&mut state, vec![next]);
+        assert!(matches!(
+            &outcomes[0].1,
+            Outcome::Sequenced { destinations, .. } if destinations == &vec![ProcessId(1)]
+        ));
+    }
 }
 
 #[test]
@@ -295,11 +315,13 @@ fn a_message_is_stable_only_when_every_destination_confirmed_it() {
 fn superseded_configurations_are_kept_until_their_messages_are_stable() {
     let mut state = router();
     submit(&mut state, vec![write(1, &[key_of(1)])]); // t1 under v0, to 1 and 2
-    submit(&mut state, vec![suspect(2, 4)]); // t2 under v0: v1, stable at once
+                                                      // t2 under v0: v1, announced to every live process (stable once 1, 2 and 3 confirmed).
+    submit(&mut state, vec![suspect(2, 4)]);
     let versions: Vec<u64> = state.configurations().keys().map(|v| v.0).collect();
     assert_eq!(versions, vec![0, 1], "v0 kept for t1");
     assert_eq!(state.configurations()[&ConfigVersion(1)].from, Timestamp(3));
-    confirm(&mut state, &[(1, 1), (2, 1)]);
+    confirm(&mut state, &[(1, 2), (2, 2), (3, 2)]);
+    assert!(state.is_stable(Timestamp(2)));
     let versions: Vec<u64> = state.configurations().keys().map(|v| v.0).collect();
     assert_eq!(versions, vec![0, 1], "v0 kept until t1 is settled");
     assert_eq!(settle(&mut state), Timestamp(2));

@@ -281,7 +281,7 @@ async fn drive(arguments: EcastArguments, config: ClusterConfig) -> anyhow::Resu
     let mut by_sender = HashMap::new();
     let mut by_client = HashMap::new();
     for index in 0..arguments.senders {
-        let sender = gateway_sender(ProcessId(0), runtime::os::random_u64());
+        let sender = gateway_sender(ProcessId(0), runtime::os::random_u64()).process_id();
         let client = ClientId(runtime::os::random_u64());
         by_sender.insert(sender, index);
         by_client.insert(client, index);

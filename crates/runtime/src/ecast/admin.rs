@@ -61,7 +61,7 @@ impl RouterClient {
         let (frames, receiver) = mpsc::channel(4_096);
         tokio::spawn(link::accept(listener, frames));
         // A super process's sender id: never a storage id, never a gateway of one.
-        let id = super::gateway_sender(ProcessId(0), random_u64());
+        let id = super::gateway_sender(ProcessId(0), random_u64()).process_id();
         let target = (random_u64() % config.routers.len() as u64) as usize;
         Ok(RouterClient {
             config,

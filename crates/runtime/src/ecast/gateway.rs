@@ -276,7 +276,7 @@ pub(crate) fn start(
 ) {
     let (frames, frame_receiver) = mpsc::unbounded_channel();
     let (jobs, job_receiver) = mpsc::channel::<Job>(65_536);
-    let id = super::gateway_sender(storage, random_u64());
+    let id = super::gateway_sender(storage, random_u64()).process_id();
     let tick_ms = config.tick_ms;
     let router_count = config.routers.len() as u8;
     let mut gateway = Gateway::new(
@@ -304,9 +304,11 @@ pub(crate) fn start(
                 .map(|(partition, members)| (*partition, members.len() as u8))
                 .collect(),
             lanes: BYPASS_LANES,
-            // The lanes' client ids name this storage process (`storage_of_sender`), so that
+            // The lanes' client ids name this storage process (`SenderId::from_client_id`), so that
             // any member can route a reply or a released result back.
-            client_base: super::gateway_sender(storage, random_u64() & 0xffff_0000).0,
+            client_base: super::gateway_sender(storage, random_u64() & 0xffff_0000)
+                .client_id()
+                .0,
             retry_ticks: (ROUTER_RETRY_MS / tick_ms).max(2),
         };
         let decode: ecast::BypassDecode<Outcome> = |bytes| {

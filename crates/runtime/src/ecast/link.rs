@@ -400,7 +400,7 @@ pub enum Frame {
     /// 21. `vr` partitions, the router bypass: a gateway's VR request (a
     ///     `PartitionOperation::Single`, or a `Result` query) to a member of partition
     ///     `partition`. Replies go to the storage process the client id names
-    ///     (`storage_of_sender`).
+    ///     (`SenderId::from_client_id`).
     PartitionRequest {
         partition: ProcessId,
         request: Request,

@@ -46,6 +46,7 @@ pub mod storage;
 pub mod transaction;
 
 use placement::ProcessId;
+use vr::ClientId;
 
 /// Storage process ids stay below this.
 pub const STORAGE_ID_LIMIT: u64 = 1 << 30;
@@ -53,22 +54,76 @@ pub const STORAGE_ID_LIMIT: u64 = 1 << 30;
 /// with storage process ids.
 const GATEWAY_FLAG: u64 = 1 << 62;
 
-/// A sender id for a gateway living in storage process `storage` (0: a router's failure
-/// detector). `incarnation` differs on every start: a restarted gateway must not reuse its
-/// predecessor's sequence numbers, which the routers remember.
-pub fn gateway_sender(storage: ProcessId, incarnation: u64) -> ProcessId {
-    assert!(storage.0 < STORAGE_ID_LIMIT);
-    ProcessId(GATEWAY_FLAG | (storage.0 << 32) | (incarnation & 0xffff_ffff))
+/// An E-Cast sender of this runtime: a gateway (its `ecast::Sender`, and the client ids of its
+/// bypass lanes), a router's failure detector or a super process. Its own type, so that the
+/// compiler keeps a sender from being used as a storage process (issue 18 item 7): E-Cast and
+/// the wire name senders with placement's `ProcessId` (the paper's application processes), and
+/// the bypass lanes with VR's `ClientId`; `SenderId` converts to them where they are sent
+/// (`process_id`, `client_id`) and is read back only through `from_process_id` /
+/// `from_client_id`, which accept exactly the ids that carry the sender flag. The bits, and so
+/// the wire format, are what `gateway_sender` always made: the flag (bit 62), the storage
+/// process (bits 32–61; 0 for a failure detector or super process) and an incarnation (bits
+/// 0–31).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SenderId(u64);
+
+impl SenderId {
+    /// A sender id for a gateway living in storage process `storage` (0: a router's failure
+    /// detector or a super process). `incarnation` differs on every start: a restarted gateway
+    /// must not reuse its predecessor's sequence numbers, which the routers remember.
+    pub fn gateway(storage: ProcessId, incarnation: u64) -> SenderId {
+        assert!(storage.0 < STORAGE_ID_LIMIT);
+        SenderId(GATEWAY_FLAG | (storage.0 << 32) | (incarnation & 0xffff_ffff))
+    }
+
+    /// A sender id read from a message (E-Cast's sender field, a frame's): `None` unless it
+    /// carries the sender flag (a storage process id never does).
+    pub fn from_process_id(id: ProcessId) -> Option<SenderId> {
+        SenderId::from_bits(id.0)
+    }
+
+    /// A bypass lane's client id read from a VR request: `None` unless it carries the flag.
+    pub fn from_client_id(id: ClientId) -> Option<SenderId> {
+        SenderId::from_bits(id.0)
+    }
+
+    fn from_bits(bits: u64) -> Option<SenderId> {
+        (bits & GATEWAY_FLAG != 0).then_some(SenderId(bits))
+    }
+
+    /// The id as E-Cast (envelopes, the router state's senders) and the frames carry it.
+    pub fn process_id(self) -> ProcessId {
+        ProcessId(self.0)
+    }
+
+    /// The id as a VR client id (a bypass lane's, `client_base` and the lanes after it).
+    pub fn client_id(self) -> ClientId {
+        ClientId(self.0)
+    }
+
+    /// The storage process this sender lives in (`None` for a failure detector or a super
+    /// process).
+    pub fn storage(self) -> Option<ProcessId> {
+        let storage = (self.0 & !GATEWAY_FLAG) >> 32;
+        (storage != 0).then_some(ProcessId(storage))
+    }
 }
 
-/// The storage process a gateway sender lives in (None for a failure detector or a foreign
-/// id).
-pub fn storage_of_sender(sender: ProcessId) -> Option<ProcessId> {
-    if sender.0 & GATEWAY_FLAG == 0 {
-        return None;
-    }
-    let storage = (sender.0 & !GATEWAY_FLAG) >> 32;
-    (storage != 0).then_some(ProcessId(storage))
+/// `SenderId::gateway`.
+pub fn gateway_sender(storage: ProcessId, incarnation: u64) -> SenderId {
+    SenderId::gateway(storage, incarnation)
+}
+
+/// The storage process a gateway sender lives in (None for a failure detector or a super
+/// process).
+pub fn storage_of_sender(sender: SenderId) -> Option<ProcessId> {
+    sender.storage()
+}
+
+/// The storage process a sender named in a message lives in: `None` for an id that is not a
+/// sender's (a storage process id, a foreign id) and for a failure detector or super process.
+pub fn storage_of(sender: ProcessId) -> Option<ProcessId> {
+    SenderId::from_process_id(sender).and_then(SenderId::storage)
 }
 
 #[cfg(test)]
@@ -79,8 +134,32 @@ mod tests {
     fn a_gateway_sender_names_its_storage_process_and_never_a_storage_id() {
         let sender = gateway_sender(ProcessId(5), u64::MAX);
         assert_eq!(storage_of_sender(sender), Some(ProcessId(5)));
-        assert!(sender.0 >= STORAGE_ID_LIMIT);
+        assert!(sender.process_id().0 >= STORAGE_ID_LIMIT);
         assert_eq!(storage_of_sender(gateway_sender(ProcessId(0), 7)), None);
-        assert_eq!(storage_of_sender(ProcessId(5)), None);
+        // A storage process id read as a sender is none.
+        assert_eq!(SenderId::from_process_id(ProcessId(5)), None);
+        assert_eq!(storage_of(ProcessId(5)), None);
+        assert_eq!(storage_of(sender.process_id()), Some(ProcessId(5)));
+    }
+
+    #[test]
+    fn a_sender_id_round_trips_through_the_types_the_wire_carries() {
+        for storage in [0, 1, 7, STORAGE_ID_LIMIT - 1] {
+            for incarnation in [0, 1, 0xffff_0000, u64::MAX] {
+                let sender = SenderId::gateway(ProcessId(storage), incarnation);
+                assert_eq!(SenderId::from_process_id(sender.process_id()), Some(sender));
+                assert_eq!(SenderId::from_client_id(sender.client_id()), Some(sender));
+                let expected = (storage != 0).then_some(ProcessId(storage));
+                assert_eq!(sender.storage(), expected);
+                // The bits are those the wire always carried.
+                let bits = (1 << 62) | (storage << 32) | (incarnation & 0xffff_ffff);
+                assert_eq!(sender.process_id(), ProcessId(bits));
+            }
+        }
+        // A lane's client id above the base (base + lane) names the same storage process.
+        let base = SenderId::gateway(ProcessId(3), 0xabcd_0000).client_id();
+        let lane = SenderId::from_client_id(ClientId(base.0 + 5)).unwrap();
+        assert_eq!(lane.storage(), Some(ProcessId(3)));
+        assert_eq!(SenderId::from_client_id(ClientId(12)), None);
     }
 }

@@ -28,7 +28,7 @@ use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::KeyPlacement;
 use super::read_jobs::{self, ReadJobs};
 use super::stats;
-use super::storage_of_sender;
+use super::SenderId;
 use crate::log;
 use crate::os::random_u64;
 use ecast::group_lifecycle::{self, Fate, GroupLifecycle, ReplicaState, Tombstone};
@@ -814,7 +814,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         partition,
                         message: Message::Reply(reply),
                     };
-                    self.to_gateway(ProcessId(request.client.0), frame);
+                    self.to_gateway(SenderId::from_client_id(request.client), frame);
                 }
             }
             Frame::PartitionBasicRead {
@@ -845,7 +845,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         refusal,
                     },
                 };
-                self.to_gateway(sender, frame);
+                self.to_gateway(SenderId::from_process_id(sender), frame);
             }
             Frame::Watermark { watermark } => {
                 let _ = self.gateway.send(Frame::Watermark { watermark });
@@ -1076,7 +1076,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                 }
             }
             let frame = Frame::PartitionReply { partition, message };
-            self.to_gateway(ProcessId(client.0), frame);
+            self.to_gateway(SenderId::from_client_id(client), frame);
             return;
         }
         let duty = hosted.duty.as_mut().expect("checked above");
@@ -1170,7 +1170,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         sequence: *sequence,
                         outcomes,
                     };
-                    frames.push((*sender, frame));
+                    frames.push((SenderId::from_process_id(*sender), frame));
                 }
                 Released::Single {
                     client,
@@ -1183,7 +1183,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         number: *number,
                         result: result.clone(),
                     };
-                    frames.push((ProcessId(client.0), frame));
+                    frames.push((SenderId::from_client_id(*client), frame));
                 }
                 // A held single-partition operation whose keys a cut moved away: answered as
                 // its lane's VR reply would be, so that the gateway re-plans it.
@@ -1202,7 +1202,7 @@ impl<R: Replication<Machine = Machine>> Host<R> {
                         partition,
                         message: Message::Reply(reply),
                     };
-                    frames.push((ProcessId(client.0), frame));
+                    frames.push((SenderId::from_client_id(*client), frame));
                 }
             }
         }
@@ -1483,8 +1483,10 @@ impl<R: Replication<Machine = Machine>> Host<R> {
         }
     }
 
-    fn to_gateway(&self, sender: ProcessId, frame: Frame) {
-        let Some(process) = storage_of_sender(sender) else {
+    /// Sends `frame` to the gateway of the storage process `sender` lives in (nothing for an id
+    /// that is not a sender's).
+    fn to_gateway(&self, sender: Option<SenderId>, frame: Frame) {
+        let Some(process) = sender.and_then(SenderId::storage) else {
             return;
         };
         if process == self.id {

@@ -10,7 +10,7 @@ use super::durable::WalExecutor;
 use super::fault::SlowPartition;
 use super::link::{self, Frame, Links};
 use super::stats;
-use super::storage_of_sender;
+use super::storage_of;
 use crate::log;
 use crate::os::random_u64;
 use ecast::{
@@ -87,7 +87,13 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     let state = if config.regrouped() {
         RouterState::grouped(config.initial_configuration(), RouterSettings::default())
     } else {
-        RouterState::new(config.router_configuration(), RouterSettings::default())
+        // Storage processes with inboxes learn every configuration change at once (each
+        // basic read must match their version exactly); partition groups need not.
+        let settings = RouterSettings {
+            announce_configurations: config.partitions == PartitionMode::Sequenced,
+            ..RouterSettings::default()
+        };
+        RouterState::new(config.router_configuration(), settings)
     };
     let (completions_sender, completions) = mpsc::unbounded_channel();
     let (replica, wal) = if config.durability == ClusterDurability::Disk {
@@ -461,7 +467,7 @@ impl RouterLoop {
                 forwarder: Forwarder::new(ClientId(random_u64()), settings, state),
                 detector: Detector {
                     client: ClientId(random_u64()),
-                    sender: Sender::new(detector_id, SenderSettings::default()),
+                    sender: Sender::new(detector_id.process_id(), SenderSettings::default()),
                     request_next: RequestNumber(1),
                     supervisor: Supervisor::new(self.supervisor_settings()),
                 },
@@ -519,7 +525,7 @@ impl RouterLoop {
                     read_id,
                     refusal,
                 } => {
-                    if let Some(process) = storage_of_sender(to) {
+                    if let Some(process) = storage_of(to) {
                         let frame = Frame::SnapshotRefused {
                             sender: to,
                             read_id,
@@ -532,7 +538,7 @@ impl RouterLoop {
         }
         for (sender, stable) in stable {
             let frame = Frame::Stables { sender, stable };
-            if let Some(process) = storage_of_sender(sender) {
+            if let Some(process) = storage_of(sender) {
                 self.send_storage(process, frame);
             } else if let Some(address) = self.outside_senders.get(&sender) {
                 self.links.send(*address, frame);

@@ -17,7 +17,7 @@ use super::config::ClusterConfig;
 use super::gateway::{self, GatewayStatus};
 use super::link::{self, CopyReport, Frame, Links, ProgressReport, StreamReport};
 use super::payload::{self, KeyPlacement};
-use super::storage_of_sender;
+use super::SenderId;
 use crate::log;
 use crate::store::Store;
 use ecast::{
@@ -621,7 +621,7 @@ impl StorageProcess {
                         outcomes,
                     },
                 };
-                self.to_gateway(sender, frame);
+                self.to_gateway(SenderId::from_process_id(sender), frame);
             }
             Frame::Migration { from, message } => {
                 // Only from a storage process of the cluster file; the migrator checks the
@@ -660,7 +660,7 @@ impl StorageProcess {
                         read_id,
                         refusal,
                     };
-                    self.to_gateway(sender, frame);
+                    self.to_gateway(SenderId::from_process_id(sender), frame);
                 }
                 InboxEffect::Confirm {
                     to,
@@ -966,7 +966,7 @@ impl StorageProcess {
                     sequence: envelope.sequence,
                     outcomes,
                 };
-                self.to_gateway(envelope.sender, frame);
+                self.to_gateway(SenderId::from_process_id(envelope.sender), frame);
             }
             // A snapshot read at its point of the stream (§6.7).
             Item::Snapshot(snapshot) => {
@@ -977,7 +977,7 @@ impl StorageProcess {
                     at: snapshot.at,
                     outcomes: self.read(&snapshot.read.payload, holds),
                 };
-                self.to_gateway(sender, frame);
+                self.to_gateway(SenderId::from_process_id(sender), frame);
             }
         }
     }
@@ -1030,7 +1030,7 @@ impl StorageProcess {
             sequence: envelope.sequence,
             outcomes,
         };
-        self.to_gateway(envelope.sender, frame);
+        self.to_gateway(SenderId::from_process_id(envelope.sender), frame);
     }
 
     /// §6.7 basic read: refused if planned against another configuration version, or if a
@@ -1075,8 +1075,10 @@ impl StorageProcess {
             .collect()
     }
 
-    fn to_gateway(&self, sender: ProcessId, frame: Frame) {
-        let Some(process) = storage_of_sender(sender) else {
+    /// Sends `frame` to the gateway of the storage process `sender` lives in (nothing for an id
+    /// that is not a gateway's).
+    fn to_gateway(&self, sender: Option<SenderId>, frame: Frame) {
+        let Some(process) = sender.and_then(SenderId::storage) else {
             return;
         };
         if process == self.id {

@@ -1198,6 +1198,8 @@ impl BypassSimulation {
         let router_settings = RouterSettings {
             window_max: options.window_max,
             outcomes_retained: options.window_max.max(64),
+            // Partition groups: a configuration message goes only where it matters.
+            announce_configurations: false,
             canary: None,
         };
         let state = if options.replication > 1 {

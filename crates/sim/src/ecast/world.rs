@@ -1888,6 +1888,7 @@ fn router_state(options: &EcastOptions, initial: &Configuration) -> RouterState 
         RouterSettings {
             window_max: options.window_max,
             outcomes_retained: options.window_max * 4,
+            announce_configurations: true,
             canary,
         },
     )
