@@ -88,7 +88,15 @@ for system in SYSTEMS:
         lines.append(f"| {local}% | " + " | ".join(values) + " |")
     lines.append("")
 lines += ["![throughput and abort rate per mix](sprint-micro.png)", ""]
-(out / "sprint.md").write_text("\n".join(lines))
+# The hand-written sections after the generated part (`## Reading …`, `## Recovery …`) stay.
+kept = []
+previous = out / "sprint.md"
+if previous.exists():
+    text = previous.read_text().splitlines()
+    starts = [at for at, line in enumerate(text) if line.startswith("## ")]
+    if starts:
+        kept = text[starts[0]:]
+(out / "sprint.md").write_text("\n".join(lines + kept) + "\n")
 
 figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
 labels = [f"L{local}/R{readonly}" for local, readonly in MIXES]
