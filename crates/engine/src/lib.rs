@@ -130,6 +130,7 @@ pub mod predicate;
 #[cfg(test)]
 mod property_tests;
 pub mod query_index;
+pub mod rows;
 pub mod schema;
 pub mod shared_scan;
 pub mod state_machine;

@@ -571,6 +571,33 @@ impl ScanOperation {
         }
     }
 
+    /// Marks every column the operation reads of a row (`read[position] = true`): its
+    /// predicate's, and a select's projection, an aggregate's groups and arguments; an
+    /// update or delete reads whole rows (it writes them back), so all.
+    pub fn mark_columns(&self, read: &mut [bool]) {
+        if let Some(predicate) = self.predicate() {
+            predicate.mark_columns(read);
+        }
+        match self {
+            ScanOperation::Select { projection, .. } => {
+                projection.iter().for_each(|column| read[*column] = true)
+            }
+            ScanOperation::Aggregate {
+                group_by,
+                aggregates,
+                ..
+            } => {
+                group_by.iter().for_each(|column| read[*column] = true);
+                for aggregate in aggregates {
+                    if let Some(column) = aggregate.column {
+                        read[column] = true;
+                    }
+                }
+            }
+            ScanOperation::Update { .. } | ScanOperation::Delete { .. } => read.fill(true),
+        }
+    }
+
     pub fn writes(&self) -> bool {
         matches!(
             self,

@@ -375,6 +375,21 @@ pub enum BoundPredicate {
 }
 
 impl BoundPredicate {
+    /// Marks every column the predicate reads (`read[position] = true`).
+    pub fn mark_columns(&self, read: &mut [bool]) {
+        match self {
+            BoundPredicate::Compare { column, .. }
+            | BoundPredicate::In { column, .. }
+            | BoundPredicate::Between { column, .. }
+            | BoundPredicate::Like { column, .. }
+            | BoundPredicate::IsNull { column, .. } => read[*column] = true,
+            BoundPredicate::And(predicates) | BoundPredicate::Or(predicates) => predicates
+                .iter()
+                .for_each(|predicate| predicate.mark_columns(read)),
+            BoundPredicate::Not(predicate) => predicate.mark_columns(read),
+        }
+    }
+
     /// Evaluates on a row with three-valued logic.
     pub fn evaluate(&self, row: &[Value]) -> Truth {
         match self {

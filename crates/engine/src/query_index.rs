@@ -306,14 +306,26 @@ impl QueryIndex {
     /// Puts into `candidates` (cleared first), ascending, the operations numbered `from` or
     /// later that may qualify the row. `skip_residual` exists for the test canary only.
     pub fn probe(&self, row: &[Value], from: u32, candidates: &mut Vec<u32>, skip_residual: bool) {
+        self.probe_by(|column| &row[column], from, candidates, skip_residual);
+    }
+
+    /// `probe` of a row given column by column (`value_of(position)`): the column image's
+    /// path, which reads only the columns the index files operations under.
+    pub fn probe_by<'v>(
+        &self,
+        value_of: impl Fn(usize) -> &'v Value,
+        from: u32,
+        candidates: &mut Vec<u32>,
+        skip_residual: bool,
+    ) {
         candidates.clear();
         for (column, map) in &self.equality {
-            if let Some(operations) = map.get(&row[*column]) {
+            if let Some(operations) = map.get(value_of(*column)) {
                 extend_from(candidates, operations, from);
             }
         }
         for (column, structure) in &self.ranges {
-            let value = &row[*column];
+            let value = value_of(*column);
             if !value.is_null() {
                 extend_from(
                     candidates,
@@ -325,8 +337,10 @@ impl QueryIndex {
         if !skip_residual {
             extend_from(candidates, &self.residual, from);
         }
-        candidates.sort_unstable();
-        candidates.dedup();
+        if candidates.len() > 1 {
+            candidates.sort_unstable();
+            candidates.dedup();
+        }
     }
 }
 

@@ -311,13 +311,46 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
     let index = QueryIndex::build(&candidacies);
     let mut states = vec![OperationState::default(); operations.len()];
     let mut candidates = Vec::new();
-    for row in table.rows.values() {
-        index.probe(row, 0, &mut candidates, false);
-        for &at in &candidates {
-            let operation = &operations[at as usize];
-            let state = &mut states[at as usize];
-            if !state.is_done(operation) {
-                read_row(operation, state, row);
+    // The column image (`crate::rows`): each row is probed on the columns the query index
+    // files operations under, read from contiguous columns; only a row with candidates is
+    // materialised, and only in the columns some operation of the cycle reads (the others
+    // stay NULL in the one reused buffer), then given to them, in key order as before.
+    let width = table.schema.columns.len();
+    let mut marked = vec![false; width];
+    for operation in operations {
+        operation.mark_columns(&mut marked);
+    }
+    let read: Vec<usize> = (0..width).filter(|position| marked[*position]).collect();
+    let mut row: Row = vec![crate::value::Value::Null; width];
+    let mut open = operations
+        .iter()
+        .zip(&states)
+        .filter(|(operation, state)| !state.is_done(operation))
+        .count();
+    'chunks: for chunk in table.rows.chunks() {
+        for at in 0..chunk.len() {
+            index.probe_by(
+                |column| &chunk.column(column)[at],
+                0,
+                &mut candidates,
+                false,
+            );
+            if candidates.is_empty() {
+                continue;
+            }
+            chunk.read_columns_into(at, &read, &mut row);
+            for &candidate in &candidates {
+                let operation = &operations[candidate as usize];
+                let state = &mut states[candidate as usize];
+                if !state.is_done(operation) {
+                    read_row(operation, state, &row);
+                    if state.is_done(operation) {
+                        open -= 1;
+                    }
+                }
+            }
+            if open == 0 {
+                break 'chunks; // every operation has all the rows its limit allows
             }
         }
     }

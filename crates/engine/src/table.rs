@@ -13,8 +13,9 @@ use crate::value::Value;
 use std::collections::BTreeMap;
 
 /// Rows by primary key: a persistent B-tree, so a copy (a checkpoint's snapshot) costs O(1)
-/// and a write after it copies O(log n) nodes, not the table.
-pub type Rows = imbl::OrdMap<Key, Row>;
+/// and a write after it copies O(log n) nodes, not the table; beside it the column image the
+/// shared read cycle streams (`crate::rows`), kept in step by every write.
+pub use crate::rows::Rows;
 /// A secondary index's entries: (values, key), persistent like `Rows`.
 pub type Entries = imbl::OrdSet<(Vec<Value>, Key)>;
 
@@ -785,19 +786,20 @@ impl Table {
             if state.is_done(operation) {
                 break;
             }
-            let Some(row) = self.rows.get_mut(key) else {
+            let Some(stored) = self.rows.get(key) else {
                 continue;
             };
-            let before = if operation.writes() {
-                Some(row.clone())
-            } else {
-                None
-            };
-            match step_row(operation, &mut state, row) {
+            if !operation.writes() {
+                read_row(operation, &mut state, stored);
+                continue;
+            }
+            let before = stored.clone();
+            let mut row = before.clone();
+            match step_row(operation, &mut state, &mut row) {
                 RowChange::Unchanged => {}
                 RowChange::Modified => {
-                    let after = row.clone();
-                    Table::reindex(&mut self.indexes, key, before.as_ref(), Some(&after));
+                    self.rows.insert(key.clone(), row.clone());
+                    Table::reindex(&mut self.indexes, key, Some(&before), Some(&row));
                 }
                 RowChange::Deleted => {
                     let removed = self.rows.remove(key);
@@ -890,6 +892,7 @@ impl Table {
                 }
             }
         }
+        self.rows.check_image()?;
         for index in self.indexes.values() {
             if index.columns.is_empty() {
                 return Err(format!("index {} has no columns", index.name));
