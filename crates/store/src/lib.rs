@@ -717,6 +717,18 @@ impl Store {
         }
     }
 
+    /// Takes in another partition's copy of the open transactions (`Transactions::absorb`),
+    /// letting go first of a statement parked here whose transaction the copy says another
+    /// gateway aborted (it leaves the queue).
+    pub fn absorb_transactions(&mut self, other: transactions::Transactions) {
+        for id in self.transactions.parked_in_order() {
+            if other.was_aborted(id) {
+                self.let_go::<()>(Ok(id));
+            }
+        }
+        self.transactions.absorb(other);
+    }
+
     /// Parked statements answered since last asked, in order: (ticket, reply bytes, outcome).
     pub fn take_answered(&mut self) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         std::mem::take(&mut self.answered)
