@@ -914,6 +914,107 @@ mod tests {
         assert!(pauses.iter().all(|pause| *pause <= 8));
     }
 
+    fn statement_of(send: &Send) -> TransactionStatement {
+        let (tag, body) = send.operation.split_first().unwrap();
+        assert_eq!(
+            *tag,
+            store::transaction_operation(&TransactionStatement {
+                transaction: 0,
+                statement: 0,
+                begin_ms: 0,
+                now_ms: 0,
+                locks: Vec::new(),
+                nowait: false,
+                command: Vec::new(),
+                savepoint: 0,
+                skip_locked: false,
+                await_grant: false,
+            })[0],
+            "a statement"
+        );
+        postcard::from_bytes(body).unwrap()
+    }
+
+    /// Grants at the partition: the statement's message (not its table lock, not a NOWAIT
+    /// one) awaits its grant; unanswered for `grant_wait_ms`, it is due again without
+    /// awaiting, once; its outcomes are then handled as any (a refusal pauses as a polled
+    /// wait, so patience and the abandoned-holder rule still run). With `grant_wait_ms` 0
+    /// nothing awaits.
+    #[test]
+    fn a_statement_awaits_its_grant_and_is_sent_again_without_when_overdue() {
+        let settings = DriverSettings {
+            grant_wait_ms: 40,
+            ..settings()
+        };
+        let mut txn = Transaction::new(7, 1_000, settings);
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("its table lock first")
+        };
+        assert_eq!(lock.kind, Kind::Lock);
+        assert_eq!(txn.overdue_at(), None, "a table lock does not await");
+        let Action::Send(first) = txn.outcomes(vec![ok()], 1_001) else {
+            panic!("then the statement")
+        };
+        assert!(statement_of(&first).await_grant);
+        assert_eq!(txn.overdue_at(), Some(1_041));
+        assert_eq!(txn.overdue(1_040), None, "not yet");
+        let again = txn.overdue(1_041).expect("overdue");
+        let again_statement = statement_of(&again);
+        assert!(!again_statement.await_grant);
+        assert_eq!(again_statement.statement, statement_of(&first).statement);
+        assert_eq!(txn.overdue_at(), None, "sent again once");
+        assert_eq!(txn.overdue(2_000), None);
+        // Refused: a pause; the statement after it awaits again.
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 500)], 1_042) else {
+            panic!("a refusal pauses")
+        };
+        assert!(statement_of(&txn.resume(until_ms)).await_grant);
+        // Granted: answered, nothing awaits.
+        let Action::Answered { ran: true, .. } = txn.outcomes(vec![ok()], until_ms + 1) else {
+            panic!("answered")
+        };
+        assert_eq!(txn.overdue_at(), None);
+        // NOWAIT, and grants off: never awaits.
+        let options = StatementOptions {
+            locking: Some(sql::RowLocking {
+                exclusive: true,
+                nowait: true,
+                skip_locked: false,
+            }),
+            ..StatementOptions::default()
+        };
+        let Action::Send(lock) = txn
+            .statement::<Outcome>(&read(1), Route::Keys(vec![key(1)]), options, 2_000)
+            .unwrap()
+        else {
+            panic!("sent")
+        };
+        let Action::Send(nowait) = (match lock.kind {
+            Kind::Lock => txn.outcomes(vec![ok()], 2_001),
+            _ => Action::Send(lock),
+        }) else {
+            panic!("the statement")
+        };
+        assert!(!statement_of(&nowait).await_grant);
+        assert_eq!(txn.overdue_at(), None);
+        let mut polling = Transaction::new(
+            8,
+            1_000,
+            DriverSettings {
+                grant_wait_ms: 0,
+                ..settings
+            },
+        );
+        let Action::Send(_) = start(&mut polling, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!()
+        };
+        let Action::Send(plain) = polling.outcomes(vec![ok()], 1_001) else {
+            panic!()
+        };
+        assert!(!statement_of(&plain).await_grant);
+        assert_eq!(polling.overdue_at(), None);
+    }
+
     fn ok() -> Outcome {
         Outcome::Batch(vec![])
     }

@@ -325,26 +325,26 @@ impl Store {
             Some((&TAG_END, rest)) => {
                 self.let_go(postcard::from_bytes::<(u64, bool, bool)>(rest).map(|end| end.0));
                 let outcome = self.end_transaction(rest);
-                self.grant_parked(&held);
+                self.grant_parked(&held, false);
                 return outcome.encode();
             }
             Some((&TAG_LOCK, rest)) => {
                 let request = postcard::from_bytes::<transactions::LockRequest>(rest);
                 self.let_go(request.map(|request| request.transaction));
                 let outcome = self.lock(rest);
-                self.grant_parked(&held);
+                self.grant_parked(&held, false);
                 return outcome.encode();
             }
             Some((&TAG_ROLLBACK_TO, rest)) => {
                 self.let_go(postcard::from_bytes::<(u64, u32)>(rest).map(|rollback| rollback.0));
                 let outcome = self.rollback_to(rest);
-                self.grant_parked(&held);
+                self.grant_parked(&held, false);
                 return outcome.encode();
             }
             Some((&TAG_GLOBALIZE, rest)) => {
                 self.let_go(postcard::from_bytes::<u64>(rest));
                 let outcome = self.globalize(rest);
-                self.grant_parked(&held);
+                self.grant_parked(&held, true);
                 return outcome.encode();
             }
             _ => {}
@@ -644,7 +644,7 @@ impl Store {
                 self.parked_now = Some(ticket);
             }
         }
-        self.grant_parked(held);
+        self.grant_parked(held, false);
         outcome
     }
 
@@ -675,8 +675,16 @@ impl Store {
     /// refused for another reason is answered with that refusal (a death: a deadlock or the
     /// execution-order rule, judged on the graph as it is now), one that still waits in the
     /// queue stays parked under its ticket.
-    fn grant_parked(&mut self, held: &impl Fn(&[u8]) -> bool) {
+    ///
+    /// Unless `all`, a parked statement whose row lock another transaction still holds is
+    /// left parked without being judged again (it would be refused for that holder; only
+    /// the execution-order rule could make it die instead, and a `Globalize`, the one message
+    /// that breaks the rule on edges already there, judges them all).
+    fn grant_parked(&mut self, held: &impl Fn(&[u8]) -> bool, all: bool) {
         for id in self.transactions.parked_in_order() {
+            if !all && self.transactions.held_against(id) {
+                continue;
+            }
             let parked = self.transactions.unpark(id).expect("listed above");
             let outcome = self.run_transaction(&parked.statement, held);
             let waits = matches!(

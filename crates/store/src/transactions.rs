@@ -930,6 +930,24 @@ impl Transactions {
         self.queue.contains_key(&id)
     }
 
+    /// Whether transaction `id` waits in the queue for a row lock another transaction holds
+    /// in a conflicting mode: judged again, its request would be refused for that holder
+    /// (unless its new edges now made it die).
+    pub fn held_against(&self, id: u64) -> bool {
+        let Some(waiting) = self.queue.get(&id) else {
+            return false;
+        };
+        waiting.locks.iter().any(|(resource, mode)| {
+            self.open.iter().any(|(other_id, other)| {
+                *other_id != id
+                    && other
+                        .locks
+                        .get(resource)
+                        .is_some_and(|held| held.conflicts(*mode))
+            })
+        })
+    }
+
     /// Ends transaction `id`: removes it and returns it (its before-images are written back by
     /// the caller on an abort); `None` if it is not open here. `by_owner`: its own gateway
     /// ends it (its last message); otherwise another aborts it, and a tombstone refuses its
