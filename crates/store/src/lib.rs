@@ -709,6 +709,16 @@ impl Store {
 
     /// Attaches the host's reply bytes to the statement parked under `ticket`.
     pub fn set_parked_reply(&mut self, ticket: u64, reply: Vec<u8>) {
+        if let Some(answered) = self
+            .answered
+            .iter_mut()
+            .find(|(answered, _, _)| *answered == ticket)
+        {
+            // Answered in the step that parked it (never, as judged now: its grant pass
+            // refuses it again for the same reason): the reply goes with the answer.
+            answered.1 = reply;
+            return;
+        }
         self.transactions.set_parked_reply(ticket, reply);
     }
 
