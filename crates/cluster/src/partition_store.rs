@@ -29,6 +29,10 @@ pub struct PartitionStore {
     /// empty share (multi-partition shares name more keys than they touch here: more
     /// conflicts for the rules, which only orders more).
     elastic: bool,
+    /// The parts of the SQL statement executed last (`execute_sql`): a statement parked then
+    /// keeps them for its answer (`PartitionData::parked`). Not replicated state: taken in
+    /// the step that set it.
+    parked_parts: Option<Vec<u32>>,
 }
 
 impl PartitionStore {
@@ -38,6 +42,7 @@ impl PartitionStore {
             placement,
             store: store::Store::new(),
             elastic: false,
+            parked_parts: None,
         }
     }
 
@@ -96,6 +101,8 @@ impl PartitionStore {
         let result = self.store.execute_share(&payload.operation, |key| {
             arc.contains(placement.position(key))
         });
+        // Should the statement be parked (`parked`), its answer is wrapped with these parts.
+        self.parked_parts = Some(parts.clone());
         answers_by_part(parts, result)
     }
 
@@ -344,6 +351,34 @@ impl PartitionData for PartitionStore {
         results
     }
 
+    /// A transaction statement refused to wait in the row-lock queue whose gateway awaits
+    /// its grant (`store::Store::take_parked`): its parts are kept with it, to wrap its
+    /// answer as `execute` would have.
+    fn parked(&mut self) -> Option<u64> {
+        let ticket = self.store.take_parked()?;
+        let parts = self.parked_parts.take().unwrap_or_default();
+        self.store.set_parked_reply(
+            ticket,
+            postcard::to_allocvec(&parts).expect("parts serialise"),
+        );
+        Some(ticket)
+    }
+
+    fn let_go(&mut self, ticket: u64) {
+        self.store.let_go_ticket(ticket);
+    }
+
+    fn answered(&mut self) -> Vec<(u64, Vec<u8>)> {
+        self.store
+            .take_answered()
+            .into_iter()
+            .map(|(ticket, reply, outcome)| {
+                let parts: Vec<u32> = postcard::from_bytes(&reply).unwrap_or_default();
+                (ticket, encode_outcomes(&answers_by_part(parts, outcome)))
+            })
+            .collect()
+    }
+
     fn position(&self, key: &[u8]) -> Position {
         if key == payload::SQL_ANCHOR {
             // The tables' key stands for the catalog, which every partition holds: it lies in
@@ -480,7 +515,7 @@ impl PartitionData for PartitionStore {
             self.store.engine.absorb(tables);
         }
         self.store.prepared.absorb(prepared);
-        self.store.transactions.absorb(transactions);
+        self.store.absorb_transactions(transactions);
     }
 
     fn retain(&mut self, holds: &PositionSet) {
@@ -544,6 +579,7 @@ impl<'de> Deserialize<'de> for PartitionStore {
             placement,
             store,
             elastic: snapshot.elastic,
+            parked_parts: None,
         })
     }
 }

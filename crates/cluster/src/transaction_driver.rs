@@ -138,6 +138,15 @@ pub struct DriverSettings {
     pub woken_pause_max_ms: u64,
     /// The longest pause of a transaction's wait for a two-phase statement.
     pub busy_pause_max_ms: u64,
+    /// Grants at the partition (`docs/internals/sprint.md`, "Grants at the partition"): a
+    /// statement's message asks the partition to keep it when it must wait in the row-lock
+    /// queue and to run it when its turn comes (`TransactionStatement::await_grant`), its
+    /// answer then the message's; the caller waits for the answer, and after this long
+    /// without one sends the statement again without that (`Transaction::overdue`): the
+    /// partition lets the kept one go and answers the new one at once (granted, or refused
+    /// naming the holder, so patience and the abandoned-holder rule run as for a polled
+    /// wait). 0: never (every wait polls).
+    pub grant_wait_ms: u64,
     /// A statement outside transactions held out by a two-phase statement is sent again for
     /// this long, after pauses from `autocommit_pause_first_ms` doubling to
     /// `autocommit_pause_max_ms`; a two-phase statement that keeps it out for
@@ -158,6 +167,7 @@ impl Default for DriverSettings {
             hints: false,
             woken_pause_max_ms: 200,
             busy_pause_max_ms: 50,
+            grant_wait_ms: 1_000,
             autocommit_busy_for_ms: 10_000,
             autocommit_pause_first_ms: 5,
             autocommit_pause_max_ms: 100,
@@ -193,6 +203,9 @@ struct Current {
     savepoint: u32,
     skip_locked: bool,
     waiter: Waiter,
+    /// The statement's message in flight awaits its grant (`DriverSettings::grant_wait_ms`):
+    /// since when.
+    awaiting: Option<u64>,
 }
 
 /// A wait for transactions' locks (and, for a transaction's message, for two-phase
@@ -323,13 +336,47 @@ impl Transaction {
             savepoint: options.savepoint,
             skip_locked,
             waiter: Waiter::new(now_ms, &self.settings, nowait),
+            awaiting: None,
         });
-        Ok(Action::Send(self.message(now_ms)))
+        Ok(Action::Send(self.send(now_ms)))
+    }
+
+    /// The current statement's next message (`message`), awaiting its grant where the
+    /// settings say so: the statement itself, without NOWAIT.
+    fn send(&mut self, now_ms: u64) -> Send {
+        let grant_wait_ms = self.settings.grant_wait_ms;
+        let current = self.current.as_mut().expect("a statement is under way");
+        let awaits = grant_wait_ms > 0
+            && !current.globalizing
+            && !current.locking
+            && !current.waiter.nowait
+            && !current.skip_locked;
+        current.awaiting = awaits.then_some(now_ms);
+        self.message(now_ms, awaits)
+    }
+
+    /// When the message in flight, awaiting its grant, is overdue (`overdue`), if it awaits.
+    pub fn overdue_at(&self) -> Option<u64> {
+        let awaiting = self.current.as_ref()?.awaiting?;
+        Some(awaiting + self.settings.grant_wait_ms)
+    }
+
+    /// The message in flight awaited its grant for `grant_wait_ms` without an answer: the
+    /// statement again, not awaiting (its partition lets the kept one go, whose answer the
+    /// caller then ignores, and answers this one at once); hand its outcomes to `outcomes`.
+    /// `None` if nothing is overdue.
+    pub fn overdue(&mut self, now_ms: u64) -> Option<Send> {
+        if self.overdue_at().is_none_or(|at| now_ms < at) {
+            return None;
+        }
+        let current = self.current.as_mut().expect("awaiting");
+        current.awaiting = None;
+        Some(self.message(now_ms, false))
     }
 
     /// The current statement's message (its `Globalize`, its locks, or itself), stamped
     /// `now_ms`.
-    fn message(&self, now_ms: u64) -> Send {
+    fn message(&self, now_ms: u64, await_grant: bool) -> Send {
         let current = self.current.as_ref().expect("a statement is under way");
         if current.globalizing {
             return Send {
@@ -362,6 +409,7 @@ impl Transaction {
                 command: current.command.clone(),
                 savepoint: current.savepoint,
                 skip_locked: current.skip_locked,
+                await_grant,
             }),
             route: current.route.clone(),
             kind: Kind::Statement,
@@ -372,6 +420,7 @@ impl Transaction {
     pub fn outcomes<A: Answer>(&mut self, outcomes: Vec<A>, now_ms: u64) -> Action<A> {
         let settings = self.settings;
         let current = self.current.as_mut().expect("a statement is under way");
+        current.awaiting = None;
         if current.globalizing {
             // Refused somewhere: a global transaction already waits for it (the rule).
             if outcomes
@@ -383,7 +432,7 @@ impl Transaction {
             }
             self.global = true;
             current.globalizing = false;
-            return Action::Send(self.message(now_ms));
+            return Action::Send(self.send(now_ms));
         }
         // Any partition's death aborts the transaction everywhere: nothing waits.
         if !outcomes.iter().any(|answer| dies(answer.outcome())) {
@@ -409,7 +458,7 @@ impl Transaction {
             store::transactions::hold_tables(&mut self.held, &current.lacking);
             current.locking = false;
             current.waiter = Waiter::new(now_ms, &settings, current.waiter.nowait);
-            return Action::Send(self.message(now_ms));
+            return Action::Send(self.send(now_ms));
         }
         self.current = None;
         answered(outcomes, true)
@@ -428,7 +477,7 @@ impl Transaction {
     pub fn resume(&mut self, now_ms: u64) -> Send {
         let current = self.current.as_mut().expect("a statement is under way");
         current.waiter.paused_for = None;
-        self.message(now_ms)
+        self.send(now_ms)
     }
 
     /// The statement under way failed in transit (its outcome unknown): the transaction must
@@ -863,6 +912,107 @@ mod tests {
         assert!(aborts >= 1, "a holder idle for 30 ms is aborted");
         assert_eq!(pauses[..3], [2, 4, 8], "pauses double up to the maximum");
         assert!(pauses.iter().all(|pause| *pause <= 8));
+    }
+
+    fn statement_of(send: &Send) -> TransactionStatement {
+        let (tag, body) = send.operation.split_first().unwrap();
+        assert_eq!(
+            *tag,
+            store::transaction_operation(&TransactionStatement {
+                transaction: 0,
+                statement: 0,
+                begin_ms: 0,
+                now_ms: 0,
+                locks: Vec::new(),
+                nowait: false,
+                command: Vec::new(),
+                savepoint: 0,
+                skip_locked: false,
+                await_grant: false,
+            })[0],
+            "a statement"
+        );
+        postcard::from_bytes(body).unwrap()
+    }
+
+    /// Grants at the partition: the statement's message (not its table lock, not a NOWAIT
+    /// one) awaits its grant; unanswered for `grant_wait_ms`, it is due again without
+    /// awaiting, once; its outcomes are then handled as any (a refusal pauses as a polled
+    /// wait, so patience and the abandoned-holder rule still run). With `grant_wait_ms` 0
+    /// nothing awaits.
+    #[test]
+    fn a_statement_awaits_its_grant_and_is_sent_again_without_when_overdue() {
+        let settings = DriverSettings {
+            grant_wait_ms: 40,
+            ..settings()
+        };
+        let mut txn = Transaction::new(7, 1_000, settings);
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("its table lock first")
+        };
+        assert_eq!(lock.kind, Kind::Lock);
+        assert_eq!(txn.overdue_at(), None, "a table lock does not await");
+        let Action::Send(first) = txn.outcomes(vec![ok()], 1_001) else {
+            panic!("then the statement")
+        };
+        assert!(statement_of(&first).await_grant);
+        assert_eq!(txn.overdue_at(), Some(1_041));
+        assert_eq!(txn.overdue(1_040), None, "not yet");
+        let again = txn.overdue(1_041).expect("overdue");
+        let again_statement = statement_of(&again);
+        assert!(!again_statement.await_grant);
+        assert_eq!(again_statement.statement, statement_of(&first).statement);
+        assert_eq!(txn.overdue_at(), None, "sent again once");
+        assert_eq!(txn.overdue(2_000), None);
+        // Refused: a pause; the statement after it awaits again.
+        let Action::Pause { until_ms, .. } = txn.outcomes(vec![locked(3, 500)], 1_042) else {
+            panic!("a refusal pauses")
+        };
+        assert!(statement_of(&txn.resume(until_ms)).await_grant);
+        // Granted: answered, nothing awaits.
+        let Action::Answered { ran: true, .. } = txn.outcomes(vec![ok()], until_ms + 1) else {
+            panic!("answered")
+        };
+        assert_eq!(txn.overdue_at(), None);
+        // NOWAIT, and grants off: never awaits.
+        let options = StatementOptions {
+            locking: Some(sql::RowLocking {
+                exclusive: true,
+                nowait: true,
+                skip_locked: false,
+            }),
+            ..StatementOptions::default()
+        };
+        let Action::Send(lock) = txn
+            .statement::<Outcome>(&read(1), Route::Keys(vec![key(1)]), options, 2_000)
+            .unwrap()
+        else {
+            panic!("sent")
+        };
+        let Action::Send(nowait) = (match lock.kind {
+            Kind::Lock => txn.outcomes(vec![ok()], 2_001),
+            _ => Action::Send(lock),
+        }) else {
+            panic!("the statement")
+        };
+        assert!(!statement_of(&nowait).await_grant);
+        assert_eq!(txn.overdue_at(), None);
+        let mut polling = Transaction::new(
+            8,
+            1_000,
+            DriverSettings {
+                grant_wait_ms: 0,
+                ..settings
+            },
+        );
+        let Action::Send(_) = start(&mut polling, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!()
+        };
+        let Action::Send(plain) = polling.outcomes(vec![ok()], 1_001) else {
+            panic!()
+        };
+        assert!(!statement_of(&plain).await_grant);
+        assert_eq!(polling.overdue_at(), None);
     }
 
     fn ok() -> Outcome {

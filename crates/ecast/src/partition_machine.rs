@@ -100,6 +100,31 @@ pub trait PartitionData: Clone + Send + Sync + 'static {
         false
     }
 
+    /// Grants at the partition (`docs/internals/sprint.md`, "Grants at the partition"): after
+    /// `execute(operation)`, `Some(ticket)` if the execution *parked* the operation: the
+    /// result it returned (a refusal) is not final, and the data answers it later, under the
+    /// ticket, through `answered` (run when its turn came, or let go with a refusal). The
+    /// machine then defers the reply of a single-partition operation (`Held`, then a
+    /// release); a share's answer cannot wait (the message's other partitions answer at
+    /// admission), so the machine lets it go (`let_go`) and its refusal stands. By default,
+    /// never.
+    fn parked(&mut self) -> Option<u64> {
+        None
+    }
+
+    /// Lets go of the operation parked under `ticket` without an answer (its refusal was
+    /// answered at once).
+    fn let_go(&mut self, ticket: u64) {
+        let _ = ticket;
+    }
+
+    /// Parked operations answered since last asked (by any execution, cut, install or
+    /// retain), in order: (ticket, result). Tickets are the data's replicated state, given in
+    /// log order, so every replica answers the same ones at the same op. By default, none.
+    fn answered(&mut self) -> Vec<(u64, Vec<u8>)> {
+        Vec::new()
+    }
+
     /// Executes operations one after another, as `execute` on each in order would (the same
     /// results, the same state after), sharing work between them (a SQL partition runs
     /// consecutive statements as one shared scan cycle). The default executes each. Must not
@@ -380,6 +405,10 @@ pub struct PartitionMachine<D> {
     receiving: BTreeMap<(ConfigVersion, ProcessId), Receiving>,
     /// Per client: its last request number if that operation was answered `Moved`.
     moved: BTreeMap<ClientId, RequestNumber>,
+    /// Single-partition operations the data parked (`PartitionData::parked`), by ticket: each
+    /// was answered `Held` (or not released), and its result is released when the data
+    /// answers the ticket (`collect_answered`).
+    parked: BTreeMap<u64, OperationId>,
     /// While `apply_batch` runs: the executions put off to run as one batch. `None` outside
     /// it, so never in a snapshot or a comparison.
     #[serde(skip)]
@@ -595,6 +624,9 @@ enum Own {
     Passed(Timestamp),
     /// Executes later (waits for installs); its reply goes through the released queue.
     Deferred,
+    /// Executed and parked by the data (`PartitionData::parked`): answered `Held`, its
+    /// result released when its grant comes.
+    Parked,
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -655,6 +687,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             outgoing: BTreeMap::new(),
             receiving: BTreeMap::new(),
             moved: BTreeMap::new(),
+            parked: BTreeMap::new(),
             batching: None,
             jobs: BTreeMap::new(),
             job_next: 1,
@@ -756,6 +789,7 @@ impl<D: PartitionData> PartitionMachine<D> {
         assert!(removed, "an awaited copy installs once");
         self.flush();
         self.data_mut().import(&receiving.bytes);
+        self.collect_answered();
         self.drain();
         PartitionResult::Installed
     }
@@ -840,6 +874,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             && self.installing.is_empty()
             && self.deferred.is_empty()
             && self.jobs.is_empty()
+            && self.parked.is_empty()
     }
 
     /// Executions waiting for installs.
@@ -943,6 +978,32 @@ impl<D: PartitionData> PartitionMachine<D> {
     /// How many read jobs are open.
     pub fn jobs_open(&self) -> usize {
         self.jobs.len()
+    }
+
+    /// Releases the results of parked operations the data answered (granted and run, or let
+    /// go): each to its client, as a held operation's result.
+    fn collect_answered(&mut self) {
+        for (ticket, result) in self.data.answered() {
+            let Some(id) = self.parked.remove(&ticket) else {
+                // A share's, let go when it was parked (`execute_multi`), cannot be answered
+                // again; nothing else is unknown.
+                debug_assert!(false, "an answer of ticket {ticket} nobody waits for");
+                continue;
+            };
+            if self
+                .results
+                .get(&id.client)
+                .is_some_and(|(number, _)| *number == id.number)
+            {
+                self.results
+                    .insert(id.client, (id.number, Some(result.clone())));
+            }
+            self.release(Released::Single {
+                client: id.client,
+                number: id.number,
+                result,
+            });
+        }
     }
 
     fn release(&mut self, released: Released) {
@@ -1069,6 +1130,15 @@ impl<D: PartitionData> PartitionMachine<D> {
         }
         self.flush();
         let result = self.data_mut().execute(&operation);
+        if let Some(ticket) = self.data.parked() {
+            // Its reply waits for its grant: `Held` (the client's result slot stays empty),
+            // released when the data answers the ticket.
+            let earlier = self.parked.insert(ticket, id);
+            assert!(earlier.is_none(), "a ticket parks one operation");
+            self.collect_answered();
+            return (!released).then_some(Own::Parked);
+        }
+        self.collect_answered();
         if self
             .results
             .get(&id.client)
@@ -1121,7 +1191,13 @@ impl<D: PartitionData> PartitionMachine<D> {
             }
             None => {
                 self.flush();
-                self.data_mut().execute(&operation)
+                let result = self.data_mut().execute(&operation);
+                if let Some(ticket) = self.data.parked() {
+                    // A share's answer does not wait: its refusal stands.
+                    self.data.let_go(ticket);
+                }
+                self.collect_answered();
+                result
             }
         };
         self.answers.insert(timestamp, result.clone());
@@ -1147,6 +1223,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             self.outgoing.insert((cut.version, *to), records);
         }
         self.data_mut().retain(&cut.holds);
+        self.collect_answered();
         self.holds = Some(cut.holds);
         self.version = cut.version;
         self.installing = cut.receives.into_iter().collect();
@@ -1449,7 +1526,7 @@ impl<D: PartitionData> PartitionMachine<D> {
         match result {
             Some(Own::Executed(result)) => PartitionResult::Executed(result),
             Some(Own::Moved) => PartitionResult::Moved,
-            Some(Own::Deferred) => PartitionResult::Held,
+            Some(Own::Deferred) | Some(Own::Parked) => PartitionResult::Held,
             Some(Own::Passed(executed)) => {
                 self.results.remove(&client);
                 PartitionResult::SnapshotPassed { executed }
@@ -1589,6 +1666,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                     self.receiving.remove(&(version, from));
                     self.flush();
                     self.data_mut().import(&records);
+                    self.collect_answered();
                     self.drain();
                     PartitionResult::Installed
                 } else if version <= self.version {
@@ -2108,6 +2186,195 @@ pub(crate) mod tests {
             .iter()
             .map(|result| PartitionResult::decode(result))
             .collect()
+    }
+
+    /// A lock table for grants at the partition: `[b'l', key, owner]` takes key's lock
+    /// for owner, or parks (answers `b"refused"`, its ticket in `parked`) while another
+    /// holds it; `[b'u', key]` releases it, and the first parked request for it (in ticket
+    /// order) takes it and is answered `b"granted"`; `[b'x', key, owner]` lets go of owner's
+    /// parked request (its transaction moved on), answered `b"refused"`.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    struct Locks {
+        held: BTreeMap<u8, u8>,
+        /// Parked requests by ticket: (key, owner).
+        waiting: BTreeMap<u64, (u8, u8)>,
+        ticket_next: u64,
+        #[serde(skip)]
+        parked_now: Option<u64>,
+        #[serde(skip)]
+        answered: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl PartitionData for Locks {
+        fn keys(&self, operation: &[u8]) -> KeySet {
+            match operation {
+                [b'l', key, _] | [b'u', key] | [b'x', key, _] => KeySet::of([vec![*key]]),
+                _ => KeySet::Unknown,
+            }
+        }
+
+        fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
+            match *operation {
+                [b'l', key, owner] => match self.held.get(&key) {
+                    Some(holder) if *holder != owner => {
+                        let ticket = self.ticket_next;
+                        self.ticket_next += 1;
+                        self.waiting.insert(ticket, (key, owner));
+                        self.parked_now = Some(ticket);
+                        b"refused".to_vec()
+                    }
+                    _ => {
+                        self.held.insert(key, owner);
+                        b"granted".to_vec()
+                    }
+                },
+                [b'u', key] => {
+                    self.held.remove(&key);
+                    let next = self
+                        .waiting
+                        .iter()
+                        .find(|(_, (waited, _))| *waited == key)
+                        .map(|(ticket, (_, owner))| (*ticket, *owner));
+                    if let Some((ticket, owner)) = next {
+                        self.waiting.remove(&ticket);
+                        self.held.insert(key, owner);
+                        self.answered.push((ticket, b"granted".to_vec()));
+                    }
+                    b"released".to_vec()
+                }
+                [b'x', _, owner] => {
+                    let mine: Vec<u64> = self
+                        .waiting
+                        .iter()
+                        .filter(|(_, (_, waiter))| *waiter == owner)
+                        .map(|(ticket, _)| *ticket)
+                        .collect();
+                    for ticket in mine {
+                        self.waiting.remove(&ticket);
+                        self.answered.push((ticket, b"refused".to_vec()));
+                    }
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            }
+        }
+
+        fn parked(&mut self) -> Option<u64> {
+            self.parked_now.take()
+        }
+
+        fn let_go(&mut self, ticket: u64) {
+            self.waiting.remove(&ticket);
+        }
+
+        fn answered(&mut self) -> Vec<(u64, Vec<u8>)> {
+            std::mem::take(&mut self.answered)
+        }
+
+        fn position(&self, key: &[u8]) -> Position {
+            Position(key.first().copied().unwrap_or(0) as u64)
+        }
+
+        fn export(&self, _: &PositionSet) -> Vec<u8> {
+            Vec::new()
+        }
+
+        fn import(&mut self, _: &[u8]) {}
+
+        fn retain(&mut self, _: &PositionSet) {
+            for (ticket, _) in std::mem::take(&mut self.waiting) {
+                self.answered.push((ticket, b"refused".to_vec()));
+            }
+        }
+    }
+
+    fn lock_apply(
+        machine: &mut PartitionMachine<Locks>,
+        operation: PartitionOperation,
+    ) -> PartitionResult {
+        PartitionResult::decode(&machine.apply(&operation.encode()))
+    }
+
+    fn lock_result(machine: &PartitionMachine<Locks>, client: u64) -> PartitionResult {
+        let query = PartitionOperation::Query(PartitionQuery::Result {
+            client: ClientId(client),
+            number: RequestNumber(1),
+        });
+        PartitionResult::decode(&machine.query(&query.encode()))
+    }
+
+    /// Grants at the partition: a single-partition operation the data parks is answered
+    /// `Held`, and its result is released (and answers `Result`) when a later operation of
+    /// any kind (here a share) grants it, without being sent again; two parked on one key
+    /// are granted in order, each at the release before it; every replica (a restored copy)
+    /// releases the same; one let go is released with its refusal; a share's parked
+    /// operation is let go at once (its refusal is its answer). A machine with parked
+    /// operations is not finished.
+    #[test]
+    fn a_parked_operation_is_answered_when_a_later_operation_grants_it() {
+        let mut machine =
+            PartitionMachine::new(Locks::default(), PartitionMachineSettings::default());
+        assert_eq!(
+            lock_apply(&mut machine, single(1, b"l\x05\x01")),
+            PartitionResult::Executed(b"granted".to_vec())
+        );
+        assert_eq!(
+            lock_apply(&mut machine, single(2, b"l\x05\x02")),
+            PartitionResult::Held
+        );
+        assert_eq!(
+            lock_apply(&mut machine, single(3, b"l\x05\x03")),
+            PartitionResult::Held
+        );
+        assert_eq!(lock_result(&machine, 2), PartitionResult::Held);
+        let released_before = machine.released_after(0).count();
+        assert!(!machine.finished());
+        // A backup restored from this state goes on alike.
+        let mut backup: PartitionMachine<Locks> =
+            PartitionMachine::new(Locks::default(), PartitionMachineSettings::default());
+        backup.restore(&machine.snapshot()).unwrap();
+        for replica in [&mut machine, &mut backup] {
+            lock_apply(replica, share(1, 0, b"u\x05"));
+            let released: Vec<Released> = replica
+                .released_after(0)
+                .skip(released_before)
+                .map(|(_, released)| released.clone())
+                .collect();
+            assert!(released.contains(&Released::Single {
+                client: ClientId(2),
+                number: RequestNumber(1),
+                result: b"granted".to_vec(),
+            }));
+            assert!(!released.iter().any(|released| matches!(
+                released,
+                Released::Single {
+                    client: ClientId(3),
+                    ..
+                }
+            )));
+            assert_eq!(
+                lock_result(replica, 2),
+                PartitionResult::Executed(b"granted".to_vec())
+            );
+            assert_eq!(lock_result(replica, 3), PartitionResult::Held);
+            // 3's transaction moves on: let go, released with its refusal (once the
+            // watermark covers the share, which the operation on its key waits for).
+            lock_apply(replica, PartitionOperation::Watermark(Timestamp(1)));
+            lock_apply(replica, single(4, b"x\x05\x03"));
+            assert_eq!(
+                lock_result(replica, 3),
+                PartitionResult::Executed(b"refused".to_vec())
+            );
+            assert!(replica.parked.is_empty());
+        }
+        assert_eq!(machine.snapshot(), backup.snapshot());
+        // A share's parked operation: its refusal is its answer, nothing stays parked.
+        lock_apply(&mut machine, share(2, 1, b"l\x05\x06"));
+        assert_eq!(
+            machine.answers.get(&Timestamp(2)),
+            Some(&b"refused".to_vec())
+        );
+        assert!(machine.data.waiting.is_empty() && machine.parked.is_empty());
     }
 
     fn jobs_machine(live: bool) -> PartitionMachine<Bytes> {

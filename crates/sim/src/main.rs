@@ -401,7 +401,7 @@ fn print_bypass_report(report: &BypassReport) {
             let sql = &stats.sql;
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
-                 woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} appends={} transfers={} audits={}",
+                 woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -412,6 +412,7 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.indeterminate,
                 sql.lost_statements,
                 sql.session_crashes,
+                sql.grants_overdue,
                 sql.appends,
                 sql.transfers,
                 sql.audits

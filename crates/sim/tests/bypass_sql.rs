@@ -191,7 +191,7 @@ fn sql_copies_in_four_byte_parts_are_slow_not_stuck_seeds_2358_and_3256() {
         });
         assert!(patient.result.is_ok(), "seed {seed}: {:?}", patient.result);
         assert!(
-            patient.stats.ticks < 20_000,
+            patient.stats.ticks < 25_000,
             "seed {seed} settled at {}",
             patient.stats.ticks
         );

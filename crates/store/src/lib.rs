@@ -256,6 +256,12 @@ pub struct Store {
     /// Counters of the shared engine batches this replica ran: not replicated state (not in
     /// snapshots, kept by `restore`), for metrics.
     pub cycles: Cycles,
+    /// Parked statements answered since the host last asked (`take_answered`): run when
+    /// their turn came, or let go with their refusal; (ticket, reply bytes, outcome). The
+    /// host takes them in the step that made them: never in a snapshot.
+    answered: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    /// The ticket of the statement the last operation parked (`take_parked`).
+    parked_now: Option<u64>,
 }
 
 /// Counters of the engine batches `Store::apply_batch` and `Store::execute_shares` ran (one
@@ -313,11 +319,34 @@ impl Store {
             }
             Some((&TAG_PREPARE, rest)) => return self.prepare(rest, &held).encode(),
             Some((&TAG_DECIDE, rest)) => return self.decide(rest, &held).encode(),
-            Some((&TAG_TRANSACTION, rest)) => return self.run_transaction(rest, &held).encode(),
-            Some((&TAG_END, rest)) => return self.end_transaction(rest).encode(),
-            Some((&TAG_LOCK, rest)) => return self.lock(rest).encode(),
-            Some((&TAG_ROLLBACK_TO, rest)) => return self.rollback_to(rest).encode(),
-            Some((&TAG_GLOBALIZE, rest)) => return self.globalize(rest).encode(),
+            Some((&TAG_TRANSACTION, rest)) => {
+                return self.transaction_statement(rest, &held).encode()
+            }
+            Some((&TAG_END, rest)) => {
+                self.let_go(postcard::from_bytes::<(u64, bool, bool)>(rest).map(|end| end.0));
+                let outcome = self.end_transaction(rest);
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_LOCK, rest)) => {
+                let request = postcard::from_bytes::<transactions::LockRequest>(rest);
+                self.let_go(request.map(|request| request.transaction));
+                let outcome = self.lock(rest);
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_ROLLBACK_TO, rest)) => {
+                self.let_go(postcard::from_bytes::<(u64, u32)>(rest).map(|rollback| rollback.0));
+                let outcome = self.rollback_to(rest);
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_GLOBALIZE, rest)) => {
+                self.let_go(postcard::from_bytes::<u64>(rest));
+                let outcome = self.globalize(rest);
+                self.grant_parked(&held, true);
+                return outcome.encode();
+            }
             _ => {}
         }
         if is_read_operation(operation) {
@@ -576,8 +605,151 @@ impl Store {
         &mut self,
         keep: impl Fn(&engine::TableSchema, &[engine::Value]) -> bool,
     ) {
+        self.let_go_all();
         self.transactions = self.transactions_where(&keep);
         self.engine.retain_rows(keep);
+    }
+
+    /// A statement of an interactive transaction as it arrives (`run_transaction`): a
+    /// statement of its transaction parked here is let go first (its gateway moved on), and a
+    /// statement refused to wait in the row-lock queue whose gateway waits for its grant
+    /// (`TransactionStatement::await_grant`) is parked (`take_parked`); then the parked
+    /// statements whose turn came run (`grant_parked`).
+    fn transaction_statement(
+        &mut self,
+        body: &[u8],
+        held: &impl Fn(&[u8]) -> bool,
+    ) -> engine::Outcome {
+        let statement = postcard::from_bytes::<transactions::TransactionStatement>(body);
+        self.let_go(
+            statement
+                .as_ref()
+                .map(|statement| statement.transaction)
+                .map_err(|_| ()),
+        );
+        let outcome = self.run_transaction(body, held);
+        if let Ok(statement) = statement {
+            let waits = matches!(
+                outcome,
+                engine::Outcome::Error(engine::EngineError::TransactionLocked { .. })
+            );
+            if waits
+                && statement.await_grant
+                && !statement.nowait
+                && self.transactions.queued(statement.transaction)
+            {
+                let ticket =
+                    self.transactions
+                        .park(statement.transaction, body.to_vec(), outcome.encode());
+                self.parked_now = Some(ticket);
+            }
+        }
+        self.grant_parked(held, false);
+        outcome
+    }
+
+    /// Lets go of transaction `id`'s parked statement, if any: answered with its refusal (its
+    /// gateway has moved on: a message of its transaction arrived).
+    fn let_go<E>(&mut self, id: Result<u64, E>) {
+        let Ok(id) = id else {
+            return;
+        };
+        if let Some(parked) = self.transactions.unpark(id) {
+            self.answered
+                .push((parked.ticket, parked.reply, parked.refusal));
+        }
+    }
+
+    /// Lets go of every parked statement (a keyspace cut: their answers must go out through
+    /// this group, which may no longer hold their rows; their gateways send them again).
+    pub fn let_go_all(&mut self) {
+        for parked in self.transactions.unpark_all() {
+            self.answered
+                .push((parked.ticket, parked.reply, parked.refusal));
+        }
+    }
+
+    /// Judges every parked statement afresh, in the order of their places in the queue, as if
+    /// its gateway sent it again now: one granted runs now and is answered (its outcome, with
+    /// the catalog guard, statement-number and tombstone checks of any statement), one
+    /// refused for another reason is answered with that refusal (a death: a deadlock or the
+    /// execution-order rule, judged on the graph as it is now), one that still waits in the
+    /// queue stays parked under its ticket.
+    ///
+    /// Unless `all`, a parked statement whose row lock another transaction still holds is
+    /// left parked without being judged again (it would be refused for that holder; only
+    /// the execution-order rule could make it die instead, and a `Globalize`, the one message
+    /// that breaks the rule on edges already there, judges them all).
+    fn grant_parked(&mut self, held: &impl Fn(&[u8]) -> bool, all: bool) {
+        for id in self.transactions.parked_in_order() {
+            if !all && self.transactions.held_against(id) {
+                continue;
+            }
+            let parked = self.transactions.unpark(id).expect("listed above");
+            let outcome = self.run_transaction(&parked.statement, held);
+            let waits = matches!(
+                outcome,
+                engine::Outcome::Error(engine::EngineError::TransactionLocked { .. })
+            );
+            if waits && self.transactions.queued(id) {
+                self.transactions.repark(id, parked);
+            } else {
+                self.answered
+                    .push((parked.ticket, parked.reply, outcome.encode()));
+            }
+        }
+    }
+
+    /// The ticket of the statement the last operation parked, if it parked one: its answer
+    /// so far (the refusal) is not final; it comes through `take_answered` under the ticket.
+    /// A host that cannot defer the reply lets it go (`let_go_ticket`).
+    pub fn take_parked(&mut self) -> Option<u64> {
+        self.parked_now.take()
+    }
+
+    /// Attaches the host's reply bytes to the statement parked under `ticket`.
+    pub fn set_parked_reply(&mut self, ticket: u64, reply: Vec<u8>) {
+        if let Some(answered) = self
+            .answered
+            .iter_mut()
+            .find(|(answered, _, _)| *answered == ticket)
+        {
+            // Answered in the step that parked it (never, as judged now: its grant pass
+            // refuses it again for the same reason): the reply goes with the answer.
+            answered.1 = reply;
+            return;
+        }
+        self.transactions.set_parked_reply(ticket, reply);
+    }
+
+    /// Lets go of the statement parked under `ticket` without an answer: its refusal was
+    /// answered at once (its host could not defer the reply).
+    pub fn let_go_ticket(&mut self, ticket: u64) {
+        let owner = self.transactions.parked_in_order().into_iter().find(|id| {
+            self.transactions
+                .parked(*id)
+                .is_some_and(|parked| parked.ticket == ticket)
+        });
+        if let Some(id) = owner {
+            self.transactions.unpark(id);
+        }
+    }
+
+    /// Takes in another partition's copy of the open transactions (`Transactions::absorb`),
+    /// letting go first of a statement parked here whose transaction the copy says another
+    /// gateway aborted (it leaves the queue).
+    pub fn absorb_transactions(&mut self, other: transactions::Transactions) {
+        for id in self.transactions.parked_in_order() {
+            if other.was_aborted(id) {
+                self.let_go::<()>(Ok(id));
+            }
+        }
+        self.transactions.absorb(other);
+    }
+
+    /// Parked statements answered since last asked, in order: (ticket, reply bytes, outcome).
+    pub fn take_answered(&mut self) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+        std::mem::take(&mut self.answered)
     }
 
     /// A statement of an interactive transaction: its locks (or the refusal), its rows'
@@ -1239,6 +1411,8 @@ impl StateMachine for Store {
         self.engine = engine;
         self.prepared = snapshot.prepared;
         self.transactions = snapshot.transactions;
+        self.answered.clear();
+        self.parked_now = None;
         Ok(())
     }
 

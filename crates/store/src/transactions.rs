@@ -166,6 +166,31 @@ pub struct Transactions {
     queue: BTreeMap<u64, Waiting>,
     /// The next place in the queue: places grow in log order.
     arrival_next: u64,
+    /// Statements refused to wait in the queue whose gateway waits for their grant
+    /// (`TransactionStatement::await_grant`), by transaction: the partition runs each when
+    /// its turn comes (`store::Store`'s grants), instead of the gateway sending it again. At
+    /// most one per transaction (its gateway sends one statement at a time); let go (answered
+    /// with its refusal) when its transaction's next message of any kind arrives here, or
+    /// at a keyspace cut. Not copied by `copy_where`: a parked statement's reply goes
+    /// through the group that logged it.
+    parked: BTreeMap<u64, Parked>,
+    /// The next parking ticket: tickets grow in log order.
+    ticket_next: u64,
+}
+
+/// A statement waiting at the partition for its grant (`Transactions::parked`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Parked {
+    /// Its ticket (given in log order), by which the partition's host answers it.
+    pub ticket: u64,
+    /// The statement (`TransactionStatement`'s encoding, the body of its store operation).
+    pub statement: Vec<u8>,
+    /// The refusal it was answered with (`engine::Outcome`'s encoding): its answer if it is
+    /// let go.
+    pub refusal: Vec<u8>,
+    /// The host's bytes for the reply (`Store::set_parked_reply`), handed back with the
+    /// answer.
+    pub reply: Vec<u8>,
 }
 
 /// A refused request waiting its turn in the lock queue (`Transactions::queue`).
@@ -205,6 +230,12 @@ pub struct TransactionStatement {
     /// partition leaves out the rows others hold and locks those it returns
     /// (`plan_skip_locked`, `Store`'s `skip_locked_read`).
     pub skip_locked: bool,
+    /// The gateway waits for the grant: a statement refused to wait in the row-lock queue
+    /// is parked (`Transactions::parked`) and run by the partition when its turn comes, its
+    /// answer sent as the reply to this message (`docs/internals/sprint.md`, "Grants at the
+    /// partition"); otherwise (and where the partition's host cannot defer the reply) the
+    /// refusal is answered at once and the gateway sends the statement again.
+    pub await_grant: bool,
 }
 
 /// A transaction's request for table locks at every partition (`lock_operation`).
@@ -531,6 +562,12 @@ impl Transactions {
                 "an aborted transaction left the queue"
             );
         }
+        for id in self.parked.keys() {
+            assert!(
+                self.queue.contains_key(id),
+                "a parked statement waits in the queue"
+            );
+        }
     }
 
     /// The transactions waiting in the lock queue here, in their order, with the locks each
@@ -803,6 +840,114 @@ impl Transactions {
         )
     }
 
+    /// Parks transaction `id`'s statement `statement`, refused with `refusal` and waiting in
+    /// the queue; its ticket. A statement parked before for `id` must have been let go.
+    pub fn park(&mut self, id: u64, statement: Vec<u8>, refusal: Vec<u8>) -> u64 {
+        assert!(
+            self.queue.contains_key(&id),
+            "a parked statement waits in the queue"
+        );
+        let ticket = self.ticket_next;
+        self.ticket_next += 1;
+        let earlier = self.parked.insert(
+            id,
+            Parked {
+                ticket,
+                statement,
+                refusal,
+                reply: Vec::new(),
+            },
+        );
+        assert!(earlier.is_none(), "one parked statement per transaction");
+        ticket
+    }
+
+    /// The host's reply bytes for the statement parked under `ticket`.
+    pub fn set_parked_reply(&mut self, ticket: u64, reply: Vec<u8>) {
+        let parked = self
+            .parked
+            .values_mut()
+            .find(|parked| parked.ticket == ticket)
+            .expect("the statement just parked");
+        parked.reply = reply;
+    }
+
+    /// Removes transaction `id`'s parked statement, if any.
+    pub fn unpark(&mut self, id: u64) -> Option<Parked> {
+        self.parked.remove(&id)
+    }
+
+    /// Parks again, under its own ticket, a statement `unpark` took out to judge it afresh
+    /// and that still waits in the queue.
+    pub fn repark(&mut self, id: u64, parked: Parked) {
+        assert!(
+            self.queue.contains_key(&id),
+            "a parked statement waits in the queue"
+        );
+        assert!(
+            parked.ticket < self.ticket_next,
+            "tickets are given in log order"
+        );
+        let earlier = self.parked.insert(id, parked);
+        assert!(earlier.is_none(), "one parked statement per transaction");
+    }
+
+    /// Removes every parked statement, in ticket order.
+    pub fn unpark_all(&mut self) -> Vec<Parked> {
+        let mut all: Vec<Parked> = std::mem::take(&mut self.parked).into_values().collect();
+        all.sort_by_key(|parked| parked.ticket);
+        all
+    }
+
+    /// The transactions with a parked statement, in the order their turns come: their places
+    /// in the queue (one that left the queue, e.g. by another partition's copy, first), then
+    /// their tickets.
+    pub fn parked_in_order(&self) -> Vec<u64> {
+        let mut order: Vec<(u64, u64, u64)> = self
+            .parked
+            .iter()
+            .map(|(id, parked)| {
+                let place = self.queue.get(id).map_or(0, |waiting| waiting.arrival + 1);
+                (place, parked.ticket, *id)
+            })
+            .collect();
+        order.sort();
+        order.into_iter().map(|(_, _, id)| id).collect()
+    }
+
+    /// The statement parked for transaction `id`.
+    pub fn parked(&self, id: u64) -> Option<&Parked> {
+        self.parked.get(&id)
+    }
+
+    /// How many statements are parked.
+    pub fn parked_len(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Whether transaction `id` waits in the row-lock queue.
+    pub fn queued(&self, id: u64) -> bool {
+        self.queue.contains_key(&id)
+    }
+
+    /// Whether transaction `id` waits in the queue for a row lock another transaction holds
+    /// in a conflicting mode: judged again, its request would be refused for that holder
+    /// (unless its new edges now made it die).
+    pub fn held_against(&self, id: u64) -> bool {
+        let Some(waiting) = self.queue.get(&id) else {
+            return false;
+        };
+        waiting.locks.iter().any(|(resource, mode)| {
+            self.open.iter().any(|(other_id, other)| {
+                *other_id != id
+                    && other
+                        .locks
+                        .get(resource)
+                        .is_some_and(|held| held.conflicts(*mode))
+            })
+        })
+    }
+
     /// Ends transaction `id`: removes it and returns it (its before-images are written back by
     /// the caller on an abort); `None` if it is not open here. `by_owner`: its own gateway
     /// ends it (its last message); otherwise another aborts it, and a tombstone refuses its
@@ -890,6 +1035,10 @@ impl Transactions {
             global_next: self.global_next,
             queue: self.queue.clone(),
             arrival_next: self.arrival_next,
+            // A parked statement is answered by the group that logged it (it lets its parked
+            // statements go at the cut): the copy carries none.
+            parked: BTreeMap::new(),
+            ticket_next: self.ticket_next,
         }
     }
 
@@ -2158,6 +2307,7 @@ mod store_tests {
             command: Command::Batch(vec![operation]).encode(),
             savepoint,
             skip_locked: false,
+            await_grant: false,
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
     }
@@ -2251,7 +2401,262 @@ mod store_tests {
             command: Command::Batch(vec![operation]).encode(),
             savepoint: 0,
             skip_locked,
+            await_grant: false,
         })
+    }
+
+    /// A statement of `transaction` on the rows of placement key `k1` (row locks: the
+    /// fair queue), `await_grant` as given; its store operation.
+    fn row_statement(
+        transaction: u64,
+        statement: u64,
+        command: Command,
+        await_grant: bool,
+    ) -> Vec<u8> {
+        let locks = crate::transactions::locks_needed(
+            crate::transactions::operations_of(&command),
+            Some(&[b"k1".to_vec()]),
+        )
+        .unwrap();
+        transaction_operation(&TransactionStatement {
+            transaction,
+            statement,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks,
+            nowait: false,
+            command: command.encode(),
+            savepoint: 0,
+            skip_locked: false,
+            await_grant,
+        })
+    }
+
+    fn send(store: &mut Store, operation: &[u8]) -> Outcome {
+        Outcome::decode(&store.execute_share(operation, |_| true)).unwrap()
+    }
+
+    fn updated(count: u64) -> Outcome {
+        Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
+    }
+
+    /// Parks `transaction`'s statement: refused for `holder`'s lock, its ticket taken, with
+    /// `reply` attached.
+    fn parked(store: &mut Store, operation: &[u8], holder: u64, reply: &[u8]) -> u64 {
+        let refused = send(store, operation);
+        assert!(
+            matches!(
+                error(&refused),
+                Some(EngineError::TransactionLocked { transaction, .. }) if *transaction == holder
+            ),
+            "{refused:?}"
+        );
+        let ticket = store.take_parked().expect("parked");
+        store.set_parked_reply(ticket, reply.to_vec());
+        assert!(store.take_answered().is_empty(), "not answered yet");
+        ticket
+    }
+
+    fn answered(store: &mut Store) -> Vec<(u64, Vec<u8>, Outcome)> {
+        store
+            .take_answered()
+            .into_iter()
+            .map(|(ticket, reply, outcome)| (ticket, reply, Outcome::decode(&outcome).unwrap()))
+            .collect()
+    }
+
+    /// Grants at the partition: a statement refused to wait in the row-lock queue, whose
+    /// gateway waits for its grant, runs when the holder ends, without being sent again; its
+    /// answer comes out under its ticket with its host's reply bytes. Without `await_grant`,
+    /// or with NOWAIT, nothing is parked.
+    #[test]
+    fn a_refused_statement_runs_when_the_holder_ends_without_a_resend() {
+        let mut store = store();
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        assert_eq!(store.take_parked(), None, "granted at once");
+        let ticket = parked(
+            &mut store,
+            &row_statement(8, 1, write(12), true),
+            7,
+            b"reply 8",
+        );
+        assert_eq!(store.transactions.parked_len(), 1);
+        // A polling gateway's statement (and a NOWAIT one) is refused, nothing parked; nor
+        // does it grant 8.
+        assert!(error(&send(&mut store, &row_statement(5, 1, write(5), false))).is_some());
+        assert_eq!(store.take_parked(), None);
+        let mut nowait: TransactionStatement =
+            postcard::from_bytes(&row_statement(6, 1, write(6), true)[1..]).unwrap();
+        nowait.nowait = true;
+        assert!(error(&send(&mut store, &transaction_operation(&nowait))).is_some());
+        assert_eq!(store.take_parked(), None);
+        assert!(store.take_answered().is_empty());
+        // The holder commits: 8 runs at the end's place, 5 (polling) still waits behind it.
+        assert_eq!(send(&mut store, &end_operation(7, true, true)), updated(1));
+        assert_eq!(
+            answered(&mut store),
+            vec![(ticket, b"reply 8".to_vec(), updated(1))]
+        );
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+        assert_eq!(store.transactions.parked_len(), 0);
+        assert!(
+            store.transactions.get(8).unwrap().locks.len() >= 2,
+            "8 holds its locks"
+        );
+        // Its gateway, had it sent it again, is answered its first outcome: it runs once.
+        assert_eq!(
+            send(&mut store, &row_statement(8, 1, write(12), true)),
+            updated(1)
+        );
+        assert_eq!(store.take_parked(), None);
+        store.execute_share(&end_operation(8, false, true), |_| true);
+        assert_eq!(
+            rows(&store),
+            vec![row(1, 11)],
+            "8's abort writes back what 7 committed"
+        );
+        let _ = answered(&mut store);
+    }
+
+    /// Two parked waiters are granted in their order in the queue, each when the one before
+    /// it ends; an insert granted once and sent again is not run twice.
+    #[test]
+    fn two_waiters_are_granted_in_queue_order() {
+        let mut store = store();
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        let first = parked(&mut store, &row_statement(9, 1, write(19), true), 7, b"9");
+        let second = parked(&mut store, &row_statement(8, 1, write(18), true), 7, b"8");
+        assert_eq!(
+            store
+                .transactions
+                .queue()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect::<Vec<_>>(),
+            vec![9, 8]
+        );
+        send(&mut store, &end_operation(7, true, true));
+        assert_eq!(
+            answered(&mut store),
+            vec![(first, b"9".to_vec(), updated(1))]
+        );
+        assert_eq!(rows(&store), vec![row(1, 19)]);
+        // 8 still waits, now for 9.
+        assert_eq!(store.transactions.wait_edges(), vec![(8, 9)]);
+        send(&mut store, &end_operation(9, true, true));
+        assert_eq!(
+            answered(&mut store),
+            vec![(second, b"8".to_vec(), updated(1))]
+        );
+        assert_eq!(rows(&store), vec![row(1, 18)]);
+        // 8 inserts a row while 7' (10) holds its key: granted at 10's end; the same
+        // statement sent again answers its first outcome, no duplicate key.
+        let insert_2 = Command::Batch(vec![insert(2, 5)]);
+        send(&mut store, &end_operation(8, true, true));
+        assert_eq!(
+            send(&mut store, &row_statement(10, 1, write(20), true)),
+            updated(1)
+        );
+        let ticket = parked(
+            &mut store,
+            &row_statement(11, 1, insert_2.clone(), true),
+            10,
+            b"",
+        );
+        send(&mut store, &end_operation(10, true, true));
+        let granted = answered(&mut store);
+        assert_eq!(granted.len(), 1);
+        assert_eq!(granted[0].0, ticket);
+        assert!(error(&granted[0].2).is_none(), "{granted:?}");
+        let again = send(&mut store, &row_statement(11, 1, insert_2, true));
+        assert_eq!(again, granted[0].2, "answered its first outcome");
+        assert_eq!(rows(&store), vec![row(1, 20), row(2, 5)]);
+    }
+
+    /// A parked statement whose transaction moves on (rolls back, rolls back to a savepoint,
+    /// is aborted by another gateway) is let go, answered with its refusal, and never runs;
+    /// a keyspace cut lets every parked statement go; a grant under a catalog that changed
+    /// meanwhile answers `StaleCatalog` and runs nothing.
+    #[test]
+    fn a_waiter_whose_transaction_rolled_back_is_not_run() {
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        let moves_on = [
+            end_operation(8, false, true),
+            crate::rollback_to_operation(8, 1),
+            end_operation(8, false, false),
+        ];
+        for (case, message) in moves_on.iter().enumerate() {
+            let mut store = store();
+            assert_eq!(
+                send(&mut store, &row_statement(7, 1, write(11), true)),
+                updated(1)
+            );
+            let ticket = parked(&mut store, &row_statement(8, 1, write(12), true), 7, b"8");
+            send(&mut store, message);
+            let let_go = answered(&mut store);
+            assert_eq!(let_go.len(), 1, "case {case}");
+            assert_eq!(let_go[0].0, ticket);
+            assert!(matches!(
+                error(&let_go[0].2),
+                Some(EngineError::TransactionLocked { transaction: 7, .. })
+            ));
+            assert_eq!(store.transactions.parked_len(), 0);
+            send(&mut store, &end_operation(7, true, true));
+            assert!(answered(&mut store).is_empty(), "case {case}: not run");
+            assert_eq!(rows(&store), vec![row(1, 11)], "case {case}");
+        }
+        // A keyspace cut.
+        let mut store = store();
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        let ticket = parked(&mut store, &row_statement(8, 1, write(12), true), 7, b"8");
+        store.retain_rows_where(|_, _| true);
+        let let_go = answered(&mut store);
+        assert_eq!(let_go.iter().map(|a| a.0).collect::<Vec<_>>(), vec![ticket]);
+        send(&mut store, &end_operation(7, true, true));
+        assert!(answered(&mut store).is_empty());
+        assert_eq!(rows(&store), vec![row(1, 11)]);
+        // A catalog change while parked.
+        let mut store = store_with_parked_guarded();
+        let other = TableSchema::new(
+            "u",
+            vec![ColumnDef::new("id", DataType::BigInt).not_null()],
+            &["id"],
+        )
+        .unwrap();
+        let create = Command::Execute(Operation::CreateTable { schema: other });
+        assert!(error(&send(&mut store, &sql_operation(&create))).is_none());
+        send(&mut store, &end_operation(7, true, true));
+        let granted = answered(&mut store);
+        assert_eq!(granted.len(), 1);
+        assert_eq!(error(&granted[0].2), Some(&EngineError::StaleCatalog));
+        assert_eq!(rows(&store), vec![row(1, 11)]);
+    }
+
+    /// 7 holds row k1; 8's statement, planned under the catalog as it is, is parked.
+    fn store_with_parked_guarded() -> Store {
+        let mut store = store();
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        let guarded = Command::Guarded {
+            catalog: store.engine.catalog_digest(),
+            command: Box::new(write(12)),
+        };
+        parked(&mut store, &row_statement(8, 1, guarded, true), 7, b"8");
+        store
     }
 
     /// SKIP LOCKED passes over a row another transaction holds, returns the next one in key

@@ -403,6 +403,7 @@ impl Model {
                 command: command.encode(),
                 savepoint: 0,
                 skip_locked: false,
+                await_grant: false,
             });
             self.send(&statement, &targets)
         };

@@ -178,11 +178,16 @@ impl ClusterBackend {
 
     /// The drivers' timing (`cluster::transaction_driver`): wake-up hints arrive if there is
     /// a hub (and `TESSERA_SQL_WAITS_POLL`, a measurement switch, does not ask for polling
-    /// alone).
+    /// alone); statements await their grants at the partition unless
+    /// `TESSERA_SQL_NO_GRANTS` (a measurement switch) is set.
     fn settings(&self) -> DriverSettings {
         let defaults = DriverSettings::default();
+        static NO_GRANTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let no_grants =
+            *NO_GRANTS.get_or_init(|| std::env::var_os("TESSERA_SQL_NO_GRANTS").is_some());
         DriverSettings {
             hints: self.hints().is_some(),
+            grant_wait_ms: if no_grants { 0 } else { defaults.grant_wait_ms },
             abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
             ..defaults
         }
@@ -519,9 +524,39 @@ impl ClusterBackend {
         loop {
             action = match action {
                 Action::Send(send) => {
-                    let answers = match counters(&send.kind) {
-                        Some(class) => self.run_counted(class, send.operation, send.route).await,
-                        None => self.run(send.operation, false, send.route, false).await,
+                    let overdue_at = transaction.overdue_at();
+                    let message = async {
+                        match counters(&send.kind) {
+                            Some(class) => {
+                                self.run_counted(class, send.operation, send.route).await
+                            }
+                            None => self.run(send.operation, false, send.route, false).await,
+                        }
+                    };
+                    let answers = match overdue_at {
+                        None => message.await,
+                        // A statement awaiting its grant at the partition: after the driver's
+                        // `grant_wait_ms` without an answer, it is sent again without (the
+                        // partition lets the kept one go; its late answer is dropped).
+                        Some(at) => {
+                            let started = Instant::now();
+                            let deadline = tokio::time::Instant::now()
+                                + Duration::from_millis(at.saturating_sub(now_ms()));
+                            stats::SQL_AWAITING.add(1);
+                            let answers = match tokio::time::timeout_at(deadline, message).await {
+                                Ok(answers) => answers,
+                                Err(_) => {
+                                    stats::SQL_GRANT_OVERDUE.add(1);
+                                    let again = transaction
+                                        .overdue(now_ms().max(at))
+                                        .expect("overdue: awaiting since before `at`");
+                                    let class = (&stats::SQL_STATEMENTS, &stats::SQL_STATEMENT_US);
+                                    self.run_counted(class, again.operation, again.route).await
+                                }
+                            };
+                            stats::SQL_AWAITING_US.add(started.elapsed().as_micros() as u64);
+                            answers
+                        }
                     };
                     match answers {
                         Ok(answers) => transaction.outcomes(decode_outcomes(answers), now_ms()),

@@ -98,6 +98,12 @@ pub static SQL_END_US: Counter = Counter::new();
 pub static SQL_LOCK_WAITS: Counter = Counter::new();
 pub static SQL_LOCK_PAUSE_US: Counter = Counter::new();
 pub static SQL_WAITS_WOKEN: Counter = Counter::new();
+/// Statements sent awaiting their grant at the partition (`DriverSettings::grant_wait_ms`),
+/// the time until their answer (µs, a grant's wait included), and those overdue (sent again
+/// without awaiting).
+pub static SQL_AWAITING: Counter = Counter::new();
+pub static SQL_AWAITING_US: Counter = Counter::new();
+pub static SQL_GRANT_OVERDUE: Counter = Counter::new();
 /// Refusals for a two-phase statement (`Busy`) waited for.
 pub static SQL_BUSY_WAITS: Counter = Counter::new();
 /// Waits given up: patience spent (55P03), and abandoned holders aborted by a waiter.
@@ -180,7 +186,8 @@ pub fn start() {
                     "stats: sql transactions (totals): statements {} in {} ms, table locks {} \
                      in {} ms, globalizes {} in {} ms, ends {} in {} ms; lock waits {} pausing \
                      {} ms ({} woken early), busy waits {}; patience spent {}, abandoned \
-                     holders aborted {}; deaths {}",
+                     holders aborted {}; deaths {}; statements awaiting grants {} in {} ms \
+                     ({} overdue)",
                     SQL_STATEMENTS.get(),
                     SQL_STATEMENT_US.get() / 1000,
                     SQL_TABLE_LOCKS.get(),
@@ -196,6 +203,9 @@ pub fn start() {
                     SQL_PATIENCE_SPENT.get(),
                     SQL_ABANDONED_ABORTS.get(),
                     SQL_DEATHS.get(),
+                    SQL_AWAITING.get(),
+                    SQL_AWAITING_US.get() / 1000,
+                    SQL_GRANT_OVERDUE.get(),
                 ));
             }
         }

@@ -70,6 +70,9 @@ fn driver_settings() -> DriverSettings {
         // Hints (`sql_hint`): the end of a transaction wakes the statements waiting for it.
         hints: true,
         woken_pause_max_ms: 100,
+        // Statements await their grants at the partition; one unanswered this long is sent
+        // again without (`Transaction::overdue`).
+        grant_wait_ms: 50,
         ..DriverSettings::default()
     }
 }
@@ -213,6 +216,9 @@ pub struct SqlStats {
     pub transfers: u64,
     /// Sessions that died mid-transaction (their transaction left open).
     pub session_crashes: u64,
+    /// Statements that awaited their grant at the partition too long and were sent again
+    /// without (`Transaction::overdue`).
+    pub grants_overdue: u64,
 }
 
 pub(super) struct SqlState {
@@ -386,6 +392,19 @@ impl BypassSimulation {
                         None => run.txn.resume(now),
                     };
                     self.sql_send(gateway, slot, send, Purpose::Statement);
+                }
+                Some(Run {
+                    waiting: Waiting::Message(_),
+                    ..
+                }) => {
+                    // A statement awaiting its grant for too long: sent again without (the
+                    // partition lets the kept one go; its answer is then not waited for).
+                    let now = self.now;
+                    let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                    if let Some(send) = run.txn.overdue(now) {
+                        self.sql().stats.grants_overdue += 1;
+                        self.sql_send(gateway, slot, send, Purpose::Statement);
+                    }
                 }
                 Some(_) => {}
             }
@@ -638,6 +657,7 @@ impl BypassSimulation {
                         command: command.encode(),
                         savepoint: 0,
                         skip_locked: false,
+                        await_grant: false,
                     },
                 ),
                 route: keys.map_or(Route::Every, Route::Keys),
@@ -774,8 +794,16 @@ impl BypassSimulation {
         let Some(mut pending) = self.sql().pending.remove(&id) else {
             return;
         };
+        // A statement sent again after awaiting its grant too long (`Transaction::overdue`):
+        // the slot waits for the newer message; this one is not planned again.
+        let superseded = matches!(pending.purpose, Purpose::Statement)
+            && matches!(
+                self.sql().runs[pending.gateway][pending.slot].as_ref().map(|run| &run.waiting),
+                Some(Waiting::Message(own)) if *own != id
+            );
         if matches!(completion, Completion::Failed(ecast::Failure::Refused(_)))
             && pending.plans < PLANS_MAX
+            && !superseded
         {
             // Planned against a configuration that moved on: nothing ran; plan it again.
             pending.plans += 1;
