@@ -159,12 +159,20 @@ fn kill_mid_copy(
         }
         Victim::StartedPrimary => {
             let owned = (1u64 << 61) | (1 << 30) | 5;
-            assert!(
-                others.contains(&format!(
-                    "partition {owned}: installed the copy of version 1"
-                )),
-                "process 5's started group installed nothing at another member"
-            );
+            let installed = format!("partition {owned}: installed the copy of version 1");
+            // The expand is done once the group's new primary installed; the other members
+            // install (and log it) as they execute that op, which may come a little later.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !(0..6)
+                .filter(|index| *index != killed)
+                .any(|index| cluster.storage_log(index).contains(&installed))
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "process 5's started group installed nothing at another member"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
     let mut lost = Vec::new();
