@@ -836,6 +836,17 @@ mod tests {
         })
     }
 
+    /// `SELECT … FOR UPDATE NOWAIT`'s options.
+    fn nowait_options() -> StatementOptions {
+        StatementOptions {
+            locking: Some(sql::RowLocking {
+                exclusive: true,
+                nowait: true,
+                skip_locked: false,
+            }),
+            ..StatementOptions::default()
+        }
+    }
     #[test]
     fn a_first_statement_takes_its_table_lock_everywhere_then_runs_where_its_row_lives() {
         let mut txn = Transaction::new(7, 1_000, settings());
@@ -975,14 +986,7 @@ mod tests {
         };
         assert_eq!(txn.overdue_at(), None);
         // NOWAIT, and grants off: never awaits.
-        let options = StatementOptions {
-            locking: Some(sql::RowLocking {
-                exclusive: true,
-                nowait: true,
-                skip_locked: false,
-            }),
-            ..StatementOptions::default()
-        };
+        let options = nowait_options();
         let Action::Send(lock) = txn
             .statement::<Outcome>(&read(1), Route::Keys(vec![key(1)]), options, 2_000)
             .unwrap()
@@ -1176,14 +1180,7 @@ mod tests {
         assert!(!txn.global);
         // NOWAIT: the refusal is the answer at once, and the messages say NOWAIT.
         let mut nowait = Transaction::new(8, 1_000, settings());
-        let options = StatementOptions {
-            locking: Some(sql::RowLocking {
-                exclusive: true,
-                nowait: true,
-                skip_locked: false,
-            }),
-            ..StatementOptions::default()
-        };
+        let options = nowait_options();
         let Action::Send(lock) = nowait
             .statement::<Outcome>(&read(1), Route::Keys(vec![key(1)]), options, 1_000)
             .unwrap()

@@ -2295,14 +2295,6 @@ pub(crate) mod tests {
         PartitionResult::decode(&machine.apply(&operation.encode()))
     }
 
-    fn lock_result(machine: &PartitionMachine<Locks>, client: u64) -> PartitionResult {
-        let query = PartitionOperation::Query(PartitionQuery::Result {
-            client: ClientId(client),
-            number: RequestNumber(1),
-        });
-        PartitionResult::decode(&machine.query(&query.encode()))
-    }
-
     /// Grants at the partition: a single-partition operation the data parks is answered
     /// `Held`, and its result is released (and answers `Result`) when a later operation of
     /// any kind (here a share) grants it, without being sent again; two parked on one key
@@ -2326,7 +2318,7 @@ pub(crate) mod tests {
             lock_apply(&mut machine, single(3, b"l\x05\x03")),
             PartitionResult::Held
         );
-        assert_eq!(lock_result(&machine, 2), PartitionResult::Held);
+        assert_eq!(result_of(&machine, 2), PartitionResult::Held);
         let released_before = machine.released_after(0).count();
         assert!(!machine.finished());
         // A backup restored from this state goes on alike.
@@ -2353,16 +2345,16 @@ pub(crate) mod tests {
                 }
             )));
             assert_eq!(
-                lock_result(replica, 2),
+                result_of(replica, 2),
                 PartitionResult::Executed(b"granted".to_vec())
             );
-            assert_eq!(lock_result(replica, 3), PartitionResult::Held);
+            assert_eq!(result_of(replica, 3), PartitionResult::Held);
             // 3's transaction moves on: let go, released with its refusal (once the
             // watermark covers the share, which the operation on its key waits for).
             lock_apply(replica, PartitionOperation::Watermark(Timestamp(1)));
             lock_apply(replica, single(4, b"x\x05\x03"));
             assert_eq!(
-                lock_result(replica, 3),
+                result_of(replica, 3),
                 PartitionResult::Executed(b"refused".to_vec())
             );
             assert!(replica.parked.is_empty());
@@ -2386,7 +2378,10 @@ pub(crate) mod tests {
         PartitionMachine::new(Bytes::default(), settings)
     }
 
-    fn result_of(machine: &PartitionMachine<Bytes>, client: u64) -> PartitionResult {
+    fn result_of<D: PartitionData + Serialize + DeserializeOwned>(
+        machine: &PartitionMachine<D>,
+        client: u64,
+    ) -> PartitionResult {
         let query = PartitionOperation::Query(PartitionQuery::Result {
             client: ClientId(client),
             number: RequestNumber(1),
