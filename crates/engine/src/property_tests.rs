@@ -279,6 +279,35 @@ fn aggregate(prng: &mut Prng, columns: &[&str]) -> Aggregate {
     Aggregate { function, column }
 }
 
+/// A random read of `table`: a predicate with `predicate_percent` chance, then an aggregate
+/// (25 %) or a SELECT, with a LIMIT below `limit_below` 20 % of the time.
+fn random_read(
+    prng: &mut Prng,
+    table: &str,
+    columns: &[&str],
+    predicate_percent: u64,
+    limit_below: u64,
+) -> Operation {
+    let predicate = prng
+        .chance(predicate_percent)
+        .then(|| predicate(prng, columns, 2));
+    if prng.chance(25) {
+        Operation::Aggregate {
+            table: table.into(),
+            group_by: Vec::new(),
+            aggregates: vec![aggregate(prng, columns)],
+            predicate,
+        }
+    } else {
+        Operation::Select {
+            table: table.into(),
+            columns: Vec::new(),
+            predicate,
+            limit: prng.chance(20).then(|| prng.below(limit_below)),
+        }
+    }
+}
+
 /// A fresh engine with both tables, some rows, and (depending on the seed) secondary indexes,
 /// so that some operations take index paths and split the batch into several cycles.
 fn populated_engine(prng: &mut Prng) -> Engine {
@@ -551,22 +580,7 @@ fn read_batches_equal_reading_each_operation_alone() {
                 } else {
                     columns_of(table)
                 };
-                let predicate = prng.chance(80).then(|| predicate(&mut prng, columns, 2));
-                if prng.chance(25) {
-                    Operation::Aggregate {
-                        table: table.into(),
-                        group_by: Vec::new(),
-                        aggregates: vec![aggregate(&mut prng, columns)],
-                        predicate,
-                    }
-                } else {
-                    Operation::Select {
-                        table: table.into(),
-                        columns: Vec::new(),
-                        predicate,
-                        limit: prng.chance(20).then(|| prng.below(4)),
-                    }
-                }
+                random_read(&mut prng, table, columns, 80, 4)
             })
             .collect();
         let together = engine.read_batch(&batch);
@@ -843,22 +857,7 @@ fn reads_over_the_column_image_equal_the_row_map_reference_on_larger_tables() {
                 .map(|_| {
                     let table = *prng.pick(&["t", "u"]);
                     let columns = columns_of(table);
-                    let predicate = prng.chance(85).then(|| predicate(&mut prng, columns, 2));
-                    if prng.chance(25) {
-                        Operation::Aggregate {
-                            table: table.into(),
-                            group_by: Vec::new(),
-                            aggregates: vec![aggregate(&mut prng, columns)],
-                            predicate,
-                        }
-                    } else {
-                        Operation::Select {
-                            table: table.into(),
-                            columns: Vec::new(),
-                            predicate,
-                            limit: prng.chance(20).then(|| prng.below(40)),
-                        }
-                    }
+                    random_read(&mut prng, table, columns, 85, 40)
                 })
                 .collect();
             let imaged = engine.read_batch(&reads);
