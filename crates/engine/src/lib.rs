@@ -97,23 +97,10 @@
 //!
 //! ## Measured
 //!
-//! `cargo run -p engine --release --example scan_speed` (1,000,000 rows of 349 payload bytes,
-//! one cycle of N `SELECT id, passenger FROM ticket WHERE flight = c` on the unindexed `flight`,
-//! median of 5 cycles; shared 2-core machine, so runs vary by about ±15 %):
-//!
-//! | queries | cycle ms | rows/s | payload GB/s | queries/s |
-//! |--:|--:|--:|--:|--:|
-//! | 1 | 108.6 | 9.2 M | 3.2 | 9 |
-//! | 10 | 102.6 | 9.7 M | 3.4 | 97 |
-//! | 100 | 108.5 | 9.2 M | 3.2 | 921 |
-//! | 1,000 | 152.4 | 6.6 M | 2.3 | 6,562 |
-//!
-//! A plain iteration over the same `BTreeMap` comparing one column takes about 50 ms: the pass is
-//! memory-bound (each row is a separate `Vec<Value>` allocation; the first touch of a row's cells
-//! dominates the profile), and a cycle costs about twice the bare iteration whatever the number
-//! of equality queries, which is the point of the query index. The extra time at 1,000 queries
-//! is mostly copying 100,000 result rows. "GB/s" is payload bytes of the table divided by the
-//! cycle time; the scan does not read every byte (only the probed column and matching rows).
+//! `cargo run -p engine --release --example scan_speed`: the current numbers and their history
+//! are in `docs/bench/crescando.md` ("Scan speed per core"). Read cycles stream the column image
+//! (`rows`), probing one column per row and materialising only matching rows; write cycles
+//! pass over the row map.
 #![forbid(unsafe_code)]
 
 pub mod engine;
