@@ -41,6 +41,10 @@ const TAG_LOCK: u8 = 7;
 const TAG_ROLLBACK_TO: u8 = 8;
 /// A transaction becomes global (Sprint §4.1), at every partition at once (`transactions`).
 const TAG_GLOBALIZE: u8 = 9;
+/// A transaction's table locks with its owner (`owned_lock_operation`), and the abort of
+/// every transaction a suspected storage process owns (`abort_owned_operation`).
+const TAG_LOCK_OWNED: u8 = 10;
+const TAG_ABORT_OWNED: u8 = 11;
 
 /// Transaction `transaction` becomes global (it reached a second partition): sent once to
 /// every partition in one E-Cast message, before its first message to the second partition;
@@ -62,6 +66,31 @@ pub fn lock_operation(request: &transactions::LockRequest) -> Vec<u8> {
     tagged(
         TAG_LOCK,
         postcard::to_allocvec(request).expect("serialises"),
+    )
+}
+
+/// `lock_operation` from the gateway of storage process `owner` (not 0): each partition
+/// records the owner with the transaction when this is its first owned message there
+/// (`Transactions::own`), so that a suspicion of `owner` aborts it (`abort_owned_operation`,
+/// `docs/internals/sprint.md`, "A gateway that dies").
+pub fn owned_lock_operation(request: &transactions::LockRequest, owner: u64) -> Vec<u8> {
+    assert_ne!(owner, 0, "0 names no storage process");
+    tagged(
+        TAG_LOCK_OWNED,
+        postcard::to_allocvec(&(request, owner)).expect("serialises"),
+    )
+}
+
+/// Storage process `owner` is suspected (its gateway, Sprint's edge server, is taken for
+/// dead): every transaction it owns here (`Transactions::owned_by`) is aborted as another
+/// gateway's abort would (before-images written back, locks released, a tombstone so that its
+/// later messages are refused with 40001). Sent to every partition at one point of the global
+/// order, so every partition aborts the same transactions there. Answered with `Outcome::Batch`
+/// holding one `Updated { count }`: the transactions aborted here.
+pub fn abort_owned_operation(owner: u64) -> Vec<u8> {
+    tagged(
+        TAG_ABORT_OWNED,
+        postcard::to_allocvec(&owner).expect("serialises"),
     )
 }
 
@@ -330,8 +359,23 @@ impl Store {
             }
             Some((&TAG_LOCK, rest)) => {
                 let request = postcard::from_bytes::<transactions::LockRequest>(rest);
-                self.let_go(request.map(|request| request.transaction));
-                let outcome = self.lock(rest);
+                self.let_go(request.as_ref().map(|request| request.transaction));
+                let outcome = self.lock(request.ok(), None);
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_LOCK_OWNED, rest)) => {
+                let request = postcard::from_bytes::<(transactions::LockRequest, u64)>(rest);
+                self.let_go(request.as_ref().map(|(request, _)| request.transaction));
+                let outcome = match request {
+                    Ok((request, owner)) => self.lock(Some(request), Some(owner)),
+                    Err(_) => self.lock(None, None),
+                };
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_ABORT_OWNED, rest)) => {
+                let outcome = self.abort_owned(rest);
                 self.grant_parked(&held, false);
                 return outcome.encode();
             }
@@ -920,10 +964,18 @@ impl Store {
     }
 
     /// A transaction's table locks, all or none.
-    fn lock(&mut self, body: &[u8]) -> engine::Outcome {
-        let Ok(request) = postcard::from_bytes::<transactions::LockRequest>(body) else {
+    /// `owner`: the storage process whose gateway sent it (`owned_lock_operation`).
+    fn lock(
+        &mut self,
+        request: Option<transactions::LockRequest>,
+        owner: Option<u64>,
+    ) -> engine::Outcome {
+        let Some(request) = request else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
+        if let Some(owner) = owner.filter(|owner| *owner != 0) {
+            self.transactions.own(request.transaction, owner);
+        }
         let prepared = &self.prepared;
         match self.transactions.admit_as(
             request.transaction,
@@ -961,7 +1013,7 @@ impl Store {
         self.transactions.stop_waiting(id);
         if self.transactions.was_aborted(id) {
             return engine::Outcome::Error(engine::EngineError::SerializationFailure {
-                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
             });
         }
         let Some(images) = self.transactions.rollback_to(id, savepoint) else {
@@ -969,6 +1021,31 @@ impl Store {
         };
         let count = images.len() as u64;
         self.engine.write_back(images);
+        engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
+    }
+
+    /// A suspicion of the storage process `owner` (`abort_owned_operation`): each transaction
+    /// it owns here is aborted as by another gateway (its parked statement let go, its
+    /// before-images written back, its locks released, a tombstone left).
+    fn abort_owned(&mut self, body: &[u8]) -> engine::Outcome {
+        let Ok(owner) = postcard::from_bytes::<u64>(body) else {
+            return engine::Outcome::Error(engine::EngineError::Malformed);
+        };
+        let owned = self.transactions.owned_by(owner);
+        let count = owned.len() as u64;
+        for id in owned {
+            self.let_go::<()>(Ok(id));
+            if let Some(ended) = self.transactions.end(id, false) {
+                self.engine.write_back(
+                    ended
+                        .undo
+                        .into_iter()
+                        .map(|((table, key), before)| (table, key, before)),
+                );
+            }
+            debug_assert!(self.transactions.was_aborted(id), "a tombstone is left");
+        }
+        debug_assert!(self.transactions.owned_by(owner).is_empty());
         engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }
 
@@ -983,7 +1060,7 @@ impl Store {
         if commit && self.transactions.was_aborted(id) {
             self.transactions.end(id, true);
             return engine::Outcome::Error(engine::EngineError::SerializationFailure {
-                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
             });
         }
         let Some(ended) = self.transactions.end(id, by_owner) else {

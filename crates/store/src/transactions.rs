@@ -176,6 +176,12 @@ pub struct Transactions {
     parked: BTreeMap<u64, Parked>,
     /// The next parking ticket: tickets grow in log order.
     ticket_next: u64,
+    /// Each transaction's owner: the storage process whose gateway runs it (Sprint's edge
+    /// server), recorded when its first owned message executes here (`own`: the first table
+    /// lock, sent to every partition) and forgotten at its end. A suspicion of that process
+    /// aborts every transaction it owns (`owned_by`, `store::abort_owned_operation`).
+    /// Replicated state, changed in log order, moved with the rest by Rubberband.
+    owners: BTreeMap<u64, u64>,
 }
 
 /// A statement waiting at the partition for its grant (`Transactions::parked`).
@@ -331,7 +337,7 @@ impl Transactions {
     ) -> Admission {
         if self.aborted.contains(&id) {
             return Admission::Refused(EngineError::SerializationFailure {
-                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
             });
         }
         let mine = self.open.get(&id);
@@ -691,7 +697,7 @@ impl Transactions {
     pub fn globalize(&mut self, id: u64) -> Result<u64, EngineError> {
         if self.aborted.contains(&id) {
             return Err(EngineError::SerializationFailure {
-                reason: "the transaction's abort: it held locks another statement waited for while it was idle".into(),
+                reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
             });
         }
         if let Some(sequence) = self.globals.get(&id) {
@@ -948,22 +954,56 @@ impl Transactions {
         })
     }
 
-    /// Ends transaction `id`: removes it and returns it (its before-images are written back by
-    /// the caller on an abort); `None` if it is not open here. `by_owner`: its own gateway
-    /// ends it (its last message); otherwise another aborts it, and a tombstone refuses its
-    /// later statements.
+    /// Records `owner` (a storage process id, not 0) as transaction `id`'s owner, unless it has
+    /// one: the first owned message decides. Called before the message's locks are judged,
+    /// so a transaction whose first request waits (or dies and is not ended yet) is owned too.
+    /// Not for a transaction aborted by another gateway (its later messages are refused).
+    pub fn own(&mut self, id: u64, owner: u64) {
+        assert_ne!(owner, 0, "0 names no storage process");
+        if self.aborted.contains(&id) {
+            return;
+        }
+        let recorded = *self.owners.entry(id).or_insert(owner);
+        debug_assert_eq!(
+            recorded, owner,
+            "a transaction's messages come from one gateway"
+        );
+    }
+
+    /// Transaction `id`'s owner, if recorded here.
+    pub fn owner(&self, id: u64) -> Option<u64> {
+        self.owners.get(&id).copied()
+    }
+
+    /// The transactions owned by `owner` that are open or waiting here, in order: what a
+    /// suspicion of `owner` aborts.
+    pub fn owned_by(&self, owner: u64) -> Vec<u64> {
+        self.owners
+            .iter()
+            .filter(|(_, recorded)| **recorded == owner)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// Whether another gateway aborted transaction `id` (and its own has not ended it).
     pub fn was_aborted(&self, id: u64) -> bool {
         self.aborted.contains(&id)
     }
 
+    /// Ends transaction `id`: removes it and returns it (its before-images are written back by
+    /// the caller on an abort); `None` if it is not open here. `by_owner`: its own gateway
+    /// ends it (its last message); otherwise another aborts it, and a tombstone refuses its
+    /// later statements.
     pub fn end(&mut self, id: u64, by_owner: bool) -> Option<Transaction> {
         // Seen here: it holds locks, or it waits (a waiter may be named to another waiter,
-        // and aborted as abandoned, before it holds anything anywhere).
+        // and aborted as abandoned, before it holds anything anywhere), or its owner's first
+        // message was refused here.
         let seen = self.open.contains_key(&id)
             || self.queue.contains_key(&id)
-            || self.waits.contains_key(&id);
+            || self.waits.contains_key(&id)
+            || self.owners.contains_key(&id);
         self.forget(id);
+        self.owners.remove(&id);
         if by_owner {
             self.aborted.remove(&id);
         } else {
@@ -1039,6 +1079,7 @@ impl Transactions {
             // statements go at the cut): the copy carries none.
             parked: BTreeMap::new(),
             ticket_next: self.ticket_next,
+            owners: self.owners.clone(),
         }
     }
 
@@ -1046,6 +1087,12 @@ impl Transactions {
     /// added (the two copies hold different rows), the newest stamp kept.
     pub fn absorb(&mut self, other: Transactions) {
         self.aborted.extend(other.aborted);
+        // Both copies recorded an owner from the same first message (sent to every
+        // partition): they agree where both know it.
+        for (id, owner) in other.owners {
+            let here = *self.owners.entry(id).or_insert(owner);
+            debug_assert_eq!(here, owner, "a transaction has one owner");
+        }
         // Both copies numbered the same `Globalize` messages in the same order (every
         // partition delivers each one); the edges are the union of both graphs.
         self.global_next = self.global_next.max(other.global_next);
@@ -2877,6 +2924,149 @@ mod store_tests {
             rows(&restored),
             vec![vec![Value::BigInt(1), Value::BigInt(10)]]
         );
+    }
+
+    /// `owned_lock_operation`: transaction `transaction`'s table locks for `operation`, from the
+    /// gateway of storage process `owner`.
+    fn owned_lock(
+        store: &mut Store,
+        transaction: u64,
+        owner: u64,
+        operation: &Operation,
+    ) -> Outcome {
+        let locks = locks_needed(std::slice::from_ref(operation), None).unwrap();
+        let request = crate::transactions::LockRequest {
+            transaction,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks,
+            nowait: false,
+        };
+        send(store, &crate::owned_lock_operation(&request, owner))
+    }
+
+    /// A suspicion of storage process 5 aborts every transaction its gateway owns here, the
+    /// one holding locks (its write undone, its locks released, a tombstone: its later
+    /// statements and its COMMIT are refused with 40001) and the one only waiting, and no other
+    /// process's: 8 (owner 6), which waited, is then admitted.
+    #[test]
+    fn a_suspicion_aborts_every_transaction_its_process_owns_and_no_other() {
+        let mut store = store();
+        assert_eq!(
+            owned_lock(&mut store, 7, 5, &set_n(11)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        assert!(matches!(
+            error(&owned_lock(&mut store, 8, 6, &set_n(12))),
+            Some(EngineError::TransactionLocked { transaction: 7, .. })
+        ));
+        assert!(matches!(
+            error(&owned_lock(&mut store, 9, 5, &insert(2, 20))),
+            Some(EngineError::TransactionLocked { .. })
+        ));
+        assert_eq!(store.transactions.owned_by(5), vec![7, 9]);
+        assert_eq!(store.transactions.owner(8), Some(6));
+        // A later owned message of 7 changes nothing about its owner.
+        assert!(matches!(
+            owned_lock(&mut store, 7, 5, &set_n(11)),
+            Outcome::Batch(_)
+        ));
+        assert_eq!(rows(&store), vec![row(1, 11)]);
+        // Another process's suspicion aborts nothing here.
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(4)),
+            updated(0)
+        );
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(2)
+        );
+        assert_eq!(rows(&store), vec![row(1, 10)]);
+        assert!(store.transactions.get(7).is_none());
+        assert!(store.transactions.was_aborted(7) && store.transactions.was_aborted(9));
+        assert!(store.transactions.owned_by(5).is_empty());
+        assert!(matches!(
+            error(&run(&mut store, 7, 2, set_n(13))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert!(matches!(
+            error(&owned_lock(&mut store, 9, 5, &insert(2, 20))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert!(
+            store.transactions.owned_by(5).is_empty(),
+            "a tombstone is not owned again"
+        );
+        assert_eq!(rows(&store), vec![row(1, 10)]);
+        let commit = send(&mut store, &end_operation(7, true, true));
+        assert!(matches!(
+            error(&commit),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        // 8's locks are free now.
+        assert_eq!(
+            owned_lock(&mut store, 8, 6, &set_n(12)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 8, 1, set_n(12))).is_none());
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+        assert_eq!(send(&mut store, &end_operation(8, true, true)), updated(1));
+        assert_eq!(store.transactions.owner(8), None, "forgotten at its end");
+    }
+
+    /// A statement parked behind a suspected process's transaction runs at the suspicion's
+    /// place in the log, as at that transaction's end.
+    #[test]
+    fn a_statement_parked_behind_a_suspected_owner_is_granted_at_the_suspicion() {
+        let mut store = store();
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        let request = |transaction| crate::transactions::LockRequest {
+            transaction,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks: vec![(("t".to_string(), None), Mode::IntentExclusive)],
+            nowait: false,
+        };
+        send(&mut store, &crate::owned_lock_operation(&request(7), 5));
+        send(&mut store, &crate::owned_lock_operation(&request(8), 6));
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        let ticket = parked(&mut store, &row_statement(8, 1, write(12), true), 7, b"8");
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(1)
+        );
+        assert_eq!(
+            answered(&mut store),
+            vec![(ticket, b"8".to_vec(), updated(1))]
+        );
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+    }
+
+    /// The owner is replicated state: it survives a snapshot and moves with a copy of the
+    /// transaction (Rubberband), and a copy absorbed keeps it.
+    #[test]
+    fn a_transactions_owner_survives_a_snapshot_and_moves_with_a_copy() {
+        use vr::StateMachine;
+        let mut store = store();
+        owned_lock(&mut store, 7, 5, &set_n(11));
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        let mut restored = Store::new();
+        restored.restore(&store.snapshot()).unwrap();
+        assert_eq!(restored.transactions.owner(7), Some(5));
+        let copy = store.transactions_where(|_, _| true);
+        assert_eq!(copy.owner(7), Some(5));
+        let mut receiver = crate::transactions::Transactions::default();
+        receiver.absorb(copy);
+        assert_eq!(receiver.owned_by(5), vec![7]);
+        assert_eq!(
+            send(&mut restored, &crate::abort_owned_operation(5)),
+            updated(1)
+        );
+        assert_eq!(rows(&restored), vec![row(1, 10)]);
     }
 }
 
