@@ -155,6 +155,11 @@ pub struct DriverSettings {
     pub autocommit_pause_first_ms: u64,
     pub autocommit_pause_max_ms: u64,
     pub autocommit_decide_after_ms: u64,
+    /// The storage process this gateway lives in (0: unknown). Not 0: the table locks are
+    /// sent as `store::owned_lock_operation`, so that every partition records the
+    /// transaction's owner and a suspicion of that process aborts it
+    /// (`docs/internals/sprint.md`, "A gateway that dies").
+    pub owner: u64,
 }
 
 impl Default for DriverSettings {
@@ -172,6 +177,7 @@ impl Default for DriverSettings {
             autocommit_pause_first_ms: 5,
             autocommit_pause_max_ms: 100,
             autocommit_decide_after_ms: 2_000,
+            owner: 0,
         }
     }
 }
@@ -386,14 +392,18 @@ impl Transaction {
             };
         }
         if current.locking {
+            let request = LockRequest {
+                transaction: self.id,
+                begin_ms: self.begin_ms,
+                now_ms,
+                locks: current.lacking.clone(),
+                nowait: current.waiter.nowait,
+            };
             return Send {
-                operation: store::lock_operation(&LockRequest {
-                    transaction: self.id,
-                    begin_ms: self.begin_ms,
-                    now_ms,
-                    locks: current.lacking.clone(),
-                    nowait: current.waiter.nowait,
-                }),
+                operation: match self.settings.owner {
+                    0 => store::lock_operation(&request),
+                    owner => store::owned_lock_operation(&request, owner),
+                },
                 route: Route::Every,
                 kind: Kind::Lock,
             };
@@ -1204,6 +1214,39 @@ mod tests {
                 ran: false
             }
         );
+    }
+
+    /// A gateway that knows its storage process sends its table locks owned by it (every
+    /// partition records the owner, and a suspicion of that process aborts the transaction);
+    /// the statements and the end are unchanged.
+    #[test]
+    fn a_gateway_with_an_owner_sends_its_table_locks_owned() {
+        let owned = DriverSettings {
+            owner: 5,
+            ..settings()
+        };
+        let mut txn = Transaction::new(8, 1_000, owned);
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert_eq!(lock.kind, Kind::Lock);
+        let request = LockRequest {
+            transaction: 8,
+            begin_ms: 1_000,
+            now_ms: 1_000,
+            locks: vec![(("t".into(), None), Mode::IntentShared)],
+            nowait: false,
+        };
+        assert!(lock.operation == store::owned_lock_operation(&request, 5));
+        let Action::Send(statement) = txn.outcomes(vec![ok()], 1_001) else {
+            panic!("the statement")
+        };
+        assert_eq!(statement.kind, Kind::Statement);
+        let mut plain = Transaction::new(8, 1_000, settings());
+        let Action::Send(lock) = start(&mut plain, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert!(lock.operation == store::lock_operation(&request));
     }
 
     #[test]

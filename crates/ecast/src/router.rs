@@ -36,6 +36,16 @@ pub struct RouterSettings {
     /// every router of a group must share it, as it shapes each message's destinations.
     #[serde(skip)]
     pub announce_configurations: bool,
+    /// Grouped: whether an accepted `Suspect` of a storage process goes to every partition
+    /// group of the configuration it was routed under (besides any group its regrouping
+    /// retires or starts), so that each group meets the suspicion at its point of the order
+    /// and aborts the interactive transactions whose gateway lived in the suspected process
+    /// (`docs/internals/sprint.md`, "A gateway that dies"; the suspicion's payload is the
+    /// groups' operation, chosen by the failure detector). Without it a membership change
+    /// goes to no group. Local and never serialised, like `announce_configurations`; every
+    /// router of a group must share it.
+    #[serde(skip)]
+    pub suspicions_to_groups: bool,
     #[doc(hidden)]
     pub canary: Option<Canary>,
 }
@@ -46,6 +56,7 @@ impl Default for RouterSettings {
             window_max: 128,
             outcomes_retained: 256,
             announce_configurations: true,
+            suspicions_to_groups: false,
             canary: None,
         }
     }
@@ -451,13 +462,24 @@ impl Routing {
                 .then(|| configurations.get(&entry.version_after))
                 .flatten()
                 .and_then(|after| after.grouping.as_ref());
-            match (&under.grouping, after) {
+            let mut targets: Vec<ProcessId> = match (&under.grouping, after) {
                 (Some(before), Some(after)) => Regrouping::between(&before.groups, &after.groups)
                     .destinations()
                     .into_iter()
                     .collect(),
                 _ => Vec::new(),
+            };
+            // An accepted suspicion of a storage process: every group, each of which may run
+            // transactions whose gateway lived there.
+            if settings.suspicions_to_groups
+                && entry.version_after != entry.routed_under
+                && !suspects(&entry.envelope.routing).is_empty()
+            {
+                targets.extend(configuration.processes().keys().copied());
+                targets.sort_unstable();
+                targets.dedup();
             }
+            targets
         } else if entry.envelope.is_config()
             && entry.version_after != entry.routed_under
             && settings.announce_configurations
@@ -1280,8 +1302,10 @@ impl vr::StateMachine for RouterState {
         let routes = self.routes();
         // Local, not replicated: this router's own.
         let announce = self.settings.announce_configurations;
+        let suspicions_to_groups = self.settings.suspicions_to_groups;
         *self = state; // Without routing state.
         self.settings.announce_configurations = announce;
+        self.settings.suspicions_to_groups = suspicions_to_groups;
         if routes {
             self.materialise();
         }
@@ -1798,5 +1822,105 @@ mod tests {
         assert!(
             matches!(answer, OperationResult::Grouping(Some(grouping)) if grouping.groups.version() == ConfigVersion(2))
         );
+    }
+
+    /// `suspicions_to_groups`: an accepted `Suspect` of a storage process goes to every
+    /// partition group, with its payload, and is stable only once every group confirmed it;
+    /// a refused suspicion, a membership change of another kind, and any suspicion without the
+    /// setting go to no group.
+    #[test]
+    fn grouped_routers_send_an_accepted_suspicion_to_every_group_when_asked() {
+        let members: Vec<(ProcessId, Position)> = (1..=6)
+            .map(|index| (ProcessId(index), Position(index * 1000)))
+            .collect();
+        let processes = Configuration::with_members(3, &members, &[ProcessId(7)]);
+        let membership = |sequence: u64, based_on: u64, change: MembershipChange| Envelope {
+            sender: SENDER,
+            sequence: Sequence(sequence),
+            planned_at: ConfigVersion(based_on),
+            routing: placement::ecast::Message::Config {
+                sender: SENDER,
+                message: ConfigMessage {
+                    based_on: ConfigVersion(based_on),
+                    change: ConfigChange::Membership(change),
+                },
+            },
+            payload: b"abort process 4's transactions".to_vec(),
+        };
+        let destinations = |outcome: &Outcome| match outcome {
+            Outcome::Sequenced { destinations, .. } => destinations.clone(),
+            other => panic!("{other:?}"),
+        };
+        for asked in [true, false] {
+            let settings = RouterSettings {
+                suspicions_to_groups: asked,
+                ..RouterSettings::default()
+            };
+            let mut state = RouterState::grouped(processes.clone(), settings.clone());
+            let groups: Vec<ProcessId> =
+                state.configuration().processes().keys().copied().collect();
+            assert_eq!(groups.len(), 6);
+            let OperationResult::Submitted(outcomes) = run(
+                &mut state,
+                Operation::Submit {
+                    sender: SENDER,
+                    messages: vec![
+                        membership(
+                            1,
+                            0,
+                            MembershipChange::Suspect {
+                                process: ProcessId(4),
+                            },
+                        ),
+                        // Refused: 99 is no member.
+                        membership(
+                            2,
+                            1,
+                            MembershipChange::Suspect {
+                                process: ProcessId(99),
+                            },
+                        ),
+                        membership(
+                            3,
+                            1,
+                            MembershipChange::Join {
+                                process: ProcessId(8),
+                            },
+                        ),
+                    ],
+                },
+            ) else {
+                panic!("not submitted");
+            };
+            assert_eq!(state.configuration().version(), ConfigVersion(2));
+            assert!(
+                matches!(outcomes[1].1, Outcome::Refused(_)),
+                "{:?}",
+                outcomes[1]
+            );
+            assert!(
+                destinations(&outcomes[2].1).is_empty(),
+                "a join goes nowhere"
+            );
+            if !asked {
+                assert!(destinations(&outcomes[0].1).is_empty());
+                continue;
+            }
+            assert_eq!(destinations(&outcomes[0].1), groups, "every group");
+            assert_eq!(unstable(&state), vec![1]);
+            let routed = state.unstable()[&Timestamp(1)].clone();
+            assert_eq!(routed.envelope.payload, b"abort process 4's transactions");
+            // Stable once every group admitted it.
+            let all_but_one: Vec<(u64, u64)> =
+                groups[1..].iter().map(|group| (group.0, 1)).collect();
+            confirm(&mut state, &all_but_one);
+            assert_eq!(unstable(&state), vec![1]);
+            assert_eq!(confirm(&mut state, &[(groups[0].0, 1)]), 1);
+            assert!(unstable(&state).is_empty());
+            // The setting is the router's own: a restored state keeps its router's.
+            let mut restored = RouterState::grouped(processes.clone(), settings);
+            restored.restore(&state.snapshot()).unwrap();
+            assert!(restored.settings.suspicions_to_groups);
+        }
     }
 }

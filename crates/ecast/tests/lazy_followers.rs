@@ -206,6 +206,7 @@ fn a_follower_made_primary_anywhere_rebuilds_the_primarys_routing_state() {
             window_max: prng.range_inclusive(4, 24),
             outcomes_retained: 32,
             announce_configurations: true,
+            suspicions_to_groups: false,
             canary: None,
         };
         let mut pair = Pair::new(settings);
@@ -239,6 +240,7 @@ fn the_rebuild_canary_makes_a_rebuilt_state_differ() {
             window_max: 16,
             outcomes_retained: 32,
             announce_configurations: true,
+            suspicions_to_groups: false,
             canary: Some(Canary::RebuildForgetsSettledRoutes),
         };
         let mut pair = Pair::new(settings);

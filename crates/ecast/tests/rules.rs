@@ -189,6 +189,7 @@ fn the_router_enforces_the_send_window() {
         window_max: 2,
         outcomes_retained: 4,
         announce_configurations: true,
+        suspicions_to_groups: false,
         canary: None,
     };
     let mut state = RouterState::new(ring(), settings);

@@ -1200,6 +1200,9 @@ impl BypassSimulation {
             outcomes_retained: options.window_max.max(64),
             // Partition groups: a configuration message goes only where it matters.
             announce_configurations: false,
+            // The simulated groups' suspicions (`--sql-transactions`' gateway crashes) are
+            // data messages of the workload, not the routers' (`bypass_sql.rs`).
+            suspicions_to_groups: false,
             canary: None,
         };
         let state = if options.replication > 1 {

@@ -1889,6 +1889,7 @@ fn router_state(options: &EcastOptions, initial: &Configuration) -> RouterState 
             window_max: options.window_max,
             outcomes_retained: options.window_max * 4,
             announce_configurations: true,
+            suspicions_to_groups: false,
             canary,
         },
     )
