@@ -541,6 +541,11 @@ impl PartitionData for PartitionStore {
         self.store.retain_rows_where(|schema, row| {
             store::rows::holds_row(schema, row, |key| holds.contains(placement.position(key)))
         });
+        if holds.is_empty() {
+            // Out of the ring, likewise for the open transactions' locks and owners
+            // (`Transactions::forget_open`).
+            self.store.transactions.forget_open();
+        }
     }
 }
 

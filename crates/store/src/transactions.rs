@@ -954,6 +954,25 @@ impl Transactions {
         })
     }
 
+    /// The partition left the ring (a cut left it no holdings): no message of a transaction
+    /// reaches it any more, so what it knows of open transactions (their locks, waits, places
+    /// in the queue, owners and global numbers) goes stale at once, and is forgotten. Should it
+    /// join the ring again, the copies it receives then bring the transactions open at that
+    /// point (`absorb`). Kept, a transaction that ended while it was out held its locks here
+    /// until a waiter judged it abandoned, and one a suspicion aborted kept its locks too
+    /// (found by the simulator's gateway crashes). Tombstones and counters stay.
+    pub fn forget_open(&mut self) {
+        assert!(
+            self.parked.is_empty(),
+            "a cut lets every parked statement go first"
+        );
+        self.open.clear();
+        self.waits.clear();
+        self.queue.clear();
+        self.owners.clear();
+        self.globals.clear();
+    }
+
     /// Records `owner` (a storage process id, not 0) as transaction `id`'s owner, unless it has
     /// one: the first owned message decides. Called before the message's locks are judged,
     /// so a transaction whose first request waits (or dies and is not ended yet) is owned too.
@@ -3044,6 +3063,28 @@ mod store_tests {
             vec![(ticket, b"8".to_vec(), updated(1))]
         );
         assert_eq!(rows(&store), vec![row(1, 12)]);
+    }
+
+    /// A partition that leaves the ring forgets its open transactions (no end or suspicion
+    /// reaches it any more) and keeps their tombstones; joining again, it takes them from the
+    /// copy it receives.
+    #[test]
+    fn a_partition_out_of_the_ring_forgets_open_transactions_and_rejoins_with_a_copy() {
+        let mut store = store();
+        owned_lock(&mut store, 7, 5, &set_n(11));
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        owned_lock(&mut store, 8, 6, &set_n(12));
+        send(&mut store, &crate::abort_owned_operation(6));
+        let source = store.transactions_where(|_, _| true);
+        store.retain_rows_where(|_, _| false);
+        store.transactions.forget_open();
+        assert!(store.transactions.is_empty());
+        assert!(store.transactions.owned_by(5).is_empty());
+        assert!(store.transactions.wait_edges().is_empty());
+        assert!(store.transactions.was_aborted(8), "tombstones stay");
+        store.transactions.absorb(source);
+        assert_eq!(store.transactions.owned_by(5), vec![7]);
+        assert!(store.transactions.get(7).is_some());
     }
 
     /// The owner is replicated state: it survives a snapshot and moves with a copy of the
