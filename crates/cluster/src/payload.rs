@@ -336,6 +336,19 @@ pub fn decode_sql(payload: &[u8]) -> Option<Result<SqlPayload, KvError>> {
     Some(postcard::from_bytes(rest).map_err(|_| KvError::Malformed))
 }
 
+/// The payload of the failure detector's `Suspect` of storage process `process`, which grouped
+/// routers route to every partition group (`ecast::RouterSettings::suspicions_to_groups`):
+/// each group executes it at its point of the order, aborting the interactive transactions
+/// whose gateway lived in `process` (`store::abort_owned_operation`). A statement over every
+/// partition with no part: it runs wherever it is delivered and its answers are not awaited.
+pub fn suspicion_payload(process: ProcessId) -> Vec<u8> {
+    SqlPayload {
+        operation: store::abort_owned_operation(process.0),
+        target: SqlTarget::Arcs(Vec::new()),
+    }
+    .encode()
+}
+
 /// One arc per partition of `configuration` that overlaps `range`, cut to it, with a position
 /// inside it (the partition's first if it lies in `range`), in ring order: the parts of a
 /// message to every partition of that range.

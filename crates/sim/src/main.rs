@@ -33,7 +33,8 @@ const USAGE: &str =
   --sql-transactions   with --partitions vr: the groups host the runtime's SQL partition data
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
-                 sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order)
+                 sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order |
+                 sql-skip-suspicion-abort)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -155,6 +156,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
+                    Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
                     Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
                     Some("sql-job-reads-live") => Some(BypassCanary::SqlJobReadsLive),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
@@ -401,7 +403,8 @@ fn print_bypass_report(report: &BypassReport) {
             let sql = &stats.sql;
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
-                 woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={}",
+                 woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
+                 gateway_crashes={} suspicions={} suspicion_aborts={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -415,7 +418,10 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.grants_overdue,
                 sql.appends,
                 sql.transfers,
-                sql.audits
+                sql.audits,
+                sql.gateway_crashes,
+                sql.suspicions,
+                sql.suspicion_aborts
             )
         } else {
             String::new()

@@ -195,6 +195,12 @@ pub enum BypassCanary {
     /// (transfers in opposite directions) is a distributed deadlock nothing detects; only an
     /// abandoned-holder abort breaks it, hundreds of ticks later.
     SqlSkipExecutionOrder,
+    /// `--sql-transactions`, "skip the suspicion's abort": a crashed gateway's suspicion
+    /// (`store::abort_owned_operation`, one message to every partition) names an owner no
+    /// transaction has, so the dead gateway's transactions keep their locks until a waiter
+    /// judges them abandoned, hundreds of ticks later; a waiter refused for one of them by a
+    /// message sent after the suspicion completed is the finding.
+    SqlSkipSuspicionAbort,
     /// `--sql-statements`, "stale catalog": the catalog guard is not applied
     /// (`engine::Command::Guarded`), so a statement planned against a gateway's older cached
     /// catalog runs as planned (an insert with an old default, a read of the old columns).
@@ -516,6 +522,7 @@ impl BypassOptions {
                 | BypassCanary::SqlUnlockedReads
                 | BypassCanary::SqlIgnoreIncarnations
                 | BypassCanary::SqlSkipExecutionOrder
+                | BypassCanary::SqlSkipSuspicionAbort
         ) {
             options = options.with_sql_transactions();
         }
@@ -1349,7 +1356,7 @@ impl BypassSimulation {
             violation: None,
             sql: options
                 .sql_transactions
-                .then(|| sql::SqlState::new(options.gateways, options.slots)),
+                .then(|| sql::SqlState::new(options.gateways, options.slots, options.seed)),
             statements: options.sql_statements.then(|| {
                 statements::StatementState::new(
                     options.seed,

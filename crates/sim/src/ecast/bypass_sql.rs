@@ -45,6 +45,7 @@ use engine::{
 use lincheck::elle::{Committed, Micro};
 use placement::{KeyMapping, PositionSet};
 use std::collections::BTreeMap;
+use stdx::Prng;
 
 pub(super) const TABLE: &str = "lists";
 pub(super) const BALANCE: i64 = 100;
@@ -52,6 +53,15 @@ pub(super) const BALANCE: i64 = 100;
 pub(super) const SQL_ID_BASE: u64 = 1 << 48;
 /// Per tick and running transaction while faults are on: its session dies.
 const SESSION_CRASH_PER_10000: u64 = 3;
+/// Per tick and gateway while faults are on: its process crashes (every session of it dies at
+/// once) and comes back as a new incarnation, a new owner of the transactions it starts.
+/// Drawn from a stream of its own (`SqlState::crashes`), so runs without a crash keep their
+/// traces.
+const GATEWAY_CRASH_PER: u64 = 6_000;
+/// The failure detector suspects a crashed gateway's process this many ticks after the
+/// crash: one message to every partition (`store::abort_owned_operation`) aborts every
+/// transaction the process owned, at that message's point of the order.
+const SUSPECT_AFTER_TICKS: u64 = 20;
 /// A message refused for a configuration change is planned again at most this often.
 const PLANS_MAX: u32 = 8;
 /// A cycle of waits that lasts this long is a deadlock: local cycles die at once and the
@@ -61,8 +71,11 @@ const DEADLOCK_TICKS: u64 = 150;
 
 /// The driver's timing in ticks: patience and abandonment far below the runtime's seconds, so
 /// that runs of a few thousand ticks meet them.
-fn driver_settings() -> DriverSettings {
+fn driver_settings(owner: u64) -> DriverSettings {
     DriverSettings {
+        // The gateway's process (an incarnation of it): its table locks are owned, so that a
+        // suspicion of it aborts its transactions.
+        owner,
         patience_ms: 1_500,
         abandoned_after_ms: 300,
         pause_first_ms: 2,
@@ -166,6 +179,9 @@ struct Run {
     /// The holder its last refusal named, since when it waits for that one, and when a
     /// refusal last named it (the wait confirmed by the partitions, not only in flight).
     blocked: Option<(u64, u64, u64)>,
+    /// Its table locks were granted at every partition (a lock request answered without a
+    /// refusal): every partition has recorded its owner.
+    locked: bool,
 }
 
 /// What a message is for.
@@ -177,6 +193,9 @@ enum Purpose {
     Commit,
     /// An abort nobody waits for (a ROLLBACK, an abandoned holder's, the canary's).
     Forget,
+    /// The failure detector's suspicion of the crashed gateway process `owner`: the abort of
+    /// every transaction it owns, at every partition (sent again until answered).
+    Suspicion { owner: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -187,6 +206,8 @@ pub(super) struct Pending {
     target: SqlTarget,
     purpose: Purpose,
     plans: u32,
+    /// The tick it was first sent.
+    sent: u64,
     /// Its message once sequenced, and when to recall its answers from the partitions (a
     /// lost answer, as the key-value workload's `Recall`).
     pub(super) sequenced: Option<(ecast::Sequence, ecast::Timestamp, u64)>,
@@ -219,6 +240,12 @@ pub struct SqlStats {
     /// Statements that awaited their grant at the partition too long and were sent again
     /// without (`Transaction::overdue`).
     pub grants_overdue: u64,
+    /// Gateway processes that crashed (every session at once) and came back as a new owner.
+    pub gateway_crashes: u64,
+    /// Suspicions of crashed gateway processes answered by every partition.
+    pub suspicions: u64,
+    /// Transactions aborted by a suspicion, summed over the partitions that held them.
+    pub suspicion_aborts: u64,
 }
 
 pub(super) struct SqlState {
@@ -236,12 +263,35 @@ pub(super) struct SqlState {
     findings: Vec<String>,
     /// Hints of transactions' ends on their way to every gateway: (due tick, transaction).
     hints: Vec<(u64, u64)>,
+    /// Per gateway: its process's incarnation (from 1): the owner of the transactions it
+    /// starts is `owner_of(gateway, incarnation)`.
+    incarnations: Vec<u64>,
+    /// Gateway process crashes: a stream of its own.
+    crashes: Prng,
+    /// Suspicions due: (tick, owner, the gateway that sends it).
+    suspicions: Vec<(u64, u64, usize)>,
+    /// Transactions of crashed gateways whose table locks every partition had granted (so
+    /// every partition recorded their owner), by id: their owner.
+    dead: BTreeMap<u64, u64>,
+    /// Owners whose suspicion every partition answered, and when.
+    suspected: BTreeMap<u64, u64>,
     pub(super) stats: SqlStats,
 }
 
+/// The owner id (a storage process id in the runtime; never 0) of gateway `gateway`'s
+/// incarnation `incarnation`.
+fn owner_of(gateway: usize, incarnation: u64) -> u64 {
+    ((gateway as u64 + 1) << 24) | incarnation
+}
+
 impl SqlState {
-    pub(super) fn new(gateways: usize, slots: usize) -> SqlState {
+    pub(super) fn new(gateways: usize, slots: usize, seed: u64) -> SqlState {
         SqlState {
+            incarnations: vec![1; gateways],
+            crashes: Prng::new(seed ^ 0x6a7e_dead),
+            suspicions: Vec::new(),
+            dead: BTreeMap::new(),
+            suspected: BTreeMap::new(),
             runs: vec![vec![None; slots]; gateways],
             idle_until: vec![vec![0; slots]; gateways],
             pending: BTreeMap::new(),
@@ -257,7 +307,9 @@ impl SqlState {
     }
 
     pub(super) fn settled(&self) -> bool {
-        self.pending.is_empty() && self.runs.iter().flatten().all(Option::is_none)
+        self.pending.is_empty()
+            && self.suspicions.is_empty()
+            && self.runs.iter().flatten().all(Option::is_none)
     }
 
     /// For the liveness report: the running transactions and the messages not complete.
@@ -360,6 +412,10 @@ impl BypassSimulation {
         if gateway == 0 {
             self.sql_find_deadlocks();
             self.sql_deliver_hints();
+            self.sql_send_suspicions();
+        }
+        if self.faults_on() && self.sql().crashes.chance(1, GATEWAY_CRASH_PER) {
+            self.sql_gateway_crash(gateway);
         }
         // Answers of sequenced messages not complete after a while are asked for again from
         // every partition (one that has none does not answer).
@@ -500,6 +556,51 @@ impl BypassSimulation {
         }
     }
 
+    /// Gateway `gateway`'s process crashes: every session of it dies mid-transaction, and
+    /// it comes back at once as a new incarnation (a new owner). Its failure detector's
+    /// suspicion follows `SUSPECT_AFTER_TICKS` later.
+    fn sql_gateway_crash(&mut self, gateway: usize) {
+        let now = self.now;
+        let gateways = self.options.gateways;
+        let sql = self.sql();
+        sql.stats.gateway_crashes += 1;
+        let owner = owner_of(gateway, sql.incarnations[gateway]);
+        sql.incarnations[gateway] += 1;
+        for run in sql.runs[gateway].iter().flatten() {
+            if run.locked {
+                sql.dead.insert(run.txn.id, owner);
+            }
+        }
+        sql.suspicions
+            .push((now + SUSPECT_AFTER_TICKS, owner, (gateway + 1) % gateways));
+        for slot in 0..self.options.slots {
+            if self.sql().runs[gateway][slot].is_some() {
+                self.sql_session_crash(gateway, slot);
+            }
+        }
+    }
+
+    /// Sends the suspicions due: one message to every partition each, from a live gateway
+    /// (the runtime's failure detector sends it from the lead router).
+    fn sql_send_suspicions(&mut self) {
+        let now = self.now;
+        let skip = self.options.canary == Some(BypassCanary::SqlSkipSuspicionAbort);
+        let sql = self.sql();
+        let (due, later): (Vec<_>, Vec<_>) =
+            sql.suspicions.drain(..).partition(|(at, _, _)| *at <= now);
+        sql.suspicions = later;
+        for (_, owner, gateway) in due {
+            // The canary: the suspicion names an owner nobody is.
+            let named = if skip { owner | 1 << 62 } else { owner };
+            let send = Send {
+                operation: store::abort_owned_operation(named),
+                route: Route::Every,
+                kind: Kind::Statement,
+            };
+            self.sql_send(gateway, 0, send, Purpose::Suspicion { owner });
+        }
+    }
+
     fn sql_session_crash(&mut self, gateway: usize, slot: usize) {
         self.sql().stats.session_crashes += 1;
         let committing = self.sql().runs[gateway][slot]
@@ -507,7 +608,7 @@ impl BypassSimulation {
             .is_some_and(|run| run.committing);
         self.sql().pending.retain(|_, pending| {
             (pending.gateway, pending.slot) != (gateway, slot)
-                || matches!(pending.purpose, Purpose::Forget)
+                || matches!(pending.purpose, Purpose::Forget | Purpose::Suspicion { .. })
         });
         let ended = if committing {
             Ended::Unknown
@@ -557,8 +658,9 @@ impl BypassSimulation {
             sql.stats.started += 1;
             ((gateway as u64 + 1) << 40) | sql.next_transaction
         };
+        let owner = owner_of(gateway, self.sql().incarnations[gateway]);
         let run = Run {
-            txn: Transaction::new(id, self.now, driver_settings()),
+            txn: Transaction::new(id, self.now, driver_settings(owner)),
             script,
             at: 0,
             waiting: Waiting::Pause(u64::MAX),
@@ -570,6 +672,7 @@ impl BypassSimulation {
             audits: Vec::new(),
             plain: None,
             blocked: None,
+            locked: false,
         };
         self.sql().runs[gateway][slot] = Some(run);
         self.sql_next_step(gateway, slot);
@@ -727,6 +830,7 @@ impl BypassSimulation {
             send,
             purpose,
             plans: 1,
+            sent: self.now,
             sequenced: None,
         };
         self.sql_submit(id, pending);
@@ -831,12 +935,42 @@ impl BypassSimulation {
             self.sql_hint(*transaction);
         }
         let (gateway, slot) = (pending.gateway, pending.slot);
+        if let Purpose::Suspicion { owner } = pending.purpose {
+            match outcomes {
+                Some(outcomes) => {
+                    let aborted: u64 = outcomes
+                        .iter()
+                        .map(|outcome| match outcome {
+                            Outcome::Batch(results) => results
+                                .iter()
+                                .map(|result| match result {
+                                    Ok(Output::Updated { count }) => *count,
+                                    _ => 0,
+                                })
+                                .sum(),
+                            _ => 0,
+                        })
+                        .sum();
+                    let now = self.now;
+                    let sql = self.sql();
+                    sql.stats.suspicions += 1;
+                    sql.stats.suspicion_aborts += aborted;
+                    sql.suspected.insert(owner, now);
+                }
+                // Unconfirmed: the detector sends it again (aborting twice changes nothing).
+                None => {
+                    let now = self.now;
+                    self.sql().suspicions.push((now, owner, gateway));
+                }
+            }
+            return;
+        }
         let waited = matches!(
             self.sql().runs[gateway][slot].as_ref().map(|run| &run.waiting),
             Some(Waiting::Message(own)) if *own == id
         );
         match pending.purpose {
-            Purpose::Forget => {}
+            Purpose::Forget | Purpose::Suspicion { .. } => {}
             _ if !waited => {}
             Purpose::Commit => match outcomes {
                 Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
@@ -852,6 +986,7 @@ impl BypassSimulation {
             Purpose::Statement => match outcomes {
                 Some(outcomes) => {
                     let now = self.now;
+                    self.sql_check_suspected_holder(&pending, &outcomes);
                     let run = self.sql().runs[gateway][slot].as_mut().expect("running");
                     if run.plain.is_some() {
                         // The unlocked-reads canary's plain read: sent again while a lock
@@ -864,6 +999,11 @@ impl BypassSimulation {
                             return;
                         }
                         return self.sql_answered(gateway, slot, outcomes);
+                    }
+                    if pending.send.kind == Kind::Lock
+                        && transaction_driver::first_error(&outcomes).is_none()
+                    {
+                        run.locked = true;
                     }
                     run.blocked = match outcomes
                         .iter()
@@ -890,6 +1030,40 @@ impl BypassSimulation {
                     self.sql_rollback(gateway, slot);
                 }
             },
+        }
+    }
+
+    /// A refusal that names a transaction of a crashed gateway, which every partition
+    /// recorded as its owner's, for a message sent after that owner's suspicion was answered
+    /// by every partition: the suspicion, ordered before the message everywhere, should have
+    /// aborted the holder and released its locks there (a finding; the latency it costs is
+    /// the abandonment time, `abandoned_after_ms`, instead of the suspicion's).
+    fn sql_check_suspected_holder(&mut self, pending: &Pending, outcomes: &[Outcome]) {
+        let Some((holder, _)) = outcomes
+            .iter()
+            .find_map(transaction_driver::transaction_locked)
+        else {
+            return;
+        };
+        let sql = self.sql();
+        let Some(owner) = sql.dead.get(&holder) else {
+            return;
+        };
+        let Some(suspected) = sql.suspected.get(owner) else {
+            return;
+        };
+        if pending.sent > *suspected {
+            // Once per holder.
+            let owner = *owner;
+            let suspected = *suspected;
+            sql.dead.remove(&holder);
+            let finding = format!(
+                "a message sent at tick {} was refused for transaction {holder:x}, whose \
+                 gateway process {owner:x} every partition had suspected by tick {suspected} \
+                 (its locks outlived the suspicion)",
+                pending.sent
+            );
+            sql.findings.push(finding);
         }
     }
 
