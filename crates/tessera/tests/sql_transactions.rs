@@ -18,7 +18,11 @@
 //! history judged by `lincheck::elle` (dependency cycles G0–G2 with real-time edges, G1a, G1b,
 //! lost appends);
 //! (d) the canary: with `TESSERA_CANARY_UNLOCKED_READS` (a transaction's reads take no lock),
-//! the same checker reports lost updates and non-repeatable reads.
+//! the same checker reports lost updates and non-repeatable reads;
+//! (e) a storage process killed while its gateway's block holds a row lock: the lead router
+//! suspects the gateway and every partition aborts the block, so a waiter on that row runs
+//! within a second of the kill, not after the 20 s abandonment time (canary:
+//! `TESSERA_CANARY_NO_GATEWAY_SUSPICION`, caught by that bound).
 
 mod support;
 
@@ -505,6 +509,91 @@ fn bank_keeps_its_total_through_kills_and_pauses() {
         .unwrap();
     assert!(transfers > 0, "{last}");
     eprintln!("bank through faults: {last}");
+}
+
+/// Issue 21 (a dead gateway's transactions): a storage process killed (SIGKILL) while its
+/// gateway's transaction holds a row lock. The lead router's failure detector takes the
+/// process's gateway for dead 0.5 s later and one message to every partition aborts the
+/// transactions it owned (`docs/internals/sprint.md`, "A gateway that dies"), so another
+/// client's update of that row, waiting for the lock, completes well before the 20 s after
+/// which a waiter would judge the holder abandoned, and the dead transaction's write is undone.
+#[test]
+fn a_killed_gateways_transaction_is_aborted_at_its_suspicion_not_after_abandonment() {
+    let (after_kill, detected) = dead_gateway("transactions-dead-gateway", 36600, 36640, false);
+    assert!(
+        after_kill < std::time::Duration::from_secs(10),
+        "the waiter ran {after_kill:?} after the kill: the dead gateway's transaction was not \
+         aborted at its suspicion"
+    );
+    assert!(detected, "no router suspected storage process 3's gateway");
+    eprintln!("dead gateway: the waiter ran {after_kill:?} after the kill");
+}
+
+/// The canary: with `TESSERA_CANARY_NO_GATEWAY_SUSPICION` the routers never suspect a gateway,
+/// and the same waiter runs only once it judges the holder abandoned (20 s): the bound above
+/// catches it.
+#[test]
+fn canary_no_gateway_suspicion_is_caught_by_the_waiters_latency() {
+    let (after_kill, detected) =
+        dead_gateway("transactions-dead-gateway-canary", 36620, 36650, true);
+    assert!(!detected);
+    assert!(
+        after_kill >= std::time::Duration::from_secs(10),
+        "the canary must be caught: the waiter ran {after_kill:?} after the kill"
+    );
+}
+
+/// The scenario: a block through storage process 3's gateway holds row 1, an update of row 1
+/// through storage process 1 waits for it, storage process 3 is killed. Returns how long after
+/// the kill the update ran (it must run, and the killed block's write must be undone), and
+/// whether a router logged the suspicion of storage process 3's gateway.
+fn dead_gateway(name: &str, port: u16, pg_port: u16, canary: bool) -> (std::time::Duration, bool) {
+    let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
+        config.partitions = PartitionMode::Vr;
+        *config = config.clone().with_pg_ports(pg_port).unwrap();
+    });
+    if canary {
+        cluster.router_env.push((
+            "TESSERA_CANARY_NO_GATEWAY_SUSPICION".to_string(),
+            "1".to_string(),
+        ));
+    }
+    cluster.launch();
+    assert!(cluster.wait_until_ready(std::time::Duration::from_secs(60)));
+    let out = psql(
+        pg_port,
+        "CREATE TABLE g (id INT PRIMARY KEY, n INT);\nINSERT INTO g VALUES (1, 10), (2, 20);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (mut holder, _stdin) = open_session(
+        pg_port + 2,
+        b"BEGIN;\nUPDATE g SET n = 7777 WHERE id = 1;\n",
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let waiter =
+        std::thread::spawn(move || psql(pg_port, "UPDATE g SET n = n + 1 WHERE id = 1;\n"));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !waiter.is_finished(),
+        "the update waits for the block's lock"
+    );
+    cluster.kill_storage(2);
+    let killed = std::time::Instant::now();
+    let out = waiter.join().unwrap();
+    let after_kill = killed.elapsed();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(out.contains("UPDATE 1"), "{out}");
+    assert_eq!(scalar(pg_port, "SELECT n FROM g WHERE id = 1"), "11");
+    // The lead router's failure detector did it (the killed process's front end, which aborts
+    // a block whose client disconnects, died with it).
+    let detected = cluster.router_logs.iter().any(|log| {
+        std::fs::read_to_string(cluster.directory.join(log)).is_ok_and(|log| {
+            log.contains("storage process 3 unreachable")
+                && log.contains("aborting the transactions of its gateway")
+        })
+    });
+    (after_kill, detected)
 }
 
 #[test]

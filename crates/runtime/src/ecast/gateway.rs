@@ -1248,7 +1248,7 @@ async fn serve(
             clients: clients.clone(),
             session: crate::security::resp::Session::new(
                 security.clone(),
-                super::sql::ClusterBackend::new(jobs.clone()),
+                super::sql::ClusterBackend::new(jobs.clone()).with_owner(storage),
             ),
             jobs: jobs.clone(),
             isolation: Isolation::Sequential,

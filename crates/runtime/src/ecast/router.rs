@@ -184,6 +184,11 @@ struct Detector {
     request_next: RequestNumber,
     /// The policy (`placement::supervisor`, pure): what to suspect and whom to replace.
     supervisor: Supervisor,
+    /// Grouped partitions (`vr`, `skyros`): the storage processes whose gateways this
+    /// detector took for dead (their suspicion submitted), until their link connects again.
+    gateways_suspected: BTreeSet<ProcessId>,
+    /// Each suspicion's sequence number: a refused or lost one is submitted again.
+    suspicions: BTreeMap<ecast::Sequence, ProcessId>,
 }
 
 struct RouterLoop {
@@ -426,6 +431,7 @@ impl RouterLoop {
                     lead.detector.sender.on_result(&result, &mut events);
                     for event in events {
                         log::info(format_args!("failure detector: {event:?}"));
+                        lead.detector.on_event(&event);
                     }
                     if let Some(request) = lead.detector.next_request() {
                         queue.push_back(Input::Message(Message::Request(request)));
@@ -470,6 +476,8 @@ impl RouterLoop {
                     sender: Sender::new(detector_id.process_id(), SenderSettings::default()),
                     request_next: RequestNumber(1),
                     supervisor: Supervisor::new(self.supervisor_settings()),
+                    gateways_suspected: BTreeSet::new(),
+                    suspicions: BTreeMap::new(),
                 },
                 watermark: self.config.partitions.grouped().then(|| {
                     // Every 100 ms again (reports are lost on the way).
@@ -569,7 +577,9 @@ impl RouterLoop {
         };
         if self.config.partitions.grouped() {
             // A `vr` partition is a group: VR's view change handles a crashed member, and the
-            // routers' destinations (partitions) are never suspected.
+            // routers' destinations (partitions) are never suspected. A storage process's
+            // gateway is: its transactions are aborted at every group.
+            self.detect_gateways();
             return;
         }
         let configuration = self.replica.state_machine().configuration();
@@ -651,6 +661,69 @@ impl RouterLoop {
             .as_mut()
             .and_then(|lead| lead.detector.next_request())
         {
+            self.step(Input::Message(Message::Request(request)));
+        }
+    }
+
+    /// Grouped partitions: a storage process unreachable for the supervisor's suspicion time
+    /// (`suspect_after_ticks`; only one the link reached before: one never reached ran no
+    /// gateway this router knows of) is taken for dead with its gateway, Sprint's edge server:
+    /// one E-Cast message to every partition group (`cluster::payload::suspicion_payload`)
+    /// aborts, at its point of the order, every interactive transaction the process owns
+    /// (`docs/internals/sprint.md`, "A gateway that dies"). Once per process until its link
+    /// connects again (a restarted process's gateway is new); a refused or lost message is
+    /// submitted again. A false suspicion (a live process the link cannot reach) aborts its
+    /// transactions, which is safe: their later statements meet tombstones (40001).
+    fn detect_gateways(&mut self) {
+        if canary_no_gateway_suspicion() {
+            return;
+        }
+        let settings = self.supervisor_settings();
+        let version = self.replica.state_machine().configuration().version();
+        let Some(lead) = &mut self.lead else {
+            return;
+        };
+        for storage in &self.config.storage {
+            let process = ProcessId(storage.id);
+            let detector = &mut lead.detector;
+            let down_ticks = self
+                .links
+                .down_for(storage.address)
+                .map(|down| down.as_millis() as u64 / self.config.tick_ms);
+            let Some(down_ticks) = down_ticks else {
+                detector.gateways_suspected.remove(&process);
+                continue;
+            };
+            if !self.links.ever_connected(storage.address)
+                || down_ticks < settings.suspect_after_ticks
+                || detector.gateways_suspected.contains(&process)
+            {
+                continue;
+            }
+            let routing = Routing::Write {
+                sender: detector.sender.id(),
+                target: placement::ecast::Target::Range(placement::PositionSet::whole()),
+            };
+            let payload = cluster::payload::suspicion_payload(process);
+            match detector.sender.submit(version, routing, payload) {
+                Ok(sequence) => {
+                    log::warn(format_args!(
+                        "storage process {} unreachable for {} ms: aborting the transactions of \
+                         its gateway",
+                        process.0,
+                        down_ticks * self.config.tick_ms
+                    ));
+                    detector.gateways_suspected.insert(process);
+                    detector.suspicions.insert(sequence, process);
+                }
+                Err(error) => log::warn(format_args!(
+                    "cannot submit the suspicion of storage process {}'s gateway: {error:?}",
+                    process.0
+                )),
+            }
+        }
+        let request = lead.detector.next_request();
+        if let Some(request) = request {
             self.step(Input::Message(Message::Request(request)));
         }
     }
@@ -791,7 +864,34 @@ fn keyspace_groupings(
         .collect()
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_GATEWAY_SUSPICION`): grouped routers
+/// never suspect a storage process's gateway, so a dead gateway's transactions keep their locks
+/// until a waiter judges them abandoned (`sql_transactions.rs` catches it).
+fn canary_no_gateway_suspicion() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_GATEWAY_SUSPICION").is_some()
+    })
+}
+
 impl Detector {
+    /// A gateway's suspicion that was refused (planned against a configuration that moved
+    /// on) or lost is submitted again at the next detection.
+    fn on_event(&mut self, event: &ecast::SenderEvent) {
+        match event {
+            ecast::SenderEvent::Refused { sequence, .. }
+            | ecast::SenderEvent::Lost { sequence, .. } => {
+                if let Some(process) = self.suspicions.remove(sequence) {
+                    self.gateways_suspected.remove(&process);
+                }
+            }
+            ecast::SenderEvent::Stable { sequence, .. } => {
+                self.suspicions.remove(sequence);
+            }
+            ecast::SenderEvent::Sequenced { .. } => {}
+        }
+    }
+
     /// The next Submit for the detector's window, as a request to this replica.
     fn next_request(&mut self) -> Option<Request> {
         let operation = self.sender.batch()?;

@@ -157,6 +157,10 @@ pub struct ClusterBackend {
     catalog: Arc<Mutex<Option<crate::sql_backend::SharedCatalog>>>,
     row_ids: Arc<Mutex<RowIds>>,
     hub: Option<Arc<super::pubsub::Hub>>,
+    /// The storage process this gateway lives in (0: not said): every partition records it
+    /// as the owner of this gateway's transactions, so that a suspicion of the process aborts
+    /// them (`DriverSettings::owner`).
+    owner: u64,
 }
 
 impl ClusterBackend {
@@ -166,7 +170,14 @@ impl ClusterBackend {
             catalog: Arc::new(Mutex::new(None)),
             row_ids: Arc::new(Mutex::new(RowIds::new())),
             hub: None,
+            owner: 0,
         }
+    }
+
+    /// The gateway lives in storage process `storage`: its transactions are owned by it.
+    pub(crate) fn with_owner(mut self, storage: placement::ProcessId) -> ClusterBackend {
+        self.owner = storage.0;
+        self
     }
 
     /// Tells the storage processes' gateways through `hub` when this gateway's transactions
@@ -189,6 +200,7 @@ impl ClusterBackend {
             hints: self.hints().is_some(),
             grant_wait_ms: if no_grants { 0 } else { defaults.grant_wait_ms },
             abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
+            owner: self.owner,
             ..defaults
         }
     }

@@ -285,7 +285,9 @@ pub(super) fn serve(
         security.clone(),
     );
     if let Some(pg_listener) = pg_listener {
-        let backend = super::sql::ClusterBackend::new(jobs).with_hub(hub);
+        let backend = super::sql::ClusterBackend::new(jobs)
+            .with_hub(hub)
+            .with_owner(id);
         let limits = crate::pg::PgLimits {
             connections_max: security.config.max_connections,
             startup_timeout: security.auth_timeout(),
