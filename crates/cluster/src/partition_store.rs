@@ -593,6 +593,27 @@ impl<'de> Deserialize<'de> for PartitionStore {
 mod tests {
     use super::record_count;
 
+    /// The failure detector's suspicion of a storage process, delivered to a partition group,
+    /// is a SQL statement: ordered with every SQL message of the group (its key is the SQL
+    /// anchor), never a barrier to the key-value traffic (unknown keys), and it runs wherever it
+    /// is delivered, with no part to answer.
+    #[test]
+    fn a_suspicion_is_ordered_with_sql_only_and_runs_anywhere() {
+        use ecast::PartitionData;
+        let mut partition = super::PartitionStore::new(
+            placement::PositionSet::whole(),
+            crate::payload::KeyPlacement::new(Vec::new()).unwrap(),
+        );
+        let suspicion = crate::payload::suspicion_payload(placement::ProcessId(3));
+        assert_eq!(
+            partition.keys(&suspicion),
+            ecast::KeySet::of([crate::payload::SQL_ANCHOR.to_vec()])
+        );
+        assert!(!partition.batchable(&suspicion));
+        assert!(partition.read(&suspicion).is_none());
+        assert!(super::decode_outcomes(&partition.execute(&suspicion)).is_empty());
+    }
+
     /// `tessera admin`'s key count of a copy is the length `PartitionStore::export` encoded.
     #[test]
     fn a_copy_counts_its_records() {

@@ -279,6 +279,9 @@ pub struct BypassOptions {
     /// every slot runs interactive SQL transactions (`bypass_sql.rs`) instead of the
     /// key-value workload.
     pub sql_transactions: bool,
+    /// `--sql-transactions`: whole gateway processes crash and are suspected (on with the
+    /// mode; off under the mode's other canaries, whose schedules stay as they were measured).
+    pub sql_gateway_crashes: bool,
     /// `--sql-statements`: the groups host the runtime's SQL partition data and every slot
     /// sends one-shot SQL statements (`bypass_statements.rs`) instead of the key-value
     /// workload.
@@ -362,6 +365,7 @@ impl BypassOptions {
             group_timeout_ticks: 100,
             install_parts_max: 8,
             sql_transactions: false,
+            sql_gateway_crashes: false,
             sql_statements: false,
             read_job_delay_ticks_max: 0,
             snapshot_audit_percent: 0,
@@ -458,6 +462,7 @@ impl BypassOptions {
     pub fn with_sql_transactions(mut self) -> BypassOptions {
         if !self.sql_transactions {
             self.sql_transactions = true;
+            self.sql_gateway_crashes = true;
             self.accounts += self.registers;
             self.fault_ticks *= 3;
         }
@@ -525,6 +530,7 @@ impl BypassOptions {
                 | BypassCanary::SqlSkipSuspicionAbort
         ) {
             options = options.with_sql_transactions();
+            options.sql_gateway_crashes = canary == BypassCanary::SqlSkipSuspicionAbort;
         }
         if canary == BypassCanary::SqlIgnoreIncarnations {
             let mut prng = Prng::new(seed ^ 0x5a1e_1a0e);

@@ -414,7 +414,10 @@ impl BypassSimulation {
             self.sql_deliver_hints();
             self.sql_send_suspicions();
         }
-        if self.faults_on() && self.sql().crashes.chance(1, GATEWAY_CRASH_PER) {
+        if self.options.sql_gateway_crashes
+            && self.faults_on()
+            && self.sql().crashes.chance(1, GATEWAY_CRASH_PER)
+        {
             self.sql_gateway_crash(gateway);
         }
         // Answers of sequenced messages not complete after a while are asked for again from
