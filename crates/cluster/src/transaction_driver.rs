@@ -158,7 +158,7 @@ pub struct DriverSettings {
     /// The storage process this gateway lives in (0: unknown). Not 0: the table locks are
     /// sent as `store::owned_lock_operation`, so that every partition records the
     /// transaction's owner and a suspicion of that process aborts it
-    /// (`docs/internals/sprint.md`, "A gateway that dies").
+    /// (`docs/internals/sprint.md`, "A gateway whose storage process dies").
     pub owner: u64,
 }
 

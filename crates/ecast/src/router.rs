@@ -40,10 +40,10 @@ pub struct RouterSettings {
     /// group of the configuration it was routed under (besides any group its regrouping
     /// retires or starts), so that each group meets the suspicion at its point of the order
     /// and aborts the interactive transactions whose gateway lived in the suspected process
-    /// (`docs/internals/sprint.md`, "A gateway that dies"; the suspicion's payload is the
-    /// groups' operation, chosen by the failure detector). Without it a membership change
-    /// goes to no group. Local and never serialised, like `announce_configurations`; every
-    /// router of a group must share it.
+    /// (`docs/internals/sprint.md`, "A gateway whose storage process dies"; the suspicion's
+    /// payload is the groups' operation, chosen by the failure detector). Without it a
+    /// membership change goes to no group. Local and never serialised, like
+    /// `announce_configurations`; every router of a group must share it.
     #[serde(skip)]
     pub suspicions_to_groups: bool,
     #[doc(hidden)]

@@ -72,7 +72,7 @@ pub fn lock_operation(request: &transactions::LockRequest) -> Vec<u8> {
 /// `lock_operation` from the gateway of storage process `owner` (not 0): each partition
 /// records the owner with the transaction when this is its first owned message there
 /// (`Transactions::own`), so that a suspicion of `owner` aborts it (`abort_owned_operation`,
-/// `docs/internals/sprint.md`, "A gateway that dies").
+/// `docs/internals/sprint.md`, "A gateway whose storage process dies").
 pub fn owned_lock_operation(request: &transactions::LockRequest, owner: u64) -> Vec<u8> {
     assert_ne!(owner, 0, "0 names no storage process");
     tagged(

@@ -514,9 +514,10 @@ fn bank_keeps_its_total_through_kills_and_pauses() {
 /// Issue 21 (a dead gateway's transactions): a storage process killed (SIGKILL) while its
 /// gateway's transaction holds a row lock. The lead router's failure detector takes the
 /// process's gateway for dead 0.5 s later and one message to every partition aborts the
-/// transactions it owned (`docs/internals/sprint.md`, "A gateway that dies"), so another
-/// client's update of that row, waiting for the lock, completes well before the 20 s after
-/// which a waiter would judge the holder abandoned, and the dead transaction's write is undone.
+/// transactions it owned (`docs/internals/sprint.md`, "A gateway whose storage process
+/// dies"), so another client's update of that row, waiting for the lock, completes well before
+/// the 20 s after which a waiter would judge the holder abandoned, and the dead transaction's
+/// write is undone.
 #[test]
 fn a_killed_gateways_transaction_is_aborted_at_its_suspicion_not_after_abandonment() {
     let (after_kill, detected) = dead_gateway("transactions-dead-gateway", 36600, 36640, false);

@@ -670,9 +670,9 @@ impl RouterLoop {
     /// gateway this router knows of) is taken for dead with its gateway, Sprint's edge server:
     /// one E-Cast message to every partition group (`cluster::payload::suspicion_payload`)
     /// aborts, at its point of the order, every interactive transaction the process owns
-    /// (`docs/internals/sprint.md`, "A gateway that dies"). Once per process until its link
-    /// connects again (a restarted process's gateway is new); a refused or lost message is
-    /// submitted again. A false suspicion (a live process the link cannot reach) aborts its
+    /// (`docs/internals/sprint.md`, "A gateway whose storage process dies"). Once per
+    /// process until its link connects again (a restarted process's gateway is new); a refused
+    /// or lost message is submitted again. A false suspicion (a live process the link cannot reach) aborts its
     /// transactions, which is safe: their later statements meet tombstones (40001).
     fn detect_gateways(&mut self) {
         if canary_no_gateway_suspicion() {
