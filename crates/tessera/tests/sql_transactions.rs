@@ -520,7 +520,7 @@ fn bank_keeps_its_total_through_kills_and_pauses() {
 /// write is undone.
 #[test]
 fn a_killed_gateways_transaction_is_aborted_at_its_suspicion_not_after_abandonment() {
-    let (after_kill, detected) = dead_gateway("transactions-dead-gateway", 36600, 36640, false);
+    let (after_kill, detected) = dead_gateway("transactions-dead-gateway", 36510, 36570, false);
     assert!(
         after_kill < std::time::Duration::from_secs(10),
         "the waiter ran {after_kill:?} after the kill: the dead gateway's transaction was not \
@@ -536,7 +536,7 @@ fn a_killed_gateways_transaction_is_aborted_at_its_suspicion_not_after_abandonme
 #[test]
 fn canary_no_gateway_suspicion_is_caught_by_the_waiters_latency() {
     let (after_kill, detected) =
-        dead_gateway("transactions-dead-gateway-canary", 36620, 36650, true);
+        dead_gateway("transactions-dead-gateway-canary", 36530, 36550, true);
     assert!(!detected);
     assert!(
         after_kill >= std::time::Duration::from_secs(10),
@@ -547,7 +547,9 @@ fn canary_no_gateway_suspicion_is_caught_by_the_waiters_latency() {
 /// The scenario: a block through storage process 3's gateway holds row 1, an update of row 1
 /// through storage process 1 waits for it, storage process 3 is killed. Returns how long after
 /// the kill the update ran (it must run, and the killed block's write must be undone), and
-/// whether a router logged the suspicion of storage process 3's gateway.
+/// whether a router logged the suspicion of storage process 3's gateway. Ports: a cluster of
+/// this file takes P..P+2, P+100..P+102 and P+200..P+202 from its base P, and its pg ports
+/// (the bases 36510 and 36530 and pg ports 36570 and 36550 are free of the others').
 fn dead_gateway(name: &str, port: u16, pg_port: u16, canary: bool) -> (std::time::Duration, bool) {
     let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
         config.partitions = PartitionMode::Vr;
