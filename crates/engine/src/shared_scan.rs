@@ -73,9 +73,15 @@ impl Cycle<'_> {
     /// stored row is only read (rows are shared with snapshots) until a write applies to it,
     /// which works on a copy.
     fn visit_stored(&mut self, key: &Key, stored: &Row) -> Visit {
+        self.probe(stored, 0);
+        self.visit_probed(key, stored)
+    }
+
+    /// `visit_stored` once `candidates` holds the stored row's probe from position 0 (the
+    /// column image's probe, which found the row wanted).
+    fn visit_probed(&mut self, key: &Key, stored: &Row) -> Visit {
         // The row after the writes so far, once a write applies.
         let mut after: Option<Row> = None;
-        self.probe(stored, 0);
         let mut cursor = 0;
         while let Some(&at) = self.candidates.get(cursor) {
             cursor += 1;
@@ -257,14 +263,41 @@ pub(crate) fn shared_scan(
     let removes = deletes || !pending.is_empty();
     // The pass reads the rows; its changes are applied after it, in key order (each key's
     // change depends only on that key's row, so the outcome is the one an in-place pass had).
+    // It streams the column image (`crate::rows`), probing each row on the columns the query
+    // index files operations under; a row with candidates, or that inserts target or follow,
+    // is looked up in the row map and visited as a whole. A row without either is kept
+    // without reading it.
+    let skip_residual = canary == Canary::SkipResidual;
     let mut changes: Vec<(Key, Option<Row>)> = Vec::new();
-    for (key, row) in table.rows.iter() {
-        match visit_in_order(key, row, &mut cycle, &mut pending) {
-            Visit::Kept => {}
-            Visit::Changed(after) => changes.push((key.clone(), Some(after))),
-            Visit::Deleted => {
-                assert!(removes, "only deletes and inserts remove rows");
-                changes.push((key.clone(), None));
+    for chunk in table.rows.chunks() {
+        for (at, key) in chunk.keys().iter().enumerate() {
+            let inserts_before = pending
+                .first_key_value()
+                .is_some_and(|(first, _)| first <= key);
+            let visit = if inserts_before {
+                let row = table.rows.get(key).expect("the image holds the map's keys");
+                visit_in_order(key, row, &mut cycle, &mut pending)
+            } else {
+                cycle.index.probe_by(
+                    |column| &chunk.column(column)[at],
+                    |column| chunk.hashes(column)[at],
+                    0,
+                    &mut cycle.candidates,
+                    skip_residual,
+                );
+                if cycle.candidates.is_empty() {
+                    continue;
+                }
+                let row = table.rows.get(key).expect("the image holds the map's keys");
+                cycle.visit_probed(key, row)
+            };
+            match visit {
+                Visit::Kept => {}
+                Visit::Changed(after) => changes.push((key.clone(), Some(after))),
+                Visit::Deleted => {
+                    assert!(removes, "only deletes and inserts remove rows");
+                    changes.push((key.clone(), None));
+                }
             }
         }
     }
@@ -331,6 +364,7 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
         for at in 0..chunk.len() {
             index.probe_by(
                 |column| &chunk.column(column)[at],
+                |column| chunk.hashes(column)[at],
                 0,
                 &mut candidates,
                 false,
