@@ -15,8 +15,8 @@ use crate::engine::Canary;
 use crate::operation::{Output, ScanOperation};
 use crate::query_index::{Candidacy, QueryIndex};
 use crate::table::{
-    insert_row, read_row, step_row, BoundInsert, Conflict, Key, OperationState, Row, RowChange,
-    Table,
+    insert_row, read_matching_row, read_row, step_row, BoundInsert, Conflict, Key, OperationState,
+    Row, RowChange, Table,
 };
 use std::collections::BTreeMap;
 
@@ -285,6 +285,15 @@ pub(crate) fn shared_scan(
                     &mut cycle.candidates,
                     skip_residual,
                 );
+                // Until a candidate changes the row, each sees the stored row: one whose
+                // predicate is false on it (tested on the columns in place) is no candidate.
+                // After a change the row is probed again (`visit_probed`), so this is exact.
+                let value_of = |column: usize| &chunk.column(column)[at];
+                cycle.candidates.retain(|candidate| {
+                    scan_operation(operations, *candidate)
+                        .predicate()
+                        .is_none_or(|predicate| predicate.matches_by(&value_of))
+                });
                 if cycle.candidates.is_empty() {
                     continue;
                 }
@@ -372,15 +381,26 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
             if candidates.is_empty() {
                 continue;
             }
+            // Each candidate's predicate on the columns in place; the row is materialised
+            // only for the operations it qualifies for.
+            let value_of = |column: usize| &chunk.column(column)[at];
+            candidates.retain(|candidate| {
+                let operation = &operations[*candidate as usize];
+                !states[*candidate as usize].is_done(operation)
+                    && operation
+                        .predicate()
+                        .is_none_or(|predicate| predicate.matches_by(&value_of))
+            });
+            if candidates.is_empty() {
+                continue;
+            }
             chunk.read_columns_into(at, &read, &mut row);
             for &candidate in &candidates {
                 let operation = &operations[candidate as usize];
                 let state = &mut states[candidate as usize];
-                if !state.is_done(operation) {
-                    read_row(operation, state, &row);
-                    if state.is_done(operation) {
-                        open -= 1;
-                    }
+                read_matching_row(operation, state, &row);
+                if state.is_done(operation) {
+                    open -= 1;
                 }
             }
             if open == 0 {

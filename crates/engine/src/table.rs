@@ -135,14 +135,23 @@ impl OperationState {
 
 /// Reads one row for a select or an aggregate (no change). Precondition: not done.
 pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
-    assert!(!operation.writes());
-    assert!(!state.is_done(operation));
     if !operation
         .predicate()
         .is_none_or(|predicate| predicate.matches(row))
     {
+        assert!(!operation.writes());
         return;
     }
+    read_matching_row(operation, state, row);
+}
+
+/// `read_row` of a row the operation's predicate holds for (the caller evaluated it).
+pub fn read_matching_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
+    assert!(!operation.writes());
+    assert!(!state.is_done(operation));
+    debug_assert!(operation
+        .predicate()
+        .is_none_or(|predicate| predicate.matches(row)));
     match operation {
         ScanOperation::Select { projection, .. } => {
             let projected: Vec<Value> = projection
