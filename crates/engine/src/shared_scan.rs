@@ -15,8 +15,8 @@ use crate::engine::Canary;
 use crate::operation::{Output, ScanOperation};
 use crate::query_index::{Candidacy, QueryIndex};
 use crate::table::{
-    insert_row, read_matching_row, read_row, step_row, BoundInsert, Conflict, Key, OperationState,
-    Row, RowChange, Table,
+    insert_row, read_matching_row, read_row, select_matching_row, step_row, BoundInsert, Conflict,
+    Key, OperationState, Row, RowChange, Table,
 };
 use std::collections::BTreeMap;
 
@@ -394,11 +394,23 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
             if candidates.is_empty() {
                 continue;
             }
-            chunk.read_columns_into(at, &read, &mut row);
+            // A select projects from the columns; an aggregate reads a row, built once.
+            let mut materialised = false;
             for &candidate in &candidates {
                 let operation = &operations[candidate as usize];
                 let state = &mut states[candidate as usize];
-                read_matching_row(operation, state, &row);
+                match operation {
+                    ScanOperation::Select { .. } => {
+                        select_matching_row(operation, state, &value_of)
+                    }
+                    _ => {
+                        if !materialised {
+                            chunk.read_columns_into(at, &read, &mut row);
+                            materialised = true;
+                        }
+                        read_matching_row(operation, state, &row);
+                    }
+                }
                 if state.is_done(operation) {
                     open -= 1;
                 }
