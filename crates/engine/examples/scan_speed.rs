@@ -68,6 +68,11 @@ fn row(id: u64) -> Vec<Value> {
     ]
 }
 
+/// The allocator `tessera` runs with (`crates/tessera/src/main.rs`), so that building result
+/// rows costs here what it costs there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let rows: u64 = std::env::args()
         .nth(1)
