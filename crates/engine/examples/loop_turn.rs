@@ -97,6 +97,11 @@ fn median_ms(mut work: impl FnMut()) -> f64 {
     timings[REPETITIONS / 2]
 }
 
+/// The allocator `tessera` runs with (`crates/tessera/src/main.rs`), so that building result
+/// rows costs here what it costs there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut arguments = std::env::args().skip(1);
     let rows: u64 = arguments

@@ -392,15 +392,21 @@ impl BoundPredicate {
 
     /// Evaluates on a row with three-valued logic.
     pub fn evaluate(&self, row: &[Value]) -> Truth {
+        self.evaluate_by(&|column| &row[column])
+    }
+
+    /// `evaluate` of a row given column by column (`value_of(position)`): the column image's
+    /// path, which reads only the columns the predicate tests, until the first false conjunct.
+    pub fn evaluate_by<'v, F: Fn(usize) -> &'v Value>(&self, value_of: &F) -> Truth {
         match self {
             BoundPredicate::Compare { column, op, value } => {
-                match compare_sql(&row[*column], value) {
+                match compare_sql(value_of(*column), value) {
                     Some(ordering) => Truth::from_bool(op.holds(ordering)),
                     None => Truth::Unknown,
                 }
             }
             BoundPredicate::In { column, values } => {
-                let cell = &row[*column];
+                let cell = value_of(*column);
                 if cell.is_null() {
                     return Truth::Unknown;
                 }
@@ -415,25 +421,27 @@ impl BoundPredicate {
                 truth
             }
             BoundPredicate::Between { column, low, high } => {
-                let above = compare_sql(&row[*column], low).map_or(Truth::Unknown, |ordering| {
-                    Truth::from_bool(ordering != Ordering::Less)
-                });
-                let below = compare_sql(&row[*column], high).map_or(Truth::Unknown, |ordering| {
-                    Truth::from_bool(ordering != Ordering::Greater)
-                });
+                let above = compare_sql(value_of(*column), low)
+                    .map_or(Truth::Unknown, |ordering| {
+                        Truth::from_bool(ordering != Ordering::Less)
+                    });
+                let below = compare_sql(value_of(*column), high)
+                    .map_or(Truth::Unknown, |ordering| {
+                        Truth::from_bool(ordering != Ordering::Greater)
+                    });
                 above.min(below)
             }
-            BoundPredicate::Like { column, tokens } => match &row[*column] {
+            BoundPredicate::Like { column, tokens } => match value_of(*column) {
                 Value::Text(text) => Truth::from_bool(like_matches(tokens, text)),
                 _ => Truth::Unknown,
             },
             BoundPredicate::IsNull { column, negated } => {
-                Truth::from_bool(row[*column].is_null() != *negated)
+                Truth::from_bool(value_of(*column).is_null() != *negated)
             }
             BoundPredicate::And(operands) => {
                 let mut truth = Truth::True;
                 for operand in operands {
-                    truth = truth.min(operand.evaluate(row));
+                    truth = truth.min(operand.evaluate_by(value_of));
                     if truth == Truth::False {
                         break;
                     }
@@ -443,20 +451,25 @@ impl BoundPredicate {
             BoundPredicate::Or(operands) => {
                 let mut truth = Truth::False;
                 for operand in operands {
-                    truth = truth.max(operand.evaluate(row));
+                    truth = truth.max(operand.evaluate_by(value_of));
                     if truth == Truth::True {
                         break;
                     }
                 }
                 truth
             }
-            BoundPredicate::Not(operand) => operand.evaluate(row).not(),
+            BoundPredicate::Not(operand) => operand.evaluate_by(value_of).not(),
         }
     }
 
     /// Whether the row qualifies (the predicate is true, not false or unknown).
     pub fn matches(&self, row: &[Value]) -> bool {
         self.evaluate(row) == Truth::True
+    }
+
+    /// `matches` of a row given column by column (`evaluate_by`).
+    pub fn matches_by<'v, F: Fn(usize) -> &'v Value>(&self, value_of: &F) -> bool {
+        self.evaluate_by(value_of) == Truth::True
     }
 
     /// The top-level conjuncts (nested ANDs flattened).
@@ -674,10 +687,36 @@ fn bind_checked(
             column: schema.column_position(column)?,
             negated: *negated,
         },
-        Predicate::And(operands) => BoundPredicate::And(bind_all(operands, schema)?),
+        Predicate::And(operands) => {
+            let mut operands = bind_all(operands, schema)?;
+            // Cheap conjuncts first (a stable sort, so the order is the same on every
+            // replica): AND's three-valued result does not depend on the order, and a scan
+            // evaluates each candidate row until the first false conjunct, so a test of a
+            // fixed-width column rejects most rows before a string's heap bytes are read.
+            operands.sort_by_key(|operand| evaluation_cost(operand, schema));
+            BoundPredicate::And(operands)
+        }
         Predicate::Or(operands) => BoundPredicate::Or(bind_all(operands, schema)?),
         Predicate::Not(operand) => BoundPredicate::Not(Box::new(bind_checked(operand, schema)?)),
     })
+}
+
+/// A rank of what evaluating a bound predicate on a row costs: a NULL test, then comparisons
+/// of fixed-width values, then of values with heap bytes (text, bytea, jsonb, numeric), then
+/// LIKE, then nested connectives.
+fn evaluation_cost(predicate: &BoundPredicate, schema: &TableSchema) -> u8 {
+    let compared = |column: &usize| match schema.columns[*column].data_type {
+        DataType::Text { .. } | DataType::Bytea | DataType::Jsonb | DataType::Numeric { .. } => 2,
+        _ => 1,
+    };
+    match predicate {
+        BoundPredicate::IsNull { .. } => 0,
+        BoundPredicate::Compare { column, .. }
+        | BoundPredicate::In { column, .. }
+        | BoundPredicate::Between { column, .. } => compared(column),
+        BoundPredicate::Like { .. } => 3,
+        BoundPredicate::And(_) | BoundPredicate::Or(_) | BoundPredicate::Not(_) => 4,
+    }
 }
 
 fn bind_all(
@@ -749,6 +788,69 @@ mod tests {
             negated: false,
         };
         assert_eq!(truth(is_null, &null_row), Truth::True);
+    }
+
+    /// Binding puts a conjunction's cheap conjuncts first, and the order never changes the
+    /// three-valued result: every order of three conjuncts (one of them on a NULL-able text
+    /// column) evaluates alike on rows with NULLs, matches and mismatches.
+    #[test]
+    fn conjunctions_test_fixed_width_columns_first_with_the_same_truth_in_any_order() {
+        let text = Predicate::equal("name", Value::Text("a".into()));
+        let number = Predicate::compare("id", CompareOp::Greater, Value::Int(1));
+        let null = Predicate::IsNull {
+            column: "name".into(),
+            negated: true,
+        };
+        let bound = bind(
+            &Predicate::And(vec![text.clone(), number.clone(), null.clone()]),
+            &schema(),
+        )
+        .unwrap();
+        let BoundPredicate::And(operands) = &bound else {
+            panic!("a conjunction: {bound:?}");
+        };
+        assert!(matches!(operands[0], BoundPredicate::IsNull { .. }));
+        assert!(matches!(
+            operands[1],
+            BoundPredicate::Compare { column: 0, .. }
+        ));
+        assert!(matches!(
+            operands[2],
+            BoundPredicate::Compare { column: 1, .. }
+        ));
+        let rows = [
+            [Value::Int(2), Value::Text("a".into())],
+            [Value::Int(2), Value::Text("b".into())],
+            [Value::Int(0), Value::Text("a".into())],
+            [Value::Int(2), Value::Null],
+            [Value::Null, Value::Text("a".into())],
+            [Value::Null, Value::Null],
+        ];
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        // Each conjunct bound alone, then joined in each order as written (not sorted).
+        let conjuncts: Vec<BoundPredicate> = [text, number, null]
+            .iter()
+            .map(|conjunct| bind(conjunct, &schema()).unwrap())
+            .collect();
+        for row in &rows {
+            let expected = bound.evaluate(row);
+            for order in &orders {
+                let unsorted =
+                    BoundPredicate::And(order.iter().map(|at| conjuncts[*at].clone()).collect());
+                assert_eq!(
+                    unsorted.evaluate(row),
+                    expected,
+                    "{row:?} in order {order:?}"
+                );
+            }
+        }
     }
 
     #[test]

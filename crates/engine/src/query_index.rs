@@ -81,8 +81,17 @@ impl Hasher for FoldHasher {
 
 type FixedHasher = BuildHasherDefault<FoldHasher>;
 
-/// Equality constants of one column to the operations demanding them, ascending.
-type ConstantMap = HashMap<Value, Vec<u32>, FixedHasher>;
+/// A value's hash as the query index files equality constants under it: equal values hash
+/// alike. The column image (`crate::rows`) keeps each stored value's, so that a probe whose
+/// constants miss reads the hash and never the value's heap bytes.
+pub fn value_hash(value: &Value) -> u64 {
+    use std::hash::BuildHasher;
+    FixedHasher::default().hash_one(value)
+}
+
+/// Equality constants of one column by `value_hash`: under each hash its constants (distinct,
+/// almost always one) with the operations demanding them, ascending.
+type ConstantMap = HashMap<u64, Vec<(Value, Vec<u32>)>, FixedHasher>;
 
 /// Where the query index filed one operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -242,7 +251,13 @@ impl QueryIndex {
             };
             let map = by_column.entry(*column).or_default();
             for constant in constants {
-                let operations = map.entry((*constant).clone()).or_default();
+                let alike = map.entry(value_hash(constant)).or_default();
+                let known = alike.iter().position(|(filed, _)| filed == *constant);
+                let at_constant = known.unwrap_or_else(|| {
+                    alike.push(((*constant).clone(), Vec::new()));
+                    alike.len() - 1
+                });
+                let operations = &mut alike[at_constant].1;
                 // IN lists may repeat a constant; file the operation once per constant.
                 if operations.last() != Some(&(at as u32)) {
                     operations.push(at as u32);
@@ -306,22 +321,38 @@ impl QueryIndex {
     /// Puts into `candidates` (cleared first), ascending, the operations numbered `from` or
     /// later that may qualify the row. `skip_residual` exists for the test canary only.
     pub fn probe(&self, row: &[Value], from: u32, candidates: &mut Vec<u32>, skip_residual: bool) {
-        self.probe_by(|column| &row[column], from, candidates, skip_residual);
+        self.probe_by(
+            |column| &row[column],
+            |column| value_hash(&row[column]),
+            from,
+            candidates,
+            skip_residual,
+        );
     }
 
-    /// `probe` of a row given column by column (`value_of(position)`): the column image's
-    /// path, which reads only the columns the index files operations under.
+    /// `probe` of a row given column by column (`value_of(position)`, and `hash_of(position)`,
+    /// which must be `value_hash(value_of(position))`): the column image's path, which reads
+    /// only the columns the index files operations under, and of an equality's column only the
+    /// hash unless a constant has that hash.
     pub fn probe_by<'v>(
         &self,
         value_of: impl Fn(usize) -> &'v Value,
+        hash_of: impl Fn(usize) -> u64,
         from: u32,
         candidates: &mut Vec<u32>,
         skip_residual: bool,
     ) {
         candidates.clear();
         for (column, map) in &self.equality {
-            if let Some(operations) = map.get(value_of(*column)) {
-                extend_from(candidates, operations, from);
+            let Some(alike) = map.get(&hash_of(*column)) else {
+                continue;
+            };
+            let value = value_of(*column);
+            debug_assert_eq!(value_hash(value), hash_of(*column));
+            for (constant, operations) in alike {
+                if constant == value {
+                    extend_from(candidates, operations, from);
+                }
             }
         }
         for (column, structure) in &self.ranges {

@@ -18,6 +18,7 @@
 //! caller can write one without the other. `check_image` (part of `Table::check_invariants`)
 //! verifies that the image holds exactly the map's rows, in order, in well-formed chunks.
 
+use crate::query_index::value_hash;
 use crate::table::{Key, Row};
 use crate::value::Value;
 use std::sync::Arc;
@@ -37,6 +38,9 @@ pub struct Chunk {
     keys: Arc<Vec<Key>>,
     /// One entry per column, each as long as `keys`.
     columns: Vec<Arc<Vec<Value>>>,
+    /// Beside each column, its values' hashes (`query_index::value_hash`), so that a probe of
+    /// an equality that misses reads 8 bytes per row and never the heap bytes of a string.
+    hashes: Vec<Arc<Vec<u64>>>,
 }
 
 impl Chunk {
@@ -44,6 +48,7 @@ impl Chunk {
         Chunk {
             keys: Arc::new(Vec::new()),
             columns: (0..width).map(|_| Arc::new(Vec::new())).collect(),
+            hashes: (0..width).map(|_| Arc::new(Vec::new())).collect(),
         }
     }
 
@@ -64,6 +69,11 @@ impl Chunk {
     /// One column's values, in key order.
     pub fn column(&self, position: usize) -> &[Value] {
         &self.columns[position]
+    }
+
+    /// One column's values' hashes (`query_index::value_hash`), in key order.
+    pub fn hashes(&self, position: usize) -> &[u64] {
+        &self.hashes[position]
     }
 
     /// Columns per row.
@@ -90,7 +100,8 @@ impl Chunk {
     fn insert_at(&mut self, at: usize, key: Key, row: Row) {
         assert_eq!(row.len(), self.columns.len(), "rows of one table");
         Arc::make_mut(&mut self.keys).insert(at, key);
-        for (column, value) in self.columns.iter_mut().zip(row) {
+        for ((column, hashes), value) in self.columns.iter_mut().zip(&mut self.hashes).zip(row) {
+            Arc::make_mut(hashes).insert(at, value_hash(&value));
             Arc::make_mut(column).insert(at, value);
         }
     }
@@ -98,9 +109,13 @@ impl Chunk {
     /// Replaces row `at`, copying (if shared) only the columns whose value changes.
     fn replace_at(&mut self, at: usize, row: &[Value]) {
         assert_eq!(row.len(), self.columns.len(), "rows of one table");
-        for (column, value) in self.columns.iter_mut().zip(row) {
+        for ((column, hashes), value) in self.columns.iter_mut().zip(&mut self.hashes).zip(row) {
             if !identical(&column[at], value) {
                 Arc::make_mut(column)[at] = value.clone();
+                let hash = value_hash(value);
+                if hashes[at] != hash {
+                    Arc::make_mut(hashes)[at] = hash;
+                }
             }
         }
     }
@@ -109,6 +124,9 @@ impl Chunk {
         Arc::make_mut(&mut self.keys).remove(at);
         for column in &mut self.columns {
             Arc::make_mut(column).remove(at);
+        }
+        for hashes in &mut self.hashes {
+            Arc::make_mut(hashes).remove(at);
         }
     }
 
@@ -121,6 +139,11 @@ impl Chunk {
                 .iter_mut()
                 .map(|column| Arc::new(Arc::make_mut(column).split_off(at)))
                 .collect(),
+            hashes: self
+                .hashes
+                .iter_mut()
+                .map(|hashes| Arc::new(Arc::make_mut(hashes).split_off(at)))
+                .collect(),
         }
     }
 
@@ -128,6 +151,9 @@ impl Chunk {
         Arc::make_mut(&mut self.keys).extend(other.keys.iter().cloned());
         for (column, more) in self.columns.iter_mut().zip(&other.columns) {
             Arc::make_mut(column).extend(more.iter().cloned());
+        }
+        for (hashes, more) in self.hashes.iter_mut().zip(&other.hashes) {
+            Arc::make_mut(hashes).extend_from_slice(more);
         }
     }
 
@@ -253,8 +279,9 @@ impl Rows {
         self.chunks.values().map(|chunk| &**chunk)
     }
 
-    /// The chunks' shared storage, for tests of copy-on-write: (keys, columns) pointers.
-    pub fn chunk_pointers(&self) -> Vec<(usize, Vec<usize>)> {
+    /// The chunks' shared storage, for tests of copy-on-write: the keys' pointer and each
+    /// column's (values, hashes) pointers.
+    pub fn chunk_pointers(&self) -> Vec<(usize, Vec<(usize, usize)>)> {
         self.chunks
             .values()
             .map(|chunk| {
@@ -263,7 +290,10 @@ impl Rows {
                     chunk
                         .columns
                         .iter()
-                        .map(|column| Arc::as_ptr(column) as usize)
+                        .zip(&chunk.hashes)
+                        .map(|(column, hashes)| {
+                            (Arc::as_ptr(column) as usize, Arc::as_ptr(hashes) as usize)
+                        })
                         .collect(),
                 )
             })
@@ -348,6 +378,11 @@ impl Rows {
                 .columns
                 .iter()
                 .any(|column| column.len() != chunk.len())
+                || chunk.hashes.len() != chunk.width()
+                || chunk
+                    .hashes
+                    .iter()
+                    .any(|hashes| hashes.len() != chunk.len())
             {
                 return Err("a column chunk's columns differ in length".into());
             }
@@ -362,6 +397,14 @@ impl Rows {
                         .all(|(value, column)| identical(&column[at], value));
                 if chunk.keys[at] != *key || !same {
                     return Err("the column image differs from the row map".into());
+                }
+                let hashed = chunk
+                    .columns
+                    .iter()
+                    .zip(&chunk.hashes)
+                    .all(|(column, hashes)| hashes[at] == value_hash(&column[at]));
+                if !hashed {
+                    return Err("a column chunk's hash differs from its value's".into());
                 }
             }
         }
@@ -381,6 +424,14 @@ impl Rows {
             Value::Null => Value::Int(0),
             _ => Value::Null,
         };
+    }
+
+    /// Test canary: changes one hash in the image only (its value stays).
+    #[cfg(test)]
+    pub(crate) fn corrupt_hash_for_test(&mut self) {
+        let first = self.chunks.keys().next().expect("a row").clone();
+        let chunk = Arc::make_mut(self.chunks.get_mut(&first).expect("present"));
+        Arc::make_mut(&mut chunk.hashes[0])[0] ^= 1;
     }
 }
 
@@ -528,14 +579,18 @@ mod tests {
         assert!(matches!(chunk.column(1)[0], Value::Double(value) if value.is_sign_negative()));
     }
 
-    /// Canary: an image that differs from the map is caught.
+    /// Canary: an image that differs from the map, or a hash that differs from its value, is
+    /// caught.
     #[test]
     fn check_image_catches_an_image_that_differs_from_the_map() {
         let mut rows: Rows = (0..3u64)
             .map(|number| (key(number), row(number, 0)))
             .collect();
         rows.check_image().unwrap();
+        let mut hashed = rows.clone();
         rows.corrupt_image_for_test();
         assert!(rows.check_image().is_err());
+        hashed.corrupt_hash_for_test();
+        assert!(hashed.check_image().is_err());
     }
 }

@@ -15,8 +15,8 @@ use crate::engine::Canary;
 use crate::operation::{Output, ScanOperation};
 use crate::query_index::{Candidacy, QueryIndex};
 use crate::table::{
-    insert_row, read_row, step_row, BoundInsert, Conflict, Key, OperationState, Row, RowChange,
-    Table,
+    insert_row, read_matching_row, read_row, select_matching_row, step_row, BoundInsert, Conflict,
+    Key, OperationState, Row, RowChange, Table,
 };
 use std::collections::BTreeMap;
 
@@ -73,9 +73,15 @@ impl Cycle<'_> {
     /// stored row is only read (rows are shared with snapshots) until a write applies to it,
     /// which works on a copy.
     fn visit_stored(&mut self, key: &Key, stored: &Row) -> Visit {
+        self.probe(stored, 0);
+        self.visit_probed(key, stored)
+    }
+
+    /// `visit_stored` once `candidates` holds the stored row's probe from position 0 (the
+    /// column image's probe, which found the row wanted).
+    fn visit_probed(&mut self, key: &Key, stored: &Row) -> Visit {
         // The row after the writes so far, once a write applies.
         let mut after: Option<Row> = None;
-        self.probe(stored, 0);
         let mut cursor = 0;
         while let Some(&at) = self.candidates.get(cursor) {
             cursor += 1;
@@ -257,14 +263,50 @@ pub(crate) fn shared_scan(
     let removes = deletes || !pending.is_empty();
     // The pass reads the rows; its changes are applied after it, in key order (each key's
     // change depends only on that key's row, so the outcome is the one an in-place pass had).
+    // It streams the column image (`crate::rows`), probing each row on the columns the query
+    // index files operations under; a row with candidates, or that inserts target or follow,
+    // is looked up in the row map and visited as a whole. A row without either is kept
+    // without reading it.
+    let skip_residual = canary == Canary::SkipResidual;
     let mut changes: Vec<(Key, Option<Row>)> = Vec::new();
-    for (key, row) in table.rows.iter() {
-        match visit_in_order(key, row, &mut cycle, &mut pending) {
-            Visit::Kept => {}
-            Visit::Changed(after) => changes.push((key.clone(), Some(after))),
-            Visit::Deleted => {
-                assert!(removes, "only deletes and inserts remove rows");
-                changes.push((key.clone(), None));
+    for chunk in table.rows.chunks() {
+        for (at, key) in chunk.keys().iter().enumerate() {
+            let inserts_before = pending
+                .first_key_value()
+                .is_some_and(|(first, _)| first <= key);
+            let visit = if inserts_before {
+                let row = table.rows.get(key).expect("the image holds the map's keys");
+                visit_in_order(key, row, &mut cycle, &mut pending)
+            } else {
+                cycle.index.probe_by(
+                    |column| &chunk.column(column)[at],
+                    |column| chunk.hashes(column)[at],
+                    0,
+                    &mut cycle.candidates,
+                    skip_residual,
+                );
+                // Until a candidate changes the row, each sees the stored row: one whose
+                // predicate is false on it (tested on the columns in place) is no candidate.
+                // After a change the row is probed again (`visit_probed`), so this is exact.
+                let value_of = |column: usize| &chunk.column(column)[at];
+                cycle.candidates.retain(|candidate| {
+                    scan_operation(operations, *candidate)
+                        .predicate()
+                        .is_none_or(|predicate| predicate.matches_by(&value_of))
+                });
+                if cycle.candidates.is_empty() {
+                    continue;
+                }
+                let row = table.rows.get(key).expect("the image holds the map's keys");
+                cycle.visit_probed(key, row)
+            };
+            match visit {
+                Visit::Kept => {}
+                Visit::Changed(after) => changes.push((key.clone(), Some(after))),
+                Visit::Deleted => {
+                    assert!(removes, "only deletes and inserts remove rows");
+                    changes.push((key.clone(), None));
+                }
             }
         }
     }
@@ -331,6 +373,7 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
         for at in 0..chunk.len() {
             index.probe_by(
                 |column| &chunk.column(column)[at],
+                |column| chunk.hashes(column)[at],
                 0,
                 &mut candidates,
                 false,
@@ -338,15 +381,38 @@ pub(crate) fn shared_read(table: &Table, operations: &[ScanOperation]) -> Vec<Ou
             if candidates.is_empty() {
                 continue;
             }
-            chunk.read_columns_into(at, &read, &mut row);
+            // Each candidate's predicate on the columns in place; the row is materialised
+            // only for the operations it qualifies for.
+            let value_of = |column: usize| &chunk.column(column)[at];
+            candidates.retain(|candidate| {
+                let operation = &operations[*candidate as usize];
+                !states[*candidate as usize].is_done(operation)
+                    && operation
+                        .predicate()
+                        .is_none_or(|predicate| predicate.matches_by(&value_of))
+            });
+            if candidates.is_empty() {
+                continue;
+            }
+            // A select projects from the columns; an aggregate reads a row, built once.
+            let mut materialised = false;
             for &candidate in &candidates {
                 let operation = &operations[candidate as usize];
                 let state = &mut states[candidate as usize];
-                if !state.is_done(operation) {
-                    read_row(operation, state, &row);
-                    if state.is_done(operation) {
-                        open -= 1;
+                match operation {
+                    ScanOperation::Select { .. } => {
+                        select_matching_row(operation, state, &value_of)
                     }
+                    _ => {
+                        if !materialised {
+                            chunk.read_columns_into(at, &read, &mut row);
+                            materialised = true;
+                        }
+                        read_matching_row(operation, state, &row);
+                    }
+                }
+                if state.is_done(operation) {
+                    open -= 1;
                 }
             }
             if open == 0 {

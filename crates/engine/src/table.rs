@@ -135,24 +135,26 @@ impl OperationState {
 
 /// Reads one row for a select or an aggregate (no change). Precondition: not done.
 pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
-    assert!(!operation.writes());
-    assert!(!state.is_done(operation));
     if !operation
         .predicate()
         .is_none_or(|predicate| predicate.matches(row))
     {
+        assert!(!operation.writes());
         return;
     }
+    read_matching_row(operation, state, row);
+}
+
+/// `read_row` of a row the operation's predicate holds for (the caller evaluated it).
+pub fn read_matching_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
+    assert!(!operation.writes());
+    assert!(!state.is_done(operation));
+    debug_assert!(operation
+        .predicate()
+        .is_none_or(|predicate| predicate.matches(row)));
     match operation {
-        ScanOperation::Select { projection, .. } => {
-            let projected: Vec<Value> = projection
-                .iter()
-                .map(|position| row[*position].clone())
-                .collect();
-            state.result_bytes = state
-                .result_bytes
-                .saturating_add(result_row_bytes(&projected));
-            state.rows.push(projected);
+        ScanOperation::Select { .. } => {
+            select_matching_row(operation, state, &|column| &row[column])
         }
         ScanOperation::Aggregate {
             group_by,
@@ -182,6 +184,27 @@ pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Va
             unreachable!("reads only")
         }
     }
+}
+
+/// `read_matching_row` of a select, its row given column by column (the column image's
+/// path: the projected values are cloned from where they are stored, with no row built).
+pub fn select_matching_row<'v, F: Fn(usize) -> &'v Value>(
+    operation: &ScanOperation,
+    state: &mut OperationState,
+    value_of: &F,
+) {
+    let ScanOperation::Select { projection, .. } = operation else {
+        unreachable!("a select");
+    };
+    assert!(!state.is_done(operation));
+    let projected: Vec<Value> = projection
+        .iter()
+        .map(|position| value_of(*position).clone())
+        .collect();
+    state.result_bytes = state
+        .result_bytes
+        .saturating_add(result_row_bytes(&projected));
+    state.rows.push(projected);
 }
 
 /// What an INSERT does on a key conflict, bound to the table.

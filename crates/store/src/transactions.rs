@@ -1384,6 +1384,109 @@ pub fn row_paths(
     partition_column: usize,
     keys: &[Vec<u8>],
 ) -> Option<Vec<RowPath>> {
+    paths_of(operations, schema, partition_column, keys, false)
+}
+
+/// `row_paths`, one level finer where a statement names one whole row: a select of named
+/// columns, an update (plain or computed) reaches the row's columns it reads or writes, each a
+/// resource under the row's (`column_resource`), the path's end. So a read of some columns of a
+/// row and a write of others (TPC-C's New-Order reading `w_tax` while Payment adds to
+/// `w_ytd`) do not conflict; a read and a write of one column do, and so does anything that
+/// takes the whole row (a delete, an insert, `SELECT *`, an aggregate, a locking clause: the
+/// caller uses `row_paths` for `FOR UPDATE | SHARE`), which holds S or X on the row resource
+/// above the columns' intentions. Key columns take no column resource: they change only by a
+/// delete and an insert, which lock the row.
+pub fn column_paths(
+    operations: &[Operation],
+    schema: &TableSchema,
+    partition_column: usize,
+    keys: &[Vec<u8>],
+) -> Option<Vec<RowPath>> {
+    paths_of(operations, schema, partition_column, keys, true)
+}
+
+/// The resource of one column of a row: the row's resource, a marker, the name, length-
+/// prefixed. (Were it ever equal to another row's resource, that would only add a conflict.)
+fn column_resource(row: &[u8], column: &str) -> Vec<u8> {
+    let mut resource = row.to_vec();
+    resource.push(0xFE);
+    resource.extend_from_slice(&(column.len() as u32).to_be_bytes());
+    resource.extend_from_slice(column.as_bytes());
+    resource
+}
+
+/// The columns, other than key columns, that an operation reads or writes on the rows it
+/// reaches, for the column-level locks of `column_paths`; `None` for an operation that takes
+/// whole rows (or names none of its columns).
+fn columns_touched(operation: &Operation, schema: &TableSchema) -> Option<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    let predicate_columns = |predicate: &Option<Predicate>, names: &mut Vec<String>| {
+        let mut pending: Vec<&Predicate> = predicate.iter().collect();
+        while let Some(predicate) = pending.pop() {
+            match predicate {
+                Predicate::Compare { column, .. }
+                | Predicate::In { column, .. }
+                | Predicate::Between { column, .. }
+                | Predicate::Like { column, .. }
+                | Predicate::IsNull { column, .. } => names.push(column.clone()),
+                Predicate::And(operands) | Predicate::Or(operands) => pending.extend(operands),
+                Predicate::Not(operand) => pending.push(operand),
+            }
+        }
+    };
+    match operation {
+        Operation::Select {
+            columns, predicate, ..
+        } if !columns.is_empty() => {
+            names.extend(columns.iter().cloned());
+            predicate_columns(predicate, &mut names);
+        }
+        Operation::Update {
+            assignments,
+            predicate,
+            ..
+        } => {
+            names.extend(
+                assignments
+                    .iter()
+                    .map(|assignment| assignment.column.clone()),
+            );
+            predicate_columns(predicate, &mut names);
+        }
+        Operation::UpdateComputed {
+            assignments,
+            predicate,
+            ..
+        } => {
+            for assignment in assignments {
+                names.push(assignment.column.clone());
+                let _ = assignment.expression.map_columns(&mut |name: &String| {
+                    names.push(name.clone());
+                    Ok::<(), ()>(())
+                });
+            }
+            predicate_columns(predicate, &mut names);
+        }
+        _ => return None,
+    }
+    let key_columns: Vec<&str> = schema
+        .primary_key
+        .iter()
+        .map(|&position| schema.columns[position].name.as_str())
+        .collect();
+    names.retain(|name| !key_columns.contains(&name.as_str()));
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then_some(names)
+}
+
+fn paths_of(
+    operations: &[Operation],
+    schema: &TableSchema,
+    partition_column: usize,
+    keys: &[Vec<u8>],
+    by_column: bool,
+) -> Option<Vec<RowPath>> {
     if keys.len() != 1 || schema.primary_key.first() != Some(&partition_column) {
         return None;
     }
@@ -1466,7 +1569,20 @@ pub fn row_paths(
                 // Routed by another value than the predicate pins: keep the routed lock.
                 return None;
             }
-            paths.push(path);
+            let columns = (by_column && prefix.len() == schema.primary_key.len())
+                .then(|| columns_touched(operation, schema))
+                .flatten();
+            match columns {
+                Some(columns) => {
+                    let row = path.last().expect("a path names its row").clone();
+                    for column in columns {
+                        let mut to_column = path.clone();
+                        to_column.push(column_resource(&row, &column));
+                        paths.push(to_column);
+                    }
+                }
+                None => paths.push(path),
+            }
         }
     }
     if paths.iter().any(|path| path[0] != keys[0]) {
@@ -3324,6 +3440,145 @@ mod row_path_tests {
         for coarse in [lookups(1, 2, vec![Value::Null]), lookups(1, 2, many)] {
             assert_eq!(locks(select(coarse), 1), district);
         }
+    }
+
+    fn column_locks(operation: Operation, w: i32) -> Vec<(Resource, Mode)> {
+        let schema = customer_wide();
+        let keys = warehouse_key(w);
+        let operations = [operation];
+        let paths = column_paths(&operations, &schema, 0, &keys);
+        assert!(paths.is_some(), "pinned to one row: {operations:?}");
+        plan_statement_on_paths(
+            &BTreeMap::new(),
+            &operations,
+            Some(&keys),
+            paths.as_deref(),
+            false,
+        )
+        .unwrap()
+        .needed
+    }
+
+    /// customer with two more columns: c_balance BIGINT, c_credit BIGINT.
+    fn customer_wide() -> TableSchema {
+        TableSchema::new(
+            "customer",
+            vec![
+                ColumnDef::new("c_w_id", DataType::Int).not_null(),
+                ColumnDef::new("c_d_id", DataType::Int).not_null(),
+                ColumnDef::new("c_id", DataType::Int).not_null(),
+                ColumnDef::new("c_last", DataType::BigInt),
+                ColumnDef::new("c_balance", DataType::BigInt),
+                ColumnDef::new("c_credit", DataType::BigInt),
+            ],
+            &["c_w_id", "c_d_id", "c_id"],
+        )
+        .unwrap()
+    }
+
+    fn select_columns(columns: &[&str], predicate: Option<Predicate>) -> Operation {
+        Operation::Select {
+            table: "customer".into(),
+            columns: columns.iter().map(|column| column.to_string()).collect(),
+            predicate,
+            limit: None,
+        }
+    }
+
+    /// Column-level locks (`column_paths`): a read of some columns of a row and a write of
+    /// others do not conflict; a read and a write of one column, two writes of one column, and
+    /// anything that takes the whole row (a delete, an insert of the key, `SELECT *`, a
+    /// locking clause's whole-row paths) do. A predicate's non-key column is read; a computed
+    /// assignment reads its expression's columns.
+    #[test]
+    fn column_locks_conflict_on_shared_columns_and_whole_rows_only() {
+        let row = || equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]);
+        let read_last = column_locks(select_columns(&["c_last"], row()), 1);
+        let write_balance = column_locks(update(row(), "c_balance"), 1);
+        let write_last = column_locks(update(row(), "c_last"), 1);
+        let read_balance = column_locks(select_columns(&["c_id", "c_balance"], row()), 1);
+        assert!(!conflict(&read_last, &write_balance));
+        assert!(conflict(&read_last, &write_last));
+        assert!(conflict(&read_balance, &write_balance));
+        assert!(conflict(&write_balance, &write_balance));
+        assert!(!conflict(&read_last, &read_balance));
+        // The predicate's non-key column is read: a write of it conflicts.
+        let filtered = Predicate::And(vec![
+            row().unwrap(),
+            Predicate::equal("c_credit", Value::BigInt(1)),
+        ]);
+        let read_filtered = column_locks(select_columns(&["c_last"], Some(filtered)), 1);
+        let write_credit = column_locks(update(row(), "c_credit"), 1);
+        assert!(conflict(&read_filtered, &write_credit));
+        assert!(!conflict(&read_last, &write_credit));
+        // A computed assignment reads its expression's columns.
+        let computed = Operation::UpdateComputed {
+            table: "customer".into(),
+            assignments: vec![engine::ComputedAssignment::new(
+                "c_balance",
+                engine::Expression::Column("c_credit".into()),
+            )],
+            predicate: row(),
+        };
+        assert!(conflict(&column_locks(computed, 1), &write_credit));
+        // Whole rows: SELECT *, a delete, an insert of the key, and the whole-row paths a
+        // locking clause uses, all conflict with a write of any one column.
+        let schema = customer_wide();
+        let keys = warehouse_key(1);
+        let star = select_columns(&[], row());
+        let delete = Operation::Delete {
+            table: "customer".into(),
+            predicate: row(),
+        };
+        let insert = Operation::Insert {
+            table: "customer".into(),
+            columns: vec![],
+            rows: vec![vec![
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(3),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ]],
+            on_conflict: OnConflict::Error,
+        };
+        for whole in [star, delete, insert] {
+            let operations = [whole];
+            let paths = column_paths(&operations, &schema, 0, &keys);
+            let needed = plan_statement_on_paths(
+                &BTreeMap::new(),
+                &operations,
+                Some(&keys),
+                paths.as_deref(),
+                false,
+            )
+            .unwrap()
+            .needed;
+            assert!(conflict(&needed, &write_balance), "{operations:?}");
+            assert!(
+                operations[0].is_read() || conflict(&needed, &read_last),
+                "{operations:?}"
+            );
+        }
+        let for_update = [select_columns(&["c_last"], row())];
+        let whole_rows = row_paths(&for_update, &schema, 0, &keys);
+        let exclusive = plan_statement_on_paths(
+            &BTreeMap::new(),
+            &for_update,
+            Some(&keys),
+            whole_rows.as_deref(),
+            true,
+        )
+        .unwrap()
+        .needed;
+        assert!(conflict(&exclusive, &write_balance));
+        // Rows of one partition key stay apart as before.
+        let other_row = equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 4)]);
+        assert!(!conflict(
+            &column_locks(update(other_row, "c_balance"), 1),
+            &write_balance
+        ));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Real processes of a partitioned (`sequenced`) cluster: 3 E-Cast routers and 6 storage
-//! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9999 only).
+//! processes on a ring with 3 replicas per partition, on loopback (ports 9600–9999 and, for the
+//! announcement tests, 23100–23125, 23200–23225 and 23300–23322).
 //! (a) redis-cli: multi-partition MSETs are seen all or nothing by MGETs through another
 //! storage process, with sequential and snapshot reads (basic reads may see part of one, as
 //! §6.7 allows); (b) pausing the lead router (SIGSTOP, then SIGCONT), SIGKILL of the next lead
@@ -339,9 +340,9 @@ fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
     }
     assert_eq!(redis_cli(cluster.client_ports[0], &mset).trim(), "OK");
     // Storage process 6 dies; writes through storage process 1 route to it, so the lead
-    // router's link to it breaks and it is suspected (version 0 -> 1). A storage process
-    // learns the new version from the next message delivered to it (the Suspect itself goes
-    // only to the suspected process), so write until storage process 2 has.
+    // router's link to it breaks and it is suspected (version 0 -> 1). Every live storage
+    // process is announced the change (`ecast.md` deviation 12; the test above); write until
+    // storage process 2 has it.
     cluster.kill_storage(5);
     let deadline = Instant::now() + Duration::from_secs(10);
     let version =
@@ -381,6 +382,99 @@ fn a_basic_read_planned_against_an_old_configuration_is_refused_and_retried() {
     );
     let refused = info(cluster.client_ports[1]).unwrap_or_default();
     assert!(!refused.contains("tessera_ecast_refused:0"), "{refused}");
+}
+
+/// Configuration changes are announced to every live storage process (`ecast.md`, deviation
+/// 12): storage process 6 dies; writes of one key whose partition it replicates make the lead
+/// router suspect it (version 0 -> 1); every storage process no message of that key reaches
+/// (a "quiet" one) still delivers the change and takes version 1, so it serves basic reads
+/// planned at the new version instead of refusing them. (Before, only the suspect was a
+/// destination: a quiet process kept version 0 until some message reached it, a gateway at
+/// version 1 was refused there, and its client answered TRYAGAIN after five refusals.)
+#[test]
+fn every_storage_process_learns_a_suspicion_without_traffic_of_its_own() {
+    let (learnt, quiet) = quiet_processes_after_a_suspicion("ecast-announce", 23100, false);
+    assert!(quiet > 0, "no quiet storage process");
+    assert_eq!(learnt, quiet, "quiet processes at version 1, of {quiet}");
+}
+
+/// Canary of the test above: with configuration messages routed only to the processes they
+/// concern (`TESSERA_CANARY_NO_ANNOUNCEMENTS`), the quiet storage processes keep version 0.
+#[test]
+fn canary_without_announcements_quiet_processes_keep_the_old_version() {
+    let (learnt, quiet) = quiet_processes_after_a_suspicion("ecast-announce-canary", 23120, true);
+    assert!(quiet > 0, "no quiet storage process");
+    assert_eq!(learnt, 0, "quiet processes at version 1, of {quiet}");
+}
+
+/// Starts the cluster (announcements off for `canary`), finds a key whose partition storage
+/// process 6 replicates (the processes whose key count grows when it is written), kills
+/// process 6 and writes only that key, through another of its replicas, until the lead
+/// router logs its suspicion; then waits (20 s, the canary 5 s) for the live processes that
+/// do not replicate the key to report configuration version 1. Returns how many did, and how
+/// many such quiet processes there are.
+fn quiet_processes_after_a_suspicion(name: &str, port: u16, canary: bool) -> (usize, usize) {
+    let mut cluster =
+        PartitionedCluster::prepare(name, port, (ROUTERS, STORAGE, REPLICATION), |_| {});
+    if canary {
+        cluster
+            .router_env
+            .push(("TESSERA_CANARY_NO_ANNOUNCEMENTS".into(), "1".into()));
+    }
+    cluster.launch();
+    assert!(
+        cluster.wait_until_ready(Duration::from_secs(30)),
+        "the cluster was not ready within 30 s"
+    );
+    let ports = cluster.client_ports.clone();
+    let dead = STORAGE as usize - 1;
+    let mut chosen = None;
+    for candidate in 0..64 {
+        let key = format!("announce{candidate}");
+        let before: Vec<u64> = ports.iter().map(|port| keys_held(*port)).collect();
+        assert_eq!(redis_cli(ports[0], &["SET", &key, "v"]).trim(), "OK");
+        let replicas: Vec<usize> = (0..ports.len())
+            .filter(|index| keys_held(ports[*index]) > before[*index])
+            .collect();
+        assert_eq!(replicas.len(), REPLICATION as usize, "{key}'s replicas");
+        if replicas.contains(&dead) {
+            chosen = Some((key, replicas));
+            break;
+        }
+    }
+    let (key, replicas) = chosen.expect("a key of a partition storage process 6 replicates");
+    let version_one =
+        |port: u16| info(port).is_some_and(|text| text.contains("tessera_ecast_version:1"));
+    assert!(
+        ports.iter().all(|port| !version_one(*port)),
+        "a configuration change before the kill"
+    );
+    cluster.kill_storage(dead);
+    // Only the chosen key is written, through a live replica of it, until the lead router
+    // (`ecast::router`'s failure detector, whose evidence is its links) logs the suspicion.
+    let writer = ports[*replicas.iter().find(|index| **index != dead).unwrap()];
+    let suspected = || {
+        cluster.router_logs.iter().any(|log| {
+            std::fs::read_to_string(cluster.directory.join(log))
+                .is_ok_and(|text| text.contains(&format!("storage process {STORAGE} unreachable")))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !suspected() && Instant::now() < deadline {
+        let _ = redis_cli(writer, &["SET", &key, "w"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(suspected(), "no suspicion of storage process 6 within 30 s");
+    let quiet: Vec<u16> = (0..ports.len())
+        .filter(|index| !replicas.contains(index))
+        .map(|index| ports[index])
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(if canary { 5 } else { 20 });
+    while !quiet.iter().all(|port| version_one(*port)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let learnt = quiet.iter().filter(|port| version_one(**port)).count();
+    (learnt, quiet.len())
 }
 
 /// Garbage on every E-Cast link (routers and storage processes) and on every RESP port: no

@@ -89,8 +89,12 @@ pub async fn start(config: ClusterConfig, index: u8) -> Result<(), String> {
     } else {
         // Storage processes with inboxes learn every configuration change at once (each
         // basic read must match their version exactly); partition groups need not.
+        // Test canary (debug builds only): `TESSERA_CANARY_NO_ANNOUNCEMENTS` routes a
+        // configuration message only to the processes it concerns, as before deviation 12.
+        let canary =
+            cfg!(debug_assertions) && std::env::var_os("TESSERA_CANARY_NO_ANNOUNCEMENTS").is_some();
         let settings = RouterSettings {
-            announce_configurations: config.partitions == PartitionMode::Sequenced,
+            announce_configurations: config.partitions == PartitionMode::Sequenced && !canary,
             ..RouterSettings::default()
         };
         RouterState::new(config.router_configuration(), settings)

@@ -502,12 +502,14 @@ impl ClusterBackend {
         outcomes
     }
 
-    /// Row locks finer than the partition key value (`store::transactions::row_paths`), from
-    /// the cached catalog's schema of the statement's table; `None` without one.
+    /// Row locks finer than the partition key value (`store::transactions::row_paths`, or
+    /// with `by_column` `column_paths`: a row's columns), from the cached catalog's schema of
+    /// the statement's table; `None` without one.
     fn row_paths(
         &self,
         operations: &[engine::Operation],
         keys: &[Vec<u8>],
+        by_column: bool,
     ) -> Option<Vec<store::transactions::RowPath>> {
         let table = operations.first()?.table_name();
         let schema = {
@@ -518,7 +520,11 @@ impl ClusterBackend {
             cached.as_ref()?.1.tables.get(table)?.schema.clone()
         };
         let partition_column = store::rows::partition_column(&schema);
-        store::transactions::row_paths(operations, &schema, partition_column, keys)
+        if by_column {
+            store::transactions::column_paths(operations, &schema, partition_column, keys)
+        } else {
+            store::transactions::row_paths(operations, &schema, partition_column, keys)
+        }
     }
 }
 
@@ -742,7 +748,10 @@ impl TransactionBackend for ClusterBackend {
             transaction.driver.local_key(),
         );
         let paths = match &route {
-            SqlRoute::Keys(keys) => self.row_paths(operations_of(&command), keys),
+            // Column-level locks unless a locking clause asks for whole rows.
+            SqlRoute::Keys(keys) => {
+                self.row_paths(operations_of(&command), keys, transaction.locking.is_none())
+            }
             _ => None,
         };
         let options = StatementOptions {

@@ -341,10 +341,12 @@ impl SqlState {
     }
 }
 
+/// A read of the named columns (the row's layout, `row_fields`): a read of one row takes
+/// column locks (`store::transactions::column_paths`) on `bal` and `v`.
 fn select(predicate: Option<Predicate>) -> Command {
     Command::Batch(vec![Operation::Select {
         table: TABLE.into(),
-        columns: vec![],
+        columns: vec!["k".into(), "bal".into(), "v".into()],
         predicate,
         limit: None,
     }])
@@ -774,11 +776,23 @@ impl BypassSimulation {
             return;
         }
         run.plain = None;
+        // Locks as fine as the runtime's: a statement on one row locks the columns it reads
+        // or writes (so a transfer's write of `bal` and an append's of `v` to one row do not
+        // conflict; Elle judges the lists, the audits the balances).
+        let paths = keys.as_ref().and_then(|keys| {
+            store::transactions::column_paths(
+                store::transactions::operations_of(&command),
+                &schema(),
+                0,
+                keys,
+            )
+        });
+        let options = StatementOptions {
+            paths,
+            ..StatementOptions::default()
+        };
         let route = keys.map_or(Route::Every, Route::Keys);
-        match run
-            .txn
-            .statement(&command, route, StatementOptions::default(), now)
-        {
+        match run.txn.statement(&command, route, options, now) {
             Ok(action) => self.sql_act(gateway, slot, action),
             Err(error) => panic!("the workload's statements plan: {error:?}"),
         }
