@@ -2121,8 +2121,8 @@ pub(crate) mod tests {
         PartitionMachine::new(Bytes::default(), PartitionMachineSettings::default())
     }
 
-    fn apply(
-        machine: &mut PartitionMachine<Bytes>,
+    fn apply<D: PartitionData + Serialize + DeserializeOwned>(
+        machine: &mut PartitionMachine<D>,
         operation: PartitionOperation,
     ) -> PartitionResult {
         PartitionResult::decode(&machine.apply(&operation.encode()))
@@ -2288,13 +2288,6 @@ pub(crate) mod tests {
         }
     }
 
-    fn lock_apply(
-        machine: &mut PartitionMachine<Locks>,
-        operation: PartitionOperation,
-    ) -> PartitionResult {
-        PartitionResult::decode(&machine.apply(&operation.encode()))
-    }
-
     /// Grants at the partition: a single-partition operation the data parks is answered
     /// `Held`, and its result is released (and answers `Result`) when a later operation of
     /// any kind (here a share) grants it, without being sent again; two parked on one key
@@ -2307,15 +2300,15 @@ pub(crate) mod tests {
         let mut machine =
             PartitionMachine::new(Locks::default(), PartitionMachineSettings::default());
         assert_eq!(
-            lock_apply(&mut machine, single(1, b"l\x05\x01")),
+            apply(&mut machine, single(1, b"l\x05\x01")),
             PartitionResult::Executed(b"granted".to_vec())
         );
         assert_eq!(
-            lock_apply(&mut machine, single(2, b"l\x05\x02")),
+            apply(&mut machine, single(2, b"l\x05\x02")),
             PartitionResult::Held
         );
         assert_eq!(
-            lock_apply(&mut machine, single(3, b"l\x05\x03")),
+            apply(&mut machine, single(3, b"l\x05\x03")),
             PartitionResult::Held
         );
         assert_eq!(result_of(&machine, 2), PartitionResult::Held);
@@ -2326,7 +2319,7 @@ pub(crate) mod tests {
             PartitionMachine::new(Locks::default(), PartitionMachineSettings::default());
         backup.restore(&machine.snapshot()).unwrap();
         for replica in [&mut machine, &mut backup] {
-            lock_apply(replica, share(1, 0, b"u\x05"));
+            apply(replica, share(1, 0, b"u\x05"));
             let released: Vec<Released> = replica
                 .released_after(0)
                 .skip(released_before)
@@ -2351,8 +2344,8 @@ pub(crate) mod tests {
             assert_eq!(result_of(replica, 3), PartitionResult::Held);
             // 3's transaction moves on: let go, released with its refusal (once the
             // watermark covers the share, which the operation on its key waits for).
-            lock_apply(replica, PartitionOperation::Watermark(Timestamp(1)));
-            lock_apply(replica, single(4, b"x\x05\x03"));
+            apply(replica, PartitionOperation::Watermark(Timestamp(1)));
+            apply(replica, single(4, b"x\x05\x03"));
             assert_eq!(
                 result_of(replica, 3),
                 PartitionResult::Executed(b"refused".to_vec())
@@ -2361,7 +2354,7 @@ pub(crate) mod tests {
         }
         assert_eq!(machine.snapshot(), backup.snapshot());
         // A share's parked operation: its refusal is its answer, nothing stays parked.
-        lock_apply(&mut machine, share(2, 1, b"l\x05\x06"));
+        apply(&mut machine, share(2, 1, b"l\x05\x06"));
         assert_eq!(
             machine.answers.get(&Timestamp(2)),
             Some(&b"refused".to_vec())

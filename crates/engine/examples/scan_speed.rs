@@ -259,48 +259,16 @@ fn main() {
         deletes[REPETITIONS / 2] * 1e3
     );
     // A write cycle over every row (a non-key predicate matching ~1/10,000 of them).
-    let mut timings = Vec::new();
-    for repetition in 0..REPETITIONS {
-        let update = Operation::Update {
-            table: "ticket".into(),
-            assignments: vec![engine::Assignment::new(
-                "class",
-                Value::Int(repetition as i32),
-            )],
-            predicate: Some(Predicate::equal("flight", Value::Int(3))),
-        };
-        let started = Instant::now();
-        engine.execute(&update).expect("updates");
-        timings.push(started.elapsed().as_secs_f64());
-    }
-    timings.sort_by(f64::total_cmp);
     println!(
         "write cycle (UPDATE by a non-key column, no snapshot held): {:.1} ms",
-        timings[REPETITIONS / 2] * 1e3
+        write_cycle_ms(&mut engine, Predicate::equal("flight", Value::Int(3)))
     );
     // Equalities on a TEXT column (the Ticket statements' airports, booking locators and
     // frequent-flyer numbers): a probe that hashes each row's string reads its heap bytes.
-    let mut timings = Vec::new();
-    for repetition in 0..REPETITIONS {
-        let update = Operation::Update {
-            table: "ticket".into(),
-            assignments: vec![engine::Assignment::new(
-                "class",
-                Value::Int(repetition as i32),
-            )],
-            predicate: Some(Predicate::equal(
-                "passenger",
-                Value::Text(format!("PASSENGER {:>12} {:>16}", 17, 17)),
-            )),
-        };
-        let started = Instant::now();
-        engine.execute(&update).expect("updates");
-        timings.push(started.elapsed().as_secs_f64());
-    }
-    timings.sort_by(f64::total_cmp);
+    let passenger = Value::Text(format!("PASSENGER {:>12} {:>16}", 17, 17));
     println!(
         "write cycle (UPDATE by a non-key TEXT column): {:.1} ms",
-        timings[REPETITIONS / 2] * 1e3
+        write_cycle_ms(&mut engine, Predicate::equal("passenger", passenger))
     );
     let batch: Vec<Operation> = (0..1_000u64)
         .map(|at| Operation::Select {
@@ -324,6 +292,27 @@ fn main() {
         "read cycle of 1,000 equalities on a TEXT column, none match: {:.1} ms",
         timings[REPETITIONS / 2] * 1e3
     );
+}
+
+/// The median time, in ms, of `REPETITIONS` write cycles `UPDATE ticket SET class = … WHERE
+/// predicate` (no snapshot held).
+fn write_cycle_ms(engine: &mut Engine, predicate: Predicate) -> f64 {
+    let mut timings = Vec::new();
+    for repetition in 0..REPETITIONS {
+        let update = Operation::Update {
+            table: "ticket".into(),
+            assignments: vec![engine::Assignment::new(
+                "class",
+                Value::Int(repetition as i32),
+            )],
+            predicate: Some(predicate.clone()),
+        };
+        let started = Instant::now();
+        engine.execute(&update).expect("updates");
+        timings.push(started.elapsed().as_secs_f64());
+    }
+    timings.sort_by(f64::total_cmp);
+    timings[REPETITIONS / 2] * 1e3
 }
 
 /// `SELECT id, passenger FROM ticket WHERE flight = …`: a non-key equality (no index on flight).

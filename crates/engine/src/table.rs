@@ -135,11 +135,12 @@ impl OperationState {
 
 /// Reads one row for a select or an aggregate (no change). Precondition: not done.
 pub fn read_row(operation: &ScanOperation, state: &mut OperationState, row: &[Value]) {
+    assert!(!operation.writes());
+    assert!(!state.is_done(operation));
     if !operation
         .predicate()
         .is_none_or(|predicate| predicate.matches(row))
     {
-        assert!(!operation.writes());
         return;
     }
     read_matching_row(operation, state, row);

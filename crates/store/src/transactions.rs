@@ -3288,20 +3288,29 @@ mod row_path_tests {
         })
     }
 
-    fn locks(operation: Operation, w: i32) -> Vec<(Resource, Mode)> {
-        let schema = customer();
-        let keys = warehouse_key(w);
-        let operations = [operation];
-        let paths = row_paths(&operations, &schema, 0, &keys);
+    /// The locks a statement of `operations` on `keys` needs with `paths` (nothing held).
+    fn planned(
+        operations: &[Operation],
+        keys: &[Vec<u8>],
+        paths: Option<Vec<RowPath>>,
+        exclusive: bool,
+    ) -> Vec<(Resource, Mode)> {
         plan_statement_on_paths(
             &BTreeMap::new(),
-            &operations,
-            Some(&keys),
+            operations,
+            Some(keys),
             paths.as_deref(),
-            false,
+            exclusive,
         )
         .unwrap()
         .needed
+    }
+
+    fn locks(operation: Operation, w: i32) -> Vec<(Resource, Mode)> {
+        let keys = warehouse_key(w);
+        let operations = [operation];
+        let paths = row_paths(&operations, &customer(), 0, &keys);
+        planned(&operations, &keys, paths, false)
     }
 
     #[test]
@@ -3448,32 +3457,15 @@ mod row_path_tests {
         let operations = [operation];
         let paths = column_paths(&operations, &schema, 0, &keys);
         assert!(paths.is_some(), "pinned to one row: {operations:?}");
-        plan_statement_on_paths(
-            &BTreeMap::new(),
-            &operations,
-            Some(&keys),
-            paths.as_deref(),
-            false,
-        )
-        .unwrap()
-        .needed
+        planned(&operations, &keys, paths, false)
     }
 
-    /// customer with two more columns: c_balance BIGINT, c_credit BIGINT.
+    /// `customer` with two more columns: c_balance BIGINT, c_credit BIGINT.
     fn customer_wide() -> TableSchema {
-        TableSchema::new(
-            "customer",
-            vec![
-                ColumnDef::new("c_w_id", DataType::Int).not_null(),
-                ColumnDef::new("c_d_id", DataType::Int).not_null(),
-                ColumnDef::new("c_id", DataType::Int).not_null(),
-                ColumnDef::new("c_last", DataType::BigInt),
-                ColumnDef::new("c_balance", DataType::BigInt),
-                ColumnDef::new("c_credit", DataType::BigInt),
-            ],
-            &["c_w_id", "c_d_id", "c_id"],
-        )
-        .unwrap()
+        let mut columns = customer().columns;
+        columns.push(ColumnDef::new("c_balance", DataType::BigInt));
+        columns.push(ColumnDef::new("c_credit", DataType::BigInt));
+        TableSchema::new("customer", columns, &["c_w_id", "c_d_id", "c_id"]).unwrap()
     }
 
     fn select_columns(columns: &[&str], predicate: Option<Predicate>) -> Operation {
@@ -3546,15 +3538,7 @@ mod row_path_tests {
         for whole in [star, delete, insert] {
             let operations = [whole];
             let paths = column_paths(&operations, &schema, 0, &keys);
-            let needed = plan_statement_on_paths(
-                &BTreeMap::new(),
-                &operations,
-                Some(&keys),
-                paths.as_deref(),
-                false,
-            )
-            .unwrap()
-            .needed;
+            let needed = planned(&operations, &keys, paths, false);
             assert!(conflict(&needed, &write_balance), "{operations:?}");
             assert!(
                 operations[0].is_read() || conflict(&needed, &read_last),
@@ -3563,15 +3547,7 @@ mod row_path_tests {
         }
         let for_update = [select_columns(&["c_last"], row())];
         let whole_rows = row_paths(&for_update, &schema, 0, &keys);
-        let exclusive = plan_statement_on_paths(
-            &BTreeMap::new(),
-            &for_update,
-            Some(&keys),
-            whole_rows.as_deref(),
-            true,
-        )
-        .unwrap()
-        .needed;
+        let exclusive = planned(&for_update, &keys, whole_rows, true);
         assert!(conflict(&exclusive, &write_balance));
         // Rows of one partition key stay apart as before.
         let other_row = equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 4)]);
