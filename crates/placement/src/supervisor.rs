@@ -14,12 +14,17 @@
 //!   unreachable but not yet suspected: the plan could name it as a sender, so it is suspected
 //!   first. A false suspicion costs a copy, never consistency: the suspected process is routed
 //!   nothing.
+//! - **Gateways** (`GatewayWatch`, grouped `vr`/`skyros` clusters, whose storage processes are
+//!   never suspected: VR handles a crashed member): a storage process whose link connected
+//!   before and has been down for `suspect_after_ticks` is proposed once per outage, so the
+//!   runtime can abort the transactions its gateway owned (`docs/internals/sprint.md`, "A
+//!   gateway whose storage process dies").
 
 use crate::{
     ConfigChange, ConfigMessage, ConfigVersion, Configuration, MembershipChange, Planner,
     ProcessId, ProcessState, Refusal, Transformation,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The policy, in ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,5 +290,91 @@ mod tests {
         assert!(supervisor
             .decide(&configuration, &evidence(&down))
             .is_empty());
+    }
+}
+
+/// The gateways' failure detector of grouped clusters: which storage processes' gateways to
+/// take for dead, one proposal per outage (until the link connects again), and again after a
+/// refused or lost submission.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewayWatch {
+    /// Processes whose suspicion was submitted during their current outage.
+    suspected: BTreeSet<ProcessId>,
+}
+
+impl GatewayWatch {
+    /// The processes to propose now, with the ticks each has been down, given each one's link
+    /// evidence: connected once and down for at least `suspect_after_ticks`, not proposed in
+    /// this outage. A process whose link is up (or was never tried) ends its outage.
+    pub fn decide(
+        &mut self,
+        settings: &SupervisorSettings,
+        evidence: impl IntoIterator<Item = (ProcessId, LinkEvidence)>,
+    ) -> Vec<(ProcessId, u64)> {
+        let mut proposals = Vec::new();
+        for (process, link) in evidence {
+            let Some(down_ticks) = link.down_ticks else {
+                self.suspected.remove(&process);
+                continue;
+            };
+            if link.ever_connected
+                && down_ticks >= settings.suspect_after_ticks
+                && !self.suspected.contains(&process)
+            {
+                proposals.push((process, down_ticks));
+            }
+        }
+        proposals
+    }
+
+    /// `process`'s suspicion was submitted: not proposed again in this outage.
+    pub fn submitted(&mut self, process: ProcessId) {
+        self.suspected.insert(process);
+    }
+
+    /// `process`'s suspicion was refused or lost: proposed again at the next decision.
+    pub fn failed(&mut self, process: ProcessId) {
+        self.suspected.remove(&process);
+    }
+}
+
+#[cfg(test)]
+mod gateway_tests {
+    use super::*;
+
+    /// A process down long enough is proposed once per outage; again after its submission
+    /// failed, and after its link was up and went down again; never one that never connected
+    /// or is down too briefly.
+    #[test]
+    fn a_gateway_is_proposed_once_per_outage_and_again_after_a_failed_submission() {
+        let settings = SupervisorSettings {
+            suspect_after_ticks: 5,
+            unreached_after_ticks: 50,
+        };
+        let down = |ticks: u64| LinkEvidence {
+            ever_connected: true,
+            down_ticks: Some(ticks),
+        };
+        let up = LinkEvidence {
+            ever_connected: true,
+            down_ticks: None,
+        };
+        let never = LinkEvidence {
+            ever_connected: false,
+            down_ticks: Some(100),
+        };
+        let (p, q, r) = (ProcessId(1), ProcessId(2), ProcessId(3));
+        let mut watch = GatewayWatch::default();
+        assert_eq!(
+            watch.decide(&settings, [(p, down(5)), (q, down(4)), (r, never)]),
+            vec![(p, 5)]
+        );
+        watch.submitted(p);
+        assert!(watch.decide(&settings, [(p, down(9))]).is_empty());
+        watch.failed(p);
+        assert_eq!(watch.decide(&settings, [(p, down(10))]), vec![(p, 10)]);
+        watch.submitted(p);
+        assert!(watch.decide(&settings, [(p, up)]).is_empty());
+        assert_eq!(watch.decide(&settings, [(p, down(6))]), vec![(p, 6)]);
     }
 }

@@ -18,7 +18,7 @@ use ecast::{
     RouterState, Sender, SenderSettings, WatermarkInput, WatermarkReporter, WatermarkSettings,
 };
 use placement::ecast::Message as Routing;
-use placement::supervisor::{LinkEvidence, Proposal, Supervisor, SupervisorSettings};
+use placement::supervisor::{GatewayWatch, LinkEvidence, Proposal, Supervisor, SupervisorSettings};
 use placement::{ConfigChange, MembershipChange, ProcessId};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -188,9 +188,9 @@ struct Detector {
     request_next: RequestNumber,
     /// The policy (`placement::supervisor`, pure): what to suspect and whom to replace.
     supervisor: Supervisor,
-    /// Grouped partitions (`vr`, `skyros`): the storage processes whose gateways this
-    /// detector took for dead (their suspicion submitted), until their link connects again.
-    gateways_suspected: BTreeSet<ProcessId>,
+    /// Grouped partitions (`vr`, `skyros`): whose gateways to take for dead
+    /// (`placement::supervisor::GatewayWatch`, pure).
+    gateways: GatewayWatch,
     /// Each suspicion's sequence number: a refused or lost one is submitted again.
     suspicions: BTreeMap<ecast::Sequence, ProcessId>,
 }
@@ -480,7 +480,7 @@ impl RouterLoop {
                     sender: Sender::new(detector_id.process_id(), SenderSettings::default()),
                     request_next: RequestNumber(1),
                     supervisor: Supervisor::new(self.supervisor_settings()),
-                    gateways_suspected: BTreeSet::new(),
+                    gateways: GatewayWatch::default(),
                     suspicions: BTreeMap::new(),
                 },
                 watermark: self.config.partitions.grouped().then(|| {
@@ -687,23 +687,19 @@ impl RouterLoop {
         let Some(lead) = &mut self.lead else {
             return;
         };
-        for storage in &self.config.storage {
-            let process = ProcessId(storage.id);
-            let detector = &mut lead.detector;
-            let down_ticks = self
-                .links
-                .down_for(storage.address)
-                .map(|down| down.as_millis() as u64 / self.config.tick_ms);
-            let Some(down_ticks) = down_ticks else {
-                detector.gateways_suspected.remove(&process);
-                continue;
+        let (links, tick_ms) = (&self.links, self.config.tick_ms);
+        let evidence = self.config.storage.iter().map(|storage| {
+            let link = LinkEvidence {
+                ever_connected: links.ever_connected(storage.address),
+                down_ticks: links
+                    .down_for(storage.address)
+                    .map(|down| down.as_millis() as u64 / tick_ms),
             };
-            if !self.links.ever_connected(storage.address)
-                || down_ticks < settings.suspect_after_ticks
-                || detector.gateways_suspected.contains(&process)
-            {
-                continue;
-            }
+            (ProcessId(storage.id), link)
+        });
+        let proposals = lead.detector.gateways.decide(&settings, evidence);
+        for (process, down_ticks) in proposals {
+            let detector = &mut lead.detector;
             let routing = Routing::Write {
                 sender: detector.sender.id(),
                 target: placement::ecast::Target::Range(placement::PositionSet::whole()),
@@ -715,9 +711,9 @@ impl RouterLoop {
                         "storage process {} unreachable for {} ms: aborting the transactions of \
                          its gateway",
                         process.0,
-                        down_ticks * self.config.tick_ms
+                        down_ticks * tick_ms
                     ));
-                    detector.gateways_suspected.insert(process);
+                    detector.gateways.submitted(process);
                     detector.suspicions.insert(sequence, process);
                 }
                 Err(error) => log::warn(format_args!(
@@ -886,7 +882,7 @@ impl Detector {
             ecast::SenderEvent::Refused { sequence, .. }
             | ecast::SenderEvent::Lost { sequence, .. } => {
                 if let Some(process) = self.suspicions.remove(sequence) {
-                    self.gateways_suspected.remove(&process);
+                    self.gateways.failed(process);
                 }
             }
             ecast::SenderEvent::Stable { sequence, .. } => {
