@@ -822,6 +822,13 @@ impl Store {
                     .unwrap_or(engine::Outcome::Error(engine::EngineError::Malformed));
             }
         }
+        if self
+            .transactions
+            .get(id)
+            .is_some_and(|open| open.statement > statement.statement)
+        {
+            return engine::Outcome::Error(transactions::superseded_refusal());
+        }
         let mut inner = &command;
         if let engine::Command::Guarded { catalog, command } = &command {
             if *catalog != self.engine.catalog_digest() {
@@ -850,6 +857,8 @@ impl Store {
         if let transactions::Admission::Refused(error) = admission {
             return engine::Outcome::Error(error);
         }
+        let open = self.transactions.get_mut(id).expect("admitted: open here");
+        open.statement = open.statement.max(statement.statement);
         let engine = &self.engine;
         let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
         let share = rows::share_of(command, &schema_of, held);

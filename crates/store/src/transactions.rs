@@ -127,6 +127,10 @@ pub struct Transaction {
     pub undo: BTreeMap<(String, Key), Option<Row>>,
     /// The last write statement run here (its number) and the outcome it answered.
     pub last_write: Option<(u64, Vec<u8>)>,
+    /// The highest statement number admitted here: a statement with a lower number is an
+    /// attempt its gateway gave up on (it sent the statement again and went on), delivered
+    /// late, and is refused (`Store`'s `run_transaction`), never run after its successors.
+    pub statement: u64,
     /// Savepoints' undo, in the order recorded: (savepoint id, row, the row as it was when a
     /// statement under that savepoint first changed it). `rollback_to(s)` writes back the
     /// entries of ids ≥ s, newest first, so each row ends as it was when savepoint s was
@@ -144,6 +148,13 @@ pub struct Transactions {
     /// the start of a new transaction under the same id. At most `ABORTED_MAX`, the lowest
     /// ids forgotten first.
     aborted: std::collections::BTreeSet<u64>,
+    /// Transactions their own gateway ended here (committed or rolled back), the most recent
+    /// `ENDED_MAX`: a message of theirs delivered after the end (an attempt the gateway sent
+    /// again and gave up on, ordered late) is refused, never taken for the start of the
+    /// transaction, whose locks nobody would release and whose write would be applied twice
+    /// (found by the simulator, seed 1341: a late UPDATE of a committed transfer re-opened it
+    /// at one partition and an abandonment wrote back its image over a later commit).
+    ended: Recent,
     /// The waits-for graph here (replicated state, changed in log order): for each
     /// transaction whose last request here was refused for other transactions' locks, those
     /// transactions. Replaced on each refusal, removed when it is admitted or ends; an ended
@@ -213,6 +224,59 @@ pub struct Waiting {
 
 /// Most tombstones of transactions aborted by others (`Transactions::aborted`).
 pub const ABORTED_MAX: usize = 4096;
+
+/// Most tombstones of transactions ended by their own gateways (`Transactions::ended`).
+pub const ENDED_MAX: usize = 16_384;
+
+/// Transaction ids, the most recent `ENDED_MAX` by arrival (oldest forgotten first: ids of
+/// different gateways do not grow together, so the lowest id is not the oldest).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "std::collections::VecDeque<u64>",
+    into = "std::collections::VecDeque<u64>"
+)]
+struct Recent {
+    order: std::collections::VecDeque<u64>,
+    ids: BTreeSet<u64>,
+}
+
+impl Recent {
+    fn contains(&self, id: u64) -> bool {
+        self.ids.contains(&id)
+    }
+
+    fn insert(&mut self, id: u64) {
+        if self.ids.insert(id) {
+            self.order.push_back(id);
+        }
+        while self.order.len() > ENDED_MAX {
+            let oldest = self.order.pop_front().expect("longer than the bound");
+            self.ids.remove(&oldest);
+        }
+        debug_assert_eq!(self.order.len(), self.ids.len());
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+impl From<std::collections::VecDeque<u64>> for Recent {
+    fn from(order: std::collections::VecDeque<u64>) -> Recent {
+        // Received bytes: duplicates and excess are dropped, never trusted.
+        let mut recent = Recent::default();
+        for id in order {
+            recent.insert(id);
+        }
+        recent
+    }
+}
+
+impl From<Recent> for std::collections::VecDeque<u64> {
+    fn from(recent: Recent) -> std::collections::VecDeque<u64> {
+        recent.order
+    }
+}
 
 /// A statement of a transaction, as the operation carries it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -335,6 +399,9 @@ impl Transactions {
         nowait: bool,
         queued: bool,
     ) -> Admission {
+        if self.ended.contains(id) {
+            return Admission::Refused(ended_refusal());
+        }
         if self.aborted.contains(&id) {
             return Admission::Refused(EngineError::SerializationFailure {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
@@ -695,6 +762,9 @@ impl Transactions {
     /// Payment: the warehouse row, for which New-Orders then queue), so killing it wasted the
     /// most work.
     pub fn globalize(&mut self, id: u64) -> Result<u64, EngineError> {
+        if self.ended.contains(id) {
+            return Err(ended_refusal());
+        }
         if self.aborted.contains(&id) {
             return Err(EngineError::SerializationFailure {
                 reason: "the transaction's abort: it held locks another statement waited for while it was idle, or its gateway's storage process was suspected".into(),
@@ -979,7 +1049,7 @@ impl Transactions {
     /// Not for a transaction aborted by another gateway (its later messages are refused).
     pub fn own(&mut self, id: u64, owner: u64) {
         assert_ne!(owner, 0, "0 names no storage process");
-        if self.aborted.contains(&id) {
+        if self.aborted.contains(&id) || self.ended.contains(id) {
             return;
         }
         let recorded = *self.owners.entry(id).or_insert(owner);
@@ -1004,6 +1074,16 @@ impl Transactions {
             .collect()
     }
 
+    /// Whether transaction `id`'s own gateway ended it here (among the last `ENDED_MAX`).
+    pub fn has_ended(&self, id: u64) -> bool {
+        self.ended.contains(id)
+    }
+
+    /// How many ended transactions are remembered (at most `ENDED_MAX`).
+    pub fn ended_len(&self) -> usize {
+        self.ended.len()
+    }
+
     /// Whether another gateway aborted transaction `id` (and its own has not ended it).
     pub fn was_aborted(&self, id: u64) -> bool {
         self.aborted.contains(&id)
@@ -1025,6 +1105,8 @@ impl Transactions {
         self.owners.remove(&id);
         if by_owner {
             self.aborted.remove(&id);
+            // Whether it was seen here or not: a late message of it may still arrive.
+            self.ended.insert(id);
         } else {
             // A tombstone only for a transaction this partition has seen (a gateway's abort
             // reaches every partition).
@@ -1089,6 +1171,7 @@ impl Transactions {
         Transactions {
             open,
             aborted: self.aborted.clone(),
+            ended: self.ended.clone(),
             waits: self.waits.clone(),
             globals: self.globals.clone(),
             global_next: self.global_next,
@@ -1106,6 +1189,9 @@ impl Transactions {
     /// added (the two copies hold different rows), the newest stamp kept.
     pub fn absorb(&mut self, other: Transactions) {
         self.aborted.extend(other.aborted);
+        for id in other.ended.order {
+            self.ended.insert(id);
+        }
         // Both copies recorded an owner from the same first message (sent to every
         // partition): they agree where both know it.
         for (id, owner) in other.owners {
@@ -1166,6 +1252,22 @@ impl Transactions {
         self.queue
             .retain(|waiter, _| !self.aborted.contains(waiter));
         self.assert_queue();
+    }
+}
+
+/// The refusal of a message of a transaction its own gateway ended here, delivered late (its
+/// gateway waits for no answer to it any more).
+fn ended_refusal() -> EngineError {
+    EngineError::SerializationFailure {
+        reason: "the transaction had ended: a late copy of one of its messages".into(),
+    }
+}
+
+/// The refusal of a statement its gateway sent again and went on from (a later statement of
+/// the transaction was admitted here), delivered late.
+pub fn superseded_refusal() -> EngineError {
+    EngineError::SerializationFailure {
+        reason: "a late copy of a statement its transaction went on from".into(),
     }
 }
 
@@ -2213,8 +2315,8 @@ mod tests {
             Admission::Run
         );
         assert_eq!(open.queue().len(), 1, "2 still waits");
-        open.end(1, true);
-        open.end(2, true);
+        // Ended ids are never used again (`Transactions::ended`): the next cases start afresh.
+        open = Transactions::default();
         // Cycle: 2 waits for X behind holder 1 (S), 1 waits for 3's row; 3 asks S: waiting
         // behind 2 would close 3 → 2 → 1 → 3. 3 goes ahead (S shares with 1's S).
         assert_eq!(
@@ -2237,9 +2339,7 @@ mod tests {
             open.admit(3, 0, 2, &row("t", 1, Mode::Shared), none),
             Admission::Run
         );
-        for id in 1..=3 {
-            open.end(id, true);
-        }
+        open = Transactions::default();
         // The rule: globals 1 (numbered 0) and 2 (numbered 1); local 5 holds S. 2 waits for
         // X; 1, asking S, would wait behind 2, numbered after it: it goes ahead. Global 3,
         // numbered after 2, waits behind it.
@@ -2422,6 +2522,7 @@ mod tests {
 
 #[cfg(test)]
 mod store_tests {
+    use super::{LockRequest, Recent, Transactions, ENDED_MAX};
     use crate::transactions::{
         locks_needed, plan_skip_locked, Mode, Resource, TransactionStatement,
     };
@@ -3044,6 +3145,100 @@ mod store_tests {
             rows(&store),
             vec![vec![Value::BigInt(1), Value::BigInt(10)]]
         );
+    }
+
+    /// Seed 1341 of the simulator's transactional sweep: an attempt of an UPDATE its gateway
+    /// had sent again (and gone on from) was delivered after the transaction committed. Taken
+    /// for a new start, it wrote its value over a later commit and held the row's lock.
+    #[test]
+    fn a_late_message_of_an_ended_transaction_is_refused_and_opens_nothing() {
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        store.execute_share(&end_operation(7, true, true), |_| true);
+        assert!(error(&run(&mut store, 8, 1, set_n(20))).is_none());
+        store.execute_share(&end_operation(8, true, true), |_| true);
+        assert_eq!(rows(&store), vec![row(1, 20)]);
+        // The late copy of 7's first statement.
+        assert!(matches!(
+            error(&run(&mut store, 7, 1, set_n(11))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert_eq!(rows(&store), vec![row(1, 20)], "no write");
+        assert!(store.transactions.get(7).is_none(), "no lock");
+        assert!(store.transactions.has_ended(7) && store.transactions.has_ended(8));
+        // Nor does a late table-lock request or Globalize open it.
+        let lock = crate::owned_lock_operation(
+            &LockRequest {
+                transaction: 7,
+                begin_ms: 7,
+                now_ms: 1_000,
+                locks: locks_needed(&[set_n(0)], None).unwrap(),
+                nowait: false,
+            },
+            3,
+        );
+        assert!(error(&Outcome::decode(&store.execute_share(&lock, |_| true)).unwrap()).is_some());
+        assert_eq!(store.transactions.owner(7), None);
+        assert!(store.transactions.globalize(7).is_err());
+        assert!(store.transactions.get(7).is_none());
+        // Another transaction takes the row at once.
+        assert!(error(&run(&mut store, 9, 1, set_n(30))).is_none());
+        assert_eq!(rows(&store), vec![row(1, 30)]);
+        // A transaction this partition never saw leaves a tombstone at its end too (the end
+        // goes to every partition; its late message may come here).
+        store.execute_share(&end_operation(10, false, true), |_| true);
+        assert!(store.transactions.has_ended(10));
+        assert!(error(&run(&mut store, 10, 1, set_n(40))).is_some());
+        assert_eq!(rows(&store), vec![row(1, 30)]);
+    }
+
+    /// A statement sent again and answered, then the transaction's next statement: the first
+    /// attempt of the earlier one, delivered now, is refused, not run after its successor.
+    #[test]
+    fn a_late_attempt_of_a_statement_the_transaction_went_on_from_is_refused() {
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        assert!(error(&run(&mut store, 7, 2, set_n(12))).is_none());
+        assert!(matches!(
+            error(&run(&mut store, 7, 1, set_n(11))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+        // The same statement again answers what it answered (it ran here).
+        assert!(error(&run(&mut store, 7, 2, set_n(12))).is_none());
+        store.execute_share(&end_operation(7, false, true), |_| true);
+        assert_eq!(rows(&store), vec![row(1, 10)], "the abort restores the row");
+    }
+
+    /// The ended transactions go with a copy and a snapshot; the most recent `ENDED_MAX` are
+    /// kept, the oldest by arrival forgotten first (not the lowest id).
+    #[test]
+    fn ended_transactions_move_with_copies_and_snapshots_and_are_bounded() {
+        use vr::StateMachine;
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        store.execute_share(&end_operation(7, true, true), |_| true);
+        let mut other = Store::new();
+        other.absorb_transactions(store.transactions_where(|_, _| true));
+        assert!(other.transactions.has_ended(7));
+        let mut restored = Store::new();
+        restored.restore(&store.snapshot()).unwrap();
+        assert!(restored.transactions.has_ended(7));
+
+        let mut ended = Transactions::default();
+        let high = 1u64 << 40;
+        ended.end(high, true);
+        for id in 1..=ENDED_MAX as u64 {
+            ended.end(id, true);
+        }
+        assert_eq!(ended.ended_len(), ENDED_MAX);
+        assert!(!ended.has_ended(high), "the oldest went first");
+        assert!(ended.has_ended(1) && ended.has_ended(ENDED_MAX as u64));
+        // Received bytes with duplicates decode to the set they name.
+        let bytes =
+            postcard::to_allocvec(&std::collections::VecDeque::from(vec![3u64, 3, 4])).unwrap();
+        let recent: Recent = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(recent.len(), 2);
     }
 
     #[test]

@@ -752,7 +752,9 @@ impl BypassSimulation {
                 operation: store::transaction_operation(
                     &store::transactions::TransactionStatement {
                         transaction: run.txn.id,
-                        statement: 1_000_000 + run.at as u64,
+                        // The number the driver's next statement takes: a partition
+                        // refuses a number below one it admitted (a late attempt).
+                        statement: run.txn.statements + 1,
                         begin_ms: run.txn.begin_ms,
                         now_ms: now,
                         // Only the table's intention (the partition requires its tables covered):
