@@ -17,6 +17,55 @@ use std::time::{Duration, Instant};
 const NODES_DEFAULT: u64 = 3;
 const NODES_DEFAULT_SEQUENCED: u64 = 6;
 
+/// Takes the lock of `data_dir`, a file beside it (`<data_dir>.lock`, never cleared with the
+/// directory), refusing if another `tessera dev` holds it. The lock is the operating system's
+/// (released however the holder exits); the file names the holder's pid for the message.
+fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    let name = data_dir
+        .file_name()
+        .with_context(|| format!("{} names no directory", data_dir.display()))?;
+    let mut lock_name = name.to_os_string();
+    lock_name.push(".lock");
+    let path = data_dir.with_file_name(lock_name);
+    if let Some(parent) = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            let holder = holder.trim();
+            bail!(
+                "{} is in use by another `tessera dev`{} (its lock: {}); stop it, or pass another --data-dir",
+                data_dir.display(),
+                if holder.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {holder})")
+                },
+                path.display()
+            );
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            return Err(error).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
+}
+
 pub fn run(
     arguments: &DevArguments,
     partitions: PartitionMode,
@@ -36,6 +85,9 @@ pub fn run(
         .data_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("tessera-dev"));
+    // Held until `tessera dev` exits: a second `tessera dev` on the same directory would clear
+    // it (memory) or run a second set of processes on the same logs (disk).
+    let _lock = lock_data_dir(&data_dir)?;
     let cluster_file = data_dir.join("cluster.toml");
     let kept = durability == ClusterDurability::Disk && cluster_file.exists();
     if data_dir.exists() && !kept {

@@ -823,3 +823,59 @@ fn a_range_placed_namespace_lies_in_one_partition_and_its_range_reads_go_to_one_
     assert_eq!(destinations, 2, "KEYS * goes to a cover of two processes");
     assert_eq!(redis_cli(ports[0], &["DBSIZE"]).trim(), "2100");
 }
+
+/// A second `tessera dev` on a directory a running one uses is refused, and clears nothing:
+/// the running cluster's files stay (before the lock, a memory-mode start cleared them).
+#[test]
+fn a_second_tessera_dev_on_a_directory_in_use_is_refused_and_clears_nothing() {
+    use std::io::BufRead;
+    let directory =
+        std::env::temp_dir().join(format!("tessera-test-dev-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    let dev = |port: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        command
+            .args(["dev", "--insecure", "--nodes", "1", "--replication", "1"])
+            .args(["--routers", "1", "--pg-port", "0", "--metrics-port", "0"])
+            .args(["--port", port, "--data-dir"])
+            .arg(&directory);
+        command
+    };
+    let mut first = dev("9700")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(first.stdout.take().unwrap()).lines();
+    let mut said = String::new();
+    let ready = lines.by_ref().map_while(Result::ok).any(|line| {
+        said.push_str(&line);
+        said.push('\n');
+        line.contains("Ctrl-C stops the cluster.")
+    });
+    assert!(ready, "the first cluster did not start: {said}");
+    assert!(directory.join("cluster.toml").exists());
+
+    let second = dev("9720").arg("--no-wait").output().unwrap();
+    let _ = Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    let stopped = first.wait();
+    let message = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{second:?}");
+    assert!(
+        message.contains("is in use by another `tessera dev`")
+            && message.contains(&format!("pid {}", first.id())),
+        "{message}"
+    );
+    assert!(
+        directory.join("cluster.toml").exists(),
+        "the running cluster's directory was cleared"
+    );
+    assert!(stopped.is_ok());
+    // Once the first has stopped, the directory is free again.
+    let third = dev("9720").arg("--no-wait").output().unwrap();
+    assert!(third.status.success(), "{third:?}");
+    let _ = std::fs::remove_dir_all(&directory);
+    let _ = std::fs::remove_file(directory.with_extension("lock"));
+}
