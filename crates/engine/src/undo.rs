@@ -85,6 +85,41 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Writes back images of which a transaction owns only some columns (`Some(columns)`, in
+    /// schema order: it changed only those, by UPDATEs, under column locks, and other
+    /// transactions may have changed the others since): the stored row keeps its other
+    /// columns and takes these from the image. `None` writes the whole image back, as
+    /// `write_back`. An image with columns whose row is gone, or whose columns do not fit the
+    /// table, is skipped (a row changed by column only was never deleted under the lock).
+    pub fn write_back_columns(
+        &mut self,
+        images: impl IntoIterator<Item = (BeforeImage, Option<Vec<usize>>)>,
+    ) {
+        for ((name, key, before), columns) in images {
+            let Some(columns) = columns else {
+                self.write_back([(name, key, before)]);
+                continue;
+            };
+            let Some(table) = self.tables.get_mut(&name).map(std::sync::Arc::make_mut) else {
+                continue;
+            };
+            let (Some(image), Some(current)) = (before, table.rows.get(&key).cloned()) else {
+                continue;
+            };
+            if image.len() != current.len() || columns.iter().any(|&c| c >= image.len()) {
+                continue;
+            }
+            let mut row = current.clone();
+            for column in columns {
+                row[column] = image[column].clone();
+            }
+            table.rows.insert(key.clone(), row.clone());
+            Table::reindex(&mut table.indexes, &key, Some(&current), Some(&row));
+        }
+    }
+}
+
 /// The rows of `table` a predicate matches (every row without one), in primary-key order;
 /// none if it does not bind. Visits the rows of the access path the statement itself uses
 /// (`planner::choose_access_path`: a key lookup or range, or an index), which yields every

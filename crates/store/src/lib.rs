@@ -868,9 +868,21 @@ impl Store {
         if share.is_read() {
             return self.engine.read_command(&share);
         }
+        // Each image with the columns its statement assigns (an UPDATE of non-key columns;
+        // `None`, the whole row, for anything else): under column locks an abort must write
+        // back only those (`Transaction::written`).
         let images: Vec<_> = transactions::operations_of(&share)
             .iter()
-            .flat_map(|operation| self.engine.before_images(operation))
+            .flat_map(|operation| {
+                let columns = self
+                    .engine
+                    .table(operation.table_name())
+                    .and_then(|table| transactions::columns_assigned(operation, &table.schema));
+                self.engine
+                    .before_images(operation)
+                    .into_iter()
+                    .map(move |image| (image, columns.clone()))
+            })
             .collect();
         self.transactions.remember(id, images, statement.savepoint);
         let outcome = self.engine.execute_command(&share);
@@ -1029,7 +1041,7 @@ impl Store {
             return engine::Outcome::Batch(Vec::new());
         };
         let count = images.len() as u64;
-        self.engine.write_back(images);
+        self.engine.write_back_columns(images);
         engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }
 
@@ -1045,12 +1057,7 @@ impl Store {
         for id in owned {
             self.let_go::<()>(Ok(id));
             if let Some(ended) = self.transactions.end(id, false) {
-                self.engine.write_back(
-                    ended
-                        .undo
-                        .into_iter()
-                        .map(|((table, key), before)| (table, key, before)),
-                );
+                self.engine.write_back_columns(ended.into_undo());
             }
             debug_assert!(self.transactions.was_aborted(id), "a tombstone is left");
         }
@@ -1077,12 +1084,7 @@ impl Store {
         };
         let count = ended.undo.len() as u64;
         if !commit {
-            self.engine.write_back(
-                ended
-                    .undo
-                    .into_iter()
-                    .map(|((table, key), before)| (table, key, before)),
-            );
+            self.engine.write_back_columns(ended.into_undo());
         }
         engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }

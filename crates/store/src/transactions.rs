@@ -124,7 +124,15 @@ pub struct Transaction {
     /// What it holds, and how.
     pub locks: BTreeMap<Resource, Mode>,
     /// The rows its writes changed here, as they were before (`None`: the row did not exist).
+    /// For a row in `written`, only the image's values of those columns are its own.
     pub undo: BTreeMap<(String, Key), Option<Row>>,
+    /// The rows it changed only by UPDATEs, with the columns those assigned (in schema
+    /// order): an abort writes back only these columns of the row (`Undo`), each as it was
+    /// before the transaction's first write *of that column*. Under column locks
+    /// (`column_paths`) other transactions may change the row's other columns meanwhile, and
+    /// commit: a whole-row image written back would undo their writes (a lost update). A row
+    /// it inserted or deleted is written back whole (it held the whole row).
+    pub written: BTreeMap<(String, Key), Vec<usize>>,
     /// The last write statement run here (its number) and the outcome it answered.
     pub last_write: Option<(u64, Vec<u8>)>,
     /// The highest statement number admitted here: a statement with a lower number is an
@@ -136,7 +144,67 @@ pub struct Transaction {
     /// entries of ids ≥ s, newest first, so each row ends as it was when savepoint s was
     /// taken. A row gets an entry under savepoint c only if it has none under an id ≥ c (an
     /// entry under a later, released savepoint is older and serves c too).
-    pub savepoint_undo: Vec<(u32, (String, Key), Option<Row>)>,
+    /// The columns of an entry, as in `written` (`None`: the whole row).
+    pub savepoint_undo: Vec<SavepointUndo>,
+}
+
+/// One entry of a transaction's savepoint undo: the savepoint id, the row, its image, and the
+/// columns of the image that are its own (`None`: the whole row), as `Transaction::written`.
+pub type SavepointUndo = (u32, (String, Key), Option<Row>, Option<Vec<usize>>);
+
+/// A before-image to write back and which of its columns (`None`: the whole row).
+pub type Undo = (engine::undo::BeforeImage, Option<Vec<usize>>);
+
+/// Folds a newer image of a row into a transaction's image of it (`remember`): the columns the
+/// new statement assigns that the image does not own yet take their values from the newer
+/// image (as they were just before this first write of them); a statement that takes the
+/// whole row (`None`) makes the image whole, its other columns as they are now (nobody else
+/// can change them while it holds the row). Returns the columns owned afterwards.
+fn fold_image(
+    image: &mut Option<Row>,
+    owned: Option<Vec<usize>>,
+    newer: &Option<Row>,
+    columns: Option<&[usize]>,
+) -> Option<Vec<usize>> {
+    let mut owned = owned?; // Whole already: the first image stands.
+    let (Some(row), Some(newer)) = (image.as_mut(), newer.as_ref()) else {
+        return None; // A row that did not exist (or no longer does): whole.
+    };
+    assert_eq!(row.len(), newer.len(), "images of one row of one schema");
+    match columns {
+        Some(columns) => {
+            for &column in columns {
+                if !owned.contains(&column) {
+                    row[column] = newer[column].clone();
+                    owned.push(column);
+                }
+            }
+            owned.sort_unstable();
+            Some(owned)
+        }
+        None => {
+            for (column, value) in row.iter_mut().enumerate() {
+                if !owned.contains(&column) {
+                    *value = newer[column].clone();
+                }
+            }
+            None
+        }
+    }
+}
+
+impl Transaction {
+    /// Its undo, to write back on an abort: each row's image and the columns of it that are
+    /// the transaction's own (`written`; `None`: the whole row).
+    pub fn into_undo(mut self) -> Vec<Undo> {
+        self.undo
+            .into_iter()
+            .map(|((table, key), before)| {
+                let columns = self.written.remove(&(table.clone(), key.clone()));
+                ((table, key, before), columns)
+            })
+            .collect()
+    }
 }
 
 /// The transactions open at this partition, by id.
@@ -860,58 +928,80 @@ impl Transactions {
 
     /// Records before-images for transaction `id` (those of rows it already changed are kept),
     /// and, under savepoint `savepoint` (0: none), the rows' images for `rollback_to`.
-    pub fn remember(&mut self, id: u64, images: Vec<engine::undo::BeforeImage>, savepoint: u32) {
+    pub fn remember(&mut self, id: u64, images: Vec<Undo>, savepoint: u32) {
         let transaction = self
             .open
             .get_mut(&id)
             .expect("a transaction is admitted before it writes");
-        // Which images the savepoint undo needs: rows with no entry under an id ≥ `savepoint`
-        // (looked up in one set, not by a scan of the undo per image), each row once.
-        let wanted: Vec<bool> = if savepoint == 0 {
-            vec![false; images.len()]
+        // Where each row's savepoint entry is: the entry under an id ≥ `savepoint` (looked up
+        // in one map, not by a scan of the undo per image), or a new one.
+        let mut recorded: BTreeMap<(String, Key), usize> = if savepoint == 0 {
+            BTreeMap::new()
         } else {
-            let mut recorded: std::collections::BTreeSet<(&str, &Key)> = transaction
+            transaction
                 .savepoint_undo
                 .iter()
-                .filter(|(id, _, _)| *id >= savepoint)
-                .map(|(_, (table, key), _)| (table.as_str(), key))
-                .collect();
-            images
-                .iter()
-                .map(|(table, key, _)| recorded.insert((table.as_str(), key)))
+                .enumerate()
+                .filter(|(_, (id, _, _, _))| *id >= savepoint)
+                .map(|(at, (_, place, _, _))| (place.clone(), at))
                 .collect()
         };
-        for ((table, key, before), wanted) in images.into_iter().zip(wanted) {
+        for ((table, key, before), columns) in images {
             let place = (table, key);
-            if wanted {
-                transaction
-                    .savepoint_undo
-                    .push((savepoint, place.clone(), before.clone()));
+            if savepoint != 0 {
+                match recorded.get(&place) {
+                    Some(&at) => {
+                        let (_, _, image, owned) = &mut transaction.savepoint_undo[at];
+                        *owned = fold_image(image, owned.take(), &before, columns.as_deref());
+                    }
+                    None => {
+                        recorded.insert(place.clone(), transaction.savepoint_undo.len());
+                        transaction.savepoint_undo.push((
+                            savepoint,
+                            place.clone(),
+                            before.clone(),
+                            columns.clone(),
+                        ));
+                    }
+                }
             }
-            transaction.undo.entry(place).or_insert(before);
+            match transaction.undo.get_mut(&place) {
+                Some(image) => {
+                    let owned = transaction.written.remove(&place);
+                    if let Some(owned) = fold_image(image, owned, &before, columns.as_deref()) {
+                        transaction.written.insert(place, owned);
+                    }
+                }
+                None => {
+                    if let (Some(columns), Some(_)) = (columns, &before) {
+                        transaction.written.insert(place.clone(), columns);
+                    }
+                    transaction.undo.insert(place, before);
+                }
+            }
         }
+        debug_assert!(transaction
+            .written
+            .keys()
+            .all(|place| matches!(transaction.undo.get(place), Some(Some(_)))));
     }
 
     /// ROLLBACK TO savepoint `savepoint` of transaction `id`: removes the savepoint undo of ids
     /// ≥ `savepoint` and returns it, newest first, for the caller to write back (`None` if the
     /// transaction is not open here). Locks stay held (stricter than PostgreSQL, which
     /// releases those taken since the savepoint; holding more is always safe).
-    pub fn rollback_to(
-        &mut self,
-        id: u64,
-        savepoint: u32,
-    ) -> Option<Vec<engine::undo::BeforeImage>> {
+    pub fn rollback_to(&mut self, id: u64, savepoint: u32) -> Option<Vec<Undo>> {
         assert!(savepoint > 0, "savepoint ids start at 1");
         let transaction = self.open.get_mut(&id)?;
         let (undone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut transaction.savepoint_undo)
             .into_iter()
-            .partition(|(id, _, _)| *id >= savepoint);
+            .partition(|(id, _, _, _)| *id >= savepoint);
         transaction.savepoint_undo = kept;
         Some(
             undone
                 .into_iter()
                 .rev()
-                .map(|(_, (table, key), before)| (table, key, before))
+                .map(|(_, (table, key), before, columns)| ((table, key, before), columns))
                 .collect(),
         )
     }
@@ -1136,7 +1226,7 @@ impl Transactions {
             .open
             .iter()
             .map(|(id, transaction)| {
-                let undo = transaction
+                let undo: BTreeMap<(String, Key), Option<Row>> = transaction
                     .undo
                     .iter()
                     .filter(|((table, key), before)| {
@@ -1151,7 +1241,7 @@ impl Transactions {
                 let savepoint_undo = transaction
                     .savepoint_undo
                     .iter()
-                    .filter(|(_, (table, key), before)| {
+                    .filter(|(_, (table, key), before, _)| {
                         let Some(schema) = schema_of(table) else {
                             return false;
                         };
@@ -1160,8 +1250,15 @@ impl Transactions {
                     })
                     .cloned()
                     .collect();
+                let written = transaction
+                    .written
+                    .iter()
+                    .filter(|(place, _)| undo.contains_key(*place))
+                    .map(|(place, columns)| (place.clone(), columns.clone()))
+                    .collect();
                 let copy = Transaction {
                     undo,
+                    written,
                     savepoint_undo,
                     ..transaction.clone()
                 };
@@ -1243,7 +1340,13 @@ impl Transactions {
                 *held = held.join(mode);
             }
             for (place, before) in incoming.undo {
-                transaction.undo.entry(place).or_insert(before);
+                if transaction.undo.contains_key(&place) {
+                    continue; // The two copies hold different rows.
+                }
+                if let Some(columns) = incoming.written.get(&place) {
+                    transaction.written.insert(place.clone(), columns.clone());
+                }
+                transaction.undo.insert(place, before);
             }
             // The two copies hold different rows, so their savepoint entries never name the
             // same row; each keeps its own order.
@@ -1505,6 +1608,36 @@ pub fn column_paths(
     keys: &[Vec<u8>],
 ) -> Option<Vec<RowPath>> {
     paths_of(operations, schema, partition_column, keys, true)
+}
+
+/// The columns an UPDATE assigns (positions in `schema`, sorted), when none of them is a key
+/// column; `None` for any other operation, which changes whole rows.
+pub fn columns_assigned(operation: &Operation, schema: &TableSchema) -> Option<Vec<usize>> {
+    let names: Vec<&str> = match operation {
+        Operation::Update { assignments, .. } => assignments
+            .iter()
+            .map(|assignment| assignment.column.as_str())
+            .collect(),
+        Operation::UpdateComputed { assignments, .. } => assignments
+            .iter()
+            .map(|assignment| assignment.column.as_str())
+            .collect(),
+        _ => return None,
+    };
+    let mut positions = Vec::with_capacity(names.len());
+    for name in names {
+        let position = schema
+            .columns
+            .iter()
+            .position(|column| column.name == name)?;
+        if schema.primary_key.contains(&position) {
+            return None; // The row moves: whole rows.
+        }
+        positions.push(position);
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    (!positions.is_empty()).then_some(positions)
 }
 
 /// The resource of one column of a row: the row's resource, a marker, the name, length-
@@ -3670,6 +3803,175 @@ mod row_path_tests {
             predicate,
             limit: None,
         }
+    }
+
+    /// Runs `operation` as statement `statement` of transaction `id` with `locks`.
+    fn run_locked(
+        store: &mut crate::Store,
+        id: u64,
+        statement: u64,
+        operation: Operation,
+        savepoint: u32,
+    ) -> engine::Outcome {
+        let locks = column_locks(operation.clone(), 1);
+        let bytes = crate::transaction_operation(&TransactionStatement {
+            transaction: id,
+            statement,
+            begin_ms: id,
+            now_ms: 1_000,
+            locks,
+            nowait: true,
+            command: engine::Command::Batch(vec![operation]).encode(),
+            savepoint,
+            skip_locked: false,
+            await_grant: false,
+        });
+        engine::Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    fn failed(outcome: &engine::Outcome) -> bool {
+        match outcome {
+            engine::Outcome::Error(_) => true,
+            engine::Outcome::Batch(results) => results.iter().any(Result::is_err),
+            _ => false,
+        }
+    }
+
+    /// Stop 42: column locks let two transactions change different columns of one row, but an
+    /// abort wrote its whole-row image back, over the other's committed column (a lost
+    /// update). Now an abort (and a ROLLBACK TO) writes back only the columns the transaction
+    /// assigned, each as it was before the transaction's first write of that column.
+    #[test]
+    fn an_abort_under_column_locks_writes_back_only_its_own_columns() {
+        let mut store = crate::Store::new();
+        let create = engine::Command::Execute(Operation::CreateTable {
+            schema: customer_wide(),
+        });
+        store.execute_share(&crate::sql_operation(&create), |_| true);
+        let insert = Operation::Insert {
+            table: "customer".into(),
+            columns: vec![],
+            rows: vec![vec![
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(3),
+                Value::BigInt(30),
+                Value::BigInt(100),
+                Value::BigInt(7),
+            ]],
+            on_conflict: OnConflict::Error,
+        };
+        store.execute_share(
+            &crate::sql_operation(&engine::Command::Execute(insert)),
+            |_| true,
+        );
+        let set = |column: &str, value: i64| Operation::Update {
+            table: "customer".into(),
+            assignments: vec![Assignment {
+                column: column.into(),
+                value: Value::BigInt(value),
+            }],
+            predicate: equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+        };
+        let stored = |store: &crate::Store| -> Vec<Value> {
+            let rows: Vec<_> = store
+                .engine
+                .table("customer")
+                .unwrap()
+                .rows
+                .values()
+                .cloned()
+                .collect();
+            assert_eq!(rows.len(), 1);
+            rows[0][3..].to_vec()
+        };
+        let end = |store: &mut crate::Store, id: u64, commit: bool| {
+            store.execute_share(&crate::end_operation(id, commit, true), |_| true);
+        };
+        let big = |values: [i64; 3]| values.map(Value::BigInt).to_vec();
+        // 7 changes the balance; 8 the last name (no conflict), and commits.
+        assert!(!failed(&run_locked(
+            &mut store,
+            7,
+            1,
+            set("c_balance", 150),
+            0
+        )));
+        assert!(!failed(&run_locked(&mut store, 8, 1, set("c_last", 31), 0)));
+        end(&mut store, 8, true);
+        // 9 changes the credit and commits; then 7 changes the credit too.
+        assert!(!failed(&run_locked(
+            &mut store,
+            9,
+            1,
+            set("c_credit", 8),
+            0
+        )));
+        end(&mut store, 9, true);
+        assert!(!failed(&run_locked(
+            &mut store,
+            7,
+            2,
+            set("c_credit", 9),
+            0
+        )));
+        assert_eq!(stored(&store), big([31, 150, 9]));
+        // 7 aborts: its balance and credit as before its writes of them, 8's and 9's kept.
+        end(&mut store, 7, false);
+        assert_eq!(stored(&store), big([31, 100, 8]));
+
+        // ROLLBACK TO: 10 changes the balance under savepoint 1, 11 the last name (commits).
+        assert!(!failed(&run_locked(
+            &mut store,
+            10,
+            1,
+            set("c_balance", 200),
+            1
+        )));
+        assert!(!failed(&run_locked(
+            &mut store,
+            11,
+            1,
+            set("c_last", 32),
+            0
+        )));
+        end(&mut store, 11, true);
+        assert!(!failed(&run_locked(
+            &mut store,
+            10,
+            2,
+            set("c_credit", 10),
+            1
+        )));
+        store.execute_share(&crate::rollback_to_operation(10, 1), |_| true);
+        assert_eq!(stored(&store), big([32, 100, 8]));
+        end(&mut store, 10, true);
+        assert_eq!(stored(&store), big([32, 100, 8]));
+
+        // A whole-row write after a column's: the image becomes whole, the other columns as
+        // they were when it took the row (no one can change them since).
+        assert!(!failed(&run_locked(
+            &mut store,
+            12,
+            1,
+            set("c_balance", 300),
+            0
+        )));
+        assert!(!failed(&run_locked(
+            &mut store,
+            13,
+            1,
+            set("c_last", 33),
+            0
+        )));
+        end(&mut store, 13, true);
+        let whole = Operation::Delete {
+            table: "customer".into(),
+            predicate: equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+        };
+        assert!(!failed(&run_locked(&mut store, 12, 2, whole, 0)));
+        end(&mut store, 12, false);
+        assert_eq!(stored(&store), big([33, 100, 8]));
     }
 
     /// Column-level locks (`column_paths`): a read of some columns of a row and a write of
