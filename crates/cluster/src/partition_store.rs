@@ -52,6 +52,11 @@ impl PartitionStore {
         self
     }
 
+    /// The store, to change (the simulator's canaries; never the runtime).
+    pub fn store_mut(&mut self) -> &mut store::Store {
+        &mut self.store
+    }
+
     /// The store (for checks: the simulator reads the final rows).
     pub fn store(&self) -> &store::Store {
         &self.store

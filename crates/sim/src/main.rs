@@ -34,7 +34,7 @@ const USAGE: &str =
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
                  sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order |
-                 sql-skip-suspicion-abort)
+                 sql-skip-suspicion-abort | sql-whole-row-undo)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -155,6 +155,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     }
                     Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
+                    Some("sql-whole-row-undo") => Some(BypassCanary::SqlWholeRowUndo),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
                     Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
@@ -404,7 +405,7 @@ fn print_bypass_report(report: &BypassReport) {
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
-                 gateway_crashes={} suspicions={} suspicion_aborts={}",
+                 rollbacks={} gateway_crashes={} suspicions={} suspicion_aborts={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -419,6 +420,7 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.appends,
                 sql.transfers,
                 sql.audits,
+                sql.rollbacks,
                 sql.gateway_crashes,
                 sql.suspicions,
                 sql.suspicion_aborts

@@ -291,6 +291,10 @@ pub struct Store {
     answered: Vec<(u64, Vec<u8>, Vec<u8>)>,
     /// The ticket of the statement the last operation parked (`take_parked`).
     parked_now: Option<u64>,
+    /// The simulator's canary `sql-whole-row-undo` (never set elsewhere, not in snapshots):
+    /// an abort writes back whole-row images, as before stop 42, over other transactions'
+    /// committed columns (`Transaction::written`).
+    pub canary_whole_row_undo: bool,
 }
 
 /// Counters of the engine batches `Store::apply_batch` and `Store::execute_shares` ran (one
@@ -877,7 +881,8 @@ impl Store {
                 let columns = self
                     .engine
                     .table(operation.table_name())
-                    .and_then(|table| transactions::columns_assigned(operation, &table.schema));
+                    .and_then(|table| transactions::columns_assigned(operation, &table.schema))
+                    .filter(|_| !self.canary_whole_row_undo);
                 self.engine
                     .before_images(operation)
                     .into_iter()

@@ -195,6 +195,10 @@ pub enum BypassCanary {
     /// (transfers in opposite directions) is a distributed deadlock nothing detects; only an
     /// abandoned-holder abort breaks it, hundreds of ticks later.
     SqlSkipExecutionOrder,
+    /// `--sql-transactions`, "undo whole rows": an abort (or ROLLBACK TO) writes back the
+    /// whole-row images of the rows it changed, over the columns other transactions changed
+    /// under their own column locks meanwhile (stop 41's lost update).
+    SqlWholeRowUndo,
     /// `--sql-transactions`, "skip the suspicion's abort": a crashed gateway's suspicion
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
@@ -528,6 +532,7 @@ impl BypassOptions {
                 | BypassCanary::SqlIgnoreIncarnations
                 | BypassCanary::SqlSkipExecutionOrder
                 | BypassCanary::SqlSkipSuspicionAbort
+                | BypassCanary::SqlWholeRowUndo
         ) {
             options = options.with_sql_transactions();
             options.sql_gateway_crashes = canary == BypassCanary::SqlSkipSuspicionAbort;
@@ -836,6 +841,10 @@ struct SimData {
     sql: Option<SqlData>,
     /// The `SqlIgnoreIncarnations` canary: imported copies lose their open transactions.
     forget_transactions: bool,
+    /// The `SqlWholeRowUndo` canary: the store writes back whole-row images on aborts
+    /// (`store::Store::canary_whole_row_undo`, set before each execution: not in the store's
+    /// snapshots, so a restarted replica gets it again from here).
+    whole_row_undo: bool,
 }
 
 /// The SQL mode's partition data; equal when their snapshots are (`bypass_agreement`).
@@ -962,6 +971,7 @@ impl PartitionData for SimData {
 
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
         if let Some(sql) = &mut self.sql {
+            sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
             return sql_answers(&sql.0.execute(operation));
         }
         let txn = match self.snapshot_share(operation) {
@@ -994,6 +1004,7 @@ impl PartitionData for SimData {
 
     fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
         if let Some(sql) = &mut self.sql {
+            sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
             return sql
                 .0
                 .execute_batch(operations)
@@ -1141,7 +1152,7 @@ fn partition_node(
     holds: PositionSet,
     sql: Option<bool>,
     statements: bool,
-    forget_transactions: bool,
+    canary: Option<BypassCanary>,
 ) -> PartitionNode {
     let sql = sql.map(|populated| {
         let mut data = cluster::partition_store::PartitionStore::new(
@@ -1165,7 +1176,8 @@ fn partition_node(
             data: BTreeMap::new(),
             holds: holds.clone(),
             sql,
-            forget_transactions,
+            forget_transactions: canary == Some(BypassCanary::SqlIgnoreIncarnations),
+            whole_row_undo: canary == Some(BypassCanary::SqlWholeRowUndo),
         },
         settings,
     )
@@ -1258,7 +1270,7 @@ impl BypassSimulation {
                         group.arc(),
                         options.sql_data().then_some(true),
                         options.sql_statements,
-                        options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
+                        options.canary,
                     )
                 })
                 .collect(),
@@ -1272,7 +1284,7 @@ impl BypassSimulation {
                         configuration.ranges_of(id),
                         options.sql_data().then_some(true),
                         options.sql_statements,
-                        options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
+                        options.canary,
                     )
                 })
                 .collect(),
@@ -1613,7 +1625,7 @@ impl BypassSimulation {
                 PositionSet::empty(),
                 self.options.sql_data().then_some(false),
                 self.options.sql_statements,
-                self.options.canary == Some(BypassCanary::SqlIgnoreIncarnations),
+                self.options.canary,
             );
             let config = &self.group_configs[&self.options.group_members()];
             node.members = groups::members(config, &node.initial);

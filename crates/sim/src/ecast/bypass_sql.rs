@@ -144,11 +144,23 @@ pub(super) fn initial_operations(accounts: u64) -> Vec<Vec<u8>> {
 
 #[derive(Clone, Debug)]
 enum Step {
-    Read(i64),
+    /// Read one row's list (`v`, an append's read) or balance (`bal`, a transfer's): each
+    /// names only its column, so that an append and a transfer of one row hold different
+    /// column locks and run side by side (an abort must then undo only its own column).
+    Read(i64, Column),
     Append(i64, u64),
     /// Write the balance read, plus the delta.
     Write(i64, i64),
     ReadAll,
+    /// ROLLBACK after the writes: every write undone, no one else's.
+    Rollback,
+}
+
+/// The column a `Step::Read` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Column {
+    List,
+    Balance,
 }
 
 /// Where a running transaction is.
@@ -235,6 +247,8 @@ pub struct SqlStats {
     pub audits: u64,
     pub appends: u64,
     pub transfers: u64,
+    /// Writers that rolled back on purpose after their writes (`Step::Rollback`).
+    pub rollbacks: u64,
     /// Sessions that died mid-transaction (their transaction left open).
     pub session_crashes: u64,
     /// Statements that awaited their grant at the partition too long and were sent again
@@ -348,6 +362,19 @@ fn select(predicate: Option<Predicate>) -> Command {
         table: TABLE.into(),
         columns: vec!["k".into(), "bal".into(), "v".into()],
         predicate,
+        limit: None,
+    }])
+}
+
+fn select_one(k: i64, column: Column) -> Command {
+    let name = match column {
+        Column::List => "v",
+        Column::Balance => "bal",
+    };
+    Command::Batch(vec![Operation::Select {
+        table: TABLE.into(),
+        columns: vec!["k".into(), name.into()],
+        predicate: Some(Predicate::equal("k", Value::BigInt(k))),
         limit: None,
     }])
 }
@@ -630,7 +657,7 @@ impl BypassSimulation {
         if roll < 55 {
             for _ in 0..self.prng.range_inclusive(1, 3) {
                 let k = self.prng.below(accounts as u64) as i64;
-                script.push(Step::Read(k));
+                script.push(Step::Read(k, Column::List));
                 if self.prng.percent(60) {
                     let value = {
                         let sql = self.sql();
@@ -645,8 +672,8 @@ impl BypassSimulation {
             let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
             let amount = self.prng.range_inclusive(1, 20) as i64;
             script = vec![
-                Step::Read(from),
-                Step::Read(to),
+                Step::Read(from, Column::Balance),
+                Step::Read(to, Column::Balance),
                 Step::Write(from, -amount),
                 Step::Write(to, amount),
             ];
@@ -655,6 +682,10 @@ impl BypassSimulation {
             if self.prng.percent(50) {
                 script.push(Step::ReadAll);
             }
+        }
+        // Some writers roll back at the end, after their writes.
+        if roll < 85 && self.prng.percent(10) {
+            script.push(Step::Rollback);
         }
         // Ids: the gateway in the high bits, so that gateways never share one.
         let id = {
@@ -700,8 +731,8 @@ impl BypassSimulation {
                     .script
                     .iter()
                     .find_map(|step| match step {
-                        Step::Read(k) | Step::Append(k, _) | Step::Write(k, _) => Some(*k),
-                        Step::ReadAll => None,
+                        Step::Read(k, _) | Step::Append(k, _) | Step::Write(k, _) => Some(*k),
+                        Step::ReadAll | Step::Rollback => None,
                     })
                     .unwrap_or(0);
                 let id = run.txn.id;
@@ -723,10 +754,11 @@ impl BypassSimulation {
             return;
         };
         let (command, keys) = match &step {
-            Step::Read(k) => (
-                select(Some(Predicate::equal("k", Value::BigInt(*k)))),
-                Some(vec![row_key(*k)]),
-            ),
+            Step::Read(k, column) => (select_one(*k, *column), Some(vec![row_key(*k)])),
+            Step::Rollback => {
+                self.sql().stats.rollbacks += 1;
+                return self.sql_rollback(gateway, slot);
+            }
             Step::Append(k, value) => {
                 let mut list = run.lists.get(k).cloned().unwrap_or_default();
                 list.push(*value);
@@ -1099,17 +1131,28 @@ impl BypassSimulation {
         let rows = rows_of(&outcomes);
         let mut finding = None;
         match step {
-            Step::Read(k) => match rows.as_slice() {
-                [row] => match row_fields(row) {
-                    Some((_, balance, list)) => {
-                        run.balances.insert(k, balance);
+            Step::Read(k, column) => {
+                let row = match rows.as_slice() {
+                    [row] => Some(row.as_slice()),
+                    _ => None,
+                };
+                match (row, column) {
+                    (Some([Value::BigInt(read), Value::Text(text)]), Column::List)
+                        if *read == k =>
+                    {
+                        let list = parse_list(text);
                         run.lists.insert(k, list.clone());
                         run.micro.push(Micro::Read(k, list));
                     }
-                    None => finding = Some(format!("row {k} read as {row:?}")),
-                },
-                other => finding = Some(format!("row {k} read as {other:?}")),
-            },
+                    (Some([Value::BigInt(read), Value::BigInt(balance)]), Column::Balance)
+                        if *read == k =>
+                    {
+                        run.balances.insert(k, *balance);
+                    }
+                    _ => finding = Some(format!("row {k} read as {rows:?}")),
+                }
+            }
+            Step::Rollback => unreachable!("a rollback is not sent as a statement"),
             Step::Append(k, value) => {
                 run.lists.entry(k).or_default().push(value);
                 run.micro.push(Micro::Append(k, value));
@@ -1171,7 +1214,8 @@ impl BypassSimulation {
                         Step::Append(..) => sql.stats.appends += 1,
                         Step::ReadAll => sql.stats.audits += 1,
                         Step::Write(..) => sql.stats.transfers += 1,
-                        Step::Read(_) => {}
+                        Step::Read(..) => {}
+                        Step::Rollback => unreachable!("a rolled back transaction is aborted"),
                     }
                 }
                 for (total, rows) in &run.audits {
