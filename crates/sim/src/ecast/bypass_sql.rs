@@ -154,6 +154,12 @@ enum Step {
     ReadAll,
     /// ROLLBACK after the writes: every write undone, no one else's.
     Rollback,
+    /// SAVEPOINT (id 1): nothing is sent; the statements after it carry it.
+    Savepoint,
+    /// ROLLBACK TO the savepoint: one message to every partition, each writing back what the
+    /// transaction changed there since (its column only, under column locks); the
+    /// transaction goes on as it was at the savepoint.
+    RollbackTo,
 }
 
 /// The column a `Step::Read` names.
@@ -194,6 +200,10 @@ struct Run {
     /// Its table locks were granted at every partition (a lock request answered without a
     /// refusal): every partition has recorded its owner.
     locked: bool,
+    /// The open savepoint (0: none) and what the transaction knew there: its history's
+    /// length, its lists and balances (restored by ROLLBACK TO).
+    savepoint: u32,
+    saved: Option<(usize, BTreeMap<i64, Vec<u64>>, BTreeMap<i64, i64>)>,
 }
 
 /// What a message is for.
@@ -208,6 +218,8 @@ enum Purpose {
     /// The failure detector's suspicion of the crashed gateway process `owner`: the abort of
     /// every transaction it owns, at every partition (sent again until answered).
     Suspicion { owner: u64 },
+    /// The slot's ROLLBACK TO its savepoint.
+    RollbackTo,
 }
 
 #[derive(Clone, Debug)]
@@ -249,6 +261,8 @@ pub struct SqlStats {
     pub transfers: u64,
     /// Writers that rolled back on purpose after their writes (`Step::Rollback`).
     pub rollbacks: u64,
+    /// ROLLBACK TO a savepoint answered (`Step::RollbackTo`).
+    pub rollbacks_to: u64,
     /// Sessions that died mid-transaction (their transaction left open).
     pub session_crashes: u64,
     /// Statements that awaited their grant at the partition too long and were sent again
@@ -650,20 +664,32 @@ impl BypassSimulation {
         self.sql_finish(gateway, slot, ended);
     }
 
+    /// A list value never appended before.
+    fn sql_next_value(&mut self) -> u64 {
+        let sql = self.sql();
+        sql.next_value += 1;
+        sql.next_value
+    }
+
     fn sql_start(&mut self, gateway: usize, slot: usize) {
         let accounts = self.options.accounts as i64;
         let roll = self.prng.below(100);
         let mut script = Vec::new();
         if roll < 55 {
+            let mut saved = false;
             for _ in 0..self.prng.range_inclusive(1, 3) {
                 let k = self.prng.below(accounts as u64) as i64;
                 script.push(Step::Read(k, Column::List));
                 if self.prng.percent(60) {
-                    let value = {
-                        let sql = self.sql();
-                        sql.next_value += 1;
-                        sql.next_value
-                    };
+                    // Sometimes under a savepoint rolled back to, then appended again: the
+                    // undone append must never be seen.
+                    let undone = !saved && self.prng.percent(20);
+                    if undone {
+                        saved = true;
+                        let value = self.sql_next_value();
+                        script.extend([Step::Savepoint, Step::Append(k, value), Step::RollbackTo]);
+                    }
+                    let value = self.sql_next_value();
                     script.push(Step::Append(k, value));
                 }
             }
@@ -674,9 +700,17 @@ impl BypassSimulation {
             script = vec![
                 Step::Read(from, Column::Balance),
                 Step::Read(to, Column::Balance),
-                Step::Write(from, -amount),
-                Step::Write(to, amount),
             ];
+            if self.prng.percent(15) {
+                // A first transfer undone by ROLLBACK TO, then another amount.
+                script.extend([
+                    Step::Savepoint,
+                    Step::Write(from, -amount - 7),
+                    Step::Write(to, amount + 7),
+                    Step::RollbackTo,
+                ]);
+            }
+            script.extend([Step::Write(from, -amount), Step::Write(to, amount)]);
         } else {
             script = vec![Step::ReadAll];
             if self.prng.percent(50) {
@@ -709,6 +743,8 @@ impl BypassSimulation {
             plain: None,
             blocked: None,
             locked: false,
+            savepoint: 0,
+            saved: None,
         };
         self.sql().runs[gateway][slot] = Some(run);
         self.sql_next_step(gateway, slot);
@@ -732,7 +768,7 @@ impl BypassSimulation {
                     .iter()
                     .find_map(|step| match step {
                         Step::Read(k, _) | Step::Append(k, _) | Step::Write(k, _) => Some(*k),
-                        Step::ReadAll | Step::Rollback => None,
+                        Step::ReadAll | Step::Rollback | Step::Savepoint | Step::RollbackTo => None,
                     })
                     .unwrap_or(0);
                 let id = run.txn.id;
@@ -758,6 +794,30 @@ impl BypassSimulation {
             Step::Rollback => {
                 self.sql().stats.rollbacks += 1;
                 return self.sql_rollback(gateway, slot);
+            }
+            Step::Savepoint => {
+                run.savepoint = 1;
+                run.saved = Some((run.micro.len(), run.lists.clone(), run.balances.clone()));
+                run.at += 1;
+                return self.sql_next_step(gateway, slot);
+            }
+            Step::RollbackTo => {
+                let savepoint = run.savepoint;
+                assert_eq!(savepoint, 1, "a savepoint is open");
+                match run.txn.rollback_to(savepoint) {
+                    Some(send) => self.sql_send(gateway, slot, send, Purpose::RollbackTo),
+                    None => {
+                        let (length, lists, balances) =
+                            run.saved.take().expect("a savepoint was taken");
+                        run.micro.truncate(length);
+                        run.lists = lists;
+                        run.balances = balances;
+                        run.savepoint = 0;
+                        run.at += 1;
+                        self.sql_next_step(gateway, slot);
+                    }
+                }
+                return;
             }
             Step::Append(k, value) => {
                 let mut list = run.lists.get(k).cloned().unwrap_or_default();
@@ -823,6 +883,7 @@ impl BypassSimulation {
         });
         let options = StatementOptions {
             paths,
+            savepoint: run.savepoint,
             ..StatementOptions::default()
         };
         let route = keys.map_or(Route::Every, Route::Keys);
@@ -869,7 +930,7 @@ impl BypassSimulation {
             sql.next_message += 1;
             sql.next_message
         };
-        if let Purpose::Statement | Purpose::Commit = purpose {
+        if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo = purpose {
             if let Some(run) = self.sql().runs[gateway][slot].as_mut() {
                 run.waiting = Waiting::Message(id);
             }
@@ -967,7 +1028,7 @@ impl BypassSimulation {
                 sql.next_message += 1;
                 sql.next_message
             };
-            if let Purpose::Statement | Purpose::Commit = pending.purpose {
+            if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo = pending.purpose {
                 if let Some(run) = self.sql().runs[pending.gateway][pending.slot].as_mut() {
                     run.waiting = Waiting::Message(next);
                 }
@@ -1022,6 +1083,22 @@ impl BypassSimulation {
         );
         match pending.purpose {
             Purpose::Forget | Purpose::Suspicion { .. } => {}
+            Purpose::RollbackTo => match outcomes {
+                Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
+                    self.sql().stats.rollbacks_to += 1;
+                    let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+                    let (length, lists, balances) =
+                        run.saved.take().expect("a savepoint was taken");
+                    run.micro.truncate(length);
+                    run.lists = lists;
+                    run.balances = balances;
+                    run.savepoint = 0;
+                    run.at += 1;
+                    self.sql_next_step(gateway, slot);
+                }
+                // Refused (another gateway aborted it) or unconfirmed: the transaction aborts.
+                _ => self.sql_rollback(gateway, slot),
+            },
             _ if !waited => {}
             Purpose::Commit => match outcomes {
                 Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
@@ -1152,7 +1229,9 @@ impl BypassSimulation {
                     _ => finding = Some(format!("row {k} read as {rows:?}")),
                 }
             }
-            Step::Rollback => unreachable!("a rollback is not sent as a statement"),
+            Step::Rollback | Step::Savepoint | Step::RollbackTo => {
+                unreachable!("not answered as a statement")
+            }
             Step::Append(k, value) => {
                 run.lists.entry(k).or_default().push(value);
                 run.micro.push(Micro::Append(k, value));
@@ -1209,13 +1288,19 @@ impl BypassSimulation {
             }
             Ended::Committed => {
                 sql.stats.committed += 1;
+                // Appends as committed (one undone by ROLLBACK TO left the history).
+                sql.stats.appends += committed
+                    .history
+                    .iter()
+                    .filter(|micro| matches!(micro, Micro::Append(..)))
+                    .count() as u64;
                 for step in &run.script {
                     match step {
-                        Step::Append(..) => sql.stats.appends += 1,
                         Step::ReadAll => sql.stats.audits += 1,
                         Step::Write(..) => sql.stats.transfers += 1,
-                        Step::Read(..) => {}
+                        Step::Read(..) | Step::Append(..) => {}
                         Step::Rollback => unreachable!("a rolled back transaction is aborted"),
+                        Step::Savepoint | Step::RollbackTo => {}
                     }
                 }
                 for (total, rows) in &run.audits {
