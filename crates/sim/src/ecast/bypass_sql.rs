@@ -203,8 +203,11 @@ struct Run {
     /// The open savepoint (0: none) and what the transaction knew there: its history's
     /// length, its lists and balances (restored by ROLLBACK TO).
     savepoint: u32,
-    saved: Option<(usize, BTreeMap<i64, Vec<u64>>, BTreeMap<i64, i64>)>,
+    saved: Option<Saved>,
 }
+
+/// What a transaction knew at its savepoint: its history's length, its lists, its balances.
+type Saved = (usize, BTreeMap<i64, Vec<u64>>, BTreeMap<i64, i64>);
 
 /// What a message is for.
 #[derive(Clone, Debug)]
