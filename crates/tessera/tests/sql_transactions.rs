@@ -318,6 +318,58 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     );
     assert_eq!(sp_sum(), "201/4", "{out}");
 
+    // Column locks: two blocks change different columns of one row side by side; the one
+    // that rolls back undoes only its own column (stop 42: its whole-row image was written
+    // back over the other's committed column), by ROLLBACK and by ROLLBACK TO alike.
+    let out = psql(
+        port,
+        "CREATE TABLE cols (id INT PRIMARY KEY, a INT, b INT, c INT);\nINSERT INTO cols VALUES (1, 10, 20, 30);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (first, mut first_in) = open_session(
+        port,
+        b"BEGIN;\nUPDATE cols SET a = 11 WHERE id = 1;\nSAVEPOINT s;\nUPDATE cols SET c = 31 WHERE id = 1;\n",
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Bounded: were the columns' locks one row lock, this would wait for the first block.
+    let second = Command::new("timeout")
+        .args(["30", "psql", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-U",
+            "tessera",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "tessera",
+            "-c",
+        ])
+        .arg("BEGIN; UPDATE cols SET b = 21 WHERE id = 1; COMMIT;")
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "a write of another column of the row went on: {second:?}"
+    );
+    first_in
+        .write_all(b"ROLLBACK TO SAVEPOINT s;\nSELECT 'inside:' || a || '/' || b || '/' || c FROM cols WHERE id = 1;\nROLLBACK;\n")
+        .unwrap();
+    drop(first_in);
+    let first = first.wait_with_output().unwrap();
+    let first_out = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        first_out.contains("inside:11/21/30"),
+        "ROLLBACK TO undid only c: {first_out} {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(
+        scalar(
+            port,
+            "SELECT a || '/' || b || '/' || c FROM cols WHERE id = 1"
+        ),
+        "10/21/30",
+        "ROLLBACK undid only a; the other block's b stays"
+    );
+
     // READ ONLY, DDL, a second BEGIN.
     let out = psql(
         port,
