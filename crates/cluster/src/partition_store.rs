@@ -498,6 +498,7 @@ impl PartitionData for PartitionStore {
     }
 
     fn import(&mut self, records: &[u8]) {
+        self.store.forget_prepared_shares();
         type Records = (
             Vec<(Vec<u8>, Vec<u8>)>,
             Option<Vec<u8>>,
@@ -526,6 +527,7 @@ impl PartitionData for PartitionStore {
     fn retain(&mut self, holds: &PositionSet) {
         // A cut: the store's arc (which shares and surveys are cut to) becomes the holdings.
         self.arc = holds.clone();
+        self.store.forget_prepared_shares();
         if holds.is_empty() {
             // Out of the ring: no decision reaches it any more, so the two-phase statements it
             // holds are forgotten; if it joins again, the copies it receives bring those

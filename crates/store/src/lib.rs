@@ -295,6 +295,12 @@ pub struct Store {
     /// an abort writes back whole-row images, as before stop 42, over other transactions'
     /// committed columns (`Transaction::written`).
     pub canary_whole_row_undo: bool,
+    /// The share each prepared statement's vote ran (`prepare`), decoded and cut to this
+    /// partition's holdings, with the catalog digest then: its commit runs it as is instead
+    /// of decoding the whole statement and cutting it again (a COPY chunk's command holds every
+    /// partition's rows). Not replicated state, not in snapshots: a replica without it (one
+    /// restored, or after a cut, `forget_prepared_shares`) decodes, with the same result.
+    prepared_shares: std::collections::BTreeMap<u64, (u64, engine::Command)>,
 }
 
 /// Counters of the engine batches `Store::apply_batch` and `Store::execute_shares` ran (one
@@ -594,7 +600,19 @@ impl Store {
                 statement: holder,
             });
         }
-        let vote = self.run_share(command, held, Share::DryRun);
+        // `run_share` with `Share::DryRun`, keeping the share for the commit.
+        let vote = match self.share_refused(&command, Share::DryRun) {
+            Some(refused) => refused,
+            None => {
+                let engine = &self.engine;
+                let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+                let share = rows::share_of(command, &schema_of, held);
+                let vote = dry_run(&self.engine, &share);
+                self.prepared_shares
+                    .insert(statement, (self.engine.catalog_digest(), share));
+                vote
+            }
+        };
         assert!(
             !matches!(
                 vote,
@@ -618,6 +636,7 @@ impl Store {
         let Ok((statement, commit)) = postcard::from_bytes::<(u64, bool)>(body) else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
+        let share = self.prepared_shares.remove(&statement);
         let Some(prepared) = self.prepared.take(statement) else {
             return engine::Outcome::Error(engine::EngineError::Busy {
                 table: String::new(),
@@ -626,6 +645,18 @@ impl Store {
         };
         if !commit {
             return engine::Outcome::Batch(Vec::new());
+        }
+        if let Some((digest, share)) =
+            share.filter(|(digest, _)| *digest == self.engine.catalog_digest())
+        {
+            // What `run_share(.., Share::Commit)` does with the whole command: a commit is
+            // never refused, and the share is the same cut (same holdings, same catalog).
+            debug_assert_eq!(digest, self.engine.catalog_digest());
+            return if share.is_read() {
+                self.engine.read_command(&share)
+            } else {
+                self.engine.execute_command(&share)
+            };
         }
         match engine::Command::decode(&prepared.command) {
             Ok(command) => self.run_share(command, held, Share::Commit),
@@ -781,6 +812,18 @@ impl Store {
         if let Some(id) = owner {
             self.transactions.unpark(id);
         }
+    }
+
+    /// Forgets the shares kept for prepared statements' commits (`prepared_shares`): the
+    /// partition's holdings changed (a keyspace cut, an install), so a commit cuts the
+    /// statement again.
+    pub fn forget_prepared_shares(&mut self) {
+        self.prepared_shares.clear();
+    }
+
+    /// How many prepared statements' shares are kept (`prepared_shares`).
+    pub fn prepared_shares_len(&self) -> usize {
+        self.prepared_shares.len()
     }
 
     /// Takes in another partition's copy of the open transactions (`Transactions::absorb`),
@@ -1506,6 +1549,7 @@ impl StateMachine for Store {
         self.transactions = snapshot.transactions;
         self.answered.clear();
         self.parked_now = None;
+        self.prepared_shares.clear();
         Ok(())
     }
 

@@ -348,6 +348,36 @@ mod tests {
             predicate: None
         })));
     }
+    /// The commit runs the share the vote cut (kept beside the statement, not decoded again),
+    /// unless the holdings changed in between (`Store::forget_prepared_shares`, at a cut or an
+    /// install): then it cuts the statement again to the new holdings.
+    #[test]
+    fn a_commit_runs_the_votes_share_unless_the_holdings_changed() {
+        let command = Command::Execute(insert(&[(4, 1), (5, 1), (6, 1)]));
+        let prepare = prepare_operation(7, &sql_operation(&command));
+        let held = |ids: &'static [i64]| {
+            move |key: &[u8]| {
+                ids.iter()
+                    .any(|id| key == rows::placement_key("t", &Value::BigInt(*id)))
+            }
+        };
+        for forget in [false, true] {
+            let (mut even, _) = partitions();
+            even.execute_share(&prepare, held(&[4, 6]));
+            if forget {
+                // A cut moved 6 away before the decision.
+                even.forget_prepared_shares();
+            }
+            let commit = outcome(even.execute_share(&decide_operation(7, true), held(&[4])));
+            let count = if forget { 1 } else { 2 };
+            assert!(
+                matches!(commit, Outcome::Executed(Ok(engine::Output::Inserted { count: c })) if c == count),
+                "{commit:?}"
+            );
+            assert!(even.prepared.is_empty() && even.prepared_shares_len() == 0);
+        }
+    }
+
     /// Seeds 797 and 835 of `sim --ecast --partitions vr --sql-statements`: writers contending
     /// for one table in two phases. When a refused prepare held the table until its own abort,
     /// the next writer's prepare, ordered between the holder's decision and that abort, was
