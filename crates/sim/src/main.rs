@@ -405,7 +405,7 @@ fn print_bypass_report(report: &BypassReport) {
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
-                 rollbacks={} rollbacks_to={} gateway_crashes={} suspicions={} suspicion_aborts={}",
+                 rollbacks={} rollbacks_to={} rewrites={} gateway_crashes={} suspicions={} suspicion_aborts={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -422,6 +422,7 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.audits,
                 sql.rollbacks,
                 sql.rollbacks_to,
+                sql.rewrites,
                 sql.gateway_crashes,
                 sql.suspicions,
                 sql.suspicion_aborts

@@ -154,6 +154,12 @@ enum Step {
     ReadAll,
     /// ROLLBACK after the writes: every write undone, no one else's.
     Rollback,
+    /// DELETE the row (whole-row lock), then `Insert` puts it back as the transaction knows
+    /// it (its balance after its writes, its list as read): nothing changes if all goes well,
+    /// and an abort must restore the whole row, other transactions' committed columns
+    /// included.
+    Delete(i64),
+    Insert(i64),
     /// SAVEPOINT (id 1): nothing is sent; the statements after it carry it.
     Savepoint,
     /// ROLLBACK TO the savepoint: one message to every partition, each writing back what the
@@ -167,6 +173,8 @@ enum Step {
 enum Column {
     List,
     Balance,
+    /// Both (a row about to be rewritten).
+    Both,
 }
 
 /// Where a running transaction is.
@@ -266,6 +274,8 @@ pub struct SqlStats {
     pub rollbacks: u64,
     /// ROLLBACK TO a savepoint answered (`Step::RollbackTo`).
     pub rollbacks_to: u64,
+    /// Rows deleted and inserted again by committed transactions (`Step::Delete`).
+    pub rewrites: u64,
     /// Sessions that died mid-transaction (their transaction left open).
     pub session_crashes: u64,
     /// Statements that awaited their grant at the partition too long and were sent again
@@ -384,13 +394,14 @@ fn select(predicate: Option<Predicate>) -> Command {
 }
 
 fn select_one(k: i64, column: Column) -> Command {
-    let name = match column {
-        Column::List => "v",
-        Column::Balance => "bal",
+    let names: &[&str] = match column {
+        Column::List => &["k", "v"],
+        Column::Balance => &["k", "bal"],
+        Column::Both => &["k", "bal", "v"],
     };
     Command::Batch(vec![Operation::Select {
         table: TABLE.into(),
-        columns: vec!["k".into(), name.into()],
+        columns: names.iter().map(|name| name.to_string()).collect(),
         predicate: Some(Predicate::equal("k", Value::BigInt(k))),
         limit: None,
     }])
@@ -704,6 +715,10 @@ impl BypassSimulation {
                 Step::Read(from, Column::Balance),
                 Step::Read(to, Column::Balance),
             ];
+            let rewrite = self.prng.percent(25);
+            if rewrite {
+                script[0] = Step::Read(from, Column::Both);
+            }
             if self.prng.percent(15) {
                 // A first transfer undone by ROLLBACK TO, then another amount.
                 script.extend([
@@ -714,6 +729,9 @@ impl BypassSimulation {
                 ]);
             }
             script.extend([Step::Write(from, -amount), Step::Write(to, amount)]);
+            if rewrite {
+                script.extend([Step::Delete(from), Step::Insert(from)]);
+            }
         } else {
             script = vec![Step::ReadAll];
             if self.prng.percent(50) {
@@ -770,7 +788,11 @@ impl BypassSimulation {
                     .script
                     .iter()
                     .find_map(|step| match step {
-                        Step::Read(k, _) | Step::Append(k, _) | Step::Write(k, _) => Some(*k),
+                        Step::Read(k, _)
+                        | Step::Append(k, _)
+                        | Step::Write(k, _)
+                        | Step::Delete(k)
+                        | Step::Insert(k) => Some(*k),
                         Step::ReadAll | Step::Rollback | Step::Savepoint | Step::RollbackTo => None,
                     })
                     .unwrap_or(0);
@@ -838,6 +860,30 @@ impl BypassSimulation {
                 )
             }
             Step::ReadAll => (select(None), None),
+            Step::Delete(k) => (
+                Command::Batch(vec![Operation::Delete {
+                    table: TABLE.into(),
+                    predicate: Some(Predicate::equal("k", Value::BigInt(*k))),
+                }]),
+                Some(vec![row_key(*k)]),
+            ),
+            Step::Insert(k) => {
+                let balance = run.balances.get(k).copied().unwrap_or(0);
+                let list = run.lists.get(k).cloned().unwrap_or_default();
+                (
+                    Command::Batch(vec![Operation::Insert {
+                        table: TABLE.into(),
+                        columns: Vec::new(),
+                        rows: vec![vec![
+                            Value::BigInt(*k),
+                            Value::BigInt(balance),
+                            Value::Text(render_list(&list)),
+                        ]],
+                        on_conflict: engine::OnConflict::Error,
+                    }]),
+                    Some(vec![row_key(*k)]),
+                )
+            }
         };
         if canary == Some(BypassCanary::SqlUnlockedReads) && command.is_read() {
             // The canary: a read in a transaction takes no row lock and no table S lock, so the
@@ -1229,6 +1275,15 @@ impl BypassSimulation {
                     {
                         run.balances.insert(k, *balance);
                     }
+                    (
+                        Some([Value::BigInt(read), Value::BigInt(balance), Value::Text(text)]),
+                        Column::Both,
+                    ) if *read == k => {
+                        let list = parse_list(text);
+                        run.balances.insert(k, *balance);
+                        run.lists.insert(k, list.clone());
+                        run.micro.push(Micro::Read(k, list));
+                    }
                     _ => finding = Some(format!("row {k} read as {rows:?}")),
                 }
             }
@@ -1239,7 +1294,13 @@ impl BypassSimulation {
                 run.lists.entry(k).or_default().push(value);
                 run.micro.push(Micro::Append(k, value));
             }
-            Step::Write(..) => {}
+            // The balance as written (a rewrite puts it back; a second write of the same row
+            // follows a ROLLBACK TO, which restores the balances read).
+            Step::Write(k, delta) => {
+                let balance = run.balances.get(&k).copied().unwrap_or(0) + delta;
+                run.balances.insert(k, balance);
+            }
+            Step::Delete(_) | Step::Insert(_) => {}
             Step::ReadAll => {
                 let mut fields: Vec<(i64, i64, Vec<u64>)> =
                     rows.iter().filter_map(|row| row_fields(row)).collect();
@@ -1301,7 +1362,8 @@ impl BypassSimulation {
                     match step {
                         Step::ReadAll => sql.stats.audits += 1,
                         Step::Write(..) => sql.stats.transfers += 1,
-                        Step::Read(..) | Step::Append(..) => {}
+                        Step::Delete(_) => sql.stats.rewrites += 1,
+                        Step::Read(..) | Step::Append(..) | Step::Insert(_) => {}
                         Step::Rollback => unreachable!("a rolled back transaction is aborted"),
                         Step::Savepoint | Step::RollbackTo => {}
                     }
