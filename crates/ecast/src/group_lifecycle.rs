@@ -99,6 +99,19 @@ impl Tombstone {
             result,
         }
     }
+
+    /// Whether the stopped replica acknowledges a copy of `version` sent to its group again
+    /// (the sender's primary resends each copy until it logs the receiver's `Installed`). It
+    /// does for every version up to its last cut's, as the running replica's machine answers a
+    /// resent `Install` `Installed` (`PartitionMachine`): a group receives copies only at its
+    /// first cut, a later cut executes only once every copy of the one before is installed, and
+    /// a finished replica waits for none, so each of them is in its log, committed. Without
+    /// this, a sender that missed the receiver's one acknowledgement (lost, or reaching no
+    /// primary during a view change) and resent only after the receiver's replicas stopped kept
+    /// the copy for ever and never finished (sim seed 2172).
+    pub fn acknowledges_copy(&self, version: ConfigVersion) -> bool {
+        version > ConfigVersion(0) && version <= self.state.version
+    }
 }
 
 /// A replica out of a normal view past its group's retirement is dropped after this many stop

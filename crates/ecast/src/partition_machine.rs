@@ -2993,6 +2993,100 @@ pub(crate) mod tests {
         assert!(!started.finished());
     }
 
+    /// Sim seed 2172: a started group installed a copy and answered `Installed` once; the
+    /// answer reached no primary of the sender (a view change), the group then retired,
+    /// finished and stopped, and the sender's new primary resent the copy to stopped replicas
+    /// for ever. A stopped replica's tombstone now acknowledges it, as the running one did.
+    #[test]
+    fn a_stopped_receiver_acknowledges_a_resent_copy_as_its_running_replica_did() {
+        let v1 = ConfigVersion(1);
+        // Group 3 retires at version 1 and sends its whole arc to group 4.
+        let mut sender = machine().with_holdings(PositionSet::whole());
+        apply(&mut sender, share(1, 0, b"pz\x05"));
+        let retire = PartitionCut {
+            version: v1,
+            holds: PositionSet::empty(),
+            sends: vec![(ProcessId(4), PositionSet::whole())],
+            receives: Vec::new(),
+        };
+        apply(&mut sender, cut(2, 1, retire));
+        apply(&mut sender, PartitionOperation::Watermark(Timestamp(2)));
+        let (_, _, records) = sender.outgoing().next().expect("the copy is owed");
+        let records = records.clone();
+        // Group 4 starts at version 1, installs the copy, retires at version 2 (its copy to
+        // group 5 acknowledged) and finishes.
+        let mut receiver = machine().with_holdings(PositionSet::empty());
+        let start = PartitionCut {
+            version: v1,
+            holds: PositionSet::whole(),
+            sends: Vec::new(),
+            receives: vec![ProcessId(3)],
+        };
+        apply(&mut receiver, cut(2, 0, start));
+        let install = PartitionOperation::Install {
+            version: v1,
+            from: ProcessId(3),
+            records,
+        };
+        assert_eq!(
+            apply(&mut receiver, install.clone()),
+            PartitionResult::Installed
+        );
+        let retire = PartitionCut {
+            version: ConfigVersion(2),
+            holds: PositionSet::empty(),
+            sends: vec![(ProcessId(5), PositionSet::whole())],
+            receives: Vec::new(),
+        };
+        apply(&mut receiver, cut(3, 2, retire));
+        apply(&mut receiver, PartitionOperation::Watermark(Timestamp(3)));
+        apply(
+            &mut receiver,
+            PartitionOperation::Installed {
+                version: ConfigVersion(2),
+                to: ProcessId(5),
+            },
+        );
+        assert!(receiver.finished(), "group 4 owes nothing");
+        // The running replica answers the resent copy `Installed` (its sender logs that)...
+        assert_eq!(
+            apply(&mut receiver.clone(), install),
+            PartitionResult::Installed
+        );
+        // ...and so does its tombstone, once the lifecycle stopped it.
+        let replica: vr::Replica<PartitionMachine<Bytes>> = vr::Replica::new(
+            vr::Config::new(3, vr::Durability::Memory),
+            vr::ReplicaIndex(0),
+            receiver,
+        );
+        let state = crate::group_lifecycle::ReplicaState::of(&replica);
+        let mut lifecycle = crate::group_lifecycle::GroupLifecycle::new(10);
+        let group = ProcessId(4);
+        assert_eq!(
+            lifecycle.running(group, state, 100),
+            crate::group_lifecycle::Fate::Keep
+        );
+        assert_eq!(
+            lifecycle.running(group, state, 110),
+            crate::group_lifecycle::Fate::Stop
+        );
+        let tombstone = crate::group_lifecycle::Tombstone::of(&replica);
+        assert!(tombstone.acknowledges_copy(v1));
+        assert!(
+            !tombstone.acknowledges_copy(ConfigVersion(3)),
+            "no copy of a version past its last cut was ever installed"
+        );
+        // The acknowledgement frees the sender.
+        apply(
+            &mut sender,
+            PartitionOperation::Installed {
+                version: v1,
+                to: ProcessId(4),
+            },
+        );
+        assert!(sender.finished());
+    }
+
     #[test]
     fn a_cut_sends_the_state_at_k_and_moves_later_singles_away() {
         // Group 1 holds everything and gives the high half (key b'z' = 122) to group 2 at K.

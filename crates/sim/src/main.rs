@@ -29,7 +29,8 @@ const USAGE: &str =
                  (ecast::Partition's hold rule; canaries: bypass-no-hold |
                  bypass-per-message-hold | bypass-ack-on-stable | bypass-chain-ignored |
                  bypass-act-before-install | bypass-ignore-holdings |
-                 bypass-group-commit-without-quorum | bypass-tombstone-silent)
+                 bypass-group-commit-without-quorum | bypass-tombstone-silent |
+                 bypass-tombstone-deaf-to-copies)
   --sql-transactions   with --partitions vr: the groups host the runtime's SQL partition data
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
@@ -150,6 +151,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                         Some(BypassCanary::GroupCommitWithoutQuorum)
                     }
                     Some("bypass-tombstone-silent") => Some(BypassCanary::TombstoneSilent),
+                    Some("bypass-tombstone-deaf-to-copies") => {
+                        Some(BypassCanary::TombstoneDeafToCopies)
+                    }
                     Some("sql-commit-at-one-participant") => {
                         Some(BypassCanary::SqlCommitAtOneParticipant)
                     }
@@ -367,7 +371,7 @@ fn print_bypass_report(report: &BypassReport) {
     println!(
         "seed={} trace_hash={:016x} ticks={} ops={} completed={} singles={} multis={} held={} \
          admitted={} messages={} dropped={} router_crashes={} router_pauses={} partition_crashes={} partition_pauses={} primaryships={} lane_requests={} \
-         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} fast_acks={} gate_refusals={} comm_fast={}{}{}{} result={}",
+         forwarders={} timestamp_max={} watermark_max={} reconfigurations={}/{} installs={} moved={} groups_started={} groups_retired={} replicas_stopped={} replicas_dropped={} tombstone_answers={} tombstone_copy_acks={} fast_acks={} gate_refusals={} comm_fast={}{}{}{} result={}",
         report.seed,
         report.trace_hash,
         stats.ticks,
@@ -397,6 +401,7 @@ fn print_bypass_report(report: &BypassReport) {
         stats.replicas_stopped,
         stats.replicas_dropped,
         stats.tombstone_answers,
+        stats.tombstone_copy_acks,
         stats.fast_acks,
         stats.gate_refusals,
         stats.comm_fast,

@@ -172,3 +172,21 @@ fn the_silent_tombstone_canary_is_caught_and_its_seeds_pass_without_it() {
         assert!(report.stats.tombstone_answers > 0, "seed {seed}");
     }
 }
+
+/// Sim seed 2172 (`docs/internals/rubberband.md`, "Retired replicas stopping", item 5): a copy
+/// resent to a group whose replicas stopped is acknowledged by their tombstones
+/// (`ecast::group_lifecycle::Tombstone::acknowledges_copy`). These `--sql-transactions` seeds
+/// resend copies to stopped replicas; each settles with tombstone acknowledgements counted.
+#[test]
+fn stopped_replicas_acknowledge_resent_copies_and_the_runs_settle() {
+    for seed in [550, 699, 1901] {
+        let report = run(BypassOptions::sql(seed));
+        assert!(
+            report.result.is_ok(),
+            "seed {seed}: {:?}\n  replay: cargo run -p sim --release -- --ecast --partitions vr \
+             --sql-transactions --seed {seed}",
+            report.result
+        );
+        assert!(report.stats.tombstone_copy_acks > 0, "seed {seed}");
+    }
+}

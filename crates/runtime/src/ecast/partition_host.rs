@@ -1316,6 +1316,15 @@ impl<R: Replication<Machine = Machine>> Host<R> {
         records: Vec<u8>,
     ) {
         let Some(hosted) = self.partitions.get_mut(&to) else {
+            if self
+                .stopped
+                .get(&to)
+                .is_some_and(|tombstone| tombstone.acknowledges_copy(version))
+            {
+                // A copy resent to a group whose replica stopped here: its sender missed the
+                // running replica's acknowledgement (sim seed 2172).
+                self.send_group(from, Frame::PartitionInstalled { version, from, to });
+            }
             return;
         };
         let Some(duty) = &mut hosted.duty else {

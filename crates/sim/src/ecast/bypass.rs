@@ -175,6 +175,12 @@ pub enum BypassCanary {
     /// bypass request reaches a retired group only after its replicas stopped resends for
     /// ever (found by the simulator, stop 27). Reconfigures on every seed, replication 3.
     TombstoneSilent,
+    /// A stopped replica does not acknowledge a copy resent to its group
+    /// (`group_lifecycle::Tombstone::acknowledges_copy`): a sender that missed the running
+    /// replica's one acknowledgement keeps the copy and never finishes (sim seed 2172). The
+    /// options are the seed's own (rare: 10 of seeds 1..3,000 with `--sql-transactions`
+    /// resend a copy to a stopped replica).
+    TombstoneDeafToCopies,
     /// `--sql-transactions`, "commit on the first vote": COMMIT reaches only the partition of
     /// the first row the transaction touched, which commits alone; the other participants are
     /// told to abort.
@@ -712,6 +718,8 @@ pub struct BypassStats {
     pub replicas_dropped: u64,
     /// Late bypass requests answered by a stopped replica's tombstone.
     pub tombstone_answers: u64,
+    /// Copies resent to a group whose replica stopped, acknowledged by its tombstone.
+    pub tombstone_copy_acks: u64,
     /// Replicated mode: the gateways' bypass requests sent to group members (`ecast::Gateway`'s
     /// lanes, retries and `Result` queries included).
     pub lane_requests: u64,

@@ -207,16 +207,31 @@ impl BypassSimulation {
         let slot = &self.partitions[index].members[member as usize];
         if let Some(tombstone) = &slot.tombstone {
             let silent = self.options.canary == Some(BypassCanary::TombstoneSilent);
-            if let (Msg::PartitionRequest { request }, false) = (&message, silent) {
-                // A stale gateway's request to a group whose replica stopped here.
-                let reply = tombstone.answer(request);
-                self.stats.tombstone_answers += 1;
-                if let Some(gateway) = lane_gateway(request.client) {
-                    let partition = self.partitions[index].id;
-                    let message = Message::Reply(reply);
-                    let reply = Msg::PartitionReply { partition, message };
-                    self.send(Node::Member(index, member), Node::Gateway(gateway), reply);
+            let deaf = self.options.canary == Some(BypassCanary::TombstoneDeafToCopies);
+            match (&message, silent) {
+                (Msg::PartitionRequest { request }, false) => {
+                    // A stale gateway's request to a group whose replica stopped here.
+                    let reply = tombstone.answer(request);
+                    self.stats.tombstone_answers += 1;
+                    if let Some(gateway) = lane_gateway(request.client) {
+                        let partition = self.partitions[index].id;
+                        let message = Message::Reply(reply);
+                        let reply = Msg::PartitionReply { partition, message };
+                        self.send(Node::Member(index, member), Node::Gateway(gateway), reply);
+                    }
                 }
+                (Msg::Copy { version, from, .. }, _)
+                    if !deaf && tombstone.acknowledges_copy(*version) =>
+                {
+                    // A copy resent to a group whose replica stopped here: its sender missed
+                    // the acknowledgement the running replica sent (sim seed 2172).
+                    self.stats.tombstone_copy_acks += 1;
+                    let (version, to) = (*version, self.partitions[index].id);
+                    let sender = self.index_of(*from);
+                    let ack = Msg::CopyAck { version, to };
+                    self.send(Node::Member(index, member), Node::Partition(sender), ack);
+                }
+                _ => {}
             }
             return;
         }
