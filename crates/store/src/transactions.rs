@@ -3509,6 +3509,42 @@ mod store_tests {
         assert_eq!(rows(&store), vec![row(1, 12)]);
     }
 
+    /// Seed 3294 of the simulator's transactional sweep (on `2007d61`, before ended
+    /// transactions were remembered): transaction 7 of storage process 5 took its table locks
+    /// and ran its statement 1 (the attempt its gateway sent again), and committed; the first
+    /// attempt of statement 1, delivered after the commit, opened 7 again with no owner (the
+    /// owner is recorded by the table-lock request only, and forgotten at the end). Process 5
+    /// then died; its suspicion, looking for what 5 owns, found nothing, and the row stayed
+    /// locked until a waiter judged 7 abandoned. Now the late attempt opens nothing, so the
+    /// suspicion has nothing to miss and another transaction takes the row at once.
+    #[test]
+    fn a_late_attempt_after_the_commit_leaves_nothing_a_suspicion_of_its_owner_would_miss() {
+        let mut store = store();
+        assert_eq!(
+            owned_lock(&mut store, 7, 5, &set_n(11)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        assert_eq!(send(&mut store, &end_operation(7, true, true)), updated(1));
+        assert_eq!(store.transactions.owner(7), None, "forgotten at its end");
+        // The late first attempt of statement 1.
+        assert!(matches!(
+            error(&run(&mut store, 7, 1, set_n(11))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        assert!(store.transactions.get(7).is_none(), "nothing open, unowned");
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(0)
+        );
+        assert_eq!(
+            owned_lock(&mut store, 8, 6, &set_n(12)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 8, 1, set_n(12))).is_none());
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+    }
+
     /// A partition that leaves the ring forgets its open transactions (no end or suspicion
     /// reaches it any more) and keeps their tombstones; joining again, it takes them from the
     /// copy it receives.
