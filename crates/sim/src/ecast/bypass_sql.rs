@@ -217,6 +217,19 @@ struct Run {
 /// What a transaction knew at its savepoint: its history's length, its lists, its balances.
 type Saved = (usize, BTreeMap<i64, Vec<u64>>, BTreeMap<i64, i64>);
 
+impl Run {
+    /// After its ROLLBACK TO: the transaction knows again what it knew at the savepoint, which
+    /// it leaves, and goes on with the next step.
+    fn back_to_savepoint(&mut self) {
+        let (length, lists, balances) = self.saved.take().expect("a savepoint was taken");
+        self.micro.truncate(length);
+        self.lists = lists;
+        self.balances = balances;
+        self.savepoint = 0;
+        self.at += 1;
+    }
+}
+
 /// What a message is for.
 #[derive(Clone, Debug)]
 enum Purpose {
@@ -832,13 +845,7 @@ impl BypassSimulation {
                 match run.txn.rollback_to(savepoint) {
                     Some(send) => self.sql_send(gateway, slot, send, Purpose::RollbackTo),
                     None => {
-                        let (length, lists, balances) =
-                            run.saved.take().expect("a savepoint was taken");
-                        run.micro.truncate(length);
-                        run.lists = lists;
-                        run.balances = balances;
-                        run.savepoint = 0;
-                        run.at += 1;
+                        run.back_to_savepoint();
                         self.sql_next_step(gateway, slot);
                     }
                 }
@@ -1136,13 +1143,7 @@ impl BypassSimulation {
                 Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
                     self.sql().stats.rollbacks_to += 1;
                     let run = self.sql().runs[gateway][slot].as_mut().expect("running");
-                    let (length, lists, balances) =
-                        run.saved.take().expect("a savepoint was taken");
-                    run.micro.truncate(length);
-                    run.lists = lists;
-                    run.balances = balances;
-                    run.savepoint = 0;
-                    run.at += 1;
+                    run.back_to_savepoint();
                     self.sql_next_step(gateway, slot);
                 }
                 // Refused (another gateway aborted it) or unconfirmed: the transaction aborts.
