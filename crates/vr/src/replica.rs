@@ -1294,8 +1294,11 @@ impl<S: StateMachine, X: Extension<S>> Replica<S, X> {
     }
 
     fn maybe_checkpoint(&mut self, effects: &mut Vec<Effect>) {
-        let due_by_ops =
-            self.commit_min.0 - self.checkpoint.op.0 >= self.config.checkpoint_interval_ops;
+        let state_bytes = self.checkpoint.state.len() as u64;
+        let due_by_ops = self.commit_min.0 - self.checkpoint.op.0
+            >= self.config.checkpoint_interval_ops
+            && self.bytes_since_checkpoint.saturating_mul(100)
+                >= state_bytes.saturating_mul(self.config.checkpoint_state_percent);
         let due_by_bytes = self.commit_min > self.checkpoint.op
             && self.bytes_since_checkpoint >= self.config.checkpoint_interval_bytes;
         let busy = self.checkpoint_in_flight.is_some() || self.commit_min == self.checkpoint.op;

@@ -822,11 +822,12 @@ fn skyros_comm_a_commuting_write_completes_in_one_round_trip_with_its_result() {
 
 // ----- Checkpoints serialised off the loop (`Effect::Checkpoint`). -----
 
-/// A group that checkpoints every 4 ops, compacts everything a checkpoint covers and leaves
-/// checkpoints in flight until the test completes them.
+/// A group that checkpoints every 4 ops (whatever its state's size), compacts everything a
+/// checkpoint covers and leaves checkpoints in flight until the test completes them.
 fn checkpointing_group(durability: Durability) -> Group {
     let mut group = Group::with(3, durability, |config| {
         config.checkpoint_interval_ops = 4;
+        config.checkpoint_state_percent = 0;
         config.log_retained_ops = 0;
     });
     for node in &mut group.nodes {
@@ -896,6 +897,46 @@ fn a_checkpoint_in_flight_counts_only_once_serialised_while_new_ops_commit() {
     // The next executed op asks for the next one.
     put_numbered(&mut group, 10..=10);
     assert_eq!(group.replica(0).checkpoint_in_flight(), Some(Op(10)));
+}
+
+/// A checkpoint serialises the whole state, so once a state is large next to the ops that
+/// change it, an ops-due checkpoint waits until the ops executed since the last one hold
+/// `checkpoint_state_percent` of its bytes.
+#[test]
+fn an_ops_due_checkpoint_waits_for_log_bytes_in_proportion_to_the_state() {
+    let mut group = Group::with(3, Durability::Memory, |config| {
+        config.checkpoint_interval_ops = 4;
+        config.checkpoint_state_percent = 100;
+        config.log_retained_ops = 0;
+    });
+    for node in &mut group.nodes {
+        node.auto_checkpoint = false;
+    }
+    // The first checkpoint (of an empty state) is due by ops alone.
+    put_numbered(&mut group, 1..=4);
+    assert_eq!(group.replica(0).checkpoint_in_flight(), Some(Op(4)));
+    let state_bytes = group.nodes[0].checkpoints[0].1.serialise().len();
+    assert!(state_bytes > 0);
+    group.complete_checkpoint(0, 0);
+    assert_eq!(group.replica(0).checkpoint_op(), Op(4));
+    // Four more small ops are due by ops but hold fewer bytes than the state: no checkpoint.
+    put_numbered(&mut group, 5..=8);
+    assert_eq!(group.replica(0).checkpoint_in_flight(), None);
+    assert_eq!(group.replica(0).checkpoint_op(), Op(4));
+    // Once the executed ops hold as many bytes as the state, the next one is taken.
+    let mut number = 9;
+    while group.replica(0).checkpoint_in_flight().is_none() {
+        put_numbered(&mut group, number..=number);
+        number += 1;
+        assert!(number < 1_000, "a checkpoint is taken eventually");
+    }
+    let executed_bytes: usize = (5..number)
+        .map(|number| put(&format!("k{number}"), "v").encode().len())
+        .sum();
+    assert!(
+        executed_bytes >= state_bytes,
+        "{executed_bytes} op bytes for a {state_bytes}-byte state"
+    );
 }
 
 #[test]
