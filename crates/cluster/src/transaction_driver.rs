@@ -312,11 +312,18 @@ impl Transaction {
             // Each partition chooses and locks the rows (`TransactionStatement::skip_locked`).
             store::transactions::plan_skip_locked(&self.held, operations, keys, exclusive)?
         } else {
+            let mut paths = options.paths;
+            if options.savepoint != 0 {
+                // `ROLLBACK TO` writes back images: no increment locks under a savepoint.
+                if let Some(paths) = paths.as_mut() {
+                    store::transactions::without_increments(paths);
+                }
+            }
             store::transactions::plan_statement_on_paths(
                 &self.held,
                 operations,
                 keys,
-                options.paths.as_deref(),
+                paths.as_deref(),
                 exclusive,
             )?
         };

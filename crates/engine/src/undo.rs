@@ -12,6 +12,7 @@ use crate::operation::Operation;
 use crate::planner::{candidate_keys, choose_access_path};
 use crate::predicate::{bind, Predicate};
 use crate::table::{Key, Row, Table};
+use crate::value::Value;
 
 /// One row as it was before a transaction first changed it: `None` if it did not exist.
 pub type BeforeImage = (String, Key, Option<Row>);
@@ -92,6 +93,27 @@ impl Engine {
     /// columns and takes these from the image. `None` writes the whole image back, as
     /// `write_back`. An image with columns whose row is gone, or whose columns do not fit the
     /// table, is skipped (a row changed by column only was never deleted under the lock).
+    /// Replaces some columns of one row (`values`: positions and values) and keeps its indexes
+    /// (the undo of increments, `store::transactions::Transaction::increments`). Nothing for
+    /// a row or table that is gone.
+    pub fn set_columns(&mut self, name: &str, key: &Key, values: Vec<(usize, Value)>) {
+        let Some(table) = self.tables.get_mut(name).map(std::sync::Arc::make_mut) else {
+            return;
+        };
+        let Some(current) = table.rows.get(key).cloned() else {
+            return;
+        };
+        if values.iter().any(|(column, _)| *column >= current.len()) {
+            return;
+        }
+        let mut row = current.clone();
+        for (column, value) in values {
+            row[column] = value;
+        }
+        table.rows.insert(key.clone(), row.clone());
+        Table::reindex(&mut table.indexes, key, Some(&current), Some(&row));
+    }
+
     pub fn write_back_columns(
         &mut self,
         images: impl IntoIterator<Item = (BeforeImage, Option<Vec<usize>>)>,

@@ -35,7 +35,7 @@ const USAGE: &str =
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
                  sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order |
-                 sql-skip-suspicion-abort | sql-whole-row-undo)
+                 sql-skip-suspicion-abort | sql-whole-row-undo | sql-increment-image)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -160,6 +160,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-unlocked-reads") => Some(BypassCanary::SqlUnlockedReads),
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
                     Some("sql-whole-row-undo") => Some(BypassCanary::SqlWholeRowUndo),
+                    Some("sql-increment-image") => Some(BypassCanary::SqlIncrementImage),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
                     Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
@@ -410,7 +411,7 @@ fn print_bypass_report(report: &BypassReport) {
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
-                 rollbacks={} rollbacks_to={} rewrites={} gateway_crashes={} suspicions={} suspicion_aborts={}",
+                 rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -428,6 +429,7 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.rollbacks,
                 sql.rollbacks_to,
                 sql.rewrites,
+                sql.increments,
                 sql.gateway_crashes,
                 sql.suspicions,
                 sql.suspicion_aborts

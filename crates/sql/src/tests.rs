@@ -563,6 +563,69 @@ fn update_and_delete_report_counts_and_refuse_residual_predicates() {
     assert_eq!(cluster.tag("DELETE FROM people"), "DELETE 2");
 }
 
+/// TPC-C's increments (`SET w_ytd = w_ytd + 12.34`, `s_quantity = s_quantity - $1`) plan as
+/// the column plus a literal, the shape `store::transactions::blind_increments` locks with
+/// increment locks: no cast or other node around the sum, the literal maybe cast.
+#[test]
+fn increments_plan_as_the_column_plus_a_literal() {
+    let mut cluster = Cluster::new(1);
+    cluster.tag("CREATE TABLE acct (id INT PRIMARY KEY, n NUMERIC(12, 2), i BIGINT, s INT)");
+    let shape = |plan: &Plan| -> Vec<String> {
+        let Plan::Execute(execution) = plan else {
+            panic!("{plan:?}")
+        };
+        let Operation::UpdateComputed { assignments, .. } = &execution.operations[0] else {
+            panic!("{:?}", execution.operations)
+        };
+        assignments
+            .iter()
+            .map(|assignment| {
+                let literal = |expression: &engine::Expression| {
+                    let mut expression = expression;
+                    while let engine::Expression::Cast(operand, _)
+                    | engine::Expression::Negate(operand) = expression
+                    {
+                        expression = operand;
+                    }
+                    matches!(expression, engine::Expression::Constant(value) if !value.is_null())
+                };
+                match &assignment.expression {
+                    engine::Expression::Binary(operator, left, right)
+                        if matches!(left.as_ref(), engine::Expression::Column(name) if *name == assignment.column)
+                            && literal(right) =>
+                    {
+                        format!("{} {operator:?}", assignment.column)
+                    }
+                    other => format!("{} other {other:?}", assignment.column),
+                }
+            })
+            .collect()
+    };
+    let statement = parse("UPDATE acct SET n = n + 12.34, i = i - 3, s = s + 1 WHERE id = 1")
+        .unwrap()
+        .pop()
+        .unwrap();
+    let plan = plan_statement(&statement, &cluster.catalog).unwrap();
+    assert_eq!(shape(&plan), vec!["n Add", "i Subtract", "s Add"]);
+    let prepared = prepare(
+        "UPDATE acct SET n = n + $1, s = s - $2 WHERE id = $3",
+        &cluster.catalog,
+        &[],
+    )
+    .unwrap();
+    let plan = prepared
+        .bind(
+            &cluster.catalog,
+            &[
+                Some(Value::Numeric("5.5".parse().unwrap())),
+                Some(int(2)),
+                Some(int(1)),
+            ],
+        )
+        .unwrap();
+    assert_eq!(shape(&plan), vec!["n Add", "s Subtract"]);
+}
+
 #[test]
 fn update_set_expressions_over_columns_use_the_old_row_and_are_atomic() {
     // One partition: a data-dependent error (22012 on one row) is atomic within a partition;

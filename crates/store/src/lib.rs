@@ -87,6 +87,51 @@ pub fn owned_lock_operation(request: &transactions::LockRequest, owner: u64) -> 
 /// later messages are refused with 40001). Sent to every partition at one point of the global
 /// order, so every partition aborts the same transactions there. Answered with `Outcome::Batch`
 /// holding one `Updated { count }`: the transactions aborted here.
+/// A row an increment statement changed: its image before the statement, the columns the
+/// statement only incremented, and every column it assigned.
+type Incremented = (engine::undo::BeforeImage, Vec<usize>, Vec<usize>);
+
+/// Whether a column holding `current` (every pending increment applied) stays within its type
+/// whichever of the `pending` sums end up aborted: the lowest outcome (only the negative sums
+/// commit) and the highest (only the positive ones) both fit the column (`engine::value::coerce`).
+fn escrow_within(
+    current: &engine::Value,
+    pending: &[engine::Value],
+    data_type: engine::DataType,
+    column: &str,
+) -> bool {
+    let Some(mut committed) = transactions::amount_of(current) else {
+        return true; // NULL: increments leave it NULL.
+    };
+    let mut amounts = Vec::with_capacity(pending.len());
+    for sum in pending {
+        let Some(amount) = transactions::amount_of(sum) else {
+            return false;
+        };
+        let Some(less) = committed.checked_sub(amount) else {
+            return false;
+        };
+        committed = less;
+        amounts.push(amount);
+    }
+    let (mut lowest, mut highest) = (committed, committed);
+    for amount in amounts {
+        let bound = if amount.is_sign_negative() {
+            &mut lowest
+        } else {
+            &mut highest
+        };
+        let Some(moved) = bound.checked_add(amount) else {
+            return false;
+        };
+        *bound = moved;
+    }
+    [lowest, committed, highest].into_iter().all(|amount| {
+        engine::value::coerce(&engine::Value::Numeric(amount), data_type, column)
+            .is_ok_and(|fitted| transactions::amount_of(&fitted) == Some(amount))
+    })
+}
+
 pub fn abort_owned_operation(owner: u64) -> Vec<u8> {
     tagged(
         TAG_ABORT_OWNED,
@@ -295,6 +340,10 @@ pub struct Store {
     /// an abort writes back whole-row images, as before stop 42, over other transactions'
     /// committed columns (`Transaction::written`).
     pub canary_whole_row_undo: bool,
+    /// Canary (simulator only): blind increments are undone by their rows' images, like any
+    /// other write, though they hold increment locks: an abort erases the increments other
+    /// holders committed meanwhile (the simulator's `sql-increment-image`).
+    pub canary_increment_image: bool,
     /// The share each prepared statement's vote ran (`prepare`), decoded and cut to this
     /// partition's holdings, with the catalog digest then: its commit runs it as is instead
     /// of decoding the whole statement and cutting it again (a COPY chunk's command holds every
@@ -917,23 +966,44 @@ impl Store {
         }
         // Each image with the columns its statement assigns (an UPDATE of non-key columns;
         // `None`, the whole row, for anything else): under column locks an abort must write
-        // back only those (`Transaction::written`).
-        let images: Vec<_> = transactions::operations_of(&share)
-            .iter()
-            .flat_map(|operation| {
-                let columns = self
-                    .engine
-                    .table(operation.table_name())
-                    .and_then(|table| transactions::columns_assigned(operation, &table.schema))
-                    .filter(|_| !self.canary_whole_row_undo);
-                self.engine
-                    .before_images(operation)
-                    .into_iter()
-                    .map(move |image| (image, columns.clone()))
-            })
-            .collect();
+        // back only those (`Transaction::written`). Columns the statement only increments
+        // (outside savepoints) are undone by subtraction instead (`Mode::Increment`):
+        // they are left out of the image's columns and their amounts recorded below.
+        let mut images: Vec<transactions::Undo> = Vec::new();
+        let mut incremented: Vec<Incremented> = Vec::new();
+        for operation in transactions::operations_of(&share) {
+            let schema = self
+                .engine
+                .table(operation.table_name())
+                .map(|table| &table.schema);
+            let mut columns = schema
+                .and_then(|schema| transactions::columns_assigned(operation, schema))
+                .filter(|_| !self.canary_whole_row_undo);
+            let assigned = columns.clone().unwrap_or_default();
+            let increments = match (&mut columns, schema) {
+                (Some(columns), Some(schema))
+                    if statement.savepoint == 0 && !self.canary_increment_image =>
+                {
+                    let increments = transactions::blind_increments(operation, schema);
+                    columns.retain(|column| !increments.contains(column));
+                    increments
+                }
+                _ => Vec::new(),
+            };
+            for image in self.engine.before_images(operation) {
+                if !increments.is_empty() && image.2.is_some() {
+                    incremented.push((image.clone(), increments.clone(), assigned.clone()));
+                }
+                images.push((image, columns.clone()));
+            }
+        }
         self.transactions.remember(id, images, statement.savepoint);
         let outcome = self.engine.execute_command(&share);
+        if !incremented.is_empty() && !matches!(outcome, engine::Outcome::Error(_)) {
+            if let Err(refusal) = self.record_increments(id, &incremented) {
+                return refusal;
+            }
+        }
         let open = self
             .transactions
             .get_mut(id)
@@ -1069,6 +1139,128 @@ impl Store {
         }
     }
 
+    /// Records what a statement of transaction `id` added to the columns it only incremented
+    /// (`incremented`: each row's image before it, and those columns), after checking the
+    /// escrow bound: whichever of the increments pending on a column (this transaction's and
+    /// other holders') commit or abort, the value must stay within its column's type, as it
+    /// would in some serial order (O'Neil's escrow method). A statement that could leave a
+    /// column out of range is undone (its rows' assigned columns written back) and refused
+    /// with 40001: it runs once the other increments have ended.
+    fn record_increments(
+        &mut self,
+        id: u64,
+        incremented: &[Incremented],
+    ) -> Result<(), engine::Outcome> {
+        let mut amounts: Vec<((String, engine::table::Key), usize, engine::Value)> = Vec::new();
+        for ((table, key, before), columns, _) in incremented {
+            let before = before
+                .as_ref()
+                .expect("only rows that existed are incremented");
+            let Some(after) = self
+                .engine
+                .table(table)
+                .and_then(|table| table.rows.map().get(key).cloned())
+            else {
+                continue; // The statement deleted it: nothing to undo by increments.
+            };
+            let schema = &self.engine.table(table).expect("the row's table").schema;
+            for &column in columns {
+                if before[column].is_null() || after[column].is_null() {
+                    continue; // NULL plus anything is NULL: nothing to undo.
+                }
+                let amount = transactions::add_amount(
+                    &engine::Value::Numeric(
+                        transactions::amount_of(&after[column]).expect("an amount"),
+                    ),
+                    &before[column],
+                    true,
+                )
+                .expect("the difference of two values of one column");
+                let place = (table.clone(), key.clone());
+                // A column the transaction already holds by image (it wrote it otherwise
+                // before, or the whole row: an exclusive lock is held) is undone by the image.
+                let open = self.transactions.get(id).expect("admitted, not ended");
+                let by_image = match open.written.get(&place) {
+                    Some(owned) => owned.contains(&column),
+                    None => open.undo.contains_key(&place),
+                };
+                if by_image {
+                    continue;
+                }
+                let mine = self
+                    .transactions
+                    .get(id)
+                    .and_then(|open| open.increments.get(&place))
+                    .and_then(|sums| sums.iter().find(|(held, _)| *held == column))
+                    .map(|(_, sum)| sum.clone());
+                let mut pending = self.transactions.others_increments(id, &place, column);
+                let sum = match mine {
+                    Some(sum) => transactions::add_amount(&sum, &amount, false),
+                    None => Some(amount.clone()),
+                };
+                pending.extend(sum.clone());
+                let within = sum.is_some()
+                    && escrow_within(
+                        &after[column],
+                        &pending,
+                        schema.columns[column].data_type,
+                        &schema.columns[column].name,
+                    );
+                if !within {
+                    let name = schema.columns[column].name.clone();
+                    return Err(self.undo_statement(incremented, &name));
+                }
+                amounts.push((place, column, amount));
+            }
+        }
+        for (place, column, amount) in amounts {
+            self.transactions
+                .record_increment(id, place, column, &amount);
+        }
+        Ok(())
+    }
+
+    /// Undoes an aborted transaction here: subtracts its increments (`Mode::Increment`: the
+    /// other holders' stay), then writes back its before-images.
+    fn undo(&mut self, mut ended: transactions::Transaction) {
+        for ((table, key), sums) in std::mem::take(&mut ended.increments) {
+            let Some(row) = self
+                .engine
+                .table(&table)
+                .and_then(|table| table.rows.map().get(&key).cloned())
+            else {
+                continue;
+            };
+            let values = sums
+                .into_iter()
+                .map(|(column, sum)| {
+                    let value = transactions::add_amount(&row[column], &sum, true)
+                        .expect("the escrow bound keeps a value less its increments in range");
+                    (column, value)
+                })
+                .collect();
+            self.engine.set_columns(&table, &key, values);
+        }
+        self.engine.write_back_columns(ended.into_undo());
+    }
+
+    /// Writes back the columns a refused increment statement assigned and answers its refusal.
+    fn undo_statement(&mut self, incremented: &[Incremented], column: &str) -> engine::Outcome {
+        for ((table, key, before), _, assigned) in incremented {
+            let Some(before) = before else { continue };
+            let values = assigned
+                .iter()
+                .map(|&column| (column, before[column].clone()))
+                .collect();
+            self.engine.set_columns(table, key, values);
+        }
+        engine::Outcome::Error(engine::EngineError::SerializationFailure {
+            reason: format!(
+                "increments of column {column} pending in other transactions could take it out of its type's range; retry the transaction"
+            ),
+        })
+    }
+
     /// ROLLBACK TO SAVEPOINT: the savepoint undo of the transaction's statements since then is
     /// written back, newest first; locks and the transaction's own undo stay.
     fn rollback_to(&mut self, body: &[u8]) -> engine::Outcome {
@@ -1105,7 +1297,7 @@ impl Store {
         for id in owned {
             self.let_go::<()>(Ok(id));
             if let Some(ended) = self.transactions.end(id, false) {
-                self.engine.write_back_columns(ended.into_undo());
+                self.undo(ended);
             }
             debug_assert!(self.transactions.was_aborted(id), "a tombstone is left");
         }
@@ -1132,7 +1324,7 @@ impl Store {
         };
         let count = ended.undo.len() as u64;
         if !commit {
-            self.engine.write_back_columns(ended.into_undo());
+            self.undo(ended);
         }
         engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }

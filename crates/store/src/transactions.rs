@@ -68,6 +68,12 @@ pub enum Mode {
     /// S and IX together (a transaction that read the whole table, then wrote rows of it).
     SharedIntentExclusive,
     Exclusive,
+    /// On one column of one row (`column_paths`): the holder only adds constants to it
+    /// (`blind_increments`), without reading it. Increments commute, so two holders do not
+    /// conflict; a read or any other write does. An abort undoes its holder's increments by
+    /// subtracting them (`Transaction::increments`), never by an image, which would erase
+    /// the other holders' (Korth's increment locks; `docs/internals/sprint.md`).
+    Increment,
 }
 
 impl Mode {
@@ -82,6 +88,7 @@ impl Mode {
             ) | (IntentExclusive, IntentShared | IntentExclusive)
                 | (Shared, IntentShared | Shared)
                 | (SharedIntentExclusive, IntentShared)
+                | (Increment, Increment)
         )
     }
 
@@ -91,6 +98,8 @@ impl Mode {
         match (self, other) {
             (a, b) if a == b => a,
             (Exclusive, _) | (_, Exclusive) => Exclusive,
+            // Anything else on a column an increment holds reads or writes it: exclusive.
+            (Increment, _) | (_, Increment) => Exclusive,
             (SharedIntentExclusive, _) | (_, SharedIntentExclusive) => SharedIntentExclusive,
             (IntentExclusive, Shared) | (Shared, IntentExclusive) => SharedIntentExclusive,
             (IntentShared, b) => b,
@@ -108,7 +117,7 @@ impl Mode {
     fn writes(self) -> bool {
         matches!(
             self,
-            Mode::IntentExclusive | Mode::SharedIntentExclusive | Mode::Exclusive
+            Mode::IntentExclusive | Mode::SharedIntentExclusive | Mode::Exclusive | Mode::Increment
         )
     }
 }
@@ -146,6 +155,13 @@ pub struct Transaction {
     /// entry under a later, released savepoint is older and serves c too).
     /// The columns of an entry, as in `written` (`None`: the whole row).
     pub savepoint_undo: Vec<SavepointUndo>,
+    /// The columns it only incremented (under `Mode::Increment`, outside savepoints), each with
+    /// the sum of its increments of that row (a `Value::Numeric`, exact): an abort subtracts
+    /// the sum from the value then (other holders' increments stay). Such a column is not among
+    /// the row's `written` columns; a later write of it that is not an increment makes it one
+    /// (`remember`).
+    #[serde(default)]
+    pub increments: BTreeMap<(String, Key), Vec<(usize, Value)>>,
 }
 
 /// One entry of a transaction's savepoint undo: the savepoint id, the row, its image, and the
@@ -965,6 +981,30 @@ impl Transactions {
                     }
                 }
             }
+            // A column it only incremented so far, written now otherwise: from here on it is
+            // the transaction's by image, the image being the value less its increments (as
+            // it was before its first increment, plus the other holders' committed ones:
+            // nobody else can change it while this write's lock is held). The savepoint entry
+            // above keeps the value as it is now: `ROLLBACK TO` keeps earlier increments.
+            let mut before = before;
+            if let Some(increments) = transaction.increments.get_mut(&place) {
+                increments.retain(|(column, sum)| {
+                    let written = columns
+                        .as_ref()
+                        .is_none_or(|columns| columns.contains(column));
+                    if !written {
+                        return true;
+                    }
+                    if let Some(row) = before.as_mut() {
+                        row[*column] = add_amount(&row[*column], sum, true)
+                            .expect("a value less its own increments was a value");
+                    }
+                    false
+                });
+                if increments.is_empty() {
+                    transaction.increments.remove(&place);
+                }
+            }
             match transaction.undo.get_mut(&place) {
                 Some(image) => {
                     let owned = transaction.written.remove(&place);
@@ -984,6 +1024,50 @@ impl Transactions {
             .written
             .keys()
             .all(|place| matches!(transaction.undo.get(place), Some(Some(_)))));
+    }
+
+    /// Adds `amount` to transaction `id`'s increments of `column` of a row (`Mode::Increment`).
+    pub fn record_increment(
+        &mut self,
+        id: u64,
+        place: (String, Key),
+        column: usize,
+        amount: &Value,
+    ) {
+        let transaction = self
+            .open
+            .get_mut(&id)
+            .expect("a transaction is admitted before it writes");
+        assert!(
+            transaction.undo.contains_key(&place),
+            "an incremented row has its image"
+        );
+        assert!(
+            !transaction
+                .written
+                .get(&place)
+                .is_some_and(|columns| columns.contains(&column)),
+            "a column is the transaction's by image or by increments, not both"
+        );
+        let sums = transaction.increments.entry(place).or_default();
+        match sums.iter_mut().find(|(held, _)| *held == column) {
+            Some((_, sum)) => {
+                *sum = add_amount(sum, amount, false).expect("increments checked by escrow");
+            }
+            None => sums.push((column, amount.clone())),
+        }
+    }
+
+    /// The sums other open transactions than `id` have added to `column` of a row and not
+    /// ended (`Transaction::increments`).
+    pub fn others_increments(&self, id: u64, place: &(String, Key), column: usize) -> Vec<Value> {
+        self.open
+            .iter()
+            .filter(|(other, _)| **other != id)
+            .filter_map(|(_, transaction)| transaction.increments.get(place))
+            .flat_map(|sums| sums.iter().filter(|(held, _)| *held == column))
+            .map(|(_, sum)| sum.clone())
+            .collect()
     }
 
     /// ROLLBACK TO savepoint `savepoint` of transaction `id`: removes the savepoint undo of ids
@@ -1256,10 +1340,17 @@ impl Transactions {
                     .filter(|(place, _)| undo.contains_key(*place))
                     .map(|(place, columns)| (place.clone(), columns.clone()))
                     .collect();
+                let increments = transaction
+                    .increments
+                    .iter()
+                    .filter(|(place, _)| undo.contains_key(*place))
+                    .map(|(place, sums)| (place.clone(), sums.clone()))
+                    .collect();
                 let copy = Transaction {
                     undo,
                     written,
                     savepoint_undo,
+                    increments,
                     ..transaction.clone()
                 };
                 (*id, copy)
@@ -1335,6 +1426,17 @@ impl Transactions {
                 continue;
             };
             transaction.last_ms = transaction.last_ms.max(incoming.last_ms);
+            // The last write's outcome answers a resend of it here too: without it a statement
+            // that ran where its rows were is run again where they moved (the transaction was
+            // already open here by its table locks), and a statement that is not idempotent
+            // (`bal = bal + 1`, an INSERT) applies twice (found by the simulator with blind
+            // increments, seed 347).
+            if incoming.last_write.as_ref().map(|(number, _)| *number)
+                > transaction.last_write.as_ref().map(|(number, _)| *number)
+            {
+                transaction.last_write = incoming.last_write;
+            }
+            transaction.statement = transaction.statement.max(incoming.statement);
             for (resource, mode) in incoming.locks {
                 let held = transaction.locks.entry(resource).or_insert(mode);
                 *held = held.join(mode);
@@ -1345,6 +1447,9 @@ impl Transactions {
                 }
                 if let Some(columns) = incoming.written.get(&place) {
                     transaction.written.insert(place.clone(), columns.clone());
+                }
+                if let Some(sums) = incoming.increments.get(&place) {
+                    transaction.increments.insert(place.clone(), sums.clone());
                 }
                 transaction.undo.insert(place, before);
             }
@@ -1455,9 +1560,19 @@ pub fn locks_needed_on_paths(
                         !path.is_empty(),
                         "a row path names at least its placement key"
                     );
+                    let (path, leaf_mode) = if is_increment_path(path) {
+                        let leaf = if read { row_mode } else { Mode::Increment };
+                        (&path[..path.len() - 1], leaf)
+                    } else {
+                        (&path[..], row_mode)
+                    };
+                    assert!(
+                        path.iter().all(|resource| !resource.is_empty()),
+                        "only an increment mark is empty"
+                    );
                     for (depth, resource) in path.iter().enumerate() {
                         let mode = if depth + 1 == path.len() {
-                            row_mode
+                            leaf_mode
                         } else {
                             intent
                         };
@@ -1640,6 +1755,164 @@ pub fn columns_assigned(operation: &Operation, schema: &TableSchema) -> Option<V
     (!positions.is_empty()).then_some(positions)
 }
 
+/// The exact amount a value holds, for increments: integers and NUMERIC (`None` for NULL and
+/// every other type).
+pub fn amount_of(value: &Value) -> Option<engine::numeric::Decimal> {
+    match value {
+        Value::Int(number) => Some((*number).into()),
+        Value::BigInt(number) => Some((*number).into()),
+        Value::Numeric(decimal) => Some(*decimal),
+        _ => None,
+    }
+}
+
+/// `value + amount` (`- amount` when `subtract`), exactly, of `value`'s own type (an integer
+/// stays one); `None` if either is not an amount or the result does not fit the type. NULL
+/// stays NULL (an increment of NULL is NULL).
+pub fn add_amount(value: &Value, amount: &Value, subtract: bool) -> Option<Value> {
+    if value.is_null() {
+        return Some(Value::Null);
+    }
+    let (base, amount) = (amount_of(value)?, amount_of(amount)?);
+    let sum = if subtract {
+        base.checked_sub(amount)?
+    } else {
+        base.checked_add(amount)?
+    };
+    match value {
+        Value::Int(_) => i32::try_from(i64::try_from(sum).ok()?).ok().map(Value::Int),
+        Value::BigInt(_) => i64::try_from(sum).ok().map(Value::BigInt),
+        _ => Some(Value::Numeric(sum)),
+    }
+    .filter(|_| !matches!(value, Value::Int(_) | Value::BigInt(_)) || sum.fract().is_zero())
+}
+
+/// A row path that ends in this (empty) resource asks for `Mode::Increment` on the resource
+/// before it (a column's, `column_paths`); no real resource is empty.
+pub const INCREMENT_MARK: &[u8] = &[];
+
+/// Whether a row path asks for an increment lock (`INCREMENT_MARK`).
+pub fn is_increment_path(path: &[Vec<u8>]) -> bool {
+    path.len() > 1 && path.last().is_some_and(|resource| resource.is_empty())
+}
+
+/// Turns increment locks into plain column locks (exclusive): a statement under a savepoint
+/// takes no increment lock, since `ROLLBACK TO` writes back images.
+pub fn without_increments(paths: &mut [RowPath]) {
+    for path in paths.iter_mut() {
+        if is_increment_path(path) {
+            path.pop();
+        }
+    }
+}
+
+/// The columns an UPDATE only adds a constant to, read nowhere else in it: `SET c = c + k`,
+/// `c = k + c` or `c = c - k` with `k` a literal other than NULL (maybe cast or negated), `c` an INT, BIGINT or NUMERIC column
+/// that is not a key column, assigned once, named by no other assignment, by the predicate
+/// or by a CHECK constraint (a constraint over increments that commute would be checked
+/// against other transactions' uncommitted increments). Positions in `schema`, sorted.
+/// These may be locked with `Mode::Increment` and undone by subtraction.
+pub fn blind_increments(operation: &Operation, schema: &TableSchema) -> Vec<usize> {
+    let Operation::UpdateComputed {
+        assignments,
+        predicate,
+        ..
+    } = operation
+    else {
+        return Vec::new();
+    };
+    let names_of = |expression: &engine::Expression| {
+        let mut names: Vec<String> = Vec::new();
+        let _ = expression.map_columns(&mut |name: &String| {
+            names.push(name.clone());
+            Ok::<(), ()>(())
+        });
+        names
+    };
+    let mut read_elsewhere: Vec<String> = Vec::new();
+    predicate_columns(predicate, &mut read_elsewhere);
+    for check in &schema.checks {
+        read_elsewhere.extend(names_of(&check.expression));
+    }
+    let mut candidates: Vec<(usize, &str)> = Vec::new();
+    for (at, assignment) in assignments.iter().enumerate() {
+        use engine::Expression::{Binary, Column};
+        let column = assignment.column.as_str();
+        let is_self =
+            |expression: &engine::Expression| matches!(expression, Column(name) if name == column);
+        // A literal, maybe cast or negated: never NULL (adding NULL is no increment).
+        let constant = |expression: &engine::Expression| {
+            let mut expression = expression;
+            loop {
+                match expression {
+                    engine::Expression::Cast(operand, _) | engine::Expression::Negate(operand) => {
+                        expression = operand
+                    }
+                    engine::Expression::Constant(value) => return !value.is_null(),
+                    _ => return false,
+                }
+            }
+        };
+        let increment = match &assignment.expression {
+            Binary(engine::expression::Operator::Add, left, right) => {
+                (is_self(left) && constant(right)) || (is_self(right) && constant(left))
+            }
+            Binary(engine::expression::Operator::Subtract, left, right) => {
+                is_self(left) && constant(right)
+            }
+            _ => false,
+        };
+        if increment {
+            candidates.push((at, column));
+        } else {
+            read_elsewhere.extend(names_of(&assignment.expression));
+        }
+    }
+    let mut positions: Vec<usize> = candidates
+        .iter()
+        .filter(|(at, column)| {
+            let assigned_once = assignments
+                .iter()
+                .enumerate()
+                .all(|(other, assignment)| other == *at || assignment.column != *column);
+            let read_by_other = candidates.iter().any(|(other, _)| {
+                other != at
+                    && names_of(&assignments[*other].expression)
+                        .iter()
+                        .any(|name| name == column)
+            });
+            assigned_once && !read_by_other && !read_elsewhere.iter().any(|name| name == column)
+        })
+        .filter_map(|(_, column)| {
+            let position = schema.columns.iter().position(|def| def.name == *column)?;
+            let numeric = matches!(
+                schema.columns[position].data_type,
+                engine::DataType::Int | engine::DataType::BigInt | engine::DataType::Numeric { .. }
+            );
+            (numeric && !schema.primary_key.contains(&position)).then_some(position)
+        })
+        .collect();
+    positions.sort_unstable();
+    positions.dedup();
+    positions
+}
+
+/// The columns a predicate names, added to `names`.
+fn predicate_columns(predicate: &Option<Predicate>, names: &mut Vec<String>) {
+    let mut pending: Vec<&Predicate> = predicate.iter().collect();
+    while let Some(predicate) = pending.pop() {
+        match predicate {
+            Predicate::Compare { column, .. }
+            | Predicate::In { column, .. }
+            | Predicate::Between { column, .. }
+            | Predicate::Like { column, .. }
+            | Predicate::IsNull { column, .. } => names.push(column.clone()),
+            Predicate::And(operands) | Predicate::Or(operands) => pending.extend(operands),
+            Predicate::Not(operand) => pending.push(operand),
+        }
+    }
+}
+
 /// The resource of one column of a row: the row's resource, a marker, the name, length-
 /// prefixed. (Were it ever equal to another row's resource, that would only add a conflict.)
 fn column_resource(row: &[u8], column: &str) -> Vec<u8> {
@@ -1655,20 +1928,6 @@ fn column_resource(row: &[u8], column: &str) -> Vec<u8> {
 /// whole rows (or names none of its columns).
 fn columns_touched(operation: &Operation, schema: &TableSchema) -> Option<Vec<String>> {
     let mut names: Vec<String> = Vec::new();
-    let predicate_columns = |predicate: &Option<Predicate>, names: &mut Vec<String>| {
-        let mut pending: Vec<&Predicate> = predicate.iter().collect();
-        while let Some(predicate) = pending.pop() {
-            match predicate {
-                Predicate::Compare { column, .. }
-                | Predicate::In { column, .. }
-                | Predicate::Between { column, .. }
-                | Predicate::Like { column, .. }
-                | Predicate::IsNull { column, .. } => names.push(column.clone()),
-                Predicate::And(operands) | Predicate::Or(operands) => pending.extend(operands),
-                Predicate::Not(operand) => pending.push(operand),
-            }
-        }
-    };
     match operation {
         Operation::Select {
             columns, predicate, ..
@@ -1810,9 +2069,16 @@ fn paths_of(
             match columns {
                 Some(columns) => {
                     let row = path.last().expect("a path names its row").clone();
+                    let increments: Vec<&str> = blind_increments(operation, schema)
+                        .into_iter()
+                        .map(|position| schema.columns[position].name.as_str())
+                        .collect();
                     for column in columns {
                         let mut to_column = path.clone();
                         to_column.push(column_resource(&row, &column));
+                        if increments.contains(&column.as_str()) {
+                            to_column.push(INCREMENT_MARK.to_vec());
+                        }
                         paths.push(to_column);
                     }
                 }
@@ -3152,6 +3418,31 @@ mod store_tests {
         assert_eq!(joined.get(7).unwrap().savepoint_undo.len(), 2);
     }
 
+    /// Sim seed 347 (with blind increments): a statement ran where its row was, the row
+    /// moved to a group where the transaction was already open (its table locks reach every
+    /// partition), and a resend of the statement ran again there: `absorb` merged locks and
+    /// undo but not the last write's outcome. It merges the latest now, and the statement
+    /// high-water.
+    #[test]
+    fn the_last_writes_outcome_moves_into_a_group_that_has_the_transaction_open() {
+        let mut store = store();
+        assert!(error(&run(&mut store, 7, 1, insert(2, 20))).is_none());
+        assert!(error(&run(&mut store, 7, 2, set_n(11))).is_none());
+        let moved = store.transactions_where(|_, row| row[0] == Value::BigInt(2));
+        assert_eq!(
+            moved.get(7).unwrap().last_write.as_ref().map(|(n, _)| *n),
+            Some(2)
+        );
+        // The receiving group knows the transaction from an earlier message only.
+        let mut receiving = store.transactions_where(|_, _| false);
+        receiving.get_mut(7).unwrap().last_write = None;
+        receiving.get_mut(7).unwrap().statement = 1;
+        receiving.absorb(moved);
+        let joined = receiving.get(7).unwrap();
+        assert_eq!(joined.last_write.as_ref().map(|(n, _)| *n), Some(2));
+        assert_eq!(joined.statement, 2);
+    }
+
     #[test]
     fn an_abort_writes_every_changed_row_back_and_a_commit_keeps_them() {
         for commit in [false, true] {
@@ -4008,6 +4299,321 @@ mod row_path_tests {
         assert!(!failed(&run_locked(&mut store, 12, 2, whole, 0)));
         end(&mut store, 12, false);
         assert_eq!(stored(&store), big([33, 100, 8]));
+    }
+
+    /// `SET c = c <op> k` on the test row, as a computed update.
+    fn increment(column: &str, operator: engine::expression::Operator, amount: i64) -> Operation {
+        Operation::UpdateComputed {
+            table: "customer".into(),
+            assignments: vec![engine::ComputedAssignment::new(
+                column,
+                engine::Expression::Binary(
+                    operator,
+                    Box::new(engine::Expression::Column(column.into())),
+                    Box::new(engine::Expression::Constant(Value::BigInt(amount))),
+                ),
+            )],
+            predicate: equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+        }
+    }
+
+    fn add(column: &str, amount: i64) -> Operation {
+        increment(column, engine::expression::Operator::Add, amount)
+    }
+
+    /// The modes a statement's locks hold on column resources (the path's last resource).
+    fn column_modes(locks: &[(Resource, Mode)]) -> Vec<Mode> {
+        locks
+            .iter()
+            .filter(|((_, row), _)| row.as_ref().is_some_and(|row| row.contains(&0xFE)))
+            .map(|(_, mode)| *mode)
+            .collect()
+    }
+
+    /// Blind increments (`blind_increments`) take `Mode::Increment` on their column, which
+    /// conflicts with every read and other write of it but not with another increment; an
+    /// increment that reads another column, a column read elsewhere in the statement, any other
+    /// expression, and any statement under a savepoint (`without_increments`) take X.
+    #[test]
+    fn increment_locks_are_planned_for_blind_increments_only() {
+        use engine::expression::Operator;
+        let row = || equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]);
+        let plus = column_locks(add("c_balance", 5), 1);
+        assert_eq!(column_modes(&plus), vec![Mode::Increment]);
+        let minus = column_locks(increment("c_balance", Operator::Subtract, 5), 1);
+        assert_eq!(column_modes(&minus), vec![Mode::Increment]);
+        assert!(!conflict(&plus, &minus), "increments commute");
+        let read = column_locks(select_columns(&["c_balance"], row()), 1);
+        assert!(conflict(&plus, &read));
+        assert!(conflict(
+            &plus,
+            &column_locks(update(row(), "c_balance"), 1)
+        ));
+        assert!(!conflict(
+            &plus,
+            &column_locks(update(row(), "c_credit"), 1)
+        ));
+        // Not blind: multiplied, from another column, a column of the predicate, a key.
+        let times = column_locks(increment("c_balance", Operator::Multiply, 2), 1);
+        assert_eq!(column_modes(&times), vec![Mode::Exclusive]);
+        let from_other = Operation::UpdateComputed {
+            table: "customer".into(),
+            assignments: vec![engine::ComputedAssignment::new(
+                "c_balance",
+                engine::Expression::Binary(
+                    Operator::Add,
+                    Box::new(engine::Expression::Column("c_balance".into())),
+                    Box::new(engine::Expression::Column("c_credit".into())),
+                ),
+            )],
+            predicate: row(),
+        };
+        assert!(column_modes(&column_locks(from_other, 1))
+            .iter()
+            .all(|mode| *mode != Mode::Increment));
+        let mut filtered = add("c_balance", 1);
+        if let Operation::UpdateComputed { predicate, .. } = &mut filtered {
+            *predicate = Some(Predicate::And(vec![
+                row().unwrap(),
+                Predicate::equal("c_balance", Value::BigInt(1)),
+            ]));
+        }
+        assert_eq!(
+            column_modes(&column_locks(filtered, 1)),
+            vec![Mode::Exclusive]
+        );
+        let mut null = add("c_balance", 1);
+        if let Operation::UpdateComputed { assignments, .. } = &mut null {
+            assignments[0].expression = engine::Expression::Binary(
+                Operator::Add,
+                Box::new(engine::Expression::Column("c_balance".into())),
+                Box::new(engine::Expression::Constant(Value::Null)),
+            );
+        }
+        assert_eq!(column_modes(&column_locks(null, 1)), vec![Mode::Exclusive]);
+        // Under a savepoint the gateway drops the mark: X.
+        let schema = customer_wide();
+        let keys = warehouse_key(1);
+        let operations = [add("c_balance", 5)];
+        let mut paths = column_paths(&operations, &schema, 0, &keys).unwrap();
+        without_increments(&mut paths);
+        let under_savepoint = planned(&operations, &keys, Some(paths), false);
+        assert_eq!(column_modes(&under_savepoint), vec![Mode::Exclusive]);
+        // Joined with anything else, an increment lock is exclusive.
+        assert_eq!(Mode::Increment.join(Mode::Shared), Mode::Exclusive);
+        assert_eq!(Mode::Increment.join(Mode::Increment), Mode::Increment);
+        assert!(Mode::Exclusive.covers(Mode::Increment));
+        assert!(!Mode::Increment.covers(Mode::Shared));
+    }
+
+    /// A store with the wide customer table and its row (1, 2, 3) of balance `balance`.
+    fn store_with_balance(balance: i64) -> crate::Store {
+        let mut store = crate::Store::new();
+        let create = engine::Command::Execute(Operation::CreateTable {
+            schema: customer_wide(),
+        });
+        store.execute_share(&crate::sql_operation(&create), |_| true);
+        let insert = Operation::Insert {
+            table: "customer".into(),
+            columns: vec![],
+            rows: vec![vec![
+                Value::Int(1),
+                Value::Int(2),
+                Value::Int(3),
+                Value::BigInt(30),
+                Value::BigInt(balance),
+                Value::BigInt(7),
+            ]],
+            on_conflict: OnConflict::Error,
+        };
+        store.execute_share(
+            &crate::sql_operation(&engine::Command::Execute(insert)),
+            |_| true,
+        );
+        store
+    }
+
+    fn balance(store: &crate::Store) -> Value {
+        let rows: Vec<_> = store
+            .engine
+            .table("customer")
+            .unwrap()
+            .rows
+            .values()
+            .cloned()
+            .collect();
+        rows[0][4].clone()
+    }
+
+    /// Two transactions increment one column side by side; an abort subtracts its own sum and
+    /// keeps the other's committed increment (the image of the row before its increment would
+    /// erase it: the canary `canary_increment_image` does, and loses it). A later plain write
+    /// of a column a transaction incremented makes its undo an image of the value less its
+    /// increments.
+    #[test]
+    fn an_abort_subtracts_its_own_increments_and_keeps_the_others() {
+        for canary in [false, true] {
+            let mut store = store_with_balance(100);
+            store.canary_increment_image = canary;
+            let end = |store: &mut crate::Store, id: u64, commit: bool| {
+                store.execute_share(&crate::end_operation(id, commit, true), |_| true);
+            };
+            assert!(!failed(&run_locked(
+                &mut store,
+                7,
+                1,
+                add("c_balance", 5),
+                0
+            )));
+            assert!(!failed(&run_locked(
+                &mut store,
+                8,
+                1,
+                add("c_balance", 10),
+                0
+            )));
+            assert!(!failed(&run_locked(
+                &mut store,
+                7,
+                2,
+                add("c_balance", 2),
+                0
+            )));
+            assert_eq!(balance(&store), Value::BigInt(117));
+            // A read of the column waits for the increments (NOWAIT: refused).
+            let read = select_columns(
+                &["c_balance"],
+                equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+            );
+            assert!(failed(&run_locked(&mut store, 9, 1, read, 0)));
+            end(&mut store, 9, false);
+            end(&mut store, 8, true);
+            end(&mut store, 7, false);
+            if canary {
+                assert_eq!(
+                    balance(&store),
+                    Value::BigInt(100),
+                    "the image erases 8's +10"
+                );
+                continue;
+            }
+            assert_eq!(
+                balance(&store),
+                Value::BigInt(110),
+                "8's +10 kept, 7's +7 undone"
+            );
+            assert!(store.transactions.get(7).is_none());
+            // An increment, then a plain write of the column, then an abort: as before both.
+            assert!(!failed(&run_locked(
+                &mut store,
+                10,
+                1,
+                add("c_balance", 1),
+                0
+            )));
+            let set = Operation::Update {
+                table: "customer".into(),
+                assignments: vec![Assignment {
+                    column: "c_balance".into(),
+                    value: Value::BigInt(50),
+                }],
+                predicate: equal(&[("c_w_id", 1), ("c_d_id", 2), ("c_id", 3)]),
+            };
+            assert!(!failed(&run_locked(&mut store, 10, 2, set, 0)));
+            assert!(store.transactions.get(10).unwrap().increments.is_empty());
+            end(&mut store, 10, false);
+            assert_eq!(balance(&store), Value::BigInt(110));
+            // Under a savepoint an increment is undone by ROLLBACK TO's image.
+            assert!(!failed(&run_locked(
+                &mut store,
+                11,
+                1,
+                add("c_balance", 4),
+                0
+            )));
+            let mut paths_locked = add("c_balance", 6);
+            let _ = &mut paths_locked;
+            let locks = {
+                let schema = customer_wide();
+                let keys = warehouse_key(1);
+                let operations = [paths_locked.clone()];
+                let mut paths = column_paths(&operations, &schema, 0, &keys).unwrap();
+                without_increments(&mut paths);
+                planned(&operations, &keys, Some(paths), false)
+            };
+            let bytes = crate::transaction_operation(&TransactionStatement {
+                transaction: 11,
+                statement: 2,
+                begin_ms: 11,
+                now_ms: 1_000,
+                locks,
+                nowait: true,
+                command: engine::Command::Batch(vec![paths_locked]).encode(),
+                savepoint: 1,
+                skip_locked: false,
+                await_grant: false,
+            });
+            let outcome = engine::Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap();
+            assert!(!failed(&outcome));
+            assert_eq!(balance(&store), Value::BigInt(120));
+            store.execute_share(&crate::rollback_to_operation(11, 1), |_| true);
+            assert_eq!(balance(&store), Value::BigInt(114));
+            end(&mut store, 11, false);
+            assert_eq!(balance(&store), Value::BigInt(110));
+        }
+    }
+
+    /// The escrow bound: an increment that could leave the column out of its type's range if
+    /// some pending increments aborted is undone and refused (40001); once they end it runs.
+    #[test]
+    fn an_increment_that_could_overflow_with_others_pending_is_refused() {
+        let top = i64::MAX - 100;
+        let mut store = store_with_balance(top);
+        let end = |store: &mut crate::Store, id: u64, commit: bool| {
+            store.execute_share(&crate::end_operation(id, commit, true), |_| true);
+        };
+        assert!(!failed(&run_locked(
+            &mut store,
+            7,
+            1,
+            add("c_balance", -100),
+            0
+        )));
+        // +150 fits now (top - 100 + 150), but not if 7 aborts (top + 150).
+        let refused = run_locked(&mut store, 8, 1, add("c_balance", 150), 0);
+        match &refused {
+            engine::Outcome::Error(error) => assert!(
+                matches!(error, engine::EngineError::SerializationFailure { .. }),
+                "{error:?}"
+            ),
+            other => panic!("refused: {other:?}"),
+        }
+        assert_eq!(balance(&store), Value::BigInt(top - 100), "undone");
+        assert!(store
+            .transactions
+            .get(8)
+            .is_none_or(|open| open.increments.is_empty()));
+        end(&mut store, 8, false);
+        // +50 fits either way.
+        assert!(!failed(&run_locked(
+            &mut store,
+            9,
+            1,
+            add("c_balance", 50),
+            0
+        )));
+        end(&mut store, 9, true);
+        end(&mut store, 7, true);
+        assert_eq!(balance(&store), Value::BigInt(top - 50));
+        assert!(!failed(&run_locked(
+            &mut store,
+            10,
+            1,
+            add("c_balance", 50),
+            0
+        )));
+        end(&mut store, 10, false);
+        assert_eq!(balance(&store), Value::BigInt(top - 50));
     }
 
     /// Column-level locks (`column_paths`): a read of some columns of a row and a write of

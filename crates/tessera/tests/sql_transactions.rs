@@ -370,6 +370,48 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
         "ROLLBACK undid only a; the other block's b stays"
     );
 
+    // Increment locks: two blocks add to one column of one row side by side (`a = a + k`
+    // commutes: neither waits); the one that rolls back takes back only its own amount, and
+    // the other's committed increment stays (stop 43). A read of the column waits for them.
+    let out = psql(
+        port,
+        "CREATE TABLE incs (id INT PRIMARY KEY, total NUMERIC(12, 2), n BIGINT);\nINSERT INTO incs VALUES (1, 100.00, 5);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (first, mut first_in) = open_session(
+        port,
+        b"BEGIN;\nUPDATE incs SET total = total + 12.34, n = n + 1 WHERE id = 1;\n",
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Bounded: were increments exclusive, this would wait for the first block.
+    let second = Command::new("timeout")
+        .args(["30", "psql", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-U",
+            "tessera",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "tessera",
+            "-c",
+        ])
+        .arg("BEGIN; UPDATE incs SET total = total - 0.34, n = n + 10 WHERE id = 1; COMMIT;")
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "an increment of the same column went on: {second:?}"
+    );
+    first_in.write_all(b"ROLLBACK;\n").unwrap();
+    drop(first_in);
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(
+        scalar(port, "SELECT total || '/' || n FROM incs WHERE id = 1"),
+        "99.66/15",
+        "the rolled-back block's +12.34 and +1 are gone, the committed -0.34 and +10 stay"
+    );
+
     // READ ONLY, DDL, a second BEGIN.
     let out = psql(
         port,

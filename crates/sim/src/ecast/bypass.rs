@@ -205,6 +205,11 @@ pub enum BypassCanary {
     /// whole-row images of the rows it changed, over the columns other transactions changed
     /// under their own column locks meanwhile (stop 41's lost update).
     SqlWholeRowUndo,
+    /// `--sql-transactions`, "undo increments by image": a blind increment (`bal = bal + k`,
+    /// under an increment lock other increments share) is undone by its row's image on an
+    /// abort, like any write, so the abort erases the increments other transactions made
+    /// meanwhile (`store::Store::canary_increment_image`).
+    SqlIncrementImage,
     /// `--sql-transactions`, "skip the suspicion's abort": a crashed gateway's suspicion
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
@@ -539,6 +544,7 @@ impl BypassOptions {
                 | BypassCanary::SqlSkipExecutionOrder
                 | BypassCanary::SqlSkipSuspicionAbort
                 | BypassCanary::SqlWholeRowUndo
+                | BypassCanary::SqlIncrementImage
         ) {
             options = options.with_sql_transactions();
             options.sql_gateway_crashes = canary == BypassCanary::SqlSkipSuspicionAbort;
@@ -548,6 +554,11 @@ impl BypassOptions {
             options.reconfigure_per_10000 = prng.range_inclusive(30, 80);
             options.standbys = prng.range_inclusive(1, 3);
             options.replication = if prng.percent(50) { 3 } else { 1 };
+        }
+        if canary == BypassCanary::SqlIncrementImage {
+            // Few accounts: increments of one balance by transactions that overlap, one of them
+            // aborting, are what the canary needs.
+            options.accounts = Prng::new(seed ^ 0x1c_4e3e).range_inclusive(3, 5);
         }
         if canary == BypassCanary::SqlSkipExecutionOrder {
             // Few accounts: transfers in opposite directions between the same two meet often
@@ -858,6 +869,8 @@ struct SimData {
     /// (`store::Store::canary_whole_row_undo`, set before each execution: not in the store's
     /// snapshots, so a restarted replica gets it again from here).
     whole_row_undo: bool,
+    /// The `SqlIncrementImage` canary (`store::Store::canary_increment_image`).
+    increment_image: bool,
 }
 
 /// The SQL mode's partition data; equal when their snapshots are (`bypass_agreement`).
@@ -985,6 +998,7 @@ impl PartitionData for SimData {
     fn execute(&mut self, operation: &[u8]) -> Vec<u8> {
         if let Some(sql) = &mut self.sql {
             sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
+            sql.0.store_mut().canary_increment_image = self.increment_image;
             return sql_answers(&sql.0.execute(operation));
         }
         let txn = match self.snapshot_share(operation) {
@@ -1018,6 +1032,7 @@ impl PartitionData for SimData {
     fn execute_batch(&mut self, operations: &[Vec<u8>]) -> Vec<Vec<u8>> {
         if let Some(sql) = &mut self.sql {
             sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
+            sql.0.store_mut().canary_increment_image = self.increment_image;
             return sql
                 .0
                 .execute_batch(operations)
@@ -1191,6 +1206,7 @@ fn partition_node(
             sql,
             forget_transactions: canary == Some(BypassCanary::SqlIgnoreIncarnations),
             whole_row_undo: canary == Some(BypassCanary::SqlWholeRowUndo),
+            increment_image: canary == Some(BypassCanary::SqlIncrementImage),
         },
         settings,
     )

@@ -151,6 +151,10 @@ enum Step {
     Append(i64, u64),
     /// Write the balance read, plus the delta.
     Write(i64, i64),
+    /// Add the delta to the balance without reading it (`bal = bal + delta`): a blind
+    /// increment, under an increment lock (`store::transactions::Mode::Increment`) that other
+    /// increments of the row share, except under a savepoint.
+    Add(i64, i64),
     ReadAll,
     /// ROLLBACK after the writes: every write undone, no one else's.
     Rollback,
@@ -289,6 +293,8 @@ pub struct SqlStats {
     pub rollbacks_to: u64,
     /// Rows deleted and inserted again by committed transactions (`Step::Delete`).
     pub rewrites: u64,
+    /// Blind increments committed (`Step::Add`).
+    pub increments: u64,
     /// Sessions that died mid-transaction (their transaction left open).
     pub session_crashes: u64,
     /// Statements that awaited their grant at the partition too long and were sent again
@@ -720,6 +726,21 @@ impl BypassSimulation {
                     script.push(Step::Append(k, value));
                 }
             }
+        } else if roll < 85 && self.prng.percent(30) {
+            // A blind transfer: two increments, nothing read (sometimes a first one undone by
+            // ROLLBACK TO, whose increments take exclusive locks).
+            let from = self.prng.below(accounts as u64) as i64;
+            let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
+            let amount = self.prng.range_inclusive(1, 20) as i64;
+            if self.prng.percent(15) {
+                script.extend([
+                    Step::Savepoint,
+                    Step::Add(from, -amount - 7),
+                    Step::Add(to, amount + 7),
+                    Step::RollbackTo,
+                ]);
+            }
+            script.extend([Step::Add(from, -amount), Step::Add(to, amount)]);
         } else if roll < 85 {
             let from = self.prng.below(accounts as u64) as i64;
             let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
@@ -804,6 +825,7 @@ impl BypassSimulation {
                         Step::Read(k, _)
                         | Step::Append(k, _)
                         | Step::Write(k, _)
+                        | Step::Add(k, _)
                         | Step::Delete(k)
                         | Step::Insert(k) => Some(*k),
                         Step::ReadAll | Step::Rollback | Step::Savepoint | Step::RollbackTo => None,
@@ -866,6 +888,21 @@ impl BypassSimulation {
                     Some(vec![row_key(*k)]),
                 )
             }
+            Step::Add(k, delta) => (
+                Command::Batch(vec![Operation::UpdateComputed {
+                    table: TABLE.into(),
+                    assignments: vec![engine::ComputedAssignment::new(
+                        "bal",
+                        engine::Expression::Binary(
+                            engine::expression::Operator::Add,
+                            Box::new(engine::Expression::Column("bal".into())),
+                            Box::new(engine::Expression::Constant(Value::BigInt(*delta))),
+                        ),
+                    )],
+                    predicate: Some(Predicate::equal("k", Value::BigInt(*k))),
+                }]),
+                Some(vec![row_key(*k)]),
+            ),
             Step::ReadAll => (select(None), None),
             Step::Delete(k) => (
                 Command::Batch(vec![Operation::Delete {
@@ -1301,7 +1338,7 @@ impl BypassSimulation {
                 let balance = run.balances.get(&k).copied().unwrap_or(0) + delta;
                 run.balances.insert(k, balance);
             }
-            Step::Delete(_) | Step::Insert(_) => {}
+            Step::Delete(_) | Step::Insert(_) | Step::Add(..) => {}
             Step::ReadAll => {
                 let mut fields: Vec<(i64, i64, Vec<u64>)> =
                     rows.iter().filter_map(|row| row_fields(row)).collect();
@@ -1364,6 +1401,7 @@ impl BypassSimulation {
                         Step::ReadAll => sql.stats.audits += 1,
                         Step::Write(..) => sql.stats.transfers += 1,
                         Step::Delete(_) => sql.stats.rewrites += 1,
+                        Step::Add(..) => sql.stats.increments += 1,
                         Step::Read(..) | Step::Append(..) | Step::Insert(_) => {}
                         Step::Rollback => unreachable!("a rolled back transaction is aborted"),
                         Step::Savepoint | Step::RollbackTo => {}
