@@ -93,10 +93,41 @@ impl Engine {
     /// columns and takes these from the image. `None` writes the whole image back, as
     /// `write_back`. An image with columns whose row is gone, or whose columns do not fit the
     /// table, is skipped (a row changed by column only was never deleted under the lock).
+    pub fn write_back_columns(
+        &mut self,
+        images: impl IntoIterator<Item = (BeforeImage, Option<Vec<usize>>)>,
+    ) {
+        for ((name, key, before), columns) in images {
+            let Some(columns) = columns else {
+                self.write_back([(name, key, before)]);
+                continue;
+            };
+            let width = self
+                .tables
+                .get(&name)
+                .and_then(|table| table.rows.get(&key))
+                .map(|row| row.len());
+            let Some(image) = before.filter(|image| Some(image.len()) == width) else {
+                continue;
+            };
+            if columns.iter().any(|&c| c >= image.len()) {
+                continue;
+            }
+            let values = columns
+                .into_iter()
+                .map(|column| (column, image[column].clone()))
+                .collect();
+            self.set_columns(&name, &key, values);
+        }
+    }
+
     /// Replaces some columns of one row (`values`: positions and values) and keeps its indexes
     /// (the undo of increments, `store::transactions::Transaction::increments`). Nothing for
     /// a row or table that is gone.
     pub fn set_columns(&mut self, name: &str, key: &Key, values: Vec<(usize, Value)>) {
+        if values.is_empty() {
+            return; // Nothing to set: the table is not made unique (copied from a snapshot).
+        }
         let Some(table) = self.tables.get_mut(name).map(std::sync::Arc::make_mut) else {
             return;
         };
@@ -112,33 +143,6 @@ impl Engine {
         }
         table.rows.insert(key.clone(), row.clone());
         Table::reindex(&mut table.indexes, key, Some(&current), Some(&row));
-    }
-
-    pub fn write_back_columns(
-        &mut self,
-        images: impl IntoIterator<Item = (BeforeImage, Option<Vec<usize>>)>,
-    ) {
-        for ((name, key, before), columns) in images {
-            let Some(columns) = columns else {
-                self.write_back([(name, key, before)]);
-                continue;
-            };
-            let Some(table) = self.tables.get_mut(&name).map(std::sync::Arc::make_mut) else {
-                continue;
-            };
-            let (Some(image), Some(current)) = (before, table.rows.get(&key).cloned()) else {
-                continue;
-            };
-            if image.len() != current.len() || columns.iter().any(|&c| c >= image.len()) {
-                continue;
-            }
-            let mut row = current.clone();
-            for column in columns {
-                row[column] = image[column].clone();
-            }
-            table.rows.insert(key.clone(), row.clone());
-            Table::reindex(&mut table.indexes, &key, Some(&current), Some(&row));
-        }
     }
 }
 

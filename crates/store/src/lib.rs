@@ -979,16 +979,17 @@ impl Store {
             let mut columns = schema
                 .and_then(|schema| transactions::columns_assigned(operation, schema))
                 .filter(|_| !self.canary_whole_row_undo);
-            let assigned = columns.clone().unwrap_or_default();
-            let increments = match (&mut columns, schema) {
+            // (the columns incremented, every column assigned)
+            let (increments, assigned) = match (&mut columns, schema) {
                 (Some(columns), Some(schema))
                     if statement.savepoint == 0 && !self.canary_increment_image =>
                 {
+                    let assigned = columns.clone();
                     let increments = transactions::blind_increments(operation, schema);
                     columns.retain(|column| !increments.contains(column));
-                    increments
+                    (increments, assigned)
                 }
-                _ => Vec::new(),
+                _ => (Vec::new(), Vec::new()),
             };
             for image in self.engine.before_images(operation) {
                 if !increments.is_empty() && image.2.is_some() {
@@ -1168,14 +1169,16 @@ impl Store {
                 if before[column].is_null() || after[column].is_null() {
                     continue; // NULL plus anything is NULL: nothing to undo.
                 }
-                let amount = transactions::add_amount(
-                    &engine::Value::Numeric(
-                        transactions::amount_of(&after[column]).expect("an amount"),
-                    ),
-                    &before[column],
-                    true,
-                )
-                .expect("the difference of two values of one column");
+                let (Some(now), Some(was)) = (
+                    transactions::amount_of(&after[column]),
+                    transactions::amount_of(&before[column]),
+                ) else {
+                    unreachable!("blind increments are of INT, BIGINT or NUMERIC columns");
+                };
+                let amount = engine::Value::Numeric(
+                    now.checked_sub(was)
+                        .expect("the difference of two values of one column"),
+                );
                 let place = (table.clone(), key.clone());
                 // A column the transaction already holds by image (it wrote it otherwise
                 // before, or the whole row: an exclusive lock is held) is undone by the image.

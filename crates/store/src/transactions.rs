@@ -2062,6 +2062,17 @@ fn paths_of(
             }
             _ => return None,
         };
+        // The columns a whole row's statement reaches, and those it only increments.
+        let touched = by_column
+            .then(|| columns_touched(operation, schema))
+            .flatten();
+        let increments: Vec<&str> = touched
+            .as_ref()
+            .map(|_| blind_increments(operation, schema))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|position| schema.columns[position].name.as_str())
+            .collect();
         for prefix in prefixes {
             if prefix.is_empty() {
                 return None;
@@ -2071,19 +2082,15 @@ fn paths_of(
                 // Routed by another value than the predicate pins: keep the routed lock.
                 return None;
             }
-            let columns = (by_column && prefix.len() == schema.primary_key.len())
-                .then(|| columns_touched(operation, schema))
-                .flatten();
+            let columns = touched
+                .as_ref()
+                .filter(|_| prefix.len() == schema.primary_key.len());
             match columns {
                 Some(columns) => {
                     let row = path.last().expect("a path names its row").clone();
-                    let increments: Vec<&str> = blind_increments(operation, schema)
-                        .into_iter()
-                        .map(|position| schema.columns[position].name.as_str())
-                        .collect();
                     for column in columns {
                         let mut to_column = path.clone();
-                        to_column.push(column_resource(&row, &column));
+                        to_column.push(column_resource(&row, column));
                         if increments.contains(&column.as_str()) {
                             to_column.push(INCREMENT_MARK.to_vec());
                         }
@@ -4222,7 +4229,14 @@ mod row_path_tests {
         operation: Operation,
         savepoint: u32,
     ) -> engine::Outcome {
-        let locks = column_locks(operation.clone(), 1);
+        let keys = warehouse_key(1);
+        let operations = [operation.clone()];
+        let mut paths = column_paths(&operations, &customer_wide(), 0, &keys).expect("one row");
+        if savepoint != 0 {
+            // As the gateway does: no increment locks under a savepoint.
+            without_increments(&mut paths);
+        }
+        let locks = planned(&operations, &keys, Some(paths), false);
         let bytes = crate::transaction_operation(&TransactionStatement {
             transaction: id,
             statement,
@@ -4236,6 +4250,11 @@ mod row_path_tests {
             await_grant: false,
         });
         engine::Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    /// Ends transaction `id` by its own gateway.
+    fn end(store: &mut crate::Store, id: u64, commit: bool) {
+        store.execute_share(&crate::end_operation(id, commit, true), |_| true);
     }
 
     fn failed(outcome: &engine::Outcome) -> bool {
@@ -4252,28 +4271,7 @@ mod row_path_tests {
     /// assigned, each as it was before the transaction's first write of that column.
     #[test]
     fn an_abort_under_column_locks_writes_back_only_its_own_columns() {
-        let mut store = crate::Store::new();
-        let create = engine::Command::Execute(Operation::CreateTable {
-            schema: customer_wide(),
-        });
-        store.execute_share(&crate::sql_operation(&create), |_| true);
-        let insert = Operation::Insert {
-            table: "customer".into(),
-            columns: vec![],
-            rows: vec![vec![
-                Value::Int(1),
-                Value::Int(2),
-                Value::Int(3),
-                Value::BigInt(30),
-                Value::BigInt(100),
-                Value::BigInt(7),
-            ]],
-            on_conflict: OnConflict::Error,
-        };
-        store.execute_share(
-            &crate::sql_operation(&engine::Command::Execute(insert)),
-            |_| true,
-        );
+        let mut store = store_with_balance(100);
         let set = |column: &str, value: i64| Operation::Update {
             table: "customer".into(),
             assignments: vec![Assignment {
@@ -4293,9 +4291,6 @@ mod row_path_tests {
                 .collect();
             assert_eq!(rows.len(), 1);
             rows[0][3..].to_vec()
-        };
-        let end = |store: &mut crate::Store, id: u64, commit: bool| {
-            store.execute_share(&crate::end_operation(id, commit, true), |_| true);
         };
         let big = |values: [i64; 3]| values.map(Value::BigInt).to_vec();
         // 7 changes the balance; 8 the last name (no conflict), and commits.
@@ -4583,9 +4578,6 @@ mod row_path_tests {
         for canary in [false, true] {
             let mut store = store_with_balance(100);
             store.canary_increment_image = canary;
-            let end = |store: &mut crate::Store, id: u64, commit: bool| {
-                store.execute_share(&crate::end_operation(id, commit, true), |_| true);
-            };
             assert!(!failed(&run_locked(
                 &mut store,
                 7,
@@ -4659,29 +4651,7 @@ mod row_path_tests {
                 add("c_balance", 4),
                 0
             )));
-            let mut paths_locked = add("c_balance", 6);
-            let _ = &mut paths_locked;
-            let locks = {
-                let schema = customer_wide();
-                let keys = warehouse_key(1);
-                let operations = [paths_locked.clone()];
-                let mut paths = column_paths(&operations, &schema, 0, &keys).unwrap();
-                without_increments(&mut paths);
-                planned(&operations, &keys, Some(paths), false)
-            };
-            let bytes = crate::transaction_operation(&TransactionStatement {
-                transaction: 11,
-                statement: 2,
-                begin_ms: 11,
-                now_ms: 1_000,
-                locks,
-                nowait: true,
-                command: engine::Command::Batch(vec![paths_locked]).encode(),
-                savepoint: 1,
-                skip_locked: false,
-                await_grant: false,
-            });
-            let outcome = engine::Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap();
+            let outcome = run_locked(&mut store, 11, 2, add("c_balance", 6), 1);
             assert!(!failed(&outcome));
             assert_eq!(balance(&store), Value::BigInt(120));
             store.execute_share(&crate::rollback_to_operation(11, 1), |_| true);
@@ -4697,9 +4667,6 @@ mod row_path_tests {
     fn an_increment_that_could_overflow_with_others_pending_is_refused() {
         let top = i64::MAX - 100;
         let mut store = store_with_balance(top);
-        let end = |store: &mut crate::Store, id: u64, commit: bool| {
-            store.execute_share(&crate::end_operation(id, commit, true), |_| true);
-        };
         assert!(!failed(&run_locked(
             &mut store,
             7,

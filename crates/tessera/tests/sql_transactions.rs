@@ -73,6 +73,25 @@ fn open_session(port: u16, first: &[u8]) -> (std::process::Child, std::process::
     (session, stdin)
 }
 
+/// `sql` through psql with `ON_ERROR_STOP`, killed after 30 s (a statement that waits for a
+/// lock it should not need fails instead of hanging the test).
+fn bounded_psql(port: u16, sql: &str) -> std::process::Output {
+    Command::new("timeout")
+        .args(["30", "psql", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "-U",
+            "tessera",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "tessera",
+            "-c",
+        ])
+        .arg(sql)
+        .output()
+        .unwrap()
+}
+
 /// One value from a query, through psql.
 fn scalar(port: u16, query: &str) -> String {
     let output = Command::new("psql")
@@ -332,20 +351,7 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     );
     std::thread::sleep(std::time::Duration::from_secs(2));
     // Bounded: were the columns' locks one row lock, this would wait for the first block.
-    let second = Command::new("timeout")
-        .args(["30", "psql", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .args([
-            "-U",
-            "tessera",
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "tessera",
-            "-c",
-        ])
-        .arg("BEGIN; UPDATE cols SET b = 21 WHERE id = 1; COMMIT;")
-        .output()
-        .unwrap();
+    let second = bounded_psql(port, "BEGIN; UPDATE cols SET b = 21 WHERE id = 1; COMMIT;");
     assert!(
         second.status.success(),
         "a write of another column of the row went on: {second:?}"
@@ -384,20 +390,10 @@ fn transaction_blocks_commit_roll_back_fail_and_serialise_bank_transfers() {
     );
     std::thread::sleep(std::time::Duration::from_secs(2));
     // Bounded: were increments exclusive, this would wait for the first block.
-    let second = Command::new("timeout")
-        .args(["30", "psql", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .args([
-            "-U",
-            "tessera",
-            "-X",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "tessera",
-            "-c",
-        ])
-        .arg("BEGIN; UPDATE incs SET total = total - 0.34, n = n + 10 WHERE id = 1; COMMIT;")
-        .output()
-        .unwrap();
+    let second = bounded_psql(
+        port,
+        "BEGIN; UPDATE incs SET total = total - 0.34, n = n + 10 WHERE id = 1; COMMIT;",
+    );
     assert!(
         second.status.success(),
         "an increment of the same column went on: {second:?}"

@@ -726,43 +726,39 @@ impl BypassSimulation {
                     script.push(Step::Append(k, value));
                 }
             }
-        } else if roll < 85 && self.prng.percent(30) {
-            // A blind transfer: two increments, nothing read (sometimes a first one undone by
-            // ROLLBACK TO, whose increments take exclusive locks).
-            let from = self.prng.below(accounts as u64) as i64;
-            let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
-            let amount = self.prng.range_inclusive(1, 20) as i64;
-            if self.prng.percent(15) {
-                script.extend([
-                    Step::Savepoint,
-                    Step::Add(from, -amount - 7),
-                    Step::Add(to, amount + 7),
-                    Step::RollbackTo,
-                ]);
-            }
-            script.extend([Step::Add(from, -amount), Step::Add(to, amount)]);
         } else if roll < 85 {
+            // A transfer: read both balances and write them, or (blind, 30 %) two increments
+            // that read nothing. Sometimes a first transfer undone by ROLLBACK TO (blind: its
+            // increments take exclusive locks), then another amount.
+            let blind = self.prng.percent(30);
             let from = self.prng.below(accounts as u64) as i64;
             let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
             let amount = self.prng.range_inclusive(1, 20) as i64;
-            script = vec![
-                Step::Read(from, Column::Balance),
-                Step::Read(to, Column::Balance),
-            ];
-            let rewrite = self.prng.percent(25);
-            if rewrite {
-                script[0] = Step::Read(from, Column::Both);
+            let write = |k: i64, delta: i64| {
+                if blind {
+                    Step::Add(k, delta)
+                } else {
+                    Step::Write(k, delta)
+                }
+            };
+            let rewrite = !blind && self.prng.percent(25);
+            if !blind {
+                let first = if rewrite {
+                    Column::Both
+                } else {
+                    Column::Balance
+                };
+                script = vec![Step::Read(from, first), Step::Read(to, Column::Balance)];
             }
             if self.prng.percent(15) {
-                // A first transfer undone by ROLLBACK TO, then another amount.
                 script.extend([
                     Step::Savepoint,
-                    Step::Write(from, -amount - 7),
-                    Step::Write(to, amount + 7),
+                    write(from, -amount - 7),
+                    write(to, amount + 7),
                     Step::RollbackTo,
                 ]);
             }
-            script.extend([Step::Write(from, -amount), Step::Write(to, amount)]);
+            script.extend([write(from, -amount), write(to, amount)]);
             if rewrite {
                 script.extend([Step::Delete(from), Step::Insert(from)]);
             }
