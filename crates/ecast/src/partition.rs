@@ -117,6 +117,9 @@ pub enum PartitionEvent {
     /// its own log entry.
     ExecuteSingle {
         id: OperationId,
+        /// The keys its entry named (the wrapping machine checks them against what the group
+        /// holds without decoding the operation again).
+        keys: KeySet,
         operation: Vec<u8>,
         deferred: bool,
     },
@@ -670,11 +673,13 @@ impl Partition {
             match entry {
                 Waiting::Single {
                     id,
+                    keys,
                     operation,
                     deferred,
                     ..
                 } => events.push(PartitionEvent::ExecuteSingle {
                     id,
+                    keys,
                     operation,
                     deferred,
                 }),
@@ -852,6 +857,7 @@ mod tests {
                     client: ClientId(5),
                     number: RequestNumber(1)
                 },
+                keys: keys(&["a"]),
                 operation: vec![5],
                 deferred: true,
             }]
@@ -1088,6 +1094,7 @@ mod tests {
                 client: ClientId(9),
                 number: RequestNumber(1)
             },
+            keys: keys(&["a", "b"]),
             operation: vec![9],
             deferred: true,
         }));

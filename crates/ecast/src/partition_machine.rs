@@ -1026,6 +1026,7 @@ impl<D: PartitionData> PartitionMachine<D> {
             match event {
                 PartitionEvent::ExecuteSingle {
                     id,
+                    keys,
                     operation,
                     deferred,
                 } => {
@@ -1037,7 +1038,7 @@ impl<D: PartitionData> PartitionMachine<D> {
                         continue;
                     }
                     let released = deferred || Some(id) != own;
-                    if let Some(outcome) = self.execute_single(id, operation, released) {
+                    if let Some(outcome) = self.execute_single(id, keys, operation, released) {
                         own_outcome = Some(outcome);
                     }
                 }
@@ -1075,10 +1076,15 @@ impl<D: PartitionData> PartitionMachine<D> {
     fn execute_single(
         &mut self,
         id: OperationId,
+        keys: KeySet,
         operation: Vec<u8>,
         released: bool,
     ) -> Option<Own> {
-        let keys = self.data.keys(&operation);
+        debug_assert_eq!(
+            keys,
+            self.data.keys(&operation),
+            "the entry's keys are its own"
+        );
         let holds = if self.snapshot_reads.remove(&id) {
             self.holds_any_key(&keys)
         } else {
@@ -1241,7 +1247,8 @@ impl<D: PartitionData> PartitionMachine<D> {
             };
             match next {
                 Deferred::Single { id, operation } => {
-                    self.execute_single(id, operation, true);
+                    let keys = self.data.keys(&operation);
+                    self.execute_single(id, keys, operation, true);
                 }
                 Deferred::Multi {
                     timestamp,

@@ -48,6 +48,9 @@ pub static FRAMES_IN: Counter = Counter::new();
 pub static BYTES_IN: Counter = Counter::new();
 /// Frames encoded by the links' writers.
 pub static FRAMES_OUT: Counter = Counter::new();
+/// Frames a process sent to itself, put on its inbound channel without a connection
+/// (`Links::deliver_locally`).
+pub static FRAMES_LOCAL: Counter = Counter::new();
 /// `write_all` calls of the links' writers (one per burst of coalesced frames).
 pub static WRITES: Counter = Counter::new();
 /// The longest `write_all` of a period, in microseconds (a receiver that does not read makes
@@ -136,7 +139,7 @@ pub fn start() {
         }
     });
     tokio::spawn(async move {
-        let mut last = [0u64; 7];
+        let mut last = [0u64; 8];
         loop {
             tokio::time::sleep(period).await;
             let now = [
@@ -147,11 +150,12 @@ pub fn start() {
                 TURNS.get(),
                 FORWARDER_RESENDS.get(),
                 CONFIRM_RESENDS.get(),
+                FRAMES_LOCAL.get(),
             ];
             let delta: Vec<u64> = now.iter().zip(last).map(|(a, b)| a - b).collect();
             last = now;
             log::info(format_args!(
-                "stats: frames in {} ({} KB), out {} in {} writes; turns {}, longest {} us, \
+                "stats: frames in {} ({} KB), out {} in {} writes, {} local; turns {}, longest {} us, \
                  most frames {}; tick gap {} ms; timer late {} us; write wait {} us, burst {}; \
                  inbound wait {} us; resends {} deliveries, {} confirms; ignored full {}; inbox \
                  duplicates {}, buffered {}; dropped {}; checkpoints {}, longest serialisation \
@@ -160,6 +164,7 @@ pub fn start() {
                 delta[1] / 1024,
                 delta[2],
                 delta[3],
+                delta[7],
                 delta[4],
                 TURN_MAX_US.take(),
                 TURN_FRAMES_MAX.take(),

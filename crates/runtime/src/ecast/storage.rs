@@ -302,6 +302,9 @@ pub(super) fn serve(
         ));
     }
     let (sender, frames) = mpsc::channel::<Frame>(65_536);
+    if let Some(own) = config.storage(id) {
+        links.deliver_locally(own.address, sender.clone());
+    }
     tokio::spawn(link::accept(listener, sender));
     Serving {
         links,
