@@ -561,6 +561,7 @@ struct StoreSnapshot {
     arc: PositionSet,
     range_prefixes: Vec<Vec<u8>>,
     /// `store::Store`'s snapshot: the key-value namespace and the tables.
+    #[serde(with = "wire::bytes")]
     store: Vec<u8>,
     elastic: bool,
 }

@@ -21,16 +21,20 @@ const PURE_CRATES: &[(&str, &[&str])] = &[
         &["placement", "vr", "wire", "stdx", "serde", "postcard"],
     ),
     // imbl: persistent maps (snapshots shared with the checkpoint writer), pure data structures.
-    ("kv", &["vr", "serde", "postcard", "stdx", "imbl"]),
+    // wire: its byte-string serialisation and exactly sized buffers (checkpoints).
+    ("kv", &["vr", "wire", "serde", "postcard", "stdx", "imbl"]),
     ("resp", &["kv"]),
     // rust_decimal: NUMERIC's exact values (pure arithmetic).
     // engine: imbl for rows and index entries (a snapshot is O(1), a write after it O(log n)).
     (
         "engine",
-        &["vr", "serde", "postcard", "rust_decimal", "imbl"],
+        &["vr", "wire", "serde", "postcard", "rust_decimal", "imbl"],
     ),
     ("sql", &["engine", "sqlparser"]),
-    ("store", &["kv", "vr", "engine", "sql", "serde", "postcard"]),
+    (
+        "store",
+        &["kv", "vr", "wire", "engine", "sql", "serde", "postcard"],
+    ),
     (
         "cluster",
         &[
@@ -42,6 +46,7 @@ const PURE_CRATES: &[(&str, &[&str])] = &[
             "store",
             "ecast",
             "placement",
+            "wire",
             "serde",
             "postcard",
         ],

@@ -1851,6 +1851,8 @@ where
     /// With read jobs open, the state with them done (run here, on a copy): what every
     /// replica's snapshot at this op is, whatever its jobs' progress.
     fn snapshot(&self) -> Vec<u8> {
+        // Not `wire::bytes::to_vec_sized`: a sizing pass would have the data build its own
+        // snapshot (`PartitionData`'s `Serialize`) twice.
         if self.jobs.is_empty() {
             return postcard::to_allocvec(self).expect("the partition machine serialises");
         }

@@ -1687,19 +1687,17 @@ impl StateMachine for KvStore {
             .map(|(key, entry)| (key, entry.to_record()))
             .collect();
         let raw_strings: Vec<&Bytes> = self.raw_strings.iter().collect();
-        let mut snapshot = vec![SNAPSHOT_FORMAT];
-        snapshot.extend(
-            postcard::to_allocvec(&(
+        wire::bytes::to_vec_sized_after(
+            &[SNAPSHOT_FORMAT],
+            &(
                 pairs,
                 &self.locks,
                 &self.limits,
                 raw_strings,
                 self.notify_flags,
                 self.versions.counters(),
-            ))
-            .expect("snapshots serialise"),
-        );
-        snapshot
+            ),
+        )
     }
 
     /// A copy of the store (sharing the map's nodes), serialised when the checkpoint's

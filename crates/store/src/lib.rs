@@ -376,7 +376,9 @@ impl Cycles {
 
 #[derive(Serialize, Deserialize)]
 struct Snapshot {
+    #[serde(with = "wire::bytes")]
     kv: Vec<u8>,
+    #[serde(with = "wire::bytes")]
     engine: Vec<u8>,
     prepared: prepared::Prepared,
     transactions: transactions::Transactions,
@@ -1718,7 +1720,7 @@ impl StateMachine for Store {
             prepared: self.prepared.clone(),
             transactions: self.transactions.clone(),
         };
-        postcard::to_allocvec(&snapshot).expect("snapshots serialise")
+        wire::bytes::to_vec_sized(&snapshot)
     }
 
     /// A copy serialised later, off the replica's loop: the key-value map is shared

@@ -5,8 +5,58 @@
 //! that write byte strings differently still read either form back.
 
 use serde::de::{Deserializer, Error, SeqAccess, Visitor};
-use serde::Serializer;
+use serde::{Serialize, Serializer};
 use std::fmt;
+
+/// `value`'s postcard bytes in a buffer of exactly their size. A pass sizes them first (it
+/// writes nothing), so a large value (a checkpoint of a whole partition) allocates and
+/// touches its bytes once, instead of regrowing a buffer that doubles: each growth copies
+/// what was written and faults in fresh pages, about twice the final size in all.
+///
+/// `value`'s `Serialize` runs twice: for a value whose serialisation builds something costly
+/// itself, use `postcard::to_allocvec`.
+pub fn to_vec_sized<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    to_vec_sized_after(&[], value)
+}
+
+/// `prefix`, then `value`'s postcard bytes, in a buffer of exactly their size
+/// (`to_vec_sized`).
+pub fn to_vec_sized_after<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Vec<u8> {
+    let size = postcard::experimental::serialized_size(value).expect("values serialise");
+    let mut bytes = Vec::with_capacity(prefix.len() + size);
+    bytes.extend_from_slice(prefix);
+    let bytes =
+        postcard::serialize_with_flavor(value, Presized { bytes }).expect("values serialise");
+    debug_assert_eq!(
+        bytes.len(),
+        prefix.len() + size,
+        "the sizing pass and the writing pass agree"
+    );
+    bytes
+}
+
+/// A postcard output into a buffer allocated beforehand (`to_vec_sized`).
+struct Presized {
+    bytes: Vec<u8>,
+}
+
+impl postcard::ser_flavors::Flavor for Presized {
+    type Output = Vec<u8>;
+
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.bytes.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.bytes.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Vec<u8>> {
+        Ok(self.bytes)
+    }
+}
 
 pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_bytes(bytes)
