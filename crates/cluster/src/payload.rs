@@ -291,6 +291,7 @@ impl SqlTarget {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SqlPayload {
     /// A store operation (`store::sql_operation`, `store::catalog_operation`).
+    #[serde(with = "wire::bytes")]
     pub operation: Vec<u8>,
     pub target: SqlTarget,
 }

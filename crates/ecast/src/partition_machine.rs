@@ -146,6 +146,7 @@ pub struct Share {
     pub sender: ProcessId,
     pub sequence: Sequence,
     /// This partition's part of the message.
+    #[serde(with = "wire::bytes")]
     pub operation: Vec<u8>,
 }
 
@@ -157,6 +158,7 @@ pub enum PartitionOperation {
     Single {
         client: ClientId,
         number: RequestNumber,
+        #[serde(with = "wire::bytes")]
         operation: Vec<u8>,
     },
     /// 1. Router deliveries the primary received (in any order; the chain is checked here).
@@ -176,6 +178,7 @@ pub enum PartitionOperation {
     Install {
         version: ConfigVersion,
         from: ProcessId,
+        #[serde(with = "wire::bytes")]
         records: Vec<u8>,
     },
     /// 7. Group `to` installed this group's copy of `version`: it need not be kept.
@@ -194,6 +197,7 @@ pub enum PartitionOperation {
         from: ProcessId,
         offset: u64,
         total: u64,
+        #[serde(with = "wire::bytes")]
         bytes: Vec<u8>,
     },
     /// 9. A snapshot read at `at` from the bypass (`client`, `number` as for `Single`):
@@ -206,6 +210,7 @@ pub enum PartitionOperation {
         client: ClientId,
         number: RequestNumber,
         at: Timestamp,
+        #[serde(with = "wire::bytes")]
         operation: Vec<u8>,
     },
 }
@@ -261,7 +266,7 @@ pub enum PartitionQuery {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PartitionResult {
     /// 0. The operation executed: its result.
-    Executed(Vec<u8>),
+    Executed(#[serde(with = "wire::bytes")] Vec<u8>),
     /// 1. The operation is held; its result will be released (and then answered by a
     ///    `Result` query).
     Held,
@@ -297,6 +302,7 @@ pub enum Released {
     Single {
         client: ClientId,
         number: RequestNumber,
+        #[serde(with = "wire::bytes")]
         result: Vec<u8>,
     },
     /// A share was admitted: its answer to the message's sender.
@@ -304,6 +310,7 @@ pub enum Released {
         sender: ProcessId,
         sequence: Sequence,
         timestamp: Timestamp,
+        #[serde(with = "wire::bytes")]
         result: Vec<u8>,
     },
     /// A held single-partition operation reached its turn after a keyspace cut moved its keys:
@@ -600,6 +607,7 @@ enum Sink {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Receiving {
     total: u64,
+    #[serde(with = "wire::bytes")]
     bytes: Vec<u8>,
 }
 
@@ -608,10 +616,12 @@ struct Receiving {
 enum Deferred {
     Single {
         id: OperationId,
+        #[serde(with = "wire::bytes")]
         operation: Vec<u8>,
     },
     Multi {
         timestamp: Timestamp,
+        #[serde(with = "wire::bytes")]
         operation: Vec<u8>,
     },
 }

@@ -38,6 +38,7 @@ pub struct Statement {
     /// The tables it writes (held until it is decided).
     pub tables: Vec<String>,
     /// The engine command (`engine::Command::encode`), run at the commit.
+    #[serde(with = "wire::bytes")]
     pub command: Vec<u8>,
 }
 

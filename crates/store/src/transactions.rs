@@ -293,12 +293,15 @@ pub struct Parked {
     /// Its ticket (given in log order), by which the partition's host answers it.
     pub ticket: u64,
     /// The statement (`TransactionStatement`'s encoding, the body of its store operation).
+    #[serde(with = "wire::bytes")]
     pub statement: Vec<u8>,
     /// The refusal it was answered with (`engine::Outcome`'s encoding): its answer if it is
     /// let go.
+    #[serde(with = "wire::bytes")]
     pub refusal: Vec<u8>,
     /// The host's bytes for the reply (`Store::set_parked_reply`), handed back with the
     /// answer.
+    #[serde(with = "wire::bytes")]
     pub reply: Vec<u8>,
 }
 
@@ -384,6 +387,7 @@ pub struct TransactionStatement {
     /// NOWAIT: a lock another transaction holds fails the statement (`admit_as`).
     pub nowait: bool,
     /// `engine::Command::encode`.
+    #[serde(with = "wire::bytes")]
     pub command: Vec<u8>,
     /// The innermost savepoint open in the block when the statement was sent (ids grow
     /// within a transaction, from 1); 0: none.
