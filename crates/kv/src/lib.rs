@@ -703,6 +703,15 @@ impl KvStore {
     fn fit_keys(&mut self, command: &Command) {
         let limits = self.limits;
         for key in command.keys() {
+            // Looked at first: `get_mut` copies the path to the key when a checkpoint shares
+            // it, and only hashes, sets and sorted sets ever change their encoding.
+            if !self
+                .entries
+                .get(key)
+                .is_some_and(|entry| entry.value.may_refit())
+            {
+                continue;
+            }
             if let Some(entry) = self.entries.get_mut(key) {
                 entry.value.fit(&limits);
             }

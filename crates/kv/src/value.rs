@@ -324,6 +324,11 @@ impl Value {
     /// with too many or too long entries, an intset with too many members), as Redis converts
     /// within the command that outgrows it; never back. Run after every write on the keys it
     /// touched.
+    /// Whether `fit` may change this value's encoding (a string, list or stream has one).
+    pub fn may_refit(&self) -> bool {
+        matches!(self, Value::Hash(_) | Value::Set(_) | Value::SortedSet(_))
+    }
+
     pub fn fit(&mut self, limits: &EncodingLimits) {
         match self {
             Value::Hash(hash) => hash.fit(limits),
