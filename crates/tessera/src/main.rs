@@ -185,7 +185,10 @@ fn async_runtime(variables: &[&str], default: usize) -> anyhow::Result<tokio::ru
         builder.worker_threads(threads);
         builder
     };
+    // Named so that `top -H` and profiles tell this process's off-loop work (checkpoint
+    // serialisation, read jobs: tokio's blocking pool) from a load generator's workers.
     builder
+        .thread_name("tessera-pool")
         .enable_all()
         .build()
         .context("cannot start the async runtime")
