@@ -453,64 +453,58 @@ enum BasicVia {
 /// four times). Kept by `Gateway::set_phase`, `on_submit` and `complete`; the sets iterate in
 /// id order, as `pending` does.
 #[derive(Clone, Debug, Default)]
-struct Queues {
-    /// `Phase::Queued`: for the routers.
-    routers: BTreeSet<u64>,
-    /// `Phase::BypassQueued`.
-    bypass: BTreeSet<u64>,
-    /// `Phase::BasicQueued`.
-    basic: BTreeSet<u64>,
-    /// `Phase::BasicBypassQueued`.
-    basic_bypass: BTreeSet<u64>,
-    /// `Phase::SnapshotNeedsNow`.
-    needs_now: BTreeSet<u64>,
-}
+struct Queues([BTreeSet<u64>; 5]);
 
 impl Queues {
-    fn of(&mut self, phase: &Phase) -> Option<&mut BTreeSet<u64>> {
+    /// `Phase::Queued`: for the routers.
+    const ROUTERS: usize = 0;
+    /// `Phase::BypassQueued`.
+    const BYPASS: usize = 1;
+    /// `Phase::BasicQueued`.
+    const BASIC: usize = 2;
+    /// `Phase::BasicBypassQueued`.
+    const BASIC_BYPASS: usize = 3;
+    /// `Phase::SnapshotNeedsNow`.
+    const NEEDS_NOW: usize = 4;
+
+    /// The queue of `phase`, if it is one a command waits in to be sent.
+    fn slot(phase: &Phase) -> Option<usize> {
         match phase {
-            Phase::Queued => Some(&mut self.routers),
-            Phase::BypassQueued { .. } => Some(&mut self.bypass),
-            Phase::BasicQueued => Some(&mut self.basic),
-            Phase::BasicBypassQueued { .. } => Some(&mut self.basic_bypass),
-            Phase::SnapshotNeedsNow => Some(&mut self.needs_now),
+            Phase::Queued => Some(Queues::ROUTERS),
+            Phase::BypassQueued { .. } => Some(Queues::BYPASS),
+            Phase::BasicQueued => Some(Queues::BASIC),
+            Phase::BasicBypassQueued { .. } => Some(Queues::BASIC_BYPASS),
+            Phase::SnapshotNeedsNow => Some(Queues::NEEDS_NOW),
             _ => None,
         }
     }
 
+    /// The commands waiting in queue `slot`, in id order.
+    fn waiting(&self, slot: usize) -> &BTreeSet<u64> {
+        &self.0[slot]
+    }
+
     /// Whether `id` is in `phase`'s queue (None: a phase with no queue).
     fn holds(&self, id: u64, phase: &Phase) -> Option<bool> {
-        let queue = match phase {
-            Phase::Queued => &self.routers,
-            Phase::BypassQueued { .. } => &self.bypass,
-            Phase::BasicQueued => &self.basic,
-            Phase::BasicBypassQueued { .. } => &self.basic_bypass,
-            Phase::SnapshotNeedsNow => &self.needs_now,
-            _ => return None,
-        };
-        Some(queue.contains(&id))
+        Queues::slot(phase).map(|slot| self.0[slot].contains(&id))
     }
 
     fn enter(&mut self, id: u64, phase: &Phase) {
-        if let Some(queue) = self.of(phase) {
-            let new = queue.insert(id);
+        if let Some(slot) = Queues::slot(phase) {
+            let new = self.0[slot].insert(id);
             assert!(new, "command {id} queued twice");
         }
     }
 
     fn leave(&mut self, id: u64, phase: &Phase) {
-        if let Some(queue) = self.of(phase) {
-            let queued = queue.remove(&id);
+        if let Some(slot) = Queues::slot(phase) {
+            let queued = self.0[slot].remove(&id);
             assert!(queued, "command {id} left a queue it was not in");
         }
     }
 
     fn len(&self) -> usize {
-        self.routers.len()
-            + self.bypass.len()
-            + self.basic.len()
-            + self.basic_bypass.len()
-            + self.needs_now.len()
+        self.0.iter().map(BTreeSet::len).sum()
     }
 }
 
@@ -1267,7 +1261,7 @@ impl<A: Clone> Gateway<A> {
         let Some(bypass) = &self.bypass else {
             return;
         };
-        if self.queues.bypass.is_empty() && self.group_snapshots.is_empty() {
+        if self.queues.waiting(Queues::BYPASS).is_empty() && self.group_snapshots.is_empty() {
             return; // Nothing waits for a lane (the usual step: lanes outnumber commands).
         }
         let mut free: BTreeMap<ProcessId, Vec<ClientId>> = BTreeMap::new();
@@ -1281,7 +1275,7 @@ impl<A: Clone> Gateway<A> {
         }
         let queued: Vec<(u64, ProcessId)> = self
             .queues
-            .bypass
+            .waiting(Queues::BYPASS)
             .iter()
             .filter_map(|id| match self.pending[id].phase {
                 Phase::BypassQueued { partition } if free.contains_key(&partition) => {
@@ -2436,7 +2430,12 @@ impl<A: Clone> Gateway<A> {
         if self.need_configuration {
             return;
         }
-        let queued: Vec<u64> = self.queues.routers.iter().copied().collect();
+        let queued: Vec<u64> = self
+            .queues
+            .waiting(Queues::ROUTERS)
+            .iter()
+            .copied()
+            .collect();
         for id in queued {
             let room =
                 self.sender.in_window() as u64 + self.planning < self.settings.sender.window_max;
@@ -2541,7 +2540,7 @@ impl<A: Clone> Gateway<A> {
                 Query::Configuration
             });
             (Purpose::Configuration, RequestKind::Read, query)
-        } else if !self.queues.needs_now.is_empty() {
+        } else if !self.queues.waiting(Queues::NEEDS_NOW).is_empty() {
             let query = Operation::Query(Query::Now);
             (Purpose::Now, RequestKind::Read, query)
         } else if let Some(batch) = self.sender.batch() {
@@ -2784,7 +2783,7 @@ impl<A: Clone> Gateway<A> {
             return;
         }
         self.send_bypass_basic_reads(effects);
-        let queued: Vec<u64> = self.queues.basic.iter().copied().collect();
+        let queued: Vec<u64> = self.queues.waiting(Queues::BASIC).iter().copied().collect();
         for id in queued {
             let mut chosen = Vec::new();
             for position in self.pending[&id].command.positions().to_vec() {
@@ -2834,7 +2833,7 @@ impl<A: Clone> Gateway<A> {
         };
         let queued: Vec<(u64, BasicVia)> = self
             .queues
-            .basic_bypass
+            .waiting(Queues::BASIC_BYPASS)
             .iter()
             .filter_map(|id| match self.pending[id].phase {
                 Phase::BasicBypassQueued { via } => Some((*id, via)),

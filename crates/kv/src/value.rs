@@ -320,15 +320,15 @@ fn longer(len: usize, limit: u64) -> bool {
 }
 
 impl Value {
-    /// Converts a collection that has outgrown its small encoding under `limits` (a listpack
-    /// with too many or too long entries, an intset with too many members), as Redis converts
-    /// within the command that outgrows it; never back. Run after every write on the keys it
-    /// touched.
-    /// Whether `fit` may change this value's encoding (a string, list or stream has one).
+    /// Whether `fit` may change this value's encoding (a string, list or stream keeps its own).
     pub fn may_refit(&self) -> bool {
         matches!(self, Value::Hash(_) | Value::Set(_) | Value::SortedSet(_))
     }
 
+    /// Converts a collection that has outgrown its small encoding under `limits` (a listpack
+    /// with too many or too long entries, an intset with too many members), as Redis converts
+    /// within the command that outgrows it; never back. Run after every write on the keys it
+    /// touched.
     pub fn fit(&mut self, limits: &EncodingLimits) {
         match self {
             Value::Hash(hash) => hash.fit(limits),

@@ -25,37 +25,13 @@ pub fn to_vec_sized_after<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Ve
     let size = postcard::experimental::serialized_size(value).expect("values serialise");
     let mut bytes = Vec::with_capacity(prefix.len() + size);
     bytes.extend_from_slice(prefix);
-    let bytes =
-        postcard::serialize_with_flavor(value, Presized { bytes }).expect("values serialise");
+    let bytes = postcard::to_extend(value, bytes).expect("values serialise");
     debug_assert_eq!(
         bytes.len(),
         prefix.len() + size,
         "the sizing pass and the writing pass agree"
     );
     bytes
-}
-
-/// A postcard output into a buffer allocated beforehand (`to_vec_sized`).
-struct Presized {
-    bytes: Vec<u8>,
-}
-
-impl postcard::ser_flavors::Flavor for Presized {
-    type Output = Vec<u8>;
-
-    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        self.bytes.extend_from_slice(data);
-        Ok(())
-    }
-
-    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
-        self.bytes.push(data);
-        Ok(())
-    }
-
-    fn finalize(self) -> postcard::Result<Vec<u8>> {
-        Ok(self.bytes)
-    }
 }
 
 pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
