@@ -748,7 +748,27 @@ impl Engine {
     /// access path answers alike) and the rows they can meet — for an insert, the stored rows
     /// of its keys; for any other operation, every row of its table. A partitioned cluster's
     /// two-phase statements vote with it before any partition writes.
+    ///
+    /// A batch of one plain insert (no ON CONFLICT: a COPY chunk's share, a multi-row INSERT)
+    /// needs no scratch engine: it would run alone, through `Table::insert`, whose answer
+    /// `Table::insert_outcome` works out against the stored rows without writing.
     pub fn dry_run(&self, operations: &[Operation]) -> Vec<OperationResult> {
+        if let [Operation::Insert {
+            table,
+            columns,
+            rows,
+            on_conflict: on_conflict @ OnConflict::Error,
+        }] = operations
+        {
+            if let (Some(stored), true) = (self.tables.get(table), rows.len() <= INSERT_ROWS_MAX) {
+                debug_assert!(self.cycle_operation(&operations[0]).is_none(), "runs alone");
+                return vec![bound_result(stored.insert_outcome(
+                    columns,
+                    rows,
+                    on_conflict,
+                ))];
+            }
+        }
         let mut scratch = Engine::default();
         for (name, table) in &self.tables {
             let mut copy = Table::new(table.schema.clone());

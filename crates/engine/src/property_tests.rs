@@ -630,6 +630,63 @@ fn a_dry_run_answers_what_the_batch_answers_and_changes_nothing() {
     }
 }
 
+/// A batch of one plain insert (a COPY chunk's share) takes `dry_run`'s short path, which
+/// answers from `Table::insert_outcome` without a scratch engine: its answers are the
+/// batch's for rows that succeed, meet stored keys, repeat a key inside the statement, break
+/// NOT NULL or a CHECK, and it changes nothing.
+#[test]
+fn a_dry_run_of_one_plain_insert_answers_what_the_insert_answers() {
+    let mut answers: std::collections::BTreeMap<String, usize> = Default::default();
+    for seed in 0..2_000 {
+        let mut prng = Prng::new(seed);
+        let engine = populated_engine(&mut prng);
+        let table = if prng.chance(2) { "t" } else { "u" };
+        let insert = Operation::Insert {
+            table: table.into(),
+            columns: Vec::new(),
+            rows: (0..1 + prng.below(8))
+                .map(|_| random_row(&mut prng, table))
+                .collect(),
+            on_conflict: OnConflict::Error,
+        };
+        let batch = [insert];
+        let mut executed = engine.clone();
+        let before = engine.clone();
+        let answer = engine.dry_run(&batch);
+        assert_eq!(
+            answer,
+            executed.execute_batch(&batch),
+            "seed {seed}: {batch:?}"
+        );
+        assert_eq!(
+            engine, before,
+            "seed {seed}: the dry run changed the engine"
+        );
+        let kind = match &answer[0] {
+            Ok(output) => format!("{output:?}"),
+            Err(error) => format!("{error:?}")
+                .chars()
+                .take_while(|c| c.is_alphanumeric())
+                .collect(),
+        };
+        *answers.entry(kind).or_default() += 1;
+    }
+    for kind in ["UniqueViolation", "NotNullViolation", "CheckViolation"] {
+        assert!(
+            answers.get(kind).is_some_and(|n| *n >= 20),
+            "{kind}: {answers:?}"
+        );
+    }
+    assert!(
+        answers
+            .keys()
+            .filter(|kind| kind.starts_with("Inserted"))
+            .count()
+            >= 3,
+        "{answers:?}"
+    );
+}
+
 /// `Engine::snapshot_copy` (copy-on-write tables, `docs/internals/scans.md`): a copy taken
 /// before a random batch still holds exactly the state of that point after the batch ran on
 /// the original (its serialised bytes and its read answers), and keeps its invariants.

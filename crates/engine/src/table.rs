@@ -723,30 +723,7 @@ impl Table {
         let row_ids_given = columns
             .iter()
             .any(|column| *column == crate::schema::ROW_ID_COLUMN);
-        let checks = self.schema.bound_checks()?;
-        // The statement's effect per key, starting from the stored row.
-        let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
-        let mut count = 0;
-        for (key, row) in &bound.rows {
-            let current = planned
-                .entry(key)
-                .or_insert_with(|| self.rows.get(key).cloned());
-            if current.is_some() && bound.on_conflict == Conflict::Error {
-                return Err(EngineError::UniqueViolation {
-                    table: self.schema.name.clone(),
-                    constraint: self.schema.primary_key_name(),
-                });
-            }
-            let existed = current.is_some();
-            if upsert_row(&self.schema, &bound.on_conflict, current, row)? {
-                count += 1;
-                if existed {
-                    // DO UPDATE's row (the proposed rows were checked while binding).
-                    let updated = current.as_ref().expect("an updated row exists");
-                    self.schema.check_constraints(&checks, updated)?;
-                }
-            }
-        }
+        let (planned, count) = self.plan_insert(&bound)?;
         match (row_id_first, self.schema.row_id_column()) {
             (Some(_), Some(position)) if row_ids_given => {
                 // Ids this table assigns itself later stay above every id given.
@@ -771,6 +748,53 @@ impl Table {
             Table::reindex(&mut self.indexes, key, before.as_ref(), self.rows.get(key));
         }
         Ok(Output::Inserted { count })
+    }
+
+    /// What `insert` would answer, nothing written: the same binding and the same plan of
+    /// the statement's effect per key, stopped before the writes (a two-phase statement's
+    /// vote, `Engine::dry_run`, without building a scratch table of the rows).
+    pub fn insert_outcome(
+        &self,
+        columns: &[String],
+        rows: &[Vec<Value>],
+        on_conflict: &OnConflict,
+    ) -> OperationResult {
+        let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
+        let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
+        let (_, count) = self.plan_insert(&bound)?;
+        Ok(Output::Inserted { count })
+    }
+
+    /// An insert's effect per key, starting from the stored row, and how many rows it
+    /// inserts or updates; the first conflict or failed check ends it. Changes nothing.
+    fn plan_insert<'a>(
+        &self,
+        bound: &'a BoundInsert,
+    ) -> Result<(BTreeMap<&'a Key, Option<Row>>, u64), EngineError> {
+        let checks = self.schema.bound_checks()?;
+        let mut planned: BTreeMap<&Key, Option<Row>> = BTreeMap::new();
+        let mut count = 0;
+        for (key, row) in &bound.rows {
+            let current = planned
+                .entry(key)
+                .or_insert_with(|| self.rows.get(key).cloned());
+            if current.is_some() && bound.on_conflict == Conflict::Error {
+                return Err(EngineError::UniqueViolation {
+                    table: self.schema.name.clone(),
+                    constraint: self.schema.primary_key_name(),
+                });
+            }
+            let existed = current.is_some();
+            if upsert_row(&self.schema, &bound.on_conflict, current, row)? {
+                count += 1;
+                if existed {
+                    // DO UPDATE's row (the proposed rows were checked while binding).
+                    let updated = current.as_ref().expect("an updated row exists");
+                    self.schema.check_constraints(&checks, updated)?;
+                }
+            }
+        }
+        Ok((planned, count))
     }
 
     /// A full row from the given columns' values (others NULL), checked against the schema;
