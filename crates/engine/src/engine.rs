@@ -56,6 +56,19 @@ impl PartialEq for Engine {
     }
 }
 
+/// A plain insert bound by a two-phase statement's vote (`Engine::dry_run_bound`), kept by
+/// the partition until the decision (not replicated state: a replica without it executes the
+/// statement, with the same result) so that the commit writes the rows without binding them
+/// again (`Engine::execute_bound`).
+#[derive(Clone, Debug)]
+pub struct BoundWrite {
+    table: String,
+    /// The table's next hidden row id at the vote: the ids the binding assigned start there.
+    row_id_next: i64,
+    row_ids_given: bool,
+    bound: crate::table::BoundInsert,
+}
+
 impl Engine {
     pub fn new() -> Engine {
         Engine::default()
@@ -750,23 +763,12 @@ impl Engine {
     /// two-phase statements vote with it before any partition writes.
     ///
     /// A batch of one plain insert (no ON CONFLICT: a COPY chunk's share, a multi-row INSERT)
-    /// needs no scratch engine: it would run alone, through `Table::insert`, whose answer
-    /// `Table::insert_outcome` works out against the stored rows without writing.
+    /// needs no scratch engine: it would run alone, through `Table::insert`, whose binding and
+    /// plan answer without writing (`plain_insert_vote`).
     pub fn dry_run(&self, operations: &[Operation]) -> Vec<OperationResult> {
-        if let [Operation::Insert {
-            table,
-            columns,
-            rows,
-            on_conflict: on_conflict @ OnConflict::Error,
-        }] = operations
-        {
-            if let (Some(stored), true) = (self.tables.get(table), rows.len() <= INSERT_ROWS_MAX) {
-                debug_assert!(self.cycle_operation(&operations[0]).is_none(), "runs alone");
-                return vec![bound_result(stored.insert_outcome(
-                    columns,
-                    rows,
-                    on_conflict,
-                ))];
+        if let [operation] = operations {
+            if let Some((answer, _)) = self.plain_insert_vote(operation) {
+                return vec![answer];
             }
         }
         let mut scratch = Engine::default();
@@ -805,6 +807,96 @@ impl Engine {
             }
         }
         scratch.execute_batch(operations)
+    }
+
+    /// `dry_run` of one operation, keeping a plain insert's binding for its commit
+    /// (`execute_bound`) if the vote succeeds: a two-phase statement's share.
+    pub fn dry_run_bound(&self, operation: &Operation) -> (OperationResult, Option<BoundWrite>) {
+        match self.plain_insert_vote(operation) {
+            Some(vote) => vote,
+            None => {
+                let mut answers = self.dry_run(std::slice::from_ref(operation));
+                (answers.pop().expect("one answer"), None)
+            }
+        }
+    }
+
+    /// A plain insert's vote: what `execute` would answer (it would run alone, through
+    /// `Table::insert`: bind, plan per key, write), worked out by the binding and the plan
+    /// against the stored rows, and the binding if it succeeds. None for any other operation,
+    /// a missing table or too many rows (`dry_run`'s scratch engine answers those).
+    fn plain_insert_vote(
+        &self,
+        operation: &Operation,
+    ) -> Option<(OperationResult, Option<BoundWrite>)> {
+        let Operation::Insert {
+            table,
+            columns,
+            rows,
+            on_conflict: on_conflict @ OnConflict::Error,
+        } = operation
+        else {
+            return None;
+        };
+        let stored = self.tables.get(table)?;
+        if rows.len() > INSERT_ROWS_MAX {
+            return None;
+        }
+        debug_assert!(self.cycle_operation(operation).is_none(), "runs alone");
+        let row_id_first = stored.schema.row_id_column().map(|_| stored.row_id_next);
+        let bound = match stored.bind_insert(columns, rows, on_conflict, row_id_first) {
+            Ok(bound) => bound,
+            Err(error) => return Some((bound_result(Err(error)), None)),
+        };
+        let count = match stored.plan_insert(&bound) {
+            Ok((_, count)) => count,
+            Err(error) => return Some((bound_result(Err(error)), None)),
+        };
+        let write = BoundWrite {
+            table: table.clone(),
+            row_id_next: stored.row_id_next,
+            row_ids_given: crate::table::row_ids_given(columns),
+            bound,
+        };
+        Some((bound_result(Ok(Output::Inserted { count })), Some(write)))
+    }
+
+    /// Executes `operation`, the plain insert whose vote bound `write` (`dry_run_bound`),
+    /// without binding its rows again: what `execute(operation)` answers. None (the caller
+    /// executes it) if the table is gone or its next hidden row id moved since the vote; the
+    /// caller checks that the catalog did not change (the binding depends on the schema).
+    pub fn execute_bound(
+        &mut self,
+        operation: &Operation,
+        write: &BoundWrite,
+    ) -> Option<OperationResult> {
+        let Operation::Insert {
+            table,
+            columns,
+            rows,
+            on_conflict,
+        } = operation
+        else {
+            return None;
+        };
+        let stored = self.tables.get(table)?;
+        if *table != write.table || stored.row_id_next != write.row_id_next {
+            return None;
+        }
+        let row_id_first = stored.schema.row_id_column().map(|_| stored.row_id_next);
+        debug_assert_eq!(
+            stored
+                .bind_insert(columns, rows, on_conflict, row_id_first)
+                .as_ref(),
+            Ok(&write.bound),
+            "binding the operation again gives the vote's rows"
+        );
+        let stored = self.table_mut(table).expect("present");
+        Some(bound_result(stored.insert_bound(
+            &write.bound,
+            write.row_ids_given,
+            row_id_first,
+        )))
     }
 
     /// Drops every row `keep` refuses (a partition's rows of part of the ring moved away);

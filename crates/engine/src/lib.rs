@@ -125,7 +125,7 @@ pub mod table;
 pub mod undo;
 pub mod value;
 
-pub use engine::Engine;
+pub use engine::{BoundWrite, Engine};
 pub use error::{Condition, EngineError};
 pub use expression::Expression;
 pub use operation::{

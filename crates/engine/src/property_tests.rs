@@ -631,9 +631,10 @@ fn a_dry_run_answers_what_the_batch_answers_and_changes_nothing() {
 }
 
 /// A batch of one plain insert (a COPY chunk's share) takes `dry_run`'s short path, which
-/// answers from `Table::insert_outcome` without a scratch engine: its answers are the
+/// answers from the insert's binding and plan without a scratch engine: its answers are the
 /// batch's for rows that succeed, meet stored keys, repeat a key inside the statement, break
-/// NOT NULL or a CHECK, and it changes nothing.
+/// NOT NULL or a CHECK, and it changes nothing; a yes vote's binding, written at the commit
+/// (`execute_bound`), writes what executing the insert writes.
 #[test]
 fn a_dry_run_of_one_plain_insert_answers_what_the_insert_answers() {
     let mut answers: std::collections::BTreeMap<String, usize> = Default::default();
@@ -662,6 +663,27 @@ fn a_dry_run_of_one_plain_insert_answers_what_the_insert_answers() {
             engine, before,
             "seed {seed}: the dry run changed the engine"
         );
+        // The commit of a successful vote writes the vote's binding: the same answer and
+        // the same table as executing the statement.
+        let (vote, bound) = engine.dry_run_bound(&batch[0]);
+        assert_eq!(vote, answer[0], "seed {seed}");
+        assert_eq!(
+            bound.is_some(),
+            vote.is_ok(),
+            "seed {seed}: a binding iff the vote is yes"
+        );
+        if let Some(bound) = bound {
+            let mut committed = engine.clone();
+            assert_eq!(
+                committed.execute_bound(&batch[0], &bound),
+                Some(answer[0].clone()),
+                "seed {seed}"
+            );
+            assert_eq!(
+                committed, executed,
+                "seed {seed}: the commit wrote what execute writes"
+            );
+        }
         let kind = match &answer[0] {
             Ok(output) => format!("{output:?}"),
             Err(error) => format!("{error:?}")

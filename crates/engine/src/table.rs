@@ -219,6 +219,13 @@ pub enum Conflict {
     DoUpdateComputed(crate::operation::BoundUpsert),
 }
 
+/// Whether an insert names the hidden row id column (its ids are given, not assigned).
+pub(crate) fn row_ids_given(columns: &[String]) -> bool {
+    columns
+        .iter()
+        .any(|column| *column == crate::schema::ROW_ID_COLUMN)
+}
+
 /// An INSERT checked against its table: complete rows and their keys, in statement order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BoundInsert {
@@ -720,10 +727,24 @@ impl Table {
     ) -> OperationResult {
         let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
         let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
-        let row_ids_given = columns
-            .iter()
-            .any(|column| *column == crate::schema::ROW_ID_COLUMN);
-        let (planned, count) = self.plan_insert(&bound)?;
+        self.insert_bound(&bound, row_ids_given(columns), row_id_first)
+    }
+
+    /// `insert` of rows already bound (`bind_insert`) against this table's schema, with the
+    /// hidden row ids from `row_id_first`, this table's next row id (`insert` passes it; a
+    /// two-phase statement's commit, the one its vote bound with: `Engine::execute_bound`).
+    pub(crate) fn insert_bound(
+        &mut self,
+        bound: &BoundInsert,
+        row_ids_given: bool,
+        row_id_first: Option<i64>,
+    ) -> OperationResult {
+        assert_eq!(
+            row_id_first,
+            self.schema.row_id_column().map(|_| self.row_id_next),
+            "bound from this table's next row id"
+        );
+        let (planned, count) = self.plan_insert(bound)?;
         match (row_id_first, self.schema.row_id_column()) {
             (Some(_), Some(position)) if row_ids_given => {
                 // Ids this table assigns itself later stay above every id given.
@@ -750,24 +771,9 @@ impl Table {
         Ok(Output::Inserted { count })
     }
 
-    /// What `insert` would answer, nothing written: the same binding and the same plan of
-    /// the statement's effect per key, stopped before the writes (a two-phase statement's
-    /// vote, `Engine::dry_run`, without building a scratch table of the rows).
-    pub fn insert_outcome(
-        &self,
-        columns: &[String],
-        rows: &[Vec<Value>],
-        on_conflict: &OnConflict,
-    ) -> OperationResult {
-        let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
-        let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
-        let (_, count) = self.plan_insert(&bound)?;
-        Ok(Output::Inserted { count })
-    }
-
     /// An insert's effect per key, starting from the stored row, and how many rows it
     /// inserts or updates; the first conflict or failed check ends it. Changes nothing.
-    fn plan_insert<'a>(
+    pub(crate) fn plan_insert<'a>(
         &self,
         bound: &'a BoundInsert,
     ) -> Result<(BTreeMap<&'a Key, Option<Row>>, u64), EngineError> {

@@ -349,7 +349,9 @@ pub struct Store {
     /// of decoding the whole statement and cutting it again (a COPY chunk's command holds every
     /// partition's rows). Not replicated state, not in snapshots: a replica without it (one
     /// restored, or after a cut, `forget_prepared_shares`) decodes, with the same result.
-    prepared_shares: std::collections::BTreeMap<u64, (u64, engine::Command)>,
+    /// With it, a plain insert's binding from the vote (`engine::BoundWrite`): the commit
+    /// writes the rows without binding them again.
+    prepared_shares: std::collections::BTreeMap<u64, PreparedShare>,
 }
 
 /// Counters of the engine batches `Store::apply_batch` and `Store::execute_shares` ran (one
@@ -658,9 +660,15 @@ impl Store {
                 let engine = &self.engine;
                 let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
                 let share = rows::share_of(command, &schema_of, held);
-                let vote = dry_run(&self.engine, &share);
-                self.prepared_shares
-                    .insert(statement, (self.engine.catalog_digest(), share));
+                let (vote, bound) = dry_run_bound(&self.engine, &share);
+                self.prepared_shares.insert(
+                    statement,
+                    PreparedShare {
+                        digest: self.engine.catalog_digest(),
+                        share,
+                        bound,
+                    },
+                );
                 vote
             }
         };
@@ -697,17 +705,21 @@ impl Store {
         if !commit {
             return engine::Outcome::Batch(Vec::new());
         }
-        if let Some((digest, share)) =
-            share.filter(|(digest, _)| *digest == self.engine.catalog_digest())
+        if let Some(PreparedShare { share, bound, .. }) =
+            share.filter(|kept| kept.digest == self.engine.catalog_digest())
         {
             // What `run_share(.., Share::Commit)` does with the whole command: a commit is
             // never refused, and the share is the same cut (same holdings, same catalog).
-            debug_assert_eq!(digest, self.engine.catalog_digest());
-            return if share.is_read() {
-                self.engine.read_command(&share)
-            } else {
-                self.engine.execute_command(&share)
-            };
+            if share.is_read() {
+                return self.engine.read_command(&share);
+            }
+            if let Some(outcome) = bound
+                .as_ref()
+                .and_then(|bound| execute_bound(&mut self.engine, &share, bound))
+            {
+                return outcome;
+            }
+            return self.engine.execute_command(&share);
         }
         match engine::Command::decode(&prepared.command) {
             Ok(command) => self.run_share(command, held, Share::Commit),
@@ -1465,6 +1477,52 @@ enum Share {
     DryRun,
     /// A two-phase statement's commit.
     Commit,
+}
+
+/// A prepared statement's share, kept for its commit (`Store::prepared_shares`).
+#[derive(Clone)]
+struct PreparedShare {
+    /// The catalog digest at the vote.
+    digest: u64,
+    share: engine::Command,
+    /// A plain insert's binding (`engine::Engine::dry_run_bound`).
+    bound: Option<engine::BoundWrite>,
+}
+
+/// `dry_run`, keeping a plain insert's binding for the commit (`engine::BoundWrite`).
+fn dry_run_bound(
+    engine: &engine::Engine,
+    command: &engine::Command,
+) -> (engine::Outcome, Option<engine::BoundWrite>) {
+    match command {
+        engine::Command::Guarded { catalog, command } if *catalog == engine.catalog_digest() => {
+            dry_run_bound(engine, command)
+        }
+        engine::Command::Execute(operation) => {
+            let (answer, bound) = engine.dry_run_bound(operation);
+            (engine::Outcome::Executed(answer), bound)
+        }
+        command => (dry_run(engine, command), None),
+    }
+}
+
+/// What `engine.execute_command(command)` does, for the command whose vote bound `bound`
+/// (`dry_run_bound`), without binding again; None if the binding no longer applies (the
+/// caller executes the command).
+fn execute_bound(
+    engine: &mut engine::Engine,
+    command: &engine::Command,
+    bound: &engine::BoundWrite,
+) -> Option<engine::Outcome> {
+    match command {
+        engine::Command::Guarded { catalog, command } if *catalog == engine.catalog_digest() => {
+            execute_bound(engine, command, bound)
+        }
+        engine::Command::Execute(operation) => engine
+            .execute_bound(operation, bound)
+            .map(engine::Outcome::Executed),
+        _ => None,
+    }
 }
 
 /// What running `command` would answer, nothing written (`Engine::dry_run`).
