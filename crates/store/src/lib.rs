@@ -1502,6 +1502,10 @@ fn dry_run_bound(
             let (answer, bound) = engine.dry_run_bound(operation);
             (engine::Outcome::Executed(answer), bound)
         }
+        engine::Command::Batch(operations) if operations.len() == 1 => {
+            let (answer, bound) = engine.dry_run_bound(&operations[0]);
+            (engine::Outcome::Batch(vec![answer]), bound)
+        }
         command => (dry_run(engine, command), None),
     }
 }
@@ -1521,6 +1525,9 @@ fn execute_bound(
         engine::Command::Execute(operation) => engine
             .execute_bound(operation, bound)
             .map(engine::Outcome::Executed),
+        engine::Command::Batch(operations) if operations.len() == 1 => engine
+            .execute_bound(&operations[0], bound)
+            .map(|answer| engine::Outcome::Batch(vec![answer])),
         _ => None,
     }
 }

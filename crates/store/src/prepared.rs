@@ -354,28 +354,47 @@ mod tests {
     /// install): then it cuts the statement again to the new holdings.
     #[test]
     fn a_commit_runs_the_votes_share_unless_the_holdings_changed() {
-        let command = Command::Execute(insert(&[(4, 1), (5, 1), (6, 1)]));
-        let prepare = prepare_operation(7, &sql_operation(&command));
         let held = |ids: &'static [i64]| {
             move |key: &[u8]| {
                 ids.iter()
                     .any(|id| key == rows::placement_key("t", &Value::BigInt(*id)))
             }
         };
-        for forget in [false, true] {
-            let (mut even, _) = partitions();
-            even.execute_share(&prepare, held(&[4, 6]));
-            if forget {
-                // A cut moved 6 away before the decision.
-                even.forget_prepared_shares();
+        let rows = || insert(&[(4, 1), (5, 1), (6, 1)]);
+        for batch in [false, true] {
+            let command = match batch {
+                false => Command::Execute(rows()),
+                true => Command::Batch(vec![rows()]),
+            };
+            let prepare = prepare_operation(7, &sql_operation(&command));
+            for forget in [false, true] {
+                let (mut even, _) = partitions();
+                even.execute_share(&prepare, held(&[4, 6]));
+                // The vote bound its plain insert for the commit (`engine::BoundWrite`).
+                assert!(even.prepared_shares[&7].bound.is_some(), "batch {batch}");
+                if forget {
+                    // A cut moved 6 away before the decision.
+                    even.forget_prepared_shares();
+                }
+                let commit = outcome(even.execute_share(&decide_operation(7, true), held(&[4])));
+                let count = if forget { 1 } else { 2 };
+                let answer = match commit {
+                    Outcome::Executed(answer) if !batch => answer,
+                    Outcome::Batch(mut answers) if batch && answers.len() == 1 => answers.remove(0),
+                    commit => panic!("batch {batch}: {commit:?}"),
+                };
+                assert_eq!(
+                    answer,
+                    Ok(engine::Output::Inserted { count }),
+                    "batch {batch}"
+                );
+                assert!(even.prepared.is_empty() && even.prepared_shares_len() == 0);
+                assert_eq!(
+                    rows_of(&even).len(),
+                    2 + count as usize,
+                    "batch {batch}: the committed rows are stored beside rows 0 and 2"
+                );
             }
-            let commit = outcome(even.execute_share(&decide_operation(7, true), held(&[4])));
-            let count = if forget { 1 } else { 2 };
-            assert!(
-                matches!(commit, Outcome::Executed(Ok(engine::Output::Inserted { count: c })) if c == count),
-                "{commit:?}"
-            );
-            assert!(even.prepared.is_empty() && even.prepared_shares_len() == 0);
         }
     }
 
