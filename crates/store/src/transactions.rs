@@ -504,8 +504,12 @@ impl Transactions {
             });
         }
         let mine = self.open.get(&id);
-        // The locks it lacks: only those are waited for.
+        // The locks it lacks: only those are waited for, each resource once (its modes
+        // joined), in the order of first need. Indexed, not searched: a statement of a COPY
+        // cut into a transaction needs a lock per row (10,000), and a search of the list per
+        // lock cost 85 % of the storage processes' CPU while loading.
         let mut wanted: Vec<(Resource, Mode)> = Vec::new();
+        let mut index: BTreeMap<&Resource, usize> = BTreeMap::new();
         for (resource, mode) in needed {
             if mine
                 .and_then(|me| me.locks.get(resource))
@@ -513,9 +517,12 @@ impl Transactions {
             {
                 continue;
             }
-            match wanted.iter_mut().find(|(known, _)| known == resource) {
-                Some((_, known)) => *known = known.join(*mode),
-                None => wanted.push((resource.clone(), *mode)),
+            match index.get(resource) {
+                Some(&at) => wanted[at].1 = wanted[at].1.join(*mode),
+                None => {
+                    index.insert(resource, wanted.len());
+                    wanted.push((resource.clone(), *mode));
+                }
             }
         }
         let mut holders = BTreeSet::new();
@@ -568,11 +575,7 @@ impl Transactions {
                 if *waiter == id || place.is_some_and(|place| waiting.arrival > place) {
                     continue;
                 }
-                let Some(((table, _), _)) = rows_wanted.iter().find(|(resource, mode)| {
-                    waiting.locks.iter().any(|(theirs, their_mode)| {
-                        theirs == resource && their_mode.conflicts(*mode)
-                    })
-                }) else {
+                let Some(((table, _), _)) = first_conflict(&rows_wanted, &waiting.locks) else {
                     continue;
                 };
                 if !self.goes_ahead(id, *waiter, &waiting.locks) {
@@ -1475,6 +1478,33 @@ impl Transactions {
     }
 }
 
+/// The first of `wanted` (in its order) that conflicts with a lock of `theirs` on the same
+/// resource. Both name each resource once (`Transactions::admit_queued`'s `wanted`); long
+/// lists (a COPY's statement locks every row it inserts) are matched through an index, short
+/// ones (TPC-C's) by comparing every pair, which allocates nothing.
+fn first_conflict<'a>(
+    wanted: &'a [(Resource, Mode)],
+    theirs: &[(Resource, Mode)],
+) -> Option<&'a (Resource, Mode)> {
+    if wanted.len().saturating_mul(theirs.len()) <= 256 {
+        return wanted.iter().find(|(resource, mode)| {
+            theirs
+                .iter()
+                .any(|(their, their_mode)| their == resource && their_mode.conflicts(*mode))
+        });
+    }
+    let index: BTreeMap<&Resource, Mode> = theirs
+        .iter()
+        .map(|(resource, mode)| (resource, *mode))
+        .collect();
+    debug_assert_eq!(index.len(), theirs.len(), "one entry per resource");
+    wanted.iter().find(|(resource, mode)| {
+        index
+            .get(resource)
+            .is_some_and(|their_mode| their_mode.conflicts(*mode))
+    })
+}
+
 /// The refusal of a message of a transaction its own gateway ended here, delivered late (its
 /// gateway waits for no answer to it any more).
 fn ended_refusal() -> EngineError {
@@ -2300,6 +2330,59 @@ pub fn hold_tables(held: &mut BTreeMap<String, Mode>, taken: &[(Resource, Mode)]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `first_conflict` answers alike by index (long lists) and by comparing every pair
+    /// (short ones): random lists of row locks over a few keys and every mode.
+    #[test]
+    fn first_conflict_by_index_is_first_conflict_by_pairs() {
+        const MODES: [Mode; 7] = [
+            Mode::IntentShared,
+            Mode::IntentExclusive,
+            Mode::Shared,
+            Mode::SharedIntentExclusive,
+            Mode::Exclusive,
+            Mode::Increment,
+            Mode::Update,
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let (mut found, mut indexed) = (0, 0);
+        for _ in 0..2_000 {
+            let list = |length: u64, next: &mut dyn FnMut(u64) -> u64| {
+                let mut keys: Vec<u8> = (0..40).collect();
+                (0..length)
+                    .map(|_| {
+                        let key = keys.swap_remove(next(keys.len() as u64) as usize);
+                        let mode = MODES[next(MODES.len() as u64) as usize];
+                        (("t".to_string(), Some(vec![key])), mode)
+                    })
+                    .collect::<Vec<(Resource, Mode)>>()
+            };
+            let wanted = list(1 + next(30), &mut next);
+            let theirs = list(1 + next(30), &mut next);
+            let pairs = wanted.iter().find(|(resource, mode)| {
+                theirs
+                    .iter()
+                    .any(|(their, their_mode)| their == resource && their_mode.conflicts(*mode))
+            });
+            assert_eq!(
+                first_conflict(&wanted, &theirs),
+                pairs,
+                "{wanted:?} {theirs:?}"
+            );
+            found += usize::from(pairs.is_some());
+            indexed += usize::from(wanted.len() * theirs.len() > 256);
+        }
+        assert!(
+            found > 500 && indexed > 500,
+            "found {found}, indexed {indexed}"
+        );
+    }
 
     fn table(name: &str, mode: Mode) -> Vec<(Resource, Mode)> {
         vec![((name.to_string(), None), mode)]
