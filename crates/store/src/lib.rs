@@ -1161,12 +1161,11 @@ impl Store {
         let Ok((request, owner)) = request else {
             return self.lock(None, None);
         };
-        if owner.process == 0 {
-            return engine::Outcome::Error(engine::EngineError::Malformed);
-        }
         self.let_go::<()>(Ok(request.transaction));
-        if owner.incarnation == 0 {
-            let outcome = self.lock(Some(request), Some(owner));
+        if owner.process == 0 || owner.incarnation == 0 {
+            // Process 0 names nobody (never sent): unowned, as before.
+            let owner = (owner.process != 0).then_some(owner);
+            let outcome = self.lock(Some(request), owner);
             self.grant_parked(held, false);
             return outcome;
         }

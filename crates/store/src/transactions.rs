@@ -327,7 +327,53 @@ pub struct Incarnations {
     processes: BTreeMap<u64, (Option<u64>, u64)>,
     /// Incarnations suspected or superseded, the most recent `DEAD_INCARNATIONS_MAX` (the
     /// oldest forgotten first).
-    dead: std::collections::VecDeque<Owner>,
+    dead: DeadIncarnations,
+}
+
+/// Dead incarnations in the order they died, at most `DEAD_INCARNATIONS_MAX` (the oldest
+/// forgotten first), with a set to look them up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "std::collections::VecDeque<Owner>",
+    into = "std::collections::VecDeque<Owner>"
+)]
+struct DeadIncarnations {
+    order: std::collections::VecDeque<Owner>,
+    owners: BTreeSet<Owner>,
+}
+
+impl DeadIncarnations {
+    fn contains(&self, owner: &Owner) -> bool {
+        self.owners.contains(owner)
+    }
+
+    fn insert(&mut self, owner: Owner) {
+        if self.owners.insert(owner) {
+            self.order.push_back(owner);
+        }
+        while self.order.len() > DEAD_INCARNATIONS_MAX {
+            let oldest = self.order.pop_front().expect("longer than the bound");
+            self.owners.remove(&oldest);
+        }
+        debug_assert_eq!(self.order.len(), self.owners.len());
+    }
+}
+
+impl From<std::collections::VecDeque<Owner>> for DeadIncarnations {
+    fn from(order: std::collections::VecDeque<Owner>) -> DeadIncarnations {
+        // Received bytes: duplicates and excess are dropped, never trusted.
+        let mut dead = DeadIncarnations::default();
+        for owner in order {
+            dead.insert(owner);
+        }
+        dead
+    }
+}
+
+impl From<DeadIncarnations> for std::collections::VecDeque<Owner> {
+    fn from(dead: DeadIncarnations) -> std::collections::VecDeque<Owner> {
+        dead.order
+    }
 }
 
 impl Incarnations {
@@ -344,12 +390,7 @@ impl Incarnations {
     }
 
     fn bury(&mut self, owner: Owner) {
-        if !self.dead.contains(&owner) {
-            self.dead.push_back(owner);
-        }
-        while self.dead.len() > DEAD_INCARNATIONS_MAX {
-            self.dead.pop_front();
-        }
+        self.dead.insert(owner);
     }
 
     /// `owner` (not dead) becomes its process's current incarnation; returns the incarnation
@@ -392,7 +433,7 @@ impl Incarnations {
     /// incarnation (equal counts: the same messages, the same incarnation), unless the joined
     /// dead set holds it.
     fn absorb(&mut self, other: Incarnations) {
-        for owner in other.dead {
+        for owner in other.dead.order {
             self.bury(owner);
         }
         for (process, (current, changes)) in other.processes {
