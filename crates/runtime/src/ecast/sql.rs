@@ -167,6 +167,18 @@ pub struct ClusterBackend {
     incarnation: Arc<AtomicU64>,
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_GATEWAY_INCARNATION`): the gateway
+/// sends its table locks with the old owned message, which names the process only, the same
+/// after a restart, so a restarted gateway's first transaction does not abort its old
+/// incarnation's (`sql_transactions.rs` catches it).
+fn canary_no_gateway_incarnation() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_NO_GATEWAY_INCARNATION").is_some()
+    })
+}
+
 /// A new gateway incarnation: random, never 0.
 pub(crate) fn fresh_incarnation() -> u64 {
     loop {
@@ -243,7 +255,11 @@ impl ClusterBackend {
             grant_wait_ms: if no_grants { 0 } else { defaults.grant_wait_ms },
             abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
             owner: self.owner,
-            incarnation: self.incarnation.load(Ordering::SeqCst),
+            incarnation: if canary_no_gateway_incarnation() {
+                0
+            } else {
+                self.incarnation.load(Ordering::SeqCst)
+            },
             ..defaults
         }
     }
