@@ -214,7 +214,8 @@ pub enum BypassCanary {
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
     /// judges them abandoned, hundreds of ticks later; a waiter refused for one of them by a
-    /// message sent after the suspicion completed is the finding.
+    /// message sent after the suspicion completed is the finding. Its crashed processes all
+    /// stay down past their suspicion (a restarted one's new incarnation would abort them).
     SqlSkipSuspicionAbort,
     /// `--sql-transactions`, "ignore gateway incarnations": gateways send their table locks
     /// with the old owned message, which names the storage process only, the same for every
@@ -222,6 +223,7 @@ pub enum BypassCanary {
     /// has its new incarnation's transactions taken for the old one's, which keep their locks
     /// until a waiter judges them abandoned; a waiter refused for one of them by a message
     /// sent after every partition answered the new incarnation's table lock is the finding.
+    /// Its crashed processes all restart before they could be suspected.
     SqlIgnoreGatewayIncarnations,
     /// `--sql-statements`, "stale catalog": the catalog guard is not applied
     /// (`engine::Command::Guarded`), so a statement planned against a gateway's older cached
