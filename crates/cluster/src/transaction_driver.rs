@@ -160,6 +160,12 @@ pub struct DriverSettings {
     /// transaction's owner and a suspicion of that process aborts it
     /// (`docs/internals/sprint.md`, "A gateway whose storage process dies").
     pub owner: u64,
+    /// The gateway's incarnation (0: none, the old owned message without one). Not 0 (with
+    /// an owner): the table locks are sent as `store::incarnation_lock_operation`, judged by
+    /// every partition; one refused as a dead incarnation's (`EngineError::IncarnationDead`)
+    /// fails the transaction with 40001, and the gateway takes a new incarnation for its next
+    /// transactions (`Transaction::incarnation_refused`, `next_incarnation`).
+    pub incarnation: u64,
 }
 
 impl Default for DriverSettings {
@@ -178,6 +184,7 @@ impl Default for DriverSettings {
             autocommit_pause_max_ms: 100,
             autocommit_decide_after_ms: 2_000,
             owner: 0,
+            incarnation: 0,
         }
     }
 }
@@ -251,6 +258,9 @@ pub struct Transaction {
     first: Option<Vec<u8>>,
     /// Whether it is global (its `Globalize` was granted everywhere).
     pub global: bool,
+    /// Its table locks were refused because the partitions took its gateway's incarnation
+    /// for dead (`EngineError::IncarnationDead`): that incarnation.
+    incarnation_refused: Option<u64>,
 }
 
 impl Transaction {
@@ -264,7 +274,16 @@ impl Transaction {
             current: None,
             first: None,
             global: false,
+            incarnation_refused: None,
         }
+    }
+
+    /// The incarnation the partitions refused this transaction's table locks for, taking it
+    /// for dead (its storage process was suspected, or a newer incarnation of it began a
+    /// transaction), if they did: the transaction failed (40001), and the gateway's next
+    /// transactions must be owned by a new incarnation (`next_incarnation`).
+    pub fn incarnation_refused(&self) -> Option<u64> {
+        self.incarnation_refused
     }
 
     /// The placement key of its first statement pinned to keys: a read of tables placed
@@ -407,9 +426,16 @@ impl Transaction {
                 nowait: current.waiter.nowait,
             };
             return Send {
-                operation: match self.settings.owner {
-                    0 => store::lock_operation(&request),
-                    owner => store::owned_lock_operation(&request, owner),
+                operation: match (self.settings.owner, self.settings.incarnation) {
+                    (0, _) => store::lock_operation(&request),
+                    (owner, 0) => store::owned_lock_operation(&request, owner),
+                    (process, incarnation) => store::incarnation_lock_operation(
+                        &request,
+                        store::transactions::Owner {
+                            process,
+                            incarnation,
+                        },
+                    ),
                 },
                 route: Route::Every,
                 kind: Kind::Lock,
@@ -465,6 +491,14 @@ impl Transaction {
             }
         }
         if current.locking {
+            let own = (self.settings.owner, self.settings.incarnation);
+            if own.1 != 0
+                && outcomes
+                    .iter()
+                    .any(|answer| incarnation_dead(answer.outcome()) == Some(own))
+            {
+                self.incarnation_refused = Some(own.1);
+            }
             if outcomes
                 .iter()
                 .any(|answer| matches!(answer.outcome(), Outcome::Error(_)))
@@ -774,12 +808,45 @@ pub fn transaction_locked(outcome: &Outcome) -> Option<(u64, u64)> {
 }
 
 /// Whether an outcome says the transaction dies (40001: a deadlock, the execution-order rule,
-/// an abort by another gateway).
+/// an abort by another gateway, its gateway's incarnation taken for dead).
 pub fn dies(outcome: &Outcome) -> bool {
-    refusal(outcome, |error| {
-        matches!(error, EngineError::SerializationFailure { .. }).then_some(())
+    refusal(outcome, |error| death(error).then_some(())).is_some()
+}
+
+/// Whether an error is a death (40001).
+fn death(error: &EngineError) -> bool {
+    matches!(
+        error,
+        EngineError::SerializationFailure { .. } | EngineError::IncarnationDead { .. }
+    )
+}
+
+/// The gateway incarnation an outcome refuses as dead (`EngineError::IncarnationDead`):
+/// (process, incarnation).
+pub fn incarnation_dead(outcome: &Outcome) -> Option<(u64, u64)> {
+    refusal(outcome, |error| match error {
+        EngineError::IncarnationDead {
+            process,
+            incarnation,
+        } => Some((*process, *incarnation)),
+        _ => None,
     })
-    .is_some()
+}
+
+/// A gateway's incarnation after one of its transactions was refused as incarnation
+/// `refused`'s (`Transaction::incarnation_refused`): `fresh` (a value the caller draws, new
+/// and not 0) if the gateway still uses `refused`, else `current` unchanged (another of its
+/// sessions already moved on; moving again would supersede that new incarnation and abort its
+/// transactions). A runtime whose sessions share the incarnation does this as one
+/// compare-and-swap.
+pub fn next_incarnation(current: u64, refused: u64, fresh: u64) -> u64 {
+    assert_ne!(fresh, 0, "0 is no incarnation");
+    if current == refused {
+        assert_ne!(fresh, refused, "a new incarnation");
+        fresh
+    } else {
+        current
+    }
 }
 
 fn error_of(outcome: &Outcome) -> Option<&EngineError> {
@@ -795,7 +862,7 @@ fn error_of(outcome: &Outcome) -> Option<&EngineError> {
 pub fn first_error(outcomes: &[Outcome]) -> Option<&EngineError> {
     let errors = || outcomes.iter().filter_map(error_of);
     errors()
-        .find(|error| matches!(error, EngineError::SerializationFailure { .. }))
+        .find(|error| death(error))
         .or_else(|| errors().next())
 }
 
@@ -1254,6 +1321,76 @@ mod tests {
             panic!("a message")
         };
         assert!(lock.operation == store::lock_operation(&request));
+    }
+
+    /// A gateway with an incarnation sends its table locks owned by (process, incarnation).
+    /// A refusal of that incarnation as dead (its process was suspected, or a newer
+    /// incarnation began a transaction) fails the transaction with 40001, a death, and the
+    /// gateway takes a new incarnation for its next transaction, unless another session
+    /// already did.
+    #[test]
+    fn a_refusal_of_the_gateways_incarnation_fails_the_transaction_and_takes_a_new_one() {
+        let with = |incarnation| DriverSettings {
+            owner: 5,
+            incarnation,
+            ..settings()
+        };
+        let request = |transaction| LockRequest {
+            transaction,
+            begin_ms: 1_000,
+            now_ms: 1_000,
+            locks: vec![(("t".into(), None), Mode::IntentShared)],
+            nowait: false,
+        };
+        let owner = |incarnation| store::transactions::Owner {
+            process: 5,
+            incarnation,
+        };
+        let mut txn = Transaction::new(8, 1_000, with(0xa1));
+        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert!(lock.operation == store::incarnation_lock_operation(&request(8), owner(0xa1)));
+        let refused = Outcome::Error(EngineError::IncarnationDead {
+            process: 5,
+            incarnation: 0xa1,
+        });
+        assert!(dies(&refused));
+        assert_eq!(incarnation_dead(&refused), Some((5, 0xa1)));
+        assert_eq!(
+            txn.outcomes(vec![refused.clone(), locked(3, 900)], 1_001),
+            Action::Answered {
+                outcomes: vec![refused.clone(), locked(3, 900)],
+                ran: false
+            },
+            "a death: nothing waits"
+        );
+        assert_eq!(
+            first_error(&[locked(3, 900), refused.clone()]),
+            error_of(&refused)
+        );
+        assert_eq!(txn.incarnation_refused(), Some(0xa1));
+        // The gateway's next incarnation, and its next transaction's locks.
+        let next = next_incarnation(0xa1, 0xa1, 0xb2);
+        assert_eq!(next, 0xb2);
+        let mut again = Transaction::new(9, 1_000, with(next));
+        let Action::Send(lock) = start(&mut again, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert!(lock.operation == store::incarnation_lock_operation(&request(9), owner(0xb2)));
+        let Action::Send(statement) = again.outcomes(vec![ok()], 1_001) else {
+            panic!("the statement")
+        };
+        assert_eq!(statement.kind, Kind::Statement);
+        assert_eq!(again.incarnation_refused(), None);
+        // A late refusal of the old incarnation in another session: the gateway stays on the
+        // new one.
+        assert_eq!(next_incarnation(0xb2, 0xa1, 0xc3), 0xb2);
+        // A refusal naming another incarnation is not this transaction's.
+        let mut other = Transaction::new(10, 1_000, with(0xb2));
+        start(&mut other, &read(1), Some(vec![key(1)]), 1_000);
+        other.outcomes(vec![refused], 1_001);
+        assert_eq!(other.incarnation_refused(), None);
     }
 
     #[test]

@@ -90,6 +90,12 @@ pub enum EngineError {
         constraint: String,
         row: String,
     },
+    /// Slot 28. 40001: a transaction's table-lock request came from a gateway incarnation
+    /// the partitions took for dead (its storage process was suspected, or a newer
+    /// incarnation of it began a transaction; `store::transactions::Incarnations`): nothing
+    /// ran; the transaction is rolled back, and the gateway takes a new incarnation for its
+    /// next transactions.
+    IncarnationDead { process: u64, incarnation: u64 },
 }
 
 /// What went wrong evaluating an expression. Slots are fixed: append new variants at the end.
@@ -159,6 +165,7 @@ impl EngineError {
             EngineError::Busy { .. } => "55P03",
             EngineError::TransactionLocked { .. } => "55P03",
             EngineError::SerializationFailure { .. } => "40001",
+            EngineError::IncarnationDead { .. } => "40001",
             EngineError::ColumnContainsNulls { .. } => "23502",
             EngineError::DuplicateColumn { .. } => "42701",
             EngineError::CheckViolation { .. } => "23514",
@@ -255,6 +262,13 @@ impl fmt::Display for EngineError {
             EngineError::SerializationFailure { reason } => write!(
                 formatter,
                 "could not serialize access due to {reason}"
+            ),
+            EngineError::IncarnationDead {
+                process,
+                incarnation,
+            } => write!(
+                formatter,
+                "could not serialize access due to a failure: the gateway of storage process {process} (incarnation {incarnation:016x}) was taken for dead"
             ),
             EngineError::ColumnContainsNulls { table, column } => write!(
                 formatter,

@@ -35,7 +35,8 @@ const USAGE: &str =
                  and every gateway slot runs interactive SQL transactions (list-append, transfers,
                  audits) judged by an Elle-style checker (canaries: sql-commit-at-one-participant |
                  sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order |
-                 sql-skip-suspicion-abort | sql-whole-row-undo | sql-increment-image)
+                 sql-skip-suspicion-abort | sql-ignore-gateway-incarnations |
+                 sql-whole-row-undo | sql-increment-image)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -163,6 +164,9 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-increment-image") => Some(BypassCanary::SqlIncrementImage),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
+                    Some("sql-ignore-gateway-incarnations") => {
+                        Some(BypassCanary::SqlIgnoreGatewayIncarnations)
+                    }
                     Some("sql-stale-catalog") => Some(BypassCanary::SqlStaleCatalog),
                     Some("sql-job-reads-live") => Some(BypassCanary::SqlJobReadsLive),
                     Some("bypass-skyros-gate-ignored") => Some(BypassCanary::SkyrosGateIgnored),
@@ -411,7 +415,8 @@ fn print_bypass_report(report: &BypassReport) {
             format!(
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
-                 rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={}",
+                 rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={} \
+                 quick_restarts={} incarnation_refusals={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -432,7 +437,9 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.increments,
                 sql.gateway_crashes,
                 sql.suspicions,
-                sql.suspicion_aborts
+                sql.suspicion_aborts,
+                sql.quick_restarts,
+                sql.incarnation_refusals
             )
         } else {
             String::new()

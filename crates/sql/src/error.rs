@@ -112,7 +112,7 @@ impl From<EngineError> for SqlError {
             EngineError::FeatureNotSupported { .. } => {
                 Some("Tessera's engine does not offer this yet".to_string())
             }
-            EngineError::SerializationFailure { .. } => {
+            EngineError::SerializationFailure { .. } | EngineError::IncarnationDead { .. } => {
                 Some("The transaction might succeed if retried.".to_string())
             }
             _ => None,

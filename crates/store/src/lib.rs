@@ -45,6 +45,9 @@ const TAG_GLOBALIZE: u8 = 9;
 /// every transaction a suspected storage process owns (`abort_owned_operation`).
 const TAG_LOCK_OWNED: u8 = 10;
 const TAG_ABORT_OWNED: u8 = 11;
+/// A transaction's table locks with its owner and the owner gateway's incarnation
+/// (`incarnation_lock_operation`). `TAG_LOCK_OWNED` still decodes, as incarnation 0.
+const TAG_LOCK_INCARNATION: u8 = 12;
 
 /// Transaction `transaction` becomes global (it reached a second partition): sent once to
 /// every partition in one E-Cast message, before its first message to the second partition;
@@ -72,7 +75,9 @@ pub fn lock_operation(request: &transactions::LockRequest) -> Vec<u8> {
 /// `lock_operation` from the gateway of storage process `owner` (not 0): each partition
 /// records the owner with the transaction when this is its first owned message there
 /// (`Transactions::own`), so that a suspicion of `owner` aborts it (`abort_owned_operation`,
-/// `docs/internals/sprint.md`, "A gateway whose storage process dies").
+/// `docs/internals/sprint.md`, "A gateway whose storage process dies"). The message of
+/// gateways from before incarnations, still decoded: its owner has incarnation 0, which is
+/// never judged (`incarnation_lock_operation` is what gateways send now).
 pub fn owned_lock_operation(request: &transactions::LockRequest, owner: u64) -> Vec<u8> {
     assert_ne!(owner, 0, "0 names no storage process");
     tagged(
@@ -81,12 +86,6 @@ pub fn owned_lock_operation(request: &transactions::LockRequest, owner: u64) -> 
     )
 }
 
-/// Storage process `owner` is suspected (its gateway, Sprint's edge server, is taken for
-/// dead): every transaction it owns here (`Transactions::owned_by`) is aborted as another
-/// gateway's abort would (before-images written back, locks released, a tombstone so that its
-/// later messages are refused with 40001). Sent to every partition at one point of the global
-/// order, so every partition aborts the same transactions there. Answered with `Outcome::Batch`
-/// holding one `Updated { count }`: the transactions aborted here.
 /// A row an increment statement changed: its image before the statement, the columns the
 /// statement only incremented, and every column it assigned.
 type Incremented = (engine::undo::BeforeImage, Vec<usize>, Vec<usize>);
@@ -132,6 +131,33 @@ fn escrow_within(
     })
 }
 
+/// `lock_operation` from the gateway of `owner` (its process not 0, with the gateway's
+/// incarnation): each partition records the owner with the transaction when this is its first
+/// owned message there (`Transactions::own`), so that a suspicion of the process aborts it
+/// (`abort_owned_operation`). At the message's place in the order, every partition also judges
+/// the incarnation (`Transactions::take_incarnation`): a dead one is refused
+/// (`EngineError::IncarnationDead`, nothing else done), and one newer than the process's
+/// current incarnation first aborts every transaction of that one, which is dead from then on
+/// (`docs/internals/sprint.md`, "A gateway restarted before it is suspected").
+pub fn incarnation_lock_operation(
+    request: &transactions::LockRequest,
+    owner: transactions::Owner,
+) -> Vec<u8> {
+    assert_ne!(owner.process, 0, "0 names no storage process");
+    assert_ne!(owner.incarnation, 0, "0 is the old message's incarnation");
+    tagged(
+        TAG_LOCK_INCARNATION,
+        postcard::to_allocvec(&(request, owner)).expect("serialises"),
+    )
+}
+
+/// Storage process `owner` is suspected (its gateway, Sprint's edge server, is taken for
+/// dead): every transaction it owns here (`Transactions::owned_by`) is aborted as another
+/// gateway's abort would (before-images written back, locks released, a tombstone so that its
+/// later messages are refused with 40001), and its current incarnation is dead from then on (a
+/// table lock of it still in flight is refused). Sent to every partition at one point of the
+/// global order, so every partition aborts the same transactions there. Answered with
+/// `Outcome::Batch` holding one `Updated { count }`: the transactions aborted here.
 pub fn abort_owned_operation(owner: u64) -> Vec<u8> {
     tagged(
         TAG_ABORT_OWNED,
@@ -428,14 +454,31 @@ impl Store {
                 return outcome.encode();
             }
             Some((&TAG_LOCK_OWNED, rest)) => {
-                let request = postcard::from_bytes::<(transactions::LockRequest, u64)>(rest);
-                self.let_go(request.as_ref().map(|(request, _)| request.transaction));
-                let outcome = match request {
-                    Ok((request, owner)) => self.lock(Some(request), Some(owner)),
-                    Err(_) => self.lock(None, None),
-                };
-                self.grant_parked(&held, false);
-                return outcome.encode();
+                // An older gateway's owned lock: its incarnation is unknown (0).
+                let request = postcard::from_bytes::<(transactions::LockRequest, u64)>(rest).map(
+                    |(request, process)| {
+                        let owner = transactions::Owner {
+                            process,
+                            incarnation: 0,
+                        };
+                        (request, owner)
+                    },
+                );
+                return self.owned_lock(request, &held).encode();
+            }
+            Some((&TAG_LOCK_INCARNATION, rest)) => {
+                let request =
+                    postcard::from_bytes::<(transactions::LockRequest, transactions::Owner)>(rest)
+                        .map_err(|_| ())
+                        .and_then(|(request, owner)| {
+                            // Incarnation 0 is the old message's: never sent with this tag.
+                            if owner.incarnation == 0 {
+                                Err(())
+                            } else {
+                                Ok((request, owner))
+                            }
+                        });
+                return self.owned_lock(request, &held).encode();
             }
             Some((&TAG_ABORT_OWNED, rest)) => {
                 let outcome = self.abort_owned(rest);
@@ -1117,17 +1160,55 @@ impl Store {
         self.engine.read_command(&with_operation(share, select))
     }
 
+    /// An owned table-lock request (`incarnation_lock_operation`, `owned_lock_operation`):
+    /// its incarnation judged first (refused if dead; a newer one aborts the transactions of
+    /// the one it supersedes), then the locks as `lock` takes them. The old message names no
+    /// incarnation (0) and keeps its old meaning: owned, never judged (a gateway that cannot
+    /// take a new incarnation must not be refused for ever after a suspicion).
+    fn owned_lock<E>(
+        &mut self,
+        request: Result<(transactions::LockRequest, transactions::Owner), E>,
+        held: &impl Fn(&[u8]) -> bool,
+    ) -> engine::Outcome {
+        let Ok((request, owner)) = request else {
+            return self.lock(None, None);
+        };
+        self.let_go::<()>(Ok(request.transaction));
+        if owner.process == 0 || owner.incarnation == 0 {
+            // Process 0 names nobody (never sent): unowned, as before.
+            let owner = (owner.process != 0).then_some(owner);
+            let outcome = self.lock(Some(request), owner);
+            self.grant_parked(held, false);
+            return outcome;
+        }
+        let Ok(superseded) = self.transactions.take_incarnation(owner) else {
+            self.transactions.check_incarnations();
+            return engine::Outcome::Error(engine::EngineError::IncarnationDead {
+                process: owner.process,
+                incarnation: owner.incarnation,
+            });
+        };
+        self.abort_transactions(superseded);
+        let outcome = self.lock(Some(request), Some(owner));
+        self.transactions.check_incarnations();
+        // Transactions the superseded incarnation held are gone: statements parked behind
+        // them may run now.
+        self.grant_parked(held, false);
+        outcome
+    }
+
     /// A transaction's table locks, all or none.
-    /// `owner`: the storage process whose gateway sent it (`owned_lock_operation`).
+    /// `owner`: the gateway that sent it (`incarnation_lock_operation`), its incarnation
+    /// already the current one.
     fn lock(
         &mut self,
         request: Option<transactions::LockRequest>,
-        owner: Option<u64>,
+        owner: Option<transactions::Owner>,
     ) -> engine::Outcome {
         let Some(request) = request else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
-        if let Some(owner) = owner.filter(|owner| *owner != 0) {
+        if let Some(owner) = owner {
             self.transactions.own(request.transaction, owner);
         }
         let prepared = &self.prepared;
@@ -1306,20 +1387,29 @@ impl Store {
     /// it owns here is aborted as by another gateway (its parked statement let go, its
     /// before-images written back, its locks released, a tombstone left).
     fn abort_owned(&mut self, body: &[u8]) -> engine::Outcome {
-        let Ok(owner) = postcard::from_bytes::<u64>(body) else {
+        let Ok(process) = postcard::from_bytes::<u64>(body) else {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
-        let owned = self.transactions.owned_by(owner);
+        let owned = self.transactions.owned_by(process);
         let count = owned.len() as u64;
-        for id in owned {
+        self.abort_transactions(owned);
+        self.transactions.suspect(process);
+        self.transactions.check_incarnations();
+        engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
+    }
+
+    /// Aborts each of `ids` as by another gateway (its parked statement let go, its
+    /// before-images written back, its locks released, a tombstone left): a suspicion's or a
+    /// superseded incarnation's transactions.
+    fn abort_transactions(&mut self, ids: Vec<u64>) {
+        for id in ids {
             self.let_go::<()>(Ok(id));
             if let Some(ended) = self.transactions.end(id, false) {
                 self.undo(ended);
             }
             debug_assert!(self.transactions.was_aborted(id), "a tombstone is left");
+            debug_assert_eq!(self.transactions.owner(id), None);
         }
-        debug_assert!(self.transactions.owned_by(owner).is_empty());
-        engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }
 
     /// The end of an interactive transaction: commit drops its before-images, abort writes

@@ -280,11 +280,193 @@ pub struct Transactions {
     /// The next parking ticket: tickets grow in log order.
     ticket_next: u64,
     /// Each transaction's owner: the storage process whose gateway runs it (Sprint's edge
-    /// server), recorded when its first owned message executes here (`own`: the first table
-    /// lock, sent to every partition) and forgotten at its end. A suspicion of that process
-    /// aborts every transaction it owns (`owned_by`, `store::abort_owned_operation`).
-    /// Replicated state, changed in log order, moved with the rest by Rubberband.
-    owners: BTreeMap<u64, u64>,
+    /// server) and that gateway's incarnation, recorded when its first owned message executes
+    /// here (`own`: the first table lock, sent to every partition) and forgotten at its end.
+    /// A suspicion of that process aborts every transaction it owns (`owned_by`,
+    /// `store::abort_owned_operation`), and so does a newer incarnation's first table lock
+    /// (`incarnations`). Replicated state, changed in log order, moved with the rest by
+    /// Rubberband. Invariant: every owner here is its process's current incarnation.
+    owners: BTreeMap<u64, Owner>,
+    /// What this partition knows of each storage process's gateway incarnations (the current
+    /// one and the dead ones): replicated state, changed in log order by owned table locks and
+    /// suspicions, both sent to every partition in one E-Cast message, moved with copies and
+    /// kept across `forget_open`.
+    incarnations: Incarnations,
+}
+
+/// Whose a transaction is: the storage process whose gateway runs it, and the incarnation of
+/// that gateway (a value new at every gateway start, and again after the gateway learns it
+/// was taken for dead: `engine::EngineError::IncarnationDead`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    /// The storage process id (never 0).
+    pub process: u64,
+    /// The gateway's incarnation (0: a gateway that names none, the old `TAG_LOCK_OWNED`).
+    pub incarnation: u64,
+}
+
+/// Most dead incarnations remembered (`Incarnations::dead`), over every process.
+pub const DEAD_INCARNATIONS_MAX: usize = 4096;
+
+/// Each storage process's gateway incarnations as this partition has seen them, in log
+/// order (`docs/internals/sprint.md`, "A gateway restarted before it is suspected"):
+///
+/// - a table lock owned by a dead incarnation is refused (`IncarnationDead`);
+/// - one owned by another incarnation than the current one supersedes it (a process runs one
+///   gateway at a time): the current one's transactions are aborted, it is dead;
+/// - a suspicion of the process aborts its transactions and its current incarnation is dead.
+///
+/// Every partition meets these messages at the same points of the global order, so every
+/// partition holds the same state at each point; a partition out of the ring falls behind
+/// and catches up by `absorb`, where the side that saw more changes of a process wins.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Incarnations {
+    /// Per process: its current incarnation (`None`: none since its suspicion, or never
+    /// seen) and how many times its current incarnation changed here (ordered: a copy that
+    /// saw more changes is ahead). Invariant: a current incarnation is never dead.
+    processes: BTreeMap<u64, (Option<u64>, u64)>,
+    /// Incarnations suspected or superseded, the most recent `DEAD_INCARNATIONS_MAX` (the
+    /// oldest forgotten first).
+    dead: DeadIncarnations,
+}
+
+/// Dead incarnations in the order they died, at most `DEAD_INCARNATIONS_MAX` (the oldest
+/// forgotten first), with a set to look them up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(
+    from = "std::collections::VecDeque<Owner>",
+    into = "std::collections::VecDeque<Owner>"
+)]
+struct DeadIncarnations {
+    order: std::collections::VecDeque<Owner>,
+    owners: BTreeSet<Owner>,
+}
+
+impl DeadIncarnations {
+    fn contains(&self, owner: &Owner) -> bool {
+        self.owners.contains(owner)
+    }
+
+    fn insert(&mut self, owner: Owner) {
+        if self.owners.insert(owner) {
+            self.order.push_back(owner);
+        }
+        while self.order.len() > DEAD_INCARNATIONS_MAX {
+            let oldest = self.order.pop_front().expect("longer than the bound");
+            self.owners.remove(&oldest);
+        }
+        debug_assert_eq!(self.order.len(), self.owners.len());
+    }
+}
+
+impl From<std::collections::VecDeque<Owner>> for DeadIncarnations {
+    fn from(order: std::collections::VecDeque<Owner>) -> DeadIncarnations {
+        // Received bytes: duplicates and excess are dropped, never trusted.
+        let mut dead = DeadIncarnations::default();
+        for owner in order {
+            dead.insert(owner);
+        }
+        dead
+    }
+}
+
+impl From<DeadIncarnations> for std::collections::VecDeque<Owner> {
+    fn from(dead: DeadIncarnations) -> std::collections::VecDeque<Owner> {
+        dead.order
+    }
+}
+
+impl Incarnations {
+    /// Whether `owner`'s incarnation is known dead here.
+    pub fn is_dead(&self, owner: Owner) -> bool {
+        self.dead.contains(&owner)
+    }
+
+    /// The current incarnation of `process` here, if any.
+    pub fn current(&self, process: u64) -> Option<u64> {
+        self.processes
+            .get(&process)
+            .and_then(|(current, _)| *current)
+    }
+
+    fn bury(&mut self, owner: Owner) {
+        self.dead.insert(owner);
+    }
+
+    /// `owner` (not dead) becomes its process's current incarnation; returns the incarnation
+    /// it supersedes, now dead.
+    fn adopt(&mut self, owner: Owner) -> Option<u64> {
+        assert!(
+            !self.is_dead(owner),
+            "a dead incarnation is refused, never adopted"
+        );
+        let entry = self.processes.entry(owner.process).or_insert((None, 0));
+        if entry.0 == Some(owner.incarnation) {
+            return None;
+        }
+        let superseded = entry.0.replace(owner.incarnation);
+        entry.1 += 1;
+        if let Some(incarnation) = superseded {
+            self.bury(Owner {
+                process: owner.process,
+                incarnation,
+            });
+        }
+        superseded
+    }
+
+    /// A suspicion of `process`: its current incarnation, if any, is dead.
+    fn suspect(&mut self, process: u64) -> Option<u64> {
+        let entry = self.processes.get_mut(&process)?;
+        let current = entry.0.take()?;
+        entry.1 += 1;
+        self.bury(Owner {
+            process,
+            incarnation: current,
+        });
+        Some(current)
+    }
+
+    /// Takes in another partition's copy. Both saw the same E-Cast order, one of them up to a
+    /// later point (a partition out of the ring sees none of these messages): the dead sets
+    /// are joined, and for each process the side that saw more changes gives the current
+    /// incarnation (equal counts: the same messages, the same incarnation), unless the joined
+    /// dead set holds it.
+    fn absorb(&mut self, other: Incarnations) {
+        for owner in other.dead.order {
+            self.bury(owner);
+        }
+        for (process, (current, changes)) in other.processes {
+            let here = self.processes.entry(process).or_insert((None, 0));
+            if changes > here.1 {
+                *here = (current, changes);
+            }
+        }
+        for (process, (current, _)) in self.processes.iter_mut() {
+            if let Some(incarnation) = *current {
+                if self.dead.contains(&Owner {
+                    process: *process,
+                    incarnation,
+                }) {
+                    *current = None;
+                }
+            }
+        }
+    }
+
+    fn assert_current_not_dead(&self) {
+        for (process, (current, _)) in &self.processes {
+            if let Some(incarnation) = *current {
+                assert!(
+                    !self.is_dead(Owner {
+                        process: *process,
+                        incarnation
+                    }),
+                    "a current incarnation is never dead"
+                );
+            }
+        }
+    }
 }
 
 /// A statement waiting at the partition for its grant (`Transactions::parked`).
@@ -1232,12 +1414,21 @@ impl Transactions {
         self.globals.clear();
     }
 
-    /// Records `owner` (a storage process id, not 0) as transaction `id`'s owner, unless it has
-    /// one: the first owned message decides. Called before the message's locks are judged,
-    /// so a transaction whose first request waits (or dies and is not ended yet) is owned too.
-    /// Not for a transaction aborted by another gateway (its later messages are refused).
-    pub fn own(&mut self, id: u64, owner: u64) {
-        assert_ne!(owner, 0, "0 names no storage process");
+    /// Records `owner` (its process not 0, its incarnation current here) as transaction
+    /// `id`'s owner, unless it has one: the first owned message decides. Called before the
+    /// message's locks are judged, so a transaction whose first request waits (or dies and is
+    /// not ended yet) is owned too. Not for a transaction aborted by another gateway (its
+    /// later messages are refused).
+    pub fn own(&mut self, id: u64, owner: Owner) {
+        assert_ne!(owner.process, 0, "0 names no storage process");
+        // Incarnation 0: an old gateway's message, never judged.
+        if owner.incarnation != 0 {
+            assert_eq!(
+                self.incarnations.current(owner.process),
+                Some(owner.incarnation),
+                "only the current incarnation owns transactions (`take_incarnation` first)"
+            );
+        }
         if self.aborted.contains(&id) || self.ended.contains(id) {
             return;
         }
@@ -1249,18 +1440,85 @@ impl Transactions {
     }
 
     /// Transaction `id`'s owner, if recorded here.
-    pub fn owner(&self, id: u64) -> Option<u64> {
+    pub fn owner(&self, id: u64) -> Option<Owner> {
         self.owners.get(&id).copied()
     }
 
-    /// The transactions owned by `owner` that are open or waiting here, in order: what a
-    /// suspicion of `owner` aborts.
-    pub fn owned_by(&self, owner: u64) -> Vec<u64> {
+    /// The transactions owned by storage process `process` (any incarnation: only its
+    /// current one owns any) that are open or waiting here, in order: what a suspicion of
+    /// `process`, or its new incarnation, aborts.
+    pub fn owned_by(&self, process: u64) -> Vec<u64> {
         self.owners
             .iter()
-            .filter(|(_, recorded)| **recorded == owner)
+            .filter(|(_, recorded)| recorded.process == process)
             .map(|(id, _)| *id)
             .collect()
+    }
+
+    /// The incarnations known here.
+    pub fn incarnations(&self) -> &Incarnations {
+        &self.incarnations
+    }
+
+    /// A table lock owned by `owner` arrives: `Err(())` if its incarnation is dead here (the
+    /// request is refused, nothing else changes); otherwise `owner` is its process's current
+    /// incarnation from now on, and `Ok` gives the transactions of the incarnation it
+    /// superseded, which the caller aborts (`Store::abort_owned` semantics) before anything
+    /// else runs. Call `check_incarnations` after.
+    #[allow(clippy::result_unit_err)]
+    pub fn take_incarnation(&mut self, owner: Owner) -> Result<Vec<u64>, ()> {
+        assert_ne!(owner.process, 0, "0 names no storage process");
+        assert_ne!(
+            owner.incarnation, 0,
+            "an old gateway's message is not judged"
+        );
+        if self.incarnations.is_dead(owner) {
+            return Err(());
+        }
+        let superseded = self.incarnations.adopt(owner);
+        let owned = self.owned_by(owner.process);
+        if superseded.is_none() {
+            assert!(
+                owned.iter().all(|id| {
+                    let incarnation = self.owners[id].incarnation;
+                    incarnation == owner.incarnation || incarnation == 0
+                }),
+                "the current incarnation's transactions only"
+            );
+            return Ok(Vec::new());
+        }
+        Ok(owned)
+    }
+
+    /// A suspicion of `process`: its current incarnation (if any) is dead from now on. The
+    /// caller aborts `owned_by(process)` first.
+    pub fn suspect(&mut self, process: u64) -> Option<u64> {
+        assert!(
+            self.owned_by(process).is_empty(),
+            "the suspected process's transactions are aborted first"
+        );
+        self.incarnations.suspect(process)
+    }
+
+    /// The incarnation invariants: a current incarnation is never dead, and every owner here
+    /// is its process's current incarnation.
+    pub fn check_incarnations(&self) {
+        self.incarnations.assert_current_not_dead();
+        for (id, owner) in self
+            .owners
+            .iter()
+            .filter(|(_, owner)| owner.incarnation != 0)
+        {
+            assert!(
+                !self.incarnations.is_dead(*owner),
+                "transaction {id:x} is owned by a dead incarnation"
+            );
+            assert_eq!(
+                self.incarnations.current(owner.process),
+                Some(owner.incarnation),
+                "transaction {id:x} is owned by its process's current incarnation"
+            );
+        }
     }
 
     /// Whether transaction `id`'s own gateway ended it here (among the last `ENDED_MAX`).
@@ -1385,6 +1643,7 @@ impl Transactions {
             parked: BTreeMap::new(),
             ticket_next: self.ticket_next,
             owners: self.owners.clone(),
+            incarnations: self.incarnations.clone(),
         }
     }
 
@@ -1401,6 +1660,7 @@ impl Transactions {
             let here = *self.owners.entry(id).or_insert(owner);
             debug_assert_eq!(here, owner, "a transaction has one owner");
         }
+        self.incarnations.absorb(other.incarnations);
         // Both copies numbered the same `Globalize` messages in the same order (every
         // partition delivers each one); the edges are the union of both graphs.
         self.global_next = self.global_next.max(other.global_next);
@@ -1475,6 +1735,7 @@ impl Transactions {
         self.queue
             .retain(|waiter, _| !self.aborted.contains(waiter));
         self.assert_queue();
+        self.check_incarnations();
     }
 }
 
@@ -3875,6 +4136,235 @@ mod store_tests {
         send(store, &crate::owned_lock_operation(&request, owner))
     }
 
+    /// The owner an old gateway's `owned_lock_operation` names: incarnation 0.
+    fn legacy(process: u64) -> super::Owner {
+        super::Owner {
+            process,
+            incarnation: 0,
+        }
+    }
+
+    fn owner(process: u64, incarnation: u64) -> super::Owner {
+        super::Owner {
+            process,
+            incarnation,
+        }
+    }
+
+    /// `incarnation_lock_operation`: transaction `transaction`'s table locks for `operation`,
+    /// from the gateway `owner`.
+    fn incarnation_lock(
+        store: &mut Store,
+        transaction: u64,
+        owner: super::Owner,
+        operation: &Operation,
+    ) -> Outcome {
+        let locks = locks_needed(std::slice::from_ref(operation), None).unwrap();
+        let request = crate::transactions::LockRequest {
+            transaction,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks,
+            nowait: false,
+        };
+        send(store, &crate::incarnation_lock_operation(&request, owner))
+    }
+
+    fn incarnation_dead(outcome: &Outcome) -> Option<(u64, u64)> {
+        match error(outcome) {
+            Some(EngineError::IncarnationDead {
+                process,
+                incarnation,
+            }) => Some((*process, *incarnation)),
+            _ => None,
+        }
+    }
+
+    /// Gap 1 of "A gateway restarted before it is suspected": storage process 5 restarts
+    /// before anyone suspects it. Its new incarnation's first table lock, at its place in the
+    /// order, aborts the old incarnation's transaction (write undone, a tombstone, the
+    /// statement parked behind it granted there and then), and the old incarnation is dead:
+    /// a late lock request of it is refused (`IncarnationDead`) and opens nothing.
+    #[test]
+    fn a_new_incarnations_first_lock_aborts_the_old_incarnations_transactions() {
+        let mut store = store();
+        let write = |n| Command::Batch(vec![set_n(n)]);
+        let request = |transaction| crate::transactions::LockRequest {
+            transaction,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks: vec![(("t".to_string(), None), Mode::IntentExclusive)],
+            nowait: false,
+        };
+        let old = owner(5, 0xa1);
+        let new = owner(5, 0xb2);
+        assert_eq!(
+            send(
+                &mut store,
+                &crate::incarnation_lock_operation(&request(7), old)
+            ),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(
+            send(
+                &mut store,
+                &crate::incarnation_lock_operation(&request(8), owner(6, 1))
+            ),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(
+            send(&mut store, &row_statement(7, 1, write(11), true)),
+            updated(1)
+        );
+        let ticket = parked(&mut store, &row_statement(8, 1, write(12), true), 7, b"8");
+        assert_eq!(store.transactions.incarnations().current(5), Some(0xa1));
+        // The restarted gateway's first transaction.
+        assert_eq!(
+            send(
+                &mut store,
+                &crate::incarnation_lock_operation(&request(9), new)
+            ),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(store.transactions.was_aborted(7));
+        assert_eq!(store.transactions.owned_by(5), vec![9]);
+        assert_eq!(store.transactions.owner(9), Some(new));
+        assert_eq!(
+            answered(&mut store),
+            vec![(ticket, b"8".to_vec(), updated(1))],
+            "8 ran at the new incarnation's lock"
+        );
+        assert_eq!(rows(&store), vec![row(1, 12)]);
+        assert!(store.transactions.incarnations().is_dead(old));
+        assert!(!store.transactions.incarnations().is_dead(new));
+        assert_eq!(store.transactions.incarnations().current(5), Some(0xb2));
+        // The old incarnation's statement and COMMIT meet the tombstone.
+        assert!(matches!(
+            error(&run(&mut store, 7, 2, set_n(13))),
+            Some(EngineError::SerializationFailure { .. })
+        ));
+        // A late table lock of the old incarnation (a transaction it began as it died).
+        assert_eq!(
+            incarnation_dead(&incarnation_lock(&mut store, 10, old, &set_n(14))),
+            Some((5, 0xa1))
+        );
+        assert!(store.transactions.get(10).is_none());
+        assert_eq!(store.transactions.owner(10), None);
+        assert_eq!(store.transactions.owned_by(5), vec![9]);
+        // The current incarnation's next transactions go on; another process's are untouched.
+        assert_eq!(
+            send(
+                &mut store,
+                &crate::incarnation_lock_operation(&request(11), new)
+            ),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(store.transactions.owned_by(5), vec![9, 11]);
+        assert_eq!(store.transactions.owned_by(6), vec![8]);
+        store.transactions.check_incarnations();
+    }
+
+    /// Gap 2: a suspicion of process 5 aborts its transactions and makes its current
+    /// incarnation dead, so a table lock of that incarnation still in flight when the suspicion
+    /// was sequenced is refused and opens nothing (before, it opened a transaction owned after
+    /// the suspicion, which kept its locks until the 20 s rule). A new incarnation then owns
+    /// transactions again; a gateway told `IncarnationDead` (a false suspicion) takes one.
+    #[test]
+    fn a_suspicion_makes_the_current_incarnation_dead_and_refuses_its_late_lock() {
+        let mut store = store();
+        let first = owner(5, 1);
+        assert_eq!(
+            incarnation_lock(&mut store, 7, first, &set_n(11)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(1)
+        );
+        assert_eq!(rows(&store), vec![row(1, 10)]);
+        assert_eq!(store.transactions.incarnations().current(5), None);
+        assert!(store.transactions.incarnations().is_dead(first));
+        // The late first lock of 8 (same incarnation).
+        assert_eq!(
+            incarnation_dead(&incarnation_lock(&mut store, 8, first, &set_n(12))),
+            Some((5, 1))
+        );
+        assert!(store.transactions.get(8).is_none());
+        assert!(store.transactions.owned_by(5).is_empty());
+        // Nothing holds the row: another process's transaction takes it at once.
+        assert_eq!(
+            incarnation_lock(&mut store, 9, owner(6, 1), &set_n(13)),
+            Outcome::Batch(Vec::new())
+        );
+        assert!(error(&run(&mut store, 9, 1, set_n(13))).is_none());
+        assert_eq!(send(&mut store, &end_operation(9, true, true)), updated(1));
+        // A second suspicion with no current incarnation changes nothing.
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(0)
+        );
+        // The gateway's next incarnation.
+        assert_eq!(
+            incarnation_lock(&mut store, 10, owner(5, 2), &set_n(14)),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(store.transactions.incarnations().current(5), Some(2));
+        store.transactions.check_incarnations();
+    }
+
+    /// The incarnations are replicated state: they survive a snapshot, move with a copy, and
+    /// an absorb takes, per process, the current incarnation of the side that saw more
+    /// changes (the other is behind in the same order), never a dead one, and the union of
+    /// the dead ones.
+    #[test]
+    fn incarnations_survive_a_snapshot_and_the_copy_ahead_wins_an_absorb() {
+        use vr::StateMachine;
+        let mut store = store();
+        incarnation_lock(&mut store, 7, owner(5, 1), &set_n(11));
+        send(&mut store, &end_operation(7, true, true));
+        // A copy taken here is behind what follows.
+        let behind = store.transactions_where(|_, _| true);
+        incarnation_lock(&mut store, 8, owner(5, 2), &set_n(12));
+        send(&mut store, &end_operation(8, true, true));
+        incarnation_lock(&mut store, 9, owner(6, 1), &set_n(13));
+        send(&mut store, &crate::abort_owned_operation(6));
+        let mut restored = Store::new();
+        restored.restore(&store.snapshot()).unwrap();
+        assert_eq!(
+            restored.transactions.incarnations(),
+            store.transactions.incarnations()
+        );
+        assert_eq!(
+            incarnation_dead(&incarnation_lock(
+                &mut restored,
+                10,
+                owner(5, 1),
+                &set_n(14)
+            )),
+            Some((5, 1))
+        );
+        let ahead = store.transactions_where(|_, _| true);
+        assert_eq!(ahead.incarnations(), store.transactions.incarnations());
+        // The behind side absorbs the copy ahead: it catches up.
+        let mut receiver = behind.clone();
+        assert_eq!(receiver.incarnations().current(5), Some(1));
+        receiver.absorb(ahead.clone());
+        assert_eq!(receiver.incarnations(), ahead.incarnations());
+        // The side ahead absorbs a copy behind it: nothing goes back.
+        let mut receiver = ahead.clone();
+        receiver.absorb(behind.clone());
+        assert_eq!(receiver.incarnations().current(5), Some(2));
+        assert_eq!(receiver.incarnations().current(6), None);
+        assert!(receiver.incarnations().is_dead(owner(5, 1)));
+        assert!(receiver.incarnations().is_dead(owner(6, 1)));
+        // An empty partition (a new group) takes everything.
+        let mut receiver = Transactions::default();
+        receiver.absorb(ahead.clone());
+        assert_eq!(receiver.incarnations(), ahead.incarnations());
+        receiver.check_incarnations();
+    }
+
     /// A suspicion of storage process 5 aborts every transaction its gateway owns here, the
     /// one holding locks (its write undone, its locks released, a tombstone: its later
     /// statements and its COMMIT are refused with 40001) and the one only waiting, and no other
@@ -3896,7 +4386,7 @@ mod store_tests {
             Some(EngineError::TransactionLocked { .. })
         ));
         assert_eq!(store.transactions.owned_by(5), vec![7, 9]);
-        assert_eq!(store.transactions.owner(8), Some(6));
+        assert_eq!(store.transactions.owner(8), Some(legacy(6)));
         // A later owned message of 7 changes nothing about its owner.
         assert!(matches!(
             owned_lock(&mut store, 7, 5, &set_n(11)),
@@ -4044,9 +4534,9 @@ mod store_tests {
         assert!(error(&run(&mut store, 7, 1, set_n(11))).is_none());
         let mut restored = Store::new();
         restored.restore(&store.snapshot()).unwrap();
-        assert_eq!(restored.transactions.owner(7), Some(5));
+        assert_eq!(restored.transactions.owner(7), Some(legacy(5)));
         let copy = store.transactions_where(|_, _| true);
-        assert_eq!(copy.owner(7), Some(5));
+        assert_eq!(copy.owner(7), Some(legacy(5)));
         let mut receiver = crate::transactions::Transactions::default();
         receiver.absorb(copy);
         assert_eq!(receiver.owned_by(5), vec![7]);

@@ -634,6 +634,124 @@ fn canary_no_gateway_suspicion_is_caught_by_the_waiters_latency() {
     );
 }
 
+/// A gateway restarted before it is suspected (`docs/internals/sprint.md`, "Item 3, built: a
+/// gateway restarted before it is suspected"): the routers never suspect a gateway here
+/// (`TESSERA_CANARY_NO_GATEWAY_SUSPICION`), so only the new incarnation can free the row. A
+/// block through storage process 3 holds row 1, an update of row 1 through storage process 1
+/// waits, storage process 3 is killed and restarted at once. Its first transaction (over row
+/// 2) is owned by the process's new incarnation, and its table lock, at its place in the
+/// order, aborts the old incarnation's block: the waiter runs right after, well before the
+/// 20 s after which it would judge the holder abandoned, and the killed block's write is
+/// undone.
+#[test]
+fn a_restarted_gateways_first_transaction_aborts_its_old_incarnations_transaction() {
+    let (began, after_kill) =
+        restarted_gateway("transactions-restarted-gateway", 36600, 36650, false);
+    eprintln!(
+        "restarted gateway: its first transaction committed {began:?} after the kill, the \
+         waiter ran {after_kill:?} after the kill"
+    );
+    assert!(
+        after_kill < std::time::Duration::from_secs(10),
+        "the waiter ran {after_kill:?} after the kill: the old incarnation's transaction was \
+         not aborted by the new incarnation's first table lock"
+    );
+}
+
+/// The canary: with `TESSERA_CANARY_NO_GATEWAY_INCARNATION` the gateways send the old owned
+/// table lock (the process without an incarnation, the same after the restart, as before
+/// incarnations), and the same waiter runs only once it judges the holder abandoned (20 s):
+/// the bound above catches it.
+#[test]
+fn canary_no_gateway_incarnation_is_caught_by_the_waiters_latency() {
+    let (_, after_kill) =
+        restarted_gateway("transactions-restarted-gateway-canary", 36620, 36680, true);
+    assert!(
+        after_kill >= std::time::Duration::from_secs(10),
+        "the canary must be caught: the waiter ran {after_kill:?} after the kill"
+    );
+}
+
+/// The scenario of the two tests above. Returns how long after the kill the restarted
+/// gateway's first transaction committed and the waiter ran (it must run, and the killed
+/// block's write must be undone). Ports: as `dead_gateway`'s (the bases 36600 and 36620 and
+/// pg ports 36650 and 36680 are free of the others').
+fn restarted_gateway(
+    name: &str,
+    port: u16,
+    pg_port: u16,
+    canary: bool,
+) -> (std::time::Duration, std::time::Duration) {
+    // psql echoes the script (`-a`): the update's tag and no error say it ran and committed.
+    fn committed(out: &str) -> bool {
+        out.contains("UPDATE 1") && !out.to_lowercase().contains("error")
+    }
+    let mut cluster = PartitionedCluster::prepare(name, port, (3, 3, 3), |config| {
+        config.partitions = PartitionMode::Vr;
+        *config = config.clone().with_pg_ports(pg_port).unwrap();
+    });
+    cluster.router_env.push((
+        "TESSERA_CANARY_NO_GATEWAY_SUSPICION".to_string(),
+        "1".to_string(),
+    ));
+    if canary {
+        cluster.storage_env.push((
+            "TESSERA_CANARY_NO_GATEWAY_INCARNATION".to_string(),
+            "1".to_string(),
+        ));
+    }
+    cluster.launch();
+    assert!(cluster.wait_until_ready(std::time::Duration::from_secs(60)));
+    let out = psql(
+        pg_port,
+        "CREATE TABLE g (id INT PRIMARY KEY, n INT);\nINSERT INTO g VALUES (1, 10), (2, 20);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (mut holder, _stdin) = open_session(
+        pg_port + 2,
+        b"BEGIN;\nUPDATE g SET n = 7777 WHERE id = 1;\n",
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let waiter =
+        std::thread::spawn(move || psql(pg_port, "UPDATE g SET n = n + 1 WHERE id = 1;\n"));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !waiter.is_finished(),
+        "the update waits for the block's lock"
+    );
+    cluster.kill_storage(2);
+    let killed = std::time::Instant::now();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    cluster.restart_storage(2);
+    // The restarted gateway's first transaction, once its process serves clients again.
+    let mut first = String::new();
+    while killed.elapsed() < std::time::Duration::from_secs(15) {
+        first = psql(
+            pg_port + 2,
+            "BEGIN;\nUPDATE g SET n = n + 1 WHERE id = 2;\nCOMMIT;\n",
+        );
+        if committed(&first) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let began = killed.elapsed();
+    assert!(committed(&first), "{first}");
+    let out = waiter.join().unwrap();
+    let after_kill = killed.elapsed();
+    assert!(out.contains("UPDATE 1"), "{out}");
+    assert_eq!(scalar(pg_port, "SELECT n FROM g WHERE id = 1"), "11");
+    assert_eq!(scalar(pg_port, "SELECT n FROM g WHERE id = 2"), "21");
+    // No router suspected the process: the new incarnation did it.
+    let suspected = cluster.router_logs.iter().any(|log| {
+        std::fs::read_to_string(cluster.directory.join(log))
+            .is_ok_and(|log| log.contains("aborting the transactions of its gateway"))
+    });
+    assert!(!suspected, "a router suspected storage process 3");
+    (began, after_kill)
+}
+
 /// The scenario: a block through storage process 3's gateway holds row 1, an update of row 1
 /// through storage process 1 waits for it, storage process 3 is killed. Returns how long after
 /// the kill the update ran (it must run, and the killed block's write must be undone), and

@@ -79,6 +79,10 @@ const BYPASS_CLIENT_IDS: u64 = 0x1_0000;
 pub struct GatewayStatus {
     /// The process's metrics endpoint's sources (`metrics`).
     pub metrics: Arc<super::metrics::ProcessMetrics>,
+    /// The gateway's incarnation (random at the process's start, never 0): its transactions
+    /// are owned by (process, incarnation), and a new one is taken when the partitions refuse
+    /// this one as dead (`super::sql::ClusterBackend::with_owner`).
+    pub incarnation: Arc<AtomicU64>,
     /// The inbox's last delivered timestamp.
     pub delivered: AtomicU64,
     /// The inbox's configuration version.
@@ -1248,7 +1252,8 @@ async fn serve(
             clients: clients.clone(),
             session: crate::security::resp::Session::new(
                 security.clone(),
-                super::sql::ClusterBackend::new(jobs.clone()).with_owner(storage),
+                super::sql::ClusterBackend::new(jobs.clone())
+                    .with_owner(storage, status.incarnation.clone()),
             ),
             jobs: jobs.clone(),
             isolation: Isolation::Sequential,

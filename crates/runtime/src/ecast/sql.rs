@@ -29,6 +29,7 @@ use crate::sql_backend::{BackendError, SqlBackend};
 use ecast::Isolation;
 use kv::Outcome;
 use placement::{Configuration, Position};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -161,6 +162,31 @@ pub struct ClusterBackend {
     /// as the owner of this gateway's transactions, so that a suspicion of the process aborts
     /// them (`DriverSettings::owner`).
     owner: u64,
+    /// The gateway's incarnation, shared by every session of the process (0: none): with the
+    /// owner, what the partitions judge (`DriverSettings::incarnation`).
+    incarnation: Arc<AtomicU64>,
+}
+
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_GATEWAY_INCARNATION`): the gateway
+/// sends its table locks with the old owned message, which names the process only, the same
+/// after a restart, so a restarted gateway's first transaction does not abort its old
+/// incarnation's (`sql_transactions.rs` catches it).
+fn canary_no_gateway_incarnation() -> bool {
+    static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CANARY.get_or_init(|| {
+        cfg!(debug_assertions)
+            && std::env::var_os("TESSERA_CANARY_NO_GATEWAY_INCARNATION").is_some()
+    })
+}
+
+/// A new gateway incarnation: random, never 0.
+pub(crate) fn fresh_incarnation() -> u64 {
+    loop {
+        let incarnation = crate::os::random_u64();
+        if incarnation != 0 {
+            return incarnation;
+        }
+    }
 }
 
 impl ClusterBackend {
@@ -171,13 +197,41 @@ impl ClusterBackend {
             row_ids: Arc::new(Mutex::new(RowIds::new())),
             hub: None,
             owner: 0,
+            incarnation: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// The gateway lives in storage process `storage`: its transactions are owned by it.
-    pub(crate) fn with_owner(mut self, storage: placement::ProcessId) -> ClusterBackend {
+    /// The gateway lives in storage process `storage`, in its incarnation `incarnation` (the
+    /// process's, shared by every session): its transactions are owned by them.
+    pub(crate) fn with_owner(
+        mut self,
+        storage: placement::ProcessId,
+        incarnation: Arc<AtomicU64>,
+    ) -> ClusterBackend {
         self.owner = storage.0;
+        self.incarnation = incarnation;
         self
+    }
+
+    /// The partitions refused a transaction's table locks as incarnation `refused`'s (taken
+    /// for dead: the process was suspected, falsely since this gateway lives): the gateway's
+    /// next transactions are owned by a new incarnation, unless another session already took
+    /// one (`transaction_driver::next_incarnation`).
+    fn incarnation_refused(&self, refused: u64) {
+        let fresh = fresh_incarnation();
+        let before = self
+            .incarnation
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
+                Some(transaction_driver::next_incarnation(
+                    current, refused, fresh,
+                ))
+            })
+            .unwrap_or_else(|current| current);
+        if before == refused {
+            crate::log::warn(format_args!(
+                "the partitions took this gateway's incarnation {refused:016x} for dead (its process was suspected): taking a new one"
+            ));
+        }
     }
 
     /// Tells the storage processes' gateways through `hub` when this gateway's transactions
@@ -201,6 +255,11 @@ impl ClusterBackend {
             grant_wait_ms: if no_grants { 0 } else { defaults.grant_wait_ms },
             abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
             owner: self.owner,
+            incarnation: if canary_no_gateway_incarnation() {
+                0
+            } else {
+                self.incarnation.load(Ordering::SeqCst)
+            },
             ..defaults
         }
     }
@@ -596,6 +655,9 @@ impl ClusterBackend {
                     Action::Send(transaction.resume(now_ms()))
                 }
                 Action::Answered { outcomes, ran } => {
+                    if let Some(refused) = transaction.incarnation_refused() {
+                        self.incarnation_refused(refused);
+                    }
                     count_answered(&outcomes);
                     return Ok((outcomes, ran));
                 }

@@ -260,6 +260,11 @@ pub(super) fn serve(
 ) -> Serving {
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
+    // A new gateway incarnation at every start (`store::transactions::Incarnations`).
+    status.incarnation.store(
+        super::sql::fresh_incarnation(),
+        std::sync::atomic::Ordering::SeqCst,
+    );
     if let Some(address) = config.storage(id).and_then(|own| own.metrics) {
         let weak = Arc::downgrade(&status);
         status.metrics.set_counters(Box::new(move || {
@@ -287,7 +292,7 @@ pub(super) fn serve(
     if let Some(pg_listener) = pg_listener {
         let backend = super::sql::ClusterBackend::new(jobs)
             .with_hub(hub)
-            .with_owner(id);
+            .with_owner(id, status.incarnation.clone());
         let limits = crate::pg::PgLimits {
             connections_max: security.config.max_connections,
             startup_timeout: security.auth_timeout(),

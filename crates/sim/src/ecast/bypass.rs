@@ -214,8 +214,17 @@ pub enum BypassCanary {
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
     /// judges them abandoned, hundreds of ticks later; a waiter refused for one of them by a
-    /// message sent after the suspicion completed is the finding.
+    /// message sent after the suspicion completed is the finding. Its crashed processes all
+    /// stay down past their suspicion (a restarted one's new incarnation would abort them).
     SqlSkipSuspicionAbort,
+    /// `--sql-transactions`, "ignore gateway incarnations": gateways send their table locks
+    /// with the old owned message, which names the storage process only, the same for every
+    /// incarnation (`store::owned_lock_operation`); a process restarted before its suspicion
+    /// has its new incarnation's transactions taken for the old one's, which keep their locks
+    /// until a waiter judges them abandoned; a waiter refused for one of them by a message
+    /// sent after every partition answered the new incarnation's table lock is the finding.
+    /// Its crashed processes all restart before they could be suspected.
+    SqlIgnoreGatewayIncarnations,
     /// `--sql-statements`, "stale catalog": the catalog guard is not applied
     /// (`engine::Command::Guarded`), so a statement planned against a gateway's older cached
     /// catalog runs as planned (an insert with an old default, a read of the old columns).
@@ -543,11 +552,15 @@ impl BypassOptions {
                 | BypassCanary::SqlIgnoreIncarnations
                 | BypassCanary::SqlSkipExecutionOrder
                 | BypassCanary::SqlSkipSuspicionAbort
+                | BypassCanary::SqlIgnoreGatewayIncarnations
                 | BypassCanary::SqlWholeRowUndo
                 | BypassCanary::SqlIncrementImage
         ) {
             options = options.with_sql_transactions();
-            options.sql_gateway_crashes = canary == BypassCanary::SqlSkipSuspicionAbort;
+            options.sql_gateway_crashes = matches!(
+                canary,
+                BypassCanary::SqlSkipSuspicionAbort | BypassCanary::SqlIgnoreGatewayIncarnations
+            );
         }
         if canary == BypassCanary::SqlIgnoreIncarnations {
             let mut prng = Prng::new(seed ^ 0x5a1e_1a0e);

@@ -46,6 +46,7 @@ use lincheck::elle::{Committed, Micro};
 use placement::{KeyMapping, PositionSet};
 use std::collections::BTreeMap;
 use stdx::Prng;
+use store::transactions::Owner;
 
 pub(super) const TABLE: &str = "lists";
 pub(super) const BALANCE: i64 = 100;
@@ -62,6 +63,20 @@ const GATEWAY_CRASH_PER: u64 = 6_000;
 /// crash: one message to every partition (`store::abort_owned_operation`) aborts every
 /// transaction the process owned, at that message's point of the order.
 const SUSPECT_AFTER_TICKS: u64 = 20;
+/// Of crashed gateway processes, the percentage that restart before the failure detector
+/// would suspect them (the runtime's link reconnects within `suspect_after_ms`): no suspicion
+/// follows, and the new incarnation's first table lock aborts the old one's transactions
+/// (`store::transactions::Incarnations`). The others stay down for `SUSPECT_AFTER_TICKS`
+/// plus up to `RESTART_AFTER_TICKS_MAX` and are suspected `SUSPECT_AFTER_TICKS` after the
+/// crash, so their new incarnation may begin transactions before the suspicion is answered
+/// everywhere (a suspicion of a live incarnation: its next table lock is refused, and it takes
+/// another).
+const QUICK_RESTART_PERCENT: u64 = 50;
+const RESTART_AFTER_TICKS_MAX: u64 = 600;
+/// Of the suspected ones, the percentage back at once all the same (the suspicion, already
+/// decided, meets a live new incarnation: its transactions are aborted and its next table
+/// lock is refused, and it takes another incarnation).
+const BACK_BEFORE_SUSPICION_PERCENT: u64 = 25;
 /// A message refused for a configuration change is planned again at most this often.
 const PLANS_MAX: u32 = 8;
 /// A cycle of waits that lasts this long is a deadlock: local cycles die at once and the
@@ -71,11 +86,13 @@ const DEADLOCK_TICKS: u64 = 150;
 
 /// The driver's timing in ticks: patience and abandonment far below the runtime's seconds, so
 /// that runs of a few thousand ticks meet them.
-fn driver_settings(owner: u64) -> DriverSettings {
+fn driver_settings(owner: Owner) -> DriverSettings {
     DriverSettings {
-        // The gateway's process (an incarnation of it): its table locks are owned, so that a
-        // suspicion of it aborts its transactions.
-        owner,
+        // The gateway's process and incarnation: its table locks are owned, so that a
+        // suspicion of the process, or the process's next incarnation, aborts its
+        // transactions.
+        owner: owner.process,
+        incarnation: owner.incarnation,
         patience_ms: 1_500,
         abandoned_after_ms: 300,
         pause_first_ms: 2,
@@ -212,6 +229,8 @@ struct Run {
     /// Its table locks were granted at every partition (a lock request answered without a
     /// refusal): every partition has recorded its owner.
     locked: bool,
+    /// The gateway incarnation that owns it.
+    incarnation: u64,
     /// The open savepoint (0: none) and what the transaction knew there: its history's
     /// length, its lists and balances (restored by ROLLBACK TO).
     savepoint: u32,
@@ -243,9 +262,10 @@ enum Purpose {
     Commit,
     /// An abort nobody waits for (a ROLLBACK, an abandoned holder's, the canary's).
     Forget,
-    /// The failure detector's suspicion of the crashed gateway process `owner`: the abort of
-    /// every transaction it owns, at every partition (sent again until answered).
-    Suspicion { owner: u64 },
+    /// The failure detector's suspicion of the crashed gateway process `owner.process` (whose
+    /// incarnation `owner.incarnation` crashed): the abort of every transaction it owns, at
+    /// every partition (sent again until answered).
+    Suspicion { owner: Owner },
     /// The slot's ROLLBACK TO its savepoint.
     RollbackTo,
 }
@@ -263,6 +283,8 @@ pub(super) struct Pending {
     /// Its message once sequenced, and when to recall its answers from the partitions (a
     /// lost answer, as the key-value workload's `Recall`).
     pub(super) sequenced: Option<(ecast::Sequence, ecast::Timestamp, u64)>,
+    /// The gateway incarnation of the slot's transaction when it was sent (0: none).
+    incarnation: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -306,6 +328,11 @@ pub struct SqlStats {
     pub suspicions: u64,
     /// Transactions aborted by a suspicion, summed over the partitions that held them.
     pub suspicion_aborts: u64,
+    /// Crashed gateway processes that restarted before their suspicion (none was sent).
+    pub quick_restarts: u64,
+    /// Transactions whose table locks the partitions refused as a dead incarnation's (the
+    /// gateway then took a new incarnation).
+    pub incarnation_refusals: u64,
 }
 
 pub(super) struct SqlState {
@@ -323,35 +350,48 @@ pub(super) struct SqlState {
     findings: Vec<String>,
     /// Hints of transactions' ends on their way to every gateway: (due tick, transaction).
     hints: Vec<(u64, u64)>,
-    /// Per gateway: its process's incarnation (from 1): the owner of the transactions it
-    /// starts is `owner_of(gateway, incarnation)`.
+    /// Per gateway: its process's current incarnation: the owner of the transactions it
+    /// starts is `owner_of(gateway, incarnation)`. A new one at each crash and after a
+    /// refusal as a dead incarnation (`IncarnationDead`).
     incarnations: Vec<u64>,
+    /// The last incarnation given (incarnations grow, over every gateway).
+    incarnation_last: u64,
     /// Gateway process crashes: a stream of its own.
     crashes: Prng,
     /// Suspicions due: (tick, owner, the gateway that sends it).
-    suspicions: Vec<(u64, u64, usize)>,
-    /// Transactions of crashed gateways whose table locks every partition had granted (so
-    /// every partition recorded their owner), by id: their owner.
-    dead: BTreeMap<u64, u64>,
-    /// Owners whose suspicion every partition answered, and when.
-    suspected: BTreeMap<u64, u64>,
+    suspicions: Vec<(u64, Owner, usize)>,
+    /// Transactions of crashed gateways that had sent a table-lock request (granted
+    /// everywhere, so that every partition recorded their owner, or on its way), by id: their
+    /// owner (the incarnation that crashed).
+    dead: BTreeMap<u64, Owner>,
+    /// Crashed incarnations whose suspicion every partition answered, and when.
+    suspected: BTreeMap<Owner, u64>,
+    /// Incarnations whose table lock every partition answered without refusing the
+    /// incarnation (so every partition had taken it for its process's current one by then),
+    /// and when first.
+    adopted: BTreeMap<Owner, u64>,
     pub(super) stats: SqlStats,
 }
 
-/// The owner id (a storage process id in the runtime; never 0) of gateway `gateway`'s
-/// incarnation `incarnation`.
-fn owner_of(gateway: usize, incarnation: u64) -> u64 {
-    ((gateway as u64 + 1) << 24) | incarnation
+/// The owner (a storage process id in the runtime, never 0, and the gateway's incarnation)
+/// of gateway `gateway`'s incarnation `incarnation`.
+fn owner_of(gateway: usize, incarnation: u64) -> Owner {
+    Owner {
+        process: gateway as u64 + 1,
+        incarnation,
+    }
 }
 
 impl SqlState {
     pub(super) fn new(gateways: usize, slots: usize, seed: u64) -> SqlState {
         SqlState {
-            incarnations: vec![1; gateways],
+            incarnations: (1..=gateways as u64).collect(),
+            incarnation_last: gateways as u64,
             crashes: Prng::new(seed ^ 0x6a7e_dead),
             suspicions: Vec::new(),
             dead: BTreeMap::new(),
             suspected: BTreeMap::new(),
+            adopted: BTreeMap::new(),
             runs: vec![vec![None; slots]; gateways],
             idle_until: vec![vec![0; slots]; gateways],
             pending: BTreeMap::new(),
@@ -636,26 +676,52 @@ impl BypassSimulation {
     }
 
     /// Gateway `gateway`'s process crashes: every session of it dies mid-transaction, and
-    /// it comes back at once as a new incarnation (a new owner). Its failure detector's
-    /// suspicion follows `SUSPECT_AFTER_TICKS` later.
+    /// it comes back at once as a new incarnation (a new owner), whose sessions begin
+    /// transactions at once. Unless it counts as restarted before it could be suspected
+    /// (`QUICK_RESTART_PERCENT`), its failure detector's suspicion follows
+    /// `SUSPECT_AFTER_TICKS` later.
     fn sql_gateway_crash(&mut self, gateway: usize) {
         let now = self.now;
         let gateways = self.options.gateways;
         let sql = self.sql();
         sql.stats.gateway_crashes += 1;
         let owner = owner_of(gateway, sql.incarnations[gateway]);
-        sql.incarnations[gateway] += 1;
+        sql.incarnation_last += 1;
+        sql.incarnations[gateway] = sql.incarnation_last;
         for run in sql.runs[gateway].iter().flatten() {
-            if run.locked {
+            // Its table locks granted everywhere, or a table-lock request of it on its way
+            // (ordered before the suspicion or the new incarnation's lock, it is aborted
+            // there; after, it is refused as a dead incarnation's and opens nothing).
+            if run.locked || run.txn.statements > 0 {
                 sql.dead.insert(run.txn.id, owner);
             }
         }
-        sql.suspicions
-            .push((now + SUSPECT_AFTER_TICKS, owner, (gateway + 1) % gateways));
+        // Each canary meets the restarts its mechanism handles: the suspicion's abort only
+        // slow ones, the new incarnation's abort only quick ones.
+        let (quick_percent, back_percent) = match self.options.canary {
+            Some(BypassCanary::SqlSkipSuspicionAbort) => (0, 0),
+            Some(BypassCanary::SqlIgnoreGatewayIncarnations) => (100, 0),
+            _ => (QUICK_RESTART_PERCENT, BACK_BEFORE_SUSPICION_PERCENT),
+        };
+        let sql = self.sql();
+        let back = if sql.crashes.percent(quick_percent) {
+            sql.stats.quick_restarts += 1;
+            now
+        } else {
+            sql.suspicions
+                .push((now + SUSPECT_AFTER_TICKS, owner, (gateway + 1) % gateways));
+            if sql.crashes.percent(back_percent) {
+                now
+            } else {
+                now + SUSPECT_AFTER_TICKS + sql.crashes.range_inclusive(0, RESTART_AFTER_TICKS_MAX)
+            }
+        };
         for slot in 0..self.options.slots {
             if self.sql().runs[gateway][slot].is_some() {
                 self.sql_session_crash(gateway, slot);
             }
+            let idle_until = &mut self.sql().idle_until[gateway][slot];
+            *idle_until = (*idle_until).max(back);
         }
     }
 
@@ -669,8 +735,12 @@ impl BypassSimulation {
             sql.suspicions.drain(..).partition(|(at, _, _)| *at <= now);
         sql.suspicions = later;
         for (_, owner, gateway) in due {
-            // The canary: the suspicion names an owner nobody is.
-            let named = if skip { owner | 1 << 62 } else { owner };
+            // The canary: the suspicion names a process nobody is.
+            let named = if skip {
+                owner.process | 1 << 62
+            } else {
+                owner.process
+            };
             let send = Send {
                 operation: store::abort_owned_operation(named),
                 route: Route::Every,
@@ -779,9 +849,15 @@ impl BypassSimulation {
             sql.stats.started += 1;
             ((gateway as u64 + 1) << 40) | sql.next_transaction
         };
-        let owner = owner_of(gateway, self.sql().incarnations[gateway]);
+        let incarnation = self.sql().incarnations[gateway];
+        let mut settings = driver_settings(owner_of(gateway, incarnation));
+        if self.options.canary == Some(BypassCanary::SqlIgnoreGatewayIncarnations) {
+            // The canary: the old owned message, which names the process only (what every
+            // incarnation of it sent before incarnations): nothing is judged.
+            settings.incarnation = 0;
+        }
         let run = Run {
-            txn: Transaction::new(id, self.now, driver_settings(owner)),
+            txn: Transaction::new(id, self.now, settings),
             script,
             at: 0,
             waiting: Waiting::Pause(u64::MAX),
@@ -794,6 +870,7 @@ impl BypassSimulation {
             plain: None,
             blocked: None,
             locked: false,
+            incarnation,
             savepoint: 0,
             saved: None,
         };
@@ -1024,6 +1101,9 @@ impl BypassSimulation {
                 run.waiting = Waiting::Message(id);
             }
         }
+        let incarnation = self.sql().runs[gateway][slot]
+            .as_ref()
+            .map_or(0, |run| run.incarnation);
         let pending = Pending {
             gateway,
             slot,
@@ -1033,6 +1113,7 @@ impl BypassSimulation {
             plans: 1,
             sent: self.now,
             sequenced: None,
+            incarnation,
         };
         self.sql_submit(id, pending);
     }
@@ -1166,6 +1247,20 @@ impl BypassSimulation {
             }
             return;
         }
+        if let (Some(outcomes), Kind::Lock, Purpose::Statement) =
+            (&outcomes, &pending.send.kind, &pending.purpose)
+        {
+            // Every partition answered a table lock of this incarnation without refusing it:
+            // each had taken it for its process's current one by then.
+            if !outcomes
+                .iter()
+                .any(|outcome| transaction_driver::incarnation_dead(outcome).is_some())
+            {
+                let now = self.now;
+                let owner = owner_of(gateway, pending.incarnation);
+                self.sql().adopted.entry(owner).or_insert(now);
+            }
+        }
         let waited = matches!(
             self.sql().runs[gateway][slot].as_ref().map(|run| &run.waiting),
             Some(Waiting::Message(own)) if *own == id
@@ -1228,8 +1323,12 @@ impl BypassSimulation {
                     };
                     let globalizing = run.txn.global;
                     let action = run.txn.outcomes(outcomes, now);
+                    let refused = run.txn.incarnation_refused();
                     if !globalizing && run.txn.global {
                         self.sql().stats.globalized += 1;
+                    }
+                    if let Some(refused) = refused {
+                        self.sql_incarnation_refused(gateway, refused);
                     }
                     self.sql_act(gateway, slot, action);
                 }
@@ -1244,11 +1343,27 @@ impl BypassSimulation {
         }
     }
 
+    /// The partitions refused a transaction of `gateway` as incarnation `refused`'s (taken
+    /// for dead: its process was suspected): the gateway takes a new incarnation for its next
+    /// transactions, unless another of its sessions already did.
+    fn sql_incarnation_refused(&mut self, gateway: usize, refused: u64) {
+        let sql = self.sql();
+        sql.stats.incarnation_refusals += 1;
+        let current = sql.incarnations[gateway];
+        let fresh = sql.incarnation_last + 1;
+        let next = transaction_driver::next_incarnation(current, refused, fresh);
+        if next == fresh {
+            sql.incarnation_last = fresh;
+        }
+        sql.incarnations[gateway] = next;
+    }
+
     /// A refusal that names a transaction of a crashed gateway, which every partition
-    /// recorded as its owner's, for a message sent after that owner's suspicion was answered
-    /// by every partition: the suspicion, ordered before the message everywhere, should have
-    /// aborted the holder and released its locks there (a finding; the latency it costs is
-    /// the abandonment time, `abandoned_after_ms`, instead of the suspicion's).
+    /// recorded as its owner's, for a message sent after every partition answered either that
+    /// incarnation's suspicion or a table lock of a later incarnation of its process: either,
+    /// ordered before the message everywhere, should have aborted the holder and released its
+    /// locks there (a finding; the latency it costs is the abandonment time,
+    /// `abandoned_after_ms`, instead of the suspicion's or the restart's).
     fn sql_check_suspected_holder(&mut self, pending: &Pending, outcomes: &[Outcome]) {
         let Some((holder, _)) = outcomes
             .iter()
@@ -1257,22 +1372,44 @@ impl BypassSimulation {
             return;
         };
         let sql = self.sql();
-        let Some(owner) = sql.dead.get(&holder) else {
+        let Some(owner) = sql.dead.get(&holder).copied() else {
             return;
         };
-        let Some(suspected) = sql.suspected.get(owner) else {
-            return;
+        let suspected = sql.suspected.get(&owner).copied();
+        let later = Owner {
+            incarnation: owner.incarnation + 1,
+            ..owner
         };
-        if pending.sent > *suspected {
+        let last = Owner {
+            incarnation: u64::MAX,
+            ..owner
+        };
+        let superseded = sql
+            .adopted
+            .range(later..=last)
+            .map(|(incarnation, at)| (*at, incarnation.incarnation))
+            .min();
+        let (by, why) = match (suspected, superseded) {
+            (Some(at), Some((other, _))) if at <= other => (at, "suspected".to_string()),
+            (_, Some((at, next))) => (at, format!("seen a later incarnation {next:x} of")),
+            (Some(at), None) => (at, "suspected".to_string()),
+            (None, None) => return,
+        };
+        if pending.sent > by {
             // Once per holder.
-            let owner = *owner;
-            let suspected = *suspected;
             sql.dead.remove(&holder);
             let finding = format!(
                 "a message sent at tick {} was refused for transaction {holder:x}, whose \
-                 gateway process {owner:x} every partition had suspected by tick {suspected} \
-                 (its locks outlived the suspicion)",
-                pending.sent
+                 gateway process {:x} (incarnation {:x}) every partition had {why} by tick \
+                 {by} (its locks outlived the {})",
+                pending.sent,
+                owner.process,
+                owner.incarnation,
+                if why == "suspected" {
+                    "suspicion"
+                } else {
+                    "restart"
+                },
             );
             sql.findings.push(finding);
         }
