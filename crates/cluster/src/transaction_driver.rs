@@ -219,6 +219,9 @@ struct Current {
     /// The statement's message in flight awaits its grant (`DriverSettings::grant_wait_ms`):
     /// since when.
     awaiting: Option<u64>,
+    /// An attempt of it was superseded by `overdue` (sent again without awaiting its grant):
+    /// that attempt's answer, if it is a death, is taken (`takes_superseded`).
+    superseded: bool,
 }
 
 /// A wait for transactions' locks (and, for a transaction's message, for two-phase
@@ -369,6 +372,7 @@ impl Transaction {
             skip_locked,
             waiter: Waiter::new(now_ms, &self.settings, nowait),
             awaiting: None,
+            superseded: false,
         });
         Ok(Action::Send(self.send(now_ms)))
     }
@@ -403,7 +407,22 @@ impl Transaction {
         }
         let current = self.current.as_mut().expect("awaiting");
         current.awaiting = None;
+        current.superseded = true;
         Some(self.message(now_ms, false))
+    }
+
+    /// Whether `outcomes`, the late answer to an attempt of the current statement that
+    /// `overdue` superseded, are to be handed to `outcomes` now, as the statement's answer:
+    /// only a death (a deadlock, the execution-order rule: the transaction must abort, and it
+    /// holds its locks until its gateway ends it). The caller then ignores the answer of the
+    /// attempt sent since. Anything else is left to that attempt, which the partition judges
+    /// afresh. An answer to an attempt of an earlier statement is never taken (the statement
+    /// was answered).
+    pub fn takes_superseded<A: Answer>(&self, outcomes: &[A]) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|current| current.superseded && !current.globalizing && !current.locking)
+            && outcomes.iter().any(|answer| dies(answer.outcome()))
     }
 
     /// The current statement's message (its `Globalize`, its locks, or itself), stamped
@@ -1101,6 +1120,46 @@ mod tests {
         };
         assert!(!statement_of(&plain).await_grant);
         assert_eq!(polling.overdue_at(), None);
+    }
+
+    /// Seed 3214 of `sim --ecast --partitions vr --sql-transactions`: an attempt awaiting its
+    /// grant was superseded by `overdue`, then died at the partition (the execution-order
+    /// rule), and its gateway, waiting for the later attempt (which took ~400 ticks to arrive),
+    /// kept the dead transaction's locks meanwhile. A death answered to the superseded attempt
+    /// is the statement's answer; nothing else of it is, nor anything before `overdue` or
+    /// after the statement was answered.
+    #[test]
+    fn a_death_answered_to_a_superseded_attempt_is_the_statements_answer() {
+        let settings = DriverSettings {
+            grant_wait_ms: 40,
+            ..settings()
+        };
+        let mut txn = Transaction::new(7, 1_000, settings);
+        let Action::Send(_) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("its table lock first")
+        };
+        let Action::Send(_) = txn.outcomes(vec![ok()], 1_001) else {
+            panic!("then the statement, awaiting its grant")
+        };
+        assert!(!txn.takes_superseded(&[dead()]), "nothing superseded yet");
+        txn.overdue(1_041).expect("overdue");
+        assert!(
+            !txn.takes_superseded(&[ok()]),
+            "a success is the later attempt's to give"
+        );
+        assert!(
+            !txn.takes_superseded(&[locked(3, 500)]),
+            "a wait is the later attempt's to judge"
+        );
+        assert!(txn.takes_superseded(&[ok(), dead()]), "a death anywhere");
+        let Action::Answered { outcomes, .. } = txn.outcomes(vec![dead()], 1_050) else {
+            panic!("the death answers the statement")
+        };
+        assert!(dies(&outcomes[0]));
+        assert!(
+            !txn.takes_superseded(&[dead()]),
+            "the statement is answered: a later death of it is not taken again"
+        );
     }
 
     fn ok() -> Outcome {

@@ -416,7 +416,7 @@ fn print_bypass_report(report: &BypassReport) {
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
                  rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={} \
-                 quick_restarts={} incarnation_refusals={}",
+                 quick_restarts={} incarnation_refusals={} superseded_deaths={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -439,7 +439,8 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.suspicions,
                 sql.suspicion_aborts,
                 sql.quick_restarts,
-                sql.incarnation_refusals
+                sql.incarnation_refusals,
+                sql.superseded_deaths
             )
         } else {
             String::new()

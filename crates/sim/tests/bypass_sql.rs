@@ -294,3 +294,21 @@ fn a_wait_cycle_only_in_flight_is_no_deadlock_seeds_2494_5768_9401() {
         assert!(report.result.is_ok(), "seed {seed}: {:?}", report.result);
     }
 }
+
+/// Seed 3214 (after gateway incarnations changed the crash schedule): an attempt of
+/// `10000000012`'s statement awaiting its grant was superseded by `overdue`, then died at the
+/// partition under the execution-order rule; its gateway ignored that answer, waiting for the
+/// later attempt, which took ~400 ticks to arrive, and the dead transaction kept its locks
+/// meanwhile: the other transaction's waits for it made the finder report a deadlock. A death
+/// answered to a superseded attempt is now the statement's answer
+/// (`Transaction::takes_superseded`; the driver's unit test pins the rule).
+#[test]
+fn a_death_answered_to_a_superseded_attempt_aborts_at_once_seed_3214() {
+    let report = run(BypassOptions::sql(3214));
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert!(
+        report.stats.sql.superseded_deaths > 0,
+        "the seed still takes a superseded attempt's death: {:?}",
+        report.stats.sql
+    );
+}

@@ -611,24 +611,50 @@ impl ClusterBackend {
                         }
                     };
                     let answers = match overdue_at {
-                        None => message.await,
+                        None => message.await.map(decode_outcomes),
                         // A statement awaiting its grant at the partition: after the driver's
                         // `grant_wait_ms` without an answer, it is sent again without (the
-                        // partition lets the kept one go; its late answer is dropped).
+                        // partition lets the kept one go). The kept one's late answer is the
+                        // statement's if it is a death (`Transaction::takes_superseded`: the
+                        // transaction must abort, and it holds its locks until it does);
+                        // anything else is left to the attempt sent since.
                         Some(at) => {
                             let started = Instant::now();
                             let deadline = tokio::time::Instant::now()
                                 + Duration::from_millis(at.saturating_sub(now_ms()));
                             stats::SQL_AWAITING.add(1);
-                            let answers = match tokio::time::timeout_at(deadline, message).await {
-                                Ok(answers) => answers,
+                            let mut message = std::pin::pin!(message);
+                            let answers = match tokio::time::timeout_at(deadline, message.as_mut())
+                                .await
+                            {
+                                Ok(answers) => answers.map(decode_outcomes),
                                 Err(_) => {
                                     stats::SQL_GRANT_OVERDUE.add(1);
                                     let again = transaction
                                         .overdue(now_ms().max(at))
                                         .expect("overdue: awaiting since before `at`");
                                     let class = (&stats::SQL_STATEMENTS, &stats::SQL_STATEMENT_US);
-                                    self.run_counted(class, again.operation, again.route).await
+                                    let again =
+                                        self.run_counted(class, again.operation, again.route);
+                                    let mut again = std::pin::pin!(again);
+                                    let mut late_open = true;
+                                    loop {
+                                        tokio::select! {
+                                            late = message.as_mut(), if late_open => {
+                                                late_open = false;
+                                                if let Ok(late) = late {
+                                                    let late = decode_outcomes(late);
+                                                    if transaction.takes_superseded(&late) {
+                                                        stats::SQL_SUPERSEDED_DEATHS.add(1);
+                                                        break Ok(late);
+                                                    }
+                                                }
+                                            }
+                                            answers = again.as_mut() => {
+                                                break answers.map(decode_outcomes);
+                                            }
+                                        }
+                                    }
                                 }
                             };
                             stats::SQL_AWAITING_US.add(started.elapsed().as_micros() as u64);
@@ -636,7 +662,7 @@ impl ClusterBackend {
                         }
                     };
                     match answers {
-                        Ok(answers) => transaction.outcomes(decode_outcomes(answers), now_ms()),
+                        Ok(answers) => transaction.outcomes(answers, now_ms()),
                         Err(error) => {
                             transaction.abandon_statement();
                             return Err(error);

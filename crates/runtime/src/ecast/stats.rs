@@ -107,6 +107,9 @@ pub static SQL_WAITS_WOKEN: Counter = Counter::new();
 pub static SQL_AWAITING: Counter = Counter::new();
 pub static SQL_AWAITING_US: Counter = Counter::new();
 pub static SQL_GRANT_OVERDUE: Counter = Counter::new();
+/// Deaths answered to an overdue attempt after it was sent again, taken as the statement's
+/// answer (`cluster::transaction_driver::Transaction::takes_superseded`).
+pub static SQL_SUPERSEDED_DEATHS: Counter = Counter::new();
 /// Refusals for a two-phase statement (`Busy`) waited for.
 pub static SQL_BUSY_WAITS: Counter = Counter::new();
 /// Waits given up: patience spent (55P03), and abandoned holders aborted by a waiter.
@@ -192,7 +195,7 @@ pub fn start() {
                      in {} ms, globalizes {} in {} ms, ends {} in {} ms; lock waits {} pausing \
                      {} ms ({} woken early), busy waits {}; patience spent {}, abandoned \
                      holders aborted {}; deaths {}; statements awaiting grants {} in {} ms \
-                     ({} overdue)",
+                     ({} overdue, {} of them answered by a death of the overdue attempt)",
                     SQL_STATEMENTS.get(),
                     SQL_STATEMENT_US.get() / 1000,
                     SQL_TABLE_LOCKS.get(),
@@ -211,6 +214,7 @@ pub fn start() {
                     SQL_AWAITING.get(),
                     SQL_AWAITING_US.get() / 1000,
                     SQL_GRANT_OVERDUE.get(),
+                    SQL_SUPERSEDED_DEATHS.get(),
                 ));
             }
         }

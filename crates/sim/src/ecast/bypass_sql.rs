@@ -322,6 +322,9 @@ pub struct SqlStats {
     /// Statements that awaited their grant at the partition too long and were sent again
     /// without (`Transaction::overdue`).
     pub grants_overdue: u64,
+    /// Deaths answered to an attempt `overdue` superseded, taken as the statement's answer
+    /// (`Transaction::takes_superseded`).
+    pub superseded_deaths: u64,
     /// Gateway processes that crashed (every session at once) and came back as a new owner.
     pub gateway_crashes: u64,
     /// Suspicions of crashed gateway processes answered by every partition.
@@ -1259,6 +1262,19 @@ impl BypassSimulation {
                 let now = self.now;
                 let owner = owner_of(gateway, pending.incarnation);
                 self.sql().adopted.entry(owner).or_insert(now);
+            }
+        }
+        if superseded {
+            // The late answer of an attempt `overdue` superseded: a death is the statement's
+            // answer now (`Transaction::takes_superseded`), and the later attempt's is not
+            // waited for; anything else is left to the later attempt.
+            if let (Some(outcomes), Some(run)) =
+                (&outcomes, self.sql().runs[gateway][slot].as_mut())
+            {
+                if run.plain.is_none() && run.txn.takes_superseded(outcomes) {
+                    run.waiting = Waiting::Message(id);
+                    self.sql().stats.superseded_deaths += 1;
+                }
             }
         }
         let waited = matches!(
