@@ -246,7 +246,7 @@ pub struct Transactions {
     /// transaction, whose locks nobody would release and whose write would be applied twice
     /// (found by the simulator, seed 1341: a late UPDATE of a committed transfer re-opened it
     /// at one partition and an abandonment wrote back its image over a later commit).
-    ended: Recent,
+    ended: Recent<u64, ENDED_MAX>,
     /// The waits-for graph here (replicated state, changed in log order): for each
     /// transaction whose last request here was refused for other transactions' locks, those
     /// transactions. Replaced on each refusal, removed when it is admitted or ends; an ended
@@ -327,59 +327,13 @@ pub struct Incarnations {
     processes: BTreeMap<u64, (Option<u64>, u64)>,
     /// Incarnations suspected or superseded, the most recent `DEAD_INCARNATIONS_MAX` (the
     /// oldest forgotten first).
-    dead: DeadIncarnations,
-}
-
-/// Dead incarnations in the order they died, at most `DEAD_INCARNATIONS_MAX` (the oldest
-/// forgotten first), with a set to look them up.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(
-    from = "std::collections::VecDeque<Owner>",
-    into = "std::collections::VecDeque<Owner>"
-)]
-struct DeadIncarnations {
-    order: std::collections::VecDeque<Owner>,
-    owners: BTreeSet<Owner>,
-}
-
-impl DeadIncarnations {
-    fn contains(&self, owner: &Owner) -> bool {
-        self.owners.contains(owner)
-    }
-
-    fn insert(&mut self, owner: Owner) {
-        if self.owners.insert(owner) {
-            self.order.push_back(owner);
-        }
-        while self.order.len() > DEAD_INCARNATIONS_MAX {
-            let oldest = self.order.pop_front().expect("longer than the bound");
-            self.owners.remove(&oldest);
-        }
-        debug_assert_eq!(self.order.len(), self.owners.len());
-    }
-}
-
-impl From<std::collections::VecDeque<Owner>> for DeadIncarnations {
-    fn from(order: std::collections::VecDeque<Owner>) -> DeadIncarnations {
-        // Received bytes: duplicates and excess are dropped, never trusted.
-        let mut dead = DeadIncarnations::default();
-        for owner in order {
-            dead.insert(owner);
-        }
-        dead
-    }
-}
-
-impl From<DeadIncarnations> for std::collections::VecDeque<Owner> {
-    fn from(dead: DeadIncarnations) -> std::collections::VecDeque<Owner> {
-        dead.order
-    }
+    dead: Recent<Owner, DEAD_INCARNATIONS_MAX>,
 }
 
 impl Incarnations {
     /// Whether `owner`'s incarnation is known dead here.
     pub fn is_dead(&self, owner: Owner) -> bool {
-        self.dead.contains(&owner)
+        self.dead.contains(owner)
     }
 
     /// The current incarnation of `process` here, if any.
@@ -444,7 +398,7 @@ impl Incarnations {
         }
         for (process, (current, _)) in self.processes.iter_mut() {
             if let Some(incarnation) = *current {
-                if self.dead.contains(&Owner {
+                if self.dead.contains(Owner {
                     process: *process,
                     incarnation,
                 }) {
@@ -505,32 +459,47 @@ pub const ABORTED_MAX: usize = 4096;
 /// Most tombstones of transactions ended by their own gateways (`Transactions::ended`).
 pub const ENDED_MAX: usize = 16_384;
 
-/// Transaction ids, the most recent `ENDED_MAX` by arrival (oldest forgotten first: ids of
-/// different gateways do not grow together, so the lowest id is not the oldest).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// The most recent `MAX` distinct items by arrival, oldest forgotten first, with a set to look
+/// them up: transaction ids ended by their gateways (ids of different gateways do not grow
+/// together, so the lowest id is not the oldest), dead gateway incarnations. Serialised as the
+/// arrival order alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(
-    from = "std::collections::VecDeque<u64>",
-    into = "std::collections::VecDeque<u64>"
+    from = "std::collections::VecDeque<T>",
+    into = "std::collections::VecDeque<T>",
+    bound(
+        serialize = "T: Serialize + Ord + Copy",
+        deserialize = "T: Deserialize<'de> + Ord + Copy"
+    )
 )]
-struct Recent {
-    order: std::collections::VecDeque<u64>,
-    ids: BTreeSet<u64>,
+struct Recent<T: Ord + Copy, const MAX: usize> {
+    order: std::collections::VecDeque<T>,
+    items: BTreeSet<T>,
 }
 
-impl Recent {
-    fn contains(&self, id: u64) -> bool {
-        self.ids.contains(&id)
+impl<T: Ord + Copy, const MAX: usize> Default for Recent<T, MAX> {
+    fn default() -> Recent<T, MAX> {
+        Recent {
+            order: std::collections::VecDeque::new(),
+            items: BTreeSet::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy, const MAX: usize> Recent<T, MAX> {
+    fn contains(&self, item: T) -> bool {
+        self.items.contains(&item)
     }
 
-    fn insert(&mut self, id: u64) {
-        if self.ids.insert(id) {
-            self.order.push_back(id);
+    fn insert(&mut self, item: T) {
+        if self.items.insert(item) {
+            self.order.push_back(item);
         }
-        while self.order.len() > ENDED_MAX {
+        while self.order.len() > MAX {
             let oldest = self.order.pop_front().expect("longer than the bound");
-            self.ids.remove(&oldest);
+            self.items.remove(&oldest);
         }
-        debug_assert_eq!(self.order.len(), self.ids.len());
+        debug_assert_eq!(self.order.len(), self.items.len());
     }
 
     fn len(&self) -> usize {
@@ -538,19 +507,19 @@ impl Recent {
     }
 }
 
-impl From<std::collections::VecDeque<u64>> for Recent {
-    fn from(order: std::collections::VecDeque<u64>) -> Recent {
+impl<T: Ord + Copy, const MAX: usize> From<std::collections::VecDeque<T>> for Recent<T, MAX> {
+    fn from(order: std::collections::VecDeque<T>) -> Recent<T, MAX> {
         // Received bytes: duplicates and excess are dropped, never trusted.
         let mut recent = Recent::default();
-        for id in order {
-            recent.insert(id);
+        for item in order {
+            recent.insert(item);
         }
         recent
     }
 }
 
-impl From<Recent> for std::collections::VecDeque<u64> {
-    fn from(recent: Recent) -> std::collections::VecDeque<u64> {
+impl<T: Ord + Copy, const MAX: usize> From<Recent<T, MAX>> for std::collections::VecDeque<T> {
+    fn from(recent: Recent<T, MAX>) -> std::collections::VecDeque<T> {
         recent.order
     }
 }
@@ -4159,7 +4128,7 @@ mod store_tests {
         // Received bytes with duplicates decode to the set they name.
         let bytes =
             postcard::to_allocvec(&std::collections::VecDeque::from(vec![3u64, 3, 4])).unwrap();
-        let recent: Recent = postcard::from_bytes(&bytes).unwrap();
+        let recent: Recent<u64, ENDED_MAX> = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(recent.len(), 2);
     }
 
