@@ -790,7 +790,7 @@ impl Engine {
                     on_conflict,
                     ..
                 } => {
-                    let first = table.schema.row_id_column().map(|_| table.row_id_next);
+                    let first = table.row_id_first();
                     if let Ok(bound) = table.bind_insert(columns, rows, on_conflict, first) {
                         for (key, _) in bound.rows {
                             if let Some(row) = table.rows.get(&key) {
@@ -843,7 +843,7 @@ impl Engine {
             return None;
         }
         debug_assert!(self.cycle_operation(operation).is_none(), "runs alone");
-        let row_id_first = stored.schema.row_id_column().map(|_| stored.row_id_next);
+        let row_id_first = stored.row_id_first();
         let bound = match stored.bind_insert(columns, rows, on_conflict, row_id_first) {
             Ok(bound) => bound,
             Err(error) => return Some((bound_result(Err(error)), None)),
@@ -883,7 +883,7 @@ impl Engine {
         if *table != write.table || stored.row_id_next != write.row_id_next {
             return None;
         }
-        let row_id_first = stored.schema.row_id_column().map(|_| stored.row_id_next);
+        let row_id_first = stored.row_id_first();
         debug_assert_eq!(
             stored
                 .bind_insert(columns, rows, on_conflict, row_id_first)

@@ -718,6 +718,11 @@ impl Table {
         })
     }
 
+    /// The hidden row id an insert's first row gets, if the table has one (`row_id_next`).
+    pub(crate) fn row_id_first(&self) -> Option<i64> {
+        self.schema.row_id_column().map(|_| self.row_id_next)
+    }
+
     /// INSERT: checks every row first, then writes all of them, so a failure changes nothing.
     pub fn insert(
         &mut self,
@@ -725,7 +730,7 @@ impl Table {
         rows: &[Vec<Value>],
         on_conflict: &OnConflict,
     ) -> OperationResult {
-        let row_id_first = self.schema.row_id_column().map(|_| self.row_id_next);
+        let row_id_first = self.row_id_first();
         let bound = self.bind_insert(columns, rows, on_conflict, row_id_first)?;
         self.insert_bound(&bound, row_ids_given(columns), row_id_first)
     }
@@ -741,7 +746,7 @@ impl Table {
     ) -> OperationResult {
         assert_eq!(
             row_id_first,
-            self.schema.row_id_column().map(|_| self.row_id_next),
+            self.row_id_first(),
             "bound from this table's next row id"
         );
         let (planned, count) = self.plan_insert(bound)?;

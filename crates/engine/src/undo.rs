@@ -34,7 +34,7 @@ impl Engine {
                 on_conflict,
                 ..
             } => {
-                let first = table.schema.row_id_column().map(|_| table.row_id_next);
+                let first = table.row_id_first();
                 // An insert that does not bind fails without writing.
                 let Ok(bound) = table.bind_insert(columns, rows, on_conflict, first) else {
                     return Vec::new();
