@@ -702,23 +702,7 @@ fn restarted_gateway(
     }
     cluster.launch();
     assert!(cluster.wait_until_ready(std::time::Duration::from_secs(60)));
-    let out = psql(
-        pg_port,
-        "CREATE TABLE g (id INT PRIMARY KEY, n INT);\nINSERT INTO g VALUES (1, 10), (2, 20);\n",
-    );
-    assert!(!out.contains("ERROR"), "{out}");
-    let (mut holder, _stdin) = open_session(
-        pg_port + 2,
-        b"BEGIN;\nUPDATE g SET n = 7777 WHERE id = 1;\n",
-    );
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let waiter =
-        std::thread::spawn(move || psql(pg_port, "UPDATE g SET n = n + 1 WHERE id = 1;\n"));
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    assert!(
-        !waiter.is_finished(),
-        "the update waits for the block's lock"
-    );
+    let (mut holder, _stdin, waiter) = held_row_and_waiter(pg_port);
     cluster.kill_storage(2);
     let killed = std::time::Instant::now();
     let _ = holder.kill();
@@ -752,6 +736,36 @@ fn restarted_gateway(
     (began, after_kill)
 }
 
+/// The start of `dead_gateway`'s and `restarted_gateway`'s scenarios: table `g` with rows 1
+/// and 2, a block through storage process 3 (`pg_port + 2`) that updated row 1 and stays open,
+/// and an update of row 1 through storage process 1 that waits for it (checked).
+fn held_row_and_waiter(
+    pg_port: u16,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::thread::JoinHandle<String>,
+) {
+    let out = psql(
+        pg_port,
+        "CREATE TABLE g (id INT PRIMARY KEY, n INT);\nINSERT INTO g VALUES (1, 10), (2, 20);\n",
+    );
+    assert!(!out.contains("ERROR"), "{out}");
+    let (holder, stdin) = open_session(
+        pg_port + 2,
+        b"BEGIN;\nUPDATE g SET n = 7777 WHERE id = 1;\n",
+    );
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let waiter =
+        std::thread::spawn(move || psql(pg_port, "UPDATE g SET n = n + 1 WHERE id = 1;\n"));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !waiter.is_finished(),
+        "the update waits for the block's lock"
+    );
+    (holder, stdin, waiter)
+}
+
 /// The scenario: a block through storage process 3's gateway holds row 1, an update of row 1
 /// through storage process 1 waits for it, storage process 3 is killed. Returns how long after
 /// the kill the update ran (it must run, and the killed block's write must be undone), and
@@ -771,23 +785,7 @@ fn dead_gateway(name: &str, port: u16, pg_port: u16, canary: bool) -> (std::time
     }
     cluster.launch();
     assert!(cluster.wait_until_ready(std::time::Duration::from_secs(60)));
-    let out = psql(
-        pg_port,
-        "CREATE TABLE g (id INT PRIMARY KEY, n INT);\nINSERT INTO g VALUES (1, 10), (2, 20);\n",
-    );
-    assert!(!out.contains("ERROR"), "{out}");
-    let (mut holder, _stdin) = open_session(
-        pg_port + 2,
-        b"BEGIN;\nUPDATE g SET n = 7777 WHERE id = 1;\n",
-    );
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let waiter =
-        std::thread::spawn(move || psql(pg_port, "UPDATE g SET n = n + 1 WHERE id = 1;\n"));
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    assert!(
-        !waiter.is_finished(),
-        "the update waits for the block's lock"
-    );
+    let (mut holder, _stdin, waiter) = held_row_and_waiter(pg_port);
     cluster.kill_storage(2);
     let killed = std::time::Instant::now();
     let out = waiter.join().unwrap();
