@@ -1612,11 +1612,18 @@ impl BypassSimulation {
                 return fail("a partition without SQL data".into());
             };
             // Transactions still open (their end never reached the partitions) are rolled back
-            // on a copy, as the next waiter's abort would.
+            // on a copy, as the next waiter's abort would; an abort grants the statements parked
+            // behind it (a crashed session's, waiting in the queue), which open their
+            // transactions: those are rolled back in turn, until none is open.
             let mut store = store.clone();
-            let open: Vec<u64> = store.transactions.open_ids();
-            for id in open {
-                store.execute_share(&store::end_operation(id, false, false), |_| true);
+            loop {
+                let open: Vec<u64> = store.transactions.open_ids();
+                if open.is_empty() {
+                    break;
+                }
+                for id in open {
+                    store.execute_share(&store::end_operation(id, false, false), |_| true);
+                }
             }
             let rows: Vec<(i64, i64, Vec<u64>)> = store
                 .engine
