@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Sprint's micro-benchmark (§7.4): two-statement transactions over one hash-partitioned table.
 
-Read-only transactions run two `SELECT value FROM micro WHERE id = ?`; update transactions a
-SELECT and an `UPDATE micro SET value = ? WHERE id = ?`. A *local* transaction's two ids lie in
-one partition, a *global* one's in two different partitions (found with EXPLAIN on Tessera; on a
-single server every id is in "partition" id % 3, so the workload has the same shape). Closed
-loop, no think time; a transaction aborted with 40001 or 55P03 is counted and not retried.
+Rows are (grp, id), `GROUPS` groups of co-located rows: on Tessera the table is placed by `grp`
+(`WITH (partition_by = grp)`), so a group's rows lie in one partition under one placement key,
+as Sprint §6 co-locates a warehouse's rows. Read-only transactions run two `SELECT value FROM
+micro WHERE grp = ? AND id = ?`; update transactions a SELECT and an `UPDATE micro SET value = ?
+WHERE grp = ? AND id = ?`. A *local* transaction's two rows lie in one group (one partition), a
+*global* one's in groups of two different partitions (found with EXPLAIN on Tessera; on a single
+server group g is in "partition" g % 3, so the workload has the same shape). Closed loop, no
+think time; a transaction aborted with 40001 or 55P03 is counted and not retried.
 
 Usage: micro.py --ports P[,P…] --clients N --duration S --local PCT --readonly PCT --rows R
                 [--setup] [--json OUT]
@@ -39,6 +42,8 @@ parser.add_argument("--json")
 args = parser.parse_args()
 ports = [int(port) for port in args.ports.split(",")]
 TXT = "x" * 92
+# Groups of co-located rows (rows per group: --rows / GROUPS).
+GROUPS = 30
 
 
 def connect(index):
@@ -52,29 +57,34 @@ def setup():
     conn.autocommit = True
     cur = conn.cursor()
     cur.execute("DROP TABLE IF EXISTS micro")
-    cur.execute("CREATE TABLE micro (id INT PRIMARY KEY, value INT NOT NULL, txt TEXT NOT NULL)")
+    placed = "" if args.single else " WITH (partition_by = grp)"
+    cur.execute(
+        "CREATE TABLE micro (grp INT NOT NULL, id INT NOT NULL, value INT NOT NULL,"
+        f" txt TEXT NOT NULL, PRIMARY KEY (grp, id)){placed}"
+    )
     batch = 500
     for start in range(0, args.rows, batch):
         values = ", ".join(
-            f"({i}, {i}, '{TXT}')" for i in range(start, min(start + batch, args.rows))
+            f"({i % GROUPS}, {i}, {i}, '{TXT}')"
+            for i in range(start, min(start + batch, args.rows))
         )
         cur.execute(f"INSERT INTO micro VALUES {values}")
     conn.close()
 
 
 def partitions():
-    """id -> partition, by EXPLAIN (Tessera) or id % 3 (a single server)."""
+    """grp -> partition, by EXPLAIN (Tessera) or grp % 3 (a single server)."""
     if args.single:
-        return {i: i % 3 for i in range(args.rows)}
+        return {g: g % 3 for g in range(GROUPS)}
     conn = connect(0)
     conn.autocommit = True
     cur = conn.cursor()
     found = {}
-    for i in range(args.rows):
-        cur.execute(f"EXPLAIN SELECT value FROM micro WHERE id = {i}")
+    for g in range(GROUPS):
+        cur.execute(f"EXPLAIN SELECT value FROM micro WHERE grp = {g} AND id = {g}")
         plan = "\n".join(row[0] for row in cur.fetchall())
         match = re.search(r"Partition group (\d+)", plan)
-        found[i] = int(match.group(1)) if match else -1
+        found[g] = int(match.group(1)) if match else -1
     conn.close()
     return found
 
@@ -82,9 +92,10 @@ def partitions():
 if args.setup:
     setup()
 placement = partitions()
+rows_of = {g: [i for i in range(args.rows) if i % GROUPS == g] for g in range(GROUPS)}
 groups = {}
-for i, group in placement.items():
-    groups.setdefault(group, []).append(i)
+for g, group in placement.items():
+    groups.setdefault(group, []).append(g)
 names = sorted(groups)
 assert len(names) >= 2 or args.local == 100, f"one partition only: {names}"
 
@@ -105,18 +116,25 @@ def client(index):
             second = first
         else:
             second = rng.choice([name for name in names if name != first])
-        a = rng.choice(groups[first])
-        b = rng.choice(groups[second])
+        grp_a = rng.choice(groups[first])
+        # A local transaction's rows share a group (one placement key); a global one's lie
+        # in groups of two partitions.
+        grp_b = grp_a if local else rng.choice(groups[second])
+        a = (grp_a, rng.choice(rows_of[grp_a]))
+        b = (grp_b, rng.choice(rows_of[grp_b]))
         started = time.perf_counter()
         try:
             cur = conn.cursor()
-            cur.execute("SELECT value FROM micro WHERE id = %s", (a,))
+            cur.execute("SELECT value FROM micro WHERE grp = %s AND id = %s", a)
             cur.fetchone()
             if readonly:
-                cur.execute("SELECT value FROM micro WHERE id = %s", (b,))
+                cur.execute("SELECT value FROM micro WHERE grp = %s AND id = %s", b)
                 cur.fetchone()
             else:
-                cur.execute("UPDATE micro SET value = %s WHERE id = %s", (rng.randrange(1 << 30), b))
+                cur.execute(
+                    "UPDATE micro SET value = %s WHERE grp = %s AND id = %s",
+                    (rng.randrange(1 << 30),) + b,
+                )
             conn.commit()
             elapsed = time.perf_counter() - started
             if measuring.is_set():
