@@ -535,7 +535,7 @@ impl Transaction {
         let current = self.current.as_mut().expect("a statement is under way");
         current.awaiting = None;
         if current.globalizing {
-            // Refused somewhere: a global transaction already waits for it (the rule).
+            // Refused somewhere: it had ended or was aborted there (by another gateway).
             if outcomes
                 .iter()
                 .any(|answer| error_of(answer.outcome()).is_some())

@@ -52,8 +52,9 @@ const TAG_LOCK_INCARNATION: u8 = 12;
 /// Transaction `transaction` becomes global (it reached a second partition): sent once to
 /// every partition in one E-Cast message, before its first message to the second partition;
 /// each partition numbers it on delivery (`Transactions::globalize`). Answered with an empty
-/// `Outcome::Batch`, or `SerializationFailure` where a global transaction already waits for it
-/// (the execution-order rule: it must be aborted everywhere).
+/// `Outcome::Batch`, or a refusal where the transaction had already ended or was aborted by
+/// another gateway (it must be aborted everywhere). A global transaction already waiting for it
+/// does not refuse it: that waiter dies at its next request (`Transactions::globalize`).
 pub fn globalize_operation(transaction: u64) -> Vec<u8> {
     tagged(
         TAG_GLOBALIZE,
