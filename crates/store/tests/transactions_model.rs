@@ -404,7 +404,6 @@ impl Model {
                 savepoint: 0,
                 skip_locked: false,
                 await_grant: false,
-                owner: None,
             });
             self.send(&statement, &targets)
         };
