@@ -166,6 +166,13 @@ pub struct DriverSettings {
     /// fails the transaction with 40001, and the gateway takes a new incarnation for its next
     /// transactions (`Transaction::incarnation_refused`, `next_incarnation`).
     pub incarnation: u64,
+    /// The gateway's incarnation is current at every partition: an owned table lock of it
+    /// was granted everywhere (`Transaction::announced`). Then (or without an incarnation) a
+    /// statement pinned to one key carries its table's intention lock to its partition with
+    /// its row locks, and names its owner there (`store::transactions::Holding`); until then
+    /// a transaction's first statement takes its intentions at every partition, which makes
+    /// the incarnation current everywhere at one point of the order.
+    pub announced: bool,
 }
 
 impl Default for DriverSettings {
@@ -185,6 +192,7 @@ impl Default for DriverSettings {
             autocommit_decide_after_ms: 2_000,
             owner: 0,
             incarnation: 0,
+            announced: false,
         }
     }
 }
@@ -264,6 +272,10 @@ pub struct Transaction {
     /// Its table locks were refused because the partitions took its gateway's incarnation
     /// for dead (`EngineError::IncarnationDead`): that incarnation.
     incarnation_refused: Option<u64>,
+    /// An owned table lock of its gateway's incarnation was granted at every partition.
+    announced: bool,
+    /// A statement of it took a writing mode: its reads take update intents.
+    wrote: bool,
 }
 
 impl Transaction {
@@ -278,6 +290,8 @@ impl Transaction {
             first: None,
             global: false,
             incarnation_refused: None,
+            announced: false,
+            wrote: false,
         }
     }
 
@@ -287,6 +301,22 @@ impl Transaction {
     /// transactions must be owned by a new incarnation (`next_incarnation`).
     pub fn incarnation_refused(&self) -> Option<u64> {
         self.incarnation_refused
+    }
+
+    /// The gateway's incarnation, if an owned table lock of this transaction made it current
+    /// at every partition: the caller's next transactions may then take their intention
+    /// locks where their rows are (`DriverSettings::announced`).
+    pub fn announced(&self) -> Option<u64> {
+        self.announced.then_some(self.settings.incarnation)
+    }
+
+    /// Whether a statement pinned to one key takes its table's intention lock at its
+    /// partition only (`DriverSettings::announced`).
+    fn intentions_here(&self) -> bool {
+        self.settings.owner == 0
+            || self.settings.incarnation == 0
+            || self.settings.announced
+            || self.announced
     }
 
     /// The placement key of its first statement pinned to keys: a read of tables placed
@@ -341,14 +371,20 @@ impl Transaction {
                     store::transactions::without_increments(paths);
                 }
             }
-            store::transactions::plan_statement_on_paths(
-                &self.held,
+            let holding = store::transactions::Holding {
+                everywhere: &self.held,
+                wrote: self.wrote,
+                intentions_here: self.intentions_here(),
+            };
+            store::transactions::plan_statement_holding(
+                &holding,
                 operations,
                 keys,
                 paths.as_deref(),
                 exclusive,
             )?
         };
+        self.wrote |= plan.needed.iter().any(|(_, mode)| mode.writes());
         // Counted before anything is sent: a lock taken, or a statement that may have run,
         // must be ended by COMMIT or ROLLBACK.
         self.statements += 1;
@@ -472,6 +508,10 @@ impl Transaction {
                 savepoint: current.savepoint,
                 skip_locked: current.skip_locked,
                 await_grant,
+                owner: (self.settings.owner != 0).then_some(store::transactions::Owner {
+                    process: self.settings.owner,
+                    incarnation: self.settings.incarnation,
+                }),
             }),
             route: current.route.clone(),
             kind: Kind::Statement,
@@ -509,15 +549,15 @@ impl Transaction {
                 return pause;
             }
         }
+        let own = (self.settings.owner, self.settings.incarnation);
+        if own.1 != 0
+            && outcomes
+                .iter()
+                .any(|answer| incarnation_dead(answer.outcome()) == Some(own))
+        {
+            self.incarnation_refused = Some(own.1);
+        }
         if current.locking {
-            let own = (self.settings.owner, self.settings.incarnation);
-            if own.1 != 0
-                && outcomes
-                    .iter()
-                    .any(|answer| incarnation_dead(answer.outcome()) == Some(own))
-            {
-                self.incarnation_refused = Some(own.1);
-            }
             if outcomes
                 .iter()
                 .any(|answer| matches!(answer.outcome(), Outcome::Error(_)))
@@ -525,6 +565,8 @@ impl Transaction {
                 self.current = None;
                 return answered(outcomes, false);
             }
+            // Granted everywhere: the incarnation is current at every partition.
+            self.announced |= own.0 != 0 && own.1 != 0;
             store::transactions::hold_tables(&mut self.held, &current.lacking);
             current.locking = false;
             current.waiter = Waiter::new(now_ms, &settings, current.waiter.nowait);
@@ -922,12 +964,16 @@ mod tests {
         })
     }
 
+    /// A gateway whose incarnation is not yet current at every partition: a transaction's
+    /// first statement takes its table's intention at every partition first.
     fn settings() -> DriverSettings {
         DriverSettings {
             patience_ms: 100,
             abandoned_after_ms: 30,
             pause_first_ms: 2,
             pause_max_ms: 8,
+            owner: 3,
+            incarnation: 9,
             ..DriverSettings::default()
         }
     }
@@ -1043,6 +1089,7 @@ mod tests {
                 savepoint: 0,
                 skip_locked: false,
                 await_grant: false,
+                owner: None,
             })[0],
             "a statement"
         );
@@ -1332,13 +1379,19 @@ mod tests {
         };
         assert!(
             lock.operation
-                == store::lock_operation(&LockRequest {
-                    transaction: 8,
-                    begin_ms: 1_000,
-                    now_ms: 1_000,
-                    locks: vec![(("t".into(), None), Mode::IntentExclusive)],
-                    nowait: true,
-                })
+                == store::incarnation_lock_operation(
+                    &LockRequest {
+                        transaction: 8,
+                        begin_ms: 1_000,
+                        now_ms: 1_000,
+                        locks: vec![(("t".into(), None), Mode::IntentExclusive)],
+                        nowait: true,
+                    },
+                    store::transactions::Owner {
+                        process: 3,
+                        incarnation: 9
+                    }
+                )
         );
         assert_eq!(
             nowait.outcomes(vec![locked(3, 900)], 1_000),
@@ -1349,25 +1402,42 @@ mod tests {
         );
     }
 
-    /// A gateway that knows its storage process sends its table locks owned by it (every
-    /// partition records the owner, and a suspicion of that process aborts the transaction);
-    /// the statements and the end are unchanged.
+    /// A gateway that knows its storage process (and names no incarnation, the old message)
+    /// sends its table locks owned by it (every partition records the owner, and a suspicion
+    /// of that process aborts the transaction), and its statements name it too. Without an
+    /// incarnation nothing needs announcing: intentions go with the statements. A gateway
+    /// that knows no process sends no owner and takes its intentions with its statements.
     #[test]
     fn a_gateway_with_an_owner_sends_its_table_locks_owned() {
         let owned = DriverSettings {
             owner: 5,
+            incarnation: 0,
             ..settings()
         };
         let mut txn = Transaction::new(8, 1_000, owned);
-        let Action::Send(lock) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+        let everything = Command::Batch(vec![Operation::Select {
+            table: "t".into(),
+            columns: vec![],
+            predicate: None,
+            limit: None,
+        }]);
+        let Action::Send(globalize) = start(&mut txn, &everything, None, 1_000) else {
             panic!("a message")
+        };
+        assert_eq!(
+            globalize.kind,
+            Kind::Globalize,
+            "it reaches every partition"
+        );
+        let Action::Send(lock) = txn.outcomes(vec![ok()], 1_000) else {
+            panic!("then its table lock")
         };
         assert_eq!(lock.kind, Kind::Lock);
         let request = LockRequest {
             transaction: 8,
             begin_ms: 1_000,
             now_ms: 1_000,
-            locks: vec![(("t".into(), None), Mode::IntentShared)],
+            locks: vec![(("t".into(), None), Mode::Shared)],
             nowait: false,
         };
         assert!(lock.operation == store::owned_lock_operation(&request, 5));
@@ -1375,11 +1445,125 @@ mod tests {
             panic!("the statement")
         };
         assert_eq!(statement.kind, Kind::Statement);
-        let mut plain = Transaction::new(8, 1_000, settings());
-        let Action::Send(lock) = start(&mut plain, &read(1), Some(vec![key(1)]), 1_000) else {
+        let owner = store::transactions::Owner {
+            process: 5,
+            incarnation: 0,
+        };
+        assert_eq!(statement_of(&statement).owner, Some(owner));
+        assert_eq!(txn.announced(), None, "no incarnation to announce");
+        let mut pinned = Transaction::new(8, 1_000, owned);
+        let Action::Send(first) = start(&mut pinned, &read(1), Some(vec![key(1)]), 1_000) else {
             panic!("a message")
         };
-        assert!(lock.operation == store::lock_operation(&request));
+        assert_eq!(first.kind, Kind::Statement, "no lock message first");
+        assert_eq!(statement_of(&first).owner, Some(owner));
+        let unowned = DriverSettings {
+            owner: 0,
+            incarnation: 0,
+            ..settings()
+        };
+        let mut plain = Transaction::new(8, 1_000, unowned);
+        let Action::Send(first) = start(&mut plain, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert_eq!(first.kind, Kind::Statement);
+        let statement = statement_of(&first);
+        assert_eq!(statement.owner, None);
+        assert_eq!(
+            statement.locks[0],
+            (("t".into(), None), Mode::IntentShared),
+            "the table's intention, with the row's lock"
+        );
+    }
+
+    /// Until a gateway's incarnation is current at every partition, a transaction's first
+    /// statement takes its table's intention everywhere, which announces it
+    /// (`Transaction::announced`). Once announced (`DriverSettings::announced`), a statement
+    /// pinned to one key carries its intention to its partition with its row locks and its
+    /// owner, the same for every later table; a statement that reaches every partition still
+    /// takes its table lock everywhere first; and reads after a write still take update
+    /// intents.
+    #[test]
+    fn an_announced_incarnation_takes_intentions_where_the_rows_are() {
+        let mut first = Transaction::new(7, 1_000, settings());
+        let Action::Send(lock) = start(&mut first, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        assert_eq!((lock.kind, lock.route), (Kind::Lock, Route::Every));
+        assert_eq!(first.announced(), None, "not granted yet");
+        let Action::Send(_) = first.outcomes(vec![ok(), ok()], 1_001) else {
+            panic!("then the statement")
+        };
+        assert_eq!(first.announced(), Some(9), "granted at every partition");
+        let refused = DriverSettings {
+            incarnation: 10,
+            ..settings()
+        };
+        let mut dead = Transaction::new(8, 1_000, refused);
+        start(&mut dead, &read(1), Some(vec![key(1)]), 1_000);
+        let dead_answer = Outcome::Error(EngineError::IncarnationDead {
+            process: 3,
+            incarnation: 10,
+        });
+        dead.outcomes(vec![ok(), dead_answer], 1_001);
+        assert_eq!(dead.announced(), None, "refused somewhere: not announced");
+
+        let announced = DriverSettings {
+            announced: true,
+            ..settings()
+        };
+        let owner = store::transactions::Owner {
+            process: 3,
+            incarnation: 9,
+        };
+        let mut txn = Transaction::new(11, 1_000, announced);
+        let write = Command::Batch(vec![Operation::Update {
+            table: "t".into(),
+            assignments: vec![engine::Assignment {
+                column: "v".into(),
+                value: Value::BigInt(1),
+            }],
+            predicate: Some(Predicate::equal("k", Value::BigInt(2))),
+        }]);
+        let Action::Send(sent) = start(&mut txn, &write, Some(vec![key(2)]), 1_000) else {
+            panic!("a message")
+        };
+        assert_eq!(sent.kind, Kind::Statement);
+        assert_eq!(sent.route, Route::Keys(vec![key(2)]));
+        let statement = statement_of(&sent);
+        assert_eq!(statement.owner, Some(owner));
+        assert!(statement
+            .locks
+            .contains(&(("t".into(), None), Mode::IntentExclusive)));
+        txn.outcomes(vec![ok()], 1_001);
+        // Its partition refuses the incarnation: a death, and a new incarnation.
+        let mut refused_here = Transaction::new(12, 1_000, announced);
+        start(&mut refused_here, &read(1), Some(vec![key(1)]), 1_000);
+        let dead_here = Outcome::Error(EngineError::IncarnationDead {
+            process: 3,
+            incarnation: 9,
+        });
+        let Action::Answered { ran: true, .. } =
+            refused_here.outcomes(vec![dead_here.clone()], 1_001)
+        else {
+            panic!("answered")
+        };
+        assert_eq!(refused_here.incarnation_refused(), Some(9));
+        // A whole-table read takes S everywhere first.
+        let everything = Command::Batch(vec![Operation::Select {
+            table: "t".into(),
+            columns: vec![],
+            predicate: None,
+            limit: None,
+        }]);
+        let Action::Send(globalize) = start(&mut txn, &everything, None, 1_002) else {
+            panic!("a message")
+        };
+        assert_eq!(globalize.kind, Kind::Globalize);
+        let Action::Send(lock) = txn.outcomes(vec![ok()], 1_003) else {
+            panic!("then its table lock")
+        };
+        assert_eq!((lock.kind, lock.route), (Kind::Lock, Route::Every));
     }
 
     /// A gateway with an incarnation sends its table locks owned by (process, incarnation).

@@ -1000,6 +1000,23 @@ impl Store {
         if !transactions::covers_tables(operations, &statement.locks, self.transactions.get(id)) {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         }
+        if let Some(owner) = statement.owner {
+            // A statement's owner is judged, never adopted: only a table lock to every
+            // partition changes a process's incarnation (`TransactionStatement::owner`).
+            if owner.process == 0
+                || (owner.incarnation != 0
+                    && self.transactions.incarnations().current(owner.process)
+                        != Some(owner.incarnation))
+            {
+                return engine::Outcome::Error(engine::EngineError::IncarnationDead {
+                    process: owner.process,
+                    incarnation: owner.incarnation,
+                });
+            }
+            // Before the locks are judged: a transaction whose first statement here waits is
+            // owned too.
+            self.transactions.own(id, owner);
+        }
         let prepared = &self.prepared;
         let admission = self.transactions.admit_as(
             id,

@@ -122,6 +122,11 @@ impl Mode {
     }
 
     /// Whether the mode lets its holder write (some of) the resource.
+    /// IS or IX: an intention on a table, taken where its rows are locked.
+    pub fn is_intention(self) -> bool {
+        matches!(self, Mode::IntentShared | Mode::IntentExclusive)
+    }
+
     pub fn writes(self) -> bool {
         matches!(
             self,
@@ -553,6 +558,14 @@ pub struct TransactionStatement {
     /// partition"); otherwise (and where the partition's host cannot defer the reply) the
     /// refusal is answered at once and the gateway sends the statement again.
     pub await_grant: bool,
+    /// The gateway that sent it (`Owner`), if it names one: recorded as the transaction's
+    /// owner here when this is its first owned message here (`Transactions::own`). Unlike an
+    /// owned table lock, a statement never changes the process's incarnations (it reaches
+    /// one partition, not every one at one point of the order): one whose incarnation is not
+    /// the current one here is refused (`EngineError::IncarnationDead`), so its gateway takes
+    /// a new incarnation and announces it with a table lock to every partition
+    /// (`docs/internals/sprint.md`, "Intention locks where the rows are").
+    pub owner: Option<Owner>,
 }
 
 /// A transaction's request for table locks at every partition (`lock_operation`).
@@ -661,6 +674,8 @@ impl Transactions {
         // search of the list per lock cost 85 % of the storage processes' CPU while loading.
         // A short one (TPC-C's: a few locks) is searched, which allocates nothing.
         let mut wanted: Vec<(Resource, Mode)> = Vec::new();
+        // Table locks it holds and needs again: checked too (below), never taken again.
+        let mut held_tables: Vec<(&Resource, Mode)> = Vec::new();
         let mut index: Option<BTreeMap<&Resource, usize>> =
             (needed.len() > WANTED_SEARCHED_MAX).then(BTreeMap::new);
         for (resource, mode) in needed {
@@ -668,6 +683,9 @@ impl Transactions {
                 .and_then(|me| me.locks.get(resource))
                 .is_some_and(|held| held.covers(*mode))
             {
+                if resource.1.is_none() {
+                    held_tables.push((resource, *mode));
+                }
                 continue;
             }
             let known = match &index {
@@ -686,6 +704,22 @@ impl Transactions {
         }
         let mut holders = BTreeSet::new();
         let mut first: Option<(String, u64)> = None;
+        // A table lock it holds that conflicts with another holder's: an absorb joined them
+        // (`absorb_conflicts`). Each was granted over its own partition's rows; the rows are
+        // together now, so neither may go on under it until the other ends.
+        for (resource, mode) in &held_tables {
+            for (other_id, other) in &self.open {
+                if *other_id != id
+                    && other
+                        .locks
+                        .get(*resource)
+                        .is_some_and(|held| held.conflicts(*mode))
+                {
+                    holders.insert(*other_id);
+                    first.get_or_insert((resource.0.clone(), *other_id));
+                }
+            }
+        }
         for (resource, mode) in &wanted {
             let table = &resource.0;
             // A prepared statement's commit writes its tables whatever locks are held there
@@ -1532,14 +1566,18 @@ impl Transactions {
             // Whether it was seen here or not: a late message of it may still arrive.
             self.ended.insert(id);
         } else {
-            // A tombstone only for a transaction this partition has seen (a gateway's abort
-            // reaches every partition).
-            if !seen {
-                return None;
-            }
+            // A tombstone whether this partition has seen it or not: a transaction takes its
+            // intention locks where its rows are, so it may reach this partition only after
+            // the abort; its statement must then be refused here as everywhere, or its
+            // COMMIT would commit here what the abort undid elsewhere (found by the simulator,
+            // seed 2494). Every partition meets the abort at one point of the order, so the
+            // tombstones stay alike.
             self.aborted.insert(id);
             while self.aborted.len() > ABORTED_MAX {
                 self.aborted.pop_first();
+            }
+            if !seen {
+                return None;
             }
         }
         self.open.remove(&id)
@@ -2456,6 +2494,39 @@ pub fn plan_statement_on_paths(
     paths: Option<&[RowPath]>,
     exclusive: bool,
 ) -> Result<StatementLocks, EngineError> {
+    let holding = Holding {
+        everywhere: held,
+        wrote: held.values().any(|mode| mode.writes()),
+        intentions_here: false,
+    };
+    plan_statement_holding(&holding, operations, keys, paths, exclusive)
+}
+
+/// What a transaction holds, as its gateway plans its next statement's locks.
+#[derive(Clone, Copy, Debug)]
+pub struct Holding<'a> {
+    /// The table locks it holds at every partition.
+    pub everywhere: &'a BTreeMap<String, Mode>,
+    /// Whether it has written (a statement of it took a writing mode): its reads then take
+    /// update intents (`with_update_intent`).
+    pub wrote: bool,
+    /// A statement pinned to one placement key carries its table's intention lock (IS, IX)
+    /// to its one partition, with its row locks, instead of taking it at every partition
+    /// first (multiple-granularity locking needs the intention only where the rows are:
+    /// `docs/internals/sprint.md`, "Intention locks where the rows are"). Its gateway's
+    /// incarnation must be current at every partition first (`TransactionStatement::owner`).
+    pub intentions_here: bool,
+}
+
+/// `plan_statement_on_paths` for a transaction holding `holding`.
+pub fn plan_statement_holding(
+    holding: &Holding,
+    operations: &[Operation],
+    keys: Option<&[Vec<u8>]>,
+    paths: Option<&[RowPath]>,
+    exclusive: bool,
+) -> Result<StatementLocks, EngineError> {
+    let held = holding.everywhere;
     let needed = match (keys, paths) {
         (Some(keys), Some(paths)) => {
             assert!(
@@ -2472,14 +2543,17 @@ pub fn plan_statement_on_paths(
         needed
     };
     let needed = match paths {
-        Some(paths) if held.values().any(|mode| mode.writes()) => with_update_intent(needed, paths),
+        Some(paths) if holding.wrote => with_update_intent(needed, paths),
         _ => needed,
     };
     let several = !matches!(keys, Some(keys) if keys.len() == 1);
     let everywhere = needed
         .iter()
         .filter(|((table, row), mode)| {
-            several || (row.is_none() && held.get(table).is_none_or(|held| !held.covers(*mode)))
+            several
+                || (row.is_none()
+                    && !(holding.intentions_here && mode.is_intention())
+                    && held.get(table).is_none_or(|held| !held.covers(*mode)))
         })
         .cloned()
         .collect();
@@ -2753,6 +2827,51 @@ mod tests {
             open.admit(0, 50, 202, &table("t", Mode::Shared), none),
             Admission::Refused(EngineError::TransactionLocked { .. })
         ));
+    }
+
+    /// Intention locks are taken where the rows are, so two partitions may hold conflicting
+    /// table locks of two transactions (a whole-table read's S granted here while it waits
+    /// elsewhere for a writer's IX there); a cut that moves the writer's rows here joins
+    /// them (`absorb`). Neither may go on under its lock then: each needing its table lock
+    /// again waits for the other (a deadlock if both do, one of them dies), instead of
+    /// reading or writing the other's rows (found by the simulator, seeds 2494 and 4255: an
+    /// audit read a transfer's uncommitted debit).
+    #[test]
+    fn table_locks_joined_by_an_absorb_are_judged_again_before_use() {
+        let none = |_: &str| None;
+        let mut here = Transactions::default();
+        assert_eq!(
+            here.admit(1, 100, 100, &table("t", Mode::Shared), none),
+            Admission::Run
+        );
+        let mut there = Transactions::default();
+        let mut write = table("t", Mode::IntentExclusive);
+        write.extend(row("t", 5, Mode::Exclusive));
+        assert_eq!(there.admit(2, 200, 200, &write, none), Admission::Run);
+        here.absorb(there);
+        // The reader's next statement needs its S again: it waits for the writer.
+        assert!(matches!(
+            here.admit(1, 100, 300, &table("t", Mode::Shared), none),
+            Admission::Refused(EngineError::TransactionLocked { transaction: 2, .. })
+        ));
+        assert_eq!(here.waits_for(1), vec![2]);
+        // The writer's next statement needs its IX again: it closes the cycle and dies.
+        let mut again = table("t", Mode::IntentExclusive);
+        again.extend(row("t", 6, Mode::Exclusive));
+        assert!(matches!(
+            here.admit(2, 200, 301, &again, none),
+            Admission::Refused(EngineError::SerializationFailure { .. })
+        ));
+        // Without the join nothing changes: a held lock needed again is granted at once.
+        let mut alone = Transactions::default();
+        assert_eq!(
+            alone.admit(1, 100, 100, &table("t", Mode::Shared), none),
+            Admission::Run
+        );
+        assert_eq!(
+            alone.admit(1, 100, 101, &table("t", Mode::Shared), none),
+            Admission::Run
+        );
     }
 
     #[test]
@@ -3457,6 +3576,7 @@ mod store_tests {
             savepoint,
             skip_locked: false,
             await_grant: false,
+            owner: None,
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
     }
@@ -3551,6 +3671,7 @@ mod store_tests {
             savepoint: 0,
             skip_locked,
             await_grant: false,
+            owner: None,
         })
     }
 
@@ -3578,6 +3699,7 @@ mod store_tests {
             savepoint: 0,
             skip_locked: false,
             await_grant,
+            owner: None,
         })
     }
 
@@ -4294,6 +4416,74 @@ mod store_tests {
         store.transactions.check_incarnations();
     }
 
+    /// A statement that names its owner (`TransactionStatement::owner`, sent once the
+    /// gateway's incarnation is current everywhere) takes its table's intention here with its
+    /// rows and makes its owner the transaction's; it never changes the incarnations: one
+    /// naming a dead incarnation, or one this partition has not taken as current, is refused
+    /// (`IncarnationDead`) and opens nothing. A suspicion aborts what the statements opened.
+    #[test]
+    fn a_statement_owns_its_transaction_only_for_the_current_incarnation() {
+        let mut store = store();
+        let owned_statement = |transaction, owner| {
+            let mut statement: TransactionStatement = postcard::from_bytes(
+                &row_statement(transaction, 1, Command::Batch(vec![set_n(11)]), false)[1..],
+            )
+            .unwrap();
+            statement.owner = Some(owner);
+            transaction_operation(&statement)
+        };
+        let current = owner(5, 1);
+        // Not yet current here (never announced): refused, nothing opened, nothing adopted.
+        assert_eq!(
+            incarnation_dead(&send(&mut store, &owned_statement(7, current))),
+            Some((5, 1))
+        );
+        assert!(store.transactions.get(7).is_none());
+        assert_eq!(store.transactions.incarnations().current(5), None);
+        // Announced by a table lock of another transaction: the statement runs and owns 8.
+        let announce = crate::transactions::LockRequest {
+            transaction: 6,
+            begin_ms: 6,
+            now_ms: 1_000,
+            locks: vec![(("t".to_string(), None), Mode::IntentShared)],
+            nowait: false,
+        };
+        assert_eq!(
+            send(
+                &mut store,
+                &crate::incarnation_lock_operation(&announce, current)
+            ),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(send(&mut store, &owned_statement(8, current)), updated(1));
+        assert_eq!(store.transactions.owner(8), Some(current));
+        assert!(store
+            .transactions
+            .get(8)
+            .unwrap()
+            .locks
+            .contains_key(&("t".to_string(), None)));
+        // Another incarnation of the process, not adopted by a statement.
+        assert_eq!(
+            incarnation_dead(&send(&mut store, &owned_statement(9, owner(5, 2)))),
+            Some((5, 2))
+        );
+        assert_eq!(store.transactions.incarnations().current(5), Some(1));
+        assert!(store.transactions.get(9).is_none());
+        // The suspicion aborts 6 and 8 (8's write undone); a late statement is refused.
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_operation(5)),
+            updated(2)
+        );
+        assert_eq!(rows(&store), vec![row(1, 10)]);
+        assert_eq!(
+            incarnation_dead(&send(&mut store, &owned_statement(10, current))),
+            Some((5, 1))
+        );
+        assert!(store.transactions.get(10).is_none());
+        store.transactions.check_incarnations();
+    }
+
     /// Gap 2: a suspicion of process 5 aborts its transactions and makes its current
     /// incarnation dead, so a table lock of that incarnation still in flight when the suspicion
     /// was sequenced is refused and opens nothing (before, it opened a transaction owned after
@@ -4855,6 +5045,7 @@ mod row_path_tests {
             savepoint,
             skip_locked: false,
             await_grant: false,
+            owner: None,
         });
         engine::Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
     }

@@ -404,6 +404,7 @@ impl Model {
                 savepoint: 0,
                 skip_locked: false,
                 await_grant: false,
+                owner: None,
             });
             self.send(&statement, &targets)
         };

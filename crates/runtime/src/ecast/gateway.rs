@@ -82,7 +82,7 @@ pub struct GatewayStatus {
     /// The gateway's incarnation (random at the process's start, never 0): its transactions
     /// are owned by (process, incarnation), and a new one is taken when the partitions refuse
     /// this one as dead (`super::sql::ClusterBackend::with_owner`).
-    pub incarnation: Arc<AtomicU64>,
+    pub incarnation: Arc<super::sql::GatewayIncarnation>,
     /// The inbox's last delivered timestamp.
     pub delivered: AtomicU64,
     /// The inbox's configuration version.

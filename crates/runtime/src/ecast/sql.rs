@@ -164,7 +164,18 @@ pub struct ClusterBackend {
     owner: u64,
     /// The gateway's incarnation, shared by every session of the process (0: none): with the
     /// owner, what the partitions judge (`DriverSettings::incarnation`).
-    incarnation: Arc<AtomicU64>,
+    incarnation: Arc<GatewayIncarnation>,
+}
+
+/// A gateway's incarnation, shared by every session of its process.
+#[derive(Debug, Default)]
+pub struct GatewayIncarnation {
+    /// The incarnation (0: none yet).
+    pub current: AtomicU64,
+    /// The incarnation an owned table lock made current at every partition
+    /// (`transaction_driver::Transaction::announced`): while it is `current`, statements take
+    /// their intention locks where their rows are (`DriverSettings::announced`).
+    pub announced: AtomicU64,
 }
 
 /// Hidden, test-only (debug builds, `TESSERA_CANARY_NO_GATEWAY_INCARNATION`): the gateway
@@ -197,7 +208,7 @@ impl ClusterBackend {
             row_ids: Arc::new(Mutex::new(RowIds::new())),
             hub: None,
             owner: 0,
-            incarnation: Arc::new(AtomicU64::new(0)),
+            incarnation: Arc::new(GatewayIncarnation::default()),
         }
     }
 
@@ -206,7 +217,7 @@ impl ClusterBackend {
     pub(crate) fn with_owner(
         mut self,
         storage: placement::ProcessId,
-        incarnation: Arc<AtomicU64>,
+        incarnation: Arc<GatewayIncarnation>,
     ) -> ClusterBackend {
         self.owner = storage.0;
         self.incarnation = incarnation;
@@ -221,6 +232,7 @@ impl ClusterBackend {
         let fresh = fresh_incarnation();
         let before = self
             .incarnation
+            .current
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |current| {
                 Some(transaction_driver::next_incarnation(
                     current, refused, fresh,
@@ -247,6 +259,11 @@ impl ClusterBackend {
     /// `TESSERA_SQL_NO_GRANTS` (a measurement switch) is set.
     fn settings(&self) -> DriverSettings {
         let defaults = DriverSettings::default();
+        let incarnation = if canary_no_gateway_incarnation() {
+            0
+        } else {
+            self.incarnation.current.load(Ordering::SeqCst)
+        };
         static NO_GRANTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let no_grants =
             *NO_GRANTS.get_or_init(|| std::env::var_os("TESSERA_SQL_NO_GRANTS").is_some());
@@ -255,11 +272,9 @@ impl ClusterBackend {
             grant_wait_ms: if no_grants { 0 } else { defaults.grant_wait_ms },
             abandoned_after_ms: test_abandoned_after_ms().unwrap_or(defaults.abandoned_after_ms),
             owner: self.owner,
-            incarnation: if canary_no_gateway_incarnation() {
-                0
-            } else {
-                self.incarnation.load(Ordering::SeqCst)
-            },
+            incarnation,
+            announced: incarnation != 0
+                && self.incarnation.announced.load(Ordering::SeqCst) == incarnation,
             ..defaults
         }
     }
@@ -683,6 +698,11 @@ impl ClusterBackend {
                 Action::Answered { outcomes, ran } => {
                     if let Some(refused) = transaction.incarnation_refused() {
                         self.incarnation_refused(refused);
+                    }
+                    if let Some(announced) = transaction.announced() {
+                        self.incarnation
+                            .announced
+                            .store(announced, Ordering::SeqCst);
                     }
                     count_answered(&outcomes);
                     return Ok((outcomes, ran));

@@ -261,7 +261,7 @@ pub(super) fn serve(
     let links = Links::new();
     let status = Arc::new(GatewayStatus::default());
     // A new gateway incarnation at every start (`store::transactions::Incarnations`).
-    status.incarnation.store(
+    status.incarnation.current.store(
         super::sql::fresh_incarnation(),
         std::sync::atomic::Ordering::SeqCst,
     );

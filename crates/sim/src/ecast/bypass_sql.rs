@@ -357,6 +357,10 @@ pub(super) struct SqlState {
     /// starts is `owner_of(gateway, incarnation)`. A new one at each crash and after a
     /// refusal as a dead incarnation (`IncarnationDead`).
     incarnations: Vec<u64>,
+    /// Per gateway: the incarnation an owned table lock made current at every partition
+    /// (`Transaction::announced`); while it is the current one, its transactions take their
+    /// intention locks where their rows are (`DriverSettings::announced`).
+    announced: Vec<u64>,
     /// The last incarnation given (incarnations grow, over every gateway).
     incarnation_last: u64,
     /// Gateway process crashes: a stream of its own.
@@ -389,6 +393,7 @@ impl SqlState {
     pub(super) fn new(gateways: usize, slots: usize, seed: u64) -> SqlState {
         SqlState {
             incarnations: (1..=gateways as u64).collect(),
+            announced: vec![0; gateways],
             incarnation_last: gateways as u64,
             crashes: Prng::new(seed ^ 0x6a7e_dead),
             suspicions: Vec::new(),
@@ -854,6 +859,7 @@ impl BypassSimulation {
         };
         let incarnation = self.sql().incarnations[gateway];
         let mut settings = driver_settings(owner_of(gateway, incarnation));
+        settings.announced = self.sql().announced[gateway] == incarnation;
         if self.options.canary == Some(BypassCanary::SqlIgnoreGatewayIncarnations) {
             // The canary: the old owned message, which names the process only (what every
             // incarnation of it sent before incarnations): nothing is judged.
@@ -1029,6 +1035,7 @@ impl BypassSimulation {
                         savepoint: 0,
                         skip_locked: false,
                         await_grant: false,
+                        owner: None,
                     },
                 ),
                 route: keys.map_or(Route::Every, Route::Keys),
@@ -1340,8 +1347,12 @@ impl BypassSimulation {
                     let globalizing = run.txn.global;
                     let action = run.txn.outcomes(outcomes, now);
                     let refused = run.txn.incarnation_refused();
+                    let announced = run.txn.announced();
                     if !globalizing && run.txn.global {
                         self.sql().stats.globalized += 1;
+                    }
+                    if let Some(announced) = announced {
+                        self.sql().announced[gateway] = announced;
                     }
                     if let Some(refused) = refused {
                         self.sql_incarnation_refused(gateway, refused);
