@@ -276,6 +276,10 @@ pub struct Transaction {
     announced: bool,
     /// A statement of it took a writing mode: its reads take update intents.
     wrote: bool,
+    /// A message of it was sent beyond the partition of its first placement key (a
+    /// `Globalize`, a table lock to every partition, a statement routed elsewhere): its end
+    /// goes to every partition.
+    wide: bool,
 }
 
 impl Transaction {
@@ -292,6 +296,7 @@ impl Transaction {
             incarnation_refused: None,
             announced: false,
             wrote: false,
+            wide: false,
         }
     }
 
@@ -424,7 +429,13 @@ impl Transaction {
             && !current.waiter.nowait
             && !current.skip_locked;
         current.awaiting = awaits.then_some(now_ms);
-        self.message(now_ms, awaits)
+        let send = self.message(now_ms, awaits);
+        let local = matches!(
+            (&send.route, &self.first),
+            (Route::Keys(keys), Some(first)) if keys.iter().all(|key| key == first)
+        );
+        self.wide |= !local;
+        send
     }
 
     /// When the message in flight, awaiting its grant, is overdue (`overdue`), if it awaits.
@@ -598,12 +609,20 @@ impl Transaction {
         self.current = None;
     }
 
-    /// COMMIT or ROLLBACK: one message to every partition, or nothing when no statement was
-    /// sent (no partition knows it). Once answered, the caller sends the hint.
+    /// COMMIT or ROLLBACK, or nothing when no statement was sent (no partition knows it):
+    /// one message to every partition, or for a local transaction (never global, every
+    /// statement pinned to its first placement key, no table lock taken everywhere) one
+    /// message to that key's partition, the only one that knows it (Sprint's local commit,
+    /// §4.2; `docs/internals/sprint.md`, "Local commit"). Once answered, the caller sends the
+    /// hint.
     pub fn end(&self, commit: bool) -> Option<Send> {
+        let route = match &self.first {
+            Some(first) if !self.wide => Route::Keys(vec![first.clone()]),
+            _ => Route::Every,
+        };
         (self.statements > 0).then(|| Send {
             operation: store::end_operation(self.id, commit, true),
-            route: Route::Every,
+            route,
             kind: Kind::End {
                 transaction: self.id,
             },
@@ -1474,6 +1493,35 @@ mod tests {
             (("t".into(), None), Mode::IntentShared),
             "the table's intention, with the row's lock"
         );
+    }
+
+    /// A local transaction (every message to its first key's partition) ends there alone;
+    /// one that sent anything beyond (a `Globalize`, a table lock to every partition) ends
+    /// at every partition.
+    #[test]
+    fn a_local_transaction_ends_at_its_partition_and_a_wide_one_everywhere() {
+        let announced = DriverSettings {
+            announced: true,
+            ..settings()
+        };
+        let mut local = Transaction::new(7, 1_000, announced);
+        start(&mut local, &read(1), Some(vec![key(1)]), 1_000);
+        local.outcomes(vec![ok()], 1_001);
+        start(&mut local, &read(1), Some(vec![key(1)]), 1_002);
+        local.outcomes(vec![ok()], 1_003);
+        let end = local.end(true).expect("statements were sent");
+        assert_eq!(end.route, Route::Keys(vec![key(1)]));
+        assert!(end.operation == store::end_operation(7, true, true));
+        // A second key: Globalize first, then the end everywhere.
+        let Action::Send(globalize) = start(&mut local, &read(2), Some(vec![key(2)]), 1_004) else {
+            panic!("a message")
+        };
+        assert_eq!(globalize.kind, Kind::Globalize);
+        assert_eq!(local.end(false).map(|end| end.route), Some(Route::Every));
+        // Its table lock to every partition (the incarnation not yet announced): everywhere.
+        let mut first = Transaction::new(8, 1_000, settings());
+        start(&mut first, &read(1), Some(vec![key(1)]), 1_000);
+        assert_eq!(first.end(false).map(|end| end.route), Some(Route::Every));
     }
 
     /// Until a gateway's incarnation is current at every partition, a transaction's first
