@@ -178,13 +178,15 @@ fn the_silent_tombstone_canary_is_caught_and_its_seeds_pass_without_it() {
 /// (`ecast::group_lifecycle::Tombstone::acknowledges_copy`). These `--sql-transactions` seeds
 /// resend copies to stopped replicas; each settles with tombstone acknowledgements counted.
 ///
-/// Such seeds are rare (3 or 4 in 2,000) and any change to the simulator's workload moves them:
-/// the seeds below were picked with the blind transfers of stop 43 (`Step::Add`). To pick
+/// Such seeds are rare (3 or 4 in 2,000 at stop 43, 15 in 2,500 at stop 46) and any change to
+/// the simulator's workload or the transactions' messages moves them: the seeds below were
+/// picked again at stop 46, when intention locks taken where the rows are and local commit
+/// changed every trace (200, 699 and 1392, picked at stop 43, no longer resend a copy). To pick
 /// again, look for `tombstone_copy_acks=` above 0 in
 /// `sim --ecast --partitions vr --sql-transactions --seed N` over a range of seeds.
 #[test]
 fn stopped_replicas_acknowledge_resent_copies_and_the_runs_settle() {
-    for seed in [200, 699, 1392] {
+    for seed in [46, 722, 1372] {
         let report = run(BypassOptions::sql(seed));
         assert!(
             report.result.is_ok(),

@@ -2,11 +2,14 @@
 //!
 //! A transaction's statements reach the partitions holding their rows (the router bypass for
 //! one, one E-Cast message for several), each stamped with the transaction's id and the
-//! gateway's clock. Before its first statement on a
-//! table, the gateway takes the table's lock at every partition with one E-Cast message
-//! (`LockRequest`): so every partition holds the same locks at every point of the order, and
-//! a statement refused for a lock is refused by every partition it reaches, having run
-//! nowhere; the gateway sends it again. At each partition a statement:
+//! gateway's clock. A statement pinned to one placement key carries its table's intention
+//! lock (IS, IX) to its partition with its row locks: multiple-granularity locking needs the
+//! intention only where the rows are (`Holding::intentions_here`). Any other table lock (S,
+//! SIX, X: a statement over the whole table, or over several keys), and a transaction's first
+//! table lock until its gateway's incarnation is current everywhere, is taken first at every
+//! partition with one E-Cast message (`LockRequest`), so a statement refused for a lock is
+//! refused by every partition it reaches, having run nowhere; the gateway sends it again. At
+//! each partition a statement:
 //!
 //! 1. takes table locks (already held, after the lock message) under strict two-phase locking: shared for the tables it reads,
 //!    exclusive for those it writes, held until the transaction ends. A lock another
@@ -44,7 +47,13 @@
 //!
 //! When Rubberband moves part of a partition's rows, the before-images of the moved rows, and
 //! every lock, travel with them (`copy_where` for the copy sent and the part kept, `absorb`): the receiving group
-//! then ends the transaction with the same message as everyone else.
+//! then ends the transaction with the same message as everyone else. Table locks granted at
+//! two partitions over their own rows may conflict once an absorb joins them (a whole-table
+//! read's S here, a writer's IX that came with its rows): neither holder goes on under its
+//! lock until the other ends (`admit_queued` judges a held table lock again).
+//!
+//! An abort by another gateway leaves a tombstone at every partition, seen there or not: a
+//! transaction may reach a partition for the first time after it (`Transactions::end`).
 
 use engine::table::{Key, Row};
 use engine::{EngineError, Operation, Predicate, TableSchema, Value};
@@ -749,9 +758,9 @@ impl Transactions {
         }
         // The earlier waiters it would overtake: it waits behind them (no overtaking), in
         // their order.
-        // Only row locks queue: table locks are granted alike at every partition (the
-        // uniform-lock rule), which a queue judged on each partition's own waiters and graph
-        // would break.
+        // Only row locks queue: a table lock is refused and asked for again, whether it went
+        // to every partition (granted alike everywhere, which a queue judged on each
+        // partition's own waiters and graph would break) or came with a statement.
         let rows_wanted: Vec<(Resource, Mode)> = wanted
             .iter()
             .filter(|(resource, _)| resource.1.is_some())
@@ -2475,8 +2484,9 @@ pub struct StatementLocks {
 
 /// Plans the locks of a statement of a transaction that holds `held` table locks at every
 /// partition: pinned to `keys` (placement keys; `None`: not pinned, it reaches every
-/// partition), `exclusive` for `SELECT … FOR UPDATE`. The gateway's half of the uniform-lock
-/// rule (module doc). `Err` for DDL.
+/// partition), `exclusive` for `SELECT … FOR UPDATE`, every table lock taken at every
+/// partition (`plan_statement_holding` for intentions where the rows are; module doc). `Err`
+/// for DDL.
 pub fn plan_statement(
     held: &BTreeMap<String, Mode>,
     operations: &[Operation],
