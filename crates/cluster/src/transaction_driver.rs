@@ -242,6 +242,8 @@ struct Waiter {
     nowait: bool,
     /// The holder waited for, its last stamp, and since when.
     holder: Option<(u64, u64, u64)>,
+    /// The two-phase statement holding the tables out, and since when.
+    busy_holder: Option<(u64, u64)>,
     /// The holder the pause under way waits for (a hint of its end ends the pause).
     paused_for: Option<u64>,
     /// Hints received while no pause was under way (a message in flight), so that an end
@@ -677,9 +679,9 @@ impl Autocommit {
     /// The outcomes of the statement: a pause before it is sent again, or its answer.
     pub fn outcomes<A: Answer>(&mut self, outcomes: Vec<A>, now_ms: u64) -> Action<A> {
         let settings = self.settings;
-        // A transaction's lock: waited for (nothing ran anywhere: the refusal is decided on
-        // the table locks every partition holds alike, or by one partition of a
-        // single-partition statement).
+        // A transaction's lock: waited for (nothing ran anywhere: a write over several
+        // partitions goes in two phases, so one partition's refusal aborts it everywhere; a
+        // read refused by one partition is sent again whole).
         if let Some(pause) = self.waiter.locked(&outcomes, now_ms, &settings) {
             return pause;
         }
@@ -741,6 +743,7 @@ impl Waiter {
             pause_ms: settings.pause_first_ms,
             nowait,
             holder: None,
+            busy_holder: None,
             paused_for: None,
             ended: Vec::new(),
             missed: false,
@@ -791,21 +794,38 @@ impl Waiter {
         Some(self.pause(now_ms, most, abort, Some(transaction)))
     }
 
-    /// A pause if the message was held out by a two-phase statement and patience remains.
+    /// A pause if the message was held out by a two-phase statement and patience remains;
+    /// with that statement's abort once it has held the tables out for
+    /// `autocommit_decide_after_ms` (its gateway may have died between its two phases, as
+    /// `Autocommit` judges it).
     fn busy<A: Answer>(
         &mut self,
         outcomes: &[A],
         now_ms: u64,
         settings: &DriverSettings,
     ) -> Option<Action<A>> {
-        if !outcomes
+        let statement = outcomes
             .iter()
-            .any(|answer| refusal(answer.outcome(), busy).is_some())
-            || self.patience_spent(now_ms, settings)
-        {
+            .find_map(|answer| refusal(answer.outcome(), busy))?;
+        if self.patience_spent(now_ms, settings) {
             return None;
         }
-        Some(self.pause(now_ms, settings.busy_pause_max_ms, None, None))
+        let mut abort = None;
+        match self.busy_holder {
+            Some((holder, since)) if holder == statement => {
+                let held_ms = now_ms.saturating_sub(since);
+                if held_ms > settings.autocommit_decide_after_ms {
+                    abort = Some(Send {
+                        operation: store::decide_operation(statement, false),
+                        route: Route::Every,
+                        kind: Kind::Decide { statement, held_ms },
+                    });
+                    self.busy_holder = None;
+                }
+            }
+            _ => self.busy_holder = Some((statement, now_ms)),
+        }
+        Some(self.pause(now_ms, settings.busy_pause_max_ms, abort, None))
     }
 
     fn pause<A>(
@@ -1364,6 +1384,45 @@ mod tests {
             [2, 4, 8, 16, 32, 32],
             "beyond the polling maximum (8)"
         );
+    }
+
+    /// A two-phase statement whose gateway died between its phases holds its tables until
+    /// someone decides it: a transaction held out by it for `autocommit_decide_after_ms`
+    /// aborts it, as a statement outside transactions does.
+    #[test]
+    fn a_transaction_held_out_by_a_two_phase_statement_for_long_aborts_it() {
+        let settings = DriverSettings {
+            patience_ms: 10_000,
+            autocommit_decide_after_ms: 50,
+            ..settings()
+        };
+        let mut txn = Transaction::new(7, 1_000, settings);
+        let Action::Send(_) = start(&mut txn, &read(1), Some(vec![key(1)]), 1_000) else {
+            panic!("a message")
+        };
+        let mut now = 1_001;
+        let mut aborts = Vec::new();
+        while now < 1_400 {
+            let Action::Pause {
+                until_ms, abort, ..
+            } = txn.outcomes(vec![ok(), busy_outcome(9)], now)
+            else {
+                panic!("a wait for the two-phase statement")
+            };
+            if let Some(abort) = abort {
+                assert_eq!(abort.operation, store::decide_operation(9, false));
+                assert_eq!(abort.route, Route::Every);
+                aborts.push(now);
+            }
+            now = until_ms.max(now + 1);
+            txn.resume(now);
+        }
+        assert!(
+            // Within one pause (at most `busy_pause_max_ms`) of 50 ms held out.
+            matches!(aborts.first(), Some(at) if *at > 1_051 && *at <= 1_051 + 50),
+            "aborted once held out for 50 ms: {aborts:?}"
+        );
+        assert!(aborts.len() >= 2, "and again if it still holds: {aborts:?}");
     }
 
     #[test]

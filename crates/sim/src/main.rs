@@ -37,6 +37,9 @@ const USAGE: &str =
                  sql-unlocked-reads | sql-ignore-incarnations | sql-skip-execution-order |
                  sql-skip-suspicion-abort | sql-ignore-gateway-incarnations |
                  sql-whole-row-undo | sql-increment-image)
+  --sql-autocommit   --sql-transactions plus, in some slots, statements outside transactions over
+                 several partitions (transfers, non-key updates) sent in two phases (canary:
+                 sql-one-phase-autocommit)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -71,6 +74,7 @@ struct Arguments {
     skyros_partitions: bool,
     comm: bool,
     sql_transactions: bool,
+    sql_autocommit: bool,
     sql_statements: bool,
     snapshot_audits: bool,
     bypass_canary: Option<BypassCanary>,
@@ -95,6 +99,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
         skyros_partitions: false,
         comm: false,
         sql_transactions: false,
+        sql_autocommit: false,
         sql_statements: false,
         snapshot_audits: false,
         bypass_canary: None,
@@ -126,6 +131,10 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
             "--trace" => parsed.trace_lines = number("--trace")? as usize,
             "--ecast" => parsed.ecast = true,
             "--sql-transactions" => parsed.sql_transactions = true,
+            "--sql-autocommit" => {
+                parsed.sql_transactions = true;
+                parsed.sql_autocommit = true;
+            }
             "--sql-statements" => parsed.sql_statements = true,
             "--snapshot-audits" => parsed.snapshot_audits = true,
             "--comm" => parsed.comm = true,
@@ -162,6 +171,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-ignore-incarnations") => Some(BypassCanary::SqlIgnoreIncarnations),
                     Some("sql-whole-row-undo") => Some(BypassCanary::SqlWholeRowUndo),
                     Some("sql-increment-image") => Some(BypassCanary::SqlIncrementImage),
+                    Some("sql-one-phase-autocommit") => Some(BypassCanary::SqlOnePhaseAutocommit),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
                     Some("sql-ignore-gateway-incarnations") => {
@@ -362,6 +372,9 @@ fn bypass_options(seed: u64, arguments: &Arguments) -> BypassOptions {
     if arguments.sql_transactions {
         options = options.with_sql_transactions();
     }
+    if arguments.sql_autocommit {
+        options = options.with_sql_autocommit();
+    }
     if arguments.sql_statements {
         options = options.with_sql_statements();
     }
@@ -416,7 +429,8 @@ fn print_bypass_report(report: &BypassReport) {
                 " sql: started={} committed={} aborted={} serialization_failures={} waits={} \
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
                  rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={} \
-                 quick_restarts={} incarnation_refusals={} superseded_deaths={}",
+                 quick_restarts={} incarnation_refusals={} superseded_deaths={} autocommits={} \
+                 autocommit_noops={} autocommit_refused={} autocommit_holders_aborted={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -440,7 +454,11 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.suspicion_aborts,
                 sql.quick_restarts,
                 sql.incarnation_refusals,
-                sql.superseded_deaths
+                sql.superseded_deaths,
+                sql.autocommits,
+                sql.autocommit_noops,
+                sql.autocommit_refused,
+                sql.autocommit_holders_aborted
             )
         } else {
             String::new()

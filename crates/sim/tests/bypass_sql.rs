@@ -8,7 +8,9 @@
 //! Tessera's design in `docs/internals/sprint.md`, and the execution-order rule skipped) is
 //! caught.
 
-use sim::ecast::bypass::{run, sweep_sql, BypassCanary, BypassFailure, BypassOptions};
+use sim::ecast::bypass::{
+    run, sweep_sql, sweep_sql_autocommit, BypassCanary, BypassFailure, BypassOptions,
+};
 
 fn seeds(start: u64, count: u64) -> Vec<u64> {
     (start..start + count).collect()
@@ -99,6 +101,43 @@ fn a_sql_seed_replays_and_the_sweep_commits_appends_transfers_and_audits_under_f
         "a suspicion meets a live new incarnation, whose table lock is refused: {totals:?}"
     );
     assert!(reconfigurations > 5 && pauses > 5 && crashes > 5);
+}
+
+/// Statements outside transactions over several partitions (transfers, non-key updates) beside
+/// transactions whose intention locks lie only where their rows are, all in two phases: every
+/// checker passes, and they commit.
+#[test]
+fn a_hundred_autocommit_seeds_pass_every_checker_and_commit_statements_outside_transactions() {
+    let failures = sweep_sql_autocommit(&seeds(1, 100));
+    report(&failures);
+    assert!(
+        failures.is_empty(),
+        "{} of 100 seeds failed",
+        failures.len()
+    );
+    let (mut transfers, mut noops, mut refused) = (0, 0, 0);
+    for seed in [1, 3, 5, 7] {
+        let report = run(BypassOptions::sql_autocommit(seed));
+        assert!(report.result.is_ok(), "seed {seed}");
+        transfers += report.stats.sql.autocommits;
+        noops += report.stats.sql.autocommit_noops;
+        refused += report.stats.sql.autocommit_refused;
+    }
+    assert!(
+        transfers > 0 && noops > 0 && refused > 0,
+        "transfers {transfers}, non-key updates {noops}, refused prepares {refused}"
+    );
+}
+
+/// "One-phase autocommit writes": a statement outside transactions over several partitions in
+/// one message is refused where a transaction holds its table and run by the other partitions,
+/// then sent again whole: the audits and the final total catch the transfer run twice at one
+/// partition.
+#[test]
+fn the_one_phase_autocommit_canary_is_caught() {
+    let failures = sweep_sql(&seeds(1, 30), Some(BypassCanary::SqlOnePhaseAutocommit));
+    let caught = caught(&failures);
+    assert!(caught >= 8, "caught on {caught} of 30 seeds");
 }
 
 /// How many of `failures` the SQL checker found; every failure must be its.

@@ -570,11 +570,13 @@ impl Store {
     }
 
     /// Why `run_share` refuses a command before it runs anything: a two-phase statement holds
-    /// a table it writes (`Busy`, unless this is that statement's commit), or an open
-    /// transaction holds a table it reads or writes (`Transactions::blocker`).
+    /// a table it writes exclusively (`Busy`, unless this is that statement's commit), or an
+    /// open transaction holds a table it reads or writes (`Transactions::blocker`).
     fn share_refused(&self, command: &engine::Command, share: Share) -> Option<engine::Outcome> {
         let written = prepared::written_tables(command);
-        let holder = self.prepared.holder(written.iter().map(String::as_str));
+        let holder = self
+            .prepared
+            .exclusive_holder(written.iter().map(String::as_str));
         if let (Some((table, statement)), false) = (holder, share == Share::Commit) {
             return Some(engine::Outcome::Error(engine::EngineError::Busy {
                 table,
@@ -673,9 +675,11 @@ impl Store {
         );
     }
 
-    /// The first phase: the vote (a dry run of the share, or `Busy` if another statement
-    /// holds one of its tables). Unless the vote is that `Busy`, the statement is recorded
-    /// whatever the vote, so that every partition holds its tables until the decision.
+    /// The first phase: the vote (a fallible statement's dry run of the share, any other's
+    /// refusal by an open transaction or a stale catalog guard; or `Busy` if another statement
+    /// holds one of its tables in a way it may not share, `prepared`). Unless the vote is
+    /// that `Busy`, the statement is recorded whatever the vote, so that every partition holds
+    /// its tables until the decision.
     ///
     /// A statement refused because another holds its tables holds nothing: the holds are the
     /// same on every partition at every point of the order, so it is refused by every
@@ -691,15 +695,30 @@ impl Store {
             return engine::Outcome::Error(engine::EngineError::Malformed);
         };
         let tables = prepared::written_tables(&command);
-        if let Some((table, holder)) = self.prepared.holder(tables.iter().map(String::as_str)) {
+        let shared = !prepared::fallible(&command);
+        let holder = if shared {
+            self.prepared
+                .exclusive_holder(tables.iter().map(String::as_str))
+        } else {
+            self.prepared.holder(tables.iter().map(String::as_str))
+        };
+        if let Some((table, holder)) = holder {
             return engine::Outcome::Error(engine::EngineError::Busy {
                 table,
                 statement: holder,
             });
         }
-        // `run_share` with `Share::DryRun`, keeping the share for the commit.
+        // `run_share` with `Share::DryRun`, keeping the share for the commit; a statement that
+        // cannot fail on the data needs no dry run (its commit runs it whole, `decide`).
         let vote = match self.share_refused(&command, Share::DryRun) {
             Some(refused) => refused,
+            None if shared => {
+                if guards_match(&command, self.engine.catalog_digest()) {
+                    engine::Outcome::Batch(Vec::new())
+                } else {
+                    engine::Outcome::Error(engine::EngineError::StaleCatalog)
+                }
+            }
             None => {
                 let engine = &self.engine;
                 let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
@@ -728,6 +747,7 @@ impl Store {
             prepared::Statement {
                 tables,
                 command: bytes,
+                shared,
             },
         );
         vote
@@ -1731,6 +1751,16 @@ fn unguarded(command: engine::Command, digest: u64) -> Option<engine::Command> {
         }
         engine::Command::Guarded { .. } => None,
         command => Some(command),
+    }
+}
+
+/// Whether every catalog guard around `command` names the catalog `digest`.
+fn guards_match(command: &engine::Command, digest: u64) -> bool {
+    match command {
+        engine::Command::Guarded { catalog, command } => {
+            *catalog == digest && guards_match(command, digest)
+        }
+        _ => true,
     }
 }
 

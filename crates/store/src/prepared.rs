@@ -1,33 +1,47 @@
 //! Statements prepared across partitions: a partitioned cluster's two-phase SQL writes.
 //!
-//! A write over several partitions that can fail on the data (an insert meeting a duplicate
-//! key, an `UPDATE … SET` expression dividing by zero) must fail everywhere or nowhere, as in
-//! PostgreSQL, yet each partition only sees its own rows. So the gateway sends it in two
+//! Every write outside transactions that reaches several partitions, DDL included, goes in two
 //! E-Cast messages to every partition (Sprint §4.2's termination, with the gateway collecting
-//! the votes):
+//! the votes), for two reasons:
 //!
-//! 1. *prepare*: each partition votes with a dry run of its share (`Engine::dry_run`: what it
-//!    would answer, nothing written) and records the statement, which from then on *holds* the
-//!    tables it writes: every other write to them, on any partition, is refused
-//!    (`EngineError::Busy`) and retried by its gateway; reads outside transactions go on,
-//!    and see the tables as they were; a transaction's locks on them, read locks included,
-//!    wait (`Busy`) until the decision, since the commit writes under whatever locks are
-//!    held (`transactions::Transactions::admit_as`). A prepare meeting such a hold votes
-//!    `Busy` and records nothing (it aborts for certain; recorded, it would hold the tables
-//!    against the next writer's prepare, and under steady contention a chain of refused
-//!    prepares would keep them held for ever);
+//! - a write that can fail on the data (`fallible`: an insert meeting a duplicate key, an
+//!   `UPDATE … SET` expression dividing by zero) must fail everywhere or nowhere, as in
+//!   PostgreSQL, yet each partition only sees its own rows;
+//! - a partition refuses a write where an open transaction holds its table
+//!   (`transactions::Transactions::blocker`), and a transaction's intention locks are held
+//!   only where its rows are (`transactions` module doc): a write sent in one message could be
+//!   refused at one partition and applied at the others, and sent again it would run there
+//!   twice.
+//!
+//! The two messages:
+//!
+//! 1. *prepare*: each partition votes and records the statement, which from then on *holds*
+//!    the tables it writes. The vote of a fallible write is a dry run of its share
+//!    (`Engine::dry_run`: what it would answer, nothing written); of any other write, whether
+//!    an open transaction's lock refuses it here (and its catalog guard). A fallible
+//!    statement's hold is *exclusive*: every other write to its tables, on any partition, is
+//!    refused (`EngineError::Busy`) and retried by its gateway, since its commit must meet the
+//!    rows its vote saw. Any other statement's hold is *shared*: writes outside transactions
+//!    to its tables go on (its commit writes the same whatever ran before it), and so do other
+//!    shared holds; a fallible prepare is refused by it. Either way reads outside transactions
+//!    go on, and see the tables as they were; a transaction's locks on held tables, read locks
+//!    included, wait (`Busy`) until the decision, since the commit writes under whatever locks
+//!    are held (`transactions::Transactions::admit_as`). A prepare meeting a hold it may not
+//!    share votes `Busy` and records nothing (it aborts for certain; recorded, it would hold
+//!    the tables against the next writer's prepare, and under steady contention a chain of
+//!    refused prepares would keep them held for ever);
 //! 2. *decide*: commit if every vote succeeded, else abort. A commit runs each partition's
-//!    share for real, over the same rows the votes saw (no write reached them in between), so
-//!    it succeeds; either way the statement stops holding its tables.
+//!    share for real; a fallible one over the same rows the votes saw (no write reached them
+//!    in between), so it succeeds; either way the statement stops holding its tables.
 //!
 //! Every partition records the statement at the same point of the global order and forgets it
 //! at the same later point (both messages go to every partition), so the tables held are the
-//! same on every partition at every point of the order: a write refused by one destination is
-//! refused by all. A gateway that dies between the two leaves the tables held; another gateway
-//! whose writes keep being refused decides the statement (abort) after a while. Decisions are
-//! ordered: the first one delivered wins everywhere, and a later one finds nothing to decide.
-//! The statements held travel with Rubberband copies (a group started by a keyspace change
-//! learns them from its install).
+//! same on every partition at every point of the order: a write or prepare refused for a hold
+//! by one destination is refused by all. A gateway that dies between the two leaves the tables
+//! held; another gateway whose writes keep being refused decides the statement (abort) after a
+//! while. Decisions are ordered: the first one delivered wins everywhere, and a later one finds
+//! nothing to decide. The statements held travel with Rubberband copies (a group started by a
+//! keyspace change learns them from its install).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +54,8 @@ pub struct Statement {
     /// The engine command (`engine::Command::encode`), run at the commit.
     #[serde(with = "wire::bytes")]
     pub command: Vec<u8>,
+    /// A hold that other writes outside transactions share (the command is not `fallible`).
+    pub shared: bool,
 }
 
 /// The statements prepared here and not decided yet, by the id their gateway gave them.
@@ -49,18 +65,39 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The first statement (by id) holding one of `tables`, with the table.
+    /// The first statement (by id) holding one of `tables`, with the table: what refuses a
+    /// transaction's lock on them and a fallible statement's prepare.
     pub fn holder<'a>(
         &self,
         tables: impl IntoIterator<Item = &'a str> + Clone,
     ) -> Option<(String, u64)> {
-        self.statements.iter().find_map(|(id, statement)| {
-            tables
-                .clone()
-                .into_iter()
-                .find(|table| statement.tables.iter().any(|held| held == table))
-                .map(|table| (table.to_string(), *id))
-        })
+        self.holder_where(tables, |_| true)
+    }
+
+    /// The first statement (by id) holding one of `tables` exclusively, with the table: what
+    /// refuses a write outside transactions and a shared statement's prepare.
+    pub fn exclusive_holder<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> Option<(String, u64)> {
+        self.holder_where(tables, |statement| !statement.shared)
+    }
+
+    fn holder_where<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a str> + Clone,
+        counts: impl Fn(&Statement) -> bool,
+    ) -> Option<(String, u64)> {
+        self.statements
+            .iter()
+            .filter(|(_, statement)| counts(statement))
+            .find_map(|(id, statement)| {
+                tables
+                    .clone()
+                    .into_iter()
+                    .find(|table| statement.tables.iter().any(|held| held == table))
+                    .map(|table| (table.to_string(), *id))
+            })
     }
 
     pub fn record(&mut self, id: u64, statement: Statement) {
@@ -107,11 +144,12 @@ pub fn written_tables(command: &engine::Command) -> Vec<String> {
 /// Whether a write can fail on the data rather than on its plan: a plain insert (a duplicate
 /// key), an update computing its values or an insert whose DO UPDATE computes them (division
 /// by zero, overflow, NOT NULL, lengths, CHECK constraints: the planner sends every write to a
-/// table with CHECK constraints in one of these forms, `sql::plan`). Such
-/// a write over several partitions goes in two phases; any other (constant updates, deletes,
-/// inserts with ON CONFLICT, DDL: the same outcome on every partition) in one message, except
-/// ALTER TABLE … SET NOT NULL, ADD COLUMN … NOT NULL without a default, ADD CONSTRAINT … CHECK
-/// and RENAME TO, which fail where a partition holds a NULL (a row failing the check, any row).
+/// table with CHECK constraints in one of these forms, `sql::plan`). Such a write votes with a
+/// dry run and holds its tables exclusively; any other (constant updates, deletes, inserts
+/// with ON CONFLICT, DDL: the same outcome on every partition) votes without one and holds
+/// them shared, except ALTER TABLE … SET NOT NULL, ADD COLUMN … NOT NULL without a default,
+/// ADD CONSTRAINT … CHECK and RENAME TO, which fail where a partition holds a NULL (a row
+/// failing the check, any row).
 pub fn fallible(command: &engine::Command) -> bool {
     let operations: &[engine::Operation] = match command {
         engine::Command::Guarded { command, .. } => return fallible(command),
@@ -396,6 +434,133 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `DELETE FROM t WHERE n = 10`: a non-key write that cannot fail on the data.
+    fn delete_tens() -> Command {
+        Command::Execute(Operation::Delete {
+            table: "t".into(),
+            predicate: Some(engine::Predicate::Compare {
+                column: "n".into(),
+                op: engine::CompareOp::Equal,
+                value: Value::BigInt(10),
+            }),
+        })
+    }
+
+    /// A transaction's intention lock on `t`, taken at one partition only, as a statement
+    /// pinned to one of its rows takes it (`transactions` module doc).
+    fn intention_here(store: &mut Store, transaction: u64) {
+        let request = crate::transactions::LockRequest {
+            transaction,
+            begin_ms: 1,
+            now_ms: 1,
+            locks: vec![(
+                ("t".into(), None),
+                crate::transactions::Mode::IntentExclusive,
+            )],
+            nowait: true,
+        };
+        let granted = outcome(store.execute_share(&crate::lock_operation(&request), |_| true));
+        assert_eq!(granted, Outcome::Batch(Vec::new()));
+    }
+
+    /// Why every write over several partitions goes in two phases: a transaction's intention
+    /// lock is held at one partition only, which refuses the write; the others would run it.
+    /// In two phases the refusal is a vote, the statement is aborted everywhere, and sent
+    /// again it runs once at every partition.
+    #[test]
+    fn a_write_refused_by_a_transaction_at_one_partition_runs_nowhere() {
+        let (mut even, mut odd) = partitions();
+        intention_here(&mut even, 5);
+        let prepare = prepare_operation(8, &sql_operation(&delete_tens()));
+        let even_vote = outcome(even.execute_share(&prepare, |_| true));
+        let odd_vote = outcome(odd.execute_share(&prepare, |_| true));
+        assert!(
+            matches!(&even_vote, Outcome::Error(error) if error.code() == "55P03"
+                || error.code() == "40001"),
+            "the transaction's partition refuses: {even_vote:?}"
+        );
+        // No dry run: the vote of a write that cannot fail on the data.
+        assert_eq!(odd_vote, Outcome::Batch(Vec::new()));
+        let (even_rows, odd_rows) = (rows_of(&even), rows_of(&odd));
+        for store in [&mut even, &mut odd] {
+            store.execute_share(&decide_operation(8, false), |_| true);
+            assert!(store.prepared.is_empty());
+        }
+        assert_eq!((rows_of(&even), rows_of(&odd)), (even_rows, odd_rows));
+        // The transaction ends; sent again, the statement runs once everywhere.
+        even.execute_share(&crate::end_operation(5, true, true), |_| true);
+        let prepare = prepare_operation(9, &sql_operation(&delete_tens()));
+        for store in [&mut even, &mut odd] {
+            let vote = outcome(store.execute_share(&prepare, |_| true));
+            assert_eq!(vote, Outcome::Batch(Vec::new()));
+        }
+        for store in [&mut even, &mut odd] {
+            let deleted = outcome(store.execute_share(&decide_operation(9, true), |_| true));
+            assert!(matches!(deleted, Outcome::Executed(Ok(_))), "{deleted:?}");
+            assert_eq!(rows_of(store).len(), 1, "the row with n = 10 is gone");
+        }
+    }
+
+    /// A hold of a write that cannot fail on the data is shared: writes outside transactions
+    /// and other shared prepares go on; a fallible prepare and a transaction's lock wait.
+    #[test]
+    fn a_shared_hold_lets_writes_through_and_keeps_transactions_and_fallible_prepares_out() {
+        let (mut even, _) = partitions();
+        let shared = prepare_operation(20, &sql_operation(&delete_tens()));
+        assert_eq!(
+            outcome(even.execute_share(&shared, |_| true)),
+            Outcome::Batch(Vec::new())
+        );
+        let write = sql_operation(&Command::Execute(insert(&[(30, 10)])));
+        assert!(matches!(
+            outcome(even.execute_share(&write, |_| true)),
+            Outcome::Executed(Ok(_))
+        ));
+        let another = prepare_operation(21, &sql_operation(&delete_tens()));
+        assert_eq!(
+            outcome(even.execute_share(&another, |_| true)),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(even.prepared.len(), 2);
+        let fallible = prepare_operation(22, &sql_operation(&divide()));
+        assert!(matches!(
+            outcome(even.execute_share(&fallible, |_| true)),
+            Outcome::Error(EngineError::Busy { statement: 20, .. })
+        ));
+        let request = crate::transactions::LockRequest {
+            transaction: 6,
+            begin_ms: 1,
+            now_ms: 1,
+            locks: vec![(
+                ("t".into(), None),
+                crate::transactions::Mode::IntentExclusive,
+            )],
+            nowait: true,
+        };
+        assert!(matches!(
+            outcome(even.execute_share(&crate::lock_operation(&request), |_| true)),
+            Outcome::Error(EngineError::Busy { .. })
+        ));
+        // The commit deletes the rows with n = 10 as they are then, the insert's included.
+        let deleted = outcome(even.execute_share(&decide_operation(20, true), |_| true));
+        assert!(
+            matches!(
+                deleted,
+                Outcome::Executed(Ok(engine::Output::Deleted { count: 2 }))
+            ),
+            "{deleted:?}"
+        );
+        even.execute_share(&decide_operation(21, true), |_| true);
+        assert!(even.prepared.is_empty());
+        // An exclusive hold refuses a shared prepare.
+        let fallible = prepare_operation(23, &sql_operation(&divide()));
+        even.execute_share(&fallible, |_| true);
+        assert!(matches!(
+            outcome(even.execute_share(&shared, |_| true)),
+            Outcome::Error(EngineError::Busy { statement: 23, .. })
+        ));
     }
 
     /// Seeds 797 and 835 of `sim --ecast --partitions vr --sql-statements`: writers contending

@@ -173,9 +173,9 @@ pub(super) enum Work {
         operation: Vec<u8>,
         read: bool,
         route: super::sql::SqlRoute,
-        /// A write that can fail on the data (`store::prepared::fallible`): in two phases if
-        /// it reaches several partitions.
-        fallible: bool,
+        /// A write outside transactions: in two phases if it reaches several partitions
+        /// (`store::prepared`).
+        two_phase: bool,
     },
 }
 
@@ -212,8 +212,8 @@ struct SqlJob {
 /// Where a SQL statement is (`store::prepared`: two-phase statements).
 #[derive(Clone, Debug)]
 enum SqlPhase {
-    /// Not planned yet; a write that can fail on the data if `fallible`.
-    New { fallible: bool },
+    /// Not planned yet; in two phases if `two_phase` and it reaches several partitions.
+    New { two_phase: bool },
     /// One message (or the bypass).
     Once,
     /// A two-phase statement's first message: every partition votes and holds its tables.
@@ -464,7 +464,7 @@ impl GatewayTask {
                 operation,
                 read,
                 route,
-                fallible,
+                two_phase,
             } => {
                 // Only a read of one partition key may be served basic, and only reads
                 // snapshot (`SqlJob::isolation`).
@@ -481,7 +481,7 @@ impl GatewayTask {
                     read,
                     route,
                     plans: 1,
-                    phase: SqlPhase::New { fallible },
+                    phase: SqlPhase::New { two_phase },
                     isolation,
                 };
                 self.submit_sql(job_sql, job.reply)
@@ -497,9 +497,9 @@ impl GatewayTask {
     /// version they were taken from; over a range-placed table's key range, the same message
     /// to the positions of that range only (`SqlRoute::Range`: the arcs covering it are the
     /// parts); the catalog read, to the partition holding the tables'
-    /// anchor (every partition holds the catalog). A write that can fail on the data and
-    /// reaches several partitions goes in two phases (`store::prepared`): a prepare and a
-    /// decision, each to every partition.
+    /// anchor (every partition holds the catalog). A write (DDL included) that reaches
+    /// several partitions goes in two phases (`store::prepared`): a prepare and a decision,
+    /// each to every partition.
     fn submit_sql(
         &mut self,
         mut job: SqlJob,
@@ -537,13 +537,13 @@ impl GatewayTask {
             SqlRoute::Every => (every(), None),
             SqlRoute::Range(range) => (arcs_of(range), None),
         };
-        if let SqlPhase::New { fallible } = job.phase {
+        if let SqlPhase::New { two_phase } = job.phase {
             let partitions = match (&target, &positions) {
                 (payload::SqlTarget::Arcs(arcs), _) => arcs.len(),
                 (_, Some(positions)) => super::sql::partitions_of(configuration, positions),
                 _ => 1,
             };
-            job.phase = if fallible && partitions > 1 {
+            job.phase = if two_phase && partitions > 1 {
                 SqlPhase::Prepare {
                     statement: random_u64(),
                 }

@@ -10,7 +10,9 @@
 //!   router bypass straight to its group, several are one E-Cast message;
 //! - anything else (`Every`: non-key predicates, DDL, subqueries), to every partition as one
 //!   E-Cast message at one point of the global order, so DDL changes every partition's catalog
-//!   at the same point and a scan reads a consistent cut;
+//!   at the same point and a scan reads a consistent cut; a write (DDL included) reaching
+//!   several partitions goes as two such messages, a prepare and a decision
+//!   (`store::prepared`);
 //! - the catalog read, to one partition (the one holding `payload::SQL_ANCHOR`).
 //!
 //! Each partition answers one engine outcome over its rows; the front end merges them
@@ -299,16 +301,16 @@ impl ClusterBackend {
     }
 
     /// Runs one store operation of the SQL half through the gateway; each answering
-    /// partition's name and result bytes. `fallible`: a write that can fail on the data
-    /// (`store::prepared::fallible`), sent in two phases if it reaches several partitions.
+    /// partition's name and result bytes. `two_phase`: a write, sent in two phases if it
+    /// reaches several partitions (`store::prepared`).
     async fn run(
         &self,
         operation: Vec<u8>,
         read: bool,
         route: SqlRoute,
-        fallible: bool,
+        two_phase: bool,
     ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
-        self.run_at(operation, read, route, fallible, Isolation::Sequential)
+        self.run_at(operation, read, route, two_phase, Isolation::Sequential)
             .await
     }
 
@@ -320,7 +322,7 @@ impl ClusterBackend {
         operation: Vec<u8>,
         read: bool,
         route: SqlRoute,
-        fallible: bool,
+        two_phase: bool,
         isolation: Isolation,
     ) -> Result<Vec<(String, Vec<u8>)>, BackendError> {
         let (reply, receiver) = oneshot::channel();
@@ -329,7 +331,7 @@ impl ClusterBackend {
                 operation,
                 read,
                 route,
-                fallible,
+                two_phase,
             },
             isolation,
             reply,
@@ -504,7 +506,10 @@ impl ClusterBackend {
         if route == SqlRoute::Keys(Vec::new()) {
             return Ok((Vec::new(), served)); // No key, no partition: nothing to run.
         }
-        let fallible = store::prepared::fallible(&command) && !canary_one_phase();
+        // Every write over several partitions goes in two phases: a partition refusing it (a
+        // transaction's lock there, which other partitions need not share) aborts it
+        // everywhere, so that sending it again never runs a part twice (`store::prepared`).
+        let two_phase = !read && !canary_one_phase();
         let operation = store::sql_operation(&command);
         if let Err(refusal) = cluster::limits::check_statement_size(&operation) {
             return Ok((
@@ -518,7 +523,7 @@ impl ClusterBackend {
         let mut hints = self.hints();
         loop {
             let answers = self
-                .run_at(operation.clone(), read, route.clone(), fallible, isolation)
+                .run_at(operation.clone(), read, route.clone(), two_phase, isolation)
                 .await?;
             match statement.outcomes(decode_outcomes(answers), now_ms()) {
                 Action::Answered { outcomes, .. } => {
@@ -938,9 +943,6 @@ fn now_ms() -> u64 {
     crate::os::unix_now_us().max(0) as u64 / 1_000
 }
 
-/// Hidden, test-only (debug builds, `TESSERA_CANARY_ONE_PHASE_WRITES`): writes that can fail on
-/// the data go in one phase even across partitions, so a failure on one partition leaves the
-/// others' part applied — `sql_partitions.rs`'s canary proves its checks catch that.
 /// Hidden, test-only (debug builds, `TESSERA_CANARY_UNLOCKED_READS`): a transaction's reads
 /// take no lock and run as statements outside it, so a concurrent transaction may change what
 /// it read before it commits — `sql_transactions.rs`'s canary proves the bank checker catches
@@ -964,6 +966,9 @@ pub(crate) fn canary_reads_per_partition() -> bool {
     })
 }
 
+/// Hidden, test-only (debug builds, `TESSERA_CANARY_ONE_PHASE_WRITES`): writes go in one
+/// phase even across partitions, so a failure on one partition leaves the others' part
+/// applied — `sql_partitions.rs`'s and `sql_check.rs`'s canaries prove their checks catch that.
 fn canary_one_phase() -> bool {
     static CANARY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *CANARY.get_or_init(|| {

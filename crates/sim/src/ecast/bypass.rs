@@ -210,6 +210,12 @@ pub enum BypassCanary {
     /// abort, like any write, so the abort erases the increments other transactions made
     /// meanwhile (`store::Store::canary_increment_image`).
     SqlIncrementImage,
+    /// `--sql-autocommit`, "one-phase autocommit writes": a statement outside transactions
+    /// over several partitions goes in one message, as writes that cannot fail on the data
+    /// did before intention locks were held only where the rows are. A partition where a
+    /// transaction holds the table refuses it, the others run it, and sent again it runs
+    /// twice there: a transfer's amount lands twice, and the balances' total moves.
+    SqlOnePhaseAutocommit,
     /// `--sql-transactions`, "skip the suspicion's abort": a crashed gateway's suspicion
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
@@ -306,6 +312,11 @@ pub struct BypassOptions {
     /// `--sql-transactions`: whole gateway processes crash and are suspected (on with the
     /// mode; off under the mode's other canaries, whose schedules stay as they were measured).
     pub sql_gateway_crashes: bool,
+    /// `--sql-autocommit` (with `--sql-transactions`): some slots run, instead of a
+    /// transaction, one statement outside transactions over several partitions (a transfer
+    /// between two rows, or a non-key update), sent in two phases as the runtime's gateway
+    /// task sends every write over several partitions (`bypass_sql.rs`).
+    pub sql_autocommit: bool,
     /// `--sql-statements`: the groups host the runtime's SQL partition data and every slot
     /// sends one-shot SQL statements (`bypass_statements.rs`) instead of the key-value
     /// workload.
@@ -390,6 +401,7 @@ impl BypassOptions {
             install_parts_max: 8,
             sql_transactions: false,
             sql_gateway_crashes: false,
+            sql_autocommit: false,
             sql_statements: false,
             read_job_delay_ticks_max: 0,
             snapshot_audit_percent: 0,
@@ -479,6 +491,18 @@ impl BypassOptions {
         BypassOptions::from_seed(seed).with_sql_transactions()
     }
 
+    /// The seed's options with SQL transactions and statements outside them.
+    pub fn sql_autocommit(seed: u64) -> BypassOptions {
+        BypassOptions::sql(seed).with_sql_autocommit()
+    }
+
+    /// Statements outside transactions beside them (`--sql-autocommit`).
+    pub fn with_sql_autocommit(mut self) -> BypassOptions {
+        self = self.with_sql_transactions();
+        self.sql_autocommit = true;
+        self
+    }
+
     /// SQL transactions (`--sql-transactions`): the rows are the accounts and the registers
     /// (less contention than the key-value workload's few accounts), and faults last three
     /// times longer (a transaction is several messages, its first lock and its end each an
@@ -555,8 +579,10 @@ impl BypassOptions {
                 | BypassCanary::SqlIgnoreGatewayIncarnations
                 | BypassCanary::SqlWholeRowUndo
                 | BypassCanary::SqlIncrementImage
+                | BypassCanary::SqlOnePhaseAutocommit
         ) {
             options = options.with_sql_transactions();
+            options.sql_autocommit = canary == BypassCanary::SqlOnePhaseAutocommit;
             options.sql_gateway_crashes = matches!(
                 canary,
                 BypassCanary::SqlSkipSuspicionAbort | BypassCanary::SqlIgnoreGatewayIncarnations
@@ -668,7 +694,7 @@ impl BypassOptions {
             "bypass partitions={} accounts={} registers={} gateways={}x{} window={} loss={}% dup={}% \
              delay<={} slow_partition=+{} router_crash={}/10000 partition_crash={}/10000 \
              get={}% put={}% txn={}% transfer={}% incr={}% ticks={} reconfigure={}/10000 standbys={} replication={} \
-             group_heartbeat={} group_timeout={} snapshot_audits={}%{}{}{}{}{}{}",
+             group_heartbeat={} group_timeout={} snapshot_audits={}%{}{}{}{}{}{}{}",
             self.partitions,
             self.accounts,
             self.registers,
@@ -697,6 +723,7 @@ impl BypassOptions {
             if self.skyros && self.skyros_comm { " comm" } else { "" },
             if self.skyros && self.skyros_adapt { " adapt" } else { "" },
             if self.sql_transactions { " sql" } else { "" },
+            if self.sql_autocommit { " autocommit" } else { "" },
             if self.sql_statements { " statements" } else { "" },
             self.canary
                 .map_or(String::new(), |canary| format!(" canary={canary:?}"))
@@ -2463,6 +2490,13 @@ pub fn sweep_statements(seeds: &[u64], canary: Option<BypassCanary>) -> Vec<Bypa
             None => BypassOptions::statements(seed),
         };
         run(options).result
+    })
+}
+
+/// Runs `seeds` with SQL transactions and statements outside them (`--sql-autocommit`).
+pub fn sweep_sql_autocommit(seeds: &[u64]) -> Vec<BypassFailure> {
+    super::sweep_with(seeds, |seed| {
+        run(BypassOptions::sql_autocommit(seed)).result
     })
 }
 

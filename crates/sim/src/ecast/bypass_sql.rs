@@ -20,7 +20,15 @@
 //! - transfers: read two balances, write both (the amount moves between rows usually on
 //!   different partitions);
 //! - audits: read every row (every partition, one message), whose balances must sum to the
-//!   total, and whose lists are Elle reads.
+//!   total, and whose lists are Elle reads;
+//! - with `--sql-autocommit`, statements outside transactions over several partitions, sent
+//!   as the runtime's gateway task sends every such write, in two phases (`store::prepared`:
+//!   a prepare whose refusal by any partition aborts it everywhere, then the decision), and
+//!   sent again by `transaction_driver::Autocommit`'s rules: transfers (one statement moving
+//!   an amount between two rows, `bal = bal - a` and `bal = bal + a`: a hold exclusive of
+//!   other writes) and non-key updates matching no row (`SET bal = 0 WHERE bal < 0`: a shared
+//!   hold), beside transactions whose intention locks lie only where their rows are. A
+//!   transfer run twice at one partition, or at one partition only, moves the total.
 //!
 //! A cycle of transactions each waiting for the next (the holder each one's last refusal
 //! named, unchanged and confirmed by a refusal `DEADLOCK_TICKS` after the wait began) is a
@@ -35,7 +43,8 @@
 use super::{Answer, BypassCanary, BypassSimulation};
 use cluster::payload::{self, SqlPayload, SqlTarget};
 use cluster::transaction_driver::{
-    self, Action, DriverSettings, Hint, Kind, Route, Send, StatementOptions, Transaction,
+    self, Action, Autocommit, DriverSettings, Hint, Kind, Route, Send, StatementOptions,
+    Transaction,
 };
 use ecast::{Completion, GatewayCommand, GatewayInput};
 use engine::{
@@ -103,9 +112,22 @@ fn driver_settings(owner: Owner) -> DriverSettings {
         // Statements await their grants at the partition; one unanswered this long is sent
         // again without (`Transaction::overdue`).
         grant_wait_ms: 50,
+        // Statements outside transactions: held out by a two-phase statement for 300 ticks,
+        // they abort it (its gateway may have crashed between its phases), and so do
+        // transactions' statements.
+        autocommit_busy_for_ms: 1_500,
+        autocommit_pause_first_ms: 2,
+        autocommit_pause_max_ms: 50,
+        autocommit_decide_after_ms: 300,
         ..DriverSettings::default()
     }
 }
+
+/// Of the slots' starts with `--sql-autocommit`, the percentage that run a statement outside
+/// transactions instead of a transaction; of those, the percentage that are transfers (the
+/// others are non-key updates matching no row).
+const AUTOCOMMIT_PERCENT: u64 = 15;
+const AUTOCOMMIT_TRANSFER_PERCENT: u64 = 70;
 
 /// A hint of a transaction's end reaches the other gateways within this many ticks, or is
 /// lost (one in `HINT_LOST_PER`): a lost one costs a waiter one pause.
@@ -187,6 +209,8 @@ enum Step {
     /// transaction changed there since (its column only, under column locks); the
     /// transaction goes on as it was at the savepoint.
     RollbackTo,
+    /// The slot's statement outside transactions (`Run::auto`), its only step.
+    Auto,
 }
 
 /// The column a `Step::Read` names.
@@ -235,6 +259,36 @@ struct Run {
     /// length, its lists and balances (restored by ROLLBACK TO).
     savepoint: u32,
     saved: Option<Saved>,
+    /// A statement outside transactions (`Step::Auto`) instead of a transaction (whose
+    /// `txn` then sends nothing).
+    auto: Option<Auto>,
+}
+
+/// A statement outside transactions over several partitions, as the runtime's gateway task
+/// runs one (`submit_sql`, `complete_sql`) under `ClusterBackend::execute_at`'s driver.
+#[derive(Clone, Debug)]
+struct Auto {
+    command: Command,
+    /// Its rows' placement keys (the one-phase canary's route); empty: every partition.
+    keys: Vec<Vec<u8>>,
+    driver: Autocommit,
+    phase: AutoPhase,
+}
+
+#[derive(Clone, Debug)]
+enum AutoPhase {
+    /// Not sent yet, or to be sent again after a pause.
+    New,
+    /// Its prepare (every partition votes and holds the table).
+    Prepare { statement: u64 },
+    /// Its decision; `vote` the failing vote that aborted it.
+    Decide {
+        statement: u64,
+        commit: bool,
+        vote: Option<Outcome>,
+    },
+    /// The `SqlOnePhaseAutocommit` canary: one message to its rows' partitions.
+    Once,
 }
 
 /// What a transaction knew at its savepoint: its history's length, its lists, its balances.
@@ -268,6 +322,8 @@ enum Purpose {
     Suspicion { owner: Owner },
     /// The slot's ROLLBACK TO its savepoint.
     RollbackTo,
+    /// A message of the slot's statement outside transactions.
+    Auto,
 }
 
 #[derive(Clone, Debug)]
@@ -336,6 +392,15 @@ pub struct SqlStats {
     /// Transactions whose table locks the partitions refused as a dead incarnation's (the
     /// gateway then took a new incarnation).
     pub incarnation_refusals: u64,
+    /// Statements outside transactions (`--sql-autocommit`) committed: transfers, and
+    /// non-key updates matching no row.
+    pub autocommits: u64,
+    pub autocommit_noops: u64,
+    /// Their prepares refused by a partition (a transaction's lock, a two-phase hold): aborted
+    /// everywhere and sent again.
+    pub autocommit_refused: u64,
+    /// Two-phase statements aborted by a waiter they held out too long.
+    pub autocommit_holders_aborted: u64,
 }
 
 pub(super) struct SqlState {
@@ -482,6 +547,33 @@ fn update(k: i64, column: &str, value: Value) -> Command {
     }])
 }
 
+/// `bal = bal + delta` for row `k`.
+fn add(k: i64, delta: i64) -> Operation {
+    Operation::UpdateComputed {
+        table: TABLE.into(),
+        assignments: vec![engine::ComputedAssignment::new(
+            "bal",
+            engine::Expression::Binary(
+                engine::expression::Operator::Add,
+                Box::new(engine::Expression::Column("bal".into())),
+                Box::new(engine::Expression::Constant(Value::BigInt(delta))),
+            ),
+        )],
+        predicate: Some(Predicate::equal("k", Value::BigInt(k))),
+    }
+}
+
+/// Whether a partition's vote on a two-phase statement fails it (the runtime's
+/// `sql::vote_failed`).
+fn vote_failed(vote: &Outcome) -> bool {
+    match vote {
+        Outcome::Executed(result) => result.is_err(),
+        Outcome::Batch(results) => results.iter().any(Result::is_err),
+        Outcome::Explained(result) => result.is_err(),
+        Outcome::Error(_) => true,
+    }
+}
+
 fn rows_of(outcomes: &[Outcome]) -> Vec<Vec<Value>> {
     outcomes
         .iter()
@@ -570,11 +662,17 @@ impl BypassSimulation {
                 }) if self.now >= until => {
                     let now = self.now;
                     let run = self.sql().runs[gateway][slot].as_mut().expect("running");
-                    let send = match &run.plain {
-                        Some(plain) => plain.clone(),
-                        None => run.txn.resume(now),
-                    };
-                    self.sql_send(gateway, slot, send, Purpose::Statement);
+                    if let Some(auto) = run.auto.as_mut() {
+                        auto.driver.resume();
+                        auto.phase = AutoPhase::New;
+                        self.sql_auto_send(gateway, slot);
+                    } else {
+                        let send = match &run.plain {
+                            Some(plain) => plain.clone(),
+                            None => run.txn.resume(now),
+                        };
+                        self.sql_send(gateway, slot, send, Purpose::Statement);
+                    }
                 }
                 Some(Run {
                     waiting: Waiting::Message(_),
@@ -584,7 +682,12 @@ impl BypassSimulation {
                     // partition lets the kept one go; its answer is then not waited for).
                     let now = self.now;
                     let run = self.sql().runs[gateway][slot].as_mut().expect("running");
-                    if let Some(send) = run.txn.overdue(now) {
+                    // A statement outside transactions never awaits a grant.
+                    let overdue = match run.auto {
+                        Some(_) => None,
+                        None => run.txn.overdue(now),
+                    };
+                    if let Some(send) = overdue {
                         self.sql().stats.grants_overdue += 1;
                         self.sql_send(gateway, slot, send, Purpose::Statement);
                     }
@@ -783,6 +886,9 @@ impl BypassSimulation {
     }
 
     fn sql_start(&mut self, gateway: usize, slot: usize) {
+        if self.options.sql_autocommit && self.prng.percent(AUTOCOMMIT_PERCENT) {
+            return self.sql_start_auto(gateway, slot);
+        }
         let accounts = self.options.accounts as i64;
         let roll = self.prng.below(100);
         let mut script = Vec::new();
@@ -882,9 +988,182 @@ impl BypassSimulation {
             incarnation,
             savepoint: 0,
             saved: None,
+            auto: None,
         };
         self.sql().runs[gateway][slot] = Some(run);
         self.sql_next_step(gateway, slot);
+    }
+
+    /// Starts a statement outside transactions in the slot: a transfer between two rows
+    /// (their partitions, usually two) or a non-key update matching no row (every
+    /// partition).
+    fn sql_start_auto(&mut self, gateway: usize, slot: usize) {
+        let accounts = self.options.accounts as i64;
+        let (command, keys) = if self.prng.percent(AUTOCOMMIT_TRANSFER_PERCENT) {
+            let from = self.prng.below(accounts as u64) as i64;
+            let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
+            let amount = self.prng.range_inclusive(1, 20) as i64;
+            (
+                Command::Batch(vec![add(from, -amount), add(to, amount)]),
+                vec![row_key(from), row_key(to)],
+            )
+        } else {
+            let none = Operation::Update {
+                table: TABLE.into(),
+                assignments: vec![Assignment::new("bal", Value::BigInt(0))],
+                predicate: Some(Predicate::Compare {
+                    column: "bal".into(),
+                    op: engine::CompareOp::Less,
+                    value: Value::BigInt(0),
+                }),
+            };
+            (Command::Batch(vec![none]), Vec::new())
+        };
+        let id = {
+            let sql = self.sql();
+            sql.next_transaction += 1;
+            sql.stats.started += 1;
+            ((gateway as u64 + 1) << 40) | sql.next_transaction
+        };
+        let incarnation = self.sql().incarnations[gateway];
+        let settings = driver_settings(owner_of(gateway, incarnation));
+        let now = self.now;
+        let run = Run {
+            txn: Transaction::new(id, now, settings),
+            script: vec![Step::Auto],
+            at: 0,
+            waiting: Waiting::Pause(u64::MAX),
+            committing: false,
+            began: now,
+            micro: Vec::new(),
+            lists: BTreeMap::new(),
+            balances: BTreeMap::new(),
+            audits: Vec::new(),
+            plain: None,
+            blocked: None,
+            locked: false,
+            incarnation,
+            savepoint: 0,
+            saved: None,
+            auto: Some(Auto {
+                command,
+                keys,
+                driver: Autocommit::new(now, settings),
+                phase: AutoPhase::New,
+            }),
+        };
+        self.sql().runs[gateway][slot] = Some(run);
+        self.sql_next_step(gateway, slot);
+    }
+
+    /// Sends the slot's statement outside transactions in its phase: its prepare (a new
+    /// statement id each time it is sent again), its decision, or (the one-phase canary) the
+    /// statement itself to its rows' partitions.
+    fn sql_auto_send(&mut self, gateway: usize, slot: usize) {
+        let one_phase = self.options.canary == Some(BypassCanary::SqlOnePhaseAutocommit);
+        let statement = self.prng.next_u64();
+        let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+        let auto = run.auto.as_mut().expect("a statement outside transactions");
+        let operation = store::sql_operation(&auto.command);
+        let (operation, route) = match auto.phase.clone() {
+            AutoPhase::New if one_phase => {
+                // The canary: one message, refused where a transaction holds the table and
+                // run elsewhere.
+                auto.phase = AutoPhase::Once;
+                let route = match auto.keys.is_empty() {
+                    true => Route::Every,
+                    false => Route::Keys(auto.keys.clone()),
+                };
+                (operation, route)
+            }
+            AutoPhase::New => {
+                auto.phase = AutoPhase::Prepare { statement };
+                (
+                    store::prepare_operation(statement, &operation),
+                    Route::Every,
+                )
+            }
+            AutoPhase::Decide {
+                statement, commit, ..
+            } => (store::decide_operation(statement, commit), Route::Every),
+            phase @ (AutoPhase::Prepare { .. } | AutoPhase::Once) => {
+                unreachable!("{phase:?} is sent once, from New")
+            }
+        };
+        let send = Send {
+            operation,
+            route,
+            kind: Kind::Statement,
+        };
+        self.sql_send(gateway, slot, send, Purpose::Auto);
+    }
+
+    /// The answers (`None`: unconfirmed) of the slot's statement outside transactions in its
+    /// phase: a prepare is followed by its decision (commit if no vote failed; abort if one
+    /// did or the votes were lost); a decision's outcome, or the failing vote of an abort,
+    /// goes to the driver, which answers or pauses before the statement is sent again.
+    fn sql_auto_answered(&mut self, gateway: usize, slot: usize, outcomes: Option<Vec<Outcome>>) {
+        let now = self.now;
+        let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+        let auto = run.auto.as_mut().expect("a statement outside transactions");
+        let answers = match (auto.phase.clone(), outcomes) {
+            (AutoPhase::Prepare { statement }, votes) => {
+                // Lost votes: perhaps prepared somewhere, so aborted, with nothing to answer.
+                let vote = votes
+                    .as_ref()
+                    .and_then(|votes| votes.iter().find(|vote| vote_failed(vote)).cloned());
+                let commit = votes.is_some() && vote.is_none();
+                auto.phase = AutoPhase::Decide {
+                    statement,
+                    commit,
+                    vote,
+                };
+                return self.sql_auto_send(gateway, slot);
+            }
+            (
+                AutoPhase::Decide {
+                    commit: false,
+                    vote: Some(vote),
+                    ..
+                },
+                Some(_),
+            ) => {
+                self.sql().stats.autocommit_refused += 1;
+                vec![vote]
+            }
+            // Aborted for lost votes: it ran nowhere (the runtime answers 08006).
+            (AutoPhase::Decide { commit: false, .. }, Some(_)) => {
+                return self.sql_finish(gateway, slot, Ended::Aborted);
+            }
+            (AutoPhase::Decide { commit: true, .. } | AutoPhase::Once, Some(outcomes)) => outcomes,
+            // Unconfirmed: a transfer ran whole or not at all (two phases), which the final
+            // total does not tell apart.
+            (AutoPhase::Decide { .. } | AutoPhase::Once, None) => {
+                return self.sql_finish(gateway, slot, Ended::Unknown);
+            }
+            (AutoPhase::New, _) => unreachable!("answered before it was sent"),
+        };
+        let run = self.sql().runs[gateway][slot].as_mut().expect("running");
+        let auto = run.auto.as_mut().expect("a statement outside transactions");
+        match auto.driver.outcomes(answers, now) {
+            Action::Pause {
+                until_ms, abort, ..
+            } => {
+                run.waiting = Waiting::Pause(until_ms);
+                if let Some(abort) = abort {
+                    self.sql().stats.autocommit_holders_aborted += 1;
+                    self.sql_send(gateway, slot, abort, Purpose::Forget);
+                }
+            }
+            Action::Answered { outcomes, .. } => {
+                let ended = match transaction_driver::first_error(&outcomes) {
+                    None => Ended::Committed,
+                    Some(_) => Ended::Aborted,
+                };
+                self.sql_finish(gateway, slot, ended);
+            }
+            Action::Send(_) => unreachable!("a statement outside transactions sends itself"),
+        }
     }
 
     /// Sends the transaction's next step, or its COMMIT after the last.
@@ -910,7 +1189,11 @@ impl BypassSimulation {
                         | Step::Add(k, _)
                         | Step::Delete(k)
                         | Step::Insert(k) => Some(*k),
-                        Step::ReadAll | Step::Rollback | Step::Savepoint | Step::RollbackTo => None,
+                        Step::ReadAll
+                        | Step::Rollback
+                        | Step::Savepoint
+                        | Step::RollbackTo
+                        | Step::Auto => None,
                     })
                     .unwrap_or(0);
                 let id = run.txn.id;
@@ -932,6 +1215,7 @@ impl BypassSimulation {
             return;
         };
         let (command, keys) = match &step {
+            Step::Auto => return self.sql_auto_send(gateway, slot),
             Step::Read(k, column) => (select_one(*k, *column), Some(vec![row_key(*k)])),
             Step::Rollback => {
                 self.sql().stats.rollbacks += 1;
@@ -971,18 +1255,7 @@ impl BypassSimulation {
                 )
             }
             Step::Add(k, delta) => (
-                Command::Batch(vec![Operation::UpdateComputed {
-                    table: TABLE.into(),
-                    assignments: vec![engine::ComputedAssignment::new(
-                        "bal",
-                        engine::Expression::Binary(
-                            engine::expression::Operator::Add,
-                            Box::new(engine::Expression::Column("bal".into())),
-                            Box::new(engine::Expression::Constant(Value::BigInt(*delta))),
-                        ),
-                    )],
-                    predicate: Some(Predicate::equal("k", Value::BigInt(*k))),
-                }]),
+                Command::Batch(vec![add(*k, *delta)]),
                 Some(vec![row_key(*k)]),
             ),
             Step::ReadAll => (select(None), None),
@@ -1106,7 +1379,8 @@ impl BypassSimulation {
             sql.next_message += 1;
             sql.next_message
         };
-        if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo = purpose {
+        if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo | Purpose::Auto = purpose
+        {
             if let Some(run) = self.sql().runs[gateway][slot].as_mut() {
                 run.waiting = Waiting::Message(id);
             }
@@ -1208,7 +1482,9 @@ impl BypassSimulation {
                 sql.next_message += 1;
                 sql.next_message
             };
-            if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo = pending.purpose {
+            if let Purpose::Statement | Purpose::Commit | Purpose::RollbackTo | Purpose::Auto =
+                pending.purpose
+            {
                 if let Some(run) = self.sql().runs[pending.gateway][pending.slot].as_mut() {
                     run.waiting = Waiting::Message(next);
                 }
@@ -1301,6 +1577,7 @@ impl BypassSimulation {
                 _ => self.sql_rollback(gateway, slot),
             },
             _ if !waited => {}
+            Purpose::Auto => self.sql_auto_answered(gateway, slot, outcomes),
             Purpose::Commit => match outcomes {
                 Some(outcomes) if transaction_driver::first_error(&outcomes).is_none() => {
                     self.sql_finish(gateway, slot, Ended::Committed)
@@ -1485,7 +1762,7 @@ impl BypassSimulation {
                     _ => finding = Some(format!("row {k} read as {rows:?}")),
                 }
             }
-            Step::Rollback | Step::Savepoint | Step::RollbackTo => {
+            Step::Rollback | Step::Savepoint | Step::RollbackTo | Step::Auto => {
                 unreachable!("not answered as a statement")
             }
             Step::Append(k, value) => {
@@ -1532,6 +1809,16 @@ impl BypassSimulation {
         let sql = self.sql();
         let run = sql.runs[gateway][slot].take().expect("running");
         sql.idle_until[gateway][slot] = now + think;
+        if let Some(auto) = &run.auto {
+            match ended {
+                Ended::Committed if auto.keys.is_empty() => sql.stats.autocommit_noops += 1,
+                Ended::Committed => sql.stats.autocommits += 1,
+                Ended::Aborted => sql.stats.aborted += 1,
+                Ended::Unknown => sql.stats.indeterminate += 1,
+                Ended::Crashed => {}
+            }
+            return;
+        }
         let committed = Committed {
             id: run.txn.id,
             began: run.began,
@@ -1564,7 +1851,7 @@ impl BypassSimulation {
                         Step::Add(..) => sql.stats.increments += 1,
                         Step::Read(..) | Step::Append(..) | Step::Insert(_) => {}
                         Step::Rollback => unreachable!("a rolled back transaction is aborted"),
-                        Step::Savepoint | Step::RollbackTo => {}
+                        Step::Savepoint | Step::RollbackTo | Step::Auto => {}
                     }
                 }
                 for (total, rows) in &run.audits {

@@ -757,7 +757,7 @@ impl BypassSimulation {
                                 )
                                 .len()
                                     > 1);
-                        if store::prepared::fallible(&command) && several {
+                        if !read && several {
                             let statement = self.prng.next_u64();
                             self.statements().stats.two_phase += 1;
                             let run = self.statements().runs[gateway][slot]
