@@ -1754,6 +1754,21 @@ fn unguarded(command: engine::Command, digest: u64) -> Option<engine::Command> {
     }
 }
 
+/// Whether a store operation is a SQL command with DDL in it.
+pub fn is_ddl_operation(operation: &[u8]) -> bool {
+    let mut command = command_of(operation);
+    while let Some(engine::Command::Guarded { command: inner, .. }) = command {
+        command = Some(*inner);
+    }
+    match command {
+        Some(engine::Command::Execute(operation)) => operation.is_ddl(),
+        Some(engine::Command::Batch(operations)) => {
+            operations.iter().any(engine::Operation::is_ddl)
+        }
+        _ => false,
+    }
+}
+
 /// Whether every catalog guard around `command` names the catalog `digest`.
 fn guards_match(command: &engine::Command, digest: u64) -> bool {
     match command {

@@ -12,7 +12,8 @@
 //! `TESSERA_TEST_NO_DECISIONS=1` makes a storage process's gateway stop a two-phase SQL
 //! statement (`store::prepared`) after its prepare, as if the process died between the two
 //! phases: it answers the client that the outcome is unknown and never sends the decision, so
-//! the statement holds its tables until another gateway aborts it.
+//! the statement holds its tables until another gateway aborts it. DDL, also two-phase over
+//! several partitions, is decided all the same (the tests create their tables first).
 //!
 //! `TESSERA_CANARY_STAMP_LAG_MS=<milliseconds>` (a canary, not a fault) makes a storage process's
 //! gateway stamp the commands it plans that much in the past (`stamp_now_ms`): its expiries are
