@@ -31,8 +31,8 @@
 //!   transfer run twice at one partition, or at one partition only, moves the total.
 //!
 //! A cycle of transactions each waiting for the next (the holder each one's last refusal
-//! named, unchanged and confirmed by a refusal `DEADLOCK_TICKS` after the wait began) is a
-//! deadlock no partition detected: a finding.
+//! named, unchanged, and each wait confirmed by a refusal of a message sent `DEADLOCK_TICKS`
+//! after the cycle formed) is a deadlock no partition detected: a finding.
 //!
 //! A transaction whose COMMIT's fate is unknown (its message failed in transit) counts as
 //! committed if any value it appended is in the final lists, else as aborted; an append seen
@@ -248,7 +248,9 @@ struct Run {
     /// Unlocked-reads canary: the plain read being sent.
     plain: Option<Send>,
     /// The holder its last refusal named, since when it waits for that one, and when a
-    /// refusal last named it (the wait confirmed by the partitions, not only in flight).
+    /// refusal last named it (the wait confirmed by the partitions, not only in flight): the
+    /// ticks at which the refused messages were first sent, since a partition judged each at
+    /// or after that tick, and its answer may arrive long after (lost, recalled).
     blocked: Option<(u64, u64, u64)>,
     /// Its table locks were granted at every partition (a lock request answered without a
     /// refusal): every partition has recorded its owner.
@@ -753,19 +755,12 @@ impl BypassSimulation {
             let mut cycle = vec![*start];
             let mut at = *start;
             while let Some((holder, since, confirmed)) = blocked.get(&at) {
-                // The wait must be confirmed by a refusal DEADLOCK_TICKS after it began: a
-                // cycle whose members' next messages are only slow in transit (seed 2494: both
-                // in flight for ~180 ticks while the ring went from five partitions to four,
-                // after which the younger one, made global, was granted and the cycle ended)
-                // is not yet a deadlock; a real one is refused again at every retry (pauses
-                // of at most 100 ticks with hints) and confirms itself.
                 debug_assert!(since <= confirmed && *confirmed <= now);
-                if confirmed.saturating_sub(*since) < DEADLOCK_TICKS {
-                    break;
-                }
                 if *holder == *start {
                     // Reported once, from its smallest member.
-                    if cycle.iter().min() == Some(start) {
+                    if cycle.iter().min() == Some(start)
+                        && self.sql_cycle_confirmed(&cycle, &blocked)
+                    {
                         let ids: Vec<String> = cycle.iter().map(|id| format!("{id:x}")).collect();
                         let finding = format!(
                             "a deadlock: transactions {} each wait for the next for {DEADLOCK_TICKS}+ ticks",
@@ -784,6 +779,34 @@ impl BypassSimulation {
                 at = *holder;
             }
         }
+    }
+
+    /// Whether every wait of `cycle` was confirmed by a refusal `DEADLOCK_TICKS` after the
+    /// cycle formed (its last wait began). A cycle whose members' next messages are only slow
+    /// in transit (seed 2494: both in flight for ~180 ticks while the ring went from five
+    /// partitions to four, after which the younger one, made global, was granted and the
+    /// cycle ended) is not yet a deadlock; a real one is refused again at every retry (pauses
+    /// of at most 100 ticks with hints) and confirms itself. The ticks are sends (a partition
+    /// judged the message at or after it), since an answer that arrives late tells of the
+    /// wait as it was when judged; and the count starts when the cycle formed, not when each
+    /// wait began: a wait for a local transaction, refused for long, is no cycle until that
+    /// transaction, made global, waits in turn, and the execution-order rule then kills the
+    /// first waiter at its next request (seeds 3379 and 11992: that request, or the answer
+    /// to it, in flight for 226 and 281 ticks under loss).
+    fn sql_cycle_confirmed(&self, cycle: &[u64], blocked: &BTreeMap<u64, (u64, u64, u64)>) -> bool {
+        let waits: Vec<(u64, u64)> = cycle
+            .iter()
+            .filter_map(|member| {
+                blocked
+                    .get(member)
+                    .map(|(_, since, confirmed)| (*since, *confirmed))
+            })
+            .collect();
+        let formed = waits.iter().map(|(since, _)| *since).max().unwrap_or(0);
+        waits.len() == cycle.len()
+            && waits
+                .iter()
+                .all(|(_, confirmed)| confirmed.saturating_sub(formed) >= DEADLOCK_TICKS)
     }
 
     /// Gateway `gateway`'s process crashes: every session of it dies mid-transaction, and
@@ -1616,8 +1639,10 @@ impl BypassSimulation {
                         .find_map(transaction_driver::transaction_locked)
                     {
                         Some((holder, _)) => match run.blocked {
-                            Some((same, since, _)) if same == holder => Some((holder, since, now)),
-                            _ => Some((holder, now, now)),
+                            Some((same, since, _)) if same == holder => {
+                                Some((holder, since, pending.sent.max(since)))
+                            }
+                            _ => Some((holder, pending.sent, pending.sent)),
                         },
                         None => None,
                     };
