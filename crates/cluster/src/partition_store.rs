@@ -612,7 +612,7 @@ mod tests {
             placement::PositionSet::whole(),
             crate::payload::KeyPlacement::new(Vec::new()).unwrap(),
         );
-        let suspicion = crate::payload::suspicion_payload(placement::ProcessId(3));
+        let suspicion = crate::payload::suspicion_payload(placement::ProcessId(3), 7);
         assert_eq!(
             partition.keys(&suspicion),
             ecast::KeySet::of([crate::payload::SQL_ANCHOR.to_vec()])

@@ -340,11 +340,12 @@ pub fn decode_sql(payload: &[u8]) -> Option<Result<SqlPayload, KvError>> {
 /// The payload of the failure detector's `Suspect` of storage process `process`, which grouped
 /// routers route to every partition group (`ecast::RouterSettings::suspicions_to_groups`):
 /// each group executes it at its point of the order, aborting the interactive transactions
-/// whose gateway lived in `process` (`store::abort_owned_operation`). A statement over every
-/// partition with no part: it runs wherever it is delivered and its answers are not awaited.
-pub fn suspicion_payload(process: ProcessId) -> Vec<u8> {
+/// whose gateway lived in `process`, and killing its gateway's incarnations up to `through`
+/// (`store::abort_owned_through_operation`). A statement over every partition with no part: it
+/// runs wherever it is delivered and its answers are not awaited.
+pub fn suspicion_payload(process: ProcessId, through: u64) -> Vec<u8> {
     SqlPayload {
-        operation: store::abort_owned_operation(process.0),
+        operation: store::abort_owned_through_operation(process.0, through),
         target: SqlTarget::Arcs(Vec::new()),
     }
     .encode()

@@ -48,6 +48,9 @@ const TAG_ABORT_OWNED: u8 = 11;
 /// A transaction's table locks with its owner and the owner gateway's incarnation
 /// (`incarnation_lock_operation`). `TAG_LOCK_OWNED` still decodes, as incarnation 0.
 const TAG_LOCK_INCARNATION: u8 = 12;
+/// A suspicion with a bound on the incarnations it kills (`abort_owned_through_operation`).
+/// `TAG_ABORT_OWNED` still decodes, without a bound.
+const TAG_ABORT_OWNED_THROUGH: u8 = 13;
 
 /// Transaction `transaction` becomes global (it reached a second partition): sent once to
 /// every partition in one E-Cast message, before its first message to the second partition;
@@ -163,6 +166,18 @@ pub fn abort_owned_operation(owner: u64) -> Vec<u8> {
     tagged(
         TAG_ABORT_OWNED,
         postcard::to_allocvec(&owner).expect("serialises"),
+    )
+}
+
+/// `abort_owned_operation`, and every incarnation of `owner` up to `through` is dead from then
+/// on (`transactions::Incarnations`): the suspicion's bound on the incarnations that started
+/// before the process was taken for dead (the runtime: the time its link went down, in µs, as
+/// its gateway's incarnations are its start times; 0: no bound). A crashed incarnation's table
+/// lock ordered after the suspicion is then refused, even if no partition had adopted it.
+pub fn abort_owned_through_operation(owner: u64, through: u64) -> Vec<u8> {
+    tagged(
+        TAG_ABORT_OWNED_THROUGH,
+        postcard::to_allocvec(&(owner, through)).expect("serialises"),
     )
 }
 
@@ -482,7 +497,18 @@ impl Store {
                 return self.owned_lock(request, &held).encode();
             }
             Some((&TAG_ABORT_OWNED, rest)) => {
-                let outcome = self.abort_owned(rest);
+                let outcome = match postcard::from_bytes::<u64>(rest) {
+                    Ok(process) => self.abort_owned(process, 0),
+                    Err(_) => engine::Outcome::Error(engine::EngineError::Malformed),
+                };
+                self.grant_parked(&held, false);
+                return outcome.encode();
+            }
+            Some((&TAG_ABORT_OWNED_THROUGH, rest)) => {
+                let outcome = match postcard::from_bytes::<(u64, u64)>(rest) {
+                    Ok((process, through)) => self.abort_owned(process, through),
+                    Err(_) => engine::Outcome::Error(engine::EngineError::Malformed),
+                };
                 self.grant_parked(&held, false);
                 return outcome.encode();
             }
@@ -1424,14 +1450,11 @@ impl Store {
     /// A suspicion of the storage process `owner` (`abort_owned_operation`): each transaction
     /// it owns here is aborted as by another gateway (its parked statement let go, its
     /// before-images written back, its locks released, a tombstone left).
-    fn abort_owned(&mut self, body: &[u8]) -> engine::Outcome {
-        let Ok(process) = postcard::from_bytes::<u64>(body) else {
-            return engine::Outcome::Error(engine::EngineError::Malformed);
-        };
+    fn abort_owned(&mut self, process: u64, through: u64) -> engine::Outcome {
         let owned = self.transactions.owned_by(process);
         let count = owned.len() as u64;
         self.abort_transactions(owned);
-        self.transactions.suspect(process);
+        self.transactions.suspect(process, through);
         self.transactions.check_incarnations();
         engine::Outcome::Batch(vec![Ok(engine::Output::Updated { count })])
     }

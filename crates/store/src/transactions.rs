@@ -328,7 +328,12 @@ pub const DEAD_INCARNATIONS_MAX: usize = 4096;
 /// - a table lock owned by a dead incarnation is refused (`IncarnationDead`);
 /// - one owned by another incarnation than the current one supersedes it (a process runs one
 ///   gateway at a time): the current one's transactions are aborted, it is dead;
-/// - a suspicion of the process aborts its transactions and its current incarnation is dead.
+/// - a suspicion of the process aborts its transactions and its current incarnation is dead,
+///   and so is every incarnation of it up to the suspicion's bound (`dead_through`): the
+///   incarnations that started before the process was taken for dead, among them one that
+///   crashed before any partition adopted it, whose first table lock may still be on its way.
+///   Incarnations are ordered per process (the runtime's are its gateway's start time in µs,
+///   the simulator's a counter).
 ///
 /// Every partition meets these messages at the same points of the global order, so every
 /// partition holds the same state at each point; a partition out of the ring falls behind
@@ -342,12 +347,20 @@ pub struct Incarnations {
     /// Incarnations suspected or superseded, the most recent `DEAD_INCARNATIONS_MAX` (the
     /// oldest forgotten first).
     dead: Recent<Owner, DEAD_INCARNATIONS_MAX>,
+    /// Per process: every incarnation up to this one (not 0, which is never judged) is dead,
+    /// the highest bound its suspicions gave.
+    dead_through: BTreeMap<u64, u64>,
 }
 
 impl Incarnations {
     /// Whether `owner`'s incarnation is known dead here.
     pub fn is_dead(&self, owner: Owner) -> bool {
         self.dead.contains(owner)
+            || (owner.incarnation != 0
+                && self
+                    .dead_through
+                    .get(&owner.process)
+                    .is_some_and(|through| owner.incarnation <= *through))
     }
 
     /// The current incarnation of `process` here, if any.
@@ -383,8 +396,13 @@ impl Incarnations {
         superseded
     }
 
-    /// A suspicion of `process`: its current incarnation, if any, is dead.
-    fn suspect(&mut self, process: u64) -> Option<u64> {
+    /// A suspicion of `process`: its current incarnation, if any, is dead, and every one up
+    /// to `through` (0: no bound, the old suspicion).
+    fn suspect(&mut self, process: u64, through: u64) -> Option<u64> {
+        if through != 0 {
+            let bound = self.dead_through.entry(process).or_insert(0);
+            *bound = (*bound).max(through);
+        }
         let entry = self.processes.get_mut(&process)?;
         let current = entry.0.take()?;
         entry.1 += 1;
@@ -404,21 +422,30 @@ impl Incarnations {
         for owner in other.dead.order {
             self.bury(owner);
         }
+        for (process, through) in other.dead_through {
+            let bound = self.dead_through.entry(process).or_insert(0);
+            *bound = (*bound).max(through);
+        }
         for (process, (current, changes)) in other.processes {
             let here = self.processes.entry(process).or_insert((None, 0));
             if changes > here.1 {
                 *here = (current, changes);
             }
         }
-        for (process, (current, _)) in self.processes.iter_mut() {
-            if let Some(incarnation) = *current {
-                if self.dead.contains(Owner {
+        let dead: Vec<u64> = self
+            .processes
+            .iter()
+            .filter_map(|(process, (current, _))| {
+                let incarnation = (*current)?;
+                self.is_dead(Owner {
                     process: *process,
                     incarnation,
-                }) {
-                    *current = None;
-                }
-            }
+                })
+                .then_some(*process)
+            })
+            .collect();
+        for process in dead {
+            self.processes.get_mut(&process).expect("listed").0 = None;
         }
     }
 
@@ -1510,14 +1537,23 @@ impl Transactions {
         Ok(owned)
     }
 
-    /// A suspicion of `process`: its current incarnation (if any) is dead from now on. The
-    /// caller aborts `owned_by(process)` first.
-    pub fn suspect(&mut self, process: u64) -> Option<u64> {
+    /// A suspicion of `process`: its current incarnation (if any) is dead from now on, and
+    /// every one up to `through` (0: no bound). The caller aborts `owned_by(process)` first.
+    pub fn suspect(&mut self, process: u64, through: u64) -> Option<u64> {
         assert!(
             self.owned_by(process).is_empty(),
             "the suspected process's transactions are aborted first"
         );
-        self.incarnations.suspect(process)
+        let current = self.incarnations.suspect(process, through);
+        debug_assert!(
+            through == 0
+                || self.incarnations.is_dead(Owner {
+                    process,
+                    incarnation: through
+                }),
+            "the bound is dead"
+        );
+        current
     }
 
     /// The incarnation invariants: a current incarnation is never dead, and every owner here
@@ -4540,6 +4576,53 @@ mod store_tests {
             Outcome::Batch(Vec::new())
         );
         assert_eq!(store.transactions.incarnations().current(5), Some(2));
+        store.transactions.check_incarnations();
+    }
+
+    /// Seed 9327: a gateway crashed right after sending its new incarnation's first table
+    /// lock, which no partition had adopted when the suspicion arrived (it killed the
+    /// incarnation current then, an older one), and the lock, ordered after it, was adopted
+    /// and held until the 20 s rule. A suspicion with a bound kills every incarnation up to
+    /// it: the late lock is refused and opens nothing; a later incarnation is adopted; a
+    /// snapshot and an absorb keep the bound.
+    #[test]
+    fn a_suspicion_with_a_bound_refuses_an_unadopted_incarnations_late_lock() {
+        use vr::StateMachine;
+        let mut store = store();
+        assert_eq!(
+            incarnation_lock(&mut store, 7, owner(5, 1), &set_n(11)),
+            Outcome::Batch(Vec::new())
+        );
+        send(&mut store, &end_operation(7, true, true));
+        // Incarnation 3 crashed with its first lock in flight; the suspicion's bound is 3.
+        assert_eq!(
+            send(&mut store, &crate::abort_owned_through_operation(5, 3)),
+            updated(0)
+        );
+        assert!(store.transactions.incarnations().is_dead(owner(5, 1)));
+        assert_eq!(
+            incarnation_dead(&incarnation_lock(&mut store, 8, owner(5, 3), &set_n(12))),
+            Some((5, 3))
+        );
+        assert!(store.transactions.get(8).is_none());
+        assert!(store.transactions.incarnations().is_dead(owner(5, 2)));
+        // The old message without an incarnation is never judged.
+        assert!(!store.transactions.incarnations().is_dead(owner(5, 0)));
+        let mut restored = Store::new();
+        restored.restore(&store.snapshot()).unwrap();
+        assert!(restored.transactions.incarnations().is_dead(owner(5, 3)));
+        let mut joined = store.transactions_where(|_, _| true);
+        joined.absorb(Transactions::default());
+        assert!(joined.incarnations().is_dead(owner(5, 3)));
+        let mut behind = Transactions::default();
+        behind.absorb(store.transactions_where(|_, _| true));
+        assert!(behind.incarnations().is_dead(owner(5, 2)));
+        // The next incarnation, started after the suspicion's bound.
+        assert_eq!(
+            incarnation_lock(&mut store, 9, owner(5, 4), &set_n(13)),
+            Outcome::Batch(Vec::new())
+        );
+        assert_eq!(store.transactions.incarnations().current(5), Some(4));
         store.transactions.check_incarnations();
     }
 

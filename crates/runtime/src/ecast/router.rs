@@ -704,7 +704,12 @@ impl RouterLoop {
                 sender: detector.sender.id(),
                 target: placement::ecast::Target::Range(placement::PositionSet::whole()),
             };
-            let payload = cluster::payload::suspicion_payload(process);
+            // Its gateway's incarnations up to the time its link went down are dead: they are
+            // start times (`sql::fresh_incarnation`), and one that crashed before any
+            // partition adopted it may still have a table lock on its way.
+            let down_us = down_ticks * tick_ms * 1_000;
+            let through = (crate::os::unix_now_us().max(0) as u64).saturating_sub(down_us);
+            let payload = cluster::payload::suspicion_payload(process, through);
             match detector.sender.submit(version, routing, payload) {
                 Ok(sequence) => {
                     log::warn(format_args!(

@@ -192,14 +192,11 @@ fn canary_no_gateway_incarnation() -> bool {
     })
 }
 
-/// A new gateway incarnation: random, never 0.
+/// A new gateway incarnation: the time now in µs since the epoch (never 0), so that a
+/// process's incarnations are ordered by their start and a suspicion can bound the ones it
+/// kills by the time the process's link went down (`store::abort_owned_through_operation`).
 pub(crate) fn fresh_incarnation() -> u64 {
-    loop {
-        let incarnation = crate::os::random_u64();
-        if incarnation != 0 {
-            return incarnation;
-        }
-    }
+    (crate::os::unix_now_us().max(1) as u64).max(1)
 }
 
 impl ClusterBackend {
@@ -231,7 +228,8 @@ impl ClusterBackend {
     /// next transactions are owned by a new incarnation, unless another session already took
     /// one (`transaction_driver::next_incarnation`).
     fn incarnation_refused(&self, refused: u64) {
-        let fresh = fresh_incarnation();
+        // Above the refused one even if the clock went back.
+        let fresh = fresh_incarnation().max(refused + 1);
         let before = self
             .incarnation
             .current

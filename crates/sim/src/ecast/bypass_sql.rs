@@ -875,8 +875,11 @@ impl BypassSimulation {
             } else {
                 owner.process
             };
+            // Its incarnations up to the crashed one are dead (they are a counter, as the
+            // runtime's are start times): the crashed one's table lock still on its way is
+            // refused even where no partition had adopted it (seed 9327).
             let send = Send {
-                operation: store::abort_owned_operation(named),
+                operation: store::abort_owned_through_operation(named, owner.incarnation),
                 route: Route::Every,
                 kind: Kind::Statement,
             };
