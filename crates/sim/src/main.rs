@@ -38,8 +38,9 @@ const USAGE: &str =
                  sql-skip-suspicion-abort | sql-ignore-gateway-incarnations |
                  sql-whole-row-undo | sql-increment-image)
   --sql-autocommit   --sql-transactions plus, in some slots, statements outside transactions over
-                 several partitions (transfers, non-key updates) sent in two phases (canary:
-                 sql-one-phase-autocommit)
+                 several partitions (transfers, non-key updates) sent in two phases, and
+                 appends to one row's list (canaries: sql-one-phase-autocommit |
+                 sql-pinned-ignores-rows)
   --sql-statements   with --partitions vr: the groups host the runtime's SQL partition data and
                  every gateway slot sends one-shot SQL statements planned against its cached
                  catalog (point, non-key and range updates and reads, DDL mid-run), judged
@@ -172,6 +173,7 @@ fn parse(arguments: &[String]) -> Result<Arguments, String> {
                     Some("sql-whole-row-undo") => Some(BypassCanary::SqlWholeRowUndo),
                     Some("sql-increment-image") => Some(BypassCanary::SqlIncrementImage),
                     Some("sql-one-phase-autocommit") => Some(BypassCanary::SqlOnePhaseAutocommit),
+                    Some("sql-pinned-ignores-rows") => Some(BypassCanary::SqlPinnedIgnoresRows),
                     Some("sql-skip-execution-order") => Some(BypassCanary::SqlSkipExecutionOrder),
                     Some("sql-skip-suspicion-abort") => Some(BypassCanary::SqlSkipSuspicionAbort),
                     Some("sql-ignore-gateway-incarnations") => {
@@ -430,7 +432,8 @@ fn print_bypass_report(report: &BypassReport) {
                  woken={} abandoned={} indeterminate={} lost_statements={} session_crashes={} grants_overdue={} appends={} transfers={} audits={} \
                  rollbacks={} rollbacks_to={} rewrites={} increments={} gateway_crashes={} suspicions={} suspicion_aborts={} \
                  quick_restarts={} incarnation_refusals={} superseded_deaths={} autocommits={} \
-                 autocommit_noops={} autocommit_refused={} autocommit_holders_aborted={}",
+                 autocommit_noops={} autocommit_appends={} autocommit_refused={} \
+                 autocommit_holders_aborted={}",
                 sql.started,
                 sql.committed,
                 sql.aborted,
@@ -457,6 +460,7 @@ fn print_bypass_report(report: &BypassReport) {
                 sql.superseded_deaths,
                 sql.autocommits,
                 sql.autocommit_noops,
+                sql.autocommit_appends,
                 sql.autocommit_refused,
                 sql.autocommit_holders_aborted
             )

@@ -386,6 +386,10 @@ pub struct Store {
     /// other write, though they hold increment locks: an abort erases the increments other
     /// holders committed meanwhile (the simulator's `sql-increment-image`).
     pub canary_increment_image: bool,
+    /// Canary (simulator only): a statement outside transactions pinned to its rows is never
+    /// kept out by a transaction (`Transactions::pinned_blocker` judges nothing), so it reads
+    /// and writes rows a transaction holds (the simulator's `sql-pinned-ignores-rows`).
+    pub canary_pinned_unjudged: bool,
     /// The share each prepared statement's vote ran (`prepare`), decoded and cut to this
     /// partition's holdings, with the catalog digest then: its commit runs it as is instead
     /// of decoding the whole statement and cutting it again (a COPY chunk's command holds every
@@ -559,8 +563,7 @@ impl Store {
             }
             unguarded = command;
         }
-        let read = transactions::tables_read(&command);
-        if self.transactions.blocker(&read, &[]).is_some() {
+        if self.transaction_blocker(&command).is_some() {
             return None;
         }
         let engine = &self.engine;
@@ -610,12 +613,38 @@ impl Store {
             }));
         }
         if share != Share::Commit {
-            let read = transactions::tables_read(command);
-            if let Some(locked) = self.transactions.blocker(&read, &written) {
+            if let Some(locked) = self.transaction_blocker(command) {
                 return Some(engine::Outcome::Error(locked));
             }
         }
         None
+    }
+
+    /// The open transaction that keeps a statement outside transactions out: judged on the
+    /// rows it pins when it pins partition keys of one table (`Transactions::pinned_blocker`),
+    /// else on the tables it reads and writes (`Transactions::blocker`).
+    fn transaction_blocker(&self, command: &engine::Command) -> Option<engine::EngineError> {
+        let mut unguarded = command;
+        while let engine::Command::Guarded { command, .. } = unguarded {
+            unguarded = command;
+        }
+        let operations: &[engine::Operation] = match unguarded {
+            engine::Command::Execute(operation) => std::slice::from_ref(operation),
+            engine::Command::Batch(operations) => operations,
+            _ => &[],
+        };
+        let schema = operations
+            .first()
+            .and_then(|operation| self.engine.table(operation.table_name()))
+            .map(|table| &table.schema);
+        if let Some(judged) =
+            schema.and_then(|schema| self.transactions.pinned_blocker(operations, schema))
+        {
+            return judged.filter(|_| !self.canary_pinned_unjudged);
+        }
+        let read = transactions::tables_read(command);
+        let written = prepared::written_tables(command);
+        self.transactions.blocker(&read, &written)
     }
 
     /// Executes a partitioned cluster's shares of store operations in order, with the results
@@ -2586,16 +2615,29 @@ mod read_share_tests {
             )
             .is_none());
         assert!(store.read_share(b"\xff garbage", every).is_none());
-        // A transaction holding the table in a writing mode (its rows may hold values written
-        // in place): refused; once it ends, served again.
-        store.execute_share(
-            &lock_operation(&transactions::LockRequest {
+        // A transaction with an intention to write the table but no row of it: the read of
+        // row 1 is served (`Transactions::pinned_blocker`: nothing it reads is held).
+        let lock = |locks: Vec<(transactions::Resource, transactions::Mode)>| {
+            lock_operation(&transactions::LockRequest {
                 transaction: 7,
                 begin_ms: 0,
                 now_ms: 0,
-                locks: vec![(("t".to_string(), None), transactions::Mode::IntentExclusive)],
+                locks,
                 nowait: false,
-            }),
+            })
+        };
+        let intention = (("t".to_string(), None), transactions::Mode::IntentExclusive);
+        store.execute_share(&lock(vec![intention.clone()]), every);
+        assert_eq!(store.read_share(&read, every), Some(answered.clone()));
+        // Holding row 1 in a writing mode (its values may be written in place): refused; once
+        // it ends, served again.
+        let schema = store.engine.table("t").unwrap().schema.clone();
+        let row = rows::key_of(&schema, &Value::BigInt(1));
+        store.execute_share(
+            &lock(vec![
+                intention,
+                (("t".to_string(), Some(row)), transactions::Mode::Exclusive),
+            ]),
             every,
         );
         assert!(store.read_share(&read, every).is_none());

@@ -761,14 +761,15 @@ impl Transactions {
             // A prepared statement's commit writes its tables whatever locks are held there
             // (`prepared`), so it is an exclusive table lock until its decision: a read lock
             // taken meanwhile would see the table change under it (a block's two reads of it
-            // differ, or a read-modify-write loses the statement's update).
-            if resource.1.is_none() {
-                if let Some(statement) = held_by_statement(table) {
-                    return Admission::Refused(EngineError::Busy {
-                        table: table.clone(),
-                        statement,
-                    });
-                }
+            // differ, or a read-modify-write loses the statement's update). Row locks too: a
+            // transaction that already held the table when the statement was prepared (its
+            // vote judged only the rows the statement pins, `pinned_blocker`) takes no new row
+            // of it until the decision; the rows it holds the statement does not touch.
+            if let Some(statement) = held_by_statement(table) {
+                return Admission::Refused(EngineError::Busy {
+                    table: table.clone(),
+                    statement,
+                });
             }
             for (other_id, other) in &self.open {
                 if *other_id == id
@@ -1152,8 +1153,10 @@ impl Transactions {
     /// The transaction that keeps a statement outside transactions from `tables_read` and
     /// `tables_written`: one holding a written table in any mode (intentions included: the
     /// statement does not say which rows it writes), or a read one in a mode that writes (its
-    /// rows may hold uncommitted values). Judged on table locks only, which every partition
-    /// holds alike, so every partition refuses alike.
+    /// rows may hold uncommitted values). Judged on this partition's table locks (a
+    /// transaction's intentions lie only where its rows are, so partitions may judge apart: a
+    /// write over several partitions goes in two phases, `prepared`). For a statement pinned
+    /// to partition keys, `pinned_blocker` judges finer.
     pub fn blocker(
         &self,
         tables_read: &[String],
@@ -1171,6 +1174,44 @@ impl Transactions {
                 last_ms: transaction.last_ms,
             })
         })
+    }
+
+    /// `blocker` for a statement pinned to partition keys (`pinned_keys`: every operation on
+    /// `schema`'s table, its partition key pinned by equality or `IN`, or an insert's rows):
+    /// the locks a transaction's statement on the same rows would take (`locks_needed_on_paths`
+    /// over `column_paths` for one key, the placement keys' rows for several) judged against
+    /// every open transaction's locks, so it waits only for the transactions that hold its
+    /// rows (or columns), or its table whole, not for every transaction with an intention on
+    /// its table (which kept autocommit statements out for as long as any transaction wrote
+    /// the table at their partition). `None` when the statement is not so pinned (then
+    /// `blocker` judges).
+    pub fn pinned_blocker(
+        &self,
+        operations: &[Operation],
+        schema: &TableSchema,
+    ) -> Option<Option<EngineError>> {
+        let keys = pinned_keys(operations, schema)?;
+        let partition_column = crate::rows::partition_column(schema);
+        let paths = column_paths(operations, schema, partition_column, &keys)
+            .unwrap_or_else(|| keys.iter().map(|key| vec![key.clone()]).collect());
+        let needed = locks_needed_on_paths(operations, Some(&paths)).ok()?;
+        debug_assert!(
+            needed
+                .iter()
+                .any(|((table, row), _)| table == &schema.name && row.is_none()),
+            "a pinned statement takes an intention on its table"
+        );
+        Some(self.open.iter().find_map(|(id, transaction)| {
+            needed.iter().find_map(|(resource, mode)| {
+                let held = transaction.locks.get(resource)?;
+                held.conflicts(*mode)
+                    .then(|| EngineError::TransactionLocked {
+                        table: resource.0.clone(),
+                        transaction: *id,
+                        last_ms: transaction.last_ms,
+                    })
+            })
+        }))
     }
 
     /// Whether a transaction other than `id` holds `resource` in a mode that conflicts with
@@ -1867,6 +1908,68 @@ pub fn tables_read(command: &engine::Command) -> Vec<String> {
     tables.sort();
     tables.dedup();
     tables
+}
+
+/// The placement keys a statement pins, by the planner's routing rule (`sql::plan`'s
+/// `routing_of`, whose keys the gateway routes by and a transaction's statement locks): the
+/// first top-level conjunct of each operation's predicate that sets the partition key equal
+/// to a constant or `IN` a list, or an insert's rows' partition key values; every operation
+/// on `schema`'s table, which is not placed everywhere. `None` otherwise.
+pub fn pinned_keys(operations: &[Operation], schema: &TableSchema) -> Option<Vec<Vec<u8>>> {
+    if operations.is_empty() || crate::rows::everywhere(schema) {
+        return None;
+    }
+    let options = sql::TableOptions::of(schema);
+    let partition_key = options.partition_key.as_str();
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for operation in operations {
+        if operation.table_name() != schema.name || operation.is_ddl() {
+            return None;
+        }
+        let values: Vec<Value> = match operation {
+            Operation::Insert { columns, rows, .. } => {
+                let position = if columns.is_empty() {
+                    crate::rows::partition_column(schema)
+                } else {
+                    columns.iter().position(|column| column == partition_key)?
+                };
+                rows.iter()
+                    .map(|row| row.get(position).cloned())
+                    .collect::<Option<Vec<Value>>>()?
+            }
+            Operation::Select { predicate, .. }
+            | Operation::Delete { predicate, .. }
+            | Operation::Aggregate { predicate, .. }
+            | Operation::Update { predicate, .. }
+            | Operation::UpdateComputed { predicate, .. } => {
+                let predicate = predicate.as_ref()?;
+                let conjuncts: Vec<&Predicate> = match predicate {
+                    Predicate::And(operands) => operands.iter().collect(),
+                    other => vec![other],
+                };
+                conjuncts.iter().find_map(|conjunct| match conjunct {
+                    Predicate::Compare {
+                        column,
+                        op: engine::predicate::CompareOp::Equal,
+                        value,
+                    } if column == partition_key => Some(vec![value.clone()]),
+                    Predicate::In { column, values } if column == partition_key => {
+                        Some(values.clone())
+                    }
+                    _ => None,
+                })?
+            }
+            _ => return None,
+        };
+        keys.extend(
+            values
+                .iter()
+                .map(|value| crate::rows::key_under(&options, value)),
+        );
+    }
+    keys.sort();
+    keys.dedup();
+    (!keys.is_empty()).then_some(keys)
 }
 
 /// A row resource with the coarser row resources above it, coarsest first: the placement key
@@ -3625,6 +3728,137 @@ mod store_tests {
             owner: None,
         });
         Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    /// Runs `operation` as transaction `transaction`'s statement with the locks the runtime's
+    /// gateway gives a statement pinned to its key (`column_paths`: the row's columns).
+    fn run_pinned(
+        store: &mut Store,
+        transaction: u64,
+        statement: u64,
+        operation: Operation,
+    ) -> Outcome {
+        let schema = store.engine.table("t").unwrap().schema.clone();
+        let operations = [operation.clone()];
+        let keys = crate::transactions::pinned_keys(&operations, &schema).unwrap();
+        let paths = crate::transactions::column_paths(&operations, &schema, 0, &keys).unwrap();
+        let locks = crate::transactions::locks_needed_on_paths(&operations, Some(&paths)).unwrap();
+        let bytes = transaction_operation(&TransactionStatement {
+            transaction,
+            statement,
+            begin_ms: transaction,
+            now_ms: 1_000,
+            locks,
+            nowait: false,
+            command: Command::Batch(vec![operation]).encode(),
+            savepoint: 0,
+            skip_locked: false,
+            await_grant: false,
+            owner: None,
+        });
+        Outcome::decode(&store.execute_share(&bytes, |_| true)).unwrap()
+    }
+
+    fn set_n_of(id: i64, n: i64) -> Operation {
+        Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("n", Value::BigInt(n))],
+            predicate: Some(Predicate::equal("id", Value::BigInt(id))),
+        }
+    }
+
+    fn select_where(predicate: Predicate) -> Command {
+        Command::Execute(Operation::Select {
+            table: "t".into(),
+            columns: Vec::new(),
+            predicate: Some(predicate),
+            limit: None,
+        })
+    }
+
+    /// A statement outside transactions pinned to its rows waits only for the transactions
+    /// that hold those rows, not for every transaction with an intention on its table (which
+    /// kept autocommit statements out while any transaction wrote the table here); whole-table
+    /// statements still wait for any writer, and every refusal names the holder.
+    #[test]
+    fn a_statement_outside_transactions_waits_only_for_the_holders_of_its_rows() {
+        let mut store = store();
+        send(&mut store, &sql_operation(&Command::Execute(insert(2, 20))));
+        assert!(error(&run_pinned(&mut store, 5, 1, set_n_of(1, 11))).is_none());
+        let locked = |outcome: &Outcome| {
+            matches!(
+                error(outcome),
+                Some(EngineError::TransactionLocked { transaction: 5, .. })
+            )
+        };
+        // Row 2: nobody holds it.
+        let other = send(
+            &mut store,
+            &sql_operation(&Command::Execute(set_n_of(2, 21))),
+        );
+        assert!(error(&other).is_none(), "{other:?}");
+        let read_other = select_where(Predicate::equal("id", Value::BigInt(2)));
+        assert!(store
+            .read_share(&sql_operation(&read_other), |_| true)
+            .is_some());
+        // Row 1: transaction 5 holds it (its uncommitted 11 must not be read or overwritten).
+        let same = send(
+            &mut store,
+            &sql_operation(&Command::Execute(set_n_of(1, 12))),
+        );
+        assert!(locked(&same), "{same:?}");
+        let read_same = select_where(Predicate::equal("id", Value::BigInt(1)));
+        assert!(locked(&send(&mut store, &sql_operation(&read_same))));
+        assert!(store
+            .read_share(&sql_operation(&read_same), |_| true)
+            .is_none());
+        let both = select_where(Predicate::In {
+            column: "id".into(),
+            values: vec![Value::BigInt(1), Value::BigInt(2)],
+        });
+        assert!(locked(&send(&mut store, &sql_operation(&both))));
+        // Not pinned: judged on the table, which 5 writes.
+        let scan = Command::Execute(Operation::Update {
+            table: "t".into(),
+            assignments: vec![Assignment::new("n", Value::BigInt(0))],
+            predicate: Some(Predicate::equal("n", Value::BigInt(99))),
+        });
+        assert!(locked(&send(&mut store, &sql_operation(&scan))));
+        assert!(locked(&send(
+            &mut store,
+            &sql_operation(&Command::Execute(insert(1, 13)))
+        )));
+        assert!(error(&send(
+            &mut store,
+            &sql_operation(&Command::Execute(insert(3, 30)))
+        ))
+        .is_none());
+        // A two-phase statement pinned to row 2 votes yes beside 5 (which holds row 1, not
+        // 2), and until its decision 5 takes no new row of the table (found by the
+        // simulator's autocommit transfers: 5 wrote row 2 meanwhile, the statement's commit
+        // wrote it under 5's lock, and 5's abort undid the statement's update).
+        let prepare =
+            crate::prepare_operation(77, &sql_operation(&Command::Execute(set_n_of(2, 22))));
+        let vote = send(&mut store, &prepare);
+        assert!(error(&vote).is_none(), "{vote:?}");
+        let during = run_pinned(&mut store, 5, 2, set_n_of(2, 23));
+        assert!(
+            matches!(
+                error(&during),
+                Some(EngineError::Busy { statement: 77, .. })
+            ),
+            "{during:?}"
+        );
+        let decided = send(&mut store, &crate::decide_operation(77, true));
+        assert!(error(&decided).is_none(), "{decided:?}");
+        // The holder ends: row 1 is free.
+        send(&mut store, &end_operation(5, true, true));
+        assert!(error(&send(
+            &mut store,
+            &sql_operation(&Command::Execute(set_n_of(1, 12)))
+        ))
+        .is_none());
+        assert_eq!(rows(&store), vec![row(1, 12), row(2, 22), row(3, 30)]);
     }
 
     fn rows(store: &Store) -> Vec<Vec<Value>> {

@@ -216,6 +216,12 @@ pub enum BypassCanary {
     /// transaction holds the table refuses it, the others run it, and sent again it runs
     /// twice there: a transfer's amount lands twice, and the balances' total moves.
     SqlOnePhaseAutocommit,
+    /// `--sql-autocommit`, "pinned statements ignore rows": a statement outside transactions
+    /// pinned to its rows is never kept out by a transaction's locks
+    /// (`store::Store::canary_pinned_unjudged`), so an autocommit append writes a list a
+    /// transaction holds, and the transaction's commit (its list as it read it) or abort
+    /// (the list's before-image) erases it: a lost append.
+    SqlPinnedIgnoresRows,
     /// `--sql-transactions`, "skip the suspicion's abort": a crashed gateway's suspicion
     /// (`store::abort_owned_operation`, one message to every partition) names an owner no
     /// transaction has, so the dead gateway's transactions keep their locks until a waiter
@@ -580,9 +586,13 @@ impl BypassOptions {
                 | BypassCanary::SqlWholeRowUndo
                 | BypassCanary::SqlIncrementImage
                 | BypassCanary::SqlOnePhaseAutocommit
+                | BypassCanary::SqlPinnedIgnoresRows
         ) {
             options = options.with_sql_transactions();
-            options.sql_autocommit = canary == BypassCanary::SqlOnePhaseAutocommit;
+            options.sql_autocommit = matches!(
+                canary,
+                BypassCanary::SqlOnePhaseAutocommit | BypassCanary::SqlPinnedIgnoresRows
+            );
             options.sql_gateway_crashes = matches!(
                 canary,
                 BypassCanary::SqlSkipSuspicionAbort | BypassCanary::SqlIgnoreGatewayIncarnations
@@ -911,6 +921,8 @@ struct SimData {
     whole_row_undo: bool,
     /// The `SqlIncrementImage` canary (`store::Store::canary_increment_image`).
     increment_image: bool,
+    /// The `SqlPinnedIgnoresRows` canary (`store::Store::canary_pinned_unjudged`).
+    pinned_unjudged: bool,
 }
 
 /// The SQL mode's partition data; equal when their snapshots are (`bypass_agreement`).
@@ -1039,6 +1051,7 @@ impl PartitionData for SimData {
         if let Some(sql) = &mut self.sql {
             sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
             sql.0.store_mut().canary_increment_image = self.increment_image;
+            sql.0.store_mut().canary_pinned_unjudged = self.pinned_unjudged;
             return sql_answers(&sql.0.execute(operation));
         }
         let txn = match self.snapshot_share(operation) {
@@ -1073,6 +1086,7 @@ impl PartitionData for SimData {
         if let Some(sql) = &mut self.sql {
             sql.0.store_mut().canary_whole_row_undo = self.whole_row_undo;
             sql.0.store_mut().canary_increment_image = self.increment_image;
+            sql.0.store_mut().canary_pinned_unjudged = self.pinned_unjudged;
             return sql
                 .0
                 .execute_batch(operations)
@@ -1247,6 +1261,7 @@ fn partition_node(
             forget_transactions: canary == Some(BypassCanary::SqlIgnoreIncarnations),
             whole_row_undo: canary == Some(BypassCanary::SqlWholeRowUndo),
             increment_image: canary == Some(BypassCanary::SqlIncrementImage),
+            pinned_unjudged: canary == Some(BypassCanary::SqlPinnedIgnoresRows),
         },
         settings,
     )

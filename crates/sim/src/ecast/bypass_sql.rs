@@ -27,8 +27,12 @@
 //!   sent again by `transaction_driver::Autocommit`'s rules: transfers (one statement moving
 //!   an amount between two rows, `bal = bal - a` and `bal = bal + a`: a hold exclusive of
 //!   other writes) and non-key updates matching no row (`SET bal = 0 WHERE bal < 0`: a shared
-//!   hold), beside transactions whose intention locks lie only where their rows are. A
-//!   transfer run twice at one partition, or at one partition only, moves the total.
+//!   hold), beside transactions whose intention locks lie only where their rows are, and
+//!   appends to one row's list (`v = v || ',x'`, one partition, one phase: kept out only by
+//!   transactions holding that row's list, `store::transactions::Transactions::pinned_blocker`),
+//!   each a committed transaction of one append in Elle's history. A transfer run twice at one
+//!   partition, or at one partition only, moves the total; an append written under a
+//!   transaction's lock is lost at that transaction's end.
 //!
 //! A cycle of transactions each waiting for the next (the holder each one's last refusal
 //! named, unchanged, and each wait confirmed by a refusal of a message sent `DEADLOCK_TICKS`
@@ -124,10 +128,11 @@ fn driver_settings(owner: Owner) -> DriverSettings {
 }
 
 /// Of the slots' starts with `--sql-autocommit`, the percentage that run a statement outside
-/// transactions instead of a transaction; of those, the percentage that are transfers (the
-/// others are non-key updates matching no row).
+/// transactions instead of a transaction; of those, the percentages that are transfers and
+/// appends (the others are non-key updates matching no row).
 const AUTOCOMMIT_PERCENT: u64 = 15;
-const AUTOCOMMIT_TRANSFER_PERCENT: u64 = 70;
+const AUTOCOMMIT_TRANSFER_PERCENT: u64 = 40;
+const AUTOCOMMIT_APPEND_PERCENT: u64 = 40;
 
 /// A hint of a transaction's end reaches the other gateways within this many ticks, or is
 /// lost (one in `HINT_LOST_PER`): a lost one costs a waiter one pause.
@@ -398,6 +403,8 @@ pub struct SqlStats {
     /// non-key updates matching no row.
     pub autocommits: u64,
     pub autocommit_noops: u64,
+    /// Appends to one row's list outside transactions, committed.
+    pub autocommit_appends: u64,
     /// Their prepares refused by a partition (a transaction's lock, a two-phase hold): aborted
     /// everywhere and sent again.
     pub autocommit_refused: u64,
@@ -1025,7 +1032,30 @@ impl BypassSimulation {
     /// partition).
     fn sql_start_auto(&mut self, gateway: usize, slot: usize) {
         let accounts = self.options.accounts as i64;
-        let (command, keys) = if self.prng.percent(AUTOCOMMIT_TRANSFER_PERCENT) {
+        let roll = self.prng.below(100);
+        let mut micro = Vec::new();
+        let (command, keys) = if roll >= AUTOCOMMIT_TRANSFER_PERCENT
+            && roll < AUTOCOMMIT_TRANSFER_PERCENT + AUTOCOMMIT_APPEND_PERCENT
+        {
+            let k = self.prng.below(accounts as u64) as i64;
+            let value = self.sql_next_value();
+            micro.push(Micro::Append(k, value));
+            let append = Operation::UpdateComputed {
+                table: TABLE.into(),
+                assignments: vec![engine::ComputedAssignment::new(
+                    "v",
+                    engine::Expression::Binary(
+                        engine::expression::Operator::Concat,
+                        Box::new(engine::Expression::Column("v".into())),
+                        Box::new(engine::Expression::Constant(Value::Text(format!(
+                            ",{value}"
+                        )))),
+                    ),
+                )],
+                predicate: Some(Predicate::equal("k", Value::BigInt(k))),
+            };
+            (Command::Batch(vec![append]), vec![row_key(k)])
+        } else if roll < AUTOCOMMIT_TRANSFER_PERCENT {
             let from = self.prng.below(accounts as u64) as i64;
             let to = (from + 1 + self.prng.below(accounts as u64 - 1) as i64) % accounts;
             let amount = self.prng.range_inclusive(1, 20) as i64;
@@ -1061,7 +1091,7 @@ impl BypassSimulation {
             waiting: Waiting::Pause(u64::MAX),
             committing: false,
             began: now,
-            micro: Vec::new(),
+            micro,
             lists: BTreeMap::new(),
             balances: BTreeMap::new(),
             audits: Vec::new(),
@@ -1092,8 +1122,9 @@ impl BypassSimulation {
         let auto = run.auto.as_mut().expect("a statement outside transactions");
         let operation = store::sql_operation(&auto.command);
         let (operation, route) = match auto.phase.clone() {
-            AutoPhase::New if one_phase => {
-                // The canary: one message, refused where a transaction holds the table and
+            AutoPhase::New if one_phase || auto.keys.len() == 1 => {
+                // One row: one partition, one message (the runtime's rule). The canary: any
+                // statement in one message, refused where a transaction holds the table and
                 // run elsewhere.
                 auto.phase = AutoPhase::Once;
                 let route = match auto.keys.is_empty() {
@@ -1838,12 +1869,32 @@ impl BypassSimulation {
         let run = sql.runs[gateway][slot].take().expect("running");
         sql.idle_until[gateway][slot] = now + think;
         if let Some(auto) = &run.auto {
+            // An append is a transaction of one append in Elle's history.
+            let appended = Committed {
+                id: run.txn.id,
+                began: run.began,
+                ended: now,
+                history: run.micro.clone(),
+            };
             match ended {
                 Ended::Committed if auto.keys.is_empty() => sql.stats.autocommit_noops += 1,
+                Ended::Committed if !appended.history.is_empty() => {
+                    sql.stats.autocommit_appends += 1;
+                    sql.committed.push(appended);
+                }
                 Ended::Committed => sql.stats.autocommits += 1,
                 Ended::Aborted => sql.stats.aborted += 1,
-                Ended::Unknown => sql.stats.indeterminate += 1,
-                Ended::Crashed => {}
+                // A crashed session's statement may still run (it has no transaction to
+                // abort): its fate is unknown too.
+                Ended::Unknown | Ended::Crashed => {
+                    sql.stats.indeterminate += u64::from(matches!(ended, Ended::Unknown));
+                    if !appended.history.is_empty() {
+                        sql.unknown.push(Committed {
+                            ended: u64::MAX,
+                            ..appended
+                        });
+                    }
+                }
             }
             return;
         }
