@@ -1034,9 +1034,9 @@ impl BypassSimulation {
         let accounts = self.options.accounts as i64;
         let roll = self.prng.below(100);
         let mut micro = Vec::new();
-        let (command, keys) = if roll >= AUTOCOMMIT_TRANSFER_PERCENT
-            && roll < AUTOCOMMIT_TRANSFER_PERCENT + AUTOCOMMIT_APPEND_PERCENT
-        {
+        let appends =
+            AUTOCOMMIT_TRANSFER_PERCENT..AUTOCOMMIT_TRANSFER_PERCENT + AUTOCOMMIT_APPEND_PERCENT;
+        let (command, keys) = if appends.contains(&roll) {
             let k = self.prng.below(accounts as u64) as i64;
             let value = self.sql_next_value();
             micro.push(Micro::Append(k, value));
