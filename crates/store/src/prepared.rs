@@ -24,9 +24,10 @@
 //!    rows its vote saw. Any other statement's hold is *shared*: writes outside transactions
 //!    to its tables go on (its commit writes the same whatever ran before it), and so do other
 //!    shared holds; a fallible prepare is refused by it. Either way reads outside transactions
-//!    go on, and see the tables as they were; a transaction's locks on held tables, read locks
-//!    included, wait (`Busy`) until the decision, since the commit writes under whatever locks
-//!    are held (`transactions::Transactions::admit_as`). A prepare meeting a hold it may not
+//!    go on, and see the tables as they were; a transaction's new locks on held tables, row and
+//!    read locks included, wait (`Busy`) until the decision, since the commit writes under
+//!    whatever locks are held (`transactions::Transactions::admit_as`; the vote made sure no
+//!    transaction holds the rows the statement pins, `Transactions::pinned_blocker`). A prepare meeting a hold it may not
 //!    share votes `Busy` and records nothing (it aborts for certain; recorded, it would hold
 //!    the tables against the next writer's prepare, and under steady contention a chain of
 //!    refused prepares would keep them held for ever);
