@@ -111,6 +111,13 @@ impl PartitionStore {
         answers_by_part(parts, result)
     }
 
+    /// Whether a statement's share may run in a shared engine batch (`batchable`).
+    fn shares_a_cycle(&self, payload: &payload::SqlPayload) -> bool {
+        store::shares_a_cycle(&payload.operation)
+            || store::Store::is_shared_prepare(&payload.operation)
+            || self.store.is_shared_commit(&payload.operation)
+    }
+
     /// Executes the shares of SQL statements in order, as `execute_sql` on each would, the
     /// statements `store::Store::execute_shares` batches in one engine batch.
     fn execute_sql_batch(&mut self, payloads: &[payload::SqlPayload]) -> Vec<Vec<(u32, Outcome)>> {
@@ -304,12 +311,14 @@ impl PartitionData for PartitionStore {
     }
 
     /// SQL statements that may share a scan cycle (`store::shares_a_cycle`: autocommit
-    /// queries and updates, no DDL, not on the table `kv`): their execution changes only the
-    /// tables, which `keys` and `position` do not read.
+    /// queries and updates, no DDL, not on the table `kv`; and the commits of two-phase
+    /// statements with shared holds, `Store::is_shared_commit`, such as Crescando's non-key
+    /// UPDATEs over several partitions): their execution changes only the tables and the
+    /// two-phase statements, which `keys` and `position` do not read.
     fn batchable(&self, operation: &[u8]) -> bool {
         matches!(
             payload::decode_sql(operation),
-            Some(Ok(payload)) if store::shares_a_cycle(&payload.operation)
+            Some(Ok(payload)) if self.shares_a_cycle(&payload)
         )
     }
 
@@ -335,7 +344,7 @@ impl PartitionData for PartitionStore {
             let mut run: Vec<payload::SqlPayload> = Vec::new();
             while let Some(operation) = operations.get(at) {
                 match payload::decode_sql(operation) {
-                    Some(Ok(payload)) if store::shares_a_cycle(&payload.operation) => {
+                    Some(Ok(payload)) if self.shares_a_cycle(&payload) => {
                         run.push(payload);
                         at += 1;
                     }

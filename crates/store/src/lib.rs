@@ -652,14 +652,19 @@ impl Store {
     /// engine commands that may share a scan cycle (`shares_a_cycle`: autocommit statements,
     /// queries and updates alike, no DDL, not on the table `kv`) run, each maximal run of
     /// consecutive ones, as one `Engine::execute_batch`: Crescando's shared cycle for the
-    /// statements of one log entry, as `apply_batch` gives the one-group path. Everything else
-    /// (RESP commands, transaction statements and locks, two-phase statements, DDL, the
-    /// catalog read) ends the run and runs alone at its place.
+    /// statements of one log entry, as `apply_batch` gives the one-group path. So does the
+    /// commit of a two-phase statement whose hold is shared (`shared_commit`: a write that
+    /// cannot fail on the data, such as Crescando's non-key UPDATEs, which go in two phases
+    /// over several partitions). Everything else (RESP commands, transaction statements and
+    /// locks, prepares and the other decisions, DDL, the catalog read) ends the run and runs
+    /// alone at its place.
     ///
     /// Exact because nothing a run's member checks before it runs changes inside the run: the
-    /// two-phase holds and the open transactions change only by operations that end runs, and
-    /// the catalog (guards, the schemas `rows::share_of` cuts inserts by) only by DDL, which
-    /// is never in a run.
+    /// open transactions change only by operations that end runs; the two-phase holds only by
+    /// operations that end runs, except the shared holds a commit in the run ends, which no
+    /// member checks (a write outside transactions is refused by exclusive holds only, and a
+    /// commit by none); and the catalog (guards, the schemas `rows::share_of` cuts inserts
+    /// by) only by DDL, which is never in a run.
     pub fn execute_shares(
         &mut self,
         operations: &[&[u8]],
@@ -669,6 +674,27 @@ impl Store {
         let mut run: Vec<(usize, engine::Command)> = Vec::new();
         let mut run_operations = 0;
         for (at, operation) in operations.iter().enumerate() {
+            if Store::is_shared_prepare(operation) {
+                // Its vote and hold depend on the transactions, the holds and the catalog,
+                // none of which the run changes, and on no row: it runs in place.
+                results[at] = Some(self.execute_share(operation, &held));
+                continue;
+            }
+            if let Some((statement, command)) = self.shared_commit(operation) {
+                // `decide`'s commit of it (no refusal, the share cut now), in the run.
+                let taken = self.prepared.take(statement);
+                debug_assert!(taken.is_some_and(|taken| taken.shared));
+                let engine = &self.engine;
+                let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
+                let command = rows::share_of(command, &schema_of, &held);
+                if run_operations + batch_len(&command) > engine::BATCH_OPERATIONS_MAX {
+                    self.flush_share_run(&mut run, &mut results);
+                    run_operations = 0;
+                }
+                run_operations += batch_len(&command);
+                run.push((at, command));
+                continue;
+            }
             let Some(command) = command_of(operation).filter(shares_cycle) else {
                 self.flush_share_run(&mut run, &mut results);
                 run_operations = 0;
@@ -700,6 +726,47 @@ impl Store {
             .into_iter()
             .map(|result| result.expect("every share executed"))
             .collect()
+    }
+
+    /// Whether `operation` commits a two-phase statement prepared here with a shared hold, whose
+    /// commit `execute_shares` runs in a shared engine batch (`shared_commit`): the host may
+    /// batch it with its neighbours as it batches `shares_a_cycle` operations.
+    pub fn is_shared_commit(&self, operation: &[u8]) -> bool {
+        self.shared_commit(operation).is_some()
+    }
+
+    /// Whether `operation` prepares a two-phase statement that cannot fail on the data (a
+    /// shared hold, `prepared`): its vote reads no row (no dry run), so `execute_shares` runs
+    /// it in place without ending the run around it, and the host may batch it too.
+    pub fn is_shared_prepare(operation: &[u8]) -> bool {
+        let Some((&TAG_PREPARE, rest)) = operation.split_first() else {
+            return false;
+        };
+        let Ok((_, bytes)) = postcard::from_bytes::<(u64, Vec<u8>)>(rest) else {
+            return false;
+        };
+        engine::Command::decode(&bytes).is_ok_and(|command| !prepared::fallible(&command))
+    }
+
+    /// A decision to commit a two-phase statement prepared here with a shared hold, which has
+    /// no kept share (`prepared`: it cannot fail on the data, so its vote ran no dry run), as
+    /// the statement id and the command its commit runs, unguarded, when that command may
+    /// share a scan cycle and its catalog guards match (a stale one is decided alone, as
+    /// `decide` answers it). `None` for anything else.
+    fn shared_commit(&self, operation: &[u8]) -> Option<(u64, engine::Command)> {
+        let (&TAG_DECIDE, rest) = operation.split_first()? else {
+            return None;
+        };
+        let (statement, commit) = postcard::from_bytes::<(u64, bool)>(rest).ok()?;
+        let prepared = self.prepared.get(statement)?;
+        if !commit || !prepared.shared || self.prepared_shares.contains_key(&statement) {
+            return None;
+        }
+        let command = engine::Command::decode(&prepared.command).ok()?;
+        if !shares_cycle(&command) {
+            return None;
+        }
+        unguarded(command, self.engine.catalog_digest()).map(|command| (statement, command))
     }
 
     /// Executes a run of `execute_shares` as one engine batch and places its outcomes.

@@ -105,6 +105,11 @@ impl Prepared {
         self.statements.insert(id, statement);
     }
 
+    /// Statement `id`, if it is prepared here.
+    pub fn get(&self, id: u64) -> Option<&Statement> {
+        self.statements.get(&id)
+    }
+
     /// Forgets statement `id` (its decision), if it is here.
     pub fn take(&mut self, id: u64) -> Option<Statement> {
         self.statements.remove(&id)
@@ -561,6 +566,71 @@ mod tests {
         assert!(matches!(
             outcome(even.execute_share(&shared, |_| true)),
             Outcome::Error(EngineError::Busy { statement: 23, .. })
+        ));
+    }
+
+    /// The commits of shared statements (Crescando's non-key UPDATEs, two-phase over several
+    /// partitions) share one engine batch with the one-phase statements of their log entry, as
+    /// one-phase non-key UPDATEs did: one scan cycle, not one per statement. The outcomes and
+    /// the state are those of executing each in turn.
+    #[test]
+    fn shared_commits_share_a_scan_cycle_with_the_log_entrys_statements() {
+        let (mut batched, _) = partitions();
+        let mut one_by_one = batched.clone();
+        let tens = |n: i64| {
+            Command::Execute(Operation::Update {
+                table: "t".into(),
+                assignments: vec![engine::Assignment::new("n", Value::BigInt(n))],
+                predicate: Some(engine::Predicate::Compare {
+                    column: "n".into(),
+                    op: engine::CompareOp::Equal,
+                    value: Value::BigInt(10),
+                }),
+            })
+        };
+        for store in [&mut batched, &mut one_by_one] {
+            for (id, n) in [(1, 10), (2, 11)] {
+                let prepare = prepare_operation(id, &sql_operation(&tens(n)));
+                assert_eq!(
+                    outcome(store.execute_share(&prepare, |_| true)),
+                    Outcome::Batch(Vec::new())
+                );
+            }
+        }
+        let entry = [
+            decide_operation(1, true),
+            sql_operation(&Command::Execute(insert(&[(8, 10)]))),
+            prepare_operation(3, &sql_operation(&tens(13))),
+            sql_operation(&tens(12)),
+            decide_operation(2, true),
+            decide_operation(3, true),
+            decide_operation(2, true),
+        ];
+        let operations: Vec<&[u8]> = entry.iter().map(Vec::as_slice).collect();
+        let before = batched.cycles;
+        let results = batched.execute_shares(&operations, |_| true);
+        let expected: Vec<Vec<u8>> = entry
+            .iter()
+            .map(|operation| one_by_one.execute_share(operation, |_| true))
+            .collect();
+        assert_eq!(results, expected);
+        assert_eq!(rows_of(&batched), rows_of(&one_by_one));
+        assert!(batched.prepared.is_empty());
+        // The three commits, the insert and the update in one batch, the prepare of 3 voting
+        // in place; the second decision of 2 finds nothing to decide and is answered alone.
+        assert_eq!(
+            (
+                batched.cycles.batches - before.batches,
+                batched.cycles.statements - before.statements
+            ),
+            (1, 5),
+            "{:?}",
+            batched.cycles
+        );
+        assert_eq!(outcome(results[2].clone()), Outcome::Batch(Vec::new()));
+        assert!(matches!(
+            outcome(results[6].clone()),
+            Outcome::Error(EngineError::Busy { statement: 2, .. })
         ));
     }
 
