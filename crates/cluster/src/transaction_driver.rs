@@ -700,21 +700,7 @@ impl Autocommit {
                 ran: true,
             };
         }
-        let mut abort = None;
-        match self.blocked {
-            Some((holder, since)) if holder == statement => {
-                let held_ms = now_ms.saturating_sub(since);
-                if held_ms > settings.autocommit_decide_after_ms {
-                    abort = Some(Send {
-                        operation: store::decide_operation(statement, false),
-                        route: Route::Every,
-                        kind: Kind::Decide { statement, held_ms },
-                    });
-                    self.blocked = None;
-                }
-            }
-            _ => self.blocked = Some((statement, now_ms)),
-        }
+        let abort = held_too_long(&mut self.blocked, statement, now_ms, &settings);
         let until_ms = now_ms + self.pause_ms;
         self.pause_ms = (self.pause_ms * 2).min(settings.autocommit_pause_max_ms);
         self.waiter.paused_for = None;
@@ -810,21 +796,7 @@ impl Waiter {
         if self.patience_spent(now_ms, settings) {
             return None;
         }
-        let mut abort = None;
-        match self.busy_holder {
-            Some((holder, since)) if holder == statement => {
-                let held_ms = now_ms.saturating_sub(since);
-                if held_ms > settings.autocommit_decide_after_ms {
-                    abort = Some(Send {
-                        operation: store::decide_operation(statement, false),
-                        route: Route::Every,
-                        kind: Kind::Decide { statement, held_ms },
-                    });
-                    self.busy_holder = None;
-                }
-            }
-            _ => self.busy_holder = Some((statement, now_ms)),
-        }
+        let abort = held_too_long(&mut self.busy_holder, statement, now_ms, settings);
         Some(self.pause(now_ms, settings.busy_pause_max_ms, abort, None))
     }
 
@@ -869,6 +841,36 @@ impl Waiter {
                 self.ended.push(ended);
                 false
             }
+        }
+    }
+}
+
+/// A waiter held out by two-phase statement `statement` (`blocked`: the one it was held out by
+/// before, and since when): its abort once the same statement has held it out for
+/// `autocommit_decide_after_ms` (its gateway may have died between its phases), after which
+/// the wait is counted afresh.
+fn held_too_long(
+    blocked: &mut Option<(u64, u64)>,
+    statement: u64,
+    now_ms: u64,
+    settings: &DriverSettings,
+) -> Option<Send> {
+    match *blocked {
+        Some((holder, since)) if holder == statement => {
+            let held_ms = now_ms.saturating_sub(since);
+            if held_ms <= settings.autocommit_decide_after_ms {
+                return None;
+            }
+            *blocked = None;
+            Some(Send {
+                operation: store::decide_operation(statement, false),
+                route: Route::Every,
+                kind: Kind::Decide { statement, held_ms },
+            })
+        }
+        _ => {
+            *blocked = Some((statement, now_ms));
+            None
         }
     }
 }

@@ -624,6 +624,9 @@ impl Store {
     /// rows it pins when it pins partition keys of one table (`Transactions::pinned_blocker`),
     /// else on the tables it reads and writes (`Transactions::blocker`).
     fn transaction_blocker(&self, command: &engine::Command) -> Option<engine::EngineError> {
+        if self.transactions.is_idle() {
+            return None; // Nothing to judge (the autocommit statements' common case).
+        }
         let mut unguarded = command;
         while let engine::Command::Guarded { command, .. } = unguarded {
             unguarded = command;
@@ -680,36 +683,29 @@ impl Store {
                 results[at] = Some(self.execute_share(operation, &held));
                 continue;
             }
-            if let Some((statement, command)) = self.shared_commit(operation) {
+            let command = if let Some((statement, command)) = self.shared_commit(operation) {
                 // `decide`'s commit of it (no refusal, the share cut now), in the run.
                 let taken = self.prepared.take(statement);
                 debug_assert!(taken.is_some_and(|taken| taken.shared));
-                let engine = &self.engine;
-                let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());
-                let command = rows::share_of(command, &schema_of, &held);
-                if run_operations + batch_len(&command) > engine::BATCH_OPERATIONS_MAX {
+                command
+            } else {
+                let Some(command) = command_of(operation).filter(shares_cycle) else {
                     self.flush_share_run(&mut run, &mut results);
                     run_operations = 0;
+                    results[at] = Some(self.execute_share(operation, &held));
+                    continue;
+                };
+                if let Some(refused) = self.share_refused(&command, Share::Run) {
+                    results[at] = Some(refused.encode());
+                    continue;
                 }
-                run_operations += batch_len(&command);
-                run.push((at, command));
-                continue;
-            }
-            let Some(command) = command_of(operation).filter(shares_cycle) else {
-                self.flush_share_run(&mut run, &mut results);
-                run_operations = 0;
-                results[at] = Some(self.execute_share(operation, &held));
-                continue;
-            };
-            if let Some(refused) = self.share_refused(&command, Share::Run) {
-                results[at] = Some(refused.encode());
-                continue;
-            }
-            let digest = self.engine.catalog_digest();
-            let Some(command) = unguarded(command, digest) else {
-                results[at] =
-                    Some(engine::Outcome::Error(engine::EngineError::StaleCatalog).encode());
-                continue;
+                let digest = self.engine.catalog_digest();
+                let Some(command) = unguarded(command, digest) else {
+                    results[at] =
+                        Some(engine::Outcome::Error(engine::EngineError::StaleCatalog).encode());
+                    continue;
+                };
+                command
             };
             let engine = &self.engine;
             let schema_of = |name: &str| engine.table(name).map(|table| table.schema.clone());

@@ -634,6 +634,11 @@ impl Transactions {
     }
 
     /// The ids of the open transactions, in order.
+    /// Whether no transaction is open here.
+    pub fn is_idle(&self) -> bool {
+        self.open.is_empty()
+    }
+
     pub fn open_ids(&self) -> Vec<u64> {
         self.open.keys().copied().collect()
     }
